@@ -1,0 +1,38 @@
+# kaiten — top-level commands. `make demo` and `make test` set up everything.
+BUILD     ?= build
+BUILDTYPE ?= Release
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all deps build demo test asan tsan bench clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILDTYPE) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@bash scripts/demo.sh $(BUILD)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Sanitizer builds: the whole suite under ASan+UBSan, the thread tests under TSan.
+asan: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKT_SANITIZE=address >/dev/null
+	@cmake --build build-asan -j $(JOBS) >/dev/null
+	@cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+tsan: deps
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DKT_SANITIZE=thread >/dev/null
+	@cmake --build build-tsan -j $(JOBS) >/dev/null
+	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -L threads
+
+bench: build
+	@bash bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

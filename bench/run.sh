@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Runs every benchmark; results go to stdout (copy them into bench/README.md).
+set -euo pipefail
+B=${1:-build}
+"$B/bench/bench_schedule"

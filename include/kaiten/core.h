@@ -1,0 +1,80 @@
+/* kaiten core: status codes, error buffers and small shared helpers.
+ *
+ * Every library function that can fail returns a kt_status (0 = ok) and, when
+ * given a non-NULL kt_error, writes a one-line reason into it. The library
+ * never prints and never exits; only the CLI turns a status into an exit code.
+ */
+#ifndef KAITEN_CORE_H
+#define KAITEN_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* X(name, exit_code, message) */
+#define KT_STATUS_MAP(X)                                              \
+  X(OK, 0, "ok")                                                      \
+  X(EINVAL, 2, "invalid argument or input")                           \
+  X(EPARSE, 2, "malformed input")                                     \
+  X(EINVALID_SCHEDULE, 2, "invalid schedule")                         \
+  X(EDEADLOCK, 2, "schedule deadlocks")                               \
+  X(ENOMEM, 1, "out of memory")                                       \
+  X(EIO, 1, "input/output error")                                     \
+  X(ETIMEOUT, 1, "timed out")                                         \
+  X(ERUNTIME, 1, "runtime failure")                                   \
+  X(EPEER, 1, "a peer rank failed")
+
+typedef enum {
+#define KT__STATUS_ENUM(name, code, msg) KT_##name,
+  KT_STATUS_MAP(KT__STATUS_ENUM)
+#undef KT__STATUS_ENUM
+  KT_STATUS_COUNT
+} kt_status;
+
+const char *kt_status_name(kt_status s);    /* "EINVAL" */
+const char *kt_status_message(kt_status s); /* "invalid argument or input" */
+int kt_status_exit_code(kt_status s);       /* 0, 1 or 2 (CLI convention) */
+
+#define KT_ERROR_LEN 512
+typedef struct {
+  char msg[KT_ERROR_LEN];
+} kt_error;
+
+/* Writes a formatted one-line reason into err (if non-NULL) and returns s. */
+kt_status kt_fail(kt_error *err, kt_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Allocation helpers: NULL on overflow or failure. */
+void *kt_calloc(size_t n, size_t size);
+/* Grows *ptr (an array of elem bytes, capacity *cap) to hold at least need. 0 ok, -1 on failure. */
+int kt_grow(void **ptr, size_t *cap, size_t need, size_t elem);
+
+/* Parsing helpers: strict, whole-string; 0 ok, -1 on garbage or overflow. */
+int kt_parse_int(const char *s, long lo, long hi, long *out);
+int kt_parse_double(const char *s, double *out);
+
+/* Monotonic clock in seconds. */
+double kt_now(void);
+
+/* Reads a whole file into a NUL-terminated buffer (caller frees). */
+kt_status kt_read_file(const char *path, char **out, size_t *len, kt_error *err);
+/* Writes data atomically: temp file in the same directory, fsync, rename. */
+kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, kt_error *err);
+
+/* A growable string buffer for renderers. */
+typedef struct {
+  char *data;
+  size_t len, cap;
+  int failed; /* set when an allocation failed; further appends are ignored */
+} kt_buf;
+
+void kt_buf_init(kt_buf *b);
+void kt_buf_free(kt_buf *b);
+void kt_buf_append(kt_buf *b, const char *s, size_t n);
+void kt_buf_puts(kt_buf *b, const char *s);
+void kt_buf_printf(kt_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as a JSON string literal (with quotes and escapes). */
+void kt_buf_json_string(kt_buf *b, const char *s);
+/* Appends a finite double in the shortest %.17g-exact form ("null" if not finite). */
+void kt_buf_json_number(kt_buf *b, double x);
+
+#endif

@@ -1,0 +1,69 @@
+/* kaiten timeline: what happened (measured) or would happen (simulated).
+ *
+ * The simulator and the runtime both produce a kt_timeline, so every metric
+ * and renderer works on both. Times are in the timeline's time unit (cost
+ * units for simulations, seconds for measured runs); memory in its unit.
+ */
+#ifndef KAITEN_TIMELINE_H
+#define KAITEN_TIMELINE_H
+
+#include "kaiten/core.h"
+
+typedef struct {
+  int32_t rank, stage, mb;
+  uint8_t op;    /* kt_op */
+  uint8_t flags; /* KT_ACTION_* of the action that ran */
+  double start, end;
+  int64_t bytes; /* bytes this action sent to other ranks */
+  double comm_time; /* time spent waiting on / moving data for it (measured runs) */
+} kt_event;
+
+/* The memory level of a rank from time t on (after the change at t). */
+typedef struct {
+  int32_t rank;
+  double t;
+  double value;
+} kt_mem_sample;
+
+typedef struct {
+  int p;
+  kt_event *events; /* in per-rank execution order, ranks interleaved arbitrarily */
+  size_t n_events, cap_events;
+  kt_mem_sample *mem;
+  size_t n_mem, cap_mem;
+  char time_unit[8]; /* "unit", "s" */
+  char mem_unit[8];  /* "unit", "B" */
+} kt_timeline;
+
+kt_status kt_timeline_init(kt_timeline *t, int p, const char *time_unit, const char *mem_unit);
+void kt_timeline_free(kt_timeline *t);
+kt_status kt_timeline_add_event(kt_timeline *t, const kt_event *e);
+kt_status kt_timeline_add_mem(kt_timeline *t, int rank, double time, double value);
+/* Sorts events by (rank, start) and memory samples by (rank, t). */
+void kt_timeline_sort(kt_timeline *t);
+
+typedef struct {
+  int rank;
+  double start, end;  /* first action's start, last action's end */
+  double busy;        /* sum of action durations */
+  double idle;        /* makespan - busy: this rank's share of the bubble */
+  double peak_memory; /* max memory level (timeline memory unit) */
+  int peak_inflight;  /* max (stage, mb) pairs between F and their last backward op */
+  size_t actions;
+  int64_t bytes_sent;
+  double comm_time;
+} kt_rank_metrics;
+
+typedef struct {
+  int p;
+  double makespan;     /* max over ranks of (end - start) */
+  double bubble_ratio; /* 1 - sum(busy) / (P * makespan) */
+  double total_busy;
+  kt_rank_metrics *ranks; /* p entries, owned */
+} kt_metrics;
+
+/* Computes the metrics of a timeline. ENOMEM. */
+kt_status kt_timeline_metrics(const kt_timeline *t, kt_metrics *out, kt_error *err);
+void kt_metrics_free(kt_metrics *m);
+
+#endif

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kaiten needs, only those that are missing.
+# Idempotent and quiet when everything is present. Set KAITEN_SKIP_DEPS=1 to skip.
+set -euo pipefail
+[ "${KAITEN_SKIP_DEPS:-0}" = 1 ] && exit 0
+
+pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev
+      openmpi-bin libopenmpi-dev)
+# Optional: headless Chromium renders HTML reports in the screenshot test.
+optional=(chromium)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+missing_opt=()
+for p in "${optional[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing_opt+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && [ ${#missing_opt[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" != 0 ]; then
+  if command -v sudo >/dev/null; then sudo="sudo"; else
+    echo "deps.sh: missing packages (${missing[*]} ${missing_opt[*]}) and not root; install them with apt-get" >&2
+    [ ${#missing[@]} -eq 0 ] && exit 0 || exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+echo "deps.sh: installing ${missing[*]} ${missing_opt[*]}" >&2
+$sudo apt-get update -qq >/dev/null || true
+if [ ${#missing[@]} -gt 0 ]; then
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ ${#missing_opt[@]} -gt 0 ]; then
+  $sudo apt-get install -y -qq --no-install-recommends "${missing_opt[@]}" >/dev/null \
+    || echo "deps.sh: optional ${missing_opt[*]} could not be installed; the screenshot test will be skipped" >&2
+fi

@@ -1,0 +1,85 @@
+/* CLI internals: option parsing and the shared pieces of the commands.
+ * Only src/cli/ prints and exits. */
+#ifndef KAITEN_CLI_H
+#define KAITEN_CLI_H
+
+#include <stdio.h>
+
+#include "kaiten/core.h"
+#include "kaiten/schedule.h"
+#include "kaiten/sim.h"
+
+typedef struct {
+  const char *name;  /* long name without dashes */
+  char short_name;   /* 0 if none */
+  const char *arg;   /* value placeholder ("N"), NULL for a flag */
+  const char *help;
+} cli_opt;
+
+#define CLI_MAX_OPTS 96
+#define CLI_MAX_POS 8
+
+typedef struct {
+  const cli_opt *opts;
+  int n_opts;
+  const char *value[CLI_MAX_OPTS]; /* last value given, or "1" for flags */
+  int given[CLI_MAX_OPTS];
+  const char *pos[CLI_MAX_POS];
+  int n_pos;
+} cli_args;
+
+typedef struct {
+  const char *name;
+  const char *summary;
+  const char *usage;  /* after "kaiten NAME " */
+  const char *details; /* printed after the options, may be NULL */
+  const cli_opt *opts;
+  int n_opts;
+  int (*run)(cli_args *a);
+} cli_command;
+
+/* Returns 0 when parsed, 2 on a usage error (message printed), 1 when help
+ * was printed (caller exits 0). */
+int cli_parse(const cli_command *cmd, int argc, char **argv, cli_args *out);
+void cli_print_help(const cli_command *cmd, FILE *f);
+
+const char *cli_get(const cli_args *a, const char *name);
+int cli_has(const cli_args *a, const char *name);
+/* Integer/double options with range checks; print the error and return -1. */
+int cli_int(const cli_args *a, const char *name, long lo, long hi, long dflt, long *out);
+int cli_double(const cli_args *a, const char *name, double lo, double hi, double dflt, double *out);
+
+/* Prints "kaiten: <msg>" to stderr and returns the exit code for st. */
+int cli_fail(kt_status st, const kt_error *err);
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Shared option groups (costs and layout), and their readers. */
+#define CLI_COST_OPTS                                                                         \
+  {"tf", 0, "X", "forward cost per stage: one value, or one per stage (x0,x1,...)"},          \
+  {"tb", 0, "X", "input-gradient (I) cost per stage; a full backward B costs tb+tw"},        \
+  {"tw", 0, "X", "weight-gradient (W) cost per stage"},                                      \
+  {"comm", 0, "X", "communication time per hop between ranks (default 0)"},                  \
+  {"comm-latency", 0, "X", "per-message latency (with --comm-bandwidth)"},                   \
+  {"comm-bytes", 0, "N", "bytes per message (with --comm-bandwidth)"},                       \
+  {"comm-bandwidth", 0, "X", "bytes per time unit; hop = latency + bytes/bandwidth"},        \
+  {"mem-act", 0, "X", "activation memory M_B one forward adds (default 1; per stage ok)"},   \
+  {"mem-wgrad", 0, "X", "memory M_W an I keeps until its W (default 0; per stage ok)"},      \
+  {"costs", 0, "FILE", "JSON cost file: {\"tf\": 1 or [..], \"tb\", \"tw\", \"comm\", \"mem_act\", \"mem_wgrad\"}"}
+
+int cli_read_costs(const cli_args *a, kt_costs *c);
+
+/* Generates the named schedule from -p/-m/-v (and costs/--mem-limit for
+ * zb-auto); prints the reason and returns the exit code on failure. */
+int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,
+                 kt_schedule *out, kt_error *err);
+
+/* Writes text to path atomically, or to stdout when path is NULL or "-". */
+int cli_emit(const char *path, const kt_buf *b);
+
+/* Whether colour output should be used on stdout (--color auto|always|never). */
+int cli_use_color(const char *mode);
+int cli_term_width(void);
+
+extern const cli_command cli_cmd_sim, cli_cmd_compare, cli_cmd_validate;
+
+#endif

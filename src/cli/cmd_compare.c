@@ -1,0 +1,185 @@
+/* kaiten compare: every applicable schedule side by side under one cost model. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "kaiten/report.h"
+
+static const cli_opt compare_opts[] = {
+    {"p", 'p', "P", "pipeline ranks (default 4)"},
+    {"m", 'm', "M", "micro-batches per step (default 8)"},
+    {"v", 'v', "V", "chunks per rank for interleaved and looped-bfs (default 2)"},
+    {"schedules", 0, "LIST", "comma-separated schedules (default: all)"},
+    CLI_COST_OPTS,
+    {"mem-limit", 0, "X", "zb-auto: memory limit per rank in --mem-act units (default P*M_B)"},
+    {"format", 'f', "FMT", "table (default) | json"},
+    {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
+};
+
+typedef struct {
+  const char *name;
+  int ok;
+  char reason[KT_ERROR_LEN];
+  int v;
+  double makespan, bubble, closed, peak_mem_first, peak_mem_last, peak_mem_max;
+  int inflight_first, inflight_last;
+  size_t messages;
+  const char *expr;
+} row;
+
+static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const kt_costs *c,
+                     double mem_limit) {
+  kt_error err = {{0}};
+  kt_schedule s;
+  rw->name = kt_schedule_kind_name(kind);
+  int defv = kt_schedule_default_chunks(kind);
+  int use_v = defv > 1 && kind != KT_SCHED_ZBV && kind != KT_SCHED_DUALPIPEV ? v : 0;
+  if (cli_generate(kind, p, m, use_v, c, mem_limit, &s, &err)) {
+    snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
+    return;
+  }
+  kt_metrics met;
+  kt_status st = kt_simulate_metrics(&s, c, &met, &err);
+  if (st) {
+    snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
+    kt_schedule_free(&s);
+    return;
+  }
+  rw->ok = 1;
+  rw->v = s.v;
+  rw->makespan = met.makespan;
+  rw->bubble = met.bubble_ratio;
+  rw->closed = kt_schedule_closed_form_bubble(kind, s.p, s.v, s.m, c->tf, c->tb, c->tw, &rw->expr);
+  if (c->n_stages > 0 || kt_cost_comm(c) > 0) rw->closed = -1;
+  rw->peak_mem_first = met.ranks[0].peak_memory;
+  rw->peak_mem_last = met.ranks[p - 1].peak_memory;
+  for (int r = 0; r < p; r++)
+    if (met.ranks[r].peak_memory > rw->peak_mem_max) rw->peak_mem_max = met.ranks[r].peak_memory;
+  rw->inflight_first = met.ranks[0].peak_inflight;
+  rw->inflight_last = met.ranks[p - 1].peak_inflight;
+  rw->messages = kt_schedule_messages(&s);
+  kt_metrics_free(&met);
+  kt_schedule_free(&s);
+}
+
+static int run_compare(cli_args *a) {
+  long p, m, v;
+  double mem_limit;
+  if (cli_int(a, "p", 1, KT_MAX_RANKS, 4, &p) || cli_int(a, "m", 1, KT_MAX_MICROBATCHES, 8, &m) ||
+      cli_int(a, "v", 2, KT_MAX_CHUNKS, 2, &v) ||
+      cli_double(a, "mem-limit", 0, 1e300, 0, &mem_limit))
+    return 2;
+  if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten compare --help)", a->pos[0]);
+  const char *format = cli_get(a, "format") ? cli_get(a, "format") : "table";
+  if (strcmp(format, "table") && strcmp(format, "json"))
+    return cli_usage_error("--format '%s': expected table or json", format);
+  int kinds[KT_SCHED_COUNT], nk = 0;
+  const char *list = cli_get(a, "schedules");
+  if (list) {
+    char *copy = strdup(list), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      int k = kt_schedule_kind_from_name(tok);
+      if (k < 0) {
+        int rc = cli_usage_error("unknown schedule '%s' in --schedules (known: %s)", tok,
+                                 kt_schedule_kind_list());
+        free(copy);
+        return rc;
+      }
+      if (nk < KT_SCHED_COUNT) kinds[nk++] = k;
+    }
+    free(copy);
+    if (nk == 0) return cli_usage_error("--schedules is empty");
+  } else {
+    for (int k = 0; k < KT_SCHED_COUNT; k++) kinds[nk++] = k;
+  }
+  kt_costs costs;
+  int rc = cli_read_costs(a, &costs);
+  if (rc) return rc;
+  row rows[KT_SCHED_COUNT];
+  memset(rows, 0, sizeof rows);
+  for (int i = 0; i < nk; i++)
+    eval_row(&rows[i], (kt_schedule_kind)kinds[i], (int)p, (int)m, (int)v, &costs, mem_limit);
+
+  kt_buf out;
+  kt_buf_init(&out);
+  if (!strcmp(format, "json")) {
+    kt_buf_printf(&out, "{\"p\":%ld,\"m\":%ld,\"v\":%ld,\"costs\":{\"tf\":", p, m, v);
+    kt_buf_json_number(&out, costs.tf);
+    kt_buf_puts(&out, ",\"tb\":");
+    kt_buf_json_number(&out, costs.tb);
+    kt_buf_puts(&out, ",\"tw\":");
+    kt_buf_json_number(&out, costs.tw);
+    kt_buf_puts(&out, ",\"comm\":");
+    kt_buf_json_number(&out, kt_cost_comm(&costs));
+    kt_buf_puts(&out, "},\"rows\":[");
+    for (int i = 0; i < nk; i++) {
+      row *rw = &rows[i];
+      kt_buf_printf(&out, "%s{\"schedule\":\"%s\"", i ? "," : "", rw->name);
+      if (!rw->ok) {
+        kt_buf_puts(&out, ",\"applies\":false,\"reason\":");
+        kt_buf_json_string(&out, rw->reason);
+        kt_buf_puts(&out, "}");
+        continue;
+      }
+      kt_buf_printf(&out, ",\"applies\":true,\"v\":%d,\"makespan\":", rw->v);
+      kt_buf_json_number(&out, rw->makespan);
+      kt_buf_puts(&out, ",\"bubble_ratio\":");
+      kt_buf_json_number(&out, rw->bubble);
+      kt_buf_puts(&out, ",\"closed_form_bubble\":");
+      if (rw->closed >= 0) kt_buf_json_number(&out, rw->closed);
+      else kt_buf_puts(&out, "null");
+      kt_buf_puts(&out, ",\"closed_form_expr\":");
+      if (rw->expr) kt_buf_json_string(&out, rw->expr);
+      else kt_buf_puts(&out, "null");
+      kt_buf_puts(&out, ",\"peak_memory_first\":");
+      kt_buf_json_number(&out, rw->peak_mem_first);
+      kt_buf_puts(&out, ",\"peak_memory_last\":");
+      kt_buf_json_number(&out, rw->peak_mem_last);
+      kt_buf_puts(&out, ",\"peak_memory\":");
+      kt_buf_json_number(&out, rw->peak_mem_max);
+      kt_buf_printf(&out, ",\"peak_inflight_first\":%d,\"peak_inflight_last\":%d,\"messages\":%zu}",
+                    rw->inflight_first, rw->inflight_last, rw->messages);
+    }
+    kt_buf_puts(&out, "]}\n");
+  } else {
+    kt_buf_printf(&out, "P=%ld M=%ld  tf=%g tb=%g tw=%g comm=%g  mem-act=%g mem-wgrad=%g%s\n\n",
+                  p, m, costs.tf, costs.tb, costs.tw, kt_cost_comm(&costs), costs.mem_act,
+                  costs.mem_wgrad, costs.n_stages ? "  (per-stage costs)" : "");
+    kt_buf_printf(&out, "%-12s %2s %10s %8s %9s  %-44s %9s %9s %6s %6s %8s\n", "schedule", "V",
+                  "makespan", "bubble", "formula", "closed form", "mem r0",
+                  "mem last", "fl r0", "fl last", "messages");
+    for (int i = 0; i < nk; i++) {
+      row *rw = &rows[i];
+      if (!rw->ok) continue;
+      char formula[32] = "-";
+      if (rw->closed >= 0) snprintf(formula, sizeof formula, "%.2f%%", 100 * rw->closed);
+      kt_buf_printf(&out, "%-12s %2d %10g %7.2f%% %9s  %-44s %9g %9g %6d %6d %8zu\n", rw->name,
+                    rw->v, rw->makespan, 100 * rw->bubble, formula, rw->expr ? rw->expr : "-",
+                    rw->peak_mem_first, rw->peak_mem_last, rw->inflight_first, rw->inflight_last,
+                    rw->messages);
+    }
+    int skipped = 0;
+    for (int i = 0; i < nk; i++)
+      if (!rows[i].ok) {
+        if (!skipped++) kt_buf_puts(&out, "\nnot applicable:\n");
+        kt_buf_printf(&out, "  %-12s %s\n", rows[i].name, rows[i].reason);
+      }
+    kt_buf_puts(&out,
+                "\nmem = peak activation memory (units of --mem-act), fl = peak in-flight "
+                "micro-batches, on the first and last rank.\n");
+  }
+  rc = cli_emit(cli_get(a, "output"), &out);
+  kt_buf_free(&out);
+  kt_costs_free(&costs);
+  return rc;
+}
+
+const cli_command cli_cmd_compare = {
+    .name = "compare",
+    .summary = "compare pipeline schedules side by side (bubble, makespan, memory, messages)",
+    .usage = "-p P -m M [-v V] [--schedules a,b,c] [costs] [--format table|json]",
+    .details = "example:\n  kaiten compare -p 8 -m 24 --tf 18.5 --tb 18.1 --tw 9.3 --comm 0.6\n",
+    .opts = compare_opts,
+    .n_opts = sizeof compare_opts / sizeof *compare_opts,
+    .run = run_compare,
+};

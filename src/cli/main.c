@@ -1,0 +1,45 @@
+/* kaiten command-line entry point: dispatches to the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+#define KAITEN_VERSION "0.1.0"
+
+static const cli_command *const commands[] = {&cli_cmd_sim, &cli_cmd_compare, &cli_cmd_validate};
+#define N_COMMANDS (sizeof commands / sizeof *commands)
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "kaiten %s — pipeline-parallel training: plan, simulate, visualise, run\n\n"
+          "usage: kaiten COMMAND [options]   (kaiten COMMAND --help for details)\n\ncommands:\n",
+          KAITEN_VERSION);
+  for (size_t i = 0; i < N_COMMANDS; i++)
+    fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *name = argv[1];
+  if (!strcmp(name, "-h") || !strcmp(name, "--help") || !strcmp(name, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(name, "--version") || !strcmp(name, "version")) {
+    printf("kaiten %s\n", KAITEN_VERSION);
+    return 0;
+  }
+  for (size_t i = 0; i < N_COMMANDS; i++) {
+    if (strcmp(name, commands[i]->name)) continue;
+    cli_args a;
+    int rc = cli_parse(commands[i], argc - 2, argv + 2, &a);
+    if (rc == 1) return 0;
+    if (rc) return rc;
+    return commands[i]->run(&a);
+  }
+  fprintf(stderr, "kaiten: unknown command '%s' (try kaiten --help)\n", name);
+  return 2;
+}

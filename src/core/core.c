@@ -1,0 +1,253 @@
+/* Status table, error buffers, allocation, parsing and file helpers. */
+#include "kaiten/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const status_names[] = {
+#define X(name, code, msg) #name,
+    KT_STATUS_MAP(X)
+#undef X
+};
+static const char *const status_messages[] = {
+#define X(name, code, msg) msg,
+    KT_STATUS_MAP(X)
+#undef X
+};
+static const int status_codes[] = {
+#define X(name, code, msg) code,
+    KT_STATUS_MAP(X)
+#undef X
+};
+_Static_assert(sizeof(status_names) / sizeof(status_names[0]) == KT_STATUS_COUNT,
+               "status table out of sync");
+
+const char *kt_status_name(kt_status s) {
+  return (unsigned)s < KT_STATUS_COUNT ? status_names[s] : "EUNKNOWN";
+}
+const char *kt_status_message(kt_status s) {
+  return (unsigned)s < KT_STATUS_COUNT ? status_messages[s] : "unknown status";
+}
+int kt_status_exit_code(kt_status s) {
+  return (unsigned)s < KT_STATUS_COUNT ? status_codes[s] : 1;
+}
+
+kt_status kt_fail(kt_error *err, kt_status s, const char *fmt, ...) {
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    /* keep it one line */
+    for (char *c = err->msg; *c; c++)
+      if (*c == '\n' || *c == '\r') *c = ' ';
+  }
+  return s;
+}
+
+void *kt_calloc(size_t n, size_t size) {
+  if (n == 0 || size == 0) return calloc(1, 1);
+  if (n > SIZE_MAX / size) return NULL;
+  return calloc(n, size);
+}
+
+int kt_grow(void **ptr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  size_t c = *cap ? *cap : 16;
+  while (c < need) {
+    if (c > SIZE_MAX / 2) return -1;
+    c *= 2;
+  }
+  if (c > SIZE_MAX / elem) return -1;
+  void *p = realloc(*ptr, c * elem);
+  if (!p) return -1;
+  *ptr = p;
+  *cap = c;
+  return 0;
+}
+
+int kt_parse_int(const char *s, long lo, long hi, long *out) {
+  if (!s || !*s) return -1;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+int kt_parse_double(const char *s, double *out) {
+  if (!s || !*s) return -1;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || *end || !isfinite(v)) return -1;
+  *out = v;
+  return 0;
+}
+
+double kt_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+kt_status kt_read_file(const char *path, char **out, size_t *len, kt_error *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return kt_fail(err, KT_EIO, "cannot open '%s': %s", path, strerror(errno));
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  if (!buf) {
+    fclose(f);
+    return kt_fail(err, KT_ENOMEM, "out of memory reading '%s'", path);
+  }
+  for (;;) {
+    if (n + 1 >= cap) {
+      char *nb = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        return kt_fail(err, KT_ENOMEM, "out of memory reading '%s'", path);
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t r = fread(buf + n, 1, cap - n - 1, f);
+    n += r;
+    if (r == 0) break;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(buf);
+    return kt_fail(err, KT_EIO, "error reading '%s'", path);
+  }
+  buf[n] = 0;
+  *out = buf;
+  if (len) *len = n;
+  return KT_OK;
+}
+
+kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, kt_error *err) {
+  size_t pl = strlen(path);
+  char *tmp = malloc(pl + 32);
+  if (!tmp) return kt_fail(err, KT_ENOMEM, "out of memory");
+  snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    kt_status s = kt_fail(err, KT_EIO, "cannot write '%s': %s", tmp, strerror(errno));
+    free(tmp);
+    return s;
+  }
+  const char *p = data;
+  size_t left = len;
+  while (left > 0) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      kt_status s = kt_fail(err, KT_EIO, "cannot write '%s': %s", tmp, strerror(errno));
+      close(fd);
+      unlink(tmp);
+      free(tmp);
+      return s;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    kt_status s = kt_fail(err, KT_EIO, "cannot flush '%s': %s", tmp, strerror(errno));
+    unlink(tmp);
+    free(tmp);
+    return s;
+  }
+  if (rename(tmp, path) != 0) {
+    kt_status s = kt_fail(err, KT_EIO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+    unlink(tmp);
+    free(tmp);
+    return s;
+  }
+  free(tmp);
+  return KT_OK;
+}
+
+void kt_buf_init(kt_buf *b) { memset(b, 0, sizeof *b); }
+void kt_buf_free(kt_buf *b) {
+  free(b->data);
+  memset(b, 0, sizeof *b);
+}
+
+void kt_buf_append(kt_buf *b, const char *s, size_t n) {
+  if (b->failed) return;
+  if (kt_grow((void **)&b->data, &b->cap, b->len + n + 1, 1) != 0) {
+    b->failed = 1;
+    return;
+  }
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+  b->data[b->len] = 0;
+}
+
+void kt_buf_puts(kt_buf *b, const char *s) { kt_buf_append(b, s, strlen(s)); }
+
+void kt_buf_printf(kt_buf *b, const char *fmt, ...) {
+  char small[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n < sizeof small) {
+    kt_buf_append(b, small, (size_t)n);
+    return;
+  }
+  char *big = malloc((size_t)n + 1);
+  if (!big) {
+    b->failed = 1;
+    return;
+  }
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  kt_buf_append(b, big, (size_t)n);
+  free(big);
+}
+
+void kt_buf_json_string(kt_buf *b, const char *s) {
+  kt_buf_append(b, "\"", 1);
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    switch (*c) {
+      case '"': kt_buf_puts(b, "\\\""); break;
+      case '\\': kt_buf_puts(b, "\\\\"); break;
+      case '\n': kt_buf_puts(b, "\\n"); break;
+      case '\t': kt_buf_puts(b, "\\t"); break;
+      case '\r': kt_buf_puts(b, "\\r"); break;
+      default:
+        if (*c < 0x20) kt_buf_printf(b, "\\u%04x", *c);
+        else kt_buf_append(b, (const char *)c, 1);
+    }
+  }
+  kt_buf_append(b, "\"", 1);
+}
+
+void kt_buf_json_number(kt_buf *b, double x) {
+  if (!isfinite(x)) {
+    kt_buf_puts(b, "null");
+    return;
+  }
+  /* shortest representation that round-trips */
+  char tmp[40];
+  for (int prec = 6; prec <= 17; prec++) {
+    snprintf(tmp, sizeof tmp, "%.*g", prec, x);
+    if (strtod(tmp, NULL) == x) break;
+  }
+  kt_buf_puts(b, tmp);
+}

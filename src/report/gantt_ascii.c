@@ -1,0 +1,225 @@
+/* ASCII Gantt chart in the style of the source documents:
+ *
+ *   rank 0 |F0 F1 F2 F3 ..................B0    B1    B2    B3    |
+ *
+ * One column group per time quantum when the chart fits the width, else a
+ * proportional scale where labels that do not fit are cut to the op letter.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kaiten/report.h"
+
+void kt_gantt_default_opts(kt_gantt_opts *o) {
+  o->width = 120;
+  o->color = 0;
+  o->chunks = 1;
+  o->max_ranks = 16;
+}
+
+int kt_event_label(const kt_event *e, int chunks, char *buf, size_t n) {
+  char op = kt_op_letter((kt_op)e->op);
+  if (chunks > 1) return snprintf(buf, n, "%d%c%d", e->stage, op, e->mb);
+  return snprintf(buf, n, "%c%d", op, e->mb);
+}
+
+/* Short label for narrow cells: the op letter, lower case on every chunk but
+ * the first of its rank, then the micro-batch ("F3", "f3"). */
+static int short_label(const kt_event *e, int p, char *buf, size_t n) {
+  char op = kt_op_letter((kt_op)e->op);
+  if (p > 0 && e->stage >= p) op = (char)(op - 'A' + 'a');
+  return snprintf(buf, n, "%c%d", op, e->mb);
+}
+
+/* 1, 2 or 5 times a power of ten, at least x. */
+static double nice_step(double x) {
+  double p10 = pow(10, floor(log10(x)));
+  if (x <= p10) return p10;
+  if (x <= 2 * p10) return 2 * p10;
+  if (x <= 5 * p10) return 5 * p10;
+  return 10 * p10;
+}
+
+/* 256-colour backgrounds chosen to stay distinct for colour-blind readers
+ * (blue, orange, yellow, teal: Okabe-Ito hues). */
+static const char *op_color(int op) {
+  switch (op) {
+    case KT_OP_F: return "\x1b[48;5;32;38;5;231m";
+    case KT_OP_B: return "\x1b[48;5;208;38;5;16m";
+    case KT_OP_I: return "\x1b[48;5;220;38;5;16m";
+    case KT_OP_W: return "\x1b[48;5;30;38;5;231m";
+    default: return "";
+  }
+}
+#define RESET "\x1b[0m"
+
+/* Largest quantum q that divides every start/end offset (within 1e-6), so
+ * unit-cost charts get one cell per unit; 0 when no nice quantum exists. */
+static double find_quantum(const kt_timeline *t, double t0) {
+  double min_d = INFINITY;
+  for (size_t i = 0; i < t->n_events; i++) {
+    double d = t->events[i].end - t->events[i].start;
+    if (d > 1e-12 && d < min_d) min_d = d;
+  }
+  if (!isfinite(min_d)) return 0;
+  /* try q = min_d / k for small k */
+  for (int k = 1; k <= 4; k++) {
+    double q = min_d / k;
+    int ok = 1;
+    for (size_t i = 0; i < t->n_events && ok; i++) {
+      double a = (t->events[i].start - t0) / q, b = (t->events[i].end - t0) / q;
+      if (fabs(a - round(a)) > 1e-6 || fabs(b - round(b)) > 1e-6) ok = 0;
+    }
+    if (ok) return q;
+  }
+  return 0;
+}
+
+void kt_render_gantt_ascii(const kt_timeline *t, const kt_gantt_opts *o, kt_buf *b) {
+  if (t->n_events == 0) {
+    kt_buf_puts(b, "(empty timeline)\n");
+    return;
+  }
+  double t0 = INFINITY, t1 = -INFINITY;
+  for (size_t i = 0; i < t->n_events; i++) {
+    if (t->events[i].start < t0) t0 = t->events[i].start;
+    if (t->events[i].end > t1) t1 = t->events[i].end;
+  }
+  double span = t1 - t0;
+  if (span <= 0) span = 1;
+  /* full labels ("5F3" with several chunks) when they fit, else short ones */
+  int label_w = 2;
+  for (size_t i = 0; i < t->n_events; i++) {
+    char lab[32];
+    int n = kt_event_label(&t->events[i], o->chunks, lab, sizeof lab);
+    if (n > label_w) label_w = n;
+  }
+  int short_w = 2;
+  for (size_t i = 0; i < t->n_events; i++) {
+    char lab[32];
+    int n = short_label(&t->events[i], t->p, lab, sizeof lab);
+    if (n > short_w) short_w = n;
+  }
+  const char *prefix_fmt = t->p > 10 ? "rank %2d |" : "rank %d |";
+  int prefix = t->p > 10 ? 9 : 8;
+  int avail = (o->width > 40 ? o->width : 40) - prefix - 1;
+  /* Layout, best first: one cell per time quantum with full labels, then with
+   * short labels, wrapped into at most MAX_BANDS bands of the width; then one
+   * band with narrower cells; then a proportional scale. */
+  enum { MAX_BANDS = 4 };
+  double q = find_quantum(t, t0);
+  int use_short = 0, cell = 0;
+  if (q > 0) {
+    double quanta = span / q;
+    if (quanta * (label_w + 1) <= (double)avail * MAX_BANDS) cell = label_w + 1;
+    else if (o->chunks > 1 && quanta * (short_w + 1) <= (double)avail * MAX_BANDS)
+      cell = short_w + 1, use_short = 1;
+    else {
+      cell = (int)floor(avail / quanta);
+      if (cell > label_w + 1) cell = label_w + 1;
+      use_short = o->chunks > 1;
+    }
+  }
+  double scale; /* chars per time unit */
+  int cols, band, quantized = q > 0 && cell >= 1;
+  if (quantized) {
+    scale = cell / q;
+    cols = (int)llround(span / q) * cell;
+    band = avail / cell * cell;
+  } else {
+    scale = avail / span;
+    cols = avail;
+    band = avail;
+  }
+  int shown = t->p <= o->max_ranks ? t->p : o->max_ranks;
+  char *grid = malloc((size_t)(t->p + 1) * (size_t)cols);
+  signed char *opmap = malloc((size_t)t->p * (size_t)cols);
+  if (!grid || !opmap) {
+    free(grid);
+    free(opmap);
+    b->failed = 1;
+    return;
+  }
+  memset(grid, '.', (size_t)t->p * (size_t)cols);
+  memset(opmap, -1, (size_t)t->p * (size_t)cols);
+  for (size_t i = 0; i < t->n_events; i++) {
+    const kt_event *e = &t->events[i];
+    if (e->rank < 0 || e->rank >= t->p) continue;
+    char *row = grid + (size_t)e->rank * cols;
+    signed char *ops = opmap + (size_t)e->rank * cols;
+    int c0 = (int)llround((e->start - t0) * scale), c1 = (int)llround((e->end - t0) * scale);
+    if (c0 >= cols) c0 = cols - 1;
+    if (c1 > cols) c1 = cols;
+    if (c1 <= c0) c1 = c0 + 1;
+    char lab[32];
+    int n = use_short ? short_label(e, t->p, lab, sizeof lab)
+                      : kt_event_label(e, o->chunks, lab, sizeof lab);
+    for (int c = c0; c < c1; c++) {
+      ops[c] = (signed char)e->op;
+      row[c] = c - c0 < n ? lab[c - c0] : ' ';
+    }
+    /* too narrow for the label: keep the op letter visible */
+    if (c1 - c0 < n) {
+      for (int c = c0 + 1; c < c1; c++) row[c] = ' ';
+      row[c0] = lab[use_short || o->chunks == 1 ? 0 : strcspn(lab, "FBIW")];
+    }
+  }
+  /* time axis: ticks at round numbers, at whole quanta when quantized */
+  char *axis = grid + (size_t)t->p * cols;
+  memset(axis, ' ', (size_t)cols);
+  double step_units = nice_step(10.0 / scale);
+  if (quantized && step_units < q) step_units = q;
+  for (double tt = 0; tt <= span + 1e-9; tt += step_units) {
+    int c = (int)llround(tt * scale);
+    char num[32];
+    int n = snprintf(num, sizeof num, "%g", tt + t0);
+    if (c + n > cols) break;
+    int clear = 1;
+    for (int k = (c > 0 ? c - 1 : 0); k < c + n && k < cols; k++)
+      if (axis[k] != ' ') clear = 0;
+    if (clear) memcpy(axis + c, num, (size_t)n);
+  }
+  for (int c0 = 0; c0 < cols; c0 += band) {
+    int w = cols - c0 < band ? cols - c0 : band;
+    if (c0) kt_buf_puts(b, "\n");
+    for (int r = 0; r < t->p; r++) {
+      if (r >= shown && r != t->p - 1) {
+        if (r == shown) kt_buf_printf(b, "  ... %d more ranks ...\n", t->p - 1 - shown);
+        continue;
+      }
+      const char *row = grid + (size_t)r * cols + c0;
+      const signed char *ops = opmap + (size_t)r * cols + c0;
+      kt_buf_printf(b, prefix_fmt, r);
+      if (o->color) {
+        int cur = -2;
+        for (int c = 0; c < w; c++) {
+          if (ops[c] != cur) {
+            kt_buf_puts(b, ops[c] >= 0 ? op_color(ops[c]) : RESET);
+            cur = ops[c];
+          }
+          kt_buf_append(b, &row[c], 1);
+        }
+        kt_buf_puts(b, RESET);
+      } else {
+        kt_buf_append(b, row, (size_t)w);
+      }
+      kt_buf_puts(b, c0 + w < cols ? ">\n" : "|\n");
+    }
+    for (int k = 0; k < prefix; k++) kt_buf_puts(b, " ");
+    /* trim trailing blanks of the axis */
+    int aw = w;
+    while (aw > 0 && axis[c0 + aw - 1] == ' ') aw--;
+    kt_buf_append(b, axis + c0, (size_t)aw);
+    kt_buf_puts(b, "\n");
+  }
+  kt_buf_puts(b, "F forward  B backward  I input-grad  W weight-grad  . idle   ");
+  if (use_short) kt_buf_puts(b, "lower case = later chunk   ");
+  if (quantized)
+    kt_buf_printf(b, "time in %s, one cell = %g\n", t->time_unit, q);
+  else
+    kt_buf_printf(b, "time in %s, one column = %.3g\n", t->time_unit, 1.0 / scale);
+  free(grid);
+  free(opmap);
+}

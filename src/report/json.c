@@ -1,0 +1,155 @@
+/* Machine-readable renderers: simulation JSON (the CLI contract), metrics
+ * text table, Chrome trace. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kaiten/report.h"
+
+static void costs_json(const kt_costs *c, kt_buf *b) {
+  kt_buf_puts(b, "{\"tf\":");
+  kt_buf_json_number(b, c->tf);
+  kt_buf_puts(b, ",\"tb\":");
+  kt_buf_json_number(b, c->tb);
+  kt_buf_puts(b, ",\"tw\":");
+  kt_buf_json_number(b, c->tw);
+  kt_buf_puts(b, ",\"comm\":");
+  kt_buf_json_number(b, kt_cost_comm(c));
+  kt_buf_puts(b, ",\"mem_act\":");
+  kt_buf_json_number(b, c->mem_act);
+  kt_buf_puts(b, ",\"mem_wgrad\":");
+  kt_buf_json_number(b, c->mem_wgrad);
+  kt_buf_printf(b, ",\"per_stage\":%s}", c->n_stages > 0 ? "true" : "false");
+}
+
+void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_timeline *t,
+                        kt_buf *b) {
+  kt_buf_puts(b, "{\"schedule\":");
+  kt_buf_json_string(b, info->schedule ? info->schedule : "");
+  kt_buf_printf(b, ",\"p\":%d,\"m\":%d,\"v\":%d,\"placement\":", info->p, info->m, info->v);
+  kt_buf_json_string(b, info->placement ? info->placement : "loop");
+  kt_buf_puts(b, ",\"makespan\":");
+  kt_buf_json_number(b, m->makespan);
+  kt_buf_puts(b, ",\"bubble_ratio\":");
+  kt_buf_json_number(b, m->bubble_ratio);
+  kt_buf_puts(b, ",\"closed_form_bubble\":");
+  if (info->closed_form >= 0) kt_buf_json_number(b, info->closed_form);
+  else kt_buf_puts(b, "null");
+  kt_buf_puts(b, ",\"closed_form_expr\":");
+  if (info->closed_form_expr) kt_buf_json_string(b, info->closed_form_expr);
+  else kt_buf_puts(b, "null");
+  kt_buf_printf(b, ",\"messages\":%zu,\"time_unit\":", info->messages);
+  kt_buf_json_string(b, t ? t->time_unit : "unit");
+  if (info->costs) {
+    kt_buf_puts(b, ",\"costs\":");
+    costs_json(info->costs, b);
+  }
+  double peak = 0;
+  for (int r = 0; r < m->p; r++)
+    if (m->ranks[r].peak_memory > peak) peak = m->ranks[r].peak_memory;
+  kt_buf_puts(b, ",\"peak_memory\":");
+  kt_buf_json_number(b, peak);
+  kt_buf_puts(b, ",\"ranks\":[");
+  for (int r = 0; r < m->p; r++) {
+    const kt_rank_metrics *rm = &m->ranks[r];
+    kt_buf_printf(b, "%s{\"rank\":%d,\"busy\":", r ? "," : "", r);
+    kt_buf_json_number(b, rm->busy);
+    kt_buf_puts(b, ",\"idle\":");
+    kt_buf_json_number(b, rm->idle);
+    kt_buf_puts(b, ",\"peak_memory\":");
+    kt_buf_json_number(b, rm->peak_memory);
+    kt_buf_printf(b, ",\"peak_inflight\":%d,\"actions\":%zu,\"start\":", rm->peak_inflight,
+                  rm->actions);
+    kt_buf_json_number(b, rm->start);
+    kt_buf_puts(b, ",\"end\":");
+    kt_buf_json_number(b, rm->end);
+    kt_buf_printf(b, ",\"bytes_sent\":%lld}", (long long)rm->bytes_sent);
+  }
+  kt_buf_puts(b, "]");
+  if (t) {
+    kt_buf_puts(b, ",\"events\":[");
+    for (size_t i = 0; i < t->n_events; i++) {
+      const kt_event *e = &t->events[i];
+      kt_buf_printf(b, "%s{\"rank\":%d,\"stage\":%d,\"mb\":%d,\"op\":\"%c\",\"start\":",
+                    i ? "," : "", e->rank, e->stage, e->mb, kt_op_letter((kt_op)e->op));
+      kt_buf_json_number(b, e->start);
+      kt_buf_puts(b, ",\"end\":");
+      kt_buf_json_number(b, e->end);
+      if (e->flags & KT_ACTION_OVERLAP_NEXT) kt_buf_puts(b, ",\"overlap_next\":true");
+      if (e->bytes) kt_buf_printf(b, ",\"bytes\":%lld", (long long)e->bytes);
+      kt_buf_puts(b, "}");
+    }
+    kt_buf_puts(b, "]");
+  }
+  kt_buf_puts(b, "}\n");
+}
+
+void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const char *time_unit,
+                            kt_buf *b) {
+  if (info) {
+    kt_buf_printf(b, "schedule %s  P=%d V=%d M=%d  placement=%s", info->schedule, info->p,
+                  info->v, info->m, info->placement);
+    if (info->costs)
+      kt_buf_printf(b, "  tf=%g tb=%g tw=%g comm=%g%s", info->costs->tf, info->costs->tb,
+                    info->costs->tw, kt_cost_comm(info->costs),
+                    info->costs->n_stages ? " (per-stage)" : "");
+    kt_buf_puts(b, "\n");
+  }
+  kt_buf_printf(b, "makespan %g %s   bubble_ratio %.4f (%.1f%%)", m->makespan, time_unit,
+                m->bubble_ratio, 100 * m->bubble_ratio);
+  if (info && info->closed_form >= 0)
+    kt_buf_printf(b, "   closed form %s = %.4f", info->closed_form_expr, info->closed_form);
+  if (info) kt_buf_printf(b, "   p2p messages %zu", info->messages);
+  kt_buf_puts(b, "\n");
+  kt_buf_printf(b, "%-6s %10s %10s %8s %12s %14s\n", "rank", "busy", "idle", "util",
+                "peak_memory", "peak_inflight");
+  for (int r = 0; r < m->p; r++) {
+    const kt_rank_metrics *rm = &m->ranks[r];
+    double util = m->makespan > 0 ? rm->busy / m->makespan : 0;
+    kt_buf_printf(b, "%-6d %10g %10g %7.1f%% %12g %14d\n", r, rm->busy, rm->idle, 100 * util,
+                  rm->peak_memory, rm->peak_inflight);
+  }
+}
+
+void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_per_unit,
+                            kt_buf *b) {
+  kt_buf_puts(b, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+  kt_buf_puts(b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":");
+  kt_buf_json_string(b, title ? title : "kaiten");
+  kt_buf_puts(b, "}}");
+  for (int r = 0; r < t->p; r++) {
+    kt_buf_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                     "\"args\":{\"name\":\"rank %d\"}}", r, r);
+    kt_buf_printf(b, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                     "\"args\":{\"sort_index\":%d}}", r, r);
+  }
+  static const char *const cname[] = {"thread_state_running", "good", "rail_animation",
+                                      "rail_idle"};
+  for (size_t i = 0; i < t->n_events; i++) {
+    const kt_event *e = &t->events[i];
+    char lab[32];
+    snprintf(lab, sizeof lab, "%d%c%d", e->stage, kt_op_letter((kt_op)e->op), e->mb);
+    kt_buf_printf(b, ",\n{\"name\":\"%s\",\"cat\":\"%c\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":",
+                  lab, kt_op_letter((kt_op)e->op), e->rank);
+    kt_buf_json_number(b, e->start * us_per_unit);
+    kt_buf_puts(b, ",\"dur\":");
+    kt_buf_json_number(b, (e->end - e->start) * us_per_unit);
+    kt_buf_printf(b, ",\"cname\":\"%s\",\"args\":{\"stage\":%d,\"mb\":%d,\"op\":\"%c\"",
+                  e->op < 4 ? cname[e->op] : "generic_work", e->stage, e->mb,
+                  kt_op_letter((kt_op)e->op));
+    if (e->bytes) kt_buf_printf(b, ",\"bytes_sent\":%lld", (long long)e->bytes);
+    kt_buf_puts(b, "}}");
+  }
+  for (size_t i = 0; i < t->n_mem; i++) {
+    const kt_mem_sample *s = &t->mem[i];
+    kt_buf_printf(b, ",\n{\"name\":\"memory rank %d\",\"ph\":\"C\",\"pid\":0,\"tid\":%d,\"ts\":",
+                  s->rank, s->rank);
+    kt_buf_json_number(b, s->t * us_per_unit);
+    kt_buf_puts(b, ",\"args\":{\"");
+    kt_buf_puts(b, t->mem_unit);
+    kt_buf_puts(b, "\":");
+    kt_buf_json_number(b, s->value);
+    kt_buf_puts(b, "}}");
+  }
+  kt_buf_puts(b, "\n]}\n");
+}

@@ -1,0 +1,30 @@
+/* Internal: one function per schedule generator (src/schedule/). */
+#ifndef KAITEN_SCHEDULE_GENERATORS_H
+#define KAITEN_SCHEDULE_GENERATORS_H
+
+#include "kaiten/schedule.h"
+
+/* Each generator receives a schedule already initialised with the right
+ * p, v, m and placement and fills the per-rank lists. EINVAL with a reason
+ * when the parameters are impossible, ENOMEM on allocation failure. */
+typedef kt_status (*kt__generator_fn)(kt_schedule *s, const kt_schedule_params *params,
+                                      kt_error *err);
+
+kt_status kt__gen_gpipe(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_1f1b(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_interleaved(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_looped_bfs(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_zb_h1(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_zb_h2(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_zbv(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_dualpipev(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_zb_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+
+/* Push helper that turns ENOMEM into a message. */
+#define KT__PUSH(s, rank, stage, op, mb)                                  \
+  do {                                                                    \
+    if (kt_schedule_push((s), (rank), (stage), (op), (mb)) != KT_OK)      \
+      return kt_fail(err, KT_ENOMEM, "out of memory building schedule");  \
+  } while (0)
+
+#endif

@@ -1,0 +1,337 @@
+/* Text and CSV forms of a schedule: parse, print, exact round-trip.
+ *
+ * CSV (PyTorch-compatible, compute only): one row per rank, one cell per time
+ * slot, an empty cell is an idle slot. Text: one line per rank, actions
+ * separated by blanks, "-" an idle slot, '#' starts a comment line; the line
+ * "# kaiten p=P v=V m=M placement=loop|v [name=NAME]" pins the layout.
+ * Idle slots are kept in the IR (idle_before / idle_after) only so that a
+ * file prints back exactly as it was read; executors ignore them.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kaiten/schedule.h"
+
+#define OVERLAP_SUFFIX "OVERLAP_F_B"
+
+int kt_action_format(const kt_action *a, char *buf, size_t n) {
+  return snprintf(buf, n, "%d%c%d", a->stage, kt_op_letter((kt_op)a->op), a->mb);
+}
+
+static int op_from_letter(char c) {
+  switch (c) {
+    case 'F': return KT_OP_F;
+    case 'B': return KT_OP_B;
+    case 'I': return KT_OP_I;
+    case 'W': return KT_OP_W;
+    default: return -1;
+  }
+}
+
+kt_status kt_action_parse(const char *s, size_t len, kt_action *out, kt_error *err) {
+  char tok[64];
+  if (len == 0) return kt_fail(err, KT_EPARSE, "empty action");
+  if (len >= sizeof tok) return kt_fail(err, KT_EPARSE, "action '%.40s...' is too long", s);
+  memcpy(tok, s, len);
+  tok[len] = 0;
+  size_t i = 0;
+  while (i < len && isdigit((unsigned char)tok[i])) i++;
+  if (i == 0)
+    return kt_fail(err, KT_EPARSE, "action '%s' does not start with a stage number", tok);
+  size_t op_at = i;
+  while (i < len && isalpha((unsigned char)tok[i])) i++;
+  size_t op_len = i - op_at;
+  size_t mb_at = i;
+  while (i < len && isdigit((unsigned char)tok[i])) i++;
+  if (op_len == 0 || mb_at == len || i != len)
+    return kt_fail(err, KT_EPARSE, "action '%s' is not of the form <stage><op><mb> (e.g. 0F0)", tok);
+  int op = op_len == 1 ? op_from_letter(tok[op_at]) : -1;
+  if (op < 0) {
+    char name[32];
+    snprintf(name, sizeof name, "%.*s", (int)op_len, tok + op_at);
+    return kt_fail(err, KT_EPARSE, "unknown op '%s' in action '%s' (expected F, B, I or W)", name,
+                   tok);
+  }
+  char num[64];
+  long stage, mb;
+  snprintf(num, sizeof num, "%.*s", (int)op_at, tok);
+  if (kt_parse_int(num, 0, (long)KT_MAX_RANKS * KT_MAX_CHUNKS - 1, &stage) != 0)
+    return kt_fail(err, KT_EPARSE, "stage number in action '%s' is out of range", tok);
+  if (kt_parse_int(tok + mb_at, 0, KT_MAX_MICROBATCHES - 1, &mb) != 0)
+    return kt_fail(err, KT_EPARSE, "micro-batch number in action '%s' is out of range", tok);
+  out->stage = (int32_t)stage;
+  out->mb = (int32_t)mb;
+  out->op = (uint8_t)op;
+  out->flags = 0;
+  out->idle_before = 0;
+  return KT_OK;
+}
+
+/* ---- parsing ------------------------------------------------------------- */
+
+typedef struct {
+  kt_rank_actions *rows;
+  size_t n, cap;
+} row_list;
+
+static void rows_free(row_list *rl) {
+  for (size_t i = 0; i < rl->n; i++) free(rl->rows[i].actions);
+  free(rl->rows);
+}
+
+static kt_status row_push(kt_rank_actions *row, kt_action a, kt_error *err) {
+  if (kt_grow((void **)&row->actions, &row->cap, row->n + 1, sizeof a) != 0)
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  row->actions[row->n++] = a;
+  return KT_OK;
+}
+
+/* One cell/token: an action, an overlapped group, or an idle slot (empty or "-"). */
+static kt_status parse_cell(const char *c, size_t len, kt_rank_actions *row, uint32_t *pending_idle,
+                            int lineno, kt_error *err) {
+  while (len && isspace((unsigned char)*c)) c++, len--;
+  while (len && isspace((unsigned char)c[len - 1])) len--;
+  if (len == 0 || (len == 1 && *c == '-')) {
+    if (*pending_idle >= UINT16_MAX)
+      return kt_fail(err, KT_EPARSE, "line %d: too many consecutive idle slots", lineno);
+    (*pending_idle)++;
+    return KT_OK;
+  }
+  kt_error sub;
+  if (*c == '(') {
+    const char *close = memchr(c, ')', len);
+    size_t suffix_len = close ? len - (size_t)(close + 1 - c) : 0;
+    if (!close || suffix_len != strlen(OVERLAP_SUFFIX) ||
+        memcmp(close + 1, OVERLAP_SUFFIX, suffix_len) != 0)
+      return kt_fail(err, KT_EPARSE, "line %d: bad overlapped cell '%.*s' (expected (a;b)%s)",
+                     lineno, (int)(len > 60 ? 60 : len), c, OVERLAP_SUFFIX);
+    const char *p = c + 1;
+    int parts = 0;
+    while (p < close) {
+      const char *semi = memchr(p, ';', (size_t)(close - p));
+      const char *end = semi ? semi : close;
+      kt_action a;
+      if (kt_action_parse(p, (size_t)(end - p), &a, &sub) != KT_OK)
+        return kt_fail(err, KT_EPARSE, "line %d: %s", lineno, sub.msg);
+      if (parts == 0) a.idle_before = (uint16_t)*pending_idle;
+      kt_status st = row_push(row, a, err);
+      if (st) return st;
+      if (semi) row->actions[row->n - 1].flags |= KT_ACTION_OVERLAP_NEXT;
+      parts++;
+      p = end + 1;
+    }
+    if (parts < 2)
+      return kt_fail(err, KT_EPARSE, "line %d: overlapped cell '%.*s' needs two actions", lineno,
+                     (int)len, c);
+    *pending_idle = 0;
+    return KT_OK;
+  }
+  kt_action a;
+  if (kt_action_parse(c, len, &a, &sub) != KT_OK)
+    return kt_fail(err, KT_EPARSE, "line %d: %s", lineno, sub.msg);
+  a.idle_before = (uint16_t)*pending_idle;
+  *pending_idle = 0;
+  return row_push(row, a, err);
+}
+
+typedef struct {
+  int p, v, m, placement; /* -1 = not given */
+  char name[32];
+} header;
+
+static kt_status parse_header(const char *line, size_t len, header *h, int lineno, kt_error *err) {
+  char buf[256];
+  if (len >= sizeof buf) len = sizeof buf - 1;
+  memcpy(buf, line, len);
+  buf[len] = 0;
+  char *save = NULL;
+  strtok_r(buf, " \t", &save); /* "#" */
+  char *tok = strtok_r(NULL, " \t", &save); /* "kaiten" */
+  (void)tok;
+  while ((tok = strtok_r(NULL, " \t", &save))) {
+    char *eq = strchr(tok, '=');
+    if (!eq) continue;
+    *eq = 0;
+    const char *key = tok, *val = eq + 1;
+    long x;
+    if (!strcmp(key, "p") || !strcmp(key, "v") || !strcmp(key, "m")) {
+      if (kt_parse_int(val, 1, KT_MAX_MICROBATCHES, &x) != 0)
+        return kt_fail(err, KT_EPARSE, "line %d: bad header value %s=%s", lineno, key, val);
+      if (*key == 'p') h->p = (int)x;
+      else if (*key == 'v') h->v = (int)x;
+      else h->m = (int)x;
+    } else if (!strcmp(key, "placement")) {
+      if (!strcmp(val, "loop")) h->placement = KT_PLACEMENT_LOOP;
+      else if (!strcmp(val, "v")) h->placement = KT_PLACEMENT_V;
+      else return kt_fail(err, KT_EPARSE, "line %d: unknown placement '%s' (loop or v)", lineno, val);
+    } else if (!strcmp(key, "name")) {
+      snprintf(h->name, sizeof h->name, "%s", val);
+    }
+  }
+  return KT_OK;
+}
+
+static int count_misplaced(const row_list *rl, int p, kt_placement pl) {
+  kt_schedule probe = {.p = p, .v = 2, .placement = pl};
+  int bad = 0;
+  for (size_t r = 0; r < rl->n; r++)
+    for (size_t i = 0; i < rl->rows[r].n; i++)
+      if (kt_stage_rank(&probe, rl->rows[r].actions[i].stage) != (int)r) bad++;
+  return bad;
+}
+
+kt_status kt_schedule_parse(const char *text, kt_schedule *out, kt_error *err) {
+  memset(out, 0, sizeof *out);
+  int is_csv = strchr(text, ',') != NULL;
+  header h = {-1, -1, -1, -1, ""};
+  row_list rl = {0};
+  kt_status st = KT_OK;
+  int lineno = 0;
+  for (const char *line = text; *line;) {
+    const char *eol = strchr(line, '\n');
+    size_t len = eol ? (size_t)(eol - line) : strlen(line);
+    const char *next = eol ? eol + 1 : line + len;
+    lineno++;
+    if (len && line[len - 1] == '\r') len--;
+    size_t lead = 0;
+    while (lead < len && isspace((unsigned char)line[lead])) lead++;
+    if (lead == len) { line = next; continue; } /* blank line */
+    if (line[lead] == '#') {
+      if (len - lead >= 8 && !strncmp(line + lead, "# kaiten", 8))
+        if ((st = parse_header(line + lead, len - lead, &h, lineno, err))) goto fail;
+      line = next;
+      continue;
+    }
+    if (rl.n >= KT_MAX_RANKS) {
+      st = kt_fail(err, KT_EPARSE, "more than %d ranks (rows)", KT_MAX_RANKS);
+      goto fail;
+    }
+    if (kt_grow((void **)&rl.rows, &rl.cap, rl.n + 1, sizeof *rl.rows) != 0) {
+      st = kt_fail(err, KT_ENOMEM, "out of memory");
+      goto fail;
+    }
+    kt_rank_actions *row = &rl.rows[rl.n++];
+    memset(row, 0, sizeof *row);
+    uint32_t idle = 0;
+    const char *c = line, *end = line + len;
+    if (is_csv) {
+      for (;;) {
+        const char *comma = memchr(c, ',', (size_t)(end - c));
+        const char *ce = comma ? comma : end;
+        if ((st = parse_cell(c, (size_t)(ce - c), row, &idle, lineno, err))) goto fail;
+        if (!comma) break;
+        c = comma + 1;
+      }
+    } else {
+      while (c < end) {
+        while (c < end && isspace((unsigned char)*c)) c++;
+        const char *te = c;
+        while (te < end && !isspace((unsigned char)*te)) te++;
+        if (te > c && (st = parse_cell(c, (size_t)(te - c), row, &idle, lineno, err))) goto fail;
+        c = te;
+      }
+    }
+    row->idle_after = idle;
+    line = next;
+  }
+  if (rl.n == 0) {
+    st = kt_fail(err, KT_EPARSE, "no schedule rows found (empty input)");
+    goto fail;
+  }
+  int p = (int)rl.n;
+  if (h.p > 0 && h.p != p) {
+    st = kt_fail(err, KT_EPARSE, "header says p=%d but the file has %d rows", h.p, p);
+    goto fail;
+  }
+  long max_stage = -1, max_mb = -1;
+  for (size_t r = 0; r < rl.n; r++)
+    for (size_t i = 0; i < rl.rows[r].n; i++) {
+      if (rl.rows[r].actions[i].stage > max_stage) max_stage = rl.rows[r].actions[i].stage;
+      if (rl.rows[r].actions[i].mb > max_mb) max_mb = rl.rows[r].actions[i].mb;
+    }
+  if (max_stage < 0) {
+    st = kt_fail(err, KT_EPARSE, "the schedule has no actions");
+    goto fail;
+  }
+  int v = h.v > 0 ? h.v : (int)((max_stage + p) / p);
+  int m = h.m > 0 ? h.m : (int)max_mb + 1;
+  if (max_stage >= (long)p * v) {
+    st = kt_fail(err, KT_EPARSE, "stage %ld does not exist with p=%d v=%d", max_stage, p, v);
+    goto fail;
+  }
+  if (max_mb >= m) {
+    st = kt_fail(err, KT_EPARSE, "micro-batch %ld does not exist with m=%d", max_mb, m);
+    goto fail;
+  }
+  kt_placement pl = KT_PLACEMENT_LOOP;
+  if (h.placement >= 0) pl = (kt_placement)h.placement;
+  else if (v == 2 && count_misplaced(&rl, p, KT_PLACEMENT_V) < count_misplaced(&rl, p, KT_PLACEMENT_LOOP))
+    pl = KT_PLACEMENT_V;
+  if ((st = kt_schedule_init(out, p, v, m, pl, err))) goto fail;
+  for (int r = 0; r < p; r++) out->ranks[r] = rl.rows[r];
+  free(rl.rows);
+  snprintf(out->name, sizeof out->name, "%s", h.name);
+  return KT_OK;
+fail:
+  rows_free(&rl);
+  return st;
+}
+
+kt_status kt_schedule_parse_file(const char *path, kt_schedule *out, kt_error *err) {
+  char *text;
+  kt_status st = kt_read_file(path, &text, NULL, err);
+  if (st) return st;
+  if (strlen(text) == 0) {
+    free(text);
+    return kt_fail(err, KT_EPARSE, "'%s' is empty", path);
+  }
+  kt_error sub;
+  st = kt_schedule_parse(text, out, &sub);
+  free(text);
+  if (st) return kt_fail(err, st, "%s: %s", path, sub.msg);
+  return KT_OK;
+}
+
+/* ---- printing ------------------------------------------------------------ */
+
+static void write_rank(const kt_rank_actions *ra, kt_buf *b, const char *sep, const char *idle) {
+  int first = 1;
+#define SEP() do { if (!first) kt_buf_puts(b, sep); first = 0; } while (0)
+  char tok[40];
+  for (size_t i = 0; i < ra->n; i++) {
+    const kt_action *a = &ra->actions[i];
+    for (unsigned k = 0; k < a->idle_before; k++) { SEP(); kt_buf_puts(b, idle); }
+    SEP();
+    if (a->flags & KT_ACTION_OVERLAP_NEXT) {
+      kt_buf_puts(b, "(");
+      while (i < ra->n) {
+        kt_action_format(&ra->actions[i], tok, sizeof tok);
+        kt_buf_puts(b, tok);
+        if (!(ra->actions[i].flags & KT_ACTION_OVERLAP_NEXT) || i + 1 == ra->n) break;
+        kt_buf_puts(b, ";");
+        i++;
+      }
+      kt_buf_puts(b, ")" OVERLAP_SUFFIX);
+    } else {
+      kt_action_format(a, tok, sizeof tok);
+      kt_buf_puts(b, tok);
+    }
+  }
+  for (unsigned k = 0; k < ra->idle_after; k++) { SEP(); kt_buf_puts(b, idle); }
+#undef SEP
+  kt_buf_puts(b, "\n");
+}
+
+void kt_schedule_write_csv(const kt_schedule *s, kt_buf *b) {
+  for (int r = 0; r < s->p; r++) write_rank(&s->ranks[r], b, ",", "");
+}
+
+void kt_schedule_write_text(const kt_schedule *s, kt_buf *b) {
+  kt_buf_printf(b, "# kaiten p=%d v=%d m=%d placement=%s", s->p, s->v, s->m,
+                kt_placement_name(s->placement));
+  if (s->name[0]) kt_buf_printf(b, " name=%s", s->name);
+  kt_buf_puts(b, "\n");
+  for (int r = 0; r < s->p; r++) write_rank(&s->ranks[r], b, " ", "-");
+}

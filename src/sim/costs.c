@@ -1,0 +1,221 @@
+/* Cost model values: uniform or per stage, from flags or a JSON file. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kaiten/sim.h"
+
+void kt_costs_default(kt_costs *c) {
+  memset(c, 0, sizeof *c);
+  c->tf = c->tb = c->tw = 1.0;
+  c->mem_act = 1.0;
+}
+
+void kt_costs_free(kt_costs *c) {
+  free(c->stage_tf);
+  free(c->stage_tb);
+  free(c->stage_tw);
+  free(c->stage_mem_act);
+  free(c->stage_mem_wgrad);
+  c->stage_tf = c->stage_tb = c->stage_tw = c->stage_mem_act = c->stage_mem_wgrad = NULL;
+  c->n_stages = 0;
+}
+
+static double *dup_array(const double *a, int n, int *fail) {
+  if (!a) return NULL;
+  double *d = malloc(sizeof(double) * (size_t)n);
+  if (!d) {
+    *fail = 1;
+    return NULL;
+  }
+  memcpy(d, a, sizeof(double) * (size_t)n);
+  return d;
+}
+
+kt_status kt_costs_copy(kt_costs *dst, const kt_costs *src) {
+  *dst = *src;
+  int fail = 0;
+  dst->stage_tf = dup_array(src->stage_tf, src->n_stages, &fail);
+  dst->stage_tb = dup_array(src->stage_tb, src->n_stages, &fail);
+  dst->stage_tw = dup_array(src->stage_tw, src->n_stages, &fail);
+  dst->stage_mem_act = dup_array(src->stage_mem_act, src->n_stages, &fail);
+  dst->stage_mem_wgrad = dup_array(src->stage_mem_wgrad, src->n_stages, &fail);
+  if (fail) {
+    kt_costs_free(dst);
+    return KT_ENOMEM;
+  }
+  return KT_OK;
+}
+
+#define STAGE_VALUE(arr, uniform) \
+  ((c->n_stages > 0 && c->arr && stage >= 0 && stage < c->n_stages) ? c->arr[stage] : c->uniform)
+
+double kt_cost_tf(const kt_costs *c, int stage) { return STAGE_VALUE(stage_tf, tf); }
+double kt_cost_tb(const kt_costs *c, int stage) { return STAGE_VALUE(stage_tb, tb); }
+double kt_cost_tw(const kt_costs *c, int stage) { return STAGE_VALUE(stage_tw, tw); }
+double kt_cost_mem_act(const kt_costs *c, int stage) { return STAGE_VALUE(stage_mem_act, mem_act); }
+double kt_cost_mem_wgrad(const kt_costs *c, int stage) {
+  return STAGE_VALUE(stage_mem_wgrad, mem_wgrad);
+}
+
+double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
+  switch (op) {
+    case KT_OP_F: return kt_cost_tf(c, stage);
+    case KT_OP_B: return kt_cost_tb(c, stage) + kt_cost_tw(c, stage);
+    case KT_OP_I: return kt_cost_tb(c, stage);
+    case KT_OP_W: return kt_cost_tw(c, stage);
+    default: return 0;
+  }
+}
+
+double kt_cost_comm(const kt_costs *c) {
+  if (c->comm_bandwidth > 0) return c->comm_latency + c->comm_bytes / c->comm_bandwidth;
+  return c->comm;
+}
+
+static int bad_value(double x) { return !isfinite(x) || x < 0; }
+
+kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
+  const struct { const char *name; double v; } scalars[] = {
+      {"tf", c->tf}, {"tb", c->tb}, {"tw", c->tw}, {"comm", c->comm},
+      {"comm-latency", c->comm_latency}, {"comm-bytes", c->comm_bytes},
+      {"comm-bandwidth", c->comm_bandwidth}, {"mem-act", c->mem_act},
+      {"mem-wgrad", c->mem_wgrad}};
+  for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
+    if (bad_value(scalars[i].v))
+      return kt_fail(err, KT_EINVAL, "--%s %g: costs must be finite and >= 0", scalars[i].name,
+                     scalars[i].v);
+  if (c->n_stages > 0 && c->n_stages != n_stages)
+    return kt_fail(err, KT_EINVAL,
+                   "per-stage costs list %d stages but the schedule has S=%d stages", c->n_stages,
+                   n_stages);
+  const struct { const char *name; const double *a; } arrays[] = {
+      {"tf", c->stage_tf}, {"tb", c->stage_tb}, {"tw", c->stage_tw},
+      {"mem-act", c->stage_mem_act}, {"mem-wgrad", c->stage_mem_wgrad}};
+  for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
+    if (arrays[i].a)
+      for (int s = 0; s < c->n_stages; s++)
+        if (bad_value(arrays[i].a[s]))
+          return kt_fail(err, KT_EINVAL, "--%s: stage %d has %g; costs must be finite and >= 0",
+                         arrays[i].name, s, arrays[i].a[s]);
+  return KT_OK;
+}
+
+static double **field_array(kt_costs *c, const char *field, double **uniform) {
+  if (!strcmp(field, "tf")) return *uniform = &c->tf, &c->stage_tf;
+  if (!strcmp(field, "tb")) return *uniform = &c->tb, &c->stage_tb;
+  if (!strcmp(field, "tw")) return *uniform = &c->tw, &c->stage_tw;
+  if (!strcmp(field, "mem-act") || !strcmp(field, "mem_act"))
+    return *uniform = &c->mem_act, &c->stage_mem_act;
+  if (!strcmp(field, "mem-wgrad") || !strcmp(field, "mem_wgrad"))
+    return *uniform = &c->mem_wgrad, &c->stage_mem_wgrad;
+  return NULL;
+}
+
+static kt_status set_values(kt_costs *c, const char *field, const double *vals, int n,
+                            kt_error *err) {
+  double *uniform;
+  double **arr = field_array(c, field, &uniform);
+  if (!arr) return kt_fail(err, KT_EINVAL, "unknown cost field '%s'", field);
+  for (int i = 0; i < n; i++)
+    if (bad_value(vals[i]))
+      return kt_fail(err, KT_EINVAL, "--%s: value %g must be finite and >= 0", field, vals[i]);
+  if (n == 1) {
+    *uniform = vals[0];
+    free(*arr);
+    *arr = NULL;
+    return KT_OK;
+  }
+  if (c->n_stages > 0 && c->n_stages != n)
+    return kt_fail(err, KT_EINVAL, "--%s lists %d stages but another cost lists %d", field, n,
+                   c->n_stages);
+  double *a = malloc(sizeof(double) * (size_t)n);
+  if (!a) return kt_fail(err, KT_ENOMEM, "out of memory");
+  memcpy(a, vals, sizeof(double) * (size_t)n);
+  free(*arr);
+  *arr = a;
+  c->n_stages = n;
+  return KT_OK;
+}
+
+kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err) {
+  size_t len = strlen(text);
+  double *vals = malloc(sizeof(double) * (len / 2 + 2));
+  if (!vals) return kt_fail(err, KT_ENOMEM, "out of memory");
+  int n = 0;
+  char *copy = strdup(text);
+  if (!copy) {
+    free(vals);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  kt_status st = KT_OK;
+  char *save = NULL;
+  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (kt_parse_double(tok, &vals[n]) != 0) {
+      st = kt_fail(err, KT_EINVAL, "--%s: '%s' is not a number", field, tok);
+      break;
+    }
+    n++;
+  }
+  if (!st && n == 0) st = kt_fail(err, KT_EINVAL, "--%s: no value in '%s'", field, text);
+  if (!st && n > KT_MAX_RANKS * KT_MAX_CHUNKS)
+    st = kt_fail(err, KT_EINVAL, "--%s: too many values (%d)", field, n);
+  if (!st) st = set_values(c, field, vals, n, err);
+  free(copy);
+  free(vals);
+  return st;
+}
+
+kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
+  char *text;
+  kt_status st = kt_read_file(path, &text, NULL, err);
+  if (st) return st;
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  if (!cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    return kt_fail(err, KT_EPARSE, "%s: not a JSON object", path);
+  }
+  static const char *const fields[] = {"tf", "tb", "tw", "mem_act", "mem_wgrad"};
+  for (size_t f = 0; f < sizeof fields / sizeof *fields && !st; f++) {
+    cJSON *it = cJSON_GetObjectItemCaseSensitive(root, fields[f]);
+    if (!it) continue;
+    if (cJSON_IsNumber(it)) {
+      double v = it->valuedouble;
+      st = set_values(c, fields[f], &v, 1, err);
+    } else if (cJSON_IsArray(it)) {
+      int n = cJSON_GetArraySize(it);
+      if (n < 1 || n > KT_MAX_RANKS * KT_MAX_CHUNKS) {
+        st = kt_fail(err, KT_EINVAL, "%s: \"%s\" has %d entries", path, fields[f], n);
+        break;
+      }
+      double *vals = malloc(sizeof(double) * (size_t)n);
+      if (!vals) { st = kt_fail(err, KT_ENOMEM, "out of memory"); break; }
+      int i = 0;
+      cJSON *x;
+      cJSON_ArrayForEach(x, it) {
+        if (!cJSON_IsNumber(x)) {
+          st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] is not a number", path, fields[f], i);
+          break;
+        }
+        vals[i++] = x->valuedouble;
+      }
+      if (!st) st = set_values(c, fields[f], vals, n, err);
+      free(vals);
+    } else {
+      st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number or an array", path, fields[f]);
+    }
+  }
+  static const char *const scalars[] = {"comm", "comm_latency", "comm_bytes", "comm_bandwidth"};
+  double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth};
+  for (size_t f = 0; f < 4 && !st; f++) {
+    cJSON *it = cJSON_GetObjectItemCaseSensitive(root, scalars[f]);
+    if (!it) continue;
+    if (!cJSON_IsNumber(it) || bad_value(it->valuedouble))
+      st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number >= 0", path, scalars[f]);
+    else *targets[f] = it->valuedouble;
+  }
+  cJSON_Delete(root);
+  return st;
+}

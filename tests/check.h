@@ -1,0 +1,82 @@
+/* Minimal test assertions: print both expressions and values, count
+ * failures, and end with one summary line; the exit code is non-zero when
+ * anything failed. */
+#ifndef KAITEN_TEST_CHECK_H
+#define KAITEN_TEST_CHECK_H
+
+#undef NDEBUG
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int kt_test_checks, kt_test_failures;
+
+#define CHECK(cond)                                                                   \
+  do {                                                                                \
+    kt_test_checks++;                                                                 \
+    if (!(cond)) {                                                                    \
+      kt_test_failures++;                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);        \
+    }                                                                                 \
+  } while (0)
+
+#define CHECK_MSG(cond, ...)                                                          \
+  do {                                                                                \
+    kt_test_checks++;                                                                 \
+    if (!(cond)) {                                                                    \
+      kt_test_failures++;                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);        \
+      fprintf(stderr, __VA_ARGS__);                                                   \
+      fputc('\n', stderr);                                                            \
+    }                                                                                 \
+  } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                            \
+  do {                                                                                \
+    long long _a = (long long)(a), _b = (long long)(b);                               \
+    kt_test_checks++;                                                                 \
+    if (_a != _b) {                                                                   \
+      kt_test_failures++;                                                             \
+      fprintf(stderr, "%s:%d: CHECK_EQ_INT failed: %s == %s (%lld vs %lld)\n",        \
+              __FILE__, __LINE__, #a, #b, _a, _b);                                    \
+    }                                                                                 \
+  } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                         \
+  do {                                                                                \
+    double _a = (double)(a), _b = (double)(b);                                        \
+    kt_test_checks++;                                                                 \
+    if (!(fabs(_a - _b) <= (tol))) {                                                  \
+      kt_test_failures++;                                                             \
+      fprintf(stderr, "%s:%d: CHECK_NEAR failed: %s ~ %s (%.12g vs %.12g, tol %g)\n", \
+              __FILE__, __LINE__, #a, #b, _a, _b, (double)(tol));                     \
+    }                                                                                 \
+  } while (0)
+
+#define CHECK_STR_CONTAINS(hay, needle)                                               \
+  do {                                                                                \
+    const char *_h = (hay), *_n = (needle);                                           \
+    kt_test_checks++;                                                                 \
+    if (!_h || !strstr(_h, _n)) {                                                     \
+      kt_test_failures++;                                                             \
+      fprintf(stderr, "%s:%d: expected \"%s\" in \"%s\"\n", __FILE__, __LINE__, _n,   \
+              _h ? _h : "(null)");                                                    \
+    }                                                                                 \
+  } while (0)
+
+/* Stop early when a precondition failed (avoid cascades of noise). */
+#define REQUIRE(cond)                                                                 \
+  do {                                                                                \
+    CHECK(cond);                                                                      \
+    if (!(cond)) return kt_test_done(__FILE__);                                       \
+  } while (0)
+
+static inline int kt_test_done(const char *name) {
+  const char *base = strrchr(name, '/');
+  printf("%s: %d checks, %d failed: %s\n", base ? base + 1 : name, kt_test_checks,
+         kt_test_failures, kt_test_failures ? "FAIL" : "OK");
+  return kt_test_failures ? 1 : 0;
+}
+
+#endif

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# CLI contract: exit codes, one-line errors, JSON fields, formats.
+set -u
+K="$1"
+fails=0; checks=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok()   { checks=$((checks+1)); }
+bad()  { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
+# expect CODE CMD... : exit code must match
+expect() { local want=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?;
+  if [ $rc = "$want" ]; then ok; else bad "exit $rc (want $want): $*"; cat "$tmp/err" >&2; fi; }
+has() { if grep -q -- "$1" "$2"; then ok; else bad "'$1' not in $2: $(head -c 400 "$2")"; fi; }
+oneline() { local n; n=$(wc -l <"$tmp/err"); if [ "$n" -le 1 ] && [ -s "$tmp/err" ]; then ok; else bad "stderr not one line: $(cat "$tmp/err")"; fi; }
+
+expect 0 "$K" --help
+expect 0 "$K" sim --help;      has "--schedule" "$tmp/out"
+expect 0 "$K" compare --help
+expect 0 "$K" validate --help
+expect 2 "$K"
+expect 2 "$K" frobnicate;      oneline; has "unknown command 'frobnicate'" "$tmp/err"
+
+# sim: the chart and the metrics
+expect 0 "$K" sim --schedule 1f1b -p 4 -m 8
+has "rank 3 |" "$tmp/out"; has "bubble_ratio 0.2727" "$tmp/out"; has "makespan 33" "$tmp/out"
+expect 0 "$K" sim --schedule 1f1b -p 4 -m 8 --color always; has $'\x1b\[' "$tmp/out"
+expect 0 "$K" sim --schedule 1f1b -p 4 -m 8 --color never
+if grep -q $'\x1b' "$tmp/out"; then bad "colour with --color never"; else ok; fi
+
+# bad input: one line, exit 2, naming the value
+expect 2 "$K" sim --schedule nope;          oneline; has "unknown schedule 'nope'" "$tmp/err"
+expect 2 "$K" sim -p 0;                     oneline; has "'0'" "$tmp/err"
+expect 2 "$K" sim -p abc;                   oneline; has "'abc'" "$tmp/err"
+expect 2 "$K" sim -m 99999999999999999999;  oneline
+expect 2 "$K" sim --tf -1;                  oneline; has "tf" "$tmp/err"
+expect 2 "$K" sim --tf 1,2,3 -p 4;          oneline; has "S=4" "$tmp/err"
+expect 2 "$K" sim --format yaml;            oneline; has "'yaml'" "$tmp/err"
+expect 2 "$K" sim --bogus;                  oneline; has "unknown option '--bogus'" "$tmp/err"
+expect 2 "$K" sim -p;                       oneline; has "needs a value" "$tmp/err"
+expect 2 "$K" sim --schedule interleaved -p 4 -m 2; oneline; has "M >= P" "$tmp/err"
+expect 2 "$K" sim --schedule 1f1b -v 3;     oneline
+expect 2 "$K" sim --costs /nonexistent.json; oneline; has "/nonexistent.json" "$tmp/err"
+
+# json contract
+expect 0 "$K" sim --schedule gpipe -p 4 -m 4 --format json
+python3 - "$tmp/out" <<'PY' && ok || bad "sim json contract"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("schedule", "p", "m", "v", "makespan", "bubble_ratio", "ranks"):
+    assert k in d, k
+assert d["schedule"] == "gpipe" and d["p"] == 4 and d["m"] == 4 and d["v"] == 1
+assert abs(d["bubble_ratio"] - 3/7) < 1e-12
+for r in d["ranks"]:
+    for k in ("rank", "busy", "idle", "peak_memory", "peak_inflight"):
+        assert k in r, k
+    assert r["peak_inflight"] == 4
+PY
+
+# chrome trace: valid JSON with one slice per action and a track per rank
+expect 0 "$K" sim --schedule zb-h1 -p 4 -m 8 --format chrome -o "$tmp/trace.json"
+python3 - "$tmp/trace.json" <<'PY' && ok || bad "chrome trace"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+slices = [e for e in ev if e["ph"] == "X"]
+assert len(slices) == 4 * 8 * 3, len(slices)
+assert {e["tid"] for e in slices} == {0, 1, 2, 3}
+assert all("stage" in e["args"] and "mb" in e["args"] for e in slices)
+assert any(e["ph"] == "C" for e in ev)
+PY
+
+# csv out, validate in
+expect 0 "$K" sim --schedule interleaved -p 4 -m 8 --format csv -o "$tmp/s.csv"
+expect 0 "$K" validate "$tmp/s.csv"; has "valid" "$tmp/out"
+expect 0 "$K" sim --from "$tmp/s.csv" --format json
+python3 -c "import json,sys; d=json.load(open('$tmp/out')); assert d['v']==2 and abs(d['bubble_ratio']-3/19)<1e-12" && ok || bad "sim --from"
+printf '0F0,0F1,0B0,0B1\n1F0,1F1,1B0\n' >"$tmp/broken.csv"
+expect 2 "$K" validate "$tmp/broken.csv"; oneline; has "missing backward: 1B1" "$tmp/err"
+printf '0F0 0B0 0F1 0B1\n1F0 1F1 1B0 1B1\n' >"$tmp/dead.txt"
+expect 2 "$K" validate "$tmp/dead.txt"; oneline; has "deadlock" "$tmp/err"
+: >"$tmp/empty.csv"
+expect 2 "$K" validate "$tmp/empty.csv"; oneline; has "empty" "$tmp/err"
+head -c 3000 /dev/urandom >"$tmp/garbage.csv"
+expect 2 "$K" validate "$tmp/garbage.csv"; oneline
+expect 1 "$K" validate /nonexistent.csv; oneline
+expect 2 "$K" validate; oneline
+expect 0 "$K" validate "$KT_TEST_DATA/dualpipev_4rank_10mb.csv"
+
+# compare
+expect 0 "$K" compare -p 8 -m 16
+has "gpipe" "$tmp/out"; has "1f1b" "$tmp/out"; has "interleaved" "$tmp/out"; has "30.43%" "$tmp/out"
+expect 0 "$K" compare -p 4 -m 8 --format json
+python3 - "$tmp/out" <<'PY' && ok || bad "compare json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {r["schedule"]: r for r in d["rows"]}
+assert rows["1f1b"]["makespan"] == 33
+assert rows["gpipe"]["peak_inflight_first"] == 8
+PY
+expect 2 "$K" compare --schedules 1f1b,bogus; oneline; has "'bogus'" "$tmp/err"
+
+# output files are written atomically and completely
+expect 0 "$K" sim -o "$tmp/chart.txt"; has "F forward" "$tmp/chart.txt"
+expect 1 "$K" sim -o /nonexistent-dir/x.txt; oneline
+
+echo "test_cli.sh: $checks checks, $fails failed: $([ $fails = 0 ] && echo OK || echo FAIL)"
+[ $fails = 0 ]

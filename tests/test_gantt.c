@@ -1,0 +1,62 @@
+/* Golden ASCII Gantt charts for P=4, M=4 gpipe and 1f1b at unit costs. */
+#include "check.h"
+#include "kaiten/report.h"
+
+static void golden(kt_schedule_kind kind, const char *file) {
+  kt_schedule s;
+  kt_error err;
+  kt_schedule_params params = {.p = 4, .m = 4};
+  if (kt_schedule_generate(kind, &params, &s, &err)) { CHECK(0); return; }
+  kt_timeline t;
+  if (kt_simulate(&s, NULL, &t, &err)) { CHECK(0); return; }
+  kt_gantt_opts o;
+  kt_gantt_default_opts(&o);
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_render_gantt_ascii(&t, &o, &b);
+  char path[1024];
+  const char *dir = getenv("KT_TEST_GOLDEN");
+  snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/golden", file);
+  char *want = NULL;
+  if (getenv("KT_UPDATE_GOLDEN")) {
+    CHECK(kt_write_file_atomic(path, b.data, b.len, &err) == KT_OK);
+  } else if (kt_read_file(path, &want, NULL, &err) == KT_OK) {
+    CHECK_MSG(!strcmp(want, b.data), "%s differs; got:\n%s", file, b.data);
+  } else {
+    CHECK_MSG(0, "%s", err.msg);
+  }
+  free(want);
+  kt_buf_free(&b);
+  kt_timeline_free(&t);
+  kt_schedule_free(&s);
+}
+
+int main(void) {
+  golden(KT_SCHED_GPIPE, "gpipe_p4_m4.txt");
+  golden(KT_SCHED_1F1B, "1f1b_p4_m4.txt");
+  /* a wide chart is scaled to the width, never wider */
+  kt_schedule s;
+  kt_error err;
+  kt_schedule_params params = {.p = 16, .m = 256};
+  REQUIRE(kt_schedule_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
+  kt_timeline t;
+  REQUIRE(kt_simulate(&s, NULL, &t, &err) == KT_OK);
+  kt_gantt_opts o;
+  kt_gantt_default_opts(&o);
+  o.width = 100;
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_render_gantt_ascii(&t, &o, &b);
+  int lines = 0;
+  for (char *line = b.data; line && *line; lines++) {
+    char *nl = strchr(line, '\n');
+    size_t len = nl ? (size_t)(nl - line) : strlen(line);
+    CHECK_MSG(len <= 100, "line %d is %zu columns", lines, len);
+    line = nl ? nl + 1 : NULL;
+  }
+  CHECK(lines >= 17);
+  kt_buf_free(&b);
+  kt_timeline_free(&t);
+  kt_schedule_free(&s);
+  return kt_test_done(__FILE__);
+}
