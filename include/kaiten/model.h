@@ -1,0 +1,127 @@
+/* kaiten models: partitionable chains of units, cut into pipeline chunks.
+ *
+ * A model is a chain of "units" (the partitioner's layers). MLP: L units,
+ * each Linear(H->H) + GELU, loss = mean squared error on the last unit's
+ * output. GPT: unit 0 = token + position embedding, units 1..L = transformer
+ * blocks, unit L+1 = final LayerNorm + LM head + softmax cross-entropy.
+ *
+ * A chunk is a contiguous range of units run by one stage. It owns flat
+ * parameter and gradient buffers (with per-unit offsets, so checkpoints are
+ * by unit and survive any re-partition) and a stash of activations keyed by
+ * micro-batch. The runtime calls, per action of the schedule:
+ *   F -> forward           (stash what backward needs; last stage: loss)
+ *   I -> backward_input    (gradient for the chunk's input; keep what W needs)
+ *   W -> backward_weight   (accumulate weight gradients; free the stash)
+ *   B -> backward_input then backward_weight
+ * Gradients accumulate (+=) over micro-batches; the runtime scales them once.
+ */
+#ifndef KAITEN_MODEL_H
+#define KAITEN_MODEL_H
+
+#include "kaiten/core.h"
+
+typedef enum { KT_MODEL_MLP, KT_MODEL_GPT, KT_MODEL_COUNT } kt_model_kind;
+
+const char *kt_model_kind_name(kt_model_kind k); /* "mlp" | "gpt" */
+int kt_model_kind_from_name(const char *name);   /* -1 when unknown */
+
+typedef struct {
+  kt_model_kind kind;
+  int layers;         /* MLP: Linear+GELU layers; GPT: transformer blocks */
+  int hidden;         /* MLP width H; GPT channels C */
+  int heads;          /* GPT attention heads (hidden % heads == 0) */
+  int seq_len;        /* GPT sequence length T */
+  int vocab;          /* GPT vocabulary (256: bytes) */
+  int tie_embeddings; /* GPT: LM head shares the token embedding */
+  int recompute;      /* keep only each chunk's input; recompute forward in backward */
+  uint64_t seed;      /* parameter initialisation (per unit, so any partition agrees) */
+} kt_model_config;
+
+/* Sensible defaults for the kind (MLP: L=8, H=64; GPT: L=4, C=64, H=4, T=64, V=256). */
+void kt_model_config_default(kt_model_config *cfg, kt_model_kind kind);
+/* EINVAL naming the bad value. */
+kt_status kt_model_config_check(const kt_model_config *cfg, kt_error *err);
+
+/* The unit chain. */
+int kt_model_units(const kt_model_config *cfg);
+/* Parameters of a unit (floats). */
+size_t kt_model_unit_params(const kt_model_config *cfg, int unit);
+/* Relative forward cost of a unit per sample (FLOPs), for balancing partitions. */
+double kt_model_unit_flops(const kt_model_config *cfg, int unit);
+/* Floats of the activation that crosses a stage boundary, per sample
+ * (MLP: H; GPT: T*C). */
+size_t kt_model_boundary_elems(const kt_model_config *cfg);
+
+/* One micro-batch of data. Unused fields are NULL. */
+typedef struct {
+  int b;                     /* samples */
+  const float *x, *y;        /* MLP: inputs (b, H), targets (b, H) */
+  const int *tokens;         /* GPT: (b, T) */
+  const int *targets;        /* GPT: (b, T) */
+} kt_microbatch;
+
+typedef struct kt_chunk kt_chunk;
+
+typedef struct {
+  /* in: the previous stage's output (NULL on the first stage, which reads
+   * data); out: this chunk's output (NULL on the last stage, which writes the
+   * micro-batch's mean loss to *loss). */
+  kt_status (*forward)(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
+                       float *out, double *loss, kt_error *err);
+  /* dout: gradient of the output (NULL on the last stage: the loss gradient is
+   * computed from the stash); din: gradient of the input, written (NULL on
+   * the first stage: nothing upstream). */
+  kt_status (*backward_input)(kt_chunk *c, int mb, const kt_microbatch *data, const float *dout,
+                              float *din, kt_error *err);
+  kt_status (*backward_weight)(kt_chunk *c, int mb, kt_error *err);
+  void (*destroy)(kt_chunk *c);
+} kt_chunk_ops;
+
+struct kt_chunk {
+  const kt_chunk_ops *ops;
+  kt_model_config cfg;
+  int first_unit, n_units;    /* units [first_unit, first_unit + n_units) */
+  int is_first, is_last;      /* holds the model input / the loss */
+  int micro_batch;            /* b: samples per micro-batch */
+  int n_microbatches;         /* M: stash slots are keyed by 0..M-1 */
+  size_t in_elems, out_elems; /* boundary activation floats per micro-batch */
+  float *params, *grads;      /* flat, n_params each */
+  size_t n_params;
+  size_t *unit_offset;        /* n_units + 1 offsets into params */
+  /* Tied LM head (GPT with tie_embeddings): the chunk's copy of the token
+   * embedding, and its gradient; NULL when this chunk holds none. When the
+   * first and last unit are in different chunks the runtime sums the two
+   * gradients before the optimizer step, so the copies stay identical. */
+  float *tied, *tied_grad;
+  size_t tied_elems;
+  size_t stash_bytes;         /* activation memory held now */
+  size_t peak_stash_bytes;    /* max since creation or the last reset */
+  void *impl;
+};
+
+/* Creates the chunk for units [first_unit, first_unit + n_units) with
+ * parameters initialised from cfg->seed (identical for any partition).
+ * EINVAL for bad ranges, ENOMEM. */
+kt_status kt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units, int micro_batch,
+                          int n_microbatches, kt_chunk **out, kt_error *err);
+void kt_chunk_destroy(kt_chunk *c);
+void kt_chunk_zero_grad(kt_chunk *c);
+
+/* Implementations (src/nn/): each kind's create function. */
+kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
+                               int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
+kt_status kt__gpt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
+                               int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
+
+/* ---- partitions ------------------------------------------------------------ */
+
+/* Parses "2,3,3" into counts[n]; they must be >= 1 and sum to units.
+ * EINVAL naming the problem. */
+kt_status kt_partition_parse(const char *text, int n_stages, int units, int *counts,
+                             kt_error *err);
+/* Balanced contiguous partition of the units into n_stages by unit FLOPs:
+ * minimises the largest stage (exact), never an empty stage. */
+kt_status kt_partition_balanced(const kt_model_config *cfg, int n_stages, int *counts,
+                                kt_error *err);
+
+#endif

@@ -1,0 +1,100 @@
+/* kaiten runtime: executes a schedule for real. One worker per rank runs its
+ * action list in order on real model chunks, exchanging real activations and
+ * gradients through a transport; the run is measured into the same timeline
+ * type the simulator produces.
+ *
+ * One optimizer step = K rounds of the schedule (gradient accumulation), then:
+ * tied-embedding gradients summed, data-parallel all-reduce, gradients scaled
+ * once by 1/(K*M*D), global-norm clipping, and the optimizer update.
+ */
+#ifndef KAITEN_RUNTIME_H
+#define KAITEN_RUNTIME_H
+
+#include "kaiten/model.h"
+#include "kaiten/schedule.h"
+#include "kaiten/timeline.h"
+#include "kaiten/transport.h"
+
+typedef enum { KT_OPTIM_SGD, KT_OPTIM_ADAMW, KT_OPTIM_COUNT } kt_optim_kind;
+
+const char *kt_optim_name(kt_optim_kind k);
+int kt_optim_from_name(const char *name);
+
+typedef struct {
+  kt_optim_kind kind;
+  double lr;           /* peak learning rate */
+  double momentum;     /* SGD */
+  double beta1, beta2, eps, weight_decay; /* AdamW (decoupled decay) */
+  double grad_clip;    /* max global gradient norm; 0 = off */
+  int warmup_steps;    /* linear warm-up from 0 */
+  int decay_steps;     /* cosine decay to min_lr_ratio * lr at this step; 0 = constant */
+  double min_lr_ratio;
+} kt_optim_config;
+
+void kt_optim_config_default(kt_optim_config *o);
+/* Learning rate at optimizer step `step` (0-based). */
+double kt_optim_lr(const kt_optim_config *o, int step);
+
+typedef struct {
+  const kt_schedule *schedule; /* P, V, M, placement and the action lists */
+  int data_parallel;           /* D replicas */
+  int grad_accum;              /* K rounds of M micro-batches per optimizer step */
+  int micro_batch;             /* b samples per micro-batch */
+  kt_model_config model;
+  const int *partition;        /* S unit counts (stage order), NULL = balanced */
+  kt_optim_config optim;
+  /* Synthetic workload: every F/I/W sleeps its cost and sends act_bytes. */
+  int synthetic;
+  double syn_tf_ms, syn_tb_ms, syn_tw_ms;
+  size_t syn_act_bytes;
+  double timeout; /* watchdog: seconds a rank may wait for a peer (default 60) */
+  int blas_threads; /* OpenBLAS threads per rank (0: automatic) */
+  /* Test hook: rank hang_rank stops before its action hang_action (-1: off). */
+  int hang_rank, hang_action;
+} kt_runtime_config;
+
+void kt_runtime_config_default(kt_runtime_config *c);
+
+typedef struct kt_runtime kt_runtime;
+
+/* Creates the runtime for the local world ranks `local` (n_local of them) on
+ * the given transport handles (handles[i] belongs to local[i]). Threads runs
+ * every rank locally; MPI runs one. Chunks are built and initialised here.
+ * EINVAL for inconsistent configurations, ENOMEM. */
+kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles, const int *local,
+                            int n_local, kt_runtime **out, kt_error *err);
+/* Convenience: the threads transport with every rank local. */
+kt_status kt_runtime_create_threads(const kt_runtime_config *cfg, kt_runtime **out, kt_error *err);
+void kt_runtime_destroy(kt_runtime *rt);
+
+typedef struct {
+  double loss;         /* mean loss over the global batch */
+  double grad_norm;    /* global norm before clipping */
+  double lr;           /* learning rate applied */
+  double seconds;      /* wall time of the step */
+  int64_t bytes_sent;  /* point-to-point + collective bytes, all local ranks */
+  double comm_seconds; /* time local ranks spent sending and waiting to receive */
+} kt_step_result;
+
+/* Runs one optimizer step. data holds D*K*M micro-batches, index
+ * (d * K + k) * M + j (only first- and last-stage ranks read them; NULL is
+ * fine for synthetic runs). step is the optimizer step number (learning rate
+ * schedule). With update = 0 gradients are computed and scaled but the
+ * optimizer does not run (gradient checks). */
+kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, int update,
+                          kt_step_result *res, kt_error *err);
+
+/* The measured timeline of the last step for replica 0's pipeline ranks
+ * (times in seconds from the step start; memory = activation bytes held).
+ * Only ranks local to this process have events. */
+const kt_timeline *kt_runtime_timeline(const kt_runtime *rt);
+
+/* The chunk of stage s on replica d, or NULL when not local. */
+kt_chunk *kt_runtime_chunk(kt_runtime *rt, int stage, int replica);
+/* Optimizer state of that chunk (2 * n_params floats for AdamW: m then v;
+ * n_params for SGD momentum; NULL when none). */
+float *kt_runtime_optim_state(kt_runtime *rt, int stage, int replica, size_t *n);
+/* Stage -> units mapping actually used (S + 1 offsets). */
+const int *kt_runtime_unit_offsets(const kt_runtime *rt);
+
+#endif

@@ -1,0 +1,77 @@
+/* kaiten transport: how ranks exchange tensors. A small vtable (send, recv,
+ * allreduce, barrier, abort) with a per-rank handle; implementations:
+ * threads (one process, one thread per rank, bounded mailboxes) and MPI.
+ *
+ * Rank layout (pipeline x data parallel): world rank = stage_rank * D + replica,
+ * so data-parallel peers are the innermost axis.
+ */
+#ifndef KAITEN_TRANSPORT_H
+#define KAITEN_TRANSPORT_H
+
+#include "kaiten/core.h"
+
+typedef enum {
+  KT_GROUP_WORLD,    /* every rank */
+  KT_GROUP_DATA,     /* the D replicas of this pipeline rank */
+  KT_GROUP_PIPELINE, /* the P pipeline ranks of this replica */
+  KT_GROUP_COUNT
+} kt_group;
+
+typedef struct kt_transport kt_transport;
+
+typedef struct {
+  /* Sends bytes to world rank dst under tag. Never waits for the receiver
+   * beyond the mailbox bound (data is copied out before returning). */
+  kt_status (*send)(kt_transport *t, int dst, uint64_t tag, const void *buf, size_t bytes,
+                    kt_error *err);
+  /* Receives the message (src, tag) into buf (exactly bytes). Waits at most
+   * t->timeout seconds: ETIMEOUT; EPEER when the run was aborted. */
+  kt_status (*recv)(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes, kt_error *err);
+  /* Element-wise sum over the group, result on every member; deterministic
+   * (the same order of additions on every run). NULL: use kt_allreduce_generic. */
+  kt_status (*allreduce)(kt_transport *t, kt_group g, float *buf, size_t n, kt_error *err);
+  kt_status (*barrier)(kt_transport *t, kt_error *err);
+  /* Makes every pending and future operation of every rank fail fast with
+   * EPEER and the reason. Safe to call from any rank, more than once. */
+  void (*abort)(kt_transport *t, const char *reason);
+  /* Non-zero once the run was aborted (by any rank). */
+  int (*aborted)(kt_transport *t);
+  void (*destroy)(kt_transport *t);
+} kt_transport_ops;
+
+struct kt_transport {
+  const kt_transport_ops *ops;
+  void *ctx;
+  int rank, world; /* this handle's world rank, world size */
+  int p, d;        /* pipeline ranks, data-parallel replicas (world = p * d) */
+  double timeout;  /* seconds a receive may wait (the watchdog) */
+  int64_t bytes_sent;
+  double send_seconds, recv_wait_seconds;
+};
+
+static inline int kt_world_rank(int stage_rank, int replica, int d) { return stage_rank * d + replica; }
+
+/* Sum over a group with point-to-point messages: members send to the group's
+ * first rank, which adds in member order and sends the result back. */
+kt_status kt_allreduce_generic(kt_transport *t, kt_group g, float *buf, size_t n, kt_error *err);
+/* Dispatches to the transport's allreduce or the generic one. */
+kt_status kt_allreduce(kt_transport *t, kt_group g, float *buf, size_t n, kt_error *err);
+/* Members of a group containing world rank r (out must hold world entries). */
+int kt_group_members(const kt_transport *t, kt_group g, int *out);
+
+/* Threads: creates world = p * d handles sharing one in-process fabric.
+ * mailbox_cap bounds the messages queued per receiving rank (senders wait
+ * beyond it, under the same timeout). Free with kt_transport_threads_free. */
+kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailbox_cap,
+                                      kt_transport **handles, kt_error *err);
+void kt_transport_threads_free(kt_transport *handles, int world);
+
+/* Tags: what a point-to-point message carries. */
+enum { KT_TAG_ACT = 0, KT_TAG_GRAD = 1 };
+static inline uint64_t kt_tag(int kind, int stage, int mb, int round) {
+  return ((uint64_t)(unsigned)kind << 60) | ((uint64_t)(unsigned)round << 44) |
+         ((uint64_t)(unsigned)stage << 24) | (uint64_t)(unsigned)mb;
+}
+#define KT_TAG_COLLECTIVE (UINT64_C(0xF) << 60)
+
+#endif

@@ -1,0 +1,216 @@
+/* Model registry, configuration checks, chunk allocation and partitions. */
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn.h"
+
+static const char *const kind_names[] = {"mlp", "gpt"};
+_Static_assert(sizeof kind_names / sizeof *kind_names == KT_MODEL_COUNT, "model table out of sync");
+
+const char *kt_model_kind_name(kt_model_kind k) {
+  return (unsigned)k < KT_MODEL_COUNT ? kind_names[k] : "?";
+}
+
+int kt_model_kind_from_name(const char *name) {
+  for (int k = 0; k < KT_MODEL_COUNT; k++)
+    if (name && !strcmp(name, kind_names[k])) return k;
+  return -1;
+}
+
+void kt_model_config_default(kt_model_config *cfg, kt_model_kind kind) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->kind = kind;
+  cfg->seed = 1;
+  if (kind == KT_MODEL_MLP) {
+    cfg->layers = 8;
+    cfg->hidden = 64;
+  } else {
+    cfg->layers = 4;
+    cfg->hidden = 64;
+    cfg->heads = 4;
+    cfg->seq_len = 64;
+    cfg->vocab = 256;
+  }
+}
+
+kt_status kt_model_config_check(const kt_model_config *cfg, kt_error *err) {
+  if ((unsigned)cfg->kind >= KT_MODEL_COUNT)
+    return kt_fail(err, KT_EINVAL, "unknown model kind %d", (int)cfg->kind);
+  if (cfg->layers < 1 || cfg->layers > 4096)
+    return kt_fail(err, KT_EINVAL, "--layers %d: expected 1..4096", cfg->layers);
+  if (cfg->hidden < 1 || cfg->hidden > 65536)
+    return kt_fail(err, KT_EINVAL, "--hidden %d: expected 1..65536", cfg->hidden);
+  if (cfg->kind == KT_MODEL_GPT) {
+    if (cfg->heads < 1 || cfg->hidden % cfg->heads)
+      return kt_fail(err, KT_EINVAL, "--heads %d must divide --hidden %d", cfg->heads, cfg->hidden);
+    if (cfg->seq_len < 1 || cfg->seq_len > 65536)
+      return kt_fail(err, KT_EINVAL, "--seq-len %d: expected 1..65536", cfg->seq_len);
+    if (cfg->vocab < 2 || cfg->vocab > 1 << 20)
+      return kt_fail(err, KT_EINVAL, "vocabulary %d: expected 2..1048576", cfg->vocab);
+  }
+  return KT_OK;
+}
+
+int kt_model_units(const kt_model_config *cfg) {
+  return cfg->kind == KT_MODEL_GPT ? cfg->layers + 2 : cfg->layers;
+}
+
+size_t kt_model_boundary_elems(const kt_model_config *cfg) {
+  return cfg->kind == KT_MODEL_GPT ? (size_t)cfg->seq_len * cfg->hidden : (size_t)cfg->hidden;
+}
+
+size_t kt_model_unit_params(const kt_model_config *cfg, int unit) {
+  size_t C = (size_t)cfg->hidden;
+  if (cfg->kind == KT_MODEL_MLP) return C * C + C;
+  size_t V = (size_t)cfg->vocab, T = (size_t)cfg->seq_len;
+  if (unit == 0) return V * C + T * C;                          /* wte, wpe */
+  if (unit == cfg->layers + 1) return 2 * C + V * C; /* lnf, head (a copy of wte when tied) */
+  /* ln1 (2C), qkv (3C*C + 3C), proj (C*C + C), ln2 (2C), fc (4C*C + 4C), fcproj (4C*C + C) */
+  return 12 * C * C + 13 * C;
+}
+
+double kt_model_unit_flops(const kt_model_config *cfg, int unit) {
+  double C = cfg->hidden;
+  if (cfg->kind == KT_MODEL_MLP) return 2 * C * C;
+  double T = cfg->seq_len, V = cfg->vocab;
+  if (unit == 0) return T * C;                          /* a gather and an add */
+  if (unit == cfg->layers + 1) return 2 * T * C * V + 10 * T * V; /* head + softmax */
+  return T * (24 * C * C + 4 * T * C);                 /* matmuls + attention */
+}
+
+kt_status kt__chunk_alloc(const kt_model_config *cfg, int first_unit, int n_units, int micro_batch,
+                          int n_microbatches, kt_chunk **out, kt_error *err) {
+  *out = NULL;
+  kt_status st = kt_model_config_check(cfg, err);
+  if (st) return st;
+  int units = kt_model_units(cfg);
+  if (first_unit < 0 || n_units < 1 || first_unit + n_units > units)
+    return kt_fail(err, KT_EINVAL, "units %d..%d out of the model's 0..%d", first_unit,
+                   first_unit + n_units - 1, units - 1);
+  if (micro_batch < 1) return kt_fail(err, KT_EINVAL, "micro-batch size %d < 1", micro_batch);
+  if (n_microbatches < 1) return kt_fail(err, KT_EINVAL, "micro-batches %d < 1", n_microbatches);
+  kt_chunk *c = calloc(1, sizeof *c);
+  if (!c) return kt_fail(err, KT_ENOMEM, "out of memory");
+  c->cfg = *cfg;
+  c->first_unit = first_unit;
+  c->n_units = n_units;
+  c->is_first = first_unit == 0;
+  c->is_last = first_unit + n_units == units;
+  c->micro_batch = micro_batch;
+  c->n_microbatches = n_microbatches;
+  size_t be = kt_model_boundary_elems(cfg) * (size_t)micro_batch;
+  c->in_elems = c->is_first ? 0 : be;
+  c->out_elems = c->is_last ? 0 : be;
+  c->unit_offset = calloc((size_t)n_units + 1, sizeof *c->unit_offset);
+  if (!c->unit_offset) {
+    free(c);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  for (int u = 0; u < n_units; u++)
+    c->unit_offset[u + 1] = c->unit_offset[u] + kt_model_unit_params(cfg, first_unit + u);
+  c->n_params = c->unit_offset[n_units];
+  c->params = calloc(c->n_params + 16, sizeof(float));
+  c->grads = calloc(c->n_params + 16, sizeof(float));
+  if (!c->params || !c->grads) {
+    size_t n = c->n_params;
+    kt__chunk_free_common(c);
+    return kt_fail(err, KT_ENOMEM, "out of memory for %zu parameters", n);
+  }
+  *out = c;
+  return KT_OK;
+}
+
+void kt__chunk_free_common(kt_chunk *c) {
+  if (!c) return;
+  free(c->params);
+  free(c->grads);
+  free(c->unit_offset);
+  free(c);
+}
+
+kt_status kt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units, int micro_batch,
+                          int n_microbatches, kt_chunk **out, kt_error *err) {
+  switch (cfg->kind) {
+    case KT_MODEL_MLP:
+      return kt__mlp_chunk_create(cfg, first_unit, n_units, micro_batch, n_microbatches, out, err);
+    case KT_MODEL_GPT:
+      return kt__gpt_chunk_create(cfg, first_unit, n_units, micro_batch, n_microbatches, out, err);
+    default: return kt_fail(err, KT_EINVAL, "unknown model kind %d", (int)cfg->kind);
+  }
+}
+
+void kt_chunk_destroy(kt_chunk *c) {
+  if (c) c->ops->destroy(c);
+}
+
+void kt_chunk_zero_grad(kt_chunk *c) { memset(c->grads, 0, c->n_params * sizeof(float)); }
+
+kt_status kt_partition_parse(const char *text, int n_stages, int units, int *counts,
+                             kt_error *err) {
+  int n = 0, sum = 0;
+  const char *p = text;
+  while (*p) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 1 || v > 100000 || (*end && *end != ','))
+      return kt_fail(err, KT_EINVAL, "--partition '%s': expected positive layer counts like 2,3,3",
+                     text);
+    if (n >= n_stages)
+      return kt_fail(err, KT_EINVAL, "--partition '%s' lists more than %d stages", text, n_stages);
+    counts[n++] = (int)v;
+    sum += (int)v;
+    p = *end ? end + 1 : end;
+  }
+  if (n != n_stages)
+    return kt_fail(err, KT_EINVAL, "--partition '%s' lists %d stages, the pipeline has %d", text, n,
+                   n_stages);
+  if (sum != units)
+    return kt_fail(err, KT_EINVAL, "--partition '%s' covers %d units, the model has %d", text, sum,
+                   units);
+  return KT_OK;
+}
+
+/* Exact min-max contiguous partition by dynamic programming over prefix sums:
+ * best[s][i] = smallest bottleneck splitting the first i units into s stages. */
+kt_status kt_partition_balanced(const kt_model_config *cfg, int n_stages, int *counts,
+                                kt_error *err) {
+  int U = kt_model_units(cfg);
+  if (n_stages < 1 || n_stages > U)
+    return kt_fail(err, KT_EINVAL, "cannot split %d units into %d stages without an empty stage", U,
+                   n_stages);
+  double *prefix = calloc((size_t)U + 1, sizeof *prefix);
+  double *best = malloc(sizeof(double) * (size_t)(n_stages + 1) * (size_t)(U + 1));
+  int *cut = malloc(sizeof(int) * (size_t)(n_stages + 1) * (size_t)(U + 1));
+  if (!prefix || !best || !cut) {
+    free(prefix);
+    free(best);
+    free(cut);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  for (int u = 0; u < U; u++) prefix[u + 1] = prefix[u] + kt_model_unit_flops(cfg, u);
+#define BEST(s, i) best[(size_t)(s) * (U + 1) + (i)]
+#define CUT(s, i) cut[(size_t)(s) * (U + 1) + (i)]
+  for (int i = 0; i <= U; i++) BEST(1, i) = prefix[i], CUT(1, i) = 0;
+  for (int s = 2; s <= n_stages; s++)
+    for (int i = s; i <= U; i++) {
+      BEST(s, i) = DBL_MAX;
+      for (int j = s - 1; j < i; j++) { /* last stage = units j..i-1 */
+        double last = prefix[i] - prefix[j];
+        double b = BEST(s - 1, j) > last ? BEST(s - 1, j) : last;
+        if (b < BEST(s, i)) BEST(s, i) = b, CUT(s, i) = j;
+      }
+    }
+  int i = U;
+  for (int s = n_stages; s >= 1; s--) {
+    int j = s == 1 ? 0 : CUT(s, i);
+    counts[s - 1] = i - j;
+    i = j;
+  }
+#undef BEST
+#undef CUT
+  free(prefix);
+  free(best);
+  free(cut);
+  return KT_OK;
+}

@@ -1,0 +1,64 @@
+/* Internal to src/nn/: the one sgemm wrapper, element-wise kernels, the
+ * activation stash pool and deterministic initialisation.
+ * Legend: B = samples in a micro-batch, T = time (sequence), C = channels. */
+#ifndef KAITEN_NN_INTERNAL_H
+#define KAITEN_NN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kaiten/model.h"
+
+/* Every matrix multiply in kaiten goes through this wrapper (row-major):
+ *   out (m, n) = beta * out + op(a) (m, k) @ op(b) (k, n)
+ * with op(x) = x or its transpose. Counts FLOPs for the benchmarks. */
+void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,
+                int trans_b, float beta);
+/* FLOPs issued through kt__matmul by this thread so far, and the seconds spent in it. */
+double kt__matmul_flops(void);
+double kt__matmul_seconds(void);
+void kt__matmul_reset_counters(void);
+
+/* GELU (tanh approximation). */
+void kt__gelu_forward(float *out, const float *inp, size_t n);
+/* dinp = dout * gelu'(inp)  (assigns, not accumulates) */
+void kt__gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* Deterministic generator for initialisation and data (splitmix64). */
+typedef struct {
+  uint64_t s;
+} kt__rng;
+void kt__rng_seed(kt__rng *r, uint64_t seed);
+uint64_t kt__rng_next(kt__rng *r);
+float kt__rng_uniform(kt__rng *r); /* [0, 1) */
+float kt__rng_normal(kt__rng *r);
+/* Seed of unit u under a model seed: the same for any partition. */
+uint64_t kt__unit_seed(uint64_t model_seed, int unit);
+
+/* Activation stash: one buffer per micro-batch in flight, recycled through a
+ * pool so the steady state allocates nothing. Sizes are tracked in the
+ * chunk's stash_bytes / peak_stash_bytes. */
+typedef struct {
+  float **slot;   /* [n_microbatches] buffer held by each micro-batch, or NULL */
+  size_t *size;   /* [n_microbatches] floats in use by each slot */
+  size_t *cap;    /* [n_microbatches] capacity of each slot's buffer */
+  float **pool;   /* released buffers */
+  size_t *pool_cap;
+  int n_pool, n_slots;
+} kt__stash;
+
+kt_status kt__stash_init(kt__stash *s, int n_microbatches, kt_error *err);
+void kt__stash_free(kt__stash *s);
+/* Gives micro-batch mb a buffer of at least floats (keeping its contents when
+ * it already had one). NULL on allocation failure. Updates c's byte counters. */
+float *kt__stash_acquire(kt__stash *s, kt_chunk *c, int mb, size_t floats);
+/* Returns mb's buffer to the pool. */
+void kt__stash_release(kt__stash *s, kt_chunk *c, int mb);
+
+/* Allocates the chunk struct plus params/grads/unit_offset for the given
+ * per-unit parameter counts. */
+kt_status kt__chunk_alloc(const kt_model_config *cfg, int first_unit, int n_units, int micro_batch,
+                          int n_microbatches, kt_chunk **out, kt_error *err);
+void kt__chunk_free_common(kt_chunk *c);
+
+#endif

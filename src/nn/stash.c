@@ -1,0 +1,82 @@
+/* Activation stash keyed by micro-batch, with a buffer pool. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn.h"
+
+kt_status kt__stash_init(kt__stash *s, int n_microbatches, kt_error *err) {
+  memset(s, 0, sizeof *s);
+  s->n_slots = n_microbatches;
+  s->slot = kt_calloc((size_t)n_microbatches, sizeof *s->slot);
+  s->size = kt_calloc((size_t)n_microbatches, sizeof *s->size);
+  s->cap = kt_calloc((size_t)n_microbatches, sizeof *s->cap);
+  s->pool = kt_calloc((size_t)n_microbatches, sizeof *s->pool);
+  s->pool_cap = kt_calloc((size_t)n_microbatches, sizeof *s->pool_cap);
+  if (!s->slot || !s->size || !s->cap || !s->pool || !s->pool_cap) {
+    kt__stash_free(s);
+    return kt_fail(err, KT_ENOMEM, "out of memory for the activation stash");
+  }
+  return KT_OK;
+}
+
+void kt__stash_free(kt__stash *s) {
+  if (s->slot)
+    for (int i = 0; i < s->n_slots; i++) free(s->slot[i]);
+  if (s->pool)
+    for (int i = 0; i < s->n_pool; i++) free(s->pool[i]);
+  free(s->slot);
+  free(s->size);
+  free(s->cap);
+  free(s->pool);
+  free(s->pool_cap);
+  memset(s, 0, sizeof *s);
+}
+
+float *kt__stash_acquire(kt__stash *s, kt_chunk *c, int mb, size_t floats) {
+  if (mb < 0 || mb >= s->n_slots) return NULL;
+  if (s->slot[mb] && s->cap[mb] >= floats) {
+    c->stash_bytes += (floats - s->size[mb]) * sizeof(float);
+    s->size[mb] = floats;
+  } else {
+    /* take the smallest pooled buffer that fits, else allocate */
+    int best = -1;
+    for (int i = 0; i < s->n_pool; i++)
+      if (s->pool_cap[i] >= floats && (best < 0 || s->pool_cap[i] < s->pool_cap[best])) best = i;
+    float *buf;
+    size_t cap;
+    if (best >= 0) {
+      buf = s->pool[best];
+      cap = s->pool_cap[best];
+      s->pool[best] = s->pool[--s->n_pool];
+      s->pool_cap[best] = s->pool_cap[s->n_pool];
+    } else {
+      buf = malloc(floats * sizeof(float) + 64);
+      cap = floats;
+      if (!buf) return NULL;
+    }
+    if (s->slot[mb]) { /* growing: keep the contents */
+      memcpy(buf, s->slot[mb], s->size[mb] * sizeof(float));
+      c->stash_bytes -= s->size[mb] * sizeof(float);
+      free(s->slot[mb]);
+    }
+    s->slot[mb] = buf;
+    s->cap[mb] = cap;
+    s->size[mb] = floats;
+    c->stash_bytes += floats * sizeof(float);
+  }
+  if (c->stash_bytes > c->peak_stash_bytes) c->peak_stash_bytes = c->stash_bytes;
+  return s->slot[mb];
+}
+
+void kt__stash_release(kt__stash *s, kt_chunk *c, int mb) {
+  if (mb < 0 || mb >= s->n_slots || !s->slot[mb]) return;
+  c->stash_bytes -= s->size[mb] * sizeof(float);
+  if (s->n_pool < s->n_slots) {
+    s->pool[s->n_pool] = s->slot[mb];
+    s->pool_cap[s->n_pool++] = s->cap[mb];
+  } else {
+    free(s->slot[mb]);
+  }
+  s->slot[mb] = NULL;
+  s->size[mb] = s->cap[mb] = 0;
+}

@@ -1,0 +1,63 @@
+/* Internal to src/runtime/: the runtime and its per-rank workers. */
+#ifndef KAITEN_RUNTIME_INTERNAL_H
+#define KAITEN_RUNTIME_INTERNAL_H
+
+#include "kaiten/runtime.h"
+
+typedef struct kt__worker kt__worker;
+
+struct kt_runtime {
+  kt_runtime_config cfg;
+  kt_schedule sched_copy;  /* the schedule the workers run */
+  int P, V, M, S, D, K;
+  int *unit_offset;        /* S + 1 */
+  kt__worker *workers;     /* n_local */
+  int n_local;
+  kt_transport *handles;   /* n_local, owned when owns_transport */
+  int owns_transport;
+  kt_timeline timeline;    /* replica 0, merged after each step */
+  double step_t0;
+};
+
+struct kt__worker {
+  kt_runtime *rt;
+  kt_transport *t;
+  int world_rank, stage_rank, replica;
+  kt_chunk **chunk;        /* [V], chunk c holds stage kt_rank_chunk_stage(stage_rank, c) */
+  float **opt_state;       /* [V] optimizer state per chunk, or NULL */
+  size_t *opt_n;           /* [V] */
+  float *in_buf, *out_buf, *dout_buf, *din_buf; /* boundary scratch */
+  size_t boundary_elems;
+  float **act_handoff, **grad_handoff; /* [S * M] tensors handed over inside the rank */
+  double loss_sum;
+  kt_timeline events;      /* this worker's events and memory samples for the step */
+  /* step inputs and outputs (threads mode) */
+  int step, update;
+  const kt_microbatch *data;
+  kt_status status;
+  kt_error err;
+  double grad_norm, lr, loss;
+};
+
+/* Runs one optimizer step on this worker: K rounds of its action list, then
+ * the gradient synchronisation and the update. */
+kt_status kt__worker_step(kt__worker *w, kt_error *err);
+
+/* Gradient synchronisation, clipping and the optimizer update (optim.c). */
+kt_status kt__worker_finish_step(kt__worker *w, kt_error *err);
+kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err);
+
+/* Synthetic chunk (synthetic.c): F/I/W sleep their cost, tensors of act_bytes. */
+kt_status kt__synthetic_chunk_create(const kt_runtime_config *cfg, int stage, int n_stages,
+                                     int n_microbatches, kt_chunk **out, kt_error *err);
+
+/* Owner world rank of a stage for a replica. */
+static inline int kt__stage_world_rank(const kt_runtime *rt, int stage, int replica) {
+  return kt_world_rank(kt_stage_rank(&rt->sched_copy, stage), replica, rt->D);
+}
+
+
+
+/* Per worker thread in synthetic mode: 1 ns timer slack for precise sleeps. */
+void kt__synthetic_thread_setup(void);
+#endif

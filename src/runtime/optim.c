@@ -1,0 +1,163 @@
+/* End of an optimizer step on one worker: tied-embedding gradients summed,
+ * data-parallel all-reduce, one scaling by 1/(K*M*D), global-norm clipping,
+ * then SGD or AdamW. Also the learning-rate schedule. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+
+static const char *const optim_names[] = {"sgd", "adamw"};
+_Static_assert(sizeof optim_names / sizeof *optim_names == KT_OPTIM_COUNT, "optimizer table");
+
+const char *kt_optim_name(kt_optim_kind k) {
+  return (unsigned)k < KT_OPTIM_COUNT ? optim_names[k] : "?";
+}
+
+int kt_optim_from_name(const char *name) {
+  for (int k = 0; k < KT_OPTIM_COUNT; k++)
+    if (name && !strcmp(name, optim_names[k])) return k;
+  return -1;
+}
+
+void kt_optim_config_default(kt_optim_config *o) {
+  memset(o, 0, sizeof *o);
+  o->kind = KT_OPTIM_ADAMW;
+  o->lr = 1e-3;
+  o->beta1 = 0.9;
+  o->beta2 = 0.95;
+  o->eps = 1e-8;
+  o->weight_decay = 0.0;
+  o->min_lr_ratio = 0.1;
+}
+
+double kt_optim_lr(const kt_optim_config *o, int step) {
+  if (o->warmup_steps > 0 && step < o->warmup_steps)
+    return o->lr * (double)(step + 1) / (double)o->warmup_steps;
+  if (o->decay_steps <= 0) return o->lr;
+  int span = o->decay_steps - o->warmup_steps;
+  if (span <= 0) return o->lr;
+  double progress = (double)(step - o->warmup_steps) / span;
+  if (progress > 1) progress = 1;
+  double min_lr = o->lr * o->min_lr_ratio;
+  return min_lr + 0.5 * (o->lr - min_lr) * (1 + cos(M_PI * progress));
+}
+
+kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err) {
+  const kt_optim_config *o = &w->rt->cfg.optim;
+  for (int c = 0; c < w->rt->V; c++) {
+    size_t n = w->chunk[c]->n_params;
+    size_t per = o->kind == KT_OPTIM_ADAMW ? 2 : (o->momentum != 0 ? 1 : 0);
+    w->opt_n[c] = per * n;
+    if (per == 0) continue;
+    w->opt_state[c] = kt_calloc(per * n, sizeof(float));
+    if (!w->opt_state[c]) return kt_fail(err, KT_ENOMEM, "out of memory for optimizer state");
+  }
+  return KT_OK;
+}
+
+/* Sums the two copies of a tied embedding's gradient (first and last stage). */
+static kt_status sum_tied(kt__worker *w, kt_error *err) {
+  kt_runtime *rt = w->rt;
+  int first_owner = kt__stage_world_rank(rt, 0, w->replica);
+  int last_owner = kt__stage_world_rank(rt, rt->S - 1, w->replica);
+  kt_chunk *mine = NULL;
+  kt_chunk *first = NULL, *last = NULL;
+  for (int c = 0; c < rt->V; c++) {
+    kt_chunk *ch = w->chunk[c];
+    if (!ch->tied || (ch->is_first && ch->is_last)) continue;
+    if (ch->is_first) first = ch;
+    if (ch->is_last) last = ch;
+    mine = ch;
+  }
+  if (!mine) return KT_OK;
+  if (first && last) { /* both copies on this rank (v placement, P = 1 with V > 1) */
+    for (size_t i = 0; i < first->tied_elems; i++) {
+      float s = first->tied_grad[i] + last->tied_grad[i];
+      first->tied_grad[i] = last->tied_grad[i] = s;
+    }
+    return KT_OK;
+  }
+  int peer = mine->is_first ? last_owner : first_owner;
+  size_t bytes = mine->tied_elems * sizeof(float);
+  float *tmp = malloc(bytes ? bytes : 1);
+  if (!tmp) return kt_fail(err, KT_ENOMEM, "out of memory summing tied gradients");
+  uint64_t tag = KT_TAG_COLLECTIVE | 0x100;
+  kt_status st = w->t->ops->send(w->t, peer, tag, mine->tied_grad, bytes, err);
+  if (!st) st = w->t->ops->recv(w->t, peer, tag, tmp, bytes, err);
+  if (!st) /* a + b == b + a in floating point: both copies stay identical */
+    for (size_t i = 0; i < mine->tied_elems; i++) mine->tied_grad[i] += tmp[i];
+  free(tmp);
+  return st;
+}
+
+static void update_chunk(kt__worker *w, int c, double lr, float clip_scale, int t) {
+  const kt_optim_config *o = &w->rt->cfg.optim;
+  kt_chunk *ch = w->chunk[c];
+  float *p = ch->params, *g = ch->grads;
+  size_t n = ch->n_params;
+  if (o->kind == KT_OPTIM_SGD) {
+    float *v = w->opt_state[c];
+    for (size_t i = 0; i < n; i++) {
+      float gi = g[i] * clip_scale;
+      if (v) {
+        v[i] = (float)o->momentum * v[i] + gi;
+        gi = v[i];
+      }
+      p[i] -= (float)lr * gi;
+    }
+    return;
+  }
+  float *m = w->opt_state[c], *v = m + n;
+  float b1 = (float)o->beta1, b2 = (float)o->beta2;
+  float c1 = (float)(1.0 - pow(o->beta1, t)), c2 = (float)(1.0 - pow(o->beta2, t));
+  float flr = (float)lr, wd = (float)o->weight_decay, eps = (float)o->eps;
+  for (size_t i = 0; i < n; i++) {
+    float gi = g[i] * clip_scale;
+    m[i] = b1 * m[i] + (1 - b1) * gi;
+    v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+    float mhat = m[i] / c1, vhat = v[i] / c2;
+    p[i] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+  }
+}
+
+kt_status kt__worker_finish_step(kt__worker *w, kt_error *err) {
+  kt_runtime *rt = w->rt;
+  kt_status st = sum_tied(w, err);
+  if (st) return st;
+  float scale = 1.0f / (float)((double)rt->K * rt->M * rt->D);
+  for (int c = 0; c < rt->V && !st; c++) {
+    kt_chunk *ch = w->chunk[c];
+    if (rt->D > 1) st = kt_allreduce(w->t, KT_GROUP_DATA, ch->grads, ch->n_params, err);
+    for (size_t i = 0; i < ch->n_params; i++) ch->grads[i] *= scale;
+  }
+  if (st) return st;
+  /* global norm: every parameter once (the last stage's tied copy is skipped) */
+  double local = 0;
+  for (int c = 0; c < rt->V; c++) {
+    kt_chunk *ch = w->chunk[c];
+    const float *skip = ch->tied && ch->is_last && !ch->is_first ? ch->tied_grad : NULL;
+    for (size_t i = 0; i < ch->n_params; i++) {
+      const float *gi = ch->grads + i;
+      if (skip && gi >= skip && gi < skip + ch->tied_elems) continue;
+      local += (double)*gi * *gi;
+    }
+  }
+  float sums[2] = {(float)local, (float)w->loss_sum};
+  /* pipeline group: the norm (replicas agree after the all-reduce); the loss
+   * only lives on last stages, so it is summed over the world below */
+  st = kt_allreduce(w->t, KT_GROUP_PIPELINE, sums, 1, err);
+  if (st) return st;
+  float loss = (float)w->loss_sum;
+  st = kt_allreduce(w->t, KT_GROUP_WORLD, &loss, 1, err);
+  if (st) return st;
+  w->loss = loss / ((double)rt->K * rt->M * rt->D);
+  w->grad_norm = sqrt((double)sums[0]);
+  w->lr = kt_optim_lr(&rt->cfg.optim, w->step);
+  if (!w->update) return KT_OK;
+  float clip = 1.0f;
+  if (rt->cfg.optim.grad_clip > 0 && w->grad_norm > rt->cfg.optim.grad_clip)
+    clip = (float)(rt->cfg.optim.grad_clip / w->grad_norm);
+  for (int c = 0; c < rt->V; c++) update_chunk(w, c, w->lr, clip, w->step + 1);
+  return KT_OK;
+}

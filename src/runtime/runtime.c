@@ -1,0 +1,321 @@
+/* Runtime set-up and the step driver: builds each local rank's chunks and
+ * buffers, runs one thread per local rank per step, stops everyone when one
+ * rank fails, and merges the measured timeline. */
+#include <cblas.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/internal.h"
+
+void kt_runtime_config_default(kt_runtime_config *c) {
+  memset(c, 0, sizeof *c);
+  c->data_parallel = 1;
+  c->grad_accum = 1;
+  c->micro_batch = 1;
+  kt_model_config_default(&c->model, KT_MODEL_MLP);
+  kt_optim_config_default(&c->optim);
+  c->timeout = 60;
+  c->hang_rank = -1;
+  c->hang_action = -1;
+}
+
+static kt_status copy_schedule(kt_schedule *dst, const kt_schedule *src, kt_error *err) {
+  kt_status st = kt_schedule_init(dst, src->p, src->v, src->m, src->placement, err);
+  if (st) return st;
+  memcpy(dst->name, src->name, sizeof dst->name);
+  for (int r = 0; r < src->p; r++) {
+    size_t n = src->ranks[r].n;
+    dst->ranks[r].actions = kt_calloc(n ? n : 1, sizeof(kt_action));
+    if (!dst->ranks[r].actions) {
+      kt_schedule_free(dst);
+      return kt_fail(err, KT_ENOMEM, "out of memory");
+    }
+    memcpy(dst->ranks[r].actions, src->ranks[r].actions, n * sizeof(kt_action));
+    dst->ranks[r].n = dst->ranks[r].cap = n;
+  }
+  return KT_OK;
+}
+
+static void worker_free(kt__worker *w, int V, int SM) {
+  if (w->chunk)
+    for (int c = 0; c < V; c++) kt_chunk_destroy(w->chunk[c]);
+  if (w->opt_state)
+    for (int c = 0; c < V; c++) free(w->opt_state[c]);
+  if (w->act_handoff)
+    for (int i = 0; i < SM; i++) free(w->act_handoff[i]), free(w->grad_handoff[i]);
+  free(w->chunk);
+  free(w->opt_state);
+  free(w->opt_n);
+  free(w->in_buf);
+  free(w->out_buf);
+  free(w->dout_buf);
+  free(w->din_buf);
+  free(w->act_handoff);
+  free(w->grad_handoff);
+  kt_timeline_free(&w->events);
+}
+
+static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int world_rank,
+                             kt_error *err) {
+  memset(w, 0, sizeof *w);
+  w->rt = rt;
+  w->t = t;
+  w->world_rank = world_rank;
+  w->stage_rank = world_rank / rt->D;
+  w->replica = world_rank % rt->D;
+  size_t SM = (size_t)rt->S * rt->M;
+  w->chunk = kt_calloc((size_t)rt->V, sizeof *w->chunk);
+  w->opt_state = kt_calloc((size_t)rt->V, sizeof *w->opt_state);
+  w->opt_n = kt_calloc((size_t)rt->V, sizeof *w->opt_n);
+  w->act_handoff = kt_calloc(SM, sizeof *w->act_handoff);
+  w->grad_handoff = kt_calloc(SM, sizeof *w->grad_handoff);
+  kt_timeline_init(&w->events, rt->P, "s", "B");
+  if (!w->chunk || !w->opt_state || !w->opt_n || !w->act_handoff || !w->grad_handoff)
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  for (int c = 0; c < rt->V; c++) {
+    int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
+    kt_status st;
+    if (rt->cfg.synthetic)
+      st = kt__synthetic_chunk_create(&rt->cfg, stage, rt->S, rt->M, &w->chunk[c], err);
+    else
+      st = kt_chunk_create(&rt->cfg.model, rt->unit_offset[stage],
+                           rt->unit_offset[stage + 1] - rt->unit_offset[stage],
+                           rt->cfg.micro_batch, rt->M, &w->chunk[c], err);
+    if (st) return st;
+    size_t e = w->chunk[c]->in_elems > w->chunk[c]->out_elems ? w->chunk[c]->in_elems
+                                                              : w->chunk[c]->out_elems;
+    if (e > w->boundary_elems) w->boundary_elems = e;
+  }
+  size_t bytes = (w->boundary_elems + 16) * sizeof(float);
+  w->in_buf = malloc(bytes);
+  w->out_buf = malloc(bytes);
+  w->dout_buf = malloc(bytes);
+  w->din_buf = malloc(bytes);
+  if (!w->in_buf || !w->out_buf || !w->dout_buf || !w->din_buf)
+    return kt_fail(err, KT_ENOMEM, "out of memory for boundary buffers");
+  return kt__optim_alloc_state(w, err);
+}
+
+static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {
+  if (!cfg->schedule) return kt_fail(err, KT_EINVAL, "no schedule");
+  if (cfg->data_parallel < 1 || cfg->data_parallel > 4096)
+    return kt_fail(err, KT_EINVAL, "--data-parallel %d: expected 1..4096", cfg->data_parallel);
+  if (cfg->grad_accum < 1 || cfg->grad_accum > 65535)
+    return kt_fail(err, KT_EINVAL, "--grad-accum %d: expected 1..65535", cfg->grad_accum);
+  if (cfg->micro_batch < 1) return kt_fail(err, KT_EINVAL, "--micro-batch-size %d < 1", cfg->micro_batch);
+  if (cfg->synthetic) {
+    if (cfg->syn_tf_ms < 0 || cfg->syn_tb_ms < 0 || cfg->syn_tw_ms < 0)
+      return kt_fail(err, KT_EINVAL, "synthetic costs must be >= 0 ms");
+    return KT_OK;
+  }
+  return kt_model_config_check(&cfg->model, err);
+}
+
+kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles, const int *local,
+                            int n_local, kt_runtime **out, kt_error *err) {
+  *out = NULL;
+  kt_status st = check_config(cfg, err);
+  if (st) return st;
+  kt_error verr;
+  if ((st = kt_schedule_validate(cfg->schedule, &verr)))
+    return kt_fail(err, st, "schedule %s: %s", cfg->schedule->name, verr.msg);
+  kt_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) return kt_fail(err, KT_ENOMEM, "out of memory");
+  rt->cfg = *cfg;
+  if ((st = copy_schedule(&rt->sched_copy, cfg->schedule, err))) {
+    free(rt);
+    return st;
+  }
+  rt->cfg.schedule = &rt->sched_copy;
+  rt->P = rt->sched_copy.p;
+  rt->V = rt->sched_copy.v;
+  rt->M = rt->sched_copy.m;
+  rt->S = rt->P * rt->V;
+  rt->D = cfg->data_parallel;
+  rt->K = cfg->grad_accum;
+  rt->handles = handles;
+  kt_timeline_init(&rt->timeline, rt->P, "s", "B");
+  rt->unit_offset = kt_calloc((size_t)rt->S + 1, sizeof *rt->unit_offset);
+  rt->workers = kt_calloc((size_t)n_local, sizeof *rt->workers);
+  if (!rt->unit_offset || !rt->workers) {
+    st = kt_fail(err, KT_ENOMEM, "out of memory");
+    goto fail;
+  }
+  if (!cfg->synthetic) {
+    int units = kt_model_units(&cfg->model);
+    int *counts = kt_calloc((size_t)rt->S, sizeof *counts);
+    if (!counts) {
+      st = kt_fail(err, KT_ENOMEM, "out of memory");
+      goto fail;
+    }
+    if (rt->S > units)
+      st = kt_fail(err, KT_EINVAL,
+                   "%d stages (P=%d x V=%d) but the model has only %d layers to split", rt->S,
+                   rt->P, rt->V, units);
+    else if (cfg->partition)
+      memcpy(counts, cfg->partition, sizeof(int) * (size_t)rt->S);
+    else
+      st = kt_partition_balanced(&cfg->model, rt->S, counts, err);
+    for (int s = 0; !st && s < rt->S; s++) {
+      if (counts[s] < 1) st = kt_fail(err, KT_EINVAL, "stage %d of the partition is empty", s);
+      rt->unit_offset[s + 1] = rt->unit_offset[s] + counts[s];
+    }
+    if (!st && rt->unit_offset[rt->S] != units)
+      st = kt_fail(err, KT_EINVAL, "the partition covers %d layers, the model has %d",
+                   rt->unit_offset[rt->S], units);
+    free(counts);
+    if (st) goto fail;
+  }
+  int threads = cfg->blas_threads;
+  if (threads <= 0) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = n_local >= cores ? 1 : (int)(cores / n_local);
+    if (threads < 1) threads = 1;
+  }
+  openblas_set_num_threads(threads);
+  for (int i = 0; i < n_local; i++) {
+    rt->n_local = i + 1;
+    if ((st = worker_init(rt, &rt->workers[i], &handles[i], local[i], err))) goto fail;
+  }
+  *out = rt;
+  return KT_OK;
+fail:
+  kt_runtime_destroy(rt);
+  return st;
+}
+
+kt_status kt_runtime_create_threads(const kt_runtime_config *cfg, kt_runtime **out,
+                                    kt_error *err) {
+  *out = NULL;
+  if (!cfg->schedule) return kt_fail(err, KT_EINVAL, "no schedule");
+  int P = cfg->schedule->p, D = cfg->data_parallel > 0 ? cfg->data_parallel : 1;
+  /* the mailbox bound: every message a rank can receive in one round */
+  size_t cap = 2 * (size_t)cfg->schedule->m * cfg->schedule->v + 64;
+  kt_transport *h;
+  kt_status st = kt_transport_threads_create(P, D, cfg->timeout, cap, &h, err);
+  if (st) return st;
+  int *local = kt_calloc((size_t)P * D, sizeof *local);
+  if (!local) {
+    kt_transport_threads_free(h, P * D);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < P * D; i++) local[i] = i;
+  st = kt_runtime_create(cfg, h, local, P * D, out, err);
+  free(local);
+  if (st) {
+    kt_transport_threads_free(h, P * D);
+    return st;
+  }
+  (*out)->owns_transport = 1;
+  return KT_OK;
+}
+
+void kt_runtime_destroy(kt_runtime *rt) {
+  if (!rt) return;
+  for (int i = 0; i < rt->n_local; i++) worker_free(&rt->workers[i], rt->V, rt->S * rt->M);
+  if (rt->owns_transport) kt_transport_threads_free(rt->handles, rt->P * rt->D);
+  free(rt->workers);
+  free(rt->unit_offset);
+  kt_timeline_free(&rt->timeline);
+  kt_schedule_free(&rt->sched_copy);
+  free(rt);
+}
+
+static void *worker_main(void *arg) {
+  kt__worker *w = arg;
+  if (w->rt->cfg.synthetic) kt__synthetic_thread_setup();
+  w->status = kt__worker_step(w, &w->err);
+  if (w->status && w->status != KT_EPEER) {
+    char reason[KT_ERROR_LEN + 64];
+    snprintf(reason, sizeof reason, "stopped because rank %d failed: %s", w->world_rank, w->err.msg);
+    w->t->ops->abort(w->t, reason);
+  }
+  return NULL;
+}
+
+kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, int update,
+                          kt_step_result *res, kt_error *err) {
+  memset(res, 0, sizeof *res);
+  int64_t bytes0 = 0;
+  double comm0 = 0;
+  for (int i = 0; i < rt->n_local; i++) {
+    kt__worker *w = &rt->workers[i];
+    w->step = step;
+    w->data = data;
+    w->update = update;
+    w->status = KT_OK;
+    w->err.msg[0] = 0;
+    bytes0 += w->t->bytes_sent;
+    comm0 += w->t->send_seconds + w->t->recv_wait_seconds;
+  }
+  rt->step_t0 = kt_now();
+  if (rt->n_local == 1) {
+    worker_main(&rt->workers[0]);
+  } else {
+    pthread_t *th = kt_calloc((size_t)rt->n_local, sizeof *th);
+    if (!th) return kt_fail(err, KT_ENOMEM, "out of memory");
+    int started = 0;
+    for (; started < rt->n_local; started++)
+      if (pthread_create(&th[started], NULL, worker_main, &rt->workers[started])) break;
+    if (started < rt->n_local) rt->workers[0].t->ops->abort(rt->workers[0].t, "cannot start threads");
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    free(th);
+    if (started < rt->n_local) return kt_fail(err, KT_ERUNTIME, "cannot start %d worker threads", rt->n_local);
+  }
+  res->seconds = kt_now() - rt->step_t0;
+  /* the root cause is the first failure that is not a consequence of another */
+  kt__worker *failed = NULL;
+  for (int i = 0; i < rt->n_local; i++) {
+    kt__worker *w = &rt->workers[i];
+    if (w->status && (!failed || (failed->status == KT_EPEER && w->status != KT_EPEER))) failed = w;
+  }
+  if (failed) return kt_fail(err, failed->status, "%s", failed->err.msg);
+  rt->timeline.n_events = rt->timeline.n_mem = 0;
+  for (int i = 0; i < rt->n_local; i++) {
+    kt__worker *w = &rt->workers[i];
+    res->bytes_sent += w->t->bytes_sent;
+    res->comm_seconds += w->t->send_seconds + w->t->recv_wait_seconds;
+    if (w->replica != 0) continue;
+    for (size_t e = 0; e < w->events.n_events; e++)
+      if (kt_timeline_add_event(&rt->timeline, &w->events.events[e]))
+        return kt_fail(err, KT_ENOMEM, "out of memory");
+    for (size_t m = 0; m < w->events.n_mem; m++)
+      if (kt_timeline_add_mem(&rt->timeline, w->events.mem[m].rank, w->events.mem[m].t,
+                              w->events.mem[m].value))
+        return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  res->bytes_sent -= bytes0;
+  res->comm_seconds -= comm0;
+  kt_timeline_sort(&rt->timeline);
+  res->loss = rt->workers[0].loss;
+  res->grad_norm = rt->workers[0].grad_norm;
+  res->lr = rt->workers[0].lr;
+  return KT_OK;
+}
+
+const kt_timeline *kt_runtime_timeline(const kt_runtime *rt) { return &rt->timeline; }
+
+kt_chunk *kt_runtime_chunk(kt_runtime *rt, int stage, int replica) {
+  if (stage < 0 || stage >= rt->S) return NULL;
+  int wr = kt__stage_world_rank(rt, stage, replica);
+  for (int i = 0; i < rt->n_local; i++)
+    if (rt->workers[i].world_rank == wr)
+      return rt->workers[i].chunk[kt_stage_chunk(&rt->sched_copy, stage)];
+  return NULL;
+}
+
+float *kt_runtime_optim_state(kt_runtime *rt, int stage, int replica, size_t *n) {
+  int wr = kt__stage_world_rank(rt, stage, replica);
+  for (int i = 0; i < rt->n_local; i++)
+    if (rt->workers[i].world_rank == wr) {
+      int c = kt_stage_chunk(&rt->sched_copy, stage);
+      if (n) *n = rt->workers[i].opt_n[c];
+      return rt->workers[i].opt_state[c];
+    }
+  if (n) *n = 0;
+  return NULL;
+}
+
+const int *kt_runtime_unit_offsets(const kt_runtime *rt) { return rt->unit_offset; }
