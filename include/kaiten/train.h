@@ -1,0 +1,75 @@
+/* kaiten training loop: data, steps, validation, measured versus predicted.
+ * Drives a kt_runtime for N optimizer steps and reports progress through a
+ * callback; the CLI prints, the library does not. */
+#ifndef KAITEN_TRAIN_H
+#define KAITEN_TRAIN_H
+
+#include "kaiten/runtime.h"
+#include "kaiten/sim.h"
+
+/* A source of micro-batches. fill() writes the D*K*M micro-batches of one
+ * optimizer step (index (d * K + k) * M + j) for the given split
+ * (0 = train, 1 = validation); the pointers stay valid until the next fill.
+ * The batch of a step is a pure function of (seed, step): resuming at step s
+ * reproduces an uninterrupted run. */
+typedef struct kt_data_source {
+  kt_status (*fill)(struct kt_data_source *src, int split, int step, int D, int K, int M, int b,
+                    kt_microbatch *out, kt_error *err);
+  void (*destroy)(struct kt_data_source *src);
+  void *impl;
+  int has_validation;
+  size_t tokens_per_sample; /* for tokens/s (MLP: 1) */
+} kt_data_source;
+
+/* Synthetic regression for the MLP: x ~ U(-1, 1)^H, y = a fixed smooth
+ * teacher of x; sample i of the stream is a function of (seed, i) only. */
+kt_status kt_data_mlp_create(int hidden, uint64_t seed, kt_data_source **out, kt_error *err);
+
+typedef struct {
+  int step;              /* optimizer step just finished (0-based) */
+  int steps;             /* total */
+  double loss, val_loss; /* val_loss NAN when not evaluated this step */
+  double lr, grad_norm;
+  double seconds;        /* wall time of the step */
+  double samples_per_s, tokens_per_s;
+  double bubble;         /* measured bubble ratio of the step */
+  const kt_timeline *timeline;     /* measured, replica 0 */
+  const kt_runtime *runtime;
+} kt_train_progress;
+
+typedef struct {
+  kt_runtime_config runtime;
+  int first_step;        /* resume point (0 for a fresh run) */
+  int steps;             /* run until this many optimizer steps in total */
+  int val_every;         /* validation loss every N steps (0 = never) */
+  int val_batches;       /* optimizer-step-sized batches per validation */
+  kt_data_source *data;
+  /* Called after every step (may be NULL). Return non-zero to stop early. */
+  int (*on_step)(void *ctx, const kt_train_progress *p);
+  void *ctx;
+} kt_train_config;
+
+typedef struct {
+  double *losses;        /* steps run by this call, in order (caller frees) */
+  int n_losses;
+  double last_val_loss;  /* NAN when never evaluated */
+  kt_metrics measured;   /* last step (seconds) */
+  kt_metrics predicted;  /* the same schedule simulated with costs calibrated from it */
+  kt_costs calibrated;   /* per-stage costs (seconds) measured on the last step */
+  kt_timeline predicted_timeline;
+  double mean_step_seconds;
+  double samples_per_s, tokens_per_s;
+  size_t peak_stash_bytes_stage0;
+} kt_train_result;
+
+/* Trains with an already-created runtime (threads or MPI). */
+kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_result *out,
+                       kt_error *err);
+void kt_train_result_free(kt_train_result *r);
+
+/* Per-stage costs from a measured timeline: median F, I, W (and B) time per
+ * stage; the simulator's semantics then predict the same schedule. */
+kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
+                             kt_error *err);
+
+#endif

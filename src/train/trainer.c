@@ -1,0 +1,180 @@
+/* The training loop: steps, validation, calibration and prediction. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kaiten/train.h"
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n) {
+  if (n == 0) return 0;
+  qsort(v, n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
+                             kt_error *err) {
+  int S = kt_schedule_stages(s);
+  kt_costs_default(out);
+  out->mem_act = 0;
+  out->n_stages = S;
+  out->stage_tf = kt_calloc((size_t)S, sizeof(double));
+  out->stage_tb = kt_calloc((size_t)S, sizeof(double));
+  out->stage_tw = kt_calloc((size_t)S, sizeof(double));
+  double *buf = kt_calloc(measured->n_events + 1, sizeof(double));
+  if (!out->stage_tf || !out->stage_tb || !out->stage_tw || !buf) {
+    free(buf);
+    kt_costs_free(out);
+    return kt_fail(err, KT_ENOMEM, "out of memory calibrating costs");
+  }
+  for (int st = 0; st < S; st++) {
+    double med[KT_OP_COUNT];
+    for (int op = 0; op < KT_OP_COUNT; op++) {
+      size_t n = 0;
+      for (size_t i = 0; i < measured->n_events; i++) {
+        const kt_event *e = &measured->events[i];
+        if (e->stage == st && e->op == op) buf[n++] = e->end - e->start;
+      }
+      med[op] = median(buf, n);
+    }
+    out->stage_tf[st] = med[KT_OP_F];
+    if (med[KT_OP_I] > 0 || med[KT_OP_W] > 0) {
+      out->stage_tb[st] = med[KT_OP_I];
+      out->stage_tw[st] = med[KT_OP_W];
+    } else {
+      out->stage_tb[st] = med[KT_OP_B]; /* a full backward: its split is not observable */
+      out->stage_tw[st] = 0;
+    }
+  }
+  free(buf);
+  out->tf = out->stage_tf[0];
+  out->tb = out->stage_tb[0];
+  out->tw = out->stage_tw[0];
+  return KT_OK;
+}
+
+/* K rounds of the schedule back to back (micro-batch ids offset by k*M), so
+ * the prediction pays every round's fill and drain as the run does. */
+static kt_status repeat_rounds(const kt_schedule *s, int K, kt_schedule *out, kt_error *err) {
+  kt_status st = kt_schedule_init(out, s->p, s->v, s->m * K, s->placement, err);
+  if (st) return st;
+  memcpy(out->name, s->name, sizeof out->name);
+  for (int k = 0; k < K; k++)
+    for (int r = 0; r < s->p; r++)
+      for (size_t i = 0; i < s->ranks[r].n; i++) {
+        const kt_action *a = &s->ranks[r].actions[i];
+        if (kt_schedule_push(out, r, a->stage, (kt_op)a->op, a->mb + k * s->m)) {
+          kt_schedule_free(out);
+          return kt_fail(err, KT_ENOMEM, "out of memory");
+        }
+        out->ranks[r].actions[out->ranks[r].n - 1].flags = a->flags;
+      }
+  return KT_OK;
+}
+
+static kt_status copy_timeline(kt_timeline *dst, const kt_timeline *src) {
+  dst->n_events = dst->n_mem = 0;
+  dst->p = src->p;
+  memcpy(dst->time_unit, src->time_unit, sizeof dst->time_unit);
+  memcpy(dst->mem_unit, src->mem_unit, sizeof dst->mem_unit);
+  for (size_t i = 0; i < src->n_events; i++)
+    if (kt_timeline_add_event(dst, &src->events[i])) return KT_ENOMEM;
+  for (size_t i = 0; i < src->n_mem; i++)
+    if (kt_timeline_add_mem(dst, src->mem[i].rank, src->mem[i].t, src->mem[i].value))
+      return KT_ENOMEM;
+  return KT_OK;
+}
+
+void kt_train_result_free(kt_train_result *r) {
+  free(r->losses);
+  kt_metrics_free(&r->measured);
+  kt_metrics_free(&r->predicted);
+  kt_costs_free(&r->calibrated);
+  kt_timeline_free(&r->predicted_timeline);
+  memset(r, 0, sizeof *r);
+}
+
+static kt_status predict(const kt_runtime_config *rc, const kt_timeline *measured,
+                         kt_train_result *out, kt_error *err) {
+  kt_status st = kt_calibrate_costs(measured, rc->schedule, &out->calibrated, err);
+  if (st) return st;
+  kt_schedule rounds;
+  if ((st = repeat_rounds(rc->schedule, rc->grad_accum, &rounds, err))) return st;
+  st = kt_simulate(&rounds, &out->calibrated, &out->predicted_timeline, err);
+  kt_schedule_free(&rounds);
+  if (st) return st;
+  snprintf(out->predicted_timeline.time_unit, sizeof out->predicted_timeline.time_unit, "s");
+  return kt_timeline_metrics(&out->predicted_timeline, &out->predicted, err);
+}
+
+kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_result *out,
+                       kt_error *err) {
+  memset(out, 0, sizeof *out);
+  out->last_val_loss = NAN;
+  const kt_runtime_config *rc = &cfg->runtime;
+  int D = rc->data_parallel, K = rc->grad_accum, M = rc->schedule->m, b = rc->micro_batch;
+  int n = cfg->steps - cfg->first_step;
+  if (n < 0) n = 0;
+  out->losses = kt_calloc((size_t)n + 1, sizeof *out->losses);
+  kt_microbatch *mbs = kt_calloc((size_t)D * K * M, sizeof *mbs);
+  kt_timeline last;
+  kt_timeline_init(&last, rc->schedule->p, "s", "B");
+  kt_status st = KT_OK;
+  if (!out->losses || !mbs) {
+    st = kt_fail(err, KT_ENOMEM, "out of memory");
+    goto done;
+  }
+  double total_seconds = 0, samples = (double)D * K * M * b;
+  size_t tps = cfg->data && cfg->data->tokens_per_sample ? cfg->data->tokens_per_sample : 1;
+  for (int step = cfg->first_step; step < cfg->steps; step++) {
+    if (cfg->data && (st = cfg->data->fill(cfg->data, 0, step, D, K, M, b, mbs, err))) break;
+    kt_step_result res;
+    if ((st = kt_runtime_step(rt, step, cfg->data ? mbs : NULL, 1, &res, err))) break;
+    out->losses[out->n_losses++] = res.loss;
+    total_seconds += res.seconds;
+    if ((st = copy_timeline(&last, kt_runtime_timeline(rt)))) {
+      st = kt_fail(err, st, "out of memory");
+      break;
+    }
+    kt_metrics met;
+    if ((st = kt_timeline_metrics(&last, &met, err))) break;
+    kt_train_progress p = {.step = step, .steps = cfg->steps, .loss = res.loss, .val_loss = NAN,
+                           .lr = res.lr, .grad_norm = res.grad_norm, .seconds = res.seconds,
+                           .samples_per_s = samples / res.seconds,
+                           .tokens_per_s = samples * (double)tps / res.seconds,
+                           .bubble = met.bubble_ratio, .timeline = &last, .runtime = rt};
+    kt_metrics_free(&met);
+    int is_last = step + 1 == cfg->steps;
+    if (cfg->data && cfg->data->has_validation && cfg->val_every > 0 &&
+        ((step + 1) % cfg->val_every == 0 || is_last)) {
+      double sum = 0;
+      int nb = cfg->val_batches > 0 ? cfg->val_batches : 1;
+      for (int v = 0; v < nb && !st; v++) {
+        kt_step_result vr;
+        st = cfg->data->fill(cfg->data, 1, v, D, K, M, b, mbs, err);
+        if (!st) st = kt_runtime_step(rt, step, mbs, 0, &vr, err);
+        sum += vr.loss;
+      }
+      if (st) break;
+      p.val_loss = out->last_val_loss = sum / nb;
+    }
+    if (cfg->on_step && cfg->on_step(cfg->ctx, &p)) break;
+  }
+  if (!st && out->n_losses > 0) {
+    out->mean_step_seconds = total_seconds / out->n_losses;
+    out->samples_per_s = samples / out->mean_step_seconds;
+    out->tokens_per_s = out->samples_per_s * (double)tps;
+    if (!(st = kt_timeline_metrics(&last, &out->measured, err))) st = predict(rc, &last, out, err);
+    kt_chunk *c0 = kt_runtime_chunk(rt, 0, 0);
+    if (c0) out->peak_stash_bytes_stage0 = c0->peak_stash_bytes;
+  }
+done:
+  free(mbs);
+  kt_timeline_free(&last);
+  return st;
+}
