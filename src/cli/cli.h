@@ -81,5 +81,6 @@ int cli_use_color(const char *mode);
 int cli_term_width(void);
 
 extern const cli_command cli_cmd_sim, cli_cmd_compare, cli_cmd_validate;
+extern const cli_command cli_cmd_train;
 
 #endif
