@@ -1,5 +1,6 @@
-/* MLP chunk: units of Linear(H->H) + GELU; the last unit's output is
- * compared to the target with mean squared error.
+/* MLP chunk: units of Linear(H->H) + GELU, the model's last unit linear
+ * (a regression head); its output is compared to the target with mean
+ * squared error.
  * Legend: B = samples in the micro-batch, H = width.
  *
  * Stash per micro-batch, per unit u of the chunk:
@@ -25,13 +26,22 @@ typedef struct {
 #define UNIT_DW(c, u) ((c)->grads + (c)->unit_offset[u])
 #define UNIT_DB(c, u) (UNIT_DW(c, u) + (size_t)(c)->cfg.hidden * (c)->cfg.hidden)
 
-/* z = x W^T + b, out = gelu(z) */
+/* The model's last unit is linear: the regression head. */
+static int is_head(const kt_chunk *c, int u) { return c->first_unit + u == c->cfg.layers - 1; }
+
+/* out = act(z) with act = GELU, or the identity on the head */
+static void activate(const kt_chunk *c, int u, const float *z, float *out, size_t n) {
+  if (is_head(c, u)) memcpy(out, z, n * sizeof(float));
+  else kt__gelu_forward(out, z, n);
+}
+
+/* z = x W^T + b, out = act(z) */
 static void unit_forward(kt_chunk *c, int u, const float *x, float *z, float *out) {
   int B = c->micro_batch, H = c->cfg.hidden;
   const float *bias = UNIT_B(c, u);
   for (int i = 0; i < B; i++) memcpy(z + (size_t)i * H, bias, sizeof(float) * (size_t)H);
   kt__matmul(z, x, UNIT_W(c, u), B, H, H, 0, 1, 1.0f);
-  kt__gelu_forward(out, z, (size_t)B * H);
+  activate(c, u, z, out, (size_t)B * H);
 }
 
 /* Full forward of the chunk into the stash layout [x_0 z_0 x_1 z_1 ...]; out
@@ -105,7 +115,7 @@ static kt_status mlp_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
     if (!data || !data->y) return kt_fail(err, KT_EINVAL, "mlp: last stage needs targets");
     /* recompute the final activation from the stashed z of the last unit */
     const float *zl = stash + (2 * (size_t)(c->n_units - 1) + 1) * BH;
-    kt__gelu_forward(m->tmp_b, zl, BH);
+    activate(c, c->n_units - 1, zl, m->tmp_b, BH);
     loss_grad(c, m->tmp_b, data->y, g);
   } else {
     if (!dout) return kt_fail(err, KT_EINVAL, "mlp: backward needs the output gradient");
@@ -113,7 +123,8 @@ static kt_status mlp_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
   }
   for (int u = c->n_units - 1; u >= 0; u--) {
     float *z = stash + (2 * (size_t)u + 1) * BH; /* becomes dz */
-    kt__gelu_backward(z, z, g, BH);
+    if (is_head(c, u)) memcpy(z, g, BH * sizeof(float));
+    else kt__gelu_backward(z, z, g, BH);
     if (u > 0 || din) {
       float *dx = u > 0 ? g : din;
       kt__matmul(dx, z, UNIT_W(c, u), B, H, H, 0, 0, 0.0f); /* dx = dz W */
@@ -173,9 +184,9 @@ kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n
     mlp_destroy(c);
     return kt_fail(err, KT_ENOMEM, "out of memory creating the MLP chunk");
   }
-  /* per-unit deterministic init: W ~ U(-1/sqrt(H), 1/sqrt(H)) * sqrt(3) (unit variance gain), b = 0 */
+  /* per-unit deterministic init (He): W ~ U(-sqrt(6/H), sqrt(6/H)), b = 0 */
   int H = cfg->hidden;
-  float bound = sqrtf(3.0f / (float)H);
+  float bound = sqrtf(6.0f / (float)H);
   for (int u = 0; u < n_units; u++) {
     kt__rng r;
     kt__rng_seed(&r, kt__unit_seed(cfg->seed, first_unit + u));

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# kaiten train from the outside: JSON contract, synthetic bubble versus the
+# simulator, learning, bad input.
+set -u
+K="$1"
+fails=0; checks=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok()  { checks=$((checks+1)); }
+bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
+expect() { local want=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?;
+  if [ $rc = "$want" ]; then ok; else bad "exit $rc (want $want): $*"; tail -3 "$tmp/err" >&2; fi; }
+oneline() { local n; n=$(wc -l <"$tmp/err"); if [ "$n" -le 1 ] && [ -s "$tmp/err" ]; then ok; else bad "stderr not one line: $(cat "$tmp/err")"; fi; }
+has() { if grep -q -- "$1" "$2"; then ok; else bad "'$1' not in $2: $(head -c 300 "$2")"; fi; }
+
+expect 0 "$K" train --help; has "--microbatches" "$tmp/out"
+
+# synthetic P=8, M=32, 1f1b, T_F=2 ms, T_B=4 ms: measured bubble within 0.03 of predicted
+expect 0 "$K" train --synthetic --stages 8 --schedule 1f1b -m 32 --tf 2 --tb 4 --tw 0 --steps 2 --format json
+tail -n 1 "$tmp/out" >"$tmp/last.json"
+python3 - "$tmp/last.json" <<'PY' && ok || bad "synthetic bubble"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("losses", "bubble_ratio", "predicted_bubble_ratio", "ranks"):
+    assert k in d, k
+assert len(d["losses"]) == 2
+m, p = d["bubble_ratio"], d["predicted_bubble_ratio"]
+assert abs(m - p) < 0.03, (m, p)
+assert abs(p - 7 / 39) < 0.02, p   # (P-1)/(M+P-1) with a 2:4 F:B ratio
+assert len(d["ranks"]) == 8
+for r in d["ranks"]:
+    for k in ("busy", "idle", "peak_inflight"):
+        assert k in r, k
+    assert r["peak_inflight"] == r["predicted_peak_inflight"]
+PY
+
+# an MLP learns: the loss falls, every schedule runs
+for s in gpipe 1f1b interleaved zb-h1 zb-h2 zbv; do
+  expect 0 "$K" train --model mlp --layers 8 --hidden 32 --stages 2 --schedule $s -m 4 -b 4 \
+    --steps 60 --lr 3e-3 --format json --val-every 0
+  tail -n 1 "$tmp/out" >"$tmp/last.json"
+  python3 -c "
+import json; d = json.load(open('$tmp/last.json')); l = d['losses']
+assert len(l) == 60 and l[-1] < 0.75 * l[0], l" && ok || bad "$s: loss did not fall"
+done
+
+# bad input: one line, exit 2
+expect 2 "$K" train --stages 0;                 oneline
+expect 2 "$K" train --schedule bogus;           oneline; has "'bogus'" "$tmp/err"
+expect 2 "$K" train --model bert;               oneline; has "'bert'" "$tmp/err"
+expect 2 "$K" train --optimizer rmsprop;        oneline; has "'rmsprop'" "$tmp/err"
+expect 2 "$K" train --partition 1,2 --stages 2; oneline; has "covers 3" "$tmp/err"
+expect 2 "$K" train --partition x --stages 2;   oneline
+expect 2 "$K" train --stages 16 --layers 8;     oneline; has "16 stages" "$tmp/err"
+expect 2 "$K" train --schedule interleaved --stages 4 -m 2; oneline; has "M >= P" "$tmp/err"
+expect 2 "$K" train --format yaml;              oneline
+
+echo "test_train_cli.sh: $checks checks, $fails failed: $([ $fails = 0 ] && echo OK || echo FAIL)"
+[ $fails = 0 ]
