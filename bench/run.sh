@@ -3,3 +3,4 @@
 set -euo pipefail
 B=${1:-build}
 "$B/bench/bench_schedule"
+"$B/bench/bench_runtime"

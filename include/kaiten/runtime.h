@@ -94,6 +94,8 @@ kt_chunk *kt_runtime_chunk(kt_runtime *rt, int stage, int replica);
 /* Optimizer state of that chunk (2 * n_params floats for AdamW: m then v;
  * n_params for SGD momentum; NULL when none). */
 float *kt_runtime_optim_state(kt_runtime *rt, int stage, int replica, size_t *n);
+/* The configuration the runtime runs (its own copy). */
+const kt_runtime_config *kt_runtime_config_of(const kt_runtime *rt);
 /* Stage -> units mapping actually used (S + 1 offsets). */
 const int *kt_runtime_unit_offsets(const kt_runtime *rt);
 

@@ -319,3 +319,5 @@ float *kt_runtime_optim_state(kt_runtime *rt, int stage, int replica, size_t *n)
 }
 
 const int *kt_runtime_unit_offsets(const kt_runtime *rt) { return rt->unit_offset; }
+
+const kt_runtime_config *kt_runtime_config_of(const kt_runtime *rt) { return &rt->cfg; }

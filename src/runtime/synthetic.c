@@ -12,17 +12,28 @@ typedef struct {
   double tf, tb, tw; /* seconds */
 } synth_impl;
 
-/* Sleeps until now + seconds on an absolute deadline (no drift from early
- * wake-ups); the thread's timer slack is set to 1 ns in the worker. */
+/* The wake-up latency this thread has been seeing (seconds, smoothed): the
+ * sleep aims that much early so operations last their cost on average. */
+static _Thread_local double late_ema;
+
+/* Sleeps for `seconds` on an absolute deadline (no drift from early wake-ups;
+ * the thread's timer slack is 1 ns, set in the worker). */
 static void busy_for(double seconds) {
   if (seconds <= 0) return;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  long long ns = (long long)ts.tv_nsec + (long long)(seconds * 1e9);
-  ts.tv_sec += (time_t)(ns / 1000000000LL);
-  ts.tv_nsec = (long)(ns % 1000000000LL);
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+  double start = kt_now(), target = seconds - late_ema;
+  if (target > 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long ns = (long long)ts.tv_nsec + (long long)(target * 1e9);
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+    }
   }
+  double late = (kt_now() - start) - seconds; /* > 0: overslept */
+  late_ema += 0.2 * late;
+  if (late_ema < 0) late_ema = 0;
+  if (late_ema > 0.5 * seconds) late_ema = 0.5 * seconds;
 }
 
 static kt_status syn_forward(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
