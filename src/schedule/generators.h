@@ -20,6 +20,12 @@ kt_status kt__gen_zbv(kt_schedule *s, const kt_schedule_params *params, kt_error
 kt_status kt__gen_dualpipev(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
 kt_status kt__gen_zb_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
 
+/* zb-auto's search (zb_auto.c): costs NULL = unit costs, mem_limit <= 0 =
+ * P * max(mem-act, mem-wgrad). with_handcrafted = 0 lets only the heuristic's
+ * variants compete (tests use it to check the heuristic on its own). */
+kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
+                            int with_handcrafted, kt_error *err);
+
 /* Push helper that turns ENOMEM into a message. */
 #define KT__PUSH(s, rank, stage, op, mb)                                  \
   do {                                                                    \
