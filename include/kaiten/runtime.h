@@ -96,6 +96,10 @@ kt_chunk *kt_runtime_chunk(kt_runtime *rt, int stage, int replica);
 float *kt_runtime_optim_state(kt_runtime *rt, int stage, int replica, size_t *n);
 /* The configuration the runtime runs (its own copy). */
 const kt_runtime_config *kt_runtime_config_of(const kt_runtime *rt);
+/* The transport handle of the first local rank, and whether every rank of
+ * the job lives in this process (threads) or not (MPI). */
+kt_transport *kt_runtime_transport(kt_runtime *rt);
+int kt_runtime_all_local(const kt_runtime *rt);
 /* Stage -> units mapping actually used (S + 1 offsets). */
 const int *kt_runtime_unit_offsets(const kt_runtime *rt);
 

@@ -27,6 +27,9 @@ typedef struct {
   /* Receives the message (src, tag) into buf (exactly bytes). Waits at most
    * t->timeout seconds: ETIMEOUT; EPEER when the run was aborted. */
   kt_status (*recv)(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes, kt_error *err);
+  /* Optional (NULL: not needed): announces a receive ahead of time so the
+   * transfer can progress before the receiver asks for it. */
+  kt_status (*post)(kt_transport *t, int src, uint64_t tag, size_t bytes, kt_error *err);
   /* Element-wise sum over the group, result on every member; deterministic
    * (the same order of additions on every run). NULL: use kt_allreduce_generic. */
   kt_status (*allreduce)(kt_transport *t, kt_group g, float *buf, size_t n, kt_error *err);
@@ -65,6 +68,17 @@ int kt_group_members(const kt_transport *t, kt_group g, int *out);
 kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailbox_cap,
                                       kt_transport **handles, kt_error *err);
 void kt_transport_threads_free(kt_transport *handles, int world);
+
+/* MPI (OpenMPI): one handle for this process's world rank. Initialises MPI
+ * when needed; the world size must equal p * d. ENOTSUP-like EINVAL when
+ * kaiten was built without MPI. */
+int kt_transport_mpi_available(void);
+kt_status kt_transport_mpi_init(int *world_rank, int *world_size, kt_error *err);
+kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **out, kt_error *err);
+void kt_transport_mpi_free(kt_transport *t);
+/* Ends every process of the job with the exit code (MPI_Abort). */
+void kt_transport_mpi_abort_job(int code);
+void kt_transport_mpi_finalize(void);
 
 /* Tags: what a point-to-point message carries. */
 enum { KT_TAG_ACT = 0, KT_TAG_GRAD = 1 };

@@ -223,6 +223,45 @@ void kt_runtime_destroy(kt_runtime *rt) {
   free(rt);
 }
 
+/* With ranks in other processes, world rank 0 collects the timelines of
+ * replica 0's pipeline ranks so reports show every rank. */
+static kt_status gather_timeline(kt_runtime *rt, kt_error *err) {
+  if (rt->n_local == rt->P * rt->D) return KT_OK;
+  kt__worker *w = &rt->workers[0];
+  kt_transport *t = w->t;
+  const uint64_t tag = KT_TAG_COLLECTIVE | 0x300;
+  if (w->replica != 0) return KT_OK;
+  if (w->world_rank != 0) {
+    int64_t counts[2] = {(int64_t)w->events.n_events, (int64_t)w->events.n_mem};
+    kt_status st = t->ops->send(t, 0, tag, counts, sizeof counts, err);
+    if (!st) st = t->ops->send(t, 0, tag + 1, w->events.events, w->events.n_events * sizeof(kt_event), err);
+    if (!st) st = t->ops->send(t, 0, tag + 2, w->events.mem, w->events.n_mem * sizeof(kt_mem_sample), err);
+    return st;
+  }
+  for (int r = 1; r < rt->P; r++) {
+    int src = kt_world_rank(r, 0, rt->D);
+    int64_t counts[2];
+    kt_status st = t->ops->recv(t, src, tag, counts, sizeof counts, err);
+    if (st) return st;
+    if (counts[0] < 0 || counts[1] < 0 || counts[0] > (1 << 26) || counts[1] > (1 << 26))
+      return kt_fail(err, KT_ERUNTIME, "bad timeline from rank %d", src);
+    kt_event *ev = kt_calloc((size_t)counts[0] + 1, sizeof *ev);
+    kt_mem_sample *mem = kt_calloc((size_t)counts[1] + 1, sizeof *mem);
+    if (!ev || !mem) st = kt_fail(err, KT_ENOMEM, "out of memory");
+    if (!st) st = t->ops->recv(t, src, tag + 1, ev, (size_t)counts[0] * sizeof *ev, err);
+    if (!st) st = t->ops->recv(t, src, tag + 2, mem, (size_t)counts[1] * sizeof *mem, err);
+    for (int64_t i = 0; !st && i < counts[0]; i++)
+      if (kt_timeline_add_event(&rt->timeline, &ev[i])) st = kt_fail(err, KT_ENOMEM, "out of memory");
+    for (int64_t i = 0; !st && i < counts[1]; i++)
+      if (kt_timeline_add_mem(&rt->timeline, mem[i].rank, mem[i].t, mem[i].value))
+        st = kt_fail(err, KT_ENOMEM, "out of memory");
+    free(ev);
+    free(mem);
+    if (st) return st;
+  }
+  return KT_OK;
+}
+
 static void *worker_main(void *arg) {
   kt__worker *w = arg;
   if (w->rt->cfg.synthetic) kt__synthetic_thread_setup();
@@ -249,6 +288,10 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
     w->err.msg[0] = 0;
     bytes0 += w->t->bytes_sent;
     comm0 += w->t->send_seconds + w->t->recv_wait_seconds;
+  }
+  if (rt->n_local < rt->P * rt->D) { /* other processes: start together, one clock origin */
+    kt_status bst = rt->workers[0].t->ops->barrier(rt->workers[0].t, err);
+    if (bst) return bst;
   }
   rt->step_t0 = kt_now();
   if (rt->n_local == 1) {
@@ -288,6 +331,8 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
   }
   res->bytes_sent -= bytes0;
   res->comm_seconds -= comm0;
+  kt_status gst = gather_timeline(rt, err);
+  if (gst) return gst;
   kt_timeline_sort(&rt->timeline);
   res->loss = rt->workers[0].loss;
   res->grad_norm = rt->workers[0].grad_norm;
@@ -321,3 +366,7 @@ float *kt_runtime_optim_state(kt_runtime *rt, int stage, int replica, size_t *n)
 const int *kt_runtime_unit_offsets(const kt_runtime *rt) { return rt->unit_offset; }
 
 const kt_runtime_config *kt_runtime_config_of(const kt_runtime *rt) { return &rt->cfg; }
+
+kt_transport *kt_runtime_transport(kt_runtime *rt) { return rt->workers[0].t; }
+
+int kt_runtime_all_local(const kt_runtime *rt) { return rt->n_local == rt->P * rt->D; }

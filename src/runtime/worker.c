@@ -129,6 +129,31 @@ static void hang(kt__worker *w) {
   }
 }
 
+/* Announces every remote tensor this round will receive (MPI posts the
+ * receives now, so transfers progress while the rank computes). */
+static kt_status post_receives(kt__worker *w, const kt_rank_actions *ra, int k, kt_error *err) {
+  kt_runtime *rt = w->rt;
+  if (!w->t->ops->post) return KT_OK;
+  for (size_t i = 0; i < ra->n; i++) {
+    const kt_action *a = &ra->actions[i];
+    kt_chunk *c = chunk_of(w, a->stage);
+    kt_status st = KT_OK;
+    if (a->op == KT_OP_F && a->stage > 0) {
+      int src = kt__stage_world_rank(rt, a->stage - 1, w->replica);
+      if (src != w->world_rank)
+        st = w->t->ops->post(w->t, src, kt_tag(KT_TAG_ACT, a->stage, a->mb, k),
+                             c->in_elems * sizeof(float), err);
+    } else if ((a->op == KT_OP_I || a->op == KT_OP_B) && a->stage + 1 < rt->S) {
+      int src = kt__stage_world_rank(rt, a->stage + 1, w->replica);
+      if (src != w->world_rank)
+        st = w->t->ops->post(w->t, src, kt_tag(KT_TAG_GRAD, a->stage, a->mb, k),
+                             c->out_elems * sizeof(float), err);
+    }
+    if (st) return st;
+  }
+  return KT_OK;
+}
+
 kt_status kt__worker_step(kt__worker *w, kt_error *err) {
   kt_runtime *rt = w->rt;
   const kt_rank_actions *ra = &rt->sched_copy.ranks[w->stage_rank];
@@ -139,6 +164,8 @@ kt_status kt__worker_step(kt__worker *w, kt_error *err) {
     w->chunk[c]->peak_stash_bytes = w->chunk[c]->stash_bytes;
   }
   for (int k = 0; k < rt->K; k++) {
+    kt_status pst = post_receives(w, ra, k, err);
+    if (pst) return pst;
     for (size_t i = 0; i < ra->n; i++) {
       const kt_action *a = &ra->actions[i];
       if (w->world_rank == rt->cfg.hang_rank && (int)i == rt->cfg.hang_action && k == 0) hang(w);

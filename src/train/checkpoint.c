@@ -79,35 +79,88 @@ static kt_chunk *unit_chunk(kt_runtime *rt, int u, int d, int *stage_out) {
   return kt_runtime_chunk(rt, stage, d);
 }
 
+/* One unit's record: parameters then each optimizer state slice. */
+static kt_status unit_record(kt_runtime *rt, int u, int per, float *out, size_t *count,
+                             kt_error *err) {
+  int stage;
+  kt_chunk *c = unit_chunk(rt, u, 0, &stage);
+  if (!c) return kt_fail(err, KT_EINVAL, "checkpoint: unit %d is not on this process", u);
+  int k = u - c->first_unit;
+  size_t off = c->unit_offset[k], n = c->unit_offset[k + 1] - off;
+  *count = n;
+  if (!out) return KT_OK;
+  float *state = kt_runtime_optim_state(rt, stage, 0, NULL);
+  memcpy(out, c->params + off, n * sizeof(float));
+  for (int s = 0; s < per; s++)
+    memcpy(out + (size_t)(s + 1) * n, state + s * c->n_params + off, n * sizeof(float));
+  return KT_OK;
+}
+
+/* With ranks in other processes, each rank of replica 0 sends its units to
+ * world rank 0, which writes the file; every rank must call save. */
 kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoint_meta *meta,
                              kt_error *err) {
   int units = kt_model_units(&meta->model);
   const kt_runtime_config *rc = kt_runtime_config_of(rt);
   int per = state_per_param(rc);
+  kt_transport *t = kt_runtime_transport(rt);
+  int distributed = !kt_runtime_all_local(rt);
+  const uint64_t tag = KT_TAG_COLLECTIVE | 0x400;
+  kt_status st = KT_OK;
+  if (distributed && t->rank != 0) {
+    for (int u = 0; u < units && !st; u++) {
+      int stage;
+      if (!unit_chunk(rt, u, 0, &stage)) continue; /* not mine (or not replica 0) */
+      size_t n = 0;
+      unit_record(rt, u, per, NULL, &n, err);
+      float *rec = malloc((size_t)(1 + per) * n * sizeof(float) + 1);
+      if (!rec) return kt_fail(err, KT_ENOMEM, "out of memory");
+      st = unit_record(rt, u, per, rec, &n, err);
+      uint64_t count = n;
+      if (!st) st = t->ops->send(t, 0, tag, &count, sizeof count, err);
+      if (!st) st = t->ops->send(t, 0, tag + 1, rec, (size_t)(1 + per) * n * sizeof(float), err);
+      free(rec);
+    }
+    return st;
+  }
   file_header h;
   fill_header(&h, meta, units, per);
   kt_buf b;
   kt_buf_init(&b);
   kt_buf_append(&b, (const char *)&h, sizeof h);
-  for (int u = 0; u < units; u++) {
+  for (int u = 0; u < units && !st; u++) {
     int stage;
-    kt_chunk *c = unit_chunk(rt, u, 0, &stage);
-    if (!c) {
-      kt_buf_free(&b);
-      return kt_fail(err, KT_EINVAL, "checkpoint: unit %d is not on this process", u);
+    uint64_t count;
+    float *rec = NULL;
+    if (unit_chunk(rt, u, 0, &stage)) {
+      size_t n = 0;
+      unit_record(rt, u, per, NULL, &n, err);
+      count = n;
+      rec = malloc((size_t)(1 + per) * n * sizeof(float) + 1);
+      if (!rec) st = kt_fail(err, KT_ENOMEM, "out of memory");
+      else st = unit_record(rt, u, per, rec, &n, err);
+    } else if (distributed) {
+      int owner = kt_world_rank(kt_stage_rank(rc->schedule, stage), 0, rc->data_parallel);
+      st = t->ops->recv(t, owner, tag, &count, sizeof count, err);
+      if (!st && count > (1ull << 34)) st = kt_fail(err, KT_ERUNTIME, "bad checkpoint unit from rank %d", owner);
+      if (!st && !(rec = malloc((size_t)(1 + per) * count * sizeof(float) + 1)))
+        st = kt_fail(err, KT_ENOMEM, "out of memory");
+      if (!st) st = t->ops->recv(t, owner, tag + 1, rec, (size_t)(1 + per) * count * sizeof(float), err);
+    } else {
+      st = kt_fail(err, KT_EINVAL, "checkpoint: unit %d is not on this process", u);
     }
-    int k = u - c->first_unit;
-    size_t off = c->unit_offset[k], n = c->unit_offset[k + 1] - off;
-    size_t state_n;
-    float *state = kt_runtime_optim_state(rt, stage, 0, &state_n);
-    uint64_t count = n;
-    uint32_t crc = kt_crc32(0, c->params + off, n * sizeof(float));
-    for (int s = 0; s < per; s++) crc = kt_crc32(crc, state + s * c->n_params + off, n * sizeof(float));
-    kt_buf_append(&b, (const char *)&count, sizeof count);
-    kt_buf_append(&b, (const char *)&crc, sizeof crc);
-    kt_buf_append(&b, (const char *)(c->params + off), n * sizeof(float));
-    for (int s = 0; s < per; s++)
-      kt_buf_append(&b, (const char *)(state + s * c->n_params + off), n * sizeof(float));
+    if (!st) {
+      size_t bytes = (size_t)(1 + per) * count * sizeof(float);
+      uint32_t crc = kt_crc32(0, rec, bytes);
+      kt_buf_append(&b, (const char *)&count, sizeof count);
+      kt_buf_append(&b, (const char *)&crc, sizeof crc);
+      kt_buf_append(&b, (const char *)rec, bytes);
+    }
+    free(rec);
+  }
+  if (st) {
+    kt_buf_free(&b);
+    return st;
   }
   uint32_t total = kt_crc32(0, b.data, b.len);
   kt_buf_append(&b, (const char *)&total, sizeof total);
@@ -116,7 +169,7 @@ kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoi
     kt_buf_free(&b);
     return kt_fail(err, KT_ENOMEM, "out of memory writing checkpoint");
   }
-  kt_status st = kt_write_file_atomic(path, b.data, b.len, err);
+  st = kt_write_file_atomic(path, b.data, b.len, err);
   kt_buf_free(&b);
   return st;
 }
@@ -255,6 +308,9 @@ done:
 kt_status kt_checkpoint_save_in_run(kt_runtime *rt, const char *run_dir,
                                     const kt_checkpoint_meta *meta, kt_error *err) {
   char dir[4096], path[4200], latest[4200];
+  kt_transport *t = kt_runtime_transport(rt);
+  if (!kt_runtime_all_local(rt) && t->rank != 0) /* rank 0 writes; the others send */
+    return kt_checkpoint_save(rt, "", meta, err);
   snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
   if (mkdir(dir, 0755) != 0 && errno != EEXIST)
     return kt_fail(err, KT_EIO, "cannot create '%s': %s", dir, strerror(errno));

@@ -163,8 +163,8 @@ static int th_aborted(kt_transport *t) { return atomic_load(&((fabric *)t->ctx)-
 
 static void th_destroy(kt_transport *t) { (void)t; }
 
-static const kt_transport_ops threads_ops = {th_send, th_recv, NULL, th_barrier, th_abort,
-                                             th_aborted, th_destroy};
+static const kt_transport_ops threads_ops = {th_send,  th_recv,    NULL,      NULL,
+                                             th_barrier, th_abort, th_aborted, th_destroy};
 
 kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailbox_cap,
                                       kt_transport **handles, kt_error *err) {

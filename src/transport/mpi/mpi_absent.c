@@ -1,0 +1,20 @@
+/* Built without MPI: the MPI transport reports that it is not available. */
+#include "kaiten/transport.h"
+
+int kt_transport_mpi_available(void) { return 0; }
+
+kt_status kt_transport_mpi_init(int *world_rank, int *world_size, kt_error *err) {
+  *world_rank = 0;
+  *world_size = 1;
+  return kt_fail(err, KT_EINVAL, "this kaiten was built without MPI (install libopenmpi-dev and rebuild)");
+}
+
+kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **out, kt_error *err) {
+  (void)p, (void)d, (void)timeout;
+  *out = NULL;
+  return kt_fail(err, KT_EINVAL, "this kaiten was built without MPI (install libopenmpi-dev and rebuild)");
+}
+
+void kt_transport_mpi_free(kt_transport *t) { (void)t; }
+void kt_transport_mpi_abort_job(int code) { (void)code; }
+void kt_transport_mpi_finalize(void) {}

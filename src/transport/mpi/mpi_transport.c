@@ -1,0 +1,250 @@
+/* MPI transport (OpenMPI): non-blocking point-to-point with receives posted
+ * early, all-reduce on split communicators, a polling receive that honours
+ * the watchdog timeout. One handle per process. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kaiten/transport.h"
+
+/* An outstanding non-blocking operation and the buffer it owns. */
+typedef struct pending {
+  struct pending *next;
+  MPI_Request req;
+  int src;
+  uint64_t tag;
+  size_t bytes;
+  int done;
+  unsigned char data[];
+} pending;
+
+typedef struct {
+  MPI_Comm world, data, pipeline;
+  pending *sends;  /* Isend copies, reclaimed when complete */
+  pending *posted; /* Irecvs announced by post(), oldest first */
+  int aborted;
+  char reason[KT_ERROR_LEN];
+} mpi_ctx;
+
+/* 64-bit kaiten tag -> MPI tag: [30] other/collective, [29] gradient,
+ * [28:20] stage, [19:0] micro-batch. Rounds need no bits: MPI does not let
+ * messages with the same (source, tag) overtake each other. */
+static int mpi_tag(uint64_t tag) {
+  if ((tag & KT_TAG_COLLECTIVE) == KT_TAG_COLLECTIVE) return (int)((1u << 30) | (tag & 0xFFFFu));
+  unsigned kind = (unsigned)(tag >> 60) & 1u, stage = (unsigned)(tag >> 24) & 0x1FFu;
+  unsigned mb = (unsigned)tag & 0xFFFFFu;
+  return (int)((kind << 29) | (stage << 20) | mb);
+}
+
+static void reclaim_sends(mpi_ctx *c) {
+  pending **pp = &c->sends;
+  while (*pp) {
+    int flag = 0;
+    MPI_Test(&(*pp)->req, &flag, MPI_STATUS_IGNORE);
+    if (flag) {
+      pending *done = *pp;
+      *pp = done->next;
+      free(done);
+    } else {
+      pp = &(*pp)->next;
+    }
+  }
+}
+
+static kt_status mpi_send(kt_transport *t, int dst, uint64_t tag, const void *buf, size_t bytes,
+                          kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  double t0 = kt_now();
+  reclaim_sends(c);
+  if (bytes > (size_t)INT32_MAX) return kt_fail(err, KT_EINVAL, "message of %zu bytes too large for MPI", bytes);
+  pending *p = malloc(sizeof *p + bytes);
+  if (!p) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory sending", t->rank);
+  memcpy(p->data, buf, bytes);
+  p->bytes = bytes;
+  if (MPI_Isend(p->data, (int)bytes, MPI_BYTE, dst, mpi_tag(tag), c->world, &p->req) != MPI_SUCCESS) {
+    free(p);
+    return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Isend to rank %d failed", t->rank, dst);
+  }
+  p->next = c->sends;
+  c->sends = p;
+  t->bytes_sent += (int64_t)bytes;
+  t->send_seconds += kt_now() - t0;
+  return KT_OK;
+}
+
+static kt_status mpi_post(kt_transport *t, int src, uint64_t tag, size_t bytes, kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  pending *p = malloc(sizeof *p + bytes);
+  if (!p) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory posting a receive", t->rank);
+  p->src = src;
+  p->tag = tag;
+  p->bytes = bytes;
+  p->done = 0;
+  p->next = NULL;
+  if (MPI_Irecv(p->data, (int)bytes, MPI_BYTE, src, mpi_tag(tag), c->world, &p->req) != MPI_SUCCESS) {
+    free(p);
+    return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Irecv from rank %d failed", t->rank, src);
+  }
+  pending **pp = &c->posted;
+  while (*pp) pp = &(*pp)->next;
+  *pp = p;
+  return KT_OK;
+}
+
+/* Waits for a request, polling so the watchdog can fire. */
+static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  double deadline = kt_now() + t->timeout;
+  for (long spins = 0;; spins++) {
+    int flag = 0;
+    MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+    if (flag) return KT_OK;
+    if (c->aborted) return kt_fail(err, KT_EPEER, "%s", c->reason);
+    if (kt_now() > deadline) {
+      MPI_Cancel(req);
+      MPI_Request_free(req);
+      return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
+    }
+    if (spins > 200) { /* after a short spin, poll every 20 us */
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                          kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  double t0 = kt_now();
+  kt_status st;
+  pending **pp = &c->posted;
+  while (*pp && !((*pp)->src == src && (*pp)->tag == tag)) pp = &(*pp)->next;
+  if (*pp) {
+    pending *p = *pp;
+    *pp = p->next;
+    st = wait_request(t, &p->req, src, err);
+    if (!st && p->bytes != bytes)
+      st = kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, posted %zu", t->rank,
+                   bytes, src, p->bytes);
+    if (!st) memcpy(buf, p->data, bytes);
+    free(p);
+  } else {
+    MPI_Request req;
+    if (MPI_Irecv(buf, (int)bytes, MPI_BYTE, src, mpi_tag(tag), c->world, &req) != MPI_SUCCESS)
+      return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Irecv from rank %d failed", t->rank, src);
+    st = wait_request(t, &req, src, err);
+  }
+  t->recv_wait_seconds += kt_now() - t0;
+  return st;
+}
+
+static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n, kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  MPI_Comm comm = g == KT_GROUP_DATA ? c->data : g == KT_GROUP_PIPELINE ? c->pipeline : c->world;
+  double t0 = kt_now();
+  for (size_t off = 0; off < n;) { /* counts are ints */
+    int chunk = n - off > (size_t)(1 << 28) ? 1 << 28 : (int)(n - off);
+    if (MPI_Allreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
+      return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Allreduce failed", t->rank);
+    off += (size_t)chunk;
+  }
+  int size;
+  MPI_Comm_size(comm, &size);
+  t->bytes_sent += (int64_t)(2.0 * (size - 1) / size * (double)n * sizeof(float));
+  t->send_seconds += kt_now() - t0;
+  return KT_OK;
+}
+
+static kt_status mpi_barrier(kt_transport *t, kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  if (MPI_Barrier(c->world) != MPI_SUCCESS) return kt_fail(err, KT_ERUNTIME, "MPI_Barrier failed");
+  return KT_OK;
+}
+
+static void mpi_abort_op(kt_transport *t, const char *reason) {
+  mpi_ctx *c = t->ctx;
+  if (!c->aborted) snprintf(c->reason, sizeof c->reason, "%s", reason ? reason : "aborted");
+  c->aborted = 1;
+}
+
+static int mpi_aborted(kt_transport *t) { return ((mpi_ctx *)t->ctx)->aborted; }
+
+static void mpi_destroy(kt_transport *t) { (void)t; }
+
+static const kt_transport_ops mpi_ops = {mpi_send,    mpi_recv,      mpi_post,    mpi_allreduce,
+                                         mpi_barrier, mpi_abort_op, mpi_aborted, mpi_destroy};
+
+int kt_transport_mpi_available(void) { return 1; }
+
+kt_status kt_transport_mpi_init(int *world_rank, int *world_size, kt_error *err) {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+      return kt_fail(err, KT_ERUNTIME, "MPI_Init failed");
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, world_size);
+  return KT_OK;
+}
+
+kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **out, kt_error *err) {
+  *out = NULL;
+  int rank, size;
+  kt_status st = kt_transport_mpi_init(&rank, &size, err);
+  if (st) return st;
+  if (p < 1 || d < 1 || p * d != size)
+    return kt_fail(err, KT_EINVAL,
+                   "MPI world has %d processes but --stages %d x --data-parallel %d needs %d", size,
+                   p, d, p * d);
+  mpi_ctx *c = calloc(1, sizeof *c);
+  kt_transport *t = calloc(1, sizeof *t);
+  if (!c || !t) {
+    free(c);
+    free(t);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  MPI_Comm_dup(MPI_COMM_WORLD, &c->world);
+  /* world rank = stage_rank * d + replica: data group = same stage rank,
+   * pipeline group = same replica */
+  MPI_Comm_split(c->world, rank / d, rank % d, &c->data);
+  MPI_Comm_split(c->world, rank % d, rank / d, &c->pipeline);
+  MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
+  *t = (kt_transport){.ops = &mpi_ops, .ctx = c, .rank = rank, .world = size, .p = p, .d = d,
+                      .timeout = timeout > 0 ? timeout : 60};
+  *out = t;
+  return KT_OK;
+}
+
+void kt_transport_mpi_free(kt_transport *t) {
+  if (!t) return;
+  mpi_ctx *c = t->ctx;
+  for (pending *p = c->sends, *n; p; p = n) { /* sends complete before we free them */
+    n = p->next;
+    MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+    free(p);
+  }
+  for (pending *p = c->posted, *n; p; p = n) {
+    n = p->next;
+    MPI_Cancel(&p->req);
+    MPI_Request_free(&p->req);
+    free(p);
+  }
+  MPI_Comm_free(&c->data);
+  MPI_Comm_free(&c->pipeline);
+  MPI_Comm_free(&c->world);
+  free(c);
+  free(t);
+}
+
+void kt_transport_mpi_abort_job(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+void kt_transport_mpi_finalize(void) {
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (inited && !finalized) MPI_Finalize();
+}
