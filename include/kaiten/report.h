@@ -1,5 +1,6 @@
 /* kaiten reports: renderers over timelines and metrics (ASCII Gantt, JSON,
- * Chrome trace). Renderers append to a kt_buf and never print. */
+ * Chrome trace, SVG charts, self-contained HTML). Renderers append to a
+ * kt_buf and never print. */
 #ifndef KAITEN_REPORT_H
 #define KAITEN_REPORT_H
 
@@ -49,5 +50,158 @@ void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_p
 
 /* Event label: "F3" (V = 1) or "5F3" (V > 1, stage included). */
 int kt_event_label(const kt_event *e, int chunks, char *buf, size_t n);
+
+/* ---- SVG building blocks (svg.c, svg_gantt.c) ------------------------------
+ *
+ * Each call appends one complete <svg> element: inline, no external
+ * references, well-formed XML (usable inside HTML or as an .svg file). They
+ * share a left margin (KT_SVG_MARGIN_LEFT) and right margin, so a Gantt and a
+ * line chart of the same width and x range line up. Colours: Okabe-Ito.
+ */
+
+#define KT_SVG_MARGIN_LEFT 64
+#define KT_SVG_MARGIN_RIGHT 20
+
+/* Fill colour of an op ("#0072B2" ...); later chunks use a lighter tint. */
+const char *kt_svg_op_color(kt_op op, int chunk);
+/* Colour of series i of n: Okabe-Ito for n <= 8, a viridis ramp beyond. */
+const char *kt_svg_series_color(size_t i, size_t n);
+/* Appends s with &, <, >, " and ' escaped (text or attribute value). */
+void kt_buf_xml_escape(kt_buf *b, const char *s);
+
+typedef struct {
+  const char *title;   /* <title> of the svg (tooltip, accessibility); NULL = none */
+  const char *id;      /* id attribute, NULL = none */
+  int standalone;      /* add the SVG namespace and an XML-safe font (for .svg files) */
+  int chunks;          /* V: labels carry the stage when > 1, later chunks are lighter */
+  double px_per_unit;  /* horizontal scale; 0 = fit the span into width */
+  int width;           /* total width in px when px_per_unit is 0 (default 1200) */
+  int row_height;      /* px per rank, 0 = by P (24, 18 or 12) */
+  double t_min, t_max; /* time range; t_max <= t_min = the events' own range */
+  size_t max_rects;    /* more events than this are drawn aggregated (0 = 4000) */
+  double min_bar_px;   /* narrower actions are drawn aggregated (0 = 1.5) */
+  int force_aggregate; /* always draw the aggregated view */
+  /* Optional second timeline (e.g. the prediction for a measured run): drawn
+   * as a thin strip under each rank's bars, same colours, data-pred="1". */
+  const kt_timeline *predicted;
+  const char *predicted_label; /* legend text for the strip (default "predicted") */
+} kt_svg_gantt_opts;
+
+void kt_svg_gantt_default_opts(kt_svg_gantt_opts *o);
+
+/* SVG Gantt chart: one row per rank, a time axis with units, a legend, one
+ * <rect data-rank data-stage data-mb data-op> per action with micro-batch
+ * labels where they fit; idle time is left empty over a pale lane. When there
+ * are more than max_rects actions, or they would be thinner than min_bar_px,
+ * each rank is drawn aggregated instead: blocks of similar activity whose
+ * height is the utilisation and whose bands are the share of each op, one
+ * <rect data-rank data-op data-n> per op and block (data-n = actions that
+ * start in it, so they still add up to the rank's action count). The <svg>
+ * carries data-mode="detail|aggregate", data-t0 and data-ppu (px per unit). */
+void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *o);
+
+/* Horizontal scale the Gantt would use for span time units drawn into width
+ * px (the plot area is width minus the margins). */
+double kt_svg_fit_scale(double span, int width);
+
+/* One (x, y) series of a line chart. */
+typedef struct {
+  const char *name;    /* legend text */
+  const double *x, *y; /* n points, x non-decreasing */
+  size_t n;
+  int step;            /* value holds until the next x (memory levels) */
+  const char *color;   /* NULL = kt_svg_series_color */
+  int dashed;          /* drawn dashed (e.g. validation loss, predictions) */
+} kt_series;
+
+typedef struct {
+  const char *title;   /* heading drawn in the chart, NULL = none */
+  const char *id;
+  const char *x_label; /* axis titles: say the unit, e.g. "time (s)" */
+  const char *y_label;
+  int width, height;   /* total px (defaults 900 x 220) */
+  double x_min, x_max; /* x_max <= x_min: from the data */
+  double y_min, y_max; /* y_max <= y_min: from the data (y_min 0 when data >= 0) */
+  int log_y;           /* logarithmic y axis (positive values only) */
+  int standalone;
+  int max_legend;      /* legend entries before eliding the middle (default 8) */
+} kt_chart_opts;
+
+void kt_chart_default_opts(kt_chart_opts *o);
+
+/* Line chart with axes, ticks, grid, axis titles and a legend. Series are
+ * thinned to at most four points per pixel column (first, min, max, last),
+ * so a million-point loss curve stays a few kilobytes and keeps its peaks. */
+void kt_svg_line_chart(kt_buf *b, const kt_chart_opts *o, const kt_series *s, size_t n);
+
+/* Horizontal bar chart: one row per category, k values per row, grouped
+ * side by side or stacked (e.g. per-stage busy and idle). */
+typedef struct {
+  const char *const *labels;       /* n category names */
+  size_t n;
+  const char *const *series_names; /* k legend names (NULL when k == 1) */
+  size_t k;
+  const double *values;            /* n * k, values[i * k + j] */
+  int stacked;
+  const char *const *colors;       /* k colours, NULL = kt_svg_series_color */
+  const char *value_fmt;           /* printf format of the value labels ("%.1f%%"); NULL = "%g" */
+  double value_scale;              /* labels show value * scale (0 = 1) */
+} kt_bar_data;
+
+/* x_label names the value axis; x_max (when > x_min) fixes its extent. */
+void kt_svg_bar_chart(kt_buf *b, const kt_chart_opts *o, const kt_bar_data *d);
+
+/* ---- HTML pages (html.c, html_report.c) -------------------------------------
+ *
+ * A page is assembled from pieces: kt_html_begin, then sections and charts
+ * (any of the kt_svg_* calls, kt_html_table), then kt_html_end. The result
+ * is one self-contained file: inline CSS and SVG, a little inline JS for
+ * tooltips; no network, XHTML-compatible markup (parses as XML). */
+
+void kt_html_begin(kt_buf *b, const char *title, const char *subtitle);
+/* Appends the tooltip script and closes the page; the script marks
+ * <body data-kt="ready"> when it ran (a test hook). */
+void kt_html_end(kt_buf *b);
+/* <section><h2>heading</h2> ... </section>; id may be NULL. */
+void kt_html_section_begin(kt_buf *b, const char *id, const char *heading, const char *note);
+void kt_html_section_end(kt_buf *b);
+/* A table: ncols header cells, then nrows * ncols cells (NULL = empty).
+ * Cells that look numeric are right-aligned. */
+void kt_html_table(kt_buf *b, const char *caption, const char *const *header, size_t ncols,
+                   const char *const *cells, size_t nrows);
+/* Escaped text (element content or attribute value). */
+void kt_html_text(kt_buf *b, const char *s);
+
+/* Memory-over-time of a timeline as one step series per rank ("rank 3"),
+ * starting at 0 at t_from and held until t_to. Free with kt_series_free.
+ * ENOMEM. */
+kt_status kt_timeline_mem_series(const kt_timeline *t, double t_from, double t_to,
+                                 kt_series **out, size_t *n);
+void kt_series_free(kt_series *s, size_t n);
+
+/* Per-rank busy and idle time as stacked horizontal bars (utilisation in
+ * the labels); time_label names the axis with its unit. */
+void kt_svg_rank_utilisation(kt_buf *b, const kt_metrics *m, const char *time_label,
+                             const kt_chart_opts *o);
+
+/* One simulated schedule in a report: what it was run with and what came of
+ * it, or why it does not apply (timeline NULL, reason set). */
+typedef struct {
+  kt_sim_info info;
+  const kt_timeline *timeline;
+  const kt_metrics *metrics;
+  const char *reason;
+} kt_report_entry;
+
+/* The simulation report (one entry) or the comparison report (several):
+ * comparison bars (bubble ratio, makespan, peak memory), a Gantt per
+ * schedule on one time scale, memory over time per rank, per-rank busy and
+ * idle, a metrics table and the configuration. costs may be NULL. */
+void kt_render_html_report(kt_buf *b, const char *title, const kt_report_entry *entries, size_t n,
+                           const kt_costs *costs);
+/* Renders that report and writes it to path atomically. ENOMEM, EIO. */
+kt_status kt_write_html_report(const char *path, const char *title,
+                               const kt_report_entry *entries, size_t n, const kt_costs *costs,
+                               kt_error *err);
 
 #endif

@@ -14,6 +14,7 @@ static const cli_opt compare_opts[] = {
     {"mem-limit", 0, "X", "zb-auto: memory limit per rank in --mem-act units (default P*M_B)"},
     {"format", 'f', "FMT", "table (default) | json"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
+    {"report", 0, "FILE", "also write a self-contained HTML report (Gantts side by side) to FILE"},
 };
 
 typedef struct {
@@ -25,10 +26,13 @@ typedef struct {
   int inflight_first, inflight_last;
   size_t messages;
   const char *expr;
+  kt_timeline tl; /* kept for --report */
+  kt_metrics met;
+  kt_sim_info info;
 } row;
 
 static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const kt_costs *c,
-                     double mem_limit) {
+                     double mem_limit, int keep) {
   kt_error err = {{0}};
   kt_schedule s;
   rw->name = kt_schedule_kind_name(kind);
@@ -39,7 +43,8 @@ static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const 
     return;
   }
   kt_metrics met;
-  kt_status st = kt_simulate_metrics(&s, c, &met, &err);
+  kt_status st = kt_simulate(&s, c, &rw->tl, &err);
+  if (!st && (st = kt_timeline_metrics(&rw->tl, &met, &err))) kt_timeline_free(&rw->tl);
   if (st) {
     snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
     kt_schedule_free(&s);
@@ -58,7 +63,16 @@ static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const 
   rw->inflight_first = met.ranks[0].peak_inflight;
   rw->inflight_last = met.ranks[p - 1].peak_inflight;
   rw->messages = kt_schedule_messages(&s);
-  kt_metrics_free(&met);
+  rw->info = (kt_sim_info){.schedule = rw->name, .p = s.p, .v = s.v, .m = s.m,
+                           .placement = kt_placement_name(s.placement), .costs = c,
+                           .closed_form = rw->closed, .closed_form_expr = rw->expr,
+                           .messages = rw->messages};
+  if (keep) {
+    rw->met = met;
+  } else {
+    kt_metrics_free(&met);
+    kt_timeline_free(&rw->tl);
+  }
   kt_schedule_free(&s);
 }
 
@@ -98,7 +112,8 @@ static int run_compare(cli_args *a) {
   row rows[KT_SCHED_COUNT];
   memset(rows, 0, sizeof rows);
   for (int i = 0; i < nk; i++)
-    eval_row(&rows[i], (kt_schedule_kind)kinds[i], (int)p, (int)m, (int)v, &costs, mem_limit);
+    eval_row(&rows[i], (kt_schedule_kind)kinds[i], (int)p, (int)m, (int)v, &costs, mem_limit,
+             cli_has(a, "report"));
 
   kt_buf out;
   kt_buf_init(&out);
@@ -169,6 +184,23 @@ static int run_compare(cli_args *a) {
                 "micro-batches, on the first and last rank.\n");
   }
   rc = cli_emit(cli_get(a, "output"), &out);
+  if (cli_has(a, "report")) {
+    kt_report_entry entries[KT_SCHED_COUNT];
+    for (int i = 0; i < nk; i++) {
+      row *rw = &rows[i];
+      entries[i] = (kt_report_entry){.info = rw->info, .timeline = rw->ok ? &rw->tl : NULL,
+                                     .metrics = rw->ok ? &rw->met : NULL, .reason = rw->reason};
+      entries[i].info.schedule = rw->name;
+    }
+    char title[96];
+    snprintf(title, sizeof title, "kaiten compare: P=%ld M=%ld", p, m);
+    kt_error err = {{0}};
+    kt_status st = rc ? KT_OK : kt_write_html_report(cli_get(a, "report"), title, entries,
+                                                     (size_t)nk, &costs, &err);
+    if (st) rc = cli_fail(st, &err);
+    for (int i = 0; i < nk; i++)
+      if (rows[i].ok) kt_metrics_free(&rows[i].met), kt_timeline_free(&rows[i].tl);
+  }
   kt_buf_free(&out);
   kt_costs_free(&costs);
   return rc;
@@ -178,7 +210,8 @@ const cli_command cli_cmd_compare = {
     .name = "compare",
     .summary = "compare pipeline schedules side by side (bubble, makespan, memory, messages)",
     .usage = "-p P -m M [-v V] [--schedules a,b,c] [costs] [--format table|json]",
-    .details = "example:\n  kaiten compare -p 8 -m 24 --tf 18.5 --tb 18.1 --tw 9.3 --comm 0.6\n",
+    .details = "examples:\n  kaiten compare -p 8 -m 24 --tf 18.5 --tb 18.1 --tw 9.3 --comm 0.6\n"
+               "  kaiten compare -p 4 -m 8 --report cmp.html\n",
     .opts = compare_opts,
     .n_opts = sizeof compare_opts / sizeof *compare_opts,
     .run = run_compare,

@@ -15,6 +15,7 @@ static const cli_opt sim_opts[] = {
     {"mem-limit", 0, "X", "zb-auto: memory limit per rank in --mem-act units (default P*M_B)"},
     {"format", 'f', "FMT", "ascii (default) | json | csv | text | chrome"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
+    {"report", 0, "FILE", "also write a self-contained HTML report (Gantt, memory) to FILE"},
     {"width", 0, "N", "chart width in columns (default: terminal width or 120)"},
     {"color", 0, "WHEN", "auto (default) | always | never"},
 };
@@ -117,6 +118,15 @@ static int run_sim(cli_args *a) {
     kt_render_chrome_trace(&tl, title, 1000.0, &out);
   }
   rc = cli_emit(cli_get(a, "output"), &out);
+  const char *report = cli_get(a, "report");
+  if (!rc && report) {
+    char title[96];
+    snprintf(title, sizeof title, "kaiten sim: %s, P=%d V=%d M=%d", sched.name, sched.p, sched.v,
+             sched.m);
+    kt_report_entry entry = {.info = info, .timeline = &tl, .metrics = &met};
+    st = kt_write_html_report(report, title, &entry, 1, &costs, &err);
+    if (st) rc = cli_fail(st, &err);
+  }
   kt_buf_free(&out);
   kt_metrics_free(&met);
   kt_timeline_free(&tl);
@@ -137,7 +147,8 @@ const cli_command cli_cmd_sim = {
         "\nexamples:\n"
         "  kaiten sim --schedule 1f1b -p 4 -m 8\n"
         "  kaiten sim --schedule zb-h2 -p 4 -m 8 --format json\n"
-        "  kaiten sim --schedule interleaved -p 4 -v 2 -m 8 --format chrome -o trace.json\n",
+        "  kaiten sim --schedule interleaved -p 4 -v 2 -m 8 --format chrome -o trace.json\n"
+        "  kaiten sim --schedule zb-h1 -p 4 -m 8 --report zb-h1.html\n",
     .opts = sim_opts,
     .n_opts = sizeof sim_opts / sizeof *sim_opts,
     .run = run_sim,

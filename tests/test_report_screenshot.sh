@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Renders a comparison report in headless Chromium: the screenshot must not
+# be blank (many colours, the F and B bar colours present, a fair share of
+# non-white pixels) and the page must raise no script errors (its script
+# marks <body data-kt="ready">; the console log has no "Uncaught").
+# Skips, exit 0, only when Chromium is missing and cannot be installed.
+set -u
+K="$1"
+fails=0; checks=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok()  { checks=$((checks+1)); }
+bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
+
+find_chromium() {
+  for c in chromium chromium-browser google-chrome-stable google-chrome; do
+    command -v "$c" >/dev/null 2>&1 && { command -v "$c"; return 0; }
+  done
+  return 1
+}
+browser=$(find_chromium)
+if [ -z "$browser" ] && [ "${KAITEN_SKIP_DEPS:-0}" != 1 ] && command -v apt-get >/dev/null; then
+  # scripts/deps.sh installs it as an optional package; try once more here
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  echo "test_report_screenshot: chromium missing, trying apt-get install chromium" >&2
+  DEBIAN_FRONTEND=noninteractive timeout 200 $sudo apt-get install -y -qq --no-install-recommends \
+    chromium >/dev/null 2>&1 || true
+  browser=$(find_chromium)
+fi
+if [ -z "$browser" ]; then
+  echo "test_report_screenshot: SKIP: Chromium is not installed and could not be installed" \
+       "(apt-get install chromium failed or is not allowed here); the HTML report was not rendered"
+  exit 0
+fi
+
+"$K" compare -p 4 -m 8 --report "$tmp/cmp.html" >/dev/null || bad "compare --report failed"
+flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
+       --disable-background-networking --disable-component-update --disable-sync
+       --hide-scrollbars --enable-logging=stderr --v=0 --virtual-time-budget=3000)
+timeout 120 "$browser" "${flags[@]}" --user-data-dir="$tmp/profile1" --window-size=1400,1000 \
+  --screenshot="$tmp/shot.png" "file://$tmp/cmp.html" >"$tmp/shot.out" 2>"$tmp/shot.err"
+if [ -s "$tmp/shot.png" ]; then ok; else bad "no screenshot: $(tail -5 "$tmp/shot.err")"; fi
+timeout 120 "$browser" "${flags[@]}" --user-data-dir="$tmp/profile2" --window-size=1400,1000 \
+  --dump-dom "file://$tmp/cmp.html" >"$tmp/dom.html" 2>"$tmp/dom.err"
+if grep -q 'data-kt="ready"' "$tmp/dom.html"; then ok; else
+  bad "the page script did not run to the end: $(grep -o '<body[^>]*>' "$tmp/dom.html")"; fi
+if grep -i "uncaught" "$tmp/shot.err" "$tmp/dom.err"; then bad "script errors (above)"; else ok; fi
+
+# PNG check with the standard library only (zlib), no imaging package.
+python3 - "$tmp/shot.png" <<'PY' && ok || bad "screenshot looks blank or wrong"
+import struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+pos, idat = 8, []
+while pos < len(data):
+    n, typ = struct.unpack(">I4s", data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    pos += 12 + n
+    if typ == b"IHDR":
+        w, h, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", body)
+    elif typ == b"IDAT":
+        idat.append(body)
+assert depth == 8 and interlace == 0 and ctype in (2, 6), (depth, ctype, interlace)
+bpp = 3 if ctype == 2 else 4
+raw, stride = zlib.decompress(b"".join(idat)), w * bpp
+prev, colours, white, counts = bytearray(stride), set(), 0, {}
+want = {"F": (0x00, 0x72, 0xB2), "B": (0xE6, 0x9F, 0x00)}
+for y in range(h):
+    f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+    if f == 1:
+        for i in range(bpp, stride): line[i] = (line[i] + line[i - bpp]) & 255
+    elif f == 2:
+        line = bytearray((a + b) & 255 for a, b in zip(line, prev))
+    elif f == 3:
+        for i in range(stride): line[i] = (line[i] + ((line[i - bpp] if i >= bpp else 0) + prev[i]) // 2) & 255
+    elif f == 4:
+        for i in range(stride):
+            a, b = (line[i - bpp] if i >= bpp else 0), prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            p = a + b - c
+            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+    prev = line
+    for x in range(0, stride, bpp):
+        px = tuple(line[x:x + 3])
+        colours.add(px)
+        if px == (255, 255, 255): white += 1
+        for k, v in want.items():
+            if px == v: counts[k] = counts.get(k, 0) + 1
+inked = 1 - white / (w * h)
+print("screenshot %dx%d: %d colours, %.1f%% non-white, F px %d, B px %d"
+      % (w, h, len(colours), 100 * inked, counts.get("F", 0), counts.get("B", 0)))
+assert len(colours) >= 32, "only %d colours" % len(colours)
+assert 0.05 <= inked <= 0.95, "non-white share %.3f" % inked
+assert counts.get("F", 0) >= 500 and counts.get("B", 0) >= 500, counts
+PY
+
+echo "test_report_screenshot: $checks checks, $fails failed: $([ $fails = 0 ] && echo OK || echo FAIL)"
+[ $fails = 0 ]
