@@ -37,6 +37,7 @@ static const cli_opt train_opts[] = {
     {"tw", 0, "MS", "synthetic weight-gradient cost in ms (default 2)"},
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
+    {"transport", 0, "NAME", "threads (default: one process) | mpi (one process per rank, mpirun)"},
     {"format", 'f', "FMT", "text (default) | ascii | json | chrome"},
     {"output", 'o', "FILE", "write the final report (json/chrome/ascii) to FILE"},
 };
@@ -48,7 +49,7 @@ typedef struct {
 
 static int on_step(void *ctx, const kt_train_progress *p) {
   train_ui *ui = ctx;
-  if (!ui->progress) return 0;
+  if (!ui || !ui->progress) return 0;
   fprintf(ui->progress, "step %4d/%d  loss %.6f", p->step + 1, p->steps, p->loss);
   if (!isnan(p->val_loss)) fprintf(ui->progress, "  val %.6f", p->val_loss);
   fprintf(ui->progress, "  lr %.3g  %8.1f samples/s  %6.1f ms  bubble %5.1f%%\n", p->lr,
@@ -206,35 +207,66 @@ static int run_train(cli_args *a) {
   rc_cfg.syn_act_bytes = (size_t)act_bytes;
   rc_cfg.timeout = timeout;
 
+  const char *transport = cli_get(a, "transport") ? cli_get(a, "transport") : "threads";
+  int use_mpi = !strcmp(transport, "mpi");
+  if (!use_mpi && strcmp(transport, "threads")) {
+    free(partition);
+    kt_schedule_free(&sched);
+    return cli_usage_error("--transport '%s': expected threads or mpi", transport);
+  }
   kt_runtime *rt = NULL;
   kt_data_source *data = NULL;
-  kt_status st = kt_runtime_create_threads(&rc_cfg, &rt, &err);
+  kt_transport *mpi_t = NULL;
+  int world_rank = 0;
+  kt_status st;
+  if (use_mpi) {
+    st = kt_transport_mpi_create(sched.p, (int)d, timeout, &mpi_t, &err);
+    if (!st) {
+      world_rank = mpi_t->rank;
+      st = kt_runtime_create(&rc_cfg, mpi_t, &world_rank, 1, &rt, &err);
+    }
+  } else {
+    st = kt_runtime_create_threads(&rc_cfg, &rt, &err);
+  }
   if (!st && !synthetic) st = kt_data_mlp_create(mc.hidden, (uint64_t)seed, &data, &err);
   if (st) {
     free(partition);
     kt_runtime_destroy(rt);
+    kt_transport_mpi_free(mpi_t);
     kt_schedule_free(&sched);
-    return cli_fail(st, &err);
+    rc = world_rank == 0 ? cli_fail(st, &err) : kt_status_exit_code(st);
+    if (use_mpi) kt_transport_mpi_finalize();
+    return rc;
   }
-  train_ui ui = {.format = format, .progress = !strcmp(format, "text") ? stdout : stderr};
+  FILE *talk = world_rank == 0 ? (!strcmp(format, "text") ? stdout : stderr) : NULL;
+  train_ui ui = {.format = format, .progress = talk};
   const int *off = kt_runtime_unit_offsets(rt);
-  fprintf(ui.progress, "kaiten train: %s P=%d V=%d M=%d b=%ld K=%ld D=%ld, global batch %ld samples, %s",
-          sched.name, sched.p, sched.v, sched.m, b, k, d, k * m * b * d,
-          synthetic ? "synthetic workload" : kt_model_kind_name(mc.kind));
-  if (!synthetic) {
-    fprintf(ui.progress, " L=%d H=%d, layers per stage:", mc.layers, mc.hidden);
-    for (int s = 0; s < S; s++) fprintf(ui.progress, "%s%d", s ? "," : " ", off[s + 1] - off[s]);
+  if (talk) {
+    fprintf(talk, "kaiten train: %s P=%d V=%d M=%d b=%ld K=%ld D=%ld (%s), global batch K*M*b*D = %ld samples, %s",
+            sched.name, sched.p, sched.v, sched.m, b, k, d, use_mpi ? "mpi" : "threads",
+            k * m * b * d, synthetic ? "synthetic workload" : kt_model_kind_name(mc.kind));
+    if (!synthetic) {
+      fprintf(talk, " L=%d H=%d, layers per stage:", mc.layers, mc.hidden);
+      for (int s = 0; s < S; s++) fprintf(talk, "%s%d", s ? "," : " ", off[s + 1] - off[s]);
+    }
+    fprintf(talk, "\n");
   }
-  fprintf(ui.progress, "\n");
   kt_train_config tc = {.runtime = rc_cfg, .first_step = 0, .steps = (int)steps,
                         .val_every = (int)val_every, .val_batches = 1, .data = data,
                         .on_step = on_step, .ctx = &ui};
   kt_train_result res;
   st = kt_train_run(rt, &tc, &res, &err);
   if (st) {
+    if (use_mpi) { /* name this rank, then take the whole job down */
+      fprintf(stderr, "kaiten: rank %d (stage %d): %s\n", world_rank,
+              kt_rank_chunk_stage(&sched, world_rank / (int)d, 0), err.msg);
+      fflush(stderr);
+      kt_transport_mpi_abort_job(1);
+    }
     rc = cli_fail(st, &err);
-  } else if (res.n_losses == 0) {
-    fprintf(ui.progress, "no steps run\n");
+  } else if (res.n_losses == 0 || world_rank != 0) {
+    if (talk) fprintf(talk, "no steps run\n");
+    if (res.n_losses) kt_train_result_free(&res);
     rc = 0;
   } else {
     kt_buf out;
@@ -265,6 +297,8 @@ static int run_train(cli_args *a) {
   }
   if (data) data->destroy(data);
   kt_runtime_destroy(rt);
+  kt_transport_mpi_free(mpi_t);
+  if (use_mpi) kt_transport_mpi_finalize();
   kt_schedule_free(&sched);
   free(partition);
   return rc;
