@@ -82,5 +82,6 @@ int cli_term_width(void);
 
 extern const cli_command cli_cmd_sim, cli_cmd_compare, cli_cmd_validate;
 extern const cli_command cli_cmd_train;
+extern const cli_command cli_cmd_plan;
 
 #endif

@@ -1,0 +1,251 @@
+/* kaiten planner: model + cluster -> the layout to train with.
+ *
+ * Legend: P pipeline ranks, D data-parallel replicas, t tensor-parallel
+ * degree, V chunks per rank (S = P*V stages), M micro-batches per round,
+ * b samples per micro-batch, K accumulation rounds per step, so the global
+ * batch is B = K*M*b*D and the devices used are P*D*t. s = sequence length,
+ * h = hidden, a = heads.
+ *
+ * The planner has four parts, each usable alone:
+ *   1. specs: a model (transformer shapes or an explicit layer list) and a
+ *      cluster (devices, memory, FLOP/s, bandwidths), from JSON or presets;
+ *   2. cost model: per-layer parameters, F/I/W times and activation bytes
+ *      for one micro-batch under (t, b, recompute, sequence parallel);
+ *   3. partitioner: exact min-max contiguous partition of weighted layers
+ *      into S non-empty stages, optionally under a per-stage memory cap;
+ *   4. search: enumerate (P, D, t, V, M, b, K, schedule, recompute), drop
+ *      what does not fit, rank by step time from simulating the schedule.
+ *
+ * Units: seconds, bytes, FLOPs. Nothing here prints or exits.
+ */
+#ifndef KAITEN_PLAN_H
+#define KAITEN_PLAN_H
+
+#include "kaiten/core.h"
+#include "kaiten/schedule.h"
+
+/* ---- specs ----------------------------------------------------------------- */
+
+typedef enum {
+  KT_RECOMPUTE_NONE,      /* keep every activation */
+  KT_RECOMPUTE_SELECTIVE, /* recompute the attention core (drops the 5as/h term) */
+  KT_RECOMPUTE_FULL,      /* keep each block's input, recompute the block in backward */
+  KT_RECOMPUTE_COUNT
+} kt_recompute;
+
+const char *kt_recompute_name(kt_recompute r); /* "none" | "selective" | "full" */
+int kt_recompute_from_name(const char *name);  /* -1 when unknown */
+
+typedef enum {
+  KT_LAYER_EMBED,  /* token (+ position) embedding: first unit */
+  KT_LAYER_BLOCK,  /* transformer block */
+  KT_LAYER_HEAD,   /* final norm + LM head + loss: last unit */
+  KT_LAYER_CUSTOM, /* explicit layer with given costs */
+  KT_LAYER_KIND_COUNT
+} kt_layer_kind;
+
+/* One unit of the chain the partitioner cuts. Custom layers carry their own
+ * costs (per sample, t = 1); the others derive theirs from the model shape. */
+typedef struct {
+  char name[32];
+  kt_layer_kind kind;
+  double params;      /* parameters */
+  double flops;       /* forward FLOPs per sample (backward = 2x: I and W) */
+  double act_bytes;   /* activation bytes kept from F to backward, per sample */
+  double wgrad_bytes; /* bytes an I keeps for its W, per sample */
+  double out_bytes;   /* bytes of the output sent to the next stage, per sample */
+} kt_plan_layer;
+
+#define KT_PLAN_MAX_LAYERS 4096
+
+typedef struct {
+  char name[64];
+  int transformer; /* 1: the fields below define embed/block/head costs */
+  int blocks, hidden, heads, kv_heads, ffn, vocab, seq_len;
+  int swiglu;            /* gated FFN (3 matrices) instead of GELU (2) */
+  int learned_positions; /* GPT-2 style position table of seq_len x hidden */
+  int tie_embeddings;    /* head reuses the embedding (one copy per stage holding it) */
+  kt_plan_layer *layers; /* the unit chain: embed, blocks..., head (or custom) */
+  int n_layers;
+} kt_plan_model;
+
+/* Built-in presets; the list is comma-separated for help and errors. */
+const char *kt_plan_preset_list(void);
+/* Fills out from a preset name. EINVAL naming the unknown preset. */
+kt_status kt_plan_model_preset(const char *name, kt_plan_model *out, kt_error *err);
+/* Parses a model spec (DESIGN in docs/planner.md): transformer shapes
+ * {"blocks", "hidden", "heads", ...} or {"layers": [{...}, ...]}.
+ * EPARSE / EINVAL naming the bad field. */
+kt_status kt_plan_model_parse(const char *json, kt_plan_model *out, kt_error *err);
+/* A preset name, or else a JSON file path. EIO / EPARSE / EINVAL. */
+kt_status kt_plan_model_load(const char *preset_or_path, kt_plan_model *out, kt_error *err);
+/* Changes the sequence length of a transformer model (rebuilds its layers). */
+kt_status kt_plan_model_set_seq_len(kt_plan_model *m, int seq_len, kt_error *err);
+void kt_plan_model_free(kt_plan_model *m);
+/* Unique parameters (a tied head counts once). */
+double kt_plan_model_params(const kt_plan_model *m);
+
+/* Cluster: measured numbers (a future `kaiten calibrate`) plug in as
+ * achieved_flops and the bandwidth / latency fields. */
+typedef struct {
+  int devices;          /* N */
+  int devices_per_node; /* tensor-parallel groups stay inside a node */
+  double mem_bytes;     /* memory per device */
+  double mem_reserved;  /* bytes per device kept back (runtime, buffers) */
+  double peak_flops;    /* FLOP/s per device (dense, training precision) */
+  double efficiency;    /* achieved fraction of peak_flops for matmuls */
+  double achieved_flops; /* > 0: measured FLOP/s, overrides peak * efficiency */
+  double intra_bw, intra_latency; /* inside a node: bytes/s, s */
+  double inter_bw, inter_latency; /* between nodes */
+} kt_plan_cluster;
+
+/* 8 devices per node, 80 GB, 312 TFLOP/s at 0.5, NVLink 300 GB/s 5 us,
+ * network 25 GB/s 10 us (an A100 node; measure and override). */
+void kt_plan_cluster_default(kt_plan_cluster *c);
+/* Overrides the fields present in the JSON object. EPARSE / EINVAL. */
+kt_status kt_plan_cluster_parse(const char *json, kt_plan_cluster *c, kt_error *err);
+kt_status kt_plan_cluster_load(const char *path, kt_plan_cluster *c, kt_error *err);
+kt_status kt_plan_cluster_check(const kt_plan_cluster *c, kt_error *err);
+double kt_plan_cluster_flops(const kt_plan_cluster *c); /* achieved FLOP/s */
+
+/* Training options that are not searched. */
+typedef struct {
+  double weight_bytes, grad_bytes, optimizer_bytes; /* per parameter: 2, 2, 12 */
+  int zero;              /* 0: none; 1: optimizer state sharded over D; 2: + gradients;
+                            3: + weights (all-gathered per round) */
+  int sequence_parallel; /* with t > 1 (default 1) */
+} kt_plan_options;
+
+void kt_plan_options_default(kt_plan_options *o);
+
+/* ---- cost model ------------------------------------------------------------- */
+
+/* Activation bytes one transformer block keeps per micro-batch (Korthikanti et
+ * al. 2022, GPT block with 4h FFN): none: sbh(34 + 5as/h) at t = 1;
+ * sbh(10 + 24/t + 5as/(ht)) with t-way tensor parallelism; sbh(34 + 5as/h)/t
+ * with sequence parallelism. selective drops the 5as/h term; full keeps the
+ * block input, 2sbh (/t with sequence parallelism). */
+double kt_plan_block_activation(double s, double b, double h, double a, int t, int sp,
+                                kt_recompute r);
+/* Model-state bytes on one device: params * (weight + grad + optimizer)
+ * bytes, divided by ways; with zero >= 1 the sharded parts also by d. */
+double kt_plan_state_bytes(double params, const kt_plan_options *o, int ways, int d);
+
+/* The layout-dependent knobs of the cost model. */
+typedef struct {
+  int t, b;
+  kt_recompute recompute;
+} kt_plan_shape;
+
+/* Costs of one layer on one device for one micro-batch. */
+typedef struct {
+  double params;     /* parameters held (after tensor parallelism) */
+  double f, i, w;    /* seconds: forward, input gradient (with recompute), weight gradient */
+  double act, wgrad; /* bytes kept F -> backward; bytes an I keeps for its W */
+  double out_bytes;  /* bytes sent to the next stage */
+  double flops;      /* forward FLOPs (after tensor parallelism) */
+  double tp;         /* seconds of tensor-parallel collectives inside f + i */
+} kt_layer_cost;
+
+/* Fills costs[m->n_layers]. EINVAL for impossible shapes (t not dividing heads). */
+kt_status kt_plan_layer_costs(const kt_plan_model *m, const kt_plan_cluster *c,
+                              const kt_plan_options *o, const kt_plan_shape *sh,
+                              kt_layer_cost *costs, kt_error *err);
+
+/* ---- partitioner ------------------------------------------------------------ */
+
+/* Contiguous partition of n weighted layers into S stages that minimises the
+ * largest stage load (exact), every stage non-empty. With mem_cap > 0, stage
+ * j must also satisfy sum(fixed) + mult[j] * sum(act) <= mem_cap over its
+ * layers (fixed/act per layer, mult per stage, NULL = 0 / 1). */
+typedef struct {
+  int n;
+  const double *load;
+  const double *fixed, *act, *mult;
+  double mem_cap;
+} kt_partition_problem;
+
+/* counts[stages] receives layers per stage; *bottleneck the largest load.
+ * EINVAL when stages > n or no partition meets the memory cap. */
+kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *counts,
+                              double *bottleneck, kt_error *err);
+
+/* ---- one configuration --------------------------------------------------------- */
+
+typedef struct {
+  int p, d, t, v, m, b, k;
+  kt_schedule_kind schedule;
+  kt_recompute recompute;
+} kt_plan_config;
+
+typedef struct {
+  kt_plan_config cfg;
+  int fits;            /* every device within mem_bytes - mem_reserved */
+  double step_time;    /* K * round_time + dp_time (+ zero-3 gathers) */
+  double round_time;   /* simulated wall clock of one round of M micro-batches: first
+                          action on any rank to last action on any rank */
+  double bubble_ratio; /* 1 - busy / (P * round_time): idle share of the round */
+  double dp_time;      /* gradient all-reduce (or reduce-scatter + gather) per step */
+  double p2p_time;     /* one stage-to-stage hop */
+  double tp_time;      /* tensor-parallel collectives per micro-batch, busiest rank */
+  double bottleneck;   /* largest rank load (F + I + W over its chunks) per micro-batch */
+  double imbalance;    /* bottleneck / mean rank load - 1 */
+  double mem_peak;     /* max over ranks */
+  double *mem_rank;    /* p: peak bytes per pipeline rank (all its chunks) */
+  double *mem_state;   /* p: model-state bytes per rank */
+  int *partition;      /* p*v: layers per stage */
+  double *stage_f, *stage_i, *stage_w; /* p*v: seconds per micro-batch */
+  int peak_inflight;   /* max over ranks */
+  char reason[128];    /* one line: what limits it */
+} kt_plan_result;
+
+void kt_plan_result_free(kt_plan_result *r);
+
+/* Evaluates one fully specified configuration (partition, memory, simulated
+ * step time). A configuration that does not fit still gets its memory
+ * figures (fits = 0, step_time = 0). EINVAL when the configuration is
+ * impossible (sizes, batch, schedule constraints) with the reason. */
+kt_status kt_plan_evaluate(const kt_plan_model *m, const kt_plan_cluster *c,
+                           const kt_plan_options *o, const kt_plan_config *cfg,
+                           kt_plan_result *out, kt_error *err);
+
+/* ---- search ------------------------------------------------------------------ */
+
+typedef struct {
+  long global_batch;   /* B */
+  kt_plan_config pin;  /* a field > 0 (or >= 0 for enums, see below) is pinned */
+  unsigned schedules;  /* bit mask of kt_schedule_kind; 0 = the default set */
+  unsigned recomputes; /* bit mask of kt_recompute; 0 = all */
+  double max_bubble;   /* <= 0: no limit */
+  int max_microbatches; /* default 1024 */
+  int max_chunks;       /* interleaved / looped-bfs V up to this (default 4) */
+  int top;              /* configurations kept (0 = every one that fits) */
+} kt_plan_search_params;
+
+/* pin.schedule / pin.recompute are ignored: use the masks. */
+void kt_plan_search_params_default(kt_plan_search_params *sp);
+
+typedef struct {
+  kt_plan_result *configs; /* best first */
+  int n;
+  size_t enumerated;     /* candidates consistent with B and N */
+  size_t pruned_memory;  /* dropped: model state alone over the budget (a bound) */
+  size_t pruned_time;    /* dropped: time lower bound above the N-th best */
+  size_t evaluated;      /* fully evaluated (partition, memory, simulation) */
+  size_t no_fit;         /* evaluated and over the memory budget */
+  size_t not_applicable; /* the schedule rejects the layout */
+  size_t over_bubble;    /* above max_bubble */
+  size_t simulations;    /* schedule simulations run (the rest reused) */
+  double min_memory;     /* smallest peak (or bound) seen, bytes: why nothing fits */
+  double seconds;
+} kt_plan_report;
+
+void kt_plan_report_free(kt_plan_report *r);
+
+/* Searches the space; r->n may be 0 when nothing fits. EINVAL when the pins
+ * contradict each other or the batch (named in the reason). */
+kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
+                         const kt_plan_options *o, const kt_plan_search_params *sp,
+                         kt_plan_report *r, kt_error *err);
+
+#endif

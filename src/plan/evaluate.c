@@ -1,0 +1,259 @@
+/* Planner: evaluating one configuration.
+ *
+ * layer costs (t, b, recompute) -> min-max partition into S = P*V stages by
+ * layer time -> per-stage times and activation bytes -> peak memory per rank
+ * from the schedule's order (retrying a memory-capped partition when V = 1
+ * and the time-balanced cut does not fit) -> simulated makespan of one round
+ * -> step = K * round + gradient synchronisation.
+ *
+ * Ranks are laid out tensor-parallel innermost, then data-parallel, then
+ * pipeline: a tensor group spans t devices, a data-parallel group t*D, the
+ * pipeline t*D*P. A group inside one node uses the intra-node link.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_internal.h"
+
+void kt__plan_link(const kt_plan_cluster *c, long span, double *bw, double *lat) {
+  int intra = span <= c->devices_per_node;
+  *bw = intra ? c->intra_bw : c->inter_bw;
+  *lat = intra ? c->intra_latency : c->inter_latency;
+}
+
+double kt__plan_dp_time(const kt__plan_ctx *x, const kt_plan_config *cfg, double rank_params) {
+  if (cfg->d <= 1) return 0;
+  double bw, lat, d = cfg->d;
+  kt__plan_link(x->c, (long)cfg->t * cfg->d, &bw, &lat);
+  /* ring all-reduce (or reduce-scatter + all-gather under zero): 2(D-1)/D of the bytes */
+  double t = 2 * lat + 2 * (d - 1) / d * rank_params * x->o->grad_bytes / bw;
+  if (x->o->zero >= 3) /* weights gathered for forward and backward in every round */
+    t += cfg->k * 2 * (lat + (d - 1) / d * rank_params * x->o->weight_bytes / bw);
+  return t;
+}
+
+static int chunks_ok(kt_schedule_kind kind, int v) {
+  int defv = kt_schedule_default_chunks(kind);
+  if (kind == KT_SCHED_ZBV || kind == KT_SCHED_DUALPIPEV) return v == 2;
+  if (defv > 1) return v >= 2;
+  return kind == KT_SCHED_ZB_AUTO ? v >= 1 : v == 1;
+}
+
+kt_status kt__plan_check_config(const kt__plan_ctx *x, const kt_plan_config *cfg,
+                                long global_batch, kt_error *err) {
+  const kt_plan_model *m = x->m;
+  const kt_plan_cluster *c = x->c;
+  const int *dims[] = {&cfg->p, &cfg->d, &cfg->t, &cfg->v, &cfg->m, &cfg->b, &cfg->k};
+  static const char *const names[] = {"P", "D", "t", "V", "M", "b", "K"};
+  for (int i = 0; i < 7; i++)
+    if (*dims[i] < 1) return kt_fail(err, KT_EINVAL, "%s=%d: must be >= 1", names[i], *dims[i]);
+  if ((unsigned)cfg->schedule >= KT_SCHED_COUNT || (unsigned)cfg->recompute >= KT_RECOMPUTE_COUNT)
+    return kt_fail(err, KT_EINVAL, "unknown schedule or recompute mode");
+  if ((long)cfg->p * cfg->d * cfg->t != c->devices)
+    return kt_fail(err, KT_EINVAL, "P*D*t = %d*%d*%d = %ld, but the cluster has %d devices",
+                   cfg->p, cfg->d, cfg->t, (long)cfg->p * cfg->d * cfg->t, c->devices);
+  if (cfg->t > c->devices_per_node)
+    return kt_fail(err, KT_EINVAL, "t=%d: tensor parallelism must stay inside a node of %d devices",
+                   cfg->t, c->devices_per_node);
+  if (m->transformer && (m->heads % cfg->t || m->kv_heads % cfg->t))
+    return kt_fail(err, KT_EINVAL, "t=%d does not divide heads=%d / kv_heads=%d", cfg->t,
+                   m->heads, m->kv_heads);
+  if (cfg->p > KT_MAX_RANKS || cfg->v > KT_MAX_CHUNKS || cfg->m > KT_MAX_MICROBATCHES)
+    return kt_fail(err, KT_EINVAL, "P=%d V=%d M=%d: over the limits %d/%d/%d", cfg->p, cfg->v,
+                   cfg->m, KT_MAX_RANKS, KT_MAX_CHUNKS, KT_MAX_MICROBATCHES);
+  if ((long)cfg->p * cfg->v > m->n_layers)
+    return kt_fail(err, KT_EINVAL, "P*V = %d stages for %d layers: a stage would be empty",
+                   cfg->p * cfg->v, m->n_layers);
+  if (!chunks_ok(cfg->schedule, cfg->v))
+    return kt_fail(err, KT_EINVAL, "%s with V=%d chunks per rank: %s",
+                   kt_schedule_kind_name(cfg->schedule), cfg->v,
+                   cfg->schedule == KT_SCHED_ZBV || cfg->schedule == KT_SCHED_DUALPIPEV
+                       ? "it needs V=2"
+                       : kt_schedule_default_chunks(cfg->schedule) > 1 ? "it needs V >= 2"
+                                                                       : "it needs V=1");
+  double batch = (double)cfg->k * cfg->m * cfg->b * cfg->d;
+  if (global_batch > 0 && batch != (double)global_batch)
+    return kt_fail(err, KT_EINVAL, "K*M*b*D = %d*%d*%d*%d = %.0f, not the global batch %ld",
+                   cfg->k, cfg->m, cfg->b, cfg->d, batch, global_batch);
+  return KT_OK;
+}
+
+void kt_plan_result_free(kt_plan_result *r) {
+  free(r->mem_rank);
+  free(r->mem_state);
+  free(r->partition);
+  free(r->stage_f);
+  free(r->stage_i);
+  free(r->stage_w);
+  memset(r, 0, sizeof *r);
+}
+
+typedef struct {
+  double *act, *wgrad, *params, *tp; /* per stage */
+} stage_bufs;
+
+/* Per-stage sums of the layer costs under r->partition; returns the p2p
+ * bytes (largest activation crossing a stage boundary). */
+static double stage_sums(const kt_layer_cost *lc, int S, kt_plan_result *r, const stage_bufs *sb) {
+  double boundary = 0;
+  for (int j = 0, i = 0; j < S; j++) {
+    r->stage_f[j] = r->stage_i[j] = r->stage_w[j] = 0;
+    sb->act[j] = sb->wgrad[j] = sb->params[j] = sb->tp[j] = 0;
+    for (int k = 0; k < r->partition[j]; k++, i++) {
+      r->stage_f[j] += lc[i].f;
+      r->stage_i[j] += lc[i].i;
+      r->stage_w[j] += lc[i].w;
+      sb->act[j] += lc[i].act;
+      sb->wgrad[j] += lc[i].wgrad;
+      sb->params[j] += lc[i].params;
+      sb->tp[j] += lc[i].tp;
+    }
+    if (j + 1 < S) boundary = fmax(boundary, lc[i - 1].out_bytes);
+  }
+  return boundary;
+}
+
+/* Fills mem_rank / mem_state for the stage sums in sb. */
+static void rank_memory(const kt__plan_ctx *x, const kt__sched_entry *se, const kt_plan_config *cfg,
+                        const stage_bufs *sb, kt_plan_result *r) {
+  r->mem_peak = 0;
+  r->peak_inflight = 0;
+  for (int rank = 0; rank < cfg->p; rank++) {
+    double params = 0;
+    for (int c = 0; c < cfg->v; c++) params += sb->params[kt_rank_chunk_stage(&se->s, rank, c)];
+    int inflight;
+    double act = kt__plan_rank_activation(se, rank, sb->act, sb->wgrad, &inflight);
+    r->mem_state[rank] = kt_plan_state_bytes(params, x->o, 1, cfg->d);
+    r->mem_rank[rank] = r->mem_state[rank] + act;
+    r->mem_peak = fmax(r->mem_peak, r->mem_rank[rank]);
+    if (inflight > r->peak_inflight) r->peak_inflight = inflight;
+  }
+  r->fits = r->mem_peak <= x->budget;
+}
+
+static void set_reason(const kt__plan_ctx *x, kt_plan_result *r) {
+  if (!r->fits) {
+    int worst = 0;
+    for (int i = 1; i < r->cfg.p; i++)
+      if (r->mem_rank[i] > r->mem_rank[worst]) worst = i;
+    snprintf(r->reason, sizeof r->reason, "rank %d needs %.1f GB > %.1f GB budget", worst,
+             r->mem_rank[worst] / 1e9, x->budget / 1e9);
+    return;
+  }
+  double step = r->step_time > 0 ? r->step_time : 1;
+  double bubble = r->bubble_ratio * r->cfg.k * r->round_time / step;
+  snprintf(r->reason, sizeof r->reason,
+           "bubble %.1f%% of step, dp sync %.1f%%, imbalance %.1f%%, memory %.0f%% of budget",
+           100 * bubble, 100 * r->dp_time / step, 100 * r->imbalance,
+           100 * r->mem_peak / x->budget);
+}
+
+static kt_status alloc_result(kt_plan_result *r, int P, int S, double **bufs) {
+  r->mem_rank = kt_calloc((size_t)P, sizeof(double));
+  r->mem_state = kt_calloc((size_t)P, sizeof(double));
+  r->partition = kt_calloc((size_t)S, sizeof(int));
+  r->stage_f = kt_calloc((size_t)S, sizeof(double));
+  r->stage_i = kt_calloc((size_t)S, sizeof(double));
+  r->stage_w = kt_calloc((size_t)S, sizeof(double));
+  *bufs = kt_calloc((size_t)S * 4, sizeof(double));
+  return r->mem_rank && r->mem_state && r->partition && r->stage_f && r->stage_i && r->stage_w &&
+                 *bufs
+             ? KT_OK
+             : KT_ENOMEM;
+}
+
+kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, kt_plan_result *r,
+                                kt_error *err) {
+  memset(r, 0, sizeof *r);
+  kt_status st = kt__plan_check_config(x, cfg, 0, err);
+  if (st) return st;
+  if (cfg->schedule == KT_SCHED_ZB_AUTO)
+    return kt_fail(err, KT_EINVAL,
+                   "zb-auto is not supported by the planner (its schedule depends on the costs)");
+  const kt__cost_entry *ce = kt__plan_ctx_cost_entry(x, cfg->t, cfg->b, cfg->recompute, err);
+  if (!ce) return KT_EINVAL;
+  int S = cfg->p * cfg->v, P = cfg->p;
+  const kt__part_entry *pe = kt__plan_ctx_partition(x, S, ce, 0, NULL, err);
+  if (!pe) return KT_EINVAL;
+  const kt__sched_entry *se = kt__plan_ctx_schedule(x, cfg->schedule, P, cfg->v, cfg->m, err);
+  if (!se) return KT_EINVAL;
+  r->cfg = *cfg;
+  double *bufs = NULL;
+  if (alloc_result(r, P, S, &bufs)) {
+    st = kt_fail(err, KT_ENOMEM, "out of memory evaluating a configuration");
+    goto done;
+  }
+  stage_bufs sb = {bufs, bufs + S, bufs + 2 * S, bufs + 3 * S};
+  memcpy(r->partition, pe->counts, sizeof(int) * (size_t)S);
+  double boundary = stage_sums(ce->costs, S, r, &sb);
+  rank_memory(x, se, cfg, &sb, r);
+  if (!r->fits && cfg->v == 1 && P > 1) {
+    /* the time-balanced cut does not fit: cut again under the memory cap with
+     * each rank's peak in-flight count times max(act, wgrad) per layer (an
+     * upper bound of the exact peak, so a cut found there fits) */
+    const kt__part_entry *capped =
+        kt__plan_ctx_partition(x, S, ce, cfg->d, se->rank_inflight, err);
+    if (!capped) {
+      st = KT_ENOMEM;
+      goto done;
+    }
+    if (capped->ok) {
+      memcpy(r->partition, capped->counts, sizeof(int) * (size_t)S);
+      boundary = stage_sums(ce->costs, S, r, &sb);
+      rank_memory(x, se, cfg, &sb, r);
+    }
+  }
+  /* balance between ranks (a rank runs all its chunks) */
+  double total = 0;
+  for (int rank = 0; rank < P; rank++) {
+    double load = 0, tp = 0;
+    for (int c = 0; c < cfg->v; c++) {
+      int j = kt_rank_chunk_stage(&se->s, rank, c);
+      load += r->stage_f[j] + r->stage_i[j] + r->stage_w[j];
+      tp += sb.tp[j];
+    }
+    total += load;
+    if (load > r->bottleneck) r->bottleneck = load, r->tp_time = tp;
+  }
+  r->imbalance = total > 0 ? r->bottleneck / (total / P) - 1 : 0;
+  double bw, lat, rank_params = 0;
+  kt__plan_link(x->c, (long)cfg->t * cfg->d * P, &bw, &lat);
+  r->p2p_time = P > 1 ? lat + boundary / bw : 0;
+  for (int rank = 0; rank < P; rank++) {
+    double params = 0;
+    for (int c = 0; c < cfg->v; c++) params += sb.params[kt_rank_chunk_stage(&se->s, rank, c)];
+    rank_params = fmax(rank_params, params);
+  }
+  r->dp_time = kt__plan_dp_time(x, cfg, rank_params);
+  if (r->fits) {
+    kt_costs sc;
+    kt_costs_default(&sc);
+    sc.n_stages = S, sc.stage_tf = r->stage_f, sc.stage_tb = r->stage_i, sc.stage_tw = r->stage_w;
+    sc.comm = r->p2p_time;
+    double makespan, busy;
+    st = kt__plan_ctx_simulate(x, &se->s, cfg->schedule, &sc, 1, &makespan, &busy, err);
+    if (st) goto done;
+    r->round_time = makespan;
+    r->bubble_ratio = makespan > 0 ? 1 - busy / (P * makespan) : 0;
+    r->step_time = cfg->k * makespan + r->dp_time;
+  }
+  set_reason(x, r);
+done:
+  free(bufs);
+  if (st) kt_plan_result_free(r);
+  return st;
+}
+
+kt_status kt_plan_evaluate(const kt_plan_model *m, const kt_plan_cluster *c,
+                           const kt_plan_options *o, const kt_plan_config *cfg,
+                           kt_plan_result *out, kt_error *err) {
+  memset(out, 0, sizeof *out);
+  kt__plan_ctx *x;
+  kt_status st = kt__plan_ctx_create(m, c, o, &x, err);
+  if (st) return st;
+  st = kt__plan_ctx_evaluate(x, cfg, out, err);
+  kt__plan_ctx_destroy(x);
+  return st;
+}

@@ -1,0 +1,187 @@
+/* Exact min-max contiguous partition (chains-on-chains) with an optional
+ * per-stage memory cap.
+ *
+ * feasible(B): can n layers be cut into S non-empty contiguous stages whose
+ * loads are <= B and whose memory meets the cap? A stage's constraints only
+ * get easier when it loses layers, so for stage j the furthest end maxend(a)
+ * from a start a is non-decreasing in a (two pointers, O(n)), and the set of
+ * prefixes the first j stages can cover exactly follows in O(n): O(S*n) per
+ * probe. The optimum B* is a stage load; bisection on B, where each feasible
+ * probe lowers the upper bound to the load of the partition it found, closes
+ * on B* to rounding. Among the optimal partitions the reconstruction picks,
+ * from the last stage back, the cut closest to an even share of what is left.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kaiten/plan.h"
+
+typedef struct {
+  int n, S;
+  double *L, *F, *A; /* prefix sums, n + 1 each */
+  const double *mult;
+  double cap;
+  int *maxend; /* S x (n + 1) */
+  char *reach; /* (S + 1) x (n + 1): the first j stages can cover exactly e layers */
+} workspace;
+
+#define MAXEND(w, j, a) ((w)->maxend[(size_t)(j) * (size_t)((w)->n + 1) + (size_t)(a)])
+#define REACH(w, j, e) ((w)->reach[(size_t)(j) * (size_t)((w)->n + 1) + (size_t)(e)])
+
+static int seg_ok(const workspace *w, int j, int a, int e, double B) {
+  if (w->L[e] - w->L[a] > B) return 0;
+  if (w->cap > 0) {
+    double m = (w->F[e] - w->F[a]) + (w->mult ? w->mult[j] : 1.0) * (w->A[e] - w->A[a]);
+    if (m > w->cap) return 0;
+  }
+  return 1;
+}
+
+static int feasible(workspace *w, double B) {
+  int n = w->n, S = w->S;
+  memset(w->reach, 0, (size_t)(S + 1) * (size_t)(n + 1));
+  REACH(w, 0, 0) = 1;
+  for (int j = 0; j < S; j++) {
+    int limit = n - (S - 1 - j); /* leave one layer for every later stage */
+    int e = 0;
+    for (int a = 0; a < limit; a++) {
+      if (e < a) e = a;
+      while (e + 1 <= limit && seg_ok(w, j, a, e + 1, B)) e++;
+      MAXEND(w, j, a) = e;
+    }
+    int last = -1;
+    for (e = 1; e <= limit; e++) {
+      if (REACH(w, j, e - 1)) last = e - 1;
+      REACH(w, j + 1, e) = last >= 0 && MAXEND(w, j, last) >= e;
+    }
+  }
+  return REACH(w, S, n);
+}
+
+/* After feasible(B) succeeded: cuts from the last stage back, each the valid
+ * start closest to an even share of the remaining load. Returns the largest
+ * stage load. */
+static double reconstruct(const workspace *w, int *counts) {
+  int e = w->n;
+  double worst = 0;
+  for (int j = w->S - 1; j >= 0; j--) {
+    double share = w->L[e] / (j + 1);
+    int best = -1;
+    double best_gap = INFINITY;
+    for (int a = j; a < e; a++) {
+      if (!REACH(w, j, a) || MAXEND(w, j, a) < e) continue;
+      double gap = fabs((w->L[e] - w->L[a]) - share);
+      if (gap < best_gap) best_gap = gap, best = a;
+    }
+    if (best < 0) best = e - 1; /* unreachable when feasible() held */
+    counts[j] = e - best;
+    double load = w->L[e] - w->L[best];
+    if (load > worst) worst = load;
+    e = best;
+  }
+  return worst;
+}
+
+/* Stage-independent constraints (no cap, or the same multiplier everywhere):
+ * the greedy cut, each stage as long as allowed while leaving one layer for
+ * every later stage, succeeds whenever any cut does (its j-th end is never
+ * behind that of a feasible cut, given B >= the largest layer), in O(n).
+ * Returns whether it covers all layers; *worst = its largest stage load. */
+static int greedy(const workspace *w, double B, double *worst) {
+  int a = 0;
+  double mx = 0;
+  for (int j = 0; j < w->S; j++) {
+    int limit = w->n - (w->S - 1 - j), e = a;
+    while (e + 1 <= limit && seg_ok(w, 0, a, e + 1, B)) e++;
+    if (e == a) return 0;
+    mx = fmax(mx, w->L[e] - w->L[a]);
+    a = e;
+  }
+  *worst = mx;
+  return a == w->n;
+}
+
+static kt_status check_array(const double *x, int n, const char *what, kt_error *err) {
+  for (int i = 0; x && i < n; i++)
+    if (!isfinite(x[i]) || x[i] < 0)
+      return kt_fail(err, KT_EINVAL, "partition: %s[%d] = %g: must be finite and >= 0", what, i,
+                     x[i]);
+  return KT_OK;
+}
+
+kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *counts,
+                              double *bottleneck, kt_error *err) {
+  int n = pb->n;
+  if (stages < 1 || n < 1)
+    return kt_fail(err, KT_EINVAL, "partition: %d layers into %d stages: both must be >= 1", n,
+                   stages);
+  if (stages > n)
+    return kt_fail(err, KT_EINVAL,
+                   "partition: %d stages for %d layers: a stage would be empty", stages, n);
+  kt_status st = check_array(pb->load, n, "load", err);
+  if (!st) st = check_array(pb->fixed, n, "fixed", err);
+  if (!st) st = check_array(pb->act, n, "act", err);
+  if (!st) st = check_array(pb->mult, stages, "mult", err);
+  if (st) return st;
+  if (!pb->load) return kt_fail(err, KT_EINVAL, "partition: no loads given");
+  workspace w = {.n = n, .S = stages, .mult = pb->mult, .cap = pb->mem_cap};
+  w.L = kt_calloc((size_t)n + 1, sizeof(double));
+  w.F = kt_calloc((size_t)n + 1, sizeof(double));
+  w.A = kt_calloc((size_t)n + 1, sizeof(double));
+  w.maxend = kt_calloc((size_t)stages * ((size_t)n + 1), sizeof(int));
+  w.reach = kt_calloc(((size_t)stages + 1) * ((size_t)n + 1), 1);
+  if (!w.L || !w.F || !w.A || !w.maxend || !w.reach) {
+    st = kt_fail(err, KT_ENOMEM, "partition: out of memory for %d layers x %d stages", n, stages);
+    goto done;
+  }
+  /* a multiplier common to all stages folds into the activation sums */
+  int uniform = 1;
+  for (int j = 1; pb->mem_cap > 0 && pb->mult && j < stages; j++)
+    if (pb->mult[j] != pb->mult[0]) uniform = 0;
+  double mult0 = pb->mem_cap > 0 && pb->mult ? pb->mult[0] : 1;
+  if (uniform) w.mult = NULL;
+  double maxload = 0;
+  for (int i = 0; i < n; i++) {
+    w.L[i + 1] = w.L[i] + pb->load[i];
+    w.F[i + 1] = w.F[i] + (pb->fixed ? pb->fixed[i] : 0);
+    w.A[i + 1] = w.A[i] + (pb->act ? pb->act[i] : 0) * (uniform ? mult0 : 1);
+    if (pb->load[i] > maxload) maxload = pb->load[i];
+  }
+  if (!feasible(&w, INFINITY)) {
+    st = kt_fail(err, KT_EINVAL,
+                 "partition: no cut of %d layers into %d stages keeps every stage within the "
+                 "memory cap %.4g",
+                 n, stages, pb->mem_cap);
+    goto done;
+  }
+  double hi = reconstruct(&w, counts);
+  double lo = fmax(w.L[n] / stages, maxload); /* B* >= both */
+  if (hi <= lo) {
+    lo = hi;
+  } else if (feasible(&w, lo)) {
+    hi = reconstruct(&w, counts);
+    lo = hi;
+  }
+  /* invariant: a cut of load hi exists; lo < B* unless lo == hi */
+  for (int iter = 0; iter < 200 && hi - lo > 1e-13 * hi; iter++) {
+    double mid = lo + (hi - lo) / 2, worst = 0;
+    if (mid <= lo || mid >= hi) break;
+    int ok = uniform ? greedy(&w, mid, &worst) : feasible(&w, mid);
+    if (!ok) lo = mid;
+    else hi = uniform ? worst : reconstruct(&w, counts);
+  }
+  if (!feasible(&w, hi)) { /* cannot happen: hi came from a partition */
+    st = kt_fail(err, KT_EINVAL, "partition: internal error at bottleneck %g", hi);
+    goto done;
+  }
+  hi = reconstruct(&w, counts);
+  if (bottleneck) *bottleneck = hi;
+done:
+  free(w.L);
+  free(w.F);
+  free(w.A);
+  free(w.maxend);
+  free(w.reach);
+  return st;
+}
