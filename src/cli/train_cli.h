@@ -1,0 +1,38 @@
+/* kaiten train internals: parsed options, the session that runs them, and
+ * the run directory. */
+#ifndef KAITEN_CLI_TRAIN_H
+#define KAITEN_CLI_TRAIN_H
+
+#include "cli/cli.h"
+#include "kaiten/checkpoint.h"
+#include "kaiten/train.h"
+
+typedef struct {
+  kt_model_config model;
+  int model_flags_given; /* the user set a model shape flag (checked on resume) */
+  kt_schedule_kind schedule;
+  int p, v, m, b, k, d;
+  const char *partition;
+  kt_optim_config optim;
+  int steps, val_every, checkpoint_every;
+  int decay_given;
+  uint64_t seed;
+  int synthetic;
+  double tf, tb, tw, timeout, mem_limit;
+  long act_bytes;
+  const char *format, *output, *transport, *run_dir, *resume, *data_path;
+  int live; /* redraw a live view on terminals */
+} train_opts;
+
+int train_parse(const cli_args *a, train_opts *o);
+int train_session(train_opts *o);
+
+/* Run directory (train_rundir.c). */
+int rundir_prepare(const char *dir, int resuming, int keep_steps);
+int rundir_write_config(const char *dir, const train_opts *o, const kt_schedule *s,
+                        const int *unit_offset, int decay_steps);
+void rundir_append_metrics(const char *dir, const kt_train_progress *p, const kt_runtime *rt);
+int rundir_write_timelines(const char *dir, const kt_schedule *s, const kt_train_result *r,
+                           const kt_timeline *measured);
+
+#endif
