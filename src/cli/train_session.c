@@ -167,6 +167,11 @@ int train_session(train_opts *o) {
   rcfg.syn_tf_ms = o->tf, rcfg.syn_tb_ms = o->tb, rcfg.syn_tw_ms = o->tw;
   rcfg.syn_act_bytes = (size_t)o->act_bytes;
   rcfg.timeout = o->timeout;
+  /* Test hook for fault tests: KAITEN_TEST_HANG=RANK,ACTION stops that world
+   * rank before its ACTION-th action of the first step. */
+  const char *hang = getenv("KAITEN_TEST_HANG");
+  if (hang && sscanf(hang, "%d,%d", &rcfg.hang_rank, &rcfg.hang_action) != 2)
+    rcfg.hang_rank = rcfg.hang_action = -1;
   if (!st && use_mpi) {
     st = kt_transport_mpi_create(sched.p, o->d, o->timeout, &mpi_t, &err);
     if (!st) {
