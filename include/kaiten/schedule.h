@@ -115,10 +115,18 @@ int kt_schedule_kind_from_name(const char *name);
 const char *kt_schedule_kind_list(void);
 /* Chunks per rank a schedule uses when the user gives none (1 or 2). */
 int kt_schedule_default_chunks(kt_schedule_kind k);
-/* Closed-form bubble ratio under uniform costs, or a negative value when the
- * schedule has none; expr (if non-NULL) receives the formula as text. */
+/* Closed-form bubble ratio under uniform per-stage costs and T_comm = 0, or a
+ * negative value when the schedule has none for these sizes (zb-h1 needs
+ * M >= P; zb-h2, zbv, dualpipev M >= 2P); expr (if non-NULL) receives the
+ * formula as text, NULL when there is none. docs/schedules.md derives them. */
 double kt_schedule_closed_form_bubble(kt_schedule_kind k, int p, int v, int m, double tf,
                                       double tb, double tw, const char **expr);
+/* Closed-form peak memory (the largest over the ranks, in mem_act units)
+ * under uniform per-stage M_B = mem_act and M_W = mem_wgrad, or a negative
+ * value when there is none (interleaved with M not a multiple of P, the
+ * zero-bubble schedules below their M bound or with M_W > M_B, zb-auto). */
+double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int m,
+                                           double mem_act, double mem_wgrad, const char **expr);
 
 struct kt_costs; /* sim.h */
 
@@ -129,6 +137,10 @@ typedef struct {
   const struct kt_costs *costs;
   double mem_limit;
 } kt_schedule_params;
+
+/* The memory limit zb-auto keeps every rank under: params->mem_limit, or
+ * when that is <= 0, P * max over stages of max(mem_act, mem_wgrad) (P*M_B). */
+double kt_schedule_mem_limit(const kt_schedule_params *params);
 
 /* Builds the named schedule. EINVAL with a one-line reason when the
  * parameters are impossible for it (e.g. interleaved with M < P). */

@@ -26,6 +26,8 @@ typedef struct {
   int inflight_first, inflight_last;
   size_t messages;
   const char *expr;
+  double closed_mem, mem_limit; /* closed-form peak memory (< 0: none); zb-auto's limit */
+  const char *mem_expr;
   kt_timeline tl; /* kept for --report */
   kt_metrics met;
   kt_sim_info info;
@@ -55,7 +57,13 @@ static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const 
   rw->makespan = met.makespan;
   rw->bubble = met.bubble_ratio;
   rw->closed = kt_schedule_closed_form_bubble(kind, s.p, s.v, s.m, c->tf, c->tb, c->tw, &rw->expr);
-  if (c->n_stages > 0 || kt_cost_comm(c) > 0) rw->closed = -1;
+  /* the forms assume uniform per-stage times (memory: uniform M_B, M_W) and no communication */
+  if (c->stage_tf || c->stage_tb || c->stage_tw || kt_cost_comm(c) > 0) rw->closed = -1;
+  rw->closed_mem = kt_schedule_closed_form_peak_memory(kind, s.p, s.v, s.m, c->mem_act,
+                                                       c->mem_wgrad, &rw->mem_expr);
+  if (c->stage_mem_act || c->stage_mem_wgrad) rw->closed_mem = -1;
+  kt_schedule_params lim = {.p = p, .m = m, .costs = c, .mem_limit = mem_limit};
+  rw->mem_limit = kind == KT_SCHED_ZB_AUTO ? kt_schedule_mem_limit(&lim) : -1;
   rw->peak_mem_first = met.ranks[0].peak_memory;
   rw->peak_mem_last = met.ranks[p - 1].peak_memory;
   for (int r = 0; r < p; r++)
@@ -152,6 +160,16 @@ static int run_compare(cli_args *a) {
       kt_buf_json_number(&out, rw->peak_mem_last);
       kt_buf_puts(&out, ",\"peak_memory\":");
       kt_buf_json_number(&out, rw->peak_mem_max);
+      kt_buf_puts(&out, ",\"closed_form_peak_memory\":");
+      if (rw->closed_mem >= 0) kt_buf_json_number(&out, rw->closed_mem);
+      else kt_buf_puts(&out, "null");
+      kt_buf_puts(&out, ",\"closed_form_peak_memory_expr\":");
+      if (rw->mem_expr) kt_buf_json_string(&out, rw->mem_expr);
+      else kt_buf_puts(&out, "null");
+      if (rw->mem_limit >= 0) {
+        kt_buf_puts(&out, ",\"mem_limit\":");
+        kt_buf_json_number(&out, rw->mem_limit);
+      }
       kt_buf_printf(&out, ",\"peak_inflight_first\":%d,\"peak_inflight_last\":%d,\"messages\":%zu}",
                     rw->inflight_first, rw->inflight_last, rw->messages);
     }
@@ -160,18 +178,32 @@ static int run_compare(cli_args *a) {
     kt_buf_printf(&out, "P=%ld M=%ld  tf=%g tb=%g tw=%g comm=%g  mem-act=%g mem-wgrad=%g%s\n\n",
                   p, m, costs.tf, costs.tb, costs.tw, kt_cost_comm(&costs), costs.mem_act,
                   costs.mem_wgrad, costs.n_stages ? "  (per-stage costs)" : "");
-    kt_buf_printf(&out, "%-12s %2s %10s %8s %9s  %-44s %9s %9s %6s %6s %8s\n", "schedule", "V",
-                  "makespan", "bubble", "formula", "closed form", "mem r0",
-                  "mem last", "fl r0", "fl last", "messages");
+    kt_buf_printf(&out, "%-12s %2s %10s %8s %9s %9s %9s %9s %9s %6s %6s %8s\n", "schedule", "V",
+                  "makespan", "bubble", "formula", "peak mem", "mem form", "mem r0", "mem last",
+                  "fl r0", "fl last", "messages");
     for (int i = 0; i < nk; i++) {
       row *rw = &rows[i];
       if (!rw->ok) continue;
-      char formula[32] = "-";
+      char formula[32] = "-", mem_formula[32] = "-";
       if (rw->closed >= 0) snprintf(formula, sizeof formula, "%.2f%%", 100 * rw->closed);
-      kt_buf_printf(&out, "%-12s %2d %10g %7.2f%% %9s  %-44s %9g %9g %6d %6d %8zu\n", rw->name,
-                    rw->v, rw->makespan, 100 * rw->bubble, formula, rw->expr ? rw->expr : "-",
+      if (rw->closed_mem >= 0) snprintf(mem_formula, sizeof mem_formula, "%g", rw->closed_mem);
+      else if (rw->mem_limit >= 0) snprintf(mem_formula, sizeof mem_formula, "<=%g", rw->mem_limit);
+      kt_buf_printf(&out, "%-12s %2d %10g %7.2f%% %9s %9g %9s %9g %9g %6d %6d %8zu\n", rw->name,
+                    rw->v, rw->makespan, 100 * rw->bubble, formula, rw->peak_mem_max, mem_formula,
                     rw->peak_mem_first, rw->peak_mem_last, rw->inflight_first, rw->inflight_last,
                     rw->messages);
+    }
+    int forms = 0;
+    for (int i = 0; i < nk; i++) {
+      row *rw = &rows[i];
+      if (!rw->ok || (!rw->expr && !rw->mem_expr && rw->mem_limit < 0)) continue;
+      if (!forms++)
+        kt_buf_puts(&out, "\nclosed forms (uniform per-stage costs; bubble also T_comm = 0; "
+                          "I = idle per rank, n = P-1):\n");
+      kt_buf_printf(&out, "  %-12s bubble %s\n", rw->name, rw->expr ? rw->expr : "-");
+      if (rw->mem_expr) kt_buf_printf(&out, "  %-12s memory %s\n", "", rw->mem_expr);
+      else if (rw->mem_limit >= 0)
+        kt_buf_printf(&out, "  %-12s memory <= --mem-limit (%g)\n", "", rw->mem_limit);
     }
     int skipped = 0;
     for (int i = 0; i < nk; i++)
@@ -180,8 +212,9 @@ static int run_compare(cli_args *a) {
         kt_buf_printf(&out, "  %-12s %s\n", rows[i].name, rows[i].reason);
       }
     kt_buf_puts(&out,
-                "\nmem = peak activation memory (units of --mem-act), fl = peak in-flight "
-                "micro-batches, on the first and last rank.\n");
+                "\npeak mem = the largest peak over the ranks (mem form: its closed form); mem = peak "
+                "activation memory (units of --mem-act), fl = peak in-flight micro-batches, on "
+                "the first and last rank.\n");
   }
   rc = cli_emit(cli_get(a, "output"), &out);
   if (cli_has(a, "report")) {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kaiten/sim.h"
 #include "schedule/generators.h"
 
 typedef struct {
@@ -53,6 +54,39 @@ int kt_schedule_default_chunks(kt_schedule_kind k) {
   return (unsigned)k < KT_SCHED_COUNT ? kinds[k].default_v : 1;
 }
 
+/* Closed forms under uniform per-stage costs and T_comm = 0. Each zero-bubble
+ * form is the idle time I of one rank (every rank has the same busy time
+ * V*M*(TF+TB+TW), so bubble = I / (V*M*(TF+TB+TW) + I)); they were derived
+ * from the critical paths of the generated orders and are checked against
+ * the simulator in tests/test_zero_bubble.c. n = P-1. */
+static double zb_idle(kt_schedule_kind k, int p, double f, double b, double w) {
+  double n = p - 1;
+  if (p == 1) return 0;
+  switch (k) {
+    case KT_SCHED_ZB_H1: /* the paper's (P-1)(TF+TB-TW) when TW <= TF */
+      return n * (b + fmax(0, f - w));
+    case KT_SCHED_ZB_H2: /* the paper's (P-1)(TF+TB-2TW) when TB-TF <= max(0, TF+TB-2TW) */
+      return n * fmax(fmax(0, f + b - 2 * w), b - f);
+    case KT_SCHED_ZBV: {
+      double forms[] = {0,
+                        n * (2 * f - b - w),
+                        2 * n * (b - w),
+                        n * (b - f),
+                        (n - 1) * (f - b),
+                        (n - 1) * (w - f),
+                        b + (n - 1) * w - n * f,
+                        (2 * n - 1) * f + b - 2 * n * w,
+                        2 * n * f - (2 * n + 1) * w};
+      double idle = 0;
+      for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) idle = fmax(idle, forms[i]);
+      return idle;
+    }
+    case KT_SCHED_DUALPIPEV:
+      return n * fmax(0, b - w) + fmax(2 * n * f, (n - 1) * f + n * b);
+    default: return -1;
+  }
+}
+
 double kt_schedule_closed_form_bubble(kt_schedule_kind k, int p, int v, int m, double tf,
                                       double tb, double tw, const char **expr) {
   const char *e = NULL;
@@ -68,22 +102,77 @@ double kt_schedule_closed_form_bubble(kt_schedule_kind k, int p, int v, int m, d
       e = "(P-1)/(V*M+P-1)";
       r = (P - 1) / (V * M + P - 1);
       break;
-    case KT_SCHED_ZB_H1: {
-      e = "(P-1)(TF+TB-TW)/[M(TF+TB+TW)+(P-1)(TF+TB-TW)]";
-      double idle = (P - 1) * fmax(0, tf + tb - tw);
-      r = idle / (M * (tf + tb + tw) + idle);
+    case KT_SCHED_ZB_H1:
+      if (m < p) break;
+      e = "I/(M(TF+TB+TW)+I), I=(P-1)(TB+max(0,TF-TW))";
       break;
-    }
-    case KT_SCHED_ZB_H2: {
-      e = "(P-1)(TF+TB-2TW)/[M(TF+TB+TW)+(P-1)(TF+TB-2TW)]";
-      double idle = (P - 1) * fmax(0, tf + tb - 2 * tw);
-      r = idle / (M * (tf + tb + tw) + idle);
+    case KT_SCHED_ZB_H2:
+      if (m < 2 * p) break;
+      e = "I/(M(TF+TB+TW)+I), I=(P-1)max(0,TF+TB-2TW,TB-TF)";
       break;
-    }
+    case KT_SCHED_ZBV:
+      if (m < 2 * p || v != 2) break;
+      e = "I/(2M(TF+TB+TW)+I), I=max(0,n(2TF-TB-TW),2n(TB-TW),n(TB-TF),(n-1)(TF-TB),"
+          "(n-1)(TW-TF),TB+(n-1)TW-nTF,(2n-1)TF+TB-2nTW,2nTF-(2n+1)TW), n=P-1";
+      break;
+    case KT_SCHED_DUALPIPEV:
+      if (m < 2 * p || v != 2) break;
+      e = "I/(2M(TF+TB+TW)+I), I=n*max(0,TB-TW)+max(2n*TF,(n-1)TF+n*TB), n=P-1";
+      break;
+    default: break;
+  }
+  if (e && r < 0) {
+    double idle = zb_idle(k, p, tf, tb, tw), busy = V * M * (tf + tb + tw);
+    r = idle > 0 ? idle / (busy + idle) : 0;
+  }
+  if (expr) *expr = e;
+  return r;
+}
+
+double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int m,
+                                           double mem_act, double mem_wgrad, const char **expr) {
+  const char *e = NULL;
+  double r = -1, P = p, M = m, V = v, a = mem_act;
+  int zb_ok = mem_wgrad <= mem_act; /* W keeps part of what F stored */
+  switch (k) {
+    case KT_SCHED_GPIPE: e = "M*MB", r = M * a; break;
+    case KT_SCHED_1F1B: e = "min(P,M)*MB", r = fmin(P, M) * a; break;
+    case KT_SCHED_LOOPED_BFS: e = "V*M*MB", r = V * M * a; break;
+    case KT_SCHED_INTERLEAVED:
+      if (m % p == 0) e = "min(V*M,(V+1)P-1)*MB", r = fmin(V * M, (V + 1) * P - 1) * a;
+      break;
+    case KT_SCHED_ZB_H1:
+      if (m >= p && zb_ok) e = "P*MB (rank r: (P-r)MB+r*MW)", r = P * a;
+      break;
+    case KT_SCHED_ZB_H2:
+      if (m >= 2 * p && zb_ok) e = "(2P-1)MB (rank r: (2P-1-2r)MB+2r*MW)", r = (2 * P - 1) * a;
+      break;
+    case KT_SCHED_ZBV:
+      if (m >= 2 * p && v == 2 && zb_ok) e = "2P*MB (every rank)", r = 2 * P * a;
+      break;
+    case KT_SCHED_DUALPIPEV:
+      if (m >= 2 * p && v == 2 && zb_ok) e = "(2P+1)MB (every rank)", r = (2 * P + 1) * a;
+      break;
     default: break;
   }
   if (expr) *expr = e;
   return r;
+}
+
+double kt_schedule_mem_limit(const kt_schedule_params *params) {
+  if (params->mem_limit > 0) return params->mem_limit;
+  kt_costs unit;
+  const kt_costs *c = params->costs;
+  if (!c) {
+    kt_costs_default(&unit);
+    c = &unit;
+  }
+  double need = 0;
+  for (int s = 0; s < params->p; s++) {
+    need = fmax(need, kt_cost_mem_act(c, s));
+    need = fmax(need, kt_cost_mem_wgrad(c, s));
+  }
+  return params->p * need;
 }
 
 kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *params,
@@ -99,7 +188,7 @@ kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *
   if (ki->placement == KT_PLACEMENT_V && v != 2)
     return kt_fail(err, KT_EINVAL, "%s needs exactly 2 chunks per rank in v placement (got V=%d)",
                    ki->name, v);
-  if (ki->default_v == 1 && v != 1 && kind != KT_SCHED_ZB_AUTO)
+  if (ki->default_v == 1 && v != 1)
     return kt_fail(err, KT_EINVAL,
                    "%s runs one chunk per rank (got V=%d); for several chunks use interleaved "
                    "or looped-bfs",

@@ -365,7 +365,8 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
   double limit = mem_limit;
   if (isnan(limit) || isinf(limit))
     return kt_fail(err, KT_EINVAL, "zb-auto: memory limit %g is not a finite number", limit);
-  if (limit <= 0) limit = p * need;
+  kt_schedule_params lp = {.p = p, .costs = c, .mem_limit = limit};
+  limit = kt_schedule_mem_limit(&lp);
   if (limit + EPS * (1 + need) < need)
     return kt_fail(err, KT_EINVAL,
                    "zb-auto: memory limit %g is below what one micro-batch needs on stage %d "
