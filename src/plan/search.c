@@ -50,9 +50,14 @@ static int cmp_lb(const void *a, const void *b) {
   return x->lb < y->lb ? -1 : x->lb > y->lb;
 }
 
-/* Total order on results: step time, then the simpler layout. */
+/* Step times within this relative distance rank as equal: the same layout
+ * reached through a cached simulation differs in the last bits. */
+#define TIE 1e-9
+
+/* Order on results: step time, then the simpler layout. */
 static int cmp_result(const kt_plan_result *x, const kt_plan_result *y) {
-  if (x->step_time != y->step_time) return x->step_time < y->step_time ? -1 : 1;
+  if (fabs(x->step_time - y->step_time) > TIE * fmax(x->step_time, y->step_time))
+    return x->step_time < y->step_time ? -1 : 1;
   const int a[] = {x->cfg.p, x->cfg.t, x->cfg.v, x->cfg.schedule, x->cfg.recompute, x->cfg.k,
                    -x->cfg.m, x->cfg.b};
   const int b[] = {y->cfg.p, y->cfg.t, y->cfg.v, y->cfg.schedule, y->cfg.recompute, y->cfg.k,
@@ -261,7 +266,8 @@ kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
   size_t cap = 0;
   for (size_t i = 0; i < s.cands.n; i++) {
     const candidate *cd = &s.cands.items[i];
-    if (sp->top > 0 && rep->n == sp->top && cd->lb >= rep->configs[sp->top - 1].step_time) {
+    if (sp->top > 0 && rep->n == sp->top &&
+        cd->lb > rep->configs[sp->top - 1].step_time * (1 + TIE)) {
       rep->pruned_time += s.cands.n - i;
       break;
     }
