@@ -6,18 +6,22 @@
  * At each step the rank whose next action can start earliest commits it:
  *
  *   - F while memory allows (warm-up: as many forwards as fit), I as soon as
- *     its gradient arrives (I first, or F first in some variants);
+ *     its gradient arrives: I first, F first, or I first with a guard that
+ *     holds back a forward that would still run when the pending I arrives;
  *   - W when memory is at the limit (it frees M_W), or to fill a gap: "fit"
  *     only when the W ends before the next input can arrive (a lower bound
  *     from the chain of producers), "eager" in any gap;
  *   - optionally the in-flight forwards of rank r are capped at P-r or
  *     2(P-r)-1 (the 1F1B / ZB-H2 warm-up depths).
  *
- * Every variant, plus the handcrafted zb-h1 and zb-h2 when they fit the
- * limit, is simulated under the caller's costs and the smallest makespan
- * wins (ties: lower peak memory). Memory is accounted exactly as the
- * simulator does (F adds M_B, I turns it into M_W, W frees M_W), and a
- * forward is admitted only when max(M_B, M_W) more fits, so no prefix of any
+ * Every variant (3 x 2 x 3 = 18; its makespan comes from the builder's own
+ * clock, which follows the simulator exactly), plus the handcrafted zb-h1
+ * and zb-h2 when they fit the limit (simulated), competes under the caller's
+ * costs: the smallest makespan wins (ties: lower peak memory), and the
+ * winner is run through the simulator once more. Memory is accounted as the
+ * simulator does (F adds M_B, I turns it into M_W, W frees M_W), a forward
+ * is admitted only when max(M_B, M_W) more fits, and every candidate's
+ * prefix sums are checked against the limit, so no prefix of any
  * rank's order ever exceeds the limit. */
 #include <math.h>
 #include <stdlib.h>
