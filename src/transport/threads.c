@@ -17,7 +17,7 @@ typedef struct msg {
   struct msg *next;
   int src;
   uint64_t tag;
-  size_t bytes;
+  size_t bytes, cap;
   unsigned char data[];
 } msg;
 
@@ -29,10 +29,19 @@ typedef struct {
   size_t count;
 } mailbox;
 
+typedef struct msg_pool {
+  pthread_mutex_t mu;
+  msg *free; /* released messages, reused by later sends (no page faults) */
+  int count;
+} msg_pool;
+
+#define POOL_MAX 256
+
 typedef struct {
   int world;
   size_t cap;
   mailbox *boxes;
+  msg_pool pool;
   atomic_int aborted;
   pthread_mutex_t abort_mu;
   char abort_reason[KT_ERROR_LEN];
@@ -56,6 +65,37 @@ static kt_status aborted_status(fabric *f, kt_error *err) {
   return st;
 }
 
+static msg *msg_get(fabric *f, size_t bytes) {
+  pthread_mutex_lock(&f->pool.mu);
+  msg **best = NULL;
+  for (msg **pp = &f->pool.free; *pp; pp = &(*pp)->next)
+    if ((*pp)->cap >= bytes && (!best || (*pp)->cap < (*best)->cap)) best = pp;
+  msg *m = NULL;
+  if (best) {
+    m = *best;
+    *best = m->next;
+    f->pool.count--;
+  }
+  pthread_mutex_unlock(&f->pool.mu);
+  if (!m) {
+    m = malloc(sizeof *m + bytes);
+    if (m) m->cap = bytes;
+  }
+  return m;
+}
+
+static void msg_put(fabric *f, msg *m) {
+  pthread_mutex_lock(&f->pool.mu);
+  if (f->pool.count < POOL_MAX) {
+    m->next = f->pool.free;
+    f->pool.free = m;
+    f->pool.count++;
+    m = NULL;
+  }
+  pthread_mutex_unlock(&f->pool.mu);
+  free(m);
+}
+
 static kt_status th_send(kt_transport *t, int dst, uint64_t tag, const void *buf, size_t bytes,
                          kt_error *err) {
   fabric *f = t->ctx;
@@ -63,7 +103,7 @@ static kt_status th_send(kt_transport *t, int dst, uint64_t tag, const void *buf
     return kt_fail(err, KT_EINVAL, "rank %d sends to rank %d outside 0..%d", t->rank, dst,
                    f->world - 1);
   double t0 = kt_now();
-  msg *m = malloc(sizeof *m + bytes);
+  msg *m = msg_get(f, bytes);
   if (!m) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory sending %zu bytes", t->rank, bytes);
   m->next = NULL;
   m->src = t->rank;
@@ -77,14 +117,14 @@ static kt_status th_send(kt_transport *t, int dst, uint64_t tag, const void *buf
   while (box->count >= f->cap && !atomic_load(&f->aborted)) {
     if (pthread_cond_timedwait(&box->drained, &box->mu, &dl) == ETIMEDOUT) {
       pthread_mutex_unlock(&box->mu);
-      free(m);
+      msg_put(f, m);
       return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s to send to rank %d (mailbox full)",
                      t->rank, t->timeout, dst);
     }
   }
   if (atomic_load(&f->aborted)) {
     pthread_mutex_unlock(&box->mu);
-    free(m);
+    msg_put(f, m);
     return aborted_status(f, err);
   }
   if (box->tail) box->tail->next = m;
@@ -126,7 +166,7 @@ static kt_status th_recv(kt_transport *t, int src, uint64_t tag, void *buf, size
                      bytes, src, m->bytes);
       else if (bytes)
         memcpy(buf, m->data, bytes);
-      free(m);
+      msg_put(f, m);
       t->recv_wait_seconds += kt_now() - t0;
       return st;
     }
@@ -185,6 +225,7 @@ kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailb
   f->cap = mailbox_cap ? mailbox_cap : 1024;
   atomic_init(&f->aborted, 0);
   pthread_mutex_init(&f->abort_mu, NULL);
+  pthread_mutex_init(&f->pool.mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -214,6 +255,11 @@ void kt_transport_threads_free(kt_transport *handles, int world) {
     pthread_cond_destroy(&b->drained);
   }
   pthread_mutex_destroy(&f->abort_mu);
+  for (msg *m = f->pool.free, *n; m; m = n) {
+    n = m->next;
+    free(m);
+  }
+  pthread_mutex_destroy(&f->pool.mu);
   free(f->boxes);
   free(f);
   free(handles);
