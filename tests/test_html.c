@@ -182,6 +182,73 @@ static void escape_and_series(void) {
   kt_timeline_free(&t);
 }
 
+/* A "measured" timeline (the simulation stretched and shifted, in seconds)
+ * drawn over its prediction: both sets of bars, counts intact, ms axis. */
+static void measured_vs_predicted(void) {
+  kt_schedule s;
+  kt_timeline pred;
+  REQUIRE_VOID(sim(KT_SCHED_1F1B, 4, 8, &s, &pred) == 0);
+  kt_timeline meas;
+  kt_timeline_init(&meas, 4, "s", "B");
+  for (size_t i = 0; i < pred.n_events; i++) {
+    kt_event e = pred.events[i];
+    e.start = 100 + e.start * 0.011 * (1 + 0.1 * e.rank);
+    e.end = 100 + e.end * 0.011 * (1 + 0.1 * e.rank);
+    CHECK(kt_timeline_add_event(&meas, &e) == KT_OK);
+  }
+  kt_timeline scaled = pred; /* prediction in the same unit and origin */
+  scaled.events = malloc(pred.n_events * sizeof *scaled.events);
+  REQUIRE_VOID(scaled.events);
+  for (size_t i = 0; i < pred.n_events; i++) {
+    scaled.events[i] = pred.events[i];
+    scaled.events[i].start = 100 + pred.events[i].start * 0.011;
+    scaled.events[i].end = 100 + pred.events[i].end * 0.011;
+  }
+  kt_svg_gantt_opts o;
+  kt_svg_gantt_default_opts(&o);
+  o.predicted = &scaled;
+  o.predicted_label = "predicted (simulator)";
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_svg_gantt(&b, &meas, &o);
+  CHECK(!b.failed);
+  CHECK_EQ_INT(count(b.data, "data-pred=\"1\""), pred.n_events);
+  for (int r = 0; r < 4; r++) CHECK_EQ_INT(bars_of_rank(b.data, r), s.ranks[r].n);
+  CHECK(strstr(b.data, "time (ms)") != NULL);
+  CHECK(strstr(b.data, "predicted (simulator)") != NULL);
+  kt_buf_free(&b);
+  free(scaled.events);
+  kt_timeline_free(&meas);
+  kt_timeline_free(&pred);
+  kt_schedule_free(&s);
+}
+
+/* Nothing to draw must still give well-formed, closed markup. */
+static void degenerate(void) {
+  kt_timeline t;
+  kt_timeline_init(&t, 3, "unit", "unit");
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_svg_gantt(&b, &t, NULL);
+  kt_svg_line_chart(&b, NULL, NULL, 0);
+  kt_bar_data d = {.labels = NULL, .n = 0, .values = NULL};
+  kt_svg_bar_chart(&b, NULL, &d);
+  double x[] = {1, 10, 100}, y[] = {0.5, 0.05, -1}; /* log axis skips y <= 0 */
+  kt_series s = {.name = "loss", .x = x, .y = y, .n = 3};
+  kt_chart_opts o;
+  kt_chart_default_opts(&o);
+  o.log_y = 1;
+  kt_svg_line_chart(&b, &o, &s, 1);
+  kt_render_html_report(&b, "empty", NULL, 0, NULL);
+  CHECK(!b.failed);
+  CHECK_EQ_INT(count(b.data, "<svg"), 4);
+  CHECK_EQ_INT(count(b.data, "</svg>"), 4);
+  CHECK(strstr(b.data, "</html>") != NULL);
+  CHECK(!strstr(b.data, "nan") && !strstr(b.data, "inf"));
+  kt_buf_free(&b);
+  kt_timeline_free(&t);
+}
+
 /* The comparison report at P=32, M=256: size and render time. */
 static void big_report(void) {
   static const kt_schedule_kind kinds[] = {KT_SCHED_GPIPE, KT_SCHED_1F1B, KT_SCHED_INTERLEAVED,
@@ -231,6 +298,8 @@ int main(void) {
   line_chart_thins();
   bar_chart();
   escape_and_series();
+  measured_vs_predicted();
+  degenerate();
   big_report();
   return kt_test_done(__FILE__);
 }

@@ -97,7 +97,9 @@ void kt_svg_gantt_default_opts(kt_svg_gantt_opts *o);
  * height is the utilisation and whose bands are the share of each op, one
  * <rect data-rank data-op data-n> per op and block (data-n = actions that
  * start in it, so they still add up to the rank's action count). The <svg>
- * carries data-mode="detail|aggregate", data-t0 and data-ppu (px per unit). */
+ * carries data-mode="detail|aggregate", data-t0 and data-ppu (px per unit).
+ * The time axis counts from the chart's start t0 (t_min, or the first event),
+ * in ms or µs when a seconds timeline is short. */
 void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *o);
 
 /* Horizontal scale the Gantt would use for span time units drawn into width

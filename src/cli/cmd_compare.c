@@ -224,6 +224,7 @@ static int run_compare(cli_args *a) {
       entries[i] = (kt_report_entry){.info = rw->info, .timeline = rw->ok ? &rw->tl : NULL,
                                      .metrics = rw->ok ? &rw->met : NULL, .reason = rw->reason};
       entries[i].info.schedule = rw->name;
+      entries[i].info.p = (int)p, entries[i].info.m = (int)m; /* also where it does not apply */
     }
     char title[96];
     snprintf(title, sizeof title, "kaiten compare: P=%ld M=%ld", p, m);

@@ -19,6 +19,7 @@
 #define PAGE_W 1320       /* content width charts are laid out for (a 1400 px window) */
 #define MAX_DETAIL_W 4000 /* a single schedule's chart may scroll up to this width */
 #define MAX_DETAIL_RECTS 4000 /* the Gantt's default: more actions are drawn aggregated */
+#define PAGE_DETAIL_RECTS 16000 /* a comparison shares this among its Gantts (~1.7 MB) */
 
 static double peak_memory(const kt_metrics *m) {
   double peak = 0;
@@ -72,7 +73,8 @@ static void facts(kt_buf *b, const kt_report_entry *e) {
                 e->info.messages);
 }
 
-static void gantt(kt_buf *b, const kt_report_entry *e, double ppu, double t0, double t1) {
+static void gantt(kt_buf *b, const kt_report_entry *e, double ppu, double t0, double t1,
+                  size_t max_rects) {
   kt_svg_gantt_opts go;
   kt_svg_gantt_default_opts(&go);
   char id[64], title[96];
@@ -85,6 +87,7 @@ static void gantt(kt_buf *b, const kt_report_entry *e, double ppu, double t0, do
   go.px_per_unit = ppu;
   go.t_min = t0;
   go.t_max = t1;
+  go.max_rects = max_rects;
   kt_svg_gantt(b, e->timeline, &go);
 }
 
@@ -287,11 +290,11 @@ static void config_table(kt_buf *b, const kt_report_entry *e, size_t n, const kt
     if (e[i].timeline) first = &e[i];
   if (!first && n) first = &e[0];
   char v[96];
-  if (first) {
+  if (first && first->info.p > 0) {
     cell(&a, "ranks P"), cell(&a, "%d", first->info.p);
     cell(&a, "micro-batches M"), cell(&a, "%d", first->info.m);
   }
-  if (n == 1 && first) {
+  if (n == 1 && first && first->timeline) {
     cell(&a, "schedule"), cell(&a, "%s", first->info.schedule);
     cell(&a, "chunks per rank V"), cell(&a, "%d", first->info.v);
     cell(&a, "placement"), cell(&a, "%s", first->info.placement ? first->info.placement : "loop");
@@ -340,6 +343,10 @@ static void not_applicable(kt_buf *b, const kt_report_entry *e, size_t n) {
 static void compare_body(kt_buf *b, const kt_report_entry *e, size_t n, double t0, double t1) {
   double span = t1 - t0 > 0 ? t1 - t0 : 1;
   double ppu = kt_svg_fit_scale(span, PAGE_W);
+  size_t ok = 0;
+  for (size_t i = 0; i < n; i++) ok += e[i].timeline != NULL;
+  size_t max_rects = PAGE_DETAIL_RECTS / (ok ? ok : 1);
+  if (max_rects > MAX_DETAIL_RECTS) max_rects = MAX_DETAIL_RECTS;
   double ymax = 0;
   for (size_t i = 0; i < n; i++)
     if (e[i].timeline && peak_memory(e[i].metrics) > ymax) ymax = peak_memory(e[i].metrics);
@@ -361,7 +368,7 @@ static void compare_body(kt_buf *b, const kt_report_entry *e, size_t n, double t
     double a = INFINITY, z = -INFINITY;
     time_range(e[i].timeline, &a, &z);
     kt_buf_puts(b, "<div class=\"scroll\">\n");
-    gantt(b, &e[i], ppu, t0, z > t0 ? z : t1);
+    gantt(b, &e[i], ppu, t0, z > t0 ? z : t1, max_rects);
     kt_buf_puts(b, "</div>\n</div>\n");
   }
   not_applicable(b, e, n);
@@ -408,7 +415,7 @@ static void sim_body(kt_buf *b, const kt_report_entry *e, double t0, double t1) 
   kt_buf_puts(b, "</h3>");
   facts(b, e);
   kt_buf_puts(b, "</div>\n<div class=\"scroll\">\n");
-  gantt(b, e, ppu, t0, t1);
+  gantt(b, e, ppu, t0, t1, MAX_DETAIL_RECTS);
   memory_chart(b, e, t0, t1, width, 200, 0, "Memory over time");
   kt_buf_puts(b, "</div>\n");
   kt_html_section_end(b);
@@ -437,15 +444,22 @@ void kt_render_html_report(kt_buf *b, const char *title, const kt_report_entry *
   if (!isfinite(t0)) t0 = 0, t1 = 1;
   char sub[256];
   const kt_report_entry *f = n ? &e[0] : NULL;
+  for (size_t i = 0; i < n; i++)
+    if (e[i].timeline) {
+      f = &e[i];
+      break;
+    }
   const kt_costs *c = costs ? costs : f ? f->info.costs : NULL;
-  if (c)
+  if (c && f)
     snprintf(sub, sizeof sub,
              "P=%d, M=%d%s. Simulated with T_F=%g, T_B=%g, T_W=%g, T_comm=%g%s; memory M_B=%g, "
              "M_W=%g.", f->info.p, f->info.m, n == 1 ? "" : ", every applicable schedule", c->tf,
              c->tb, c->tw, kt_cost_comm(c), c->n_stages ? " (per-stage costs)" : "", c->mem_act,
              c->mem_wgrad);
+  else if (f)
+    snprintf(sub, sizeof sub, "P=%d, M=%d", f->info.p, f->info.m);
   else
-    snprintf(sub, sizeof sub, "P=%d, M=%d", f ? f->info.p : 0, f ? f->info.m : 0);
+    snprintf(sub, sizeof sub, "Nothing was simulated.");
   kt_html_begin(b, title, sub);
   if (ok == 0) {
     kt_html_section_begin(b, "pipelines", "Pipelines", "Nothing to draw.");

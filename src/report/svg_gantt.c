@@ -101,7 +101,8 @@ static void rect(kt_buf *b, double x, double y, double w, double h, const char *
 static void draw_detail(kt_buf *b, const layout *L, const kt_timeline *t, const size_t *idx,
                         double y_off, double bar_h, int pred) {
   double font = bar_h - 7 > 11 ? 11 : bar_h - 7;
-  kt_buf_puts(b, pred ? "<g class=\"pred\" opacity=\"0.85\">\n"
+  kt_buf_puts(b, pred ? "<g class=\"pred\" opacity=\"0.85\" stroke=\"#FFFFFF\" "
+                        "stroke-width=\"0.4\">\n"
                       : "<g class=\"bars\" stroke=\"#FFFFFF\" stroke-width=\"0.6\">\n");
   for (size_t k = 0; k < t->n_events; k++) {
     const kt_event *e = &t->events[idx[k]];
@@ -140,6 +141,19 @@ static void draw_detail(kt_buf *b, const layout *L, const kt_timeline *t, const 
   kt_buf_puts(b, "</g>\n");
 }
 
+/* Busy share of each op in bins k0..k1 of one rank (row = its first cell). */
+static void bin_share(const double *row, size_t k0, size_t k1, double bin, double span,
+                      double *f) {
+  double w = 0;
+  for (int op = 0; op < KT_OP_COUNT; op++) f[op] = 0;
+  for (size_t k = k0; k <= k1; k++) {
+    double lo = (double)k * bin;
+    w += lo + bin > span && span > lo ? span - lo : bin;
+    for (int op = 0; op < KT_OP_COUNT; op++) f[op] += row[k * KT_OP_COUNT + op];
+  }
+  for (int op = 0; op < KT_OP_COUNT; op++) f[op] = w > 0 ? f[op] / w : 0;
+}
+
 /* Aggregated view. Returns -1 on allocation failure. */
 static int draw_aggregate(kt_buf *b, const layout *L, const kt_timeline *t, double span,
                           double y_off, double bar_h, int pred) {
@@ -148,7 +162,7 @@ static int draw_aggregate(kt_buf *b, const layout *L, const kt_timeline *t, doub
   for (size_t i = 0; i < t->n_events; i++) dsum += t->events[i].end - t->events[i].start;
   double mean = t->n_events ? dsum / (double)t->n_events : 0;
   double bin = BIN_PX / L->ppu;
-  if (bin < 3 * mean) bin = 3 * mean;
+  if (bin < 4 * mean) bin = 4 * mean;
   if (!(bin > 0)) bin = span > 0 ? span : 1;
   size_t nb = (size_t)ceil(span / bin);
   if (nb < 1) nb = 1;
@@ -178,29 +192,33 @@ static int draw_aggregate(kt_buf *b, const layout *L, const kt_timeline *t, doub
   }
   kt_buf_puts(b, pred ? "<g class=\"pred\" opacity=\"0.85\">\n" : "<g class=\"bars agg\">\n");
   for (int r = 0; r < L->p; r++) {
+    const double *row = busy + (size_t)r * nb * KT_OP_COUNT;
     size_t k = 0;
     while (k < nb) {
-      /* grow a block while bins stay close to its running average */
-      double avg[KT_OP_COUNT] = {0}, sum_w = 0;
-      int n[KT_OP_COUNT] = {0};
+      /* grow a block while bins stay close to its average; bins are compared
+       * smoothed over their neighbours, so a period that beats with the bin
+       * width does not cut the block into bricks */
+      double avg[KT_OP_COUNT], ref[KT_OP_COUNT] = {0};
+      int n[KT_OP_COUNT] = {0}, idle = 0;
       size_t k0 = k;
       for (; k < nb; k++) {
-        double lo = (double)k * bin, w = (lo + bin > span ? span - lo : bin);
-        if (w <= 0) w = bin;
-        double f[KT_OP_COUNT], tot = 0, atot = 0, diff = 0;
+        double raw[KT_OP_COUNT], sm[KT_OP_COUNT], tot = 0, diff = 0;
+        bin_share(row, k, k, bin, span, raw);
+        bin_share(row, k > 0 ? k - 1 : 0, k + 1 < nb ? k + 1 : k, bin, span, sm);
+        for (int op = 0; op < KT_OP_COUNT; op++) tot += raw[op];
+        if (k == k0) idle = tot < 0.02;
         for (int op = 0; op < KT_OP_COUNT; op++) {
-          f[op] = busy[CELL(r, k, op)] / w;
-          tot += f[op];
-          atot += avg[op];
-          if (fabs(f[op] - avg[op]) > diff) diff = fabs(f[op] - avg[op]);
+          double d = fabs(sm[op] - ref[op] / (double)(k - k0 ? k - k0 : 1));
+          if (d > diff) diff = d;
         }
-        if (k > k0 && (diff > MERGE_TOL || (tot < 0.02) != (atot < 0.02))) break;
+        if (k > k0 && (diff > MERGE_TOL || (tot < 0.02) != idle)) break;
         for (int op = 0; op < KT_OP_COUNT; op++) {
-          avg[op] = (avg[op] * sum_w + f[op] * w) / (sum_w + w);
+          ref[op] += sm[op];
           n[op] += count[CELL(r, k, op)];
         }
-        sum_w += w;
       }
+      bin_share(row, k0, k - 1, bin, span, avg);
+      double sum_w = (k * bin < span ? (double)k * bin : span) - (double)k0 * bin;
       double x = L->x0 + (double)k0 * bin * L->ppu, w = sum_w * L->ppu;
       double y = L->top + r * L->row_h + y_off + bar_h; /* bands stack up from the bottom */
       for (int op = 0; op < KT_OP_COUNT; op++) {
@@ -339,7 +357,8 @@ void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts
   kt_buf_puts(b, "</g>\n");
   char xlabel[64];
   snprintf(xlabel, sizeof xlabel, "time (%s)", shown);
-  kt__svg_x_axis(b, L.x0, L.x0 + plot_w, L.top + rows_h + 2, L.top, t0, t1, tscale, xlabel);
+  /* the axis counts from the chart's start (a measured step starts anywhere) */
+  kt__svg_x_axis(b, L.x0, L.x0 + plot_w, L.top + rows_h + 2, L.top, 0, t1 - t0, tscale, xlabel);
   double inset = L.row_h >= 16 ? 3 : 1.5;
   double bar_h = L.row_h - 2 * inset, pred_h = 0;
   if (opts->predicted) {
