@@ -299,8 +299,8 @@ kt_status kt_plan_model_parse(const char *json, kt_plan_model *out, kt_error *er
     }
     apply_preset(out, p);
   }
-  snprintf(out->name, sizeof out->name, "%s",
-           cJSON_IsString(name) ? name->valuestring : out->name[0] ? out->name : "custom");
+  if (cJSON_IsString(name)) snprintf(out->name, sizeof out->name, "%s", name->valuestring);
+  else if (!out->name[0]) snprintf(out->name, sizeof out->name, "custom");
   if (cJSON_IsArray(layers)) {
     if (base) {
       st = kt_fail(err, KT_EINVAL, "model spec: \"preset\" and a \"layers\" list exclude each other");
