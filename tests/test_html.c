@@ -4,10 +4,12 @@
 #include "check.h"
 #include "kaiten/report.h"
 
-#define REQUIRE_VOID(cond) \
-  do {                     \
-    CHECK(cond);           \
-    if (!(cond)) return;   \
+/* Evaluates cond once (it may allocate); returns from a void function when false. */
+#define REQUIRE_VOID(cond)      \
+  do {                          \
+    int _ok = (cond) ? 1 : 0;   \
+    CHECK(_ok && #cond);        \
+    if (!_ok) return;           \
   } while (0)
 
 static int sim(kt_schedule_kind kind, int p, int m, kt_schedule *s, kt_timeline *t) {
