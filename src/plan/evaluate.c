@@ -133,6 +133,30 @@ static void rank_memory(const kt__plan_ctx *x, const kt__sched_entry *se, const 
   r->fits = r->mem_peak <= x->budget;
 }
 
+/* A lower bound on one round's wall clock for the stage costs in r, valid
+ * for any schedule: rank k cannot start before micro-batch 0 has gone
+ * forward through the stages before it (they sit on other ranks in loop and
+ * v placement), and then runs M times its stages' F + I + W. With one chunk
+ * per rank, its last input-gradient also waits for all its F and I and is
+ * followed by the input-gradients of the stages before it. */
+static double round_bound(const kt__sched_entry *se, const kt_plan_result *r,
+                          const kt_plan_config *cfg) {
+  double best = 0, fill = 0, back = 0, M = cfg->m, c = r->p2p_time;
+  for (int k = 0; k < cfg->p; k++) {
+    double work = 0;
+    for (int ch = 0; ch < cfg->v; ch++) {
+      int j = kt_rank_chunk_stage(&se->s, k, ch);
+      work += r->stage_f[j] + r->stage_i[j] + r->stage_w[j];
+    }
+    best = fmax(best, fill + M * work);
+    if (cfg->v == 1)
+      best = fmax(best, fill + M * (r->stage_f[k] + r->stage_i[k]) + back);
+    fill += r->stage_f[k] + c;
+    back += r->stage_i[k] + c;
+  }
+  return best;
+}
+
 static void set_reason(const kt__plan_ctx *x, kt_plan_result *r) {
   if (!r->fits) {
     int worst = 0;
@@ -144,9 +168,11 @@ static void set_reason(const kt__plan_ctx *x, kt_plan_result *r) {
   }
   double step = r->step_time > 0 ? r->step_time : 1;
   double bubble = r->bubble_ratio * r->cfg.k * r->round_time / step;
+  double tp = (double)r->cfg.k * r->cfg.m * r->tp_time / step;
   snprintf(r->reason, sizeof r->reason,
-           "bubble %.1f%% of step, dp sync %.1f%%, imbalance %.1f%%, memory %.0f%% of budget",
-           100 * bubble, 100 * r->dp_time / step, 100 * r->imbalance,
+           "bubble %.1f%% of step, dp sync %.1f%%, tp comm %.1f%%, imbalance %.1f%%, "
+           "memory %.0f%% of budget",
+           100 * bubble, 100 * r->dp_time / step, 100 * tp, 100 * r->imbalance,
            100 * r->mem_peak / x->budget);
 }
 
@@ -164,9 +190,10 @@ static kt_status alloc_result(kt_plan_result *r, int P, int S, double **bufs) {
              : KT_ENOMEM;
 }
 
-kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, kt_plan_result *r,
-                                kt_error *err) {
+kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, double cutoff,
+                                kt_plan_result *r, int *cut, kt_error *err) {
   memset(r, 0, sizeof *r);
+  if (cut) *cut = 0;
   kt_status st = kt__plan_check_config(x, cfg, 0, err);
   if (st) return st;
   if (cfg->schedule == KT_SCHED_ZB_AUTO)
@@ -227,6 +254,10 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, kt_p
     rank_params = fmax(rank_params, params);
   }
   r->dp_time = kt__plan_dp_time(x, cfg, rank_params);
+  if (r->fits && cut) {
+    *cut = cfg->k * round_bound(se, r, cfg) + r->dp_time > cutoff;
+    if (*cut) goto done; /* cannot beat the cutoff: skip the simulation */
+  }
   if (r->fits) {
     kt_costs sc;
     kt_costs_default(&sc);
@@ -253,7 +284,7 @@ kt_status kt_plan_evaluate(const kt_plan_model *m, const kt_plan_cluster *c,
   kt__plan_ctx *x;
   kt_status st = kt__plan_ctx_create(m, c, o, &x, err);
   if (st) return st;
-  st = kt__plan_ctx_evaluate(x, cfg, out, err);
+  st = kt__plan_ctx_evaluate(x, cfg, INFINITY, out, NULL, err);
   kt__plan_ctx_destroy(x);
   return st;
 }

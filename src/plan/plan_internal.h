@@ -102,9 +102,11 @@ kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_schedu
 kt_status kt__plan_check_config(const kt__plan_ctx *x, const kt_plan_config *cfg,
                                 long global_batch, kt_error *err);
 
-/* Evaluates cfg with the context's caches (see kt_plan_evaluate). */
-kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, kt_plan_result *out,
-                                kt_error *err);
+/* Evaluates cfg with the context's caches (see kt_plan_evaluate). With cut
+ * non-NULL, a fitting configuration whose step time provably exceeds cutoff
+ * is not simulated: *cut = 1 and its times stay 0. */
+kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, double cutoff,
+                                kt_plan_result *out, int *cut, kt_error *err);
 
 /* Gradient synchronisation time per step (all-reduce of the largest rank's
  * gradients over D replicas, plus zero-3 parameter gathers over K rounds). */

@@ -273,7 +273,11 @@ kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
     }
     kt_plan_result r;
     kt_error why;
-    st = kt__plan_ctx_evaluate(s.x, &cd->cfg, &r, &why);
+    int cut = 0;
+    double cutoff = sp->top > 0 && rep->n == sp->top
+                        ? rep->configs[sp->top - 1].step_time * (1 + TIE)
+                        : INFINITY;
+    st = kt__plan_ctx_evaluate(s.x, &cd->cfg, cutoff, &r, &cut, &why);
     if (st == KT_ENOMEM) {
       kt_fail(err, st, "%s", why.msg);
       goto done;
@@ -283,10 +287,11 @@ kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
       st = KT_OK;
       continue;
     }
-    rep->evaluated++;
+    if (!cut) rep->evaluated++;
     if (!(rep->min_memory > 0) || r.mem_peak < rep->min_memory) rep->min_memory = r.mem_peak;
-    if (!r.fits) {
-      rep->no_fit++;
+    if (!r.fits || cut) {
+      if (cut) rep->pruned_time++;
+      else rep->no_fit++;
       kt_plan_result_free(&r);
       continue;
     }
