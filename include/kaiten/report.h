@@ -79,7 +79,7 @@ typedef struct {
   int row_height;      /* px per rank, 0 = by P (24, 18 or 12) */
   double t_min, t_max; /* time range; t_max <= t_min = the events' own range */
   size_t max_rects;    /* more events than this are drawn aggregated (0 = 4000) */
-  double min_bar_px;   /* narrower actions are drawn aggregated (0 = 1.5) */
+  double min_bar_px;   /* narrower actions are drawn aggregated (0 = 2) */
   int force_aggregate; /* always draw the aggregated view */
   /* Optional second timeline (e.g. the prediction for a measured run): drawn
    * as a thin strip under each rank's bars, same colours, data-pred="1". */

@@ -99,11 +99,12 @@ static void rect(kt_buf *b, double x, double y, double w, double h, const char *
 
 /* Detail view of t's events into band [y_off, y_off + bar_h) of each row. */
 static void draw_detail(kt_buf *b, const layout *L, const kt_timeline *t, const size_t *idx,
-                        double y_off, double bar_h, int pred) {
+                        double y_off, double bar_h, int pred, double min_px) {
   double font = bar_h - 7 > 11 ? 11 : bar_h - 7;
-  kt_buf_puts(b, pred ? "<g class=\"pred\" opacity=\"0.85\" stroke=\"#FFFFFF\" "
-                        "stroke-width=\"0.4\">\n"
-                      : "<g class=\"bars\" stroke=\"#FFFFFF\" stroke-width=\"0.6\">\n");
+  /* a thin white edge separates neighbours, unless it would eat thin bars */
+  const char *edge = min_px >= 4 ? " stroke=\"#FFFFFF\" stroke-width=\"0.6\"" : "";
+  kt_buf_printf(b, "<g class=\"%s\"%s%s>\n", pred ? "pred" : "bars",
+                pred ? " opacity=\"0.85\"" : "", edge);
   for (size_t k = 0; k < t->n_events; k++) {
     const kt_event *e = &t->events[idx[k]];
     if (e->rank < 0 || e->rank >= L->p) continue;
@@ -314,7 +315,7 @@ void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts
   L.row_h = opts->row_height > 0 ? opts->row_height : L.p <= 8 ? 24 : L.p <= 16 ? 18 : 13;
   L.top = LEGEND_H;
   size_t max_rects = opts->max_rects ? opts->max_rects : 4000;
-  double min_px = opts->min_bar_px > 0 ? opts->min_bar_px : 1.5;
+  double min_px = opts->min_bar_px > 0 ? opts->min_bar_px : 2;
   size_t n_all = t->n_events + (opts->predicted ? opts->predicted->n_events : 0);
   int aggregate = opts->force_aggregate || n_all > max_rects || dmin * L.ppu < min_px;
   double plot_w = span * L.ppu;
@@ -323,12 +324,16 @@ void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts
   double h = L.top + rows_h + AXIS_H;
   const char *shown;
   double tscale = time_display(t->time_unit, span, &shown);
+  char unit[16]; /* the unit goes into an attribute: keep it to safe characters */
+  snprintf(unit, sizeof unit, "%s", shown);
+  for (char *c = unit; *c; c++)
+    if (strchr("<>&\"'", *c)) *c = '_';
   char attrs[256];
   snprintf(attrs, sizeof attrs,
            " class=\"gantt\" data-mode=\"%s\" data-p=\"%d\" data-t0=\"%.9g\" data-ppu=\"%.9g\""
            " data-x0=\"%d\" data-tscale=\"%g\" data-tunit=\"%s\"",
            aggregate ? "aggregate" : "detail", L.p, t0, L.ppu, KT_SVG_MARGIN_LEFT, tscale,
-           shown);
+           unit);
   kt_buf legend;
   kt_buf_init(&legend);
   double legend_end = draw_legend(&legend, opts, ops, aggregate) + 8;
@@ -369,7 +374,7 @@ void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts
   if (aggregate) {
     if (draw_aggregate(b, &L, t, span, inset, bar_h, 0)) b->failed = 1;
   } else if (idx) {
-    draw_detail(b, &L, t, idx, inset, bar_h, 0);
+    draw_detail(b, &L, t, idx, inset, bar_h, 0, dmin * L.ppu);
   } else {
     b->failed = 1;
   }
@@ -380,7 +385,7 @@ void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts
     if (aggregate) {
       if (draw_aggregate(b, &L, pt, span, inset + bar_h + 1, pred_h, 1)) b->failed = 1;
     } else if (pidx) {
-      draw_detail(b, &L, pt, pidx, inset + bar_h + 1, pred_h, 1);
+      draw_detail(b, &L, pt, pidx, inset + bar_h + 1, pred_h, 1, dmin * L.ppu);
     } else {
       b->failed = 1;
     }
