@@ -25,6 +25,11 @@ typedef struct kt_data_source {
  * teacher of x; sample i of the stream is a function of (seed, i) only. */
 kt_status kt_data_mlp_create(int hidden, uint64_t seed, kt_data_source **out, kt_error *err);
 
+/* Byte-level text for the GPT (kaiten data: a file, or NULL for the built-in
+ * corpus); validation from the held-out tail. EIO, EINVAL, ENOMEM. */
+kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_batch,
+                                     uint64_t seed, kt_data_source **out, kt_error *err);
+
 typedef struct {
   int step;              /* optimizer step just finished (0-based) */
   int steps;             /* total */

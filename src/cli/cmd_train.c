@@ -23,11 +23,11 @@ static const cli_opt train_opts_table[] = {
     {"seed", 0, "S", "seed for weights and data (default 1)"},
     {"partition", 0, "LIST", "layers per stage, e.g. 2,3,3 (default: balanced by cost)"},
     {"optimizer", 0, "NAME", "adamw (default) | sgd"},
-    {"lr", 0, "X", "peak learning rate (default 1e-3 adamw, 0.05 sgd)"},
+    {"lr", 0, "X", "peak learning rate (default: adamw 3e-3 GPT, 1e-3 MLP; sgd 0.05)"},
     {"momentum", 0, "X", "SGD momentum (default 0)"},
     {"weight-decay", 0, "X", "AdamW decoupled weight decay (default 0)"},
     {"grad-clip", 0, "X", "clip the global gradient norm to X (default 1 for GPT, off for MLP)"},
-    {"warmup", 0, "N", "linear learning-rate warm-up steps (default 0)"},
+    {"warmup", 0, "N", "linear learning-rate warm-up steps (default: 5% of --steps for GPT, 0 MLP)"},
     {"decay-steps", 0, "N", "cosine decay to 0.1 lr over N steps (default --steps; kept on resume)"},
     {"val-every", 0, "N", "validation loss every N steps (default 10; 0 = never)"},
     {"run-dir", 0, "DIR", "write config.json, metrics.jsonl, timelines and checkpoints to DIR"},
@@ -47,7 +47,7 @@ static const cli_opt train_opts_table[] = {
 };
 
 /* The model a bare `kaiten train` builds. */
-#define KT_DEFAULT_MODEL "mlp"
+#define KT_DEFAULT_MODEL "gpt"
 
 static const char *const shape_flags[] = {"layers", "hidden", "heads", "seq-len", "tie-embeddings"};
 
@@ -76,11 +76,11 @@ int train_parse(const cli_args *a, train_opts *o) {
       cli_int(a, "heads", 1, 4096, o->model.heads ? o->model.heads : 1, &heads) ||
       cli_int(a, "seq-len", 1, 65536, o->model.seq_len ? o->model.seq_len : 1, &seq) ||
       cli_int(a, "val-every", 0, 100000000, 10, &val) ||
-      cli_int(a, "warmup", 0, 100000000, 0, &warm) ||
+      cli_int(a, "warmup", 0, 100000000, -1, &warm) ||
       cli_int(a, "decay-steps", 1, 100000000, 1, &decay) ||
       cli_int(a, "act-bytes", 1, 1L << 30, 65536, &act) ||
       cli_int(a, "checkpoint-every", 1, 100000000, 1, &ckpt) ||
-      cli_double(a, "lr", 0, 10, okind == KT_OPTIM_SGD ? 0.05 : 1e-3, &lr) ||
+      cli_double(a, "lr", 0, 10, okind == KT_OPTIM_SGD ? 0.05 : gpt ? 3e-3 : 1e-3, &lr) ||
       cli_double(a, "momentum", 0, 1, 0, &mom) || cli_double(a, "weight-decay", 0, 10, 0, &wd) ||
       cli_double(a, "grad-clip", 0, 1e30, gpt ? 1.0 : 0.0, &clip) ||
       cli_double(a, "tf", 0, 1e6, 2, &o->tf) || cli_double(a, "tb", 0, 1e6, 2, &o->tb) ||
@@ -131,7 +131,8 @@ int train_parse(const cli_args *a, train_opts *o) {
   o->optim.momentum = mom;
   o->optim.weight_decay = wd;
   o->optim.grad_clip = clip;
-  o->optim.warmup_steps = (int)warm;
+  /* GPT default: warm up over the first 5% of the steps */
+  o->optim.warmup_steps = warm >= 0 ? (int)warm : gpt ? (int)(o->steps / 20) : 0;
   o->decay_given = cli_has(a, "decay-steps");
   o->optim.decay_steps = o->decay_given ? (int)decay : o->steps;
   if (o->synthetic && o->partition) return cli_usage_error("--partition has no meaning with --synthetic");

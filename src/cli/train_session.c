@@ -122,7 +122,7 @@ static kt_status make_data(const train_opts *o, kt_data_source **out, kt_error *
   *out = NULL;
   if (o->synthetic) return KT_OK;
   if (o->model.kind == KT_MODEL_MLP) return kt_data_mlp_create(o->model.hidden, o->seed, out, err);
-  return kt_fail(err, KT_EINVAL, "the gpt data source is not wired into this build yet");
+  return kt_data_text_source_create(o->data_path, o->model.seq_len, o->b, o->seed, out, err);
 }
 
 static void final_report(session *s, const kt_schedule *sched, const kt_train_result *res,
