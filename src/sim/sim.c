@@ -191,6 +191,7 @@ kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
                        r, at, S, s->m);
       }
     }
+  if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */
   sim_state st = {.s = s, .c = c, .S = S, .M = s->m, .comm = kt_cost_comm(c)};
   size_t cells = (size_t)S * (size_t)s->m;
   st.f_end = malloc(cells * sizeof(double));
@@ -208,7 +209,6 @@ kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
     goto done;
   }
   for (size_t i = 0; i < cells; i++) st.f_end[i] = st.bi_end[i] = st.i_end[i] = NAN;
-  if (out) kt_timeline_init(out, s->p, "unit", "unit");
   for (int r = 0; r < s->p; r++) {
     st.free_at[r] = 0;
     wake(&st, r);
