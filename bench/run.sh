@@ -3,6 +3,7 @@
 set -euo pipefail
 B=${1:-build}
 "$B/bench/bench_schedule"
+"$B/bench/bench_plan"
 "$B/bench/bench_runtime"
 "$B/bench/bench_transport"
 if command -v mpirun >/dev/null; then

@@ -133,6 +133,33 @@ static void rank_memory(const kt__plan_ctx *x, const kt__sched_entry *se, const 
   r->fits = r->mem_peak <= x->budget;
 }
 
+/* Search shortcut before generating the schedule: every rank holds its
+ * model states and, at some point, at least one micro-batch of each of its
+ * stages. When that already exceeds the budget the configuration cannot fit;
+ * mem_rank then holds this lower bound. */
+static int surely_over(const kt__plan_ctx *x, const kt_plan_config *cfg, const stage_bufs *sb,
+                       kt_plan_result *r) {
+  kt_schedule shape = {.p = cfg->p, .v = cfg->v,
+                       .placement = cfg->schedule == KT_SCHED_ZBV ||
+                                            cfg->schedule == KT_SCHED_DUALPIPEV
+                                        ? KT_PLACEMENT_V
+                                        : KT_PLACEMENT_LOOP};
+  r->mem_peak = 0;
+  for (int k = 0; k < cfg->p; k++) {
+    double params = 0, act = 0;
+    for (int c = 0; c < cfg->v; c++) {
+      int j = kt_rank_chunk_stage(&shape, k, c);
+      params += sb->params[j];
+      act = fmax(act, sb->act[j]);
+    }
+    r->mem_state[k] = kt_plan_state_bytes(params, x->o, 1, cfg->d);
+    r->mem_rank[k] = r->mem_state[k] + act;
+    r->mem_peak = fmax(r->mem_peak, r->mem_rank[k]);
+  }
+  r->fits = 0;
+  return r->mem_peak > x->budget;
+}
+
 /* A lower bound on one round's wall clock for the stage costs in r, valid
  * for any schedule: rank k cannot start before micro-batch 0 has gone
  * forward through the stages before it (they sit on other ranks in loop and
@@ -204,8 +231,6 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
   int S = cfg->p * cfg->v, P = cfg->p;
   const kt__part_entry *pe = kt__plan_ctx_partition(x, S, ce, 0, NULL, err);
   if (!pe) return KT_EINVAL;
-  const kt__sched_entry *se = kt__plan_ctx_schedule(x, cfg->schedule, P, cfg->v, cfg->m, err);
-  if (!se) return KT_EINVAL;
   r->cfg = *cfg;
   double *bufs = NULL;
   if (alloc_result(r, P, S, &bufs)) {
@@ -215,6 +240,15 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
   stage_bufs sb = {bufs, bufs + S, bufs + 2 * S, bufs + 3 * S};
   memcpy(r->partition, pe->counts, sizeof(int) * (size_t)S);
   double boundary = stage_sums(ce->costs, S, r, &sb);
+  if (cut && cfg->v > 1 && surely_over(x, cfg, &sb, r)) {
+    set_reason(x, r); /* the partition is final with V > 1: no need for the schedule */
+    goto done;
+  }
+  const kt__sched_entry *se = kt__plan_ctx_schedule(x, cfg->schedule, P, cfg->v, cfg->m, err);
+  if (!se) {
+    st = KT_EINVAL;
+    goto done;
+  }
   rank_memory(x, se, cfg, &sb, r);
   if (!r->fits && cfg->v == 1 && P > 1) {
     /* the time-balanced cut does not fit: cut again under the memory cap with

@@ -6,9 +6,10 @@
  * get easier when it loses layers, so for stage j the furthest end maxend(a)
  * from a start a is non-decreasing in a (two pointers, O(n)), and the set of
  * prefixes the first j stages can cover exactly follows in O(n): O(S*n) per
- * probe. The optimum B* is a stage load; bisection on B, where each feasible
- * probe lowers the upper bound to the load of the partition it found, closes
- * on B* to rounding. Among the optimal partitions the reconstruction picks,
+ * probe. The optimum B* is a stage load (a segment sum); bisection probes
+ * only segment sums, each feasible probe lowering the upper bound to the
+ * load of the cut it found, and stops when no segment sum is left between
+ * the bounds: the result is exact. Among the optimal partitions the reconstruction picks,
  * from the last stage back, the cut closest to an even share of what is left.
  */
 #include <math.h>
@@ -102,6 +103,26 @@ static int greedy(const workspace *w, double B, double *worst) {
   return a == w->n;
 }
 
+/* The stage load to probe next: the smallest segment sum >= mid if one is
+ * below hi, else the largest one in (lo, mid). 0 when (lo, hi) holds none,
+ * i.e. hi is optimal. Both are two-pointer sweeps, O(n). */
+static int next_candidate(const workspace *w, double lo, double mid, double hi, double *out) {
+  const double *L = w->L;
+  int n = w->n;
+  double up = INFINITY, down = -INFINITY;
+  for (int a = 0, e = 0; a < n; a++) {
+    if (e <= a) e = a + 1;
+    while (e < n && L[e] - L[a] < mid) e++;
+    if (L[e] - L[a] >= mid) up = fmin(up, L[e] - L[a]);
+    int d = e; /* largest end with a sum below mid */
+    while (d > a && L[d] - L[a] >= mid) d--;
+    if (d > a && L[d] - L[a] > lo) down = fmax(down, L[d] - L[a]);
+  }
+  if (up < hi) return *out = up, 1;
+  if (down > lo && down < hi) return *out = down, 1;
+  return 0;
+}
+
 static kt_status check_array(const double *x, int n, const char *what, kt_error *err) {
   for (int i = 0; x && i < n; i++)
     if (!isfinite(x[i]) || x[i] < 0)
@@ -156,19 +177,14 @@ kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *c
     goto done;
   }
   double hi = reconstruct(&w, counts);
-  double lo = fmax(w.L[n] / stages, maxload); /* B* >= both */
-  if (hi <= lo) {
-    lo = hi;
-  } else if (feasible(&w, lo)) {
-    hi = reconstruct(&w, counts);
-    lo = hi;
-  }
-  /* invariant: a cut of load hi exists; lo < B* unless lo == hi */
-  for (int iter = 0; iter < 200 && hi - lo > 1e-13 * hi; iter++) {
-    double mid = lo + (hi - lo) / 2, worst = 0;
-    if (mid <= lo || mid >= hi) break;
-    int ok = uniform ? greedy(&w, mid, &worst) : feasible(&w, mid);
-    if (!ok) lo = mid;
+  /* invariant: a cut of load hi exists; every stage load <= lo is infeasible */
+  double lo = -1;
+  for (int iter = 0; iter < 200; iter++) {
+    double mid = lo < 0 ? fmax(w.L[n] / stages, maxload) : lo + (hi - lo) / 2, probe;
+    if (!next_candidate(&w, lo, mid, hi, &probe)) break; /* no stage load in (lo, hi) */
+    double worst = 0;
+    int ok = uniform ? greedy(&w, probe, &worst) : feasible(&w, probe);
+    if (!ok) lo = probe;
     else hi = uniform ? worst : reconstruct(&w, counts);
   }
   if (!feasible(&w, hi)) { /* cannot happen: hi came from a partition */
