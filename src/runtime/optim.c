@@ -91,34 +91,51 @@ static kt_status sum_tied(kt__worker *w, kt_error *err) {
   return st;
 }
 
+static void sgd_update(float *restrict p, const float *restrict g, float *restrict v, size_t n,
+                       float lr, float momentum, float clip) {
+  if (!v) {
+    for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] * clip);
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    v[i] = momentum * v[i] + g[i] * clip;
+    p[i] -= lr * v[i];
+  }
+}
+
+/* AdamW with decoupled weight decay; bias corrections folded into two
+ * multipliers so the loop has one square root and one division. */
+static void adamw_update(float *restrict p, const float *restrict g, float *restrict m,
+                         float *restrict v, size_t n, float lr, float b1, float b2, float eps,
+                         float wd, float clip, float inv_c1, float inv_c2) {
+  for (size_t i = 0; i < n; i++) {
+    float gi = g[i] * clip;
+    float mi = b1 * m[i] + (1 - b1) * gi;
+    float vi = b2 * v[i] + (1 - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] -= lr * (mi * inv_c1 / (sqrtf(vi * inv_c2) + eps) + wd * p[i]);
+  }
+}
+
 static void update_chunk(kt__worker *w, int c, double lr, float clip_scale, int t) {
   const kt_optim_config *o = &w->rt->cfg.optim;
   kt_chunk *ch = w->chunk[c];
-  float *p = ch->params, *g = ch->grads;
   size_t n = ch->n_params;
   if (o->kind == KT_OPTIM_SGD) {
-    float *v = w->opt_state[c];
-    for (size_t i = 0; i < n; i++) {
-      float gi = g[i] * clip_scale;
-      if (v) {
-        v[i] = (float)o->momentum * v[i] + gi;
-        gi = v[i];
-      }
-      p[i] -= (float)lr * gi;
-    }
+    sgd_update(ch->params, ch->grads, w->opt_state[c], n, (float)lr, (float)o->momentum, clip_scale);
     return;
   }
-  float *m = w->opt_state[c], *v = m + n;
-  float b1 = (float)o->beta1, b2 = (float)o->beta2;
-  float c1 = (float)(1.0 - pow(o->beta1, t)), c2 = (float)(1.0 - pow(o->beta2, t));
-  float flr = (float)lr, wd = (float)o->weight_decay, eps = (float)o->eps;
-  for (size_t i = 0; i < n; i++) {
-    float gi = g[i] * clip_scale;
-    m[i] = b1 * m[i] + (1 - b1) * gi;
-    v[i] = b2 * v[i] + (1 - b2) * gi * gi;
-    float mhat = m[i] / c1, vhat = v[i] / c2;
-    p[i] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
-  }
+  float *m = w->opt_state[c];
+  adamw_update(ch->params, ch->grads, m, m + n, n, (float)lr, (float)o->beta1, (float)o->beta2,
+               (float)o->eps, (float)o->weight_decay, clip_scale,
+               (float)(1.0 / (1.0 - pow(o->beta1, t))), (float)(1.0 / (1.0 - pow(o->beta2, t))));
+}
+
+static double sum_squares(const float *restrict g, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+  return s;
 }
 
 kt_status kt__worker_finish_step(kt__worker *w, kt_error *err) {
@@ -129,19 +146,17 @@ kt_status kt__worker_finish_step(kt__worker *w, kt_error *err) {
   for (int c = 0; c < rt->V && !st; c++) {
     kt_chunk *ch = w->chunk[c];
     if (rt->D > 1) st = kt_allreduce(w->t, KT_GROUP_DATA, ch->grads, ch->n_params, err);
-    for (size_t i = 0; i < ch->n_params; i++) ch->grads[i] *= scale;
+    float *restrict g = ch->grads;
+    for (size_t i = 0; i < ch->n_params; i++) g[i] *= scale;
   }
   if (st) return st;
   /* global norm: every parameter once (the last stage's tied copy is skipped) */
   double local = 0;
   for (int c = 0; c < rt->V; c++) {
     kt_chunk *ch = w->chunk[c];
-    const float *skip = ch->tied && ch->is_last && !ch->is_first ? ch->tied_grad : NULL;
-    for (size_t i = 0; i < ch->n_params; i++) {
-      const float *gi = ch->grads + i;
-      if (skip && gi >= skip && gi < skip + ch->tied_elems) continue;
-      local += (double)*gi * *gi;
-    }
+    local += sum_squares(ch->grads, ch->n_params);
+    if (ch->tied && ch->is_last && !ch->is_first) /* counted once, on the first stage */
+      local -= sum_squares(ch->tied_grad, ch->tied_elems);
   }
   float sums[2] = {(float)local, (float)w->loss_sum};
   /* pipeline group: the norm (replicas agree after the all-reduce); the loss
