@@ -91,7 +91,11 @@ struct kt_chunk {
   /* Tied LM head (GPT with tie_embeddings): the chunk's copy of the token
    * embedding, and its gradient; NULL when this chunk holds none. When the
    * first and last unit are in different chunks the runtime sums the two
-   * gradients before the optimizer step, so the copies stay identical. */
+   * gradients before the optimizer step, so the copies stay identical.
+   * GPT keeps both copies inside params (unit 0's wte, unit L+1's head), so
+   * checkpoints by unit stay whole; a chunk holding both units points tied at
+   * wte and gives the two copies the same summed gradient itself (the
+   * runtime must not add it twice). */
   float *tied, *tied_grad;
   size_t tied_elems;
   size_t stash_bytes;         /* activation memory held now */
@@ -123,5 +127,42 @@ kt_status kt_partition_parse(const char *text, int n_stages, int units, int *cou
  * minimises the largest stage (exact), never an empty stage. */
 kt_status kt_partition_balanced(const kt_model_config *cfg, int n_stages, int *counts,
                                 kt_error *err);
+
+/* ---- GPT extras: evaluation and sampling -------------------------------------- */
+
+/* Forward of a GPT chunk without touching its stash (validation loss,
+ * sampling): in/out as for forward (data->tokens on the first stage). The
+ * last stage writes the micro-batch's mean loss to *loss when data->targets
+ * is set, and the (b, T, V) logits to `logits` when non-NULL.
+ * EINVAL for a missing input or a token outside the vocabulary. */
+kt_status kt_gpt_chunk_eval(kt_chunk *c, const kt_microbatch *data, const float *in, float *out,
+                            double *loss, float *logits, kt_error *err);
+
+/* The named parameter tensors of a GPT unit, in storage order inside the
+ * unit's slice of params (offsets in floats from the unit's start). matrix
+ * marks weight matrices and embeddings (the usual weight-decay set); biases
+ * and LayerNorm gains are not. Returns the count (writes at most max). */
+typedef struct {
+  const char *name; /* "wte", "qkvw", "ln1b", ... */
+  size_t offset, size;
+  int matrix;
+} kt_param_tensor;
+int kt_gpt_unit_tensors(const kt_model_config *cfg, int unit, kt_param_tensor *out, int max);
+
+typedef struct {
+  float temperature; /* <= 0: greedy (arg max) */
+  int top_k;         /* sample among the k most likely tokens; <= 0: all */
+  uint64_t seed;     /* the same seed and prompt give the same text */
+} kt_sample_params;
+
+/* Generates n_new tokens after the prompt with chunks[0..n_chunks) covering
+ * all units of one GPT model in order (any partition). Each token runs the
+ * forward over the last T tokens of the context (sample 0 of the chunks'
+ * micro-batch; build them with micro_batch 1 for speed). An empty prompt
+ * starts from a newline (byte 10). out receives the n_new new tokens.
+ * EINVAL for chunks that do not form a model, or a prompt token outside the
+ * vocabulary; ENOMEM. */
+kt_status kt_gpt_sample(kt_chunk *const *chunks, int n_chunks, const int *prompt, int n_prompt,
+                        int n_new, const kt_sample_params *params, int *out, kt_error *err);
 
 #endif

@@ -1,0 +1,191 @@
+/* Internal to the GPT model (src/nn/gpt*.c): kernels, parameter and
+ * activation layouts of the three unit kinds, and the chunk's private state.
+ *
+ * Legend: B = samples in a micro-batch, T = time (sequence), C = channels,
+ * NH = attention heads, hs = C / NH head size, V = vocabulary, N = B * T rows.
+ * Weights are stored (out, in) like PyTorch's nn.Linear.
+ *
+ * Kernels follow llm.c: paired names, arguments ordered outputs, saved
+ * buffers, inputs, weights, dimensions; backward kernels accumulate (+=). */
+#ifndef KAITEN_NN_GPT_H
+#define KAITEN_NN_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kaiten/model.h"
+#include "nn/nn.h"
+
+/* ---- kernels (gpt_kernels.c) ----------------------------------------------- */
+
+/* out (B,T,C) = wte[tokens] + wpe[t] */
+void kt__encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
+                         int T, int C);
+/* dwte (V,C) and dwpe (T,C) += scatter of dout (B,T,C) */
+void kt__encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
+                          int T, int C);
+
+/* out (N,C) = (inp - mean) * rstd * weight + bias; saves mean, rstd (N) */
+void kt__layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                           const float *weight, const float *bias, int N, int C);
+/* dinp (N,C), dweight (C), dbias (C) += ... (dweight / dbias may be NULL) */
+void kt__layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, const float *mean,
+                            const float *rstd, int N, int C);
+
+/* out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC, may be NULL) */
+void kt__matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
+                        int C, int OC);
+/* out (N,OC) = residual (N,OC) + inp (N,C) @ weight (OC,C)^T + bias (OC);
+ * the residual add rides on sgemm's beta (the backward of the residual is the
+ * identity and lives with the caller) */
+void kt__matmul_residual_forward(float *out, const float *inp, const float *weight,
+                                 const float *bias, const float *residual, int N, int C, int OC);
+/* dinp (N,C) += dout (N,OC) @ weight (OC,C) */
+void kt__matmul_backward_input(float *dinp, const float *dout, const float *weight, int N, int C,
+                               int OC);
+/* dweight (OC,C) += dout (N,OC)^T @ inp (N,C) */
+void kt__matmul_backward_weight(float *dweight, const float *dout, const float *inp, int N, int C,
+                                int OC);
+/* dbias (OC) += column sums of dout (N,OC) */
+void kt__bias_backward(float *dbias, const float *dout, int N, int OC);
+
+/* out (N) = GELU(inp), tanh approximation (vectorisable, no libm calls) */
+void kt__gpt_gelu_forward(float *out, const float *inp, size_t N);
+/* dinp (N) += GELU'(inp) * dout */
+void kt__gpt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
+
+/* Softmax cross-entropy over V classes for N rows; returns the summed loss.
+ * dlogits (N,V) = dscale * (softmax(logits) - onehot(targets)); dlogits may
+ * alias logits (the gradient is known at forward time, so there is no
+ * separate backward kernel). */
+double kt__crossentropy_forward(float *dlogits, const float *logits, const int *targets, int N,
+                                int V, float dscale);
+
+/* Causal multi-head self-attention.
+ *   inp  (B,T,3C) q | k | v, as produced by the qkv matmul
+ *   qkvp (3,B,NH,T,hs) saved: the same, one contiguous (T,hs) matrix per head
+ *   att  (B,NH,T,T) saved: softmax probabilities (zero above the diagonal)
+ *   out  (B,T,C) heads concatenated
+ *   scratch: kt__attention_scratch_floats(T, C, NH) floats */
+size_t kt__attention_scratch_floats(int T, int C, int NH);
+void kt__attention_forward(float *out, float *qkvp, float *att, float *scratch, const float *inp,
+                           int B, int T, int C, int NH);
+/* dinp (B,T,3C) += gradient through attention, from dout (B,T,C) */
+void kt__attention_backward(float *dinp, float *scratch, const float *dout, const float *qkvp,
+                            const float *att, int B, int T, int C, int NH);
+
+/* exp(x) with relative error < 3e-7 that GCC vectorises at -O2 (no libm
+ * call, no float branches): saturates to exp(-87) below and exp(88) above.
+ * The clamps compare the float's bits as integers so that -ftrapping-math
+ * does not stop if-conversion. Loops that call it are written as blocks of
+ * KT__VB iterations, a trip count the -O2 "very cheap" cost model accepts. */
+#define KT__VB 16
+static inline float kt__fast_expf(float x) {
+  int32_t xi;
+  memcpy(&xi, &x, sizeof xi);
+  xi = xi > 0x42B00000 ? 0x42B00000 : xi; /* x > 88 (positive) -> 88 */
+  uint32_t ux = (uint32_t)xi;
+  ux = ux > 0xC2AE0000u ? 0xC2AE0000u : ux; /* x < -87 (negative) -> -87 */
+  memcpy(&x, &ux, sizeof x);
+  float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
+  float r = x - n * 0.693145751953125f - n * 1.428606765330187e-6f;
+  float p =
+      1.0f +
+      r * (1.0f + r * (0.5f + r * (0.16666667f +
+                                   r * (0.041666668f + r * (0.008333334f + r * 0.0013888889f)))));
+  int32_t e = ((int32_t)n + 127) << 23; /* 2^n */
+  float s;
+  memcpy(&s, &e, sizeof s);
+  return p * s;
+}
+
+/* ---- units (gpt_units.c) ---------------------------------------------------- */
+
+typedef enum { KT__GPT_EMBED, KT__GPT_BLOCK, KT__GPT_HEAD } kt__gpt_kind;
+
+/* Where the stash of a micro-batch lives: `act` is freed when backward_input
+ * ends, `keep` (what backward_weight needs) when backward_weight ends, and
+ * `wgrad` (written by backward_input for backward_weight) sits after `keep`
+ * in the same buffer, so F holds act + keep and I grows keep by wgrad. */
+enum { KT__GPT_ACT, KT__GPT_KEEP, KT__GPT_WGRAD, KT__GPT_SEGMENTS };
+
+/* Parameters of one unit, pointing into a flat params (or grads) buffer. */
+typedef struct {
+  /* embed */
+  float *wte; /* (V,C) */
+  float *wpe; /* (T,C) */
+  /* block */
+  float *ln1w, *ln1b;         /* (C) */
+  float *qkvw, *qkvb;         /* (3C,C), (3C) */
+  float *attprojw, *attprojb; /* (C,C), (C) */
+  float *ln2w, *ln2b;         /* (C) */
+  float *fcw, *fcb;           /* (4C,C), (4C) */
+  float *fcprojw, *fcprojb;   /* (C,4C), (C) */
+  /* head */
+  float *lnfw, *lnfb; /* (C) */
+  float *headw;       /* (V,C): a copy of wte when tied */
+} kt__gpt_params;
+
+/* Activations of one unit for one micro-batch; which fields exist depends on
+ * the unit kind (kt__gpt_acts_point lists them with their segment). */
+typedef struct {
+  /* act */
+  float *x;                   /* (B,T,C) unit input (block, head) */
+  float *ln1_mean, *ln1_rstd; /* (B,T) */
+  float *qkvp;                /* (3,B,NH,T,hs) */
+  float *att;                 /* (B,NH,T,T) */
+  float *res2;                /* (B,T,C) x + attention branch */
+  float *ln2_mean, *ln2_rstd; /* (B,T) */
+  float *fch;                 /* (B,T,4C) before GELU */
+  float *lnf_mean, *lnf_rstd; /* (B,T) */
+  /* keep */
+  float *tokens;           /* (B,T) token ids stored as int: the embed's input */
+  float *ln1, *atty, *ln2; /* (B,T,C) */
+  float *fch_gelu;         /* (B,T,4C) */
+  float *lnf;              /* (B,T,C) */
+  float *dlogits;          /* (B,T,V) logits, then their gradient */
+  /* wgrad */
+  float *dout;  /* (B,T,C) gradient of the unit output (embed, block) */
+  float *dres2; /* (B,T,C) */
+  float *dfch;  /* (B,T,4C) */
+  float *dqkv;  /* (B,T,3C) */
+  /* wgrad: bias and LayerNorm gradients of this micro-batch, reduced in I */
+  float *dln1w, *dln1b, *dqkvb, *dattprojb, *dln2w, *dln2b, *dfcb, *dfcprojb, *dlnfw, *dlnfb;
+} kt__gpt_acts;
+
+/* Scratch shared by the units of a chunk (preallocated for micro_batch). */
+typedef struct {
+  float *qkv;    /* (B,T,3C) */
+  float *dbig;   /* (B,T,4C) */
+  float *dsmall; /* (B,T,C) */
+  float *attn;   /* kt__attention_scratch_floats */
+} kt__gpt_scratch;
+
+kt__gpt_kind kt__gpt_unit_kind(const kt_model_config *cfg, int unit);
+/* Points p into base (a unit's slice of params or grads). */
+void kt__gpt_params_point(kt__gpt_params *p, float *base, const kt_model_config *cfg, int unit);
+/* Floats of segment seg of a unit for B samples; with base non-NULL also
+ * points a's fields of that segment into base. */
+size_t kt__gpt_acts_point(kt__gpt_acts *a, float *base, int seg, const kt_model_config *cfg,
+                          int unit, int B);
+/* Deterministic initialisation of a unit's parameters from its seed. */
+void kt__gpt_params_init(float *base, const kt_model_config *cfg, int unit);
+
+/* Forward of one unit: reads a->x (the unit input), fills its act and keep
+ * fields, writes the unit output to out (embed, block). The head computes the
+ * mean loss into *loss when targets are given (and dlogits, scaled by
+ * 1/(B*T)); with targets NULL it leaves the logits in a->dlogits. */
+kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt__gpt_scratch *s,
+                               float *out, const int *targets, double *loss, kt_error *err);
+/* Input gradient of one unit: reads a->dout (unused by the head), writes
+ * din (B,T,C) (may be NULL for the embed), fills the wgrad fields. */
+void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, kt__gpt_scratch *s,
+                                 float *din);
+/* Weight gradient of one unit: accumulates into c->grads; for the head,
+ * dheadw (when non-NULL) receives the LM head's gradient instead. */
+void kt__gpt_unit_backward_weight(const kt_chunk *c, int unit, const kt__gpt_acts *a,
+                                  float *dheadw);
+
+#endif

@@ -1,0 +1,398 @@
+/* The GPT model through the chunk interface:
+ *  - finite-difference gradient check of the whole model (tied and untied),
+ *  - chunked equivalence: P chunks run in random dependency-respecting orders
+ *    (F chains forward, I chains backward, W anywhere after its I) give the
+ *    loss and gradients of one chunk holding every unit, with and without
+ *    recompute and tied embeddings,
+ *  - the stash: exact byte accounting, and recompute lowering the first
+ *    chunk's peak by the expected factor,
+ *  - identical initialisation for any partition, error reporting. */
+#include <stdint.h>
+
+#include "check.h"
+#include "kaiten/model.h"
+#include "nn/gpt.h"
+
+static uint64_t rng_state = 7;
+static uint32_t urand32(void) {
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (uint32_t)(rng_state >> 33);
+}
+static float urand(void) { return (float)(urand32() * (2.0 / 2147483648.0)) - 1.0f; }
+
+/* Runs expr (a kt_status); on failure records it with err's reason and returns. */
+#define TRY(expr)                              \
+  do {                                         \
+    kt_status _st = (expr);                    \
+    CHECK_MSG(!_st, "%s: %s", #expr, err.msg); \
+    if (_st) return;                           \
+  } while (0)
+
+static kt_model_config small_config(int tie, int recompute) {
+  kt_model_config cfg;
+  kt_model_config_default(&cfg, KT_MODEL_GPT);
+  cfg.layers = 4;
+  cfg.hidden = 16;
+  cfg.heads = 2;
+  cfg.seq_len = 8;
+  cfg.vocab = 32;
+  cfg.tie_embeddings = tie;
+  cfg.recompute = recompute;
+  cfg.seed = 5;
+  return cfg;
+}
+
+static void fill_batch(int *tokens, int *targets, int n, int V) {
+  for (int i = 0; i < n; i++) tokens[i] = (int)(urand32() % (uint32_t)V);
+  for (int i = 0; i < n; i++) targets[i] = (int)(urand32() % (uint32_t)V);
+}
+
+/* ---- whole-model finite differences ------------------------------------------- */
+
+static double eval_loss(kt_chunk *c, const kt_microbatch *mb) {
+  double loss = 0;
+  kt_error err;
+  kt_status st = kt_gpt_chunk_eval(c, mb, NULL, NULL, &loss, NULL, &err);
+  CHECK_MSG(!st, "%s", err.msg);
+  return loss;
+}
+
+static void test_model_fd(int tie) {
+  kt_model_config cfg = small_config(tie, 0);
+  cfg.layers = 2, cfg.hidden = 8, cfg.seq_len = 5, cfg.vocab = 11;
+  int Bm = 2, n = Bm * cfg.seq_len, U = kt_model_units(&cfg);
+  kt_chunk *c;
+  kt_error err;
+  TRY(kt_chunk_create(&cfg, 0, U, Bm, 1, &c, &err));
+  /* larger weights than the 0.02 init make every path matter */
+  kt__gpt_params p;
+  for (size_t i = 0; i < c->n_params; i++) c->params[i] = 0.3f * urand();
+  for (int u = 1; u <= cfg.layers + 1; u++) {
+    kt__gpt_params_point(&p, c->params + c->unit_offset[u], &cfg, u);
+    float *gains[] = {p.ln1w, p.ln2w, p.lnfw};
+    for (int g = 0; g < 3; g++)
+      if (gains[g])
+        for (int i = 0; i < cfg.hidden; i++) gains[g][i] = 1.0f + 0.3f * urand();
+  }
+  kt__gpt_params emb, head;
+  kt__gpt_params_point(&emb, c->params, &cfg, 0);
+  kt__gpt_params_point(&head, c->params + c->unit_offset[U - 1], &cfg, U - 1);
+  size_t VC = (size_t)cfg.vocab * cfg.hidden;
+  if (tie) memcpy(head.headw, emb.wte, VC * sizeof(float));
+  int tokens[64], targets[64];
+  fill_batch(tokens, targets, n, cfg.vocab);
+  kt_microbatch mb = {.b = Bm, .tokens = tokens, .targets = targets};
+  double loss;
+  kt_chunk_zero_grad(c);
+  TRY(c->ops->forward(c, 0, &mb, NULL, NULL, &loss, &err));
+  CHECK_NEAR(loss, eval_loss(c, &mb), 1e-6);
+  TRY(c->ops->backward_input(c, 0, &mb, NULL, NULL, &err));
+  TRY(c->ops->backward_weight(c, 0, &err));
+  if (tie) CHECK(!memcmp(c->grads + (head.headw - c->params), c->grads, VC * sizeof(float)));
+  /* per parameter tensor: all coordinates, central differences */
+  const float eps = 1e-2f;
+  double worst = 0;
+  for (int u = 0; u < U; u++) {
+    kt_param_tensor t[16];
+    int nt = kt_gpt_unit_tensors(&cfg, u, t, 16);
+    for (int k = 0; k < nt; k++) {
+      if (tie && u == U - 1 && !strcmp(t[k].name, "headw")) continue; /* moves with wte */
+      int tied_wte = tie && u == 0 && !strcmp(t[k].name, "wte");
+      double num = 0, den = 0;
+      for (size_t i = 0; i < t[k].size; i++) {
+        size_t at = c->unit_offset[u] + t[k].offset + i;
+        float *x = c->params + at, *mirror = tied_wte ? head.headw + i : x;
+        float keep = *x;
+        *x = *mirror = keep + eps;
+        double lp = eval_loss(c, &mb);
+        *x = *mirror = keep - eps;
+        double lm = eval_loss(c, &mb);
+        *x = *mirror = keep;
+        double fd = (lp - lm) / (2 * eps), g = c->grads[at];
+        num += (fd - g) * (fd - g);
+        den += g * g;
+      }
+      double rel = sqrt(num) / (sqrt(den) + 1e-9);
+      if (rel > worst) worst = rel;
+      CHECK_MSG(rel < 1e-2, "unit %d %s: relative error %.3g", u, t[k].name, rel);
+    }
+  }
+  printf("whole model (%s): worst per-tensor relative error vs finite differences %.2e\n",
+         tie ? "tied" : "untied", worst);
+  kt_chunk_destroy(c);
+}
+
+/* ---- pipelines of chunks -------------------------------------------------------- */
+
+enum { MAXP = 8, MAXM = 8 };
+enum { ORDER_GPIPE, ORDER_ALL_I_THEN_W, ORDER_RANDOM };
+
+typedef struct {
+  double loss;   /* summed over micro-batches */
+  float *grads;  /* every unit's gradient, in unit order (tied copies summed) */
+  float *params; /* every unit's parameters after creation */
+  size_t n;
+  size_t peak0; /* chunk 0's peak stash bytes */
+  int ok;
+} run_result;
+
+static void free_result(run_result *r) {
+  free(r->grads);
+  free(r->params);
+}
+
+/* Runs M micro-batches through chunks of counts[0..P) in the given order. */
+static run_result run_pipeline(const kt_model_config *cfg, const int *counts, int P, int M, int Bm,
+                               int order, uint64_t order_seed, int *const *tok, int *const *tgt) {
+  run_result r = {0};
+  kt_error err;
+  kt_chunk *ch[MAXP];
+  float *act[MAXP][MAXM], *dact[MAXP][MAXM];
+  int U = kt_model_units(cfg), first = 0;
+  size_t BE = kt_model_boundary_elems(cfg) * (size_t)Bm;
+  for (int p = 0; p < P; p++) {
+    kt_status st = kt_chunk_create(cfg, first, counts[p], Bm, M, &ch[p], &err);
+    CHECK_MSG(!st, "%s", err.msg);
+    if (st) return r;
+    kt_chunk_zero_grad(ch[p]);
+    first += counts[p];
+    for (int j = 0; j < M; j++)
+      act[p][j] = calloc(BE, sizeof(float)), dact[p][j] = calloc(BE, sizeof(float));
+  }
+  /* state: 0 none, 1 F, 2 I, 3 W */
+  int state[MAXP][MAXM] = {{0}};
+  int remaining = 3 * P * M;
+  uint64_t rs = order_seed * 2654435761u + 1;
+  while (remaining > 0) {
+    /* collect ready actions */
+    int cand_p[3 * MAXP * MAXM], cand_j[3 * MAXP * MAXM], nc = 0;
+    for (int p = 0; p < P; p++)
+      for (int j = 0; j < M; j++) {
+        int s = state[p][j];
+        int ready = (s == 0 && (p == 0 || state[p - 1][j] >= 1)) ||
+                    (s == 1 && (p == P - 1 || state[p + 1][j] >= 2)) || s == 2;
+        if (!ready) continue;
+        /* order policies restrict which ready actions may run */
+        int any_f = 0, any_i = 0;
+        for (int q = 0; q < P; q++)
+          for (int k = 0; k < M; k++) any_f |= state[q][k] == 0, any_i |= state[q][k] < 2;
+        if (order != ORDER_RANDOM && s >= 1 && any_f) continue;       /* F first */
+        if (order == ORDER_ALL_I_THEN_W && s == 2 && any_i) continue; /* then all I */
+        cand_p[nc] = p, cand_j[nc] = j, nc++;
+      }
+    CHECK(nc > 0);
+    if (!nc) break;
+    int pick = 0;
+    if (order == ORDER_GPIPE) { /* F in (mb, stage) order, then each mb's I, W down the stages */
+      for (int k = 1; k < nc; k++)
+        if (cand_j[k] < cand_j[pick] ||
+            (cand_j[k] == cand_j[pick] &&
+             (state[cand_p[k]][cand_j[k]] == 0 ? cand_p[k] < cand_p[pick]
+                                               : cand_p[k] > cand_p[pick])))
+          pick = k;
+    } else {
+      rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+      pick = (int)((rs >> 33) % (uint64_t)nc);
+    }
+    int p = cand_p[pick], j = cand_j[pick];
+    kt_chunk *c = ch[p];
+    kt_microbatch mb = {.b = Bm, .tokens = tok[j], .targets = tgt[j]};
+    kt_status st;
+    if (state[p][j] == 0) {
+      double loss = 0;
+      st = c->ops->forward(c, j, &mb, p ? act[p - 1][j] : NULL, p < P - 1 ? act[p][j] : NULL, &loss,
+                           &err);
+      if (p == P - 1) r.loss += loss;
+    } else if (state[p][j] == 1) {
+      st = c->ops->backward_input(c, j, &mb, p < P - 1 ? dact[p][j] : NULL,
+                                  p ? dact[p - 1][j] : NULL, &err);
+    } else {
+      st = c->ops->backward_weight(c, j, &err);
+    }
+    CHECK_MSG(!st, "%s", err.msg);
+    if (st) break;
+    state[p][j]++;
+    remaining--;
+  }
+  r.ok = remaining == 0;
+  /* gather by unit; tied copies get the sum of both chunks' gradients */
+  r.n = 0;
+  for (int u = 0; u < U; u++) r.n += kt_model_unit_params(cfg, u);
+  r.grads = calloc(r.n, sizeof(float));
+  r.params = calloc(r.n, sizeof(float));
+  size_t at = 0;
+  for (int p = 0; p < P; p++) {
+    memcpy(r.grads + at, ch[p]->grads, ch[p]->n_params * sizeof(float));
+    memcpy(r.params + at, ch[p]->params, ch[p]->n_params * sizeof(float));
+    at += ch[p]->n_params;
+    CHECK_EQ_INT(ch[p]->stash_bytes, 0);
+  }
+  if (cfg->tie_embeddings && P > 1) {
+    kt_chunk *a = ch[0], *b = ch[P - 1];
+    CHECK(a->tied && b->tied && a->tied_elems == b->tied_elems);
+    CHECK(!memcmp(a->tied, b->tied, a->tied_elems * sizeof(float)));
+    float *ga = r.grads + (a->tied_grad - a->grads);
+    float *gb = r.grads + (r.n - b->n_params) + (b->tied_grad - b->grads);
+    for (size_t i = 0; i < a->tied_elems; i++) ga[i] = gb[i] = ga[i] + gb[i];
+  }
+  r.peak0 = ch[0]->peak_stash_bytes;
+  for (int p = 0; p < P; p++) {
+    kt_chunk_destroy(ch[p]);
+    for (int j = 0; j < M; j++) free(act[p][j]), free(dact[p][j]);
+  }
+  return r;
+}
+
+/* max over units of ||a - b||_inf / ||b||_inf */
+static double max_unit_rel(const kt_model_config *cfg, const float *a, const float *b) {
+  double worst = 0;
+  size_t at = 0;
+  for (int u = 0; u < kt_model_units(cfg); u++) {
+    size_t n = kt_model_unit_params(cfg, u);
+    double diff = 0, mag = 0;
+    for (size_t i = 0; i < n; i++) {
+      diff = fmax(diff, fabs((double)a[at + i] - b[at + i]));
+      mag = fmax(mag, fabs((double)b[at + i]));
+    }
+    if (mag > 0 && diff / mag > worst) worst = diff / mag;
+    at += n;
+  }
+  return worst;
+}
+
+static void test_chunked_equivalence(void) {
+  const int M = 4, Bm = 2;
+  static const int parts[][MAXP + 1] = {
+      /* P, counts... over L + 2 = 6 units */
+      {2, 3, 3}, {2, 1, 5}, {3, 2, 2, 2}, {4, 1, 2, 2, 1}, {4, 2, 1, 1, 2}, {6, 1, 1, 1, 1, 1, 1}};
+  int *tok[MAXM], *tgt[MAXM];
+  kt_model_config base = small_config(0, 0);
+  int n = Bm * base.seq_len;
+  for (int j = 0; j < M; j++) {
+    tok[j] = malloc(n * sizeof(int)), tgt[j] = malloc(n * sizeof(int));
+    fill_batch(tok[j], tgt[j], n, base.vocab);
+  }
+  double worst_grad = 0, worst_loss = 0;
+  for (int tie = 0; tie <= 1; tie++) {
+    kt_model_config ref_cfg = small_config(tie, 0);
+    int all[1] = {kt_model_units(&ref_cfg)};
+    run_result ref = run_pipeline(&ref_cfg, all, 1, M, Bm, ORDER_GPIPE, 0, tok, tgt);
+    CHECK(ref.ok);
+    for (int rc = 0; rc <= 1; rc++) {
+      kt_model_config cfg = small_config(tie, rc);
+      for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
+        for (int order = ORDER_GPIPE; order <= ORDER_RANDOM + 1; order++) {
+          int o = order > ORDER_RANDOM ? ORDER_RANDOM : order;
+          run_result r = run_pipeline(&cfg, parts[k] + 1, parts[k][0], M, Bm, o,
+                                      (uint64_t)order + k, tok, tgt);
+          CHECK(r.ok);
+          if (!r.ok) {
+            free_result(&r);
+            continue;
+          }
+          CHECK(!memcmp(r.params, ref.params, r.n * sizeof(float))); /* same init */
+          double lrel = fabs(r.loss - ref.loss) / fabs(ref.loss);
+          double grel = max_unit_rel(&cfg, r.grads, ref.grads);
+          worst_loss = fmax(worst_loss, lrel);
+          worst_grad = fmax(worst_grad, grel);
+          CHECK_MSG(lrel <= 1e-5 && grel <= 1e-5,
+                    "tie %d recompute %d partition %zu order %d: loss rel %.3g grad rel %.3g", tie,
+                    rc, k, order, lrel, grel);
+          free_result(&r);
+        }
+    }
+    free_result(&ref);
+  }
+  printf(
+      "chunked equivalence (P in 1,2,3,4,6; gpipe / all-I-then-W / random orders; recompute "
+      "and tied on/off): max relative error loss %.2e, gradients %.2e\n",
+      worst_loss, worst_grad);
+  for (int j = 0; j < M; j++) free(tok[j]), free(tgt[j]);
+}
+
+/* Floats of one micro-batch's segment over units [first, first + n). */
+static size_t seg_floats(const kt_model_config *cfg, int seg, int first, int n, int Bm) {
+  size_t s = 0;
+  for (int u = first; u < first + n; u++) s += kt__gpt_acts_point(NULL, NULL, seg, cfg, u, Bm);
+  return s;
+}
+
+/* GPipe order on two stages: chunk 0 holds every micro-batch's forward state
+ * when the first input gradient arrives. Without recompute its peak is
+ * M (act + keep) + wgrad; with it M inputs + act + keep + wgrad. */
+static void test_recompute_memory(kt_model_config cfg, int Bm, int M) {
+  int U = kt_model_units(&cfg), counts[2] = {U / 2, U - U / 2};
+  int n = Bm * cfg.seq_len, *tok[MAXM], *tgt[MAXM];
+  for (int j = 0; j < M; j++) {
+    tok[j] = malloc(n * sizeof(int)), tgt[j] = malloc(n * sizeof(int));
+    fill_batch(tok[j], tgt[j], n, cfg.vocab);
+  }
+  cfg.recompute = 0;
+  run_result plain = run_pipeline(&cfg, counts, 2, M, Bm, ORDER_GPIPE, 0, tok, tgt);
+  cfg.recompute = 1;
+  run_result rc = run_pipeline(&cfg, counts, 2, M, Bm, ORDER_GPIPE, 0, tok, tgt);
+  size_t A = seg_floats(&cfg, KT__GPT_ACT, 0, counts[0], Bm);
+  size_t K = seg_floats(&cfg, KT__GPT_KEEP, 0, counts[0], Bm);
+  size_t W = seg_floats(&cfg, KT__GPT_WGRAD, 0, counts[0], Bm);
+  size_t in = (size_t)n; /* the first stage keeps its tokens */
+  size_t want_plain = (M * (A + K) + W) * sizeof(float),
+         want_rc = (M * in + A + K + W) * sizeof(float);
+  CHECK_EQ_INT(plain.peak0, want_plain);
+  CHECK_EQ_INT(rc.peak0, want_rc);
+  double factor = (double)want_plain / (double)want_rc,
+         got = (double)plain.peak0 / (double)rc.peak0;
+  printf(
+      "recompute (L=%d C=%d T=%d b=%d M=%d, stage 0 = %d units): peak stash %.2f MiB -> %.2f MiB, "
+      "ratio %.2f (expected %.2f)\n",
+      cfg.layers, cfg.hidden, cfg.seq_len, Bm, M, counts[0], plain.peak0 / 1048576.0,
+      rc.peak0 / 1048576.0, got, factor);
+  CHECK(got >= factor * 0.999);
+  CHECK(got > 2.0);
+  CHECK(fabs(plain.loss - rc.loss) <= 1e-6 * fabs(plain.loss));
+  CHECK(max_unit_rel(&cfg, rc.grads, plain.grads) <= 1e-6);
+  free_result(&plain);
+  free_result(&rc);
+  for (int j = 0; j < M; j++) free(tok[j]), free(tgt[j]);
+}
+
+static void test_errors(void) {
+  kt_model_config cfg = small_config(0, 0);
+  kt_chunk *c;
+  kt_error err;
+  TRY(kt_chunk_create(&cfg, 0, 2, 1, 2, &c, &err));
+  int tok[8] = {0}, bad[8] = {0};
+  bad[3] = cfg.vocab;
+  float out[8 * 16], d[8 * 16] = {0};
+  kt_microbatch mb = {.b = 1, .tokens = tok};
+  CHECK_EQ_INT(c->ops->backward_input(c, 0, &mb, d, NULL, &err), KT_ERUNTIME);
+  CHECK_STR_CONTAINS(err.msg, "without its forward");
+  CHECK_EQ_INT(c->ops->forward(c, 2, &mb, NULL, out, NULL, &err), KT_EINVAL);
+  kt_microbatch badmb = {.b = 1, .tokens = bad};
+  CHECK_EQ_INT(c->ops->forward(c, 0, &badmb, NULL, out, NULL, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "token 32");
+  CHECK_EQ_INT(c->ops->forward(c, 0, NULL, NULL, out, NULL, &err), KT_EINVAL);
+  CHECK_EQ_INT(c->ops->forward(c, 0, &mb, NULL, out, NULL, &err), KT_OK);
+  CHECK_EQ_INT(c->ops->backward_weight(c, 0, &err), KT_ERUNTIME);
+  CHECK_EQ_INT(c->ops->backward_input(c, 0, &mb, d, NULL, &err), KT_OK);
+  CHECK_EQ_INT(c->ops->backward_weight(c, 0, &err), KT_OK);
+  CHECK_EQ_INT(c->stash_bytes, 0);
+  kt_chunk_destroy(c);
+  /* the tensor table covers each unit exactly */
+  for (int u = 0; u < kt_model_units(&cfg); u++) {
+    kt_param_tensor t[16];
+    int nt = kt_gpt_unit_tensors(&cfg, u, t, 16);
+    CHECK_EQ_INT(t[nt - 1].offset + t[nt - 1].size, kt_model_unit_params(&cfg, u));
+  }
+}
+
+int main(void) {
+  test_model_fd(0);
+  test_model_fd(1);
+  test_chunked_equivalence();
+  test_recompute_memory(small_config(0, 0), 2, 4);
+  kt_model_config def;
+  kt_model_config_default(&def, KT_MODEL_GPT);
+  test_recompute_memory(def, 4, 4);
+  test_errors();
+  return kt_test_done(__FILE__);
+}
