@@ -300,9 +300,11 @@ void cli_plan_render(const kt_plan_model *m, const kt_plan_cluster *c, const kt_
     render_json(m, c, o, sp, rep, out);
     return;
   }
-  kt_buf_printf(out, "%s: %.3gB parameters, %d layers, sequence %d; %d devices x %.0f GB, "
+  char seq[32] = "costs per sample";
+  if (m->transformer) snprintf(seq, sizeof seq, "sequence %d", m->seq_len);
+  kt_buf_printf(out, "%s: %.3gB parameters, %d layers, %s; %d devices x %.0f GB, "
                 "global batch %ld\n",
-                m->name, kt_plan_model_params(m) / 1e9, m->n_layers, m->seq_len, c->devices,
+                m->name, kt_plan_model_params(m) / 1e9, m->n_layers, seq, c->devices,
                 c->mem_bytes / 1e9, sp->global_batch);
   kt_buf_printf(out, "%zu candidates in %.3f s: %zu over memory by bound, %zu cut by the time "
                 "bound, %zu evaluated (%zu over memory, %zu not applicable, %zu over bubble), "

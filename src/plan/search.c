@@ -104,6 +104,9 @@ static kt_status add_layouts(search *s, kt_plan_config base, kt_error *err) {
       if (kind == KT_SCHED_ZBV && base.m < 2 * base.p) continue;
       for (int r = 0; r < KT_RECOMPUTE_COUNT; r++) {
         if (!(s->recomputes >> r & 1)) continue;
+        /* explicit layers have no attention core: selective is none again */
+        if (r == KT_RECOMPUTE_SELECTIVE && !s->x->m->transformer && s->recomputes != 1u << r)
+          continue;
         candidate c = {.cfg = base};
         c.cfg.schedule = (kt_schedule_kind)kind;
         c.cfg.v = v;
