@@ -39,6 +39,28 @@ for layout in "2 1" "2 2" "4 1"; do
   done
 done
 
+# the GPT too: MPI equals threads and the unpipelined model
+GPT="--model gpt --layers 2 --hidden 32 --heads 2 --seq-len 16 -m 4 -b 2 --steps 3 --val-every 0 --format json"
+"$K" train $GPT --stages 1 -m 1 -b 8 >"$tmp/g1.json" 2>/dev/null && losses "$tmp/g1.json" >"$tmp/g1" || bad "gpt reference D=1"
+"$K" train $GPT --stages 1 -m 1 -b 16 >"$tmp/g2.json" 2>/dev/null && losses "$tmp/g2.json" >"$tmp/g2" || bad "gpt reference D=2"
+for layout in "2 2 1f1b" "4 1 zb-h1" "2 1 interleaved"; do
+  set -- $layout; P=$1; D=$2; s=$3
+  if mpi $((P * D)) train $GPT --transport mpi --stages $P --data-parallel $D --schedule $s >"$tmp/gm.json" 2>"$tmp/gm.err"; then
+    losses "$tmp/gm.json" >"$tmp/gm"
+    "$K" train $GPT --stages $P --data-parallel $D --schedule $s >"$tmp/gt.json" 2>/dev/null && losses "$tmp/gt.json" >"$tmp/gt"
+    same "$tmp/gm" "$tmp/gt" "gpt $layout" && ok || bad "gpt $layout: mpi vs threads"
+    same "$tmp/gm" "$tmp/g$D" "gpt $layout" && ok || bad "gpt $layout: mpi vs unpipelined"
+  else bad "gpt $layout: mpirun failed: $(tail -2 "$tmp/gm.err")"; fi
+done
+
+# a hostfile works the same (here every slot is on this machine)
+printf 'localhost slots=4\n' >"$tmp/hosts"
+if timeout 120 "$MPIEXEC" -np 4 --hostfile "$tmp/hosts" --map-by slot "$K" train $COMMON --transport mpi --stages 4 >"$tmp/host.json" 2>"$tmp/host.err"; then
+  losses "$tmp/host.json" >"$tmp/host"
+  "$K" train $COMMON --stages 4 >"$tmp/thr.json" 2>/dev/null && losses "$tmp/thr.json" >"$tmp/thr"
+  same "$tmp/host" "$tmp/thr" "hostfile" && ok || bad "hostfile run differs from threads"
+else bad "hostfile run failed: $(tail -2 "$tmp/host.err")"; fi
+
 # a rank that dies mid-step ends the job non-zero within 15 s
 start=$(date +%s)
 mpi 4 train --model mlp --layers 8 --hidden 256 --stages 4 -m 8 -b 8 --steps 100000 --transport mpi --val-every 0 >"$tmp/kill.out" 2>&1 &
