@@ -147,7 +147,8 @@ static run_result run_pipeline(const kt_model_config *cfg, const int *counts, in
   run_result r = {0};
   kt_error err;
   kt_chunk *ch[MAXP];
-  float *act[MAXP][MAXM], *dact[MAXP][MAXM];
+  /* boundary k sits between chunks k - 1 and k (0 and P: none) */
+  float *act[MAXP + 1][MAXM] = {{0}}, *dact[MAXP + 1][MAXM] = {{0}};
   int U = kt_model_units(cfg), first = 0;
   size_t BE = kt_model_boundary_elems(cfg) * (size_t)Bm;
   for (int p = 0; p < P; p++) {
@@ -157,7 +158,7 @@ static run_result run_pipeline(const kt_model_config *cfg, const int *counts, in
     kt_chunk_zero_grad(ch[p]);
     first += counts[p];
     for (int j = 0; j < M; j++)
-      act[p][j] = calloc(BE, sizeof(float)), dact[p][j] = calloc(BE, sizeof(float));
+      if (p > 0) act[p][j] = calloc(BE, sizeof(float)), dact[p][j] = calloc(BE, sizeof(float));
   }
   /* state: 0 none, 1 F, 2 I, 3 W */
   int state[MAXP][MAXM] = {{0}};
@@ -200,12 +201,10 @@ static run_result run_pipeline(const kt_model_config *cfg, const int *counts, in
     kt_status st;
     if (state[p][j] == 0) {
       double loss = 0;
-      st = c->ops->forward(c, j, &mb, p ? act[p - 1][j] : NULL, p < P - 1 ? act[p][j] : NULL, &loss,
-                           &err);
+      st = c->ops->forward(c, j, &mb, act[p][j], act[p + 1][j], &loss, &err);
       if (p == P - 1) r.loss += loss;
     } else if (state[p][j] == 1) {
-      st = c->ops->backward_input(c, j, &mb, p < P - 1 ? dact[p][j] : NULL,
-                                  p ? dact[p - 1][j] : NULL, &err);
+      st = c->ops->backward_input(c, j, &mb, dact[p + 1][j], dact[p][j], &err);
     } else {
       st = c->ops->backward_weight(c, j, &err);
     }

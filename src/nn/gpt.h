@@ -173,10 +173,11 @@ size_t kt__gpt_acts_point(kt__gpt_acts *a, float *base, int seg, const kt_model_
 /* Deterministic initialisation of a unit's parameters from its seed. */
 void kt__gpt_params_init(float *base, const kt_model_config *cfg, int unit);
 
-/* Forward of one unit: reads a->x (the unit input), fills its act and keep
- * fields, writes the unit output to out (embed, block). The head computes the
- * mean loss into *loss when targets are given (and dlogits, scaled by
- * 1/(B*T)); with targets NULL it leaves the logits in a->dlogits. */
+/* Forward of one unit: reads the unit input (a->x, or a->tokens for the
+ * embed), fills its act and keep fields and writes the output (B,T,C) to out.
+ * The head instead copies its logits (B,T,V) to out when out is non-NULL and,
+ * with targets, leaves dlogits = (softmax - onehot) / (B*T) in a->dlogits and
+ * the mean loss in *loss. EINVAL for a token or target outside the vocabulary. */
 kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt__gpt_scratch *s,
                                float *out, const int *targets, double *loss, kt_error *err);
 /* Input gradient of one unit: reads a->dout (unused by the head), writes

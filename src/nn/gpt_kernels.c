@@ -1,7 +1,8 @@
 /* GPT kernels: embedding, LayerNorm, linear layers, GELU, attention and
  * softmax cross-entropy. Every matmul goes through kt__matmul.
  * Legend: B = batch, T = time, C = channels, OC = output channels,
- * N = B * T rows, V = vocabulary. Backward kernels accumulate (+=). */
+ * N = B * T rows, V = vocabulary, NH = heads, hs = C / NH head size.
+ * Backward kernels accumulate (+=). */
 #include <math.h>
 #include <string.h>
 
