@@ -19,14 +19,20 @@ static int irand(int lo, int hi) { return lo + (int)(urand() * (hi - lo + 1)); }
 static void random_model(kt_plan_model *m) {
   static const int heads[] = {2, 4, 8};
   char spec[512];
-  int a = heads[irand(0, 2)], hd = 8 * irand(1, 8), h = a * hd;
+  /* one draw per statement: argument evaluation order is unspecified */
+  int a = heads[irand(0, 2)];
+  int h = a * 8 * irand(1, 8);
   int kv = urand() < 0.3 ? a / 2 : a;
+  int blocks = irand(2, 14);
+  int ffn = h * irand(2, 4);
+  int vocab = irand(100, 30000);
+  int seq = 64 * irand(1, 16);
+  int swiglu = urand() < 0.5, tied = urand() < 0.5;
   snprintf(spec, sizeof spec,
            "{\"name\": \"rand\", \"blocks\": %d, \"hidden\": %d, \"heads\": %d, "
            "\"kv_heads\": %d, \"ffn\": %d, \"vocab\": %d, \"seq_len\": %d, \"ffn_type\": \"%s\", "
            "\"tie_embeddings\": %s}",
-           irand(2, 14), h, a, kv, h * irand(2, 4), irand(100, 30000), 64 * irand(1, 16),
-           urand() < 0.5 ? "swiglu" : "gelu", urand() < 0.5 ? "true" : "false");
+           blocks, h, a, kv, ffn, vocab, seq, swiglu ? "swiglu" : "gelu", tied ? "true" : "false");
   kt_error err;
   if (kt_plan_model_parse(spec, m, &err)) {
     fprintf(stderr, "bad random spec %s: %s\n", spec, err.msg);
@@ -80,11 +86,15 @@ static void one_case(int idx) {
   o.sequence_parallel = urand() < 0.7;
   /* a budget around what the model needs, so fitting and not fitting both occur */
   double states = kt_plan_model_params(&m) * 16;
-  c.mem_bytes = states / irand(1, c.devices) * (0.6 + urand()) + 1e6;
+  int share = irand(1, c.devices);
+  double slack = 1 + 2 * urand();
+  c.mem_bytes = states / share * slack + 1e6;
   c.mem_reserved = urand() < 0.3 ? c.mem_bytes * 0.1 : 0;
   kt_plan_search_params sp;
   kt_plan_search_params_default(&sp);
-  sp.global_batch = (1L << irand(0, 5)) * (urand() < 0.3 ? 3 : 1) * c.devices;
+  long pow2 = 1L << irand(0, 5);
+  long three = urand() < 0.3 ? 3 : 1;
+  sp.global_batch = pow2 * three * c.devices;
   sp.max_microbatches = 64;
   sp.max_chunks = 3;
   sp.top = 0;
@@ -119,8 +129,10 @@ static void one_case(int idx) {
   checked_lists++;
   kt_plan_report_free(&top);
   /* random single configurations: fit verdict, memory, and membership */
-  for (int trial = 0; trial < 60; trial++) {
-    kt_plan_config g = {.t = 1 << irand(0, 3), .p = 1 << irand(0, 4), .v = 1, .k = 1};
+  for (int trial = 0; trial < 100; trial++) {
+    kt_plan_config g = {.v = 1, .k = 1};
+    g.t = 1 << irand(0, 3);
+    g.p = 1 << irand(0, 4);
     g.schedule = (kt_schedule_kind)irand(0, KT_SCHED_ZBV);
     g.recompute = (kt_recompute)irand(0, 2);
     if (kt_schedule_default_chunks(g.schedule) > 1) g.v = 2 + (g.schedule != KT_SCHED_ZBV) * irand(0, 1);

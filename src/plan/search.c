@@ -265,7 +265,7 @@ kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
   st = enumerate(&s, err);
   if (!st && rep->enumerated == 0) st = explain_empty(&s, err);
   if (st) goto done;
-  qsort(s.cands.items, s.cands.n, sizeof *s.cands.items, cmp_lb);
+  if (s.cands.n > 1) qsort(s.cands.items, s.cands.n, sizeof *s.cands.items, cmp_lb);
   size_t cap = 0;
   for (size_t i = 0; i < s.cands.n; i++) {
     const candidate *cd = &s.cands.items[i];
