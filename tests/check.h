@@ -77,6 +77,18 @@ static int kt_test_checks, kt_test_failures;
     }                                                                                 \
   } while (0)
 
+/* The same for functions returning void. */
+#define REQUIRE_VOID(cond)                                                            \
+  do {                                                                                \
+    int _ok = (cond) ? 1 : 0;                                                         \
+    kt_test_checks++;                                                                 \
+    if (!_ok) {                                                                       \
+      kt_test_failures++;                                                             \
+      fprintf(stderr, "%s:%d: REQUIRE failed: %s\n", __FILE__, __LINE__, #cond);      \
+      return;                                                                         \
+    }                                                                                 \
+  } while (0)
+
 static inline int kt_test_done(const char *name) {
   const char *base = strrchr(name, '/');
   printf("%s: %d checks, %d failed: %s\n", base ? base + 1 : name, kt_test_checks,

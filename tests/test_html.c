@@ -4,14 +4,6 @@
 #include "check.h"
 #include "kaiten/report.h"
 
-/* Evaluates cond once (it may allocate); returns from a void function when false. */
-#define REQUIRE_VOID(cond)      \
-  do {                          \
-    int _ok = (cond) ? 1 : 0;   \
-    CHECK(_ok && #cond);        \
-    if (!_ok) return;           \
-  } while (0)
-
 static int sim(kt_schedule_kind kind, int p, int m, kt_schedule *s, kt_timeline *t) {
   kt_error err;
   kt_schedule_params params = {.p = p, .m = m};
