@@ -12,8 +12,10 @@
 
 /* With GCC on x86-64 the element-wise kernels are built twice, for AVX2 + FMA
  * (x86-64-v3) and for the baseline, and the loader picks one (ifunc); the
- * -O2 build otherwise stays at SSE2. Elsewhere they are plain C. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
+ * baseline build otherwise stays at SSE2. Elsewhere they are plain C. Not
+ * under ThreadSanitizer: an ifunc resolver runs before its runtime is up. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif
