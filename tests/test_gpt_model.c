@@ -6,7 +6,8 @@
  *    recompute and tied embeddings,
  *  - the stash: exact byte accounting, and recompute lowering the first
  *    chunk's peak by the expected factor,
- *  - identical initialisation for any partition, error reporting. */
+ *  - identical initialisation for any partition, error reporting,
+ *  - sampling and evaluation through any partition. */
 #include <stdint.h>
 
 #include "check.h"
@@ -384,6 +385,42 @@ static void test_errors(void) {
   }
 }
 
+/* The sampler gives the same text from one chunk or from a partition, and
+ * evaluation through chunks gives forward's loss. */
+static void test_sample_partitions(void) {
+  kt_model_config cfg = small_config(1, 0);
+  int U = kt_model_units(&cfg), parts[3] = {2, 2, U - 4};
+  kt_chunk *one, *three[3];
+  kt_error err;
+  TRY(kt_chunk_create(&cfg, 0, U, 1, 1, &one, &err));
+  for (int p = 0, first = 0; p < 3; first += parts[p++])
+    TRY(kt_chunk_create(&cfg, first, parts[p], 1, 1, &three[p], &err));
+  int prompt[3] = {1, 2, 3}, a[20], b[20];
+  kt_sample_params sp = {0.9f, 5, 3};
+  TRY(kt_gpt_sample(&one, 1, prompt, 3, 20, &sp, a, &err));
+  TRY(kt_gpt_sample(three, 3, prompt, 3, 20, &sp, b, &err));
+  CHECK(!memcmp(a, b, sizeof a));
+  int in_vocab = 1;
+  for (int i = 0; i < 20; i++) in_vocab &= a[i] >= 0 && a[i] < cfg.vocab;
+  CHECK(in_vocab);
+  CHECK_EQ_INT(kt_gpt_sample(three + 1, 2, prompt, 3, 1, &sp, a, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "starts at unit");
+  /* eval through the three chunks = forward of the one */
+  int tok[8], tgt[8];
+  fill_batch(tok, tgt, 8, cfg.vocab);
+  kt_microbatch mb = {.b = 1, .tokens = tok, .targets = tgt};
+  float h1[8 * 16], h2[8 * 16];
+  double l1 = 0, l3 = 0;
+  TRY(one->ops->forward(one, 0, &mb, NULL, NULL, &l1, &err));
+  TRY(kt_gpt_chunk_eval(three[0], &mb, NULL, h1, NULL, NULL, &err));
+  TRY(kt_gpt_chunk_eval(three[1], &mb, h1, h2, NULL, NULL, &err));
+  TRY(kt_gpt_chunk_eval(three[2], &mb, h2, NULL, &l3, NULL, &err));
+  CHECK_NEAR(l1, l3, 1e-6 * l1);
+  CHECK(one->stash_bytes > 0 && three[0]->stash_bytes == 0); /* eval keeps nothing */
+  kt_chunk_destroy(one);
+  for (int p = 0; p < 3; p++) kt_chunk_destroy(three[p]);
+}
+
 int main(void) {
   test_model_fd(0);
   test_model_fd(1);
@@ -393,5 +430,6 @@ int main(void) {
   kt_model_config_default(&def, KT_MODEL_GPT);
   test_recompute_memory(def, 4, 4);
   test_errors();
+  test_sample_partitions();
   return kt_test_done(__FILE__);
 }
