@@ -1,11 +1,22 @@
 /* The one OpenBLAS wrapper every matmul goes through, plus small kernels. */
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 
 #include "kaiten/core.h"
 #include "nn/nn.h"
 
-static _Thread_local double flops_issued, seconds_in;
+/* Process-wide counters (every rank thread adds to them): FLOPs issued and
+ * nanoseconds spent inside sgemm. */
+static atomic_llong flops_issued, nanos_in;
+
+/* Shape log for the benchmarks (off unless kt__matmul_record was called). */
+static atomic_int recording;
+static pthread_mutex_t shapes_mu = PTHREAD_MUTEX_INITIALIZER;
+static kt__matmul_shape *shapes;
+static size_t n_shapes, cap_shapes;
 
 void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,
                 int trans_b, float beta) {
@@ -13,13 +24,34 @@ void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k,
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, trans_a ? m : k, b,
               trans_b ? k : n, beta, out, n);
-  seconds_in += kt_now() - t0;
-  flops_issued += 2.0 * m * n * k;
+  atomic_fetch_add_explicit(&nanos_in, (long long)((kt_now() - t0) * 1e9), memory_order_relaxed);
+  atomic_fetch_add_explicit(&flops_issued, 2LL * m * n * k, memory_order_relaxed);
+  if (atomic_load_explicit(&recording, memory_order_relaxed)) {
+    pthread_mutex_lock(&shapes_mu);
+    if (!kt_grow((void **)&shapes, &cap_shapes, n_shapes + 1, sizeof *shapes))
+      shapes[n_shapes++] = (kt__matmul_shape){m, n, k, trans_a, trans_b, beta != 0.0f};
+    pthread_mutex_unlock(&shapes_mu);
+  }
 }
 
-double kt__matmul_flops(void) { return flops_issued; }
-double kt__matmul_seconds(void) { return seconds_in; }
-void kt__matmul_reset_counters(void) { flops_issued = seconds_in = 0; }
+double kt__matmul_flops(void) { return (double)atomic_load(&flops_issued); }
+double kt__matmul_seconds(void) { return 1e-9 * (double)atomic_load(&nanos_in); }
+void kt__matmul_reset_counters(void) {
+  atomic_store(&flops_issued, 0);
+  atomic_store(&nanos_in, 0);
+}
+
+void kt__matmul_record(int on) {
+  pthread_mutex_lock(&shapes_mu);
+  if (on) n_shapes = 0;
+  atomic_store(&recording, on);
+  pthread_mutex_unlock(&shapes_mu);
+}
+
+const kt__matmul_shape *kt__matmul_recorded(size_t *n) {
+  *n = n_shapes;
+  return shapes;
+}
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
 
