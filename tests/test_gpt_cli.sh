@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The GPT through kaiten train/sample as a user runs it: the loss falls on the
+# built-in corpus, checkpoints continue bitwise and resume under another
+# layout, damaged checkpoints are refused, sampling is deterministic.
+set -u
+K="$1"
+fails=0; checks=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok()  { checks=$((checks+1)); }
+bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
+last() { tail -n 1 "$1"; }
+py() { python3 -c "$1" || return 1; }
+
+# 1. the default GPT (4 stages, 1f1b) learns the built-in corpus: from ln(256)=5.55
+#    to below 2.5 within 100 steps (seeded, deterministic)
+if "$K" train --steps 100 --val-every 50 --format json >"$tmp/learn.json" 2>"$tmp/learn.err"; then
+  last "$tmp/learn.json" >"$tmp/l.json"
+  py "import json; d=json.load(open('$tmp/l.json')); l=d['losses']
+assert len(l)==100 and l[0]>5.0 and l[-1]<2.5 and d['val_loss']<2.6, (l[0], l[-1], d['val_loss'])" && ok || bad "loss did not fall below 2.5"
+else bad "default gpt run failed: $(tail -2 "$tmp/learn.err")"; fi
+
+G="--layers 2 --hidden 32 --heads 2 --seq-len 16 -m 4 -b 2 --val-every 0 --format json"
+# 2. bitwise continuation under the same layout
+"$K" train $G --stages 2 --steps 6 >"$tmp/full.json" 2>/dev/null || bad "full run"
+"$K" train $G --stages 2 --steps 3 --decay-steps 6 --run-dir "$tmp/run" >/dev/null 2>&1 || bad "first half"
+cp -r "$tmp/run" "$tmp/run2"
+"$K" train --resume "$tmp/run" --stages 2 -m 4 -b 2 --val-every 0 --format json --steps 6 >"$tmp/resumed.json" 2>"$tmp/resume.err" || bad "resume: $(tail -1 "$tmp/resume.err")"
+py "import json
+a=json.loads(open('$tmp/full.json').read().splitlines()[-1])['losses'][3:]
+b=json.loads(open('$tmp/resumed.json').read().splitlines()[-1])['losses']
+assert a==b, (a, b)" && ok || bad "resumed losses are not bitwise equal"
+# 3. resume under another P and schedule: equal to 1e-5
+"$K" train --resume "$tmp/run2" --stages 4 --schedule zb-h1 -m 4 -b 2 --val-every 0 --format json --steps 6 >"$tmp/other.json" 2>"$tmp/other.err" || bad "resume P=4: $(tail -1 "$tmp/other.err")"
+py "import json
+a=json.loads(open('$tmp/full.json').read().splitlines()[-1])['losses'][3:]
+b=json.loads(open('$tmp/other.json').read().splitlines()[-1])['losses']
+assert len(a)==len(b)==3 and all(abs(x-y)<=1e-5*abs(x) for x,y in zip(a,b)), (a, b)" && ok || bad "resume under P=4 zb-h1 differs"
+# 4. a truncated checkpoint is refused (the newest one is damaged: it falls back)
+ck=$(ls "$tmp/run/checkpoints"/step_*.ckpt | tail -1)
+head -c 1000 "$ck" >"$tmp/t.ckpt" && cp "$tmp/t.ckpt" "$ck"
+"$K" train --resume "$tmp/run" --stages 2 -m 4 -b 2 --steps 9 >"$tmp/tr.out" 2>"$tmp/tr.err"
+rc=$?
+if [ $rc != 0 ] && grep -q "truncated" "$tmp/tr.err" && [ "$(wc -l <"$tmp/tr.err")" -le 1 ]; then ok; else bad "truncated checkpoint: exit $rc: $(cat "$tmp/tr.err")"; fi
+# 5. mismatched model flags are refused
+"$K" train --resume "$tmp/run" --layers 3 --steps 9 >/dev/null 2>"$tmp/mm.err" && bad "mismatch accepted" || { grep -q "differs" "$tmp/mm.err" && ok || bad "mismatch message: $(cat "$tmp/mm.err")"; }
+# 6. tied embeddings and recompute train; the json keeps the contract
+"$K" train $G --stages 2 --steps 3 --tie-embeddings --recompute --run-dir "$tmp/tied" >"$tmp/tied.json" 2>/dev/null && ok || bad "tied + recompute run"
+py "import json; d=json.loads(open('$tmp/tied.json').read().splitlines()[-1]); assert len(d['losses'])==3 and 'bubble_ratio' in d and 'predicted_bubble_ratio' in d" && ok || bad "json contract"
+# 7. sampling: same seed, same text; different seed, different text
+"$K" sample --run-dir "$tmp/tied" --prompt "The " --tokens 40 --seed 3 >"$tmp/s1" 2>&1 && ok || bad "sample: $(cat "$tmp/s1")"
+"$K" sample --run-dir "$tmp/tied" --prompt "The " --tokens 40 --seed 3 >"$tmp/s2" 2>&1
+"$K" sample --run-dir "$tmp/tied" --prompt "The " --tokens 40 --seed 4 >"$tmp/s3" 2>&1
+cmp -s "$tmp/s1" "$tmp/s2" && ok || bad "sampling is not deterministic"
+cmp -s "$tmp/s1" "$tmp/s3" && bad "different seeds gave the same text" || ok
+"$K" sample --run-dir "$tmp/nonexistent" >/dev/null 2>"$tmp/e" && bad "sample without a run" || ok
+# 8. data: a text file works, an empty one is refused
+printf 'hello kaiten, the conveyor belt turns. %.0s' $(seq 1 200) >"$tmp/text.txt"
+"$K" train $G --stages 2 --steps 2 --data "$tmp/text.txt" >/dev/null 2>&1 && ok || bad "--data FILE"
+: >"$tmp/empty.txt"
+"$K" train $G --stages 2 --steps 2 --data "$tmp/empty.txt" >/dev/null 2>"$tmp/e" && bad "empty data accepted" || { [ "$(wc -l <"$tmp/e")" -le 1 ] && ok || bad "empty data message: $(cat "$tmp/e")"; }
+
+echo "test_gpt_cli.sh: $checks checks, $fails failed: $([ $fails = 0 ] && echo OK || echo FAIL)"
+[ $fails = 0 ]
