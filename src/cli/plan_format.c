@@ -20,6 +20,12 @@ static void stage_label(const kt_plan_model *m, int first, int count, char *buf,
   else snprintf(buf, n, "%s..%s", m->layers[first].name, m->layers[first + count - 1].name);
 }
 
+/* Copies text into dst (n bytes), ending in "..." when it does not fit. */
+static void clip(const char *text, char *dst, size_t n) {
+  snprintf(dst, n, "%s", text ? text : "");
+  if (text && strlen(text) >= n && n > 4) memcpy(dst + n - 4, "...", 4);
+}
+
 static void partition_arg(const int *counts, int S, kt_buf *b) {
   for (int j = 0; j < S; j++) kt_buf_printf(b, "%s%d", j ? "," : "", counts[j]);
 }
@@ -313,23 +319,26 @@ void cli_plan_render(const kt_plan_model *m, const kt_plan_cluster *c, const kt_
                 rep->evaluated, rep->no_fit, rep->not_applicable, rep->over_bubble,
                 rep->simulations);
   if (rep->n == 0) return;
-  kt_buf_printf(out, "%3s %3s %3s %2s %2s %5s %4s %5s  %-11s %-9s %10s %7s %9s  %-14s %s\n", "#",
-                "P", "D", "t", "V", "M", "b", "K", "schedule", "recompute", "step", "bubble",
-                "mem (GB)", "partition", "why");
+  kt_buf_printf(out, "%3s %3s %3s %2s %2s %5s %4s %5s  %-11s %-9s %10s %7s  %-19s  %-14s %s\n",
+                "#", "P", "D", "t", "V", "M", "b", "K", "schedule", "recompute", "step", "bubble",
+                "memory/stage (GB)", "partition", "why");
   for (int i = 0; i < rep->n; i++) {
     const kt_plan_result *r = &rep->configs[i];
     const kt_plan_config *g = &r->cfg;
-    char t[32];
-    kt_buf part;
-    kt_buf_init(&part);
-    partition_arg(r->partition, g->p * g->v, &part);
-    if (part.len > 14) snprintf(part.data + 11, part.cap - 11, "...");
-    kt_buf_printf(out, "%3d %3d %3d %2d %2d %5d %4d %5d  %-11s %-9s %10s %6.2f%% %9.2f  %-14s %s\n",
+    char t[32], part[15], mem[20];
+    kt_buf b;
+    kt_buf_init(&b);
+    partition_arg(r->partition, g->p * g->v, &b);
+    clip(b.data, part, sizeof part);
+    kt_buf_free(&b);
+    kt_buf_init(&b);
+    for (int k = 0; k < g->p; k++) kt_buf_printf(&b, "%s%.1f", k ? "," : "", r->mem_rank[k] / 1e9);
+    clip(b.data, mem, sizeof mem);
+    kt_buf_free(&b);
+    kt_buf_printf(out, "%3d %3d %3d %2d %2d %5d %4d %5d  %-11s %-9s %10s %6.2f%%  %-19s  %-14s %s\n",
                   i + 1, g->p, g->d, g->t, g->v, g->m, g->b, g->k,
                   kt_schedule_kind_name(g->schedule), kt_recompute_name(g->recompute),
-                  fmt_time(r->step_time, t, sizeof t), 100 * r->bubble_ratio, r->mem_peak / 1e9,
-                  part.data ? part.data : "", r->reason);
-    kt_buf_free(&part);
+                  fmt_time(r->step_time, t, sizeof t), 100 * r->bubble_ratio, mem, part, r->reason);
   }
   if (explain) render_explain(m, c, &rep->configs[0], sp->global_batch, out);
 }

@@ -41,8 +41,10 @@ static int chunks_ok(kt_schedule_kind kind, int v) {
   return kind == KT_SCHED_ZB_AUTO ? v >= 1 : v == 1;
 }
 
-kt_status kt__plan_check_config(const kt__plan_ctx *x, const kt_plan_config *cfg,
-                                long global_batch, kt_error *err) {
+/* Sizes and schedule constraints of cfg against the model and cluster (and
+ * the batch when global_batch > 0). EINVAL with the reason. */
+static kt_status check_config(const kt__plan_ctx *x, const kt_plan_config *cfg, long global_batch,
+                              kt_error *err) {
   const kt_plan_model *m = x->m;
   const kt_plan_cluster *c = x->c;
   const int *dims[] = {&cfg->p, &cfg->d, &cfg->t, &cfg->v, &cfg->m, &cfg->b, &cfg->k};
@@ -51,9 +53,10 @@ kt_status kt__plan_check_config(const kt__plan_ctx *x, const kt_plan_config *cfg
     if (*dims[i] < 1) return kt_fail(err, KT_EINVAL, "%s=%d: must be >= 1", names[i], *dims[i]);
   if ((unsigned)cfg->schedule >= KT_SCHED_COUNT || (unsigned)cfg->recompute >= KT_RECOMPUTE_COUNT)
     return kt_fail(err, KT_EINVAL, "unknown schedule or recompute mode");
-  if ((long)cfg->p * cfg->d * cfg->t != c->devices)
-    return kt_fail(err, KT_EINVAL, "P*D*t = %d*%d*%d = %ld, but the cluster has %d devices",
-                   cfg->p, cfg->d, cfg->t, (long)cfg->p * cfg->d * cfg->t, c->devices);
+  double used = (double)cfg->p * cfg->d * cfg->t; /* no overflow for any int sizes */
+  if (used != c->devices)
+    return kt_fail(err, KT_EINVAL, "P*D*t = %d*%d*%d = %.0f, but the cluster has %d devices",
+                   cfg->p, cfg->d, cfg->t, used, c->devices);
   if (cfg->t > c->devices_per_node)
     return kt_fail(err, KT_EINVAL, "t=%d: tensor parallelism must stay inside a node of %d devices",
                    cfg->t, c->devices_per_node);
@@ -221,7 +224,7 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
                                 kt_plan_result *r, int *cut, kt_error *err) {
   memset(r, 0, sizeof *r);
   if (cut) *cut = 0;
-  kt_status st = kt__plan_check_config(x, cfg, 0, err);
+  kt_status st = check_config(x, cfg, 0, err);
   if (st) return st;
   if (cfg->schedule == KT_SCHED_ZB_AUTO)
     return kt_fail(err, KT_EINVAL,

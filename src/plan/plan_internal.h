@@ -97,11 +97,6 @@ kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_schedu
                                 const kt_costs *c, int cacheable, double *makespan,
                                 double *busy, kt_error *err);
 
-/* Checks sizes and schedule constraints of cfg against the model, cluster and
- * (when global_batch > 0) the batch. EINVAL with the reason. */
-kt_status kt__plan_check_config(const kt__plan_ctx *x, const kt_plan_config *cfg,
-                                long global_batch, kt_error *err);
-
 /* Evaluates cfg with the context's caches (see kt_plan_evaluate). With cut
  * non-NULL, a fitting configuration whose step time provably exceeds cutoff
  * is not simulated: *cut = 1 and its times stay 0. */

@@ -198,11 +198,14 @@ static kt_status enumerate(search *s, kt_error *err) {
 static kt_status explain_empty(const search *s, kt_error *err) {
   const kt_plan_config *pin = &s->sp->pin;
   long N = s->x->c->devices, B = s->sp->global_batch;
-  long fixed = (pin->p > 0 ? pin->p : 1) * (long)(pin->d > 0 ? pin->d : 1) * (pin->t > 0 ? pin->t : 1);
-  if (N % fixed)
-    return kt_fail(err, KT_EINVAL, "the pinned P*D*t = %ld does not divide the %ld devices", fixed, N);
+  /* products in double: pins can be as large as the CLI allows */
+  double fixed = (double)(pin->p > 0 ? pin->p : 1) * (pin->d > 0 ? pin->d : 1) *
+                 (pin->t > 0 ? pin->t : 1);
+  if (fixed > N || fmod((double)N, fixed) != 0)
+    return kt_fail(err, KT_EINVAL, "the pinned P*D*t = %.0f does not divide the %ld devices",
+                   fixed, N);
   if (pin->p > 0 && pin->d > 0 && pin->t > 0 && fixed != N)
-    return kt_fail(err, KT_EINVAL, "P*D*t = %d*%d*%d = %ld, but there are %ld devices", pin->p,
+    return kt_fail(err, KT_EINVAL, "P*D*t = %d*%d*%d = %.0f, but there are %ld devices", pin->p,
                    pin->d, pin->t, fixed, N);
   if (pin->t > s->x->c->devices_per_node)
     return kt_fail(err, KT_EINVAL, "--tensor-parallel %d: larger than a node (%d devices)", pin->t,
@@ -213,11 +216,11 @@ static kt_status explain_empty(const search *s, kt_error *err) {
   if (pin->p > s->x->m->n_layers)
     return kt_fail(err, KT_EINVAL, "--pipeline %d: more stages than the model's %d layers", pin->p,
                    s->x->m->n_layers);
-  long per = (pin->m > 0 ? pin->m : 1) * (long)(pin->b > 0 ? pin->b : 1) *
-             (pin->k > 0 ? pin->k : 1) * (pin->d > 0 ? pin->d : 1);
-  if (B % per)
-    return kt_fail(err, KT_EINVAL, "global batch %ld is not a multiple of the pinned K*M*b*D = %ld",
-                   B, per);
+  double per = (double)(pin->m > 0 ? pin->m : 1) * (pin->b > 0 ? pin->b : 1) *
+               (pin->k > 0 ? pin->k : 1) * (pin->d > 0 ? pin->d : 1);
+  if (per > B || fmod((double)B, per) != 0)
+    return kt_fail(err, KT_EINVAL,
+                   "global batch %ld is not a multiple of the pinned K*M*b*D = %.0f", B, per);
   return kt_fail(err, KT_EINVAL,
                  "no layout satisfies B = K*M*b*D = %ld on %ld devices with the given pins and "
                  "schedules (M <= %d)", B, N, s->sp->max_microbatches);
