@@ -148,6 +148,8 @@ typedef struct {
   int matrix;
 } kt_param_tensor;
 int kt_gpt_unit_tensors(const kt_model_config *cfg, int unit, kt_param_tensor *out, int max);
+/* The same for any model kind (MLP: "w" matrix, then "b"). */
+int kt_model_unit_tensors(const kt_model_config *cfg, int unit, kt_param_tensor *out, int max);
 
 typedef struct {
   float temperature; /* <= 0: greedy (arg max) */

@@ -140,6 +140,15 @@ kt_status kt_chunk_create(const kt_model_config *cfg, int first_unit, int n_unit
   }
 }
 
+int kt_model_unit_tensors(const kt_model_config *cfg, int unit, kt_param_tensor *out, int max) {
+  if (cfg->kind == KT_MODEL_GPT) return kt_gpt_unit_tensors(cfg, unit, out, max);
+  size_t H = (size_t)cfg->hidden;
+  kt_param_tensor t[2] = {{"w", 0, H * H, 1}, {"b", H * H, H, 0}};
+  int n = max < 2 ? max : 2;
+  for (int i = 0; i < n; i++) out[i] = t[i];
+  return 2;
+}
+
 void kt_chunk_destroy(kt_chunk *c) {
   if (c) c->ops->destroy(c);
 }

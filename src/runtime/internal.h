@@ -25,6 +25,7 @@ struct kt__worker {
   int world_rank, stage_rank, replica;
   kt_chunk **chunk;        /* [V], chunk c holds stage kt_rank_chunk_stage(stage_rank, c) */
   float **opt_state;       /* [V] optimizer state per chunk, or NULL */
+  unsigned char **decay;   /* [V] 1 where weight decay applies (matrices), per parameter */
   size_t *opt_n;           /* [V] */
   float *in_buf, *out_buf, *dout_buf, *din_buf; /* boundary scratch */
   size_t boundary_elems;

@@ -43,9 +43,29 @@ double kt_optim_lr(const kt_optim_config *o, int step) {
   return min_lr + 0.5 * (o->lr - min_lr) * (1 + cos(M_PI * progress));
 }
 
+/* Weight decay applies to matrices and embeddings, not to biases and
+ * LayerNorm gains (the usual AdamW set). */
+static kt_status build_decay_mask(kt__worker *w, int c, kt_error *err) {
+  kt_chunk *ch = w->chunk[c];
+  w->decay[c] = kt_calloc(ch->n_params ? ch->n_params : 1, 1);
+  if (!w->decay[c]) return kt_fail(err, KT_ENOMEM, "out of memory");
+  if (w->rt->cfg.synthetic) return KT_OK;
+  for (int u = 0; u < ch->n_units; u++) {
+    kt_param_tensor t[32];
+    int n = kt_model_unit_tensors(&ch->cfg, ch->first_unit + u, t, 32);
+    for (int i = 0; i < n && i < 32; i++)
+      if (t[i].matrix) memset(w->decay[c] + ch->unit_offset[u] + t[i].offset, 1, t[i].size);
+  }
+  return KT_OK;
+}
+
 kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err) {
   const kt_optim_config *o = &w->rt->cfg.optim;
+  w->decay = kt_calloc((size_t)w->rt->V, sizeof *w->decay);
+  if (!w->decay) return kt_fail(err, KT_ENOMEM, "out of memory");
   for (int c = 0; c < w->rt->V; c++) {
+    kt_status st = build_decay_mask(w, c, err);
+    if (st) return st;
     size_t n = w->chunk[c]->n_params;
     size_t per = o->kind == KT_OPTIM_ADAMW ? 2 : (o->momentum != 0 ? 1 : 0);
     w->opt_n[c] = per * n;
@@ -106,15 +126,16 @@ static void sgd_update(float *restrict p, const float *restrict g, float *restri
 /* AdamW with decoupled weight decay; bias corrections folded into two
  * multipliers so the loop has one square root and one division. */
 static void adamw_update(float *restrict p, const float *restrict g, float *restrict m,
-                         float *restrict v, size_t n, float lr, float b1, float b2, float eps,
-                         float wd, float clip, float inv_c1, float inv_c2) {
+                         float *restrict v, const unsigned char *restrict decay, size_t n,
+                         float lr, float b1, float b2, float eps, float wd, float clip,
+                         float inv_c1, float inv_c2) {
   for (size_t i = 0; i < n; i++) {
     float gi = g[i] * clip;
     float mi = b1 * m[i] + (1 - b1) * gi;
     float vi = b2 * v[i] + (1 - b2) * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    p[i] -= lr * (mi * inv_c1 / (sqrtf(vi * inv_c2) + eps) + wd * p[i]);
+    p[i] -= lr * (mi * inv_c1 / (sqrtf(vi * inv_c2) + eps) + (decay[i] ? wd : 0.0f) * p[i]);
   }
 }
 
@@ -127,7 +148,7 @@ static void update_chunk(kt__worker *w, int c, double lr, float clip_scale, int 
     return;
   }
   float *m = w->opt_state[c];
-  adamw_update(ch->params, ch->grads, m, m + n, n, (float)lr, (float)o->beta1, (float)o->beta2,
+  adamw_update(ch->params, ch->grads, m, m + n, w->decay[c], n, (float)lr, (float)o->beta1, (float)o->beta2,
                (float)o->eps, (float)o->weight_decay, clip_scale,
                (float)(1.0 / (1.0 - pow(o->beta1, t))), (float)(1.0 / (1.0 - pow(o->beta2, t))));
 }
@@ -136,6 +157,19 @@ static double sum_squares(const float *restrict g, size_t n) {
   double s = 0;
   for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
   return s;
+}
+
+/* The LM head's copy of a tied embedding is the same parameter as wte: its
+ * gradient (equal to wte's after the sum) is left out of the global norm. */
+static double tied_head_copy_sq(const kt_chunk *ch) {
+  if (ch->cfg.kind != KT_MODEL_GPT || !ch->cfg.tie_embeddings || !ch->is_last) return 0;
+  int head = ch->cfg.layers + 1;
+  kt_param_tensor t[16];
+  int n = kt_model_unit_tensors(&ch->cfg, head, t, 16);
+  for (int i = 0; i < n && i < 16; i++)
+    if (!strcmp(t[i].name, "headw"))
+      return sum_squares(ch->grads + ch->unit_offset[head - ch->first_unit] + t[i].offset, t[i].size);
+  return 0;
 }
 
 kt_status kt__worker_finish_step(kt__worker *w, kt_error *err) {
@@ -154,9 +188,7 @@ kt_status kt__worker_finish_step(kt__worker *w, kt_error *err) {
   double local = 0;
   for (int c = 0; c < rt->V; c++) {
     kt_chunk *ch = w->chunk[c];
-    local += sum_squares(ch->grads, ch->n_params);
-    if (ch->tied && ch->is_last && !ch->is_first) /* counted once, on the first stage */
-      local -= sum_squares(ch->tied_grad, ch->tied_elems);
+    local += sum_squares(ch->grads, ch->n_params) - tied_head_copy_sq(ch);
   }
   float sums[2] = {(float)local, (float)w->loss_sum};
   /* pipeline group: the norm (replicas agree after the all-reduce); the loss

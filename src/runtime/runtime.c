@@ -43,6 +43,9 @@ static void worker_free(kt__worker *w, int V, int SM) {
     for (int c = 0; c < V; c++) kt_chunk_destroy(w->chunk[c]);
   if (w->opt_state)
     for (int c = 0; c < V; c++) free(w->opt_state[c]);
+  if (w->decay)
+    for (int c = 0; c < V; c++) free(w->decay[c]);
+  free(w->decay);
   if (w->act_handoff)
     for (int i = 0; i < SM; i++) free(w->act_handoff[i]), free(w->grad_handoff[i]);
   free(w->chunk);
