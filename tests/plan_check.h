@@ -46,7 +46,14 @@ static inline int plan_recheck_memory(const kt_plan_model *m, const kt_plan_clus
   if (kt_simulate_metrics(&s, &sc, &met, &err)) goto done;
   for (int k = 0; k < g->p; k++) {
     double p = 0;
-    for (int ch = 0; ch < g->v; ch++) p += params[kt_rank_chunk_stage(&s, k, ch)];
+    int first = 0, last = 0;
+    for (int ch = 0; ch < g->v; ch++) {
+      int j = kt_rank_chunk_stage(&s, k, ch);
+      p += params[j];
+      first |= j == 0, last |= j == S - 1;
+    }
+    if (m->transformer && m->tie_embeddings && first && last) /* one table for both */
+      p -= (double)m->vocab * m->hidden / g->t;
     mem[k] = kt_plan_state_bytes(p, o, 1, g->d) + met.ranks[k].peak_memory;
     inflight[k] = met.ranks[k].peak_inflight;
   }

@@ -165,7 +165,38 @@ static void test_rank_peaks_match_simulator(void) {
   kt_plan_model_free(&m);
 }
 
+/* A tied head shares the embedding's table on the rank that holds both. */
+static void test_tied_head(void) {
+  kt_plan_model m;
+  kt_error err;
+  NEED(kt_plan_model_preset("gpt2-124m", &m, &err) == KT_OK);
+  kt_plan_cluster c;
+  kt_plan_cluster_default(&c);
+  kt_plan_options o;
+  kt_plan_options_default(&o);
+  kt_plan_config cfg = {.p = 1, .d = 8, .t = 1, .v = 1, .m = 4, .b = 1, .k = 1,
+                        .schedule = KT_SCHED_1F1B};
+  kt_plan_result r;
+  NEED(kt_plan_evaluate(&m, &c, &o, &cfg, &r, &err) == KT_OK);
+  CHECK_NEAR(r.mem_state[0], 124439808.0 * 16, 1);
+  kt_plan_result_free(&r);
+  /* zbv puts stage 0 and the last stage on rank 0: one table there; 1f1b keeps two copies */
+  cfg = (kt_plan_config){.p = 2, .d = 4, .t = 1, .v = 2, .m = 8, .b = 1, .k = 1,
+                         .schedule = KT_SCHED_ZBV};
+  NEED(kt_plan_evaluate(&m, &c, &o, &cfg, &r, &err) == KT_OK);
+  double table = 50257.0 * 768;
+  CHECK_NEAR(r.mem_state[0] + r.mem_state[1], (124439808.0) * 16, 1);
+  kt_plan_result_free(&r);
+  cfg = (kt_plan_config){.p = 2, .d = 4, .t = 1, .v = 1, .m = 8, .b = 1, .k = 1,
+                         .schedule = KT_SCHED_1F1B};
+  NEED(kt_plan_evaluate(&m, &c, &o, &cfg, &r, &err) == KT_OK);
+  CHECK_NEAR(r.mem_state[0] + r.mem_state[1], (124439808.0 + table) * 16, 1);
+  kt_plan_result_free(&r);
+  kt_plan_model_free(&m);
+}
+
 int main(void) {
+  test_tied_head();
   test_model_states();
   test_activation_formula();
   test_layer_costs();

@@ -32,7 +32,7 @@ static const cli_opt plan_opts[] = {
     {"max-microbatches", 0, "M", "largest M considered (default 1024)"},
     {"max-chunks", 0, "V", "largest V for interleaved and looped-bfs (default 4)"},
     {"top", 0, "N", "configurations to print (default 10; 0 = every one that fits)"},
-    {"explain", 0, NULL, "print the full breakdown of the best configuration"},
+    {"explain", 0, NULL, "breakdown of the best configuration (text; JSON always has it)"},
     {"partition-only", 0, NULL, "only cut the model into --stages S balanced stages"},
     {"stages", 0, "S", "with --partition-only: number of stages"},
     {"list-presets", 0, NULL, "list the model presets and exit"},

@@ -144,8 +144,10 @@ const kt__cost_entry *kt__plan_ctx_cost_entry(kt__plan_ctx *x, int t, int b, kt_
     e->total_load += load;
     if (load > e->max_load) e->max_load = load;
     e->total_params += k->params;
-    e->total_state += kt_plan_state_bytes(k->params, x->o, 1, 1);
   }
+  /* a tied head's table counts once when it shares a rank with the embedding */
+  if (x->m->transformer && x->m->tie_embeddings)
+    e->total_params -= (double)x->m->vocab * x->m->hidden / t;
   if (map_put(&x->costs, h, e)) {
     free_costs(e);
     kt_fail(err, KT_ENOMEM, "out of memory for the cost cache");

@@ -118,14 +118,30 @@ static double stage_sums(const kt_layer_cost *lc, int S, kt_plan_result *r, cons
   return boundary;
 }
 
+/* Parameters held by rank k (all its chunks). A tied head shares the
+ * embedding's table when both sit on the same rank (P = 1, or zbv's rank 0). */
+static double rank_params(const kt__plan_ctx *x, const kt_schedule *shape, const kt_plan_config *cfg,
+                          const stage_bufs *sb, int k) {
+  double params = 0;
+  int first = 0, last = 0, S = cfg->p * cfg->v;
+  for (int c = 0; c < cfg->v; c++) {
+    int j = kt_rank_chunk_stage(shape, k, c);
+    params += sb->params[j];
+    first |= j == 0, last |= j == S - 1;
+  }
+  const kt_plan_model *m = x->m;
+  if (m->transformer && m->tie_embeddings && first && last)
+    params -= (double)m->vocab * m->hidden / cfg->t;
+  return params;
+}
+
 /* Fills mem_rank / mem_state for the stage sums in sb. */
 static void rank_memory(const kt__plan_ctx *x, const kt__sched_entry *se, const kt_plan_config *cfg,
                         const stage_bufs *sb, kt_plan_result *r) {
   r->mem_peak = 0;
   r->peak_inflight = 0;
   for (int rank = 0; rank < cfg->p; rank++) {
-    double params = 0;
-    for (int c = 0; c < cfg->v; c++) params += sb->params[kt_rank_chunk_stage(&se->s, rank, c)];
+    double params = rank_params(x, &se->s, cfg, sb, rank);
     int inflight;
     double act = kt__plan_rank_activation(se, rank, sb->act, sb->wgrad, &inflight);
     r->mem_state[rank] = kt_plan_state_bytes(params, x->o, 1, cfg->d);
@@ -149,12 +165,8 @@ static int surely_over(const kt__plan_ctx *x, const kt_plan_config *cfg, const s
                                         : KT_PLACEMENT_LOOP};
   r->mem_peak = 0;
   for (int k = 0; k < cfg->p; k++) {
-    double params = 0, act = 0;
-    for (int c = 0; c < cfg->v; c++) {
-      int j = kt_rank_chunk_stage(&shape, k, c);
-      params += sb->params[j];
-      act = fmax(act, sb->act[j]);
-    }
+    double params = rank_params(x, &shape, cfg, sb, k), act = 0;
+    for (int c = 0; c < cfg->v; c++) act = fmax(act, sb->act[kt_rank_chunk_stage(&shape, k, c)]);
     r->mem_state[k] = kt_plan_state_bytes(params, x->o, 1, cfg->d);
     r->mem_rank[k] = r->mem_state[k] + act;
     r->mem_peak = fmax(r->mem_peak, r->mem_rank[k]);
@@ -282,15 +294,13 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
     if (load > r->bottleneck) r->bottleneck = load, r->tp_time = tp;
   }
   r->imbalance = total > 0 ? r->bottleneck / (total / P) - 1 : 0;
-  double bw, lat, rank_params = 0;
+  double bw, lat, largest = 0;
   kt__plan_link(x->c, (long)cfg->t * cfg->d * P, &bw, &lat);
   r->p2p_time = P > 1 ? lat + boundary / bw : 0;
   for (int rank = 0; rank < P; rank++) {
-    double params = 0;
-    for (int c = 0; c < cfg->v; c++) params += sb.params[kt_rank_chunk_stage(&se->s, rank, c)];
-    rank_params = fmax(rank_params, params);
+    largest = fmax(largest, rank_params(x, &se->s, cfg, &sb, rank));
   }
-  r->dp_time = kt__plan_dp_time(x, cfg, rank_params);
+  r->dp_time = kt__plan_dp_time(x, cfg, largest);
   if (r->fits && cut) {
     *cut = cfg->k * round_bound(se, r, cfg) + r->dp_time > cutoff;
     if (*cut) goto done; /* cannot beat the cutoff: skip the simulation */

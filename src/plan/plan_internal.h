@@ -28,7 +28,8 @@ typedef struct {
   int t, b;
   kt_recompute r;
   kt_layer_cost *costs; /* n_layers */
-  double total_load, max_load, total_params, total_state;
+  double total_load, max_load;
+  double total_params; /* over all ranks, at least: a tied head counted once */
 } kt__cost_entry;
 
 typedef struct {
