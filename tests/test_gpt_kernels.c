@@ -181,7 +181,7 @@ static void test_matmul(void) {
 
 /* ---- GELU -------------------------------------------------------------------- */
 
-static void gelu_fwd(float *out) { kt__gpt_gelu_forward(out, g_inp, (size_t)N * C); }
+static void gelu_fwd(float *out) { kt__gelu_forward(out, g_inp, (size_t)N * C); }
 
 static void test_gelu(void) {
   printf("gelu\n");
@@ -198,7 +198,7 @@ static void test_gelu(void) {
   }
   printf("  gelu forward max abs err vs tanh: %.2e\n", maxerr);
   CHECK_NEAR(maxerr, 0, 2e-6);
-  kt__gpt_gelu_backward(din, g_inp, R, n);
+  kt__gelu_backward(din, g_inp, R, n);
   CHECK_GRAD("gelu dinp", fd_error(gelu_fwd, out, R, n, g_inp, din, n));
   free(g_inp), free(out), free(R), free(din);
 }

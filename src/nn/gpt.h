@@ -51,10 +51,7 @@ void kt__matmul_backward_weight(float *dweight, const float *dout, const float *
 /* dbias (OC) += column sums of dout (N,OC) */
 void kt__bias_backward(float *dbias, const float *dout, int N, int OC);
 
-/* out (N) = GELU(inp), tanh approximation (vectorisable, no libm calls) */
-void kt__gpt_gelu_forward(float *out, const float *inp, size_t N);
-/* dinp (N) += GELU'(inp) * dout */
-void kt__gpt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
+/* GELU kernels: kt__gelu_forward / kt__gelu_backward in nn/nn.h (shared with the MLP). */
 
 /* Softmax cross-entropy over V classes for N rows; returns the summed loss.
  * dlogits (N,V) = dscale * (softmax(logits) - onehot(targets)); dlogits may

@@ -232,14 +232,14 @@ static inline float gelu_grad(float x) {
   return sig + x * sig * (1.0f - sig) * 2.0f * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
 }
 
-SIMD_CLONES void kt__gpt_gelu_forward(float *restrict out, const float *restrict inp, size_t N) {
+SIMD_CLONES void kt__gelu_forward(float *restrict out, const float *restrict inp, size_t N) {
   size_t i = 0;
   for (; i + KT__VB <= N; i += KT__VB)
     for (size_t j = 0; j < KT__VB; j++) out[i + j] = gelu(inp[i + j]);
   for (; i < N; i++) out[i] = gelu(inp[i]);
 }
 
-SIMD_CLONES void kt__gpt_gelu_backward(float *restrict dinp, const float *restrict inp,
+SIMD_CLONES void kt__gelu_backward(float *restrict dinp, const float *restrict inp,
                                        const float *restrict dout, size_t N) {
   size_t i = 0;
   for (; i + KT__VB <= N; i += KT__VB)

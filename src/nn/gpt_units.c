@@ -229,7 +229,7 @@ kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt_
       kt__matmul_residual_forward(a->res2, a->atty, p.attprojw, p.attprojb, a->x, N, C, C);
       kt__layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p.ln2w, p.ln2b, N, C);
       kt__matmul_forward(a->fch, a->ln2, p.fcw, p.fcb, N, C, 4 * C);
-      kt__gpt_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
+      kt__gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
       kt__matmul_residual_forward(out, a->fch_gelu, p.fcprojw, p.fcprojb, a->res2, N, 4 * C, C);
       break;
     case KT__GPT_HEAD:
@@ -272,7 +272,7 @@ void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, k
       kt__matmul_backward_input(s->dbig, a->dout, p.fcprojw, N, 4 * C, C);
       kt__bias_backward(a->dfcprojb, a->dout, N, C);
       zero(a->dfch, 4 * NC);
-      kt__gpt_gelu_backward(a->dfch, a->fch, s->dbig, 4 * NC);
+      kt__gelu_backward(a->dfch, a->fch, s->dbig, 4 * NC);
       kt__bias_backward(a->dfcb, a->dfch, N, 4 * C);
       zero(dln, NC);
       kt__matmul_backward_input(dln, a->dfch, p.fcw, N, C, 4 * C);

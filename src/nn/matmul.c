@@ -53,28 +53,6 @@ const kt__matmul_shape *kt__matmul_recorded(size_t *n) {
   return shapes;
 }
 
-#define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
-
-void kt__gelu_forward(float *out, const float *inp, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    float x = inp[i];
-    float cube = 0.044715f * x * x * x;
-    out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + cube)));
-  }
-}
-
-void kt__gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    float x = inp[i];
-    float cube = 0.044715f * x * x * x;
-    float arg = GELU_SCALE * (x + cube);
-    float th = tanhf(arg);
-    float sech2 = 1.0f - th * th;
-    float local = 0.5f * (1.0f + th) + x * 0.5f * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[i] = local * dout[i];
-  }
-}
-
 void kt__rng_seed(kt__rng *r, uint64_t seed) { r->s = seed ^ 0x9E3779B97F4A7C15ull; }
 
 uint64_t kt__rng_next(kt__rng *r) {

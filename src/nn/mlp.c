@@ -123,8 +123,13 @@ static kt_status mlp_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
   }
   for (int u = c->n_units - 1; u >= 0; u--) {
     float *z = stash + (2 * (size_t)u + 1) * BH; /* becomes dz */
-    if (is_head(c, u)) memcpy(z, g, BH * sizeof(float));
-    else kt__gelu_backward(z, z, g, BH);
+    if (is_head(c, u)) {
+      memcpy(z, g, BH * sizeof(float));
+    } else { /* dz = gelu'(z) * g, through scratch (the kernel accumulates) */
+      memset(m->tmp_b, 0, BH * sizeof(float));
+      kt__gelu_backward(m->tmp_b, z, g, BH);
+      memcpy(z, m->tmp_b, BH * sizeof(float));
+    }
     if (u > 0 || din) {
       float *dx = u > 0 ? g : din;
       kt__matmul(dx, z, UNIT_W(c, u), B, H, H, 0, 0, 0.0f); /* dx = dz W */

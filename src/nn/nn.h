@@ -28,10 +28,11 @@ typedef struct {
 void kt__matmul_record(int on);
 const kt__matmul_shape *kt__matmul_recorded(size_t *n);
 
-/* GELU (tanh approximation). */
-void kt__gelu_forward(float *out, const float *inp, size_t n);
-/* dinp = dout * gelu'(inp)  (assigns, not accumulates) */
-void kt__gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+/* out (N) = GELU(inp), tanh approximation (vectorisable, no libm calls;
+ * gpt_kernels.c) */
+void kt__gelu_forward(float *out, const float *inp, size_t N);
+/* dinp (N) += GELU'(inp) * dout */
+void kt__gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
 
 /* Deterministic generator for initialisation and data (splitmix64). */
 typedef struct {
