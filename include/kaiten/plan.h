@@ -237,6 +237,7 @@ typedef struct {
   size_t over_bubble;    /* above max_bubble */
   size_t simulations;    /* schedule simulations run (the rest reused) */
   double min_memory;     /* smallest peak (or bound) seen, bytes: why nothing fits */
+  char not_applicable_reason[KT_ERROR_LEN]; /* the first schedule rejection, if any */
   double seconds;
 } kt_plan_report;
 

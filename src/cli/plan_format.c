@@ -346,7 +346,9 @@ void cli_plan_render(const kt_plan_model *m, const kt_plan_cluster *c, const kt_
 void cli_plan_nothing_fits(const kt_plan_cluster *c, const kt_plan_search_params *sp,
                            const kt_plan_report *rep, kt_error *err) {
   double budget = c->mem_bytes - c->mem_reserved;
-  if (rep->over_bubble > 0 && rep->over_bubble + rep->no_fit >= rep->evaluated)
+  if (rep->evaluated == 0 && rep->pruned_memory == 0 && rep->not_applicable > 0)
+    kt_fail(err, KT_EINVAL, "no configuration applies: %s", rep->not_applicable_reason);
+  else if (rep->over_bubble > 0 && rep->over_bubble + rep->no_fit >= rep->evaluated)
     kt_fail(err, KT_EINVAL, "no configuration fits with bubble <= %.1f%% (%zu fit but exceed it)",
             100 * sp->max_bubble, rep->over_bubble);
   else

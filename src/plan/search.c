@@ -11,6 +11,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -289,7 +290,8 @@ kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
       goto done;
     }
     if (st) { /* the schedule generator rejects this layout */
-      rep->not_applicable++;
+      if (!rep->not_applicable++)
+        snprintf(rep->not_applicable_reason, sizeof rep->not_applicable_reason, "%s", why.msg);
       st = KT_OK;
       continue;
     }
