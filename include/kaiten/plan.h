@@ -73,7 +73,7 @@ typedef struct {
 const char *kt_plan_preset_list(void);
 /* Fills out from a preset name. EINVAL naming the unknown preset. */
 kt_status kt_plan_model_preset(const char *name, kt_plan_model *out, kt_error *err);
-/* Parses a model spec (DESIGN in docs/planner.md): transformer shapes
+/* Parses a model spec (format in docs/planner.md): transformer shapes
  * {"blocks", "hidden", "heads", ...} or {"layers": [{...}, ...]}.
  * EPARSE / EINVAL naming the bad field. */
 kt_status kt_plan_model_parse(const char *json, kt_plan_model *out, kt_error *err);
@@ -181,11 +181,11 @@ typedef struct {
 typedef struct {
   kt_plan_config cfg;
   int fits;            /* every device within mem_bytes - mem_reserved */
-  double step_time;    /* K * round_time + dp_time (+ zero-3 gathers) */
+  double step_time;    /* K * round_time + dp_time */
   double round_time;   /* simulated wall clock of one round of M micro-batches: first
                           action on any rank to last action on any rank */
   double bubble_ratio; /* 1 - busy / (P * round_time): idle share of the round */
-  double dp_time;      /* gradient all-reduce (or reduce-scatter + gather) per step */
+  double dp_time;      /* gradient sync per step (+ zero-3 weight gathers per round) */
   double p2p_time;     /* one stage-to-stage hop */
   double tp_time;      /* tensor-parallel collectives per micro-batch, busiest rank */
   double bottleneck;   /* largest rank load (F + I + W over its chunks) per micro-batch */
