@@ -345,6 +345,37 @@ static void y_axis(kt_buf *b, const frame *f, const char *label) {
   kt_buf_puts(b, "</g>\n");
 }
 
+/* A dot per finite point of a sparse series, with "name: x, y" as its tooltip. */
+static void markers(kt_buf *b, const frame *f, const kt_series *s, size_t i, size_t n,
+                    const char *x_label) {
+  const char *col = s->color ? s->color : kt_svg_series_color(i, n);
+  for (size_t j = 0; j < s->n; j++) {
+    if (!isfinite(s->x[j]) || !isfinite(s->y[j]) || (f->log_y && s->y[j] <= 0)) continue;
+    kt_buf_puts(b, "<circle cx=\"");
+    kt__svg_num(b, fx(f, s->x[j]));
+    kt_buf_puts(b, "\" cy=\"");
+    kt__svg_num(b, fy(f, s->y[j]));
+    kt_buf_printf(b, "\" r=\"3.5\" fill=\"%s\" stroke=\"#FFFFFF\" data-series=\"%zu\" "
+                     "data-x=\"%.6g\" data-y=\"%.6g\"><title>", col, i, s->x[j], s->y[j]);
+    kt_buf_xml_escape(b, s->name ? s->name : "");
+    kt_buf_puts(b, s->name ? ": " : "");
+    char v[80];
+    snprintf(v, sizeof v, "%.6g, %.4g", s->x[j], s->y[j]);
+    if (x_label) {
+      /* "step 4, 0.3819": the axis name without its unit in parentheses */
+      char name[64];
+      snprintf(name, sizeof name, "%s", x_label);
+      size_t k = strcspn(name, "(");
+      while (k > 0 && name[k - 1] == ' ') k--;
+      name[k] = 0;
+      kt_buf_xml_escape(b, name);
+      kt_buf_puts(b, k ? " " : "");
+    }
+    kt_buf_xml_escape(b, v);
+    kt_buf_puts(b, "</title></circle>\n");
+  }
+}
+
 void kt_svg_line_chart(kt_buf *b, const kt_chart_opts *o, const kt_series *s, size_t n) {
   kt_chart_opts d;
   if (!o) kt_chart_default_opts(&d), o = &d;
@@ -393,6 +424,7 @@ void kt_svg_line_chart(kt_buf *b, const kt_chart_opts *o, const kt_series *s, si
                   s[i].dashed ? " stroke-dasharray=\"5 3\"" : "");
     series_path(b, &f, &s[i]);
     kt_buf_puts(b, "\"/>\n");
+    if (s[i].markers) markers(b, &f, &s[i], i, n, o->x_label);
   }
   kt_buf_puts(b, "</svg>\n");
 }

@@ -1,0 +1,395 @@
+/* Reading a training run directory back (kaiten train --run-dir DIR):
+ * config.json flattened to key/value pairs, metrics.jsonl one step per line
+ * (a torn last line skipped), timeline.json rebuilt into two kt_timeline
+ * objects, trace.json's memory counters added to the measured one.
+ *
+ * Every failure names the file (and the line of metrics.jsonl).
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kaiten/report.h"
+
+#define MAX_RANKS 4096
+
+/* ---- files and JSON ---------------------------------------------------------- */
+
+static int is_file(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static char *join(const char *dir, const char *name) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s/%s", dir, name);
+  return p;
+}
+
+/* Line number (1-based) of position pos in text. */
+static int line_of(const char *text, const char *pos) {
+  int line = 1;
+  for (const char *c = text; c < pos && *c; c++) line += *c == '\n';
+  return line;
+}
+
+/* Parses a whole file as one JSON value; EPARSE names the file and line. */
+static kt_status read_json(const char *path, cJSON **out, kt_error *err) {
+  char *text = NULL;
+  kt_status st = kt_read_file(path, &text, NULL, err);
+  if (st) return st;
+  const char *end = NULL;
+  *out = cJSON_ParseWithOpts(text, &end, 1);
+  if (!*out)
+    st = kt_fail(err, KT_EPARSE, "%s: malformed JSON at line %d", path,
+                 line_of(text, end ? end : text));
+  free(text);
+  return st;
+}
+
+static double num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static const char *str(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int int_in(const cJSON *o, const char *key, int lo, int hi, int *out) {
+  double v = num(o, key);
+  if (!(v >= lo && v <= hi) || v != floor(v)) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* ---- config.json ------------------------------------------------------------- */
+
+static void scalar_text(kt_buf *b, const cJSON *v) {
+  if (cJSON_IsString(v)) kt_buf_puts(b, v->valuestring);
+  else if (cJSON_IsNumber(v)) kt_buf_printf(b, "%.10g", v->valuedouble);
+  else if (cJSON_IsBool(v)) kt_buf_puts(b, cJSON_IsTrue(v) ? "true" : "false");
+  else if (cJSON_IsNull(v)) kt_buf_puts(b, "null");
+  else kt_buf_puts(b, "\xe2\x80\xa6"); /* nested deeper than a list of scalars */
+}
+
+static int add_item(kt_run *r, size_t *cap, const char *key, const char *value) {
+  if (kt_grow((void **)&r->config, cap, r->n_config + 1, sizeof *r->config)) return -1;
+  kt_run_config_item *it = &r->config[r->n_config];
+  it->key = strdup(key);
+  it->value = strdup(value);
+  if (!it->key || !it->value) {
+    free(it->key);
+    free(it->value);
+    return -1;
+  }
+  r->n_config++;
+  return 0;
+}
+
+/* Objects become "a.b" keys; lists of scalars one "x, y, z" value. */
+static int flatten(kt_run *r, size_t *cap, const char *prefix, const cJSON *o, int depth) {
+  for (const cJSON *v = o->child; v; v = v->next) {
+    kt_buf key, val;
+    kt_buf_init(&key);
+    kt_buf_init(&val);
+    kt_buf_printf(&key, "%s%s%s", prefix, *prefix ? "." : "", v->string ? v->string : "?");
+    int rc = 0;
+    if (cJSON_IsObject(v) && depth < 4) {
+      rc = key.failed ? -1 : flatten(r, cap, key.data, v, depth + 1);
+    } else {
+      int i = 0;
+      if (cJSON_IsArray(v)) {
+        for (const cJSON *e = v->child; e; e = e->next, i++) {
+          if (i == 32) {
+            kt_buf_printf(&val, ", \xe2\x80\xa6 (%d values)", cJSON_GetArraySize(v));
+            break;
+          }
+          if (i) kt_buf_puts(&val, ", ");
+          scalar_text(&val, e);
+        }
+        if (i == 0) kt_buf_puts(&val, "[]");
+      } else {
+        scalar_text(&val, v);
+      }
+      rc = key.failed || val.failed ? -1 : add_item(r, cap, key.data, val.data ? val.data : "");
+    }
+    kt_buf_free(&key);
+    kt_buf_free(&val);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static void copy_str(char *dst, size_t n, const char *s) { snprintf(dst, n, "%s", s ? s : ""); }
+
+static kt_status load_config(kt_run *r, const char *path, kt_error *err) {
+  cJSON *root;
+  kt_status st = read_json(path, &root, err);
+  if (st) return st;
+  size_t cap = 0;
+  if (!cJSON_IsObject(root)) st = kt_fail(err, KT_EPARSE, "%s: not a JSON object", path);
+  else if (flatten(r, &cap, "", root, 0)) st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
+  if (!st) {
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *layout = cJSON_GetObjectItemCaseSensitive(root, "layout");
+    copy_str(r->model, sizeof r->model, str(model, "kind"));
+    copy_str(r->schedule, sizeof r->schedule, str(layout, "schedule"));
+    copy_str(r->transport, sizeof r->transport, str(layout, "transport"));
+    int *ints[] = {&r->layers, &r->hidden, &r->p, &r->v, &r->m, &r->steps_planned};
+    const cJSON *objs[] = {model, model, layout, layout, layout, root};
+    static const char *const keys[] = {"layers", "hidden", "p", "v", "m", "steps"};
+    for (int i = 0; i < 6; i++)
+      if (int_in(objs[i], keys[i], 0, 1 << 30, ints[i])) *ints[i] = 0;
+  }
+  cJSON_Delete(root);
+  return st;
+}
+
+/* ---- metrics.jsonl ----------------------------------------------------------- */
+
+typedef struct {
+  kt_run_rank_step *r;
+  int n;
+} line_ranks;
+
+/* 0 ok, 1 not a step line (reason in why), -1 out of memory. */
+static int parse_step(const cJSON *o, kt_run_step *s, line_ranks *lr, const char **why) {
+  if (!cJSON_IsObject(o)) return *why = "not a JSON object", 1;
+  double step = num(o, "step");
+  if (!(step >= 0 && step <= 2e9) || step != floor(step)) return *why = "no integer \"step\"", 1;
+  *s = (kt_run_step){.step = (int)step, .loss = num(o, "loss"), .val_loss = num(o, "val_loss"),
+                     .lr = num(o, "lr"), .grad_norm = num(o, "grad_norm"),
+                     .seconds = num(o, "seconds"), .tokens_per_s = num(o, "tokens_per_s"),
+                     .samples_per_s = num(o, "samples_per_s"), .bubble = num(o, "bubble")};
+  const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(o, "ranks");
+  int n = cJSON_IsArray(ranks) ? cJSON_GetArraySize(ranks) : 0;
+  if (n > MAX_RANKS) return *why = "more than 4096 ranks", 1;
+  lr->n = n;
+  lr->r = n ? kt_calloc((size_t)n, sizeof *lr->r) : NULL;
+  if (n && !lr->r) return -1;
+  int i = 0;
+  for (const cJSON *e = ranks ? ranks->child : NULL; e && i < n; e = e->next, i++)
+    lr->r[i] = (kt_run_rank_step){.busy = num(e, "busy"), .comm_time = num(e, "comm_time"),
+                                  .bytes_sent = num(e, "bytes_sent"),
+                                  .peak_act_bytes = num(e, "peak_act_bytes")};
+  return 0;
+}
+
+typedef struct {
+  kt_run_step s;
+  line_ranks lr;
+} parsed_line;
+
+static int cmp_line(const void *a, const void *b) {
+  const parsed_line *x = a, *y = b;
+  return (x->s.step > y->s.step) - (x->s.step < y->s.step);
+}
+
+static kt_status load_metrics(kt_run *r, const char *path, kt_error *err) {
+  char *text = NULL;
+  size_t len = 0;
+  kt_status st = kt_read_file(path, &text, &len, err);
+  if (st) return st;
+  parsed_line *lines = NULL;
+  size_t n = 0, cap = 0;
+  int lineno = 0;
+  for (char *line = text; *line && !st;) {
+    char *nl = strchr(line, '\n');
+    int complete = nl != NULL;
+    if (nl) *nl = 0;
+    lineno++;
+    char *next = nl ? nl + 1 : line + strlen(line);
+    if (strspn(line, " \t\r") == strlen(line)) {
+      line = next;
+      continue;
+    }
+    cJSON *o = cJSON_ParseWithOpts(line, NULL, 1);
+    const char *why = "malformed JSON";
+    int rc = 1;
+    if (kt_grow((void **)&lines, &cap, n + 1, sizeof *lines)) rc = -1;
+    else if (o) rc = parse_step(o, &lines[n].s, &lines[n].lr, &why);
+    cJSON_Delete(o);
+    if (rc < 0) st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
+    else if (rc == 0) n++;
+    else if (!complete) r->skipped_lines++; /* torn by a crash mid-write */
+    else st = kt_fail(err, KT_EPARSE, "%s line %d: %s", path, lineno, why);
+    line = next;
+  }
+  free(text);
+  if (!st && n) {
+    qsort(lines, n, sizeof *lines, cmp_line);
+    int ranks = 0;
+    for (size_t i = 0; i < n; i++)
+      if (lines[i].lr.n > ranks) ranks = lines[i].lr.n;
+    r->steps = kt_calloc(n, sizeof *r->steps);
+    r->rank_steps = ranks ? kt_calloc(n * (size_t)ranks, sizeof *r->rank_steps) : NULL;
+    if (!r->steps || (ranks && !r->rank_steps)) {
+      st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
+    } else {
+      r->n_steps = n;
+      r->ranks = ranks;
+      for (size_t i = 0; i < n; i++) {
+        r->steps[i] = lines[i].s;
+        for (int k = 0; k < ranks; k++)
+          r->rank_steps[i * (size_t)ranks + (size_t)k] =
+              k < lines[i].lr.n ? lines[i].lr.r[k]
+                                : (kt_run_rank_step){NAN, NAN, NAN, NAN};
+      }
+    }
+  }
+  for (size_t i = 0; i < n; i++) free(lines[i].lr.r);
+  free(lines);
+  return st;
+}
+
+/* ---- timeline.json and trace.json -------------------------------------------- */
+
+/* Rebuilds one timeline from sim-json events, counting from its first
+ * action (a measured step starts wherever the clock was); *t0 = that start. */
+static kt_status load_events(kt_timeline *t, const cJSON *o, const char *path, const char *which,
+                             double *t0, kt_error *err) {
+  int p;
+  if (!cJSON_IsObject(o))
+    return kt_fail(err, KT_EPARSE, "%s: no \"%s\" object", path, which);
+  if (int_in(o, "p", 1, MAX_RANKS, &p))
+    return kt_fail(err, KT_EPARSE, "%s: %s.p is not a rank count in 1..%d", path, which,
+                   MAX_RANKS);
+  const char *unit = str(o, "time_unit");
+  if (kt_timeline_init(t, p, unit && strlen(unit) < sizeof t->time_unit ? unit : "s", "B"))
+    return kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
+  const cJSON *events = cJSON_GetObjectItemCaseSensitive(o, "events");
+  if (!cJSON_IsArray(events)) return kt_fail(err, KT_EPARSE, "%s: %s has no events[]", path, which);
+  int i = 0;
+  *t0 = INFINITY;
+  for (const cJSON *e = events->child; e; e = e->next, i++) {
+    kt_event ev = {.start = num(e, "start"), .end = num(e, "end"), .comm_time = 0};
+    const char *op = str(e, "op");
+    const char *ops = "FBIW", *at = op && strlen(op) == 1 ? strchr(ops, op[0]) : NULL;
+    double bytes = num(e, "bytes");
+    const char *bad = int_in(e, "rank", 0, p - 1, &ev.rank)       ? "rank"
+                      : int_in(e, "stage", 0, 1 << 20, &ev.stage) ? "stage"
+                      : int_in(e, "mb", 0, 1 << 24, &ev.mb)       ? "mb"
+                      : !at                                       ? "op"
+                      : !isfinite(ev.start)                       ? "start"
+                      : !(ev.end >= ev.start && isfinite(ev.end)) ? "end"
+                                                                  : NULL;
+    if (bad) {
+      char *v = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(e, bad));
+      kt_fail(err, KT_EPARSE, "%s: %s event %d: %s %s is not %s", path, which, i, bad,
+              v ? v : "(missing)",
+              !strcmp(bad, "rank") ? "a rank of the timeline's p"
+              : !strcmp(bad, "op") ? "\"F\", \"B\", \"I\" or \"W\""
+              : !strcmp(bad, "end") ? "a time at or after start"
+                                    : "a valid number");
+      free(v);
+      return KT_EPARSE;
+    }
+    ev.op = (uint8_t)(at - ops);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "overlap_next")))
+      ev.flags = KT_ACTION_OVERLAP_NEXT;
+    ev.bytes = isfinite(bytes) && bytes > 0 ? (int64_t)bytes : 0;
+    if (kt_timeline_add_event(t, &ev)) return kt_fail(err, KT_ENOMEM, "out of memory");
+    if (ev.start < *t0) *t0 = ev.start;
+  }
+  if (!isfinite(*t0)) *t0 = 0;
+  for (size_t k = 0; k < t->n_events; k++) t->events[k].start -= *t0, t->events[k].end -= *t0;
+  return KT_OK;
+}
+
+static kt_status load_timeline(kt_run *r, const char *path, double *t0, kt_error *err) {
+  cJSON *root;
+  kt_status st = read_json(path, &root, err);
+  if (st) return st;
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "measured");
+  const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "predicted");
+  double pt0;
+  st = load_events(&r->measured, m, path, "measured", t0, err);
+  if (!st) st = load_events(&r->predicted, p, path, "predicted", &pt0, err);
+  if (!st) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "costs");
+    static const char *const keys[4] = {"tf", "tb", "tw", "comm"};
+    for (int i = 0; i < 4; i++) r->calibrated[i] = num(c, keys[i]);
+    r->has_timeline = 1;
+  }
+  cJSON_Delete(root);
+  return st;
+}
+
+/* The memory counters of the Chrome trace ("memory rank N", ts in µs). */
+static kt_status load_trace_memory(kt_run *r, const char *path, double t0, kt_error *err) {
+  cJSON *root;
+  kt_status st = read_json(path, &root, err);
+  if (st) return st;
+  const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
+  if (!cJSON_IsArray(ev)) st = kt_fail(err, KT_EPARSE, "%s: no traceEvents[]", path);
+  for (const cJSON *e = ev && !st ? ev->child : NULL; e && !st; e = e->next) {
+    const char *ph = str(e, "ph"), *name = str(e, "name");
+    int rank;
+    if (!ph || strcmp(ph, "C") || !name || strncmp(name, "memory rank", 11)) continue;
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+    double ts = num(e, "ts"), v = args && args->child && cJSON_IsNumber(args->child)
+                                      ? args->child->valuedouble : NAN;
+    if (int_in(e, "tid", 0, r->measured.p - 1, &rank) || !isfinite(ts) || !isfinite(v)) continue;
+    if (kt_timeline_add_mem(&r->measured, rank, ts * 1e-6 - t0, v))
+      st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
+    else
+      r->has_memory = 1;
+  }
+  cJSON_Delete(root);
+  return st;
+}
+
+/* ---- the directory ----------------------------------------------------------- */
+
+void kt_run_free(kt_run *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->n_config; i++) free(r->config[i].key), free(r->config[i].value);
+  free(r->config);
+  free(r->steps);
+  free(r->rank_steps);
+  free(r->dir);
+  kt_timeline_free(&r->measured);
+  kt_timeline_free(&r->predicted);
+  memset(r, 0, sizeof *r);
+}
+
+kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err) {
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < 4; i++) out->calibrated[i] = NAN;
+  struct stat sb;
+  if (!dir || !*dir) return kt_fail(err, KT_EINVAL, "no run directory given");
+  if (stat(dir, &sb) != 0)
+    return kt_fail(err, KT_EINVAL, "run directory '%s' does not exist", dir);
+  if (!S_ISDIR(sb.st_mode))
+    return kt_fail(err, KT_EINVAL, "'%s' is not a directory (give the run directory of kaiten "
+                   "train --run-dir)", dir);
+  out->dir = strdup(dir);
+  char *cfg = join(dir, "config.json"), *met = join(dir, "metrics.jsonl");
+  char *tl = join(dir, "timeline.json"), *tr = join(dir, "trace.json");
+  kt_status st = KT_OK;
+  if (!out->dir || !cfg || !met || !tl || !tr) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  const char *need[2] = {cfg, met};
+  for (int i = 0; i < 2 && !st; i++)
+    if (!is_file(need[i]))
+      st = kt_fail(err, KT_EINVAL, "%s is missing (not a run directory of kaiten train "
+                   "--run-dir?)", need[i]);
+  if (!st) st = load_config(out, cfg, err);
+  if (!st) st = load_metrics(out, met, err);
+  double t0 = 0;
+  if (!st && is_file(tl)) st = load_timeline(out, tl, &t0, err);
+  if (!st && out->has_timeline && is_file(tr) && !strcmp(out->measured.time_unit, "s"))
+    st = load_trace_memory(out, tr, t0, err);
+  if (!st && out->has_timeline) kt_timeline_sort(&out->measured), kt_timeline_sort(&out->predicted);
+  free(cfg);
+  free(met);
+  free(tl);
+  free(tr);
+  if (st) kt_run_free(out);
+  return st;
+}
