@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Renders a comparison report in headless Chromium: the screenshot must not
-# be blank (many colours, the F and B bar colours present, a fair share of
-# non-white pixels) and the page must raise no script errors (its script
-# marks <body data-kt="ready">; the console log has no "Uncaught").
+# Renders a comparison report and a training run's report (kaiten report
+# RUN_DIR) in headless Chromium: each screenshot must not be blank (many
+# colours, the F and B bar colours present, a fair share of non-white
+# pixels) and each page must raise no script errors (its script marks
+# <body data-kt="ready">; the console log has no "Uncaught").
 # Skips, exit 0, only when Chromium is missing and cannot be installed.
 set -u
 K="$1"
@@ -33,20 +34,30 @@ if [ -z "$browser" ]; then
 fi
 
 "$K" compare -p 4 -m 8 --report "$tmp/cmp.html" >/dev/null || bad "compare --report failed"
+"$K" train --model mlp --layers 4 --hidden 16 --stages 2 -m 4 --steps 12 --val-every 4 \
+  --run-dir "$tmp/run" >/dev/null || bad "train --run-dir failed"
+"$K" report "$tmp/run" -o "$tmp/run.html" >/dev/null || bad "report RUN_DIR failed"
 flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
        --disable-background-networking --disable-component-update --disable-sync
        --hide-scrollbars --enable-logging=stderr --v=0 --virtual-time-budget=3000)
-timeout 120 "$browser" "${flags[@]}" --user-data-dir="$tmp/profile1" --window-size=1400,1000 \
-  --screenshot="$tmp/shot.png" "file://$tmp/cmp.html" >"$tmp/shot.out" 2>"$tmp/shot.err"
-if [ -s "$tmp/shot.png" ]; then ok; else bad "no screenshot: $(tail -5 "$tmp/shot.err")"; fi
-timeout 120 "$browser" "${flags[@]}" --user-data-dir="$tmp/profile2" --window-size=1400,1000 \
-  --dump-dom "file://$tmp/cmp.html" >"$tmp/dom.html" 2>"$tmp/dom.err"
-if grep -q 'data-kt="ready"' "$tmp/dom.html"; then ok; else
-  bad "the page script did not run to the end: $(grep -o '<body[^>]*>' "$tmp/dom.html")"; fi
-if grep -i "uncaught" "$tmp/shot.err" "$tmp/dom.err"; then bad "script errors (above)"; else ok; fi
+# shoot NAME HEIGHT: NAME.html to NAME.png in a 1400 x HEIGHT window, and its DOM
+shoot() {
+  timeout 120 "$browser" "${flags[@]}" --user-data-dir="$tmp/profile-$1-1" \
+    --window-size=1400,"$2" --screenshot="$tmp/$1.png" "file://$tmp/$1.html" \
+    >"$tmp/$1.shot.out" 2>"$tmp/$1.shot.err"
+  if [ -s "$tmp/$1.png" ]; then ok; else bad "$1: no screenshot: $(tail -5 "$tmp/$1.shot.err")"; fi
+  timeout 120 "$browser" "${flags[@]}" --user-data-dir="$tmp/profile-$1-2" \
+    --window-size=1400,"$2" --dump-dom "file://$tmp/$1.html" >"$tmp/$1.dom" 2>"$tmp/$1.dom.err"
+  if grep -q 'data-kt="ready"' "$tmp/$1.dom"; then ok; else
+    bad "$1: the page script did not run to the end: $(grep -o '<body[^>]*>' "$tmp/$1.dom")"; fi
+  if grep -i "uncaught" "$tmp/$1.shot.err" "$tmp/$1.dom.err"; then bad "$1: script errors (above)"
+  else ok; fi
+}
+shoot cmp 1000
+shoot run 2400 # down to the traced step's Gantt
 
 # PNG check with the standard library only (zlib), no imaging package.
-python3 - "$tmp/shot.png" <<'PY' && ok || bad "screenshot looks blank or wrong"
+cat >"$tmp/png.py" <<'PY'
 import struct, sys, zlib
 data = open(sys.argv[1], "rb").read()
 assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
@@ -87,12 +98,15 @@ for y in range(h):
         for k, v in want.items():
             if px == v: counts[k] = counts.get(k, 0) + 1
 inked = 1 - white / (w * h)
-print("screenshot %dx%d: %d colours, %.1f%% non-white, F px %d, B px %d"
+print(sys.argv[1].rsplit("/", 1)[-1] + ": %dx%d: %d colours, %.1f%% non-white, F px %d, B px %d"
       % (w, h, len(colours), 100 * inked, counts.get("F", 0), counts.get("B", 0)))
 assert len(colours) >= 32, "only %d colours" % len(colours)
 assert 0.05 <= inked <= 0.95, "non-white share %.3f" % inked
 assert counts.get("F", 0) >= 500 and counts.get("B", 0) >= 500, counts
 PY
+for name in cmp run; do
+  python3 "$tmp/png.py" "$tmp/$name.png" && ok || bad "$name: screenshot looks blank or wrong"
+done
 
 echo "test_report_screenshot: $checks checks, $fails failed: $([ $fails = 0 ] && echo OK || echo FAIL)"
 [ $fails = 0 ]

@@ -7,7 +7,8 @@
 #define KAITEN_VERSION "0.1.0"
 
 static const cli_command *const commands[] = {&cli_cmd_sim, &cli_cmd_compare, &cli_cmd_validate,
-                                              &cli_cmd_train, &cli_cmd_sample, &cli_cmd_plan};
+                                              &cli_cmd_train, &cli_cmd_sample, &cli_cmd_plan,
+                                              &cli_cmd_report};
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
 static void usage(FILE *f) {
