@@ -99,6 +99,13 @@ expect 0 "$K" plan --partition-only --model "$tmp/mlp.json" --stages 3 --format 
 part=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["partition_arg"])' "$tmp/out")
 if [ "$part" = "3,3,2" ] || [ "$part" = "2,3,3" ] || [ "$part" = "3,2,3" ]; then ok; else bad "mlp partition '$part'"; fi
 expect 0 "$K" train --model mlp --layers 8 --stages 3 --partition "$part" --steps 1 --microbatches 3 --no-live
+# kaiten train's GPT (--layers 4 --hidden 64 --heads 4 --seq-len 64, byte vocabulary): L + 2 units
+cat >"$tmp/traingpt.json" <<'EOF'
+{"name": "train-gpt", "blocks": 4, "hidden": 64, "heads": 4, "vocab": 256, "seq_len": 64, "learned_positions": true}
+EOF
+expect 0 "$K" plan --partition-only --model "$tmp/traingpt.json" --stages 3 --format json
+part=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["partition_arg"])' "$tmp/out")
+expect 0 "$K" train --model gpt --layers 4 --hidden 64 --heads 4 --seq-len 64 --stages 3 --partition "$part" --steps 1 --microbatches 3 --no-live
 
 # bad input: one line naming the value, exit 2
 expect 2 "$K" plan --model gpt2-124m;                                oneline; has "global-batch" "$tmp/err"
