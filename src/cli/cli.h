@@ -81,7 +81,7 @@ int cli_use_color(const char *mode);
 int cli_term_width(void);
 
 extern const cli_command cli_cmd_sim, cli_cmd_compare, cli_cmd_validate;
-extern const cli_command cli_cmd_train, cli_cmd_sample;
+extern const cli_command cli_cmd_train, cli_cmd_sample, cli_cmd_calibrate;
 extern const cli_command cli_cmd_plan;
 extern const cli_command cli_cmd_report;
 

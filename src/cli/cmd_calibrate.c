@@ -1,0 +1,180 @@
+/* kaiten calibrate: measure this machine for the planner — the achieved
+ * FLOP/s of a model's training step on one core, sgemm's own rate on the same
+ * shapes, and the point-to-point bandwidth and latency of the transport —
+ * and write them as a cluster spec (kaiten plan --cluster FILE). */
+#include <cblas.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "kaiten/train.h"
+#include "nn/nn.h"
+
+static const cli_opt calibrate_opts[] = {
+    {"model", 0, "NAME", "model whose training step is timed: gpt (default) | mlp"},
+    {"layers", 0, "L", "its layers/blocks (default: kaiten train's)"},
+    {"hidden", 0, "C", "its width (default: kaiten train's)"},
+    {"micro-batch-size", 'b', "b", "samples per micro-batch timed (default 4)"},
+    {"output", 'o', "FILE", "write the cluster spec JSON to FILE (default: stdout)"},
+};
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct {
+  kt_transport *t;
+  size_t bytes;
+  int reps;
+  double seconds; /* median one-way */
+} pingpong;
+
+static void *pong(void *arg) {
+  pingpong *pp = arg;
+  kt_transport *t = pp->t;
+  char *buf = calloc(pp->bytes + 1, 1);
+  kt_error err;
+  double rtt[64];
+  for (int i = 0; buf && i < pp->reps + 2; i++) {
+    double t0 = kt_now();
+    if (t->rank == 0) {
+      if (t->ops->send(t, 1, 1, buf, pp->bytes, &err) || t->ops->recv(t, 1, 2, buf, pp->bytes, &err)) break;
+    } else if (t->ops->recv(t, 0, 1, buf, pp->bytes, &err) || t->ops->send(t, 0, 2, buf, pp->bytes, &err)) {
+      break;
+    }
+    if (i >= 2) rtt[i - 2] = kt_now() - t0;
+  }
+  free(buf);
+  qsort(rtt, (size_t)pp->reps, sizeof *rtt, cmp);
+  pp->seconds = rtt[pp->reps / 2] / 2;
+  return NULL;
+}
+
+static double one_way(size_t bytes) {
+  kt_transport *h;
+  kt_error err;
+  if (kt_transport_threads_create(2, 1, 10, 16, &h, &err)) return 0;
+  pingpong a = {.t = &h[0], .bytes = bytes, .reps = 31}, b = {.t = &h[1], .bytes = bytes, .reps = 31};
+  pthread_t th;
+  pthread_create(&th, NULL, pong, &b);
+  pong(&a);
+  pthread_join(th, NULL);
+  kt_transport_threads_free(h, 2);
+  return a.seconds;
+}
+
+static int run_calibrate(cli_args *a) {
+  const char *name = cli_get(a, "model") ? cli_get(a, "model") : "gpt";
+  int kind = kt_model_kind_from_name(name);
+  if (kind < 0) return cli_usage_error("--model '%s': expected gpt or mlp", name);
+  kt_model_config mc;
+  kt_model_config_default(&mc, (kt_model_kind)kind);
+  long layers, hidden, b;
+  if (cli_int(a, "layers", 1, 4096, mc.layers, &layers) ||
+      cli_int(a, "hidden", 1, 65536, mc.hidden, &hidden) ||
+      cli_int(a, "micro-batch-size", 1, 4096, 4, &b))
+    return 2;
+  if (a->n_pos) return cli_usage_error("unexpected argument '%s'", a->pos[0]);
+  mc.layers = (int)layers, mc.hidden = (int)hidden;
+  kt_error err = {{0}};
+  if (kt_model_config_check(&mc, &err)) return cli_fail(KT_EINVAL, &err);
+  /* one core: a whole training step (F, B and the optimizer) of the model */
+  kt_schedule s;
+  kt_schedule_params sp = {.p = 1, .m = 4};
+  kt_status st = kt_schedule_generate(KT_SCHED_GPIPE, &sp, &s, &err);
+  kt_runtime_config rc;
+  kt_runtime_config_default(&rc);
+  rc.schedule = &s;
+  rc.micro_batch = (int)b;
+  rc.model = mc;
+  rc.blas_threads = 1;
+  kt_runtime *rt = NULL;
+  kt_data_source *data = NULL;
+  if (!st) st = kt_runtime_create_threads(&rc, &rt, &err);
+  if (!st) st = kind == KT_MODEL_GPT ? kt_data_text_source_create(NULL, mc.seq_len, (int)b, 1, &data, &err)
+                                     : kt_data_mlp_create(mc.hidden, 1, &data, &err);
+  double step_t[9], flops = 0;
+  kt_microbatch mbs[4];
+  for (int i = 0; !st && i < 10; i++) {
+    kt_step_result res;
+    st = data->fill(data, 0, i, 1, 1, 4, (int)b, mbs, &err);
+    if (i == 1) kt__matmul_record(1);
+    kt__matmul_reset_counters();
+    if (!st) st = kt_runtime_step(rt, i, mbs, 1, &res, &err);
+    if (i == 1) kt__matmul_record(0);
+    if (!st && i > 0) step_t[i - 1] = res.seconds, flops = kt__matmul_flops();
+  }
+  if (st) {
+    if (data) data->destroy(data);
+    kt_runtime_destroy(rt);
+    kt_schedule_free(&s);
+    return cli_fail(st, &err);
+  }
+  qsort(step_t, 9, sizeof *step_t, cmp);
+  double step = step_t[4], effective = flops / step;
+  /* sgemm alone on the step's exact shapes */
+  size_t n;
+  const kt__matmul_shape *sh = kt__matmul_recorded(&n);
+  size_t big = 1;
+  for (size_t i = 0; i < n; i++) {
+    size_t x = (size_t)sh[i].m * sh[i].k, y = (size_t)sh[i].k * sh[i].n, z = (size_t)sh[i].m * sh[i].n;
+    big = x > big ? x : big, big = y > big ? y : big, big = z > big ? z : big;
+  }
+  float *A = calloc(big, 4), *B = calloc(big, 4), *C = calloc(big, 4);
+  double pure = 0;
+  for (int r = 0; A && B && C && r < 3; r++) {
+    double t0 = kt_now();
+    for (size_t i = 0; i < n; i++)
+      cblas_sgemm(CblasRowMajor, sh[i].trans_a ? CblasTrans : CblasNoTrans,
+                  sh[i].trans_b ? CblasTrans : CblasNoTrans, sh[i].m, sh[i].n, sh[i].k, 1.0f, A,
+                  sh[i].trans_a ? sh[i].m : sh[i].k, B, sh[i].trans_b ? sh[i].k : sh[i].n, 0.0f,
+                  C, sh[i].n);
+    double t = kt_now() - t0;
+    pure = r == 0 || t < pure ? t : pure;
+  }
+  free(A), free(B), free(C);
+  double sgemm_rate = pure > 0 ? flops / pure : 0;
+  /* the transport: latency from 64-byte messages, bandwidth from a boundary tensor */
+  size_t boundary = kt_model_boundary_elems(&mc) * (size_t)b * sizeof(float);
+  double lat = one_way(64), big_t = one_way(boundary);
+  double bw = big_t > lat ? (double)boundary / (big_t - lat) : (double)boundary / big_t;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  fprintf(stderr,
+          "kaiten calibrate: %s L=%d C=%d, b=%ld, one core: step %.1f ms, %.2f GFLOP/s effective "
+          "(sgemm alone on the same shapes %.2f GFLOP/s, %.0f%%); transport latency %.1f us, "
+          "%.2f GB/s for %zu-byte tensors; %ld cores, %.1f GB\n",
+          kt_model_kind_name(mc.kind), mc.layers, mc.hidden, b, 1e3 * step, effective / 1e9,
+          sgemm_rate / 1e9, 100 * effective / sgemm_rate, 1e6 * lat, bw / 1e9, boundary, cores,
+          mem / 1e9);
+  kt_buf out;
+  kt_buf_init(&out);
+  kt_buf_printf(&out,
+                "{\"devices\": %ld, \"devices_per_node\": %ld, \"mem_gb\": %.3f, "
+                "\"achieved_tflops\": %.6g, \"intra_bw_gbs\": %.6g, \"intra_latency_us\": %.6g, "
+                "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g}\n",
+                cores, cores, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9, 1e6 * lat,
+                bw / 1e9, 1e6 * lat);
+  int rcode = cli_emit(cli_get(a, "output"), &out);
+  kt_buf_free(&out);
+  data->destroy(data);
+  kt_runtime_destroy(rt);
+  kt_schedule_free(&s);
+  return rcode;
+}
+
+const cli_command cli_cmd_calibrate = {
+    .name = "calibrate",
+    .summary = "measure this machine (FLOP/s, transport) as a cluster spec for kaiten plan",
+    .usage = "[--model gpt|mlp] [--layers L --hidden C] [-b b] [-o cluster.json]",
+    .details =
+        "achieved_tflops is the model's whole training step on one core (matmul FLOPs over\n"
+        "step time, so non-matmul work is priced in); bandwidth and latency come from a\n"
+        "ping-pong of the threads transport. Then: kaiten plan --cluster cluster.json ...\n",
+    .opts = calibrate_opts,
+    .n_opts = sizeof calibrate_opts / sizeof *calibrate_opts,
+    .run = run_calibrate,
+};
