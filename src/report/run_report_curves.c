@@ -106,9 +106,9 @@ void kt__run_training_section(kt_buf *b, const kt_run *r, double predicted_bubbl
   }
   kt_series val = {.name = "validation loss", .x = val_x, .y = val_y, .n = nv,
                    .color = "#D55E00", .dashed = 1, .markers = nv <= 400};
+  kt_buf_puts(b, "<div class=\"row\">\n"); /* one row that wraps: gaps between all cards */
   metric_chart(b, &c, FIELD(loss), "chart-loss", "Loss", "train loss", "loss", CARD_W1, 280,
                "#0072B2", "#56B4E9", &val, nv ? 1 : 0);
-  kt_buf_puts(b, "<div class=\"row\">\n");
   metric_chart(b, &c, FIELD(tokens_per_s), "chart-throughput", "Throughput", "tokens/s",
                "tokens/s", CARD_W2, 220, "#0072B2", "#56B4E9", NULL, 0);
   for (size_t i = 0; i < n; i++) val_x[i] = c.x[i], val_y[i] = 100 * r->steps[i].bubble;
@@ -148,36 +148,51 @@ done:
 
 /* ---- per rank, per step ------------------------------------------------------- */
 
-/* One line per shown rank of a per-rank, per-step value (field of kt_run_rank_step). */
+/* One line per shown rank of a per-rank, per-step value (a field of
+ * kt_run_rank_step); smooth: past SMOOTH_FROM steps, each rank's moving
+ * average instead of its raw values (eight noisy lines are a smear). */
 static void rank_lines(kt_buf *b, const kt_run *r, size_t field, double scale, const char *id,
-                       const char *title, const char *yl, int w) {
+                       const char *title, const char *yl, int w, int smooth) {
   if (r->ranks == 0 || r->n_steps == 0) return;
   int show[MAX_CURVES], ns = kt__run_pick_ranks(r->ranks, show);
   size_t n = r->n_steps;
-  double *x = kt_calloc(n * (size_t)(ns + 1), sizeof *x);
+  size_t win = smooth && n > SMOOTH_FROM ? smooth_window(n) : 0;
+  double *xy = kt_calloc(2 * n * (size_t)ns, sizeof *xy); /* x then y of each series */
+  double *raw = kt_calloc(2 * n, sizeof *raw), *avg = raw + n;
   char (*names)[24] = kt_calloc((size_t)ns, sizeof *names);
   kt_series s[MAX_CURVES];
-  if (!x || !names) {
+  if (!xy || !raw || !names) {
     b->failed = 1;
-    free(x);
+    free(xy);
+    free(raw);
     free(names);
     return;
   }
-  int finite = 0;
-  for (size_t i = 0; i < n; i++) x[i] = r->steps[i].step;
+  int finite = 0, dots = n <= MARKERS_UP_TO;
   for (int k = 0; k < ns; k++) {
-    double *y = x + n * (size_t)(k + 1);
+    double *x = xy + 2 * n * (size_t)k, *y = x + n;
     for (size_t i = 0; i < n; i++) {
       const kt_run_rank_step *rs = &r->rank_steps[i * (size_t)r->ranks + (size_t)show[k]];
-      y[i] = *(const double *)((const char *)rs + field) / scale;
-      finite |= isfinite(y[i]);
+      raw[i] = *(const double *)((const char *)rs + field) / scale;
+    }
+    if (win) moving_average(raw, n, win, avg);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+      x[m] = r->steps[i].step;
+      y[m] = win ? avg[i] : raw[i];
+      finite |= isfinite(y[m]);
+      /* the middle of three equal values adds nothing to a line (peak
+       * memory is flat for thousands of steps) */
+      if (!dots && m >= 2 && y[m] == y[m - 1] && y[m - 1] == y[m - 2]) x[m - 1] = x[m], m--;
+      m++;
     }
     snprintf(names[k], sizeof names[k], "rank %d", show[k]);
-    s[k] = (kt_series){.name = names[k], .x = x, .y = y, .n = n, .markers = n <= MARKERS_UP_TO};
+    s[k] = (kt_series){.name = names[k], .x = x, .y = y, .n = m, .markers = dots};
   }
-  char full[128];
-  if (ns < r->ranks) snprintf(full, sizeof full, "%s (%d of %d ranks)", title, ns, r->ranks);
-  else snprintf(full, sizeof full, "%s", title);
+  char full[160];
+  size_t len = (size_t)snprintf(full, sizeof full, "%s", title);
+  if (win) len += (size_t)snprintf(full + len, sizeof full - len, ", mean of %zu steps", win);
+  if (ns < r->ranks) snprintf(full + len, sizeof full - len, " (%d of %d ranks)", ns, r->ranks);
   if (finite) {
     kt_chart_opts co;
     kt__run_chart_opts(&co, id, full, "step", yl, w, 220);
@@ -185,7 +200,8 @@ static void rank_lines(kt_buf *b, const kt_run *r, size_t field, double scale, c
     kt_svg_line_chart(b, &co, s, (size_t)ns);
     kt__run_card_end(b);
   }
-  free(x);
+  free(xy);
+  free(raw);
   free(names);
 }
 
@@ -205,13 +221,12 @@ void kt__run_memory_section(kt_buf *b, const kt_run *r) {
   snprintf(yl, sizeof yl, "peak activations (%s)", mu);
   kt_buf_puts(b, "<div class=\"row\">\n");
   rank_lines(b, r, RFIELD(peak_act_bytes), ms, "chart-memory", "Peak activation memory per step",
-             yl, CARD_W2);
+             yl, CARD_W2, 0);
   rank_lines(b, r, RFIELD(comm_time), 1e-3, "chart-comm", "Communication time per step",
-             "wait + transfer (ms)", CARD_W2);
-  kt_buf_puts(b, "</div>\n");
+             "wait + transfer (ms)", CARD_W2, 1);
   /* bytes sent: one bar per rank, the mean over the steps */
   size_t p = (size_t)r->ranks;
-  char (*names)[24] = kt_calloc(p, sizeof *names);
+  char (*names)[32] = kt_calloc(p, sizeof *names);
   const char **labels = kt_calloc(p, sizeof *labels);
   double *vals = kt_calloc(p, sizeof *vals);
   if (!names || !labels || !vals) {
@@ -227,13 +242,13 @@ void kt__run_memory_section(kt_buf *b, const kt_run *r) {
                      .value_fmt = "%.4g"};
     kt_chart_opts co;
     snprintf(xl, sizeof xl, "sent per step (%s)", su);
-    kt__run_chart_opts(&co, "bars-bytes", "Point-to-point bytes sent per step (mean)", xl, NULL, CARD_W2, 0);
-    kt_buf_puts(b, "<div class=\"row\">\n");
+    kt__run_chart_opts(&co, "bars-bytes", "Point-to-point bytes sent per step (mean)", xl, NULL,
+                       CARD_W2, 0);
     kt__run_card_begin(b);
     kt_svg_bar_chart(b, &co, &d);
     kt__run_card_end(b);
-    kt_buf_puts(b, "</div>\n");
   }
+  kt_buf_puts(b, "</div>\n");
   free(names);
   free(labels);
   free(vals);
