@@ -403,9 +403,13 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title) {
     else have = 1;
   }
   char head[160], sub[320];
-  const char *base = r->dir ? strrchr(r->dir, '/') : NULL;
-  base = base && base[1] ? base + 1 : r->dir ? r->dir : "run";
-  snprintf(head, sizeof head, "kaiten run: %s", base);
+  /* the directory's last component ("runs/demo/" -> "demo") */
+  const char *dir = r->dir && *r->dir ? r->dir : "run";
+  size_t end = strlen(dir), start;
+  while (end > 1 && dir[end - 1] == '/') end--;
+  for (start = end; start > 0 && dir[start - 1] != '/';) start--;
+  snprintf(head, sizeof head, "kaiten run: %.*s", (int)(end - start ? end - start : end),
+           dir + (end - start ? start : 0));
   size_t len = (size_t)snprintf(sub, sizeof sub, "%s", r->model[0] ? r->model : "model");
   if (r->layers) len += (size_t)snprintf(sub + len, sizeof sub - len, ", %d layers", r->layers);
   if (r->hidden) len += (size_t)snprintf(sub + len, sizeof sub - len, ", width %d", r->hidden);
