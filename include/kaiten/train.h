@@ -61,6 +61,7 @@ typedef struct {
   kt_metrics measured;   /* last step (seconds) */
   kt_metrics predicted;  /* the same schedule simulated with costs calibrated from it */
   kt_costs calibrated;   /* per-stage costs (seconds) measured on the last step */
+  kt_timeline measured_timeline;  /* the last training step (validation steps excluded) */
   kt_timeline predicted_timeline;
   double mean_step_seconds;
   double samples_per_s, tokens_per_s;

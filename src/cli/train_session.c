@@ -223,7 +223,7 @@ int train_session(train_opts *o) {
     s.meta.step = first_step + res.n_losses;
     st = kt_checkpoint_save_in_run(rt, o->run_dir, &s.meta, &err);
     if (!st && world_rank == 0 &&
-        rundir_write_timelines(o->run_dir, &sched, &res, kt_runtime_timeline(rt)))
+        rundir_write_timelines(o->run_dir, &sched, &res, &res.measured_timeline))
       st = kt_fail(&err, KT_EIO, "cannot write timelines to '%s'", o->run_dir);
   }
   if (st) {
@@ -331,7 +331,7 @@ static void final_report(session *s, const kt_schedule *sched, const kt_train_re
     char title[96];
     snprintf(title, sizeof title, "kaiten train %s P=%d M=%d (measured)", sched->name, sched->p,
              sched->m);
-    kt_render_chrome_trace(kt_runtime_timeline(s->rt), title, 1e6, out);
+    kt_render_chrome_trace(&res->measured_timeline, title, 1e6, out);
   } else {
     if (!strcmp(o->format, "ascii")) {
       kt_gantt_opts go;
@@ -340,7 +340,7 @@ static void final_report(session *s, const kt_schedule *sched, const kt_train_re
       go.chunks = sched->v;
       go.color = cli_use_color(NULL) && !o->output;
       kt_buf_puts(out, "\nmeasured (last step):\n");
-      kt_render_gantt_ascii(kt_runtime_timeline(s->rt), &go, out);
+      kt_render_gantt_ascii(&res->measured_timeline, &go, out);
       kt_buf_puts(out, "\npredicted:\n");
       kt_render_gantt_ascii(&res->predicted_timeline, &go, out);
     }

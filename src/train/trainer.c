@@ -96,6 +96,7 @@ void kt_train_result_free(kt_train_result *r) {
   kt_metrics_free(&r->predicted);
   kt_costs_free(&r->calibrated);
   kt_timeline_free(&r->predicted_timeline);
+  kt_timeline_free(&r->measured_timeline);
   memset(r, 0, sizeof *r);
 }
 
@@ -172,6 +173,8 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     if (!(st = kt_timeline_metrics(&last, &out->measured, err))) st = predict(rc, &last, out, err);
     kt_chunk *c0 = kt_runtime_chunk(rt, 0, 0);
     if (c0) out->peak_stash_bytes_stage0 = c0->peak_stash_bytes;
+    out->measured_timeline = last; /* handed over */
+    kt_timeline_init(&last, rc->schedule->p, "s", "B");
   }
 done:
   free(mbs);
