@@ -70,12 +70,12 @@ int main(int argc, char **argv) {
     kt_schedule_free(&s);
   }
 
-  printf("\n# real compute: MLP L=8 H=512, 64 samples per step, 1f1b, median of %d steps\n", reps);
+  printf("\n# real compute: MLP L=8 H=512, 256 samples per step, 1f1b, median of %d steps\n", reps);
   printf("%4s %4s %12s %10s %14s\n", "P", "M", "step ms", "speed-up", "ideal 2M/(M+1)");
   double base = 0;
-  int cases[][2] = {{1, 1}, {2, 4}, {2, 8}, {2, 16}};
-  for (int i = 0; i < 4; i++) {
-    int P = cases[i][0], M = cases[i][1], b = 64 / M;
+  int cases[][2] = {{1, 1}, {2, 2}, {2, 4}, {2, 8}, {2, 16}};
+  for (int i = 0; i < 5; i++) {
+    int P = cases[i][0], M = cases[i][1], b = 256 / M;
     kt_schedule s;
     kt_schedule_params sp = {.p = P, .m = M};
     if (kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err)) die(&err);
@@ -88,9 +88,9 @@ int main(int argc, char **argv) {
     cfg.blas_threads = 1; /* one core per stage: P=1 uses one core, P=2 two */
     kt_runtime *rt;
     if (kt_runtime_create_threads(&cfg, &rt, &err)) die(&err);
-    float *x = calloc(64 * 512, sizeof(float)), *y = calloc(64 * 512, sizeof(float));
-    for (int k = 0; k < 64 * 512; k++) x[k] = (float)((k * 37) % 101) / 101.0f, y[k] = 0.1f;
-    kt_microbatch mbs[64];
+    float *x = calloc(256 * 512, sizeof(float)), *y = calloc(256 * 512, sizeof(float));
+    for (int k = 0; k < 256 * 512; k++) x[k] = (float)((k * 37) % 101) / 101.0f, y[k] = 0.1f;
+    kt_microbatch mbs[256];
     for (int j = 0; j < M; j++)
       mbs[j] = (kt_microbatch){.b = b, .x = x + (size_t)j * b * 512, .y = y + (size_t)j * b * 512};
     double t[50];
