@@ -2,7 +2,8 @@
  * T=64, byte vocabulary; M=8 micro-batches of b=4 per step, 1f1b), at P=1 and
  * P=2 on this machine's cores: tokens/s, the share of rank time inside sgemm,
  * and the step's achieved GFLOP/s against OpenBLAS's own sgemm replaying the
- * step's exact matmul shapes. Median of repeated steps. */
+ * step's exact matmul shapes, one core per rank (one OpenBLAS thread).
+ * Median of repeated steps. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@ static double replay(const kt__matmul_shape *sh, size_t n) {
 }
 
 int main(int argc, char **argv) {
+  openblas_set_num_threads(1);
   int steps = argc > 1 ? atoi(argv[1]) : 9;
   if (steps < 3 || steps > 200) steps = 9;
   kt_error err;
@@ -65,6 +67,7 @@ int main(int argc, char **argv) {
     kt_runtime_config_default(&rc);
     rc.schedule = &s;
     rc.micro_batch = 4;
+    rc.blas_threads = 1; /* one core per rank: the replay below runs on one core too */
     kt_model_config_default(&rc.model, KT_MODEL_GPT);
     kt_runtime *rt;
     if (kt_runtime_create_threads(&rc, &rt, &err)) die(&err);

@@ -41,6 +41,7 @@ static const cli_opt train_opts_table[] = {
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
     {"transport", 0, "NAME", "threads (default: one process) | mpi (one process per rank, mpirun)"},
+    {"threads-per-rank", 0, "N", "OpenBLAS threads per rank (default: cores / ranks in this process)"},
     {"format", 'f', "FMT", "text (default) | ascii | json | chrome"},
     {"output", 'o', "FILE", "write the final report (json/chrome/ascii) to FILE"},
     {"no-live", 0, NULL, "plain progress lines even on a terminal"},
@@ -80,6 +81,7 @@ int train_parse(const cli_args *a, train_opts *o) {
       cli_int(a, "decay-steps", 1, 100000000, 1, &decay) ||
       cli_int(a, "act-bytes", 1, 1L << 30, 65536, &act) ||
       cli_int(a, "checkpoint-every", 1, 100000000, 1, &ckpt) ||
+      cli_int(a, "threads-per-rank", 0, 1024, 0, &o->blas_threads_l) ||
       cli_double(a, "lr", 0, 10, okind == KT_OPTIM_SGD ? 0.05 : gpt ? 3e-3 : 1e-3, &lr) ||
       cli_double(a, "momentum", 0, 1, 0, &mom) || cli_double(a, "weight-decay", 0, 10, 0, &wd) ||
       cli_double(a, "grad-clip", 0, 1e30, gpt ? 1.0 : 0.0, &clip) ||
@@ -113,6 +115,7 @@ int train_parse(const cli_args *a, train_opts *o) {
   o->resume = cli_get(a, "resume");
   o->data_path = cli_get(a, "data");
   o->live = !cli_has(a, "no-live");
+  o->blas_threads = (int)o->blas_threads_l;
   o->model.layers = (int)layers;
   o->model.hidden = (int)hidden;
   o->model.seed = (uint64_t)seed;

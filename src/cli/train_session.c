@@ -167,6 +167,7 @@ int train_session(train_opts *o) {
   rcfg.syn_tf_ms = o->tf, rcfg.syn_tb_ms = o->tb, rcfg.syn_tw_ms = o->tw;
   rcfg.syn_act_bytes = (size_t)o->act_bytes;
   rcfg.timeout = o->timeout;
+  rcfg.blas_threads = o->blas_threads;
   /* Test hook for fault tests: KAITEN_TEST_HANG=RANK,ACTION stops that world
    * rank before its ACTION-th action of the first step. */
   const char *hang = getenv("KAITEN_TEST_HANG");
