@@ -38,6 +38,8 @@ typedef struct {
 kt_status kt_timeline_init(kt_timeline *t, int p, const char *time_unit, const char *mem_unit);
 void kt_timeline_free(kt_timeline *t);
 kt_status kt_timeline_add_event(kt_timeline *t, const kt_event *e);
+/* Makes room for at least n_events events and n_mem samples. ENOMEM. */
+kt_status kt_timeline_reserve(kt_timeline *t, size_t n_events, size_t n_mem);
 kt_status kt_timeline_add_mem(kt_timeline *t, int rank, double time, double value);
 /* Sorts events by (rank, start) and memory samples by (rank, t). */
 void kt_timeline_sort(kt_timeline *t);

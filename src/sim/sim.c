@@ -12,12 +12,19 @@
 
 #include "kaiten/sim.h"
 
+/* When the ops of one (stage, micro-batch) finished; NAN = not yet. Kept
+ * together so a dependency check touches one cache line. */
+typedef struct {
+  double f, bi, i; /* F; B or I; I */
+} pair_times;
+
 typedef struct {
   const kt_schedule *s;
   const kt_costs *c;
   int S, M;
   double comm;
-  double *f_end, *bi_end, *i_end; /* per (stage, mb); NAN = not done */
+  pair_times *done;               /* per (stage, mb) */
+  int *owner;                     /* stage -> rank (no division in the hot loop) */
   size_t *pos;                    /* next action per rank */
   double *free_at;                /* end of the previous action per rank */
   double *mem;                    /* running memory per rank */
@@ -41,22 +48,22 @@ static double ready_time(const sim_state *st, int rank, const kt_action *a, kt_a
     case KT_OP_F: {
       if (s == 0) return 0.0;
       *dep = (kt_action){.stage = s - 1, .mb = j, .op = KT_OP_F};
-      double t = st->f_end[IDX(st, s - 1, j)];
-      return kt_stage_rank(st->s, s - 1) != rank ? t + st->comm : t;
+      double t = st->done[IDX(st, s - 1, j)].f;
+      return st->owner[s - 1] != rank ? t + st->comm : t;
     }
     case KT_OP_B:
     case KT_OP_I: {
       if (s == st->S - 1) {
         *dep = (kt_action){.stage = s, .mb = j, .op = KT_OP_F};
-        return st->f_end[IDX(st, s, j)];
+        return st->done[IDX(st, s, j)].f;
       }
       *dep = (kt_action){.stage = s + 1, .mb = j, .op = KT_OP_B};
-      double t = st->bi_end[IDX(st, s + 1, j)];
-      return kt_stage_rank(st->s, s + 1) != rank ? t + st->comm : t;
+      double t = st->done[IDX(st, s + 1, j)].bi;
+      return st->owner[s + 1] != rank ? t + st->comm : t;
     }
     case KT_OP_W:
       *dep = (kt_action){.stage = s, .mb = j, .op = KT_OP_I};
-      return st->i_end[IDX(st, s, j)];
+      return st->done[IDX(st, s, j)].i;
     default: return NAN;
   }
 }
@@ -67,15 +74,15 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
   double delta = 0;
   switch (a->op) {
     case KT_OP_F:
-      st->f_end[k] = publish;
+      st->done[k].f = publish;
       break;
     case KT_OP_B:
-      st->bi_end[k] = publish;
+      st->done[k].bi = publish;
       delta = -kt_cost_mem_act(st->c, a->stage);
       break;
     case KT_OP_I:
-      st->bi_end[k] = publish;
-      st->i_end[k] = publish;
+      st->done[k].bi = publish;
+      st->done[k].i = publish;
       delta = kt_cost_mem_wgrad(st->c, a->stage) - kt_cost_mem_act(st->c, a->stage);
       break;
     case KT_OP_W:
@@ -95,9 +102,9 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
   }
 wake_consumer:
   /* wake the consumer of this result */
-  if (a->op == KT_OP_F && a->stage + 1 < st->S) wake(st, kt_stage_rank(st->s, a->stage + 1));
+  if (a->op == KT_OP_F && a->stage + 1 < st->S) wake(st, st->owner[a->stage + 1]);
   if ((a->op == KT_OP_B || a->op == KT_OP_I) && a->stage > 0)
-    wake(st, kt_stage_rank(st->s, a->stage - 1));
+    wake(st, st->owner[a->stage - 1]);
   return KT_OK;
 }
 
@@ -194,21 +201,28 @@ kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
   if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */
   sim_state st = {.s = s, .c = c, .S = S, .M = s->m, .comm = kt_cost_comm(c)};
   size_t cells = (size_t)S * (size_t)s->m;
-  st.f_end = malloc(cells * sizeof(double));
-  st.bi_end = malloc(cells * sizeof(double));
-  st.i_end = malloc(cells * sizeof(double));
+  st.done = malloc(cells * sizeof *st.done);
+  st.owner = kt_calloc((size_t)S, sizeof *st.owner);
   st.pos = kt_calloc((size_t)s->p, sizeof *st.pos);
   st.free_at = kt_calloc((size_t)s->p, sizeof *st.free_at);
   st.mem = kt_calloc((size_t)s->p, sizeof *st.mem);
   st.queue = kt_calloc((size_t)s->p, sizeof *st.queue);
   st.queued = kt_calloc((size_t)s->p, sizeof *st.queued);
   kt_status status = KT_OK;
-  if (!st.f_end || !st.bi_end || !st.i_end || !st.pos || !st.free_at || !st.mem || !st.queue ||
+  if (!st.done || !st.owner || !st.pos || !st.free_at || !st.mem || !st.queue ||
       !st.queued) {
     status = kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs", cells);
     goto done;
   }
-  for (size_t i = 0; i < cells; i++) st.f_end[i] = st.bi_end[i] = st.i_end[i] = NAN;
+  for (size_t i = 0; i < cells; i++) st.done[i] = (pair_times){NAN, NAN, NAN};
+  for (int stage = 0; stage < S; stage++) st.owner[stage] = kt_stage_rank(s, stage);
+  if (out) { /* every action is one event and at most one memory sample */
+    size_t n = kt_schedule_total_actions(s);
+    if (kt_timeline_reserve(out, n, n + (size_t)s->p)) {
+      status = kt_fail(err, KT_ENOMEM, "out of memory for a timeline of %zu actions", n);
+      goto done;
+    }
+  }
   for (int r = 0; r < s->p; r++) {
     st.free_at[r] = 0;
     wake(&st, r);
@@ -230,9 +244,8 @@ kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
     }
 done:
   if (status && out) kt_timeline_free(out);
-  free(st.f_end);
-  free(st.bi_end);
-  free(st.i_end);
+  free(st.done);
+  free(st.owner);
   free(st.pos);
   free(st.free_at);
   free(st.mem);

@@ -29,6 +29,13 @@ kt_status kt_timeline_add_event(kt_timeline *t, const kt_event *e) {
   return KT_OK;
 }
 
+kt_status kt_timeline_reserve(kt_timeline *t, size_t n_events, size_t n_mem) {
+  if (kt_grow((void **)&t->events, &t->cap_events, n_events, sizeof *t->events) ||
+      kt_grow((void **)&t->mem, &t->cap_mem, n_mem, sizeof *t->mem))
+    return KT_ENOMEM;
+  return KT_OK;
+}
+
 kt_status kt_timeline_add_mem(kt_timeline *t, int rank, double time, double value) {
   if (kt_grow((void **)&t->mem, &t->cap_mem, t->n_mem + 1, sizeof *t->mem) != 0) return KT_ENOMEM;
   t->mem[t->n_mem++] = (kt_mem_sample){rank, time, value};
