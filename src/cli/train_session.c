@@ -73,8 +73,16 @@ static int on_step(void *ctx, const kt_train_progress *p) {
       if (!isnan(p->val_loss)) fprintf(s->talk, "  val %.6f", p->val_loss);
       fprintf(s->talk, "  lr %.3g  %9.0f tok/s  %7.1f ms  bubble %5.1f%%", p->lr, p->tokens_per_s,
               1e3 * p->seconds, 100 * p->bubble);
-      kt_chunk *c0 = kt_runtime_chunk((kt_runtime *)p->runtime, 0, 0);
-      if (c0 && !s->o->synthetic) fprintf(s->talk, "  act0 %.2f MiB", c0->peak_stash_bytes / 1048576.0);
+      /* peak activation memory of each stage during the step (local stages) */
+      const kt_schedule *sc = kt_runtime_config_of(p->runtime)->schedule;
+      if (!s->o->synthetic) {
+        fprintf(s->talk, "  act MiB");
+        for (int st = 0; st < kt_schedule_stages(sc); st++) {
+          kt_chunk *c = kt_runtime_chunk((kt_runtime *)p->runtime, st, 0);
+          if (c) fprintf(s->talk, "%s%.2f", st ? "/" : " ", c->peak_stash_bytes / 1048576.0);
+          else fprintf(s->talk, "%s-", st ? "/" : " ");
+        }
+      }
       fputc('\n', s->talk);
       fflush(s->talk);
     }
