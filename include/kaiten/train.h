@@ -73,8 +73,10 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
                        kt_error *err);
 void kt_train_result_free(kt_train_result *r);
 
-/* Per-stage costs from a measured timeline: median F, I, W (and B) time per
- * stage; the simulator's semantics then predict the same schedule. */
+/* Per-stage costs from a measured timeline: mean F, I, W (and B) time per
+ * stage (the prediction then does the step's total work), and T_comm = the median hand-over time between ranks (producer's
+ * end to consumer's start, over actions that sat waiting for their input);
+ * the simulator's semantics then predict the same schedule. */
 kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
                              kt_error *err);
 

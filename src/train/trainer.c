@@ -17,6 +17,80 @@ static double median(double *v, size_t n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* One event seen as a producer or consumer of a boundary tensor: the F of a
+ * (stage, mb) or its B/I (class 1), in start order within its group. */
+typedef struct {
+  int stage, mb, cls;
+  double start, end;
+  size_t idx;
+} hop_ref;
+
+static int cmp_hop(const void *a, const void *b) {
+  const hop_ref *x = a, *y = b;
+  if (x->stage != y->stage) return x->stage < y->stage ? -1 : 1;
+  if (x->mb != y->mb) return x->mb < y->mb ? -1 : 1;
+  if (x->cls != y->cls) return x->cls < y->cls ? -1 : 1;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static size_t find_group(const hop_ref *refs, size_t n, int stage, int mb, int cls) {
+  size_t lo = 0, hi = n;
+  hop_ref key = {stage, mb, cls, -INFINITY, 0, 0};
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (cmp_hop(&refs[mid], &key) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* The time a hand-over between ranks took: for every action that sat waiting
+ * for a remote input (its rank was idle when the producer finished), the gap
+ * between the producer's end and its own start; the median of those. */
+static double calibrate_hop(const kt_timeline *t, const kt_schedule *s) {
+  size_t n = t->n_events;
+  hop_ref *refs = kt_calloc(n + 1, sizeof *refs);
+  size_t *occ = kt_calloc(n + 1, sizeof *occ);
+  double *gaps = kt_calloc(n + 1, sizeof *gaps), *prev_end = kt_calloc(n + 1, sizeof *prev_end);
+  double hop = 0;
+  if (!refs || !occ || !gaps || !prev_end) goto done;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    const kt_event *e = &t->events[i];
+    prev_end[i] = i > 0 && t->events[i - 1].rank == e->rank ? t->events[i - 1].end : -INFINITY;
+    if (e->op == KT_OP_W) continue;
+    refs[m++] = (hop_ref){e->stage, e->mb, e->op == KT_OP_F ? 0 : 1, e->start, e->end, i};
+  }
+  qsort(refs, m, sizeof *refs, cmp_hop);
+  /* occurrence (accumulation round) of each event within its group */
+  for (size_t i = 0, k = 0; i < m; i++) {
+    k = i > 0 && refs[i].stage == refs[i - 1].stage && refs[i].mb == refs[i - 1].mb &&
+                refs[i].cls == refs[i - 1].cls ? k + 1 : 0;
+    occ[refs[i].idx] = k;
+  }
+  int S = kt_schedule_stages(s);
+  size_t ng = 0;
+  for (size_t i = 0; i < n; i++) {
+    const kt_event *e = &t->events[i];
+    int from;
+    if (e->op == KT_OP_F && e->stage > 0) from = e->stage - 1;
+    else if ((e->op == KT_OP_B || e->op == KT_OP_I) && e->stage + 1 < S) from = e->stage + 1;
+    else continue;
+    if (kt_stage_rank(s, from) == kt_stage_rank(s, e->stage)) continue; /* in memory */
+    size_t g = find_group(refs, m, from, e->mb, e->op == KT_OP_F ? 0 : 1) + occ[i];
+    if (g >= m || refs[g].stage != from || refs[g].mb != e->mb) continue;
+    double produced = refs[g].end;
+    if (prev_end[i] < produced && e->start >= produced) gaps[ng++] = e->start - produced;
+  }
+  hop = median(gaps, ng);
+done:
+  free(refs);
+  free(occ);
+  free(gaps);
+  free(prev_end);
+  return hop;
+}
+
 kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
                              kt_error *err) {
   int S = kt_schedule_stages(s);
@@ -40,7 +114,10 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
         const kt_event *e = &measured->events[i];
         if (e->stage == st && e->op == op) buf[n++] = e->end - e->start;
       }
-      med[op] = median(buf, n);
+      /* the mean, so the prediction does the same total work as the step */
+      double sum = 0;
+      for (size_t k = 0; k < n; k++) sum += buf[k];
+      med[op] = n ? sum / (double)n : 0;
     }
     out->stage_tf[st] = med[KT_OP_F];
     if (med[KT_OP_I] > 0 || med[KT_OP_W] > 0) {
@@ -55,6 +132,7 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
   out->tf = out->stage_tf[0];
   out->tb = out->stage_tb[0];
   out->tw = out->stage_tw[0];
+  out->comm = calibrate_hop(measured, s);
   return KT_OK;
 }
 
