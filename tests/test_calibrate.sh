@@ -2,10 +2,7 @@
 # kaiten calibrate writes a cluster spec the planner accepts.
 set -u
 K="$1"
-fails=0; checks=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok()  { checks=$((checks+1)); }
-bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 "$K" calibrate --help >/dev/null && ok || bad "help"
 if "$K" calibrate --model mlp --layers 2 --hidden 32 -o "$tmp/c.json" 2>"$tmp/err"; then
   python3 - "$tmp/c.json" <<'PY' && ok || bad "cluster json"

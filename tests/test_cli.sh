@@ -2,15 +2,8 @@
 # CLI contract: exit codes, one-line errors, JSON fields, formats.
 set -u
 K="$1"
-fails=0; checks=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok()   { checks=$((checks+1)); }
-bad()  { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 # expect CODE CMD... : exit code must match
-expect() { local want=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?;
-  if [ $rc = "$want" ]; then ok; else bad "exit $rc (want $want): $*"; cat "$tmp/err" >&2; fi; }
-has() { if grep -q -- "$1" "$2"; then ok; else bad "'$1' not in $2: $(head -c 400 "$2")"; fi; }
-oneline() { local n; n=$(wc -l <"$tmp/err"); if [ "$n" -le 1 ] && [ -s "$tmp/err" ]; then ok; else bad "stderr not one line: $(cat "$tmp/err")"; fi; }
 
 expect 0 "$K" --help
 expect 0 "$K" sim --help;      has "--schedule" "$tmp/out"

@@ -4,10 +4,7 @@
 # layout, damaged checkpoints are refused, sampling is deterministic.
 set -u
 K="$1"
-fails=0; checks=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok()  { checks=$((checks+1)); }
-bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 last() { tail -n 1 "$1"; }
 py() { python3 -c "$1" || return 1; }
 

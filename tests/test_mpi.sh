@@ -3,13 +3,10 @@
 # unpipelined model, faults end the job, checkpoints cross transports.
 set -u
 K="$1"
+. "$(dirname "$0")/lib.sh"
 MPIEXEC=${KT_MPIEXEC:-}
 if [ -z "$MPIEXEC" ]; then echo "test_mpi.sh: 0 checks, 0 failed: OK (skipped: built without MPI)"; exit 0; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-fails=0; checks=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok()  { checks=$((checks+1)); }
-bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
 mpi() { local n=$1; shift; timeout 120 "$MPIEXEC" -np "$n" --oversubscribe "$K" "$@"; }
 losses() { tail -n 1 "$1" | python3 -c 'import json,sys; print(" ".join(repr(x) for x in json.load(sys.stdin)["losses"]))'; }
 same() { python3 - "$1" "$2" "$3" <<'PY'

@@ -3,14 +3,9 @@
 # partition that feeds kaiten train, and one-line errors with exit 2.
 set -u
 K="$1"
-fails=0; checks=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok()   { checks=$((checks+1)); }
-bad()  { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 expect() { local want=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?;
   if [ "$rc" = "$want" ]; then ok; else bad "exit $rc (want $want): $*"; head -c 600 "$tmp/err" >&2; fi; }
-has() { if grep -q -- "$1" "$2"; then ok; else bad "'$1' not in $2: $(head -c 400 "$2")"; fi; }
-oneline() { local n; n=$(wc -l <"$tmp/err"); if [ "$n" -le 1 ] && [ -s "$tmp/err" ]; then ok; else bad "stderr not one line: $(cat "$tmp/err")"; fi; }
 py() { python3 - "$@" && ok || bad "python check: $*"; }
 
 # --help documents every flag the command accepts (and the issue's names)

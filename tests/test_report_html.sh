@@ -5,12 +5,7 @@
 # memory charts, no external references, atomic writes, sizes at P=32 M=256.
 set -u
 K="$1"
-fails=0; checks=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok()  { checks=$((checks+1)); }
-bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
-expect() { local want=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?;
-  if [ $rc = "$want" ]; then ok; else bad "exit $rc (want $want): $*"; cat "$tmp/err" >&2; fi; }
+. "$(dirname "$0")/lib.sh"
 
 # check.py REPORT [SCHEDULE JSON]...: structure of a report against the
 # simulations of the same schedules (sim --format json events).

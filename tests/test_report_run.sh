@@ -8,12 +8,7 @@
 # gets its curves, and bad input is one line on stderr with exit code 2.
 set -u
 K="$1"
-fails=0; checks=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok()  { checks=$((checks+1)); }
-bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
-expect() { local want=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?;
-  if [ $rc = "$want" ]; then ok; else bad "exit $rc (want $want): $*"; cat "$tmp/err" >&2; fi; }
+. "$(dirname "$0")/lib.sh"
 # one line on stderr that names $1
 one_line() { if [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q -- "$1" "$tmp/err"; then ok; else
   bad "want one line naming '$1', got: $(cat "$tmp/err")"; fi; }

@@ -7,10 +7,7 @@
 # Skips, exit 0, only when Chromium is missing and cannot be installed.
 set -u
 K="$1"
-fails=0; checks=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok()  { checks=$((checks+1)); }
-bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 
 find_chromium() {
   for c in chromium chromium-browser google-chrome-stable google-chrome; do

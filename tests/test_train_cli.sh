@@ -3,14 +3,7 @@
 # simulator, learning, bad input.
 set -u
 K="$1"
-fails=0; checks=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok()  { checks=$((checks+1)); }
-bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
-expect() { local want=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?;
-  if [ $rc = "$want" ]; then ok; else bad "exit $rc (want $want): $*"; tail -3 "$tmp/err" >&2; fi; }
-oneline() { local n; n=$(wc -l <"$tmp/err"); if [ "$n" -le 1 ] && [ -s "$tmp/err" ]; then ok; else bad "stderr not one line: $(cat "$tmp/err")"; fi; }
-has() { if grep -q -- "$1" "$2"; then ok; else bad "'$1' not in $2: $(head -c 300 "$2")"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 expect 0 "$K" train --help; has "--microbatches" "$tmp/out"
 

@@ -1,0 +1,14 @@
+# Shared helpers of the shell tests (sourced): counters, a scratch directory,
+# and checks that print what went wrong. Each test ends with `finish NAME`.
+fails=0; checks=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok()  { checks=$((checks+1)); }
+bad() { checks=$((checks+1)); fails=$((fails+1)); echo "FAIL: $*" >&2; }
+# expect CODE CMD...: the command's exit code must be CODE (stdout and stderr
+# are kept in $tmp/out and $tmp/err for the checks that follow)
+expect() { local want=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?;
+  if [ $rc = "$want" ]; then ok; else bad "exit $rc (want $want): $*"; tail -3 "$tmp/err" >&2; fi; }
+has() { if grep -q -- "$1" "$2"; then ok; else bad "'$1' not in $2: $(head -c 400 "$2")"; fi; }
+# the last command's stderr is exactly one non-empty line
+oneline() { local n; n=$(wc -l <"$tmp/err"); if [ "$n" -le 1 ] && [ -s "$tmp/err" ]; then ok; else bad "stderr not one line: $(cat "$tmp/err")"; fi; }
+finish() { echo "$1: $checks checks, $fails failed: $([ $fails = 0 ] && echo OK || echo FAIL)"; [ $fails = 0 ]; }
