@@ -112,7 +112,8 @@ int cli_int(const cli_args *a, const char *name, long lo, long hi, long dflt, lo
     return 0;
   }
   if (kt_parse_int(v, lo, hi, out) != 0) {
-    cli_usage_error("--%s '%s': expected an integer in %ld..%ld", name, v, lo, hi);
+    cli_usage_error("%s%s '%s': expected an integer in %ld..%ld", name[1] ? "--" : "-", name, v, lo,
+                    hi);
     return -1;
   }
   return 0;
@@ -126,7 +127,7 @@ int cli_double(const cli_args *a, const char *name, double lo, double hi, double
     return 0;
   }
   if (kt_parse_double(v, out) != 0 || *out < lo || *out > hi) {
-    cli_usage_error("--%s '%s': expected a number in %g..%g", name, v, lo, hi);
+    cli_usage_error("%s%s '%s': expected a number in %g..%g", name[1] ? "--" : "-", name, v, lo, hi);
     return -1;
   }
   return 0;
