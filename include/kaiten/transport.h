@@ -80,6 +80,13 @@ void kt_transport_mpi_free(kt_transport *t);
 void kt_transport_mpi_abort_job(int code);
 void kt_transport_mpi_finalize(void);
 
+/* Ping-pong between world ranks 0 and 1 (both call it with their handle):
+ * the median one-way seconds of `bytes`-sized messages over reps round
+ * trips; negative on failure. The threads variant builds a 2-rank fabric
+ * and plays both sides. */
+double kt_transport_pingpong(kt_transport *t, size_t bytes, int reps);
+double kt_transport_threads_pingpong(size_t bytes, int reps);
+
 /* Tags: what a point-to-point message carries. */
 enum { KT_TAG_ACT = 0, KT_TAG_GRAD = 1 };
 static inline uint64_t kt_tag(int kind, int stage, int mb, int round) {

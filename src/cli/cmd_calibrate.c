@@ -3,7 +3,6 @@
  * shapes, and the point-to-point bandwidth and latency of the transport —
  * and write them as a cluster spec (kaiten plan --cluster FILE). */
 #include <cblas.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,47 +22,6 @@ static const cli_opt calibrate_opts[] = {
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
-}
-
-typedef struct {
-  kt_transport *t;
-  size_t bytes;
-  int reps;
-  double seconds; /* median one-way */
-} pingpong;
-
-static void *pong(void *arg) {
-  pingpong *pp = arg;
-  kt_transport *t = pp->t;
-  char *buf = calloc(pp->bytes + 1, 1);
-  kt_error err;
-  double rtt[64];
-  for (int i = 0; buf && i < pp->reps + 2; i++) {
-    double t0 = kt_now();
-    if (t->rank == 0) {
-      if (t->ops->send(t, 1, 1, buf, pp->bytes, &err) || t->ops->recv(t, 1, 2, buf, pp->bytes, &err)) break;
-    } else if (t->ops->recv(t, 0, 1, buf, pp->bytes, &err) || t->ops->send(t, 0, 2, buf, pp->bytes, &err)) {
-      break;
-    }
-    if (i >= 2) rtt[i - 2] = kt_now() - t0;
-  }
-  free(buf);
-  qsort(rtt, (size_t)pp->reps, sizeof *rtt, cmp);
-  pp->seconds = rtt[pp->reps / 2] / 2;
-  return NULL;
-}
-
-static double one_way(size_t bytes) {
-  kt_transport *h;
-  kt_error err;
-  if (kt_transport_threads_create(2, 1, 10, 16, &h, &err)) return 0;
-  pingpong a = {.t = &h[0], .bytes = bytes, .reps = 31}, b = {.t = &h[1], .bytes = bytes, .reps = 31};
-  pthread_t th;
-  pthread_create(&th, NULL, pong, &b);
-  pong(&a);
-  pthread_join(th, NULL);
-  kt_transport_threads_free(h, 2);
-  return a.seconds;
 }
 
 static int run_calibrate(cli_args *a) {
@@ -139,7 +97,7 @@ static int run_calibrate(cli_args *a) {
   double sgemm_rate = pure > 0 ? flops / pure : 0;
   /* the transport: latency from 64-byte messages, bandwidth from a boundary tensor */
   size_t boundary = kt_model_boundary_elems(&mc) * (size_t)b * sizeof(float);
-  double lat = one_way(64), big_t = one_way(boundary);
+  double lat = kt_transport_threads_pingpong(64, 31), big_t = kt_transport_threads_pingpong(boundary, 31);
   double bw = big_t > lat ? (double)boundary / (big_t - lat) : (double)boundary / big_t;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
