@@ -11,11 +11,6 @@
 #include "kaiten/train.h"
 #include "nn/nn.h"
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static void die(const kt_error *e) {
   fprintf(stderr, "bench_gpt: %s\n", e->msg);
   exit(1);
@@ -47,8 +42,7 @@ static double replay(const kt__matmul_shape *sh, size_t n) {
   free(A);
   free(B);
   free(C);
-  qsort(t, 5, sizeof *t, cmp);
-  return t[2];
+  return kt_median(t, 5);
 }
 
 int main(int argc, char **argv) {
@@ -93,13 +87,11 @@ int main(int argc, char **argv) {
     size_t n;
     const kt__matmul_shape *sh = kt__matmul_recorded(&n);
     double pure = replay(sh, n);
-    qsort(t, (size_t)steps, sizeof *t, cmp);
-    qsort(share, (size_t)steps, sizeof *share, cmp);
-    double step = t[steps / 2];
+    double step = kt_median(t, (size_t)steps), median_share = kt_median(share, (size_t)steps);
     /* P ranks run concurrently: bare sgemm on P cores would take pure / P */
     double ratio = (pure / P) / step;
     printf("%3d %10.2f %10.0f %11.0f%% %14.2f %14.2f %7.0f%%\n", P, 1e3 * step, 2048 / step,
-           100 * share[steps / 2], flops / step / 1e9, flops / pure / 1e9 * P, 100 * ratio);
+           100 * median_share, flops / step / 1e9, flops / pure / 1e9 * P, 100 * ratio);
     data->destroy(data);
     kt_runtime_destroy(rt);
     kt_schedule_free(&s);

@@ -9,15 +9,6 @@
 #include "kaiten/runtime.h"
 #include "kaiten/sim.h"
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void die(const kt_error *e) {
   fprintf(stderr, "bench_runtime: %s\n", e->msg);
@@ -62,9 +53,9 @@ int main(int argc, char **argv) {
     c.tf = 2, c.tb = 2, c.tw = 0;
     kt_metrics sim;
     if (kt_simulate_metrics(&s, &c, &sim, &err)) die(&err);
-    double meas = median(ms, reps);
+    double meas = kt_median(ms, (size_t)reps);
     printf("%4d %4d %14.2f %14.2f %8.4f %9.1f%% %9.1f%%\n", P, M, meas, sim.makespan,
-           meas / sim.makespan, 100 * median(bub, reps), 100 * sim.bubble_ratio);
+           meas / sim.makespan, 100 * kt_median(bub, (size_t)reps), 100 * sim.bubble_ratio);
     kt_metrics_free(&sim);
     kt_runtime_destroy(rt);
     kt_schedule_free(&s);
@@ -100,7 +91,7 @@ int main(int argc, char **argv) {
       if (kt_runtime_step(rt, r + 1, mbs, 1, &res, &err)) die(&err);
       t[r] = 1e3 * res.seconds;
     }
-    double med = median(t, reps);
+    double med = kt_median(t, (size_t)reps);
     if (P == 1) base = med;
     printf("%4d %4d %12.2f %10.2f %14.2f\n", P, M, med, base / med,
            P == 1 ? 1.0 : 2.0 * M / (M + 1));

@@ -7,11 +7,6 @@
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Returns the median seconds of one build + validate + simulate; *actions set. */
 static double run(kt_schedule_kind kind, int p, int v, int m, int reps, size_t *actions) {
   double t[32];
@@ -38,8 +33,7 @@ static double run(kt_schedule_kind kind, int p, int v, int m, int reps, size_t *
     kt_metrics_free(&met);
     kt_schedule_free(&s);
   }
-  qsort(t, (size_t)reps, sizeof *t, cmp);
-  return t[reps / 2];
+  return kt_median(t, (size_t)reps);
 }
 
 int main(int argc, char **argv) {

@@ -52,6 +52,9 @@ int kt_grow(void **ptr, size_t *cap, size_t need, size_t elem);
 int kt_parse_int(const char *s, long lo, long hi, long *out);
 int kt_parse_double(const char *s, double *out);
 
+/* Median of v[0..n) (sorts v in place); 0 when n == 0. */
+double kt_median(double *v, size_t n);
+
 /* Monotonic clock in seconds. */
 double kt_now(void);
 

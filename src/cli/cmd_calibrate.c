@@ -19,11 +19,6 @@ static const cli_opt calibrate_opts[] = {
     {"output", 'o', "FILE", "write the cluster spec JSON to FILE (default: stdout)"},
 };
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static int run_calibrate(cli_args *a) {
   const char *name = cli_get(a, "model") ? cli_get(a, "model") : "gpt";
   int kind = kt_model_kind_from_name(name);
@@ -71,8 +66,7 @@ static int run_calibrate(cli_args *a) {
     kt_schedule_free(&s);
     return cli_fail(st, &err);
   }
-  qsort(step_t, 9, sizeof *step_t, cmp);
-  double step = step_t[4], effective = flops / step;
+  double step = kt_median(step_t, 9), effective = flops / step;
   /* sgemm alone on the step's exact shapes */
   size_t n;
   const kt__matmul_shape *sh = kt__matmul_recorded(&n);

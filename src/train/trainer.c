@@ -6,16 +6,6 @@
 
 #include "kaiten/train.h"
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n) {
-  if (n == 0) return 0;
-  qsort(v, n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* One event seen as a producer or consumer of a boundary tensor: the F of a
  * (stage, mb) or its B/I (class 1), in start order within its group. */
@@ -82,7 +72,7 @@ static double calibrate_hop(const kt_timeline *t, const kt_schedule *s) {
     double produced = refs[g].end;
     if (prev_end[i] < produced && e->start >= produced) gaps[ng++] = e->start - produced;
   }
-  hop = median(gaps, ng);
+  hop = kt_median(gaps, ng);
 done:
   free(refs);
   free(occ);
@@ -100,35 +90,38 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
   out->stage_tf = kt_calloc((size_t)S, sizeof(double));
   out->stage_tb = kt_calloc((size_t)S, sizeof(double));
   out->stage_tw = kt_calloc((size_t)S, sizeof(double));
-  double *buf = kt_calloc(measured->n_events + 1, sizeof(double));
-  if (!out->stage_tf || !out->stage_tb || !out->stage_tw || !buf) {
-    free(buf);
+  /* the mean of each (stage, op), so the prediction does the step's total work */
+  double *sum = kt_calloc((size_t)S * KT_OP_COUNT, sizeof(double));
+  size_t *count = kt_calloc((size_t)S * KT_OP_COUNT, sizeof(size_t));
+  if (!out->stage_tf || !out->stage_tb || !out->stage_tw || !sum || !count) {
+    free(sum);
+    free(count);
     kt_costs_free(out);
     return kt_fail(err, KT_ENOMEM, "out of memory calibrating costs");
   }
+  for (size_t i = 0; i < measured->n_events; i++) {
+    const kt_event *e = &measured->events[i];
+    if (e->stage < 0 || e->stage >= S || e->op >= KT_OP_COUNT) continue;
+    sum[(size_t)e->stage * KT_OP_COUNT + e->op] += e->end - e->start;
+    count[(size_t)e->stage * KT_OP_COUNT + e->op]++;
+  }
   for (int st = 0; st < S; st++) {
-    double med[KT_OP_COUNT];
+    double mean[KT_OP_COUNT];
     for (int op = 0; op < KT_OP_COUNT; op++) {
-      size_t n = 0;
-      for (size_t i = 0; i < measured->n_events; i++) {
-        const kt_event *e = &measured->events[i];
-        if (e->stage == st && e->op == op) buf[n++] = e->end - e->start;
-      }
-      /* the mean, so the prediction does the same total work as the step */
-      double sum = 0;
-      for (size_t k = 0; k < n; k++) sum += buf[k];
-      med[op] = n ? sum / (double)n : 0;
+      size_t k = (size_t)st * KT_OP_COUNT + (size_t)op;
+      mean[op] = count[k] ? sum[k] / (double)count[k] : 0;
     }
-    out->stage_tf[st] = med[KT_OP_F];
-    if (med[KT_OP_I] > 0 || med[KT_OP_W] > 0) {
-      out->stage_tb[st] = med[KT_OP_I];
-      out->stage_tw[st] = med[KT_OP_W];
+    out->stage_tf[st] = mean[KT_OP_F];
+    if (count[(size_t)st * KT_OP_COUNT + KT_OP_I] || count[(size_t)st * KT_OP_COUNT + KT_OP_W]) {
+      out->stage_tb[st] = mean[KT_OP_I];
+      out->stage_tw[st] = mean[KT_OP_W];
     } else {
-      out->stage_tb[st] = med[KT_OP_B]; /* a full backward: its split is not observable */
+      out->stage_tb[st] = mean[KT_OP_B]; /* a full backward: its split is not observable */
       out->stage_tw[st] = 0;
     }
   }
-  free(buf);
+  free(sum);
+  free(count);
   out->tf = out->stage_tf[0];
   out->tb = out->stage_tb[0];
   out->tw = out->stage_tw[0];

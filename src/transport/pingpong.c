@@ -8,11 +8,6 @@
 
 #define MAX_REPS 256
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 double kt_transport_pingpong(kt_transport *t, size_t bytes, int reps) {
   if (reps < 1) reps = 1;
   if (reps > MAX_REPS) reps = MAX_REPS;
@@ -32,8 +27,7 @@ double kt_transport_pingpong(kt_transport *t, size_t bytes, int reps) {
   }
   free(buf);
   if (!ok) return -1;
-  qsort(rtt, (size_t)reps, sizeof *rtt, cmp);
-  return rtt[reps / 2] / 2;
+  return kt_median(rtt, (size_t)reps) / 2;
 }
 
 typedef struct {
