@@ -89,6 +89,16 @@ static int kt_test_checks, kt_test_failures;
     }                                                                                 \
   } while (0)
 
+/* ||a - b|| / ||b|| over n floats (b all zero: the absolute norm). */
+static inline double kt_test_rel_err(const float *a, const float *b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    den += (double)b[i] * b[i];
+  }
+  return sqrt(num / (den > 0 ? den : 1));
+}
+
 static inline int kt_test_done(const char *name) {
   const char *base = strrchr(name, '/');
   printf("%s: %d checks, %d failed: %s\n", base ? base + 1 : name, kt_test_checks,

@@ -62,15 +62,6 @@ static int grads_of(const kt_schedule *s, kt_model_config m, float *out, double 
   return rcode;
 }
 
-static double rel_err(const float *a, const float *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    den += (double)b[i] * b[i];
-  }
-  return sqrt(num / (den > 0 ? den : 1));
-}
-
 /* Gradient of the same model in unit order regardless of the partition: the
  * chunks' params are laid out by unit, so concatenating stages in order is
  * the unit order. */
@@ -106,7 +97,7 @@ static void equivalence(void) {
           if (!rc) {
             tested++;
             CHECK_MSG(n == nref, "%s P=%d: %zu parameters vs %zu", s.name, s.p, n, nref);
-            double e = rel_err(got, ref, n < nref ? n : nref);
+            double e = kt_test_rel_err(got, ref, n < nref ? n : nref);
             CHECK_MSG(e < 1e-5, "%s P=%d V=%d tie=%d recompute=%d gradient rel err %.3g", s.name,
                       s.p, s.v, tie, rec, e);
             CHECK_MSG(fabs(loss - ref_loss) < 1e-5 * ref_loss, "%s loss %.9g vs %.9g", s.name,

@@ -81,15 +81,6 @@ fail:
   return -1;
 }
 
-static double rel_err(const float *a, const float *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    den += (double)b[i] * b[i];
-  }
-  return sqrt(num / (den > 0 ? den : 1));
-}
-
 int main(void) {
   kt_error err;
   make_data(0);
@@ -116,7 +107,7 @@ int main(void) {
         CHECK_MSG(rc == 0, "%s P=%d M=%d: %s", s.name, s.p, s.m, err.msg);
         if (rc == 0) {
           tested++;
-          double e = rel_err(got.grad, ref.grad, NG);
+          double e = kt_test_rel_err(got.grad, ref.grad, NG);
           CHECK_MSG(e < 1e-5, "%s P=%d V=%d M=%d gradient rel err %.3g", s.name, s.p, s.v, s.m, e);
           for (int i = 0; i < 5; i++)
             CHECK_MSG(fabs(got.loss[i] - ref.loss[i]) <= 1e-5 * fabs(ref.loss[i]),
@@ -197,7 +188,7 @@ int main(void) {
     kt_schedule_params params = {.p = 2, .m = 4};
     REQUIRE(kt_schedule_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
     REQUIRE(run(&s, 2, 1, &got, &err) == 0);
-    double e = rel_err(got.grad, gref, NG);
+    double e = kt_test_rel_err(got.grad, gref, NG);
     CHECK_MSG(e < 1e-5, "D=2 gradient rel err %.3g", e);
     (void)loss_ref;
     kt_schedule_free(&s);
