@@ -63,7 +63,7 @@ int train_parse(const cli_args *a, train_opts *o) {
   if (okind < 0) return cli_usage_error("--optimizer '%s': expected sgd or adamw", opt_name);
   kt_optim_config_default(&o->optim);
   o->optim.kind = (kt_optim_kind)okind;
-  long p, v, m, b, k, d, steps, seed, layers, hidden, heads, seq, val, warm, decay, act, ckpt;
+  long p, v, m, b, k, d, steps, seed, layers, hidden, heads, seq, val, warm, decay, act, ckpt, blas;
   double lr, mom, wd, clip;
   int gpt = kind == KT_MODEL_GPT;
   if (cli_int(a, "stages", 1, KT_MAX_RANKS, 4, &p) || cli_int(a, "chunks", 1, KT_MAX_CHUNKS, 0, &v) ||
@@ -81,7 +81,7 @@ int train_parse(const cli_args *a, train_opts *o) {
       cli_int(a, "decay-steps", 1, 100000000, 1, &decay) ||
       cli_int(a, "act-bytes", 1, 1L << 30, 65536, &act) ||
       cli_int(a, "checkpoint-every", 1, 100000000, 1, &ckpt) ||
-      cli_int(a, "threads-per-rank", 0, 1024, 0, &o->blas_threads_l) ||
+      cli_int(a, "threads-per-rank", 0, 1024, 0, &blas) ||
       cli_double(a, "lr", 0, 10, okind == KT_OPTIM_SGD ? 0.05 : gpt ? 3e-3 : 1e-3, &lr) ||
       cli_double(a, "momentum", 0, 1, 0, &mom) || cli_double(a, "weight-decay", 0, 10, 0, &wd) ||
       cli_double(a, "grad-clip", 0, 1e30, gpt ? 1.0 : 0.0, &clip) ||
@@ -115,7 +115,7 @@ int train_parse(const cli_args *a, train_opts *o) {
   o->resume = cli_get(a, "resume");
   o->data_path = cli_get(a, "data");
   o->live = !cli_has(a, "no-live");
-  o->blas_threads = (int)o->blas_threads_l;
+  o->blas_threads = (int)blas;
   o->model.layers = (int)layers;
   o->model.hidden = (int)hidden;
   o->model.seed = (uint64_t)seed;

@@ -23,7 +23,6 @@ typedef struct {
   const char *format, *output, *transport, *run_dir, *resume, *data_path;
   int live; /* redraw a live view on terminals */
   int blas_threads; /* OpenBLAS threads per rank (0: cores / local ranks) */
-  long blas_threads_l;
 } train_opts;
 
 int train_parse(const cli_args *a, train_opts *o);

@@ -10,7 +10,6 @@ typedef struct {
   uint64_t seed;
   float *x, *y;      /* the current step's samples */
   size_t cap;        /* samples allocated */
-  kt_microbatch *mb; /* not used: out is caller storage */
 } mlp_data;
 
 static uint64_t mix(uint64_t z) {
