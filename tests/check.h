@@ -99,6 +99,14 @@ static inline double kt_test_rel_err(const float *a, const float *b, size_t n) {
   return sqrt(num / (den > 0 ? den : 1));
 }
 
+/* tests/data/NAME, or under $KT_TEST_DATA when CTest sets it (one static buffer). */
+static inline const char *kt_test_data_path(const char *name) {
+  static char buf[1024];
+  const char *dir = getenv("KT_TEST_DATA");
+  snprintf(buf, sizeof buf, "%s/%s", dir ? dir : "tests/data", name);
+  return buf;
+}
+
 static inline int kt_test_done(const char *name) {
   const char *base = strrchr(name, '/');
   printf("%s: %d checks, %d failed: %s\n", base ? base + 1 : name, kt_test_checks,

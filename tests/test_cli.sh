@@ -74,7 +74,7 @@ expect 2 "$K" validate "$tmp/dead.txt"; oneline; has "deadlock" "$tmp/err"
 expect 2 "$K" validate "$tmp/empty.csv"; oneline; has "empty" "$tmp/err"
 head -c 3000 /dev/urandom >"$tmp/garbage.csv"
 expect 2 "$K" validate "$tmp/garbage.csv"; oneline
-expect 1 "$K" validate /nonexistent.csv; oneline
+expect 2 "$K" validate /nonexistent.csv; oneline; has "/nonexistent.csv" "$tmp/err"
 expect 2 "$K" validate; oneline
 expect 0 "$K" validate "$KT_TEST_DATA/dualpipev_4rank_10mb.csv"
 

@@ -107,9 +107,8 @@ static void test_zbv(void) {
 
 static void test_dualpipev(void) {
   kt_error err;
-  char path[1024], *text = NULL;
-  const char *dir = getenv("KT_TEST_DATA");
-  snprintf(path, sizeof path, "%s/dualpipev_4rank_10mb.csv", dir ? dir : "tests/data");
+  char *text = NULL;
+  const char *path = kt_test_data_path("dualpipev_4rank_10mb.csv");
   kt_schedule ref, s;
   if (kt_read_file(path, &text, NULL, &err) || kt_schedule_parse(text, &ref, &err)) {
     CHECK_MSG(0, "%s: %s", path, err.msg);

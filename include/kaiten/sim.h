@@ -8,7 +8,8 @@
  *
  * Overlapped pairs (KT_ACTION_OVERLAP_NEXT, DualPipeV's F&B slots) start when
  * both inputs are ready, occupy the rank for the sum of both costs (one device
- * computes both), and publish both results when the pair ends.
+ * computes both one after the other) unless kt_costs.overlap credits some
+ * overlap, and publish both results when the pair ends.
  */
 #ifndef KAITEN_SIM_H
 #define KAITEN_SIM_H
@@ -24,6 +25,10 @@ typedef struct kt_costs {
   double comm_bandwidth;
   double mem_act;            /* M_B: activation memory one F adds */
   double mem_wgrad;          /* M_W: memory an I keeps for its W */
+  /* Overlapped groups (OVERLAP_F_B cells): 0 = run one after the other, as
+   * PyTorch's default runtime does (default); 1 = the shorter ops are fully
+   * hidden behind the longest. A group takes sum - overlap * (sum - max). */
+  double overlap;
   /* Optional per-stage values (n_stages entries each; NULL = the uniform value). */
   int n_stages;
   double *stage_tf, *stage_tb, *stage_tw, *stage_mem_act, *stage_mem_wgrad;

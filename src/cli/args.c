@@ -147,6 +147,7 @@ int cli_read_costs(const cli_args *a, kt_costs *c) {
   double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth};
   for (size_t i = 0; i < 4; i++)
     if (cli_double(a, scalars[i], 0, 1e300, *targets[i], targets[i])) return 2;
+  if (cli_double(a, "overlap", 0, 1, c->overlap, &c->overlap)) return 2;
   return 0;
 }
 

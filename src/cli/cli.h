@@ -64,9 +64,27 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   {"comm-bandwidth", 0, "X", "bytes per time unit; hop = latency + bytes/bandwidth"},        \
   {"mem-act", 0, "X", "activation memory M_B one forward adds (default 1; per stage ok)"},   \
   {"mem-wgrad", 0, "X", "memory M_W an I keeps until its W (default 0; per stage ok)"},      \
+  {"overlap", 0, "X", "overlapped F&B cells: 0 = one after the other (default), 1 = fully hidden"}, \
   {"costs", 0, "FILE", "JSON cost file: {\"tf\": 1 or [..], \"tb\", \"tw\", \"comm\", \"mem_act\", \"mem_wgrad\"}"}
 
 int cli_read_costs(const cli_args *a, kt_costs *c);
+
+/* Schedule files (PyTorch CSV or kaiten text form). */
+#define CLI_SCHEDULE_FILE_OPTS                                                                \
+  {"schedule-file", 0, "FILE", "a schedule file: PyTorch CSV (compute-only or with comms) or text form"}, \
+  {"torch-notation", 0, "N", "how B/BW read: auto (default) | current (B full, I input) | legacy (B input, BW full)"}
+
+/* Reads --torch-notation (NULL/absent = auto); 2 after printing the error. */
+int cli_notation(const cli_args *a, kt_notation *out);
+/* Loads and validates a schedule file (the lowered form too when it has
+ * SEND/RECV actions). info (n bytes, may be NULL) receives one line saying
+ * what was inferred: ranks, stages, micro-batches, placement, notation.
+ * Returns 0, or the exit code after printing the reason. */
+int cli_load_schedule_file(kt_notation notation, const char *path, kt_schedule *out, char *info,
+                           size_t n);
+#define CLI_INFO_LEN 1024
+/* "loop", "v" or "explicit (stage:rank 0:0 1:1 ...)" into buf. */
+const char *cli_placement_text(const kt_schedule *s, char *buf, size_t n);
 
 /* Generates the named schedule from -p/-m/-v (and costs/--mem-limit for
  * zb-auto); prints the reason and returns the exit code on failure. */

@@ -10,6 +10,7 @@ static const cli_opt compare_opts[] = {
     {"m", 'm', "M", "micro-batches per step (default 8)"},
     {"v", 'v', "V", "chunks per rank for interleaved and looped-bfs (default 2)"},
     {"schedules", 0, "LIST", "comma-separated schedules (default: all)"},
+    CLI_SCHEDULE_FILE_OPTS,
     CLI_COST_OPTS,
     {"mem-limit", 0, "X", "zb-auto: memory limit per rank in --mem-act units (default P*M_B)"},
     {"format", 'f', "FMT", "table (default) | json"},
@@ -31,19 +32,16 @@ typedef struct {
   kt_timeline tl; /* kept for --report */
   kt_metrics met;
   kt_sim_info info;
+  char placement[512];
 } row;
 
-static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const kt_costs *c,
-                     double mem_limit, int keep) {
+/* Simulates s (kind < 0: a schedule file, no closed forms) into the row;
+ * frees s. */
+static void eval_schedule(row *rw, kt_schedule *sched, int kind, const kt_costs *c,
+                          double mem_limit, int keep) {
   kt_error err = {{0}};
-  kt_schedule s;
-  rw->name = kt_schedule_kind_name(kind);
-  int defv = kt_schedule_default_chunks(kind);
-  int use_v = defv > 1 && kind != KT_SCHED_ZBV && kind != KT_SCHED_DUALPIPEV ? v : 0;
-  if (cli_generate(kind, p, m, use_v, c, mem_limit, &s, &err)) {
-    snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
-    return;
-  }
+  kt_schedule s = *sched;
+  int p = s.p, m = s.m;
   kt_metrics met;
   kt_status st = kt_simulate(&s, c, &rw->tl, &err);
   if (!st && (st = kt_timeline_metrics(&rw->tl, &met, &err))) kt_timeline_free(&rw->tl);
@@ -56,11 +54,15 @@ static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const 
   rw->v = s.v;
   rw->makespan = met.makespan;
   rw->bubble = met.bubble_ratio;
-  rw->closed = kt_schedule_closed_form_bubble(kind, s.p, s.v, s.m, c->tf, c->tb, c->tw, &rw->expr);
+  rw->closed = kind < 0 ? -1
+                        : kt_schedule_closed_form_bubble((kt_schedule_kind)kind, s.p, s.v, s.m,
+                                                         c->tf, c->tb, c->tw, &rw->expr);
   /* the forms assume uniform per-stage times (memory: uniform M_B, M_W) and no communication */
   if (c->stage_tf || c->stage_tb || c->stage_tw || kt_cost_comm(c) > 0) rw->closed = -1;
-  rw->closed_mem = kt_schedule_closed_form_peak_memory(kind, s.p, s.v, s.m, c->mem_act,
-                                                       c->mem_wgrad, &rw->mem_expr);
+  rw->closed_mem = kind < 0 ? -1
+                            : kt_schedule_closed_form_peak_memory((kt_schedule_kind)kind, s.p, s.v,
+                                                                  s.m, c->mem_act, c->mem_wgrad,
+                                                                  &rw->mem_expr);
   if (c->stage_mem_act || c->stage_mem_wgrad) rw->closed_mem = -1;
   kt_schedule_params lim = {.p = p, .m = m, .costs = c, .mem_limit = mem_limit};
   rw->mem_limit = kind == KT_SCHED_ZB_AUTO ? kt_schedule_mem_limit(&lim) : -1;
@@ -72,7 +74,8 @@ static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const 
   rw->inflight_last = met.ranks[p - 1].peak_inflight;
   rw->messages = kt_schedule_messages(&s);
   rw->info = (kt_sim_info){.schedule = rw->name, .p = s.p, .v = s.v, .m = s.m,
-                           .placement = kt_placement_name(s.placement), .costs = c,
+                           .placement = cli_placement_text(&s, rw->placement, sizeof rw->placement),
+                           .costs = c,
                            .closed_form = rw->closed, .closed_form_expr = rw->expr,
                            .messages = rw->messages};
   if (keep) {
@@ -84,6 +87,20 @@ static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const 
   kt_schedule_free(&s);
 }
 
+static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const kt_costs *c,
+                     double mem_limit, int keep) {
+  kt_error err = {{0}};
+  kt_schedule s;
+  rw->name = kt_schedule_kind_name(kind);
+  int defv = kt_schedule_default_chunks(kind);
+  int use_v = defv > 1 && kind != KT_SCHED_ZBV && kind != KT_SCHED_DUALPIPEV ? v : 0;
+  if (cli_generate(kind, p, m, use_v, c, mem_limit, &s, &err)) {
+    snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
+    return;
+  }
+  eval_schedule(rw, &s, (int)kind, c, mem_limit, keep);
+}
+
 static int run_compare(cli_args *a) {
   long p, m, v;
   double mem_limit;
@@ -92,9 +109,31 @@ static int run_compare(cli_args *a) {
       cli_double(a, "mem-limit", 0, 1e300, 0, &mem_limit))
     return 2;
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten compare --help)", a->pos[0]);
+  /* a schedule file is one more row; its P and M set the comparison's */
+  kt_schedule file_sched = {0};
+  const char *file = cli_get(a, "schedule-file");
+  if (file) {
+    kt_notation notation;
+    if (cli_notation(a, &notation)) return 2;
+    char info[CLI_INFO_LEN];
+    int rc = cli_load_schedule_file(notation, file, &file_sched, info, sizeof info);
+    if (rc) return rc;
+    if ((cli_has(a, "p") && p != file_sched.p) || (cli_has(a, "m") && m != file_sched.m)) {
+      rc = cli_usage_error("%s has P=%d M=%d, but -p %ld -m %ld were given (leave them out to "
+                           "compare at the file's sizes)",
+                           file, file_sched.p, file_sched.m, p, m);
+      kt_schedule_free(&file_sched);
+      return rc;
+    }
+    p = file_sched.p;
+    m = file_sched.m;
+    fputs(info, stderr);
+  }
   const char *format = cli_get(a, "format") ? cli_get(a, "format") : "table";
-  if (strcmp(format, "table") && strcmp(format, "json"))
+  if (strcmp(format, "table") && strcmp(format, "json")) {
+    kt_schedule_free(&file_sched);
     return cli_usage_error("--format '%s': expected table or json", format);
+  }
   int kinds[KT_SCHED_COUNT], nk = 0;
   const char *list = cli_get(a, "schedules");
   if (list) {
@@ -102,6 +141,7 @@ static int run_compare(cli_args *a) {
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
       int k = kt_schedule_kind_from_name(tok);
       if (k < 0) {
+        kt_schedule_free(&file_sched);
         int rc = cli_usage_error("unknown schedule '%s' in --schedules (known: %s)", tok,
                                  kt_schedule_kind_list());
         free(copy);
@@ -110,18 +150,28 @@ static int run_compare(cli_args *a) {
       if (nk < KT_SCHED_COUNT) kinds[nk++] = k;
     }
     free(copy);
-    if (nk == 0) return cli_usage_error("--schedules is empty");
+    if (nk == 0) {
+      kt_schedule_free(&file_sched);
+      return cli_usage_error("--schedules is empty");
+    }
   } else {
     for (int k = 0; k < KT_SCHED_COUNT; k++) kinds[nk++] = k;
   }
   kt_costs costs;
   int rc = cli_read_costs(a, &costs);
-  if (rc) return rc;
-  row rows[KT_SCHED_COUNT];
+  if (rc) {
+    kt_schedule_free(&file_sched);
+    return rc;
+  }
+  row rows[KT_SCHED_COUNT + 1];
   memset(rows, 0, sizeof rows);
   for (int i = 0; i < nk; i++)
     eval_row(&rows[i], (kt_schedule_kind)kinds[i], (int)p, (int)m, (int)v, &costs, mem_limit,
              cli_has(a, "report"));
+  if (file) {
+    rows[nk].name = file_sched.name;
+    eval_schedule(&rows[nk++], &file_sched, -1, &costs, mem_limit, cli_has(a, "report"));
+  }
 
   kt_buf out;
   kt_buf_init(&out);
@@ -178,7 +228,10 @@ static int run_compare(cli_args *a) {
     kt_buf_printf(&out, "P=%ld M=%ld  tf=%g tb=%g tw=%g comm=%g  mem-act=%g mem-wgrad=%g%s\n\n",
                   p, m, costs.tf, costs.tb, costs.tw, kt_cost_comm(&costs), costs.mem_act,
                   costs.mem_wgrad, costs.n_stages ? "  (per-stage costs)" : "");
-    kt_buf_printf(&out, "%-12s %2s %10s %8s %9s %9s %9s %9s %9s %6s %6s %8s\n", "schedule", "V",
+    int w = 12;
+    for (int i = 0; i < nk; i++)
+      if ((int)strlen(rows[i].name) > w) w = (int)strlen(rows[i].name);
+    kt_buf_printf(&out, "%-*s %2s %10s %8s %9s %9s %9s %9s %9s %6s %6s %8s\n", w, "schedule", "V",
                   "makespan", "bubble", "formula", "peak mem", "mem form", "mem r0", "mem last",
                   "fl r0", "fl last", "messages");
     for (int i = 0; i < nk; i++) {
@@ -188,7 +241,7 @@ static int run_compare(cli_args *a) {
       if (rw->closed >= 0) snprintf(formula, sizeof formula, "%.2f%%", 100 * rw->closed);
       if (rw->closed_mem >= 0) snprintf(mem_formula, sizeof mem_formula, "%g", rw->closed_mem);
       else if (rw->mem_limit >= 0) snprintf(mem_formula, sizeof mem_formula, "<=%g", rw->mem_limit);
-      kt_buf_printf(&out, "%-12s %2d %10g %7.2f%% %9s %9g %9s %9g %9g %6d %6d %8zu\n", rw->name,
+      kt_buf_printf(&out, "%-*s %2d %10g %7.2f%% %9s %9g %9s %9g %9g %6d %6d %8zu\n", w, rw->name,
                     rw->v, rw->makespan, 100 * rw->bubble, formula, rw->peak_mem_max, mem_formula,
                     rw->peak_mem_first, rw->peak_mem_last, rw->inflight_first, rw->inflight_last,
                     rw->messages);
@@ -218,7 +271,7 @@ static int run_compare(cli_args *a) {
   }
   rc = cli_emit(cli_get(a, "output"), &out);
   if (cli_has(a, "report")) {
-    kt_report_entry entries[KT_SCHED_COUNT];
+    kt_report_entry entries[KT_SCHED_COUNT + 1];
     for (int i = 0; i < nk; i++) {
       row *rw = &rows[i];
       entries[i] = (kt_report_entry){.info = rw->info, .timeline = rw->ok ? &rw->tl : NULL,
@@ -240,12 +293,16 @@ static int run_compare(cli_args *a) {
   return rc;
 }
 
+
 const cli_command cli_cmd_compare = {
     .name = "compare",
     .summary = "compare pipeline schedules side by side (bubble, makespan, memory, messages)",
-    .usage = "-p P -m M [-v V] [--schedules a,b,c] [costs] [--format table|json]",
-    .details = "examples:\n  kaiten compare -p 8 -m 24 --tf 18.5 --tb 18.1 --tw 9.3 --comm 0.6\n"
-               "  kaiten compare -p 4 -m 8 --report cmp.html\n",
+    .usage = "-p P -m M [-v V] [--schedules a,b,c] [--schedule-file FILE] [costs] [--format table|json]",
+    .details = "--schedule-file adds the file's schedule as one more row (named after the file);\n"
+               "P and M then come from the file.\n"
+               "examples:\n  kaiten compare -p 8 -m 24 --tf 18.5 --tb 18.1 --tw 9.3 --comm 0.6\n"
+               "  kaiten compare -p 4 -m 8 --report cmp.html\n"
+               "  kaiten compare --schedule-file dualpipev_4rank_10mb.csv --schedules 1f1b,zbv\n",
     .opts = compare_opts,
     .n_opts = sizeof compare_opts / sizeof *compare_opts,
     .run = run_compare,

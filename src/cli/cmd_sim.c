@@ -7,13 +7,14 @@
 
 static const cli_opt sim_opts[] = {
     {"schedule", 's', "NAME", "schedule to generate (default 1f1b)"},
-    {"from", 0, "FILE", "simulate a schedule file (CSV or text form) instead"},
+    CLI_SCHEDULE_FILE_OPTS,
+    {"from", 0, "FILE", "the same as --schedule-file"},
     {"p", 'p', "P", "pipeline ranks (default 4)"},
     {"m", 'm', "M", "micro-batches per step (default 8)"},
     {"v", 'v', "V", "chunks per rank (interleaved/looped-bfs default 2, zbv/dualpipev 2)"},
     CLI_COST_OPTS,
     {"mem-limit", 0, "X", "zb-auto: memory limit per rank in --mem-act units (default P*M_B)"},
-    {"format", 'f', "FMT", "ascii (default) | json | csv | text | chrome"},
+    {"format", 'f', "FMT", "ascii (default) | json | csv | text | chrome | torch-csv | torch-csv-comms"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
     {"report", 0, "FILE", "also write a self-contained HTML report (Gantt, memory) to FILE"},
     {"width", 0, "N", "chart width in columns (default: terminal width or 120)"},
@@ -29,9 +30,15 @@ static int run_sim(cli_args *a) {
     return 2;
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten sim --help)", a->pos[0]);
   const char *format = cli_get(a, "format") ? cli_get(a, "format") : "ascii";
-  if (strcmp(format, "ascii") && strcmp(format, "json") && strcmp(format, "csv") &&
-      strcmp(format, "text") && strcmp(format, "chrome"))
-    return cli_usage_error("--format '%s': expected ascii, json, csv, text or chrome", format);
+  static const char *const formats[] = {"ascii", "json", "csv", "text", "chrome", "torch-csv",
+                                        "torch-csv-comms"};
+  int fmt_ok = 0;
+  for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) fmt_ok |= !strcmp(format, formats[i]);
+  if (!fmt_ok)
+    return cli_usage_error(
+        "--format '%s': expected ascii, json, csv, text, chrome, torch-csv or torch-csv-comms", format);
+  kt_notation notation;
+  if (cli_notation(a, &notation)) return 2;
   const char *color = cli_get(a, "color");
   if (color && strcmp(color, "auto") && strcmp(color, "always") && strcmp(color, "never"))
     return cli_usage_error("--color '%s': expected auto, always or never", color);
@@ -42,20 +49,18 @@ static int run_sim(cli_args *a) {
   kt_error err = {{0}};
   kt_schedule sched;
   int kind = -1;
-  const char *from = cli_get(a, "from");
+  const char *from = cli_get(a, "schedule-file") ? cli_get(a, "schedule-file") : cli_get(a, "from");
   if (from) {
     if (cli_has(a, "schedule")) {
       kt_costs_free(&costs);
-      return cli_usage_error("give either --schedule or --from, not both");
+      return cli_usage_error("give either --schedule or --schedule-file, not both");
     }
-    kt_status st = kt_schedule_parse_file(from, &sched, &err);
-    if (!st) st = kt_schedule_validate(&sched, &err);
-    if (st) {
-      if (sched.ranks) kt_schedule_free(&sched);
+    char info[CLI_INFO_LEN];
+    if ((rc = cli_load_schedule_file(notation, from, &sched, info, sizeof info))) {
       kt_costs_free(&costs);
-      return cli_fail(st, &err);
+      return rc;
     }
-    if (!sched.name[0]) snprintf(sched.name, sizeof sched.name, "%s", "file");
+    fputs(info, stderr);
   } else {
     const char *name = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
     kind = kt_schedule_kind_from_name(name);
@@ -90,8 +95,10 @@ static int run_sim(cli_args *a) {
                                                              costs.tw, &expr)
                             : -1;
   if (costs.n_stages > 0 || kt_cost_comm(&costs) > 0) closed = -1; /* formulas assume uniform, no comm */
+  char placement[512];
   kt_sim_info info = {.schedule = sched.name, .p = sched.p, .v = sched.v, .m = sched.m,
-                      .placement = kt_placement_name(sched.placement), .costs = &costs,
+                      .placement = cli_placement_text(&sched, placement, sizeof placement),
+                      .costs = &costs,
                       .closed_form = closed, .closed_form_expr = expr,
                       .messages = kt_schedule_messages(&sched)};
   kt_buf out;
@@ -107,8 +114,23 @@ static int run_sim(cli_args *a) {
     kt_render_metrics_text(&info, &met, tl.time_unit, &out);
   } else if (!strcmp(format, "json")) {
     kt_render_sim_json(&info, &met, &tl, &out);
-  } else if (!strcmp(format, "csv")) {
-    kt_schedule_write_csv(&sched, &out);
+  } else if (!strcmp(format, "csv") || !strcmp(format, "torch-csv")) {
+    /* written in current notation unless --torch-notation legacy asks */
+    kt_schedule_write_csv_notation(
+        &sched, notation == KT_NOTATION_LEGACY ? KT_NOTATION_LEGACY : KT_NOTATION_CURRENT, &out);
+  } else if (!strcmp(format, "torch-csv-comms")) {
+    kt_schedule lowered;
+    if ((st = kt_schedule_lower(&sched, &lowered, &err))) {
+      kt_buf_free(&out);
+      kt_metrics_free(&met);
+      kt_timeline_free(&tl);
+      kt_schedule_free(&sched);
+      kt_costs_free(&costs);
+      return cli_fail(st, &err);
+    }
+    kt_schedule_write_csv_notation(
+        &lowered, notation == KT_NOTATION_LEGACY ? KT_NOTATION_LEGACY : KT_NOTATION_CURRENT, &out);
+    kt_schedule_free(&lowered);
   } else if (!strcmp(format, "text")) {
     kt_schedule_write_text(&sched, &out);
   } else {
@@ -138,17 +160,26 @@ static int run_sim(cli_args *a) {
 const cli_command cli_cmd_sim = {
     .name = "sim",
     .summary = "simulate a pipeline schedule and draw its timeline",
-    .usage = "--schedule NAME -p P -m M [-v V] [costs] [--format ascii|json|csv|text|chrome]",
+    .usage = "(--schedule NAME -p P -m M [-v V] | --schedule-file FILE) [costs] [--format FMT]",
     .details =
         "Schedules: gpipe, 1f1b, interleaved (interleaved-1f1b), looped-bfs, zb-h1, zb-h2,\n"
         "zbv, dualpipev, zb-auto. Costs are in any time unit; defaults T_F = T_B = T_W = 1,\n"
         "T_comm = 0, M_B = 1, M_W = 0. A full backward B costs tb + tw.\n"
         "Per-stage costs: --tf 2,1,1,1.5 (one value per stage) or --costs FILE.json.\n"
+        "Overlapped F&B cells (DualPipeV) run one after the other by default, as PyTorch's\n"
+        "runtime does; --overlap X credits X of the shorter op as hidden (1 = fully).\n"
+        "--schedule-file reads a PyTorch CSV (current or legacy notation, with or without\n"
+        "SEND/RECV) or a kaiten text file; what was inferred is printed on stderr.\n"
+        "--format torch-csv writes PyTorch's compute-only CSV (current notation, or legacy\n"
+        "with --torch-notation legacy); torch-csv-comms adds SEND_F/RECV_F/SEND_B/RECV_B in\n"
+        "an order that cannot deadlock.\n"
         "\nexamples:\n"
         "  kaiten sim --schedule 1f1b -p 4 -m 8\n"
         "  kaiten sim --schedule zb-h2 -p 4 -m 8 --format json\n"
         "  kaiten sim --schedule interleaved -p 4 -v 2 -m 8 --format chrome -o trace.json\n"
-        "  kaiten sim --schedule zb-h1 -p 4 -m 8 --report zb-h1.html\n",
+        "  kaiten sim --schedule zb-h1 -p 4 -m 8 --report zb-h1.html\n"
+        "  kaiten sim --schedule-file dualpipev_4rank_10mb.csv --tf 1 --tb 1 --tw 1\n"
+        "  kaiten sim --schedule interleaved -p 4 -m 8 --format torch-csv-comms\n",
     .opts = sim_opts,
     .n_opts = sizeof sim_opts / sizeof *sim_opts,
     .run = run_sim,

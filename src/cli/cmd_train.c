@@ -15,6 +15,7 @@ static const cli_opt train_opts_table[] = {
     {"stages", 'p', "P", "pipeline ranks (default 4)"},
     {"chunks", 'v', "V", "chunks per rank (interleaved, looped-bfs; zbv/dualpipev use 2)"},
     {"schedule", 's', "NAME", "pipeline schedule (default 1f1b)"},
+    CLI_SCHEDULE_FILE_OPTS,
     {"microbatches", 'm', "M", "micro-batches per round (default 8)"},
     {"micro-batch-size", 'b', "b", "samples per micro-batch (default 4)"},
     {"grad-accum", 0, "K", "rounds of M micro-batches per optimizer step (default 1)"},
@@ -95,6 +96,13 @@ int train_parse(const cli_args *a, train_opts *o) {
   if (strcmp(o->format, "text") && strcmp(o->format, "ascii") && strcmp(o->format, "json") &&
       strcmp(o->format, "chrome"))
     return cli_usage_error("--format '%s': expected text, ascii, json or chrome", o->format);
+  o->schedule_file = cli_get(a, "schedule-file");
+  o->p_given = cli_has(a, "stages");
+  o->v_given = cli_has(a, "chunks");
+  o->m_given = cli_has(a, "microbatches");
+  if (cli_notation(a, &o->notation)) return 2;
+  if (o->schedule_file && cli_has(a, "schedule"))
+    return cli_usage_error("give either --schedule or --schedule-file, not both");
   const char *sname = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
   int skind = kt_schedule_kind_from_name(sname);
   if (skind < 0) return cli_usage_error("unknown schedule '%s' (known: %s)", sname, kt_schedule_kind_list());

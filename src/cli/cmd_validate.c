@@ -1,30 +1,33 @@
 /* kaiten validate: check a schedule file for completeness, order and deadlock. */
+#include <string.h>
+
 #include "cli/cli.h"
 #include "kaiten/timeline.h"
 
 static const cli_opt validate_opts[] = {
     {"quiet", 'q', NULL, "print nothing on success"},
+    {"torch-notation", 0, "N", "how B/BW read: auto (default) | current (B full, I input) | legacy (B input, BW full)"},
 };
 
 static int run_validate(cli_args *a) {
   if (a->n_pos != 1)
     return cli_usage_error("validate takes exactly one schedule file (got %d arguments)", a->n_pos);
-  kt_error err = {{0}};
   kt_schedule s;
-  kt_status st = kt_schedule_parse_file(a->pos[0], &s, &err);
-  if (st) return cli_fail(st, &err);
-  st = kt_schedule_validate(&s, &err);
-  if (st) {
-    fprintf(stderr, "kaiten: %s: invalid: %s\n", a->pos[0], err.msg);
-    kt_schedule_free(&s);
-    return kt_status_exit_code(st);
-  }
-  if (!cli_has(a, "quiet")) {
+  int quiet = cli_has(a, "quiet");
+  kt_notation notation;
+  if (cli_notation(a, &notation)) return 2;
+  char info[CLI_INFO_LEN];
+  int rc = cli_load_schedule_file(notation, a->pos[0], &s, info, sizeof info);
+  if (rc) return rc;
+  if (!quiet) {
+    printf("%s", info + strlen("kaiten: "));
     kt_metrics m;
+    kt_error err = {{0}};
     if (kt_simulate_metrics(&s, NULL, &m, &err) == KT_OK) {
+      char pl[512];
       printf("valid: %s  P=%d V=%d M=%d placement=%s, %zu actions; unit-cost makespan %g, "
              "bubble %.4f\n",
-             a->pos[0], s.p, s.v, s.m, kt_placement_name(s.placement),
+             a->pos[0], s.p, s.v, s.m, cli_placement_text(&s, pl, sizeof pl),
              kt_schedule_total_actions(&s), m.makespan, m.bubble_ratio);
       kt_metrics_free(&m);
     }
@@ -36,11 +39,18 @@ static int run_validate(cli_args *a) {
 const cli_command cli_cmd_validate = {
     .name = "validate",
     .summary = "check a schedule file: every pair computed once, right ranks, no deadlock",
-    .usage = "FILE",
+    .usage = "FILE [--torch-notation auto|current|legacy]",
     .details =
         "FILE is a schedule in CSV form (PyTorch-compatible: one row per rank, one cell per\n"
-        "slot, empty cell = idle, actions like 0F0 1I3 2W3 0B1) or text form (one line per\n"
-        "rank, blank-separated actions, '-' = idle). Exit 0 when valid, 2 with the reason.\n",
+        "slot, empty cell = idle, actions like 0F0 1I3 2W3 0B1, overlapped cells\n"
+        "(0F7;7B3)OVERLAP_F_B) or text form (one line per rank, blank-separated actions,\n"
+        "'-' = idle). P is the number of rows; stages, micro-batches and the stage -> rank\n"
+        "placement (loop, v or explicit) are inferred and printed. Both of PyTorch's\n"
+        "notations are read: current (B full backward, I input gradient) and legacy (B input\n"
+        "gradient, BW full backward), detected from the file unless --torch-notation says.\n"
+        "A lowered file (with SEND_F/RECV_F/SEND_B/RECV_B) is also checked for matching\n"
+        "sends and receives, in the same order per pair of ranks, and for deadlock with\n"
+        "non-blocking sends. Exit 0 when valid, 2 with the reason.\n",
     .opts = validate_opts,
     .n_opts = sizeof validate_opts / sizeof *validate_opts,
     .run = run_validate,

@@ -11,6 +11,9 @@ typedef struct {
   kt_model_config model;
   int model_flags_given; /* the user set a model shape flag (checked on resume) */
   kt_schedule_kind schedule;
+  const char *schedule_file; /* instead of schedule: a file (P, V, M from it) */
+  int p_given, v_given, m_given;
+  kt_notation notation;
   int p, v, m, b, k, d;
   const char *partition;
   kt_optim_config optim;

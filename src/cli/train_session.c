@@ -136,6 +136,27 @@ static kt_status make_data(const train_opts *o, kt_data_source **out, kt_error *
 static void final_report(session *s, const kt_schedule *sched, const kt_train_result *res,
                          kt_buf *out);
 
+/* An imported schedule sets P, V and M; flags that say otherwise are an error. */
+static int load_schedule_file(train_opts *o, kt_schedule *sched) {
+  char info[CLI_INFO_LEN];
+  int rc = cli_load_schedule_file(o->notation, o->schedule_file, sched, info, sizeof info);
+  if (rc) return rc;
+  const char *bad = o->p_given && o->p != sched->p   ? "--stages"
+                    : o->v_given && o->v != sched->v ? "--chunks"
+                    : o->m_given && o->m != sched->m ? "--microbatches"
+                                                     : NULL;
+  if (bad) {
+    rc = cli_usage_error("%s disagrees with %s (P=%d V=%d M=%d); leave it out", bad,
+                         o->schedule_file, sched->p, sched->v, sched->m);
+    kt_schedule_free(sched);
+    return rc;
+  }
+  o->p = sched->p, o->v = sched->v, o->m = sched->m;
+  const char *rank = getenv("OMPI_COMM_WORLD_RANK"); /* one line per job, not per process */
+  if (!rank || !strcmp(rank, "0")) fputs(info, stderr);
+  return 0;
+}
+
 int train_session(train_opts *o) {
   kt_error err = {{0}};
   char *ckpt_path = NULL;
@@ -146,7 +167,13 @@ int train_session(train_opts *o) {
   kt_schedule sched;
   kt_costs unit;
   kt_costs_default(&unit);
-  if ((rc = cli_generate(o->schedule, o->p, o->m, o->v, &unit, o->mem_limit, &sched, &err))) {
+  if (o->schedule_file) {
+    rc = load_schedule_file(o, &sched);
+    if (rc) {
+      free(ckpt_path);
+      return rc;
+    }
+  } else if ((rc = cli_generate(o->schedule, o->p, o->m, o->v, &unit, o->mem_limit, &sched, &err))) {
     free(ckpt_path);
     fprintf(stderr, "kaiten: %s\n", err.msg);
     return rc;

@@ -114,7 +114,15 @@ double kt_now(void) {
 
 kt_status kt_read_file(const char *path, char **out, size_t *len, kt_error *err) {
   FILE *f = fopen(path, "rb");
-  if (!f) return kt_fail(err, KT_EIO, "cannot open '%s': %s", path, strerror(errno));
+  /* a path that names nothing readable is bad input (exit 2), not an I/O failure */
+  if (!f)
+    return kt_fail(err, errno == ENOENT || errno == ENOTDIR || errno == EACCES ? KT_EINVAL : KT_EIO,
+                   "cannot open '%s': %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    return kt_fail(err, KT_EINVAL, "'%s' is a directory, not a file", path);
+  }
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
   if (!buf) {

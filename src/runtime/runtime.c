@@ -22,9 +22,8 @@ void kt_runtime_config_default(kt_runtime_config *c) {
 }
 
 static kt_status copy_schedule(kt_schedule *dst, const kt_schedule *src, kt_error *err) {
-  kt_status st = kt_schedule_init(dst, src->p, src->v, src->m, src->placement, err);
+  kt_status st = kt_schedule_init_like(dst, src, src->m, err);
   if (st) return st;
-  memcpy(dst->name, src->name, sizeof dst->name);
   for (int r = 0; r < src->p; r++) {
     size_t n = src->ranks[r].n;
     dst->ranks[r].actions = kt_calloc(n ? n : 1, sizeof(kt_action));

@@ -9,7 +9,12 @@ _Static_assert(sizeof op_letters == KT_OP_COUNT, "op letter table out of sync");
 
 char kt_op_letter(kt_op op) { return (unsigned)op < KT_OP_COUNT ? op_letters[op] : '?'; }
 
-static const char *const placement_names[] = {"loop", "v"};
+static const char *const op_names[] = {"F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+_Static_assert(sizeof op_names / sizeof *op_names == KT_OP_ANY_COUNT, "op name table out of sync");
+
+const char *kt_op_name(int op) { return (unsigned)op < KT_OP_ANY_COUNT ? op_names[op] : "?"; }
+
+static const char *const placement_names[] = {"loop", "v", "explicit"};
 _Static_assert(sizeof placement_names / sizeof *placement_names == KT_PLACEMENT_COUNT,
                "placement table out of sync");
 
@@ -36,14 +41,74 @@ kt_status kt_schedule_init(kt_schedule *s, int p, int v, int m, kt_placement pla
   s->p = p;
   s->v = v;
   s->m = m;
-  s->placement = placement;
+  s->placement = placement == KT_PLACEMENT_EXPLICIT ? KT_PLACEMENT_LOOP : placement;
   return KT_OK;
+}
+
+kt_status kt_schedule_set_stage_ranks(kt_schedule *s, const int *stage_rank, kt_error *err) {
+  int S = kt_schedule_stages(s);
+  int32_t *table = kt_calloc((size_t)S * 3, sizeof *table);
+  int *held = kt_calloc((size_t)s->p, sizeof *held);
+  if (!table || !held) {
+    free(table);
+    free(held);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  int32_t *rank_of = table, *chunk_of = table + S, *stage_at = table + 2 * S;
+  kt_status st = KT_OK;
+  for (int stage = 0; stage < S && !st; stage++) {
+    int r = stage_rank[stage];
+    if (r < 0 || r >= s->p)
+      st = kt_fail(err, KT_EINVAL, "stage %d is placed on rank %d, outside 0..%d", stage, r,
+                   s->p - 1);
+    else if (held[r] == s->v)
+      st = kt_fail(err, KT_EINVAL,
+                   "rank %d holds more than %d stages (stage %d is its %d-th); every rank must "
+                   "hold the same number of stages",
+                   r, s->v, stage, s->v + 1);
+    else {
+      rank_of[stage] = r;
+      chunk_of[stage] = held[r];
+      stage_at[r * s->v + held[r]] = stage;
+      held[r]++;
+    }
+  }
+  free(held);
+  if (st) {
+    free(table);
+    return st;
+  }
+  free(s->stage_rank);
+  s->stage_rank = rank_of;
+  s->stage_chunk = chunk_of;
+  s->chunk_stage = stage_at;
+  s->placement = KT_PLACEMENT_EXPLICIT;
+  return KT_OK;
+}
+
+kt_status kt_schedule_init_like(kt_schedule *s, const kt_schedule *src, int m, kt_error *err) {
+  kt_status st = kt_schedule_init(s, src->p, src->v, m, src->placement, err);
+  if (st) return st;
+  memcpy(s->name, src->name, sizeof s->name);
+  if (src->placement == KT_PLACEMENT_EXPLICIT) {
+    int S = kt_schedule_stages(src);
+    int *map = kt_calloc((size_t)S, sizeof *map);
+    if (!map) st = kt_fail(err, KT_ENOMEM, "out of memory");
+    else {
+      for (int i = 0; i < S; i++) map[i] = src->stage_rank[i];
+      st = kt_schedule_set_stage_ranks(s, map, err);
+      free(map);
+    }
+    if (st) kt_schedule_free(s);
+  }
+  return st;
 }
 
 void kt_schedule_free(kt_schedule *s) {
   if (s->ranks)
     for (int r = 0; r < s->p; r++) free(s->ranks[r].actions);
   free(s->ranks);
+  free(s->stage_rank); /* one allocation holds all three tables */
   memset(s, 0, sizeof *s);
 }
 
@@ -63,13 +128,18 @@ size_t kt_schedule_total_actions(const kt_schedule *s) {
 }
 
 int kt_stage_rank(const kt_schedule *s, int stage) {
+  if (s->placement == KT_PLACEMENT_EXPLICIT) return s->stage_rank[stage];
   if (s->placement == KT_PLACEMENT_V) return stage < s->p ? stage : 2 * s->p - 1 - stage;
   return stage % s->p;
 }
 
-int kt_stage_chunk(const kt_schedule *s, int stage) { return stage / s->p; }
+int kt_stage_chunk(const kt_schedule *s, int stage) {
+  if (s->placement == KT_PLACEMENT_EXPLICIT) return s->stage_chunk[stage];
+  return stage / s->p;
+}
 
 int kt_rank_chunk_stage(const kt_schedule *s, int rank, int chunk) {
+  if (s->placement == KT_PLACEMENT_EXPLICIT) return s->chunk_stage[rank * s->v + chunk];
   if (s->placement == KT_PLACEMENT_V) return chunk == 0 ? rank : 2 * s->p - 1 - rank;
   return chunk * s->p + rank;
 }

@@ -13,24 +13,29 @@
 #include <string.h>
 
 #include "kaiten/schedule.h"
+#include "schedule/rows.h"
 
 #define OVERLAP_SUFFIX "OVERLAP_F_B"
 
 int kt_action_format(const kt_action *a, char *buf, size_t n) {
-  return snprintf(buf, n, "%d%c%d", a->stage, kt_op_letter((kt_op)a->op), a->mb);
+  return snprintf(buf, n, "%d%s%d", a->stage, kt_op_name(a->op), a->mb);
 }
 
-static int op_from_letter(char c) {
-  switch (c) {
-    case 'F': return KT_OP_F;
-    case 'B': return KT_OP_B;
-    case 'I': return KT_OP_I;
-    case 'W': return KT_OP_W;
-    default: return -1;
-  }
+/* Op spellings a file may use. BW (legacy full backward) only exists while
+ * reading: it becomes KT_OP_B once the notation is known. */
+
+static int op_from_name(const char *name, size_t len) {
+  static const struct { const char *name; int op; } names[] = {
+      {"F", KT_OP_F},           {"B", KT_OP_B},           {"I", KT_OP_I},
+      {"W", KT_OP_W},           {"BW", KT__RAW_BW},           {"SEND_F", KT_OP_SEND_F},
+      {"RECV_F", KT_OP_RECV_F}, {"SEND_B", KT_OP_SEND_B}, {"RECV_B", KT_OP_RECV_B}};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (strlen(names[i].name) == len && !memcmp(names[i].name, name, len)) return names[i].op;
+  return -1;
 }
 
-kt_status kt_action_parse(const char *s, size_t len, kt_action *out, kt_error *err) {
+/* One token <stage><op><mb> with any op spelling. */
+static kt_status parse_token(const char *s, size_t len, kt_action *out, kt_error *err) {
   char tok[64];
   if (len == 0) return kt_fail(err, KT_EPARSE, "empty action");
   if (len >= sizeof tok) return kt_fail(err, KT_EPARSE, "action '%.40s...' is too long", s);
@@ -41,19 +46,18 @@ kt_status kt_action_parse(const char *s, size_t len, kt_action *out, kt_error *e
   if (i == 0)
     return kt_fail(err, KT_EPARSE, "action '%s' does not start with a stage number", tok);
   size_t op_at = i;
-  while (i < len && isalpha((unsigned char)tok[i])) i++;
+  while (i < len && (isalpha((unsigned char)tok[i]) || tok[i] == '_')) i++;
   size_t op_len = i - op_at;
   size_t mb_at = i;
   while (i < len && isdigit((unsigned char)tok[i])) i++;
   if (op_len == 0 || mb_at == len || i != len)
     return kt_fail(err, KT_EPARSE, "action '%s' is not of the form <stage><op><mb> (e.g. 0F0)", tok);
-  int op = op_len == 1 ? op_from_letter(tok[op_at]) : -1;
-  if (op < 0) {
-    char name[32];
-    snprintf(name, sizeof name, "%.*s", (int)op_len, tok + op_at);
-    return kt_fail(err, KT_EPARSE, "unknown op '%s' in action '%s' (expected F, B, I or W)", name,
-                   tok);
-  }
+  int op = op_from_name(tok + op_at, op_len);
+  if (op < 0)
+    return kt_fail(err, KT_EPARSE,
+                   "unknown op '%.*s' in action '%s' (expected F, B, I, W, BW, SEND_F, RECV_F, "
+                   "SEND_B or RECV_B)",
+                   (int)op_len, tok + op_at, tok);
   char num[64];
   long stage, mb;
   snprintf(num, sizeof num, "%.*s", (int)op_at, tok);
@@ -69,14 +73,17 @@ kt_status kt_action_parse(const char *s, size_t len, kt_action *out, kt_error *e
   return KT_OK;
 }
 
+kt_status kt_action_parse(const char *s, size_t len, kt_action *out, kt_error *err) {
+  kt_status st = parse_token(s, len, out, err);
+  if (st) return st;
+  if (out->op >= KT_OP_COUNT)
+    return kt_fail(err, KT_EPARSE, "'%.*s' is not a compute action (F, B, I or W)", (int)len, s);
+  return KT_OK;
+}
+
 /* ---- parsing ------------------------------------------------------------- */
 
-typedef struct {
-  kt_rank_actions *rows;
-  size_t n, cap;
-} row_list;
-
-static void rows_free(row_list *rl) {
+void kt__rows_free(kt__row_list *rl) {
   for (size_t i = 0; i < rl->n; i++) free(rl->rows[i].actions);
   free(rl->rows);
 }
@@ -113,8 +120,11 @@ static kt_status parse_cell(const char *c, size_t len, kt_rank_actions *row, uin
       const char *semi = memchr(p, ';', (size_t)(close - p));
       const char *end = semi ? semi : close;
       kt_action a;
-      if (kt_action_parse(p, (size_t)(end - p), &a, &sub) != KT_OK)
+      if (parse_token(p, (size_t)(end - p), &a, &sub) != KT_OK)
         return kt_fail(err, KT_EPARSE, "line %d: %s", lineno, sub.msg);
+      if (a.op >= KT_OP_COUNT && a.op != KT__RAW_BW)
+        return kt_fail(err, KT_EPARSE, "line %d: %s cannot be part of an overlapped cell", lineno,
+                       kt_op_name(a.op));
       if (parts == 0) a.idle_before = (uint16_t)*pending_idle;
       kt_status st = row_push(row, a, err);
       if (st) return st;
@@ -129,19 +139,14 @@ static kt_status parse_cell(const char *c, size_t len, kt_rank_actions *row, uin
     return KT_OK;
   }
   kt_action a;
-  if (kt_action_parse(c, len, &a, &sub) != KT_OK)
+  if (parse_token(c, len, &a, &sub) != KT_OK)
     return kt_fail(err, KT_EPARSE, "line %d: %s", lineno, sub.msg);
   a.idle_before = (uint16_t)*pending_idle;
   *pending_idle = 0;
   return row_push(row, a, err);
 }
 
-typedef struct {
-  int p, v, m, placement; /* -1 = not given */
-  char name[32];
-} header;
-
-static kt_status parse_header(const char *line, size_t len, header *h, int lineno, kt_error *err) {
+static kt_status parse_header(const char *line, size_t len, kt__header *h, int lineno, kt_error *err) {
   char buf[256];
   if (len >= sizeof buf) len = sizeof buf - 1;
   memcpy(buf, line, len);
@@ -173,20 +178,10 @@ static kt_status parse_header(const char *line, size_t len, header *h, int linen
   return KT_OK;
 }
 
-static int count_misplaced(const row_list *rl, int p, kt_placement pl) {
-  kt_schedule probe = {.p = p, .v = 2, .placement = pl};
-  int bad = 0;
-  for (size_t r = 0; r < rl->n; r++)
-    for (size_t i = 0; i < rl->rows[r].n; i++)
-      if (kt_stage_rank(&probe, rl->rows[r].actions[i].stage) != (int)r) bad++;
-  return bad;
-}
-
-kt_status kt_schedule_parse(const char *text, kt_schedule *out, kt_error *err) {
-  memset(out, 0, sizeof *out);
+kt_status kt__read_rows(const char *text, kt__row_list *rl, kt__header *h, kt_error *err) {
+  memset(rl, 0, sizeof *rl);
+  *h = (kt__header){-1, -1, -1, -1, ""};
   int is_csv = strchr(text, ',') != NULL;
-  header h = {-1, -1, -1, -1, ""};
-  row_list rl = {0};
   kt_status st = KT_OK;
   int lineno = 0;
   for (const char *line = text; *line;) {
@@ -200,19 +195,19 @@ kt_status kt_schedule_parse(const char *text, kt_schedule *out, kt_error *err) {
     if (lead == len) { line = next; continue; } /* blank line */
     if (line[lead] == '#') {
       if (len - lead >= 8 && !strncmp(line + lead, "# kaiten", 8))
-        if ((st = parse_header(line + lead, len - lead, &h, lineno, err))) goto fail;
+        if ((st = parse_header(line + lead, len - lead, h, lineno, err))) goto fail;
       line = next;
       continue;
     }
-    if (rl.n >= KT_MAX_RANKS) {
+    if (rl->n >= KT_MAX_RANKS) {
       st = kt_fail(err, KT_EPARSE, "more than %d ranks (rows)", KT_MAX_RANKS);
       goto fail;
     }
-    if (kt_grow((void **)&rl.rows, &rl.cap, rl.n + 1, sizeof *rl.rows) != 0) {
+    if (kt_grow((void **)&rl->rows, &rl->cap, rl->n + 1, sizeof *rl->rows) != 0) {
       st = kt_fail(err, KT_ENOMEM, "out of memory");
       goto fail;
     }
-    kt_rank_actions *row = &rl.rows[rl.n++];
+    kt_rank_actions *row = &rl->rows[rl->n++];
     memset(row, 0, sizeof *row);
     uint32_t idle = 0;
     const char *c = line, *end = line + len;
@@ -236,59 +231,37 @@ kt_status kt_schedule_parse(const char *text, kt_schedule *out, kt_error *err) {
     row->idle_after = idle;
     line = next;
   }
-  if (rl.n == 0) {
+  if (rl->n == 0) {
     st = kt_fail(err, KT_EPARSE, "no schedule rows found (empty input)");
     goto fail;
   }
-  int p = (int)rl.n;
-  if (h.p > 0 && h.p != p) {
-    st = kt_fail(err, KT_EPARSE, "header says p=%d but the file has %d rows", h.p, p);
-    goto fail;
-  }
-  long max_stage = -1, max_mb = -1;
-  for (size_t r = 0; r < rl.n; r++)
-    for (size_t i = 0; i < rl.rows[r].n; i++) {
-      if (rl.rows[r].actions[i].stage > max_stage) max_stage = rl.rows[r].actions[i].stage;
-      if (rl.rows[r].actions[i].mb > max_mb) max_mb = rl.rows[r].actions[i].mb;
-    }
-  if (max_stage < 0) {
-    st = kt_fail(err, KT_EPARSE, "the schedule has no actions");
-    goto fail;
-  }
-  int v = h.v > 0 ? h.v : (int)((max_stage + p) / p);
-  int m = h.m > 0 ? h.m : (int)max_mb + 1;
-  if (max_stage >= (long)p * v) {
-    st = kt_fail(err, KT_EPARSE, "stage %ld does not exist with p=%d v=%d", max_stage, p, v);
-    goto fail;
-  }
-  if (max_mb >= m) {
-    st = kt_fail(err, KT_EPARSE, "micro-batch %ld does not exist with m=%d", max_mb, m);
-    goto fail;
-  }
-  kt_placement pl = KT_PLACEMENT_LOOP;
-  if (h.placement >= 0) pl = (kt_placement)h.placement;
-  else if (v == 2 && count_misplaced(&rl, p, KT_PLACEMENT_V) < count_misplaced(&rl, p, KT_PLACEMENT_LOOP))
-    pl = KT_PLACEMENT_V;
-  if ((st = kt_schedule_init(out, p, v, m, pl, err))) goto fail;
-  for (int r = 0; r < p; r++) out->ranks[r] = rl.rows[r];
-  free(rl.rows);
-  snprintf(out->name, sizeof out->name, "%s", h.name);
   return KT_OK;
 fail:
-  rows_free(&rl);
+  kt__rows_free(rl);
   return st;
 }
 
 kt_status kt_schedule_parse_file(const char *path, kt_schedule *out, kt_error *err) {
+  return kt_schedule_parse_file_opts(path, NULL, out, err);
+}
+
+kt_status kt_schedule_parse_file_opts(const char *path, kt_parse_opts *opts, kt_schedule *out,
+                                      kt_error *err) {
+  memset(out, 0, sizeof *out);
   char *text;
-  kt_status st = kt_read_file(path, &text, NULL, err);
+  size_t len;
+  kt_status st = kt_read_file(path, &text, &len, err);
   if (st) return st;
-  if (strlen(text) == 0) {
+  if (len == 0) {
     free(text);
     return kt_fail(err, KT_EPARSE, "'%s' is empty", path);
   }
+  if (strlen(text) != len) {
+    free(text);
+    return kt_fail(err, KT_EPARSE, "'%s' is not a text file (it contains a NUL byte)", path);
+  }
   kt_error sub;
-  st = kt_schedule_parse(text, out, &sub);
+  st = kt_schedule_parse_opts(text, opts, out, &sub);
   free(text);
   if (st) return kt_fail(err, st, "%s: %s", path, sub.msg);
   return KT_OK;
@@ -296,10 +269,17 @@ kt_status kt_schedule_parse_file(const char *path, kt_schedule *out, kt_error *e
 
 /* ---- printing ------------------------------------------------------------ */
 
-static void write_rank(const kt_rank_actions *ra, kt_buf *b, const char *sep, const char *idle) {
+static void put_action(const kt_action *a, kt_notation n, kt_buf *b) {
+  const char *op = kt_op_name(a->op);
+  if (n == KT_NOTATION_LEGACY && a->op == KT_OP_I) op = "B";
+  else if (n == KT_NOTATION_LEGACY && a->op == KT_OP_B) op = "BW";
+  kt_buf_printf(b, "%d%s%d", a->stage, op, a->mb);
+}
+
+static void write_rank(const kt_rank_actions *ra, kt_notation n, kt_buf *b, const char *sep,
+                       const char *idle) {
   int first = 1;
 #define SEP() do { if (!first) kt_buf_puts(b, sep); first = 0; } while (0)
-  char tok[40];
   for (size_t i = 0; i < ra->n; i++) {
     const kt_action *a = &ra->actions[i];
     for (unsigned k = 0; k < a->idle_before; k++) { SEP(); kt_buf_puts(b, idle); }
@@ -307,16 +287,14 @@ static void write_rank(const kt_rank_actions *ra, kt_buf *b, const char *sep, co
     if (a->flags & KT_ACTION_OVERLAP_NEXT) {
       kt_buf_puts(b, "(");
       while (i < ra->n) {
-        kt_action_format(&ra->actions[i], tok, sizeof tok);
-        kt_buf_puts(b, tok);
+        put_action(&ra->actions[i], n, b);
         if (!(ra->actions[i].flags & KT_ACTION_OVERLAP_NEXT) || i + 1 == ra->n) break;
         kt_buf_puts(b, ";");
         i++;
       }
       kt_buf_puts(b, ")" OVERLAP_SUFFIX);
     } else {
-      kt_action_format(a, tok, sizeof tok);
-      kt_buf_puts(b, tok);
+      put_action(a, n, b);
     }
   }
   for (unsigned k = 0; k < ra->idle_after; k++) { SEP(); kt_buf_puts(b, idle); }
@@ -324,8 +302,12 @@ static void write_rank(const kt_rank_actions *ra, kt_buf *b, const char *sep, co
   kt_buf_puts(b, "\n");
 }
 
+void kt_schedule_write_csv_notation(const kt_schedule *s, kt_notation n, kt_buf *b) {
+  for (int r = 0; r < s->p; r++) write_rank(&s->ranks[r], n, b, ",", "");
+}
+
 void kt_schedule_write_csv(const kt_schedule *s, kt_buf *b) {
-  for (int r = 0; r < s->p; r++) write_rank(&s->ranks[r], b, ",", "");
+  kt_schedule_write_csv_notation(s, KT_NOTATION_CURRENT, b);
 }
 
 void kt_schedule_write_text(const kt_schedule *s, kt_buf *b) {
@@ -333,5 +315,5 @@ void kt_schedule_write_text(const kt_schedule *s, kt_buf *b) {
                 kt_placement_name(s->placement));
   if (s->name[0]) kt_buf_printf(b, " name=%s", s->name);
   kt_buf_puts(b, "\n");
-  for (int r = 0; r < s->p; r++) write_rank(&s->ranks[r], b, " ", "-");
+  for (int r = 0; r < s->p; r++) write_rank(&s->ranks[r], KT_NOTATION_CURRENT, b, " ", "-");
 }

@@ -86,6 +86,8 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
     if (bad_value(scalars[i].v))
       return kt_fail(err, KT_EINVAL, "--%s %g: costs must be finite and >= 0", scalars[i].name,
                      scalars[i].v);
+  if (!(c->overlap >= 0 && c->overlap <= 1))
+    return kt_fail(err, KT_EINVAL, "--overlap %g: expected a fraction in 0..1", c->overlap);
   if (c->n_stages > 0 && c->n_stages != n_stages)
     return kt_fail(err, KT_EINVAL,
                    "per-stage costs list %d stages but the schedule has S=%d stages", c->n_stages,
@@ -207,9 +209,11 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
       st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number or an array", path, fields[f]);
     }
   }
-  static const char *const scalars[] = {"comm", "comm_latency", "comm_bytes", "comm_bandwidth"};
-  double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth};
-  for (size_t f = 0; f < 4 && !st; f++) {
+  static const char *const scalars[] = {"comm", "comm_latency", "comm_bytes", "comm_bandwidth",
+                                        "overlap"};
+  double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
+                       &c->overlap};
+  for (size_t f = 0; f < 5 && !st; f++) {
     cJSON *it = cJSON_GetObjectItemCaseSensitive(root, scalars[f]);
     if (!it) continue;
     if (!cJSON_IsNumber(it) || bad_value(it->valuedouble))

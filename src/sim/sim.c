@@ -125,11 +125,22 @@ static kt_status advance(sim_state *st, kt_timeline *tl, int rank) {
       group++;
     }
     double start = ready > st->free_at[rank] ? ready : st->free_at[rank];
-    double total = 0;
-    for (size_t g = 0; g < group; g++) total += kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op);
-    double t = start;
+    double total = 0, longest = 0;
     for (size_t g = 0; g < group; g++) {
       double d = kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op);
+      total += d;
+      if (d > longest) longest = d;
+    }
+    /* overlap credit: the group shrinks and its ops are drawn proportionally */
+    double scale = 1;
+    if (group > 1 && st->c->overlap > 0 && total > 0) {
+      double shrunk = total - st->c->overlap * (total - longest);
+      scale = shrunk / total;
+      total = shrunk;
+    }
+    double t = start;
+    for (size_t g = 0; g < group; g++) {
+      double d = kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op) * scale;
       /* a lone action publishes at its end; an overlapped group when it all ends */
       kt_status rs = record(st, tl, rank, &a[g], t, t + d, start + total);
       if (rs) return rs;

@@ -132,9 +132,8 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
 /* K rounds of the schedule back to back (micro-batch ids offset by k*M), so
  * the prediction pays every round's fill and drain as the run does. */
 static kt_status repeat_rounds(const kt_schedule *s, int K, kt_schedule *out, kt_error *err) {
-  kt_status st = kt_schedule_init(out, s->p, s->v, s->m * K, s->placement, err);
+  kt_status st = kt_schedule_init_like(out, s, s->m * K, err);
   if (st) return st;
-  memcpy(out->name, s->name, sizeof out->name);
   for (int k = 0; k < K; k++)
     for (int r = 0; r < s->p; r++)
       for (size_t i = 0; i < s->ranks[r].n; i++) {

@@ -1,0 +1,64 @@
+/* Loading schedule files for the commands: notation, inference report,
+ * validation of the compute and the lowered form. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+int cli_notation(const cli_args *a, kt_notation *out) {
+  const char *n = cli_get(a, "torch-notation");
+  *out = KT_NOTATION_AUTO;
+  if (!n || !strcmp(n, "auto")) return 0;
+  if (!strcmp(n, "current")) *out = KT_NOTATION_CURRENT;
+  else if (!strcmp(n, "legacy")) *out = KT_NOTATION_LEGACY;
+  else return cli_usage_error("--torch-notation '%s': expected auto, current or legacy", n);
+  return 0;
+}
+
+const char *cli_placement_text(const kt_schedule *s, char *buf, size_t n) {
+  if (s->placement != KT_PLACEMENT_EXPLICIT) {
+    snprintf(buf, n, "%s", kt_placement_name(s->placement));
+    return buf;
+  }
+  /* n >= 32 */
+  size_t k = (size_t)snprintf(buf, n, "explicit (stage:rank");
+  int S = kt_schedule_stages(s), st = 0;
+  for (; st < S && k + 24 < n; st++)
+    k += (size_t)snprintf(buf + k, n - k, " %d:%d", st, kt_stage_rank(s, st));
+  snprintf(buf + k, n - k, "%s)", st < S ? " ..." : "");
+  return buf;
+}
+
+int cli_load_schedule_file(kt_notation notation, const char *path, kt_schedule *out, char *info,
+                           size_t n) {
+  kt_parse_opts po = {.notation = notation};
+  kt_schedule lowered = {0};
+  po.lowered = &lowered;
+  kt_error err = {{0}};
+  kt_status st = kt_schedule_parse_file_opts(path, &po, out, &err);
+  if (st) return cli_fail(st, &err);
+  st = kt_schedule_validate(out, &err);
+  if (!st && lowered.ranks) st = kt_lowered_validate(&lowered, &err);
+  kt_schedule_free(&lowered);
+  if (st) {
+    fprintf(stderr, "kaiten: %s: invalid: %s\n", path, err.msg);
+    kt_schedule_free(out);
+    return kt_status_exit_code(st);
+  }
+  if (!out->name[0]) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(out->name, sizeof out->name, "%.*s", (int)strcspn(base, "."), base);
+  }
+  if (info) {
+    char pl[512];
+    snprintf(info, n,
+            "kaiten: %s: %d ranks, %d stages (V=%d), %d micro-batches; placement %s%s; "
+            "notation %s (%s)%s\n",
+            path, out->p, kt_schedule_stages(out), out->v, out->m,
+            cli_placement_text(out, pl, sizeof pl), po.placement_inferred ? " (inferred)" : "",
+            kt_notation_name(po.detected), po.detected_why,
+            po.comm_actions ? "; SEND/RECV actions checked and set aside" : "");
+  }
+  return 0;
+}
