@@ -23,6 +23,10 @@ done
 [ "$QUICK" = 1 ] || README=${README:-$here/README.md}
 q=()
 [ "$QUICK" = 1 ] && q=(--quick)
+if [ ! -x "$B/bench/bench_schedule" ] || [ ! -x "$B/kaiten" ]; then
+  echo "run.sh: no benchmarks in $B (build first: make build)" >&2
+  exit 1
+fi
 BEGIN_MARK='<!-- bench:begin -->' END_MARK='<!-- bench:end -->'
 if [ -n "$README" ] && { [ "$(grep -cxF "$BEGIN_MARK" "$README")" != 1 ] ||
   [ "$(grep -cxF "$END_MARK" "$README")" != 1 ]; }; then
