@@ -3,10 +3,13 @@
  * P=2 on this machine's cores: tokens/s, the share of rank time inside sgemm,
  * and the step's achieved GFLOP/s against OpenBLAS's own sgemm replaying the
  * step's exact matmul shapes, one core per rank (one OpenBLAS thread).
- * Median of repeated steps. */
+ * Median of repeated steps. Usage: bench_gpt [REPS] [--quick] [--tsv FILE], REPS
+ * being the number of measured steps. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "bench_rows.h"
 
 #include "kaiten/train.h"
 #include "nn/nn.h"
@@ -47,8 +50,10 @@ static double replay(const kt__matmul_shape *sh, size_t n) {
 
 int main(int argc, char **argv) {
   openblas_set_num_threads(1);
-  int steps = argc > 1 ? atoi(argv[1]) : 9;
-  if (steps < 3 || steps > 200) steps = 9;
+  bench_opts o = bench_args(argc, argv, 9, 3, 3, 200);
+  int steps = o.reps;
+  double base_tokens = 0;
+  char id[64], what[160], ref[96];
   kt_error err;
   printf("# default GPT, M=8, b=4, T=64 (2048 tokens per step), 1f1b, median of %d steps\n", steps);
   printf("%3s %10s %10s %12s %14s %14s %8s\n", "P", "step ms", "tokens/s", "sgemm share",
@@ -87,14 +92,27 @@ int main(int argc, char **argv) {
     size_t n;
     const kt__matmul_shape *sh = kt__matmul_recorded(&n);
     double pure = replay(sh, n);
-    double step = kt_median(t, (size_t)steps), median_share = kt_median(share, (size_t)steps);
+    bench_stat tokens = bench_rate(t, (size_t)steps, 2048), gflops = bench_rate(t, (size_t)steps, flops / 1e9);
+    double step = 2048 / tokens.med, median_share = kt_median(share, (size_t)steps);
     /* P ranks run concurrently: bare sgemm on P cores would take pure / P */
-    double ratio = (pure / P) / step;
+    double bare = flops / pure / 1e9 * P, ratio = (pure / P) / step;
     printf("%3d %10.2f %10.0f %11.0f%% %14.2f %14.2f %7.0f%%\n", P, 1e3 * step, 2048 / step,
-           100 * median_share, flops / step / 1e9, flops / pure / 1e9 * P, 100 * ratio);
+           100 * median_share, flops / step / 1e9, bare, 100 * ratio);
+    if (P == 1) base_tokens = tokens.med;
+    snprintf(id, sizeof id, "gpt.tokens.P%d", P);
+    snprintf(what, sizeof what, "GPT training tokens/s, P=%d (%d core%s)", P, P, P > 1 ? "s" : "");
+    snprintf(ref, sizeof ref, "P=1 (%.0f tokens/s)", base_tokens);
+    bench_row(&o, id, what, "tokens/s", tokens, P > 1 ? ref : NULL, base_tokens);
+    snprintf(id, sizeof id, "gpt.gflops.P%d", P);
+    snprintf(what, sizeof what, "GPT step GFLOP/s, P=%d (sgemm %.0f%% of busy time)", P,
+             100 * median_share);
+    snprintf(ref, sizeof ref, "bare sgemm, same shapes, %d core%s (%.1f GFLOP/s%s)", P,
+             P > 1 ? "s" : "", bare, P == 1 ? "; target 0.6" : "");
+    bench_row(&o, id, what, "GFLOP/s", gflops, ref, bare);
     data->destroy(data);
     kt_runtime_destroy(rt);
     kt_schedule_free(&s);
   }
+  bench_close(&o);
   return 0;
 }

@@ -1,10 +1,12 @@
 /* Planner benchmark: candidates per second of the search (branch and bound,
  * and exhaustive), the cost of one full evaluation, and the partitioner.
- * Medians of repeated runs; usage: bench_plan [REPS]. */
+ * Medians of repeated runs; usage: bench_plan [REPS] [--quick] [--tsv FILE]
+ * (--quick: without the largest partitioner instance). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_rows.h"
 #include "kaiten/plan.h"
 
 /* Process CPU seconds: the machine is shared, wall clock is noisier. */
@@ -12,16 +14,6 @@ static double cpu_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *t, int n) {
-  qsort(t, (size_t)n, sizeof *t, cmp);
-  return t[n / 2];
 }
 
 static void die(const char *what, const kt_error *err) {
@@ -36,7 +28,8 @@ typedef struct {
   int top;
 } scenario;
 
-static void run_search(const scenario *sc, int reps) {
+/* Prints one search line; returns the CPU-time statistics (ms). */
+static bench_stat run_search(const scenario *sc, int reps, char *what, size_t what_len) {
   kt_plan_model m;
   kt_plan_cluster c;
   kt_plan_options o;
@@ -57,15 +50,20 @@ static void run_search(const scenario *sc, int reps) {
     if (kt_plan_search(&m, &c, &o, &sp, &rep, &err)) die("search", &err);
     t[i] = cpu_now() - t0;
   }
-  double s = median(t, reps);
+  bench_stat st = bench_stats(t, (size_t)reps, 1e3);
+  double s = st.med / 1e3;
   printf("%-10s %4d %6ld %4d %8zu %7zu %7zu %6zu %5d %9.1f %12.3g %10.3g\n", sc->model,
          sc->devices, sc->batch, sc->top, rep.enumerated, rep.evaluated, rep.no_fit,
-         rep.simulations, rep.n, 1e3 * s, rep.enumerated / s, rep.evaluated / s);
+         rep.simulations, rep.n, st.med, rep.enumerated / s, rep.evaluated / s);
+  snprintf(what, what_len, "plan search %s, N=%d B=%ld, %s (%zu candidates, %zu simulations)",
+           sc->model, sc->devices, sc->batch, sc->top ? "top 10" : "exhaustive", rep.enumerated,
+           rep.simulations);
   kt_plan_report_free(&rep);
   kt_plan_model_free(&m);
+  return st;
 }
 
-static void run_evaluate(int reps) {
+static void run_evaluate(const bench_opts *bo) {
   kt_plan_model m;
   kt_plan_cluster c;
   kt_plan_options o;
@@ -85,25 +83,32 @@ static void run_evaluate(int reps) {
     kt_plan_config cfg = {.p = 8, .d = 2, .t = 4, .v = cases[i].v, .m = cases[i].m, .b = 1,
                           .k = 1, .schedule = cases[i].k, .recompute = KT_RECOMPUTE_SELECTIVE};
     double t[64];
-    for (int r = 0; r < reps; r++) {
+    for (int r = 0; r < bo->reps; r++) {
       kt_plan_result res;
       double t0 = cpu_now();
       if (kt_plan_evaluate(&m, &c, &o, &cfg, &res, &err)) die("evaluate", &err);
       t[r] = cpu_now() - t0;
       kt_plan_result_free(&res);
     }
-    printf("%-12s %3d %2d %5d %10.3f\n", kt_schedule_kind_name(cfg.schedule), cfg.p, cfg.v, cfg.m,
-           1e3 * median(t, reps));
+    const char *name = kt_schedule_kind_name(cfg.schedule);
+    bench_stat st = bench_stats(t, (size_t)bo->reps, 1e3);
+    printf("%-12s %3d %2d %5d %10.3f\n", name, cfg.p, cfg.v, cfg.m, st.med);
+    char id[64], what[160];
+    snprintf(id, sizeof id, "plan.evaluate.%s", name);
+    snprintf(what, sizeof what, "one cold evaluation, llama-70b %s P=%d V=%d M=%d", name, cfg.p,
+             cfg.v, cfg.m);
+    bench_row(bo, id, what, "ms CPU", st, NULL, 0);
   }
   kt_plan_model_free(&m);
 }
 
-static void run_partition(int reps) {
+static void run_partition(const bench_opts *bo) {
   printf("\n# partitioner: n layers into S stages (random loads), microseconds per call\n");
   printf("%5s %4s %12s %12s\n", "n", "S", "no cap", "memory cap");
   static const int sizes[][2] = {{34, 4}, {82, 16}, {82, 64}, {1000, 64}, {4000, 512}};
+  size_t cases = sizeof sizes / sizeof *sizes - (bo->quick ? 1 : 0);
   unsigned long long rng = 12345;
-  for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+  for (size_t k = 0; k < cases; k++) {
     int n = sizes[k][0], S = sizes[k][1];
     double *load = malloc(sizeof(double) * (size_t)n * 3), *mult = malloc(sizeof(double) * (size_t)S);
     int *counts = malloc(sizeof(int) * (size_t)S);
@@ -117,7 +122,7 @@ static void run_partition(int reps) {
     for (int j = 0; j < S; j++) mult[j] = S - j;
     double t[2][64];
     for (int capped = 0; capped < 2; capped++)
-      for (int r = 0; r < reps; r++) {
+      for (int r = 0; r < bo->reps; r++) {
         kt_partition_problem pb = {.n = n, .load = load};
         if (capped) pb.fixed = fixed, pb.act = act, pb.mult = mult, pb.mem_cap = 2.5 * total / S;
         kt_error err;
@@ -125,16 +130,22 @@ static void run_partition(int reps) {
         if (kt_partition_minmax(&pb, S, counts, &b, &err)) die("partition", &err);
         t[capped][r] = cpu_now() - t0;
       }
-    printf("%5d %4d %12.1f %12.1f\n", n, S, 1e6 * median(t[0], reps), 1e6 * median(t[1], reps));
+    bench_stat plain = bench_stats(t[0], (size_t)bo->reps, 1e6);
+    bench_stat cap = bench_stats(t[1], (size_t)bo->reps, 1e6);
+    printf("%5d %4d %12.1f %12.1f\n", n, S, plain.med, cap.med);
+    char id[64], what[160], ref[64];
+    snprintf(id, sizeof id, "plan.partition.n%d.S%d", n, S);
+    snprintf(what, sizeof what, "partitioner with memory cap, n=%d layers, S=%d stages", n, S);
+    snprintf(ref, sizeof ref, "no cap (%.1f µs)", plain.med);
+    bench_row(bo, id, what, "µs CPU", cap, ref, plain.med);
     free(load), free(mult), free(counts);
   }
 }
 
 int main(int argc, char **argv) {
-  int reps = argc > 1 ? atoi(argv[1]) : 7;
-  if (reps < 1 || reps > 64) reps = 7;
+  bench_opts bo = bench_args(argc, argv, 7, 3, 1, 64);
   printf("# kaiten plan search, CPU time, median of %d runs (default cluster: 8/node, 80 GB, 156 TFLOP/s)\n",
-         reps);
+         bo.reps);
   printf("%-10s %4s %6s %4s %8s %7s %7s %6s %5s %9s %12s %10s\n", "model", "N", "B", "top",
          "cands", "evals", "no-fit", "sims", "kept", "ms", "cands/s", "evals/s");
   static const scenario sc[] = {
@@ -142,8 +153,23 @@ int main(int argc, char **argv) {
       {"zb-28.3b", 32, 768, 10},  {"llama-70b", 64, 512, 10}, {"llama-7b", 8, 1024, 0},
       {"gpt2-1.5b", 16, 512, 0},
   };
-  for (size_t i = 0; i < sizeof sc / sizeof *sc; i++) run_search(&sc[i], reps);
-  run_evaluate(reps);
-  run_partition(reps);
+  enum { NSC = sizeof sc / sizeof *sc };
+  bench_stat st[NSC];
+  char what[NSC][160];
+  for (size_t i = 0; i < NSC; i++) st[i] = run_search(&sc[i], bo.reps, what[i], sizeof what[i]);
+  /* rows: a top-10 search against the exhaustive ranking of the same problem */
+  for (size_t i = 0; i < NSC; i++) {
+    char id[64], ref[64];
+    snprintf(id, sizeof id, "plan.search.%s.N%d.top%d", sc[i].model, sc[i].devices, sc[i].top);
+    size_t j = 0;
+    while (j < NSC && !(sc[i].top && !sc[j].top && sc[j].devices == sc[i].devices &&
+                        sc[j].batch == sc[i].batch && !strcmp(sc[j].model, sc[i].model)))
+      j++;
+    if (j < NSC) snprintf(ref, sizeof ref, "exhaustive ranking (%.1f ms)", st[j].med);
+    bench_row(&bo, id, what[i], "ms CPU", st[i], j < NSC ? ref : NULL, j < NSC ? st[j].med : 0);
+  }
+  run_evaluate(&bo);
+  run_partition(&bo);
+  bench_close(&bo);
   return 0;
 }

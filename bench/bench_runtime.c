@@ -2,13 +2,14 @@
  * 1. Overhead in synthetic mode: measured makespan / simulated makespan with
  *    the nominal costs (1f1b, P = 4, 8, 16, M = 4P, T_F = T_B = 2 ms).
  * 2. Real compute: an MLP at P = 2 versus P = 1 on the same work, against the
- *    ideal speed-up 2M/(M+1) of a balanced two-stage pipeline. */
+ *    ideal speed-up 2M/(M+1) of a balanced two-stage pipeline.
+ * Usage: bench_runtime [REPS] [--quick] [--tsv FILE] (--quick: P <= 8, M <= 8). */
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench_rows.h"
 #include "kaiten/runtime.h"
 #include "kaiten/sim.h"
-
 
 static void die(const kt_error *e) {
   fprintf(stderr, "bench_runtime: %s\n", e->msg);
@@ -16,14 +17,15 @@ static void die(const kt_error *e) {
 }
 
 int main(int argc, char **argv) {
-  int reps = argc > 1 ? atoi(argv[1]) : 5;
-  if (reps < 1 || reps > 50) reps = 5;
+  bench_opts o = bench_args(argc, argv, 5, 3, 1, 50);
+  int reps = o.reps;
+  char id[64], what[160], ref[96];
   kt_error err;
   printf("# synthetic 1f1b, T_F = T_B = 2 ms, 64 KiB tensors, median of %d steps\n", reps);
   printf("%4s %4s %14s %14s %8s %10s %10s\n", "P", "M", "measured ms", "simulated ms", "ratio",
          "bubble", "sim bubble");
   int ps[] = {4, 8, 16};
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < (o.quick ? 2 : 3); i++) {
     int P = ps[i], M = 4 * P;
     kt_schedule s;
     kt_schedule_params sp = {.p = P, .m = M};
@@ -53,9 +55,14 @@ int main(int argc, char **argv) {
     c.tf = 2, c.tb = 2, c.tw = 0;
     kt_metrics sim;
     if (kt_simulate_metrics(&s, &c, &sim, &err)) die(&err);
-    double meas = kt_median(ms, (size_t)reps);
-    printf("%4d %4d %14.2f %14.2f %8.4f %9.1f%% %9.1f%%\n", P, M, meas, sim.makespan,
-           meas / sim.makespan, 100 * kt_median(bub, (size_t)reps), 100 * sim.bubble_ratio);
+    bench_stat meas = bench_stats(ms, (size_t)reps, 1);
+    printf("%4d %4d %14.2f %14.2f %8.4f %9.1f%% %9.1f%%\n", P, M, meas.med, sim.makespan,
+           meas.med / sim.makespan, 100 * kt_median(bub, (size_t)reps), 100 * sim.bubble_ratio);
+    snprintf(id, sizeof id, "runtime.synthetic.P%d", P);
+    snprintf(what, sizeof what, "synthetic 1f1b makespan, P=%d M=%d, T_F=T_B=2 ms, 64 KiB tensors",
+             P, M);
+    snprintf(ref, sizeof ref, "simulated makespan %.1f ms (target ratio <= 1.03)", sim.makespan);
+    bench_row(&o, id, what, "ms", meas, ref, sim.makespan);
     kt_metrics_free(&sim);
     kt_runtime_destroy(rt);
     kt_schedule_free(&s);
@@ -65,7 +72,7 @@ int main(int argc, char **argv) {
   printf("%4s %4s %12s %10s %14s\n", "P", "M", "step ms", "speed-up", "ideal 2M/(M+1)");
   double base = 0;
   int cases[][2] = {{1, 1}, {2, 2}, {2, 4}, {2, 8}, {2, 16}};
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < (o.quick ? 4 : 5); i++) {
     int P = cases[i][0], M = cases[i][1], b = 256 / M;
     kt_schedule s;
     kt_schedule_params sp = {.p = P, .m = M};
@@ -91,14 +98,20 @@ int main(int argc, char **argv) {
       if (kt_runtime_step(rt, r + 1, mbs, 1, &res, &err)) die(&err);
       t[r] = 1e3 * res.seconds;
     }
-    double med = kt_median(t, (size_t)reps);
+    bench_stat st = bench_stats(t, (size_t)reps, 1);
+    double med = st.med;
     if (P == 1) base = med;
     printf("%4d %4d %12.2f %10.2f %14.2f\n", P, M, med, base / med,
            P == 1 ? 1.0 : 2.0 * M / (M + 1));
+    snprintf(id, sizeof id, "runtime.mlp.P%d.M%d", P, M);
+    snprintf(what, sizeof what, "MLP L=8 H=512 step, 256 samples, 1f1b P=%d M=%d", P, M);
+    snprintf(ref, sizeof ref, "P=1 (%.1f ms; ideal ratio %.3g)", base, (M + 1) / (2.0 * M));
+    bench_row(&o, id, what, "ms", st, P == 1 ? NULL : ref, base);
     free(x);
     free(y);
     kt_runtime_destroy(rt);
     kt_schedule_free(&s);
   }
+  bench_close(&o);
   return 0;
 }
