@@ -39,7 +39,7 @@ head -c 1000 "$ck" >"$tmp/t.ckpt" && cp "$tmp/t.ckpt" "$ck"
 rc=$?
 if [ $rc != 0 ] && grep -q "truncated" "$tmp/tr.err" && [ "$(wc -l <"$tmp/tr.err")" -le 1 ]; then ok; else bad "truncated checkpoint: exit $rc: $(cat "$tmp/tr.err")"; fi
 # 5. mismatched model flags are refused
-"$K" train --resume "$tmp/run" --layers 3 --steps 9 >/dev/null 2>"$tmp/mm.err" && bad "mismatch accepted" || { grep -q "differs" "$tmp/mm.err" && ok || bad "mismatch message: $(cat "$tmp/mm.err")"; }
+"$K" train --resume "$tmp/run" --layers 3 --steps 9 >/dev/null 2>"$tmp/mm.err" && bad "mismatch accepted" || { grep -q -- "--layers 3: the run in .* has 2" "$tmp/mm.err" && ok || bad "mismatch message: $(cat "$tmp/mm.err")"; }
 # 6. tied embeddings and recompute train; the json keeps the contract
 "$K" train $G --stages 2 --steps 3 --tie-embeddings --recompute --run-dir "$tmp/tied" >"$tmp/tied.json" 2>/dev/null && ok || bad "tied + recompute run"
 py "import json; d=json.loads(open('$tmp/tied.json').read().splitlines()[-1]); assert len(d['losses'])==3 and 'bubble_ratio' in d and 'predicted_bubble_ratio' in d" && ok || bad "json contract"

@@ -74,13 +74,19 @@ typedef struct {
   double seconds;      /* wall time of the step */
   int64_t bytes_sent;  /* point-to-point + collective bytes, all local ranks */
   double comm_seconds; /* time local ranks spent sending and waiting to receive */
+  /* 1 when the loss or a gradient was not finite: the optimizer did not run.
+   * nonfinite_stage is where it first showed and nonfinite_what what it was
+   * ("forward output", "loss" or "gradients"). */
+  int nonfinite, nonfinite_stage;
+  const char *nonfinite_what;
 } kt_step_result;
 
 /* Runs one optimizer step. data holds D*K*M micro-batches, index
  * (d * K + k) * M + j (only first- and last-stage ranks read them; NULL is
  * fine for synthetic runs). step is the optimizer step number (learning rate
  * schedule). With update = 0 gradients are computed and scaled but the
- * optimizer does not run (gradient checks). */
+ * optimizer does not run (gradient checks). A step whose loss or gradients
+ * are not finite is not applied either (res->nonfinite says where). */
 kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, int update,
                           kt_step_result *res, kt_error *err);
 

@@ -40,6 +40,11 @@ typedef struct {
   double bubble;         /* measured bubble ratio of the step */
   const kt_timeline *timeline;     /* measured, replica 0 */
   const kt_runtime *runtime;
+  /* the step was skipped (skip_nonfinite): its loss or gradients were not
+   * finite, first in nonfinite_what of nonfinite_stage */
+  int skipped, nonfinite_stage;
+  const char *nonfinite_what;
+  int skipped_total;
 } kt_train_progress;
 
 typedef struct {
@@ -52,6 +57,9 @@ typedef struct {
   /* Called after every step (may be NULL). Return non-zero to stop early. */
   int (*on_step)(void *ctx, const kt_train_progress *p);
   void *ctx;
+  /* A step whose loss or gradients are not finite is never applied. 0: stop
+   * with ERUNTIME naming the step and stage; 1: skip it and go on. */
+  int skip_nonfinite;
 } kt_train_config;
 
 typedef struct {
@@ -66,6 +74,7 @@ typedef struct {
   double mean_step_seconds;
   double samples_per_s, tokens_per_s;
   size_t peak_stash_bytes_stage0;
+  int skipped_steps;     /* steps not applied because of non-finite values */
 } kt_train_result;
 
 /* Trains with an already-created runtime (threads or MPI). */

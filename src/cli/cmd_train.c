@@ -40,6 +40,7 @@ static const cli_opt train_opts_table[] = {
     {"tb", 0, "MS", "synthetic input-gradient cost in ms (default 2)"},
     {"tw", 0, "MS", "synthetic weight-gradient cost in ms (default 2)"},
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
+    {"skip-nonfinite", 0, NULL, "skip a step whose loss or gradients are not finite (default: stop)"},
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
     {"transport", 0, "NAME", "threads (default: one process) | mpi (one process per rank, mpirun)"},
     {"threads-per-rank", 0, "N", "OpenBLAS threads per rank (default: cores / ranks in this process)"},
@@ -117,6 +118,7 @@ int train_parse(const cli_args *a, train_opts *o) {
   o->checkpoint_every = cli_has(a, "checkpoint-every") ? (int)ckpt : 0;
   o->act_bytes = act;
   o->synthetic = cli_has(a, "synthetic");
+  o->skip_nonfinite = cli_has(a, "skip-nonfinite");
   o->partition = cli_get(a, "partition");
   o->output = cli_get(a, "output");
   o->run_dir = cli_get(a, "run-dir");
@@ -137,7 +139,8 @@ int train_parse(const cli_args *a, train_opts *o) {
   }
   o->model.recompute = cli_has(a, "recompute");
   for (size_t i = 0; i < sizeof shape_flags / sizeof *shape_flags; i++)
-    if (cli_has(a, shape_flags[i])) o->model_flags_given = 1;
+    if (cli_has(a, shape_flags[i])) o->model_flags_given |= 1 << i;
+  if (cli_has(a, "model")) o->model_flags_given |= TRAIN_MODEL_GIVEN;
   o->optim.lr = lr;
   o->optim.momentum = mom;
   o->optim.weight_decay = wd;

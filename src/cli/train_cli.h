@@ -9,7 +9,9 @@
 
 typedef struct {
   kt_model_config model;
-  int model_flags_given; /* the user set a model shape flag (checked on resume) */
+  /* which model flags the user set (checked on resume): bit i = --layers,
+   * --hidden, --heads, --seq-len, --tie-embeddings; TRAIN_MODEL_GIVEN = --model */
+  int model_flags_given;
   kt_schedule_kind schedule;
   const char *schedule_file; /* instead of schedule: a file (P, V, M from it) */
   int p_given, v_given, m_given;
@@ -21,12 +23,15 @@ typedef struct {
   int decay_given;
   uint64_t seed;
   int synthetic;
+  int skip_nonfinite;
   double tf, tb, tw, timeout, mem_limit;
   long act_bytes;
   const char *format, *output, *transport, *run_dir, *resume, *data_path;
   int live; /* redraw a live view on terminals */
   int blas_threads; /* OpenBLAS threads per rank (0: cores / local ranks) */
 } train_opts;
+
+#define TRAIN_MODEL_GIVEN (1 << 5)
 
 int train_parse(const cli_args *a, train_opts *o);
 int train_session(train_opts *o);

@@ -97,7 +97,7 @@ void rundir_append_metrics(const char *dir, const kt_train_progress *p, const kt
   if (!f) return;
   kt_buf b;
   kt_buf_init(&b);
-  kt_buf_printf(&b, "{\"step\":%d,\"loss\":", p->step + 1);
+  kt_buf_printf(&b, "{\"step\":%d,%s\"loss\":", p->step + 1, p->skipped ? "\"skipped\":true," : "");
   kt_buf_json_number(&b, p->loss);
   kt_buf_puts(&b, ",\"val_loss\":");
   kt_buf_json_number(&b, p->val_loss); /* null when not evaluated */

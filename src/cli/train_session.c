@@ -65,6 +65,9 @@ static int on_step(void *ctx, const kt_train_progress *p) {
   }
   if (s->n_losses < s->cap_losses) s->losses[s->n_losses++] = p->loss;
   if (s->o->run_dir && s->talk) rundir_append_metrics(s->o->run_dir, p, s->rt);
+  if (s->talk && p->skipped)
+    fprintf(stderr, "kaiten: step %d skipped: loss %g, non-finite values first in the %s of stage %d\n",
+            p->step + 1, p->loss, p->nonfinite_what, p->nonfinite_stage);
   if (s->talk) {
     if (s->live) {
       draw_live(s, p);
@@ -102,17 +105,22 @@ static int resume_setup(train_opts *o, char **ckpt_path, kt_checkpoint_meta *met
   kt_status st = kt_checkpoint_latest(o->resume, ckpt_path, &err);
   if (!st) st = kt_checkpoint_read_meta(*ckpt_path, meta, &err);
   if (st) return cli_fail(st, &err);
-  kt_model_config want = o->model;
-  if (o->model_flags_given &&
-      (want.kind != meta->model.kind || want.layers != meta->model.layers ||
-       want.hidden != meta->model.hidden ||
-       (want.kind == KT_MODEL_GPT && (want.heads != meta->model.heads ||
-                                      want.seq_len != meta->model.seq_len ||
-                                      want.tie_embeddings != meta->model.tie_embeddings))))
-    return cli_usage_error("--resume %s: the run's model (%s, %d layers, width %d) differs from "
-                           "the flags given; drop the shape flags to resume it",
-                           o->resume, kt_model_kind_name(meta->model.kind), meta->model.layers,
-                           meta->model.hidden);
+  const kt_model_config *want = &o->model, *run = &meta->model;
+  int given = o->model_flags_given;
+  if ((given & TRAIN_MODEL_GIVEN) && want->kind != run->kind)
+    return cli_usage_error("--model %s: the run in '%s' trains a %s model; leave --model out to "
+                           "resume it",
+                           kt_model_kind_name(want->kind), o->resume, kt_model_kind_name(run->kind));
+  const struct { const char *flag; int want, run; } shape[] = {
+      {"layers", want->layers, run->layers},
+      {"hidden", want->hidden, run->hidden},
+      {"heads", want->heads, run->heads},
+      {"seq-len", want->seq_len, run->seq_len},
+      {"tie-embeddings", want->tie_embeddings, run->tie_embeddings}};
+  for (int i = 0; i < 5; i++)
+    if ((given & (1 << i)) && shape[i].want != shape[i].run)
+      return cli_usage_error("--%s %d: the run in '%s' has %d; drop the shape flags to resume it",
+                             shape[i].flag, shape[i].want, o->resume, shape[i].run);
   int recompute = o->model.recompute;
   o->model = meta->model;
   o->model.recompute = recompute;
@@ -251,7 +259,7 @@ int train_session(train_opts *o) {
   }
   kt_train_config tc = {.runtime = rcfg, .first_step = first_step, .steps = o->steps,
                         .val_every = o->val_every, .val_batches = 2, .data = data,
-                        .on_step = on_step, .ctx = &s};
+                        .on_step = on_step, .ctx = &s, .skip_nonfinite = o->skip_nonfinite};
   kt_train_result res;
   st = kt_train_run(rt, &tc, &res, &err);
   if (!st && s.ckpt_status) st = s.ckpt_status, err = s.ckpt_err;

@@ -169,8 +169,22 @@ kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, k
   }
   const char *p = data;
   size_t left = len;
+  /* Fault-injection hook for tests: KAITEN_TEST_WRITE_PAUSE=SECONDS stops
+   * half-way through every atomic write, leaving a partial temp file for a
+   * test to kill the process on. */
+  const char *pause = getenv("KAITEN_TEST_WRITE_PAUSE");
+  size_t pause_at = pause && len > 1 ? len / 2 : SIZE_MAX;
   while (left > 0) {
-    ssize_t w = write(fd, p, left);
+    size_t done = len - left, chunk = left;
+    if (done >= pause_at) {
+      fsync(fd);
+      struct timespec ts = {.tv_sec = atoi(pause), .tv_nsec = 0};
+      nanosleep(&ts, NULL);
+      pause_at = SIZE_MAX;
+    } else if (pause_at - done < chunk) {
+      chunk = pause_at - done;
+    }
+    ssize_t w = write(fd, p, chunk);
     if (w < 0) {
       if (errno == EINTR) continue;
       kt_status s = kt_fail(err, KT_EIO, "cannot write '%s': %s", tmp, strerror(errno));
@@ -195,6 +209,19 @@ kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, k
     return s;
   }
   free(tmp);
+  /* the rename itself must reach the disk too */
+  char *dir = strdup(path);
+  if (dir) {
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) slash[1] = 0;
+    else if (slash) *slash = 0;
+    int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+      fsync(dfd);
+      close(dfd);
+    }
+    free(dir);
+  }
   return KT_OK;
 }
 

@@ -38,6 +38,10 @@ struct kt__worker {
   kt_status status;
   kt_error err;
   double grad_norm, lr, loss;
+  /* non-finite values this step: per chunk, its forward output (or loss) */
+  unsigned char fwd_bad[KT_MAX_CHUNKS];
+  int nonfinite, nonfinite_stage; /* after finish_step: the step was not applied */
+  const char *nonfinite_what;
 };
 
 /* Runs one optimizer step on this worker: K rounds of its action list, then

@@ -172,6 +172,39 @@ static double tied_head_copy_sq(const kt_chunk *ch) {
   return 0;
 }
 
+/* Where non-finite values first showed: the earliest stage whose forward
+ * output (the loss on the last stage) was not finite, else the latest stage
+ * whose gradients were not (backward runs from the last stage down). */
+static kt_status locate_nonfinite(kt__worker *w, kt_error *err) {
+  kt_runtime *rt = w->rt;
+  int S = rt->S;
+  float *flags = kt_calloc(2 * (size_t)S, sizeof *flags);
+  if (!flags) return kt_fail(err, KT_ENOMEM, "out of memory");
+  for (int c = 0; c < rt->V; c++) {
+    int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
+    const kt_chunk *ch = w->chunk[c];
+    flags[stage] = w->fwd_bad[c];
+    for (size_t i = 0; i < ch->n_params; i++)
+      if (!isfinite(ch->grads[i])) {
+        flags[S + stage] = 1;
+        break;
+      }
+  }
+  kt_status st = kt_allreduce(w->t, KT_GROUP_WORLD, flags, 2 * (size_t)S, err);
+  w->nonfinite_stage = S - 1;
+  w->nonfinite_what = "loss";
+  for (int s = S - 1; s >= 0; s--)
+    if (flags[S + s] > 0) {
+      w->nonfinite_stage = s;
+      w->nonfinite_what = "gradients";
+      break;
+    }
+  for (int s = S - 1; s >= 0; s--)
+    if (flags[s] > 0) w->nonfinite_stage = s, w->nonfinite_what = s == S - 1 ? "loss" : "forward output";
+  free(flags);
+  return st;
+}
+
 kt_status kt__worker_finish_step(kt__worker *w, kt_error *err) {
   kt_runtime *rt = w->rt;
   kt_status st = sum_tied(w, err);
@@ -201,6 +234,9 @@ kt_status kt__worker_finish_step(kt__worker *w, kt_error *err) {
   w->loss = loss / ((double)rt->K * rt->M * rt->D);
   w->grad_norm = sqrt((double)sums[0]);
   w->lr = kt_optim_lr(&rt->cfg.optim, w->step);
+  /* every worker sees the same loss and norm, so all take this branch */
+  w->nonfinite = !isfinite(w->loss) || !isfinite(w->grad_norm);
+  if (w->nonfinite) return locate_nonfinite(w, err);
   if (!w->update) return KT_OK;
   float clip = 1.0f;
   if (rt->cfg.optim.grad_clip > 0 && w->grad_norm > rt->cfg.optim.grad_clip)

@@ -339,6 +339,9 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
   res->loss = rt->workers[0].loss;
   res->grad_norm = rt->workers[0].grad_norm;
   res->lr = rt->workers[0].lr;
+  res->nonfinite = rt->workers[0].nonfinite;
+  res->nonfinite_stage = rt->workers[0].nonfinite_stage;
+  res->nonfinite_what = rt->workers[0].nonfinite_what;
   return KT_OK;
 }
 

@@ -1,5 +1,6 @@
 /* A rank's worker: runs its action list in order on its chunks, receiving and
  * sending boundary tensors, and records what it did. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,11 @@ static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microba
   st = c->ops->forward(c, j, mbd, in, out, &loss, err);
   free(taken);
   if (st) return st;
+  if (!rt->cfg.synthetic && !w->fwd_bad[kt_stage_chunk(&rt->sched_copy, s)]) {
+    int bad = !out ? !isfinite(loss) : 0;
+    for (size_t i = 0; out && i < c->out_elems && !bad; i++) bad = !isfinite(out[i]);
+    w->fwd_bad[kt_stage_chunk(&rt->sched_copy, s)] = (unsigned char)bad;
+  }
   if (!out) {
     w->loss_sum += loss;
     return KT_OK;
@@ -158,6 +164,7 @@ kt_status kt__worker_step(kt__worker *w, kt_error *err) {
   kt_runtime *rt = w->rt;
   const kt_rank_actions *ra = &rt->sched_copy.ranks[w->stage_rank];
   w->loss_sum = 0;
+  memset(w->fwd_bad, 0, sizeof w->fwd_bad);
   w->events.n_events = w->events.n_mem = 0;
   for (int c = 0; c < rt->V; c++) {
     kt_chunk_zero_grad(w->chunk[c]);

@@ -152,13 +152,20 @@ kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_erro
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
   kt_status st = KT_OK;
-  char *save = NULL;
-  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+  /* split by hand: strtok would silently merge "1,,2" into two values */
+  for (char *tok = copy; tok; ) {
+    char *comma = strchr(tok, ',');
+    if (comma) *comma = 0;
+    if (!*tok) {
+      st = kt_fail(err, KT_EINVAL, "--%s '%s': an empty value in the list", field, text);
+      break;
+    }
     if (kt_parse_double(tok, &vals[n]) != 0) {
       st = kt_fail(err, KT_EINVAL, "--%s: '%s' is not a number", field, tok);
       break;
     }
     n++;
+    tok = comma ? comma + 1 : NULL;
   }
   if (!st && n == 0) st = kt_fail(err, KT_EINVAL, "--%s: no value in '%s'", field, text);
   if (!st && n > KT_MAX_RANKS * KT_MAX_CHUNKS)

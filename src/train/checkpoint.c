@@ -343,7 +343,7 @@ kt_status kt_checkpoint_latest(const char *run_dir, char **path, kt_error *err) 
   }
   /* no usable pointer: the newest step_*.ckpt whose header reads */
   DIR *dh = opendir(dir);
-  if (!dh) return kt_fail(err, KT_EIO, "no checkpoints in '%s'", run_dir);
+  if (!dh) return kt_fail(err, KT_EINVAL, "no checkpoints in '%s' (not a run directory?)", run_dir);
   int best = -1;
   struct dirent *de;
   while ((de = readdir(dh))) {
@@ -354,7 +354,7 @@ kt_status kt_checkpoint_latest(const char *run_dir, char **path, kt_error *err) 
     if (step > best && kt_checkpoint_read_meta(buf, &meta, &sub) == KT_OK) best = step;
   }
   closedir(dh);
-  if (best < 0) return kt_fail(err, KT_EIO, "no complete checkpoint in '%s'", dir);
+  if (best < 0) return kt_fail(err, KT_EINVAL, "no complete checkpoint in '%s'", dir);
   snprintf(buf, sizeof buf, "%s/step_%08d.ckpt", dir, best);
   *path = strdup(buf);
   return *path ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory");

@@ -206,6 +206,16 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     if (cfg->data && (st = cfg->data->fill(cfg->data, 0, step, D, K, M, b, mbs, err))) break;
     kt_step_result res;
     if ((st = kt_runtime_step(rt, step, cfg->data ? mbs : NULL, 1, &res, err))) break;
+    if (res.nonfinite && !cfg->skip_nonfinite) {
+      st = kt_fail(err, KT_ERUNTIME,
+                   "step %d: the loss is %g and the gradient norm %g; non-finite values first in "
+                   "the %s of stage %d (of %d). The step was not applied; --skip-nonfinite skips "
+                   "such steps instead",
+                   step + 1, res.loss, res.grad_norm, res.nonfinite_what, res.nonfinite_stage,
+                   rc->schedule->p * rc->schedule->v);
+      break;
+    }
+    out->skipped_steps += res.nonfinite;
     out->losses[out->n_losses++] = res.loss;
     total_seconds += res.seconds;
     if ((st = copy_timeline(&last, kt_runtime_timeline(rt)))) {
@@ -218,7 +228,10 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
                            .lr = res.lr, .grad_norm = res.grad_norm, .seconds = res.seconds,
                            .samples_per_s = samples / res.seconds,
                            .tokens_per_s = samples * (double)tps / res.seconds,
-                           .bubble = met.bubble_ratio, .timeline = &last, .runtime = rt};
+                           .bubble = met.bubble_ratio, .timeline = &last, .runtime = rt,
+                           .skipped = res.nonfinite, .nonfinite_stage = res.nonfinite_stage,
+                           .nonfinite_what = res.nonfinite_what,
+                           .skipped_total = out->skipped_steps};
     kt_metrics_free(&met);
     int is_last = step + 1 == cfg->steps;
     if (cfg->data && cfg->data->has_validation && cfg->val_every > 0 &&

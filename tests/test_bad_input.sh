@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The bad-input table: every wrong invocation or file exits 2 with one line
+# on stderr that names the bad value; nothing crashes, hangs or leaves output.
+set -u
+K="$1"
+. "$(dirname "$0")/lib.sh"
+cd "$tmp" || exit 1
+printf '' >empty.file
+head -c 4096 /dev/urandom >binary.file
+printf '\x00\x01\x02kaiten\x00' >nul.file
+printf '0F0,0F1,0B0,0B1\n1F0,1B0,1F' >truncated.csv
+printf '0F0,0B0,0F1,0B1\n1F0,1F1,1B0,1B1\n' >deadlock.csv
+printf '0F0,0F1,0I0,0W0\n' >noweights.csv
+printf '0F0,0B0\n1F0,1B0\n' >good.csv
+printf '{"tf": [1, 2' >truncated.json
+printf '{"tf": -1}' >negative.json
+printf '{"layers": 4, "hidden": "wide"}' >badmodel.json
+printf 'hello\n' >tiny.txt
+mkdir -p adir
+"$K" train --model mlp --stages 2 -m 2 --steps 1 --run-dir mlp_run --no-live >/dev/null 2>&1
+
+n=0
+# case NEEDLE ARGS...: exit 2, one stderr line containing NEEDLE, no crash or hang
+case_() {
+  local needle=$1; shift
+  n=$((n + 1))
+  timeout 60 "$K" "$@" >out.txt 2>err.txt; local rc=$?
+  if [ $rc != 2 ]; then bad "#$n exit $rc (want 2): kaiten $* :: $(head -c 300 err.txt)"; return; fi
+  ok
+  if [ "$(wc -l <err.txt)" = 1 ]; then ok; else bad "#$n stderr not one line: kaiten $* :: $(cat err.txt)"; fi
+  if grep -qF -- "$needle" err.txt; then ok; else bad "#$n '$needle' not named: kaiten $* :: $(cat err.txt)"; fi
+}
+
+# sizes: zero, negative, huge, not a number
+case_ "'0'"        sim -p 0
+case_ "'-3'"       sim -p -3
+case_ "'99999999'" sim -p 99999999
+case_ "'0'"        sim -m 0
+case_ "'-1'"       sim -m -1
+case_ "'1e9'"      sim -m 1e9
+case_ "'four'"     sim -p four
+case_ "'0'"        sim --schedule interleaved -v 0
+case_ "'1000'"     sim --schedule interleaved -v 1000
+case_ "'0'"        compare -p 0
+case_ "'0'"        train --stages 0
+case_ "'0'"        train --microbatches 0
+case_ "'-1'"       train --steps -1
+case_ "'0'"        train -b 0
+# schedules, formats and what a schedule cannot take
+case_ "'bogus'"    sim --schedule bogus
+case_ "'bogus'"    compare --schedules 1f1b,bogus
+case_ "'xml'"      sim --format xml
+case_ "'yaml'"     compare --format yaml
+case_ "M=2"        sim --schedule interleaved -p 4 -m 2
+case_ "V=3"        sim --schedule zbv -p 4 -m 8 -v 3
+case_ "'nope'"     train --schedule nope
+# costs: NaN, negative, infinite, wrong count, malformed lists
+case_ "nan"        sim --tf nan
+case_ "-1"         sim --tf -1
+case_ "inf"        sim --tb inf
+case_ "'-0.5'"     sim --comm -0.5
+case_ "3 stages"   sim -p 4 --tf 1,2,3
+case_ "1,,2"       sim --tf 1,,2
+case_ "'2'"        sim --overlap 2
+# files: missing, empty, binary, truncated, a directory, wrong content
+case_ "missing.json"   sim --costs missing.json
+case_ "empty.file"     sim --costs empty.file
+case_ "binary.file"    sim --costs binary.file
+case_ "truncated.json" sim --costs truncated.json
+case_ "tf"             sim --costs negative.json
+case_ "missing.csv"    validate missing.csv
+case_ "empty.file"     validate empty.file
+case_ "binary.file"    validate binary.file
+case_ "nul.file"       validate nul.file
+case_ "1F"             validate truncated.csv
+case_ "adir"           validate adir
+case_ "deadlock"       validate deadlock.csv
+case_ "0B1"            validate noweights.csv
+case_ "'bogus'"        validate deadlock.csv --torch-notation bogus
+case_ "missing.csv"    sim --schedule-file missing.csv
+case_ "binary.file"    train --schedule-file binary.file
+case_ "--stages"       train --schedule-file good.csv --stages 3
+# training configuration
+case_ "'3,3'"          train --model mlp --stages 2 --partition 3,3
+case_ "'0,8'"          train --model mlp --stages 2 --partition 0,8
+case_ "'transformer'"  train --model transformer
+case_ "'lion'"         train --optimizer lion
+case_ "'-1'"           train --lr -1
+case_ "'carrier'"      train --transport carrier
+case_ "missing.txt"    train --data missing.txt
+case_ "empty.file"     train --data empty.file
+case_ "mlp"            train --model gpt --resume mlp_run --steps 2
+case_ "--hidden 32"    train --model mlp --hidden 32 --resume mlp_run --steps 2
+case_ "nodir"          train --resume nodir
+# planner and reports
+case_ "'nosuch'"       plan --model nosuch
+case_ "missing.json"   plan --cluster missing.json
+case_ "binary.file"    plan --model binary.file
+case_ "hidden"         plan --model badmodel.json
+case_ "nodir"          report nodir
+case_ "nodir"          sample --run-dir nodir
+# the command line itself
+case_ "'frobnicate'"   frobnicate
+case_ "--frobnicate"   sim --frobnicate
+case_ "-p"             sim -p
+case_ "'extra'"        sim extra
+
+# nothing partial is written when the input is bad
+timeout 60 "$K" sim -p 0 -o never.txt >/dev/null 2>&1
+timeout 60 "$K" sim --schedule interleaved -p 4 -m 2 --report never.html >/dev/null 2>&1
+if ls never.* .never* 2>/dev/null | grep -q .; then bad "output written for bad input"; else ok; fi
+[ "$n" -ge 40 ] && ok || bad "only $n cases"
+echo "test_bad_input: $n cases"
+finish test_bad_input
