@@ -10,7 +10,9 @@ py() { python3 -c "$1" || return 1; }
 
 # 1. the default GPT (4 stages, 1f1b) learns the built-in corpus: from ln(256)=5.55
 #    to below 2.5 within 100 steps (seeded, deterministic)
-if "$K" train --steps 100 --val-every 50 --format json >"$tmp/learn.json" 2>"$tmp/learn.err"; then
+if [ "${KT_SANITIZED:-0}" = 1 ]; then
+  echo "test_gpt_cli: the 100-step learning check runs in the Release suite only"
+elif "$K" train --steps 100 --val-every 50 --format json >"$tmp/learn.json" 2>"$tmp/learn.err"; then
   last "$tmp/learn.json" >"$tmp/l.json"
   py "import json; d=json.load(open('$tmp/l.json')); l=d['losses']
 assert len(l)==100 and l[0]>5.0 and l[-1]<2.5 and d['val_loss']<2.6, (l[0], l[-1], d['val_loss'])" && ok || bad "loss did not fall below 2.5"

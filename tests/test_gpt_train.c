@@ -10,7 +10,7 @@
 #include "kaiten/model.h"
 #include "nn/nn.h"
 
-enum { STEPS = 100, MICRO = 2, B = 8 };
+enum { FULL_STEPS = 100, MICRO = 2, B = 8 };
 
 typedef struct {
   float *m, *v;
@@ -68,6 +68,9 @@ int main(void) {
   adam_state s = {calloc(c->n_params, sizeof(float)), calloc(c->n_params, sizeof(float))};
   int n = B * cfg.seq_len, *tok = malloc(n * sizeof(int)), *tgt = malloc(n * sizeof(int));
   kt_batch_spec spec = {cfg.seq_len, B, MICRO, 1, 42};
+  /* instrumented builds check memory, not convergence: a short run */
+  int sanitized = getenv("KT_SANITIZED") && !strcmp(getenv("KT_SANITIZED"), "1");
+  const int STEPS = sanitized ? 12 : FULL_STEPS;
   double first = 0, last = 0, v0 = val_loss(c, d, tok, tgt), t_fb = 0;
   kt__matmul_reset_counters();
   for (int step = 0; step < STEPS; step++) {
@@ -100,8 +103,12 @@ int main(void) {
       "time\n",
       1e3 * t_fb / fb, n, kt__matmul_flops() / t_fb / 1e9, 100 * kt__matmul_seconds() / t_fb);
   CHECK(first > 5.0);
-  CHECK_MSG(last < 2.6, "training loss %.3f after %d steps, expected < 2.6", last, STEPS);
-  CHECK_MSG(v1 < 2.8, "validation loss %.3f", v1);
+  if (sanitized) {
+    CHECK_MSG(last < first - 0.5, "training loss %.3f -> %.3f after %d steps", first, last, STEPS);
+  } else {
+    CHECK_MSG(last < 2.6, "training loss %.3f after %d steps, expected < 2.6", last, STEPS);
+    CHECK_MSG(v1 < 2.8, "validation loss %.3f", v1);
+  }
   CHECK_EQ_INT(c->stash_bytes, 0);
   /* sampling: deterministic for a seed, bytes of the vocabulary */
   const char *prompt = "Aki sits down";

@@ -170,7 +170,10 @@ int train_session(train_opts *o) {
   char *ckpt_path = NULL;
   kt_checkpoint_meta rmeta;
   int rc, use_mpi = !strcmp(o->transport, "mpi"), world_rank = 0;
-  if (o->resume && (rc = resume_setup(o, &ckpt_path, &rmeta))) return rc;
+  if (o->resume && (rc = resume_setup(o, &ckpt_path, &rmeta))) {
+    free(ckpt_path);
+    return rc;
+  }
   int first_step = o->resume ? rmeta.step : 0;
   kt_schedule sched;
   kt_costs unit;
