@@ -16,6 +16,12 @@ expect 2 "$K" validate "$LEG" --torch-notation current; oneline; has "two backwa
 expect 2 "$K" validate "$ZB" --torch-notation legacy;   oneline; has "I belongs to the current" "$tmp/err"
 expect 2 "$K" validate "$ZB" --torch-notation newest;   oneline; has "'newest'" "$tmp/err"
 
+# an explicit placement: named in the summary, a table in the JSON
+printf '0F0,1F0,0F1,1F1,1B0,0B0,1B1,0B1\n2F0,3F0,3B0,2B0,2F1,3F1,3B1,2B1\n' >"$tmp/blocks.csv"
+expect 0 "$K" validate "$tmp/blocks.csv"; has "placement explicit (stage:rank 0:0 1:0 2:1 3:1)" "$tmp/out"
+expect 0 "$K" sim --schedule-file "$tmp/blocks.csv" --format json
+has '"placement":"explicit","stage_ranks":\[0,0,1,1\]' "$tmp/out"; has '"makespan":18,' "$tmp/out"
+
 # each file re-exports identically; legacy converts to the current file
 for f in "$DV" "$ZB"; do
   expect 0 "$K" sim --schedule-file "$f" --format torch-csv

@@ -26,7 +26,8 @@ void kt_render_gantt_ascii(const kt_timeline *t, const kt_gantt_opts *o, kt_buf 
 typedef struct {
   const char *schedule; /* name */
   int p, v, m;
-  const char *placement;
+  const char *placement; /* may carry the table: "explicit (stage:rank 0:0 ...)" */
+  const int32_t *stage_ranks; /* explicit placement: rank of each of the p*v stages, else NULL */
   const kt_costs *costs;
   double closed_form; /* < 0: none */
   const char *closed_form_expr;

@@ -98,6 +98,7 @@ static int run_sim(cli_args *a) {
   char placement[512];
   kt_sim_info info = {.schedule = sched.name, .p = sched.p, .v = sched.v, .m = sched.m,
                       .placement = cli_placement_text(&sched, placement, sizeof placement),
+                      .stage_ranks = sched.stage_rank,
                       .costs = &costs,
                       .closed_form = closed, .closed_form_expr = expr,
                       .messages = kt_schedule_messages(&sched)};

@@ -27,7 +27,15 @@ void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_t
   kt_buf_puts(b, "{\"schedule\":");
   kt_buf_json_string(b, info->schedule ? info->schedule : "");
   kt_buf_printf(b, ",\"p\":%d,\"m\":%d,\"v\":%d,\"placement\":", info->p, info->m, info->v);
-  kt_buf_json_string(b, info->placement ? info->placement : "loop");
+  /* the name only ("loop", "v", "explicit"); an explicit table follows as stage_ranks */
+  const char *pl = info->placement ? info->placement : "loop";
+  kt_buf_printf(b, "\"%.*s\"", (int)strcspn(pl, " "), pl);
+  if (info->stage_ranks) {
+    kt_buf_puts(b, ",\"stage_ranks\":[");
+    for (int s = 0; s < info->p * info->v; s++)
+      kt_buf_printf(b, "%s%d", s ? "," : "", info->stage_ranks[s]);
+    kt_buf_puts(b, "]");
+  }
   kt_buf_puts(b, ",\"makespan\":");
   kt_buf_json_number(b, m->makespan);
   kt_buf_puts(b, ",\"bubble_ratio\":");
