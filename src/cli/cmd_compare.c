@@ -187,7 +187,8 @@ static int run_compare(cli_args *a) {
     kt_buf_puts(&out, "},\"rows\":[");
     for (int i = 0; i < nk; i++) {
       row *rw = &rows[i];
-      kt_buf_printf(&out, "%s{\"schedule\":\"%s\"", i ? "," : "", rw->name);
+      kt_buf_printf(&out, "%s{\"schedule\":", i ? "," : "");
+      kt_buf_json_string(&out, rw->name); /* a file's name may hold anything */
       if (!rw->ok) {
         kt_buf_puts(&out, ",\"applies\":false,\"reason\":");
         kt_buf_json_string(&out, rw->reason);
