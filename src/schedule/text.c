@@ -297,6 +297,9 @@ kt_status kt_schedule_parse_file(const char *path, kt_schedule *out, kt_error *e
 /* ---- printing ------------------------------------------------------------ */
 
 static void write_rank(const kt_rank_actions *ra, kt_buf *b, const char *sep, const char *idle) {
+  /* an empty CSV line would be skipped as blank: a rank without actions
+   * writes its idle slots as "-", and at least one */
+  if (ra->n == 0) idle = "-";
   int first = 1;
 #define SEP() do { if (!first) kt_buf_puts(b, sep); first = 0; } while (0)
   char tok[40];
@@ -320,6 +323,7 @@ static void write_rank(const kt_rank_actions *ra, kt_buf *b, const char *sep, co
     }
   }
   for (unsigned k = 0; k < ra->idle_after; k++) { SEP(); kt_buf_puts(b, idle); }
+  if (first) kt_buf_puts(b, idle);
 #undef SEP
   kt_buf_puts(b, "\n");
 }
