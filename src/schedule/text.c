@@ -182,9 +182,22 @@ static int count_misplaced(const row_list *rl, int p, kt_placement pl) {
   return bad;
 }
 
+/* CSV when a row holds a comma; '#' lines (a header name, comments) do not count. */
+static int has_csv_rows(const char *text) {
+  for (const char *line = text; *line;) {
+    const char *eol = strchr(line, '\n');
+    size_t len = eol ? (size_t)(eol - line) : strlen(line);
+    size_t lead = 0;
+    while (lead < len && isspace((unsigned char)line[lead])) lead++;
+    if (lead < len && line[lead] != '#' && memchr(line, ',', len)) return 1;
+    line += eol ? len + 1 : len;
+  }
+  return 0;
+}
+
 kt_status kt_schedule_parse(const char *text, kt_schedule *out, kt_error *err) {
   memset(out, 0, sizeof *out);
-  int is_csv = strchr(text, ',') != NULL;
+  int is_csv = has_csv_rows(text);
   header h = {-1, -1, -1, -1, ""};
   row_list rl = {0};
   kt_status st = KT_OK;
