@@ -293,6 +293,7 @@ fail:
 }
 
 kt_status kt_schedule_parse_file(const char *path, kt_schedule *out, kt_error *err) {
+  memset(out, 0, sizeof *out); /* callers free out after any failure */
   char *text;
   kt_status st = kt_read_file(path, &text, NULL, err);
   if (st) return st;
