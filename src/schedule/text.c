@@ -141,16 +141,20 @@ typedef struct {
   char name[32];
 } header;
 
+/* Every blank that isspace() knows ends a header field, so a name never
+ * holds one ("\r" in a name would be lost at the end of a written line). */
+#define HEADER_BLANKS " \t\r\v\f"
+
 static kt_status parse_header(const char *line, size_t len, header *h, int lineno, kt_error *err) {
   char buf[256];
   if (len >= sizeof buf) len = sizeof buf - 1;
   memcpy(buf, line, len);
   buf[len] = 0;
   char *save = NULL;
-  strtok_r(buf, " \t", &save); /* "#" */
-  char *tok = strtok_r(NULL, " \t", &save); /* "kaiten" */
+  strtok_r(buf, HEADER_BLANKS, &save); /* "#" */
+  char *tok = strtok_r(NULL, HEADER_BLANKS, &save); /* "kaiten" */
   (void)tok;
-  while ((tok = strtok_r(NULL, " \t", &save))) {
+  while ((tok = strtok_r(NULL, HEADER_BLANKS, &save))) {
     char *eq = strchr(tok, '=');
     if (!eq) continue;
     *eq = 0;
