@@ -28,7 +28,9 @@ static inline void fuzz_temp_remove(void) { unlink(fuzz_temp_path); }
  * every call reuses the same file, removed at exit. */
 static inline const char *fuzz_temp_file(const void *data, size_t size) {
   if (!fuzz_temp_path[0]) {
-    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    /* memory-backed when possible: the file is rewritten for every input */
+    const char *dir = getenv("TMPDIR");
+    if (!dir) dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     snprintf(fuzz_temp_path, sizeof fuzz_temp_path, "%s/kaiten-fuzz-%ld", dir, (long)getpid());
     atexit(fuzz_temp_remove);
   }
