@@ -3,7 +3,7 @@ BUILD     ?= build
 BUILDTYPE ?= Release
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build demo test asan tsan bench clean
+.PHONY: all deps build demo test asan tsan bench fuzz clean
 
 all: build
 
@@ -35,6 +35,15 @@ tsan: deps
 	@cmake -S . -B build-tsan $(SAN_FLAGS) -DKT_SANITIZE=thread >/dev/null
 	@cmake --build build-tsan -j $(JOBS) >/dev/null
 	@cd build-tsan && KT_SANITIZED=1 ctest --output-on-failure -j $(JOBS) -L threads
+
+# Fuzzing (clang + libFuzzer, ASan + UBSan): every target in tests/fuzz for
+# FUZZ_SECONDS, one at a time, each from its committed corpus.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= schedule config_json checkpoint cli
+fuzz: deps
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DKT_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS)) >/dev/null
+	@bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 bench: build
 	@bash bench/run.sh $(BUILD)

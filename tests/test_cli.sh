@@ -32,6 +32,9 @@ expect 2 "$K" sim -p;                       oneline; has "needs a value" "$tmp/e
 expect 2 "$K" sim --schedule interleaved -p 4 -m 2; oneline; has "M >= P" "$tmp/err"
 expect 2 "$K" sim --schedule 1f1b -v 3;     oneline
 expect 2 "$K" sim --costs /nonexistent.json; oneline; has "/nonexistent.json" "$tmp/err"
+: >"$tmp/empty.csv"
+expect 2 "$K" sim --from "$tmp/empty.csv";  oneline; has "is empty" "$tmp/err"
+expect 2 "$K" sim --from /nonexistent.csv;  oneline; has "/nonexistent.csv" "$tmp/err"
 
 # json contract
 expect 0 "$K" sim --schedule gpipe -p 4 -m 4 --format json

@@ -57,6 +57,8 @@ kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_erro
 /* Loads a JSON cost file: {"tf": 1 or [..], "tb": .., "tw": .., "comm": x,
  * "mem_act": .., "mem_wgrad": ..}. EIO / EPARSE / EINVAL. */
 kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err);
+/* The same from JSON text; origin names it in error messages. */
+kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err);
 
 /* Simulates the schedule; fills a fresh timeline (caller frees). out may be
  * NULL to only check that the schedule runs to completion.

@@ -133,7 +133,7 @@ int cli_double(const cli_args *a, const char *name, double lo, double hi, double
   return 0;
 }
 
-int cli_read_costs(const cli_args *a, kt_costs *c) {
+static int read_costs(const cli_args *a, kt_costs *c) {
   kt_costs_default(c);
   kt_error err = {{0}};
   const char *file = cli_get(a, "costs");
@@ -149,6 +149,12 @@ int cli_read_costs(const cli_args *a, kt_costs *c) {
     if (cli_double(a, scalars[i], 0, 1e300, *targets[i], targets[i])) return 2;
   if (cli_double(a, "overlap", 0, 1, c->overlap, &c->overlap)) return 2;
   return 0;
+}
+
+int cli_read_costs(const cli_args *a, kt_costs *c) {
+  int rc = read_costs(a, c);
+  if (rc) kt_costs_free(c); /* per-stage arrays read before the bad value */
+  return rc;
 }
 
 int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,

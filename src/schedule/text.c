@@ -146,16 +146,20 @@ static kt_status parse_cell(const char *c, size_t len, kt_rank_actions *row, uin
   return row_push(row, a, err);
 }
 
+/* Every blank that isspace() knows ends a header field, so a name never
+ * holds one ("\r" in a name would be lost at the end of a written line). */
+#define HEADER_BLANKS " \t\r\v\f"
+
 static kt_status parse_header(const char *line, size_t len, kt__header *h, int lineno, kt_error *err) {
   char buf[256];
   if (len >= sizeof buf) len = sizeof buf - 1;
   memcpy(buf, line, len);
   buf[len] = 0;
   char *save = NULL;
-  strtok_r(buf, " \t", &save); /* "#" */
-  char *tok = strtok_r(NULL, " \t", &save); /* "kaiten" */
+  strtok_r(buf, HEADER_BLANKS, &save); /* "#" */
+  char *tok = strtok_r(NULL, HEADER_BLANKS, &save); /* "kaiten" */
   (void)tok;
-  while ((tok = strtok_r(NULL, " \t", &save))) {
+  while ((tok = strtok_r(NULL, HEADER_BLANKS, &save))) {
     char *eq = strchr(tok, '=');
     if (!eq) continue;
     *eq = 0;
@@ -178,10 +182,23 @@ static kt_status parse_header(const char *line, size_t len, kt__header *h, int l
   return KT_OK;
 }
 
+/* CSV when a row holds a comma; '#' lines (a header name, comments) do not count. */
+static int has_csv_rows(const char *text) {
+  for (const char *line = text; *line;) {
+    const char *eol = strchr(line, '\n');
+    size_t len = eol ? (size_t)(eol - line) : strlen(line);
+    size_t lead = 0;
+    while (lead < len && isspace((unsigned char)line[lead])) lead++;
+    if (lead < len && line[lead] != '#' && memchr(line, ',', len)) return 1;
+    line += eol ? len + 1 : len;
+  }
+  return 0;
+}
+
 kt_status kt__read_rows(const char *text, kt__row_list *rl, kt__header *h, kt_error *err) {
   memset(rl, 0, sizeof *rl);
   *h = (kt__header){-1, -1, -1, -1, ""};
-  int is_csv = strchr(text, ',') != NULL;
+  int is_csv = has_csv_rows(text);
   kt_status st = KT_OK;
   int lineno = 0;
   for (const char *line = text; *line;) {
@@ -247,7 +264,7 @@ kt_status kt_schedule_parse_file(const char *path, kt_schedule *out, kt_error *e
 
 kt_status kt_schedule_parse_file_opts(const char *path, kt_parse_opts *opts, kt_schedule *out,
                                       kt_error *err) {
-  memset(out, 0, sizeof *out);
+  memset(out, 0, sizeof *out); /* callers free out after any failure */
   char *text;
   size_t len;
   kt_status st = kt_read_file(path, &text, &len, err);
@@ -278,6 +295,9 @@ static void put_action(const kt_action *a, kt_notation n, kt_buf *b) {
 
 static void write_rank(const kt_rank_actions *ra, kt_notation n, kt_buf *b, const char *sep,
                        const char *idle) {
+  /* an empty CSV line would be skipped as blank: a rank without actions
+   * writes its idle slots as "-", and at least one */
+  if (ra->n == 0) idle = "-";
   int first = 1;
 #define SEP() do { if (!first) kt_buf_puts(b, sep); first = 0; } while (0)
   for (size_t i = 0; i < ra->n; i++) {
@@ -298,6 +318,7 @@ static void write_rank(const kt_rank_actions *ra, kt_notation n, kt_buf *b, cons
     }
   }
   for (unsigned k = 0; k < ra->idle_after; k++) { SEP(); kt_buf_puts(b, idle); }
+  if (first) kt_buf_puts(b, idle);
 #undef SEP
   kt_buf_puts(b, "\n");
 }

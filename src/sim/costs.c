@@ -180,11 +180,17 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
   char *text;
   kt_status st = kt_read_file(path, &text, NULL, err);
   if (st) return st;
-  cJSON *root = cJSON_Parse(text);
+  st = kt_costs_parse_json(c, text, path, err);
   free(text);
+  return st;
+}
+
+kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err) {
+  kt_status st = KT_OK;
+  cJSON *root = cJSON_Parse(json);
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
-    return kt_fail(err, KT_EPARSE, "%s: not a JSON object", path);
+    return kt_fail(err, KT_EPARSE, "%s: not a JSON object", origin);
   }
   static const char *const fields[] = {"tf", "tb", "tw", "mem_act", "mem_wgrad"};
   for (size_t f = 0; f < sizeof fields / sizeof *fields && !st; f++) {
@@ -196,7 +202,7 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
     } else if (cJSON_IsArray(it)) {
       int n = cJSON_GetArraySize(it);
       if (n < 1 || n > KT_MAX_RANKS * KT_MAX_CHUNKS) {
-        st = kt_fail(err, KT_EINVAL, "%s: \"%s\" has %d entries", path, fields[f], n);
+        st = kt_fail(err, KT_EINVAL, "%s: \"%s\" has %d entries", origin, fields[f], n);
         break;
       }
       double *vals = malloc(sizeof(double) * (size_t)n);
@@ -205,7 +211,7 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
       cJSON *x;
       cJSON_ArrayForEach(x, it) {
         if (!cJSON_IsNumber(x)) {
-          st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] is not a number", path, fields[f], i);
+          st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] is not a number", origin, fields[f], i);
           break;
         }
         vals[i++] = x->valuedouble;
@@ -213,7 +219,7 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
       if (!st) st = set_values(c, fields[f], vals, n, err);
       free(vals);
     } else {
-      st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number or an array", path, fields[f]);
+      st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number or an array", origin, fields[f]);
     }
   }
   static const char *const scalars[] = {"comm", "comm_latency", "comm_bytes", "comm_bandwidth",
@@ -224,7 +230,7 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
     cJSON *it = cJSON_GetObjectItemCaseSensitive(root, scalars[f]);
     if (!it) continue;
     if (!cJSON_IsNumber(it) || bad_value(it->valuedouble))
-      st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number >= 0", path, scalars[f]);
+      st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number >= 0", origin, scalars[f]);
     else *targets[f] = it->valuedouble;
   }
   cJSON_Delete(root);

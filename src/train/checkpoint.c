@@ -1,6 +1,8 @@
 /* Checkpoint files: by unit, CRC-checked, written atomically. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,19 +176,6 @@ kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoi
   return st;
 }
 
-static kt_status parse_header(const char *data, size_t len, const char *path, file_header *h,
-                              kt_error *err) {
-  if (len < 8 || memcmp(data, MAGIC, 8))
-    return kt_fail(err, KT_EPARSE, "%s: not a kaiten checkpoint", path);
-  if (len < sizeof *h) return kt_fail(err, KT_EPARSE, "%s: truncated checkpoint (%zu bytes)", path, len);
-  memcpy(h, data, sizeof *h);
-  if (h->version != VERSION)
-    return kt_fail(err, KT_EPARSE, "%s: checkpoint version %u, this build reads %d", path, h->version, VERSION);
-  if (h->header_crc != kt_crc32(0, h, offsetof(file_header, header_crc)))
-    return kt_fail(err, KT_EPARSE, "%s: corrupt checkpoint header", path);
-  return KT_OK;
-}
-
 static void header_meta(const file_header *h, kt_checkpoint_meta *m) {
   memset(m, 0, sizeof *m);
   m->model.kind = (kt_model_kind)h->kind;
@@ -204,6 +193,39 @@ static void header_meta(const file_header *h, kt_checkpoint_meta *m) {
   m->lr = h->lr;
   m->min_lr_ratio = h->min_lr_ratio;
   m->data_seed = h->data_seed;
+}
+
+/* A header whose checksum matches can still be crafted: its values must
+ * describe a model and optimizer this build can create. */
+static kt_status check_header(const file_header *h, const char *path, kt_error *err) {
+  if (h->optim >= KT_OPTIM_COUNT)
+    return kt_fail(err, KT_EPARSE, "%s: checkpoint names optimizer %u, which this build lacks",
+                   path, h->optim);
+  if (h->step > INT_MAX || h->decay_steps > INT_MAX || h->warmup_steps > INT_MAX)
+    return kt_fail(err, KT_EPARSE, "%s: checkpoint step counts out of range (%u, %u, %u)", path,
+                   h->step, h->decay_steps, h->warmup_steps);
+  if (!(isfinite(h->lr) && h->lr >= 0) || !(h->min_lr_ratio >= 0 && h->min_lr_ratio <= 1))
+    return kt_fail(err, KT_EPARSE, "%s: checkpoint learning rate %g (min ratio %g) out of range",
+                   path, h->lr, h->min_lr_ratio);
+  kt_checkpoint_meta m;
+  header_meta(h, &m);
+  kt_error sub;
+  if (kt_model_config_check(&m.model, &sub))
+    return kt_fail(err, KT_EPARSE, "%s: checkpoint model: %s", path, sub.msg);
+  return KT_OK;
+}
+
+static kt_status parse_header(const char *data, size_t len, const char *path, file_header *h,
+                              kt_error *err) {
+  if (len < 8 || memcmp(data, MAGIC, 8))
+    return kt_fail(err, KT_EPARSE, "%s: not a kaiten checkpoint", path);
+  if (len < sizeof *h) return kt_fail(err, KT_EPARSE, "%s: truncated checkpoint (%zu bytes)", path, len);
+  memcpy(h, data, sizeof *h);
+  if (h->version != VERSION)
+    return kt_fail(err, KT_EPARSE, "%s: checkpoint version %u, this build reads %d", path, h->version, VERSION);
+  if (h->header_crc != kt_crc32(0, h, offsetof(file_header, header_crc)))
+    return kt_fail(err, KT_EPARSE, "%s: corrupt checkpoint header", path);
+  return check_header(h, path, err);
 }
 
 kt_status kt_checkpoint_read_meta(const char *path, kt_checkpoint_meta *out, kt_error *err) {
