@@ -6,18 +6,22 @@
 
 static const cli_opt validate_opts[] = {
     {"quiet", 'q', NULL, "print nothing on success"},
+    {"schedule-file", 0, "FILE", "the schedule file (the same as giving FILE)"},
     {"torch-notation", 0, "N", "how B/BW read: auto (default) | current (B full, I input) | legacy (B input, BW full)"},
 };
 
 static int run_validate(cli_args *a) {
-  if (a->n_pos != 1)
-    return cli_usage_error("validate takes exactly one schedule file (got %d arguments)", a->n_pos);
+  const char *file = cli_get(a, "schedule-file");
+  if (a->n_pos + (file != NULL) != 1)
+    return cli_usage_error("validate takes exactly one schedule file (got %d)",
+                           a->n_pos + (file != NULL));
+  if (!file) file = a->pos[0];
   kt_schedule s;
   int quiet = cli_has(a, "quiet");
   kt_notation notation;
   if (cli_notation(a, &notation)) return 2;
   char info[CLI_INFO_LEN];
-  int rc = cli_load_schedule_file(notation, a->pos[0], &s, info, sizeof info);
+  int rc = cli_load_schedule_file(notation, file, &s, info, sizeof info);
   if (rc) return rc;
   if (!quiet) {
     printf("%s", info + strlen("kaiten: "));
@@ -27,7 +31,7 @@ static int run_validate(cli_args *a) {
       char pl[512];
       printf("valid: %s  P=%d V=%d M=%d placement=%s, %zu actions; unit-cost makespan %g, "
              "bubble %.4f\n",
-             a->pos[0], s.p, s.v, s.m, cli_placement_text(&s, pl, sizeof pl),
+             file, s.p, s.v, s.m, cli_placement_text(&s, pl, sizeof pl),
              kt_schedule_total_actions(&s), m.makespan, m.bubble_ratio);
       kt_metrics_free(&m);
     }
@@ -39,7 +43,7 @@ static int run_validate(cli_args *a) {
 const cli_command cli_cmd_validate = {
     .name = "validate",
     .summary = "check a schedule file: every pair computed once, right ranks, no deadlock",
-    .usage = "FILE [--torch-notation auto|current|legacy]",
+    .usage = "FILE | --schedule-file FILE [--torch-notation auto|current|legacy]",
     .details =
         "FILE is a schedule in CSV form (PyTorch-compatible: one row per rank, one cell per\n"
         "slot, empty cell = idle, actions like 0F0 1I3 2W3 0B1, overlapped cells\n"
