@@ -78,6 +78,7 @@ case_ "deadlock"       validate deadlock.csv
 case_ "0B1"            validate noweights.csv
 case_ "'bogus'"        validate deadlock.csv --torch-notation bogus
 case_ "missing.csv"    sim --schedule-file missing.csv
+case_ "-p disagrees"   sim --schedule-file good.csv -p 3
 case_ "binary.file"    train --schedule-file binary.file
 case_ "--stages"       train --schedule-file good.csv --stages 3
 # training configuration

@@ -60,6 +60,17 @@ static int run_sim(cli_args *a) {
       kt_costs_free(&costs);
       return rc;
     }
+    const char *bad = cli_has(a, "p") && p != sched.p   ? "-p"
+                      : cli_has(a, "m") && m != sched.m ? "-m"
+                      : cli_has(a, "v") && v != sched.v ? "-v"
+                                                        : NULL;
+    if (bad) {
+      rc = cli_usage_error("%s disagrees with %s (P=%d V=%d M=%d); leave it out", bad, from,
+                           sched.p, sched.v, sched.m);
+      kt_schedule_free(&sched);
+      kt_costs_free(&costs);
+      return rc;
+    }
     fputs(info, stderr);
   } else {
     const char *name = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
