@@ -348,7 +348,7 @@ kt_status kt_checkpoint_save_in_run(kt_runtime *rt, const char *run_dir,
 }
 
 kt_status kt_checkpoint_latest(const char *run_dir, char **path, kt_error *err) {
-  char dir[4096], buf[4200];
+  char dir[4096], buf[4096 + 2 + 256]; /* dir, "/", a d_name */
   snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
   snprintf(buf, sizeof buf, "%s/latest", dir);
   char *text;
