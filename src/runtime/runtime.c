@@ -31,7 +31,7 @@ static kt_status copy_schedule(kt_schedule *dst, const kt_schedule *src, kt_erro
       kt_schedule_free(dst);
       return kt_fail(err, KT_ENOMEM, "out of memory");
     }
-    memcpy(dst->ranks[r].actions, src->ranks[r].actions, n * sizeof(kt_action));
+    if (n) memcpy(dst->ranks[r].actions, src->ranks[r].actions, n * sizeof(kt_action));
     dst->ranks[r].n = dst->ranks[r].cap = n;
   }
   return KT_OK;

@@ -64,8 +64,10 @@ static int has_b_w_pair(const kt__row_list *rl, int *oom) {
   return found;
 }
 
-/* Decides the notation and rewrites the raw ops into IR ops. */
-static kt_status apply_notation(kt__row_list *rl, kt_parse_opts *o, kt_error *err) {
+/* Decides the notation and rewrites the raw ops into IR ops. kaiten's own
+ * text form (with its header) is always in the current notation. */
+static kt_status apply_notation(kt__row_list *rl, kt_parse_opts *o, int kaiten_text,
+                                kt_error *err) {
   size_t n_i = 0, n_bw = 0;
   for (size_t r = 0; r < rl->n; r++)
     for (size_t i = 0; i < rl->rows[r].n; i++) {
@@ -74,6 +76,10 @@ static kt_status apply_notation(kt__row_list *rl, kt_parse_opts *o, kt_error *er
     }
   kt_notation n = o->notation;
   o->detected_why = "chosen with --torch-notation";
+  if (n == KT_NOTATION_AUTO && kaiten_text) {
+    n = KT_NOTATION_CURRENT;
+    o->detected_why = "kaiten text form";
+  }
   if (n == KT_NOTATION_AUTO) {
     int oom = 0;
     if (n_i && n_bw)
@@ -189,7 +195,7 @@ static kt_status split_comms(kt__row_list *rl, kt_parse_opts *o, kt_schedule *ou
         kt_schedule_free(o->lowered);
         return kt_fail(err, KT_ENOMEM, "out of memory");
       }
-      memcpy(dst->actions, rl->rows[r].actions, n * sizeof *dst->actions);
+      if (n) memcpy(dst->actions, rl->rows[r].actions, n * sizeof *dst->actions);
       dst->n = dst->cap = n;
     }
   }
@@ -201,6 +207,8 @@ static kt_status split_comms(kt__row_list *rl, kt_parse_opts *o, kt_schedule *ou
     for (size_t i = 0; i < ra->n; i++)
       if (ra->actions[i].op < KT_OP_COUNT) ra->actions[k++] = ra->actions[i];
     ra->n = k;
+    /* a row of communication only is an idle row, as a "-" row reads */
+    if (k == 0 && ra->idle_after == 0) ra->idle_after = 1;
   }
   free(rl->rows);
   rl->rows = NULL;
@@ -213,24 +221,27 @@ kt_status kt_schedule_parse_opts(const char *text, kt_parse_opts *opts, kt_sched
   kt_parse_opts local = {.notation = KT_NOTATION_AUTO};
   kt_parse_opts *o = opts ? opts : &local;
   memset(out, 0, sizeof *out);
+  if (o->lowered) memset(o->lowered, 0, sizeof *o->lowered); /* empty unless comms are read */
   kt__row_list rl;
   kt__header h;
   kt_status st = kt__read_rows(text, &rl, &h, err);
   if (st) return st;
-  if ((st = apply_notation(&rl, o, err))) goto fail;
+  if ((st = apply_notation(&rl, o, h.seen, err))) goto fail;
   int p = (int)rl.n;
   if (h.p > 0 && h.p != p) {
     st = kt_fail(err, KT_EPARSE, "header says p=%d but the file has %d rows", h.p, p);
     goto fail;
   }
   long max_stage = -1, max_mb = -1;
+  size_t compute = 0;
   for (size_t r = 0; r < rl.n; r++)
     for (size_t i = 0; i < rl.rows[r].n; i++) {
+      compute += rl.rows[r].actions[i].op < KT_OP_COUNT;
       if (rl.rows[r].actions[i].stage > max_stage) max_stage = rl.rows[r].actions[i].stage;
       if (rl.rows[r].actions[i].mb > max_mb) max_mb = rl.rows[r].actions[i].mb;
     }
-  if (max_stage < 0) {
-    st = kt_fail(err, KT_EPARSE, "the schedule has no actions");
+  if (compute == 0) {
+    st = kt_fail(err, KT_EPARSE, "the schedule has no actions (F, B, I or W)");
     goto fail;
   }
   int v = h.v > 0 ? h.v : (int)((max_stage + p) / p);

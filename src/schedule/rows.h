@@ -16,6 +16,7 @@ typedef struct {
 typedef struct {
   int p, v, m, placement; /* from a "# kaiten" header line; -1 = not given */
   char name[32];
+  int seen; /* the file has a "# kaiten" header: kaiten's own text form */
 } kt__header;
 
 /* Splits text (CSV or text form) into rows of actions. EPARSE naming the line. */

@@ -3,7 +3,8 @@
  * CSV (PyTorch-compatible, compute only): one row per rank, one cell per time
  * slot, an empty cell is an idle slot. Text: one line per rank, actions
  * separated by blanks, "-" an idle slot, '#' starts a comment line; the line
- * "# kaiten p=P v=V m=M placement=loop|v [name=NAME]" pins the layout.
+ * "# kaiten p=P v=V m=M placement=loop|v|explicit [name=NAME]" pins the
+ * layout (explicit: the table is inferred from where the actions sit).
  * Idle slots are kept in the IR (idle_before / idle_after) only so that a
  * file prints back exactly as it was read; executors ignore them.
  */
@@ -174,7 +175,10 @@ static kt_status parse_header(const char *line, size_t len, kt__header *h, int l
     } else if (!strcmp(key, "placement")) {
       if (!strcmp(val, "loop")) h->placement = KT_PLACEMENT_LOOP;
       else if (!strcmp(val, "v")) h->placement = KT_PLACEMENT_V;
-      else return kt_fail(err, KT_EPARSE, "line %d: unknown placement '%s' (loop or v)", lineno, val);
+      else if (!strcmp(val, "explicit")) h->placement = -1; /* inferred from the rows */
+      else
+        return kt_fail(err, KT_EPARSE, "line %d: unknown placement '%s' (loop, v or explicit)",
+                       lineno, val);
     } else if (!strcmp(key, "name")) {
       snprintf(h->name, sizeof h->name, "%s", val);
     }
@@ -197,7 +201,7 @@ static int has_csv_rows(const char *text) {
 
 kt_status kt__read_rows(const char *text, kt__row_list *rl, kt__header *h, kt_error *err) {
   memset(rl, 0, sizeof *rl);
-  *h = (kt__header){-1, -1, -1, -1, ""};
+  *h = (kt__header){-1, -1, -1, -1, "", 0};
   int is_csv = has_csv_rows(text);
   kt_status st = KT_OK;
   int lineno = 0;
@@ -211,8 +215,10 @@ kt_status kt__read_rows(const char *text, kt__row_list *rl, kt__header *h, kt_er
     while (lead < len && isspace((unsigned char)line[lead])) lead++;
     if (lead == len) { line = next; continue; } /* blank line */
     if (line[lead] == '#') {
-      if (len - lead >= 8 && !strncmp(line + lead, "# kaiten", 8))
+      if (len - lead >= 8 && !strncmp(line + lead, "# kaiten", 8)) {
+        h->seen = 1;
         if ((st = parse_header(line + lead, len - lead, h, lineno, err))) goto fail;
+      }
       line = next;
       continue;
     }
