@@ -116,7 +116,9 @@ static int misplaced(const kt__row_list *rl, const kt_schedule *probe) {
   int bad = 0;
   for (size_t r = 0; r < rl->n; r++)
     for (size_t i = 0; i < rl->rows[r].n; i++)
-      if (kt_stage_rank(probe, rl->rows[r].actions[i].stage) != (int)r) bad++;
+      if (rl->rows[r].actions[i].op < KT_OP_COUNT &&
+          kt_stage_rank(probe, rl->rows[r].actions[i].stage) != (int)r)
+        bad++;
   return bad;
 }
 
@@ -132,6 +134,7 @@ static int *observed_table(const kt__row_list *rl, int S, int *oom) {
   for (size_t r = 0; r < rl->n; r++)
     for (size_t i = 0; i < rl->rows[r].n; i++) {
       int s = rl->rows[r].actions[i].stage;
+      if (rl->rows[r].actions[i].op >= KT_OP_COUNT) continue;
       if (map[s] >= 0 && map[s] != (int)r) {
         free(map);
         return NULL;
@@ -146,9 +149,10 @@ static int *observed_table(const kt__row_list *rl, int S, int *oom) {
   return map;
 }
 
-/* Picks loop, v or an explicit table. When the file fits none (some stage on
- * two ranks), the placement with the fewest misplaced actions is kept and
- * the validator names the misplaced ones. */
+/* Picks loop, v or an explicit table from the compute actions (a lowered
+ * file's SEND/RECV are checked against it later). When the file fits none
+ * (some stage on two ranks), the placement with the fewest misplaced actions
+ * is kept and the validator names the misplaced ones. */
 static kt_status infer_placement(const kt__row_list *rl, kt_schedule *out, kt_error *err) {
   if (misplaced(rl, out) == 0) return KT_OK; /* loop */
   int loop_bad = misplaced(rl, out);
