@@ -81,6 +81,8 @@ int main(void) {
                  "missing forward: 0F1 never runs");
   expect_invalid("0F0 0B0 0F1 0B1\n1F0 1F1 1B0 1B1\n", KT_EDEADLOCK,
                  "rank 0 waits at 0B0 for 1B0");
+  expect_invalid("# kaiten p=2 v=1 m=1000000\n0F0 0B0\n1F0 1B0\n", KT_EINVALID_SCHEDULE,
+                 "4 actions cannot cover 2 stages x 1000000 micro-batches");
   expect_invalid("0F0 0F1 0B0 0B1 1F1\n1F0 1B0 1B1\n", KT_EINVALID_SCHEDULE,
                  "wrong rank: rank 0 runs 1F1 but stage 1 belongs to rank 1");
   expect_invalid("0F0 0F1 0B0 0B1 0B1\n1F0 1B0 1F1 1B1\n", KT_EINVALID_SCHEDULE,

@@ -117,10 +117,13 @@ static kt_status parse_cell(const char *c, size_t len, kt_rank_actions *row, uin
                      lineno, (int)(len > 60 ? 60 : len), c, OVERLAP_SUFFIX);
     const char *p = c + 1;
     int parts = 0;
-    while (p < close) {
+    for (;;) { /* every ';' is followed by an action: "(0F0;)" is an error */
       const char *semi = memchr(p, ';', (size_t)(close - p));
       const char *end = semi ? semi : close;
       kt_action a;
+      if (end == p)
+        return kt_fail(err, KT_EPARSE, "line %d: empty action in overlapped cell '%.*s'", lineno,
+                       (int)(len > 60 ? 60 : len), c);
       if (parse_token(p, (size_t)(end - p), &a, &sub) != KT_OK)
         return kt_fail(err, KT_EPARSE, "line %d: %s", lineno, sub.msg);
       if (a.op >= KT_OP_COUNT && a.op != KT__RAW_BW)
@@ -131,7 +134,8 @@ static kt_status parse_cell(const char *c, size_t len, kt_rank_actions *row, uin
       if (st) return st;
       if (semi) row->actions[row->n - 1].flags |= KT_ACTION_OVERLAP_NEXT;
       parts++;
-      p = end + 1;
+      if (!semi) break;
+      p = semi + 1;
     }
     if (parts < 2)
       return kt_fail(err, KT_EPARSE, "line %d: overlapped cell '%.*s' needs two actions", lineno,

@@ -87,6 +87,14 @@ static const char *fmt(const kt_action *a, char *buf) {
 kt_status kt_schedule_validate(const kt_schedule *s, kt_error *err) {
   int S = kt_schedule_stages(s);
   size_t cells = (size_t)S * (size_t)s->m;
+  /* every pair needs at least an F and a backward: a file whose header claims
+   * far more pairs than it has actions fails before the S*M table exists */
+  size_t actions = kt_schedule_total_actions(s);
+  if (cells > actions)
+    return kt_fail(err, KT_EINVALID_SCHEDULE,
+                   "%zu actions cannot cover %d stages x %d micro-batches (each needs F and a "
+                   "backward)",
+                   actions, S, s->m);
   pair_info *info = kt_calloc(cells, sizeof *info);
   if (!info) return kt_fail(err, KT_ENOMEM, "out of memory validating");
   char b1[32], b2[32];

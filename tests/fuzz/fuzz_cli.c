@@ -84,7 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     while (eol < end && *eol != '\n' && *eol) eol++;
     *eol = 0;
     if (!strcmp(p, "%%")) {
-      file = fuzz_temp_file(eol + 1 < end ? eol + 1 : eol, eol + 1 < end ? (size_t)(end - eol - 1) : 0);
+      const char *body = eol < end ? eol + 1 : end;
+      file = fuzz_temp_file(body, (size_t)(end - body));
       break;
     }
     argv[argc++] = p;
