@@ -76,6 +76,9 @@ int kt_transport_mpi_available(void);
 kt_status kt_transport_mpi_init(int *world_rank, int *world_size, kt_error *err);
 kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **out, kt_error *err);
 void kt_transport_mpi_free(kt_transport *t);
+/* Processes of the job on this machine (MPI_COMM_TYPE_SHARED), for sharing
+ * its cores among them; 1 without MPI. */
+int kt_transport_mpi_local_size(void);
 /* Ends every process of the job with the exit code (MPI_Abort). */
 void kt_transport_mpi_abort_job(int code);
 void kt_transport_mpi_finalize(void);

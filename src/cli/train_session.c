@@ -221,6 +221,11 @@ int train_session(train_opts *o) {
     rcfg.hang_rank = rcfg.hang_action = -1;
   if (!st && use_mpi) {
     st = kt_transport_mpi_create(sched.p, o->d, o->timeout, &mpi_t, &err);
+    if (!st && rcfg.blas_threads <= 0) { /* the processes on this machine share its cores */
+      long cores = sysconf(_SC_NPROCESSORS_ONLN);
+      int local = kt_transport_mpi_local_size();
+      rcfg.blas_threads = cores > local ? (int)(cores / local) : 1;
+    }
     if (!st) {
       world_rank = mpi_t->rank;
       st = kt_runtime_create(&rcfg, mpi_t, &world_rank, 1, &rt, &err);

@@ -16,5 +16,6 @@ kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **o
 }
 
 void kt_transport_mpi_free(kt_transport *t) { (void)t; }
+int kt_transport_mpi_local_size(void) { return 1; }
 void kt_transport_mpi_abort_job(int code) { (void)code; }
 void kt_transport_mpi_finalize(void) {}

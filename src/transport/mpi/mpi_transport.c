@@ -191,6 +191,20 @@ kt_status kt_transport_mpi_init(int *world_rank, int *world_size, kt_error *err)
   return KT_OK;
 }
 
+int kt_transport_mpi_local_size(void) {
+  int ready = 0;
+  MPI_Initialized(&ready);
+  if (!ready) return 1;
+  MPI_Comm node;
+  int n = 1;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+      MPI_SUCCESS) {
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+  }
+  return n > 0 ? n : 1;
+}
+
 kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **out, kt_error *err) {
   *out = NULL;
   int rank, size;
