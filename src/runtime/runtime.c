@@ -154,8 +154,9 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
     }
     if (rt->S > units)
       st = kt_fail(err, KT_EINVAL,
-                   "%d stages (P=%d x V=%d) but the model has only %d layers to split", rt->S,
-                   rt->P, rt->V, units);
+                   "%d stages (P=%d x V=%d) but the model has only %d layers to split (--layers "
+                   "%d or more)",
+                   rt->S, rt->P, rt->V, units, cfg->model.layers + rt->S - units);
     else if (cfg->partition)
       memcpy(counts, cfg->partition, sizeof(int) * (size_t)rt->S);
     else
