@@ -50,6 +50,19 @@ for layout in "2 2 1f1b" "4 1 zb-h1" "2 1 interleaved"; do
   else bad "gpt $layout: mpirun failed: $(tail -2 "$tmp/gm.err")"; fi
 done
 
+# PyTorch's schedule files run on MPI too: the legacy ZB1P file (2 ranks, 4
+# stages, M=8) and DualPipeV (4 ranks, V placement, M=10) equal the unpipelined model
+D_="${KT_TEST_DATA:-tests/data}"
+for fm in "zb1p_2rank_2stagep_compute_legacy.csv:2:8" "dualpipev_4rank_10mb.csv:4:10"; do
+  IFS=: read -r f n m <<<"$fm"
+  FILEARGS="--model mlp --layers 8 --hidden 32 --steps 4 --lr 3e-3 --val-every 0 --format json"
+  if mpi "$n" train $FILEARGS -b 2 --transport mpi --schedule-file "$D_/$f" >"$tmp/pf.json" 2>"$tmp/pf.err"; then
+    losses "$tmp/pf.json" >"$tmp/pf"
+    "$K" train $FILEARGS --stages 1 -m 1 -b $((2 * m)) >"$tmp/pr.json" 2>/dev/null && losses "$tmp/pr.json" >"$tmp/pr"
+    same "$tmp/pf" "$tmp/pr" "$f on mpi" && ok || bad "$f on MPI differs from the unpipelined model"
+  else bad "$f on MPI failed: $(tail -2 "$tmp/pf.err")"; fi
+done
+
 # a hostfile works the same (here every slot is on this machine)
 printf 'localhost slots=4\n' >"$tmp/hosts"
 if timeout 120 "$MPIEXEC" -np 4 --hostfile "$tmp/hosts" --map-by slot "$K" train $COMMON --transport mpi --stages 4 >"$tmp/host.json" 2>"$tmp/host.err"; then
