@@ -76,12 +76,20 @@ int cli_read_costs(const cli_args *a, kt_costs *c);
 
 /* Reads --torch-notation (NULL/absent = auto); 2 after printing the error. */
 int cli_notation(const cli_args *a, kt_notation *out);
+/* A size flag the user may have given next to a schedule file. */
+typedef struct {
+  const char *flag; /* "-p", "--stages", ... */
+  int given;
+  long value;
+} cli_size_flag;
+
 /* Loads and validates a schedule file (the lowered form too when it has
- * SEND/RECV actions). info (n bytes, may be NULL) receives one line saying
- * what was inferred: ranks, stages, micro-batches, placement, notation.
- * Returns 0, or the exit code after printing the reason. */
-int cli_load_schedule_file(kt_notation notation, const char *path, kt_schedule *out, char *info,
-                           size_t n);
+ * SEND/RECV actions). sizes (NULL, or P, V, M in that order) are flags that
+ * must agree with the file when given. info (n bytes, may be NULL) receives
+ * one line saying what was inferred: ranks, stages, micro-batches,
+ * placement, notation. Returns 0, or the exit code after printing why. */
+int cli_load_schedule_file(kt_notation notation, const char *path, const cli_size_flag sizes[3],
+                           kt_schedule *out, char *info, size_t n);
 #define CLI_INFO_LEN 1024
 /* "loop", "v" or "explicit (stage:rank 0:0 1:1 ...)" into buf. */
 const char *cli_placement_text(const kt_schedule *s, char *buf, size_t n);

@@ -116,18 +116,13 @@ static int run_compare(cli_args *a) {
     kt_notation notation;
     if (cli_notation(a, &notation)) return 2;
     char info[CLI_INFO_LEN];
-    int rc = cli_load_schedule_file(notation, file, &file_sched, info, sizeof info);
+    /* -v is for the built-in rows; the file keeps its own */
+    cli_size_flag sizes[3] = {{"-p", cli_has(a, "p"), p}, {"-v", 0, 0}, {"-m", cli_has(a, "m"), m}};
+    int rc = cli_load_schedule_file(notation, file, sizes, &file_sched, info, sizeof info);
     if (rc) return rc;
-    if ((cli_has(a, "p") && p != file_sched.p) || (cli_has(a, "m") && m != file_sched.m)) {
-      rc = cli_usage_error("%s has P=%d M=%d, but -p %ld -m %ld were given (leave them out to "
-                           "compare at the file's sizes)",
-                           file, file_sched.p, file_sched.m, p, m);
-      kt_schedule_free(&file_sched);
-      return rc;
-    }
     p = file_sched.p;
     m = file_sched.m;
-    fputs(info, stderr);
+    fprintf(stderr, "kaiten: %s", info);
   }
   const char *format = cli_get(a, "format") ? cli_get(a, "format") : "table";
   if (strcmp(format, "table") && strcmp(format, "json")) {

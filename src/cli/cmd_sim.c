@@ -56,22 +56,13 @@ static int run_sim(cli_args *a) {
       return cli_usage_error("give either --schedule or --schedule-file, not both");
     }
     char info[CLI_INFO_LEN];
-    if ((rc = cli_load_schedule_file(notation, from, &sched, info, sizeof info))) {
+    cli_size_flag sizes[3] = {{"-p", cli_has(a, "p"), p}, {"-v", cli_has(a, "v"), v},
+                              {"-m", cli_has(a, "m"), m}};
+    if ((rc = cli_load_schedule_file(notation, from, sizes, &sched, info, sizeof info))) {
       kt_costs_free(&costs);
       return rc;
     }
-    const char *bad = cli_has(a, "p") && p != sched.p   ? "-p"
-                      : cli_has(a, "m") && m != sched.m ? "-m"
-                      : cli_has(a, "v") && v != sched.v ? "-v"
-                                                        : NULL;
-    if (bad) {
-      rc = cli_usage_error("%s disagrees with %s (P=%d V=%d M=%d); leave it out", bad, from,
-                           sched.p, sched.v, sched.m);
-      kt_schedule_free(&sched);
-      kt_costs_free(&costs);
-      return rc;
-    }
-    fputs(info, stderr);
+    fprintf(stderr, "kaiten: %s", info);
   } else {
     const char *name = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
     kind = kt_schedule_kind_from_name(name);

@@ -1,6 +1,4 @@
 /* kaiten validate: check a schedule file for completeness, order and deadlock. */
-#include <string.h>
-
 #include "cli/cli.h"
 #include "kaiten/timeline.h"
 
@@ -21,10 +19,10 @@ static int run_validate(cli_args *a) {
   kt_notation notation;
   if (cli_notation(a, &notation)) return 2;
   char info[CLI_INFO_LEN];
-  int rc = cli_load_schedule_file(notation, file, &s, info, sizeof info);
+  int rc = cli_load_schedule_file(notation, file, NULL, &s, info, sizeof info);
   if (rc) return rc;
   if (!quiet) {
-    printf("%s", info + strlen("kaiten: "));
+    printf("%s", info);
     kt_metrics m;
     kt_error err = {{0}};
     if (kt_simulate_metrics(&s, NULL, &m, &err) == KT_OK) {

@@ -29,8 +29,8 @@ const char *cli_placement_text(const kt_schedule *s, char *buf, size_t n) {
   return buf;
 }
 
-int cli_load_schedule_file(kt_notation notation, const char *path, kt_schedule *out, char *info,
-                           size_t n) {
+int cli_load_schedule_file(kt_notation notation, const char *path, const cli_size_flag sizes[3],
+                           kt_schedule *out, char *info, size_t n) {
   kt_parse_opts po = {.notation = notation};
   kt_schedule lowered = {0};
   po.lowered = &lowered;
@@ -45,6 +45,15 @@ int cli_load_schedule_file(kt_notation notation, const char *path, kt_schedule *
     kt_schedule_free(out);
     return kt_status_exit_code(st);
   }
+  int file_size[3] = {out->p, out->v, out->m};
+  for (int i = 0; sizes && i < 3; i++)
+    if (sizes[i].given && sizes[i].value != file_size[i]) {
+      int rc = cli_usage_error("%s disagrees with %s: the file has P=%d M=%d V=%d (you gave %ld); "
+                               "leave it out",
+                               sizes[i].flag, path, out->p, out->m, out->v, sizes[i].value);
+      kt_schedule_free(out);
+      return rc;
+    }
   if (!out->name[0]) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -53,7 +62,7 @@ int cli_load_schedule_file(kt_notation notation, const char *path, kt_schedule *
   if (info) {
     char pl[512];
     snprintf(info, n,
-            "kaiten: %s: %d ranks, %d stages (V=%d), %d micro-batches; placement %s%s; "
+            "%s: %d ranks, %d stages (V=%d), %d micro-batches; placement %s%s; "
             "notation %s (%s)%s\n",
             path, out->p, kt_schedule_stages(out), out->v, out->m,
             cli_placement_text(out, pl, sizeof pl), po.placement_inferred ? " (inferred)" : "",

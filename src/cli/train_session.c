@@ -147,21 +147,13 @@ static void final_report(session *s, const kt_schedule *sched, const kt_train_re
 /* An imported schedule sets P, V and M; flags that say otherwise are an error. */
 static int load_schedule_file(train_opts *o, kt_schedule *sched) {
   char info[CLI_INFO_LEN];
-  int rc = cli_load_schedule_file(o->notation, o->schedule_file, sched, info, sizeof info);
+  cli_size_flag sizes[3] = {{"--stages", o->p_given, o->p}, {"--chunks", o->v_given, o->v},
+                            {"--microbatches", o->m_given, o->m}};
+  int rc = cli_load_schedule_file(o->notation, o->schedule_file, sizes, sched, info, sizeof info);
   if (rc) return rc;
-  const char *bad = o->p_given && o->p != sched->p   ? "--stages"
-                    : o->v_given && o->v != sched->v ? "--chunks"
-                    : o->m_given && o->m != sched->m ? "--microbatches"
-                                                     : NULL;
-  if (bad) {
-    rc = cli_usage_error("%s disagrees with %s (P=%d V=%d M=%d); leave it out", bad,
-                         o->schedule_file, sched->p, sched->v, sched->m);
-    kt_schedule_free(sched);
-    return rc;
-  }
   o->p = sched->p, o->v = sched->v, o->m = sched->m;
   const char *rank = getenv("OMPI_COMM_WORLD_RANK"); /* one line per job, not per process */
-  if (!rank || !strcmp(rank, "0")) fputs(info, stderr);
+  if (!rank || !strcmp(rank, "0")) fprintf(stderr, "kaiten: %s", info);
   return 0;
 }
 
