@@ -70,10 +70,10 @@ static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microba
   st = c->ops->forward(c, j, mbd, in, out, &loss, err);
   free(taken);
   if (st) return st;
-  if (!rt->cfg.synthetic && !w->fwd_bad[kt_stage_chunk(&rt->sched_copy, s)]) {
-    int bad = !out ? !isfinite(loss) : 0;
-    for (size_t i = 0; out && i < c->out_elems && !bad; i++) bad = !isfinite(out[i]);
-    w->fwd_bad[kt_stage_chunk(&rt->sched_copy, s)] = (unsigned char)bad;
+  unsigned char *bad = &w->fwd_bad[kt_stage_chunk(&rt->sched_copy, s)];
+  if (!rt->cfg.synthetic && !*bad) { /* synthetic tensors hold no values */
+    *bad = out ? 0 : !isfinite(loss);
+    for (size_t i = 0; out && i < c->out_elems && !*bad; i++) *bad = !isfinite(out[i]);
   }
   if (!out) {
     w->loss_sum += loss;

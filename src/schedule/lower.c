@@ -71,11 +71,13 @@ static kt_action recv_of(const dims *d, size_t id) {
   return a;
 }
 
-/* One entry per message: who sends it, to whom, and where the send sits. */
+/* One entry per message: who sends it, to whom, and where the send sits.
+ * stream: while lowering, the index of the first message of its (from, to)
+ * stream in the sorted list. */
 typedef struct {
   size_t id;
   int from, to;
-  size_t from_pos, to_pos;
+  size_t from_pos, stream;
 } message;
 
 static int cmp_message(const void *x, const void *y) {
@@ -123,11 +125,10 @@ kt_status kt_schedule_lower(const kt_schedule *s, kt_schedule *out, kt_error *er
   for (size_t i = 0; i < n_ids; i++) index[i] = -1;
   for (size_t i = 0; i < n_msg; i++) {
     index[msgs[i].id] = (long)i;
-    /* to_pos doubles as the index of the stream's first message */
-    msgs[i].to_pos = i > 0 && msgs[i - 1].from == msgs[i].from && msgs[i - 1].to == msgs[i].to
-                         ? msgs[i - 1].to_pos
+    msgs[i].stream = i > 0 && msgs[i - 1].from == msgs[i].from && msgs[i - 1].to == msgs[i].to
+                         ? msgs[i - 1].stream
                          : i;
-    next_recv[msgs[i].to_pos] = msgs[i].to_pos;
+    next_recv[msgs[i].stream] = msgs[i].stream;
   }
   for (int r = 0; r < s->p && !st; r++) {
     const kt_rank_actions *ra = &s->ranks[r];
@@ -137,7 +138,7 @@ kt_status kt_schedule_lower(const kt_schedule *s, kt_schedule *out, kt_error *er
       for (size_t j = i; j <= g && !st; j++) {
         long id = consumed(s, &d, r, &ra->actions[j]);
         if (id < 0 || index[id] < 0) continue; /* a missing producer: the validator says so */
-        size_t want = (size_t)index[id], head = msgs[want].to_pos;
+        size_t want = (size_t)index[id], head = msgs[want].stream;
         while (next_recv[head] <= want && !st)
           st = push(out, r, recv_of(&d, msgs[next_recv[head]++].id), err);
       }

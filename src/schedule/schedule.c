@@ -90,16 +90,18 @@ kt_status kt_schedule_init_like(kt_schedule *s, const kt_schedule *src, int m, k
   kt_status st = kt_schedule_init(s, src->p, src->v, m, src->placement, err);
   if (st) return st;
   memcpy(s->name, src->name, sizeof s->name);
-  if (src->placement == KT_PLACEMENT_EXPLICIT) {
-    int S = kt_schedule_stages(src);
-    int *map = kt_calloc((size_t)S, sizeof *map);
-    if (!map) st = kt_fail(err, KT_ENOMEM, "out of memory");
-    else {
-      for (int i = 0; i < S; i++) map[i] = src->stage_rank[i];
-      st = kt_schedule_set_stage_ranks(s, map, err);
-      free(map);
+  if (src->placement == KT_PLACEMENT_EXPLICIT) { /* the three tables, already checked */
+    size_t S = (size_t)kt_schedule_stages(src);
+    int32_t *table = kt_calloc(3 * S, sizeof *table);
+    if (!table) {
+      kt_schedule_free(s);
+      return kt_fail(err, KT_ENOMEM, "out of memory");
     }
-    if (st) kt_schedule_free(s);
+    memcpy(table, src->stage_rank, 3 * S * sizeof *table);
+    s->stage_rank = table;
+    s->stage_chunk = table + S;
+    s->chunk_stage = table + 2 * S;
+    s->placement = KT_PLACEMENT_EXPLICIT;
   }
   return st;
 }

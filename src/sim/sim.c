@@ -125,8 +125,9 @@ static kt_status advance(sim_state *st, kt_timeline *tl, int rank) {
       group++;
     }
     double start = ready > st->free_at[rank] ? ready : st->free_at[rank];
-    double total = 0, longest = 0;
-    for (size_t g = 0; g < group; g++) {
+    /* the first op's cost is looked up once: a lone action (the common case) needs no more */
+    double first = kt_cost_op(st->c, a->stage, (kt_op)a->op), total = first, longest = first;
+    for (size_t g = 1; g < group; g++) {
       double d = kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op);
       total += d;
       if (d > longest) longest = d;
@@ -140,7 +141,7 @@ static kt_status advance(sim_state *st, kt_timeline *tl, int rank) {
     }
     double t = start;
     for (size_t g = 0; g < group; g++) {
-      double d = kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op) * scale;
+      double d = (g == 0 ? first : kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op)) * scale;
       /* a lone action publishes at its end; an overlapped group when it all ends */
       kt_status rs = record(st, tl, rank, &a[g], t, t + d, start + total);
       if (rs) return rs;
