@@ -43,6 +43,12 @@ typedef struct {
 kt_status kt_fail(kt_error *err, kt_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Size limits (ranks, chunks per rank, micro-batches) that keep every size
+ * computation far from overflow. */
+#define KT_MAX_RANKS 4096
+#define KT_MAX_CHUNKS 64
+#define KT_MAX_MICROBATCHES 1000000
+
 /* Allocation helpers: NULL on overflow or failure. */
 void *kt_calloc(size_t n, size_t size);
 /* Grows *ptr (an array of elem bytes, capacity *cap) to hold at least need. 0 ok, -1 on failure. */
