@@ -109,6 +109,8 @@ def flat(prefix, o):
         else:
             yield (prefix or "run", k, v)
 for group, key, v in flat("", cfg):
+    if key == "segments":  # drawn as the layout table, not in the configuration
+        continue
     shown = rows.get((group, key))
     if isinstance(v, bool):
         want = "true" if v else "false"

@@ -21,7 +21,8 @@
   X(EIO, 1, "input/output error")                                     \
   X(ETIMEOUT, 1, "timed out")                                         \
   X(ERUNTIME, 1, "runtime failure")                                   \
-  X(EPEER, 1, "a peer rank failed")
+  X(EPEER, 1, "a peer rank failed")                                  \
+  X(EBUSY, 2, "in use by another process")
 
 typedef enum {
 #define KT__STATUS_ENUM(name, code, msg) KT_##name,

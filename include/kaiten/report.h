@@ -5,6 +5,7 @@
 #define KAITEN_REPORT_H
 
 #include "kaiten/generators.h"
+#include "kaiten/rundir.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 #include "kaiten/timeline.h"
@@ -209,57 +210,7 @@ kt_status kt_write_html_report(const char *path, const char *title,
                                const kt_report_entry *entries, size_t n, const kt_costs *costs,
                                kt_error *err);
 
-/* ---- run reports (run_load.c, run_report.c) ---------------------------------
- *
- * A training run directory written by `kaiten train --run-dir DIR`, read
- * back: DIR/config.json and DIR/metrics.jsonl are required, DIR/timeline.json
- * (the traced step, measured and predicted) and DIR/trace.json (its memory
- * counters) are optional. */
-
-/* One optimizer step of metrics.jsonl; NAN where a value is null or absent. */
-typedef struct {
-  int step;
-  double loss, val_loss; /* val_loss: NAN when not evaluated at this step */
-  double lr, grad_norm, seconds, tokens_per_s, samples_per_s, bubble;
-} kt_run_step;
-
-/* One rank in one step (metrics.jsonl ranks[]); NAN where absent. */
-typedef struct {
-  double busy, comm_time, bytes_sent, peak_act_bytes;
-} kt_run_rank_step;
-
-/* config.json flattened to "model.kind" = "gpt", "layout.partition" =
- * "2, 1, 1, 2", in file order. */
-typedef struct {
-  char *key, *value;
-} kt_run_config_item;
-
-typedef struct {
-  char *dir;
-  kt_run_config_item *config;
-  size_t n_config;
-  /* from the config (empty / 0 when absent) */
-  char model[32], schedule[32], transport[16];
-  int p, v, m, layers, hidden, steps_planned;
-  /* metrics.jsonl, sorted by step */
-  kt_run_step *steps;
-  size_t n_steps;
-  int ranks;                    /* ranks[] entries per step (the most any line has) */
-  kt_run_rank_step *rank_steps; /* n_steps * ranks, row per step */
-  size_t skipped_lines;         /* a torn last line (no newline, not JSON) is skipped */
-  /* timeline.json: the traced (last) step, both shifted to start at 0 (s) */
-  int has_timeline;
-  kt_timeline measured, predicted;
-  double calibrated[4];   /* predicted costs: T_F, T_B, T_W, T_comm (s); NAN when absent */
-  int has_memory;         /* measured.mem holds trace.json's memory counters (bytes) */
-} kt_run;
-
-/* Reads a run directory. A missing directory or required file, or malformed
- * JSON (a complete line of metrics.jsonl included), is EINVAL or EPARSE with
- * a one-line reason naming the file (and line); ENOMEM, EIO. On error *out
- * holds nothing to free. */
-kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err);
-void kt_run_free(kt_run *r);
+/* ---- run reports (run_report.c): a run directory (kaiten/rundir.h) drawn ---- */
 
 /* The run report: summary, loss and validation-loss curves, tokens/s and
  * bubble per step, learning rate and gradient norm, the traced step's

@@ -106,6 +106,8 @@ const char *cli_get(const cli_args *a, const char *name) {
 
 int cli_has(const cli_args *a, const char *name) { return cli_get(a, name) != NULL; }
 
+const char *cli_program = "kaiten";
+
 int cli_int(const cli_args *a, const char *name, long lo, long hi, long dflt, long *out) {
   const char *v = cli_get(a, name);
   if (!v) {

@@ -50,6 +50,10 @@ int cli_has(const cli_args *a, const char *name);
 int cli_int(const cli_args *a, const char *name, long lo, long hi, long dflt, long *out);
 int cli_double(const cli_args *a, const char *name, double lo, double hi, double dflt, double *out);
 
+/* The program as invoked (argv[0]; "kaiten" until main sets it), for
+ * commands printed back to the user. */
+extern const char *cli_program;
+
 /* Prints "kaiten: <msg>" to stderr and returns the exit code for st. */
 int cli_fail(kt_status st, const kt_error *err);
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -48,6 +48,8 @@ static const cli_opt train_opts_table[] = {
     {"format", 'f', "FMT", "text (default) | ascii | json | chrome"},
     {"output", 'o', "FILE", "write the final report (json/chrome/ascii) to FILE"},
     {"no-live", 0, NULL, "plain progress lines even on a terminal"},
+    {"live", 0, NULL, "the live view even under mpirun (default: on terminals, not under mpirun)"},
+    {"force", 0, NULL, "train into a --run-dir that holds an old run: kaiten's files there are removed"},
 };
 
 /* The model a bare `kaiten train` builds. */
@@ -73,7 +75,7 @@ int train_parse(const cli_args *a, train_opts *o) {
       cli_int(a, "microbatches", 1, 65536, 8, &m) ||
       cli_int(a, "micro-batch-size", 1, 65536, 4, &b) ||
       cli_int(a, "grad-accum", 1, 65535, 1, &k) || cli_int(a, "data-parallel", 1, 4096, 1, &d) ||
-      cli_int(a, "steps", 0, 100000000, 20, &steps) ||
+      cli_int(a, "steps", 1, 100000000, 20, &steps) ||
       cli_int(a, "seed", 0, 2147483647L, 1, &seed) ||
       cli_int(a, "layers", 1, 4096, o->model.layers, &layers) ||
       cli_int(a, "hidden", 1, 65536, o->model.hidden, &hidden) ||
@@ -126,6 +128,13 @@ int train_parse(const cli_args *a, train_opts *o) {
   o->resume = cli_get(a, "resume");
   o->data_path = cli_get(a, "data");
   o->live = !cli_has(a, "no-live");
+  o->live_forced = cli_has(a, "live");
+  o->force = cli_has(a, "force");
+  static const char *const layout_flags[] = {"schedule", "schedule-file", "stages", "chunks",
+                                             "microbatches", "micro-batch-size", "grad-accum",
+                                             "data-parallel", "partition"};
+  for (size_t i = 0; i < sizeof layout_flags / sizeof *layout_flags; i++)
+    if (cli_has(a, layout_flags[i])) o->layout_given |= 1u << i;
   o->blas_threads = (int)blas;
   o->model.layers = (int)layers;
   o->model.hidden = (int)hidden;
@@ -153,6 +162,9 @@ int train_parse(const cli_args *a, train_opts *o) {
   if (o->synthetic && o->partition) return cli_usage_error("--partition has no meaning with --synthetic");
   if (o->resume && o->run_dir && strcmp(o->resume, o->run_dir))
     return cli_usage_error("--resume continues in its own run directory; drop --run-dir");
+  if (o->force && !o->run_dir) return cli_usage_error("--force clears a --run-dir; give one");
+  if (o->force && o->resume) return cli_usage_error("--force starts over; --resume continues: give one");
+  if (cli_has(a, "live") && cli_has(a, "no-live")) return cli_usage_error("give --live or --no-live, not both");
   kt_error err = {{0}};
   if (!o->synthetic && kt_model_config_check(&o->model, &err)) return cli_fail(KT_EINVAL, &err);
   return 0;

@@ -31,6 +31,7 @@ static void test_hooks(void) {
 
 int main(int argc, char **argv) {
   test_hooks();
+  cli_program = argv[0];
   if (argc < 2) {
     usage(stderr);
     return 2;

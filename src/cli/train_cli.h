@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "kaiten/generators.h"
 #include "kaiten/checkpoint.h"
+#include "kaiten/rundir.h"
 #include "kaiten/train.h"
 
 typedef struct {
@@ -28,21 +29,66 @@ typedef struct {
   double tf, tb, tw, timeout, mem_limit;
   long act_bytes;
   const char *format, *output, *transport, *run_dir, *resume, *data_path;
-  int live; /* redraw a live view on terminals */
+  int live;        /* redraw a live view on terminals */
+  int live_forced; /* --live: even under mpirun */
+  int force;       /* --force: clear a run directory that holds an old run */
+  unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   int blas_threads; /* OpenBLAS threads per rank (0: cores / local ranks) */
 } train_opts;
 
 #define TRAIN_MODEL_GIVEN (1 << 5)
+enum {
+  TRAIN_GIVEN_SCHEDULE = 1 << 0, TRAIN_GIVEN_SCHEDULE_FILE = 1 << 1, TRAIN_GIVEN_P = 1 << 2,
+  TRAIN_GIVEN_V = 1 << 3, TRAIN_GIVEN_M = 1 << 4, TRAIN_GIVEN_B = 1 << 5, TRAIN_GIVEN_K = 1 << 6,
+  TRAIN_GIVEN_D = 1 << 7, TRAIN_GIVEN_PARTITION = 1 << 8
+};
 
 int train_parse(const cli_args *a, train_opts *o);
 int train_session(train_opts *o);
 
-/* Run directory (train_rundir.c). */
-int rundir_prepare(const char *dir, int resuming, int keep_steps);
-int rundir_write_config(const char *dir, const train_opts *o, const kt_schedule *s,
-                        const int *unit_offset, int decay_steps);
-void rundir_append_metrics(const char *dir, const kt_train_progress *p, const kt_runtime *rt);
-int rundir_write_timelines(const char *dir, const kt_schedule *s, const kt_train_result *r,
-                           const kt_timeline *measured);
+/* What train hands to its run directory (train_rundir.c). */
+void train_run_config(const train_opts *o, kt_run_config *c);
+/* The layout segment starting at first_step; partition_buf holds P*V ints. */
+kt_run_segment train_segment(const train_opts *o, const kt_schedule *s, const int *unit_offset,
+                             int first_step, int *partition_buf);
+kt_status train_append_metrics(kt_rundir *rd, const kt_train_progress *p, kt_error *err);
+kt_status train_write_timelines(kt_rundir *rd, const kt_schedule *s, const kt_train_result *r,
+                                kt_error *err);
+
+/* --resume (train_resume.c): the checkpoint, the run's last layout, what changed. */
+typedef struct {
+  char *ckpt_path;
+  kt_checkpoint_meta meta;
+  kt_run_config prev;  /* config.json as it was */
+  kt_buf changes;      /* "schedule 1f1b -> zb-h1, P 4 -> 2" or empty */
+  char partition[4096];
+} train_resume;
+/* Fills r and adapts o; 0, or the exit code after printing why. */
+int train_resume_setup(train_opts *o, train_resume *r);
+void train_resume_free(train_resume *r);
+/* The "resuming ..." line, and a note when --steps runs past the decay. */
+void train_resume_notes(const train_opts *o, const train_resume *r, FILE *f);
+
+/* The final report: text summary, JSON, Chrome trace (train_report.c). */
+void train_final_report(const train_opts *o, const kt_schedule *sched, const kt_train_result *res,
+                        kt_buf *out);
+
+/* Signals (signals.c): the first SIGINT/SIGTERM/SIGUSR1 asks for a stop after
+ * the current step, a second ends the process; SIGWINCH marks a resize. */
+void cli_signals_install(void);
+void cli_signals_restore(void);
+int cli_stop_requested(void); /* the signal number, or 0 */
+void cli_note_stop(int sig);  /* another rank asked (MPI) */
+int cli_take_resize(void);    /* 1 once after each resize */
+const char *cli_signal_name(int sig);
+
+/* The live terminal view (live_view.c). */
+typedef struct {
+  FILE *f;
+  int drawn;       /* lines of the block on screen */
+  int width, rows; /* the terminal's size */
+} cli_live;
+void cli_live_init(cli_live *lv, FILE *f);
+void cli_live_draw(cli_live *lv, const kt_train_progress *p, const double *losses, int n);
 
 #endif

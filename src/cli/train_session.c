@@ -1,5 +1,10 @@
-/* kaiten train: one training session (fresh or resumed) on threads or MPI. */
+/* kaiten train: one training session (fresh or resumed) on threads or MPI.
+ * Set-up (schedule, runtime, run directory), the step callback (metrics,
+ * progress, checkpoints, signals) and the end (checkpoint, timelines, the
+ * layout segment, the report). Under MPI every rank takes the same
+ * decisions: a stop asked on one rank is agreed on by all after each step. */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -7,387 +12,370 @@
 #include "cli/train_cli.h"
 #include "kaiten/report.h"
 
+/* An agreed stop that is a failure somewhere, not a signal. */
+#define STOP_FAILED 255
+
 typedef struct {
   train_opts *o;
+  int use_mpi, world_rank, world_size, first_step;
+  kt_schedule sched;
+  int have_sched;
+  int *partition;
   kt_runtime *rt;
-  FILE *talk;      /* progress stream (NULL on MPI ranks other than 0) */
-  int live, drawn; /* live terminal view: lines drawn last time */
+  kt_transport *mpi_t;
+  kt_data_source *data;
+  train_resume resume;
+  kt_rundir *rd;      /* rank 0 with --run-dir */
+  kt_run_config cfg;  /* config.json with its segments */
+  int *seg_partition;
+  FILE *talk;         /* progress stream (NULL on MPI ranks other than 0) */
+  int live;
+  cli_live lv;
   double *losses;
   int n_losses, cap_losses;
   kt_checkpoint_meta meta;
-  kt_status ckpt_status;
-  kt_error ckpt_err;
+  kt_status fail_status; /* a failure inside the step callback */
+  kt_error fail_err;
+  int stop; /* agreed: 0, a signal number, or STOP_FAILED */
 } session;
 
-static const char *const spark[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
-
-/* Redraws, in place, a utilisation bar per stage and a loss sparkline. */
-static void draw_live(session *s, const kt_train_progress *p) {
-  kt_metrics m;
+/* Every rank's flag, the largest wins (MPI); the local flag on threads. */
+static int agree(session *s, int flag) {
+  if (!s->use_mpi) return flag;
+  float f = (float)flag;
   kt_error err;
-  if (kt_timeline_metrics(p->timeline, &m, &err)) return;
-  if (s->drawn) fprintf(s->talk, "\x1b[%dA", s->drawn);
-  int lines = 0;
-  fprintf(s->talk, "\x1b[2Kstep %d/%d  loss %.4f", p->step + 1, p->steps, p->loss);
-  if (!isnan(p->val_loss)) fprintf(s->talk, "  val %.4f", p->val_loss);
-  fprintf(s->talk, "  %.0f tok/s  bubble %.1f%%\n", p->tokens_per_s, 100 * p->bubble);
-  lines++;
-  int shown = m.p <= 16 ? m.p : 16;
-  for (int r = 0; r < shown; r++) {
-    double u = m.makespan > 0 ? m.ranks[r].busy / m.makespan : 0;
-    int fill = (int)lround(u * 40);
-    fprintf(s->talk, "\x1b[2K  rank %2d |", r);
-    for (int i = 0; i < 40; i++) fputs(i < fill ? "█" : "·", s->talk);
-    fprintf(s->talk, "| %5.1f%% busy\n", 100 * u);
-    lines++;
-  }
-  fprintf(s->talk, "\x1b[2K  loss ");
-  int from = s->n_losses > 60 ? s->n_losses - 60 : 0;
-  double lo = INFINITY, hi = -INFINITY;
-  for (int i = from; i < s->n_losses; i++) lo = fmin(lo, s->losses[i]), hi = fmax(hi, s->losses[i]);
-  for (int i = from; i < s->n_losses; i++) {
-    int level = hi > lo ? (int)((s->losses[i] - lo) / (hi - lo) * 7.999) : 0;
-    fputs(spark[level], s->talk);
-  }
-  fprintf(s->talk, "  %.4f .. %.4f\n", lo, hi);
-  lines++;
-  fflush(s->talk);
-  s->drawn = lines;
-  kt_metrics_free(&m);
+  if (kt_allreduce(s->mpi_t, KT_GROUP_WORLD, &f, 1, &err) != KT_OK) return STOP_FAILED;
+  return (int)f;
 }
 
-static int on_step(void *ctx, const kt_train_progress *p) {
-  session *s = ctx;
+static void print_step_line(session *s, const kt_train_progress *p) {
+  kt_metrics m;
+  kt_error err;
+  double act = 0;
+  if (kt_timeline_metrics(p->timeline, &m, &err) == KT_OK) {
+    for (int r = 0; r < m.p; r++) act = fmax(act, m.ranks[r].peak_memory);
+    kt_metrics_free(&m);
+  }
+  FILE *f = s->talk;
+  fprintf(f, "step %5d/%d  loss %.4f", p->step + 1, p->steps, p->loss);
+  if (!isnan(p->val_loss)) fprintf(f, "  val %.4f", p->val_loss);
+  fprintf(f, "  lr %.1e  %7.0f tok/s  %6.1f ms  bubble %4.1f%%", p->lr, p->tokens_per_s,
+          1e3 * p->seconds, 100 * p->bubble);
+  if (!s->o->synthetic) fprintf(f, "  act %.2f MiB", act / 1048576.0);
+  fputc('\n', f);
+  fflush(f);
+}
+
+static void record_loss(session *s, double loss) {
   if (s->n_losses == s->cap_losses) {
     int cap = s->cap_losses ? 2 * s->cap_losses : 64;
     double *n = realloc(s->losses, sizeof(double) * (size_t)cap);
     if (n) s->losses = n, s->cap_losses = cap;
   }
-  if (s->n_losses < s->cap_losses) s->losses[s->n_losses++] = p->loss;
-  if (s->o->run_dir && s->talk) rundir_append_metrics(s->o->run_dir, p, s->rt);
+  if (s->n_losses < s->cap_losses) s->losses[s->n_losses++] = loss;
+}
+
+static void fail_in_step(session *s, kt_status st, const kt_error *err) {
+  if (s->fail_status) return;
+  s->fail_status = st;
+  s->fail_err = *err;
+}
+
+static int on_step(void *ctx, const kt_train_progress *p) {
+  session *s = ctx;
+  kt_error err = {{0}};
+  record_loss(s, p->loss);
+  kt_status st;
+  if (s->rd && (st = train_append_metrics(s->rd, p, &err))) fail_in_step(s, st, &err);
   if (s->talk && p->skipped)
     fprintf(stderr, "kaiten: step %d skipped: loss %g, non-finite values first in the %s of stage %d\n",
             p->step + 1, p->loss, p->nonfinite_what, p->nonfinite_stage);
-  if (s->talk) {
-    if (s->live) {
-      draw_live(s, p);
-    } else {
-      fprintf(s->talk, "step %4d/%d  loss %.6f", p->step + 1, p->steps, p->loss);
-      if (!isnan(p->val_loss)) fprintf(s->talk, "  val %.6f", p->val_loss);
-      fprintf(s->talk, "  lr %.3g  %9.0f tok/s  %7.1f ms  bubble %5.1f%%", p->lr, p->tokens_per_s,
-              1e3 * p->seconds, 100 * p->bubble);
-      /* peak activation memory of each stage during the step (local stages) */
-      const kt_schedule *sc = kt_runtime_config_of(p->runtime)->schedule;
-      if (!s->o->synthetic) {
-        fprintf(s->talk, "  act MiB");
-        for (int st = 0; st < kt_schedule_stages(sc); st++) {
-          kt_chunk *c = kt_runtime_chunk((kt_runtime *)p->runtime, st, 0);
-          if (c) fprintf(s->talk, "%s%.2f", st ? "/" : " ", c->peak_stash_bytes / 1048576.0);
-          else fprintf(s->talk, "%s-", st ? "/" : " ");
-        }
-      }
-      fputc('\n', s->talk);
-      fflush(s->talk);
+  if (s->talk && s->live) cli_live_draw(&s->lv, p, s->losses, s->n_losses);
+  else if (s->talk) print_step_line(s, p);
+  int every = s->o->checkpoint_every, done = p->step + 1;
+  int ckpt = s->o->run_dir && !s->o->synthetic && every > 0 && done % every == 0 && done < p->steps;
+  if (ckpt && agree(s, s->fail_status ? STOP_FAILED : 0) == 0) {
+    s->meta.step = done;
+    if ((st = kt_checkpoint_save_in_run(s->rt, s->o->run_dir, &s->meta, &err))) fail_in_step(s, st, &err);
+  }
+  s->stop = agree(s, s->fail_status ? STOP_FAILED : cli_stop_requested());
+  if (s->stop && s->stop != STOP_FAILED) cli_note_stop(s->stop);
+  return s->stop != 0;
+}
+
+static kt_status build_runtime(session *s, kt_error *err) {
+  train_opts *o = s->o;
+  int S = s->sched.p * s->sched.v;
+  kt_status st = KT_OK;
+  if (o->partition) {
+    s->partition = kt_calloc((size_t)S, sizeof *s->partition);
+    if (!s->partition) return kt_fail(err, KT_ENOMEM, "out of memory");
+    st = kt_partition_parse(o->partition, S, kt_model_units(&o->model), s->partition, err);
+    if (st) return st;
+  }
+  kt_runtime_config rc;
+  kt_runtime_config_default(&rc);
+  rc.schedule = &s->sched;
+  rc.data_parallel = o->d, rc.grad_accum = o->k, rc.micro_batch = o->b;
+  rc.model = o->model;
+  rc.partition = s->partition;
+  rc.optim = o->optim;
+  rc.synthetic = o->synthetic;
+  rc.syn_tf_ms = o->tf, rc.syn_tb_ms = o->tb, rc.syn_tw_ms = o->tw;
+  rc.syn_act_bytes = (size_t)o->act_bytes;
+  rc.timeout = o->timeout;
+  rc.blas_threads = o->blas_threads;
+  /* Test hook for fault tests: KAITEN_TEST_HANG=RANK,ACTION stops that world
+   * rank before its ACTION-th action of the first step. */
+  const char *hang = getenv("KAITEN_TEST_HANG");
+  if (hang && sscanf(hang, "%d,%d", &rc.hang_rank, &rc.hang_action) != 2)
+    rc.hang_rank = rc.hang_action = -1;
+  if (s->use_mpi) {
+    st = kt_transport_mpi_create(s->sched.p, o->d, o->timeout, &s->mpi_t, err);
+    if (st) return st;
+    if (rc.blas_threads <= 0) { /* the processes on this machine share its cores */
+      long cores = sysconf(_SC_NPROCESSORS_ONLN);
+      int local = kt_transport_mpi_local_size();
+      rc.blas_threads = cores > local ? (int)(cores / local) : 1;
     }
+    s->world_rank = s->mpi_t->rank, s->world_size = s->mpi_t->world;
+    st = kt_runtime_create(&rc, s->mpi_t, &s->world_rank, 1, &s->rt, err);
+  } else {
+    st = kt_runtime_create_threads(&rc, &s->rt, err);
   }
-  int every = s->o->checkpoint_every;
-  if (s->o->run_dir && every > 0 && (p->step + 1) % every == 0 && p->step + 1 < p->steps) {
-    s->meta.step = p->step + 1;
-    s->ckpt_status = kt_checkpoint_save_in_run(s->rt, s->o->run_dir, &s->meta, &s->ckpt_err);
-    if (s->ckpt_status) return 1; /* stop: a run that cannot checkpoint should not go on */
+  if (!st && s->resume.ckpt_path) st = kt_checkpoint_load(s->rt, s->resume.ckpt_path, &s->resume.meta, err);
+  if (!st && !o->synthetic) {
+    if (o->model.kind == KT_MODEL_MLP) st = kt_data_mlp_create(o->model.hidden, o->seed, &s->data, err);
+    else st = kt_data_text_source_create(o->data_path, o->model.seq_len, o->b, o->seed, &s->data, err);
   }
-  return 0;
+  return st;
 }
 
-/* Adopts the checkpoint's model; a conflicting shape flag is an error. */
-static int resume_setup(train_opts *o, char **ckpt_path, kt_checkpoint_meta *meta) {
-  kt_error err = {{0}};
-  kt_status st = kt_checkpoint_latest(o->resume, ckpt_path, &err);
-  if (!st) st = kt_checkpoint_read_meta(*ckpt_path, meta, &err);
-  if (st) return cli_fail(st, &err);
-  const kt_model_config *want = &o->model, *run = &meta->model;
-  int given = o->model_flags_given;
-  if ((given & TRAIN_MODEL_GIVEN) && want->kind != run->kind)
-    return cli_usage_error("--model %s: the run in '%s' trains a %s model; leave --model out to "
-                           "resume it",
-                           kt_model_kind_name(want->kind), o->resume, kt_model_kind_name(run->kind));
-  const struct { const char *flag; int want, run; } shape[] = {
-      {"layers", want->layers, run->layers},
-      {"hidden", want->hidden, run->hidden},
-      {"heads", want->heads, run->heads},
-      {"seq-len", want->seq_len, run->seq_len},
-      {"tie-embeddings", want->tie_embeddings, run->tie_embeddings}};
-  for (int i = 0; i < 5; i++)
-    if ((given & (1 << i)) && shape[i].want != shape[i].run)
-      return cli_usage_error("--%s %d: the run in '%s' has %d; drop the shape flags to resume it",
-                             shape[i].flag, shape[i].want, o->resume, shape[i].run);
-  int recompute = o->model.recompute;
-  o->model = meta->model;
-  o->model.recompute = recompute;
-  o->seed = meta->data_seed;
-  if (!o->decay_given) o->optim.decay_steps = meta->decay_steps; /* the run's schedule */
-  o->optim.warmup_steps = meta->warmup_steps;
-  o->run_dir = o->resume;
-  if (meta->step >= o->steps)
-    return cli_usage_error("--resume %s: the run is already at step %d; give --steps above it",
-                           o->resume, meta->step);
-  return 0;
+static int same_layout(const kt_run_segment *a, const kt_run_segment *b) {
+  if (strcmp(a->schedule, b->schedule) || strcmp(a->transport, b->transport) || a->p != b->p ||
+      a->v != b->v || a->m != b->m || a->b != b->b || a->k != b->k || a->d != b->d ||
+      a->n_partition != b->n_partition)
+    return 0;
+  for (int i = 0; i < a->n_partition; i++)
+    if (a->partition[i] != b->partition[i]) return 0;
+  return 1;
 }
 
-static kt_status make_data(const train_opts *o, kt_data_source **out, kt_error *err) {
-  *out = NULL;
-  if (o->synthetic) return KT_OK;
-  if (o->model.kind == KT_MODEL_MLP) return kt_data_mlp_create(o->model.hidden, o->seed, out, err);
-  return kt_data_text_source_create(o->data_path, o->model.seq_len, o->b, o->seed, out, err);
+/* Rank 0 opens (and locks) the run directory and writes config.json with
+ * the run's segments: the earlier ones, then this session's. */
+static kt_status open_run_dir(session *s, kt_error *err) {
+  train_opts *o = s->o;
+  if (!o->run_dir || s->world_rank != 0) return KT_OK;
+  kt_rundir_mode mode = o->resume ? KT_RUNDIR_RESUME : o->force ? KT_RUNDIR_FORCE : KT_RUNDIR_NEW;
+  int kept = 0;
+  kt_status st = kt_rundir_open(o->run_dir, mode, &kept, &s->rd, err);
+  if (st) return st;
+  if (kept && s->talk)
+    fprintf(stderr, "kaiten: --force cleared kaiten's files in '%s' and kept %d other entr%s\n",
+            o->run_dir, kept, kept == 1 ? "y" : "ies");
+  train_run_config(o, &s->cfg);
+  for (int i = 0; o->resume && i < s->resume.prev.n_segments && !st; i++) {
+    kt_run_segment seg = s->resume.prev.segments[i];
+    if (seg.first_step >= s->first_step) break; /* steps that will run again */
+    if (seg.last_step < 0 || seg.last_step > s->first_step) seg.last_step = s->first_step;
+    st = kt_run_config_add_segment(&s->cfg, &seg, err);
+  }
+  s->seg_partition = kt_calloc((size_t)(s->sched.p * s->sched.v), sizeof *s->seg_partition);
+  if (!st && !s->seg_partition) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!st) {
+    kt_run_segment seg = train_segment(o, &s->sched, kt_runtime_unit_offsets(s->rt), s->first_step,
+                                       s->seg_partition);
+    kt_run_segment *last = s->cfg.n_segments ? &s->cfg.segments[s->cfg.n_segments - 1] : NULL;
+    if (last && same_layout(last, &seg)) last->last_step = -1; /* the same layout goes on */
+    else st = kt_run_config_add_segment(&s->cfg, &seg, err);
+  }
+  if (!st && o->resume) st = kt_rundir_keep_steps(s->rd, s->first_step, err);
+  else if (!st) st = kt_rundir_keep_steps(s->rd, 0, err);
+  if (!st) st = kt_rundir_write_config(s->rd, &s->cfg, err);
+  return st;
 }
 
-static void final_report(session *s, const kt_schedule *sched, const kt_train_result *res,
-                         kt_buf *out);
-
-/* An imported schedule sets P, V and M; flags that say otherwise are an error. */
-static int load_schedule_file(train_opts *o, kt_schedule *sched) {
+static int load_schedule_file(session *s) {
+  train_opts *o = s->o;
   char info[CLI_INFO_LEN];
   cli_size_flag sizes[3] = {{"--stages", o->p_given, o->p}, {"--chunks", o->v_given, o->v},
                             {"--microbatches", o->m_given, o->m}};
-  int rc = cli_load_schedule_file(o->notation, o->schedule_file, sizes, sched, info, sizeof info);
+  int rc = cli_load_schedule_file(o->notation, o->schedule_file, sizes, &s->sched, info, sizeof info);
   if (rc) return rc;
-  o->p = sched->p, o->v = sched->v, o->m = sched->m;
+  o->p = s->sched.p, o->v = s->sched.v, o->m = s->sched.m;
   const char *rank = getenv("OMPI_COMM_WORLD_RANK"); /* one line per job, not per process */
   if (!rank || !strcmp(rank, "0")) fprintf(stderr, "kaiten: %s", info);
   return 0;
 }
 
-int train_session(train_opts *o) {
-  kt_error err = {{0}};
-  char *ckpt_path = NULL;
-  kt_checkpoint_meta rmeta;
-  int rc, use_mpi = !strcmp(o->transport, "mpi"), world_rank = 0;
-  if (o->resume && (rc = resume_setup(o, &ckpt_path, &rmeta))) {
-    free(ckpt_path);
-    return rc;
+static int build_schedule(session *s) {
+  train_opts *o = s->o;
+  int rc;
+  if (o->schedule_file) rc = load_schedule_file(s);
+  else {
+    kt_costs unit;
+    kt_costs_default(&unit);
+    kt_error err = {{0}};
+    rc = cli_generate(o->schedule, o->p, o->m, o->v, &unit, o->mem_limit, &s->sched, &err);
+    if (rc) fprintf(stderr, "kaiten: %s\n", err.msg);
   }
-  int first_step = o->resume ? rmeta.step : 0;
-  kt_schedule sched;
-  kt_costs unit;
-  kt_costs_default(&unit);
-  if (o->schedule_file) {
-    rc = load_schedule_file(o, &sched);
-    if (rc) {
-      free(ckpt_path);
-      return rc;
-    }
-  } else if ((rc = cli_generate(o->schedule, o->p, o->m, o->v, &unit, o->mem_limit, &sched, &err))) {
-    free(ckpt_path);
-    fprintf(stderr, "kaiten: %s\n", err.msg);
-    return rc;
-  }
-  int S = sched.p * sched.v;
-  int *partition = NULL;
-  kt_runtime *rt = NULL;
-  kt_transport *mpi_t = NULL;
-  kt_data_source *data = NULL;
-  kt_status st = KT_OK;
-  if (o->partition) {
-    partition = kt_calloc((size_t)S, sizeof *partition);
-    if (!partition) st = kt_fail(&err, KT_ENOMEM, "out of memory");
-    else st = kt_partition_parse(o->partition, S, kt_model_units(&o->model), partition, &err);
-  }
-  kt_runtime_config rcfg;
-  kt_runtime_config_default(&rcfg);
-  rcfg.schedule = &sched;
-  rcfg.data_parallel = o->d;
-  rcfg.grad_accum = o->k;
-  rcfg.micro_batch = o->b;
-  rcfg.model = o->model;
-  rcfg.partition = partition;
-  rcfg.optim = o->optim;
-  rcfg.synthetic = o->synthetic;
-  rcfg.syn_tf_ms = o->tf, rcfg.syn_tb_ms = o->tb, rcfg.syn_tw_ms = o->tw;
-  rcfg.syn_act_bytes = (size_t)o->act_bytes;
-  rcfg.timeout = o->timeout;
-  rcfg.blas_threads = o->blas_threads;
-  /* Test hook for fault tests: KAITEN_TEST_HANG=RANK,ACTION stops that world
-   * rank before its ACTION-th action of the first step. */
-  const char *hang = getenv("KAITEN_TEST_HANG");
-  if (hang && sscanf(hang, "%d,%d", &rcfg.hang_rank, &rcfg.hang_action) != 2)
-    rcfg.hang_rank = rcfg.hang_action = -1;
-  if (!st && use_mpi) {
-    st = kt_transport_mpi_create(sched.p, o->d, o->timeout, &mpi_t, &err);
-    if (!st && rcfg.blas_threads <= 0) { /* the processes on this machine share its cores */
-      long cores = sysconf(_SC_NPROCESSORS_ONLN);
-      int local = kt_transport_mpi_local_size();
-      rcfg.blas_threads = cores > local ? (int)(cores / local) : 1;
-    }
-    if (!st) {
-      world_rank = mpi_t->rank;
-      st = kt_runtime_create(&rcfg, mpi_t, &world_rank, 1, &rt, &err);
-    }
-  } else if (!st) {
-    st = kt_runtime_create_threads(&rcfg, &rt, &err);
-  }
-  if (!st && ckpt_path) st = kt_checkpoint_load(rt, ckpt_path, &rmeta, &err);
-  if (!st) st = make_data(o, &data, &err);
-  FILE *talk = world_rank == 0 ? (!strcmp(o->format, "text") ? stdout : stderr) : NULL;
-  if (!st && o->run_dir && world_rank == 0) {
-    if (rundir_prepare(o->run_dir, o->resume != NULL, first_step) ||
-        rundir_write_config(o->run_dir, o, &sched, kt_runtime_unit_offsets(rt), o->optim.decay_steps))
-      st = kt_fail(&err, KT_EIO, "cannot write the run directory '%s'", o->run_dir);
-  }
-  if (st) {
-    rc = world_rank == 0 ? cli_fail(st, &err) : kt_status_exit_code(st);
-    goto done;
-  }
-  session s = {.o = o, .rt = rt, .talk = talk,
-               .live = talk == stdout && o->live && cli_use_color(NULL)};
-  s.meta = (kt_checkpoint_meta){.decay_steps = o->optim.decay_steps, .warmup_steps = o->optim.warmup_steps,
-                                .lr = o->optim.lr, .min_lr_ratio = o->optim.min_lr_ratio,
-                                .data_seed = o->seed, .model = o->model, .optim = o->optim.kind};
-  if (talk) {
-    const int *off = kt_runtime_unit_offsets(rt);
-    fprintf(talk, "kaiten train: %s P=%d V=%d M=%d b=%d K=%d D=%d on %s; global batch K*M*b*D = %ld",
-            sched.name, sched.p, sched.v, sched.m, o->b, o->k, o->d, use_mpi ? "MPI" : "threads",
-            (long)o->k * o->m * o->b * o->d);
-    if (o->synthetic) fprintf(talk, " (synthetic workload)\n");
-    else {
-      fprintf(talk, " samples; %s L=%d C=%d", kt_model_kind_name(o->model.kind), o->model.layers,
-              o->model.hidden);
-      fprintf(talk, "; units per stage:");
-      for (int i = 0; i < S; i++) fprintf(talk, "%s%d", i ? "," : " ", off[i + 1] - off[i]);
-      fputc('\n', talk);
-    }
-    if (o->resume) fprintf(talk, "resuming %s at step %d\n", ckpt_path, first_step);
-  }
-  kt_train_config tc = {.runtime = rcfg, .first_step = first_step, .steps = o->steps,
-                        .val_every = o->val_every, .val_batches = 2, .data = data,
-                        .on_step = on_step, .ctx = &s, .skip_nonfinite = o->skip_nonfinite};
-  kt_train_result res;
-  st = kt_train_run(rt, &tc, &res, &err);
-  if (!st && s.ckpt_status) st = s.ckpt_status, err = s.ckpt_err;
-  if (!st && o->run_dir && res.n_losses > 0) {
-    s.meta.step = first_step + res.n_losses;
-    st = kt_checkpoint_save_in_run(rt, o->run_dir, &s.meta, &err);
-    if (!st && world_rank == 0 &&
-        rundir_write_timelines(o->run_dir, &sched, &res, &res.measured_timeline))
-      st = kt_fail(&err, KT_EIO, "cannot write timelines to '%s'", o->run_dir);
-  }
-  if (st) {
-    if (use_mpi) { /* name this rank and its stage, then take the whole job down */
-      fprintf(stderr, "kaiten: rank %d (stage %d): %s\n", world_rank,
-              kt_rank_chunk_stage(&sched, world_rank / o->d, 0), err.msg);
-      fflush(stderr);
-      kt_transport_mpi_abort_job(1);
-    }
-    rc = cli_fail(st, &err);
-  } else if (res.n_losses > 0 && world_rank == 0) {
-    kt_buf out;
-    kt_buf_init(&out);
-    final_report(&s, &sched, &res, &out);
-    rc = cli_emit(o->output, &out);
-    kt_buf_free(&out);
-    if (o->run_dir && talk) fprintf(talk, "run directory: %s\n", o->run_dir);
-  } else {
-    rc = 0;
-  }
-  if (res.losses) kt_train_result_free(&res);
-  free(s.losses);
-done:
-  if (data) data->destroy(data);
-  kt_runtime_destroy(rt);
-  kt_transport_mpi_free(mpi_t);
-  if (use_mpi) kt_transport_mpi_finalize();
-  kt_schedule_free(&sched);
-  free(partition);
-  free(ckpt_path);
+  s->have_sched = rc == 0;
   return rc;
 }
 
-static void json_result(kt_buf *b, const train_opts *o, const kt_schedule *s,
-                        const kt_train_result *r) {
-  kt_buf_puts(b, "{\"schedule\":");
-  kt_buf_json_string(b, s->name);
-  kt_buf_printf(b, ",\"model\":\"%s\",\"transport\":\"%s\",\"p\":%d,\"v\":%d,\"m\":%d,\"d\":%d,"
-                   "\"k\":%d,\"b\":%d,\"losses\":[",
-                o->synthetic ? "synthetic" : kt_model_kind_name(o->model.kind), o->transport, s->p,
-                s->v, s->m, o->d, o->k, o->b);
-  for (int i = 0; i < r->n_losses; i++) {
-    if (i) kt_buf_puts(b, ",");
-    kt_buf_json_number(b, r->losses[i]);
-  }
-  kt_buf_puts(b, "],\"val_loss\":");
-  kt_buf_json_number(b, r->last_val_loss);
-  const struct { const char *k; double v; } nums[] = {
-      {"bubble_ratio", r->measured.bubble_ratio},
-      {"predicted_bubble_ratio", r->predicted.bubble_ratio},
-      {"makespan", r->measured.makespan},
-      {"predicted_makespan", r->predicted.makespan},
-      {"step_seconds", r->mean_step_seconds},
-      {"samples_per_s", r->samples_per_s},
-      {"tokens_per_s", r->tokens_per_s},
-      {"peak_activation_bytes_stage0", (double)r->peak_stash_bytes_stage0}};
-  for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
-    kt_buf_printf(b, ",\"%s\":", nums[i].k);
-    kt_buf_json_number(b, nums[i].v);
-  }
-  kt_buf_puts(b, ",\"ranks\":[");
-  for (int i = 0; i < r->measured.p; i++) {
-    const kt_rank_metrics *m = &r->measured.ranks[i];
-    const kt_rank_metrics *q = &r->predicted.ranks[i];
-    kt_buf_printf(b, "%s{\"rank\":%d,\"busy\":", i ? "," : "", i);
-    kt_buf_json_number(b, m->busy);
-    kt_buf_puts(b, ",\"idle\":");
-    kt_buf_json_number(b, m->idle);
-    kt_buf_printf(b, ",\"peak_inflight\":%d,\"predicted_peak_inflight\":%d,\"peak_memory\":",
-                  m->peak_inflight, q->peak_inflight);
-    kt_buf_json_number(b, m->peak_memory);
-    kt_buf_printf(b, ",\"bytes_sent\":%lld,\"comm_time\":", (long long)m->bytes_sent);
-    kt_buf_json_number(b, m->comm_time);
-    kt_buf_puts(b, ",\"predicted_busy\":");
-    kt_buf_json_number(b, q->busy);
-    kt_buf_puts(b, "}");
-  }
-  kt_buf_puts(b, "]}\n");
+/* mpirun without --transport mpi would start P*D independent runs writing
+ * into one run directory. */
+static int check_launch(const train_opts *o) {
+  const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+  if (!size) size = getenv("PMI_SIZE");
+  long n;
+  if (strcmp(o->transport, "mpi") && size && kt_parse_int(size, 1, 1L << 30, &n) == 0 && n > 1)
+    return cli_usage_error("running under mpirun with %ld processes but without --transport mpi: "
+                           "each would train alone; add --transport mpi",
+                           n);
+  return 0;
 }
 
-static void text_summary(kt_buf *b, const kt_train_result *r) {
-  kt_buf_printf(b, "\nlast step, measured:  makespan %8.2f ms  bubble %5.1f%%\n",
-                1e3 * r->measured.makespan, 100 * r->measured.bubble_ratio);
-  kt_buf_printf(b, "predicted (simulator, costs calibrated on that step): makespan %8.2f ms  "
-                   "bubble %5.1f%%\n",
-                1e3 * r->predicted.makespan, 100 * r->predicted.bubble_ratio);
-  kt_buf_printf(b, "%-5s %10s %10s %10s %10s %10s %10s %12s\n", "rank", "busy ms", "idle ms",
-                "pred busy", "in flight", "predicted", "sent KiB", "peak act MiB");
-  for (int i = 0; i < r->measured.p; i++) {
-    const kt_rank_metrics *m = &r->measured.ranks[i], *q = &r->predicted.ranks[i];
-    kt_buf_printf(b, "%-5d %10.2f %10.2f %10.2f %10d %10d %10.1f %12.3f\n", i, 1e3 * m->busy,
-                  1e3 * m->idle, 1e3 * q->busy, m->peak_inflight, q->peak_inflight,
-                  m->bytes_sent / 1024.0, m->peak_memory / 1048576.0);
+static void print_start(session *s) {
+  train_opts *o = s->o;
+  FILE *t = s->talk;
+  const int *off = kt_runtime_unit_offsets(s->rt);
+  fprintf(t, "kaiten train: %s P=%d V=%d M=%d b=%d K=%d D=%d on %s; global batch %ld samples",
+          s->sched.name[0] ? s->sched.name : "file", s->sched.p, s->sched.v, s->sched.m, o->b, o->k,
+          o->d, s->use_mpi ? "MPI" : "threads", (long)o->k * o->m * o->b * o->d);
+  if (o->synthetic) fprintf(t, " (synthetic)\n");
+  else {
+    fprintf(t, "; %s L=%d C=%d; units per stage", kt_model_kind_name(o->model.kind), o->model.layers,
+            o->model.hidden);
+    int S = s->sched.p * s->sched.v;
+    for (int i = 0; i < S && i < 16; i++) fprintf(t, "%s%d", i ? "," : " ", off[i + 1] - off[i]);
+    fputs(S > 16 ? ",...\n" : "\n", t);
   }
-  kt_buf_printf(b, "throughput: %.0f samples/s, %.0f tokens/s (mean step %.1f ms)\n",
-                r->samples_per_s, r->tokens_per_s, 1e3 * r->mean_step_seconds);
+  if (o->resume) train_resume_notes(o, &s->resume, t);
 }
 
-static void final_report(session *s, const kt_schedule *sched, const kt_train_result *res,
-                         kt_buf *out) {
-  const train_opts *o = s->o;
-  if (!strcmp(o->format, "json")) {
-    json_result(out, o, sched, res);
-  } else if (!strcmp(o->format, "chrome")) {
-    char title[96];
-    snprintf(title, sizeof title, "kaiten train %s P=%d M=%d (measured)", sched->name, sched->p,
-             sched->m);
-    kt_render_chrome_trace(&res->measured_timeline, title, 1e6, out);
-  } else {
-    if (!strcmp(o->format, "ascii")) {
-      kt_gantt_opts go;
-      kt_gantt_default_opts(&go);
-      go.width = cli_term_width();
-      go.chunks = sched->v;
-      go.color = cli_use_color(NULL) && !o->output;
-      kt_buf_puts(out, "\nmeasured (last step):\n");
-      kt_render_gantt_ascii(&res->measured_timeline, &go, out);
-      kt_buf_puts(out, "\npredicted:\n");
-      kt_render_gantt_ascii(&res->predicted_timeline, &go, out);
-    }
-    text_summary(out, res);
+/* The end of the run: the final checkpoint (collective under MPI), then on
+ * rank 0 the timelines and this segment's result in config.json. */
+static kt_status finish_run(session *s, const kt_train_result *res, kt_error *err) {
+  train_opts *o = s->o;
+  if (!o->run_dir || res->n_losses == 0) return KT_OK;
+  kt_status st = KT_OK;
+  if (!o->synthetic) {
+    s->meta.step = s->first_step + res->n_losses;
+    st = kt_checkpoint_save_in_run(s->rt, o->run_dir, &s->meta, err);
   }
+  if (st || !s->rd) return st;
+  st = train_write_timelines(s->rd, &s->sched, res, err);
+  kt_run_segment *seg = &s->cfg.segments[s->cfg.n_segments - 1];
+  seg->last_step = s->first_step + res->n_losses;
+  seg->predicted_bubble = res->predicted.bubble_ratio;
+  seg->measured_bubble = res->measured.bubble_ratio;
+  if (!st) st = kt_rundir_write_config(s->rd, &s->cfg, err);
+  return st;
+}
+
+static int say_stopped(session *s, int done) {
+  train_opts *o = s->o;
+  int sig = s->stop;
+  if (!s->talk) return 128 + sig;
+  fprintf(stderr, "kaiten: stopped by %s after step %d of %d; ", cli_signal_name(sig), done, o->steps);
+  if (!o->run_dir) fprintf(stderr, "no --run-dir, so nothing was saved\n");
+  else if (o->synthetic) fprintf(stderr, "a synthetic run has no parameters to checkpoint; its metrics are in %s\n", o->run_dir);
+  else if (s->use_mpi)
+    fprintf(stderr, "resume with: mpirun -np %d %s train --transport mpi --resume %s --steps %d\n",
+            s->world_size, cli_program, o->run_dir, o->steps);
+  else fprintf(stderr, "resume with: %s train --resume %s --steps %d\n", cli_program, o->run_dir, o->steps);
+  return 128 + sig;
+}
+
+static int report_failure(session *s, kt_status st, const kt_error *err) {
+  if (s->use_mpi && s->stop == STOP_FAILED && s->world_rank != 0 && !s->fail_status)
+    return 1; /* another rank failed and says why */
+  if (s->use_mpi) { /* name this rank and its stage, then take the whole job down */
+    fprintf(stderr, "kaiten: rank %d (stage %d): %s\n", s->world_rank,
+            kt_rank_chunk_stage(&s->sched, s->world_rank / s->o->d, 0), err->msg);
+    fflush(stderr);
+    kt_transport_mpi_abort_job(1);
+  }
+  return cli_fail(st, err);
+}
+
+static int run_steps(session *s) {
+  train_opts *o = s->o;
+  kt_error err = {{0}};
+  s->meta = (kt_checkpoint_meta){.decay_steps = o->optim.decay_steps, .warmup_steps = o->optim.warmup_steps,
+                                 .lr = o->optim.lr, .min_lr_ratio = o->optim.min_lr_ratio,
+                                 .data_seed = o->seed, .model = o->model, .optim = o->optim.kind};
+  kt_train_config tc = {.runtime = *kt_runtime_config_of(s->rt), .first_step = s->first_step,
+                        .steps = o->steps, .val_every = o->val_every, .val_batches = 2,
+                        .data = s->data, .on_step = on_step, .ctx = s,
+                        .skip_nonfinite = o->skip_nonfinite};
+  kt_train_result res;
+  kt_status st = kt_train_run(s->rt, &tc, &res, &err);
+  if (!st && s->fail_status) st = s->fail_status, err = s->fail_err;
+  if (!st && s->stop == STOP_FAILED) st = KT_EPEER;
+  if (!st) st = finish_run(s, &res, &err);
+  int rc = 0;
+  if (st) {
+    rc = report_failure(s, st, &err);
+  } else if (res.n_losses > 0 && s->world_rank == 0) {
+    kt_buf out;
+    kt_buf_init(&out);
+    train_final_report(o, &s->sched, &res, &out);
+    rc = cli_emit(o->output, &out);
+    kt_buf_free(&out);
+    if (o->run_dir && s->talk)
+      fprintf(s->talk, "run directory: %s%s\n", o->run_dir,
+              o->synthetic ? " (a synthetic run has no parameters to checkpoint)" : "");
+  }
+  if (!rc && s->stop) rc = say_stopped(s, s->first_step + res.n_losses);
+  if (res.losses) kt_train_result_free(&res);
+  return rc;
+}
+
+static void session_free(session *s) {
+  if (s->data) s->data->destroy(s->data);
+  kt_runtime_destroy(s->rt);
+  kt_transport_mpi_free(s->mpi_t);
+  if (s->use_mpi) kt_transport_mpi_finalize();
+  kt_rundir_close(s->rd);
+  kt_run_config_free(&s->cfg);
+  if (s->have_sched) kt_schedule_free(&s->sched);
+  if (s->o->resume) train_resume_free(&s->resume);
+  free(s->partition);
+  free(s->seg_partition);
+  free(s->losses);
+}
+
+int train_session(train_opts *o) {
+  session s = {.o = o, .use_mpi = !strcmp(o->transport, "mpi"), .world_size = 1};
+  int rc = check_launch(o);
+  if (!rc && o->resume) rc = train_resume_setup(o, &s.resume);
+  if (rc) {
+    if (o->resume) train_resume_free(&s.resume);
+    return rc;
+  }
+  s.first_step = o->resume ? s.resume.meta.step : 0;
+  if (!rc) rc = build_schedule(&s);
+  kt_error err = {{0}};
+  kt_status st = KT_OK;
+  if (!rc) {
+    st = build_runtime(&s, &err);
+    s.talk = s.world_rank == 0 ? (!strcmp(o->format, "text") ? stdout : stderr) : NULL;
+    if (!st) st = open_run_dir(&s, &err);
+    /* under MPI, rank 0's run-directory check decides for every rank */
+    if (s.rt && agree(&s, st ? 2 : 0)) rc = st ? cli_fail(st, &err) : 2;
+    else if (st) rc = cli_fail(st, &err);
+  }
+  if (!rc) {
+    int under_mpirun = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
+    s.live = s.talk == stdout && o->live && cli_use_color(NULL) && (!under_mpirun || o->live_forced);
+    if (s.live) cli_live_init(&s.lv, s.talk);
+    if (s.talk) print_start(&s);
+    cli_signals_install();
+    rc = run_steps(&s);
+    cli_signals_restore();
+  }
+  session_free(&s);
+  return rc;
 }

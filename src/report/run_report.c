@@ -355,6 +355,33 @@ static void summary(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_m
                      "run was interrupted while writing it).</p>\n", r->skipped_lines);
 }
 
+/* The layouts the run trained under: one row per segment (a run resumed
+ * under another layout has several), each with its own bubble. */
+static void segments_table(kt_buf *b, const kt_run *r) {
+  const kt_run_config *c = &r->cfg;
+  if (c->n_segments < 1) return;
+  static const char *const head[] = {"steps", "schedule", "P", "V", "M", "b", "K", "D",
+                                     "transport", "bubble (measured)", "bubble (predicted)"};
+  cells t;
+  cells_init(&t);
+  for (int i = 0; i < c->n_segments; i++) {
+    const kt_run_segment *s = &c->segments[i];
+    int last = s->last_step >= 0 ? s->last_step : (int)(r->n_steps ? r->steps[r->n_steps - 1].step : 0);
+    cellf(&t, "steps %d\xe2\x80\x93%d", s->first_step + 1, last);
+    cellf(&t, "%s", s->schedule);
+    int nums[] = {s->p, s->v, s->m, s->b, s->k, s->d};
+    for (int k = 0; k < 6; k++) cellf(&t, "%d", nums[k]);
+    cellf(&t, "%s", s->transport);
+    if (isfinite(s->measured_bubble)) cellf(&t, "%.1f%%", 100 * s->measured_bubble);
+    else cellf(&t, "-");
+    if (isfinite(s->predicted_bubble)) cellf(&t, "%.1f%%", 100 * s->predicted_bubble);
+    else cellf(&t, "-");
+  }
+  cells_table(b, &t, c->n_segments > 1 ? "Layouts (the run was resumed under another layout)"
+                                       : "Layout",
+              head, 11);
+}
+
 /* One table per group of config.json ("model", "layout", "optimizer", and
  * the top-level keys as "run"), side by side. */
 static void config_section(kt_buf *b, const kt_run *r) {
@@ -419,6 +446,7 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title) {
   kt_html_begin(b, title ? title : head, sub);
   kt_html_section_begin(b, "summary", "Summary", NULL);
   summary(b, r, have ? &mm : NULL, have ? &pm : NULL);
+  segments_table(b, r);
   kt_html_section_end(b);
   kt__run_training_section(b, r, have ? 100 * pm.bubble_ratio : NAN);
   kt_html_section_begin(b, "step", "Traced step",

@@ -1,18 +1,17 @@
-/* Reading a training run directory back (kaiten train --run-dir DIR):
- * config.json flattened to key/value pairs, metrics.jsonl one step per line
- * (a torn last line skipped), timeline.json rebuilt into two kt_timeline
- * objects, trace.json's memory counters added to the measured one.
+/* Reading a run directory back: config.json (as data and flattened to
+ * key/value pairs for display), metrics.jsonl one step per line (a torn last
+ * line skipped), timeline.json rebuilt into two kt_timeline objects,
+ * trace.json's memory counters added to the measured one.
  *
  * Every failure names the file (and the line of metrics.jsonl).
  */
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "kaiten/report.h"
+#include "rundir/internal.h"
 
 #define MAX_RANKS 4096
 
@@ -23,7 +22,7 @@ static int is_file(const char *path) {
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static char *join(const char *dir, const char *name) {
+char *kt__rd_join(const char *dir, const char *name) {
   size_t n = strlen(dir) + strlen(name) + 2;
   char *p = malloc(n);
   if (p) snprintf(p, n, "%s/%s", dir, name);
@@ -38,7 +37,7 @@ static int line_of(const char *text, const char *pos) {
 }
 
 /* Parses a whole file as one JSON value; EPARSE names the file and line. */
-static kt_status read_json(const char *path, cJSON **out, kt_error *err) {
+kt_status kt__rd_read_json(const char *path, cJSON **out, kt_error *err) {
   char *text = NULL;
   kt_status st = kt_read_file(path, &text, NULL, err);
   if (st) return st;
@@ -51,18 +50,18 @@ static kt_status read_json(const char *path, cJSON **out, kt_error *err) {
   return st;
 }
 
-static double num(const cJSON *o, const char *key) {
+double kt__rd_num(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
-static const char *str(const cJSON *o, const char *key) {
+const char *kt__rd_str(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static int int_in(const cJSON *o, const char *key, int lo, int hi, int *out) {
-  double v = num(o, key);
+int kt__rd_int(const cJSON *o, const char *key, int lo, int hi, int *out) {
+  double v = kt__rd_num(o, key);
   if (!(v >= lo && v <= hi) || v != floor(v)) return -1;
   *out = (int)v;
   return 0;
@@ -95,6 +94,7 @@ static int add_item(kt_run *r, size_t *cap, const char *key, const char *value) 
 /* Objects become "a.b" keys; lists of scalars one "x, y, z" value. */
 static int flatten(kt_run *r, size_t *cap, const char *prefix, const cJSON *o, int depth) {
   for (const cJSON *v = o->child; v; v = v->next) {
+    if (depth == 0 && v->string && !strcmp(v->string, "segments")) continue; /* cfg.segments */
     kt_buf key, val;
     kt_buf_init(&key);
     kt_buf_init(&val);
@@ -130,25 +130,23 @@ static void copy_str(char *dst, size_t n, const char *s) { snprintf(dst, n, "%s"
 
 static kt_status load_config(kt_run *r, const char *path, kt_error *err) {
   cJSON *root;
-  kt_status st = read_json(path, &root, err);
+  kt_status st = kt__rd_read_json(path, &root, err);
   if (st) return st;
   size_t cap = 0;
-  if (!cJSON_IsObject(root)) st = kt_fail(err, KT_EPARSE, "%s: not a JSON object", path);
-  else if (flatten(r, &cap, "", root, 0)) st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
-  if (!st) {
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *layout = cJSON_GetObjectItemCaseSensitive(root, "layout");
-    copy_str(r->model, sizeof r->model, str(model, "kind"));
-    copy_str(r->schedule, sizeof r->schedule, str(layout, "schedule"));
-    copy_str(r->transport, sizeof r->transport, str(layout, "transport"));
-    int *ints[] = {&r->layers, &r->hidden, &r->p, &r->v, &r->m, &r->steps_planned};
-    const cJSON *objs[] = {model, model, layout, layout, layout, root};
-    static const char *const keys[] = {"layers", "hidden", "p", "v", "m", "steps"};
-    for (int i = 0; i < 6; i++)
-      if (int_in(objs[i], keys[i], 0, 1 << 30, ints[i])) *ints[i] = 0;
-  }
+  st = kt__rd_config_parse(root, path, &r->cfg, err);
+  if (!st && flatten(r, &cap, "", root, 0)) st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
   cJSON_Delete(root);
-  return st;
+  if (st) return st;
+  const kt_run_config *c = &r->cfg;
+  copy_str(r->model, sizeof r->model, c->model);
+  r->layers = c->layers, r->hidden = c->hidden, r->steps_planned = c->steps;
+  if (c->n_segments > 0) {
+    const kt_run_segment *last = &c->segments[c->n_segments - 1];
+    copy_str(r->schedule, sizeof r->schedule, last->schedule);
+    copy_str(r->transport, sizeof r->transport, last->transport);
+    r->p = last->p, r->v = last->v, r->m = last->m;
+  }
+  return KT_OK;
 }
 
 /* ---- metrics.jsonl ----------------------------------------------------------- */
@@ -161,12 +159,14 @@ typedef struct {
 /* 0 ok, 1 not a step line (reason in why), -1 out of memory. */
 static int parse_step(const cJSON *o, kt_run_step *s, line_ranks *lr, const char **why) {
   if (!cJSON_IsObject(o)) return *why = "not a JSON object", 1;
-  double step = num(o, "step");
+  double step = kt__rd_num(o, "step");
   if (!(step >= 0 && step <= 2e9) || step != floor(step)) return *why = "no integer \"step\"", 1;
-  *s = (kt_run_step){.step = (int)step, .loss = num(o, "loss"), .val_loss = num(o, "val_loss"),
-                     .lr = num(o, "lr"), .grad_norm = num(o, "grad_norm"),
-                     .seconds = num(o, "seconds"), .tokens_per_s = num(o, "tokens_per_s"),
-                     .samples_per_s = num(o, "samples_per_s"), .bubble = num(o, "bubble")};
+  *s = (kt_run_step){.step = (int)step,
+                     .skipped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "skipped")),
+                     .loss = kt__rd_num(o, "loss"), .val_loss = kt__rd_num(o, "val_loss"),
+                     .lr = kt__rd_num(o, "lr"), .grad_norm = kt__rd_num(o, "grad_norm"),
+                     .seconds = kt__rd_num(o, "seconds"), .tokens_per_s = kt__rd_num(o, "tokens_per_s"),
+                     .samples_per_s = kt__rd_num(o, "samples_per_s"), .bubble = kt__rd_num(o, "bubble")};
   const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(o, "ranks");
   int n = cJSON_IsArray(ranks) ? cJSON_GetArraySize(ranks) : 0;
   if (n > MAX_RANKS) return *why = "more than 4096 ranks", 1;
@@ -175,9 +175,9 @@ static int parse_step(const cJSON *o, kt_run_step *s, line_ranks *lr, const char
   if (n && !lr->r) return -1;
   int i = 0;
   for (const cJSON *e = ranks ? ranks->child : NULL; e && i < n; e = e->next, i++)
-    lr->r[i] = (kt_run_rank_step){.busy = num(e, "busy"), .comm_time = num(e, "comm_time"),
-                                  .bytes_sent = num(e, "bytes_sent"),
-                                  .peak_act_bytes = num(e, "peak_act_bytes")};
+    lr->r[i] = (kt_run_rank_step){.busy = kt__rd_num(e, "busy"), .comm_time = kt__rd_num(e, "comm_time"),
+                                  .bytes_sent = kt__rd_num(e, "bytes_sent"),
+                                  .peak_act_bytes = kt__rd_num(e, "peak_act_bytes")};
   return 0;
 }
 
@@ -257,10 +257,10 @@ static kt_status load_events(kt_timeline *t, const cJSON *o, const char *path, c
   int p;
   if (!cJSON_IsObject(o))
     return kt_fail(err, KT_EPARSE, "%s: no \"%s\" object", path, which);
-  if (int_in(o, "p", 1, MAX_RANKS, &p))
+  if (kt__rd_int(o, "p", 1, MAX_RANKS, &p))
     return kt_fail(err, KT_EPARSE, "%s: %s.p is not a rank count in 1..%d", path, which,
                    MAX_RANKS);
-  const char *unit = str(o, "time_unit");
+  const char *unit = kt__rd_str(o, "time_unit");
   if (kt_timeline_init(t, p, unit && strlen(unit) < sizeof t->time_unit ? unit : "s", "B"))
     return kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
   const cJSON *events = cJSON_GetObjectItemCaseSensitive(o, "events");
@@ -268,13 +268,13 @@ static kt_status load_events(kt_timeline *t, const cJSON *o, const char *path, c
   int i = 0;
   *t0 = INFINITY;
   for (const cJSON *e = events->child; e; e = e->next, i++) {
-    kt_event ev = {.start = num(e, "start"), .end = num(e, "end"), .comm_time = 0};
-    const char *op = str(e, "op");
+    kt_event ev = {.start = kt__rd_num(e, "start"), .end = kt__rd_num(e, "end"), .comm_time = 0};
+    const char *op = kt__rd_str(e, "op");
     const char *ops = "FBIW", *at = op && strlen(op) == 1 ? strchr(ops, op[0]) : NULL;
-    double bytes = num(e, "bytes");
-    const char *bad = int_in(e, "rank", 0, p - 1, &ev.rank)       ? "rank"
-                      : int_in(e, "stage", 0, 1 << 20, &ev.stage) ? "stage"
-                      : int_in(e, "mb", 0, 1 << 24, &ev.mb)       ? "mb"
+    double bytes = kt__rd_num(e, "bytes");
+    const char *bad = kt__rd_int(e, "rank", 0, p - 1, &ev.rank)       ? "rank"
+                      : kt__rd_int(e, "stage", 0, 1 << 20, &ev.stage) ? "stage"
+                      : kt__rd_int(e, "mb", 0, 1 << 24, &ev.mb)       ? "mb"
                       : !at                                       ? "op"
                       : !isfinite(ev.start)                       ? "start"
                       : !(ev.end >= ev.start && isfinite(ev.end)) ? "end"
@@ -304,7 +304,7 @@ static kt_status load_events(kt_timeline *t, const cJSON *o, const char *path, c
 
 static kt_status load_timeline(kt_run *r, const char *path, double *t0, kt_error *err) {
   cJSON *root;
-  kt_status st = read_json(path, &root, err);
+  kt_status st = kt__rd_read_json(path, &root, err);
   if (st) return st;
   const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "measured");
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "predicted");
@@ -314,7 +314,7 @@ static kt_status load_timeline(kt_run *r, const char *path, double *t0, kt_error
   if (!st) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "costs");
     static const char *const keys[4] = {"tf", "tb", "tw", "comm"};
-    for (int i = 0; i < 4; i++) r->calibrated[i] = num(c, keys[i]);
+    for (int i = 0; i < 4; i++) r->calibrated[i] = kt__rd_num(c, keys[i]);
     r->has_timeline = 1;
   }
   cJSON_Delete(root);
@@ -324,18 +324,18 @@ static kt_status load_timeline(kt_run *r, const char *path, double *t0, kt_error
 /* The memory counters of the Chrome trace ("memory rank N", ts in µs). */
 static kt_status load_trace_memory(kt_run *r, const char *path, double t0, kt_error *err) {
   cJSON *root;
-  kt_status st = read_json(path, &root, err);
+  kt_status st = kt__rd_read_json(path, &root, err);
   if (st) return st;
   const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
   if (!cJSON_IsArray(ev)) st = kt_fail(err, KT_EPARSE, "%s: no traceEvents[]", path);
   for (const cJSON *e = ev && !st ? ev->child : NULL; e && !st; e = e->next) {
-    const char *ph = str(e, "ph"), *name = str(e, "name");
+    const char *ph = kt__rd_str(e, "ph"), *name = kt__rd_str(e, "name");
     int rank;
     if (!ph || strcmp(ph, "C") || !name || strncmp(name, "memory rank", 11)) continue;
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
-    double ts = num(e, "ts"), v = args && args->child && cJSON_IsNumber(args->child)
+    double ts = kt__rd_num(e, "ts"), v = args && args->child && cJSON_IsNumber(args->child)
                                       ? args->child->valuedouble : NAN;
-    if (int_in(e, "tid", 0, r->measured.p - 1, &rank) || !isfinite(ts) || !isfinite(v)) continue;
+    if (kt__rd_int(e, "tid", 0, r->measured.p - 1, &rank) || !isfinite(ts) || !isfinite(v)) continue;
     if (kt_timeline_add_mem(&r->measured, rank, ts * 1e-6 - t0, v))
       st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
     else
@@ -351,6 +351,7 @@ void kt_run_free(kt_run *r) {
   if (!r) return;
   for (size_t i = 0; i < r->n_config; i++) free(r->config[i].key), free(r->config[i].value);
   free(r->config);
+  kt_run_config_free(&r->cfg);
   free(r->steps);
   free(r->rank_steps);
   free(r->dir);
@@ -370,8 +371,8 @@ kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err) {
     return kt_fail(err, KT_EINVAL, "'%s' is not a directory (give the run directory of kaiten "
                    "train --run-dir)", dir);
   out->dir = strdup(dir);
-  char *cfg = join(dir, "config.json"), *met = join(dir, "metrics.jsonl");
-  char *tl = join(dir, "timeline.json"), *tr = join(dir, "trace.json");
+  char *cfg = kt__rd_join(dir, "config.json"), *met = kt__rd_join(dir, "metrics.jsonl");
+  char *tl = kt__rd_join(dir, "timeline.json"), *tr = kt__rd_join(dir, "trace.json");
   kt_status st = KT_OK;
   if (!out->dir || !cfg || !met || !tl || !tr) st = kt_fail(err, KT_ENOMEM, "out of memory");
   const char *need[2] = {cfg, met};

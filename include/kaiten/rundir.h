@@ -1,0 +1,161 @@
+/* kaiten run directory: the files `kaiten train --run-dir DIR` writes, their
+ * one writer (train) and their one reader (report, serve, resume).
+ *
+ *   config.json    the run: model, optimizer, and its layout segments (a run
+ *                  resumed under another layout has one segment per layout)
+ *   metrics.jsonl  one line per optimizer step, appended as it ends
+ *   timeline.json  the traced (last) step, measured and predicted
+ *   trace.json     the same step as a Chrome trace
+ *   checkpoints/   written by the train module (kaiten/checkpoint.h)
+ *   .lock          held (flock) by the one process writing the directory;
+ *                  it holds that process's PID
+ *
+ * Every failure names the file (and line); the library never prints.
+ */
+#ifndef KAITEN_RUNDIR_H
+#define KAITEN_RUNDIR_H
+
+#include "kaiten/core.h"
+#include "kaiten/schedule.h"
+#include "kaiten/timeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- records ------------------------------------------------------------------ */
+
+/* One optimizer step of metrics.jsonl; NAN where a value is null or absent. */
+typedef struct {
+  int step;              /* 1-based: optimizer steps completed */
+  int skipped;           /* not applied: its loss or gradients were not finite */
+  double loss, val_loss; /* val_loss: NAN when not evaluated at this step */
+  double lr, grad_norm, seconds, tokens_per_s, samples_per_s, bubble;
+} kt_run_step;
+
+/* One rank in one step (metrics.jsonl ranks[]); NAN where absent.
+ * peak_act_bytes: the most activation bytes the rank held at once during
+ * the step (every stash its chunks kept, docs/runtime.md). */
+typedef struct {
+  double busy, comm_time, bytes_sent, peak_act_bytes;
+} kt_run_rank_step;
+
+/* One layout the run trained under, from first_step to last_step. */
+typedef struct {
+  int first_step;          /* steps completed when the segment began */
+  int last_step;           /* steps completed when it ended; -1 while running or unknown */
+  char schedule[32];
+  char transport[16];      /* "threads" | "mpi" */
+  int p, v, m, b, k, d;
+  int *partition;          /* n_partition = P*V units per stage; NULL for synthetic runs */
+  int n_partition;
+  double predicted_bubble; /* the simulator, costs calibrated on the segment's last step; NAN */
+  double measured_bubble;  /* measured on that step; NAN */
+} kt_run_segment;
+
+/* config.json as data. model is "gpt", "mlp" or "synthetic". */
+typedef struct {
+  char model[16];
+  int layers, hidden, heads, seq_len, vocab, tie_embeddings, recompute;
+  uint64_t model_seed;
+  char optimizer[16];
+  double lr, weight_decay, grad_clip;
+  int warmup_steps, decay_steps;
+  int steps, val_every; /* the steps the run aims for; validation every N */
+  uint64_t data_seed;
+  char data[512];       /* a data file, "built-in", or "" (synthetic) */
+  kt_run_segment *segments; /* n_segments >= 1; the last is the current layout */
+  int n_segments;
+} kt_run_config;
+
+void kt_run_config_free(kt_run_config *c);
+/* Appends a segment (deep copy of seg, partition included). ENOMEM. */
+kt_status kt_run_config_add_segment(kt_run_config *c, const kt_run_segment *seg, kt_error *err);
+
+/* ---- writing (one writer per directory) ------------------------------------------ */
+
+typedef struct kt_rundir kt_rundir; /* an open, locked run directory */
+
+typedef enum {
+  KT_RUNDIR_NEW,    /* created when missing; refused (EINVAL) when it holds anything */
+  KT_RUNDIR_FORCE,  /* created when missing; kaiten's files in it are removed first */
+  KT_RUNDIR_RESUME  /* must exist and hold config.json */
+} kt_rundir_mode;
+
+/* Opens dir for writing and takes its lock for as long as it stays open.
+ * EBUSY when another process holds it (the message names its PID); EINVAL
+ * for a path that is not a directory, a non-empty directory in NEW mode, or
+ * a missing run in RESUME mode; EIO. With FORCE, *kept (may be NULL)
+ * receives how many entries that are not kaiten's were left in place. */
+kt_status kt_rundir_open(const char *dir, kt_rundir_mode mode, int *kept, kt_rundir **out,
+                         kt_error *err);
+void kt_rundir_close(kt_rundir *rd);
+/* EBUSY (naming the PID) when a process writes dir now; KT_OK otherwise,
+ * also when dir has no lock file. Takes no lock that outlives the call. */
+kt_status kt_rundir_check_free(const char *dir, kt_error *err);
+const char *kt_rundir_path(const kt_rundir *rd);
+
+/* Writes config.json (atomically). EIO, ENOMEM. */
+kt_status kt_rundir_write_config(kt_rundir *rd, const kt_run_config *c, kt_error *err);
+/* Keeps the metrics lines of steps <= steps (a crash may have left later or
+ * torn lines); a missing file becomes an empty one. EIO. */
+kt_status kt_rundir_keep_steps(kt_rundir *rd, int steps, kt_error *err);
+/* Appends one complete metrics line and flushes it. EIO (a full disk) with
+ * the file named; the line is then not counted as written. */
+kt_status kt_rundir_append_step(kt_rundir *rd, const kt_run_step *s, const kt_run_rank_step *ranks,
+                                int n_ranks, kt_error *err);
+
+typedef enum { KT_RUNDIR_TIMELINE, KT_RUNDIR_TRACE, KT_RUNDIR_FILE_COUNT } kt_rundir_file;
+/* "timeline.json", "trace.json" */
+const char *kt_rundir_file_name(kt_rundir_file f);
+/* Writes one of the directory's rendered files atomically. EIO. */
+kt_status kt_rundir_write_file(kt_rundir *rd, kt_rundir_file f, const kt_buf *text, kt_error *err);
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+/* Reads config.json. Older directories without segments get one segment from
+ * their layout. EINVAL when the directory or file is missing, EPARSE. */
+kt_status kt_rundir_read_config(const char *dir, kt_run_config *out, kt_error *err);
+
+/* config.json flattened to "model.kind" = "gpt", "layout.partition" =
+ * "2, 1, 1, 2", in file order (the segments are in kt_run.cfg only). */
+typedef struct {
+  char *key, *value;
+} kt_run_config_item;
+
+/* A whole run directory read back: DIR/config.json and DIR/metrics.jsonl
+ * are required, DIR/timeline.json (the traced step, measured and predicted)
+ * and DIR/trace.json (its memory counters) are optional. */
+typedef struct {
+  char *dir;
+  kt_run_config cfg;
+  kt_run_config_item *config;
+  size_t n_config;
+  /* the current (last) segment's layout and the model, for headings */
+  char model[32], schedule[32], transport[16];
+  int p, v, m, layers, hidden, steps_planned;
+  /* metrics.jsonl, sorted by step */
+  kt_run_step *steps;
+  size_t n_steps;
+  int ranks;                    /* ranks[] entries per step (the most any line has) */
+  kt_run_rank_step *rank_steps; /* n_steps * ranks, row per step */
+  size_t skipped_lines;         /* a torn last line (no newline, not JSON) is skipped */
+  /* timeline.json: the traced (last) step, both shifted to start at 0 (s) */
+  int has_timeline;
+  kt_timeline measured, predicted;
+  double calibrated[4];   /* predicted costs: T_F, T_B, T_W, T_comm (s); NAN when absent */
+  int has_memory;         /* measured.mem holds trace.json's memory counters (bytes) */
+} kt_run;
+
+/* Reads a run directory. A missing directory or required file, or malformed
+ * JSON (a complete line of metrics.jsonl included), is EINVAL or EPARSE with
+ * a one-line reason naming the file (and line); ENOMEM, EIO. On error *out
+ * holds nothing to free. */
+kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err);
+void kt_run_free(kt_run *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

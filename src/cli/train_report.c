@@ -1,0 +1,97 @@
+/* kaiten train's final report: a text summary (measured against predicted,
+ * per rank), JSON, an ASCII Gantt of both, or a Chrome trace. */
+#include <math.h>
+#include <string.h>
+
+#include "cli/train_cli.h"
+#include "kaiten/report.h"
+
+static void json_result(kt_buf *b, const train_opts *o, const kt_schedule *s,
+                        const kt_train_result *r) {
+  kt_buf_puts(b, "{\"schedule\":");
+  kt_buf_json_string(b, s->name);
+  kt_buf_printf(b, ",\"model\":\"%s\",\"transport\":\"%s\",\"p\":%d,\"v\":%d,\"m\":%d,\"d\":%d,"
+                   "\"k\":%d,\"b\":%d,\"losses\":[",
+                o->synthetic ? "synthetic" : kt_model_kind_name(o->model.kind), o->transport, s->p,
+                s->v, s->m, o->d, o->k, o->b);
+  for (int i = 0; i < r->n_losses; i++) {
+    if (i) kt_buf_puts(b, ",");
+    kt_buf_json_number(b, r->losses[i]);
+  }
+  kt_buf_puts(b, "],\"val_loss\":");
+  kt_buf_json_number(b, r->last_val_loss);
+  const struct { const char *k; double v; } nums[] = {
+      {"bubble_ratio", r->measured.bubble_ratio},
+      {"predicted_bubble_ratio", r->predicted.bubble_ratio},
+      {"makespan", r->measured.makespan},
+      {"predicted_makespan", r->predicted.makespan},
+      {"step_seconds", r->mean_step_seconds},
+      {"samples_per_s", r->samples_per_s},
+      {"tokens_per_s", r->tokens_per_s},
+      {"peak_activation_bytes_stage0", (double)r->peak_stash_bytes_stage0}};
+  for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+    kt_buf_printf(b, ",\"%s\":", nums[i].k);
+    kt_buf_json_number(b, nums[i].v);
+  }
+  kt_buf_puts(b, ",\"ranks\":[");
+  for (int i = 0; i < r->measured.p; i++) {
+    const kt_rank_metrics *m = &r->measured.ranks[i];
+    const kt_rank_metrics *q = &r->predicted.ranks[i];
+    kt_buf_printf(b, "%s{\"rank\":%d,\"busy\":", i ? "," : "", i);
+    kt_buf_json_number(b, m->busy);
+    kt_buf_puts(b, ",\"idle\":");
+    kt_buf_json_number(b, m->idle);
+    kt_buf_printf(b, ",\"peak_inflight\":%d,\"predicted_peak_inflight\":%d,\"peak_memory\":",
+                  m->peak_inflight, q->peak_inflight);
+    kt_buf_json_number(b, m->peak_memory);
+    kt_buf_printf(b, ",\"bytes_sent\":%lld,\"comm_time\":", (long long)m->bytes_sent);
+    kt_buf_json_number(b, m->comm_time);
+    kt_buf_puts(b, ",\"predicted_busy\":");
+    kt_buf_json_number(b, q->busy);
+    kt_buf_puts(b, "}");
+  }
+  kt_buf_puts(b, "]}\n");
+}
+
+static void text_summary(kt_buf *b, const kt_train_result *r) {
+  kt_buf_printf(b, "\nlast step, measured:  makespan %8.2f ms  bubble %5.1f%%\n",
+                1e3 * r->measured.makespan, 100 * r->measured.bubble_ratio);
+  kt_buf_printf(b, "predicted (simulator, costs calibrated on that step): makespan %8.2f ms  "
+                   "bubble %5.1f%%\n",
+                1e3 * r->predicted.makespan, 100 * r->predicted.bubble_ratio);
+  kt_buf_printf(b, "%-5s %10s %10s %10s %10s %10s %10s %12s\n", "rank", "busy ms", "idle ms",
+                "pred busy", "in flight", "predicted", "sent KiB", "peak act MiB");
+  for (int i = 0; i < r->measured.p; i++) {
+    const kt_rank_metrics *m = &r->measured.ranks[i], *q = &r->predicted.ranks[i];
+    kt_buf_printf(b, "%-5d %10.2f %10.2f %10.2f %10d %10d %10.1f %12.3f\n", i, 1e3 * m->busy,
+                  1e3 * m->idle, 1e3 * q->busy, m->peak_inflight, q->peak_inflight,
+                  m->bytes_sent / 1024.0, m->peak_memory / 1048576.0);
+  }
+  kt_buf_printf(b, "throughput: %.0f samples/s, %.0f tokens/s (mean step %.1f ms)\n",
+                r->samples_per_s, r->tokens_per_s, 1e3 * r->mean_step_seconds);
+}
+
+void train_final_report(const train_opts *o, const kt_schedule *sched, const kt_train_result *res,
+                        kt_buf *out) {
+  if (!strcmp(o->format, "json")) {
+    json_result(out, o, sched, res);
+  } else if (!strcmp(o->format, "chrome")) {
+    char title[96];
+    snprintf(title, sizeof title, "kaiten train %s P=%d M=%d (measured)", sched->name, sched->p,
+             sched->m);
+    kt_render_chrome_trace(&res->measured_timeline, title, 1e6, out);
+  } else {
+    if (!strcmp(o->format, "ascii")) {
+      kt_gantt_opts go;
+      kt_gantt_default_opts(&go);
+      go.width = cli_term_width();
+      go.chunks = sched->v;
+      go.color = cli_use_color(NULL) && !o->output;
+      kt_buf_puts(out, "\nmeasured (last step):\n");
+      kt_render_gantt_ascii(&res->measured_timeline, &go, out);
+      kt_buf_puts(out, "\npredicted:\n");
+      kt_render_gantt_ascii(&res->predicted_timeline, &go, out);
+    }
+    text_summary(out, res);
+  }
+}

@@ -1,0 +1,218 @@
+/* config.json: what a run is (model, optimizer, steps, data) and the layout
+ * segments it trained under. The one definition of the file's form: the
+ * writer and the reader below. "layout" repeats the last segment, so older
+ * readers (and people) find the current layout where it always was. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "rundir/internal.h"
+
+void kt_run_config_free(kt_run_config *c) {
+  if (!c) return;
+  for (int i = 0; i < c->n_segments; i++) free(c->segments[i].partition);
+  free(c->segments);
+  c->segments = NULL;
+  c->n_segments = 0;
+}
+
+kt_status kt_run_config_add_segment(kt_run_config *c, const kt_run_segment *seg, kt_error *err) {
+  kt_run_segment *n = realloc(c->segments, sizeof *n * (size_t)(c->n_segments + 1));
+  if (!n) return kt_fail(err, KT_ENOMEM, "out of memory");
+  c->segments = n;
+  kt_run_segment *s = &n[c->n_segments];
+  *s = *seg;
+  s->partition = NULL;
+  if (seg->n_partition > 0 && seg->partition) {
+    s->partition = malloc(sizeof *s->partition * (size_t)seg->n_partition);
+    if (!s->partition) return kt_fail(err, KT_ENOMEM, "out of memory");
+    memcpy(s->partition, seg->partition, sizeof *s->partition * (size_t)seg->n_partition);
+  } else {
+    s->n_partition = 0;
+  }
+  c->n_segments++;
+  return KT_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+static void layout_json(kt_buf *b, const kt_run_segment *s) {
+  kt_buf_puts(b, "\"schedule\": ");
+  kt_buf_json_string(b, s->schedule);
+  kt_buf_printf(b, ", \"p\": %d, \"v\": %d, \"m\": %d, \"b\": %d, \"k\": %d, \"d\": %d, "
+                   "\"transport\": ",
+                s->p, s->v, s->m, s->b, s->k, s->d);
+  kt_buf_json_string(b, s->transport);
+  kt_buf_puts(b, ", \"partition\": [");
+  for (int i = 0; i < s->n_partition; i++) kt_buf_printf(b, "%s%d", i ? ", " : "", s->partition[i]);
+  kt_buf_puts(b, "]");
+}
+
+static void segment_json(kt_buf *b, const kt_run_segment *s) {
+  kt_buf_printf(b, "{\"first_step\": %d, \"last_step\": ", s->first_step);
+  if (s->last_step >= 0) kt_buf_printf(b, "%d", s->last_step);
+  else kt_buf_puts(b, "null");
+  kt_buf_puts(b, ", ");
+  layout_json(b, s);
+  kt_buf_puts(b, ", \"predicted_bubble\": ");
+  kt_buf_json_number(b, s->predicted_bubble);
+  kt_buf_puts(b, ", \"measured_bubble\": ");
+  kt_buf_json_number(b, s->measured_bubble);
+  kt_buf_puts(b, "}");
+}
+
+void kt__rd_config_json(const kt_run_config *c, kt_buf *b) {
+  kt_buf_puts(b, "{\n  \"model\": {\"kind\": ");
+  kt_buf_json_string(b, c->model);
+  kt_buf_printf(b, ", \"layers\": %d, \"hidden\": %d, \"heads\": %d, \"seq_len\": %d, "
+                   "\"vocab\": %d, \"tie_embeddings\": %s, \"recompute\": %s, \"seed\": %llu},\n",
+                c->layers, c->hidden, c->heads, c->seq_len, c->vocab,
+                c->tie_embeddings ? "true" : "false", c->recompute ? "true" : "false",
+                (unsigned long long)c->model_seed);
+  kt_buf_puts(b, "  \"layout\": {");
+  if (c->n_segments > 0) layout_json(b, &c->segments[c->n_segments - 1]);
+  kt_buf_puts(b, "},\n  \"optimizer\": {\"kind\": ");
+  kt_buf_json_string(b, c->optimizer);
+  const struct { const char *k; double v; } nums[] = {
+      {"lr", c->lr}, {"weight_decay", c->weight_decay}, {"grad_clip", c->grad_clip}};
+  for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+    kt_buf_printf(b, ", \"%s\": ", nums[i].k);
+    kt_buf_json_number(b, nums[i].v);
+  }
+  kt_buf_printf(b, ", \"warmup_steps\": %d, \"decay_steps\": %d},\n", c->warmup_steps,
+                c->decay_steps);
+  kt_buf_printf(b, "  \"steps\": %d, \"val_every\": %d, \"data_seed\": %llu, \"data\": ", c->steps,
+                c->val_every, (unsigned long long)c->data_seed);
+  if (c->data[0]) kt_buf_json_string(b, c->data);
+  else kt_buf_puts(b, "null");
+  kt_buf_puts(b, ",\n  \"segments\": [");
+  for (int i = 0; i < c->n_segments; i++) {
+    kt_buf_puts(b, i ? ",\n    " : "\n    ");
+    segment_json(b, &c->segments[i]);
+  }
+  kt_buf_puts(b, "\n  ]\n}\n");
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+static void copy_str(char *dst, size_t n, const char *s) { snprintf(dst, n, "%s", s ? s : ""); }
+
+static int opt_int(const cJSON *o, const char *key, int dflt) {
+  int v;
+  return kt__rd_int(o, key, -1, 1 << 30, &v) ? dflt : v;
+}
+
+static uint64_t opt_u64(const cJSON *o, const char *key) {
+  double v = kt__rd_num(o, key);
+  return v >= 0 && v < 1.8e19 ? (uint64_t)v : 0;
+}
+
+static int is_true(const cJSON *o, const char *key) {
+  return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key));
+}
+
+/* One layout object (a segment or the top-level "layout") into s. */
+static kt_status parse_layout(const cJSON *o, const char *path, kt_run_segment *s, kt_error *err) {
+  *s = (kt_run_segment){.last_step = -1, .predicted_bubble = NAN, .measured_bubble = NAN};
+  copy_str(s->schedule, sizeof s->schedule, kt__rd_str(o, "schedule"));
+  copy_str(s->transport, sizeof s->transport, kt__rd_str(o, "transport"));
+  int *ints[] = {&s->p, &s->v, &s->m, &s->b, &s->k, &s->d};
+  static const char *const keys[] = {"p", "v", "m", "b", "k", "d"};
+  for (int i = 0; i < 6; i++) *ints[i] = opt_int(o, keys[i], i < 3 ? 0 : 1);
+  s->first_step = opt_int(o, "first_step", 0);
+  s->last_step = opt_int(o, "last_step", -1);
+  s->predicted_bubble = kt__rd_num(o, "predicted_bubble");
+  s->measured_bubble = kt__rd_num(o, "measured_bubble");
+  const cJSON *part = cJSON_GetObjectItemCaseSensitive(o, "partition");
+  int n = cJSON_IsArray(part) ? cJSON_GetArraySize(part) : 0;
+  if (n > KT_MAX_RANKS * KT_MAX_CHUNKS)
+    return kt_fail(err, KT_EPARSE, "%s: a partition of %d stages", path, n);
+  if (n == 0) return KT_OK;
+  s->partition = malloc(sizeof *s->partition * (size_t)n);
+  if (!s->partition) return kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
+  int i = 0;
+  for (const cJSON *e = part->child; e; e = e->next, i++) {
+    if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e9) {
+      free(s->partition);
+      s->partition = NULL;
+      return kt_fail(err, KT_EPARSE, "%s: partition entry %d is not a unit count", path, i);
+    }
+    s->partition[i] = (int)e->valuedouble;
+  }
+  s->n_partition = n;
+  return KT_OK;
+}
+
+static kt_status parse_segments(const cJSON *root, const char *path, kt_run_config *c,
+                                kt_error *err) {
+  const cJSON *segs = cJSON_GetObjectItemCaseSensitive(root, "segments");
+  const cJSON *layout = cJSON_GetObjectItemCaseSensitive(root, "layout");
+  kt_run_segment s;
+  kt_status st = KT_OK;
+  if (!cJSON_IsArray(segs) || cJSON_GetArraySize(segs) == 0) { /* an older run: one segment */
+    if (!cJSON_IsObject(layout)) return KT_OK;
+    if ((st = parse_layout(layout, path, &s, err))) return st;
+    st = kt_run_config_add_segment(c, &s, err);
+    free(s.partition);
+    return st;
+  }
+  for (const cJSON *e = segs->child; e && !st; e = e->next) {
+    if (!cJSON_IsObject(e)) return kt_fail(err, KT_EPARSE, "%s: a segment is not an object", path);
+    if ((st = parse_layout(e, path, &s, err))) return st;
+    st = kt_run_config_add_segment(c, &s, err);
+    free(s.partition);
+  }
+  return st;
+}
+
+kt_status kt__rd_config_parse(const cJSON *root, const char *path, kt_run_config *c,
+                              kt_error *err) {
+  memset(c, 0, sizeof *c);
+  if (!cJSON_IsObject(root)) return kt_fail(err, KT_EPARSE, "%s: not a JSON object", path);
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  const cJSON *optim = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
+  copy_str(c->model, sizeof c->model, kt__rd_str(model, "kind"));
+  c->layers = opt_int(model, "layers", 0);
+  c->hidden = opt_int(model, "hidden", 0);
+  c->heads = opt_int(model, "heads", 0);
+  c->seq_len = opt_int(model, "seq_len", 0);
+  c->vocab = opt_int(model, "vocab", 0);
+  c->tie_embeddings = is_true(model, "tie_embeddings");
+  c->recompute = is_true(model, "recompute");
+  c->model_seed = opt_u64(model, "seed");
+  copy_str(c->optimizer, sizeof c->optimizer, kt__rd_str(optim, "kind"));
+  c->lr = kt__rd_num(optim, "lr");
+  c->weight_decay = kt__rd_num(optim, "weight_decay");
+  c->grad_clip = kt__rd_num(optim, "grad_clip");
+  c->warmup_steps = opt_int(optim, "warmup_steps", 0);
+  c->decay_steps = opt_int(optim, "decay_steps", 0);
+  c->steps = opt_int(root, "steps", 0);
+  c->val_every = opt_int(root, "val_every", 0);
+  c->data_seed = opt_u64(root, "data_seed");
+  copy_str(c->data, sizeof c->data, kt__rd_str(root, "data"));
+  kt_status st = parse_segments(root, path, c, err);
+  if (st) kt_run_config_free(c);
+  return st;
+}
+
+kt_status kt_rundir_read_config(const char *dir, kt_run_config *out, kt_error *err) {
+  memset(out, 0, sizeof *out);
+  struct stat sb;
+  if (!dir || stat(dir, &sb) != 0)
+    return kt_fail(err, KT_EINVAL, "run directory '%s' does not exist", dir ? dir : "");
+  if (!S_ISDIR(sb.st_mode)) return kt_fail(err, KT_EINVAL, "'%s' is not a directory", dir);
+  char *path = kt__rd_join(dir, "config.json");
+  if (!path) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = KT_OK;
+  cJSON *root = NULL;
+  if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+    st = kt_fail(err, KT_EINVAL, "'%s' has no config.json: not a run directory of kaiten train",
+                 dir);
+  if (!st) st = kt__rd_read_json(path, &root, err);
+  if (!st) st = kt__rd_config_parse(root, path, out, err);
+  cJSON_Delete(root);
+  free(path);
+  return st;
+}

@@ -1,0 +1,304 @@
+/* Writing a run directory: one writer at a time (an advisory flock on
+ * DIR/.lock, held while the directory is open), a fresh run never mixed
+ * with an old one, config.json and the rendered files replaced atomically,
+ * metrics.jsonl appended one complete line per step. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rundir/internal.h"
+
+struct kt_rundir {
+  char *dir;
+  int lock_fd;
+};
+
+static const char *const file_names[KT_RUNDIR_FILE_COUNT] = {"timeline.json", "trace.json"};
+
+/* The files kaiten writes at the top of a run directory (FORCE removes them). */
+static const char *const own_files[] = {"config.json", "metrics.jsonl", "timeline.json",
+                                        "trace.json", "report.html"};
+
+const char *kt_rundir_file_name(kt_rundir_file f) {
+  return (unsigned)f < KT_RUNDIR_FILE_COUNT ? file_names[f] : "?";
+}
+
+const char *kt_rundir_path(const kt_rundir *rd) { return rd->dir; }
+
+static int mkdir_p(const char *dir) {
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return errno = ENAMETOOLONG, -1;
+  for (char *p = buf + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+      *p = '/';
+    }
+  return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int is_own_file(const char *name) {
+  for (size_t i = 0; i < sizeof own_files / sizeof *own_files; i++)
+    if (!strcmp(name, own_files[i])) return 1;
+  return 0;
+}
+
+/* Removes checkpoints/ and what is in it when everything there is kaiten's
+ * (step_*.ckpt, latest, temp files); 0 when removed or absent. */
+static int remove_checkpoints(const char *dir) {
+  char *ck = kt__rd_join(dir, "checkpoints");
+  if (!ck) return -1;
+  DIR *d = opendir(ck);
+  int foreign = 0;
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      const char *n = e->d_name;
+      if (!strcmp(n, ".") || !strcmp(n, "..")) continue;
+      int own = !strcmp(n, "latest") || (!strncmp(n, "step_", 5) && strstr(n, ".ckpt")) ||
+                (n[0] == '.' && strstr(n, ".tmp."));
+      char *path = own ? kt__rd_join(ck, n) : NULL;
+      if (!own || !path || unlink(path) != 0) foreign++;
+      free(path);
+    }
+    closedir(d);
+    if (!foreign) rmdir(ck);
+  }
+  free(ck);
+  return foreign;
+}
+
+/* Entries of dir other than ".lock" (with clear: after removing kaiten's own). */
+static int count_entries(const char *dir, int clear) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    const char *name = e->d_name;
+    if (!strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, ".lock")) continue;
+    if (clear && (is_own_file(name) || (name[0] == '.' && strstr(name, ".tmp.")))) {
+      char *path = kt__rd_join(dir, name);
+      int gone = path && unlink(path) == 0;
+      free(path);
+      if (gone) continue;
+    }
+    if (clear && !strcmp(name, "checkpoints") && remove_checkpoints(dir) == 0) continue;
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+static kt_status busy(int fd, const char *dir, kt_error *err) {
+  char pid[32] = "";
+  ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+  pid[n > 0 ? n : 0] = 0;
+  pid[strcspn(pid, "\n")] = 0;
+  close(fd);
+  return kt_fail(err, KT_EBUSY,
+                 "run directory '%s' is in use by another kaiten train (PID %s); wait for it "
+                 "to end or choose another --run-dir",
+                 dir, pid[0] ? pid : "unknown");
+}
+
+kt_status kt_rundir_check_free(const char *dir, kt_error *err) {
+  char *path = kt__rd_join(dir, ".lock");
+  if (!path) return kt_fail(err, KT_ENOMEM, "out of memory");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  free(path);
+  if (fd < 0) return KT_OK;
+  /* a shared probe: several processes of one job may probe at once */
+  if (flock(fd, LOCK_SH | LOCK_NB) != 0) return busy(fd, dir, err);
+  close(fd);
+  return KT_OK;
+}
+
+/* Takes DIR/.lock; EBUSY names the process holding it. */
+static kt_status take_lock(kt_rundir *rd, kt_error *err) {
+  char *path = kt__rd_join(rd->dir, ".lock");
+  if (!path) return kt_fail(err, KT_ENOMEM, "out of memory");
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  free(path);
+  if (fd < 0)
+    return kt_fail(err, KT_EIO, "cannot lock run directory '%s': %s", rd->dir, strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) return busy(fd, rd->dir, err);
+  char line[32];
+  int n = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) { /* the lock still holds */
+  }
+  rd->lock_fd = fd;
+  return KT_OK;
+}
+
+static kt_status check_contents(kt_rundir *rd, kt_rundir_mode mode, int *kept, kt_error *err) {
+  if (mode == KT_RUNDIR_RESUME) {
+    char *cfg = kt__rd_join(rd->dir, "config.json");
+    struct stat sb;
+    int has = cfg && stat(cfg, &sb) == 0 && S_ISREG(sb.st_mode);
+    free(cfg);
+    if (!has)
+      return kt_fail(err, KT_EINVAL, "'%s' has no config.json: not a run directory of kaiten train",
+                     rd->dir);
+    return KT_OK;
+  }
+  int n = count_entries(rd->dir, mode == KT_RUNDIR_FORCE);
+  if (n < 0) return kt_fail(err, KT_EIO, "cannot read '%s': %s", rd->dir, strerror(errno));
+  if (kept) *kept = n;
+  if (mode == KT_RUNDIR_NEW && n > 0)
+    return kt_fail(err, KT_EINVAL,
+                   "run directory '%s' is not empty: --resume %s continues that run, --force "
+                   "clears it, or choose another --run-dir",
+                   rd->dir, rd->dir);
+  return KT_OK;
+}
+
+kt_status kt_rundir_open(const char *dir, kt_rundir_mode mode, int *kept, kt_rundir **out,
+                         kt_error *err) {
+  *out = NULL;
+  if (kept) *kept = 0;
+  if (!dir || !*dir) return kt_fail(err, KT_EINVAL, "empty run directory name");
+  struct stat sb;
+  if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+    return kt_fail(err, KT_EINVAL, "'%s' exists and is not a directory", dir);
+  if (mode == KT_RUNDIR_RESUME && stat(dir, &sb) != 0)
+    return kt_fail(err, KT_EINVAL, "run directory '%s' does not exist", dir);
+  if (mode != KT_RUNDIR_RESUME && mkdir_p(dir) != 0)
+    return kt_fail(err, KT_EIO, "cannot create run directory '%s': %s", dir, strerror(errno));
+  kt_rundir *rd = kt_calloc(1, sizeof *rd);
+  if (!rd || !(rd->dir = strdup(dir))) {
+    free(rd);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  rd->lock_fd = -1;
+  kt_status st = take_lock(rd, err);
+  if (!st) st = check_contents(rd, mode, kept, err);
+  if (st) {
+    kt_rundir_close(rd);
+    return st;
+  }
+  *out = rd;
+  return KT_OK;
+}
+
+void kt_rundir_close(kt_rundir *rd) {
+  if (!rd) return;
+  if (rd->lock_fd >= 0) close(rd->lock_fd); /* releases the flock */
+  free(rd->dir);
+  free(rd);
+}
+
+static kt_status write_named(kt_rundir *rd, const char *name, const kt_buf *b, kt_error *err) {
+  if (b->failed) return kt_fail(err, KT_ENOMEM, "out of memory rendering %s", name);
+  char *path = kt__rd_join(rd->dir, name);
+  if (!path) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = kt_write_file_atomic(path, b->data ? b->data : "", b->len, err);
+  free(path);
+  return st;
+}
+
+kt_status kt_rundir_write_config(kt_rundir *rd, const kt_run_config *c, kt_error *err) {
+  kt_buf b;
+  kt_buf_init(&b);
+  kt__rd_config_json(c, &b);
+  kt_status st = write_named(rd, "config.json", &b, err);
+  kt_buf_free(&b);
+  return st;
+}
+
+kt_status kt_rundir_write_file(kt_rundir *rd, kt_rundir_file f, const kt_buf *text, kt_error *err) {
+  if ((unsigned)f >= KT_RUNDIR_FILE_COUNT) return kt_fail(err, KT_EINVAL, "unknown run file %d", f);
+  return write_named(rd, file_names[f], text, err);
+}
+
+kt_status kt_rundir_keep_steps(kt_rundir *rd, int steps, kt_error *err) {
+  char *path = kt__rd_join(rd->dir, "metrics.jsonl");
+  if (!path) return kt_fail(err, KT_ENOMEM, "out of memory");
+  char *text = NULL;
+  kt_buf keep;
+  kt_buf_init(&keep);
+  kt_error ignored;
+  if (kt_read_file(path, &text, NULL, &ignored) == KT_OK) {
+    for (char *line = text; *line;) {
+      char *nl = strchr(line, '\n');
+      if (!nl) break; /* a torn last line */
+      int step;
+      if (sscanf(line, "{\"step\":%d", &step) == 1 && step <= steps)
+        kt_buf_append(&keep, line, (size_t)(nl - line + 1));
+      line = nl + 1;
+    }
+  }
+  free(text);
+  kt_status st = keep.failed ? kt_fail(err, KT_ENOMEM, "out of memory")
+                             : kt_write_file_atomic(path, keep.data ? keep.data : "", keep.len, err);
+  kt_buf_free(&keep);
+  free(path);
+  return st;
+}
+
+static void step_json(kt_buf *b, const kt_run_step *s, const kt_run_rank_step *ranks, int n) {
+  kt_buf_printf(b, "{\"step\":%d,%s\"loss\":", s->step, s->skipped ? "\"skipped\":true," : "");
+  kt_buf_json_number(b, s->loss);
+  kt_buf_puts(b, ",\"val_loss\":");
+  kt_buf_json_number(b, s->val_loss); /* null when not evaluated */
+  const struct { const char *k; double v; } nums[] = {
+      {"lr", s->lr}, {"grad_norm", s->grad_norm}, {"seconds", s->seconds},
+      {"tokens_per_s", s->tokens_per_s}, {"samples_per_s", s->samples_per_s},
+      {"bubble", s->bubble}};
+  for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+    kt_buf_printf(b, ",\"%s\":", nums[i].k);
+    kt_buf_json_number(b, nums[i].v);
+  }
+  if (n > 0) {
+    kt_buf_puts(b, ",\"ranks\":[");
+    for (int r = 0; r < n; r++) {
+      const kt_run_rank_step *q = &ranks[r];
+      kt_buf_printf(b, "%s{\"busy\":", r ? "," : "");
+      kt_buf_json_number(b, q->busy);
+      kt_buf_puts(b, ",\"bytes_sent\":");
+      kt_buf_json_number(b, q->bytes_sent);
+      kt_buf_puts(b, ",\"comm_time\":");
+      kt_buf_json_number(b, q->comm_time);
+      kt_buf_puts(b, ",\"peak_act_bytes\":");
+      kt_buf_json_number(b, q->peak_act_bytes);
+      kt_buf_puts(b, "}");
+    }
+    kt_buf_puts(b, "]");
+  }
+  kt_buf_puts(b, "}\n");
+}
+
+kt_status kt_rundir_append_step(kt_rundir *rd, const kt_run_step *s, const kt_run_rank_step *ranks,
+                                int n_ranks, kt_error *err) {
+  kt_buf b;
+  kt_buf_init(&b);
+  step_json(&b, s, ranks, n_ranks);
+  char *path = kt__rd_join(rd->dir, "metrics.jsonl");
+  kt_status st = KT_OK;
+  if (b.failed || !path) {
+    st = kt_fail(err, KT_ENOMEM, "out of memory");
+  } else {
+    /* one write() of the whole line: a crash or a full disk tears at most the last line */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    ssize_t w = fd >= 0 ? write(fd, b.data, b.len) : -1;
+    int saved = errno;
+    if (fd >= 0 && close(fd) != 0 && w == (ssize_t)b.len) w = -1, saved = errno;
+    if (w != (ssize_t)b.len) {
+      if (w >= 0 && w < (ssize_t)b.len && saved == 0) saved = ENOSPC;
+      if (fd >= 0 && w > 0) { /* take a torn line back so the file stays whole */
+        struct stat sb;
+        if (stat(path, &sb) == 0 && sb.st_size >= w) truncate(path, sb.st_size - w);
+      }
+      st = kt_fail(err, KT_EIO, "cannot append to '%s': %s", path, strerror(saved));
+    }
+  }
+  free(path);
+  kt_buf_free(&b);
+  return st;
+}

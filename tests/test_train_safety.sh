@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# A training run never loses what it has: Ctrl-C / SIGTERM stop after the
+# step, checkpoint and print the resume command, and the resumed run's
+# losses continue bit-identically (threads and MPI); a second signal stops at
+# once; one writer per run directory; an old run is not silently wiped;
+# resume keeps the run's layout unless flags change it (and says so); a
+# synthetic run writes its run directory.
+set -u
+K=$(realpath "$1")
+. "$(dirname "$0")/lib.sh"
+cd "$tmp" || exit 1
+small=(--layers 2 --hidden 32 --heads 2 --seq-len 32 -m 4 -b 2 --val-every 0 --no-live)
+
+# losses of metrics.jsonl, one per line, exactly as written
+losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
+# waits until DIR/metrics.jsonl has at least N lines (or 30 s)
+wait_steps() { for _ in $(seq 600); do
+    [ -f "$1/metrics.jsonl" ] && [ "$(wc -l <"$1/metrics.jsonl")" -ge "$2" ] && return 0; sleep 0.05; done; return 1; }
+
+# --- the uninterrupted reference ------------------------------------------------------
+N=60
+expect 0 "$K" train "${small[@]}" --stages 2 --schedule zb-h1 --steps $N --run-dir ref
+losses ref >ref.losses
+[ "$(wc -l <ref.losses)" = $N ] && ok || bad "reference has $(wc -l <ref.losses) losses"
+
+# --- SIGINT after step k, then resume: the same losses, bit for bit ------------------------
+interrupt() { # SIGNAL DIR EXPECTED_RC
+  "$K" train "${small[@]}" --stages 2 --schedule zb-h1 --steps $N --run-dir "$2" >"$2.out" 2>"$2.err" &
+  local pid=$!
+  wait_steps "$2" 3 || bad "$2: no steps appeared"
+  kill -"$1" $pid; wait $pid; local rc=$?
+  [ $rc = "$3" ] && ok || bad "$1: exit $rc (want $3): $(cat "$2.err")"
+  has "stopped by SIG$1 after step" "$2.err"
+  has "resume with: .*train --resume $2 --steps $N" "$2.err"
+  local done; done=$(wc -l <"$2/metrics.jsonl")
+  has "$(printf 'step_%08d.ckpt' "$done")" "$2/checkpoints/latest"
+  [ "$done" -lt $N ] && ok || bad "$1 came too late to test (step $done)"
+  expect 0 "$K" train "${small[@]}" --resume "$2" --steps $N
+  has "with its layout" "$tmp/out"
+  losses "$2" >"$2.losses"
+  cmp -s ref.losses "$2.losses" && ok || bad "$1: resumed losses differ: $(diff ref.losses "$2.losses" | head -4)"
+}
+interrupt INT int 130
+interrupt TERM term 143
+
+# --- a second signal stops at once; no file is half-written ---------------------------------
+"$K" train "${small[@]}" --stages 2 --steps 100000 --run-dir twice --checkpoint-every 5 >twice.out 2>twice.err &
+pid=$!
+wait_steps twice 6 || bad "twice: no steps"
+kill -INT $pid; kill -INT $pid; wait $pid; rc=$?
+[ $rc -ne 0 ] && ok || bad "a second SIGINT did not stop the run"
+python3 -c 'import json,sys; json.load(open("twice/config.json"))' && ok || bad "config.json damaged"
+expect 0 "$K" train "${small[@]}" --resume twice --steps "$(( $(sed 's/step_0*\([0-9]*\).ckpt/\1/' twice/checkpoints/latest) + 1 ))"
+
+# --- without --run-dir: said plainly -------------------------------------------------------------
+"$K" train "${small[@]}" --stages 2 --steps 100000 >nodir.out 2>nodir.err &
+pid=$!
+sleep 1.5; kill -INT $pid; wait $pid; rc=$?
+[ $rc = 130 ] && ok || bad "no run dir: exit $rc"
+has "no --run-dir, so nothing was saved" nodir.err
+
+# --- one writer per run directory -----------------------------------------------------------------
+"$K" train "${small[@]}" --stages 2 --steps 100000 --run-dir busy >busy.out 2>&1 &
+pid=$!
+wait_steps busy 1 || bad "busy: no steps"
+expect 2 "$K" train "${small[@]}" --steps 3 --resume busy
+oneline; has "in use by another kaiten train (PID $pid)" "$tmp/err"
+expect 2 "$K" train "${small[@]}" --steps 3 --run-dir busy --force
+has "PID $pid" "$tmp/err"
+kill -TERM $pid; wait $pid
+
+# --- an old run is not wiped: refused, --force clears kaiten's files only ---------------------------
+expect 2 "$K" train "${small[@]}" --steps 2 --run-dir ref
+oneline; has "is not empty: --resume ref continues that run, --force clears it" "$tmp/err"
+[ "$(wc -l <ref/metrics.jsonl)" = $N ] && ok || bad "the refused run touched metrics.jsonl"
+echo keep >ref/notes.txt
+expect 0 "$K" train "${small[@]}" --steps 2 --run-dir ref --force
+has "kept 1 other entry" "$tmp/err"
+[ "$(wc -l <ref/metrics.jsonl)" = 2 ] && ok || bad "--force did not start metrics over"
+[ -f ref/notes.txt ] && ok || bad "--force removed a file that is not kaiten's"
+[ "$(ls ref/checkpoints)" = "$(printf 'latest\nstep_00000002.ckpt')" ] && ok || bad "old checkpoints left: $(ls ref/checkpoints)"
+
+# --- resume keeps the layout; new flags change it and say so ------------------------------------------
+expect 0 "$K" train "${small[@]}" --stages 2 --schedule zb-h1 -m 4 --steps 3 --run-dir lay
+expect 0 "$K" train "${small[@]}" --resume lay --steps 5
+has "zb-h1 P=2 V=1 M=4" "$tmp/out"
+has "with its layout" "$tmp/out"
+expect 0 "$K" train "${small[@]}" --resume lay --steps 7 --stages 1 --schedule 1f1b
+has "with a new layout: schedule zb-h1 -> 1f1b, P 2 -> 1" "$tmp/out"
+python3 - lay/config.json <<'EOF' && ok || bad "segments: $(grep -A4 segments lay/config.json)"
+import json, sys
+c = json.load(open(sys.argv[1]))
+s = c["segments"]
+assert [(x["first_step"], x["last_step"], x["schedule"], x["p"]) for x in s] == \
+    [(0, 5, "zb-h1", 2), (5, 7, "1f1b", 1)], s
+assert all(0 <= x["predicted_bubble"] < 1 for x in s), s
+assert c["layout"]["schedule"] == "1f1b" and c["layout"]["p"] == 1
+EOF
+expect 0 "$K" report lay -o lay.html
+has "zb-h1" lay.html
+has "steps 6–7" lay.html
+
+# --- past the decay: one line says the lr stays at its floor ---------------------------------------------
+expect 0 "$K" train "${small[@]}" --resume lay --steps 9
+has "runs past the learning-rate decay (3 steps): steps 4-9 stay at the floor lr" "$tmp/out"
+
+# --- bad resumes ----------------------------------------------------------------------------------------
+expect 2 "$K" train "${small[@]}" --resume missing --steps 5
+oneline; has "missing: the run directory does not exist" "$tmp/err"
+mkdir cfgonly && cp lay/config.json cfgonly/
+expect 2 "$K" train "${small[@]}" --resume cfgonly --steps 5
+oneline; has "has a config.json but no checkpoint" "$tmp/err"
+
+# --- a synthetic run writes its run directory --------------------------------------------------------
+expect 0 "$K" train --synthetic --stages 2 -m 4 --tf 0.2 --tb 0.2 --tw 0.2 --steps 3 --run-dir syn --no-live
+for f in config.json metrics.jsonl timeline.json trace.json; do [ -s syn/$f ] && ok || bad "synthetic run wrote no $f"; done
+has "no parameters to checkpoint" "$tmp/out"
+expect 2 "$K" train --synthetic --resume syn --steps 5
+oneline; has "a synthetic run has no parameters" "$tmp/err"
+
+# --- under mpirun without --transport mpi: refused ----------------------------------------------------
+expect 2 env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 "$K" train "${small[@]}" --steps 2
+oneline; has "without --transport mpi" "$tmp/err"
+
+cd / && finish test_train_safety
