@@ -18,20 +18,25 @@ static pthread_mutex_t shapes_mu = PTHREAD_MUTEX_INITIALIZER;
 static kt__matmul_shape *shapes;
 static size_t n_shapes, cap_shapes;
 
-void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,
-                int trans_b, float beta) {
+void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
+                   int n, int k, int trans_a, int trans_b, float beta) {
   double t0 = kt_now();
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, trans_a ? m : k, b,
-              trans_b ? k : n, beta, out, n);
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, out, ldo);
   atomic_fetch_add_explicit(&nanos_in, (long long)((kt_now() - t0) * 1e9), memory_order_relaxed);
   atomic_fetch_add_explicit(&flops_issued, 2LL * m * n * k, memory_order_relaxed);
   if (atomic_load_explicit(&recording, memory_order_relaxed)) {
     pthread_mutex_lock(&shapes_mu);
     if (!kt_grow((void **)&shapes, &cap_shapes, n_shapes + 1, sizeof *shapes))
-      shapes[n_shapes++] = (kt__matmul_shape){m, n, k, trans_a, trans_b, beta != 0.0f};
+      shapes[n_shapes++] =
+          (kt__matmul_shape){m, n, k, trans_a, trans_b, beta != 0.0f, lda, ldb, ldo};
     pthread_mutex_unlock(&shapes_mu);
   }
+}
+
+void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,
+                int trans_b, float beta) {
+  kt__matmul_ld(out, n, a, trans_a ? m : k, b, trans_b ? k : n, m, n, k, trans_a, trans_b, beta);
 }
 
 double kt__matmul_flops(void) { return (double)atomic_load(&flops_issued); }

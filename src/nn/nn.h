@@ -14,16 +14,22 @@
  * with op(x) = x or its transpose. Counts FLOPs for the benchmarks. */
 void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,
                 int trans_b, float beta);
+/* The same with explicit row strides (leading dimensions) of out, a and b,
+ * for operands that are column slices of wider row-major matrices (one
+ * attention head inside (B,T,3C) q | k | v rows). */
+void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
+                   int n, int k, int trans_a, int trans_b, float beta);
 /* FLOPs issued through kt__matmul by every thread of the process, and the
  * seconds spent in it (summed over threads). */
 double kt__matmul_flops(void);
 double kt__matmul_seconds(void);
 void kt__matmul_reset_counters(void);
 
-/* Benchmarks: record the shapes of every call while on (on = 1 clears the
- * log), then replay them on bare sgemm. */
+/* Benchmarks: record the shapes (and strides) of every call while on (on = 1
+ * clears the log), then replay them on bare sgemm. */
 typedef struct {
   int m, n, k, trans_a, trans_b, accumulate;
+  int lda, ldb, ldo;
 } kt__matmul_shape;
 void kt__matmul_record(int on);
 const kt__matmul_shape *kt__matmul_recorded(size_t *n);
