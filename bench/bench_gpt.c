@@ -185,9 +185,10 @@ int main(int argc, char **argv) {
       {"default", "kaiten train defaults: L=4 C=64 NH=4 T=64", 4, 64, 4, 64, 0.70},
       {"larger", "--layers 8 --hidden 256 --heads 8 --seq-len 128", 8, 256, 8, 128, 0.85},
   };
-  printf("# GPT, M=%d b=%d, 1f1b, one OpenBLAS thread per rank (OpenBLAS core: %s); median of "
-         "%d rounds (bare sgemm replay, P=1 step, P=2 step)\n",
-         M_MB, B_MB, openblas_get_corename(), o.reps);
+  const char *chosen, *core = kt__blas_core(&chosen);
+  printf("# GPT, M=%d b=%d, 1f1b, one OpenBLAS thread per rank (OpenBLAS core: %s%s); median "
+         "of %d rounds (bare sgemm replay, P=1 step, P=2 step)\n",
+         M_MB, B_MB, core, chosen ? ", chosen by kaiten" : "", o.reps);
   printf("%-8s %9s %9s %9s %9s %8s %9s %9s %8s %8s\n", "model", "P1 ms", "P1 GF/s", "bare GF/s",
          "sgemm", "P1/bare", "P1 tok/s", "P2 tok/s", "speedup", "/ideal");
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) bench_size(&o, &sizes[i], o.reps);

@@ -446,6 +446,14 @@ static void test_fast_expf(void) {
   CHECK(isnan(y[21]) && isnan(g[21]) && isfinite(y[20]) && isfinite(y[22]));
 }
 
+/* When kaiten replaced OpenBLAS's fallback kernels at load time, the
+ * replacement is what runs (the matmul checks above ran on it). */
+static void test_blas_core(void) {
+  const char *chosen, *core = kt__blas_core(&chosen);
+  printf("OpenBLAS core: %s%s\n", core, chosen ? " (chosen by kaiten over a pre-AVX2 fallback)" : "");
+  if (chosen) CHECK(!strcmp(core, chosen));
+}
+
 int main(void) {
   for (int i = 0; i < N; i++) g_tokens[i] = (i * 5 + 1) % V;
   test_fast_expf();
@@ -455,5 +463,6 @@ int main(void) {
   test_gelu();
   test_crossentropy();
   test_attention();
+  test_blas_core();
   return kt_test_done(__FILE__);
 }
