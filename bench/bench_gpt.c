@@ -35,38 +35,39 @@ typedef struct {
   double target; /* P=1 step over bare sgemm */
 } gpt_size;
 
-/* Operands big enough for every recorded shape. */
+/* Operands big enough for every recorded shape and its row strides. */
 typedef struct {
   float *a, *b, *c;
 } replay_buf;
 
+static size_t extent(int rows, int ld) { return (size_t)rows * (size_t)ld; }
+
 static replay_buf replay_alloc(const kt__matmul_shape *sh, size_t n) {
   size_t big = 1;
   for (size_t i = 0; i < n; i++) {
-    size_t m = (size_t)sh[i].m, k = (size_t)sh[i].k, nn = (size_t)sh[i].n;
-    if (m * k > big) big = m * k;
-    if (k * nn > big) big = k * nn;
-    if (m * nn > big) big = m * nn;
+    const kt__matmul_shape *s = &sh[i];
+    size_t a = extent(s->trans_a ? s->k : s->m, s->lda), b = extent(s->trans_b ? s->n : s->k, s->ldb);
+    size_t c = extent(s->m, s->ldo);
+    big = a > big ? a : big, big = b > big ? b : big, big = c > big ? c : big;
   }
-  replay_buf r = {calloc(big, sizeof(float)), calloc(big, sizeof(float)),
-                  calloc(big, sizeof(float))};
+  /* allocated as the step's tensors are (huge-page aligned when large) */
+  replay_buf r = {kt__alloc_floats(big), kt__alloc_floats(big), kt__alloc_floats(big)};
   if (!r.a || !r.b || !r.c) {
     fprintf(stderr, "bench_gpt: out of memory\n");
     exit(1);
   }
-  for (size_t i = 0; i < big; i++) r.a[i] = r.b[i] = 0.01f * (float)(i % 97);
+  for (size_t i = 0; i < big; i++) r.a[i] = r.b[i] = r.c[i] = 0.01f * (float)(i % 97);
   return r;
 }
 
-/* Seconds bare sgemm takes for the recorded shapes, once. */
+/* Seconds bare sgemm takes for the recorded shapes and strides, once. */
 static double replay(const kt__matmul_shape *sh, size_t n, replay_buf *r) {
   double t0 = kt_now();
   for (size_t i = 0; i < n; i++) {
     const kt__matmul_shape *s = &sh[i];
     cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
-                s->trans_b ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, 1.0f, r->a,
-                s->trans_a ? s->m : s->k, r->b, s->trans_b ? s->k : s->n,
-                s->accumulate ? 1.0f : 0.0f, r->c, s->n);
+                s->trans_b ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, 1.0f, r->a, s->lda, r->b,
+                s->ldb, s->accumulate ? 1.0f : 0.0f, r->c, s->ldo);
   }
   return kt_now() - t0;
 }

@@ -68,6 +68,10 @@ typedef struct {
   int n_pool, n_slots;
 } kt__stash;
 
+/* n floats (and 64 bytes of slack) for a tensor; free() releases them.
+ * Large ones are huge-page aligned (stash.c). NULL when out of memory. */
+float *kt__alloc_floats(size_t n);
+
 kt_status kt__stash_init(kt__stash *s, int n_microbatches, kt_error *err);
 void kt__stash_free(kt__stash *s);
 /* Gives micro-batch mb a buffer of at least floats (keeping its contents when
