@@ -289,7 +289,10 @@ static void test_crossentropy(void) {
 
 static int g_B = B, g_T = T, g_C = C, g_NH = NH;
 
-static void att_fwd(float *out) { kt__attention_forward(out, g_att, g_inp, g_B, g_T, g_C, g_NH); }
+static float *g_scratch;
+static void att_fwd(float *out) {
+  kt__attention_forward(out, g_att, g_scratch, g_inp, g_B, g_T, g_C, g_NH);
+}
 
 /* Naive causal attention in double, forward and backward, straight from the
  * definitions: y_t = sum_{u<=t} p_tu v_u, p_t = softmax_u(q_t.k_u / sqrt(hs)).
@@ -357,7 +360,7 @@ static void attention_vs_reference(int Bn, int Tn, int Cn, int NHn) {
   for (size_t i = 0; i < kt__attention_scratch_floats(Tn); i++) scratch[i] = NAN;
   double *y = malloc(n_out * sizeof(double)), *dref = malloc(n_in * sizeof(double));
   attention_reference(y, dref, inp, dy, Bn, Tn, Cn, NHn);
-  kt__attention_forward(out, att, inp, Bn, Tn, Cn, NHn);
+  kt__attention_forward(out, att, scratch, inp, Bn, Tn, Cn, NHn);
   kt__attention_backward(din, scratch, dy, inp, att, Bn, Tn, Cn, NHn);
   double ey = rel_err(out, y, n_out), ed = rel_err(din, dref, n_in);
   int above = 0; /* probabilities above the diagonal are exactly 0 */
@@ -382,10 +385,10 @@ static void test_attention(void) {
   size_t n_in = (size_t)N * 3 * C, n_out = (size_t)N * C;
   g_inp = rand_vec(n_in, 2);
   g_att = zeros((size_t)B * NH * T * T);
-  float *scratch = zeros(kt__attention_scratch_floats(T));
+  g_scratch = zeros(kt__attention_scratch_floats(T));
   float *out = zeros(n_out), *R = rand_vec(n_out, 1), *din = zeros(n_in);
   att_fwd(out);
-  kt__attention_backward(din, scratch, R, g_inp, g_att, B, T, C, NH);
+  kt__attention_backward(din, g_scratch, R, g_inp, g_att, B, T, C, NH);
   CHECK_GRAD("attention dqkv", fd_error(att_fwd, out, R, n_out, g_inp, din, n_in));
   /* sensitivity: a 10% error in dq alone must fail the check */
   float *wrong = zeros(n_in);
@@ -397,30 +400,31 @@ static void test_attention(void) {
   double e = fd_error(att_fwd, out, R, n_out, g_inp, wrong, n_in);
   printf("  %-28s rel err %.2e (must fail)\n", "attention, dq off by 10%", e);
   CHECK(e > TOL);
-  free(g_inp), free(g_att), free(scratch), free(out), free(R), free(din), free(wrong);
+  free(g_inp), free(g_att), free(g_scratch), free(out), free(R), free(din), free(wrong);
   /* finite differences where the rows run in vector blocks (T = 37: two
    * blocks, masked on the diagonal, and a scalar tail) */
   g_B = 1, g_T = 37, g_C = 8, g_NH = 2;
   n_in = (size_t)g_T * 3 * g_C, n_out = (size_t)g_T * g_C;
   g_inp = rand_vec(n_in, 2);
   g_att = zeros((size_t)g_NH * g_T * g_T);
-  scratch = zeros(kt__attention_scratch_floats(g_T));
+  g_scratch = zeros(kt__attention_scratch_floats(g_T));
   out = zeros(n_out), R = rand_vec(n_out, 1), din = zeros(n_in);
   att_fwd(out);
-  kt__attention_backward(din, scratch, R, g_inp, g_att, g_B, g_T, g_C, g_NH);
+  kt__attention_backward(din, g_scratch, R, g_inp, g_att, g_B, g_T, g_C, g_NH);
   CHECK_GRAD("attention dqkv, T=37", fd_error(att_fwd, out, R, n_out, g_inp, din, n_in));
-  free(g_inp), free(g_att), free(scratch), free(out), free(R), free(din);
+  free(g_inp), free(g_att), free(g_scratch), free(out), free(R), free(din);
   g_B = B, g_T = T, g_C = C, g_NH = NH;
   /* a NaN query makes its head's output row NaN (no softmax that quietly
    * turns it into numbers); the other rows stay finite */
   g_inp = rand_vec(n_in = (size_t)N * 3 * C, 2);
   g_att = zeros((size_t)B * NH * T * T);
+  g_scratch = zeros(kt__attention_scratch_floats(T));
   out = zeros(n_out = (size_t)N * C);
   g_inp[3 * 3 * C] = NAN; /* b = 0, t = 3, head 0, q[0] */
   att_fwd(out);
   CHECK(isnan(out[3 * C]) && isnan(out[3 * C + C / NH - 1]));
   CHECK(isfinite(out[2 * C]) && isfinite(out[3 * C + C / NH]));
-  free(g_inp), free(g_att), free(out);
+  free(g_inp), free(g_att), free(g_scratch), free(out);
   attention_vs_reference(B, T, C, NH);
   attention_vs_reference(2, 16, 8, 2);
   attention_vs_reference(2, 37, 12, 3);

@@ -77,11 +77,12 @@ double kt__crossentropy_forward(float *dlogits, const float *logits, const int *
  *   inp  (B,T,3C) q | k | v, as produced by the qkv matmul (the backward
  *        reads it again: keep it)
  *   att  (B,NH,T,T) saved: softmax probabilities (zero above the diagonal)
- *   out  (B,T,C) heads concatenated */
-void kt__attention_forward(float *out, float *att, const float *inp, int B, int T, int C, int NH);
-/* dinp (B,T,3C) += gradient through attention, from dout (B,T,C);
- * scratch: kt__attention_scratch_floats(T) floats */
+ *   out  (B,T,C) heads concatenated
+ *   scratch: kt__attention_scratch_floats(T) floats (forward and backward) */
 size_t kt__attention_scratch_floats(int T);
+void kt__attention_forward(float *out, float *att, float *scratch, const float *inp, int B, int T,
+                           int C, int NH);
+/* dinp (B,T,3C) += gradient through attention, from dout (B,T,C) */
 void kt__attention_backward(float *dinp, float *scratch, const float *dout, const float *inp,
                             const float *att, int B, int T, int C, int NH);
 

@@ -53,8 +53,11 @@
  * and fold in a tree of halves at the end. */
 
 _Static_assert(KT__VB == 16, "vf, lanes_before() and the folds are written for 16 lanes");
-#if defined(__GNUC__) && !defined(__clang__)
-/* vf never crosses a call (the helpers are always inlined): no ABI to warn of */
+/* vf never crosses a call (the helpers are always inlined, and none takes a
+ * vf by value): no ABI to warn of */
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 typedef float vf __attribute__((vector_size(KT__VB * sizeof(float))));
@@ -66,7 +69,7 @@ ROW vf vload(const float *p) {
   return v;
 }
 
-ROW void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
+ROW void vstore(float *p, const vf *v) { memcpy(p, v, sizeof *v); }
 
 ROW vf vsplat(float x) { return (vf){0} + x; }
 
@@ -76,23 +79,25 @@ ROW vi lanes_before(int base, int n) {
   return lane + base < (vi){0} + n;
 }
 
-/* a where mask, else b (mask lanes are all ones or all zeros) */
-ROW vf vselect(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)b & ~mask)); }
+/* a where mask, else b (mask lanes are all ones or all zeros); a macro
+ * because passing vectors by value draws GCC's ABI notes */
+#define VSELECT(mask, a, b) ((vf)(((vi)(a) & (mask)) | ((vi)(b) & ~(mask))))
 
-ROW vf vmax(vf a, vf b) { return vselect(a > b, a, b); }
+/* acc = max(acc, x), lane by lane */
+ROW void vmax_into(vf *acc, const vf *x) { *acc = VSELECT(*x > *acc, *x, *acc); }
 
-ROW float fold_sum(vf v) {
+ROW float fold_sum(const vf *v) {
   float p[KT__VB];
-  memcpy(p, &v, sizeof p);
+  memcpy(p, v, sizeof p);
   for (int j = 0; j < 8; j++) p[j] += p[j + 8];
   for (int j = 0; j < 4; j++) p[j] += p[j + 4];
   for (int j = 0; j < 2; j++) p[j] += p[j + 2];
   return p[0] + p[1];
 }
 
-ROW float fold_max(vf v) {
+ROW float fold_max(const vf *v) {
   float p[KT__VB];
-  memcpy(p, &v, sizeof p);
+  memcpy(p, v, sizeof p);
   for (int j = 0; j < 8; j++) p[j] = p[j + 8] > p[j] ? p[j + 8] : p[j];
   for (int j = 0; j < 4; j++) p[j] = p[j + 4] > p[j] ? p[j + 4] : p[j];
   for (int j = 0; j < 2; j++) p[j] = p[j + 2] > p[j] ? p[j + 2] : p[j];
@@ -105,16 +110,19 @@ ROW float row_sum(const float *restrict x, int n) {
   int i = 0;
   for (; i + KT__VB <= n; i += KT__VB) acc += vload(x + i);
   for (; i < n; i++) s += x[i];
-  return s + fold_sum(acc);
+  return s + fold_sum(&acc);
 }
 
 ROW float row_max(const float *restrict x, int n) {
   vf acc = vsplat(-INFINITY);
   float m = -INFINITY;
   int i = 0;
-  for (; i + KT__VB <= n; i += KT__VB) acc = vmax(acc, vload(x + i));
+  for (; i + KT__VB <= n; i += KT__VB) {
+    vf v = vload(x + i);
+    vmax_into(&acc, &v);
+  }
   for (; i < n; i++) m = x[i] > m ? x[i] : m;
-  float am = fold_max(acc);
+  float am = fold_max(&acc);
   return am > m ? am : m;
 }
 
@@ -175,7 +183,7 @@ ROW void ln_row_forward(float *restrict o, const float *restrict x, const float 
     dev += c * c;
   }
   for (; i < C; i++) v += (x[i] - m) * (x[i] - m);
-  v += fold_sum(dev);
+  v += fold_sum(&dev);
   float s = 1.0f / sqrtf(v / (float)C + LN_EPS);
   for (i = 0; i + KT__VB <= C; i += KT__VB)
     for (int j = 0; j < KT__VB; j++) o[i + j] = (x[i + j] - m) * s * w[i + j] + b[i + j];
@@ -208,8 +216,8 @@ ROW void ln_row_backward(float *restrict dx, float *restrict dw, float *restrict
     a += w[i] * d[i];
     b += w[i] * d[i] * (x[i] - m);
   }
-  a += fold_sum(pa);
-  b += fold_sum(pb);
+  a += fold_sum(&pa);
+  b += fold_sum(&pb);
   float ca = a / (float)C, cb = b * s / (float)C; /* mean(dnorm), mean(dnorm * norm) */
   for (i = 0; i + KT__VB <= C; i += KT__VB)
     for (int j = 0; j < KT__VB; j++) {
@@ -410,25 +418,36 @@ static inline int causal_vend(int n, int T) {
   return up < whole ? up : whole;
 }
 
-/* row (T): raw scores q.k in [0, n), n = t + 1; on return the softmax of
- * scale * scores there and 0 above the diagonal */
-ROW void softmax_causal_row(float *restrict row, int n, int T, float scale) {
+/* y[i] = exp(x[i] * scale - shift) */
+ROW void row_exp_to(float *restrict y, const float *restrict x, int n, float scale, float shift) {
+  int i = 0;
+  for (; i + KT__VB <= n; i += KT__VB)
+    for (int j = 0; j < KT__VB; j++) y[i + j] = kt__fast_expf(x[i + j] * scale - shift);
+  for (; i < n; i++) y[i] = kt__fast_expf(x[i] * scale - shift);
+}
+
+/* s (T): raw scores q.k in [0, n), n = t + 1; row (T) receives their
+ * softmax (of scale * scores) there and 0 above the diagonal */
+ROW void softmax_causal_row(float *restrict row, const float *restrict s, int n, int T,
+                            float scale) {
   int vend = causal_vend(n, T), end = vend > n ? vend : n, i;
   vf vm = vsplat(-INFINITY), vs = {0};
   float m = -INFINITY, sum = 0.0f;
-  for (i = 0; i < vend; i += KT__VB)
-    vm = vmax(vm, vselect(lanes_before(i, n), vload(row + i), vsplat(-INFINITY)));
-  for (; i < n; i++) m = row[i] > m ? row[i] : m;
-  float vmx = fold_max(vm);
-  m = vmx > m ? vmx : m;
-  row_exp(row, end, scale, m * scale); /* lanes past n: finite scores, masked next */
   for (i = 0; i < vend; i += KT__VB) {
-    vf e = vselect(lanes_before(i, n), vload(row + i), vsplat(0.0f));
-    vstore(row + i, e);
+    vf v = VSELECT(lanes_before(i, n), vload(s + i), vsplat(-INFINITY));
+    vmax_into(&vm, &v);
+  }
+  for (; i < n; i++) m = s[i] > m ? s[i] : m;
+  float vmx = fold_max(&vm);
+  m = vmx > m ? vmx : m;
+  row_exp_to(row, s, end, scale, m * scale); /* lanes past n: finite scores, masked next */
+  for (i = 0; i < vend; i += KT__VB) {
+    vf e = VSELECT(lanes_before(i, n), vload(row + i), vsplat(0.0f));
+    vstore(row + i, &e);
     vs += e;
   }
   for (; i < n; i++) sum += row[i];
-  row_scale(row, 1.0f / (sum + fold_sum(vs)), end);
+  row_scale(row, 1.0f / (sum + fold_sum(&vs)), end);
   for (i = end; i < T; i++) row[i] = 0.0f;
 }
 
@@ -441,12 +460,13 @@ ROW void softmax_causal_row_backward(float *restrict d, const float *restrict a,
   vf vd = {0};
   float dot = 0.0f;
   for (i = 0; i < vend; i += KT__VB)
-    vd += vselect(lanes_before(i, n), vload(a + i) * vload(d + i), vsplat(0.0f));
+    vd += VSELECT(lanes_before(i, n), vload(a + i) * vload(d + i), vsplat(0.0f));
   for (; i < n; i++) dot += a[i] * d[i];
-  dot += fold_sum(vd);
+  dot += fold_sum(&vd);
   for (i = 0; i < vend; i += KT__VB) {
     vf g = scale * vload(a + i) * (vload(d + i) - dot);
-    vstore(d + i, vselect(lanes_before(i, n), g, vsplat(0.0f)));
+    g = VSELECT(lanes_before(i, n), g, vsplat(0.0f));
+    vstore(d + i, &g);
   }
   for (; i < n; i++) d[i] = scale * a[i] * (d[i] - dot);
   for (i = end; i < T; i++) d[i] = 0.0f;
@@ -454,18 +474,24 @@ ROW void softmax_causal_row_backward(float *restrict d, const float *restrict a,
 
 size_t kt__attention_scratch_floats(int T) { return (size_t)T * T; }
 
-SIMD_CLONES void kt__attention_forward(float *out, float *att, const float *inp, int B, int T,
-                                       int C, int NH) {
+/* The scores of a head go to scratch, which stays in cache, and only the
+ * probabilities to att, row by row (sgemm writing att's cold lines itself
+ * was the slowest matmul of the step). The backward reads each head's att
+ * in the softmax first, so the matmul that reads it again finds it cached. */
+SIMD_CLONES void kt__attention_forward(float *out, float *att, float *scratch, const float *inp,
+                                       int B, int T, int C, int NH) {
   int hs = C / NH;
   float scale = 1.0f / sqrtf((float)hs);
+  float *sc = scratch; /* (T,T) */
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
       const float *q = inp + (size_t)b * T * 3 * C + (size_t)h * hs; /* (T,hs), stride 3C */
       const float *k = q + C, *v = q + 2 * (size_t)C;                /* (T,hs), stride 3C */
       float *a = att + ((size_t)b * NH + h) * (size_t)T * T;         /* (T,T) */
       float *y = out + (size_t)b * T * C + (size_t)h * hs;           /* (T,hs), stride C */
-      kt__matmul_ld(a, T, q, 3 * C, k, 3 * C, T, T, hs, 0, 1, 0.0f); /* q k^T */
-      for (int t = 0; t < T; t++) softmax_causal_row(a + (size_t)t * T, t + 1, T, scale);
+      kt__matmul_ld(sc, T, q, 3 * C, k, 3 * C, T, T, hs, 0, 1, 0.0f); /* q k^T */
+      for (int t = 0; t < T; t++)
+        softmax_causal_row(a + (size_t)t * T, sc + (size_t)t * T, t + 1, T, scale);
       kt__matmul_ld(y, C, a, T, v, 3 * C, T, hs, T, 0, 0, 0.0f); /* att v */
     }
 }
@@ -483,10 +509,10 @@ SIMD_CLONES void kt__attention_backward(float *dinp, float *scratch, const float
       float *dq = dinp + off, *dk = dq + C, *dv = dq + 2 * (size_t)C;  /* stride 3C */
       const float *a = att + ((size_t)b * NH + h) * (size_t)T * T;     /* (T,T) */
       const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;     /* (T,hs), stride C */
-      kt__matmul_ld(datt, T, dy, C, v, 3 * C, T, T, hs, 0, 1, 0.0f);  /* dy v^T */
-      kt__matmul_ld(dv, 3 * C, a, T, dy, C, T, hs, T, 1, 0, 1.0f);    /* += att^T dy */
+      kt__matmul_ld(datt, T, dy, C, v, 3 * C, T, T, hs, 0, 1, 0.0f); /* dy v^T */
       for (int t = 0; t < T; t++)
         softmax_causal_row_backward(datt + (size_t)t * T, a + (size_t)t * T, t + 1, T, scale);
+      kt__matmul_ld(dv, 3 * C, a, T, dy, C, T, hs, T, 1, 0, 1.0f); /* += att^T dy */
       kt__matmul_ld(dq, 3 * C, datt, T, k, 3 * C, T, hs, T, 0, 0, 1.0f); /* += dS k */
       kt__matmul_ld(dk, 3 * C, datt, T, q, 3 * C, T, hs, T, 1, 0, 1.0f); /* += dS^T q */
     }

@@ -225,7 +225,7 @@ kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt_
     case KT__GPT_BLOCK:
       kt__layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, p.ln1w, p.ln1b, N, C);
       kt__matmul_forward(a->qkv, a->ln1, p.qkvw, p.qkvb, N, C, 3 * C);
-      kt__attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);
+      kt__attention_forward(a->atty, a->att, s->attn, a->qkv, B, T, C, NH);
       kt__matmul_residual_forward(a->res2, a->atty, p.attprojw, p.attprojb, a->x, N, C, C);
       kt__layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p.ln2w, p.ln2b, N, C);
       kt__matmul_forward(s->fc, a->ln2, p.fcw, p.fcb, N, C, 4 * C);
