@@ -5,11 +5,13 @@
  *
  * Everything is measured side by side, round by round, so that the load of a
  * shared machine hits every column alike: each round replays the step's
- * exact matmul shapes on bare sgemm (one core), runs one P=1 step and one
- * P=2 step. Reported: the P=1 step's achieved GFLOP/s against bare sgemm
- * (median of the per-round ratios), the share of rank time inside sgemm, and
- * the P=2 speed-up over P=1 against the ideal 2M/(M+1) of a balanced
- * two-stage 1F1B pipeline (median of the per-round speed-ups).
+ * exact matmul shapes and strides on bare sgemm (one core) twice, on one
+ * set of operands that stays in cache (the reference) and cycling through
+ * COLD_SETS sets that do not, then runs one P=1 step and one P=2 step.
+ * Reported: the P=1 step's achieved GFLOP/s against both replays (median of
+ * the per-round ratios), the share of rank time inside sgemm, and the P=2
+ * speed-up over P=1 against the ideal 2M/(M+1) of a balanced two-stage 1F1B
+ * pipeline (median of the per-round speed-ups).
  * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE]. */
 #include <cblas.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 #define M_MB 8 /* micro-batches per step */
 #define B_MB 4 /* samples per micro-batch */
 #define MAX_ROUNDS 200
+#define COLD_SETS 8 /* operand sets the cold replay cycles through (> L2) */
 
 static void die(const kt_error *e) {
   fprintf(stderr, "bench_gpt: %s\n", e->msg);
@@ -61,11 +64,13 @@ static replay_buf replay_alloc(const kt__matmul_shape *sh, size_t n) {
   return r;
 }
 
-/* Seconds bare sgemm takes for the recorded shapes and strides, once. */
-static double replay(const kt__matmul_shape *sh, size_t n, replay_buf *r) {
+/* Seconds bare sgemm takes for the recorded shapes and strides, once; call
+ * i uses operand set i mod n_sets. */
+static double replay(const kt__matmul_shape *sh, size_t n, replay_buf *sets, int n_sets) {
   double t0 = kt_now();
   for (size_t i = 0; i < n; i++) {
     const kt__matmul_shape *s = &sh[i];
+    replay_buf *r = &sets[i % (size_t)n_sets];
     cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
                 s->trans_b ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, 1.0f, r->a, s->lda, r->b,
                 s->ldb, s->accumulate ? 1.0f : 0.0f, r->c, s->ldo);
@@ -132,29 +137,35 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   double flops = kt__matmul_flops();
   size_t n;
   const kt__matmul_shape *sh = kt__matmul_recorded(&n);
-  replay_buf buf = replay_alloc(sh, n);
-  replay(sh, n, &buf);
-  double bare[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], share[MAX_ROUNDS];
-  double frac[MAX_ROUNDS], speedup[MAX_ROUNDS];
+  replay_buf bufs[COLD_SETS];
+  for (int i = 0; i < COLD_SETS; i++) bufs[i] = replay_alloc(sh, n);
+  replay(sh, n, bufs, 1);
+  replay(sh, n, bufs, COLD_SETS);
+  double bare[MAX_ROUNDS], cold[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], share[MAX_ROUNDS];
+  double frac[MAX_ROUNDS], frac_cold[MAX_ROUNDS], speedup[MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
-    bare[r] = replay(sh, n, &buf);
+    bare[r] = replay(sh, n, bufs, 1);
+    cold[r] = replay(sh, n, bufs, COLD_SETS);
     t1[r] = pipeline_step(&p1, 2 + r, &share[r]);
     t2[r] = pipeline_step(&p2, 2 + r, NULL);
     frac[r] = bare[r] / t1[r];
+    frac_cold[r] = cold[r] / t1[r];
     speedup[r] = t1[r] / t2[r];
   }
   double ideal = 2.0 * M_MB / (M_MB + 1);
   int tokens = M_MB * B_MB * g->seq_len;
   bench_stat s_bare = bench_rate(bare, (size_t)rounds, flops / 1e9);
+  bench_stat s_cold = bench_rate(cold, (size_t)rounds, flops / 1e9);
+  bench_stat s_frac_cold = bench_stats(frac_cold, (size_t)rounds, 1);
   bench_stat s_step = bench_rate(t1, (size_t)rounds, flops / 1e9);
   bench_stat s_frac = bench_stats(frac, (size_t)rounds, 1);
   bench_stat s_share = bench_stats(share, (size_t)rounds, 1);
   bench_stat s_tok1 = bench_rate(t1, (size_t)rounds, tokens);
   bench_stat s_tok2 = bench_rate(t2, (size_t)rounds, tokens);
   bench_stat s_speed = bench_stats(speedup, (size_t)rounds, 1);
-  printf("%-8s %9.2f %9.2f %9.2f %8.0f%% %8.3f %9.0f %9.0f %8.3f %8.3f\n", g->name,
-         1e3 * tokens / s_tok1.med, s_step.med, s_bare.med, 100 * s_share.med, s_frac.med,
-         s_tok1.med, s_tok2.med, s_speed.med, s_speed.med / ideal);
+  printf("%-8s %9.2f %9.2f %9.2f %9.2f %8.0f%% %8.3f %8.3f %9.0f %9.0f %8.3f %8.3f\n", g->name,
+         1e3 * tokens / s_tok1.med, s_step.med, s_bare.med, s_cold.med, 100 * s_share.med,
+         s_frac.med, s_frac_cold.med, s_tok1.med, s_tok2.med, s_speed.med, s_speed.med / ideal);
   char id[64], what[200], ref[160];
   snprintf(id, sizeof id, "gpt.%s.gflops.P1", g->name);
   snprintf(what, sizeof what,
@@ -164,6 +175,12 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   snprintf(ref, sizeof ref, "bare sgemm, same shapes, same rounds (%.1f GFLOP/s; target %.2f)",
            s_bare.med, g->target);
   bench_row(o, id, what, "GFLOP/s", s_step, ref, s_step.med / s_frac.med);
+  snprintf(id, sizeof id, "gpt.%s.gflops_cold.P1", g->name);
+  snprintf(what, sizeof what, "%s GPT step GFLOP/s, P=1, against sgemm on operands out of cache",
+           g->name);
+  snprintf(ref, sizeof ref, "bare sgemm, same shapes, %d operand sets in turn (%.1f GFLOP/s)",
+           COLD_SETS, s_cold.med);
+  bench_row(o, id, what, "GFLOP/s", s_step, ref, s_step.med / s_frac_cold.med);
   snprintf(id, sizeof id, "gpt.%s.tokens.P1", g->name);
   snprintf(what, sizeof what, "%s GPT training tokens/s, P=1 (1 core)", g->name);
   bench_row(o, id, what, "tokens/s", s_tok1, NULL, 0);
@@ -173,9 +190,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
            g->name, s_tok2.med);
   snprintf(ref, sizeof ref, "ideal 2M/(M+1) = %.3f, M=%d (target 0.9)", ideal, M_MB);
   bench_row(o, id, what, "x", s_speed, ref, ideal);
-  free(buf.a);
-  free(buf.b);
-  free(buf.c);
+  for (int i = 0; i < COLD_SETS; i++) free(bufs[i].a), free(bufs[i].b), free(bufs[i].c);
   pipeline_destroy(&p2);
   pipeline_destroy(&p1);
 }
@@ -189,10 +204,11 @@ int main(int argc, char **argv) {
   };
   const char *chosen, *core = kt__blas_core(&chosen);
   printf("# GPT, M=%d b=%d, 1f1b, one OpenBLAS thread per rank (OpenBLAS core: %s%s); median "
-         "of %d rounds (bare sgemm replay, P=1 step, P=2 step)\n",
+         "of %d rounds (bare sgemm replays in and out of cache, P=1 step, P=2 step)\n",
          M_MB, B_MB, core, chosen ? ", chosen by kaiten" : "", o.reps);
-  printf("%-8s %9s %9s %9s %9s %8s %9s %9s %8s %8s\n", "model", "P1 ms", "P1 GF/s", "bare GF/s",
-         "sgemm", "P1/bare", "P1 tok/s", "P2 tok/s", "speedup", "/ideal");
+  printf("%-8s %9s %9s %9s %9s %9s %8s %8s %9s %9s %8s %8s\n", "model", "P1 ms", "P1 GF/s",
+         "bare GF/s", "cold GF/s", "sgemm", "P1/bare", "P1/cold", "P1 tok/s", "P2 tok/s",
+         "speedup", "/ideal");
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) bench_size(&o, &sizes[i], o.reps);
   bench_close(&o);
   return 0;
