@@ -86,22 +86,38 @@ ROW vi lanes_before(int base, int n) {
 /* acc = max(acc, x), lane by lane */
 ROW void vmax_into(vf *acc, const vf *x) { *acc = VSELECT(*x > *acc, *x, *acc); }
 
+/* The folds halve the vector three times (16 -> 8 -> 4 lanes as vectors,
+ * then 2 and 1 as scalars): a dependency chain of five steps, not sixteen. */
+typedef float vf8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float vf4 __attribute__((vector_size(4 * sizeof(float))));
+typedef int32_t vi8 __attribute__((vector_size(8 * sizeof(int32_t))));
+typedef int32_t vi4 __attribute__((vector_size(4 * sizeof(int32_t))));
+
 ROW float fold_sum(const vf *v) {
-  float p[KT__VB];
-  memcpy(p, v, sizeof p);
-  for (int j = 0; j < 8; j++) p[j] += p[j + 8];
-  for (int j = 0; j < 4; j++) p[j] += p[j + 4];
-  for (int j = 0; j < 2; j++) p[j] += p[j + 2];
-  return p[0] + p[1];
+  vf8 lo, hi;
+  memcpy(&lo, v, sizeof lo);
+  memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
+  vf8 s8 = lo + hi;
+  vf4 a, b;
+  memcpy(&a, &s8, sizeof a);
+  memcpy(&b, (const char *)&s8 + sizeof a, sizeof b);
+  vf4 s4 = a + b;
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 
 ROW float fold_max(const vf *v) {
-  float p[KT__VB];
-  memcpy(p, v, sizeof p);
-  for (int j = 0; j < 8; j++) p[j] = p[j + 8] > p[j] ? p[j + 8] : p[j];
-  for (int j = 0; j < 4; j++) p[j] = p[j + 4] > p[j] ? p[j + 4] : p[j];
-  for (int j = 0; j < 2; j++) p[j] = p[j + 2] > p[j] ? p[j + 2] : p[j];
-  return p[1] > p[0] ? p[1] : p[0];
+  vf8 lo, hi;
+  memcpy(&lo, v, sizeof lo);
+  memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
+  vi8 m8 = lo > hi;
+  vf8 x8 = (vf8)(((vi8)lo & m8) | ((vi8)hi & ~m8));
+  vf4 a, b;
+  memcpy(&a, &x8, sizeof a);
+  memcpy(&b, (const char *)&x8 + sizeof a, sizeof b);
+  vi4 m4 = a > b;
+  vf4 x4 = (vf4)(((vi4)a & m4) | ((vi4)b & ~m4));
+  float p = x4[0] > x4[2] ? x4[0] : x4[2], q = x4[1] > x4[3] ? x4[1] : x4[3];
+  return p > q ? p : q;
 }
 
 ROW float row_sum(const float *restrict x, int n) {
@@ -124,6 +140,14 @@ ROW float row_max(const float *restrict x, int n) {
   for (; i < n; i++) m = x[i] > m ? x[i] : m;
   float am = fold_max(&acc);
   return am > m ? am : m;
+}
+
+/* x = 0 (short rows: whole-block stores rather than a memset call) */
+ROW void row_zero(float *restrict x, int n) {
+  vf z = {0};
+  int i = 0;
+  for (; i + KT__VB <= n; i += KT__VB) vstore(x + i, &z);
+  for (; i < n; i++) x[i] = 0.0f;
 }
 
 /* x *= a */
@@ -448,7 +472,7 @@ ROW void softmax_causal_row(float *restrict row, const float *restrict s, int n,
   }
   for (; i < n; i++) sum += row[i];
   row_scale(row, 1.0f / (sum + fold_sum(&vs)), end);
-  for (i = end; i < T; i++) row[i] = 0.0f;
+  row_zero(row + end, T - end);
 }
 
 /* d (T): gradient of the probabilities a (T) of row t (n = t + 1); on return
@@ -469,7 +493,7 @@ ROW void softmax_causal_row_backward(float *restrict d, const float *restrict a,
     vstore(d + i, &g);
   }
   for (; i < n; i++) d[i] = scale * a[i] * (d[i] - dot);
-  for (i = end; i < T; i++) d[i] = 0.0f;
+  row_zero(d + end, T - end);
 }
 
 size_t kt__attention_scratch_floats(int T) { return (size_t)T * T; }
