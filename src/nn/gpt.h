@@ -82,7 +82,8 @@ double kt__crossentropy_forward(float *dlogits, const float *logits, const int *
 size_t kt__attention_scratch_floats(int T);
 void kt__attention_forward(float *out, float *att, float *scratch, const float *inp, int B, int T,
                            int C, int NH);
-/* dinp (B,T,3C) += gradient through attention, from dout (B,T,C) */
+/* dinp (B,T,3C) = gradient through attention, from dout (B,T,C): written,
+ * not accumulated (every element has exactly one writer) */
 void kt__attention_backward(float *dinp, float *scratch, const float *dout, const float *inp,
                             const float *att, int B, int T, int C, int NH);
 

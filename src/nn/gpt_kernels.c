@@ -431,7 +431,9 @@ SIMD_CLONES double kt__crossentropy_forward(float *dlogits, const float *logits,
 /* ---- causal self-attention -------------------------------------------------- *
  * Each head's q, k and v are column slices of the (B,T,3C) qkv rows; the
  * matmuls read them (and write the output and the input gradient) in place
- * through row strides, so no head is ever copied out. The softmax rows run
+ * through row strides, so no head is ever copied out; each head's slice of
+ * the input gradient is written by exactly one matmul, so the backward
+ * overwrites it (beta = 0) and nothing needs zeroing first. The softmax rows run
  * in whole KT__VB blocks up to the diagonal's block, masking by index there
  * (no scalar tail unless T itself is not a multiple of KT__VB). */
 
@@ -536,8 +538,8 @@ SIMD_CLONES void kt__attention_backward(float *dinp, float *scratch, const float
       kt__matmul_ld(datt, T, dy, C, v, 3 * C, T, T, hs, 0, 1, 0.0f); /* dy v^T */
       for (int t = 0; t < T; t++)
         softmax_causal_row_backward(datt + (size_t)t * T, a + (size_t)t * T, t + 1, T, scale);
-      kt__matmul_ld(dv, 3 * C, a, T, dy, C, T, hs, T, 1, 0, 1.0f); /* += att^T dy */
-      kt__matmul_ld(dq, 3 * C, datt, T, k, 3 * C, T, hs, T, 0, 0, 1.0f); /* += dS k */
-      kt__matmul_ld(dk, 3 * C, datt, T, q, 3 * C, T, hs, T, 1, 0, 1.0f); /* += dS^T q */
+      kt__matmul_ld(dv, 3 * C, a, T, dy, C, T, hs, T, 1, 0, 0.0f); /* att^T dy */
+      kt__matmul_ld(dq, 3 * C, datt, T, k, 3 * C, T, hs, T, 0, 0, 0.0f); /* dS k */
+      kt__matmul_ld(dk, 3 * C, datt, T, q, 3 * C, T, hs, T, 1, 0, 0.0f); /* dS^T q */
     }
 }

@@ -255,7 +255,6 @@ void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, k
                                  float *din) {
   int B = c->micro_batch, T = c->cfg.seq_len, C = c->cfg.hidden, V = c->cfg.vocab;
   int NH = c->cfg.heads, N = B * T;
-  size_t NC = (size_t)N * C;
   kt__gpt_params p;
   params_of(c, unit, &p, c->params);
   switch (kt__gpt_unit_kind(&c->cfg, unit)) {
@@ -277,7 +276,6 @@ void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, k
       /* attention: res2 = x + attproj(attention(qkv(ln1(x)))) */
       kt__bias_backward(a->dattprojb, a->dres2, N, C);
       kt__matmul_backward_input(dln, a->dres2, p.attprojw, N, C, C, 0);
-      zero(a->dqkv, 3 * NC);
       kt__attention_backward(a->dqkv, s->attn, dln, a->qkv, a->att, B, T, C, NH);
       kt__bias_backward(a->dqkvb, a->dqkv, N, 3 * C);
       kt__matmul_backward_input(dln, a->dqkv, p.qkvw, N, C, 3 * C, 0);
