@@ -91,8 +91,9 @@ uint64_t kt__unit_seed(uint64_t model_seed, int unit) {
  * OPENBLAS_CORETYPE when it picks; when the user has not set it and the
  * library picked a core older than the CPU's vector units warrant, kaiten
  * sets it (SkylakeX for AVX-512, Haswell for AVX2 + FMA) and has OpenBLAS
- * pick again, once, at load time, before any thread or matmul exists. The
- * environment is left as it was. Elsewhere (another architecture, a static
+ * pick again, once, at load time: in a program linked with kaiten that is
+ * before main, when no other thread and no matmul exist yet (setenv is not
+ * thread-safe). The environment is left as it was. Elsewhere (another architecture, a static
  * single-target OpenBLAS without the dynamic entry points) nothing changes. */
 static const char *chosen; /* the core kaiten asked for, or NULL */
 
