@@ -1,10 +1,18 @@
-/* GPT training throughput on the runtime (default model: L=4, C=64, 4 heads,
- * T=64, byte vocabulary; M=8 micro-batches of b=4 per step, 1f1b), at P=1 and
- * P=2 on this machine's cores: tokens/s, the share of rank time inside sgemm,
- * and the step's achieved GFLOP/s against OpenBLAS's own sgemm replaying the
- * step's exact matmul shapes, one core per rank (one OpenBLAS thread).
- * Median of repeated steps. Usage: bench_gpt [REPS] [--quick] [--tsv FILE], REPS
- * being the number of measured steps. */
+/* GPT training throughput on the runtime, for two model sizes (default:
+ * L=4, C=64, 4 heads, T=64; larger: L=8, C=256, 8 heads, T=128; byte
+ * vocabulary; M=8 micro-batches of b=4 per step, 1f1b), one OpenBLAS thread
+ * per rank, P=1 on one core and P=2 on two.
+ *
+ * Everything is measured side by side, round by round, so that the load of a
+ * shared machine hits every column alike: each round replays the step's
+ * exact matmul shapes and strides on bare sgemm (one core) twice, on one
+ * set of operands that stays in cache (the reference) and cycling through
+ * COLD_SETS sets that do not, then runs one P=1 step and one P=2 step.
+ * Reported: the P=1 step's achieved GFLOP/s against both replays (median of
+ * the per-round ratios), the share of rank time inside sgemm, and the P=2
+ * speed-up over P=1 against the ideal 2M/(M+1) of a balanced two-stage 1F1B
+ * pipeline (median of the per-round speed-ups).
+ * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE]. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,105 +23,193 @@
 #include "kaiten/train.h"
 #include "nn/nn.h"
 
+#define M_MB 8 /* micro-batches per step */
+#define B_MB 4 /* samples per micro-batch */
+#define MAX_ROUNDS 200
+#define COLD_SETS 8 /* operand sets the cold replay cycles through (> L2) */
+
 static void die(const kt_error *e) {
   fprintf(stderr, "bench_gpt: %s\n", e->msg);
   exit(1);
 }
 
-/* Seconds bare sgemm takes for the recorded shapes (median of 5 replays). */
-static double replay(const kt__matmul_shape *sh, size_t n) {
-  size_t big = 0;
+typedef struct {
+  const char *name, *flags; /* the model, as kaiten train's flags */
+  int layers, hidden, heads, seq_len;
+  double target; /* P=1 step over bare sgemm */
+} gpt_size;
+
+/* Operands big enough for every recorded shape and its row strides. */
+typedef struct {
+  float *a, *b, *c;
+} replay_buf;
+
+static size_t extent(int rows, int ld) { return (size_t)rows * (size_t)ld; }
+
+static replay_buf replay_alloc(const kt__matmul_shape *sh, size_t n) {
+  size_t big = 1;
   for (size_t i = 0; i < n; i++) {
-    size_t a = (size_t)sh[i].m * sh[i].k, b = (size_t)sh[i].k * sh[i].n, c = (size_t)sh[i].m * sh[i].n;
-    if (a > big) big = a;
-    if (b > big) big = b;
-    if (c > big) big = c;
+    const kt__matmul_shape *s = &sh[i];
+    size_t a = extent(s->trans_a ? s->k : s->m, s->lda), b = extent(s->trans_b ? s->n : s->k, s->ldb);
+    size_t c = extent(s->m, s->ldo);
+    big = a > big ? a : big, big = b > big ? b : big, big = c > big ? c : big;
   }
-  float *A = calloc(big, sizeof(float)), *B = calloc(big, sizeof(float)), *C = calloc(big, sizeof(float));
-  for (size_t i = 0; i < big; i++) A[i] = B[i] = 0.01f * (float)(i % 97);
-  double t[5];
-  for (int r = 0; r < 5; r++) {
-    double t0 = kt_now();
-    for (size_t i = 0; i < n; i++) {
-      const kt__matmul_shape *s = &sh[i];
-      cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
-                  s->trans_b ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, 1.0f, A,
-                  s->trans_a ? s->m : s->k, B, s->trans_b ? s->k : s->n, s->accumulate ? 1.0f : 0.0f,
-                  C, s->n);
-    }
-    t[r] = kt_now() - t0;
+  /* allocated as the step's tensors are (huge-page aligned when large) */
+  replay_buf r = {kt__alloc_floats(big), kt__alloc_floats(big), kt__alloc_floats(big)};
+  if (!r.a || !r.b || !r.c) {
+    fprintf(stderr, "bench_gpt: out of memory\n");
+    exit(1);
   }
-  free(A);
-  free(B);
-  free(C);
-  return kt_median(t, 5);
+  for (size_t i = 0; i < big; i++) r.a[i] = r.b[i] = r.c[i] = 0.01f * (float)(i % 97);
+  return r;
+}
+
+/* Seconds bare sgemm takes for the recorded shapes and strides, once; call
+ * i uses operand set i mod n_sets. */
+static double replay(const kt__matmul_shape *sh, size_t n, replay_buf *sets, int n_sets) {
+  double t0 = kt_now();
+  for (size_t i = 0; i < n; i++) {
+    const kt__matmul_shape *s = &sh[i];
+    replay_buf *r = &sets[i % (size_t)n_sets];
+    cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
+                s->trans_b ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, 1.0f, r->a, s->lda, r->b,
+                s->ldb, s->accumulate ? 1.0f : 0.0f, r->c, s->ldo);
+  }
+  return kt_now() - t0;
+}
+
+typedef struct {
+  kt_schedule sched;
+  kt_runtime *rt;
+  kt_data_source *data;
+} pipeline;
+
+static void pipeline_create(pipeline *p, const gpt_size *g, int P) {
+  kt_error err;
+  kt_schedule_params sp = {.p = P, .m = M_MB};
+  if (kt_schedule_generate(KT_SCHED_1F1B, &sp, &p->sched, &err)) die(&err);
+  kt_runtime_config rc;
+  kt_runtime_config_default(&rc);
+  rc.schedule = &p->sched;
+  rc.micro_batch = B_MB;
+  rc.blas_threads = 1; /* one core per rank: the replay runs on one core too */
+  kt_model_config_default(&rc.model, KT_MODEL_GPT);
+  rc.model.layers = g->layers;
+  rc.model.hidden = g->hidden;
+  rc.model.heads = g->heads;
+  rc.model.seq_len = g->seq_len;
+  if (kt_runtime_create_threads(&rc, &p->rt, &err)) die(&err);
+  if (kt_data_text_source_create(NULL, g->seq_len, B_MB, 1, &p->data, &err)) die(&err);
+}
+
+static void pipeline_destroy(pipeline *p) {
+  p->data->destroy(p->data);
+  kt_runtime_destroy(p->rt);
+  kt_schedule_free(&p->sched);
+}
+
+/* One step; returns its seconds and, through share, sgemm's share of the
+ * ranks' busy time. */
+static double pipeline_step(pipeline *p, int step, double *share) {
+  kt_error err;
+  kt_microbatch mbs[M_MB];
+  if (p->data->fill(p->data, 0, step, 1, 1, M_MB, B_MB, mbs, &err)) die(&err);
+  kt__matmul_reset_counters();
+  kt_step_result res;
+  if (kt_runtime_step(p->rt, step, mbs, 1, &res, &err)) die(&err);
+  kt_metrics m;
+  if (kt_timeline_metrics(kt_runtime_timeline(p->rt), &m, &err)) die(&err);
+  if (share) *share = kt__matmul_seconds() / m.total_busy;
+  kt_metrics_free(&m);
+  return res.seconds;
+}
+
+static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
+  pipeline p1, p2;
+  pipeline_create(&p1, g, 1);
+  pipeline_create(&p2, g, 2);
+  /* warm-up (stash buffers, OpenBLAS buffers), then record one step's shapes */
+  pipeline_step(&p1, 0, NULL);
+  pipeline_step(&p2, 0, NULL);
+  kt__matmul_record(1);
+  pipeline_step(&p1, 1, NULL);
+  kt__matmul_record(0);
+  double flops = kt__matmul_flops();
+  size_t n;
+  const kt__matmul_shape *sh = kt__matmul_recorded(&n);
+  replay_buf bufs[COLD_SETS];
+  for (int i = 0; i < COLD_SETS; i++) bufs[i] = replay_alloc(sh, n);
+  replay(sh, n, bufs, 1);
+  replay(sh, n, bufs, COLD_SETS);
+  double bare[MAX_ROUNDS], cold[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], share[MAX_ROUNDS];
+  double frac[MAX_ROUNDS], frac_cold[MAX_ROUNDS], speedup[MAX_ROUNDS];
+  for (int r = 0; r < rounds; r++) {
+    bare[r] = replay(sh, n, bufs, 1);
+    cold[r] = replay(sh, n, bufs, COLD_SETS);
+    t1[r] = pipeline_step(&p1, 2 + r, &share[r]);
+    t2[r] = pipeline_step(&p2, 2 + r, NULL);
+    frac[r] = bare[r] / t1[r];
+    frac_cold[r] = cold[r] / t1[r];
+    speedup[r] = t1[r] / t2[r];
+  }
+  double ideal = 2.0 * M_MB / (M_MB + 1);
+  int tokens = M_MB * B_MB * g->seq_len;
+  bench_stat s_bare = bench_rate(bare, (size_t)rounds, flops / 1e9);
+  bench_stat s_cold = bench_rate(cold, (size_t)rounds, flops / 1e9);
+  bench_stat s_frac_cold = bench_stats(frac_cold, (size_t)rounds, 1);
+  bench_stat s_step = bench_rate(t1, (size_t)rounds, flops / 1e9);
+  bench_stat s_frac = bench_stats(frac, (size_t)rounds, 1);
+  bench_stat s_share = bench_stats(share, (size_t)rounds, 1);
+  bench_stat s_tok1 = bench_rate(t1, (size_t)rounds, tokens);
+  bench_stat s_tok2 = bench_rate(t2, (size_t)rounds, tokens);
+  bench_stat s_speed = bench_stats(speedup, (size_t)rounds, 1);
+  printf("%-8s %9.2f %9.2f %9.2f %9.2f %8.0f%% %8.3f %8.3f %9.0f %9.0f %8.3f %8.3f\n", g->name,
+         1e3 * tokens / s_tok1.med, s_step.med, s_bare.med, s_cold.med, 100 * s_share.med,
+         s_frac.med, s_frac_cold.med, s_tok1.med, s_tok2.med, s_speed.med, s_speed.med / ideal);
+  char id[64], what[200], ref[160];
+  snprintf(id, sizeof id, "gpt.%s.gflops.P1", g->name);
+  snprintf(what, sizeof what,
+           "%s GPT (%s) step GFLOP/s, P=1, one core (sgemm %.0f%% of busy time; ratio: median "
+           "of per-round ratios)",
+           g->name, g->flags, 100 * s_share.med);
+  snprintf(ref, sizeof ref, "bare sgemm, same shapes, same rounds (%.1f GFLOP/s; target %.2f)",
+           s_bare.med, g->target);
+  bench_row(o, id, what, "GFLOP/s", s_step, ref, s_step.med / s_frac.med);
+  snprintf(id, sizeof id, "gpt.%s.gflops_cold.P1", g->name);
+  snprintf(what, sizeof what, "%s GPT step GFLOP/s, P=1, against sgemm on operands out of cache",
+           g->name);
+  snprintf(ref, sizeof ref, "bare sgemm, same shapes, %d operand sets in turn (%.1f GFLOP/s)",
+           COLD_SETS, s_cold.med);
+  bench_row(o, id, what, "GFLOP/s", s_step, ref, s_step.med / s_frac_cold.med);
+  snprintf(id, sizeof id, "gpt.%s.tokens.P1", g->name);
+  snprintf(what, sizeof what, "%s GPT training tokens/s, P=1 (1 core)", g->name);
+  bench_row(o, id, what, "tokens/s", s_tok1, NULL, 0);
+  snprintf(id, sizeof id, "gpt.%s.speedup.P2", g->name);
+  snprintf(what, sizeof what,
+           "%s GPT P=2 speed-up over P=1 (2 cores; %.0f tokens/s; median of per-round ratios)",
+           g->name, s_tok2.med);
+  snprintf(ref, sizeof ref, "ideal 2M/(M+1) = %.3f, M=%d (target 0.9)", ideal, M_MB);
+  bench_row(o, id, what, "x", s_speed, ref, ideal);
+  for (int i = 0; i < COLD_SETS; i++) free(bufs[i].a), free(bufs[i].b), free(bufs[i].c);
+  pipeline_destroy(&p2);
+  pipeline_destroy(&p1);
 }
 
 int main(int argc, char **argv) {
   openblas_set_num_threads(1);
-  bench_opts o = bench_args(argc, argv, 9, 3, 3, 200);
-  int steps = o.reps;
-  double base_tokens = 0;
-  char id[64], what[160], ref[96];
-  kt_error err;
-  printf("# default GPT, M=8, b=4, T=64 (2048 tokens per step), 1f1b, median of %d steps\n", steps);
-  printf("%3s %10s %10s %12s %14s %14s %8s\n", "P", "step ms", "tokens/s", "sgemm share",
-         "step GFLOP/s", "sgemm GFLOP/s", "ratio");
-  for (int P = 1; P <= 2; P++) {
-    kt_schedule s;
-    kt_schedule_params sp = {.p = P, .m = 8};
-    if (kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err)) die(&err);
-    kt_runtime_config rc;
-    kt_runtime_config_default(&rc);
-    rc.schedule = &s;
-    rc.micro_batch = 4;
-    rc.blas_threads = 1; /* one core per rank: the replay below runs on one core too */
-    kt_model_config_default(&rc.model, KT_MODEL_GPT);
-    kt_runtime *rt;
-    if (kt_runtime_create_threads(&rc, &rt, &err)) die(&err);
-    kt_data_source *data;
-    if (kt_data_text_source_create(NULL, 64, 4, 1, &data, &err)) die(&err);
-    kt_microbatch mbs[8];
-    double t[200], share[200], flops = 0;
-    for (int i = 0; i < steps + 1; i++) {
-      if (data->fill(data, 0, i, 1, 1, 8, 4, mbs, &err)) die(&err);
-      kt__matmul_reset_counters();
-      if (i == 1) kt__matmul_record(1);
-      kt_step_result res;
-      if (kt_runtime_step(rt, i, mbs, 1, &res, &err)) die(&err);
-      if (i == 1) kt__matmul_record(0);
-      if (i == 0) continue; /* warm-up */
-      kt_metrics m;
-      if (kt_timeline_metrics(kt_runtime_timeline(rt), &m, &err)) die(&err);
-      t[i - 1] = res.seconds;
-      share[i - 1] = kt__matmul_seconds() / m.total_busy;
-      flops = kt__matmul_flops();
-      kt_metrics_free(&m);
-    }
-    size_t n;
-    const kt__matmul_shape *sh = kt__matmul_recorded(&n);
-    double pure = replay(sh, n);
-    bench_stat tokens = bench_rate(t, (size_t)steps, 2048), gflops = bench_rate(t, (size_t)steps, flops / 1e9);
-    double step = 2048 / tokens.med, median_share = kt_median(share, (size_t)steps);
-    /* P ranks run concurrently: bare sgemm on P cores would take pure / P */
-    double bare = flops / pure / 1e9 * P, ratio = (pure / P) / step;
-    printf("%3d %10.2f %10.0f %11.0f%% %14.2f %14.2f %7.0f%%\n", P, 1e3 * step, 2048 / step,
-           100 * median_share, flops / step / 1e9, bare, 100 * ratio);
-    if (P == 1) base_tokens = tokens.med;
-    snprintf(id, sizeof id, "gpt.tokens.P%d", P);
-    snprintf(what, sizeof what, "GPT training tokens/s, P=%d (%d core%s)", P, P, P > 1 ? "s" : "");
-    snprintf(ref, sizeof ref, "P=1 (%.0f tokens/s)", base_tokens);
-    bench_row(&o, id, what, "tokens/s", tokens, P > 1 ? ref : NULL, base_tokens);
-    snprintf(id, sizeof id, "gpt.gflops.P%d", P);
-    snprintf(what, sizeof what, "GPT step GFLOP/s, P=%d (sgemm %.0f%% of busy time)", P,
-             100 * median_share);
-    snprintf(ref, sizeof ref, "bare sgemm, same shapes, %d core%s (%.1f GFLOP/s%s)", P,
-             P > 1 ? "s" : "", bare, P == 1 ? "; target 0.6" : "");
-    bench_row(&o, id, what, "GFLOP/s", gflops, ref, bare);
-    data->destroy(data);
-    kt_runtime_destroy(rt);
-    kt_schedule_free(&s);
-  }
+  bench_opts o = bench_args(argc, argv, 9, 3, 3, MAX_ROUNDS);
+  const gpt_size sizes[] = {
+      {"default", "kaiten train defaults: L=4 C=64 NH=4 T=64", 4, 64, 4, 64, 0.70},
+      {"larger", "--layers 8 --hidden 256 --heads 8 --seq-len 128", 8, 256, 8, 128, 0.85},
+  };
+  const char *chosen, *core = kt__blas_core(&chosen);
+  printf("# GPT, M=%d b=%d, 1f1b, one OpenBLAS thread per rank (OpenBLAS core: %s%s); median "
+         "of %d rounds (bare sgemm replays in and out of cache, P=1 step, P=2 step)\n",
+         M_MB, B_MB, core, chosen ? ", chosen by kaiten" : "", o.reps);
+  printf("%-8s %9s %9s %9s %9s %9s %8s %8s %9s %9s %8s %8s\n", "model", "P1 ms", "P1 GF/s",
+         "bare GF/s", "cold GF/s", "sgemm", "P1/bare", "P1/cold", "P1 tok/s", "P2 tok/s",
+         "speedup", "/ideal");
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) bench_size(&o, &sizes[i], o.reps);
   bench_close(&o);
   return 0;
 }

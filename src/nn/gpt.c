@@ -224,8 +224,7 @@ static void gpt_destroy(kt_chunk *c) {
     free(g->keep_off);
     free(g->wgrad_off);
     free(g->acts);
-    free(g->s.qkv);
-    free(g->s.dbig);
+    free(g->s.fc);
     free(g->s.dsmall);
     free(g->s.attn);
     free(g->stream);
@@ -271,15 +270,14 @@ static kt_status gpt_impl_alloc(kt_chunk *c, kt_error *err) {
     g->wgrad_floats += kt__gpt_acts_point(NULL, NULL, KT__GPT_WGRAD, &c->cfg, c->first_unit + u, B);
   }
   g->inp_floats = (c->is_first ? N : N * C) + (c->is_last ? N : 0);
-  g->s.qkv = malloc(3 * N * C * sizeof(float));
-  g->s.dbig = malloc(4 * N * C * sizeof(float));
+  g->s.fc = malloc(4 * N * C * sizeof(float));
   g->s.dsmall = malloc(N * C * sizeof(float));
-  g->s.attn = malloc(kt__attention_scratch_floats(T, C, c->cfg.heads) * sizeof(float));
+  g->s.attn = malloc(kt__attention_scratch_floats(T) * sizeof(float));
   g->stream = malloc((g->stream_act + stream_keep) * sizeof(float));
   g->ping = malloc(N * C * sizeof(float));
   g->pong = malloc(N * C * sizeof(float));
   g->din_tmp = malloc(N * C * sizeof(float));
-  if (!g->s.qkv || !g->s.dbig || !g->s.dsmall || !g->s.attn || !g->stream || !g->ping || !g->pong ||
+  if (!g->s.fc || !g->s.dsmall || !g->s.attn || !g->stream || !g->ping || !g->pong ||
       !g->din_tmp)
     return kt_fail(err, KT_ENOMEM, "out of memory for the GPT chunk's scratch (micro-batch %d)", B);
   kt_status st = kt__stash_init(&g->inp, c->n_microbatches, err);

@@ -29,10 +29,13 @@ void kt__encoder_backward(float *dwte, float *dwpe, const float *dout, const int
 /* out (N,C) = (inp - mean) * rstd * weight + bias; saves mean, rstd (N) */
 void kt__layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *weight, const float *bias, int N, int C);
-/* dinp (N,C), dweight (C), dbias (C) += ... (dweight / dbias may be NULL) */
-void kt__layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                            const float *inp, const float *weight, const float *mean,
-                            const float *rstd, int N, int C);
+/* dinp (N,C) = dres (N,C) + the gradient through the LayerNorm of dout
+ * (N,C); dweight (C), dbias (C) += theirs. dres is the gradient that flows
+ * around the LayerNorm on the residual path (NULL: none), so the residual
+ * add costs no pass of its own; dinp is written, not accumulated. */
+void kt__layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dres,
+                            const float *dout, const float *inp, const float *weight,
+                            const float *mean, const float *rstd, int N, int C);
 
 /* out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC, may be NULL) */
 void kt__matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
@@ -42,16 +45,26 @@ void kt__matmul_forward(float *out, const float *inp, const float *weight, const
  * identity and lives with the caller) */
 void kt__matmul_residual_forward(float *out, const float *inp, const float *weight,
                                  const float *bias, const float *residual, int N, int C, int OC);
-/* dinp (N,C) += dout (N,OC) @ weight (OC,C) */
+/* dinp (N,C) += dout (N,OC) @ weight (OC,C); with accumulate = 0 dinp is
+ * overwritten instead (sgemm's beta = 0: no zeroing pass first) */
 void kt__matmul_backward_input(float *dinp, const float *dout, const float *weight, int N, int C,
-                               int OC);
+                               int OC, int accumulate);
 /* dweight (OC,C) += dout (N,OC)^T @ inp (N,C) */
 void kt__matmul_backward_weight(float *dweight, const float *dout, const float *inp, int N, int C,
                                 int OC);
 /* dbias (OC) += column sums of dout (N,OC) */
 void kt__bias_backward(float *dbias, const float *dout, int N, int OC);
 
-/* GELU kernels: kt__gelu_forward / kt__gelu_backward in nn/nn.h (shared with the MLP). */
+/* GELU kernels: kt__gelu_forward / kt__gelu_backward in nn/nn.h (shared with
+ * the MLP). The GPT's MLP saves GELU's derivative in the forward instead of
+ * its input, which turns the backward into one multiply:
+ *   out (N) = GELU(inp), grad (N) = GELU'(inp) (one exp and no division
+ *   for both) */
+void kt__gelu_forward_grad(float *out, float *grad, const float *inp, size_t N);
+/* In place: d (N,OC), the gradient of the GELU output, *= grad (N,OC) (saved
+ * by kt__gelu_forward_grad), becoming that of its input; dbias (OC) += the
+ * column sums of the result (the bias gradient of the layer feeding GELU). */
+void kt__gelu_backward_saved(float *d, float *dbias, const float *grad, int N, int OC);
 
 /* Softmax cross-entropy over V classes for N rows; returns the summed loss.
  * dlogits (N,V) = dscale * (softmax(logits) - onehot(targets)); dlogits may
@@ -61,20 +74,23 @@ double kt__crossentropy_forward(float *dlogits, const float *logits, const int *
                                 int V, float dscale);
 
 /* Causal multi-head self-attention.
- *   inp  (B,T,3C) q | k | v, as produced by the qkv matmul
- *   qkvp (3,B,NH,T,hs) saved: the same, one contiguous (T,hs) matrix per head
+ *   inp  (B,T,3C) q | k | v, as produced by the qkv matmul (the backward
+ *        reads it again: keep it)
  *   att  (B,NH,T,T) saved: softmax probabilities (zero above the diagonal)
  *   out  (B,T,C) heads concatenated
- *   scratch: kt__attention_scratch_floats(T, C, NH) floats */
-size_t kt__attention_scratch_floats(int T, int C, int NH);
-void kt__attention_forward(float *out, float *qkvp, float *att, float *scratch, const float *inp,
-                           int B, int T, int C, int NH);
-/* dinp (B,T,3C) += gradient through attention, from dout (B,T,C) */
-void kt__attention_backward(float *dinp, float *scratch, const float *dout, const float *qkvp,
+ *   scratch: kt__attention_scratch_floats(T) floats (forward and backward) */
+size_t kt__attention_scratch_floats(int T);
+void kt__attention_forward(float *out, float *att, float *scratch, const float *inp, int B, int T,
+                           int C, int NH);
+/* dinp (B,T,3C) = gradient through attention, from dout (B,T,C): written,
+ * not accumulated (every element has exactly one writer) */
+void kt__attention_backward(float *dinp, float *scratch, const float *dout, const float *inp,
                             const float *att, int B, int T, int C, int NH);
 
 /* exp(x) with relative error < 3e-7 that GCC vectorises at -O2 (no libm
- * call, no float branches): saturates to exp(-87) below and exp(88) above.
+ * call, no float branches): saturates to exp(-87) below and exp(88) above,
+ * and keeps a NaN a NaN (so a diverging run is caught as non-finite instead
+ * of training on a softmax that turned NaN scores into numbers).
  * The clamps compare the float's bits as integers so that -ftrapping-math
  * does not stop if-conversion. Loops that call it are written as blocks of
  * KT__VB iterations, a trip count the -O2 "very cheap" cost model accepts. */
@@ -82,6 +98,7 @@ void kt__attention_backward(float *dinp, float *scratch, const float *dout, cons
 static inline float kt__fast_expf(float x) {
   int32_t xi;
   memcpy(&xi, &x, sizeof xi);
+  int32_t nan = (xi & 0x7FFFFFFF) > 0x7F800000 ? -1 : 0; /* NaN in, NaN out */
   xi = xi > 0x42B00000 ? 0x42B00000 : xi; /* x > 88 (positive) -> 88 */
   uint32_t ux = (uint32_t)xi;
   ux = ux > 0xC2AE0000u ? 0xC2AE0000u : ux; /* x < -87 (negative) -> -87 */
@@ -93,6 +110,7 @@ static inline float kt__fast_expf(float x) {
       r * (1.0f + r * (0.5f + r * (0.16666667f +
                                    r * (0.041666668f + r * (0.008333334f + r * 0.0013888889f)))));
   int32_t e = ((int32_t)n + 127) << 23; /* 2^n */
+  e |= nan & 0x7FC00000;                  /* a NaN scale makes the result NaN */
   float s;
   memcpy(&s, &e, sizeof s);
   return p * s;
@@ -131,11 +149,11 @@ typedef struct {
   /* act */
   float *x;                   /* (B,T,C) unit input (block, head) */
   float *ln1_mean, *ln1_rstd; /* (B,T) */
-  float *qkvp;                /* (3,B,NH,T,hs) */
+  float *qkv;                 /* (B,T,3C) q | k | v */
   float *att;                 /* (B,NH,T,T) */
   float *res2;                /* (B,T,C) x + attention branch */
   float *ln2_mean, *ln2_rstd; /* (B,T) */
-  float *fch;                 /* (B,T,4C) before GELU */
+  float *gelu_grad;           /* (B,T,4C) GELU' at the fc output */
   float *lnf_mean, *lnf_rstd; /* (B,T) */
   /* keep */
   float *tokens;           /* (B,T) token ids stored as int: the embed's input */
@@ -154,8 +172,7 @@ typedef struct {
 
 /* Scratch shared by the units of a chunk (preallocated for micro_batch). */
 typedef struct {
-  float *qkv;    /* (B,T,3C) */
-  float *dbig;   /* (B,T,4C) */
+  float *fc;     /* (B,T,4C) fc output before GELU */
   float *dsmall; /* (B,T,C) */
   float *attn;   /* kt__attention_scratch_floats */
 } kt__gpt_scratch;

@@ -8,16 +8,29 @@
 
 #include "nn/gpt.h"
 
+/* Let a * b + c become one fused multiply-add where the target has it (the
+ * AVX2 and AVX-512 clones below): ISO C mode (-std=c11) otherwise keeps every
+ * multiply and add apart, which nearly doubles the work of the polynomial
+ * and Newton steps in exp, sigmoid and GELU. Results stay deterministic for a
+ * given machine (every rank runs the same clone). */
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
 #define LN_EPS 1e-5f
 
-/* With GCC on x86-64 the element-wise kernels are built twice, for AVX2 + FMA
- * (x86-64-v3) and for the baseline, and the loader picks one (ifunc); the
+/* With GCC on x86-64 the element-wise kernels are built three times, for
+ * AVX-512 (x86-64-v4: one KT__VB block is one register), AVX2 + FMA
+ * (x86-64-v3) and the baseline, and the loader picks one (ifunc); the
  * baseline build otherwise stays at SSE2. Elsewhere they are plain C. Not
  * under ThreadSanitizer: an ifunc resolver runs before its runtime is up. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_THREAD__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
-#define SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define SIMD_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 #endif
 #ifndef SIMD_CLONES
@@ -31,40 +44,110 @@
 #endif
 
 /* ---- row helpers ---------------------------------------------------------- *
- * -O2's "very cheap" vectoriser takes loops of a fixed trip count and no
- * alias checks, so hot loops run in blocks of KT__VB (then a scalar tail) on
- * restrict pointers; reductions keep KT__VB partial sums (float addition is
- * not reassociated otherwise). */
+ * Element-wise loops run in blocks of KT__VB on restrict pointers (then a
+ * scalar tail), which GCC's vectoriser takes. Reductions and masked loops it
+ * does not take reliably (on short rows it vectorises the block loop itself,
+ * or falls back to scalar code), so those work on `vf`, a block of KT__VB
+ * floats as a GCC/Clang vector, which each clone lowers to what it has (one
+ * AVX-512 register, two AVX2 or four SSE ones). Partial sums stay per lane
+ * and fold in a tree of halves at the end. */
 
-ROW float row_sum(const float *restrict x, int n) {
-  float part[KT__VB] = {0}, s = 0.0f;
-  int i = 0;
-  for (; i + KT__VB <= n; i += KT__VB)
-    for (int j = 0; j < KT__VB; j++) part[j] += x[i + j];
-  for (; i < n; i++) s += x[i];
-  for (int j = 0; j < KT__VB; j++) s += part[j];
-  return s;
+_Static_assert(KT__VB == 16, "vf, lanes_before() and the folds are written for 16 lanes");
+/* vf never crosses a call (the helpers are always inlined, and none takes a
+ * vf by value): no ABI to warn of */
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float vf __attribute__((vector_size(KT__VB * sizeof(float))));
+typedef int32_t vi __attribute__((vector_size(KT__VB * sizeof(int32_t))));
+
+ROW vf vload(const float *p) {
+  vf v;
+  memcpy(&v, p, sizeof v);
+  return v;
 }
 
-ROW float row_dot(const float *restrict x, const float *restrict y, int n) {
-  float part[KT__VB] = {0}, s = 0.0f;
+ROW void vstore(float *p, const vf *v) { memcpy(p, v, sizeof *v); }
+
+ROW vf vsplat(float x) { return (vf){0} + x; }
+
+/* lanes(base) < n: which lanes of the block at base lie before index n */
+ROW vi lanes_before(int base, int n) {
+  vi lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  return lane + base < (vi){0} + n;
+}
+
+/* a where mask, else b (mask lanes are all ones or all zeros); a macro
+ * because passing vectors by value draws GCC's ABI notes */
+#define VSELECT(mask, a, b) ((vf)(((vi)(a) & (mask)) | ((vi)(b) & ~(mask))))
+
+/* acc = max(acc, x), lane by lane */
+ROW void vmax_into(vf *acc, const vf *x) { *acc = VSELECT(*x > *acc, *x, *acc); }
+
+/* The folds halve the vector three times (16 -> 8 -> 4 lanes as vectors,
+ * then 2 and 1 as scalars): a dependency chain of five steps, not sixteen. */
+typedef float vf8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float vf4 __attribute__((vector_size(4 * sizeof(float))));
+typedef int32_t vi8 __attribute__((vector_size(8 * sizeof(int32_t))));
+typedef int32_t vi4 __attribute__((vector_size(4 * sizeof(int32_t))));
+
+ROW float fold_sum(const vf *v) {
+  vf8 lo, hi;
+  memcpy(&lo, v, sizeof lo);
+  memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
+  vf8 s8 = lo + hi;
+  vf4 a, b;
+  memcpy(&a, &s8, sizeof a);
+  memcpy(&b, (const char *)&s8 + sizeof a, sizeof b);
+  vf4 s4 = a + b;
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+ROW float fold_max(const vf *v) {
+  vf8 lo, hi;
+  memcpy(&lo, v, sizeof lo);
+  memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
+  vi8 m8 = lo > hi;
+  vf8 x8 = (vf8)(((vi8)lo & m8) | ((vi8)hi & ~m8));
+  vf4 a, b;
+  memcpy(&a, &x8, sizeof a);
+  memcpy(&b, (const char *)&x8 + sizeof a, sizeof b);
+  vi4 m4 = a > b;
+  vf4 x4 = (vf4)(((vi4)a & m4) | ((vi4)b & ~m4));
+  float p = x4[0] > x4[2] ? x4[0] : x4[2], q = x4[1] > x4[3] ? x4[1] : x4[3];
+  return p > q ? p : q;
+}
+
+ROW float row_sum(const float *restrict x, int n) {
+  vf acc = {0};
+  float s = 0.0f;
   int i = 0;
-  for (; i + KT__VB <= n; i += KT__VB)
-    for (int j = 0; j < KT__VB; j++) part[j] += x[i + j] * y[i + j];
-  for (; i < n; i++) s += x[i] * y[i];
-  for (int j = 0; j < KT__VB; j++) s += part[j];
-  return s;
+  for (; i + KT__VB <= n; i += KT__VB) acc += vload(x + i);
+  for (; i < n; i++) s += x[i];
+  return s + fold_sum(&acc);
 }
 
 ROW float row_max(const float *restrict x, int n) {
-  float part[KT__VB], m = x[0];
-  for (int j = 0; j < KT__VB; j++) part[j] = x[0];
+  vf acc = vsplat(-INFINITY);
+  float m = -INFINITY;
   int i = 0;
-  for (; i + KT__VB <= n; i += KT__VB)
-    for (int j = 0; j < KT__VB; j++) part[j] = x[i + j] > part[j] ? x[i + j] : part[j];
+  for (; i + KT__VB <= n; i += KT__VB) {
+    vf v = vload(x + i);
+    vmax_into(&acc, &v);
+  }
   for (; i < n; i++) m = x[i] > m ? x[i] : m;
-  for (int j = 0; j < KT__VB; j++) m = part[j] > m ? part[j] : m;
-  return m;
+  float am = fold_max(&acc);
+  return am > m ? am : m;
+}
+
+/* x = 0 (short rows: whole-block stores rather than a memset call) */
+ROW void row_zero(float *restrict x, int n) {
+  vf z = {0};
+  int i = 0;
+  for (; i + KT__VB <= n; i += KT__VB) vstore(x + i, &z);
+  for (; i < n; i++) x[i] = 0.0f;
 }
 
 /* x *= a */
@@ -73,14 +156,6 @@ ROW void row_scale(float *restrict x, float a, int n) {
   for (; i + KT__VB <= n; i += KT__VB)
     for (int j = 0; j < KT__VB; j++) x[i + j] *= a;
   for (; i < n; i++) x[i] *= a;
-}
-
-/* y = x (short rows: an inline loop beats a memcpy call) */
-ROW void row_copy(float *restrict y, const float *restrict x, int n) {
-  int i = 0;
-  for (; i + KT__VB <= n; i += KT__VB)
-    for (int j = 0; j < KT__VB; j++) y[i + j] = x[i + j];
-  for (; i < n; i++) y[i] = x[i];
 }
 
 /* y += x */
@@ -124,12 +199,15 @@ SIMD_CLONES void kt__encoder_backward(float *dwte, float *dwpe, const float *dou
 ROW void ln_row_forward(float *restrict o, const float *restrict x, const float *restrict w,
                         const float *restrict b, float *m_out, float *s_out, int C) {
   float m = row_sum(x, C) / (float)C;
-  float dev[KT__VB] = {0}, v = 0.0f;
+  vf dev = {0};
+  float v = 0.0f;
   int i = 0;
-  for (; i + KT__VB <= C; i += KT__VB)
-    for (int j = 0; j < KT__VB; j++) dev[j] += (x[i + j] - m) * (x[i + j] - m);
+  for (; i + KT__VB <= C; i += KT__VB) {
+    vf c = vload(x + i) - m;
+    dev += c * c;
+  }
   for (; i < C; i++) v += (x[i] - m) * (x[i] - m);
-  for (int j = 0; j < KT__VB; j++) v += dev[j];
+  v += fold_sum(&dev);
   float s = 1.0f / sqrtf(v / (float)C + LN_EPS);
   for (i = 0; i + KT__VB <= C; i += KT__VB)
     for (int j = 0; j < KT__VB; j++) o[i + j] = (x[i + j] - m) * s * w[i + j] + b[i + j];
@@ -144,50 +222,69 @@ SIMD_CLONES void kt__layernorm_forward(float *out, float *mean, float *rstd, con
     ln_row_forward(out + (size_t)n * C, inp + (size_t)n * C, weight, bias, &mean[n], &rstd[n], C);
 }
 
-/* dnorm = weight * dout; dx += (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) * rstd */
+/* dnorm = weight * dout, norm = (x - mean) * rstd;
+ * dx = dres + (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) * rstd,
+ * dw += norm * dout, db += dout: one pass for the two means, one for the rest */
 ROW void ln_row_backward(float *restrict dx, float *restrict dw, float *restrict db,
-                         const float *restrict d, const float *restrict x, const float *restrict w,
-                         float m, float s, int C) {
-  float p1[KT__VB] = {0}, p2[KT__VB] = {0}, a = 0.0f, b = 0.0f;
+                         const float *restrict dres, const float *restrict d,
+                         const float *restrict x, const float *restrict w, float m, float s, int C) {
+  vf pa = {0}, pb = {0};
+  float a = 0.0f, b = 0.0f;
   int i = 0;
-  for (; i + KT__VB <= C; i += KT__VB)
-    for (int j = 0; j < KT__VB; j++) {
-      float dnorm = w[i + j] * d[i + j];
-      p1[j] += dnorm;
-      p2[j] += dnorm * (x[i + j] - m) * s;
-    }
+  for (; i + KT__VB <= C; i += KT__VB) {
+    vf dnorm = vload(w + i) * vload(d + i);
+    pa += dnorm;
+    pb += dnorm * (vload(x + i) - m);
+  }
   for (; i < C; i++) {
     a += w[i] * d[i];
-    b += w[i] * d[i] * (x[i] - m) * s;
+    b += w[i] * d[i] * (x[i] - m);
   }
-  for (int j = 0; j < KT__VB; j++) a += p1[j], b += p2[j];
-  float dnorm_mean = a / (float)C, dnorm_norm_mean = b / (float)C;
+  a += fold_sum(&pa);
+  b += fold_sum(&pb);
+  float ca = a / (float)C, cb = b * s / (float)C; /* mean(dnorm), mean(dnorm * norm) */
   for (i = 0; i + KT__VB <= C; i += KT__VB)
-    for (int j = 0; j < KT__VB; j++)
-      dx[i + j] += (w[i + j] * d[i + j] - dnorm_mean - (x[i + j] - m) * s * dnorm_norm_mean) * s;
-  for (; i < C; i++) dx[i] += (w[i] * d[i] - dnorm_mean - (x[i] - m) * s * dnorm_norm_mean) * s;
-  if (dw) {
-    for (i = 0; i + KT__VB <= C; i += KT__VB)
-      for (int j = 0; j < KT__VB; j++) dw[i + j] += (x[i + j] - m) * s * d[i + j];
-    for (; i < C; i++) dw[i] += (x[i] - m) * s * d[i];
+    for (int j = 0; j < KT__VB; j++) {
+      float norm = (x[i + j] - m) * s;
+      float g = (w[i + j] * d[i + j] - ca - norm * cb) * s;
+      dx[i + j] = dres ? dres[i + j] + g : g;
+      dw[i + j] += norm * d[i + j];
+      db[i + j] += d[i + j];
+    }
+  for (; i < C; i++) {
+    float norm = (x[i] - m) * s;
+    float g = (w[i] * d[i] - ca - norm * cb) * s;
+    dx[i] = dres ? dres[i] + g : g;
+    dw[i] += norm * d[i];
+    db[i] += d[i];
   }
-  if (db) row_add(db, d, C);
 }
 
 SIMD_CLONES void kt__layernorm_backward(float *dinp, float *dweight, float *dbias,
-                                        const float *dout, const float *inp, const float *weight,
-                                        const float *mean, const float *rstd, int N, int C) {
-  for (int n = 0; n < N; n++)
-    ln_row_backward(dinp + (size_t)n * C, dweight, dbias, dout + (size_t)n * C, inp + (size_t)n * C,
-                    weight, mean[n], rstd[n], C);
+                                        const float *dres, const float *dout, const float *inp,
+                                        const float *weight, const float *mean, const float *rstd,
+                                        int N, int C) {
+  for (int n = 0; n < N; n++) {
+    size_t r = (size_t)n * C;
+    ln_row_backward(dinp + r, dweight, dbias, dres ? dres + r : NULL, dout + r, inp + r, weight,
+                    mean[n], rstd[n], C);
+  }
 }
 
 /* ---- linear layers -------------------------------------------------------- */
 
-void kt__matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
-                        int C, int OC) {
+/* y = x (rows of a few hundred floats: an inline loop beats a memcpy call) */
+ROW void row_copy(float *restrict y, const float *restrict x, int n) {
+  int i = 0;
+  for (; i + KT__VB <= n; i += KT__VB)
+    for (int j = 0; j < KT__VB; j++) y[i + j] = x[i + j];
+  for (; i < n; i++) y[i] = x[i];
+}
+
+SIMD_CLONES void kt__matmul_forward(float *out, const float *inp, const float *weight,
+                                    const float *bias, int N, int C, int OC) {
   if (bias)
-    for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, sizeof(float) * (size_t)OC);
+    for (int n = 0; n < N; n++) row_copy(out + (size_t)n * OC, bias, OC);
   kt__matmul(out, inp, weight, N, OC, C, 0, 1, bias ? 1.0f : 0.0f);
 }
 
@@ -199,8 +296,8 @@ SIMD_CLONES void kt__matmul_residual_forward(float *out, const float *inp, const
 }
 
 void kt__matmul_backward_input(float *dinp, const float *dout, const float *weight, int N, int C,
-                               int OC) {
-  kt__matmul(dinp, dout, weight, N, C, OC, 0, 0, 1.0f);
+                               int OC, int accumulate) {
+  kt__matmul(dinp, dout, weight, N, C, OC, 0, 0, accumulate ? 1.0f : 0.0f);
 }
 
 void kt__matmul_backward_weight(float *dweight, const float *dout, const float *inp, int N, int C,
@@ -217,19 +314,45 @@ SIMD_CLONES void kt__bias_backward(float *dbias, const float *dout, int N, int O
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_A 0.044715f
 
-/* 0.5 (1 + tanh(u)) = sigmoid(2u), so gelu(x) = x / (1 + exp(-2u)) with
- * u = GELU_K (x + GELU_A x^3): one exp and one division, no sign handling
- * (exp saturates, so very negative x gives x / huge = -0). */
-static inline float gelu(float x) {
-  float u = GELU_K * (x + GELU_A * x * x * x);
-  return x / (1.0f + kt__fast_expf(-2.0f * u));
+/* sigmoid(z) = 1 / (1 + exp(-z)) without a division (vdivps is the slowest
+ * instruction in these loops): e = exp(-|z|) lies in (0, 1], so d = 1 + e
+ * lies in [1, 2], where the line 24/17 - 8/17 d is within 1/17 of 1/d and
+ * three Newton steps r <- r (2 - d r) square that error down to float
+ * rounding. Then sigmoid(z) = 1/d and 1 - sigmoid(z) = e/d for z >= 0, the
+ * other way round below; returning both spares the derivative the
+ * cancellation of 1 - sigmoid. The sign is read from the float's bits, a
+ * select the vectoriser takes. */
+static inline float sigmoid(float z, float *complement) {
+  float e = kt__fast_expf(-fabsf(z)), d = 1.0f + e;
+  float r = 24.0f / 17.0f - 8.0f / 17.0f * d;
+  r = r * (2.0f - d * r);
+  r = r * (2.0f - d * r);
+  r = r * (2.0f - d * r);
+  int32_t zi;
+  memcpy(&zi, &z, sizeof zi);
+  *complement = zi < 0 ? r : e * r;
+  return zi < 0 ? e * r : r;
 }
 
-/* gelu'(x) = sig + x sig (1 - sig) 2 du/dx, sig = sigmoid(2u) */
+/* 0.5 (1 + tanh(u)) = sigmoid(2u), so gelu(x) = x sigmoid(2u) with
+ * u = GELU_K (x + GELU_A x^3), and
+ * gelu'(x) = sig + x sig (1 - sig) 2 du/dx with sig = sigmoid(2u). */
+static inline float gelu_with_grad(float x, float *grad) {
+  float one_minus;
+  float sig = sigmoid(2.0f * GELU_K * (x + GELU_A * x * x * x), &one_minus);
+  *grad = sig + x * sig * one_minus * 2.0f * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+  return x * sig;
+}
+
+static inline float gelu(float x) {
+  float one_minus;
+  return x * sigmoid(2.0f * GELU_K * (x + GELU_A * x * x * x), &one_minus);
+}
+
 static inline float gelu_grad(float x) {
-  float u = GELU_K * (x + GELU_A * x * x * x);
-  float sig = 1.0f / (1.0f + kt__fast_expf(-2.0f * u));
-  return sig + x * sig * (1.0f - sig) * 2.0f * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+  float grad;
+  gelu_with_grad(x, &grad);
+  return grad;
 }
 
 SIMD_CLONES void kt__gelu_forward(float *restrict out, const float *restrict inp, size_t N) {
@@ -247,24 +370,43 @@ SIMD_CLONES void kt__gelu_backward(float *restrict dinp, const float *restrict i
   for (; i < N; i++) dinp[i] += gelu_grad(inp[i]) * dout[i];
 }
 
-/* ---- softmax cross-entropy -------------------------------------------------- */
+SIMD_CLONES void kt__gelu_forward_grad(float *restrict out, float *restrict grad,
+                                       const float *restrict inp, size_t N) {
+  size_t i = 0;
+  for (; i + KT__VB <= N; i += KT__VB)
+    for (size_t j = 0; j < KT__VB; j++) out[i + j] = gelu_with_grad(inp[i + j], &grad[i + j]);
+  for (; i < N; i++) out[i] = gelu_with_grad(inp[i], &grad[i]);
+}
 
-/* x[i] = exp(x[i] - shift) in place; returns the sum */
-ROW float exp_shifted(float *x, int n, float shift) {
-  float part[KT__VB] = {0};
+/* d *= grad; db += d */
+ROW void gelu_row_backward(float *restrict d, float *restrict db, const float *restrict grad,
+                           int n) {
   int i = 0;
   for (; i + KT__VB <= n; i += KT__VB)
     for (int j = 0; j < KT__VB; j++) {
-      x[i + j] = kt__fast_expf(x[i + j] - shift);
-      part[j] += x[i + j];
+      d[i + j] *= grad[i + j];
+      db[i + j] += d[i + j];
     }
-  float sum = 0.0f;
   for (; i < n; i++) {
-    x[i] = kt__fast_expf(x[i] - shift);
-    sum += x[i];
+    d[i] *= grad[i];
+    db[i] += d[i];
   }
-  for (int j = 0; j < KT__VB; j++) sum += part[j];
-  return sum;
+}
+
+SIMD_CLONES void kt__gelu_backward_saved(float *d, float *dbias, const float *grad, int N,
+                                         int OC) {
+  for (int n = 0; n < N; n++)
+    gelu_row_backward(d + (size_t)n * OC, dbias, grad + (size_t)n * OC, OC);
+}
+
+/* ---- softmax cross-entropy -------------------------------------------------- */
+
+/* x[i] = exp(x[i] * scale - shift) in place */
+ROW void row_exp(float *restrict x, int n, float scale, float shift) {
+  int i = 0;
+  for (; i + KT__VB <= n; i += KT__VB)
+    for (int j = 0; j < KT__VB; j++) x[i + j] = kt__fast_expf(x[i + j] * scale - shift);
+  for (; i < n; i++) x[i] = kt__fast_expf(x[i] * scale - shift);
 }
 
 SIMD_CLONES double kt__crossentropy_forward(float *dlogits, const float *logits, const int *targets,
@@ -277,7 +419,8 @@ SIMD_CLONES double kt__crossentropy_forward(float *dlogits, const float *logits,
     float max = row_max(l, V);
     float ly = l[y];
     if (d != l) memcpy(d, l, sizeof(float) * (size_t)V);
-    float sum = exp_shifted(d, V, max);
+    row_exp(d, V, 1.0f, max);
+    float sum = row_sum(d, V);
     loss += (double)max + log((double)sum) - (double)ly;
     row_scale(d, dscale / sum, V);
     d[y] -= dscale;
@@ -285,92 +428,118 @@ SIMD_CLONES double kt__crossentropy_forward(float *dlogits, const float *logits,
   return loss;
 }
 
-/* ---- causal self-attention -------------------------------------------------- */
+/* ---- causal self-attention -------------------------------------------------- *
+ * Each head's q, k and v are column slices of the (B,T,3C) qkv rows; the
+ * matmuls read them (and write the output and the input gradient) in place
+ * through row strides, so no head is ever copied out; each head's slice of
+ * the input gradient is written by exactly one matmul, so the backward
+ * overwrites it (beta = 0) and nothing needs zeroing first. The softmax rows run
+ * in whole KT__VB blocks up to the diagonal's block, masking by index there
+ * (no scalar tail unless T itself is not a multiple of KT__VB). */
 
-/* scratch per (b, h): y/dy (T,hs), datt (T,T), dq, dk, dv (T,hs) */
-size_t kt__attention_scratch_floats(int T, int C, int NH) {
-  size_t hs = (size_t)(C / NH);
-  return (size_t)T * T + 4 * (size_t)T * hs;
+/* Blocks of row u < n cover [0, vend): n rounded up to KT__VB, not past the
+ * last whole block of the row; [vend, n) is the scalar tail. */
+static inline int causal_vend(int n, int T) {
+  int up = (n + KT__VB - 1) / KT__VB * KT__VB, whole = T / KT__VB * KT__VB;
+  return up < whole ? up : whole;
 }
 
-SIMD_CLONES void kt__attention_forward(float *out, float *qkvp, float *att, float *scratch,
-                                       const float *inp, int B, int T, int C, int NH) {
+/* y[i] = exp(x[i] * scale - shift) */
+ROW void row_exp_to(float *restrict y, const float *restrict x, int n, float scale, float shift) {
+  int i = 0;
+  for (; i + KT__VB <= n; i += KT__VB)
+    for (int j = 0; j < KT__VB; j++) y[i + j] = kt__fast_expf(x[i + j] * scale - shift);
+  for (; i < n; i++) y[i] = kt__fast_expf(x[i] * scale - shift);
+}
+
+/* s (T): raw scores q.k in [0, n), n = t + 1; row (T) receives their
+ * softmax (of scale * scores) there and 0 above the diagonal */
+ROW void softmax_causal_row(float *restrict row, const float *restrict s, int n, int T,
+                            float scale) {
+  int vend = causal_vend(n, T), end = vend > n ? vend : n, i;
+  vf vm = vsplat(-INFINITY), vs = {0};
+  float m = -INFINITY, sum = 0.0f;
+  for (i = 0; i < vend; i += KT__VB) {
+    vf v = VSELECT(lanes_before(i, n), vload(s + i), vsplat(-INFINITY));
+    vmax_into(&vm, &v);
+  }
+  for (; i < n; i++) m = s[i] > m ? s[i] : m;
+  float vmx = fold_max(&vm);
+  m = vmx > m ? vmx : m;
+  row_exp_to(row, s, end, scale, m * scale); /* lanes past n: finite scores, masked next */
+  for (i = 0; i < vend; i += KT__VB) {
+    vf e = VSELECT(lanes_before(i, n), vload(row + i), vsplat(0.0f));
+    vstore(row + i, &e);
+    vs += e;
+  }
+  for (; i < n; i++) sum += row[i];
+  row_scale(row, 1.0f / (sum + fold_sum(&vs)), end);
+  row_zero(row + end, T - end);
+}
+
+/* d (T): gradient of the probabilities a (T) of row t (n = t + 1); on return
+ * the gradient of the raw scores: scale * a * (d - sum(a * d)), 0 above the
+ * diagonal (d there is never read as a number) */
+ROW void softmax_causal_row_backward(float *restrict d, const float *restrict a, int n, int T,
+                                     float scale) {
+  int vend = causal_vend(n, T), end = vend > n ? vend : n, i;
+  vf vd = {0};
+  float dot = 0.0f;
+  for (i = 0; i < vend; i += KT__VB)
+    vd += VSELECT(lanes_before(i, n), vload(a + i) * vload(d + i), vsplat(0.0f));
+  for (; i < n; i++) dot += a[i] * d[i];
+  dot += fold_sum(&vd);
+  for (i = 0; i < vend; i += KT__VB) {
+    vf g = scale * vload(a + i) * (vload(d + i) - dot);
+    g = VSELECT(lanes_before(i, n), g, vsplat(0.0f));
+    vstore(d + i, &g);
+  }
+  for (; i < n; i++) d[i] = scale * a[i] * (d[i] - dot);
+  row_zero(d + end, T - end);
+}
+
+size_t kt__attention_scratch_floats(int T) { return (size_t)T * T; }
+
+/* The scores of a head go to scratch, which stays in cache, and only the
+ * probabilities to att, row by row (sgemm writing att's cold lines itself
+ * was the slowest matmul of the step). The backward reads each head's att
+ * in the softmax first, so the matmul that reads it again finds it cached. */
+SIMD_CLONES void kt__attention_forward(float *out, float *att, float *scratch, const float *inp,
+                                       int B, int T, int C, int NH) {
   int hs = C / NH;
-  size_t head = (size_t)T * hs; /* floats of one (T,hs) matrix */
   float scale = 1.0f / sqrtf((float)hs);
-  /* (B,T,3C) -> (3,B,NH,T,hs) */
-  for (int b = 0; b < B; b++)
-    for (int t = 0; t < T; t++)
-      for (int w = 0; w < 3; w++)
-        for (int h = 0; h < NH; h++) {
-          const float *src = inp + ((size_t)b * T + t) * 3 * C + (size_t)w * C + (size_t)h * hs;
-          float *dst = qkvp + (((size_t)w * B + b) * NH + h) * head + (size_t)t * hs;
-          row_copy(dst, src, hs);
-        }
-  float *y = scratch; /* (T,hs) */
+  float *sc = scratch; /* (T,T) */
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
-      const float *q = qkvp + ((size_t)b * NH + h) * head;           /* (T,hs) */
-      const float *k = qkvp + (((size_t)B + b) * NH + h) * head;     /* (T,hs) */
-      const float *v = qkvp + ((2 * (size_t)B + b) * NH + h) * head; /* (T,hs) */
+      const float *q = inp + (size_t)b * T * 3 * C + (size_t)h * hs; /* (T,hs), stride 3C */
+      const float *k = q + C, *v = q + 2 * (size_t)C;                /* (T,hs), stride 3C */
       float *a = att + ((size_t)b * NH + h) * (size_t)T * T;         /* (T,T) */
-      kt__matmul(a, q, k, T, T, hs, 0, 1, 0.0f);                     /* q k^T */
-      for (int t = 0; t < T; t++) {
-        float *row = a + (size_t)t * T;
-        row_scale(row, scale, t + 1);
-        float inv = 1.0f / exp_shifted(row, t + 1, row_max(row, t + 1));
-        row_scale(row, inv, t + 1);
-        for (int u = t + 1; u < T; u++) row[u] = 0.0f;
-      }
-      kt__matmul(y, a, v, T, hs, T, 0, 0, 0.0f); /* att v */
+      float *y = out + (size_t)b * T * C + (size_t)h * hs;           /* (T,hs), stride C */
+      kt__matmul_ld(sc, T, q, 3 * C, k, 3 * C, T, T, hs, 0, 1, 0.0f); /* q k^T */
       for (int t = 0; t < T; t++)
-        row_copy(out + ((size_t)b * T + t) * C + (size_t)h * hs, y + (size_t)t * hs, hs);
+        softmax_causal_row(a + (size_t)t * T, sc + (size_t)t * T, t + 1, T, scale);
+      kt__matmul_ld(y, C, a, T, v, 3 * C, T, hs, T, 0, 0, 0.0f); /* att v */
     }
 }
 
-/* d = scale * a * (d - dot), dot = sum(a * d) */
-ROW void softmax_row_backward(float *restrict d, const float *restrict a, float dot, float scale,
-                              int n) {
-  int i = 0;
-  for (; i + KT__VB <= n; i += KT__VB)
-    for (int j = 0; j < KT__VB; j++) d[i + j] = scale * a[i + j] * (d[i + j] - dot);
-  for (; i < n; i++) d[i] = scale * a[i] * (d[i] - dot);
-}
-
 SIMD_CLONES void kt__attention_backward(float *dinp, float *scratch, const float *dout,
-                                        const float *qkvp, const float *att, int B, int T, int C,
+                                        const float *inp, const float *att, int B, int T, int C,
                                         int NH) {
   int hs = C / NH;
-  size_t head = (size_t)T * hs;
   float scale = 1.0f / sqrtf((float)hs);
-  float *dy = scratch;              /* (T,hs) */
-  float *datt = dy + head;          /* (T,T) */
-  float *dq = datt + (size_t)T * T; /* (T,hs) */
-  float *dk = dq + head, *dv = dk + head;
+  float *datt = scratch; /* (T,T) */
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
-      const float *q = qkvp + ((size_t)b * NH + h) * head;
-      const float *k = qkvp + (((size_t)B + b) * NH + h) * head;
-      const float *v = qkvp + ((2 * (size_t)B + b) * NH + h) * head;
-      const float *a = att + ((size_t)b * NH + h) * (size_t)T * T;
+      size_t off = (size_t)b * T * 3 * C + (size_t)h * hs;
+      const float *q = inp + off, *k = q + C, *v = q + 2 * (size_t)C; /* stride 3C */
+      float *dq = dinp + off, *dk = dq + C, *dv = dq + 2 * (size_t)C;  /* stride 3C */
+      const float *a = att + ((size_t)b * NH + h) * (size_t)T * T;     /* (T,T) */
+      const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;     /* (T,hs), stride C */
+      kt__matmul_ld(datt, T, dy, C, v, 3 * C, T, T, hs, 0, 1, 0.0f); /* dy v^T */
       for (int t = 0; t < T; t++)
-        row_copy(dy + (size_t)t * hs, dout + ((size_t)b * T + t) * C + (size_t)h * hs, hs);
-      kt__matmul(datt, dy, v, T, T, hs, 0, 1, 0.0f); /* dy v^T */
-      kt__matmul(dv, a, dy, T, hs, T, 1, 0, 0.0f);   /* att^T dy */
-      /* softmax backward, scaled: dS = scale * att * (datt - sum(att * datt)) */
-      for (int t = 0; t < T; t++) {
-        const float *ar = a + (size_t)t * T;
-        float *dr = datt + (size_t)t * T;
-        softmax_row_backward(dr, ar, row_dot(ar, dr, t + 1), scale, t + 1);
-        for (int u = t + 1; u < T; u++) dr[u] = 0.0f;
-      }
-      kt__matmul(dq, datt, k, T, hs, T, 0, 0, 0.0f); /* dS k */
-      kt__matmul(dk, datt, q, T, hs, T, 1, 0, 0.0f); /* dS^T q */
-      for (int t = 0; t < T; t++) {
-        float *d = dinp + ((size_t)b * T + t) * 3 * C + (size_t)h * hs;
-        row_add(d, dq + (size_t)t * hs, hs);
-        row_add(d + C, dk + (size_t)t * hs, hs);
-        row_add(d + 2 * (size_t)C, dv + (size_t)t * hs, hs);
-      }
+        softmax_causal_row_backward(datt + (size_t)t * T, a + (size_t)t * T, t + 1, T, scale);
+      kt__matmul_ld(dv, 3 * C, a, T, dy, C, T, hs, T, 1, 0, 0.0f); /* att^T dy */
+      kt__matmul_ld(dq, 3 * C, datt, T, k, 3 * C, T, hs, T, 0, 0, 0.0f); /* dS k */
+      kt__matmul_ld(dk, 3 * C, datt, T, q, 3 * C, T, hs, T, 1, 0, 0.0f); /* dS^T q */
     }
 }

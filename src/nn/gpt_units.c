@@ -105,12 +105,12 @@ static int acts_fields(kt__gpt_acts *a, int seg, const kt_model_config *cfg, int
         f[n++] = act(&a->x, N * C);
         f[n++] = act(&a->ln1_mean, N);
         f[n++] = act(&a->ln1_rstd, N);
-        f[n++] = act(&a->qkvp, 3 * N * C);
+        f[n++] = act(&a->qkv, 3 * N * C);
         f[n++] = act(&a->att, N * NH * T);
         f[n++] = act(&a->res2, N * C);
         f[n++] = act(&a->ln2_mean, N);
         f[n++] = act(&a->ln2_rstd, N);
-        f[n++] = act(&a->fch, 4 * N * C);
+        f[n++] = act(&a->gelu_grad, 4 * N * C);
       } else if (seg == KT__GPT_KEEP) {
         f[n++] = act(&a->ln1, N * C);
         f[n++] = act(&a->atty, N * C);
@@ -224,12 +224,12 @@ kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt_
     }
     case KT__GPT_BLOCK:
       kt__layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, p.ln1w, p.ln1b, N, C);
-      kt__matmul_forward(s->qkv, a->ln1, p.qkvw, p.qkvb, N, C, 3 * C);
-      kt__attention_forward(a->atty, a->qkvp, a->att, s->attn, s->qkv, B, T, C, NH);
+      kt__matmul_forward(a->qkv, a->ln1, p.qkvw, p.qkvb, N, C, 3 * C);
+      kt__attention_forward(a->atty, a->att, s->attn, a->qkv, B, T, C, NH);
       kt__matmul_residual_forward(a->res2, a->atty, p.attprojw, p.attprojb, a->x, N, C, C);
       kt__layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p.ln2w, p.ln2b, N, C);
-      kt__matmul_forward(a->fch, a->ln2, p.fcw, p.fcb, N, C, 4 * C);
-      kt__gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
+      kt__matmul_forward(s->fc, a->ln2, p.fcw, p.fcb, N, C, 4 * C);
+      kt__gelu_forward_grad(a->fch_gelu, a->gelu_grad, s->fc, (size_t)N * 4 * C);
       kt__matmul_residual_forward(out, a->fch_gelu, p.fcprojw, p.fcprojb, a->res2, N, 4 * C, C);
       break;
     case KT__GPT_HEAD:
@@ -255,7 +255,6 @@ void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, k
                                  float *din) {
   int B = c->micro_batch, T = c->cfg.seq_len, C = c->cfg.hidden, V = c->cfg.vocab;
   int NH = c->cfg.heads, N = B * T;
-  size_t NC = (size_t)N * C;
   kt__gpt_params p;
   params_of(c, unit, &p, c->params);
   switch (kt__gpt_unit_kind(&c->cfg, unit)) {
@@ -263,43 +262,32 @@ void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, k
       break;
     case KT__GPT_BLOCK: {
       float *dln = s->dsmall; /* (N,C) gradient of a LayerNorm output, then of atty */
-      /* MLP: out = res2 + fcproj(gelu(fc(ln2(res2)))) */
       float *partials[] = {a->dln1w, a->dln1b, a->dattprojb, a->dln2w, a->dln2b, a->dfcprojb};
       for (int i = 0; i < 6; i++) zero(partials[i], C);
       zero(a->dqkvb, 3 * (size_t)C);
       zero(a->dfcb, 4 * (size_t)C);
-      zero(s->dbig, 4 * NC);
-      kt__matmul_backward_input(s->dbig, a->dout, p.fcprojw, N, 4 * C, C);
+      /* MLP: out = res2 + fcproj(gelu(fc(ln2(res2)))) */
+      kt__matmul_backward_input(a->dfch, a->dout, p.fcprojw, N, 4 * C, C, 0);
       kt__bias_backward(a->dfcprojb, a->dout, N, C);
-      zero(a->dfch, 4 * NC);
-      kt__gelu_backward(a->dfch, a->fch, s->dbig, 4 * NC);
-      kt__bias_backward(a->dfcb, a->dfch, N, 4 * C);
-      zero(dln, NC);
-      kt__matmul_backward_input(dln, a->dfch, p.fcw, N, C, 4 * C);
-      memcpy(a->dres2, a->dout, NC * sizeof(float));
-      kt__layernorm_backward(a->dres2, a->dln2w, a->dln2b, dln, a->res2, p.ln2w, a->ln2_mean,
-                             a->ln2_rstd, N, C);
+      kt__gelu_backward_saved(a->dfch, a->dfcb, a->gelu_grad, N, 4 * C);
+      kt__matmul_backward_input(dln, a->dfch, p.fcw, N, C, 4 * C, 0);
+      kt__layernorm_backward(a->dres2, a->dln2w, a->dln2b, a->dout, dln, a->res2, p.ln2w,
+                             a->ln2_mean, a->ln2_rstd, N, C);
       /* attention: res2 = x + attproj(attention(qkv(ln1(x)))) */
       kt__bias_backward(a->dattprojb, a->dres2, N, C);
-      zero(dln, NC);
-      kt__matmul_backward_input(dln, a->dres2, p.attprojw, N, C, C);
-      zero(a->dqkv, 3 * NC);
-      kt__attention_backward(a->dqkv, s->attn, dln, a->qkvp, a->att, B, T, C, NH);
+      kt__matmul_backward_input(dln, a->dres2, p.attprojw, N, C, C, 0);
+      kt__attention_backward(a->dqkv, s->attn, dln, a->qkv, a->att, B, T, C, NH);
       kt__bias_backward(a->dqkvb, a->dqkv, N, 3 * C);
-      zero(dln, NC);
-      kt__matmul_backward_input(dln, a->dqkv, p.qkvw, N, C, 3 * C);
-      memcpy(din, a->dres2, NC * sizeof(float));
-      kt__layernorm_backward(din, a->dln1w, a->dln1b, dln, a->x, p.ln1w, a->ln1_mean, a->ln1_rstd,
-                             N, C);
+      kt__matmul_backward_input(dln, a->dqkv, p.qkvw, N, C, 3 * C, 0);
+      kt__layernorm_backward(din, a->dln1w, a->dln1b, a->dres2, dln, a->x, p.ln1w, a->ln1_mean,
+                             a->ln1_rstd, N, C);
       break;
     }
     case KT__GPT_HEAD:
       zero(a->dlnfw, C);
       zero(a->dlnfb, C);
-      zero(s->dsmall, NC);
-      kt__matmul_backward_input(s->dsmall, a->dlogits, p.headw, N, C, V);
-      zero(din, NC);
-      kt__layernorm_backward(din, a->dlnfw, a->dlnfb, s->dsmall, a->x, p.lnfw, a->lnf_mean,
+      kt__matmul_backward_input(s->dsmall, a->dlogits, p.headw, N, C, V, 0);
+      kt__layernorm_backward(din, a->dlnfw, a->dlnfb, NULL, s->dsmall, a->x, p.lnfw, a->lnf_mean,
                              a->lnf_rstd, N, C);
       break;
   }

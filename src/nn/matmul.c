@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kaiten/core.h"
 #include "nn/nn.h"
@@ -18,20 +19,25 @@ static pthread_mutex_t shapes_mu = PTHREAD_MUTEX_INITIALIZER;
 static kt__matmul_shape *shapes;
 static size_t n_shapes, cap_shapes;
 
-void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,
-                int trans_b, float beta) {
+void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
+                   int n, int k, int trans_a, int trans_b, float beta) {
   double t0 = kt_now();
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, trans_a ? m : k, b,
-              trans_b ? k : n, beta, out, n);
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, out, ldo);
   atomic_fetch_add_explicit(&nanos_in, (long long)((kt_now() - t0) * 1e9), memory_order_relaxed);
   atomic_fetch_add_explicit(&flops_issued, 2LL * m * n * k, memory_order_relaxed);
   if (atomic_load_explicit(&recording, memory_order_relaxed)) {
     pthread_mutex_lock(&shapes_mu);
     if (!kt_grow((void **)&shapes, &cap_shapes, n_shapes + 1, sizeof *shapes))
-      shapes[n_shapes++] = (kt__matmul_shape){m, n, k, trans_a, trans_b, beta != 0.0f};
+      shapes[n_shapes++] =
+          (kt__matmul_shape){m, n, k, trans_a, trans_b, beta != 0.0f, lda, ldb, ldo};
     pthread_mutex_unlock(&shapes_mu);
   }
+}
+
+void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,
+                int trans_b, float beta) {
+  kt__matmul_ld(out, n, a, trans_a ? m : k, b, trans_b ? k : n, m, n, k, trans_a, trans_b, beta);
 }
 
 double kt__matmul_flops(void) { return (double)atomic_load(&flops_issued); }
@@ -74,4 +80,59 @@ uint64_t kt__unit_seed(uint64_t model_seed, int unit) {
   kt__rng r;
   kt__rng_seed(&r, model_seed * 0x100000001B3ull + (uint64_t)unit * 0x5851F42D4C957F2Dull + 1);
   return kt__rng_next(&r);
+}
+
+/* ---- which OpenBLAS kernels run the matmuls ------------------------------- *
+ * A DYNAMIC_ARCH OpenBLAS picks its kernels from the CPU's family and model
+ * when it loads. A release older than the CPU does not know the model and
+ * falls back to its oldest x86-64 kernels: Debian 12's OpenBLAS 0.3.21 runs
+ * an Intel family 6 model 207 (Emerald Rapids) on "Prescott" (SSE3), 3-5x
+ * slower than the AVX-512 kernels the CPU runs. OpenBLAS reads
+ * OPENBLAS_CORETYPE when it picks; when the user has not set it and the
+ * library picked a core older than the CPU's vector units warrant, kaiten
+ * sets it (SkylakeX for AVX-512, Haswell for AVX2 + FMA) and has OpenBLAS
+ * pick again, once, at load time: in a program linked with kaiten that is
+ * before main, when no other thread and no matmul exist yet (setenv is not
+ * thread-safe). The environment is left as it was. Elsewhere (another architecture, a static
+ * single-target OpenBLAS without the dynamic entry points) nothing changes. */
+static const char *chosen; /* the core kaiten asked for, or NULL */
+
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+/* Exported by DYNAMIC_ARCH builds only: weak, so other builds still link. */
+extern void gotoblas_dynamic_init(void) __attribute__((weak));
+extern void gotoblas_dynamic_quit(void) __attribute__((weak));
+
+/* Cores with neither AVX2 nor AVX-512 kernels: what an unknown CPU gets. */
+static int is_pre_avx2(const char *core) {
+  static const char *const old[] = {"Unknown", "Katmai",  "Coppermine", "Northwood", "Prescott",
+                                    "Banias",  "Atom",    "Core2",      "Penryn",    "Dunnington",
+                                    "Nehalem", "Athlon",  "Opteron",    "Opteron_SSE3",
+                                    "Barcelona", "Nano", "Sandybridge", "Bobcat"};
+  for (size_t i = 0; i < sizeof old / sizeof old[0]; i++)
+    if (!strcmp(core, old[i])) return 1;
+  return 0;
+}
+
+__attribute__((constructor)) static void choose_blas_core(void) {
+  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || getenv("OPENBLAS_CORETYPE")) return;
+  const char *core = openblas_get_corename();
+  if (!core || !is_pre_avx2(core)) return;
+  __builtin_cpu_init();
+  const char *want = NULL;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    want = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    want = "Haswell";
+  if (!want || setenv("OPENBLAS_CORETYPE", want, 1)) return;
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  unsetenv("OPENBLAS_CORETYPE");
+  chosen = want;
+}
+#endif
+
+const char *kt__blas_core(const char **chosen_by_kaiten) {
+  if (chosen_by_kaiten) *chosen_by_kaiten = chosen;
+  return openblas_get_corename();
 }

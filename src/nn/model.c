@@ -110,8 +110,10 @@ kt_status kt__chunk_alloc(const kt_model_config *cfg, int first_unit, int n_unit
   for (int u = 0; u < n_units; u++)
     c->unit_offset[u + 1] = c->unit_offset[u] + kt_model_unit_params(cfg, first_unit + u);
   c->n_params = c->unit_offset[n_units];
-  c->params = calloc(c->n_params + 16, sizeof(float));
-  c->grads = calloc(c->n_params + 16, sizeof(float));
+  c->params = kt__alloc_floats(c->n_params + 16);
+  c->grads = kt__alloc_floats(c->n_params + 16);
+  if (c->params) memset(c->params, 0, (c->n_params + 16) * sizeof(float));
+  if (c->grads) memset(c->grads, 0, (c->n_params + 16) * sizeof(float));
   if (!c->params || !c->grads) {
     size_t n = c->n_params;
     kt__chunk_free_common(c);

@@ -14,19 +14,30 @@
  * with op(x) = x or its transpose. Counts FLOPs for the benchmarks. */
 void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,
                 int trans_b, float beta);
+/* The same with explicit row strides (leading dimensions) of out, a and b,
+ * for operands that are column slices of wider row-major matrices (one
+ * attention head inside (B,T,3C) q | k | v rows). */
+void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
+                   int n, int k, int trans_a, int trans_b, float beta);
 /* FLOPs issued through kt__matmul by every thread of the process, and the
  * seconds spent in it (summed over threads). */
 double kt__matmul_flops(void);
 double kt__matmul_seconds(void);
 void kt__matmul_reset_counters(void);
 
-/* Benchmarks: record the shapes of every call while on (on = 1 clears the
- * log), then replay them on bare sgemm. */
+/* Benchmarks: record the shapes (and strides) of every call while on (on = 1
+ * clears the log), then replay them on bare sgemm. */
 typedef struct {
   int m, n, k, trans_a, trans_b, accumulate;
+  int lda, ldb, ldo;
 } kt__matmul_shape;
 void kt__matmul_record(int on);
 const kt__matmul_shape *kt__matmul_recorded(size_t *n);
+
+/* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...);
+ * *chosen_by_kaiten (when non-NULL) receives the core kaiten chose at load
+ * time in place of OpenBLAS's own fallback, or NULL (matmul.c). */
+const char *kt__blas_core(const char **chosen_by_kaiten);
 
 /* out (N) = GELU(inp), tanh approximation (vectorisable, no libm calls;
  * gpt_kernels.c) */
@@ -56,6 +67,10 @@ typedef struct {
   size_t *pool_cap;
   int n_pool, n_slots;
 } kt__stash;
+
+/* n floats (and 64 bytes of slack) for a tensor; free() releases them.
+ * Large ones are huge-page aligned (stash.c). NULL when out of memory. */
+float *kt__alloc_floats(size_t n);
 
 kt_status kt__stash_init(kt__stash *s, int n_microbatches, kt_error *err);
 void kt__stash_free(kt__stash *s);

@@ -1,8 +1,30 @@
-/* Activation stash keyed by micro-batch, with a buffer pool. */
+/* Activation stash keyed by micro-batch, with a buffer pool; and the
+ * allocation of large tensors. */
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #include "nn/nn.h"
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Tensors of a few MiB are read by sgemm in strided panels: on 4 KiB pages
+ * every panel row is another TLB entry. Buffers of at least a huge page are
+ * aligned to one and offered to transparent huge pages (where the kernel's
+ * policy is "madvise", the default on Debian); smaller ones are plain. */
+float *kt__alloc_floats(size_t n) {
+  size_t bytes = n * sizeof(float) + 64;
+  if (bytes < HUGE_PAGE) return malloc(bytes);
+  void *p = NULL;
+  bytes = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+  if (posix_memalign(&p, HUGE_PAGE, bytes)) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  madvise(p, bytes, MADV_HUGEPAGE); /* advice only: ignore a refusal */
+#endif
+  return p;
+}
 
 kt_status kt__stash_init(kt__stash *s, int n_microbatches, kt_error *err) {
   memset(s, 0, sizeof *s);
@@ -50,7 +72,7 @@ float *kt__stash_acquire(kt__stash *s, kt_chunk *c, int mb, size_t floats) {
       s->pool[best] = s->pool[--s->n_pool];
       s->pool_cap[best] = s->pool_cap[s->n_pool];
     } else {
-      buf = malloc(floats * sizeof(float) + 64);
+      buf = kt__alloc_floats(floats);
       cap = floats;
       if (!buf) return NULL;
     }
