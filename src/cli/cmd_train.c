@@ -101,7 +101,7 @@ int train_parse(const cli_args *a, train_opts *o) {
   o->p_given = cli_has(a, "stages");
   o->v_given = cli_has(a, "chunks");
   o->m_given = cli_has(a, "microbatches");
-  if (cli_notation(a, &o->notation)) return 2;
+  if (cli_torch_read(a, &o->torch)) return 2;
   if (o->schedule_file && cli_has(a, "schedule"))
     return cli_usage_error("give either --schedule or --schedule-file, not both");
   const char *sname = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";

@@ -15,7 +15,7 @@ typedef struct {
   kt_schedule_kind schedule;
   const char *schedule_file; /* instead of schedule: a file (P, V, M from it) */
   int p_given, v_given, m_given;
-  kt_notation notation;
+  cli_torch torch;
   int p, v, m, b, k, d;
   const char *partition;
   kt_optim_config optim;

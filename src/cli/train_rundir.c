@@ -65,7 +65,7 @@ int rundir_write_config(const char *dir, const train_opts *o, const kt_schedule 
   kt_buf_printf(&b, ", \"p\": %d, \"v\": %d, \"m\": %d, \"b\": %d, \"k\": %d, \"d\": %d, "
                     "\"transport\": \"%s\", \"partition\": [",
                 s->p, s->v, s->m, o->b, o->k, o->d, o->transport);
-  for (int i = 0; !o->synthetic && i < s->p * s->v; i++)
+  for (int i = 0; !o->synthetic && i < kt_schedule_stages(s); i++)
     kt_buf_printf(&b, "%s%d", i ? ", " : "", unit_offset[i + 1] - unit_offset[i]);
   kt_buf_printf(&b, "]},\n  \"optimizer\": {\"kind\": \"%s\", \"lr\": ", kt_optim_name(o->optim.kind));
   kt_buf_json_number(&b, o->optim.lr);

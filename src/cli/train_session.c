@@ -149,7 +149,7 @@ static int load_schedule_file(train_opts *o, kt_schedule *sched) {
   char info[CLI_INFO_LEN];
   cli_size_flag sizes[3] = {{"--stages", o->p_given, o->p}, {"--chunks", o->v_given, o->v},
                             {"--microbatches", o->m_given, o->m}};
-  int rc = cli_load_schedule_file(o->notation, o->schedule_file, sizes, sched, info, sizeof info);
+  int rc = cli_load_schedule_file(o->torch, o->schedule_file, sizes, sched, info, sizeof info);
   if (rc) return rc;
   o->p = sched->p, o->v = sched->v, o->m = sched->m;
   const char *rank = getenv("OMPI_COMM_WORLD_RANK"); /* one line per job, not per process */
@@ -181,7 +181,7 @@ int train_session(train_opts *o) {
     fprintf(stderr, "kaiten: %s\n", err.msg);
     return rc;
   }
-  int S = sched.p * sched.v;
+  int S = kt_schedule_stages(&sched);
   int *partition = NULL;
   kt_runtime *rt = NULL;
   kt_transport *mpi_t = NULL;
