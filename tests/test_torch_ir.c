@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 
