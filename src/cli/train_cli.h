@@ -28,6 +28,7 @@ typedef struct {
   double tf, tb, tw, timeout, mem_limit;
   long act_bytes;
   const char *format, *output, *transport, *run_dir, *resume, *data_path;
+  const char *save_init; /* checkpoint of the starting weights, or NULL */
   int live; /* redraw a live view on terminals */
   int blas_threads; /* OpenBLAS threads per rank (0: cores / local ranks) */
 } train_opts;

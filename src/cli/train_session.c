@@ -242,6 +242,13 @@ int train_session(train_opts *o) {
   s.meta = (kt_checkpoint_meta){.decay_steps = o->optim.decay_steps, .warmup_steps = o->optim.warmup_steps,
                                 .lr = o->optim.lr, .min_lr_ratio = o->optim.min_lr_ratio,
                                 .data_seed = o->seed, .model = o->model, .optim = o->optim.kind};
+  if (o->save_init) { /* every rank takes part: the file gathers all units */
+    s.meta.step = first_step;
+    if ((st = kt_checkpoint_save(rt, o->save_init, &s.meta, &err))) {
+      rc = world_rank == 0 ? cli_fail(st, &err) : kt_status_exit_code(st);
+      goto done;
+    }
+  }
   if (talk) {
     const int *off = kt_runtime_unit_offsets(rt);
     fprintf(talk, "kaiten train: %s P=%d V=%d M=%d b=%d K=%d D=%d on %s; global batch K*M*b*D = %ld",
