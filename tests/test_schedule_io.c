@@ -148,7 +148,10 @@ int main(void) {
   expect_parse_error("hello world", "'hello'");
   expect_parse_error("0X0 0B0", "unknown op 'X'");
   expect_parse_error("0FW0", "unknown op 'FW'");
-  expect_parse_error("0F", "form <stage><op><mb>");
+  expect_parse_error("0F", "'0F' has no micro-batch number");
+  expect_parse_error("0F0x", "form <stage><op><mb>");
+  expect_parse_error("0REDUCE_GRAD3", "REDUCE_GRAD is per stage and takes no micro-batch");
+  expect_parse_error("0SEND_F", "'0SEND_F' has no micro-batch number");
   expect_parse_error("F0", "stage number");
   expect_parse_error("0F99999999999999999999", "out of range");
   expect_parse_error("99999999999F0", "out of range");

@@ -52,5 +52,17 @@ expect 2 "$K" train --stages 16 --layers 8;     oneline; has "16 stages" "$tmp/e
 expect 2 "$K" train --schedule interleaved --stages 4 -m 2; oneline; has "M >= P" "$tmp/err"
 expect 2 "$K" train --format yaml;              oneline
 
+# --save-init: the starting weights, by unit, whatever the pipeline layout;
+# the run's own end checkpoint differs (it trained)
+g=(--model gpt --layers 2 --hidden 16 --heads 2 --seq-len 16 --steps 1 --no-live -m 2)
+expect 0 "$K" train "${g[@]}" --stages 2 --schedule 1f1b --save-init "$tmp/a.ckpt" --run-dir "$tmp/ra"
+expect 0 "$K" train "${g[@]}" --stages 1 --schedule gpipe --save-init "$tmp/b.ckpt"
+if [ -s "$tmp/a.ckpt" ] && cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt"; then ok; else bad "--save-init differs between layouts"; fi
+if cmp -s "$tmp/a.ckpt" "$tmp/ra/checkpoints/$(cat "$tmp/ra/checkpoints/latest" 2>/dev/null)"; then
+  bad "--save-init wrote the trained weights"; else ok; fi
+expect 0 "$K" train "${g[@]}" --stages 1 --schedule gpipe --seed 2 --save-init "$tmp/c.ckpt"
+if cmp -s "$tmp/a.ckpt" "$tmp/c.ckpt"; then bad "--save-init ignores --seed"; else ok; fi
+expect 1 "$K" train "${g[@]}" --save-init "$tmp/nodir/x.ckpt"; oneline; has "nodir" "$tmp/err"
+
 echo "test_train_cli.sh: $checks checks, $fails failed: $([ $fails = 0 ] && echo OK || echo FAIL)"
 [ $fails = 0 ]

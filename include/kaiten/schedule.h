@@ -17,28 +17,50 @@
 
 typedef enum { KT_OP_F, KT_OP_B, KT_OP_I, KT_OP_W, KT_OP_COUNT } kt_op;
 
-/* Communication ops of the lowered form (PyTorch's comms notation). They
- * appear only in a lowered schedule (kt_schedule_lower), never in a compute
- * schedule. SEND_F on stage s sends F(s)'s output; its RECV_F is written on
- * the receiving stage s+1. SEND_B on stage s sends the input gradient of
- * B/I(s); its RECV_B is written on stage s-1. */
+/* Non-compute ops of PyTorch's lowered IR (torch 2.15). They appear only in
+ * a lowered schedule (kt_schedule_lower) or a file read with them, never in a
+ * compute schedule.
+ *
+ * Point-to-point: SEND_F on stage s sends F(s)'s output; its RECV_F is
+ * written on the receiving stage s+1. SEND_B on stage s sends the input
+ * gradient of B/I(s); its RECV_B is written on stage s-1. WAIT_SEND_F/B on the
+ * sender's stage retires that send (the send is complete, its buffer free);
+ * it blocks until the peer has posted the matching receive.
+ *
+ * Per stage, no micro-batch (text "0REDUCE_GRAD"): REDUCE_GRAD starts the
+ * stage's gradient reduction across micro-batches (PyTorch scales the summed
+ * gradients by 1/M there) and WAIT_REDUCE_GRAD completes it; UNSHARD/RESHARD
+ * gather and free an FSDP-sharded stage's parameters. kaiten's executors
+ * treat all four as free (zero cost, no effect). */
 typedef enum {
   KT_OP_SEND_F = KT_OP_COUNT,
   KT_OP_RECV_F,
   KT_OP_SEND_B,
   KT_OP_RECV_B,
+  KT_OP_WAIT_SEND_F,
+  KT_OP_WAIT_SEND_B,
+  KT_OP_REDUCE_GRAD,
+  KT_OP_WAIT_REDUCE_GRAD,
+  KT_OP_UNSHARD,
+  KT_OP_RESHARD,
   KT_OP_ANY_COUNT
 } kt_comm_op;
 
 /* 'F', 'B', 'I', 'W' ('?' for communication ops) */
 char kt_op_letter(kt_op op);
-/* "F" .. "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B" */
+/* "F" .. "W", "SEND_F", ..., "UNSHARD", "RESHARD" */
 const char *kt_op_name(int op);
+/* 1 for ops written with a micro-batch (all but REDUCE_GRAD, WAIT_REDUCE_GRAD,
+ * UNSHARD, RESHARD, which are per stage and store mb = -1). */
+int kt_op_has_mb(int op);
+/* 1 for SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B. */
+int kt_op_is_p2p(int op);
 
 typedef enum {
   KT_PLACEMENT_LOOP,     /* stage s on rank s mod P (interleaved, looped-bfs) */
   KT_PLACEMENT_V,        /* s < P on rank s, else rank 2P-1-s (zbv, dualpipev) */
-  KT_PLACEMENT_EXPLICIT, /* a stage -> rank table (imported schedules), V stages per rank */
+  KT_PLACEMENT_EXPLICIT, /* a stage -> rank table (imported schedules); ranks may hold
+                            different numbers of stages */
   KT_PLACEMENT_COUNT
 } kt_placement;
 
@@ -62,14 +84,19 @@ typedef struct {
 } kt_rank_actions;
 
 typedef struct {
+  /* v: chunk slots per rank, the most stages any rank holds. Every rank
+   * holds exactly V stages (S = P*V) unless an explicit placement says
+   * otherwise; then n_stages is S (0 means P*V). */
   int p, v, m;
   kt_placement placement;
   char name[32]; /* generator name, or "" for imported schedules */
   kt_rank_actions *ranks; /* p entries */
   /* Explicit placement only (NULL otherwise): stage -> rank and stage ->
-   * chunk (its index among its rank's stages, in stage order), S entries;
-   * rank*V + chunk -> stage, S entries. */
+   * chunk (its index among its rank's stages, in stage order), S entries
+   * each; rank*V + chunk -> stage, P*V entries, -1 for a slot a rank with
+   * fewer than V stages leaves empty. One allocation. */
   int32_t *stage_rank, *stage_chunk, *chunk_stage;
+  int n_stages;
 } kt_schedule;
 
 /* Sets up an empty schedule. EINVAL on out-of-range sizes, ENOMEM. An
@@ -79,6 +106,12 @@ kt_status kt_schedule_init(kt_schedule *s, int p, int v, int m, kt_placement pla
 /* Makes the placement explicit: stage_rank[s] for every stage s < P*V. Every
  * rank must hold exactly V stages (EINVAL naming the first that does not). */
 kt_status kt_schedule_set_stage_ranks(kt_schedule *s, const int *stage_rank, kt_error *err);
+/* Makes the placement explicit with n_stages stages, stage_rank[s] for each:
+ * ranks may hold different numbers of stages (PyTorch allows it), each at
+ * least one. V becomes the most any rank holds. EINVAL naming the bad stage
+ * or the empty rank. */
+kt_status kt_schedule_set_stage_table(kt_schedule *s, int n_stages, const int *stage_rank,
+                                      kt_error *err);
 /* An empty schedule with src's P, V, placement (table included) and name and
  * the given M. */
 kt_status kt_schedule_init_like(kt_schedule *s, const kt_schedule *src, int m, kt_error *err);
@@ -87,12 +120,20 @@ void kt_schedule_free(kt_schedule *s);
 kt_status kt_schedule_push(kt_schedule *s, int rank, int stage, kt_op op, int mb);
 size_t kt_schedule_total_actions(const kt_schedule *s);
 
-static inline int kt_schedule_stages(const kt_schedule *s) { return s->p * s->v; }
+static inline int kt_schedule_stages(const kt_schedule *s) {
+  return s->n_stages > 0 ? s->n_stages : s->p * s->v;
+}
+/* Stages rank holds (V unless the placement is uneven). */
+int kt_rank_stage_count(const kt_schedule *s, int rank);
+/* 1 when every rank holds the same number of stages. */
+static inline int kt_schedule_even(const kt_schedule *s) {
+  return kt_schedule_stages(s) == s->p * s->v;
+}
 /* Rank that owns stage under the schedule's placement. */
 int kt_stage_rank(const kt_schedule *s, int stage);
 /* Index of the stage among its rank's chunks (0 .. V-1). */
 int kt_stage_chunk(const kt_schedule *s, int stage);
-/* Stage held by rank as its chunk c. */
+/* Stage held by rank as its chunk c; -1 for an empty slot (uneven placement). */
 int kt_rank_chunk_stage(const kt_schedule *s, int rank, int chunk);
 /* Point-to-point messages one step sends (activations + gradients across ranks). */
 size_t kt_schedule_messages(const kt_schedule *s);
@@ -115,7 +156,8 @@ typedef struct {
   /* out */
   kt_notation detected;      /* CURRENT or LEGACY: how the file was read */
   const char *detected_why;  /* one phrase: what decided it */
-  size_t comm_actions;       /* SEND_F/RECV_F/SEND_B/RECV_B actions in the file */
+  size_t comm_actions;       /* non-compute actions in the file (all kinds) */
+  size_t p2p_actions;        /* of those: SEND/RECV/WAIT_SEND (the file is lowered) */
   int placement_inferred;    /* 1 when no header pinned the placement */
   kt_schedule *lowered;      /* in, optional: receives the whole file, comms included,
                                 when it has communication actions (else left empty) */
@@ -143,23 +185,60 @@ void kt_schedule_write_csv(const kt_schedule *s, kt_buf *b);
 void kt_schedule_write_csv_notation(const kt_schedule *s, kt_notation n, kt_buf *b);
 void kt_schedule_write_text(const kt_schedule *s, kt_buf *b); /* with header line */
 
-/* ---- lowered form: compute plus SEND/RECV ----------------------------------- */
+/* ---- lowered form: compute plus communication ------------------------------ */
 
-/* Adds SEND_F/RECV_F/SEND_B/RECV_B where adjacent stages live on different
+/* The lowered IR of a PyTorch release. 2.15 retires every send with a
+ * WAIT_SEND and brackets each stage's gradient reduction with REDUCE_GRAD /
+ * WAIT_REDUCE_GRAD; earlier releases have neither (their runtime waits for
+ * sends at the end of the step and scales gradients itself), and their
+ * action parser does not know WAIT_SEND or WAIT_REDUCE_GRAD. */
+typedef enum { KT_TORCH_IR_2_15, KT_TORCH_IR_PRE_2_15 } kt_torch_ir;
+/* "2.15" | "pre-2.15" */
+const char *kt_torch_ir_name(kt_torch_ir ir);
+/* A torch version ("2.15", "2.15.0", "2.9.1", "latest") to the IR it speaks.
+ * EINVAL naming the text when it is not a version. */
+kt_status kt_torch_ir_from_version(const char *text, kt_torch_ir *out, kt_error *err);
+
+/* Adds the communication actions where adjacent stages live on different
  * ranks. A SEND follows the action (or overlapped group) that produces the
  * data; RECVs are posted in the sender's order, each before the action that
  * consumes it, so each pair of ranks matches its messages in the same order
  * on both sides (as NCCL requires). The result is deadlock-free whenever the
- * compute schedule is. out is a fresh schedule (idle slots dropped). */
+ * compute schedule is. out is a fresh schedule (idle slots dropped).
+ * KT_TORCH_IR_2_15 also places, as torch 2.15's lowering does, one WAIT_SEND
+ * per SEND (a forward send is retired right after the local backward of the
+ * same stage and micro-batch, which proves the peer received it; backward
+ * sends, and forward sends with no such backward, at the end of the list, in
+ * send order) and REDUCE_GRAD then WAIT_REDUCE_GRAD for each stage right
+ * after its M-th B or W (and that action's sends). */
+kt_status kt_schedule_lower_ir(const kt_schedule *s, kt_torch_ir ir, kt_schedule *out,
+                               kt_error *err);
+/* kt_schedule_lower_ir(s, KT_TORCH_IR_2_15, out, err) */
 kt_status kt_schedule_lower(const kt_schedule *s, kt_schedule *out, kt_error *err);
 
-/* Checks a lowered schedule: its compute actions form a valid schedule
- * (kt_schedule_validate); every cross-rank hand-over has exactly one SEND
- * after its producer and one RECV before its consumer, and no other comm
- * action exists; every pair of ranks sends and receives in the same order;
- * and running it cannot deadlock, with SENDs and RECVs posted without
- * blocking (isend/irecv) and a compute action waiting until its input was
- * sent. EINVALID_SCHEDULE / EDEADLOCK with the reason. */
+/* Checks a schedule with communication actions (a lowered file, or a
+ * compute-only file that carries REDUCE_GRAD/UNSHARD actions, as PyTorch's
+ * GPipe and 1F1B orders do):
+ * - its compute actions form a valid schedule (kt_schedule_validate);
+ * - every non-compute action sits on the rank that owns its stage;
+ * - when the file has any SEND/RECV/WAIT_SEND: every cross-rank hand-over
+ *   has exactly one SEND after its producer and one RECV before its
+ *   consumer, and nothing else; each pair of ranks receives in the order it
+ *   sends; each WAIT_SEND retires a send its rank issued before and not yet
+ *   retired; under KT_TORCH_IR_2_15 every send is retired (as torch's
+ *   _validate_send_waits demands);
+ * - REDUCE_GRAD/WAIT_REDUCE_GRAD as torch pairs them (at most one reduction
+ *   pending per rank, each wait for the pending stage, none left open), and
+ *   beyond torch: none or every stage reduces, once, after its last backward
+ *   (else the gradients PyTorch scales are incomplete);
+ * - UNSHARD/RESHARD alternate per stage, start unsharded-free and end
+ *   resharded, and a stage that uses them computes only while unsharded;
+ * - running it cannot deadlock, with SENDs and RECVs posted without
+ *   blocking (isend/irecv), a compute action waiting until its input was
+ *   sent, and a WAIT_SEND until the peer has posted the matching RECV.
+ * EINVALID_SCHEDULE / EDEADLOCK with the reason. */
+kt_status kt_lowered_validate_ir(const kt_schedule *lowered, kt_torch_ir ir, kt_error *err);
+/* kt_lowered_validate_ir(lowered, KT_TORCH_IR_2_15, err) */
 kt_status kt_lowered_validate(const kt_schedule *lowered, kt_error *err);
 
 /* ---- validation ----------------------------------------------------------- */

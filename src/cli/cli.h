@@ -77,10 +77,17 @@ int cli_read_costs(const cli_args *a, kt_costs *c);
 /* Schedule files (PyTorch CSV or kaiten text form). */
 #define CLI_SCHEDULE_FILE_OPTS                                                                \
   {"schedule-file", 0, "FILE", "a schedule file: PyTorch CSV (compute-only or with comms) or text form"}, \
-  {"torch-notation", 0, "N", "how B/BW read: auto (default) | current (B full, I input) | legacy (B input, BW full)"}
+  {"torch-notation", 0, "N", "how B/BW read: auto (default) | current (B full, I input) | legacy (B input, BW full)"}, \
+  {"torch-version", 0, "V", "the PyTorch release a lowered file is for: 2.15 (default; WAIT_SEND, REDUCE_GRAD) or older, e.g. 2.9"}
 
-/* Reads --torch-notation (NULL/absent = auto); 2 after printing the error. */
-int cli_notation(const cli_args *a, kt_notation *out);
+/* How PyTorch files are read and written: --torch-notation, --torch-version. */
+typedef struct {
+  kt_notation notation;
+  kt_torch_ir ir;
+} cli_torch;
+/* Reads --torch-notation (absent = auto) and --torch-version (absent =
+ * 2.15); 2 after printing the error. */
+int cli_torch_read(const cli_args *a, cli_torch *out);
 /* A size flag the user may have given next to a schedule file. */
 typedef struct {
   const char *flag; /* "-p", "--stages", ... */
@@ -93,7 +100,7 @@ typedef struct {
  * must agree with the file when given. info (n bytes, may be NULL) receives
  * one line saying what was inferred: ranks, stages, micro-batches,
  * placement, notation. Returns 0, or the exit code after printing why. */
-int cli_load_schedule_file(kt_notation notation, const char *path, const cli_size_flag sizes[3],
+int cli_load_schedule_file(cli_torch torch, const char *path, const cli_size_flag sizes[3],
                            kt_schedule *out, char *info, size_t n);
 #define CLI_INFO_LEN 1024
 /* "loop", "v" or "explicit (stage:rank 0:0 1:1 ...)" into buf. */

@@ -114,12 +114,12 @@ static int run_compare(cli_args *a) {
   kt_schedule file_sched = {0};
   const char *file = cli_get(a, "schedule-file");
   if (file) {
-    kt_notation notation;
-    if (cli_notation(a, &notation)) return 2;
+    cli_torch torch;
+    if (cli_torch_read(a, &torch)) return 2;
     char info[CLI_INFO_LEN];
     /* -v is for the built-in rows; the file keeps its own */
     cli_size_flag sizes[3] = {{"-p", cli_has(a, "p"), p}, {"-v", 0, 0}, {"-m", cli_has(a, "m"), m}};
-    int rc = cli_load_schedule_file(notation, file, sizes, &file_sched, info, sizeof info);
+    int rc = cli_load_schedule_file(torch, file, sizes, &file_sched, info, sizeof info);
     if (rc) return rc;
     p = file_sched.p;
     m = file_sched.m;

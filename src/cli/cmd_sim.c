@@ -38,8 +38,9 @@ static int run_sim(cli_args *a) {
   if (!fmt_ok)
     return cli_usage_error(
         "--format '%s': expected ascii, json, csv, text, chrome, torch-csv or torch-csv-comms", format);
-  kt_notation notation;
-  if (cli_notation(a, &notation)) return 2;
+  cli_torch torch;
+  if (cli_torch_read(a, &torch)) return 2;
+  kt_notation notation = torch.notation;
   const char *color = cli_get(a, "color");
   if (color && strcmp(color, "auto") && strcmp(color, "always") && strcmp(color, "never"))
     return cli_usage_error("--color '%s': expected auto, always or never", color);
@@ -59,7 +60,7 @@ static int run_sim(cli_args *a) {
     char info[CLI_INFO_LEN];
     cli_size_flag sizes[3] = {{"-p", cli_has(a, "p"), p}, {"-v", cli_has(a, "v"), v},
                               {"-m", cli_has(a, "m"), m}};
-    if ((rc = cli_load_schedule_file(notation, from, sizes, &sched, info, sizeof info))) {
+    if ((rc = cli_load_schedule_file(torch, from, sizes, &sched, info, sizeof info))) {
       kt_costs_free(&costs);
       return rc;
     }
@@ -101,7 +102,8 @@ static int run_sim(cli_args *a) {
   char placement[512];
   kt_sim_info info = {.schedule = sched.name, .p = sched.p, .v = sched.v, .m = sched.m,
                       .placement = cli_placement_text(&sched, placement, sizeof placement),
-                      .stage_ranks = sched.stage_rank,
+                      /* the renderer reads P*V entries: an uneven table has fewer */
+                      .stage_ranks = kt_schedule_even(&sched) ? sched.stage_rank : NULL,
                       .costs = &costs,
                       .closed_form = closed, .closed_form_expr = expr,
                       .messages = kt_schedule_messages(&sched)};
@@ -124,7 +126,7 @@ static int run_sim(cli_args *a) {
         &sched, notation == KT_NOTATION_LEGACY ? KT_NOTATION_LEGACY : KT_NOTATION_CURRENT, &out);
   } else if (!strcmp(format, "torch-csv-comms")) {
     kt_schedule lowered;
-    if ((st = kt_schedule_lower(&sched, &lowered, &err))) {
+    if ((st = kt_schedule_lower_ir(&sched, torch.ir, &lowered, &err))) {
       kt_buf_free(&out);
       kt_metrics_free(&met);
       kt_timeline_free(&tl);
@@ -175,8 +177,10 @@ const cli_command cli_cmd_sim = {
         "--schedule-file reads a PyTorch CSV (current or legacy notation, with or without\n"
         "SEND/RECV) or a kaiten text file; what was inferred is printed on stderr.\n"
         "--format torch-csv writes PyTorch's compute-only CSV (current notation, or legacy\n"
-        "with --torch-notation legacy); torch-csv-comms adds SEND_F/RECV_F/SEND_B/RECV_B in\n"
-        "an order that cannot deadlock.\n"
+        "with --torch-notation legacy); torch-csv-comms writes the lowered form torch 2.15's\n"
+        "runtime loads: SEND_F/RECV_F/SEND_B/RECV_B in an order that cannot deadlock, one\n"
+        "WAIT_SEND per send and REDUCE_GRAD/WAIT_REDUCE_GRAD per stage, placed as torch's\n"
+        "lowering places them (--torch-version 2.14 or older: SEND/RECV only).\n"
         "\nexamples:\n"
         "  kaiten sim --schedule 1f1b -p 4 -m 8\n"
         "  kaiten sim --schedule zb-h2 -p 4 -m 8 --format json\n"

@@ -35,6 +35,7 @@ static const cli_opt train_opts_table[] = {
     {"run-dir", 0, "DIR", "write config.json, metrics.jsonl, timelines and checkpoints to DIR"},
     {"checkpoint-every", 0, "K", "checkpoint every K steps (default: at the end only)"},
     {"resume", 0, "DIR", "continue the run in DIR from its latest complete checkpoint"},
+    {"save-init", 0, "FILE", "write the weights training starts from to FILE (a checkpoint) first"},
     {"mem-limit", 0, "X", "zb-auto: memory limit in activations per rank"},
     {"synthetic", 0, NULL, "synthetic workload: F/I/W sleep their cost, tensors still travel"},
     {"tf", 0, "MS", "synthetic forward cost in ms (default 2)"},
@@ -104,7 +105,7 @@ int train_parse(const cli_args *a, train_opts *o) {
   o->p_given = cli_has(a, "stages");
   o->v_given = cli_has(a, "chunks");
   o->m_given = cli_has(a, "microbatches");
-  if (cli_notation(a, &o->notation)) return 2;
+  if (cli_torch_read(a, &o->torch)) return 2;
   if (o->schedule_file && cli_has(a, "schedule"))
     return cli_usage_error("give either --schedule or --schedule-file, not both");
   const char *sname = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
@@ -126,6 +127,7 @@ int train_parse(const cli_args *a, train_opts *o) {
   o->output = cli_get(a, "output");
   o->run_dir = cli_get(a, "run-dir");
   o->resume = cli_get(a, "resume");
+  o->save_init = cli_get(a, "save-init");
   o->data_path = cli_get(a, "data");
   o->live = !cli_has(a, "no-live");
   o->live_forced = cli_has(a, "live");

@@ -6,6 +6,7 @@ static const cli_opt validate_opts[] = {
     {"quiet", 'q', NULL, "print nothing on success"},
     {"schedule-file", 0, "FILE", "the schedule file (the same as giving FILE)"},
     {"torch-notation", 0, "N", "how B/BW read: auto (default) | current (B full, I input) | legacy (B input, BW full)"},
+    {"torch-version", 0, "V", "check a lowered file for this PyTorch release: 2.15 (default) or older, e.g. 2.9"},
 };
 
 static int run_validate(cli_args *a) {
@@ -16,10 +17,10 @@ static int run_validate(cli_args *a) {
   if (!file) file = a->pos[0];
   kt_schedule s;
   int quiet = cli_has(a, "quiet");
-  kt_notation notation;
-  if (cli_notation(a, &notation)) return 2;
+  cli_torch torch;
+  if (cli_torch_read(a, &torch)) return 2;
   char info[CLI_INFO_LEN];
-  int rc = cli_load_schedule_file(notation, file, NULL, &s, info, sizeof info);
+  int rc = cli_load_schedule_file(torch, file, NULL, &s, info, sizeof info);
   if (rc) return rc;
   if (!quiet) {
     printf("%s", info);
@@ -41,7 +42,7 @@ static int run_validate(cli_args *a) {
 const cli_command cli_cmd_validate = {
     .name = "validate",
     .summary = "check a schedule file: every pair computed once, right ranks, no deadlock",
-    .usage = "FILE | --schedule-file FILE [--torch-notation auto|current|legacy]",
+    .usage = "FILE | --schedule-file FILE [--torch-notation auto|current|legacy] [--torch-version V]",
     .details =
         "FILE is a schedule in CSV form (PyTorch-compatible: one row per rank, one cell per\n"
         "slot, empty cell = idle, actions like 0F0 1I3 2W3 0B1, overlapped cells\n"
@@ -50,9 +51,12 @@ const cli_command cli_cmd_validate = {
         "placement (loop, v or explicit) are inferred and printed. Both of PyTorch's\n"
         "notations are read: current (B full backward, I input gradient) and legacy (B input\n"
         "gradient, BW full backward), detected from the file unless --torch-notation says.\n"
-        "A lowered file (with SEND_F/RECV_F/SEND_B/RECV_B) is also checked for matching\n"
-        "sends and receives, in the same order per pair of ranks, and for deadlock with\n"
-        "non-blocking sends. Exit 0 when valid, 2 with the reason.\n",
+        "A lowered file (with SEND_F/RECV_F/SEND_B/RECV_B, WAIT_SEND_F/B) is also checked\n"
+        "for matching sends and receives, in the same order per pair of ranks, one\n"
+        "WAIT_SEND retiring each send (torch 2.15; --torch-version 2.14 or older lets\n"
+        "them out), and for deadlock with non-blocking sends and blocking waits.\n"
+        "REDUCE_GRAD/WAIT_REDUCE_GRAD and UNSHARD/RESHARD are checked for pairing.\n"
+        "Ranks may hold different numbers of stages. Exit 0 when valid, 2 with the reason.\n",
     .opts = validate_opts,
     .n_opts = sizeof validate_opts / sizeof *validate_opts,
     .run = run_validate,

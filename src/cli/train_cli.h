@@ -17,7 +17,7 @@ typedef struct {
   kt_schedule_kind schedule;
   const char *schedule_file; /* instead of schedule: a file (P, V, M from it) */
   int p_given, v_given, m_given;
-  kt_notation notation;
+  cli_torch torch;
   int p, v, m, b, k, d;
   const char *partition;
   kt_optim_config optim;
@@ -29,6 +29,7 @@ typedef struct {
   double tf, tb, tw, timeout, mem_limit;
   long act_bytes;
   const char *format, *output, *transport, *run_dir, *resume, *data_path;
+  const char *save_init; /* checkpoint of the starting weights, or NULL */
   int live;        /* redraw a live view on terminals */
   int live_forced; /* --live: even under mpirun */
   int force;       /* --force: clear a run directory that holds an old run */

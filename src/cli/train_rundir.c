@@ -32,9 +32,9 @@ kt_run_segment train_segment(const train_opts *o, const kt_schedule *s, const in
   snprintf(seg.schedule, sizeof seg.schedule, "%s", s->name[0] ? s->name : "file");
   snprintf(seg.transport, sizeof seg.transport, "%s", o->transport);
   if (!o->synthetic && unit_offset && partition_buf) {
-    for (int i = 0; i < s->p * s->v; i++) partition_buf[i] = unit_offset[i + 1] - unit_offset[i];
+    for (int i = 0; i < kt_schedule_stages(s); i++) partition_buf[i] = unit_offset[i + 1] - unit_offset[i];
     seg.partition = partition_buf;
-    seg.n_partition = s->p * s->v;
+    seg.n_partition = kt_schedule_stages(s);
   }
   return seg;
 }

@@ -105,7 +105,7 @@ static int on_step(void *ctx, const kt_train_progress *p) {
 
 static kt_status build_runtime(session *s, kt_error *err) {
   train_opts *o = s->o;
-  int S = s->sched.p * s->sched.v;
+  int S = kt_schedule_stages(&s->sched);
   kt_status st = KT_OK;
   if (o->partition) {
     s->partition = kt_calloc((size_t)S, sizeof *s->partition);
@@ -180,7 +180,7 @@ static kt_status open_run_dir(session *s, kt_error *err) {
     if (seg.last_step < 0 || seg.last_step > s->first_step) seg.last_step = s->first_step;
     st = kt_run_config_add_segment(&s->cfg, &seg, err);
   }
-  s->seg_partition = kt_calloc((size_t)(s->sched.p * s->sched.v), sizeof *s->seg_partition);
+  s->seg_partition = kt_calloc((size_t)kt_schedule_stages(&s->sched), sizeof *s->seg_partition);
   if (!st && !s->seg_partition) st = kt_fail(err, KT_ENOMEM, "out of memory");
   if (!st) {
     kt_run_segment seg = train_segment(o, &s->sched, kt_runtime_unit_offsets(s->rt), s->first_step,
@@ -200,7 +200,7 @@ static int load_schedule_file(session *s) {
   char info[CLI_INFO_LEN];
   cli_size_flag sizes[3] = {{"--stages", o->p_given, o->p}, {"--chunks", o->v_given, o->v},
                             {"--microbatches", o->m_given, o->m}};
-  int rc = cli_load_schedule_file(o->notation, o->schedule_file, sizes, &s->sched, info, sizeof info);
+  int rc = cli_load_schedule_file(o->torch, o->schedule_file, sizes, &s->sched, info, sizeof info);
   if (rc) return rc;
   o->p = s->sched.p, o->v = s->sched.v, o->m = s->sched.m;
   const char *rank = getenv("OMPI_COMM_WORLD_RANK"); /* one line per job, not per process */
@@ -247,7 +247,7 @@ static void print_start(session *s) {
   else {
     fprintf(t, "; %s L=%d C=%d; units per stage", kt_model_kind_name(o->model.kind), o->model.layers,
             o->model.hidden);
-    int S = s->sched.p * s->sched.v;
+    int S = kt_schedule_stages(&s->sched);
     for (int i = 0; i < S && i < 16; i++) fprintf(t, "%s%d", i ? "," : " ", off[i + 1] - off[i]);
     fputs(S > 16 ? ",...\n" : "\n", t);
   }
@@ -306,6 +306,11 @@ static int run_steps(session *s) {
   s->meta = (kt_checkpoint_meta){.decay_steps = o->optim.decay_steps, .warmup_steps = o->optim.warmup_steps,
                                  .lr = o->optim.lr, .min_lr_ratio = o->optim.min_lr_ratio,
                                  .data_seed = o->seed, .model = o->model, .optim = o->optim.kind};
+  if (o->save_init) { /* every rank takes part: the file gathers all units */
+    s->meta.step = s->first_step;
+    kt_status st = kt_checkpoint_save(s->rt, o->save_init, &s->meta, &err);
+    if (st) return s->world_rank == 0 ? cli_fail(st, &err) : kt_status_exit_code(st);
+  }
   kt_train_config tc = {.runtime = *kt_runtime_config_of(s->rt), .first_step = s->first_step,
                         .steps = o->steps, .val_every = o->val_every, .val_batches = 2,
                         .data = s->data, .on_step = on_step, .ctx = s,

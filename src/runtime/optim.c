@@ -182,6 +182,7 @@ static kt_status locate_nonfinite(kt__worker *w, kt_error *err) {
   if (!flags) return kt_fail(err, KT_ENOMEM, "out of memory");
   for (int c = 0; c < rt->V; c++) {
     int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
+    if (stage < 0) continue; /* an empty slot (uneven placement) */
     const kt_chunk *ch = w->chunk[c];
     flags[stage] = w->fwd_bad[c];
     for (size_t i = 0; i < ch->n_params; i++)

@@ -37,6 +37,54 @@ static kt_status copy_schedule(kt_schedule *dst, const kt_schedule *src, kt_erro
   return KT_OK;
 }
 
+/* An empty chunk slot: a rank of an uneven placement holds fewer stages than
+ * V. It has no parameters and no actions run on it; the per-chunk loops
+ * (zeroing, the optimizer, memory sums) pass over it. */
+static kt_status no_stage(kt_chunk *c, kt_error *err) {
+  (void)c;
+  return kt_fail(err, KT_ERUNTIME, "an action ran on an empty chunk slot");
+}
+static kt_status empty_forward(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
+                               float *out, double *loss, kt_error *err) {
+  (void)mb, (void)data, (void)in, (void)out, (void)loss;
+  return no_stage(c, err);
+}
+static kt_status empty_backward_input(kt_chunk *c, int mb, const kt_microbatch *data,
+                                      const float *dout, float *din, kt_error *err) {
+  (void)mb, (void)data, (void)dout, (void)din;
+  return no_stage(c, err);
+}
+static kt_status empty_backward_weight(kt_chunk *c, int mb, kt_error *err) {
+  (void)mb;
+  return no_stage(c, err);
+}
+static void empty_destroy(kt_chunk *c) {
+  free(c->params);
+  free(c->grads);
+  free(c->unit_offset);
+  free(c);
+}
+static const kt_chunk_ops empty_ops = {empty_forward, empty_backward_input, empty_backward_weight,
+                                       empty_destroy};
+
+static kt_status empty_chunk_create(const kt_runtime_config *cfg, kt_chunk **out, kt_error *err) {
+  kt_chunk *c = calloc(1, sizeof *c);
+  if (c) {
+    c->ops = &empty_ops;
+    c->cfg = cfg->model;
+    c->micro_batch = cfg->micro_batch;
+    c->params = calloc(1, sizeof(float)); /* never NULL: loops memset and scan them */
+    c->grads = calloc(1, sizeof(float));
+    c->unit_offset = calloc(1, sizeof *c->unit_offset);
+  }
+  if (!c || !c->params || !c->grads || !c->unit_offset) {
+    if (c) empty_destroy(c);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  *out = c;
+  return KT_OK;
+}
+
 static void worker_free(kt__worker *w, int V, int SM) {
   if (w->chunk)
     for (int c = 0; c < V; c++) kt_chunk_destroy(w->chunk[c]);
@@ -79,7 +127,9 @@ static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int
   for (int c = 0; c < rt->V; c++) {
     int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
     kt_status st;
-    if (rt->cfg.synthetic)
+    if (stage < 0)
+      st = empty_chunk_create(&rt->cfg, &w->chunk[c], err);
+    else if (rt->cfg.synthetic)
       st = kt__synthetic_chunk_create(&rt->cfg, stage, rt->S, rt->M, &w->chunk[c], err);
     else
       st = kt_chunk_create(&rt->cfg.model, rt->unit_offset[stage],
@@ -134,7 +184,7 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
   rt->P = rt->sched_copy.p;
   rt->V = rt->sched_copy.v;
   rt->M = rt->sched_copy.m;
-  rt->S = rt->P * rt->V;
+  rt->S = kt_schedule_stages(&rt->sched_copy);
   rt->D = cfg->data_parallel;
   rt->K = cfg->grad_accum;
   rt->handles = handles;
@@ -154,7 +204,7 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
     }
     if (rt->S > units)
       st = kt_fail(err, KT_EINVAL,
-                   "%d stages (P=%d x V=%d) but the model has only %d layers to split (--layers "
+                   "%d stages (P=%d, V=%d) but the model has only %d layers to split (--layers "
                    "%d or more)",
                    rt->S, rt->P, rt->V, units, cfg->model.layers + rt->S - units);
     else if (cfg->partition)

@@ -123,8 +123,9 @@ static int misplaced(const kt__row_list *rl, const kt_schedule *probe) {
 }
 
 /* The stage -> rank table the file itself shows, when every stage sits on
- * exactly one rank; NULL (and *oom = 0) when it does not. */
-static int *observed_table(const kt__row_list *rl, int S, int *oom) {
+ * exactly one rank; NULL otherwise, with *why saying which stage does not
+ * (why: 96 bytes), or *oom = 1. */
+static int *observed_table(const kt__row_list *rl, int S, int *oom, char *why) {
   int *map = malloc((size_t)S * sizeof *map);
   if (!map) {
     *oom = 1;
@@ -134,8 +135,9 @@ static int *observed_table(const kt__row_list *rl, int S, int *oom) {
   for (size_t r = 0; r < rl->n; r++)
     for (size_t i = 0; i < rl->rows[r].n; i++) {
       int s = rl->rows[r].actions[i].stage;
-      if (rl->rows[r].actions[i].op >= KT_OP_COUNT) continue;
+      if (rl->rows[r].actions[i].op >= KT_OP_COUNT || s >= S) continue;
       if (map[s] >= 0 && map[s] != (int)r) {
+        snprintf(why, 96, "stage %d runs on rank %d and on rank %zu", s, map[s], r);
         free(map);
         return NULL;
       }
@@ -143,10 +145,32 @@ static int *observed_table(const kt__row_list *rl, int S, int *oom) {
     }
   for (int s = 0; s < S; s++)
     if (map[s] < 0) {
+      snprintf(why, 96, "stage %d has no compute action", s);
       free(map);
       return NULL;
     }
   return map;
+}
+
+/* The file's own table as the explicit placement (ranks may hold different
+ * numbers of stages). EPARSE when the file shows no single table. */
+static kt_status explicit_from_rows(const kt__row_list *rl, int S, kt_schedule *out,
+                                    kt_error *err) {
+  int oom = 0;
+  char why[96] = "";
+  int *map = observed_table(rl, S, &oom, why);
+  if (oom) return kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!map)
+    return kt_fail(err, KT_EPARSE,
+                   "the file uses %d stages on %d ranks, so some rank holds more stages than "
+                   "another; that needs each stage on one rank, but %s",
+                   S, out->p, why);
+  kt_error sub;
+  kt_status st = kt_schedule_set_stage_table(out, S, map, &sub);
+  free(map);
+  if (st == KT_ENOMEM) return kt_fail(err, st, "out of memory");
+  if (st) return kt_fail(err, KT_EPARSE, "stage placement: %s", sub.msg);
+  return KT_OK;
 }
 
 /* Picks loop, v or an explicit table from the compute actions (a lowered
@@ -167,15 +191,12 @@ static kt_status infer_placement(const kt__row_list *rl, kt_schedule *out, kt_er
     }
   }
   int oom = 0;
-  int *map = observed_table(rl, kt_schedule_stages(out), &oom);
+  char why[96];
+  int *map = observed_table(rl, kt_schedule_stages(out), &oom, why);
   if (oom) return kt_fail(err, KT_ENOMEM, "out of memory");
   if (map) {
-    kt_error sub;
-    kt_status st = kt_schedule_set_stage_ranks(out, map, &sub);
     free(map);
-    if (st == KT_OK) return KT_OK;
-    if (st == KT_ENOMEM) return kt_fail(err, st, "out of memory");
-    return kt_fail(err, KT_EPARSE, "stage placement: %s", sub.msg);
+    return explicit_from_rows(rl, kt_schedule_stages(out), out, err);
   }
   if (v_bad < loop_bad) out->placement = KT_PLACEMENT_V;
   return KT_OK;
@@ -185,9 +206,12 @@ static kt_status infer_placement(const kt__row_list *rl, kt_schedule *out, kt_er
  * everything into lowered. */
 static kt_status split_comms(kt__row_list *rl, kt_parse_opts *o, kt_schedule *out,
                              kt_error *err) {
-  o->comm_actions = 0;
+  o->comm_actions = o->p2p_actions = 0;
   for (size_t r = 0; r < rl->n; r++)
-    for (size_t i = 0; i < rl->rows[r].n; i++) o->comm_actions += rl->rows[r].actions[i].op >= KT_OP_COUNT;
+    for (size_t i = 0; i < rl->rows[r].n; i++) {
+      o->comm_actions += rl->rows[r].actions[i].op >= KT_OP_COUNT;
+      o->p2p_actions += kt_op_is_p2p(rl->rows[r].actions[i].op);
+    }
   if (o->comm_actions && o->lowered) {
     kt_status st = kt_schedule_init_like(o->lowered, out, out->m, err);
     if (st) return st;
@@ -248,17 +272,21 @@ kt_status kt_schedule_parse_opts(const char *text, kt_parse_opts *opts, kt_sched
     st = kt_fail(err, KT_EPARSE, "the schedule has no actions (F, B, I or W)");
     goto fail;
   }
-  int v = h.v > 0 ? h.v : (int)((max_stage + p) / p);
+  /* S: the header's stages=, else P*V from its v=, else the largest stage
+   * + 1. When S is not P*V for any V the ranks hold different numbers of
+   * stages, which only an explicit table read from the rows can say. */
+  long S = h.s > 0 ? h.s : h.v > 0 ? (long)p * h.v : max_stage + 1;
+  int v = h.v > 0 ? h.v : (int)((S + p - 1) / p);
+  int uneven = S != (long)p * v;
   int m = h.m > 0 ? h.m : (int)max_mb + 1;
-  if (max_stage >= (long)p * v) {
-    st = kt_fail(err, KT_EPARSE, "stage %ld does not exist with p=%d v=%d", max_stage, p, v);
+  if (max_stage >= S) {
+    st = kt_fail(err, KT_EPARSE, "stage %ld does not exist with p=%d v=%d (%ld stages)", max_stage,
+                 p, v, S);
     goto fail;
   }
-  if (h.v <= 0 && (max_stage + 1) % p != 0) {
-    st = kt_fail(err, KT_EPARSE,
-                 "the file uses %ld stages (0..%ld) on %d ranks; every rank must hold the same "
-                 "number of stages",
-                 max_stage + 1, max_stage, p);
+  if (uneven && h.placement >= 0) {
+    st = kt_fail(err, KT_EPARSE, "%ld stages on %d ranks: some rank holds more stages than another, "
+                 "which only placement=explicit can say", S, p);
     goto fail;
   }
   if (max_mb >= m) {
@@ -268,7 +296,9 @@ kt_status kt_schedule_parse_opts(const char *text, kt_parse_opts *opts, kt_sched
   kt_placement pl = h.placement >= 0 ? (kt_placement)h.placement : KT_PLACEMENT_LOOP;
   if ((st = kt_schedule_init(out, p, v, m, pl, err))) goto fail;
   o->placement_inferred = h.placement < 0;
-  if (h.placement < 0 && (st = infer_placement(&rl, out, err))) goto fail_out;
+  if (uneven) st = explicit_from_rows(&rl, (int)S, out, err);
+  else if (h.placement < 0) st = infer_placement(&rl, out, err);
+  if (st) goto fail_out;
   snprintf(out->name, sizeof out->name, "%s", h.name);
   if ((st = split_comms(&rl, o, out, err))) goto fail_out;
   return KT_OK;

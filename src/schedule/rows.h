@@ -15,6 +15,7 @@ typedef struct {
 
 typedef struct {
   int p, v, m, placement; /* from a "# kaiten" header line; -1 = not given */
+  int s;                  /* stages=S (uneven placements); -1 = not given */
   char name[32];
   int seen; /* the file has a "# kaiten" header: kaiten's own text form */
 } kt__header;

@@ -9,10 +9,17 @@ _Static_assert(sizeof op_letters == KT_OP_COUNT, "op letter table out of sync");
 
 char kt_op_letter(kt_op op) { return (unsigned)op < KT_OP_COUNT ? op_letters[op] : '?'; }
 
-static const char *const op_names[] = {"F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+static const char *const op_names[] = {
+    "F",           "B",           "I",           "W",           "SEND_F",
+    "RECV_F",      "SEND_B",      "RECV_B",      "WAIT_SEND_F", "WAIT_SEND_B",
+    "REDUCE_GRAD", "WAIT_REDUCE_GRAD", "UNSHARD", "RESHARD"};
 _Static_assert(sizeof op_names / sizeof *op_names == KT_OP_ANY_COUNT, "op name table out of sync");
 
 const char *kt_op_name(int op) { return (unsigned)op < KT_OP_ANY_COUNT ? op_names[op] : "?"; }
+
+int kt_op_has_mb(int op) { return op < KT_OP_REDUCE_GRAD; }
+
+int kt_op_is_p2p(int op) { return op >= KT_OP_SEND_F && op <= KT_OP_WAIT_SEND_B; }
 
 static const char *const placement_names[] = {"loop", "v", "explicit"};
 _Static_assert(sizeof placement_names / sizeof *placement_names == KT_PLACEMENT_COUNT,
@@ -45,45 +52,76 @@ kt_status kt_schedule_init(kt_schedule *s, int p, int v, int m, kt_placement pla
   return KT_OK;
 }
 
-kt_status kt_schedule_set_stage_ranks(kt_schedule *s, const int *stage_rank, kt_error *err) {
-  int S = kt_schedule_stages(s);
-  int32_t *table = kt_calloc((size_t)S * 3, sizeof *table);
+/* Builds the three placement tables (one allocation: 2*S + P*V entries).
+ * even: every rank must hold exactly s->v stages; otherwise V becomes the
+ * most any rank holds and every rank needs at least one. */
+static kt_status build_tables(kt_schedule *s, int S, const int *stage_rank, int even,
+                              kt_error *err) {
   int *held = kt_calloc((size_t)s->p, sizeof *held);
-  if (!table || !held) {
-    free(table);
-    free(held);
-    return kt_fail(err, KT_ENOMEM, "out of memory");
-  }
-  int32_t *rank_of = table, *chunk_of = table + S, *stage_at = table + 2 * S;
+  if (!held) return kt_fail(err, KT_ENOMEM, "out of memory");
   kt_status st = KT_OK;
+  int v = 0;
   for (int stage = 0; stage < S && !st; stage++) {
     int r = stage_rank[stage];
     if (r < 0 || r >= s->p)
       st = kt_fail(err, KT_EINVAL, "stage %d is placed on rank %d, outside 0..%d", stage, r,
                    s->p - 1);
-    else if (held[r] == s->v)
+    else if (even && held[r] == s->v)
       st = kt_fail(err, KT_EINVAL,
                    "rank %d holds more than %d stages (stage %d is its %d-th); every rank must "
                    "hold the same number of stages",
                    r, s->v, stage, s->v + 1);
-    else {
-      rank_of[stage] = r;
-      chunk_of[stage] = held[r];
-      stage_at[r * s->v + held[r]] = stage;
-      held[r]++;
-    }
+    else if (++held[r] > v)
+      v = held[r];
   }
-  free(held);
+  for (int r = 0; r < s->p && !st; r++)
+    if (held[r] == 0)
+      st = kt_fail(err, KT_EINVAL, "rank %d holds no stage (%d stages on %d ranks)", r, S, s->p);
+  if (!st && v > KT_MAX_CHUNKS)
+    st = kt_fail(err, KT_EINVAL, "a rank holds %d stages, more than %d", v, KT_MAX_CHUNKS);
+  int32_t *table = st ? NULL : kt_calloc(2 * (size_t)S + (size_t)s->p * v, sizeof *table);
+  if (!st && !table) st = kt_fail(err, KT_ENOMEM, "out of memory");
   if (st) {
-    free(table);
+    free(held);
     return st;
   }
+  int32_t *rank_of = table, *chunk_of = table + S, *stage_at = table + 2 * S;
+  for (size_t i = 0; i < (size_t)s->p * v; i++) stage_at[i] = -1;
+  memset(held, 0, (size_t)s->p * sizeof *held);
+  for (int stage = 0; stage < S; stage++) {
+    int r = stage_rank[stage];
+    rank_of[stage] = r;
+    chunk_of[stage] = held[r];
+    stage_at[r * v + held[r]++] = stage;
+  }
+  free(held);
   free(s->stage_rank);
   s->stage_rank = rank_of;
   s->stage_chunk = chunk_of;
   s->chunk_stage = stage_at;
   s->placement = KT_PLACEMENT_EXPLICIT;
+  s->v = v;
+  s->n_stages = S == s->p * v ? 0 : S;
   return KT_OK;
+}
+
+kt_status kt_schedule_set_stage_ranks(kt_schedule *s, const int *stage_rank, kt_error *err) {
+  return build_tables(s, s->p * s->v, stage_rank, 1, err);
+}
+
+kt_status kt_schedule_set_stage_table(kt_schedule *s, int n_stages, const int *stage_rank,
+                                      kt_error *err) {
+  if (n_stages < 1 || n_stages > s->p * KT_MAX_CHUNKS)
+    return kt_fail(err, KT_EINVAL, "%d stages on %d ranks: expected 1..%d", n_stages, s->p,
+                   s->p * KT_MAX_CHUNKS);
+  return build_tables(s, n_stages, stage_rank, 0, err);
+}
+
+int kt_rank_stage_count(const kt_schedule *s, int rank) {
+  if (kt_schedule_even(s)) return s->v;
+  int n = 0;
+  for (int c = 0; c < s->v; c++) n += s->chunk_stage[rank * s->v + c] >= 0;
+  return n;
 }
 
 kt_status kt_schedule_init_like(kt_schedule *s, const kt_schedule *src, int m, kt_error *err) {
@@ -91,17 +129,18 @@ kt_status kt_schedule_init_like(kt_schedule *s, const kt_schedule *src, int m, k
   if (st) return st;
   memcpy(s->name, src->name, sizeof s->name);
   if (src->placement == KT_PLACEMENT_EXPLICIT) { /* the three tables, already checked */
-    size_t S = (size_t)kt_schedule_stages(src);
-    int32_t *table = kt_calloc(3 * S, sizeof *table);
+    size_t S = (size_t)kt_schedule_stages(src), n = 2 * S + (size_t)src->p * src->v;
+    int32_t *table = kt_calloc(n, sizeof *table);
     if (!table) {
       kt_schedule_free(s);
       return kt_fail(err, KT_ENOMEM, "out of memory");
     }
-    memcpy(table, src->stage_rank, 3 * S * sizeof *table);
+    memcpy(table, src->stage_rank, n * sizeof *table);
     s->stage_rank = table;
     s->stage_chunk = table + S;
     s->chunk_stage = table + 2 * S;
     s->placement = KT_PLACEMENT_EXPLICIT;
+    s->n_stages = src->n_stages;
   }
   return st;
 }

@@ -19,6 +19,7 @@
 #define OVERLAP_SUFFIX "OVERLAP_F_B"
 
 int kt_action_format(const kt_action *a, char *buf, size_t n) {
+  if (!kt_op_has_mb(a->op)) return snprintf(buf, n, "%d%s", a->stage, kt_op_name(a->op));
   return snprintf(buf, n, "%d%s%d", a->stage, kt_op_name(a->op), a->mb);
 }
 
@@ -26,16 +27,14 @@ int kt_action_format(const kt_action *a, char *buf, size_t n) {
  * reading: it becomes KT_OP_B once the notation is known. */
 
 static int op_from_name(const char *name, size_t len) {
-  static const struct { const char *name; int op; } names[] = {
-      {"F", KT_OP_F},           {"B", KT_OP_B},           {"I", KT_OP_I},
-      {"W", KT_OP_W},           {"BW", KT__RAW_BW},           {"SEND_F", KT_OP_SEND_F},
-      {"RECV_F", KT_OP_RECV_F}, {"SEND_B", KT_OP_SEND_B}, {"RECV_B", KT_OP_RECV_B}};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (strlen(names[i].name) == len && !memcmp(names[i].name, name, len)) return names[i].op;
+  if (len == 2 && !memcmp(name, "BW", 2)) return KT__RAW_BW;
+  for (int op = 0; op < KT_OP_ANY_COUNT; op++)
+    if (strlen(kt_op_name(op)) == len && !memcmp(kt_op_name(op), name, len)) return op;
   return -1;
 }
 
-/* One token <stage><op><mb> with any op spelling. */
+/* One token <stage><op>[<mb>] with any op spelling; the per-stage ops
+ * (REDUCE_GRAD, UNSHARD, ...) have no micro-batch (stored as -1). */
 static kt_status parse_token(const char *s, size_t len, kt_action *out, kt_error *err) {
   char tok[64];
   if (len == 0) return kt_fail(err, KT_EPARSE, "empty action");
@@ -51,20 +50,28 @@ static kt_status parse_token(const char *s, size_t len, kt_action *out, kt_error
   size_t op_len = i - op_at;
   size_t mb_at = i;
   while (i < len && isdigit((unsigned char)tok[i])) i++;
-  if (op_len == 0 || mb_at == len || i != len)
+  if (op_len == 0 || i != len)
     return kt_fail(err, KT_EPARSE, "action '%s' is not of the form <stage><op><mb> (e.g. 0F0)", tok);
   int op = op_from_name(tok + op_at, op_len);
   if (op < 0)
     return kt_fail(err, KT_EPARSE,
                    "unknown op '%.*s' in action '%s' (expected F, B, I, W, BW, SEND_F, RECV_F, "
-                   "SEND_B or RECV_B)",
+                   "SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B, REDUCE_GRAD, WAIT_REDUCE_GRAD, "
+                   "UNSHARD or RESHARD)",
                    (int)op_len, tok + op_at, tok);
+  int has_mb = op == KT__RAW_BW || kt_op_has_mb(op);
+  if (has_mb && mb_at == len)
+    return kt_fail(err, KT_EPARSE, "action '%s' has no micro-batch number (e.g. 0%s0)", tok,
+                   op == KT__RAW_BW ? "BW" : kt_op_name(op));
+  if (!has_mb && mb_at != len)
+    return kt_fail(err, KT_EPARSE, "action '%s': %s is per stage and takes no micro-batch (e.g. 0%s)",
+                   tok, kt_op_name(op), kt_op_name(op));
   char num[64];
-  long stage, mb;
+  long stage, mb = -1;
   snprintf(num, sizeof num, "%.*s", (int)op_at, tok);
   if (kt_parse_int(num, 0, (long)KT_MAX_RANKS * KT_MAX_CHUNKS - 1, &stage) != 0)
     return kt_fail(err, KT_EPARSE, "stage number in action '%s' is out of range", tok);
-  if (kt_parse_int(tok + mb_at, 0, KT_MAX_MICROBATCHES - 1, &mb) != 0)
+  if (has_mb && kt_parse_int(tok + mb_at, 0, KT_MAX_MICROBATCHES - 1, &mb) != 0)
     return kt_fail(err, KT_EPARSE, "micro-batch number in action '%s' is out of range", tok);
   out->stage = (int32_t)stage;
   out->mb = (int32_t)mb;
@@ -176,6 +183,10 @@ static kt_status parse_header(const char *line, size_t len, kt__header *h, int l
       if (*key == 'p') h->p = (int)x;
       else if (*key == 'v') h->v = (int)x;
       else h->m = (int)x;
+    } else if (!strcmp(key, "stages")) {
+      if (kt_parse_int(val, 1, (long)KT_MAX_RANKS * KT_MAX_CHUNKS, &x) != 0)
+        return kt_fail(err, KT_EPARSE, "line %d: bad header value stages=%s", lineno, val);
+      h->s = (int)x;
     } else if (!strcmp(key, "placement")) {
       if (!strcmp(val, "loop")) h->placement = KT_PLACEMENT_LOOP;
       else if (!strcmp(val, "v")) h->placement = KT_PLACEMENT_V;
@@ -205,7 +216,7 @@ static int has_csv_rows(const char *text) {
 
 kt_status kt__read_rows(const char *text, kt__row_list *rl, kt__header *h, kt_error *err) {
   memset(rl, 0, sizeof *rl);
-  *h = (kt__header){-1, -1, -1, -1, "", 0};
+  *h = (kt__header){.p = -1, .v = -1, .m = -1, .placement = -1, .s = -1};
   int is_csv = has_csv_rows(text);
   kt_status st = KT_OK;
   int lineno = 0;
@@ -300,7 +311,8 @@ static void put_action(const kt_action *a, kt_notation n, kt_buf *b) {
   const char *op = kt_op_name(a->op);
   if (n == KT_NOTATION_LEGACY && a->op == KT_OP_I) op = "B";
   else if (n == KT_NOTATION_LEGACY && a->op == KT_OP_B) op = "BW";
-  kt_buf_printf(b, "%d%s%d", a->stage, op, a->mb);
+  if (kt_op_has_mb(a->op)) kt_buf_printf(b, "%d%s%d", a->stage, op, a->mb);
+  else kt_buf_printf(b, "%d%s", a->stage, op);
 }
 
 static void write_rank(const kt_rank_actions *ra, kt_notation n, kt_buf *b, const char *sep,
@@ -344,6 +356,7 @@ void kt_schedule_write_csv(const kt_schedule *s, kt_buf *b) {
 void kt_schedule_write_text(const kt_schedule *s, kt_buf *b) {
   kt_buf_printf(b, "# kaiten p=%d v=%d m=%d placement=%s", s->p, s->v, s->m,
                 kt_placement_name(s->placement));
+  if (!kt_schedule_even(s)) kt_buf_printf(b, " stages=%d", kt_schedule_stages(s));
   if (s->name[0]) kt_buf_printf(b, " name=%s", s->name);
   kt_buf_puts(b, "\n");
   for (int r = 0; r < s->p; r++) write_rank(&s->ranks[r], KT_NOTATION_CURRENT, b, " ", "-");

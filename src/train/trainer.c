@@ -212,7 +212,7 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
                    "the %s of stage %d (of %d). The step was not applied; --skip-nonfinite skips "
                    "such steps instead",
                    step + 1, res.loss, res.grad_norm, res.nonfinite_what, res.nonfinite_stage,
-                   rc->schedule->p * rc->schedule->v);
+                   kt_schedule_stages(rc->schedule));
       break;
     }
     out->skipped_steps += res.nonfinite;
