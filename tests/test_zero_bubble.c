@@ -6,7 +6,7 @@
 #include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
-#include "generators/internal.h"
+#include "generators/search.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static double urand(double lo, double hi) { /* xorshift64*, deterministic */
@@ -304,7 +304,8 @@ static double heuristic_makespan(int p, int m, const kt_costs *c, double limit) 
   if (kt_schedule_init(&s, p, 1, m, KT_PLACEMENT_LOOP, &err)) return -1;
   kt_metrics met;
   double ms = -1;
-  kt_status st = kt__zb_auto_build(&s, c, limit, 0, &err);
+  static const kt__zb_search_opts heur = {1, 1, 0, 0};
+  kt_status st = kt__zb_auto_build(&s, c, limit, &heur, &err);
   if (!st) st = kt_simulate_metrics(&s, c, &met, &err);
   if (!st) ms = met.makespan, kt_metrics_free(&met);
   else fprintf(stderr, "zb-auto heuristic P=%d M=%d: %s\n", p, m, err.msg);

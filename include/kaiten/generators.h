@@ -19,6 +19,10 @@ typedef enum {
   KT_SCHED_ZBV,
   KT_SCHED_DUALPIPEV,
   KT_SCHED_ZB_AUTO,
+  KT_SCHED_ZBV_AUTO,
+  KT_SCHED_INTERLEAVED_ZB,
+  KT_SCHED_V_HALF,
+  KT_SCHED_V_MIN,
   KT_SCHED_COUNT
 } kt_schedule_kind;
 
@@ -29,6 +33,9 @@ int kt_schedule_kind_from_name(const char *name);
 const char *kt_schedule_kind_list(void);
 /* Chunks per rank a schedule uses when the user gives none (1 or 2). */
 int kt_schedule_default_chunks(kt_schedule_kind k);
+/* Where a schedule puts its stages: loop (gpipe … interleaved-zb, zb-auto)
+ * or v (zbv, dualpipev, zbv-auto, v-half, v-min; always V = 2). */
+kt_placement kt_schedule_kind_placement(kt_schedule_kind k);
 /* Closed-form bubble ratio under uniform per-stage costs and T_comm = 0, or a
  * negative value when the schedule has none for these sizes (zb-h1 needs
  * M >= P; zb-h2, zbv, dualpipev M >= 2P); expr (if non-NULL) receives the

@@ -10,21 +10,27 @@ typedef struct {
   const char *name;
   const char *alias;
   int default_v;
+  int any_v; /* 1: any V >= 1 in its placement (else default_v only, or >= 2 for loop) */
   kt_placement placement;
   kt__generator_fn fn;
 } kind_info;
 
 static const kind_info kinds[] = {
-    [KT_SCHED_GPIPE] = {"gpipe", NULL, 1, KT_PLACEMENT_LOOP, kt__gen_gpipe},
-    [KT_SCHED_1F1B] = {"1f1b", NULL, 1, KT_PLACEMENT_LOOP, kt__gen_1f1b},
-    [KT_SCHED_INTERLEAVED] = {"interleaved", "interleaved-1f1b", 2, KT_PLACEMENT_LOOP,
+    [KT_SCHED_GPIPE] = {"gpipe", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_gpipe},
+    [KT_SCHED_1F1B] = {"1f1b", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_1f1b},
+    [KT_SCHED_INTERLEAVED] = {"interleaved", "interleaved-1f1b", 2, 0, KT_PLACEMENT_LOOP,
                               kt__gen_interleaved},
-    [KT_SCHED_LOOPED_BFS] = {"looped-bfs", NULL, 2, KT_PLACEMENT_LOOP, kt__gen_looped_bfs},
-    [KT_SCHED_ZB_H1] = {"zb-h1", NULL, 1, KT_PLACEMENT_LOOP, kt__gen_zb_h1},
-    [KT_SCHED_ZB_H2] = {"zb-h2", NULL, 1, KT_PLACEMENT_LOOP, kt__gen_zb_h2},
-    [KT_SCHED_ZBV] = {"zbv", NULL, 2, KT_PLACEMENT_V, kt__gen_zbv},
-    [KT_SCHED_DUALPIPEV] = {"dualpipev", NULL, 2, KT_PLACEMENT_V, kt__gen_dualpipev},
-    [KT_SCHED_ZB_AUTO] = {"zb-auto", NULL, 1, KT_PLACEMENT_LOOP, kt__gen_zb_auto},
+    [KT_SCHED_LOOPED_BFS] = {"looped-bfs", NULL, 2, 0, KT_PLACEMENT_LOOP, kt__gen_looped_bfs},
+    [KT_SCHED_ZB_H1] = {"zb-h1", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_zb_h1},
+    [KT_SCHED_ZB_H2] = {"zb-h2", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_zb_h2},
+    [KT_SCHED_ZBV] = {"zbv", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_zbv},
+    [KT_SCHED_DUALPIPEV] = {"dualpipev", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_dualpipev},
+    [KT_SCHED_ZB_AUTO] = {"zb-auto", NULL, 1, 1, KT_PLACEMENT_LOOP, kt__gen_zb_auto},
+    [KT_SCHED_ZBV_AUTO] = {"zbv-auto", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_zbv_auto},
+    [KT_SCHED_INTERLEAVED_ZB] = {"interleaved-zb", NULL, 2, 0, KT_PLACEMENT_LOOP,
+                                 kt__gen_interleaved_zb},
+    [KT_SCHED_V_HALF] = {"v-half", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_v_half},
+    [KT_SCHED_V_MIN] = {"v-min", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_v_min},
 };
 _Static_assert(sizeof kinds / sizeof *kinds == KT_SCHED_COUNT, "schedule table out of sync");
 
@@ -52,6 +58,10 @@ const char *kt_schedule_kind_list(void) {
 
 int kt_schedule_default_chunks(kt_schedule_kind k) {
   return (unsigned)k < KT_SCHED_COUNT ? kinds[k].default_v : 1;
+}
+
+kt_placement kt_schedule_kind_placement(kt_schedule_kind k) {
+  return (unsigned)k < KT_SCHED_COUNT ? kinds[k].placement : KT_PLACEMENT_LOOP;
 }
 
 /* Closed forms under uniform per-stage costs and T_comm = 0. Each zero-bubble
@@ -188,10 +198,10 @@ kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *
   if (ki->placement == KT_PLACEMENT_V && v != 2)
     return kt_fail(err, KT_EINVAL, "%s needs exactly 2 chunks per rank in v placement (got V=%d)",
                    ki->name, v);
-  if (ki->default_v == 1 && v != 1)
+  if (ki->default_v == 1 && !ki->any_v && v != 1)
     return kt_fail(err, KT_EINVAL,
-                   "%s runs one chunk per rank (got V=%d); for several chunks use interleaved "
-                   "or looped-bfs",
+                   "%s runs one chunk per rank (got V=%d); for several chunks use interleaved, "
+                   "interleaved-zb, looped-bfs or zb-auto -v V",
                    ki->name, v);
   kt_status st = kt_schedule_init(out, params->p, v, params->m, ki->placement, err);
   if (st) return st;
