@@ -97,8 +97,113 @@ static void test_zb_heuristic(void) {
   oracle_free(&t);
 }
 
+/* Costs of one V row: F, B, W per chunk; memory in chunk units with
+ * M_W = wgrad (0.5: the authors' peak_act; 1: their peak_pending_w). */
+static void v_costs(const oracle_table *t, int i, double wgrad, kt_costs *c) {
+  kt_costs_default(c);
+  c->tf = oracle_num(t, i, "F"), c->tb = oracle_num(t, i, "B"), c->tw = oracle_num(t, i, "W");
+  c->comm = oracle_num(t, i, "comm");
+  c->mem_act = 1, c->mem_wgrad = wgrad;
+}
+
+/* Generates kind for row i with M_W = wgrad; bubble and peak under both
+ * memory models. */
+static int v_run(kt_schedule_kind kind, const oracle_table *t, int i, double wgrad, double limit,
+                 double *bubble, double peak[2]) {
+  int p = (int)oracle_num(t, i, "P"), m = (int)oracle_num(t, i, "M");
+  kt_costs c;
+  v_costs(t, i, wgrad, &c);
+  kt_schedule s;
+  kt_error err;
+  kt_schedule_params params = {.p = p, .m = m, .costs = &c, .mem_limit = limit};
+  if (kt_schedule_generate(kind, &params, &s, &err)) {
+    fprintf(stderr, "%s P=%d M=%d: %s\n", kt_schedule_kind_name(kind), p, m, err.msg);
+    return -1;
+  }
+  int rc = 0;
+  for (int k = 0; k < 2 && !rc; k++) {
+    kt_metrics met;
+    v_costs(t, i, k ? 1 : 0.5, &c);
+    if ((rc = simulate(&s, &c, &met))) break;
+    if (!k) *bubble = met.bubble_ratio;
+    peak[k] = max_peak(&met);
+    kt_metrics_free(&met);
+  }
+  kt_schedule_free(&s);
+  return rc;
+}
+
+/* The V table: V-Min, V-Half and V-ZB, two chunks per rank in v placement. */
+static void test_v_schedules(void) {
+  oracle_table t;
+  REQUIRE_VOID(oracle_load(kt_test_data_path("oracles/v_schedules.tsv"), &t) == 0);
+  CHECK_EQ_INT(t.n_rows, 81);
+  tally zbv = {0}, zbv_auto = {0}, vmin = {0}, vhalf = {0}, vmin_u = {0}, vhalf_u = {0};
+  for (int i = 0; i < t.n_rows; i++) {
+    int p = (int)oracle_num(&t, i, "P"), m = (int)oracle_num(&t, i, "M");
+    const char *setup = oracle_cell(&t, i, "setup"), *cs = oracle_cell(&t, i, "cost_set");
+    double their_bubble = oracle_num(&t, i, "bubble_ratio");
+    double their_peak[2] = {oracle_num(&t, i, "peak_act_max"), oracle_num(&t, i, "peak_pending_w_max")};
+    kt_schedule theirs;
+    kt_costs c;
+    kt_metrics mt;
+    v_costs(&t, i, 0.5, &c);
+    REQUIRE_VOID(oracle_order(oracle_cell(&t, i, "order"), p, m, 1, &theirs) == 0);
+    if (!simulate(&theirs, &c, &mt)) {
+      CHECK_MSG(fabs(mt.makespan - oracle_num(&t, i, "makespan")) < 1e-6,
+                "V row %d: their order simulates to %g", i, mt.makespan);
+      CHECK_NEAR(max_peak(&mt), their_peak[0], 1e-9);
+      kt_metrics_free(&mt);
+    } else CHECK(0);
+    kt_schedule_free(&theirs);
+    double bubble, peak[2];
+    int zb = !strcmp(setup, "zb"), balanced = !strcmp(cs, "a");
+    if (zb) {
+      double limit = oracle_num(&t, i, "mem_limit_chunks");
+      if (!v_run(KT_SCHED_ZBV_AUTO, &t, i, 0.5, limit, &bubble, peak)) {
+        CHECK_MSG(bubble <= their_bubble + 1e-4 && peak[0] <= their_peak[0] + 1e-9,
+                  "zbv-auto P=%d M=%d %s: bubble %.6f (authors %.6f), peak %g (authors %g)", p, m,
+                  cs, bubble, their_bubble, peak[0], their_peak[0]);
+        count(&zbv_auto, bubble, their_bubble);
+      } else CHECK(0);
+      double fixed, fixed_peak[2];
+      if (m >= 2 * p && !v_run(KT_SCHED_ZBV, &t, i, 0.5, 0, &fixed, fixed_peak))
+        count(&zbv, fixed, their_bubble);
+    } else {
+      kt_schedule_kind kind = !strcmp(setup, "min") ? KT_SCHED_V_MIN : KT_SCHED_V_HALF;
+      /* their model for these: a W frees the whole activation (M_W = M_B) */
+      if (!v_run(kind, &t, i, 1, 0, &bubble, peak)) {
+        int ok = peak[0] <= their_peak[0] + 1e-9 && peak[1] <= their_peak[1] + 1e-9 &&
+                 (balanced ? bubble <= their_bubble + 1e-4 : bubble < their_bubble - 1e-4);
+        CHECK_MSG(ok, "%s P=%d M=%d %s: bubble %.6f (authors %.6f), peaks %g/%g (authors %g/%g)",
+                  kt_schedule_kind_name(kind), p, m, cs, bubble, their_bubble, peak[0], peak[1],
+                  their_peak[0], their_peak[1]);
+        count(kind == KT_SCHED_V_MIN ? (balanced ? &vmin : &vmin_u) : (balanced ? &vhalf : &vhalf_u),
+              bubble, their_bubble);
+      } else CHECK(0);
+    }
+    if (verbose && !zb)
+      printf("%s P=%2d M=%3d %s: kaiten %.6f peaks %g/%g  authors %.6f peaks %g/%g\n", setup, p, m,
+             cs, bubble, peak[0], peak[1], their_bubble, their_peak[0], their_peak[1]);
+    else if (verbose)
+      printf("zb P=%2d M=%3d %s: zbv-auto %.6f peak %g  authors %.6f\n", p, m, cs, bubble, peak[0],
+             their_bubble);
+  }
+  report("zbv-auto vs V-ZB (zbv.py)", &zbv_auto);
+  report("zbv (fixed order) vs V-ZB, M >= 2P", &zbv);
+  report("v-min vs V-Min, balanced costs", &vmin);
+  report("v-min vs V-Min, unequal costs", &vmin_u);
+  report("v-half vs V-Half, balanced costs", &vhalf);
+  report("v-half vs V-Half, unequal costs", &vhalf_u);
+  CHECK(zbv_auto.rows == 27 && zbv_auto.worse == 0);
+  CHECK(vmin.rows + vmin_u.rows == 27 && vhalf.rows + vhalf_u.rows == 27);
+  CHECK(vmin_u.better == vmin_u.rows && vhalf_u.better == vhalf_u.rows);
+  oracle_free(&t);
+}
+
 int main(void) {
   verbose = getenv("KT_ORACLE_VERBOSE") != NULL;
   test_zb_heuristic();
+  test_v_schedules();
   return kt_test_done(__FILE__);
 }

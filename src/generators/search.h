@@ -98,10 +98,13 @@ typedef struct {
   int wfill;  /* KT__WFILL_*: when a W fills a gap */
   int cap;    /* KT__CAP_*: in-flight cap per rank */
   int depth;  /* 1: among chunks, the later stage first (depth first); 0: the earlier */
+  /* optional: every rank runs its F's and I's in this order (its W's are
+   * ignored) and only the W's are placed by the rules above */
+  const kt_schedule *follow;
 } kt__zb_rules;
 
 enum { KT__PRIO_I_FIRST, KT__PRIO_F_FIRST, KT__PRIO_I_GUARD, KT__PRIO_COUNT };
-enum { KT__WFILL_FIT, KT__WFILL_EAGER, KT__WFILL_LAZY, KT__WFILL_COUNT };
+enum { KT__WFILL_FIT, KT__WFILL_EAGER, KT__WFILL_LAZY, KT__WFILL_BALANCE, KT__WFILL_COUNT };
 enum { KT__CAP_NONE, KT__CAP_1F1B, KT__CAP_ZBH2, KT__CAP_COUNT };
 
 typedef struct kt__zb_list kt__zb_list; /* list scheduler state, reused across variants */
@@ -126,6 +129,12 @@ enum {
 };
 double kt__zb_rounds_build(const kt__zb_problem *pb, int flags, const int *depth_delta,
                            kt_schedule *s, kt_error *err);
+
+/* The round-based builder for v placement, two chunks per rank
+ * (zbv_rounds.c). flags: KT__VROUND_*. 0 with the order in s (to be
+ * evaluated), -1 when the budget cannot hold it (err set). */
+enum { KT__VROUND_FILL_I = 1, KT__VROUND_FILL_F = 2, KT__VROUND_FLAGS = 4 };
+int kt__zbv_rounds_build(const kt__zb_problem *pb, int flags, kt_schedule *s, kt_error *err);
 
 /* Critical-path refinement (zb_refine.c): moves that let the rank with the
  * longest span start its critical actions earlier, each kept when the

@@ -19,29 +19,47 @@
 #include "kaiten/sim.h"
 #include "generators/search.h"
 
+/* The KEEP fastest distinct candidates (makespan, then peak memory): the
+ * refinement starts from each, as local optima differ. */
+#define KEEP 3
+
 typedef struct {
-  kt_schedule best;
-  double makespan, peak;
+  kt_schedule best[KEEP];
+  double makespan[KEEP], peak[KEEP];
   int have;
 } best_so_far;
 
 #define TIE 1e-12
 
-/* Keeps cand when it fits every budget and beats the best so far; the old
- * best's storage then becomes cand's, for the next candidate. */
+static int before(double ms, double peak, double ms2, double peak2) {
+  double tol = TIE * (1 + fabs(ms));
+  return ms < ms2 - tol || (ms < ms2 + tol && peak < peak2 - TIE * (1 + fabs(peak)));
+}
+
+/* Keeps cand when it fits every budget and is among the KEEP best (an
+ * exact tie with a kept one counts as the same order); the storage of the
+ * one it displaces becomes cand's, for the next candidate. */
 static void consider(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
                      kt_schedule *cand, double ms) {
   double peak;
   if (!kt__zb_fits(pb, cand, &peak)) return;
   if (ms < 0 && (ms = kt__zb_evaluate(pb, ev, cand)) < 0) return; /* deadlocks: skipped */
   if (!(ms >= 0)) return;
-  double tol = TIE * (1 + fabs(ms));
-  if (bs->have && (ms > bs->makespan + tol || (ms > bs->makespan - tol && peak >= bs->peak)))
-    return;
-  kt_schedule tmp = bs->best;
-  bs->best = *cand;
-  *cand = tmp;
-  bs->makespan = ms, bs->peak = peak, bs->have = 1;
+  int at = 0;
+  while (at < bs->have && !before(ms, peak, bs->makespan[at], bs->peak[at])) {
+    if (!before(bs->makespan[at], bs->peak[at], ms, peak)) return; /* the same */
+    at++;
+  }
+  if (at >= KEEP) return;
+  kt_schedule out = bs->best[KEEP - 1];
+  for (int k = KEEP - 1; k > at; k--) {
+    bs->best[k] = bs->best[k - 1];
+    bs->makespan[k] = bs->makespan[k - 1], bs->peak[k] = bs->peak[k - 1];
+  }
+  bs->best[at] = *cand;
+  bs->makespan[at] = ms, bs->peak[at] = peak;
+  *cand = out;
+  if (bs->have < KEEP) bs->have++;
 }
 
 static kt_status empty_like(const kt_schedule *s, kt_schedule *out, kt_error *err) {
@@ -65,8 +83,8 @@ static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_fa
   /* by how much the best of the others falls behind without each (random
    * grids of sizes, costs and budgets), most useful first */
   static const kt__zb_rules core[] = {
-      {KT__PRIO_F_FIRST, KT__WFILL_FIT, KT__CAP_ZBH2, 0},
-      {KT__PRIO_F_FIRST, KT__WFILL_EAGER, KT__CAP_1F1B, 1},
+      {KT__PRIO_F_FIRST, KT__WFILL_FIT, KT__CAP_ZBH2, 0, NULL},
+      {KT__PRIO_F_FIRST, KT__WFILL_EAGER, KT__CAP_1F1B, 1, NULL},
   };
   kt__zb_rules all[KT__PRIO_COUNT * KT__WFILL_COUNT * KT__CAP_COUNT * 2];
   int n = 0, caps = pb->v == 1 ? KT__CAP_COUNT : 1, depths = pb->v == 1 ? 1 : 2;
@@ -74,7 +92,7 @@ static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_fa
     for (int wf = 0; wf < KT__WFILL_COUNT; wf++)
       for (int cp = 0; cp < caps; cp++)
         for (int dp = 0; dp < depths; dp++)
-          if (!(cp == KT__CAP_ZBH2 && pb->p == 1)) all[n++] = (kt__zb_rules){pr, wf, cp, dp};
+          if (!(cp == KT__CAP_ZBH2 && pb->p == 1)) all[n++] = (kt__zb_rules){pr, wf, cp, dp, NULL};
   const kt__zb_rules *rules = all;
   if (actions(pb) > SMALL_ACTIONS) { /* the second only below 1F1B's memory, where it helps */
     double most = 0;
@@ -96,7 +114,15 @@ static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_fa
 }
 
 static void try_rounds(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
-                       kt_schedule *cand) {
+                       kt_schedule *cand, const kt_schedule *layout) {
+  if (pb->v == 2 && layout->placement == KT_PLACEMENT_V) {
+    for (int flags = 0; flags < KT__VROUND_FLAGS; flags++) {
+      kt_error e2;
+      if (!kt__zbv_rounds_build(pb, flags, cand, &e2)) consider(pb, ev, bs, cand, -1);
+    }
+    return;
+  }
+  if (pb->v != 1) return;
   for (int flags = 0; flags < KT__ROUND_FLAGS; flags++) {
     kt_error e2;
     double ms = kt__zb_rounds_build(pb, flags, NULL, cand, &e2);
@@ -120,6 +146,22 @@ static void try_handcrafted(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_f
   }
 }
 
+/* The F/I order of `order` kept, its W's placed again by each W rule of
+ * the list scheduler under the budgets (cost-aware W timing). */
+static kt_status try_follow(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
+                            kt_schedule *cand, const kt_schedule *order, kt_error *err) {
+  kt__zb_list *ls;
+  kt_status st = kt__zb_list_new(pb, &ls, err);
+  for (int wf = 0; wf < KT__WFILL_COUNT && !st; wf++) {
+    kt__zb_rules ru = {KT__PRIO_I_FIRST, wf, KT__CAP_NONE, 0, order};
+    kt_error e2;
+    double ms = kt__zb_list_build(ls, &ru, cand, &e2);
+    if (ms >= 0) consider(pb, ev, bs, cand, ms);
+  }
+  kt__zb_list_free(ls);
+  return st;
+}
+
 /* Refinement budget in evaluations: up to 400 for small problems, then
  * about 100,000 actions' worth (P=32, M=256: 4; P=64, M=1024: none). */
 static long refine_budget(const kt__zb_problem *pb, long asked) {
@@ -136,9 +178,10 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
   if (st) return st;
   best_so_far bs = {.have = 0};
   kt_schedule cand = {0};
-  if (!(st = empty_like(s, &bs.best, err)) && !(st = empty_like(s, &cand, err))) {
+  for (int k = 0; k < KEEP && !st; k++) st = empty_like(s, &bs.best[k], err);
+  if (!st && !(st = empty_like(s, &cand, err))) {
     if (o->lists) st = try_lists(pb, &ev, &bs, &cand, err);
-    if (!st && o->rounds && pb->v == 1) try_rounds(pb, &ev, &bs, &cand);
+    if (!st && o->rounds) try_rounds(pb, &ev, &bs, &cand, s);
     if (!st && o->handcrafted) try_handcrafted(pb, &ev, &bs, &cand, s);
     for (int k = 0; k < n_extra && !st; k++) {
       clear(&cand);
@@ -149,23 +192,46 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
             st = kt_fail(err, KT_ENOMEM, "out of memory");
         }
       if (!st) consider(pb, &ev, &bs, &cand, -1);
+      if (!st) st = try_follow(pb, &ev, &bs, &cand, extra[k], err);
+    }
+    /* the winner's W's, placed again by timing */
+    if (!st && bs.have && o->lists) {
+      kt_schedule keep;
+      if (!(st = kt_schedule_init_like(&keep, s, s->m, err))) {
+        for (int r = 0; r < s->p && !st; r++)
+          for (size_t i = 0; i < bs.best[0].ranks[r].n && !st; i++) {
+            const kt_action *a = &bs.best[0].ranks[r].actions[i];
+            if (kt_schedule_push(&keep, r, a->stage, (kt_op)a->op, a->mb))
+              st = kt_fail(err, KT_ENOMEM, "out of memory");
+          }
+        if (!st) st = try_follow(pb, &ev, &bs, &cand, &keep, err);
+        kt_schedule_free(&keep);
+      }
     }
   }
   /* bs.best holds no candidate until one was kept */
   if (!st && !bs.have)
     st = kt_fail(err, KT_EINVAL, "no order fits the memory budget (P=%d, V=%d, M=%d)", pb->p,
                  pb->v, pb->m);
-  if (!st && o->refine_evals != 0)
-    bs.makespan = kt__zb_refine(pb, &ev, &bs.best, bs.makespan, refine_budget(pb, o->refine_evals));
+  int win = 0;
+  if (!st && o->refine_evals != 0) {
+    long budget = refine_budget(pb, o->refine_evals);
+    if (actions(pb) > SMALL_ACTIONS) budget /= bs.have; /* small problems: the whole budget each */
+    for (int k = 0; k < bs.have; k++) {
+      bs.makespan[k] = kt__zb_refine(pb, &ev, &bs.best[k], bs.makespan[k], budget);
+      if (bs.makespan[k] < bs.makespan[win] - TIE * (1 + bs.makespan[win])) win = k;
+    }
+  }
   if (!st) {
     for (int r = 0; r < s->p; r++) { /* hand the winner's lists to s */
       kt_rank_actions tmp = s->ranks[r];
-      s->ranks[r] = bs.best.ranks[r];
-      bs.best.ranks[r] = tmp;
+      s->ranks[r] = bs.best[win].ranks[r];
+      bs.best[win].ranks[r] = tmp;
     }
   }
   if (cand.ranks) kt_schedule_free(&cand);
-  if (bs.best.ranks) kt_schedule_free(&bs.best);
+  for (int k = 0; k < KEEP; k++)
+    if (bs.best[k].ranks) kt_schedule_free(&bs.best[k]);
   kt__zb_eval_free(&ev);
   return st;
 }

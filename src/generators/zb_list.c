@@ -12,7 +12,11 @@
  *     chunks the later stage first (depth first) or the earlier;
  *   - W when the budget blocks a forward (it frees M_W), when nothing else
  *     can ever run before it, or to fill a gap: "fit" only when it ends
- *     before the next input can arrive, "eager" in any gap, "lazy" never;
+ *     before the next input can arrive, "eager" in any gap, "lazy" never,
+ *     "balance" when it fits or when idling through the gap would leave
+ *     this rank more idle than any rank so far (the idle-balancing rule of
+ *     the authors' heuristics: the makespan is the largest span, so idle
+ *     time is best spread over the ranks);
  *   - optionally (one chunk per rank) rank r keeps at most P-r or 2(P-r)-1
  *     forwards in flight, the 1F1B and ZB-H2 warm-up depths.
  *
@@ -42,7 +46,9 @@ struct kt__zb_list {
   kt__pair_end *end;       /* per (stage, mb) */
   int *nf, *ni, *nw;       /* per stage: ops committed */
   double *e, *mem, *first; /* per rank: free time, memory (activations at max(M_B, M_W)), first start */
+  double *idle, worst_idle; /* per rank: idle since its first action; the largest */
   int *cap;                /* per rank: forwards in flight allowed (one chunk per rank) */
+  size_t *cursor;          /* per rank: next action of rules.follow (when given) */
   int *wq, *wq_head, *wq_len; /* per rank: FIFO of stages with a pending W (V*M slots each) */
   decision *dec;
   int *tree, leaves;       /* tournament tree over ranks: the earliest decision */
@@ -62,7 +68,9 @@ kt_status kt__zb_list_new(const kt__zb_problem *pb, kt__zb_list **out, kt_error 
     ls->e = kt_calloc(p, sizeof *ls->e);
     ls->mem = kt_calloc(p, sizeof *ls->mem);
     ls->first = kt_calloc(p, sizeof *ls->first);
+    ls->idle = kt_calloc(p, sizeof *ls->idle);
     ls->cap = kt_calloc(p, sizeof *ls->cap);
+    ls->cursor = kt_calloc(p, sizeof *ls->cursor);
     ls->wq = kt_calloc(cells, sizeof *ls->wq);
     ls->wq_head = kt_calloc(p, sizeof *ls->wq_head);
     ls->wq_len = kt_calloc(p, sizeof *ls->wq_len);
@@ -70,8 +78,8 @@ kt_status kt__zb_list_new(const kt__zb_problem *pb, kt__zb_list **out, kt_error 
     for (ls->leaves = 1; ls->leaves < pb->p; ls->leaves *= 2) {}
     ls->tree = kt_calloc(2 * (size_t)ls->leaves, sizeof *ls->tree);
   }
-  if (!ls || !ls->end || !ls->nf || !ls->ni || !ls->nw || !ls->e || !ls->mem || !ls->first ||
-      !ls->cap || !ls->wq || !ls->wq_head || !ls->wq_len || !ls->dec || !ls->tree) {
+  if (!ls || !ls->end || !ls->nf || !ls->ni || !ls->nw || !ls->e || !ls->mem || !ls->first || !ls->idle ||
+      !ls->cap || !ls->cursor || !ls->wq || !ls->wq_head || !ls->wq_len || !ls->dec || !ls->tree) {
     kt__zb_list_free(ls);
     return kt_fail(err, KT_ENOMEM, "out of memory for the list scheduler (P=%d, M=%d)", pb->p,
                    pb->m);
@@ -89,7 +97,9 @@ void kt__zb_list_free(kt__zb_list *ls) {
   free(ls->e);
   free(ls->mem);
   free(ls->first);
+  free(ls->idle);
   free(ls->cap);
+  free(ls->cursor);
   free(ls->wq);
   free(ls->wq_head);
   free(ls->wq_len);
@@ -159,12 +169,27 @@ typedef struct {
   int f_left, f_blocked, i_left;
 } candidates;
 
+/* The next F or I of rank r in the followed order, as (stage, 0 F / 1 I);
+ * -1 when none is left. */
+static int followed(const kt__zb_list *ls, int r, int *w) {
+  const kt_rank_actions *ra = &ls->ru.follow->ranks[r];
+  size_t i = ls->cursor[r];
+  while (i < ra->n && ra->actions[i].op == KT_OP_W) i++;
+  if (i >= ra->n) return -1;
+  *w = ra->actions[i].op != KT_OP_F;
+  return ra->actions[i].stage;
+}
+
 static void gather(const kt__zb_list *ls, int r, double now, candidates *cd) {
   const kt__zb_problem *pb = ls->pb;
   *cd = (candidates){{-1, -1}, {-1, -1}, {INFINITY, INFINITY}, 0, 0, 0};
+  int only_st = -1, only_w = 0;
+  if (ls->ru.follow && (only_st = followed(ls, r, &only_w)) < 0) return;
   for (int k = 0; k < pb->v; k++) {
     int c = ls->ru.depth ? pb->v - 1 - k : k, st = pb->rstage[r * pb->v + c];
+    if (only_st >= 0 && st != only_st) continue;
     for (int w = 0; w < 2; w++) { /* 0: F, 1: I */
+      if (only_st >= 0 && w != only_w) continue;
       if (w == 0) {
         if (ls->nf[st] >= pb->m) continue;
         cd->f_left = 1;
@@ -197,7 +222,8 @@ static int use_w(const kt__zb_list *ls, int r, double now, const candidates *cd)
     if (ls->ni[st] < ls->nf[st]) lb = fmin(lb, input_bound(ls, st, KT_OP_I));
     if (ls->nf[st] < pb->m && f_admissible(ls, r, st)) lb = fmin(lb, input_bound(ls, st, KT_OP_F));
   }
-  return now + pb->tw[wst] <= lb + EPS;
+  if (now + pb->tw[wst] <= lb + EPS) return 1;
+  return ls->ru.wfill == KT__WFILL_BALANCE && lb - now > ls->worst_idle - ls->idle[r] + EPS;
 }
 
 static decision decide(const kt__zb_list *ls, int r) {
@@ -245,7 +271,16 @@ static void commit(kt__zb_list *ls, int r) {
   int mb = d.op == KT_OP_F ? ls->nf[st] : d.op == KT_OP_I ? ls->ni[st] : ls->nw[st];
   double end = d.start + kt__zb_cost(pb, st, (kt_op)d.op);
   kt__zb_append(ls->s, r, st, (kt_op)d.op, mb);
+  if (ls->ru.follow && d.op != KT_OP_W) { /* past the W's and this op in the followed order */
+    const kt_rank_actions *ra = &ls->ru.follow->ranks[r];
+    while (ls->cursor[r] < ra->n && ra->actions[ls->cursor[r]].op == KT_OP_W) ls->cursor[r]++;
+    ls->cursor[r]++;
+  }
   if (isnan(ls->first[r])) ls->first[r] = d.start;
+  else if (d.start > ls->e[r]) {
+    ls->idle[r] += d.start - ls->e[r];
+    if (ls->idle[r] > ls->worst_idle) ls->worst_idle = ls->idle[r];
+  }
   ls->e[r] = end;
   size_t slots = (size_t)pb->v * (size_t)pb->m, base = (size_t)r * slots;
   if (d.op == KT_OP_F) {
@@ -290,10 +325,12 @@ double kt__zb_list_build(kt__zb_list *ls, const kt__zb_rules *rules, kt_schedule
   int p = pb->p;
   ls->ru = *rules;
   ls->s = s;
+  ls->worst_idle = 0;
   if (kt__zb_reserve(s, err)) return -1;
   for (int r = 0; r < p; r++) {
-    ls->e[r] = ls->mem[r] = 0;
+    ls->e[r] = ls->mem[r] = ls->idle[r] = 0;
     ls->first[r] = NAN;
+    ls->cursor[r] = 0;
     ls->wq_head[r] = ls->wq_len[r] = 0;
     ls->cap[r] = rules->cap == KT__CAP_1F1B ? p - r
                  : rules->cap == KT__CAP_ZBH2 ? 2 * (p - r) - 1 : pb->m;

@@ -131,16 +131,28 @@ static int producer_moves(const refiner *rf, int q, size_t k, move_t *mv, int n)
   return n;
 }
 
-/* Rank r fills the gap before its action i with its next W whose I ran
- * before the gap. */
+/* Rank r fills the gap before its action i with a later action of its own
+ * whose input is there when the gap opens (the first of the next FILL_WINDOW
+ * that may move past the actions in between). */
+#define FILL_WINDOW 12
+
 static int fill_move(const refiner *rf, int r, size_t i, move_t *mv, int n) {
+  const kt__zb_problem *pb = rf->pb;
   const kt_rank_actions *ra = &rf->s->ranks[r];
-  if (n + 1 > MAX_MOVES) return n;
-  for (size_t w = i + 1; w < ra->n; w++) {
-    const kt_action *a = &ra->actions[w];
-    if (a->op != KT_OP_W) continue;
-    if (rf->idx[2 * KT__PAIR(rf->pb, a->stage, a->mb) + 1] < i) mv[n++] = (move_t){r, w, i};
-    break;
+  if (n + 1 > MAX_MOVES || i == 0) return n;
+  const kt_action *prev = &ra->actions[i - 1];
+  double opens = rf->ev->at[r][i - 1] + kt__zb_cost(pb, prev->stage, (kt_op)prev->op);
+  for (size_t y = i + 1; y < ra->n && y <= i + FILL_WINDOW; y++) {
+    const kt_action *a = &ra->actions[y];
+    int movable = 1;
+    for (size_t k = i; k < y && movable; k++) movable = may_swap(&ra->actions[k], a);
+    if (!movable) continue;
+    kt_op op = a->op == KT_OP_B ? KT_OP_I : (kt_op)a->op;
+    double ready = kt__zb_input_ready(pb, rf->ev->end, a->stage, op, a->mb);
+    if (!isnan(ready) && ready <= opens + EPS) {
+      mv[n++] = (move_t){r, y, i};
+      break;
+    }
   }
   return n;
 }
