@@ -51,15 +51,24 @@ double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int
 
 typedef struct {
   int p, v, m; /* v = 0: the schedule's default chunk count */
-  /* zb-auto only: the cost model to optimise against (NULL = unit costs)
-   * and the memory limit in the units of mem_act (<= 0: P * mem_act). */
+  /* zb-auto, zbv-auto, v-half, v-min: the cost model to optimise against
+   * (NULL = unit costs); zb-auto and zbv-auto: the memory limit per rank in
+   * the units of mem_act (<= 0: kt_schedule_mem_limit's default). */
   const kt_costs *costs;
   double mem_limit;
 } kt_schedule_params;
 
-/* The memory limit zb-auto keeps every rank under: params->mem_limit, or
- * when that is <= 0, P * max over stages of max(mem_act, mem_wgrad) (P*M_B). */
+/* The memory limit zb-auto and zbv-auto keep every rank under:
+ * params->mem_limit, or when that is <= 0, P*V (V = params->v, at least 1)
+ * times the largest max(mem_act, mem_wgrad) over the P*V stages: 1F1B's
+ * activation memory of the same model (P*M_B with one chunk per rank). */
 double kt_schedule_mem_limit(const kt_schedule_params *params);
+
+/* 1F1B's peak activation memory on the same model, in the units of the
+ * costs' mem_act: min(P, M) micro-batches of the largest rank's activation
+ * (the sum of M_B over its chunks in kind's placement, with params->v or
+ * kind's default V chunks). A memory limit of "0.5x" is half of it. */
+double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *params);
 
 /* Builds the named schedule. EINVAL with a one-line reason when the
  * parameters are impossible for it (e.g. interleaved with M < P). */

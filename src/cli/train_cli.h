@@ -25,7 +25,8 @@ typedef struct {
   uint64_t seed;
   int synthetic;
   int skip_nonfinite;
-  double tf, tb, tw, timeout, mem_limit;
+  double tf, tb, tw, timeout;
+  cli_mem_limit mem_limit; /* --mem-limit as given (bytes: from the model's activations) */
   long act_bytes;
   const char *format, *output, *transport, *run_dir, *resume, *data_path;
   int live; /* redraw a live view on terminals */
@@ -36,6 +37,14 @@ typedef struct {
 
 int train_parse(const cli_args *a, train_opts *o);
 int train_session(train_opts *o);
+
+/* Memory (train_memory.c): the model's activation bytes per micro-batch on
+ * each of S stages, after F (stage_mem_act) and after I (stage_mem_wgrad),
+ * into c's per-stage arrays (caller frees c); and the predicted peak of
+ * each rank beside the measured one. */
+kt_status train_activation_bytes(const train_opts *o, int S, kt_costs *c, kt_error *err);
+void train_memory_report(const train_opts *o, const kt_schedule *s, const kt_train_result *r,
+                         kt_buf *out);
 
 /* Run directory (train_rundir.c). */
 int rundir_prepare(const char *dir, int resuming, int keep_steps);

@@ -176,10 +176,19 @@ int train_session(train_opts *o) {
       free(ckpt_path);
       return rc;
     }
-  } else if ((rc = cli_generate(o->schedule, o->p, o->m, o->v, &unit, o->mem_limit, &sched, &err))) {
-    free(ckpt_path);
-    fprintf(stderr, "kaiten: %s\n", err.msg);
-    return rc;
+  } else {
+    /* --mem-limit in bytes: the budget is on the model's activation bytes */
+    int v = o->v > 0 ? o->v : kt_schedule_default_chunks(o->schedule);
+    kt_status ms = o->mem_limit.kind == CLI_MEM_BYTES
+                       ? train_activation_bytes(o, o->p * v, &unit, &err) : KT_OK;
+    double limit = cli_mem_limit_units(&o->mem_limit, o->schedule, o->p, o->m, o->v, &unit);
+    rc = ms ? cli_fail(ms, &err) : cli_generate(o->schedule, o->p, o->m, o->v, &unit, limit, &sched, &err);
+    kt_costs_free(&unit);
+    if (rc) {
+      if (!ms) fprintf(stderr, "kaiten: %s\n", err.msg);
+      free(ckpt_path);
+      return rc;
+    }
   }
   int S = sched.p * sched.v;
   int *partition = NULL;
@@ -282,6 +291,7 @@ int train_session(train_opts *o) {
     kt_buf out;
     kt_buf_init(&out);
     final_report(&s, &sched, &res, &out);
+    if (strcmp(o->format, "json") && strcmp(o->format, "chrome")) train_memory_report(o, &sched, &res, &out);
     rc = cli_emit(o->output, &out);
     kt_buf_free(&out);
     if (o->run_dir && talk) fprintf(talk, "run directory: %s\n", o->run_dir);

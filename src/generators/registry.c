@@ -74,6 +74,7 @@ static double zb_idle(kt_schedule_kind k, int p, double f, double b, double w) {
   if (p == 1) return 0;
   switch (k) {
     case KT_SCHED_ZB_H1: /* the paper's (P-1)(TF+TB-TW) when TW <= TF */
+    case KT_SCHED_INTERLEAVED_ZB: /* the same per stage, for any V (M >= P) */
       return n * (b + fmax(0, f - w));
     case KT_SCHED_ZB_H2: /* the paper's (P-1)(TF+TB-2TW) when TB-TF <= max(0, TF+TB-2TW) */
       return n * fmax(fmax(0, f + b - 2 * w), b - f);
@@ -129,6 +130,10 @@ double kt_schedule_closed_form_bubble(kt_schedule_kind k, int p, int v, int m, d
       if (m < 2 * p || v != 2) break;
       e = "I/(2M(TF+TB+TW)+I), I=n*max(0,TB-TW)+max(2n*TF,(n-1)TF+n*TB), n=P-1";
       break;
+    case KT_SCHED_INTERLEAVED_ZB:
+      if (m < p || v < 2) break;
+      e = "I/(V*M(TF+TB+TW)+I), I=(P-1)(TB+max(0,TF-TW))";
+      break;
     default: break;
   }
   if (e && r < 0) {
@@ -163,6 +168,14 @@ double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int
     case KT_SCHED_DUALPIPEV:
       if (m >= 2 * p && v == 2 && zb_ok) e = "(2P+1)MB (every rank)", r = (2 * P + 1) * a;
       break;
+    case KT_SCHED_INTERLEAVED_ZB: { /* G micro-batches per round, R = max(1, floor(M/P)) rounds */
+      int rounds = m / p > 1 ? m / p : 1, g = m / rounds + (m % rounds > 0);
+      if (v >= 2 && zb_ok)
+        e = "min((V-1)G+P, V*M)*MB, G=ceil(M/R), R=max(1,floor(M/P)) (rank 0; rank r: "
+            "min((V-1)G+P-r, V*M)*MB+r*MW)",
+        r = fmin((V - 1) * g + P, V * M) * a;
+      break;
+    }
     default: break;
   }
   if (expr) *expr = e;
@@ -177,12 +190,32 @@ double kt_schedule_mem_limit(const kt_schedule_params *params) {
     kt_costs_default(&unit);
     c = &unit;
   }
+  int v = params->v > 0 ? params->v : 1;
   double need = 0;
-  for (int s = 0; s < params->p; s++) {
+  for (int s = 0; s < params->p * v; s++) {
     need = fmax(need, kt_cost_mem_act(c, s));
     need = fmax(need, kt_cost_mem_wgrad(c, s));
   }
-  return params->p * need;
+  return (double)params->p * v * need;
+}
+
+double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *params) {
+  kt_costs unit;
+  const kt_costs *c = params->costs;
+  if (!c) {
+    kt_costs_default(&unit);
+    c = &unit;
+  }
+  int p = params->p, v = params->v > 0 ? params->v : kt_schedule_default_chunks(kind);
+  int vshape = kt_schedule_kind_placement(kind) == KT_PLACEMENT_V;
+  double rank_most = 0;
+  for (int r = 0; r < p; r++) {
+    double sum = 0;
+    for (int ch = 0; ch < v; ch++)
+      sum += kt_cost_mem_act(c, vshape && ch == 1 ? 2 * p - 1 - r : ch * p + r);
+    rank_most = fmax(rank_most, sum);
+  }
+  return fmin(p, params->m) * rank_most;
 }
 
 kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *params,

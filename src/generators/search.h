@@ -99,8 +99,10 @@ typedef struct {
   int cap;    /* KT__CAP_*: in-flight cap per rank */
   int depth;  /* 1: among chunks, the later stage first (depth first); 0: the earlier */
   /* optional: every rank runs its F's and I's in this order (its W's are
-   * ignored) and only the W's are placed by the rules above */
+   * ignored) and only the W's are placed by the rules above; loose: the
+   * F's in their order and the I's in theirs, interleaved by the rules */
   const kt_schedule *follow;
+  int loose;
 } kt__zb_rules;
 
 enum { KT__PRIO_I_FIRST, KT__PRIO_F_FIRST, KT__PRIO_I_GUARD, KT__PRIO_COUNT };

@@ -83,8 +83,8 @@ static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_fa
   /* by how much the best of the others falls behind without each (random
    * grids of sizes, costs and budgets), most useful first */
   static const kt__zb_rules core[] = {
-      {KT__PRIO_F_FIRST, KT__WFILL_FIT, KT__CAP_ZBH2, 0, NULL},
-      {KT__PRIO_F_FIRST, KT__WFILL_EAGER, KT__CAP_1F1B, 1, NULL},
+      {KT__PRIO_F_FIRST, KT__WFILL_FIT, KT__CAP_ZBH2, 0, NULL, 0},
+      {KT__PRIO_F_FIRST, KT__WFILL_EAGER, KT__CAP_1F1B, 1, NULL, 0},
   };
   kt__zb_rules all[KT__PRIO_COUNT * KT__WFILL_COUNT * KT__CAP_COUNT * 2];
   int n = 0, caps = pb->v == 1 ? KT__CAP_COUNT : 1, depths = pb->v == 1 ? 1 : 2;
@@ -92,7 +92,7 @@ static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_fa
     for (int wf = 0; wf < KT__WFILL_COUNT; wf++)
       for (int cp = 0; cp < caps; cp++)
         for (int dp = 0; dp < depths; dp++)
-          if (!(cp == KT__CAP_ZBH2 && pb->p == 1)) all[n++] = (kt__zb_rules){pr, wf, cp, dp, NULL};
+          if (!(cp == KT__CAP_ZBH2 && pb->p == 1)) all[n++] = (kt__zb_rules){pr, wf, cp, dp, NULL, 0};
   const kt__zb_rules *rules = all;
   if (actions(pb) > SMALL_ACTIONS) { /* the second only below 1F1B's memory, where it helps */
     double most = 0;
@@ -152,8 +152,9 @@ static kt_status try_follow(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_f
                             kt_schedule *cand, const kt_schedule *order, kt_error *err) {
   kt__zb_list *ls;
   kt_status st = kt__zb_list_new(pb, &ls, err);
-  for (int wf = 0; wf < KT__WFILL_COUNT && !st; wf++) {
-    kt__zb_rules ru = {KT__PRIO_I_FIRST, wf, KT__CAP_NONE, 0, order};
+  for (int k = 0; k < KT__WFILL_COUNT * (1 + KT__PRIO_COUNT) && !st; k++) {
+    int wf = k % KT__WFILL_COUNT, loose = k / KT__WFILL_COUNT; /* loose: 1 + the priority */
+    kt__zb_rules ru = {loose ? loose - 1 : KT__PRIO_I_FIRST, wf, KT__CAP_NONE, 0, order, loose > 0};
     kt_error e2;
     double ms = kt__zb_list_build(ls, &ru, cand, &e2);
     if (ms >= 0) consider(pb, ev, bs, cand, ms);
@@ -194,8 +195,8 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
       if (!st) consider(pb, &ev, &bs, &cand, -1);
       if (!st) st = try_follow(pb, &ev, &bs, &cand, extra[k], err);
     }
-    /* the winner's W's, placed again by timing */
-    if (!st && bs.have && o->lists) {
+    /* the winner's W's, placed again by timing (small problems) */
+    if (!st && bs.have && o->lists && actions(pb) <= SMALL_ACTIONS) {
       kt_schedule keep;
       if (!(st = kt_schedule_init_like(&keep, s, s->m, err))) {
         for (int r = 0; r < s->p && !st; r++)

@@ -48,7 +48,7 @@ struct kt__zb_list {
   double *e, *mem, *first; /* per rank: free time, memory (activations at max(M_B, M_W)), first start */
   double *idle, worst_idle; /* per rank: idle since its first action; the largest */
   int *cap;                /* per rank: forwards in flight allowed (one chunk per rank) */
-  size_t *cursor;          /* per rank: next action of rules.follow (when given) */
+  size_t *cursor;          /* per rank, F then I: next action of rules.follow (when given) */
   int *wq, *wq_head, *wq_len; /* per rank: FIFO of stages with a pending W (V*M slots each) */
   decision *dec;
   int *tree, leaves;       /* tournament tree over ranks: the earliest decision */
@@ -70,7 +70,7 @@ kt_status kt__zb_list_new(const kt__zb_problem *pb, kt__zb_list **out, kt_error 
     ls->first = kt_calloc(p, sizeof *ls->first);
     ls->idle = kt_calloc(p, sizeof *ls->idle);
     ls->cap = kt_calloc(p, sizeof *ls->cap);
-    ls->cursor = kt_calloc(p, sizeof *ls->cursor);
+    ls->cursor = kt_calloc(2 * p, sizeof *ls->cursor);
     ls->wq = kt_calloc(cells, sizeof *ls->wq);
     ls->wq_head = kt_calloc(p, sizeof *ls->wq_head);
     ls->wq_len = kt_calloc(p, sizeof *ls->wq_len);
@@ -169,12 +169,18 @@ typedef struct {
   int f_left, f_blocked, i_left;
 } candidates;
 
-/* The next F or I of rank r in the followed order, as (stage, 0 F / 1 I);
- * -1 when none is left. */
+/* Whether action a is of kind w (0: F, 1: I or B; -1: F, I or B). */
+static int of_kind(const kt_action *a, int w) {
+  return a->op != KT_OP_W && (w < 0 || (a->op != KT_OP_F) == w);
+}
+
+/* The stage of the next action of kind w on rank r in the followed order
+ * (strict: the next F or I whatever its kind, w then set), -1 when none. */
 static int followed(const kt__zb_list *ls, int r, int *w) {
   const kt_rank_actions *ra = &ls->ru.follow->ranks[r];
-  size_t i = ls->cursor[r];
-  while (i < ra->n && ra->actions[i].op == KT_OP_W) i++;
+  int want = ls->ru.loose ? *w : -1;
+  size_t i = ls->cursor[2 * r + (want > 0)];
+  while (i < ra->n && !of_kind(&ra->actions[i], want)) i++;
   if (i >= ra->n) return -1;
   *w = ra->actions[i].op != KT_OP_F;
   return ra->actions[i].stage;
@@ -183,13 +189,22 @@ static int followed(const kt__zb_list *ls, int r, int *w) {
 static void gather(const kt__zb_list *ls, int r, double now, candidates *cd) {
   const kt__zb_problem *pb = ls->pb;
   *cd = (candidates){{-1, -1}, {-1, -1}, {INFINITY, INFINITY}, 0, 0, 0};
-  int only_st = -1, only_w = 0;
-  if (ls->ru.follow && (only_st = followed(ls, r, &only_w)) < 0) return;
+  int only[2] = {-1, -1}; /* with a followed order: the one stage allowed per kind */
+  if (ls->ru.follow) {
+    int w0 = 0, w1 = 1, st = followed(ls, r, &w0);
+    if (!ls->ru.loose) {
+      if (st < 0) return;
+      only[w0] = st, only[1 - w0] = -2;
+    } else {
+      only[0] = st < 0 ? -2 : st;
+      st = followed(ls, r, &w1);
+      only[1] = st < 0 ? -2 : st;
+    }
+  }
   for (int k = 0; k < pb->v; k++) {
     int c = ls->ru.depth ? pb->v - 1 - k : k, st = pb->rstage[r * pb->v + c];
-    if (only_st >= 0 && st != only_st) continue;
     for (int w = 0; w < 2; w++) { /* 0: F, 1: I */
-      if (only_st >= 0 && w != only_w) continue;
+      if (only[w] != -1 && st != only[w]) continue;
       if (w == 0) {
         if (ls->nf[st] >= pb->m) continue;
         cd->f_left = 1;
@@ -271,10 +286,12 @@ static void commit(kt__zb_list *ls, int r) {
   int mb = d.op == KT_OP_F ? ls->nf[st] : d.op == KT_OP_I ? ls->ni[st] : ls->nw[st];
   double end = d.start + kt__zb_cost(pb, st, (kt_op)d.op);
   kt__zb_append(ls->s, r, st, (kt_op)d.op, mb);
-  if (ls->ru.follow && d.op != KT_OP_W) { /* past the W's and this op in the followed order */
+  if (ls->ru.follow && d.op != KT_OP_W) { /* past this op in the followed order */
     const kt_rank_actions *ra = &ls->ru.follow->ranks[r];
-    while (ls->cursor[r] < ra->n && ra->actions[ls->cursor[r]].op == KT_OP_W) ls->cursor[r]++;
-    ls->cursor[r]++;
+    int want = ls->ru.loose ? d.op != KT_OP_F : -1;
+    size_t *cur = &ls->cursor[2 * r + (want > 0)];
+    while (*cur < ra->n && !of_kind(&ra->actions[*cur], want)) (*cur)++;
+    (*cur)++;
   }
   if (isnan(ls->first[r])) ls->first[r] = d.start;
   else if (d.start > ls->e[r]) {
@@ -330,7 +347,7 @@ double kt__zb_list_build(kt__zb_list *ls, const kt__zb_rules *rules, kt_schedule
   for (int r = 0; r < p; r++) {
     ls->e[r] = ls->mem[r] = ls->idle[r] = 0;
     ls->first[r] = NAN;
-    ls->cursor[r] = 0;
+    ls->cursor[2 * r] = ls->cursor[2 * r + 1] = 0;
     ls->wq_head[r] = ls->wq_len[r] = 0;
     ls->cap[r] = rules->cap == KT__CAP_1F1B ? p - r
                  : rules->cap == KT__CAP_ZBH2 ? 2 * (p - r) - 1 : pb->m;
