@@ -56,6 +56,10 @@ typedef struct {
    * the units of mem_act (<= 0: kt_schedule_mem_limit's default). */
   const kt_costs *costs;
   double mem_limit;
+  /* zb-auto, zbv-auto: 1 = the quick search (the round-based orders, the
+   * handcrafted ones and one list-scheduler order, no refinement), for
+   * callers that generate many schedules (the planner). */
+  int quick;
 } kt_schedule_params;
 
 /* The memory limit zb-auto and zbv-auto keep every rank under:
@@ -70,7 +74,16 @@ double kt_schedule_mem_limit(const kt_schedule_params *params);
  * kind's default V chunks). A memory limit of "0.5x" is half of it. */
 double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *params);
 
-/* Builds the named schedule. EINVAL with a one-line reason when the
+/* The simulator's timing of s without a timeline (for callers that
+ * evaluate many schedules): *span from the first action anywhere to the
+ * last, *busy the total of the action times. EINVAL for overlapped pairs
+ * (use kt_simulate), EDEADLOCK when it cannot finish, ENOMEM. */
+kt_status kt_schedule_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
+                           kt_error *err);
+
+/* Builds the named schedule. v-half and v-min with costs NULL are the
+ * cost-oblivious constructions; with costs, the fastest order found within
+ * the construction's memory. EINVAL with a one-line reason when the
  * parameters are impossible for it (e.g. interleaved with M < P). */
 kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *params,
                                kt_schedule *out, kt_error *err);

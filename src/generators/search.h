@@ -152,6 +152,7 @@ typedef struct {
   int rounds;        /* the round-based builder's (one chunk per rank) */
   int handcrafted;   /* zb-h1 and zb-h2, zbv, or interleaved-zb, when they fit */
   long refine_evals; /* refinement budget in evaluations; < 0: by problem size */
+  int quick;         /* the list scheduler's core rules only, no W re-timing */
 } kt__zb_search_opts;
 
 /* The fastest order of the candidates above and extra[0..n_extra) that fits

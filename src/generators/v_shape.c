@@ -19,7 +19,8 @@
  * without them and the W's placed again, the up chunk's W's first). The
  * order of each rank is its slots in time order.
  *
- * Cost-aware: under the caller's costs the order is refined along its
+ * Without costs that is the schedule. With costs (even unit ones) the
+ * search is cost-aware: under the caller's costs the order is refined along its
  * critical path (zb_refine.c) with every rank kept within the memory the
  * construction gives it, and the round-based and list-scheduled orders
  * under the same budgets compete; the fastest wins. So the peak memory of
@@ -97,52 +98,93 @@ static void place_w(pattern *pt, int r, int split) {
   if (i + 2 > pt->bound) pt->bound = i + 2;
 }
 
-/* Peak of rank r's pending activations (an F adds one, a W frees one; with
- * no W lists a W is taken to run in each free slot). */
-static int peak_of(const pattern *pt, int r) {
-  int cur[N_TYPES] = {0}, mem = 0, peak = 0, pending = 0, has_w = pt->types > 4;
-  for (int i = 0;; i++) {
-    int time = 0, k = next_event(pt, r, cur, &time);
-    if (k < 0) break;
-    if (time <= i) {
-      cur[k]++;
-      mem += k == T_F0 || k == T_F1 ? 1 : k >= T_W ? -1 : 0;
-      if (k == T_I1 || k == T_I0) pending++;
-    } else if (!has_w && pending) {
-      mem--, pending--;
-    }
-    if (mem > peak) peak = mem;
+static int imax(int a, int b) { return a > b ? a : b; }
+
+/* One slot's effect on a rank's pending activations: an F adds one, a W
+ * frees one; without W lists (has_w 0) an I leaves one W pending, which the
+ * next free slot runs. */
+static void step(int type, int has_w, int *level, int *pending) {
+  if (type < 0) {
+    if (!has_w && *pending) (*level)--, (*pending)--;
+  } else if (type <= T_F1) {
+    (*level)++;
+  } else if (type <= T_I0) {
+    if (!has_w) (*pending)++;
+  } else {
+    (*level)--;
   }
-  return peak;
 }
 
-static int imax(int a, int b) { return a > b ? a : b; }
+/* Every rank's slots (the op type in each, -1 when free) and the level and
+ * pending W's after each, so a move is checked by walking only the slots
+ * it changes. */
+typedef struct {
+  int slots, has_w;
+  signed char *occ;
+  int *lvl, *pend;
+} levels;
+
+/* Recomputes rank r's levels from slot `from` on, until they agree with the
+ * old ones again after slot `past`. Returns the highest level it saw. */
+static int relevel(levels *L, int r, int from, int past) {
+  size_t base = (size_t)r * (size_t)L->slots;
+  int level = from > 0 ? L->lvl[base + from - 1] : 0, pending = from > 0 ? L->pend[base + from - 1] : 0;
+  int high = 0;
+  for (int i = from; i < L->slots; i++) {
+    step(L->occ[base + i], L->has_w, &level, &pending);
+    high = imax(high, level);
+    if (i > past && level == L->lvl[base + i] && pending == L->pend[base + i]) break;
+    L->lvl[base + i] = level, L->pend[base + i] = pending;
+  }
+  return high;
+}
+
+/* Whether moving a type-k op of rank r from slot T to the free slot t
+ * keeps every level of the rank at or below peak. */
+static int move_fits(const levels *L, int r, int t, int T, int k, int peak) {
+  size_t base = (size_t)r * (size_t)L->slots;
+  int level = t > 0 ? L->lvl[base + t - 1] : 0, pending = t > 0 ? L->pend[base + t - 1] : 0;
+  for (int i = t; i < L->slots; i++) {
+    step(i == t ? k : i == T ? -1 : L->occ[base + i], L->has_w, &level, &pending);
+    if (level > peak) return 0;
+    if (i > T && level == L->lvl[base + i] && pending == L->pend[base + i]) return 1;
+  }
+  return 1;
+}
 
 /* One op of the pattern: rank, type, micro-batch (its index in the list). */
 typedef struct {
   int time, r, k, j;
 } event;
 
-static int by_time(const void *a, const void *b) {
-  const event *x = a, *y = b;
-  if (x->time != y->time) return x->time < y->time ? -1 : 1;
-  if (x->r != y->r) return x->r < y->r ? -1 : 1;
-  if (x->k != y->k) return x->k < y->k ? -1 : 1;
-  return x->j < y->j ? -1 : x->j > y->j;
-}
-
-/* Every op in time order (ties: rank, type); n set. NULL on ENOMEM. */
+/* Every op in time order (ties: rank, type, micro-batch): a counting sort
+ * over the slot times, which are small integers. n set; NULL on ENOMEM. */
 static event *events(const pattern *pt, size_t *n) {
-  size_t cap = 0;
+  size_t total = 0;
+  int top = 0;
   for (int r = 0; r < pt->p; r++)
-    for (int k = 0; k < pt->types; k++) cap += (size_t)LEN(pt, k, r);
-  event *ev = malloc((cap ? cap : 1) * sizeof *ev);
-  if (!ev) return NULL;
-  *n = 0;
+    for (int k = 0; k < pt->types; k++) {
+      total += (size_t)LEN(pt, k, r);
+      for (int j = 0; j < LEN(pt, k, r); j++) top = imax(top, LIST(pt, k, r)[j]);
+    }
+  event *ev = malloc((total ? total : 1) * sizeof *ev);
+  size_t *at = kt_calloc((size_t)top + 2, sizeof *at);
+  if (!ev || !at) {
+    free(ev), free(at);
+    return NULL;
+  }
   for (int r = 0; r < pt->p; r++)
     for (int k = 0; k < pt->types; k++)
-      for (int j = 0; j < LEN(pt, k, r); j++) ev[(*n)++] = (event){LIST(pt, k, r)[j], r, k, j};
-  qsort(ev, *n, sizeof *ev, by_time);
+      for (int j = 0; j < LEN(pt, k, r); j++) at[LIST(pt, k, r)[j] + 1]++;
+  for (int t = 1; t <= top + 1; t++) at[t] += at[t - 1];
+  for (int r = 0; r < pt->p; r++) /* in (rank, type, mb) order: stable within a slot */
+    for (int k = 0; k < pt->types; k++)
+      for (int j = 0; j < LEN(pt, k, r); j++) {
+        int t = LIST(pt, k, r)[j];
+        ev[at[t]++] = (event){t, r, k, j};
+      }
+  free(at);
+  *n = total;
   return ev;
 }
 
@@ -201,16 +243,21 @@ static int squeeze(pattern *pt, int with_w) {
   pt->types = with_w ? 5 : 4;
   if (with_w)
     for (int r = 0; r < pt->p; r++) place_w(pt, r, 0);
-  int peak = 0;
-  for (int r = 0; r < pt->p; r++) peak = imax(peak, peak_of(pt, r));
   size_t n;
   event *ev = events(pt, &n);
   int slots = pt->bound + 6 * pt->m + 12 * pt->p;
   unsigned char *busy = kt_calloc((size_t)pt->p * (size_t)slots, 1);
-  if (!ev || !busy) {
-    free(ev), free(busy);
+  levels L = {slots, with_w, malloc((size_t)pt->p * (size_t)slots),
+              malloc((size_t)pt->p * (size_t)slots * sizeof(int)),
+              malloc((size_t)pt->p * (size_t)slots * sizeof(int))};
+  if (!ev || !busy || !L.occ || !L.lvl || !L.pend) {
+    free(ev), free(busy), free(L.occ), free(L.lvl), free(L.pend);
     return -1;
   }
+  memset(L.occ, -1, (size_t)pt->p * (size_t)slots);
+  for (size_t i = 0; i < n; i++) L.occ[(size_t)ev[i].r * (size_t)slots + (size_t)ev[i].time] = (signed char)ev[i].k;
+  int peak = 0;
+  for (int r = 0; r < pt->p; r++) peak = imax(peak, relevel(&L, r, 0, slots));
   int phase = 0;
   for (size_t i = 0; i < n; i++) {
     const event *e = &ev[i];
@@ -220,17 +267,18 @@ static int squeeze(pattern *pt, int with_w) {
     int keep = phase == 1 || (phase == 0 && !with_w);
     if (phase == 1 && e->k == T_F0 && e->j == pt->m - 1) phase = 2; /* the last forward starts the cool-down */
     if (!keep) {
-      int ok = 0;
-      for (int t = deps_slot(pt, e) + 1; t < e->time && !ok; t++) {
-        if (occ[t]) continue;
-        *slot = t;
-        ok = peak_of(pt, e->r) <= peak;
+      for (int t = deps_slot(pt, e) + 1; t < e->time; t++) {
+        if (occ[t] || !move_fits(&L, e->r, t, e->time, e->k, peak)) continue;
+        *slot = t; /* moved: its old slot is free now */
+        size_t base = (size_t)e->r * (size_t)slots;
+        L.occ[base + (size_t)e->time] = -1, L.occ[base + (size_t)t] = (signed char)e->k;
+        relevel(&L, e->r, t, e->time);
+        break;
       }
-      if (!ok) *slot = e->time;
     }
     occ[*slot] = 1;
   }
-  free(ev), free(busy);
+  free(ev), free(busy), free(L.occ), free(L.lvl), free(L.pend);
   if (!with_w) {
     pt->types = 5;
     for (int r = 0; r < pt->p; r++) place_w(pt, r, 0);
@@ -280,7 +328,7 @@ static kt_status construct(kt_schedule *s, int half, kt_error *err) {
 static kt_status generate(kt_schedule *s, const kt_schedule_params *params, int half,
                           kt_error *err) {
   kt_status st = construct(s, half, err);
-  if (st) return st;
+  if (st || !params->costs) return st; /* no costs: the construction itself */
   kt_costs unit;
   const kt_costs *c = params->costs;
   if (!c) {
@@ -308,7 +356,7 @@ static kt_status generate(kt_schedule *s, const kt_schedule_params *params, int 
     double top = 0; /* every rank may use the schedule's peak (the largest over ranks) */
     for (int r = 0; r < s->p; r++) top = fmax(top, pb.limit[r]);
     for (int r = 0; r < s->p; r++) pb.limit[r] = top;
-    static const kt__zb_search_opts opts = {1, 1, 0, -1};
+    static const kt__zb_search_opts opts = {1, 1, 0, -1, 0};
     const kt_schedule *extra[1] = {&base};
     st = kt__zb_search(&pb, &opts, extra, 1, s, err);
     kt_schedule_free(&base);

@@ -79,7 +79,7 @@ static void clear(kt_schedule *s) {
 static size_t actions(const kt__zb_problem *pb) { return 3 * (size_t)pb->S * (size_t)pb->m; }
 
 static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
-                           kt_schedule *cand, kt_error *err) {
+                           kt_schedule *cand, int quick, kt_error *err) {
   /* by how much the best of the others falls behind without each (random
    * grids of sizes, costs and budgets), most useful first */
   static const kt__zb_rules core[] = {
@@ -94,7 +94,7 @@ static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_fa
         for (int dp = 0; dp < depths; dp++)
           if (!(cp == KT__CAP_ZBH2 && pb->p == 1)) all[n++] = (kt__zb_rules){pr, wf, cp, dp, NULL, 0};
   const kt__zb_rules *rules = all;
-  if (actions(pb) > SMALL_ACTIONS) { /* the second only below 1F1B's memory, where it helps */
+  if (actions(pb) > SMALL_ACTIONS || quick) { /* the second only below 1F1B's memory, where it helps */
     double most = 0;
     for (int st = 0; st < pb->S; st++) most = fmax(most, pb->res[st]);
     rules = core, n = pb->limit[0] < pb->S * most * (1 - 1e-9) ? 2 : 1;
@@ -181,7 +181,7 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
   kt_schedule cand = {0};
   for (int k = 0; k < KEEP && !st; k++) st = empty_like(s, &bs.best[k], err);
   if (!st && !(st = empty_like(s, &cand, err))) {
-    if (o->lists) st = try_lists(pb, &ev, &bs, &cand, err);
+    if (o->lists) st = try_lists(pb, &ev, &bs, &cand, o->quick, err);
     if (!st && o->rounds) try_rounds(pb, &ev, &bs, &cand, s);
     if (!st && o->handcrafted) try_handcrafted(pb, &ev, &bs, &cand, s);
     for (int k = 0; k < n_extra && !st; k++) {
@@ -196,7 +196,7 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
       if (!st) st = try_follow(pb, &ev, &bs, &cand, extra[k], err);
     }
     /* the winner's W's, placed again by timing (small problems) */
-    if (!st && bs.have && o->lists && actions(pb) <= SMALL_ACTIONS) {
+    if (!st && bs.have && o->lists && !o->quick && actions(pb) <= SMALL_ACTIONS) {
       kt_schedule keep;
       if (!(st = kt_schedule_init_like(&keep, s, s->m, err))) {
         for (int r = 0; r < s->p && !st; r++)
@@ -262,7 +262,7 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
     kt__zb_problem_free(&pb);
     return st;
   }
-  static const kt__zb_search_opts all = {1, 1, 1, -1};
+  static const kt__zb_search_opts all = {1, 1, 1, -1, 0};
   st = kt__zb_search(&pb, o ? o : &all, NULL, 0, s, err);
   kt__zb_problem_free(&pb);
   /* the winner runs to completion under the simulator (a cheap safety net) */
@@ -270,10 +270,13 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
   return st;
 }
 
+/* The quick search: every builder but the full rule set, no refinement. */
+static const kt__zb_search_opts quick = {1, 1, 1, 0, 1};
+
 kt_status kt__gen_zb_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
-  return kt__zb_auto_build(s, params->costs, params->mem_limit, NULL, err);
+  return kt__zb_auto_build(s, params->costs, params->mem_limit, params->quick ? &quick : NULL, err);
 }
 
 kt_status kt__gen_zbv_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
-  return kt__zb_auto_build(s, params->costs, params->mem_limit, NULL, err);
+  return kt__zb_auto_build(s, params->costs, params->mem_limit, params->quick ? &quick : NULL, err);
 }

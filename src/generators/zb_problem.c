@@ -189,3 +189,35 @@ int kt__zb_fits(const kt__zb_problem *pb, const kt_schedule *s, double *peak) {
   if (peak) *peak = top;
   return ok;
 }
+
+kt_status kt_schedule_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
+                           kt_error *err) {
+  for (int r = 0; r < s->p; r++)
+    for (size_t i = 0; i < s->ranks[r].n; i++)
+      if (s->ranks[r].actions[i].flags & KT_ACTION_OVERLAP_NEXT)
+        return kt_fail(err, KT_EINVAL, "overlapped pairs: simulate the schedule instead");
+  kt__zb_problem pb;
+  kt__zb_eval ev;
+  kt_status st = kt__zb_problem_init(&pb, s, c, 0, err);
+  if (st) return st;
+  if ((st = kt__zb_eval_init(&ev, &pb, err))) {
+    kt__zb_problem_free(&pb);
+    return st;
+  }
+  if (kt__zb_evaluate(&pb, &ev, s) < 0) {
+    st = kt_fail(err, KT_EDEADLOCK, "deadlock: the schedule cannot run to completion");
+  } else {
+    double lo = INFINITY, hi = -INFINITY, total = 0;
+    for (int r = 0; r < s->p; r++) {
+      if (!s->ranks[r].n) continue;
+      lo = fmin(lo, ev.start[r]), hi = fmax(hi, ev.stop[r]);
+      for (size_t i = 0; i < s->ranks[r].n; i++)
+        total += kt__zb_cost(&pb, s->ranks[r].actions[i].stage, (kt_op)s->ranks[r].actions[i].op);
+    }
+    *span = hi > lo ? hi - lo : 0;
+    *busy = total;
+  }
+  kt__zb_eval_free(&ev);
+  kt__zb_problem_free(&pb);
+  return st;
+}
