@@ -10,9 +10,11 @@
 
 /* A layout (P, V, M, placement) and a cost model flattened per stage, and a
  * memory budget per rank. res = max(M_B, M_W): what an activation may hold
- * until its W (an I turns M_B into M_W). head[r] is the room an F of a
- * non-last chunk must leave on rank r for one later chunk's activation: it
- * is what makes memory-bounded list scheduling deadlock-free with V >= 2. */
+ * until its W (an I turns M_B into M_W). head[r] is the room a micro-batch's
+ * first F on rank r must find beyond its own: with V = 2 room for one
+ * later chunk's activation (left free), with V >= 3 the rest of its chunks
+ * (reserved until they run). It is what makes memory-bounded list
+ * scheduling deadlock-free with V >= 2. */
 typedef struct {
   int p, v, m, S;
   int *srank, *schunk, *rstage; /* stage -> rank, stage -> chunk, rank*V + chunk -> stage */

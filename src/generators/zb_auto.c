@@ -258,7 +258,8 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
                  "%s: memory limit %g is below what one micro-batch needs on rank %d (%g = "
                  "max(mem-act, mem-wgrad)%s); raise --mem-limit to at least %g",
                  s->name, pb.limit[0], at, need,
-                 s->v > 1 ? " of its first chunk plus room for a later one" : "", need);
+                 s->v == 2 ? " of its first chunk plus room for a later one"
+                 : s->v > 2 ? " of all its chunks" : "", need);
     kt__zb_problem_free(&pb);
     return st;
   }

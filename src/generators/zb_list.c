@@ -47,6 +47,7 @@ struct kt__zb_list {
   int *nf, *ni, *nw;       /* per stage: ops committed */
   double *e, *mem, *first; /* per rank: free time, memory (activations at max(M_B, M_W)), first start */
   double *idle, worst_idle; /* per rank: idle since its first action; the largest */
+  double *held;            /* per rank, V >= 3: activations reserved for later chunks */
   int *cap;                /* per rank: forwards in flight allowed (one chunk per rank) */
   size_t *cursor;          /* per rank, F then I: next action of rules.follow (when given) */
   int *wq, *wq_head, *wq_len; /* per rank: FIFO of stages with a pending W (V*M slots each) */
@@ -69,6 +70,7 @@ kt_status kt__zb_list_new(const kt__zb_problem *pb, kt__zb_list **out, kt_error 
     ls->mem = kt_calloc(p, sizeof *ls->mem);
     ls->first = kt_calloc(p, sizeof *ls->first);
     ls->idle = kt_calloc(p, sizeof *ls->idle);
+    ls->held = kt_calloc(p, sizeof *ls->held);
     ls->cap = kt_calloc(p, sizeof *ls->cap);
     ls->cursor = kt_calloc(2 * p, sizeof *ls->cursor);
     ls->wq = kt_calloc(cells, sizeof *ls->wq);
@@ -78,7 +80,7 @@ kt_status kt__zb_list_new(const kt__zb_problem *pb, kt__zb_list **out, kt_error 
     for (ls->leaves = 1; ls->leaves < pb->p; ls->leaves *= 2) {}
     ls->tree = kt_calloc(2 * (size_t)ls->leaves, sizeof *ls->tree);
   }
-  if (!ls || !ls->end || !ls->nf || !ls->ni || !ls->nw || !ls->e || !ls->mem || !ls->first || !ls->idle ||
+  if (!ls || !ls->end || !ls->nf || !ls->ni || !ls->nw || !ls->e || !ls->mem || !ls->first || !ls->idle || !ls->held ||
       !ls->cap || !ls->cursor || !ls->wq || !ls->wq_head || !ls->wq_len || !ls->dec || !ls->tree) {
     kt__zb_list_free(ls);
     return kt_fail(err, KT_ENOMEM, "out of memory for the list scheduler (P=%d, M=%d)", pb->p,
@@ -98,6 +100,7 @@ void kt__zb_list_free(kt__zb_list *ls) {
   free(ls->mem);
   free(ls->first);
   free(ls->idle);
+  free(ls->held);
   free(ls->cap);
   free(ls->cursor);
   free(ls->wq);
@@ -152,13 +155,18 @@ static double input_bound(const kt__zb_list *ls, int st, kt_op op) {
   return i_end_bound(ls, st + 1, ls->ni[st]) + hop(pb, st + 1, st);
 }
 
-/* Whether the next F of stage st fits rank r's budget (and cap). */
+/* Whether the next F of stage st fits rank r's budget (and cap). With V = 2
+ * an F of chunk 0 leaves room for one chunk-1 activation: the oldest
+ * micro-batch then always finds it (every younger activation was admitted
+ * while it was free). With V >= 3 a micro-batch's first F reserves all its
+ * later chunks, which then always fit. */
 static int f_admissible(const kt__zb_list *ls, int r, int st) {
   const kt__zb_problem *pb = ls->pb;
   if (ls->nf[st] >= pb->m) return 0;
   if (pb->v == 1 && ls->nf[st] - ls->ni[st] >= ls->cap[r]) return 0;
+  if (pb->v >= 3 && pb->schunk[st] > 0) return 1; /* reserved */
   double need = pb->res[st] + (pb->schunk[st] < pb->v - 1 ? pb->head[r] : 0);
-  return ls->mem[r] + need <= pb->limit[r] + EPS * (1 + pb->limit[r]);
+  return ls->mem[r] + ls->held[r] + need <= pb->limit[r] + EPS * (1 + pb->limit[r]);
 }
 
 /* The candidates of rank r: per op, the first stage in chunk order whose
@@ -304,6 +312,7 @@ static void commit(kt__zb_list *ls, int r) {
     ls->end[KT__PAIR(pb, st, mb)].f = end;
     ls->mem[r] += pb->res[st];
     ls->nf[st]++;
+    if (pb->v >= 3) ls->held[r] += pb->schunk[st] == 0 ? pb->head[r] : -pb->res[st];
   } else if (d.op == KT_OP_I) {
     ls->end[KT__PAIR(pb, st, mb)].i = end;
     ls->mem[r] += pb->wg[st] - pb->res[st];
@@ -345,7 +354,7 @@ double kt__zb_list_build(kt__zb_list *ls, const kt__zb_rules *rules, kt_schedule
   ls->worst_idle = 0;
   if (kt__zb_reserve(s, err)) return -1;
   for (int r = 0; r < p; r++) {
-    ls->e[r] = ls->mem[r] = ls->idle[r] = 0;
+    ls->e[r] = ls->mem[r] = ls->idle[r] = ls->held[r] = 0;
     ls->first[r] = NAN;
     ls->cursor[2 * r] = ls->cursor[2 * r + 1] = 0;
     ls->wq_head[r] = ls->wq_len[r] = 0;

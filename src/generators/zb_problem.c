@@ -43,8 +43,9 @@ kt_status kt__zb_problem_init(kt__zb_problem *pb, const kt_schedule *s, const kt
     most = fmax(most, pb->res[st]);
   }
   for (int r = 0; r < p; r++) {
-    for (int ch = 1; ch < s->v; ch++)
-      pb->head[r] = fmax(pb->head[r], pb->res[pb->rstage[r * s->v + ch]]);
+    for (int ch = 1; ch < s->v; ch++) /* V = 2: room for one; V >= 3: the whole rest */
+      pb->head[r] = s->v == 2 ? fmax(pb->head[r], pb->res[pb->rstage[r * s->v + ch]])
+                              : pb->head[r] + pb->res[pb->rstage[r * s->v + ch]];
     pb->limit[r] = limit > 0 ? limit : (double)p * s->v * most;
   }
   return KT_OK;
