@@ -57,6 +57,13 @@ static void test_forms(void) {
         if (run(kind, p, 0, m, NULL, &c, 0, &met)) { CHECK(0); continue; }
         CHECK_MSG(max_peak(&met) == form(kind, p, m), "%s P=%d M=%d: peak %g, form %g",
                   kt_schedule_kind_name(kind), p, m, max_peak(&met), form(kind, p, m));
+        /* per rank (M >= P): the form on every rank, but one less on rank 0 for
+         * v-min when P mod 3 = 2 and for v-half with an even P and M = P */
+        for (int r = 0; r < p && m >= p; r++) {
+          int less = r == 0 && (kind == KT_SCHED_V_MIN ? p % 3 == 2 : p % 2 == 0 && m == p);
+          CHECK_MSG(met.ranks[r].peak_memory == form(kind, p, m) - less, "%s P=%d M=%d rank %d: "
+                    "peak %g", kt_schedule_kind_name(kind), p, m, r, met.ranks[r].peak_memory);
+        }
         kt_metrics_free(&met);
         tried++;
       }
