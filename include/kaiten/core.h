@@ -66,8 +66,16 @@ double kt_now(void);
 
 /* Reads a whole file into a NUL-terminated buffer (caller frees). */
 kt_status kt_read_file(const char *path, char **out, size_t *len, kt_error *err);
-/* Writes data atomically: temp file in the same directory, fsync, rename. */
+/* Writes a file without ever destroying what the path names: a regular file
+ * (or a new path) is replaced atomically (temp file beside it, fsync,
+ * rename; its mode kept); a symlink's target is replaced the same way; a
+ * character device, FIFO (with a reader) or socket is written through; a
+ * directory or block device is refused (EINVAL). Errors name `path`, never
+ * the temp file. EIO with the reason. */
 kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, kt_error *err);
+/* Fault injection for tests: every later atomic write stops half-way for
+ * `seconds`, its temp file partly written (0 = off). */
+void kt_set_write_pause(double seconds);
 
 /* A growable string buffer for renderers. */
 typedef struct {
