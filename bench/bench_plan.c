@@ -4,18 +4,10 @@
  * (--quick: without the largest partitioner instance). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "bench_rows.h"
 #include "kaiten/generators.h"
 #include "kaiten/plan.h"
-
-/* Process CPU seconds: the machine is shared, wall clock is noisier. */
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, const kt_error *err) {
   fprintf(stderr, "bench_plan: %s: %s\n", what, err->msg);
@@ -47,9 +39,9 @@ static bench_stat run_search(const scenario *sc, int reps, char *what, size_t wh
   kt_plan_report rep = {0};
   for (int i = 0; i < reps; i++) {
     kt_plan_report_free(&rep);
-    double t0 = cpu_now();
+    double t0 = bench_cpu_now();
     if (kt_plan_search(&m, &c, &o, &sp, &rep, &err)) die("search", &err);
-    t[i] = cpu_now() - t0;
+    t[i] = bench_cpu_now() - t0;
   }
   bench_stat st = bench_stats(t, (size_t)reps, 1e3);
   double s = st.med / 1e3;
@@ -86,9 +78,9 @@ static void run_evaluate(const bench_opts *bo) {
     double t[64];
     for (int r = 0; r < bo->reps; r++) {
       kt_plan_result res;
-      double t0 = cpu_now();
+      double t0 = bench_cpu_now();
       if (kt_plan_evaluate(&m, &c, &o, &cfg, &res, &err)) die("evaluate", &err);
-      t[r] = cpu_now() - t0;
+      t[r] = bench_cpu_now() - t0;
       kt_plan_result_free(&res);
     }
     const char *name = kt_schedule_kind_name(cfg.schedule);
@@ -127,9 +119,9 @@ static void run_partition(const bench_opts *bo) {
         kt_partition_problem pb = {.n = n, .load = load};
         if (capped) pb.fixed = fixed, pb.act = act, pb.mult = mult, pb.mem_cap = 2.5 * total / S;
         kt_error err;
-        double b, t0 = cpu_now();
+        double b, t0 = bench_cpu_now();
         if (kt_partition_minmax(&pb, S, counts, &b, &err)) die("partition", &err);
-        t[capped][r] = cpu_now() - t0;
+        t[capped][r] = bench_cpu_now() - t0;
       }
     bench_stat plain = bench_stats(t[0], (size_t)bo->reps, 1e6);
     bench_stat cap = bench_stats(t[1], (size_t)bo->reps, 1e6);

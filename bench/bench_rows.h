@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kaiten/core.h"
 
@@ -53,6 +54,13 @@ static inline bench_opts bench_args(int argc, char **argv, int def, int quick_de
   }
   if (o.reps < lo || o.reps > hi) o.reps = o.quick ? quick_def : def;
   return o;
+}
+
+/* Process CPU seconds: the machine is shared, wall clock is noisier. */
+static inline double bench_cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Median, min and max of v[0..n), each times scale (sorts v). */

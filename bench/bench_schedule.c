@@ -1,4 +1,5 @@
-/* Schedule benchmark: build + validate + simulate at scale.
+/* Schedule benchmark: build + validate + simulate at scale, and zb-auto's
+ * search time (process CPU) beside the zero-bubble authors' heuristic.
  * Reports the median of several repetitions and actions per second, and the
  * scaling over M (it should be linear in the number of actions).
  * Usage: bench_schedule [REPS] [--quick] [--tsv FILE] (--quick: M <= 1024
@@ -40,6 +41,68 @@ static void run(kt_schedule_kind kind, int p, int v, int m, int reps, double *t,
   }
 }
 
+/* zb-auto on the costs of the oracle README's timing table (F=18.5 B=18.1
+ * W=9.3 comm=0.6, M_B=2 M_W=1): process CPU seconds of each generation in
+ * t[0..reps); *bubble of the result. */
+static void run_auto(int p, int m, double limit, int reps, double *t, double *bubble) {
+  kt_costs c;
+  kt_costs_default(&c);
+  c.tf = 18.5, c.tb = 18.1, c.tw = 9.3, c.comm = 0.6, c.mem_act = 2, c.mem_wgrad = 1;
+  for (int i = 0; i < reps; i++) {
+    kt_schedule s;
+    kt_error err;
+    kt_schedule_params params = {.p = p, .m = m, .costs = &c, .mem_limit = limit};
+    double t0 = bench_cpu_now();
+    if (kt_schedule_generate(KT_SCHED_ZB_AUTO, &params, &s, &err)) {
+      fprintf(stderr, "%s\n", err.msg);
+      exit(1);
+    }
+    t[i] = bench_cpu_now() - t0;
+    kt_metrics met;
+    if (kt_simulate_metrics(&s, &c, &met, &err)) {
+      fprintf(stderr, "%s\n", err.msg);
+      exit(1);
+    }
+    *bubble = met.bubble_ratio;
+    kt_metrics_free(&met);
+    kt_schedule_free(&s);
+  }
+}
+
+/* zb-auto's speed targets, and P=32 M=256 beside the authors' heuristic
+ * (tests/data/oracles: 0.726 s at 2P*M_B and 0.744 s at 4P*M_B, best of 3,
+ * CPython on this kind of machine; bubbles 0.001563 and 0). */
+static void auto_rows(const bench_opts *o, int reps, double *t) {
+  struct { int p, m, mult; double target, authors_s, authors_bubble; } cases[] = {
+      {32, 256, 2, 8, 0.726, 0.001563}, {32, 256, 4, 8, 0.744, 0}, {64, 1024, 2, 100, 0, -1}};
+  /* mult: the limit in units of P*M_B (M_B = 2) */
+  printf("\n# zb-auto search, process CPU ms, median of %d (authors' heuristic: CPython, best of 3)\n", reps);
+  printf("%4s %6s %7s %10s %10s %12s %12s\n", "P", "M", "limit", "ms CPU", "bubble", "authors ms",
+         "authors bub");
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    double bubble, limit = cases[i].mult * 2.0 * cases[i].p;
+    run_auto(cases[i].p, cases[i].m, limit, reps, t, &bubble);
+    bench_stat st = bench_stats(t, (size_t)reps, 1e3);
+    printf("%4d %6d %4dPMB %10.2f %10.6f", cases[i].p, cases[i].m, cases[i].mult, st.med, bubble);
+    if (cases[i].authors_s > 0) printf(" %12.0f %12.6f\n", 1e3 * cases[i].authors_s, cases[i].authors_bubble);
+    else printf(" %12s %12s\n", "-", "-");
+    char id[64], what[200], ref[96];
+    snprintf(id, sizeof id, "schedule.zb_auto.p%dm%d.%dpmb", cases[i].p, cases[i].m, cases[i].mult);
+    snprintf(what, sizeof what, "zb-auto search, P=%d M=%d, limit %d*P*M_B (bubble %.6f)",
+             cases[i].p, cases[i].m, cases[i].mult, bubble);
+    snprintf(ref, sizeof ref, "target %g ms", cases[i].target);
+    bench_row(o, id, what, "ms CPU", st, ref, cases[i].target);
+    if (cases[i].authors_s > 0) {
+      snprintf(id, sizeof id, "schedule.zb_auto.p%dm%d.%dpmb.authors", cases[i].p, cases[i].m,
+               cases[i].mult);
+      snprintf(what, sizeof what, "the same against the authors' heuristic (bubble %.6f)",
+               cases[i].authors_bubble);
+      snprintf(ref, sizeof ref, "authors' heuristic, CPython (%.0f ms)", 1e3 * cases[i].authors_s);
+      bench_row(o, id, what, "ms CPU", st, ref, 1e3 * cases[i].authors_s);
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   bench_opts o = bench_args(argc, argv, 7, 3, 1, 32);
   int reps = o.reps, max_m = o.quick ? 1024 : 4096;
@@ -78,6 +141,7 @@ int main(int argc, char **argv) {
     if (m == 128) first[0] = a, first[1] = b;
     last[0] = a, last[1] = b;
   }
+  auto_rows(&o, reps, t);
   const char *names[2] = {"1f1b", "interleaved"};
   for (int k = 0; k < 2; k++) {
     char ref[64];

@@ -34,15 +34,23 @@ static inline int plan_recheck_memory(const kt_plan_model *m, const kt_plan_clus
   kt_plan_shape sh = {.t = g->t, .b = g->b, .recompute = g->recompute};
   kt_schedule s = {0};
   kt_schedule_params sp = {.p = g->p, .v = g->v, .m = g->m};
-  if (!lc || !act || !wg || !params || kt_plan_layer_costs(m, c, o, &sh, lc, &err) ||
-      kt_schedule_generate(g->schedule, &sp, &s, &err))
-    goto done;
+  if (!lc || !act || !wg || !params || kt_plan_layer_costs(m, c, o, &sh, lc, &err)) goto done;
   for (int j = 0, i = 0; j < S; j++)
     for (int q = 0; q < r->partition[j] && i < n; q++, i++)
       act[j] += lc[i].act, wg[j] += lc[i].wgrad, params[j] += lc[i].params;
   kt_costs sc;
   kt_costs_default(&sc);
   sc.n_stages = S, sc.stage_mem_act = act, sc.stage_mem_wgrad = wg;
+  if (g->schedule == KT_SCHED_ZB_AUTO || g->schedule == KT_SCHED_ZBV_AUTO) {
+    /* generated for the configuration: its stage times, activations and the
+     * budget beside the largest model states (the planner's inputs) */
+    double state = 0;
+    for (int k = 0; k < g->p; k++) state = state > r->mem_state[k] ? state : r->mem_state[k];
+    sc.stage_tf = r->stage_f, sc.stage_tb = r->stage_i, sc.stage_tw = r->stage_w;
+    sc.comm = r->p2p_time;
+    sp.costs = &sc, sp.quick = 1, sp.mem_limit = c->mem_bytes - c->mem_reserved - state;
+  }
+  if (kt_schedule_generate(g->schedule, &sp, &s, &err)) goto done;
   kt_metrics met;
   if (kt_simulate_metrics(&s, &sc, &met, &err)) goto done;
   for (int k = 0; k < g->p; k++) {

@@ -6,7 +6,7 @@
 #include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
-#include "generators/internal.h"
+#include "generators/search.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static double urand(double lo, double hi) { /* xorshift64*, deterministic */
@@ -260,6 +260,92 @@ static void test_closed_forms(void) {
   CHECK(kt_schedule_closed_form_peak_memory(KT_SCHED_ZB_AUTO, 4, 1, 8, 1, 0, &e) < 0);
 }
 
+/* interleaved-zb's closed forms hold for every M >= P, any V >= 2: the
+ * ZB-H1 idle per stage, and peak memory min((V-1)G+P-r, V*M)*M_B + r*M_W on
+ * rank r (G micro-batches per round); below P there is no bubble form and
+ * only rank 0's (the largest) peak has one. */
+static void test_interleaved_zb(void) {
+  int tried = 0;
+  for (int p = 1; p <= 7; p++)
+    for (int v = 2; v <= 4; v++)
+      for (int mb = 1; mb <= 3 * p + 2; mb++) {
+        kt_costs c;
+        kt_costs_default(&c);
+        double *t[] = {&c.tf, &c.tb, &c.tw};
+        for (int k = 0; k < 3; k++) *t[k] = urand(0, 1) < 0.15 ? 0 : urand(0, 3);
+        c.mem_act = urand(0.5, 2), c.mem_wgrad = urand(0, 1) * c.mem_act;
+        kt_schedule s;
+        kt_error err;
+        kt_schedule_params params = {.p = p, .v = v, .m = mb};
+        if (kt_schedule_generate(KT_SCHED_INTERLEAVED_ZB, &params, &s, &err)) {
+          CHECK_MSG(0, "interleaved-zb P=%d V=%d M=%d: %s", p, v, mb, err.msg);
+          continue;
+        }
+        kt_metrics m;
+        if (kt_simulate_metrics(&s, &c, &m, &err)) {
+          CHECK_MSG(0, "interleaved-zb P=%d V=%d M=%d: %s", p, v, mb, err.msg);
+          kt_schedule_free(&s);
+          continue;
+        }
+        const char *e;
+        double want = kt_schedule_closed_form_bubble(KT_SCHED_INTERLEAVED_ZB, p, v, mb, c.tf, c.tb,
+                                                     c.tw, &e);
+        if (mb >= p) {
+          CHECK_MSG(e && fabs(m.bubble_ratio - want) <= 1e-9, "interleaved-zb P=%d V=%d M=%d "
+                    "tf=%g tb=%g tw=%g: bubble %.12g, closed form %.12g", p, v, mb, c.tf, c.tb,
+                    c.tw, m.bubble_ratio, want);
+          tried++;
+        } else {
+          CHECK(want < 0 && !e);
+        }
+        int rounds = mb / p > 1 ? mb / p : 1, g = mb / rounds + (mb % rounds > 0);
+        double peak = kt_schedule_closed_form_peak_memory(KT_SCHED_INTERLEAVED_ZB, p, v, mb,
+                                                          c.mem_act, c.mem_wgrad, &e);
+        CHECK_MSG(e && fabs(max_peak(&m) - peak) <= 1e-9 * peak, "interleaved-zb P=%d V=%d M=%d: "
+                  "peak %g, closed form %g", p, v, mb, max_peak(&m), peak);
+        for (int r = 0; r < p && mb >= p; r++) { /* the per-rank form: M >= P */
+          int warm = (v - 1) * g + p - 1 - r;
+          double rank = warm >= v * mb ? v * mb * c.mem_act
+                                       : (warm + 1) * c.mem_act + (r < v * mb - warm ? r : 0) * c.mem_wgrad;
+          CHECK_MSG(fabs(m.ranks[r].peak_memory - rank) <= 1e-9 * rank, "interleaved-zb P=%d V=%d "
+                    "M=%d rank %d: peak %g, form %g", p, v, mb, r, m.ranks[r].peak_memory, rank);
+        }
+        CHECK(kt_schedule_validate(&s, &err) == KT_OK);
+        kt_metrics_free(&m);
+        kt_schedule_free(&s);
+      }
+  CHECK(tried > 200);
+  /* PyTorch's ScheduleInterleavedZeroBubble order (P=2, V=2, M=8) is this
+   * schedule, action for action; no cost model makes it faster */
+  kt_schedule ref, s;
+  kt_error err;
+  REQUIRE_VOID(kt_schedule_parse_file(kt_test_data_path("zb1p_2rank_2stagep_compute.csv"), &ref,
+                                      &err) == KT_OK);
+  kt_schedule_params params = {.p = 2, .v = 2, .m = 8};
+  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_INTERLEAVED_ZB, &params, &s, &err) == KT_OK);
+  for (int r = 0; r < 2; r++) {
+    CHECK_EQ_INT(s.ranks[r].n, ref.ranks[r].n);
+    for (size_t i = 0; i < s.ranks[r].n && i < ref.ranks[r].n; i++) {
+      const kt_action *a = &s.ranks[r].actions[i], *b = &ref.ranks[r].actions[i];
+      CHECK(a->stage == b->stage && a->mb == b->mb && a->op == b->op);
+    }
+  }
+  for (int trial = 0; trial < 50; trial++) {
+    kt_costs c;
+    random_costs(&c, 4, trial % 2, trial % 3 ? urand(0, 1) : 0);
+    kt_metrics ours, theirs;
+    if (!kt_simulate_metrics(&s, &c, &ours, &err) && !kt_simulate_metrics(&ref, &c, &theirs, &err)) {
+      CHECK_MSG(ours.makespan <= theirs.makespan * (1 + 1e-12), "PyTorch's ZB1P order %g beats "
+                "interleaved-zb %g", theirs.makespan, ours.makespan);
+      kt_metrics_free(&ours);
+      kt_metrics_free(&theirs);
+    } else CHECK(0);
+    kt_costs_free(&c);
+  }
+  kt_schedule_free(&ref);
+  kt_schedule_free(&s);
+}
+
 /* Every schedule validates and runs to completion (no deadlock) under random
  * per-stage costs and communication. */
 static void test_random_costs_never_deadlock(void) {
@@ -304,7 +390,8 @@ static double heuristic_makespan(int p, int m, const kt_costs *c, double limit) 
   if (kt_schedule_init(&s, p, 1, m, KT_PLACEMENT_LOOP, &err)) return -1;
   kt_metrics met;
   double ms = -1;
-  kt_status st = kt__zb_auto_build(&s, c, limit, 0, &err);
+  static const kt__zb_search_opts heur = {1, 1, 0, 0, 0};
+  kt_status st = kt__zb_auto_build(&s, c, limit, &heur, &err);
   if (!st) st = kt_simulate_metrics(&s, c, &met, &err);
   if (!st) ms = met.makespan, kt_metrics_free(&met);
   else fprintf(stderr, "zb-auto heuristic P=%d M=%d: %s\n", p, m, err.msg);
@@ -379,9 +466,17 @@ static void test_zb_auto(void) {
   CHECK_STR_CONTAINS(err.msg, "below what one micro-batch needs");
   params.mem_limit = NAN;
   CHECK(kt_schedule_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EINVAL);
+  /* with V chunks per rank zb-auto searches loop placement (zbv-auto: v placement) */
   params = (kt_schedule_params){.p = 4, .m = 8, .v = 2};
-  CHECK(kt_schedule_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EINVAL);
-  CHECK_STR_CONTAINS(err.msg, "one chunk per rank");
+  CHECK(kt_schedule_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_OK);
+  CHECK(s.v == 2 && s.placement == KT_PLACEMENT_LOOP);
+  kt_schedule_free(&s);
+  CHECK(kt_schedule_generate(KT_SCHED_ZBV_AUTO, &params, &s, &err) == KT_OK);
+  CHECK(s.v == 2 && s.placement == KT_PLACEMENT_V);
+  kt_schedule_free(&s);
+  params.v = 3;
+  CHECK(kt_schedule_generate(KT_SCHED_ZBV_AUTO, &params, &s, &err) == KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "exactly 2 chunks");
   /* the limit the CLI reports */
   params = (kt_schedule_params){.p = 4, .m = 8, .costs = &c};
   CHECK_NEAR(kt_schedule_mem_limit(&params), 8, 1e-15);
@@ -429,6 +524,7 @@ int main(void) {
   test_zbv();
   test_dualpipev();
   test_closed_forms();
+  test_interleaved_zb();
   test_random_costs_never_deadlock();
   test_zb_auto();
   test_cli();

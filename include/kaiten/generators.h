@@ -19,6 +19,10 @@ typedef enum {
   KT_SCHED_ZBV,
   KT_SCHED_DUALPIPEV,
   KT_SCHED_ZB_AUTO,
+  KT_SCHED_ZBV_AUTO,
+  KT_SCHED_INTERLEAVED_ZB,
+  KT_SCHED_V_HALF,
+  KT_SCHED_V_MIN,
   KT_SCHED_COUNT
 } kt_schedule_kind;
 
@@ -29,6 +33,9 @@ int kt_schedule_kind_from_name(const char *name);
 const char *kt_schedule_kind_list(void);
 /* Chunks per rank a schedule uses when the user gives none (1 or 2). */
 int kt_schedule_default_chunks(kt_schedule_kind k);
+/* Where a schedule puts its stages: loop (gpipe … interleaved-zb, zb-auto)
+ * or v (zbv, dualpipev, zbv-auto, v-half, v-min; always V = 2). */
+kt_placement kt_schedule_kind_placement(kt_schedule_kind k);
 /* Closed-form bubble ratio under uniform per-stage costs and T_comm = 0, or a
  * negative value when the schedule has none for these sizes (zb-h1 needs
  * M >= P; zb-h2, zbv, dualpipev M >= 2P); expr (if non-NULL) receives the
@@ -44,17 +51,39 @@ double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int
 
 typedef struct {
   int p, v, m; /* v = 0: the schedule's default chunk count */
-  /* zb-auto only: the cost model to optimise against (NULL = unit costs)
-   * and the memory limit in the units of mem_act (<= 0: P * mem_act). */
+  /* zb-auto, zbv-auto, v-half, v-min: the cost model to optimise against
+   * (NULL = unit costs); zb-auto and zbv-auto: the memory limit per rank in
+   * the units of mem_act (<= 0: kt_schedule_mem_limit's default). */
   const kt_costs *costs;
   double mem_limit;
+  /* zb-auto, zbv-auto: 1 = the quick search (the round-based orders, the
+   * handcrafted ones and one list-scheduler order, no refinement), for
+   * callers that generate many schedules (the planner). */
+  int quick;
 } kt_schedule_params;
 
-/* The memory limit zb-auto keeps every rank under: params->mem_limit, or
- * when that is <= 0, P * max over stages of max(mem_act, mem_wgrad) (P*M_B). */
+/* The memory limit zb-auto and zbv-auto keep every rank under:
+ * params->mem_limit, or when that is <= 0, P*V (V = params->v, at least 1)
+ * times the largest max(mem_act, mem_wgrad) over the P*V stages: 1F1B's
+ * activation memory of the same model (P*M_B with one chunk per rank). */
 double kt_schedule_mem_limit(const kt_schedule_params *params);
 
-/* Builds the named schedule. EINVAL with a one-line reason when the
+/* 1F1B's peak activation memory on the same model, in the units of the
+ * costs' mem_act: min(P, M) micro-batches of the largest rank's activation
+ * (the sum of M_B over its chunks in kind's placement, with params->v or
+ * kind's default V chunks). A memory limit of "0.5x" is half of it. */
+double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *params);
+
+/* The simulator's timing of s without a timeline (for callers that
+ * evaluate many schedules): *span from the first action anywhere to the
+ * last, *busy the total of the action times. EINVAL for overlapped pairs
+ * (use kt_simulate), EDEADLOCK when it cannot finish, ENOMEM. */
+kt_status kt_schedule_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
+                           kt_error *err);
+
+/* Builds the named schedule. v-half and v-min with costs NULL are the
+ * cost-oblivious constructions; with costs, the fastest order found within
+ * the construction's memory. EINVAL with a one-line reason when the
  * parameters are impossible for it (e.g. interleaved with M < P). */
 kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *params,
                                kt_schedule *out, kt_error *err);

@@ -1,7 +1,9 @@
 /* Option parsing, help text and error printing shared by all commands. */
+#include <math.h>
 #include <stdarg.h>
-#include "kaiten/generators.h"
 #include <stdlib.h>
+
+#include "kaiten/generators.h"
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -158,6 +160,51 @@ int cli_read_costs(const cli_args *a, kt_costs *c) {
   int rc = read_costs(a, c);
   if (rc) kt_costs_free(c); /* per-stage arrays read before the bad value */
   return rc;
+}
+
+int cli_mem_limit_parse(const cli_args *a, int allow_bytes, cli_mem_limit *out) {
+  *out = (cli_mem_limit){CLI_MEM_UNITS, 0};
+  const char *v = cli_get(a, "mem-limit");
+  if (!v) return 0;
+  static const struct { const char *suffix; double scale; } bytes[] = {
+      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
+      {"B", 1.0}};
+  size_t n = strlen(v);
+  char num[64];
+  double x;
+  cli_mem_kind kind = CLI_MEM_UNITS;
+  double scale = 1;
+  if (n > 1 && (v[n - 1] == 'x' || v[n - 1] == 'X')) {
+    kind = CLI_MEM_FRACTION, n--;
+  } else {
+    for (size_t i = 0; i < sizeof bytes / sizeof *bytes; i++) {
+      size_t k = strlen(bytes[i].suffix);
+      if (n > k && !strcmp(v + n - k, bytes[i].suffix)) {
+        kind = CLI_MEM_BYTES, scale = bytes[i].scale, n -= k;
+        break;
+      }
+    }
+  }
+  if (n == 0 || n >= sizeof num) goto bad;
+  memcpy(num, v, n);
+  num[n] = 0;
+  if (kt_parse_double(num, &x) != 0 || !(x >= 0) || isinf(x) || (kind != CLI_MEM_UNITS && x <= 0))
+    goto bad;
+  if (kind == CLI_MEM_BYTES && !allow_bytes)
+    return cli_usage_error("--mem-limit '%s': bytes need a model (kaiten train); here give "
+                           "--mem-act units (e.g. 12) or a fraction of 1F1B's peak (e.g. 0.5x)", v);
+  *out = (cli_mem_limit){kind, x * scale};
+  return 0;
+bad:
+  return cli_usage_error("--mem-limit '%s': expected --mem-act units per rank (12), a fraction "
+                         "of 1F1B's peak (0.5x)%s", v, allow_bytes ? " or bytes (2GiB, 512MiB)" : "");
+}
+
+double cli_mem_limit_units(const cli_mem_limit *ml, kt_schedule_kind kind, int p, int m, int v,
+                           const kt_costs *c) {
+  if (ml->kind != CLI_MEM_FRACTION) return ml->value;
+  kt_schedule_params params = {.p = p, .m = m, .v = v, .costs = c};
+  return ml->value * kt_schedule_1f1b_peak(kind, &params);
 }
 
 int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,

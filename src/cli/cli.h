@@ -106,6 +106,23 @@ int cli_load_schedule_file(cli_torch torch, const char *path, const cli_size_fla
 /* "loop", "v" or "explicit (stage:rank 0:0 1:1 ...)" into buf. */
 const char *cli_placement_text(const kt_schedule *s, char *buf, size_t n);
 
+/* --mem-limit as the user states it: in --mem-act units per rank ("12"),
+ * as a fraction of 1F1B's peak on the same model ("0.5x"), or (train
+ * only) in bytes ("2GiB", "512MiB", "64KiB", "1e9B"). */
+typedef enum { CLI_MEM_UNITS, CLI_MEM_FRACTION, CLI_MEM_BYTES } cli_mem_kind;
+typedef struct {
+  cli_mem_kind kind;
+  double value; /* 0 with CLI_MEM_UNITS: the schedule's default */
+} cli_mem_limit;
+/* Parses --mem-limit (absent: units, 0). Prints the reason and returns 2
+ * on a bad value. */
+int cli_mem_limit_parse(const cli_args *a, int allow_bytes, cli_mem_limit *out);
+/* The limit in the schedule's memory units: as given, or the fraction
+ * times 1F1B's peak for the layout and costs (bytes: the value itself,
+ * for costs whose memory is in bytes). */
+double cli_mem_limit_units(const cli_mem_limit *ml, kt_schedule_kind kind, int p, int m, int v,
+                           const kt_costs *c);
+
 /* Generates the named schedule from -p/-m/-v (and costs/--mem-limit for
  * zb-auto); prints the reason and returns the exit code on failure. */
 int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,

@@ -13,7 +13,7 @@ static const cli_opt compare_opts[] = {
     {"schedules", 0, "LIST", "comma-separated schedules (default: all)"},
     CLI_SCHEDULE_FILE_OPTS,
     CLI_COST_OPTS,
-    {"mem-limit", 0, "X", "zb-auto: memory limit per rank in --mem-act units (default P*M_B)"},
+    {"mem-limit", 0, "X", "zb-auto, zbv-auto: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x)"},
     {"format", 'f', "FMT", "table (default) | json"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
     {"report", 0, "FILE", "also write a self-contained HTML report (Gantts side by side) to FILE"},
@@ -39,7 +39,7 @@ typedef struct {
 /* Simulates s (kind < 0: a schedule file, no closed forms) into the row;
  * frees s. */
 static void eval_schedule(row *rw, kt_schedule *sched, int kind, const kt_costs *c,
-                          double mem_limit, int keep) {
+                          const cli_mem_limit *ml, int keep) {
   kt_error err = {{0}};
   kt_schedule s = *sched;
   int p = s.p, m = s.m;
@@ -65,8 +65,9 @@ static void eval_schedule(row *rw, kt_schedule *sched, int kind, const kt_costs 
                                                                   s.m, c->mem_act, c->mem_wgrad,
                                                                   &rw->mem_expr);
   if (c->stage_mem_act || c->stage_mem_wgrad) rw->closed_mem = -1;
-  kt_schedule_params lim = {.p = p, .m = m, .costs = c, .mem_limit = mem_limit};
-  rw->mem_limit = kind == KT_SCHED_ZB_AUTO ? kt_schedule_mem_limit(&lim) : -1;
+  kt_schedule_params lim = {.p = p, .m = m, .v = s.v, .costs = c};
+  if (kind >= 0) lim.mem_limit = cli_mem_limit_units(ml, (kt_schedule_kind)kind, p, m, s.v, c);
+  rw->mem_limit = kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO ? kt_schedule_mem_limit(&lim) : -1;
   rw->peak_mem_first = met.ranks[0].peak_memory;
   rw->peak_mem_last = met.ranks[p - 1].peak_memory;
   for (int r = 0; r < p; r++)
@@ -89,25 +90,25 @@ static void eval_schedule(row *rw, kt_schedule *sched, int kind, const kt_costs 
 }
 
 static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const kt_costs *c,
-                     double mem_limit, int keep) {
+                     const cli_mem_limit *ml, int keep) {
   kt_error err = {{0}};
   kt_schedule s;
   rw->name = kt_schedule_kind_name(kind);
   int defv = kt_schedule_default_chunks(kind);
-  int use_v = defv > 1 && kind != KT_SCHED_ZBV && kind != KT_SCHED_DUALPIPEV ? v : 0;
+  int use_v = defv > 1 && kt_schedule_kind_placement(kind) != KT_PLACEMENT_V ? v : 0;
+  double mem_limit = cli_mem_limit_units(ml, kind, p, m, use_v, c);
   if (cli_generate(kind, p, m, use_v, c, mem_limit, &s, &err)) {
     snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
     return;
   }
-  eval_schedule(rw, &s, (int)kind, c, mem_limit, keep);
+  eval_schedule(rw, &s, (int)kind, c, ml, keep);
 }
 
 static int run_compare(cli_args *a) {
   long p, m, v;
-  double mem_limit;
+  cli_mem_limit ml;
   if (cli_int(a, "p", 1, KT_MAX_RANKS, 4, &p) || cli_int(a, "m", 1, KT_MAX_MICROBATCHES, 8, &m) ||
-      cli_int(a, "v", 2, KT_MAX_CHUNKS, 2, &v) ||
-      cli_double(a, "mem-limit", 0, 1e300, 0, &mem_limit))
+      cli_int(a, "v", 2, KT_MAX_CHUNKS, 2, &v) || cli_mem_limit_parse(a, 0, &ml))
     return 2;
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten compare --help)", a->pos[0]);
   /* a schedule file is one more row; its P and M set the comparison's */
@@ -162,11 +163,11 @@ static int run_compare(cli_args *a) {
   row rows[KT_SCHED_COUNT + 1];
   memset(rows, 0, sizeof rows);
   for (int i = 0; i < nk; i++)
-    eval_row(&rows[i], (kt_schedule_kind)kinds[i], (int)p, (int)m, (int)v, &costs, mem_limit,
+    eval_row(&rows[i], (kt_schedule_kind)kinds[i], (int)p, (int)m, (int)v, &costs, &ml,
              cli_has(a, "report"));
   if (file) {
     rows[nk].name = file_sched.name;
-    eval_schedule(&rows[nk++], &file_sched, -1, &costs, mem_limit, cli_has(a, "report"));
+    eval_schedule(&rows[nk++], &file_sched, -1, &costs, &ml, cli_has(a, "report"));
   }
 
   kt_buf out;

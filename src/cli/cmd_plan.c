@@ -21,7 +21,7 @@ static const cli_opt plan_opts[] = {
     {"microbatches", 'm', "M", "pin the micro-batches per round M"},
     {"micro-batch-size", 'b', "B", "pin the samples per micro-batch b"},
     {"grad-accum", 'k', "K", "pin the accumulation rounds K (B = K*M*b*D)"},
-    {"schedule", 0, "LIST", "schedules to consider, comma-separated (default: all but zb-auto)"},
+    {"schedule", 0, "LIST", "schedules to consider, comma-separated (default: all)"},
     {"recompute", 0, "LIST", "none | selective | full, comma-separated (default: all three)"},
     {"zero", 0, "Z", "0 (default) | 1 shard optimizer state over D | 2 + gradients | 3 + weights"},
     {"bytes-per-param", 0, "W,G,O", "bytes per parameter: weights, gradients, optimizer (2,2,12)"},

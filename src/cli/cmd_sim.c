@@ -14,7 +14,7 @@ static const cli_opt sim_opts[] = {
     {"m", 'm', "M", "micro-batches per step (default 8)"},
     {"v", 'v', "V", "chunks per rank (interleaved/looped-bfs default 2, zbv/dualpipev 2)"},
     CLI_COST_OPTS,
-    {"mem-limit", 0, "X", "zb-auto: memory limit per rank in --mem-act units (default P*M_B)"},
+    {"mem-limit", 0, "X", "zb-auto, zbv-auto: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x); default 1F1B's"},
     {"format", 'f', "FMT", "ascii (default) | json | csv | text | chrome | torch-csv | torch-csv-comms"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
     {"report", 0, "FILE", "also write a self-contained HTML report (Gantt, memory) to FILE"},
@@ -24,10 +24,10 @@ static const cli_opt sim_opts[] = {
 
 static int run_sim(cli_args *a) {
   long p, m, v, width;
-  double mem_limit;
+  cli_mem_limit ml;
   if (cli_int(a, "p", 1, KT_MAX_RANKS, 4, &p) || cli_int(a, "m", 1, KT_MAX_MICROBATCHES, 8, &m) ||
       cli_int(a, "v", 1, KT_MAX_CHUNKS, 0, &v) || cli_int(a, "width", 40, 100000, 0, &width) ||
-      cli_double(a, "mem-limit", 0, 1e300, 0, &mem_limit))
+      cli_mem_limit_parse(a, 0, &ml))
     return 2;
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten sim --help)", a->pos[0]);
   const char *format = cli_get(a, "format") ? cli_get(a, "format") : "ascii";
@@ -72,6 +72,7 @@ static int run_sim(cli_args *a) {
       kt_costs_free(&costs);
       return cli_usage_error("unknown schedule '%s' (known: %s)", name, kt_schedule_kind_list());
     }
+    double mem_limit = cli_mem_limit_units(&ml, (kt_schedule_kind)kind, (int)p, (int)m, (int)v, &costs);
     if ((rc = cli_generate((kt_schedule_kind)kind, (int)p, (int)m, (int)v, &costs, mem_limit,
                            &sched, &err))) {
       kt_costs_free(&costs);
@@ -169,7 +170,10 @@ const cli_command cli_cmd_sim = {
     .usage = "(--schedule NAME -p P -m M [-v V] | --schedule-file FILE) [costs] [--format FMT]",
     .details =
         "Schedules: gpipe, 1f1b, interleaved (interleaved-1f1b), looped-bfs, zb-h1, zb-h2,\n"
-        "zbv, dualpipev, zb-auto. Costs are in any time unit; defaults T_F = T_B = T_W = 1,\n"
+        "zbv, dualpipev, zb-auto, zbv-auto, interleaved-zb, v-half, v-min.\n"
+        "zb-auto searches under --mem-limit with -v V chunks per rank in loop placement\n"
+        "(default 1); zbv-auto does the same with 2 chunks in v placement.\n"
+        "Costs are in any time unit; defaults T_F = T_B = T_W = 1,\n"
         "T_comm = 0, M_B = 1, M_W = 0. A full backward B costs tb + tw.\n"
         "Per-stage costs: --tf 2,1,1,1.5 (one value per stage) or --costs FILE.json.\n"
         "Overlapped F&B cells (DualPipeV) run one after the other by default, as PyTorch's\n"
@@ -186,6 +190,8 @@ const cli_command cli_cmd_sim = {
         "  kaiten sim --schedule zb-h2 -p 4 -m 8 --format json\n"
         "  kaiten sim --schedule interleaved -p 4 -v 2 -m 8 --format chrome -o trace.json\n"
         "  kaiten sim --schedule zb-h1 -p 4 -m 8 --report zb-h1.html\n"
+        "  kaiten sim --schedule zb-auto -p 8 -m 32 -v 2 --mem-limit 0.5x --tw 0.5\n"
+        "  kaiten sim --schedule v-half -p 8 -m 32 --tf 1 --tb 1.2 --tw 0.7\n"
         "  kaiten sim --schedule-file dualpipev_4rank_10mb.csv --tf 1 --tb 1 --tw 1\n"
         "  kaiten sim --schedule interleaved -p 4 -m 8 --format torch-csv-comms\n",
     .opts = sim_opts,

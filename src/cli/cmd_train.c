@@ -36,7 +36,7 @@ static const cli_opt train_opts_table[] = {
     {"checkpoint-every", 0, "K", "checkpoint every K steps (default: at the end only)"},
     {"resume", 0, "DIR", "continue the run in DIR from its latest complete checkpoint"},
     {"save-init", 0, "FILE", "write the weights training starts from to FILE (a checkpoint) first"},
-    {"mem-limit", 0, "X", "zb-auto: memory limit in activations per rank"},
+    {"mem-limit", 0, "X", "zb-auto, zbv-auto: memory per rank: activations (12), a fraction of 1F1B's (0.5x) or bytes (2GiB)"},
     {"synthetic", 0, NULL, "synthetic workload: F/I/W sleep their cost, tensors still travel"},
     {"tf", 0, "MS", "synthetic forward cost in ms (default 2)"},
     {"tb", 0, "MS", "synthetic input-gradient cost in ms (default 2)"},
@@ -94,7 +94,7 @@ int train_parse(const cli_args *a, train_opts *o) {
       cli_double(a, "tf", 0, 1e6, 2, &o->tf) || cli_double(a, "tb", 0, 1e6, 2, &o->tb) ||
       cli_double(a, "tw", 0, 1e6, 2, &o->tw) ||
       cli_double(a, "timeout", 0.01, 1e6, 60, &o->timeout) ||
-      cli_double(a, "mem-limit", 0, 1e300, 0, &o->mem_limit))
+      cli_mem_limit_parse(a, 1, &o->mem_limit))
     return 2;
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten train --help)", a->pos[0]);
   o->format = cli_get(a, "format") ? cli_get(a, "format") : "text";
@@ -162,6 +162,9 @@ int train_parse(const cli_args *a, train_opts *o) {
   o->decay_given = cli_has(a, "decay-steps");
   o->optim.decay_steps = o->decay_given ? (int)decay : o->steps;
   if (o->synthetic && o->partition) return cli_usage_error("--partition has no meaning with --synthetic");
+  if (o->synthetic && o->mem_limit.kind == CLI_MEM_BYTES)
+    return cli_usage_error("--mem-limit in bytes needs a model's activation sizes; --synthetic has "
+                           "none (give activations per rank or a fraction such as 0.5x)");
   if (o->resume && o->run_dir && strcmp(o->resume, o->run_dir))
     return cli_usage_error("--resume continues in its own run directory; drop --run-dir");
   if (o->force && !o->run_dir) return cli_usage_error("--force clears a --run-dir; give one");

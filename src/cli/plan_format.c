@@ -282,7 +282,7 @@ static void render_explain(const kt_plan_model *m, const kt_plan_cluster *c, con
   for (int j = 0, i = 0; j < S; i += r->partition[j], j++) {
     char label[80], f[32], ii[32], w[32];
     stage_label(m, i, r->partition[j], label, sizeof label);
-    int rank = g->schedule == KT_SCHED_ZBV || g->schedule == KT_SCHED_DUALPIPEV
+    int rank = kt_schedule_kind_placement(g->schedule) == KT_PLACEMENT_V
                    ? (j < g->p ? j : 2 * g->p - 1 - j)
                    : j % g->p;
     kt_buf_printf(out, "  %5d %4d %6d  %-22s %10s %10s %10s\n", j, rank, r->partition[j], label,

@@ -26,7 +26,8 @@ typedef struct {
   uint64_t seed;
   int synthetic;
   int skip_nonfinite;
-  double tf, tb, tw, timeout, mem_limit;
+  double tf, tb, tw, timeout;
+  cli_mem_limit mem_limit; /* --mem-limit as given (bytes: from the model's activations) */
   long act_bytes;
   const char *format, *output, *transport, *run_dir, *resume, *data_path;
   const char *save_init; /* checkpoint of the starting weights, or NULL */
@@ -46,6 +47,14 @@ enum {
 
 int train_parse(const cli_args *a, train_opts *o);
 int train_session(train_opts *o);
+
+/* Memory (train_memory.c): the model's activation bytes per micro-batch on
+ * each of S stages, after F (stage_mem_act) and after I (stage_mem_wgrad),
+ * into c's per-stage arrays (caller frees c); and the predicted peak of
+ * each rank beside the measured one. */
+kt_status train_activation_bytes(const train_opts *o, int S, kt_costs *c, kt_error *err);
+void train_memory_report(const train_opts *o, const kt_schedule *s, const kt_train_result *r,
+                         kt_buf *out);
 
 /* What train hands to its run directory (train_rundir.c). */
 void train_run_config(const train_opts *o, kt_run_config *c);

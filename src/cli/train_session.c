@@ -216,8 +216,14 @@ static int build_schedule(session *s) {
     kt_costs unit;
     kt_costs_default(&unit);
     kt_error err = {{0}};
-    rc = cli_generate(o->schedule, o->p, o->m, o->v, &unit, o->mem_limit, &s->sched, &err);
-    if (rc) fprintf(stderr, "kaiten: %s\n", err.msg);
+    /* --mem-limit in bytes: the budget is on the model's activation bytes */
+    int v = o->v > 0 ? o->v : kt_schedule_default_chunks(o->schedule);
+    kt_status ms = o->mem_limit.kind == CLI_MEM_BYTES
+                       ? train_activation_bytes(o, o->p * v, &unit, &err) : KT_OK;
+    double limit = cli_mem_limit_units(&o->mem_limit, o->schedule, o->p, o->m, o->v, &unit);
+    rc = ms ? cli_fail(ms, &err) : cli_generate(o->schedule, o->p, o->m, o->v, &unit, limit, &s->sched, &err);
+    if (rc && !ms) fprintf(stderr, "kaiten: %s\n", err.msg);
+    kt_costs_free(&unit);
   }
   s->have_sched = rc == 0;
   return rc;
@@ -327,6 +333,7 @@ static int run_steps(session *s) {
     kt_buf out;
     kt_buf_init(&out);
     train_final_report(o, &s->sched, &res, &out);
+    if (strcmp(o->format, "json") && strcmp(o->format, "chrome")) train_memory_report(o, &s->sched, &res, &out);
     rc = cli_emit(o->output, &out);
     kt_buf_free(&out);
     if (o->run_dir && s->talk)

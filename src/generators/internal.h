@@ -19,12 +19,10 @@ kt_status kt__gen_zb_h2(kt_schedule *s, const kt_schedule_params *params, kt_err
 kt_status kt__gen_zbv(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
 kt_status kt__gen_dualpipev(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
 kt_status kt__gen_zb_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-
-/* zb-auto's search (zb_auto.c): costs NULL = unit costs, mem_limit <= 0 =
- * P * max(mem-act, mem-wgrad). with_handcrafted = 0 lets only the heuristic's
- * variants compete (tests use it to check the heuristic on its own). */
-kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
-                            int with_handcrafted, kt_error *err);
+kt_status kt__gen_zbv_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_interleaved_zb(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_v_half(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_v_min(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
 
 /* Push helper that turns ENOMEM into a message. */
 #define KT__PUSH(s, rank, stage, op, mb)                                  \

@@ -10,21 +10,27 @@ typedef struct {
   const char *name;
   const char *alias;
   int default_v;
+  int any_v; /* 1: any V >= 1 in its placement (else default_v only, or >= 2 for loop) */
   kt_placement placement;
   kt__generator_fn fn;
 } kind_info;
 
 static const kind_info kinds[] = {
-    [KT_SCHED_GPIPE] = {"gpipe", NULL, 1, KT_PLACEMENT_LOOP, kt__gen_gpipe},
-    [KT_SCHED_1F1B] = {"1f1b", NULL, 1, KT_PLACEMENT_LOOP, kt__gen_1f1b},
-    [KT_SCHED_INTERLEAVED] = {"interleaved", "interleaved-1f1b", 2, KT_PLACEMENT_LOOP,
+    [KT_SCHED_GPIPE] = {"gpipe", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_gpipe},
+    [KT_SCHED_1F1B] = {"1f1b", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_1f1b},
+    [KT_SCHED_INTERLEAVED] = {"interleaved", "interleaved-1f1b", 2, 0, KT_PLACEMENT_LOOP,
                               kt__gen_interleaved},
-    [KT_SCHED_LOOPED_BFS] = {"looped-bfs", NULL, 2, KT_PLACEMENT_LOOP, kt__gen_looped_bfs},
-    [KT_SCHED_ZB_H1] = {"zb-h1", NULL, 1, KT_PLACEMENT_LOOP, kt__gen_zb_h1},
-    [KT_SCHED_ZB_H2] = {"zb-h2", NULL, 1, KT_PLACEMENT_LOOP, kt__gen_zb_h2},
-    [KT_SCHED_ZBV] = {"zbv", NULL, 2, KT_PLACEMENT_V, kt__gen_zbv},
-    [KT_SCHED_DUALPIPEV] = {"dualpipev", NULL, 2, KT_PLACEMENT_V, kt__gen_dualpipev},
-    [KT_SCHED_ZB_AUTO] = {"zb-auto", NULL, 1, KT_PLACEMENT_LOOP, kt__gen_zb_auto},
+    [KT_SCHED_LOOPED_BFS] = {"looped-bfs", NULL, 2, 0, KT_PLACEMENT_LOOP, kt__gen_looped_bfs},
+    [KT_SCHED_ZB_H1] = {"zb-h1", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_zb_h1},
+    [KT_SCHED_ZB_H2] = {"zb-h2", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_zb_h2},
+    [KT_SCHED_ZBV] = {"zbv", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_zbv},
+    [KT_SCHED_DUALPIPEV] = {"dualpipev", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_dualpipev},
+    [KT_SCHED_ZB_AUTO] = {"zb-auto", NULL, 1, 1, KT_PLACEMENT_LOOP, kt__gen_zb_auto},
+    [KT_SCHED_ZBV_AUTO] = {"zbv-auto", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_zbv_auto},
+    [KT_SCHED_INTERLEAVED_ZB] = {"interleaved-zb", NULL, 2, 0, KT_PLACEMENT_LOOP,
+                                 kt__gen_interleaved_zb},
+    [KT_SCHED_V_HALF] = {"v-half", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_v_half},
+    [KT_SCHED_V_MIN] = {"v-min", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_v_min},
 };
 _Static_assert(sizeof kinds / sizeof *kinds == KT_SCHED_COUNT, "schedule table out of sync");
 
@@ -54,6 +60,10 @@ int kt_schedule_default_chunks(kt_schedule_kind k) {
   return (unsigned)k < KT_SCHED_COUNT ? kinds[k].default_v : 1;
 }
 
+kt_placement kt_schedule_kind_placement(kt_schedule_kind k) {
+  return (unsigned)k < KT_SCHED_COUNT ? kinds[k].placement : KT_PLACEMENT_LOOP;
+}
+
 /* Closed forms under uniform per-stage costs and T_comm = 0. Each zero-bubble
  * form is the idle time I of one rank (every rank has the same busy time
  * V*M*(TF+TB+TW), so bubble = I / (V*M*(TF+TB+TW) + I)); they were derived
@@ -64,6 +74,7 @@ static double zb_idle(kt_schedule_kind k, int p, double f, double b, double w) {
   if (p == 1) return 0;
   switch (k) {
     case KT_SCHED_ZB_H1: /* the paper's (P-1)(TF+TB-TW) when TW <= TF */
+    case KT_SCHED_INTERLEAVED_ZB: /* the same per stage, for any V (M >= P) */
       return n * (b + fmax(0, f - w));
     case KT_SCHED_ZB_H2: /* the paper's (P-1)(TF+TB-2TW) when TB-TF <= max(0, TF+TB-2TW) */
       return n * fmax(fmax(0, f + b - 2 * w), b - f);
@@ -119,6 +130,10 @@ double kt_schedule_closed_form_bubble(kt_schedule_kind k, int p, int v, int m, d
       if (m < 2 * p || v != 2) break;
       e = "I/(2M(TF+TB+TW)+I), I=n*max(0,TB-TW)+max(2n*TF,(n-1)TF+n*TB), n=P-1";
       break;
+    case KT_SCHED_INTERLEAVED_ZB:
+      if (m < p || v < 2) break;
+      e = "I/(V*M(TF+TB+TW)+I), I=(P-1)(TB+max(0,TF-TW))";
+      break;
     default: break;
   }
   if (e && r < 0) {
@@ -153,6 +168,14 @@ double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int
     case KT_SCHED_DUALPIPEV:
       if (m >= 2 * p && v == 2 && zb_ok) e = "(2P+1)MB (every rank)", r = (2 * P + 1) * a;
       break;
+    case KT_SCHED_INTERLEAVED_ZB: { /* G micro-batches per round, R = max(1, floor(M/P)) rounds */
+      int rounds = m / p > 1 ? m / p : 1, g = m / rounds + (m % rounds > 0);
+      if (v >= 2 && zb_ok)
+        e = "min((V-1)G+P, V*M)*MB, G=ceil(M/R), R=max(1,floor(M/P)) (rank 0; rank r: "
+            "min((V-1)G+P-r, V*M)*MB+r*MW)",
+        r = fmin((V - 1) * g + P, V * M) * a;
+      break;
+    }
     default: break;
   }
   if (expr) *expr = e;
@@ -167,12 +190,32 @@ double kt_schedule_mem_limit(const kt_schedule_params *params) {
     kt_costs_default(&unit);
     c = &unit;
   }
+  int v = params->v > 0 ? params->v : 1;
   double need = 0;
-  for (int s = 0; s < params->p; s++) {
+  for (int s = 0; s < params->p * v; s++) {
     need = fmax(need, kt_cost_mem_act(c, s));
     need = fmax(need, kt_cost_mem_wgrad(c, s));
   }
-  return params->p * need;
+  return (double)params->p * v * need;
+}
+
+double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *params) {
+  kt_costs unit;
+  const kt_costs *c = params->costs;
+  if (!c) {
+    kt_costs_default(&unit);
+    c = &unit;
+  }
+  int p = params->p, v = params->v > 0 ? params->v : kt_schedule_default_chunks(kind);
+  int vshape = kt_schedule_kind_placement(kind) == KT_PLACEMENT_V;
+  double rank_most = 0;
+  for (int r = 0; r < p; r++) {
+    double sum = 0;
+    for (int ch = 0; ch < v; ch++)
+      sum += kt_cost_mem_act(c, vshape && ch == 1 ? 2 * p - 1 - r : ch * p + r);
+    rank_most = fmax(rank_most, sum);
+  }
+  return fmin(p, params->m) * rank_most;
 }
 
 kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *params,
@@ -188,10 +231,10 @@ kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *
   if (ki->placement == KT_PLACEMENT_V && v != 2)
     return kt_fail(err, KT_EINVAL, "%s needs exactly 2 chunks per rank in v placement (got V=%d)",
                    ki->name, v);
-  if (ki->default_v == 1 && v != 1)
+  if (ki->default_v == 1 && !ki->any_v && v != 1)
     return kt_fail(err, KT_EINVAL,
-                   "%s runs one chunk per rank (got V=%d); for several chunks use interleaved "
-                   "or looped-bfs",
+                   "%s runs one chunk per rank (got V=%d); for several chunks use interleaved, "
+                   "interleaved-zb, looped-bfs or zb-auto -v V",
                    ki->name, v);
   kt_status st = kt_schedule_init(out, params->p, v, params->m, ki->placement, err);
   if (st) return st;

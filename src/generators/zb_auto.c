@@ -1,405 +1,283 @@
-/* zb-auto: memory-bounded automatic zero-bubble schedule (one chunk per rank).
+/* zb-auto: the fastest order found under a per-rank memory budget, in loop
+ * placement (V >= 1 chunks per rank) or v placement (zbv-auto, V = 2).
  *
- * In the spirit of the automatic scheduler of Qi et al. (ICLR 2024, sec. 3):
- * a list scheduler builds every rank's order while it simulates time with the
- * same semantics as src/sim/sim.c, so each decision knows when inputs arrive.
- * At each step the rank whose next action can start earliest commits it:
- *
- *   - F while memory allows (warm-up: as many forwards as fit), I as soon as
- *     its gradient arrives: I first, F first, or I first with a guard that
- *     holds back a forward that would still run when the pending I arrives;
- *   - W when memory is at the limit (it frees M_W), or to fill a gap: "fit"
- *     only when the W ends before the next input can arrive (a lower bound
- *     from the chain of producers), "eager" in any gap;
- *   - optionally the in-flight forwards of rank r are capped at P-r or
- *     2(P-r)-1 (the 1F1B / ZB-H2 warm-up depths).
- *
- * Every variant (3 x 2 x 3 = 18; its makespan comes from the builder's own
- * clock, which follows the simulator exactly), plus the handcrafted zb-h1
- * and zb-h2 when they fit the limit (simulated), competes under the caller's
- * costs: the smallest makespan wins (ties: lower peak memory), and the
- * winner is run through the simulator once more. Memory is accounted as the
- * simulator does (F adds M_B, I turns it into M_W, W frees M_W), a forward
- * is admitted only when max(M_B, M_W) more fits, and every candidate's
- * prefix sums are checked against the limit, so no prefix of any
- * rank's order ever exceeds the limit. */
+ * Candidates, each evaluated under the caller's costs:
+ *   - the list scheduler (zb_list.c) under every combination of its rules;
+ *   - with one chunk per rank, the round-based builder (zb_rounds.c) under
+ *     its 8 flag combinations;
+ *   - the handcrafted schedules of the same layout when they fit the budget
+ *     (zb-h1, zb-h2; zbv; interleaved-zb) and orders the caller adds;
+ * the fastest (ties: lower peak memory) is then refined along its critical
+ * path (zb_refine.c) within an evaluation budget that shrinks with the size
+ * of the problem, so that P=64, M=1024 stays well under a second. Every
+ * candidate's memory prefix sums are checked against the budget before it
+ * may win, and the winner runs through the simulator once more. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kaiten/sim.h"
-#include "generators/internal.h"
+#include "generators/search.h"
 
-enum { PRIO_I_FIRST, PRIO_F_FIRST, PRIO_I_GUARD, PRIO_COUNT };
-enum { WFILL_FIT, WFILL_EAGER, WFILL_COUNT };
-enum { CAP_NONE, CAP_1F1B, CAP_ZBH2, CAP_COUNT };
-
-typedef struct {
-  int prio, wfill, cap;
-} variant;
+/* The KEEP fastest distinct candidates (makespan, then peak memory): the
+ * refinement starts from each, as local optima differ. */
+#define KEEP 3
 
 typedef struct {
-  int op;       /* kt_op, or -1 when undecided (waits on an unknown input) */
-  double start; /* INFINITY when undecided */
-} decision;
-
-typedef struct {
-  kt_schedule *s;
-  const kt_costs *c;
-  variant v;
-  int p, m;
-  double comm, limit;
-  double *f_end, *i_end;   /* (stage, mb), NAN until committed; stage = rank */
-  int *nf, *ni, *nw, *cap; /* per rank */
-  double *e, *mem, *first; /* rank free time, conservative memory, first start */
-  double makespan;         /* of the last variant built (same times as the simulator) */
-  decision *dec;
-  int *tree, leaves;       /* tournament tree over ranks: index of the earliest decision */
-} builder;
-
-#define AT(b, r, j) ((size_t)(r) * (size_t)(b)->m + (size_t)(j))
-#define EPS 1e-9
-
-static double reserve(const kt_costs *c, int stage) {
-  double a = kt_cost_mem_act(c, stage), w = kt_cost_mem_wgrad(c, stage);
-  return a > w ? a : w;
-}
-
-/* Time F(r, nf) can start from its input, NAN while unknown. */
-static double f_ready(const builder *b, int r) {
-  if (r == 0) return 0;
-  double t = b->f_end[AT(b, r - 1, b->nf[r])];
-  return isnan(t) ? NAN : t + b->comm;
-}
-
-static double i_ready(const builder *b, int r) {
-  if (r == b->p - 1) return b->f_end[AT(b, r, b->ni[r])];
-  double t = b->i_end[AT(b, r + 1, b->ni[r])];
-  return isnan(t) ? NAN : t + b->comm;
-}
-
-static double maxd(double a, double b) { return a > b ? a : b; }
-
-/* Lower bounds on when F(r, j) / I(r, j) can end: the known end, or the
- * chain of still-uncommitted producers run as early as their ranks allow.
- * The walk stops after BOUND_DEPTH ranks (then the rank's own free time
- * bounds it), which keeps a decision O(1) for any P. */
-#define BOUND_DEPTH 16
-
-static double f_end_bound(const builder *b, int r, int j) {
-  int k = r, stop = r - BOUND_DEPTH;
-  while (k >= 0 && k > stop && isnan(b->f_end[AT(b, k, j)])) k--;
-  double t;
-  if (k >= 0 && !isnan(b->f_end[AT(b, k, j)])) t = b->f_end[AT(b, k, j)];
-  else k = k < 0 ? 0 : k, t = b->e[k] + kt_cost_tf(b->c, k);
-  for (int q = k + 1; q <= r; q++) t = maxd(b->e[q], t + b->comm) + kt_cost_tf(b->c, q);
-  return t;
-}
-
-static double i_end_bound(const builder *b, int r, int j) {
-  int k = r, last = b->p - 1, stop = r + BOUND_DEPTH;
-  while (k <= last && k < stop && isnan(b->i_end[AT(b, k, j)])) k++;
-  double t;
-  if (k <= last && !isnan(b->i_end[AT(b, k, j)])) t = b->i_end[AT(b, k, j)];
-  else if (k > last)
-    k = last, t = maxd(b->e[last], f_end_bound(b, last, j)) + kt_cost_tb(b->c, last);
-  else t = b->e[k] + kt_cost_tb(b->c, k);
-  for (int q = k - 1; q >= r; q--) t = maxd(b->e[q], t + b->comm) + kt_cost_tb(b->c, q);
-  return t;
-}
-
-/* Earliest time the next F / I input of rank r can arrive. */
-static double f_lower_bound(const builder *b, int r) {
-  return r == 0 ? 0 : f_end_bound(b, r - 1, b->nf[r]) + b->comm;
-}
-
-static double i_lower_bound(const builder *b, int r) {
-  if (r == b->p - 1) return f_end_bound(b, r, b->ni[r]);
-  return i_end_bound(b, r + 1, b->ni[r]) + b->comm;
-}
-
-static decision decide(const builder *b, int r) {
-  decision d = {-1, INFINITY};
-  int nf = b->nf[r], ni = b->ni[r], nw = b->nw[r], m = b->m;
-  if (nf == m && ni == m && nw == m) return d;
-  double now = b->e[r];
-  int f_left = nf < m;
-  int f_fits = f_left && nf - ni < b->cap[r] && b->mem[r] + reserve(b->c, r) <= b->limit + EPS;
-  int has_i = ni < nf, has_w = nw < ni;
-  double tf = f_fits ? f_ready(b, r) : NAN, ti = has_i ? i_ready(b, r) : NAN;
-  int f_now = f_fits && !isnan(tf) && tf <= now, i_now = has_i && !isnan(ti) && ti <= now;
-  /* guard: a forward that would still run when the pending I arrives waits */
-  if (f_now && !i_now && has_i && b->v.prio == PRIO_I_GUARD &&
-      now + kt_cost_tf(b->c, r) > i_lower_bound(b, r) + EPS)
-    f_now = 0, tf = NAN;
-  if (f_now && i_now) {
-    d.op = b->v.prio == PRIO_F_FIRST ? KT_OP_F : KT_OP_I;
-    d.start = now;
-    return d;
-  }
-  if (f_now || i_now) {
-    d.op = f_now ? KT_OP_F : KT_OP_I;
-    d.start = now;
-    return d;
-  }
-  if (has_w) {
-    int use_w = 0;
-    if (!has_i && !f_fits) use_w = 1; /* nothing else can ever run before it */
-    else if (f_left && !f_fits && kt_cost_mem_wgrad(b->c, r) > 0) use_w = 1; /* frees memory */
-    else if (b->v.wfill == WFILL_EAGER) use_w = 1;
-    else if (b->v.wfill == WFILL_FIT) {
-      double lb = INFINITY;
-      if (has_i) lb = fmin(lb, i_lower_bound(b, r));
-      if (f_fits) lb = fmin(lb, f_lower_bound(b, r));
-      use_w = now + kt_cost_tw(b->c, r) <= lb + EPS;
-    }
-    if (use_w) {
-      d.op = KT_OP_W;
-      d.start = now;
-      return d;
-    }
-  }
-  /* wait for the earliest known input */
-  if (f_fits && !isnan(tf) && tf < d.start) d.op = KT_OP_F, d.start = tf;
-  if (has_i && !isnan(ti) && (ti < d.start || (ti == d.start && b->v.prio != PRIO_F_FIRST)))
-    d.op = KT_OP_I, d.start = ti;
-  return d;
-}
-
-static kt_status commit(builder *b, int r, kt_error *err) {
-  decision d = b->dec[r];
-  int mb = d.op == KT_OP_F ? b->nf[r] : d.op == KT_OP_I ? b->ni[r] : b->nw[r];
-  double end = d.start + kt_cost_op(b->c, r, (kt_op)d.op);
-  kt_schedule *s = b->s;
-  KT__PUSH(s, r, r, (kt_op)d.op, mb);
-  if (isnan(b->first[r])) b->first[r] = d.start;
-  b->e[r] = end;
-  double act = reserve(b->c, r), wg = kt_cost_mem_wgrad(b->c, r);
-  if (d.op == KT_OP_F) {
-    b->f_end[AT(b, r, mb)] = end;
-    b->mem[r] += act;
-    b->nf[r]++;
-  } else if (d.op == KT_OP_I) {
-    b->i_end[AT(b, r, mb)] = end;
-    b->mem[r] += wg - act;
-    b->ni[r]++;
-  } else {
-    b->mem[r] -= wg;
-    b->nw[r]++;
-  }
-  return KT_OK;
-}
-
-static int earlier(const builder *b, int x, int y) {
-  if (x < 0) return y;
-  if (y < 0) return x;
-  return b->dec[y].start < b->dec[x].start ? y : x; /* ties: the lower rank */
-}
-
-/* Recomputes rank r's decision and its path to the root of the tree. */
-static void refresh(builder *b, int r) {
-  b->dec[r] = decide(b, r);
-  int k = b->leaves + r;
-  b->tree[k] = b->dec[r].op >= 0 ? r : -1;
-  for (k /= 2; k >= 1; k /= 2) {
-    int old = b->tree[k];
-    b->tree[k] = earlier(b, b->tree[2 * k], b->tree[2 * k + 1]);
-    if (b->tree[k] == old && old != r) break; /* nothing above depends on r */
-  }
-}
-
-/* Builds one variant into b->s (whose rank lists must be empty). */
-static kt_status build_variant(builder *b, kt_error *err) {
-  int p = b->p;
-  for (int r = 0; r < p; r++) {
-    b->nf[r] = b->ni[r] = b->nw[r] = 0;
-    b->e[r] = b->mem[r] = 0;
-    b->first[r] = NAN;
-    b->cap[r] = b->v.cap == CAP_1F1B ? p - r : b->v.cap == CAP_ZBH2 ? 2 * (p - r) - 1 : b->m;
-    b->s->ranks[r].n = 0;
-  }
-  size_t cells = (size_t)p * (size_t)b->m;
-  for (size_t k = 0; k < cells; k++) b->f_end[k] = b->i_end[k] = NAN;
-  for (int k = 1; k < 2 * b->leaves; k++) b->tree[k] = -1;
-  for (int r = 0; r < p; r++) refresh(b, r);
-  size_t total = 3 * cells;
-  for (size_t step = 0; step < total; step++) { /* one action per step */
-    int best = b->tree[1];
-    if (best < 0)
-      return kt_fail(err, KT_EINVAL, "zb-auto: no rank can proceed after %zu of %zu actions", step,
-                     total);
-    kt_status st = commit(b, best, err);
-    if (st) return st;
-    for (int r = best - 1; r <= best + 1; r++)
-      if (r >= 0 && r < p) refresh(b, r);
-  }
-  b->makespan = 0;
-  for (int r = 0; r < p; r++) b->makespan = maxd(b->makespan, b->e[r] - b->first[r]);
-  return KT_OK;
-}
-
-/* Exact peak memory of the order (prefix sums, as the simulator counts). */
-static double order_peak(const kt_schedule *s, const kt_costs *c) {
-  double peak = 0;
-  for (int r = 0; r < s->p; r++) {
-    double mem = 0;
-    for (size_t i = 0; i < s->ranks[r].n; i++) {
-      const kt_action *a = &s->ranks[r].actions[i];
-      double act = kt_cost_mem_act(c, a->stage), wg = kt_cost_mem_wgrad(c, a->stage);
-      mem += a->op == KT_OP_F ? act : a->op == KT_OP_I ? wg - act : a->op == KT_OP_W ? -wg : -act;
-      if (mem > peak) peak = mem;
-    }
-  }
-  return peak;
-}
-
-typedef struct {
-  kt_schedule best;
-  double makespan, peak;
+  kt_schedule best[KEEP];
+  double makespan[KEEP], peak[KEEP];
   int have;
 } best_so_far;
 
-/* Keeps the candidate when it fits the limit and is the best so far. A
- * negative makespan means unknown: the candidate is simulated. */
-static kt_status consider(best_so_far *bs, kt_schedule *cand, const kt_costs *c, double limit,
-                          double ms, kt_error *err) {
-  double peak = order_peak(cand, c);
-  if (peak > limit + EPS * (1 + fabs(limit))) return KT_OK;
-  if (ms < 0) {
-    kt_metrics met;
-    kt_error e2;
-    kt_status st = kt_simulate_metrics(cand, c, &met, &e2);
-    if (st == KT_ENOMEM) return kt_fail(err, st, "zb-auto: %s", e2.msg);
-    if (st) return KT_OK; /* a candidate that cannot run is skipped */
-    ms = met.makespan;
-    kt_metrics_free(&met);
+#define TIE 1e-12
+
+static int before(double ms, double peak, double ms2, double peak2) {
+  double tol = TIE * (1 + fabs(ms));
+  return ms < ms2 - tol || (ms < ms2 + tol && peak < peak2 - TIE * (1 + fabs(peak)));
+}
+
+/* Keeps cand when it fits every budget and is among the KEEP best (an
+ * exact tie with a kept one counts as the same order); the storage of the
+ * one it displaces becomes cand's, for the next candidate. */
+static void consider(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
+                     kt_schedule *cand, double ms) {
+  double peak;
+  if (!kt__zb_fits(pb, cand, &peak)) return;
+  if (ms < 0 && (ms = kt__zb_evaluate(pb, ev, cand)) < 0) return; /* deadlocks: skipped */
+  if (!(ms >= 0)) return;
+  int at = 0;
+  while (at < bs->have && !before(ms, peak, bs->makespan[at], bs->peak[at])) {
+    if (!before(bs->makespan[at], bs->peak[at], ms, peak)) return; /* the same */
+    at++;
   }
-  double tol = 1e-12 * (1 + fabs(ms));
-  if (bs->have && (ms > bs->makespan + tol || (ms > bs->makespan - tol && peak >= bs->peak)))
-    return KT_OK;
-  kt_schedule tmp = bs->best;
-  bs->best = *cand;
-  *cand = tmp; /* the old best's storage is reused for the next candidate */
-  bs->makespan = ms;
-  bs->peak = peak;
-  bs->have = 1;
-  return KT_OK;
+  if (at >= KEEP) return;
+  kt_schedule out = bs->best[KEEP - 1];
+  for (int k = KEEP - 1; k > at; k--) {
+    bs->best[k] = bs->best[k - 1];
+    bs->makespan[k] = bs->makespan[k - 1], bs->peak[k] = bs->peak[k - 1];
+  }
+  bs->best[at] = *cand;
+  bs->makespan[at] = ms, bs->peak[at] = peak;
+  *cand = out;
+  if (bs->have < KEEP) bs->have++;
 }
 
 static kt_status empty_like(const kt_schedule *s, kt_schedule *out, kt_error *err) {
-  kt_status st = kt_schedule_init(out, s->p, s->v, s->m, s->placement, err);
-  if (!st) memcpy(out->name, s->name, sizeof out->name);
+  return kt_schedule_init_like(out, s, s->m, err);
+}
+
+static void clear(kt_schedule *s) {
+  for (int r = 0; r < s->p; r++) s->ranks[r].n = 0;
+}
+
+/* Problems up to this many actions get the whole search (every rule
+ * combination of the list scheduler, a generous refinement); larger ones
+ * the combinations that won most often on random grids, and a refinement
+ * budget that shrinks with size: P=32, M=256 then builds in milliseconds. */
+#define SMALL_ACTIONS 12000
+
+static size_t actions(const kt__zb_problem *pb) { return 3 * (size_t)pb->S * (size_t)pb->m; }
+
+static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
+                           kt_schedule *cand, int quick, kt_error *err) {
+  /* by how much the best of the others falls behind without each (random
+   * grids of sizes, costs and budgets), most useful first */
+  static const kt__zb_rules core[] = {
+      {KT__PRIO_F_FIRST, KT__WFILL_FIT, KT__CAP_ZBH2, 0, NULL, 0},
+      {KT__PRIO_F_FIRST, KT__WFILL_EAGER, KT__CAP_1F1B, 1, NULL, 0},
+  };
+  kt__zb_rules all[KT__PRIO_COUNT * KT__WFILL_COUNT * KT__CAP_COUNT * 2];
+  int n = 0, caps = pb->v == 1 ? KT__CAP_COUNT : 1, depths = pb->v == 1 ? 1 : 2;
+  for (int pr = 0; pr < KT__PRIO_COUNT; pr++)
+    for (int wf = 0; wf < KT__WFILL_COUNT; wf++)
+      for (int cp = 0; cp < caps; cp++)
+        for (int dp = 0; dp < depths; dp++)
+          if (!(cp == KT__CAP_ZBH2 && pb->p == 1)) all[n++] = (kt__zb_rules){pr, wf, cp, dp, NULL, 0};
+  const kt__zb_rules *rules = all;
+  if (actions(pb) > SMALL_ACTIONS || quick) { /* the second only below 1F1B's memory, where it helps */
+    double most = 0;
+    for (int st = 0; st < pb->S; st++) most = fmax(most, pb->res[st]);
+    rules = core, n = pb->limit[0] < pb->S * most * (1 - 1e-9) ? 2 : 1;
+  }
+  kt__zb_list *ls;
+  kt_status st = kt__zb_list_new(pb, &ls, err);
+  for (int k = 0; k < n && !st; k++) {
+    kt__zb_rules ru = rules[k];
+    if (pb->v == 1) ru.depth = 0;
+    else ru.cap = KT__CAP_NONE;
+    kt_error e2;
+    double ms = kt__zb_list_build(ls, &ru, cand, &e2);
+    if (ms >= 0) consider(pb, ev, bs, cand, ms);
+  }
+  kt__zb_list_free(ls);
   return st;
 }
 
-static kt_status search(kt_schedule *s, const kt_costs *c, double limit, int with_handcrafted,
-                        best_so_far *bs, kt_error *err) {
-  int p = s->p, m = s->m;
-  size_t cells = (size_t)p * (size_t)m;
-  builder b = {.c = c, .p = p, .m = m, .comm = kt_cost_comm(c), .limit = limit};
-  b.f_end = malloc(cells * sizeof *b.f_end);
-  b.i_end = malloc(cells * sizeof *b.i_end);
-  b.nf = kt_calloc((size_t)p, sizeof *b.nf);
-  b.ni = kt_calloc((size_t)p, sizeof *b.ni);
-  b.nw = kt_calloc((size_t)p, sizeof *b.nw);
-  b.cap = kt_calloc((size_t)p, sizeof *b.cap);
-  b.e = kt_calloc((size_t)p, sizeof *b.e);
-  b.mem = kt_calloc((size_t)p, sizeof *b.mem);
-  b.first = kt_calloc((size_t)p, sizeof *b.first);
-  b.dec = kt_calloc((size_t)p, sizeof *b.dec);
-  for (b.leaves = 1; b.leaves < p; b.leaves *= 2) {}
-  b.tree = kt_calloc((size_t)2 * (size_t)b.leaves, sizeof *b.tree);
+static void try_rounds(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
+                       kt_schedule *cand, const kt_schedule *layout) {
+  if (pb->v == 2 && layout->placement == KT_PLACEMENT_V) {
+    for (int flags = 0; flags < KT__VROUND_FLAGS; flags++) {
+      kt_error e2;
+      if (!kt__zbv_rounds_build(pb, flags, cand, &e2)) consider(pb, ev, bs, cand, -1);
+    }
+    return;
+  }
+  if (pb->v != 1) return;
+  for (int flags = 0; flags < KT__ROUND_FLAGS; flags++) {
+    kt_error e2;
+    double ms = kt__zb_rounds_build(pb, flags, NULL, cand, &e2);
+    if (ms >= 0) consider(pb, ev, bs, cand, ms);
+  }
+}
+
+/* The handcrafted schedules of this layout. */
+static void try_handcrafted(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
+                            kt_schedule *cand, const kt_schedule *layout) {
+  kt__generator_fn fns[3];
+  int n = 0;
+  if (pb->v == 1) fns[n++] = kt__gen_zb_h1, fns[n++] = kt__gen_zb_h2;
+  else if (layout->placement == KT_PLACEMENT_V) fns[n++] = kt__gen_zbv;
+  else fns[n++] = kt__gen_interleaved_zb;
+  for (int k = 0; k < n; k++) {
+    clear(cand);
+    kt_schedule_params none = {.p = pb->p, .m = pb->m, .v = pb->v};
+    kt_error e2;
+    if (fns[k](cand, &none, &e2) == KT_OK) consider(pb, ev, bs, cand, -1);
+  }
+}
+
+/* The F/I order of `order` kept, its W's placed again by each W rule of
+ * the list scheduler under the budgets (cost-aware W timing). */
+static kt_status try_follow(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
+                            kt_schedule *cand, const kt_schedule *order, kt_error *err) {
+  kt__zb_list *ls;
+  kt_status st = kt__zb_list_new(pb, &ls, err);
+  for (int k = 0; k < KT__WFILL_COUNT * (1 + KT__PRIO_COUNT) && !st; k++) {
+    int wf = k % KT__WFILL_COUNT, loose = k / KT__WFILL_COUNT; /* loose: 1 + the priority */
+    kt__zb_rules ru = {loose ? loose - 1 : KT__PRIO_I_FIRST, wf, KT__CAP_NONE, 0, order, loose > 0};
+    kt_error e2;
+    double ms = kt__zb_list_build(ls, &ru, cand, &e2);
+    if (ms >= 0) consider(pb, ev, bs, cand, ms);
+  }
+  kt__zb_list_free(ls);
+  return st;
+}
+
+/* Refinement budget in evaluations: up to 400 for small problems, then
+ * about 100,000 actions' worth (P=32, M=256: 4; P=64, M=1024: none). */
+static long refine_budget(const kt__zb_problem *pb, long asked) {
+  if (asked >= 0) return asked;
+  if (actions(pb) <= SMALL_ACTIONS) return 400;
+  return (long)(1e5 / (double)actions(pb));
+}
+
+kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
+                        const kt_schedule *const *extra, int n_extra, kt_schedule *s,
+                        kt_error *err) {
+  kt__zb_eval ev;
+  kt_status st = kt__zb_eval_init(&ev, pb, err);
+  if (st) return st;
+  best_so_far bs = {.have = 0};
   kt_schedule cand = {0};
-  kt_status st = KT_OK;
-  if (!b.f_end || !b.i_end || !b.nf || !b.ni || !b.nw || !b.cap || !b.e || !b.mem ||
-      !b.first || !b.dec || !b.tree)
-    st = kt_fail(err, KT_ENOMEM, "out of memory building zb-auto (P=%d, M=%d)", p, m);
-  if (!st) st = empty_like(s, &cand, err);
-  for (int pr = 0; pr < PRIO_COUNT && !st; pr++)
-    for (int wf = 0; wf < WFILL_COUNT && !st; wf++)
-      for (int cp = 0; cp < CAP_COUNT && !st; cp++) {
-        if (cp == CAP_ZBH2 && p == 1) continue;
-        b.v = (variant){pr, wf, cp};
-        b.s = &cand;
-        if (!cand.ranks && (st = empty_like(s, &cand, err))) break;
-        if (!(st = build_variant(&b, err))) st = consider(bs, &cand, c, limit, b.makespan, err);
+  for (int k = 0; k < KEEP && !st; k++) st = empty_like(s, &bs.best[k], err);
+  if (!st && !(st = empty_like(s, &cand, err))) {
+    if (o->lists) st = try_lists(pb, &ev, &bs, &cand, o->quick, err);
+    if (!st && o->rounds) try_rounds(pb, &ev, &bs, &cand, s);
+    if (!st && o->handcrafted) try_handcrafted(pb, &ev, &bs, &cand, s);
+    for (int k = 0; k < n_extra && !st; k++) {
+      clear(&cand);
+      for (int r = 0; r < s->p && !st; r++)
+        for (size_t i = 0; i < extra[k]->ranks[r].n && !st; i++) {
+          const kt_action *a = &extra[k]->ranks[r].actions[i];
+          if (kt_schedule_push(&cand, r, a->stage, (kt_op)a->op, a->mb))
+            st = kt_fail(err, KT_ENOMEM, "out of memory");
+        }
+      if (!st) consider(pb, &ev, &bs, &cand, -1);
+      if (!st) st = try_follow(pb, &ev, &bs, &cand, extra[k], err);
+    }
+    /* the winner's W's, placed again by timing (small problems) */
+    if (!st && bs.have && o->lists && !o->quick && actions(pb) <= SMALL_ACTIONS) {
+      kt_schedule keep;
+      if (!(st = kt_schedule_init_like(&keep, s, s->m, err))) {
+        for (int r = 0; r < s->p && !st; r++)
+          for (size_t i = 0; i < bs.best[0].ranks[r].n && !st; i++) {
+            const kt_action *a = &bs.best[0].ranks[r].actions[i];
+            if (kt_schedule_push(&keep, r, a->stage, (kt_op)a->op, a->mb))
+              st = kt_fail(err, KT_ENOMEM, "out of memory");
+          }
+        if (!st) st = try_follow(pb, &ev, &bs, &cand, &keep, err);
+        kt_schedule_free(&keep);
       }
-  /* the handcrafted schedules compete when they fit the limit */
-  kt_status (*const hand[])(kt_schedule *, const kt_schedule_params *, kt_error *) = {
-      kt__gen_zb_h1, kt__gen_zb_h2};
-  for (size_t h = 0; h < sizeof hand / sizeof *hand && !st && with_handcrafted; h++) {
-    if (!cand.ranks && (st = empty_like(s, &cand, err))) break;
-    for (int r = 0; r < p; r++) cand.ranks[r].n = 0;
-    kt_schedule_params none = {.p = p, .m = m, .v = 1};
-    if (!(st = hand[h](&cand, &none, err))) st = consider(bs, &cand, c, limit, -1, err);
+    }
+  }
+  /* bs.best holds no candidate until one was kept */
+  if (!st && !bs.have)
+    st = kt_fail(err, KT_EINVAL, "no order fits the memory budget (P=%d, V=%d, M=%d)", pb->p,
+                 pb->v, pb->m);
+  int win = 0;
+  if (!st && o->refine_evals != 0) {
+    long budget = refine_budget(pb, o->refine_evals);
+    if (actions(pb) > SMALL_ACTIONS) budget /= bs.have; /* small problems: the whole budget each */
+    for (int k = 0; k < bs.have; k++) {
+      bs.makespan[k] = kt__zb_refine(pb, &ev, &bs.best[k], bs.makespan[k], budget);
+      if (bs.makespan[k] < bs.makespan[win] - TIE * (1 + bs.makespan[win])) win = k;
+    }
+  }
+  if (!st) {
+    for (int r = 0; r < s->p; r++) { /* hand the winner's lists to s */
+      kt_rank_actions tmp = s->ranks[r];
+      s->ranks[r] = bs.best[win].ranks[r];
+      bs.best[win].ranks[r] = tmp;
+    }
   }
   if (cand.ranks) kt_schedule_free(&cand);
-  free(b.f_end);
-  free(b.i_end);
-  free(b.nf);
-  free(b.ni);
-  free(b.nw);
-  free(b.cap);
-  free(b.e);
-  free(b.mem);
-  free(b.first);
-  free(b.dec);
-  free(b.tree);
+  for (int k = 0; k < KEEP; k++)
+    if (bs.best[k].ranks) kt_schedule_free(&bs.best[k]);
+  kt__zb_eval_free(&ev);
   return st;
 }
 
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
-                            int with_handcrafted, kt_error *err) {
+                            const kt__zb_search_opts *o, kt_error *err) {
+  if (isnan(mem_limit) || isinf(mem_limit))
+    return kt_fail(err, KT_EINVAL, "%s: memory limit %g is not a finite number", s->name,
+                   mem_limit);
   kt_costs unit;
-  const kt_costs *c = costs;
-  if (!c) {
+  if (!costs) {
     kt_costs_default(&unit);
-    c = &unit;
+    costs = &unit;
   }
-  int p = s->p;
-  kt_status st = kt_costs_check(c, p, err);
+  kt_status st = kt_costs_check(costs, kt_schedule_stages(s), err);
   if (st) return st;
-  if (s->v != 1)
-    return kt_fail(err, KT_EINVAL, "zb-auto runs one chunk per rank (got V=%d)", s->v);
-  double need = 0;
-  int need_stage = 0;
-  for (int r = 0; r < p; r++) {
-    if (reserve(c, r) > need) need = reserve(c, r), need_stage = r;
-  }
-  double limit = mem_limit;
-  if (isnan(limit) || isinf(limit))
-    return kt_fail(err, KT_EINVAL, "zb-auto: memory limit %g is not a finite number", limit);
-  kt_schedule_params lp = {.p = p, .costs = c, .mem_limit = limit};
-  limit = kt_schedule_mem_limit(&lp);
-  if (limit + EPS * (1 + need) < need)
-    return kt_fail(err, KT_EINVAL,
-                   "zb-auto: memory limit %g is below what one micro-batch needs on stage %d "
-                   "(%g = max(mem-act, mem-wgrad)); raise --mem-limit to at least %g",
-                   limit, need_stage, need, need);
-  best_so_far bs = {.have = 0};
-  st = search(s, c, limit, with_handcrafted, &bs, err);
-  if (!st && !bs.have)
-    st = kt_fail(err, KT_EINVAL, "zb-auto: no schedule fits memory limit %g (P=%d, M=%d)", limit,
-                 p, s->m);
-  if (st) {
-    if (bs.have) kt_schedule_free(&bs.best);
+  kt__zb_problem pb;
+  if ((st = kt__zb_problem_init(&pb, s, costs, mem_limit, err))) return st;
+  int at;
+  double need = kt__zb_min_limit(&pb, &at);
+  if (pb.limit[0] + 1e-9 * (1 + need) < need) {
+    st = kt_fail(err, KT_EINVAL,
+                 "%s: memory limit %g is below what one micro-batch needs on rank %d (%g = "
+                 "max(mem-act, mem-wgrad)%s); raise --mem-limit to at least %g",
+                 s->name, pb.limit[0], at, need,
+                 s->v == 2 ? " of its first chunk plus room for a later one"
+                 : s->v > 2 ? " of all its chunks" : "", need);
+    kt__zb_problem_free(&pb);
     return st;
   }
+  static const kt__zb_search_opts all = {1, 1, 1, -1, 0};
+  st = kt__zb_search(&pb, o ? o : &all, NULL, 0, s, err);
+  kt__zb_problem_free(&pb);
   /* the winner runs to completion under the simulator (a cheap safety net) */
-  if ((st = kt_simulate(&bs.best, c, NULL, err))) {
-    kt_schedule_free(&bs.best);
-    return st;
-  }
-  /* hand the winner's lists to s */
-  for (int r = 0; r < p; r++) {
-    kt_rank_actions tmp = s->ranks[r];
-    s->ranks[r] = bs.best.ranks[r];
-    bs.best.ranks[r] = tmp;
-  }
-  kt_schedule_free(&bs.best);
-  return KT_OK;
+  if (!st) st = kt_simulate(s, costs, NULL, err);
+  return st;
 }
 
+/* The quick search: every builder but the full rule set, no refinement. */
+static const kt__zb_search_opts quick = {1, 1, 1, 0, 1};
+
 kt_status kt__gen_zb_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
-  return kt__zb_auto_build(s, params->costs, params->mem_limit, 1, err);
+  return kt__zb_auto_build(s, params->costs, params->mem_limit, params->quick ? &quick : NULL, err);
+}
+
+kt_status kt__gen_zbv_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+  return kt__zb_auto_build(s, params->costs, params->mem_limit, params->quick ? &quick : NULL, err);
 }

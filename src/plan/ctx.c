@@ -173,7 +173,7 @@ static int sched_eq(const void *v, const void *k) {
 /* Adds snapshot cur (2V counts) to the rank's non-dominated set. */
 static int add_snapshot(int **snaps, size_t *n, size_t *cap, size_t first, const int *cur,
                         int width) {
-  for (size_t i = first; i < *n; i++) {
+  for (size_t i = *n; i-- > first;) { /* newest first: steady states repeat */
     const int *s = *snaps + i * (size_t)width;
     int dominated = 1;
     for (int k = 0; k < width && dominated; k++) dominated = cur[k] <= s[k];
@@ -239,6 +239,28 @@ static kt_status build_profile(kt__sched_entry *e, kt_error *err) {
 oom:
   free(cur);
   return kt_fail(err, KT_ENOMEM, "out of memory profiling a schedule");
+}
+
+kt__sched_entry *kt__plan_sched_for(kt_schedule_kind kind, int p, int v, int m,
+                                    const kt_costs *c, double mem_limit, kt_error *err) {
+  kt__sched_entry *e = kt_calloc(1, sizeof *e);
+  if (!e) {
+    kt_fail(err, KT_ENOMEM, "out of memory");
+    return NULL;
+  }
+  *e = (kt__sched_entry){.kind = kind, .p = p, .v = v, .m = m};
+  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit, .quick = 1};
+  e->status = kt_schedule_generate(kind, &params, &e->s, err);
+  if (!e->status) e->status = build_profile(e, err);
+  if (e->status) {
+    free_sched(e);
+    return NULL;
+  }
+  return e;
+}
+
+void kt__plan_sched_free(kt__sched_entry *e) {
+  if (e) free_sched(e);
 }
 
 const kt__sched_entry *kt__plan_ctx_schedule(kt__plan_ctx *x, kt_schedule_kind kind, int p,
@@ -397,15 +419,23 @@ kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_schedu
     *busy = e->busy * scale;
     return KT_OK;
   }
+  double span = 0, total = 0;
+  x->n_simulations++;
+  if (kind != KT_SCHED_DUALPIPEV) { /* no overlapped pairs: the timing alone */
+    kt_status st = kt_schedule_span(s, c, &span, &total, err);
+    if (st) {
+      free(vec);
+      return st;
+    }
+    goto store;
+  }
   kt_timeline tl;
   kt_status st = kt_simulate(s, c, &tl, err);
-  x->n_simulations++;
   if (st) {
     free(vec);
     return st;
   }
   double *first = kt_calloc((size_t)s->p, sizeof *first), *last = kt_calloc((size_t)s->p, sizeof *last);
-  double total = 0, span = 0;
   if (!first || !last) {
     st = kt_fail(err, KT_ENOMEM, "out of memory");
   } else {
@@ -429,6 +459,7 @@ kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_schedu
     free(vec);
     return st;
   }
+store:
   *makespan = span;
   *busy = total;
   if (!cacheable) {

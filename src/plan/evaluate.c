@@ -37,9 +37,14 @@ double kt__plan_dp_time(const kt__plan_ctx *x, const kt_plan_config *cfg, double
 
 static int chunks_ok(kt_schedule_kind kind, int v) {
   int defv = kt_schedule_default_chunks(kind);
-  if (kind == KT_SCHED_ZBV || kind == KT_SCHED_DUALPIPEV) return v == 2;
+  if (kt_schedule_kind_placement(kind) == KT_PLACEMENT_V) return v == 2;
   if (defv > 1) return v >= 2;
   return kind == KT_SCHED_ZB_AUTO ? v >= 1 : v == 1;
+}
+
+/* Schedules generated for each configuration's costs and memory. */
+static int cost_dependent(kt_schedule_kind kind) {
+  return kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO;
 }
 
 /* Sizes and schedule constraints of cfg against the model and cluster (and
@@ -73,7 +78,7 @@ static kt_status check_config(const kt__plan_ctx *x, const kt_plan_config *cfg, 
   if (!chunks_ok(cfg->schedule, cfg->v))
     return kt_fail(err, KT_EINVAL, "%s with V=%d chunks per rank: %s",
                    kt_schedule_kind_name(cfg->schedule), cfg->v,
-                   cfg->schedule == KT_SCHED_ZBV || cfg->schedule == KT_SCHED_DUALPIPEV
+                   kt_schedule_kind_placement(cfg->schedule) == KT_PLACEMENT_V
                        ? "it needs V=2"
                        : kt_schedule_default_chunks(cfg->schedule) > 1 ? "it needs V >= 2"
                                                                        : "it needs V=1");
@@ -160,10 +165,7 @@ static void rank_memory(const kt__plan_ctx *x, const kt__sched_entry *se, const 
 static int surely_over(const kt__plan_ctx *x, const kt_plan_config *cfg, const stage_bufs *sb,
                        kt_plan_result *r) {
   kt_schedule shape = {.p = cfg->p, .v = cfg->v,
-                       .placement = cfg->schedule == KT_SCHED_ZBV ||
-                                            cfg->schedule == KT_SCHED_DUALPIPEV
-                                        ? KT_PLACEMENT_V
-                                        : KT_PLACEMENT_LOOP};
+                       .placement = kt_schedule_kind_placement(cfg->schedule)};
   r->mem_peak = 0;
   for (int k = 0; k < cfg->p; k++) {
     double params = rank_params(x, &shape, cfg, sb, k), act = 0;
@@ -182,13 +184,13 @@ static int surely_over(const kt__plan_ctx *x, const kt_plan_config *cfg, const s
  * v placement), and then runs M times its stages' F + I + W. With one chunk
  * per rank, its last input-gradient also waits for all its F and I and is
  * followed by the input-gradients of the stages before it. */
-static double round_bound(const kt__sched_entry *se, const kt_plan_result *r,
+static double round_bound(const kt_schedule *shape, const kt_plan_result *r,
                           const kt_plan_config *cfg) {
   double best = 0, fill = 0, back = 0, M = cfg->m, c = r->p2p_time;
   for (int k = 0; k < cfg->p; k++) {
     double work = 0;
     for (int ch = 0; ch < cfg->v; ch++) {
-      int j = kt_rank_chunk_stage(&se->s, k, ch);
+      int j = kt_rank_chunk_stage(shape, k, ch);
       work += r->stage_f[j] + r->stage_i[j] + r->stage_w[j];
     }
     best = fmax(best, fill + M * work);
@@ -233,15 +235,30 @@ static kt_status alloc_result(kt_plan_result *r, int P, int S, double **bufs) {
              : KT_ENOMEM;
 }
 
+/* zb-auto / zbv-auto for this configuration: its stage times and the
+ * activation bytes each rank may hold beside its model states. */
+static kt__sched_entry *own_schedule(const kt__plan_ctx *x, const kt_plan_config *cfg,
+                                     const kt_plan_result *r, const stage_bufs *sb,
+                                     double boundary, kt_error *err) {
+  int S = cfg->p * cfg->v;
+  double bw, lat, state = 0;
+  kt__plan_link(x->c, (long)cfg->t * cfg->d * cfg->p, &bw, &lat);
+  kt_costs c;
+  kt_costs_default(&c);
+  c.n_stages = S, c.stage_tf = r->stage_f, c.stage_tb = r->stage_i, c.stage_tw = r->stage_w;
+  c.stage_mem_act = sb->act, c.stage_mem_wgrad = sb->wgrad;
+  c.comm = cfg->p > 1 ? lat + boundary / bw : 0;
+  for (int k = 0; k < cfg->p; k++) state = fmax(state, r->mem_state[k]);
+  double limit = x->budget - state; /* <= 0 would mean "the default": keep it a budget */
+  return kt__plan_sched_for(cfg->schedule, cfg->p, cfg->v, cfg->m, &c, fmax(limit, 1e-300), err);
+}
+
 kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, double cutoff,
                                 kt_plan_result *r, int *cut, kt_error *err) {
   memset(r, 0, sizeof *r);
   if (cut) *cut = 0;
   kt_status st = check_config(x, cfg, 0, err);
   if (st) return st;
-  if (cfg->schedule == KT_SCHED_ZB_AUTO)
-    return kt_fail(err, KT_EINVAL,
-                   "zb-auto is not supported by the planner (its schedule depends on the costs)");
   const kt__cost_entry *ce = kt__plan_ctx_cost_entry(x, cfg->t, cfg->b, cfg->recompute, err);
   if (!ce) return KT_EINVAL;
   int S = cfg->p * cfg->v, P = cfg->p;
@@ -249,6 +266,7 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
   if (!pe) return KT_EINVAL;
   r->cfg = *cfg;
   double *bufs = NULL;
+  kt__sched_entry *sched = NULL;
   if (alloc_result(r, P, S, &bufs)) {
     st = kt_fail(err, KT_ENOMEM, "out of memory evaluating a configuration");
     goto done;
@@ -256,17 +274,38 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
   stage_bufs sb = {bufs, bufs + S, bufs + 2 * S, bufs + 3 * S};
   memcpy(r->partition, pe->counts, sizeof(int) * (size_t)S);
   double boundary = stage_sums(ce->costs, S, r, &sb);
-  if (cut && cfg->v > 1 && surely_over(x, cfg, &sb, r)) {
-    set_reason(x, r); /* the partition is final with V > 1: no need for the schedule */
+  int own = cost_dependent(cfg->schedule);
+  if ((cut && cfg->v > 1) || own) {
+    if (surely_over(x, cfg, &sb, r)) {
+      set_reason(x, r); /* the partition is final with V > 1: no need for the schedule */
+      goto done;
+    }
+  }
+  if (cut && cutoff < INFINITY) {
+    /* the time bound needs only the placement: skip the schedule when it cuts */
+    kt_schedule shape = {.p = P, .v = cfg->v, .placement = kt_schedule_kind_placement(cfg->schedule)};
+    double bw, lat, largest = 0;
+    kt__plan_link(x->c, (long)cfg->t * cfg->d * P, &bw, &lat);
+    r->p2p_time = P > 1 ? lat + boundary / bw : 0;
+    for (int rank = 0; rank < P; rank++) largest = fmax(largest, rank_params(x, &shape, cfg, &sb, rank));
+    if (cfg->k * round_bound(&shape, r, cfg) + kt__plan_dp_time(x, cfg, largest) > cutoff) {
+      *cut = 1;
+      goto done;
+    }
+  }
+  const kt__sched_entry *se = own ? (sched = own_schedule(x, cfg, r, &sb, boundary, err))
+                                  : kt__plan_ctx_schedule(x, cfg->schedule, P, cfg->v, cfg->m, err);
+  if (!se && own && !strstr(err->msg, "out of memory")) {
+    r->fits = 0; /* the budget left beside the model states holds no micro-batch */
+    set_reason(x, r);
     goto done;
   }
-  const kt__sched_entry *se = kt__plan_ctx_schedule(x, cfg->schedule, P, cfg->v, cfg->m, err);
   if (!se) {
-    st = KT_EINVAL;
+    st = strstr(err->msg, "out of memory") ? KT_ENOMEM : KT_EINVAL;
     goto done;
   }
   rank_memory(x, se, cfg, &sb, r);
-  if (!r->fits && cfg->v == 1 && P > 1) {
+  if (!r->fits && cfg->v == 1 && P > 1 && !own) {
     /* the time-balanced cut does not fit: cut again under the memory cap with
      * each rank's peak in-flight count times max(act, wgrad) per layer (an
      * upper bound of the exact peak, so a cut found there fits) */
@@ -303,7 +342,7 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
   }
   r->dp_time = kt__plan_dp_time(x, cfg, largest);
   if (r->fits && cut) {
-    *cut = cfg->k * round_bound(se, r, cfg) + r->dp_time > cutoff;
+    *cut = cfg->k * round_bound(&se->s, r, cfg) + r->dp_time > cutoff;
     if (*cut) goto done; /* cannot beat the cutoff: skip the simulation */
   }
   if (r->fits) {
@@ -320,6 +359,7 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
   }
   set_reason(x, r);
 done:
+  kt__plan_sched_free(sched);
   free(bufs);
   if (st) kt_plan_result_free(r);
   return st;

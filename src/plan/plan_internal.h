@@ -85,6 +85,12 @@ const kt_layer_cost *kt__plan_ctx_costs(kt__plan_ctx *x, int t, int b, kt_recomp
  * generator's reason. */
 const kt__sched_entry *kt__plan_ctx_schedule(kt__plan_ctx *x, kt_schedule_kind kind, int p,
                                              int v, int m, kt_error *err);
+/* A schedule that depends on the configuration's costs and memory (zb-auto,
+ * zbv-auto: the quick search under mem_limit bytes of activations per rank),
+ * with its memory profile; not cached. NULL with the reason in err. */
+kt__sched_entry *kt__plan_sched_for(kt_schedule_kind kind, int p, int v, int m,
+                                    const kt_costs *c, double mem_limit, kt_error *err);
+void kt__plan_sched_free(kt__sched_entry *e);
 /* Peak activation bytes on rank for per-stage sizes; *inflight = peak count. */
 double kt__plan_rank_activation(const kt__sched_entry *e, int rank, const double *stage_act,
                                 const double *stage_wgrad, int *inflight);

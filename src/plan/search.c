@@ -72,11 +72,18 @@ static int cmp_result(const kt_plan_result *x, const kt_plan_result *y) {
 static int cmp_result_q(const void *a, const void *b) { return cmp_result(a, b); }
 
 static unsigned default_schedules(void) {
-  unsigned m = 0;
-  for (int k = 0; k < KT_SCHED_COUNT; k++)
-    if (k != KT_SCHED_ZB_AUTO) m |= 1u << k;
-  return m;
+  return (1u << KT_SCHED_COUNT) - 1;
 }
+
+/* zb-auto and zbv-auto are generated for each configuration's costs and
+ * memory, which makes them far dearer to evaluate than a cached schedule
+ * (evaluated everywhere the bound allows they take seconds): next to other
+ * schedules they are tried on the layouts of the AUTO_LAYOUTS best results
+ * of the others (see try_auto). The search keeps at least that many
+ * results until then, so the top N is still the head of the exhaustive
+ * ranking. */
+static const unsigned auto_kinds = 1u << KT_SCHED_ZB_AUTO | 1u << KT_SCHED_ZBV_AUTO;
+#define AUTO_LAYOUTS 3
 
 typedef struct {
   kt__plan_ctx *x;
@@ -84,18 +91,22 @@ typedef struct {
   cand_list cands;
   kt_plan_report *rep;
   unsigned schedules, recomputes;
+  int top; /* results kept while searching: sp->top, at least AUTO_LAYOUTS with zb-auto */
 } search;
 
 /* Candidates for one (t, P, D, b, M, K): every schedule, V and recompute. */
 static kt_status add_layouts(search *s, kt_plan_config base, kt_error *err) {
   const kt_plan_config *pin = &s->sp->pin;
+  unsigned wanted = s->schedules & ~auto_kinds ? s->schedules & ~auto_kinds : s->schedules;
   for (int kind = 0; kind < KT_SCHED_COUNT; kind++) {
-    if (!(s->schedules >> kind & 1)) continue;
+    if (!(wanted >> kind & 1)) continue;
     /* with one rank every schedule is the same: keep 1f1b unless one is asked */
     if (base.p == 1 && kind != KT_SCHED_1F1B && s->schedules != 1u << kind) continue;
     int defv = kt_schedule_default_chunks((kt_schedule_kind)kind);
     int vlo = defv, vhi = defv;
-    if (kind == KT_SCHED_INTERLEAVED || kind == KT_SCHED_LOOPED_BFS) vlo = 2, vhi = s->sp->max_chunks;
+    if (kind == KT_SCHED_INTERLEAVED || kind == KT_SCHED_LOOPED_BFS || kind == KT_SCHED_INTERLEAVED_ZB)
+      vlo = 2, vhi = s->sp->max_chunks;
+    if (kind == KT_SCHED_ZB_AUTO) vlo = 1, vhi = s->sp->max_chunks; /* loop placement, any V */
     if (pin->v > 0) {
       if (pin->v < vlo || pin->v > vhi) continue;
       vlo = vhi = pin->v;
@@ -252,6 +263,72 @@ static int keep(kt_plan_report *rep, size_t *cap, int top, kt_plan_result *r) {
   return 0;
 }
 
+/* Evaluates one candidate and keeps it when it enters the top list; the
+ * counters of rep are updated. KT_OK, or ENOMEM. */
+static kt_status evaluate_one(search *s, const kt_plan_config *cfg, size_t *cap, kt_error *err) {
+  const kt_plan_search_params *sp = s->sp;
+  kt_plan_report *rep = s->rep;
+  kt_plan_result r;
+  kt_error why;
+  int cut = 0;
+  double cutoff = s->top > 0 && rep->n == s->top
+                      ? rep->configs[s->top - 1].step_time * (1 + TIE)
+                      : INFINITY;
+  kt_status st = kt__plan_ctx_evaluate(s->x, cfg, cutoff, &r, &cut, &why);
+  if (st == KT_ENOMEM) return kt_fail(err, st, "%s", why.msg);
+  if (st) { /* the schedule generator rejects this layout */
+    if (!rep->not_applicable++)
+      snprintf(rep->not_applicable_reason, sizeof rep->not_applicable_reason, "%s", why.msg);
+    return KT_OK;
+  }
+  if (!cut) rep->evaluated++;
+  if (!(rep->min_memory > 0) || r.mem_peak < rep->min_memory) rep->min_memory = r.mem_peak;
+  if (!r.fits || cut) {
+    if (cut) rep->pruned_time++;
+    else rep->no_fit++;
+    kt_plan_result_free(&r);
+    return KT_OK;
+  }
+  if (sp->max_bubble > 0 && r.bubble_ratio > sp->max_bubble) {
+    rep->over_bubble++;
+    kt_plan_result_free(&r);
+    return KT_OK;
+  }
+  if (keep(rep, cap, s->top, &r)) return kt_fail(err, KT_ENOMEM, "out of memory keeping results");
+  return KT_OK;
+}
+
+/* zb-auto (in the layout's V, loop placement) and zbv-auto on the layouts of
+ * the best AUTO_LAYOUTS results so far. */
+static kt_status try_auto(search *s, size_t *cap, kt_error *err) {
+  unsigned asked = s->schedules & auto_kinds;
+  if (!asked || !(s->schedules & ~auto_kinds)) return KT_OK; /* none, or enumerated already */
+  int n = s->rep->n < AUTO_LAYOUTS ? s->rep->n : AUTO_LAYOUTS;
+  kt_plan_config layouts[AUTO_LAYOUTS];
+  for (int i = 0; i < n; i++) layouts[i] = s->rep->configs[i].cfg;
+  kt_status st = KT_OK;
+  for (int i = 0; i < n && !st; i++)
+    for (int kind = 0; kind < KT_SCHED_COUNT && !st; kind++) {
+      if (!(asked >> kind & 1)) continue;
+      kt_plan_config cfg = layouts[i];
+      cfg.schedule = (kt_schedule_kind)kind;
+      if (kind == KT_SCHED_ZBV_AUTO) cfg.v = 2;
+      else if (kt_schedule_kind_placement(layouts[i].schedule) == KT_PLACEMENT_V) cfg.v = 1;
+      if (s->sp->pin.v > 0 && cfg.v != s->sp->pin.v) continue;
+      if ((long)cfg.p * cfg.v > s->x->m->n_layers) continue;
+      int seen = 0; /* a layout twice in the top list (two schedules) is tried once */
+      for (int k = 0; k < i && !seen; k++)
+        seen = layouts[k].p == cfg.p && layouts[k].d == cfg.d && layouts[k].t == cfg.t &&
+               layouts[k].m == cfg.m && layouts[k].b == cfg.b && layouts[k].k == cfg.k &&
+               layouts[k].recompute == cfg.recompute &&
+               (kind == KT_SCHED_ZBV_AUTO || layouts[k].v == layouts[i].v);
+      if (seen) continue;
+      s->rep->enumerated++;
+      st = evaluate_one(s, &cfg, cap, err);
+    }
+  return st;
+}
+
 kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
                          const kt_plan_options *o, const kt_plan_search_params *sp,
                          kt_plan_report *rep, kt_error *err) {
@@ -262,8 +339,10 @@ kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
   if (sp->max_microbatches < 1 || sp->max_chunks < 2 || sp->top < 0)
     return kt_fail(err, KT_EINVAL, "search limits out of range (max M %d, max V %d, top %d)",
                    sp->max_microbatches, sp->max_chunks, sp->top);
-  search s = {.sp = sp, .rep = rep};
+  search s = {.sp = sp, .rep = rep, .top = sp->top};
   s.schedules = sp->schedules ? sp->schedules : default_schedules();
+  if (s.top > 0 && s.top < AUTO_LAYOUTS && (s.schedules & auto_kinds) && (s.schedules & ~auto_kinds))
+    s.top = AUTO_LAYOUTS;
   s.recomputes = sp->recomputes ? sp->recomputes : (1u << KT_RECOMPUTE_COUNT) - 1;
   kt_status st = kt__plan_ctx_create(m, c, o, &s.x, err);
   if (st) return st;
@@ -274,47 +353,17 @@ kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
   size_t cap = 0;
   for (size_t i = 0; i < s.cands.n; i++) {
     const candidate *cd = &s.cands.items[i];
-    if (sp->top > 0 && rep->n == sp->top &&
-        cd->lb > rep->configs[sp->top - 1].step_time * (1 + TIE)) {
+    if (s.top > 0 && rep->n == s.top &&
+        cd->lb > rep->configs[s.top - 1].step_time * (1 + TIE)) {
       rep->pruned_time += s.cands.n - i;
       break;
     }
-    kt_plan_result r;
-    kt_error why;
-    int cut = 0;
-    double cutoff = sp->top > 0 && rep->n == sp->top
-                        ? rep->configs[sp->top - 1].step_time * (1 + TIE)
-                        : INFINITY;
-    st = kt__plan_ctx_evaluate(s.x, &cd->cfg, cutoff, &r, &cut, &why);
-    if (st == KT_ENOMEM) {
-      kt_fail(err, st, "%s", why.msg);
-      goto done;
-    }
-    if (st) { /* the schedule generator rejects this layout */
-      if (!rep->not_applicable++)
-        snprintf(rep->not_applicable_reason, sizeof rep->not_applicable_reason, "%s", why.msg);
-      st = KT_OK;
-      continue;
-    }
-    if (!cut) rep->evaluated++;
-    if (!(rep->min_memory > 0) || r.mem_peak < rep->min_memory) rep->min_memory = r.mem_peak;
-    if (!r.fits || cut) {
-      if (cut) rep->pruned_time++;
-      else rep->no_fit++;
-      kt_plan_result_free(&r);
-      continue;
-    }
-    if (sp->max_bubble > 0 && r.bubble_ratio > sp->max_bubble) {
-      rep->over_bubble++;
-      kt_plan_result_free(&r);
-      continue;
-    }
-    if (keep(rep, &cap, sp->top, &r)) {
-      st = kt_fail(err, KT_ENOMEM, "out of memory keeping results");
-      goto done;
-    }
+    if ((st = evaluate_one(&s, &cd->cfg, &cap, err))) goto done;
   }
   if (sp->top == 0 && rep->n > 1) qsort(rep->configs, (size_t)rep->n, sizeof *rep->configs, cmp_result_q);
+  if ((st = try_auto(&s, &cap, err))) goto done;
+  if (sp->top == 0 && rep->n > 1) qsort(rep->configs, (size_t)rep->n, sizeof *rep->configs, cmp_result_q);
+  while (sp->top > 0 && rep->n > sp->top) kt_plan_result_free(&rep->configs[--rep->n]);
   rep->simulations = kt__plan_ctx_simulations(s.x);
 done:
   free(s.cands.items);

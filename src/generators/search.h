@@ -1,0 +1,173 @@
+/* Internal: the pieces the searched schedules (zb-auto in every placement,
+ * v-half, v-min) share: a flattened cost table, the one readiness rule, a
+ * fast evaluation of an order, the memory-bounded list scheduler, the
+ * round-based builder, and the critical-path refinement. */
+#ifndef KAITEN_GENERATORS_SEARCH_H
+#define KAITEN_GENERATORS_SEARCH_H
+
+#include "kaiten/costs.h"
+#include "generators/internal.h"
+
+/* A layout (P, V, M, placement) and a cost model flattened per stage, and a
+ * memory budget per rank. res = max(M_B, M_W): what an activation may hold
+ * until its W (an I turns M_B into M_W). head[r] is the room a micro-batch's
+ * first F on rank r must find beyond its own: with V = 2 room for one
+ * later chunk's activation (left free), with V >= 3 the rest of its chunks
+ * (reserved until they run). It is what makes memory-bounded list
+ * scheduling deadlock-free with V >= 2. */
+typedef struct {
+  int p, v, m, S;
+  int *srank, *schunk, *rstage; /* stage -> rank, stage -> chunk, rank*V + chunk -> stage */
+  double *tf, *tb, *tw, *act, *wg, *res; /* per stage */
+  double *head, *limit;                  /* per rank */
+  double comm;
+} kt__zb_problem;
+
+/* Reads the layout of s (p, v, m, placement) and the costs (NULL = unit).
+ * limit <= 0: P * max(res) on every rank. ENOMEM. */
+kt_status kt__zb_problem_init(kt__zb_problem *pb, const kt_schedule *s, const kt_costs *c,
+                              double limit, kt_error *err);
+void kt__zb_problem_free(kt__zb_problem *pb);
+/* The smallest budget with which every rank can hold one micro-batch (and,
+ * with V >= 2, the room for a later chunk): the admission rule needs it. */
+double kt__zb_min_limit(const kt__zb_problem *pb, int *rank);
+
+/* When one (stage, micro-batch) pair's ops ended; NAN = not yet. */
+typedef struct {
+  double f, i;
+} kt__pair_end;
+
+#define KT__PAIR(pb, stage, mb) ((size_t)(stage) * (size_t)(pb)->m + (size_t)(mb))
+
+/* The readiness rule: when the input of op (F or I; a W needs its own I) on
+ * (stage, mb) is available, or NAN while its producer has not run. F(s)
+ * needs F(s-1); I(s) needs I(s+1), or F(S-1) on the last stage; a hand-over
+ * between ranks adds T_comm. */
+static inline double kt__zb_input_ready(const kt__zb_problem *pb, const kt__pair_end *end,
+                                        int stage, kt_op op, int mb) {
+  if (op == KT_OP_F) {
+    if (stage == 0) return 0;
+    double t = end[KT__PAIR(pb, stage - 1, mb)].f;
+    return pb->srank[stage - 1] != pb->srank[stage] ? t + pb->comm : t;
+  }
+  if (op == KT_OP_W) return end[KT__PAIR(pb, stage, mb)].i;
+  if (stage == pb->S - 1) return end[KT__PAIR(pb, stage, mb)].f;
+  double t = end[KT__PAIR(pb, stage + 1, mb)].i;
+  return pb->srank[stage + 1] != pb->srank[stage] ? t + pb->comm : t;
+}
+
+static inline double kt__zb_cost(const kt__zb_problem *pb, int stage, kt_op op) {
+  return op == KT_OP_F ? pb->tf[stage] : op == KT_OP_I ? pb->tb[stage]
+         : op == KT_OP_W ? pb->tw[stage] : pb->tb[stage] + pb->tw[stage];
+}
+
+/* Makes room for 3*V*M actions on every rank (an F, an I and a W per pair),
+ * so the builders append without checks. ENOMEM. */
+kt_status kt__zb_reserve(kt_schedule *s, kt_error *err);
+
+/* Appends to rank r's list; kt__zb_reserve made the room. */
+static inline void kt__zb_append(kt_schedule *s, int r, int stage, kt_op op, int mb) {
+  kt_rank_actions *ra = &s->ranks[r];
+  ra->actions[ra->n++] = (kt_action){.stage = stage, .mb = mb, .op = (uint8_t)op};
+}
+
+/* ---- evaluation of an order --------------------------------------------- */
+
+/* Scratch space for evaluating orders of one problem (reused across calls). */
+typedef struct {
+  kt__pair_end *end;
+  double *start, *stop, *free_at; /* per rank: first start, last end, free time */
+  size_t *pos;
+  int *queue, *queued;
+  double **at; /* optional: per rank, the start time of each action (caller-sized) */
+} kt__zb_eval;
+
+kt_status kt__zb_eval_init(kt__zb_eval *ev, const kt__zb_problem *pb, kt_error *err);
+void kt__zb_eval_free(kt__zb_eval *ev);
+/* Simulates the order of s (F, I, W actions; a B counts as I then W) with
+ * the simulator's semantics; the makespan, or -1 when it deadlocks. Per-rank
+ * first start and last end are left in ev->start / ev->stop. */
+double kt__zb_evaluate(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule *s);
+/* Peak of the memory prefix sums on each rank; 1 when every rank stays
+ * within its budget (with a relative tolerance), else 0. */
+int kt__zb_fits(const kt__zb_problem *pb, const kt_schedule *s, double *peak);
+
+/* ---- builders --------------------------------------------------------------- */
+
+/* Decision rules of the list scheduler (see zb_list.c). */
+typedef struct {
+  int prio;   /* KT__PRIO_*: F or I first when both are ready */
+  int wfill;  /* KT__WFILL_*: when a W fills a gap */
+  int cap;    /* KT__CAP_*: in-flight cap per rank */
+  int depth;  /* 1: among chunks, the later stage first (depth first); 0: the earlier */
+  /* optional: every rank runs its F's and I's in this order (its W's are
+   * ignored) and only the W's are placed by the rules above; loose: the
+   * F's in their order and the I's in theirs, interleaved by the rules */
+  const kt_schedule *follow;
+  int loose;
+} kt__zb_rules;
+
+enum { KT__PRIO_I_FIRST, KT__PRIO_F_FIRST, KT__PRIO_I_GUARD, KT__PRIO_COUNT };
+enum { KT__WFILL_FIT, KT__WFILL_EAGER, KT__WFILL_LAZY, KT__WFILL_BALANCE, KT__WFILL_COUNT };
+enum { KT__CAP_NONE, KT__CAP_1F1B, KT__CAP_ZBH2, KT__CAP_COUNT };
+
+typedef struct kt__zb_list kt__zb_list; /* list scheduler state, reused across variants */
+
+kt_status kt__zb_list_new(const kt__zb_problem *pb, kt__zb_list **out, kt_error *err);
+void kt__zb_list_free(kt__zb_list *ls);
+/* Builds one order into s (its lists are emptied first); the makespan of the
+ * order (from the builder's clock, which follows the simulator), or -1 with
+ * err set when no rank can proceed (cannot happen above kt__zb_min_limit). */
+double kt__zb_list_build(kt__zb_list *ls, const kt__zb_rules *rules, kt_schedule *s,
+                         kt_error *err);
+
+/* The round-based builder for one chunk per rank (zb_rounds.c): warm-up
+ * forwards from timing, then one forward and one backward per round with
+ * W filling gaps. flags: KT__ROUND_*. Returns the makespan, or -1 when the
+ * budget cannot hold the order (err set). */
+enum {
+  KT__ROUND_FILL_PAST = 1,    /* warm-up: a forward may end after the first I could start */
+  KT__ROUND_SKIP_F = 2,       /* a stage far ahead of the next one may skip its forward */
+  KT__ROUND_GREEDY_W = 4,     /* fill a gap shorter than a W when the stage can afford it */
+  KT__ROUND_FLAGS = 8
+};
+double kt__zb_rounds_build(const kt__zb_problem *pb, int flags, const int *depth_delta,
+                           kt_schedule *s, kt_error *err);
+
+/* The round-based builder for v placement, two chunks per rank
+ * (zbv_rounds.c). flags: KT__VROUND_*. 0 with the order in s (to be
+ * evaluated), -1 when the budget cannot hold it (err set). */
+enum { KT__VROUND_FILL_I = 1, KT__VROUND_FILL_F = 2, KT__VROUND_FLAGS = 4 };
+int kt__zbv_rounds_build(const kt__zb_problem *pb, int flags, kt_schedule *s, kt_error *err);
+
+/* Critical-path refinement (zb_refine.c): moves that let the rank with the
+ * longest span start its critical actions earlier, each kept when the
+ * evaluated makespan drops (ties: the sum of spans drops) and every budget
+ * still holds. At most max_evals evaluations. Returns the new makespan. */
+double kt__zb_refine(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, double makespan,
+                     long max_evals);
+
+/* ---- the search ------------------------------------------------------------ */
+
+typedef struct {
+  int lists;         /* the list scheduler's rule combinations compete */
+  int rounds;        /* the round-based builder's (one chunk per rank) */
+  int handcrafted;   /* zb-h1 and zb-h2, zbv, or interleaved-zb, when they fit */
+  long refine_evals; /* refinement budget in evaluations; < 0: by problem size */
+  int quick;         /* the list scheduler's core rules only, no W re-timing */
+} kt__zb_search_opts;
+
+/* The fastest order of the candidates above and extra[0..n_extra) that fits
+ * every rank's budget, refined; its lists replace s's (s has pb's layout).
+ * EINVAL when nothing fits, ENOMEM. */
+kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
+                        const kt_schedule *const *extra, int n_extra, kt_schedule *s,
+                        kt_error *err);
+
+/* zb-auto on the layout of s (costs NULL = unit costs; mem_limit <= 0: P*V
+ * times max(mem-act, mem-wgrad), 1F1B's memory of the same model); o NULL =
+ * every candidate. The winner's lists go to s. */
+kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
+                            const kt__zb_search_opts *o, kt_error *err);
+
+#endif

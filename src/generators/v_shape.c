@@ -1,0 +1,374 @@
+/* v-half and v-min: V-shaped schedules with controllable memory (Qi et al.,
+ * "Pipeline Parallelism with Controllable Memory", arXiv 2405.15362),
+ * two chunks per rank in v placement.
+ *
+ * Construction (unit time slots, costs ignored): every rank repeats a
+ * building block of 6 slots per micro-batch, four of them at fixed offsets
+ * from the block's start, for rank r (n = P):
+ *
+ *            F(stage r)  F(stage 2n-1-r)   I(stage 2n-1-r)      I(stage r)
+ *   v-min    r           2n-1-r            2n+g+r               4n+g-1-r     g = 2 if 3 | n else 0
+ *   v-half   2r          3n-2-r            3n+g+2r-1            6n+g-r-2     g = 3 if 2 | n else 0
+ *
+ * An activation lives from its F to its I: in total about 4n slots (v-min)
+ * or 6n (v-half) per micro-batch, i.e. about 2n/3 or n of them at once
+ * against 1F1B's 2n (one third and one half of its memory). W's take the
+ * free slots, oldest first. Then the warm-up and the cool-down are
+ * squeezed: in time order each op moves to the earliest free slot after
+ * its dependencies where the rank's peak does not grow (with the W's, then
+ * without them and the W's placed again, the up chunk's W's first). The
+ * order of each rank is its slots in time order.
+ *
+ * Without costs that is the schedule. With costs (even unit ones) the
+ * search is cost-aware: under the caller's costs the order is refined along its
+ * critical path (zb_refine.c) with every rank kept within the memory the
+ * construction gives it, and the round-based and list-scheduled orders
+ * under the same budgets compete; the fastest wins. So the peak memory of
+ * every rank is at most the construction's (docs/schedules.md tabulates it)
+ * and the makespan at most the construction's. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "generators/search.h"
+
+enum { T_F0, T_F1, T_I1, T_I0, T_W, T_W2, N_TYPES }; /* F0/I0: stage r; F1/I1: stage 2n-1-r */
+
+typedef struct {
+  int p, m;
+  int *t[N_TYPES]; /* per type: p lists of up to 2m slot times, rank-major */
+  int *n;          /* p * N_TYPES: length of each list */
+  int types;       /* 4, 5 (one W list) or 6 (a W list per chunk) */
+  int bound;       /* slot times stay below this */
+} pattern;
+
+#define LIST(pt, k, r) ((pt)->t[k] + (size_t)(r) * 2 * (size_t)(pt)->m)
+#define LEN(pt, k, r) ((pt)->n[(size_t)(r) * N_TYPES + (size_t)(k)])
+
+static void init_offsets(pattern *pt, int half) {
+  int n = pt->p, g = half ? (n % 2 == 0 ? 3 : 0) : (n % 3 == 0 ? 2 : 0);
+  for (int r = 0; r < n; r++) {
+    int off[4];
+    if (half) off[0] = 2 * r, off[1] = 3 * n - r - 2, off[2] = 3 * n + g + 2 * r - 1, off[3] = 6 * n + g - r - 2;
+    else off[0] = r, off[1] = 2 * n - 1 - r, off[2] = 2 * n + g + r, off[3] = 4 * n + g - 1 - r;
+    for (int k = 0; k < 4; k++) {
+      for (int j = 0; j < pt->m; j++) LIST(pt, k, r)[j] = off[k] + 6 * j;
+      LEN(pt, k, r) = pt->m;
+    }
+    LEN(pt, T_W, r) = LEN(pt, T_W2, r) = 0;
+  }
+  pt->types = 4;
+}
+
+/* The next event of rank r at or after the cursors: its type (ties: the
+ * lower type), or -1 when none is left. */
+static int next_event(const pattern *pt, int r, const int *cur, int *time) {
+  int best = -1;
+  for (int k = 0; k < pt->types; k++)
+    if (cur[k] < LEN(pt, k, r) && (best < 0 || LIST(pt, k, r)[cur[k]] < *time))
+      best = k, *time = LIST(pt, k, r)[cur[k]];
+  return best;
+}
+
+/* W's into rank r's free slots, oldest first (split: the W's of the up
+ * chunk's I's before those of the down chunk's, in two lists). */
+static void place_w(pattern *pt, int r, int split) {
+  int cur[N_TYPES] = {0}, pending[2] = {0}, i = 0;
+  int saved = pt->types;
+  pt->types = 4;
+  LEN(pt, T_W, r) = LEN(pt, T_W2, r) = 0;
+  for (;; i++) {
+    int time = 0, k = next_event(pt, r, cur, &time);
+    if (k < 0) break;
+    if (time <= i) { /* (slots never collide; <= keeps a collision from looping) */
+      cur[k]++;
+      if (k == T_I1 || k == T_I0) pending[split && k == T_I0]++;
+      continue;
+    }
+    for (int w = 0; w < 2; w++)
+      if (pending[w]) {
+        LIST(pt, T_W + w, r)[LEN(pt, T_W + w, r)++] = i;
+        pending[w]--;
+        break;
+      }
+  }
+  for (int w = 0; w < 2; w++)
+    while (pending[w]--) LIST(pt, T_W + w, r)[LEN(pt, T_W + w, r)++] = ++i;
+  pt->types = saved;
+  if (i + 2 > pt->bound) pt->bound = i + 2;
+}
+
+static int imax(int a, int b) { return a > b ? a : b; }
+
+/* One slot's effect on a rank's pending activations: an F adds one, a W
+ * frees one; without W lists (has_w 0) an I leaves one W pending, which the
+ * next free slot runs. */
+static void step(int type, int has_w, int *level, int *pending) {
+  if (type < 0) {
+    if (!has_w && *pending) (*level)--, (*pending)--;
+  } else if (type <= T_F1) {
+    (*level)++;
+  } else if (type <= T_I0) {
+    if (!has_w) (*pending)++;
+  } else {
+    (*level)--;
+  }
+}
+
+/* Every rank's slots (the op type in each, -1 when free) and the level and
+ * pending W's after each, so a move is checked by walking only the slots
+ * it changes. */
+typedef struct {
+  int slots, has_w;
+  signed char *occ;
+  int *lvl, *pend;
+} levels;
+
+/* Recomputes rank r's levels from slot `from` on, until they agree with the
+ * old ones again after slot `past`. Returns the highest level it saw. */
+static int relevel(levels *L, int r, int from, int past) {
+  size_t base = (size_t)r * (size_t)L->slots;
+  int level = from > 0 ? L->lvl[base + from - 1] : 0, pending = from > 0 ? L->pend[base + from - 1] : 0;
+  int high = 0;
+  for (int i = from; i < L->slots; i++) {
+    step(L->occ[base + i], L->has_w, &level, &pending);
+    high = imax(high, level);
+    if (i > past && level == L->lvl[base + i] && pending == L->pend[base + i]) break;
+    L->lvl[base + i] = level, L->pend[base + i] = pending;
+  }
+  return high;
+}
+
+/* Whether moving a type-k op of rank r from slot T to the free slot t
+ * keeps every level of the rank at or below peak. */
+static int move_fits(const levels *L, int r, int t, int T, int k, int peak) {
+  size_t base = (size_t)r * (size_t)L->slots;
+  int level = t > 0 ? L->lvl[base + t - 1] : 0, pending = t > 0 ? L->pend[base + t - 1] : 0;
+  for (int i = t; i < L->slots; i++) {
+    step(i == t ? k : i == T ? -1 : L->occ[base + i], L->has_w, &level, &pending);
+    if (level > peak) return 0;
+    if (i > T && level == L->lvl[base + i] && pending == L->pend[base + i]) return 1;
+  }
+  return 1;
+}
+
+/* One op of the pattern: rank, type, micro-batch (its index in the list). */
+typedef struct {
+  int time, r, k, j;
+} event;
+
+/* Every op in time order (ties: rank, type, micro-batch): a counting sort
+ * over the slot times, which are small integers. n set; NULL on ENOMEM. */
+static event *events(const pattern *pt, size_t *n) {
+  size_t total = 0;
+  int top = 0;
+  for (int r = 0; r < pt->p; r++)
+    for (int k = 0; k < pt->types; k++) {
+      total += (size_t)LEN(pt, k, r);
+      for (int j = 0; j < LEN(pt, k, r); j++) top = imax(top, LIST(pt, k, r)[j]);
+    }
+  event *ev = malloc((total ? total : 1) * sizeof *ev);
+  size_t *at = kt_calloc((size_t)top + 2, sizeof *at);
+  if (!ev || !at) {
+    free(ev), free(at);
+    return NULL;
+  }
+  for (int r = 0; r < pt->p; r++)
+    for (int k = 0; k < pt->types; k++)
+      for (int j = 0; j < LEN(pt, k, r); j++) at[LIST(pt, k, r)[j] + 1]++;
+  for (int t = 1; t <= top + 1; t++) at[t] += at[t - 1];
+  for (int r = 0; r < pt->p; r++) /* in (rank, type, mb) order: stable within a slot */
+    for (int k = 0; k < pt->types; k++)
+      for (int j = 0; j < LEN(pt, k, r); j++) {
+        int t = LIST(pt, k, r)[j];
+        ev[at[t]++] = (event){t, r, k, j};
+      }
+  free(at);
+  *n = total;
+  return ev;
+}
+
+/* The slot the op's dependencies end in (its earliest start is one later):
+ * F of the down chunk after rank r-1's, of the up chunk after rank r+1's;
+ * the I's the other way; within a rank F0, F1, I1, I0 of one micro-batch in
+ * that order; a W after the j-th I of the rank; each list in order. */
+static int deps_slot(const pattern *pt, const event *e) {
+  int r = e->r, k = e->k, j = e->j, d = -1;
+  if ((k == T_F0 || k == T_I1) && r > 0) d = LIST(pt, k, r - 1)[j];
+  if ((k == T_F1 || k == T_I0) && r < pt->p - 1) d = imax(d, LIST(pt, k, r + 1)[j]);
+  if (k > T_F0 && k < T_W) d = imax(d, LIST(pt, k - 1, r)[j]);
+  if (k == T_W) { /* the j-th backward of the rank, either chunk */
+    const int *a = LIST(pt, T_I1, r), *b = LIST(pt, T_I0, r);
+    int na = LEN(pt, T_I1, r), nb = LEN(pt, T_I0, r), x = 0, y = 0, t = -1;
+    for (int c = 0; c <= j && (x < na || y < nb); c++)
+      t = (y >= nb || (x < na && a[x] <= b[y])) ? a[x++] : b[y++];
+    d = imax(d, t);
+  }
+  if (j > 0) d = imax(d, LIST(pt, k, r)[j - 1]);
+  return d;
+}
+
+/* Recomputes every slot as the earliest after its dependencies and the
+ * rank's previous op (unit costs), keeping the order. -1 on ENOMEM. */
+static int compact(pattern *pt) {
+  size_t n;
+  event *ev = events(pt, &n);
+  int *end = malloc((size_t)pt->p * N_TYPES * 2 * (size_t)pt->m * sizeof *end);
+  int *last = kt_calloc((size_t)pt->p, sizeof *last);
+  if (!ev || !end || !last) {
+    free(ev), free(end), free(last);
+    return -1;
+  }
+#define END(r, k, j) end[(((size_t)(r) * N_TYPES + (size_t)(k)) * 2 * (size_t)pt->m) + (size_t)(j)]
+  for (size_t i = 0; i < n; i++) {
+    const event *e = &ev[i];
+    int r = e->r, k = e->k, j = e->j, d = last[r];
+    if ((k == T_F0 || k == T_I1) && r > 0) d = imax(d, END(r - 1, k, j));
+    if ((k == T_F1 || k == T_I0) && r < pt->p - 1) d = imax(d, END(r + 1, k, j));
+    if (k > T_F0 && k < T_W) d = imax(d, END(r, k - 1, j));
+    if (j > 0) d = imax(d, END(r, k, j - 1));
+    END(r, k, j) = last[r] = d + 1;
+  }
+  for (size_t i = 0; i < n; i++) LIST(pt, ev[i].k, ev[i].r)[ev[i].j] = END(ev[i].r, ev[i].k, ev[i].j) - 1;
+#undef END
+  free(ev), free(end), free(last);
+  return 0;
+}
+
+/* The squeeze: in time order, each op of the warm-up (with_w) and of the
+ * cool-down moves to the earliest free slot after its dependencies where
+ * the rank's peak does not grow. Then W's are placed (without with_w) and
+ * everything is compacted. -1 on ENOMEM. */
+static int squeeze(pattern *pt, int with_w) {
+  pt->types = with_w ? 5 : 4;
+  if (with_w)
+    for (int r = 0; r < pt->p; r++) place_w(pt, r, 0);
+  size_t n;
+  event *ev = events(pt, &n);
+  int slots = pt->bound + 6 * pt->m + 12 * pt->p;
+  unsigned char *busy = kt_calloc((size_t)pt->p * (size_t)slots, 1);
+  levels L = {slots, with_w, malloc((size_t)pt->p * (size_t)slots),
+              malloc((size_t)pt->p * (size_t)slots * sizeof(int)),
+              malloc((size_t)pt->p * (size_t)slots * sizeof(int))};
+  if (!ev || !busy || !L.occ || !L.lvl || !L.pend) {
+    free(ev), free(busy), free(L.occ), free(L.lvl), free(L.pend);
+    return -1;
+  }
+  memset(L.occ, -1, (size_t)pt->p * (size_t)slots);
+  for (size_t i = 0; i < n; i++) L.occ[(size_t)ev[i].r * (size_t)slots + (size_t)ev[i].time] = (signed char)ev[i].k;
+  int peak = 0;
+  for (int r = 0; r < pt->p; r++) peak = imax(peak, relevel(&L, r, 0, slots));
+  int phase = 0;
+  for (size_t i = 0; i < n; i++) {
+    const event *e = &ev[i];
+    int *slot = &LIST(pt, e->k, e->r)[e->j];
+    unsigned char *occ = busy + (size_t)e->r * (size_t)slots;
+    if (e->k == T_I0 && e->r == 0 && phase == 0) phase = 1; /* rank 0's first I of stage 0 */
+    int keep = phase == 1 || (phase == 0 && !with_w);
+    if (phase == 1 && e->k == T_F0 && e->j == pt->m - 1) phase = 2; /* the last forward starts the cool-down */
+    if (!keep) {
+      for (int t = deps_slot(pt, e) + 1; t < e->time; t++) {
+        if (occ[t] || !move_fits(&L, e->r, t, e->time, e->k, peak)) continue;
+        *slot = t; /* moved: its old slot is free now */
+        size_t base = (size_t)e->r * (size_t)slots;
+        L.occ[base + (size_t)e->time] = -1, L.occ[base + (size_t)t] = (signed char)e->k;
+        relevel(&L, e->r, t, e->time);
+        break;
+      }
+    }
+    occ[*slot] = 1;
+  }
+  free(ev), free(busy), free(L.occ), free(L.lvl), free(L.pend);
+  if (!with_w) {
+    pt->types = 5;
+    for (int r = 0; r < pt->p; r++) place_w(pt, r, 0);
+  }
+  return compact(pt);
+}
+
+/* The whole construction into s (its lists emptied first). */
+static kt_status construct(kt_schedule *s, int half, kt_error *err) {
+  int p = s->p, m = s->m;
+  pattern pt = {.p = p, .m = m};
+  pt.n = kt_calloc((size_t)p * N_TYPES, sizeof *pt.n);
+  int ok = pt.n != NULL;
+  for (int k = 0; k < N_TYPES && ok; k++)
+    ok = (pt.t[k] = malloc((size_t)p * 2 * (size_t)m * sizeof(int))) != NULL;
+  kt_status st = KT_OK;
+  if (ok) {
+    init_offsets(&pt, half);
+    pt.bound = 6 * m + 6 * p + 6;
+    ok = !squeeze(&pt, 1);
+    pt.types = 4;
+    ok = ok && !squeeze(&pt, 0);
+    pt.types = 4;
+    for (int r = 0; r < p && ok; r++) place_w(&pt, r, 1);
+    pt.types = N_TYPES;
+  }
+  size_t n;
+  event *ev = ok ? events(&pt, &n) : NULL;
+  if (!ev || kt__zb_reserve(s, err)) {
+    st = kt_fail(err, KT_ENOMEM, "out of memory building %s (P=%d, M=%d)", s->name, p, m);
+  } else {
+    for (int r = 0; r < p; r++) s->ranks[r].n = 0;
+    for (size_t i = 0; i < n; i++) {
+      int r = ev[i].r, down = r, up = 2 * p - 1 - r, k = ev[i].k;
+      int stage = k == T_F0 || k == T_I0 || k == T_W2 ? down : up;
+      kt_op op = k <= T_F1 ? KT_OP_F : k <= T_I0 ? KT_OP_I : KT_OP_W;
+      kt__zb_append(s, r, stage, op, ev[i].j);
+    }
+  }
+  free(ev);
+  for (int k = 0; k < N_TYPES; k++) free(pt.t[k]);
+  free(pt.n);
+  return st;
+}
+
+/* The construction, then the cost-aware search under its per-rank memory. */
+static kt_status generate(kt_schedule *s, const kt_schedule_params *params, int half,
+                          kt_error *err) {
+  kt_status st = construct(s, half, err);
+  if (st || !params->costs) return st; /* no costs: the construction itself */
+  kt_costs unit;
+  const kt_costs *c = params->costs;
+  if (!c) {
+    kt_costs_default(&unit);
+    c = &unit;
+  }
+  if ((st = kt_costs_check(c, kt_schedule_stages(s), err))) return st;
+  kt__zb_problem pb;
+  if ((st = kt__zb_problem_init(&pb, s, c, 0, err))) return st;
+  kt_schedule base;
+  if (!(st = kt_schedule_init_like(&base, s, s->m, err))) {
+    for (int r = 0; r < s->p; r++) { /* the budgets: the construction's peak on each rank */
+      kt_rank_actions tmp = base.ranks[r];
+      base.ranks[r] = s->ranks[r];
+      s->ranks[r] = tmp;
+      double mem = 0, peak = 0;
+      for (size_t i = 0; i < base.ranks[r].n; i++) {
+        const kt_action *a = &base.ranks[r].actions[i];
+        mem += a->op == KT_OP_F ? pb.act[a->stage] : a->op == KT_OP_I ? pb.wg[a->stage] - pb.act[a->stage]
+               : -pb.wg[a->stage];
+        peak = fmax(peak, mem);
+      }
+      pb.limit[r] = peak;
+    }
+    double top = 0; /* every rank may use the schedule's peak (the largest over ranks) */
+    for (int r = 0; r < s->p; r++) top = fmax(top, pb.limit[r]);
+    for (int r = 0; r < s->p; r++) pb.limit[r] = top;
+    static const kt__zb_search_opts opts = {1, 1, 0, -1, 0};
+    const kt_schedule *extra[1] = {&base};
+    st = kt__zb_search(&pb, &opts, extra, 1, s, err);
+    kt_schedule_free(&base);
+  }
+  kt__zb_problem_free(&pb);
+  return st;
+}
+
+kt_status kt__gen_v_half(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+  return generate(s, params, 1, err);
+}
+
+kt_status kt__gen_v_min(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+  return generate(s, params, 0, err);
+}

@@ -1,0 +1,224 @@
+/* The searched schedules' shared ground: a cost table flattened per stage,
+ * per-rank memory budgets, and a fast evaluation of an order with the
+ * simulator's semantics (kt_simulate builds a whole timeline; a search
+ * only needs the makespan, many times). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "generators/search.h"
+
+kt_status kt__zb_problem_init(kt__zb_problem *pb, const kt_schedule *s, const kt_costs *c,
+                              double limit, kt_error *err) {
+  kt_costs unit;
+  if (!c) {
+    kt_costs_default(&unit);
+    c = &unit;
+  }
+  memset(pb, 0, sizeof *pb);
+  int S = kt_schedule_stages(s), p = s->p;
+  pb->p = p, pb->v = s->v, pb->m = s->m, pb->S = S;
+  pb->comm = kt_cost_comm(c);
+  pb->srank = kt_calloc((size_t)S, sizeof *pb->srank);
+  pb->schunk = kt_calloc((size_t)S, sizeof *pb->schunk);
+  pb->rstage = kt_calloc((size_t)S, sizeof *pb->rstage);
+  double **per_stage[] = {&pb->tf, &pb->tb, &pb->tw, &pb->act, &pb->wg, &pb->res};
+  for (size_t k = 0; k < sizeof per_stage / sizeof *per_stage; k++)
+    *per_stage[k] = kt_calloc((size_t)S, sizeof(double));
+  pb->head = kt_calloc((size_t)p, sizeof *pb->head);
+  pb->limit = kt_calloc((size_t)p, sizeof *pb->limit);
+  if (!pb->srank || !pb->schunk || !pb->rstage || !pb->tf || !pb->tb || !pb->tw || !pb->act ||
+      !pb->wg || !pb->res || !pb->head || !pb->limit) {
+    kt__zb_problem_free(pb);
+    return kt_fail(err, KT_ENOMEM, "out of memory for a cost table of %d stages", S);
+  }
+  double most = 0;
+  for (int st = 0; st < S; st++) {
+    pb->srank[st] = kt_stage_rank(s, st);
+    pb->schunk[st] = kt_stage_chunk(s, st);
+    pb->rstage[pb->srank[st] * s->v + pb->schunk[st]] = st;
+    pb->tf[st] = kt_cost_tf(c, st), pb->tb[st] = kt_cost_tb(c, st), pb->tw[st] = kt_cost_tw(c, st);
+    pb->act[st] = kt_cost_mem_act(c, st), pb->wg[st] = kt_cost_mem_wgrad(c, st);
+    pb->res[st] = fmax(pb->act[st], pb->wg[st]);
+    most = fmax(most, pb->res[st]);
+  }
+  for (int r = 0; r < p; r++) {
+    for (int ch = 1; ch < s->v; ch++) /* V = 2: room for one; V >= 3: the whole rest */
+      pb->head[r] = s->v == 2 ? fmax(pb->head[r], pb->res[pb->rstage[r * s->v + ch]])
+                              : pb->head[r] + pb->res[pb->rstage[r * s->v + ch]];
+    pb->limit[r] = limit > 0 ? limit : (double)p * s->v * most;
+  }
+  return KT_OK;
+}
+
+void kt__zb_problem_free(kt__zb_problem *pb) {
+  free(pb->srank);
+  free(pb->schunk);
+  free(pb->rstage);
+  free(pb->tf);
+  free(pb->tb);
+  free(pb->tw);
+  free(pb->act);
+  free(pb->wg);
+  free(pb->res);
+  free(pb->head);
+  free(pb->limit);
+  memset(pb, 0, sizeof *pb);
+}
+
+double kt__zb_min_limit(const kt__zb_problem *pb, int *rank) {
+  double need = 0;
+  int at = 0;
+  for (int r = 0; r < pb->p; r++) {
+    double n = pb->res[pb->rstage[r * pb->v]] + pb->head[r];
+    if (n > need) need = n, at = r;
+  }
+  if (rank) *rank = at;
+  return need;
+}
+
+kt_status kt__zb_reserve(kt_schedule *s, kt_error *err) {
+  size_t need = 3 * (size_t)s->v * (size_t)s->m;
+  for (int r = 0; r < s->p; r++)
+    if (kt_grow((void **)&s->ranks[r].actions, &s->ranks[r].cap, need, sizeof(kt_action)))
+      return kt_fail(err, KT_ENOMEM, "out of memory for %zu actions per rank", need);
+  return KT_OK;
+}
+
+kt_status kt__zb_eval_init(kt__zb_eval *ev, const kt__zb_problem *pb, kt_error *err) {
+  memset(ev, 0, sizeof *ev);
+  size_t p = (size_t)pb->p;
+  ev->end = malloc((size_t)pb->S * (size_t)pb->m * sizeof *ev->end);
+  ev->start = kt_calloc(p, sizeof *ev->start);
+  ev->stop = kt_calloc(p, sizeof *ev->stop);
+  ev->free_at = kt_calloc(p, sizeof *ev->free_at);
+  ev->pos = kt_calloc(p, sizeof *ev->pos);
+  ev->queue = kt_calloc(p, sizeof *ev->queue);
+  ev->queued = kt_calloc(p, sizeof *ev->queued);
+  if (!ev->end || !ev->start || !ev->stop || !ev->free_at || !ev->pos || !ev->queue ||
+      !ev->queued) {
+    kt__zb_eval_free(ev);
+    return kt_fail(err, KT_ENOMEM, "out of memory evaluating schedules (P=%d, M=%d)", pb->p,
+                   pb->m);
+  }
+  return KT_OK;
+}
+
+void kt__zb_eval_free(kt__zb_eval *ev) {
+  free(ev->end);
+  free(ev->start);
+  free(ev->stop);
+  free(ev->free_at);
+  free(ev->pos);
+  free(ev->queue);
+  free(ev->queued);
+  memset(ev, 0, sizeof *ev);
+}
+
+/* Runs rank r's actions while their inputs are known; returns the rank
+ * whose next action may have become ready (a consumer), one at a time
+ * through the queue. */
+static void advance(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule *s, int r,
+                    int *qtail, int *qlen) {
+  const kt_rank_actions *ra = &s->ranks[r];
+  while (ev->pos[r] < ra->n) {
+    const kt_action *a = &ra->actions[ev->pos[r]];
+    kt_op op = a->op == KT_OP_B ? KT_OP_I : (kt_op)a->op;
+    double ready = kt__zb_input_ready(pb, ev->end, a->stage, op, a->mb);
+    if (isnan(ready)) return;
+    double start = ready > ev->free_at[r] ? ready : ev->free_at[r];
+    double end = start + kt__zb_cost(pb, a->stage, (kt_op)a->op);
+    kt__pair_end *pe = &ev->end[KT__PAIR(pb, a->stage, a->mb)];
+    int consumer = -1;
+    if (op == KT_OP_F) {
+      pe->f = end;
+      if (a->stage + 1 < pb->S) consumer = pb->srank[a->stage + 1];
+    } else if (op == KT_OP_I) {
+      pe->i = end;
+      if (a->stage > 0) consumer = pb->srank[a->stage - 1];
+    }
+    if (ev->pos[r] == 0) ev->start[r] = start;
+    if (ev->at) ev->at[r][ev->pos[r]] = start;
+    ev->free_at[r] = ev->stop[r] = end;
+    ev->pos[r]++;
+    if (consumer >= 0 && consumer != r && !ev->queued[consumer]) {
+      ev->queued[consumer] = 1;
+      ev->queue[(*qtail)++ % pb->p] = consumer;
+      (*qlen)++;
+    }
+  }
+}
+
+double kt__zb_evaluate(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule *s) {
+  size_t cells = (size_t)pb->S * (size_t)pb->m;
+  for (size_t k = 0; k < cells; k++) ev->end[k] = (kt__pair_end){NAN, NAN};
+  int p = pb->p, qhead = 0, qtail = 0, qlen = 0;
+  for (int r = 0; r < p; r++) {
+    ev->pos[r] = 0, ev->free_at[r] = 0, ev->start[r] = ev->stop[r] = 0;
+    ev->queue[qtail++] = r, ev->queued[r] = 1, qlen++;
+  }
+  while (qlen > 0) {
+    int r = ev->queue[qhead++ % p];
+    qlen--;
+    ev->queued[r] = 0;
+    advance(pb, ev, s, r, &qtail, &qlen);
+  }
+  double makespan = 0;
+  for (int r = 0; r < p; r++) {
+    if (ev->pos[r] < s->ranks[r].n) return -1;
+    if (s->ranks[r].n && ev->stop[r] - ev->start[r] > makespan)
+      makespan = ev->stop[r] - ev->start[r];
+  }
+  return makespan;
+}
+
+int kt__zb_fits(const kt__zb_problem *pb, const kt_schedule *s, double *peak) {
+  int ok = 1;
+  double top = 0;
+  for (int r = 0; r < s->p; r++) {
+    double mem = 0, high = 0;
+    for (size_t i = 0; i < s->ranks[r].n; i++) {
+      const kt_action *a = &s->ranks[r].actions[i];
+      int st = a->stage;
+      mem += a->op == KT_OP_F ? pb->act[st] : a->op == KT_OP_I ? pb->wg[st] - pb->act[st]
+             : a->op == KT_OP_W ? -pb->wg[st] : -pb->act[st];
+      if (mem > high) high = mem;
+    }
+    if (high > pb->limit[r] * (1 + 1e-12) + 1e-12) ok = 0;
+    if (high > top) top = high;
+  }
+  if (peak) *peak = top;
+  return ok;
+}
+
+kt_status kt_schedule_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
+                           kt_error *err) {
+  for (int r = 0; r < s->p; r++)
+    for (size_t i = 0; i < s->ranks[r].n; i++)
+      if (s->ranks[r].actions[i].flags & KT_ACTION_OVERLAP_NEXT)
+        return kt_fail(err, KT_EINVAL, "overlapped pairs: simulate the schedule instead");
+  kt__zb_problem pb;
+  kt__zb_eval ev;
+  kt_status st = kt__zb_problem_init(&pb, s, c, 0, err);
+  if (st) return st;
+  if ((st = kt__zb_eval_init(&ev, &pb, err))) {
+    kt__zb_problem_free(&pb);
+    return st;
+  }
+  if (kt__zb_evaluate(&pb, &ev, s) < 0) {
+    st = kt_fail(err, KT_EDEADLOCK, "deadlock: the schedule cannot run to completion");
+  } else {
+    double lo = INFINITY, hi = -INFINITY, total = 0;
+    for (int r = 0; r < s->p; r++) {
+      if (!s->ranks[r].n) continue;
+      lo = fmin(lo, ev.start[r]), hi = fmax(hi, ev.stop[r]);
+      for (size_t i = 0; i < s->ranks[r].n; i++)
+        total += kt__zb_cost(&pb, s->ranks[r].actions[i].stage, (kt_op)s->ranks[r].actions[i].op);
+    }
+    *span = hi > lo ? hi - lo : 0;
+    *busy = total;
+  }
+  kt__zb_eval_free(&ev);
+  kt__zb_problem_free(&pb);
+  return st;
+}
