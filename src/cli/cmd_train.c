@@ -47,6 +47,7 @@ static const cli_opt train_opts_table[] = {
     {"format", 'f', "FMT", "text (default) | ascii | json | chrome"},
     {"output", 'o', "FILE", "write the final report (json/chrome/ascii) to FILE"},
     {"no-live", 0, NULL, "plain progress lines even on a terminal"},
+    {"serve", 0, "[HOST:]PORT", "live dashboard in the browser at http://HOST:PORT/ (HOST 127.0.0.1; PORT 0 = any free)"},
 };
 
 /* The model a bare `kaiten train` builds. */
@@ -126,6 +127,14 @@ int train_parse(const cli_args *a, train_opts *o) {
   o->data_path = cli_get(a, "data");
   o->live = !cli_has(a, "no-live");
   o->blas_threads = (int)blas;
+  o->serve = cli_get(a, "serve");
+  if (o->serve) { /* a bad address is a usage error before anything runs */
+    char host[64];
+    int port;
+    kt_error aerr = {{0}};
+    if (kt_serve_parse_addr(o->serve, host, sizeof host, &port, &aerr))
+      return cli_usage_error("--serve %s", aerr.msg);
+  }
   o->model.layers = (int)layers;
   o->model.hidden = (int)hidden;
   o->model.seed = (uint64_t)seed;

@@ -5,6 +5,8 @@
 
 #include "cli/cli.h"
 #include "kaiten/checkpoint.h"
+#include "kaiten/report.h"
+#include "kaiten/serve.h"
 #include "kaiten/train.h"
 
 typedef struct {
@@ -29,6 +31,7 @@ typedef struct {
   const char *format, *output, *transport, *run_dir, *resume, *data_path;
   int live; /* redraw a live view on terminals */
   int blas_threads; /* OpenBLAS threads per rank (0: cores / local ranks) */
+  const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
 } train_opts;
 
 #define TRAIN_MODEL_GIVEN (1 << 5)
@@ -41,7 +44,16 @@ int rundir_prepare(const char *dir, int resuming, int keep_steps);
 int rundir_write_config(const char *dir, const train_opts *o, const kt_schedule *s,
                         const int *unit_offset, int decay_steps);
 void rundir_append_metrics(const char *dir, const kt_train_progress *p, const kt_runtime *rt);
+int rundir_step_ranks(const kt_train_progress *p, const kt_runtime *rt, kt_run_rank_step *out,
+                      int cap);
 int rundir_write_timelines(const char *dir, const kt_schedule *s, const kt_train_result *r,
                            const kt_timeline *measured);
+
+/* The live dashboard of train --serve (train_serve.c): started before the
+ * first step (prints where; returns an exit code), fed after every step
+ * without waiting, closed with the run. */
+int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server **out);
+void train_serve_step(kt_server *srv, const kt_train_progress *p, const kt_runtime *rt);
+void train_serve_stop(kt_server *srv, int ok, const char *run_dir);
 
 #endif

@@ -88,6 +88,29 @@ int rundir_write_config(const char *dir, const train_opts *o, const kt_schedule 
   return rc;
 }
 
+/* Each rank's share of a step: busy and communication time and bytes sent
+ * (from the step's timeline), and the peak activation memory of its first
+ * stage (from the runtime; the timeline's memory when the stage is not in
+ * this process). Returns how many ranks were written (at most cap), -1 when
+ * the metrics cannot be computed. */
+int rundir_step_ranks(const kt_train_progress *p, const kt_runtime *rt, kt_run_rank_step *out,
+                      int cap) {
+  kt_metrics m;
+  kt_error err;
+  if (kt_timeline_metrics(p->timeline, &m, &err) != KT_OK) return -1;
+  int n = m.p < cap ? m.p : cap;
+  const kt_schedule *sched = kt_runtime_config_of(rt)->schedule;
+  for (int r = 0; r < n; r++) {
+    kt_chunk *c = kt_runtime_chunk((kt_runtime *)rt, kt_rank_chunk_stage(sched, r, 0), 0);
+    out[r] = (kt_run_rank_step){.busy = m.ranks[r].busy, .comm_time = m.ranks[r].comm_time,
+                                .bytes_sent = (double)m.ranks[r].bytes_sent,
+                                .peak_act_bytes = c ? (double)c->peak_stash_bytes
+                                                    : m.ranks[r].peak_memory};
+  }
+  kt_metrics_free(&m);
+  return n;
+}
+
 /* One complete line per step, appended and flushed (a crash leaves at most a
  * torn last line, which resuming drops). */
 void rundir_append_metrics(const char *dir, const kt_train_progress *p, const kt_runtime *rt) {
@@ -109,23 +132,23 @@ void rundir_append_metrics(const char *dir, const kt_train_progress *p, const kt
     kt_buf_printf(&b, ",\"%s\":", nums[i].k);
     kt_buf_json_number(&b, nums[i].v);
   }
-  kt_metrics m;
-  kt_error err;
-  if (kt_timeline_metrics(p->timeline, &m, &err) == KT_OK) {
+  int P = p->timeline->p;
+  kt_run_rank_step *ranks = kt_calloc(P > 0 ? (size_t)P : 1, sizeof *ranks);
+  int n = ranks ? rundir_step_ranks(p, rt, ranks, P) : -1;
+  if (n >= 0) {
     kt_buf_puts(&b, ",\"ranks\":[");
-    for (int r = 0; r < m.p; r++) {
-      kt_chunk *c = kt_runtime_chunk((kt_runtime *)rt, kt_rank_chunk_stage(kt_runtime_config_of(rt)->schedule, r, 0), 0);
+    for (int r = 0; r < n; r++) {
       kt_buf_printf(&b, "%s{\"busy\":", r ? "," : "");
-      kt_buf_json_number(&b, m.ranks[r].busy);
-      kt_buf_printf(&b, ",\"bytes_sent\":%lld,\"comm_time\":", (long long)m.ranks[r].bytes_sent);
-      kt_buf_json_number(&b, m.ranks[r].comm_time);
+      kt_buf_json_number(&b, ranks[r].busy);
+      kt_buf_printf(&b, ",\"bytes_sent\":%lld,\"comm_time\":", (long long)ranks[r].bytes_sent);
+      kt_buf_json_number(&b, ranks[r].comm_time);
       kt_buf_puts(&b, ",\"peak_act_bytes\":");
-      kt_buf_json_number(&b, c ? (double)c->peak_stash_bytes : m.ranks[r].peak_memory);
+      kt_buf_json_number(&b, ranks[r].peak_act_bytes);
       kt_buf_puts(&b, "}");
     }
     kt_buf_puts(&b, "]");
-    kt_metrics_free(&m);
   }
+  free(ranks);
   kt_buf_puts(&b, "}\n");
   if (!b.failed) fwrite(b.data, 1, b.len, f);
   kt_buf_free(&b);

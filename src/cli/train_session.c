@@ -17,6 +17,7 @@ typedef struct {
   kt_checkpoint_meta meta;
   kt_status ckpt_status;
   kt_error ckpt_err;
+  kt_server *srv; /* --serve: the live dashboard, fed after every step */
 } session;
 
 static const char *const spark[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
@@ -65,6 +66,7 @@ static int on_step(void *ctx, const kt_train_progress *p) {
   }
   if (s->n_losses < s->cap_losses) s->losses[s->n_losses++] = p->loss;
   if (s->o->run_dir && s->talk) rundir_append_metrics(s->o->run_dir, p, s->rt);
+  if (s->srv) train_serve_step(s->srv, p, s->rt); /* never waits */
   if (s->talk && p->skipped)
     fprintf(stderr, "kaiten: step %d skipped: loss %g, non-finite values first in the %s of stage %d\n",
             p->step + 1, p->loss, p->nonfinite_what, p->nonfinite_stage);
@@ -257,11 +259,13 @@ int train_session(train_opts *o) {
     }
     if (o->resume) fprintf(talk, "resuming %s at step %d\n", ckpt_path, first_step);
   }
+  if (o->serve && world_rank == 0 && (rc = train_serve_start(o, &sched, &s.srv))) goto done;
   kt_train_config tc = {.runtime = rcfg, .first_step = first_step, .steps = o->steps,
                         .val_every = o->val_every, .val_batches = 2, .data = data,
                         .on_step = on_step, .ctx = &s, .skip_nonfinite = o->skip_nonfinite};
   kt_train_result res;
   st = kt_train_run(rt, &tc, &res, &err);
+  train_serve_stop(s.srv, st == KT_OK, o->run_dir);
   if (!st && s.ckpt_status) st = s.ckpt_status, err = s.ckpt_err;
   if (!st && o->run_dir && res.n_losses > 0) {
     s.meta.step = first_step + res.n_losses;
