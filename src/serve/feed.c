@@ -4,7 +4,9 @@
  * the ring into the stream's history and renders the latest step for the
  * page at most every render_every seconds: the prediction (costs calibrated
  * on that step, then simulated) and both Gantt charts are computed there,
- * off the trainer's thread.
+ * off the trainer's thread. A rendering that takes long (thousands of
+ * actions) spaces the next one out, so that rendering keeps to about 1% of
+ * a core (RENDER_SHARE).
  */
 #include <errno.h>
 #include <math.h>
@@ -14,6 +16,8 @@
 
 #include "kaiten/train.h"
 #include "serve/serve_internal.h"
+
+#define RENDER_SHARE 0.01
 
 static void record_free(serve_record *r) {
   if (!r) return;
@@ -90,7 +94,7 @@ static void render(kt_server *s, serve_record *r) {
 static void *pump_main(void *arg) {
   kt_server *s = arg;
   serve_record *latest = NULL; /* newest step with a timeline, not yet rendered */
-  double last_render = -INFINITY;
+  double last_render = -INFINITY, gap = s->render_every;
   long long steps = 0;
   for (;;) {
     struct timespec ts;
@@ -126,11 +130,14 @@ static void *pump_main(void *arg) {
       steps += n;
     }
     kt_buf_free(&msg);
-    if (latest && (finishing || kt_now() - last_render >= s->render_every)) {
+    if (latest && (finishing || kt_now() - last_render >= gap)) {
+      double t0 = kt_now();
       render(s, latest);
       record_free(latest);
       latest = NULL;
       last_render = kt_now(); /* the interval counts from the end of a rendering */
+      double cost = (last_render - t0) / RENDER_SHARE;
+      gap = cost > s->render_every ? cost : s->render_every;
     }
     if (finishing) {
       kt_buf_init(&msg);
