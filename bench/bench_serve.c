@@ -102,7 +102,8 @@ static void one_layout(const bench_opts *o, int p, int m, int reps) {
   bench_row_vs(o, id, what, "ms", ps, "kaiten train step, default GPT P=2 M=8 (train.plain)", "train.plain");
   snprintf(id, sizeof id, "serve.render.P%dM%d", p, m);
   snprintf(what, sizeof what, "train --serve, server thread rendering one step (prediction + 2 Gantts, once a second), 1f1b P=%d M=%d", p, m);
-  bench_row(o, id, what, "ms", rs, "1% of a second (10 ms)", 10);
+  /* the ratio: the share of one core it takes at one rendering a second */
+  bench_row(o, id, what, "ms", rs, "one second (1000 ms)", 1000);
   free(push);
   free(render);
   kt_timeline_free(&t);
