@@ -41,15 +41,11 @@ wait $pid; rc=$?
 [ $rc = 0 ] && ok || bad "serve exited $rc on SIGTERM"
 [ $(( ($(date +%s%N) - t0) / 1000000 )) -lt 3000 ] && ok || bad "serve took over 3 s to stop"
 
-# train --serve: a client reads the stream from the first step to the end
-"$K" train --synthetic --stages 2 -m 4 --tf 1 --tb 1 --tw 1 --steps 100 --no-live --serve 0 \
-  >"$tmp/train.out" 2>"$tmp/train.err" &
-pid=$!
-for _ in $(seq 100); do grep -q http "$tmp/train.err" 2>/dev/null && break; sleep 0.05; done
-url=$(grep -o 'http://[0-9.:]*/' "$tmp/train.err")
-python3 - "${url}events" >"$tmp/stream.txt" 2>&1 <<'PY' && ok || bad "the live stream: $(tail -3 "$tmp/stream.txt")"
+# read_stream URL N: the stream from hello to end holds steps 1..N in order
+read_stream() {
+  python3 - "$1events" "$2" <<'PY'
 import json, sys, urllib.request
-events, steps = [], []
+n, events, steps = int(sys.argv[2]), [], []
 with urllib.request.urlopen(sys.argv[1], timeout=60) as r:
     ev = None
     for raw in r:
@@ -62,14 +58,35 @@ with urllib.request.urlopen(sys.argv[1], timeout=60) as r:
             if ev == "step":
                 steps.append(d["step"])
             if ev == "end":
-                assert d["steps"] == 100 and d["reason"] == "finished", d
+                assert d["steps"] == len(steps) and d["reason"] == "finished", d
                 break
 assert events[0] == "hello", events[:3]
-assert steps == list(range(1, 101)), steps
+assert steps == list(range(1, n + 1)), steps
 assert "timeline" in events and events[-1] == "end", events[-5:]
 print("stream: %d events, %d steps" % (len(events), len(steps)))
 PY
+}
+
+# train --serve: a client reads the stream from the first step to the end
+"$K" train --synthetic --stages 2 -m 4 --tf 1 --tb 1 --tw 1 --steps 100 --no-live --serve 0 \
+  >"$tmp/train.out" 2>"$tmp/train.err" &
+pid=$!
+for _ in $(seq 100); do grep -q http "$tmp/train.err" 2>/dev/null && break; sleep 0.05; done
+url=$(grep -o 'http://[0-9.:]*/' "$tmp/train.err")
+read_stream "$url" 100 >"$tmp/stream.txt" 2>&1 && ok || bad "the live stream: $(tail -3 "$tmp/stream.txt")"
 wait $pid; rc=$?
 [ $rc = 0 ] && ok || bad "train --serve exited $rc: $(tail -3 "$tmp/train.err")"
 has "live dashboard at http://127.0.0.1:" "$tmp/train.err"
+
+# a resumed run: the steps already in its run directory come first
+"$K" train --stages 2 -m 4 -b 2 --steps 3 --val-every 0 --run-dir "$tmp/gpt" >/dev/null ||
+  bad "train --run-dir (GPT) failed"
+"$K" train --resume "$tmp/gpt" --steps 23 --stages 2 -m 4 -b 2 --val-every 0 --no-live \
+  --serve 0 >"$tmp/train.out" 2>"$tmp/train.err" &
+pid=$!
+for _ in $(seq 100); do grep -q http "$tmp/train.err" 2>/dev/null && break; sleep 0.05; done
+url=$(grep -o 'http://[0-9.:]*/' "$tmp/train.err")
+read_stream "$url" 23 >"$tmp/stream.txt" 2>&1 && ok || bad "the resumed run's stream: $(tail -3 "$tmp/stream.txt")"
+wait $pid; rc=$?
+[ $rc = 0 ] && ok || bad "train --resume --serve exited $rc: $(tail -3 "$tmp/train.err")"
 finish test_serve_cli

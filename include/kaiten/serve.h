@@ -37,6 +37,7 @@ typedef struct {
   const char *model;           /* "gpt", "mlp", "synthetic" */
   int layers, hidden, steps;   /* steps: planned in total */
   const char *transport;       /* "threads" | "mpi" */
+  const kt_run *done;          /* a resumed run's earlier steps, shown first (may be NULL) */
 } kt_serve_live;
 
 typedef struct {

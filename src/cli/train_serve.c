@@ -28,12 +28,16 @@ int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server *
                         .model = o->synthetic ? "synthetic" : kt_model_kind_name(o->model.kind),
                         .layers = o->model.layers, .hidden = o->model.hidden,
                         .steps = o->steps, .transport = o->transport};
+  kt_run done; /* resuming: the steps already run come first */
+  int have_done = o->resume && kt_run_load(o->run_dir, &done, &err) == KT_OK;
+  if (have_done) live.done = &done;
   kt_serve_config cfg;
   kt_serve_default_config(&cfg);
   cfg.host = host;
   cfg.port = port;
   cfg.live = &live;
   st = kt_server_start(&cfg, out, &err);
+  if (have_done) kt_run_free(&done);
   if (st) {
     fprintf(stderr, "kaiten: --serve: %s\n", err.msg);
     return kt_status_exit_code(st);

@@ -95,7 +95,7 @@ static void *pump_main(void *arg) {
   kt_server *s = arg;
   serve_record *latest = NULL; /* newest step with a timeline, not yet rendered */
   double last_render = -INFINITY, gap = s->render_every;
-  long long steps = 0;
+  long long steps = s->steps_before; /* the end marker counts the run's steps */
   for (;;) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -197,7 +197,7 @@
                    s ? fmt(s.loss) : '\u2013', fmt(val), s ? fmt(s.tokens_per_s, 3) : '\u2013',
                    s ? fmt(1e3 * s.seconds, 3) + ' ms' : '\u2013',
                    s ? fmt(100 * s.bubble, 3) + '%' : '\u2013', isFinite(pb) ? fmt(pb, 3) + '%' : '\u2013',
-                   r.ended ? 'finished' : r.info.live ? 'training' : '\u2013'];
+                   r.ended ? r.ended : r.info.live ? 'training' : '\u2013'];
       var tr = '<tr><td><span class="swatch" style="background:' + r.color + '"></span>';
       for (var c = 0; c < cells.length; c++)
         tr += (c ? '<td class="' + (c >= 2 && c <= 8 ? 'num' : '') + '">' : '') +
@@ -369,7 +369,7 @@
   es.addEventListener('end', function (ev) {
     var e = parse(ev);
     if (!e || !runs[e.run]) return;
-    runs[e.run].ended = true;
+    runs[e.run].ended = e.reason || 'finished';
     var all = true;
     for (var i = 0; i < runs.length; i++) all = all && runs[i].ended;
     if (all) { es.close(); state('finished'); }

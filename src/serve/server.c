@@ -97,8 +97,8 @@ static void unique_names(kt_server *s) {
       }
 }
 
-/* A finished run's history (steps and end) and its traced step. */
-static void add_finished(kt_server *s, int i, const kt_run *r) {
+/* The steps of r into the history, as run i's. */
+static void add_steps(kt_server *s, int i, const kt_run *r) {
   kt_buf msg;
   kt_buf_init(&msg);
   for (size_t k = 0; k < r->n_steps; k++)
@@ -110,6 +110,12 @@ static void add_finished(kt_server *s, int i, const kt_run *r) {
   s->steps += (long long)r->n_steps;
   pthread_mutex_unlock(&s->lock);
   kt_buf_free(&msg);
+}
+
+/* A finished run's history (steps and end) and its traced step. */
+static void add_finished(kt_server *s, int i, const kt_run *r) {
+  add_steps(s, i, r);
+  kt_buf msg;
   kt_buf_init(&msg);
   if (r->has_timeline) {
     int step = r->n_steps ? r->steps[r->n_steps - 1].step : 0;
@@ -164,6 +170,7 @@ static kt_status load_runs(kt_server *s, const kt_serve_config *cfg, kt_error *e
     if (hello.failed) st = kt_fail(err, KT_ENOMEM, "out of memory");
     kt_buf_free(&hello);
   }
+  if (!st && cfg->live && cfg->live->done) add_steps(s, s->live, cfg->live->done);
   for (int i = 0; i < s->n_runs && !st; i++)
     if (by_index[i]) add_finished(s, i, by_index[i]);
   if (!st && s->history.failed) st = kt_fail(err, KT_ENOMEM, "out of memory reading the runs");
@@ -196,6 +203,7 @@ kt_status kt_server_start(const kt_serve_config *cfg, kt_server **out, kt_error 
     snprintf(s->runs[0].name, sizeof s->runs[0].name, "%s", lv->name ? lv->name : "live");
     if (lv->run_dir && !(s->runs[0].dir = strdup(lv->run_dir)))
       st = kt_fail(err, KT_ENOMEM, "out of memory");
+    s->steps_before = lv->done ? (long long)lv->done->n_steps : 0;
     if (!st) st = kt__feed_start(s, lv, cfg->queue, err);
   }
   if (!st) st = load_runs(s, cfg, err);
