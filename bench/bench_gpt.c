@@ -11,6 +11,7 @@
 
 #include "bench_rows.h"
 
+#include "kaiten/generators.h"
 #include "kaiten/train.h"
 #include "nn/nn.h"
 

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "bench_rows.h"
+#include "kaiten/generators.h"
 #include "kaiten/plan.h"
 
 /* Process CPU seconds: the machine is shared, wall clock is noisier. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "bench_rows.h"
+#include "kaiten/generators.h"
 #include "kaiten/runtime.h"
 #include "kaiten/sim.h"
 

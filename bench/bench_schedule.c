@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "bench_rows.h"
+#include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 

@@ -3,6 +3,7 @@
 #define KAITEN_TEST_PLAN_CHECK_H
 
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/plan.h"
 #include "kaiten/sim.h"
 

@@ -1,6 +1,7 @@
 /* Bubble ratios and in-flight counts of the classic schedules against the
  * closed forms and the source documents' worked examples. */
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 

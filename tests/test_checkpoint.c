@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/checkpoint.h"
 #include "kaiten/train.h"
 

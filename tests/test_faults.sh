@@ -13,10 +13,10 @@ KAITEN_TEST_WRITE_PAUSE=1 "$K" train "${small[@]}" --steps 4 --checkpoint-every 
   >"$tmp/kill.out" 2>&1 &
 pid=$!
 for _ in $(seq 200); do
-  ls "$run"/checkpoints/step_00000002.ckpt.tmp.* >/dev/null 2>&1 && break
+  ls "$run"/checkpoints/.step_00000002.ckpt.tmp.* >/dev/null 2>&1 && break
   sleep 0.05
 done
-if ls "$run"/checkpoints/step_00000002.ckpt.tmp.* >/dev/null 2>&1; then ok; else bad "no partial step 2 file appeared"; fi
+if ls "$run"/checkpoints/.step_00000002.ckpt.tmp.* >/dev/null 2>&1; then ok; else bad "no partial step 2 file appeared"; fi
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 [ ! -e "$run/checkpoints/step_00000002.ckpt" ] && ok || bad "step 2 checkpoint exists after the kill"
 has "step_00000001.ckpt" "$run/checkpoints/latest"
@@ -34,7 +34,7 @@ if mount -t tmpfs -o size=4m tmpfs "$mnt" 2>/dev/null; then
   expect 1 "$K" train "${small[@]}" --hidden 64 --steps 6 --checkpoint-every 1 --run-dir "$mnt/run"
   has "No space left on device" "$tmp/err"
   if grep -q "^kaiten: " "$tmp/err" && [ "$(grep -c "^kaiten: " "$tmp/err")" = 1 ]; then ok; else bad "not one error line: $(cat "$tmp/err")"; fi
-  if ls "$mnt/run/checkpoints/"*.tmp.* >/dev/null 2>&1; then bad "a temp file was left behind"; else ok; fi
+  if ls "$mnt/run/checkpoints/".*.tmp.* >/dev/null 2>&1; then bad "a temp file was left behind"; else ok; fi
   n=$(ls "$mnt/run/checkpoints/"step_*.ckpt 2>/dev/null | wc -l)
   [ "$n" -ge 1 ] && ok || bad "no complete checkpoint before the disk filled"
   # every checkpoint on the full disk is whole: copy the run out and load each

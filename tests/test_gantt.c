@@ -1,5 +1,6 @@
 /* Golden ASCII Gantt charts for P=4, M=4 gpipe and 1f1b at unit costs. */
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/report.h"
 
 static void golden(kt_schedule_kind kind, const char *file) {

@@ -2,6 +2,7 @@
  * per action (detail) or counts that add up (aggregate), chart thinning,
  * escaping, memory series, and the report's size and speed at P=32, M=256. */
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/report.h"
 
 static int sim(kt_schedule_kind kind, int p, int m, kt_schedule *s, kt_timeline *t) {

@@ -2,6 +2,7 @@
  * figures, parameter counts of the presets, and per-rank peaks checked
  * against the simulator's memory accounting. */
 #include "plan_check.h"
+#include "kaiten/generators.h"
 
 static void test_model_states(void) {
   kt_plan_options o;

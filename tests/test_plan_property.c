@@ -8,6 +8,7 @@
  *   - the branch-and-bound top N equals the head of the exhaustive list;
  *   - B = K*M*b*D and P*D*t = N for every configuration. */
 #include "plan_check.h"
+#include "kaiten/generators.h"
 
 static unsigned long long rng = 0x243f6a8885a308d3ull;
 static double urand(void) {

@@ -2,6 +2,7 @@
  * 512 samples per replica, b=2, bubble <= 15%) under the time model, and the
  * search's own invariants. */
 #include "plan_check.h"
+#include "kaiten/generators.h"
 
 /* Eight identical layers, no embedding or head, no latency: stages are
  * uniform, so the simulated bubble must be the closed form. */

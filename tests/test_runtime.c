@@ -2,6 +2,7 @@
  * the unpipelined model's; runs are bitwise reproducible; measured in-flight
  * counts equal the simulator's; the watchdog names a hung peer. */
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/runtime.h"
 #include "kaiten/sim.h"
 

@@ -1,5 +1,6 @@
 /* Text and CSV forms: exact round-trips, PyTorch files, malformed input. */
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 
 static int same_schedule(const kt_schedule *a, const kt_schedule *b) {

@@ -1,5 +1,6 @@
 /* Simulator semantics against hand-computed timelines. */
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 

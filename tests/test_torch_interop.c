@@ -2,6 +2,7 @@
  * every built-in schedule, placement inference, the lowered SEND/RECV form
  * and the overlap cost model. */
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 

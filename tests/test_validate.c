@@ -1,6 +1,7 @@
 /* Validator: every generated schedule passes; hand-broken ones are rejected
  * with the specific reason. */
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 

@@ -3,9 +3,10 @@
  * order, the closed forms against the simulator under random costs, and
  * zb-auto's memory bound. */
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
-#include "schedule/generators.h"
+#include "generators/internal.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static double urand(double lo, double hi) { /* xorshift64*, deterministic */

@@ -43,6 +43,12 @@ typedef struct {
 kt_status kt_fail(kt_error *err, kt_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Size limits (ranks, chunks per rank, micro-batches) that keep every size
+ * computation far from overflow. */
+#define KT_MAX_RANKS 4096
+#define KT_MAX_CHUNKS 64
+#define KT_MAX_MICROBATCHES 1000000
+
 /* Allocation helpers: NULL on overflow or failure. */
 void *kt_calloc(size_t n, size_t size);
 /* Grows *ptr (an array of elem bytes, capacity *cap) to hold at least need. 0 ok, -1 on failure. */
@@ -60,8 +66,16 @@ double kt_now(void);
 
 /* Reads a whole file into a NUL-terminated buffer (caller frees). */
 kt_status kt_read_file(const char *path, char **out, size_t *len, kt_error *err);
-/* Writes data atomically: temp file in the same directory, fsync, rename. */
+/* Writes a file without ever destroying what the path names: a regular file
+ * (or a new path) is replaced atomically (temp file beside it, fsync,
+ * rename; its mode kept); a symlink's target is replaced the same way; a
+ * character device, FIFO (with a reader) or socket is written through; a
+ * directory or block device is refused (EINVAL). Errors name `path`, never
+ * the temp file. EIO with the reason. */
 kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, kt_error *err);
+/* Fault injection for tests: every later atomic write stops half-way for
+ * `seconds`, its temp file partly written (0 = off). */
+void kt_set_write_pause(double seconds);
 
 /* A growable string buffer for renderers. */
 typedef struct {

@@ -21,6 +21,7 @@
 #ifndef KAITEN_PLAN_H
 #define KAITEN_PLAN_H
 
+#include "kaiten/generators.h"
 #include "kaiten/core.h"
 #include "kaiten/schedule.h"
 

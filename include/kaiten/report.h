@@ -4,6 +4,7 @@
 #ifndef KAITEN_REPORT_H
 #define KAITEN_REPORT_H
 
+#include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 #include "kaiten/timeline.h"

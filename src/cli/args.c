@@ -1,5 +1,6 @@
 /* Option parsing, help text and error printing shared by all commands. */
 #include <stdarg.h>
+#include "kaiten/generators.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "kaiten/generators.h"
 #include "kaiten/core.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"

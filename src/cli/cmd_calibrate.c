@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "kaiten/generators.h"
 #include "kaiten/train.h"
 #include "nn/nn.h"
 

@@ -1,6 +1,7 @@
 /* kaiten plan: search (P, D, t, V, M, b, K, schedule, recompute) for a model
  * on a cluster, or (--partition-only) cut the model into S balanced stages. */
 #include <stdlib.h>
+#include "kaiten/generators.h"
 #include <string.h>
 
 #include "cli/cli.h"

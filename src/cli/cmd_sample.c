@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "kaiten/generators.h"
 #include "kaiten/checkpoint.h"
 #include "kaiten/data.h"
 

@@ -1,5 +1,6 @@
 /* kaiten train: options and their parsing; the run itself is train_session.c. */
 #include <string.h>
+#include "kaiten/generators.h"
 
 #include "cli/train_cli.h"
 

@@ -1,5 +1,6 @@
 /* kaiten command-line entry point: dispatches to the subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -21,7 +22,16 @@ static void usage(FILE *f) {
     fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
 }
 
+/* Fault injection for tests (docs/testing.md): KAITEN_TEST_WRITE_PAUSE=SECONDS
+ * stops every atomic file write half-way, its temp file partly written. */
+static void test_hooks(void) {
+  const char *pause = getenv("KAITEN_TEST_WRITE_PAUSE");
+  double seconds;
+  if (pause && kt_parse_double(pause, &seconds) == 0) kt_set_write_pause(seconds);
+}
+
 int main(int argc, char **argv) {
+  test_hooks();
   if (argc < 2) {
     usage(stderr);
     return 2;

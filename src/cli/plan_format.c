@@ -1,5 +1,6 @@
 /* kaiten plan: partition-only computation, and text / JSON rendering. */
 #include <math.h>
+#include "kaiten/generators.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

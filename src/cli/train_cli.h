@@ -4,6 +4,7 @@
 #define KAITEN_CLI_TRAIN_H
 
 #include "cli/cli.h"
+#include "kaiten/generators.h"
 #include "kaiten/checkpoint.h"
 #include "kaiten/report.h"
 #include "kaiten/serve.h"

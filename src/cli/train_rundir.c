@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "cli/train_cli.h"
+#include "kaiten/generators.h"
 #include "kaiten/report.h"
 
 static int mkdir_p(const char *dir) {

@@ -10,6 +10,7 @@
  *              makespan and busy time, which scale with the costs.
  */
 #include <math.h>
+#include "kaiten/generators.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -11,6 +11,7 @@
  * pipeline t*D*P. A group inside one node uses the intra-node link.
  */
 #include <math.h>
+#include "kaiten/generators.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,6 +2,7 @@
 #ifndef KAITEN_PLAN_INTERNAL_H
 #define KAITEN_PLAN_INTERNAL_H
 
+#include "kaiten/generators.h"
 #include "kaiten/plan.h"
 #include "kaiten/sim.h"
 

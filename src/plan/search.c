@@ -10,6 +10,7 @@
  * the parameters.
  */
 #include <math.h>
+#include "kaiten/generators.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

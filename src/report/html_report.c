@@ -9,6 +9,7 @@
  * metrics table and the configuration.
  */
 #include <math.h>
+#include "kaiten/generators.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kaiten/generators.h"
 #include "kaiten/report.h"
 
 static void costs_json(const kt_costs *c, kt_buf *b) {

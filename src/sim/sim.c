@@ -266,6 +266,16 @@ done:
   return status;
 }
 
+double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
+  switch (op) {
+    case KT_OP_F: return kt_cost_tf(c, stage);
+    case KT_OP_B: return kt_cost_tb(c, stage) + kt_cost_tw(c, stage);
+    case KT_OP_I: return kt_cost_tb(c, stage);
+    case KT_OP_W: return kt_cost_tw(c, stage);
+    default: return 0;
+  }
+}
+
 kt_status kt_simulate_metrics(const kt_schedule *s, const kt_costs *c, kt_metrics *out,
                               kt_error *err) {
   kt_timeline tl;

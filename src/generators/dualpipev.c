@@ -22,7 +22,7 @@
  * (tests/data/dualpipev_4rank_10mb.csv is reproduced action for action). */
 #include <stdlib.h>
 
-#include "schedule/generators.h"
+#include "generators/internal.h"
 
 typedef struct {
   kt_schedule *s;

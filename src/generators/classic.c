@@ -1,6 +1,6 @@
 /* Classic generators: gpipe, 1f1b, interleaved 1F1B, looped BFS. */
 #include "kaiten/sim.h"
-#include "schedule/generators.h"
+#include "generators/internal.h"
 
 /* GPipe (fill-drain): all forwards, then all backwards in micro-batch order. */
 kt_status kt__gen_gpipe(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {

@@ -1,7 +1,7 @@
 /* Zero-bubble handcrafted schedules (Qi et al., ICLR 2024 and arXiv 2405.15362):
  * the backward is split into I (input gradient, needed upstream now) and
  * W (weight gradient, can wait), and W fills the bubbles. */
-#include "schedule/generators.h"
+#include "generators/internal.h"
 
 /* Counters of the ops a rank has emitted for one stage. */
 typedef struct {

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "kaiten/sim.h"
-#include "schedule/generators.h"
+#include "generators/internal.h"
 
 typedef struct {
   const char *name;

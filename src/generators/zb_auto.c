@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "kaiten/sim.h"
-#include "schedule/generators.h"
+#include "generators/internal.h"
 
 enum { PRIO_I_FIRST, PRIO_F_FIRST, PRIO_I_GUARD, PRIO_COUNT };
 enum { WFILL_FIT, WFILL_EAGER, WFILL_COUNT };

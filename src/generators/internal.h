@@ -1,8 +1,8 @@
-/* Internal: one function per schedule generator (src/schedule/). */
-#ifndef KAITEN_SCHEDULE_GENERATORS_H
-#define KAITEN_SCHEDULE_GENERATORS_H
+/* Internal: one function per schedule generator (src/generators/). */
+#ifndef KAITEN_GENERATORS_INTERNAL_H
+#define KAITEN_GENERATORS_INTERNAL_H
 
-#include "kaiten/schedule.h"
+#include "kaiten/generators.h"
 
 /* Each generator receives a schedule already initialised with the right
  * p, v, m and placement and fills the per-rank lists. EINVAL with a reason

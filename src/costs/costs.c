@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kaiten/sim.h"
+#include "kaiten/costs.h"
 
 void kt_costs_default(kt_costs *c) {
   memset(c, 0, sizeof *c);
@@ -57,16 +57,6 @@ double kt_cost_tw(const kt_costs *c, int stage) { return STAGE_VALUE(stage_tw, t
 double kt_cost_mem_act(const kt_costs *c, int stage) { return STAGE_VALUE(stage_mem_act, mem_act); }
 double kt_cost_mem_wgrad(const kt_costs *c, int stage) {
   return STAGE_VALUE(stage_mem_wgrad, mem_wgrad);
-}
-
-double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
-  switch (op) {
-    case KT_OP_F: return kt_cost_tf(c, stage);
-    case KT_OP_B: return kt_cost_tb(c, stage) + kt_cost_tw(c, stage);
-    case KT_OP_I: return kt_cost_tb(c, stage);
-    case KT_OP_W: return kt_cost_tw(c, stage);
-    default: return 0;
-  }
 }
 
 double kt_cost_comm(const kt_costs *c) {
