@@ -25,3 +25,6 @@ fi
 echo
 echo "run directory: $RUN (config.json, metrics.jsonl, timeline.json, trace.json, checkpoints/)"
 echo "continue it:   $K train --resume $RUN --steps $((STEPS * 2)) --stages 2 --schedule zb-h1"
+echo "watch it live: add --serve 8080 to kaiten train and open http://127.0.0.1:8080/"
+echo "see it in the browser (curves, stages, the step replayed on the conveyor belt):"
+echo "  $K serve $RUN          # then open http://127.0.0.1:8080/"

@@ -5,7 +5,7 @@ set -euo pipefail
 [ "${KAITEN_SKIP_DEPS:-0}" = 1 ] && exit 0
 
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev
-      openmpi-bin libopenmpi-dev)
+      openmpi-bin libopenmpi-dev libmicrohttpd-dev)
 # Optional: headless Chromium renders HTML reports in the screenshot test.
 optional=(chromium)
 

@@ -88,6 +88,11 @@ typedef struct {
    * as a thin strip under each rank's bars, same colours, data-pred="1". */
   const kt_timeline *predicted;
   const char *predicted_label; /* legend text for the strip (default "predicted") */
+  /* Detail view only: the timeline's memory samples go into the svg as
+   * <metadata class="kt-mem">{"unit": "M_B" | "B" | ..., "ranks": [[t, v,
+   * t, v, ...], ...]}</metadata> (t from the chart's start, in time order),
+   * for the conveyor-belt replay's memory counters. */
+  int embed_memory;
 } kt_svg_gantt_opts;
 
 void kt_svg_gantt_default_opts(kt_svg_gantt_opts *o);

@@ -82,6 +82,13 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
                        kt_error *err);
 void kt_train_result_free(kt_train_result *r);
 
+/* The prediction of a measured step: costs calibrated on it
+ * (kt_calibrate_costs), then grad_accum rounds of s back to back simulated
+ * with them into predicted (time unit "s"). On error nothing is left to
+ * free. ENOMEM, and the simulator's errors. */
+kt_status kt_train_predict(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
+                           kt_costs *calibrated, kt_timeline *predicted, kt_error *err);
+
 /* Per-stage costs from a measured timeline: mean F, I, W (and B) time per
  * stage (the prediction then does the step's total work), and T_comm = the median hand-over time between ranks (producer's
  * end to consumer's start, over actions that sat waiting for their input);

@@ -139,5 +139,6 @@ extern const cli_command cli_cmd_sim, cli_cmd_compare, cli_cmd_validate;
 extern const cli_command cli_cmd_train, cli_cmd_sample, cli_cmd_calibrate;
 extern const cli_command cli_cmd_plan;
 extern const cli_command cli_cmd_report;
+extern const cli_command cli_cmd_serve;
 
 #endif

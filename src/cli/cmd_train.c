@@ -51,6 +51,7 @@ static const cli_opt train_opts_table[] = {
     {"no-live", 0, NULL, "plain progress lines even on a terminal"},
     {"live", 0, NULL, "the live view even under mpirun (default: on terminals, not under mpirun)"},
     {"force", 0, NULL, "train into a --run-dir that holds an old run: kaiten's files there are removed"},
+    {"serve", 0, "[HOST:]PORT", "live dashboard in the browser at http://HOST:PORT/ (HOST 127.0.0.1; PORT 0 = any free)"},
 };
 
 /* The model a bare `kaiten train` builds. */
@@ -138,6 +139,14 @@ int train_parse(const cli_args *a, train_opts *o) {
   for (size_t i = 0; i < sizeof layout_flags / sizeof *layout_flags; i++)
     if (cli_has(a, layout_flags[i])) o->layout_given |= 1u << i;
   o->blas_threads = (int)blas;
+  o->serve = cli_get(a, "serve");
+  if (o->serve) { /* a bad address is a usage error before anything runs */
+    char host[64];
+    int port;
+    kt_error aerr = {{0}};
+    if (kt_serve_parse_addr(o->serve, host, sizeof host, &port, &aerr))
+      return cli_usage_error("--serve %s", aerr.msg);
+  }
   o->model.layers = (int)layers;
   o->model.hidden = (int)hidden;
   o->model.seed = (uint64_t)seed;

@@ -9,7 +9,8 @@
 
 static const cli_command *const commands[] = {&cli_cmd_sim, &cli_cmd_compare, &cli_cmd_validate,
                                               &cli_cmd_train, &cli_cmd_sample, &cli_cmd_plan,
-                                              &cli_cmd_report, &cli_cmd_calibrate};
+                                              &cli_cmd_report, &cli_cmd_serve,
+                                              &cli_cmd_calibrate};
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
 static void usage(FILE *f) {

@@ -6,7 +6,9 @@
 #include "cli/cli.h"
 #include "kaiten/generators.h"
 #include "kaiten/checkpoint.h"
+#include "kaiten/report.h"
 #include "kaiten/rundir.h"
+#include "kaiten/serve.h"
 #include "kaiten/train.h"
 
 typedef struct {
@@ -36,6 +38,7 @@ typedef struct {
   int force;       /* --force: clear a run directory that holds an old run */
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   int blas_threads; /* OpenBLAS threads per rank (0: cores / local ranks) */
+  const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
 } train_opts;
 
 #define TRAIN_MODEL_GIVEN (1 << 5)
@@ -61,9 +64,19 @@ void train_run_config(const train_opts *o, kt_run_config *c);
 /* The layout segment starting at first_step; partition_buf holds P*V ints. */
 kt_run_segment train_segment(const train_opts *o, const kt_schedule *s, const int *unit_offset,
                              int first_step, int *partition_buf);
+/* Each rank's share of a step (busy, communication, bytes sent, peak
+ * activation memory) into out; how many (at most cap), -1 on failure. */
+int train_step_ranks(const kt_train_progress *p, kt_run_rank_step *out, int cap);
 kt_status train_append_metrics(kt_rundir *rd, const kt_train_progress *p, kt_error *err);
 kt_status train_write_timelines(kt_rundir *rd, const kt_schedule *s, const kt_train_result *r,
                                 kt_error *err);
+
+/* The live dashboard of train --serve (train_serve.c): started before the
+ * first step (prints where; returns an exit code), fed after every step
+ * without waiting, closed with the run. */
+int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server **out);
+void train_serve_step(kt_server *srv, const kt_train_progress *p);
+void train_serve_stop(kt_server *srv, int ok, const char *run_dir);
 
 /* --resume (train_resume.c): the checkpoint, the run's last layout, what changed. */
 typedef struct {

@@ -39,26 +39,31 @@ kt_run_segment train_segment(const train_opts *o, const kt_schedule *s, const in
   return seg;
 }
 
+int train_step_ranks(const kt_train_progress *p, kt_run_rank_step *out, int cap) {
+  kt_metrics m;
+  kt_error err;
+  if (kt_timeline_metrics(p->timeline, &m, &err) != KT_OK) return -1;
+  int n = m.p < cap ? m.p : cap;
+  for (int r = 0; r < n; r++)
+    out[r] = (kt_run_rank_step){.busy = m.ranks[r].busy, .comm_time = m.ranks[r].comm_time,
+                                .bytes_sent = (double)m.ranks[r].bytes_sent,
+                                .peak_act_bytes = m.ranks[r].peak_memory};
+  kt_metrics_free(&m);
+  return n;
+}
+
 kt_status train_append_metrics(kt_rundir *rd, const kt_train_progress *p, kt_error *err) {
   kt_run_step s = {.step = p->step + 1, .skipped = p->skipped, .loss = p->loss,
                    .val_loss = p->val_loss, .lr = p->lr, .grad_norm = p->grad_norm,
                    .seconds = p->seconds, .tokens_per_s = p->tokens_per_s,
                    .samples_per_s = p->samples_per_s, .bubble = p->bubble};
-  kt_metrics m;
-  kt_status st = kt_timeline_metrics(p->timeline, &m, err);
-  if (st) return st;
-  kt_run_rank_step *ranks = kt_calloc((size_t)m.p, sizeof *ranks);
-  if (!ranks) {
-    kt_metrics_free(&m);
-    return kt_fail(err, KT_ENOMEM, "out of memory");
-  }
-  for (int r = 0; r < m.p; r++)
-    ranks[r] = (kt_run_rank_step){.busy = m.ranks[r].busy, .comm_time = m.ranks[r].comm_time,
-                                  .bytes_sent = (double)m.ranks[r].bytes_sent,
-                                  .peak_act_bytes = m.ranks[r].peak_memory};
-  st = kt_rundir_append_step(rd, &s, ranks, m.p, err);
+  int P = p->timeline->p;
+  kt_run_rank_step *ranks = kt_calloc(P > 0 ? (size_t)P : 1, sizeof *ranks);
+  if (!ranks) return kt_fail(err, KT_ENOMEM, "out of memory");
+  int n = train_step_ranks(p, ranks, P);
+  kt_status st = n < 0 ? kt_fail(err, KT_ENOMEM, "out of memory")
+                       : kt_rundir_append_step(rd, &s, ranks, n, err);
   free(ranks);
-  kt_metrics_free(&m);
   return st;
 }
 

@@ -37,6 +37,7 @@ typedef struct {
   kt_status fail_status; /* a failure inside the step callback */
   kt_error fail_err;
   int stop; /* agreed: 0, a signal number, or STOP_FAILED */
+  kt_server *srv; /* --serve: the live dashboard, fed after every step */
 } session;
 
 /* Every rank's flag, the largest wins (MPI); the local flag on threads. */
@@ -87,6 +88,7 @@ static int on_step(void *ctx, const kt_train_progress *p) {
   record_loss(s, p->loss);
   kt_status st;
   if (s->rd && (st = train_append_metrics(s->rd, p, &err))) fail_in_step(s, st, &err);
+  if (s->srv) train_serve_step(s->srv, p); /* never waits */
   if (s->talk && p->skipped)
     fprintf(stderr, "kaiten: step %d skipped: loss %g, non-finite values first in the %s of stage %d\n",
             p->step + 1, p->loss, p->nonfinite_what, p->nonfinite_stage);
@@ -322,11 +324,14 @@ static int run_steps(session *s) {
                         .data = s->data, .on_step = on_step, .ctx = s,
                         .skip_nonfinite = o->skip_nonfinite};
   kt_train_result res;
+  int rc = 0;
+  if (o->serve && s->world_rank == 0 && (rc = train_serve_start(o, &s->sched, &s->srv))) return rc;
   kt_status st = kt_train_run(s->rt, &tc, &res, &err);
+  train_serve_stop(s->srv, st == KT_OK, o->run_dir);
+  s->srv = NULL;
   if (!st && s->fail_status) st = s->fail_status, err = s->fail_err;
   if (!st && s->stop == STOP_FAILED) st = KT_EPEER;
   if (!st) st = finish_run(s, &res, &err);
-  int rc = 0;
   if (st) {
     rc = report_failure(s, st, &err);
   } else if (res.n_losses > 0 && s->world_rank == 0) {

@@ -89,6 +89,7 @@ static void gantt(kt_buf *b, const kt_report_entry *e, double ppu, double t0, do
   go.t_min = t0;
   go.t_max = t1;
   go.max_rects = max_rects;
+  go.embed_memory = 1; /* the replay's memory counters */
   kt_svg_gantt(b, e->timeline, &go);
 }
 

@@ -166,6 +166,7 @@ static void traced_step(kt_buf *b, const kt_run *r, const kt_metrics *mm, const 
   go.row_height = t->p <= 8 ? 32 : 0; /* room for labels above the prediction strip */
   go.predicted = &r->predicted;
   go.predicted_label = "predicted (simulator)";
+  go.embed_memory = r->has_memory;
   kt_buf_puts(b, "<div class=\"scroll\">\n");
   kt_svg_gantt(b, t, &go);
   if (r->has_memory) {

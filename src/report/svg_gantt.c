@@ -290,6 +290,30 @@ static double draw_legend(kt_buf *b, const kt_svg_gantt_opts *o, unsigned ops, i
   return x;
 }
 
+/* The memory samples as JSON in a <metadata> element (see embed_memory):
+ * per rank the levels in time order, from 0 at the chart's start. */
+static void memory_metadata(kt_buf *b, const kt_timeline *t, double t0) {
+  kt_series *s;
+  size_t n;
+  if (kt_timeline_mem_series(t, t0, t0, &s, &n)) {
+    b->failed = 1;
+    return;
+  }
+  const char *unit = !strcmp(t->mem_unit, "unit") ? "M_B" : t->mem_unit;
+  kt_buf_puts(b, "<metadata class=\"kt-mem\">{\"unit\":");
+  kt_buf_json_string(b, unit);
+  kt_buf_puts(b, ",\"ranks\":[");
+  for (size_t r = 0; r < n; r++) {
+    kt_buf_puts(b, r ? ",[" : "[");
+    for (size_t i = 0; i < s[r].n; i++)
+      kt_buf_printf(b, "%s%.9g,%.6g", i ? "," : "", s[r].x[i] - t0,
+                    isfinite(s[r].y[i]) ? s[r].y[i] : 0.0);
+    kt_buf_puts(b, "]");
+  }
+  kt_buf_puts(b, "]}</metadata>\n");
+  kt_series_free(s, n);
+}
+
 void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts) {
   kt_svg_gantt_opts def;
   if (!opts) kt_svg_gantt_default_opts(&def), opts = &def;
@@ -342,6 +366,7 @@ void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts
                attrs);
   kt_buf_append(b, legend.data ? legend.data : "", legend.len);
   kt_buf_free(&legend);
+  if (opts->embed_memory && !aggregate && t->n_mem) memory_metadata(b, t, t0);
   /* lanes and rank labels */
   kt_buf_puts(b, "<g class=\"lanes\" fill=\"#F1F1F1\">\n");
   for (int r = 0; r < L.p; r++) {

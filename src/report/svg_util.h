@@ -22,6 +22,8 @@ void kt__svg_open(kt_buf *b, double w, double h, const char *id, const char *tit
  * a title centred below. x0, x1 in px map v0, v1. Grid lines up to y_top. */
 void kt__svg_x_axis(kt_buf *b, double x0, double x1, double y, double y_top, double v0,
                     double v1, double scale, const char *label);
+/* The conveyor-belt replay script (belt.js, compiled in); every page ends with it. */
+extern const char kt__belt_js[];
 /* Text colour readable on an op's fill. */
 const char *kt__op_text_color(int op, int chunk);
 

@@ -170,16 +170,30 @@ void kt_train_result_free(kt_train_result *r) {
   memset(r, 0, sizeof *r);
 }
 
-static kt_status predict(const kt_runtime_config *rc, const kt_timeline *measured,
-                         kt_train_result *out, kt_error *err) {
-  kt_status st = kt_calibrate_costs(measured, rc->schedule, &out->calibrated, err);
+kt_status kt_train_predict(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
+                           kt_costs *calibrated, kt_timeline *predicted, kt_error *err) {
+  kt_status st = kt_calibrate_costs(measured, s, calibrated, err);
   if (st) return st;
   kt_schedule rounds;
-  if ((st = repeat_rounds(rc->schedule, rc->grad_accum, &rounds, err))) return st;
-  st = kt_simulate(&rounds, &out->calibrated, &out->predicted_timeline, err);
+  if ((st = repeat_rounds(s, grad_accum > 0 ? grad_accum : 1, &rounds, err))) {
+    kt_costs_free(calibrated);
+    return st;
+  }
+  st = kt_simulate(&rounds, calibrated, predicted, err);
   kt_schedule_free(&rounds);
+  if (st) {
+    kt_costs_free(calibrated);
+    return st;
+  }
+  snprintf(predicted->time_unit, sizeof predicted->time_unit, "s");
+  return KT_OK;
+}
+
+static kt_status predict(const kt_runtime_config *rc, const kt_timeline *measured,
+                         kt_train_result *out, kt_error *err) {
+  kt_status st = kt_train_predict(rc->schedule, rc->grad_accum, measured, &out->calibrated,
+                                  &out->predicted_timeline, err);
   if (st) return st;
-  snprintf(out->predicted_timeline.time_unit, sizeof out->predicted_timeline.time_unit, "s");
   return kt_timeline_metrics(&out->predicted_timeline, &out->predicted, err);
 }
 

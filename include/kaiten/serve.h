@@ -1,0 +1,98 @@
+/* kaiten serve: the live dashboard over training runs.
+ *
+ * A small HTTP server (libmicrohttpd) that serves one self-contained page
+ * and a Server-Sent Events stream. The stream carries, for every run shown:
+ * its description, one record per optimizer step (the fields of a
+ * metrics.jsonl line), the latest rendered step (measured and predicted
+ * timelines, per-rank busy/idle and memory, and both Gantt charts), and an
+ * end marker. A client that connects late gets the history first, then the
+ * live records.
+ *
+ * Two sources: finished run directories (read once with kt_run_load), and
+ * at most one live run, fed by the trainer with kt_server_push. The trainer
+ * never waits on the server: records go through a bounded single-producer
+ * queue and are dropped (and counted) when it is full.
+ *
+ * Read-only: besides the page and the stream, only the known files of each
+ * run directory are served (/runs/N/config.json, metrics.jsonl,
+ * timeline.json, trace.json); every other path is 404, so no request can
+ * name a file outside them. The library never prints.
+ */
+#ifndef KAITEN_SERVE_H
+#define KAITEN_SERVE_H
+
+#include "kaiten/report.h"
+#include "kaiten/schedule.h"
+#include "kaiten/timeline.h"
+
+#define KT_SERVE_DEFAULT_PORT 8080
+#define KT_SERVE_MAX_RUNS 16
+
+/* The run the trainer feeds (everything is copied by kt_server_start). */
+typedef struct {
+  const char *name;            /* shown in the page (e.g. the run directory's name) */
+  const char *run_dir;         /* its files are served under /runs/0/ (NULL: none) */
+  const kt_schedule *schedule; /* predicts each rendered step (costs calibrated on it) */
+  int grad_accum;              /* K rounds of the schedule per step */
+  const char *model;           /* "gpt", "mlp", "synthetic" */
+  int layers, hidden, steps;   /* steps: planned in total */
+  const char *transport;       /* "threads" | "mpi" */
+  const kt_run *done;          /* a resumed run's earlier steps, shown first (may be NULL) */
+} kt_serve_live;
+
+typedef struct {
+  const char *host;      /* IPv4 address or "localhost" (default "127.0.0.1") */
+  int port;              /* 0 = any free port (see kt_server_port) */
+  int max_clients;       /* event streams at once (default 8); more get 503 */
+  int queue;             /* step records the trainer may have in flight (default 256) */
+  double render_every;   /* seconds between rendered steps of a live run (default 1) */
+  const char *const *run_dirs; /* finished runs to show (their curves overlay) */
+  int n_run_dirs;
+  const kt_serve_live *live; /* NULL: only run_dirs */
+} kt_serve_config;
+
+void kt_serve_default_config(kt_serve_config *c);
+
+/* Parses "[HOST:]PORT" (PORT alone keeps *host). HOST is an IPv4 address or
+ * "localhost"; PORT is 0..65535. host receives the address text (n bytes).
+ * EINVAL with the reason. */
+kt_status kt_serve_parse_addr(const char *text, char *host, size_t n, int *port, kt_error *err);
+
+/* One optimizer step of the live run: its metrics line and, optionally, the
+ * step's measured timeline (copied by kt_server_push). */
+typedef struct {
+  kt_run_step step;
+  int skipped;                  /* the step was not applied (non-finite values) */
+  const kt_run_rank_step *ranks; /* n_ranks entries (busy, comm, bytes, peak activations) */
+  int n_ranks;
+  const kt_timeline *timeline;  /* measured, may be NULL */
+} kt_serve_step;
+
+typedef struct kt_server kt_server;
+
+typedef struct {
+  int clients;          /* event streams open now */
+  long long steps;      /* step records the stream holds (all runs) */
+  long long dropped;    /* records the queue had no room for */
+  long long rendered;   /* steps rendered for the page */
+  long long refused;    /* streams refused for the client limit */
+} kt_serve_stats;
+
+/* Loads the run directories, binds host:port and starts serving. EINVAL:
+ * a bad run directory or address (the reader's reason), EIO: the address
+ * cannot be bound (in use: the reason says so), ENOMEM. */
+kt_status kt_server_start(const kt_serve_config *cfg, kt_server **out, kt_error *err);
+/* The bound port (the chosen one when cfg->port was 0). */
+int kt_server_port(const kt_server *s);
+/* Hands one step of the live run to the server without waiting: returns 0
+ * when queued, 1 when dropped (queue full, out of memory, or no live run).
+ * Call from one thread only (the trainer's). */
+int kt_server_push(kt_server *s, const kt_serve_step *rec);
+void kt_server_stats(kt_server *s, kt_serve_stats *out);
+/* Ends the live run (reason: "finished", "stopped", ...): its last step is
+ * rendered and an end marker follows; open streams get up to wait_s seconds
+ * to receive everything, then the server stops and s is freed. NULL is a
+ * no-op. */
+void kt_server_close(kt_server *s, const char *reason, double wait_s);
+
+#endif

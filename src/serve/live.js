@@ -1,0 +1,389 @@
+/* The live dashboard: reads the server's event stream (hello, step,
+ * timeline, end) and redraws the page from it, at most a few times a
+ * second. Curves of several runs overlay, one colour per run. Charts are
+ * inline SVG drawn here; the Gantt charts come rendered by the server (the
+ * same renderer as the reports) and get the conveyor-belt replay.
+ *
+ * <body data-live> says where the page is: connecting, live, finished
+ * (every run ended; the stream is closed) or lost; data-steps counts the
+ * step records received and data-draws the redraws (test hooks).
+ */
+(function () {
+  var COLORS = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000',
+                '#8C8C00'];
+  var body = document.body, runs = [], pending = false, received = 0, draws = 0;
+  var $ = function (id) { return document.getElementById(id); };
+
+  /* the SVG namespace, as the HTML parser assigns it */
+  var SVGNS = (function () {
+    var probe = document.createElement('div');
+    probe.innerHTML = '<svg></svg>';
+    return probe.firstChild.namespaceURI;
+  })();
+  function svgEl(name, attrs, parent) {
+    var e = document.createElementNS(SVGNS, name);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+
+  function fmt(v, d) {
+    if (v === null || v === undefined || !isFinite(v)) return '\u2013';
+    var a = Math.abs(v);
+    if (a >= 1e6) return (v / 1e6).toFixed(2) + 'M';
+    if (a >= 1e4) return (v / 1e3).toFixed(1) + 'k';
+    return String(+v.toPrecision(d || 4));
+  }
+  function bytes(v) {
+    if (!isFinite(v)) return '\u2013';
+    var u = ['B', 'KiB', 'MiB', 'GiB'], i = 0;
+    while (Math.abs(v) >= 1024 && i < 3) { v /= 1024; i++; }
+    return String(+v.toPrecision(3)) + ' ' + u[i];
+  }
+  function niceStep(x) {
+    if (!(x > 0) || !isFinite(x)) return 1;
+    var p = Math.pow(10, Math.floor(Math.log10(x)));
+    return x <= p ? p : x <= 2 * p ? 2 * p : x <= 5 * p ? 5 * p : 10 * p;
+  }
+  function text(parent, x, y, s, attrs) {
+    var t = svgEl('text', attrs || {}, parent);
+    t.setAttribute('x', x);
+    t.setAttribute('y', y);
+    t.textContent = s;
+    return t;
+  }
+
+  /* A line chart: series [{name, color, dashed, markers, pts: [[x, y]...]}],
+   * thinned to the first, lowest, highest and last point of each pixel column. */
+  function lineChart(host, o, series) {
+    var W = o.width, H = o.height, L = 64, R = 16, B = 40, i, j, s;
+    /* legend entries left to right, wrapping: the plot starts below them */
+    var lx = L, ly = 30, items = [];
+    for (i = 0; i < series.length; i++) {
+      if (!series[i].name) continue;
+      var w = 34 + 6.2 * series[i].name.length;
+      if (lx + w > W - R && lx > L) { lx = L; ly += 16; }
+      items.push([series[i], lx, ly]);
+      lx += w;
+    }
+    var T = ly + 14;
+    var x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    for (i = 0; i < series.length; i++)
+      for (j = 0; j < series[i].pts.length; j++) {
+        var p = series[i].pts[j];
+        if (!isFinite(p[0]) || !isFinite(p[1])) continue;
+        x0 = Math.min(x0, p[0]); x1 = Math.max(x1, p[0]);
+        y0 = Math.min(y0, p[1]); y1 = Math.max(y1, p[1]);
+      }
+    if (!isFinite(x0)) { x0 = 0; x1 = 1; y0 = 0; y1 = 1; }
+    if (x1 <= x0) x1 = x0 + 1;
+    if (y0 >= 0 && !o.fitY) y0 = 0;
+    var ys = niceStep((y1 - y0) / 4 || 1);
+    y0 = Math.floor(y0 / ys) * ys;
+    y1 = Math.ceil(y1 / ys) * ys;
+    if (y1 <= y0) y1 = y0 + ys;
+    var fx = function (x) { return L + (x - x0) * (W - L - R) / (x1 - x0); };
+    var fy = function (y) { return H - B - (y - y0) * (H - B - T) / (y1 - y0); };
+    var svg = svgEl('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H,
+                             'font-size': '11', id: o.id, 'data-chart': 'line' });
+    text(svg, L, 15, o.title, { 'font-weight': 'bold', 'font-size': '12' });
+    for (i = 0; i < items.length; i++) {
+      s = items[i][0];
+      svgEl('line', { x1: items[i][1], x2: items[i][1] + 16, y1: items[i][2] - 4,
+                      y2: items[i][2] - 4, stroke: s.color, 'stroke-width': '2.5',
+                      'stroke-dasharray': s.dashed ? '5 3' : 'none' }, svg);
+      text(svg, items[i][1] + 20, items[i][2], s.name, { fill: '#333333' });
+    }
+    var g = svgEl('g', { fill: '#444444' }, svg);
+    for (var v = y0; v <= y1 + ys * 1e-9; v += ys) {
+      svgEl('line', { x1: L, x2: W - R, y1: fy(v), y2: fy(v), stroke: '#E4E4E4' }, g);
+      text(g, L - 6, fy(v) + 4, fmt(+v.toPrecision(6)), { 'text-anchor': 'end' });
+    }
+    var xs = niceStep((x1 - x0) / Math.max(1, (W - L - R) / 90));
+    if (xs < 1 && o.integerX) xs = 1;
+    for (v = Math.ceil(x0 / xs) * xs; v <= x1 + xs * 1e-9; v += xs) {
+      svgEl('line', { x1: fx(v), x2: fx(v), y1: H - B, y2: H - B + 4, stroke: '#888888' }, g);
+      text(g, fx(v), H - B + 15, fmt(+v.toPrecision(6)), { 'text-anchor': 'middle' });
+    }
+    svgEl('line', { x1: L, x2: W - R, y1: H - B, y2: H - B, stroke: '#888888' }, g);
+    svgEl('line', { x1: L, x2: L, y1: T, y2: H - B, stroke: '#888888' }, g);
+    text(g, (L + W - R) / 2, H - 6, o.xLabel, { 'text-anchor': 'middle' });
+    text(g, 0, 0, o.yLabel, { 'text-anchor': 'middle',
+                              transform: 'translate(14 ' + (T + H - B) / 2 + ') rotate(-90)' });
+    for (i = 0; i < series.length; i++) {
+      s = series[i];
+      var d = [], col = null, lo = null, hi = null, first = null, lastp = null, pen = false;
+      var flush = function () {
+        if (first === null) return;
+        var keep = [first, lo, hi, lastp];
+        if (keep[1][0] > keep[2][0]) keep = [first, hi, lo, lastp];
+        for (var k = 0; k < 4; k++) {
+          if (k && keep[k] === keep[k - 1]) continue;
+          d.push((pen ? 'L' : 'M') + fx(keep[k][0]).toFixed(1) + ' ' + fy(keep[k][1]).toFixed(1));
+          pen = true;
+        }
+        first = null;
+      };
+      for (j = 0; j < s.pts.length; j++) {
+        p = s.pts[j];
+        if (!isFinite(p[1])) { flush(); pen = false; continue; }
+        var c = Math.floor(fx(p[0]));
+        if (c !== col) { flush(); col = c; first = lo = hi = p; }
+        if (p[1] < lo[1]) lo = p;
+        if (p[1] > hi[1]) hi = p;
+        lastp = p;
+      }
+      flush();
+      if (d.length) svgEl('path', { d: d.join(''), fill: 'none', stroke: s.color,
+                                    'stroke-width': '1.8', 'stroke-linejoin': 'round',
+                                    'stroke-dasharray': s.dashed ? '5 3' : 'none',
+                                    'data-series': String(i) }, svg);
+      if (s.markers && s.pts.length <= 60)
+        for (j = 0; j < s.pts.length; j++)
+          if (isFinite(s.pts[j][1]))
+            svgEl('circle', { cx: fx(s.pts[j][0]), cy: fy(s.pts[j][1]), r: '3', fill: s.color,
+                              stroke: '#FFFFFF' }, svg);
+    }
+    host.replaceChildren(svg);
+  }
+
+  /* Horizontal bars: rows [{label, value, sub}] (sub: a thin grey bar under it). */
+  function barChart(host, o, rows) {
+    var W = o.width, L = 150, R = 90, rowH = 26, T = 24;
+    var H = T + rows.length * rowH + 28, max = o.max || 0, i;
+    for (i = 0; i < rows.length && !o.max; i++) max = Math.max(max, rows[i].value || 0, rows[i].sub || 0);
+    if (!(max > 0)) max = 1;
+    var svg = svgEl('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-size': '11',
+                             id: o.id, 'data-chart': 'bar' });
+    text(svg, 4, 15, o.title, { 'font-weight': 'bold', 'font-size': '12' });
+    var px = (W - L - R) / max;
+    for (i = 0; i < rows.length; i++) {
+      var r = rows[i], y = T + i * rowH + 4, v = isFinite(r.value) ? r.value : 0;
+      text(svg, L - 6, y + 12, r.label, { 'text-anchor': 'end', fill: '#222222' });
+      svgEl('rect', { x: L, y: y, width: (W - L - R), height: 14, fill: '#EEF1F4' }, svg);
+      svgEl('rect', { x: L, y: y, width: Math.max(0.5, v * px), height: 14, fill: o.color,
+                      'data-bar': String(i), 'data-value': String(v) }, svg);
+      if (r.sub !== undefined && isFinite(r.sub))
+        svgEl('rect', { x: L, y: y + 16, width: Math.max(0.5, r.sub * px), height: 4,
+                        fill: '#777777', 'data-pred': '1' }, svg);
+      text(svg, L + v * px + 5, y + 11, r.text, { fill: '#222222' });
+    }
+    if (o.note) text(svg, L, H - 8, o.note, { fill: '#666666' });
+    host.replaceChildren(svg);
+  }
+
+  function stagesOf(run, rank) {
+    var tl = run.tl && run.tl.measured, seen = [];
+    if (tl) for (var i = 0; i < tl.events.length; i++) {
+      var e = tl.events[i];
+      if (e.rank === rank && seen.indexOf(e.stage) < 0) seen.push(e.stage);
+    }
+    return seen.length ? seen.sort(function (a, b) { return a - b; }).join(', ') : String(rank);
+  }
+
+  function last(run) { return run.steps.length ? run.steps[run.steps.length - 1] : null; }
+
+  function nowTable() {
+    var rows = ['<tr><th>run</th><th>schedule</th><th>step</th><th>loss</th><th>val loss</th>' +
+                '<th>tokens/s</th><th>step time</th><th>bubble measured</th>' +
+                '<th>bubble predicted</th><th>state</th></tr>'];
+    for (var i = 0; i < runs.length; i++) {
+      var r = runs[i], s = last(r), val = null;
+      for (var k = r.steps.length - 1; k >= 0 && val === null; k--)
+        if (r.steps[k].val_loss !== null) val = r.steps[k].val_loss;
+      var pb = r.tl ? 100 * r.tl.predicted.bubble_ratio : NaN;
+      var cells = [r.info.name, r.info.schedule + ' P=' + r.info.p + ' V=' + r.info.v + ' M=' + r.info.m,
+                   s ? s.step + (r.info.steps ? ' / ' + r.info.steps : '') : '\u2013',
+                   s ? fmt(s.loss) : '\u2013', fmt(val), s ? fmt(s.tokens_per_s, 3) : '\u2013',
+                   s ? fmt(1e3 * s.seconds, 3) + ' ms' : '\u2013',
+                   s ? fmt(100 * s.bubble, 3) + '%' : '\u2013', isFinite(pb) ? fmt(pb, 3) + '%' : '\u2013',
+                   r.ended ? r.ended : r.info.live ? 'training' : '\u2013'];
+      var tr = '<tr><td><span class="swatch" style="background:' + r.color + '"></span>';
+      for (var c = 0; c < cells.length; c++)
+        tr += (c ? '<td class="' + (c >= 2 && c <= 8 ? 'num' : '') + '">' : '') +
+              String(cells[c]).replace(/[&<>]/g, function (ch) {
+                return { '&': '&amp;', '<': '&lt;', '>': '&gt;' }[ch];
+              }) + '</td>';
+      rows.push(tr + '</tr>');
+    }
+    $('now').innerHTML = '<table>' + rows.join('') + '</table>';
+  }
+
+  function curves() {
+    var loss = [], tok = [], sec = [], bub = [];
+    for (var i = 0; i < runs.length; i++) {
+      var r = runs[i], many = runs.length > 1, lp = [], vp = [], tp = [], sp = [], bp = [];
+      for (var k = 0; k < r.steps.length; k++) {
+        var s = r.steps[k];
+        lp.push([s.step, s.loss === null ? NaN : s.loss]);
+        if (s.val_loss !== null) vp.push([s.step, s.val_loss]);
+        tp.push([s.step, s.tokens_per_s === null ? NaN : s.tokens_per_s]);
+        sp.push([s.step, s.seconds === null ? NaN : 1e3 * s.seconds]);
+        bp.push([s.step, s.bubble === null ? NaN : 100 * s.bubble]);
+      }
+      var name = many ? r.info.name + ' ' : '';
+      loss.push({ name: name + 'train', color: r.color, pts: lp, markers: lp.length <= 40 });
+      if (vp.length) loss.push({ name: name + 'validation', color: r.color, dashed: true, pts: vp,
+                                 markers: true });
+      tok.push({ name: many ? r.info.name : null, color: r.color, pts: tp });
+      sec.push({ name: many ? r.info.name : null, color: r.color, pts: sp });
+      bub.push({ name: name + 'measured', color: r.color, pts: bp });
+      if (r.predicted.length) bub.push({ name: name + 'predicted', color: r.color, dashed: true,
+                                         pts: r.predicted });
+    }
+    var wide = Math.max(600, Math.min(1300, document.documentElement.clientWidth - 80));
+    var third = Math.floor((wide - 3 * 18 - 2 * 14) / 3);
+    lineChart($('chart-loss'), { id: 'live-loss', title: 'Loss', xLabel: 'step', yLabel: 'loss',
+                                 width: wide, height: 260, fitY: true, integerX: true }, loss);
+    lineChart($('chart-throughput'), { id: 'live-throughput', title: 'Throughput',
+                                       xLabel: 'step', yLabel: 'tokens/s', width: third,
+                                       height: 220, integerX: true }, tok);
+    lineChart($('chart-step-time'), { id: 'live-step-time', title: 'Step time',
+                                      xLabel: 'step', yLabel: 'ms', width: third, height: 220,
+                                      integerX: true }, sec);
+    lineChart($('chart-bubble'), { id: 'live-bubble', title: 'Bubble: measured and predicted',
+                                   xLabel: 'step', yLabel: '% of P \u00d7 step', width: third,
+                                   height: 220, integerX: true }, bub);
+  }
+
+  function stages(r, i) {
+    var s = last(r);
+    if (!s || !s.ranks.length) return;
+    var P = s.ranks.length, sum = 0, k, util = [], mem = [];
+    for (k = 0; k < P; k++) sum += s.ranks[k].busy || 0;
+    var make = s.bubble < 1 ? sum / (P * (1 - s.bubble)) : NaN;
+    var pred = r.tl ? r.tl.predicted : null;
+    for (k = 0; k < P; k++) {
+      var u = 100 * s.ranks[k].busy / make, label = 'rank ' + k + ' \u00b7 stage ' + stagesOf(r, k);
+      var pu = pred && pred.ranks[k] && pred.makespan > 0 ? 100 * pred.ranks[k].busy / pred.makespan : undefined;
+      util.push({ label: label, value: u, sub: pu, text: fmt(u, 3) + '%' +
+                  (pu !== undefined ? ' (pred. ' + fmt(pu, 3) + '%)' : '') });
+      var m = s.ranks[k].peak_act_bytes;
+      mem.push({ label: label, value: m, text: bytes(m) });
+    }
+    barChart($('util-' + i), { id: 'live-util-' + i, width: 620, color: r.color, max: 100,
+                               title: 'Utilisation, step ' + s.step + ' (busy share of the step)',
+                               note: pred ? 'thin grey bar: predicted' : null }, util);
+    barChart($('mem-' + i), { id: 'live-mem-' + i, width: 560, color: '#009E73',
+                              title: 'Peak activation memory, step ' + s.step }, mem);
+  }
+
+  function showStep(r, i) {
+    var tl = r.tl, box = $('step-' + i);
+    if (!tl || !box) return;
+    if (r.belt && r.belt.playing) return; /* the replay keeps its chart until it pauses */
+    r.shown = tl;
+    var old = r.belt, frac = old && old.t > 0 ? old.t / old.d.T : 0;
+    if (old) old.remove();
+    var ms = function (x) {
+      return x < 2e-3 ? fmt(1e6 * x, 3) + ' \u00b5s' : x < 2 ? fmt(1e3 * x, 3) + ' ms' : fmt(x, 3) + ' s';
+    };
+    $('facts-m-' + i).textContent = 'step ' + tl.step + ': makespan ' + ms(tl.measured.makespan) +
+      ' \u00b7 bubble ' + fmt(100 * tl.measured.bubble_ratio, 3) + '%';
+    $('facts-p-' + i).textContent = 'makespan ' + ms(tl.predicted.makespan) + ' \u00b7 bubble ' +
+      fmt(100 * tl.predicted.bubble_ratio, 3) + '%' + (tl.costs ? ' (costs calibrated on that ' +
+      'step: T_F ' + ms(tl.costs.tf) + ', T_B ' + ms(tl.costs.tb) + ', T_W ' + ms(tl.costs.tw) +
+      ', T_comm ' + ms(tl.costs.comm) + ')' : '');
+    $('gantt-m-' + i).innerHTML = tl.svg_measured;
+    $('gantt-p-' + i).innerHTML = tl.svg_predicted;
+    var svg = $('gantt-m-' + i).querySelector('svg.gantt');
+    r.belt = window.ktBelt ? window.ktBelt(svg) : null;
+    if (r.belt && frac > 0) r.belt.set(frac * r.belt.d.T);
+  }
+
+  function draw() {
+    pending = false;
+    draws++;
+    nowTable();
+    curves();
+    for (var i = 0; i < runs.length; i++) {
+      stages(runs[i], i);
+      if (runs[i].tl && runs[i].tl !== runs[i].shown) showStep(runs[i], i);
+    }
+    body.setAttribute('data-draws', String(draws));
+  }
+  function later() {
+    if (pending) return;
+    pending = true;
+    window.setTimeout(function () { window.requestAnimationFrame(draw); }, 250);
+  }
+
+  function layout() {
+    var html = '';
+    for (var i = 0; i < runs.length; i++) {
+      var r = runs[i], name = r.info.name.replace(/[&<>]/g, '');
+      html += '<div class="run" id="step-' + i + '"><h3><span class="swatch" style="background:' + r.color +
+              '"></span>' + name + '</h3><div class="row"><div class="card" id="util-' + i +
+              '"></div><div class="card" id="mem-' + i + '"></div></div>' +
+              '<div class="head"><h3>measured</h3><span class="facts" id="facts-m-' + i +
+              '">waiting for a rendered step</span></div><div class="scroll" id="gantt-m-' + i +
+              '"></div><div class="head"><h3>predicted</h3><span class="facts" id="facts-p-' + i +
+              '"></span></div><div class="scroll" id="gantt-p-' + i + '"></div></div>';
+    }
+    $('runs').innerHTML = html;
+  }
+
+  function parse(ev) {
+    try { return JSON.parse(ev.data); } catch (err) { return null; }
+  }
+  function state(s) {
+    body.setAttribute('data-live', s);
+    $('status').textContent = {
+      connecting: 'connecting to the run\u2026',
+      live: 'live: updating as the run trains',
+      finished: 'finished: every run has ended (final state)',
+      lost: 'the server went away; showing the last state received'
+    }[s];
+  }
+
+  state('connecting');
+  var es = new EventSource('events');
+  es.addEventListener('hello', function (ev) {
+    var h = parse(ev);
+    if (!h) return;
+    runs = [];
+    received = 0;
+    for (var i = 0; i < h.runs.length; i++)
+      runs.push({ info: h.runs[i], steps: [], predicted: [], tl: null, shown: null,
+                  ended: false, belt: null, color: COLORS[i % COLORS.length] });
+    layout();
+    state('live');
+    failures = 0;
+    later();
+  });
+  es.addEventListener('step', function (ev) {
+    var s = parse(ev);
+    if (!s || !runs[s.run]) return;
+    runs[s.run].steps.push(s);
+    body.setAttribute('data-steps', String(++received));
+    later();
+  });
+  es.addEventListener('timeline', function (ev) {
+    var t = parse(ev);
+    if (!t || !runs[t.run]) return;
+    var r = runs[t.run];
+    r.tl = t;
+    r.predicted.push([t.step, 100 * t.predicted.bubble_ratio]);
+    later();
+  });
+  es.addEventListener('end', function (ev) {
+    var e = parse(ev);
+    if (!e || !runs[e.run]) return;
+    runs[e.run].ended = e.reason || 'finished';
+    var all = true;
+    for (var i = 0; i < runs.length; i++) all = all && runs[i].ended;
+    if (all) { es.close(); state('finished'); }
+    later();
+  });
+  /* the browser retries a broken stream; a server gone for good is given up */
+  var failures = 0;
+  es.onerror = function () {
+    if (++failures >= 3 || es.readyState === EventSource.CLOSED) {
+      es.close();
+      state('lost');
+    } else {
+      $('status').textContent = 'connection lost; retrying\u2026';
+    }
+  };
+  window.addEventListener('resize', later);
+})();

@@ -1,0 +1,111 @@
+/* Internal pieces of the serve module (not public API): the server's state,
+ * shared by the HTTP side (http.c), the stream's messages (stream.c), the
+ * live feed (feed.c) and the page (page.c).
+ *
+ * Locking: everything under "shared" is guarded by lock; the streams wait
+ * on changed. The trainer touches only the queue (atomics and a
+ * semaphore), never the lock.
+ */
+#ifndef KAITEN_SERVE_INTERNAL_H
+#define KAITEN_SERVE_INTERNAL_H
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+
+#include "kaiten/serve.h"
+
+typedef struct {
+  char name[96];
+  char *dir;            /* its files are served; NULL: none */
+  char *tl_msg;         /* shared: the latest rendered step as an SSE message, or NULL */
+  size_t tl_len;
+  unsigned long tl_version; /* shared: bumped with every new tl_msg */
+  char *end_msg;        /* shared: the end marker once the run is over, else NULL */
+  size_t end_len;
+} serve_run;
+
+/* One record in the queue: a step and its timeline, owned by the queue. */
+typedef struct {
+  kt_run_step step;
+  int skipped, n_ranks;
+  kt_run_rank_step *ranks;
+  kt_timeline timeline; /* p == 0: none */
+} serve_record;
+
+struct kt_server {
+  /* fixed once started */
+  int port, max_clients, loopback;
+  int n_runs, live; /* live: index of the live run, -1 when none */
+  serve_run runs[KT_SERVE_MAX_RUNS];
+  kt_buf page;      /* the page, the same for every client */
+  struct MHD_Daemon *daemon;
+  int listen_fd;
+  /* shared */
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  kt_buf history;   /* SSE messages every stream starts with: hello, then steps */
+  int closing;      /* no more records: streams end once they have everything */
+  int stopped;      /* streams end now */
+  int clients;
+  long long steps, rendered, refused;
+  /* the live feed: a single-producer, single-consumer ring */
+  serve_record **ring;
+  size_t ring_cap;
+  atomic_size_t head, tail; /* consumer's and producer's positions */
+  atomic_llong dropped;
+  atomic_int finishing;
+  sem_t wake;
+  pthread_t pump;
+  int pump_started;
+  kt_schedule sched; /* the live run's, for the prediction */
+  int grad_accum;
+  long long steps_before; /* a resumed live run's earlier steps (in the history) */
+  double render_every;
+  char end_reason[32];
+};
+
+/* ---- stream.c: messages ------------------------------------------------------ */
+
+/* Appends one SSE message: "event: EVENT\ndata: JSON\n\n" (newlines in the
+ * JSON, which a well-formed one holds only between tokens, become spaces). */
+void kt__sse_message(kt_buf *out, const char *event, const char *json, size_t len);
+/* The hello message: the runs shown (the page resets on it). */
+void kt__serve_hello(kt_buf *out, const kt_server *s, const kt_run *const *runs,
+                     const kt_serve_live *live);
+/* One step record of run `run`. */
+void kt__serve_step_msg(kt_buf *out, int run, const kt_run_step *st, int skipped,
+                        const kt_run_rank_step *ranks, int n_ranks);
+/* The rendered step: both timelines (events, per-rank busy, idle and peak
+ * memory), the calibrated costs (NULL: unknown) and both Gantt charts on one
+ * time scale. measured and predicted start at 0. */
+void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *measured,
+                            const kt_timeline *predicted, const double costs[4], int chunks);
+void kt__serve_end_msg(kt_buf *out, int run, long long steps, const char *reason);
+/* Appends a message to the history, replaces run's rendered step, or sets
+ * its end marker (a stream sends it after the run's last rendered step), and
+ * wakes the streams. The last two take msg over (it is left empty). */
+void kt__serve_publish(kt_server *s, const kt_buf *msg, int is_step);
+void kt__serve_publish_timeline(kt_server *s, int run, kt_buf *msg);
+void kt__serve_publish_end(kt_server *s, int run, kt_buf *msg);
+
+/* ---- feed.c: the live run ------------------------------------------------------- */
+
+kt_status kt__feed_start(kt_server *s, const kt_serve_live *live, int queue, kt_error *err);
+/* Drains the queue, renders the last step, appends the end marker; joins the pump. */
+void kt__feed_finish(kt_server *s);
+void kt__feed_free(kt_server *s);
+
+/* ---- http.c ------------------------------------------------------------------------ */
+
+/* Starts the daemon on listen_fd (which it then owns); stops it, waiting for
+ * its connection threads. */
+kt_status kt__http_start(kt_server *s, kt_error *err);
+void kt__http_stop(kt_server *s);
+
+/* ---- page.c ----------------------------------------------------------------------- */
+
+void kt__serve_page(kt_buf *b, const kt_server *s);
+extern const char kt__live_js[];
+
+#endif

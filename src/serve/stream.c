@@ -1,0 +1,242 @@
+/* The event stream's messages: hello (the runs shown), step (one metrics
+ * record), timeline (a rendered step: both timelines and both Gantt
+ * charts) and end (a run is over), and publishing them to the streams.
+ *
+ * Every message is one SSE event whose data is one line of JSON:
+ *   event: step
+ *   data: {"run":0,"step":12,"loss":2.31,...}
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/serve_internal.h"
+
+#define GANTT_W 1300 /* the page lays charts out for a 1400 px window */
+
+void kt__sse_message(kt_buf *out, const char *event, const char *json, size_t len) {
+  kt_buf_printf(out, "event: %s\ndata: ", event);
+  const char *run = json, *end = json + len;
+  for (const char *c = json; c < end; c++) {
+    if (*c != '\n' && *c != '\r') continue;
+    kt_buf_append(out, run, (size_t)(c - run));
+    kt_buf_puts(out, " ");
+    run = c + 1;
+  }
+  kt_buf_append(out, run, (size_t)(end - run));
+  kt_buf_puts(out, "\n\n");
+}
+
+static void num_field(kt_buf *b, const char *key, double v) {
+  kt_buf_printf(b, ",\"%s\":", key);
+  kt_buf_json_number(b, v); /* null when not finite */
+}
+
+static void run_json(kt_buf *b, const char *name, const char *schedule, const char *model, int p,
+                     int v, int m, int layers, int hidden, int steps, const char *transport,
+                     int live, int files) {
+  kt_buf_puts(b, "{\"name\":");
+  kt_buf_json_string(b, name);
+  kt_buf_puts(b, ",\"schedule\":");
+  kt_buf_json_string(b, schedule ? schedule : "");
+  kt_buf_puts(b, ",\"model\":");
+  kt_buf_json_string(b, model ? model : "");
+  kt_buf_puts(b, ",\"transport\":");
+  kt_buf_json_string(b, transport ? transport : "");
+  kt_buf_printf(b, ",\"p\":%d,\"v\":%d,\"m\":%d,\"layers\":%d,\"hidden\":%d,\"steps\":%d,"
+                   "\"live\":%s,\"files\":%s}",
+                p, v, m, layers, hidden, steps, live ? "true" : "false",
+                files ? "true" : "false");
+}
+
+void kt__serve_hello(kt_buf *out, const kt_server *s, const kt_run *const *runs,
+                     const kt_serve_live *live) {
+  kt_buf j;
+  kt_buf_init(&j);
+  kt_buf_printf(&j, "{\"version\":1,\"live\":%s,\"runs\":[", s->live >= 0 ? "true" : "false");
+  for (int i = 0; i < s->n_runs; i++) {
+    if (i) kt_buf_puts(&j, ",");
+    const serve_run *sr = &s->runs[i];
+    if (i == s->live) {
+      const kt_schedule *sc = &s->sched;
+      run_json(&j, sr->name, sc->name, live->model, sc->p, sc->v, sc->m, live->layers,
+               live->hidden, live->steps, live->transport, 1, sr->dir != NULL);
+    } else {
+      const kt_run *r = runs[i];
+      run_json(&j, sr->name, r->schedule, r->model, r->p, r->v, r->m, r->layers, r->hidden,
+               r->steps_planned, r->transport, 0, 1);
+    }
+  }
+  kt_buf_puts(&j, "]}");
+  if (j.failed) out->failed = 1;
+  else kt__sse_message(out, "hello", j.data, j.len);
+  kt_buf_free(&j);
+}
+
+void kt__serve_step_msg(kt_buf *out, int run, const kt_run_step *st, int skipped,
+                        const kt_run_rank_step *ranks, int n_ranks) {
+  kt_buf j;
+  kt_buf_init(&j);
+  kt_buf_printf(&j, "{\"run\":%d,\"step\":%d", run, st->step);
+  if (skipped) kt_buf_puts(&j, ",\"skipped\":true");
+  num_field(&j, "loss", st->loss);
+  num_field(&j, "val_loss", st->val_loss);
+  num_field(&j, "lr", st->lr);
+  num_field(&j, "grad_norm", st->grad_norm);
+  num_field(&j, "seconds", st->seconds);
+  num_field(&j, "tokens_per_s", st->tokens_per_s);
+  num_field(&j, "samples_per_s", st->samples_per_s);
+  num_field(&j, "bubble", st->bubble);
+  kt_buf_puts(&j, ",\"ranks\":[");
+  for (int r = 0; r < n_ranks; r++) {
+    kt_buf_puts(&j, r ? ",{\"busy\":" : "{\"busy\":");
+    kt_buf_json_number(&j, ranks[r].busy);
+    num_field(&j, "comm_time", ranks[r].comm_time);
+    num_field(&j, "bytes_sent", ranks[r].bytes_sent);
+    num_field(&j, "peak_act_bytes", ranks[r].peak_act_bytes);
+    kt_buf_puts(&j, "}");
+  }
+  kt_buf_puts(&j, "]}");
+  if (j.failed) out->failed = 1;
+  else kt__sse_message(out, "step", j.data, j.len);
+  kt_buf_free(&j);
+}
+
+/* {"time_unit", "makespan", "bubble_ratio", "ranks": [...], "events": [...]} */
+static void timeline_json(kt_buf *b, const kt_timeline *t, const kt_metrics *m) {
+  kt_buf_puts(b, "{\"time_unit\":");
+  kt_buf_json_string(b, t->time_unit);
+  num_field(b, "makespan", m->makespan);
+  num_field(b, "bubble_ratio", m->bubble_ratio);
+  kt_buf_puts(b, ",\"ranks\":[");
+  for (int r = 0; r < m->p; r++) {
+    const kt_rank_metrics *rm = &m->ranks[r];
+    kt_buf_printf(b, "%s{\"rank\":%d,\"busy\":", r ? "," : "", r);
+    kt_buf_json_number(b, rm->busy);
+    num_field(b, "idle", rm->idle);
+    num_field(b, "peak_memory", rm->peak_memory);
+    kt_buf_printf(b, ",\"peak_inflight\":%d,\"actions\":%zu}", rm->peak_inflight, rm->actions);
+  }
+  kt_buf_puts(b, "],\"events\":[");
+  for (size_t i = 0; i < t->n_events; i++) {
+    const kt_event *e = &t->events[i];
+    kt_buf_printf(b, "%s{\"rank\":%d,\"stage\":%d,\"mb\":%d,\"op\":\"%c\"", i ? "," : "", e->rank,
+                  e->stage, e->mb, kt_op_letter((kt_op)e->op));
+    num_field(b, "start", e->start);
+    num_field(b, "end", e->end);
+    kt_buf_puts(b, "}");
+  }
+  kt_buf_puts(b, "]}");
+}
+
+static void gantt_svg(kt_buf *b, const kt_timeline *t, const char *id, const char *title,
+                      double span, int chunks) {
+  kt_svg_gantt_opts go;
+  kt_svg_gantt_default_opts(&go);
+  go.id = id;
+  go.title = title;
+  go.chunks = chunks > 0 ? chunks : 1;
+  go.px_per_unit = kt_svg_fit_scale(span, GANTT_W);
+  go.t_min = 0;
+  go.t_max = span;
+  go.min_bar_px = 1e-6; /* measured actions vary: thin ones must not aggregate the chart */
+  go.embed_memory = 1;
+  kt_svg_gantt(b, t, &go);
+}
+
+void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *measured,
+                            const kt_timeline *predicted, const double costs[4], int chunks) {
+  kt_metrics mm = {0}, pm = {0};
+  kt_error err;
+  if (kt_timeline_metrics(measured, &mm, &err) || kt_timeline_metrics(predicted, &pm, &err)) {
+    kt_metrics_free(&mm);
+    out->failed = 1;
+    return;
+  }
+  double span = mm.makespan > pm.makespan ? mm.makespan : pm.makespan;
+  if (!(span > 0)) span = 1e-6;
+  kt_buf j, svg;
+  kt_buf_init(&j);
+  kt_buf_init(&svg);
+  kt_buf_printf(&j, "{\"run\":%d,\"step\":%d,\"chunks\":%d,\"measured\":", run, step, chunks);
+  timeline_json(&j, measured, &mm);
+  kt_buf_puts(&j, ",\"predicted\":");
+  timeline_json(&j, predicted, &pm);
+  kt_buf_puts(&j, ",\"costs\":");
+  if (costs && isfinite(costs[0])) {
+    kt_buf_puts(&j, "{\"tf\":");
+    kt_buf_json_number(&j, costs[0]);
+    num_field(&j, "tb", costs[1]);
+    num_field(&j, "tw", costs[2]);
+    num_field(&j, "comm", costs[3]);
+    kt_buf_puts(&j, "}");
+  } else {
+    kt_buf_puts(&j, "null");
+  }
+  char id[48];
+  snprintf(id, sizeof id, "gantt-measured-%d", run);
+  gantt_svg(&svg, measured, id, "measured step", span, chunks);
+  kt_buf_puts(&j, ",\"svg_measured\":");
+  kt_buf_json_string(&j, svg.data ? svg.data : "");
+  svg.len = 0;
+  if (svg.data) svg.data[0] = 0;
+  snprintf(id, sizeof id, "gantt-predicted-%d", run);
+  gantt_svg(&svg, predicted, id, "predicted step (simulator)", span, chunks);
+  kt_buf_puts(&j, ",\"svg_predicted\":");
+  kt_buf_json_string(&j, svg.data ? svg.data : "");
+  kt_buf_puts(&j, "}");
+  if (j.failed || svg.failed) out->failed = 1;
+  else kt__sse_message(out, "timeline", j.data, j.len);
+  kt_buf_free(&j);
+  kt_buf_free(&svg);
+  kt_metrics_free(&mm);
+  kt_metrics_free(&pm);
+}
+
+void kt__serve_end_msg(kt_buf *out, int run, long long steps, const char *reason) {
+  kt_buf j;
+  kt_buf_init(&j);
+  kt_buf_printf(&j, "{\"run\":%d,\"steps\":%lld,\"reason\":", run, steps);
+  kt_buf_json_string(&j, reason ? reason : "finished");
+  kt_buf_puts(&j, "}");
+  if (j.failed) out->failed = 1;
+  else kt__sse_message(out, "end", j.data, j.len);
+  kt_buf_free(&j);
+}
+
+void kt__serve_publish(kt_server *s, const kt_buf *msg, int is_step) {
+  if (msg->failed || !msg->len) return;
+  pthread_mutex_lock(&s->lock);
+  kt_buf_append(&s->history, msg->data, msg->len);
+  s->steps += is_step;
+  pthread_cond_broadcast(&s->changed);
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* Puts msg (taken over) into run's rendered step (timeline) or end marker
+ * under the lock, and wakes the streams. */
+static void publish_slot(kt_server *s, int run, kt_buf *msg, int timeline) {
+  if (msg->failed || !msg->len) return;
+  serve_run *r = &s->runs[run];
+  pthread_mutex_lock(&s->lock);
+  char **slot = timeline ? &r->tl_msg : &r->end_msg;
+  free(*slot);
+  *slot = msg->data;
+  if (timeline) {
+    r->tl_len = msg->len;
+    r->tl_version++;
+    s->rendered++;
+  } else {
+    r->end_len = msg->len;
+  }
+  pthread_cond_broadcast(&s->changed);
+  pthread_mutex_unlock(&s->lock);
+  kt_buf_init(msg);
+}
+
+void kt__serve_publish_end(kt_server *s, int run, kt_buf *msg) { publish_slot(s, run, msg, 0); }
+
+void kt__serve_publish_timeline(kt_server *s, int run, kt_buf *msg) {
+  publish_slot(s, run, msg, 1);
+}
