@@ -81,12 +81,12 @@ has "live dashboard at http://127.0.0.1:" "$tmp/train.err"
 # a resumed run: the steps already in its run directory come first
 "$K" train --stages 2 -m 4 -b 2 --steps 3 --val-every 0 --run-dir "$tmp/gpt" >/dev/null ||
   bad "train --run-dir (GPT) failed"
-"$K" train --resume "$tmp/gpt" --steps 23 --stages 2 -m 4 -b 2 --val-every 0 --no-live \
+"$K" train --resume "$tmp/gpt" --steps 80 --stages 2 -m 4 -b 2 --val-every 0 --no-live \
   --serve 0 >"$tmp/train.out" 2>"$tmp/train.err" &
 pid=$!
 for _ in $(seq 100); do grep -q http "$tmp/train.err" 2>/dev/null && break; sleep 0.05; done
 url=$(grep -o 'http://[0-9.:]*/' "$tmp/train.err")
-read_stream "$url" 23 >"$tmp/stream.txt" 2>&1 && ok || bad "the resumed run's stream: $(tail -3 "$tmp/stream.txt")"
+read_stream "$url" 80 >"$tmp/stream.txt" 2>&1 && ok || bad "the resumed run's stream: $(tail -3 "$tmp/stream.txt")"
 wait $pid; rc=$?
 [ $rc = 0 ] && ok || bad "train --resume --serve exited $rc: $(tail -3 "$tmp/train.err")"
 finish test_serve_cli

@@ -241,6 +241,82 @@ kt_status kt_lowered_validate_ir(const kt_schedule *lowered, kt_torch_ir ir, kt_
 /* kt_lowered_validate_ir(lowered, KT_TORCH_IR_2_15, err) */
 kt_status kt_lowered_validate(const kt_schedule *lowered, kt_error *err);
 
+/* ---- the rules: what an action waits for, what it publishes, what it
+ * does to memory ---------------------------------------------------------
+ *
+ * The one definition every executor follows (the simulator, the validator,
+ * the lowering and its checker, the list schedulers of the generators, the
+ * planner's memory model and the runtime). A (stage, micro-batch) pair has
+ * three results others wait for: its forward output (F), its input
+ * gradient (BI, from B or I) and its split input gradient (I, which W
+ * needs). */
+typedef enum { KT_RESULT_NONE = -1, KT_RESULT_F, KT_RESULT_BI, KT_RESULT_I, KT_RESULT_COUNT } kt_result;
+
+/* The result a compute action waits for, and in *stage the stage that makes
+ * it (the micro-batch is the action's): F(s) needs F(s-1); B or I(s) needs
+ * B/I(s+1), or F(S-1) on the last stage; W(s) needs I(s). KT_RESULT_NONE for
+ * F of stage 0, which needs nothing. */
+static inline kt_result kt_action_needs(int op, int stage, int n_stages, int *from_stage) {
+  switch (op) {
+    case KT_OP_F:
+      *from_stage = stage - 1;
+      return stage > 0 ? KT_RESULT_F : KT_RESULT_NONE;
+    case KT_OP_B:
+    case KT_OP_I:
+      if (stage == n_stages - 1) return *from_stage = stage, KT_RESULT_F;
+      return *from_stage = stage + 1, KT_RESULT_BI;
+    case KT_OP_W: return *from_stage = stage, KT_RESULT_I;
+    default: return *from_stage = -1, KT_RESULT_NONE;
+  }
+}
+
+/* The results a finished compute action publishes, as bits 1 << kt_result:
+ * F publishes F, B publishes BI, I publishes BI and I, W nothing. */
+static inline unsigned kt_action_publishes(int op) {
+  return op == KT_OP_F ? 1u << KT_RESULT_F
+         : op == KT_OP_B ? 1u << KT_RESULT_BI
+         : op == KT_OP_I ? (1u << KT_RESULT_BI) | (1u << KT_RESULT_I)
+                         : 0u;
+}
+
+/* The other stage that waits for a stage's result: F(s) feeds stage s+1,
+ * BI(s) feeds stage s-1; -1 when the result stays on its stage (I, or F of
+ * the last stage, BI of the first). Across ranks this is a message. */
+static inline int kt_result_consumer(kt_result r, int stage, int n_stages) {
+  if (r == KT_RESULT_F) return stage + 1 < n_stages ? stage + 1 : -1;
+  if (r == KT_RESULT_BI) return stage > 0 ? stage - 1 : -1;
+  return -1;
+}
+
+/* What a finished compute action does to its rank's memory, given the
+ * stage's M_B (activation an F keeps) and M_W (what an I keeps for its W):
+ * F adds M_B, I turns M_B into M_W, W frees M_W, a full B frees M_B. */
+static inline double kt_action_memory(int op, double mem_act, double mem_wgrad) {
+  switch (op) {
+    case KT_OP_F: return mem_act;
+    case KT_OP_B: return -mem_act;
+    case KT_OP_I: return mem_wgrad - mem_act;
+    case KT_OP_W: return -mem_wgrad;
+    default: return 0;
+  }
+}
+
+/* Whether an op ends the backward of its pair (B, or W after I): the pair is
+ * no longer in flight. */
+static inline int kt_op_ends_pair(int op) { return op == KT_OP_B || op == KT_OP_W; }
+
+/* A rank that cannot go on: the action it is at, what that waits for, and
+ * on which rank. */
+typedef struct {
+  int rank;
+  kt_action at, on;
+  int on_rank;
+} kt_blocked;
+/* The one deadlock report every executor gives: EDEADLOCK "deadlock: rank r
+ * waits at X for Y (rank q); ..." for the first six of n blocked ranks (a
+ * backward waited for is written "sBj/sIj": either form unblocks it). */
+kt_status kt_deadlock_fail(const kt_blocked *b, int n, kt_error *err);
+
 /* ---- validation ----------------------------------------------------------- */
 
 /* Checks that every (stage, mb) has exactly one F and one complete backward

@@ -27,8 +27,15 @@ typedef struct {
 
 typedef struct {
   int p;
-  kt_event *events; /* in per-rank execution order, ranks interleaved arbitrarily */
+  kt_event *events; /* compute actions, in per-rank execution order, ranks interleaved arbitrarily */
   size_t n_events, cap_events;
+  /* Communication actions of a lowered program (SEND, RECV, WAIT_SEND, ...):
+   * start = when the rank posted it, end = when it completed (a RECV: when
+   * its data had arrived; a SEND: when it was delivered). Kept apart from
+   * the compute events: they overlap compute and are not busy time. Each
+   * rank's are in program order. */
+  kt_event *comm;
+  size_t n_comm, cap_comm;
   kt_mem_sample *mem;
   size_t n_mem, cap_mem;
   char time_unit[8]; /* "unit", "s" */
@@ -41,7 +48,9 @@ kt_status kt_timeline_add_event(kt_timeline *t, const kt_event *e);
 /* Makes room for at least n_events events and n_mem samples. ENOMEM. */
 kt_status kt_timeline_reserve(kt_timeline *t, size_t n_events, size_t n_mem);
 kt_status kt_timeline_add_mem(kt_timeline *t, int rank, double time, double value);
-/* Sorts events by (rank, start) and memory samples by (rank, t). */
+kt_status kt_timeline_add_comm(kt_timeline *t, const kt_event *e);
+/* Sorts events by (rank, start), memory samples by (rank, t) and
+ * communication events by rank (each rank's keep their program order). */
 void kt_timeline_sort(kt_timeline *t);
 
 typedef struct {

@@ -39,21 +39,18 @@ typedef struct {
 
 #define KT__PAIR(pb, stage, mb) ((size_t)(stage) * (size_t)(pb)->m + (size_t)(mb))
 
-/* The readiness rule: when the input of op (F or I; a W needs its own I) on
- * (stage, mb) is available, or NAN while its producer has not run. F(s)
- * needs F(s-1); I(s) needs I(s+1), or F(S-1) on the last stage; a hand-over
- * between ranks adds T_comm. */
+/* When the input of op (F or I; a W needs its own I) on (stage, mb) is
+ * available under the executors' rule (kt_action_needs), or NAN while its
+ * producer has not run; a hand-over between ranks adds T_comm. The search
+ * never places a full B, so I's end stands for the BI result too. */
 static inline double kt__zb_input_ready(const kt__zb_problem *pb, const kt__pair_end *end,
                                         int stage, kt_op op, int mb) {
-  if (op == KT_OP_F) {
-    if (stage == 0) return 0;
-    double t = end[KT__PAIR(pb, stage - 1, mb)].f;
-    return pb->srank[stage - 1] != pb->srank[stage] ? t + pb->comm : t;
-  }
-  if (op == KT_OP_W) return end[KT__PAIR(pb, stage, mb)].i;
-  if (stage == pb->S - 1) return end[KT__PAIR(pb, stage, mb)].f;
-  double t = end[KT__PAIR(pb, stage + 1, mb)].i;
-  return pb->srank[stage + 1] != pb->srank[stage] ? t + pb->comm : t;
+  int from;
+  kt_result need = kt_action_needs(op, stage, pb->S, &from);
+  if (need == KT_RESULT_NONE) return 0;
+  const kt__pair_end *pe = &end[KT__PAIR(pb, from, mb)];
+  double t = need == KT_RESULT_F ? pe->f : pe->i;
+  return pb->srank[from] != pb->srank[stage] ? t + pb->comm : t;
 }
 
 static inline double kt__zb_cost(const kt__zb_problem *pb, int stage, kt_op op) {

@@ -129,14 +129,11 @@ static void advance(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule
     double start = ready > ev->free_at[r] ? ready : ev->free_at[r];
     double end = start + kt__zb_cost(pb, a->stage, (kt_op)a->op);
     kt__pair_end *pe = &ev->end[KT__PAIR(pb, a->stage, a->mb)];
-    int consumer = -1;
-    if (op == KT_OP_F) {
-      pe->f = end;
-      if (a->stage + 1 < pb->S) consumer = pb->srank[a->stage + 1];
-    } else if (op == KT_OP_I) {
-      pe->i = end;
-      if (a->stage > 0) consumer = pb->srank[a->stage - 1];
-    }
+    if (op == KT_OP_F) pe->f = end;
+    else if (op == KT_OP_I) pe->i = end;
+    int to = op == KT_OP_W ? -1 : kt_result_consumer(op == KT_OP_F ? KT_RESULT_F : KT_RESULT_BI,
+                                                      a->stage, pb->S);
+    int consumer = to >= 0 ? pb->srank[to] : -1;
     if (ev->pos[r] == 0) ev->start[r] = start;
     if (ev->at) ev->at[r][ev->pos[r]] = start;
     ev->free_at[r] = ev->stop[r] = end;
@@ -180,8 +177,7 @@ int kt__zb_fits(const kt__zb_problem *pb, const kt_schedule *s, double *peak) {
     for (size_t i = 0; i < s->ranks[r].n; i++) {
       const kt_action *a = &s->ranks[r].actions[i];
       int st = a->stage;
-      mem += a->op == KT_OP_F ? pb->act[st] : a->op == KT_OP_I ? pb->wg[st] - pb->act[st]
-             : a->op == KT_OP_W ? -pb->wg[st] : -pb->act[st];
+      mem += kt_action_memory(a->op, pb->act[st], pb->wg[st]);
       if (mem > high) high = mem;
     }
     if (high > pb->limit[r] * (1 + 1e-12) + 1e-12) ok = 0;

@@ -216,13 +216,10 @@ static kt_status build_profile(kt__sched_entry *e, kt_error *err) {
       const kt_action *a = &s->ranks[r].actions[i];
       int c = kt_stage_chunk(s, a->stage);
       if (c < 0 || c >= V) continue;
-      int grew = 0;
-      switch (a->op) {
-        case KT_OP_F: cur[c]++, grew = 1; break;
-        case KT_OP_I: cur[c]--, cur[V + c]++, grew = 1; break;
-        case KT_OP_B: cur[c]--; break;
-        case KT_OP_W: cur[V + c]--; break;
-      }
+      /* the memory rule with unit activations and unit weight-gradient stashes */
+      int d_act = (int)kt_action_memory(a->op, 1, 0), d_wg = (int)kt_action_memory(a->op, 0, 1);
+      cur[c] += d_act, cur[V + c] += d_wg;
+      int grew = d_act > 0 || d_wg > 0; /* an F or an I: a new peak is possible */
       if (!grew) continue;
       int live = 0;
       for (int k = 0; k < width; k++) live += cur[k];

@@ -9,21 +9,21 @@
 #include "schedule/messages.h"
 
 long kt__msg_produced(const kt_schedule *s, const kt__dims *d, int rank, const kt_action *a) {
-  if (a->op == KT_OP_F && a->stage + 1 < d->S && kt_stage_rank(s, a->stage + 1) != rank)
-    return (long)kt__msg_id(d, KT__MSG_F, a->stage, a->mb);
-  if ((a->op == KT_OP_B || a->op == KT_OP_I) && a->stage > 0 &&
-      kt_stage_rank(s, a->stage - 1) != rank)
-    return (long)kt__msg_id(d, KT__MSG_B, a->stage, a->mb);
+  unsigned made = kt_action_publishes(a->op);
+  for (int r = KT_RESULT_F; r <= KT_RESULT_BI; r++) {
+    int to = (made >> r) & 1 ? kt_result_consumer((kt_result)r, a->stage, d->S) : -1;
+    if (to >= 0 && kt_stage_rank(s, to) != rank) return (long)kt__msg_id(d, r, a->stage, a->mb);
+  }
   return -1;
 }
 
 long kt__msg_consumed(const kt_schedule *s, const kt__dims *d, int rank, const kt_action *a) {
-  if (a->op == KT_OP_F && a->stage > 0 && kt_stage_rank(s, a->stage - 1) != rank)
-    return (long)kt__msg_id(d, KT__MSG_F, a->stage - 1, a->mb);
-  if ((a->op == KT_OP_B || a->op == KT_OP_I) && a->stage + 1 < d->S &&
-      kt_stage_rank(s, a->stage + 1) != rank)
-    return (long)kt__msg_id(d, KT__MSG_B, a->stage + 1, a->mb);
-  return -1;
+  int from;
+  kt_result need = kt_action_needs(a->op, a->stage, d->S, &from);
+  if (need == KT_RESULT_NONE || need == KT_RESULT_I || from == a->stage ||
+      kt_stage_rank(s, from) == rank)
+    return -1;
+  return (long)kt__msg_id(d, need, from, a->mb);
 }
 
 long kt__msg_of_p2p(const kt_schedule *s, const kt__dims *d, int rank, const kt_action *a) {

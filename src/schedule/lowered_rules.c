@@ -121,13 +121,12 @@ kt_status kt__check_stage_ops(const kt_schedule *s, kt_error *err) {
 
 /* ---- progress ------------------------------------------------------------ */
 
-enum { DONE_F = 1, DONE_BI = 2, DONE_I = 4 };
 enum { SENT = 1, POSTED = 2 };
 
 typedef struct {
   const kt_schedule *s;
   kt__dims d;
-  uint8_t *done; /* per (stage, mb): DONE_* */
+  uint8_t *done; /* per (stage, mb): bit 1 << kt_result when that result is made */
   uint8_t *msg;  /* per message id: SENT, POSTED */
   size_t *pos;   /* per rank */
 } runner;
@@ -144,29 +143,18 @@ static int can_run(const runner *u, int rank, const kt_action *a, kt_action *wai
     return (u->msg[id] & POSTED) != 0;
   }
   if (a->op >= KT_OP_COUNT) return 1;
-  size_t k = (size_t)a->stage * (size_t)d->M + (size_t)a->mb;
   long in = kt__msg_consumed(u->s, d, rank, a);
   if (in >= 0) {
     *wait = kt__msg_send(d, (size_t)in);
     *peer = kt_stage_rank(u->s, wait->stage);
     return (u->msg[in] & SENT) != 0;
   }
-  switch (a->op) {
-    case KT_OP_F:
-      *wait = (kt_action){.stage = a->stage - 1, .mb = a->mb, .op = KT_OP_F};
-      return a->stage == 0 || (u->done[k - (size_t)d->M] & DONE_F);
-    case KT_OP_B:
-    case KT_OP_I:
-      if (a->stage == d->S - 1) {
-        *wait = (kt_action){.stage = a->stage, .mb = a->mb, .op = KT_OP_F};
-        return u->done[k] & DONE_F;
-      }
-      *wait = (kt_action){.stage = a->stage + 1, .mb = a->mb, .op = KT_OP_B};
-      return u->done[k + (size_t)d->M] & DONE_BI;
-    default:
-      *wait = (kt_action){.stage = a->stage, .mb = a->mb, .op = KT_OP_I};
-      return u->done[k] & DONE_I;
-  }
+  int from;
+  kt_result need = kt_action_needs(a->op, a->stage, d->S, &from);
+  if (need == KT_RESULT_NONE) return 1;
+  static const uint8_t producer_op[KT_RESULT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
+  *wait = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
+  return (u->done[(size_t)from * (size_t)d->M + (size_t)a->mb] >> need) & 1;
 }
 
 static void run_action(runner *u, int rank, const kt_action *a) {
@@ -177,10 +165,7 @@ static void run_action(runner *u, int rank, const kt_action *a) {
     return;
   }
   if (a->op >= KT_OP_COUNT) return;
-  uint8_t *x = &u->done[(size_t)a->stage * (size_t)u->d.M + (size_t)a->mb];
-  if (a->op == KT_OP_F) *x |= DONE_F;
-  else if (a->op == KT_OP_B) *x |= DONE_BI;
-  else if (a->op == KT_OP_I) *x |= DONE_BI | DONE_I;
+  u->done[(size_t)a->stage * (size_t)u->d.M + (size_t)a->mb] |= (uint8_t)kt_action_publishes(a->op);
 }
 
 /* Advances rank r as far as it goes; 1 when it moved. */
@@ -215,20 +200,20 @@ kt_status kt__check_progress(const kt_schedule *s, kt_error *err) {
     moved = 0;
     for (int r = 0; r < s->p; r++) moved |= advance(&u, r);
   }
-  char msg[KT_ERROR_LEN], b1[40], b2[40];
-  size_t n = (size_t)snprintf(msg, sizeof msg, "deadlock:");
+  kt_blocked b[8];
   int blocked = 0;
   for (int r = 0; r < s->p; r++) {
     if (u.pos[r] >= s->ranks[r].n) continue;
-    const kt_action *a = &s->ranks[r].actions[u.pos[r]];
-    kt_action wait = *a;
-    int peer = r;
-    can_run(&u, r, a, &wait, &peer);
-    if (blocked++ < 6 && n < sizeof msg - 96)
-      n += (size_t)snprintf(msg + n, sizeof msg - n, "%s rank %d waits at %s for %s (rank %d)",
-                            blocked > 1 ? ";" : "", r, fmt(a, b1), fmt(&wait, b2), peer);
+    if (blocked < 8) {
+      kt_blocked *x = &b[blocked];
+      x->rank = r;
+      x->at = x->on = s->ranks[r].actions[u.pos[r]];
+      x->on_rank = r;
+      can_run(&u, r, &x->at, &x->on, &x->on_rank);
+    }
+    blocked++;
   }
-  if (blocked) st = kt_fail(err, KT_EDEADLOCK, "%s", msg);
+  if (blocked) st = kt_deadlock_fail(b, blocked, err);
 out:
   free(u.done);
   free(u.msg);

@@ -8,7 +8,8 @@
 
 #include "kaiten/schedule.h"
 
-enum { KT__MSG_F, KT__MSG_B };
+/* a message carries a result of kt_action_publishes across ranks */
+enum { KT__MSG_F = KT_RESULT_F, KT__MSG_B = KT_RESULT_BI };
 
 typedef struct {
   int S, M;

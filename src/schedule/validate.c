@@ -3,8 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
 #include "kaiten/schedule.h"
-#include "kaiten/sim.h"
 
 /* Kept small (20 bytes): one per (stage, micro-batch), walked in cache. */
 typedef struct {
@@ -12,71 +13,129 @@ typedef struct {
   uint32_t pos[KT_OP_COUNT];  /* index in the rank's list of the (first) occurrence */
 } pair_info;
 
-/* Whether every rank runs to the end under the simulator's rules (a rank
+kt_status kt_deadlock_fail(const kt_blocked *b, int n, kt_error *err) {
+  char msg[KT_ERROR_LEN], at[32], on[32];
+  size_t len = (size_t)snprintf(msg, sizeof msg, "deadlock:");
+  int shown = 0;
+  for (int i = 0; i < n && shown < 6 && len < sizeof msg - 96; i++, shown++) {
+    kt_action_format(&b[i].at, at, sizeof at);
+    if (b[i].on.op == KT_OP_B)
+      snprintf(on, sizeof on, "%dB%d/%dI%d", b[i].on.stage, b[i].on.mb, b[i].on.stage, b[i].on.mb);
+    else kt_action_format(&b[i].on, on, sizeof on);
+    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d waits at %s for %s (rank %d)",
+                            shown ? ";" : "", b[i].rank, at, on, b[i].on_rank);
+  }
+  if (n > shown && len < sizeof msg - 40)
+    snprintf(msg + len, sizeof msg - len, "; and %d more blocked ranks", n - shown);
+  return kt_fail(err, KT_EDEADLOCK, "%s", msg);
+}
+
+/* Whether every rank runs to the end under the executors' rules (a rank
  * runs its list in order; an action, or an overlapped group as a whole,
  * starts once its inputs are done), tracked with one flag byte per (stage,
- * micro-batch) instead of the simulator's times: the same answer for a
- * fraction of the memory traffic. -1 when out of memory. */
-enum { DONE_F = 1, DONE_BI = 2, DONE_I = 4 };
+ * micro-batch): a result is done (bit 1 << kt_result) or not. */
+static int input_done(const uint8_t *done, int S, int M, const kt_action *a, kt_blocked *why) {
+  int from;
+  kt_result need = kt_action_needs(a->op, a->stage, S, &from);
+  if (need == KT_RESULT_NONE) return 1;
+  if (why) {
+    static const uint8_t producer_op[KT_RESULT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
+    why->on = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
+  }
+  return (done[(size_t)from * (size_t)M + (size_t)a->mb] >> need) & 1;
+}
 
-static int input_done(const uint8_t *done, int S, int M, const kt_action *a) {
-  size_t k = (size_t)a->stage * (size_t)M + (size_t)a->mb;
-  switch (a->op) {
-    case KT_OP_F: return a->stage == 0 || (done[k - (size_t)M] & DONE_F);
-    case KT_OP_B:
-    case KT_OP_I:
-      return a->stage == S - 1 ? (done[k] & DONE_F) : (done[k + (size_t)M] & DONE_BI);
-    default: return done[k] & DONE_I;
+typedef struct {
+  const kt_schedule *s;
+  int S, M;
+  uint8_t *done;
+  size_t *pos;
+  int *owner, *queue;
+  uint8_t *queued;
+  int head, len;
+} walker;
+
+static void wake(walker *w, int r) {
+  if (r < 0 || w->queued[r]) return;
+  w->queued[r] = 1;
+  w->queue[(w->head + w->len++) % w->s->p] = r;
+}
+
+static void walk_rank(walker *w, int r) {
+  const kt_rank_actions *ra = &w->s->ranks[r];
+  while (w->pos[r] < ra->n) {
+    size_t g = w->pos[r];
+    int ready = input_done(w->done, w->S, w->M, &ra->actions[g], NULL);
+    while (ready && (ra->actions[g].flags & KT_ACTION_OVERLAP_NEXT) && g + 1 < ra->n)
+      ready = input_done(w->done, w->S, w->M, &ra->actions[++g], NULL);
+    if (!ready) return;
+    for (size_t i = w->pos[r]; i <= g; i++) {
+      const kt_action *a = &ra->actions[i];
+      unsigned made = kt_action_publishes(a->op);
+      w->done[(size_t)a->stage * (size_t)w->M + (size_t)a->mb] |= (uint8_t)made;
+      for (int res = 0; res < KT_RESULT_COUNT; res++)
+        if (made & (1u << res)) {
+          int to = kt_result_consumer((kt_result)res, a->stage, w->S);
+          if (to >= 0) wake(w, w->owner[to]);
+        }
+    }
+    w->pos[r] = g + 1;
   }
 }
 
-static int runs_to_completion(const kt_schedule *s) {
-  int S = kt_schedule_stages(s), M = s->m, P = s->p;
-  uint8_t *done = kt_calloc((size_t)S * (size_t)M, 1);
-  size_t *pos = kt_calloc((size_t)P, sizeof *pos);
-  int *owner = kt_calloc((size_t)S, sizeof *owner), *queue = kt_calloc((size_t)P, sizeof *queue);
-  uint8_t *queued = kt_calloc((size_t)P, 1);
-  int result = -1;
-  if (!done || !pos || !owner || !queue || !queued) goto out;
-  for (int st = 0; st < S; st++) owner[st] = kt_stage_rank(s, st);
-  int head = 0, len = 0;
-#define WAKE(r) do { if (!queued[r]) { queued[r] = 1; queue[(head + len++) % P] = (r); } } while (0)
-  for (int r = 0; r < P; r++) WAKE(r);
-  while (len > 0) {
-    int r = queue[head];
-    head = (head + 1) % P, len--, queued[r] = 0;
-    const kt_rank_actions *ra = &s->ranks[r];
-    while (pos[r] < ra->n) {
-      size_t g = pos[r];
-      int ready = input_done(done, S, M, &ra->actions[g]);
-      while (ready && (ra->actions[g].flags & KT_ACTION_OVERLAP_NEXT) && g + 1 < ra->n)
-        ready = input_done(done, S, M, &ra->actions[++g]);
-      if (!ready) break;
-      for (size_t i = pos[r]; i <= g; i++) {
-        const kt_action *a = &ra->actions[i];
-        size_t k = (size_t)a->stage * (size_t)M + (size_t)a->mb;
-        if (a->op == KT_OP_F) {
-          done[k] |= DONE_F;
-          if (a->stage + 1 < S) WAKE(owner[a->stage + 1]);
-        } else if (a->op == KT_OP_B || a->op == KT_OP_I) {
-          done[k] |= a->op == KT_OP_I ? DONE_BI | DONE_I : DONE_BI;
-          if (a->stage > 0) WAKE(owner[a->stage - 1]);
-        }
-      }
-      pos[r] = g + 1;
+/* The deadlock report of a walk that stopped short. */
+static kt_status name_blocked(walker *w, kt_error *err) {
+  kt_blocked b[8];
+  int n = 0;
+  for (int r = 0; r < w->s->p; r++) {
+    const kt_rank_actions *ra = &w->s->ranks[r];
+    if (w->pos[r] >= ra->n) continue;
+    if (n < 8) {
+      size_t g = w->pos[r];
+      /* a blocked group may wait on a later member */
+      while (input_done(w->done, w->S, w->M, &ra->actions[g], NULL) &&
+             (ra->actions[g].flags & KT_ACTION_OVERLAP_NEXT) && g + 1 < ra->n)
+        g++;
+      b[n] = (kt_blocked){.rank = r, .at = ra->actions[g]};
+      input_done(w->done, w->S, w->M, &ra->actions[g], &b[n]);
+      b[n].on_rank = w->owner[b[n].on.stage];
     }
+    n++;
   }
-#undef WAKE
-  result = 1;
-  for (int r = 0; r < P; r++)
-    if (pos[r] < s->ranks[r].n) result = 0;
+  return kt_deadlock_fail(b, n, err);
+}
+
+/* KT_OK when the schedule runs to the end, EDEADLOCK naming the blocked
+ * ranks, ENOMEM. */
+static kt_status runs_to_completion(const kt_schedule *s, kt_error *err) {
+  walker w = {.s = s, .S = kt_schedule_stages(s), .M = s->m};
+  int P = s->p;
+  w.done = kt_calloc((size_t)w.S * (size_t)w.M, 1);
+  w.pos = kt_calloc((size_t)P, sizeof *w.pos);
+  w.owner = kt_calloc((size_t)w.S, sizeof *w.owner);
+  w.queue = kt_calloc((size_t)P, sizeof *w.queue);
+  w.queued = kt_calloc((size_t)P, 1);
+  kt_status st = KT_OK;
+  if (!w.done || !w.pos || !w.owner || !w.queue || !w.queued) {
+    st = kt_fail(err, KT_ENOMEM, "out of memory validating");
+    goto out;
+  }
+  for (int i = 0; i < w.S; i++) w.owner[i] = kt_stage_rank(s, i);
+  for (int r = 0; r < P; r++) wake(&w, r);
+  while (w.len > 0) {
+    int r = w.queue[w.head];
+    w.head = (w.head + 1) % P, w.len--, w.queued[r] = 0;
+    walk_rank(&w, r);
+  }
+  for (int r = 0; r < P && !st; r++)
+    if (w.pos[r] < s->ranks[r].n) st = name_blocked(&w, err);
 out:
-  free(done);
-  free(pos);
-  free(owner);
-  free(queue);
-  free(queued);
-  return result;
+  free(w.done);
+  free(w.pos);
+  free(w.owner);
+  free(w.queue);
+  free(w.queued);
+  return st;
 }
 
 static const char *fmt(const kt_action *a, char *buf) {
@@ -170,8 +229,5 @@ kt_status kt_schedule_validate(const kt_schedule *s, kt_error *err) {
   }
   free(info);
   if (st) return st;
-  int completes = runs_to_completion(s);
-  if (completes < 0) return kt_fail(err, KT_ENOMEM, "out of memory validating");
-  /* a deadlock is rare: the simulator then names every blocked rank */
-  return completes ? KT_OK : kt_simulate(s, NULL, NULL, err);
+  return runs_to_completion(s, err);
 }

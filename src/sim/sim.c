@@ -1,8 +1,17 @@
 /* Discrete-event simulation of a schedule under a cost model.
  *
+ * A schedule is either compute-only or a lowered program (SEND/RECV/WAIT
+ * actions among the compute ones, kt_schedule_lower). Both run under the
+ * same rules (kaiten/schedule.h: kt_action_needs and friends). A compute-only
+ * schedule behaves as its lowering does: each result another rank needs is
+ * sent when it is made and arrives one hop later. In a lowered program the
+ * SEND says when: the result arrives one hop after its SEND runs; a RECV
+ * only posts (it takes no time); a WAIT_SEND holds its rank until the peer
+ * has posted the matching RECV and the message has arrived.
+ *
  * Ranks are advanced from a work queue: a rank runs actions while their
- * inputs are known, then parks; finishing an action wakes the rank that
- * consumes its result. Start times only depend on finished results, so the
+ * inputs are known, then parks; making a result wakes the rank that
+ * consumes it. Start times only depend on finished results, so the
  * processing order never changes the answer, and the work is linear in the
  * number of actions. */
 #include <math.h>
@@ -12,26 +21,35 @@
 
 #include "kaiten/sim.h"
 
-/* When the ops of one (stage, micro-batch) finished; NAN = not yet. Kept
- * together so a dependency check touches one cache line. */
+/* When the results of one (stage, micro-batch) pair are available to their
+ * consumer; NAN = not yet. f and bi are as their consumer sees them (after
+ * the hop when it is on another rank); i is the end of I (W on the same rank
+ * needs it). Kept together so a dependency check touches one cache line. */
 typedef struct {
-  double f, bi, i; /* F; B or I; I */
+  double f, bi, i;
 } pair_times;
 
 typedef struct {
   const kt_schedule *s;
   const kt_costs *c;
-  int S, M;
+  int S, M, lowered;
   double comm;
-  pair_times *done;               /* per (stage, mb) */
-  int *owner;                     /* stage -> rank (no division in the hot loop) */
-  size_t *pos;                    /* next action per rank */
-  double *free_at;                /* end of the previous action per rank */
-  double *mem;                    /* running memory per rank */
+  pair_times *done;   /* per (stage, mb) */
+  int *owner;         /* stage -> rank (no division in the hot loop) */
+  size_t *pos;        /* next action per rank */
+  double *free_at;    /* end of the previous action per rank */
+  double *mem;        /* running memory per rank */
   int *queue, *queued, qhead, qlen;
+  /* lowered programs only, per message (result F or BI of a pair): when its
+   * SEND ran, when its RECV was posted, and the RECV's comm event */
+  double *sent_at, *posted_at;
+  size_t *recv_event;
 } sim_state;
 
 #define IDX(st, stage, mb) ((size_t)(stage) * (size_t)(st)->M + (size_t)(mb))
+#define MSG(st, result, stage, mb) ((size_t)(result) * (size_t)(st)->S * (size_t)(st)->M + IDX(st, stage, mb))
+
+static double hop(const sim_state *st) { return st->comm; }
 
 static void wake(sim_state *st, int rank) {
   if (rank < 0 || st->queued[rank]) return;
@@ -40,154 +58,266 @@ static void wake(sim_state *st, int rank) {
   st->qlen++;
 }
 
-/* Time the action's input is ready, or NAN while it is not. For deadlock
- * reports, *dep receives the action it waits for. */
-static double ready_time(const sim_state *st, int rank, const kt_action *a, kt_action *dep) {
-  int s = a->stage, j = a->mb;
-  switch (a->op) {
-    case KT_OP_F: {
-      if (s == 0) return 0.0;
-      *dep = (kt_action){.stage = s - 1, .mb = j, .op = KT_OP_F};
-      double t = st->done[IDX(st, s - 1, j)].f;
-      return st->owner[s - 1] != rank ? t + st->comm : t;
-    }
-    case KT_OP_B:
-    case KT_OP_I: {
-      if (s == st->S - 1) {
-        *dep = (kt_action){.stage = s, .mb = j, .op = KT_OP_F};
-        return st->done[IDX(st, s, j)].f;
-      }
-      *dep = (kt_action){.stage = s + 1, .mb = j, .op = KT_OP_B};
-      double t = st->done[IDX(st, s + 1, j)].bi;
-      return st->owner[s + 1] != rank ? t + st->comm : t;
-    }
-    case KT_OP_W:
-      *dep = (kt_action){.stage = s, .mb = j, .op = KT_OP_I};
-      return st->done[IDX(st, s, j)].i;
-    default: return NAN;
+static double *result_slot(sim_state *st, kt_result r, int stage, int mb) {
+  pair_times *pt = &st->done[IDX(st, stage, mb)];
+  return r == KT_RESULT_F ? &pt->f : r == KT_RESULT_BI ? &pt->bi : &pt->i;
+}
+
+/* Time a compute action's input is ready, or NAN while it is not; *dep
+ * receives what it waits for (for deadlock reports). */
+static double ready_time(sim_state *st, const kt_action *a, kt_action *dep) {
+  int from;
+  kt_result need = kt_action_needs(a->op, a->stage, st->S, &from);
+  if (need == KT_RESULT_NONE) return 0.0;
+  static const uint8_t producer_op[KT_RESULT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
+  *dep = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
+  return *result_slot(st, need, from, a->mb);
+}
+
+/* Publishes a finished compute action's results: to a consumer on the same
+ * rank at once, to another rank one hop later (compute-only) or when its
+ * SEND runs (lowered). */
+static void publish(sim_state *st, int rank, const kt_action *a, double end) {
+  unsigned made = kt_action_publishes(a->op);
+  for (int r = 0; r < KT_RESULT_COUNT; r++) {
+    if (!(made & (1u << r))) continue;
+    int to = kt_result_consumer((kt_result)r, a->stage, st->S);
+    double *slot = result_slot(st, (kt_result)r, a->stage, a->mb);
+    if (to < 0 || st->owner[to] == rank) *slot = end;
+    else if (!st->lowered) *slot = end + hop(st), wake(st, st->owner[to]);
+    if (to >= 0 && st->owner[to] == rank) wake(st, rank);
   }
 }
 
 static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_action *a, double start,
-                        double end, double publish) {
-  size_t k = IDX(st, a->stage, a->mb);
-  double delta = 0;
-  switch (a->op) {
-    case KT_OP_F:
-      st->done[k].f = publish;
-      break;
-    case KT_OP_B:
-      st->done[k].bi = publish;
-      delta = -kt_cost_mem_act(st->c, a->stage);
-      break;
-    case KT_OP_I:
-      st->done[k].bi = publish;
-      st->done[k].i = publish;
-      delta = kt_cost_mem_wgrad(st->c, a->stage) - kt_cost_mem_act(st->c, a->stage);
-      break;
-    case KT_OP_W:
-      delta = -kt_cost_mem_wgrad(st->c, a->stage);
-      break;
-  }
-  if (!tl) goto wake_consumer;
+                        double end, double publish_at) {
+  publish(st, rank, a, publish_at);
+  if (!tl) return KT_OK;
   kt_event e = {.rank = rank, .stage = a->stage, .mb = a->mb, .op = a->op, .flags = a->flags,
-                .start = start, .end = end, .bytes = 0, .comm_time = 0};
+                .start = start, .end = end};
   if (kt_timeline_add_event(tl, &e)) return KT_ENOMEM;
-  if (a->op == KT_OP_F) {
-    st->mem[rank] += kt_cost_mem_act(st->c, a->stage);
-    if (kt_timeline_add_mem(tl, rank, start, st->mem[rank])) return KT_ENOMEM;
-  } else if (delta != 0) {
-    st->mem[rank] += delta;
-    if (kt_timeline_add_mem(tl, rank, end, st->mem[rank])) return KT_ENOMEM;
+  double delta = kt_action_memory(a->op, kt_cost_mem_act(st->c, a->stage),
+                                  kt_cost_mem_wgrad(st->c, a->stage));
+  if (delta == 0) return KT_OK;
+  st->mem[rank] += delta;
+  /* an F holds its activation from its start, a backward frees at its end */
+  return kt_timeline_add_mem(tl, rank, a->op == KT_OP_F ? start : end, st->mem[rank]) ? KT_ENOMEM
+                                                                                       : KT_OK;
+}
+
+/* Runs one compute action, or an overlapped group as a whole, when ready:
+ * 1 when it ran, 0 when it waits, -1 when out of memory. */
+static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
+  const kt_rank_actions *ra = &st->s->ranks[rank];
+  const kt_action *a = &ra->actions[st->pos[rank]];
+  kt_action dep;
+  double ready = ready_time(st, a, &dep);
+  if (isnan(ready)) return 0;
+  size_t group = 1;
+  while ((a[group - 1].flags & KT_ACTION_OVERLAP_NEXT) && st->pos[rank] + group < ra->n) {
+    double r2 = ready_time(st, &a[group], &dep);
+    if (isnan(r2)) return 0;
+    if (r2 > ready) ready = r2;
+    group++;
   }
-wake_consumer:
-  /* wake the consumer of this result */
-  if (a->op == KT_OP_F && a->stage + 1 < st->S) wake(st, st->owner[a->stage + 1]);
-  if ((a->op == KT_OP_B || a->op == KT_OP_I) && a->stage > 0)
-    wake(st, st->owner[a->stage - 1]);
-  return KT_OK;
+  double start = ready > st->free_at[rank] ? ready : st->free_at[rank];
+  /* the first op's cost is looked up once: a lone action (the common case) needs no more */
+  double first = kt_cost_op(st->c, a->stage, (kt_op)a->op), total = first, longest = first;
+  for (size_t g = 1; g < group; g++) {
+    double d = kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op);
+    total += d;
+    if (d > longest) longest = d;
+  }
+  /* overlap credit: the group shrinks and its ops are drawn proportionally */
+  double scale = 1;
+  if (group > 1 && st->c->overlap > 0 && total > 0) {
+    double shrunk = total - st->c->overlap * (total - longest);
+    scale = shrunk / total;
+    total = shrunk;
+  }
+  double t = start;
+  for (size_t g = 0; g < group; g++) {
+    double d = (g == 0 ? first : kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op)) * scale;
+    /* a lone action publishes at its end; an overlapped group when it all ends */
+    if (record(st, tl, rank, &a[g], t, t + d, start + total)) return -1;
+    t += d;
+  }
+  st->free_at[rank] = start + total;
+  st->pos[rank] += group;
+  return 1;
+}
+
+/* The message a SEND/RECV/WAIT_SEND names: the result and its producing stage. */
+static size_t comm_msg(const sim_state *st, const kt_action *a) {
+  switch (a->op) {
+    case KT_OP_SEND_F:
+    case KT_OP_WAIT_SEND_F: return MSG(st, KT_RESULT_F, a->stage, a->mb);
+    case KT_OP_RECV_F: return MSG(st, KT_RESULT_F, a->stage - 1, a->mb);
+    case KT_OP_SEND_B:
+    case KT_OP_WAIT_SEND_B: return MSG(st, KT_RESULT_BI, a->stage, a->mb);
+    default: return MSG(st, KT_RESULT_BI, a->stage + 1, a->mb); /* RECV_B */
+  }
+}
+
+static int add_comm(kt_timeline *tl, int rank, const kt_action *a, double start, double end,
+                    size_t *index) {
+  if (!tl) return 0;
+  if (index) *index = tl->n_comm;
+  kt_event e = {.rank = rank, .stage = a->stage, .mb = a->mb, .op = a->op, .start = start,
+                .end = end};
+  return kt_timeline_add_comm(tl, &e) ? -1 : 1;
+}
+
+/* Runs one communication action of a lowered program: 1 ran, 0 waits, -1 ENOMEM. */
+static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
+  const kt_action *a = &st->s->ranks[rank].actions[st->pos[rank]];
+  double now = st->free_at[rank];
+  int rc = 1;
+  if (a->op == KT_OP_SEND_F || a->op == KT_OP_SEND_B) {
+    size_t m = comm_msg(st, a);
+    kt_result r = a->op == KT_OP_SEND_F ? KT_RESULT_F : KT_RESULT_BI;
+    double arrive = now + hop(st);
+    st->sent_at[m] = now;
+    *result_slot(st, r, a->stage, a->mb) = arrive;
+    wake(st, st->owner[kt_result_consumer(r, a->stage, st->S)]);
+    rc = add_comm(tl, rank, a, now, arrive, NULL);
+  } else if (a->op == KT_OP_RECV_F || a->op == KT_OP_RECV_B) {
+    size_t m = comm_msg(st, a);
+    st->posted_at[m] = now;
+    wake(st, st->owner[a->op == KT_OP_RECV_F ? a->stage - 1 : a->stage + 1]); /* a WAIT_SEND */
+    rc = add_comm(tl, rank, a, now, now, &st->recv_event[m]);
+  } else if (a->op == KT_OP_WAIT_SEND_F || a->op == KT_OP_WAIT_SEND_B) {
+    size_t m = comm_msg(st, a);
+    if (isnan(st->posted_at[m]) || isnan(st->sent_at[m])) return 0;
+    double done = fmax(now, fmax(st->posted_at[m], st->sent_at[m] + hop(st)));
+    st->free_at[rank] = done;
+    rc = add_comm(tl, rank, a, now, done, NULL);
+  } else { /* REDUCE_GRAD, UNSHARD, ...: no cost in the simulation */
+    rc = add_comm(tl, rank, a, now, now, NULL);
+  }
+  if (rc >= 0) st->pos[rank]++;
+  return rc;
 }
 
 /* Runs rank's actions until one is not ready. */
 static kt_status advance(sim_state *st, kt_timeline *tl, int rank) {
   const kt_rank_actions *ra = &st->s->ranks[rank];
   while (st->pos[rank] < ra->n) {
-    const kt_action *a = &ra->actions[st->pos[rank]];
-    kt_action dep;
-    double ready = ready_time(st, rank, a, &dep);
-    if (isnan(ready)) return KT_OK;
-    size_t group = 1;
-    while ((ra->actions[st->pos[rank] + group - 1].flags & KT_ACTION_OVERLAP_NEXT) &&
-           st->pos[rank] + group < ra->n) {
-      double r2 = ready_time(st, rank, &ra->actions[st->pos[rank] + group], &dep);
-      if (isnan(r2)) return KT_OK;
-      if (r2 > ready) ready = r2;
-      group++;
-    }
-    double start = ready > st->free_at[rank] ? ready : st->free_at[rank];
-    /* the first op's cost is looked up once: a lone action (the common case) needs no more */
-    double first = kt_cost_op(st->c, a->stage, (kt_op)a->op), total = first, longest = first;
-    for (size_t g = 1; g < group; g++) {
-      double d = kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op);
-      total += d;
-      if (d > longest) longest = d;
-    }
-    /* overlap credit: the group shrinks and its ops are drawn proportionally */
-    double scale = 1;
-    if (group > 1 && st->c->overlap > 0 && total > 0) {
-      double shrunk = total - st->c->overlap * (total - longest);
-      scale = shrunk / total;
-      total = shrunk;
-    }
-    double t = start;
-    for (size_t g = 0; g < group; g++) {
-      double d = (g == 0 ? first : kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op)) * scale;
-      /* a lone action publishes at its end; an overlapped group when it all ends */
-      kt_status rs = record(st, tl, rank, &a[g], t, t + d, start + total);
-      if (rs) return rs;
-      t += d;
-    }
-    st->free_at[rank] = start + total;
-    st->pos[rank] += group;
+    int op = ra->actions[st->pos[rank]].op;
+    int ran = op < KT_OP_COUNT ? run_compute(st, tl, rank) : run_comm(st, tl, rank);
+    if (ran < 0) return KT_ENOMEM;
+    if (!ran) return KT_OK;
   }
   return KT_OK;
 }
 
-static kt_status report_deadlock(const sim_state *st, kt_error *err) {
-  char msg[KT_ERROR_LEN];
-  size_t n = (size_t)snprintf(msg, sizeof msg, "deadlock:");
-  int shown = 0, blocked = 0;
-  for (int r = 0; r < st->s->p; r++) {
-    const kt_rank_actions *ra = &st->s->ranks[r];
-    if (st->pos[r] >= ra->n) continue;
-    blocked++;
-    if (shown >= 6 || n >= sizeof msg - 80) continue;
-    const kt_action *a = &ra->actions[st->pos[r]];
-    kt_action dep = *a;
-    ready_time(st, r, a, &dep);
-    /* a blocked group may wait on its second member */
-    size_t g = st->pos[r];
-    while ((ra->actions[g].flags & KT_ACTION_OVERLAP_NEXT) && g + 1 < ra->n) {
-      kt_action d2;
-      if (!isnan(ready_time(st, r, &ra->actions[g], &d2))) {
-        ready_time(st, r, &ra->actions[g + 1], &dep);
-        a = &ra->actions[g + 1];
-      }
-      g++;
-    }
-    char at[32], on[32];
-    kt_action_format(a, at, sizeof at);
-    kt_action_format(&dep, on, sizeof on);
-    if (dep.op == KT_OP_B) /* the backward it needs is written B or I upstream */
-      snprintf(on, sizeof on, "%dB%d/%dI%d", dep.stage, dep.mb, dep.stage, dep.mb);
-    n += (size_t)snprintf(msg + n, sizeof msg - n, "%s rank %d waits at %s for %s (rank %d)",
-                          shown ? ";" : "", r, at, on,
-                          dep.stage >= 0 && dep.stage < st->S ? kt_stage_rank(st->s, dep.stage) : -1);
-    shown++;
+/* The RECV events end when their data arrived (known once everything ran). */
+static void close_recv_events(sim_state *st, kt_timeline *tl) {
+  if (!tl || !st->lowered) return;
+  for (size_t i = 0; i < tl->n_comm; i++) {
+    kt_event *e = &tl->comm[i];
+    if (e->op != KT_OP_RECV_F && e->op != KT_OP_RECV_B) continue;
+    kt_action a = {.stage = e->stage, .mb = e->mb, .op = e->op};
+    kt_result r = e->op == KT_OP_RECV_F ? KT_RESULT_F : KT_RESULT_BI;
+    double arrive = *result_slot(st, r, e->op == KT_OP_RECV_F ? a.stage - 1 : a.stage + 1, a.mb);
+    if (arrive > e->end) e->end = arrive;
   }
-  if (blocked > shown && n < sizeof msg - 32)
-    snprintf(msg + n, sizeof msg - n, "; and %d more blocked ranks", blocked - shown);
-  return kt_fail(err, KT_EDEADLOCK, "%s", msg);
+}
+
+/* What the next action of a blocked rank waits for. */
+static kt_blocked blocked_on(sim_state *st, int r) {
+  const kt_rank_actions *ra = &st->s->ranks[r];
+  size_t g = st->pos[r];
+  const kt_action *a = &ra->actions[g];
+  kt_blocked b = {.rank = r, .at = *a, .on = *a};
+  if (a->op >= KT_OP_COUNT) { /* a WAIT_SEND waits for the peer's RECV */
+    int peer_stage = a->op == KT_OP_WAIT_SEND_F ? a->stage + 1 : a->stage - 1;
+    b.on = (kt_action){.stage = peer_stage, .mb = a->mb,
+                       .op = a->op == KT_OP_WAIT_SEND_F ? KT_OP_RECV_F : KT_OP_RECV_B};
+    b.on_rank = st->owner[peer_stage];
+    return b;
+  }
+  ready_time(st, a, &b.on);
+  /* a blocked group may wait on its second member */
+  while ((ra->actions[g].flags & KT_ACTION_OVERLAP_NEXT) && g + 1 < ra->n) {
+    kt_action d2;
+    if (!isnan(ready_time(st, &ra->actions[g], &d2))) {
+      ready_time(st, &ra->actions[g + 1], &b.on);
+      b.at = ra->actions[g + 1];
+    }
+    g++;
+  }
+  b.on_rank = b.on.stage >= 0 && b.on.stage < st->S ? st->owner[b.on.stage] : -1;
+  if (st->lowered && b.on_rank != r) /* it waits for the SEND of its input */
+    b.on.op = b.on.op == KT_OP_F ? KT_OP_SEND_F : KT_OP_SEND_B;
+  return b;
+}
+
+static kt_status report_deadlock(sim_state *st, kt_error *err) {
+  kt_blocked b[8];
+  int n = 0;
+  for (int r = 0; r < st->s->p; r++) {
+    if (st->pos[r] >= st->s->ranks[r].n) continue;
+    if (n < 8) b[n] = blocked_on(st, r);
+    n++;
+  }
+  return kt_deadlock_fail(b, n, err);
+}
+
+static kt_status check_actions(const kt_schedule *s, int S, int *lowered, kt_error *err) {
+  *lowered = 0;
+  for (int r = 0; r < s->p; r++)
+    for (size_t i = 0; i < s->ranks[r].n; i++) {
+      const kt_action *a = &s->ranks[r].actions[i];
+      int per_stage = a->op >= KT_OP_COUNT && !kt_op_has_mb(a->op);
+      if (a->op >= KT_OP_ANY_COUNT || a->stage < 0 || a->stage >= S ||
+          (!per_stage && (a->mb < 0 || a->mb >= s->m))) {
+        char at[32];
+        kt_action_format(a, at, sizeof at);
+        return kt_fail(err, KT_EINVALID_SCHEDULE,
+                       "rank %d runs %s, outside the schedule's %d stages and %d micro-batches",
+                       r, at, S, s->m);
+      }
+      if (kt_op_is_p2p(a->op)) *lowered = 1;
+    }
+  return KT_OK;
+}
+
+static void state_free(sim_state *st) {
+  free(st->done);
+  free(st->owner);
+  free(st->pos);
+  free(st->free_at);
+  free(st->mem);
+  free(st->queue);
+  free(st->queued);
+  free(st->sent_at);
+  free(st->posted_at);
+  free(st->recv_event);
+}
+
+static kt_status state_init(sim_state *st, kt_error *err) {
+  const kt_schedule *s = st->s;
+  size_t cells = (size_t)st->S * (size_t)s->m, msgs = 2 * cells;
+  st->done = malloc(cells * sizeof *st->done);
+  st->owner = kt_calloc((size_t)st->S, sizeof *st->owner);
+  st->pos = kt_calloc((size_t)s->p, sizeof *st->pos);
+  st->free_at = kt_calloc((size_t)s->p, sizeof *st->free_at);
+  st->mem = kt_calloc((size_t)s->p, sizeof *st->mem);
+  st->queue = kt_calloc((size_t)s->p, sizeof *st->queue);
+  st->queued = kt_calloc((size_t)s->p, sizeof *st->queued);
+  if (st->lowered) {
+    st->sent_at = malloc(msgs * sizeof *st->sent_at);
+    st->posted_at = malloc(msgs * sizeof *st->posted_at);
+    st->recv_event = kt_calloc(msgs, sizeof *st->recv_event);
+  }
+  if (!st->done || !st->owner || !st->pos || !st->free_at || !st->mem || !st->queue ||
+      !st->queued || (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
+    return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs", cells);
+  for (size_t i = 0; i < cells; i++) st->done[i] = (pair_times){NAN, NAN, NAN};
+  for (size_t i = 0; st->lowered && i < msgs; i++) st->sent_at[i] = st->posted_at[i] = NAN;
+  for (int stage = 0; stage < st->S; stage++) st->owner[stage] = kt_stage_rank(s, stage);
+  return KT_OK;
 }
 
 kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_error *err) {
@@ -198,71 +328,29 @@ kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
   }
   int S = kt_schedule_stages(s);
   kt_status rc = kt_costs_check(c, S, err);
-  if (rc) return rc;
-  for (int r = 0; r < s->p; r++)
-    for (size_t i = 0; i < s->ranks[r].n; i++) {
-      const kt_action *a = &s->ranks[r].actions[i];
-      if (a->stage < 0 || a->stage >= S || a->mb < 0 || a->mb >= s->m || a->op >= KT_OP_COUNT) {
-        char at[32];
-        kt_action_format(a, at, sizeof at);
-        return kt_fail(err, KT_EINVALID_SCHEDULE,
-                       "rank %d runs %s, outside the schedule's %d stages and %d micro-batches",
-                       r, at, S, s->m);
-      }
-    }
-  if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */
   sim_state st = {.s = s, .c = c, .S = S, .M = s->m, .comm = kt_cost_comm(c)};
-  size_t cells = (size_t)S * (size_t)s->m;
-  st.done = malloc(cells * sizeof *st.done);
-  st.owner = kt_calloc((size_t)S, sizeof *st.owner);
-  st.pos = kt_calloc((size_t)s->p, sizeof *st.pos);
-  st.free_at = kt_calloc((size_t)s->p, sizeof *st.free_at);
-  st.mem = kt_calloc((size_t)s->p, sizeof *st.mem);
-  st.queue = kt_calloc((size_t)s->p, sizeof *st.queue);
-  st.queued = kt_calloc((size_t)s->p, sizeof *st.queued);
-  kt_status status = KT_OK;
-  if (!st.done || !st.owner || !st.pos || !st.free_at || !st.mem || !st.queue ||
-      !st.queued) {
-    status = kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs", cells);
-    goto done;
-  }
-  for (size_t i = 0; i < cells; i++) st.done[i] = (pair_times){NAN, NAN, NAN};
-  for (int stage = 0; stage < S; stage++) st.owner[stage] = kt_stage_rank(s, stage);
-  if (out) { /* every action is one event and at most one memory sample */
+  if (!rc) rc = check_actions(s, S, &st.lowered, err);
+  if (rc) return rc;
+  if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */
+  kt_status status = state_init(&st, err);
+  if (!status && out) { /* every compute action is one event and at most one memory sample */
     size_t n = kt_schedule_total_actions(s);
-    if (kt_timeline_reserve(out, n, n + (size_t)s->p)) {
+    if (kt_timeline_reserve(out, n, n + (size_t)s->p))
       status = kt_fail(err, KT_ENOMEM, "out of memory for a timeline of %zu actions", n);
-      goto done;
-    }
   }
-  for (int r = 0; r < s->p; r++) {
-    st.free_at[r] = 0;
-    wake(&st, r);
-  }
-  while (st.qlen > 0) {
+  for (int r = 0; !status && r < s->p; r++) wake(&st, r);
+  while (!status && st.qlen > 0) {
     int r = st.queue[st.qhead];
     st.qhead = (st.qhead + 1) % s->p;
     st.qlen--;
     st.queued[r] = 0;
-    if ((status = advance(&st, out, r))) {
-      status = kt_fail(err, status, "out of memory recording the timeline");
-      goto done;
-    }
+    if (advance(&st, out, r)) status = kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
   }
-  for (int r = 0; r < s->p; r++)
-    if (st.pos[r] < s->ranks[r].n) {
-      status = report_deadlock(&st, err);
-      break;
-    }
-done:
+  for (int r = 0; !status && r < s->p; r++)
+    if (st.pos[r] < s->ranks[r].n) status = report_deadlock(&st, err);
+  if (!status) close_recv_events(&st, out);
   if (status && out) kt_timeline_free(out);
-  free(st.done);
-  free(st.owner);
-  free(st.pos);
-  free(st.free_at);
-  free(st.mem);
-  free(st.queue);
-  free(st.queued);
+  state_free(&st);
   return status;
 }
 

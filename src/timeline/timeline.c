@@ -19,6 +19,7 @@ kt_status kt_timeline_init(kt_timeline *t, int p, const char *time_unit, const c
 void kt_timeline_free(kt_timeline *t) {
   free(t->events);
   free(t->mem);
+  free(t->comm);
   memset(t, 0, sizeof *t);
 }
 
@@ -40,6 +41,40 @@ kt_status kt_timeline_add_mem(kt_timeline *t, int rank, double time, double valu
   if (kt_grow((void **)&t->mem, &t->cap_mem, t->n_mem + 1, sizeof *t->mem) != 0) return KT_ENOMEM;
   t->mem[t->n_mem++] = (kt_mem_sample){rank, time, value};
   return KT_OK;
+}
+
+kt_status kt_timeline_add_comm(kt_timeline *t, const kt_event *e) {
+  if (kt_grow((void **)&t->comm, &t->cap_comm, t->n_comm + 1, sizeof *e) != 0) return KT_ENOMEM;
+  t->comm[t->n_comm++] = *e;
+  return KT_OK;
+}
+
+/* Communication events grouped by rank, each rank's in the order given
+ * (program order: a counting sort, stable by construction). */
+static void sort_comm_by_rank(kt_timeline *t) {
+  int sorted = 1;
+  for (size_t i = 1; i < t->n_comm && sorted; i++) sorted = t->comm[i - 1].rank <= t->comm[i].rank;
+  if (sorted || t->p <= 0) return;
+  size_t *first = kt_calloc((size_t)t->p + 1, sizeof *first);
+  kt_event *out = kt_calloc(t->n_comm, sizeof *out);
+  if (!first || !out) { /* leave them as they are */
+    free(first);
+    free(out);
+    return;
+  }
+  for (size_t i = 0; i < t->n_comm; i++) {
+    int r = t->comm[i].rank;
+    first[(r >= 0 && r < t->p ? r : t->p - 1) + 1]++;
+  }
+  for (int r = 0; r < t->p; r++) first[r + 1] += first[r];
+  for (size_t i = 0; i < t->n_comm; i++) {
+    int r = t->comm[i].rank;
+    out[first[r >= 0 && r < t->p ? r : t->p - 1]++] = t->comm[i];
+  }
+  free(t->comm);
+  t->comm = out;
+  t->cap_comm = t->n_comm;
+  free(first);
 }
 
 static int cmp_event(const void *a, const void *b) {
@@ -71,6 +106,7 @@ void kt_timeline_sort(kt_timeline *t) {
   for (size_t i = 1; i < t->n_mem && mem_sorted; i++)
     if (cmp_mem(&t->mem[i - 1], &t->mem[i]) > 0) mem_sorted = 0;
   if (!mem_sorted) qsort(t->mem, t->n_mem, sizeof *t->mem, cmp_mem);
+  sort_comm_by_rank(t);
 }
 
 void kt_metrics_free(kt_metrics *m) {

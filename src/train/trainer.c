@@ -63,9 +63,8 @@ static double calibrate_hop(const kt_timeline *t, const kt_schedule *s) {
   for (size_t i = 0; i < n; i++) {
     const kt_event *e = &t->events[i];
     int from;
-    if (e->op == KT_OP_F && e->stage > 0) from = e->stage - 1;
-    else if ((e->op == KT_OP_B || e->op == KT_OP_I) && e->stage + 1 < S) from = e->stage + 1;
-    else continue;
+    kt_result need = kt_action_needs(e->op, e->stage, S, &from);
+    if ((need != KT_RESULT_F && need != KT_RESULT_BI) || from == e->stage) continue;
     if (kt_stage_rank(s, from) == kt_stage_rank(s, e->stage)) continue; /* in memory */
     size_t g = find_group(refs, m, from, e->mb, e->op == KT_OP_F ? 0 : 1) + occ[i];
     if (g >= m || refs[g].stage != from || refs[g].mb != e->mb) continue;
