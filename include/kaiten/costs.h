@@ -19,13 +19,15 @@ typedef struct kt_costs {
   double comm_bandwidth;
   double mem_act;            /* M_B: activation memory one F adds */
   double mem_wgrad;          /* M_W: memory an I keeps for its W */
+  double mem_transient;      /* what an action of the stage holds while it runs beyond the
+                                larger of the levels before and after it (scratch) */
   /* Overlapped groups (OVERLAP_F_B cells): 0 = run one after the other, as
    * PyTorch's default runtime does (default); 1 = the shorter ops are fully
    * hidden behind the longest. A group takes sum - overlap * (sum - max). */
   double overlap;
   /* Optional per-stage values (n_stages entries each; NULL = the uniform value). */
   int n_stages;
-  double *stage_tf, *stage_tb, *stage_tw, *stage_mem_act, *stage_mem_wgrad;
+  double *stage_tf, *stage_tb, *stage_tw, *stage_mem_act, *stage_mem_wgrad, *stage_mem_transient;
 } kt_costs;
 
 /* T_F = T_B = T_W = 1, T_comm = 0, M_B = 1, M_W = 0. */
@@ -42,13 +44,16 @@ double kt_cost_tb(const kt_costs *c, int stage);
 double kt_cost_tw(const kt_costs *c, int stage);
 double kt_cost_mem_act(const kt_costs *c, int stage);
 double kt_cost_mem_wgrad(const kt_costs *c, int stage);
+double kt_cost_mem_transient(const kt_costs *c, int stage);
 double kt_cost_comm(const kt_costs *c);
 
 /* Parses "X" (uniform) or "x0,x1,...,xn" (per stage) into the named field
- * ("tf", "tb", "tw", "mem-act", "mem-wgrad"). EINVAL naming the bad value. */
+ * ("tf", "tb", "tw", "mem-act", "mem-wgrad", "mem-transient"). EINVAL naming the bad value. */
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err);
 /* Loads a JSON cost file: {"tf": 1 or [..], "tb": .., "tw": .., "comm": x,
- * "mem_act": .., "mem_wgrad": ..}. EIO / EPARSE / EINVAL. */
+ * "mem_act": .., "mem_wgrad": .., "mem_transient": .., "comm_latency",
+ * "comm_bytes", "comm_bandwidth", "overlap"}; any other key is refused
+ * (EINVAL naming it), malformed JSON is EPARSE. EIO / EPARSE / EINVAL. */
 kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err);
 /* The same from JSON text; origin names it in error messages. */
 kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err);

@@ -2,6 +2,7 @@
  * a budget on the model's own activation bytes per micro-batch, measured
  * by running each stage's ops once; after training, the schedule's
  * predicted peak per rank is printed beside the measured one. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,7 @@
 
 /* One stage: its chunk on a zero micro-batch; bytes held after F and after I. */
 static kt_status measure_stage(const train_opts *o, int first_unit, int n_units, double *act,
-                               double *wg, kt_error *err) {
+                               double *wg, double *transient, kt_error *err) {
   kt_chunk *c;
   kt_status st = kt_chunk_create(&o->model, first_unit, n_units, o->b, 1, &c, err);
   if (st) return st;
@@ -24,12 +25,20 @@ static kt_status measure_stage(const train_opts *o, int first_unit, int n_units,
     st = kt_fail(err, KT_ENOMEM, "out of memory measuring activation sizes");
   } else {
     kt_microbatch mb = {.b = o->b, .x = x, .y = y, .tokens = tokens, .targets = tokens};
-    double loss;
+    double loss, extra = 0;
+    /* each op: what it keeps, and the most it holds above that while it runs */
+    c->peak_stash_bytes = c->stash_bytes;
     st = c->ops->forward(c, 0, &mb, c->is_first ? NULL : in, c->is_last ? NULL : out, &loss, err);
     *act = (double)c->stash_bytes;
+    extra = fmax(extra, (double)c->peak_stash_bytes - *act);
+    c->peak_stash_bytes = c->stash_bytes;
     if (!st) st = c->ops->backward_input(c, 0, &mb, c->is_last ? NULL : dout, c->is_first ? NULL : din, err);
     *wg = (double)c->stash_bytes;
+    extra = fmax(extra, (double)c->peak_stash_bytes - fmax(*act, *wg));
+    c->peak_stash_bytes = c->stash_bytes;
     if (!st) st = c->ops->backward_weight(c, 0, err);
+    extra = fmax(extra, (double)c->peak_stash_bytes - *wg);
+    *transient = extra;
   }
   free(x), free(y), free(tokens), free(in), free(din), free(out), free(dout);
   kt_chunk_destroy(c);
@@ -41,15 +50,17 @@ kt_status train_activation_bytes(const train_opts *o, int S, kt_costs *c, kt_err
   c->n_stages = S;
   c->stage_mem_act = kt_calloc((size_t)S, sizeof(double));
   c->stage_mem_wgrad = kt_calloc((size_t)S, sizeof(double));
+  c->stage_mem_transient = kt_calloc((size_t)S, sizeof(double));
   kt_status st = KT_OK;
-  if (!counts || !c->stage_mem_act || !c->stage_mem_wgrad)
+  if (!counts || !c->stage_mem_act || !c->stage_mem_wgrad || !c->stage_mem_transient)
     st = kt_fail(err, KT_ENOMEM, "out of memory");
   else if (o->partition)
     st = kt_partition_parse(o->partition, S, kt_model_units(&o->model), counts, err);
   else
     st = kt_partition_balanced(&o->model, S, counts, err);
   for (int s = 0, unit = 0; s < S && !st; unit += counts[s], s++)
-    st = measure_stage(o, unit, counts[s], &c->stage_mem_act[s], &c->stage_mem_wgrad[s], err);
+    st = measure_stage(o, unit, counts[s], &c->stage_mem_act[s], &c->stage_mem_wgrad[s],
+                       &c->stage_mem_transient[s], err);
   free(counts);
   return st;
 }

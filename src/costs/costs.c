@@ -18,7 +18,9 @@ void kt_costs_free(kt_costs *c) {
   free(c->stage_tw);
   free(c->stage_mem_act);
   free(c->stage_mem_wgrad);
+  free(c->stage_mem_transient);
   c->stage_tf = c->stage_tb = c->stage_tw = c->stage_mem_act = c->stage_mem_wgrad = NULL;
+  c->stage_mem_transient = NULL;
   c->n_stages = 0;
 }
 
@@ -41,6 +43,7 @@ kt_status kt_costs_copy(kt_costs *dst, const kt_costs *src) {
   dst->stage_tw = dup_array(src->stage_tw, src->n_stages, &fail);
   dst->stage_mem_act = dup_array(src->stage_mem_act, src->n_stages, &fail);
   dst->stage_mem_wgrad = dup_array(src->stage_mem_wgrad, src->n_stages, &fail);
+  dst->stage_mem_transient = dup_array(src->stage_mem_transient, src->n_stages, &fail);
   if (fail) {
     kt_costs_free(dst);
     return KT_ENOMEM;
@@ -55,6 +58,9 @@ double kt_cost_tf(const kt_costs *c, int stage) { return STAGE_VALUE(stage_tf, t
 double kt_cost_tb(const kt_costs *c, int stage) { return STAGE_VALUE(stage_tb, tb); }
 double kt_cost_tw(const kt_costs *c, int stage) { return STAGE_VALUE(stage_tw, tw); }
 double kt_cost_mem_act(const kt_costs *c, int stage) { return STAGE_VALUE(stage_mem_act, mem_act); }
+double kt_cost_mem_transient(const kt_costs *c, int stage) {
+  return STAGE_VALUE(stage_mem_transient, mem_transient);
+}
 double kt_cost_mem_wgrad(const kt_costs *c, int stage) {
   return STAGE_VALUE(stage_mem_wgrad, mem_wgrad);
 }
@@ -71,7 +77,7 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
       {"tf", c->tf}, {"tb", c->tb}, {"tw", c->tw}, {"comm", c->comm},
       {"comm-latency", c->comm_latency}, {"comm-bytes", c->comm_bytes},
       {"comm-bandwidth", c->comm_bandwidth}, {"mem-act", c->mem_act},
-      {"mem-wgrad", c->mem_wgrad}};
+      {"mem-wgrad", c->mem_wgrad}, {"mem-transient", c->mem_transient}};
   for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
     if (bad_value(scalars[i].v))
       return kt_fail(err, KT_EINVAL, "--%s %g: costs must be finite and >= 0", scalars[i].name,
@@ -84,7 +90,8 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
                    n_stages);
   const struct { const char *name; const double *a; } arrays[] = {
       {"tf", c->stage_tf}, {"tb", c->stage_tb}, {"tw", c->stage_tw},
-      {"mem-act", c->stage_mem_act}, {"mem-wgrad", c->stage_mem_wgrad}};
+      {"mem-act", c->stage_mem_act}, {"mem-wgrad", c->stage_mem_wgrad},
+      {"mem-transient", c->stage_mem_transient}};
   for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
     if (arrays[i].a)
       for (int s = 0; s < c->n_stages; s++)
@@ -102,6 +109,8 @@ static double **field_array(kt_costs *c, const char *field, double **uniform) {
     return *uniform = &c->mem_act, &c->stage_mem_act;
   if (!strcmp(field, "mem-wgrad") || !strcmp(field, "mem_wgrad"))
     return *uniform = &c->mem_wgrad, &c->stage_mem_wgrad;
+  if (!strcmp(field, "mem-transient") || !strcmp(field, "mem_transient"))
+    return *uniform = &c->mem_transient, &c->stage_mem_transient;
   return NULL;
 }
 
@@ -177,12 +186,30 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
 
 kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err) {
   kt_status st = KT_OK;
-  cJSON *root = cJSON_Parse(json);
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
+  if (!root) {
+    int line = 1;
+    for (const char *p = json; end && p < end; p++) line += *p == '\n';
+    return kt_fail(err, KT_EPARSE, "%s: malformed JSON at line %d", origin, line);
+  }
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
     return kt_fail(err, KT_EPARSE, "%s: not a JSON object", origin);
   }
-  static const char *const fields[] = {"tf", "tb", "tw", "mem_act", "mem_wgrad"};
+  static const char *const fields[] = {"tf", "tb", "tw", "mem_act", "mem_wgrad", "mem_transient"};
+  static const char *const scalars[] = {"comm", "comm_latency", "comm_bytes", "comm_bandwidth",
+                                        "overlap"};
+  for (const cJSON *it = root->child; it && !st; it = it->next) { /* a typo must not pass */
+    int known = 0;
+    for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) known |= !strcmp(it->string, fields[f]);
+    for (size_t f = 0; f < sizeof scalars / sizeof *scalars; f++) known |= !strcmp(it->string, scalars[f]);
+    if (!known)
+      st = kt_fail(err, KT_EINVAL,
+                   "%s: unknown key \"%s\" (known: tf, tb, tw, comm, comm_latency, comm_bytes, "
+                   "comm_bandwidth, mem_act, mem_wgrad, mem_transient, overlap)",
+                   origin, it->string);
+  }
   for (size_t f = 0; f < sizeof fields / sizeof *fields && !st; f++) {
     cJSON *it = cJSON_GetObjectItemCaseSensitive(root, fields[f]);
     if (!it) continue;
@@ -212,8 +239,6 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
       st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number or an array", origin, fields[f]);
     }
   }
-  static const char *const scalars[] = {"comm", "comm_latency", "comm_bytes", "comm_bandwidth",
-                                        "overlap"};
   double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
                        &c->overlap};
   for (size_t f = 0; f < 5 && !st; f++) {

@@ -8,7 +8,8 @@ typedef struct kt__worker kt__worker;
 
 struct kt_runtime {
   kt_runtime_config cfg;
-  kt_schedule sched_copy;  /* the schedule the workers run */
+  kt_schedule sched_copy;  /* the compute schedule (placement, stages, sizes) */
+  kt_schedule program;     /* what the workers run: its lowered form */
   int P, V, M, S, D, K;
   int *unit_offset;        /* S + 1 */
   kt__worker *workers;     /* n_local */
@@ -30,6 +31,8 @@ struct kt__worker {
   float *in_buf, *out_buf, *dout_buf, *din_buf; /* boundary scratch */
   size_t boundary_elems;
   float **act_handoff, **grad_handoff; /* [S * M] tensors handed over inside the rank */
+  float **outbox;          /* [V * M * 2] results waiting for their SEND (F, BI) */
+  size_t *recv_event;      /* [V * M * 2] the comm event of the last RECV posted there */
   double loss_sum;
   kt_timeline events;      /* this worker's events and memory samples for the step */
   /* step inputs and outputs (threads mode) */

@@ -95,6 +95,10 @@ static void worker_free(kt__worker *w, int V, int SM) {
   free(w->decay);
   if (w->act_handoff)
     for (int i = 0; i < SM; i++) free(w->act_handoff[i]), free(w->grad_handoff[i]);
+  if (w->outbox)
+    for (size_t i = 0; i < 2 * (size_t)V * (size_t)w->rt->M; i++) free(w->outbox[i]);
+  free(w->outbox);
+  free(w->recv_event);
   free(w->chunk);
   free(w->opt_state);
   free(w->opt_n);
@@ -121,8 +125,12 @@ static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int
   w->opt_n = kt_calloc((size_t)rt->V, sizeof *w->opt_n);
   w->act_handoff = kt_calloc(SM, sizeof *w->act_handoff);
   w->grad_handoff = kt_calloc(SM, sizeof *w->grad_handoff);
+  size_t slots = 2 * (size_t)rt->V * (size_t)rt->M;
+  w->outbox = kt_calloc(slots, sizeof *w->outbox);
+  w->recv_event = kt_calloc(slots, sizeof *w->recv_event);
   kt_timeline_init(&w->events, rt->P, "s", "B");
-  if (!w->chunk || !w->opt_state || !w->opt_n || !w->act_handoff || !w->grad_handoff)
+  if (!w->chunk || !w->opt_state || !w->opt_n || !w->act_handoff || !w->grad_handoff ||
+      !w->outbox || !w->recv_event)
     return kt_fail(err, KT_ENOMEM, "out of memory");
   for (int c = 0; c < rt->V; c++) {
     int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
@@ -165,18 +173,76 @@ static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {
   return kt_model_config_check(&cfg->model, err);
 }
 
+static int has_p2p(const kt_schedule *s) {
+  for (int r = 0; r < s->p; r++)
+    for (size_t i = 0; i < s->ranks[r].n; i++)
+      if (kt_op_is_p2p(s->ranks[r].actions[i].op)) return 1;
+  return 0;
+}
+
+/* The compute actions of a lowered program (flags kept). */
+static kt_status compute_of(const kt_schedule *program, kt_schedule *out, kt_error *err) {
+  kt_status st = kt_schedule_init_like(out, program, program->m, err);
+  for (int r = 0; r < program->p && !st; r++)
+    for (size_t i = 0; i < program->ranks[r].n && !st; i++) {
+      const kt_action *a = &program->ranks[r].actions[i];
+      if (a->op >= KT_OP_COUNT) continue;
+      if (kt_schedule_push(out, r, a->stage, (kt_op)a->op, a->mb))
+        st = kt_fail(err, KT_ENOMEM, "out of memory");
+      else out->ranks[r].actions[out->ranks[r].n - 1].flags = a->flags;
+    }
+  if (st && out->ranks) kt_schedule_free(out);
+  return st;
+}
+
+/* Every RECV of a rank moved to the front of its list, each pair's in the
+ * order they were (legal for non-blocking receives): a transport that posts
+ * receives then moves data while the rank computes. */
+static void receives_first(kt_schedule *program) {
+  for (int r = 0; r < program->p; r++) {
+    kt_rank_actions *ra = &program->ranks[r];
+    kt_action *tmp = kt_calloc(ra->n ? ra->n : 1, sizeof *tmp);
+    if (!tmp) return; /* the program as lowered is just as valid */
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++)
+      for (size_t i = 0; i < ra->n; i++) {
+        int recv = ra->actions[i].op == KT_OP_RECV_F || ra->actions[i].op == KT_OP_RECV_B;
+        if (recv == (pass == 0)) tmp[n++] = ra->actions[i];
+      }
+    memcpy(ra->actions, tmp, ra->n * sizeof *tmp);
+    free(tmp);
+  }
+}
+
+/* The program the workers run: a lowered schedule as given, or the
+ * lowering of a compute-only one. sched_copy holds its compute actions. */
+static kt_status build_program(kt_runtime *rt, const kt_schedule *s, int posts, kt_error *err) {
+  kt_error sub;
+  kt_status st;
+  if (has_p2p(s)) {
+    if ((st = kt_lowered_validate(s, &sub))) return kt_fail(err, st, "schedule: %s", sub.msg);
+    if ((st = copy_schedule(&rt->program, s, err))) return st;
+    return compute_of(s, &rt->sched_copy, err);
+  }
+  if ((st = kt_schedule_validate(s, &sub)))
+    return kt_fail(err, st, "schedule %s: %s", s->name, sub.msg);
+  if ((st = copy_schedule(&rt->sched_copy, s, err))) return st;
+  if ((st = kt_schedule_lower(&rt->sched_copy, &rt->program, err))) return st;
+  if (posts) receives_first(&rt->program);
+  return KT_OK;
+}
+
 kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles, const int *local,
                             int n_local, kt_runtime **out, kt_error *err) {
   *out = NULL;
   kt_status st = check_config(cfg, err);
   if (st) return st;
-  kt_error verr;
-  if ((st = kt_schedule_validate(cfg->schedule, &verr)))
-    return kt_fail(err, st, "schedule %s: %s", cfg->schedule->name, verr.msg);
   kt_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return kt_fail(err, KT_ENOMEM, "out of memory");
   rt->cfg = *cfg;
-  if ((st = copy_schedule(&rt->sched_copy, cfg->schedule, err))) {
+  if ((st = build_program(rt, cfg->schedule, n_local > 0 && handles[0].ops->post != NULL, err))) {
+    kt_schedule_free(&rt->program);
+    kt_schedule_free(&rt->sched_copy);
     free(rt);
     return st;
   }
@@ -273,6 +339,7 @@ void kt_runtime_destroy(kt_runtime *rt) {
   free(rt->unit_offset);
   kt_timeline_free(&rt->timeline);
   kt_schedule_free(&rt->sched_copy);
+  kt_schedule_free(&rt->program);
   free(rt);
 }
 

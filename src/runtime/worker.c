@@ -1,5 +1,12 @@
-/* A rank's worker: runs its action list in order on its chunks, receiving and
- * sending boundary tensors, and records what it did. */
+/* A rank's worker: interprets its lowered program (kt_schedule_lower), the
+ * same one the simulator runs. Compute actions run on the rank's chunks; a
+ * result another rank needs waits in an outbox until its SEND posts it; a
+ * RECV posts a receive, which the consuming compute action waits on; a
+ * WAIT_SEND retires a send (the transports copy a message out when it is
+ * posted, so it has completed by then); the per-stage actions (gradient
+ * reduction, FSDP unshard/reshard) do nothing here. Every action is
+ * recorded: compute actions as events, the others as communication events
+ * (posted, completed). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,15 +15,33 @@
 
 #include "runtime/internal.h"
 
-#define HANDOFF(w, stage, mb) ((size_t)(stage) * (size_t)(w)->rt->M + (size_t)(mb))
+#define PAIR(w, stage, mb) ((size_t)(stage) * (size_t)(w)->rt->M + (size_t)(mb))
+/* a tensor slot of this rank: its chunk, the micro-batch, F (0) or BI (1) */
+#define SLOT(w, stage, mb, result) \
+  (((size_t)kt_stage_chunk(&(w)->rt->sched_copy, stage) * (size_t)(w)->rt->M + (size_t)(mb)) * 2 + (size_t)(result))
 
 static kt_chunk *chunk_of(kt__worker *w, int stage) {
   return w->chunk[kt_stage_chunk(&w->rt->sched_copy, stage)];
 }
 
-/* Waits for a peer's tensor; turns a timeout into the watchdog's message. */
-static kt_status recv_tensor(kt__worker *w, const kt_action *a, int peer, uint64_t tag, float *buf,
-                             size_t elems, const char *what, double *wait, kt_error *err) {
+static double since_step(const kt__worker *w) { return kt_now() - w->rt->step_t0; }
+
+static kt_status add_comm(kt__worker *w, const kt_action *a, double start, double end,
+                          int64_t bytes, size_t *index, kt_error *err) {
+  kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = a->mb, .op = a->op, .start = start,
+                .end = end, .bytes = bytes};
+  if (index) *index = w->events.n_comm;
+  if (kt_timeline_add_comm(&w->events, &e))
+    return kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
+  return KT_OK;
+}
+
+/* Waits for a peer's tensor; turns a timeout into the watchdog's message
+ * and closes the RECV's event when the data is in. */
+static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, kt_result r,
+                             int k, float *buf, size_t elems, double *wait, kt_error *err) {
+  int peer = kt__stage_world_rank(w->rt, from_stage, w->replica);
+  uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
   double t0 = kt_now();
   kt_error sub;
   kt_status st = w->t->ops->recv(w->t, peer, tag, buf, elems * sizeof(float), &sub);
@@ -27,14 +52,18 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int peer, uint64
     return kt_fail(err, st,
                    "watchdog: rank %d (stage %d) waited %g s at action %s for the %s from rank %d "
                    "(stage %d)",
-                   w->world_rank, a->stage, w->t->timeout, at, what, peer,
-                   a->op == KT_OP_F ? a->stage - 1 : a->stage + 1);
+                   w->world_rank, a->stage, w->t->timeout, at,
+                   r == KT_RESULT_F ? "activation" : "gradient", peer, from_stage);
   }
   if (st) return kt_fail(err, st, "%s", sub.msg);
+  size_t ev = w->recv_event[SLOT(w, a->stage, a->mb, r)];
+  if (ev < w->events.n_comm) w->events.comm[ev].end = since_step(w);
   return KT_OK;
 }
 
-static kt_status keep_local(float **slot, const float *src, size_t elems, kt_error *err) {
+/* Keeps a copy of a tensor in slot (a hand-over inside the rank, or an
+ * outbox entry waiting for its SEND). */
+static kt_status keep(float **slot, const float *src, size_t elems, kt_error *err) {
   float *buf = malloc(elems * sizeof(float) + 16);
   if (!buf) return kt_fail(err, KT_ENOMEM, "out of memory handing over a tensor");
   memcpy(buf, src, elems * sizeof(float));
@@ -43,34 +72,61 @@ static kt_status keep_local(float **slot, const float *src, size_t elems, kt_err
   return KT_OK;
 }
 
-static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microbatch *mbd, int k,
-                             double *wait, int64_t *bytes, kt_error *err) {
-  kt_runtime *rt = w->rt;
-  int s = a->stage, j = a->mb, d = w->replica;
-  kt_chunk *c = chunk_of(w, s);
-  const float *in = NULL;
-  float *taken = NULL;
-  kt_status st;
-  if (s > 0) {
-    int src = kt__stage_world_rank(rt, s - 1, d);
-    if (src == w->world_rank) {
-      taken = w->act_handoff[HANDOFF(w, s, j)];
-      w->act_handoff[HANDOFF(w, s, j)] = NULL;
-      if (!taken) return kt_fail(err, KT_ERUNTIME, "rank %d: F%d of stage %d before its input", w->world_rank, j, s);
-      in = taken;
-    } else {
-      st = recv_tensor(w, a, src, kt_tag(KT_TAG_ACT, s, j, k), w->in_buf, c->in_elems,
-                       "activation", wait, err);
-      if (st) return st;
-      in = w->in_buf;
-    }
+/* The input of a compute action: nothing (stage 0's F, the last stage's
+ * backward), a hand-over inside the rank, or a received tensor. */
+static kt_status take_input(kt__worker *w, const kt_action *a, int k, const float **in,
+                            float **taken, double *wait, kt_error *err) {
+  int from;
+  kt_result need = kt_action_needs(a->op, a->stage, w->rt->S, &from);
+  *in = NULL, *taken = NULL;
+  if (need == KT_RESULT_NONE || need == KT_RESULT_I || from == a->stage) return KT_OK;
+  kt_chunk *c = chunk_of(w, a->stage);
+  int fwd = need == KT_RESULT_F;
+  if (kt__stage_world_rank(w->rt, from, w->replica) == w->world_rank) {
+    float **slot = fwd ? &w->act_handoff[PAIR(w, a->stage, a->mb)]
+                       : &w->grad_handoff[PAIR(w, a->stage, a->mb)];
+    *taken = *slot;
+    *in = *taken;
+    *slot = NULL;
+    if (!*taken)
+      return kt_fail(err, KT_ERUNTIME, "rank %d: %s%d of stage %d before its input",
+                     w->world_rank, fwd ? "F" : "backward ", a->mb, a->stage);
+    return KT_OK;
   }
+  float *buf = fwd ? w->in_buf : w->dout_buf;
+  kt_status st = recv_tensor(w, a, from, need, k, buf, fwd ? c->in_elems : c->out_elems, wait, err);
+  *in = buf;
+  return st;
+}
+
+/* Hands a computed result to its consumer: kept for a stage on this rank,
+ * put in the outbox for its SEND otherwise. */
+static kt_status give_output(kt__worker *w, const kt_action *a, kt_result r, const float *data,
+                             size_t elems, kt_error *err) {
+  int to = kt_result_consumer(r, a->stage, w->rt->S);
+  if (to < 0) return KT_OK;
+  if (kt__stage_world_rank(w->rt, to, w->replica) == w->world_rank) {
+    float **slot = r == KT_RESULT_F ? &w->act_handoff[PAIR(w, to, a->mb)]
+                                    : &w->grad_handoff[PAIR(w, to, a->mb)];
+    return keep(slot, data, elems, err);
+  }
+  return keep(&w->outbox[SLOT(w, a->stage, a->mb, r)], data, elems, err);
+}
+
+static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microbatch *mbd, int k,
+                             double *wait, kt_error *err) {
+  kt_runtime *rt = w->rt;
+  kt_chunk *c = chunk_of(w, a->stage);
+  const float *in;
+  float *taken;
+  kt_status st = take_input(w, a, k, &in, &taken, wait, err);
+  if (st) return st;
   double loss = 0;
-  float *out = s + 1 < rt->S ? w->out_buf : NULL;
-  st = c->ops->forward(c, j, mbd, in, out, &loss, err);
+  float *out = a->stage + 1 < rt->S ? w->out_buf : NULL;
+  st = c->ops->forward(c, a->mb, mbd, in, out, &loss, err);
   free(taken);
   if (st) return st;
-  unsigned char *bad = &w->fwd_bad[kt_stage_chunk(&rt->sched_copy, s)];
+  unsigned char *bad = &w->fwd_bad[kt_stage_chunk(&rt->sched_copy, a->stage)];
   if (!rt->cfg.synthetic && !*bad) { /* synthetic tensors hold no values */
     *bad = out ? 0 : !isfinite(loss);
     for (size_t i = 0; out && i < c->out_elems && !*bad; i++) *bad = !isfinite(out[i]);
@@ -79,50 +135,100 @@ static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microba
     w->loss_sum += loss;
     return KT_OK;
   }
-  int dst = kt__stage_world_rank(rt, s + 1, d);
-  if (dst == w->world_rank) return keep_local(&w->act_handoff[HANDOFF(w, s + 1, j)], out, c->out_elems, err);
-  *bytes += (int64_t)(c->out_elems * sizeof(float));
-  return w->t->ops->send(w->t, dst, kt_tag(KT_TAG_ACT, s + 1, j, k), out,
-                         c->out_elems * sizeof(float), err);
+  return give_output(w, a, KT_RESULT_F, out, c->out_elems, err);
 }
 
-static kt_status run_backward_input(kt__worker *w, const kt_action *a, const kt_microbatch *mbd,
-                                    int k, double *wait, int64_t *bytes, kt_error *err) {
-  kt_runtime *rt = w->rt;
-  int s = a->stage, j = a->mb, d = w->replica;
-  kt_chunk *c = chunk_of(w, s);
-  const float *dout = NULL;
-  float *taken = NULL;
-  kt_status st;
-  if (s + 1 < rt->S) {
-    int src = kt__stage_world_rank(rt, s + 1, d);
-    if (src == w->world_rank) {
-      taken = w->grad_handoff[HANDOFF(w, s, j)];
-      w->grad_handoff[HANDOFF(w, s, j)] = NULL;
-      if (!taken) return kt_fail(err, KT_ERUNTIME, "rank %d: backward %d of stage %d before its gradient", w->world_rank, j, s);
-      dout = taken;
-    } else {
-      st = recv_tensor(w, a, src, kt_tag(KT_TAG_GRAD, s, j, k), w->dout_buf, c->out_elems,
-                       "gradient", wait, err);
-      if (st) return st;
-      dout = w->dout_buf;
-    }
-  }
-  float *din = s > 0 ? w->din_buf : NULL;
-  st = c->ops->backward_input(c, j, mbd, dout, din, err);
+/* I, or a full B (I then W: its gradient leaves when the whole B is done,
+ * by its SEND_B after it). */
+static kt_status run_backward(kt__worker *w, const kt_action *a, const kt_microbatch *mbd, int k,
+                              double *wait, kt_error *err) {
+  kt_chunk *c = chunk_of(w, a->stage);
+  const float *dout;
+  float *taken;
+  kt_status st = take_input(w, a, k, &dout, &taken, wait, err);
+  if (st) return st;
+  float *din = a->stage > 0 ? w->din_buf : NULL;
+  st = c->ops->backward_input(c, a->mb, mbd, dout, din, err);
   free(taken);
+  if (!st && a->op == KT_OP_B) st = c->ops->backward_weight(c, a->mb, err);
   if (st || !din) return st;
-  int dst = kt__stage_world_rank(rt, s - 1, d);
-  if (dst == w->world_rank) return keep_local(&w->grad_handoff[HANDOFF(w, s - 1, j)], din, c->in_elems, err);
-  *bytes += (int64_t)(c->in_elems * sizeof(float));
-  return w->t->ops->send(w->t, dst, kt_tag(KT_TAG_GRAD, s - 1, j, k), din,
-                         c->in_elems * sizeof(float), err);
+  return give_output(w, a, KT_RESULT_BI, din, c->in_elems, err);
 }
 
 static size_t rank_stash_bytes(const kt__worker *w) {
   size_t n = 0;
   for (int c = 0; c < w->rt->V; c++) n += w->chunk[c]->stash_bytes;
   return n;
+}
+
+/* Runs one compute action and records it with the most activation memory
+ * the rank held while it ran and what it holds after. */
+static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error *err) {
+  kt_runtime *rt = w->rt;
+  const kt_microbatch *mbd =
+      w->data ? &w->data[((size_t)w->replica * rt->K + k) * rt->M + a->mb] : NULL;
+  kt_chunk *c = chunk_of(w, a->stage);
+  size_t before = rank_stash_bytes(w), chunk_before = c->stash_bytes;
+  c->peak_stash_bytes = c->stash_bytes;
+  double wait = 0, t_begin = kt_now();
+  kt_status st;
+  switch (a->op) {
+    case KT_OP_F: st = run_forward(w, a, mbd, k, &wait, err); break;
+    case KT_OP_I:
+    case KT_OP_B: st = run_backward(w, a, mbd, k, &wait, err); break;
+    default: st = c->ops->backward_weight(c, a->mb, err); break; /* W */
+  }
+  if (st) return st;
+  double t_end = kt_now();
+  /* compute starts once the input arrived; the wait shows as idle */
+  kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = a->mb, .op = a->op,
+                .flags = a->flags, .start = t_begin + wait - rt->step_t0,
+                .end = t_end - rt->step_t0, .comm_time = wait};
+  double peak = (double)(before - chunk_before + c->peak_stash_bytes);
+  if (kt_timeline_add_event(&w->events, &e) ||
+      kt_timeline_add_mem(&w->events, w->stage_rank, e.start, peak) ||
+      kt_timeline_add_mem(&w->events, w->stage_rank, e.end, (double)rank_stash_bytes(w)))
+    return kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
+  return KT_OK;
+}
+
+/* SEND: posts the outbox tensor of (stage, mb) to the rank of its consumer. */
+static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *err) {
+  kt_result r = a->op == KT_OP_SEND_F ? KT_RESULT_F : KT_RESULT_BI;
+  float **slot = &w->outbox[SLOT(w, a->stage, a->mb, r)];
+  char at[32];
+  if (!*slot) {
+    kt_action_format(a, at, sizeof at);
+    return kt_fail(err, KT_ERUNTIME, "rank %d runs %s before the action that makes its data",
+                   w->world_rank, at);
+  }
+  kt_chunk *c = chunk_of(w, a->stage);
+  size_t bytes = (r == KT_RESULT_F ? c->out_elems : c->in_elems) * sizeof(float);
+  int to = kt_result_consumer(r, a->stage, w->rt->S);
+  int dst = kt__stage_world_rank(w->rt, to, w->replica);
+  double t0 = since_step(w);
+  uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, to, a->mb, k);
+  kt_status st = w->t->ops->send(w->t, dst, tag, *slot, bytes, err);
+  free(*slot);
+  *slot = NULL;
+  if (st) return st;
+  return add_comm(w, a, t0, since_step(w), (int64_t)bytes, NULL, err);
+}
+
+/* RECV: posts the receive (transports without post() receive on demand). */
+static kt_status run_recv(kt__worker *w, const kt_action *a, int k, kt_error *err) {
+  kt_result r = a->op == KT_OP_RECV_F ? KT_RESULT_F : KT_RESULT_BI;
+  int from = r == KT_RESULT_F ? a->stage - 1 : a->stage + 1;
+  kt_chunk *c = chunk_of(w, a->stage);
+  double t0 = since_step(w);
+  if (w->t->ops->post) {
+    int src = kt__stage_world_rank(w->rt, from, w->replica);
+    uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
+    size_t elems = r == KT_RESULT_F ? c->in_elems : c->out_elems;
+    kt_status st = w->t->ops->post(w->t, src, tag, elems * sizeof(float), err);
+    if (st) return st;
+  }
+  return add_comm(w, a, t0, t0, 0, &w->recv_event[SLOT(w, a->stage, a->mb, r)], err);
 }
 
 /* Test hook: a hung rank sleeps (abortably) well past the watchdog. */
@@ -135,73 +241,36 @@ static void hang(kt__worker *w) {
   }
 }
 
-/* Announces every remote tensor this round will receive (MPI posts the
- * receives now, so transfers progress while the rank computes). */
-static kt_status post_receives(kt__worker *w, const kt_rank_actions *ra, int k, kt_error *err) {
-  kt_runtime *rt = w->rt;
-  if (!w->t->ops->post) return KT_OK;
-  for (size_t i = 0; i < ra->n; i++) {
-    const kt_action *a = &ra->actions[i];
-    kt_chunk *c = chunk_of(w, a->stage);
-    kt_status st = KT_OK;
-    if (a->op == KT_OP_F && a->stage > 0) {
-      int src = kt__stage_world_rank(rt, a->stage - 1, w->replica);
-      if (src != w->world_rank)
-        st = w->t->ops->post(w->t, src, kt_tag(KT_TAG_ACT, a->stage, a->mb, k),
-                             c->in_elems * sizeof(float), err);
-    } else if ((a->op == KT_OP_I || a->op == KT_OP_B) && a->stage + 1 < rt->S) {
-      int src = kt__stage_world_rank(rt, a->stage + 1, w->replica);
-      if (src != w->world_rank)
-        st = w->t->ops->post(w->t, src, kt_tag(KT_TAG_GRAD, a->stage, a->mb, k),
-                             c->out_elems * sizeof(float), err);
+static kt_status run_action(kt__worker *w, const kt_action *a, int k, kt_error *err) {
+  if (a->op < KT_OP_COUNT) return run_compute(w, a, k, err);
+  switch (a->op) {
+    case KT_OP_SEND_F:
+    case KT_OP_SEND_B: return run_send(w, a, k, err);
+    case KT_OP_RECV_F:
+    case KT_OP_RECV_B: return run_recv(w, a, k, err);
+    default: { /* WAIT_SEND and the per-stage actions: recorded, nothing to do */
+      double t = since_step(w);
+      return add_comm(w, a, t, t, 0, NULL, err);
     }
-    if (st) return st;
   }
-  return KT_OK;
 }
 
 kt_status kt__worker_step(kt__worker *w, kt_error *err) {
   kt_runtime *rt = w->rt;
-  const kt_rank_actions *ra = &rt->sched_copy.ranks[w->stage_rank];
+  const kt_rank_actions *ra = &rt->program.ranks[w->stage_rank];
   w->loss_sum = 0;
   memset(w->fwd_bad, 0, sizeof w->fwd_bad);
-  w->events.n_events = w->events.n_mem = 0;
-  for (int c = 0; c < rt->V; c++) {
-    kt_chunk_zero_grad(w->chunk[c]);
-    w->chunk[c]->peak_stash_bytes = w->chunk[c]->stash_bytes;
-  }
+  w->events.n_events = w->events.n_mem = w->events.n_comm = 0;
+  for (int c = 0; c < rt->V; c++) kt_chunk_zero_grad(w->chunk[c]);
   for (int k = 0; k < rt->K; k++) {
-    kt_status pst = post_receives(w, ra, k, err);
-    if (pst) return pst;
+    int computed = 0; /* compute actions so far: the hook counts those */
     for (size_t i = 0; i < ra->n; i++) {
-      const kt_action *a = &ra->actions[i];
-      if (w->world_rank == rt->cfg.hang_rank && (int)i == rt->cfg.hang_action && k == 0) hang(w);
-      const kt_microbatch *mbd =
-          w->data ? &w->data[((size_t)w->replica * rt->K + k) * rt->M + a->mb] : NULL;
-      double wait = 0, t_begin = kt_now();
-      int64_t bytes = 0;
-      kt_status st;
-      /* compute starts once the input arrived; the wait shows as idle */
-      switch (a->op) {
-        case KT_OP_F: st = run_forward(w, a, mbd, k, &wait, &bytes, err); break;
-        case KT_OP_I: st = run_backward_input(w, a, mbd, k, &wait, &bytes, err); break;
-        case KT_OP_B:
-          st = run_backward_input(w, a, mbd, k, &wait, &bytes, err);
-          if (!st) st = chunk_of(w, a->stage)->ops->backward_weight(chunk_of(w, a->stage), a->mb, err);
-          break;
-        case KT_OP_W:
-          st = chunk_of(w, a->stage)->ops->backward_weight(chunk_of(w, a->stage), a->mb, err);
-          break;
-        default: st = kt_fail(err, KT_EINVALID_SCHEDULE, "bad op %d", a->op);
-      }
+      int compute = ra->actions[i].op < KT_OP_COUNT;
+      if (compute && w->world_rank == rt->cfg.hang_rank && computed == rt->cfg.hang_action && k == 0)
+        hang(w);
+      computed += compute;
+      kt_status st = run_action(w, &ra->actions[i], k, err);
       if (st) return st;
-      double t_end = kt_now();
-      kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = a->mb, .op = a->op,
-                    .flags = a->flags, .start = t_begin + wait - rt->step_t0,
-                    .end = t_end - rt->step_t0, .bytes = bytes, .comm_time = wait};
-      if (kt_timeline_add_event(&w->events, &e) ||
-          kt_timeline_add_mem(&w->events, w->stage_rank, e.end, (double)rank_stash_bytes(w)))
-        return kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
     }
   }
   return kt__worker_finish_step(w, err);

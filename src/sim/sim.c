@@ -98,8 +98,15 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
   if (kt_timeline_add_event(tl, &e)) return KT_ENOMEM;
   double delta = kt_action_memory(a->op, kt_cost_mem_act(st->c, a->stage),
                                   kt_cost_mem_wgrad(st->c, a->stage));
-  if (delta == 0) return KT_OK;
+  double extra = kt_cost_mem_transient(st->c, a->stage), before = st->mem[rank];
   st->mem[rank] += delta;
+  if (extra > 0) { /* the scratch it holds while it runs, then what stays */
+    if (kt_timeline_add_mem(tl, rank, start, fmax(before, st->mem[rank]) + extra) ||
+        kt_timeline_add_mem(tl, rank, end, st->mem[rank]))
+      return KT_ENOMEM;
+    return KT_OK;
+  }
+  if (delta == 0) return KT_OK;
   /* an F holds its activation from its start, a backward frees at its end */
   return kt_timeline_add_mem(tl, rank, a->op == KT_OP_F ? start : end, st->mem[rank]) ? KT_ENOMEM
                                                                                        : KT_OK;
@@ -333,7 +340,7 @@ kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
   if (rc) return rc;
   if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */
   kt_status status = state_init(&st, err);
-  if (!status && out) { /* every compute action is one event and at most one memory sample */
+  if (!status && out) { /* every compute action is one event and one or two memory samples */
     size_t n = kt_schedule_total_actions(s);
     if (kt_timeline_reserve(out, n, n + (size_t)s->p))
       status = kt_fail(err, KT_ENOMEM, "out of memory for a timeline of %zu actions", n);

@@ -267,8 +267,9 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     out->samples_per_s = samples / out->mean_step_seconds;
     out->tokens_per_s = out->samples_per_s * (double)tps;
     if (!(st = kt_timeline_metrics(&last, &out->measured, err))) st = predict(rc, &last, out, err);
-    kt_chunk *c0 = kt_runtime_chunk(rt, 0, 0);
-    if (c0) out->peak_stash_bytes_stage0 = c0->peak_stash_bytes;
+    int r0 = kt_stage_rank(rc->schedule, 0); /* the rank of stage 0: its peak activation memory */
+    if (!st && r0 >= 0 && r0 < out->measured.p)
+      out->peak_stash_bytes_stage0 = (size_t)out->measured.ranks[r0].peak_memory;
     out->measured_timeline = last; /* handed over */
     kt_timeline_init(&last, rc->schedule->p, "s", "B");
   }
