@@ -97,11 +97,13 @@ typedef struct {
 
 /* Loads and validates a schedule file (the lowered form too when it has
  * SEND/RECV actions). sizes (NULL, or P, V, M in that order) are flags that
- * must agree with the file when given. info (n bytes, may be NULL) receives
+ * must agree with the file when given. program (may be NULL) receives the
+ * file itself when it is a lowered program (SEND/RECV among its actions),
+ * to be run as written; otherwise it is left empty (ranks NULL). info (n bytes, may be NULL) receives
  * one line saying what was inferred: ranks, stages, micro-batches,
  * placement, notation. Returns 0, or the exit code after printing why. */
 int cli_load_schedule_file(cli_torch torch, const char *path, const cli_size_flag sizes[3],
-                           kt_schedule *out, char *info, size_t n);
+                           kt_schedule *out, kt_schedule *program, char *info, size_t n);
 #define CLI_INFO_LEN 1024
 /* "loop", "v" or "explicit (stage:rank 0:0 1:1 ...)" into buf. */
 const char *cli_placement_text(const kt_schedule *s, char *buf, size_t n);

@@ -120,7 +120,7 @@ static int run_compare(cli_args *a) {
     char info[CLI_INFO_LEN];
     /* -v is for the built-in rows; the file keeps its own */
     cli_size_flag sizes[3] = {{"-p", cli_has(a, "p"), p}, {"-v", 0, 0}, {"-m", cli_has(a, "m"), m}};
-    int rc = cli_load_schedule_file(torch, file, sizes, &file_sched, info, sizeof info);
+    int rc = cli_load_schedule_file(torch, file, sizes, &file_sched, NULL, info, sizeof info);
     if (rc) return rc;
     p = file_sched.p;
     m = file_sched.m;

@@ -49,7 +49,7 @@ static int run_sim(cli_args *a) {
   int rc = cli_read_costs(a, &costs);
   if (rc) return rc;
   kt_error err = {{0}};
-  kt_schedule sched;
+  kt_schedule sched, program = {0};
   int kind = -1;
   const char *from = cli_get(a, "schedule-file") ? cli_get(a, "schedule-file") : cli_get(a, "from");
   if (from) {
@@ -60,7 +60,7 @@ static int run_sim(cli_args *a) {
     char info[CLI_INFO_LEN];
     cli_size_flag sizes[3] = {{"-p", cli_has(a, "p"), p}, {"-v", cli_has(a, "v"), v},
                               {"-m", cli_has(a, "m"), m}};
-    if ((rc = cli_load_schedule_file(torch, from, sizes, &sched, info, sizeof info))) {
+    if ((rc = cli_load_schedule_file(torch, from, sizes, &sched, &program, info, sizeof info))) {
       kt_costs_free(&costs);
       return rc;
     }
@@ -81,7 +81,9 @@ static int run_sim(cli_args *a) {
     }
   }
   kt_timeline tl;
-  kt_status st = kt_simulate(&sched, &costs, &tl, &err);
+  /* a lowered file runs as written: its communication actions in its order */
+  kt_status st = kt_simulate(program.ranks ? &program : &sched, &costs, &tl, &err);
+  kt_schedule_free(&program);
   if (st) {
     kt_schedule_free(&sched);
     kt_costs_free(&costs);

@@ -20,7 +20,7 @@ static int run_validate(cli_args *a) {
   cli_torch torch;
   if (cli_torch_read(a, &torch)) return 2;
   char info[CLI_INFO_LEN];
-  int rc = cli_load_schedule_file(torch, file, NULL, &s, info, sizeof info);
+  int rc = cli_load_schedule_file(torch, file, NULL, &s, NULL, info, sizeof info);
   if (rc) return rc;
   if (!quiet) {
     printf("%s", info);

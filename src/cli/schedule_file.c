@@ -40,8 +40,7 @@ static void describe_comms(const kt_parse_opts *po, cli_torch torch, char *buf, 
   if (!po->comm_actions) return;
   if (po->p2p_actions)
     snprintf(buf, n,
-             "; lowered (torch %s IR): %zu communication actions checked and set aside, the "
-             "runtime posts its own",
+             "; lowered (torch %s IR): %zu communication actions, run in the file's order",
              kt_torch_ir_name(torch.ir), po->comm_actions);
   else
     snprintf(buf, n,
@@ -51,7 +50,7 @@ static void describe_comms(const kt_parse_opts *po, cli_torch torch, char *buf, 
 }
 
 int cli_load_schedule_file(cli_torch torch, const char *path, const cli_size_flag sizes[3],
-                           kt_schedule *out, char *info, size_t n) {
+                           kt_schedule *out, kt_schedule *program, char *info, size_t n) {
   kt_parse_opts po = {.notation = torch.notation};
   kt_schedule lowered = {0};
   po.lowered = &lowered;
@@ -60,7 +59,9 @@ int cli_load_schedule_file(cli_torch torch, const char *path, const cli_size_fla
   if (st) return cli_fail(st, &err);
   st = kt_schedule_validate(out, &err);
   if (!st && lowered.ranks) st = kt_lowered_validate_ir(&lowered, torch.ir, &err);
-  kt_schedule_free(&lowered);
+  if (program && !st && po.p2p_actions) *program = lowered; /* handed over */
+  else kt_schedule_free(&lowered);
+  if (program && (st || !po.p2p_actions)) memset(program, 0, sizeof *program);
   if (st) {
     fprintf(stderr, "kaiten: %s: invalid: %s\n", path, err.msg);
     kt_schedule_free(out);

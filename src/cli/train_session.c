@@ -18,7 +18,8 @@
 typedef struct {
   train_opts *o;
   int use_mpi, world_rank, world_size, first_step;
-  kt_schedule sched;
+  kt_schedule sched;   /* the compute schedule */
+  kt_schedule program; /* a lowered schedule file, run as written (else empty) */
   int have_sched;
   int *partition;
   kt_runtime *rt;
@@ -117,7 +118,7 @@ static kt_status build_runtime(session *s, kt_error *err) {
   }
   kt_runtime_config rc;
   kt_runtime_config_default(&rc);
-  rc.schedule = &s->sched;
+  rc.schedule = s->program.ranks ? &s->program : &s->sched;
   rc.data_parallel = o->d, rc.grad_accum = o->k, rc.micro_batch = o->b;
   rc.model = o->model;
   rc.partition = s->partition;
@@ -202,7 +203,7 @@ static int load_schedule_file(session *s) {
   char info[CLI_INFO_LEN];
   cli_size_flag sizes[3] = {{"--stages", o->p_given, o->p}, {"--chunks", o->v_given, o->v},
                             {"--microbatches", o->m_given, o->m}};
-  int rc = cli_load_schedule_file(o->torch, o->schedule_file, sizes, &s->sched, info, sizeof info);
+  int rc = cli_load_schedule_file(o->torch, o->schedule_file, sizes, &s->sched, &s->program, info, sizeof info);
   if (rc) return rc;
   o->p = s->sched.p, o->v = s->sched.v, o->m = s->sched.m;
   const char *rank = getenv("OMPI_COMM_WORLD_RANK"); /* one line per job, not per process */
@@ -358,6 +359,7 @@ static void session_free(session *s) {
   kt_rundir_close(s->rd);
   kt_run_config_free(&s->cfg);
   if (s->have_sched) kt_schedule_free(&s->sched);
+  kt_schedule_free(&s->program);
   if (s->o->resume) train_resume_free(&s->resume);
   free(s->partition);
   free(s->seg_partition);

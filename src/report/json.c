@@ -2,6 +2,7 @@
  * text table, Chrome trace. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kaiten/generators.h"
@@ -120,6 +121,42 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
   }
 }
 
+/* The communication actions of a lowered program: one track per rank under
+ * its compute track ("rank r comm", tid P + r), each action a slice from its
+ * post to its completion, seq its place in the rank's program order. */
+static void comm_tracks(const kt_timeline *t, double us_per_unit, kt_buf *b) {
+  if (!t->n_comm) return;
+  for (int r = 0; r < t->p; r++) {
+    kt_buf_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                     "\"args\":{\"name\":\"rank %d comm\"}}", t->p + r, r);
+    kt_buf_printf(b, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                     "\"args\":{\"sort_index\":%d}}", t->p + r, 2 * r + 1);
+  }
+  int *next = kt_calloc((size_t)t->p, sizeof *next); /* each rank's next seq */
+  if (!next) {
+    b->failed = 1;
+    return;
+  }
+  for (size_t i = 0; i < t->n_comm; i++) {
+    const kt_event *e = &t->comm[i];
+    if (e->rank < 0 || e->rank >= t->p) continue;
+    int seq = next[e->rank]++;
+    kt_action a = {.stage = e->stage, .mb = e->mb, .op = e->op};
+    char lab[40];
+    kt_action_format(&a, lab, sizeof lab);
+    kt_buf_printf(b, ",\n{\"name\":\"%s\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,"
+                     "\"ts\":", lab, t->p + e->rank);
+    kt_buf_json_number(b, e->start * us_per_unit);
+    kt_buf_puts(b, ",\"dur\":");
+    kt_buf_json_number(b, (e->end - e->start) * us_per_unit);
+    kt_buf_printf(b, ",\"cname\":\"grey\",\"args\":{\"rank\":%d,\"seq\":%d,\"op\":\"%s\"",
+                  e->rank, seq, kt_op_name(e->op));
+    if (e->bytes) kt_buf_printf(b, ",\"bytes\":%lld", (long long)e->bytes);
+    kt_buf_puts(b, "}}");
+  }
+  free(next);
+}
+
 void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_per_unit,
                             kt_buf *b) {
   kt_buf_puts(b, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
@@ -130,8 +167,9 @@ void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_p
     kt_buf_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
                      "\"args\":{\"name\":\"rank %d\"}}", r, r);
     kt_buf_printf(b, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                     "\"args\":{\"sort_index\":%d}}", r, r);
+                     "\"args\":{\"sort_index\":%d}}", r, 2 * r);
   }
+  comm_tracks(t, us_per_unit, b);
   static const char *const cname[] = {"thread_state_running", "good", "rail_animation",
                                       "rail_idle"};
   for (size_t i = 0; i < t->n_events; i++) {

@@ -352,31 +352,39 @@ static kt_status gather_timeline(kt_runtime *rt, kt_error *err) {
   const uint64_t tag = KT_TAG_COLLECTIVE | 0x300;
   if (w->replica != 0) return KT_OK;
   if (w->world_rank != 0) {
-    int64_t counts[2] = {(int64_t)w->events.n_events, (int64_t)w->events.n_mem};
+    int64_t counts[3] = {(int64_t)w->events.n_events, (int64_t)w->events.n_mem,
+                         (int64_t)w->events.n_comm};
     kt_status st = t->ops->send(t, 0, tag, counts, sizeof counts, err);
     if (!st) st = t->ops->send(t, 0, tag + 1, w->events.events, w->events.n_events * sizeof(kt_event), err);
     if (!st) st = t->ops->send(t, 0, tag + 2, w->events.mem, w->events.n_mem * sizeof(kt_mem_sample), err);
+    if (!st) st = t->ops->send(t, 0, tag + 3, w->events.comm, w->events.n_comm * sizeof(kt_event), err);
     return st;
   }
   for (int r = 1; r < rt->P; r++) {
     int src = kt_world_rank(r, 0, rt->D);
-    int64_t counts[2];
+    int64_t counts[3];
     kt_status st = t->ops->recv(t, src, tag, counts, sizeof counts, err);
     if (st) return st;
-    if (counts[0] < 0 || counts[1] < 0 || counts[0] > (1 << 26) || counts[1] > (1 << 26))
-      return kt_fail(err, KT_ERUNTIME, "bad timeline from rank %d", src);
+    for (int k = 0; k < 3; k++)
+      if (counts[k] < 0 || counts[k] > (1 << 26))
+        return kt_fail(err, KT_ERUNTIME, "bad timeline from rank %d", src);
     kt_event *ev = kt_calloc((size_t)counts[0] + 1, sizeof *ev);
     kt_mem_sample *mem = kt_calloc((size_t)counts[1] + 1, sizeof *mem);
-    if (!ev || !mem) st = kt_fail(err, KT_ENOMEM, "out of memory");
+    kt_event *comm = kt_calloc((size_t)counts[2] + 1, sizeof *comm);
+    if (!ev || !mem || !comm) st = kt_fail(err, KT_ENOMEM, "out of memory");
     if (!st) st = t->ops->recv(t, src, tag + 1, ev, (size_t)counts[0] * sizeof *ev, err);
     if (!st) st = t->ops->recv(t, src, tag + 2, mem, (size_t)counts[1] * sizeof *mem, err);
+    if (!st) st = t->ops->recv(t, src, tag + 3, comm, (size_t)counts[2] * sizeof *comm, err);
     for (int64_t i = 0; !st && i < counts[0]; i++)
       if (kt_timeline_add_event(&rt->timeline, &ev[i])) st = kt_fail(err, KT_ENOMEM, "out of memory");
     for (int64_t i = 0; !st && i < counts[1]; i++)
       if (kt_timeline_add_mem(&rt->timeline, mem[i].rank, mem[i].t, mem[i].value))
         st = kt_fail(err, KT_ENOMEM, "out of memory");
+    for (int64_t i = 0; !st && i < counts[2]; i++)
+      if (kt_timeline_add_comm(&rt->timeline, &comm[i])) st = kt_fail(err, KT_ENOMEM, "out of memory");
     free(ev);
     free(mem);
+    free(comm);
     if (st) return st;
   }
   return KT_OK;
@@ -435,7 +443,7 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
     if (w->status && (!failed || (failed->status == KT_EPEER && w->status != KT_EPEER))) failed = w;
   }
   if (failed) return kt_fail(err, failed->status, "%s", failed->err.msg);
-  rt->timeline.n_events = rt->timeline.n_mem = 0;
+  rt->timeline.n_events = rt->timeline.n_mem = rt->timeline.n_comm = 0;
   for (int i = 0; i < rt->n_local; i++) {
     kt__worker *w = &rt->workers[i];
     res->bytes_sent += w->t->bytes_sent;
@@ -447,6 +455,9 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
     for (size_t m = 0; m < w->events.n_mem; m++)
       if (kt_timeline_add_mem(&rt->timeline, w->events.mem[m].rank, w->events.mem[m].t,
                               w->events.mem[m].value))
+        return kt_fail(err, KT_ENOMEM, "out of memory");
+    for (size_t c = 0; c < w->events.n_comm; c++)
+      if (kt_timeline_add_comm(&rt->timeline, &w->events.comm[c]))
         return kt_fail(err, KT_ENOMEM, "out of memory");
   }
   res->bytes_sent -= bytes0;

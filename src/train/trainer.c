@@ -153,9 +153,12 @@ static kt_status copy_timeline(kt_timeline *dst, const kt_timeline *src) {
   memcpy(dst->mem_unit, src->mem_unit, sizeof dst->mem_unit);
   for (size_t i = 0; i < src->n_events; i++)
     if (kt_timeline_add_event(dst, &src->events[i])) return KT_ENOMEM;
+  dst->n_comm = 0;
   for (size_t i = 0; i < src->n_mem; i++)
     if (kt_timeline_add_mem(dst, src->mem[i].rank, src->mem[i].t, src->mem[i].value))
       return KT_ENOMEM;
+  for (size_t i = 0; i < src->n_comm; i++)
+    if (kt_timeline_add_comm(dst, &src->comm[i])) return KT_ENOMEM;
   return KT_OK;
 }
 
