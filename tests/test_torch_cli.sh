@@ -20,7 +20,7 @@ expect 2 "$K" validate "$ZB" --torch-notation newest;   oneline; has "'newest'" 
 # an explicit placement: named in the summary, a table in the JSON
 printf '0F0,1F0,0F1,1F1,1B0,0B0,1B1,0B1\n2F0,3F0,3B0,2B0,2F1,3F1,3B1,2B1\n' >"$tmp/blocks.csv"
 expect 0 "$K" validate "$tmp/blocks.csv"; has "placement explicit (stage:rank 0:0 1:0 2:1 3:1)" "$tmp/out"
-expect 0 "$K" sim --schedule-file "$tmp/blocks.csv" --format json
+expect 0 "$K" sim --schedule-file "$tmp/blocks.csv" --format json --per-stage
 has '"placement":"explicit","stage_ranks":\[0,0,1,1\]' "$tmp/out"; has '"makespan":18,' "$tmp/out"
 
 # each file re-exports identically; legacy converts to the current file
@@ -41,8 +41,8 @@ if [ -s "$tmp/a.json" ] && cmp -s "$tmp/a.json" "$tmp/b.json"; then ok; else bad
 
 # overlapped cells: sequential by default, --overlap credits hiding
 ms() { sed -n 's/.*"makespan":\([0-9.e+-]*\).*/\1/p' "$tmp/out"; }
-expect 0 "$K" sim --schedule-file "$DV" --format json; seq=$(ms)
-expect 0 "$K" sim --schedule-file "$DV" --format json --overlap 1; hid=$(ms)
+expect 0 "$K" sim --schedule-file "$DV" --format json --per-stage; seq=$(ms)
+expect 0 "$K" sim --schedule-file "$DV" --format json --per-stage --overlap 1; hid=$(ms)
 if [ "$seq" = 66 ] && awk "BEGIN{exit !($hid < $seq)}"; then ok; else bad "overlap: sequential $seq, hidden $hid"; fi
 expect 2 "$K" sim --schedule-file "$DV" --overlap 2; oneline; has "'2'" "$tmp/err"
 
@@ -97,7 +97,7 @@ has "lowered (torch 2.15 IR): .* communication actions, run in the file.s order"
 expect 0 "$K" validate "$tmp/gpipe.csv"; has "4 REDUCE_GRAD/UNSHARD-style actions checked and set aside" "$tmp/out"
 expect 0 "$K" validate "$tmp/uneven.csv"; has "3 stages (up to 2 per rank)" "$tmp/out"
 has "explicit (stage:rank 0:0 1:0 2:1)" "$tmp/out"
-expect 0 "$K" sim --schedule-file "$tmp/uneven.csv" --format json; has '"makespan":13,' "$tmp/out"
+expect 0 "$K" sim --schedule-file "$tmp/uneven.csv" --format json --per-stage; has '"makespan":13,' "$tmp/out"
 
 # --torch-version: 2.15 (default) retires every send; older releases get SEND/RECV only
 expect 0 "$K" sim --schedule 1f1b -p 2 -m 2 --format torch-csv-comms --torch-version 2.9

@@ -47,6 +47,15 @@ double kt_cost_mem_wgrad(const kt_costs *c, int stage);
 double kt_cost_mem_transient(const kt_costs *c, int stage);
 double kt_cost_comm(const kt_costs *c);
 
+/* The costs of one stage of a schedule with v chunks per rank when c
+ * describes one rank's share of the model: every uniform value (T_F, T_B,
+ * T_W, M_B, M_W, the transient) divided by v; per-stage lists and the
+ * communication costs unchanged. dst is a deep copy (free it). ENOMEM. */
+kt_status kt_costs_for_chunks(const kt_costs *c, int v, kt_costs *dst, kt_error *err);
+
+/* "tf=2,1,1,3 tb=1 tw=1 comm=0" (lists where per stage), for headers. */
+void kt_costs_describe(const kt_costs *c, char *buf, size_t n);
+
 /* Parses "X" (uniform) or "x0,x1,...,xn" (per stage) into the named field
  * ("tf", "tb", "tw", "mem-act", "mem-wgrad", "mem-transient"). EINVAL naming the bad value. */
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err);

@@ -42,6 +42,10 @@ kt_placement kt_schedule_kind_placement(kt_schedule_kind k);
  * formula as text, NULL when there is none. docs/schedules.md derives them. */
 double kt_schedule_closed_form_bubble(kt_schedule_kind k, int p, int v, int m, double tf,
                                       double tb, double tw, const char **expr);
+/* Why a schedule has no closed-form bubble at these sizes (one phrase, for
+ * "closed form -: ..."), or NULL when it has one. Every form also needs
+ * uniform costs and T_comm = 0. */
+const char *kt_schedule_closed_form_why_not(kt_schedule_kind k, int p, int v, int m);
 /* Closed-form peak memory (the largest over the ranks, in mem_act units)
  * under uniform per-stage M_B = mem_act and M_W = mem_wgrad, or a negative
  * value when there is none (interleaved with M not a multiple of P, the

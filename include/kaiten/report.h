@@ -30,9 +30,11 @@ typedef struct {
   int p, v, m;
   const char *placement; /* may carry the table: "explicit (stage:rank 0:0 ...)" */
   const int32_t *stage_ranks; /* explicit placement: rank of each of the p*v stages, else NULL */
-  const kt_costs *costs;
+  const kt_costs *costs; /* the stage costs the schedule ran with */
+  const char *cost_basis; /* "rank" (costs given for one rank's share) | "stage" | NULL */
   double closed_form; /* < 0: none */
   const char *closed_form_expr;
+  const char *closed_form_why; /* when there is none: why (one phrase), or NULL */
   size_t messages;
 } kt_sim_info;
 
@@ -44,6 +46,41 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
  * busy, idle, peak_memory, peak_inflight, ...), plus costs and events[]. */
 void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_timeline *t,
                         kt_buf *b);
+
+/* The costs as JSON: numbers, or per-stage lists, and per_stage. */
+void kt_render_costs_json(const kt_costs *c, kt_buf *b);
+
+/* ---- comparisons (compare.c) ---------------------------------------------- */
+
+/* One schedule in a comparison. closed < 0: no closed form (closed_why
+ * says why); mem_vs_1f1b: peak memory over 1F1B's on the same model (< 0:
+ * unknown); mem_limit: zb-auto's limit (< 0: none). */
+typedef struct {
+  const char *schedule;
+  int applies;
+  const char *reason; /* why it does not apply */
+  int v;
+  double makespan, bubble, closed;
+  const char *closed_expr, *closed_why;
+  double peak_mem, peak_mem_first, peak_mem_last, mem_vs_1f1b, closed_mem, mem_limit;
+  const char *closed_mem_expr;
+  int inflight_first, inflight_last;
+  size_t messages;
+} kt_compare_row;
+
+typedef struct {
+  int p, m, v;
+  const kt_costs *costs;  /* as the user gave them */
+  const char *cost_basis; /* "rank" | "stage" */
+} kt_compare_info;
+
+/* The comparison as an aligned table (with the basis line, closed forms and
+ * what did not apply), or as one JSON object {p, m, v, cost_basis, costs,
+ * rows[]}. */
+void kt_render_compare_table(const kt_compare_info *info, const kt_compare_row *rows, size_t n,
+                             kt_buf *b);
+void kt_render_compare_json(const kt_compare_info *info, const kt_compare_row *rows, size_t n,
+                            kt_buf *b);
 
 /* Chrome trace JSON (opens in Perfetto / chrome://tracing): one track per
  * rank, one slice per action with stage, micro-batch and op in args, memory

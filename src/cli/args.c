@@ -138,11 +138,40 @@ int cli_double(const cli_args *a, const char *name, double lo, double hi, double
   return 0;
 }
 
+/* Flags that would each set the hop time, or that mean nothing alone. */
+static int check_comm_flags(const cli_args *a) {
+  int bw = cli_has(a, "comm-bandwidth");
+  if (cli_has(a, "comm") && bw)
+    return cli_usage_error("--comm %s and --comm-bandwidth %s both set the time of a hop; give "
+                           "--comm, or --comm-latency/--comm-bytes/--comm-bandwidth",
+                           cli_get(a, "comm"), cli_get(a, "comm-bandwidth"));
+  if (!bw && cli_has(a, "comm-bytes"))
+    return cli_usage_error("--comm-bytes %s needs --comm-bandwidth (hop = latency + "
+                           "bytes/bandwidth)", cli_get(a, "comm-bytes"));
+  if (!bw && cli_has(a, "comm-latency"))
+    return cli_usage_error("--comm-latency %s needs --comm-bandwidth; for a fixed hop time give "
+                           "--comm", cli_get(a, "comm-latency"));
+  return 0;
+}
+
+static int all_zero(const kt_costs *c) {
+  const double *arrays[] = {c->stage_tf, c->stage_tb, c->stage_tw};
+  double uniform[] = {c->tf, c->tb, c->tw};
+  for (int i = 0; i < 3; i++) {
+    if (!arrays[i] && uniform[i] > 0) return 0;
+    for (int s = 0; arrays[i] && s < c->n_stages; s++)
+      if (arrays[i][s] > 0) return 0;
+  }
+  return 1;
+}
+
 static int read_costs(const cli_args *a, kt_costs *c) {
   kt_costs_default(c);
   kt_error err = {{0}};
+  if (check_comm_flags(a)) return 2;
   const char *file = cli_get(a, "costs");
-  if (file && kt_costs_load_json(c, file, &err)) return cli_fail(KT_EINVAL, &err);
+  kt_status st;
+  if (file && (st = kt_costs_load_json(c, file, &err))) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
   static const char *const fields[] = {"tf", "tb", "tw", "mem-act", "mem-wgrad"};
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
     const char *v = cli_get(a, fields[i]);
@@ -153,6 +182,42 @@ static int read_costs(const cli_args *a, kt_costs *c) {
   for (size_t i = 0; i < 4; i++)
     if (cli_double(a, scalars[i], 0, 1e300, *targets[i], targets[i])) return 2;
   if (cli_double(a, "overlap", 0, 1, c->overlap, &c->overlap)) return 2;
+  if (all_zero(c))
+    return cli_usage_error("--tf, --tb and --tw are all 0: every action takes no time, so there is "
+                           "no makespan or bubble to compute; give a cost above 0");
+  return 0;
+}
+
+const char *cli_cost_basis(const cli_args *a) { return cli_has(a, "per-stage") ? "stage" : "rank"; }
+
+int cli_stage_costs(const cli_args *a, const kt_costs *given, int v, kt_costs *out) {
+  kt_error err = {{0}};
+  kt_status st = kt_costs_for_chunks(given, cli_has(a, "per-stage") ? 1 : v, out, &err);
+  return st ? cli_fail(st, &err) : 0;
+}
+
+void cli_cost_basis_line(const cli_args *a, int v, kt_buf *b) {
+  if (cli_has(a, "per-stage"))
+    kt_buf_puts(b, "cost basis: stage (--per-stage: tf, tb, tw, mem-act, mem-wgrad are per stage)\n");
+  else if (v > 1)
+    kt_buf_printf(b, "cost basis: rank (tf, tb, tw, mem-act, mem-wgrad are one rank's share of the "
+                     "model; with V=%d each stage runs 1/%d of them)\n", v, v);
+  else
+    kt_buf_puts(b, "cost basis: rank (tf, tb, tw, mem-act, mem-wgrad are one rank's share of the "
+                   "model; at V=1 that is one stage)\n");
+}
+
+int cli_check_sim_size(const char *what, long p, long v, long m) {
+  /* at most three actions (F, I, W) per stage and micro-batch; each costs its
+   * IR entry, an event, two memory samples and the simulator's pair state */
+  double actions = 3.0 * (double)p * (double)(v > 0 ? v : 2) * (double)m;
+  double need = actions * (12 + 56 + 48 + 8);
+  double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+  if (have > 0 && need > 0.75 * have)
+    return cli_usage_error("%s -p %ld -m %ld: up to %.3g actions would need about %.1f GiB of "
+                           "memory (this machine has %.1f GiB); simulate fewer ranks or "
+                           "micro-batches",
+                           what, p, m, actions, need / 1073741824.0, have / 1073741824.0);
   return 0;
 }
 

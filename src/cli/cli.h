@@ -60,19 +60,38 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Shared option groups (costs and layout), and their readers. */
 #define CLI_COST_OPTS                                                                         \
-  {"tf", 0, "X", "forward cost per stage: one value, or one per stage (x0,x1,...)"},          \
-  {"tb", 0, "X", "input-gradient (I) cost per stage; a full backward B costs tb+tw"},        \
-  {"tw", 0, "X", "weight-gradient (W) cost per stage"},                                      \
+  {"tf", 0, "X", "forward cost of one rank's share of the model (a schedule with V chunks per rank runs X/V per stage); a list x0,x1,... is per stage"}, \
+  {"tb", 0, "X", "input-gradient (I) cost, on the same basis; a full backward B costs tb+tw"}, \
+  {"tw", 0, "X", "weight-gradient (W) cost, on the same basis"},                             \
+  {"per-stage", 0, NULL, "scalar costs and memory are per stage, not per rank's share"},     \
   {"comm", 0, "X", "communication time per hop between ranks (default 0)"},                  \
   {"comm-latency", 0, "X", "per-message latency (with --comm-bandwidth)"},                   \
   {"comm-bytes", 0, "N", "bytes per message (with --comm-bandwidth)"},                       \
   {"comm-bandwidth", 0, "X", "bytes per time unit; hop = latency + bytes/bandwidth"},        \
-  {"mem-act", 0, "X", "activation memory M_B one forward adds (default 1; per stage ok)"},   \
-  {"mem-wgrad", 0, "X", "memory M_W an I keeps until its W (default 0; per stage ok)"},      \
+  {"mem-act", 0, "X", "activation memory M_B of one micro-batch, rank basis as --tf (default 1)"}, \
+  {"mem-wgrad", 0, "X", "memory M_W an I keeps until its W, rank basis as --tf (default 0)"}, \
   {"overlap", 0, "X", "overlapped F&B cells: 0 = one after the other (default), 1 = fully hidden"}, \
   {"costs", 0, "FILE", "JSON cost file: {\"tf\": 1 or [..], \"tb\", \"tw\", \"comm\", \"mem_act\", \"mem_wgrad\"}"}
 
+/* The cost basis, said once on every table, JSON and report: scalar costs
+ * describe one rank's share of the model unless --per-stage. */
+#define CLI_COST_BASIS_HELP                                                                     \
+  "Cost basis: --tf/--tb/--tw and --mem-act/--mem-wgrad describe one rank's share of\n"        \
+  "the model (the source documents' T_f, T_b), so every schedule in a comparison runs the\n" \
+  "same model: a schedule with V chunks per rank runs T/V and M_B/V per stage. --per-stage\n" \
+  "makes them stage costs; per-stage lists (--tf 2,1,1,3, --costs FILE) are always per stage.\n"
+
 int cli_read_costs(const cli_args *a, kt_costs *c);
+/* "rank" or "stage" (--per-stage). */
+const char *cli_cost_basis(const cli_args *a);
+/* The stage costs of a schedule with v chunks per rank from the costs as
+ * given (divided by v on the rank basis). 0, or the exit code. */
+int cli_stage_costs(const cli_args *a, const kt_costs *given, int v, kt_costs *out);
+/* One line saying the basis, for text output. */
+void cli_cost_basis_line(const cli_args *a, int v, kt_buf *b);
+/* Refuses a simulation too large for this machine before building it:
+ * 0, or 2 after one line with the memory it would need. */
+int cli_check_sim_size(const char *what, long p, long v, long m);
 
 /* Schedule files (PyTorch CSV or kaiten text form). */
 #define CLI_SCHEDULE_FILE_OPTS                                                                \

@@ -1,4 +1,5 @@
 /* kaiten compare: every applicable schedule side by side under one cost model. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,284 +20,246 @@ static const cli_opt compare_opts[] = {
     {"report", 0, "FILE", "also write a self-contained HTML report (Gantts side by side) to FILE"},
 };
 
+/* One row: what it shows, and the timeline kept for --report. */
 typedef struct {
-  const char *name;
-  int ok;
-  char reason[KT_ERROR_LEN];
-  int v;
-  double makespan, bubble, closed, peak_mem_first, peak_mem_last, peak_mem_max;
-  int inflight_first, inflight_last;
-  size_t messages;
-  const char *expr;
-  double closed_mem, mem_limit; /* closed-form peak memory (< 0: none); zb-auto's limit */
-  const char *mem_expr;
-  kt_timeline tl; /* kept for --report */
+  kt_compare_row r;
+  char reason[KT_ERROR_LEN], placement[512], name[64];
+  kt_costs costs; /* this schedule's stage costs */
+  kt_timeline tl;
   kt_metrics met;
   kt_sim_info info;
-  char placement[512];
+  int kept;
 } row;
 
-/* Simulates s (kind < 0: a schedule file, no closed forms) into the row;
- * frees s. */
-static void eval_schedule(row *rw, kt_schedule *sched, int kind, const kt_costs *c,
-                          const cli_mem_limit *ml, int keep) {
-  kt_error err = {{0}};
-  kt_schedule s = *sched;
-  int p = s.p, m = s.m;
-  kt_metrics met;
-  kt_status st = kt_simulate(&s, c, &rw->tl, &err);
-  if (!st && (st = kt_timeline_metrics(&rw->tl, &met, &err))) kt_timeline_free(&rw->tl);
-  if (st) {
-    snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
-    kt_schedule_free(&s);
-    return;
-  }
-  rw->ok = 1;
-  rw->v = s.v;
-  rw->makespan = met.makespan;
-  rw->bubble = met.bubble_ratio;
-  rw->closed = kind < 0 ? -1
-                        : kt_schedule_closed_form_bubble((kt_schedule_kind)kind, s.p, s.v, s.m,
-                                                         c->tf, c->tb, c->tw, &rw->expr);
-  /* the forms assume uniform per-stage times (memory: uniform M_B, M_W) and no communication */
-  if (c->stage_tf || c->stage_tb || c->stage_tw || kt_cost_comm(c) > 0) rw->closed = -1;
-  rw->closed_mem = kind < 0 ? -1
-                            : kt_schedule_closed_form_peak_memory((kt_schedule_kind)kind, s.p, s.v,
-                                                                  s.m, c->mem_act, c->mem_wgrad,
-                                                                  &rw->mem_expr);
-  if (c->stage_mem_act || c->stage_mem_wgrad) rw->closed_mem = -1;
-  kt_schedule_params lim = {.p = p, .m = m, .v = s.v, .costs = c};
-  if (kind >= 0) lim.mem_limit = cli_mem_limit_units(ml, (kt_schedule_kind)kind, p, m, s.v, c);
-  rw->mem_limit = kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO ? kt_schedule_mem_limit(&lim) : -1;
-  rw->peak_mem_first = met.ranks[0].peak_memory;
-  rw->peak_mem_last = met.ranks[p - 1].peak_memory;
-  for (int r = 0; r < p; r++)
-    if (met.ranks[r].peak_memory > rw->peak_mem_max) rw->peak_mem_max = met.ranks[r].peak_memory;
-  rw->inflight_first = met.ranks[0].peak_inflight;
-  rw->inflight_last = met.ranks[p - 1].peak_inflight;
-  rw->messages = kt_schedule_messages(&s);
-  rw->info = (kt_sim_info){.schedule = rw->name, .p = s.p, .v = s.v, .m = s.m,
-                           .placement = cli_placement_text(&s, rw->placement, sizeof rw->placement),
-                           .costs = c,
-                           .closed_form = rw->closed, .closed_form_expr = rw->expr,
-                           .messages = rw->messages};
-  if (keep) {
-    rw->met = met;
-  } else {
-    kt_metrics_free(&met);
-    kt_timeline_free(&rw->tl);
-  }
-  kt_schedule_free(&s);
-}
-
-static void eval_row(row *rw, kt_schedule_kind kind, int p, int m, int v, const kt_costs *c,
-                     const cli_mem_limit *ml, int keep) {
-  kt_error err = {{0}};
-  kt_schedule s;
-  rw->name = kt_schedule_kind_name(kind);
-  int defv = kt_schedule_default_chunks(kind);
-  int use_v = defv > 1 && kt_schedule_kind_placement(kind) != KT_PLACEMENT_V ? v : 0;
-  double mem_limit = cli_mem_limit_units(ml, kind, p, m, use_v, c);
-  if (cli_generate(kind, p, m, use_v, c, mem_limit, &s, &err)) {
-    snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
-    return;
-  }
-  eval_schedule(rw, &s, (int)kind, c, ml, keep);
-}
-
-static int run_compare(cli_args *a) {
+typedef struct {
+  cli_args *a;
   long p, m, v;
   cli_mem_limit ml;
-  if (cli_int(a, "p", 1, KT_MAX_RANKS, 4, &p) || cli_int(a, "m", 1, KT_MAX_MICROBATCHES, 8, &m) ||
-      cli_int(a, "v", 2, KT_MAX_CHUNKS, 2, &v) || cli_mem_limit_parse(a, 0, &ml))
+  const char *format;
+  int kinds[KT_SCHED_COUNT], nk, keep;
+  kt_costs given;
+  kt_schedule file_sched;
+  const char *file;
+  double peak_1f1b; /* 1F1B's peak memory on the same model (< 0: unknown) */
+  row rows[KT_SCHED_COUNT + 1];
+  int n;
+} compare_run;
+
+static void set_closed_forms(row *rw, int kind, const kt_schedule *s, const kt_costs *c) {
+  kt_compare_row *r = &rw->r;
+  r->closed = r->closed_mem = -1;
+  if (kind < 0) {
+    r->closed_why = "a schedule file has no formula";
+    return;
+  }
+  kt_schedule_kind k = (kt_schedule_kind)kind;
+  r->closed = kt_schedule_closed_form_bubble(k, s->p, s->v, s->m, c->tf, c->tb, c->tw, &r->closed_expr);
+  r->closed_why = kt_schedule_closed_form_why_not(k, s->p, s->v, s->m);
+  /* the forms assume uniform per-stage times (memory: uniform M_B, M_W) and no communication */
+  if (c->stage_tf || c->stage_tb || c->stage_tw || kt_cost_comm(c) > 0) {
+    r->closed = -1, r->closed_expr = NULL;
+    r->closed_why = kt_cost_comm(c) > 0 ? "the forms assume T_comm = 0"
+                                        : "the forms assume the same costs on every stage";
+  }
+  r->closed_mem = kt_schedule_closed_form_peak_memory(k, s->p, s->v, s->m, c->mem_act,
+                                                      c->mem_wgrad, &r->closed_mem_expr);
+  if (c->stage_mem_act || c->stage_mem_wgrad) r->closed_mem = -1, r->closed_mem_expr = NULL;
+}
+
+/* Simulates s (kind < 0: a schedule file) into the row; frees s. */
+static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
+  kt_error err = {{0}};
+  kt_status st = kt_simulate(s, &rw->costs, &rw->tl, &err);
+  if (!st && (st = kt_timeline_metrics(&rw->tl, &rw->met, &err))) kt_timeline_free(&rw->tl);
+  if (st) {
+    snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
+    kt_schedule_free(s);
+    return;
+  }
+  kt_compare_row *r = &rw->r;
+  const kt_metrics *met = &rw->met;
+  int p = s->p;
+  r->applies = 1, r->v = s->v, r->makespan = met->makespan, r->bubble = met->bubble_ratio;
+  set_closed_forms(rw, kind, s, &rw->costs);
+  r->mem_limit = -1;
+  if (kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO) {
+    kt_schedule_params lim = {.p = p, .m = s->m, .v = s->v, .costs = &rw->costs,
+                              .mem_limit = cli_mem_limit_units(&cr->ml, (kt_schedule_kind)kind, p,
+                                                               s->m, s->v, &rw->costs)};
+    r->mem_limit = kt_schedule_mem_limit(&lim);
+  }
+  r->peak_mem_first = met->ranks[0].peak_memory;
+  r->peak_mem_last = met->ranks[p - 1].peak_memory;
+  for (int k = 0; k < p; k++) r->peak_mem = fmax(r->peak_mem, met->ranks[k].peak_memory);
+  r->mem_vs_1f1b = cr->peak_1f1b > 0 ? r->peak_mem / cr->peak_1f1b : -1;
+  r->inflight_first = met->ranks[0].peak_inflight;
+  r->inflight_last = met->ranks[p - 1].peak_inflight;
+  r->messages = kt_schedule_messages(s);
+  rw->info = (kt_sim_info){.schedule = r->schedule, .p = s->p, .v = s->v, .m = s->m,
+                           .placement = cli_placement_text(s, rw->placement, sizeof rw->placement),
+                           .costs = &rw->costs, .cost_basis = cli_cost_basis(cr->a),
+                           .closed_form = r->closed, .closed_form_expr = r->closed_expr,
+                           .closed_form_why = r->closed_why, .messages = r->messages};
+  rw->kept = cr->keep;
+  if (!cr->keep) kt_metrics_free(&rw->met), kt_timeline_free(&rw->tl);
+  kt_schedule_free(s);
+}
+
+/* The V a kind runs with here: -v for the loop-placement chunked kinds. */
+static int kind_v(kt_schedule_kind k, long v) {
+  int defv = kt_schedule_default_chunks(k);
+  return defv > 1 && kt_schedule_kind_placement(k) != KT_PLACEMENT_V ? (int)v : defv;
+}
+
+static void eval_row(compare_run *cr, row *rw, kt_schedule_kind kind) {
+  kt_error err = {{0}};
+  kt_schedule s;
+  rw->r.schedule = kt_schedule_kind_name(kind);
+  rw->r.reason = rw->reason;
+  int v = kind_v(kind, cr->v), p = (int)cr->p, m = (int)cr->m;
+  if (kt_costs_for_chunks(&cr->given, cli_has(cr->a, "per-stage") ? 1 : v, &rw->costs, &err) ||
+      cli_generate(kind, p, m, v, &rw->costs,
+                   cli_mem_limit_units(&cr->ml, kind, p, m, v, &rw->costs), &s, &err)) {
+    snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
+    return;
+  }
+  eval_schedule(cr, rw, &s, (int)kind);
+}
+
+/* 1F1B's peak memory at these P, M on the same model: the memory column's unit. */
+static double peak_of_1f1b(compare_run *cr) {
+  row one;
+  memset(&one, 0, sizeof one);
+  compare_run tmp = *cr;
+  tmp.keep = 0, tmp.peak_1f1b = -1;
+  eval_row(&tmp, &one, KT_SCHED_1F1B);
+  kt_costs_free(&one.costs);
+  return one.r.applies ? one.r.peak_mem : -1;
+}
+
+static int parse_schedules(compare_run *cr) {
+  const char *list = cli_get(cr->a, "schedules");
+  if (!list) {
+    for (int k = 0; k < KT_SCHED_COUNT; k++) cr->kinds[cr->nk++] = k;
+    return 0;
+  }
+  char *copy = strdup(list), *save = NULL;
+  int rc = copy ? 0 : cli_usage_error("out of memory");
+  for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+    int k = kt_schedule_kind_from_name(tok);
+    if (k < 0) rc = cli_usage_error("unknown schedule '%s' in --schedules (known: %s)", tok,
+                                    kt_schedule_kind_list());
+    for (int i = 0; i < cr->nk && !rc; i++)
+      if (cr->kinds[i] == k)
+        rc = cli_usage_error("--schedules lists '%s' twice (%s is %s)", tok, tok,
+                             kt_schedule_kind_name((kt_schedule_kind)k));
+    if (!rc && cr->nk < KT_SCHED_COUNT) cr->kinds[cr->nk++] = k;
+  }
+  free(copy);
+  if (!rc && cr->nk == 0) rc = cli_usage_error("--schedules is empty");
+  return rc;
+}
+
+static int parse_compare(compare_run *cr) {
+  cli_args *a = cr->a;
+  if (cli_int(a, "p", 1, KT_MAX_RANKS, 4, &cr->p) || cli_int(a, "m", 1, KT_MAX_MICROBATCHES, 8, &cr->m) ||
+      cli_int(a, "v", 2, KT_MAX_CHUNKS, 2, &cr->v) || cli_mem_limit_parse(a, 0, &cr->ml))
     return 2;
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten compare --help)", a->pos[0]);
-  /* a schedule file is one more row; its P and M set the comparison's */
-  kt_schedule file_sched = {0};
-  const char *file = cli_get(a, "schedule-file");
-  if (file) {
+  cr->format = cli_get(a, "format") ? cli_get(a, "format") : "table";
+  if (strcmp(cr->format, "table") && strcmp(cr->format, "json"))
+    return cli_usage_error("--format '%s': expected table or json", cr->format);
+  cr->keep = cli_has(a, "report");
+  cr->file = cli_get(a, "schedule-file");
+  if (cr->file) { /* the file is one more row; its P and M set the comparison's */
     cli_torch torch;
     if (cli_torch_read(a, &torch)) return 2;
     char info[CLI_INFO_LEN];
     /* -v is for the built-in rows; the file keeps its own */
-    cli_size_flag sizes[3] = {{"-p", cli_has(a, "p"), p}, {"-v", 0, 0}, {"-m", cli_has(a, "m"), m}};
-    int rc = cli_load_schedule_file(torch, file, sizes, &file_sched, NULL, info, sizeof info);
+    cli_size_flag sizes[3] = {{"-p", cli_has(a, "p"), cr->p}, {"-v", 0, 0}, {"-m", cli_has(a, "m"), cr->m}};
+    int rc = cli_load_schedule_file(torch, cr->file, sizes, &cr->file_sched, NULL, info, sizeof info);
     if (rc) return rc;
-    p = file_sched.p;
-    m = file_sched.m;
+    cr->p = cr->file_sched.p, cr->m = cr->file_sched.m;
     fprintf(stderr, "kaiten: %s", info);
   }
-  const char *format = cli_get(a, "format") ? cli_get(a, "format") : "table";
-  if (strcmp(format, "table") && strcmp(format, "json")) {
-    kt_schedule_free(&file_sched);
-    return cli_usage_error("--format '%s': expected table or json", format);
-  }
-  int kinds[KT_SCHED_COUNT], nk = 0;
-  const char *list = cli_get(a, "schedules");
-  if (list) {
-    char *copy = strdup(list), *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-      int k = kt_schedule_kind_from_name(tok);
-      if (k < 0) {
-        kt_schedule_free(&file_sched);
-        int rc = cli_usage_error("unknown schedule '%s' in --schedules (known: %s)", tok,
-                                 kt_schedule_kind_list());
-        free(copy);
-        return rc;
-      }
-      if (nk < KT_SCHED_COUNT) kinds[nk++] = k;
-    }
-    free(copy);
-    if (nk == 0) {
-      kt_schedule_free(&file_sched);
-      return cli_usage_error("--schedules is empty");
-    }
-  } else {
-    for (int k = 0; k < KT_SCHED_COUNT; k++) kinds[nk++] = k;
-  }
-  kt_costs costs;
-  int rc = cli_read_costs(a, &costs);
-  if (rc) {
-    kt_schedule_free(&file_sched);
-    return rc;
-  }
-  row rows[KT_SCHED_COUNT + 1];
-  memset(rows, 0, sizeof rows);
-  for (int i = 0; i < nk; i++)
-    eval_row(&rows[i], (kt_schedule_kind)kinds[i], (int)p, (int)m, (int)v, &costs, &ml,
-             cli_has(a, "report"));
-  if (file) {
-    rows[nk].name = file_sched.name;
-    eval_schedule(&rows[nk++], &file_sched, -1, &costs, &ml, cli_has(a, "report"));
-  }
-
-  kt_buf out;
-  kt_buf_init(&out);
-  if (!strcmp(format, "json")) {
-    kt_buf_printf(&out, "{\"p\":%ld,\"m\":%ld,\"v\":%ld,\"costs\":{\"tf\":", p, m, v);
-    kt_buf_json_number(&out, costs.tf);
-    kt_buf_puts(&out, ",\"tb\":");
-    kt_buf_json_number(&out, costs.tb);
-    kt_buf_puts(&out, ",\"tw\":");
-    kt_buf_json_number(&out, costs.tw);
-    kt_buf_puts(&out, ",\"comm\":");
-    kt_buf_json_number(&out, kt_cost_comm(&costs));
-    kt_buf_puts(&out, "},\"rows\":[");
-    for (int i = 0; i < nk; i++) {
-      row *rw = &rows[i];
-      kt_buf_printf(&out, "%s{\"schedule\":", i ? "," : "");
-      kt_buf_json_string(&out, rw->name); /* a file's name may hold anything */
-      if (!rw->ok) {
-        kt_buf_puts(&out, ",\"applies\":false,\"reason\":");
-        kt_buf_json_string(&out, rw->reason);
-        kt_buf_puts(&out, "}");
-        continue;
-      }
-      kt_buf_printf(&out, ",\"applies\":true,\"v\":%d,\"makespan\":", rw->v);
-      kt_buf_json_number(&out, rw->makespan);
-      kt_buf_puts(&out, ",\"bubble_ratio\":");
-      kt_buf_json_number(&out, rw->bubble);
-      kt_buf_puts(&out, ",\"closed_form_bubble\":");
-      if (rw->closed >= 0) kt_buf_json_number(&out, rw->closed);
-      else kt_buf_puts(&out, "null");
-      kt_buf_puts(&out, ",\"closed_form_expr\":");
-      if (rw->expr) kt_buf_json_string(&out, rw->expr);
-      else kt_buf_puts(&out, "null");
-      kt_buf_puts(&out, ",\"peak_memory_first\":");
-      kt_buf_json_number(&out, rw->peak_mem_first);
-      kt_buf_puts(&out, ",\"peak_memory_last\":");
-      kt_buf_json_number(&out, rw->peak_mem_last);
-      kt_buf_puts(&out, ",\"peak_memory\":");
-      kt_buf_json_number(&out, rw->peak_mem_max);
-      kt_buf_puts(&out, ",\"closed_form_peak_memory\":");
-      if (rw->closed_mem >= 0) kt_buf_json_number(&out, rw->closed_mem);
-      else kt_buf_puts(&out, "null");
-      kt_buf_puts(&out, ",\"closed_form_peak_memory_expr\":");
-      if (rw->mem_expr) kt_buf_json_string(&out, rw->mem_expr);
-      else kt_buf_puts(&out, "null");
-      if (rw->mem_limit >= 0) {
-        kt_buf_puts(&out, ",\"mem_limit\":");
-        kt_buf_json_number(&out, rw->mem_limit);
-      }
-      kt_buf_printf(&out, ",\"peak_inflight_first\":%d,\"peak_inflight_last\":%d,\"messages\":%zu}",
-                    rw->inflight_first, rw->inflight_last, rw->messages);
-    }
-    kt_buf_puts(&out, "]}\n");
-  } else {
-    kt_buf_printf(&out, "P=%ld M=%ld  tf=%g tb=%g tw=%g comm=%g  mem-act=%g mem-wgrad=%g%s\n\n",
-                  p, m, costs.tf, costs.tb, costs.tw, kt_cost_comm(&costs), costs.mem_act,
-                  costs.mem_wgrad, costs.n_stages ? "  (per-stage costs)" : "");
-    int w = 12;
-    for (int i = 0; i < nk; i++)
-      if ((int)strlen(rows[i].name) > w) w = (int)strlen(rows[i].name);
-    kt_buf_printf(&out, "%-*s %2s %10s %8s %9s %9s %9s %9s %9s %6s %6s %8s\n", w, "schedule", "V",
-                  "makespan", "bubble", "formula", "peak mem", "mem form", "mem r0", "mem last",
-                  "fl r0", "fl last", "messages");
-    for (int i = 0; i < nk; i++) {
-      row *rw = &rows[i];
-      if (!rw->ok) continue;
-      char formula[32] = "-", mem_formula[32] = "-";
-      if (rw->closed >= 0) snprintf(formula, sizeof formula, "%.2f%%", 100 * rw->closed);
-      if (rw->closed_mem >= 0) snprintf(mem_formula, sizeof mem_formula, "%g", rw->closed_mem);
-      else if (rw->mem_limit >= 0) snprintf(mem_formula, sizeof mem_formula, "<=%g", rw->mem_limit);
-      kt_buf_printf(&out, "%-*s %2d %10g %7.2f%% %9s %9g %9s %9g %9g %6d %6d %8zu\n", w, rw->name,
-                    rw->v, rw->makespan, 100 * rw->bubble, formula, rw->peak_mem_max, mem_formula,
-                    rw->peak_mem_first, rw->peak_mem_last, rw->inflight_first, rw->inflight_last,
-                    rw->messages);
-    }
-    int forms = 0;
-    for (int i = 0; i < nk; i++) {
-      row *rw = &rows[i];
-      if (!rw->ok || (!rw->expr && !rw->mem_expr && rw->mem_limit < 0)) continue;
-      if (!forms++)
-        kt_buf_puts(&out, "\nclosed forms (uniform per-stage costs; bubble also T_comm = 0; "
-                          "I = idle per rank, n = P-1):\n");
-      kt_buf_printf(&out, "  %-12s bubble %s\n", rw->name, rw->expr ? rw->expr : "-");
-      if (rw->mem_expr) kt_buf_printf(&out, "  %-12s memory %s\n", "", rw->mem_expr);
-      else if (rw->mem_limit >= 0)
-        kt_buf_printf(&out, "  %-12s memory <= --mem-limit (%g)\n", "", rw->mem_limit);
-    }
-    int skipped = 0;
-    for (int i = 0; i < nk; i++)
-      if (!rows[i].ok) {
-        if (!skipped++) kt_buf_puts(&out, "\nnot applicable:\n");
-        kt_buf_printf(&out, "  %-12s %s\n", rows[i].name, rows[i].reason);
-      }
-    kt_buf_puts(&out,
-                "\npeak mem = the largest peak over the ranks (mem form: its closed form); mem = peak "
-                "activation memory (units of --mem-act), fl = peak in-flight micro-batches, on "
-                "the first and last rank.\n");
-  }
-  rc = cli_emit(cli_get(a, "output"), &out);
-  if (cli_has(a, "report")) {
-    kt_report_entry entries[KT_SCHED_COUNT + 1];
-    for (int i = 0; i < nk; i++) {
-      row *rw = &rows[i];
-      entries[i] = (kt_report_entry){.info = rw->info, .timeline = rw->ok ? &rw->tl : NULL,
-                                     .metrics = rw->ok ? &rw->met : NULL, .reason = rw->reason};
-      entries[i].info.schedule = rw->name;
-      entries[i].info.p = (int)p, entries[i].info.m = (int)m; /* also where it does not apply */
-    }
-    char title[96];
-    snprintf(title, sizeof title, "kaiten compare: P=%ld M=%ld", p, m);
-    kt_error err = {{0}};
-    kt_status st = rc ? KT_OK : kt_write_html_report(cli_get(a, "report"), title, entries,
-                                                     (size_t)nk, &costs, &err);
-    if (st) rc = cli_fail(st, &err);
-    for (int i = 0; i < nk; i++)
-      if (rows[i].ok) kt_metrics_free(&rows[i].met), kt_timeline_free(&rows[i].tl);
-  }
-  kt_buf_free(&out);
-  kt_costs_free(&costs);
+  int rc = parse_schedules(cr);
+  if (!rc) rc = cli_check_sim_size("compare", cr->p, cr->v, cr->m);
+  if (!rc) rc = cli_read_costs(a, &cr->given);
   return rc;
 }
 
+static int write_report(compare_run *cr) {
+  kt_report_entry entries[KT_SCHED_COUNT + 1];
+  for (int i = 0; i < cr->n; i++) {
+    row *rw = &cr->rows[i];
+    entries[i] = (kt_report_entry){.info = rw->info, .timeline = rw->r.applies ? &rw->tl : NULL,
+                                   .metrics = rw->r.applies ? &rw->met : NULL, .reason = rw->reason};
+    entries[i].info.schedule = rw->r.schedule;
+    entries[i].info.cost_basis = cli_cost_basis(cr->a);
+    entries[i].info.p = (int)cr->p, entries[i].info.m = (int)cr->m; /* also where it does not apply */
+  }
+  char title[96];
+  snprintf(title, sizeof title, "kaiten compare: P=%ld M=%ld", cr->p, cr->m);
+  kt_error err = {{0}};
+  kt_status st = kt_write_html_report(cli_get(cr->a, "report"), title, entries, (size_t)cr->n,
+                                      &cr->given, &err);
+  return st ? cli_fail(st, &err) : 0;
+}
+
+static void compare_free(compare_run *cr) {
+  for (int i = 0; i < cr->n; i++) {
+    row *rw = &cr->rows[i];
+    if (rw->kept && rw->r.applies) kt_metrics_free(&rw->met), kt_timeline_free(&rw->tl);
+    kt_costs_free(&rw->costs);
+  }
+  kt_costs_free(&cr->given);
+  kt_schedule_free(&cr->file_sched);
+}
+
+static int run_compare(cli_args *a) {
+  compare_run *cr = kt_calloc(1, sizeof *cr);
+  if (!cr) return cli_usage_error("out of memory");
+  cr->a = a;
+  kt_costs_default(&cr->given);
+  int rc = parse_compare(cr);
+  if (!rc) {
+    cr->peak_1f1b = peak_of_1f1b(cr);
+    for (int i = 0; i < cr->nk; i++) eval_row(cr, &cr->rows[cr->n++], (kt_schedule_kind)cr->kinds[i]);
+    if (cr->file) {
+      row *rw = &cr->rows[cr->n++];
+      snprintf(rw->name, sizeof rw->name, "%s", cr->file_sched.name);
+      rw->r.schedule = rw->name;
+      rw->r.reason = rw->reason;
+      kt_error err;
+      if (!kt_costs_for_chunks(&cr->given, cli_has(a, "per-stage") ? 1 : cr->file_sched.v, &rw->costs, &err)) {
+        kt_schedule s = cr->file_sched;
+        memset(&cr->file_sched, 0, sizeof cr->file_sched); /* handed over */
+        eval_schedule(cr, rw, &s, -1);
+      }
+    }
+    kt_compare_row list[KT_SCHED_COUNT + 1];
+    for (int i = 0; i < cr->n; i++) list[i] = cr->rows[i].r;
+    kt_compare_info info = {.p = (int)cr->p, .m = (int)cr->m, .v = (int)cr->v, .costs = &cr->given,
+                            .cost_basis = cli_cost_basis(a)};
+    kt_buf out;
+    kt_buf_init(&out);
+    if (!strcmp(cr->format, "json")) kt_render_compare_json(&info, list, (size_t)cr->n, &out);
+    else kt_render_compare_table(&info, list, (size_t)cr->n, &out);
+    rc = cli_emit(cli_get(a, "output"), &out);
+    kt_buf_free(&out);
+    if (!rc && cr->keep) rc = write_report(cr);
+  }
+  compare_free(cr);
+  free(cr);
+  return rc;
+}
 
 const cli_command cli_cmd_compare = {
     .name = "compare",
     .summary = "compare pipeline schedules side by side (bubble, makespan, memory, messages)",
     .usage = "-p P -m M [-v V] [--schedules a,b,c] [--schedule-file FILE] [costs] [--format table|json]",
-    .details = "--schedule-file adds the file's schedule as one more row (named after the file);\n"
+    .details = CLI_COST_BASIS_HELP
+               "--schedule-file adds the file's schedule as one more row (named after the file);\n"
                "P and M then come from the file.\n"
                "examples:\n  kaiten compare -p 8 -m 24 --tf 18.5 --tb 18.1 --tw 9.3 --comm 0.6\n"
                "  kaiten compare -p 4 -m 8 --report cmp.html\n"

@@ -22,147 +22,185 @@ static const cli_opt sim_opts[] = {
     {"color", 0, "WHEN", "auto (default) | always | never"},
 };
 
-static int run_sim(cli_args *a) {
+/* One sim run: its options, the schedule, and what came of it. */
+typedef struct {
+  cli_args *a;
   long p, m, v, width;
   cli_mem_limit ml;
-  if (cli_int(a, "p", 1, KT_MAX_RANKS, 4, &p) || cli_int(a, "m", 1, KT_MAX_MICROBATCHES, 8, &m) ||
-      cli_int(a, "v", 1, KT_MAX_CHUNKS, 0, &v) || cli_int(a, "width", 40, 100000, 0, &width) ||
-      cli_mem_limit_parse(a, 0, &ml))
+  const char *format, *color, *from;
+  cli_torch torch;
+  kt_costs given, costs; /* as given; the stage costs of this schedule */
+  kt_schedule sched, program;
+  int kind; /* the generator, or -1 for a file */
+  kt_timeline tl;
+  kt_metrics met;
+  int have_tl, have_met;
+} sim_run;
+
+static void sim_free(sim_run *r) {
+  kt_costs_free(&r->given);
+  kt_costs_free(&r->costs);
+  kt_schedule_free(&r->sched);
+  kt_schedule_free(&r->program);
+  if (r->have_tl) kt_timeline_free(&r->tl);
+  if (r->have_met) kt_metrics_free(&r->met);
+}
+
+static int parse_options(sim_run *r) {
+  cli_args *a = r->a;
+  if (cli_int(a, "p", 1, KT_MAX_RANKS, 4, &r->p) || cli_int(a, "m", 1, KT_MAX_MICROBATCHES, 8, &r->m) ||
+      cli_int(a, "v", 1, KT_MAX_CHUNKS, 0, &r->v) || cli_int(a, "width", 40, 100000, 0, &r->width) ||
+      cli_mem_limit_parse(a, 0, &r->ml))
     return 2;
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten sim --help)", a->pos[0]);
-  const char *format = cli_get(a, "format") ? cli_get(a, "format") : "ascii";
+  r->format = cli_get(a, "format") ? cli_get(a, "format") : "ascii";
   static const char *const formats[] = {"ascii", "json", "csv", "text", "chrome", "torch-csv",
                                         "torch-csv-comms"};
   int fmt_ok = 0;
-  for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) fmt_ok |= !strcmp(format, formats[i]);
+  for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) fmt_ok |= !strcmp(r->format, formats[i]);
   if (!fmt_ok)
     return cli_usage_error(
-        "--format '%s': expected ascii, json, csv, text, chrome, torch-csv or torch-csv-comms", format);
-  cli_torch torch;
-  if (cli_torch_read(a, &torch)) return 2;
-  kt_notation notation = torch.notation;
-  const char *color = cli_get(a, "color");
-  if (color && strcmp(color, "auto") && strcmp(color, "always") && strcmp(color, "never"))
-    return cli_usage_error("--color '%s': expected auto, always or never", color);
+        "--format '%s': expected ascii, json, csv, text, chrome, torch-csv or torch-csv-comms", r->format);
+  if (cli_torch_read(a, &r->torch)) return 2;
+  r->color = cli_get(a, "color");
+  if (r->color && strcmp(r->color, "auto") && strcmp(r->color, "always") && strcmp(r->color, "never"))
+    return cli_usage_error("--color '%s': expected auto, always or never", r->color);
+  r->from = cli_get(a, "schedule-file") ? cli_get(a, "schedule-file") : cli_get(a, "from");
+  if (r->from && cli_has(a, "schedule"))
+    return cli_usage_error("give either --schedule or --schedule-file, not both");
+  return cli_read_costs(a, &r->given);
+}
 
-  kt_costs costs;
-  int rc = cli_read_costs(a, &costs);
-  if (rc) return rc;
-  kt_error err = {{0}};
-  kt_schedule sched, program = {0};
-  int kind = -1;
-  const char *from = cli_get(a, "schedule-file") ? cli_get(a, "schedule-file") : cli_get(a, "from");
-  if (from) {
-    if (cli_has(a, "schedule")) {
-      kt_costs_free(&costs);
-      return cli_usage_error("give either --schedule or --schedule-file, not both");
-    }
+/* The schedule: a file's (its program too, when lowered), or generated
+ * with the stage costs of its V. */
+static int build_schedule(sim_run *r) {
+  cli_args *a = r->a;
+  r->kind = -1;
+  if (r->from) {
     char info[CLI_INFO_LEN];
-    cli_size_flag sizes[3] = {{"-p", cli_has(a, "p"), p}, {"-v", cli_has(a, "v"), v},
-                              {"-m", cli_has(a, "m"), m}};
-    if ((rc = cli_load_schedule_file(torch, from, sizes, &sched, &program, info, sizeof info))) {
-      kt_costs_free(&costs);
-      return rc;
-    }
+    cli_size_flag sizes[3] = {{"-p", cli_has(a, "p"), r->p}, {"-v", cli_has(a, "v"), r->v},
+                              {"-m", cli_has(a, "m"), r->m}};
+    int rc = cli_load_schedule_file(r->torch, r->from, sizes, &r->sched, &r->program, info, sizeof info);
+    if (rc) return rc;
     fprintf(stderr, "kaiten: %s", info);
-  } else {
-    const char *name = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
-    kind = kt_schedule_kind_from_name(name);
-    if (kind < 0) {
-      kt_costs_free(&costs);
-      return cli_usage_error("unknown schedule '%s' (known: %s)", name, kt_schedule_kind_list());
-    }
-    double mem_limit = cli_mem_limit_units(&ml, (kt_schedule_kind)kind, (int)p, (int)m, (int)v, &costs);
-    if ((rc = cli_generate((kt_schedule_kind)kind, (int)p, (int)m, (int)v, &costs, mem_limit,
-                           &sched, &err))) {
-      kt_costs_free(&costs);
-      fprintf(stderr, "kaiten: %s\n", err.msg);
-      return rc;
-    }
+    return cli_stage_costs(a, &r->given, r->sched.v, &r->costs);
   }
-  kt_timeline tl;
+  const char *name = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
+  r->kind = kt_schedule_kind_from_name(name);
+  if (r->kind < 0)
+    return cli_usage_error("unknown schedule '%s' (known: %s)", name, kt_schedule_kind_list());
+  kt_schedule_kind k = (kt_schedule_kind)r->kind;
+  int v = r->v > 0 ? (int)r->v : kt_schedule_default_chunks(k);
+  int rc = cli_check_sim_size("sim", r->p, v, r->m);
+  if (!rc) rc = cli_stage_costs(a, &r->given, v, &r->costs);
+  if (rc) return rc;
+  double limit = cli_mem_limit_units(&r->ml, k, (int)r->p, (int)r->m, (int)r->v, &r->costs);
+  kt_error err = {{0}};
+  if ((rc = cli_generate(k, (int)r->p, (int)r->m, (int)r->v, &r->costs, limit, &r->sched, &err)))
+    fprintf(stderr, "kaiten: %s\n", err.msg);
+  return rc;
+}
+
+static int simulate(sim_run *r) {
+  kt_error err = {{0}};
   /* a lowered file runs as written: its communication actions in its order */
-  kt_status st = kt_simulate(program.ranks ? &program : &sched, &costs, &tl, &err);
-  kt_schedule_free(&program);
-  if (st) {
-    kt_schedule_free(&sched);
-    kt_costs_free(&costs);
-    return cli_fail(st, &err);
-  }
-  kt_metrics met;
-  if ((st = kt_timeline_metrics(&tl, &met, &err))) {
-    kt_timeline_free(&tl);
-    kt_schedule_free(&sched);
-    kt_costs_free(&costs);
-    return cli_fail(st, &err);
-  }
-  const char *expr = NULL;
-  double closed = kind >= 0 ? kt_schedule_closed_form_bubble((kt_schedule_kind)kind, sched.p,
-                                                             sched.v, sched.m, costs.tf, costs.tb,
-                                                             costs.tw, &expr)
-                            : -1;
-  if (costs.n_stages > 0 || kt_cost_comm(&costs) > 0) closed = -1; /* formulas assume uniform, no comm */
-  char placement[512];
-  kt_sim_info info = {.schedule = sched.name, .p = sched.p, .v = sched.v, .m = sched.m,
-                      .placement = cli_placement_text(&sched, placement, sizeof placement),
+  kt_status st = kt_simulate(r->program.ranks ? &r->program : &r->sched, &r->costs, &r->tl, &err);
+  if (st) return cli_fail(st, &err);
+  r->have_tl = 1;
+  if ((st = kt_timeline_metrics(&r->tl, &r->met, &err))) return cli_fail(st, &err);
+  r->have_met = 1;
+  return 0;
+}
+
+/* What the schedule ran with, for every renderer; closed forms only where
+ * they are exact (uniform stage costs, no communication). */
+static kt_sim_info sim_info(const sim_run *r, char *placement, size_t n) {
+  const kt_schedule *s = &r->sched;
+  kt_sim_info info = {.schedule = s->name, .p = s->p, .v = s->v, .m = s->m,
+                      .placement = cli_placement_text(s, placement, n),
                       /* the renderer reads P*V entries: an uneven table has fewer */
-                      .stage_ranks = kt_schedule_even(&sched) ? sched.stage_rank : NULL,
-                      .costs = &costs,
-                      .closed_form = closed, .closed_form_expr = expr,
-                      .messages = kt_schedule_messages(&sched)};
-  kt_buf out;
-  kt_buf_init(&out);
-  if (!strcmp(format, "ascii")) {
+                      .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
+                      .costs = &r->costs, .cost_basis = cli_cost_basis(r->a), .closed_form = -1,
+                      .messages = kt_schedule_messages(s)};
+  if (r->kind < 0) {
+    info.closed_form_why = "a schedule file has no formula";
+    return info;
+  }
+  kt_schedule_kind k = (kt_schedule_kind)r->kind;
+  const kt_costs *c = &r->costs;
+  info.closed_form = kt_schedule_closed_form_bubble(k, s->p, s->v, s->m, c->tf, c->tb, c->tw,
+                                                    &info.closed_form_expr);
+  info.closed_form_why = kt_schedule_closed_form_why_not(k, s->p, s->v, s->m);
+  if (c->n_stages > 0 || kt_cost_comm(c) > 0) {
+    info.closed_form = -1, info.closed_form_expr = NULL;
+    info.closed_form_why = c->n_stages > 0 ? "the forms assume the same costs on every stage"
+                                           : "the forms assume T_comm = 0";
+  }
+  return info;
+}
+
+static int render(sim_run *r, const kt_sim_info *info, kt_buf *out) {
+  const char *f = r->format;
+  kt_notation written = r->torch.notation == KT_NOTATION_LEGACY ? KT_NOTATION_LEGACY : KT_NOTATION_CURRENT;
+  if (!strcmp(f, "ascii")) {
     kt_gantt_opts go;
     kt_gantt_default_opts(&go);
-    go.width = width ? (int)width : cli_term_width();
-    go.color = cli_use_color(color) && !cli_get(a, "output");
-    go.chunks = sched.v;
-    kt_render_gantt_ascii(&tl, &go, &out);
-    kt_buf_puts(&out, "\n");
-    kt_render_metrics_text(&info, &met, tl.time_unit, &out);
-  } else if (!strcmp(format, "json")) {
-    kt_render_sim_json(&info, &met, &tl, &out);
-  } else if (!strcmp(format, "csv") || !strcmp(format, "torch-csv")) {
-    /* written in current notation unless --torch-notation legacy asks */
-    kt_schedule_write_csv_notation(
-        &sched, notation == KT_NOTATION_LEGACY ? KT_NOTATION_LEGACY : KT_NOTATION_CURRENT, &out);
-  } else if (!strcmp(format, "torch-csv-comms")) {
+    go.width = r->width ? (int)r->width : cli_term_width();
+    go.color = cli_use_color(r->color) && !cli_get(r->a, "output");
+    go.chunks = r->sched.v;
+    kt_render_gantt_ascii(&r->tl, &go, out);
+    kt_buf_puts(out, "\n");
+    kt_render_metrics_text(info, &r->met, r->tl.time_unit, out);
+    cli_cost_basis_line(r->a, r->sched.v, out);
+  } else if (!strcmp(f, "json")) {
+    kt_render_sim_json(info, &r->met, &r->tl, out);
+  } else if (!strcmp(f, "csv") || !strcmp(f, "torch-csv")) {
+    kt_schedule_write_csv_notation(&r->sched, written, out);
+  } else if (!strcmp(f, "torch-csv-comms")) {
     kt_schedule lowered;
-    if ((st = kt_schedule_lower_ir(&sched, torch.ir, &lowered, &err))) {
-      kt_buf_free(&out);
-      kt_metrics_free(&met);
-      kt_timeline_free(&tl);
-      kt_schedule_free(&sched);
-      kt_costs_free(&costs);
-      return cli_fail(st, &err);
-    }
-    kt_schedule_write_csv_notation(
-        &lowered, notation == KT_NOTATION_LEGACY ? KT_NOTATION_LEGACY : KT_NOTATION_CURRENT, &out);
+    kt_error err = {{0}};
+    kt_status st = kt_schedule_lower_ir(&r->sched, r->torch.ir, &lowered, &err);
+    if (st) return cli_fail(st, &err);
+    kt_schedule_write_csv_notation(&lowered, written, out);
     kt_schedule_free(&lowered);
-  } else if (!strcmp(format, "text")) {
-    kt_schedule_write_text(&sched, &out);
+  } else if (!strcmp(f, "text")) {
+    kt_schedule_write_text(&r->sched, out);
   } else {
     char title[96];
-    snprintf(title, sizeof title, "kaiten sim %s P=%d V=%d M=%d", sched.name, sched.p, sched.v,
-             sched.m);
-    kt_render_chrome_trace(&tl, title, 1000.0, &out);
+    snprintf(title, sizeof title, "kaiten sim %s P=%d V=%d M=%d", r->sched.name, r->sched.p,
+             r->sched.v, r->sched.m);
+    kt_render_chrome_trace(&r->tl, title, 1000.0, out);
   }
-  rc = cli_emit(cli_get(a, "output"), &out);
+  return 0;
+}
+
+static int run_sim(cli_args *a) {
+  sim_run r = {.a = a};
+  kt_costs_default(&r.costs);
+  int rc = parse_options(&r);
+  if (!rc) rc = build_schedule(&r);
+  if (!rc) rc = simulate(&r);
+  char placement[512];
+  kt_sim_info info;
+  kt_buf out;
+  kt_buf_init(&out);
+  if (!rc) {
+    info = sim_info(&r, placement, sizeof placement);
+    rc = render(&r, &info, &out);
+  }
+  if (!rc) rc = cli_emit(cli_get(a, "output"), &out);
   const char *report = cli_get(a, "report");
   if (!rc && report) {
     char title[96];
-    snprintf(title, sizeof title, "kaiten sim: %s, P=%d V=%d M=%d", sched.name, sched.p, sched.v,
-             sched.m);
-    kt_report_entry entry = {.info = info, .timeline = &tl, .metrics = &met};
-    st = kt_write_html_report(report, title, &entry, 1, &costs, &err);
+    snprintf(title, sizeof title, "kaiten sim: %s, P=%d V=%d M=%d", r.sched.name, r.sched.p,
+             r.sched.v, r.sched.m);
+    kt_report_entry entry = {.info = info, .timeline = &r.tl, .metrics = &r.met};
+    kt_error err = {{0}};
+    kt_status st = kt_write_html_report(report, title, &entry, 1, &r.given, &err);
     if (st) rc = cli_fail(st, &err);
   }
   kt_buf_free(&out);
-  kt_metrics_free(&met);
-  kt_timeline_free(&tl);
-  kt_schedule_free(&sched);
-  kt_costs_free(&costs);
+  sim_free(&r);
   return rc;
 }
 
@@ -177,6 +215,7 @@ const cli_command cli_cmd_sim = {
         "(default 1); zbv-auto does the same with 2 chunks in v placement.\n"
         "Costs are in any time unit; defaults T_F = T_B = T_W = 1,\n"
         "T_comm = 0, M_B = 1, M_W = 0. A full backward B costs tb + tw.\n"
+        CLI_COST_BASIS_HELP
         "Per-stage costs: --tf 2,1,1,1.5 (one value per stage) or --costs FILE.json.\n"
         "Overlapped F&B cells (DualPipeV) run one after the other by default, as PyTorch's\n"
         "runtime does; --overlap X credits X of the shorter op as hidden (1 = fully).\n"

@@ -124,7 +124,9 @@ static kt_status build_runtime(session *s, kt_error *err) {
   rc.partition = s->partition;
   rc.optim = o->optim;
   rc.synthetic = o->synthetic;
-  rc.syn_tf_ms = o->tf, rc.syn_tb_ms = o->tb, rc.syn_tw_ms = o->tw;
+  /* synthetic costs are one rank's share, as in sim and compare */
+  int v = s->sched.v > 0 ? s->sched.v : 1;
+  rc.syn_tf_ms = o->tf / v, rc.syn_tb_ms = o->tb / v, rc.syn_tw_ms = o->tw / v;
   rc.syn_act_bytes = (size_t)o->act_bytes;
   rc.timeout = o->timeout;
   rc.blas_threads = o->blas_threads;

@@ -1,6 +1,7 @@
 /* Cost model values: uniform or per stage, from flags or a JSON file. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,4 +251,40 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
   }
   cJSON_Delete(root);
   return st;
+}
+
+kt_status kt_costs_for_chunks(const kt_costs *c, int v, kt_costs *dst, kt_error *err) {
+  if (kt_costs_copy(dst, c)) return kt_fail(err, KT_ENOMEM, "out of memory");
+  if (v <= 1) return KT_OK;
+  double *uniform[] = {&dst->tf, &dst->tb, &dst->tw, &dst->mem_act, &dst->mem_wgrad,
+                       &dst->mem_transient};
+  for (size_t i = 0; i < sizeof uniform / sizeof *uniform; i++) *uniform[i] /= v;
+  return KT_OK;
+}
+
+/* One field: "name=x" or "name=x0,x1,..." (long lists elided in the middle). */
+static size_t describe_field(char *buf, size_t n, const char *name, double uniform,
+                             const double *per, int ns) {
+  size_t len = (size_t)snprintf(buf, n, "%s=", name);
+  if (!per || ns <= 0) return len + (size_t)snprintf(buf + len, n > len ? n - len : 0, "%g", uniform);
+  for (int s = 0; s < ns && len + 24 < n; s++) {
+    if (s == 8 && ns > 10) { /* the first eight, then the last */
+      len += (size_t)snprintf(buf + len, n - len, ",...");
+      s = ns - 2;
+      continue;
+    }
+    len += (size_t)snprintf(buf + len, n - len, "%s%g", s ? "," : "", per[s]);
+  }
+  return len;
+}
+
+void kt_costs_describe(const kt_costs *c, char *buf, size_t n) {
+  size_t len = 0;
+  const struct { const char *name; double u; const double *per; } f[] = {
+      {"tf", c->tf, c->stage_tf}, {"tb", c->tb, c->stage_tb}, {"tw", c->tw, c->stage_tw}};
+  for (size_t i = 0; i < 3 && len + 32 < n; i++) {
+    if (i) buf[len++] = ' ';
+    len += describe_field(buf + len, n - len, f[i].name, f[i].u, f[i].per, c->n_stages);
+  }
+  if (len + 32 < n) snprintf(buf + len, n - len, " comm=%g", kt_cost_comm(c));
 }

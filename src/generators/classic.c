@@ -1,4 +1,7 @@
 /* Classic generators: gpipe, 1f1b, interleaved 1F1B, looped BFS. */
+#include <math.h>
+#include <stdlib.h>
+
 #include "kaiten/sim.h"
 #include "generators/internal.h"
 
@@ -28,62 +31,74 @@ kt_status kt__gen_1f1b(kt_schedule *s, const kt_schedule_params *params, kt_erro
   return KT_OK;
 }
 
-/* The k-th forward (or backward) a rank runs in interleaved order: micro-batches
- * are taken in groups of P; within a group every chunk runs the whole group
- * before the next chunk starts (forward: chunks ascending, backward: descending).
- * The last group may be smaller than P when M is not a multiple of P. */
-static void interleaved_slot(int p, int v, int m, int k, int backward, int *chunk, int *mb) {
-  int group_start = (k / (p * v)) * p;
-  int group_size = m - group_start < p ? m - group_start : p;
-  int within = k - group_start * v;
-  int c = within / group_size;
+/* Interleaved order: micro-batches are taken in groups; within a group
+ * every chunk runs the whole group before the next chunk starts (forward:
+ * chunks ascending, backward: descending). A group of at least P keeps
+ * every rank busy when it moves to its next chunk (rank 0's chunk c+1 needs
+ * what rank P-1's chunk c made from the same micro-batch), so M is split
+ * into floor(M/P) groups as even as possible, larger ones first or last.
+ * first[g] is group g's first micro-batch (first[n_groups] = M). */
+typedef struct {
+  int n_groups;
+  int *first;
+} groups;
+
+static void group_slot(const groups *gr, int v, int k, int backward, int *chunk, int *mb) {
+  int g = 0;
+  while (g + 1 < gr->n_groups && k >= v * gr->first[g + 1]) g++;
+  int size = gr->first[g + 1] - gr->first[g], within = k - v * gr->first[g];
+  int c = within / size;
   *chunk = backward ? v - 1 - c : c;
-  *mb = group_start + within % group_size;
+  *mb = gr->first[g] + within % size;
 }
 
-/* Interleaved 1F1B (Megatron virtual pipeline): V chunks per rank, loop
- * placement. Warm-up (V-1)P + 2(P-1-r) forwards, capped at V*M (all forwards
- * first when M == P), then one forward / one backward, then the drain.
- * Accepted M: any M >= P. Multiples of P give the closed-form bubble
- * (P-1)/(V*M+P-1); other M >= P run correctly with a slightly larger bubble
- * because the last group of micro-batches is short. M < P is rejected: a
- * chunk would have to wait for micro-batches that do not exist. */
-static kt_status build_interleaved(kt_schedule *s, int extra_warmup, kt_error *err) {
-  int p = s->p, v = s->v, m = s->m, total = v * m;
+/* One interleaved order: warm-up (V-1)*(first group) + 2(P-1-r) + extra
+ * forwards (capped at V*M), one forward / one backward, then the drain. */
+static kt_status build_interleaved(kt_schedule *s, const groups *gr, int extra, kt_error *err) {
+  int p = s->p, v = s->v, m = s->m, total = v * m, g0 = gr->first[1];
   for (int r = 0; r < p; r++) {
     s->ranks[r].n = 0;
-    int warm = m == p ? total : (v - 1) * p + 2 * (p - 1 - r) + extra_warmup;
+    int warm = (v - 1) * g0 + 2 * (p - 1 - r) + extra;
     if (warm > total) warm = total;
     int chunk, mb, nf = 0, nb = 0;
     for (; nf < warm; nf++) {
-      interleaved_slot(p, v, m, nf, 0, &chunk, &mb);
+      group_slot(gr, v, nf, 0, &chunk, &mb);
       KT__PUSH(s, r, kt_rank_chunk_stage(s, r, chunk), KT_OP_F, mb);
     }
     while (nf < total) {
-      interleaved_slot(p, v, m, nf++, 0, &chunk, &mb);
+      group_slot(gr, v, nf++, 0, &chunk, &mb);
       KT__PUSH(s, r, kt_rank_chunk_stage(s, r, chunk), KT_OP_F, mb);
-      interleaved_slot(p, v, m, nb++, 1, &chunk, &mb);
+      group_slot(gr, v, nb++, 1, &chunk, &mb);
       KT__PUSH(s, r, kt_rank_chunk_stage(s, r, chunk), KT_OP_B, mb);
     }
     while (nb < total) {
-      interleaved_slot(p, v, m, nb++, 1, &chunk, &mb);
+      group_slot(gr, v, nb++, 1, &chunk, &mb);
       KT__PUSH(s, r, kt_rank_chunk_stage(s, r, chunk), KT_OP_B, mb);
     }
   }
   return KT_OK;
 }
 
+/* M split into floor(M/P) groups whose sizes differ by at most one, the
+ * larger ones first (larger_first) or last. */
+static void split_groups(groups *gr, int p, int m, int larger_first) {
+  int n = m / p, base = m / n, rem = m % n;
+  gr->n_groups = n;
+  gr->first[0] = 0;
+  for (int g = 0; g < n; g++) {
+    int larger = larger_first ? g < rem : g >= n - rem;
+    gr->first[g + 1] = gr->first[g] + base + larger;
+  }
+}
+
 /* Interleaved 1F1B (Megatron virtual pipeline): V chunks per rank, loop
- * placement. Warm-up (V-1)P + 2(P-1-r) forwards, capped at V*M (all forwards
- * first when M == P), then one forward / one backward, then the drain.
- *
- * Accepted M: any M >= P. When M is a multiple of P the schedule is exactly
- * Megatron's and its bubble is (P-1)/(V*M+P-1). Otherwise the last group of
- * micro-batches is short and the standard warm-up can deadlock (a chunk waits
- * for a forward its upstream rank has queued behind a backward), so every
- * rank's warm-up grows by the smallest common amount that makes the schedule
- * deadlock-free, checked by dependency simulation; the bubble is then somewhat
- * above the formula. M < P is rejected: chunks would starve. */
+ * placement. When M is a multiple of P this is exactly Megatron's order
+ * (warm-up (V-1)P + 2(P-1-r), groups of P) and its bubble is
+ * (P-1)/(V*M+P-1). Any other M >= P: the groups grow instead of leaving a
+ * short last one, and of a few such orders (larger groups first or last,
+ * warm-up as given or longer where a longer one removes a stall) the one
+ * with the shortest unit-cost makespan is kept. M < P is rejected: chunks
+ * would starve. */
 kt_status kt__gen_interleaved(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
   (void)params;
   int p = s->p, v = s->v, m = s->m;
@@ -94,15 +109,39 @@ kt_status kt__gen_interleaved(kt_schedule *s, const kt_schedule_params *params, 
                    "interleaved needs M >= P (got M=%d, P=%d): with fewer micro-batches than "
                    "ranks the chunks starve; use 1f1b or looped-bfs",
                    m, p);
-  for (int extra = 0; extra <= v * m; extra++) {
-    kt_status st = build_interleaved(s, extra, err);
-    if (st || m % p == 0) return st;
-    kt_error ignored;
-    st = kt_simulate(s, NULL, NULL, &ignored);
-    if (st == KT_OK) return KT_OK;
-    if (st != KT_EDEADLOCK) return kt_fail(err, st, "interleaved: %s", ignored.msg);
+  groups gr = {.first = kt_calloc((size_t)m / (size_t)p + 1, sizeof(int))};
+  if (!gr.first) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = KT_OK;
+  if (m % p == 0) { /* Megatron's order: nothing to search */
+    split_groups(&gr, p, m, 1);
+    st = build_interleaved(s, &gr, 0, err);
+    free(gr.first);
+    return st;
   }
-  return kt_fail(err, KT_EINVAL, "interleaved: no deadlock-free warm-up for P=%d V=%d M=%d", p, v, m);
+  double best = INFINITY;
+  int best_order = 0, best_extra = 0;
+  /* the shortest warm-up that runs, and a longer one while it still helps */
+  for (int order = 0; order < 2 && !st; order++) {
+    int since_better = -1;
+    for (int extra = 0; extra <= 2 * p && !st && since_better < 2; extra++) {
+      split_groups(&gr, p, m, order == 0);
+      st = build_interleaved(s, &gr, extra, err);
+      kt_metrics met;
+      kt_error ignored;
+      if (st || kt_simulate_metrics(s, NULL, &met, &ignored) != KT_OK) continue; /* a deadlock */
+      since_better++;
+      if (met.makespan < best - 1e-9) best = met.makespan, best_order = order, best_extra = extra, since_better = 0;
+      kt_metrics_free(&met);
+    }
+  }
+  if (!st && !isfinite(best))
+    st = kt_fail(err, KT_EINVAL, "interleaved: no deadlock-free order for P=%d V=%d M=%d", p, v, m);
+  if (!st) {
+    split_groups(&gr, p, m, best_order == 0);
+    st = build_interleaved(s, &gr, best_extra, err);
+  }
+  free(gr.first);
+  return st;
 }
 
 /* Looped BFS (breadth-first): each rank runs every micro-batch through its

@@ -110,6 +110,7 @@ double kt_schedule_closed_form_bubble(kt_schedule_kind k, int p, int v, int m, d
       break;
     case KT_SCHED_INTERLEAVED:
     case KT_SCHED_LOOPED_BFS:
+      if (m < p) break; /* looped-bfs: each chunk then waits for its own first micro-batch */
       e = "(P-1)/(V*M+P-1)";
       r = (P - 1) / (V * M + P - 1);
       break;
@@ -142,6 +143,25 @@ double kt_schedule_closed_form_bubble(kt_schedule_kind k, int p, int v, int m, d
   }
   if (expr) *expr = e;
   return r;
+}
+
+const char *kt_schedule_closed_form_why_not(kt_schedule_kind k, int p, int v, int m) {
+  const char *e = NULL;
+  if (kt_schedule_closed_form_bubble(k, p, v, m, 1, 1, 1, &e) >= 0) return NULL;
+  switch (k) {
+    case KT_SCHED_ZB_AUTO:
+    case KT_SCHED_ZBV_AUTO: return "a search under a memory limit has no formula";
+    case KT_SCHED_V_HALF:
+    case KT_SCHED_V_MIN: return "its order adapts to the costs";
+    case KT_SCHED_INTERLEAVED:
+    case KT_SCHED_LOOPED_BFS:
+    case KT_SCHED_ZB_H1:
+    case KT_SCHED_INTERLEAVED_ZB: return "it holds for M >= P";
+    case KT_SCHED_ZB_H2: return "it holds for M >= 2P";
+    case KT_SCHED_ZBV:
+    case KT_SCHED_DUALPIPEV: return "it holds for M >= 2P with V = 2";
+    default: return "none is known for these sizes";
+  }
 }
 
 double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int m,

@@ -444,7 +444,7 @@ void kt_render_html_report(kt_buf *b, const char *title, const kt_report_entry *
   for (size_t i = 0; i < n; i++)
     if (e[i].timeline && e[i].metrics) time_range(e[i].timeline, &t0, &t1), ok++;
   if (!isfinite(t0)) t0 = 0, t1 = 1;
-  char sub[256];
+  char sub[1024];
   const kt_report_entry *f = n ? &e[0] : NULL;
   for (size_t i = 0; i < n; i++)
     if (e[i].timeline) {
@@ -452,12 +452,18 @@ void kt_render_html_report(kt_buf *b, const char *title, const kt_report_entry *
       break;
     }
   const kt_costs *c = costs ? costs : f ? f->info.costs : NULL;
+  char ctext[400] = "", basis[200] = "";
+  if (c) kt_costs_describe(c, ctext, sizeof ctext);
+  const char *b_name = f ? f->info.cost_basis : NULL;
+  if (b_name && !strcmp(b_name, "rank"))
+    snprintf(basis, sizeof basis, " Costs are one rank's share of the model: a schedule with V "
+                                  "chunks per rank runs 1/V of them per stage.");
+  else if (b_name)
+    snprintf(basis, sizeof basis, " Costs are per stage.");
   if (c && f)
-    snprintf(sub, sizeof sub,
-             "P=%d, M=%d%s. Simulated with T_F=%g, T_B=%g, T_W=%g, T_comm=%g%s; memory M_B=%g, "
-             "M_W=%g.", f->info.p, f->info.m, n == 1 ? "" : ", every applicable schedule", c->tf,
-             c->tb, c->tw, kt_cost_comm(c), c->n_stages ? " (per-stage costs)" : "", c->mem_act,
-             c->mem_wgrad);
+    snprintf(sub, sizeof sub, "P=%d, M=%d%s. Simulated with %s; memory M_B=%g, M_W=%g.%s",
+             f->info.p, f->info.m, n == 1 ? "" : ", every applicable schedule", ctext, c->mem_act,
+             c->mem_wgrad, basis);
   else if (f)
     snprintf(sub, sizeof sub, "P=%d, M=%d", f->info.p, f->info.m);
   else

@@ -8,20 +8,36 @@
 #include "kaiten/generators.h"
 #include "kaiten/report.h"
 
-static void costs_json(const kt_costs *c, kt_buf *b) {
-  kt_buf_puts(b, "{\"tf\":");
-  kt_buf_json_number(b, c->tf);
-  kt_buf_puts(b, ",\"tb\":");
-  kt_buf_json_number(b, c->tb);
-  kt_buf_puts(b, ",\"tw\":");
-  kt_buf_json_number(b, c->tw);
+/* A cost field: a number, or the per-stage list. */
+static void cost_value(kt_buf *b, const char *key, double uniform, const double *per, int ns) {
+  kt_buf_printf(b, "\"%s\":", key);
+  if (!per || ns <= 0) {
+    kt_buf_json_number(b, uniform);
+    return;
+  }
+  kt_buf_puts(b, "[");
+  for (int s = 0; s < ns; s++) {
+    if (s) kt_buf_puts(b, ",");
+    kt_buf_json_number(b, per[s]);
+  }
+  kt_buf_puts(b, "]");
+}
+
+void kt_render_costs_json(const kt_costs *c, kt_buf *b) {
+  int ns = c->n_stages;
+  kt_buf_puts(b, "{");
+  cost_value(b, "tf", c->tf, c->stage_tf, ns);
+  kt_buf_puts(b, ",");
+  cost_value(b, "tb", c->tb, c->stage_tb, ns);
+  kt_buf_puts(b, ",");
+  cost_value(b, "tw", c->tw, c->stage_tw, ns);
   kt_buf_puts(b, ",\"comm\":");
   kt_buf_json_number(b, kt_cost_comm(c));
-  kt_buf_puts(b, ",\"mem_act\":");
-  kt_buf_json_number(b, c->mem_act);
-  kt_buf_puts(b, ",\"mem_wgrad\":");
-  kt_buf_json_number(b, c->mem_wgrad);
-  kt_buf_printf(b, ",\"per_stage\":%s}", c->n_stages > 0 ? "true" : "false");
+  kt_buf_puts(b, ",");
+  cost_value(b, "mem_act", c->mem_act, c->stage_mem_act, ns);
+  kt_buf_puts(b, ",");
+  cost_value(b, "mem_wgrad", c->mem_wgrad, c->stage_mem_wgrad, ns);
+  kt_buf_printf(b, ",\"per_stage\":%s}", ns > 0 ? "true" : "false");
 }
 
 void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_timeline *t,
@@ -48,11 +64,19 @@ void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_t
   kt_buf_puts(b, ",\"closed_form_expr\":");
   if (info->closed_form_expr) kt_buf_json_string(b, info->closed_form_expr);
   else kt_buf_puts(b, "null");
+  if (info->closed_form < 0 && info->closed_form_why) {
+    kt_buf_puts(b, ",\"closed_form_why\":");
+    kt_buf_json_string(b, info->closed_form_why);
+  }
   kt_buf_printf(b, ",\"messages\":%zu,\"time_unit\":", info->messages);
   kt_buf_json_string(b, t ? t->time_unit : "unit");
   if (info->costs) {
     kt_buf_puts(b, ",\"costs\":");
-    costs_json(info->costs, b);
+    kt_render_costs_json(info->costs, b);
+  }
+  if (info->cost_basis) {
+    kt_buf_puts(b, ",\"cost_basis\":");
+    kt_buf_json_string(b, info->cost_basis);
   }
   double peak = 0;
   for (int r = 0; r < m->p; r++)
@@ -99,16 +123,19 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
   if (info) {
     kt_buf_printf(b, "schedule %s  P=%d V=%d M=%d  placement=%s", info->schedule, info->p,
                   info->v, info->m, info->placement);
-    if (info->costs)
-      kt_buf_printf(b, "  tf=%g tb=%g tw=%g comm=%g%s", info->costs->tf, info->costs->tb,
-                    info->costs->tw, kt_cost_comm(info->costs),
-                    info->costs->n_stages ? " (per-stage)" : "");
+    if (info->costs) {
+      char text[400];
+      kt_costs_describe(info->costs, text, sizeof text);
+      kt_buf_printf(b, "  %s", text);
+    }
     kt_buf_puts(b, "\n");
   }
   kt_buf_printf(b, "makespan %g %s   bubble_ratio %.4f (%.1f%%)", m->makespan, time_unit,
                 m->bubble_ratio, 100 * m->bubble_ratio);
   if (info && info->closed_form >= 0)
     kt_buf_printf(b, "   closed form %s = %.4f", info->closed_form_expr, info->closed_form);
+  else if (info && info->closed_form_why)
+    kt_buf_printf(b, "   closed form - (%s)", info->closed_form_why);
   if (info) kt_buf_printf(b, "   p2p messages %zu", info->messages);
   kt_buf_puts(b, "\n");
   kt_buf_printf(b, "%-6s %10s %10s %8s %12s %14s\n", "rank", "busy", "idle", "util",
