@@ -33,13 +33,18 @@ void cli_signals_install(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
+  /* no SA_RESTART: a write blocked on a stdout nobody reads any more (mpirun
+   * shutting its forwarding down) returns, and the run goes on to save */
   sa.sa_handler = on_stop;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGUSR1, &sa, NULL);
   sa.sa_handler = on_winch;
+  sa.sa_flags = SA_RESTART;
   sigaction(SIGWINCH, &sa, NULL);
+  /* a closed stdout (mpirun tearing its forwarding down, a pager quit) must
+   * not kill the run before it saves: writes then just fail */
+  signal(SIGPIPE, SIG_IGN);
 }
 
 void cli_signals_restore(void) {
@@ -47,6 +52,7 @@ void cli_signals_restore(void) {
   signal(SIGTERM, SIG_DFL);
   signal(SIGUSR1, SIG_DFL);
   signal(SIGWINCH, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
 }
 
 int cli_stop_requested(void) { return stop_signal; }

@@ -41,13 +41,19 @@ typedef struct {
   kt_server *srv; /* --serve: the live dashboard, fed after every step */
 } session;
 
-/* Every rank's flag, the largest wins (MPI); the local flag on threads. */
+/* Every rank's stop request, agreed on (MPI: a collective sum of one slot
+ * per kind: a failure wins, then SIGTERM, SIGINT, SIGUSR1); the local one
+ * on threads. */
 static int agree(session *s, int flag) {
   if (!s->use_mpi) return flag;
-  float f = (float)flag;
+  static const int kinds[] = {STOP_FAILED, SIGTERM, SIGINT, SIGUSR1};
+  float votes[4] = {0};
+  for (int i = 0; i < 4; i++) votes[i] = flag == kinds[i];
   kt_error err;
-  if (kt_allreduce(s->mpi_t, KT_GROUP_WORLD, &f, 1, &err) != KT_OK) return STOP_FAILED;
-  return (int)f;
+  if (kt_allreduce(s->mpi_t, KT_GROUP_WORLD, votes, 4, &err) != KT_OK) return STOP_FAILED;
+  for (int i = 0; i < 4; i++)
+    if (votes[i] > 0) return kinds[i];
+  return 0;
 }
 
 static void print_step_line(session *s, const kt_train_progress *p) {
@@ -385,7 +391,7 @@ int train_session(train_opts *o) {
     s.talk = s.world_rank == 0 ? (!strcmp(o->format, "text") ? stdout : stderr) : NULL;
     if (!st) st = open_run_dir(&s, &err);
     /* under MPI, rank 0's run-directory check decides for every rank */
-    if (s.rt && agree(&s, st ? 2 : 0)) rc = st ? cli_fail(st, &err) : 2;
+    if (s.rt && agree(&s, st ? STOP_FAILED : 0)) rc = st ? cli_fail(st, &err) : 2;
     else if (st) rc = cli_fail(st, &err);
   }
   if (!rc) {
