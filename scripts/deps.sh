@@ -6,8 +6,9 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev
       openmpi-bin libopenmpi-dev libmicrohttpd-dev)
-# Optional: headless Chromium renders HTML reports in the screenshot test.
-optional=(chromium)
+# Optional, for tests that skip without them: headless Chromium renders the
+# HTML reports and the live page, tmux gives the live view a terminal.
+optional=(chromium tmux)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -122,4 +122,44 @@ oneline; has "a synthetic run has no parameters" "$tmp/err"
 expect 2 env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 "$K" train "${small[@]}" --steps 2
 oneline; has "without --transport mpi" "$tmp/err"
 
+# --- under MPI: a signal to one rank, or to mpirun, stops every rank alike ---------------
+MPIEXEC=${KT_MPIEXEC:-}
+if [ -n "$MPIEXEC" ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  mpi=(timeout 120 "$MPIEXEC" -np 2 --oversubscribe "$K" train "${small[@]}" --stages 2 --transport mpi)
+  N=40
+  "${mpi[@]}" --steps $N --run-dir mref >mref.out 2>&1 || bad "MPI reference run failed: $(tail -2 mref.out)"
+  losses mref >mref.losses
+  # SIGINT to rank 1 only
+  "${mpi[@]}" --steps $N --run-dir mint >mint.out 2>mint.err &
+  job=$!
+  wait_steps mint 3 || bad "mint: no steps"
+  rank1=$(pgrep -f "^$K train .*--run-dir mint" | sort -n | sed -n 2p)
+  kill -INT "$rank1"; wait $job
+  has "stopped by SIGINT after step" mint.err
+  has "resume with: mpirun -np 2 .*--transport mpi --resume mint --steps $N" mint.err
+  done_steps=$(wc -l <mint/metrics.jsonl)
+  has "$(printf 'step_%08d.ckpt' "$done_steps")" mint/checkpoints/latest
+  "${mpi[@]}" --steps $N --resume mint >mres.out 2>&1 || bad "MPI resume failed: $(tail -2 mres.out)"
+  losses mint >mint.losses
+  cmp -s mref.losses mint.losses && ok || bad "MPI: resumed losses differ: $(diff mref.losses mint.losses | head -4)"
+  # SIGUSR1 to mpirun: forwarded to every rank, each stops after the step
+  timeout 120 "$MPIEXEC" -np 2 --oversubscribe "$K" train "${small[@]}" --stages 2 --transport mpi \
+    --steps 100000 --run-dir musr >musr.out 2>musr.err &
+  job=$!
+  wait_steps musr 3 || bad "musr: no steps"
+  kill -USR1 "$(pgrep -f "^$MPIEXEC .*--run-dir musr")"; wait $job
+  has "stopped by SIGUSR1 after step" musr.err
+  [ -s musr/checkpoints/latest ] && ok || bad "no checkpoint after SIGUSR1 to mpirun"
+  # SIGTERM to mpirun: the ranks get SIGTERM before mpirun's kill timeout and save
+  timeout 120 "$MPIEXEC" --mca odls_base_sigkill_timeout 10 -np 2 --oversubscribe "$K" train \
+    "${small[@]}" --stages 2 --transport mpi --steps 100000 --run-dir mterm >mterm.out 2>&1 &
+  job=$!
+  wait_steps mterm 3 || bad "mterm: no steps"
+  kill -TERM "$(pgrep -f "^$MPIEXEC .*--run-dir mterm")"; wait $job
+  [ -s mterm/checkpoints/latest ] && ok || bad "no checkpoint after SIGTERM to mpirun"
+else
+  echo "test_train_safety: the MPI part is skipped (built without MPI)"
+fi
+
 cd / && finish test_train_safety

@@ -78,8 +78,8 @@ void train_memory_report(const train_opts *o, const kt_schedule *s, const kt_tra
     kt_costs_free(&c);
     return;
   }
-  kt_buf_printf(out, "peak activation memory per rank, MiB (%s; predicted from the activation "
-                     "bytes of one micro-batch per stage):\n%-5s %10s %10s\n",
+  kt_buf_printf(out, "peak activation memory per rank, MiB (%s; predicted from each stage's "
+                     "bytes):\n%-5s %10s %10s\n",
                 s->name, "rank", "predicted", "measured");
   for (int i = 0; i < r->measured.p && i < pred.p; i++)
     kt_buf_printf(out, "%-5d %10.3f %10.3f\n", i, pred.ranks[i].peak_memory / 1048576.0,

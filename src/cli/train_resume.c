@@ -152,7 +152,8 @@ void train_resume_notes(const train_opts *o, const train_resume *r, FILE *f) {
     double floor_lr = o->optim.lr * o->optim.min_lr_ratio;
     fprintf(f,
             "note: --steps %d runs past the learning-rate decay (%d steps): steps %d-%d stay at "
-            "the floor lr %.3g; give --decay-steps %d to stretch the decay over the whole run\n",
+            "the floor lr %.3g;\n      give --decay-steps %d to stretch the decay over the "
+            "whole run\n",
             o->steps, decay, decay + 1, o->steps, floor_lr, o->steps);
   }
 }

@@ -65,11 +65,12 @@ static void print_step_line(session *s, const kt_train_progress *p) {
     kt_metrics_free(&m);
   }
   FILE *f = s->talk;
-  fprintf(f, "step %5d/%d  loss %.4f", p->step + 1, p->steps, p->loss);
+  /* at most 100 columns: the widest fields are the step count and tokens/s */
+  fprintf(f, "step %d/%d  loss %.4f", p->step + 1, p->steps, p->loss);
   if (!isnan(p->val_loss)) fprintf(f, "  val %.4f", p->val_loss);
-  fprintf(f, "  lr %.1e  %7.0f tok/s  %6.1f ms  bubble %4.1f%%", p->lr, p->tokens_per_s,
+  fprintf(f, "  lr %.2g  %.0f tok/s  %.1f ms  bubble %.1f%%", p->lr, p->tokens_per_s,
           1e3 * p->seconds, 100 * p->bubble);
-  if (!s->o->synthetic) fprintf(f, "  act %.2f MiB", act / 1048576.0);
+  if (!s->o->synthetic) fprintf(f, "  act %.1f MiB", act / 1048576.0);
   fputc('\n', f);
   fflush(f);
 }
@@ -253,22 +254,38 @@ static int check_launch(const train_opts *o) {
   return 0;
 }
 
+/* Two lines of at most 100 columns: the layout, then the model. */
 static void print_start(session *s) {
   train_opts *o = s->o;
-  FILE *t = s->talk;
-  const int *off = kt_runtime_unit_offsets(s->rt);
-  fprintf(t, "kaiten train: %s P=%d V=%d M=%d b=%d K=%d D=%d on %s; global batch %ld samples",
+  /* written to a buffer first: the live view clips it to the terminal */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *t = open_memstream(&text, &len);
+  if (!t) return;
+  fprintf(t, "kaiten train: %s P=%d V=%d M=%d b=%d K=%d D=%d on %s, global batch %ld\n",
           s->sched.name[0] ? s->sched.name : "file", s->sched.p, s->sched.v, s->sched.m, o->b, o->k,
           o->d, s->use_mpi ? "MPI" : "threads", (long)o->k * o->m * o->b * o->d);
-  if (o->synthetic) fprintf(t, " (synthetic)\n");
-  else {
-    fprintf(t, "; %s L=%d C=%d; units per stage", kt_model_kind_name(o->model.kind), o->model.layers,
-            o->model.hidden);
+  if (o->synthetic) {
+    fprintf(t, "synthetic workload: tf=%g tb=%g tw=%g ms per rank's share, %ld-byte tensors\n",
+            o->tf, o->tb, o->tw, o->act_bytes);
+  } else {
+    const int *off = kt_runtime_unit_offsets(s->rt);
+    fprintf(t, "model: %s L=%d C=%d; units per stage", kt_model_kind_name(o->model.kind),
+            o->model.layers, o->model.hidden);
     int S = kt_schedule_stages(&s->sched);
     for (int i = 0; i < S && i < 16; i++) fprintf(t, "%s%d", i ? "," : " ", off[i + 1] - off[i]);
     fputs(S > 16 ? ",...\n" : "\n", t);
   }
   if (o->resume) train_resume_notes(o, &s->resume, t);
+  fclose(t);
+  int width = s->live ? s->lv.width - 1 : 0;
+  for (char *line = text; line && *line;) {
+    char *nl = strchr(line, '\n');
+    int n = nl ? (int)(nl - line) : (int)strlen(line);
+    fprintf(s->talk, "%.*s\n", width > 0 && n > width ? width : n, line);
+    line = nl ? nl + 1 : line + n;
+  }
+  free(text);
 }
 
 /* The end of the run: the final checkpoint (collective under MPI), then on
