@@ -14,6 +14,7 @@ printf '0F0,0F1,0I0,0W0\n' >noweights.csv
 printf '0F0,0B0\n1F0,1B0\n' >good.csv
 printf '{"tf": [1, 2' >truncated.json
 printf '{"tf": -1}' >negative.json
+printf '{"tf": 1, "tbb": 2}' >unknownkey.json
 printf '{"layers": 4, "hidden": "wide"}' >badmodel.json
 printf 'hello\n' >tiny.txt
 mkdir -p adir
@@ -100,6 +101,23 @@ case_ "binary.file"    plan --model binary.file
 case_ "hidden"         plan --model badmodel.json
 case_ "nodir"          report nodir
 case_ "nodir"          sample --run-dir nodir
+# flags that disagree or mean nothing, which were once silently resolved
+case_ "'0'"            train --steps 0
+case_ "--comm 1"       sim --comm 1 --comm-bandwidth 1000 --comm-bytes 500
+case_ "--comm-bytes 500" sim --comm-bytes 500
+case_ "--comm-latency 2" sim --comm-latency 2
+case_ "twice"          compare --schedules 1f1b,1f1b
+case_ "twice"          compare --schedules interleaved,interleaved-1f1b
+case_ "all 0"          sim --tf 0 --tb 0 --tw 0
+case_ "all 0"          compare --tf 0,0,0,0 --tb 0 --tw 0
+case_ "GiB"            sim -p 4096 -m 1000000
+case_ "GiB"            compare -p 4096 -m 1000000
+case_ "tbb"            sim --costs unknownkey.json
+case_ "malformed"      sim --costs truncated.json
+# run directories: an old run, a live writer, the layout of a resume
+case_ "not empty"      train --model mlp --stages 2 -m 2 --steps 1 --run-dir mlp_run
+case_ "--force"        train --model mlp --force --steps 1
+case_ "does not exist" train --model mlp --resume nosuch_run --steps 3
 # the command line itself
 case_ "'frobnicate'"   frobnicate
 case_ "--frobnicate"   sim --frobnicate
@@ -110,6 +128,25 @@ case_ "'extra'"        sim extra
 timeout 60 "$K" sim -p 0 -o never.txt >/dev/null 2>&1
 timeout 60 "$K" sim --schedule interleaved -p 4 -m 2 --report never.html >/dev/null 2>&1
 if ls never.* .never* 2>/dev/null | grep -q .; then bad "output written for bad input"; else ok; fi
-[ "$n" -ge 40 ] && ok || bad "only $n cases"
+[ "$n" -ge 80 ] && ok || bad "only $n cases"
+
+# a run directory on a full disk while metrics are written: one clear line,
+# exit 1, the lines written so far whole
+mnt="$tmp/full"
+mkdir -p "$mnt"
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=48k tmpfs "$mnt" 2>/dev/null; then
+  timeout 120 "$K" train --synthetic --stages 2 -m 2 --tf 0.1 --tb 0.1 --tw 0.1 --steps 100000 \
+    --no-live --run-dir "$mnt/run" >full.out 2>full.err; rc=$?
+  [ $rc = 1 ] && ok || bad "full disk: exit $rc: $(tail -2 full.err)"
+  grep -q "No space left on device" full.err && [ "$(grep -c '^kaiten: ' full.err)" = 1 ] && ok ||
+    bad "full disk: not one clear line: $(cat full.err)"
+  python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    json.loads(line)' "$mnt/run/metrics.jsonl" && ok || bad "full disk: a torn metrics line was left"
+  umount "$mnt"
+else
+  echo "test_bad_input: the full-disk case is skipped (mounting a tmpfs needs root)"
+fi
 echo "test_bad_input: $n cases"
 finish test_bad_input

@@ -287,13 +287,12 @@ kt_status kt_rundir_append_step(kt_rundir *rd, const kt_run_step *s, const kt_ru
     /* one write() of the whole line: a crash or a full disk tears at most the last line */
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     ssize_t w = fd >= 0 ? write(fd, b.data, b.len) : -1;
-    int saved = errno;
+    int saved = w < 0 ? errno : ENOSPC; /* a short write: the disk is full */
     if (fd >= 0 && close(fd) != 0 && w == (ssize_t)b.len) w = -1, saved = errno;
     if (w != (ssize_t)b.len) {
-      if (w >= 0 && w < (ssize_t)b.len && saved == 0) saved = ENOSPC;
-      if (fd >= 0 && w > 0) { /* take a torn line back so the file stays whole */
-        struct stat sb;
-        if (stat(path, &sb) == 0 && sb.st_size >= w) truncate(path, sb.st_size - w);
+      struct stat sb; /* take a torn line back so the file stays whole */
+      if (fd >= 0 && w > 0 && stat(path, &sb) == 0 && sb.st_size >= w &&
+          truncate(path, sb.st_size - w) != 0) {
       }
       st = kt_fail(err, KT_EIO, "cannot append to '%s': %s", path, strerror(saved));
     }
