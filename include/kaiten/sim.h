@@ -4,7 +4,12 @@
  * action starts at max(end of the previous action on its rank, time its
  * inputs are ready). F(s,j) needs F(s-1,j) (+T_comm across ranks); B/I(s,j)
  * needs B/I(s+1,j) (+T_comm across ranks), or F(S-1,j) on the last stage;
- * W(s,j) needs I(s,j). B costs T_B + T_W.
+ * W(s,j) needs I(s,j) (kaiten/schedule.h defines these rules once). B costs
+ * T_B + T_W and publishes its input gradient when the whole B ends, as
+ * PyTorch's full backward does (an early send is what I then W says).
+ * A lowered program (SEND/RECV/WAIT_SEND actions) runs as written: a result
+ * arrives one hop after its SEND; a RECV posts; a WAIT_SEND waits for the
+ * peer's RECV. A compute-only schedule runs as its lowering does.
  *
  * Overlapped pairs (KT_ACTION_OVERLAP_NEXT, DualPipeV's F&B slots) start when
  * both inputs are ready, occupy the rank for the sum of both costs (one device
