@@ -370,7 +370,7 @@ static void overlap_costs(void) {
   kt_costs_default(&c);
   c.overlap = 1.5;
   CHECK(kt_simulate(&s, &c, NULL, &err) == KT_EINVAL);
-  CHECK_STR_CONTAINS(err.msg, "--overlap 1.5");
+  CHECK_STR_CONTAINS(err.msg, "overlap 1.5");
   kt_schedule_free(&s);
 }
 

@@ -175,7 +175,7 @@ static int read_costs(const cli_args *a, kt_costs *c) {
   static const char *const fields[] = {"tf", "tb", "tw", "mem-act", "mem-wgrad"};
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
     const char *v = cli_get(a, fields[i]);
-    if (v && kt_costs_set(c, fields[i], v, &err)) return cli_fail(KT_EINVAL, &err);
+    if (v && kt_costs_set(c, fields[i], v, &err)) return cli_usage_error("--%s", err.msg);
   }
   static const char *const scalars[] = {"comm", "comm-latency", "comm-bytes", "comm-bandwidth"};
   double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth};

@@ -81,10 +81,10 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
       {"mem-wgrad", c->mem_wgrad}, {"mem-transient", c->mem_transient}};
   for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
     if (bad_value(scalars[i].v))
-      return kt_fail(err, KT_EINVAL, "--%s %g: costs must be finite and >= 0", scalars[i].name,
+      return kt_fail(err, KT_EINVAL, "%s %g: costs must be finite and >= 0", scalars[i].name,
                      scalars[i].v);
   if (!(c->overlap >= 0 && c->overlap <= 1))
-    return kt_fail(err, KT_EINVAL, "--overlap %g: expected a fraction in 0..1", c->overlap);
+    return kt_fail(err, KT_EINVAL, "overlap %g: expected a fraction in 0..1", c->overlap);
   if (c->n_stages > 0 && c->n_stages != n_stages)
     return kt_fail(err, KT_EINVAL,
                    "per-stage costs list %d stages but the schedule has S=%d stages", c->n_stages,
@@ -97,7 +97,7 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
     if (arrays[i].a)
       for (int s = 0; s < c->n_stages; s++)
         if (bad_value(arrays[i].a[s]))
-          return kt_fail(err, KT_EINVAL, "--%s: stage %d has %g; costs must be finite and >= 0",
+          return kt_fail(err, KT_EINVAL, "%s: stage %d has %g; costs must be finite and >= 0",
                          arrays[i].name, s, arrays[i].a[s]);
   return KT_OK;
 }
@@ -122,7 +122,7 @@ static kt_status set_values(kt_costs *c, const char *field, const double *vals, 
   if (!arr) return kt_fail(err, KT_EINVAL, "unknown cost field '%s'", field);
   for (int i = 0; i < n; i++)
     if (bad_value(vals[i]))
-      return kt_fail(err, KT_EINVAL, "--%s: value %g must be finite and >= 0", field, vals[i]);
+      return kt_fail(err, KT_EINVAL, "%s: value %g must be finite and >= 0", field, vals[i]);
   if (n == 1) {
     *uniform = vals[0];
     free(*arr);
@@ -130,7 +130,7 @@ static kt_status set_values(kt_costs *c, const char *field, const double *vals, 
     return KT_OK;
   }
   if (c->n_stages > 0 && c->n_stages != n)
-    return kt_fail(err, KT_EINVAL, "--%s lists %d stages but another cost lists %d", field, n,
+    return kt_fail(err, KT_EINVAL, "%s lists %d stages but another cost lists %d", field, n,
                    c->n_stages);
   double *a = malloc(sizeof(double) * (size_t)n);
   if (!a) return kt_fail(err, KT_ENOMEM, "out of memory");
@@ -157,19 +157,19 @@ kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_erro
     char *comma = strchr(tok, ',');
     if (comma) *comma = 0;
     if (!*tok) {
-      st = kt_fail(err, KT_EINVAL, "--%s '%s': an empty value in the list", field, text);
+      st = kt_fail(err, KT_EINVAL, "%s '%s': an empty value in the list", field, text);
       break;
     }
     if (kt_parse_double(tok, &vals[n]) != 0) {
-      st = kt_fail(err, KT_EINVAL, "--%s: '%s' is not a number", field, tok);
+      st = kt_fail(err, KT_EINVAL, "%s: '%s' is not a number", field, tok);
       break;
     }
     n++;
     tok = comma ? comma + 1 : NULL;
   }
-  if (!st && n == 0) st = kt_fail(err, KT_EINVAL, "--%s: no value in '%s'", field, text);
+  if (!st && n == 0) st = kt_fail(err, KT_EINVAL, "%s: no value in '%s'", field, text);
   if (!st && n > KT_MAX_RANKS * KT_MAX_CHUNKS)
-    st = kt_fail(err, KT_EINVAL, "--%s: too many values (%d)", field, n);
+    st = kt_fail(err, KT_EINVAL, "%s: too many values (%d)", field, n);
   if (!st) st = set_values(c, field, vals, n, err);
   free(copy);
   free(vals);

@@ -38,14 +38,14 @@ kt_status kt_model_config_check(const kt_model_config *cfg, kt_error *err) {
   if ((unsigned)cfg->kind >= KT_MODEL_COUNT)
     return kt_fail(err, KT_EINVAL, "unknown model kind %d", (int)cfg->kind);
   if (cfg->layers < 1 || cfg->layers > 4096)
-    return kt_fail(err, KT_EINVAL, "--layers %d: expected 1..4096", cfg->layers);
+    return kt_fail(err, KT_EINVAL, "layers %d: expected 1..4096", cfg->layers);
   if (cfg->hidden < 1 || cfg->hidden > 65536)
-    return kt_fail(err, KT_EINVAL, "--hidden %d: expected 1..65536", cfg->hidden);
+    return kt_fail(err, KT_EINVAL, "hidden width %d: expected 1..65536", cfg->hidden);
   if (cfg->kind == KT_MODEL_GPT) {
     if (cfg->heads < 1 || cfg->hidden % cfg->heads)
-      return kt_fail(err, KT_EINVAL, "--heads %d must divide --hidden %d", cfg->heads, cfg->hidden);
+      return kt_fail(err, KT_EINVAL, "heads %d must divide the hidden width %d", cfg->heads, cfg->hidden);
     if (cfg->seq_len < 1 || cfg->seq_len > 65536)
-      return kt_fail(err, KT_EINVAL, "--seq-len %d: expected 1..65536", cfg->seq_len);
+      return kt_fail(err, KT_EINVAL, "sequence length %d: expected 1..65536", cfg->seq_len);
     if (cfg->vocab < 2 || cfg->vocab > 1 << 20)
       return kt_fail(err, KT_EINVAL, "vocabulary %d: expected 2..1048576", cfg->vocab);
   }
@@ -165,19 +165,19 @@ kt_status kt_partition_parse(const char *text, int n_stages, int units, int *cou
     char *end;
     long v = strtol(p, &end, 10);
     if (end == p || v < 1 || v > 100000 || (*end && *end != ','))
-      return kt_fail(err, KT_EINVAL, "--partition '%s': expected positive layer counts like 2,3,3",
+      return kt_fail(err, KT_EINVAL, "partition '%s': expected positive layer counts like 2,3,3",
                      text);
     if (n >= n_stages)
-      return kt_fail(err, KT_EINVAL, "--partition '%s' lists more than %d stages", text, n_stages);
+      return kt_fail(err, KT_EINVAL, "partition '%s' lists more than %d stages", text, n_stages);
     counts[n++] = (int)v;
     sum += (int)v;
     p = *end ? end + 1 : end;
   }
   if (n != n_stages)
-    return kt_fail(err, KT_EINVAL, "--partition '%s' lists %d stages, the pipeline has %d", text, n,
+    return kt_fail(err, KT_EINVAL, "partition '%s' lists %d stages, the pipeline has %d", text, n,
                    n_stages);
   if (sum != units)
-    return kt_fail(err, KT_EINVAL, "--partition '%s' covers %d units, the model has %d", text, sum,
+    return kt_fail(err, KT_EINVAL, "partition '%s' covers %d units, the model has %d", text, sum,
                    units);
   return KT_OK;
 }

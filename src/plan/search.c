@@ -221,13 +221,13 @@ static kt_status explain_empty(const search *s, kt_error *err) {
     return kt_fail(err, KT_EINVAL, "P*D*t = %d*%d*%d = %.0f, but there are %ld devices", pin->p,
                    pin->d, pin->t, fixed, N);
   if (pin->t > s->x->c->devices_per_node)
-    return kt_fail(err, KT_EINVAL, "--tensor-parallel %d: larger than a node (%d devices)", pin->t,
+    return kt_fail(err, KT_EINVAL, "tensor-parallel degree t=%d: larger than a node (%d devices)", pin->t,
                    s->x->c->devices_per_node);
   if (pin->t > 0 && s->x->m->transformer && (s->x->m->heads % pin->t || s->x->m->kv_heads % pin->t))
-    return kt_fail(err, KT_EINVAL, "--tensor-parallel %d does not divide the model's %d heads",
+    return kt_fail(err, KT_EINVAL, "tensor-parallel degree t=%d does not divide the model's %d heads",
                    pin->t, s->x->m->heads);
   if (pin->p > s->x->m->n_layers)
-    return kt_fail(err, KT_EINVAL, "--pipeline %d: more stages than the model's %d layers", pin->p,
+    return kt_fail(err, KT_EINVAL, "pipeline P=%d: more stages than the model's %d layers", pin->p,
                    s->x->m->n_layers);
   double per = (double)(pin->m > 0 ? pin->m : 1) * (pin->b > 0 ? pin->b : 1) *
                (pin->k > 0 ? pin->k : 1) * (pin->d > 0 ? pin->d : 1);

@@ -161,10 +161,10 @@ static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int
 static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {
   if (!cfg->schedule) return kt_fail(err, KT_EINVAL, "no schedule");
   if (cfg->data_parallel < 1 || cfg->data_parallel > 4096)
-    return kt_fail(err, KT_EINVAL, "--data-parallel %d: expected 1..4096", cfg->data_parallel);
+    return kt_fail(err, KT_EINVAL, "data-parallel degree D=%d: expected 1..4096", cfg->data_parallel);
   if (cfg->grad_accum < 1 || cfg->grad_accum > 65535)
-    return kt_fail(err, KT_EINVAL, "--grad-accum %d: expected 1..65535", cfg->grad_accum);
-  if (cfg->micro_batch < 1) return kt_fail(err, KT_EINVAL, "--micro-batch-size %d < 1", cfg->micro_batch);
+    return kt_fail(err, KT_EINVAL, "gradient accumulation K=%d: expected 1..65535", cfg->grad_accum);
+  if (cfg->micro_batch < 1) return kt_fail(err, KT_EINVAL, "micro-batch size b=%d: expected at least 1", cfg->micro_batch);
   if (cfg->synthetic) {
     if (cfg->syn_tf_ms < 0 || cfg->syn_tb_ms < 0 || cfg->syn_tw_ms < 0)
       return kt_fail(err, KT_EINVAL, "synthetic costs must be >= 0 ms");

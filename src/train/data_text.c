@@ -63,7 +63,7 @@ kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_ba
   kt_status st = kt_dataset_open(path, KT_DATA_VAL_FRACTION, &ds, err);
   if (st) return st;
   if (kt_data_train_windows(ds, seq_len) == 0) {
-    st = kt_fail(err, KT_EINVAL, "%s: %zu training bytes are too few for --seq-len %d (need %d)",
+    st = kt_fail(err, KT_EINVAL, "%s: %zu training bytes are too few for a sequence length of %d (need %d)",
                  kt_dataset_name(ds), kt_dataset_bytes(ds, KT_SPLIT_TRAIN), seq_len, 2 * seq_len);
     kt_dataset_destroy(ds);
     return st;
