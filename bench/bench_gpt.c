@@ -92,7 +92,7 @@ static void pipeline_create(pipeline *p, const gpt_size *g, int P) {
   kt_runtime_config_default(&rc);
   rc.schedule = &p->sched;
   rc.micro_batch = B_MB;
-  rc.blas_threads = 1; /* one core per rank: the replay runs on one core too */
+  kt_blas_set_threads(1); /* one core per rank: the replay runs on one core too */
   kt_model_config_default(&rc.model, KT_MODEL_GPT);
   rc.model.layers = g->layers;
   rc.model.hidden = g->hidden;
@@ -196,7 +196,8 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
 }
 
 int main(int argc, char **argv) {
-  openblas_set_num_threads(1);
+  kt_blas_choose_core();
+  kt_blas_set_threads(1);
   bench_opts o = bench_args(argc, argv, 9, 3, 3, MAX_ROUNDS);
   const gpt_size sizes[] = {
       {"default", "kaiten train defaults: L=4 C=64 NH=4 T=64", 4, 64, 4, 64, 0.70},

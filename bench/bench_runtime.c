@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
     cfg.micro_batch = b;
     cfg.model.layers = 8;
     cfg.model.hidden = 512;
-    cfg.blas_threads = 1; /* one core per stage: P=1 uses one core, P=2 two */
+    kt_blas_set_threads(1); /* one core per stage: P=1 uses one core, P=2 two */
     kt_runtime *rt;
     if (kt_runtime_create_threads(&cfg, &rt, &err)) die(&err);
     float *x = calloc(256 * 512, sizeof(float)), *y = calloc(256 * 512, sizeof(float));

@@ -67,6 +67,7 @@ static int train(const kt_schedule *s, int first, int last, const char *load, co
 }
 
 int main(void) {
+  kt_blas_choose_core(); /* as kaiten's main does */
   kt_error err;
   char dir[] = "/tmp/kt_ckpt_XXXXXX";
   REQUIRE(mkdtemp(dir) != NULL);

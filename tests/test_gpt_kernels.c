@@ -459,6 +459,7 @@ static void test_blas_core(void) {
 }
 
 int main(void) {
+  kt_blas_choose_core(); /* as kaiten's main does */
   for (int i = 0; i < N; i++) g_tokens[i] = (i * 5 + 1) % V;
   test_fast_expf();
   test_encoder();

@@ -422,6 +422,7 @@ static void test_sample_partitions(void) {
 }
 
 int main(void) {
+  kt_blas_choose_core(); /* as kaiten's main does */
   test_model_fd(0);
   test_model_fd(1);
   test_chunked_equivalence();

@@ -173,6 +173,7 @@ static void recompute_memory(void) {
 }
 
 int main(void) {
+  kt_blas_choose_core(); /* as kaiten's main does */
   equivalence();
   recompute_memory();
   return kt_test_done(__FILE__);

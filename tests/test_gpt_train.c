@@ -56,6 +56,7 @@ static double val_loss(kt_chunk *c, const kt_dataset *d, int *tok, int *tgt) {
 }
 
 int main(void) {
+  kt_blas_choose_core(); /* as kaiten's main does */
   kt_error err;
   kt_dataset *d;
   REQUIRE(!kt_dataset_open(NULL, KT_DATA_VAL_FRACTION, &d, &err));

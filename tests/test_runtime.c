@@ -83,6 +83,7 @@ fail:
 }
 
 int main(void) {
+  kt_blas_choose_core(); /* as kaiten's main does */
   kt_error err;
   make_data(0);
   const size_t NG = UNITS * (H * H + H);

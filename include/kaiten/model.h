@@ -117,6 +117,17 @@ kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n
 kt_status kt__gpt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
                                int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
 
+/* ---- the BLAS every matmul goes through (OpenBLAS) ----------------------------
+ * Process-wide settings: the program chooses them, the library never does. */
+
+/* Where OpenBLAS fell back to pre-AVX2 kernels on a CPU it does not know
+ * (and OPENBLAS_CORETYPE is unset), has it use the fastest kernels this CPU
+ * runs (SkylakeX with AVX-512, Haswell with AVX2+FMA). Call it at the start
+ * of main, before any thread exists. Returns the kernels in use. */
+const char *kt_blas_choose_core(void);
+/* Threads OpenBLAS uses for one matmul (every caller's: process-wide). */
+void kt_blas_set_threads(int n);
+
 /* ---- partitions ------------------------------------------------------------ */
 
 /* Parses "2,3,3" into counts[n]; they must be >= 1 and sum to units.

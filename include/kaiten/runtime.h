@@ -48,7 +48,6 @@ typedef struct {
   double syn_tf_ms, syn_tb_ms, syn_tw_ms;
   size_t syn_act_bytes;
   double timeout; /* watchdog: seconds a rank may wait for a peer (default 60) */
-  int blas_threads; /* OpenBLAS threads per rank (0: automatic) */
   /* Test hook: rank hang_rank stops before its action hang_action (-1: off). */
   int hang_rank, hang_action;
 } kt_runtime_config;

@@ -44,7 +44,7 @@ static int run_calibrate(cli_args *a) {
   rc.schedule = &s;
   rc.micro_batch = (int)b;
   rc.model = mc;
-  rc.blas_threads = 1;
+  kt_blas_set_threads(1);
   kt_runtime *rt = NULL;
   kt_data_source *data = NULL;
   if (!st) st = kt_runtime_create_threads(&rc, &rt, &err);

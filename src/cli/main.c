@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "kaiten/model.h"
 
 #define KAITEN_VERSION "0.1.0"
 
@@ -31,6 +32,7 @@ static void test_hooks(void) {
 }
 
 int main(int argc, char **argv) {
+  kt_blas_choose_core(); /* before any thread: it may reload OpenBLAS's kernels */
   test_hooks();
   cli_program = argv[0];
   if (argc < 2) {

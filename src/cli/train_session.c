@@ -136,7 +136,7 @@ static kt_status build_runtime(session *s, kt_error *err) {
   rc.syn_tf_ms = o->tf / v, rc.syn_tb_ms = o->tb / v, rc.syn_tw_ms = o->tw / v;
   rc.syn_act_bytes = (size_t)o->act_bytes;
   rc.timeout = o->timeout;
-  rc.blas_threads = o->blas_threads;
+
   /* Test hook for fault tests: KAITEN_TEST_HANG=RANK,ACTION stops that world
    * rank before its ACTION-th action of the first step. */
   const char *hang = getenv("KAITEN_TEST_HANG");
@@ -145,14 +145,15 @@ static kt_status build_runtime(session *s, kt_error *err) {
   if (s->use_mpi) {
     st = kt_transport_mpi_create(s->sched.p, o->d, o->timeout, &s->mpi_t, err);
     if (st) return st;
-    if (rc.blas_threads <= 0) { /* the processes on this machine share its cores */
-      long cores = sysconf(_SC_NPROCESSORS_ONLN);
-      int local = kt_transport_mpi_local_size();
-      rc.blas_threads = cores > local ? (int)(cores / local) : 1;
-    }
+    /* the processes on this machine share its cores */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int local = kt_transport_mpi_local_size();
+    kt_blas_set_threads(o->blas_threads > 0 ? o->blas_threads : cores > local ? (int)(cores / local) : 1);
     s->world_rank = s->mpi_t->rank, s->world_size = s->mpi_t->world;
     st = kt_runtime_create(&rc, s->mpi_t, &s->world_rank, 1, &s->rt, err);
-  } else {
+  } else { /* the ranks of this process share its cores */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), ranks = (long)s->sched.p * o->d;
+    kt_blas_set_threads(o->blas_threads > 0 ? o->blas_threads : ranks >= cores ? 1 : (int)(cores / ranks));
     st = kt_runtime_create_threads(&rc, &s->rt, err);
   }
   if (!st && s->resume.ckpt_path) st = kt_checkpoint_load(s->rt, s->resume.ckpt_path, &s->resume.meta, err);

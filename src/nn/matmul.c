@@ -91,8 +91,8 @@ uint64_t kt__unit_seed(uint64_t model_seed, int unit) {
  * OPENBLAS_CORETYPE when it picks; when the user has not set it and the
  * library picked a core older than the CPU's vector units warrant, kaiten
  * sets it (SkylakeX for AVX-512, Haswell for AVX2 + FMA) and has OpenBLAS
- * pick again, once, at load time: in a program linked with kaiten that is
- * before main, when no other thread and no matmul exist yet (setenv is not
+ * pick again when the program asks (kt_blas_choose_core), which it does at
+ * the start of main, before any thread or matmul exists (setenv is not
  * thread-safe). The environment is left as it was. Elsewhere (another architecture, a static
  * single-target OpenBLAS without the dynamic entry points) nothing changes. */
 static const char *chosen; /* the core kaiten asked for, or NULL */
@@ -113,7 +113,7 @@ static int is_pre_avx2(const char *core) {
   return 0;
 }
 
-__attribute__((constructor)) static void choose_blas_core(void) {
+static void choose_blas_core(void) {
   if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || getenv("OPENBLAS_CORETYPE")) return;
   const char *core = openblas_get_corename();
   if (!core || !is_pre_avx2(core)) return;
@@ -136,3 +136,13 @@ const char *kt__blas_core(const char **chosen_by_kaiten) {
   if (chosen_by_kaiten) *chosen_by_kaiten = chosen;
   return openblas_get_corename();
 }
+
+const char *kt_blas_choose_core(void) {
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+  static int done;
+  if (!done) done = 1, choose_blas_core();
+#endif
+  return openblas_get_corename();
+}
+
+void kt_blas_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }

@@ -1,8 +1,8 @@
 /* Runtime set-up and the step driver: builds each local rank's chunks and
  * buffers, runs one thread per local rank per step, stops everyone when one
  * rank fails, and merges the measured timeline. */
-#include <cblas.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -287,13 +287,6 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
     free(counts);
     if (st) goto fail;
   }
-  int threads = cfg->blas_threads;
-  if (threads <= 0) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    threads = n_local >= cores ? 1 : (int)(cores / n_local);
-    if (threads < 1) threads = 1;
-  }
-  openblas_set_num_threads(threads);
   for (int i = 0; i < n_local; i++) {
     rt->n_local = i + 1;
     if ((st = worker_init(rt, &rt->workers[i], &handles[i], local[i], err))) goto fail;
