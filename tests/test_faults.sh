@@ -25,6 +25,19 @@ expect 0 "$K" train "${small[@]}" --steps 4 --resume "$run"
 has "step_00000001.ckpt at step 1" "$tmp/out"
 expect 0 "$K" sample --run-dir "$run" --tokens 20
 
+# --- a hung rank: the watchdog names the waiting rank, its action and the peer ---
+t0=$(date +%s%N)
+KAITEN_TEST_HANG=1,2 "$K" train --synthetic --stages 4 -m 8 --tf 1 --tb 1 --tw 1 --act-bytes 1024 \
+  --timeout 0.5 --steps 1 --no-live >"$tmp/hang.out" 2>"$tmp/hang.err"; rc=$?
+took=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ $rc = 1 ] && ok || bad "a hung rank: exit $rc"
+has "watchdog" "$tmp/hang.err"
+has "from rank 1 (stage 1)" "$tmp/hang.err"
+# rank 1 sent F0 and F1, then hung: rank 2 waits at 2F2 (or rank 0 at 0B0)
+grep -q "rank 2 (stage 2) waited 0.5 s at action 2F2\|rank 0 (stage 0) waited 0.5 s at action 0B0" "$tmp/hang.err" &&
+  ok || bad "watchdog message: $(cat "$tmp/hang.err")"
+[ "$took" -lt 4000 ] && ok || bad "the run took $took ms to stop"
+
 # --- a full disk during a checkpoint write --------------------------------------
 mnt="$tmp/full"
 mkdir -p "$mnt"

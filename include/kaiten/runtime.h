@@ -48,8 +48,6 @@ typedef struct {
   double syn_tf_ms, syn_tb_ms, syn_tw_ms;
   size_t syn_act_bytes;
   double timeout; /* watchdog: seconds a rank may wait for a peer (default 60) */
-  /* Test hook: rank hang_rank stops before its action hang_action (-1: off). */
-  int hang_rank, hang_action;
 } kt_runtime_config;
 
 void kt_runtime_config_default(kt_runtime_config *c);
@@ -101,6 +99,10 @@ kt_chunk *kt_runtime_chunk(kt_runtime *rt, int stage, int replica);
 float *kt_runtime_optim_state(kt_runtime *rt, int stage, int replica, size_t *n);
 /* The configuration the runtime runs (its own copy). */
 const kt_runtime_config *kt_runtime_config_of(const kt_runtime *rt);
+/* The transport handle of world rank r when it lives in this process, else
+ * NULL (a caller may wrap it, e.g. for fault injection, and restore it
+ * before kt_runtime_destroy). */
+kt_transport *kt_runtime_handle(kt_runtime *rt, int world_rank);
 /* The transport handle of the first local rank, and whether every rank of
  * the job lives in this process (threads) or not (MPI). */
 kt_transport *kt_runtime_transport(kt_runtime *rt);

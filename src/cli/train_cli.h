@@ -96,6 +96,12 @@ void train_resume_notes(const train_opts *o, const train_resume *r, FILE *f);
 void train_final_report(const train_opts *o, const kt_schedule *sched, const kt_train_result *res,
                         kt_buf *out);
 
+/* KAITEN_TEST_HANG (hang_transport.c): wraps that rank's transport handle
+ * when it lives in this process; the handle back as it was before the
+ * runtime is destroyed. */
+void *cli_hang_install(kt_runtime *rt);
+void cli_hang_remove(kt_runtime *rt, void *installed);
+
 /* Signals (signals.c): the first SIGINT/SIGTERM/SIGUSR1 asks for a stop after
  * the current step, a second ends the process; SIGWINCH marks a resize. */
 void cli_signals_install(void);

@@ -39,6 +39,7 @@ typedef struct {
   kt_error fail_err;
   int stop; /* agreed: 0, a signal number, or STOP_FAILED */
   kt_server *srv; /* --serve: the live dashboard, fed after every step */
+  void *hang;     /* KAITEN_TEST_HANG's wrapper, or NULL */
 } session;
 
 /* Every rank's stop request, agreed on (MPI: a collective sum of one slot
@@ -137,11 +138,6 @@ static kt_status build_runtime(session *s, kt_error *err) {
   rc.syn_act_bytes = (size_t)o->act_bytes;
   rc.timeout = o->timeout;
 
-  /* Test hook for fault tests: KAITEN_TEST_HANG=RANK,ACTION stops that world
-   * rank before its ACTION-th action of the first step. */
-  const char *hang = getenv("KAITEN_TEST_HANG");
-  if (hang && sscanf(hang, "%d,%d", &rc.hang_rank, &rc.hang_action) != 2)
-    rc.hang_rank = rc.hang_action = -1;
   if (s->use_mpi) {
     st = kt_transport_mpi_create(s->sched.p, o->d, o->timeout, &s->mpi_t, err);
     if (st) return st;
@@ -156,6 +152,7 @@ static kt_status build_runtime(session *s, kt_error *err) {
     kt_blas_set_threads(o->blas_threads > 0 ? o->blas_threads : ranks >= cores ? 1 : (int)(cores / ranks));
     st = kt_runtime_create_threads(&rc, &s->rt, err);
   }
+  if (!st) s->hang = cli_hang_install(s->rt); /* fault tests only */
   if (!st && s->resume.ckpt_path) st = kt_checkpoint_load(s->rt, s->resume.ckpt_path, &s->resume.meta, err);
   if (!st && !o->synthetic) {
     if (o->model.kind == KT_MODEL_MLP) st = kt_data_mlp_create(o->model.hidden, o->seed, &s->data, err);
@@ -379,6 +376,7 @@ static int run_steps(session *s) {
 
 static void session_free(session *s) {
   if (s->data) s->data->destroy(s->data);
+  if (s->rt) cli_hang_remove(s->rt, s->hang);
   kt_runtime_destroy(s->rt);
   kt_transport_mpi_free(s->mpi_t);
   if (s->use_mpi) kt_transport_mpi_finalize();

@@ -17,8 +17,6 @@ void kt_runtime_config_default(kt_runtime_config *c) {
   kt_model_config_default(&c->model, KT_MODEL_MLP);
   kt_optim_config_default(&c->optim);
   c->timeout = 60;
-  c->hang_rank = -1;
-  c->hang_action = -1;
 }
 
 static kt_status copy_schedule(kt_schedule *dst, const kt_schedule *src, kt_error *err) {
@@ -468,6 +466,12 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
 }
 
 const kt_timeline *kt_runtime_timeline(const kt_runtime *rt) { return &rt->timeline; }
+
+kt_transport *kt_runtime_handle(kt_runtime *rt, int world_rank) {
+  for (int i = 0; i < rt->n_local; i++)
+    if (rt->workers[i].world_rank == world_rank) return rt->workers[i].t;
+  return NULL;
+}
 
 kt_chunk *kt_runtime_chunk(kt_runtime *rt, int stage, int replica) {
   if (stage < 0 || stage >= rt->S) return NULL;

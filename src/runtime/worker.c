@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/internal.h"
 
@@ -231,16 +230,6 @@ static kt_status run_recv(kt__worker *w, const kt_action *a, int k, kt_error *er
   return add_comm(w, a, t0, t0, 0, &w->recv_event[SLOT(w, a->stage, a->mb, r)], err);
 }
 
-/* Test hook: a hung rank sleeps (abortably) well past the watchdog. */
-static void hang(kt__worker *w) {
-  double until = kt_now() + 3 * w->t->timeout + 1;
-  while (kt_now() < until) {
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-    if (w->t->ops->aborted(w->t)) return;
-  }
-}
-
 static kt_status run_action(kt__worker *w, const kt_action *a, int k, kt_error *err) {
   if (a->op < KT_OP_COUNT) return run_compute(w, a, k, err);
   switch (a->op) {
@@ -263,12 +252,7 @@ kt_status kt__worker_step(kt__worker *w, kt_error *err) {
   w->events.n_events = w->events.n_mem = w->events.n_comm = 0;
   for (int c = 0; c < rt->V; c++) kt_chunk_zero_grad(w->chunk[c]);
   for (int k = 0; k < rt->K; k++) {
-    int computed = 0; /* compute actions so far: the hook counts those */
     for (size_t i = 0; i < ra->n; i++) {
-      int compute = ra->actions[i].op < KT_OP_COUNT;
-      if (compute && w->world_rank == rt->cfg.hang_rank && computed == rt->cfg.hang_action && k == 0)
-        hang(w);
-      computed += compute;
       kt_status st = run_action(w, &ra->actions[i], k, err);
       if (st) return st;
     }
