@@ -46,7 +46,7 @@ static void one_layout(const bench_opts *o, int p, int m, int reps) {
   c.render_every = 1e9; /* rendering is timed below, not in the feed */
   kt_server *srv;
   kt_error err;
-  if (kt_server_start(&c, &srv, &err)) {
+  if (kt_server_create(&c, &srv, &err)) {
     fprintf(stderr, "bench_serve: %s\n", err.msg);
     exit(1);
   }
@@ -91,7 +91,7 @@ static void one_layout(const bench_opts *o, int p, int m, int reps) {
     kt_buf_free(&msg);
     kt_timeline_free(&shifted);
   }
-  kt_server_close(srv, "finished", 0);
+  kt_server_destroy(srv, "finished", 0);
   bench_stat ps = bench_stats(push, (size_t)reps, 1e6), rs = bench_stats(render, (size_t)nr, 1e3);
   printf("P=%d M=%d: trainer's side of a step %.2f us (%.2f-%.2f), rendering %.3f ms (%.3f-%.3f)\n",
          p, m, ps.med, ps.min, ps.max, rs.med, rs.min, rs.max);

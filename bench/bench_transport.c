@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
       for (int r = 0; r < o.reps; r++) t[r] = kt_transport_pingpong(tr, sizes[i], REPS);
       if (tr->rank == 0) report(&o, "mpi", sizes[i], t);
     }
-    kt_transport_mpi_free(tr);
+    kt_transport_mpi_destroy(tr);
     kt_transport_mpi_finalize();
     bench_close(&o);
     return 0;

@@ -44,7 +44,7 @@ static void test_builtin(void) {
 static void test_split_and_batches(void) {
   kt_dataset *d;
   kt_error err;
-  REQUIRE_V(!kt_dataset_open(NULL, 0.1, &d, &err));
+  REQUIRE_V(!kt_dataset_create(NULL, 0.1, &d, &err));
   CHECK_STR_CONTAINS(kt_dataset_name(d), "builtin");
   size_t tr = kt_dataset_bytes(d, KT_SPLIT_TRAIN), va = kt_dataset_bytes(d, KT_SPLIT_VAL);
   CHECK(va > 0 && tr > 8 * va &&
@@ -134,14 +134,14 @@ static void test_files(void) {
   const char *text = "hello, kaiten! a tiny text file for the loader.\n";
   CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
   close(fd);
-  REQUIRE_V(!kt_dataset_open(path, 0.25, &d, &err));
+  REQUIRE_V(!kt_dataset_create(path, 0.25, &d, &err));
   CHECK_EQ_INT(kt_dataset_bytes(d, KT_SPLIT_TRAIN) + kt_dataset_bytes(d, KT_SPLIT_VAL),
                strlen(text));
   CHECK(!memcmp(kt_dataset_text(d, KT_SPLIT_TRAIN), text, kt_dataset_bytes(d, KT_SPLIT_TRAIN)));
   kt_dataset_destroy(d);
   unlink(path);
-  CHECK_EQ_INT(kt_dataset_open("/nonexistent/kaiten.txt", 0.1, &d, &err), KT_EINVAL);
-  CHECK_EQ_INT(kt_dataset_open(NULL, 0.7, &d, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_dataset_create("/nonexistent/kaiten.txt", 0.1, &d, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_dataset_create(NULL, 0.7, &d, &err), KT_EINVAL);
   CHECK_EQ_INT(kt_dataset_from_bytes("", 0, "empty", 0.1, &d, &err), KT_EINVAL);
   int tok[5];
   char back[6];

@@ -59,7 +59,7 @@ int main(void) {
   kt_blas_choose_core(); /* as kaiten's main does */
   kt_error err;
   kt_dataset *d;
-  REQUIRE(!kt_dataset_open(NULL, KT_DATA_VAL_FRACTION, &d, &err));
+  REQUIRE(!kt_dataset_create(NULL, KT_DATA_VAL_FRACTION, &d, &err));
   kt_model_config cfg;
   kt_model_config_default(&cfg, KT_MODEL_GPT);
   cfg.tie_embeddings = 1;

@@ -206,7 +206,7 @@ static kt_server *serve_runs(const char *const *dirs, int n, int max_clients) {
   if (max_clients) c.max_clients = max_clients;
   kt_server *s = NULL;
   kt_error err = {{0}};
-  CHECK_MSG(kt_server_start(&c, &s, &err) == KT_OK, "start: %s", err.msg);
+  CHECK_MSG(kt_server_create(&c, &s, &err) == KT_OK, "start: %s", err.msg);
   return s;
 }
 
@@ -261,7 +261,7 @@ static void routes(const char *dir) {
                        port), 200);
   CHECK_EQ_INT(request(port, "HEAD / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"), 200);
   double t0 = kt_now();
-  kt_server_close(s, "stopped", 1);
+  kt_server_destroy(s, "stopped", 1);
   CHECK_MSG(kt_now() - t0 < 1.5, "close took %.2f s", kt_now() - t0);
 }
 
@@ -289,7 +289,7 @@ static void history(const char *dir) {
   kt_server_stats(s, &st);
   CHECK_EQ_INT(st.clients, 1);
   CHECK_EQ_INT(st.steps, 6);
-  kt_server_close(s, "stopped", 1);
+  kt_server_destroy(s, "stopped", 1);
   reset(&b);
   CHECK(read_until(fd, &b, NULL, 3) == 1); /* closed with the server */
   close(fd);
@@ -312,7 +312,7 @@ static kt_server *serve_live(int queue) {
   c.render_every = 0.02;
   kt_server *s = NULL;
   kt_error err = {{0}};
-  CHECK_MSG(kt_server_start(&c, &s, &err) == KT_OK, "start: %s", err.msg);
+  CHECK_MSG(kt_server_create(&c, &s, &err) == KT_OK, "start: %s", err.msg);
   return s;
 }
 
@@ -327,7 +327,7 @@ static int push(kt_server *s, int step) {
 }
 
 static void *closer(void *arg) {
-  kt_server_close(arg, "finished", 3);
+  kt_server_destroy(arg, "finished", 3);
   return NULL;
 }
 
@@ -394,7 +394,7 @@ static void limits(void) {
   c.live = &live;
   kt_server *s = NULL;
   kt_error err;
-  REQUIRE_VOID(kt_server_start(&c, &s, &err) == KT_OK);
+  REQUIRE_VOID(kt_server_create(&c, &s, &err) == KT_OK);
   int port = kt_server_port(s);
   kt_buf b, b2;
   kt_buf_init(&b);
@@ -419,7 +419,7 @@ static void limits(void) {
   reset(&b);
   int f3 = open_stream(port, &b);
   CHECK_STR_CONTAINS(b.data, "event: hello");
-  kt_server_close(s, "stopped", 0.5);
+  kt_server_destroy(s, "stopped", 0.5);
   close(f2);
   close(f3);
   kt_buf_free(&b);
@@ -450,7 +450,7 @@ static void no_wait(void) {
   kt_server_stats(s, &st);
   CHECK_EQ_INT(st.dropped, PUSHES - queued);
   CHECK(wait_steps(s, queued));
-  kt_server_close(s, "finished", 0);
+  kt_server_destroy(s, "finished", 0);
   CHECK(kt_server_push(NULL, NULL) == 1);
 }
 
@@ -464,25 +464,25 @@ static void errors(const char *dir) {
   c.n_run_dirs = 1;
   kt_server *b = NULL;
   kt_error err = {{0}};
-  CHECK_EQ_INT(kt_server_start(&c, &b, &err), KT_EIO);
+  CHECK_EQ_INT(kt_server_create(&c, &b, &err), KT_EIO);
   CHECK_STR_CONTAINS(err.msg, "already in use");
   CHECK(b == NULL);
-  kt_server_close(a, "stopped", 0);
+  kt_server_destroy(a, "stopped", 0);
   const char *missing = "/nonexistent/run";
   c.port = 0;
   c.run_dirs = &missing;
-  CHECK_EQ_INT(kt_server_start(&c, &b, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_server_create(&c, &b, &err), KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "/nonexistent/run");
   c.n_run_dirs = 0;
-  CHECK_EQ_INT(kt_server_start(&c, &b, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_server_create(&c, &b, &err), KT_EINVAL);
   const char *many[KT_SERVE_MAX_RUNS + 1];
   for (int i = 0; i <= KT_SERVE_MAX_RUNS; i++) many[i] = dir;
   c.run_dirs = many;
   c.n_run_dirs = KT_SERVE_MAX_RUNS + 1;
-  CHECK_EQ_INT(kt_server_start(&c, &b, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_server_create(&c, &b, &err), KT_EINVAL);
   c.n_run_dirs = 1;
   c.host = "10.255.255.1"; /* not this machine's */
-  CHECK_EQ_INT(kt_server_start(&c, &b, &err), KT_EIO);
+  CHECK_EQ_INT(kt_server_create(&c, &b, &err), KT_EIO);
 }
 
 static void addresses(void) {

@@ -12,6 +12,10 @@
 
 #include "kaiten/runtime.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
   int step;             /* optimizer steps completed */
   int decay_steps;      /* the learning-rate schedule of the run (kept on resume) */
@@ -43,5 +47,9 @@ kt_status kt_checkpoint_save_in_run(kt_runtime *rt, const char *run_dir,
 kt_status kt_checkpoint_latest(const char *run_dir, char **path, kt_error *err);
 
 uint32_t kt_crc32(uint32_t crc, const void *data, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

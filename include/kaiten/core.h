@@ -10,6 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* X(name, exit_code, message) */
 #define KT_STATUS_MAP(X)                                              \
   X(OK, 0, "ok")                                                      \
@@ -94,5 +98,9 @@ void kt_buf_printf(kt_buf *b, const char *fmt, ...) __attribute__((format(printf
 void kt_buf_json_string(kt_buf *b, const char *s);
 /* Appends a finite double in the shortest %.17g-exact form ("null" if not finite). */
 void kt_buf_json_number(kt_buf *b, double x);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,6 +11,10 @@
 
 #include "kaiten/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct kt_costs {
   double tf, tb, tw;         /* uniform per-stage costs of F, I (B = I + W) and W */
   double comm;               /* per hop between ranks (used when comm_bandwidth == 0) */
@@ -66,5 +70,9 @@ kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_erro
 kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err);
 /* The same from JSON text; origin names it in error messages. */
 kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -21,6 +21,10 @@
 
 #include "kaiten/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define KT_DATA_VOCAB 256             /* byte-level tokens */
 #define KT_DATA_VAL_FRACTION 0.1      /* default held-out share (the text's tail) */
 #define KT_DATA_BUILTIN_BYTES 1048576 /* size of the generated built-in corpus */
@@ -32,7 +36,7 @@ typedef enum { KT_SPLIT_TRAIN, KT_SPLIT_VAL } kt_split;
 /* Opens a text file as a dataset; path NULL (or "builtin") opens the built-in
  * corpus. val_fraction in [0, 0.5] of the bytes (the tail) is held out.
  * EINVAL for a bad fraction or an empty file, EIO when unreadable, ENOMEM. */
-kt_status kt_dataset_open(const char *path, double val_fraction, kt_dataset **out, kt_error *err);
+kt_status kt_dataset_create(const char *path, double val_fraction, kt_dataset **out, kt_error *err);
 /* The same from bytes in memory (copied); name is for messages. */
 kt_status kt_dataset_from_bytes(const void *bytes, size_t len, const char *name,
                                 double val_fraction, kt_dataset **out, kt_error *err);
@@ -83,5 +87,9 @@ kt_status kt_data_builtin_text(char **out, size_t *len, kt_error *err);
 void kt_data_encode(const char *text, size_t len, int *tokens);
 /* Writes len bytes (tokens outside 0..255 become '?'); out needs len + 1. */
 void kt_data_decode(const int *tokens, size_t len, char *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

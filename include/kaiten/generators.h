@@ -9,6 +9,10 @@
 #include "kaiten/costs.h"
 #include "kaiten/schedule.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
   KT_SCHED_GPIPE,
   KT_SCHED_1F1B,
@@ -91,5 +95,9 @@ kt_status kt_schedule_span(const kt_schedule *s, const kt_costs *c, double *span
  * parameters are impossible for it (e.g. interleaved with M < P). */
 kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *params,
                                kt_schedule *out, kt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -20,6 +20,10 @@
 
 #include "kaiten/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { KT_MODEL_MLP, KT_MODEL_GPT, KT_MODEL_COUNT } kt_model_kind;
 
 const char *kt_model_kind_name(kt_model_kind k); /* "mlp" | "gpt" */
@@ -111,12 +115,6 @@ kt_status kt_chunk_create(const kt_model_config *cfg, int first_unit, int n_unit
 void kt_chunk_destroy(kt_chunk *c);
 void kt_chunk_zero_grad(kt_chunk *c);
 
-/* Implementations (src/nn/): each kind's create function. */
-kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
-                               int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
-kt_status kt__gpt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
-                               int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
-
 /* ---- the BLAS every matmul goes through (OpenBLAS) ----------------------------
  * Process-wide settings: the program chooses them, the library never does. */
 
@@ -177,5 +175,9 @@ typedef struct {
  * vocabulary; ENOMEM. */
 kt_status kt_gpt_sample(kt_chunk *const *chunks, int n_chunks, const int *prompt, int n_prompt,
                         int n_new, const kt_sample_params *params, int *out, kt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

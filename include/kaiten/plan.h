@@ -25,6 +25,10 @@
 #include "kaiten/core.h"
 #include "kaiten/schedule.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- specs ----------------------------------------------------------------- */
 
 typedef enum {
@@ -249,5 +253,9 @@ void kt_plan_report_free(kt_plan_report *r);
 kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
                          const kt_plan_options *o, const kt_plan_search_params *sp,
                          kt_plan_report *r, kt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,10 @@
 #include "kaiten/sim.h"
 #include "kaiten/timeline.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
   int width;       /* total columns available (default 120) */
   int color;       /* ANSI colours (only for terminals) */
@@ -265,5 +269,9 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title);
 /* Renders it and writes it to path atomically. ENOMEM, EIO. */
 kt_status kt_write_run_report(const char *path, const kt_run *r, const char *title,
                               kt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -87,9 +87,9 @@ typedef enum {
  * for a path that is not a directory, a non-empty directory in NEW mode, or
  * a missing run in RESUME mode; EIO. With FORCE, *kept (may be NULL)
  * receives how many entries that are not kaiten's were left in place. */
-kt_status kt_rundir_open(const char *dir, kt_rundir_mode mode, int *kept, kt_rundir **out,
+kt_status kt_rundir_create(const char *dir, kt_rundir_mode mode, int *kept, kt_rundir **out,
                          kt_error *err);
-void kt_rundir_close(kt_rundir *rd);
+void kt_rundir_destroy(kt_rundir *rd);
 /* EBUSY (naming the PID) when a process writes dir now; KT_OK otherwise,
  * also when dir has no lock file. Takes no lock that outlives the call. */
 kt_status kt_rundir_check_free(const char *dir, kt_error *err);

@@ -15,6 +15,10 @@
 #include "kaiten/timeline.h"
 #include "kaiten/transport.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { KT_OPTIM_SGD, KT_OPTIM_ADAMW, KT_OPTIM_COUNT } kt_optim_kind;
 
 const char *kt_optim_name(kt_optim_kind k);
@@ -109,5 +113,9 @@ kt_transport *kt_runtime_transport(kt_runtime *rt);
 int kt_runtime_all_local(const kt_runtime *rt);
 /* Stage -> units mapping actually used (S + 1 offsets). */
 const int *kt_runtime_unit_offsets(const kt_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

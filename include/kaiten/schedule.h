@@ -15,6 +15,10 @@
 
 #include "kaiten/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { KT_OP_F, KT_OP_B, KT_OP_I, KT_OP_W, KT_OP_COUNT } kt_op;
 
 /* Non-compute ops of PyTorch's lowered IR (torch 2.15). They appear only in
@@ -324,5 +328,9 @@ kt_status kt_deadlock_fail(const kt_blocked *b, int n, kt_error *err);
  * and that the schedule cannot deadlock. EINVALID_SCHEDULE or EDEADLOCK with
  * the specific reason. */
 kt_status kt_schedule_validate(const kt_schedule *s, kt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

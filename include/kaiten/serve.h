@@ -25,10 +25,14 @@
 #include "kaiten/schedule.h"
 #include "kaiten/timeline.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define KT_SERVE_DEFAULT_PORT 8080
 #define KT_SERVE_MAX_RUNS 16
 
-/* The run the trainer feeds (everything is copied by kt_server_start). */
+/* The run the trainer feeds (everything is copied by kt_server_create). */
 typedef struct {
   const char *name;            /* shown in the page (e.g. the run directory's name) */
   const char *run_dir;         /* its files are served under /runs/0/ (NULL: none) */
@@ -81,7 +85,7 @@ typedef struct {
 /* Loads the run directories, binds host:port and starts serving. EINVAL:
  * a bad run directory or address (the reader's reason), EIO: the address
  * cannot be bound (in use: the reason says so), ENOMEM. */
-kt_status kt_server_start(const kt_serve_config *cfg, kt_server **out, kt_error *err);
+kt_status kt_server_create(const kt_serve_config *cfg, kt_server **out, kt_error *err);
 /* The bound port (the chosen one when cfg->port was 0). */
 int kt_server_port(const kt_server *s);
 /* Hands one step of the live run to the server without waiting: returns 0
@@ -93,6 +97,10 @@ void kt_server_stats(kt_server *s, kt_serve_stats *out);
  * rendered and an end marker follows; open streams get up to wait_s seconds
  * to receive everything, then the server stops and s is freed. NULL is a
  * no-op. */
-void kt_server_close(kt_server *s, const char *reason, double wait_s);
+void kt_server_destroy(kt_server *s, const char *reason, double wait_s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -23,6 +23,10 @@
 #include "kaiten/schedule.h"
 #include "kaiten/timeline.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Duration of an op on stage: T_F, T_B + T_W (B), T_B (I) or T_W (W). */
 double kt_cost_op(const kt_costs *c, int stage, kt_op op);
 
@@ -35,5 +39,9 @@ kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
 /* Convenience: simulate and compute metrics in one call. */
 kt_status kt_simulate_metrics(const kt_schedule *s, const kt_costs *c, kt_metrics *out,
                               kt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -9,6 +9,10 @@
 
 #include "kaiten/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
   int32_t rank, stage, mb;
   uint8_t op;    /* kt_op */
@@ -76,5 +80,9 @@ typedef struct {
 /* Computes the metrics of a timeline. ENOMEM. */
 kt_status kt_timeline_metrics(const kt_timeline *t, kt_metrics *out, kt_error *err);
 void kt_metrics_free(kt_metrics *m);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,6 +7,10 @@
 #include "kaiten/runtime.h"
 #include "kaiten/sim.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A source of micro-batches. fill() writes the D*K*M micro-batches of one
  * optimizer step (index (d * K + k) * M + j) for the given split
  * (0 = train, 1 = validation); the pointers stay valid until the next fill.
@@ -95,5 +99,9 @@ kt_status kt_train_predict(const kt_schedule *s, int grad_accum, const kt_timeli
  * the simulator's semantics then predict the same schedule. */
 kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
                              kt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,10 @@
 
 #include "kaiten/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
   KT_GROUP_WORLD,    /* every rank */
   KT_GROUP_DATA,     /* the D replicas of this pipeline rank */
@@ -64,10 +68,10 @@ int kt_group_members(const kt_transport *t, kt_group g, int *out);
 
 /* Threads: creates world = p * d handles sharing one in-process fabric.
  * mailbox_cap bounds the messages queued per receiving rank (senders wait
- * beyond it, under the same timeout). Free with kt_transport_threads_free. */
+ * beyond it, under the same timeout). Free with kt_transport_threads_destroy. */
 kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailbox_cap,
                                       kt_transport **handles, kt_error *err);
-void kt_transport_threads_free(kt_transport *handles, int world);
+void kt_transport_threads_destroy(kt_transport *handles, int world);
 
 /* MPI (OpenMPI): one handle for this process's world rank. Initialises MPI
  * when needed; the world size must equal p * d. ENOTSUP-like EINVAL when
@@ -75,7 +79,7 @@ void kt_transport_threads_free(kt_transport *handles, int world);
 int kt_transport_mpi_available(void);
 kt_status kt_transport_mpi_init(int *world_rank, int *world_size, kt_error *err);
 kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **out, kt_error *err);
-void kt_transport_mpi_free(kt_transport *t);
+void kt_transport_mpi_destroy(kt_transport *t);
 /* Processes of the job on this machine (MPI_COMM_TYPE_SHARED), for sharing
  * its cores among them; 1 without MPI. */
 int kt_transport_mpi_local_size(void);
@@ -97,5 +101,9 @@ static inline uint64_t kt_tag(int kind, int stage, int mb, int round) {
          ((uint64_t)(unsigned)stage << 24) | (uint64_t)(unsigned)mb;
 }
 #define KT_TAG_COLLECTIVE (UINT64_C(0xF) << 60)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

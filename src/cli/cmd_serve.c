@@ -38,7 +38,7 @@ static int run_serve(cli_args *a) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, NULL);
   kt_server *srv;
-  kt_status st = kt_server_start(&cfg, &srv, &err);
+  kt_status st = kt_server_create(&cfg, &srv, &err);
   if (st) {
     pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
     return cli_fail(st, &err);
@@ -48,7 +48,7 @@ static int run_serve(cli_args *a) {
   fflush(stdout);
   int sig = 0;
   sigwait(&stop, &sig);
-  kt_server_close(srv, "stopped", 1.0);
+  kt_server_destroy(srv, "stopped", 1.0);
   pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
   return 0;
 }

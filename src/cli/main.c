@@ -5,8 +5,8 @@
 
 #include "cli/cli.h"
 #include "kaiten/model.h"
+#include "kaiten/version.h"
 
-#define KAITEN_VERSION "0.1.0"
 
 static const cli_command *const commands[] = {&cli_cmd_sim, &cli_cmd_compare, &cli_cmd_validate,
                                               &cli_cmd_train, &cli_cmd_sample, &cli_cmd_plan,
@@ -18,7 +18,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "kaiten %s — pipeline-parallel training: plan, simulate, visualise, run\n\n"
           "usage: kaiten COMMAND [options]   (kaiten COMMAND --help for details)\n\ncommands:\n",
-          KAITEN_VERSION);
+          kt_version());
   for (size_t i = 0; i < N_COMMANDS; i++)
     fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
 }
@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(name, "--version") || !strcmp(name, "version")) {
-    printf("kaiten %s\n", KAITEN_VERSION);
+    printf("kaiten %s\n", kt_version());
     return 0;
   }
   for (size_t i = 0; i < N_COMMANDS; i++) {

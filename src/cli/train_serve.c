@@ -36,7 +36,7 @@ int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server *
   cfg.host = host;
   cfg.port = port;
   cfg.live = &live;
-  st = kt_server_start(&cfg, out, &err);
+  st = kt_server_create(&cfg, out, &err);
   if (have_done) kt_run_free(&done);
   if (st) {
     fprintf(stderr, "kaiten: --serve: %s\n", err.msg);
@@ -66,7 +66,7 @@ void train_serve_stop(kt_server *srv, int ok, const char *run_dir) {
   if (!srv) return;
   kt_serve_stats stats;
   kt_server_stats(srv, &stats);
-  kt_server_close(srv, ok ? "finished" : "stopped", 2.0);
+  kt_server_destroy(srv, ok ? "finished" : "stopped", 2.0);
   if (stats.dropped)
     fprintf(stderr, "kaiten: the dashboard dropped %lld steps it had no room for (the run "
                     "itself has them all)\n", stats.dropped);

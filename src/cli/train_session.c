@@ -178,7 +178,7 @@ static kt_status open_run_dir(session *s, kt_error *err) {
   if (!o->run_dir || s->world_rank != 0) return KT_OK;
   kt_rundir_mode mode = o->resume ? KT_RUNDIR_RESUME : o->force ? KT_RUNDIR_FORCE : KT_RUNDIR_NEW;
   int kept = 0;
-  kt_status st = kt_rundir_open(o->run_dir, mode, &kept, &s->rd, err);
+  kt_status st = kt_rundir_create(o->run_dir, mode, &kept, &s->rd, err);
   if (st) return st;
   if (kept && s->talk)
     fprintf(stderr, "kaiten: --force cleared kaiten's files in '%s' and kept %d other entr%s\n",
@@ -378,9 +378,9 @@ static void session_free(session *s) {
   if (s->data) s->data->destroy(s->data);
   if (s->rt) cli_hang_remove(s->rt, s->hang);
   kt_runtime_destroy(s->rt);
-  kt_transport_mpi_free(s->mpi_t);
+  kt_transport_mpi_destroy(s->mpi_t);
   if (s->use_mpi) kt_transport_mpi_finalize();
-  kt_rundir_close(s->rd);
+  kt_rundir_destroy(s->rd);
   kt_run_config_free(&s->cfg);
   if (s->have_sched) kt_schedule_free(&s->sched);
   kt_schedule_free(&s->program);

@@ -1,5 +1,6 @@
 /* Status table, error buffers, allocation, parsing and file helpers. */
 #include "kaiten/core.h"
+#include "kaiten/version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -228,3 +229,5 @@ void kt_buf_json_number(kt_buf *b, double x) {
   }
   kt_buf_puts(b, tmp);
 }
+
+const char *kt_version(void) { return KT_VERSION_STRING; }

@@ -9,6 +9,13 @@
 
 #include "kaiten/model.h"
 
+/* Implementations (src/nn/): each kind's create function. */
+kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
+                               int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
+kt_status kt__gpt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
+                               int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
+
+
 /* Every matrix multiply in kaiten goes through this wrapper (row-major):
  *   out (m, n) = beta * out + op(a) (m, k) @ op(b) (k, n)
  * with op(x) = x or its transpose. Counts FLOPs for the benchmarks. */

@@ -159,7 +159,7 @@ static kt_status check_contents(kt_rundir *rd, kt_rundir_mode mode, int *kept, k
   return KT_OK;
 }
 
-kt_status kt_rundir_open(const char *dir, kt_rundir_mode mode, int *kept, kt_rundir **out,
+kt_status kt_rundir_create(const char *dir, kt_rundir_mode mode, int *kept, kt_rundir **out,
                          kt_error *err) {
   *out = NULL;
   if (kept) *kept = 0;
@@ -180,14 +180,14 @@ kt_status kt_rundir_open(const char *dir, kt_rundir_mode mode, int *kept, kt_run
   kt_status st = take_lock(rd, err);
   if (!st) st = check_contents(rd, mode, kept, err);
   if (st) {
-    kt_rundir_close(rd);
+    kt_rundir_destroy(rd);
     return st;
   }
   *out = rd;
   return KT_OK;
 }
 
-void kt_rundir_close(kt_rundir *rd) {
+void kt_rundir_destroy(kt_rundir *rd) {
   if (!rd) return;
   if (rd->lock_fd >= 0) close(rd->lock_fd); /* releases the flock */
   free(rd->dir);

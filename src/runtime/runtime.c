@@ -308,14 +308,14 @@ kt_status kt_runtime_create_threads(const kt_runtime_config *cfg, kt_runtime **o
   if (st) return st;
   int *local = kt_calloc((size_t)P * D, sizeof *local);
   if (!local) {
-    kt_transport_threads_free(h, P * D);
+    kt_transport_threads_destroy(h, P * D);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
   for (int i = 0; i < P * D; i++) local[i] = i;
   st = kt_runtime_create(cfg, h, local, P * D, out, err);
   free(local);
   if (st) {
-    kt_transport_threads_free(h, P * D);
+    kt_transport_threads_destroy(h, P * D);
     return st;
   }
   (*out)->owns_transport = 1;
@@ -325,7 +325,7 @@ kt_status kt_runtime_create_threads(const kt_runtime_config *cfg, kt_runtime **o
 void kt_runtime_destroy(kt_runtime *rt) {
   if (!rt) return;
   for (int i = 0; i < rt->n_local; i++) worker_free(&rt->workers[i], rt->V, rt->S * rt->M);
-  if (rt->owns_transport) kt_transport_threads_free(rt->handles, rt->P * rt->D);
+  if (rt->owns_transport) kt_transport_threads_destroy(rt->handles, rt->P * rt->D);
   free(rt->workers);
   free(rt->unit_offset);
   kt_timeline_free(&rt->timeline);

@@ -179,7 +179,7 @@ static kt_status load_runs(kt_server *s, const kt_serve_config *cfg, kt_error *e
   return st;
 }
 
-kt_status kt_server_start(const kt_serve_config *cfg, kt_server **out, kt_error *err) {
+kt_status kt_server_create(const kt_serve_config *cfg, kt_server **out, kt_error *err) {
   *out = NULL;
   int n = cfg->n_run_dirs + (cfg->live != NULL);
   if (cfg->n_run_dirs < 0 || n == 0) return kt_fail(err, KT_EINVAL, "no run to serve");
@@ -236,7 +236,7 @@ void kt_server_stats(kt_server *s, kt_serve_stats *out) {
   out->dropped = atomic_load(&s->dropped);
 }
 
-void kt_server_close(kt_server *s, const char *reason, double wait_s) {
+void kt_server_destroy(kt_server *s, const char *reason, double wait_s) {
   if (!s) return;
   snprintf(s->end_reason, sizeof s->end_reason, "%s", reason ? reason : "finished");
   kt__feed_finish(s); /* the rest of the queue, the last step rendered, the end marker */

@@ -60,7 +60,7 @@ kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_ba
                                      uint64_t seed, kt_data_source **out, kt_error *err) {
   *out = NULL;
   kt_dataset *ds;
-  kt_status st = kt_dataset_open(path, KT_DATA_VAL_FRACTION, &ds, err);
+  kt_status st = kt_dataset_create(path, KT_DATA_VAL_FRACTION, &ds, err);
   if (st) return st;
   if (kt_data_train_windows(ds, seq_len) == 0) {
     st = kt_fail(err, KT_EINVAL, "%s: %zu training bytes are too few for a sequence length of %d (need %d)",

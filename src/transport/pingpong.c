@@ -50,11 +50,11 @@ double kt_transport_threads_pingpong(size_t bytes, int reps) {
   side a = {&h[0], bytes, reps, 0}, b = {&h[1], bytes, reps, 0};
   pthread_t th;
   if (pthread_create(&th, NULL, run_side, &b)) {
-    kt_transport_threads_free(h, 2);
+    kt_transport_threads_destroy(h, 2);
     return -1;
   }
   run_side(&a);
   pthread_join(th, NULL);
-  kt_transport_threads_free(h, 2);
+  kt_transport_threads_destroy(h, 2);
   return a.result;
 }

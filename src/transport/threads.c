@@ -241,7 +241,7 @@ kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailb
   return KT_OK;
 }
 
-void kt_transport_threads_free(kt_transport *handles, int world) {
+void kt_transport_threads_destroy(kt_transport *handles, int world) {
   if (!handles) return;
   fabric *f = handles[0].ctx;
   for (int r = 0; r < world; r++) {

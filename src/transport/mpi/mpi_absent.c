@@ -15,7 +15,7 @@ kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **o
   return kt_fail(err, KT_EINVAL, "this kaiten was built without MPI (install libopenmpi-dev and rebuild)");
 }
 
-void kt_transport_mpi_free(kt_transport *t) { (void)t; }
+void kt_transport_mpi_destroy(kt_transport *t) { (void)t; }
 int kt_transport_mpi_local_size(void) { return 1; }
 void kt_transport_mpi_abort_job(int code) { (void)code; }
 void kt_transport_mpi_finalize(void) {}

@@ -233,7 +233,7 @@ kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **o
   return KT_OK;
 }
 
-void kt_transport_mpi_free(kt_transport *t) {
+void kt_transport_mpi_destroy(kt_transport *t) {
   if (!t) return;
   mpi_ctx *c = t->ctx;
   for (pending *p = c->sends, *n; p; p = n) { /* sends complete before we free them */
