@@ -36,13 +36,15 @@ run_live() { # W H P
     [ -f "$tmp/run$1x$2/metrics.jsonl" ] && [ "$(wc -l <"$tmp/run$1x$2/metrics.jsonl")" -ge 20 ] && break
     sleep 0.1
   done
-  sleep 0.3
+  # a capture may catch the block half redrawn on a loaded machine: a few tries
+  local try
+  for try in 1 2 3 4 5; do sleep 0.3; screen_ok "$1" "$2" "$3" 2>/dev/null && break; done
   screen_ok "$1" "$2" "$3" && ok || bad "live view at $1x$2, P=$3: $(cat "$tmp/screen")"
 }
 
 run_live 80 24 4
 tmux -L "$sock" resize-window -t live -x 60 -y 12 2>/dev/null || tmux -L "$sock" resize-pane -t live -x 60 -y 12
-sleep 1
+for try in 1 2 3 4 5; do sleep 0.5; screen_ok 60 12 4 2>/dev/null && break; done
 screen_ok 60 12 4 && ok || bad "after a resize to 60x12: $(cat "$tmp/screen")"
 tmux -L "$sock" kill-session -t live
 args+=(--layers 6); run_live 60 10 8
