@@ -44,6 +44,7 @@ static const cli_opt train_opts_table[] = {
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
     {"skip-nonfinite", 0, NULL, "skip a step whose loss or gradients are not finite (default: stop)"},
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
+    {"cluster", 0, "FILE", "cluster spec (kaiten calibrate): predict hops and the all-reduce on its links"},
     {"transport", 0, "NAME", "threads (default: one process) | mpi (one process per rank, mpirun)"},
     {"threads-per-rank", 0, "N", "OpenBLAS threads per rank (default: cores / ranks in this process)"},
     {"format", 'f', "FMT", "text (default) | ascii | json | chrome"},
@@ -140,6 +141,7 @@ int train_parse(const cli_args *a, train_opts *o) {
     if (cli_has(a, layout_flags[i])) o->layout_given |= 1u << i;
   o->blas_threads = (int)blas;
   o->serve = cli_get(a, "serve");
+  o->cluster = cli_get(a, "cluster");
   if (o->serve) { /* a bad address is a usage error before anything runs */
     char host[64];
     int port;

@@ -39,6 +39,7 @@ typedef struct {
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   int blas_threads; /* OpenBLAS threads per rank (0: cores / local ranks) */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
+  const char *cluster; /* --cluster FILE: predict on its links, NULL: none */
 } train_opts;
 
 #define TRAIN_MODEL_GIVEN (1 << 5)
@@ -91,6 +92,12 @@ int train_resume_setup(train_opts *o, train_resume *r);
 void train_resume_free(train_resume *r);
 /* The "resuming ..." line, and a note when --steps runs past the decay. */
 void train_resume_notes(const train_opts *o, const train_resume *r, FILE *f);
+
+/* --cluster (train_cluster.c): the links of the spec with this job's ranks
+ * on their nodes (MPI: collective; mpi_t NULL for threads); *out NULL
+ * without --cluster. */
+kt_status train_cluster_links(const train_opts *o, kt_transport *mpi_t, int p, kt_links **out,
+                              kt_error *err);
 
 /* The final report: text summary, JSON, Chrome trace (train_report.c). */
 void train_final_report(const train_opts *o, const kt_schedule *sched, const kt_train_result *res,

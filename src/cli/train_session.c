@@ -40,6 +40,7 @@ typedef struct {
   int stop; /* agreed: 0, a signal number, or STOP_FAILED */
   kt_server *srv; /* --serve: the live dashboard, fed after every step */
   void *hang;     /* KAITEN_TEST_HANG's wrapper, or NULL */
+  kt_links *links; /* --cluster */
 } session;
 
 /* Every rank's stop request, agreed on (MPI: a collective sum of one slot
@@ -152,6 +153,7 @@ static kt_status build_runtime(session *s, kt_error *err) {
     kt_blas_set_threads(o->blas_threads > 0 ? o->blas_threads : ranks >= cores ? 1 : (int)(cores / ranks));
     st = kt_runtime_create_threads(&rc, &s->rt, err);
   }
+  if (!st) st = train_cluster_links(o, s->mpi_t, s->sched.p, &s->links, err);
   if (!st) s->hang = cli_hang_install(s->rt); /* fault tests only */
   if (!st && s->resume.ckpt_path) st = kt_checkpoint_load(s->rt, s->resume.ckpt_path, &s->resume.meta, err);
   if (!st && !o->synthetic) {
@@ -346,7 +348,7 @@ static int run_steps(session *s) {
   kt_train_config tc = {.runtime = *kt_runtime_config_of(s->rt), .first_step = s->first_step,
                         .steps = o->steps, .val_every = o->val_every, .val_batches = 2,
                         .data = s->data, .on_step = on_step, .ctx = s,
-                        .skip_nonfinite = o->skip_nonfinite};
+                        .skip_nonfinite = o->skip_nonfinite, .links = s->links};
   kt_train_result res;
   int rc = 0;
   if (o->serve && s->world_rank == 0 && (rc = train_serve_start(o, &s->sched, &s->srv))) return rc;
@@ -378,6 +380,7 @@ static void session_free(session *s) {
   if (s->data) s->data->destroy(s->data);
   if (s->rt) cli_hang_remove(s->rt, s->hang);
   kt_runtime_destroy(s->rt);
+  kt_links_destroy(s->links);
   kt_transport_mpi_destroy(s->mpi_t);
   if (s->use_mpi) kt_transport_mpi_finalize();
   kt_rundir_destroy(s->rd);

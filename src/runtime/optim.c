@@ -206,14 +206,29 @@ static kt_status locate_nonfinite(kt__worker *w, kt_error *err) {
   return st;
 }
 
+static kt_status finish_step(kt__worker *w, double *sync, kt_error *err);
+
 kt_status kt__worker_finish_step(kt__worker *w, kt_error *err) {
+  double t_begin = kt_now(), t_sync = 0;
+  w->sync_seconds = w->tail_seconds = 0;
+  kt_status st = finish_step(w, &t_sync, err);
+  w->sync_seconds = t_sync;
+  w->tail_seconds = kt_now() - t_begin - t_sync;
+  return st;
+}
+
+/* Collectives are timed apart (*sync): they wait for the other ranks. */
+static kt_status finish_step(kt__worker *w, double *sync, kt_error *err) {
   kt_runtime *rt = w->rt;
   kt_status st = sum_tied(w, err);
   if (st) return st;
+  double t0;
   float scale = 1.0f / (float)((double)rt->K * rt->M * rt->D);
   for (int c = 0; c < rt->V && !st; c++) {
     kt_chunk *ch = w->chunk[c];
+    t0 = kt_now();
     if (rt->D > 1) st = kt_allreduce(w->t, KT_GROUP_DATA, ch->grads, ch->n_params, err);
+    *sync += kt_now() - t0;
     float *restrict g = ch->grads;
     for (size_t i = 0; i < ch->n_params; i++) g[i] *= scale;
   }
@@ -227,10 +242,11 @@ kt_status kt__worker_finish_step(kt__worker *w, kt_error *err) {
   float sums[2] = {(float)local, (float)w->loss_sum};
   /* pipeline group: the norm (replicas agree after the all-reduce); the loss
    * only lives on last stages, so it is summed over the world below */
+  t0 = kt_now();
   st = kt_allreduce(w->t, KT_GROUP_PIPELINE, sums, 1, err);
-  if (st) return st;
   float loss = (float)w->loss_sum;
-  st = kt_allreduce(w->t, KT_GROUP_WORLD, &loss, 1, err);
+  if (!st) st = kt_allreduce(w->t, KT_GROUP_WORLD, &loss, 1, err);
+  *sync += kt_now() - t0;
   if (st) return st;
   w->loss = loss / ((double)rt->K * rt->M * rt->D);
   w->grad_norm = sqrt((double)sums[0]);

@@ -456,6 +456,8 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
   kt_status gst = gather_timeline(rt, err);
   if (gst) return gst;
   kt_timeline_sort(&rt->timeline);
+  res->sync_seconds = rt->workers[0].sync_seconds;
+  res->tail_seconds = rt->workers[0].tail_seconds;
   res->loss = rt->workers[0].loss;
   res->grad_norm = rt->workers[0].grad_norm;
   res->lr = rt->workers[0].lr;

@@ -262,3 +262,40 @@ void kt_transport_mpi_finalize(void) {
   MPI_Finalized(&finalized);
   if (inited && !finalized) MPI_Finalize();
 }
+
+kt_status kt_transport_mpi_nodes(kt_transport *t, int *out, kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  char *all = calloc((size_t)t->world, MPI_MAX_PROCESSOR_NAME);
+  if (!all) return kt_fail(err, KT_ENOMEM, "out of memory");
+  if (MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                    c->world) != MPI_SUCCESS) {
+    free(all);
+    return kt_fail(err, KT_ERUNTIME, "rank %d: gathering the machines' names failed", t->rank);
+  }
+  /* nodes numbered in order of their first rank */
+  for (int r = 0; r < t->world; r++) {
+    out[r] = r;
+    for (int q = 0; q < r; q++)
+      if (!strncmp(all + (size_t)q * MPI_MAX_PROCESSOR_NAME, all + (size_t)r * MPI_MAX_PROCESSOR_NAME,
+                   MPI_MAX_PROCESSOR_NAME)) {
+        out[r] = out[q];
+        break;
+      }
+  }
+  int next = 0, *map = t->world > 0 ? calloc((size_t)t->world, sizeof *map) : NULL;
+  if (!map) {
+    free(all);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  for (int r = 0; r < t->world; r++) map[r] = -1;
+  for (int r = 0; r < t->world; r++) {
+    if (map[out[r]] < 0) map[out[r]] = next++;
+    out[r] = map[out[r]];
+  }
+  free(map);
+  free(all);
+  return KT_OK;
+}
