@@ -50,14 +50,14 @@ down() {
   rm -rf "$d"
 }
 
-# tbf needs a bucket at least one (GSO-sized) packet deep; 2 ms of traffic at
-# 1 Gbit/s, 10 ms at 100 Mbit/s.
+# A shallow bucket (tbf splits GSO packets larger than it), so a message that
+# follows an idle gap does not leave faster than the rate.
 shape() {
   local ns="$1" dev="$2"
   case "$link" in
     none) return 0 ;;
-    1gbit) ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate 1gbit burst 256kb latency 100ms ;;
-    100mbit) ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate 100mbit burst 128kb latency 200ms ;;
+    1gbit) ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate 1gbit burst 64kb latency 100ms ;;
+    100mbit) ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate 100mbit burst 16kb latency 200ms ;;
   esac
 }
 
@@ -95,6 +95,8 @@ up() {
     echo "$ip slots=$slots" >>"$dir/hostfile"
     echo "$ip $ns host$i" >>"$dir/hosts"
   done
+  # Messages up to 4 MiB are sent eagerly: a send then leaves at once instead
+  # of waiting for the receiver to answer a rendezvous between its own ops.
   # The agent mpirun calls as `agent HOST COMMAND...`: the command runs in the
   # host's namespace under the host's own name (a UTS namespace), as ssh would.
   cat >"$dir/rsh-agent" <<EOF
@@ -107,7 +109,8 @@ EOF
   chmod +x "$dir/rsh-agent"
   printf '%s\n' --hostfile "$dir/hostfile" --mca plm_rsh_agent "$dir/rsh-agent" \
     --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,self --mca btl_tcp_if_include "$SUBNET" \
-    --mca oob_tcp_if_include "$SUBNET" >"$dir/mpirun-flags"
+    --mca oob_tcp_if_include "$SUBNET" --mca btl_tcp_eager_limit 4194304 \
+    --mca btl_tcp_rndv_eager_limit 4194304 >"$dir/mpirun-flags"
   echo "$link" >"$dir/link"
   trap - EXIT INT TERM
 }

@@ -51,6 +51,7 @@ typedef struct {
   int synthetic;
   double syn_tf_ms, syn_tb_ms, syn_tw_ms;
   size_t syn_act_bytes;
+  size_t syn_grad_bytes; /* gradient bytes per synthetic stage (all-reduced with D > 1) */
   double timeout; /* watchdog: seconds a rank may wait for a peer (default 60) */
 } kt_runtime_config;
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/calibrate.h"
 #include "kaiten/generators.h"
 #include "kaiten/train.h"
 #include "nn/nn.h"
@@ -18,7 +18,29 @@ static const cli_opt calibrate_opts[] = {
     {"hidden", 0, "C", "its width (default: kaiten train's)"},
     {"micro-batch-size", 'b', "b", "samples per micro-batch timed (default 4)"},
     {"output", 'o', "FILE", "write the cluster spec JSON to FILE (default: stdout)"},
+    {"transport", 0, "NAME", "threads (default) | mpi: under mpirun, measure the links inside and between machines"},
 };
+
+/* The links measured under mpirun, and the all-reduce against the model. */
+static void report_links(const calibrate_links *l, double lat, double bw, double inter_lat,
+                         double inter_bw) {
+  kt_link_classes lc = {.intra_latency = lat, .intra_bw = bw, .inter_latency = inter_lat,
+                        .inter_bw = inter_bw};
+  kt_links *model = NULL;
+  kt_error err;
+  double predicted = 0;
+  if (!kt_links_create(&lc, 1, l->devices, l->node_of, 1, &model, &err))
+    predicted = kt_links_allreduce(model, 0, l->allreduce_bytes, 0);
+  kt_links_destroy(model);
+  fprintf(stderr,
+          "kaiten calibrate: %d ranks on %d machines (up to %d on one); inside a machine "
+          "%.1f us, %.3f GB/s%s; between machines %.1f us, %.4f GB/s%s; all-reduce of %.0f KiB "
+          "over all ranks: measured %.2f ms, the links model %.2f ms\n",
+          l->devices, l->nodes, l->devices_per_node, 1e6 * lat, bw / 1e9,
+          l->intra_latency < 0 ? " (threads: one rank per machine)" : "", 1e6 * inter_lat,
+          inter_bw / 1e9, l->inter_latency < 0 ? " (one machine: as inside)" : "",
+          l->allreduce_bytes / 1024, 1e3 * l->allreduce_seconds, 1e3 * predicted);
+}
 
 static int run_calibrate(cli_args *a) {
   const char *name = cli_get(a, "model") ? cli_get(a, "model") : "gpt";
@@ -35,6 +57,20 @@ static int run_calibrate(cli_args *a) {
   mc.layers = (int)layers, mc.hidden = (int)hidden;
   kt_error err = {{0}};
   if (kt_model_config_check(&mc, &err)) return cli_fail(KT_EINVAL, &err);
+  const char *transport = cli_get(a, "transport") ? cli_get(a, "transport") : "threads";
+  if (strcmp(transport, "threads") && strcmp(transport, "mpi"))
+    return cli_usage_error("--transport '%s': expected threads or mpi", transport);
+  /* the links first, while every rank is idle; then each rank times the
+   * model, as it will run beside the others */
+  size_t boundary = kt_model_boundary_elems(&mc) * (size_t)b * sizeof(float);
+  calibrate_links links = {.intra_latency = -1, .inter_latency = -1};
+  if (!strcmp(transport, "mpi")) {
+    int code = calibrate_links_mpi(boundary, &links);
+    if (code) {
+      kt_transport_mpi_finalize();
+      return code;
+    }
+  }
   /* one core: a whole training step (F, B and the optimizer) of the model */
   kt_schedule s;
   kt_schedule_params sp = {.p = 1, .m = 4};
@@ -91,28 +127,43 @@ static int run_calibrate(cli_args *a) {
   free(A), free(B), free(C);
   double sgemm_rate = pure > 0 ? flops / pure : 0;
   /* the transport: latency from 64-byte messages, bandwidth from a boundary tensor */
-  size_t boundary = kt_model_boundary_elems(&mc) * (size_t)b * sizeof(float);
   double lat = kt_transport_threads_pingpong(64, 31), big_t = kt_transport_threads_pingpong(boundary, 31);
   double bw = big_t > lat ? (double)boundary / (big_t - lat) : (double)boundary / big_t;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-  fprintf(stderr,
+  if (links.rank == 0)
+    fprintf(stderr,
           "kaiten calibrate: %s L=%d C=%d, b=%ld, one core: step %.1f ms, %.2f GFLOP/s effective "
           "(sgemm alone on the same shapes %.2f GFLOP/s, %.0f%%); transport latency %.1f us, "
           "%.2f GB/s for %zu-byte tensors; %ld cores, %.1f GB\n",
           kt_model_kind_name(mc.kind), mc.layers, mc.hidden, b, 1e3 * step, effective / 1e9,
           sgemm_rate / 1e9, 100 * effective / sgemm_rate, 1e6 * lat, bw / 1e9, boundary, cores,
           mem / 1e9);
-  kt_buf out;
-  kt_buf_init(&out);
-  kt_buf_printf(&out,
-                "{\"devices\": %ld, \"devices_per_node\": %ld, \"mem_gb\": %.3f, "
-                "\"achieved_tflops\": %.6g, \"intra_bw_gbs\": %.6g, \"intra_latency_us\": %.6g, "
-                "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g}\n",
-                cores, cores, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9, 1e6 * lat,
-                bw / 1e9, 1e6 * lat);
-  int rcode = cli_emit(cli_get(a, "output"), &out);
-  kt_buf_free(&out);
+  long devices = cores, per_node = cores;
+  double inter_lat = lat, inter_bw = bw;
+  if (!strcmp(transport, "mpi")) {
+    devices = links.devices, per_node = links.devices_per_node;
+    if (links.intra_latency >= 0) lat = links.intra_latency, bw = links.intra_bw;
+    if (links.inter_latency >= 0) inter_lat = links.inter_latency, inter_bw = links.inter_bw;
+    else inter_lat = lat, inter_bw = bw;
+    mem /= (double)per_node / (double)cores; /* the machine's memory over its ranks */
+  }
+  int rcode = 0;
+  if (links.rank == 0) {
+    if (!strcmp(transport, "mpi")) report_links(&links, lat, bw, inter_lat, inter_bw);
+    kt_buf out;
+    kt_buf_init(&out);
+    kt_buf_printf(&out,
+                  "{\"devices\": %ld, \"devices_per_node\": %ld, \"mem_gb\": %.3f, "
+                  "\"achieved_tflops\": %.6g, \"intra_bw_gbs\": %.6g, \"intra_latency_us\": %.6g, "
+                  "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g}\n",
+                  devices, per_node, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9,
+                  1e6 * lat, inter_bw / 1e9, 1e6 * inter_lat);
+    rcode = cli_emit(cli_get(a, "output"), &out);
+    kt_buf_free(&out);
+  }
+  free(links.node_of);
+  if (!strcmp(transport, "mpi")) kt_transport_mpi_finalize();
   data->destroy(data);
   kt_runtime_destroy(rt);
   kt_schedule_free(&s);
@@ -122,11 +173,14 @@ static int run_calibrate(cli_args *a) {
 const cli_command cli_cmd_calibrate = {
     .name = "calibrate",
     .summary = "measure this machine (FLOP/s, transport) as a cluster spec for kaiten plan",
-    .usage = "[--model gpt|mlp] [--layers L --hidden C] [-b b] [-o cluster.json]",
+    .usage = "[--model gpt|mlp] [--layers L --hidden C] [-b b] [--transport threads|mpi] [-o cluster.json]",
     .details =
         "achieved_tflops is the model's whole training step on one core (matmul FLOPs over\n"
         "step time, so non-matmul work is priced in); bandwidth and latency come from a\n"
-        "ping-pong of the threads transport. Then: kaiten plan --cluster cluster.json ...\n",
+        "ping-pong of the threads transport. With --transport mpi under mpirun (ranks on\n"
+        "several machines) ping-pongs inside a machine and between two measure both link\n"
+        "classes and devices_per_node. Then: kaiten plan --cluster cluster.json ... or\n"
+        "kaiten train --cluster cluster.json ...\n",
     .opts = calibrate_opts,
     .n_opts = sizeof calibrate_opts / sizeof *calibrate_opts,
     .run = run_calibrate,

@@ -42,6 +42,7 @@ static const cli_opt train_opts_table[] = {
     {"tb", 0, "MS", "synthetic input-gradient cost, on the same basis (default 2)"},
     {"tw", 0, "MS", "synthetic weight-gradient cost, on the same basis (default 2)"},
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
+    {"grad-bytes", 0, "N", "synthetic gradient bytes per stage, all-reduced over D (default 0)"},
     {"skip-nonfinite", 0, NULL, "skip a step whose loss or gradients are not finite (default: stop)"},
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
     {"cluster", 0, "FILE", "cluster spec (kaiten calibrate): predict hops and the all-reduce on its links"},
@@ -71,7 +72,7 @@ int train_parse(const cli_args *a, train_opts *o) {
   if (okind < 0) return cli_usage_error("--optimizer '%s': expected sgd or adamw", opt_name);
   kt_optim_config_default(&o->optim);
   o->optim.kind = (kt_optim_kind)okind;
-  long p, v, m, b, k, d, steps, seed, layers, hidden, heads, seq, val, warm, decay, act, ckpt, blas;
+  long p, v, m, b, k, d, steps, seed, layers, hidden, heads, seq, val, warm, decay, act, grad, ckpt, blas;
   double lr, mom, wd, clip;
   int gpt = kind == KT_MODEL_GPT;
   if (cli_int(a, "stages", 1, KT_MAX_RANKS, 4, &p) || cli_int(a, "chunks", 1, KT_MAX_CHUNKS, 0, &v) ||
@@ -88,6 +89,7 @@ int train_parse(const cli_args *a, train_opts *o) {
       cli_int(a, "warmup", 0, 100000000, -1, &warm) ||
       cli_int(a, "decay-steps", 1, 100000000, 1, &decay) ||
       cli_int(a, "act-bytes", 1, 1L << 30, 65536, &act) ||
+      cli_int(a, "grad-bytes", 0, 1L << 30, 0, &grad) ||
       cli_int(a, "checkpoint-every", 1, 100000000, 1, &ckpt) ||
       cli_int(a, "threads-per-rank", 0, 1024, 0, &blas) ||
       cli_double(a, "lr", 0, 10, okind == KT_OPTIM_SGD ? 0.05 : gpt ? 3e-3 : 1e-3, &lr) ||
@@ -123,6 +125,7 @@ int train_parse(const cli_args *a, train_opts *o) {
   o->val_every = (int)val;
   o->checkpoint_every = cli_has(a, "checkpoint-every") ? (int)ckpt : 0;
   o->act_bytes = act;
+  o->grad_bytes = grad;
   o->synthetic = cli_has(a, "synthetic");
   o->skip_nonfinite = cli_has(a, "skip-nonfinite");
   o->partition = cli_get(a, "partition");

@@ -30,7 +30,7 @@ typedef struct {
   int skip_nonfinite;
   double tf, tb, tw, timeout;
   cli_mem_limit mem_limit; /* --mem-limit as given (bytes: from the model's activations) */
-  long act_bytes;
+  long act_bytes, grad_bytes;
   const char *format, *output, *transport, *run_dir, *resume, *data_path;
   const char *save_init; /* checkpoint of the starting weights, or NULL */
   int live;        /* redraw a live view on terminals */
@@ -114,6 +114,9 @@ void cli_hang_remove(kt_runtime *rt, void *installed);
 void cli_signals_install(void);
 void cli_signals_restore(void);
 int cli_stop_requested(void); /* the signal number, or 0 */
+/* MPI: this process's world rank and D, so a SIGTERM that ends the job while
+ * a receive waits names the rank it waited for (a lost machine). */
+void cli_signals_set_rank(int world_rank, int d);
 void cli_note_stop(int sig);  /* another rank asked (MPI) */
 int cli_take_resize(void);    /* 1 once after each resize */
 const char *cli_signal_name(int sig);

@@ -137,6 +137,7 @@ static kt_status build_runtime(session *s, kt_error *err) {
   int v = s->sched.v > 0 ? s->sched.v : 1;
   rc.syn_tf_ms = o->tf / v, rc.syn_tb_ms = o->tb / v, rc.syn_tw_ms = o->tw / v;
   rc.syn_act_bytes = (size_t)o->act_bytes;
+  rc.syn_grad_bytes = (size_t)o->grad_bytes;
   rc.timeout = o->timeout;
 
   if (s->use_mpi) {
@@ -419,6 +420,7 @@ int train_session(train_opts *o) {
     if (s.live) cli_live_init(&s.lv, s.talk);
     if (s.talk) print_start(&s);
     cli_signals_install();
+    if (s.use_mpi) cli_signals_set_rank(s.world_rank, o->d);
     rc = run_steps(&s);
     cli_signals_restore();
   }

@@ -230,6 +230,8 @@ static kt_status predict_step_end(kt_runtime *rt, const kt_train_config *cfg, do
     free(bytes), free(end), free(members);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
+  for (int st = 0; st < S && rc->synthetic; st++)
+    bytes[kt_stage_rank(s, st)] += (double)(rc->syn_grad_bytes / sizeof(float) * sizeof(float));
   for (int st = 0; st < S && !rc->synthetic; st++)
     for (int u = off[st]; u < off[st + 1]; u++)
       bytes[kt_stage_rank(s, st)] += 4.0 * (double)kt_model_unit_params(&rc->model, u);

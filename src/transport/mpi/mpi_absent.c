@@ -23,3 +23,7 @@ kt_status kt_transport_mpi_nodes(kt_transport *t, int *out, kt_error *err) {
   (void)t, (void)out;
   return kt_fail(err, KT_EINVAL, "this kaiten was built without MPI (install libopenmpi-dev and rebuild)");
 }
+int kt_transport_mpi_waiting_for(double *since) {
+  (void)since;
+  return -1;
+}

@@ -2,6 +2,7 @@
  * early, all-reduce on split communicators, a polling receive that honours
  * the watchdog timeout. One handle per process. */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,8 +94,28 @@ static kt_status mpi_post(kt_transport *t, int src, uint64_t tag, size_t bytes, 
   return KT_OK;
 }
 
+/* The world rank this process waits for right now (-1: none), for a signal
+ * handler to name when the job is ended under it. */
+static volatile sig_atomic_t waiting_for = -1;
+static volatile double waiting_since;
+
+int kt_transport_mpi_waiting_for(double *since) {
+  if (since) *since = waiting_since;
+  return waiting_for;
+}
+
+static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, kt_error *err);
+
 /* Waits for a request, polling so the watchdog can fire. */
 static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
+  waiting_since = kt_now();
+  waiting_for = src;
+  kt_status st = wait_request_polled(t, req, src, err);
+  waiting_for = -1;
+  return st;
+}
+
+static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
   mpi_ctx *c = t->ctx;
   double deadline = kt_now() + t->timeout;
   for (long spins = 0;; spins++) {

@@ -1,0 +1,5 @@
+# Emulated hosts (network namespaces, rate-limited links) under MPI: root only.
+if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
+  set_tests_properties(test_multihost PROPERTIES LABELS multihost TIMEOUT 180 ENVIRONMENT
+    "ASAN_OPTIONS=detect_leaks=0;KT_MPIEXEC=${MPIEXEC_EXECUTABLE};KT_SOURCE=${CMAKE_SOURCE_DIR}")
+endif()
