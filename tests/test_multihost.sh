@@ -42,8 +42,11 @@ bw=$(field "$tmp/spec.json" inter_bw_gbs 2>/dev/null || echo 0)
 if python3 -c "import sys; sys.exit(not 0.0105 < $bw < 0.0125)"; then ok; else bad "inter-node bandwidth $bw GB/s, want 100 Mbit/s less TCP framing"; fi
 expect 0 emu -np 2 "$K" train --synthetic --stages 2 -m 4 --tf 2 --tb 2 --tw 0 --act-bytes 262144 \
   --steps 4 --val-every 0 --transport mpi --cluster "$tmp/spec.json" --format json --no-live
-ratio=$(python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(d["median_step_seconds"] / d["predicted_step_seconds"])' "$tmp/out" 2>/dev/null || echo 0)
-if python3 -c "import sys; sys.exit(not 0.88 < $ratio < 1.12)"; then ok; else bad "measured/predicted step $ratio, want 1 +- 12%"; fi
+read -r ratio span < <(python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(d["median_step_seconds"] / d["predicted_step_seconds"], d["makespan"] / d["predicted_makespan"])' "$tmp/out" 2>/dev/null || echo 0 0)
+# the pipeline on the links tightly; the whole step (its end adds the sums'
+# round trips, which this shared machine delays most) more loosely
+if python3 -c "import sys; sys.exit(not 0.92 < $span < 1.08)"; then ok; else bad "measured/predicted makespan $span, want 1 +- 8%"; fi
+if python3 -c "import sys; sys.exit(not 0.8 < $ratio < 1.25)"; then ok; else bad "measured/predicted step $ratio, want 0.8..1.25"; fi
 
 # 3. every process of host 2 killed mid-run: the job ends within 15 s,
 # non-zero, naming the rank and stage it lost; the checkpoint resumes

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Predicted versus measured step time across emulated hosts
+# (scripts/cluster-emu.sh: network namespaces, every host's link limited
+# with tbf; OpenMPI over TCP). For 2 and 4 hosts at 1 Gbit/s and 100 Mbit/s:
+# calibrate --transport mpi writes the cluster spec, then train --cluster
+# predicts each layout's step (hops and all-reduce on the spec's links, op
+# costs measured on the step as always) beside the measured median step.
+# Layouts: (P=2,D=1) across hosts; (P=2,D=2) with P across (D inside) and D
+# across (P inside) on 2 hosts x 2 slots, both across on 4 hosts; (P=4,D=1).
+# The synthetic workload (ops sleep 2 ms, 256 KiB activations, 1 MiB of
+# gradients per stage) keeps 4 ranks on 2 cores honest; the real GPT
+# (P=2,D=1, b=8) is one more row per cluster. Median of 3 runs.
+# Needs root. Usage: multihost.sh [--quick] [--tsv FILE] [BUILD_DIR].
+set -euo pipefail
+. "$(dirname "$0")/rows.sh"
+K="$(cd "$B" && pwd)/kaiten"
+EMU="$(dirname "$0")/../scripts/cluster-emu.sh"
+[ "$(id -u)" = 0 ] || { echo "multihost.sh: needs root (network namespaces)" >&2; exit 77; }
+runs=3
+[ "$QUICK" = 1 ] && runs=1
+tmp=$(mktemp -d)
+dir=""
+cleanup() { [ -n "$dir" ] && bash "$EMU" down --dir "$dir"; rm -rf "$tmp"; }
+trap cleanup EXIT
+syn=(--synthetic --tf 2 --tb 2 --tw 2 -m 8 --act-bytes 262144 --grad-bytes 1048576)
+ratio() { python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(d["median_step_seconds"] / d["predicted_step_seconds"], 1e3*d["median_step_seconds"], 1e3*d["predicted_step_seconds"])' "$1"; }
+# case NAME NP MAP ARGS...: runs * train, prints and records the median ratio
+case_() {
+  local name=$1 np=$2 map=$3; shift 3
+  : >"$tmp/r"; : >"$tmp/m"; : >"$tmp/p"
+  for _ in $(seq "$runs"); do
+    timeout 300 bash "$EMU" run --dir "$dir" -- -np "$np" --map-by "$map" "$K" train --transport mpi \
+      --steps 6 --val-every 0 --no-live --cluster "$tmp/spec.json" --format json "$@" >"$tmp/out" 2>"$tmp/err" ||
+      { cat "$tmp/err" >&2; return 1; }
+    read -r r m p < <(ratio "$tmp/out")
+    echo "$r" >>"$tmp/r"; echo "$m" >>"$tmp/m"; echo "$p" >>"$tmp/p"
+  done
+  read -r med lo hi < <(stats <"$tmp/r")
+  read -r mm _ _ < <(stats <"$tmp/m")
+  read -r pm _ _ < <(stats <"$tmp/p")
+  printf '%-8s %-8s %-34s measured %8.2f ms  predicted %8.2f ms  ratio %.3f (%.3f-%.3f)\n' \
+    "$hosts" "$link" "$name" "$mm" "$pm" "$med" "$lo" "$hi"
+  row "multihost.$hosts.$link.$(echo "$name" | tr -c 'a-zA-Z0-9=\n' _)" \
+    "$hosts hosts, $link: $name, measured step / predicted (calibrated spec)" ratio "$med" "$lo" "$hi" \
+    "target within 5%" 1
+}
+for hosts in 2 4; do
+  for link in 1gbit 100mbit; do
+    slots=$((hosts == 2 ? 2 : 1))
+    dir=$(bash "$EMU" up --hosts "$hosts" --link "$link" --slots "$slots")
+    bash "$EMU" run --dir "$dir" -- -np $((hosts * slots)) "$K" calibrate --transport mpi \
+      -o "$tmp/spec.json" 2>"$tmp/cal" >/dev/null || { cat "$tmp/cal" >&2; exit 1; }
+    grep machines "$tmp/cal"
+    case_ "(P=2,D=1) P across" 2 node "${syn[@]}" --stages 2
+    if [ "$hosts" = 2 ]; then
+      case_ "(P=2,D=2) P across, D inside" 4 slot "${syn[@]}" --stages 2 -d 2
+      case_ "(P=2,D=2) D across, P inside" 4 node "${syn[@]}" --stages 2 -d 2
+    else
+      case_ "(P=2,D=2) P and D across" 4 slot "${syn[@]}" --stages 2 -d 2
+    fi
+    case_ "(P=4,D=1)" 4 slot "${syn[@]}" --stages 4
+    case_ "(P=2,D=1) P across, real GPT b=8" 2 node --stages 2 -b 8
+    bash "$EMU" down --dir "$dir"
+    dir=""
+  done
+done
