@@ -80,6 +80,9 @@ typedef struct {
 /* Computes the metrics of a timeline. ENOMEM. */
 kt_status kt_timeline_metrics(const kt_timeline *t, kt_metrics *out, kt_error *err);
 void kt_metrics_free(kt_metrics *m);
+/* Fills makespan, total_busy, bubble_ratio and each rank's idle from the
+ * per-rank start, end and busy (for metrics gathered without a timeline). */
+void kt_metrics_finish(kt_metrics *m);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,12 @@
 #include "kaiten/generators.h"
 #include "kaiten/report.h"
 
+/* Above this many actions the JSON leaves its event list out (unless
+ * --events) and ascii draws an aggregated chart: a timeline costs about
+ * 100 bytes per action, its JSON about 80. */
+#define SIM_EVENTS_MAX 1000000
+#define SIM_EVENTS_MAX_TEXT "1,000,000"
+
 static const cli_opt sim_opts[] = {
     {"schedule", 's', "NAME", "schedule to generate (default 1f1b)"},
     CLI_SCHEDULE_FILE_OPTS,
@@ -16,6 +22,7 @@ static const cli_opt sim_opts[] = {
     CLI_COST_OPTS,
     {"mem-limit", 0, "X", "zb-auto, zbv-auto: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x); default 1F1B's"},
     {"format", 'f', "FMT", "ascii (default) | json | csv | text | chrome | torch-csv | torch-csv-comms"},
+    {"events", 0, NULL, "json: list every action's event even above " SIM_EVENTS_MAX_TEXT " actions"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
     {"report", 0, "FILE", "also write a self-contained HTML report (Gantt, memory) to FILE"},
     {"width", 0, "N", "chart width in columns (default: terminal width or 120)"},
@@ -101,15 +108,33 @@ static int build_schedule(sim_run *r) {
   return rc;
 }
 
+/* Whether this run's outputs need the timeline (every event), or only the
+ * metrics: the metrics-only simulation stores nothing per action. */
+static int needs_timeline(const sim_run *r, size_t actions) {
+  const char *f = r->format;
+  if (cli_get(r->a, "report") || !strcmp(f, "chrome")) return 1;
+  if (!strcmp(f, "json")) return cli_has(r->a, "events") || actions <= SIM_EVENTS_MAX;
+  if (!strcmp(f, "ascii")) return actions <= SIM_EVENTS_MAX;
+  return 0; /* csv, text, torch-csv: the schedule itself; the run checks it */
+}
+
 static int simulate(sim_run *r) {
   kt_error err = {{0}};
   /* a lowered file runs as written: its communication actions in its order */
-  kt_status st = kt_simulate(r->program.ranks ? &r->program : &r->sched, &r->costs, &r->tl, &err);
-  if (st) return cli_fail(st, &err);
-  r->have_tl = 1;
-  if ((st = kt_timeline_metrics(&r->tl, &r->met, &err))) return cli_fail(st, &err);
-  r->have_met = 1;
-  return 0;
+  const kt_schedule *s = r->program.ranks ? &r->program : &r->sched;
+  size_t actions = kt_schedule_total_actions(s);
+  kt_status st;
+  if (needs_timeline(r, actions)) {
+    st = kt_simulate_both(s, &r->costs, &r->tl, &r->met, &err);
+    r->have_tl = r->have_met = !st;
+  } else {
+    st = kt_simulate_metrics(s, &r->costs, &r->met, &err);
+    r->have_met = !st;
+    if (!st && !strcmp(r->format, "json"))
+      fprintf(stderr, "kaiten: %zu actions: the JSON leaves out the event list (--events keeps it)\n",
+              actions);
+  }
+  return st ? cli_fail(st, &err) : 0;
 }
 
 /* What the schedule ran with, for every renderer; closed forms only where
@@ -148,12 +173,13 @@ static int render(sim_run *r, const kt_sim_info *info, kt_buf *out) {
     go.width = r->width ? (int)r->width : cli_term_width();
     go.color = cli_use_color(r->color) && !cli_get(r->a, "output");
     go.chunks = r->sched.v;
-    kt_render_gantt_ascii(&r->tl, &go, out);
+    if (r->have_tl) kt_render_gantt_ascii(&r->tl, &go, out);
+    else kt_buf_printf(out, "(%zu actions: too many to draw; the metrics follow)\n", kt_schedule_total_actions(&r->sched));
     kt_buf_puts(out, "\n");
     kt_render_metrics_text(info, &r->met, r->tl.time_unit, out);
     cli_cost_basis_line(r->a, r->sched.v, out);
   } else if (!strcmp(f, "json")) {
-    kt_render_sim_json(info, &r->met, &r->tl, out);
+    kt_render_sim_json(info, &r->met, r->have_tl ? &r->tl : NULL, out);
   } else if (!strcmp(f, "csv") || !strcmp(f, "torch-csv")) {
     kt_schedule_write_csv_notation(&r->sched, written, out);
   } else if (!strcmp(f, "torch-csv-comms")) {
