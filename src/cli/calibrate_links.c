@@ -46,16 +46,24 @@ static int measure_pair(kt_transport *t, int a, int b, size_t bytes, double *lat
   int ok = buf != NULL;
   if (ok && (t->rank == a || t->rank == b)) {
     double small = median_trip(t, a, b, buf, 64, 1, 31);
-    /* streams long enough that a rate-limited link shows its rate */
-    int n1 = 4, n2 = 16;
+    /* streams long enough (4 MiB apart) that a rate-limited link shows its
+     * rate over the scheduling noise of a busy machine */
+    int n1 = 4, n2 = n1 + (int)((4u << 20) / bytes);
+    if (n2 < n1 + 12) n2 = n1 + 12;
     double t1 = median_trip(t, a, b, buf, bytes, n1, 3), t2 = median_trip(t, a, b, buf, bytes, n2, 3);
     ok = small > 0 && t1 > 0 && t2 > t1;
     v[0] = small / 2, v[1] = ok ? (double)(n2 - n1) * (double)bytes / (t2 - t1) : 0;
   }
+  /* a tells everyone; the others wait in a receive that sleeps between
+   * polls, so they leave the cores to the pair being measured */
   kt_error err;
-  float got[2] = {(float)v[0], (float)v[1]};
-  if (t->rank != a) got[0] = got[1] = 0; /* a reports */
-  if (kt_allreduce(t, KT_GROUP_WORLD, got, 2, &err)) ok = 0;
+  double got[2] = {v[0], v[1]};
+  if (t->rank == a) {
+    for (int r = 0; r < t->world; r++)
+      if (r != a && t->ops->send(t, r, TAG + 2, got, sizeof got, &err)) ok = 0;
+  } else if (t->ops->recv(t, a, TAG + 2, got, sizeof got, &err)) {
+    ok = 0;
+  }
   *lat = got[0], *bw = got[1];
   free(buf);
   return ok && *bw > 0;

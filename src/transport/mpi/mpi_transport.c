@@ -104,18 +104,30 @@ int kt_transport_mpi_waiting_for(double *since) {
   return waiting_for;
 }
 
-static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, kt_error *err);
+static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, int p2p,
+                                     kt_error *err);
 
 /* Waits for a request, polling so the watchdog can fire. */
 static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
   waiting_since = kt_now();
   waiting_for = src;
-  kt_status st = wait_request_polled(t, req, src, err);
+  kt_status st = wait_request_polled(t, req, src, 1, err);
   waiting_for = -1;
   return st;
 }
 
-static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
+/* The same for a collective's request; peer is the other member of a
+ * two-rank group (named when it is lost), else -1. */
+static kt_status wait_collective(kt_transport *t, MPI_Request *req, int peer, kt_error *err) {
+  waiting_since = kt_now();
+  waiting_for = peer;
+  kt_status st = wait_request_polled(t, req, peer, 0, err);
+  waiting_for = -1;
+  return st;
+}
+
+static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, int p2p,
+                                     kt_error *err) {
   mpi_ctx *c = t->ctx;
   double deadline = kt_now() + t->timeout;
   for (long spins = 0;; spins++) {
@@ -124,8 +136,13 @@ static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src,
     if (flag) return KT_OK;
     if (c->aborted) return kt_fail(err, KT_EPEER, "%s", c->reason);
     if (kt_now() > deadline) {
-      MPI_Cancel(req);
-      MPI_Request_free(req);
+      if (p2p) { /* a collective's request cannot be cancelled; the job ends anyway */
+        MPI_Cancel(req);
+        MPI_Request_free(req);
+      }
+      if (src < 0)
+        return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for the other ranks of a collective",
+                       t->rank, t->timeout);
       return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
     }
     if (spins > 200) { /* after a short spin, poll every 20 us */
@@ -161,10 +178,34 @@ static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, siz
   return st;
 }
 
+/* World rank of the other member of a two-rank communicator, else -1. */
+static int other_member(mpi_ctx *c, MPI_Comm comm) {
+  int size, me, peer = -1;
+  MPI_Comm_size(comm, &size);
+  MPI_Comm_rank(comm, &me);
+  if (size != 2) return -1;
+  MPI_Group g, wg;
+  int other = 1 - me;
+  MPI_Comm_group(comm, &g);
+  MPI_Comm_group(c->world, &wg);
+  MPI_Group_translate_ranks(g, 1, &other, wg, &peer);
+  MPI_Group_free(&g);
+  MPI_Group_free(&wg);
+  return peer;
+}
+
 static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n, kt_error *err) {
   mpi_ctx *c = t->ctx;
   MPI_Comm comm = g == KT_GROUP_DATA ? c->data : g == KT_GROUP_PIPELINE ? c->pipeline : c->world;
   double t0 = kt_now();
+  /* Meet first in a barrier that is polled like a receive: a rank that is
+   * early sleeps between polls instead of spinning inside MPI_Allreduce on
+   * a core another rank still computes on, and the watchdog covers it. */
+  MPI_Request req;
+  if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS)
+    return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Ibarrier failed", t->rank);
+  kt_status st = wait_collective(t, &req, other_member(c, comm), err);
+  if (st) return st;
   for (size_t off = 0; off < n;) { /* counts are ints */
     int chunk = n - off > (size_t)(1 << 28) ? 1 << 28 : (int)(n - off);
     if (MPI_Allreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
@@ -180,8 +221,9 @@ static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n
 
 static kt_status mpi_barrier(kt_transport *t, kt_error *err) {
   mpi_ctx *c = t->ctx;
-  if (MPI_Barrier(c->world) != MPI_SUCCESS) return kt_fail(err, KT_ERUNTIME, "MPI_Barrier failed");
-  return KT_OK;
+  MPI_Request req;
+  if (MPI_Ibarrier(c->world, &req) != MPI_SUCCESS) return kt_fail(err, KT_ERUNTIME, "MPI_Ibarrier failed");
+  return wait_collective(t, &req, other_member(c, c->world), err);
 }
 
 static void mpi_abort_op(kt_transport *t, const char *reason) {
