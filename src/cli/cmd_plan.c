@@ -23,6 +23,7 @@ static const cli_opt plan_opts[] = {
     {"grad-accum", 'k', "K", "pin the accumulation rounds K (B = K*M*b*D)"},
     {"schedule", 0, "LIST", "schedules to consider, comma-separated (default: all)"},
     {"recompute", 0, "LIST", "none | selective | full, comma-separated (default: all three)"},
+    {"nodes", 0, "LIST", "dp-inside (replicas share a node, the pipeline crosses) | pp-inside (a pipeline shares a node, the all-reduce crosses), comma-separated (default: both where the job spans nodes)"},
     {"zero", 0, "Z", "0 (default) | 1 shard optimizer state over D | 2 + gradients | 3 + weights"},
     {"bytes-per-param", 0, "W,G,O", "bytes per parameter: weights, gradients, optimizer (2,2,12)"},
     {"sequence-parallel", 0, "on|off", "sequence parallelism with t > 1 (default on)"},
@@ -62,6 +63,7 @@ static int parse_mask(const char *flag, const char *list, int (*lookup)(const ch
 }
 
 static int lookup_recompute(const char *s) { return kt_recompute_from_name(s); }
+static int lookup_nodes(const char *s) { return kt_node_layout_from_name(s); }
 
 static int read_options(const cli_args *a, kt_plan_options *o) {
   kt_plan_options_default(o);
@@ -150,6 +152,9 @@ static int read_search(const cli_args *a, kt_plan_search_params *sp) {
   list = cli_get(a, "recompute");
   if (list && parse_mask("recompute", list, lookup_recompute, "none, selective, full",
                          &sp->recomputes))
+    return 2;
+  list = cli_get(a, "nodes");
+  if (list && parse_mask("nodes", list, lookup_nodes, "dp-inside, pp-inside", &sp->node_layouts))
     return 2;
   return 0;
 }
