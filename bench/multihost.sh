@@ -9,7 +9,10 @@
 # across (P inside) on 2 hosts x 2 slots, both across on 4 hosts; (P=4,D=1).
 # The synthetic workload (ops sleep 2 ms, 256 KiB activations, 1 MiB of
 # gradients per stage) keeps 4 ranks on 2 cores honest; the real GPT
-# (P=2,D=1, b=8) is one more row per cluster. Median of 3 runs.
+# (P=2,D=1, b=8) is one more row per cluster. Median of 3 runs. On 2 hosts
+# the planner (plan --cluster SPEC --nodes dp-inside,pp-inside, a model of
+# the same synthetic ops) ranks the two (P=2,D=2) layouts; the row says
+# whether its order is the measured one.
 # Needs root. Usage: multihost.sh [--quick] [--tsv FILE] [BUILD_DIR].
 set -euo pipefail
 . "$(dirname "$0")/rows.sh"
@@ -39,6 +42,7 @@ case_() {
   read -r mm _ _ < <(stats <"$tmp/m")
   read -r pm _ _ < <(stats <"$tmp/p")
   read -r smed slo shi < <(stats <"$tmp/s")
+  last_step=$mm
   printf '%-8s %-8s %-34s step: measured %8.2f ms  predicted %8.2f ms  ratio %.3f (%.3f-%.3f)  pipeline ratio %.3f (%.3f-%.3f)\n' \
     "$hosts" "$link" "$name" "$mm" "$pm" "$med" "$lo" "$hi" "$smed" "$slo" "$shi"
   row "multihost.$hosts.$link.$(echo "$name" | tr -c 'a-zA-Z0-9=\n' _)" \
@@ -47,6 +51,32 @@ case_() {
   row "multihost.$hosts.$link.$(echo "$name" | tr -c 'a-zA-Z0-9=\n' _).pipeline" \
     "$hosts hosts, $link: $name, measured makespan / predicted (the pipeline alone)" ratio "$smed" "$slo" "$shi" \
     "target within 5%" 1
+}
+# The planner's order of the two (P=2,D=2) layouts on this cluster's spec
+# against the measured one: the model is the synthetic workload (2 layers,
+# F = 2 ms per sample at the calibrated FLOP/s, I = W = F, 256 KiB out, 1 MiB
+# of gradients at the planner's 2 bytes per parameter).
+plan_rank() {
+  python3 - "$tmp/spec.json" "$tmp/model.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+f = 2e-3 * s["achieved_tflops"] * 1e12
+json.dump({"name": "synthetic", "layers": [{"name": "op", "repeat": 2, "params": 524288, "flops": f,
+           "act_bytes": 1024, "out_bytes": 262144}]}, open(sys.argv[2], "w"))
+PY
+  "$K" plan --model "$tmp/model.json" --cluster "$tmp/spec.json" -B 16 -p 2 -d 2 -m 8 -b 1 \
+    --schedule 1f1b --recompute none --nodes dp-inside,pp-inside --format json >"$tmp/plan.json"
+  read -r first dp pp < <(python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))["configs"]
+t = {x["nodes"]: x["step_time"] for x in c}
+print(c[0]["nodes"], 1e3 * t["dp-inside"], 1e3 * t["pp-inside"])' "$tmp/plan.json")
+  measured=$(awk -v a="$dp_inside" -v b="$pp_inside" 'BEGIN {print (a <= b) ? "dp-inside" : "pp-inside"}')
+  printf '%-8s %-8s plan --nodes: dp-inside %.1f ms, pp-inside %.1f ms: %s first; measured %.1f / %.1f ms: %s first: %s\n' \
+    "$hosts" "$link" "$dp" "$pp" "$first" "$dp_inside" "$pp_inside" "$measured" \
+    "$([ "$first" = "$measured" ] && echo match || echo MISMATCH)"
+  row "multihost.$hosts.$link.plan_nodes" "$hosts hosts, $link: planner's first (P=2,D=2) layout is the measured faster one (1 = yes)" \
+    match "$([ "$first" = "$measured" ] && echo 1 || echo 0)" - - "measured order" 1
 }
 for hosts in 2 4; do
   for link in 1gbit 100mbit; do
@@ -58,7 +88,10 @@ for hosts in 2 4; do
     case_ "(P=2,D=1) P across" 2 node "${syn[@]}" --stages 2
     if [ "$hosts" = 2 ]; then
       case_ "(P=2,D=2) P across, D inside" 4 slot "${syn[@]}" --stages 2 -d 2
+      dp_inside=$last_step
       case_ "(P=2,D=2) D across, P inside" 4 node "${syn[@]}" --stages 2 -d 2
+      pp_inside=$last_step
+      plan_rank
     else
       case_ "(P=2,D=2) P and D across" 4 slot "${syn[@]}" --stages 2 -d 2
     fi
