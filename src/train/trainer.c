@@ -205,15 +205,14 @@ static double message_bytes(const kt_runtime_config *rc) {
   return (double)kt_model_boundary_elems(&rc->model) * rc->micro_batch * sizeof(float);
 }
 
-/* A collective of a few numbers over a group: a barrier then the sum (the
- * MPI transport meets in a barrier first), 2 log2(n) latencies of the
- * slowest class it crosses each. */
+/* A collective of a few numbers over a group: 2 log2(n) latencies of the
+ * slowest class it crosses. */
 static double small_collective(const kt_links *l, const int *members, int n) {
   int spans = 0, rounds = 0;
   for (int i = 1; i < n; i++) spans |= kt_links_node(l, members[i]) != kt_links_node(l, members[0]);
   while ((1 << rounds) < n) rounds++;
   const kt_link_classes *c = kt_links_classes(l);
-  return 4.0 * rounds * (spans ? c->inter_latency : c->intra_latency);
+  return 2.0 * rounds * (spans ? c->inter_latency : c->intra_latency);
 }
 
 /* The step's end on the links: each pipeline rank's gradient all-reduce

@@ -198,18 +198,18 @@ static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n
   mpi_ctx *c = t->ctx;
   MPI_Comm comm = g == KT_GROUP_DATA ? c->data : g == KT_GROUP_PIPELINE ? c->pipeline : c->world;
   double t0 = kt_now();
-  /* Meet first in a barrier that is polled like a receive: a rank that is
-   * early sleeps between polls instead of spinning inside MPI_Allreduce on
-   * a core another rank still computes on, and the watchdog covers it. */
-  MPI_Request req;
-  if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS)
-    return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Ibarrier failed", t->rank);
-  kt_status st = wait_collective(t, &req, other_member(c, comm), err);
-  if (st) return st;
+  /* Non-blocking and polled like a receive: a rank that arrives early sends
+   * its part and sleeps between polls instead of spinning on a core another
+   * rank still computes on, the last to arrive finds the others' parts
+   * already there, and the watchdog covers the wait. */
+  int peer = other_member(c, comm);
   for (size_t off = 0; off < n;) { /* counts are ints */
     int chunk = n - off > (size_t)(1 << 28) ? 1 << 28 : (int)(n - off);
-    if (MPI_Allreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
-      return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Allreduce failed", t->rank);
+    MPI_Request req;
+    if (MPI_Iallreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm, &req) != MPI_SUCCESS)
+      return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Iallreduce failed", t->rank);
+    kt_status st = wait_collective(t, &req, peer, err);
+    if (st) return st;
     off += (size_t)chunk;
   }
   int size;
@@ -219,11 +219,12 @@ static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n
   return KT_OK;
 }
 
+/* Blocking on purpose: the step starts here, and spinning ranks leave it
+ * together (one clock origin for the step's timeline). */
 static kt_status mpi_barrier(kt_transport *t, kt_error *err) {
   mpi_ctx *c = t->ctx;
-  MPI_Request req;
-  if (MPI_Ibarrier(c->world, &req) != MPI_SUCCESS) return kt_fail(err, KT_ERUNTIME, "MPI_Ibarrier failed");
-  return wait_collective(t, &req, other_member(c, c->world), err);
+  if (MPI_Barrier(c->world) != MPI_SUCCESS) return kt_fail(err, KT_ERUNTIME, "MPI_Barrier failed");
+  return KT_OK;
 }
 
 static void mpi_abort_op(kt_transport *t, const char *reason) {
