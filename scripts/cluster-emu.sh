@@ -95,6 +95,9 @@ up() {
     echo "$ip slots=$slots" >>"$dir/hostfile"
     echo "$ip $ns host$i" >>"$dir/hosts"
   done
+  # mpirun probes its link to every host's daemon once a second when idle,
+  # so a host whose link is cut is declared lost (and the job ended) within
+  # about 4 s rather than after TCP's retransmission timeout of minutes.
   # Messages up to 4 MiB are sent eagerly: a send then leaves at once instead
   # of waiting for the receiver to answer a rendezvous between its own ops.
   # The agent mpirun calls as `agent HOST COMMAND...`: the command runs in the
@@ -110,7 +113,8 @@ EOF
   printf '%s\n' --hostfile "$dir/hostfile" --mca plm_rsh_agent "$dir/rsh-agent" \
     --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,self --mca btl_tcp_if_include "$SUBNET" \
     --mca oob_tcp_if_include "$SUBNET" --mca btl_tcp_eager_limit 4194304 \
-    --mca btl_tcp_rndv_eager_limit 4194304 >"$dir/mpirun-flags"
+    --mca btl_tcp_rndv_eager_limit 4194304 --mca oob_tcp_keepalive_time 1 \
+    --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 >"$dir/mpirun-flags"
   echo "$link" >"$dir/link"
   trap - EXIT INT TERM
 }
