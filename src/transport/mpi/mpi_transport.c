@@ -198,18 +198,31 @@ static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n
   mpi_ctx *c = t->ctx;
   MPI_Comm comm = g == KT_GROUP_DATA ? c->data : g == KT_GROUP_PIPELINE ? c->pipeline : c->world;
   double t0 = kt_now();
-  /* Non-blocking and polled like a receive: a rank that arrives early sends
-   * its part and sleeps between polls instead of spinning on a core another
-   * rank still computes on, the last to arrive finds the others' parts
-   * already there, and the watchdog covers the wait. */
+  /* Polled like a receive: a rank that arrives early sleeps between polls
+   * instead of spinning on a core another rank still computes on, and the
+   * watchdog covers the wait. A few numbers (norms, losses) go as one
+   * non-blocking all-reduce: the last rank to arrive finds the others' parts
+   * there. Gradients meet in a polled barrier, then MPI's tuned blocking
+   * algorithm moves them (its non-blocking one moves large buffers slower). */
   int peer = other_member(c, comm);
-  for (size_t off = 0; off < n;) { /* counts are ints */
-    int chunk = n - off > (size_t)(1 << 28) ? 1 << 28 : (int)(n - off);
-    MPI_Request req;
-    if (MPI_Iallreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm, &req) != MPI_SUCCESS)
-      return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Iallreduce failed", t->rank);
+  MPI_Request req;
+  if (n > 1024) {
+    if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS)
+      return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Ibarrier failed", t->rank);
     kt_status st = wait_collective(t, &req, peer, err);
     if (st) return st;
+  }
+  for (size_t off = 0; off < n;) { /* counts are ints */
+    int chunk = n - off > (size_t)(1 << 28) ? 1 << 28 : (int)(n - off);
+    if (n > 1024) {
+      if (MPI_Allreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
+        return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Allreduce failed", t->rank);
+    } else {
+      if (MPI_Iallreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm, &req) != MPI_SUCCESS)
+        return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Iallreduce failed", t->rank);
+      kt_status st = wait_collective(t, &req, peer, err);
+      if (st) return st;
+    }
     off += (size_t)chunk;
   }
   int size;
