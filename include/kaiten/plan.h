@@ -186,6 +186,9 @@ typedef struct {
   double *stage_f, *stage_i, *stage_w; /* p*v: seconds per micro-batch */
   int peak_inflight;   /* max over ranks */
   char reason[128];    /* one line: what limits it */
+  int m_min, m_max;    /* collapsed search: the M range of the equivalent
+                          configurations it stands for (else both cfg.m) */
+  int equivalent;      /* collapsed search: how many others it stands for */
 } kt_plan_result;
 
 void kt_plan_result_free(kt_plan_result *r);
@@ -209,6 +212,12 @@ typedef struct {
   int max_microbatches; /* default 1024 */
   int max_chunks;       /* interleaved / looped-bfs V up to this (default 4) */
   int top;              /* configurations kept (0 = every one that fits) */
+  /* 1: configurations that differ only in how the step is cut into rounds
+   * (M and K with the same M*K) or, with one rank, in schedule, and that
+   * have the same step time and memory, count as one result (the
+   * best-ranked one, with the M range in m_min..m_max and the count in
+   * equivalent). 0 (default): every configuration is its own result. */
+  int collapse;
 } kt_plan_search_params;
 
 /* pin.schedule / pin.recompute are ignored: use the masks. */
