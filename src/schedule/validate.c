@@ -7,11 +7,14 @@
 
 #include "kaiten/schedule.h"
 
-/* Kept small (20 bytes): one per (stage, micro-batch), walked in cache. */
+/* Kept small (5 bytes): one per (stage, micro-batch), walked in cache. A
+ * pair's actions all run on one rank, so "the backward came before the
+ * forward" is known when the backward is counted. */
 typedef struct {
   uint8_t count[KT_OP_COUNT]; /* the second occurrence is reported at once */
-  uint32_t pos[KT_OP_COUNT];  /* index in the rank's list of the (first) occurrence */
+  uint8_t early;              /* EARLY_BACKWARD: B or I before F; EARLY_W: W before I */
 } pair_info;
+enum { EARLY_BACKWARD = 1, EARLY_W = 2 };
 
 kt_status kt_deadlock_fail(const kt_blocked *b, int n, kt_error *err) {
   char msg[KT_ERROR_LEN], at[32], on[32];
@@ -165,7 +168,8 @@ static kt_status count_actions(const kt_schedule *s, int S, pair_info *info, kt_
       if (pi->count[a->op]++)
         return kt_fail(err, KT_EINVALID_SCHEDULE, "duplicate action: rank %d runs %s twice", r,
                        fmt(a, b1));
-      pi->pos[a->op] = (uint32_t)i;
+      if ((a->op == KT_OP_B || a->op == KT_OP_I) && !pi->count[KT_OP_F]) pi->early |= EARLY_BACKWARD;
+      if (a->op == KT_OP_W && !pi->count[KT_OP_I]) pi->early |= EARLY_W;
     }
   }
   return KT_OK;
@@ -198,9 +202,8 @@ static kt_status check_pair(const kt_schedule *s, size_t k, const pair_info *pi,
                    AS(KT_OP_W), owner);
 #undef AS
   int bop = pi->count[KT_OP_B] ? KT_OP_B : KT_OP_I, first = KT_OP_F, later = bop;
-  if (pi->pos[bop] > pi->pos[KT_OP_F] && (bop == KT_OP_B || pi->pos[KT_OP_W] > pi->pos[KT_OP_I]))
-    return KT_OK;
-  if (pi->pos[bop] > pi->pos[KT_OP_F]) first = KT_OP_I, later = KT_OP_W;
+  if (!pi->early) return KT_OK;
+  if (!(pi->early & EARLY_BACKWARD)) first = KT_OP_I, later = KT_OP_W;
   a.op = (uint8_t)later;
   fmt(&a, b1);
   a.op = (uint8_t)first;
