@@ -42,6 +42,17 @@ kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
 kt_status kt_simulate_metrics(const kt_schedule *s, const kt_costs *c, kt_metrics *out,
                               kt_error *err);
 
+/* Receives a simulation's events and memory samples as they happen (each
+ * rank's in time order) instead of a stored timeline: e.g. a coarse
+ * timeline (kaiten/timeline.h) for runs too large to keep. */
+typedef struct {
+  void *ctx;
+  void (*event)(void *ctx, const kt_event *e);
+  void (*mem)(void *ctx, int rank, double t, double value);
+} kt_sim_sink;
+kt_status kt_simulate_into(const kt_schedule *s, const kt_costs *c, const kt_sim_sink *sink,
+                           kt_metrics *met, kt_error *err);
+
 /* Both in one run: the timeline (out) and its metrics (met). */
 kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
                            kt_metrics *met, kt_error *err);

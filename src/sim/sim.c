@@ -42,6 +42,7 @@ typedef struct {
   double comm;
   stage_costs *cost;  /* per stage */
   kt_metrics *met;    /* metrics accumulated as actions run (NULL: not asked) */
+  const kt_sim_sink *sink; /* receives events and memory samples (NULL: none) */
   int *inflight;      /* per rank, with met */
   pair_times *done;   /* per (stage, mb) */
   int *owner;         /* stage -> rank (no division in the hot loop) */
@@ -126,19 +127,29 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
     double level = extra > 0 ? fmax(before, after) + extra : delta != 0 ? after : 0;
     if (level > rm->peak_memory) rm->peak_memory = level;
   }
-  if (!tl) return KT_OK;
+  if (!tl && !st->sink) return KT_OK;
   kt_event e = {.rank = rank, .stage = a->stage, .mb = a->mb, .op = a->op, .flags = a->flags,
                 .start = start, .end = end};
-  if (kt_timeline_add_event(tl, &e)) return KT_ENOMEM;
-  if (extra > 0) { /* the scratch it holds while it runs, then what stays */
-    if (kt_timeline_add_mem(tl, rank, start, fmax(before, after) + extra) ||
-        kt_timeline_add_mem(tl, rank, end, after))
-      return KT_ENOMEM;
-    return KT_OK;
+  /* the memory levels: the scratch an op holds while it runs, then what
+   * stays; else an F holds its activation from its start and a backward
+   * frees at its end */
+  kt_mem_sample ms[2];
+  int n_ms = 0;
+  if (extra > 0) {
+    ms[n_ms++] = (kt_mem_sample){rank, start, fmax(before, after) + extra};
+    ms[n_ms++] = (kt_mem_sample){rank, end, after};
+  } else if (delta != 0) {
+    ms[n_ms++] = (kt_mem_sample){rank, a->op == KT_OP_F ? start : end, after};
   }
-  if (delta == 0) return KT_OK;
-  /* an F holds its activation from its start, a backward frees at its end */
-  return kt_timeline_add_mem(tl, rank, a->op == KT_OP_F ? start : end, after) ? KT_ENOMEM : KT_OK;
+  if (st->sink) {
+    st->sink->event(st->sink->ctx, &e);
+    for (int i = 0; i < n_ms; i++) st->sink->mem(st->sink->ctx, rank, ms[i].t, ms[i].value);
+  }
+  if (!tl) return KT_OK;
+  if (kt_timeline_add_event(tl, &e)) return KT_ENOMEM;
+  for (int i = 0; i < n_ms; i++)
+    if (kt_timeline_add_mem(tl, rank, ms[i].t, ms[i].value)) return KT_ENOMEM;
+  return KT_OK;
 }
 
 /* Runs one compute action, or an overlapped group as a whole, when ready:
@@ -183,16 +194,11 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   return 1;
 }
 
-/* The message a SEND/RECV/WAIT_SEND names: the result and its producing stage. */
+/* The message a SEND/RECV/WAIT_SEND names (kaiten/schedule.h). */
 static size_t comm_msg(const sim_state *st, const kt_action *a) {
-  switch (a->op) {
-    case KT_OP_SEND_F:
-    case KT_OP_WAIT_SEND_F: return MSG(st, KT_RESULT_F, a->stage, a->mb);
-    case KT_OP_RECV_F: return MSG(st, KT_RESULT_F, a->stage - 1, a->mb);
-    case KT_OP_SEND_B:
-    case KT_OP_WAIT_SEND_B: return MSG(st, KT_RESULT_BI, a->stage, a->mb);
-    default: return MSG(st, KT_RESULT_BI, a->stage + 1, a->mb); /* RECV_B */
-  }
+  int from;
+  kt_result r = kt_comm_message(a->op, a->stage, &from);
+  return MSG(st, r, from, a->mb);
 }
 
 static int add_comm(kt_timeline *tl, int rank, const kt_action *a, double start, double end,
@@ -218,9 +224,11 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
     wake(st, st->owner[kt_result_consumer(r, a->stage, st->S)]);
     rc = add_comm(tl, rank, a, now, arrive, NULL);
   } else if (a->op == KT_OP_RECV_F || a->op == KT_OP_RECV_B) {
+    int from;
+    kt_comm_message(a->op, a->stage, &from);
     size_t m = comm_msg(st, a);
     st->posted_at[m] = now;
-    wake(st, st->owner[a->op == KT_OP_RECV_F ? a->stage - 1 : a->stage + 1]); /* a WAIT_SEND */
+    wake(st, st->owner[from]); /* its sender may wait in a WAIT_SEND */
     rc = add_comm(tl, rank, a, now, now, &st->recv_event[m]);
   } else if (a->op == KT_OP_WAIT_SEND_F || a->op == KT_OP_WAIT_SEND_B) {
     size_t m = comm_msg(st, a);
@@ -255,9 +263,9 @@ static void close_recv_events(sim_state *st, kt_timeline *tl) {
   for (size_t i = 0; i < tl->n_comm; i++) {
     kt_event *e = &tl->comm[i];
     if (e->op != KT_OP_RECV_F && e->op != KT_OP_RECV_B) continue;
-    kt_action a = {.stage = e->stage, .mb = e->mb, .op = e->op};
-    kt_result r = e->op == KT_OP_RECV_F ? KT_RESULT_F : KT_RESULT_BI;
-    double arrive = *result_slot(st, r, e->op == KT_OP_RECV_F ? a.stage - 1 : a.stage + 1, a.mb);
+    int from;
+    kt_result r = kt_comm_message(e->op, e->stage, &from);
+    double arrive = *result_slot(st, r, from, e->mb);
     if (arrive > e->end) e->end = arrive;
   }
 }
@@ -269,7 +277,8 @@ static kt_blocked blocked_on(sim_state *st, int r) {
   const kt_action *a = &ra->actions[g];
   kt_blocked b = {.rank = r, .at = *a, .on = *a};
   if (a->op >= KT_OP_COUNT) { /* a WAIT_SEND waits for the peer's RECV */
-    int peer_stage = a->op == KT_OP_WAIT_SEND_F ? a->stage + 1 : a->stage - 1;
+    int from;
+    int peer_stage = kt_result_consumer(kt_comm_message(a->op, a->stage, &from), a->stage, st->S);
     b.on = (kt_action){.stage = peer_stage, .mb = a->mb,
                        .op = a->op == KT_OP_WAIT_SEND_F ? KT_OP_RECV_F : KT_OP_RECV_B};
     b.on_rank = st->owner[peer_stage];
@@ -374,7 +383,7 @@ static kt_status state_init(sim_state *st, kt_error *err) {
 /* Runs the schedule, filling the timeline out and/or the metrics met (each
  * may be NULL). */
 static kt_status simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_metrics *met,
-                          kt_error *err) {
+                          const kt_sim_sink *sink, kt_error *err) {
   kt_costs unit;
   if (!c) {
     kt_costs_default(&unit);
@@ -382,7 +391,8 @@ static kt_status simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *
   }
   int S = kt_schedule_stages(s);
   kt_status rc = kt_costs_check(c, S, err);
-  sim_state st = {.s = s, .c = c, .S = S, .M = s->m, .comm = kt_cost_comm(c), .met = met};
+  sim_state st = {.s = s, .c = c, .S = S, .M = s->m, .comm = kt_cost_comm(c), .met = met,
+                  .sink = sink};
   if (!rc) rc = check_actions(s, S, &st.lowered, err);
   if (rc) return rc;
   if (c->links) kt_links_reset(c->links);
@@ -419,12 +429,17 @@ static kt_status simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *
 }
 
 kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_error *err) {
-  return simulate(s, c, out, NULL, err);
+  return simulate(s, c, out, NULL, NULL, err);
+}
+
+kt_status kt_simulate_into(const kt_schedule *s, const kt_costs *c, const kt_sim_sink *sink,
+                           kt_metrics *met, kt_error *err) {
+  return simulate(s, c, NULL, met, sink, err);
 }
 
 kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
                            kt_metrics *met, kt_error *err) {
-  return simulate(s, c, out, met, err);
+  return simulate(s, c, out, met, NULL, err);
 }
 
 double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
@@ -439,5 +454,5 @@ double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
 
 kt_status kt_simulate_metrics(const kt_schedule *s, const kt_costs *c, kt_metrics *out,
                               kt_error *err) {
-  return simulate(s, c, NULL, out, err);
+  return simulate(s, c, NULL, out, NULL, err);
 }
