@@ -42,6 +42,66 @@ static void report_links(const calibrate_links *l, double lat, double bw, double
           l->allreduce_bytes / 1024, 1e3 * l->allreduce_seconds, 1e3 * predicted);
 }
 
+/* sgemm alone on the step's recorded shapes: FLOP/s (0 when out of memory). */
+static double sgemm_alone(double flops) {
+  size_t n;
+  const kt__matmul_shape *sh = kt__matmul_recorded(&n);
+  size_t big = 1;
+  for (size_t i = 0; i < n; i++) {
+    size_t x = (size_t)sh[i].m * sh[i].k, y = (size_t)sh[i].k * sh[i].n, z = (size_t)sh[i].m * sh[i].n;
+    big = x > big ? x : big, big = y > big ? y : big, big = z > big ? z : big;
+  }
+  float *A = calloc(big, 4), *B = calloc(big, 4), *C = calloc(big, 4);
+  double pure = 0;
+  for (int r = 0; A && B && C && r < 3; r++) {
+    double t0 = kt_now();
+    for (size_t i = 0; i < n; i++)
+      cblas_sgemm(CblasRowMajor, sh[i].trans_a ? CblasTrans : CblasNoTrans,
+                  sh[i].trans_b ? CblasTrans : CblasNoTrans, sh[i].m, sh[i].n, sh[i].k, 1.0f, A,
+                  sh[i].trans_a ? sh[i].m : sh[i].k, B, sh[i].trans_b ? sh[i].k : sh[i].n, 0.0f,
+                  C, sh[i].n);
+    double t = kt_now() - t0;
+    pure = r == 0 || t < pure ? t : pure;
+  }
+  free(A), free(B), free(C);
+  return pure > 0 ? flops / pure : 0;
+}
+
+/* The cluster spec: this machine (threads) or the job's machines (mpi). */
+static int emit_spec(const cli_args *a, const calibrate_links *links, int mpi, double lat,
+                     double bw, double effective) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  long devices = cores, per_node = cores;
+  double inter_lat = lat, inter_bw = bw;
+  if (mpi) {
+    devices = links->devices, per_node = links->devices_per_node;
+    if (links->intra_latency >= 0) lat = links->intra_latency, bw = links->intra_bw;
+    if (links->inter_latency >= 0) inter_lat = links->inter_latency, inter_bw = links->inter_bw;
+    else inter_lat = lat, inter_bw = bw;
+    mem /= (double)per_node / (double)cores; /* the machine's memory over its ranks */
+    report_links(links, lat, bw, inter_lat, inter_bw);
+  }
+  kt_buf out;
+  kt_buf_init(&out);
+  kt_buf_printf(&out,
+                "{\"devices\": %ld, \"devices_per_node\": %ld, \"mem_gb\": %.3f, "
+                "\"achieved_tflops\": %.6g, \"intra_bw_gbs\": %.6g, \"intra_latency_us\": %.6g, "
+                "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g}\n",
+                devices, per_node, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9,
+                1e6 * lat, inter_bw / 1e9, 1e6 * inter_lat);
+  int rcode = cli_emit(cli_get(a, "output"), &out);
+  kt_buf_free(&out);
+  return rcode;
+}
+
+/* Under mpirun: the links, collectively (MPI finalized on failure). */
+static int measure_links(size_t boundary, calibrate_links *links) {
+  int code = calibrate_links_mpi(boundary, links);
+  if (code) kt_transport_mpi_finalize();
+  return code;
+}
+
 static int run_calibrate(cli_args *a) {
   const char *name = cli_get(a, "model") ? cli_get(a, "model") : "gpt";
   int kind = kt_model_kind_from_name(name);
@@ -64,13 +124,8 @@ static int run_calibrate(cli_args *a) {
    * model, as it will run beside the others */
   size_t boundary = kt_model_boundary_elems(&mc) * (size_t)b * sizeof(float);
   calibrate_links links = {.intra_latency = -1, .inter_latency = -1};
-  if (!strcmp(transport, "mpi")) {
-    int code = calibrate_links_mpi(boundary, &links);
-    if (code) {
-      kt_transport_mpi_finalize();
-      return code;
-    }
-  }
+  int code = !strcmp(transport, "mpi") ? measure_links(boundary, &links) : 0;
+  if (code) return code;
   /* one core: a whole training step (F, B and the optimizer) of the model */
   kt_schedule s;
   kt_schedule_params sp = {.p = 1, .m = 4};
@@ -104,28 +159,7 @@ static int run_calibrate(cli_args *a) {
     return cli_fail(st, &err);
   }
   double step = kt_median(step_t, 9), effective = flops / step;
-  /* sgemm alone on the step's exact shapes */
-  size_t n;
-  const kt__matmul_shape *sh = kt__matmul_recorded(&n);
-  size_t big = 1;
-  for (size_t i = 0; i < n; i++) {
-    size_t x = (size_t)sh[i].m * sh[i].k, y = (size_t)sh[i].k * sh[i].n, z = (size_t)sh[i].m * sh[i].n;
-    big = x > big ? x : big, big = y > big ? y : big, big = z > big ? z : big;
-  }
-  float *A = calloc(big, 4), *B = calloc(big, 4), *C = calloc(big, 4);
-  double pure = 0;
-  for (int r = 0; A && B && C && r < 3; r++) {
-    double t0 = kt_now();
-    for (size_t i = 0; i < n; i++)
-      cblas_sgemm(CblasRowMajor, sh[i].trans_a ? CblasTrans : CblasNoTrans,
-                  sh[i].trans_b ? CblasTrans : CblasNoTrans, sh[i].m, sh[i].n, sh[i].k, 1.0f, A,
-                  sh[i].trans_a ? sh[i].m : sh[i].k, B, sh[i].trans_b ? sh[i].k : sh[i].n, 0.0f,
-                  C, sh[i].n);
-    double t = kt_now() - t0;
-    pure = r == 0 || t < pure ? t : pure;
-  }
-  free(A), free(B), free(C);
-  double sgemm_rate = pure > 0 ? flops / pure : 0;
+  double sgemm_rate = sgemm_alone(flops);
   /* the transport: latency from 64-byte messages, bandwidth from a boundary tensor */
   double lat = kt_transport_threads_pingpong(64, 31), big_t = kt_transport_threads_pingpong(boundary, 31);
   double bw = big_t > lat ? (double)boundary / (big_t - lat) : (double)boundary / big_t;
@@ -139,29 +173,7 @@ static int run_calibrate(cli_args *a) {
           kt_model_kind_name(mc.kind), mc.layers, mc.hidden, b, 1e3 * step, effective / 1e9,
           sgemm_rate / 1e9, 100 * effective / sgemm_rate, 1e6 * lat, bw / 1e9, boundary, cores,
           mem / 1e9);
-  long devices = cores, per_node = cores;
-  double inter_lat = lat, inter_bw = bw;
-  if (!strcmp(transport, "mpi")) {
-    devices = links.devices, per_node = links.devices_per_node;
-    if (links.intra_latency >= 0) lat = links.intra_latency, bw = links.intra_bw;
-    if (links.inter_latency >= 0) inter_lat = links.inter_latency, inter_bw = links.inter_bw;
-    else inter_lat = lat, inter_bw = bw;
-    mem /= (double)per_node / (double)cores; /* the machine's memory over its ranks */
-  }
-  int rcode = 0;
-  if (links.rank == 0) {
-    if (!strcmp(transport, "mpi")) report_links(&links, lat, bw, inter_lat, inter_bw);
-    kt_buf out;
-    kt_buf_init(&out);
-    kt_buf_printf(&out,
-                  "{\"devices\": %ld, \"devices_per_node\": %ld, \"mem_gb\": %.3f, "
-                  "\"achieved_tflops\": %.6g, \"intra_bw_gbs\": %.6g, \"intra_latency_us\": %.6g, "
-                  "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g}\n",
-                  devices, per_node, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9,
-                  1e6 * lat, inter_bw / 1e9, 1e6 * inter_lat);
-    rcode = cli_emit(cli_get(a, "output"), &out);
-    kt_buf_free(&out);
-  }
+  int rcode = links.rank == 0 ? emit_spec(a, &links, !strcmp(transport, "mpi"), lat, bw, effective) : 0;
   free(links.node_of);
   if (!strcmp(transport, "mpi")) kt_transport_mpi_finalize();
   data->destroy(data);

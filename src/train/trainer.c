@@ -266,6 +266,27 @@ static kt_status predict(kt_runtime *rt, const kt_train_config *cfg, const kt_ti
   return kt_timeline_metrics(&out->predicted_timeline, &out->predicted, err);
 }
 
+/* After the last step: throughput, the measured and predicted last step
+ * (last is handed over to out). */
+static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeline *last,
+                           double *step_s, double mean, double samples, size_t tps,
+                           kt_train_result *out, kt_error *err) {
+  const kt_runtime_config *rc = &cfg->runtime;
+  out->mean_step_seconds = mean;
+  out->median_step_seconds = out->n_losses > 1 ? kt_median(step_s + 1, (size_t)out->n_losses - 1)
+                                               : step_s[0];
+  out->samples_per_s = samples / out->mean_step_seconds;
+  out->tokens_per_s = out->samples_per_s * (double)tps;
+  kt_status st = kt_timeline_metrics(last, &out->measured, err);
+  if (!st) st = predict(rt, cfg, last, out->tail_seconds, out, err);
+  int r0 = kt_stage_rank(rc->schedule, 0); /* the rank of stage 0: its peak activation memory */
+  if (!st && r0 >= 0 && r0 < out->measured.p)
+    out->peak_stash_bytes_stage0 = (size_t)out->measured.ranks[r0].peak_memory;
+  out->measured_timeline = *last; /* handed over */
+  kt_timeline_init(last, rc->schedule->p, "s", "B");
+  return st;
+}
+
 kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_result *out,
                        kt_error *err) {
   memset(out, 0, sizeof *out);
@@ -284,7 +305,7 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     st = kt_fail(err, KT_ENOMEM, "out of memory");
     goto done;
   }
-  double total_seconds = 0, samples = (double)D * K * M * b, tail = 0;
+  double total_seconds = 0, samples = (double)D * K * M * b;
   size_t tps = cfg->data && cfg->data->tokens_per_sample ? cfg->data->tokens_per_sample : 1;
   for (int step = cfg->first_step; step < cfg->steps; step++) {
     if (cfg->data && (st = cfg->data->fill(cfg->data, 0, step, D, K, M, b, mbs, err))) break;
@@ -303,9 +324,7 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     out->losses[out->n_losses++] = res.loss;
     total_seconds += res.seconds;
     step_s[out->n_losses - 1] = res.seconds;
-    tail = res.tail_seconds;
-    out->measured_sync_seconds = res.sync_seconds;
-    out->tail_seconds = res.tail_seconds;
+    out->measured_sync_seconds = res.sync_seconds, out->tail_seconds = res.tail_seconds;
     if ((st = copy_timeline(&last, kt_runtime_timeline(rt)))) {
       st = kt_fail(err, st, "out of memory");
       break;
@@ -337,19 +356,8 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     }
     if (cfg->on_step && cfg->on_step(cfg->ctx, &p)) break;
   }
-  if (!st && out->n_losses > 0) {
-    out->mean_step_seconds = total_seconds / out->n_losses;
-    out->median_step_seconds = out->n_losses > 1 ? kt_median(step_s + 1, (size_t)out->n_losses - 1)
-                                                 : step_s[0];
-    out->samples_per_s = samples / out->mean_step_seconds;
-    out->tokens_per_s = out->samples_per_s * (double)tps;
-    if (!(st = kt_timeline_metrics(&last, &out->measured, err))) st = predict(rt, cfg, &last, tail, out, err);
-    int r0 = kt_stage_rank(rc->schedule, 0); /* the rank of stage 0: its peak activation memory */
-    if (!st && r0 >= 0 && r0 < out->measured.p)
-      out->peak_stash_bytes_stage0 = (size_t)out->measured.ranks[r0].peak_memory;
-    out->measured_timeline = last; /* handed over */
-    kt_timeline_init(&last, rc->schedule->p, "s", "B");
-  }
+  if (!st && out->n_losses > 0)
+    st = summarise(rt, cfg, &last, step_s, total_seconds / out->n_losses, samples, tps, out, err);
 done:
   free(mbs);
   free(step_s);
