@@ -97,10 +97,11 @@ int main(void) {
   CHECK(ref.grad_norm > 0);
   CHECK(ref.loss[4] < ref.loss[0]);
 
-  int ps[] = {1, 2, 4}, ms[] = {1, 4, 8}, tested = 0;
+  /* M = 5 and 10: not multiples of P = 2 or 4 (interleaved builds uneven groups) */
+  int ps[] = {1, 2, 4}, ms[] = {1, 4, 5, 8, 10}, tested = 0;
   for (int k = 0; k < KT_SCHED_COUNT; k++)
     for (int pi = 0; pi < 3; pi++)
-      for (int mi = 0; mi < 3; mi++) {
+      for (int mi = 0; mi < 5; mi++) {
         kt_schedule s;
         kt_schedule_params params = {.p = ps[pi], .m = ms[mi]};
         if (kt_schedule_generate((kt_schedule_kind)k, &params, &s, &err)) continue;
@@ -118,7 +119,7 @@ int main(void) {
         }
         kt_schedule_free(&s);
       }
-  CHECK(tested >= 40);
+  CHECK(tested >= 60);
 
   /* PyTorch's schedule files (imported, V and loop placements, both notations)
    * and an explicit placement train exactly like the unpipelined model */
