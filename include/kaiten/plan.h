@@ -258,6 +258,26 @@ kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
                          const kt_plan_options *o, const kt_plan_search_params *sp,
                          kt_plan_report *r, kt_error *err);
 
+/* ---- partition only ---------------------------------------------------------------
+ * The exact min-max cut of the layers into `stages` by time per micro-batch
+ * (capped: also under the device memory with 1F1B's in-flight counts); the
+ * inputs first, then the cut and its per-stage figures. */
+typedef struct {
+  int stages, t, b, m, d;
+  kt_recompute recompute;
+  int capped;       /* cut under the device memory with 1F1B in-flight counts */
+  int *counts;      /* stages */
+  double *load;     /* stages: seconds per micro-batch (F + I + W) */
+  double *params;   /* stages */
+  double *mem;      /* stages: model state + in-flight activations (capped mode) */
+  double bottleneck, mean;
+} kt_plan_partition_view;
+
+kt_status kt_plan_partition_only(const kt_plan_model *m, const kt_plan_cluster *c,
+                                 const kt_plan_options *o, kt_plan_partition_view *pv,
+                                 kt_error *err);
+void kt_plan_partition_view_free(kt_plan_partition_view *pv);
+
 #ifdef __cplusplus
 }
 #endif
