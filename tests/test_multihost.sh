@@ -44,9 +44,14 @@ expect 0 emu -np 2 "$K" train --synthetic --stages 2 -m 4 --tf 2 --tb 2 --tw 0 -
   --steps 4 --val-every 0 --transport mpi --cluster "$tmp/spec.json" --format json --no-live
 read -r ratio span < <(python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(d["median_step_seconds"] / d["predicted_step_seconds"], d["makespan"] / d["predicted_makespan"])' "$tmp/out" 2>/dev/null || echo 0 0)
 # the pipeline on the links tightly; the whole step (its end adds the sums'
-# round trips, which this shared machine delays most) more loosely
-if python3 -c "import sys; sys.exit(not 0.92 < $span < 1.08)"; then ok; else bad "measured/predicted makespan $span, want 1 +- 8%"; fi
-if python3 -c "import sys; sys.exit(not 0.8 < $ratio < 1.25)"; then ok; else bad "measured/predicted step $ratio, want 0.8..1.25"; fi
+# round trips, which this shared machine delays most) more loosely. Not
+# under a sanitizer (KT_SANITIZED): instrumented code is no timing reference.
+if [ "${KT_SANITIZED:-0}" = 1 ]; then
+  echo "test_multihost: timing checks skipped under a sanitizer (measured/predicted $span, step $ratio)"
+else
+  if python3 -c "import sys; sys.exit(not 0.92 < $span < 1.08)"; then ok; else bad "measured/predicted makespan $span, want 1 +- 8%"; fi
+  if python3 -c "import sys; sys.exit(not 0.8 < $ratio < 1.25)"; then ok; else bad "measured/predicted step $ratio, want 0.8..1.25"; fi
+fi
 
 # 3. a lost host mid-run (every process of host 2 killed, then its link
 # cut): the job ends within 15 s, non-zero, naming the rank and stage it

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kaiten/model_impl.h"
 #include "runtime/internal.h"
 
 void kt_runtime_config_default(kt_runtime_config *c) {

@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include "kaiten/model_impl.h"
 #include "runtime/internal.h"
 
 typedef struct {
