@@ -18,14 +18,14 @@
 static double round_trip(kt_transport *t, int a, int b, void *buf, size_t bytes, int stream) {
   kt_error err;
   double t0 = kt_now();
-  if (t->rank == a) {
+  if (kt_transport_rank(t) == a) {
     for (int i = 0; i < stream; i++)
-      if (t->ops->send(t, b, TAG, buf, bytes, &err)) return -1;
-    if (t->ops->recv(t, b, TAG + 1, buf, 1, &err)) return -1;
-  } else if (t->rank == b) {
+      if (kt_transport_send(t, b, TAG, buf, bytes, &err)) return -1;
+    if (kt_transport_recv(t, b, TAG + 1, buf, 1, &err)) return -1;
+  } else if (kt_transport_rank(t) == b) {
     for (int i = 0; i < stream; i++)
-      if (t->ops->recv(t, a, TAG, buf, bytes, &err)) return -1;
-    if (t->ops->send(t, a, TAG + 1, buf, 1, &err)) return -1;
+      if (kt_transport_recv(t, a, TAG, buf, bytes, &err)) return -1;
+    if (kt_transport_send(t, a, TAG + 1, buf, 1, &err)) return -1;
   }
   return kt_now() - t0;
 }
@@ -44,7 +44,7 @@ static int measure_pair(kt_transport *t, int a, int b, size_t bytes, double *lat
   unsigned char *buf = calloc(bytes, 1);
   double v[3] = {0};
   int ok = buf != NULL;
-  if (ok && (t->rank == a || t->rank == b)) {
+  if (ok && (kt_transport_rank(t) == a || kt_transport_rank(t) == b)) {
     double small = median_trip(t, a, b, buf, 64, 1, 31);
     /* streams long enough (4 MiB apart) that a rate-limited link shows its
      * rate over the scheduling noise of a busy machine */
@@ -58,10 +58,10 @@ static int measure_pair(kt_transport *t, int a, int b, size_t bytes, double *lat
    * polls, so they leave the cores to the pair being measured */
   kt_error err;
   double got[2] = {v[0], v[1]};
-  if (t->rank == a) {
-    for (int r = 0; r < t->world; r++)
-      if (r != a && t->ops->send(t, r, TAG + 2, got, sizeof got, &err)) ok = 0;
-  } else if (t->ops->recv(t, a, TAG + 2, got, sizeof got, &err)) {
+  if (kt_transport_rank(t) == a) {
+    for (int r = 0; r < kt_transport_world(t); r++)
+      if (r != a && kt_transport_send(t, r, TAG + 2, got, sizeof got, &err)) ok = 0;
+  } else if (kt_transport_recv(t, a, TAG + 2, got, sizeof got, &err)) {
     ok = 0;
   }
   *lat = got[0], *bw = got[1];
@@ -109,7 +109,7 @@ int calibrate_links_mpi(size_t boundary_bytes, calibrate_links *out) {
   float *buf = kt_calloc(n, sizeof *buf);
   double v[5];
   for (int r = 0; ok && buf && r < 5; r++) {
-    t->ops->barrier(t, &err);
+    kt_transport_barrier(t, &err);
     double t0 = kt_now();
     ok &= kt_allreduce(t, KT_GROUP_WORLD, buf, n, &err) == KT_OK;
     v[r] = kt_now() - t0;

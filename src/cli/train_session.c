@@ -147,7 +147,7 @@ static kt_status build_runtime(session *s, kt_error *err) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int local = kt_transport_mpi_local_size();
     kt_blas_set_threads(o->blas_threads > 0 ? o->blas_threads : cores > local ? (int)(cores / local) : 1);
-    s->world_rank = s->mpi_t->rank, s->world_size = s->mpi_t->world;
+    s->world_rank = kt_transport_rank(s->mpi_t), s->world_size = kt_transport_world(s->mpi_t);
     st = kt_runtime_create(&rc, s->mpi_t, &s->world_rank, 1, &s->rt, err);
   } else { /* the ranks of this process share its cores */
     long cores = sysconf(_SC_NPROCESSORS_ONLN), ranks = (long)s->sched.p * o->d;

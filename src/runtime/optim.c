@@ -111,8 +111,8 @@ static kt_status sum_tied(kt__worker *w, kt_error *err) {
   float *tmp = malloc(bytes ? bytes : 1);
   if (!tmp) return kt_fail(err, KT_ENOMEM, "out of memory summing tied gradients");
   uint64_t tag = KT_TAG_COLLECTIVE | 0x100;
-  kt_status st = w->t->ops->send(w->t, peer, tag, mine_grad, bytes, err);
-  if (!st) st = w->t->ops->recv(w->t, peer, tag, tmp, bytes, err);
+  kt_status st = kt_transport_send(w->t, peer, tag, mine_grad, bytes, err);
+  if (!st) st = kt_transport_recv(w->t, peer, tag, tmp, bytes, err);
   if (!st) /* a + b == b + a in floating point: both copies stay identical */
     for (size_t i = 0; i < elems; i++) mine_grad[i] += tmp[i];
   free(tmp);

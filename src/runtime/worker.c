@@ -43,7 +43,7 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
   double t0 = kt_now();
   kt_error sub;
-  kt_status st = w->t->ops->recv(w->t, peer, tag, buf, elems * sizeof(float), &sub);
+  kt_status st = kt_transport_recv(w->t, peer, tag, buf, elems * sizeof(float), &sub);
   *wait += kt_now() - t0;
   if (st == KT_ETIMEOUT) {
     char at[32];
@@ -51,7 +51,7 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
     return kt_fail(err, st,
                    "watchdog: rank %d (stage %d) waited %g s at action %s for the %s from rank %d "
                    "(stage %d)",
-                   w->world_rank, a->stage, w->t->timeout, at,
+                   w->world_rank, a->stage, kt_transport_timeout(w->t), at,
                    r == KT_RESULT_F ? "activation" : "gradient", peer, from_stage);
   }
   if (st) return kt_fail(err, st, "%s", sub.msg);
@@ -207,7 +207,7 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
   int dst = kt__stage_world_rank(w->rt, to, w->replica);
   double t0 = since_step(w);
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, to, a->mb, k);
-  kt_status st = w->t->ops->send(w->t, dst, tag, *slot, bytes, err);
+  kt_status st = kt_transport_send(w->t, dst, tag, *slot, bytes, err);
   free(*slot);
   *slot = NULL;
   if (st) return st;
@@ -220,11 +220,11 @@ static kt_status run_recv(kt__worker *w, const kt_action *a, int k, kt_error *er
   int from = r == KT_RESULT_F ? a->stage - 1 : a->stage + 1;
   kt_chunk *c = chunk_of(w, a->stage);
   double t0 = since_step(w);
-  if (w->t->ops->post) {
+  if (kt_transport_has_post(w->t)) {
     int src = kt__stage_world_rank(w->rt, from, w->replica);
     uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
     size_t elems = r == KT_RESULT_F ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c);
-    kt_status st = w->t->ops->post(w->t, src, tag, elems * sizeof(float), err);
+    kt_status st = kt_transport_post(w->t, src, tag, elems * sizeof(float), err);
     if (st) return st;
   }
   return add_comm(w, a, t0, t0, 0, &w->recv_event[SLOT(w, a->stage, a->mb, r)], err);

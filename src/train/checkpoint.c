@@ -112,7 +112,7 @@ kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoi
   int distributed = !kt_runtime_all_local(rt);
   const uint64_t tag = KT_TAG_COLLECTIVE | 0x400;
   kt_status st = KT_OK;
-  if (distributed && t->rank != 0) {
+  if (distributed && kt_transport_rank(t) != 0) {
     for (int u = 0; u < units && !st; u++) {
       int stage;
       if (!unit_chunk(rt, u, 0, &stage)) continue; /* not mine (or not replica 0) */
@@ -122,8 +122,8 @@ kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoi
       if (!rec) return kt_fail(err, KT_ENOMEM, "out of memory");
       st = unit_record(rt, u, per, rec, &n, err);
       uint64_t count = n;
-      if (!st) st = t->ops->send(t, 0, tag, &count, sizeof count, err);
-      if (!st) st = t->ops->send(t, 0, tag + 1, rec, (size_t)(1 + per) * n * sizeof(float), err);
+      if (!st) st = kt_transport_send(t, 0, tag, &count, sizeof count, err);
+      if (!st) st = kt_transport_send(t, 0, tag + 1, rec, (size_t)(1 + per) * n * sizeof(float), err);
       free(rec);
     }
     return st;
@@ -146,11 +146,11 @@ kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoi
       else st = unit_record(rt, u, per, rec, &n, err);
     } else if (distributed) {
       int owner = kt_world_rank(kt_stage_rank(rc->schedule, stage), 0, rc->data_parallel);
-      st = t->ops->recv(t, owner, tag, &count, sizeof count, err);
+      st = kt_transport_recv(t, owner, tag, &count, sizeof count, err);
       if (!st && count > (1ull << 34)) st = kt_fail(err, KT_ERUNTIME, "bad checkpoint unit from rank %d", owner);
       if (!st && !(rec = malloc((size_t)(1 + per) * count * sizeof(float) + 1)))
         st = kt_fail(err, KT_ENOMEM, "out of memory");
-      if (!st) st = t->ops->recv(t, owner, tag + 1, rec, (size_t)(1 + per) * count * sizeof(float), err);
+      if (!st) st = kt_transport_recv(t, owner, tag + 1, rec, (size_t)(1 + per) * count * sizeof(float), err);
     } else {
       st = kt_fail(err, KT_EINVAL, "checkpoint: unit %d is not on this process", u);
     }
@@ -337,7 +337,7 @@ kt_status kt_checkpoint_save_in_run(kt_runtime *rt, const char *run_dir,
                                     const kt_checkpoint_meta *meta, kt_error *err) {
   char dir[4096], path[4200], latest[4200];
   kt_transport *t = kt_runtime_transport(rt);
-  if (!kt_runtime_all_local(rt) && t->rank != 0) /* rank 0 writes; the others send */
+  if (!kt_runtime_all_local(rt) && kt_transport_rank(t) != 0) /* rank 0 writes; the others send */
     return kt_checkpoint_save(rt, "", meta, err);
   snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
   if (mkdir(dir, 0755) != 0 && errno != EEXIST)

@@ -1,5 +1,5 @@
 /* Built without MPI: the MPI transport reports that it is not available. */
-#include "kaiten/transport.h"
+#include "kaiten/transport_impl.h"
 
 int kt_transport_mpi_available(void) { return 0; }
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kaiten/transport.h"
+#include "kaiten/transport_impl.h"
 
 /* An outstanding non-blocking operation and the buffer it owns. */
 typedef struct pending {
