@@ -249,6 +249,27 @@ static int same_model(const kt_model_config *a, const kt_model_config *b) {
                                       a->vocab == b->vocab && a->tie_embeddings == b->tie_embeddings));
 }
 
+/* Unit u's record (count parameters, then per optimizer state slices of
+ * the same size) into replica d's chunk, when this process holds it. */
+static kt_status restore_unit(kt_runtime *rt, int u, int d, int per, const char *rec,
+                              uint64_t count, const char *path, kt_error *err) {
+  int stage, first;
+  kt_chunk *c = unit_chunk(rt, u, d, &stage);
+  if (!c) return KT_OK; /* another process holds it */
+  size_t n_params;
+  const size_t *offset = kt_chunk_unit_offsets(c, &first, NULL);
+  float *params = kt_chunk_params(c, &n_params);
+  size_t off = offset[u - first], n = offset[u - first + 1] - off;
+  if (n != count)
+    return kt_fail(err, KT_EINVAL, "%s: unit %d has %llu parameters, the model %zu", path, u,
+                   (unsigned long long)count, n);
+  memcpy(params + off, rec, n * sizeof(float));
+  float *state = kt_runtime_optim_state(rt, stage, d, NULL);
+  for (int s = 0; s < per; s++)
+    memcpy(state + s * n_params + off, rec + (size_t)(s + 1) * n * sizeof(float), n * sizeof(float));
+  return KT_OK;
+}
+
 kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_meta *meta,
                              kt_error *err) {
   char *data;
@@ -305,26 +326,8 @@ kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_met
       st = kt_fail(err, KT_EPARSE, "%s: unit %d is corrupt (checksum mismatch)", path, u);
       break;
     }
-    for (int d = 0; d < rc->data_parallel; d++) {
-      int stage;
-      kt_chunk *c = unit_chunk(rt, u, d, &stage);
-      if (!c) continue; /* another process holds it */
-      int first;
-      size_t n_params;
-      const size_t *offset = kt_chunk_unit_offsets(c, &first, NULL);
-      float *params = kt_chunk_params(c, &n_params);
-      size_t off = offset[u - first], n = offset[u - first + 1] - off;
-      if (n != count) {
-        st = kt_fail(err, KT_EINVAL, "%s: unit %d has %llu parameters, the model %zu", path, u,
-                     (unsigned long long)count, n);
-        break;
-      }
-      memcpy(params + off, data + pos, n * sizeof(float));
-      float *state = kt_runtime_optim_state(rt, stage, d, NULL);
-      for (int s = 0; s < per; s++)
-        memcpy(state + s * n_params + off, data + pos + (size_t)(s + 1) * n * sizeof(float),
-               n * sizeof(float));
-    }
+    for (int d = 0; d < rc->data_parallel && !st; d++)
+      st = restore_unit(rt, u, d, per, data + pos, count, path, err);
     pos += bytes;
   }
   /* a tied head shares the embedding: both copies came from the file */
