@@ -6,7 +6,9 @@
 # cost. Each run's per-step makespans come from its metrics.jsonl (makespan =
 # total busy / (P * (1 - bubble)), the timeline's own definition), after two
 # warm-up steps; the row is the median over all runs' steps, the min-max
-# their spread. Usage: synthetic_overhead.sh [--quick] [--tsv FILE] [BUILD_DIR].
+# their spread. For the last run of each it prints where measured - simulated
+# went on the critical path (build/bench/critical_path). Usage:
+# synthetic_overhead.sh [--quick] [--tsv FILE] [BUILD_DIR].
 set -euo pipefail
 # shellcheck source=bench/rows.sh
 . "$(dirname "$0")/rows.sh"
@@ -46,6 +48,8 @@ for P in "${ps[@]}"; do
       fi
       makespans "$tmp/run" "$P" >>"$tmp/ms"
     done
+    # where the last run's traced step lost its time (bench/critical_path.c)
+    "$B/bench/critical_path" "$tmp/run" --sim "$sim" | sed "s|$tmp/run|$tr P=$P|"
     read -r med lo hi < <(stats <"$tmp/ms")
     ratio=$(awk -v a="$med" -v b="$sim" 'BEGIN {printf "%.4f", a / b}')
     printf '%-8s %4d %4d %12.2f %12.2f %8s\n' "$tr" "$P" "$M" "$med" "$sim" "$ratio"

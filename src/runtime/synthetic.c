@@ -18,6 +18,9 @@ typedef struct {
   double late_ema;
 } synth_impl;
 
+/* The most one sleep's lateness moves the estimate (seconds). */
+#define LATE_CLIP 200e-6
+
 /* Sleeps for `seconds` on an absolute deadline (no drift from early wake-ups;
  * the thread's timer slack is 1 ns, set in the worker). */
 static void busy_for(synth_impl *s, double seconds) {
@@ -34,6 +37,11 @@ static void busy_for(synth_impl *s, double seconds) {
     }
   }
   double late = (kt_now() - start) - seconds; /* > 0: overslept */
+  /* A rare long stall (the core taken by another process for milliseconds)
+   * says nothing about the timer's usual lateness: clip each sample so one
+   * stall cannot make the following sleeps end far too early. */
+  if (late > LATE_CLIP) late = LATE_CLIP;
+  if (late < -LATE_CLIP) late = -LATE_CLIP;
   late_ema += 0.2 * late;
   if (late_ema < 0) late_ema = 0;
   if (late_ema > 0.5 * seconds) late_ema = 0.5 * seconds;
