@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kaiten/transport.h"
 #include "transport/doorbell.h"
@@ -42,6 +43,11 @@ typedef struct {
   MPI_Win bell_win;
   kt_doorbell **bells; /* [world size] */
   kt_doorbell *my_bell;
+  /* Seconds a wait keeps testing before it sleeps: a while when this host
+   * has a core for every rank on it (a spinning rank then takes no one's
+   * core, and a message that is about to come is taken at once), none when
+   * ranks share cores (a spin would hold the core the sender needs). */
+  double spin;
   int aborted;
   char reason[KT_ERROR_LEN];
 } mpi_ctx;
@@ -147,7 +153,7 @@ static kt_status mpi_post(kt_transport *t, int src, uint64_t tag, size_t bytes, 
 #define BELL_SLICE 1e-3
 static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
   mpi_ctx *c = t->ctx;
-  double deadline = kt_now() + t->timeout;
+  double start = kt_now(), deadline = start + t->timeout;
   for (long spins = 0;; spins++) {
     uint32_t seen = c->my_bell ? kt_doorbell_read(c->my_bell) : 0;
     int flag = 0;
@@ -160,6 +166,7 @@ static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_err
       MPI_Request_free(req);
       return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
     }
+    if (c->spin > 0 && kt_now() - start < c->spin) continue;
     if (c->my_bell) {
       kt_doorbell_wait(c->my_bell, seen, left < BELL_SLICE ? left : BELL_SLICE);
     } else if (spins > 200) { /* after a short spin, poll every 20 us */
@@ -178,7 +185,7 @@ static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_err
  * computing or waking. */
 static kt_status wait_collective(kt_transport *t, MPI_Request *req, const char *what, kt_error *err) {
   mpi_ctx *c = t->ctx;
-  double deadline = kt_now() + t->timeout, slice = 20e-6;
+  double start = kt_now(), deadline = start + t->timeout, slice = 20e-6;
   for (long spins = 0;; spins++) {
     uint32_t seen = c->my_bell ? kt_doorbell_read(c->my_bell) : 0;
     int flag = 0;
@@ -187,6 +194,7 @@ static kt_status wait_collective(kt_transport *t, MPI_Request *req, const char *
     if (flag) return KT_OK;
     if (kt_now() > deadline)
       return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s in %s", t->rank, t->timeout, what);
+    if (c->spin > 0 && kt_now() - start < c->spin) continue;
     if (c->my_bell) {
       int rung = kt_doorbell_wait(c->my_bell, seen, slice);
       slice = rung ? 20e-6 : slice * 2 > 1e-3 ? 1e-3 : slice * 2;
@@ -308,6 +316,10 @@ int kt_transport_mpi_local_size(void) {
   return n > 0 ? n : 1;
 }
 
+/* How long a wait spins before sleeping when every rank has its own core:
+ * about a wake-up's latency on a VM. */
+#define SPIN_SECONDS 50e-6
+
 /* The doorbells: one per rank in a shared-memory window of the ranks on
  * this host. On failure the transport polls, as without a window. */
 static void bells_create(mpi_ctx *c, int size) {
@@ -350,6 +362,10 @@ static void bells_create(mpi_ctx *c, int size) {
   }
   free(world_ranks);
   free(node_ranks);
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN); /* the host's: mpirun may bind each rank to one */
+  c->spin = cores > 0 && local <= cores ? SPIN_SECONDS : 0;
   MPI_Comm_free(&node);
 }
 
