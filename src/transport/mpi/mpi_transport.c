@@ -48,6 +48,7 @@ typedef struct {
    * core, and a message that is about to come is taken at once), none when
    * ranks share cores (a spin would hold the core the sender needs). */
   double spin;
+  int all_local; /* every rank of the job is on this host */
   int aborted;
   char reason[KT_ERROR_LEN];
 } mpi_ctx;
@@ -149,13 +150,15 @@ static kt_status mpi_post(kt_transport *t, int src, uint64_t tag, size_t bytes, 
  * sender rings (the bell is read before the test, so a ring after the test
  * cannot be missed); the sleep is cut into slices that bound the wait
  * should a message become visible without a ring (a send that MPI queued
- * at the sender and delivered later). Without one it polls. */
+ * at the sender and delivered later). Without one, or when the sender is on
+ * another host (nobody there can ring), it polls. */
 #define BELL_SLICE 1e-3
 static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
   mpi_ctx *c = t->ctx;
   double start = kt_now(), deadline = start + t->timeout;
+  kt_doorbell *bell = c->my_bell && src >= 0 && src < t->world && c->bells[src] ? c->my_bell : NULL;
   for (long spins = 0;; spins++) {
-    uint32_t seen = c->my_bell ? kt_doorbell_read(c->my_bell) : 0;
+    uint32_t seen = bell ? kt_doorbell_read(bell) : 0;
     int flag = 0;
     MPI_Test(req, &flag, MPI_STATUS_IGNORE);
     if (flag) return KT_OK;
@@ -167,8 +170,8 @@ static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_err
       return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
     }
     if (c->spin > 0 && kt_now() - start < c->spin) continue;
-    if (c->my_bell) {
-      kt_doorbell_wait(c->my_bell, seen, left < BELL_SLICE ? left : BELL_SLICE);
+    if (bell) {
+      kt_doorbell_wait(bell, seen, left < BELL_SLICE ? left : BELL_SLICE);
     } else if (spins > 200) { /* after a short spin, poll every 20 us */
       struct timespec ts = {0, 20000};
       nanosleep(&ts, NULL);
@@ -180,14 +183,16 @@ static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_err
  * so the sleeps are short slices that grow (20 us to 1 ms) while nothing
  * rings and shrink again when something does; a rank entering a collective
  * rings every bell on the host (ring_all), so ranks that wait in it resume
- * progressing as soon as the last one arrives. Blocking MPI collectives
+ * progressing as soon as the last one arrives (with ranks on other hosts,
+ * which cannot ring, it polls). Blocking MPI collectives
  * would spin (or sched_yield) instead, taking the cores of ranks still
  * computing or waking. */
 static kt_status wait_collective(kt_transport *t, MPI_Request *req, const char *what, kt_error *err) {
   mpi_ctx *c = t->ctx;
   double start = kt_now(), deadline = start + t->timeout, slice = 20e-6;
+  kt_doorbell *bell = c->all_local ? c->my_bell : NULL;
   for (long spins = 0;; spins++) {
-    uint32_t seen = c->my_bell ? kt_doorbell_read(c->my_bell) : 0;
+    uint32_t seen = bell ? kt_doorbell_read(bell) : 0;
     int flag = 0;
     if (MPI_Test(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
       return kt_fail(err, KT_ERUNTIME, "rank %d: %s failed", t->rank, what);
@@ -195,8 +200,8 @@ static kt_status wait_collective(kt_transport *t, MPI_Request *req, const char *
     if (kt_now() > deadline)
       return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s in %s", t->rank, t->timeout, what);
     if (c->spin > 0 && kt_now() - start < c->spin) continue;
-    if (c->my_bell) {
-      int rung = kt_doorbell_wait(c->my_bell, seen, slice);
+    if (bell) {
+      int rung = kt_doorbell_wait(bell, seen, slice);
       slice = rung ? 20e-6 : slice * 2 > 1e-3 ? 1e-3 : slice * 2;
     } else if (spins > 200) {
       struct timespec ts = {0, 20000};
@@ -343,8 +348,12 @@ static void bells_create(mpi_ctx *c, int size) {
     MPI_Comm_group(node, &ng);
     for (int r = 0; r < size; r++) world_ranks[r] = r;
     MPI_Group_translate_ranks(wg, size, world_ranks, ng, node_ranks);
+    c->all_local = 1;
     for (int r = 0; r < size; r++) {
-      if (node_ranks[r] == MPI_UNDEFINED) continue;
+      if (node_ranks[r] == MPI_UNDEFINED) {
+        c->all_local = 0;
+        continue;
+      }
       MPI_Aint sz;
       int disp;
       kt_doorbell *b = NULL;
