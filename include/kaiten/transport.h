@@ -83,6 +83,14 @@ void kt_transport_mpi_destroy(kt_transport *t);
 /* Processes of the job on this machine (MPI_COMM_TYPE_SHARED), for sharing
  * its cores among them; 1 without MPI. */
 int kt_transport_mpi_local_size(void);
+/* Collective: the node of every world rank (out holds world entries), the
+ * machines told apart by name (MPI_Get_processor_name) and numbered in
+ * order of their first rank. */
+kt_status kt_transport_mpi_nodes(kt_transport *t, int *out, kt_error *err);
+/* The world rank this process's receive waits for right now, -1 when none,
+ * and since when (kt_now); async-signal-safe, so a handler may name it when
+ * the job is ended under it. */
+int kt_transport_mpi_waiting_for(double *since);
 /* Ends every process of the job with the exit code (MPI_Abort). */
 void kt_transport_mpi_abort_job(int code);
 void kt_transport_mpi_finalize(void);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kaiten/model_impl.h"
 #include "runtime/internal.h"
 
 void kt_runtime_config_default(kt_runtime_config *c) {
@@ -456,6 +457,8 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
   kt_status gst = gather_timeline(rt, err);
   if (gst) return gst;
   kt_timeline_sort(&rt->timeline);
+  res->sync_seconds = rt->workers[0].sync_seconds;
+  res->tail_seconds = rt->workers[0].tail_seconds;
   res->loss = rt->workers[0].loss;
   res->grad_norm = rt->workers[0].grad_norm;
   res->lr = rt->workers[0].lr;

@@ -87,14 +87,17 @@ static kt_status unit_record(kt_runtime *rt, int u, int per, float *out, size_t 
   int stage;
   kt_chunk *c = unit_chunk(rt, u, 0, &stage);
   if (!c) return kt_fail(err, KT_EINVAL, "checkpoint: unit %d is not on this process", u);
-  int k = u - c->first_unit;
-  size_t off = c->unit_offset[k], n = c->unit_offset[k + 1] - off;
+  int first;
+  size_t n_params;
+  const size_t *offset = kt_chunk_unit_offsets(c, &first, NULL);
+  float *params = kt_chunk_params(c, &n_params);
+  size_t off = offset[u - first], n = offset[u - first + 1] - off;
   *count = n;
   if (!out) return KT_OK;
   float *state = kt_runtime_optim_state(rt, stage, 0, NULL);
-  memcpy(out, c->params + off, n * sizeof(float));
+  memcpy(out, params + off, n * sizeof(float));
   for (int s = 0; s < per; s++)
-    memcpy(out + (size_t)(s + 1) * n, state + s * c->n_params + off, n * sizeof(float));
+    memcpy(out + (size_t)(s + 1) * n, state + s * n_params + off, n * sizeof(float));
   return KT_OK;
 }
 
@@ -306,17 +309,20 @@ kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_met
       int stage;
       kt_chunk *c = unit_chunk(rt, u, d, &stage);
       if (!c) continue; /* another process holds it */
-      int k = u - c->first_unit;
-      size_t off = c->unit_offset[k], n = c->unit_offset[k + 1] - off;
+      int first;
+      size_t n_params;
+      const size_t *offset = kt_chunk_unit_offsets(c, &first, NULL);
+      float *params = kt_chunk_params(c, &n_params);
+      size_t off = offset[u - first], n = offset[u - first + 1] - off;
       if (n != count) {
         st = kt_fail(err, KT_EINVAL, "%s: unit %d has %llu parameters, the model %zu", path, u,
                      (unsigned long long)count, n);
         break;
       }
-      memcpy(c->params + off, data + pos, n * sizeof(float));
+      memcpy(params + off, data + pos, n * sizeof(float));
       float *state = kt_runtime_optim_state(rt, stage, d, NULL);
       for (int s = 0; s < per; s++)
-        memcpy(state + s * c->n_params + off, data + pos + (size_t)(s + 1) * n * sizeof(float),
+        memcpy(state + s * n_params + off, data + pos + (size_t)(s + 1) * n * sizeof(float),
                n * sizeof(float));
     }
     pos += bytes;
