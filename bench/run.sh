@@ -53,6 +53,7 @@ bench "bash bench/sim_scale.sh $B" bash "$here/sim_scale.sh" "$B"
 # OpenBLAS's idle worker threads would otherwise compete for the cores.
 bench "OPENBLAS_NUM_THREADS=1 $B/bench/bench_plan" env OPENBLAS_NUM_THREADS=1 "$B/bench/bench_plan"
 bench "$B/bench/bench_runtime" "$B/bench/bench_runtime"
+bench "bash bench/synthetic_overhead.sh $B" bash "$here/synthetic_overhead.sh" "$B"
 bench "$B/bench/bench_gpt" "$B/bench/bench_gpt"
 bench "$B/bench/bench_transport" "$B/bench/bench_transport"
 if command -v mpirun >/dev/null; then

@@ -33,6 +33,11 @@ struct kt__worker {
   float **act_handoff, **grad_handoff; /* [S * M] tensors handed over inside the rank */
   float **outbox;          /* [V * M * 2] results waiting for their SEND (F, BI) */
   size_t *recv_event;      /* [V * M * 2] the comm event of the last RECV posted there */
+  const kt_action *next;   /* the action after the running one in the program, or NULL */
+  /* A result whose SEND is the very next action: sent from the compute
+   * buffer itself (no copy into the outbox); slot is its outbox index. */
+  const float *direct;
+  size_t direct_slot;
   double loss_sum;
   kt_timeline events;      /* this worker's events and memory samples for the step */
   /* step inputs and outputs (threads mode) */

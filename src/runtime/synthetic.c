@@ -11,16 +11,22 @@
 
 typedef struct {
   double tf, tb, tw; /* seconds */
+  /* The wake-up latency this chunk's sleeps have been seeing (seconds,
+   * smoothed): a sleep aims that much early so operations last their cost
+   * on average. Kept with the chunk, not the thread: the threads runtime
+   * starts fresh threads every step, and a per-thread estimate would start
+   * from zero (every first op of a step late) each time. */
+  double late_ema;
 } synth_impl;
 
-/* The wake-up latency this thread has been seeing (seconds, smoothed): the
- * sleep aims that much early so operations last their cost on average. */
-static _Thread_local double late_ema;
+/* The most one sleep's lateness moves the estimate (seconds). */
+#define LATE_CLIP 200e-6
 
 /* Sleeps for `seconds` on an absolute deadline (no drift from early wake-ups;
  * the thread's timer slack is 1 ns, set in the worker). */
-static void busy_for(double seconds) {
+static void busy_for(synth_impl *s, double seconds) {
   if (seconds <= 0) return;
+  double late_ema = s->late_ema;
   double start = kt_now(), target = seconds - late_ema;
   if (target > 0) {
     struct timespec ts;
@@ -32,16 +38,22 @@ static void busy_for(double seconds) {
     }
   }
   double late = (kt_now() - start) - seconds; /* > 0: overslept */
+  /* A rare long stall (the core taken by another process for milliseconds)
+   * says nothing about the timer's usual lateness: clip each sample so one
+   * stall cannot make the following sleeps end far too early. */
+  if (late > LATE_CLIP) late = LATE_CLIP;
+  if (late < -LATE_CLIP) late = -LATE_CLIP;
   late_ema += 0.2 * late;
   if (late_ema < 0) late_ema = 0;
   if (late_ema > 0.5 * seconds) late_ema = 0.5 * seconds;
+  s->late_ema = late_ema;
 }
 
 static kt_status syn_forward(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
                              float *out, double *loss, kt_error *err) {
   (void)data, (void)in, (void)err;
   synth_impl *s = c->impl;
-  busy_for(s->tf);
+  busy_for(s, s->tf);
   if (out && c->out_elems) out[0] = (float)mb; /* touch the tensor */
   if (loss) *loss = 0;
   c->stash_bytes += c->out_elems * sizeof(float) + sizeof(float);
@@ -53,7 +65,7 @@ static kt_status syn_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
                                     const float *dout, float *din, kt_error *err) {
   (void)data, (void)dout, (void)err;
   synth_impl *s = c->impl;
-  busy_for(s->tb);
+  busy_for(s, s->tb);
   if (din && c->in_elems) din[0] = (float)mb;
   return KT_OK;
 }
@@ -61,7 +73,7 @@ static kt_status syn_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
 static kt_status syn_backward_weight(kt_chunk *c, int mb, kt_error *err) {
   (void)mb, (void)err;
   synth_impl *s = c->impl;
-  busy_for(s->tw);
+  busy_for(s, s->tw);
   c->stash_bytes -= c->out_elems * sizeof(float) + sizeof(float);
   return KT_OK;
 }

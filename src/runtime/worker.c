@@ -99,7 +99,9 @@ static kt_status take_input(kt__worker *w, const kt_action *a, int k, const floa
 }
 
 /* Hands a computed result to its consumer: kept for a stage on this rank,
- * put in the outbox for its SEND otherwise. */
+ * put in the outbox for its SEND otherwise, or, when that SEND is the next
+ * action, left in the compute buffer for it (nothing runs in between that
+ * could overwrite the buffer). */
 static kt_status give_output(kt__worker *w, const kt_action *a, kt_result r, const float *data,
                              size_t elems, kt_error *err) {
   int to = kt_result_consumer(r, a->stage, w->rt->S);
@@ -108,6 +110,13 @@ static kt_status give_output(kt__worker *w, const kt_action *a, kt_result r, con
     float **slot = r == KT_RESULT_F ? &w->act_handoff[PAIR(w, to, a->mb)]
                                     : &w->grad_handoff[PAIR(w, to, a->mb)];
     return keep(slot, data, elems, err);
+  }
+  const kt_action *n = w->next;
+  int send = r == KT_RESULT_F ? KT_OP_SEND_F : KT_OP_SEND_B;
+  if (n && n->op == send && n->stage == a->stage && n->mb == a->mb) {
+    w->direct = data;
+    w->direct_slot = SLOT(w, a->stage, a->mb, r);
+    return KT_OK;
   }
   return keep(&w->outbox[SLOT(w, a->stage, a->mb, r)], data, elems, err);
 }
@@ -194,9 +203,13 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
 /* SEND: posts the outbox tensor of (stage, mb) to the rank of its consumer. */
 static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *err) {
   kt_result r = a->op == KT_OP_SEND_F ? KT_RESULT_F : KT_RESULT_BI;
-  float **slot = &w->outbox[SLOT(w, a->stage, a->mb, r)];
+  size_t at_slot = SLOT(w, a->stage, a->mb, r);
+  float **slot = &w->outbox[at_slot];
+  const float *data = *slot;
+  if (w->direct && w->direct_slot == at_slot) data = w->direct;
+  w->direct = NULL;
   char at[32];
-  if (!*slot) {
+  if (!data) {
     kt_action_format(a, at, sizeof at);
     return kt_fail(err, KT_ERUNTIME, "rank %d runs %s before the action that makes its data",
                    w->world_rank, at);
@@ -207,7 +220,7 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
   int dst = kt__stage_world_rank(w->rt, to, w->replica);
   double t0 = since_step(w);
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, to, a->mb, k);
-  kt_status st = kt_transport_send(w->t, dst, tag, *slot, bytes, err);
+  kt_status st = kt_transport_send(w->t, dst, tag, data, bytes, err);
   free(*slot);
   *slot = NULL;
   if (st) return st;
@@ -248,11 +261,13 @@ kt_status kt__worker_step(kt__worker *w, kt_error *err) {
   kt_runtime *rt = w->rt;
   const kt_rank_actions *ra = &rt->program.ranks[w->stage_rank];
   w->loss_sum = 0;
+  w->direct = NULL;
   memset(w->fwd_bad, 0, sizeof w->fwd_bad);
   w->events.n_events = w->events.n_mem = w->events.n_comm = 0;
   for (int c = 0; c < rt->V; c++) kt_chunk_zero_grad(w->chunk[c]);
   for (int k = 0; k < rt->K; k++) {
     for (size_t i = 0; i < ra->n; i++) {
+      w->next = i + 1 < ra->n ? &ra->actions[i + 1] : NULL;
       kt_status st = run_action(w, &ra->actions[i], k, err);
       if (st) return st;
     }

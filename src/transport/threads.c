@@ -2,7 +2,14 @@
  * per rank. A send copies the tensor into a message and queues it at the
  * receiver (it only waits when that mailbox is full); a receive takes the
  * matching (src, tag) message whenever it arrived, so every receive is in
- * effect posted before it is needed and communication overlaps compute. */
+ * effect posted before it is needed and communication overlaps compute.
+ *
+ * A receiver that finds nothing registers itself as the mailbox's waiter
+ * (source, tag, destination buffer) and sleeps on the mailbox's doorbell. A
+ * matching send then hands the tensor over directly: it copies straight into
+ * the waiting buffer and rings that one receiver's bell, which is the whole
+ * wake-up on the critical path (no queued message, no second copy, no
+ * broadcast, no mutex to re-take after waking). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,6 +19,7 @@
 #include <time.h>
 
 #include "kaiten/transport_impl.h"
+#include "transport/doorbell.h"
 
 typedef struct msg {
   struct msg *next;
@@ -21,12 +29,23 @@ typedef struct msg {
   unsigned char data[];
 } msg;
 
+/* The state of a mailbox's receiver: who waits and how the hand-off went. */
+enum { W_IDLE, W_WAITING, W_CLAIMED, W_DONE, W_ABORTED };
+
 typedef struct {
   pthread_mutex_t mu;
-  pthread_cond_t arrived; /* a message was queued, or the run aborted */
   pthread_cond_t drained; /* a message was taken (room for waiting senders) */
   msg *head, *tail;
   size_t count;
+  /* The receiver waiting in this mailbox (state W_WAITING, set under mu):
+   * the message it wants and where it goes. A sender that matches claims it
+   * under mu (W_CLAIMED), copies without the lock, then publishes W_DONE. */
+  _Atomic int state;
+  int want_src;
+  uint64_t want_tag;
+  void *want_buf;
+  size_t want_bytes, got_bytes;
+  kt_doorbell bell; /* rung when state leaves W_WAITING / W_CLAIMED */
 } mailbox;
 
 typedef struct msg_pool {
@@ -96,6 +115,28 @@ static void msg_put(fabric *f, msg *m) {
   free(m);
 }
 
+/* Finishes a hand-off claimed under the mailbox lock: the copy into the
+ * waiting buffer, then the release of W_DONE and the receiver's bell. */
+static void deliver(mailbox *box, const void *buf, size_t bytes) {
+  if (bytes == box->want_bytes && bytes) memcpy(box->want_buf, buf, bytes);
+  box->got_bytes = bytes;
+  atomic_store_explicit(&box->state, W_DONE, memory_order_release);
+  kt_doorbell_ring(&box->bell);
+}
+
+/* Hands the message straight to the receiver when it already waits for
+ * exactly (src, tag); 0 when it does not (the caller queues a copy). */
+static int hand_over(fabric *f, mailbox *box, int src, uint64_t tag, const void *buf, size_t bytes) {
+  if (atomic_load_explicit(&box->state, memory_order_relaxed) != W_WAITING) return 0;
+  pthread_mutex_lock(&box->mu);
+  int match = atomic_load(&box->state) == W_WAITING && box->want_src == src &&
+              box->want_tag == tag && !atomic_load(&f->aborted);
+  if (match) atomic_store(&box->state, W_CLAIMED);
+  pthread_mutex_unlock(&box->mu);
+  if (match) deliver(box, buf, bytes);
+  return match;
+}
+
 static kt_status th_send(kt_transport *t, int dst, uint64_t tag, const void *buf, size_t bytes,
                          kt_error *err) {
   fabric *f = t->ctx;
@@ -103,6 +144,12 @@ static kt_status th_send(kt_transport *t, int dst, uint64_t tag, const void *buf
     return kt_fail(err, KT_EINVAL, "rank %d sends to rank %d outside 0..%d", t->rank, dst,
                    f->world - 1);
   double t0 = kt_now();
+  mailbox *box = &f->boxes[dst];
+  if (hand_over(f, box, t->rank, tag, buf, bytes)) {
+    t->bytes_sent += (int64_t)bytes;
+    t->send_seconds += kt_now() - t0;
+    return KT_OK;
+  }
   msg *m = msg_get(f, bytes);
   if (!m) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory sending %zu bytes", t->rank, bytes);
   m->next = NULL;
@@ -110,7 +157,6 @@ static kt_status th_send(kt_transport *t, int dst, uint64_t tag, const void *buf
   m->tag = tag;
   m->bytes = bytes;
   if (bytes) memcpy(m->data, buf, bytes);
-  mailbox *box = &f->boxes[dst];
   struct timespec dl;
   deadline_after(&dl, t->timeout);
   pthread_mutex_lock(&box->mu);
@@ -127,15 +173,65 @@ static kt_status th_send(kt_transport *t, int dst, uint64_t tag, const void *buf
     msg_put(f, m);
     return aborted_status(f, err);
   }
+  if (atomic_load(&box->state) == W_WAITING && box->want_src == t->rank && box->want_tag == tag) {
+    /* the receiver started waiting for it while this send copied: give it */
+    atomic_store(&box->state, W_CLAIMED);
+    pthread_mutex_unlock(&box->mu);
+    deliver(box, m->data, bytes);
+    msg_put(f, m);
+    t->bytes_sent += (int64_t)bytes;
+    t->send_seconds += kt_now() - t0;
+    return KT_OK;
+  }
   if (box->tail) box->tail->next = m;
   else box->head = m;
   box->tail = m;
   box->count++;
-  pthread_cond_broadcast(&box->arrived);
   pthread_mutex_unlock(&box->mu);
   t->bytes_sent += (int64_t)bytes;
   t->send_seconds += kt_now() - t0;
   return KT_OK;
+}
+
+/* Takes the queued message (src, tag) out of the box (under its lock). */
+static msg *take_queued(mailbox *box, int src, uint64_t tag) {
+  msg *prev = NULL;
+  for (msg *m = box->head; m; prev = m, m = m->next) {
+    if (m->src != src || m->tag != tag) continue;
+    if (prev) prev->next = m->next;
+    else box->head = m->next;
+    if (box->tail == m) box->tail = prev;
+    box->count--;
+    pthread_cond_broadcast(&box->drained);
+    return m;
+  }
+  return NULL;
+}
+
+static kt_status size_mismatch(kt_transport *t, int src, size_t want, size_t got, kt_error *err) {
+  return kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, got %zu", t->rank,
+                 want, src, got);
+}
+
+/* Sleeps on the box's bell until a sender finished the hand-off (W_DONE),
+ * the run aborted (W_ABORTED) or the deadline passed. A claimed hand-off is
+ * always waited out: the sender is writing into buf. */
+static int wait_handoff(mailbox *box, double deadline) {
+  for (;;) {
+    uint32_t seen = kt_doorbell_read(&box->bell);
+    int s = atomic_load_explicit(&box->state, memory_order_acquire);
+    if (s == W_DONE || s == W_ABORTED) return s;
+    double left = deadline - kt_now();
+    if (left <= 0 && s == W_WAITING) {
+      pthread_mutex_lock(&box->mu);
+      int idle = atomic_load(&box->state) == W_WAITING;
+      if (idle) atomic_store(&box->state, W_IDLE); /* withdrawn: no sender may claim it now */
+      pthread_mutex_unlock(&box->mu);
+      if (idle) return W_IDLE;
+      continue;
+    }
+    kt_doorbell_wait(&box->bell, seen, left > 0 ? left : 1e-3);
+  }
 }
 
 static kt_status th_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
@@ -143,39 +239,35 @@ static kt_status th_recv(kt_transport *t, int src, uint64_t tag, void *buf, size
   fabric *f = t->ctx;
   mailbox *box = &f->boxes[t->rank];
   double t0 = kt_now();
-  struct timespec dl;
-  deadline_after(&dl, t->timeout);
   pthread_mutex_lock(&box->mu);
-  for (;;) {
-    if (atomic_load(&f->aborted)) {
-      pthread_mutex_unlock(&box->mu);
-      return aborted_status(f, err);
-    }
-    msg *prev = NULL;
-    for (msg *m = box->head; m; prev = m, m = m->next) {
-      if (m->src != src || m->tag != tag) continue;
-      if (prev) prev->next = m->next;
-      else box->head = m->next;
-      if (box->tail == m) box->tail = prev;
-      box->count--;
-      pthread_cond_broadcast(&box->drained);
-      pthread_mutex_unlock(&box->mu);
-      kt_status st = KT_OK;
-      if (m->bytes != bytes)
-        st = kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, got %zu", t->rank,
-                     bytes, src, m->bytes);
-      else if (bytes)
-        memcpy(buf, m->data, bytes);
-      msg_put(f, m);
-      t->recv_wait_seconds += kt_now() - t0;
-      return st;
-    }
-    if (pthread_cond_timedwait(&box->arrived, &box->mu, &dl) == ETIMEDOUT) {
-      pthread_mutex_unlock(&box->mu);
-      t->recv_wait_seconds += kt_now() - t0;
-      return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
-    }
+  if (atomic_load(&f->aborted)) {
+    pthread_mutex_unlock(&box->mu);
+    return aborted_status(f, err);
   }
+  msg *m = take_queued(box, src, tag);
+  if (m) {
+    pthread_mutex_unlock(&box->mu);
+    kt_status st = KT_OK;
+    if (m->bytes != bytes) st = size_mismatch(t, src, bytes, m->bytes, err);
+    else if (bytes) memcpy(buf, m->data, bytes);
+    msg_put(f, m);
+    t->recv_wait_seconds += kt_now() - t0;
+    return st;
+  }
+  box->want_src = src;
+  box->want_tag = tag;
+  box->want_buf = buf;
+  box->want_bytes = bytes;
+  atomic_store(&box->state, W_WAITING);
+  pthread_mutex_unlock(&box->mu);
+  int s = wait_handoff(box, t0 + t->timeout);
+  atomic_store(&box->state, W_IDLE);
+  t->recv_wait_seconds += kt_now() - t0;
+  if (s == W_ABORTED) return aborted_status(f, err);
+  if (s == W_IDLE)
+    return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
+  if (box->got_bytes != bytes) return size_mismatch(t, src, bytes, box->got_bytes, err);
+  return KT_OK;
 }
 
 static kt_status th_barrier(kt_transport *t, kt_error *err) {
@@ -192,10 +284,13 @@ static void th_abort(kt_transport *t, const char *reason) {
   }
   pthread_mutex_unlock(&f->abort_mu);
   for (int r = 0; r < f->world; r++) {
-    pthread_mutex_lock(&f->boxes[r].mu);
-    pthread_cond_broadcast(&f->boxes[r].arrived);
-    pthread_cond_broadcast(&f->boxes[r].drained);
-    pthread_mutex_unlock(&f->boxes[r].mu);
+    mailbox *b = &f->boxes[r];
+    pthread_mutex_lock(&b->mu);
+    int waiting = atomic_load(&b->state) == W_WAITING; /* a claimed hand-off completes */
+    if (waiting) atomic_store(&b->state, W_ABORTED);
+    pthread_cond_broadcast(&b->drained);
+    pthread_mutex_unlock(&b->mu);
+    if (waiting) kt_doorbell_ring(&b->bell);
   }
 }
 
@@ -231,7 +326,8 @@ kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailb
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   for (int r = 0; r < world; r++) {
     pthread_mutex_init(&f->boxes[r].mu, NULL);
-    pthread_cond_init(&f->boxes[r].arrived, &ca);
+    atomic_init(&f->boxes[r].state, W_IDLE);
+    kt_doorbell_init(&f->boxes[r].bell, 0);
     pthread_cond_init(&f->boxes[r].drained, &ca);
     h[r] = (kt_transport){.ops = &threads_ops, .ctx = f, .rank = r, .world = world, .p = p,
                           .d = d, .timeout = timeout > 0 ? timeout : 60};
@@ -251,7 +347,6 @@ void kt_transport_threads_destroy(kt_transport *handles, int world) {
       free(m);
     }
     pthread_mutex_destroy(&b->mu);
-    pthread_cond_destroy(&b->arrived);
     pthread_cond_destroy(&b->drained);
   }
   pthread_mutex_destroy(&f->abort_mu);

@@ -1,14 +1,22 @@
 /* MPI transport (OpenMPI): non-blocking point-to-point with receives posted
- * early, all-reduce on split communicators, a polling receive that honours
- * the watchdog timeout. One handle per process. */
+ * early, all-reduce on split communicators, a receive that honours the
+ * watchdog timeout. One handle per process.
+ *
+ * Ranks on the same host share one doorbell each (kt_doorbell, in an MPI
+ * shared-memory window): a sender rings the receiver's bell after posting
+ * the message, so a rank blocked in a receive sleeps until its data is there
+ * instead of polling MPI_Test with sleeps (whose period was the wake-up
+ * latency of every hand-off). Send and receive buffers are reused. */
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kaiten/transport_impl.h"
+#include "transport/doorbell.h"
 
 /* An outstanding non-blocking operation and the buffer it owns. */
 typedef struct pending {
@@ -16,18 +24,61 @@ typedef struct pending {
   MPI_Request req;
   int src;
   uint64_t tag;
-  size_t bytes;
+  size_t bytes; /* the buffer's capacity */
+  size_t len;   /* the message's size */
   int done;
   unsigned char data[];
 } pending;
+
+/* A pending's buffer is kept for reuse (up to POOL_MAX of them). */
+#define POOL_MAX 64
 
 typedef struct {
   MPI_Comm world, data, pipeline;
   pending *sends;  /* Isend copies, reclaimed when complete */
   pending *posted; /* Irecvs announced by post(), oldest first */
+  pending *pool;   /* completed pendings, their buffers reused */
+  int pooled;
+  /* Doorbells of the ranks on this host (NULL elsewhere, or for all when
+   * the shared window is not available: receives then poll). */
+  MPI_Win bell_win;
+  kt_doorbell **bells; /* [world size] */
+  kt_doorbell *my_bell;
+  /* Seconds a wait keeps testing before it sleeps: a while when this host
+   * has a core for every rank on it (a spinning rank then takes no one's
+   * core, and a message that is about to come is taken at once), none when
+   * ranks share cores (a spin would hold the core the sender needs). */
+  double spin;
+  int all_local; /* every rank of the job is on this host */
   int aborted;
   char reason[KT_ERROR_LEN];
 } mpi_ctx;
+
+/* A pending with room for bytes: the smallest pooled one that fits. */
+static pending *pend_get(mpi_ctx *c, size_t bytes) {
+  pending **best = NULL;
+  for (pending **pp = &c->pool; *pp; pp = &(*pp)->next)
+    if ((*pp)->bytes >= bytes && (!best || (*pp)->bytes < (*best)->bytes)) best = pp;
+  if (best) {
+    pending *p = *best;
+    *best = p->next;
+    c->pooled--;
+    return p;
+  }
+  pending *p = malloc(sizeof *p + bytes);
+  if (p) p->bytes = bytes;
+  return p;
+}
+
+static void pend_put(mpi_ctx *c, pending *p) {
+  if (c->pooled >= POOL_MAX) {
+    free(p);
+    return;
+  }
+  p->next = c->pool;
+  c->pool = p;
+  c->pooled++;
+}
 
 /* 64-bit kaiten tag -> MPI tag: [30] other/collective, [29] gradient,
  * [28:20] stage, [19:0] micro-batch. Rounds need no bits: MPI does not let
@@ -47,7 +98,7 @@ static void reclaim_sends(mpi_ctx *c) {
     if (flag) {
       pending *done = *pp;
       *pp = done->next;
-      free(done);
+      pend_put(c, done);
     } else {
       pp = &(*pp)->next;
     }
@@ -60,16 +111,17 @@ static kt_status mpi_send(kt_transport *t, int dst, uint64_t tag, const void *bu
   double t0 = kt_now();
   reclaim_sends(c);
   if (bytes > (size_t)INT32_MAX) return kt_fail(err, KT_EINVAL, "message of %zu bytes too large for MPI", bytes);
-  pending *p = malloc(sizeof *p + bytes);
+  pending *p = pend_get(c, bytes);
   if (!p) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory sending", t->rank);
-  memcpy(p->data, buf, bytes);
-  p->bytes = bytes;
+  if (bytes) memcpy(p->data, buf, bytes);
+  p->len = bytes;
   if (MPI_Isend(p->data, (int)bytes, MPI_BYTE, dst, mpi_tag(tag), c->world, &p->req) != MPI_SUCCESS) {
-    free(p);
+    pend_put(c, p);
     return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Isend to rank %d failed", t->rank, dst);
   }
   p->next = c->sends;
   c->sends = p;
+  if (c->bells && c->bells[dst]) kt_doorbell_ring(c->bells[dst]); /* the message is posted */
   t->bytes_sent += (int64_t)bytes;
   t->send_seconds += kt_now() - t0;
   return KT_OK;
@@ -77,15 +129,16 @@ static kt_status mpi_send(kt_transport *t, int dst, uint64_t tag, const void *bu
 
 static kt_status mpi_post(kt_transport *t, int src, uint64_t tag, size_t bytes, kt_error *err) {
   mpi_ctx *c = t->ctx;
-  pending *p = malloc(sizeof *p + bytes);
+  if (bytes > (size_t)INT32_MAX) return kt_fail(err, KT_EINVAL, "message of %zu bytes too large for MPI", bytes);
+  pending *p = pend_get(c, bytes);
   if (!p) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory posting a receive", t->rank);
   p->src = src;
   p->tag = tag;
-  p->bytes = bytes;
+  p->len = bytes;
   p->done = 0;
   p->next = NULL;
   if (MPI_Irecv(p->data, (int)bytes, MPI_BYTE, src, mpi_tag(tag), c->world, &p->req) != MPI_SUCCESS) {
-    free(p);
+    pend_put(c, p);
     return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Irecv from rank %d failed", t->rank, src);
   }
   pending **pp = &c->posted;
@@ -104,10 +157,54 @@ int kt_transport_mpi_waiting_for(double *since) {
   return waiting_for;
 }
 
+/* Waits for a request so the watchdog can fire. With a doorbell it sleeps
+ * between tests until someone rings (the bell is read before the test, so
+ * a ring after the test cannot be missed). A receive (p2p) is rung by its
+ * sender; its sleeps are cut into 1 ms slices that bound the wait should a
+ * message become visible without a ring (a send that MPI queued at the
+ * sender and delivered later). Nobody rings for a collective's inner
+ * messages, so a collective's slices are short and grow (20 us to 1 ms)
+ * while nothing rings, shrinking again when something does; a rank entering
+ * a collective rings every bell on the host (ring_all), so the ranks waiting
+ * in it resume progressing as soon as the last one arrives. Without a
+ * doorbell, or when the sender (or a collective's member) is on another
+ * host, where nobody can ring this host's bells, it polls. */
+#define BELL_SLICE 1e-3
 static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, int p2p,
-                                     kt_error *err);
+                                     kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  double start = kt_now(), deadline = start + t->timeout, slice = p2p ? BELL_SLICE : 20e-6;
+  kt_doorbell *bell = NULL;
+  if (c->my_bell && (p2p ? src >= 0 && src < t->world && c->bells[src] : c->all_local))
+    bell = c->my_bell;
+  for (long spins = 0;; spins++) {
+    uint32_t seen = bell ? kt_doorbell_read(bell) : 0;
+    int flag = 0;
+    MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+    if (flag) return KT_OK;
+    if (c->aborted) return kt_fail(err, KT_EPEER, "%s", c->reason);
+    double left = deadline - kt_now();
+    if (left < 0) {
+      if (p2p) { /* a collective's request cannot be cancelled; the job ends anyway */
+        MPI_Cancel(req);
+        MPI_Request_free(req);
+      }
+      if (src < 0)
+        return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for the other ranks of a collective",
+                       t->rank, t->timeout);
+      return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
+    }
+    if (c->spin > 0 && kt_now() - start < c->spin) continue;
+    if (bell) {
+      int rung = kt_doorbell_wait(bell, seen, left < slice ? left : slice);
+      if (!p2p) slice = rung ? 20e-6 : slice * 2 > BELL_SLICE ? BELL_SLICE : slice * 2;
+    } else if (spins > 200) { /* after a short spin, poll every 20 us */
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
 
-/* Waits for a request, polling so the watchdog can fire. */
 static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
   waiting_since = kt_now();
   waiting_for = src;
@@ -126,30 +223,10 @@ static kt_status wait_collective(kt_transport *t, MPI_Request *req, int peer, kt
   return st;
 }
 
-static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, int p2p,
-                                     kt_error *err) {
-  mpi_ctx *c = t->ctx;
-  double deadline = kt_now() + t->timeout;
-  for (long spins = 0;; spins++) {
-    int flag = 0;
-    MPI_Test(req, &flag, MPI_STATUS_IGNORE);
-    if (flag) return KT_OK;
-    if (c->aborted) return kt_fail(err, KT_EPEER, "%s", c->reason);
-    if (kt_now() > deadline) {
-      if (p2p) { /* a collective's request cannot be cancelled; the job ends anyway */
-        MPI_Cancel(req);
-        MPI_Request_free(req);
-      }
-      if (src < 0)
-        return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for the other ranks of a collective",
-                       t->rank, t->timeout);
-      return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
-    }
-    if (spins > 200) { /* after a short spin, poll every 20 us */
-      struct timespec ts = {0, 20000};
-      nanosleep(&ts, NULL);
-    }
-  }
+static void ring_all(mpi_ctx *c, int world) {
+  if (!c->bells) return;
+  for (int r = 0; r < world; r++)
+    if (c->bells[r] && c->bells[r] != c->my_bell) kt_doorbell_ring(c->bells[r]);
 }
 
 static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
@@ -163,11 +240,19 @@ static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, siz
     pending *p = *pp;
     *pp = p->next;
     st = wait_request(t, &p->req, src, err);
-    if (!st && p->bytes != bytes)
+    if (!st && p->len != bytes)
       st = kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, posted %zu", t->rank,
-                   bytes, src, p->bytes);
-    if (!st) memcpy(buf, p->data, bytes);
-    free(p);
+                   bytes, src, p->len);
+    if (!st && bytes) memcpy(buf, p->data, bytes);
+    if (!st) {
+      pend_put(c, p);
+    } else { /* MPI may still write into an unfinished receive's buffer: never reuse it */
+      if (p->req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&p->req);
+        MPI_Request_free(&p->req);
+      }
+      free(p);
+    }
   } else {
     MPI_Request req;
     if (MPI_Irecv(buf, (int)bytes, MPI_BYTE, src, mpi_tag(tag), c->world, &req) != MPI_SUCCESS)
@@ -209,6 +294,7 @@ static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n
   if (n > 1024) {
     if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS)
       return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Ibarrier failed", t->rank);
+    ring_all(c, t->world);
     kt_status st = wait_collective(t, &req, peer, err);
     if (st) return st;
   }
@@ -220,6 +306,7 @@ static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n
     } else {
       if (MPI_Iallreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm, &req) != MPI_SUCCESS)
         return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Iallreduce failed", t->rank);
+      ring_all(c, t->world);
       kt_status st = wait_collective(t, &req, peer, err);
       if (st) return st;
     }
@@ -282,6 +369,63 @@ int kt_transport_mpi_local_size(void) {
   return n > 0 ? n : 1;
 }
 
+/* How long a wait spins before sleeping when every rank has its own core:
+ * about a wake-up's latency on a VM. */
+#define SPIN_SECONDS 50e-6
+
+/* The doorbells: one per rank in a shared-memory window of the ranks on
+ * this host. On failure the transport polls, as without a window. */
+static void bells_create(mpi_ctx *c, int size) {
+  MPI_Comm node;
+  if (MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+    return;
+  kt_doorbell *mine = NULL;
+  int ok = MPI_Win_allocate_shared((MPI_Aint)sizeof(kt_doorbell), (int)sizeof(kt_doorbell),
+                                   MPI_INFO_NULL, node, &mine, &c->bell_win) == MPI_SUCCESS;
+  c->bells = ok ? calloc((size_t)size, sizeof *c->bells) : NULL;
+  int *world_ranks = ok ? malloc((size_t)size * sizeof *world_ranks) : NULL;
+  int *node_ranks = ok ? malloc((size_t)size * sizeof *node_ranks) : NULL;
+  ok = ok && c->bells && world_ranks && node_ranks;
+  /* every rank must agree, or one would ring into a window another lacks */
+  int all_ok = 0;
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->world);
+  if (all_ok) {
+    kt_doorbell_init(mine, 1);
+    MPI_Group wg, ng;
+    MPI_Comm_group(c->world, &wg);
+    MPI_Comm_group(node, &ng);
+    for (int r = 0; r < size; r++) world_ranks[r] = r;
+    MPI_Group_translate_ranks(wg, size, world_ranks, ng, node_ranks);
+    c->all_local = 1;
+    for (int r = 0; r < size; r++) {
+      if (node_ranks[r] == MPI_UNDEFINED) {
+        c->all_local = 0;
+        continue;
+      }
+      MPI_Aint sz;
+      int disp;
+      kt_doorbell *b = NULL;
+      MPI_Win_shared_query(c->bell_win, node_ranks[r], &sz, &disp, &b);
+      c->bells[r] = b;
+    }
+    MPI_Group_free(&wg);
+    MPI_Group_free(&ng);
+    c->my_bell = mine;
+    MPI_Barrier(c->world); /* every bell initialised before anyone rings */
+  } else {
+    if (c->bell_win != MPI_WIN_NULL) MPI_Win_free(&c->bell_win);
+    free(c->bells);
+    c->bells = NULL;
+  }
+  free(world_ranks);
+  free(node_ranks);
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN); /* the host's: mpirun may bind each rank to one */
+  c->spin = cores > 0 && local <= cores ? SPIN_SECONDS : 0;
+  MPI_Comm_free(&node);
+}
+
 kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **out, kt_error *err) {
   *out = NULL;
   int rank, size;
@@ -304,6 +448,8 @@ kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **o
   MPI_Comm_split(c->world, rank / d, rank % d, &c->data);
   MPI_Comm_split(c->world, rank % d, rank / d, &c->pipeline);
   MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
+  c->bell_win = MPI_WIN_NULL;
+  bells_create(c, size);
   *t = (kt_transport){.ops = &mpi_ops, .ctx = c, .rank = rank, .world = size, .p = p, .d = d,
                       .timeout = timeout > 0 ? timeout : 60};
   *out = t;
@@ -324,6 +470,12 @@ void kt_transport_mpi_destroy(kt_transport *t) {
     MPI_Request_free(&p->req);
     free(p);
   }
+  for (pending *p = c->pool, *n; p; p = n) {
+    n = p->next;
+    free(p);
+  }
+  if (c->bell_win != MPI_WIN_NULL) MPI_Win_free(&c->bell_win); /* collective, like the frees below */
+  free(c->bells);
   MPI_Comm_free(&c->data);
   MPI_Comm_free(&c->pipeline);
   MPI_Comm_free(&c->world);
