@@ -167,4 +167,10 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
                             const kt__zb_search_opts *o, kt_error *err);
 
+/* The constructed order in s tuned to costs c (zb_tune.c): the search above
+ * with every rank's budget the construction's largest per-rank peak and the
+ * construction as a candidate. strict: the construction is kept unless a
+ * candidate is strictly faster (ties in makespan keep it). */
+kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, kt_error *err);
+
 #endif
