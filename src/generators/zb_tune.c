@@ -30,7 +30,14 @@ static void swap_lists(kt_schedule *a, kt_schedule *b) {
   }
 }
 
-kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, kt_error *err) {
+/* Evaluations of the walk: 20,000, fewer above 6,000 actions (about 1.2e8
+ * actions simulated in all, around a second). */
+static long walk_budget(const kt__zb_problem *pb) {
+  double actions = 3.0 * pb->S * pb->m, most = 1.2e8 / actions;
+  return most < 20000 ? (long)most : 20000;
+}
+
+kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, int walk, kt_error *err) {
   kt_status st = kt_costs_check(c, kt_schedule_stages(s), err);
   if (st) return st;
   kt__zb_problem pb;
@@ -47,6 +54,17 @@ kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, kt_error *e
   static const kt__zb_search_opts opts = {1, 1, 0, -1, 0};
   const kt_schedule *extra[1] = {&base};
   st = kt__zb_search(&pb, &opts, extra, 1, s, err);
+  if (!st && walk) { /* past the refinement's plateaus, then refined again */
+    kt__zb_eval ev;
+    if (!(st = kt__zb_eval_init(&ev, &pb, err))) {
+      double ms = kt__zb_evaluate(&pb, &ev, s);
+      if (ms >= 0) {
+        ms = kt__zb_walk(&pb, &ev, s, ms, walk_budget(&pb));
+        kt__zb_refine(&pb, &ev, s, ms, 400);
+      }
+      kt__zb_eval_free(&ev);
+    }
+  }
   if (!st && strict) { /* the construction stays unless the search is strictly faster */
     kt__zb_eval ev;
     if (!(st = kt__zb_eval_init(&ev, &pb, err))) {
