@@ -3,8 +3,9 @@
  * automatic heuristic and of their V-shape schedules (V-Min, V-Half, V-ZB).
  * Their orders simulate to their makespans under kaiten's simulator; kaiten's
  * zb-auto, v-min, v-half and zbv-auto are never worse (bubble within 1e-4
- * or lower) at equal or lower peak memory, and strictly better on some
- * (most of the unequal-cost V-Min and V-Half rows); zbv, tuned to the
+ * or lower) at equal or lower peak memory, and strictly better (lower by
+ * more than 1e-4) on some: v-min and v-half on every unequal-cost row,
+ * zb-auto on at least 9 rows; zbv, tuned to the
  * row's costs within its own memory, is never worse than V-ZB either.
  * KT_ORACLE_VERBOSE=1 prints every row. */
 #include "check.h"
@@ -95,7 +96,9 @@ static void test_zb_heuristic(void) {
     kt_schedule_free(&ours);
   }
   report("zb-auto vs the authors' heuristic", &tl);
-  CHECK(tl.rows == 84 && tl.worse == 0 && tl.better > 0);
+  /* strictly better (by more than 1e-4 of bubble) on 9 rows today, all at
+   * the 2P*M_B limit with unequal costs */
+  CHECK(tl.rows == 84 && tl.worse == 0 && tl.better >= 9);
   oracle_free(&t);
 }
 
@@ -207,9 +210,9 @@ static void test_v_schedules(void) {
   CHECK(zbv_auto.rows == 27 && zbv_auto.worse == 0);
   CHECK(zbv.rows == 18 && zbv.worse == 0);
   CHECK(vmin.rows + vmin_u.rows == 27 && vhalf.rows + vhalf_u.rows == 27);
-  /* with unequal costs the cost-aware search is strictly better on most rows
-   * (29 of 36 today; on the others the construction's own order is kept) */
-  CHECK(vmin_u.worse == 0 && vhalf_u.worse == 0 && vmin_u.better + vhalf_u.better >= 28);
+  /* with unequal costs the cost-aware search is strictly better on every row */
+  CHECK(vmin_u.rows == 18 && vhalf_u.rows == 18);
+  CHECK(vmin_u.better == 18 && vhalf_u.better == 18);
   oracle_free(&t);
 }
 

@@ -149,10 +149,14 @@ double kt__zb_refine(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, 
 /* A random walk over orders that are no slower (zb_walk.c): an action of
  * the critical rank or a neighbour moves a few slots, kept when every
  * budget holds and the makespan does not grow, so the walk crosses the
- * plateaus where the refinement's moves all tie. Deterministic (a fixed
- * seed); at most max_evals evaluations. Returns the new makespan. */
+ * plateaus where the refinement's moves all tie. Deterministic (the seed
+ * is a function of round); at most max_evals evaluations. Returns the new
+ * makespan. */
 double kt__zb_walk(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, double makespan,
-                   long max_evals);
+                   long max_evals, unsigned round);
+/* A walk budget: 20,000 evaluations, fewer where that would simulate more
+ * than `work` actions in all. */
+long kt__zb_walk_budget(const kt__zb_problem *pb, double work);
 
 /* ---- the search ------------------------------------------------------------ */
 
@@ -162,6 +166,7 @@ typedef struct {
   int handcrafted;   /* zb-h1 and zb-h2, zbv, or interleaved-zb, when they fit */
   long refine_evals; /* refinement budget in evaluations; < 0: by problem size */
   int quick;         /* the list scheduler's core rules only, no W re-timing */
+  int walk;          /* small problems: the winner walked past its plateaus (zb_walk.c) */
 } kt__zb_search_opts;
 
 /* The fastest order of the candidates above and extra[0..n_extra) that fits

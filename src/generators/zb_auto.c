@@ -8,7 +8,8 @@
  *   - the handcrafted schedules of the same layout when they fit the budget
  *     (zb-h1, zb-h2; zbv; interleaved-zb) and orders the caller adds;
  * the fastest (ties: lower peak memory) is then refined along its critical
- * path (zb_refine.c) on small problems (none above SMALL_ACTIONS, so that
+ * path (zb_refine.c), and the best of them walked past its plateaus and
+ * refined again (zb_walk.c), on small problems (none above SMALL_ACTIONS, so that
  * P=32, M=256 takes a few milliseconds and P=64, M=1024 well under 100 ms). Every
  * candidate's memory prefix sums are checked against the budget before it
  * may win, and the winner runs through the simulator once more. */
@@ -222,6 +223,11 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
       bs.makespan[k] = kt__zb_refine(pb, &ev, &bs.best[k], bs.makespan[k], budget);
       if (bs.makespan[k] < bs.makespan[win] - TIE * (1 + bs.makespan[win])) win = k;
     }
+    if (budget > 0 && o->walk) { /* the winner past its plateaus (small problems) */
+      bs.makespan[win] = kt__zb_walk(pb, &ev, &bs.best[win], bs.makespan[win],
+                                     kt__zb_walk_budget(pb, 2.5e7), 0);
+      bs.makespan[win] = kt__zb_refine(pb, &ev, &bs.best[win], bs.makespan[win], budget);
+    }
   }
   if (!st) {
     for (int r = 0; r < s->p; r++) { /* hand the winner's lists to s */
@@ -263,7 +269,7 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
     kt__zb_problem_free(&pb);
     return st;
   }
-  static const kt__zb_search_opts all = {1, 1, 1, -1, 0};
+  static const kt__zb_search_opts all = {1, 1, 1, -1, 0, 1};
   st = kt__zb_search(&pb, o ? o : &all, NULL, 0, s, err);
   kt__zb_problem_free(&pb);
   /* the winner runs to completion under the simulator (a cheap safety net) */
@@ -272,7 +278,7 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
 }
 
 /* The quick search: every builder but the full rule set, no refinement. */
-static const kt__zb_search_opts quick = {1, 1, 1, 0, 1};
+static const kt__zb_search_opts quick = {1, 1, 1, 0, 1, 0};
 
 kt_status kt__gen_zb_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
   return kt__zb_auto_build(s, params->costs, params->mem_limit, params->quick ? &quick : NULL, err);

@@ -30,13 +30,6 @@ static void swap_lists(kt_schedule *a, kt_schedule *b) {
   }
 }
 
-/* Evaluations of the walk: 20,000, fewer above 6,000 actions (about 1.2e8
- * actions simulated in all, around a second). */
-static long walk_budget(const kt__zb_problem *pb) {
-  double actions = 3.0 * pb->S * pb->m, most = 1.2e8 / actions;
-  return most < 20000 ? (long)most : 20000;
-}
-
 kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, int walk, kt_error *err) {
   kt_status st = kt_costs_check(c, kt_schedule_stages(s), err);
   if (st) return st;
@@ -51,7 +44,7 @@ kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, int walk, k
   double top = 0;
   for (int r = 0; r < s->p; r++) top = fmax(top, rank_peak(&pb, &base.ranks[r]));
   for (int r = 0; r < s->p; r++) pb.limit[r] = top;
-  static const kt__zb_search_opts opts = {1, 1, 0, -1, 0};
+  static const kt__zb_search_opts opts = {1, 1, 0, -1, 0, 0};
   const kt_schedule *extra[1] = {&base};
   st = kt__zb_search(&pb, &opts, extra, 1, s, err);
   if (!st && walk) { /* past the refinement's plateaus, then refined again */
@@ -59,7 +52,7 @@ kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, int walk, k
     if (!(st = kt__zb_eval_init(&ev, &pb, err))) {
       double ms = kt__zb_evaluate(&pb, &ev, s);
       if (ms >= 0) {
-        ms = kt__zb_walk(&pb, &ev, s, ms, walk_budget(&pb));
+        ms = kt__zb_walk(&pb, &ev, s, ms, kt__zb_walk_budget(&pb, 1.2e8), 0);
         kt__zb_refine(&pb, &ev, s, ms, 400);
       }
       kt__zb_eval_free(&ev);

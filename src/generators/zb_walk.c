@@ -11,7 +11,12 @@
  * or (half the time) of any rank, up to WINDOW slots earlier or later (never
  * past an op of its own stage that must stay in order, nor its own F, I, W
  * order), and keeps the move when that rank stays within its budget and the
- * evaluated makespan does not grow. The makespan never grows, so the order
+ * evaluated makespan does not grow. Three times in four the action is one
+ * of the first or last ENDS*P of its rank: the steady state of these orders
+ * repeats one pattern and is tight, the slack is in the warm-up and the
+ * cool-down, where the ranks wait on each other (on the oracle's V-Min rows
+ * at P=16 this finds the gains several times more often than a uniform
+ * pick). The makespan never grows, so the order
  * in hand is always the best seen. The random numbers come from a fixed
  * seed: the same inputs give the same order. */
 #include <math.h>
@@ -21,6 +26,7 @@
 #include "generators/search.h"
 
 #define WINDOW 5
+#define ENDS 3
 
 static uint64_t next(uint64_t *x) { /* xorshift64 */
   *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
@@ -59,12 +65,12 @@ static int critical(const kt__zb_problem *pb, const kt__zb_eval *ev) {
 }
 
 double kt__zb_walk(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, double makespan,
-                   long max_evals) {
+                   long max_evals, unsigned round) {
   if (max_evals <= 0 || pb->p < 1) return makespan;
   double cur = kt__zb_evaluate(pb, ev, s);
   if (cur < 0) return makespan;
   int crit = critical(pb, ev);
-  uint64_t seed = 0x9e3779b97f4a7c15ull;
+  uint64_t seed = 0x9e3779b97f4a7c15ull ^ (0xbf58476d1ce4e5b9ull * (round + 1));
   long evals = 0, tries = 0;
   while (evals < max_evals && tries < 50 * max_evals) {
     tries++;
@@ -75,7 +81,11 @@ double kt__zb_walk(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, do
     }
     kt_rank_actions *ra = &s->ranks[r];
     if (ra->n < 2) continue;
-    size_t i = (size_t)(next(&seed) % ra->n);
+    /* three times in four an action within ENDS*P of either end of the list */
+    uint64_t x = next(&seed);
+    size_t k = ENDS * (size_t)pb->p < ra->n ? ENDS * (size_t)pb->p : ra->n;
+    size_t i = x % 4 == 0 ? (size_t)((x >> 3) % ra->n)
+               : (x >> 2) & 1 ? (size_t)((x >> 3) % k) : ra->n - 1 - (size_t)((x >> 3) % k);
     long d = (long)(next(&seed) % (2 * WINDOW + 1)) - WINDOW, j = (long)i + d;
     if (!d || j < 0 || j >= (long)ra->n) continue;
     int ok = 1;
@@ -99,4 +109,9 @@ double kt__zb_walk(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, do
     }
   }
   return cur < makespan ? cur : makespan;
+}
+
+long kt__zb_walk_budget(const kt__zb_problem *pb, double work) {
+  double most = work / (3.0 * pb->S * (double)pb->m);
+  return most < 20000 ? (long)most : 20000;
 }
