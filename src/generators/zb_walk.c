@@ -17,8 +17,10 @@
  * cool-down, where the ranks wait on each other (on the oracle's V-Min rows
  * at P=16 this finds the gains several times more often than a uniform
  * pick). The makespan never grows, so the order
- * in hand is always the best seen. The random numbers come from a fixed
- * seed: the same inputs give the same order. */
+ * in hand is always the best seen; when it is no faster than the order the
+ * walk started from, that one is returned (a walk on a plateau only
+ * scrambles it). The random numbers come from a fixed seed: the same inputs
+ * give the same order. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -67,8 +69,18 @@ static int critical(const kt__zb_problem *pb, const kt__zb_eval *ev) {
 double kt__zb_walk(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, double makespan,
                    long max_evals, unsigned round) {
   if (max_evals <= 0 || pb->p < 1) return makespan;
-  double cur = kt__zb_evaluate(pb, ev, s);
+  double cur = kt__zb_evaluate(pb, ev, s), start = cur;
   if (cur < 0) return makespan;
+  kt_schedule keep; /* the order as given: kept unless the walk ends faster */
+  kt_error err;
+  if (kt_schedule_init_like(&keep, s, s->m, &err)) return makespan;
+  for (int r = 0; r < s->p; r++)
+    for (size_t i = 0; i < s->ranks[r].n; i++)
+      if (kt_schedule_push(&keep, r, s->ranks[r].actions[i].stage, (kt_op)s->ranks[r].actions[i].op,
+                           s->ranks[r].actions[i].mb)) {
+        kt_schedule_free(&keep);
+        return makespan;
+      }
   int crit = critical(pb, ev);
   uint64_t seed = 0x9e3779b97f4a7c15ull ^ (0xbf58476d1ce4e5b9ull * (round + 1));
   long evals = 0, tries = 0;
@@ -108,6 +120,15 @@ double kt__zb_walk(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, do
       move(ra->actions, (size_t)j, i);
     }
   }
+  if (!(cur < start - 1e-9 * (1 + start))) { /* no gain: the tidier order as given */
+    for (int r = 0; r < s->p; r++) {
+      kt_rank_actions tmp = s->ranks[r];
+      s->ranks[r] = keep.ranks[r];
+      keep.ranks[r] = tmp;
+    }
+    cur = start;
+  }
+  kt_schedule_free(&keep);
   return cur < makespan ? cur : makespan;
 }
 
