@@ -225,7 +225,7 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
     }
     if (budget > 0 && o->walk) { /* the winner past its plateaus (small problems) */
       bs.makespan[win] = kt__zb_walk(pb, &ev, &bs.best[win], bs.makespan[win],
-                                     kt__zb_walk_budget(pb, 2.5e7), 0);
+                                     kt__zb_walk_budget(pb, 2e6), 0);
       bs.makespan[win] = kt__zb_refine(pb, &ev, &bs.best[win], bs.makespan[win], budget);
     }
   }
