@@ -2,6 +2,9 @@
 BUILD     ?= build
 BUILDTYPE ?= Release
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+# ON turns compiler warnings into errors (CI sets it; off by default so a
+# newer compiler's new warnings never stop a user's build)
+KT_WERROR ?= OFF
 
 .PHONY: all deps build demo test asan tsan bench fuzz clean
 
@@ -11,7 +14,7 @@ deps:
 	@bash scripts/deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILDTYPE) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILDTYPE) -DKT_WERROR=$(KT_WERROR) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
@@ -25,7 +28,7 @@ test: build
 # runs: KT_SANITIZED=1 skips the former and shortens the latter (the Release
 # suite, `make test`, runs them in full).
 # -O1 keeps every check and runs the suite about twice as fast as -O0.
-SAN_FLAGS = -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g"
+SAN_FLAGS = -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DKT_WERROR=$(KT_WERROR)
 asan: deps
 	@cmake -S . -B build-asan $(SAN_FLAGS) -DKT_SANITIZE=address >/dev/null
 	@cmake --build build-asan -j $(JOBS) >/dev/null

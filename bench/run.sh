@@ -49,6 +49,7 @@ bench() {
 }
 
 bench "$B/bench/bench_schedule" "$B/bench/bench_schedule"
+bench "bash bench/sim_scale.sh $B" bash "$here/sim_scale.sh" "$B"
 # OpenBLAS's idle worker threads would otherwise compete for the cores.
 bench "OPENBLAS_NUM_THREADS=1 $B/bench/bench_plan" env OPENBLAS_NUM_THREADS=1 "$B/bench/bench_plan"
 bench "$B/bench/bench_runtime" "$B/bench/bench_runtime"

@@ -82,7 +82,7 @@ static void test_split_and_batches(void) {
  * boundaries shift between epochs. */
 static void test_epochs(void) {
   kt_error err;
-  const int T = 10;
+  enum { T = 10 };
   int seen[32], tok[2 * T], tgt[2 * T];
   /* 250 distinct bytes: a token tells where its window starts */
   unsigned char uniq[250];

@@ -142,6 +142,67 @@ static void free_result(run_result *r) {
   free(r->params);
 }
 
+/* The next action of the order among the ready ones (state: 0 none, 1 F,
+ * 2 I, 3 W per chunk and micro-batch): *pp, *pj; 0 when none is ready. */
+static int next_action(int state[MAXP][MAXM], int P, int M, int order, uint64_t *rs, int *pp,
+                       int *pj) {
+  int cand_p[3 * MAXP * MAXM], cand_j[3 * MAXP * MAXM], nc = 0;
+  int any_f = 0, any_i = 0;
+  for (int q = 0; q < P; q++)
+    for (int k = 0; k < M; k++) any_f |= state[q][k] == 0, any_i |= state[q][k] < 2;
+  for (int p = 0; p < P; p++)
+    for (int j = 0; j < M; j++) {
+      int s = state[p][j];
+      int ready = (s == 0 && (p == 0 || state[p - 1][j] >= 1)) ||
+                  (s == 1 && (p == P - 1 || state[p + 1][j] >= 2)) || s == 2;
+      if (!ready) continue;
+      /* order policies restrict which ready actions may run */
+      if (order != ORDER_RANDOM && s >= 1 && any_f) continue;       /* F first */
+      if (order == ORDER_ALL_I_THEN_W && s == 2 && any_i) continue; /* then all I */
+      cand_p[nc] = p, cand_j[nc] = j, nc++;
+    }
+  if (!nc) return 0;
+  int pick = 0;
+  if (order == ORDER_GPIPE) { /* F in (mb, stage) order, then each mb's I, W down the stages */
+    for (int k = 1; k < nc; k++)
+      if (cand_j[k] < cand_j[pick] ||
+          (cand_j[k] == cand_j[pick] &&
+           (state[cand_p[k]][cand_j[k]] == 0 ? cand_p[k] < cand_p[pick] : cand_p[k] > cand_p[pick])))
+        pick = k;
+  } else {
+    *rs = *rs * 6364136223846793005ull + 1442695040888963407ull;
+    pick = (int)((*rs >> 33) % (uint64_t)nc);
+  }
+  *pp = cand_p[pick], *pj = cand_j[pick];
+  return 1;
+}
+
+/* The chunks' gradients and parameters by unit (tied copies get the sum of
+ * both chunks' gradients), and chunk 0's peak stash. */
+static void gather_result(const kt_model_config *cfg, kt_chunk **ch, int P, run_result *r) {
+  int U = kt_model_units(cfg);
+  r->n = 0;
+  for (int u = 0; u < U; u++) r->n += kt_model_unit_params(cfg, u);
+  r->grads = calloc(r->n, sizeof(float));
+  r->params = calloc(r->n, sizeof(float));
+  size_t at = 0;
+  for (int p = 0; p < P; p++) {
+    memcpy(r->grads + at, ch[p]->grads, ch[p]->n_params * sizeof(float));
+    memcpy(r->params + at, ch[p]->params, ch[p]->n_params * sizeof(float));
+    at += ch[p]->n_params;
+    CHECK_EQ_INT(ch[p]->stash_bytes, 0);
+  }
+  if (cfg->tie_embeddings && P > 1) {
+    kt_chunk *a = ch[0], *b = ch[P - 1];
+    CHECK(a->tied && b->tied && a->tied_elems == b->tied_elems);
+    CHECK(!memcmp(a->tied, b->tied, a->tied_elems * sizeof(float)));
+    float *ga = r->grads + (a->tied_grad - a->grads);
+    float *gb = r->grads + (r->n - b->n_params) + (b->tied_grad - b->grads);
+    for (size_t i = 0; i < a->tied_elems; i++) ga[i] = gb[i] = ga[i] + gb[i];
+  }
+  r->peak0 = ch[0]->peak_stash_bytes;
+}
+
 /* Runs M micro-batches through chunks of counts[0..P) in the given order. */
 static run_result run_pipeline(const kt_model_config *cfg, const int *counts, int P, int M, int Bm,
                                int order, uint64_t order_seed, int *const *tok, int *const *tgt) {
@@ -150,7 +211,7 @@ static run_result run_pipeline(const kt_model_config *cfg, const int *counts, in
   kt_chunk *ch[MAXP];
   /* boundary k sits between chunks k - 1 and k (0 and P: none) */
   float *act[MAXP + 1][MAXM] = {{0}}, *dact[MAXP + 1][MAXM] = {{0}};
-  int U = kt_model_units(cfg), first = 0;
+  int first = 0;
   size_t BE = kt_model_boundary_elems(cfg) * (size_t)Bm;
   for (int p = 0; p < P; p++) {
     kt_status st = kt_chunk_create(cfg, first, counts[p], Bm, M, &ch[p], &err);
@@ -161,42 +222,13 @@ static run_result run_pipeline(const kt_model_config *cfg, const int *counts, in
     for (int j = 0; j < M; j++)
       if (p > 0) act[p][j] = calloc(BE, sizeof(float)), dact[p][j] = calloc(BE, sizeof(float));
   }
-  /* state: 0 none, 1 F, 2 I, 3 W */
   int state[MAXP][MAXM] = {{0}};
-  int remaining = 3 * P * M;
+  int remaining = 3 * P * M, p, j;
   uint64_t rs = order_seed * 2654435761u + 1;
   while (remaining > 0) {
-    /* collect ready actions */
-    int cand_p[3 * MAXP * MAXM], cand_j[3 * MAXP * MAXM], nc = 0;
-    for (int p = 0; p < P; p++)
-      for (int j = 0; j < M; j++) {
-        int s = state[p][j];
-        int ready = (s == 0 && (p == 0 || state[p - 1][j] >= 1)) ||
-                    (s == 1 && (p == P - 1 || state[p + 1][j] >= 2)) || s == 2;
-        if (!ready) continue;
-        /* order policies restrict which ready actions may run */
-        int any_f = 0, any_i = 0;
-        for (int q = 0; q < P; q++)
-          for (int k = 0; k < M; k++) any_f |= state[q][k] == 0, any_i |= state[q][k] < 2;
-        if (order != ORDER_RANDOM && s >= 1 && any_f) continue;       /* F first */
-        if (order == ORDER_ALL_I_THEN_W && s == 2 && any_i) continue; /* then all I */
-        cand_p[nc] = p, cand_j[nc] = j, nc++;
-      }
-    CHECK(nc > 0);
-    if (!nc) break;
-    int pick = 0;
-    if (order == ORDER_GPIPE) { /* F in (mb, stage) order, then each mb's I, W down the stages */
-      for (int k = 1; k < nc; k++)
-        if (cand_j[k] < cand_j[pick] ||
-            (cand_j[k] == cand_j[pick] &&
-             (state[cand_p[k]][cand_j[k]] == 0 ? cand_p[k] < cand_p[pick]
-                                               : cand_p[k] > cand_p[pick])))
-          pick = k;
-    } else {
-      rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-      pick = (int)((rs >> 33) % (uint64_t)nc);
-    }
-    int p = cand_p[pick], j = cand_j[pick];
+    int found = next_action(state, P, M, order, &rs, &p, &j);
+    CHECK(found);
+    if (!found) break;
     kt_chunk *c = ch[p];
     kt_microbatch mb = {.b = Bm, .tokens = tok[j], .targets = tgt[j]};
     kt_status st;
@@ -215,30 +247,10 @@ static run_result run_pipeline(const kt_model_config *cfg, const int *counts, in
     remaining--;
   }
   r.ok = remaining == 0;
-  /* gather by unit; tied copies get the sum of both chunks' gradients */
-  r.n = 0;
-  for (int u = 0; u < U; u++) r.n += kt_model_unit_params(cfg, u);
-  r.grads = calloc(r.n, sizeof(float));
-  r.params = calloc(r.n, sizeof(float));
-  size_t at = 0;
-  for (int p = 0; p < P; p++) {
-    memcpy(r.grads + at, ch[p]->grads, ch[p]->n_params * sizeof(float));
-    memcpy(r.params + at, ch[p]->params, ch[p]->n_params * sizeof(float));
-    at += ch[p]->n_params;
-    CHECK_EQ_INT(ch[p]->stash_bytes, 0);
-  }
-  if (cfg->tie_embeddings && P > 1) {
-    kt_chunk *a = ch[0], *b = ch[P - 1];
-    CHECK(a->tied && b->tied && a->tied_elems == b->tied_elems);
-    CHECK(!memcmp(a->tied, b->tied, a->tied_elems * sizeof(float)));
-    float *ga = r.grads + (a->tied_grad - a->grads);
-    float *gb = r.grads + (r.n - b->n_params) + (b->tied_grad - b->grads);
-    for (size_t i = 0; i < a->tied_elems; i++) ga[i] = gb[i] = ga[i] + gb[i];
-  }
-  r.peak0 = ch[0]->peak_stash_bytes;
-  for (int p = 0; p < P; p++) {
+  gather_result(cfg, ch, P, &r);
+  for (p = 0; p < P; p++) {
     kt_chunk_destroy(ch[p]);
-    for (int j = 0; j < M; j++) free(act[p][j]), free(dact[p][j]);
+    for (j = 0; j < M; j++) free(act[p][j]), free(dact[p][j]);
   }
   return r;
 }

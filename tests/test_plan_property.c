@@ -72,33 +72,89 @@ static void check_memory(const kt_plan_model *m, const kt_plan_cluster *c, const
 
 static int checked_fit, checked_nofit, checked_lists;
 
+/* A random cluster and options with a memory budget around what the model
+ * needs, so fitting and not fitting both occur. */
+static void random_setup(const kt_plan_model *m, kt_plan_cluster *c, kt_plan_options *o,
+                         kt_plan_search_params *sp) {
+  kt_plan_cluster_default(c);
+  static const int devs[] = {1, 2, 4, 8, 16};
+  c->devices = devs[irand(0, 4)];
+  c->devices_per_node = 1 << irand(0, 3);
+  c->intra_latency = urand() * 1e-5;
+  kt_plan_options_default(o);
+  o->zero = irand(0, 3);
+  o->sequence_parallel = urand() < 0.7;
+  double states = kt_plan_model_params(m) * 16;
+  int share = irand(1, c->devices);
+  double slack = 1 + 2 * urand();
+  c->mem_bytes = states / share * slack + 1e6;
+  c->mem_reserved = urand() < 0.3 ? c->mem_bytes * 0.1 : 0;
+  kt_plan_search_params_default(sp);
+  long pow2 = 1L << irand(0, 5);
+  long three = urand() < 0.3 ? 3 : 1;
+  sp->global_batch = pow2 * three * c->devices;
+  sp->max_microbatches = 64;
+  sp->max_chunks = 3;
+  sp->top = 0;
+}
+
+/* A random configuration of the cluster's devices and the global batch;
+ * 0 when the draw does not divide them. */
+static int random_config(const kt_plan_cluster *c, const kt_plan_search_params *sp,
+                         kt_plan_config *g) {
+  *g = (kt_plan_config){.v = 1, .k = 1};
+  g->t = 1 << irand(0, 3);
+  g->p = 1 << irand(0, 4);
+  g->schedule = (kt_schedule_kind)irand(0, KT_SCHED_ZBV);
+  g->recompute = (kt_recompute)irand(0, 2);
+  if (kt_schedule_default_chunks(g->schedule) > 1) g->v = 2 + (g->schedule != KT_SCHED_ZBV) * irand(0, 1);
+  if (c->devices % (g->t * g->p)) return 0;
+  g->d = c->devices / (g->t * g->p);
+  long per = sp->global_batch / g->d;
+  if (sp->global_batch % g->d) return 0;
+  g->b = 1 << irand(0, 2);
+  if (per % g->b) g->b = 1;
+  g->m = (int)(per / g->b);
+  while (g->m > 64 || (g->m % 2 == 0 && urand() < 0.4)) g->m /= 2, g->k *= 2;
+  return (long)g->k * g->m * g->b * g->d == sp->global_batch;
+}
+
+/* Random single configurations: fit verdict, memory, and membership in the
+ * exhaustive list. */
+static void check_singles(int idx, const kt_plan_model *m, const kt_plan_cluster *c,
+                          const kt_plan_options *o, const kt_plan_search_params *sp,
+                          const kt_plan_report *all) {
+  kt_error err;
+  for (int trial = 0; trial < 100; trial++) {
+    kt_plan_config g;
+    if (!random_config(c, sp, &g)) continue;
+    kt_plan_result r;
+    if (kt_plan_evaluate(m, c, o, &g, &r, &err)) continue; /* not applicable */
+    check_memory(m, c, o, &r);
+    const kt_plan_result *in = find(all, &g);
+    /* with one rank every schedule runs the same; the search keeps 1f1b only */
+    int searched = g.p > 1 || (g.schedule == KT_SCHED_1F1B && g.v == 1);
+    if (r.fits && searched) {
+      checked_fit++;
+      CHECK_MSG(in != NULL, "case %d: a fitting %s P=%d V=%d M=%d is missing from the search", idx,
+                kt_schedule_kind_name(g.schedule), g.p, g.v, g.m);
+      if (in) CHECK_NEAR(in->step_time, r.step_time, 1e-9 * r.step_time);
+    } else if (!r.fits) {
+      checked_nofit++;
+      CHECK(r.mem_peak > c->mem_bytes - c->mem_reserved);
+      CHECK(in == NULL);
+    }
+    kt_plan_result_free(&r);
+  }
+}
+
 static void one_case(int idx) {
   kt_plan_model m;
   random_model(&m);
   kt_plan_cluster c;
-  kt_plan_cluster_default(&c);
-  static const int devs[] = {1, 2, 4, 8, 16};
-  c.devices = devs[irand(0, 4)];
-  c.devices_per_node = 1 << irand(0, 3);
-  c.intra_latency = urand() * 1e-5;
   kt_plan_options o;
-  kt_plan_options_default(&o);
-  o.zero = irand(0, 3);
-  o.sequence_parallel = urand() < 0.7;
-  /* a budget around what the model needs, so fitting and not fitting both occur */
-  double states = kt_plan_model_params(&m) * 16;
-  int share = irand(1, c.devices);
-  double slack = 1 + 2 * urand();
-  c.mem_bytes = states / share * slack + 1e6;
-  c.mem_reserved = urand() < 0.3 ? c.mem_bytes * 0.1 : 0;
   kt_plan_search_params sp;
-  kt_plan_search_params_default(&sp);
-  long pow2 = 1L << irand(0, 5);
-  long three = urand() < 0.3 ? 3 : 1;
-  sp.global_batch = pow2 * three * c.devices;
-  sp.max_microbatches = 64;
-  sp.max_chunks = 3;
-  sp.top = 0;
+  random_setup(&m, &c, &o, &sp);
   kt_plan_report all, top;
   kt_error err;
   kt_status st = kt_plan_search(&m, &c, &o, &sp, &all, &err);
@@ -129,41 +185,7 @@ static void one_case(int idx) {
   }
   checked_lists++;
   kt_plan_report_free(&top);
-  /* random single configurations: fit verdict, memory, and membership */
-  for (int trial = 0; trial < 100; trial++) {
-    kt_plan_config g = {.v = 1, .k = 1};
-    g.t = 1 << irand(0, 3);
-    g.p = 1 << irand(0, 4);
-    g.schedule = (kt_schedule_kind)irand(0, KT_SCHED_ZBV);
-    g.recompute = (kt_recompute)irand(0, 2);
-    if (kt_schedule_default_chunks(g.schedule) > 1) g.v = 2 + (g.schedule != KT_SCHED_ZBV) * irand(0, 1);
-    if (c.devices % (g.t * g.p)) continue;
-    g.d = c.devices / (g.t * g.p);
-    long per = sp.global_batch / g.d;
-    if (sp.global_batch % g.d) continue;
-    g.b = 1 << irand(0, 2);
-    if (per % g.b) g.b = 1;
-    g.m = (int)(per / g.b);
-    while (g.m > 64 || (g.m % 2 == 0 && urand() < 0.4)) g.m /= 2, g.k *= 2;
-    if ((long)g.k * g.m * g.b * g.d != sp.global_batch) continue;
-    kt_plan_result r;
-    if (kt_plan_evaluate(&m, &c, &o, &g, &r, &err)) continue; /* not applicable */
-    check_memory(&m, &c, &o, &r);
-    const kt_plan_result *in = find(&all, &g);
-    /* with one rank every schedule runs the same; the search keeps 1f1b only */
-    int searched = g.p > 1 || (g.schedule == KT_SCHED_1F1B && g.v == 1);
-    if (r.fits && searched) {
-      checked_fit++;
-      CHECK_MSG(in != NULL, "case %d: a fitting %s P=%d V=%d M=%d is missing from the search", idx,
-                kt_schedule_kind_name(g.schedule), g.p, g.v, g.m);
-      if (in) CHECK_NEAR(in->step_time, r.step_time, 1e-9 * r.step_time);
-    } else if (!r.fits) {
-      checked_nofit++;
-      CHECK(r.mem_peak > c.mem_bytes - c.mem_reserved);
-      CHECK(in == NULL);
-    }
-    kt_plan_result_free(&r);
-  }
+  check_singles(idx, &m, &c, &o, &sp, &all);
   kt_plan_report_free(&all);
   kt_plan_model_free(&m);
 }

@@ -22,7 +22,7 @@ expect 0 "$K" serve --help;                        has "RUN_DIR" "$tmp/out"
 # serve: the address it prints answers; SIGTERM stops it with exit 0
 "$K" serve "$tmp/run" --addr 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
 pid=$!
-for _ in $(seq 50); do grep -q http "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q http "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
 url=$(grep -o 'http://[0-9.:]*/' "$tmp/serve.out")
 port=${url##*:}; port=${port%/}
 if [ -n "$url" ]; then ok; else bad "serve printed no address: $(cat "$tmp/serve.out" "$tmp/serve.err")"; fi
@@ -71,7 +71,7 @@ PY
 "$K" train --synthetic --stages 2 -m 4 --tf 1 --tb 1 --tw 1 --steps 100 --no-live --serve 0 \
   >"$tmp/train.out" 2>"$tmp/train.err" &
 pid=$!
-for _ in $(seq 100); do grep -q http "$tmp/train.err" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 600); do grep -q http "$tmp/train.err" 2>/dev/null && break; sleep 0.05; done
 url=$(grep -o 'http://[0-9.:]*/' "$tmp/train.err")
 read_stream "$url" 100 >"$tmp/stream.txt" 2>&1 && ok || bad "the live stream: $(tail -3 "$tmp/stream.txt")"
 wait $pid; rc=$?
@@ -84,7 +84,7 @@ has "live dashboard at http://127.0.0.1:" "$tmp/train.err"
 "$K" train --resume "$tmp/gpt" --steps 80 --stages 2 -m 4 -b 2 --val-every 0 --no-live \
   --serve 0 >"$tmp/train.out" 2>"$tmp/train.err" &
 pid=$!
-for _ in $(seq 100); do grep -q http "$tmp/train.err" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 600); do grep -q http "$tmp/train.err" 2>/dev/null && break; sleep 0.05; done
 url=$(grep -o 'http://[0-9.:]*/' "$tmp/train.err")
 read_stream "$url" 80 >"$tmp/stream.txt" 2>&1 && ok || bad "the resumed run's stream: $(tail -3 "$tmp/stream.txt")"
 wait $pid; rc=$?

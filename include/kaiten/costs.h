@@ -71,6 +71,24 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err);
 /* The same from JSON text; origin names it in error messages. */
 kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err);
 
+/* ---- partitioner ------------------------------------------------------------ */
+
+/* Contiguous partition of n weighted layers into S stages that minimises the
+ * largest stage load (exact), every stage non-empty. With mem_cap > 0, stage
+ * j must also satisfy sum(fixed) + mult[j] * sum(act) <= mem_cap over its
+ * layers (fixed/act per layer, mult per stage, NULL = 0 / 1). */
+typedef struct {
+  int n;
+  const double *load;
+  const double *fixed, *act, *mult;
+  double mem_cap;
+} kt_partition_problem;
+
+/* counts[stages] receives layers per stage; *bottleneck the largest load.
+ * EINVAL when stages > n or no partition meets the memory cap. */
+kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *counts,
+                              double *bottleneck, kt_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -157,23 +157,7 @@ kt_status kt_plan_layer_costs(const kt_plan_model *m, const kt_plan_cluster *c,
                               const kt_plan_options *o, const kt_plan_shape *sh,
                               kt_layer_cost *costs, kt_error *err);
 
-/* ---- partitioner ------------------------------------------------------------ */
-
-/* Contiguous partition of n weighted layers into S stages that minimises the
- * largest stage load (exact), every stage non-empty. With mem_cap > 0, stage
- * j must also satisfy sum(fixed) + mult[j] * sum(act) <= mem_cap over its
- * layers (fixed/act per layer, mult per stage, NULL = 0 / 1). */
-typedef struct {
-  int n;
-  const double *load;
-  const double *fixed, *act, *mult;
-  double mem_cap;
-} kt_partition_problem;
-
-/* counts[stages] receives layers per stage; *bottleneck the largest load.
- * EINVAL when stages > n or no partition meets the memory cap. */
-kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *counts,
-                              double *bottleneck, kt_error *err);
+/* The partitioner (kt_partition_minmax) is in kaiten/costs.h. */
 
 /* ---- one configuration --------------------------------------------------------- */
 
@@ -202,6 +186,9 @@ typedef struct {
   double *stage_f, *stage_i, *stage_w; /* p*v: seconds per micro-batch */
   int peak_inflight;   /* max over ranks */
   char reason[128];    /* one line: what limits it */
+  int m_min, m_max;    /* collapsed search: the M range of the equivalent
+                          configurations it stands for (else both cfg.m) */
+  int equivalent;      /* collapsed search: how many others it stands for */
 } kt_plan_result;
 
 void kt_plan_result_free(kt_plan_result *r);
@@ -225,6 +212,12 @@ typedef struct {
   int max_microbatches; /* default 1024 */
   int max_chunks;       /* interleaved / looped-bfs V up to this (default 4) */
   int top;              /* configurations kept (0 = every one that fits) */
+  /* 1: configurations that differ only in how the step is cut into rounds
+   * (M and K with the same M*K) or, with one rank, in schedule, and that
+   * have the same step time and memory, count as one result (the
+   * best-ranked one, with the M range in m_min..m_max and the count in
+   * equivalent). 0 (default): every configuration is its own result. */
+  int collapse;
 } kt_plan_search_params;
 
 /* pin.schedule / pin.recompute are ignored: use the masks. */

@@ -19,7 +19,13 @@ typedef struct {
   int color;       /* ANSI colours (only for terminals) */
   int chunks;      /* V of the schedule: labels carry the stage when V > 1 */
   int max_ranks;   /* rows drawn before eliding (default 16) */
+  int coarse;      /* the timeline is a coarse one (kt_coarse_*, dominant) with one
+                      bin per column: op letters only, and the legend says so */
 } kt_gantt_opts;
+
+/* The columns the chart's bars get at o->width for p ranks (what a coarse
+ * timeline drawn with o->coarse needs as its number of bins). */
+int kt_gantt_columns(const kt_gantt_opts *o, int p);
 
 void kt_gantt_default_opts(kt_gantt_opts *o);
 

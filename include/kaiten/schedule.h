@@ -292,6 +292,23 @@ static inline int kt_result_consumer(kt_result r, int stage, int n_stages) {
   return -1;
 }
 
+/* The message a point-to-point action (SEND, RECV, WAIT_SEND) of stage s
+ * names: the result it carries, returned, and in *producer the stage that
+ * made it: SEND_F/WAIT_SEND_F: F(s); RECV_F: F(s-1); SEND_B/WAIT_SEND_B:
+ * BI(s); RECV_B: BI(s+1). The stage at the other end is the producer for a
+ * RECV and kt_result_consumer for a send. KT_RESULT_NONE for other ops. */
+static inline kt_result kt_comm_message(int op, int stage, int *producer) {
+  switch (op) {
+    case KT_OP_SEND_F:
+    case KT_OP_WAIT_SEND_F: return *producer = stage, KT_RESULT_F;
+    case KT_OP_RECV_F: return *producer = stage - 1, KT_RESULT_F;
+    case KT_OP_SEND_B:
+    case KT_OP_WAIT_SEND_B: return *producer = stage, KT_RESULT_BI;
+    case KT_OP_RECV_B: return *producer = stage + 1, KT_RESULT_BI;
+    default: return *producer = -1, KT_RESULT_NONE;
+  }
+}
+
 /* What a finished compute action does to its rank's memory, given the
  * stage's M_B (activation an F keeps) and M_W (what an I keeps for its W):
  * F adds M_B, I turns M_B into M_W, W frees M_W, a full B frees M_B. */

@@ -36,9 +36,26 @@ double kt_cost_op(const kt_costs *c, int stage, kt_op op);
  * EINVALID_SCHEDULE for actions outside the schedule's stages/micro-batches. */
 kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_error *err);
 
-/* Convenience: simulate and compute metrics in one call. */
+/* Metrics only, no timeline stored: memory O(stages x micro-batches)
+ * instead of O(actions), and several times faster. The metrics are exactly
+ * kt_timeline_metrics of kt_simulate's timeline (caller frees). */
 kt_status kt_simulate_metrics(const kt_schedule *s, const kt_costs *c, kt_metrics *out,
                               kt_error *err);
+
+/* Receives a simulation's events and memory samples as they happen (each
+ * rank's in time order) instead of a stored timeline: e.g. a coarse
+ * timeline (kaiten/timeline.h) for runs too large to keep. */
+typedef struct {
+  void *ctx;
+  void (*event)(void *ctx, const kt_event *e);
+  void (*mem)(void *ctx, int rank, double t, double value);
+} kt_sim_sink;
+kt_status kt_simulate_into(const kt_schedule *s, const kt_costs *c, const kt_sim_sink *sink,
+                           kt_metrics *met, kt_error *err);
+
+/* Both in one run: the timeline (out) and its metrics (met). */
+kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
+                           kt_metrics *met, kt_error *err);
 
 #ifdef __cplusplus
 }

@@ -80,6 +80,37 @@ typedef struct {
 /* Computes the metrics of a timeline. ENOMEM. */
 kt_status kt_timeline_metrics(const kt_timeline *t, kt_metrics *out, kt_error *err);
 void kt_metrics_free(kt_metrics *m);
+/* Fills makespan, total_busy, bubble_ratio and each rank's idle from the
+ * per-rank start, end and busy (for metrics gathered without a timeline). */
+void kt_metrics_finish(kt_metrics *m);
+
+/* ---- coarse timelines ------------------------------------------------------
+ * For runs too large to keep every event: events and memory samples are
+ * streamed into BINS equal time bins over [t0, t1] per rank, and finish
+ * turns the bins into an ordinary timeline that every renderer draws. Per
+ * rank and bin it holds, per op, an event as long as the op's total time in
+ * the bin (laid end to end from the bin's start); or, with dominant set,
+ * one bin-wide event of the op that used most of the bin when the rank was
+ * busy for at least half of it (for character cells). Memory: the highest
+ * level of each bin. Memory samples of a rank must come in time order. */
+typedef struct {
+  int p, bins, dominant;
+  double t0, bin;
+  double *busy;  /* p * bins * KT_OP_COUNT: time per op */
+  double *mem;   /* p * bins: highest level */
+  double *level; /* p: the level after the rank's last sample */
+  int *mem_bin;  /* p: the bin of that sample */
+} kt_timeline_coarse;
+
+kt_status kt_coarse_init(kt_timeline_coarse *c, int p, double t0, double t1, int bins, int dominant,
+                         kt_error *err);
+/* Sink callbacks (ctx = the kt_timeline_coarse). */
+void kt_coarse_add_event(void *ctx, const kt_event *e);
+void kt_coarse_add_mem(void *ctx, int rank, double t, double value);
+/* Builds out (caller frees) and releases the bins. ENOMEM. */
+kt_status kt_coarse_finish(kt_timeline_coarse *c, const char *time_unit, const char *mem_unit,
+                           kt_timeline *out, kt_error *err);
+void kt_coarse_free(kt_timeline_coarse *c);
 
 #ifdef __cplusplus
 }

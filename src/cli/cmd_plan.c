@@ -142,6 +142,7 @@ static int read_search(const cli_args *a, kt_plan_search_params *sp) {
                              .m = (int)v[4], .b = (int)v[5], .k = (int)v[6]};
   if (v[3] > maxv) maxv = v[3];
   sp->top = (int)top, sp->max_microbatches = (int)maxm, sp->max_chunks = (int)maxv;
+  sp->collapse = 1; /* one row per distinct layout */
   if (v[4] > maxm) sp->max_microbatches = (int)v[4];
   const char *list = cli_get(a, "schedule");
   if (list && parse_mask("schedule", list, kt_schedule_kind_from_name, kt_schedule_kind_list(),

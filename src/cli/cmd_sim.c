@@ -1,10 +1,17 @@
 /* kaiten sim: generate (or load) a schedule, simulate it, render the result. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "kaiten/generators.h"
 #include "kaiten/report.h"
+
+/* Above this many actions the JSON leaves its event list out (unless
+ * --events) and ascii draws an aggregated chart: a timeline costs about
+ * 100 bytes per action, its JSON about 80. */
+#define SIM_EVENTS_MAX 1000000
+#define SIM_EVENTS_MAX_TEXT "1,000,000"
 
 static const cli_opt sim_opts[] = {
     {"schedule", 's', "NAME", "schedule to generate (default 1f1b)"},
@@ -16,6 +23,7 @@ static const cli_opt sim_opts[] = {
     CLI_COST_OPTS,
     {"mem-limit", 0, "X", "zb-auto, zbv-auto: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x); default 1F1B's"},
     {"format", 'f', "FMT", "ascii (default) | json | csv | text | chrome | torch-csv | torch-csv-comms"},
+    {"events", 0, NULL, "json: list every action's event even above " SIM_EVENTS_MAX_TEXT " actions"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
     {"report", 0, "FILE", "also write a self-contained HTML report (Gantt, memory) to FILE"},
     {"width", 0, "N", "chart width in columns (default: terminal width or 120)"},
@@ -35,6 +43,7 @@ typedef struct {
   kt_timeline tl;
   kt_metrics met;
   int have_tl, have_met;
+  int tl_coarse; /* tl is a coarse timeline (a run above SIM_EVENTS_MAX) */
 } sim_run;
 
 static void sim_free(sim_run *r) {
@@ -101,14 +110,82 @@ static int build_schedule(sim_run *r) {
   return rc;
 }
 
+/* Whether this run's outputs need the timeline (every event), or only the
+ * metrics: the metrics-only simulation stores nothing per action. Above
+ * SIM_EVENTS_MAX actions, ascii and --report draw a coarse timeline. */
+static int needs_timeline(const sim_run *r, size_t actions) {
+  const char *f = r->format;
+  if (!strcmp(f, "chrome")) return 1;
+  if (actions > SIM_EVENTS_MAX && !cli_has(r->a, "events")) return 0;
+  return cli_get(r->a, "report") || !strcmp(f, "json") || !strcmp(f, "ascii");
+}
+
+/* A coarse timeline of the run in `bins` time bins per rank (kaiten/timeline.h),
+ * from a second, streamed simulation; r->met (already there) gives the span. */
+static int simulate_coarse(sim_run *r, int bins, int dominant, kt_timeline *out) {
+  const kt_schedule *s = r->program.ranks ? &r->program : &r->sched;
+  double t0 = INFINITY, t1 = -INFINITY;
+  for (int k = 0; k < r->met.p; k++)
+    if (r->met.ranks[k].actions)
+      t0 = fmin(t0, r->met.ranks[k].start), t1 = fmax(t1, r->met.ranks[k].end);
+  kt_error err = {{0}};
+  kt_timeline_coarse c;
+  kt_status st = kt_coarse_init(&c, s->p, t0, t1, bins, dominant, &err);
+  if (st) return cli_fail(st, &err);
+  kt_sim_sink sink = {.ctx = &c, .event = kt_coarse_add_event, .mem = kt_coarse_add_mem};
+  if ((st = kt_simulate_into(s, &r->costs, &sink, NULL, &err))) {
+    kt_coarse_free(&c);
+    return cli_fail(st, &err);
+  }
+  if ((st = kt_coarse_finish(&c, "unit", "unit", out, &err))) return cli_fail(st, &err);
+  return 0;
+}
+
 static int simulate(sim_run *r) {
   kt_error err = {{0}};
   /* a lowered file runs as written: its communication actions in its order */
-  kt_status st = kt_simulate(r->program.ranks ? &r->program : &r->sched, &r->costs, &r->tl, &err);
-  if (st) return cli_fail(st, &err);
-  r->have_tl = 1;
-  if ((st = kt_timeline_metrics(&r->tl, &r->met, &err))) return cli_fail(st, &err);
+  const kt_schedule *s = r->program.ranks ? &r->program : &r->sched;
+  size_t actions = kt_schedule_total_actions(s);
+  kt_status st;
+  if (needs_timeline(r, actions)) {
+    st = kt_simulate_both(s, &r->costs, &r->tl, &r->met, &err);
+    r->have_tl = r->have_met = !st;
+    return st ? cli_fail(st, &err) : 0;
+  }
+  if ((st = kt_simulate_metrics(s, &r->costs, &r->met, &err))) return cli_fail(st, &err);
   r->have_met = 1;
+  if (!strcmp(r->format, "json"))
+    fprintf(stderr, "kaiten: %zu actions: the JSON leaves out the event list (--events keeps it)\n",
+            actions);
+  if (!cli_get(r->a, "report")) return 0;
+  enum { REPORT_BINS = 1000 }; /* the HTML Gantt aggregates into bins of a few pixels */
+  int rc = simulate_coarse(r, REPORT_BINS, 0, &r->tl);
+  r->have_tl = r->tl_coarse = !rc;
+  return rc;
+}
+
+/* The terminal chart: every action, or above SIM_EVENTS_MAX one bin per
+ * column showing the op that used most of it. */
+static int render_ascii(sim_run *r, const kt_sim_info *info, kt_buf *out) {
+  kt_gantt_opts go;
+  kt_gantt_default_opts(&go);
+  go.width = r->width ? (int)r->width : cli_term_width();
+  go.color = cli_use_color(r->color) && !cli_get(r->a, "output");
+  go.chunks = r->sched.v;
+  if (r->have_tl && !r->tl_coarse) {
+    kt_render_gantt_ascii(&r->tl, &go, out);
+  } else {
+    kt_timeline coarse;
+    int rc = simulate_coarse(r, kt_gantt_columns(&go, r->sched.p), 1, &coarse);
+    if (rc) return rc;
+    go.coarse = 1;
+    kt_buf_printf(out, "%zu actions, drawn aggregated:\n", kt_schedule_total_actions(&r->sched));
+    kt_render_gantt_ascii(&coarse, &go, out);
+    kt_timeline_free(&coarse);
+  }
+  kt_buf_puts(out, "\n");
+  kt_render_metrics_text(info, &r->met, "unit", out);
+  cli_cost_basis_line(r->a, r->sched.v, out);
   return 0;
 }
 
@@ -150,17 +227,8 @@ static int render(sim_run *r, const kt_sim_info *info, kt_buf *out) {
   const char *f = r->format;
   kt_notation written = r->torch.notation == KT_NOTATION_LEGACY ? KT_NOTATION_LEGACY : KT_NOTATION_CURRENT;
   if (!strcmp(f, "ascii")) {
-    kt_gantt_opts go;
-    kt_gantt_default_opts(&go);
-    go.width = r->width ? (int)r->width : cli_term_width();
-    go.color = cli_use_color(r->color) && !cli_get(r->a, "output");
-    go.chunks = r->sched.v;
-    kt_render_gantt_ascii(&r->tl, &go, out);
-    kt_buf_puts(out, "\n");
-    kt_render_metrics_text(info, &r->met, r->tl.time_unit, out);
-    cli_cost_basis_line(r->a, r->sched.v, out);
-  } else if (!strcmp(f, "json")) {
-    kt_render_sim_json(info, &r->met, &r->tl, out);
+    return render_ascii(r, info, out);  } else if (!strcmp(f, "json")) {
+    kt_render_sim_json(info, &r->met, r->have_tl && !r->tl_coarse ? &r->tl : NULL, out);
   } else if (!strcmp(f, "csv") || !strcmp(f, "torch-csv")) {
     kt_schedule_write_csv_notation(&r->sched, written, out);
   } else if (!strcmp(f, "torch-csv-comms")) {

@@ -191,6 +191,9 @@ static void render_config_json(const kt_plan_model *m, const kt_plan_result *r, 
                 "\"schedule\":\"%s\",\"recompute\":\"%s\"",
                 g->p, g->d, g->t, g->v, g->m, g->b, g->k, kt_schedule_kind_name(g->schedule),
                 kt_recompute_name(g->recompute));
+  if (r->equivalent)
+    kt_buf_printf(out, ",\"m_range\":[%d,%d],\"equivalent\":%d", r->m_min, r->m_max,
+                  r->equivalent);
   json_field(out, "bubble_ratio", r->bubble_ratio);
   json_field(out, "step_time", r->step_time);
   json_field(out, "round_time", r->round_time);
@@ -320,9 +323,10 @@ void cli_plan_render(const kt_plan_model *m, const kt_plan_cluster *c, const kt_
                 rep->evaluated, rep->no_fit, rep->not_applicable, rep->over_bubble,
                 rep->simulations);
   if (rep->n == 0) return;
-  kt_buf_printf(out, "%3s %3s %3s %2s %2s %5s %4s %5s  %-11s %-9s %10s %7s  %-19s  %-14s %s\n",
+  kt_buf_printf(out, "%3s %3s %3s %2s %2s %9s %4s %5s  %-14s %-9s %10s %7s  %-19s  %-14s %s\n",
                 "#", "P", "D", "t", "V", "M", "b", "K", "schedule", "recompute", "step", "bubble",
                 "memory/stage (GB)", "partition", "why");
+  int collapsed = 0;
   for (int i = 0; i < rep->n; i++) {
     const kt_plan_result *r = &rep->configs[i];
     const kt_plan_config *g = &r->cfg;
@@ -336,11 +340,19 @@ void cli_plan_render(const kt_plan_model *m, const kt_plan_cluster *c, const kt_
     for (int k = 0; k < g->p; k++) kt_buf_printf(&b, "%s%.1f", k ? "," : "", r->mem_rank[k] / 1e9);
     clip(b.data, mem, sizeof mem);
     kt_buf_free(&b);
-    kt_buf_printf(out, "%3d %3d %3d %2d %2d %5d %4d %5d  %-11s %-9s %10s %6.2f%%  %-19s  %-14s %s\n",
-                  i + 1, g->p, g->d, g->t, g->v, g->m, g->b, g->k,
+    char mcol[24];
+    if (r->equivalent) snprintf(mcol, sizeof mcol, "%d-%d", r->m_min, r->m_max);
+    else snprintf(mcol, sizeof mcol, "%d", g->m);
+    collapsed += r->equivalent > 0;
+    kt_buf_printf(out, "%3d %3d %3d %2d %2d %9s %4d %5d  %-14s %-9s %10s %6.2f%%  %-19s  %-14s %s\n",
+                  i + 1, g->p, g->d, g->t, g->v, mcol, g->b, g->k,
                   kt_schedule_kind_name(g->schedule), kt_recompute_name(g->recompute),
                   fmt_time(r->step_time, t, sizeof t), 100 * r->bubble_ratio, mem, part, r->reason);
   }
+  if (collapsed)
+    kt_buf_puts(out, "M a-b: one row for the layouts that differ only in how the step is cut "
+                     "into rounds (M and K, same M*K; with P=1 also the schedule) and have the "
+                     "same step time and memory; K is the shown row's\n");
   if (explain) render_explain(m, c, &rep->configs[0], sp->global_batch, out);
 }
 

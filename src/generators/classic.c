@@ -43,9 +43,14 @@ typedef struct {
   int *first;
 } groups;
 
-static void group_slot(const groups *gr, int v, int k, int backward, int *chunk, int *mb) {
-  int g = 0;
+/* The chunk and micro-batch of a rank's k-th forward (or backward); *g is
+ * a cursor into the groups that only moves forward, as k does (a search
+ * from the first group would make long schedules quadratic). */
+static void group_slot(const groups *gr, int v, int k, int backward, int *g_cursor, int *chunk,
+                       int *mb) {
+  int g = *g_cursor;
   while (g + 1 < gr->n_groups && k >= v * gr->first[g + 1]) g++;
+  *g_cursor = g;
   int size = gr->first[g + 1] - gr->first[g], within = k - v * gr->first[g];
   int c = within / size;
   *chunk = backward ? v - 1 - c : c;
@@ -60,19 +65,19 @@ static kt_status build_interleaved(kt_schedule *s, const groups *gr, int extra, 
     s->ranks[r].n = 0;
     int warm = (v - 1) * g0 + 2 * (p - 1 - r) + extra;
     if (warm > total) warm = total;
-    int chunk, mb, nf = 0, nb = 0;
+    int chunk, mb, nf = 0, nb = 0, gf = 0, gb = 0;
     for (; nf < warm; nf++) {
-      group_slot(gr, v, nf, 0, &chunk, &mb);
+      group_slot(gr, v, nf, 0, &gf, &chunk, &mb);
       KT__PUSH(s, r, kt_rank_chunk_stage(s, r, chunk), KT_OP_F, mb);
     }
     while (nf < total) {
-      group_slot(gr, v, nf++, 0, &chunk, &mb);
+      group_slot(gr, v, nf++, 0, &gf, &chunk, &mb);
       KT__PUSH(s, r, kt_rank_chunk_stage(s, r, chunk), KT_OP_F, mb);
-      group_slot(gr, v, nb++, 1, &chunk, &mb);
+      group_slot(gr, v, nb++, 1, &gb, &chunk, &mb);
       KT__PUSH(s, r, kt_rank_chunk_stage(s, r, chunk), KT_OP_B, mb);
     }
     while (nb < total) {
-      group_slot(gr, v, nb++, 1, &chunk, &mb);
+      group_slot(gr, v, nb++, 1, &gb, &chunk, &mb);
       KT__PUSH(s, r, kt_rank_chunk_stage(s, r, chunk), KT_OP_B, mb);
     }
   }

@@ -1,8 +1,8 @@
 /* Model registry, configuration checks, chunk allocation and partitions. */
-#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kaiten/costs.h"
 #include "nn/nn.h"
 
 static const char *const kind_names[] = {"mlp", "gpt"};
@@ -182,46 +182,19 @@ kt_status kt_partition_parse(const char *text, int n_stages, int units, int *cou
   return KT_OK;
 }
 
-/* Exact min-max contiguous partition by dynamic programming over prefix sums:
- * best[s][i] = smallest bottleneck splitting the first i units into s stages. */
+/* The exact min-max partition of the units' forward FLOPs (the one
+ * partitioner, kaiten/costs.h). */
 kt_status kt_partition_balanced(const kt_model_config *cfg, int n_stages, int *counts,
                                 kt_error *err) {
   int U = kt_model_units(cfg);
   if (n_stages < 1 || n_stages > U)
     return kt_fail(err, KT_EINVAL, "cannot split %d units into %d stages without an empty stage", U,
                    n_stages);
-  double *prefix = calloc((size_t)U + 1, sizeof *prefix);
-  double *best = malloc(sizeof(double) * (size_t)(n_stages + 1) * (size_t)(U + 1));
-  int *cut = malloc(sizeof(int) * (size_t)(n_stages + 1) * (size_t)(U + 1));
-  if (!prefix || !best || !cut) {
-    free(prefix);
-    free(best);
-    free(cut);
-    return kt_fail(err, KT_ENOMEM, "out of memory");
-  }
-  for (int u = 0; u < U; u++) prefix[u + 1] = prefix[u] + kt_model_unit_flops(cfg, u);
-#define BEST(s, i) best[(size_t)(s) * (U + 1) + (i)]
-#define CUT(s, i) cut[(size_t)(s) * (U + 1) + (i)]
-  for (int i = 0; i <= U; i++) BEST(1, i) = prefix[i], CUT(1, i) = 0;
-  for (int s = 2; s <= n_stages; s++)
-    for (int i = s; i <= U; i++) {
-      BEST(s, i) = DBL_MAX;
-      for (int j = s - 1; j < i; j++) { /* last stage = units j..i-1 */
-        double last = prefix[i] - prefix[j];
-        double b = BEST(s - 1, j) > last ? BEST(s - 1, j) : last;
-        if (b < BEST(s, i)) BEST(s, i) = b, CUT(s, i) = j;
-      }
-    }
-  int i = U;
-  for (int s = n_stages; s >= 1; s--) {
-    int j = s == 1 ? 0 : CUT(s, i);
-    counts[s - 1] = i - j;
-    i = j;
-  }
-#undef BEST
-#undef CUT
-  free(prefix);
-  free(best);
-  free(cut);
-  return KT_OK;
+  double *load = calloc((size_t)U, sizeof *load);
+  if (!load) return kt_fail(err, KT_ENOMEM, "out of memory");
+  for (int u = 0; u < U; u++) load[u] = kt_model_unit_flops(cfg, u);
+  kt_partition_problem pb = {.n = U, .load = load};
+  kt_status st = kt_partition_minmax(&pb, n_stages, counts, NULL, err);
+  free(load);
+  return st;
 }

@@ -391,23 +391,56 @@ static int sim_eq(const void *v, const void *k) {
   return 1;
 }
 
+/* The cache key of a simulation: the stage costs relative to the largest
+ * stage (*scale), so schedules that differ only in time unit share it. */
+static double *sim_key(const kt_schedule *s, kt_schedule_kind kind, const kt_costs *c, int *len,
+                       double *scale, uint64_t *hash) {
+  int S = s->p * s->v;
+  *len = 3 * S + 1;
+  *scale = 0;
+  for (int i = 0; i < S; i++) *scale = fmax(*scale, c->stage_tf[i] + c->stage_tb[i] + c->stage_tw[i]);
+  if (!(*scale > 0)) *scale = 1;
+  double *vec = kt_calloc((size_t)*len, sizeof *vec);
+  if (!vec) return NULL;
+  uint64_t h = kt__plan_hash(kt__plan_hash(kt__plan_hash(kt__plan_hash(4, kind), s->p), s->v), s->m);
+  for (int i = 0; i < S; i++) {
+    vec[3 * i] = c->stage_tf[i] / *scale;
+    vec[3 * i + 1] = c->stage_tb[i] / *scale;
+    vec[3 * i + 2] = c->stage_tw[i] / *scale;
+  }
+  vec[3 * S] = kt_cost_comm(c) / *scale;
+  for (int i = 0; i < *len; i++) h = kt__plan_hash(h, (uint64_t)llround(vec[i] * 1e9));
+  *hash = h;
+  return vec;
+}
+
+/* The round's wall clock (first action anywhere to last action anywhere:
+ * rounds run one after another, each with its own fill and drain) and the
+ * total busy time. */
+static kt_status round_timing(const kt_schedule *s, kt_schedule_kind kind, const kt_costs *c,
+                              double *span, double *total, kt_error *err) {
+  if (kind != KT_SCHED_DUALPIPEV) /* no overlapped pairs: the timing alone */
+    return kt_schedule_span(s, c, span, total, err);
+  kt_metrics m;
+  kt_status st = kt_simulate_metrics(s, c, &m, err);
+  if (st) return st;
+  double lo = INFINITY, hi = -INFINITY;
+  for (int r = 0; r < m.p; r++)
+    if (m.ranks[r].actions) lo = fmin(lo, m.ranks[r].start), hi = fmax(hi, m.ranks[r].end);
+  *span = hi > lo ? hi - lo : 0;
+  *total = m.total_busy;
+  kt_metrics_free(&m);
+  return KT_OK;
+}
+
 kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_schedule_kind kind,
                                 const kt_costs *c, int cacheable, double *makespan,
                                 double *busy, kt_error *err) {
-  int S = s->p * s->v, len = 3 * S + 1;
-  double scale = 0;
-  for (int i = 0; i < S; i++) scale = fmax(scale, c->stage_tf[i] + c->stage_tb[i] + c->stage_tw[i]);
-  if (!(scale > 0)) scale = 1;
-  double *vec = kt_calloc((size_t)len, sizeof *vec);
+  int len;
+  double scale;
+  uint64_t h;
+  double *vec = sim_key(s, kind, c, &len, &scale, &h);
   if (!vec) return kt_fail(err, KT_ENOMEM, "out of memory");
-  uint64_t h = kt__plan_hash(kt__plan_hash(kt__plan_hash(kt__plan_hash(4, kind), s->p), s->v), s->m);
-  for (int i = 0; i < S; i++) {
-    vec[3 * i] = c->stage_tf[i] / scale;
-    vec[3 * i + 1] = c->stage_tb[i] / scale;
-    vec[3 * i + 2] = c->stage_tw[i] / scale;
-  }
-  vec[3 * S] = kt_cost_comm(c) / scale;
-  for (int i = 0; i < len; i++) h = kt__plan_hash(h, (uint64_t)llround(vec[i] * 1e9));
   kt__sim_entry key = {.kind = kind, .p = s->p, .v = s->v, .m = s->m, .len = len, .vec = vec};
   kt__sim_entry *e = cacheable ? map_get(&x->sims, h, sim_eq, &key) : NULL;
   if (e) {
@@ -418,56 +451,14 @@ kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_schedu
   }
   double span = 0, total = 0;
   x->n_simulations++;
-  if (kind != KT_SCHED_DUALPIPEV) { /* no overlapped pairs: the timing alone */
-    kt_status st = kt_schedule_span(s, c, &span, &total, err);
-    if (st) {
-      free(vec);
-      return st;
-    }
-    goto store;
-  }
-  kt_timeline tl;
-  kt_status st = kt_simulate(s, c, &tl, err);
-  if (st) {
-    free(vec);
+  kt_status st = round_timing(s, kind, c, &span, &total, err);
+  if (st || !cacheable || !(e = kt_calloc(1, sizeof *e))) {
+    free(vec); /* an uncached result still stands */
+    if (!st) *makespan = span, *busy = total;
     return st;
   }
-  double *first = kt_calloc((size_t)s->p, sizeof *first), *last = kt_calloc((size_t)s->p, sizeof *last);
-  if (!first || !last) {
-    st = kt_fail(err, KT_ENOMEM, "out of memory");
-  } else {
-    for (int r = 0; r < s->p; r++) first[r] = INFINITY, last[r] = -INFINITY;
-    for (size_t i = 0; i < tl.n_events; i++) {
-      const kt_event *ev = &tl.events[i];
-      first[ev->rank] = fmin(first[ev->rank], ev->start);
-      last[ev->rank] = fmax(last[ev->rank], ev->end);
-      total += ev->end - ev->start;
-    }
-    /* the round's wall clock: first action anywhere to last action anywhere
-     * (rounds run one after another, each with its own fill and drain) */
-    double lo = INFINITY, hi = -INFINITY;
-    for (int r = 0; r < s->p; r++) lo = fmin(lo, first[r]), hi = fmax(hi, last[r]);
-    span = hi > lo ? hi - lo : 0;
-  }
-  free(first);
-  free(last);
-  kt_timeline_free(&tl);
-  if (st) {
-    free(vec);
-    return st;
-  }
-store:
   *makespan = span;
   *busy = total;
-  if (!cacheable) {
-    free(vec);
-    return KT_OK;
-  }
-  e = kt_calloc(1, sizeof *e);
-  if (!e) {
-    free(vec);
-    return KT_OK; /* the result stands; it is just not cached */
-  }
   *e = key;
   e->makespan = span / scale;
   e->busy = total / scale;

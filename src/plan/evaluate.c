@@ -253,6 +253,79 @@ static kt__sched_entry *own_schedule(const kt__plan_ctx *x, const kt_plan_config
   return kt__plan_sched_for(cfg->schedule, cfg->p, cfg->v, cfg->m, &c, fmax(limit, 1e-300), err);
 }
 
+/* Whether the configuration cannot beat cutoff by a bound that needs only
+ * the placement (the schedule is not built then). */
+static int cut_by_bound(kt__plan_ctx *x, const kt_plan_config *cfg, double cutoff,
+                        const stage_bufs *sb, double boundary, kt_plan_result *r) {
+  kt_schedule shape = {.p = cfg->p, .v = cfg->v, .placement = kt_schedule_kind_placement(cfg->schedule)};
+  double bw, lat, largest = 0;
+  kt__plan_link(x->c, (long)cfg->t * cfg->d * cfg->p, &bw, &lat);
+  r->p2p_time = cfg->p > 1 ? lat + boundary / bw : 0;
+  for (int rank = 0; rank < cfg->p; rank++)
+    largest = fmax(largest, rank_params(x, &shape, cfg, sb, rank));
+  return cfg->k * round_bound(&shape, r, cfg) + kt__plan_dp_time(x, cfg, largest) > cutoff;
+}
+
+/* The time-balanced cut does not fit: cut again under the memory cap with
+ * each rank's peak in-flight count times max(act, wgrad) per layer (an
+ * upper bound of the exact peak, so a cut found there fits). Updates
+ * *boundary. */
+static kt_status recut_for_memory(kt__plan_ctx *x, const kt_plan_config *cfg,
+                                  const kt__cost_entry *ce, const kt__sched_entry *se,
+                                  stage_bufs *sb, double *boundary, kt_plan_result *r,
+                                  kt_error *err) {
+  int S = cfg->p * cfg->v;
+  const kt__part_entry *capped = kt__plan_ctx_partition(x, S, ce, cfg->d, se->rank_inflight, err);
+  if (!capped) return KT_ENOMEM;
+  if (capped->ok) {
+    memcpy(r->partition, capped->counts, sizeof(int) * (size_t)S);
+    *boundary = stage_sums(ce->costs, S, r, sb);
+    rank_memory(x, se, cfg, sb, r);
+  }
+  return KT_OK;
+}
+
+/* Balance between ranks (a rank runs all its chunks), the point-to-point
+ * and data-parallel times. */
+static void rank_times(kt__plan_ctx *x, const kt_plan_config *cfg, const kt__sched_entry *se,
+                       const stage_bufs *sb, double boundary, kt_plan_result *r) {
+  int P = cfg->p;
+  double total = 0;
+  for (int rank = 0; rank < P; rank++) {
+    double load = 0, tp = 0;
+    for (int c = 0; c < cfg->v; c++) {
+      int j = kt_rank_chunk_stage(&se->s, rank, c);
+      load += r->stage_f[j] + r->stage_i[j] + r->stage_w[j];
+      tp += sb->tp[j];
+    }
+    total += load;
+    if (load > r->bottleneck) r->bottleneck = load, r->tp_time = tp;
+  }
+  r->imbalance = total > 0 ? r->bottleneck / (total / P) - 1 : 0;
+  double bw, lat, largest = 0;
+  kt__plan_link(x->c, (long)cfg->t * cfg->d * P, &bw, &lat);
+  r->p2p_time = P > 1 ? lat + boundary / bw : 0;
+  for (int rank = 0; rank < P; rank++) largest = fmax(largest, rank_params(x, &se->s, cfg, sb, rank));
+  r->dp_time = kt__plan_dp_time(x, cfg, largest);
+}
+
+/* One round simulated with the stage costs: round, step time and bubble. */
+static kt_status simulate_round(kt__plan_ctx *x, const kt_plan_config *cfg,
+                                const kt__sched_entry *se, kt_plan_result *r, kt_error *err) {
+  int S = cfg->p * cfg->v;
+  kt_costs sc;
+  kt_costs_default(&sc);
+  sc.n_stages = S, sc.stage_tf = r->stage_f, sc.stage_tb = r->stage_i, sc.stage_tw = r->stage_w;
+  sc.comm = r->p2p_time;
+  double makespan, busy;
+  kt_status st = kt__plan_ctx_simulate(x, &se->s, cfg->schedule, &sc, 1, &makespan, &busy, err);
+  if (st) return st;
+  r->round_time = makespan;
+  r->bubble_ratio = makespan > 0 ? 1 - busy / (cfg->p * makespan) : 0;
+  r->step_time = cfg->k * makespan + r->dp_time;
+  return KT_OK;
+}
+
 kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, double cutoff,
                                 kt_plan_result *r, int *cut, kt_error *err) {
   memset(r, 0, sizeof *r);
@@ -275,24 +348,11 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
   memcpy(r->partition, pe->counts, sizeof(int) * (size_t)S);
   double boundary = stage_sums(ce->costs, S, r, &sb);
   int own = cost_dependent(cfg->schedule);
-  if ((cut && cfg->v > 1) || own) {
-    if (surely_over(x, cfg, &sb, r)) {
-      set_reason(x, r); /* the partition is final with V > 1: no need for the schedule */
-      goto done;
-    }
+  if (((cut && cfg->v > 1) || own) && surely_over(x, cfg, &sb, r)) {
+    set_reason(x, r); /* the partition is final with V > 1: no need for the schedule */
+    goto done;
   }
-  if (cut && cutoff < INFINITY) {
-    /* the time bound needs only the placement: skip the schedule when it cuts */
-    kt_schedule shape = {.p = P, .v = cfg->v, .placement = kt_schedule_kind_placement(cfg->schedule)};
-    double bw, lat, largest = 0;
-    kt__plan_link(x->c, (long)cfg->t * cfg->d * P, &bw, &lat);
-    r->p2p_time = P > 1 ? lat + boundary / bw : 0;
-    for (int rank = 0; rank < P; rank++) largest = fmax(largest, rank_params(x, &shape, cfg, &sb, rank));
-    if (cfg->k * round_bound(&shape, r, cfg) + kt__plan_dp_time(x, cfg, largest) > cutoff) {
-      *cut = 1;
-      goto done;
-    }
-  }
+  if (cut && cutoff < INFINITY && (*cut = cut_by_bound(x, cfg, cutoff, &sb, boundary, r))) goto done;
   const kt__sched_entry *se = own ? (sched = own_schedule(x, cfg, r, &sb, boundary, err))
                                   : kt__plan_ctx_schedule(x, cfg->schedule, P, cfg->v, cfg->m, err);
   if (!se && own && !strstr(err->msg, "out of memory")) {
@@ -305,58 +365,15 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
     goto done;
   }
   rank_memory(x, se, cfg, &sb, r);
-  if (!r->fits && cfg->v == 1 && P > 1 && !own) {
-    /* the time-balanced cut does not fit: cut again under the memory cap with
-     * each rank's peak in-flight count times max(act, wgrad) per layer (an
-     * upper bound of the exact peak, so a cut found there fits) */
-    const kt__part_entry *capped =
-        kt__plan_ctx_partition(x, S, ce, cfg->d, se->rank_inflight, err);
-    if (!capped) {
-      st = KT_ENOMEM;
-      goto done;
-    }
-    if (capped->ok) {
-      memcpy(r->partition, capped->counts, sizeof(int) * (size_t)S);
-      boundary = stage_sums(ce->costs, S, r, &sb);
-      rank_memory(x, se, cfg, &sb, r);
-    }
-  }
-  /* balance between ranks (a rank runs all its chunks) */
-  double total = 0;
-  for (int rank = 0; rank < P; rank++) {
-    double load = 0, tp = 0;
-    for (int c = 0; c < cfg->v; c++) {
-      int j = kt_rank_chunk_stage(&se->s, rank, c);
-      load += r->stage_f[j] + r->stage_i[j] + r->stage_w[j];
-      tp += sb.tp[j];
-    }
-    total += load;
-    if (load > r->bottleneck) r->bottleneck = load, r->tp_time = tp;
-  }
-  r->imbalance = total > 0 ? r->bottleneck / (total / P) - 1 : 0;
-  double bw, lat, largest = 0;
-  kt__plan_link(x->c, (long)cfg->t * cfg->d * P, &bw, &lat);
-  r->p2p_time = P > 1 ? lat + boundary / bw : 0;
-  for (int rank = 0; rank < P; rank++) {
-    largest = fmax(largest, rank_params(x, &se->s, cfg, &sb, rank));
-  }
-  r->dp_time = kt__plan_dp_time(x, cfg, largest);
+  if (!r->fits && cfg->v == 1 && P > 1 && !own &&
+      (st = recut_for_memory(x, cfg, ce, se, &sb, &boundary, r, err)))
+    goto done;
+  rank_times(x, cfg, se, &sb, boundary, r);
   if (r->fits && cut) {
     *cut = cfg->k * round_bound(&se->s, r, cfg) + r->dp_time > cutoff;
     if (*cut) goto done; /* cannot beat the cutoff: skip the simulation */
   }
-  if (r->fits) {
-    kt_costs sc;
-    kt_costs_default(&sc);
-    sc.n_stages = S, sc.stage_tf = r->stage_f, sc.stage_tb = r->stage_i, sc.stage_tw = r->stage_w;
-    sc.comm = r->p2p_time;
-    double makespan, busy;
-    st = kt__plan_ctx_simulate(x, &se->s, cfg->schedule, &sc, 1, &makespan, &busy, err);
-    if (st) goto done;
-    r->round_time = makespan;
-    r->bubble_ratio = makespan > 0 ? 1 - busy / (P * makespan) : 0;
-    r->step_time = cfg->k * makespan + r->dp_time;
-  }
+  if (r->fits && (st = simulate_round(x, cfg, se, r, err))) goto done;
   set_reason(x, r);
 done:
   kt__plan_sched_free(sched);

@@ -239,8 +239,50 @@ static kt_status explain_empty(const search *s, kt_error *err) {
                  "schedules (M <= %d)", B, N, s->sp->max_microbatches);
 }
 
+/* Step times and memories this close make no difference to a user (the
+ * table shows four significant digits): a layout cut into more rounds
+ * differs only in the last digits of the simulated fill and drain. */
+#define SAME 1e-4
+
+/* Same step, cut differently: equal step time and memory, and the same
+ * layout but for M/K (or the schedule, with one rank). */
+static int equivalent(const kt_plan_result *x, const kt_plan_result *y) {
+  const kt_plan_config *a = &x->cfg, *b = &y->cfg;
+  return a->p == b->p && a->d == b->d && a->t == b->t && a->v == b->v && a->b == b->b &&
+         a->recompute == b->recompute && (a->schedule == b->schedule || a->p == 1) &&
+         fabs(x->step_time - y->step_time) <= SAME * fmax(x->step_time, y->step_time) &&
+         fabs(x->mem_peak - y->mem_peak) <= SAME * fmax(x->mem_peak, y->mem_peak);
+}
+
+/* Folds r into an equivalent kept result (the better-ranked of the two
+ * stands for both). 1 when it did (r is consumed), 0 when there is none. */
+static int fold(kt_plan_report *rep, kt_plan_result *r) {
+  for (int i = 0; i < rep->n; i++) {
+    kt_plan_result *e = &rep->configs[i];
+    if (!equivalent(e, r)) continue;
+    int lo = e->m_min < r->cfg.m ? e->m_min : r->cfg.m, hi = e->m_max > r->cfg.m ? e->m_max : r->cfg.m;
+    int n = e->equivalent + 1;
+    if (cmp_result(r, e) < 0) { /* r ranks first: it stands for both */
+      kt_plan_result_free(e);
+      *e = *r;
+    } else {
+      kt_plan_result_free(r);
+    }
+    e->m_min = lo, e->m_max = hi, e->equivalent = n;
+    for (; i > 0 && cmp_result(&rep->configs[i], &rep->configs[i - 1]) < 0; i--) {
+      kt_plan_result t = rep->configs[i];
+      rep->configs[i] = rep->configs[i - 1];
+      rep->configs[i - 1] = t;
+    }
+    return 1;
+  }
+  return 0;
+}
+
 /* Inserts r into the sorted top list (takes ownership). */
-static int keep(kt_plan_report *rep, size_t *cap, int top, kt_plan_result *r) {
+static int keep(kt_plan_report *rep, size_t *cap, int top, int collapse, kt_plan_result *r) {
+  r->m_min = r->m_max = r->cfg.m;
+  if (collapse && fold(rep, r)) return 0;
   if (top > 0 && rep->n == top) {
     if (cmp_result(r, &rep->configs[top - 1]) >= 0) {
       kt_plan_result_free(r);
@@ -294,7 +336,8 @@ static kt_status evaluate_one(search *s, const kt_plan_config *cfg, size_t *cap,
     kt_plan_result_free(&r);
     return KT_OK;
   }
-  if (keep(rep, cap, s->top, &r)) return kt_fail(err, KT_ENOMEM, "out of memory keeping results");
+  if (keep(rep, cap, s->top, s->sp->collapse, &r))
+    return kt_fail(err, KT_ENOMEM, "out of memory keeping results");
   return KT_OK;
 }
 

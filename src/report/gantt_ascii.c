@@ -17,6 +17,7 @@ void kt_gantt_default_opts(kt_gantt_opts *o) {
   o->color = 0;
   o->chunks = 1;
   o->max_ranks = 16;
+  o->coarse = 0;
 }
 
 int kt_event_label(const kt_event *e, int chunks, char *buf, size_t n) {
@@ -77,85 +78,90 @@ static double find_quantum(const kt_timeline *t, double t0) {
   return 0;
 }
 
-void kt_render_gantt_ascii(const kt_timeline *t, const kt_gantt_opts *o, kt_buf *b) {
-  if (t->n_events == 0) {
-    kt_buf_puts(b, "(empty timeline)\n");
-    return;
-  }
-  double t0 = INFINITY, t1 = -INFINITY;
+/* The chart's geometry: time origin and span, label form, scale, columns. */
+typedef struct {
+  double t0, span, q, scale; /* scale: chars per time unit; q: quantum or 0 */
+  int use_short, quantized, cols, band, prefix;
+} gantt_layout;
+
+/* "rank NN |": as wide as the largest rank number */
+static int prefix_width(int p) {
+  char num[16];
+  return 7 + snprintf(num, sizeof num, "%d", p > 1 ? p - 1 : 0);
+}
+
+int kt_gantt_columns(const kt_gantt_opts *o, int p) {
+  return (o->width > 40 ? o->width : 40) - prefix_width(p) - 1;
+}
+
+static int max_label_width(const kt_timeline *t, const kt_gantt_opts *o, int short_form) {
+  int w = 2;
   for (size_t i = 0; i < t->n_events; i++) {
-    if (t->events[i].start < t0) t0 = t->events[i].start;
+    char lab[32];
+    int n = short_form ? short_label(&t->events[i], t->p, lab, sizeof lab)
+                       : kt_event_label(&t->events[i], o->chunks, lab, sizeof lab);
+    if (n > w) w = n;
+  }
+  return w;
+}
+
+/* Layout, best first: one cell per time quantum with full labels, then with
+ * short labels, wrapped into at most MAX_BANDS bands of the width; then one
+ * band with narrower cells; then a proportional scale (always for a coarse
+ * timeline: its bins are the columns). */
+static gantt_layout choose_layout(const kt_timeline *t, const kt_gantt_opts *o) {
+  enum { MAX_BANDS = 4 };
+  gantt_layout L = {.t0 = INFINITY, .prefix = prefix_width(t->p)};
+  double t1 = -INFINITY;
+  for (size_t i = 0; i < t->n_events; i++) {
+    if (t->events[i].start < L.t0) L.t0 = t->events[i].start;
     if (t->events[i].end > t1) t1 = t->events[i].end;
   }
-  double span = t1 - t0;
-  if (span <= 0) span = 1;
-  /* full labels ("5F3" with several chunks) when they fit, else short ones */
-  int label_w = 2;
-  for (size_t i = 0; i < t->n_events; i++) {
-    char lab[32];
-    int n = kt_event_label(&t->events[i], o->chunks, lab, sizeof lab);
-    if (n > label_w) label_w = n;
-  }
-  int short_w = 2;
-  for (size_t i = 0; i < t->n_events; i++) {
-    char lab[32];
-    int n = short_label(&t->events[i], t->p, lab, sizeof lab);
-    if (n > short_w) short_w = n;
-  }
-  const char *prefix_fmt = t->p > 10 ? "rank %2d |" : "rank %d |";
-  int prefix = t->p > 10 ? 9 : 8;
-  int avail = (o->width > 40 ? o->width : 40) - prefix - 1;
-  /* Layout, best first: one cell per time quantum with full labels, then with
-   * short labels, wrapped into at most MAX_BANDS bands of the width; then one
-   * band with narrower cells; then a proportional scale. */
-  enum { MAX_BANDS = 4 };
-  double q = find_quantum(t, t0);
-  int use_short = 0, cell = 0;
-  if (q > 0) {
-    double quanta = span / q;
+  L.span = t1 - L.t0 > 0 ? t1 - L.t0 : 1;
+  int avail = kt_gantt_columns(o, t->p);
+  int label_w = max_label_width(t, o, 0), short_w = max_label_width(t, o, 1), cell = 0;
+  L.q = o->coarse ? 0 : find_quantum(t, L.t0);
+  if (L.q > 0) {
+    double quanta = L.span / L.q;
     if (quanta * (label_w + 1) <= (double)avail * MAX_BANDS) cell = label_w + 1;
     else if (o->chunks > 1 && quanta * (short_w + 1) <= (double)avail * MAX_BANDS)
-      cell = short_w + 1, use_short = 1;
+      cell = short_w + 1, L.use_short = 1;
     else {
       cell = (int)floor(avail / quanta);
       if (cell > label_w + 1) cell = label_w + 1;
-      use_short = o->chunks > 1;
+      L.use_short = o->chunks > 1;
     }
   }
-  double scale; /* chars per time unit */
-  int cols, band, quantized = q > 0 && cell >= 1;
-  if (quantized) {
-    scale = cell / q;
-    cols = (int)llround(span / q) * cell;
-    band = avail / cell * cell;
+  L.quantized = L.q > 0 && cell >= 1;
+  if (L.quantized) {
+    L.scale = cell / L.q;
+    L.cols = (int)llround(L.span / L.q) * cell;
+    L.band = avail / cell * cell;
   } else {
-    scale = avail / span;
-    cols = avail;
-    band = avail;
+    L.scale = avail / L.span;
+    L.cols = L.band = avail;
   }
-  int shown = t->p <= o->max_ranks ? t->p : o->max_ranks;
-  char *grid = malloc((size_t)(t->p + 1) * (size_t)cols);
-  signed char *opmap = malloc((size_t)t->p * (size_t)cols);
-  if (!grid || !opmap) {
-    free(grid);
-    free(opmap);
-    b->failed = 1;
-    return;
-  }
-  memset(grid, '.', (size_t)t->p * (size_t)cols);
-  memset(opmap, -1, (size_t)t->p * (size_t)cols);
+  return L;
+}
+
+/* Each event's cells: its label, or its op letter where the label does not
+ * fit; opmap keeps the op per cell for colours. */
+static void paint_events(const kt_timeline *t, const kt_gantt_opts *o, const gantt_layout *L,
+                         char *grid, signed char *opmap) {
+  int cols = L->cols;
   for (size_t i = 0; i < t->n_events; i++) {
     const kt_event *e = &t->events[i];
     if (e->rank < 0 || e->rank >= t->p) continue;
     char *row = grid + (size_t)e->rank * cols;
     signed char *ops = opmap + (size_t)e->rank * cols;
-    int c0 = (int)llround((e->start - t0) * scale), c1 = (int)llround((e->end - t0) * scale);
+    int c0 = (int)llround((e->start - L->t0) * L->scale), c1 = (int)llround((e->end - L->t0) * L->scale);
     if (c0 >= cols) c0 = cols - 1;
     if (c1 > cols) c1 = cols;
     if (c1 <= c0) c1 = c0 + 1;
     char lab[32];
-    int n = use_short ? short_label(e, t->p, lab, sizeof lab)
-                      : kt_event_label(e, o->chunks, lab, sizeof lab);
+    int n = o->coarse ? snprintf(lab, sizeof lab, "%c", kt_op_letter((kt_op)e->op))
+            : L->use_short ? short_label(e, t->p, lab, sizeof lab)
+                           : kt_event_label(e, o->chunks, lab, sizeof lab);
     for (int c = c0; c < c1; c++) {
       ops[c] = (signed char)e->op;
       row[c] = c - c0 < n ? lab[c - c0] : ' ';
@@ -163,63 +169,97 @@ void kt_render_gantt_ascii(const kt_timeline *t, const kt_gantt_opts *o, kt_buf 
     /* too narrow for the label: keep the op letter visible */
     if (c1 - c0 < n) {
       for (int c = c0 + 1; c < c1; c++) row[c] = ' ';
-      row[c0] = lab[use_short || o->chunks == 1 ? 0 : strcspn(lab, "FBIW")];
+      row[c0] = lab[L->use_short || o->chunks == 1 ? 0 : strcspn(lab, "FBIW")];
     }
   }
-  /* time axis: ticks at round numbers, at whole quanta when quantized */
-  char *axis = grid + (size_t)t->p * cols;
-  memset(axis, ' ', (size_t)cols);
-  double step_units = nice_step(10.0 / scale);
-  if (quantized && step_units < q) step_units = q;
-  for (double tt = 0; tt <= span + 1e-9; tt += step_units) {
-    int c = (int)llround(tt * scale);
+}
+
+/* Time axis: ticks at round numbers, at whole quanta when quantized. */
+static void draw_axis(const gantt_layout *L, char *axis) {
+  memset(axis, ' ', (size_t)L->cols);
+  double step_units = nice_step(10.0 / L->scale);
+  if (L->quantized && step_units < L->q) step_units = L->q;
+  for (double tt = 0; tt <= L->span + 1e-9; tt += step_units) {
+    int c = (int)llround(tt * L->scale);
     char num[32];
-    int n = snprintf(num, sizeof num, "%g", tt + t0);
-    if (c + n > cols) break;
+    int n = snprintf(num, sizeof num, "%g", tt + L->t0);
+    if (c + n > L->cols) break;
     int clear = 1;
-    for (int k = (c > 0 ? c - 1 : 0); k < c + n && k < cols; k++)
+    for (int k = (c > 0 ? c - 1 : 0); k < c + n && k < L->cols; k++)
       if (axis[k] != ' ') clear = 0;
     if (clear) memcpy(axis + c, num, (size_t)n);
   }
-  for (int c0 = 0; c0 < cols; c0 += band) {
-    int w = cols - c0 < band ? cols - c0 : band;
+}
+
+static void print_row(kt_buf *b, const char *row, const signed char *ops, int w, int color) {
+  if (!color) {
+    kt_buf_append(b, row, (size_t)w);
+    return;
+  }
+  int cur = -2;
+  for (int c = 0; c < w; c++) {
+    if (ops[c] != cur) {
+      kt_buf_puts(b, ops[c] >= 0 ? op_color(ops[c]) : RESET);
+      cur = ops[c];
+    }
+    kt_buf_append(b, &row[c], 1);
+  }
+  kt_buf_puts(b, RESET);
+}
+
+/* The chart in bands of the width: the first ranks, the last, the axis. */
+static void print_bands(const kt_timeline *t, const kt_gantt_opts *o, const gantt_layout *L,
+                        const char *grid, const signed char *opmap, kt_buf *b) {
+  int cols = L->cols, shown = t->p <= o->max_ranks ? t->p : o->max_ranks;
+  const char *axis = grid + (size_t)t->p * cols;
+  for (int c0 = 0; c0 < cols; c0 += L->band) {
+    int w = cols - c0 < L->band ? cols - c0 : L->band;
     if (c0) kt_buf_puts(b, "\n");
     for (int r = 0; r < t->p; r++) {
       if (r >= shown && r != t->p - 1) {
         if (r == shown) kt_buf_printf(b, "  ... %d more ranks ...\n", t->p - 1 - shown);
         continue;
       }
-      const char *row = grid + (size_t)r * cols + c0;
-      const signed char *ops = opmap + (size_t)r * cols + c0;
-      kt_buf_printf(b, prefix_fmt, r);
-      if (o->color) {
-        int cur = -2;
-        for (int c = 0; c < w; c++) {
-          if (ops[c] != cur) {
-            kt_buf_puts(b, ops[c] >= 0 ? op_color(ops[c]) : RESET);
-            cur = ops[c];
-          }
-          kt_buf_append(b, &row[c], 1);
-        }
-        kt_buf_puts(b, RESET);
-      } else {
-        kt_buf_append(b, row, (size_t)w);
-      }
+      kt_buf_printf(b, "rank %*d |", L->prefix - 7, r);
+      print_row(b, grid + (size_t)r * cols + c0, opmap + (size_t)r * cols + c0, w, o->color);
       kt_buf_puts(b, c0 + w < cols ? ">\n" : "|\n");
     }
-    for (int k = 0; k < prefix; k++) kt_buf_puts(b, " ");
-    /* trim trailing blanks of the axis */
-    int aw = w;
+    for (int k = 0; k < L->prefix; k++) kt_buf_puts(b, " ");
+    int aw = w; /* trim trailing blanks of the axis */
     while (aw > 0 && axis[c0 + aw - 1] == ' ') aw--;
     kt_buf_append(b, axis + c0, (size_t)aw);
     kt_buf_puts(b, "\n");
   }
+}
+
+void kt_render_gantt_ascii(const kt_timeline *t, const kt_gantt_opts *o, kt_buf *b) {
+  if (t->n_events == 0) {
+    kt_buf_puts(b, "(empty timeline)\n");
+    return;
+  }
+  gantt_layout L = choose_layout(t, o);
+  char *grid = malloc((size_t)(t->p + 1) * (size_t)L.cols);
+  signed char *opmap = malloc((size_t)t->p * (size_t)L.cols);
+  if (!grid || !opmap) {
+    free(grid);
+    free(opmap);
+    b->failed = 1;
+    return;
+  }
+  memset(grid, '.', (size_t)t->p * (size_t)L.cols);
+  memset(opmap, -1, (size_t)t->p * (size_t)L.cols);
+  paint_events(t, o, &L, grid, opmap);
+  draw_axis(&L, grid + (size_t)t->p * L.cols);
+  print_bands(t, o, &L, grid, opmap, b);
   kt_buf_puts(b, "F forward  B backward  I input-grad  W weight-grad  . idle   ");
-  if (use_short) kt_buf_puts(b, "lower case = later chunk   ");
-  if (quantized)
-    kt_buf_printf(b, "time in %s, one cell = %g\n", t->time_unit, q);
+  if (L.use_short) kt_buf_puts(b, "lower case = later chunk   ");
+  if (o->coarse)
+    kt_buf_printf(b, "\naggregated: a cell shows the op that used most of its time, '.' a rank idle "
+                     "over half of it; one column = %.3g %s\n", 1.0 / L.scale, t->time_unit);
+  else if (L.quantized)
+    kt_buf_printf(b, "time in %s, one cell = %g\n", t->time_unit, L.q);
   else
-    kt_buf_printf(b, "time in %s, one column = %.3g\n", t->time_unit, 1.0 / scale);
+    kt_buf_printf(b, "time in %s, one column = %.3g\n", t->time_unit, 1.0 / L.scale);
   free(grid);
   free(opmap);
 }

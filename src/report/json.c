@@ -140,11 +140,31 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
   kt_buf_puts(b, "\n");
   kt_buf_printf(b, "%-6s %10s %10s %8s %12s %14s\n", "rank", "busy", "idle", "util",
                 "peak_memory", "peak_inflight");
+  /* many ranks: the first ones, the last, and the extremes of the rest
+   * (the JSON lists them all) */
+  enum { SHOWN = 16, ALL_UP_TO = 40 };
+  int lo_busy = 0, hi_mem = 0;
+  for (int r = 1; r < m->p; r++) {
+    if (m->ranks[r].busy < m->ranks[lo_busy].busy) lo_busy = r;
+    if (m->ranks[r].peak_memory > m->ranks[hi_mem].peak_memory) hi_mem = r;
+  }
   for (int r = 0; r < m->p; r++) {
+    int show = m->p <= ALL_UP_TO || r < SHOWN || r == m->p - 1 || r == lo_busy || r == hi_mem;
+    if (!show) {
+      if (r == SHOWN) kt_buf_printf(b, "  ... %d ranks not shown: all of them are in --format json\n",
+                                    m->p - SHOWN - 1 - (lo_busy > SHOWN && lo_busy < m->p - 1) -
+                                        (hi_mem > SHOWN && hi_mem < m->p - 1 && hi_mem != lo_busy));
+      continue;
+    }
     const kt_rank_metrics *rm = &m->ranks[r];
     double util = m->makespan > 0 ? rm->busy / m->makespan : 0;
-    kt_buf_printf(b, "%-6d %10g %10g %7.1f%% %12g %14d\n", r, rm->busy, rm->idle, 100 * util,
+    kt_buf_printf(b, "%-6d %10g %10g %7.1f%% %12g %14d", r, rm->busy, rm->idle, 100 * util,
                   rm->peak_memory, rm->peak_inflight);
+    if (m->p > ALL_UP_TO && r == lo_busy && rm->busy < m->ranks[m->p - 1 - lo_busy].busy)
+      kt_buf_puts(b, "   (least busy)");
+    if (m->p > ALL_UP_TO && r == hi_mem && rm->peak_memory > m->ranks[m->p - 1 - hi_mem].peak_memory)
+      kt_buf_puts(b, "   (highest peak memory)");
+    kt_buf_puts(b, "\n");
   }
 }
 

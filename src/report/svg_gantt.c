@@ -155,19 +155,69 @@ static void bin_share(const double *row, size_t k0, size_t k1, double bin, doubl
   for (int op = 0; op < KT_OP_COUNT; op++) f[op] = w > 0 ? f[op] / w : 0;
 }
 
-/* Aggregated view. Returns -1 on allocation failure. */
-static int draw_aggregate(kt_buf *b, const layout *L, const kt_timeline *t, double span,
-                          double y_off, double bar_h, int pred) {
-  /* bins of BIN_PX pixels, but wide enough to hold a few typical actions */
+/* Time bins for the aggregated view: bins of BIN_PX pixels, but wide
+ * enough to hold a few typical actions. */
+static double agg_bin_width(const layout *L, const kt_timeline *t, double span, size_t *nb) {
   double dsum = 0;
   for (size_t i = 0; i < t->n_events; i++) dsum += t->events[i].end - t->events[i].start;
   double mean = t->n_events ? dsum / (double)t->n_events : 0;
   double bin = BIN_PX / L->ppu;
   if (bin < 4 * mean) bin = 4 * mean;
   if (!(bin > 0)) bin = span > 0 ? span : 1;
-  size_t nb = (size_t)ceil(span / bin);
-  if (nb < 1) nb = 1;
-  if (nb > 100000) nb = 100000, bin = span / (double)nb;
+  *nb = (size_t)ceil(span / bin);
+  if (*nb < 1) *nb = 1;
+  if (*nb > 100000) *nb = 100000, bin = span / (double)*nb;
+  return bin;
+}
+
+/* Busy time per (rank, bin, op) and the number of actions starting there. */
+static void bin_events(const layout *L, const kt_timeline *t, double bin, size_t nb, double *busy,
+                       int *count) {
+  for (size_t i = 0; i < t->n_events; i++) {
+    const kt_event *e = &t->events[i];
+    if (e->rank < 0 || e->rank >= L->p || e->op >= KT_OP_COUNT) continue;
+    double a = e->start - L->t0, z = e->end - L->t0;
+    size_t k0 = a <= 0 ? 0 : (size_t)(a / bin), k1 = z <= 0 ? 0 : (size_t)(z / bin);
+    if (k0 >= nb) k0 = nb - 1;
+    if (k1 >= nb) k1 = nb - 1;
+    size_t row = (size_t)e->rank * nb;
+    count[(row + k0) * KT_OP_COUNT + e->op]++;
+    for (size_t k = k0; k <= k1; k++) {
+      double lo = (double)k * bin, hi = lo + bin;
+      double ov = (z < hi ? z : hi) - (a > lo ? a : lo);
+      if (ov > 0) busy[(row + k) * KT_OP_COUNT + e->op] += ov;
+    }
+  }
+}
+
+/* The end of the block that starts at bin k0: bins join while they stay
+ * close to its average; bins are compared smoothed over their neighbours,
+ * so a period that beats with the bin width does not cut it into bricks. */
+static size_t block_end(const double *row, size_t k0, size_t nb, double bin, double span) {
+  double ref[KT_OP_COUNT] = {0};
+  int idle = 0;
+  size_t k = k0;
+  for (; k < nb; k++) {
+    double raw[KT_OP_COUNT], sm[KT_OP_COUNT], tot = 0, diff = 0;
+    bin_share(row, k, k, bin, span, raw);
+    bin_share(row, k > 0 ? k - 1 : 0, k + 1 < nb ? k + 1 : k, bin, span, sm);
+    for (int op = 0; op < KT_OP_COUNT; op++) tot += raw[op];
+    if (k == k0) idle = tot < 0.02;
+    for (int op = 0; op < KT_OP_COUNT; op++) {
+      double d = fabs(sm[op] - ref[op] / (double)(k - k0 ? k - k0 : 1));
+      if (d > diff) diff = d;
+    }
+    if (k > k0 && (diff > MERGE_TOL || (tot < 0.02) != idle)) break;
+    for (int op = 0; op < KT_OP_COUNT; op++) ref[op] += sm[op];
+  }
+  return k;
+}
+
+/* Aggregated view. Returns -1 on allocation failure. */
+static int draw_aggregate(kt_buf *b, const layout *L, const kt_timeline *t, double span,
+                          double y_off, double bar_h, int pred) {
+  size_t nb;
+  double bin = agg_bin_width(L, t, span, &nb);
   size_t cells = (size_t)L->p * nb * KT_OP_COUNT;
   double *busy = calloc(cells, sizeof *busy);
   int *count = calloc(cells, sizeof *count);
@@ -176,48 +226,17 @@ static int draw_aggregate(kt_buf *b, const layout *L, const kt_timeline *t, doub
     free(count);
     return -1;
   }
-#define CELL(r, k, op) (((size_t)(r) * nb + (k)) * KT_OP_COUNT + (op))
-  for (size_t i = 0; i < t->n_events; i++) {
-    const kt_event *e = &t->events[i];
-    if (e->rank < 0 || e->rank >= L->p || e->op >= KT_OP_COUNT) continue;
-    double a = e->start - L->t0, z = e->end - L->t0;
-    size_t k0 = a <= 0 ? 0 : (size_t)(a / bin), k1 = z <= 0 ? 0 : (size_t)(z / bin);
-    if (k0 >= nb) k0 = nb - 1;
-    if (k1 >= nb) k1 = nb - 1;
-    count[CELL(e->rank, k0, e->op)]++;
-    for (size_t k = k0; k <= k1; k++) {
-      double lo = (double)k * bin, hi = lo + bin;
-      double ov = (z < hi ? z : hi) - (a > lo ? a : lo);
-      if (ov > 0) busy[CELL(e->rank, k, e->op)] += ov;
-    }
-  }
+  bin_events(L, t, bin, nb, busy, count);
   kt_buf_puts(b, pred ? "<g class=\"pred\" opacity=\"0.85\">\n" : "<g class=\"bars agg\">\n");
   for (int r = 0; r < L->p; r++) {
     const double *row = busy + (size_t)r * nb * KT_OP_COUNT;
-    size_t k = 0;
-    while (k < nb) {
-      /* grow a block while bins stay close to its average; bins are compared
-       * smoothed over their neighbours, so a period that beats with the bin
-       * width does not cut the block into bricks */
-      double avg[KT_OP_COUNT], ref[KT_OP_COUNT] = {0};
-      int n[KT_OP_COUNT] = {0}, idle = 0;
-      size_t k0 = k;
-      for (; k < nb; k++) {
-        double raw[KT_OP_COUNT], sm[KT_OP_COUNT], tot = 0, diff = 0;
-        bin_share(row, k, k, bin, span, raw);
-        bin_share(row, k > 0 ? k - 1 : 0, k + 1 < nb ? k + 1 : k, bin, span, sm);
-        for (int op = 0; op < KT_OP_COUNT; op++) tot += raw[op];
-        if (k == k0) idle = tot < 0.02;
-        for (int op = 0; op < KT_OP_COUNT; op++) {
-          double d = fabs(sm[op] - ref[op] / (double)(k - k0 ? k - k0 : 1));
-          if (d > diff) diff = d;
-        }
-        if (k > k0 && (diff > MERGE_TOL || (tot < 0.02) != idle)) break;
-        for (int op = 0; op < KT_OP_COUNT; op++) {
-          ref[op] += sm[op];
-          n[op] += count[CELL(r, k, op)];
-        }
-      }
+    const int *nrow = count + (size_t)r * nb * KT_OP_COUNT;
+    for (size_t k0 = 0, k; k0 < nb; k0 = k) {
+      k = block_end(row, k0, nb, bin, span);
+      double avg[KT_OP_COUNT];
+      int n[KT_OP_COUNT] = {0};
+      for (size_t j = k0; j < k; j++)
+        for (int op = 0; op < KT_OP_COUNT; op++) n[op] += nrow[j * KT_OP_COUNT + op];
       bin_share(row, k0, k - 1, bin, span, avg);
       double sum_w = (k * bin < span ? (double)k * bin : span) - (double)k0 * bin;
       double x = L->x0 + (double)k0 * bin * L->ppu, w = sum_w * L->ppu;
@@ -236,7 +255,6 @@ static int draw_aggregate(kt_buf *b, const layout *L, const kt_timeline *t, doub
       }
     }
   }
-#undef CELL
   kt_buf_puts(b, "</g>\n");
   free(busy);
   free(count);
@@ -314,23 +332,80 @@ static void memory_metadata(kt_buf *b, const kt_timeline *t, double t0) {
   kt_series_free(s, n);
 }
 
-void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts) {
-  kt_svg_gantt_opts def;
-  if (!opts) kt_svg_gantt_default_opts(&def), opts = &def;
-  layout L = {.o = opts, .p = t->p > 0 ? t->p : 1, .chunks = opts->chunks};
-  double t0 = INFINITY, t1 = -INFINITY, dmin = INFINITY;
-  unsigned ops = 0;
+/* The time range, shortest action and ops present in t and the predicted
+ * timeline; a requested range overrides the first two. */
+static void scan_events(const kt_timeline *t, const kt_svg_gantt_opts *opts, double *t0,
+                        double *t1, double *dmin, unsigned *ops) {
+  *t0 = INFINITY, *t1 = -INFINITY, *dmin = INFINITY, *ops = 0;
   const kt_timeline *tls[2] = {t, opts->predicted};
   for (int k = 0; k < 2; k++)
     for (size_t i = 0; tls[k] && i < tls[k]->n_events; i++) {
       const kt_event *e = &tls[k]->events[i];
-      if (e->start < t0) t0 = e->start;
-      if (e->end > t1) t1 = e->end;
-      if (e->end - e->start < dmin) dmin = e->end - e->start;
-      if (e->op < KT_OP_COUNT) ops |= 1u << e->op;
+      if (e->start < *t0) *t0 = e->start;
+      if (e->end > *t1) *t1 = e->end;
+      if (e->end - e->start < *dmin) *dmin = e->end - e->start;
+      if (e->op < KT_OP_COUNT) *ops |= 1u << e->op;
     }
-  if (!isfinite(t0)) t0 = 0, t1 = 1, dmin = 1;
-  if (opts->t_max > opts->t_min) t0 = opts->t_min, t1 = opts->t_max;
+  if (!isfinite(*t0)) *t0 = 0, *t1 = 1, *dmin = 1;
+  if (opts->t_max > opts->t_min) *t0 = opts->t_min, *t1 = opts->t_max;
+}
+
+/* Grey lanes, one per rank, and the rank labels (thinned when rows are low). */
+static void draw_lanes(kt_buf *b, const layout *L, double plot_w) {
+  kt_buf_puts(b, "<g class=\"lanes\" fill=\"#F1F1F1\">\n");
+  for (int r = 0; r < L->p; r++) {
+    rect(b, L->x0, L->top + r * L->row_h + 1, plot_w, L->row_h - 2, "#F1F1F1");
+    kt_buf_puts(b, "/>\n");
+  }
+  kt_buf_puts(b, "</g>\n<g class=\"ranks\" fill=\"#333333\" text-anchor=\"end\">\n");
+  double rfont = L->row_h >= 16 ? 11 : 10;
+  int every = L->row_h >= 11 ? 1 : (int)ceil(11.0 / L->row_h);
+  for (int r = 0; r < L->p; r++) {
+    if (r % every && r != L->p - 1) continue;
+    kt_buf_puts(b, "<text x=\"");
+    kt__svg_num(b, L->x0 - 6);
+    kt_buf_puts(b, "\" y=\"");
+    kt__svg_num(b, L->top + r * L->row_h + L->row_h / 2 + rfont * 0.36);
+    kt_buf_printf(b, "\" font-size=\"%g\">rank %d</text>\n", rfont, r);
+  }
+  kt_buf_puts(b, "</g>\n");
+}
+
+/* One timeline's bars (pred: the thin predicted strip) in the band
+ * [y_off, y_off + bar_h) of each row. */
+static void draw_bars(kt_buf *b, const layout *L, const kt_timeline *t, int aggregate, double span,
+                      double y_off, double bar_h, int pred, double min_px) {
+  if (aggregate) {
+    if (draw_aggregate(b, L, t, span, y_off, bar_h, pred)) b->failed = 1;
+    return;
+  }
+  size_t *idx = sorted_events(t);
+  if (idx) draw_detail(b, L, t, idx, y_off, bar_h, pred, min_px);
+  else b->failed = 1;
+  free(idx);
+}
+
+/* The <svg> attributes the page script reads. */
+static void gantt_attrs(char *attrs, size_t n, const layout *L, int aggregate, double tscale,
+                        const char *shown) {
+  char unit[16]; /* the unit goes into an attribute: keep it to safe characters */
+  snprintf(unit, sizeof unit, "%s", shown);
+  for (char *c = unit; *c; c++)
+    if (strchr("<>&\"'", *c)) *c = '_';
+  snprintf(attrs, n,
+           " class=\"gantt\" data-mode=\"%s\" data-p=\"%d\" data-t0=\"%.9g\" data-ppu=\"%.9g\""
+           " data-x0=\"%d\" data-tscale=\"%g\" data-tunit=\"%s\"",
+           aggregate ? "aggregate" : "detail", L->p, L->t0, L->ppu, KT_SVG_MARGIN_LEFT, tscale,
+           unit);
+}
+
+void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts) {
+  kt_svg_gantt_opts def;
+  if (!opts) kt_svg_gantt_default_opts(&def), opts = &def;
+  layout L = {.o = opts, .p = t->p > 0 ? t->p : 1, .chunks = opts->chunks};
+  double t0, t1, dmin;
+  unsigned ops;
+  scan_events(t, opts, &t0, &t1, &dmin, &ops);
   double span = t1 - t0 > 0 ? t1 - t0 : 1;
   L.t0 = t0;
   L.ppu = opts->px_per_unit > 0 ? opts->px_per_unit
@@ -342,22 +417,12 @@ void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts
   double min_px = opts->min_bar_px > 0 ? opts->min_bar_px : 2;
   size_t n_all = t->n_events + (opts->predicted ? opts->predicted->n_events : 0);
   int aggregate = opts->force_aggregate || n_all > max_rects || dmin * L.ppu < min_px;
-  double plot_w = span * L.ppu;
-  double w = L.x0 + plot_w + KT_SVG_MARGIN_RIGHT;
-  double rows_h = L.row_h * L.p;
-  double h = L.top + rows_h + AXIS_H;
+  double plot_w = span * L.ppu, w = L.x0 + plot_w + KT_SVG_MARGIN_RIGHT;
+  double rows_h = L.row_h * L.p, h = L.top + rows_h + AXIS_H;
   const char *shown;
   double tscale = time_display(t->time_unit, span, &shown);
-  char unit[16]; /* the unit goes into an attribute: keep it to safe characters */
-  snprintf(unit, sizeof unit, "%s", shown);
-  for (char *c = unit; *c; c++)
-    if (strchr("<>&\"'", *c)) *c = '_';
   char attrs[256];
-  snprintf(attrs, sizeof attrs,
-           " class=\"gantt\" data-mode=\"%s\" data-p=\"%d\" data-t0=\"%.9g\" data-ppu=\"%.9g\""
-           " data-x0=\"%d\" data-tscale=\"%g\" data-tunit=\"%s\"",
-           aggregate ? "aggregate" : "detail", L.p, t0, L.ppu, KT_SVG_MARGIN_LEFT, tscale,
-           unit);
+  gantt_attrs(attrs, sizeof attrs, &L, aggregate, tscale, shown);
   kt_buf legend;
   kt_buf_init(&legend);
   double legend_end = draw_legend(&legend, opts, ops, aggregate) + 8;
@@ -367,24 +432,7 @@ void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts
   kt_buf_append(b, legend.data ? legend.data : "", legend.len);
   kt_buf_free(&legend);
   if (opts->embed_memory && !aggregate && t->n_mem) memory_metadata(b, t, t0);
-  /* lanes and rank labels */
-  kt_buf_puts(b, "<g class=\"lanes\" fill=\"#F1F1F1\">\n");
-  for (int r = 0; r < L.p; r++) {
-    rect(b, L.x0, L.top + r * L.row_h + 1, plot_w, L.row_h - 2, "#F1F1F1");
-    kt_buf_puts(b, "/>\n");
-  }
-  kt_buf_puts(b, "</g>\n<g class=\"ranks\" fill=\"#333333\" text-anchor=\"end\">\n");
-  double rfont = L.row_h >= 16 ? 11 : 10;
-  int every = L.row_h >= 11 ? 1 : (int)ceil(11.0 / L.row_h);
-  for (int r = 0; r < L.p; r++) {
-    if (r % every && r != L.p - 1) continue;
-    kt_buf_puts(b, "<text x=\"");
-    kt__svg_num(b, L.x0 - 6);
-    kt_buf_puts(b, "\" y=\"");
-    kt__svg_num(b, L.top + r * L.row_h + L.row_h / 2 + rfont * 0.36);
-    kt_buf_printf(b, "\" font-size=\"%g\">rank %d</text>\n", rfont, r);
-  }
-  kt_buf_puts(b, "</g>\n");
+  draw_lanes(b, &L, plot_w);
   char xlabel[64];
   snprintf(xlabel, sizeof xlabel, "time (%s)", shown);
   /* the axis counts from the chart's start (a measured step starts anywhere) */
@@ -395,26 +443,8 @@ void kt_svg_gantt(kt_buf *b, const kt_timeline *t, const kt_svg_gantt_opts *opts
     pred_h = floor(bar_h * 0.32);
     bar_h -= pred_h + 1;
   }
-  size_t *idx = aggregate ? NULL : sorted_events(t);
-  if (aggregate) {
-    if (draw_aggregate(b, &L, t, span, inset, bar_h, 0)) b->failed = 1;
-  } else if (idx) {
-    draw_detail(b, &L, t, idx, inset, bar_h, 0, dmin * L.ppu);
-  } else {
-    b->failed = 1;
-  }
-  free(idx);
-  if (opts->predicted) {
-    const kt_timeline *pt = opts->predicted;
-    size_t *pidx = aggregate ? NULL : sorted_events(pt);
-    if (aggregate) {
-      if (draw_aggregate(b, &L, pt, span, inset + bar_h + 1, pred_h, 1)) b->failed = 1;
-    } else if (pidx) {
-      draw_detail(b, &L, pt, pidx, inset + bar_h + 1, pred_h, 1, dmin * L.ppu);
-    } else {
-      b->failed = 1;
-    }
-    free(pidx);
-  }
+  draw_bars(b, &L, t, aggregate, span, inset, bar_h, 0, dmin * L.ppu);
+  if (opts->predicted)
+    draw_bars(b, &L, opts->predicted, aggregate, span, inset + bar_h + 1, pred_h, 1, dmin * L.ppu);
   kt_buf_puts(b, "</svg>\n");
 }

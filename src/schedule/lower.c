@@ -29,17 +29,13 @@ long kt__msg_consumed(const kt_schedule *s, const kt__dims *d, int rank, const k
 long kt__msg_of_p2p(const kt_schedule *s, const kt__dims *d, int rank, const kt_action *a) {
   int st = a->stage, mb = a->mb;
   if (mb < 0 || mb >= d->M || st < 0 || st >= d->S || kt_stage_rank(s, st) != rank) return -1;
-  int down = st + 1 < d->S && kt_stage_rank(s, st + 1) != rank; /* a hand-over to/from s+1 */
-  int up = st > 0 && kt_stage_rank(s, st - 1) != rank;          /* to/from s-1 */
-  switch (a->op) {
-    case KT_OP_SEND_F:
-    case KT_OP_WAIT_SEND_F: return down ? (long)kt__msg_id(d, KT__MSG_F, st, mb) : -1;
-    case KT_OP_RECV_F: return up ? (long)kt__msg_id(d, KT__MSG_F, st - 1, mb) : -1;
-    case KT_OP_SEND_B:
-    case KT_OP_WAIT_SEND_B: return up ? (long)kt__msg_id(d, KT__MSG_B, st, mb) : -1;
-    case KT_OP_RECV_B: return down ? (long)kt__msg_id(d, KT__MSG_B, st + 1, mb) : -1;
-    default: return -1;
-  }
+  int from;
+  kt_result r = kt_comm_message(a->op, st, &from);
+  if (r == KT_RESULT_NONE) return -1;
+  /* the other end: the producer for a RECV, the consumer for a send */
+  int peer = from != st ? from : kt_result_consumer(r, st, d->S);
+  if (peer < 0 || peer >= d->S || kt_stage_rank(s, peer) == rank) return -1; /* no hand-over */
+  return (long)kt__msg_id(d, r == KT_RESULT_F ? KT__MSG_F : KT__MSG_B, from, mb);
 }
 
 kt_action kt__msg_send(const kt__dims *d, size_t id) {

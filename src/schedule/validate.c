@@ -7,11 +7,14 @@
 
 #include "kaiten/schedule.h"
 
-/* Kept small (20 bytes): one per (stage, micro-batch), walked in cache. */
+/* Kept small (5 bytes): one per (stage, micro-batch), walked in cache. A
+ * pair's actions all run on one rank, so "the backward came before the
+ * forward" is known when the backward is counted. */
 typedef struct {
   uint8_t count[KT_OP_COUNT]; /* the second occurrence is reported at once */
-  uint32_t pos[KT_OP_COUNT];  /* index in the rank's list of the (first) occurrence */
+  uint8_t early;              /* EARLY_BACKWARD: B or I before F; EARLY_W: W before I */
 } pair_info;
+enum { EARLY_BACKWARD = 1, EARLY_W = 2 };
 
 kt_status kt_deadlock_fail(const kt_blocked *b, int n, kt_error *err) {
   char msg[KT_ERROR_LEN], at[32], on[32];
@@ -143,6 +146,71 @@ static const char *fmt(const kt_action *a, char *buf) {
   return buf;
 }
 
+/* Counts every action per (stage, micro-batch) into info: each on its
+ * owner, inside the schedule, at most once. */
+static kt_status count_actions(const kt_schedule *s, int S, pair_info *info, kt_error *err) {
+  char b1[32];
+  for (int r = 0; r < s->p; r++) {
+    const kt_rank_actions *ra = &s->ranks[r];
+    for (size_t i = 0; i < ra->n; i++) {
+      const kt_action *a = &ra->actions[i];
+      if (a->stage < 0 || a->stage >= S || a->mb < 0 || a->mb >= s->m || a->op >= KT_OP_COUNT)
+        return kt_fail(err, KT_EINVALID_SCHEDULE,
+                       "rank %d runs %s, outside the schedule's %d stages and %d micro-batches", r,
+                       fmt(a, b1), S, s->m);
+      int owner = kt_stage_rank(s, a->stage);
+      if (owner != r)
+        return kt_fail(err, KT_EINVALID_SCHEDULE,
+                       "action on the wrong rank: rank %d runs %s but stage %d belongs to rank %d "
+                       "(%s placement, P=%d, V=%d)",
+                       r, fmt(a, b1), a->stage, owner, kt_placement_name(s->placement), s->p, s->v);
+      pair_info *pi = &info[(size_t)a->stage * s->m + a->mb];
+      if (pi->count[a->op]++)
+        return kt_fail(err, KT_EINVALID_SCHEDULE, "duplicate action: rank %d runs %s twice", r,
+                       fmt(a, b1));
+      if ((a->op == KT_OP_B || a->op == KT_OP_I) && !pi->count[KT_OP_F]) pi->early |= EARLY_BACKWARD;
+      if (a->op == KT_OP_W && !pi->count[KT_OP_I]) pi->early |= EARLY_W;
+    }
+  }
+  return KT_OK;
+}
+
+/* One pair's actions: an F, one complete backward (B, or I then W), the
+ * backward after the forward. */
+static kt_status check_pair(const kt_schedule *s, size_t k, const pair_info *pi, kt_error *err) {
+  char b1[32], b2[32];
+  kt_action a = {.stage = (int32_t)(k / s->m), .mb = (int32_t)(k % s->m)};
+  int owner = kt_stage_rank(s, a.stage);
+#define AS(op_) (a.op = (op_), fmt(&a, b1))
+  if (!pi->count[KT_OP_F])
+    return kt_fail(err, KT_EINVALID_SCHEDULE, "missing forward: %s never runs (rank %d)",
+                   AS(KT_OP_F), owner);
+  if (!pi->count[KT_OP_B] && !pi->count[KT_OP_I])
+    return kt_fail(err, KT_EINVALID_SCHEDULE,
+                   "missing backward: %s never runs, nor its split form I then W (rank %d)",
+                   AS(KT_OP_B), owner);
+  if (pi->count[KT_OP_B] && (pi->count[KT_OP_I] || pi->count[KT_OP_W]))
+    return kt_fail(err, KT_EINVALID_SCHEDULE,
+                   "two backwards: %s and its split form I/W both run (rank %d)", AS(KT_OP_B), owner);
+  if (pi->count[KT_OP_I] && !pi->count[KT_OP_W])
+    return kt_fail(err, KT_EINVALID_SCHEDULE,
+                   "incomplete backward: %s runs but its weight gradient W never does (rank %d)",
+                   AS(KT_OP_I), owner);
+  if (pi->count[KT_OP_W] && !pi->count[KT_OP_I])
+    return kt_fail(err, KT_EINVALID_SCHEDULE,
+                   "incomplete backward: %s runs without its input gradient I (rank %d)",
+                   AS(KT_OP_W), owner);
+#undef AS
+  int bop = pi->count[KT_OP_B] ? KT_OP_B : KT_OP_I, first = KT_OP_F, later = bop;
+  if (!pi->early) return KT_OK;
+  if (!(pi->early & EARLY_BACKWARD)) first = KT_OP_I, later = KT_OP_W;
+  a.op = (uint8_t)later;
+  fmt(&a, b1);
+  a.op = (uint8_t)first;
+  return kt_fail(err, KT_EINVALID_SCHEDULE, "bad order: rank %d runs %s before %s", owner, b1,
+                 fmt(&a, b2));
+}
+
 kt_status kt_schedule_validate(const kt_schedule *s, kt_error *err) {
   int S = kt_schedule_stages(s);
   size_t cells = (size_t)S * (size_t)s->m;
@@ -156,77 +224,8 @@ kt_status kt_schedule_validate(const kt_schedule *s, kt_error *err) {
                    actions, S, s->m);
   pair_info *info = kt_calloc(cells, sizeof *info);
   if (!info) return kt_fail(err, KT_ENOMEM, "out of memory validating");
-  char b1[32], b2[32];
-  kt_status st = KT_OK;
-  for (int r = 0; r < s->p && !st; r++) {
-    const kt_rank_actions *ra = &s->ranks[r];
-    for (size_t i = 0; i < ra->n; i++) {
-      const kt_action *a = &ra->actions[i];
-      if (a->stage < 0 || a->stage >= S || a->mb < 0 || a->mb >= s->m || a->op >= KT_OP_COUNT) {
-        st = kt_fail(err, KT_EINVALID_SCHEDULE,
-                     "rank %d runs %s, outside the schedule's %d stages and %d micro-batches", r,
-                     fmt(a, b1), S, s->m);
-        break;
-      }
-      int owner = kt_stage_rank(s, a->stage);
-      if (owner != r) {
-        st = kt_fail(err, KT_EINVALID_SCHEDULE,
-                     "action on the wrong rank: rank %d runs %s but stage %d belongs to rank %d "
-                     "(%s placement, P=%d, V=%d)",
-                     r, fmt(a, b1), a->stage, owner, kt_placement_name(s->placement), s->p, s->v);
-        break;
-      }
-      pair_info *pi = &info[(size_t)a->stage * s->m + a->mb];
-      if (pi->count[a->op]++ == 0) pi->pos[a->op] = (uint32_t)i;
-      else {
-        st = kt_fail(err, KT_EINVALID_SCHEDULE, "duplicate action: rank %d runs %s twice", r,
-                     fmt(a, b1));
-        break;
-      }
-    }
-  }
-  for (size_t k = 0; k < cells && !st; k++) {
-    const pair_info *pi = &info[k];
-    kt_action a = {.stage = (int32_t)(k / s->m), .mb = (int32_t)(k % s->m)};
-    int owner = kt_stage_rank(s, a.stage);
-#define AS(op_) (a.op = (op_), fmt(&a, b1))
-    if (!pi->count[KT_OP_F])
-      st = kt_fail(err, KT_EINVALID_SCHEDULE, "missing forward: %s never runs (rank %d)",
-                   AS(KT_OP_F), owner);
-    else if (!pi->count[KT_OP_B] && !pi->count[KT_OP_I])
-      st = kt_fail(err, KT_EINVALID_SCHEDULE,
-                   "missing backward: %s never runs, nor its split form I then W (rank %d)",
-                   AS(KT_OP_B), owner);
-    else if (pi->count[KT_OP_B] && (pi->count[KT_OP_I] || pi->count[KT_OP_W]))
-      st = kt_fail(err, KT_EINVALID_SCHEDULE,
-                   "two backwards: %s and its split form I/W both run (rank %d)", AS(KT_OP_B),
-                   owner);
-    else if (pi->count[KT_OP_I] && !pi->count[KT_OP_W])
-      st = kt_fail(err, KT_EINVALID_SCHEDULE,
-                   "incomplete backward: %s runs but its weight gradient W never does (rank %d)",
-                   AS(KT_OP_I), owner);
-    else if (pi->count[KT_OP_W] && !pi->count[KT_OP_I])
-      st = kt_fail(err, KT_EINVALID_SCHEDULE,
-                   "incomplete backward: %s runs without its input gradient I (rank %d)",
-                   AS(KT_OP_W), owner);
-    else {
-      int bop = pi->count[KT_OP_B] ? KT_OP_B : KT_OP_I;
-      if (pi->pos[bop] < pi->pos[KT_OP_F]) {
-        a.op = (uint8_t)bop;
-        fmt(&a, b1);
-        a.op = KT_OP_F;
-        st = kt_fail(err, KT_EINVALID_SCHEDULE, "bad order: rank %d runs %s before %s", owner, b1,
-                     fmt(&a, b2));
-      } else if (bop == KT_OP_I && pi->pos[KT_OP_W] < pi->pos[KT_OP_I]) {
-        a.op = KT_OP_W;
-        fmt(&a, b1);
-        a.op = KT_OP_I;
-        st = kt_fail(err, KT_EINVALID_SCHEDULE, "bad order: rank %d runs %s before %s", owner, b1,
-                     fmt(&a, b2));
-      }
-    }
-#undef AS
-  }
+  kt_status st = count_actions(s, S, info, err);
+  for (size_t k = 0; k < cells && !st; k++) st = check_pair(s, k, &info[k], err);
   free(info);
   if (st) return st;
   return runs_to_completion(s, err);

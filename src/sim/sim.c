@@ -29,11 +29,21 @@ typedef struct {
   double f, bi, i;
 } pair_times;
 
+/* One stage's costs, looked up once: duration and memory change per op
+ * (indexed by kt_op), and the scratch an op holds while it runs. */
+typedef struct {
+  double dur[KT_OP_COUNT], mem[KT_OP_COUNT], transient;
+} stage_costs;
+
 typedef struct {
   const kt_schedule *s;
   const kt_costs *c;
   int S, M, lowered;
   double comm;
+  stage_costs *cost;  /* per stage */
+  kt_metrics *met;    /* metrics accumulated as actions run (NULL: not asked) */
+  const kt_sim_sink *sink; /* receives events and memory samples (NULL: none) */
+  int *inflight;      /* per rank, with met */
   pair_times *done;   /* per (stage, mb) */
   int *owner;         /* stage -> rank (no division in the hot loop) */
   size_t *pos;        /* next action per rank */
@@ -92,24 +102,49 @@ static void publish(sim_state *st, int rank, const kt_action *a, double end) {
 static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_action *a, double start,
                         double end, double publish_at) {
   publish(st, rank, a, publish_at);
-  if (!tl) return KT_OK;
+  const stage_costs *sc = &st->cost[a->stage];
+  double delta = sc->mem[a->op], extra = sc->transient, before = st->mem[rank];
+  double after = before + delta;
+  st->mem[rank] = after;
+  if (st->met) {
+    kt_rank_metrics *rm = &st->met->ranks[rank];
+    if (rm->actions == 0) rm->start = start, rm->end = end;
+    if (start < rm->start) rm->start = start;
+    if (end > rm->end) rm->end = end;
+    rm->busy += end - start;
+    rm->actions++;
+    int *in = &st->inflight[rank];
+    if (a->op == KT_OP_F) ++*in;
+    if (*in > rm->peak_inflight) rm->peak_inflight = *in;
+    if (a->op == KT_OP_B || a->op == KT_OP_W) --*in;
+    /* the memory levels the timeline samples below; the same peak as
+     * kt_timeline_metrics reads from them */
+    double level = extra > 0 ? fmax(before, after) + extra : delta != 0 ? after : 0;
+    if (level > rm->peak_memory) rm->peak_memory = level;
+  }
+  if (!tl && !st->sink) return KT_OK;
   kt_event e = {.rank = rank, .stage = a->stage, .mb = a->mb, .op = a->op, .flags = a->flags,
                 .start = start, .end = end};
-  if (kt_timeline_add_event(tl, &e)) return KT_ENOMEM;
-  double delta = kt_action_memory(a->op, kt_cost_mem_act(st->c, a->stage),
-                                  kt_cost_mem_wgrad(st->c, a->stage));
-  double extra = kt_cost_mem_transient(st->c, a->stage), before = st->mem[rank];
-  st->mem[rank] += delta;
-  if (extra > 0) { /* the scratch it holds while it runs, then what stays */
-    if (kt_timeline_add_mem(tl, rank, start, fmax(before, st->mem[rank]) + extra) ||
-        kt_timeline_add_mem(tl, rank, end, st->mem[rank]))
-      return KT_ENOMEM;
-    return KT_OK;
+  /* the memory levels: the scratch an op holds while it runs, then what
+   * stays; else an F holds its activation from its start and a backward
+   * frees at its end */
+  kt_mem_sample ms[2];
+  int n_ms = 0;
+  if (extra > 0) {
+    ms[n_ms++] = (kt_mem_sample){rank, start, fmax(before, after) + extra};
+    ms[n_ms++] = (kt_mem_sample){rank, end, after};
+  } else if (delta != 0) {
+    ms[n_ms++] = (kt_mem_sample){rank, a->op == KT_OP_F ? start : end, after};
   }
-  if (delta == 0) return KT_OK;
-  /* an F holds its activation from its start, a backward frees at its end */
-  return kt_timeline_add_mem(tl, rank, a->op == KT_OP_F ? start : end, st->mem[rank]) ? KT_ENOMEM
-                                                                                       : KT_OK;
+  if (st->sink) {
+    st->sink->event(st->sink->ctx, &e);
+    for (int i = 0; i < n_ms; i++) st->sink->mem(st->sink->ctx, rank, ms[i].t, ms[i].value);
+  }
+  if (!tl) return KT_OK;
+  if (kt_timeline_add_event(tl, &e)) return KT_ENOMEM;
+  for (int i = 0; i < n_ms; i++)
+    if (kt_timeline_add_mem(tl, rank, ms[i].t, ms[i].value)) return KT_ENOMEM;
+  return KT_OK;
 }
 
 /* Runs one compute action, or an overlapped group as a whole, when ready:
@@ -129,9 +164,9 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   }
   double start = ready > st->free_at[rank] ? ready : st->free_at[rank];
   /* the first op's cost is looked up once: a lone action (the common case) needs no more */
-  double first = kt_cost_op(st->c, a->stage, (kt_op)a->op), total = first, longest = first;
+  double first = st->cost[a->stage].dur[a->op], total = first, longest = first;
   for (size_t g = 1; g < group; g++) {
-    double d = kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op);
+    double d = st->cost[a[g].stage].dur[a[g].op];
     total += d;
     if (d > longest) longest = d;
   }
@@ -144,7 +179,7 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   }
   double t = start;
   for (size_t g = 0; g < group; g++) {
-    double d = (g == 0 ? first : kt_cost_op(st->c, a[g].stage, (kt_op)a[g].op)) * scale;
+    double d = (g == 0 ? first : st->cost[a[g].stage].dur[a[g].op]) * scale;
     /* a lone action publishes at its end; an overlapped group when it all ends */
     if (record(st, tl, rank, &a[g], t, t + d, start + total)) return -1;
     t += d;
@@ -154,21 +189,16 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   return 1;
 }
 
-/* The message a SEND/RECV/WAIT_SEND names: the result and its producing stage. */
+/* The message a SEND/RECV/WAIT_SEND names (kaiten/schedule.h). */
 static size_t comm_msg(const sim_state *st, const kt_action *a) {
-  switch (a->op) {
-    case KT_OP_SEND_F:
-    case KT_OP_WAIT_SEND_F: return MSG(st, KT_RESULT_F, a->stage, a->mb);
-    case KT_OP_RECV_F: return MSG(st, KT_RESULT_F, a->stage - 1, a->mb);
-    case KT_OP_SEND_B:
-    case KT_OP_WAIT_SEND_B: return MSG(st, KT_RESULT_BI, a->stage, a->mb);
-    default: return MSG(st, KT_RESULT_BI, a->stage + 1, a->mb); /* RECV_B */
-  }
+  int from;
+  kt_result r = kt_comm_message(a->op, a->stage, &from);
+  return MSG(st, r, from, a->mb);
 }
 
 static int add_comm(kt_timeline *tl, int rank, const kt_action *a, double start, double end,
                     size_t *index) {
-  if (!tl) return 0;
+  if (!tl) return 1;
   if (index) *index = tl->n_comm;
   kt_event e = {.rank = rank, .stage = a->stage, .mb = a->mb, .op = a->op, .start = start,
                 .end = end};
@@ -189,9 +219,11 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
     wake(st, st->owner[kt_result_consumer(r, a->stage, st->S)]);
     rc = add_comm(tl, rank, a, now, arrive, NULL);
   } else if (a->op == KT_OP_RECV_F || a->op == KT_OP_RECV_B) {
+    int from;
+    kt_comm_message(a->op, a->stage, &from);
     size_t m = comm_msg(st, a);
     st->posted_at[m] = now;
-    wake(st, st->owner[a->op == KT_OP_RECV_F ? a->stage - 1 : a->stage + 1]); /* a WAIT_SEND */
+    wake(st, st->owner[from]); /* its sender may wait in a WAIT_SEND */
     rc = add_comm(tl, rank, a, now, now, &st->recv_event[m]);
   } else if (a->op == KT_OP_WAIT_SEND_F || a->op == KT_OP_WAIT_SEND_B) {
     size_t m = comm_msg(st, a);
@@ -224,9 +256,9 @@ static void close_recv_events(sim_state *st, kt_timeline *tl) {
   for (size_t i = 0; i < tl->n_comm; i++) {
     kt_event *e = &tl->comm[i];
     if (e->op != KT_OP_RECV_F && e->op != KT_OP_RECV_B) continue;
-    kt_action a = {.stage = e->stage, .mb = e->mb, .op = e->op};
-    kt_result r = e->op == KT_OP_RECV_F ? KT_RESULT_F : KT_RESULT_BI;
-    double arrive = *result_slot(st, r, e->op == KT_OP_RECV_F ? a.stage - 1 : a.stage + 1, a.mb);
+    int from;
+    kt_result r = kt_comm_message(e->op, e->stage, &from);
+    double arrive = *result_slot(st, r, from, e->mb);
     if (arrive > e->end) e->end = arrive;
   }
 }
@@ -238,7 +270,8 @@ static kt_blocked blocked_on(sim_state *st, int r) {
   const kt_action *a = &ra->actions[g];
   kt_blocked b = {.rank = r, .at = *a, .on = *a};
   if (a->op >= KT_OP_COUNT) { /* a WAIT_SEND waits for the peer's RECV */
-    int peer_stage = a->op == KT_OP_WAIT_SEND_F ? a->stage + 1 : a->stage - 1;
+    int from;
+    int peer_stage = kt_result_consumer(kt_comm_message(a->op, a->stage, &from), a->stage, st->S);
     b.on = (kt_action){.stage = peer_stage, .mb = a->mb,
                        .op = a->op == KT_OP_WAIT_SEND_F ? KT_OP_RECV_F : KT_OP_RECV_B};
     b.on_rank = st->owner[peer_stage];
@@ -291,6 +324,8 @@ static kt_status check_actions(const kt_schedule *s, int S, int *lowered, kt_err
 }
 
 static void state_free(sim_state *st) {
+  free(st->cost);
+  free(st->inflight);
   free(st->done);
   free(st->owner);
   free(st->pos);
@@ -313,21 +348,35 @@ static kt_status state_init(sim_state *st, kt_error *err) {
   st->mem = kt_calloc((size_t)s->p, sizeof *st->mem);
   st->queue = kt_calloc((size_t)s->p, sizeof *st->queue);
   st->queued = kt_calloc((size_t)s->p, sizeof *st->queued);
+  st->cost = malloc((size_t)st->S * sizeof *st->cost);
+  if (st->met) st->inflight = kt_calloc((size_t)s->p, sizeof *st->inflight);
   if (st->lowered) {
     st->sent_at = malloc(msgs * sizeof *st->sent_at);
     st->posted_at = malloc(msgs * sizeof *st->posted_at);
     st->recv_event = kt_calloc(msgs, sizeof *st->recv_event);
   }
   if (!st->done || !st->owner || !st->pos || !st->free_at || !st->mem || !st->queue ||
-      !st->queued || (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
+      !st->queued || !st->cost || (st->met && !st->inflight) || (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
     return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs", cells);
   for (size_t i = 0; i < cells; i++) st->done[i] = (pair_times){NAN, NAN, NAN};
   for (size_t i = 0; st->lowered && i < msgs; i++) st->sent_at[i] = st->posted_at[i] = NAN;
-  for (int stage = 0; stage < st->S; stage++) st->owner[stage] = kt_stage_rank(s, stage);
+  for (int stage = 0; stage < st->S; stage++) {
+    st->owner[stage] = kt_stage_rank(s, stage);
+    stage_costs *sc = &st->cost[stage];
+    double act = kt_cost_mem_act(st->c, stage), wgrad = kt_cost_mem_wgrad(st->c, stage);
+    for (int op = 0; op < KT_OP_COUNT; op++) {
+      sc->dur[op] = kt_cost_op(st->c, stage, (kt_op)op);
+      sc->mem[op] = kt_action_memory(op, act, wgrad);
+    }
+    sc->transient = kt_cost_mem_transient(st->c, stage);
+  }
   return KT_OK;
 }
 
-kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_error *err) {
+/* Runs the schedule, filling the timeline out and/or the metrics met (each
+ * may be NULL). */
+static kt_status simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_metrics *met,
+                          const kt_sim_sink *sink, kt_error *err) {
   kt_costs unit;
   if (!c) {
     kt_costs_default(&unit);
@@ -335,10 +384,18 @@ kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
   }
   int S = kt_schedule_stages(s);
   kt_status rc = kt_costs_check(c, S, err);
-  sim_state st = {.s = s, .c = c, .S = S, .M = s->m, .comm = kt_cost_comm(c)};
+  sim_state st = {.s = s, .c = c, .S = S, .M = s->m, .comm = kt_cost_comm(c), .met = met,
+                  .sink = sink};
   if (!rc) rc = check_actions(s, S, &st.lowered, err);
   if (rc) return rc;
   if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */
+  if (met) {
+    memset(met, 0, sizeof *met);
+    met->p = s->p;
+    if (!(met->ranks = kt_calloc((size_t)s->p, sizeof *met->ranks)))
+      return kt_fail(err, KT_ENOMEM, "out of memory for the metrics of %d ranks", s->p);
+    for (int r = 0; r < s->p; r++) met->ranks[r].rank = r;
+  }
   kt_status status = state_init(&st, err);
   if (!status && out) { /* every compute action is one event and one or two memory samples */
     size_t n = kt_schedule_total_actions(s);
@@ -356,9 +413,25 @@ kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
   for (int r = 0; !status && r < s->p; r++)
     if (st.pos[r] < s->ranks[r].n) status = report_deadlock(&st, err);
   if (!status) close_recv_events(&st, out);
+  if (!status && met) kt_metrics_finish(met);
   if (status && out) kt_timeline_free(out);
+  if (status && met) kt_metrics_free(met);
   state_free(&st);
   return status;
+}
+
+kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_error *err) {
+  return simulate(s, c, out, NULL, NULL, err);
+}
+
+kt_status kt_simulate_into(const kt_schedule *s, const kt_costs *c, const kt_sim_sink *sink,
+                           kt_metrics *met, kt_error *err) {
+  return simulate(s, c, NULL, met, sink, err);
+}
+
+kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
+                           kt_metrics *met, kt_error *err) {
+  return simulate(s, c, out, met, NULL, err);
 }
 
 double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
@@ -373,10 +446,5 @@ double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
 
 kt_status kt_simulate_metrics(const kt_schedule *s, const kt_costs *c, kt_metrics *out,
                               kt_error *err) {
-  kt_timeline tl;
-  kt_status st = kt_simulate(s, c, &tl, err);
-  if (st) return st;
-  st = kt_timeline_metrics(&tl, out, err);
-  kt_timeline_free(&tl);
-  return st;
+  return simulate(s, c, NULL, out, NULL, err);
 }

@@ -109,6 +109,17 @@ void kt_timeline_sort(kt_timeline *t) {
   sort_comm_by_rank(t);
 }
 
+void kt_metrics_finish(kt_metrics *m) {
+  m->makespan = m->total_busy = 0;
+  for (int r = 0; r < m->p; r++) {
+    kt_rank_metrics *rm = &m->ranks[r];
+    if (rm->actions && rm->end - rm->start > m->makespan) m->makespan = rm->end - rm->start;
+    m->total_busy += rm->busy;
+  }
+  for (int r = 0; r < m->p; r++) m->ranks[r].idle = m->makespan - m->ranks[r].busy;
+  m->bubble_ratio = m->makespan > 0 ? 1.0 - m->total_busy / (m->p * m->makespan) : 0.0;
+}
+
 void kt_metrics_free(kt_metrics *m) {
   free(m->ranks);
   memset(m, 0, sizeof *m);
@@ -178,13 +189,7 @@ kt_status kt_timeline_metrics(const kt_timeline *t, kt_metrics *out, kt_error *e
     if (s->rank >= 0 && s->rank < t->p && s->value > out->ranks[s->rank].peak_memory)
       out->ranks[s->rank].peak_memory = s->value;
   }
-  for (int r = 0; r < t->p; r++) {
-    kt_rank_metrics *rm = &out->ranks[r];
-    if (rm->actions && rm->end - rm->start > out->makespan) out->makespan = rm->end - rm->start;
-    out->total_busy += rm->busy;
-  }
-  for (int r = 0; r < t->p; r++) out->ranks[r].idle = out->makespan - out->ranks[r].busy;
-  out->bubble_ratio = out->makespan > 0 ? 1.0 - out->total_busy / (t->p * out->makespan) : 0.0;
+  kt_metrics_finish(out);
   return KT_OK;
 oom:
   free(order);

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kaiten/plan.h"
+#include "kaiten/costs.h"
 
 typedef struct {
   int n, S;
