@@ -44,11 +44,11 @@ int main(int argc, char **argv) {
       fprintf(stderr, "%s\n", err.msg);
       return 1;
     }
-    if (tr->rank == 0) printf("%-8s %10s %12s %12s\n", "transport", "bytes", "one-way us", "GB/s");
+    if (kt_transport_rank(tr) == 0) printf("%-8s %10s %12s %12s\n", "transport", "bytes", "one-way us", "GB/s");
     else bench_close(&o); /* rank 0 writes the rows */
     for (int i = 0; i < n; i++) {
       for (int r = 0; r < o.reps; r++) t[r] = kt_transport_pingpong(tr, sizes[i], REPS);
-      if (tr->rank == 0) report(&o, "mpi", sizes[i], t);
+      if (kt_transport_rank(tr) == 0) report(&o, "mpi", sizes[i], t);
     }
     kt_transport_mpi_destroy(tr);
     kt_transport_mpi_finalize();

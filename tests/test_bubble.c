@@ -68,6 +68,26 @@ int main(void) {
       CHECK_MSG(sim(KT_SCHED_INTERLEAVED, p, mb, 2, &m) == 0, "interleaved P=%d M=%d", p, mb);
       if (m.ranks) kt_metrics_free(&m);
     }
+  /* any M >= P: one more micro-batch costs at most its own work per rank,
+   * V*(T_F + T_B + T_W) at unit stage costs, and never shortens the step */
+  for (int k = 0; k < 2; k++)
+  for (int p = 2; p <= 8; p++)
+    for (int v = 2; v <= 4; v++) {
+      kt_schedule_kind kind = k ? KT_SCHED_LOOPED_BFS : KT_SCHED_INTERLEAVED;
+      const char *name = kt_schedule_kind_name(kind);
+      double prev = -1;
+      for (int mb = p; mb <= 4 * p; mb++) {
+        if (sim(kind, p, mb, v, &m)) { CHECK(0); continue; }
+        if (prev >= 0) {
+          CHECK_MSG(m.makespan >= prev - 1e-9, "%s P=%d V=%d: M=%d makespan %g < M=%d's %g", name,
+                    p, v, mb, m.makespan, mb - 1, prev);
+          CHECK_MSG(m.makespan <= prev + 3.0 * v + 1e-9, "%s P=%d V=%d: M=%d makespan %g > M=%d's %g + V*3",
+                    name, p, v, mb, m.makespan, mb - 1, prev);
+        }
+        prev = m.makespan;
+        kt_metrics_free(&m);
+      }
+    }
   {
     kt_schedule s;
     kt_error err;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "kaiten/model_impl.h"
 #include "kaiten/model.h"
 #include "nn/gpt.h"
 

@@ -3,6 +3,7 @@
  * the first stage's measured activation memory; a checkpoint continues
  * bitwise and resumes under another layout; the loss falls on the corpus. */
 #include "check.h"
+#include "kaiten/model_impl.h"
 #include "kaiten/generators.h"
 #include "kaiten/checkpoint.h"
 #include "kaiten/data.h"

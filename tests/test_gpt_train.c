@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "kaiten/model_impl.h"
 #include "kaiten/data.h"
 #include "kaiten/model.h"
 #include "nn/nn.h"

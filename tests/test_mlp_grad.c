@@ -1,6 +1,7 @@
 /* Finite-difference check of the MLP chunk's gradients (whole model in one
  * chunk, and split in two), with and without recompute. */
 #include "check.h"
+#include "kaiten/model_impl.h"
 #include "kaiten/model.h"
 
 #define H 6

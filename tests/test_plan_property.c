@@ -44,7 +44,7 @@ static void random_model(kt_plan_model *m) {
 static int same_config(const kt_plan_config *x, const kt_plan_config *y) {
   return x->p == y->p && x->d == y->d && x->t == y->t && x->v == y->v && x->m == y->m &&
          x->b == y->b && x->k == y->k && x->schedule == y->schedule &&
-         x->recompute == y->recompute;
+         x->recompute == y->recompute && x->nodes == y->nodes;
 }
 
 static const kt_plan_result *find(const kt_plan_report *rep, const kt_plan_config *g) {

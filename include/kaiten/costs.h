@@ -15,6 +15,8 @@
 extern "C" {
 #endif
 
+typedef struct kt_links kt_links;
+
 typedef struct kt_costs {
   double tf, tb, tw;         /* uniform per-stage costs of F, I (B = I + W) and W */
   double comm;               /* per hop between ranks (used when comm_bandwidth == 0) */
@@ -29,6 +31,11 @@ typedef struct kt_costs {
    * PyTorch's default runtime does (default); 1 = the shorter ops are fully
    * hidden behind the longest. A group takes sum - overlap * (sum - max). */
   double overlap;
+  /* Optional: where the ranks live. When set, a hop between pipeline ranks
+   * costs what kt_links_transfer says (link class, shared links) for
+   * comm_bytes instead of the per-hop value. Not owned; the simulator books
+   * transfers on it (kt_links_reset first). */
+  kt_links *links;
   /* Optional per-stage values (n_stages entries each; NULL = the uniform value). */
   int n_stages;
   double *stage_tf, *stage_tb, *stage_tw, *stage_mem_act, *stage_mem_wgrad, *stage_mem_transient;
@@ -88,6 +95,51 @@ typedef struct {
  * EINVAL when stages > n or no partition meets the memory cap. */
 kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *counts,
                               double *bottleneck, kt_error *err);
+
+/* ---- links: which ranks share a node, and what crossing a link costs ----
+ *
+ * Two link classes: inside a node and between nodes (latency + bytes /
+ * bandwidth each). Each node has one link to the network, used by everything
+ * it sends (its uplink) and everything it receives (its downlink); transfers
+ * that overlap on one of them share its bandwidth. The world has P pipeline
+ * ranks times D replicas (world rank = stage_rank * D + replica); the
+ * simulator follows replica 0, and the other replicas' copies of a transfer,
+ * made at the same moment, share the links with it. */
+typedef struct {
+  double intra_latency, intra_bw; /* s, bytes/s */
+  double inter_latency, inter_bw;
+} kt_link_classes;
+
+/* node_of: P*D node ids (world rank order), or NULL to fill nodes with
+ * devices_per_node consecutive world ranks each. EINVAL naming a bad value
+ * (bandwidth <= 0, negative latency or node id), ENOMEM. */
+kt_status kt_links_create(const kt_link_classes *lc, int p, int d, const int *node_of,
+                          int devices_per_node, kt_links **out, kt_error *err);
+void kt_links_destroy(kt_links *l);
+int kt_links_nodes(const kt_links *l);
+int kt_links_node(const kt_links *l, int world_rank);
+const kt_link_classes *kt_links_classes(const kt_links *l);
+/* Forgets every booked transfer (a new simulation starts). */
+void kt_links_reset(kt_links *l);
+
+/* One transfer between world ranks on idle links: latency + bytes /
+ * bandwidth of the class it crosses (0 to itself). */
+double kt_cost_hop(const kt_links *l, int from, int to, double bytes);
+/* Replica 0's transfer of bytes from pipeline rank from_rank to to_rank,
+ * sent at t: books it (and the other replicas' copies that share its links)
+ * and returns when it arrives. */
+double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, double t);
+/* The all-reduce of bytes over the D replicas of pipeline rank stage_rank,
+ * starting at t: a ring when every member is on its own node or all share
+ * one; hierarchical (reduce inside each node, ring between nodes, broadcast
+ * inside) when the group spans nodes with several members on some. Books
+ * the inter-node steps, so concurrent all-reduces share links; returns the
+ * end time. */
+double kt_links_allreduce(kt_links *l, int stage_rank, double bytes, double t);
+/* Every pipeline rank's all-reduce (bytes[P]), rank r's starting at
+ * start[r] (NULL: all at 0), booked in order of start: end[r] (may be NULL)
+ * receives each end, the latest is returned. */
+double kt_links_allreduce_all(kt_links *l, const double *bytes, const double *start, double *end);
 
 #ifdef __cplusplus
 }

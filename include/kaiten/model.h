@@ -64,48 +64,49 @@ typedef struct {
   const int *targets;        /* GPT: (b, T) */
 } kt_microbatch;
 
+/* A chunk: the units [first_unit, first_unit + n_units) of one model on
+ * one pipeline stage, with its parameters, gradients and the activations it
+ * stashes between a micro-batch's forward and backward. Opaque: its
+ * invariants (params and grads of n_params floats laid out by unit, the
+ * stash accounting, the tied-embedding copies) hold only through these
+ * functions. Implementations of a chunk (src/nn, the synthetic workload)
+ * see its fields in kaiten/model_impl.h. */
 typedef struct kt_chunk kt_chunk;
 
-typedef struct {
-  /* in: the previous stage's output (NULL on the first stage, which reads
-   * data); out: this chunk's output (NULL on the last stage, which writes the
-   * micro-batch's mean loss to *loss). */
-  kt_status (*forward)(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
-                       float *out, double *loss, kt_error *err);
-  /* dout: gradient of the output (NULL on the last stage: the loss gradient is
-   * computed from the stash); din: gradient of the input, written (NULL on
-   * the first stage: nothing upstream). */
-  kt_status (*backward_input)(kt_chunk *c, int mb, const kt_microbatch *data, const float *dout,
-                              float *din, kt_error *err);
-  kt_status (*backward_weight)(kt_chunk *c, int mb, kt_error *err);
-  void (*destroy)(kt_chunk *c);
-} kt_chunk_ops;
+/* Forward of micro-batch mb: in is the previous stage's output (NULL on the
+ * first stage, which reads data); out receives this chunk's output (NULL on
+ * the last stage, which writes the micro-batch's mean loss to *loss). The
+ * activations the backward needs are stashed under mb. */
+kt_status kt_chunk_forward(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
+                           float *out, double *loss, kt_error *err);
+/* Input gradient of micro-batch mb: dout is the gradient of the output
+ * (NULL on the last stage: the loss's), din receives the gradient of the
+ * input (NULL on the first stage). */
+kt_status kt_chunk_backward_input(kt_chunk *c, int mb, const kt_microbatch *data,
+                                  const float *dout, float *din, kt_error *err);
+/* Weight gradient of micro-batch mb, accumulated into the gradients; frees
+ * the micro-batch's stash. */
+kt_status kt_chunk_backward_weight(kt_chunk *c, int mb, kt_error *err);
 
-struct kt_chunk {
-  const kt_chunk_ops *ops;
-  kt_model_config cfg;
-  int first_unit, n_units;    /* units [first_unit, first_unit + n_units) */
-  int is_first, is_last;      /* holds the model input / the loss */
-  int micro_batch;            /* b: samples per micro-batch */
-  int n_microbatches;         /* M: stash slots are keyed by 0..M-1 */
-  size_t in_elems, out_elems; /* boundary activation floats per micro-batch */
-  float *params, *grads;      /* flat, n_params each */
-  size_t n_params;
-  size_t *unit_offset;        /* n_units + 1 offsets into params */
-  /* Tied LM head (GPT with tie_embeddings): the chunk's copy of the token
-   * embedding, and its gradient; NULL when this chunk holds none. When the
-   * first and last unit are in different chunks the runtime sums the two
-   * gradients before the optimizer step, so the copies stay identical.
-   * GPT keeps both copies inside params (unit 0's wte, unit L+1's head), so
-   * checkpoints by unit stay whole; a chunk holding both units points tied at
-   * wte and gives the two copies the same summed gradient itself (the
-   * runtime must not add it twice). */
-  float *tied, *tied_grad;
-  size_t tied_elems;
-  size_t stash_bytes;         /* activation memory held now */
-  size_t peak_stash_bytes;    /* max since creation or the last reset */
-  void *impl;
-};
+/* Floats of the boundary activation per micro-batch: input, output. */
+size_t kt_chunk_in_elems(const kt_chunk *c);
+size_t kt_chunk_out_elems(const kt_chunk *c);
+/* Whether the chunk holds the model input (first) or the loss (last). */
+int kt_chunk_is_first(const kt_chunk *c);
+int kt_chunk_is_last(const kt_chunk *c);
+const kt_model_config *kt_chunk_config(const kt_chunk *c);
+/* Parameters and gradients: *n floats each, unit after unit; the offsets
+ * of the units in them (n_units + 1 entries), and the first unit. */
+float *kt_chunk_params(kt_chunk *c, size_t *n);
+float *kt_chunk_grads(kt_chunk *c, size_t *n);
+const size_t *kt_chunk_unit_offsets(const kt_chunk *c, int *first_unit, int *n_units);
+/* The tied token-embedding copy and its gradient (GPT with
+ * tie_embeddings); returns their floats, 0 when the chunk holds none. */
+size_t kt_chunk_tied(kt_chunk *c, float **copy, float **grad);
+/* Activation bytes stashed now, and the most since kt_chunk_reset_peak. */
+size_t kt_chunk_stash_bytes(const kt_chunk *c);
+size_t kt_chunk_peak_stash_bytes(const kt_chunk *c);
+void kt_chunk_reset_peak(kt_chunk *c);
 
 /* Creates the chunk for units [first_unit, first_unit + n_units) with
  * parameters initialised from cfg->seed (identical for any partition).

@@ -161,10 +161,20 @@ kt_status kt_plan_layer_costs(const kt_plan_model *m, const kt_plan_cluster *c,
 
 /* ---- one configuration --------------------------------------------------------- */
 
+/* Where the P x D pipelines sit when the job spans nodes: ranks fill a node
+ * tensor-parallel group first, then the next axis. DP_INSIDE puts the D
+ * replicas of a pipeline rank next to each other (the pipeline crosses
+ * nodes, the all-reduce stays inside); PP_INSIDE puts a pipeline's ranks
+ * together (its hops stay inside, the all-reduce crosses). */
+typedef enum { KT_NODES_DP_INSIDE, KT_NODES_PP_INSIDE, KT_NODES_COUNT } kt_node_layout;
+const char *kt_node_layout_name(kt_node_layout p); /* "dp-inside" | "pp-inside" */
+int kt_node_layout_from_name(const char *name);  /* -1 when unknown */
+
 typedef struct {
   int p, d, t, v, m, b, k;
   kt_schedule_kind schedule;
   kt_recompute recompute;
+  kt_node_layout nodes;
 } kt_plan_config;
 
 typedef struct {
@@ -175,7 +185,7 @@ typedef struct {
                           action on any rank to last action on any rank */
   double bubble_ratio; /* 1 - busy / (P * round_time): idle share of the round */
   double dp_time;      /* gradient sync per step (+ zero-3 weight gathers per round) */
-  double p2p_time;     /* one stage-to-stage hop */
+  double p2p_time;     /* one stage-to-stage hop (the replicas crossing one link share it) */
   double tp_time;      /* tensor-parallel collectives per micro-batch, busiest rank */
   double bottleneck;   /* largest rank load (F + I + W over its chunks) per micro-batch */
   double imbalance;    /* bottleneck / mean rank load - 1 */
@@ -208,6 +218,7 @@ typedef struct {
   kt_plan_config pin;  /* a field > 0 (or >= 0 for enums, see below) is pinned */
   unsigned schedules;  /* bit mask of kt_schedule_kind; 0 = the default set */
   unsigned recomputes; /* bit mask of kt_recompute; 0 = all */
+  unsigned node_layouts; /* bit mask of kt_node_layout; 0 = both where the job spans nodes */
   double max_bubble;   /* <= 0: no limit */
   int max_microbatches; /* default 1024 */
   int max_chunks;       /* interleaved / looped-bfs V up to this (default 4) */
@@ -246,6 +257,26 @@ void kt_plan_report_free(kt_plan_report *r);
 kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
                          const kt_plan_options *o, const kt_plan_search_params *sp,
                          kt_plan_report *r, kt_error *err);
+
+/* ---- partition only ---------------------------------------------------------------
+ * The exact min-max cut of the layers into `stages` by time per micro-batch
+ * (capped: also under the device memory with 1F1B's in-flight counts); the
+ * inputs first, then the cut and its per-stage figures. */
+typedef struct {
+  int stages, t, b, m, d;
+  kt_recompute recompute;
+  int capped;       /* cut under the device memory with 1F1B in-flight counts */
+  int *counts;      /* stages */
+  double *load;     /* stages: seconds per micro-batch (F + I + W) */
+  double *params;   /* stages */
+  double *mem;      /* stages: model state + in-flight activations (capped mode) */
+  double bottleneck, mean;
+} kt_plan_partition_view;
+
+kt_status kt_plan_partition_only(const kt_plan_model *m, const kt_plan_cluster *c,
+                                 const kt_plan_options *o, kt_plan_partition_view *pv,
+                                 kt_error *err);
+void kt_plan_partition_view_free(kt_plan_partition_view *pv);
 
 #ifdef __cplusplus
 }

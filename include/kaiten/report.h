@@ -7,6 +7,7 @@
 #include "kaiten/generators.h"
 #include "kaiten/rundir.h"
 #include "kaiten/schedule.h"
+#include "kaiten/plan.h"
 #include "kaiten/sim.h"
 #include "kaiten/timeline.h"
 
@@ -275,6 +276,19 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title);
 /* Renders it and writes it to path atomically. ENOMEM, EIO. */
 kt_status kt_write_run_report(const char *path, const kt_run *r, const char *title,
                               kt_error *err);
+
+/* ---- kaiten plan (report/plan.c) ---------------------------------------------- */
+
+/* The ranking (text table or JSON object), with explain the breakdown of
+ * the best configuration. */
+void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_plan_options *o,
+                    const kt_plan_search_params *sp, const kt_plan_report *rep, int json,
+                    int explain, kt_buf *out);
+/* The partition-only view: per-stage table and the --partition argument. */
+void kt_render_plan_partition(const kt_plan_model *m, const kt_plan_cluster *c,
+                              const kt_plan_partition_view *pv, int json, kt_buf *out);
+/* The model presets with their shapes. */
+void kt_render_plan_presets(kt_buf *out);
 
 #ifdef __cplusplus
 }

@@ -51,6 +51,7 @@ typedef struct {
   int synthetic;
   double syn_tf_ms, syn_tb_ms, syn_tw_ms;
   size_t syn_act_bytes;
+  size_t syn_grad_bytes; /* gradient bytes per synthetic stage (all-reduced with D > 1) */
   double timeout; /* watchdog: seconds a rank may wait for a peer (default 60) */
 } kt_runtime_config;
 
@@ -75,6 +76,10 @@ typedef struct {
   double seconds;      /* wall time of the step */
   int64_t bytes_sent;  /* point-to-point + collective bytes, all local ranks */
   double comm_seconds; /* time local ranks spent sending and waiting to receive */
+  /* The first local rank's step end: seconds in the collectives (gradient
+   * all-reduce, norm and loss sums; they wait for the other ranks) and the
+   * compute around them (gradient scaling, norms, the optimizer update). */
+  double sync_seconds, tail_seconds;
   /* 1 when the loss or a gradient was not finite: the optimizer did not run.
    * nonfinite_stage is where it first showed and nonfinite_what what it was
    * ("forward output", "loss" or "gradients"). */

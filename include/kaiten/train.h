@@ -64,6 +64,11 @@ typedef struct {
   /* A step whose loss or gradients are not finite is never applied. 0: stop
    * with ERUNTIME naming the step and stage; 1: skip it and go on. */
   int skip_nonfinite;
+  /* Optional: the cluster's links (which ranks share a node, link classes).
+   * The prediction then costs each hop on the link it crosses and adds the
+   * step's end: every pipeline rank's gradient all-reduce, the small
+   * collectives and the measured optimizer update (predicted_step_seconds). */
+  kt_links *links;
 } kt_train_config;
 
 typedef struct {
@@ -79,6 +84,13 @@ typedef struct {
   double samples_per_s, tokens_per_s;
   size_t peak_stash_bytes_stage0;
   int skipped_steps;     /* steps not applied because of non-finite values */
+  double median_step_seconds; /* over the training steps run (the first left out when more ran) */
+  /* With links: the predicted step (pipeline, all-reduce, collectives,
+   * update) and its all-reduce part; the measured all-reduce and
+   * collectives, and the update, of the first local rank on the last step.
+   * 0 without links. */
+  double predicted_step_seconds, predicted_sync_seconds;
+  double measured_sync_seconds, tail_seconds;
 } kt_train_result;
 
 /* Trains with an already-created runtime (threads or MPI). */
@@ -92,6 +104,13 @@ void kt_train_result_free(kt_train_result *r);
  * free. ENOMEM, and the simulator's errors. */
 kt_status kt_train_predict(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
                            kt_costs *calibrated, kt_timeline *predicted, kt_error *err);
+
+/* The same on a cluster's links (NULL: as kt_train_predict): each hop of
+ * comm_bytes costs what the link it crosses says, with transfers that share
+ * a link taking turns. */
+kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
+                              kt_links *links, double comm_bytes, kt_costs *calibrated,
+                              kt_timeline *predicted, kt_error *err);
 
 /* Per-stage costs from a measured timeline: mean F, I, W (and B) time per
  * stage (the prediction then does the step's total work), and T_comm = the median hand-over time between ranks (producer's

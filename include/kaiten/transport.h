@@ -23,38 +23,43 @@ typedef enum {
 
 typedef struct kt_transport kt_transport;
 
-typedef struct {
-  /* Sends bytes to world rank dst under tag. Never waits for the receiver
-   * beyond the mailbox bound (data is copied out before returning). */
-  kt_status (*send)(kt_transport *t, int dst, uint64_t tag, const void *buf, size_t bytes,
-                    kt_error *err);
-  /* Receives the message (src, tag) into buf (exactly bytes). Waits at most
-   * t->timeout seconds: ETIMEOUT; EPEER when the run was aborted. */
-  kt_status (*recv)(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes, kt_error *err);
-  /* Optional (NULL: not needed): announces a receive ahead of time so the
-   * transfer can progress before the receiver asks for it. */
-  kt_status (*post)(kt_transport *t, int src, uint64_t tag, size_t bytes, kt_error *err);
-  /* Element-wise sum over the group, result on every member; deterministic
-   * (the same order of additions on every run). NULL: use kt_allreduce_generic. */
-  kt_status (*allreduce)(kt_transport *t, kt_group g, float *buf, size_t n, kt_error *err);
-  kt_status (*barrier)(kt_transport *t, kt_error *err);
-  /* Makes every pending and future operation of every rank fail fast with
-   * EPEER and the reason. Safe to call from any rank, more than once. */
-  void (*abort)(kt_transport *t, const char *reason);
-  /* Non-zero once the run was aborted (by any rank). */
-  int (*aborted)(kt_transport *t);
-  void (*destroy)(kt_transport *t);
-} kt_transport_ops;
+/* The handle is opaque: a transport keeps its counters and its rank
+ * layout consistent only through these functions. Implementations (the
+ * threads and MPI transports, wrappers) see its fields in
+ * kaiten/transport_impl.h. */
 
-struct kt_transport {
-  const kt_transport_ops *ops;
-  void *ctx;
-  int rank, world; /* this handle's world rank, world size */
-  int p, d;        /* pipeline ranks, data-parallel replicas (world = p * d) */
-  double timeout;  /* seconds a receive may wait (the watchdog) */
-  int64_t bytes_sent;
-  double send_seconds, recv_wait_seconds;
-};
+/* Sends bytes to world rank dst under tag. Never waits for the receiver
+ * beyond the mailbox bound (data is copied out before returning). */
+kt_status kt_transport_send(kt_transport *t, int dst, uint64_t tag, const void *buf, size_t bytes,
+                            kt_error *err);
+/* Receives the message (src, tag) into buf (exactly bytes). Waits at most
+ * the handle's timeout: ETIMEOUT; EPEER when the run was aborted. */
+kt_status kt_transport_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                            kt_error *err);
+/* Announces a receive ahead of time so the transfer can progress before the
+ * receiver asks for it; KT_OK and nothing done on a transport that does not
+ * need it (kt_transport_has_post says which). */
+kt_status kt_transport_post(kt_transport *t, int src, uint64_t tag, size_t bytes, kt_error *err);
+int kt_transport_has_post(const kt_transport *t);
+kt_status kt_transport_barrier(kt_transport *t, kt_error *err);
+/* Makes every pending and future operation of every rank fail fast with
+ * EPEER and the reason. Safe to call from any rank, more than once. */
+void kt_transport_abort(kt_transport *t, const char *reason);
+/* Non-zero once the run was aborted (by any rank). */
+int kt_transport_aborted(kt_transport *t);
+/* This handle's world rank, the world size, pipeline ranks and replicas
+ * (world = p * d), and the seconds a receive may wait (the watchdog). */
+int kt_transport_rank(const kt_transport *t);
+int kt_transport_world(const kt_transport *t);
+int kt_transport_p(const kt_transport *t);
+int kt_transport_d(const kt_transport *t);
+double kt_transport_timeout(const kt_transport *t);
+/* What this handle sent and how long it spent sending and waiting to
+ * receive, since it was made (any pointer may be NULL). */
+void kt_transport_stats(const kt_transport *t, int64_t *bytes_sent, double *send_seconds,
+                        double *recv_wait_seconds);
+/* Handle i of an array that kt_transport_threads_create made. */
+kt_transport *kt_transport_at(kt_transport *handles, int i);
 
 static inline int kt_world_rank(int stage_rank, int replica, int d) { return stage_rank * d + replica; }
 
@@ -83,6 +88,14 @@ void kt_transport_mpi_destroy(kt_transport *t);
 /* Processes of the job on this machine (MPI_COMM_TYPE_SHARED), for sharing
  * its cores among them; 1 without MPI. */
 int kt_transport_mpi_local_size(void);
+/* Collective: the node of every world rank (out holds world entries), the
+ * machines told apart by name (MPI_Get_processor_name) and numbered in
+ * order of their first rank. */
+kt_status kt_transport_mpi_nodes(kt_transport *t, int *out, kt_error *err);
+/* The world rank this process's receive waits for right now, -1 when none,
+ * and since when (kt_now); async-signal-safe, so a handler may name it when
+ * the job is ended under it. */
+int kt_transport_mpi_waiting_for(double *since);
 /* Ends every process of the job with the exit code (MPI_Abort). */
 void kt_transport_mpi_abort_job(int code);
 void kt_transport_mpi_finalize(void);

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/calibrate.h"
 #include "kaiten/generators.h"
 #include "kaiten/train.h"
 #include "nn/nn.h"
@@ -18,7 +18,89 @@ static const cli_opt calibrate_opts[] = {
     {"hidden", 0, "C", "its width (default: kaiten train's)"},
     {"micro-batch-size", 'b', "b", "samples per micro-batch timed (default 4)"},
     {"output", 'o', "FILE", "write the cluster spec JSON to FILE (default: stdout)"},
+    {"transport", 0, "NAME", "threads (default) | mpi: under mpirun, measure the links inside and between machines"},
 };
+
+/* The links measured under mpirun, and the all-reduce against the model. */
+static void report_links(const calibrate_links *l, double lat, double bw, double inter_lat,
+                         double inter_bw) {
+  kt_link_classes lc = {.intra_latency = lat, .intra_bw = bw, .inter_latency = inter_lat,
+                        .inter_bw = inter_bw};
+  kt_links *model = NULL;
+  kt_error err;
+  double predicted = 0;
+  if (!kt_links_create(&lc, 1, l->devices, l->node_of, 1, &model, &err))
+    predicted = kt_links_allreduce(model, 0, l->allreduce_bytes, 0);
+  kt_links_destroy(model);
+  fprintf(stderr,
+          "kaiten calibrate: %d ranks on %d machines (up to %d on one); inside a machine "
+          "%.1f us, %.3f GB/s%s; between machines %.1f us, %.4f GB/s%s; all-reduce of %.0f KiB "
+          "over all ranks: measured %.2f ms, the links model %.2f ms\n",
+          l->devices, l->nodes, l->devices_per_node, 1e6 * lat, bw / 1e9,
+          l->intra_latency < 0 ? " (threads: one rank per machine)" : "", 1e6 * inter_lat,
+          inter_bw / 1e9, l->inter_latency < 0 ? " (one machine: as inside)" : "",
+          l->allreduce_bytes / 1024, 1e3 * l->allreduce_seconds, 1e3 * predicted);
+}
+
+/* sgemm alone on the step's recorded shapes: FLOP/s (0 when out of memory). */
+static double sgemm_alone(double flops) {
+  size_t n;
+  const kt__matmul_shape *sh = kt__matmul_recorded(&n);
+  size_t big = 1;
+  for (size_t i = 0; i < n; i++) {
+    size_t x = (size_t)sh[i].m * sh[i].k, y = (size_t)sh[i].k * sh[i].n, z = (size_t)sh[i].m * sh[i].n;
+    big = x > big ? x : big, big = y > big ? y : big, big = z > big ? z : big;
+  }
+  float *A = calloc(big, 4), *B = calloc(big, 4), *C = calloc(big, 4);
+  double pure = 0;
+  for (int r = 0; A && B && C && r < 3; r++) {
+    double t0 = kt_now();
+    for (size_t i = 0; i < n; i++)
+      cblas_sgemm(CblasRowMajor, sh[i].trans_a ? CblasTrans : CblasNoTrans,
+                  sh[i].trans_b ? CblasTrans : CblasNoTrans, sh[i].m, sh[i].n, sh[i].k, 1.0f, A,
+                  sh[i].trans_a ? sh[i].m : sh[i].k, B, sh[i].trans_b ? sh[i].k : sh[i].n, 0.0f,
+                  C, sh[i].n);
+    double t = kt_now() - t0;
+    pure = r == 0 || t < pure ? t : pure;
+  }
+  free(A), free(B), free(C);
+  return pure > 0 ? flops / pure : 0;
+}
+
+/* The cluster spec: this machine (threads) or the job's machines (mpi). */
+static int emit_spec(const cli_args *a, const calibrate_links *links, int mpi, double lat,
+                     double bw, double effective) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  long devices = cores, per_node = cores;
+  double inter_lat = lat, inter_bw = bw;
+  if (mpi) {
+    devices = links->devices, per_node = links->devices_per_node;
+    if (links->intra_latency >= 0) lat = links->intra_latency, bw = links->intra_bw;
+    if (links->inter_latency >= 0) inter_lat = links->inter_latency, inter_bw = links->inter_bw;
+    else inter_lat = lat, inter_bw = bw;
+    mem /= (double)per_node / (double)cores; /* the machine's memory over its ranks */
+    report_links(links, lat, bw, inter_lat, inter_bw);
+  }
+  kt_buf out;
+  kt_buf_init(&out);
+  kt_buf_printf(&out,
+                "{\"devices\": %ld, \"devices_per_node\": %ld, \"mem_gb\": %.3f, "
+                "\"achieved_tflops\": %.6g, \"intra_bw_gbs\": %.6g, \"intra_latency_us\": %.6g, "
+                "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g}\n",
+                devices, per_node, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9,
+                1e6 * lat, inter_bw / 1e9, 1e6 * inter_lat);
+  int rcode = cli_emit(cli_get(a, "output"), &out);
+  kt_buf_free(&out);
+  return rcode;
+}
+
+/* Under mpirun: the links, collectively (MPI finalized on failure). */
+static int measure_links(size_t boundary, calibrate_links *links) {
+  int code = calibrate_links_mpi(boundary, links);
+  if (code) kt_transport_mpi_finalize();
+  return code;
+}
 
 static int run_calibrate(cli_args *a) {
   const char *name = cli_get(a, "model") ? cli_get(a, "model") : "gpt";
@@ -35,6 +117,15 @@ static int run_calibrate(cli_args *a) {
   mc.layers = (int)layers, mc.hidden = (int)hidden;
   kt_error err = {{0}};
   if (kt_model_config_check(&mc, &err)) return cli_fail(KT_EINVAL, &err);
+  const char *transport = cli_get(a, "transport") ? cli_get(a, "transport") : "threads";
+  if (strcmp(transport, "threads") && strcmp(transport, "mpi"))
+    return cli_usage_error("--transport '%s': expected threads or mpi", transport);
+  /* the links first, while every rank is idle; then each rank times the
+   * model, as it will run beside the others */
+  size_t boundary = kt_model_boundary_elems(&mc) * (size_t)b * sizeof(float);
+  calibrate_links links = {.intra_latency = -1, .inter_latency = -1};
+  int code = !strcmp(transport, "mpi") ? measure_links(boundary, &links) : 0;
+  if (code) return code;
   /* one core: a whole training step (F, B and the optimizer) of the model */
   kt_schedule s;
   kt_schedule_params sp = {.p = 1, .m = 4};
@@ -68,51 +159,23 @@ static int run_calibrate(cli_args *a) {
     return cli_fail(st, &err);
   }
   double step = kt_median(step_t, 9), effective = flops / step;
-  /* sgemm alone on the step's exact shapes */
-  size_t n;
-  const kt__matmul_shape *sh = kt__matmul_recorded(&n);
-  size_t big = 1;
-  for (size_t i = 0; i < n; i++) {
-    size_t x = (size_t)sh[i].m * sh[i].k, y = (size_t)sh[i].k * sh[i].n, z = (size_t)sh[i].m * sh[i].n;
-    big = x > big ? x : big, big = y > big ? y : big, big = z > big ? z : big;
-  }
-  float *A = calloc(big, 4), *B = calloc(big, 4), *C = calloc(big, 4);
-  double pure = 0;
-  for (int r = 0; A && B && C && r < 3; r++) {
-    double t0 = kt_now();
-    for (size_t i = 0; i < n; i++)
-      cblas_sgemm(CblasRowMajor, sh[i].trans_a ? CblasTrans : CblasNoTrans,
-                  sh[i].trans_b ? CblasTrans : CblasNoTrans, sh[i].m, sh[i].n, sh[i].k, 1.0f, A,
-                  sh[i].trans_a ? sh[i].m : sh[i].k, B, sh[i].trans_b ? sh[i].k : sh[i].n, 0.0f,
-                  C, sh[i].n);
-    double t = kt_now() - t0;
-    pure = r == 0 || t < pure ? t : pure;
-  }
-  free(A), free(B), free(C);
-  double sgemm_rate = pure > 0 ? flops / pure : 0;
+  double sgemm_rate = sgemm_alone(flops);
   /* the transport: latency from 64-byte messages, bandwidth from a boundary tensor */
-  size_t boundary = kt_model_boundary_elems(&mc) * (size_t)b * sizeof(float);
   double lat = kt_transport_threads_pingpong(64, 31), big_t = kt_transport_threads_pingpong(boundary, 31);
   double bw = big_t > lat ? (double)boundary / (big_t - lat) : (double)boundary / big_t;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-  fprintf(stderr,
+  if (links.rank == 0)
+    fprintf(stderr,
           "kaiten calibrate: %s L=%d C=%d, b=%ld, one core: step %.1f ms, %.2f GFLOP/s effective "
           "(sgemm alone on the same shapes %.2f GFLOP/s, %.0f%%); transport latency %.1f us, "
           "%.2f GB/s for %zu-byte tensors; %ld cores, %.1f GB\n",
           kt_model_kind_name(mc.kind), mc.layers, mc.hidden, b, 1e3 * step, effective / 1e9,
           sgemm_rate / 1e9, 100 * effective / sgemm_rate, 1e6 * lat, bw / 1e9, boundary, cores,
           mem / 1e9);
-  kt_buf out;
-  kt_buf_init(&out);
-  kt_buf_printf(&out,
-                "{\"devices\": %ld, \"devices_per_node\": %ld, \"mem_gb\": %.3f, "
-                "\"achieved_tflops\": %.6g, \"intra_bw_gbs\": %.6g, \"intra_latency_us\": %.6g, "
-                "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g}\n",
-                cores, cores, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9, 1e6 * lat,
-                bw / 1e9, 1e6 * lat);
-  int rcode = cli_emit(cli_get(a, "output"), &out);
-  kt_buf_free(&out);
+  int rcode = links.rank == 0 ? emit_spec(a, &links, !strcmp(transport, "mpi"), lat, bw, effective) : 0;
+  free(links.node_of);
+  if (!strcmp(transport, "mpi")) kt_transport_mpi_finalize();
   data->destroy(data);
   kt_runtime_destroy(rt);
   kt_schedule_free(&s);
@@ -122,11 +185,14 @@ static int run_calibrate(cli_args *a) {
 const cli_command cli_cmd_calibrate = {
     .name = "calibrate",
     .summary = "measure this machine (FLOP/s, transport) as a cluster spec for kaiten plan",
-    .usage = "[--model gpt|mlp] [--layers L --hidden C] [-b b] [-o cluster.json]",
+    .usage = "[--model gpt|mlp] [--layers L --hidden C] [-b b] [--transport threads|mpi] [-o cluster.json]",
     .details =
         "achieved_tflops is the model's whole training step on one core (matmul FLOPs over\n"
         "step time, so non-matmul work is priced in); bandwidth and latency come from a\n"
-        "ping-pong of the threads transport. Then: kaiten plan --cluster cluster.json ...\n",
+        "ping-pong of the threads transport. With --transport mpi under mpirun (ranks on\n"
+        "several machines) ping-pongs inside a machine and between two measure both link\n"
+        "classes and devices_per_node. Then: kaiten plan --cluster cluster.json ... or\n"
+        "kaiten train --cluster cluster.json ...\n",
     .opts = calibrate_opts,
     .n_opts = sizeof calibrate_opts / sizeof *calibrate_opts,
     .run = run_calibrate,

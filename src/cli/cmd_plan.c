@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/plan_format.h"
+#include "kaiten/report.h"
 
 static const cli_opt plan_opts[] = {
     {"model", 0, "PRESET|FILE", "model: a preset (see --list-presets) or a JSON model spec"},
@@ -23,6 +23,7 @@ static const cli_opt plan_opts[] = {
     {"grad-accum", 'k', "K", "pin the accumulation rounds K (B = K*M*b*D)"},
     {"schedule", 0, "LIST", "schedules to consider, comma-separated (default: all)"},
     {"recompute", 0, "LIST", "none | selective | full, comma-separated (default: all three)"},
+    {"nodes", 0, "LIST", "dp-inside (replicas share a node, the pipeline crosses) | pp-inside (a pipeline shares a node, the all-reduce crosses), comma-separated (default: both where the job spans nodes)"},
     {"zero", 0, "Z", "0 (default) | 1 shard optimizer state over D | 2 + gradients | 3 + weights"},
     {"bytes-per-param", 0, "W,G,O", "bytes per parameter: weights, gradients, optimizer (2,2,12)"},
     {"sequence-parallel", 0, "on|off", "sequence parallelism with t > 1 (default on)"},
@@ -62,6 +63,7 @@ static int parse_mask(const char *flag, const char *list, int (*lookup)(const ch
 }
 
 static int lookup_recompute(const char *s) { return kt_recompute_from_name(s); }
+static int lookup_nodes(const char *s) { return kt_node_layout_from_name(s); }
 
 static int read_options(const cli_args *a, kt_plan_options *o) {
   kt_plan_options_default(o);
@@ -152,6 +154,9 @@ static int read_search(const cli_args *a, kt_plan_search_params *sp) {
   if (list && parse_mask("recompute", list, lookup_recompute, "none, selective, full",
                          &sp->recomputes))
     return 2;
+  list = cli_get(a, "nodes");
+  if (list && parse_mask("nodes", list, lookup_nodes, "dp-inside, pp-inside", &sp->node_layouts))
+    return 2;
   return 0;
 }
 
@@ -173,14 +178,30 @@ static int run_partition_only(const cli_args *a, const kt_plan_model *m, const k
   if (rname && kt_recompute_from_name(rname) < 0)
     return cli_usage_error("--recompute '%s': expected none, selective or full", rname);
   if (rname) r = (kt_recompute)kt_recompute_from_name(rname);
-  cli_plan_partition_view pv = {.stages = (int)S, .t = (int)t, .b = (int)b, .m = (int)mb,
+  kt_plan_partition_view pv = {.stages = (int)S, .t = (int)t, .b = (int)b, .m = (int)mb,
                                .d = (int)d, .recompute = r, .capped = cli_has(a, "mem-gb")};
   kt_error err = {{0}};
-  kt_status st = cli_plan_partition(m, c, o, &pv, &err);
+  kt_status st = kt_plan_partition_only(m, c, o, &pv, &err);
   if (st) return cli_fail(st == KT_ENOMEM ? st : KT_EINVAL, &err);
-  cli_plan_render_partition(m, c, &pv, !strcmp(format, "json"), out);
-  cli_plan_partition_view_free(&pv);
+  kt_render_plan_partition(m, c, &pv, !strcmp(format, "json"), out);
+  kt_plan_partition_view_free(&pv);
   return 0;
+}
+
+/* One line: why nothing fits (the smallest memory seen against the budget). */
+static void nothing_fits(const kt_plan_cluster *c, const kt_plan_search_params *sp,
+                           const kt_plan_report *rep, kt_error *err) {
+  double budget = c->mem_bytes - c->mem_reserved;
+  if (rep->evaluated == 0 && rep->pruned_memory == 0 && rep->not_applicable > 0)
+    kt_fail(err, KT_EINVAL, "no configuration applies: %s", rep->not_applicable_reason);
+  else if (rep->over_bubble > 0 && rep->over_bubble + rep->no_fit >= rep->evaluated)
+    kt_fail(err, KT_EINVAL, "no configuration fits with bubble <= %.1f%% (%zu fit but exceed it)",
+            100 * sp->max_bubble, rep->over_bubble);
+  else
+    kt_fail(err, KT_EINVAL,
+            "no configuration fits in %.1f GB per device: the smallest needs %.1f GB "
+            "(try more devices, --zero 1..3, --recompute full or a smaller --micro-batch-size)",
+            budget / 1e9, rep->min_memory / 1e9);
 }
 
 static int run_plan(cli_args *a) {
@@ -188,7 +209,7 @@ static int run_plan(cli_args *a) {
   kt_buf out;
   kt_buf_init(&out);
   if (cli_has(a, "list-presets")) {
-    cli_plan_render_presets(&out);
+    kt_render_plan_presets(&out);
     int rc = cli_emit(cli_get(a, "output"), &out);
     kt_buf_free(&out);
     return rc;
@@ -215,9 +236,9 @@ static int run_plan(cli_args *a) {
       rc = cli_fail(st, &err);
       goto done;
     }
-    cli_plan_render(&m, &c, &o, &sp, &rep, !strcmp(format, "json"), cli_has(a, "explain"), &out);
+    kt_render_plan(&m, &c, &o, &sp, &rep, !strcmp(format, "json"), cli_has(a, "explain"), &out);
     if (rep.n == 0) {
-      cli_plan_nothing_fits(&c, &sp, &rep, &err);
+      nothing_fits(&c, &sp, &rep, &err);
       fprintf(stderr, "kaiten: %s\n", err.msg);
       rc = 1;
     }

@@ -42,8 +42,10 @@ static const cli_opt train_opts_table[] = {
     {"tb", 0, "MS", "synthetic input-gradient cost, on the same basis (default 2)"},
     {"tw", 0, "MS", "synthetic weight-gradient cost, on the same basis (default 2)"},
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
+    {"grad-bytes", 0, "N", "synthetic gradient bytes per stage, all-reduced over D (default 0)"},
     {"skip-nonfinite", 0, NULL, "skip a step whose loss or gradients are not finite (default: stop)"},
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
+    {"cluster", 0, "FILE", "cluster spec (kaiten calibrate): predict hops and the all-reduce on its links"},
     {"transport", 0, "NAME", "threads (default: one process) | mpi (one process per rank, mpirun)"},
     {"threads-per-rank", 0, "N", "OpenBLAS threads per rank (default: cores / ranks in this process)"},
     {"format", 'f', "FMT", "text (default) | ascii | json | chrome"},
@@ -59,6 +61,146 @@ static const cli_opt train_opts_table[] = {
 
 static const char *const shape_flags[] = {"layers", "hidden", "heads", "seq-len", "tie-embeddings"};
 
+/* The numeric flags, before they go into the options. */
+typedef struct {
+  long p, v, m, b, k, d, steps, seed, layers, hidden, heads, seq, val, warm, decay, act, grad, ckpt,
+      blas;
+  double lr, mom, wd, clip;
+} train_numbers;
+
+static int parse_numbers(const cli_args *a, train_opts *o, int sgd, int gpt, train_numbers *n) {
+  if (cli_int(a, "stages", 1, KT_MAX_RANKS, 4, &n->p) || cli_int(a, "chunks", 1, KT_MAX_CHUNKS, 0, &n->v) ||
+      cli_int(a, "microbatches", 1, 65536, 8, &n->m) ||
+      cli_int(a, "micro-batch-size", 1, 65536, 4, &n->b) ||
+      cli_int(a, "grad-accum", 1, 65535, 1, &n->k) || cli_int(a, "data-parallel", 1, 4096, 1, &n->d) ||
+      cli_int(a, "steps", 1, 100000000, 20, &n->steps) ||
+      cli_int(a, "seed", 0, 2147483647L, 1, &n->seed) ||
+      cli_int(a, "layers", 1, 4096, o->model.layers, &n->layers) ||
+      cli_int(a, "hidden", 1, 65536, o->model.hidden, &n->hidden) ||
+      cli_int(a, "heads", 1, 4096, o->model.heads ? o->model.heads : 1, &n->heads) ||
+      cli_int(a, "seq-len", 1, 65536, o->model.seq_len ? o->model.seq_len : 1, &n->seq) ||
+      cli_int(a, "val-every", 0, 100000000, 10, &n->val) ||
+      cli_int(a, "warmup", 0, 100000000, -1, &n->warm) ||
+      cli_int(a, "decay-steps", 1, 100000000, 1, &n->decay) ||
+      cli_int(a, "act-bytes", 1, 1L << 30, 65536, &n->act) ||
+      cli_int(a, "grad-bytes", 0, 1L << 30, 0, &n->grad) ||
+      cli_int(a, "checkpoint-every", 1, 100000000, 1, &n->ckpt) ||
+      cli_int(a, "threads-per-rank", 0, 1024, 0, &n->blas) ||
+      cli_double(a, "lr", 0, 10, sgd ? 0.05 : gpt ? 3e-3 : 1e-3, &n->lr) ||
+      cli_double(a, "momentum", 0, 1, 0, &n->mom) || cli_double(a, "weight-decay", 0, 10, 0, &n->wd) ||
+      cli_double(a, "grad-clip", 0, 1e30, gpt ? 1.0 : 0.0, &n->clip) ||
+      cli_double(a, "tf", 0, 1e6, 2, &o->tf) || cli_double(a, "tb", 0, 1e6, 2, &o->tb) ||
+      cli_double(a, "tw", 0, 1e6, 2, &o->tw) ||
+      cli_double(a, "timeout", 0.01, 1e6, 60, &o->timeout) ||
+      cli_mem_limit_parse(a, 1, &o->mem_limit))
+    return 2;
+  return 0;
+}
+
+/* The named choices: output format, schedule (or file), transport, the
+ * dashboard address. */
+static int parse_choices(const cli_args *a, train_opts *o) {
+  o->format = cli_get(a, "format") ? cli_get(a, "format") : "text";
+  if (strcmp(o->format, "text") && strcmp(o->format, "ascii") && strcmp(o->format, "json") &&
+      strcmp(o->format, "chrome"))
+    return cli_usage_error("--format '%s': expected text, ascii, json or chrome", o->format);
+  o->schedule_file = cli_get(a, "schedule-file");
+  if (cli_torch_read(a, &o->torch)) return 2;
+  if (o->schedule_file && cli_has(a, "schedule"))
+    return cli_usage_error("give either --schedule or --schedule-file, not both");
+  const char *sname = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
+  int skind = kt_schedule_kind_from_name(sname);
+  if (skind < 0) return cli_usage_error("unknown schedule '%s' (known: %s)", sname, kt_schedule_kind_list());
+  o->schedule = (kt_schedule_kind)skind;
+  o->transport = cli_get(a, "transport") ? cli_get(a, "transport") : "threads";
+  if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
+    return cli_usage_error("--transport '%s': expected threads or mpi", o->transport);
+  o->serve = cli_get(a, "serve");
+  if (o->serve) { /* a bad address is a usage error before anything runs */
+    char host[64];
+    int port;
+    kt_error aerr = {{0}};
+    if (kt_serve_parse_addr(o->serve, host, sizeof host, &port, &aerr))
+      return cli_usage_error("--serve %s", aerr.msg);
+  }
+  return 0;
+}
+
+/* The layout, run and path flags as given. */
+static void take_flags(const cli_args *a, train_opts *o, const train_numbers *n) {
+  o->p_given = cli_has(a, "stages");
+  o->v_given = cli_has(a, "chunks");
+  o->m_given = cli_has(a, "microbatches");
+  o->p = (int)n->p, o->v = (int)n->v, o->m = (int)n->m, o->b = (int)n->b, o->k = (int)n->k;
+  o->d = (int)n->d;
+  o->steps = (int)n->steps;
+  o->seed = (uint64_t)n->seed;
+  o->val_every = (int)n->val;
+  o->checkpoint_every = cli_has(a, "checkpoint-every") ? (int)n->ckpt : 0;
+  o->act_bytes = n->act;
+  o->grad_bytes = n->grad;
+  o->blas_threads = (int)n->blas;
+  o->synthetic = cli_has(a, "synthetic");
+  o->skip_nonfinite = cli_has(a, "skip-nonfinite");
+  o->partition = cli_get(a, "partition");
+  o->output = cli_get(a, "output");
+  o->run_dir = cli_get(a, "run-dir");
+  o->resume = cli_get(a, "resume");
+  o->save_init = cli_get(a, "save-init");
+  o->data_path = cli_get(a, "data");
+  o->cluster = cli_get(a, "cluster");
+  o->live = !cli_has(a, "no-live");
+  o->live_forced = cli_has(a, "live");
+  o->force = cli_has(a, "force");
+  static const char *const layout_flags[] = {"schedule", "schedule-file", "stages", "chunks",
+                                             "microbatches", "micro-batch-size", "grad-accum",
+                                             "data-parallel", "partition"};
+  for (size_t i = 0; i < sizeof layout_flags / sizeof *layout_flags; i++)
+    if (cli_has(a, layout_flags[i])) o->layout_given |= 1u << i;
+}
+
+/* The model's shape and the optimizer's settings. */
+static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, int gpt) {
+  o->model.layers = (int)n->layers;
+  o->model.hidden = (int)n->hidden;
+  o->model.seed = (uint64_t)n->seed;
+  if (gpt) {
+    o->model.heads = (int)n->heads;
+    o->model.seq_len = (int)n->seq;
+    o->model.tie_embeddings = cli_has(a, "tie-embeddings");
+  } else if (cli_has(a, "heads") || cli_has(a, "seq-len") || cli_has(a, "tie-embeddings") ||
+             cli_has(a, "data")) {
+    return cli_usage_error("--heads, --seq-len, --tie-embeddings and --data are GPT options (--model gpt)");
+  }
+  o->model.recompute = cli_has(a, "recompute");
+  for (size_t i = 0; i < sizeof shape_flags / sizeof *shape_flags; i++)
+    if (cli_has(a, shape_flags[i])) o->model_flags_given |= 1 << i;
+  if (cli_has(a, "model")) o->model_flags_given |= TRAIN_MODEL_GIVEN;
+  o->optim.lr = n->lr;
+  o->optim.momentum = n->mom;
+  o->optim.weight_decay = n->wd;
+  o->optim.grad_clip = n->clip;
+  /* GPT default: warm up over the first 5% of the steps */
+  o->optim.warmup_steps = n->warm >= 0 ? (int)n->warm : gpt ? (int)(o->steps / 20) : 0;
+  o->decay_given = cli_has(a, "decay-steps");
+  o->optim.decay_steps = o->decay_given ? (int)n->decay : o->steps;
+  return 0;
+}
+
+/* Flags that contradict each other. */
+static int check_conflicts(const cli_args *a, const train_opts *o) {
+  if (o->synthetic && o->partition) return cli_usage_error("--partition has no meaning with --synthetic");
+  if (o->synthetic && o->mem_limit.kind == CLI_MEM_BYTES)
+    return cli_usage_error("--mem-limit in bytes needs a model's activation sizes; --synthetic has "
+                           "none (give activations per rank or a fraction such as 0.5x)");
+  if (o->resume && o->run_dir && strcmp(o->resume, o->run_dir))
+    return cli_usage_error("--resume continues in its own run directory; drop --run-dir");
+  if (o->force && !o->run_dir) return cli_usage_error("--force clears a --run-dir; give one");
+  if (o->force && o->resume) return cli_usage_error("--force starts over; --resume continues: give one");
+  if (cli_has(a, "live") && cli_has(a, "no-live")) return cli_usage_error("give --live or --no-live, not both");
+  return 0;
+}
+
 int train_parse(const cli_args *a, train_opts *o) {
   memset(o, 0, sizeof *o);
   const char *model_name = cli_get(a, "model") ? cli_get(a, "model") : KT_DEFAULT_MODEL;
@@ -70,115 +212,13 @@ int train_parse(const cli_args *a, train_opts *o) {
   if (okind < 0) return cli_usage_error("--optimizer '%s': expected sgd or adamw", opt_name);
   kt_optim_config_default(&o->optim);
   o->optim.kind = (kt_optim_kind)okind;
-  long p, v, m, b, k, d, steps, seed, layers, hidden, heads, seq, val, warm, decay, act, ckpt, blas;
-  double lr, mom, wd, clip;
-  int gpt = kind == KT_MODEL_GPT;
-  if (cli_int(a, "stages", 1, KT_MAX_RANKS, 4, &p) || cli_int(a, "chunks", 1, KT_MAX_CHUNKS, 0, &v) ||
-      cli_int(a, "microbatches", 1, 65536, 8, &m) ||
-      cli_int(a, "micro-batch-size", 1, 65536, 4, &b) ||
-      cli_int(a, "grad-accum", 1, 65535, 1, &k) || cli_int(a, "data-parallel", 1, 4096, 1, &d) ||
-      cli_int(a, "steps", 1, 100000000, 20, &steps) ||
-      cli_int(a, "seed", 0, 2147483647L, 1, &seed) ||
-      cli_int(a, "layers", 1, 4096, o->model.layers, &layers) ||
-      cli_int(a, "hidden", 1, 65536, o->model.hidden, &hidden) ||
-      cli_int(a, "heads", 1, 4096, o->model.heads ? o->model.heads : 1, &heads) ||
-      cli_int(a, "seq-len", 1, 65536, o->model.seq_len ? o->model.seq_len : 1, &seq) ||
-      cli_int(a, "val-every", 0, 100000000, 10, &val) ||
-      cli_int(a, "warmup", 0, 100000000, -1, &warm) ||
-      cli_int(a, "decay-steps", 1, 100000000, 1, &decay) ||
-      cli_int(a, "act-bytes", 1, 1L << 30, 65536, &act) ||
-      cli_int(a, "checkpoint-every", 1, 100000000, 1, &ckpt) ||
-      cli_int(a, "threads-per-rank", 0, 1024, 0, &blas) ||
-      cli_double(a, "lr", 0, 10, okind == KT_OPTIM_SGD ? 0.05 : gpt ? 3e-3 : 1e-3, &lr) ||
-      cli_double(a, "momentum", 0, 1, 0, &mom) || cli_double(a, "weight-decay", 0, 10, 0, &wd) ||
-      cli_double(a, "grad-clip", 0, 1e30, gpt ? 1.0 : 0.0, &clip) ||
-      cli_double(a, "tf", 0, 1e6, 2, &o->tf) || cli_double(a, "tb", 0, 1e6, 2, &o->tb) ||
-      cli_double(a, "tw", 0, 1e6, 2, &o->tw) ||
-      cli_double(a, "timeout", 0.01, 1e6, 60, &o->timeout) ||
-      cli_mem_limit_parse(a, 1, &o->mem_limit))
-    return 2;
+  int gpt = kind == KT_MODEL_GPT, rc;
+  train_numbers n;
+  if ((rc = parse_numbers(a, o, okind == KT_OPTIM_SGD, gpt, &n))) return rc;
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten train --help)", a->pos[0]);
-  o->format = cli_get(a, "format") ? cli_get(a, "format") : "text";
-  if (strcmp(o->format, "text") && strcmp(o->format, "ascii") && strcmp(o->format, "json") &&
-      strcmp(o->format, "chrome"))
-    return cli_usage_error("--format '%s': expected text, ascii, json or chrome", o->format);
-  o->schedule_file = cli_get(a, "schedule-file");
-  o->p_given = cli_has(a, "stages");
-  o->v_given = cli_has(a, "chunks");
-  o->m_given = cli_has(a, "microbatches");
-  if (cli_torch_read(a, &o->torch)) return 2;
-  if (o->schedule_file && cli_has(a, "schedule"))
-    return cli_usage_error("give either --schedule or --schedule-file, not both");
-  const char *sname = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
-  int skind = kt_schedule_kind_from_name(sname);
-  if (skind < 0) return cli_usage_error("unknown schedule '%s' (known: %s)", sname, kt_schedule_kind_list());
-  o->transport = cli_get(a, "transport") ? cli_get(a, "transport") : "threads";
-  if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
-    return cli_usage_error("--transport '%s': expected threads or mpi", o->transport);
-  o->schedule = (kt_schedule_kind)skind;
-  o->p = (int)p, o->v = (int)v, o->m = (int)m, o->b = (int)b, o->k = (int)k, o->d = (int)d;
-  o->steps = (int)steps;
-  o->seed = (uint64_t)seed;
-  o->val_every = (int)val;
-  o->checkpoint_every = cli_has(a, "checkpoint-every") ? (int)ckpt : 0;
-  o->act_bytes = act;
-  o->synthetic = cli_has(a, "synthetic");
-  o->skip_nonfinite = cli_has(a, "skip-nonfinite");
-  o->partition = cli_get(a, "partition");
-  o->output = cli_get(a, "output");
-  o->run_dir = cli_get(a, "run-dir");
-  o->resume = cli_get(a, "resume");
-  o->save_init = cli_get(a, "save-init");
-  o->data_path = cli_get(a, "data");
-  o->live = !cli_has(a, "no-live");
-  o->live_forced = cli_has(a, "live");
-  o->force = cli_has(a, "force");
-  static const char *const layout_flags[] = {"schedule", "schedule-file", "stages", "chunks",
-                                             "microbatches", "micro-batch-size", "grad-accum",
-                                             "data-parallel", "partition"};
-  for (size_t i = 0; i < sizeof layout_flags / sizeof *layout_flags; i++)
-    if (cli_has(a, layout_flags[i])) o->layout_given |= 1u << i;
-  o->blas_threads = (int)blas;
-  o->serve = cli_get(a, "serve");
-  if (o->serve) { /* a bad address is a usage error before anything runs */
-    char host[64];
-    int port;
-    kt_error aerr = {{0}};
-    if (kt_serve_parse_addr(o->serve, host, sizeof host, &port, &aerr))
-      return cli_usage_error("--serve %s", aerr.msg);
-  }
-  o->model.layers = (int)layers;
-  o->model.hidden = (int)hidden;
-  o->model.seed = (uint64_t)seed;
-  if (gpt) {
-    o->model.heads = (int)heads;
-    o->model.seq_len = (int)seq;
-    o->model.tie_embeddings = cli_has(a, "tie-embeddings");
-  } else if (cli_has(a, "heads") || cli_has(a, "seq-len") || cli_has(a, "tie-embeddings") ||
-             cli_has(a, "data")) {
-    return cli_usage_error("--heads, --seq-len, --tie-embeddings and --data are GPT options (--model gpt)");
-  }
-  o->model.recompute = cli_has(a, "recompute");
-  for (size_t i = 0; i < sizeof shape_flags / sizeof *shape_flags; i++)
-    if (cli_has(a, shape_flags[i])) o->model_flags_given |= 1 << i;
-  if (cli_has(a, "model")) o->model_flags_given |= TRAIN_MODEL_GIVEN;
-  o->optim.lr = lr;
-  o->optim.momentum = mom;
-  o->optim.weight_decay = wd;
-  o->optim.grad_clip = clip;
-  /* GPT default: warm up over the first 5% of the steps */
-  o->optim.warmup_steps = warm >= 0 ? (int)warm : gpt ? (int)(o->steps / 20) : 0;
-  o->decay_given = cli_has(a, "decay-steps");
-  o->optim.decay_steps = o->decay_given ? (int)decay : o->steps;
-  if (o->synthetic && o->partition) return cli_usage_error("--partition has no meaning with --synthetic");
-  if (o->synthetic && o->mem_limit.kind == CLI_MEM_BYTES)
-    return cli_usage_error("--mem-limit in bytes needs a model's activation sizes; --synthetic has "
-                           "none (give activations per rank or a fraction such as 0.5x)");
-  if (o->resume && o->run_dir && strcmp(o->resume, o->run_dir))
-    return cli_usage_error("--resume continues in its own run directory; drop --run-dir");
-  if (o->force && !o->run_dir) return cli_usage_error("--force clears a --run-dir; give one");
-  if (o->force && o->resume) return cli_usage_error("--force starts over; --resume continues: give one");
-  if (cli_has(a, "live") && cli_has(a, "no-live")) return cli_usage_error("give --live or --no-live, not both");
+  if ((rc = parse_choices(a, o))) return rc;
+  take_flags(a, o, &n);
+  if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o))) return rc;
   kt_error err = {{0}};
   if (!o->synthetic && kt_model_config_check(&o->model, &err)) return cli_fail(KT_EINVAL, &err);
   return 0;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cli/train_cli.h"
+#include "kaiten/transport_impl.h"
 
 typedef struct {
   kt_transport inner; /* the handle as it was */

@@ -11,8 +11,56 @@
 #include "cli/train_cli.h"
 
 static volatile sig_atomic_t stop_signal, resized;
+static int my_rank = -1, replicas = 1; /* MPI: this process's world rank, D */
+
+static char *put_int(char *p, int v) {
+  char d[12];
+  int n = 0;
+  if (v < 0) *p++ = '-', v = -v;
+  do d[n++] = (char)('0' + v % 10), v /= 10;
+  while (v);
+  while (n) *p++ = d[--n];
+  return p;
+}
+
+static char *put_str(char *p, const char *s) {
+  while (*s) *p++ = *s++;
+  return p;
+}
+
+/* mpirun ends the job (SIGTERM) when a machine is lost: if this rank waits
+ * for another one at that moment, that is the one that went away. One line,
+ * written with async-signal-safe calls only. */
+static void name_lost_peer(void) {
+  double since = 0;
+  int peer = my_rank >= 0 ? kt_transport_mpi_waiting_for(&since) : -1;
+  /* a stop asked for while a message is merely in flight is not a loss */
+  if (peer < 0 || kt_now() - since < 0.5) return;
+  char line[192], *p = line;
+  p = put_str(p, "kaiten: rank ");
+  p = put_int(p, my_rank);
+  p = put_str(p, " (stage ");
+  p = put_int(p, my_rank / replicas);
+  p = put_str(p, "): the job was ended while waiting for rank ");
+  p = put_int(p, peer);
+  p = put_str(p, " (stage ");
+  p = put_int(p, peer / replicas);
+  p = put_str(p, "): lost rank ");
+  p = put_int(p, peer);
+  p = put_str(p, " (stage ");
+  p = put_int(p, peer / replicas);
+  p = put_str(p, ") or its machine\n");
+  ssize_t w = write(STDERR_FILENO, line, (size_t)(p - line));
+  (void)w;
+}
+
+void cli_signals_set_rank(int world_rank, int d) {
+  my_rank = world_rank;
+  replicas = d > 0 ? d : 1;
+}
 
 static void on_stop(int sig) {
+  if (sig == SIGTERM) name_lost_peer();
   if (stop_signal) { /* the second one: now */
     static const char msg[] = "\nkaiten: interrupted again, stopping now\n";
     ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);

@@ -30,7 +30,7 @@ typedef struct {
   int skip_nonfinite;
   double tf, tb, tw, timeout;
   cli_mem_limit mem_limit; /* --mem-limit as given (bytes: from the model's activations) */
-  long act_bytes;
+  long act_bytes, grad_bytes;
   const char *format, *output, *transport, *run_dir, *resume, *data_path;
   const char *save_init; /* checkpoint of the starting weights, or NULL */
   int live;        /* redraw a live view on terminals */
@@ -39,6 +39,7 @@ typedef struct {
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   int blas_threads; /* OpenBLAS threads per rank (0: cores / local ranks) */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
+  const char *cluster; /* --cluster FILE: predict on its links, NULL: none */
 } train_opts;
 
 #define TRAIN_MODEL_GIVEN (1 << 5)
@@ -92,6 +93,12 @@ void train_resume_free(train_resume *r);
 /* The "resuming ..." line, and a note when --steps runs past the decay. */
 void train_resume_notes(const train_opts *o, const train_resume *r, FILE *f);
 
+/* --cluster (train_cluster.c): the links of the spec with this job's ranks
+ * on their nodes (MPI: collective; mpi_t NULL for threads); *out NULL
+ * without --cluster. */
+kt_status train_cluster_links(const train_opts *o, kt_transport *mpi_t, int p, kt_links **out,
+                              kt_error *err);
+
 /* The final report: text summary, JSON, Chrome trace (train_report.c). */
 void train_final_report(const train_opts *o, const kt_schedule *sched, const kt_train_result *res,
                         kt_buf *out);
@@ -107,6 +114,9 @@ void cli_hang_remove(kt_runtime *rt, void *installed);
 void cli_signals_install(void);
 void cli_signals_restore(void);
 int cli_stop_requested(void); /* the signal number, or 0 */
+/* MPI: this process's world rank and D, so a SIGTERM that ends the job while
+ * a receive waits names the rank it waited for (a lost machine). */
+void cli_signals_set_rank(int world_rank, int d);
 void cli_note_stop(int sig);  /* another rank asked (MPI) */
 int cli_take_resize(void);    /* 1 once after each resize */
 const char *cli_signal_name(int sig);

@@ -19,25 +19,26 @@ static kt_status measure_stage(const train_opts *o, int first_unit, int n_units,
   float *x = kt_calloc((size_t)o->b * per_sample, sizeof *x);
   float *y = kt_calloc((size_t)o->b * per_sample, sizeof *y);
   int *tokens = kt_calloc((size_t)o->b * per_sample, sizeof *tokens);
-  float *in = kt_calloc(c->in_elems + 1, sizeof *in), *din = kt_calloc(c->in_elems + 1, sizeof *din);
-  float *out = kt_calloc(c->out_elems + 1, sizeof *out), *dout = kt_calloc(c->out_elems + 1, sizeof *dout);
+  float *in = kt_calloc(kt_chunk_in_elems(c) + 1, sizeof *in), *din = kt_calloc(kt_chunk_in_elems(c) + 1, sizeof *din);
+  float *out = kt_calloc(kt_chunk_out_elems(c) + 1, sizeof *out), *dout = kt_calloc(kt_chunk_out_elems(c) + 1, sizeof *dout);
   if (!x || !y || !tokens || !in || !din || !out || !dout) {
     st = kt_fail(err, KT_ENOMEM, "out of memory measuring activation sizes");
   } else {
     kt_microbatch mb = {.b = o->b, .x = x, .y = y, .tokens = tokens, .targets = tokens};
     double loss, extra = 0;
+    int first = kt_chunk_is_first(c), last = kt_chunk_is_last(c);
     /* each op: what it keeps, and the most it holds above that while it runs */
-    c->peak_stash_bytes = c->stash_bytes;
-    st = c->ops->forward(c, 0, &mb, c->is_first ? NULL : in, c->is_last ? NULL : out, &loss, err);
-    *act = (double)c->stash_bytes;
-    extra = fmax(extra, (double)c->peak_stash_bytes - *act);
-    c->peak_stash_bytes = c->stash_bytes;
-    if (!st) st = c->ops->backward_input(c, 0, &mb, c->is_last ? NULL : dout, c->is_first ? NULL : din, err);
-    *wg = (double)c->stash_bytes;
-    extra = fmax(extra, (double)c->peak_stash_bytes - fmax(*act, *wg));
-    c->peak_stash_bytes = c->stash_bytes;
-    if (!st) st = c->ops->backward_weight(c, 0, err);
-    extra = fmax(extra, (double)c->peak_stash_bytes - *wg);
+    kt_chunk_reset_peak(c);
+    st = kt_chunk_forward(c, 0, &mb, first ? NULL : in, last ? NULL : out, &loss, err);
+    *act = (double)kt_chunk_stash_bytes(c);
+    extra = fmax(extra, (double)kt_chunk_peak_stash_bytes(c) - *act);
+    kt_chunk_reset_peak(c);
+    if (!st) st = kt_chunk_backward_input(c, 0, &mb, last ? NULL : dout, first ? NULL : din, err);
+    *wg = (double)kt_chunk_stash_bytes(c);
+    extra = fmax(extra, (double)kt_chunk_peak_stash_bytes(c) - fmax(*act, *wg));
+    kt_chunk_reset_peak(c);
+    if (!st) st = kt_chunk_backward_weight(c, 0, err);
+    extra = fmax(extra, (double)kt_chunk_peak_stash_bytes(c) - *wg);
     *transient = extra;
   }
   free(x), free(y), free(tokens), free(in), free(din), free(out), free(dout);

@@ -26,12 +26,21 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_schedule *s,
       {"makespan", r->measured.makespan},
       {"predicted_makespan", r->predicted.makespan},
       {"step_seconds", r->mean_step_seconds},
+      {"median_step_seconds", r->median_step_seconds},
+      {"sync_seconds", r->measured_sync_seconds},
+      {"update_seconds", r->tail_seconds},
       {"samples_per_s", r->samples_per_s},
       {"tokens_per_s", r->tokens_per_s},
       {"peak_activation_bytes_stage0", (double)r->peak_stash_bytes_stage0}};
   for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
     kt_buf_printf(b, ",\"%s\":", nums[i].k);
     kt_buf_json_number(b, nums[i].v);
+  }
+  if (o->cluster) {
+    kt_buf_puts(b, ",\"predicted_step_seconds\":");
+    kt_buf_json_number(b, r->predicted_step_seconds);
+    kt_buf_puts(b, ",\"predicted_sync_seconds\":");
+    kt_buf_json_number(b, r->predicted_sync_seconds);
   }
   kt_buf_puts(b, ",\"ranks\":[");
   for (int i = 0; i < r->measured.p; i++) {
@@ -53,7 +62,7 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_schedule *s,
   kt_buf_puts(b, "]}\n");
 }
 
-static void text_summary(kt_buf *b, const kt_train_result *r) {
+static void text_summary(kt_buf *b, const train_opts *o, const kt_train_result *r) {
   kt_buf_printf(b, "\nlast step, measured:  makespan %8.2f ms  bubble %5.1f%%\n",
                 1e3 * r->measured.makespan, 100 * r->measured.bubble_ratio);
   kt_buf_printf(b, "predicted (simulator, costs calibrated on that step): makespan %8.2f ms  "
@@ -67,6 +76,13 @@ static void text_summary(kt_buf *b, const kt_train_result *r) {
                   1e3 * m->idle, 1e3 * q->busy, m->peak_inflight, q->peak_inflight,
                   m->bytes_sent / 1024.0, m->peak_memory / 1048576.0);
   }
+  if (o->cluster)
+    kt_buf_printf(b, "step on the links of %s: predicted %.2f ms (all-reduce and sums %.2f ms), "
+                     "measured %.2f ms (median; all-reduce and sums %.2f ms, update %.2f ms), "
+                     "measured/predicted %.3f\n",
+                  o->cluster, 1e3 * r->predicted_step_seconds, 1e3 * r->predicted_sync_seconds,
+                  1e3 * r->median_step_seconds, 1e3 * r->measured_sync_seconds,
+                  1e3 * r->tail_seconds, r->median_step_seconds / r->predicted_step_seconds);
   kt_buf_printf(b, "throughput: %.0f samples/s, %.0f tokens/s (mean step %.1f ms)\n",
                 r->samples_per_s, r->tokens_per_s, 1e3 * r->mean_step_seconds);
 }
@@ -92,6 +108,6 @@ void train_final_report(const train_opts *o, const kt_schedule *sched, const kt_
       kt_buf_puts(out, "\npredicted:\n");
       kt_render_gantt_ascii(&res->predicted_timeline, &go, out);
     }
-    text_summary(out, res);
+    text_summary(out, o, res);
   }
 }

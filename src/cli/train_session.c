@@ -40,6 +40,7 @@ typedef struct {
   int stop; /* agreed: 0, a signal number, or STOP_FAILED */
   kt_server *srv; /* --serve: the live dashboard, fed after every step */
   void *hang;     /* KAITEN_TEST_HANG's wrapper, or NULL */
+  kt_links *links; /* --cluster */
 } session;
 
 /* Every rank's stop request, agreed on (MPI: a collective sum of one slot
@@ -136,6 +137,7 @@ static kt_status build_runtime(session *s, kt_error *err) {
   int v = s->sched.v > 0 ? s->sched.v : 1;
   rc.syn_tf_ms = o->tf / v, rc.syn_tb_ms = o->tb / v, rc.syn_tw_ms = o->tw / v;
   rc.syn_act_bytes = (size_t)o->act_bytes;
+  rc.syn_grad_bytes = (size_t)o->grad_bytes;
   rc.timeout = o->timeout;
 
   if (s->use_mpi) {
@@ -145,13 +147,14 @@ static kt_status build_runtime(session *s, kt_error *err) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int local = kt_transport_mpi_local_size();
     kt_blas_set_threads(o->blas_threads > 0 ? o->blas_threads : cores > local ? (int)(cores / local) : 1);
-    s->world_rank = s->mpi_t->rank, s->world_size = s->mpi_t->world;
+    s->world_rank = kt_transport_rank(s->mpi_t), s->world_size = kt_transport_world(s->mpi_t);
     st = kt_runtime_create(&rc, s->mpi_t, &s->world_rank, 1, &s->rt, err);
   } else { /* the ranks of this process share its cores */
     long cores = sysconf(_SC_NPROCESSORS_ONLN), ranks = (long)s->sched.p * o->d;
     kt_blas_set_threads(o->blas_threads > 0 ? o->blas_threads : ranks >= cores ? 1 : (int)(cores / ranks));
     st = kt_runtime_create_threads(&rc, &s->rt, err);
   }
+  if (!st) st = train_cluster_links(o, s->mpi_t, s->sched.p, &s->links, err);
   if (!st) s->hang = cli_hang_install(s->rt); /* fault tests only */
   if (!st && s->resume.ckpt_path) st = kt_checkpoint_load(s->rt, s->resume.ckpt_path, &s->resume.meta, err);
   if (!st && !o->synthetic) {
@@ -346,7 +349,7 @@ static int run_steps(session *s) {
   kt_train_config tc = {.runtime = *kt_runtime_config_of(s->rt), .first_step = s->first_step,
                         .steps = o->steps, .val_every = o->val_every, .val_batches = 2,
                         .data = s->data, .on_step = on_step, .ctx = s,
-                        .skip_nonfinite = o->skip_nonfinite};
+                        .skip_nonfinite = o->skip_nonfinite, .links = s->links};
   kt_train_result res;
   int rc = 0;
   if (o->serve && s->world_rank == 0 && (rc = train_serve_start(o, &s->sched, &s->srv))) return rc;
@@ -378,6 +381,7 @@ static void session_free(session *s) {
   if (s->data) s->data->destroy(s->data);
   if (s->rt) cli_hang_remove(s->rt, s->hang);
   kt_runtime_destroy(s->rt);
+  kt_links_destroy(s->links);
   kt_transport_mpi_destroy(s->mpi_t);
   if (s->use_mpi) kt_transport_mpi_finalize();
   kt_rundir_destroy(s->rd);
@@ -416,6 +420,7 @@ int train_session(train_opts *o) {
     if (s.live) cli_live_init(&s.lv, s.talk);
     if (s.talk) print_start(&s);
     cli_signals_install();
+    if (s.use_mpi) cli_signals_set_rank(s.world_rank, o->d);
     rc = run_steps(&s);
     cli_signals_restore();
   }

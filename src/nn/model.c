@@ -157,6 +157,44 @@ void kt_chunk_destroy(kt_chunk *c) {
 
 void kt_chunk_zero_grad(kt_chunk *c) { memset(c->grads, 0, c->n_params * sizeof(float)); }
 
+kt_status kt_chunk_forward(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
+                           float *out, double *loss, kt_error *err) {
+  return c->ops->forward(c, mb, data, in, out, loss, err);
+}
+kt_status kt_chunk_backward_input(kt_chunk *c, int mb, const kt_microbatch *data,
+                                  const float *dout, float *din, kt_error *err) {
+  return c->ops->backward_input(c, mb, data, dout, din, err);
+}
+kt_status kt_chunk_backward_weight(kt_chunk *c, int mb, kt_error *err) {
+  return c->ops->backward_weight(c, mb, err);
+}
+size_t kt_chunk_in_elems(const kt_chunk *c) { return c->in_elems; }
+size_t kt_chunk_out_elems(const kt_chunk *c) { return c->out_elems; }
+int kt_chunk_is_first(const kt_chunk *c) { return c->is_first; }
+int kt_chunk_is_last(const kt_chunk *c) { return c->is_last; }
+const kt_model_config *kt_chunk_config(const kt_chunk *c) { return &c->cfg; }
+float *kt_chunk_params(kt_chunk *c, size_t *n) {
+  if (n) *n = c->n_params;
+  return c->params;
+}
+float *kt_chunk_grads(kt_chunk *c, size_t *n) {
+  if (n) *n = c->n_params;
+  return c->grads;
+}
+const size_t *kt_chunk_unit_offsets(const kt_chunk *c, int *first_unit, int *n_units) {
+  if (first_unit) *first_unit = c->first_unit;
+  if (n_units) *n_units = c->n_units;
+  return c->unit_offset;
+}
+size_t kt_chunk_tied(kt_chunk *c, float **copy, float **grad) {
+  if (copy) *copy = c->tied;
+  if (grad) *grad = c->tied_grad;
+  return c->tied ? c->tied_elems : 0;
+}
+size_t kt_chunk_stash_bytes(const kt_chunk *c) { return c->stash_bytes; }
+size_t kt_chunk_peak_stash_bytes(const kt_chunk *c) { return c->peak_stash_bytes; }
+void kt_chunk_reset_peak(kt_chunk *c) { c->peak_stash_bytes = c->stash_bytes; }
+
 kt_status kt_partition_parse(const char *text, int n_stages, int units, int *counts,
                              kt_error *err) {
   int n = 0, sum = 0;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kaiten/model.h"
+#include "kaiten/model_impl.h"
 
 /* Implementations (src/nn/): each kind's create function. */
 kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,

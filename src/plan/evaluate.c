@@ -24,10 +24,49 @@ void kt__plan_link(const kt_plan_cluster *c, long span, double *bw, double *lat)
   *lat = intra ? c->intra_latency : c->inter_latency;
 }
 
+const char *kt_node_layout_name(kt_node_layout p) {
+  return p == KT_NODES_PP_INSIDE ? "pp-inside" : "dp-inside";
+}
+
+int kt_node_layout_from_name(const char *name) {
+  for (int p = 0; p < KT_NODES_COUNT; p++)
+    if (!strcmp(name, kt_node_layout_name((kt_node_layout)p))) return p;
+  return -1;
+}
+
+/* The link a group of `span` consecutive devices uses, and how many such
+ * groups on one node cross it at once (`per_node` of them fit a node, at
+ * most `groups`): the bandwidth each gets is the link's over that count. */
+static void shared_link(const kt_plan_cluster *c, long span, long per_node, long groups,
+                        double *bw, double *lat) {
+  kt__plan_link(c, span, bw, lat);
+  if (span <= c->devices_per_node) return;
+  long share = per_node < groups ? per_node : groups;
+  if (share > 1) *bw /= (double)share;
+}
+
+/* One stage-to-stage hop of `bytes`. DP_INSIDE: the pipeline spans t*D*P
+ * devices and the D replicas on a node cross together; PP_INSIDE: a
+ * pipeline spans t*P. */
+double kt__plan_hop(const kt_plan_cluster *c, const kt_plan_config *cfg, double bytes) {
+  if (cfg->p <= 1) return 0;
+  double bw, lat;
+  long t = cfg->t, per_node = c->devices_per_node / t;
+  if (cfg->nodes == KT_NODES_PP_INSIDE) kt__plan_link(c, t * cfg->p, &bw, &lat);
+  else shared_link(c, t * cfg->d * cfg->p, per_node, cfg->d, &bw, &lat);
+  return lat + bytes / bw;
+}
+
 double kt__plan_dp_time(const kt__plan_ctx *x, const kt_plan_config *cfg, double rank_params) {
   if (cfg->d <= 1) return 0;
   double bw, lat, d = cfg->d;
-  kt__plan_link(x->c, (long)cfg->t * cfg->d, &bw, &lat);
+  long tp = cfg->t, per_node = x->c->devices_per_node / tp;
+  /* PP_INSIDE: a group spans the whole job, and every pipeline rank on a
+   * node all-reduces over the same link at once */
+  if (cfg->nodes == KT_NODES_PP_INSIDE)
+    shared_link(x->c, tp * cfg->p * cfg->d, per_node, cfg->p, &bw, &lat);
+  else
+    kt__plan_link(x->c, tp * cfg->d, &bw, &lat);
   /* ring all-reduce (or reduce-scatter + all-gather under zero): 2(D-1)/D of the bytes */
   double t = 2 * lat + 2 * (d - 1) / d * rank_params * x->o->grad_bytes / bw;
   if (x->o->zero >= 3) /* weights gathered for forward and backward in every round */
@@ -241,13 +280,12 @@ static kt__sched_entry *own_schedule(const kt__plan_ctx *x, const kt_plan_config
                                      const kt_plan_result *r, const stage_bufs *sb,
                                      double boundary, kt_error *err) {
   int S = cfg->p * cfg->v;
-  double bw, lat, state = 0;
-  kt__plan_link(x->c, (long)cfg->t * cfg->d * cfg->p, &bw, &lat);
+  double state = 0;
   kt_costs c;
   kt_costs_default(&c);
   c.n_stages = S, c.stage_tf = r->stage_f, c.stage_tb = r->stage_i, c.stage_tw = r->stage_w;
   c.stage_mem_act = sb->act, c.stage_mem_wgrad = sb->wgrad;
-  c.comm = cfg->p > 1 ? lat + boundary / bw : 0;
+  c.comm = kt__plan_hop(x->c, cfg, boundary);
   for (int k = 0; k < cfg->p; k++) state = fmax(state, r->mem_state[k]);
   double limit = x->budget - state; /* <= 0 would mean "the default": keep it a budget */
   return kt__plan_sched_for(cfg->schedule, cfg->p, cfg->v, cfg->m, &c, fmax(limit, 1e-300), err);
@@ -258,9 +296,8 @@ static kt__sched_entry *own_schedule(const kt__plan_ctx *x, const kt_plan_config
 static int cut_by_bound(kt__plan_ctx *x, const kt_plan_config *cfg, double cutoff,
                         const stage_bufs *sb, double boundary, kt_plan_result *r) {
   kt_schedule shape = {.p = cfg->p, .v = cfg->v, .placement = kt_schedule_kind_placement(cfg->schedule)};
-  double bw, lat, largest = 0;
-  kt__plan_link(x->c, (long)cfg->t * cfg->d * cfg->p, &bw, &lat);
-  r->p2p_time = cfg->p > 1 ? lat + boundary / bw : 0;
+  double largest = 0;
+  r->p2p_time = kt__plan_hop(x->c, cfg, boundary);
   for (int rank = 0; rank < cfg->p; rank++)
     largest = fmax(largest, rank_params(x, &shape, cfg, sb, rank));
   return cfg->k * round_bound(&shape, r, cfg) + kt__plan_dp_time(x, cfg, largest) > cutoff;
@@ -302,9 +339,8 @@ static void rank_times(kt__plan_ctx *x, const kt_plan_config *cfg, const kt__sch
     if (load > r->bottleneck) r->bottleneck = load, r->tp_time = tp;
   }
   r->imbalance = total > 0 ? r->bottleneck / (total / P) - 1 : 0;
-  double bw, lat, largest = 0;
-  kt__plan_link(x->c, (long)cfg->t * cfg->d * P, &bw, &lat);
-  r->p2p_time = P > 1 ? lat + boundary / bw : 0;
+  double largest = 0;
+  r->p2p_time = kt__plan_hop(x->c, cfg, boundary);
   for (int rank = 0; rank < P; rank++) largest = fmax(largest, rank_params(x, &se->s, cfg, sb, rank));
   r->dp_time = kt__plan_dp_time(x, cfg, largest);
 }

@@ -117,6 +117,8 @@ double kt__plan_dp_time(const kt__plan_ctx *x, const kt_plan_config *cfg, double
 
 /* Bandwidth/latency of a group: intra-node when span <= devices per node. */
 void kt__plan_link(const kt_plan_cluster *c, long span, double *bw, double *lat);
+/* One stage-to-stage hop of bytes under cfg's placement (0 with P = 1). */
+double kt__plan_hop(const kt_plan_cluster *c, const kt_plan_config *cfg, double bytes);
 
 /* Deterministic hash used by the caches. */
 static inline uint64_t kt__plan_hash(uint64_t h, uint64_t v) {

@@ -197,7 +197,15 @@ static kt_status enumerate(search *s, kt_error *err) {
             continue;
           kt_plan_config base = {.p = p, .d = d, .t = t, .v = 1, .m = (int)mb, .b = (int)b,
                                  .k = (int)k};
-          st = add_layouts(s, base, err);
+          /* the node layout matters only when both axes exist and the job spans nodes */
+          unsigned want = s->sp->node_layouts ? s->sp->node_layouts : (1u << KT_NODES_COUNT) - 1;
+          int both = p > 1 && d > 1 && (long)t * p * d > s->x->c->devices_per_node;
+          for (int n = 0; !st && n < KT_NODES_COUNT; n++) {
+            if (!(want >> n & 1) || (!both && n != KT_NODES_DP_INSIDE && want != 1u << n)) continue;
+            if (!both && n == KT_NODES_PP_INSIDE && (want & 1u)) continue;
+            base.nodes = (kt_node_layout)n;
+            st = add_layouts(s, base, err);
+          }
         }
       }
       free(bs);
@@ -249,7 +257,8 @@ static kt_status explain_empty(const search *s, kt_error *err) {
 static int equivalent(const kt_plan_result *x, const kt_plan_result *y) {
   const kt_plan_config *a = &x->cfg, *b = &y->cfg;
   return a->p == b->p && a->d == b->d && a->t == b->t && a->v == b->v && a->b == b->b &&
-         a->recompute == b->recompute && (a->schedule == b->schedule || a->p == 1) &&
+         a->recompute == b->recompute && a->nodes == b->nodes &&
+         (a->schedule == b->schedule || a->p == 1) &&
          fabs(x->step_time - y->step_time) <= SAME * fmax(x->step_time, y->step_time) &&
          fabs(x->mem_peak - y->mem_peak) <= SAME * fmax(x->mem_peak, y->mem_peak);
 }

@@ -41,6 +41,9 @@ struct kt__worker {
   kt_status status;
   kt_error err;
   double grad_norm, lr, loss;
+  /* the step's end (finish_step): seconds in collectives, and the rest
+   * (gradient scaling, norms, the optimizer update) */
+  double sync_seconds, tail_seconds;
   /* non-finite values this step: per chunk, its forward output (or loss) */
   unsigned char fwd_bad[KT_MAX_CHUNKS];
   int nonfinite, nonfinite_stage; /* after finish_step: the step was not applied */

@@ -47,14 +47,18 @@ double kt_optim_lr(const kt_optim_config *o, int step) {
  * LayerNorm gains (the usual AdamW set). */
 static kt_status build_decay_mask(kt__worker *w, int c, kt_error *err) {
   kt_chunk *ch = w->chunk[c];
-  w->decay[c] = kt_calloc(ch->n_params ? ch->n_params : 1, 1);
+  size_t n_params;
+  kt_chunk_params(ch, &n_params);
+  w->decay[c] = kt_calloc(n_params ? n_params : 1, 1);
   if (!w->decay[c]) return kt_fail(err, KT_ENOMEM, "out of memory");
   if (w->rt->cfg.synthetic) return KT_OK;
-  for (int u = 0; u < ch->n_units; u++) {
+  int first, n_units;
+  const size_t *offset = kt_chunk_unit_offsets(ch, &first, &n_units);
+  for (int u = 0; u < n_units; u++) {
     kt_param_tensor t[32];
-    int n = kt_model_unit_tensors(&ch->cfg, ch->first_unit + u, t, 32);
+    int n = kt_model_unit_tensors(kt_chunk_config(ch), first + u, t, 32);
     for (int i = 0; i < n && i < 32; i++)
-      if (t[i].matrix) memset(w->decay[c] + ch->unit_offset[u] + t[i].offset, 1, t[i].size);
+      if (t[i].matrix) memset(w->decay[c] + offset[u] + t[i].offset, 1, t[i].size);
   }
   return KT_OK;
 }
@@ -66,7 +70,8 @@ kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err) {
   for (int c = 0; c < w->rt->V; c++) {
     kt_status st = build_decay_mask(w, c, err);
     if (st) return st;
-    size_t n = w->chunk[c]->n_params;
+    size_t n;
+    kt_chunk_params(w->chunk[c], &n);
     size_t per = o->kind == KT_OPTIM_ADAMW ? 2 : (o->momentum != 0 ? 1 : 0);
     w->opt_n[c] = per * n;
     if (per == 0) continue;
@@ -82,31 +87,34 @@ static kt_status sum_tied(kt__worker *w, kt_error *err) {
   int first_owner = kt__stage_world_rank(rt, 0, w->replica);
   int last_owner = kt__stage_world_rank(rt, rt->S - 1, w->replica);
   kt_chunk *mine = NULL;
-  kt_chunk *first = NULL, *last = NULL;
+  float *first = NULL, *last = NULL, *mine_grad = NULL; /* the tied copies' gradients */
+  size_t elems = 0;
   for (int c = 0; c < rt->V; c++) {
     kt_chunk *ch = w->chunk[c];
-    if (!ch->tied || (ch->is_first && ch->is_last)) continue;
-    if (ch->is_first) first = ch;
-    if (ch->is_last) last = ch;
-    mine = ch;
+    float *grad;
+    size_t n = kt_chunk_tied(ch, NULL, &grad);
+    if (!n || (kt_chunk_is_first(ch) && kt_chunk_is_last(ch))) continue;
+    if (kt_chunk_is_first(ch)) first = grad;
+    if (kt_chunk_is_last(ch)) last = grad;
+    mine = ch, mine_grad = grad, elems = n;
   }
   if (!mine) return KT_OK;
   if (first && last) { /* both copies on this rank (v placement, P = 1 with V > 1) */
-    for (size_t i = 0; i < first->tied_elems; i++) {
-      float s = first->tied_grad[i] + last->tied_grad[i];
-      first->tied_grad[i] = last->tied_grad[i] = s;
+    for (size_t i = 0; i < elems; i++) {
+      float s = first[i] + last[i];
+      first[i] = last[i] = s;
     }
     return KT_OK;
   }
-  int peer = mine->is_first ? last_owner : first_owner;
-  size_t bytes = mine->tied_elems * sizeof(float);
+  int peer = kt_chunk_is_first(mine) ? last_owner : first_owner;
+  size_t bytes = elems * sizeof(float);
   float *tmp = malloc(bytes ? bytes : 1);
   if (!tmp) return kt_fail(err, KT_ENOMEM, "out of memory summing tied gradients");
   uint64_t tag = KT_TAG_COLLECTIVE | 0x100;
-  kt_status st = w->t->ops->send(w->t, peer, tag, mine->tied_grad, bytes, err);
-  if (!st) st = w->t->ops->recv(w->t, peer, tag, tmp, bytes, err);
+  kt_status st = kt_transport_send(w->t, peer, tag, mine_grad, bytes, err);
+  if (!st) st = kt_transport_recv(w->t, peer, tag, tmp, bytes, err);
   if (!st) /* a + b == b + a in floating point: both copies stay identical */
-    for (size_t i = 0; i < mine->tied_elems; i++) mine->tied_grad[i] += tmp[i];
+    for (size_t i = 0; i < elems; i++) mine_grad[i] += tmp[i];
   free(tmp);
   return st;
 }
@@ -142,13 +150,14 @@ static void adamw_update(float *restrict p, const float *restrict g, float *rest
 static void update_chunk(kt__worker *w, int c, double lr, float clip_scale, int t) {
   const kt_optim_config *o = &w->rt->cfg.optim;
   kt_chunk *ch = w->chunk[c];
-  size_t n = ch->n_params;
+  size_t n;
+  float *params = kt_chunk_params(ch, &n), *grads = kt_chunk_grads(ch, NULL);
   if (o->kind == KT_OPTIM_SGD) {
-    sgd_update(ch->params, ch->grads, w->opt_state[c], n, (float)lr, (float)o->momentum, clip_scale);
+    sgd_update(params, grads, w->opt_state[c], n, (float)lr, (float)o->momentum, clip_scale);
     return;
   }
   float *m = w->opt_state[c];
-  adamw_update(ch->params, ch->grads, m, m + n, w->decay[c], n, (float)lr, (float)o->beta1, (float)o->beta2,
+  adamw_update(params, grads, m, m + n, w->decay[c], n, (float)lr, (float)o->beta1, (float)o->beta2,
                (float)o->eps, (float)o->weight_decay, clip_scale,
                (float)(1.0 / (1.0 - pow(o->beta1, t))), (float)(1.0 / (1.0 - pow(o->beta2, t))));
 }
@@ -161,14 +170,16 @@ static double sum_squares(const float *restrict g, size_t n) {
 
 /* The LM head's copy of a tied embedding is the same parameter as wte: its
  * gradient (equal to wte's after the sum) is left out of the global norm. */
-static double tied_head_copy_sq(const kt_chunk *ch) {
-  if (ch->cfg.kind != KT_MODEL_GPT || !ch->cfg.tie_embeddings || !ch->is_last) return 0;
-  int head = ch->cfg.layers + 1;
+static double tied_head_copy_sq(kt_chunk *ch) {
+  const kt_model_config *cfg = kt_chunk_config(ch);
+  if (cfg->kind != KT_MODEL_GPT || !cfg->tie_embeddings || !kt_chunk_is_last(ch)) return 0;
+  int head = cfg->layers + 1, first;
+  const size_t *offset = kt_chunk_unit_offsets(ch, &first, NULL);
   kt_param_tensor t[16];
-  int n = kt_model_unit_tensors(&ch->cfg, head, t, 16);
+  int n = kt_model_unit_tensors(cfg, head, t, 16);
   for (int i = 0; i < n && i < 16; i++)
     if (!strcmp(t[i].name, "headw"))
-      return sum_squares(ch->grads + ch->unit_offset[head - ch->first_unit] + t[i].offset, t[i].size);
+      return sum_squares(kt_chunk_grads(ch, NULL) + offset[head - first] + t[i].offset, t[i].size);
   return 0;
 }
 
@@ -183,10 +194,11 @@ static kt_status locate_nonfinite(kt__worker *w, kt_error *err) {
   for (int c = 0; c < rt->V; c++) {
     int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
     if (stage < 0) continue; /* an empty slot (uneven placement) */
-    const kt_chunk *ch = w->chunk[c];
+    size_t n;
+    const float *grads = kt_chunk_grads(w->chunk[c], &n);
     flags[stage] = w->fwd_bad[c];
-    for (size_t i = 0; i < ch->n_params; i++)
-      if (!isfinite(ch->grads[i])) {
+    for (size_t i = 0; i < n; i++)
+      if (!isfinite(grads[i])) {
         flags[S + stage] = 1;
         break;
       }
@@ -206,31 +218,48 @@ static kt_status locate_nonfinite(kt__worker *w, kt_error *err) {
   return st;
 }
 
+static kt_status finish_step(kt__worker *w, double *sync, kt_error *err);
+
 kt_status kt__worker_finish_step(kt__worker *w, kt_error *err) {
+  double t_begin = kt_now(), t_sync = 0;
+  w->sync_seconds = w->tail_seconds = 0;
+  kt_status st = finish_step(w, &t_sync, err);
+  w->sync_seconds = t_sync;
+  w->tail_seconds = kt_now() - t_begin - t_sync;
+  return st;
+}
+
+/* Collectives are timed apart (*sync): they wait for the other ranks. */
+static kt_status finish_step(kt__worker *w, double *sync, kt_error *err) {
   kt_runtime *rt = w->rt;
   kt_status st = sum_tied(w, err);
   if (st) return st;
+  double t0;
   float scale = 1.0f / (float)((double)rt->K * rt->M * rt->D);
   for (int c = 0; c < rt->V && !st; c++) {
-    kt_chunk *ch = w->chunk[c];
-    if (rt->D > 1) st = kt_allreduce(w->t, KT_GROUP_DATA, ch->grads, ch->n_params, err);
-    float *restrict g = ch->grads;
-    for (size_t i = 0; i < ch->n_params; i++) g[i] *= scale;
+    size_t n;
+    float *restrict g = kt_chunk_grads(w->chunk[c], &n);
+    t0 = kt_now();
+    if (rt->D > 1) st = kt_allreduce(w->t, KT_GROUP_DATA, g, n, err);
+    *sync += kt_now() - t0;
+    for (size_t i = 0; i < n; i++) g[i] *= scale;
   }
   if (st) return st;
   /* global norm: every parameter once (the last stage's tied copy is skipped) */
   double local = 0;
   for (int c = 0; c < rt->V; c++) {
-    kt_chunk *ch = w->chunk[c];
-    local += sum_squares(ch->grads, ch->n_params) - tied_head_copy_sq(ch);
+    size_t n;
+    const float *grads = kt_chunk_grads(w->chunk[c], &n);
+    local += sum_squares(grads, n) - tied_head_copy_sq(w->chunk[c]);
   }
   float sums[2] = {(float)local, (float)w->loss_sum};
   /* pipeline group: the norm (replicas agree after the all-reduce); the loss
    * only lives on last stages, so it is summed over the world below */
+  t0 = kt_now();
   st = kt_allreduce(w->t, KT_GROUP_PIPELINE, sums, 1, err);
-  if (st) return st;
   float loss = (float)w->loss_sum;
-  st = kt_allreduce(w->t, KT_GROUP_WORLD, &loss, 1, err);
+  if (!st) st = kt_allreduce(w->t, KT_GROUP_WORLD, &loss, 1, err);
+  *sync += kt_now() - t0;
   if (st) return st;
   w->loss = loss / ((double)rt->K * rt->M * rt->D);
   w->grad_norm = sqrt((double)sums[0]);

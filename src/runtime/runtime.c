@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kaiten/model_impl.h"
 #include "runtime/internal.h"
 
 void kt_runtime_config_default(kt_runtime_config *c) {
@@ -238,7 +239,7 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
   kt_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return kt_fail(err, KT_ENOMEM, "out of memory");
   rt->cfg = *cfg;
-  if ((st = build_program(rt, cfg->schedule, n_local > 0 && handles[0].ops->post != NULL, err))) {
+  if ((st = build_program(rt, cfg->schedule, n_local > 0 && kt_transport_has_post(handles), err))) {
     kt_schedule_free(&rt->program);
     kt_schedule_free(&rt->sched_copy);
     free(rt);
@@ -287,7 +288,7 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
   }
   for (int i = 0; i < n_local; i++) {
     rt->n_local = i + 1;
-    if ((st = worker_init(rt, &rt->workers[i], &handles[i], local[i], err))) goto fail;
+    if ((st = worker_init(rt, &rt->workers[i], kt_transport_at(handles, i), local[i], err))) goto fail;
   }
   *out = rt;
   return KT_OK;
@@ -345,16 +346,16 @@ static kt_status gather_timeline(kt_runtime *rt, kt_error *err) {
   if (w->world_rank != 0) {
     int64_t counts[3] = {(int64_t)w->events.n_events, (int64_t)w->events.n_mem,
                          (int64_t)w->events.n_comm};
-    kt_status st = t->ops->send(t, 0, tag, counts, sizeof counts, err);
-    if (!st) st = t->ops->send(t, 0, tag + 1, w->events.events, w->events.n_events * sizeof(kt_event), err);
-    if (!st) st = t->ops->send(t, 0, tag + 2, w->events.mem, w->events.n_mem * sizeof(kt_mem_sample), err);
-    if (!st) st = t->ops->send(t, 0, tag + 3, w->events.comm, w->events.n_comm * sizeof(kt_event), err);
+    kt_status st = kt_transport_send(t, 0, tag, counts, sizeof counts, err);
+    if (!st) st = kt_transport_send(t, 0, tag + 1, w->events.events, w->events.n_events * sizeof(kt_event), err);
+    if (!st) st = kt_transport_send(t, 0, tag + 2, w->events.mem, w->events.n_mem * sizeof(kt_mem_sample), err);
+    if (!st) st = kt_transport_send(t, 0, tag + 3, w->events.comm, w->events.n_comm * sizeof(kt_event), err);
     return st;
   }
   for (int r = 1; r < rt->P; r++) {
     int src = kt_world_rank(r, 0, rt->D);
     int64_t counts[3];
-    kt_status st = t->ops->recv(t, src, tag, counts, sizeof counts, err);
+    kt_status st = kt_transport_recv(t, src, tag, counts, sizeof counts, err);
     if (st) return st;
     for (int k = 0; k < 3; k++)
       if (counts[k] < 0 || counts[k] > (1 << 26))
@@ -363,9 +364,9 @@ static kt_status gather_timeline(kt_runtime *rt, kt_error *err) {
     kt_mem_sample *mem = kt_calloc((size_t)counts[1] + 1, sizeof *mem);
     kt_event *comm = kt_calloc((size_t)counts[2] + 1, sizeof *comm);
     if (!ev || !mem || !comm) st = kt_fail(err, KT_ENOMEM, "out of memory");
-    if (!st) st = t->ops->recv(t, src, tag + 1, ev, (size_t)counts[0] * sizeof *ev, err);
-    if (!st) st = t->ops->recv(t, src, tag + 2, mem, (size_t)counts[1] * sizeof *mem, err);
-    if (!st) st = t->ops->recv(t, src, tag + 3, comm, (size_t)counts[2] * sizeof *comm, err);
+    if (!st) st = kt_transport_recv(t, src, tag + 1, ev, (size_t)counts[0] * sizeof *ev, err);
+    if (!st) st = kt_transport_recv(t, src, tag + 2, mem, (size_t)counts[1] * sizeof *mem, err);
+    if (!st) st = kt_transport_recv(t, src, tag + 3, comm, (size_t)counts[2] * sizeof *comm, err);
     for (int64_t i = 0; !st && i < counts[0]; i++)
       if (kt_timeline_add_event(&rt->timeline, &ev[i])) st = kt_fail(err, KT_ENOMEM, "out of memory");
     for (int64_t i = 0; !st && i < counts[1]; i++)
@@ -388,7 +389,7 @@ static void *worker_main(void *arg) {
   if (w->status && w->status != KT_EPEER) {
     char reason[KT_ERROR_LEN + 64];
     snprintf(reason, sizeof reason, "stopped because rank %d failed: %s", w->world_rank, w->err.msg);
-    w->t->ops->abort(w->t, reason);
+    kt_transport_abort(w->t, reason);
   }
   return NULL;
 }
@@ -405,11 +406,14 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
     w->update = update;
     w->status = KT_OK;
     w->err.msg[0] = 0;
-    bytes0 += w->t->bytes_sent;
-    comm0 += w->t->send_seconds + w->t->recv_wait_seconds;
+    int64_t bytes;
+    double send_s, wait_s;
+    kt_transport_stats(w->t, &bytes, &send_s, &wait_s);
+    bytes0 += bytes;
+    comm0 += send_s + wait_s;
   }
   if (rt->n_local < rt->P * rt->D) { /* other processes: start together, one clock origin */
-    kt_status bst = rt->workers[0].t->ops->barrier(rt->workers[0].t, err);
+    kt_status bst = kt_transport_barrier(rt->workers[0].t, err);
     if (bst) return bst;
   }
   rt->step_t0 = kt_now();
@@ -421,7 +425,7 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
     int started = 0;
     for (; started < rt->n_local; started++)
       if (pthread_create(&th[started], NULL, worker_main, &rt->workers[started])) break;
-    if (started < rt->n_local) rt->workers[0].t->ops->abort(rt->workers[0].t, "cannot start threads");
+    if (started < rt->n_local) kt_transport_abort(rt->workers[0].t, "cannot start threads");
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     free(th);
     if (started < rt->n_local) return kt_fail(err, KT_ERUNTIME, "cannot start %d worker threads", rt->n_local);
@@ -437,8 +441,11 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
   rt->timeline.n_events = rt->timeline.n_mem = rt->timeline.n_comm = 0;
   for (int i = 0; i < rt->n_local; i++) {
     kt__worker *w = &rt->workers[i];
-    res->bytes_sent += w->t->bytes_sent;
-    res->comm_seconds += w->t->send_seconds + w->t->recv_wait_seconds;
+    int64_t bytes;
+    double send_s, wait_s;
+    kt_transport_stats(w->t, &bytes, &send_s, &wait_s);
+    res->bytes_sent += bytes;
+    res->comm_seconds += send_s + wait_s;
     if (w->replica != 0) continue;
     for (size_t e = 0; e < w->events.n_events; e++)
       if (kt_timeline_add_event(&rt->timeline, &w->events.events[e]))
@@ -456,6 +463,8 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
   kt_status gst = gather_timeline(rt, err);
   if (gst) return gst;
   kt_timeline_sort(&rt->timeline);
+  res->sync_seconds = rt->workers[0].sync_seconds;
+  res->tail_seconds = rt->workers[0].tail_seconds;
   res->loss = rt->workers[0].loss;
   res->grad_norm = rt->workers[0].grad_norm;
   res->lr = rt->workers[0].lr;

@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include "kaiten/model_impl.h"
 #include "runtime/internal.h"
 
 typedef struct {
@@ -82,8 +83,10 @@ kt_status kt__synthetic_chunk_create(const kt_runtime_config *cfg, int stage, in
   synth_impl *s = calloc(1, sizeof *s);
   if (c) {
     c->unit_offset = calloc(2, sizeof *c->unit_offset);
-    c->params = calloc(1, sizeof(float));
-    c->grads = calloc(1, sizeof(float));
+    /* gradients to all-reduce when asked for (zeros: the sums stay finite) */
+    size_t np = cfg->syn_grad_bytes / sizeof(float);
+    c->params = calloc(np ? np : 1, sizeof(float));
+    c->grads = calloc(np ? np : 1, sizeof(float));
   }
   if (!c || !s || !c->unit_offset || !c->params || !c->grads) {
     if (c) syn_destroy(c);
@@ -105,7 +108,7 @@ kt_status kt__synthetic_chunk_create(const kt_runtime_config *cfg, int stage, in
   c->n_microbatches = n_microbatches;
   c->in_elems = c->is_first ? 0 : elems;
   c->out_elems = c->is_last ? 0 : elems;
-  c->n_params = 0;
+  c->n_params = cfg->syn_grad_bytes / sizeof(float);
   *out = c;
   return KT_OK;
 }

@@ -43,7 +43,7 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
   double t0 = kt_now();
   kt_error sub;
-  kt_status st = w->t->ops->recv(w->t, peer, tag, buf, elems * sizeof(float), &sub);
+  kt_status st = kt_transport_recv(w->t, peer, tag, buf, elems * sizeof(float), &sub);
   *wait += kt_now() - t0;
   if (st == KT_ETIMEOUT) {
     char at[32];
@@ -51,7 +51,7 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
     return kt_fail(err, st,
                    "watchdog: rank %d (stage %d) waited %g s at action %s for the %s from rank %d "
                    "(stage %d)",
-                   w->world_rank, a->stage, w->t->timeout, at,
+                   w->world_rank, a->stage, kt_transport_timeout(w->t), at,
                    r == KT_RESULT_F ? "activation" : "gradient", peer, from_stage);
   }
   if (st) return kt_fail(err, st, "%s", sub.msg);
@@ -93,7 +93,7 @@ static kt_status take_input(kt__worker *w, const kt_action *a, int k, const floa
     return KT_OK;
   }
   float *buf = fwd ? w->in_buf : w->dout_buf;
-  kt_status st = recv_tensor(w, a, from, need, k, buf, fwd ? c->in_elems : c->out_elems, wait, err);
+  kt_status st = recv_tensor(w, a, from, need, k, buf, fwd ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c), wait, err);
   *in = buf;
   return st;
 }
@@ -122,19 +122,19 @@ static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microba
   if (st) return st;
   double loss = 0;
   float *out = a->stage + 1 < rt->S ? w->out_buf : NULL;
-  st = c->ops->forward(c, a->mb, mbd, in, out, &loss, err);
+  st = kt_chunk_forward(c, a->mb, mbd, in, out, &loss, err);
   free(taken);
   if (st) return st;
   unsigned char *bad = &w->fwd_bad[kt_stage_chunk(&rt->sched_copy, a->stage)];
   if (!rt->cfg.synthetic && !*bad) { /* synthetic tensors hold no values */
     *bad = out ? 0 : !isfinite(loss);
-    for (size_t i = 0; out && i < c->out_elems && !*bad; i++) *bad = !isfinite(out[i]);
+    for (size_t i = 0; out && i < kt_chunk_out_elems(c) && !*bad; i++) *bad = !isfinite(out[i]);
   }
   if (!out) {
     w->loss_sum += loss;
     return KT_OK;
   }
-  return give_output(w, a, KT_RESULT_F, out, c->out_elems, err);
+  return give_output(w, a, KT_RESULT_F, out, kt_chunk_out_elems(c), err);
 }
 
 /* I, or a full B (I then W: its gradient leaves when the whole B is done,
@@ -147,16 +147,16 @@ static kt_status run_backward(kt__worker *w, const kt_action *a, const kt_microb
   kt_status st = take_input(w, a, k, &dout, &taken, wait, err);
   if (st) return st;
   float *din = a->stage > 0 ? w->din_buf : NULL;
-  st = c->ops->backward_input(c, a->mb, mbd, dout, din, err);
+  st = kt_chunk_backward_input(c, a->mb, mbd, dout, din, err);
   free(taken);
-  if (!st && a->op == KT_OP_B) st = c->ops->backward_weight(c, a->mb, err);
+  if (!st && a->op == KT_OP_B) st = kt_chunk_backward_weight(c, a->mb, err);
   if (st || !din) return st;
-  return give_output(w, a, KT_RESULT_BI, din, c->in_elems, err);
+  return give_output(w, a, KT_RESULT_BI, din, kt_chunk_in_elems(c), err);
 }
 
 static size_t rank_stash_bytes(const kt__worker *w) {
   size_t n = 0;
-  for (int c = 0; c < w->rt->V; c++) n += w->chunk[c]->stash_bytes;
+  for (int c = 0; c < w->rt->V; c++) n += kt_chunk_stash_bytes(w->chunk[c]);
   return n;
 }
 
@@ -167,15 +167,15 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
   const kt_microbatch *mbd =
       w->data ? &w->data[((size_t)w->replica * rt->K + k) * rt->M + a->mb] : NULL;
   kt_chunk *c = chunk_of(w, a->stage);
-  size_t before = rank_stash_bytes(w), chunk_before = c->stash_bytes;
-  c->peak_stash_bytes = c->stash_bytes;
+  size_t before = rank_stash_bytes(w), chunk_before = kt_chunk_stash_bytes(c);
+  kt_chunk_reset_peak(c);
   double wait = 0, t_begin = kt_now();
   kt_status st;
   switch (a->op) {
     case KT_OP_F: st = run_forward(w, a, mbd, k, &wait, err); break;
     case KT_OP_I:
     case KT_OP_B: st = run_backward(w, a, mbd, k, &wait, err); break;
-    default: st = c->ops->backward_weight(c, a->mb, err); break; /* W */
+    default: st = kt_chunk_backward_weight(c, a->mb, err); break; /* W */
   }
   if (st) return st;
   double t_end = kt_now();
@@ -183,7 +183,7 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
   kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = a->mb, .op = a->op,
                 .flags = a->flags, .start = t_begin + wait - rt->step_t0,
                 .end = t_end - rt->step_t0, .comm_time = wait};
-  double peak = (double)(before - chunk_before + c->peak_stash_bytes);
+  double peak = (double)(before - chunk_before + kt_chunk_peak_stash_bytes(c));
   if (kt_timeline_add_event(&w->events, &e) ||
       kt_timeline_add_mem(&w->events, w->stage_rank, e.start, peak) ||
       kt_timeline_add_mem(&w->events, w->stage_rank, e.end, (double)rank_stash_bytes(w)))
@@ -202,12 +202,12 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
                    w->world_rank, at);
   }
   kt_chunk *c = chunk_of(w, a->stage);
-  size_t bytes = (r == KT_RESULT_F ? c->out_elems : c->in_elems) * sizeof(float);
+  size_t bytes = (r == KT_RESULT_F ? kt_chunk_out_elems(c) : kt_chunk_in_elems(c)) * sizeof(float);
   int to = kt_result_consumer(r, a->stage, w->rt->S);
   int dst = kt__stage_world_rank(w->rt, to, w->replica);
   double t0 = since_step(w);
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, to, a->mb, k);
-  kt_status st = w->t->ops->send(w->t, dst, tag, *slot, bytes, err);
+  kt_status st = kt_transport_send(w->t, dst, tag, *slot, bytes, err);
   free(*slot);
   *slot = NULL;
   if (st) return st;
@@ -220,11 +220,11 @@ static kt_status run_recv(kt__worker *w, const kt_action *a, int k, kt_error *er
   int from = r == KT_RESULT_F ? a->stage - 1 : a->stage + 1;
   kt_chunk *c = chunk_of(w, a->stage);
   double t0 = since_step(w);
-  if (w->t->ops->post) {
+  if (kt_transport_has_post(w->t)) {
     int src = kt__stage_world_rank(w->rt, from, w->replica);
     uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
-    size_t elems = r == KT_RESULT_F ? c->in_elems : c->out_elems;
-    kt_status st = w->t->ops->post(w->t, src, tag, elems * sizeof(float), err);
+    size_t elems = r == KT_RESULT_F ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c);
+    kt_status st = kt_transport_post(w->t, src, tag, elems * sizeof(float), err);
     if (st) return st;
   }
   return add_comm(w, a, t0, t0, 0, &w->recv_event[SLOT(w, a->stage, a->mb, r)], err);

@@ -59,7 +59,12 @@ typedef struct {
 #define IDX(st, stage, mb) ((size_t)(stage) * (size_t)(st)->M + (size_t)(mb))
 #define MSG(st, result, stage, mb) ((size_t)(result) * (size_t)(st)->S * (size_t)(st)->M + IDX(st, stage, mb))
 
-static double hop(const sim_state *st) { return st->comm; }
+/* When a message sent at t from one rank arrives at another: one hop later,
+ * or as the links say when the costs have a topology. */
+static double arrive_at(const sim_state *st, int from, int to, double t) {
+  if (st->c->links) return kt_links_transfer(st->c->links, from, to, st->c->comm_bytes, t);
+  return t + st->comm;
+}
 
 static void wake(sim_state *st, int rank) {
   if (rank < 0 || st->queued[rank]) return;
@@ -94,7 +99,7 @@ static void publish(sim_state *st, int rank, const kt_action *a, double end) {
     int to = kt_result_consumer((kt_result)r, a->stage, st->S);
     double *slot = result_slot(st, (kt_result)r, a->stage, a->mb);
     if (to < 0 || st->owner[to] == rank) *slot = end;
-    else if (!st->lowered) *slot = end + hop(st), wake(st, st->owner[to]);
+    else if (!st->lowered) *slot = arrive_at(st, rank, st->owner[to], end), wake(st, st->owner[to]);
     if (to >= 0 && st->owner[to] == rank) wake(st, rank);
   }
 }
@@ -213,7 +218,7 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
   if (a->op == KT_OP_SEND_F || a->op == KT_OP_SEND_B) {
     size_t m = comm_msg(st, a);
     kt_result r = a->op == KT_OP_SEND_F ? KT_RESULT_F : KT_RESULT_BI;
-    double arrive = now + hop(st);
+    double arrive = arrive_at(st, rank, st->owner[kt_result_consumer(r, a->stage, st->S)], now);
     st->sent_at[m] = now;
     *result_slot(st, r, a->stage, a->mb) = arrive;
     wake(st, st->owner[kt_result_consumer(r, a->stage, st->S)]);
@@ -228,7 +233,9 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
   } else if (a->op == KT_OP_WAIT_SEND_F || a->op == KT_OP_WAIT_SEND_B) {
     size_t m = comm_msg(st, a);
     if (isnan(st->posted_at[m]) || isnan(st->sent_at[m])) return 0;
-    double done = fmax(now, fmax(st->posted_at[m], st->sent_at[m] + hop(st)));
+    double arrived = *result_slot(st, a->op == KT_OP_WAIT_SEND_F ? KT_RESULT_F : KT_RESULT_BI,
+                                  a->stage, a->mb);
+    double done = fmax(now, fmax(st->posted_at[m], arrived));
     st->free_at[rank] = done;
     rc = add_comm(tl, rank, a, now, done, NULL);
   } else { /* REDUCE_GRAD, UNSHARD, ...: no cost in the simulation */
@@ -388,6 +395,7 @@ static kt_status simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *
                   .sink = sink};
   if (!rc) rc = check_actions(s, S, &st.lowered, err);
   if (rc) return rc;
+  if (c->links) kt_links_reset(c->links);
   if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */
   if (met) {
     memset(met, 0, sizeof *met);

@@ -87,14 +87,17 @@ static kt_status unit_record(kt_runtime *rt, int u, int per, float *out, size_t 
   int stage;
   kt_chunk *c = unit_chunk(rt, u, 0, &stage);
   if (!c) return kt_fail(err, KT_EINVAL, "checkpoint: unit %d is not on this process", u);
-  int k = u - c->first_unit;
-  size_t off = c->unit_offset[k], n = c->unit_offset[k + 1] - off;
+  int first;
+  size_t n_params;
+  const size_t *offset = kt_chunk_unit_offsets(c, &first, NULL);
+  float *params = kt_chunk_params(c, &n_params);
+  size_t off = offset[u - first], n = offset[u - first + 1] - off;
   *count = n;
   if (!out) return KT_OK;
   float *state = kt_runtime_optim_state(rt, stage, 0, NULL);
-  memcpy(out, c->params + off, n * sizeof(float));
+  memcpy(out, params + off, n * sizeof(float));
   for (int s = 0; s < per; s++)
-    memcpy(out + (size_t)(s + 1) * n, state + s * c->n_params + off, n * sizeof(float));
+    memcpy(out + (size_t)(s + 1) * n, state + s * n_params + off, n * sizeof(float));
   return KT_OK;
 }
 
@@ -109,7 +112,7 @@ kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoi
   int distributed = !kt_runtime_all_local(rt);
   const uint64_t tag = KT_TAG_COLLECTIVE | 0x400;
   kt_status st = KT_OK;
-  if (distributed && t->rank != 0) {
+  if (distributed && kt_transport_rank(t) != 0) {
     for (int u = 0; u < units && !st; u++) {
       int stage;
       if (!unit_chunk(rt, u, 0, &stage)) continue; /* not mine (or not replica 0) */
@@ -119,8 +122,8 @@ kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoi
       if (!rec) return kt_fail(err, KT_ENOMEM, "out of memory");
       st = unit_record(rt, u, per, rec, &n, err);
       uint64_t count = n;
-      if (!st) st = t->ops->send(t, 0, tag, &count, sizeof count, err);
-      if (!st) st = t->ops->send(t, 0, tag + 1, rec, (size_t)(1 + per) * n * sizeof(float), err);
+      if (!st) st = kt_transport_send(t, 0, tag, &count, sizeof count, err);
+      if (!st) st = kt_transport_send(t, 0, tag + 1, rec, (size_t)(1 + per) * n * sizeof(float), err);
       free(rec);
     }
     return st;
@@ -143,11 +146,11 @@ kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoi
       else st = unit_record(rt, u, per, rec, &n, err);
     } else if (distributed) {
       int owner = kt_world_rank(kt_stage_rank(rc->schedule, stage), 0, rc->data_parallel);
-      st = t->ops->recv(t, owner, tag, &count, sizeof count, err);
+      st = kt_transport_recv(t, owner, tag, &count, sizeof count, err);
       if (!st && count > (1ull << 34)) st = kt_fail(err, KT_ERUNTIME, "bad checkpoint unit from rank %d", owner);
       if (!st && !(rec = malloc((size_t)(1 + per) * count * sizeof(float) + 1)))
         st = kt_fail(err, KT_ENOMEM, "out of memory");
-      if (!st) st = t->ops->recv(t, owner, tag + 1, rec, (size_t)(1 + per) * count * sizeof(float), err);
+      if (!st) st = kt_transport_recv(t, owner, tag + 1, rec, (size_t)(1 + per) * count * sizeof(float), err);
     } else {
       st = kt_fail(err, KT_EINVAL, "checkpoint: unit %d is not on this process", u);
     }
@@ -246,6 +249,27 @@ static int same_model(const kt_model_config *a, const kt_model_config *b) {
                                       a->vocab == b->vocab && a->tie_embeddings == b->tie_embeddings));
 }
 
+/* Unit u's record (count parameters, then per optimizer state slices of
+ * the same size) into replica d's chunk, when this process holds it. */
+static kt_status restore_unit(kt_runtime *rt, int u, int d, int per, const char *rec,
+                              uint64_t count, const char *path, kt_error *err) {
+  int stage, first;
+  kt_chunk *c = unit_chunk(rt, u, d, &stage);
+  if (!c) return KT_OK; /* another process holds it */
+  size_t n_params;
+  const size_t *offset = kt_chunk_unit_offsets(c, &first, NULL);
+  float *params = kt_chunk_params(c, &n_params);
+  size_t off = offset[u - first], n = offset[u - first + 1] - off;
+  if (n != count)
+    return kt_fail(err, KT_EINVAL, "%s: unit %d has %llu parameters, the model %zu", path, u,
+                   (unsigned long long)count, n);
+  memcpy(params + off, rec, n * sizeof(float));
+  float *state = kt_runtime_optim_state(rt, stage, d, NULL);
+  for (int s = 0; s < per; s++)
+    memcpy(state + s * n_params + off, rec + (size_t)(s + 1) * n * sizeof(float), n * sizeof(float));
+  return KT_OK;
+}
+
 kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_meta *meta,
                              kt_error *err) {
   char *data;
@@ -302,23 +326,8 @@ kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_met
       st = kt_fail(err, KT_EPARSE, "%s: unit %d is corrupt (checksum mismatch)", path, u);
       break;
     }
-    for (int d = 0; d < rc->data_parallel; d++) {
-      int stage;
-      kt_chunk *c = unit_chunk(rt, u, d, &stage);
-      if (!c) continue; /* another process holds it */
-      int k = u - c->first_unit;
-      size_t off = c->unit_offset[k], n = c->unit_offset[k + 1] - off;
-      if (n != count) {
-        st = kt_fail(err, KT_EINVAL, "%s: unit %d has %llu parameters, the model %zu", path, u,
-                     (unsigned long long)count, n);
-        break;
-      }
-      memcpy(c->params + off, data + pos, n * sizeof(float));
-      float *state = kt_runtime_optim_state(rt, stage, d, NULL);
-      for (int s = 0; s < per; s++)
-        memcpy(state + s * c->n_params + off, data + pos + (size_t)(s + 1) * n * sizeof(float),
-               n * sizeof(float));
-    }
+    for (int d = 0; d < rc->data_parallel && !st; d++)
+      st = restore_unit(rt, u, d, per, data + pos, count, path, err);
     pos += bytes;
   }
   /* a tied head shares the embedding: both copies came from the file */
@@ -331,7 +340,7 @@ kt_status kt_checkpoint_save_in_run(kt_runtime *rt, const char *run_dir,
                                     const kt_checkpoint_meta *meta, kt_error *err) {
   char dir[4096], path[4200], latest[4200];
   kt_transport *t = kt_runtime_transport(rt);
-  if (!kt_runtime_all_local(rt) && t->rank != 0) /* rank 0 writes; the others send */
+  if (!kt_runtime_all_local(rt) && kt_transport_rank(t) != 0) /* rank 0 writes; the others send */
     return kt_checkpoint_save(rt, "", meta, err);
   snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
   if (mkdir(dir, 0755) != 0 && errno != EEXIST)

@@ -174,8 +174,16 @@ void kt_train_result_free(kt_train_result *r) {
 
 kt_status kt_train_predict(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
                            kt_costs *calibrated, kt_timeline *predicted, kt_error *err) {
+  return kt_train_predict_on(s, grad_accum, measured, NULL, 0, calibrated, predicted, err);
+}
+
+kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
+                              kt_links *links, double comm_bytes, kt_costs *calibrated,
+                              kt_timeline *predicted, kt_error *err) {
   kt_status st = kt_calibrate_costs(measured, s, calibrated, err);
   if (st) return st;
+  calibrated->links = links;
+  calibrated->comm_bytes = comm_bytes;
   kt_schedule rounds;
   if ((st = repeat_rounds(s, grad_accum > 0 ? grad_accum : 1, &rounds, err))) {
     kt_costs_free(calibrated);
@@ -191,12 +199,92 @@ kt_status kt_train_predict(const kt_schedule *s, int grad_accum, const kt_timeli
   return KT_OK;
 }
 
-static kt_status predict(const kt_runtime_config *rc, const kt_timeline *measured,
-                         kt_train_result *out, kt_error *err) {
-  kt_status st = kt_train_predict(rc->schedule, rc->grad_accum, measured, &out->calibrated,
-                                  &out->predicted_timeline, err);
+/* Bytes of one point-to-point message: a boundary activation of b samples. */
+static double message_bytes(const kt_runtime_config *rc) {
+  if (rc->synthetic) return (double)rc->syn_act_bytes;
+  return (double)kt_model_boundary_elems(&rc->model) * rc->micro_batch * sizeof(float);
+}
+
+/* A collective of a few numbers over a group: 2 log2(n) latencies of the
+ * slowest class it crosses. */
+static double small_collective(const kt_links *l, const int *members, int n) {
+  int spans = 0, rounds = 0;
+  for (int i = 1; i < n; i++) spans |= kt_links_node(l, members[i]) != kt_links_node(l, members[0]);
+  while ((1 << rounds) < n) rounds++;
+  const kt_link_classes *c = kt_links_classes(l);
+  return 2.0 * rounds * (spans ? c->inter_latency : c->intra_latency);
+}
+
+/* The step's end on the links: each pipeline rank's gradient all-reduce
+ * starts when its last action ends; then the norm and loss sums and the
+ * measured update (tail). */
+static kt_status predict_step_end(kt_runtime *rt, const kt_train_config *cfg, double tail,
+                                  kt_train_result *out, kt_error *err) {
+  const kt_runtime_config *rc = &cfg->runtime;
+  const kt_schedule *s = rc->schedule;
+  int P = s->p, D = rc->data_parallel, S = kt_schedule_stages(s);
+  const int *off = kt_runtime_unit_offsets(rt);
+  double *bytes = kt_calloc((size_t)P, sizeof *bytes), *end = kt_calloc((size_t)P, sizeof *end);
+  int *members = kt_calloc((size_t)P * D, sizeof *members);
+  if (!bytes || !end || !members) {
+    free(bytes), free(end), free(members);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  for (int st = 0; st < S && rc->synthetic; st++)
+    bytes[kt_stage_rank(s, st)] += (double)(rc->syn_grad_bytes / sizeof(float) * sizeof(float));
+  for (int st = 0; st < S && !rc->synthetic; st++)
+    for (int u = off[st]; u < off[st + 1]; u++)
+      bytes[kt_stage_rank(s, st)] += 4.0 * (double)kt_model_unit_params(&rc->model, u);
+  const kt_timeline *tl = &out->predicted_timeline;
+  double pipeline_end = 0;
+  for (size_t i = 0; i < tl->n_events; i++) {
+    const kt_event *e = &tl->events[i];
+    if (e->rank >= 0 && e->rank < P && e->end > end[e->rank]) end[e->rank] = e->end;
+    if (e->end > pipeline_end) pipeline_end = e->end;
+  }
+  double synced = kt_links_allreduce_all(cfg->links, bytes, end, NULL);
+  if (synced < pipeline_end) synced = pipeline_end;
+  for (int r = 0; r < P; r++) members[r] = kt_world_rank(r, 0, D);
+  double small = small_collective(cfg->links, members, P);
+  for (int r = 0; r < P * D; r++) members[r] = r;
+  small += small_collective(cfg->links, members, P * D);
+  out->predicted_sync_seconds = synced - pipeline_end + small;
+  out->predicted_step_seconds = synced + small + tail;
+  free(bytes), free(end), free(members);
+  return KT_OK;
+}
+
+static kt_status predict(kt_runtime *rt, const kt_train_config *cfg, const kt_timeline *measured,
+                         double tail, kt_train_result *out, kt_error *err) {
+  const kt_runtime_config *rc = &cfg->runtime;
+  kt_status st = kt_train_predict_on(rc->schedule, rc->grad_accum, measured, cfg->links,
+                                     message_bytes(rc), &out->calibrated,
+                                     &out->predicted_timeline, err);
+  if (!st && cfg->links) st = predict_step_end(rt, cfg, tail, out, err);
+  out->calibrated.links = NULL; /* the caller's */
   if (st) return st;
   return kt_timeline_metrics(&out->predicted_timeline, &out->predicted, err);
+}
+
+/* After the last step: throughput, the measured and predicted last step
+ * (last is handed over to out). */
+static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeline *last,
+                           double *step_s, double mean, double samples, size_t tps,
+                           kt_train_result *out, kt_error *err) {
+  const kt_runtime_config *rc = &cfg->runtime;
+  out->mean_step_seconds = mean;
+  out->median_step_seconds = out->n_losses > 1 ? kt_median(step_s + 1, (size_t)out->n_losses - 1)
+                                               : step_s[0];
+  out->samples_per_s = samples / out->mean_step_seconds;
+  out->tokens_per_s = out->samples_per_s * (double)tps;
+  kt_status st = kt_timeline_metrics(last, &out->measured, err);
+  if (!st) st = predict(rt, cfg, last, out->tail_seconds, out, err);
+  int r0 = kt_stage_rank(rc->schedule, 0); /* the rank of stage 0: its peak activation memory */
+  if (!st && r0 >= 0 && r0 < out->measured.p)
+    out->peak_stash_bytes_stage0 = (size_t)out->measured.ranks[r0].peak_memory;
+  out->measured_timeline = *last; /* handed over */
+  kt_timeline_init(last, rc->schedule->p, "s", "B");
+  return st;
 }
 
 kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_result *out,
@@ -209,10 +297,11 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
   if (n < 0) n = 0;
   out->losses = kt_calloc((size_t)n + 1, sizeof *out->losses);
   kt_microbatch *mbs = kt_calloc((size_t)D * K * M, sizeof *mbs);
+  double *step_s = kt_calloc((size_t)n + 1, sizeof *step_s);
   kt_timeline last;
   kt_timeline_init(&last, rc->schedule->p, "s", "B");
   kt_status st = KT_OK;
-  if (!out->losses || !mbs) {
+  if (!out->losses || !mbs || !step_s) {
     st = kt_fail(err, KT_ENOMEM, "out of memory");
     goto done;
   }
@@ -234,6 +323,8 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     out->skipped_steps += res.nonfinite;
     out->losses[out->n_losses++] = res.loss;
     total_seconds += res.seconds;
+    step_s[out->n_losses - 1] = res.seconds;
+    out->measured_sync_seconds = res.sync_seconds, out->tail_seconds = res.tail_seconds;
     if ((st = copy_timeline(&last, kt_runtime_timeline(rt)))) {
       st = kt_fail(err, st, "out of memory");
       break;
@@ -265,19 +356,11 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     }
     if (cfg->on_step && cfg->on_step(cfg->ctx, &p)) break;
   }
-  if (!st && out->n_losses > 0) {
-    out->mean_step_seconds = total_seconds / out->n_losses;
-    out->samples_per_s = samples / out->mean_step_seconds;
-    out->tokens_per_s = out->samples_per_s * (double)tps;
-    if (!(st = kt_timeline_metrics(&last, &out->measured, err))) st = predict(rc, &last, out, err);
-    int r0 = kt_stage_rank(rc->schedule, 0); /* the rank of stage 0: its peak activation memory */
-    if (!st && r0 >= 0 && r0 < out->measured.p)
-      out->peak_stash_bytes_stage0 = (size_t)out->measured.ranks[r0].peak_memory;
-    out->measured_timeline = last; /* handed over */
-    kt_timeline_init(&last, rc->schedule->p, "s", "B");
-  }
+  if (!st && out->n_losses > 0)
+    st = summarise(rt, cfg, &last, step_s, total_seconds / out->n_losses, samples, tps, out, err);
 done:
   free(mbs);
+  free(step_s);
   kt_timeline_free(&last);
   return st;
 }

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kaiten/transport.h"
+#include "kaiten/transport_impl.h"
 
 int kt_group_members(const kt_transport *t, kt_group g, int *out) {
   int stage_rank = t->rank / t->d, replica = t->rank % t->d, n = 0;
@@ -50,3 +50,31 @@ kt_status kt_allreduce(kt_transport *t, kt_group g, float *buf, size_t n, kt_err
   return t->ops->allreduce ? t->ops->allreduce(t, g, buf, n, err)
                            : kt_allreduce_generic(t, g, buf, n, err);
 }
+
+kt_status kt_transport_send(kt_transport *t, int dst, uint64_t tag, const void *buf, size_t bytes,
+                            kt_error *err) {
+  return t->ops->send(t, dst, tag, buf, bytes, err);
+}
+kt_status kt_transport_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                            kt_error *err) {
+  return t->ops->recv(t, src, tag, buf, bytes, err);
+}
+kt_status kt_transport_post(kt_transport *t, int src, uint64_t tag, size_t bytes, kt_error *err) {
+  return t->ops->post ? t->ops->post(t, src, tag, bytes, err) : KT_OK;
+}
+int kt_transport_has_post(const kt_transport *t) { return t->ops->post != NULL; }
+kt_status kt_transport_barrier(kt_transport *t, kt_error *err) { return t->ops->barrier(t, err); }
+void kt_transport_abort(kt_transport *t, const char *reason) { t->ops->abort(t, reason); }
+int kt_transport_aborted(kt_transport *t) { return t->ops->aborted(t); }
+int kt_transport_rank(const kt_transport *t) { return t->rank; }
+int kt_transport_world(const kt_transport *t) { return t->world; }
+int kt_transport_p(const kt_transport *t) { return t->p; }
+int kt_transport_d(const kt_transport *t) { return t->d; }
+double kt_transport_timeout(const kt_transport *t) { return t->timeout; }
+void kt_transport_stats(const kt_transport *t, int64_t *bytes_sent, double *send_seconds,
+                        double *recv_wait_seconds) {
+  if (bytes_sent) *bytes_sent = t->bytes_sent;
+  if (send_seconds) *send_seconds = t->send_seconds;
+  if (recv_wait_seconds) *recv_wait_seconds = t->recv_wait_seconds;
+}
+kt_transport *kt_transport_at(kt_transport *handles, int i) { return &handles[i]; }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kaiten/transport.h"
+#include "kaiten/transport_impl.h"
 
 #define MAX_REPS 256
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kaiten/transport.h"
+#include "kaiten/transport_impl.h"
 
 typedef struct msg {
   struct msg *next;

@@ -1,5 +1,5 @@
 /* Built without MPI: the MPI transport reports that it is not available. */
-#include "kaiten/transport.h"
+#include "kaiten/transport_impl.h"
 
 int kt_transport_mpi_available(void) { return 0; }
 
@@ -19,3 +19,11 @@ void kt_transport_mpi_destroy(kt_transport *t) { (void)t; }
 int kt_transport_mpi_local_size(void) { return 1; }
 void kt_transport_mpi_abort_job(int code) { (void)code; }
 void kt_transport_mpi_finalize(void) {}
+kt_status kt_transport_mpi_nodes(kt_transport *t, int *out, kt_error *err) {
+  (void)t, (void)out;
+  return kt_fail(err, KT_EINVAL, "this kaiten was built without MPI (install libopenmpi-dev and rebuild)");
+}
+int kt_transport_mpi_waiting_for(double *since) {
+  (void)since;
+  return -1;
+}

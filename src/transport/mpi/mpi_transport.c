@@ -2,12 +2,13 @@
  * early, all-reduce on split communicators, a polling receive that honours
  * the watchdog timeout. One handle per process. */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "kaiten/transport.h"
+#include "kaiten/transport_impl.h"
 
 /* An outstanding non-blocking operation and the buffer it owns. */
 typedef struct pending {
@@ -93,8 +94,40 @@ static kt_status mpi_post(kt_transport *t, int src, uint64_t tag, size_t bytes, 
   return KT_OK;
 }
 
+/* The world rank this process waits for right now (-1: none), for a signal
+ * handler to name when the job is ended under it. */
+static volatile sig_atomic_t waiting_for = -1;
+static volatile double waiting_since;
+
+int kt_transport_mpi_waiting_for(double *since) {
+  if (since) *since = waiting_since;
+  return waiting_for;
+}
+
+static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, int p2p,
+                                     kt_error *err);
+
 /* Waits for a request, polling so the watchdog can fire. */
 static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
+  waiting_since = kt_now();
+  waiting_for = src;
+  kt_status st = wait_request_polled(t, req, src, 1, err);
+  waiting_for = -1;
+  return st;
+}
+
+/* The same for a collective's request; peer is the other member of a
+ * two-rank group (named when it is lost), else -1. */
+static kt_status wait_collective(kt_transport *t, MPI_Request *req, int peer, kt_error *err) {
+  waiting_since = kt_now();
+  waiting_for = peer;
+  kt_status st = wait_request_polled(t, req, peer, 0, err);
+  waiting_for = -1;
+  return st;
+}
+
+static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, int p2p,
+                                     kt_error *err) {
   mpi_ctx *c = t->ctx;
   double deadline = kt_now() + t->timeout;
   for (long spins = 0;; spins++) {
@@ -103,8 +136,13 @@ static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_err
     if (flag) return KT_OK;
     if (c->aborted) return kt_fail(err, KT_EPEER, "%s", c->reason);
     if (kt_now() > deadline) {
-      MPI_Cancel(req);
-      MPI_Request_free(req);
+      if (p2p) { /* a collective's request cannot be cancelled; the job ends anyway */
+        MPI_Cancel(req);
+        MPI_Request_free(req);
+      }
+      if (src < 0)
+        return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for the other ranks of a collective",
+                       t->rank, t->timeout);
       return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
     }
     if (spins > 200) { /* after a short spin, poll every 20 us */
@@ -140,14 +178,51 @@ static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, siz
   return st;
 }
 
+/* World rank of the other member of a two-rank communicator, else -1. */
+static int other_member(mpi_ctx *c, MPI_Comm comm) {
+  int size, me, peer = -1;
+  MPI_Comm_size(comm, &size);
+  MPI_Comm_rank(comm, &me);
+  if (size != 2) return -1;
+  MPI_Group g, wg;
+  int other = 1 - me;
+  MPI_Comm_group(comm, &g);
+  MPI_Comm_group(c->world, &wg);
+  MPI_Group_translate_ranks(g, 1, &other, wg, &peer);
+  MPI_Group_free(&g);
+  MPI_Group_free(&wg);
+  return peer;
+}
+
 static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n, kt_error *err) {
   mpi_ctx *c = t->ctx;
   MPI_Comm comm = g == KT_GROUP_DATA ? c->data : g == KT_GROUP_PIPELINE ? c->pipeline : c->world;
   double t0 = kt_now();
+  /* Polled like a receive: a rank that arrives early sleeps between polls
+   * instead of spinning on a core another rank still computes on, and the
+   * watchdog covers the wait. A few numbers (norms, losses) go as one
+   * non-blocking all-reduce: the last rank to arrive finds the others' parts
+   * there. Gradients meet in a polled barrier, then MPI's tuned blocking
+   * algorithm moves them (its non-blocking one moves large buffers slower). */
+  int peer = other_member(c, comm);
+  MPI_Request req;
+  if (n > 1024) {
+    if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS)
+      return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Ibarrier failed", t->rank);
+    kt_status st = wait_collective(t, &req, peer, err);
+    if (st) return st;
+  }
   for (size_t off = 0; off < n;) { /* counts are ints */
     int chunk = n - off > (size_t)(1 << 28) ? 1 << 28 : (int)(n - off);
-    if (MPI_Allreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
-      return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Allreduce failed", t->rank);
+    if (n > 1024) {
+      if (MPI_Allreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
+        return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Allreduce failed", t->rank);
+    } else {
+      if (MPI_Iallreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm, &req) != MPI_SUCCESS)
+        return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Iallreduce failed", t->rank);
+      kt_status st = wait_collective(t, &req, peer, err);
+      if (st) return st;
+    }
     off += (size_t)chunk;
   }
   int size;
@@ -157,6 +232,8 @@ static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n
   return KT_OK;
 }
 
+/* Blocking on purpose: the step starts here, and spinning ranks leave it
+ * together (one clock origin for the step's timeline). */
 static kt_status mpi_barrier(kt_transport *t, kt_error *err) {
   mpi_ctx *c = t->ctx;
   if (MPI_Barrier(c->world) != MPI_SUCCESS) return kt_fail(err, KT_ERUNTIME, "MPI_Barrier failed");
@@ -261,4 +338,41 @@ void kt_transport_mpi_finalize(void) {
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
   if (inited && !finalized) MPI_Finalize();
+}
+
+kt_status kt_transport_mpi_nodes(kt_transport *t, int *out, kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  char *all = calloc((size_t)t->world, MPI_MAX_PROCESSOR_NAME);
+  if (!all) return kt_fail(err, KT_ENOMEM, "out of memory");
+  if (MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                    c->world) != MPI_SUCCESS) {
+    free(all);
+    return kt_fail(err, KT_ERUNTIME, "rank %d: gathering the machines' names failed", t->rank);
+  }
+  /* nodes numbered in order of their first rank */
+  for (int r = 0; r < t->world; r++) {
+    out[r] = r;
+    for (int q = 0; q < r; q++)
+      if (!strncmp(all + (size_t)q * MPI_MAX_PROCESSOR_NAME, all + (size_t)r * MPI_MAX_PROCESSOR_NAME,
+                   MPI_MAX_PROCESSOR_NAME)) {
+        out[r] = out[q];
+        break;
+      }
+  }
+  int next = 0, *map = t->world > 0 ? calloc((size_t)t->world, sizeof *map) : NULL;
+  if (!map) {
+    free(all);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  for (int r = 0; r < t->world; r++) map[r] = -1;
+  for (int r = 0; r < t->world; r++) {
+    if (map[out[r]] < 0) map[out[r]] = next++;
+    out[r] = map[out[r]];
+  }
+  free(map);
+  free(all);
+  return KT_OK;
 }

@@ -1,11 +1,13 @@
-/* kaiten plan: partition-only computation, and text / JSON rendering. */
+/* Renderers of `kaiten plan`: the ranking (text table or JSON), the
+ * breakdown of the best configuration (--explain), the partition-only view
+ * and the model presets. */
 #include <math.h>
-#include "kaiten/generators.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/plan_format.h"
+#include "kaiten/generators.h"
+#include "kaiten/report.h"
 
 /* ---- small formatting helpers ----------------------------------------------------- */
 
@@ -51,65 +53,8 @@ static void json_field(kt_buf *b, const char *key, double v) {
   kt_buf_json_number(b, v);
 }
 
-/* ---- partition only --------------------------------------------------------------- */
-
-void cli_plan_partition_view_free(cli_plan_partition_view *pv) {
-  free(pv->counts);
-  free(pv->load);
-  free(pv->params);
-  free(pv->mem);
-  pv->counts = NULL, pv->load = pv->params = pv->mem = NULL;
-}
-
-kt_status cli_plan_partition(const kt_plan_model *m, const kt_plan_cluster *c,
-                             const kt_plan_options *o, cli_plan_partition_view *pv, kt_error *err) {
-  int n = m->n_layers, S = pv->stages;
-  kt_layer_cost *lc = kt_calloc((size_t)n, sizeof *lc);
-  double *buf = kt_calloc((size_t)(3 * n + S), sizeof *buf);
-  pv->counts = kt_calloc((size_t)S, sizeof *pv->counts);
-  pv->load = kt_calloc((size_t)S, sizeof *pv->load);
-  pv->params = kt_calloc((size_t)S, sizeof *pv->params);
-  pv->mem = kt_calloc((size_t)S, sizeof *pv->mem);
-  kt_status st = KT_OK;
-  if (!lc || !buf || !pv->counts || !pv->load || !pv->params || !pv->mem) {
-    st = kt_fail(err, KT_ENOMEM, "out of memory");
-    goto done;
-  }
-  kt_plan_shape sh = {.t = pv->t, .b = pv->b, .recompute = pv->recompute};
-  if ((st = kt_plan_layer_costs(m, c, o, &sh, lc, err))) goto done;
-  double *load = buf, *fixed = buf + n, *act = buf + 2 * n, *mult = buf + 3 * n;
-  for (int i = 0; i < n; i++) {
-    load[i] = lc[i].f + lc[i].i + lc[i].w;
-    fixed[i] = kt_plan_state_bytes(lc[i].params, o, 1, pv->d);
-    act[i] = fmax(lc[i].act, lc[i].wgrad);
-  }
-  for (int j = 0; j < S; j++) mult[j] = S - j < pv->m ? S - j : pv->m; /* 1F1B in-flight */
-  kt_partition_problem pb = {.n = n, .load = load};
-  if (pv->capped)
-    pb.fixed = fixed, pb.act = act, pb.mult = mult, pb.mem_cap = c->mem_bytes - c->mem_reserved;
-  if ((st = kt_partition_minmax(&pb, S, pv->counts, &pv->bottleneck, err))) goto done;
-  double total = 0;
-  for (int j = 0, i = 0; j < S; j++) {
-    double a = 0;
-    for (int k = 0; k < pv->counts[j]; k++, i++) {
-      pv->load[j] += load[i];
-      pv->params[j] += lc[i].params;
-      pv->mem[j] += fixed[i];
-      a += act[i];
-    }
-    pv->mem[j] += mult[j] * a;
-    total += pv->load[j];
-  }
-  pv->mean = total / S;
-done:
-  free(lc);
-  free(buf);
-  if (st) cli_plan_partition_view_free(pv);
-  return st;
-}
-
-void cli_plan_render_partition(const kt_plan_model *m, const kt_plan_cluster *c,
-                               const cli_plan_partition_view *pv, int json, kt_buf *out) {
+void kt_render_plan_partition(const kt_plan_model *m, const kt_plan_cluster *c,
+                               const kt_plan_partition_view *pv, int json, kt_buf *out) {
   int S = pv->stages;
   double imbalance = pv->mean > 0 ? pv->bottleneck / pv->mean - 1 : 0;
   if (json) {
@@ -162,7 +107,7 @@ void cli_plan_render_partition(const kt_plan_model *m, const kt_plan_cluster *c,
 
 /* ---- presets ---------------------------------------------------------------------- */
 
-void cli_plan_render_presets(kt_buf *out) {
+void kt_render_plan_presets(kt_buf *out) {
   kt_buf_printf(out, "%-12s %9s %6s %6s %5s %6s %6s %6s  %s\n", "preset", "params", "blocks",
                 "hidden", "heads", "ffn", "vocab", "seq", "ffn type");
   const char *list = kt_plan_preset_list();
@@ -188,9 +133,9 @@ static void render_config_json(const kt_plan_model *m, const kt_plan_result *r, 
   const kt_plan_config *g = &r->cfg;
   int S = g->p * g->v;
   kt_buf_printf(out, "{\"p\":%d,\"d\":%d,\"t\":%d,\"v\":%d,\"m\":%d,\"b\":%d,\"k\":%d,"
-                "\"schedule\":\"%s\",\"recompute\":\"%s\"",
+                "\"schedule\":\"%s\",\"recompute\":\"%s\",\"nodes\":\"%s\"",
                 g->p, g->d, g->t, g->v, g->m, g->b, g->k, kt_schedule_kind_name(g->schedule),
-                kt_recompute_name(g->recompute));
+                kt_recompute_name(g->recompute), kt_node_layout_name(g->nodes));
   if (r->equivalent)
     kt_buf_printf(out, ",\"m_range\":[%d,%d],\"equivalent\":%d", r->m_min, r->m_max,
                   r->equivalent);
@@ -303,7 +248,7 @@ static void render_explain(const kt_plan_model *m, const kt_plan_cluster *c, con
   kt_buf_puts(out, "\n");
 }
 
-void cli_plan_render(const kt_plan_model *m, const kt_plan_cluster *c, const kt_plan_options *o,
+void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_plan_options *o,
                      const kt_plan_search_params *sp, const kt_plan_report *rep, int json,
                      int explain, kt_buf *out) {
   if (json) {
@@ -323,9 +268,9 @@ void cli_plan_render(const kt_plan_model *m, const kt_plan_cluster *c, const kt_
                 rep->evaluated, rep->no_fit, rep->not_applicable, rep->over_bubble,
                 rep->simulations);
   if (rep->n == 0) return;
-  kt_buf_printf(out, "%3s %3s %3s %2s %2s %9s %4s %5s  %-14s %-9s %10s %7s  %-19s  %-14s %s\n",
-                "#", "P", "D", "t", "V", "M", "b", "K", "schedule", "recompute", "step", "bubble",
-                "memory/stage (GB)", "partition", "why");
+  kt_buf_printf(out, "%3s %3s %3s %2s %2s %9s %4s %5s  %-14s %-9s %-9s %10s %7s  %-19s  %-14s %s\n",
+                "#", "P", "D", "t", "V", "M", "b", "K", "schedule", "recompute", "nodes", "step",
+                "bubble", "memory/stage (GB)", "partition", "why");
   int collapsed = 0;
   for (int i = 0; i < rep->n; i++) {
     const kt_plan_result *r = &rep->configs[i];
@@ -344,9 +289,10 @@ void cli_plan_render(const kt_plan_model *m, const kt_plan_cluster *c, const kt_
     if (r->equivalent) snprintf(mcol, sizeof mcol, "%d-%d", r->m_min, r->m_max);
     else snprintf(mcol, sizeof mcol, "%d", g->m);
     collapsed += r->equivalent > 0;
-    kt_buf_printf(out, "%3d %3d %3d %2d %2d %9s %4d %5d  %-14s %-9s %10s %6.2f%%  %-19s  %-14s %s\n",
+    kt_buf_printf(out, "%3d %3d %3d %2d %2d %9s %4d %5d  %-14s %-9s %-9s %10s %6.2f%%  %-19s  %-14s %s\n",
                   i + 1, g->p, g->d, g->t, g->v, mcol, g->b, g->k,
                   kt_schedule_kind_name(g->schedule), kt_recompute_name(g->recompute),
+                  kt_node_layout_name(g->nodes),
                   fmt_time(r->step_time, t, sizeof t), 100 * r->bubble_ratio, mem, part, r->reason);
   }
   if (collapsed)
@@ -356,17 +302,3 @@ void cli_plan_render(const kt_plan_model *m, const kt_plan_cluster *c, const kt_
   if (explain) render_explain(m, c, &rep->configs[0], sp->global_batch, out);
 }
 
-void cli_plan_nothing_fits(const kt_plan_cluster *c, const kt_plan_search_params *sp,
-                           const kt_plan_report *rep, kt_error *err) {
-  double budget = c->mem_bytes - c->mem_reserved;
-  if (rep->evaluated == 0 && rep->pruned_memory == 0 && rep->not_applicable > 0)
-    kt_fail(err, KT_EINVAL, "no configuration applies: %s", rep->not_applicable_reason);
-  else if (rep->over_bubble > 0 && rep->over_bubble + rep->no_fit >= rep->evaluated)
-    kt_fail(err, KT_EINVAL, "no configuration fits with bubble <= %.1f%% (%zu fit but exceed it)",
-            100 * sp->max_bubble, rep->over_bubble);
-  else
-    kt_fail(err, KT_EINVAL,
-            "no configuration fits in %.1f GB per device: the smallest needs %.1f GB "
-            "(try more devices, --zero 1..3, --recompute full or a smaller --micro-batch-size)",
-            budget / 1e9, rep->min_memory / 1e9);
-}

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Emulated cluster on one machine: N hosts (network namespaces, each with its
+# own IP and host name) joined by a switch (a bridge in one more namespace),
+# every host's link to the switch rate-limited in both directions with tc's
+# token bucket (tbf). OpenMPI runs across them over TCP, launched into each
+# host by an rsh agent that enters the host's namespace.
+#
+#   cluster-emu.sh up   [--hosts N] [--link 1gbit|100mbit|none] [--slots S] [--dir DIR]
+#   cluster-emu.sh run  [--dir DIR | up options] -- MPIRUN_ARGS...
+#   cluster-emu.sh down --dir DIR
+#
+# up prints the cluster directory (hostfile, rsh agent, mpirun flags, names);
+# run uses an existing cluster (--dir) or brings one up for the command and
+# removes it after; down removes everything up created. Needs root (CAP_NET_ADMIN)
+# and iproute2; exits 77 when namespaces cannot be made.
+set -euo pipefail
+
+usage() {
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+hosts=2 link=none slots=1 dir="" cmd="${1:-}"
+[ -n "$cmd" ] || usage
+shift
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --hosts) hosts="$2"; shift 2 ;;
+    --link) link="$2"; shift 2 ;;
+    --slots) slots="$2"; shift 2 ;;
+    --dir) dir="$2"; shift 2 ;;
+    --) shift; break ;;
+    *) echo "cluster-emu.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+done
+case "$hosts" in 2 | 3 | 4) ;; *) echo "cluster-emu.sh: --hosts '$hosts' must be 2, 3 or 4" >&2; exit 2 ;; esac
+case "$link" in none | 1gbit | 100mbit) ;; *) echo "cluster-emu.sh: --link '$link' must be 1gbit, 100mbit or none" >&2; exit 2 ;; esac
+case "$slots" in [1-9]) ;; *) echo "cluster-emu.sh: --slots '$slots' must be 1..9" >&2; exit 2 ;; esac
+
+SUBNET=10.77.0.0/24
+
+# Removes every namespace named in DIR/names (their veths go with them) and DIR.
+down() {
+  local d="$1"
+  [ -f "$d/names" ] || return 0
+  while read -r ns; do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+  done <"$d/names"
+  rm -rf "$d"
+}
+
+# A shallow bucket (tbf splits GSO packets larger than it), so a message that
+# follows an idle gap does not leave faster than the rate.
+shape() {
+  local ns="$1" dev="$2"
+  case "$link" in
+    none) return 0 ;;
+    1gbit) ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate 1gbit burst 64kb latency 100ms ;;
+    100mbit) ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate 100mbit burst 16kb latency 200ms ;;
+  esac
+}
+
+up() {
+  [ "$(id -u)" = 0 ] || { echo "cluster-emu.sh: needs root to create network namespaces" >&2; exit 77; }
+  command -v ip >/dev/null || { echo "cluster-emu.sh: ip (iproute2) not found; scripts/deps.sh installs it" >&2; exit 77; }
+  local id
+  id="kt$$$RANDOM"
+  dir="${dir:-$(mktemp -d "${TMPDIR:-/tmp}/kaiten-cluster.XXXXXX")}"
+  mkdir -p "$dir"
+  : >"$dir/names"
+  trap 'down "$dir"' EXIT INT TERM
+  local sw="$id-sw"
+  ip netns add "$sw" 2>/dev/null || { echo "cluster-emu.sh: cannot create network namespaces here" >&2; exit 77; }
+  echo "$sw" >>"$dir/names"
+  ip netns exec "$sw" ip link add br0 type bridge
+  ip netns exec "$sw" ip link set br0 up
+  : >"$dir/hostfile"
+  : >"$dir/hosts"
+  for i in $(seq 1 "$hosts"); do
+    local ns="$id-h$i" ip="10.77.0.$i"
+    ip netns add "$ns"
+    echo "$ns" >>"$dir/names"
+    ip link add "$id-$i" type veth peer name "$id-s$i"
+    ip link set "$id-$i" netns "$ns"
+    ip link set "$id-s$i" netns "$sw"
+    ip netns exec "$ns" ip link set "$id-$i" name eth0
+    ip netns exec "$ns" ip addr add "$ip/24" dev eth0
+    ip netns exec "$ns" ip link set eth0 up
+    ip netns exec "$ns" ip link set lo up
+    ip netns exec "$sw" ip link set "$id-s$i" master br0
+    ip netns exec "$sw" ip link set "$id-s$i" up
+    shape "$ns" eth0        # host -> switch
+    shape "$sw" "$id-s$i"  # switch -> host
+    echo "$ip slots=$slots" >>"$dir/hostfile"
+    echo "$ip $ns host$i" >>"$dir/hosts"
+  done
+  # mpirun probes its link to every host's daemon once a second when idle,
+  # so a host whose link is cut is declared lost (and the job ended) within
+  # about 4 s rather than after TCP's retransmission timeout of minutes.
+  # Messages up to 4 MiB are sent eagerly: a send then leaves at once instead
+  # of waiting for the receiver to answer a rendezvous between its own ops.
+  # The agent mpirun calls as `agent HOST COMMAND...`: the command runs in the
+  # host's namespace under the host's own name (a UTS namespace), as ssh would.
+  cat >"$dir/rsh-agent" <<EOF
+#!/bin/sh
+host="\$1"; shift
+line=\$(grep "^\$host " "$dir/hosts") || { echo "rsh-agent: unknown host \$host" >&2; exit 255; }
+set -- "\$(echo "\$line" | cut -d' ' -f2)" "\$(echo "\$line" | cut -d' ' -f3)" "\$*"
+exec ip netns exec "\$1" unshare --uts sh -c 'hostname "\$1" && exec sh -c "\$2"' sh "\$2" "\$3"
+EOF
+  chmod +x "$dir/rsh-agent"
+  printf '%s\n' --hostfile "$dir/hostfile" --mca plm_rsh_agent "$dir/rsh-agent" \
+    --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,self --mca btl_tcp_if_include "$SUBNET" \
+    --mca oob_tcp_if_include "$SUBNET" --mca btl_tcp_eager_limit 4194304 \
+    --mca btl_tcp_rndv_eager_limit 4194304 --mca oob_tcp_keepalive_time 1 \
+    --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 >"$dir/mpirun-flags"
+  echo "$link" >"$dir/link"
+  trap - EXIT INT TERM
+}
+
+# mpirun inside host 1 (under host 1's name) with the cluster's flags.
+run_in() {
+  local d="$1"
+  shift
+  local ns1 flags=()
+  ns1=$(sed -n 1p "$d/hosts" | cut -d' ' -f2)
+  mapfile -t flags <"$d/mpirun-flags"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    ip netns exec "$ns1" unshare --uts sh -c 'hostname host1 && exec "$@"' sh \
+    mpirun "${flags[@]}" "$@"
+}
+
+case "$cmd" in
+  up)
+    up
+    echo "$dir"
+    ;;
+  down)
+    [ -n "$dir" ] || { echo "cluster-emu.sh: down needs --dir DIR" >&2; exit 2; }
+    down "$dir"
+    ;;
+  run)
+    [ $# -gt 0 ] || { echo "cluster-emu.sh: run needs -- MPIRUN_ARGS" >&2; exit 2; }
+    if [ -n "$dir" ] && [ -f "$dir/hostfile" ]; then
+      run_in "$dir" "$@"
+    else
+      up
+      trap 'down "$dir"' EXIT INT TERM
+      rc=0
+      run_in "$dir" "$@" || rc=$?
+      exit "$rc"
+    fi
+    ;;
+  *) usage ;;
+esac

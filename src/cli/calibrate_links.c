@@ -1,0 +1,127 @@
+/* kaiten calibrate --transport mpi: both link classes of the machines the
+ * job runs on. Under mpirun every rank takes part: the machines are told
+ * apart by name, a ping-pong inside a machine and one across two measure
+ * latency (64-byte messages) and bandwidth (the slope between two streams
+ * of boundary-sized messages, so latency and any burst allowance cancel),
+ * and an all-reduce over every rank is timed against what the links model
+ * predicts for it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/calibrate.h"
+#include "kaiten/costs.h"
+
+#define TAG (KT_TAG_COLLECTIVE | 0x500)
+
+/* One round trip of bytes between a and b (both call it): seconds at a. */
+static double round_trip(kt_transport *t, int a, int b, void *buf, size_t bytes, int stream) {
+  kt_error err;
+  double t0 = kt_now();
+  if (kt_transport_rank(t) == a) {
+    for (int i = 0; i < stream; i++)
+      if (kt_transport_send(t, b, TAG, buf, bytes, &err)) return -1;
+    if (kt_transport_recv(t, b, TAG + 1, buf, 1, &err)) return -1;
+  } else if (kt_transport_rank(t) == b) {
+    for (int i = 0; i < stream; i++)
+      if (kt_transport_recv(t, a, TAG, buf, bytes, &err)) return -1;
+    if (kt_transport_send(t, a, TAG + 1, buf, 1, &err)) return -1;
+  }
+  return kt_now() - t0;
+}
+
+/* Median seconds of reps round trips of stream messages. */
+static double median_trip(kt_transport *t, int a, int b, void *buf, size_t bytes, int stream,
+                          int reps) {
+  double v[64];
+  for (int r = 0; r < reps; r++)
+    if ((v[r] = round_trip(t, a, b, buf, bytes, stream)) < 0) return -1;
+  return kt_median(v, (size_t)reps);
+}
+
+/* Latency and bandwidth between a and b, known on a (and on rank 0). */
+static int measure_pair(kt_transport *t, int a, int b, size_t bytes, double *lat, double *bw) {
+  unsigned char *buf = calloc(bytes, 1);
+  double v[3] = {0};
+  int ok = buf != NULL;
+  if (ok && (kt_transport_rank(t) == a || kt_transport_rank(t) == b)) {
+    double small = median_trip(t, a, b, buf, 64, 1, 31);
+    /* streams long enough (4 MiB apart) that a rate-limited link shows its
+     * rate over the scheduling noise of a busy machine */
+    int n1 = 4, n2 = n1 + (int)((4u << 20) / bytes);
+    if (n2 < n1 + 12) n2 = n1 + 12;
+    double t1 = median_trip(t, a, b, buf, bytes, n1, 3), t2 = median_trip(t, a, b, buf, bytes, n2, 3);
+    ok = small > 0 && t1 > 0 && t2 > t1;
+    v[0] = small / 2, v[1] = ok ? (double)(n2 - n1) * (double)bytes / (t2 - t1) : 0;
+  }
+  /* a tells everyone; the others wait in a receive that sleeps between
+   * polls, so they leave the cores to the pair being measured */
+  kt_error err;
+  double got[2] = {v[0], v[1]};
+  if (kt_transport_rank(t) == a) {
+    for (int r = 0; r < kt_transport_world(t); r++)
+      if (r != a && kt_transport_send(t, r, TAG + 2, got, sizeof got, &err)) ok = 0;
+  } else if (kt_transport_recv(t, a, TAG + 2, got, sizeof got, &err)) {
+    ok = 0;
+  }
+  *lat = got[0], *bw = got[1];
+  free(buf);
+  return ok && *bw > 0;
+}
+
+int calibrate_links_mpi(size_t boundary_bytes, calibrate_links *out) {
+  kt_error err = {{0}};
+  int rank, world;
+  kt_status st = kt_transport_mpi_init(&rank, &world, &err);
+  if (!st && world < 2)
+    st = kt_fail(&err, KT_EINVAL, "--transport mpi: run under mpirun with at least 2 processes (got %d)", world);
+  kt_transport *t = NULL;
+  if (!st) st = kt_transport_mpi_create(world, 1, 60, &t, &err);
+  int *node = st ? NULL : kt_calloc((size_t)world, sizeof *node);
+  if (!st && !node) st = kt_fail(&err, KT_ENOMEM, "out of memory");
+  if (!st) st = kt_transport_mpi_nodes(t, node, &err);
+  if (st) {
+    free(node);
+    kt_transport_mpi_destroy(t);
+    return cli_fail(st, &err);
+  }
+  /* a pair inside a machine, a pair across two (the first of each) */
+  int in_a = -1, in_b = -1, x_b = -1, per_node = 0, n_nodes = 0;
+  for (int r = 0; r < world; r++) {
+    int same = 0;
+    for (int q = 0; q < world; q++) same += node[q] == node[r];
+    if (same > per_node) per_node = same;
+    if (node[r] + 1 > n_nodes) n_nodes = node[r] + 1;
+    for (int q = 0; q < r && in_a < 0; q++)
+      if (node[q] == node[r]) in_a = q, in_b = r;
+    if (x_b < 0 && node[r] != node[0]) x_b = r;
+  }
+  *out = (calibrate_links){.devices = world, .devices_per_node = per_node, .nodes = n_nodes,
+                           .rank = rank};
+  int ok = 1;
+  if (in_a >= 0) ok &= measure_pair(t, in_a, in_b, boundary_bytes, &out->intra_latency, &out->intra_bw);
+  if (x_b >= 0) ok &= measure_pair(t, 0, x_b, boundary_bytes, &out->inter_latency, &out->inter_bw);
+  if (in_a < 0) /* one process per machine: inside is the threads transport */
+    out->intra_latency = -1;
+  if (x_b < 0) out->inter_latency = -1;
+  /* an all-reduce over every rank, of a few boundary tensors */
+  size_t n = 8 * boundary_bytes / sizeof(float);
+  float *buf = kt_calloc(n, sizeof *buf);
+  double v[5];
+  for (int r = 0; ok && buf && r < 5; r++) {
+    kt_transport_barrier(t, &err);
+    double t0 = kt_now();
+    ok &= kt_allreduce(t, KT_GROUP_WORLD, buf, n, &err) == KT_OK;
+    v[r] = kt_now() - t0;
+  }
+  out->allreduce_bytes = (double)n * sizeof(float);
+  out->allreduce_seconds = ok && buf ? kt_median(v, 5) : 0;
+  free(buf);
+  out->node_of = node;
+  kt_transport_mpi_destroy(t);
+  if (!ok) {
+    kt_fail(&err, KT_ERUNTIME, "calibrate: a measurement between ranks failed");
+    return cli_fail(KT_ERUNTIME, &err);
+  }
+  return 0;
+}

@@ -1,0 +1,203 @@
+/* Link classes and shared links: what a transfer between two ranks costs
+ * once the cluster has nodes.
+ *
+ * Every node reaches the others through one link, full duplex: its uplink
+ * carries what it sends, its downlink what it receives (an emulated host's
+ * rate-limited veth, a machine's NIC). A transfer between nodes occupies the
+ * sender's uplink and the receiver's downlink for bytes / bandwidth; two
+ * transfers that would overlap on one of them go one after the other, which
+ * ends both at the same time as sharing the bandwidth would. Each link keeps
+ * its busy intervals, so a transfer booked late (the simulator does not run
+ * in time order across ranks) still fills an earlier gap. Inside a node
+ * (shared memory, loopback) transfers do not contend. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kaiten/costs.h"
+
+typedef struct {
+  double *start, *end;
+  size_t n, cap;
+} busy_list;
+
+struct kt_links {
+  kt_link_classes lc;
+  int p, d, n_nodes;
+  int *node;              /* world rank -> node */
+  busy_list *up, *down;   /* per node */
+  int *scratch;           /* p*d ints for group members */
+};
+
+static kt_status bad(kt_error *err, const char *what, double v) {
+  return kt_fail(err, KT_EINVAL, "%s %g: expected a finite value %s", what, v,
+                 strstr(what, "bandwidth") ? "> 0" : ">= 0");
+}
+
+kt_status kt_links_create(const kt_link_classes *lc, int p, int d, const int *node_of,
+                          int devices_per_node, kt_links **out, kt_error *err) {
+  *out = NULL;
+  if (!(lc->intra_bw > 0) || !isfinite(lc->intra_bw)) return bad(err, "intra-node bandwidth", lc->intra_bw);
+  if (!(lc->inter_bw > 0) || !isfinite(lc->inter_bw)) return bad(err, "inter-node bandwidth", lc->inter_bw);
+  if (!(lc->intra_latency >= 0) || !isfinite(lc->intra_latency))
+    return bad(err, "intra-node latency", lc->intra_latency);
+  if (!(lc->inter_latency >= 0) || !isfinite(lc->inter_latency))
+    return bad(err, "inter-node latency", lc->inter_latency);
+  if (p < 1 || d < 1) return kt_fail(err, KT_EINVAL, "links for %d x %d ranks: expected >= 1 each", p, d);
+  if (!node_of && devices_per_node < 1)
+    return kt_fail(err, KT_EINVAL, "devices per node %d: expected >= 1", devices_per_node);
+  int world = p * d;
+  kt_links *l = kt_calloc(1, sizeof *l);
+  if (!l) return kt_fail(err, KT_ENOMEM, "out of memory");
+  l->lc = *lc, l->p = p, l->d = d;
+  l->node = kt_calloc((size_t)world, sizeof *l->node);
+  l->scratch = kt_calloc((size_t)world, sizeof *l->scratch);
+  for (int r = 0; l->node && r < world; r++) {
+    int n = node_of ? node_of[r] : r / devices_per_node;
+    if (n < 0 || n >= world) {
+      kt_links_destroy(l);
+      return kt_fail(err, KT_EINVAL, "rank %d on node %d: expected 0..%d", r, n, world - 1);
+    }
+    l->node[r] = n;
+    if (n + 1 > l->n_nodes) l->n_nodes = n + 1;
+  }
+  l->up = kt_calloc((size_t)world, sizeof *l->up);
+  l->down = kt_calloc((size_t)world, sizeof *l->down);
+  if (!l->node || !l->scratch || !l->up || !l->down) {
+    kt_links_destroy(l);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  *out = l;
+  return KT_OK;
+}
+
+void kt_links_destroy(kt_links *l) {
+  if (!l) return;
+  for (int n = 0; l->up && l->down && n < l->p * l->d; n++) {
+    free(l->up[n].start), free(l->up[n].end);
+    free(l->down[n].start), free(l->down[n].end);
+  }
+  free(l->up), free(l->down), free(l->node), free(l->scratch);
+  free(l);
+}
+
+int kt_links_nodes(const kt_links *l) { return l->n_nodes; }
+int kt_links_node(const kt_links *l, int world_rank) { return l->node[world_rank]; }
+const kt_link_classes *kt_links_classes(const kt_links *l) { return &l->lc; }
+
+void kt_links_reset(kt_links *l) {
+  for (int n = 0; n < l->p * l->d; n++) l->up[n].n = l->down[n].n = 0;
+}
+
+double kt_cost_hop(const kt_links *l, int from, int to, double bytes) {
+  if (from == to) return 0;
+  if (l->node[from] == l->node[to]) return l->lc.intra_latency + bytes / l->lc.intra_bw;
+  return l->lc.inter_latency + bytes / l->lc.inter_bw;
+}
+
+/* Moves x past every interval of b that [x, x + len) overlaps: 1 if it moved. */
+static int skip_busy(const busy_list *b, double *x, double len) {
+  int moved = 0;
+  for (size_t i = 0; i < b->n; i++)
+    if (b->start[i] < *x + len && b->end[i] > *x) *x = b->end[i], moved = 1;
+  return moved;
+}
+
+static void add_busy(busy_list *b, double s, double e) {
+  if (b->n == b->cap) {
+    size_t cap = b->cap ? 2 * b->cap : 64;
+    double *ns = realloc(b->start, cap * sizeof *ns);
+    if (ns) b->start = ns;
+    double *ne = realloc(b->end, cap * sizeof *ne);
+    if (ne) b->end = ne;
+    if (!ns || !ne) return; /* out of memory: the transfer is costed, not booked */
+    b->cap = cap;
+  }
+  b->start[b->n] = s, b->end[b->n] = e;
+  b->n++;
+}
+
+/* Books len seconds on a's uplink and b's downlink from t on: the start. */
+static double book(kt_links *l, int a, int b, double len, double t) {
+  double x = t;
+  while (skip_busy(&l->up[a], &x, len) | skip_busy(&l->down[b], &x, len)) {
+  }
+  if (len > 0) add_busy(&l->up[a], x, x + len), add_busy(&l->down[b], x, x + len);
+  return x;
+}
+
+double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, double t) {
+  int D = l->d, a = l->node[from_rank * D], b = l->node[to_rank * D];
+  if (from_rank == to_rank) return t;
+  if (a == b) return t + l->lc.intra_latency + bytes / l->lc.intra_bw;
+  /* the replicas whose copy of this transfer leaves a or enters b */
+  int up = 0, down = 0;
+  for (int r = 0; r < D; r++) {
+    int x = l->node[from_rank * D + r], y = l->node[to_rank * D + r];
+    up += x == a && y != a;
+    down += y == b && x != b;
+  }
+  int share = up > down ? up : down;
+  double len = share * bytes / l->lc.inter_bw;
+  return book(l, a, b, len, t) + len + l->lc.inter_latency;
+}
+
+/* A ring over the given nodes (one member each) moving chunk bytes per step
+ * for steps steps, booked from t: the end. */
+static double ring_between(kt_links *l, const int *nodes, int k, double chunk, int steps, double t) {
+  double len = chunk / l->lc.inter_bw;
+  for (int s = 0; s < steps; s++) {
+    double end = t;
+    for (int i = 0; i < k; i++) {
+      double done = book(l, nodes[i], nodes[(i + 1) % k], len, t) + len + l->lc.inter_latency;
+      if (done > end) end = done;
+    }
+    t = end;
+  }
+  return t;
+}
+
+double kt_links_allreduce(kt_links *l, int stage_rank, double bytes, double t) {
+  int D = l->d;
+  if (D < 2 || bytes <= 0) return t;
+  /* distinct nodes of the group, and the most members any of them holds */
+  int *nodes = l->scratch, k = 0, most = 1;
+  for (int r = 0; r < D; r++) {
+    int n = l->node[stage_rank * D + r], seen = 0, same = 0;
+    for (int i = 0; i < k; i++) seen |= nodes[i] == n;
+    if (!seen) nodes[k++] = n;
+    for (int q = 0; q < D; q++) same += l->node[stage_rank * D + q] == n;
+    if (same > most) most = same;
+  }
+  const kt_link_classes *c = &l->lc;
+  if (k == 1) /* one node: a ring inside it */
+    return t + 2.0 * (D - 1) * (c->intra_latency + bytes / D / c->intra_bw);
+  if (most == 1) return ring_between(l, nodes, k, bytes / k, 2 * (k - 1), t);
+  /* hierarchical: reduce inside nodes (ring reduce-scatter + gather to the
+   * leader), ring between the leaders, broadcast inside */
+  double inside = (most - 1) * (c->intra_latency + bytes / most / c->intra_bw) +
+                  c->intra_latency + bytes / c->intra_bw;
+  t = ring_between(l, nodes, k, bytes / k, 2 * (k - 1), t + inside);
+  return t + c->intra_latency + bytes / c->intra_bw;
+}
+
+double kt_links_allreduce_all(kt_links *l, const double *bytes, const double *start, double *end) {
+  /* in order of start, so the links are booked in time order */
+  int P = l->p;
+  int *order = kt_calloc((size_t)P, sizeof *order);
+  double last = 0;
+  for (int i = 0; i < P; i++) {
+    int j = i;
+    if (order)
+      for (j = i; j > 0 && start && start[order[j - 1]] > start[i]; j--) order[j] = order[j - 1];
+    if (order) order[j] = i;
+  }
+  for (int i = 0; i < P; i++) {
+    int r = order ? order[i] : i;
+    double t0 = start ? start[r] : 0, t1 = kt_links_allreduce(l, r, bytes[r], t0);
+    if (end) end[r] = t1;
+    if (t1 > last) last = t1;
+  }
+  free(order);
+  return last;
+}

@@ -1,0 +1,142 @@
+/* Links with a topology (costs/links.c) against hand-computed values: the
+ * link class a hop crosses, transfers taking turns on a shared uplink or
+ * downlink (and not across directions), replicas crossing together, ring and
+ * hierarchical all-reduce, and the simulator costing hops on the links. */
+#include "check.h"
+#include "kaiten/costs.h"
+#include "kaiten/generators.h"
+#include "kaiten/sim.h"
+
+static const kt_link_classes LC = {.intra_latency = 1e-6, .intra_bw = 1e9,
+                                   .inter_latency = 1e-4, .inter_bw = 1e6};
+
+static kt_links *make(int p, int d, const int *node_of, int per_node) {
+  kt_links *l = NULL;
+  kt_error err;
+  if (kt_links_create(&LC, p, d, node_of, per_node, &l, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
+    exit(1);
+  }
+  return l;
+}
+
+static void hops_and_sharing(void) {
+  kt_links *l = make(4, 1, NULL, 2); /* ranks 0,1 on node 0; 2,3 on node 1 */
+  CHECK_EQ_INT(kt_links_nodes(l), 2);
+  CHECK_NEAR(kt_cost_hop(l, 0, 1, 1000), 1e-6 + 1e-6, 1e-15);
+  CHECK_NEAR(kt_cost_hop(l, 1, 2, 1000), 1e-4 + 1e-3, 1e-15);
+  CHECK_NEAR(kt_cost_hop(l, 2, 2, 1000), 0, 0);
+  /* two transfers leaving node 0 at once take turns on its uplink */
+  CHECK_NEAR(kt_links_transfer(l, 1, 2, 1000, 0), 1e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 1, 2, 1000, 0), 2e-3 + 1e-4, 1e-12);
+  /* the other direction is another link */
+  CHECK_NEAR(kt_links_transfer(l, 2, 1, 1000, 0), 1e-3 + 1e-4, 1e-12);
+  /* inside a node nothing is booked */
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 2e-6, 1e-15);
+  /* a transfer booked late fills the gap before a later one */
+  kt_links_reset(l);
+  CHECK_NEAR(kt_links_transfer(l, 1, 2, 1000, 0.010), 0.011 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 1, 2, 1000, 0.002), 0.003 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 1, 2, 1000, 0.0095), 0.012 + 1e-4, 1e-12); /* no room: after */
+  kt_links_destroy(l);
+
+  /* P=2 x D=2 with replicas side by side (world 0,1 = stage rank 0): both
+   * replicas' activations cross node 0's uplink together */
+  l = make(2, 2, NULL, 2);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 2e-3 + 1e-4, 1e-12);
+  kt_links_destroy(l);
+  /* the pipeline inside a node, replicas across: the hop stays inside */
+  int pp_inside[4] = {0, 1, 0, 1};
+  l = make(2, 2, pp_inside, 0);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 2e-6, 1e-15);
+  kt_links_destroy(l);
+}
+
+static void allreduce(void) {
+  const double B = 4000;
+  /* one node: a ring inside, 2(D-1) steps of B/D */
+  kt_links *l = make(1, 4, NULL, 4);
+  CHECK_NEAR(kt_links_allreduce(l, 0, B, 1), 1 + 6 * (1e-6 + 1e-9 * B / 4), 1e-12);
+  kt_links_destroy(l);
+  /* D=2 on two nodes: 2 steps of B/2 */
+  int across[4] = {0, 1, 0, 1}; /* P=2, D=2: each stage rank's replicas on nodes 0 and 1 */
+  l = make(2, 2, across, 0);
+  double one = 2 * (B / 2 / 1e6 + 1e-4);
+  CHECK_NEAR(kt_links_allreduce(l, 0, B, 0), one, 1e-12);
+  /* both stage ranks at once share the links: the second ring's steps wait
+   * for the first's (L = B/2 / bw each): it ends at 4L + 3 latencies */
+  kt_links_reset(l);
+  double bytes[2] = {B, B}, start[2] = {0, 0}, end[2], L = B / 2 / 1e6;
+  double last = kt_links_allreduce_all(l, bytes, start, end);
+  CHECK_NEAR(end[0], one, 1e-12);
+  CHECK_NEAR(last, 4 * L + 3e-4, 1e-12);
+  /* far apart in time they do not meet */
+  kt_links_reset(l);
+  start[1] = 1;
+  last = kt_links_allreduce_all(l, bytes, start, end);
+  CHECK_NEAR(end[0], one, 1e-12);
+  CHECK_NEAR(end[1], 1 + one, 1e-12);
+  kt_links_destroy(l);
+  /* D=4 on two nodes, two each: hierarchical */
+  l = make(1, 4, NULL, 2);
+  double inside = (1e-6 + 1e-9 * B / 2) + (1e-6 + 1e-9 * B);
+  double between = 2 * (B / 2 / 1e6 + 1e-4);
+  CHECK_NEAR(kt_links_allreduce(l, 0, B, 0), inside + between + 1e-6 + 1e-9 * B, 1e-12);
+  kt_links_destroy(l);
+}
+
+/* GPipe P=2 M=3, F = B = 1, a hop of 2 on the link: the activations leave at
+ * 1, 2, 3 but take turns (arrive 3, 5, 7), rank 1 ends its backwards at 11
+ * sending at 9, 10, 11 (arrive 11, 13, 15): makespan 16, where a hop of 2
+ * without contention gives 12. */
+static void simulator_on_links(void) {
+  kt_schedule s;
+  kt_error err;
+  kt_schedule_params sp = {.p = 2, .m = 3};
+  if (kt_schedule_generate(KT_SCHED_GPIPE, &sp, &s, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
+    exit(1);
+  }
+  kt_link_classes lc = {.intra_latency = 0, .intra_bw = 1e12, .inter_latency = 0, .inter_bw = 1};
+  kt_links *l = NULL;
+  CHECK(kt_links_create(&lc, 2, 1, NULL, 1, &l, &err) == KT_OK);
+  kt_costs c;
+  kt_costs_default(&c);
+  c.tw = 0;
+  c.comm = 2;
+  kt_metrics m;
+  CHECK(kt_simulate_metrics(&s, &c, &m, &err) == KT_OK);
+  CHECK_NEAR(m.makespan, 12, 1e-9);
+  kt_metrics_free(&m);
+  c.links = l;
+  c.comm_bytes = 2; /* 2 s on the 1 B/s link */
+  CHECK(kt_simulate_metrics(&s, &c, &m, &err) == KT_OK);
+  CHECK_NEAR(m.makespan, 16, 1e-9);
+  kt_metrics_free(&m);
+  /* the same again: the simulation starts from idle links */
+  CHECK(kt_simulate_metrics(&s, &c, &m, &err) == KT_OK);
+  CHECK_NEAR(m.makespan, 16, 1e-9);
+  kt_metrics_free(&m);
+  kt_links_destroy(l);
+  kt_schedule_free(&s);
+}
+
+static void bad_values(void) {
+  kt_links *l = NULL;
+  kt_error err;
+  kt_link_classes lc = LC;
+  lc.inter_bw = 0;
+  CHECK(kt_links_create(&lc, 2, 1, NULL, 1, &l, &err) == KT_EINVAL && l == NULL);
+  CHECK(strstr(err.msg, "inter-node bandwidth 0") != NULL);
+  int bad[2] = {0, -1};
+  CHECK(kt_links_create(&LC, 2, 1, bad, 1, &l, &err) == KT_EINVAL && l == NULL);
+  CHECK(strstr(err.msg, "node -1") != NULL);
+}
+
+int main(void) {
+  hops_and_sharing();
+  allreduce();
+  simulator_on_links();
+  bad_values();
+  return kt_test_done(__FILE__);
+}
