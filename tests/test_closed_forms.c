@@ -3,7 +3,10 @@
  * kt_schedule_closed_form_bubble or _peak_memory gives a value, the
  * simulation of the generated schedule has that bubble and that peak memory
  * (the largest over the ranks). Where a form does not hold it must say so
- * (a negative value), never print a wrong number. */
+ * (a negative value), never print a wrong number. zbv's forms are those of
+ * its fixed order (generated without costs); tuned to the costs it is never
+ * slower and never needs more memory, and the CLI prints the forms only
+ * where they still hold (test_cost_basis.sh). */
 #include <math.h>
 
 #include "check.h"
@@ -21,7 +24,10 @@ static const cost_set sets[] = {{1, 1, 1, 1, 0},   {2, 1, 1, 1, 0.5}, {1, 2, 0.5
 
 static int checked_bubble, checked_memory;
 
-static void check_one(kt_schedule_kind k, int p, int v, int m, const cost_set *cs) {
+/* quick: without the random walk of v-half, v-min and zbv (its orders are
+ * no slower and within the same per-rank budget; the grid below runs with
+ * quick, a few sizes without) */
+static void check_one(kt_schedule_kind k, int p, int v, int m, const cost_set *cs, int quick) {
   kt_costs c;
   kt_costs_default(&c);
   c.tf = cs->tf, c.tb = cs->tb, c.tw = cs->tw, c.mem_act = cs->act, c.mem_wgrad = cs->wgrad;
@@ -31,10 +37,26 @@ static void check_one(kt_schedule_kind k, int p, int v, int m, const cost_set *c
   double peak = kt_schedule_closed_form_peak_memory(k, p, V, m, c.mem_act, c.mem_wgrad, &mexpr);
   CHECK((bubble >= 0) == (bexpr != NULL));
   if (bubble < 0 && peak < 0) return; /* nothing printed, nothing to check */
-  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = &c};
+  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = k == KT_SCHED_ZBV ? NULL : &c,
+                               .quick = quick};
   kt_schedule s;
   kt_error err;
   if (kt_schedule_generate(k, &params, &s, &err) != KT_OK) return; /* not a size it takes */
+  if (k == KT_SCHED_ZBV) { /* tuned: within both forms */
+    kt_schedule tuned;
+    kt_metrics met;
+    params.costs = &c;
+    REQUIRE_VOID(kt_schedule_generate(k, &params, &tuned, &err) == KT_OK);
+    if (kt_simulate_metrics(&tuned, &c, &met, &err) == KT_OK) {
+      double top = 0;
+      for (int r = 0; r < met.p; r++) top = fmax(top, met.ranks[r].peak_memory);
+      CHECK_MSG(met.bubble_ratio <= bubble + 1e-9 && top <= peak + 1e-9,
+                "tuned zbv P=%d M=%d costs %g/%g/%g: bubble %.6f (form %.6f), peak %g (form %g)",
+                p, m, c.tf, c.tb, c.tw, met.bubble_ratio, bubble, top, peak);
+      kt_metrics_free(&met);
+    } else CHECK_MSG(0, "tuned zbv P=%d M=%d: %s", p, m, err.msg);
+    kt_schedule_free(&tuned);
+  }
   {
     kt_metrics met;
     if (kt_simulate_metrics(&s, &c, &met, &err) != KT_OK) {
@@ -69,8 +91,15 @@ int main(void) {
         if (v == 1) continue; /* 0 is the schedule's default */
         for (int m = 1; m <= 4 * p + 1; m++)
           for (size_t c = 0; c < sizeof sets / sizeof *sets; c++)
-            check_one((kt_schedule_kind)k, p, v, m, &sets[c]);
+            check_one((kt_schedule_kind)k, p, v, m, &sets[c], 1);
       }
+  /* with the walk: the tuned v-half, v-min and zbv at a few sizes */
+  kt_schedule_kind walked[] = {KT_SCHED_V_HALF, KT_SCHED_V_MIN, KT_SCHED_ZBV};
+  for (int k = 0; k < 3; k++)
+    for (int p = 2; p <= 8; p += 3)
+      for (int f = 1; f <= 2; f++)
+        for (size_t c = 0; c < sizeof sets / sizeof *sets; c++)
+          check_one(walked[k], p, 0, 2 * f * p + 1, &sets[c], 0);
   printf("closed forms checked: %d bubbles, %d peak memories\n", checked_bubble, checked_memory);
   CHECK(checked_bubble > 2000 && checked_memory > 2000);
   return kt_test_done(__FILE__);

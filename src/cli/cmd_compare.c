@@ -64,6 +64,12 @@ static void set_closed_forms(row *rw, int kind, const kt_schedule *s, const kt_c
   r->closed_mem = kt_schedule_closed_form_peak_memory(k, s->p, s->v, s->m, c->mem_act,
                                                       c->mem_wgrad, &r->closed_mem_expr);
   if (c->stage_mem_act || c->stage_mem_wgrad) r->closed_mem = -1, r->closed_mem_expr = NULL;
+  /* zbv with unequal costs is tuned to them when that is faster: the forms
+   * are those of its fixed order, no longer the schedule's */
+  if (k == KT_SCHED_ZBV && r->closed >= 0 && r->bubble < r->closed - 1e-9) {
+    r->closed = r->closed_mem = -1, r->closed_expr = r->closed_mem_expr = NULL;
+    r->closed_why = "zbv's order was tuned to these costs (faster than its fixed order's form)";
+  }
 }
 
 /* Simulates s (kind < 0: a schedule file) into the row; frees s. */

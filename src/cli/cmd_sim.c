@@ -213,6 +213,13 @@ static kt_sim_info sim_info(const sim_run *r, char *placement, size_t n) {
     info.closed_form_why = c->n_stages > 0 ? "the forms assume the same costs on every stage"
                                            : "the forms assume T_comm = 0";
   }
+  /* zbv with unequal costs is tuned to them when that is faster (the form is
+   * its fixed order's) */
+  if (k == KT_SCHED_ZBV && info.closed_form >= 0 && r->have_met &&
+      r->met.bubble_ratio < info.closed_form - 1e-9) {
+    info.closed_form = -1, info.closed_form_expr = NULL;
+    info.closed_form_why = "zbv's order was tuned to these costs (faster than its fixed order's form)";
+  }
   return info;
 }
 

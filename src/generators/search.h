@@ -77,12 +77,14 @@ typedef struct {
   size_t *pos;
   int *queue, *queued;
   double **at; /* optional: per rank, the start time of each action (caller-sized) */
+  double cutoff; /* an evaluation stops once a rank's span exceeds it (INFINITY: never) */
 } kt__zb_eval;
 
 kt_status kt__zb_eval_init(kt__zb_eval *ev, const kt__zb_problem *pb, kt_error *err);
 void kt__zb_eval_free(kt__zb_eval *ev);
 /* Simulates the order of s (F, I, W actions; a B counts as I then W) with
- * the simulator's semantics; the makespan, or -1 when it deadlocks. Per-rank
+ * the simulator's semantics; the makespan, or -1 when it deadlocks, or
+ * INFINITY when a rank's span passed ev->cutoff (the rest is not run). Per-rank
  * first start and last end are left in ev->start / ev->stop. */
 double kt__zb_evaluate(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule *s);
 /* Peak of the memory prefix sums on each rank; 1 when every rank stays
@@ -144,6 +146,18 @@ int kt__zbv_rounds_build(const kt__zb_problem *pb, int flags, kt_schedule *s, kt
 double kt__zb_refine(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, double makespan,
                      long max_evals);
 
+/* A random walk over orders that are no slower (zb_walk.c): an action of
+ * the critical rank or a neighbour moves a few slots, kept when every
+ * budget holds and the makespan does not grow, so the walk crosses the
+ * plateaus where the refinement's moves all tie. Deterministic (the seed
+ * is a function of round); at most max_evals evaluations. Returns the new
+ * makespan. */
+double kt__zb_walk(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, double makespan,
+                   long max_evals, unsigned round);
+/* A walk budget: 20,000 evaluations, fewer where that would simulate more
+ * than `work` actions in all. */
+long kt__zb_walk_budget(const kt__zb_problem *pb, double work);
+
 /* ---- the search ------------------------------------------------------------ */
 
 typedef struct {
@@ -152,6 +166,7 @@ typedef struct {
   int handcrafted;   /* zb-h1 and zb-h2, zbv, or interleaved-zb, when they fit */
   long refine_evals; /* refinement budget in evaluations; < 0: by problem size */
   int quick;         /* the list scheduler's core rules only, no W re-timing */
+  int walk;          /* small problems: the winner walked past its plateaus (zb_walk.c) */
 } kt__zb_search_opts;
 
 /* The fastest order of the candidates above and extra[0..n_extra) that fits
@@ -166,5 +181,12 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
  * every candidate. The winner's lists go to s. */
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
                             const kt__zb_search_opts *o, kt_error *err);
+
+/* The constructed order in s tuned to costs c (zb_tune.c): the search above
+ * with every rank's budget the construction's largest per-rank peak and the
+ * construction as a candidate; walk: then the random walk (kt__zb_walk) and
+ * the refinement once more. strict: the construction is kept unless the
+ * result is strictly faster (ties in makespan keep it). */
+kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, int walk, kt_error *err);
 
 #endif

@@ -324,45 +324,12 @@ static kt_status construct(kt_schedule *s, int half, kt_error *err) {
   return st;
 }
 
-/* The construction, then the cost-aware search under its per-rank memory. */
+/* The construction, then the cost-aware search under its memory. */
 static kt_status generate(kt_schedule *s, const kt_schedule_params *params, int half,
                           kt_error *err) {
   kt_status st = construct(s, half, err);
   if (st || !params->costs) return st; /* no costs: the construction itself */
-  kt_costs unit;
-  const kt_costs *c = params->costs;
-  if (!c) {
-    kt_costs_default(&unit);
-    c = &unit;
-  }
-  if ((st = kt_costs_check(c, kt_schedule_stages(s), err))) return st;
-  kt__zb_problem pb;
-  if ((st = kt__zb_problem_init(&pb, s, c, 0, err))) return st;
-  kt_schedule base;
-  if (!(st = kt_schedule_init_like(&base, s, s->m, err))) {
-    for (int r = 0; r < s->p; r++) { /* the budgets: the construction's peak on each rank */
-      kt_rank_actions tmp = base.ranks[r];
-      base.ranks[r] = s->ranks[r];
-      s->ranks[r] = tmp;
-      double mem = 0, peak = 0;
-      for (size_t i = 0; i < base.ranks[r].n; i++) {
-        const kt_action *a = &base.ranks[r].actions[i];
-        mem += a->op == KT_OP_F ? pb.act[a->stage] : a->op == KT_OP_I ? pb.wg[a->stage] - pb.act[a->stage]
-               : -pb.wg[a->stage];
-        peak = fmax(peak, mem);
-      }
-      pb.limit[r] = peak;
-    }
-    double top = 0; /* every rank may use the schedule's peak (the largest over ranks) */
-    for (int r = 0; r < s->p; r++) top = fmax(top, pb.limit[r]);
-    for (int r = 0; r < s->p; r++) pb.limit[r] = top;
-    static const kt__zb_search_opts opts = {1, 1, 0, -1, 0};
-    const kt_schedule *extra[1] = {&base};
-    st = kt__zb_search(&pb, &opts, extra, 1, s, err);
-    kt_schedule_free(&base);
-  }
-  kt__zb_problem_free(&pb);
-  return st;
+  return kt__zb_tune(s, params->costs, 0, !params->quick, err);
 }
 
 kt_status kt__gen_v_half(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {

@@ -8,8 +8,9 @@
  *   - the handcrafted schedules of the same layout when they fit the budget
  *     (zb-h1, zb-h2; zbv; interleaved-zb) and orders the caller adds;
  * the fastest (ties: lower peak memory) is then refined along its critical
- * path (zb_refine.c) within an evaluation budget that shrinks with the size
- * of the problem, so that P=64, M=1024 stays well under a second. Every
+ * path (zb_refine.c), and the best of them walked past its plateaus and
+ * refined again (zb_walk.c), on small problems (none above SMALL_ACTIONS, so that
+ * P=32, M=256 takes a few milliseconds and P=64, M=1024 well under 100 ms). Every
  * candidate's memory prefix sums are checked against the budget before it
  * may win, and the winner runs through the simulator once more. */
 #include <math.h>
@@ -72,8 +73,8 @@ static void clear(kt_schedule *s) {
 
 /* Problems up to this many actions get the whole search (every rule
  * combination of the list scheduler, a generous refinement); larger ones
- * the combinations that won most often on random grids, and a refinement
- * budget that shrinks with size: P=32, M=256 then builds in milliseconds. */
+ * the combinations that won most often on random grids and no refinement:
+ * P=32, M=256 then builds in about 5 ms. */
 #define SMALL_ACTIONS 12000
 
 static size_t actions(const kt__zb_problem *pb) { return 3 * (size_t)pb->S * (size_t)pb->m; }
@@ -123,7 +124,11 @@ static void try_rounds(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *b
     return;
   }
   if (pb->v != 1) return;
-  for (int flags = 0; flags < KT__ROUND_FLAGS; flags++) {
+  /* above SMALL_ACTIONS without the greedy-W variants: on 60 random
+   * problems of 12,000-74,000 actions (P = 16..48, budgets P..2P*M_B) they
+   * never beat the best of the other four, and each costs as much */
+  int n = actions(pb) > SMALL_ACTIONS ? KT__ROUND_GREEDY_W : KT__ROUND_FLAGS;
+  for (int flags = 0; flags < n; flags++) {
     kt_error e2;
     double ms = kt__zb_rounds_build(pb, flags, NULL, cand, &e2);
     if (ms >= 0) consider(pb, ev, bs, cand, ms);
@@ -163,12 +168,13 @@ static kt_status try_follow(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_f
   return st;
 }
 
-/* Refinement budget in evaluations: up to 400 for small problems, then
- * about 100,000 actions' worth (P=32, M=256: 4; P=64, M=1024: none). */
+/* Refinement budget in evaluations: up to 400 for small problems, none
+ * above (what 100,000 actions' worth would allow there, a few evaluations
+ * per candidate, never found a move at P=32, M=256 and cost a third of the
+ * search's time). */
 static long refine_budget(const kt__zb_problem *pb, long asked) {
   if (asked >= 0) return asked;
-  if (actions(pb) <= SMALL_ACTIONS) return 400;
-  return (long)(1e5 / (double)actions(pb));
+  return actions(pb) <= SMALL_ACTIONS ? 400 : 0;
 }
 
 kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
@@ -217,10 +223,14 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
   int win = 0;
   if (!st && o->refine_evals != 0) {
     long budget = refine_budget(pb, o->refine_evals);
-    if (actions(pb) > SMALL_ACTIONS) budget /= bs.have; /* small problems: the whole budget each */
     for (int k = 0; k < bs.have; k++) {
       bs.makespan[k] = kt__zb_refine(pb, &ev, &bs.best[k], bs.makespan[k], budget);
       if (bs.makespan[k] < bs.makespan[win] - TIE * (1 + bs.makespan[win])) win = k;
+    }
+    if (budget > 0 && o->walk) { /* the winner past its plateaus (small problems) */
+      bs.makespan[win] = kt__zb_walk(pb, &ev, &bs.best[win], bs.makespan[win],
+                                     kt__zb_walk_budget(pb, 2e6), 0);
+      bs.makespan[win] = kt__zb_refine(pb, &ev, &bs.best[win], bs.makespan[win], budget);
     }
   }
   if (!st) {
@@ -263,7 +273,7 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
     kt__zb_problem_free(&pb);
     return st;
   }
-  static const kt__zb_search_opts all = {1, 1, 1, -1, 0};
+  static const kt__zb_search_opts all = {1, 1, 1, -1, 0, 1};
   st = kt__zb_search(&pb, o ? o : &all, NULL, 0, s, err);
   kt__zb_problem_free(&pb);
   /* the winner runs to completion under the simulator (a cheap safety net) */
@@ -272,7 +282,7 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
 }
 
 /* The quick search: every builder but the full rule set, no refinement. */
-static const kt__zb_search_opts quick = {1, 1, 1, 0, 1};
+static const kt__zb_search_opts quick = {1, 1, 1, 0, 1, 0};
 
 kt_status kt__gen_zb_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
   return kt__zb_auto_build(s, params->costs, params->mem_limit, params->quick ? &quick : NULL, err);

@@ -95,6 +95,7 @@ kt_status kt__zb_eval_init(kt__zb_eval *ev, const kt__zb_problem *pb, kt_error *
   ev->pos = kt_calloc(p, sizeof *ev->pos);
   ev->queue = kt_calloc(p, sizeof *ev->queue);
   ev->queued = kt_calloc(p, sizeof *ev->queued);
+  ev->cutoff = INFINITY;
   if (!ev->end || !ev->start || !ev->stop || !ev->free_at || !ev->pos || !ev->queue ||
       !ev->queued) {
     kt__zb_eval_free(ev);
@@ -138,6 +139,7 @@ static void advance(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule
     if (ev->at) ev->at[r][ev->pos[r]] = start;
     ev->free_at[r] = ev->stop[r] = end;
     ev->pos[r]++;
+    if (end - ev->start[r] > ev->cutoff) return; /* the caller stops (kt__zb_evaluate) */
     if (consumer >= 0 && consumer != r && !ev->queued[consumer]) {
       ev->queued[consumer] = 1;
       ev->queue[(*qtail)++ % pb->p] = consumer;
@@ -159,6 +161,7 @@ double kt__zb_evaluate(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_sched
     qlen--;
     ev->queued[r] = 0;
     advance(pb, ev, s, r, &qtail, &qlen);
+    if (ev->pos[r] > 0 && ev->stop[r] - ev->start[r] > ev->cutoff) return INFINITY;
   }
   double makespan = 0;
   for (int r = 0; r < p; r++) {

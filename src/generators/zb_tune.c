@@ -1,0 +1,72 @@
+/* Tuning a constructed order to the caller's costs without more memory:
+ * the construction's own peak (the largest over ranks, counted with the
+ * caller's M_B and M_W) becomes every rank's budget, the construction is
+ * one candidate of the search (kt__zb_search: the list scheduler's rules,
+ * the round-based builders, the construction's F/I order with its W's
+ * timed again), and the fastest candidate is refined along its critical
+ * path. v-half, v-min and zbv use it when costs are given. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "generators/search.h"
+
+/* Peak of rank r's memory prefix sums under pb's M_B and M_W. */
+static double rank_peak(const kt__zb_problem *pb, const kt_rank_actions *ra) {
+  double mem = 0, peak = 0;
+  for (size_t i = 0; i < ra->n; i++) {
+    const kt_action *a = &ra->actions[i];
+    mem += kt_action_memory(a->op, pb->act[a->stage], pb->wg[a->stage]);
+    peak = fmax(peak, mem);
+  }
+  return peak;
+}
+
+/* Swaps the per-rank lists of a and b (same layout). */
+static void swap_lists(kt_schedule *a, kt_schedule *b) {
+  for (int r = 0; r < a->p; r++) {
+    kt_rank_actions tmp = a->ranks[r];
+    a->ranks[r] = b->ranks[r];
+    b->ranks[r] = tmp;
+  }
+}
+
+kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, int walk, kt_error *err) {
+  kt_status st = kt_costs_check(c, kt_schedule_stages(s), err);
+  if (st) return st;
+  kt__zb_problem pb;
+  if ((st = kt__zb_problem_init(&pb, s, c, 0, err))) return st;
+  kt_schedule base;
+  if ((st = kt_schedule_init_like(&base, s, s->m, err))) {
+    kt__zb_problem_free(&pb);
+    return st;
+  }
+  swap_lists(&base, s); /* base: the construction; s: empty, receives the winner */
+  double top = 0;
+  for (int r = 0; r < s->p; r++) top = fmax(top, rank_peak(&pb, &base.ranks[r]));
+  for (int r = 0; r < s->p; r++) pb.limit[r] = top;
+  static const kt__zb_search_opts opts = {1, 1, 0, -1, 0, 0};
+  const kt_schedule *extra[1] = {&base};
+  st = kt__zb_search(&pb, &opts, extra, 1, s, err);
+  if (!st && walk) { /* past the refinement's plateaus, then refined again */
+    kt__zb_eval ev;
+    if (!(st = kt__zb_eval_init(&ev, &pb, err))) {
+      double ms = kt__zb_evaluate(&pb, &ev, s);
+      if (ms >= 0) {
+        ms = kt__zb_walk(&pb, &ev, s, ms, kt__zb_walk_budget(&pb, 1.2e8), 0);
+        kt__zb_refine(&pb, &ev, s, ms, 400);
+      }
+      kt__zb_eval_free(&ev);
+    }
+  }
+  if (!st && strict) { /* the construction stays unless the search is strictly faster */
+    kt__zb_eval ev;
+    if (!(st = kt__zb_eval_init(&ev, &pb, err))) {
+      double tuned = kt__zb_evaluate(&pb, &ev, s), own = kt__zb_evaluate(&pb, &ev, &base);
+      if (!(tuned >= 0 && tuned < own - 1e-9 * (1 + own))) swap_lists(&base, s);
+      kt__zb_eval_free(&ev);
+    }
+  }
+  kt_schedule_free(&base);
+  kt__zb_problem_free(&pb);
+  return st;
+}
