@@ -465,7 +465,11 @@ static void test_zb_auto(void) {
     }
   CHECK(runs == 6 * 4 * 6);
   CHECK(better > 0); /* under uneven costs the search finds faster orders */
-  /* bad limits and layouts: one-line reasons */
+}
+
+/* zb-auto's bad limits and layouts (one-line reasons), its placements and
+ * the limit the CLI reports. */
+static void test_zb_auto_params(void) {
   kt_schedule s;
   kt_error err;
   kt_costs c;
@@ -538,6 +542,7 @@ int main(void) {
   test_interleaved_zb_torch_order();
   test_random_costs_never_deadlock();
   test_zb_auto();
+  test_zb_auto_params();
   test_cli();
   return kt_test_done(__FILE__);
 }
