@@ -8,6 +8,9 @@
  * actions) spaces the next one out, so that rendering keeps to about 1% of
  * a core (RENDER_SHARE).
  */
+#define _GNU_SOURCE /* SCHED_IDLE */
+#include <pthread.h>
+#include <sched.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -91,8 +94,14 @@ static void render(kt_server *s, serve_record *r) {
   kt_timeline_free(&pred);
 }
 
+void kt__serve_idle_priority(void) {
+  struct sched_param none = {0};
+  pthread_setschedparam(pthread_self(), SCHED_IDLE, &none); /* best effort */
+}
+
 static void *pump_main(void *arg) {
   kt_server *s = arg;
+  kt__serve_idle_priority();
   serve_record *latest = NULL; /* newest step with a timeline, not yet rendered */
   double last_render = -INFINITY, gap = s->render_every;
   long long steps = s->steps_before; /* the end marker counts the run's steps */

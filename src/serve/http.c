@@ -43,6 +43,7 @@ typedef struct {
   char ended[KT_SERVE_MAX_RUNS];          /* end markers sent */
   char *pend;                             /* a message being sent, and how far */
   size_t pend_len, pend_off;
+  int idle;                               /* the thread runs at idle priority */
 } stream;
 
 static void common_headers(struct MHD_Response *r, const char *type) {
@@ -104,6 +105,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
   (void)pos;
   stream *st = cls;
   kt_server *s = st->s;
+  if (!st->idle) st->idle = 1, kt__serve_idle_priority(); /* this connection's thread */
   if (st->pend) return (ssize_t)take_pending(st, buf, max);
   pthread_mutex_lock(&s->lock);
   for (;;) {
