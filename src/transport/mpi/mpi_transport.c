@@ -205,22 +205,24 @@ static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src,
   }
 }
 
-static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
+/* Waits for req with the peer it waits for published (a signal handler
+ * names it when the job ends under it); p2p: a point-to-point receive. */
+static kt_status wait_named(kt_transport *t, MPI_Request *req, int who, int p2p, kt_error *err) {
   waiting_since = kt_now();
-  waiting_for = src;
-  kt_status st = wait_request_polled(t, req, src, 1, err);
+  waiting_for = who;
+  kt_status st = wait_request_polled(t, req, who, p2p, err);
   waiting_for = -1;
   return st;
+}
+
+static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
+  return wait_named(t, req, src, 1, err);
 }
 
 /* The same for a collective's request; peer is the other member of a
  * two-rank group (named when it is lost), else -1. */
 static kt_status wait_collective(kt_transport *t, MPI_Request *req, int peer, kt_error *err) {
-  waiting_since = kt_now();
-  waiting_for = peer;
-  kt_status st = wait_request_polled(t, req, peer, 0, err);
-  waiting_for = -1;
-  return st;
+  return wait_named(t, req, peer, 0, err);
 }
 
 static void ring_all(mpi_ctx *c, int world) {
