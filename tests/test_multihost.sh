@@ -70,8 +70,14 @@ lose_host() { # NAME ACTION: a run on both hosts, then ACTION on host 2
   t1=$(date +%s.%N)
   [ "$(cat "$tmp/$1.rc")" != 0 ] && ok || bad "$1: the job exited 0"
   python3 -c "import sys; sys.exit(not $t1 - $t0 < 15)" && ok || bad "$1: the job took $(python3 -c "print($t1 - $t0)") s to end"
-  grep -q "kaiten: rank 0 (stage 0): .*lost rank 1 (stage 1)" "$tmp/$1.err" && ok ||
+  if grep -q "kaiten: rank 0 (stage 0): .*lost rank 1 (stage 1)" "$tmp/$1.err"; then ok
+  elif [ "$1" = link ] && grep -q "lost communication with a remote daemon" "$tmp/$1.err"; then
+    # a cut link also cuts mpirun's own connection to that host's daemon:
+    # OpenMPI may end the job before a rank is waiting in a receive to name
+    echo "test_multihost: link: ended by mpirun (lost daemon) before a rank named the peer"; ok
+  else
     bad "$1: no line naming the lost rank: $(grep -v '^step' "$tmp/$1.err" | head -5)"
+  fi
 }
 lose_host kill 'ip netns pids "$ns2" | xargs -r kill -9'
 last=$(sed 's/[^0-9]//g; s/^0*//' "$tmp/run-kill/checkpoints/latest" 2>/dev/null)

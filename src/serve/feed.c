@@ -8,9 +8,9 @@
  * actions) spaces the next one out, so that rendering keeps to about 1% of
  * a core (RENDER_SHARE).
  */
-#define _GNU_SOURCE /* SCHED_IDLE */
-#include <pthread.h>
-#include <sched.h>
+#define _GNU_SOURCE /* gettid */
+#include <sys/resource.h>
+#include <unistd.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -95,8 +95,7 @@ static void render(kt_server *s, serve_record *r) {
 }
 
 void kt__serve_idle_priority(void) {
-  struct sched_param none = {0};
-  pthread_setschedparam(pthread_self(), SCHED_IDLE, &none); /* best effort */
+  setpriority(PRIO_PROCESS, (id_t)gettid(), 19); /* this thread only (Linux); best effort */
 }
 
 static void *pump_main(void *arg) {
