@@ -88,14 +88,19 @@ def live(b):
     open(TMP + "/live-2.png", "wb").write(second)
     check(first != second, "the loss chart looks the same at steps %d and %d" % (s1, s2))
     check(d1 != d2 and len(d2) > len(d1), "the loss curve did not grow (%d -> %d steps)" % (s1, s2))
-    # the replay on the live chart
-    page.eval("document.querySelector('.kt-controls button[title^=\"play\"]').click()")
-    time.sleep(0.8)
-    t = page.eval("document.querySelector('#step-0 .kt-read').textContent")
-    m = re.match(r"t = ([0-9.e+-]+)", t or "")
+    # the replay on the live chart (a new step's Gantt may replace the chart
+    # under the replay: a few tries)
+    for _ in range(3):
+        page.eval("(function(){var b=document.querySelector('.kt-controls button[title^=\"play\"]');"
+                  "if (b) b.click();})()")  # not while it plays
+        time.sleep(0.8)
+        t = page.eval("document.querySelector('#step-0 .kt-read').textContent")
+        m = re.match(r"t = ([0-9.e+-]+)", t or "")
+        lit = page.eval("document.querySelectorAll('#gantt-m-0 rect.kt-now').length")
+        if m and float(m.group(1)) > 0 and lit >= 1:
+            break
     check(m and float(m.group(1)) > 0, "the replay did not move: %r" % t)
-    check(page.eval("document.querySelectorAll('#gantt-m-0 rect.kt-now').length") >= 1,
-          "no action highlighted during the replay")
+    check(lit >= 1, "no action highlighted during the replay")
     page.eval("document.querySelector('.kt-controls button[title^=\"play\"]').click()")
     page.wait("document.body.dataset.live === 'finished'", timeout=240, what="the final state")
     page.b.pump(0.6)
