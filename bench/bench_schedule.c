@@ -80,7 +80,7 @@ static void auto_rows(const bench_opts *o, int reps, double *t) {
   printf("%4s %6s %7s %10s %10s %12s %12s\n", "P", "M", "limit", "ms CPU", "bubble", "authors ms",
          "authors bub");
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    double bubble, limit = cases[i].mult * 2.0 * cases[i].p;
+    double bubble = 0, limit = cases[i].mult * 2.0 * cases[i].p;
     run_auto(cases[i].p, cases[i].m, limit, reps, t, &bubble);
     bench_stat st = bench_stats(t, (size_t)reps, 1e3);
     printf("%4d %6d %4dPMB %10.2f %10.6f", cases[i].p, cases[i].m, cases[i].mult, st.med, bubble);
