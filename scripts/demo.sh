@@ -6,7 +6,9 @@ B=${1:-build}
 K="$B/kaiten"
 RUN=${KAITEN_DEMO_RUN:-runs/demo}
 STEPS=${KAITEN_DEMO_STEPS:-200}
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# section titles in bold on a terminal, plain in a log
+if [ -t 1 ]; then say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else say() { printf '\n== %s\n' "$*"; }; fi
 
 say "Training a GPT (4 blocks, 64 channels, byte-level) on 4 pipeline stages, 1F1B, threads"
 rm -rf "$RUN"
