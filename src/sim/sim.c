@@ -111,6 +111,18 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
   double delta = sc->mem[a->op], extra = sc->transient, before = st->mem[rank];
   double after = before + delta;
   st->mem[rank] = after;
+  /* the memory levels it leaves: the scratch an op holds while it runs,
+   * then what stays; else an F holds its activation from its start and a
+   * backward frees at its end. The timeline samples them, and the metrics
+   * take their peak (as kt_timeline_metrics reads it from the samples). */
+  kt_mem_sample ms[2];
+  int n_ms = 0;
+  if (extra > 0) {
+    ms[n_ms++] = (kt_mem_sample){rank, start, fmax(before, after) + extra};
+    ms[n_ms++] = (kt_mem_sample){rank, end, after};
+  } else if (delta != 0) {
+    ms[n_ms++] = (kt_mem_sample){rank, a->op == KT_OP_F ? start : end, after};
+  }
   if (st->met) {
     kt_rank_metrics *rm = &st->met->ranks[rank];
     if (rm->actions == 0) rm->start = start, rm->end = end;
@@ -122,25 +134,12 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
     if (a->op == KT_OP_F) ++*in;
     if (*in > rm->peak_inflight) rm->peak_inflight = *in;
     if (a->op == KT_OP_B || a->op == KT_OP_W) --*in;
-    /* the memory levels the timeline samples below; the same peak as
-     * kt_timeline_metrics reads from them */
-    double level = extra > 0 ? fmax(before, after) + extra : delta != 0 ? after : 0;
-    if (level > rm->peak_memory) rm->peak_memory = level;
+    for (int i = 0; i < n_ms; i++)
+      if (ms[i].value > rm->peak_memory) rm->peak_memory = ms[i].value;
   }
   if (!tl && !st->sink) return KT_OK;
   kt_event e = {.rank = rank, .stage = a->stage, .mb = a->mb, .op = a->op, .flags = a->flags,
                 .start = start, .end = end};
-  /* the memory levels: the scratch an op holds while it runs, then what
-   * stays; else an F holds its activation from its start and a backward
-   * frees at its end */
-  kt_mem_sample ms[2];
-  int n_ms = 0;
-  if (extra > 0) {
-    ms[n_ms++] = (kt_mem_sample){rank, start, fmax(before, after) + extra};
-    ms[n_ms++] = (kt_mem_sample){rank, end, after};
-  } else if (delta != 0) {
-    ms[n_ms++] = (kt_mem_sample){rank, a->op == KT_OP_F ? start : end, after};
-  }
   if (st->sink) {
     st->sink->event(st->sink->ctx, &e);
     for (int i = 0; i < n_ms; i++) st->sink->mem(st->sink->ctx, rank, ms[i].t, ms[i].value);

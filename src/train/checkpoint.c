@@ -81,17 +81,25 @@ static kt_chunk *unit_chunk(kt_runtime *rt, int u, int d, int *stage_out) {
   return kt_runtime_chunk(rt, stage, d);
 }
 
+/* Where unit u lies in chunk c: its parameters (*params, n_params in the
+ * chunk), offset and length. */
+static void unit_slice(kt_chunk *c, int u, float **params, size_t *n_params, size_t *off,
+                       size_t *n) {
+  int first;
+  const size_t *offset = kt_chunk_unit_offsets(c, &first, NULL);
+  *params = kt_chunk_params(c, n_params);
+  *off = offset[u - first], *n = offset[u - first + 1] - *off;
+}
+
 /* One unit's record: parameters then each optimizer state slice. */
 static kt_status unit_record(kt_runtime *rt, int u, int per, float *out, size_t *count,
                              kt_error *err) {
   int stage;
   kt_chunk *c = unit_chunk(rt, u, 0, &stage);
   if (!c) return kt_fail(err, KT_EINVAL, "checkpoint: unit %d is not on this process", u);
-  int first;
-  size_t n_params;
-  const size_t *offset = kt_chunk_unit_offsets(c, &first, NULL);
-  float *params = kt_chunk_params(c, &n_params);
-  size_t off = offset[u - first], n = offset[u - first + 1] - off;
+  float *params;
+  size_t n_params, off, n;
+  unit_slice(c, u, &params, &n_params, &off, &n);
   *count = n;
   if (!out) return KT_OK;
   float *state = kt_runtime_optim_state(rt, stage, 0, NULL);
@@ -253,13 +261,12 @@ static int same_model(const kt_model_config *a, const kt_model_config *b) {
  * the same size) into replica d's chunk, when this process holds it. */
 static kt_status restore_unit(kt_runtime *rt, int u, int d, int per, const char *rec,
                               uint64_t count, const char *path, kt_error *err) {
-  int stage, first;
+  int stage;
   kt_chunk *c = unit_chunk(rt, u, d, &stage);
   if (!c) return KT_OK; /* another process holds it */
-  size_t n_params;
-  const size_t *offset = kt_chunk_unit_offsets(c, &first, NULL);
-  float *params = kt_chunk_params(c, &n_params);
-  size_t off = offset[u - first], n = offset[u - first + 1] - off;
+  float *params;
+  size_t n_params, off, n;
+  unit_slice(c, u, &params, &n_params, &off, &n);
   if (n != count)
     return kt_fail(err, KT_EINVAL, "%s: unit %d has %llu parameters, the model %zu", path, u,
                    (unsigned long long)count, n);
