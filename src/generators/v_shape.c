@@ -39,11 +39,12 @@ typedef struct {
   int *t[N_TYPES]; /* per type: p lists of up to 2m slot times, rank-major */
   int *n;          /* p * N_TYPES: length of each list */
   int types;       /* 4, 5 (one W list) or 6 (a W list per chunk) */
-  int bound;       /* slot times stay below this */
 } pattern;
 
 #define LIST(pt, k, r) ((pt)->t[k] + (size_t)(r) * 2 * (size_t)(pt)->m)
 #define LEN(pt, k, r) ((pt)->n[(size_t)(r) * N_TYPES + (size_t)(k)])
+
+static int imax(int a, int b) { return a > b ? a : b; }
 
 static void init_offsets(pattern *pt, int half) {
   int n = pt->p, g = half ? (n % 2 == 0 ? 3 : 0) : (n % 3 == 0 ? 2 : 0);
@@ -70,9 +71,63 @@ static int next_event(const pattern *pt, int r, const int *cur, int *time) {
   return best;
 }
 
+/* The highest slot any op of the first `types` types holds, or -1. */
+static int top_slot(const pattern *pt, int types) {
+  int top = -1;
+  for (int r = 0; r < pt->p; r++)
+    for (int k = 0; k < types; k++)
+      for (int j = 0; j < LEN(pt, k, r); j++)
+        if (LIST(pt, k, r)[j] > top) top = LIST(pt, k, r)[j];
+  return top;
+}
+
+/* Rank r's ops of the first `types` types by slot: row[t] = j * 8 + type
+ * (row all -1 on entry, of at least top_slot + 1 entries). Returns the
+ * number of ops, or -1 (row cleared again) when two share a slot. */
+static int rank_row(const pattern *pt, int r, int types, int *row) {
+  int n = 0;
+  for (int k = 0; k < types; k++)
+    for (int j = 0; j < LEN(pt, k, r); j++, n++) {
+      int t = LIST(pt, k, r)[j];
+      if (row[t] >= 0) {
+        for (int c = 0; c < types; c++)
+          for (int i = 0; i < LEN(pt, c, r); i++) row[LIST(pt, c, r)[i]] = -1;
+        return -1;
+      }
+      row[t] = j * 8 + k;
+    }
+  return n;
+}
+
 /* W's into rank r's free slots, oldest first (split: the W's of the up
- * chunk's I's before those of the down chunk's, in two lists). */
-static void place_w(pattern *pt, int r, int split) {
+ * chunk's I's before those of the down chunk's, in two lists): the walk
+ * over the slots when no two ops share one (row: scratch as for rank_row). */
+static int place_w_fast(pattern *pt, int r, int split, int *row) {
+  int ops = rank_row(pt, r, 4, row), pending[2] = {0}, i = 0;
+  if (ops < 0) return -1;
+  LEN(pt, T_W, r) = LEN(pt, T_W2, r) = 0;
+  for (int seen = 0; seen < ops; i++) {
+    if (row[i] >= 0) {
+      int k = row[i] & 7;
+      row[i] = -1, seen++;
+      if (k == T_I1 || k == T_I0) pending[split && k == T_I0]++;
+      continue;
+    }
+    for (int w = 0; w < 2; w++)
+      if (pending[w]) {
+        LIST(pt, T_W + w, r)[LEN(pt, T_W + w, r)++] = i;
+        pending[w]--;
+        break;
+      }
+  }
+  for (int w = 0; w < 2; w++)
+    while (pending[w]--) LIST(pt, T_W + w, r)[LEN(pt, T_W + w, r)++] = ++i;
+  return 0;
+}
+
+/* The same by a cursor over each list, which also copes with ops that
+ * share a slot (the later one runs one slot on). */
+static void place_w_walk(pattern *pt, int r, int split) {
   int cur[N_TYPES] = {0}, pending[2] = {0}, i = 0;
   int saved = pt->types;
   pt->types = 4;
@@ -95,10 +150,23 @@ static void place_w(pattern *pt, int r, int split) {
   for (int w = 0; w < 2; w++)
     while (pending[w]--) LIST(pt, T_W + w, r)[LEN(pt, T_W + w, r)++] = ++i;
   pt->types = saved;
-  if (i + 2 > pt->bound) pt->bound = i + 2;
 }
 
-static int imax(int a, int b) { return a > b ? a : b; }
+
+/* W's for every rank (see place_w_fast). -1 on ENOMEM. */
+static int place_all_w(pattern *pt, int split) {
+  int saved = pt->types;
+  pt->types = 4;
+  int top = top_slot(pt, 4);
+  int *row = malloc((size_t)(top + 2) * sizeof *row);
+  if (!row) return -1;
+  memset(row, -1, (size_t)(top + 2) * sizeof *row);
+  for (int r = 0; r < pt->p; r++)
+    if (place_w_fast(pt, r, split, row)) place_w_walk(pt, r, split);
+  free(row);
+  pt->types = saved;
+  return 0;
+}
 
 /* One slot's effect on a rank's pending activations: an F adds one, a W
  * frees one; without W lists (has_w 0) an I leaves one W pending, which the
@@ -161,14 +229,11 @@ typedef struct {
  * over the slot times, which are small integers. n set; NULL on ENOMEM. */
 static event *events(const pattern *pt, size_t *n) {
   size_t total = 0;
-  int top = 0;
+  int top = top_slot(pt, pt->types);
   for (int r = 0; r < pt->p; r++)
-    for (int k = 0; k < pt->types; k++) {
-      total += (size_t)LEN(pt, k, r);
-      for (int j = 0; j < LEN(pt, k, r); j++) top = imax(top, LIST(pt, k, r)[j]);
-    }
+    for (int k = 0; k < pt->types; k++) total += (size_t)LEN(pt, k, r);
   event *ev = malloc((total ? total : 1) * sizeof *ev);
-  size_t *at = kt_calloc((size_t)top + 2, sizeof *at);
+  size_t *at = kt_calloc((size_t)top + 3, sizeof *at);
   if (!ev || !at) {
     free(ev), free(at);
     return NULL;
@@ -188,6 +253,21 @@ static event *events(const pattern *pt, size_t *n) {
   return ev;
 }
 
+/* The k-th smallest (1-based) of two ascending lists, or their largest
+ * when they hold fewer; -1 when both are empty. A binary search on how many
+ * come from a: the W's of a long cool-down would make a merge quadratic. */
+static int kth_of_two(const int *a, int na, const int *b, int nb, int k) {
+  if (k > na + nb) k = na + nb;
+  if (k <= 0) return -1;
+  int lo = k > nb ? k - nb : 0, hi = k < na ? k : na;
+  while (lo < hi) { /* the fewest taken from a such that a's next is not below b's last taken */
+    int i = lo + (hi - lo) / 2;
+    if (a[i] < b[k - i - 1]) lo = i + 1;
+    else hi = i;
+  }
+  return imax(lo > 0 ? a[lo - 1] : -1, k - lo > 0 ? b[k - lo - 1] : -1);
+}
+
 /* The slot the op's dependencies end in (its earliest start is one later):
  * F of the down chunk after rank r-1's, of the up chunk after rank r+1's;
  * the I's the other way; within a rank F0, F1, I1, I0 of one micro-batch in
@@ -197,41 +277,35 @@ static int deps_slot(const pattern *pt, const event *e) {
   if ((k == T_F0 || k == T_I1) && r > 0) d = LIST(pt, k, r - 1)[j];
   if ((k == T_F1 || k == T_I0) && r < pt->p - 1) d = imax(d, LIST(pt, k, r + 1)[j]);
   if (k > T_F0 && k < T_W) d = imax(d, LIST(pt, k - 1, r)[j]);
-  if (k == T_W) { /* the j-th backward of the rank, either chunk */
-    const int *a = LIST(pt, T_I1, r), *b = LIST(pt, T_I0, r);
-    int na = LEN(pt, T_I1, r), nb = LEN(pt, T_I0, r), x = 0, y = 0, t = -1;
-    for (int c = 0; c <= j && (x < na || y < nb); c++)
-      t = (y >= nb || (x < na && a[x] <= b[y])) ? a[x++] : b[y++];
-    d = imax(d, t);
-  }
+  if (k == T_W) /* the j-th backward of the rank, either chunk */
+    d = imax(d, kth_of_two(LIST(pt, T_I1, r), LEN(pt, T_I1, r), LIST(pt, T_I0, r),
+                           LEN(pt, T_I0, r), j + 1));
   if (j > 0) d = imax(d, LIST(pt, k, r)[j - 1]);
   return d;
 }
 
 /* Recomputes every slot as the earliest after its dependencies and the
- * rank's previous op (unit costs), keeping the order. -1 on ENOMEM. */
+ * rank's previous op (unit costs), keeping the order. In place: in time
+ * order every dependency of an op has its new slot already. -1 on ENOMEM. */
 static int compact(pattern *pt) {
   size_t n;
   event *ev = events(pt, &n);
-  int *end = malloc((size_t)pt->p * N_TYPES * 2 * (size_t)pt->m * sizeof *end);
-  int *last = kt_calloc((size_t)pt->p, sizeof *last);
-  if (!ev || !end || !last) {
-    free(ev), free(end), free(last);
+  int *next = kt_calloc((size_t)pt->p, sizeof *next); /* each rank's first free slot */
+  if (!ev || !next) {
+    free(ev), free(next);
     return -1;
   }
-#define END(r, k, j) end[(((size_t)(r) * N_TYPES + (size_t)(k)) * 2 * (size_t)pt->m) + (size_t)(j)]
   for (size_t i = 0; i < n; i++) {
     const event *e = &ev[i];
-    int r = e->r, k = e->k, j = e->j, d = last[r];
-    if ((k == T_F0 || k == T_I1) && r > 0) d = imax(d, END(r - 1, k, j));
-    if ((k == T_F1 || k == T_I0) && r < pt->p - 1) d = imax(d, END(r + 1, k, j));
-    if (k > T_F0 && k < T_W) d = imax(d, END(r, k - 1, j));
-    if (j > 0) d = imax(d, END(r, k, j - 1));
-    END(r, k, j) = last[r] = d + 1;
+    int r = e->r, k = e->k, j = e->j, d = next[r];
+    if ((k == T_F0 || k == T_I1) && r > 0) d = imax(d, LIST(pt, k, r - 1)[j] + 1);
+    if ((k == T_F1 || k == T_I0) && r < pt->p - 1) d = imax(d, LIST(pt, k, r + 1)[j] + 1);
+    if (k > T_F0 && k < T_W) d = imax(d, LIST(pt, k - 1, r)[j] + 1);
+    if (j > 0) d = imax(d, LIST(pt, k, r)[j - 1] + 1);
+    LIST(pt, k, r)[j] = d;
+    next[r] = d + 1;
   }
-  for (size_t i = 0; i < n; i++) LIST(pt, ev[i].k, ev[i].r)[ev[i].j] = END(ev[i].r, ev[i].k, ev[i].j) - 1;
-#undef END
-  free(ev), free(end), free(last);
+  free(ev), free(next);
   return 0;
 }
 
@@ -241,11 +315,11 @@ static int compact(pattern *pt) {
  * everything is compacted. -1 on ENOMEM. */
 static int squeeze(pattern *pt, int with_w) {
   pt->types = with_w ? 5 : 4;
-  if (with_w)
-    for (int r = 0; r < pt->p; r++) place_w(pt, r, 0);
+  if (with_w && place_all_w(pt, 0)) return -1;
   size_t n;
   event *ev = events(pt, &n);
-  int slots = pt->bound + 6 * pt->m + 12 * pt->p;
+  /* ops only move earlier, and past the last one the levels only fall */
+  int slots = top_slot(pt, pt->types) + 2;
   unsigned char *busy = kt_calloc((size_t)pt->p * (size_t)slots, 1);
   levels L = {slots, with_w, malloc((size_t)pt->p * (size_t)slots),
               malloc((size_t)pt->p * (size_t)slots * sizeof(int)),
@@ -281,9 +355,43 @@ static int squeeze(pattern *pt, int with_w) {
   free(ev), free(busy), free(L.occ), free(L.lvl), free(L.pend);
   if (!with_w) {
     pt->types = 5;
-    for (int r = 0; r < pt->p; r++) place_w(pt, r, 0);
+    if (place_all_w(pt, 0)) return -1;
   }
   return compact(pt);
+}
+
+static void append(kt_schedule *s, int r, int k, int j) {
+  int down = r, up = 2 * s->p - 1 - r;
+  int stage = k == T_F0 || k == T_I0 || k == T_W2 ? down : up;
+  kt_op op = k <= T_F1 ? KT_OP_F : k <= T_I0 ? KT_OP_I : KT_OP_W;
+  kt__zb_append(s, r, stage, op, j);
+}
+
+/* Every rank's ops into s in slot order (a rank at a time through its slot
+ * row; in global time order when two ops of a rank share a slot). -1 on
+ * ENOMEM. */
+static int emit(kt_schedule *s, const pattern *pt) {
+  int top = top_slot(pt, pt->types);
+  int *row = malloc((size_t)(top + 2) * sizeof *row);
+  if (!row) return -1;
+  memset(row, -1, (size_t)(top + 2) * sizeof *row);
+  int shared = 0;
+  for (int r = 0; r < pt->p && !shared; r++) {
+    s->ranks[r].n = 0;
+    int ops = rank_row(pt, r, pt->types, row);
+    shared = ops < 0;
+    for (int t = 0, seen = 0; seen < ops; t++)
+      if (row[t] >= 0) append(s, r, row[t] & 7, row[t] >> 3), row[t] = -1, seen++;
+  }
+  free(row);
+  if (!shared) return 0;
+  size_t n;
+  event *ev = events(pt, &n);
+  if (!ev) return -1;
+  for (int r = 0; r < pt->p; r++) s->ranks[r].n = 0;
+  for (size_t i = 0; i < n; i++) append(s, ev[i].r, ev[i].k, ev[i].j);
+  free(ev);
+  return 0;
 }
 
 /* The whole construction into s (its lists emptied first). */
@@ -297,28 +405,15 @@ static kt_status construct(kt_schedule *s, int half, kt_error *err) {
   kt_status st = KT_OK;
   if (ok) {
     init_offsets(&pt, half);
-    pt.bound = 6 * m + 6 * p + 6;
     ok = !squeeze(&pt, 1);
     pt.types = 4;
     ok = ok && !squeeze(&pt, 0);
     pt.types = 4;
-    for (int r = 0; r < p && ok; r++) place_w(&pt, r, 1);
+    ok = ok && !place_all_w(&pt, 1);
     pt.types = N_TYPES;
   }
-  size_t n;
-  event *ev = ok ? events(&pt, &n) : NULL;
-  if (!ev || kt__zb_reserve(s, err)) {
+  if (!ok || kt__zb_reserve(s, err) || emit(s, &pt))
     st = kt_fail(err, KT_ENOMEM, "out of memory building %s (P=%d, M=%d)", s->name, p, m);
-  } else {
-    for (int r = 0; r < p; r++) s->ranks[r].n = 0;
-    for (size_t i = 0; i < n; i++) {
-      int r = ev[i].r, down = r, up = 2 * p - 1 - r, k = ev[i].k;
-      int stage = k == T_F0 || k == T_I0 || k == T_W2 ? down : up;
-      kt_op op = k <= T_F1 ? KT_OP_F : k <= T_I0 ? KT_OP_I : KT_OP_W;
-      kt__zb_append(s, r, stage, op, ev[i].j);
-    }
-  }
-  free(ev);
   for (int k = 0; k < N_TYPES; k++) free(pt.t[k]);
   free(pt.n);
   return st;
