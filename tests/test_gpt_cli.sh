@@ -28,6 +28,12 @@ py "import json
 a=json.loads(open('$tmp/full.json').read().splitlines()[-1])['losses'][3:]
 b=json.loads(open('$tmp/resumed.json').read().splitlines()[-1])['losses']
 assert a==b, (a, b)" && ok || bad "resumed losses are not bitwise equal"
+# 2b. where the rank threads run (pinned to cores, or --no-pin) changes no bit
+"$K" train $G --stages 2 --steps 6 --no-pin >"$tmp/nopin.json" 2>"$tmp/nopin.err" || bad "--no-pin: $(tail -1 "$tmp/nopin.err")"
+py "import json
+a=json.loads(open('$tmp/full.json').read().splitlines()[-1])['losses']
+b=json.loads(open('$tmp/nopin.json').read().splitlines()[-1])['losses']
+assert a==b and len(a)==6, (a, b)" && ok || bad "--no-pin changed the losses"
 # 3. resume under another P and schedule: equal to 1e-5
 "$K" train --resume "$tmp/run2" --stages 4 --schedule zb-h1 -m 4 -b 2 --val-every 0 --format json --steps 6 >"$tmp/other.json" 2>"$tmp/other.err" || bad "resume P=4: $(tail -1 "$tmp/other.err")"
 py "import json

@@ -53,6 +53,9 @@ typedef struct {
   size_t syn_act_bytes;
   size_t syn_grad_bytes; /* gradient bytes per synthetic stage (all-reduced with D > 1) */
   double timeout; /* watchdog: seconds a rank may wait for a peer (default 60) */
+  /* Rank threads of one process each on a core of their own when the
+   * process may use enough cores (default 1; 0 leaves them to the kernel). */
+  int pin_threads;
 } kt_runtime_config;
 
 void kt_runtime_config_default(kt_runtime_config *c);

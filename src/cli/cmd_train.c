@@ -48,6 +48,7 @@ static const cli_opt train_opts_table[] = {
     {"cluster", 0, "FILE", "cluster spec (kaiten calibrate): predict hops and the all-reduce on its links"},
     {"transport", 0, "NAME", "threads (default: one process) | mpi (one process per rank, mpirun)"},
     {"threads-per-rank", 0, "N", "OpenBLAS threads per rank (default: cores / ranks in this process)"},
+    {"no-pin", 0, NULL, "leave rank threads to the kernel (default: each on its own core when there are enough)"},
     {"format", 'f', "FMT", "text (default) | ascii | json | chrome"},
     {"output", 'o', "FILE", "write the final report (json/chrome/ascii) to FILE"},
     {"no-live", 0, NULL, "plain progress lines even on a terminal"},
@@ -140,6 +141,7 @@ static void take_flags(const cli_args *a, train_opts *o, const train_numbers *n)
   o->act_bytes = n->act;
   o->grad_bytes = n->grad;
   o->blas_threads = (int)n->blas;
+  o->pin = !cli_has(a, "no-pin");
   o->synthetic = cli_has(a, "synthetic");
   o->skip_nonfinite = cli_has(a, "skip-nonfinite");
   o->partition = cli_get(a, "partition");

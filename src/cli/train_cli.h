@@ -38,6 +38,7 @@ typedef struct {
   int force;       /* --force: clear a run directory that holds an old run */
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   int blas_threads; /* OpenBLAS threads per rank (0: cores / local ranks) */
+  int pin;          /* rank threads each on a core of their own (kt_runtime_config.pin_threads) */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
   const char *cluster; /* --cluster FILE: predict on its links, NULL: none */
 } train_opts;

@@ -139,6 +139,7 @@ static kt_status build_runtime(session *s, kt_error *err) {
   rc.syn_act_bytes = (size_t)o->act_bytes;
   rc.syn_grad_bytes = (size_t)o->grad_bytes;
   rc.timeout = o->timeout;
+  rc.pin_threads = o->pin;
 
   if (s->use_mpi) {
     st = kt_transport_mpi_create(s->sched.p, o->d, o->timeout, &s->mpi_t, err);

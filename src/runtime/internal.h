@@ -24,6 +24,7 @@ struct kt__worker {
   kt_runtime *rt;
   kt_transport *t;
   int world_rank, stage_rank, replica;
+  int cpu;                 /* the core its thread runs on, or -1: not pinned */
   kt_chunk **chunk;        /* [V], chunk c holds stage kt_rank_chunk_stage(stage_rank, c) */
   float **opt_state;       /* [V] optimizer state per chunk, or NULL */
   unsigned char **decay;   /* [V] 1 where weight decay applies (matrices), per parameter */
