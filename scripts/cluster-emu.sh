@@ -100,6 +100,10 @@ up() {
   # about 4 s rather than after TCP's retransmission timeout of minutes.
   # Messages up to 4 MiB are sent eagerly: a send then leaves at once instead
   # of waiting for the receiver to answer a rendezvous between its own ops.
+  # The emulated hosts share this machine's cores, and each host's daemon
+  # would bind its first rank to "its" core 0: with one rank per host every
+  # rank then ran on the same real core. --bind-to none leaves them to the
+  # kernel (on real machines, keep mpirun's default binding).
   # The agent mpirun calls as `agent HOST COMMAND...`: the command runs in the
   # host's namespace under the host's own name (a UTS namespace), as ssh would.
   cat >"$dir/rsh-agent" <<EOF
@@ -114,7 +118,7 @@ EOF
     --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,self --mca btl_tcp_if_include "$SUBNET" \
     --mca oob_tcp_if_include "$SUBNET" --mca btl_tcp_eager_limit 4194304 \
     --mca btl_tcp_rndv_eager_limit 4194304 --mca oob_tcp_keepalive_time 1 \
-    --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 >"$dir/mpirun-flags"
+    --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 --bind-to none >"$dir/mpirun-flags"
   echo "$link" >"$dir/link"
   trap - EXIT INT TERM
 }
