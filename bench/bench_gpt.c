@@ -170,6 +170,22 @@ static double pipeline_step(pipeline *p, int step, double *share) {
   return res.seconds;
 }
 
+/* The row of the two-core replay: each core's rate against one alone. */
+static void pair_row(const bench_opts *o, const gpt_size *g, bench_stat s_pair, double ideal) {
+  char id[64], what[200], ref[160];
+  printf("%-8s sgemm replay on both cores at once: %.3f of one core's rate each; P=2 ceiling "
+         "%.3f x (%.3f of ideal)\n",
+         g->name, s_pair.med, ideal * s_pair.med, s_pair.med);
+  snprintf(id, sizeof id, "gpt.%s.sgemm_two_cores", g->name);
+  snprintf(what, sizeof what,
+           "%s GPT's sgemm shapes replayed on both cores at once: each core's rate against one "
+           "core alone (median of per-round ratios)",
+           g->name);
+  snprintf(ref, sizeof ref, "one core alone (1.0): P=2 ceiling %.3f x = %.3f of ideal",
+           ideal * s_pair.med, s_pair.med);
+  bench_row(o, id, what, "ratio", s_pair, ref, 1);
+}
+
 static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   pipeline p1, p2;
   pipeline_create(&p1, g, 1);
@@ -239,19 +255,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
            g->name, s_tok2.med);
   snprintf(ref, sizeof ref, "ideal 2M/(M+1) = %.3f, M=%d (target 0.9)", ideal, M_MB);
   bench_row(o, id, what, "x", s_speed, ref, ideal);
-  if (s_pair.med > 0) {
-    printf("%-8s sgemm replay on both cores at once: %.3f of one core's rate each; P=2 ceiling "
-           "%.3f x (%.3f of ideal)\n",
-           g->name, s_pair.med, ideal * s_pair.med, s_pair.med);
-    snprintf(id, sizeof id, "gpt.%s.sgemm_two_cores", g->name);
-    snprintf(what, sizeof what,
-             "%s GPT's sgemm shapes replayed on both cores at once: each core's rate against one "
-             "core alone (median of per-round ratios)",
-             g->name);
-    snprintf(ref, sizeof ref, "one core alone (1.0): P=2 ceiling %.3f x = %.3f of ideal",
-             ideal * s_pair.med, s_pair.med);
-    bench_row(o, id, what, "ratio", s_pair, ref, 1);
-  }
+  if (s_pair.med > 0) pair_row(o, g, s_pair, ideal);
   for (int i = 0; i < COLD_SETS; i++) free(bufs[i].a), free(bufs[i].b), free(bufs[i].c);
   pipeline_destroy(&p2);
   pipeline_destroy(&p1);
