@@ -56,6 +56,32 @@ int main(void) {
   kt_timeline_free(&t);
   kt_schedule_free(&s);
 
+  /* the same with a send overhead of 0.25: each rank is held that long by
+   * every message it sends (rank 0 after F0 and F1, rank 1 after B0 and
+   * B1); compute-only and lowered alike */
+  s = gen(KT_SCHED_1F1B, 2, 2);
+  c.send_overhead = 0.25;
+  kt_schedule lowered;
+  REQUIRE(kt_schedule_lower(&s, &lowered, &err) == KT_OK);
+  for (int low = 0; low < 2; low++) {
+    REQUIRE(kt_simulate(low ? &lowered : &s, &c, &t, &err) == KT_OK);
+    CHECK_NEAR(find(&t, 0, KT_OP_F, 1)->start, 1.25, 1e-12);
+    CHECK_NEAR(find(&t, 1, KT_OP_F, 1)->start, 4.75, 1e-12);
+    CHECK_NEAR(find(&t, 0, KT_OP_B, 0)->start, 5.0, 1e-12);
+    CHECK_NEAR(find(&t, 0, KT_OP_B, 1)->start, 8.25, 1e-12);
+    REQUIRE(kt_timeline_metrics(&t, &m, &err) == KT_OK);
+    CHECK_NEAR(m.makespan, 10.25, 1e-12);
+    CHECK_NEAR(m.ranks[0].busy, 6.0, 1e-12); /* posting a send is not compute */
+    kt_metrics_free(&m);
+    REQUIRE(kt_simulate_metrics(low ? &lowered : &s, &c, &m, &err) == KT_OK);
+    CHECK_NEAR(m.makespan, 10.25, 1e-12);
+    kt_metrics_free(&m);
+    kt_timeline_free(&t);
+  }
+  c.send_overhead = 0;
+  kt_schedule_free(&lowered);
+  kt_schedule_free(&s);
+
   /* gpipe P=3 M=2, T_F=2, T_B=1, T_W=1, T_comm=1 */
   s = gen(KT_SCHED_GPIPE, 3, 2);
   c.tf = 2, c.tb = 1, c.tw = 1, c.comm = 1;

@@ -8,7 +8,7 @@ K="$1"
 expect 0 "$K" train --help; has "--microbatches" "$tmp/out"
 
 # synthetic P=8, M=32, 1f1b, T_F=2 ms, T_B=4 ms: measured bubble within 0.03 of predicted.
-# A timing check on a shared machine: one retry when the first attempt misses.
+# A timing check on a shared machine: up to two retries when an attempt misses.
 synthetic_ok() {
   "$K" train --synthetic --stages 8 --schedule 1f1b -m 32 --tf 2 --tb 4 --tw 0 --steps 2 --format json >"$tmp/out" 2>"$tmp/err" || return 1
   tail -n 1 "$tmp/out" >"$tmp/last.json"
@@ -24,12 +24,16 @@ for r in d["ranks"]:
     for k in ("busy", "idle", "peak_inflight"):
         assert k in r, k
     assert r["peak_inflight"] == r["predicted_peak_inflight"]
+# the step's calibrated hop and send overhead: the median send of a 64 KiB
+# tensor between threads holds its rank far less than an op's 2 ms
+assert 0 < d["send_overhead_seconds"] < 2e-3, d["send_overhead_seconds"]
+assert d["hop_seconds"] >= 0, d["hop_seconds"]
 if os.environ.get("KT_SANITIZED") != "1":   # sanitizer builds are too slow to time
     assert abs(m - p) < 0.03, (m, p)
     assert abs(p - 7 / 39) < 0.03, p   # (P-1)/(M+P-1) with a 2:4 F:B ratio, plus hand-over time
 PY
 }
-if synthetic_ok || synthetic_ok; then ok; else bad "synthetic bubble"; fi
+if synthetic_ok || synthetic_ok || { sleep 3; synthetic_ok; }; then ok; else bad "synthetic bubble"; fi
 
 # an MLP learns: the loss falls, every schedule runs
 for s in gpipe 1f1b interleaved zb-h1 zb-h2 zbv; do

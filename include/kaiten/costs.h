@@ -23,6 +23,10 @@ typedef struct kt_costs {
   double comm_latency;       /* with comm_bandwidth > 0: hop = latency + bytes / bandwidth */
   double comm_bytes;
   double comm_bandwidth;
+  /* Seconds a rank is held by each message it sends to another rank (what
+   * posting a send takes it, LogP's o: a copy into a TCP socket is paid by
+   * the sender); the message still leaves when the send starts. Default 0. */
+  double send_overhead;
   double mem_act;            /* M_B: activation memory one F adds */
   double mem_wgrad;          /* M_W: memory an I keeps for its W */
   double mem_transient;      /* what an action of the stage holds while it runs beyond the
@@ -72,7 +76,7 @@ void kt_costs_describe(const kt_costs *c, char *buf, size_t n);
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err);
 /* Loads a JSON cost file: {"tf": 1 or [..], "tb": .., "tw": .., "comm": x,
  * "mem_act": .., "mem_wgrad": .., "mem_transient": .., "comm_latency",
- * "comm_bytes", "comm_bandwidth", "overlap"}; any other key is refused
+ * "comm_bytes", "comm_bandwidth", "send_overhead", "overlap"}; any other key is refused
  * (EINVAL naming it), malformed JSON is EPARSE. EIO / EPARSE / EINVAL. */
 kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err);
 /* The same from JSON text; origin names it in error messages. */

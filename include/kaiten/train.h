@@ -113,9 +113,11 @@ kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_tim
                               kt_timeline *predicted, kt_error *err);
 
 /* Per-stage costs from a measured timeline: mean F, I, W (and B) time per
- * stage (the prediction then does the step's total work), and T_comm = the median hand-over time between ranks (producer's
- * end to consumer's start, over actions that sat waiting for their input);
- * the simulator's semantics then predict the same schedule. */
+ * stage (the prediction then does the step's total work), T_comm = the
+ * median hand-over time between ranks (producer's end to consumer's start,
+ * over actions that sat waiting for their input) and send_overhead = the
+ * median time a send held its rank; the simulator's semantics then predict
+ * the same schedule. */
 kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
                              kt_error *err);
 

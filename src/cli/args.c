@@ -177,9 +177,11 @@ static int read_costs(const cli_args *a, kt_costs *c) {
     const char *v = cli_get(a, fields[i]);
     if (v && kt_costs_set(c, fields[i], v, &err)) return cli_usage_error("--%s", err.msg);
   }
-  static const char *const scalars[] = {"comm", "comm-latency", "comm-bytes", "comm-bandwidth"};
-  double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth};
-  for (size_t i = 0; i < 4; i++)
+  static const char *const scalars[] = {"comm", "comm-latency", "comm-bytes", "comm-bandwidth",
+                                        "send-overhead"};
+  double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
+                       &c->send_overhead};
+  for (size_t i = 0; i < sizeof targets / sizeof *targets; i++)
     if (cli_double(a, scalars[i], 0, 1e300, *targets[i], targets[i])) return 2;
   if (cli_double(a, "overlap", 0, 1, c->overlap, &c->overlap)) return 2;
   if (all_zero(c))

@@ -31,7 +31,9 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_schedule *s,
       {"update_seconds", r->tail_seconds},
       {"samples_per_s", r->samples_per_s},
       {"tokens_per_s", r->tokens_per_s},
-      {"peak_activation_bytes_stage0", (double)r->peak_stash_bytes_stage0}};
+      {"peak_activation_bytes_stage0", (double)r->peak_stash_bytes_stage0},
+      {"hop_seconds", r->calibrated.comm},
+      {"send_overhead_seconds", r->calibrated.send_overhead}};
   for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
     kt_buf_printf(b, ",\"%s\":", nums[i].k);
     kt_buf_json_number(b, nums[i].v);

@@ -77,7 +77,8 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
   const struct { const char *name; double v; } scalars[] = {
       {"tf", c->tf}, {"tb", c->tb}, {"tw", c->tw}, {"comm", c->comm},
       {"comm-latency", c->comm_latency}, {"comm-bytes", c->comm_bytes},
-      {"comm-bandwidth", c->comm_bandwidth}, {"mem-act", c->mem_act},
+      {"comm-bandwidth", c->comm_bandwidth}, {"send-overhead", c->send_overhead},
+      {"mem-act", c->mem_act},
       {"mem-wgrad", c->mem_wgrad}, {"mem-transient", c->mem_transient}};
   for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
     if (bad_value(scalars[i].v))
@@ -199,8 +200,8 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
     return kt_fail(err, KT_EPARSE, "%s: not a JSON object", origin);
   }
   static const char *const fields[] = {"tf", "tb", "tw", "mem_act", "mem_wgrad", "mem_transient"};
-  static const char *const scalars[] = {"comm", "comm_latency", "comm_bytes", "comm_bandwidth",
-                                        "overlap"};
+  static const char *const scalars[] = {"comm",          "comm_latency", "comm_bytes",
+                                        "comm_bandwidth", "send_overhead", "overlap"};
   for (const cJSON *it = root->child; it && !st; it = it->next) { /* a typo must not pass */
     int known = 0;
     for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) known |= !strcmp(it->string, fields[f]);
@@ -208,7 +209,7 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
     if (!known)
       st = kt_fail(err, KT_EINVAL,
                    "%s: unknown key \"%s\" (known: tf, tb, tw, comm, comm_latency, comm_bytes, "
-                   "comm_bandwidth, mem_act, mem_wgrad, mem_transient, overlap)",
+                   "comm_bandwidth, send_overhead, mem_act, mem_wgrad, mem_transient, overlap)",
                    origin, it->string);
   }
   for (size_t f = 0; f < sizeof fields / sizeof *fields && !st; f++) {
@@ -240,9 +241,9 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
       st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number or an array", origin, fields[f]);
     }
   }
-  double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
-                       &c->overlap};
-  for (size_t f = 0; f < 5 && !st; f++) {
+  double *targets[] = {&c->comm,           &c->comm_latency,  &c->comm_bytes,
+                       &c->comm_bandwidth, &c->send_overhead, &c->overlap};
+  for (size_t f = 0; f < sizeof targets / sizeof *targets && !st; f++) {
     cJSON *it = cJSON_GetObjectItemCaseSensitive(root, scalars[f]);
     if (!it) continue;
     if (!cJSON_IsNumber(it) || bad_value(it->valuedouble))
@@ -286,5 +287,6 @@ void kt_costs_describe(const kt_costs *c, char *buf, size_t n) {
     if (i) buf[len++] = ' ';
     len += describe_field(buf + len, n - len, f[i].name, f[i].u, f[i].per, c->n_stages);
   }
-  if (len + 32 < n) snprintf(buf + len, n - len, " comm=%g", kt_cost_comm(c));
+  if (len + 32 < n) len += (size_t)snprintf(buf + len, n - len, " comm=%g", kt_cost_comm(c));
+  if (c->send_overhead > 0 && len + 32 < n) snprintf(buf + len, n - len, " send=%g", c->send_overhead);
 }

@@ -48,6 +48,7 @@ typedef struct {
   int *owner;         /* stage -> rank (no division in the hot loop) */
   size_t *pos;        /* next action per rank */
   double *free_at;    /* end of the previous action per rank */
+  int sent;           /* messages the running compute action sent to other ranks */
   double *mem;        /* running memory per rank */
   int *queue, *queued, qhead, qlen;
   /* lowered programs only, per message (result F or BI of a pair): when its
@@ -92,21 +93,27 @@ static double ready_time(sim_state *st, const kt_action *a, kt_action *dep) {
 /* Publishes a finished compute action's results: to a consumer on the same
  * rank at once, to another rank one hop later (compute-only) or when its
  * SEND runs (lowered). */
-static void publish(sim_state *st, int rank, const kt_action *a, double end) {
+static int publish(sim_state *st, int rank, const kt_action *a, double end) {
   unsigned made = kt_action_publishes(a->op);
+  int sent = 0; /* messages to other ranks (compute-only) */
   for (int r = 0; r < KT_RESULT_COUNT; r++) {
     if (!(made & (1u << r))) continue;
     int to = kt_result_consumer((kt_result)r, a->stage, st->S);
     double *slot = result_slot(st, (kt_result)r, a->stage, a->mb);
-    if (to < 0 || st->owner[to] == rank) *slot = end;
-    else if (!st->lowered) *slot = arrive_at(st, rank, st->owner[to], end), wake(st, st->owner[to]);
+    if (to < 0 || st->owner[to] == rank) {
+      *slot = end;
+    } else if (!st->lowered) {
+      *slot = arrive_at(st, rank, st->owner[to], end), wake(st, st->owner[to]);
+      sent++;
+    }
     if (to >= 0 && st->owner[to] == rank) wake(st, rank);
   }
+  return sent;
 }
 
 static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_action *a, double start,
                         double end, double publish_at) {
-  publish(st, rank, a, publish_at);
+  st->sent += publish(st, rank, a, publish_at);
   const stage_costs *sc = &st->cost[a->stage];
   double delta = sc->mem[a->op], extra = sc->transient, before = st->mem[rank];
   double after = before + delta;
@@ -182,13 +189,14 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
     total = shrunk;
   }
   double t = start;
+  st->sent = 0;
   for (size_t g = 0; g < group; g++) {
     double d = (g == 0 ? first : st->cost[a[g].stage].dur[a[g].op]) * scale;
     /* a lone action publishes at its end; an overlapped group when it all ends */
     if (record(st, tl, rank, &a[g], t, t + d, start + total)) return -1;
     t += d;
   }
-  st->free_at[rank] = start + total;
+  st->free_at[rank] = start + total + st->sent * st->c->send_overhead; /* posting the sends */
   st->pos[rank] += group;
   return 1;
 }
@@ -219,6 +227,7 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
     kt_result r = a->op == KT_OP_SEND_F ? KT_RESULT_F : KT_RESULT_BI;
     double arrive = arrive_at(st, rank, st->owner[kt_result_consumer(r, a->stage, st->S)], now);
     st->sent_at[m] = now;
+    st->free_at[rank] = now + st->c->send_overhead;
     *result_slot(st, r, a->stage, a->mb) = arrive;
     wake(st, st->owner[kt_result_consumer(r, a->stage, st->S)]);
     rc = add_comm(tl, rank, a, now, arrive, NULL);

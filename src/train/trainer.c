@@ -80,6 +80,20 @@ done:
   return hop;
 }
 
+/* What posting a send holds its rank: the median of the step's sends (0
+ * when it recorded none, e.g. one rank). */
+static double calibrate_send(const kt_timeline *t) {
+  double *d = kt_calloc(t->n_comm + 1, sizeof *d), o = 0;
+  size_t n = 0;
+  if (!d) return 0;
+  for (size_t i = 0; i < t->n_comm; i++)
+    if (t->comm[i].op == KT_OP_SEND_F || t->comm[i].op == KT_OP_SEND_B)
+      d[n++] = t->comm[i].end - t->comm[i].start;
+  if (n) o = kt_median(d, n);
+  free(d);
+  return o > 0 ? o : 0;
+}
+
 kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
                              kt_error *err) {
   int S = kt_schedule_stages(s);
@@ -125,6 +139,7 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
   out->tb = out->stage_tb[0];
   out->tw = out->stage_tw[0];
   out->comm = calibrate_hop(measured, s);
+  out->send_overhead = calibrate_send(measured);
   return KT_OK;
 }
 
