@@ -19,6 +19,14 @@ expect 0 "$K" sim --schedule 1f1b -p 4 -m 8 --color always; has $'\x1b\[' "$tmp/
 expect 0 "$K" sim --schedule 1f1b -p 4 -m 8 --color never
 if grep -q $'\x1b' "$tmp/out"; then bad "colour with --color never"; else ok; fi
 
+# a send overhead holds the sender after each message (worked by hand in test_sim.c)
+expect 0 "$K" sim -s 1f1b -p 2 -m 2 --tf 1 --tb 2 --tw 0 --comm 0.5 --send-overhead 0.25 --per-stage
+has "makespan 10.25" "$tmp/out"; has "send=0.25" "$tmp/out"
+echo '{"tf": 1, "tb": 2, "tw": 0, "comm": 0.5, "send_overhead": 0.25}' >"$tmp/so.json"
+expect 0 "$K" sim -s 1f1b -p 2 -m 2 --costs "$tmp/so.json" --per-stage --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['makespan']==10.25 and d['costs']['send_overhead']==0.25, d['makespan']" && ok || bad "send_overhead in a cost file"
+expect 2 "$K" sim --send-overhead -1;       oneline; has "send-overhead" "$tmp/err"
+
 # bad input: one line, exit 2, naming the value
 expect 2 "$K" sim --schedule nope;          oneline; has "unknown schedule 'nope'" "$tmp/err"
 expect 2 "$K" sim -p 0;                     oneline; has "'0'" "$tmp/err"

@@ -33,6 +33,8 @@ void kt_render_costs_json(const kt_costs *c, kt_buf *b) {
   cost_value(b, "tw", c->tw, c->stage_tw, ns);
   kt_buf_puts(b, ",\"comm\":");
   kt_buf_json_number(b, kt_cost_comm(c));
+  kt_buf_puts(b, ",\"send_overhead\":");
+  kt_buf_json_number(b, c->send_overhead);
   kt_buf_puts(b, ",");
   cost_value(b, "mem_act", c->mem_act, c->stage_mem_act, ns);
   kt_buf_puts(b, ",");
