@@ -99,6 +99,23 @@ static int rank_row(const pattern *pt, int r, int types, int *row) {
   return n;
 }
 
+/* The W placement's two steps: a free slot i takes the oldest pending W
+ * (the up chunk's first when split), and the W's still pending at the end
+ * follow the last op (from slot i + 1 on). */
+static void w_into(pattern *pt, int r, int *pending, int i) {
+  for (int w = 0; w < 2; w++)
+    if (pending[w]) {
+      LIST(pt, T_W + w, r)[LEN(pt, T_W + w, r)++] = i;
+      pending[w]--;
+      return;
+    }
+}
+
+static void w_after(pattern *pt, int r, int *pending, int i) {
+  for (int w = 0; w < 2; w++)
+    while (pending[w]--) LIST(pt, T_W + w, r)[LEN(pt, T_W + w, r)++] = ++i;
+}
+
 /* W's into rank r's free slots, oldest first (split: the W's of the up
  * chunk's I's before those of the down chunk's, in two lists): the walk
  * over the slots when no two ops share one (row: scratch as for rank_row). */
@@ -107,21 +124,15 @@ static int place_w_fast(pattern *pt, int r, int split, int *row) {
   if (ops < 0) return -1;
   LEN(pt, T_W, r) = LEN(pt, T_W2, r) = 0;
   for (int seen = 0; seen < ops; i++) {
-    if (row[i] >= 0) {
-      int k = row[i] & 7;
-      row[i] = -1, seen++;
-      if (k == T_I1 || k == T_I0) pending[split && k == T_I0]++;
+    if (row[i] < 0) {
+      w_into(pt, r, pending, i);
       continue;
     }
-    for (int w = 0; w < 2; w++)
-      if (pending[w]) {
-        LIST(pt, T_W + w, r)[LEN(pt, T_W + w, r)++] = i;
-        pending[w]--;
-        break;
-      }
+    int k = row[i] & 7;
+    row[i] = -1, seen++;
+    if (k == T_I1 || k == T_I0) pending[split && k == T_I0]++;
   }
-  for (int w = 0; w < 2; w++)
-    while (pending[w]--) LIST(pt, T_W + w, r)[LEN(pt, T_W + w, r)++] = ++i;
+  w_after(pt, r, pending, i);
   return 0;
 }
 
@@ -135,23 +146,16 @@ static void place_w_walk(pattern *pt, int r, int split) {
   for (;; i++) {
     int time = 0, k = next_event(pt, r, cur, &time);
     if (k < 0) break;
-    if (time <= i) { /* (slots never collide; <= keeps a collision from looping) */
-      cur[k]++;
-      if (k == T_I1 || k == T_I0) pending[split && k == T_I0]++;
+    if (time > i) {
+      w_into(pt, r, pending, i);
       continue;
     }
-    for (int w = 0; w < 2; w++)
-      if (pending[w]) {
-        LIST(pt, T_W + w, r)[LEN(pt, T_W + w, r)++] = i;
-        pending[w]--;
-        break;
-      }
+    cur[k]++; /* (slots never collide; time < i keeps a collision from looping) */
+    if (k == T_I1 || k == T_I0) pending[split && k == T_I0]++;
   }
-  for (int w = 0; w < 2; w++)
-    while (pending[w]--) LIST(pt, T_W + w, r)[LEN(pt, T_W + w, r)++] = ++i;
+  w_after(pt, r, pending, i);
   pt->types = saved;
 }
-
 
 /* W's for every rank (see place_w_fast). -1 on ENOMEM. */
 static int place_all_w(pattern *pt, int split) {
