@@ -1,7 +1,7 @@
-#define _GNU_SOURCE
 /* Runtime set-up and the step driver: builds each local rank's chunks and
  * buffers, runs one thread per local rank per step, stops everyone when one
  * rank fails, and merges the measured timeline. */
+#define _GNU_SOURCE /* sched_getaffinity, pthread_setaffinity_np */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
