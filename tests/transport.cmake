@@ -1,2 +1,2 @@
 # Transport hand-off and doorbell tests are thread tests: `make tsan` runs them.
-set_tests_properties(test_transport test_doorbell PROPERTIES LABELS threads)
+set_tests_properties(test_transport test_doorbell test_inbox PROPERTIES LABELS threads)

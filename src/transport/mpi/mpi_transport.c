@@ -6,7 +6,9 @@
  * shared-memory window): a sender rings the receiver's bell after posting
  * the message, so a rank blocked in a receive sleeps until its data is there
  * instead of polling MPI_Test with sleeps (whose period was the wake-up
- * latency of every hand-off). Send and receive buffers are reused. */
+ * latency of every hand-off). Send and receive buffers are reused.
+ * Point-to-point messages between ranks on one host go through inboxes in
+ * shared memory (inbox.h) and skip MPI's protocol when they fit. */
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,44 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kaiten/transport_impl.h"
-#include "transport/doorbell.h"
+#include "transport/mpi/mpi_internal.h"
 
-/* An outstanding non-blocking operation and the buffer it owns. */
-typedef struct pending {
-  struct pending *next;
-  MPI_Request req;
-  int src;
-  uint64_t tag;
-  size_t bytes; /* the buffer's capacity */
-  size_t len;   /* the message's size */
-  int done;
-  unsigned char data[];
-} pending;
-
-/* A pending's buffer is kept for reuse (up to POOL_MAX of them). */
-#define POOL_MAX 64
-
-typedef struct {
-  MPI_Comm world, data, pipeline;
-  pending *sends;  /* Isend copies, reclaimed when complete */
-  pending *posted; /* Irecvs announced by post(), oldest first */
-  pending *pool;   /* completed pendings, their buffers reused */
-  int pooled;
-  /* Doorbells of the ranks on this host (NULL elsewhere, or for all when
-   * the shared window is not available: receives then poll). */
-  MPI_Win bell_win;
-  kt_doorbell **bells; /* [world size] */
-  kt_doorbell *my_bell;
-  /* Seconds a wait keeps testing before it sleeps: a while when this host
-   * has a core for every rank on it (a spinning rank then takes no one's
-   * core, and a message that is about to come is taken at once), none when
-   * ranks share cores (a spin would hold the core the sender needs). */
-  double spin;
-  int all_local; /* every rank of the job is on this host */
-  int aborted;
-  char reason[KT_ERROR_LEN];
-} mpi_ctx;
 
 /* A pending with room for bytes: the smallest pooled one that fits. */
 static pending *pend_get(mpi_ctx *c, size_t bytes) {
@@ -109,6 +75,13 @@ static kt_status mpi_send(kt_transport *t, int dst, uint64_t tag, const void *bu
                           kt_error *err) {
   mpi_ctx *c = t->ctx;
   double t0 = kt_now();
+  if (c->inboxes && c->inboxes[dst] && dst != t->rank &&
+      kt_inbox_put(c->inboxes[dst], t->rank, tag, ++c->sent_seq, buf, bytes)) {
+    kt_doorbell_ring(c->bells[dst]);
+    t->bytes_sent += (int64_t)bytes;
+    t->send_seconds += kt_now() - t0;
+    return KT_OK;
+  }
   reclaim_sends(c);
   if (bytes > (size_t)INT32_MAX) return kt_fail(err, KT_EINVAL, "message of %zu bytes too large for MPI", bytes);
   pending *p = pend_get(c, bytes);
@@ -127,8 +100,17 @@ static kt_status mpi_send(kt_transport *t, int dst, uint64_t tag, const void *bu
   return KT_OK;
 }
 
+/* Whether a message of bytes from src may come through this rank's inbox
+ * (src on this host, the message fits a slot); both sides decide alike. A
+ * larger one keeps MPI's path: a receive posted early, MPI_Test. */
+static int local_sized(const mpi_ctx *c, const kt_transport *t, int src, size_t bytes) {
+  return c->inboxes && src >= 0 && src < t->world && c->inboxes[src] && bytes <= KT_INBOX_SLOT_BYTES;
+}
+
 static kt_status mpi_post(kt_transport *t, int src, uint64_t tag, size_t bytes, kt_error *err) {
   mpi_ctx *c = t->ctx;
+  if (local_sized(c, t, src, bytes))
+    return KT_OK; /* recv_local looks in the inbox and probes MPI: nothing to post */
   if (bytes > (size_t)INT32_MAX) return kt_fail(err, KT_EINVAL, "message of %zu bytes too large for MPI", bytes);
   pending *p = pend_get(c, bytes);
   if (!p) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory posting a receive", t->rank);
@@ -231,11 +213,56 @@ static void ring_all(mpi_ctx *c, int world) {
     if (c->bells[r] && c->bells[r] != c->my_bell) kt_doorbell_ring(c->bells[r]);
 }
 
+/* A receive from a rank on this host: its message is in this rank's inbox,
+ * or (too large, or the inbox was full) on its way through MPI. Sleeps on
+ * the bell between looks, which the sender rings either way. */
+static kt_status recv_local(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                            kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  double start = kt_now(), deadline = start + t->timeout;
+  for (;;) {
+    uint32_t seen = kt_doorbell_read(c->my_bell);
+    size_t len = 0;
+    if (kt_inbox_take(c->inboxes[t->rank], src, tag, buf, bytes, &len))
+      return len == bytes ? KT_OK
+                          : kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, got %zu",
+                                    t->rank, bytes, src, len);
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(src, mpi_tag(tag), c->world, &flag, &status);
+    if (flag) {
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      if ((size_t)count != bytes)
+        return kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, got %d", t->rank,
+                       bytes, src, count);
+      if (MPI_Recv(buf, (int)bytes, MPI_BYTE, src, mpi_tag(tag), c->world, MPI_STATUS_IGNORE) !=
+          MPI_SUCCESS)
+        return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Recv from rank %d failed", t->rank, src);
+      return KT_OK;
+    }
+    if (c->aborted) return kt_fail(err, KT_EPEER, "%s", c->reason);
+    double left = deadline - kt_now();
+    if (left < 0)
+      return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
+    if (c->spin > 0 && kt_now() - start < c->spin) continue;
+    kt_doorbell_wait(c->my_bell, seen, left < BELL_SLICE ? left : BELL_SLICE);
+  }
+}
+
 static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
                           kt_error *err) {
   mpi_ctx *c = t->ctx;
   double t0 = kt_now();
   kt_status st;
+  if (local_sized(c, t, src, bytes)) {
+    waiting_since = t0;
+    waiting_for = src;
+    st = recv_local(t, src, tag, buf, bytes, err);
+    waiting_for = -1;
+    t->recv_wait_seconds += kt_now() - t0;
+    return st;
+  }
   pending **pp = &c->posted;
   while (*pp && !((*pp)->src == src && (*pp)->tag == tag)) pp = &(*pp)->next;
   if (*pp) {
@@ -371,63 +398,6 @@ int kt_transport_mpi_local_size(void) {
   return n > 0 ? n : 1;
 }
 
-/* How long a wait spins before sleeping when every rank has its own core:
- * about a wake-up's latency on a VM. */
-#define SPIN_SECONDS 50e-6
-
-/* The doorbells: one per rank in a shared-memory window of the ranks on
- * this host. On failure the transport polls, as without a window. */
-static void bells_create(mpi_ctx *c, int size) {
-  MPI_Comm node;
-  if (MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
-    return;
-  kt_doorbell *mine = NULL;
-  int ok = MPI_Win_allocate_shared((MPI_Aint)sizeof(kt_doorbell), (int)sizeof(kt_doorbell),
-                                   MPI_INFO_NULL, node, &mine, &c->bell_win) == MPI_SUCCESS;
-  c->bells = ok ? calloc((size_t)size, sizeof *c->bells) : NULL;
-  int *world_ranks = ok ? malloc((size_t)size * sizeof *world_ranks) : NULL;
-  int *node_ranks = ok ? malloc((size_t)size * sizeof *node_ranks) : NULL;
-  ok = ok && c->bells && world_ranks && node_ranks;
-  /* every rank must agree, or one would ring into a window another lacks */
-  int all_ok = 0;
-  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->world);
-  if (all_ok) {
-    kt_doorbell_init(mine, 1);
-    MPI_Group wg, ng;
-    MPI_Comm_group(c->world, &wg);
-    MPI_Comm_group(node, &ng);
-    for (int r = 0; r < size; r++) world_ranks[r] = r;
-    MPI_Group_translate_ranks(wg, size, world_ranks, ng, node_ranks);
-    c->all_local = 1;
-    for (int r = 0; r < size; r++) {
-      if (node_ranks[r] == MPI_UNDEFINED) {
-        c->all_local = 0;
-        continue;
-      }
-      MPI_Aint sz;
-      int disp;
-      kt_doorbell *b = NULL;
-      MPI_Win_shared_query(c->bell_win, node_ranks[r], &sz, &disp, &b);
-      c->bells[r] = b;
-    }
-    MPI_Group_free(&wg);
-    MPI_Group_free(&ng);
-    c->my_bell = mine;
-    MPI_Barrier(c->world); /* every bell initialised before anyone rings */
-  } else {
-    if (c->bell_win != MPI_WIN_NULL) MPI_Win_free(&c->bell_win);
-    free(c->bells);
-    c->bells = NULL;
-  }
-  free(world_ranks);
-  free(node_ranks);
-  int local = 1;
-  MPI_Comm_size(node, &local);
-  long cores = sysconf(_SC_NPROCESSORS_ONLN); /* the host's: mpirun may bind each rank to one */
-  c->spin = cores > 0 && local <= cores ? SPIN_SECONDS : 0;
-  MPI_Comm_free(&node);
-}
-
 kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **out, kt_error *err) {
   *out = NULL;
   int rank, size;
@@ -450,8 +420,8 @@ kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **o
   MPI_Comm_split(c->world, rank / d, rank % d, &c->data);
   MPI_Comm_split(c->world, rank % d, rank / d, &c->pipeline);
   MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
-  c->bell_win = MPI_WIN_NULL;
-  bells_create(c, size);
+  c->bell_win = c->inbox_win = MPI_WIN_NULL;
+  kt__mpi_windows_create(c, size);
   *t = (kt_transport){.ops = &mpi_ops, .ctx = c, .rank = rank, .world = size, .p = p, .d = d,
                       .timeout = timeout > 0 ? timeout : 60};
   *out = t;
@@ -476,7 +446,9 @@ void kt_transport_mpi_destroy(kt_transport *t) {
     n = p->next;
     free(p);
   }
-  if (c->bell_win != MPI_WIN_NULL) MPI_Win_free(&c->bell_win); /* collective, like the frees below */
+  if (c->inbox_win != MPI_WIN_NULL) MPI_Win_free(&c->inbox_win); /* collective, like the frees below */
+  free(c->inboxes);
+  if (c->bell_win != MPI_WIN_NULL) MPI_Win_free(&c->bell_win);
   free(c->bells);
   MPI_Comm_free(&c->data);
   MPI_Comm_free(&c->pipeline);

@@ -1,0 +1,63 @@
+/* Inbox slots in shared memory (see inbox.h). A slot's state goes free ->
+ * writing (one sender's compare-and-swap) -> full (a release store after
+ * the header and data) -> free (the receiver's release store after its
+ * copy), so neither side reads what the other is still writing. */
+#include "transport/mpi/inbox.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+enum { SLOT_FREE, SLOT_WRITING, SLOT_FULL };
+
+typedef struct {
+  _Atomic uint32_t state;
+  int32_t src;
+  uint64_t tag, seq, len;
+  unsigned char pad[32]; /* the header fills a cache line; the data starts aligned */
+} slot_header;
+
+_Static_assert(sizeof(slot_header) == 64, "an inbox slot header is one cache line");
+
+#define SLOT_STRIDE (sizeof(slot_header) + KT_INBOX_SLOT_BYTES)
+
+static slot_header *slot_at(void *inbox, int i) {
+  return (slot_header *)((unsigned char *)inbox + (size_t)i * SLOT_STRIDE);
+}
+
+size_t kt_inbox_bytes(void) { return KT_INBOX_SLOTS * SLOT_STRIDE; }
+
+void kt_inbox_init(void *inbox) {
+  for (int i = 0; i < KT_INBOX_SLOTS; i++) atomic_init(&slot_at(inbox, i)->state, SLOT_FREE);
+}
+
+int kt_inbox_put(void *inbox, int src, uint64_t tag, uint64_t seq, const void *buf, size_t len) {
+  if (len > KT_INBOX_SLOT_BYTES) return 0;
+  for (int i = 0; i < KT_INBOX_SLOTS; i++) {
+    slot_header *h = slot_at(inbox, i);
+    uint32_t want = SLOT_FREE;
+    if (atomic_load_explicit(&h->state, memory_order_relaxed) != SLOT_FREE ||
+        !atomic_compare_exchange_strong_explicit(&h->state, &want, SLOT_WRITING,
+                                                 memory_order_acquire, memory_order_relaxed))
+      continue;
+    h->src = src, h->tag = tag, h->seq = seq, h->len = len;
+    if (len) memcpy(h + 1, buf, len);
+    atomic_store_explicit(&h->state, SLOT_FULL, memory_order_release);
+    return 1;
+  }
+  return 0;
+}
+
+int kt_inbox_take(void *inbox, int src, uint64_t tag, void *buf, size_t cap, size_t *len) {
+  slot_header *best = NULL;
+  for (int i = 0; i < KT_INBOX_SLOTS; i++) {
+    slot_header *h = slot_at(inbox, i);
+    if (atomic_load_explicit(&h->state, memory_order_acquire) != SLOT_FULL) continue;
+    if (h->src == src && h->tag == tag && (!best || h->seq < best->seq)) best = h;
+  }
+  if (!best) return 0;
+  *len = best->len;
+  size_t n = best->len < cap ? best->len : cap;
+  if (n) memcpy(buf, best + 1, n);
+  atomic_store_explicit(&best->state, SLOT_FREE, memory_order_release);
+  return 1;
+}

@@ -1,0 +1,95 @@
+/* The MPI transport's shared-memory inbox (src/transport/mpi/inbox.h): a
+ * message comes out as it went in, matched by source and tag, a sender's
+ * messages with one tag in the order sent; a full inbox and a message
+ * larger than a slot are refused (the transport then uses MPI); and two
+ * senders and a receiver on threads lose nothing (TSan runs this). */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "transport/mpi/inbox.h"
+
+static void test_single(void *box) {
+  kt_inbox_init(box);
+  int a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, out[4] = {0};
+  size_t len = 0;
+  CHECK_EQ_INT(kt_inbox_take(box, 1, 7, out, sizeof out, &len), 0); /* empty */
+  CHECK_EQ_INT(kt_inbox_put(box, 1, 7, 2, b, sizeof b), 1);
+  CHECK_EQ_INT(kt_inbox_put(box, 1, 7, 1, a, sizeof a), 1); /* sent first: lower seq */
+  CHECK_EQ_INT(kt_inbox_put(box, 2, 7, 3, a, 8), 1);
+  CHECK_EQ_INT(kt_inbox_take(box, 1, 9, out, sizeof out, &len), 0); /* no such tag */
+  CHECK_EQ_INT(kt_inbox_take(box, 1, 7, out, sizeof out, &len), 1);
+  CHECK(len == sizeof a && out[0] == 1 && out[3] == 4);
+  CHECK_EQ_INT(kt_inbox_take(box, 1, 7, out, sizeof out, &len), 1);
+  CHECK(len == sizeof b && out[0] == 5 && out[3] == 8);
+  CHECK_EQ_INT(kt_inbox_take(box, 2, 7, out, sizeof out, &len), 1);
+  CHECK(len == 8 && out[1] == 2);
+  CHECK_EQ_INT(kt_inbox_take(box, 1, 7, out, sizeof out, &len), 0);
+  /* full, then a slot frees */
+  for (int i = 0; i < KT_INBOX_SLOTS; i++) CHECK_EQ_INT(kt_inbox_put(box, 3, (uint64_t)i, (uint64_t)i, a, 4), 1);
+  CHECK_EQ_INT(kt_inbox_put(box, 3, 99, 99, a, 4), 0);
+  CHECK_EQ_INT(kt_inbox_take(box, 3, 5, out, sizeof out, &len), 1);
+  CHECK_EQ_INT(kt_inbox_put(box, 3, 99, 99, a, 4), 1);
+  /* larger than a slot: refused */
+  kt_inbox_init(box);
+  unsigned char *big = calloc(KT_INBOX_SLOT_BYTES + 1, 1);
+  CHECK(big != NULL);
+  if (!big) return;
+  CHECK_EQ_INT(kt_inbox_put(box, 1, 1, 1, big, KT_INBOX_SLOT_BYTES + 1), 0);
+  CHECK_EQ_INT(kt_inbox_put(box, 1, 1, 1, big, KT_INBOX_SLOT_BYTES), 1);
+  CHECK_EQ_INT(kt_inbox_take(box, 1, 1, big, KT_INBOX_SLOT_BYTES, &len), 1);
+  CHECK(len == KT_INBOX_SLOT_BYTES);
+  free(big);
+}
+
+#define PER_SENDER 2000
+
+typedef struct {
+  void *box;
+  int src;
+} sender_arg;
+
+static void *sender(void *p) {
+  sender_arg *a = p;
+  for (int i = 0; i < PER_SENDER; i++) {
+    int msg[64];
+    for (int k = 0; k < 64; k++) msg[k] = a->src * 1000000 + i;
+    while (!kt_inbox_put(a->box, a->src, (uint64_t)i, (uint64_t)i, msg, sizeof msg)) {
+    }
+  }
+  return NULL;
+}
+
+static void test_threads(void *box) {
+  kt_inbox_init(box);
+  pthread_t th[2];
+  sender_arg args[2] = {{box, 1}, {box, 2}};
+  for (int s = 0; s < 2; s++)
+    if (pthread_create(&th[s], NULL, sender, &args[s])) {
+      CHECK(0); /* cannot start a sender */
+      exit(kt_test_done(__FILE__));
+    }
+  int next[3] = {0, 0, 0}, bad = 0;
+  while (next[1] < PER_SENDER || next[2] < PER_SENDER)
+    for (int s = 1; s <= 2; s++) {
+      int msg[64];
+      size_t len = 0;
+      if (next[s] >= PER_SENDER || !kt_inbox_take(box, s, (uint64_t)next[s], msg, sizeof msg, &len))
+        continue;
+      for (int k = 0; k < 64; k++) bad += msg[k] != s * 1000000 + next[s];
+      bad += len != sizeof msg;
+      next[s]++;
+    }
+  for (int s = 0; s < 2; s++) pthread_join(th[s], NULL);
+  CHECK_EQ_INT(bad, 0);
+  CHECK_EQ_INT(next[1] + next[2], 2 * PER_SENDER);
+}
+
+int main(void) {
+  void *box = aligned_alloc(64, kt_inbox_bytes());
+  REQUIRE(box);
+  test_single(box);
+  test_threads(box);
+  free(box);
+  return kt_test_done(__FILE__);
+}
