@@ -139,7 +139,8 @@ int kt_transport_mpi_waiting_for(double *since) {
   return waiting_for;
 }
 
-/* Waits for a request so the watchdog can fire. With a doorbell it sleeps
+/* Waits until ready() says done (a request completed, a message arrived)
+ * so the watchdog can fire. With a doorbell it sleeps
  * between tests until someone rings (the bell is read before the test, so
  * a ring after the test cannot be missed). A receive (p2p) is rung by its
  * sender; its sleeps are cut into 1 ms slices that bound the wait should a
@@ -152,8 +153,12 @@ int kt_transport_mpi_waiting_for(double *since) {
  * doorbell, or when the sender (or a collective's member) is on another
  * host, where nobody can ring this host's bells, it polls. */
 #define BELL_SLICE 1e-3
-static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, int p2p,
-                                     kt_error *err) {
+
+/* What a wait waits for: 1 when it is done (*st its outcome), 0 not yet. */
+typedef int (*wait_ready)(kt_transport *t, void *arg, kt_status *st, kt_error *err);
+
+static kt_status wait_polled(kt_transport *t, int src, int p2p, wait_ready ready, void *arg,
+                             kt_error *err) {
   mpi_ctx *c = t->ctx;
   double start = kt_now(), deadline = start + t->timeout, slice = p2p ? BELL_SLICE : 20e-6;
   kt_doorbell *bell = NULL;
@@ -161,16 +166,11 @@ static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src,
     bell = c->my_bell;
   for (long spins = 0;; spins++) {
     uint32_t seen = bell ? kt_doorbell_read(bell) : 0;
-    int flag = 0;
-    MPI_Test(req, &flag, MPI_STATUS_IGNORE);
-    if (flag) return KT_OK;
+    kt_status st = KT_OK;
+    if (ready(t, arg, &st, err)) return st;
     if (c->aborted) return kt_fail(err, KT_EPEER, "%s", c->reason);
     double left = deadline - kt_now();
     if (left < 0) {
-      if (p2p) { /* a collective's request cannot be cancelled; the job ends anyway */
-        MPI_Cancel(req);
-        MPI_Request_free(req);
-      }
       if (src < 0)
         return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for the other ranks of a collective",
                        t->rank, t->timeout);
@@ -187,24 +187,43 @@ static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src,
   }
 }
 
-/* Waits for req with the peer it waits for published (a signal handler
- * names it when the job ends under it); p2p: a point-to-point receive. */
-static kt_status wait_named(kt_transport *t, MPI_Request *req, int who, int p2p, kt_error *err) {
+static int request_done(kt_transport *t, void *req, kt_status *st, kt_error *err) {
+  (void)t, (void)st, (void)err;
+  int flag = 0;
+  MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+  return flag;
+}
+
+/* Waits until ready says so, with the peer it waits for published (a
+ * signal handler names it when the job ends under it); p2p: a
+ * point-to-point receive. */
+static kt_status wait_named(kt_transport *t, wait_ready ready, void *arg, int who, int p2p,
+                            kt_error *err) {
   waiting_since = kt_now();
   waiting_for = who;
-  kt_status st = wait_request_polled(t, req, who, p2p, err);
+  kt_status st = wait_polled(t, who, p2p, ready, arg, err);
   waiting_for = -1;
   return st;
 }
 
+static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, int p2p,
+                                     kt_error *err) {
+  kt_status st = wait_named(t, request_done, req, src, p2p, err);
+  if (st == KT_ETIMEOUT && p2p) { /* a collective's request cannot be cancelled; the job ends anyway */
+    MPI_Cancel(req);
+    MPI_Request_free(req);
+  }
+  return st;
+}
+
 static kt_status wait_request(kt_transport *t, MPI_Request *req, int src, kt_error *err) {
-  return wait_named(t, req, src, 1, err);
+  return wait_request_polled(t, req, src, 1, err);
 }
 
 /* The same for a collective's request; peer is the other member of a
  * two-rank group (named when it is lost), else -1. */
 static kt_status wait_collective(kt_transport *t, MPI_Request *req, int peer, kt_error *err) {
-  return wait_named(t, req, peer, 0, err);
+  return wait_request_polled(t, req, peer, 0, err);
 }
 
 static void ring_all(mpi_ctx *c, int world) {
@@ -214,40 +233,37 @@ static void ring_all(mpi_ctx *c, int world) {
 }
 
 /* A receive from a rank on this host: its message is in this rank's inbox,
- * or (too large, or the inbox was full) on its way through MPI. Sleeps on
- * the bell between looks, which the sender rings either way. */
-static kt_status recv_local(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
-                            kt_error *err) {
+ * or (too large, or the inbox was full) on its way through MPI; the sender
+ * rings the bell either way. */
+typedef struct {
+  int src;
+  uint64_t tag;
+  void *buf;
+  size_t bytes;
+} local_recv;
+
+static int local_arrived(kt_transport *t, void *arg, kt_status *st, kt_error *err) {
   mpi_ctx *c = t->ctx;
-  double start = kt_now(), deadline = start + t->timeout;
-  for (;;) {
-    uint32_t seen = kt_doorbell_read(c->my_bell);
-    size_t len = 0;
-    if (kt_inbox_take(c->inboxes[t->rank], src, tag, buf, bytes, &len))
-      return len == bytes ? KT_OK
-                          : kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, got %zu",
-                                    t->rank, bytes, src, len);
-    int flag = 0;
-    MPI_Status status;
-    MPI_Iprobe(src, mpi_tag(tag), c->world, &flag, &status);
-    if (flag) {
-      int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
-      if ((size_t)count != bytes)
-        return kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, got %d", t->rank,
-                       bytes, src, count);
-      if (MPI_Recv(buf, (int)bytes, MPI_BYTE, src, mpi_tag(tag), c->world, MPI_STATUS_IGNORE) !=
-          MPI_SUCCESS)
-        return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Recv from rank %d failed", t->rank, src);
-      return KT_OK;
-    }
-    if (c->aborted) return kt_fail(err, KT_EPEER, "%s", c->reason);
-    double left = deadline - kt_now();
-    if (left < 0)
-      return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
-    if (c->spin > 0 && kt_now() - start < c->spin) continue;
-    kt_doorbell_wait(c->my_bell, seen, left < BELL_SLICE ? left : BELL_SLICE);
+  local_recv *r = arg;
+  size_t len = 0;
+  if (kt_inbox_take(c->inboxes[t->rank], r->src, r->tag, r->buf, r->bytes, &len)) {
+    if (len != r->bytes)
+      *st = kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, got %zu", t->rank,
+                    r->bytes, r->src, len);
+    return 1;
   }
+  int flag = 0, count = 0;
+  MPI_Status status;
+  MPI_Iprobe(r->src, mpi_tag(r->tag), c->world, &flag, &status);
+  if (!flag) return 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  if ((size_t)count != r->bytes)
+    *st = kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, got %d", t->rank,
+                  r->bytes, r->src, count);
+  else if (MPI_Recv(r->buf, (int)r->bytes, MPI_BYTE, r->src, mpi_tag(r->tag), c->world,
+                    MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    *st = kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Recv from rank %d failed", t->rank, r->src);
+  return 1;
 }
 
 static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
@@ -256,10 +272,8 @@ static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, siz
   double t0 = kt_now();
   kt_status st;
   if (local_sized(c, t, src, bytes)) {
-    waiting_since = t0;
-    waiting_for = src;
-    st = recv_local(t, src, tag, buf, bytes, err);
-    waiting_for = -1;
+    local_recv r = {src, tag, buf, bytes};
+    st = wait_named(t, local_arrived, &r, src, 1, err);
     t->recv_wait_seconds += kt_now() - t0;
     return st;
   }
