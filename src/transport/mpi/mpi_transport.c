@@ -366,7 +366,11 @@ static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n
  * together (one clock origin for the step's timeline). */
 static kt_status mpi_barrier(kt_transport *t, kt_error *err) {
   mpi_ctx *c = t->ctx;
-  if (MPI_Barrier(c->world) != MPI_SUCCESS) return kt_fail(err, KT_ERUNTIME, "MPI_Barrier failed");
+  waiting_since = kt_now(); /* a job ended in here names the other rank, if only one */
+  waiting_for = other_member(c, c->world);
+  int rc = MPI_Barrier(c->world);
+  waiting_for = -1;
+  if (rc != MPI_SUCCESS) return kt_fail(err, KT_ERUNTIME, "MPI_Barrier failed");
   return KT_OK;
 }
 
