@@ -50,6 +50,16 @@ for layout in "2 2 1f1b" "4 1 zb-h1" "2 1 interleaved"; do
   else bad "gpt $layout: mpirun failed: $(tail -2 "$tmp/gm.err")"; fi
 done
 
+# the gradients' ring all-reduce over 3 and 4 replicas (chunks of unequal
+# length, several steps around the ring) equals the unpipelined model
+for D in 3 4; do
+  "$K" train $COMMON --stages 1 -m 1 -b $((8 * D)) >"$tmp/rr.json" 2>/dev/null && losses "$tmp/rr.json" >"$tmp/rr" || bad "reference D=$D"
+  if mpi "$D" train $COMMON --transport mpi --stages 1 --data-parallel "$D" >"$tmp/rm.json" 2>"$tmp/rm.err"; then
+    losses "$tmp/rm.json" >"$tmp/rm"
+    same "$tmp/rm" "$tmp/rr" "ring D=$D" && ok || bad "D=$D on MPI differs from the unpipelined model"
+  else bad "D=$D on MPI failed: $(tail -2 "$tmp/rm.err")"; fi
+done
+
 # PyTorch's schedule files run on MPI too: the legacy ZB1P file (2 ranks, 4
 # stages, M=8) and DualPipeV (4 ranks, V placement, M=10) equal the unpipelined model
 D_="${KT_TEST_DATA:-tests/data}"

@@ -1,6 +1,6 @@
 /* Internal to src/transport/mpi/: the MPI transport's state, shared by the
- * transport (mpi_transport.c) and the set-up of its shared-memory windows
- * (windows.c). */
+ * transport (mpi_transport.c), the set-up of its shared-memory windows (windows.c)
+ * and its ring all-reduce (ring.c). */
 #ifndef KAITEN_TRANSPORT_MPI_INTERNAL_H
 #define KAITEN_TRANSPORT_MPI_INTERNAL_H
 
@@ -49,6 +49,9 @@ typedef struct {
    * ranks share cores (a spin would hold the core the sender needs). */
   double spin;
   int all_local; /* every rank of the job is on this host */
+  int *members[3]; /* the data, pipeline and world groups' world ranks (ring.c) */
+  float *scratch;  /* the ring's incoming chunk */
+  size_t scratch_floats;
   int aborted;
   char reason[KT_ERROR_LEN];
 } mpi_ctx;
@@ -57,5 +60,20 @@ typedef struct {
  * job; on failure the transport polls and every message goes through MPI),
  * and the wait's spin time. */
 void kt__mpi_windows_create(mpi_ctx *c, int size);
+
+/* What a wait waits for: 1 when it is done (*st its outcome), 0 not yet. */
+typedef int (*kt__mpi_wait_ready)(kt_transport *t, void *arg, kt_status *st, kt_error *err);
+
+/* Waits until ready says so, polled (sleeping between tests), under the
+ * watchdog, with the world rank it waits for published for a signal
+ * handler to name (who; -1: none); p2p: a point-to-point receive (its
+ * sender rings this rank's doorbell). */
+kt_status kt__mpi_wait_named(kt_transport *t, kt__mpi_wait_ready ready, void *arg, int who, int p2p,
+                             kt_error *err);
+
+/* The all-reduce (sum) of n floats over comm as a ring of point-to-point
+ * messages (ring.c). */
+kt_status kt__mpi_ring_allreduce(kt_transport *t, MPI_Comm comm, float *buf, size_t n,
+                                 kt_error *err);
 
 #endif

@@ -154,10 +154,7 @@ int kt_transport_mpi_waiting_for(double *since) {
  * host, where nobody can ring this host's bells, it polls. */
 #define BELL_SLICE 1e-3
 
-/* What a wait waits for: 1 when it is done (*st its outcome), 0 not yet. */
-typedef int (*wait_ready)(kt_transport *t, void *arg, kt_status *st, kt_error *err);
-
-static kt_status wait_polled(kt_transport *t, int src, int p2p, wait_ready ready, void *arg,
+static kt_status wait_polled(kt_transport *t, int src, int p2p, kt__mpi_wait_ready ready, void *arg,
                              kt_error *err) {
   mpi_ctx *c = t->ctx;
   double start = kt_now(), deadline = start + t->timeout, slice = p2p ? BELL_SLICE : 20e-6;
@@ -194,11 +191,8 @@ static int request_done(kt_transport *t, void *req, kt_status *st, kt_error *err
   return flag;
 }
 
-/* Waits until ready says so, with the peer it waits for published (a
- * signal handler names it when the job ends under it); p2p: a
- * point-to-point receive. */
-static kt_status wait_named(kt_transport *t, wait_ready ready, void *arg, int who, int p2p,
-                            kt_error *err) {
+kt_status kt__mpi_wait_named(kt_transport *t, kt__mpi_wait_ready ready, void *arg, int who, int p2p,
+                             kt_error *err) {
   waiting_since = kt_now();
   waiting_for = who;
   kt_status st = wait_polled(t, who, p2p, ready, arg, err);
@@ -208,7 +202,7 @@ static kt_status wait_named(kt_transport *t, wait_ready ready, void *arg, int wh
 
 static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, int p2p,
                                      kt_error *err) {
-  kt_status st = wait_named(t, request_done, req, src, p2p, err);
+  kt_status st = kt__mpi_wait_named(t, request_done, req, src, p2p, err);
   if (st == KT_ETIMEOUT && p2p) { /* a collective's request cannot be cancelled; the job ends anyway */
     MPI_Cancel(req);
     MPI_Request_free(req);
@@ -273,7 +267,7 @@ static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, siz
   kt_status st;
   if (local_sized(c, t, src, bytes)) {
     local_recv r = {src, tag, buf, bytes};
-    st = wait_named(t, local_arrived, &r, src, 1, err);
+    st = kt__mpi_wait_named(t, local_arrived, &r, src, 1, err);
     t->recv_wait_seconds += kt_now() - t0;
     return st;
   }
@@ -326,40 +320,35 @@ static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n
   mpi_ctx *c = t->ctx;
   MPI_Comm comm = g == KT_GROUP_DATA ? c->data : g == KT_GROUP_PIPELINE ? c->pipeline : c->world;
   double t0 = kt_now();
-  /* Polled like a receive: a rank that arrives early sleeps between polls
-   * instead of spinning on a core another rank still computes on, and the
-   * watchdog covers the wait. A few numbers (norms, losses) go as one
-   * non-blocking all-reduce: the last rank to arrive finds the others' parts
-   * there. Gradients meet in a polled barrier, then MPI's tuned blocking
-   * algorithm moves them (its non-blocking one moves large buffers slower). */
-  int peer = other_member(c, comm);
-  MPI_Request req;
-  if (n > 1024) {
-    if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS)
-      return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Ibarrier failed", t->rank);
-    ring_all(c, t->world);
-    kt_status st = wait_collective(t, &req, peer, err);
-    if (st) return st;
-  }
-  for (size_t off = 0; off < n;) { /* counts are ints */
-    int chunk = n - off > (size_t)(1 << 28) ? 1 << 28 : (int)(n - off);
-    if (n > 1024) {
-      if (MPI_Allreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
-        return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Allreduce failed", t->rank);
-    } else {
-      if (MPI_Iallreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm, &req) != MPI_SUCCESS)
-        return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Iallreduce failed", t->rank);
-      ring_all(c, t->world);
-      kt_status st = wait_collective(t, &req, peer, err);
-      if (st) return st;
-    }
-    off += (size_t)chunk;
-  }
   int size;
   MPI_Comm_size(comm, &size);
-  t->bytes_sent += (int64_t)(2.0 * (size - 1) / size * (double)n * sizeof(float));
+  kt_status st = KT_OK;
+  if (n > 1024 && n <= (size_t)INT32_MAX) {
+    /* gradients: a ring of polled point-to-point messages (ring.c says why) */
+    st = kt__mpi_ring_allreduce(t, comm, buf, n, err);
+  } else if (n <= 1024) {
+    /* A few numbers (norms, losses) go as one non-blocking all-reduce,
+     * polled like a receive: a rank that arrives early sleeps between polls
+     * instead of spinning on a core another rank still computes on, and the
+     * last rank to arrive finds the others' parts there. */
+    MPI_Request req;
+    if (MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm, &req) != MPI_SUCCESS)
+      return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Iallreduce failed", t->rank);
+    ring_all(c, t->world);
+    st = wait_collective(t, &req, other_member(c, comm), err);
+    if (!st)
+      t->bytes_sent += (int64_t)(2.0 * (size - 1) / size * (double)n * sizeof(float));
+  } else {
+    for (size_t off = 0; off < n && !st; off += 1u << 28) { /* counts are ints */
+      int chunk = n - off > (size_t)(1 << 28) ? 1 << 28 : (int)(n - off);
+      if (MPI_Allreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
+        st = kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Allreduce failed", t->rank);
+    }
+    if (!st)
+      t->bytes_sent += (int64_t)(2.0 * (size - 1) / size * (double)n * sizeof(float));
+  }
   t->send_seconds += kt_now() - t0;
-  return KT_OK;
+  return st;
 }
 
 /* Blocking on purpose: the step starts here, and spinning ranks leave it
@@ -468,6 +457,8 @@ void kt_transport_mpi_destroy(kt_transport *t) {
   free(c->inboxes);
   if (c->bell_win != MPI_WIN_NULL) MPI_Win_free(&c->bell_win);
   free(c->bells);
+  for (int i = 0; i < 3; i++) free(c->members[i]);
+  free(c->scratch);
   MPI_Comm_free(&c->data);
   MPI_Comm_free(&c->pipeline);
   MPI_Comm_free(&c->world);

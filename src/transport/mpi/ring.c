@@ -1,0 +1,124 @@
+/* The gradient all-reduce as a ring over non-blocking point-to-point
+ * messages: a reduce-scatter then an all-gather, D - 1 steps each, where
+ * every rank sends one D-th of the buffer to its right neighbour and
+ * receives one from its left per step (2 (D - 1) / D of the buffer each
+ * way in all, the cost the links model prices).
+ *
+ * Why not MPI_Allreduce: OpenMPI's choice for a few ranks and a large
+ * buffer may move the whole buffer one way and then back (a reduce and a
+ * broadcast: twice the ring's time on a link between machines), and its
+ * blocking call spins on a core that ranks of the same machine need (they
+ * then took their pipeline messages milliseconds late). Here the waits are
+ * the transport's polled ones (they sleep, honour the watchdog, name the
+ * neighbour waited for). Each chunk is summed on one rank and copied to the
+ * others, so every replica ends with the same bits; the sum's order is
+ * fixed by the ring, so a run repeats exactly. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/mpi/mpi_internal.h"
+
+/* Chunk k of a buffer of n floats split in d: [n k / d, n (k + 1) / d). */
+static size_t chunk_lo(size_t n, int d, int k) { return n / (size_t)d * (size_t)k + (n % (size_t)d) * (size_t)k / (size_t)d; }
+
+typedef struct {
+  MPI_Request req[2]; /* the send to the right, the receive from the left */
+  int left;           /* world rank, for the error */
+} ring_step;
+
+static int step_done(kt_transport *t, void *arg, kt_status *st, kt_error *err) {
+  ring_step *s = arg;
+  int flag = 0;
+  if (MPI_Testall(2, s->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+    *st = kt_fail(err, KT_EPEER, "rank %d: the all-reduce's exchange with rank %d failed", t->rank,
+                  s->left);
+    return 1;
+  }
+  return flag;
+}
+
+/* Members of comm as world ranks, in comm's order (cached per comm). */
+static const int *members_of(mpi_ctx *c, MPI_Comm comm, int size) {
+  int slot = comm == c->data ? 0 : comm == c->pipeline ? 1 : 2;
+  if (c->members[slot]) return c->members[slot];
+  int *in = malloc(sizeof(int) * (size_t)size), *out = malloc(sizeof(int) * (size_t)size);
+  if (!in || !out) {
+    free(in), free(out);
+    return NULL;
+  }
+  MPI_Group g, wg;
+  MPI_Comm_group(comm, &g);
+  MPI_Comm_group(c->world, &wg);
+  for (int i = 0; i < size; i++) in[i] = i;
+  MPI_Group_translate_ranks(g, size, in, wg, out);
+  MPI_Group_free(&g);
+  MPI_Group_free(&wg);
+  free(in);
+  return c->members[slot] = out;
+}
+
+/* One step: send [send_lo, send_lo + send_n) to the right, receive
+ * recv_n floats from the left into into. */
+static kt_status exchange(kt_transport *t, MPI_Comm comm, int right, int left, int tag,
+                          const float *send, size_t send_n, float *into, size_t recv_n,
+                          const int *world_of, kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  ring_step s = {{MPI_REQUEST_NULL, MPI_REQUEST_NULL}, world_of[left]};
+  if (MPI_Irecv(into, (int)recv_n, MPI_FLOAT, left, tag, comm, &s.req[1]) != MPI_SUCCESS ||
+      MPI_Isend(send, (int)send_n, MPI_FLOAT, right, tag, comm, &s.req[0]) != MPI_SUCCESS) {
+    if (s.req[1] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&s.req[1]);
+      MPI_Request_free(&s.req[1]);
+    }
+    return kt_fail(err, KT_ERUNTIME, "rank %d: posting the all-reduce's exchange failed", t->rank);
+  }
+  int r = world_of[right];
+  if (c->bells && c->bells[r]) kt_doorbell_ring(c->bells[r]); /* the right neighbour may sleep on it */
+  kt_status st = kt__mpi_wait_named(t, step_done, &s, world_of[left], 0, err);
+  if (st) { /* MPI may still touch the buffers: the job ends on this error anyway */
+    for (int i = 0; i < 2; i++)
+      if (s.req[i] != MPI_REQUEST_NULL) {
+        MPI_Cancel(&s.req[i]);
+        MPI_Request_free(&s.req[i]);
+      }
+  } else {
+    t->bytes_sent += (int64_t)(send_n * sizeof(float));
+  }
+  return st;
+}
+
+kt_status kt__mpi_ring_allreduce(kt_transport *t, MPI_Comm comm, float *buf, size_t n,
+                                 kt_error *err) {
+  mpi_ctx *c = t->ctx;
+  int d, me;
+  MPI_Comm_size(comm, &d);
+  MPI_Comm_rank(comm, &me);
+  if (d == 1 || n == 0) return KT_OK;
+  const int *world_of = members_of(c, comm, d);
+  size_t most = chunk_lo(n, d, 1) + 1;
+  if (!world_of) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory for the all-reduce", t->rank);
+  if (c->scratch_floats < most) {
+    float *s = realloc(c->scratch, sizeof(float) * most);
+    if (!s) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory for the all-reduce", t->rank);
+    c->scratch = s, c->scratch_floats = most;
+  }
+  int right = (me + 1) % d, left = (me + d - 1) % d;
+  kt_status st = KT_OK;
+  /* reduce-scatter: after step s this rank holds the sum of s + 2 parts of
+   * chunk me - s - 1; after d - 1 steps, chunk me + 1 is complete here */
+  for (int s = 0; s < d - 1 && !st; s++) {
+    int out = ((me - s) % d + d) % d, in = ((me - s - 1) % d + d) % d;
+    size_t olo = chunk_lo(n, d, out), ilo = chunk_lo(n, d, in);
+    size_t on = chunk_lo(n, d, out + 1) - olo, inn = chunk_lo(n, d, in + 1) - ilo;
+    st = exchange(t, comm, right, left, s, buf + olo, on, c->scratch, inn, world_of, err);
+    for (size_t i = 0; !st && i < inn; i++) buf[ilo + i] += c->scratch[i];
+  }
+  /* all-gather: the complete chunks travel once around the ring */
+  for (int s = 0; s < d - 1 && !st; s++) {
+    int out = ((me + 1 - s) % d + d) % d, in = ((me - s) % d + d) % d;
+    size_t olo = chunk_lo(n, d, out), ilo = chunk_lo(n, d, in);
+    st = exchange(t, comm, right, left, d + s, buf + olo, chunk_lo(n, d, out + 1) - olo, buf + ilo,
+                  chunk_lo(n, d, in + 1) - ilo, world_of, err);
+  }
+  return st;
+}
