@@ -79,9 +79,9 @@ static void allreduce(void) {
   kt_links_destroy(l);
   /* D=4 on two nodes, two each: hierarchical */
   l = make(1, 4, NULL, 2);
-  double inside = (1e-6 + 1e-9 * B / 2) + (1e-6 + 1e-9 * B);
+  double inside = 1e-6 + 1e-9 * B; /* the one other member's buffer to the leader, and back */
   double between = 2 * (B / 2 / 1e6 + 1e-4);
-  CHECK_NEAR(kt_links_allreduce(l, 0, B, 0), inside + between + 1e-6 + 1e-9 * B, 1e-12);
+  CHECK_NEAR(kt_links_allreduce(l, 0, B, 0), inside + between + inside, 1e-12);
   kt_links_destroy(l);
 }
 

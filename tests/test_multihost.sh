@@ -33,6 +33,21 @@ assert all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)), (a, b)
 PY
 then ok; else bad "losses across hosts differ from threads: $(cat "$tmp/threads") vs $(cat "$tmp/mpi")"; fi
 
+# the gradients' all-reduce over 4 replicas, two on each host: hierarchical
+# (each host's leader sums, a ring between the leaders): the unpipelined losses
+mlp=(train --model mlp --layers 8 --hidden 32 -m 4 -b 2 --steps 3 --lr 3e-3 --val-every 0 --format json)
+expect 0 "$K" "${mlp[@]}" --stages 1 -m 1 -b 32
+field "$tmp/out" losses >"$tmp/ref4"
+expect 0 emu -np 4 --oversubscribe --map-by node "$K" "${mlp[@]}" --transport mpi --stages 1 -d 4
+field "$tmp/out" losses >"$tmp/d4"
+if [ -s "$tmp/d4" ] && python3 - "$tmp/ref4" "$tmp/d4" <<'PY'
+import ast, sys
+a, b = (ast.literal_eval(open(p).read()) for p in sys.argv[1:])
+assert len(a) == len(b) == 3, (a, b)
+assert all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)), (a, b)
+PY
+then ok; else bad "D=4 on two hosts differs from the unpipelined model: $(cat "$tmp/ref4") vs $(cat "$tmp/d4")"; fi
+
 # 2. calibrate measures the link between the hosts; train predicts the step
 # on it. The link is the bottleneck here (a 256 KiB activation takes ~22 ms
 # at 100 Mbit/s against 4 ms of compute), so a model without it is far off.

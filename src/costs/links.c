@@ -173,12 +173,12 @@ double kt_links_allreduce(kt_links *l, int stage_rank, double bytes, double t) {
   if (k == 1) /* one node: a ring inside it */
     return t + 2.0 * (D - 1) * (c->intra_latency + bytes / D / c->intra_bw);
   if (most == 1) return ring_between(l, nodes, k, bytes / k, 2 * (k - 1), t);
-  /* hierarchical: reduce inside nodes (ring reduce-scatter + gather to the
-   * leader), ring between the leaders, broadcast inside */
-  double inside = (most - 1) * (c->intra_latency + bytes / most / c->intra_bw) +
-                  c->intra_latency + bytes / c->intra_bw;
+  /* hierarchical, as the MPI transport runs it: a node's other members send
+   * their buffers to its leader one after another, the leaders run the ring,
+   * and each leader sends the sum back to its members one after another */
+  double inside = (most - 1) * (c->intra_latency + bytes / c->intra_bw);
   t = ring_between(l, nodes, k, bytes / k, 2 * (k - 1), t + inside);
-  return t + c->intra_latency + bytes / c->intra_bw;
+  return t + inside;
 }
 
 double kt_links_allreduce_all(kt_links *l, const double *bytes, const double *start, double *end) {

@@ -50,6 +50,7 @@ typedef struct {
   double spin;
   int all_local; /* every rank of the job is on this host */
   int *members[3]; /* the data, pipeline and world groups' world ranks (ring.c) */
+  int *node_of;     /* world rank -> machine (NULL: unknown, each its own) */
   float *scratch;  /* the ring's incoming chunk */
   size_t scratch_floats;
   int aborted;

@@ -416,11 +416,14 @@ kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **o
                    p, d, p * d);
   mpi_ctx *c = calloc(1, sizeof *c);
   kt_transport *t = calloc(1, sizeof *t);
-  if (!c || !t) {
+  int *node_of = malloc(sizeof(int) * (size_t)size);
+  if (!c || !t || !node_of) {
     free(c);
     free(t);
+    free(node_of);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
+  c->node_of = node_of;
   MPI_Comm_dup(MPI_COMM_WORLD, &c->world);
   /* world rank = stage_rank * d + replica: data group = same stage rank,
    * pipeline group = same replica */
@@ -431,6 +434,11 @@ kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **o
   kt__mpi_windows_create(c, size);
   *t = (kt_transport){.ops = &mpi_ops, .ctx = c, .rank = rank, .world = size, .p = p, .d = d,
                       .timeout = timeout > 0 ? timeout : 60};
+  kt_error ignored; /* the machines, for the all-reduce (collective: every rank takes part) */
+  if (kt_transport_mpi_nodes(t, c->node_of, &ignored)) {
+    free(c->node_of);
+    c->node_of = NULL;
+  }
   *out = t;
   return KT_OK;
 }
@@ -459,6 +467,7 @@ void kt_transport_mpi_destroy(kt_transport *t) {
   free(c->bells);
   for (int i = 0; i < 3; i++) free(c->members[i]);
   free(c->scratch);
+  free(c->node_of);
   MPI_Comm_free(&c->data);
   MPI_Comm_free(&c->pipeline);
   MPI_Comm_free(&c->world);
