@@ -135,8 +135,10 @@ double kt_cost_hop(const kt_links *l, int from, int to, double bytes);
 double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, double t);
 /* The all-reduce of bytes over the D replicas of pipeline rank stage_rank,
  * starting at t: a ring when every member is on its own node or all share
- * one; hierarchical (reduce inside each node, ring between nodes, broadcast
- * inside) when the group spans nodes with several members on some. Books
+ * one; hierarchical (each node's other members send their buffers to its
+ * leader in turn, a ring between the leaders, the sum sent back in turn)
+ * when the group spans nodes with several members on some, as the MPI
+ * transport runs it. Books
  * the inter-node steps, so concurrent all-reduces share links; returns the
  * end time. */
 double kt_links_allreduce(kt_links *l, int stage_rank, double bytes, double t);
