@@ -41,9 +41,16 @@ static void hops_and_sharing(void) {
   kt_links_destroy(l);
 
   /* P=2 x D=2 with replicas side by side (world 0,1 = stage rank 0): both
-   * replicas' activations cross node 0's uplink together */
+   * replicas' activations cross node 0's uplink, replica 0's first: it
+   * arrives after its own bytes, the other replica's copy after it (the
+   * lag), and the link is busy for both */
   l = make(2, 2, NULL, 2);
-  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 2e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_replica_lag(l), 0, 0);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 1e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_replica_lag(l), 1e-3, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 3e-3 + 1e-4, 1e-12);
+  kt_links_reset(l);
+  CHECK_NEAR(kt_links_replica_lag(l), 0, 0);
   kt_links_destroy(l);
   /* the pipeline inside a node, replicas across: the hop stays inside */
   int pp_inside[4] = {0, 1, 0, 1};

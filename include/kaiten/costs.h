@@ -130,9 +130,13 @@ void kt_links_reset(kt_links *l);
  * bandwidth of the class it crosses (0 to itself). */
 double kt_cost_hop(const kt_links *l, int from, int to, double bytes);
 /* Replica 0's transfer of bytes from pipeline rank from_rank to to_rank,
- * sent at t: books it (and the other replicas' copies that share its links)
- * and returns when it arrives. */
+ * sent at t: books it and, after it, the other replicas' copies that share
+ * its links, and returns when replica 0's arrives. */
 double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, double t);
+/* How far the last replica's pipeline runs behind replica 0's: the copies
+ * of a transfer that share a link go after replica 0's (the largest such
+ * wait booked since the last reset). */
+double kt_links_replica_lag(const kt_links *l);
 /* The all-reduce of bytes over the D replicas of pipeline rank stage_rank,
  * starting at t: a ring when every member is on its own node or all share
  * one; hierarchical (each node's other members send their buffers to its

@@ -27,6 +27,7 @@ struct kt_links {
   int *node;              /* world rank -> node */
   busy_list *up, *down;   /* per node */
   int *scratch;           /* p*d ints for group members */
+  double lag;             /* the last replica's lag behind replica 0 */
 };
 
 static kt_status bad(kt_error *err, const char *what, double v) {
@@ -86,6 +87,7 @@ int kt_links_node(const kt_links *l, int world_rank) { return l->node[world_rank
 const kt_link_classes *kt_links_classes(const kt_links *l) { return &l->lc; }
 
 void kt_links_reset(kt_links *l) {
+  l->lag = 0;
   for (int n = 0; n < l->p * l->d; n++) l->up[n].n = l->down[n].n = 0;
 }
 
@@ -137,10 +139,17 @@ double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, 
     up += x == a && y != a;
     down += y == b && x != b;
   }
+  /* the copies take turns on the link, replica 0's first: it arrives after
+   * its own bytes, the link stays busy for all of them, and the last
+   * replica runs behind by the others' (replicas that share links settle
+   * into that stagger rather than sending in lockstep) */
   int share = up > down ? up : down;
-  double len = share * bytes / l->lc.inter_bw;
-  return book(l, a, b, len, t) + len + l->lc.inter_latency;
+  double own = bytes / l->lc.inter_bw;
+  if ((share - 1) * own > l->lag) l->lag = (share - 1) * own;
+  return book(l, a, b, share * own, t) + own + l->lc.inter_latency;
 }
+
+double kt_links_replica_lag(const kt_links *l) { return l->lag; }
 
 /* A ring over the given nodes (one member each) moving chunk bytes per step
  * for steps steps, booked from t: the end. */

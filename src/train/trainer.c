@@ -257,8 +257,11 @@ static kt_status predict_step_end(kt_runtime *rt, const kt_train_config *cfg, do
     if (e->rank >= 0 && e->rank < P && e->end > end[e->rank]) end[e->rank] = e->end;
     if (e->end > pipeline_end) pipeline_end = e->end;
   }
+  /* the other replicas' pipelines end up to the lag later */
+  double lag = kt_links_replica_lag(cfg->links);
+  for (int r = 0; r < P; r++) end[r] += lag;
   double synced = kt_links_allreduce_all(cfg->links, bytes, end, NULL);
-  if (synced < pipeline_end) synced = pipeline_end;
+  if (synced < pipeline_end + lag) synced = pipeline_end + lag;
   for (int r = 0; r < P; r++) members[r] = kt_world_rank(r, 0, D);
   double small = small_collective(cfg->links, members, P);
   for (int r = 0; r < P * D; r++) members[r] = r;
