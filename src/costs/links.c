@@ -5,8 +5,11 @@
  * carries what it sends, its downlink what it receives (an emulated host's
  * rate-limited veth, a machine's NIC). A transfer between nodes occupies the
  * sender's uplink and the receiver's downlink for bytes / bandwidth; two
- * transfers that would overlap on one of them go one after the other, which
- * ends both at the same time as sharing the bandwidth would. Each link keeps
+ * transfers that would overlap on one of them go one after the other: the
+ * later one ends when it would if they shared the bandwidth, the earlier one
+ * sooner (TCP flows that start together share it, and both end late: the
+ * simulator does not run in time order, so a transfer booked first cannot
+ * be slowed by one booked after it). Each link keeps
  * its busy intervals, so a transfer booked late (the simulator does not run
  * in time order across ranks) still fills an earlier gap. Inside a node
  * (shared memory, loopback) transfers do not contend. */
