@@ -17,6 +17,14 @@ rc=$?
 [ $rc = 0 ] || { cat "$tmp/up.err"; exit 1; }
 trap 'bash "$EMU" down --dir "$dir"; rm -rf "$tmp"' EXIT
 emu() { timeout 60 bash "$EMU" run --dir "$dir" -- "$@"; }
+# same_losses A B: two runs' 3 losses (JSON lists in files A and B) agree to 1e-5
+same_losses() { [ -s "$2" ] && python3 - "$1" "$2" <<'PY'
+import ast, sys
+a, b = (ast.literal_eval(open(p).read()) for p in sys.argv[1:])
+assert len(a) == len(b) == 3, (a, b)
+assert all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)), (a, b)
+PY
+}
 field() { python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(d[sys.argv[2]])' "$@"; }
 
 # 1. P=2 across the two hosts: the losses of the threads run
@@ -25,13 +33,8 @@ expect 0 "$K" "${args[@]}"
 field "$tmp/out" losses >"$tmp/threads"
 expect 0 emu -np 2 "$K" "${args[@]}" --transport mpi
 field "$tmp/out" losses >"$tmp/mpi"
-if [ -s "$tmp/mpi" ] && python3 - "$tmp/threads" "$tmp/mpi" <<'PY'
-import ast, sys
-a, b = (ast.literal_eval(open(p).read()) for p in sys.argv[1:])
-assert len(a) == len(b) == 3, (a, b)
-assert all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)), (a, b)
-PY
-then ok; else bad "losses across hosts differ from threads: $(cat "$tmp/threads") vs $(cat "$tmp/mpi")"; fi
+if same_losses "$tmp/threads" "$tmp/mpi"; then ok
+else bad "losses across hosts differ from threads: $(cat "$tmp/threads") vs $(cat "$tmp/mpi")"; fi
 
 # the gradients' all-reduce over 4 replicas, two on each host: hierarchical
 # (each host's leader sums, a ring between the leaders): the unpipelined losses
@@ -40,13 +43,7 @@ expect 0 "$K" "${mlp[@]}" --stages 1 -m 1 -b 32
 field "$tmp/out" losses >"$tmp/ref4"
 expect 0 emu -np 4 --oversubscribe --map-by node "$K" "${mlp[@]}" --transport mpi --stages 1 -d 4
 field "$tmp/out" losses >"$tmp/d4"
-if [ -s "$tmp/d4" ] && python3 - "$tmp/ref4" "$tmp/d4" <<'PY'
-import ast, sys
-a, b = (ast.literal_eval(open(p).read()) for p in sys.argv[1:])
-assert len(a) == len(b) == 3, (a, b)
-assert all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)), (a, b)
-PY
-then ok; else bad "D=4 on two hosts differs from the unpipelined model: $(cat "$tmp/ref4") vs $(cat "$tmp/d4")"; fi
+if same_losses "$tmp/ref4" "$tmp/d4"; then ok; else bad "D=4 on two hosts differs from the unpipelined model: $(cat "$tmp/ref4") vs $(cat "$tmp/d4")"; fi
 
 # 2. calibrate measures the link between the hosts; train predicts the step
 # on it. The link is the bottleneck here (a 256 KiB activation takes ~22 ms
