@@ -93,9 +93,9 @@ static void allreduce(void) {
 }
 
 /* GPipe P=2 M=3, F = B = 1, a hop of 2 on the link: the activations leave at
- * 1, 2, 3 but take turns (arrive 3, 5, 7), rank 1 ends its backwards at 11
- * sending at 9, 10, 11 (arrive 11, 13, 15): makespan 16, where a hop of 2
- * without contention gives 12. */
+ * 1, 2, 3 but take turns (one pair of ranks: one connection; arrive 3, 5,
+ * 7), rank 1 ends its backwards at 11 sending at 9, 10, 11 (arrive 11, 13,
+ * 15): makespan 16, where a hop of 2 without contention gives 12. */
 static void simulator_on_links(void) {
   kt_schedule s;
   kt_error err;
@@ -128,6 +128,29 @@ static void simulator_on_links(void) {
   kt_schedule_free(&s);
 }
 
+/* Transfers of different pairs that overlap share a link; one pair's take
+ * turns (kt_links_share replays a run, the next run takes its durations). */
+static void shared_in_time(void) {
+  int nodes[3] = {0, 1, 1}; /* rank 0 alone; ranks 1 and 2 on node 1 */
+  kt_links *l = make(3, 1, nodes, 0);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 1e-3 + 1e-4, 1e-12); /* booked in turns */
+  CHECK_NEAR(kt_links_transfer(l, 0, 2, 1000, 0.5e-3), 2e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0.5e-3), 3e-3 + 1e-4, 1e-12);
+  /* replayed: 0->1 alone for 0.5 ms, then with 0->2 at half rate each until
+   * it ends at 1.5 ms; 0->2 then shares with the second 0->1 (its pair's
+   * first is through) and ends at 2.5 ms, the second 0->1 at 3 ms */
+  CHECK_NEAR(kt_links_share(l), 0.5e-3, 1e-12);
+  kt_links_reset(l);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 1.5e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 0, 2, 1000, 0.5e-3), 2.5e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0.5e-3), 3e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_share(l), 0, 1e-12); /* the same starts: settled */
+  kt_links_share_forget(l);
+  kt_links_reset(l);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 1e-3 + 1e-4, 1e-12); /* in turns again */
+  kt_links_destroy(l);
+}
+
 static void bad_values(void) {
   kt_links *l = NULL;
   kt_error err;
@@ -144,6 +167,7 @@ int main(void) {
   hops_and_sharing();
   allreduce();
   simulator_on_links();
+  shared_in_time();
   bad_values();
   return kt_test_done(__FILE__);
 }

@@ -137,6 +137,16 @@ double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, 
  * of a transfer that share a link go after replica 0's (the largest such
  * wait booked since the last reset). */
 double kt_links_replica_lag(const kt_links *l);
+/* Transfers between nodes that overlap in time share the links' bandwidth
+ * (links_fluid.c). A simulation books them in turns (it does not run in
+ * time order); kt_links_share then replays that run's transfers in time
+ * order, each active one getting an equal share of the more crowded of its
+ * two links, and the next run (after kt_links_reset) takes every transfer's
+ * duration from that replay. Returns the largest change of a duration
+ * (seconds; INFINITY when the replay could not run): run again until it is
+ * small. kt_links_share_forget goes back to booking in turns. */
+double kt_links_share(kt_links *l);
+void kt_links_share_forget(kt_links *l);
 /* The all-reduce of bytes over the D replicas of pipeline rank stage_rank,
  * starting at t: a ring when every member is on its own node or all share
  * one; hierarchical (each node's other members send their buffers to its

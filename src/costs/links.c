@@ -9,7 +9,9 @@
  * later one ends when it would if they shared the bandwidth, the earlier one
  * sooner (TCP flows that start together share it, and both end late: the
  * simulator does not run in time order, so a transfer booked first cannot
- * be slowed by one booked after it). Each link keeps
+ * be slowed by one booked after it; links_fluid.c replays a run in time
+ * order with shared links, and the next run takes its durations). Each
+ * link keeps
  * its busy intervals, so a transfer booked late (the simulator does not run
  * in time order across ranks) still fills an earlier gap. Inside a node
  * (shared memory, loopback) transfers do not contend. */
@@ -17,21 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kaiten/costs.h"
-
-typedef struct {
-  double *start, *end;
-  size_t n, cap;
-} busy_list;
-
-struct kt_links {
-  kt_link_classes lc;
-  int p, d, n_nodes;
-  int *node;              /* world rank -> node */
-  busy_list *up, *down;   /* per node */
-  int *scratch;           /* p*d ints for group members */
-  double lag;             /* the last replica's lag behind replica 0 */
-};
+#include "costs/links_internal.h"
 
 static kt_status bad(kt_error *err, const char *what, double v) {
   return kt_fail(err, KT_EINVAL, "%s %g: expected a finite value %s", what, v,
@@ -81,7 +69,7 @@ void kt_links_destroy(kt_links *l) {
     free(l->up[n].start), free(l->up[n].end);
     free(l->down[n].start), free(l->down[n].end);
   }
-  free(l->up), free(l->down), free(l->node), free(l->scratch);
+  free(l->up), free(l->down), free(l->node), free(l->scratch), free(l->flows);
   free(l);
 }
 
@@ -91,6 +79,7 @@ const kt_link_classes *kt_links_classes(const kt_links *l) { return &l->lc; }
 
 void kt_links_reset(kt_links *l) {
   l->lag = 0;
+  l->n_flows = 0; /* the replayed durations stay for the next run */
   for (int n = 0; n < l->p * l->d; n++) l->up[n].n = l->down[n].n = 0;
 }
 
@@ -122,6 +111,25 @@ static void add_busy(busy_list *b, double s, double e) {
   b->n++;
 }
 
+/* Records the next transfer between nodes of this run (the one at the same
+ * place in the last run keeps its replayed durations): NULL when out of
+ * memory (it is then booked, not replayed). */
+static kt__flow *log_flow(kt_links *l, double t, double own, double copies, int a, int b, int from,
+                          int to) {
+  size_t i = l->n_flows;
+  if (i == l->cap_flows) {
+    size_t cap = l->cap_flows ? 2 * l->cap_flows : 256;
+    kt__flow *n = realloc(l->flows, cap * sizeof *n);
+    if (!n) return NULL;
+    l->flows = n, l->cap_flows = cap;
+  }
+  kt__flow *f = &l->flows[i];
+  if (i >= l->replayed) f->dur = f->dur_all = 0;
+  f->start = t, f->own = own, f->copies = copies, f->a = a, f->b = b, f->from = from, f->to = to;
+  l->n_flows = i + 1;
+  return f;
+}
+
 /* Books len seconds on a's uplink and b's downlink from t on: the start. */
 static double book(kt_links *l, int a, int b, double len, double t) {
   double x = t;
@@ -148,8 +156,16 @@ double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, 
    * into that stagger rather than sending in lockstep) */
   int share = up > down ? up : down;
   double own = bytes / l->lc.inter_bw;
+  kt__flow *f = log_flow(l, t, own, (share - 1) * own, a, b, from_rank, to_rank);
+  if (f && l->replayed >= l->n_flows) { /* the last replay says how long it takes */
+    if (f->dur_all - f->dur > l->lag) l->lag = f->dur_all - f->dur;
+    add_busy(&l->up[a], t, t + f->dur_all), add_busy(&l->down[b], t, t + f->dur_all);
+    return t + f->dur + l->lc.inter_latency;
+  }
   if ((share - 1) * own > l->lag) l->lag = (share - 1) * own;
-  return book(l, a, b, share * own, t) + own + l->lc.inter_latency;
+  double start = book(l, a, b, share * own, t);
+  if (f) f->dur = start - t + own, f->dur_all = start - t + share * own;
+  return start + own + l->lc.inter_latency;
 }
 
 double kt_links_replica_lag(const kt_links *l) { return l->lag; }

@@ -1,0 +1,107 @@
+/* Transfers that share a link at the same time share its bandwidth (TCP's
+ * flows do), which booking them in turns (links.c) gets wrong for the one
+ * booked first: it arrives early while the other one, started a moment
+ * later, in fact slowed it down. The simulator does not run in time order,
+ * so it cannot know that while it books. Instead it runs again: the flows
+ * of one run (each transfer's start, bytes, uplink and downlink) are
+ * replayed in time order with every active flow on a link getting an equal
+ * share of it (the most crowded of its two links decides), and the next
+ * run takes each transfer's duration from that replay. A replica's copies
+ * of a transfer follow replica 0's on the same links (they take turns with
+ * it, as in the booking), and share with everything else. One pair's
+ * messages keep their order: they travel one connection. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "costs/links_internal.h"
+
+typedef struct {
+  double left;     /* seconds of work at the link's full rate */
+  int flow, copy;  /* which flow; 1: its replicas' copies */
+} active_flow;
+
+/* Insertion sort of n flow indices by start (flows are logged nearly in
+ * that order already), ties in log order. */
+static void sort_by_start(int *idx, int n, const kt__flow *f) {
+  for (int i = 1; i < n; i++) {
+    int x = idx[i], j = i;
+    while (j > 0 && f[idx[j - 1]].start > f[x].start) idx[j] = idx[j - 1], j--;
+    idx[j] = x;
+  }
+}
+
+static int crowd(const kt__flow *x, const int *nup, const int *ndown) {
+  return nup[x->a] > ndown[x->b] ? nup[x->a] : ndown[x->b];
+}
+
+void kt_links_share_forget(kt_links *l) { l->replayed = 0; }
+
+/* One pair's messages travel one after another (one connection): a flow
+ * joins the links when it has started and its pair has nothing on them. */
+double kt_links_share(kt_links *l) {
+  int n = (int)l->n_flows, nodes = l->p * l->d, pairs = l->p * l->p;
+  kt__flow *f = l->flows;
+  int *idx = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  int *wait = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  active_flow *act = malloc(sizeof(active_flow) * (size_t)(n + 1));
+  int *nup = calloc((size_t)nodes, sizeof(int)), *ndown = calloc((size_t)nodes, sizeof(int));
+  char *busy = calloc((size_t)pairs, 1); /* a pair with a flow on the links */
+  double change = 0;
+  if (!idx || !wait || !act || !nup || !ndown || !busy) {
+    free(idx), free(wait), free(act), free(nup), free(ndown), free(busy);
+    return INFINITY; /* out of memory: the next run books in turns */
+  }
+  for (int i = 0; i < n; i++) idx[i] = i;
+  sort_by_start(idx, n, f);
+  int next = 0, n_act = 0, n_wait = 0;
+  double t = n ? f[idx[0]].start : 0;
+  while (next < n || n_act > 0 || n_wait > 0) {
+    while (next < n && f[idx[next]].start <= t) wait[n_wait++] = idx[next++];
+    for (int k = 0; k < n_wait;) { /* in start order: a pair's first waiting flow goes */
+      kt__flow *x = &f[wait[k]];
+      if (busy[x->from * l->p + x->to]) {
+        k++;
+        continue;
+      }
+      busy[x->from * l->p + x->to] = 1;
+      act[n_act++] = (active_flow){x->own, wait[k], 0};
+      nup[x->a]++, ndown[x->b]++;
+      memmove(wait + k, wait + k + 1, sizeof(int) * (size_t)(n_wait - k - 1));
+      n_wait--;
+    }
+    /* the next event: a flow ends at its share of the rate, or one starts */
+    double dt = next < n ? f[idx[next]].start - t : INFINITY;
+    for (int k = 0; k < n_act; k++) {
+      double need = act[k].left * crowd(&f[act[k].flow], nup, ndown);
+      if (need < dt) dt = need;
+    }
+    if (!isfinite(dt)) break;
+    for (int k = 0; k < n_act; k++) act[k].left -= dt / crowd(&f[act[k].flow], nup, ndown);
+    t += dt;
+    for (int k = 0; k < n_act;) { /* flows that ended (a copy starts after its original) */
+      if (act[k].left > 1e-12) {
+        k++;
+        continue;
+      }
+      kt__flow *x = &f[act[k].flow];
+      if (!act[k].copy) {
+        double d = t - x->start;
+        if (fabs(d - x->dur) > change) change = fabs(d - x->dur);
+        x->dur = d, x->dur_all = d;
+        if (x->copies > 0) {
+          act[k] = (active_flow){x->copies, act[k].flow, 1};
+          continue; /* same links, still counted on them */
+        }
+      } else {
+        x->dur_all = t - x->start;
+      }
+      nup[x->a]--, ndown[x->b]--;
+      busy[x->from * l->p + x->to] = 0;
+      act[k] = act[--n_act];
+    }
+  }
+  free(idx), free(wait), free(act), free(nup), free(ndown), free(busy);
+  l->replayed = l->n_flows;
+  return change;
+}
