@@ -27,7 +27,7 @@ typedef struct pending {
 #define POOL_MAX 64
 
 typedef struct {
-  MPI_Comm world, data, pipeline;
+  MPI_Comm world, data, pipeline, everyone; /* everyone: collectives over the world */
   pending *sends;  /* Isend copies, reclaimed when complete */
   pending *posted; /* Irecvs announced by post(), oldest first */
   pending *pool;   /* completed pendings, their buffers reused */

@@ -318,7 +318,7 @@ static int other_member(mpi_ctx *c, MPI_Comm comm) {
 
 static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n, kt_error *err) {
   mpi_ctx *c = t->ctx;
-  MPI_Comm comm = g == KT_GROUP_DATA ? c->data : g == KT_GROUP_PIPELINE ? c->pipeline : c->world;
+  MPI_Comm comm = g == KT_GROUP_DATA ? c->data : g == KT_GROUP_PIPELINE ? c->pipeline : c->everyone;
   double t0 = kt_now();
   int size;
   MPI_Comm_size(comm, &size);
@@ -425,11 +425,13 @@ kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **o
   }
   c->node_of = node_of;
   MPI_Comm_dup(MPI_COMM_WORLD, &c->world);
+  MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN); /* the communicators below inherit it */
   /* world rank = stage_rank * d + replica: data group = same stage rank,
-   * pipeline group = same replica */
+   * pipeline group = same replica; collectives over everyone get their own
+   * communicator, so their messages never meet the pipeline's */
   MPI_Comm_split(c->world, rank / d, rank % d, &c->data);
   MPI_Comm_split(c->world, rank % d, rank / d, &c->pipeline);
-  MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
+  MPI_Comm_dup(c->world, &c->everyone);
   c->bell_win = c->inbox_win = MPI_WIN_NULL;
   kt__mpi_windows_create(c, size);
   *t = (kt_transport){.ops = &mpi_ops, .ctx = c, .rank = rank, .world = size, .p = p, .d = d,
@@ -470,6 +472,7 @@ void kt_transport_mpi_destroy(kt_transport *t) {
   free(c->node_of);
   MPI_Comm_free(&c->data);
   MPI_Comm_free(&c->pipeline);
+  MPI_Comm_free(&c->everyone);
   MPI_Comm_free(&c->world);
   free(c);
   free(t);
