@@ -151,6 +151,36 @@ static void shared_in_time(void) {
   kt_links_destroy(l);
 }
 
+/* Replicas side by side: a run follows one replica's own transfers; the
+ * replicas whose copies of a hop cross the same links take turns (also in
+ * the replay), on other links they do not meet; the latest end is kept. */
+static void replicas_side_by_side(void) {
+  kt_links *l = make(2, 2, NULL, 2); /* world 0,1 (stage rank 0) on node 0; 2,3 on node 1 */
+  CHECK_EQ_INT(kt_links_replicas(l), 2);
+  kt_links_follow_replica(l, 0);
+  CHECK_EQ_INT(kt_links_replica(l), 0);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 1e-3 + 1e-4, 1e-12);
+  kt_links_follow_replica(l, 1);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 2e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_replica_lag(l), 0, 0); /* no copies priced: each replica is run */
+  CHECK_NEAR(kt_links_share(l), 0, 1e-12);   /* the replay keeps their turns */
+  kt_links_note_end(l, 1, 5);
+  kt_links_note_end(l, 1, 3);
+  CHECK_NEAR(kt_links_last_end(l, 1), 5, 0);
+  kt_links_follow_replica(l, 0); /* a new set of runs forgets the ends */
+  CHECK_NEAR(kt_links_last_end(l, 1), 0, 0);
+  kt_links_follow_replica(l, -1);
+  CHECK_EQ_INT(kt_links_replica(l), -1);
+  kt_links_destroy(l);
+  /* every world rank on its own node: the replicas' hops use other links */
+  l = make(2, 2, NULL, 1);
+  kt_links_follow_replica(l, 0);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 1e-3 + 1e-4, 1e-12);
+  kt_links_follow_replica(l, 1);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 1e-3 + 1e-4, 1e-12);
+  kt_links_destroy(l);
+}
+
 static void bad_values(void) {
   kt_links *l = NULL;
   kt_error err;
@@ -168,6 +198,7 @@ int main(void) {
   allreduce();
   simulator_on_links();
   shared_in_time();
+  replicas_side_by_side();
   bad_values();
   return kt_test_done(__FILE__);
 }

@@ -147,6 +147,17 @@ double kt_links_replica_lag(const kt_links *l);
  * small. kt_links_share_forget goes back to booking in turns. */
 double kt_links_share(kt_links *l);
 void kt_links_share_forget(kt_links *l);
+/* Replicas side by side: a simulation run that follows replica k (0..D-1)
+ * books only that replica's own transfers, so runs for every replica in
+ * turn (without a reset between them) put all of them on the links; -1
+ * goes back to replica 0 with the others' copies. Following replica 0
+ * forgets the ends noted so far; kt_links_note_end keeps, per pipeline
+ * rank, the latest end any replica's run reached (kt_links_last_end). */
+void kt_links_follow_replica(kt_links *l, int replica);
+int kt_links_replica(const kt_links *l);
+int kt_links_replicas(const kt_links *l); /* D */
+void kt_links_note_end(kt_links *l, int rank, double t);
+double kt_links_last_end(const kt_links *l, int rank);
 /* The all-reduce of bytes over the D replicas of pipeline rank stage_rank,
  * starting at t: a ring when every member is on its own node or all share
  * one; hierarchical (each node's other members send their buffers to its

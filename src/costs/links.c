@@ -55,7 +55,9 @@ kt_status kt_links_create(const kt_link_classes *lc, int p, int d, const int *no
   }
   l->up = kt_calloc((size_t)world, sizeof *l->up);
   l->down = kt_calloc((size_t)world, sizeof *l->down);
-  if (!l->node || !l->scratch || !l->up || !l->down) {
+  l->last_end = kt_calloc((size_t)p, sizeof *l->last_end);
+  l->replica = -1;
+  if (!l->node || !l->scratch || !l->up || !l->down || !l->last_end) {
     kt_links_destroy(l);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
@@ -69,7 +71,7 @@ void kt_links_destroy(kt_links *l) {
     free(l->up[n].start), free(l->up[n].end);
     free(l->down[n].start), free(l->down[n].end);
   }
-  free(l->up), free(l->down), free(l->node), free(l->scratch), free(l->flows);
+  free(l->up), free(l->down), free(l->node), free(l->scratch), free(l->flows), free(l->last_end);
   free(l);
 }
 
@@ -140,9 +142,26 @@ static double book(kt_links *l, int a, int b, double len, double t) {
 }
 
 double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, double t) {
-  int D = l->d, a = l->node[from_rank * D], b = l->node[to_rank * D];
+  int D = l->d, k = l->replica > 0 ? l->replica : 0;
+  int a = l->node[from_rank * D + k], b = l->node[to_rank * D + k];
   if (from_rank == to_rank) return t;
   if (a == b) return t + l->lc.intra_latency + bytes / l->lc.intra_bw;
+  if (l->replica >= 0) { /* this replica's own transfer */
+    double own = bytes / l->lc.inter_bw;
+    /* replicas whose copies of this hop cross the same two links take
+     * turns (keyed by the first of them): replicas that share a link
+     * settle into a stagger rather than sharing it in lockstep */
+    int j = 0;
+    while (j < k && !(l->node[from_rank * D + j] == a && l->node[to_rank * D + j] == b)) j++;
+    kt__flow *f = log_flow(l, t, own, 0, a, b, from_rank * D + j, to_rank * D + j);
+    if (f && l->replayed >= l->n_flows) {
+      add_busy(&l->up[a], t, t + f->dur), add_busy(&l->down[b], t, t + f->dur);
+      return t + f->dur + l->lc.inter_latency;
+    }
+    double start = book(l, a, b, own, t);
+    if (f) f->dur = f->dur_all = start - t + own;
+    return start + own + l->lc.inter_latency;
+  }
   /* the replicas whose copy of this transfer leaves a or enters b */
   int up = 0, down = 0;
   for (int r = 0; r < D; r++) {
@@ -156,7 +175,7 @@ double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, 
    * into that stagger rather than sending in lockstep) */
   int share = up > down ? up : down;
   double own = bytes / l->lc.inter_bw;
-  kt__flow *f = log_flow(l, t, own, (share - 1) * own, a, b, from_rank, to_rank);
+  kt__flow *f = log_flow(l, t, own, (share - 1) * own, a, b, from_rank * D, to_rank * D);
   if (f && l->replayed >= l->n_flows) { /* the last replay says how long it takes */
     if (f->dur_all - f->dur > l->lag) l->lag = f->dur_all - f->dur;
     add_busy(&l->up[a], t, t + f->dur_all), add_busy(&l->down[b], t, t + f->dur_all);
@@ -169,6 +188,23 @@ double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, 
 }
 
 double kt_links_replica_lag(const kt_links *l) { return l->lag; }
+
+void kt_links_follow_replica(kt_links *l, int replica) {
+  l->replica = replica >= 0 && replica < l->d ? replica : -1;
+  if (replica == 0)
+    for (int r = 0; r < l->p; r++) l->last_end[r] = 0;
+}
+
+int kt_links_replica(const kt_links *l) { return l->replica; }
+int kt_links_replicas(const kt_links *l) { return l->d; }
+
+void kt_links_note_end(kt_links *l, int rank, double t) {
+  if (rank >= 0 && rank < l->p && t > l->last_end[rank]) l->last_end[rank] = t;
+}
+
+double kt_links_last_end(const kt_links *l, int rank) {
+  return rank >= 0 && rank < l->p ? l->last_end[rank] : 0;
+}
 
 /* A ring over the given nodes (one member each) moving chunk bytes per step
  * for steps steps, booked from t: the end. */

@@ -40,13 +40,13 @@ void kt_links_share_forget(kt_links *l) { l->replayed = 0; }
 /* One pair's messages travel one after another (one connection): a flow
  * joins the links when it has started and its pair has nothing on them. */
 double kt_links_share(kt_links *l) {
-  int n = (int)l->n_flows, nodes = l->p * l->d, pairs = l->p * l->p;
+  int n = (int)l->n_flows, nodes = l->p * l->d, world = l->p * l->d;
   kt__flow *f = l->flows;
   int *idx = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
   int *wait = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
   active_flow *act = malloc(sizeof(active_flow) * (size_t)(n + 1));
   int *nup = calloc((size_t)nodes, sizeof(int)), *ndown = calloc((size_t)nodes, sizeof(int));
-  char *busy = calloc((size_t)pairs, 1); /* a pair with a flow on the links */
+  char *busy = calloc((size_t)world * (size_t)world, 1); /* a pair with a flow on the links */
   double change = 0;
   if (!idx || !wait || !act || !nup || !ndown || !busy) {
     free(idx), free(wait), free(act), free(nup), free(ndown), free(busy);
@@ -60,11 +60,11 @@ double kt_links_share(kt_links *l) {
     while (next < n && f[idx[next]].start <= t) wait[n_wait++] = idx[next++];
     for (int k = 0; k < n_wait;) { /* in start order: a pair's first waiting flow goes */
       kt__flow *x = &f[wait[k]];
-      if (busy[x->from * l->p + x->to]) {
+      if (busy[x->from * world + x->to]) {
         k++;
         continue;
       }
-      busy[x->from * l->p + x->to] = 1;
+      busy[x->from * world + x->to] = 1;
       act[n_act++] = (active_flow){x->own, wait[k], 0};
       nup[x->a]++, ndown[x->b]++;
       memmove(wait + k, wait + k + 1, sizeof(int) * (size_t)(n_wait - k - 1));
@@ -97,7 +97,7 @@ double kt_links_share(kt_links *l) {
         x->dur_all = t - x->start;
       }
       nup[x->a]--, ndown[x->b]--;
-      busy[x->from * l->p + x->to] = 0;
+      busy[x->from * world + x->to] = 0;
       act[k] = act[--n_act];
     }
   }

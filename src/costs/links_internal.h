@@ -22,7 +22,7 @@ typedef struct {
   double start, own, copies;
   double dur, dur_all;
   int a, b;    /* the sender's uplink, the receiver's downlink (nodes) */
-  int from, to; /* pipeline ranks: one pair's messages keep their order */
+  int from, to; /* world ranks: one pair's messages keep their order */
 } kt__flow;
 
 struct kt_links {
@@ -35,6 +35,9 @@ struct kt_links {
   kt__flow *flows;        /* this run's transfers between nodes */
   size_t n_flows, cap_flows;
   size_t replayed;        /* flows whose durations the last replay gave (0: book in turns) */
+  int replica;            /* the replica a run follows (its own transfers only); -1: replica 0
+                           * with the others' copies */
+  double *last_end;       /* per pipeline rank: the latest end over the replicas' runs */
 };
 
 #endif

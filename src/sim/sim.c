@@ -391,7 +391,8 @@ static kt_status state_init(sim_state *st, kt_error *err) {
 /* Runs the schedule, filling the timeline out and/or the metrics met (each
  * may be NULL). */
 static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
-                              kt_metrics *met, const kt_sim_sink *sink, kt_error *err) {
+                              kt_metrics *met, const kt_sim_sink *sink, int reset_links,
+                              kt_error *err) {
   kt_costs unit;
   if (!c) {
     kt_costs_default(&unit);
@@ -403,7 +404,7 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_timeli
                   .sink = sink};
   if (!rc) rc = check_actions(s, S, &st.lowered, err);
   if (rc) return rc;
-  if (c->links) kt_links_reset(c->links);
+  if (c->links && reset_links) kt_links_reset(c->links);
   if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */
   if (met) {
     memset(met, 0, sizeof *met);
@@ -429,6 +430,8 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_timeli
   for (int r = 0; !status && r < s->p; r++)
     if (st.pos[r] < s->ranks[r].n) status = report_deadlock(&st, err);
   if (!status) close_recv_events(&st, out);
+  for (int r = 0; !status && c->links && kt_links_replica(c->links) >= 0 && r < s->p; r++)
+    kt_links_note_end(c->links, r, st.free_at[r]);
   if (!status && met) kt_metrics_finish(met);
   if (status && out) kt_timeline_free(out);
   if (status && met) kt_metrics_free(met);
@@ -442,21 +445,42 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_timeli
 #define SHARE_RUNS 6
 #define SHARE_MAX_FLOWS 20000
 
+/* One run for each of the D replicas in turn, side by side on the links
+ * (outputs from replica 0's); one run following replica 0 with the others'
+ * copies when they would exceed the flows a replay takes. */
+static kt_status simulate_replicas(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
+                                   kt_metrics *met, const kt_sim_sink *sink, kt_error *err) {
+  kt_links *l = c->links;
+  int D = kt_links_replicas(l);
+  size_t flows = 2 * (size_t)s->m * (size_t)kt_schedule_stages(s) * (size_t)D;
+  if (D == 1 || flows > SHARE_MAX_FLOWS) return simulate_run(s, c, out, met, sink, 1, err);
+  kt_links_reset(l);
+  kt_status st = KT_OK;
+  for (int k = 0; k < D && !st; k++) {
+    kt_links_follow_replica(l, k);
+    st = simulate_run(s, c, k ? NULL : out, k ? NULL : met, k ? NULL : sink, 0, err);
+  }
+  kt_links_follow_replica(l, -1);
+  return st;
+}
+
 /* With links: a first run books transfers in turns, then runs that take
  * their durations from a replay of the last one in time order (links
  * shared), until the durations settle; the last run fills the outputs. */
 static kt_status simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_metrics *met,
                           const kt_sim_sink *sink, kt_error *err) {
-  if (!c || !c->links) return simulate_run(s, c, out, met, sink, err);
-  kt_links_share_forget(c->links);
-  size_t flows = 2 * (size_t)s->m * (size_t)kt_schedule_stages(s);
+  if (!c || !c->links) return simulate_run(s, c, out, met, sink, 1, err);
+  kt_links *l = c->links;
+  int D = kt_links_replicas(l);
+  kt_links_share_forget(l);
+  size_t flows = 2 * (size_t)s->m * (size_t)kt_schedule_stages(s) * (size_t)D;
   kt_status st = KT_OK;
   for (int run = 0; !st && run < SHARE_RUNS && flows <= SHARE_MAX_FLOWS; run++) {
-    st = simulate_run(s, c, NULL, NULL, NULL, err);
-    if (!st && !(kt_links_share(c->links) > 1e-7)) break; /* settled */
+    st = simulate_replicas(s, c, NULL, NULL, NULL, err);
+    if (!st && !(kt_links_share(l) > 1e-7)) break; /* settled */
   }
-  if (!st) st = simulate_run(s, c, out, met, sink, err);
-  kt_links_share_forget(c->links);
+  if (!st) st = simulate_replicas(s, c, out, met, sink, err);
+  kt_links_share_forget(l);
   return st;
 }
 

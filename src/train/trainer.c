@@ -257,11 +257,15 @@ static kt_status predict_step_end(kt_runtime *rt, const kt_train_config *cfg, do
     if (e->rank >= 0 && e->rank < P && e->end > end[e->rank]) end[e->rank] = e->end;
     if (e->end > pipeline_end) pipeline_end = e->end;
   }
-  /* the other replicas' pipelines end up to the lag later */
-  double lag = kt_links_replica_lag(cfg->links);
-  for (int r = 0; r < P; r++) end[r] += lag;
+  /* each rank's all-reduce starts when the last replica's pipeline there
+   * ends: simulated side by side, or replica 0's plus its copies' lag */
+  double lag = kt_links_replica_lag(cfg->links), last = pipeline_end;
+  for (int r = 0; r < P; r++) {
+    end[r] = fmax(end[r] + lag, kt_links_last_end(cfg->links, r));
+    if (end[r] > last) last = end[r];
+  }
   double synced = kt_links_allreduce_all(cfg->links, bytes, end, NULL);
-  if (synced < pipeline_end + lag) synced = pipeline_end + lag;
+  if (synced < last) synced = last;
   for (int r = 0; r < P; r++) members[r] = kt_world_rank(r, 0, D);
   double small = small_collective(cfg->links, members, P);
   for (int r = 0; r < P * D; r++) members[r] = r;
