@@ -146,36 +146,27 @@ double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, 
   int a = l->node[from_rank * D + k], b = l->node[to_rank * D + k];
   if (from_rank == to_rank) return t;
   if (a == b) return t + l->lc.intra_latency + bytes / l->lc.intra_bw;
-  if (l->replica >= 0) { /* this replica's own transfer */
-    double own = bytes / l->lc.inter_bw;
-    /* replicas whose copies of this hop cross the same two links take
-     * turns (keyed by the first of them): replicas that share a link
-     * settle into a stagger rather than sharing it in lockstep */
-    int j = 0;
+  /* Following one replica (l->replica >= 0): its own transfer; replicas
+   * whose copies of this hop cross the same two links take turns, keyed by
+   * the first of them (j). Following replica 0 with the others' copies: the
+   * copies that leave a or enter b take turns after replica 0's, the link
+   * stays busy for all of them and the last replica runs behind by the
+   * others'. Either way replicas that share links stagger rather than
+   * sending in lockstep. */
+  int share = 1, j = 0;
+  if (l->replica >= 0) {
     while (j < k && !(l->node[from_rank * D + j] == a && l->node[to_rank * D + j] == b)) j++;
-    kt__flow *f = log_flow(l, t, own, 0, a, b, from_rank * D + j, to_rank * D + j);
-    if (f && l->replayed >= l->n_flows) {
-      add_busy(&l->up[a], t, t + f->dur), add_busy(&l->down[b], t, t + f->dur);
-      return t + f->dur + l->lc.inter_latency;
+  } else {
+    int up = 0, down = 0;
+    for (int r = 0; r < D; r++) {
+      int x = l->node[from_rank * D + r], y = l->node[to_rank * D + r];
+      up += x == a && y != a;
+      down += y == b && x != b;
     }
-    double start = book(l, a, b, own, t);
-    if (f) f->dur = f->dur_all = start - t + own;
-    return start + own + l->lc.inter_latency;
+    share = up > down ? up : down;
   }
-  /* the replicas whose copy of this transfer leaves a or enters b */
-  int up = 0, down = 0;
-  for (int r = 0; r < D; r++) {
-    int x = l->node[from_rank * D + r], y = l->node[to_rank * D + r];
-    up += x == a && y != a;
-    down += y == b && x != b;
-  }
-  /* the copies take turns on the link, replica 0's first: it arrives after
-   * its own bytes, the link stays busy for all of them, and the last
-   * replica runs behind by the others' (replicas that share links settle
-   * into that stagger rather than sending in lockstep) */
-  int share = up > down ? up : down;
   double own = bytes / l->lc.inter_bw;
-  kt__flow *f = log_flow(l, t, own, (share - 1) * own, a, b, from_rank * D, to_rank * D);
+  kt__flow *f = log_flow(l, t, own, (share - 1) * own, a, b, from_rank * D + j, to_rank * D + j);
   if (f && l->replayed >= l->n_flows) { /* the last replay says how long it takes */
     if (f->dur_all - f->dur > l->lag) l->lag = f->dur_all - f->dur;
     add_busy(&l->up[a], t, t + f->dur_all), add_busy(&l->down[b], t, t + f->dur_all);

@@ -445,6 +445,12 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_timeli
 #define SHARE_RUNS 6
 #define SHARE_MAX_FLOWS 20000
 
+/* The transfers a run of every replica makes at most (each pair's F and
+ * B results crossing once). */
+static size_t replay_flows(const kt_schedule *s, int replicas) {
+  return 2 * (size_t)s->m * (size_t)kt_schedule_stages(s) * (size_t)replicas;
+}
+
 /* One run for each of the D replicas in turn, side by side on the links
  * (outputs from replica 0's); one run following replica 0 with the others'
  * copies when they would exceed the flows a replay takes. */
@@ -452,8 +458,7 @@ static kt_status simulate_replicas(const kt_schedule *s, const kt_costs *c, kt_t
                                    kt_metrics *met, const kt_sim_sink *sink, kt_error *err) {
   kt_links *l = c->links;
   int D = kt_links_replicas(l);
-  size_t flows = 2 * (size_t)s->m * (size_t)kt_schedule_stages(s) * (size_t)D;
-  if (D == 1 || flows > SHARE_MAX_FLOWS) return simulate_run(s, c, out, met, sink, 1, err);
+  if (D == 1 || replay_flows(s, D) > SHARE_MAX_FLOWS) return simulate_run(s, c, out, met, sink, 1, err);
   kt_links_reset(l);
   kt_status st = KT_OK;
   for (int k = 0; k < D && !st; k++) {
@@ -471,11 +476,9 @@ static kt_status simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *
                           const kt_sim_sink *sink, kt_error *err) {
   if (!c || !c->links) return simulate_run(s, c, out, met, sink, 1, err);
   kt_links *l = c->links;
-  int D = kt_links_replicas(l);
   kt_links_share_forget(l);
-  size_t flows = 2 * (size_t)s->m * (size_t)kt_schedule_stages(s) * (size_t)D;
   kt_status st = KT_OK;
-  for (int run = 0; !st && run < SHARE_RUNS && flows <= SHARE_MAX_FLOWS; run++) {
+  for (int run = 0; !st && run < SHARE_RUNS && replay_flows(s, 1) <= SHARE_MAX_FLOWS; run++) {
     st = simulate_replicas(s, c, NULL, NULL, NULL, err);
     if (!st && !(kt_links_share(l) > 1e-7)) break; /* settled */
   }

@@ -126,6 +126,11 @@ static kt_status ring(kt_transport *t, MPI_Comm comm, const int *ring, int k, in
   return st;
 }
 
+/* The machine of comm member i (each its own when the machines are unknown). */
+static int machine(const mpi_ctx *c, const int *world_of, int i) {
+  return c->node_of ? c->node_of[world_of[i]] : world_of[i];
+}
+
 #define TAG_GATHER 30000
 #define TAG_SCATTER 30001
 
@@ -145,9 +150,9 @@ kt_status kt__mpi_ring_allreduce(kt_transport *t, MPI_Comm comm, float *buf, siz
   /* each member's node leader (its node's first member); the leaders */
   int k = 0, most = 1, lead = me, pos = 0;
   for (int i = 0; i < d; i++) {
-    int ni = c->node_of ? c->node_of[world_of[i]] : world_of[i], first = i, same = 0;
+    int ni = machine(c, world_of, i), first = i, same = 0;
     for (int j = 0; j < d; j++) {
-      int nj = c->node_of ? c->node_of[world_of[j]] : world_of[j];
+      int nj = machine(c, world_of, j);
       if (nj == ni && j < first) first = j;
       same += nj == ni;
     }
@@ -165,16 +170,16 @@ kt_status kt__mpi_ring_allreduce(kt_transport *t, MPI_Comm comm, float *buf, siz
     st = exchange(t, comm, lead, MPI_PROC_NULL, TAG_GATHER, buf, n, NULL, 0, world_of, err);
     if (!st) st = exchange(t, comm, MPI_PROC_NULL, lead, TAG_SCATTER, NULL, 0, buf, n, world_of, err);
   } else {
-    int mine = c->node_of ? c->node_of[world_of[me]] : world_of[me];
+    int mine = machine(c, world_of, me);
     st = scratch_for(t, n, err);
     for (int j = me + 1; j < d && !st; j++) { /* in member order: the same sum every run */
-      if ((c->node_of ? c->node_of[world_of[j]] : world_of[j]) != mine) continue;
+      if (machine(c, world_of, j) != mine) continue;
       st = exchange(t, comm, MPI_PROC_NULL, j, TAG_GATHER, NULL, 0, c->scratch, n, world_of, err);
       for (size_t i = 0; !st && i < n; i++) buf[i] += c->scratch[i];
     }
     if (!st) st = ring(t, comm, order, k, pos, buf, n, world_of, err);
     for (int j = me + 1; j < d && !st; j++)
-      if ((c->node_of ? c->node_of[world_of[j]] : world_of[j]) == mine)
+      if (machine(c, world_of, j) == mine)
         st = exchange(t, comm, j, MPI_PROC_NULL, TAG_SCATTER, buf, n, NULL, 0, world_of, err);
   }
   free(order);
