@@ -123,6 +123,7 @@ static void simulator_on_links(void) {
   /* the same again: the simulation starts from idle links */
   CHECK(kt_simulate_metrics(&s, &c, &m, &err) == KT_OK);
   CHECK_NEAR(m.makespan, 16, 1e-9);
+  CHECK_NEAR(kt_links_synced(l), 16, 1e-9); /* D = 1: the step ends with the pipeline */
   kt_metrics_free(&m);
   kt_links_destroy(l);
   kt_schedule_free(&s);
@@ -181,6 +182,82 @@ static void replicas_side_by_side(void) {
   kt_links_destroy(l);
 }
 
+/* The step's all-reduce shares links with the pipeline's last transfers in
+ * the replay. P=2 x D=2, every world rank on its own node (world 2,3: stage
+ * rank 1's replicas). Each replica's last gradient (1 ms of bytes) leaves
+ * stage rank 1 at 0, when its all-reduce starts (a ring of 2 steps of 2 ms
+ * between nodes 2 and 3). In turns the gradients arrive at 1 ms and the
+ * ring's first step waits for them (ends at 3 ms, the ring at 5 ms plus two
+ * latencies). Replayed, each gradient and the ring's first step share an
+ * uplink at half rate: the gradients arrive at 2 ms, the first step still
+ * ends at 3 ms. */
+static void allreduce_in_the_replay(void) {
+  kt_links *l = make(2, 2, NULL, 1);
+  double bytes[2] = {0, 4000};
+  kt_links_set_sync(l, bytes);
+  for (int run = 0; run < 3; run++) {
+    double arrive = (run ? 2e-3 : 1e-3) + 1e-4;
+    kt_links_reset(l);
+    for (int k = 0; k < 2; k++) {
+      kt_links_follow_replica(l, k);
+      CHECK_NEAR(kt_links_transfer(l, 1, 0, 1000, 0), arrive, 1e-12);
+      kt_links_note_end(l, 1, 0);
+      kt_links_note_end(l, 0, arrive);
+    }
+    kt_links_follow_replica(l, -1);
+    CHECK_NEAR(kt_links_sync(l), 5e-3 + 2e-4, 1e-12);
+    CHECK_NEAR(kt_links_synced(l), 5e-3 + 2e-4, 1e-12);
+    CHECK_NEAR(kt_links_share(l), run ? 0 : 1e-3, 1e-12); /* the gradients' change, then settled */
+  }
+  /* without bytes to all-reduce the step ends with its last rank */
+  kt_links_set_sync(l, NULL);
+  kt_links_share_forget(l);
+  kt_links_reset(l);
+  kt_links_note_end(l, 0, 7e-3);
+  CHECK_NEAR(kt_links_sync(l), 7e-3, 0);
+  kt_links_destroy(l);
+}
+
+/* A saturated link: P=2 x D=2 with both replicas' hops crossing one link
+ * (1F1B, M=8, 2 ms ops, 256 KiB messages at 100 Mbit/s). Six runs of full
+ * replay steps stopped mid-swing here (0.424 s, and 0.403 s with 0.01% more
+ * bandwidth); settled, the two agree, and the step is the link's bound:
+ * 16 activations cross one way (21.2 ms each after the first F), the last
+ * one's F and B, its gradient back, the last B, the all-reduce inside. */
+static double saturated_step(double bw) {
+  kt_schedule s;
+  kt_error err;
+  kt_schedule_params sp = {.p = 2, .m = 8};
+  CHECK(kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
+  kt_link_classes lc = {.intra_latency = 1e-6, .intra_bw = 5e9, .inter_latency = 8e-6, .inter_bw = bw};
+  int node_of[4] = {0, 0, 1, 1};
+  kt_links *l = NULL;
+  CHECK(kt_links_create(&lc, 2, 2, node_of, 0, &l, &err) == KT_OK);
+  kt_costs c;
+  kt_costs_default(&c);
+  c.tf = c.tb = c.tw = 2e-3;
+  c.comm = 0;
+  c.links = l;
+  c.comm_bytes = 262144;
+  double bytes[2] = {1048576, 1048576};
+  kt_links_set_sync(l, bytes);
+  kt_metrics m;
+  CHECK(kt_simulate_metrics(&s, &c, &m, &err) == KT_OK);
+  double step = kt_links_synced(l);
+  kt_metrics_free(&m);
+  kt_links_destroy(l);
+  kt_schedule_free(&s);
+  return step;
+}
+
+static void saturated_link_settles(void) {
+  double a = saturated_step(12366300), b = saturated_step(12368100);
+  double hop = 262144 / 12366300.0, inside = 2 * (1e-6 + 524288 / 5e9);
+  double bound = 2e-3 + 16 * hop + 6e-3 + hop + 4e-3 + inside;
+  CHECK_NEAR(a, b, 1e-3 * a);
+  CHECK_NEAR(a, bound, 0.01 * bound);
+}
+
 static void bad_values(void) {
   kt_links *l = NULL;
   kt_error err;
@@ -198,6 +275,8 @@ int main(void) {
   allreduce();
   simulator_on_links();
   shared_in_time();
+  allreduce_in_the_replay();
+  saturated_link_settles();
   replicas_side_by_side();
   bad_values();
   return kt_test_done(__FILE__);

@@ -171,6 +171,16 @@ double kt_links_allreduce(kt_links *l, int stage_rank, double bytes, double t);
  * start[r] (NULL: all at 0), booked in order of start: end[r] (may be NULL)
  * receives each end, the latest is returned. */
 double kt_links_allreduce_all(kt_links *l, const double *bytes, const double *start, double *end);
+/* The step's gradient all-reduce inside the simulation: with bytes[P] set
+ * (copied; NULL: none), every simulation on these links ends by
+ * all-reducing them, each pipeline rank's starting when the last replica
+ * there ends (kt_links_sync, called by the simulator after its runs), so
+ * the rings' transfers share links with the pipeline's last ones in the
+ * replay. kt_links_synced: when the last such simulation's step ended
+ * (its last all-reduce, or its last rank when none). */
+void kt_links_set_sync(kt_links *l, const double *bytes);
+double kt_links_sync(kt_links *l);
+double kt_links_synced(const kt_links *l);
 
 #ifdef __cplusplus
 }

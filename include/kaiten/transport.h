@@ -92,6 +92,10 @@ int kt_transport_mpi_local_size(void);
  * machines told apart by name (MPI_Get_processor_name) and numbered in
  * order of their first rank. */
 kt_status kt_transport_mpi_nodes(kt_transport *t, int *out, kt_error *err);
+/* How long this rank's waits keep testing before they sleep between polls
+ * (seconds; negative: the transport's own choice). calibrate's ping-pong
+ * spins, so it measures the link's latency rather than a wake-up's. */
+void kt_transport_mpi_set_spin(kt_transport *t, double seconds);
 /* The world rank this process's receive waits for right now, -1 when none,
  * and since when (kt_now); async-signal-safe, so a handler may name it when
  * the job is ended under it. */

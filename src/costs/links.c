@@ -56,8 +56,11 @@ kt_status kt_links_create(const kt_link_classes *lc, int p, int d, const int *no
   l->up = kt_calloc((size_t)world, sizeof *l->up);
   l->down = kt_calloc((size_t)world, sizeof *l->down);
   l->last_end = kt_calloc((size_t)p, sizeof *l->last_end);
+  l->sync_bytes = kt_calloc((size_t)p, sizeof *l->sync_bytes);
+  l->sync_start = kt_calloc((size_t)p, sizeof *l->sync_start);
   l->replica = -1;
-  if (!l->node || !l->scratch || !l->up || !l->down || !l->last_end) {
+  if (!l->node || !l->scratch || !l->up || !l->down || !l->last_end || !l->sync_bytes ||
+      !l->sync_start) {
     kt_links_destroy(l);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
@@ -72,6 +75,7 @@ void kt_links_destroy(kt_links *l) {
     free(l->down[n].start), free(l->down[n].end);
   }
   free(l->up), free(l->down), free(l->node), free(l->scratch), free(l->flows), free(l->last_end);
+  free(l->sync_bytes), free(l->sync_start);
   free(l);
 }
 
@@ -82,6 +86,7 @@ const kt_link_classes *kt_links_classes(const kt_links *l) { return &l->lc; }
 void kt_links_reset(kt_links *l) {
   l->lag = 0;
   l->n_flows = 0; /* the replayed durations stay for the next run */
+  for (int r = 0; r < l->p; r++) l->last_end[r] = 0;
   for (int n = 0; n < l->p * l->d; n++) l->up[n].n = l->down[n].n = 0;
 }
 
@@ -113,14 +118,15 @@ static void add_busy(busy_list *b, double s, double e) {
   b->n++;
 }
 
-/* Records the next transfer between nodes of this run (the one at the same
- * place in the last run keeps its replayed durations): NULL when out of
- * memory (it is then booked, not replayed). */
-static kt__flow *log_flow(kt_links *l, double t, double own, double copies, int a, int b, int from,
-                          int to) {
-  size_t i = l->n_flows;
-  if (i == l->cap_flows) {
+/* Records transfer i between nodes of this run (the one at the same place
+ * in the last run keeps its replayed durations; an all-reduce's steps have
+ * places of their own, so the order its rings are booked in does not
+ * matter): NULL when out of memory (it is then booked, not replayed). */
+static kt__flow *log_flow(kt_links *l, size_t i, double t, double own, double copies, int a, int b,
+                          int from, int to) {
+  if (i >= l->cap_flows) {
     size_t cap = l->cap_flows ? 2 * l->cap_flows : 256;
+    while (cap <= i) cap *= 2;
     kt__flow *n = realloc(l->flows, cap * sizeof *n);
     if (!n) return NULL;
     l->flows = n, l->cap_flows = cap;
@@ -128,7 +134,7 @@ static kt__flow *log_flow(kt_links *l, double t, double own, double copies, int 
   kt__flow *f = &l->flows[i];
   if (i >= l->replayed) f->dur = f->dur_all = 0;
   f->start = t, f->own = own, f->copies = copies, f->a = a, f->b = b, f->from = from, f->to = to;
-  l->n_flows = i + 1;
+  if (i >= l->n_flows) l->n_flows = i + 1;
   return f;
 }
 
@@ -139,6 +145,25 @@ static double book(kt_links *l, int a, int b, double len, double t) {
   }
   if (len > 0) add_busy(&l->up[a], x, x + len), add_busy(&l->down[b], x, x + len);
   return x;
+}
+
+/* Transfer i between nodes a and b (world ranks from, to) sent at t: own
+ * seconds at the link's full rate, then copies seconds of the other
+ * replicas' copies on the same links. Takes the last replay's durations
+ * when it had this transfer, else books it in turns. Returns when own is
+ * through (latency not included), *all when the copies are. */
+static double cross(kt_links *l, size_t i, double t, double own, double copies, int a, int b,
+                    int from, int to, double *all) {
+  kt__flow *f = log_flow(l, i, t, own, copies, a, b, from, to);
+  if (f && i < l->replayed) { /* the last replay says how long it takes */
+    add_busy(&l->up[a], t, t + f->dur_all), add_busy(&l->down[b], t, t + f->dur_all);
+    *all = t + f->dur_all;
+    return t + f->dur;
+  }
+  double start = book(l, a, b, own + copies, t);
+  if (f) f->dur = start - t + own, f->dur_all = start - t + own + copies;
+  *all = start + own + copies;
+  return start + own;
 }
 
 double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, double t) {
@@ -165,17 +190,11 @@ double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, 
     }
     share = up > down ? up : down;
   }
-  double own = bytes / l->lc.inter_bw;
-  kt__flow *f = log_flow(l, t, own, (share - 1) * own, a, b, from_rank * D + j, to_rank * D + j);
-  if (f && l->replayed >= l->n_flows) { /* the last replay says how long it takes */
-    if (f->dur_all - f->dur > l->lag) l->lag = f->dur_all - f->dur;
-    add_busy(&l->up[a], t, t + f->dur_all), add_busy(&l->down[b], t, t + f->dur_all);
-    return t + f->dur + l->lc.inter_latency;
-  }
-  if ((share - 1) * own > l->lag) l->lag = (share - 1) * own;
-  double start = book(l, a, b, share * own, t);
-  if (f) f->dur = start - t + own, f->dur_all = start - t + share * own;
-  return start + own + l->lc.inter_latency;
+  double own = bytes / l->lc.inter_bw, all;
+  double arrive = cross(l, l->n_flows, t, own, (share - 1) * own, a, b, from_rank * D + j,
+                        to_rank * D + j, &all);
+  if (all - arrive > l->lag) l->lag = all - arrive;
+  return arrive + l->lc.inter_latency;
 }
 
 double kt_links_replica_lag(const kt_links *l) { return l->lag; }
@@ -197,14 +216,18 @@ double kt_links_last_end(const kt_links *l, int rank) {
   return rank >= 0 && rank < l->p ? l->last_end[rank] : 0;
 }
 
-/* A ring over the given nodes (one member each) moving chunk bytes per step
- * for steps steps, booked from t: the end. */
-static double ring_between(kt_links *l, const int *nodes, int k, double chunk, int steps, double t) {
-  double len = chunk / l->lc.inter_bw;
+/* A ring over the given leaders (world ranks, one per node) moving chunk
+ * bytes per step for steps steps from t, its transfers logged from place
+ * slot on (k per step): the end. A step starts when the last one ends. */
+static double ring_between(kt_links *l, const int *leaders, int k, double chunk, int steps, double t,
+                           size_t slot) {
+  double len = chunk / l->lc.inter_bw, all;
   for (int s = 0; s < steps; s++) {
     double end = t;
     for (int i = 0; i < k; i++) {
-      double done = book(l, nodes[i], nodes[(i + 1) % k], len, t) + len + l->lc.inter_latency;
+      int from = leaders[i], to = leaders[(i + 1) % k];
+      double done = cross(l, slot++, t, len, 0, l->node[from], l->node[to], from, to, &all) +
+                    l->lc.inter_latency;
       if (done > end) end = done;
     }
     t = end;
@@ -212,47 +235,89 @@ static double ring_between(kt_links *l, const int *nodes, int k, double chunk, i
   return t;
 }
 
-double kt_links_allreduce(kt_links *l, int stage_rank, double bytes, double t) {
-  int D = l->d;
-  if (D < 2 || bytes <= 0) return t;
-  /* distinct nodes of the group, and the most members any of them holds */
-  int *nodes = l->scratch, k = 0, most = 1;
-  for (int r = 0; r < D; r++) {
-    int n = l->node[stage_rank * D + r], seen = 0, same = 0;
-    for (int i = 0; i < k; i++) seen |= nodes[i] == n;
-    if (!seen) nodes[k++] = n;
-    for (int q = 0; q < D; q++) same += l->node[stage_rank * D + q] == n;
-    if (same > most) most = same;
+/* The leaders (each distinct node's first member, world ranks) of stage
+ * rank r's replica group into l->scratch: their count; *most: the most
+ * members one node holds. */
+static int group_leaders(const kt_links *l, int stage_rank, int *most) {
+  int D = l->d, *leaders = l->scratch, k = 0;
+  *most = 1;
+  for (int q = 0; q < D; q++) {
+    int w = stage_rank * D + q, n = l->node[w], seen = 0, same = 0;
+    for (int i = 0; i < k; i++) seen |= l->node[leaders[i]] == n;
+    if (!seen) leaders[k++] = w;
+    for (int x = 0; x < D; x++) same += l->node[stage_rank * D + x] == n;
+    if (same > *most) *most = same;
   }
+  return k;
+}
+
+/* The transfers between nodes stage rank r's all-reduce logs. */
+static size_t allreduce_flows(const kt_links *l, int stage_rank, double bytes) {
+  int most, k = l->d < 2 || bytes <= 0 ? 1 : group_leaders(l, stage_rank, &most);
+  return k > 1 ? (size_t)k * 2 * (size_t)(k - 1) : 0;
+}
+
+static double allreduce_at(kt_links *l, int stage_rank, double bytes, double t, size_t slot) {
+  int D = l->d, most;
+  if (D < 2 || bytes <= 0) return t;
+  int k = group_leaders(l, stage_rank, &most);
   const kt_link_classes *c = &l->lc;
   if (k == 1) /* one node: a ring inside it */
     return t + 2.0 * (D - 1) * (c->intra_latency + bytes / D / c->intra_bw);
-  if (most == 1) return ring_between(l, nodes, k, bytes / k, 2 * (k - 1), t);
+  if (most == 1) return ring_between(l, l->scratch, k, bytes / k, 2 * (k - 1), t, slot);
   /* hierarchical, as the MPI transport runs it: a node's other members send
    * their buffers to its leader one after another, the leaders run the ring,
    * and each leader sends the sum back to its members one after another */
   double inside = (most - 1) * (c->intra_latency + bytes / c->intra_bw);
-  t = ring_between(l, nodes, k, bytes / k, 2 * (k - 1), t + inside);
+  t = ring_between(l, l->scratch, k, bytes / k, 2 * (k - 1), t + inside, slot);
   return t + inside;
 }
 
+double kt_links_allreduce(kt_links *l, int stage_rank, double bytes, double t) {
+  return allreduce_at(l, stage_rank, bytes, t, l->n_flows);
+}
+
 double kt_links_allreduce_all(kt_links *l, const double *bytes, const double *start, double *end) {
-  /* in order of start, so the links are booked in time order */
+  /* booked in order of start (the links in time order), each rank's
+   * transfers logged at places in rank order */
   int P = l->p;
   int *order = kt_calloc((size_t)P, sizeof *order);
+  size_t *slot = kt_calloc((size_t)P, sizeof *slot), next = l->n_flows;
   double last = 0;
   for (int i = 0; i < P; i++) {
     int j = i;
     if (order)
       for (j = i; j > 0 && start && start[order[j - 1]] > start[i]; j--) order[j] = order[j - 1];
     if (order) order[j] = i;
+    if (slot) slot[i] = next, next += allreduce_flows(l, i, bytes[i]);
   }
   for (int i = 0; i < P; i++) {
     int r = order ? order[i] : i;
-    double t0 = start ? start[r] : 0, t1 = kt_links_allreduce(l, r, bytes[r], t0);
+    double t0 = start ? start[r] : 0;
+    double t1 = allreduce_at(l, r, bytes[r], t0, slot ? slot[r] : l->n_flows);
     if (end) end[r] = t1;
     if (t1 > last) last = t1;
   }
-  free(order);
+  free(order), free(slot);
   return last;
 }
+
+void kt_links_set_sync(kt_links *l, const double *bytes) {
+  l->has_sync = bytes != NULL;
+  for (int r = 0; bytes && r < l->p; r++) l->sync_bytes[r] = bytes[r];
+}
+
+double kt_links_sync(kt_links *l) {
+  double last = 0;
+  for (int r = 0; r < l->p; r++) {
+    l->sync_start[r] = l->last_end[r] + l->lag;
+    if (l->sync_start[r] > last) last = l->sync_start[r];
+  }
+  if (l->has_sync) {
+    double e = kt_links_allreduce_all(l, l->sync_bytes, l->sync_start, NULL);
+    if (e > last) last = e;
+  }
+  return l->synced = last;
+}
+
+double kt_links_synced(const kt_links *l) { return l->synced; }

@@ -38,6 +38,10 @@ struct kt_links {
   int replica;            /* the replica a run follows (its own transfers only); -1: replica 0
                            * with the others' copies */
   double *last_end;       /* per pipeline rank: the latest end over the replicas' runs */
+  double *sync_bytes;     /* per pipeline rank: the gradients all-reduced after a step */
+  double *sync_start;     /* scratch: where each rank's all-reduce starts */
+  int has_sync;
+  double synced;          /* the last all-reduce's end (kt_links_sync) */
 };
 
 #endif

@@ -230,59 +230,60 @@ static double small_collective(const kt_links *l, const int *members, int n) {
   return 2.0 * rounds * (spans ? c->inter_latency : c->intra_latency);
 }
 
-/* The step's end on the links: each pipeline rank's gradient all-reduce
- * starts when its last action ends; then the norm and loss sums and the
- * measured update (tail). */
-static kt_status predict_step_end(kt_runtime *rt, const kt_train_config *cfg, double tail,
-                                  kt_train_result *out, kt_error *err) {
-  const kt_runtime_config *rc = &cfg->runtime;
+/* Bytes of each pipeline rank's gradients (bytes[P]). */
+static void gradient_bytes(kt_runtime *rt, const kt_runtime_config *rc, double *bytes) {
   const kt_schedule *s = rc->schedule;
-  int P = s->p, D = rc->data_parallel, S = kt_schedule_stages(s);
+  int S = kt_schedule_stages(s);
   const int *off = kt_runtime_unit_offsets(rt);
-  double *bytes = kt_calloc((size_t)P, sizeof *bytes), *end = kt_calloc((size_t)P, sizeof *end);
-  int *members = kt_calloc((size_t)P * D, sizeof *members);
-  if (!bytes || !end || !members) {
-    free(bytes), free(end), free(members);
-    return kt_fail(err, KT_ENOMEM, "out of memory");
-  }
   for (int st = 0; st < S && rc->synthetic; st++)
     bytes[kt_stage_rank(s, st)] += (double)(rc->syn_grad_bytes / sizeof(float) * sizeof(float));
   for (int st = 0; st < S && !rc->synthetic; st++)
     for (int u = off[st]; u < off[st + 1]; u++)
       bytes[kt_stage_rank(s, st)] += 4.0 * (double)kt_model_unit_params(&rc->model, u);
+}
+
+/* The step's end on the links: the simulation ended with each pipeline
+ * rank's gradient all-reduce (kt_links_set_sync), started when the last
+ * replica's pipeline there ends; then the norm and loss sums and the
+ * measured update (tail). */
+static void predict_step_end(const kt_train_config *cfg, double tail, kt_train_result *out) {
+  const kt_runtime_config *rc = &cfg->runtime;
+  int P = rc->schedule->p, D = rc->data_parallel;
   const kt_timeline *tl = &out->predicted_timeline;
   double pipeline_end = 0;
-  for (size_t i = 0; i < tl->n_events; i++) {
-    const kt_event *e = &tl->events[i];
-    if (e->rank >= 0 && e->rank < P && e->end > end[e->rank]) end[e->rank] = e->end;
-    if (e->end > pipeline_end) pipeline_end = e->end;
+  for (size_t i = 0; i < tl->n_events; i++)
+    if (tl->events[i].end > pipeline_end) pipeline_end = tl->events[i].end;
+  double synced = fmax(kt_links_synced(cfg->links), pipeline_end);
+  int *members = kt_calloc((size_t)P * D, sizeof *members);
+  double small = 0;
+  if (members) {
+    for (int r = 0; r < P; r++) members[r] = kt_world_rank(r, 0, D);
+    small = small_collective(cfg->links, members, P);
+    for (int r = 0; r < P * D; r++) members[r] = r;
+    small += small_collective(cfg->links, members, P * D);
+    free(members);
   }
-  /* each rank's all-reduce starts when the last replica's pipeline there
-   * ends: simulated side by side, or replica 0's plus its copies' lag */
-  double lag = kt_links_replica_lag(cfg->links), last = pipeline_end;
-  for (int r = 0; r < P; r++) {
-    end[r] = fmax(end[r] + lag, kt_links_last_end(cfg->links, r));
-    if (end[r] > last) last = end[r];
-  }
-  double synced = kt_links_allreduce_all(cfg->links, bytes, end, NULL);
-  if (synced < last) synced = last;
-  for (int r = 0; r < P; r++) members[r] = kt_world_rank(r, 0, D);
-  double small = small_collective(cfg->links, members, P);
-  for (int r = 0; r < P * D; r++) members[r] = r;
-  small += small_collective(cfg->links, members, P * D);
   out->predicted_sync_seconds = synced - pipeline_end + small;
   out->predicted_step_seconds = synced + small + tail;
-  free(bytes), free(end), free(members);
-  return KT_OK;
 }
 
 static kt_status predict(kt_runtime *rt, const kt_train_config *cfg, const kt_timeline *measured,
                          double tail, kt_train_result *out, kt_error *err) {
   const kt_runtime_config *rc = &cfg->runtime;
+  if (cfg->links) {
+    double *bytes = kt_calloc((size_t)rc->schedule->p, sizeof *bytes);
+    if (!bytes) return kt_fail(err, KT_ENOMEM, "out of memory");
+    gradient_bytes(rt, rc, bytes);
+    kt_links_set_sync(cfg->links, bytes);
+    free(bytes);
+  }
   kt_status st = kt_train_predict_on(rc->schedule, rc->grad_accum, measured, cfg->links,
                                      message_bytes(rc), &out->calibrated,
                                      &out->predicted_timeline, err);
-  if (!st && cfg->links) st = predict_step_end(rt, cfg, tail, out, err);
+  if (cfg->links) {
+    if (!st) predict_step_end(cfg, tail, out);
+    kt_links_set_sync(cfg->links, NULL);
+  }
   out->calibrated.links = NULL; /* the caller's */
   if (st) return st;
   return kt_timeline_metrics(&out->predicted_timeline, &out->predicted, err);

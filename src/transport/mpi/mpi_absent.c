@@ -19,6 +19,7 @@ void kt_transport_mpi_destroy(kt_transport *t) { (void)t; }
 int kt_transport_mpi_local_size(void) { return 1; }
 void kt_transport_mpi_abort_job(int code) { (void)code; }
 void kt_transport_mpi_finalize(void) {}
+void kt_transport_mpi_set_spin(kt_transport *t, double seconds) { (void)t, (void)seconds; }
 kt_status kt_transport_mpi_nodes(kt_transport *t, int *out, kt_error *err) {
   (void)t, (void)out;
   return kt_fail(err, KT_EINVAL, "this kaiten was built without MPI (install libopenmpi-dev and rebuild)");

@@ -47,7 +47,7 @@ typedef struct {
    * has a core for every rank on it (a spinning rank then takes no one's
    * core, and a message that is about to come is taken at once), none when
    * ranks share cores (a spin would hold the core the sender needs). */
-  double spin;
+  double spin, spin_default;
   int all_local; /* every rank of the job is on this host */
   int *members[3]; /* the data, pipeline and world groups' world ranks (ring.c) */
   int *node_of;     /* world rank -> machine (NULL: unknown, each its own) */

@@ -486,6 +486,11 @@ void kt_transport_mpi_finalize(void) {
   if (inited && !finalized) MPI_Finalize();
 }
 
+void kt_transport_mpi_set_spin(kt_transport *t, double seconds) {
+  mpi_ctx *c = t->ctx;
+  c->spin = seconds >= 0 ? seconds : c->spin_default;
+}
+
 kt_status kt_transport_mpi_nodes(kt_transport *t, int *out, kt_error *err) {
   mpi_ctx *c = t->ctx;
   char name[MPI_MAX_PROCESSOR_NAME] = {0};

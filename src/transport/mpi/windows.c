@@ -88,7 +88,7 @@ void kt__mpi_windows_create(mpi_ctx *c, int size) {
   int local = 1;
   MPI_Comm_size(node, &local);
   long cores = sysconf(_SC_NPROCESSORS_ONLN); /* the host's: mpirun may bind each rank to one */
-  c->spin = cores > 0 && local <= cores ? SPIN_SECONDS : 0;
+  c->spin = c->spin_default = cores > 0 && local <= cores ? SPIN_SECONDS : 0;
   MPI_Comm_free(&node);
 }
 
