@@ -209,6 +209,19 @@ static void allreduce_in_the_replay(void) {
     CHECK_NEAR(kt_links_synced(l), 5e-3 + 2e-4, 1e-12);
     CHECK_NEAR(kt_links_share(l), run ? 0 : 1e-3, 1e-12); /* the gradients' change, then settled */
   }
+  /* rank 1's ring starts first, so it is booked first, but rank 0's steps
+   * have the first places: the replayed durations stay with their steps
+   * (two rings on separate links, 2 steps of 2 ms + latency each) */
+  double both[2] = {4000, 4000};
+  kt_links_set_sync(l, both);
+  kt_links_share_forget(l);
+  for (int run = 0; run < 2; run++) {
+    kt_links_reset(l);
+    kt_links_note_end(l, 0, 1e-3);
+    kt_links_note_end(l, 1, 0);
+    CHECK_NEAR(kt_links_sync(l), 1e-3 + 4e-3 + 2e-4, 1e-12);
+    CHECK_NEAR(kt_links_share(l), 0, 1e-12);
+  }
   /* without bytes to all-reduce the step ends with its last rank */
   kt_links_set_sync(l, NULL);
   kt_links_share_forget(l);

@@ -131,6 +131,11 @@ static kt__flow *log_flow(kt_links *l, size_t i, double t, double own, double co
     if (!n) return NULL;
     l->flows = n, l->cap_flows = cap;
   }
+  for (size_t g = l->n_flows; g < i; g++) { /* skipped places are filled later in the same call; */
+    kt__flow *e = &l->flows[g];            /* until then empty, keeping a replayed duration */
+    double dur = g < l->replayed ? e->dur : 0, all = g < l->replayed ? e->dur_all : 0;
+    *e = (kt__flow){.dur = dur, .dur_all = all};
+  }
   kt__flow *f = &l->flows[i];
   if (i >= l->replayed) f->dur = f->dur_all = 0;
   f->start = t, f->own = own, f->copies = copies, f->a = a, f->b = b, f->from = from, f->to = to;
