@@ -333,28 +333,38 @@ static int squeeze(pattern *pt, int with_w) {
     return -1;
   }
   memset(L.occ, -1, (size_t)pt->p * (size_t)slots);
-  for (size_t i = 0; i < n; i++) L.occ[(size_t)ev[i].r * (size_t)slots + (size_t)ev[i].time] = (signed char)ev[i].k;
+  /* busy: every op's slot from the start, so the steady state (most ops,
+   * none of which moves) is never visited in time order: a move only looks
+   * at slots before the op's own, where every op still to come is later.
+   * Counts, as two ops may share a slot. Both rows filled a rank at a time. */
   int peak = 0;
-  for (int r = 0; r < pt->p; r++) peak = imax(peak, relevel(&L, r, 0, slots));
+  for (int r = 0; r < pt->p; r++) {
+    size_t base = (size_t)r * (size_t)slots;
+    for (int k = 0; k < pt->types; k++)
+      for (int j = 0; j < LEN(pt, k, r); j++) {
+        int t = LIST(pt, k, r)[j];
+        busy[base + (size_t)t]++;
+        L.occ[base + (size_t)t] = (signed char)k;
+      }
+    peak = imax(peak, relevel(&L, r, 0, slots));
+  }
   int phase = 0;
   for (size_t i = 0; i < n; i++) {
     const event *e = &ev[i];
-    int *slot = &LIST(pt, e->k, e->r)[e->j];
-    unsigned char *occ = busy + (size_t)e->r * (size_t)slots;
     if (e->k == T_I0 && e->r == 0 && phase == 0) phase = 1; /* rank 0's first I of stage 0 */
     int keep = phase == 1 || (phase == 0 && !with_w);
     if (phase == 1 && e->k == T_F0 && e->j == pt->m - 1) phase = 2; /* the last forward starts the cool-down */
-    if (!keep) {
-      for (int t = deps_slot(pt, e) + 1; t < e->time; t++) {
-        if (occ[t] || !move_fits(&L, e->r, t, e->time, e->k, peak)) continue;
-        *slot = t; /* moved: its old slot is free now */
-        size_t base = (size_t)e->r * (size_t)slots;
-        L.occ[base + (size_t)e->time] = -1, L.occ[base + (size_t)t] = (signed char)e->k;
-        relevel(&L, e->r, t, e->time);
-        break;
-      }
+    if (keep) continue;
+    unsigned char *occ = busy + (size_t)e->r * (size_t)slots;
+    for (int t = deps_slot(pt, e) + 1; t < e->time; t++) {
+      if (occ[t] || !move_fits(&L, e->r, t, e->time, e->k, peak)) continue;
+      LIST(pt, e->k, e->r)[e->j] = t; /* moved: its old slot is free now */
+      occ[e->time]--, occ[t] = 1;
+      size_t base = (size_t)e->r * (size_t)slots;
+      L.occ[base + (size_t)e->time] = -1, L.occ[base + (size_t)t] = (signed char)e->k;
+      relevel(&L, e->r, t, e->time);
+      break;
     }
-    occ[*slot] = 1;
   }
   free(ev), free(busy), free(L.occ), free(L.lvl), free(L.pend);
   if (!with_w) {
