@@ -49,7 +49,7 @@ typedef struct {
    * ranks share cores (a spin would hold the core the sender needs). */
   double spin, spin_default;
   int all_local; /* every rank of the job is on this host */
-  int *members[3]; /* the data, pipeline and world groups' world ranks (ring.c) */
+  int *members[3]; /* the data, pipeline and world groups' world ranks (kt__mpi_members) */
   int *node_of;     /* world rank -> machine (NULL: unknown, each its own) */
   float *scratch;  /* the ring's incoming chunk */
   size_t scratch_floats;
@@ -71,6 +71,11 @@ typedef int (*kt__mpi_wait_ready)(kt_transport *t, void *arg, kt_status *st, kt_
  * sender rings this rank's doorbell). */
 kt_status kt__mpi_wait_named(kt_transport *t, kt__mpi_wait_ready ready, void *arg, int who, int p2p,
                              kt_error *err);
+
+/* The members of comm (one of the transport's communicators, size of
+ * them) as world ranks, in comm's order: translated once per communicator
+ * and kept (NULL when out of memory). */
+const int *kt__mpi_members(mpi_ctx *c, MPI_Comm comm, int size);
 
 /* The all-reduce (sum) of n floats over comm as a ring of point-to-point
  * messages (ring.c). */

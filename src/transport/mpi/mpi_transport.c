@@ -300,20 +300,33 @@ static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, siz
   return st;
 }
 
-/* World rank of the other member of a two-rank communicator, else -1. */
-static int other_member(mpi_ctx *c, MPI_Comm comm) {
-  int size, me, peer = -1;
-  MPI_Comm_size(comm, &size);
-  MPI_Comm_rank(comm, &me);
-  if (size != 2) return -1;
+const int *kt__mpi_members(mpi_ctx *c, MPI_Comm comm, int size) {
+  int slot = comm == c->data ? 0 : comm == c->pipeline ? 1 : 2;
+  if (c->members[slot]) return c->members[slot];
+  int *in = malloc(sizeof(int) * (size_t)size), *out = malloc(sizeof(int) * (size_t)size);
+  if (!in || !out) {
+    free(in), free(out);
+    return NULL;
+  }
   MPI_Group g, wg;
-  int other = 1 - me;
   MPI_Comm_group(comm, &g);
   MPI_Comm_group(c->world, &wg);
-  MPI_Group_translate_ranks(g, 1, &other, wg, &peer);
+  for (int i = 0; i < size; i++) in[i] = i;
+  MPI_Group_translate_ranks(g, size, in, wg, out);
   MPI_Group_free(&g);
   MPI_Group_free(&wg);
-  return peer;
+  free(in);
+  return c->members[slot] = out;
+}
+
+/* World rank of the other member of a two-rank communicator, else -1. */
+static int other_member(mpi_ctx *c, MPI_Comm comm) {
+  int size, me;
+  MPI_Comm_size(comm, &size);
+  if (size != 2) return -1;
+  MPI_Comm_rank(comm, &me);
+  const int *world_of = kt__mpi_members(c, comm, size);
+  return world_of ? world_of[1 - me] : -1;
 }
 
 static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n, kt_error *err) {

@@ -40,26 +40,6 @@ static int step_done(kt_transport *t, void *arg, kt_status *st, kt_error *err) {
   return flag;
 }
 
-/* Members of comm as world ranks, in comm's order (cached per comm). */
-static const int *members_of(mpi_ctx *c, MPI_Comm comm, int size) {
-  int slot = comm == c->data ? 0 : comm == c->pipeline ? 1 : 2;
-  if (c->members[slot]) return c->members[slot];
-  int *in = malloc(sizeof(int) * (size_t)size), *out = malloc(sizeof(int) * (size_t)size);
-  if (!in || !out) {
-    free(in), free(out);
-    return NULL;
-  }
-  MPI_Group g, wg;
-  MPI_Comm_group(comm, &g);
-  MPI_Comm_group(c->world, &wg);
-  for (int i = 0; i < size; i++) in[i] = i;
-  MPI_Group_translate_ranks(g, size, in, wg, out);
-  MPI_Group_free(&g);
-  MPI_Group_free(&wg);
-  free(in);
-  return c->members[slot] = out;
-}
-
 /* One step: send send_n floats to the right and receive recv_n from the
  * left into into (comm ranks; MPI_PROC_NULL: that side has nothing). */
 static kt_status exchange(kt_transport *t, MPI_Comm comm, int right, int left, int tag,
@@ -141,7 +121,7 @@ kt_status kt__mpi_ring_allreduce(kt_transport *t, MPI_Comm comm, float *buf, siz
   MPI_Comm_size(comm, &d);
   MPI_Comm_rank(comm, &me);
   if (d == 1 || n == 0) return KT_OK;
-  const int *world_of = members_of(c, comm, d);
+  const int *world_of = kt__mpi_members(c, comm, d);
   int *order = malloc(sizeof(int) * (size_t)d);
   if (!world_of || !order) {
     free(order);
