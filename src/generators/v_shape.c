@@ -26,6 +26,7 @@
  * under the same budgets compete; the fastest wins. So the peak memory of
  * every rank is at most the construction's (docs/schedules.md tabulates it)
  * and the makespan at most the construction's. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,13 +72,14 @@ static int next_event(const pattern *pt, int r, const int *cur, int *time) {
   return best;
 }
 
-/* The highest slot any op of the first `types` types holds, or -1. */
+/* The highest slot any op of the first `types` types holds, or -1: each
+ * list's last (every list is in slot order: an op never moves before the
+ * one ahead of it in its list, nor past the one after it). */
 static int top_slot(const pattern *pt, int types) {
   int top = -1;
   for (int r = 0; r < pt->p; r++)
     for (int k = 0; k < types; k++)
-      for (int j = 0; j < LEN(pt, k, r); j++)
-        if (LIST(pt, k, r)[j] > top) top = LIST(pt, k, r)[j];
+      if (LEN(pt, k, r) > 0) top = imax(top, LIST(pt, k, r)[LEN(pt, k, r) - 1]);
   return top;
 }
 
@@ -229,30 +231,58 @@ typedef struct {
   int time, r, k, j;
 } event;
 
-/* Every op in time order (ties: rank, type, micro-batch): a counting sort
- * over the slot times, which are small integers. n set; NULL on ENOMEM. */
-static event *events(const pattern *pt, size_t *n) {
+/* The first index of an ascending list whose slot is at least t. */
+static int first_at(const int *list, int len, int t) {
+  int lo = 0, hi = len;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (list[mid] < t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* The ops in slots up to lo and from hi on, in time order (ties: rank,
+ * type, micro-batch): a counting sort over the slot times, which are small
+ * integers. Every list is ascending, so the slots between are skipped
+ * without visiting them (lo = INT_MAX: every op). n set; NULL on ENOMEM. */
+static event *events(const pattern *pt, int lo, int hi, size_t *n) {
   size_t total = 0;
   int top = top_slot(pt, pt->types);
+  /* each list's ops in [0, a) and [b, len) */
+  int *cut = malloc((size_t)pt->p * N_TYPES * 2 * sizeof *cut);
+  if (!cut) return NULL;
   for (int r = 0; r < pt->p; r++)
-    for (int k = 0; k < pt->types; k++) total += (size_t)LEN(pt, k, r);
+    for (int k = 0; k < pt->types; k++) {
+      const int *list = LIST(pt, k, r);
+      int len = LEN(pt, k, r), a = lo >= top ? len : first_at(list, len, lo + 1);
+      int b = hi > top ? len : first_at(list, len, hi);
+      if (b < a) b = a;
+      cut[(r * N_TYPES + k) * 2] = a, cut[(r * N_TYPES + k) * 2 + 1] = b;
+      total += (size_t)(a + len - b);
+    }
   event *ev = malloc((total ? total : 1) * sizeof *ev);
   size_t *at = kt_calloc((size_t)top + 3, sizeof *at);
   if (!ev || !at) {
-    free(ev), free(at);
+    free(ev), free(at), free(cut);
     return NULL;
   }
-  for (int r = 0; r < pt->p; r++)
-    for (int k = 0; k < pt->types; k++)
-      for (int j = 0; j < LEN(pt, k, r); j++) at[LIST(pt, k, r)[j] + 1]++;
+#define EACH_OP(...)                                                       \
+  for (int r = 0; r < pt->p; r++)                                          \
+    for (int k = 0; k < pt->types; k++) {                                  \
+      const int *list = LIST(pt, k, r);                                    \
+      int a = cut[(r * N_TYPES + k) * 2], b = cut[(r * N_TYPES + k) * 2 + 1]; \
+      for (int j = 0, len = LEN(pt, k, r); j < len; j++) {                  \
+        if (j == a && (j = b) >= len) break;                               \
+        __VA_ARGS__                                                        \
+      }                                                                    \
+    }
+  EACH_OP(at[list[j] + 1]++;)
   for (int t = 1; t <= top + 1; t++) at[t] += at[t - 1];
-  for (int r = 0; r < pt->p; r++) /* in (rank, type, mb) order: stable within a slot */
-    for (int k = 0; k < pt->types; k++)
-      for (int j = 0; j < LEN(pt, k, r); j++) {
-        int t = LIST(pt, k, r)[j];
-        ev[at[t]++] = (event){t, r, k, j};
-      }
-  free(at);
+  /* in (rank, type, mb) order: stable within a slot */
+  EACH_OP(ev[at[list[j]]++] = (event){list[j], r, k, j};)
+#undef EACH_OP
+  free(at), free(cut);
   *n = total;
   return ev;
 }
@@ -293,7 +323,7 @@ static int deps_slot(const pattern *pt, const event *e) {
  * order every dependency of an op has its new slot already. -1 on ENOMEM. */
 static int compact(pattern *pt) {
   size_t n;
-  event *ev = events(pt, &n);
+  event *ev = events(pt, INT_MAX, INT_MAX, &n);
   int *next = kt_calloc((size_t)pt->p, sizeof *next); /* each rank's first free slot */
   if (!ev || !next) {
     free(ev), free(next);
@@ -320,8 +350,16 @@ static int compact(pattern *pt) {
 static int squeeze(pattern *pt, int with_w) {
   pt->types = with_w ? 5 : 4;
   if (with_w && place_all_w(pt, 0)) return -1;
+  /* In time order, ops before rank 0's first I of stage 0 (the warm-up)
+   * and from the first last forward on (the cool-down) may move; the
+   * steady state between (most ops) is kept and never listed. */
+  int t1 = LIST(pt, T_I0, 0)[0], t2 = INT_MAX;
+  for (int r = 0; r < pt->p; r++) {
+    int t = LIST(pt, T_F0, r)[pt->m - 1];
+    if ((t > t1 || (t == t1 && r > 0)) && t < t2) t2 = t;
+  }
   size_t n;
-  event *ev = events(pt, &n);
+  event *ev = events(pt, t1, t2, &n);
   /* ops only move earlier, and past the last one the levels only fall */
   int slots = top_slot(pt, pt->types) + 2;
   unsigned char *busy = kt_calloc((size_t)pt->p * (size_t)slots, 1);
@@ -400,7 +438,7 @@ static int emit(kt_schedule *s, const pattern *pt) {
   free(row);
   if (!shared) return 0;
   size_t n;
-  event *ev = events(pt, &n);
+  event *ev = events(pt, INT_MAX, INT_MAX, &n);
   if (!ev) return -1;
   for (int r = 0; r < pt->p; r++) s->ranks[r].n = 0;
   for (size_t i = 0; i < n; i++) append(s, ev[i].r, ev[i].k, ev[i].j);

@@ -7,6 +7,8 @@
 
 #include "kaiten/schedule.h"
 
+#define PREFETCH_AHEAD 16 /* actions: a little over two cache lines */
+
 /* Kept small (5 bytes): one per (stage, micro-batch), walked in cache. A
  * pair's actions all run on one rank, so "the backward came before the
  * forward" is known when the backward is counted. */
@@ -37,7 +39,7 @@ kt_status kt_deadlock_fail(const kt_blocked *b, int n, kt_error *err) {
  * runs its list in order; an action, or an overlapped group as a whole,
  * starts once its inputs are done), tracked with one flag byte per (stage,
  * micro-batch): a result is done (bit 1 << kt_result) or not. */
-static int input_done(const uint8_t *done, int S, int M, const kt_action *a, kt_blocked *why) {
+static int input_done(const uint8_t *done, int S, int row, const kt_action *a, kt_blocked *why) {
   int from;
   kt_result need = kt_action_needs(a->op, a->stage, S, &from);
   if (need == KT_RESULT_NONE) return 1;
@@ -45,12 +47,12 @@ static int input_done(const uint8_t *done, int S, int M, const kt_action *a, kt_
     static const uint8_t producer_op[KT_RESULT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
     why->on = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
   }
-  return (done[(size_t)from * (size_t)M + (size_t)a->mb] >> need) & 1;
+  return (done[(size_t)from * (size_t)row + (size_t)a->mb] >> need) & 1;
 }
 
 typedef struct {
   const kt_schedule *s;
-  int S, M;
+  int S, row; /* row: the done table's stride */
   uint8_t *done;
   size_t *pos;
   int *owner, *queue;
@@ -66,16 +68,21 @@ static void wake(walker *w, int r) {
 
 static void walk_rank(walker *w, int r) {
   const kt_rank_actions *ra = &w->s->ranks[r];
+  /* Ranks take turns, a few actions a visit: fetch this rank's next lines
+   * now, for when the walk comes back to it (with many ranks their lists
+   * are too many streams for the hardware prefetcher). */
+  if (w->pos[r] + PREFETCH_AHEAD < ra->n)
+    __builtin_prefetch(&ra->actions[w->pos[r] + PREFETCH_AHEAD]);
   while (w->pos[r] < ra->n) {
     size_t g = w->pos[r];
-    int ready = input_done(w->done, w->S, w->M, &ra->actions[g], NULL);
+    int ready = input_done(w->done, w->S, w->row, &ra->actions[g], NULL);
     while (ready && (ra->actions[g].flags & KT_ACTION_OVERLAP_NEXT) && g + 1 < ra->n)
-      ready = input_done(w->done, w->S, w->M, &ra->actions[++g], NULL);
+      ready = input_done(w->done, w->S, w->row, &ra->actions[++g], NULL);
     if (!ready) return;
     for (size_t i = w->pos[r]; i <= g; i++) {
       const kt_action *a = &ra->actions[i];
       unsigned made = kt_action_publishes(a->op);
-      w->done[(size_t)a->stage * (size_t)w->M + (size_t)a->mb] |= (uint8_t)made;
+      w->done[(size_t)a->stage * (size_t)w->row + (size_t)a->mb] |= (uint8_t)made;
       for (int res = 0; res < KT_RESULT_COUNT; res++)
         if (made & (1u << res)) {
           int to = kt_result_consumer((kt_result)res, a->stage, w->S);
@@ -96,11 +103,11 @@ static kt_status name_blocked(walker *w, kt_error *err) {
     if (n < 8) {
       size_t g = w->pos[r];
       /* a blocked group may wait on a later member */
-      while (input_done(w->done, w->S, w->M, &ra->actions[g], NULL) &&
+      while (input_done(w->done, w->S, w->row, &ra->actions[g], NULL) &&
              (ra->actions[g].flags & KT_ACTION_OVERLAP_NEXT) && g + 1 < ra->n)
         g++;
       b[n] = (kt_blocked){.rank = r, .at = ra->actions[g]};
-      input_done(w->done, w->S, w->M, &ra->actions[g], &b[n]);
+      input_done(w->done, w->S, w->row, &ra->actions[g], &b[n]);
       b[n].on_rank = w->owner[b[n].on.stage];
     }
     n++;
@@ -111,9 +118,11 @@ static kt_status name_blocked(walker *w, kt_error *err) {
 /* KT_OK when the schedule runs to the end, EDEADLOCK naming the blocked
  * ranks, ENOMEM. */
 static kt_status runs_to_completion(const kt_schedule *s, kt_error *err) {
-  walker w = {.s = s, .S = kt_schedule_stages(s), .M = s->m};
+  /* one stage's flags a row, padded by a cache line: with M a power of two
+   * the rows' current columns would all fall in the same cache sets */
+  walker w = {.s = s, .S = kt_schedule_stages(s), .row = s->m + 64};
   int P = s->p;
-  w.done = kt_calloc((size_t)w.S * (size_t)w.M, 1);
+  w.done = kt_calloc((size_t)w.S * (size_t)w.row, 1);
   w.pos = kt_calloc((size_t)P, sizeof *w.pos);
   w.owner = kt_calloc((size_t)w.S, sizeof *w.owner);
   w.queue = kt_calloc((size_t)P, sizeof *w.queue);
