@@ -381,7 +381,8 @@ static kt_status state_init(sim_state *st, kt_error *err) {
   }
   if (!st->done || !st->owner || !st->pos || !st->free_at || !st->mem || !st->queue ||
       !st->queued || !st->cost || (st->met && !st->inflight) || (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
-    return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs", cells);
+    return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs",
+                   (size_t)st->S * (size_t)s->m);
   for (size_t i = 0; i < cells; i++) st->done[i] = (pair_times){NAN, NAN, NAN};
   for (size_t i = 0; st->lowered && i < msgs; i++) st->sent_at[i] = st->posted_at[i] = NAN;
   for (int stage = 0; stage < st->S; stage++) {
@@ -409,8 +410,8 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_timeli
   }
   int S = kt_schedule_stages(s);
   kt_status rc = kt_costs_check(c, S, err);
-  sim_state st = {.s = s, .c = c, .S = S, .row = s->m + ROW_PAD, .comm = kt_cost_comm(c), .met = met,
-                  .sink = sink};
+  sim_state st = {.s = s, .c = c, .S = S, .row = s->m + ROW_PAD, .comm = kt_cost_comm(c),
+                  .met = met, .sink = sink};
   if (!rc) rc = check_actions(s, S, &st.lowered, err);
   if (rc) return rc;
   if (c->links && reset_links) kt_links_reset(c->links);
