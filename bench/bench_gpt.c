@@ -7,7 +7,8 @@
  * shared machine hits every column alike: each round replays the step's
  * exact matmul shapes and strides on bare sgemm (one core) twice, on one
  * set of operands that stays in cache (the reference) and cycling through
- * COLD_SETS sets that do not, then runs one P=1 step and one P=2 step.
+ * COLD_SETS sets that do not, then runs two P=1 steps and two P=2 steps and
+ * times the second of each (in training a step follows one of its own).
  * Reported: the P=1 step's achieved GFLOP/s against both replays (median of
  * the per-round ratios), the share of rank time inside sgemm, and the P=2
  * speed-up over P=1 against the ideal 2M/(M+1) of a balanced two-stage 1F1B
