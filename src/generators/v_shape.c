@@ -242,6 +242,9 @@ static int first_at(const int *list, int len, int t) {
   return lo;
 }
 
+/* j, or the end of the cut [c[0], c[1]) when j is its start. */
+static int past_cut(int j, const int *c) { return j == c[0] ? c[1] : j; }
+
 /* The ops in slots up to lo and from hi on, in time order (ties: rank,
  * type, micro-batch): a counting sort over the slot times, which are small
  * integers. Every list is ascending, so the slots between are skipped
@@ -267,21 +270,18 @@ static event *events(const pattern *pt, int lo, int hi, size_t *n) {
     free(ev), free(at), free(cut);
     return NULL;
   }
-#define EACH_OP(...)                                                       \
-  for (int r = 0; r < pt->p; r++)                                          \
-    for (int k = 0; k < pt->types; k++) {                                  \
-      const int *list = LIST(pt, k, r);                                    \
-      int a = cut[(r * N_TYPES + k) * 2], b = cut[(r * N_TYPES + k) * 2 + 1]; \
-      for (int j = 0, len = LEN(pt, k, r); j < len; j++) {                  \
-        if (j == a && (j = b) >= len) break;                               \
-        __VA_ARGS__                                                        \
-      }                                                                    \
+  for (int r = 0; r < pt->p; r++)
+    for (int k = 0; k < pt->types; k++) {
+      const int *list = LIST(pt, k, r), *c = &cut[(r * N_TYPES + k) * 2];
+      for (int j = past_cut(0, c); j < LEN(pt, k, r); j = past_cut(j + 1, c)) at[list[j] + 1]++;
     }
-  EACH_OP(at[list[j] + 1]++;)
   for (int t = 1; t <= top + 1; t++) at[t] += at[t - 1];
-  /* in (rank, type, mb) order: stable within a slot */
-  EACH_OP(ev[at[list[j]]++] = (event){list[j], r, k, j};)
-#undef EACH_OP
+  for (int r = 0; r < pt->p; r++) /* in (rank, type, mb) order: stable within a slot */
+    for (int k = 0; k < pt->types; k++) {
+      const int *list = LIST(pt, k, r), *c = &cut[(r * N_TYPES + k) * 2];
+      for (int j = past_cut(0, c); j < LEN(pt, k, r); j = past_cut(j + 1, c))
+        ev[at[list[j]]++] = (event){list[j], r, k, j};
+    }
   free(at), free(cut);
   *n = total;
   return ev;
