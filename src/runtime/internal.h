@@ -34,9 +34,10 @@ struct kt__worker {
   float **act_handoff, **grad_handoff; /* [S * M] tensors handed over inside the rank */
   float **outbox;          /* [V * M * 2] results waiting for their SEND (F, BI) */
   size_t *recv_event;      /* [V * M * 2] the comm event of the last RECV posted there */
-  const kt_action *next;   /* the action after the running one in the program, or NULL */
-  /* A result whose SEND is the very next action: sent from the compute
-   * buffer itself (no copy into the outbox); slot is its outbox index. */
+  const kt_action *next, *end; /* the actions after the running one: [next, end) */
+  /* A result whose SEND comes before any action that could touch the
+   * compute buffer: sent from that buffer itself (no copy into the outbox);
+   * slot is its outbox index. */
   const float *direct;
   size_t direct_slot;
   double loss_sum;

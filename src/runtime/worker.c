@@ -98,10 +98,22 @@ static kt_status take_input(kt__worker *w, const kt_action *a, int k, const floa
   return st;
 }
 
+/* Whether the result's SEND follows before anything that could write the
+ * compute buffer or take the direct hand-off: only receives (posted into
+ * the transport's own storage), send completions and the per-stage actions
+ * (no-ops here) may come between. 1F1B's B is followed by WAIT_SEND_F, then
+ * SEND_B: without looking past it every gradient was copied once more. */
+static int send_comes_next(const kt__worker *w, const kt_action *a, int send) {
+  for (const kt_action *n = w->next; n && n < w->end; n++) {
+    if (n->op == send && n->stage == a->stage && n->mb == a->mb) return 1;
+    if (n->op < KT_OP_COUNT || n->op == KT_OP_SEND_F || n->op == KT_OP_SEND_B) return 0;
+  }
+  return 0;
+}
+
 /* Hands a computed result to its consumer: kept for a stage on this rank,
- * put in the outbox for its SEND otherwise, or, when that SEND is the next
- * action, left in the compute buffer for it (nothing runs in between that
- * could overwrite the buffer). */
+ * put in the outbox for its SEND otherwise, or, when that SEND comes next
+ * (send_comes_next), left in the compute buffer for it. */
 static kt_status give_output(kt__worker *w, const kt_action *a, kt_result r, const float *data,
                              size_t elems, kt_error *err) {
   int to = kt_result_consumer(r, a->stage, w->rt->S);
@@ -111,9 +123,7 @@ static kt_status give_output(kt__worker *w, const kt_action *a, kt_result r, con
                                     : &w->grad_handoff[PAIR(w, to, a->mb)];
     return keep(slot, data, elems, err);
   }
-  const kt_action *n = w->next;
-  int send = r == KT_RESULT_F ? KT_OP_SEND_F : KT_OP_SEND_B;
-  if (n && n->op == send && n->stage == a->stage && n->mb == a->mb) {
+  if (send_comes_next(w, a, r == KT_RESULT_F ? KT_OP_SEND_F : KT_OP_SEND_B)) {
     w->direct = data;
     w->direct_slot = SLOT(w, a->stage, a->mb, r);
     return KT_OK;
@@ -267,7 +277,8 @@ kt_status kt__worker_step(kt__worker *w, kt_error *err) {
   for (int c = 0; c < rt->V; c++) kt_chunk_zero_grad(w->chunk[c]);
   for (int k = 0; k < rt->K; k++) {
     for (size_t i = 0; i < ra->n; i++) {
-      w->next = i + 1 < ra->n ? &ra->actions[i + 1] : NULL;
+      w->next = &ra->actions[i + 1];
+      w->end = ra->actions + ra->n;
       kt_status st = run_action(w, &ra->actions[i], k, err);
       if (st) return st;
     }
