@@ -3,7 +3,8 @@
  * arrive in order whether handed over or queued; other tags wait their turn;
  * a size mismatch fails on both paths; a receive that timed out is withdrawn
  * (the message then queues for a later receive); abort wakes a waiting
- * receiver at once; and a many-rank exchange stays intact (run under TSan
+ * receiver at once; a queued message is lent without a copy (recv_lend);
+ * and a many-rank exchange stays intact (run under TSan
  * with `make tsan`, label threads). */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -59,6 +60,20 @@ static void test_handoff_to_waiter(void) {
 
 /* Messages of one (source, tag) keep their order, however sender and
  * receiver interleave (some handed over, some queued). */
+typedef struct {
+  unsigned char *buf;
+  const void *data;
+  void *loan;
+  kt_status st;
+} lend_arg;
+
+static void *lend_one(void *arg) {
+  lend_arg *a = arg;
+  kt_error err;
+  a->st = kt_transport_recv_lend(&h[1], 0, 24, a->buf, BYTES, &a->data, &a->loan, &err);
+  return NULL;
+}
+
 static void test_order(void) {
   static unsigned char got[N][BYTES];
   receiver r = {.t = &h[1], .src = 0, .n = N, .tag = 9, .bytes = BYTES, .got = got};
@@ -199,6 +214,45 @@ static void test_abort_wakes(void) {
   CHECK_EQ_INT(h[0].ops->send(&h[0], 1, 1, msg, sizeof msg, &err), KT_EPEER);
 }
 
+/* recv_lend: a queued message is lent where it lies (no copy into buf) and
+ * its storage is reused once released; a receiver that waits gets the
+ * tensor handed into its own buffer (nothing lent). */
+static void test_lend(void) {
+  kt_error err;
+  unsigned char msg[BYTES], got[BYTES];
+  fill(msg, 11);
+  memset(got, 0, sizeof got);
+  CHECK_EQ_INT(kt_transport_send(&h[0], 1, 21, msg, BYTES, &err), KT_OK); /* queued */
+  const void *data = NULL;
+  void *loan = NULL;
+  CHECK_EQ_INT(kt_transport_recv_lend(&h[1], 0, 21, got, BYTES, &data, &loan, &err), KT_OK);
+  CHECK(loan != NULL && data != got && !memcmp(data, msg, BYTES));
+  CHECK_EQ_INT((int)((uintptr_t)data % 16), 0);
+  CHECK(got[0] == 0 && got[BYTES - 1] == 0); /* lent, not copied */
+  kt_transport_release(&h[1], loan);
+  /* the released message is the next send's storage */
+  CHECK_EQ_INT(kt_transport_send(&h[0], 1, 22, msg, BYTES, &err), KT_OK);
+  const void *again = NULL;
+  CHECK_EQ_INT(kt_transport_recv_lend(&h[1], 0, 22, got, BYTES, &again, &loan, &err), KT_OK);
+  CHECK(again == data);
+  kt_transport_release(&h[1], loan);
+  /* a size mismatch lends nothing */
+  CHECK_EQ_INT(kt_transport_send(&h[0], 1, 23, msg, BYTES, &err), KT_OK);
+  loan = &err;
+  CHECK_EQ_INT(kt_transport_recv_lend(&h[1], 0, 23, got, BYTES / 2, &data, &loan, &err), KT_ERUNTIME);
+  CHECK(loan == NULL);
+  /* waiting: handed straight into got */
+  pthread_t th;
+  lend_arg la = {.buf = got};
+  CHECK(!pthread_create(&th, NULL, lend_one, &la));
+  usleep(20000);
+  fill(msg, 12);
+  CHECK_EQ_INT(kt_transport_send(&h[0], 1, 24, msg, BYTES, &err), KT_OK);
+  pthread_join(th, NULL);
+  CHECK_EQ_INT(la.st, KT_OK);
+  CHECK(la.loan == NULL && la.data == got && !memcmp(got, msg, BYTES));
+}
+
 int main(void) {
   kt_error err;
   if (kt_transport_threads_create(2, 1, 30, 4 * N, &h, &err)) {
@@ -210,6 +264,7 @@ int main(void) {
   test_other_tags_wait();
   test_size_mismatch();
   test_timeout_withdraws();
+  test_lend();
   test_ring();
   test_abort_wakes(); /* last: the fabric stays aborted */
   kt_transport_threads_destroy(h, 2);

@@ -36,6 +36,15 @@ kt_status kt_transport_send(kt_transport *t, int dst, uint64_t tag, const void *
  * the handle's timeout: ETIMEOUT; EPEER when the run was aborted. */
 kt_status kt_transport_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
                             kt_error *err);
+/* Receives the message (src, tag) like kt_transport_recv, but the transport
+ * may lend its own copy instead of copying into buf (one copy less per
+ * message): *data is the message (buf itself when it was copied there) and
+ * stays valid until kt_transport_release(t, *loan). On an error nothing is
+ * lent (*loan NULL). */
+kt_status kt_transport_recv_lend(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                                 const void **data, void **loan, kt_error *err);
+/* Gives back what kt_transport_recv_lend lent (NULL: nothing). */
+void kt_transport_release(kt_transport *t, void *loan);
 /* Announces a receive ahead of time so the transfer can progress before the
  * receiver asks for it; KT_OK and nothing done on a transport that does not
  * need it (kt_transport_has_post says which). */

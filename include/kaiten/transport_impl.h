@@ -32,6 +32,13 @@ typedef struct {
   /* Non-zero once the run was aborted (by any rank). */
   int (*aborted)(kt_transport *t);
   void (*destroy)(kt_transport *t);
+  /* Optional (NULL: recv copies into buf): a receive that may lend the
+   * transport's own copy of the message instead of copying it. On KT_OK
+   * *data is the message (buf when it was copied there) and *loan what to
+   * give back to release (NULL: nothing lent). */
+  kt_status (*recv_lend)(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                         const void **data, void **loan, kt_error *err);
+  void (*release)(kt_transport *t, void *loan);
 } kt_transport_ops;
 
 struct kt_transport {

@@ -36,14 +36,19 @@ static kt_status add_comm(kt__worker *w, const kt_action *a, double start, doubl
 }
 
 /* Waits for a peer's tensor; turns a timeout into the watchdog's message
- * and closes the RECV's event when the data is in. */
+ * and closes the RECV's event when the data is in. The tensor lands in buf
+ * or stays where the transport holds it (*data, lent until *loan is given
+ * back with kt_transport_release). */
 static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, kt_result r,
-                             int k, float *buf, size_t elems, double *wait, kt_error *err) {
+                             int k, float *buf, size_t elems, const float **data, void **loan,
+                             double *wait, kt_error *err) {
   int peer = kt__stage_world_rank(w->rt, from_stage, w->replica);
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
   double t0 = kt_now();
   kt_error sub;
-  kt_status st = kt_transport_recv(w->t, peer, tag, buf, elems * sizeof(float), &sub);
+  const void *got = buf;
+  kt_status st = kt_transport_recv_lend(w->t, peer, tag, buf, elems * sizeof(float), &got, loan, &sub);
+  *data = got;
   *wait += kt_now() - t0;
   if (st == KT_ETIMEOUT) {
     char at[32];
@@ -72,12 +77,13 @@ static kt_status keep(float **slot, const float *src, size_t elems, kt_error *er
 }
 
 /* The input of a compute action: nothing (stage 0's F, the last stage's
- * backward), a hand-over inside the rank, or a received tensor. */
+ * backward), a hand-over inside the rank (*taken, freed after the action),
+ * or a received tensor (*loan, given back after the action). */
 static kt_status take_input(kt__worker *w, const kt_action *a, int k, const float **in,
-                            float **taken, double *wait, kt_error *err) {
+                            float **taken, void **loan, double *wait, kt_error *err) {
   int from;
   kt_result need = kt_action_needs(a->op, a->stage, w->rt->S, &from);
-  *in = NULL, *taken = NULL;
+  *in = NULL, *taken = NULL, *loan = NULL;
   if (need == KT_RESULT_NONE || need == KT_RESULT_I || from == a->stage) return KT_OK;
   kt_chunk *c = chunk_of(w, a->stage);
   int fwd = need == KT_RESULT_F;
@@ -93,9 +99,14 @@ static kt_status take_input(kt__worker *w, const kt_action *a, int k, const floa
     return KT_OK;
   }
   float *buf = fwd ? w->in_buf : w->dout_buf;
-  kt_status st = recv_tensor(w, a, from, need, k, buf, fwd ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c), wait, err);
-  *in = buf;
-  return st;
+  size_t elems = fwd ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c);
+  return recv_tensor(w, a, from, need, k, buf, elems, in, loan, wait, err);
+}
+
+/* Gives back what take_input took once the action has used it. */
+static void drop_input(kt__worker *w, float *taken, void *loan) {
+  free(taken);
+  kt_transport_release(w->t, loan);
 }
 
 /* Whether the result's SEND follows before anything that could write the
@@ -137,12 +148,13 @@ static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microba
   kt_chunk *c = chunk_of(w, a->stage);
   const float *in;
   float *taken;
-  kt_status st = take_input(w, a, k, &in, &taken, wait, err);
+  void *loan;
+  kt_status st = take_input(w, a, k, &in, &taken, &loan, wait, err);
   if (st) return st;
   double loss = 0;
   float *out = a->stage + 1 < rt->S ? w->out_buf : NULL;
   st = kt_chunk_forward(c, a->mb, mbd, in, out, &loss, err);
-  free(taken);
+  drop_input(w, taken, loan);
   if (st) return st;
   unsigned char *bad = &w->fwd_bad[kt_stage_chunk(&rt->sched_copy, a->stage)];
   if (!rt->cfg.synthetic && !*bad) { /* synthetic tensors hold no values */
@@ -163,11 +175,12 @@ static kt_status run_backward(kt__worker *w, const kt_action *a, const kt_microb
   kt_chunk *c = chunk_of(w, a->stage);
   const float *dout;
   float *taken;
-  kt_status st = take_input(w, a, k, &dout, &taken, wait, err);
+  void *loan;
+  kt_status st = take_input(w, a, k, &dout, &taken, &loan, wait, err);
   if (st) return st;
   float *din = a->stage > 0 ? w->din_buf : NULL;
   st = kt_chunk_backward_input(c, a->mb, mbd, dout, din, err);
-  free(taken);
+  drop_input(w, taken, loan);
   if (!st && a->op == KT_OP_B) st = kt_chunk_backward_weight(c, a->mb, err);
   if (st || !din) return st;
   return give_output(w, a, KT_RESULT_BI, din, kt_chunk_in_elems(c), err);

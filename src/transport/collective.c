@@ -59,6 +59,16 @@ kt_status kt_transport_recv(kt_transport *t, int src, uint64_t tag, void *buf, s
                             kt_error *err) {
   return t->ops->recv(t, src, tag, buf, bytes, err);
 }
+kt_status kt_transport_recv_lend(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                                 const void **data, void **loan, kt_error *err) {
+  *loan = NULL;
+  *data = buf;
+  if (t->ops->recv_lend) return t->ops->recv_lend(t, src, tag, buf, bytes, data, loan, err);
+  return t->ops->recv(t, src, tag, buf, bytes, err);
+}
+void kt_transport_release(kt_transport *t, void *loan) {
+  if (loan && t->ops->release) t->ops->release(t, loan);
+}
 kt_status kt_transport_post(kt_transport *t, int src, uint64_t tag, size_t bytes, kt_error *err) {
   return t->ops->post ? t->ops->post(t, src, tag, bytes, err) : KT_OK;
 }

@@ -26,7 +26,7 @@ typedef struct msg {
   int src;
   uint64_t tag;
   size_t bytes, cap;
-  unsigned char data[];
+  _Alignas(16) unsigned char data[]; /* as aligned as malloc's buffers (a lent message is read as floats) */
 } msg;
 
 /* The state of a mailbox's receiver: who waits and how the hand-off went. */
@@ -234,8 +234,11 @@ static int wait_handoff(mailbox *box, double deadline) {
   }
 }
 
-static kt_status th_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
-                         kt_error *err) {
+/* A receive: a message already queued is copied into buf, or lent as it
+ * is when loan is given (*loan = the message, *data = its bytes); otherwise
+ * the receiver waits for the sender to hand the tensor straight into buf. */
+static kt_status receive(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                         const void **data, void **loan, kt_error *err) {
   fabric *f = t->ctx;
   mailbox *box = &f->boxes[t->rank];
   double t0 = kt_now();
@@ -248,9 +251,15 @@ static kt_status th_recv(kt_transport *t, int src, uint64_t tag, void *buf, size
   if (m) {
     pthread_mutex_unlock(&box->mu);
     kt_status st = KT_OK;
-    if (m->bytes != bytes) st = size_mismatch(t, src, bytes, m->bytes, err);
-    else if (bytes) memcpy(buf, m->data, bytes);
-    msg_put(f, m);
+    if (m->bytes != bytes) {
+      st = size_mismatch(t, src, bytes, m->bytes, err);
+    } else if (loan) {
+      *data = m->data, *loan = m;
+      m = NULL;
+    } else if (bytes) {
+      memcpy(buf, m->data, bytes);
+    }
+    if (m) msg_put(f, m);
     t->recv_wait_seconds += kt_now() - t0;
     return st;
   }
@@ -269,6 +278,18 @@ static kt_status th_recv(kt_transport *t, int src, uint64_t tag, void *buf, size
   if (box->got_bytes != bytes) return size_mismatch(t, src, bytes, box->got_bytes, err);
   return KT_OK;
 }
+
+static kt_status th_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                         kt_error *err) {
+  return receive(t, src, tag, buf, bytes, NULL, NULL, err);
+}
+
+static kt_status th_recv_lend(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                              const void **data, void **loan, kt_error *err) {
+  return receive(t, src, tag, buf, bytes, data, loan, err);
+}
+
+static void th_release(kt_transport *t, void *loan) { msg_put(t->ctx, loan); }
 
 static kt_status th_barrier(kt_transport *t, kt_error *err) {
   float zero = 0;
@@ -298,8 +319,10 @@ static int th_aborted(kt_transport *t) { return atomic_load(&((fabric *)t->ctx)-
 
 static void th_destroy(kt_transport *t) { (void)t; }
 
-static const kt_transport_ops threads_ops = {th_send,  th_recv,    NULL,      NULL,
-                                             th_barrier, th_abort, th_aborted, th_destroy};
+static const kt_transport_ops threads_ops = {.send = th_send,       .recv = th_recv,
+                                             .barrier = th_barrier, .abort = th_abort,
+                                             .aborted = th_aborted, .destroy = th_destroy,
+                                             .recv_lend = th_recv_lend, .release = th_release};
 
 kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailbox_cap,
                                       kt_transport **handles, kt_error *err) {

@@ -47,13 +47,38 @@ int kt_inbox_put(void *inbox, int src, uint64_t tag, uint64_t seq, const void *b
   return 0;
 }
 
-int kt_inbox_take(void *inbox, int src, uint64_t tag, void *buf, size_t cap, size_t *len) {
+/* The oldest full slot holding (src, tag), or NULL. */
+static slot_header *oldest(void *inbox, int src, uint64_t tag) {
   slot_header *best = NULL;
   for (int i = 0; i < KT_INBOX_SLOTS; i++) {
     slot_header *h = slot_at(inbox, i);
     if (atomic_load_explicit(&h->state, memory_order_acquire) != SLOT_FULL) continue;
     if (h->src == src && h->tag == tag && (!best || h->seq < best->seq)) best = h;
   }
+  return best;
+}
+
+/* A lent slot is marked WRITING: no sender claims it (they look for FREE)
+ * and the receiver does not find it again (it looks for FULL). */
+int kt_inbox_lend(void *inbox, int src, uint64_t tag, const void **data, size_t *len, void **slot) {
+  slot_header *h = oldest(inbox, src, tag);
+  if (!h) return 0;
+  atomic_store_explicit(&h->state, SLOT_WRITING, memory_order_relaxed);
+  *data = h + 1, *len = h->len, *slot = h;
+  return 1;
+}
+
+void kt_inbox_release(void *slot) {
+  atomic_store_explicit(&((slot_header *)slot)->state, SLOT_FREE, memory_order_release);
+}
+
+int kt_inbox_holds(const void *inbox, const void *p) {
+  const unsigned char *base = inbox, *q = p;
+  return inbox && q >= base && q < base + kt_inbox_bytes();
+}
+
+int kt_inbox_take(void *inbox, int src, uint64_t tag, void *buf, size_t cap, size_t *len) {
+  slot_header *best = oldest(inbox, src, tag);
   if (!best) return 0;
   *len = best->len;
   size_t n = best->len < cap ? best->len : cap;

@@ -26,4 +26,11 @@ int kt_inbox_put(void *inbox, int src, uint64_t tag, uint64_t seq, const void *b
  * (at most cap bytes), its length into *len: 1, or 0 when none is there. */
 int kt_inbox_take(void *inbox, int src, uint64_t tag, void *buf, size_t cap, size_t *len);
 
+/* Like kt_inbox_take, but lends the message where it lies: *data is its
+ * bytes and the slot stays taken until kt_inbox_release(*slot). */
+int kt_inbox_lend(void *inbox, int src, uint64_t tag, const void **data, size_t *len, void **slot);
+void kt_inbox_release(void *slot);
+/* Whether p points into inbox (a slot kt_inbox_lend lent). */
+int kt_inbox_holds(const void *inbox, const void *p);
+
 #endif

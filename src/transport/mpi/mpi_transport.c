@@ -234,16 +234,22 @@ typedef struct {
   uint64_t tag;
   void *buf;
   size_t bytes;
+  const void **data;
+  void **loan; /* NULL: copy into buf; else an inbox message is lent (*data, *loan) */
 } local_recv;
 
 static int local_arrived(kt_transport *t, void *arg, kt_status *st, kt_error *err) {
   mpi_ctx *c = t->ctx;
   local_recv *r = arg;
   size_t len = 0;
-  if (kt_inbox_take(c->inboxes[t->rank], r->src, r->tag, r->buf, r->bytes, &len)) {
-    if (len != r->bytes)
+  int in_inbox = r->loan ? kt_inbox_lend(c->inboxes[t->rank], r->src, r->tag, r->data, &len, r->loan)
+                         : kt_inbox_take(c->inboxes[t->rank], r->src, r->tag, r->buf, r->bytes, &len);
+  if (in_inbox) {
+    if (len != r->bytes) {
       *st = kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, got %zu", t->rank,
                     r->bytes, r->src, len);
+      if (r->loan) kt_inbox_release(*r->loan), *r->loan = NULL, *r->data = r->buf;
+    }
     return 1;
   }
   int flag = 0, count = 0;
@@ -260,13 +266,15 @@ static int local_arrived(kt_transport *t, void *arg, kt_status *st, kt_error *er
   return 1;
 }
 
-static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
-                          kt_error *err) {
+/* A receive into buf, or (loan given) lending the inbox slot or the posted
+ * receive's buffer the message already lies in. */
+static kt_status receive(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                         const void **data, void **loan, kt_error *err) {
   mpi_ctx *c = t->ctx;
   double t0 = kt_now();
   kt_status st;
   if (local_sized(c, t, src, bytes)) {
-    local_recv r = {src, tag, buf, bytes};
+    local_recv r = {src, tag, buf, bytes, data, loan};
     st = kt__mpi_wait_named(t, local_arrived, &r, src, 1, err);
     t->recv_wait_seconds += kt_now() - t0;
     return st;
@@ -280,8 +288,10 @@ static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, siz
     if (!st && p->len != bytes)
       st = kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, posted %zu", t->rank,
                    bytes, src, p->len);
-    if (!st && bytes) memcpy(buf, p->data, bytes);
-    if (!st) {
+    if (!st && loan) {
+      *data = p->data, *loan = p;
+    } else if (!st) {
+      if (bytes) memcpy(buf, p->data, bytes);
       pend_put(c, p);
     } else { /* MPI may still write into an unfinished receive's buffer: never reuse it */
       if (p->req != MPI_REQUEST_NULL) {
@@ -298,6 +308,23 @@ static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, siz
   }
   t->recv_wait_seconds += kt_now() - t0;
   return st;
+}
+
+static kt_status mpi_recv(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                          kt_error *err) {
+  return receive(t, src, tag, buf, bytes, NULL, NULL, err);
+}
+
+static kt_status mpi_recv_lend(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
+                               const void **data, void **loan, kt_error *err) {
+  return receive(t, src, tag, buf, bytes, data, loan, err);
+}
+
+/* A loan is an inbox slot of this rank or a posted receive's pending. */
+static void mpi_release(kt_transport *t, void *loan) {
+  mpi_ctx *c = t->ctx;
+  if (c->inboxes && kt_inbox_holds(c->inboxes[t->rank], loan)) kt_inbox_release(loan);
+  else pend_put(c, loan);
 }
 
 const int *kt__mpi_members(mpi_ctx *c, MPI_Comm comm, int size) {
@@ -385,8 +412,11 @@ static int mpi_aborted(kt_transport *t) { return ((mpi_ctx *)t->ctx)->aborted; }
 
 static void mpi_destroy(kt_transport *t) { (void)t; }
 
-static const kt_transport_ops mpi_ops = {mpi_send,    mpi_recv,      mpi_post,    mpi_allreduce,
-                                         mpi_barrier, mpi_abort_op, mpi_aborted, mpi_destroy};
+static const kt_transport_ops mpi_ops = {
+    .send = mpi_send,         .recv = mpi_recv,         .post = mpi_post,
+    .allreduce = mpi_allreduce, .barrier = mpi_barrier, .abort = mpi_abort_op,
+    .aborted = mpi_aborted,   .destroy = mpi_destroy,   .recv_lend = mpi_recv_lend,
+    .release = mpi_release};
 
 int kt_transport_mpi_available(void) { return 1; }
 
