@@ -18,7 +18,10 @@ wait_steps() { for _ in $(seq 600); do
     [ -f "$1/metrics.jsonl" ] && [ "$(wc -l <"$1/metrics.jsonl")" -ge "$2" ] && return 0; sleep 0.05; done; return 1; }
 
 # --- the uninterrupted reference ------------------------------------------------------
-N=60
+# Long enough that a signal sent once 3 steps are logged lands well before the
+# end: a step of this model takes about 1.5 ms, and at 60 steps a signal that
+# came 80 ms late found the run already finished.
+N=1000
 expect 0 "$K" train "${small[@]}" --stages 2 --schedule zb-h1 --steps $N --run-dir ref
 losses ref >ref.losses
 [ "$(wc -l <ref.losses)" = $N ] && ok || bad "reference has $(wc -l <ref.losses) losses"
@@ -127,7 +130,7 @@ MPIEXEC=${KT_MPIEXEC:-}
 if [ -n "$MPIEXEC" ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
   mpi=(timeout 120 "$MPIEXEC" -np 2 --oversubscribe "$K" train "${small[@]}" --stages 2 --transport mpi)
-  N=40
+  N=400 # about 5 ms a step: the signal below has about 2 s to land (at 40 it had 0.2 s)
   "${mpi[@]}" --steps $N --run-dir mref >mref.out 2>&1 || bad "MPI reference run failed: $(tail -2 mref.out)"
   losses mref >mref.losses
   # SIGINT to rank 1 only
@@ -140,6 +143,7 @@ if [ -n "$MPIEXEC" ]; then
   has "resume with: mpirun -np 2 .*--transport mpi --resume mint --steps $N" mint.err
   done_steps=$(wc -l <mint/metrics.jsonl)
   has "$(printf 'step_%08d.ckpt' "$done_steps")" mint/checkpoints/latest
+  [ "$done_steps" -lt $N ] && ok || bad "SIGINT to rank 1 came too late to test (step $done_steps)"
   "${mpi[@]}" --steps $N --resume mint >mres.out 2>&1 || bad "MPI resume failed: $(tail -2 mres.out)"
   losses mint >mint.losses
   cmp -s mref.losses mint.losses && ok || bad "MPI: resumed losses differ: $(diff mref.losses mint.losses | head -4)"
