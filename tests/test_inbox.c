@@ -2,7 +2,8 @@
  * message comes out as it went in, matched by source and tag, a sender's
  * messages with one tag in the order sent; a full inbox and a message
  * larger than a slot are refused (the transport then uses MPI); a lent
- * message keeps its slot until released; and two
+ * message keeps its slot until released; a claimed slot is written in
+ * place and seen only once published; and two
  * senders and a receiver on threads lose nothing (TSan runs this). */
 #include <pthread.h>
 #include <stdlib.h>
@@ -71,6 +72,28 @@ static void test_lend(void *box) {
   CHECK_EQ_INT(kt_inbox_lend(box, 1, 7, &data, &len, &slot), 0);
 }
 
+/* A claimed slot is written in place: invisible to the receiver until
+ * published, free again when unclaimed; a full inbox has none to claim. */
+static void test_claim(void *box) {
+  kt_inbox_init(box);
+  int out[4] = {0};
+  size_t len = 0;
+  int *slot = kt_inbox_claim(box, sizeof out);
+  REQUIRE_VOID(slot);
+  CHECK_EQ_INT((int)((uintptr_t)slot % 64), 0);
+  CHECK(kt_inbox_claim(box, KT_INBOX_SLOT_BYTES + 1) == NULL);
+  slot[0] = 7, slot[1] = 8, slot[2] = 9, slot[3] = 10;
+  CHECK_EQ_INT(kt_inbox_take(box, 2, 5, out, sizeof out, &len), 0); /* not published yet */
+  kt_inbox_publish(slot, 2, 5, 1, sizeof out);
+  CHECK_EQ_INT(kt_inbox_take(box, 2, 5, out, sizeof out, &len), 1);
+  CHECK(len == sizeof out && out[0] == 7 && out[3] == 10);
+  void *claimed[KT_INBOX_SLOTS];
+  for (int i = 0; i < KT_INBOX_SLOTS; i++) CHECK((claimed[i] = kt_inbox_claim(box, 4)) != NULL);
+  CHECK(kt_inbox_claim(box, 4) == NULL); /* all claimed */
+  kt_inbox_unclaim(claimed[3]);
+  CHECK(kt_inbox_claim(box, 4) == claimed[3]);
+}
+
 #define PER_SENDER 2000
 
 typedef struct {
@@ -119,6 +142,7 @@ int main(void) {
   REQUIRE(box);
   test_single(box);
   test_lend(box);
+  test_claim(box);
   test_threads(box);
   free(box);
   return kt_test_done(__FILE__);

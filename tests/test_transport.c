@@ -3,7 +3,8 @@
  * arrive in order whether handed over or queued; other tags wait their turn;
  * a size mismatch fails on both paths; a receive that timed out is withdrawn
  * (the message then queues for a later receive); abort wakes a waiting
- * receiver at once; a queued message is lent without a copy (recv_lend);
+ * receiver at once; a queued message is lent without a copy (recv_lend),
+ * and one filled in place (buffer, send_buffer) is never copied;
  * and a many-rank exchange stays intact (run under TSan
  * with `make tsan`, label threads). */
 #include <pthread.h>
@@ -62,6 +63,7 @@ static void test_handoff_to_waiter(void) {
  * receiver interleave (some handed over, some queued). */
 typedef struct {
   unsigned char *buf;
+  uint64_t tag;
   const void *data;
   void *loan;
   kt_status st;
@@ -70,7 +72,7 @@ typedef struct {
 static void *lend_one(void *arg) {
   lend_arg *a = arg;
   kt_error err;
-  a->st = kt_transport_recv_lend(&h[1], 0, 24, a->buf, BYTES, &a->data, &a->loan, &err);
+  a->st = kt_transport_recv_lend(&h[1], 0, a->tag, a->buf, BYTES, &a->data, &a->loan, &err);
   return NULL;
 }
 
@@ -243,7 +245,7 @@ static void test_lend(void) {
   CHECK(loan == NULL);
   /* waiting: handed straight into got */
   pthread_t th;
-  lend_arg la = {.buf = got};
+  lend_arg la = {.buf = got, .tag = 24};
   CHECK(!pthread_create(&th, NULL, lend_one, &la));
   usleep(20000);
   fill(msg, 12);
@@ -251,6 +253,54 @@ static void test_lend(void) {
   pthread_join(th, NULL);
   CHECK_EQ_INT(la.st, KT_OK);
   CHECK(la.loan == NULL && la.data == got && !memcmp(got, msg, BYTES));
+}
+
+/* buffer + send_buffer: a message filled in place reaches a receiver that
+ * lends as that very storage (queued or handed over while it waits), a
+ * receiver that copies gets a copy, and a dropped buffer is pooled again. */
+static void test_send_buffer(void) {
+  kt_error err;
+  unsigned char msg[BYTES], got[BYTES];
+  fill(msg, 13);
+  unsigned char *buf = kt_transport_buffer(&h[0], 1, BYTES);
+  REQUIRE_VOID(buf);
+  memcpy(buf, msg, BYTES);
+  CHECK_EQ_INT(kt_transport_send_buffer(&h[0], 1, 31, buf, BYTES, &err), KT_OK); /* queued */
+  const void *data = NULL;
+  void *loan = NULL;
+  CHECK_EQ_INT(kt_transport_recv_lend(&h[1], 0, 31, got, BYTES, &data, &loan, &err), KT_OK);
+  CHECK(data == buf && loan != NULL && !memcmp(data, msg, BYTES)); /* no copy anywhere */
+  kt_transport_release(&h[1], loan);
+  /* a lending receiver already waiting gets the message itself */
+  lend_arg la = {.buf = got, .tag = 32};
+  pthread_t th;
+  CHECK(!pthread_create(&th, NULL, lend_one, &la));
+  usleep(20000);
+  buf = kt_transport_buffer(&h[0], 1, BYTES);
+  REQUIRE_VOID(buf);
+  fill(buf, 14);
+  fill(msg, 14);
+  CHECK_EQ_INT(kt_transport_send_buffer(&h[0], 1, 32, buf, BYTES, &err), KT_OK);
+  pthread_join(th, NULL);
+  CHECK_EQ_INT(la.st, KT_OK);
+  CHECK(la.data == buf && la.loan != NULL && !memcmp(la.data, msg, BYTES));
+  kt_transport_release(&h[1], la.loan);
+  /* a copying receiver (plain recv) gets a copy; the buffer goes back to the pool */
+  buf = kt_transport_buffer(&h[0], 1, BYTES);
+  REQUIRE_VOID(buf);
+  fill(buf, 15);
+  fill(msg, 15);
+  memset(got, 0, sizeof got);
+  CHECK_EQ_INT(kt_transport_send_buffer(&h[0], 1, 33, buf, BYTES, &err), KT_OK);
+  CHECK_EQ_INT(kt_transport_recv(&h[1], 0, 33, got, BYTES, &err), KT_OK);
+  CHECK(!memcmp(got, msg, BYTES));
+  /* dropped: the next buffer of that size is the same storage */
+  buf = kt_transport_buffer(&h[0], 1, BYTES);
+  REQUIRE_VOID(buf);
+  kt_transport_drop_buffer(&h[0], buf);
+  unsigned char *again = kt_transport_buffer(&h[0], 1, BYTES);
+  CHECK(again == buf);
+  kt_transport_drop_buffer(&h[0], again);
 }
 
 int main(void) {
@@ -265,6 +315,7 @@ int main(void) {
   test_size_mismatch();
   test_timeout_withdraws();
   test_lend();
+  test_send_buffer();
   test_ring();
   test_abort_wakes(); /* last: the fabric stays aborted */
   kt_transport_threads_destroy(h, 2);

@@ -45,6 +45,15 @@ kt_status kt_transport_recv_lend(kt_transport *t, int src, uint64_t tag, void *b
                                  const void **data, void **loan, kt_error *err);
 /* Gives back what kt_transport_recv_lend lent (NULL: nothing). */
 void kt_transport_release(kt_transport *t, void *loan);
+/* Storage for a message of bytes to dst, from the transport itself (the
+ * receiver's inbox, a pooled message): fill it, then send it with
+ * kt_transport_send_buffer, which takes it without a copy, or give it back
+ * with kt_transport_drop_buffer. NULL when the transport has none to give
+ * (send from your own memory with kt_transport_send). */
+void *kt_transport_buffer(kt_transport *t, int dst, size_t bytes);
+kt_status kt_transport_send_buffer(kt_transport *t, int dst, uint64_t tag, void *buf, size_t bytes,
+                                   kt_error *err);
+void kt_transport_drop_buffer(kt_transport *t, void *buf);
 /* Announces a receive ahead of time so the transfer can progress before the
  * receiver asks for it; KT_OK and nothing done on a transport that does not
  * need it (kt_transport_has_post says which). */

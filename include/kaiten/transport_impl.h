@@ -39,6 +39,14 @@ typedef struct {
   kt_status (*recv_lend)(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
                          const void **data, void **loan, kt_error *err);
   void (*release)(kt_transport *t, void *loan);
+  /* Optional (NULL: none): storage for a message of bytes to dst that the
+   * caller fills and sends with send_buffer (no copy) or gives back with
+   * drop_buffer; buffer returns NULL when it has none free (the caller
+   * then sends from its own memory). */
+  void *(*buffer)(kt_transport *t, int dst, size_t bytes);
+  kt_status (*send_buffer)(kt_transport *t, int dst, uint64_t tag, void *buf, size_t bytes,
+                           kt_error *err);
+  void (*drop_buffer)(kt_transport *t, void *buf);
 } kt_transport_ops;
 
 struct kt_transport {

@@ -40,6 +40,9 @@ struct kt__worker {
    * slot is its outbox index. */
   const float *direct;
   size_t direct_slot;
+  /* The transport's buffer the running action computes its result into
+   * (result_buffer), until its SEND hands it over; NULL: none. */
+  float *lent_out;
   double loss_sum;
   kt_timeline events;      /* this worker's events and memory samples for the step */
   /* step inputs and outputs (threads mode) */

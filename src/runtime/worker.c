@@ -122,6 +122,28 @@ static int send_comes_next(const kt__worker *w, const kt_action *a, int send) {
   return 0;
 }
 
+/* Where a compute action writes its result r (scratch: the worker's own
+ * buffer): into the transport's storage for the message (the receiver's
+ * inbox slot, a pooled message) when the result leaves the rank by a SEND
+ * that comes next, so that SEND hands it over without a copy
+ * (w->lent_out); the scratch buffer otherwise. */
+static float *result_buffer(kt__worker *w, const kt_action *a, kt_result r, float *scratch,
+                            size_t elems) {
+  int to = kt_result_consumer(r, a->stage, w->rt->S);
+  if (to < 0) return scratch;
+  int dst = kt__stage_world_rank(w->rt, to, w->replica);
+  if (dst == w->world_rank || !send_comes_next(w, a, r == KT_RESULT_F ? KT_OP_SEND_F : KT_OP_SEND_B))
+    return scratch;
+  w->lent_out = kt_transport_buffer(w->t, dst, elems * sizeof(float));
+  return w->lent_out ? w->lent_out : scratch;
+}
+
+/* Gives a transport buffer that was not sent back (an action failed). */
+static void drop_result_buffer(kt__worker *w) {
+  kt_transport_drop_buffer(w->t, w->lent_out);
+  w->lent_out = NULL;
+}
+
 /* Hands a computed result to its consumer: kept for a stage on this rank,
  * put in the outbox for its SEND otherwise, or, when that SEND comes next
  * (send_comes_next), left in the compute buffer for it. */
@@ -152,10 +174,13 @@ static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microba
   kt_status st = take_input(w, a, k, &in, &taken, &loan, wait, err);
   if (st) return st;
   double loss = 0;
-  float *out = a->stage + 1 < rt->S ? w->out_buf : NULL;
+  float *out = a->stage + 1 < rt->S ? result_buffer(w, a, KT_RESULT_F, w->out_buf, kt_chunk_out_elems(c)) : NULL;
   st = kt_chunk_forward(c, a->mb, mbd, in, out, &loss, err);
   drop_input(w, taken, loan);
-  if (st) return st;
+  if (st) {
+    drop_result_buffer(w);
+    return st;
+  }
   unsigned char *bad = &w->fwd_bad[kt_stage_chunk(&rt->sched_copy, a->stage)];
   if (!rt->cfg.synthetic && !*bad) { /* synthetic tensors hold no values */
     *bad = out ? 0 : !isfinite(loss);
@@ -178,10 +203,11 @@ static kt_status run_backward(kt__worker *w, const kt_action *a, const kt_microb
   void *loan;
   kt_status st = take_input(w, a, k, &dout, &taken, &loan, wait, err);
   if (st) return st;
-  float *din = a->stage > 0 ? w->din_buf : NULL;
+  float *din = a->stage > 0 ? result_buffer(w, a, KT_RESULT_BI, w->din_buf, kt_chunk_in_elems(c)) : NULL;
   st = kt_chunk_backward_input(c, a->mb, mbd, dout, din, err);
   drop_input(w, taken, loan);
   if (!st && a->op == KT_OP_B) st = kt_chunk_backward_weight(c, a->mb, err);
+  if (st) drop_result_buffer(w);
   if (st || !din) return st;
   return give_output(w, a, KT_RESULT_BI, din, kt_chunk_in_elems(c), err);
 }
@@ -243,7 +269,13 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
   int dst = kt__stage_world_rank(w->rt, to, w->replica);
   double t0 = since_step(w);
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, to, a->mb, k);
-  kt_status st = kt_transport_send(w->t, dst, tag, data, bytes, err);
+  kt_status st;
+  if (w->lent_out && data == w->lent_out) { /* computed into the message itself */
+    w->lent_out = NULL;
+    st = kt_transport_send_buffer(w->t, dst, tag, (void *)data, bytes, err);
+  } else {
+    st = kt_transport_send(w->t, dst, tag, data, bytes, err);
+  }
   free(*slot);
   *slot = NULL;
   if (st) return st;
@@ -293,7 +325,10 @@ kt_status kt__worker_step(kt__worker *w, kt_error *err) {
       w->next = &ra->actions[i + 1];
       w->end = ra->actions + ra->n;
       kt_status st = run_action(w, &ra->actions[i], k, err);
-      if (st) return st;
+      if (st) {
+        drop_result_buffer(w); /* computed into, never sent: back to the transport */
+        return st;
+      }
     }
   }
   return kt__worker_finish_step(w, err);

@@ -69,6 +69,16 @@ kt_status kt_transport_recv_lend(kt_transport *t, int src, uint64_t tag, void *b
 void kt_transport_release(kt_transport *t, void *loan) {
   if (loan && t->ops->release) t->ops->release(t, loan);
 }
+void *kt_transport_buffer(kt_transport *t, int dst, size_t bytes) {
+  return t->ops->buffer ? t->ops->buffer(t, dst, bytes) : NULL;
+}
+kt_status kt_transport_send_buffer(kt_transport *t, int dst, uint64_t tag, void *buf, size_t bytes,
+                                   kt_error *err) {
+  return t->ops->send_buffer(t, dst, tag, buf, bytes, err);
+}
+void kt_transport_drop_buffer(kt_transport *t, void *buf) {
+  if (buf) t->ops->drop_buffer(t, buf);
+}
 kt_status kt_transport_post(kt_transport *t, int src, uint64_t tag, size_t bytes, kt_error *err) {
   return t->ops->post ? t->ops->post(t, src, tag, bytes, err) : KT_OK;
 }

@@ -9,10 +9,16 @@
  * matching send then hands the tensor over directly: it copies straight into
  * the waiting buffer and rings that one receiver's bell, which is the whole
  * wake-up on the critical path (no queued message, no second copy, no
- * broadcast, no mutex to re-take after waking). */
+ * broadcast, no mutex to re-take after waking).
+ *
+ * Without copies: a sender may fill a pooled message itself (buffer, then
+ * send_buffer), and a receiver may take a message as it is (recv_lend,
+ * release), so a tensor computed into a message reaches a receiver that
+ * lends without being copied at all. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +51,8 @@ typedef struct {
   uint64_t want_tag;
   void *want_buf;
   size_t want_bytes, got_bytes;
+  int want_lend; /* the receiver takes a message itself (recv_lend) ... */
+  struct msg *got_msg; /* ... and this one was handed over, or NULL: copied into want_buf */
   kt_doorbell bell; /* rung when state leaves W_WAITING / W_CLAIMED */
 } mailbox;
 
@@ -115,27 +123,40 @@ static void msg_put(fabric *f, msg *m) {
   free(m);
 }
 
-/* Finishes a hand-off claimed under the mailbox lock: the copy into the
- * waiting buffer, then the release of W_DONE and the receiver's bell. */
-static void deliver(mailbox *box, const void *buf, size_t bytes) {
-  if (bytes == box->want_bytes && bytes) memcpy(box->want_buf, buf, bytes);
+/* Finishes a hand-off claimed under the mailbox lock: the message m itself
+ * when the receiver takes messages and there is one (returns 1: m is the
+ * receiver's now), else a copy of buf into the waiting buffer; then the
+ * release of W_DONE and the receiver's bell. */
+static int deliver(mailbox *box, const void *buf, size_t bytes, msg *m) {
+  int passed = m && box->want_lend && bytes == box->want_bytes;
+  box->got_msg = passed ? m : NULL;
+  if (!passed && bytes == box->want_bytes && bytes) memcpy(box->want_buf, buf, bytes);
   box->got_bytes = bytes;
   atomic_store_explicit(&box->state, W_DONE, memory_order_release);
   kt_doorbell_ring(&box->bell);
+  return passed;
 }
 
-/* Hands the message straight to the receiver when it already waits for
- * exactly (src, tag); 0 when it does not (the caller queues a copy). */
-static int hand_over(fabric *f, mailbox *box, int src, uint64_t tag, const void *buf, size_t bytes) {
+/* Hands the message (buf, or the message m holding it) straight to the
+ * receiver when it already waits for exactly (src, tag): 1, and *passed
+ * says whether m went with it; 0 when it does not wait (the caller queues). */
+static int hand_over(fabric *f, mailbox *box, int src, uint64_t tag, const void *buf, size_t bytes,
+                     msg *m, int *passed) {
+  *passed = 0;
   if (atomic_load_explicit(&box->state, memory_order_relaxed) != W_WAITING) return 0;
   pthread_mutex_lock(&box->mu);
   int match = atomic_load(&box->state) == W_WAITING && box->want_src == src &&
               box->want_tag == tag && !atomic_load(&f->aborted);
   if (match) atomic_store(&box->state, W_CLAIMED);
   pthread_mutex_unlock(&box->mu);
-  if (match) deliver(box, buf, bytes);
+  if (match) *passed = deliver(box, buf, bytes, m);
   return match;
 }
+
+static msg *msg_of(void *data) { return (msg *)((unsigned char *)data - offsetof(msg, data)); }
+
+static kt_status queue_msg(kt_transport *t, int dst, uint64_t tag, msg *m, size_t bytes, double t0,
+                           kt_error *err);
 
 static kt_status th_send(kt_transport *t, int dst, uint64_t tag, const void *buf, size_t bytes,
                          kt_error *err) {
@@ -145,18 +166,59 @@ static kt_status th_send(kt_transport *t, int dst, uint64_t tag, const void *buf
                    f->world - 1);
   double t0 = kt_now();
   mailbox *box = &f->boxes[dst];
-  if (hand_over(f, box, t->rank, tag, buf, bytes)) {
+  int passed;
+  if (hand_over(f, box, t->rank, tag, buf, bytes, NULL, &passed)) {
     t->bytes_sent += (int64_t)bytes;
     t->send_seconds += kt_now() - t0;
     return KT_OK;
   }
   msg *m = msg_get(f, bytes);
   if (!m) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory sending %zu bytes", t->rank, bytes);
+  if (bytes) memcpy(m->data, buf, bytes);
+  return queue_msg(t, dst, tag, m, bytes, t0, err);
+}
+
+/* A pooled message the caller fills, then sends with th_send_buffer. */
+static void *th_buffer(kt_transport *t, int dst, size_t bytes) {
+  (void)dst;
+  msg *m = msg_get(t->ctx, bytes);
+  return m ? m->data : NULL;
+}
+
+static void th_drop_buffer(kt_transport *t, void *buf) { msg_put(t->ctx, msg_of(buf)); }
+
+/* Sends a filled th_buffer: the message itself goes to a receiver that
+ * takes messages (or into the queue), without a copy. */
+static kt_status th_send_buffer(kt_transport *t, int dst, uint64_t tag, void *buf, size_t bytes,
+                                kt_error *err) {
+  fabric *f = t->ctx;
+  msg *m = msg_of(buf);
+  if (dst < 0 || dst >= f->world) {
+    msg_put(f, m);
+    return kt_fail(err, KT_EINVAL, "rank %d sends to rank %d outside 0..%d", t->rank, dst,
+                   f->world - 1);
+  }
+  double t0 = kt_now();
+  int passed;
+  if (hand_over(f, &f->boxes[dst], t->rank, tag, buf, bytes, m, &passed)) {
+    if (!passed) msg_put(f, m);
+    t->bytes_sent += (int64_t)bytes;
+    t->send_seconds += kt_now() - t0;
+    return KT_OK;
+  }
+  return queue_msg(t, dst, tag, m, bytes, t0, err);
+}
+
+/* Queues the filled message m at dst's mailbox (waiting while it is full),
+ * or hands it to the receiver that started waiting for it meanwhile. */
+static kt_status queue_msg(kt_transport *t, int dst, uint64_t tag, msg *m, size_t bytes, double t0,
+                           kt_error *err) {
+  fabric *f = t->ctx;
+  mailbox *box = &f->boxes[dst];
   m->next = NULL;
   m->src = t->rank;
   m->tag = tag;
   m->bytes = bytes;
-  if (bytes) memcpy(m->data, buf, bytes);
   struct timespec dl;
   deadline_after(&dl, t->timeout);
   pthread_mutex_lock(&box->mu);
@@ -177,8 +239,7 @@ static kt_status th_send(kt_transport *t, int dst, uint64_t tag, const void *buf
     /* the receiver started waiting for it while this send copied: give it */
     atomic_store(&box->state, W_CLAIMED);
     pthread_mutex_unlock(&box->mu);
-    deliver(box, m->data, bytes);
-    msg_put(f, m);
+    if (!deliver(box, m->data, bytes, m)) msg_put(f, m);
     t->bytes_sent += (int64_t)bytes;
     t->send_seconds += kt_now() - t0;
     return KT_OK;
@@ -267,6 +328,8 @@ static kt_status receive(kt_transport *t, int src, uint64_t tag, void *buf, size
   box->want_tag = tag;
   box->want_buf = buf;
   box->want_bytes = bytes;
+  box->want_lend = loan != NULL;
+  box->got_msg = NULL;
   atomic_store(&box->state, W_WAITING);
   pthread_mutex_unlock(&box->mu);
   int s = wait_handoff(box, t0 + t->timeout);
@@ -276,6 +339,7 @@ static kt_status receive(kt_transport *t, int src, uint64_t tag, void *buf, size
   if (s == W_IDLE)
     return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for rank %d", t->rank, t->timeout, src);
   if (box->got_bytes != bytes) return size_mismatch(t, src, bytes, box->got_bytes, err);
+  if (box->got_msg) *data = box->got_msg->data, *loan = box->got_msg; /* handed over whole */
   return KT_OK;
 }
 
@@ -322,7 +386,9 @@ static void th_destroy(kt_transport *t) { (void)t; }
 static const kt_transport_ops threads_ops = {.send = th_send,       .recv = th_recv,
                                              .barrier = th_barrier, .abort = th_abort,
                                              .aborted = th_aborted, .destroy = th_destroy,
-                                             .recv_lend = th_recv_lend, .release = th_release};
+                                             .recv_lend = th_recv_lend, .release = th_release,
+                                             .buffer = th_buffer,   .send_buffer = th_send_buffer,
+                                             .drop_buffer = th_drop_buffer};
 
 kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailbox_cap,
                                       kt_transport **handles, kt_error *err) {

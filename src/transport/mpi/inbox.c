@@ -30,8 +30,8 @@ void kt_inbox_init(void *inbox) {
   for (int i = 0; i < KT_INBOX_SLOTS; i++) atomic_init(&slot_at(inbox, i)->state, SLOT_FREE);
 }
 
-int kt_inbox_put(void *inbox, int src, uint64_t tag, uint64_t seq, const void *buf, size_t len) {
-  if (len > KT_INBOX_SLOT_BYTES) return 0;
+void *kt_inbox_claim(void *inbox, size_t len) {
+  if (len > KT_INBOX_SLOT_BYTES) return NULL;
   for (int i = 0; i < KT_INBOX_SLOTS; i++) {
     slot_header *h = slot_at(inbox, i);
     uint32_t want = SLOT_FREE;
@@ -39,12 +39,27 @@ int kt_inbox_put(void *inbox, int src, uint64_t tag, uint64_t seq, const void *b
         !atomic_compare_exchange_strong_explicit(&h->state, &want, SLOT_WRITING,
                                                  memory_order_acquire, memory_order_relaxed))
       continue;
-    h->src = src, h->tag = tag, h->seq = seq, h->len = len;
-    if (len) memcpy(h + 1, buf, len);
-    atomic_store_explicit(&h->state, SLOT_FULL, memory_order_release);
-    return 1;
+    return h + 1;
   }
-  return 0;
+  return NULL;
+}
+
+void kt_inbox_publish(void *data, int src, uint64_t tag, uint64_t seq, size_t len) {
+  slot_header *h = (slot_header *)data - 1;
+  h->src = src, h->tag = tag, h->seq = seq, h->len = len;
+  atomic_store_explicit(&h->state, SLOT_FULL, memory_order_release);
+}
+
+void kt_inbox_unclaim(void *data) {
+  atomic_store_explicit(&((slot_header *)data - 1)->state, SLOT_FREE, memory_order_release);
+}
+
+int kt_inbox_put(void *inbox, int src, uint64_t tag, uint64_t seq, const void *buf, size_t len) {
+  void *data = kt_inbox_claim(inbox, len);
+  if (!data) return 0;
+  if (len) memcpy(data, buf, len);
+  kt_inbox_publish(data, src, tag, seq, len);
+  return 1;
 }
 
 /* The oldest full slot holding (src, tag), or NULL. */

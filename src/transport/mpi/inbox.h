@@ -26,6 +26,12 @@ int kt_inbox_put(void *inbox, int src, uint64_t tag, uint64_t seq, const void *b
  * (at most cap bytes), its length into *len: 1, or 0 when none is there. */
 int kt_inbox_take(void *inbox, int src, uint64_t tag, void *buf, size_t cap, size_t *len);
 
+/* A free slot of inbox claimed for a message of len bytes the caller
+ * writes in place: its data, or NULL (too large, or no slot free). Then
+ * kt_inbox_publish makes it the receiver's, or kt_inbox_unclaim frees it. */
+void *kt_inbox_claim(void *inbox, size_t len);
+void kt_inbox_publish(void *data, int src, uint64_t tag, uint64_t seq, size_t len);
+void kt_inbox_unclaim(void *data);
 /* Like kt_inbox_take, but lends the message where it lies: *data is its
  * bytes and the slot stays taken until kt_inbox_release(*slot). */
 int kt_inbox_lend(void *inbox, int src, uint64_t tag, const void **data, size_t *len, void **slot);
