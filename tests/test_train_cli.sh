@@ -35,6 +35,11 @@ PY
 }
 if synthetic_ok || synthetic_ok || { sleep 3; synthetic_ok; }; then ok; else bad "synthetic bubble"; fi
 
+# what each rank sent: M activations forward, M gradients back (1000-byte tensors)
+expect 0 "$K" train --synthetic --stages 3 -m 4 --tf 0.1 --tb 0.1 --tw 0 --act-bytes 1000 --steps 1 --format json
+sent=$(tail -n 1 "$tmp/out" | python3 -c 'import json,sys; print(*[r["bytes_sent"] for r in json.load(sys.stdin)["ranks"]])')
+[ "$sent" = "4000 8000 4000" ] && ok || bad "bytes sent per rank: $sent (want 4000 8000 4000)"
+
 # an MLP learns: the loss falls, every schedule runs
 for s in gpipe 1f1b interleaved zb-h1 zb-h2 zbv; do
   expect 0 "$K" train --model mlp --layers 8 --hidden 32 --stages 2 --schedule $s -m 4 -b 4 \

@@ -184,6 +184,12 @@ kt_status kt_timeline_metrics(const kt_timeline *t, kt_metrics *out, kt_error *e
   free(order);
   free(inflight);
   free(last);
+  /* a measured run logs what it sent on its SEND actions, not on compute */
+  for (size_t i = 0; i < t->n_comm; i++) {
+    const kt_event *c = &t->comm[i];
+    if ((c->op == KT_OP_SEND_F || c->op == KT_OP_SEND_B) && c->rank >= 0 && c->rank < t->p)
+      out->ranks[c->rank].bytes_sent += c->bytes;
+  }
   for (size_t i = 0; i < t->n_mem; i++) {
     const kt_mem_sample *s = &t->mem[i];
     if (s->rank >= 0 && s->rank < t->p && s->value > out->ranks[s->rank].peak_memory)
