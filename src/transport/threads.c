@@ -297,7 +297,8 @@ static int wait_handoff(mailbox *box, double deadline) {
 
 /* A receive: a message already queued is copied into buf, or lent as it
  * is when loan is given (*loan = the message, *data = its bytes); otherwise
- * the receiver waits for the sender to hand the tensor straight into buf. */
+ * the receiver waits for the sender to hand the tensor straight into buf,
+ * or (lending, from send_buffer) to hand over its message itself. */
 static kt_status receive(kt_transport *t, int src, uint64_t tag, void *buf, size_t bytes,
                          const void **data, void **loan, kt_error *err) {
   fabric *f = t->ctx;
