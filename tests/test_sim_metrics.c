@@ -1,7 +1,9 @@
 /* The simulator's metrics-only path (kt_simulate_metrics, no timeline
  * stored) gives exactly the metrics of the timeline kt_simulate records, for
  * every built-in schedule, on uniform and per-stage costs with
- * communication and transient memory, and for lowered programs. */
+ * communication and transient memory, and for lowered programs; and a
+ * rank's bytes sent are the same whether its messages leave with compute
+ * actions or by the SENDs of the lowered program. */
 #include "check.h"
 #include "kaiten/generators.h"
 #include "kaiten/sim.h"
@@ -13,12 +15,18 @@ static int same(const kt_metrics *a, const kt_metrics *b, const char *what) {
     const kt_rank_metrics *x = &a->ranks[r], *y = &b->ranks[r];
     ok = x->start == y->start && x->end == y->end && x->busy == y->busy && x->idle == y->idle &&
          x->peak_memory == y->peak_memory && x->peak_inflight == y->peak_inflight &&
-         x->actions == y->actions;
+         x->actions == y->actions && x->bytes_sent == y->bytes_sent;
     if (!ok)
       fprintf(stderr, "%s rank %d: busy %g/%g peak %g/%g inflight %d/%d\n", what, r, x->busy,
               y->busy, x->peak_memory, y->peak_memory, x->peak_inflight, y->peak_inflight);
   }
   return ok;
+}
+
+static int64_t total_sent(const kt_metrics *m) {
+  int64_t n = 0;
+  for (int r = 0; r < m->p; r++) n += m->ranks[r].bytes_sent;
+  return n;
 }
 
 static void compare(const kt_schedule *s, const kt_costs *c, const char *what) {
@@ -53,6 +61,7 @@ int main(void) {
       kt_costs c;
       kt_costs_default(&c);
       c.comm = 0.25, c.mem_wgrad = 0.5, c.mem_transient = 0.3;
+      c.comm_bytes = 1000; /* counted per message sent, not timed (no bandwidth) */
       double tf[256], tb[256], tw[256], act[256];
       c.n_stages = S, c.stage_tf = tf, c.stage_tb = tb, c.stage_tw = tw, c.stage_mem_act = act;
       for (int i = 0; i < S; i++)
@@ -72,6 +81,17 @@ int main(void) {
       kt_schedule lowered;
       CHECK_MSG(!kt_schedule_lower(&s, &lowered, &err), "%s: %s", what, err.msg);
       compare(&lowered, &c, what);
+      /* the same messages whether sent by compute actions or by SENDs */
+      kt_metrics plain, low;
+      if (!kt_simulate_metrics(&s, &c, &plain, &err) && !kt_simulate_metrics(&lowered, &c, &low, &err)) {
+        CHECK_MSG(total_sent(&plain) == total_sent(&low) && total_sent(&plain) > 0,
+                  "%s: %lld bytes sent, lowered %lld", what, (long long)total_sent(&plain),
+                  (long long)total_sent(&low));
+        if (k == KT_SCHED_1F1B) /* M activations and M gradients over each of P-1 boundaries */
+          CHECK_EQ_INT((int)total_sent(&plain), 2 * (p - 1) * m * 1000);
+        kt_metrics_free(&plain);
+        kt_metrics_free(&low);
+      }
       kt_schedule_free(&lowered);
       kt_schedule_free(&s);
       cases++;

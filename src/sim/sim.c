@@ -117,7 +117,10 @@ static int publish(sim_state *st, int rank, const kt_action *a, double end) {
 
 static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_action *a, double start,
                         double end, double publish_at) {
-  st->sent += publish(st, rank, a, publish_at);
+  int sent = publish(st, rank, a, publish_at);
+  st->sent += sent;
+  /* compute-only: the messages it sends leave with it (lowered: on SENDs) */
+  int64_t bytes = sent * (st->c->comm_bytes > 0 ? (int64_t)st->c->comm_bytes : 0);
   const stage_costs *sc = &st->cost[a->stage];
   double delta = sc->mem[a->op], extra = sc->transient, before = st->mem[rank];
   double after = before + delta;
@@ -141,6 +144,7 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
     if (end > rm->end) rm->end = end;
     rm->busy += end - start;
     rm->actions++;
+    rm->bytes_sent += bytes;
     int *in = &st->inflight[rank];
     if (a->op == KT_OP_F) ++*in;
     if (*in > rm->peak_inflight) rm->peak_inflight = *in;
@@ -150,7 +154,7 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
   }
   if (!tl && !st->sink) return KT_OK;
   kt_event e = {.rank = rank, .stage = a->stage, .mb = a->mb, .op = a->op, .flags = a->flags,
-                .start = start, .end = end};
+                .start = start, .end = end, .bytes = bytes};
   if (st->sink) {
     st->sink->event(st->sink->ctx, &e);
     for (int i = 0; i < n_ms; i++) st->sink->mem(st->sink->ctx, rank, ms[i].t, ms[i].value);
@@ -213,11 +217,11 @@ static size_t comm_msg(const sim_state *st, const kt_action *a) {
 }
 
 static int add_comm(kt_timeline *tl, int rank, const kt_action *a, double start, double end,
-                    size_t *index) {
+                    size_t *index, int64_t bytes) {
   if (!tl) return 1;
   if (index) *index = tl->n_comm;
   kt_event e = {.rank = rank, .stage = a->stage, .mb = a->mb, .op = a->op, .start = start,
-                .end = end};
+                .end = end, .bytes = bytes};
   return kt_timeline_add_comm(tl, &e) ? -1 : 1;
 }
 
@@ -234,14 +238,16 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
     st->free_at[rank] = now + st->c->send_overhead;
     *result_slot(st, r, a->stage, a->mb) = arrive;
     wake(st, st->owner[kt_result_consumer(r, a->stage, st->S)]);
-    rc = add_comm(tl, rank, a, now, arrive, NULL);
+    int64_t bytes = st->c->comm_bytes > 0 ? (int64_t)st->c->comm_bytes : 0; /* the modelled message */
+    if (st->met) st->met->ranks[rank].bytes_sent += bytes;
+    rc = add_comm(tl, rank, a, now, arrive, NULL, bytes);
   } else if (a->op == KT_OP_RECV_F || a->op == KT_OP_RECV_B) {
     int from;
     kt_comm_message(a->op, a->stage, &from);
     size_t m = comm_msg(st, a);
     st->posted_at[m] = now;
     wake(st, st->owner[from]); /* its sender may wait in a WAIT_SEND */
-    rc = add_comm(tl, rank, a, now, now, &st->recv_event[m]);
+    rc = add_comm(tl, rank, a, now, now, &st->recv_event[m], 0);
   } else if (a->op == KT_OP_WAIT_SEND_F || a->op == KT_OP_WAIT_SEND_B) {
     size_t m = comm_msg(st, a);
     if (isnan(st->posted_at[m]) || isnan(st->sent_at[m])) return 0;
@@ -249,9 +255,9 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
                                   a->stage, a->mb);
     double done = fmax(now, fmax(st->posted_at[m], arrived));
     st->free_at[rank] = done;
-    rc = add_comm(tl, rank, a, now, done, NULL);
+    rc = add_comm(tl, rank, a, now, done, NULL, 0);
   } else { /* REDUCE_GRAD, UNSHARD, ...: no cost in the simulation */
-    rc = add_comm(tl, rank, a, now, now, NULL);
+    rc = add_comm(tl, rank, a, now, now, NULL, 0);
   }
   if (rc >= 0) st->pos[rank]++;
   return rc;
