@@ -26,8 +26,11 @@ has "step_00000001.ckpt at step 1" "$tmp/out"
 expect 0 "$K" sample --run-dir "$run" --tokens 20
 
 # --- a hung rank: the watchdog names the waiting rank, its action and the peer ---
+# Ops of 10 ms: rank 0 starts waiting (at 0B0) about 50 ms before rank 3 (at
+# 3F2, behind rank 2), so its watchdog fires first even on a busy machine
+# (with 1 ms ops the lead was 5 ms, and under CI's load rank 3 once came first).
 t0=$(date +%s%N)
-KAITEN_TEST_HANG=1,2 "$K" train --synthetic --stages 4 -m 8 --tf 1 --tb 1 --tw 1 --act-bytes 1024 \
+KAITEN_TEST_HANG=1,2 "$K" train --synthetic --stages 4 -m 8 --tf 10 --tb 10 --tw 10 --act-bytes 1024 \
   --timeout 0.5 --steps 1 --no-live >"$tmp/hang.out" 2>"$tmp/hang.err"; rc=$?
 took=$(( ($(date +%s%N) - t0) / 1000000 ))
 [ $rc = 1 ] && ok || bad "a hung rank: exit $rc"
