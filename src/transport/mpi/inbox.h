@@ -4,6 +4,8 @@
  * takes the oldest full slot that matches (source, tag) and frees it. No
  * MPI call, no rendezvous: a send that finds a slot is complete when it
  * returns, and the receiver copies the message out as soon as it wakes.
+ * Without copies: a sender may claim the slot first and compute into it
+ * (claim, publish), and the receiver may read it in place (lend, release).
  * A message larger than a slot, or one that finds every slot taken, goes
  * through MPI instead (the receiver looks in both). */
 #ifndef KAITEN_TRANSPORT_MPI_INBOX_H
