@@ -52,17 +52,30 @@ expect 0 emu -np 2 "$K" calibrate --transport mpi --layers 2 -o "$tmp/spec.json"
 has "2 ranks on 2 machines" "$tmp/err"
 bw=$(field "$tmp/spec.json" inter_bw_gbs 2>/dev/null || echo 0)
 if python3 -c "import sys; sys.exit(not 0.0105 < $bw < 0.0125)"; then ok; else bad "inter-node bandwidth $bw GB/s, want 100 Mbit/s less TCP framing"; fi
-expect 0 emu -np 2 "$K" train --synthetic --stages 2 -m 4 --tf 2 --tb 2 --tw 0 --act-bytes 262144 \
-  --steps 4 --val-every 0 --transport mpi --cluster "$tmp/spec.json" --format json --no-live
-read -r ratio span < <(python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(d["median_step_seconds"] / d["predicted_step_seconds"], d["makespan"] / d["predicted_makespan"])' "$tmp/out" 2>/dev/null || echo 0 0)
+# predicted_run: one run on the links; sets ratio (median step) and span (the
+# last step's pipeline), each measured over predicted
+predicted_run() {
+  expect 0 emu -np 2 "$K" train --synthetic --stages 2 -m 4 --tf 2 --tb 2 --tw 0 --act-bytes 262144 \
+    --steps 4 --val-every 0 --transport mpi --cluster "$tmp/spec.json" --format json --no-live
+  read -r ratio span < <(python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(d["median_step_seconds"] / d["predicted_step_seconds"], d["makespan"] / d["predicted_makespan"])' "$tmp/out" 2>/dev/null || echo 0 0)
+}
+within() { python3 -c "import sys; sys.exit(not $2 < $1 < $3)"; }
+predicted_run
 # the pipeline on the links tightly; the whole step (its end adds the sums'
 # round trips, which this shared machine delays most) more loosely. Not
 # under a sanitizer (KT_SANITIZED): instrumented code is no timing reference.
+# A timing check on a shared machine: up to two more runs when one misses
+# (in one CI run the last step read 1.096; ten runs in a row read 0.96-0.99).
 if [ "${KT_SANITIZED:-0}" = 1 ]; then
   echo "test_multihost: timing checks skipped under a sanitizer (measured/predicted $span, step $ratio)"
 else
-  if python3 -c "import sys; sys.exit(not 0.92 < $span < 1.08)"; then ok; else bad "measured/predicted makespan $span, want 1 +- 8%"; fi
-  if python3 -c "import sys; sys.exit(not 0.8 < $ratio < 1.25)"; then ok; else bad "measured/predicted step $ratio, want 0.8..1.25"; fi
+  for _ in 1 2; do
+    within "$span" 0.92 1.08 && within "$ratio" 0.8 1.25 && break
+    echo "test_multihost: measured/predicted makespan $span, step $ratio: once more"
+    predicted_run
+  done
+  if within "$span" 0.92 1.08; then ok; else bad "measured/predicted makespan $span, want 1 +- 8%"; fi
+  if within "$ratio" 0.8 1.25; then ok; else bad "measured/predicted step $ratio, want 0.8..1.25"; fi
 fi
 
 # 3. a lost host mid-run (every process of host 2 killed, then its link
