@@ -8,8 +8,15 @@ set -u
 K=$(realpath "$1")
 . "$(dirname "$0")/lib.sh"
 command -v tmux >/dev/null || { echo "test_live_view: SKIP: tmux is not installed"; exit 77; }
-sock="kt$$"
-cleanup() { tmux -L "$sock" kill-server 2>/dev/null; rm -rf "$tmp"; }
+# Every session gets a tmux server of its own: a new session on the socket
+# of a server whose last session was just killed can meet that server as it
+# exits ("server exited unexpectedly": the session never started).
+n_sock=0
+next_sock() { n_sock=$((n_sock + 1)); sock="kt$$-$n_sock"; }
+cleanup() {
+  for i in $(seq "$n_sock"); do tmux -L "kt$$-$i" kill-server 2>/dev/null; done
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 args=(--layers 2 --hidden 32 --heads 2 --seq-len 32 -m 8 -b 2 --val-every 0 --steps 100000)
 
@@ -30,6 +37,7 @@ PY
 }
 
 run_live() { # W H P
+  next_sock
   tmux -L "$sock" new-session -d -s live -x "$1" -y "$2" \
     "TERM=xterm-256color $K train ${args[*]} --stages $3 --run-dir $tmp/run$1x$2; sleep 30"
   for _ in $(seq 100); do
@@ -46,14 +54,15 @@ run_live 80 24 4
 tmux -L "$sock" resize-window -t live -x 60 -y 12 2>/dev/null || tmux -L "$sock" resize-pane -t live -x 60 -y 12
 for try in 1 2 3 4 5; do sleep 0.5; screen_ok 60 12 4 2>/dev/null && break; done
 screen_ok 60 12 4 && ok || bad "after a resize to 60x12: $(cat "$tmp/screen")"
-tmux -L "$sock" kill-session -t live
+tmux -L "$sock" kill-server
 args+=(--layers 6); run_live 60 10 8
-tmux -L "$sock" kill-session -t live
+tmux -L "$sock" kill-server
 
 # under mpirun: plain lines, no escape codes
 MPIEXEC=${KT_MPIEXEC:-}
 if [ -n "$MPIEXEC" ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  next_sock
   tmux -L "$sock" new-session -d -s live -x 100 -y 30 \
     "TERM=xterm-256color timeout 60 $MPIEXEC -np 2 --oversubscribe $K train --model mlp --stages 2 --transport mpi --steps 5 --val-every 0 >$tmp/mpi.out 2>&1; sleep 30"
   for _ in $(seq 200); do grep -q "run directory\|throughput" "$tmp/mpi.out" 2>/dev/null && break; sleep 0.1; done
