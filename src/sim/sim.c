@@ -115,12 +115,17 @@ static int publish(sim_state *st, int rank, const kt_action *a, double end) {
   return sent;
 }
 
+/* Bytes of one message as the costs model it (--comm-bytes; 0: not given). */
+static int64_t message_bytes(const sim_state *st) {
+  return st->c->comm_bytes > 0 ? (int64_t)st->c->comm_bytes : 0;
+}
+
 static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_action *a, double start,
                         double end, double publish_at) {
   int sent = publish(st, rank, a, publish_at);
   st->sent += sent;
   /* compute-only: the messages it sends leave with it (lowered: on SENDs) */
-  int64_t bytes = sent * (st->c->comm_bytes > 0 ? (int64_t)st->c->comm_bytes : 0);
+  int64_t bytes = sent * message_bytes(st);
   const stage_costs *sc = &st->cost[a->stage];
   double delta = sc->mem[a->op], extra = sc->transient, before = st->mem[rank];
   double after = before + delta;
@@ -238,7 +243,7 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
     st->free_at[rank] = now + st->c->send_overhead;
     *result_slot(st, r, a->stage, a->mb) = arrive;
     wake(st, st->owner[kt_result_consumer(r, a->stage, st->S)]);
-    int64_t bytes = st->c->comm_bytes > 0 ? (int64_t)st->c->comm_bytes : 0; /* the modelled message */
+    int64_t bytes = message_bytes(st);
     if (st->met) st->met->ranks[rank].bytes_sent += bytes;
     rc = add_comm(tl, rank, a, now, arrive, NULL, bytes);
   } else if (a->op == KT_OP_RECV_F || a->op == KT_OP_RECV_B) {
