@@ -56,10 +56,11 @@ kt_status kt_links_create(const kt_link_classes *lc, int p, int d, const int *no
   l->up = kt_calloc((size_t)world, sizeof *l->up);
   l->down = kt_calloc((size_t)world, sizeof *l->down);
   l->last_end = kt_calloc((size_t)p, sizeof *l->last_end);
+  l->sent = kt_calloc((size_t)p, 1);
   l->sync_bytes = kt_calloc((size_t)p, sizeof *l->sync_bytes);
   l->sync_start = kt_calloc((size_t)p, sizeof *l->sync_start);
   l->replica = -1;
-  if (!l->node || !l->scratch || !l->up || !l->down || !l->last_end || !l->sync_bytes ||
+  if (!l->node || !l->scratch || !l->up || !l->down || !l->last_end || !l->sent || !l->sync_bytes ||
       !l->sync_start) {
     kt_links_destroy(l);
     return kt_fail(err, KT_ENOMEM, "out of memory");
@@ -75,6 +76,7 @@ void kt_links_destroy(kt_links *l) {
     free(l->down[n].start), free(l->down[n].end);
   }
   free(l->up), free(l->down), free(l->node), free(l->scratch), free(l->flows), free(l->last_end);
+  free(l->sent);
   free(l->sync_bytes), free(l->sync_start);
   free(l);
 }
@@ -86,6 +88,7 @@ const kt_link_classes *kt_links_classes(const kt_links *l) { return &l->lc; }
 void kt_links_reset(kt_links *l) {
   l->lag = 0;
   l->n_flows = 0; /* the replayed durations stay for the next run */
+  memset(l->sent, 0, (size_t)l->p);
   for (int r = 0; r < l->p; r++) l->last_end[r] = 0;
   for (int n = 0; n < l->p * l->d; n++) l->up[n].n = l->down[n].n = 0;
 }
@@ -182,10 +185,20 @@ double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, 
    * copies that leave a or enter b take turns after replica 0's, the link
    * stays busy for all of them and the last replica runs behind by the
    * others'. Either way replicas that share links stagger rather than
-   * sending in lockstep. */
+   * sending in lockstep, except on a hop's first crossing of the step: the
+   * replicas start the step together, so their first copies leave at once
+   * and share the link (each replica keyed on its own; replica 0 arrives
+   * with the last copy). Measured on 2 emulated hosts at 100 Mbit/s, P
+   * across and D inside: both replicas' first activations arrive after two
+   * transfers' time, the backward link starting 38-48 ms into the step
+   * where turns had 27. */
+  unsigned char dir = to_rank > from_rank ? 1 : 2;
+  int first = !(l->sent[from_rank] & dir);
+  l->sent[from_rank] |= dir;
   int share = 1, j = 0;
   if (l->replica >= 0) {
     while (j < k && !(l->node[from_rank * D + j] == a && l->node[to_rank * D + j] == b)) j++;
+    if (first) j = k;
   } else {
     int up = 0, down = 0;
     for (int r = 0; r < D; r++) {
@@ -198,6 +211,7 @@ double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, 
   double own = bytes / l->lc.inter_bw, all;
   double arrive = cross(l, l->n_flows, t, own, (share - 1) * own, a, b, from_rank * D + j,
                         to_rank * D + j, &all);
+  if (first) arrive = all;
   if (all - arrive > l->lag) l->lag = all - arrive;
   return arrive + l->lc.inter_latency;
 }
@@ -206,6 +220,7 @@ double kt_links_replica_lag(const kt_links *l) { return l->lag; }
 
 void kt_links_follow_replica(kt_links *l, int replica) {
   l->replica = replica >= 0 && replica < l->d ? replica : -1;
+  memset(l->sent, 0, (size_t)l->p);
   if (replica == 0)
     for (int r = 0; r < l->p; r++) l->last_end[r] = 0;
 }
