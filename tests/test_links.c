@@ -57,6 +57,14 @@ static void hops_and_sharing(void) {
   CHECK_NEAR(kt_links_replica_lag(l), 0, 0);
   CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 2e-3 + 1e-4, 1e-12);
   kt_links_destroy(l);
+  /* P=3 x D=2, a node per stage rank: rank 2's gradient to rank 1 and its
+   * wrap to rank 0 (a loop's last stage to the first) are two hops, each
+   * with a first crossing the copies share; both leave node 2's uplink */
+  l = make(3, 2, NULL, 2);
+  CHECK_NEAR(kt_links_transfer(l, 2, 1, 1000, 0), 2e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 2, 0, 1000, 0), 4e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_replica_lag(l), 0, 0);
+  kt_links_destroy(l);
   /* the pipeline inside a node, replicas across: the hop stays inside */
   int pp_inside[4] = {0, 1, 0, 1};
   l = make(2, 2, pp_inside, 0);

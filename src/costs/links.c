@@ -192,9 +192,9 @@ double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, 
    * across and D inside: both replicas' first activations arrive after two
    * transfers' time, the backward link starting 38-48 ms into the step
    * where turns had 27. */
-  unsigned char dir = to_rank > from_rank ? 1 : 2;
-  int first = !(l->sent[from_rank] & dir);
-  l->sent[from_rank] |= dir;
+  unsigned char hop = to_rank == from_rank + 1 ? 1 : to_rank == from_rank - 1 ? 2 : 4; /* 4: a wrap */
+  int first = !(l->sent[from_rank] & hop);
+  l->sent[from_rank] |= hop;
   int share = 1, j = 0;
   if (l->replica >= 0) {
     while (j < k && !(l->node[from_rank * D + j] == a && l->node[to_rank * D + j] == b)) j++;

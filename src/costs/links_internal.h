@@ -38,8 +38,9 @@ struct kt_links {
   int replica;            /* the replica a run follows (its own transfers only); -1: replica 0
                            * with the others' copies */
   double *last_end;       /* per pipeline rank: the latest end over the replicas' runs */
-  unsigned char *sent;    /* per pipeline rank in this run (of one replica): 1 has sent to a
-                           * later rank across nodes, 2 to an earlier one */
+  unsigned char *sent;    /* per pipeline rank in this run (of one replica), the hops it has
+                           * sent on across nodes: 1 to the next rank, 2 to the previous one,
+                           * 4 any other (a loop's wrap between the last rank and the first) */
   double *sync_bytes;     /* per pipeline rank: the gradients all-reduced after a step */
   double *sync_start;     /* scratch: where each rank's all-reduce starts */
   int has_sync;
