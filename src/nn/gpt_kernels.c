@@ -45,14 +45,18 @@
 
 /* ---- row helpers ---------------------------------------------------------- *
  * Element-wise loops run in blocks of KT__VB on restrict pointers (then a
- * scalar tail), which GCC's vectoriser takes. Reductions and masked loops it
- * does not take reliably (on short rows it vectorises the block loop itself,
- * or falls back to scalar code), so those work on `vf`, a block of KT__VB
- * floats as a GCC/Clang vector, which each clone lowers to what it has (one
- * AVX-512 register, two AVX2 or four SSE ones). Partial sums stay per lane
- * and fold in a tree of halves at the end. */
+ * scalar tail), which GCC's vectoriser takes at each clone's full width.
+ * Reductions and masked loops it does not take reliably (on short rows it
+ * vectorises the block loop itself, or falls back to scalar code), so those
+ * work on `vf`, VL = 8 floats as a GCC/Clang vector: one AVX2 register, half
+ * an AVX-512 one, two SSE ones. Not 16: GCC (12) has no AVX2 lowering for a
+ * comparison of 16-lane vectors and turns every lane of one into a scalar
+ * compare through the stack, which made the AVX2 clone's softmax and
+ * cross-entropy several times slower than its arithmetic. Partial sums stay
+ * per lane and fold in a tree of halves at the end. */
 
-_Static_assert(KT__VB == 16, "vf, lanes_before() and the folds are written for 16 lanes");
+#define VL 8
+_Static_assert(KT__VB % VL == 0, "a KT__VB block is whole vf");
 /* vf never crosses a call (the helpers are always inlined, and none takes a
  * vf by value): no ABI to warn of */
 #if defined(__clang__)
@@ -60,8 +64,8 @@ _Static_assert(KT__VB == 16, "vf, lanes_before() and the folds are written for 1
 #elif defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
-typedef float vf __attribute__((vector_size(KT__VB * sizeof(float))));
-typedef int32_t vi __attribute__((vector_size(KT__VB * sizeof(int32_t))));
+typedef float vf __attribute__((vector_size(VL * sizeof(float))));
+typedef int32_t vi __attribute__((vector_size(VL * sizeof(int32_t))));
 
 ROW vf vload(const float *p) {
   vf v;
@@ -75,8 +79,8 @@ ROW vf vsplat(float x) { return (vf){0} + x; }
 
 /* lanes(base) < n: which lanes of the block at base lie before index n */
 ROW vi lanes_before(int base, int n) {
-  vi lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  return lane + base < (vi){0} + n;
+  vi lane = {0, 1, 2, 3, 4, 5, 6, 7};
+  return lane < (vi){0} + (n - base);
 }
 
 /* a where mask, else b (mask lanes are all ones or all zeros); a macro
@@ -86,34 +90,23 @@ ROW vi lanes_before(int base, int n) {
 /* acc = max(acc, x), lane by lane */
 ROW void vmax_into(vf *acc, const vf *x) { *acc = VSELECT(*x > *acc, *x, *acc); }
 
-/* The folds halve the vector three times (16 -> 8 -> 4 lanes as vectors,
- * then 2 and 1 as scalars): a dependency chain of five steps, not sixteen. */
-typedef float vf8 __attribute__((vector_size(8 * sizeof(float))));
+/* The folds halve the vector twice (8 -> 4 lanes as vectors, then 2 and 1
+ * as scalars): a dependency chain of four steps, not eight. */
 typedef float vf4 __attribute__((vector_size(4 * sizeof(float))));
-typedef int32_t vi8 __attribute__((vector_size(8 * sizeof(int32_t))));
 typedef int32_t vi4 __attribute__((vector_size(4 * sizeof(int32_t))));
 
 ROW float fold_sum(const vf *v) {
-  vf8 lo, hi;
-  memcpy(&lo, v, sizeof lo);
-  memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
-  vf8 s8 = lo + hi;
   vf4 a, b;
-  memcpy(&a, &s8, sizeof a);
-  memcpy(&b, (const char *)&s8 + sizeof a, sizeof b);
+  memcpy(&a, v, sizeof a);
+  memcpy(&b, (const char *)v + sizeof a, sizeof b);
   vf4 s4 = a + b;
   return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 
 ROW float fold_max(const vf *v) {
-  vf8 lo, hi;
-  memcpy(&lo, v, sizeof lo);
-  memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
-  vi8 m8 = lo > hi;
-  vf8 x8 = (vf8)(((vi8)lo & m8) | ((vi8)hi & ~m8));
   vf4 a, b;
-  memcpy(&a, &x8, sizeof a);
-  memcpy(&b, (const char *)&x8 + sizeof a, sizeof b);
+  memcpy(&a, v, sizeof a);
+  memcpy(&b, (const char *)v + sizeof a, sizeof b);
   vi4 m4 = a > b;
   vf4 x4 = (vf4)(((vi4)a & m4) | ((vi4)b & ~m4));
   float p = x4[0] > x4[2] ? x4[0] : x4[2], q = x4[1] > x4[3] ? x4[1] : x4[3];
@@ -121,11 +114,12 @@ ROW float fold_max(const vf *v) {
 }
 
 ROW float row_sum(const float *restrict x, int n) {
-  vf acc = {0};
+  vf acc = {0}, acc2 = {0}; /* two chains: an add's latency is several cycles */
   float s = 0.0f;
   int i = 0;
-  for (; i + KT__VB <= n; i += KT__VB) acc += vload(x + i);
+  for (; i + 2 * VL <= n; i += 2 * VL) acc += vload(x + i), acc2 += vload(x + i + VL);
   for (; i < n; i++) s += x[i];
+  acc += acc2;
   return s + fold_sum(&acc);
 }
 
@@ -133,7 +127,7 @@ ROW float row_max(const float *restrict x, int n) {
   vf acc = vsplat(-INFINITY);
   float m = -INFINITY;
   int i = 0;
-  for (; i + KT__VB <= n; i += KT__VB) {
+  for (; i + VL <= n; i += VL) {
     vf v = vload(x + i);
     vmax_into(&acc, &v);
   }
@@ -146,7 +140,7 @@ ROW float row_max(const float *restrict x, int n) {
 ROW void row_zero(float *restrict x, int n) {
   vf z = {0};
   int i = 0;
-  for (; i + KT__VB <= n; i += KT__VB) vstore(x + i, &z);
+  for (; i + VL <= n; i += VL) vstore(x + i, &z);
   for (; i < n; i++) x[i] = 0.0f;
 }
 
@@ -202,7 +196,7 @@ ROW void ln_row_forward(float *restrict o, const float *restrict x, const float 
   vf dev = {0};
   float v = 0.0f;
   int i = 0;
-  for (; i + KT__VB <= C; i += KT__VB) {
+  for (; i + VL <= C; i += VL) {
     vf c = vload(x + i) - m;
     dev += c * c;
   }
@@ -231,7 +225,7 @@ ROW void ln_row_backward(float *restrict dx, float *restrict dw, float *restrict
   vf pa = {0}, pb = {0};
   float a = 0.0f, b = 0.0f;
   int i = 0;
-  for (; i + KT__VB <= C; i += KT__VB) {
+  for (; i + VL <= C; i += VL) {
     vf dnorm = vload(w + i) * vload(d + i);
     pa += dnorm;
     pb += dnorm * (vload(x + i) - m);
@@ -322,16 +316,34 @@ SIMD_CLONES void kt__bias_backward(float *dbias, const float *dout, int N, int O
  * other way round below; returning both spares the derivative the
  * cancellation of 1 - sigmoid. The sign is read from the float's bits, a
  * select the vectoriser takes. */
+static inline float recip_one_plus(float e) {
+  float d = 1.0f + e, r = 24.0f / 17.0f - 8.0f / 17.0f * d;
+  r = r * (2.0f - d * r);
+  r = r * (2.0f - d * r);
+  return r * (2.0f - d * r);
+}
+
 static inline float sigmoid(float z, float *complement) {
-  float e = kt__fast_expf(-fabsf(z)), d = 1.0f + e;
-  float r = 24.0f / 17.0f - 8.0f / 17.0f * d;
-  r = r * (2.0f - d * r);
-  r = r * (2.0f - d * r);
-  r = r * (2.0f - d * r);
+  float e = kt__fast_expf(-fabsf(z)), r = recip_one_plus(e);
   int32_t zi;
   memcpy(&zi, &z, sizeof zi);
   *complement = zi < 0 ? r : e * r;
   return zi < 0 ? e * r : r;
+}
+
+/* sigmoid(z) alone. Not sigmoid() with the complement dropped: with only
+ * `zi < 0 ? e * r : r` left, GCC branches on the sign (the product may
+ * not be speculated under -ftrapping-math) and leaves the loop scalar, 6x
+ * slower; here the product is always taken and a bit mask selects. */
+static inline float sigmoid_only(float z) {
+  float e = kt__fast_expf(-fabsf(z)), r = recip_one_plus(e), er = e * r, sig;
+  int32_t zi, ri, eri;
+  memcpy(&zi, &z, sizeof zi);
+  memcpy(&ri, &r, sizeof ri);
+  memcpy(&eri, &er, sizeof eri);
+  int32_t neg = zi >> 31, bits = (eri & neg) | (ri & ~neg);
+  memcpy(&sig, &bits, sizeof sig);
+  return sig;
 }
 
 /* 0.5 (1 + tanh(u)) = sigmoid(2u), so gelu(x) = x sigmoid(2u) with
@@ -345,8 +357,7 @@ static inline float gelu_with_grad(float x, float *grad) {
 }
 
 static inline float gelu(float x) {
-  float one_minus;
-  return x * sigmoid(2.0f * GELU_K * (x + GELU_A * x * x * x), &one_minus);
+  return x * sigmoid_only(2.0f * GELU_K * (x + GELU_A * x * x * x));
 }
 
 static inline float gelu_grad(float x) {
@@ -434,21 +445,21 @@ SIMD_CLONES double kt__crossentropy_forward(float *dlogits, const float *logits,
  * through row strides, so no head is ever copied out; each head's slice of
  * the input gradient is written by exactly one matmul, so the backward
  * overwrites it (beta = 0) and nothing needs zeroing first. The softmax rows run
- * in whole KT__VB blocks up to the diagonal's block, masking by index there
- * (no scalar tail unless T itself is not a multiple of KT__VB). */
+ * in whole vf (VL floats) up to the diagonal's, masking by index there (no
+ * scalar tail unless T itself is not a multiple of VL). */
 
-/* Blocks of row u < n cover [0, vend): n rounded up to KT__VB, not past the
+/* Blocks of row u < n cover [0, vend): n rounded up to VL, not past the
  * last whole block of the row; [vend, n) is the scalar tail. */
 static inline int causal_vend(int n, int T) {
-  int up = (n + KT__VB - 1) / KT__VB * KT__VB, whole = T / KT__VB * KT__VB;
+  int up = (n + VL - 1) / VL * VL, whole = T / VL * VL;
   return up < whole ? up : whole;
 }
 
 /* y[i] = exp(x[i] * scale - shift) */
 ROW void row_exp_to(float *restrict y, const float *restrict x, int n, float scale, float shift) {
   int i = 0;
-  for (; i + KT__VB <= n; i += KT__VB)
-    for (int j = 0; j < KT__VB; j++) y[i + j] = kt__fast_expf(x[i + j] * scale - shift);
+  for (; i + VL <= n; i += VL)
+    for (int j = 0; j < VL; j++) y[i + j] = kt__fast_expf(x[i + j] * scale - shift);
   for (; i < n; i++) y[i] = kt__fast_expf(x[i] * scale - shift);
 }
 
@@ -459,7 +470,7 @@ ROW void softmax_causal_row(float *restrict row, const float *restrict s, int n,
   int vend = causal_vend(n, T), end = vend > n ? vend : n, i;
   vf vm = vsplat(-INFINITY), vs = {0};
   float m = -INFINITY, sum = 0.0f;
-  for (i = 0; i < vend; i += KT__VB) {
+  for (i = 0; i < vend; i += VL) {
     vf v = VSELECT(lanes_before(i, n), vload(s + i), vsplat(-INFINITY));
     vmax_into(&vm, &v);
   }
@@ -467,7 +478,7 @@ ROW void softmax_causal_row(float *restrict row, const float *restrict s, int n,
   float vmx = fold_max(&vm);
   m = vmx > m ? vmx : m;
   row_exp_to(row, s, end, scale, m * scale); /* lanes past n: finite scores, masked next */
-  for (i = 0; i < vend; i += KT__VB) {
+  for (i = 0; i < vend; i += VL) {
     vf e = VSELECT(lanes_before(i, n), vload(row + i), vsplat(0.0f));
     vstore(row + i, &e);
     vs += e;
@@ -485,11 +496,11 @@ ROW void softmax_causal_row_backward(float *restrict d, const float *restrict a,
   int vend = causal_vend(n, T), end = vend > n ? vend : n, i;
   vf vd = {0};
   float dot = 0.0f;
-  for (i = 0; i < vend; i += KT__VB)
+  for (i = 0; i < vend; i += VL)
     vd += VSELECT(lanes_before(i, n), vload(a + i) * vload(d + i), vsplat(0.0f));
   for (; i < n; i++) dot += a[i] * d[i];
   dot += fold_sum(&vd);
-  for (i = 0; i < vend; i += KT__VB) {
+  for (i = 0; i < vend; i += VL) {
     vf g = scale * vload(a + i) * (vload(d + i) - dot);
     g = VSELECT(lanes_before(i, n), g, vsplat(0.0f));
     vstore(d + i, &g);
