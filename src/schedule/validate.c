@@ -63,7 +63,8 @@ typedef struct {
 static void wake(walker *w, int r) {
   if (r < 0 || w->queued[r]) return;
   w->queued[r] = 1;
-  w->queue[(w->head + w->len++) % w->s->p] = r;
+  int at = w->head + w->len++; /* a ring of P entries: no division per wake */
+  w->queue[at >= w->s->p ? at - w->s->p : at] = r;
 }
 
 static void walk_rank(walker *w, int r) {
@@ -136,7 +137,7 @@ static kt_status runs_to_completion(const kt_schedule *s, kt_error *err) {
   for (int r = 0; r < P; r++) wake(&w, r);
   while (w.len > 0) {
     int r = w.queue[w.head];
-    w.head = (w.head + 1) % P, w.len--, w.queued[r] = 0;
+    w.head = w.head + 1 == P ? 0 : w.head + 1, w.len--, w.queued[r] = 0;
     walk_rank(&w, r);
   }
   for (int r = 0; r < P && !st; r++)
@@ -157,7 +158,8 @@ static const char *fmt(const kt_action *a, char *buf) {
 
 /* Counts every action per (stage, micro-batch) into info: each on its
  * owner, inside the schedule, at most once. */
-static kt_status count_actions(const kt_schedule *s, int S, pair_info *info, kt_error *err) {
+static kt_status count_actions(const kt_schedule *s, int S, const int *owner_of, pair_info *info,
+                               kt_error *err) {
   char b1[32];
   for (int r = 0; r < s->p; r++) {
     const kt_rank_actions *ra = &s->ranks[r];
@@ -167,7 +169,7 @@ static kt_status count_actions(const kt_schedule *s, int S, pair_info *info, kt_
         return kt_fail(err, KT_EINVALID_SCHEDULE,
                        "rank %d runs %s, outside the schedule's %d stages and %d micro-batches", r,
                        fmt(a, b1), S, s->m);
-      int owner = kt_stage_rank(s, a->stage);
+      int owner = owner_of[a->stage];
       if (owner != r)
         return kt_fail(err, KT_EINVALID_SCHEDULE,
                        "action on the wrong rank: rank %d runs %s but stage %d belongs to rank %d "
@@ -186,10 +188,11 @@ static kt_status count_actions(const kt_schedule *s, int S, pair_info *info, kt_
 
 /* One pair's actions: an F, one complete backward (B, or I then W), the
  * backward after the forward. */
-static kt_status check_pair(const kt_schedule *s, size_t k, const pair_info *pi, kt_error *err) {
+static kt_status check_pair(const kt_schedule *s, size_t k, const int *owner_of, const pair_info *pi,
+                            kt_error *err) {
   char b1[32], b2[32];
   kt_action a = {.stage = (int32_t)(k / s->m), .mb = (int32_t)(k % s->m)};
-  int owner = kt_stage_rank(s, a.stage);
+  int owner = owner_of[a.stage];
 #define AS(op_) (a.op = (op_), fmt(&a, b1))
   if (!pi->count[KT_OP_F])
     return kt_fail(err, KT_EINVALID_SCHEDULE, "missing forward: %s never runs (rank %d)",
@@ -232,10 +235,15 @@ kt_status kt_schedule_validate(const kt_schedule *s, kt_error *err) {
                    "backward)",
                    actions, S, s->m);
   pair_info *info = kt_calloc(cells, sizeof *info);
-  if (!info) return kt_fail(err, KT_ENOMEM, "out of memory validating");
-  kt_status st = count_actions(s, S, info, err);
-  for (size_t k = 0; k < cells && !st; k++) st = check_pair(s, k, &info[k], err);
-  free(info);
+  int *owner_of = kt_calloc((size_t)S, sizeof *owner_of); /* looked up once, not per action */
+  if (!info || !owner_of) {
+    free(info), free(owner_of);
+    return kt_fail(err, KT_ENOMEM, "out of memory validating");
+  }
+  for (int stage = 0; stage < S; stage++) owner_of[stage] = kt_stage_rank(s, stage);
+  kt_status st = count_actions(s, S, owner_of, info, err);
+  for (size_t k = 0; k < cells && !st; k++) st = check_pair(s, k, owner_of, &info[k], err);
+  free(info), free(owner_of);
   if (st) return st;
   return runs_to_completion(s, err);
 }

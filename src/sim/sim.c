@@ -74,7 +74,8 @@ static double arrive_at(const sim_state *st, int from, int to, double t) {
 static void wake(sim_state *st, int rank) {
   if (rank < 0 || st->queued[rank]) return;
   st->queued[rank] = 1;
-  st->queue[(st->qhead + st->qlen) % st->s->p] = rank;
+  int at = st->qhead + st->qlen; /* a ring of P entries: no division per wake */
+  st->queue[at >= st->s->p ? at - st->s->p : at] = rank;
   st->qlen++;
 }
 
@@ -353,7 +354,7 @@ static kt_status check_actions(const kt_schedule *s, int S, int *lowered, kt_err
                        "rank %d runs %s, outside the schedule's %d stages and %d micro-batches",
                        r, at, S, s->m);
       }
-      if (kt_op_is_p2p(a->op)) *lowered = 1;
+      *lowered |= a->op >= KT_OP_SEND_F && a->op <= KT_OP_WAIT_SEND_B; /* kt_op_is_p2p, inline */
     }
   return KT_OK;
 }
@@ -443,7 +444,7 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_timeli
   for (int r = 0; !status && r < s->p; r++) wake(&st, r);
   while (!status && st.qlen > 0) {
     int r = st.queue[st.qhead];
-    st.qhead = (st.qhead + 1) % s->p;
+    st.qhead = st.qhead + 1 == s->p ? 0 : st.qhead + 1;
     st.qlen--;
     st.queued[r] = 0;
     if (advance(&st, out, r)) status = kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
