@@ -276,9 +276,10 @@ int main(int argc, char **argv) {
       {"larger", "--layers 8 --hidden 256 --heads 8 --seq-len 128", 8, 256, 8, 128, 0.85},
   };
   const char *chosen, *core = kt__blas_core(&chosen);
-  printf("# GPT, M=%d b=%d, 1f1b, one OpenBLAS thread per rank (OpenBLAS core: %s%s); median "
-         "of %d rounds (bare sgemm replays in and out of cache, P=1 step, P=2 step)\n",
-         M_MB, B_MB, core, chosen ? ", chosen by kaiten" : "", o.reps);
+  printf("# GPT, M=%d b=%d, 1f1b, one OpenBLAS thread per rank (OpenBLAS core: %s%s; kaiten's "
+         "element-wise kernels: %s); median of %d rounds (bare sgemm replays in and out of "
+         "cache, P=1 step, P=2 step)\n",
+         M_MB, B_MB, core, chosen ? ", chosen by kaiten" : "", kt__kernel_isa(), o.reps);
   printf("%-8s %9s %9s %9s %9s %9s %8s %8s %9s %9s %8s %8s\n", "model", "P1 ms", "P1 GF/s",
          "bare GF/s", "cold GF/s", "sgemm", "P1/bare", "P1/cold", "P1 tok/s", "P2 tok/s",
          "speedup", "/ideal");

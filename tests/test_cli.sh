@@ -6,6 +6,13 @@ K="$1"
 # expect CODE CMD... : exit code must match
 
 expect 0 "$K" --help
+# the version names the kernels a speed report ran on (the element-wise
+# build the CPU takes: AVX-512, AVX2 + FMA, or neither)
+expect 0 "$K" --version;        has "^kernels: OpenBLAS [A-Za-z0-9_]" "$tmp/out"
+isa=baseline
+grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && isa=x86-64-v3
+grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && isa=x86-64-v4
+if grep -q "element-wise portable" "$tmp/out"; then ok; else has "element-wise $isa;" "$tmp/out"; fi
 expect 0 "$K" sim --help;      has "--schedule" "$tmp/out"
 expect 0 "$K" compare --help
 expect 0 "$K" validate --help

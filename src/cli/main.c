@@ -5,7 +5,9 @@
 
 #include "cli/cli.h"
 #include "kaiten/model.h"
+#include "kaiten/transport.h"
 #include "kaiten/version.h"
+#include "nn/nn.h"
 
 
 static const cli_command *const commands[] = {&cli_cmd_sim, &cli_cmd_compare, &cli_cmd_validate,
@@ -45,7 +47,11 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(name, "--version") || !strcmp(name, "version")) {
-    printf("kaiten %s\n", kt_version());
+    /* what a speed report needs beside the version: which kernels run */
+    const char *chosen, *core = kt__blas_core(&chosen);
+    printf("kaiten %s\nkernels: OpenBLAS %s%s, element-wise %s; MPI transport: %s\n", kt_version(),
+           core, chosen ? " (chosen by kaiten)" : "", kt__kernel_isa(),
+           kt_transport_mpi_available() ? "built in" : "not built");
     return 0;
   }
   for (size_t i = 0; i < N_COMMANDS; i++) {

@@ -35,7 +35,21 @@
 #endif
 #ifndef SIMD_CLONES
 #define SIMD_CLONES
+#define KERNEL_ISA_FIXED "portable"
 #endif
+
+/* The resolver GCC emits for target_clones takes the highest level the CPU
+ * supports, in the order listed: the same checks, asked here. */
+const char *kt__kernel_isa(void) {
+#ifdef KERNEL_ISA_FIXED
+  return KERNEL_ISA_FIXED;
+#else
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v4")) return "x86-64-v4";
+  if (__builtin_cpu_supports("x86-64-v3")) return "x86-64-v3";
+  return "baseline";
+#endif
+}
 /* Row helpers are inlined early, before cloning, so each clone gets its own. */
 #ifdef __GNUC__
 #define ROW static inline __attribute__((always_inline))

@@ -46,6 +46,12 @@ const kt__matmul_shape *kt__matmul_recorded(size_t *n);
  * time in place of OpenBLAS's own fallback, or NULL (matmul.c). */
 const char *kt__blas_core(const char **chosen_by_kaiten);
 
+/* Which build of the element-wise kernels the loader picked: "x86-64-v4"
+ * (AVX-512), "x86-64-v3" (AVX2 + FMA), "baseline", or "portable" where
+ * they are built once (not GCC on x86-64, or under ThreadSanitizer)
+ * (gpt_kernels.c). */
+const char *kt__kernel_isa(void);
+
 /* out (N) = GELU(inp), tanh approximation (vectorisable, no libm calls;
  * gpt_kernels.c) */
 void kt__gelu_forward(float *out, const float *inp, size_t N);
