@@ -156,8 +156,9 @@ static void pipeline_destroy(pipeline *p) {
 }
 
 /* One step; returns its seconds and, through share, sgemm's share of the
- * ranks' busy time. */
-static double pipeline_step(pipeline *p, int step, double *share) {
+ * ranks' busy time, through balance the mean rank's busy time over the
+ * busiest rank's (1 = an even partition; each may be NULL). */
+static double pipeline_step(pipeline *p, int step, double *share, double *balance) {
   kt_error err;
   kt_microbatch mbs[M_MB];
   if (p->data->fill(p->data, 0, step, 1, 1, M_MB, B_MB, mbs, &err)) die(&err);
@@ -167,6 +168,14 @@ static double pipeline_step(pipeline *p, int step, double *share) {
   kt_metrics m;
   if (kt_timeline_metrics(kt_runtime_timeline(p->rt), &m, &err)) die(&err);
   if (share) *share = kt__matmul_seconds() / m.total_busy;
+  if (balance) {
+    double most = 0, sum = 0;
+    for (int r = 0; r < m.p; r++) {
+      sum += m.ranks[r].busy;
+      if (m.ranks[r].busy > most) most = m.ranks[r].busy;
+    }
+    *balance = most > 0 ? sum / m.p / most : 0;
+  }
   kt_metrics_free(&m);
   return res.seconds;
 }
@@ -192,10 +201,10 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   pipeline_create(&p1, g, 1);
   pipeline_create(&p2, g, 2);
   /* warm-up (stash buffers, OpenBLAS buffers), then record one step's shapes */
-  pipeline_step(&p1, 0, NULL);
-  pipeline_step(&p2, 0, NULL);
+  pipeline_step(&p1, 0, NULL, NULL);
+  pipeline_step(&p2, 0, NULL, NULL);
   kt__matmul_record(1);
-  pipeline_step(&p1, 1, NULL);
+  pipeline_step(&p1, 1, NULL, NULL);
   kt__matmul_record(0);
   double flops = kt__matmul_flops();
   size_t n;
@@ -206,6 +215,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   replay(sh, n, bufs, COLD_SETS);
   double bare[MAX_ROUNDS], cold[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], share[MAX_ROUNDS];
   double frac[MAX_ROUNDS], frac_cold[MAX_ROUNDS], speedup[MAX_ROUNDS], pair[MAX_ROUNDS];
+  double balance[MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
     bare[r] = replay(sh, n, bufs, 1);
     double both = replay_pair(sh, n, bufs);
@@ -214,10 +224,10 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
     /* each pipeline's measured step follows one of its own, as in training
      * (a step right after the replays, or after the other pipeline's step,
      * finds its weights, optimizer state and stash evicted) */
-    pipeline_step(&p1, 2 + 2 * r, NULL);
-    t1[r] = pipeline_step(&p1, 3 + 2 * r, &share[r]);
-    pipeline_step(&p2, 2 + 2 * r, NULL);
-    t2[r] = pipeline_step(&p2, 3 + 2 * r, NULL);
+    pipeline_step(&p1, 2 + 2 * r, NULL, NULL);
+    t1[r] = pipeline_step(&p1, 3 + 2 * r, &share[r], NULL);
+    pipeline_step(&p2, 2 + 2 * r, NULL, NULL);
+    t2[r] = pipeline_step(&p2, 3 + 2 * r, NULL, &balance[r]);
     frac[r] = bare[r] / t1[r];
     frac_cold[r] = cold[r] / t1[r];
     speedup[r] = t1[r] / t2[r];
@@ -234,6 +244,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   bench_stat s_tok2 = bench_rate(t2, (size_t)rounds, tokens);
   bench_stat s_speed = bench_stats(speedup, (size_t)rounds, 1);
   bench_stat s_pair = bench_stats(pair, (size_t)rounds, 1);
+  bench_stat s_balance = bench_stats(balance, (size_t)rounds, 1);
   printf("%-8s %9.2f %9.2f %9.2f %9.2f %8.0f%% %8.3f %8.3f %9.0f %9.0f %8.3f %8.3f\n", g->name,
          1e3 * tokens / s_tok1.med, s_step.med, s_bare.med, s_cold.med, 100 * s_share.med,
          s_frac.med, s_frac_cold.med, s_tok1.med, s_tok2.med, s_speed.med, s_speed.med / ideal);
@@ -262,6 +273,18 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   snprintf(ref, sizeof ref, "ideal 2M/(M+1) = %.3f, M=%d (target 0.9)", ideal, M_MB);
   bench_row(o, id, what, "x", s_speed, ref, ideal);
   if (s_pair.med > 0) pair_row(o, g, s_pair, ideal);
+  /* what the partition allows: the pipeline runs at the busier rank's pace */
+  printf("%-8s P=2 ranks' busy time, mean over the busiest: %.3f (the partition's bound on "
+         "the speed-up: %.3f x)\n",
+         g->name, s_balance.med, ideal * s_balance.med);
+  snprintf(id, sizeof id, "gpt.%s.balance.P2", g->name);
+  snprintf(what, sizeof what,
+           "%s GPT P=2: the ranks' busy time, mean over the busiest (1 = an even partition; "
+           "median of per-round ratios)",
+           g->name);
+  snprintf(ref, sizeof ref, "an even partition (1.0): P=2 bound %.3f x = %.3f of ideal",
+           ideal * s_balance.med, s_balance.med);
+  bench_row(o, id, what, "ratio", s_balance, ref, 1);
   for (int i = 0; i < COLD_SETS; i++) free(bufs[i].a), free(bufs[i].b), free(bufs[i].c);
   pipeline_destroy(&p2);
   pipeline_destroy(&p1);
