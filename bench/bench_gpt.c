@@ -196,6 +196,23 @@ static void pair_row(const bench_opts *o, const gpt_size *g, bench_stat s_pair, 
   bench_row(o, id, what, "ratio", s_pair, ref, 1);
 }
 
+/* The row of the P=2 step's balance: the partition's own bound. */
+static void balance_row(const bench_opts *o, const gpt_size *g, bench_stat s_balance,
+                        double ideal) {
+  char id[64], what[200], ref[160];
+  printf("%-8s P=2 ranks' busy time, mean over the busiest: %.3f (the partition's bound on "
+         "the speed-up: %.3f x)\n",
+         g->name, s_balance.med, ideal * s_balance.med);
+  snprintf(id, sizeof id, "gpt.%s.balance.P2", g->name);
+  snprintf(what, sizeof what,
+           "%s GPT P=2: the ranks' busy time, mean over the busiest (1 = an even partition; "
+           "median of per-round ratios)",
+           g->name);
+  snprintf(ref, sizeof ref, "an even partition (1.0): P=2 bound %.3f x = %.3f of ideal",
+           ideal * s_balance.med, s_balance.med);
+  bench_row(o, id, what, "ratio", s_balance, ref, 1);
+}
+
 static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   pipeline p1, p2;
   pipeline_create(&p1, g, 1);
@@ -206,7 +223,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   kt__matmul_record(1);
   pipeline_step(&p1, 1, NULL, NULL);
   kt__matmul_record(0);
-  double flops = kt__matmul_flops();
+  double flops = kt__matmul_flops(), balance[MAX_ROUNDS];
   size_t n;
   const kt__matmul_shape *sh = kt__matmul_recorded(&n);
   replay_buf bufs[COLD_SETS];
@@ -215,7 +232,6 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   replay(sh, n, bufs, COLD_SETS);
   double bare[MAX_ROUNDS], cold[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], share[MAX_ROUNDS];
   double frac[MAX_ROUNDS], frac_cold[MAX_ROUNDS], speedup[MAX_ROUNDS], pair[MAX_ROUNDS];
-  double balance[MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
     bare[r] = replay(sh, n, bufs, 1);
     double both = replay_pair(sh, n, bufs);
@@ -244,7 +260,6 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   bench_stat s_tok2 = bench_rate(t2, (size_t)rounds, tokens);
   bench_stat s_speed = bench_stats(speedup, (size_t)rounds, 1);
   bench_stat s_pair = bench_stats(pair, (size_t)rounds, 1);
-  bench_stat s_balance = bench_stats(balance, (size_t)rounds, 1);
   printf("%-8s %9.2f %9.2f %9.2f %9.2f %8.0f%% %8.3f %8.3f %9.0f %9.0f %8.3f %8.3f\n", g->name,
          1e3 * tokens / s_tok1.med, s_step.med, s_bare.med, s_cold.med, 100 * s_share.med,
          s_frac.med, s_frac_cold.med, s_tok1.med, s_tok2.med, s_speed.med, s_speed.med / ideal);
@@ -273,18 +288,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   snprintf(ref, sizeof ref, "ideal 2M/(M+1) = %.3f, M=%d (target 0.9)", ideal, M_MB);
   bench_row(o, id, what, "x", s_speed, ref, ideal);
   if (s_pair.med > 0) pair_row(o, g, s_pair, ideal);
-  /* what the partition allows: the pipeline runs at the busier rank's pace */
-  printf("%-8s P=2 ranks' busy time, mean over the busiest: %.3f (the partition's bound on "
-         "the speed-up: %.3f x)\n",
-         g->name, s_balance.med, ideal * s_balance.med);
-  snprintf(id, sizeof id, "gpt.%s.balance.P2", g->name);
-  snprintf(what, sizeof what,
-           "%s GPT P=2: the ranks' busy time, mean over the busiest (1 = an even partition; "
-           "median of per-round ratios)",
-           g->name);
-  snprintf(ref, sizeof ref, "an even partition (1.0): P=2 bound %.3f x = %.3f of ideal",
-           ideal * s_balance.med, s_balance.med);
-  bench_row(o, id, what, "ratio", s_balance, ref, 1);
+  balance_row(o, g, bench_stats(balance, (size_t)rounds, 1), ideal); /* the busier rank's pace */
   for (int i = 0; i < COLD_SETS; i++) free(bufs[i].a), free(bufs[i].b), free(bufs[i].c);
   pipeline_destroy(&p2);
   pipeline_destroy(&p1);
