@@ -8,6 +8,7 @@
 #include "kaiten/generators.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
+#include "generators/internal.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static double urand(double lo, double hi) {
@@ -201,7 +202,38 @@ static void test_auto_placements(void) {
   CHECK_STR_CONTAINS(err.msg, "plus room for a later one");
 }
 
+/* v-half and v-min stretch a run of 2P + 8 micro-batches for longer M:
+ * every rank's list equals the construction done slot by slot for all M
+ * (just past the threshold, a few more, several times it; P from 1 up). */
+static void test_stretched_equals_direct(void) {
+  int ps[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 17, 24, 31, 32, 48};
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) {
+      int p = ps[i], m0 = 2 * p + 8, ms[] = {m0 + 1, m0 + 5, 3 * m0 + 2};
+      for (int j = 0; j < 3; j++) {
+        kt_schedule s, d;
+        kt_error err;
+        kt_schedule_params params = {.p = p, .v = 2, .m = ms[j]};
+        CHECK(kt_schedule_generate(k ? KT_SCHED_V_HALF : KT_SCHED_V_MIN, &params, &s, &err) == KT_OK);
+        CHECK(kt_schedule_init_like(&d, &s, ms[j], &err) == KT_OK);
+        CHECK(kt__v_shape_direct(&d, k, &err) == KT_OK);
+        int same = 1;
+        for (int r = 0; r < p && same; r++) {
+          same = s.ranks[r].n == d.ranks[r].n;
+          for (size_t a = 0; same && a < s.ranks[r].n; a++) {
+            const kt_action *x = &s.ranks[r].actions[a], *y = &d.ranks[r].actions[a];
+            same = x->stage == y->stage && x->op == y->op && x->mb == y->mb;
+          }
+        }
+        if (!same) fprintf(stderr, "%s P=%d M=%d: stretched != direct\n", s.name, p, ms[j]);
+        CHECK(same);
+        kt_schedule_free(&s), kt_schedule_free(&d);
+      }
+    }
+}
+
 int main(void) {
+  test_stretched_equals_direct();
   test_forms();
   test_fractions_of_1f1b();
   test_cost_aware_bounds();

@@ -24,6 +24,10 @@ kt_status kt__gen_interleaved_zb(kt_schedule *s, const kt_schedule_params *param
 kt_status kt__gen_v_half(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
 kt_status kt__gen_v_min(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
 
+/* v-half (half 1) and v-min (0) built slot by slot for every micro-batch
+ * (the generators stretch a shorter run's steady state; tests compare). */
+kt_status kt__v_shape_direct(kt_schedule *s, int half, kt_error *err);
+
 /* Push helper that turns ENOMEM into a message. */
 #define KT__PUSH(s, rank, stage, op, mb)                                  \
   do {                                                                    \

@@ -213,10 +213,33 @@ static int relevel(levels *L, int r, int from, int past) {
   return high;
 }
 
+/* With W lists an op's effect on the level is fixed (F +1, I 0, W -1) and
+ * moving it from slot T to t only shifts the levels of [t, T) by that: two
+ * loops over a contiguous row, which the compiler vectorises (most of the
+ * squeeze's time went to walking these slot by slot). */
+static int level_delta(int k) { return k <= T_F1 ? 1 : k <= T_I0 ? 0 : -1; }
+
+static int row_max(const int *lvl, int from, int to) {
+  int high = INT_MIN;
+  for (int i = from; i < to; i++) high = imax(high, lvl[i]);
+  return high;
+}
+
+/* The levels after moving a type-k op of rank r from slot T to t. */
+static void moved(levels *L, int r, int t, int T, int k) {
+  if (!L->has_w) {
+    relevel(L, r, t, T);
+    return;
+  }
+  int *lvl = L->lvl + (size_t)r * (size_t)L->slots, d = level_delta(k);
+  for (int i = t; i < T; i++) lvl[i] += d;
+}
+
 /* Whether moving a type-k op of rank r from slot T to the free slot t
  * keeps every level of the rank at or below peak. */
 static int move_fits(const levels *L, int r, int t, int T, int k, int peak) {
   size_t base = (size_t)r * (size_t)L->slots;
+  if (L->has_w) return level_delta(k) <= 0 || row_max(L->lvl + base, t, T) + 1 <= peak;
   int level = t > 0 ? L->lvl[base + t - 1] : 0, pending = t > 0 ? L->pend[base + t - 1] : 0;
   for (int i = t; i < L->slots; i++) {
     step(i == t ? k : i == T ? -1 : L->occ[base + i], L->has_w, &level, &pending);
@@ -400,7 +423,7 @@ static int squeeze(pattern *pt, int with_w) {
       occ[e->time]--, occ[t] = 1;
       size_t base = (size_t)e->r * (size_t)slots;
       L.occ[base + (size_t)e->time] = -1, L.occ[base + (size_t)t] = (signed char)e->k;
-      relevel(&L, e->r, t, e->time);
+      moved(&L, e->r, t, e->time, e->k);
       break;
     }
   }
@@ -447,7 +470,7 @@ static int emit(kt_schedule *s, const pattern *pt) {
 }
 
 /* The whole construction into s (its lists emptied first). */
-static kt_status construct(kt_schedule *s, int half, kt_error *err) {
+kt_status kt__v_shape_direct(kt_schedule *s, int half, kt_error *err) {
   int p = s->p, m = s->m;
   pattern pt = {.p = p, .m = m};
   pt.n = kt_calloc((size_t)p * N_TYPES, sizeof *pt.n);
@@ -468,6 +491,58 @@ static kt_status construct(kt_schedule *s, int half, kt_error *err) {
     st = kt_fail(err, KT_ENOMEM, "out of memory building %s (P=%d, M=%d)", s->name, p, m);
   for (int k = 0; k < N_TYPES; k++) free(pt.t[k]);
   free(pt.n);
+  return st;
+}
+
+/* Whether rank list a repeats at index c: the PERIOD ops before c and the
+ * PERIOD from c on are the same stages and ops, one micro-batch later. */
+enum { PERIOD = 6 }; /* a micro-batch's F, I and W on each of the two chunks */
+
+static int repeats_at(const kt_action *a, size_t c) {
+  for (size_t i = 0; i < PERIOD; i++) {
+    const kt_action *x = &a[c - PERIOD + i], *y = &a[c + i];
+    if (x->stage != y->stage || x->op != y->op || y->mb != x->mb + 1) return 0;
+  }
+  return 1;
+}
+
+/* Rank r of s0 (M0 micro-batches) into s (M > M0): its ops up to a cut in
+ * the steady state, the period before the cut M - M0 more times (each a
+ * micro-batch later), then the rest M - M0 micro-batches later. 0 when the
+ * second half of the list has no repeating period. */
+static int extend_rank(kt_schedule *s, const kt_schedule *s0, int r) {
+  const kt_action *a = s0->ranks[r].actions;
+  size_t n0 = s0->ranks[r].n, c = n0 / 2 > PERIOD ? n0 / 2 : PERIOD;
+  while (c + PERIOD <= n0 && !repeats_at(a, c)) c++;
+  if (c + PERIOD > n0) return 0;
+  kt_rank_actions *b = &s->ranks[r];
+  int extra = s->m - s0->m;
+  memcpy(b->actions, a, c * sizeof *a);
+  b->n = c;
+  for (int t = 1; t <= extra; t++)
+    for (size_t i = c - PERIOD; i < c; i++) b->actions[b->n] = a[i], b->actions[b->n++].mb += t;
+  for (size_t i = c; i < n0; i++) b->actions[b->n] = a[i], b->actions[b->n++].mb += extra;
+  return 1;
+}
+
+/* The construction's steady state repeats: past the warm-up every rank runs
+ * the same ops block after block, a micro-batch later each time, until the
+ * cool-down, whose shape depends on P only. So a long run is built at
+ * M0 = 2P + 8 and each rank's list stretched by repeating its period
+ * (tests/test_memory_schedules.c checks it equals the direct construction
+ * over a grid of P and M); where no period shows, the direct one. The
+ * construction's cost then grows with P, not M. */
+static kt_status construct(kt_schedule *s, int half, kt_error *err) {
+  int m0 = 2 * s->p + 8;
+  if (s->m <= m0) return kt__v_shape_direct(s, half, err);
+  kt_schedule s0;
+  kt_status st = kt_schedule_init_like(&s0, s, m0, err);
+  if (!st) st = kt__v_shape_direct(&s0, half, err);
+  if (!st) st = kt__zb_reserve(s, err);
+  int ok = !st;
+  for (int r = 0; ok && r < s->p; r++) ok = extend_rank(s, &s0, r);
+  if (!st && !ok) st = kt__v_shape_direct(s, half, err);
+  kt_schedule_free(&s0);
   return st;
 }
 
