@@ -28,11 +28,16 @@ kt_status kt__gen_v_min(kt_schedule *s, const kt_schedule_params *params, kt_err
  * (the generators stretch a shorter run's steady state; tests compare). */
 kt_status kt__v_shape_direct(kt_schedule *s, int half, kt_error *err);
 
-/* Push helper that turns ENOMEM into a message. */
-#define KT__PUSH(s, rank, stage, op, mb)                                  \
-  do {                                                                    \
-    if (kt_schedule_push((s), (rank), (stage), (op), (mb)) != KT_OK)      \
-      return kt_fail(err, KT_ENOMEM, "out of memory building schedule");  \
+/* Push helper that turns ENOMEM into a message. Stores in place while the
+ * rank's list has room (kt_schedule_generate reserves 2*V*M actions a
+ * rank); kt_schedule_push grows it otherwise. */
+#define KT__PUSH(sched, rank, stage_, op_, mb_)                                    \
+  do {                                                                             \
+    kt_rank_actions *ra_ = &(sched)->ranks[rank];                                  \
+    if (ra_->n < ra_->cap)                                                         \
+      ra_->actions[ra_->n++] = (kt_action){.stage = (stage_), .mb = (mb_), .op = (uint8_t)(op_)}; \
+    else if (kt_schedule_push((sched), (rank), (stage_), (op_), (mb_)) != KT_OK)   \
+      return kt_fail(err, KT_ENOMEM, "out of memory building schedule");           \
   } while (0)
 
 #endif

@@ -259,7 +259,13 @@ kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *
   kt_status st = kt_schedule_init(out, params->p, v, params->m, ki->placement, err);
   if (st) return st;
   snprintf(out->name, sizeof out->name, "%s", ki->name);
-  st = ki->fn(out, params, err);
+  /* every schedule holds an F and a backward of each of its rank's chunks
+   * per micro-batch: room for them up front, so KT__PUSH stores in place */
+  size_t need = 2 * (size_t)v * (size_t)params->m;
+  for (int r = 0; r < out->p && !st; r++)
+    if (kt_grow((void **)&out->ranks[r].actions, &out->ranks[r].cap, need, sizeof(kt_action)))
+      st = kt_fail(err, KT_ENOMEM, "out of memory for %zu actions per rank", need);
+  if (!st) st = ki->fn(out, params, err);
   if (st) kt_schedule_free(out);
   return st;
 }
