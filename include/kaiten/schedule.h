@@ -57,8 +57,9 @@ const char *kt_op_name(int op);
 /* 1 for ops written with a micro-batch (all but REDUCE_GRAD, WAIT_REDUCE_GRAD,
  * UNSHARD, RESHARD, which are per stage and store mb = -1). */
 int kt_op_has_mb(int op);
-/* 1 for SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B. */
-int kt_op_is_p2p(int op);
+/* 1 for SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B. Inline
+ * (the simulator asks it per action); schedule.c emits the linkable copy. */
+inline int kt_op_is_p2p(int op) { return op >= KT_OP_SEND_F && op <= KT_OP_WAIT_SEND_B; }
 
 typedef enum {
   KT_PLACEMENT_LOOP,     /* stage s on rank s mod P (interleaved, looped-bfs) */

@@ -19,7 +19,7 @@ const char *kt_op_name(int op) { return (unsigned)op < KT_OP_ANY_COUNT ? op_name
 
 int kt_op_has_mb(int op) { return op < KT_OP_REDUCE_GRAD; }
 
-int kt_op_is_p2p(int op) { return op >= KT_OP_SEND_F && op <= KT_OP_WAIT_SEND_B; }
+extern inline int kt_op_is_p2p(int op); /* the external definition of the inline */
 
 static const char *const placement_names[] = {"loop", "v", "explicit"};
 _Static_assert(sizeof placement_names / sizeof *placement_names == KT_PLACEMENT_COUNT,

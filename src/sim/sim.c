@@ -354,7 +354,7 @@ static kt_status check_actions(const kt_schedule *s, int S, int *lowered, kt_err
                        "rank %d runs %s, outside the schedule's %d stages and %d micro-batches",
                        r, at, S, s->m);
       }
-      *lowered |= a->op >= KT_OP_SEND_F && a->op <= KT_OP_WAIT_SEND_B; /* kt_op_is_p2p, inline */
+      *lowered |= kt_op_is_p2p(a->op);
     }
   return KT_OK;
 }
