@@ -28,16 +28,24 @@ kt_status kt__gen_v_min(kt_schedule *s, const kt_schedule_params *params, kt_err
  * (the generators stretch a shorter run's steady state; tests compare). */
 kt_status kt__v_shape_direct(kt_schedule *s, int half, kt_error *err);
 
-/* Push helper that turns ENOMEM into a message. Stores in place while the
+/* Makes room for per_rank actions on every rank's list. ENOMEM. */
+kt_status kt__reserve_actions(kt_schedule *s, size_t per_rank, kt_error *err);
+
+/* Appends to rank r's list where room was made (kt__reserve_actions). */
+static inline void kt__append(kt_schedule *s, int r, int stage, kt_op op, int mb) {
+  kt_rank_actions *ra = &s->ranks[r];
+  ra->actions[ra->n++] = (kt_action){.stage = stage, .mb = mb, .op = (uint8_t)op};
+}
+
+/* Push helper that turns ENOMEM into a message. Appends in place while the
  * rank's list has room (kt_schedule_generate reserves 2*V*M actions a
  * rank); kt_schedule_push grows it otherwise. */
-#define KT__PUSH(sched, rank, stage_, op_, mb_)                                    \
-  do {                                                                             \
-    kt_rank_actions *ra_ = &(sched)->ranks[rank];                                  \
-    if (ra_->n < ra_->cap)                                                         \
-      ra_->actions[ra_->n++] = (kt_action){.stage = (stage_), .mb = (mb_), .op = (uint8_t)(op_)}; \
-    else if (kt_schedule_push((sched), (rank), (stage_), (op_), (mb_)) != KT_OK)   \
-      return kt_fail(err, KT_ENOMEM, "out of memory building schedule");           \
+#define KT__PUSH(sched, rank, stage_, op_, mb_)                                  \
+  do {                                                                           \
+    if ((sched)->ranks[rank].n < (sched)->ranks[rank].cap)                       \
+      kt__append((sched), (rank), (stage_), (op_), (mb_));                       \
+    else if (kt_schedule_push((sched), (rank), (stage_), (op_), (mb_)) != KT_OK) \
+      return kt_fail(err, KT_ENOMEM, "out of memory building schedule");         \
   } while (0)
 
 #endif

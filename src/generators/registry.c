@@ -238,6 +238,13 @@ double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *pa
   return fmin(p, params->m) * rank_most;
 }
 
+kt_status kt__reserve_actions(kt_schedule *s, size_t per_rank, kt_error *err) {
+  for (int r = 0; r < s->p; r++)
+    if (kt_grow((void **)&s->ranks[r].actions, &s->ranks[r].cap, per_rank, sizeof(kt_action)))
+      return kt_fail(err, KT_ENOMEM, "out of memory for %zu actions per rank", per_rank);
+  return KT_OK;
+}
+
 kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *params,
                                kt_schedule *out, kt_error *err) {
   memset(out, 0, sizeof *out);
@@ -261,10 +268,7 @@ kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *
   snprintf(out->name, sizeof out->name, "%s", ki->name);
   /* every schedule holds an F and a backward of each of its rank's chunks
    * per micro-batch: room for them up front, so KT__PUSH stores in place */
-  size_t need = 2 * (size_t)v * (size_t)params->m;
-  for (int r = 0; r < out->p && !st; r++)
-    if (kt_grow((void **)&out->ranks[r].actions, &out->ranks[r].cap, need, sizeof(kt_action)))
-      st = kt_fail(err, KT_ENOMEM, "out of memory for %zu actions per rank", need);
+  st = kt__reserve_actions(out, 2 * (size_t)v * (size_t)params->m, err);
   if (!st) st = ki->fn(out, params, err);
   if (st) kt_schedule_free(out);
   return st;

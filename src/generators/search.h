@@ -62,12 +62,6 @@ static inline double kt__zb_cost(const kt__zb_problem *pb, int stage, kt_op op) 
  * so the builders append without checks. ENOMEM. */
 kt_status kt__zb_reserve(kt_schedule *s, kt_error *err);
 
-/* Appends to rank r's list; kt__zb_reserve made the room. */
-static inline void kt__zb_append(kt_schedule *s, int r, int stage, kt_op op, int mb) {
-  kt_rank_actions *ra = &s->ranks[r];
-  ra->actions[ra->n++] = (kt_action){.stage = stage, .mb = mb, .op = (uint8_t)op};
-}
-
 /* ---- evaluation of an order --------------------------------------------- */
 
 /* Scratch space for evaluating orders of one problem (reused across calls). */

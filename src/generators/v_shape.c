@@ -439,7 +439,7 @@ static void append(kt_schedule *s, int r, int k, int j) {
   int down = r, up = 2 * s->p - 1 - r;
   int stage = k == T_F0 || k == T_I0 || k == T_W2 ? down : up;
   kt_op op = k <= T_F1 ? KT_OP_F : k <= T_I0 ? KT_OP_I : KT_OP_W;
-  kt__zb_append(s, r, stage, op, j);
+  kt__append(s, r, stage, op, j);
 }
 
 /* Every rank's ops into s in slot order (a rank at a time through its slot

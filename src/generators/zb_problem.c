@@ -78,11 +78,7 @@ double kt__zb_min_limit(const kt__zb_problem *pb, int *rank) {
 }
 
 kt_status kt__zb_reserve(kt_schedule *s, kt_error *err) {
-  size_t need = 3 * (size_t)s->v * (size_t)s->m;
-  for (int r = 0; r < s->p; r++)
-    if (kt_grow((void **)&s->ranks[r].actions, &s->ranks[r].cap, need, sizeof(kt_action)))
-      return kt_fail(err, KT_ENOMEM, "out of memory for %zu actions per rank", need);
-  return KT_OK;
+  return kt__reserve_actions(s, 3 * (size_t)s->v * (size_t)s->m, err);
 }
 
 kt_status kt__zb_eval_init(kt__zb_eval *ev, const kt__zb_problem *pb, kt_error *err) {

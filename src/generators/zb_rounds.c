@@ -54,7 +54,7 @@ static int put(rounds *rd, int j, kt_op op) {
     if (rd->idle[j] > rd->worst_idle) rd->worst_idle = rd->idle[j];
   }
   rd->e[j] = start + kt__zb_cost(pb, j, op);
-  kt__zb_append(rd->s, j, j, op, mb);
+  kt__append(rd->s, j, j, op, mb);
   kt__pair_end *pe = &rd->end[KT__PAIR(pb, j, mb)];
   if (op == KT_OP_F) pe->f = rd->e[j], rd->mem[j] += pb->res[j], rd->f[j]++;
   else if (op == KT_OP_I) pe->i = rd->e[j], rd->mem[j] += pb->wg[j] - pb->res[j], rd->b[j]++;

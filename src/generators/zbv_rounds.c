@@ -71,7 +71,7 @@ static int put(vrounds *v, int r, int st, kt_op op) {
   if (v->started[r]) v->idle[r] += start - v->e[r];
   v->started[r] = 1;
   v->e[r] = start + kt__zb_cost(pb, st, op);
-  kt__zb_append(v->s, r, st, op, mb);
+  kt__append(v->s, r, st, op, mb);
   kt__pair_end *pe = &v->end[KT__PAIR(pb, st, mb)];
   if (op == KT_OP_F) {
     pe->f = v->e[r], v->mem[r] += pb->res[st], v->nf[st]++;
