@@ -183,12 +183,16 @@ static int of_kind(const kt_action *a, int w) {
 }
 
 /* The stage of the next action of kind w on rank r in the followed order
- * (strict: the next F or I whatever its kind, w then set), -1 when none. */
+ * (strict: the next F or I whatever its kind, w then set), -1 when none.
+ * The cursor is left on the action found: what it skipped is of another
+ * kind and never wanted by this cursor (otherwise a rank whose followed
+ * list has no F left would scan its whole tail at every decision). */
 static int followed(const kt__zb_list *ls, int r, int *w) {
   const kt_rank_actions *ra = &ls->ru.follow->ranks[r];
   int want = ls->ru.loose ? *w : -1;
-  size_t i = ls->cursor[2 * r + (want > 0)];
+  size_t *cur = &ls->cursor[2 * r + (want > 0)], i = *cur;
   while (i < ra->n && !of_kind(&ra->actions[i], want)) i++;
+  *cur = i;
   if (i >= ra->n) return -1;
   *w = ra->actions[i].op != KT_OP_F;
   return ra->actions[i].stage;

@@ -10,6 +10,16 @@
 
 #include "generators/search.h"
 
+/* The walk and the refinement after it run where the walk's work budget
+ * (1.2e8 simulated actions, at most 20,000 evaluations) buys at least this
+ * many evaluations, i.e. up to 30,000 actions (P*M <= 5,000 for the V
+ * shapes). Its gains come a few hundredths of a percent at a time, spread
+ * over thousands of evaluations (measured with the three oracle cost sets:
+ * 0.1-6% at P <= 16 and M <= 4P); with a few hundred, at P = 32..64 and
+ * M = 4P..16P, it found nothing while taking 2-3 s, and the refinement after
+ * it 1-3 s more. */
+#define MIN_WALK_EVALS 4000
+
 /* Peak of rank r's memory prefix sums under pb's M_B and M_W. */
 static double rank_peak(const kt__zb_problem *pb, const kt_rank_actions *ra) {
   double mem = 0, peak = 0;
@@ -47,12 +57,13 @@ kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, int walk, k
   static const kt__zb_search_opts opts = {1, 1, 0, -1, 0, 0};
   const kt_schedule *extra[1] = {&base};
   st = kt__zb_search(&pb, &opts, extra, 1, s, err);
-  if (!st && walk) { /* past the refinement's plateaus, then refined again */
+  long walk_evals = kt__zb_walk_budget(&pb, 1.2e8);
+  if (!st && walk && walk_evals >= MIN_WALK_EVALS) { /* past the refinement's plateaus, then refined again */
     kt__zb_eval ev;
     if (!(st = kt__zb_eval_init(&ev, &pb, err))) {
       double ms = kt__zb_evaluate(&pb, &ev, s);
       if (ms >= 0) {
-        ms = kt__zb_walk(&pb, &ev, s, ms, kt__zb_walk_budget(&pb, 1.2e8), 0);
+        ms = kt__zb_walk(&pb, &ev, s, ms, walk_evals, 0);
         kt__zb_refine(&pb, &ev, s, ms, 400);
       }
       kt__zb_eval_free(&ev);

@@ -34,6 +34,7 @@ typedef struct {
   int *nf, *ni, *nw;          /* per stage */
   int *wq, *wq_head, *wq_len; /* per rank: FIFO of stages with a pending W (2M slots) */
   double *e, *mem, *idle;     /* per rank */
+  double worst_idle;          /* the largest of idle[] (idle only grows within a run) */
   int *started;
   const double *approved;     /* NULL on the first run */
   double max_approved;
@@ -51,9 +52,8 @@ static int lane_stage(const vrounds *v, int r, kt_op op, int lane) {
 }
 
 static double idle_allowed(const vrounds *v, int r) {
-  double w = 0;
-  for (int q = 0; q < v->p; q++) w = fmax(w, v->idle[q]);
-  if (v->approved) w = fmax(w, v->max_approved - v->approved[r]);
+  double w = v->worst_idle;
+  if (v->approved && v->max_approved - v->approved[r] > w) w = v->max_approved - v->approved[r];
   return w - v->idle[r];
 }
 
@@ -68,7 +68,7 @@ static int put(vrounds *v, int r, int st, kt_op op) {
     return -1;
   }
   double start = fmax(v->e[r], ready);
-  if (v->started[r]) v->idle[r] += start - v->e[r];
+  if (v->started[r] && (v->idle[r] += start - v->e[r]) > v->worst_idle) v->worst_idle = v->idle[r];
   v->started[r] = 1;
   v->e[r] = start + kt__zb_cost(pb, st, op);
   kt__append(v->s, r, st, op, mb);
@@ -206,6 +206,7 @@ static double run(vrounds *v, int *lane) {
     v->e[r] = v->mem[r] = v->idle[r] = 0;
     v->s->ranks[r].n = 0;
   }
+  v->worst_idle = 0;
   if (warm_up(v)) return -1;
   for (int round = 0; round < 2 * v->m; round++) {
     for (int r = 0; r < p; r++)
