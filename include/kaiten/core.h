@@ -59,6 +59,42 @@ void *kt_calloc(size_t n, size_t size);
 /* Grows *ptr (an array of elem bytes, capacity *cap) to hold at least need. 0 ok, -1 on failure. */
 int kt_grow(void **ptr, size_t *cap, size_t need, size_t elem);
 
+/* A first-in first-out queue of ranks 0..n-1 holding each at most once:
+ * the work list of every walk that runs each rank's actions while their
+ * inputs are known and wakes the rank a result is for (the validator, the
+ * simulator, the zero-bubble evaluator). A ring of n entries, so a wake is
+ * a store and no division. */
+typedef struct {
+  int *ring;
+  int *queued; /* not bytes: a store through a char pointer may alias anything,
+                * and the walks would reload their state after every wake */
+  int n, head, len;
+} kt_rank_queue;
+
+/* 0 ok, -1 out of memory (q then holds nothing to free). Starts empty. */
+int kt_rank_queue_init(kt_rank_queue *q, int n);
+void kt_rank_queue_free(kt_rank_queue *q);
+/* Every rank queued, in order 0..n-1 (whatever q held). */
+void kt_rank_queue_fill(kt_rank_queue *q);
+
+/* Queues rank r unless it is queued already (r < 0: nothing). */
+static inline void kt_rank_queue_wake(kt_rank_queue *q, int r) {
+  if (r < 0 || q->queued[r]) return;
+  q->queued[r] = 1;
+  int at = q->head + q->len++;
+  q->ring[at >= q->n ? at - q->n : at] = r;
+}
+
+/* The rank queued first, taken off the queue; -1 when it is empty. */
+static inline int kt_rank_queue_next(kt_rank_queue *q) {
+  if (q->len == 0) return -1;
+  int r = q->ring[q->head];
+  q->head = q->head + 1 == q->n ? 0 : q->head + 1;
+  q->len--;
+  q->queued[r] = 0;
+  return r;
+}
+
 /* Parsing helpers: strict, whole-string; 0 ok, -1 on garbage or overflow. */
 int kt_parse_int(const char *s, long lo, long hi, long *out);
 int kt_parse_double(const char *s, double *out);

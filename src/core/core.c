@@ -61,6 +61,25 @@ void *kt_calloc(size_t n, size_t size) {
   return calloc(n, size);
 }
 
+int kt_rank_queue_init(kt_rank_queue *q, int n) {
+  *q = (kt_rank_queue){kt_calloc((size_t)n, sizeof *q->ring),
+                        kt_calloc((size_t)n, sizeof *q->queued), n, 0, 0};
+  if (q->ring && q->queued) return 0;
+  kt_rank_queue_free(q);
+  return -1;
+}
+
+void kt_rank_queue_free(kt_rank_queue *q) {
+  free(q->ring);
+  free(q->queued);
+  *q = (kt_rank_queue){0};
+}
+
+void kt_rank_queue_fill(kt_rank_queue *q) {
+  for (int r = 0; r < q->n; r++) q->ring[r] = r, q->queued[r] = 1;
+  q->head = 0, q->len = q->n;
+}
+
 int kt_grow(void **ptr, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap) return 0;
   size_t c = *cap ? *cap : 16;

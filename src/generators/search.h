@@ -69,7 +69,7 @@ typedef struct {
   kt__pair_end *end;
   double *start, *stop, *free_at; /* per rank: first start, last end, free time */
   size_t *pos;
-  int *queue, *queued;
+  kt_rank_queue work; /* ranks whose next action may have become ready */
   double **at; /* optional: per rank, the start time of each action (caller-sized) */
   double cutoff; /* an evaluation stops once a rank's span exceeds it (INFINITY: never) */
 } kt__zb_eval;

@@ -89,11 +89,9 @@ kt_status kt__zb_eval_init(kt__zb_eval *ev, const kt__zb_problem *pb, kt_error *
   ev->stop = kt_calloc(p, sizeof *ev->stop);
   ev->free_at = kt_calloc(p, sizeof *ev->free_at);
   ev->pos = kt_calloc(p, sizeof *ev->pos);
-  ev->queue = kt_calloc(p, sizeof *ev->queue);
-  ev->queued = kt_calloc(p, sizeof *ev->queued);
+  int queue_failed = kt_rank_queue_init(&ev->work, pb->p);
   ev->cutoff = INFINITY;
-  if (!ev->end || !ev->start || !ev->stop || !ev->free_at || !ev->pos || !ev->queue ||
-      !ev->queued) {
+  if (!ev->end || !ev->start || !ev->stop || !ev->free_at || !ev->pos || queue_failed) {
     kt__zb_eval_free(ev);
     return kt_fail(err, KT_ENOMEM, "out of memory evaluating schedules (P=%d, M=%d)", pb->p,
                    pb->m);
@@ -107,16 +105,13 @@ void kt__zb_eval_free(kt__zb_eval *ev) {
   free(ev->stop);
   free(ev->free_at);
   free(ev->pos);
-  free(ev->queue);
-  free(ev->queued);
+  kt_rank_queue_free(&ev->work);
   memset(ev, 0, sizeof *ev);
 }
 
-/* Runs rank r's actions while their inputs are known; returns the rank
- * whose next action may have become ready (a consumer), one at a time
- * through the queue. */
-static void advance(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule *s, int r,
-                    int *qtail, int *qlen) {
+/* Runs rank r's actions while their inputs are known, waking each rank a
+ * result is for (its next action may have become ready). */
+static void advance(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule *s, int r) {
   const kt_rank_actions *ra = &s->ranks[r];
   while (ev->pos[r] < ra->n) {
     const kt_action *a = &ra->actions[ev->pos[r]];
@@ -136,27 +131,18 @@ static void advance(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule
     ev->free_at[r] = ev->stop[r] = end;
     ev->pos[r]++;
     if (end - ev->start[r] > ev->cutoff) return; /* the caller stops (kt__zb_evaluate) */
-    if (consumer >= 0 && consumer != r && !ev->queued[consumer]) {
-      ev->queued[consumer] = 1;
-      ev->queue[(*qtail)++ % pb->p] = consumer;
-      (*qlen)++;
-    }
+    if (consumer != r) kt_rank_queue_wake(&ev->work, consumer);
   }
 }
 
 double kt__zb_evaluate(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule *s) {
   size_t cells = (size_t)pb->S * (size_t)pb->m;
   for (size_t k = 0; k < cells; k++) ev->end[k] = (kt__pair_end){NAN, NAN};
-  int p = pb->p, qhead = 0, qtail = 0, qlen = 0;
-  for (int r = 0; r < p; r++) {
-    ev->pos[r] = 0, ev->free_at[r] = 0, ev->start[r] = ev->stop[r] = 0;
-    ev->queue[qtail++] = r, ev->queued[r] = 1, qlen++;
-  }
-  while (qlen > 0) {
-    int r = ev->queue[qhead++ % p];
-    qlen--;
-    ev->queued[r] = 0;
-    advance(pb, ev, s, r, &qtail, &qlen);
+  int p = pb->p;
+  for (int r = 0; r < p; r++) ev->pos[r] = 0, ev->free_at[r] = 0, ev->start[r] = ev->stop[r] = 0;
+  kt_rank_queue_fill(&ev->work); /* also when the last call stopped early */
+  for (int r; (r = kt_rank_queue_next(&ev->work)) >= 0;) {
+    advance(pb, ev, s, r);
     if (ev->pos[r] > 0 && ev->stop[r] - ev->start[r] > ev->cutoff) return INFINITY;
   }
   double makespan = 0;

@@ -55,17 +55,9 @@ typedef struct {
   int S, row; /* row: the done table's stride */
   uint8_t *done;
   size_t *pos;
-  int *owner, *queue;
-  uint8_t *queued;
-  int head, len;
+  int *owner;
+  kt_rank_queue work;
 } walker;
-
-static void wake(walker *w, int r) {
-  if (r < 0 || w->queued[r]) return;
-  w->queued[r] = 1;
-  int at = w->head + w->len++; /* a ring of P entries: no division per wake */
-  w->queue[at >= w->s->p ? at - w->s->p : at] = r;
-}
 
 static void walk_rank(walker *w, int r) {
   const kt_rank_actions *ra = &w->s->ranks[r];
@@ -87,7 +79,7 @@ static void walk_rank(walker *w, int r) {
       for (int res = 0; res < KT_RESULT_COUNT; res++)
         if (made & (1u << res)) {
           int to = kt_result_consumer((kt_result)res, a->stage, w->S);
-          if (to >= 0) wake(w, w->owner[to]);
+          if (to >= 0) kt_rank_queue_wake(&w->work, w->owner[to]);
         }
     }
     w->pos[r] = g + 1;
@@ -126,28 +118,22 @@ static kt_status runs_to_completion(const kt_schedule *s, kt_error *err) {
   w.done = kt_calloc((size_t)w.S * (size_t)w.row, 1);
   w.pos = kt_calloc((size_t)P, sizeof *w.pos);
   w.owner = kt_calloc((size_t)w.S, sizeof *w.owner);
-  w.queue = kt_calloc((size_t)P, sizeof *w.queue);
-  w.queued = kt_calloc((size_t)P, 1);
+  int queue_failed = kt_rank_queue_init(&w.work, P);
   kt_status st = KT_OK;
-  if (!w.done || !w.pos || !w.owner || !w.queue || !w.queued) {
+  if (!w.done || !w.pos || !w.owner || queue_failed) {
     st = kt_fail(err, KT_ENOMEM, "out of memory validating");
     goto out;
   }
   for (int i = 0; i < w.S; i++) w.owner[i] = kt_stage_rank(s, i);
-  for (int r = 0; r < P; r++) wake(&w, r);
-  while (w.len > 0) {
-    int r = w.queue[w.head];
-    w.head = w.head + 1 == P ? 0 : w.head + 1, w.len--, w.queued[r] = 0;
-    walk_rank(&w, r);
-  }
+  kt_rank_queue_fill(&w.work);
+  for (int r; (r = kt_rank_queue_next(&w.work)) >= 0;) walk_rank(&w, r);
   for (int r = 0; r < P && !st; r++)
     if (w.pos[r] < s->ranks[r].n) st = name_blocked(&w, err);
 out:
   free(w.done);
   free(w.pos);
   free(w.owner);
-  free(w.queue);
-  free(w.queued);
+  kt_rank_queue_free(&w.work);
   return st;
 }
 

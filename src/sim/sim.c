@@ -50,7 +50,7 @@ typedef struct {
   double *free_at;    /* end of the previous action per rank */
   int sent;           /* messages the running compute action sent to other ranks */
   double *mem;        /* running memory per rank */
-  int *queue, *queued, qhead, qlen;
+  kt_rank_queue work;  /* ranks whose next action may have become ready */
   /* lowered programs only, per message (result F or BI of a pair): when its
    * SEND ran, when its RECV was posted, and the RECV's comm event */
   double *sent_at, *posted_at;
@@ -69,14 +69,6 @@ typedef struct {
 static double arrive_at(const sim_state *st, int from, int to, double t) {
   if (st->c->links) return kt_links_transfer(st->c->links, from, to, st->c->comm_bytes, t);
   return t + st->comm;
-}
-
-static void wake(sim_state *st, int rank) {
-  if (rank < 0 || st->queued[rank]) return;
-  st->queued[rank] = 1;
-  int at = st->qhead + st->qlen; /* a ring of P entries: no division per wake */
-  st->queue[at >= st->s->p ? at - st->s->p : at] = rank;
-  st->qlen++;
 }
 
 static double *result_slot(sim_state *st, kt_result r, int stage, int mb) {
@@ -108,10 +100,10 @@ static int publish(sim_state *st, int rank, const kt_action *a, double end) {
     if (to < 0 || st->owner[to] == rank) {
       *slot = end;
     } else if (!st->lowered) {
-      *slot = arrive_at(st, rank, st->owner[to], end), wake(st, st->owner[to]);
+      *slot = arrive_at(st, rank, st->owner[to], end), kt_rank_queue_wake(&st->work, st->owner[to]);
       sent++;
     }
-    if (to >= 0 && st->owner[to] == rank) wake(st, rank);
+    if (to >= 0 && st->owner[to] == rank) kt_rank_queue_wake(&st->work, rank);
   }
   return sent;
 }
@@ -243,7 +235,7 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
     st->sent_at[m] = now;
     st->free_at[rank] = now + st->c->send_overhead;
     *result_slot(st, r, a->stage, a->mb) = arrive;
-    wake(st, st->owner[kt_result_consumer(r, a->stage, st->S)]);
+    kt_rank_queue_wake(&st->work, st->owner[kt_result_consumer(r, a->stage, st->S)]);
     int64_t bytes = message_bytes(st);
     if (st->met) st->met->ranks[rank].bytes_sent += bytes;
     rc = add_comm(tl, rank, a, now, arrive, NULL, bytes);
@@ -252,7 +244,7 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
     kt_comm_message(a->op, a->stage, &from);
     size_t m = comm_msg(st, a);
     st->posted_at[m] = now;
-    wake(st, st->owner[from]); /* its sender may wait in a WAIT_SEND */
+    kt_rank_queue_wake(&st->work, st->owner[from]); /* its sender may wait in a WAIT_SEND */
     rc = add_comm(tl, rank, a, now, now, &st->recv_event[m], 0);
   } else if (a->op == KT_OP_WAIT_SEND_F || a->op == KT_OP_WAIT_SEND_B) {
     size_t m = comm_msg(st, a);
@@ -367,8 +359,7 @@ static void state_free(sim_state *st) {
   free(st->pos);
   free(st->free_at);
   free(st->mem);
-  free(st->queue);
-  free(st->queued);
+  kt_rank_queue_free(&st->work);
   free(st->sent_at);
   free(st->posted_at);
   free(st->recv_event);
@@ -382,8 +373,7 @@ static kt_status state_init(sim_state *st, kt_error *err) {
   st->pos = kt_calloc((size_t)s->p, sizeof *st->pos);
   st->free_at = kt_calloc((size_t)s->p, sizeof *st->free_at);
   st->mem = kt_calloc((size_t)s->p, sizeof *st->mem);
-  st->queue = kt_calloc((size_t)s->p, sizeof *st->queue);
-  st->queued = kt_calloc((size_t)s->p, sizeof *st->queued);
+  int queue_failed = kt_rank_queue_init(&st->work, s->p);
   st->cost = malloc((size_t)st->S * sizeof *st->cost);
   if (st->met) st->inflight = kt_calloc((size_t)s->p, sizeof *st->inflight);
   if (st->lowered) {
@@ -391,8 +381,9 @@ static kt_status state_init(sim_state *st, kt_error *err) {
     st->posted_at = malloc(msgs * sizeof *st->posted_at);
     st->recv_event = kt_calloc(msgs, sizeof *st->recv_event);
   }
-  if (!st->done || !st->owner || !st->pos || !st->free_at || !st->mem || !st->queue ||
-      !st->queued || !st->cost || (st->met && !st->inflight) || (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
+  if (!st->done || !st->owner || !st->pos || !st->free_at || !st->mem || queue_failed ||
+      !st->cost || (st->met && !st->inflight) ||
+      (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
     return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs",
                    (size_t)st->S * (size_t)s->m);
   for (size_t i = 0; i < cells; i++) st->done[i] = (pair_times){NAN, NAN, NAN};
@@ -441,14 +432,9 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_timeli
     if (kt_timeline_reserve(out, n, n + (size_t)s->p))
       status = kt_fail(err, KT_ENOMEM, "out of memory for a timeline of %zu actions", n);
   }
-  for (int r = 0; !status && r < s->p; r++) wake(&st, r);
-  while (!status && st.qlen > 0) {
-    int r = st.queue[st.qhead];
-    st.qhead = st.qhead + 1 == s->p ? 0 : st.qhead + 1;
-    st.qlen--;
-    st.queued[r] = 0;
+  if (!status) kt_rank_queue_fill(&st.work);
+  for (int r; !status && (r = kt_rank_queue_next(&st.work)) >= 0;)
     if (advance(&st, out, r)) status = kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
-  }
   for (int r = 0; !status && r < s->p; r++)
     if (st.pos[r] < s->ranks[r].n) status = report_deadlock(&st, err);
   if (!status) close_recv_events(&st, out);
