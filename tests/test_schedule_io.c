@@ -1,4 +1,4 @@
-/* Text and CSV forms: exact round-trips, PyTorch files, malformed input. */
+/* Text and CSV forms: exact round-trips, PyTorch files, malformed input; JSON numbers. */
 #include "check.h"
 #include "kaiten/generators.h"
 #include "kaiten/schedule.h"
@@ -29,8 +29,30 @@ static void expect_parse_error(const char *text, const char *needle) {
   else CHECK_STR_CONTAINS(err.msg, needle);
 }
 
+/* JSON numbers: whole values as their digits, others in the fewest digits
+ * that read back to the same double; not-finite values as null. */
+static void check_json_numbers(void) {
+  static const struct {
+    double x;
+    const char *text;
+  } cases[] = {{0, "0"}, {3, "3"}, {-2, "-2"}, {1000000, "1000000"},
+               {123456789012345.0, "123456789012345"}, {1e15, "1e+15"}, {1e300, "1e+300"},
+               {0.1, "0.1"}, {-0.5, "-0.5"}, {1.0 / 3, "0.3333333333333333"}, {NAN, "null"},
+               {INFINITY, "null"}, {9.2233720368547758e18, "9.223372036854776e+18"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kt_buf b;
+    kt_buf_init(&b);
+    kt_buf_json_number(&b, cases[i].x);
+    CHECK_MSG(!strcmp(b.data, cases[i].text), "%.17g written as %s, not %s", cases[i].x, b.data,
+              cases[i].text);
+    if (isfinite(cases[i].x)) CHECK(strtod(b.data, NULL) == cases[i].x);
+    kt_buf_free(&b);
+  }
+}
+
 int main(void) {
   kt_error err;
+  check_json_numbers();
   /* round-trips of every generated schedule, both forms */
   int ps[] = {1, 2, 4, 5}, ms[] = {1, 4, 8, 10};
   for (int k = 0; k < KT_SCHED_COUNT; k++)

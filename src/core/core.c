@@ -240,8 +240,13 @@ void kt_buf_json_number(kt_buf *b, double x) {
     kt_buf_puts(b, "null");
     return;
   }
-  /* shortest representation that round-trips */
   char tmp[40];
+  if (fabs(x) < 1e15 && x == (double)(long long)x) { /* whole: the digits (most times and bytes) */
+    snprintf(tmp, sizeof tmp, "%lld", (long long)x);
+    kt_buf_puts(b, tmp);
+    return;
+  }
+  /* shortest representation that round-trips */
   for (int prec = 6; prec <= 17; prec++) {
     snprintf(tmp, sizeof tmp, "%.*g", prec, x);
     if (strtod(tmp, NULL) == x) break;
