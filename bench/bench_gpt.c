@@ -15,7 +15,12 @@
  * pipeline (median of the per-round speed-ups). Each round also replays the
  * shapes on both cores at once (a thread on each, own operands): its time
  * against the replay on one core alone is what this machine gives two
- * concurrent ranks, so ideal x that ratio is the speed-up it allows.
+ * concurrent ranks, so ideal x that ratio is the speed-up it allows; and
+ * it runs two P=1 pipelines at once, one on each core, whose step against
+ * the P=1 step alone is the same for the whole step, memory traffic and
+ * element-wise kernels included (the bound that binds on a machine whose
+ * two cores share a cache or memory bandwidth with each other or another
+ * tenant).
  * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE]. */
 #define _GNU_SOURCE
 #include <cblas.h>
@@ -181,6 +186,49 @@ static void pipeline_create(pipeline *p, const gpt_size *g, int P) {
   pipeline_step(p, 0, NULL, NULL); /* warm-up: stash buffers, OpenBLAS buffers */
 }
 
+/* Two steps of one P=1 pipeline on a core of its own (its rank thread,
+ * created by the step, inherits the core), for step_pair. */
+typedef struct {
+  pipeline *p;
+  int step, cpu;
+  double seconds;
+} step_job;
+
+static void *step_thread(void *arg) {
+  step_job *j = arg;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(j->cpu, &set);
+  (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  pipeline_step(j->p, j->step, NULL, NULL); /* as in training: after a step of its own */
+  j->seconds = pipeline_step(j->p, j->step + 1, NULL, NULL);
+  return NULL;
+}
+
+/* Two P=1 pipelines of the same model stepping at once, one on each of the
+ * first two cores: the mean of their second steps' seconds (0 when there
+ * are not two cores). Against the P=1 step alone this is what the machine
+ * gives two ranks running this very step at once, its memory traffic
+ * included, where the sgemm replay pair measures the matmuls only. */
+static double step_pair(pipeline *a, pipeline *b, int step) {
+  cpu_set_t allowed;
+  int cpu[2], found = 0;
+  if (sched_getaffinity(0, sizeof allowed, &allowed)) return 0;
+  for (int c = 0; c < CPU_SETSIZE && found < 2; c++)
+    if (CPU_ISSET(c, &allowed)) cpu[found++] = c;
+  if (found < 2) return 0;
+  step_job job[2] = {{a, step, cpu[0], 0}, {b, step, cpu[1], 0}};
+  pthread_t th[2];
+  if (pthread_create(&th[0], NULL, step_thread, &job[0])) return 0;
+  if (pthread_create(&th[1], NULL, step_thread, &job[1])) {
+    pthread_join(th[0], NULL);
+    return 0;
+  }
+  pthread_join(th[0], NULL);
+  pthread_join(th[1], NULL);
+  return (job[0].seconds + job[1].seconds) / 2;
+}
+
 /* A row of a ratio that bounds the P=2 speed-up at ideal x ratio: what
  * the machine allows (the sgemm replay on both cores at once, against one
  * core alone) or what the partition allows (the ranks' mean busy time over
@@ -200,8 +248,9 @@ static void bound_row(const bench_opts *o, const gpt_size *g, const char *key, c
 }
 
 static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
-  pipeline p1, p2;
+  pipeline p1, p1b, p2;
   pipeline_create(&p1, g, 1);
+  pipeline_create(&p1b, g, 1);
   pipeline_create(&p2, g, 2);
   /* both warmed up by pipeline_create; record one step's shapes */
   kt__matmul_record(1);
@@ -216,6 +265,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   replay(sh, n, bufs, COLD_SETS);
   double bare[MAX_ROUNDS], cold[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], share[MAX_ROUNDS];
   double frac[MAX_ROUNDS], frac_cold[MAX_ROUNDS], speedup[MAX_ROUNDS], pair[MAX_ROUNDS];
+  double steps_pair[MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
     bare[r] = replay(sh, n, bufs, 1);
     double both = replay_pair(sh, n, bufs);
@@ -231,6 +281,8 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
     frac[r] = bare[r] / t1[r];
     frac_cold[r] = cold[r] / t1[r];
     speedup[r] = t1[r] / t2[r];
+    double both_steps = step_pair(&p1, &p1b, 1000 + 2 * r);
+    steps_pair[r] = both_steps > 0 ? t1[r] / both_steps : 0;
   }
   double ideal = 2.0 * M_MB / (M_MB + 1);
   int tokens = M_MB * B_MB * g->seq_len;
@@ -272,10 +324,13 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   bench_row(o, id, what, "x", s_speed, ref, ideal);
   bound_row(o, g, "sgemm_two_cores", "sgemm replay on both cores at once, each core's rate",
             "one core alone", pair, rounds, ideal);
+  bound_row(o, g, "steps_two_cores", "two P=1 steps at once, one a core, each one's rate",
+            "the P=1 step alone", steps_pair, rounds, ideal);
   bound_row(o, g, "balance.P2", "P=2 ranks' busy time, mean over the busiest", "an even partition",
             balance, rounds, ideal);
   for (int i = 0; i < COLD_SETS; i++) free(bufs[i].a), free(bufs[i].b), free(bufs[i].c);
   pipeline_destroy(&p2);
+  pipeline_destroy(&p1b);
   pipeline_destroy(&p1);
 }
 
