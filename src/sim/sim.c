@@ -61,6 +61,7 @@ typedef struct {
  * current column would otherwise fall in the same cache sets. */
 #define ROW_PAD 8
 #define PREFETCH_AHEAD 16 /* actions: a little over two cache lines */
+#define PREFETCH_PAIRS 2  /* actions: a visit runs about two */
 #define IDX(st, stage, mb) ((size_t)(stage) * (size_t)(st)->row + (size_t)(mb))
 #define MSG(st, result, stage, mb) ((size_t)(result) * (size_t)(st)->S * (size_t)(st)->row + IDX(st, stage, mb))
 
@@ -269,6 +270,18 @@ static kt_status advance(sim_state *st, kt_timeline *tl, int rank) {
    * hardware prefetcher follows). */
   if (st->pos[rank] + PREFETCH_AHEAD < ra->n)
     __builtin_prefetch(&ra->actions[st->pos[rank] + PREFETCH_AHEAD]);
+  /* and the completion times the action after this visit reads and writes
+   * (its line came with the prefetch above on an earlier visit): with
+   * S*M pairs past the cache these are the visit's misses */
+  if (st->pos[rank] + PREFETCH_PAIRS < ra->n) {
+    const kt_action *x = &ra->actions[st->pos[rank] + PREFETCH_PAIRS];
+    int from;
+    if (x->op < KT_OP_COUNT) {
+      __builtin_prefetch(&st->done[IDX(st, x->stage, x->mb)], 1);
+      if (kt_action_needs(x->op, x->stage, st->S, &from) != KT_RESULT_NONE)
+        __builtin_prefetch(&st->done[IDX(st, from, x->mb)]);
+    }
+  }
   while (st->pos[rank] < ra->n) {
     int op = ra->actions[st->pos[rank]].op;
     int ran = op < KT_OP_COUNT ? run_compute(st, tl, rank) : run_comm(st, tl, rank);
