@@ -90,44 +90,63 @@ static double replay(const kt__matmul_shape *sh, size_t n, replay_buf *sets, int
   return kt_now() - t0;
 }
 
-/* One replay on a core of its own, for replay_pair. */
+/* fn(arg) on one of the first two cores, for on_two_cores. */
 typedef struct {
-  const kt__matmul_shape *sh;
-  size_t n;
-  replay_buf *buf;
+  double (*fn)(void *);
+  void *arg;
   int cpu;
   double seconds;
-} replay_job;
+} core_job;
 
-static void *replay_thread(void *arg) {
-  replay_job *j = arg;
+static void *core_thread(void *arg) {
+  core_job *j = arg;
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(j->cpu, &set);
   (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-  j->seconds = replay(j->sh, j->n, j->buf, 1);
+  j->seconds = j->fn(j->arg);
   return NULL;
 }
 
-/* The replay on the first two cores at once, one operand set each: the mean
- * of the two threads' seconds (0 when there are not two cores). */
-static double replay_pair(const kt__matmul_shape *sh, size_t n, replay_buf *sets) {
+/* fn(a) and fn(b) at once, each on a thread pinned to one of the first two
+ * cores (threads they start inherit it; the calling thread keeps its own
+ * affinity): the mean of the seconds they return, 0 when there are not two
+ * cores or a thread does not start. */
+static double on_two_cores(double (*fn)(void *), void *a, void *b) {
   cpu_set_t allowed;
   int cpu[2], found = 0;
   if (sched_getaffinity(0, sizeof allowed, &allowed)) return 0;
   for (int c = 0; c < CPU_SETSIZE && found < 2; c++)
     if (CPU_ISSET(c, &allowed)) cpu[found++] = c;
   if (found < 2) return 0;
-  replay_job job[2] = {{sh, n, &sets[0], cpu[0], 0}, {sh, n, &sets[1], cpu[1], 0}};
-  pthread_t th[2]; /* the calling thread keeps its own affinity */
-  if (pthread_create(&th[0], NULL, replay_thread, &job[0])) return 0;
-  if (pthread_create(&th[1], NULL, replay_thread, &job[1])) {
+  core_job job[2] = {{fn, a, cpu[0], 0}, {fn, b, cpu[1], 0}};
+  pthread_t th[2];
+  if (pthread_create(&th[0], NULL, core_thread, &job[0])) return 0;
+  if (pthread_create(&th[1], NULL, core_thread, &job[1])) {
     pthread_join(th[0], NULL);
     return 0;
   }
   pthread_join(th[0], NULL);
   pthread_join(th[1], NULL);
   return (job[0].seconds + job[1].seconds) / 2;
+}
+
+typedef struct {
+  const kt__matmul_shape *sh;
+  size_t n;
+  replay_buf *buf;
+} replay_job;
+
+static double replay_one(void *arg) {
+  replay_job *j = arg;
+  return replay(j->sh, j->n, j->buf, 1);
+}
+
+/* The replay on the first two cores at once, one operand set each: the mean
+ * of the two threads' seconds (0 when there are not two cores). */
+static double replay_pair(const kt__matmul_shape *sh, size_t n, replay_buf *sets) {
+  replay_job a = {sh, n, &sets[0]}, b = {sh, n, &sets[1]};
+  return on_two_cores(replay_one, &a, &b);
 }
 
 typedef struct {
@@ -186,23 +205,17 @@ static void pipeline_create(pipeline *p, const gpt_size *g, int P) {
   pipeline_step(p, 0, NULL, NULL); /* warm-up: stash buffers, OpenBLAS buffers */
 }
 
-/* Two steps of one P=1 pipeline on a core of its own (its rank thread,
- * created by the step, inherits the core), for step_pair. */
+/* Two steps of one P=1 pipeline (its rank thread, created by the step,
+ * inherits the caller's core): the second's seconds, for step_pair. */
 typedef struct {
   pipeline *p;
-  int step, cpu;
-  double seconds;
+  int step;
 } step_job;
 
-static void *step_thread(void *arg) {
+static double step_twice(void *arg) {
   step_job *j = arg;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(j->cpu, &set);
-  (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
   pipeline_step(j->p, j->step, NULL, NULL); /* as in training: after a step of its own */
-  j->seconds = pipeline_step(j->p, j->step + 1, NULL, NULL);
-  return NULL;
+  return pipeline_step(j->p, j->step + 1, NULL, NULL);
 }
 
 /* Two P=1 pipelines of the same model stepping at once, one on each of the
@@ -211,22 +224,8 @@ static void *step_thread(void *arg) {
  * gives two ranks running this very step at once, its memory traffic
  * included, where the sgemm replay pair measures the matmuls only. */
 static double step_pair(pipeline *a, pipeline *b, int step) {
-  cpu_set_t allowed;
-  int cpu[2], found = 0;
-  if (sched_getaffinity(0, sizeof allowed, &allowed)) return 0;
-  for (int c = 0; c < CPU_SETSIZE && found < 2; c++)
-    if (CPU_ISSET(c, &allowed)) cpu[found++] = c;
-  if (found < 2) return 0;
-  step_job job[2] = {{a, step, cpu[0], 0}, {b, step, cpu[1], 0}};
-  pthread_t th[2];
-  if (pthread_create(&th[0], NULL, step_thread, &job[0])) return 0;
-  if (pthread_create(&th[1], NULL, step_thread, &job[1])) {
-    pthread_join(th[0], NULL);
-    return 0;
-  }
-  pthread_join(th[0], NULL);
-  pthread_join(th[1], NULL);
-  return (job[0].seconds + job[1].seconds) / 2;
+  step_job ja = {a, step}, jb = {b, step};
+  return on_two_cores(step_twice, &ja, &jb);
 }
 
 /* A row of a ratio that bounds the P=2 speed-up at ideal x ratio: what
