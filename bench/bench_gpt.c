@@ -246,6 +246,18 @@ static void bound_row(const bench_opts *o, const gpt_size *g, const char *key, c
   bench_row(o, id, what, "ratio", s, ref, 1);
 }
 
+/* The three bounds on the P=2 speed-up: the sgemm replay and the P=1 step
+ * on two cores at once, and the partition's balance. */
+static void bound_rows(const bench_opts *o, const gpt_size *g, double *pair, double *steps_pair,
+                       double *balance, int rounds, double ideal) {
+  bound_row(o, g, "sgemm_two_cores", "sgemm replay on both cores at once, each core's rate",
+            "one core alone", pair, rounds, ideal);
+  bound_row(o, g, "steps_two_cores", "two P=1 steps at once, one a core, each one's rate",
+            "the P=1 step alone", steps_pair, rounds, ideal);
+  bound_row(o, g, "balance.P2", "P=2 ranks' busy time, mean over the busiest", "an even partition",
+            balance, rounds, ideal);
+}
+
 static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   pipeline p1, p1b, p2;
   pipeline_create(&p1, g, 1);
@@ -255,7 +267,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   kt__matmul_record(1);
   pipeline_step(&p1, 1, NULL, NULL);
   kt__matmul_record(0);
-  double flops = kt__matmul_flops(), balance[MAX_ROUNDS];
+  double flops = kt__matmul_flops(), balance[MAX_ROUNDS], steps_pair[MAX_ROUNDS];
   size_t n;
   const kt__matmul_shape *sh = kt__matmul_recorded(&n);
   replay_buf bufs[COLD_SETS];
@@ -264,7 +276,6 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   replay(sh, n, bufs, COLD_SETS);
   double bare[MAX_ROUNDS], cold[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], share[MAX_ROUNDS];
   double frac[MAX_ROUNDS], frac_cold[MAX_ROUNDS], speedup[MAX_ROUNDS], pair[MAX_ROUNDS];
-  double steps_pair[MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
     bare[r] = replay(sh, n, bufs, 1);
     double both = replay_pair(sh, n, bufs);
@@ -321,12 +332,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
            g->name, s_tok2.med);
   snprintf(ref, sizeof ref, "ideal 2M/(M+1) = %.3f, M=%d (target 0.9)", ideal, M_MB);
   bench_row(o, id, what, "x", s_speed, ref, ideal);
-  bound_row(o, g, "sgemm_two_cores", "sgemm replay on both cores at once, each core's rate",
-            "one core alone", pair, rounds, ideal);
-  bound_row(o, g, "steps_two_cores", "two P=1 steps at once, one a core, each one's rate",
-            "the P=1 step alone", steps_pair, rounds, ideal);
-  bound_row(o, g, "balance.P2", "P=2 ranks' busy time, mean over the busiest", "an even partition",
-            balance, rounds, ideal);
+  bound_rows(o, g, pair, steps_pair, balance, rounds, ideal);
   for (int i = 0; i < COLD_SETS; i++) free(bufs[i].a), free(bufs[i].b), free(bufs[i].c);
   pipeline_destroy(&p2);
   pipeline_destroy(&p1b);
