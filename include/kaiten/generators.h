@@ -68,6 +68,12 @@ typedef struct {
    * handcrafted ones and one list-scheduler order, no refinement), for
    * callers that generate many schedules (the planner). */
   int quick;
+  /* Called once before a search over whole orders of more than 1,000,000
+   * actions starts (the tuning to the costs of v-half, v-min, zbv, zb-h1
+   * and zb-h2 takes seconds per million actions) with the schedule's name
+   * and its actions, for callers that show progress; NULL: not called. */
+  void (*on_long_search)(const char *schedule, size_t actions, void *ctx);
+  void *ctx;
 } kt_schedule_params;
 
 /* The memory limit zb-auto and zbv-auto keep every rank under:

@@ -274,19 +274,16 @@ double cli_mem_limit_units(const cli_mem_limit *ml, kt_schedule_kind kind, int p
   return ml->value * kt_schedule_1f1b_peak(kind, &params);
 }
 
-/* Actions above which the V shapes' tuning to the costs (a search over whole
- * orders, seconds per million actions) is announced before it starts. */
-#define TUNE_NOTICE_ACTIONS 1000000.0
+static void announce_search(const char *schedule, size_t actions, void *ctx) {
+  (void)ctx;
+  fprintf(stderr, "kaiten: %s: tuning its order to the costs over %zu actions (seconds per "
+                  "million)\n", schedule, actions);
+}
 
 int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,
                  kt_schedule *out, kt_error *err) {
-  kt_schedule_params params = {.p = p, .m = m, .v = v, .costs = c, .mem_limit = mem_limit};
-  int v_shape = kind == KT_SCHED_V_HALF || kind == KT_SCHED_V_MIN ||
-                (kind == KT_SCHED_ZBV && m >= 2 * p); /* zbv refuses M < 2P */
-  double actions = 3.0 * 2 * p * (double)m; /* F, I, W per stage and micro-batch; 2P stages */
-  if (c && v_shape && actions > TUNE_NOTICE_ACTIONS)
-    fprintf(stderr, "kaiten: %s: tuning its order to the costs over %.0f actions (seconds per "
-                    "million)\n", kt_schedule_kind_name(kind), actions);
+  kt_schedule_params params = {.p = p, .m = m, .v = v, .costs = c, .mem_limit = mem_limit,
+                               .on_long_search = announce_search};
   kt_status st = kt_schedule_generate(kind, &params, out, err);
   return st ? kt_status_exit_code(st) : 0;
 }

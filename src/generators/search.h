@@ -176,11 +176,13 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
                             const kt__zb_search_opts *o, kt_error *err);
 
-/* The constructed order in s tuned to costs c (zb_tune.c): the search above
- * with every rank's budget the construction's largest per-rank peak and the
- * construction as a candidate; walk: then the random walk (kt__zb_walk) and
- * the refinement once more, on problems of up to 30,000 actions. strict: the construction is kept unless the
- * result is strictly faster (ties in makespan keep it). */
-kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, int walk, kt_error *err);
+/* The constructed order in s tuned to params->costs (zb_tune.c): the
+ * search above with every rank's budget the construction's largest
+ * per-rank peak and the construction as a candidate; unless params->quick,
+ * then the random walk (kt__zb_walk) and the refinement once more, on
+ * problems of up to 30,000 actions. strict: the construction is kept
+ * unless the result is strictly faster (ties in makespan keep it). */
+kt_status kt__zb_tune(kt_schedule *s, const kt_schedule_params *params, int strict,
+                      kt_error *err);
 
 #endif

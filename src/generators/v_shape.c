@@ -551,7 +551,7 @@ static kt_status generate(kt_schedule *s, const kt_schedule_params *params, int 
                           kt_error *err) {
   kt_status st = construct(s, half, err);
   if (st || !params->costs) return st; /* no costs: the construction itself */
-  return kt__zb_tune(s, params->costs, 0, !params->quick, err);
+  return kt__zb_tune(s, params, 0, err);
 }
 
 kt_status kt__gen_v_half(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {

@@ -40,7 +40,12 @@ static void swap_lists(kt_schedule *a, kt_schedule *b) {
   }
 }
 
-kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, int walk, kt_error *err) {
+/* Above this many actions the caller hears of the search before it starts. */
+#define LONG_SEARCH_ACTIONS 1000000
+
+kt_status kt__zb_tune(kt_schedule *s, const kt_schedule_params *params, int strict,
+                      kt_error *err) {
+  const kt_costs *c = params->costs;
   kt_status st = kt_costs_check(c, kt_schedule_stages(s), err);
   if (st) return st;
   kt__zb_problem pb;
@@ -56,9 +61,13 @@ kt_status kt__zb_tune(kt_schedule *s, const kt_costs *c, int strict, int walk, k
   for (int r = 0; r < s->p; r++) pb.limit[r] = top;
   static const kt__zb_search_opts opts = {1, 1, 0, -1, 0, 0};
   const kt_schedule *extra[1] = {&base};
+  size_t actions = 3 * (size_t)pb.S * (size_t)pb.m;
+  if (params->on_long_search && actions > LONG_SEARCH_ACTIONS)
+    params->on_long_search(s->name, actions, params->ctx);
   st = kt__zb_search(&pb, &opts, extra, 1, s, err);
   long walk_evals = kt__zb_walk_budget(&pb, 1.2e8);
-  if (!st && walk && walk_evals >= MIN_WALK_EVALS) { /* past the refinement's plateaus, then refined again */
+  /* past the refinement's plateaus, then refined again */
+  if (!st && !params->quick && walk_evals >= MIN_WALK_EVALS) {
     kt__zb_eval ev;
     if (!(st = kt__zb_eval_init(&ev, &pb, err))) {
       double ms = kt__zb_evaluate(&pb, &ev, s);

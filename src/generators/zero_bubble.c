@@ -72,5 +72,5 @@ kt_status kt__gen_zbv(kt_schedule *s, const kt_schedule_params *params, kt_error
   }
   /* with costs: tuned to them within the order's own memory, kept unless
    * strictly faster (its fixed order ignores unequal F, B, W costs) */
-  return params->costs ? kt__zb_tune(s, params->costs, 1, !params->quick, err) : KT_OK;
+  return params->costs ? kt__zb_tune(s, params, 1, err) : KT_OK;
 }
