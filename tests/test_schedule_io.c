@@ -38,7 +38,9 @@ static void check_json_numbers(void) {
   } cases[] = {{0, "0"}, {3, "3"}, {-2, "-2"}, {1000000, "1000000"},
                {123456789012345.0, "123456789012345"}, {1e15, "1e+15"}, {1e300, "1e+300"},
                {0.1, "0.1"}, {-0.5, "-0.5"}, {1.0 / 3, "0.3333333333333333"}, {NAN, "null"},
-               {INFINITY, "null"}, {9.2233720368547758e18, "9.223372036854776e+18"}};
+               {INFINITY, "null"}, {9.2233720368547758e18, "9.223372036854776e+18"},
+               {0.0625, "0.0625"}, {-1234567.5, "-1234567.5"}, {2147483647.9375, "2147483647.9375"},
+               {2147483648.5, "2147483648.5"}, {-0.25, "-0.25"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     kt_buf b;
     kt_buf_init(&b);
@@ -50,9 +52,40 @@ static void check_json_numbers(void) {
   }
 }
 
+/* The general search for the shortest form that reads back, as the writer
+ * did before its fast paths: they must write the same text. */
+static void shortest(double x, char *out, size_t n) {
+  for (int prec = 6; prec <= 17; prec++) {
+    snprintf(out, n, "%.*g", prec, x);
+    if (strtod(out, NULL) == x) return;
+  }
+}
+
+/* Multiples of 1/16 near the fast paths' edges and across magnitudes, both
+ * signs: whole ones as their digits, the others in the same text as the
+ * general search. */
+static void check_json_fast_paths(void) {
+  static const double bases[] = {0, 1, 9, 10, 99, 12345, 999999, 1000000, 123456789, 2147483647};
+  for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++)
+    for (int k = -17; k <= 17; k++)
+      for (int sign = -1; sign <= 1; sign += 2) {
+        double x = sign * (bases[i] + k / 16.0);
+        char want[40];
+        if (x == (double)(long long)x) snprintf(want, sizeof want, "%lld", (long long)x);
+        else shortest(x, want, sizeof want);
+        kt_buf b;
+        kt_buf_init(&b);
+        kt_buf_json_number(&b, x);
+        CHECK_MSG(!strcmp(b.data, want), "%.17g written as %s, not %s", x, b.data, want);
+        CHECK(strtod(b.data, NULL) == x);
+        kt_buf_free(&b);
+      }
+}
+
 int main(void) {
   kt_error err;
   check_json_numbers();
+  check_json_fast_paths();
   /* round-trips of every generated schedule, both forms */
   int ps[] = {1, 2, 4, 5}, ms[] = {1, 4, 8, 10};
   for (int k = 0; k < KT_SCHED_COUNT; k++)

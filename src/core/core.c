@@ -246,6 +246,20 @@ void kt_buf_json_number(kt_buf *b, double x) {
     kt_buf_puts(b, tmp);
     return;
   }
+  /* a multiple of 1/16 below 2^31 (half-unit costs, V = 2 or 4 chunks of a
+   * whole cost): its exact decimal has at most 4 fractional digits, and no
+   * shorter decimal reads back to it (neighbouring doubles are 2^-21 apart
+   * there), so it is the shortest form the search below would find */
+  double sixteenths = x * 16;
+  if (fabs(x) < 2147483648.0 && sixteenths == (double)(long long)sixteenths) {
+    long long q = (long long)sixteenths, whole = (q < 0 ? -q : q) / 16;
+    int frac = (int)((q < 0 ? -q : q) % 16) * 625; /* tenths of a thousandth */
+    int digits = 4;
+    while (frac % 10 == 0) frac /= 10, digits--;
+    snprintf(tmp, sizeof tmp, "%s%lld.%0*d", q < 0 ? "-" : "", whole, digits, frac);
+    kt_buf_puts(b, tmp);
+    return;
+  }
   /* shortest representation that round-trips */
   for (int prec = 6; prec <= 17; prec++) {
     snprintf(tmp, sizeof tmp, "%.*g", prec, x);
