@@ -79,6 +79,7 @@ static void clear(kt_schedule *s) {
 
 static size_t actions(const kt__zb_problem *pb) { return 3 * (size_t)pb->S * (size_t)pb->m; }
 
+
 static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
                            kt_schedule *cand, int quick, kt_error *err) {
   /* by how much the best of the others falls behind without each (random
@@ -152,13 +153,22 @@ static void try_handcrafted(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_f
 }
 
 /* The F/I order of `order` kept, its W's placed again by each W rule of
- * the list scheduler under the budgets (cost-aware W timing). */
+ * the list scheduler under the budgets (cost-aware W timing): kept strictly
+ * (k < KT__WFILL_COUNT) or loosely under a priority. Above SMALL_ACTIONS
+ * only the loose I-first and F-first orders without the lazy W rule: they
+ * are the six of the sixteen that ever won there (on 279 tunings of v-half,
+ * v-min and zbv with 12,288-393,216 actions, P = 16..64, M = 2P..16P, the
+ * oracles' three cost sets and two of uneven per-stage costs, the fastest
+ * candidate was the construction, the V round builder, a list-scheduler
+ * order or one of these six every time). */
 static kt_status try_follow(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
                             kt_schedule *cand, const kt_schedule *order, kt_error *err) {
+  int small = actions(pb) <= SMALL_ACTIONS;
   kt__zb_list *ls;
   kt_status st = kt__zb_list_new(pb, &ls, err);
   for (int k = 0; k < KT__WFILL_COUNT * (1 + KT__PRIO_COUNT) && !st; k++) {
     int wf = k % KT__WFILL_COUNT, loose = k / KT__WFILL_COUNT; /* loose: 1 + the priority */
+    if (!small && (loose == 0 || loose - 1 == KT__PRIO_I_GUARD || wf == KT__WFILL_LAZY)) continue;
     kt__zb_rules ru = {loose ? loose - 1 : KT__PRIO_I_FIRST, wf, KT__CAP_NONE, 0, order, loose > 0};
     kt_error e2;
     double ms = kt__zb_list_build(ls, &ru, cand, &e2);
