@@ -7,12 +7,15 @@
  * shared machine hits every column alike: each round replays the step's
  * exact matmul shapes and strides on bare sgemm (one core) twice, on one
  * set of operands that stays in cache (the reference) and cycling through
- * COLD_SETS sets that do not, then runs two P=1 steps and two P=2 steps and
- * times the second of each (in training a step follows one of its own).
- * Reported: the P=1 step's achieved GFLOP/s against both replays (median of
- * the per-round ratios), the share of rank time inside sgemm, and the P=2
- * speed-up over P=1 against the ideal 2M/(M+1) of a balanced two-stage 1F1B
- * pipeline (median of the per-round speed-ups). Each round also replays the
+ * COLD_SETS sets that do not, then runs two P=1 steps and two P=2 steps of
+ * 1f1b and of zb-h1 and times the second of each (in training a step
+ * follows one of its own). Reported: the P=1 step's achieved GFLOP/s
+ * against both replays (median of the per-round ratios), the share of rank
+ * time inside sgemm, and the P=2 speed-ups over P=1 against the ideal
+ * 2M/(M+1) of a balanced two-stage 1F1B pipeline (median of the per-round
+ * speed-ups). zb-h1 has the same peak activation memory as 1f1b; the
+ * stage with less work runs its W's in the time it would wait, so an
+ * uneven partition costs it less than it costs 1f1b. Each round also replays the
  * shapes on both cores at once (a thread on each, own operands): its time
  * against the replay on one core alone is what this machine gives two
  * concurrent ranks, so ideal x that ratio is the speed-up it allows; and
@@ -186,10 +189,10 @@ static double pipeline_step(pipeline *p, int step, double *share, double *balanc
   return res.seconds;
 }
 
-static void pipeline_create(pipeline *p, const gpt_size *g, int P) {
+static void pipeline_create(pipeline *p, const gpt_size *g, int P, kt_schedule_kind kind) {
   kt_error err;
   kt_schedule_params sp = {.p = P, .m = M_MB};
-  if (kt_schedule_generate(KT_SCHED_1F1B, &sp, &p->sched, &err)) die(&err);
+  if (kt_schedule_generate(kind, &sp, &p->sched, &err)) die(&err);
   kt_runtime_config rc;
   kt_runtime_config_default(&rc);
   rc.schedule = &p->sched;
@@ -258,56 +261,35 @@ static void bound_rows(const bench_opts *o, const gpt_size *g, double *pair, dou
             balance, rounds, ideal);
 }
 
-static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
-  pipeline p1, p1b, p2;
-  pipeline_create(&p1, g, 1);
-  pipeline_create(&p1b, g, 1);
-  pipeline_create(&p2, g, 2);
-  /* both warmed up by pipeline_create; record one step's shapes */
-  kt__matmul_record(1);
-  pipeline_step(&p1, 1, NULL, NULL);
-  kt__matmul_record(0);
-  double flops = kt__matmul_flops(), balance[MAX_ROUNDS], steps_pair[MAX_ROUNDS];
-  size_t n;
-  const kt__matmul_shape *sh = kt__matmul_recorded(&n);
-  replay_buf bufs[COLD_SETS];
-  for (int i = 0; i < COLD_SETS; i++) bufs[i] = replay_alloc(sh, n);
-  replay(sh, n, bufs, 1);
-  replay(sh, n, bufs, COLD_SETS);
-  double bare[MAX_ROUNDS], cold[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], share[MAX_ROUNDS];
-  double frac[MAX_ROUNDS], frac_cold[MAX_ROUNDS], speedup[MAX_ROUNDS], pair[MAX_ROUNDS];
-  for (int r = 0; r < rounds; r++) {
-    bare[r] = replay(sh, n, bufs, 1);
-    double both = replay_pair(sh, n, bufs);
-    pair[r] = both > 0 ? bare[r] / both : 0;
-    cold[r] = replay(sh, n, bufs, COLD_SETS);
-    /* each pipeline's measured step follows one of its own, as in training
-     * (a step right after the replays, or after the other pipeline's step,
-     * finds its weights, optimizer state and stash evicted) */
-    pipeline_step(&p1, 2 + 2 * r, NULL, NULL);
-    t1[r] = pipeline_step(&p1, 3 + 2 * r, &share[r], NULL);
-    pipeline_step(&p2, 2 + 2 * r, NULL, NULL);
-    t2[r] = pipeline_step(&p2, 3 + 2 * r, NULL, &balance[r]);
-    frac[r] = bare[r] / t1[r];
-    frac_cold[r] = cold[r] / t1[r];
-    speedup[r] = t1[r] / t2[r];
-    double both_steps = step_pair(&p1, &p1b, 1000 + 2 * r);
-    steps_pair[r] = both_steps > 0 ? t1[r] / both_steps : 0;
-  }
-  double ideal = 2.0 * M_MB / (M_MB + 1);
+/* The P=2 speed-up row of one schedule: per-round P=1 step over P=2 step,
+ * against the ideal 2M/(M+1) of a balanced two-stage pipeline. */
+static void speedup_row(const bench_opts *o, const gpt_size *g, const char *sched, const char *key,
+                        double *speedup, double *t2, int rounds, double ideal) {
+  int tokens = M_MB * B_MB * g->seq_len;
+  bench_stat s_speed = bench_stats(speedup, (size_t)rounds, 1);
+  bench_stat s_tok2 = bench_rate(t2, (size_t)rounds, tokens);
+  char id[64], what[200], ref[160];
+  snprintf(id, sizeof id, "gpt.%s.%s", g->name, key);
+  snprintf(what, sizeof what,
+           "%s GPT P=2 speed-up over P=1, %s (2 cores; %.0f tokens/s; median of per-round ratios)",
+           g->name, sched, s_tok2.med);
+  snprintf(ref, sizeof ref, "ideal 2M/(M+1) = %.3f, M=%d (target 0.9)", ideal, M_MB);
+  bench_row(o, id, what, "x", s_speed, ref, ideal);
+}
+
+/* The P=1 rows: the step's GFLOP/s against the in-cache and out-of-cache
+ * replays, and its tokens/s. */
+static void step_rows(const bench_opts *o, const gpt_size *g, double flops, double *bare,
+                      double *cold, double *t1, double *frac, double *frac_cold, double *share,
+                      int rounds) {
   int tokens = M_MB * B_MB * g->seq_len;
   bench_stat s_bare = bench_rate(bare, (size_t)rounds, flops / 1e9);
   bench_stat s_cold = bench_rate(cold, (size_t)rounds, flops / 1e9);
-  bench_stat s_frac_cold = bench_stats(frac_cold, (size_t)rounds, 1);
   bench_stat s_step = bench_rate(t1, (size_t)rounds, flops / 1e9);
   bench_stat s_frac = bench_stats(frac, (size_t)rounds, 1);
+  bench_stat s_frac_cold = bench_stats(frac_cold, (size_t)rounds, 1);
   bench_stat s_share = bench_stats(share, (size_t)rounds, 1);
   bench_stat s_tok1 = bench_rate(t1, (size_t)rounds, tokens);
-  bench_stat s_tok2 = bench_rate(t2, (size_t)rounds, tokens);
-  bench_stat s_speed = bench_stats(speedup, (size_t)rounds, 1);
-  printf("%-8s %9.2f %9.2f %9.2f %9.2f %8.0f%% %8.3f %8.3f %9.0f %9.0f %8.3f %8.3f\n", g->name,
-         1e3 * tokens / s_tok1.med, s_step.med, s_bare.med, s_cold.med, 100 * s_share.med,
-         s_frac.med, s_frac_cold.med, s_tok1.med, s_tok2.med, s_speed.med, s_speed.med / ideal);
   char id[64], what[200], ref[160];
   snprintf(id, sizeof id, "gpt.%s.gflops.P1", g->name);
   snprintf(what, sizeof what,
@@ -326,14 +308,75 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   snprintf(id, sizeof id, "gpt.%s.tokens.P1", g->name);
   snprintf(what, sizeof what, "%s GPT training tokens/s, P=1 (1 core)", g->name);
   bench_row(o, id, what, "tokens/s", s_tok1, NULL, 0);
-  snprintf(id, sizeof id, "gpt.%s.speedup.P2", g->name);
-  snprintf(what, sizeof what,
-           "%s GPT P=2 speed-up over P=1 (2 cores; %.0f tokens/s; median of per-round ratios)",
-           g->name, s_tok2.med);
-  snprintf(ref, sizeof ref, "ideal 2M/(M+1) = %.3f, M=%d (target 0.9)", ideal, M_MB);
-  bench_row(o, id, what, "x", s_speed, ref, ideal);
+}
+
+/* The printed line of one model: P=1 step, GFLOP/s, replays, sgemm share,
+ * ratios, tokens/s at P=1 and P=2 (1f1b, zb-h1), speed-ups over the ideal. */
+static void summary_line(const gpt_size *g, double flops, double *bare, double *cold, double *t1,
+                         double *t2, double *t2z, double *share, int rounds, double ideal) {
+  int tokens = M_MB * B_MB * g->seq_len;
+  double f[MAX_ROUNDS], fc[MAX_ROUNDS], sp[MAX_ROUNDS], spz[MAX_ROUNDS];
+  for (int r = 0; r < rounds; r++)
+    f[r] = bare[r] / t1[r], fc[r] = cold[r] / t1[r], sp[r] = t1[r] / t2[r], spz[r] = t1[r] / t2z[r];
+  size_t n = (size_t)rounds;
+  double tok1 = bench_rate(t1, n, tokens).med;
+  printf("%-8s %9.2f %9.2f %9.2f %9.2f %8.0f%% %8.3f %8.3f %9.0f %9.0f %8.3f %8.3f %8.3f\n",
+         g->name, 1e3 * tokens / tok1, bench_rate(t1, n, flops / 1e9).med,
+         bench_rate(bare, n, flops / 1e9).med, bench_rate(cold, n, flops / 1e9).med,
+         100 * bench_stats(share, n, 1).med, bench_stats(f, n, 1).med, bench_stats(fc, n, 1).med,
+         tok1, bench_rate(t2, n, tokens).med, bench_stats(sp, n, 1).med / ideal,
+         bench_stats(spz, n, 1).med / ideal, bench_stats(sp, n, 1).med);
+}
+
+/* One measured step of p (after a step of its own, as in training: a step
+ * right after the replays, or after another pipeline's step, finds its
+ * weights, optimizer state and stash evicted). */
+static double warm_step(pipeline *p, int round, double *share, double *balance) {
+  pipeline_step(p, 2 + 2 * round, NULL, NULL);
+  return pipeline_step(p, 3 + 2 * round, share, balance);
+}
+
+static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
+  pipeline p1, p1b, p2, p2z;
+  pipeline_create(&p1, g, 1, KT_SCHED_1F1B);
+  pipeline_create(&p1b, g, 1, KT_SCHED_1F1B);
+  pipeline_create(&p2, g, 2, KT_SCHED_1F1B);
+  pipeline_create(&p2z, g, 2, KT_SCHED_ZB_H1);
+  /* all warmed up by pipeline_create; record one step's shapes */
+  kt__matmul_record(1);
+  pipeline_step(&p1, 1, NULL, NULL);
+  kt__matmul_record(0);
+  double flops = kt__matmul_flops(), balance[MAX_ROUNDS], steps_pair[MAX_ROUNDS];
+  size_t n;
+  const kt__matmul_shape *sh = kt__matmul_recorded(&n);
+  replay_buf bufs[COLD_SETS];
+  for (int i = 0; i < COLD_SETS; i++) bufs[i] = replay_alloc(sh, n);
+  replay(sh, n, bufs, 1);
+  replay(sh, n, bufs, COLD_SETS);
+  double bare[MAX_ROUNDS], cold[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], t2z[MAX_ROUNDS];
+  double share[MAX_ROUNDS], frac[MAX_ROUNDS], frac_cold[MAX_ROUNDS], pair[MAX_ROUNDS];
+  double speedup[MAX_ROUNDS], speedup_zb[MAX_ROUNDS];
+  for (int r = 0; r < rounds; r++) {
+    bare[r] = replay(sh, n, bufs, 1);
+    double both = replay_pair(sh, n, bufs);
+    pair[r] = both > 0 ? bare[r] / both : 0;
+    cold[r] = replay(sh, n, bufs, COLD_SETS);
+    t1[r] = warm_step(&p1, r, &share[r], NULL);
+    t2[r] = warm_step(&p2, r, NULL, &balance[r]);
+    t2z[r] = warm_step(&p2z, r, NULL, NULL);
+    frac[r] = bare[r] / t1[r], frac_cold[r] = cold[r] / t1[r];
+    speedup[r] = t1[r] / t2[r], speedup_zb[r] = t1[r] / t2z[r];
+    double both_steps = step_pair(&p1, &p1b, 1000 + 2 * r);
+    steps_pair[r] = both_steps > 0 ? t1[r] / both_steps : 0;
+  }
+  double ideal = 2.0 * M_MB / (M_MB + 1);
+  summary_line(g, flops, bare, cold, t1, t2, t2z, share, rounds, ideal);
+  step_rows(o, g, flops, bare, cold, t1, frac, frac_cold, share, rounds);
+  speedup_row(o, g, "1f1b", "speedup.P2", speedup, t2, rounds, ideal);
+  speedup_row(o, g, "zb-h1", "speedup_zbh1.P2", speedup_zb, t2z, rounds, ideal);
   bound_rows(o, g, pair, steps_pair, balance, rounds, ideal);
   for (int i = 0; i < COLD_SETS; i++) free(bufs[i].a), free(bufs[i].b), free(bufs[i].c);
+  pipeline_destroy(&p2z);
   pipeline_destroy(&p2);
   pipeline_destroy(&p1b);
   pipeline_destroy(&p1);
@@ -352,9 +395,9 @@ int main(int argc, char **argv) {
          "element-wise kernels: %s); median of %d rounds (bare sgemm replays in and out of "
          "cache, P=1 step, P=2 step)\n",
          M_MB, B_MB, core, chosen ? ", chosen by kaiten" : "", kt__kernel_isa(), o.reps);
-  printf("%-8s %9s %9s %9s %9s %9s %8s %8s %9s %9s %8s %8s\n", "model", "P1 ms", "P1 GF/s",
+  printf("%-8s %9s %9s %9s %9s %9s %8s %8s %9s %9s %8s %8s %8s\n", "model", "P1 ms", "P1 GF/s",
          "bare GF/s", "cold GF/s", "sgemm", "P1/bare", "P1/cold", "P1 tok/s", "P2 tok/s",
-         "speedup", "/ideal");
+         "/ideal", "zb/ideal", "speedup");
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) bench_size(&o, &sizes[i], o.reps);
   bench_close(&o);
   return 0;
