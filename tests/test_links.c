@@ -299,6 +299,37 @@ static void saturated_link_settles(void) {
   CHECK_NEAR(a, bound, 0.01 * bound);
 }
 
+/* A burst allowance (a token bucket's): after the link idled long enough a
+ * transfer passes its first burst bytes at once; after a shorter gap only
+ * what the gap refilled at the link's rate. Booked in turns (no burst) until
+ * the replay. */
+static void burst_after_idle(void) {
+  kt_link_classes lc = LC;
+  lc.inter_burst = 500; /* 0.5 ms at 1e6 B/s */
+  kt_links *l = NULL;
+  kt_error err;
+  CHECK(kt_links_create(&lc, 2, 1, NULL, 1, &l, &err) == KT_OK);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 1e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 2e-3), 3e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 2.6e-3), 4e-3 + 1e-4, 1e-12); /* after the 2nd */
+  /* replayed: the first and second (1.5 ms idle before it) each 0.5 ms;
+   * the third 0.1 ms after the second: 0.1 ms of burst, 0.9 ms */
+  CHECK_NEAR(kt_links_share(l), 0.5e-3, 1e-12);
+  kt_links_reset(l);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 0.5e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 2e-3), 2.5e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 2.6e-3), 3.5e-3 + 1e-4, 1e-12);
+  kt_links_destroy(l);
+  /* a burst larger than the message: it passes at once, latency only */
+  lc.inter_burst = 4000;
+  CHECK(kt_links_create(&lc, 2, 1, NULL, 1, &l, &err) == KT_OK);
+  kt_links_transfer(l, 0, 1, 1000, 0);
+  kt_links_share(l);
+  kt_links_reset(l);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 1e-4, 1e-12);
+  kt_links_destroy(l);
+}
+
 static void bad_values(void) {
   kt_links *l = NULL;
   kt_error err;
@@ -309,6 +340,10 @@ static void bad_values(void) {
   int bad[2] = {0, -1};
   CHECK(kt_links_create(&LC, 2, 1, bad, 1, &l, &err) == KT_EINVAL && l == NULL);
   CHECK(strstr(err.msg, "node -1") != NULL);
+  lc = LC;
+  lc.inter_burst = -1;
+  CHECK(kt_links_create(&lc, 2, 1, NULL, 1, &l, &err) == KT_EINVAL && l == NULL);
+  CHECK(strstr(err.msg, "inter-node burst -1") != NULL);
 }
 
 int main(void) {
@@ -319,6 +354,7 @@ int main(void) {
   allreduce_in_the_replay();
   saturated_link_settles();
   replicas_side_by_side();
+  burst_after_idle();
   bad_values();
   return kt_test_done(__FILE__);
 }

@@ -86,13 +86,15 @@ static void test_cluster_json(void) {
   CHECK_NEAR(kt_plan_cluster_flops(&c), 156e12, 1);
   NEED(kt_plan_cluster_parse("{\"devices\": 16, \"devices_per_node\": 4, \"mem_gb\": 40, "
                              "\"peak_tflops\": 100, \"efficiency\": 0.4, \"inter_bw_gbs\": 12.5, "
-                             "\"inter_latency_us\": 20}", &c, &err) == KT_OK);
+                             "\"inter_latency_us\": 20, \"inter_burst_kib\": 64}", &c,
+                             &err) == KT_OK);
   CHECK_EQ_INT(c.devices, 16);
   CHECK_EQ_INT(c.devices_per_node, 4);
   CHECK_NEAR(c.mem_bytes, 40e9, 0);
   CHECK_NEAR(kt_plan_cluster_flops(&c), 40e12, 1);
   CHECK_NEAR(c.inter_bw, 12.5e9, 0);
   CHECK_NEAR(c.inter_latency, 20e-6, 1e-18);
+  CHECK_NEAR(c.inter_burst, 65536, 0);
   CHECK_NEAR(c.intra_bw, 300e9, 0); /* untouched fields keep their values */
   /* a measured rate (kaiten calibrate, later) overrides peak x efficiency */
   NEED(kt_plan_cluster_parse("{\"achieved_tflops\": 55}", &c, &err) == KT_OK);

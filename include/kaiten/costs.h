@@ -112,6 +112,8 @@ kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *c
 typedef struct {
   double intra_latency, intra_bw; /* s, bytes/s */
   double inter_latency, inter_bw;
+  double inter_burst; /* bytes a link between nodes passes at once after idling (a token
+                       * bucket's burst: refilled at the link's rate while it idles); 0: none */
 } kt_link_classes;
 
 /* node_of: P*D node ids (world rank order), or NULL to fill nodes with

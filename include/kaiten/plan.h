@@ -102,6 +102,7 @@ typedef struct {
   double achieved_flops; /* > 0: measured FLOP/s, overrides peak * efficiency */
   double intra_bw, intra_latency; /* inside a node: bytes/s, s */
   double inter_bw, inter_latency; /* between nodes */
+  double inter_burst;   /* bytes a link between nodes passes at once after idling (0: none) */
 } kt_plan_cluster;
 
 /* 8 devices per node, 80 GB, 312 TFLOP/s at 0.5, NVLink 300 GB/s 5 us,

@@ -9,6 +9,7 @@ typedef struct {
   int rank, devices, devices_per_node, nodes;
   double intra_latency, intra_bw; /* latency < 0: no two ranks share a machine */
   double inter_latency, inter_bw; /* latency < 0: one machine */
+  double inter_burst;             /* bytes passed at once after the link idled */
   double allreduce_bytes, allreduce_seconds; /* over every rank, median of 5 */
   int *node_of;                   /* devices entries (caller frees) */
 } calibrate_links;

@@ -23,9 +23,9 @@ static const cli_opt calibrate_opts[] = {
 
 /* The links measured under mpirun, and the all-reduce against the model. */
 static void report_links(const calibrate_links *l, double lat, double bw, double inter_lat,
-                         double inter_bw) {
+                         double inter_bw, double inter_burst) {
   kt_link_classes lc = {.intra_latency = lat, .intra_bw = bw, .inter_latency = inter_lat,
-                        .inter_bw = inter_bw};
+                        .inter_bw = inter_bw, .inter_burst = inter_burst};
   kt_links *model = NULL;
   kt_error err;
   double predicted = 0;
@@ -34,11 +34,12 @@ static void report_links(const calibrate_links *l, double lat, double bw, double
   kt_links_destroy(model);
   fprintf(stderr,
           "kaiten calibrate: %d ranks on %d machines (up to %d on one); inside a machine "
-          "%.1f us, %.3f GB/s%s; between machines %.1f us, %.4f GB/s%s; all-reduce of %.0f KiB "
-          "over all ranks: measured %.2f ms, the links model %.2f ms\n",
+          "%.1f us, %.3f GB/s%s; between machines %.1f us, %.4f GB/s%s, burst %.1f KiB; "
+          "all-reduce of %.0f KiB over all ranks: measured %.2f ms, the links model %.2f ms\n",
           l->devices, l->nodes, l->devices_per_node, 1e6 * lat, bw / 1e9,
           l->intra_latency < 0 ? " (threads: one rank per machine)" : "", 1e6 * inter_lat,
           inter_bw / 1e9, l->inter_latency < 0 ? " (one machine: as inside)" : "",
+          inter_burst / 1024,
           l->allreduce_bytes / 1024, 1e3 * l->allreduce_seconds, 1e3 * predicted);
 }
 
@@ -73,23 +74,24 @@ static int emit_spec(const cli_args *a, const calibrate_links *links, int mpi, d
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
   long devices = cores, per_node = cores;
-  double inter_lat = lat, inter_bw = bw;
+  double inter_lat = lat, inter_bw = bw, inter_burst = 0;
   if (mpi) {
     devices = links->devices, per_node = links->devices_per_node;
     if (links->intra_latency >= 0) lat = links->intra_latency, bw = links->intra_bw;
-    if (links->inter_latency >= 0) inter_lat = links->inter_latency, inter_bw = links->inter_bw;
+    if (links->inter_latency >= 0)
+      inter_lat = links->inter_latency, inter_bw = links->inter_bw, inter_burst = links->inter_burst;
     else inter_lat = lat, inter_bw = bw;
     mem /= (double)per_node / (double)cores; /* the machine's memory over its ranks */
-    report_links(links, lat, bw, inter_lat, inter_bw);
+    report_links(links, lat, bw, inter_lat, inter_bw, inter_burst);
   }
   kt_buf out;
   kt_buf_init(&out);
   kt_buf_printf(&out,
                 "{\"devices\": %ld, \"devices_per_node\": %ld, \"mem_gb\": %.3f, "
                 "\"achieved_tflops\": %.6g, \"intra_bw_gbs\": %.6g, \"intra_latency_us\": %.6g, "
-                "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g}\n",
+                "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g, \"inter_burst_kib\": %.6g}\n",
                 devices, per_node, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9,
-                1e6 * lat, inter_bw / 1e9, 1e6 * inter_lat);
+                1e6 * lat, inter_bw / 1e9, 1e6 * inter_lat, inter_burst / 1024);
   int rcode = cli_emit(cli_get(a, "output"), &out);
   kt_buf_free(&out);
   return rcode;

@@ -16,7 +16,8 @@ kt_status train_cluster_links(const train_opts *o, kt_transport *mpi_t, int p, k
   if (!st) st = kt_plan_cluster_check(&c, err);
   if (st) return st;
   kt_link_classes lc = {.intra_latency = c.intra_latency, .intra_bw = c.intra_bw,
-                        .inter_latency = c.inter_latency, .inter_bw = c.inter_bw};
+                        .inter_latency = c.inter_latency, .inter_bw = c.inter_bw,
+                        .inter_burst = c.inter_burst};
   int world = p * o->d, *nodes = NULL;
   if (mpi_t) {
     nodes = kt_calloc((size_t)world, sizeof *nodes);

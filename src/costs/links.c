@@ -35,6 +35,8 @@ kt_status kt_links_create(const kt_link_classes *lc, int p, int d, const int *no
     return bad(err, "intra-node latency", lc->intra_latency);
   if (!(lc->inter_latency >= 0) || !isfinite(lc->inter_latency))
     return bad(err, "inter-node latency", lc->inter_latency);
+  if (!(lc->inter_burst >= 0) || !isfinite(lc->inter_burst))
+    return bad(err, "inter-node burst", lc->inter_burst);
   if (p < 1 || d < 1) return kt_fail(err, KT_EINVAL, "links for %d x %d ranks: expected >= 1 each", p, d);
   if (!node_of && devices_per_node < 1)
     return kt_fail(err, KT_EINVAL, "devices per node %d: expected >= 1", devices_per_node);

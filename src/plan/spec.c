@@ -375,6 +375,8 @@ kt_status kt_plan_cluster_check(const kt_plan_cluster *c, kt_error *err) {
                    c->intra_bw, c->inter_bw);
   if (!(c->intra_latency >= 0) || !(c->inter_latency >= 0))
     return kt_fail(err, KT_EINVAL, "cluster: latencies must be >= 0");
+  if (!(c->inter_burst >= 0) || !isfinite(c->inter_burst))
+    return kt_fail(err, KT_EINVAL, "cluster: inter-node burst %g bytes: must be >= 0", c->inter_burst);
   return KT_OK;
 }
 
@@ -396,6 +398,7 @@ kt_status kt_plan_cluster_parse(const char *json, kt_plan_cluster *c, kt_error *
       {"intra_latency_us", 1e-6, 1e9, &c->intra_latency},
       {"inter_bw_gbs", 1e9, 1e9, &c->inter_bw},
       {"inter_latency_us", 1e-6, 1e9, &c->inter_latency},
+      {"inter_burst_kib", 1024, 1e9, &c->inter_burst},
   };
   st = json_int(root, "devices", 1, KT_MAX_RANKS * 64, &c->devices, err);
   if (!st) st = json_int(root, "devices_per_node", 1, 1 << 20, &c->devices_per_node, err);
@@ -408,7 +411,7 @@ kt_status kt_plan_cluster_parse(const char *json, kt_plan_cluster *c, kt_error *
   static const char *const keys[] = {"devices", "devices_per_node", "mem_gb", "mem_reserved_gb",
                                      "peak_tflops", "efficiency", "achieved_tflops",
                                      "intra_bw_gbs", "intra_latency_us", "inter_bw_gbs",
-                                     "inter_latency_us", "name", "comment"};
+                                     "inter_latency_us", "inter_burst_kib", "name", "comment"};
   if (!st) st = check_keys(root, keys, sizeof keys / sizeof *keys, "cluster spec", err);
   cJSON_Delete(root);
   if (!st) st = kt_plan_cluster_check(c, err);
