@@ -54,7 +54,8 @@ static double trip(kt_transport *t, int a, int b, void *buf, size_t bytes, int s
  * shortest of 5 trips of one message, each after 20 ms of quiet (the
  * receiver spinning, so it is not a wake-up), against 2 latencies and the
  * message at the rate; within [0, bytes]. */
-static double burst(kt_transport *t, int a, int b, void *buf, size_t bytes, double small, double bw) {
+static double burst(kt_transport *t, int a, int b, void *buf, size_t bytes, double small,
+                    double bw) {
   struct timespec quiet = {0, 20000000};
   double best = -1;
   kt_transport_mpi_set_spin(t, 0.1);

@@ -78,9 +78,12 @@ static int emit_spec(const cli_args *a, const calibrate_links *links, int mpi, d
   if (mpi) {
     devices = links->devices, per_node = links->devices_per_node;
     if (links->intra_latency >= 0) lat = links->intra_latency, bw = links->intra_bw;
-    if (links->inter_latency >= 0)
-      inter_lat = links->inter_latency, inter_bw = links->inter_bw, inter_burst = links->inter_burst;
-    else inter_lat = lat, inter_bw = bw;
+    if (links->inter_latency >= 0) {
+      inter_lat = links->inter_latency, inter_bw = links->inter_bw;
+      inter_burst = links->inter_burst;
+    } else {
+      inter_lat = lat, inter_bw = bw;
+    }
     mem /= (double)per_node / (double)cores; /* the machine's memory over its ranks */
     report_links(links, lat, bw, inter_lat, inter_bw, inter_burst);
   }
@@ -89,7 +92,8 @@ static int emit_spec(const cli_args *a, const calibrate_links *links, int mpi, d
   kt_buf_printf(&out,
                 "{\"devices\": %ld, \"devices_per_node\": %ld, \"mem_gb\": %.3f, "
                 "\"achieved_tflops\": %.6g, \"intra_bw_gbs\": %.6g, \"intra_latency_us\": %.6g, "
-                "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g, \"inter_burst_kib\": %.6g}\n",
+                "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g, "
+                "\"inter_burst_kib\": %.6g}\n",
                 devices, per_node, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9,
                 1e6 * lat, inter_bw / 1e9, 1e6 * inter_lat, inter_burst / 1024);
   int rcode = cli_emit(cli_get(a, "output"), &out);

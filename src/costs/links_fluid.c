@@ -73,7 +73,8 @@ double kt_links_share(kt_links *l) {
   active_flow *act = malloc(sizeof(active_flow) * (size_t)(n + 1));
   int *nup = calloc((size_t)nodes, sizeof(int)), *ndown = calloc((size_t)nodes, sizeof(int));
   char *busy = calloc((size_t)world * (size_t)world, 1); /* a pair with a flow on the links */
-  bucket *bup = malloc(sizeof(bucket) * (size_t)nodes), *bdown = malloc(sizeof(bucket) * (size_t)nodes);
+  bucket *bup = malloc(sizeof(bucket) * (size_t)nodes);
+  bucket *bdown = malloc(sizeof(bucket) * (size_t)nodes);
   double change = 0, cap = l->lc.inter_burst / l->lc.inter_bw;
   if (!idx || !wait || !act || !nup || !ndown || !busy || !bup || !bdown) {
     free(idx), free(wait), free(act), free(nup), free(ndown), free(busy), free(bup), free(bdown);

@@ -79,7 +79,6 @@ static void clear(kt_schedule *s) {
 
 static size_t actions(const kt__zb_problem *pb) { return 3 * (size_t)pb->S * (size_t)pb->m; }
 
-
 static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
                            kt_schedule *cand, int quick, kt_error *err) {
   /* by how much the best of the others falls behind without each (random

@@ -376,7 +376,8 @@ kt_status kt_plan_cluster_check(const kt_plan_cluster *c, kt_error *err) {
   if (!(c->intra_latency >= 0) || !(c->inter_latency >= 0))
     return kt_fail(err, KT_EINVAL, "cluster: latencies must be >= 0");
   if (!(c->inter_burst >= 0) || !isfinite(c->inter_burst))
-    return kt_fail(err, KT_EINVAL, "cluster: inter-node burst %g bytes: must be >= 0", c->inter_burst);
+    return kt_fail(err, KT_EINVAL, "cluster: inter-node burst %g bytes: must be >= 0",
+                   c->inter_burst);
   return KT_OK;
 }
 
