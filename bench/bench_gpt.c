@@ -15,8 +15,8 @@
  * 2M/(M+1) of a balanced two-stage 1F1B pipeline (median of the per-round
  * speed-ups). zb-h1 has the same peak activation memory as 1f1b; the
  * stage with less work runs its W's in the time it would wait, so an
- * uneven partition costs it less than it costs 1f1b. Each round also replays the
- * shapes on both cores at once (a thread on each, own operands): its time
+ * uneven partition costs it less than it costs 1f1b. Each round also
+ * replays the shapes on both cores at once (a thread on each, own operands): its time
  * against the replay on one core alone is what this machine gives two
  * concurrent ranks, so ideal x that ratio is the speed-up it allows; and
  * it runs two P=1 pipelines at once, one on each core, whose step against
@@ -310,22 +310,27 @@ static void step_rows(const bench_opts *o, const gpt_size *g, double flops, doub
   bench_row(o, id, what, "tokens/s", s_tok1, NULL, 0);
 }
 
+/* The per-round series of one model. */
+typedef struct {
+  double bare[MAX_ROUNDS], cold[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], share[MAX_ROUNDS];
+  double frac[MAX_ROUNDS], frac_cold[MAX_ROUNDS], speedup[MAX_ROUNDS], speedup_zb[MAX_ROUNDS];
+} rounds_of;
+
 /* The printed line of one model: P=1 step, GFLOP/s, replays, sgemm share,
- * ratios, tokens/s at P=1 and P=2 (1f1b, zb-h1), speed-ups over the ideal. */
-static void summary_line(const gpt_size *g, double flops, double *bare, double *cold, double *t1,
-                         double *t2, double *t2z, double *share, int rounds, double ideal) {
+ * ratios, tokens/s at P=1 and P=2, speed-ups (1f1b, zb-h1) over the ideal. */
+static void summary_line(const gpt_size *g, double flops, rounds_of *x, int rounds,
+                         double ideal) {
   int tokens = M_MB * B_MB * g->seq_len;
-  double f[MAX_ROUNDS], fc[MAX_ROUNDS], sp[MAX_ROUNDS], spz[MAX_ROUNDS];
-  for (int r = 0; r < rounds; r++)
-    f[r] = bare[r] / t1[r], fc[r] = cold[r] / t1[r], sp[r] = t1[r] / t2[r], spz[r] = t1[r] / t2z[r];
   size_t n = (size_t)rounds;
+  double *t1 = x->t1; /* the series are sorted in place by their statistics */
   double tok1 = bench_rate(t1, n, tokens).med;
   printf("%-8s %9.2f %9.2f %9.2f %9.2f %8.0f%% %8.3f %8.3f %9.0f %9.0f %8.3f %8.3f %8.3f\n",
          g->name, 1e3 * tokens / tok1, bench_rate(t1, n, flops / 1e9).med,
-         bench_rate(bare, n, flops / 1e9).med, bench_rate(cold, n, flops / 1e9).med,
-         100 * bench_stats(share, n, 1).med, bench_stats(f, n, 1).med, bench_stats(fc, n, 1).med,
-         tok1, bench_rate(t2, n, tokens).med, bench_stats(sp, n, 1).med / ideal,
-         bench_stats(spz, n, 1).med / ideal, bench_stats(sp, n, 1).med);
+         bench_rate(x->bare, n, flops / 1e9).med, bench_rate(x->cold, n, flops / 1e9).med,
+         100 * bench_stats(x->share, n, 1).med, bench_stats(x->frac, n, 1).med,
+         bench_stats(x->frac_cold, n, 1).med, tok1, bench_rate(x->t2, n, tokens).med,
+         bench_stats(x->speedup, n, 1).med / ideal, bench_stats(x->speedup_zb, n, 1).med / ideal,
+         bench_stats(x->speedup, n, 1).med);
 }
 
 /* One measured step of p (after a step of its own, as in training: a step
@@ -353,27 +358,26 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   for (int i = 0; i < COLD_SETS; i++) bufs[i] = replay_alloc(sh, n);
   replay(sh, n, bufs, 1);
   replay(sh, n, bufs, COLD_SETS);
-  double bare[MAX_ROUNDS], cold[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], t2z[MAX_ROUNDS];
-  double share[MAX_ROUNDS], frac[MAX_ROUNDS], frac_cold[MAX_ROUNDS], pair[MAX_ROUNDS];
-  double speedup[MAX_ROUNDS], speedup_zb[MAX_ROUNDS];
+  static rounds_of x; /* 9 series of MAX_ROUNDS: off the stack */
+  double t2z[MAX_ROUNDS], pair[MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
-    bare[r] = replay(sh, n, bufs, 1);
+    x.bare[r] = replay(sh, n, bufs, 1);
     double both = replay_pair(sh, n, bufs);
-    pair[r] = both > 0 ? bare[r] / both : 0;
-    cold[r] = replay(sh, n, bufs, COLD_SETS);
-    t1[r] = warm_step(&p1, r, &share[r], NULL);
-    t2[r] = warm_step(&p2, r, NULL, &balance[r]);
+    pair[r] = both > 0 ? x.bare[r] / both : 0;
+    x.cold[r] = replay(sh, n, bufs, COLD_SETS);
+    x.t1[r] = warm_step(&p1, r, &x.share[r], NULL);
+    x.t2[r] = warm_step(&p2, r, NULL, &balance[r]);
     t2z[r] = warm_step(&p2z, r, NULL, NULL);
-    frac[r] = bare[r] / t1[r], frac_cold[r] = cold[r] / t1[r];
-    speedup[r] = t1[r] / t2[r], speedup_zb[r] = t1[r] / t2z[r];
+    x.frac[r] = x.bare[r] / x.t1[r], x.frac_cold[r] = x.cold[r] / x.t1[r];
+    x.speedup[r] = x.t1[r] / x.t2[r], x.speedup_zb[r] = x.t1[r] / t2z[r];
     double both_steps = step_pair(&p1, &p1b, 1000 + 2 * r);
-    steps_pair[r] = both_steps > 0 ? t1[r] / both_steps : 0;
+    steps_pair[r] = both_steps > 0 ? x.t1[r] / both_steps : 0;
   }
   double ideal = 2.0 * M_MB / (M_MB + 1);
-  summary_line(g, flops, bare, cold, t1, t2, t2z, share, rounds, ideal);
-  step_rows(o, g, flops, bare, cold, t1, frac, frac_cold, share, rounds);
-  speedup_row(o, g, "1f1b", "speedup.P2", speedup, t2, rounds, ideal);
-  speedup_row(o, g, "zb-h1", "speedup_zbh1.P2", speedup_zb, t2z, rounds, ideal);
+  summary_line(g, flops, &x, rounds, ideal);
+  step_rows(o, g, flops, x.bare, x.cold, x.t1, x.frac, x.frac_cold, x.share, rounds);
+  speedup_row(o, g, "1f1b", "speedup.P2", x.speedup, x.t2, rounds, ideal);
+  speedup_row(o, g, "zb-h1", "speedup_zbh1.P2", x.speedup_zb, t2z, rounds, ideal);
   bound_rows(o, g, pair, steps_pair, balance, rounds, ideal);
   for (int i = 0; i < COLD_SETS; i++) free(bufs[i].a), free(bufs[i].b), free(bufs[i].c);
   pipeline_destroy(&p2z);

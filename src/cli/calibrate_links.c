@@ -71,7 +71,8 @@ static double burst(kt_transport *t, int a, int b, void *buf, size_t bytes, doub
   return at_once < 0 ? 0 : at_once > (double)bytes ? (double)bytes : at_once;
 }
 
-/* Latency, bandwidth and burst between a and b, known on a (and on rank 0). */
+/* Latency, bandwidth and (at_once not NULL) burst between a and b, known
+ * on a (and on rank 0). */
 static int measure_pair(kt_transport *t, int a, int b, size_t bytes, double *lat, double *bw,
                         double *at_once) {
   unsigned char *buf = calloc(bytes, 1);
@@ -88,7 +89,7 @@ static int measure_pair(kt_transport *t, int a, int b, size_t bytes, double *lat
     double t1 = trip(t, a, b, buf, bytes, n1, 5), t2 = trip(t, a, b, buf, bytes, n2, 5);
     ok = small > 0 && t1 > 0 && t2 > t1;
     v[0] = small / 2, v[1] = ok ? (double)(n2 - n1) * (double)bytes / (t2 - t1) : 0;
-    if (ok) v[2] = burst(t, a, b, buf, bytes, small, v[1]);
+    if (ok && at_once) v[2] = burst(t, a, b, buf, bytes, small, v[1]);
   }
   /* a tells everyone; the others wait in a receive that sleeps between
    * polls, so they leave the cores to the pair being measured */
@@ -100,7 +101,8 @@ static int measure_pair(kt_transport *t, int a, int b, size_t bytes, double *lat
   } else if (kt_transport_recv(t, a, TAG + 2, got, sizeof got, &err)) {
     ok = 0;
   }
-  *lat = got[0], *bw = got[1], *at_once = got[2];
+  *lat = got[0], *bw = got[1];
+  if (at_once) *at_once = got[2];
   free(buf);
   return ok && *bw > 0;
 }
@@ -135,10 +137,9 @@ int calibrate_links_mpi(size_t boundary_bytes, calibrate_links *out) {
   *out = (calibrate_links){.devices = world, .devices_per_node = per_node, .nodes = n_nodes,
                            .rank = rank};
   int ok = 1;
-  double intra_burst; /* not modelled: transfers inside a node are not booked on links */
+  /* no burst inside a machine: transfers there are not booked on links */
   if (in_a >= 0)
-    ok &= measure_pair(t, in_a, in_b, boundary_bytes, &out->intra_latency, &out->intra_bw,
-                       &intra_burst);
+    ok &= measure_pair(t, in_a, in_b, boundary_bytes, &out->intra_latency, &out->intra_bw, NULL);
   if (x_b >= 0)
     ok &= measure_pair(t, 0, x_b, boundary_bytes, &out->inter_latency, &out->inter_bw,
                        &out->inter_burst);

@@ -252,11 +252,10 @@ void kt_buf_json_number(kt_buf *b, double x) {
    * there), so it is the shortest form the search below would find */
   double sixteenths = x * 16;
   if (fabs(x) < 2147483648.0 && sixteenths == (double)(long long)sixteenths) {
-    long long q = (long long)sixteenths, whole = (q < 0 ? -q : q) / 16;
-    int frac = (int)((q < 0 ? -q : q) % 16) * 625; /* tenths of a thousandth */
-    int digits = 4;
+    long long q = (long long)fabs(sixteenths);
+    int frac = (int)(q % 16) * 625, digits = 4; /* ten-thousandths */
     while (frac % 10 == 0) frac /= 10, digits--;
-    snprintf(tmp, sizeof tmp, "%s%lld.%0*d", q < 0 ? "-" : "", whole, digits, frac);
+    snprintf(tmp, sizeof tmp, "%s%lld.%0*d", x < 0 ? "-" : "", q / 16, digits, frac);
     kt_buf_puts(b, tmp);
     return;
   }
