@@ -2,7 +2,7 @@
 # Emulated cluster on one machine: N hosts (network namespaces, each with its
 # own IP and host name) joined by a switch (a bridge in one more namespace),
 # every host's link to the switch rate-limited in both directions with tc's
-# token bucket (tbf). OpenMPI runs across them over TCP, launched into each
+# token bucket (tbf) over a queue per peer. OpenMPI runs across them over TCP, launched into each
 # host by an rsh agent that enters the host's namespace.
 #
 #   cluster-emu.sh up   [--hosts N] [--link 1gbit|100mbit|none] [--slots S] [--dir DIR]
@@ -57,15 +57,34 @@ down() {
   rm -rf "$d"
 }
 
-# A shallow bucket (tbf splits GSO packets larger than it), so a message that
-# follows an idle gap does not leave faster than the rate.
+# Each direction of a host's link: a rate limit (tbf, with a shallow token
+# bucket: a message that follows an idle gap passes its first burst at
+# once, and no more) over one queue per peer (the hosts it sends to on the
+# uplink, the hosts it hears from on the switch's port), served in turn a
+# packet each (an htb whose classes never reach their own rate: round
+# robin). One queue per link let one pair's backlog of queued messages
+# hold up another pair's message for tens of milliseconds (a pipeline's
+# middle host sends to two peers, and each message waited behind the
+# other's); hosts queue per flow (fq, fq_codel) and switches serve their
+# input ports in turn, so transfers that share a link share its rate, as
+# the links model prices them.
+# shape NS DEV src|dst SELF: the peers are matched by source or destination.
 shape() {
-  local ns="$1" dev="$2"
+  local ns="$1" dev="$2" match="$3" self="$4" j
+  local tc=(ip netns exec "$ns" tc)
   case "$link" in
     none) return 0 ;;
-    1gbit) ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate 1gbit burst 64kb latency 100ms ;;
-    100mbit) ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate 100mbit burst 16kb latency 200ms ;;
+    1gbit) "${tc[@]}" qdisc add dev "$dev" root handle 1: tbf rate 1gbit burst 64kb latency 100ms ;;
+    100mbit) "${tc[@]}" qdisc add dev "$dev" root handle 1: tbf rate 100mbit burst 16kb latency 200ms ;;
   esac
+  "${tc[@]}" qdisc add dev "$dev" parent 1:1 handle 10: htb default 99
+  for j in 99 $(seq 1 "$hosts"); do
+    [ "$j" = "$self" ] && continue
+    "${tc[@]}" class add dev "$dev" parent 10: classid "10:$j" htb rate 10gbit burst 64k cburst 64k quantum 9100
+    [ "$j" = 99 ] && continue # anything not from or to a peer (none expected)
+    "${tc[@]}" filter add dev "$dev" parent 10: protocol ip prio 1 u32 \
+      match ip "$match" "10.77.0.$j/32" flowid "10:$j"
+  done
 }
 
 up() {
@@ -97,8 +116,8 @@ up() {
     ip netns exec "$ns" ip link set lo up
     ip netns exec "$sw" ip link set "$id-s$i" master br0
     ip netns exec "$sw" ip link set "$id-s$i" up
-    shape "$ns" eth0        # host -> switch
-    shape "$sw" "$id-s$i"  # switch -> host
+    shape "$ns" eth0 dst "$i"        # host -> switch: a queue per destination
+    shape "$sw" "$id-s$i" src "$i"  # switch -> host: a queue per source
     echo "$ip slots=$slots" >>"$dir/hostfile"
     echo "$ip $ns host$i" >>"$dir/hosts"
   done

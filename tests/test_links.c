@@ -330,6 +330,28 @@ static void burst_after_idle(void) {
   kt_links_destroy(l);
 }
 
+/* The two buckets a transfer crosses are in series: the uplink sends all it
+ * holds at once, so it is empty after a transfer that the downlink's
+ * emptier bucket held back, and the next transfer on that uplink
+ * (to another node) gets only what refilled since. */
+static void burst_buckets_in_series(void) {
+  kt_link_classes lc = LC;
+  lc.inter_burst = 500; /* 0.5 ms at 1e6 B/s */
+  kt_links *l = NULL;
+  kt_error err;
+  CHECK(kt_links_create(&lc, 3, 1, NULL, 1, &l, &err) == KT_OK);
+  double t[3] = {0, 0.6e-3, 1.6e-3};
+  kt_links_transfer(l, 0, 1, 1000, t[0]); /* both full: on the links 0 .. 0.5 ms */
+  kt_links_transfer(l, 2, 1, 1000, t[1]); /* node 1's downlink refilled 0.1 ms: 0.6 .. 1.5 ms */
+  kt_links_transfer(l, 2, 0, 1000, t[2]); /* node 2's uplink refilled 0.1 ms since */
+  kt_links_share(l);
+  kt_links_reset(l);
+  CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, t[0]), t[0] + 0.5e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 2, 1, 1000, t[1]), t[1] + 0.9e-3 + 1e-4, 1e-12);
+  CHECK_NEAR(kt_links_transfer(l, 2, 0, 1000, t[2]), t[2] + 0.9e-3 + 1e-4, 1e-12);
+  kt_links_destroy(l);
+}
+
 static void bad_values(void) {
   kt_links *l = NULL;
   kt_error err;
@@ -355,6 +377,7 @@ int main(void) {
   saturated_link_settles();
   replicas_side_by_side();
   burst_after_idle();
+  burst_buckets_in_series();
   bad_values();
   return kt_test_done(__FILE__);
 }

@@ -20,7 +20,9 @@
  * rate-limited link has) passes that many bytes of a transfer at once when
  * it has idled long enough to fill its bucket: the bucket fills at the
  * link's rate while nothing crosses, holds at most the burst, and a
- * transfer takes what both its uplink's and its downlink's buckets hold.
+ * transfer takes what both its uplink's and its downlink's buckets hold
+ * (the two are in series: the uplink spends all it holds, the downlink
+ * what passed it at once).
  * Measured on emulated hosts (tbf, bench/README.md), a message after an
  * idle gap arrives burst / rate sooner, whatever its size, and a link that
  * never idles gives none. */
@@ -96,8 +98,11 @@ double kt_links_share(kt_links *l) {
       busy[x->from * world + x->to] = 1;
       if (!nup[x->a]) fill(&bup[x->a], t, cap);
       if (!ndown[x->b]) fill(&bdown[x->b], t, cap);
+      /* The two buckets are in series: the uplink sends all it holds at
+       * once, the downlink passes what it holds of that and queues the
+       * rest, which then leaves it at the rate as the rest arrives. */
       double at_once = fmin(x->own, fmin(bup[x->a].tokens, bdown[x->b].tokens));
-      bup[x->a].tokens -= at_once, bdown[x->b].tokens -= at_once;
+      bup[x->a].tokens -= fmin(x->own, bup[x->a].tokens), bdown[x->b].tokens -= at_once;
       act[n_act++] = (active_flow){x->own - at_once, wait[k], 0};
       nup[x->a]++, ndown[x->b]++;
       memmove(wait + k, wait + k + 1, sizeof(int) * (size_t)(n_wait - k - 1));
