@@ -2,8 +2,9 @@
 # Emulated cluster on one machine: N hosts (network namespaces, each with its
 # own IP and host name) joined by a switch (a bridge in one more namespace),
 # every host's link to the switch rate-limited in both directions with tc's
-# token bucket (tbf) over a queue per peer. OpenMPI runs across them over TCP, launched into each
-# host by an rsh agent that enters the host's namespace.
+# token bucket (tbf) over a queue per peer. OpenMPI runs across them over
+# TCP, launched into each host by an rsh agent that enters the host's
+# namespace.
 #
 #   cluster-emu.sh up   [--hosts N] [--link 1gbit|100mbit|none] [--slots S] [--dir DIR]
 #   cluster-emu.sh run  [--dir DIR | up options] -- MPIRUN_ARGS...
@@ -16,7 +17,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
