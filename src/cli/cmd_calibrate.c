@@ -197,8 +197,9 @@ const cli_command cli_cmd_calibrate = {
         "step time, so non-matmul work is priced in); bandwidth and latency come from a\n"
         "ping-pong of the threads transport. With --transport mpi under mpirun (ranks on\n"
         "several machines) ping-pongs inside a machine and between two measure both link\n"
-        "classes and devices_per_node. Then: kaiten plan --cluster cluster.json ... or\n"
-        "kaiten train --cluster cluster.json ...\n",
+        "classes and devices_per_node, and one message after a quiet spell measures what\n"
+        "a rate limiter between machines passes at once (inter_burst_kib). Then: kaiten\n"
+        "plan --cluster cluster.json ... or kaiten train --cluster cluster.json ...\n",
     .opts = calibrate_opts,
     .n_opts = sizeof calibrate_opts / sizeof *calibrate_opts,
     .run = run_calibrate,
