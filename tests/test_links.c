@@ -303,12 +303,18 @@ static void saturated_link_settles(void) {
  * transfer passes its first burst bytes at once; after a shorter gap only
  * what the gap refilled at the link's rate. Booked in turns (no burst) until
  * the replay. */
-static void burst_after_idle(void) {
+/* p ranks, each on its own node, on links with a burst of burst bytes */
+static kt_links *bursty(int p, double burst) {
   kt_link_classes lc = LC;
-  lc.inter_burst = 500; /* 0.5 ms at 1e6 B/s */
+  lc.inter_burst = burst;
   kt_links *l = NULL;
   kt_error err;
-  CHECK(kt_links_create(&lc, 2, 1, NULL, 1, &l, &err) == KT_OK);
+  CHECK(kt_links_create(&lc, p, 1, NULL, 1, &l, &err) == KT_OK);
+  return l;
+}
+
+static void burst_after_idle(void) {
+  kt_links *l = bursty(2, 500); /* 0.5 ms at 1e6 B/s */
   CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 1e-3 + 1e-4, 1e-12);
   CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 2e-3), 3e-3 + 1e-4, 1e-12);
   CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 2.6e-3), 4e-3 + 1e-4, 1e-12); /* after the 2nd */
@@ -321,8 +327,7 @@ static void burst_after_idle(void) {
   CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 2.6e-3), 3.5e-3 + 1e-4, 1e-12);
   kt_links_destroy(l);
   /* a burst larger than the message: it passes at once, latency only */
-  lc.inter_burst = 4000;
-  CHECK(kt_links_create(&lc, 2, 1, NULL, 1, &l, &err) == KT_OK);
+  l = bursty(2, 4000);
   kt_links_transfer(l, 0, 1, 1000, 0);
   kt_links_share(l);
   kt_links_reset(l);
@@ -335,11 +340,7 @@ static void burst_after_idle(void) {
  * emptier bucket held back, and the next transfer on that uplink
  * (to another node) gets only what refilled since. */
 static void burst_buckets_in_series(void) {
-  kt_link_classes lc = LC;
-  lc.inter_burst = 500; /* 0.5 ms at 1e6 B/s */
-  kt_links *l = NULL;
-  kt_error err;
-  CHECK(kt_links_create(&lc, 3, 1, NULL, 1, &l, &err) == KT_OK);
+  kt_links *l = bursty(3, 500);
   double t[3] = {0, 0.6e-3, 1.6e-3};
   kt_links_transfer(l, 0, 1, 1000, t[0]); /* both full: on the links 0 .. 0.5 ms */
   kt_links_transfer(l, 2, 1, 1000, t[1]); /* node 1's downlink refilled 0.1 ms: 0.6 .. 1.5 ms */
