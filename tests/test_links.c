@@ -299,10 +299,6 @@ static void saturated_link_settles(void) {
   CHECK_NEAR(a, bound, 0.01 * bound);
 }
 
-/* A burst allowance (a token bucket's): after the link idled long enough a
- * transfer passes its first burst bytes at once; after a shorter gap only
- * what the gap refilled at the link's rate. Booked in turns (no burst) until
- * the replay. */
 /* p ranks, each on its own node, on links with a burst of burst bytes */
 static kt_links *bursty(int p, double burst) {
   kt_link_classes lc = LC;
@@ -313,6 +309,10 @@ static kt_links *bursty(int p, double burst) {
   return l;
 }
 
+/* A burst allowance (a token bucket's): after the link idled long enough a
+ * transfer passes its first burst bytes at once; after a shorter gap only
+ * what the gap refilled at the link's rate. Booked in turns (no burst) until
+ * the replay. */
 static void burst_after_idle(void) {
   kt_links *l = bursty(2, 500); /* 0.5 ms at 1e6 B/s */
   CHECK_NEAR(kt_links_transfer(l, 0, 1, 1000, 0), 1e-3 + 1e-4, 1e-12);
