@@ -38,7 +38,8 @@ case "$hosts" in 2 | 3 | 4) ;; *) echo "cluster-emu.sh: --hosts '$hosts' must be
 case "$link" in none | 1gbit | 100mbit) ;; *) echo "cluster-emu.sh: --link '$link' must be 1gbit, 100mbit or none" >&2; exit 2 ;; esac
 case "$slots" in [1-9]) ;; *) echo "cluster-emu.sh: --slots '$slots' must be 1..9" >&2; exit 2 ;; esac
 
-SUBNET=10.77.0.0/24
+NET=10.77.0 # host i is $NET.i
+SUBNET=$NET.0/24
 # Jumbo frames, as cluster networks use: every packet of the emulated links
 # is moved by this machine's cores in software (veth, bridge, token bucket),
 # and at 1 Gbit/s both ways 1500-byte frames kept about 60% of two cores in
@@ -60,7 +61,7 @@ down() {
 
 # Each direction of a host's link: a rate limit (tbf, with a shallow token
 # bucket: a message that follows an idle gap passes its first burst at
-# once, and no more) over one queue per peer (the hosts it sends to on the
+# once, and no more; tbf splits GSO packets larger than it) over one queue per peer (the hosts it sends to on the
 # uplink, the hosts it hears from on the switch's port), served in turn a
 # packet each (an htb whose classes never reach their own rate: round
 # robin). One queue per link let one pair's backlog of queued messages
@@ -84,7 +85,7 @@ shape() {
     "${tc[@]}" class add dev "$dev" parent 10: classid "10:$j" htb rate 10gbit burst 64k cburst 64k quantum 9100
     [ "$j" = 99 ] && continue # anything not from or to a peer (none expected)
     "${tc[@]}" filter add dev "$dev" parent 10: protocol ip prio 1 u32 \
-      match ip "$match" "10.77.0.$j/32" flowid "10:$j"
+      match ip "$match" "$NET.$j/32" flowid "10:$j"
   done
 }
 
@@ -105,7 +106,7 @@ up() {
   : >"$dir/hostfile"
   : >"$dir/hosts"
   for i in $(seq 1 "$hosts"); do
-    local ns="$id-h$i" ip="10.77.0.$i"
+    local ns="$id-h$i" ip="$NET.$i"
     ip netns add "$ns"
     echo "$ns" >>"$dir/names"
     ip link add "$id-$i" mtu "$MTU" type veth peer name "$id-s$i" mtu "$MTU"

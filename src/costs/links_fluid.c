@@ -98,9 +98,7 @@ double kt_links_share(kt_links *l) {
       busy[x->from * world + x->to] = 1;
       if (!nup[x->a]) fill(&bup[x->a], t, cap);
       if (!ndown[x->b]) fill(&bdown[x->b], t, cap);
-      /* The two buckets are in series: the uplink sends all it holds at
-       * once, the downlink passes what it holds of that and queues the
-       * rest, which then leaves it at the rate as the rest arrives. */
+      /* in series (above): the uplink spends all it holds */
       double at_once = fmin(x->own, fmin(bup[x->a].tokens, bdown[x->b].tokens));
       bup[x->a].tokens -= fmin(x->own, bup[x->a].tokens), bdown[x->b].tokens -= at_once;
       act[n_act++] = (active_flow){x->own - at_once, wait[k], 0};
