@@ -51,4 +51,23 @@ if command -v c++ >/dev/null; then
   c++ "${extra[@]}" "$tmp/use.cc" -o "$tmp/usecc" $(pkg-config --cflags --libs kaiten) 2>"$tmp/cxx.log" &&
     "$tmp/usecc" >/dev/null && ok || bad "C++ against the headers: $(tail -3 "$tmp/cxx.log")"
 fi
+# The core layer alone (schedules, simulator, generators, planner) links
+# with libc and libm: no OpenBLAS, MPI, cJSON or libmicrohttpd.
+core_pc=$(find "$tmp/prefix" -name kaiten-core.pc | head -1)
+[ -n "$core_pc" ] && ok || bad "no kaiten-core.pc"
+core_libs=$(pkg-config --libs kaiten-core)
+case "$core_libs" in
+  *openblas* | *mpi* | *microhttpd* | *cjson*) bad "kaiten-core.pc links more than libm: $core_libs" ;;
+  *) ok ;;
+esac
+# shellcheck disable=SC2046
+cc -std=c11 "${extra[@]}" "$KT_SOURCE/examples/plan_and_simulate.c" -o "$tmp/core_only" \
+  $(pkg-config --cflags kaiten-core) $core_libs 2>"$tmp/core.log" ||
+  bad "a core-only program against kaiten-core: $(tail -3 "$tmp/core.log")"
+"$tmp/core_only" >"$tmp/core.out" 2>&1 && ok || bad "the core-only program failed: $(tail -3 "$tmp/core.out")"
+has "simulated: makespan" "$tmp/core.out"
+if command -v ldd >/dev/null && [ -z "$san" ]; then
+  ldd "$tmp/core_only" | grep -qE 'openblas|libmpi|microhttpd|cjson' &&
+    bad "the core-only program loads: $(ldd "$tmp/core_only" | grep -E 'openblas|mpi|microhttpd|cjson' | tr '\n' ' ')" || ok
+fi
 finish test_install

@@ -37,9 +37,11 @@ typedef struct kt_costs {
   double overlap;
   /* Optional: where the ranks live. When set, a hop between pipeline ranks
    * costs what kt_links_transfer says (link class, shared links) for
-   * comm_bytes instead of the per-hop value. Not owned; the simulator books
-   * transfers on it (kt_links_reset first). */
-  kt_links *links;
+   * comm_bytes instead of the per-hop value. Not owned, and never written
+   * by the simulator: it books transfers on a copy of its own
+   * (kt_links_clone), so one cost table may serve simulations in several
+   * threads at once. */
+  const kt_links *links;
   /* Optional per-stage values (n_stages entries each; NULL = the uniform value). */
   int n_stages;
   double *stage_tf, *stage_tb, *stage_tw, *stage_mem_act, *stage_mem_wgrad, *stage_mem_transient;
@@ -122,6 +124,10 @@ typedef struct {
 kt_status kt_links_create(const kt_link_classes *lc, int p, int d, const int *node_of,
                           int devices_per_node, kt_links **out, kt_error *err);
 void kt_links_destroy(kt_links *l);
+/* A new links object with l's topology and all-reduce (kt_links_set_sync)
+ * and nothing booked, for a simulation of its own: l is only read.
+ * ENOMEM. */
+kt_status kt_links_clone(const kt_links *l, kt_links **out, kt_error *err);
 int kt_links_nodes(const kt_links *l);
 int kt_links_node(const kt_links *l, int world_rank);
 const kt_link_classes *kt_links_classes(const kt_links *l);

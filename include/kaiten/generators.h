@@ -88,10 +88,15 @@ double kt_schedule_mem_limit(const kt_schedule_params *params);
  * kind's default V chunks). A memory limit of "0.5x" is half of it. */
 double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *params);
 
-/* The simulator's timing of s without a timeline (for callers that
- * evaluate many schedules): *span from the first action anywhere to the
- * last, *busy the total of the action times. EINVAL for overlapped pairs
- * (use kt_simulate), EDEADLOCK when it cannot finish, ENOMEM. */
+/* The simulator's timing of s without a timeline, for callers that
+ * evaluate many schedules: *span from the first action anywhere to the
+ * last, *busy the total of the action times; exactly kt_simulate_metrics'
+ * figures (tests/test_schedule_span.c checks it on random orders). A fast
+ * path (the generators' search evaluation, several times quicker) runs
+ * when it applies: compute actions only, no overlapped pairs, no links,
+ * no send overhead; anything else, and a deadlock (reported as the
+ * simulator reports it), goes through kt_simulate_metrics. EDEADLOCK,
+ * EINVALID_SCHEDULE, ENOMEM. */
 kt_status kt_schedule_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
                            kt_error *err);
 

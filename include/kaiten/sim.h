@@ -15,6 +15,10 @@
  * both inputs are ready, occupy the rank for the sum of both costs (one device
  * computes both one after the other) unless kt_costs.overlap credits some
  * overlap, and publish both results when the pair ends.
+ *
+ * Every function here only reads its schedule and costs (the links' booking
+ * happens on a copy of the simulation's own), so simulations may share them
+ * across threads.
  */
 #ifndef KAITEN_SIM_H
 #define KAITEN_SIM_H
@@ -35,6 +39,12 @@ double kt_cost_op(const kt_costs *c, int stage, kt_op op);
  * EDEADLOCK names every blocked rank, its next action and what it waits for;
  * EINVALID_SCHEDULE for actions outside the schedule's stages/micro-batches. */
 kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_error *err);
+
+/* kt_simulate of one training step on the costs' links: *sync_end is when
+ * the step's all-reduce (kt_links_set_sync on c->links) ends on the last
+ * replica, or the pipeline's end without one or without links. */
+kt_status kt_simulate_step(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
+                           double *sync_end, kt_error *err);
 
 /* Metrics only, no timeline stored: memory O(stages x micro-batches)
  * instead of O(actions), and several times faster. The metrics are exactly

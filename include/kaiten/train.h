@@ -107,10 +107,11 @@ kt_status kt_train_predict(const kt_schedule *s, int grad_accum, const kt_timeli
 
 /* The same on a cluster's links (NULL: as kt_train_predict): each hop of
  * comm_bytes costs what the link it crosses says, with transfers that share
- * a link taking turns. */
+ * a link taking turns; *sync_end (may be NULL) when the step's all-reduce
+ * (kt_links_set_sync) ends (kt_simulate_step). */
 kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
-                              kt_links *links, double comm_bytes, kt_costs *calibrated,
-                              kt_timeline *predicted, kt_error *err);
+                              const kt_links *links, double comm_bytes, kt_costs *calibrated,
+                              kt_timeline *predicted, double *sync_end, kt_error *err);
 
 /* Per-stage costs from a measured timeline: mean F, I, W (and B) time per
  * stage (the prediction then does the step's total work), T_comm = the

@@ -1,11 +1,10 @@
-/* Cost model values: uniform or per stage, from flags or a JSON file. */
-#include <cjson/cJSON.h>
+/* Cost model values: uniform or per stage, from flags (JSON files: costs_json.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kaiten/costs.h"
+#include "costs/costs_internal.h"
 
 void kt_costs_default(kt_costs *c) {
   memset(c, 0, sizeof *c);
@@ -71,7 +70,7 @@ double kt_cost_comm(const kt_costs *c) {
   return c->comm;
 }
 
-static int bad_value(double x) { return !isfinite(x) || x < 0; }
+int kt__costs_bad_value(double x) { return !isfinite(x) || x < 0; }
 
 kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
   const struct { const char *name; double v; } scalars[] = {
@@ -81,7 +80,7 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
       {"mem-act", c->mem_act},
       {"mem-wgrad", c->mem_wgrad}, {"mem-transient", c->mem_transient}};
   for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
-    if (bad_value(scalars[i].v))
+    if (kt__costs_bad_value(scalars[i].v))
       return kt_fail(err, KT_EINVAL, "%s %g: costs must be finite and >= 0", scalars[i].name,
                      scalars[i].v);
   if (!(c->overlap >= 0 && c->overlap <= 1))
@@ -97,7 +96,7 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
   for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
     if (arrays[i].a)
       for (int s = 0; s < c->n_stages; s++)
-        if (bad_value(arrays[i].a[s]))
+        if (kt__costs_bad_value(arrays[i].a[s]))
           return kt_fail(err, KT_EINVAL, "%s: stage %d has %g; costs must be finite and >= 0",
                          arrays[i].name, s, arrays[i].a[s]);
   return KT_OK;
@@ -116,13 +115,13 @@ static double **field_array(kt_costs *c, const char *field, double **uniform) {
   return NULL;
 }
 
-static kt_status set_values(kt_costs *c, const char *field, const double *vals, int n,
-                            kt_error *err) {
+kt_status kt__costs_set_values(kt_costs *c, const char *field, const double *vals, int n,
+                               kt_error *err) {
   double *uniform;
   double **arr = field_array(c, field, &uniform);
   if (!arr) return kt_fail(err, KT_EINVAL, "unknown cost field '%s'", field);
   for (int i = 0; i < n; i++)
-    if (bad_value(vals[i]))
+    if (kt__costs_bad_value(vals[i]))
       return kt_fail(err, KT_EINVAL, "%s: value %g must be finite and >= 0", field, vals[i]);
   if (n == 1) {
     *uniform = vals[0];
@@ -171,86 +170,9 @@ kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_erro
   if (!st && n == 0) st = kt_fail(err, KT_EINVAL, "%s: no value in '%s'", field, text);
   if (!st && n > KT_MAX_RANKS * KT_MAX_CHUNKS)
     st = kt_fail(err, KT_EINVAL, "%s: too many values (%d)", field, n);
-  if (!st) st = set_values(c, field, vals, n, err);
+  if (!st) st = kt__costs_set_values(c, field, vals, n, err);
   free(copy);
   free(vals);
-  return st;
-}
-
-kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
-  char *text;
-  kt_status st = kt_read_file(path, &text, NULL, err);
-  if (st) return st;
-  st = kt_costs_parse_json(c, text, path, err);
-  free(text);
-  return st;
-}
-
-kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err) {
-  kt_status st = KT_OK;
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
-  if (!root) {
-    int line = 1;
-    for (const char *p = json; end && p < end; p++) line += *p == '\n';
-    return kt_fail(err, KT_EPARSE, "%s: malformed JSON at line %d", origin, line);
-  }
-  if (!cJSON_IsObject(root)) {
-    cJSON_Delete(root);
-    return kt_fail(err, KT_EPARSE, "%s: not a JSON object", origin);
-  }
-  static const char *const fields[] = {"tf", "tb", "tw", "mem_act", "mem_wgrad", "mem_transient"};
-  static const char *const scalars[] = {"comm",          "comm_latency", "comm_bytes",
-                                        "comm_bandwidth", "send_overhead", "overlap"};
-  for (const cJSON *it = root->child; it && !st; it = it->next) { /* a typo must not pass */
-    int known = 0;
-    for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) known |= !strcmp(it->string, fields[f]);
-    for (size_t f = 0; f < sizeof scalars / sizeof *scalars; f++) known |= !strcmp(it->string, scalars[f]);
-    if (!known)
-      st = kt_fail(err, KT_EINVAL,
-                   "%s: unknown key \"%s\" (known: tf, tb, tw, comm, comm_latency, comm_bytes, "
-                   "comm_bandwidth, send_overhead, mem_act, mem_wgrad, mem_transient, overlap)",
-                   origin, it->string);
-  }
-  for (size_t f = 0; f < sizeof fields / sizeof *fields && !st; f++) {
-    cJSON *it = cJSON_GetObjectItemCaseSensitive(root, fields[f]);
-    if (!it) continue;
-    if (cJSON_IsNumber(it)) {
-      double v = it->valuedouble;
-      st = set_values(c, fields[f], &v, 1, err);
-    } else if (cJSON_IsArray(it)) {
-      int n = cJSON_GetArraySize(it);
-      if (n < 1 || n > KT_MAX_RANKS * KT_MAX_CHUNKS) {
-        st = kt_fail(err, KT_EINVAL, "%s: \"%s\" has %d entries", origin, fields[f], n);
-        break;
-      }
-      double *vals = malloc(sizeof(double) * (size_t)n);
-      if (!vals) { st = kt_fail(err, KT_ENOMEM, "out of memory"); break; }
-      int i = 0;
-      cJSON *x;
-      cJSON_ArrayForEach(x, it) {
-        if (!cJSON_IsNumber(x)) {
-          st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] is not a number", origin, fields[f], i);
-          break;
-        }
-        vals[i++] = x->valuedouble;
-      }
-      if (!st) st = set_values(c, fields[f], vals, n, err);
-      free(vals);
-    } else {
-      st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number or an array", origin, fields[f]);
-    }
-  }
-  double *targets[] = {&c->comm,           &c->comm_latency,  &c->comm_bytes,
-                       &c->comm_bandwidth, &c->send_overhead, &c->overlap};
-  for (size_t f = 0; f < sizeof targets / sizeof *targets && !st; f++) {
-    cJSON *it = cJSON_GetObjectItemCaseSensitive(root, scalars[f]);
-    if (!it) continue;
-    if (!cJSON_IsNumber(it) || bad_value(it->valuedouble))
-      st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number >= 0", origin, scalars[f]);
-    else *targets[f] = it->valuedouble;
-  }
-  cJSON_Delete(root);
   return st;
 }
 

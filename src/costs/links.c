@@ -71,6 +71,13 @@ kt_status kt_links_create(const kt_link_classes *lc, int p, int d, const int *no
   return KT_OK;
 }
 
+kt_status kt_links_clone(const kt_links *l, kt_links **out, kt_error *err) {
+  kt_status st = kt_links_create(&l->lc, l->p, l->d, l->node, 1, out, err);
+  if (st) return st;
+  if (l->has_sync) kt_links_set_sync(*out, l->sync_bytes);
+  return KT_OK;
+}
+
 void kt_links_destroy(kt_links *l) {
   if (!l) return;
   for (int n = 0; l->up && l->down && n < l->p * l->d; n++) {

@@ -414,25 +414,6 @@ static double *sim_key(const kt_schedule *s, kt_schedule_kind kind, const kt_cos
   return vec;
 }
 
-/* The round's wall clock (first action anywhere to last action anywhere:
- * rounds run one after another, each with its own fill and drain) and the
- * total busy time. */
-static kt_status round_timing(const kt_schedule *s, kt_schedule_kind kind, const kt_costs *c,
-                              double *span, double *total, kt_error *err) {
-  if (kind != KT_SCHED_DUALPIPEV) /* no overlapped pairs: the timing alone */
-    return kt_schedule_span(s, c, span, total, err);
-  kt_metrics m;
-  kt_status st = kt_simulate_metrics(s, c, &m, err);
-  if (st) return st;
-  double lo = INFINITY, hi = -INFINITY;
-  for (int r = 0; r < m.p; r++)
-    if (m.ranks[r].actions) lo = fmin(lo, m.ranks[r].start), hi = fmax(hi, m.ranks[r].end);
-  *span = hi > lo ? hi - lo : 0;
-  *total = m.total_busy;
-  kt_metrics_free(&m);
-  return KT_OK;
-}
-
 kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_schedule_kind kind,
                                 const kt_costs *c, int cacheable, double *makespan,
                                 double *busy, kt_error *err) {
@@ -451,7 +432,9 @@ kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_schedu
   }
   double span = 0, total = 0;
   x->n_simulations++;
-  kt_status st = round_timing(s, kind, c, &span, &total, err);
+  /* the round's wall clock (first action anywhere to the last: rounds run
+   * one after another, each with its own fill and drain) and busy time */
+  kt_status st = kt_schedule_span(s, c, &span, &total, err);
   if (st || !cacheable || !(e = kt_calloc(1, sizeof *e))) {
     free(vec); /* an uncached result still stands */
     if (!st) *makespan = span, *busy = total;

@@ -10,6 +10,11 @@
  * shape fields: params, FLOPs and bytes per sample at t = 1. ENOMEM. */
 kt_status kt__plan_build_layers(kt_plan_model *m, kt_error *err);
 
+/* Model presets (spec.c) for the JSON reader (spec_json.c): whether name is
+ * one, and applying it to m's shape fields (0 when it is not a preset). */
+int kt__plan_is_preset(const char *name);
+int kt__plan_apply_preset(kt_plan_model *m, const char *name);
+
 /* Checks a transformer shape (positive sizes, heads | hidden, kv | heads). */
 kt_status kt__plan_check_shape(const kt_plan_model *m, kt_error *err);
 

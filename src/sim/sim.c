@@ -38,6 +38,7 @@ typedef struct {
 typedef struct {
   const kt_schedule *s;
   const kt_costs *c;
+  kt_links *links;    /* the simulation's own copy of c->links (NULL: none) */
   int S, row, lowered; /* row: the per-(stage, mb) tables' stride, M + ROW_PAD */
   double comm;
   stage_costs *cost;  /* per stage */
@@ -68,7 +69,7 @@ typedef struct {
 /* When a message sent at t from one rank arrives at another: one hop later,
  * or as the links say when the costs have a topology. */
 static double arrive_at(const sim_state *st, int from, int to, double t) {
-  if (st->c->links) return kt_links_transfer(st->c->links, from, to, st->c->comm_bytes, t);
+  if (st->links) return kt_links_transfer(st->links, from, to, st->c->comm_bytes, t);
   return t + st->comm;
 }
 
@@ -416,9 +417,9 @@ static kt_status state_init(sim_state *st, kt_error *err) {
 
 /* Runs the schedule, filling the timeline out and/or the metrics met (each
  * may be NULL). */
-static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
-                              kt_metrics *met, const kt_sim_sink *sink, int reset_links,
-                              kt_error *err) {
+static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *links,
+                              kt_timeline *out, kt_metrics *met, const kt_sim_sink *sink,
+                              int reset_links, kt_error *err) {
   kt_costs unit;
   if (!c) {
     kt_costs_default(&unit);
@@ -426,11 +427,11 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_timeli
   }
   int S = kt_schedule_stages(s);
   kt_status rc = kt_costs_check(c, S, err);
-  sim_state st = {.s = s, .c = c, .S = S, .row = s->m + ROW_PAD, .comm = kt_cost_comm(c),
-                  .met = met, .sink = sink};
+  sim_state st = {.s = s, .c = c, .links = links, .S = S, .row = s->m + ROW_PAD,
+                  .comm = kt_cost_comm(c), .met = met, .sink = sink};
   if (!rc) rc = check_actions(s, S, &st.lowered, err);
   if (rc) return rc;
-  if (c->links && reset_links) kt_links_reset(c->links);
+  if (links && reset_links) kt_links_reset(links);
   if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */
   if (met) {
     memset(met, 0, sizeof *met);
@@ -451,8 +452,7 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_timeli
   for (int r = 0; !status && r < s->p; r++)
     if (st.pos[r] < s->ranks[r].n) status = report_deadlock(&st, err);
   if (!status) close_recv_events(&st, out);
-  for (int r = 0; !status && c->links && r < s->p; r++)
-    kt_links_note_end(c->links, r, st.free_at[r]);
+  for (int r = 0; !status && links && r < s->p; r++) kt_links_note_end(links, r, st.free_at[r]);
   if (!status && met) kt_metrics_finish(met);
   if (status && out) kt_timeline_free(out);
   if (status && met) kt_metrics_free(met);
@@ -479,18 +479,18 @@ static size_t replay_flows(const kt_schedule *s, int replicas) {
 /* One run for each of the D replicas in turn, side by side on the links
  * (outputs from replica 0's); one run following replica 0 with the others'
  * copies when they would exceed the flows a replay takes. */
-static kt_status simulate_replicas(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
-                                   kt_metrics *met, const kt_sim_sink *sink, kt_error *err) {
-  kt_links *l = c->links;
+static kt_status simulate_replicas(const kt_schedule *s, const kt_costs *c, kt_links *l,
+                                   kt_timeline *out, kt_metrics *met, const kt_sim_sink *sink,
+                                   kt_error *err) {
   int D = kt_links_replicas(l);
   kt_status st = KT_OK;
   if (D == 1 || replay_flows(s, D) > SHARE_MAX_FLOWS) {
-    st = simulate_run(s, c, out, met, sink, 1, err);
+    st = simulate_run(s, c, l, out, met, sink, 1, err);
   } else {
     kt_links_reset(l);
     for (int k = 0; k < D && !st; k++) {
       kt_links_follow_replica(l, k);
-      st = simulate_run(s, c, k ? NULL : out, k ? NULL : met, k ? NULL : sink, 0, err);
+      st = simulate_run(s, c, l, k ? NULL : out, k ? NULL : met, k ? NULL : sink, 0, err);
     }
     kt_links_follow_replica(l, -1);
   }
@@ -498,36 +498,53 @@ static kt_status simulate_replicas(const kt_schedule *s, const kt_costs *c, kt_t
   return st;
 }
 
-/* With links: a first run books transfers in turns, then runs that take
- * their durations from a replay of the last one in time order (links
- * shared), until the durations settle; the last run fills the outputs. */
+/* With links: on a copy of them (the caller's are only read), a first run
+ * books transfers in turns, then runs that take their durations from a
+ * replay of the last one in time order (links shared), until the
+ * durations settle; the last run fills the outputs. *sync_end (may be
+ * NULL): when the step's all-reduce ends, NAN without links. */
 static kt_status simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_metrics *met,
-                          const kt_sim_sink *sink, kt_error *err) {
-  if (!c || !c->links) return simulate_run(s, c, out, met, sink, 1, err);
-  kt_links *l = c->links;
-  kt_links_share_forget(l);
-  kt_status st = KT_OK;
+                          const kt_sim_sink *sink, double *sync_end, kt_error *err) {
+  if (sync_end) *sync_end = NAN;
+  if (!c || !c->links) return simulate_run(s, c, NULL, out, met, sink, 1, err);
+  kt_links *l;
+  kt_status st = kt_links_clone(c->links, &l, err);
   for (int run = 0; !st && run < SHARE_RUNS && replay_flows(s, 1) <= SHARE_MAX_FLOWS; run++) {
-    st = simulate_replicas(s, c, NULL, NULL, NULL, err);
+    st = simulate_replicas(s, c, l, NULL, NULL, NULL, err);
     if (!st && !(kt_links_share(l) > 1e-7)) break; /* settled */
   }
-  if (!st) st = simulate_replicas(s, c, out, met, sink, err);
-  kt_links_share_forget(l);
+  if (!st) st = simulate_replicas(s, c, l, out, met, sink, err);
+  if (!st && sync_end) *sync_end = kt_links_synced(l);
+  kt_links_destroy(l);
   return st;
 }
 
 kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_error *err) {
-  return simulate(s, c, out, NULL, NULL, err);
+  return simulate(s, c, out, NULL, NULL, NULL, err);
+}
+
+kt_status kt_simulate_step(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
+                           double *sync_end, kt_error *err) {
+  double end;
+  kt_status st = simulate(s, c, out, NULL, NULL, &end, err);
+  if (st || !sync_end) return st;
+  if (isnan(end)) { /* no links: the pipeline's end */
+    end = 0;
+    for (size_t i = 0; out && i < out->n_events; i++)
+      if (out->events[i].end > end) end = out->events[i].end;
+  }
+  *sync_end = end;
+  return KT_OK;
 }
 
 kt_status kt_simulate_into(const kt_schedule *s, const kt_costs *c, const kt_sim_sink *sink,
                            kt_metrics *met, kt_error *err) {
-  return simulate(s, c, NULL, met, sink, err);
+  return simulate(s, c, NULL, met, sink, NULL, err);
 }
 
 kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
                            kt_metrics *met, kt_error *err) {
-  return simulate(s, c, out, met, NULL, err);
+  return simulate(s, c, out, met, NULL, NULL, err);
 }
 
 double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
@@ -542,5 +559,5 @@ double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
 
 kt_status kt_simulate_metrics(const kt_schedule *s, const kt_costs *c, kt_metrics *out,
                               kt_error *err) {
-  return simulate(s, c, NULL, out, NULL, err);
+  return simulate(s, c, NULL, out, NULL, NULL, err);
 }

@@ -189,12 +189,12 @@ void kt_train_result_free(kt_train_result *r) {
 
 kt_status kt_train_predict(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
                            kt_costs *calibrated, kt_timeline *predicted, kt_error *err) {
-  return kt_train_predict_on(s, grad_accum, measured, NULL, 0, calibrated, predicted, err);
+  return kt_train_predict_on(s, grad_accum, measured, NULL, 0, calibrated, predicted, NULL, err);
 }
 
 kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
-                              kt_links *links, double comm_bytes, kt_costs *calibrated,
-                              kt_timeline *predicted, kt_error *err) {
+                              const kt_links *links, double comm_bytes, kt_costs *calibrated,
+                              kt_timeline *predicted, double *sync_end, kt_error *err) {
   kt_status st = kt_calibrate_costs(measured, s, calibrated, err);
   if (st) return st;
   calibrated->links = links;
@@ -204,7 +204,7 @@ kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_tim
     kt_costs_free(calibrated);
     return st;
   }
-  st = kt_simulate(&rounds, calibrated, predicted, err);
+  st = kt_simulate_step(&rounds, calibrated, predicted, sync_end, err);
   kt_schedule_free(&rounds);
   if (st) {
     kt_costs_free(calibrated);
@@ -246,14 +246,15 @@ static void gradient_bytes(kt_runtime *rt, const kt_runtime_config *rc, double *
  * rank's gradient all-reduce (kt_links_set_sync), started when the last
  * replica's pipeline there ends; then the norm and loss sums and the
  * measured update (tail). */
-static void predict_step_end(const kt_train_config *cfg, double tail, kt_train_result *out) {
+static void predict_step_end(const kt_train_config *cfg, double sync_end, double tail,
+                             kt_train_result *out) {
   const kt_runtime_config *rc = &cfg->runtime;
   int P = rc->schedule->p, D = rc->data_parallel;
   const kt_timeline *tl = &out->predicted_timeline;
   double pipeline_end = 0;
   for (size_t i = 0; i < tl->n_events; i++)
     if (tl->events[i].end > pipeline_end) pipeline_end = tl->events[i].end;
-  double synced = fmax(kt_links_synced(cfg->links), pipeline_end);
+  double synced = fmax(sync_end, pipeline_end);
   int *members = kt_calloc((size_t)P * D, sizeof *members);
   double small = 0;
   if (members) {
@@ -277,11 +278,12 @@ static kt_status predict(kt_runtime *rt, const kt_train_config *cfg, const kt_ti
     kt_links_set_sync(cfg->links, bytes);
     free(bytes);
   }
+  double sync_end = 0;
   kt_status st = kt_train_predict_on(rc->schedule, rc->grad_accum, measured, cfg->links,
                                      message_bytes(rc), &out->calibrated,
-                                     &out->predicted_timeline, err);
+                                     &out->predicted_timeline, &sync_end, err);
   if (cfg->links) {
-    if (!st) predict_step_end(cfg, tail, out);
+    if (!st) predict_step_end(cfg, sync_end, tail, out);
     kt_links_set_sync(cfg->links, NULL);
   }
   out->calibrated.links = NULL; /* the caller's */
