@@ -36,6 +36,9 @@ typedef enum {
 } kt_status;
 
 const char *kt_status_name(kt_status s);    /* "EINVAL" */
+/* The index of name in a table of n names (an enum's name table), or -1
+ * when name is NULL or not in it. */
+int kt_name_index(const char *name, const char *const *names, int n);
 const char *kt_status_message(kt_status s); /* "invalid argument or input" */
 int kt_status_exit_code(kt_status s);       /* 0, 1 or 2 (CLI convention) */
 

@@ -1,6 +1,6 @@
 /* kaiten simulator: runs a schedule against a cost model, event by event.
  *
- * Semantics (DESIGN.md): each rank runs its actions strictly in order; an
+ * Semantics (docs/schedules.md, "Simulator semantics"): each rank runs its actions strictly in order; an
  * action starts at max(end of the previous action on its rank, time its
  * inputs are ready). F(s,j) needs F(s-1,j) (+T_comm across ranks); B/I(s,j)
  * needs B/I(s+1,j) (+T_comm across ranks), or F(S-1,j) on the last stage;

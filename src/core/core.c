@@ -35,6 +35,12 @@ _Static_assert(sizeof(status_names) / sizeof(status_names[0]) == KT_STATUS_COUNT
 const char *kt_status_name(kt_status s) {
   return (unsigned)s < KT_STATUS_COUNT ? status_names[s] : "EUNKNOWN";
 }
+
+int kt_name_index(const char *name, const char *const *names, int n) {
+  for (int i = 0; name && i < n; i++)
+    if (names[i] && !strcmp(name, names[i])) return i;
+  return -1;
+}
 const char *kt_status_message(kt_status s) {
   return (unsigned)s < KT_STATUS_COUNT ? status_messages[s] : "unknown status";
 }

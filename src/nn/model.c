@@ -13,9 +13,7 @@ const char *kt_model_kind_name(kt_model_kind k) {
 }
 
 int kt_model_kind_from_name(const char *name) {
-  for (int k = 0; k < KT_MODEL_COUNT; k++)
-    if (name && !strcmp(name, kind_names[k])) return k;
-  return -1;
+  return kt_name_index(name, kind_names, KT_MODEL_COUNT);
 }
 
 void kt_model_config_default(kt_model_config *cfg, kt_model_kind kind) {

@@ -24,14 +24,16 @@ void kt__plan_link(const kt_plan_cluster *c, long span, double *bw, double *lat)
   *lat = intra ? c->intra_latency : c->inter_latency;
 }
 
+static const char *const node_layout_names[] = {"dp-inside", "pp-inside"};
+_Static_assert(sizeof node_layout_names / sizeof *node_layout_names == KT_NODES_COUNT,
+               "node layout names out of sync");
+
 const char *kt_node_layout_name(kt_node_layout p) {
-  return p == KT_NODES_PP_INSIDE ? "pp-inside" : "dp-inside";
+  return (unsigned)p < KT_NODES_COUNT ? node_layout_names[p] : "?";
 }
 
 int kt_node_layout_from_name(const char *name) {
-  for (int p = 0; p < KT_NODES_COUNT; p++)
-    if (!strcmp(name, kt_node_layout_name((kt_node_layout)p))) return p;
-  return -1;
+  return kt_name_index(name, node_layout_names, KT_NODES_COUNT);
 }
 
 /* The link a group of `span` consecutive devices uses, and how many such

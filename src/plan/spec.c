@@ -16,9 +16,7 @@ const char *kt_recompute_name(kt_recompute r) {
 }
 
 int kt_recompute_from_name(const char *name) {
-  for (int i = 0; name && i < KT_RECOMPUTE_COUNT; i++)
-    if (!strcmp(name, recompute_names[i])) return i;
-  return -1;
+  return kt_name_index(name, recompute_names, KT_RECOMPUTE_COUNT);
 }
 
 void kt_plan_options_default(kt_plan_options *o) {

@@ -15,9 +15,7 @@ const char *kt_optim_name(kt_optim_kind k) {
 }
 
 int kt_optim_from_name(const char *name) {
-  for (int k = 0; k < KT_OPTIM_COUNT; k++)
-    if (name && !strcmp(name, optim_names[k])) return k;
-  return -1;
+  return kt_name_index(name, optim_names, KT_OPTIM_COUNT);
 }
 
 void kt_optim_config_default(kt_optim_config *o) {
