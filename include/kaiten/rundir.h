@@ -86,7 +86,8 @@ typedef enum {
  * EBUSY when another process holds it (the message names its PID); EINVAL
  * for a path that is not a directory, a non-empty directory in NEW mode, or
  * a missing run in RESUME mode; EIO. With FORCE, *kept (may be NULL)
- * receives how many entries that are not kaiten's were left in place. */
+ * receives how many entries that are not kaiten's were left in place; a
+ * NEW directory refused for what it holds leaves that count there (> 0). */
 kt_status kt_rundir_create(const char *dir, kt_rundir_mode mode, int *kept, kt_rundir **out,
                          kt_error *err);
 void kt_rundir_destroy(kt_rundir *rd);

@@ -103,9 +103,8 @@ static kt_status busy(int fd, const char *dir, kt_error *err) {
   pid[strcspn(pid, "\n")] = 0;
   close(fd);
   return kt_fail(err, KT_EBUSY,
-                 "run directory '%s' is in use by another kaiten train (PID %s); wait for it "
-                 "to end or choose another --run-dir",
-                 dir, pid[0] ? pid : "unknown");
+                 "run directory '%s' is in use by another kaiten train (PID %s)", dir,
+                 pid[0] ? pid : "unknown");
 }
 
 kt_status kt_rundir_check_free(const char *dir, kt_error *err) {
@@ -152,10 +151,7 @@ static kt_status check_contents(kt_rundir *rd, kt_rundir_mode mode, int *kept, k
   if (n < 0) return kt_fail(err, KT_EIO, "cannot read '%s': %s", rd->dir, strerror(errno));
   if (kept) *kept = n;
   if (mode == KT_RUNDIR_NEW && n > 0)
-    return kt_fail(err, KT_EINVAL,
-                   "run directory '%s' is not empty: --resume %s continues that run, --force "
-                   "clears it, or choose another --run-dir",
-                   rd->dir, rd->dir);
+    return kt_fail(err, KT_EINVAL, "run directory '%s' is not empty", rd->dir);
   return KT_OK;
 }
 

@@ -50,12 +50,12 @@ static int safe_to_run(const cli_command *cmd, const cli_args *a, const char *fi
 
 static void train_options(const cli_args *a) {
   train_opts o;
-  if (train_parse(a, &o) || !o.partition) return;
-  long stages = (long)o.p * (o.v ? o.v : 1);
+  if (train_parse(a, &o) || !o.sp.partition) return;
+  long stages = (long)o.sp.p * (o.sp.v ? o.sp.v : 1);
   if (stages > 4096) return;
   int *counts = calloc((size_t)stages, sizeof *counts);
   kt_error err;
-  (void)kt_partition_parse(o.partition, (int)stages, kt_model_units(&o.model), counts, &err);
+  (void)kt_partition_parse(o.sp.partition, (int)stages, kt_model_units(&o.sp.model), counts, &err);
   free(counts);
 }
 
