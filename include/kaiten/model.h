@@ -117,7 +117,9 @@ void kt_chunk_destroy(kt_chunk *c);
 void kt_chunk_zero_grad(kt_chunk *c);
 
 /* ---- the BLAS every matmul goes through (OpenBLAS) ----------------------------
- * Process-wide settings: the program chooses them, the library never does. */
+ * Process-wide settings: the program chooses them (kt_session does through its
+ * blas_threads, kt_calibrate_compute sets one thread); nothing else in the
+ * library does. */
 
 /* Where OpenBLAS fell back to pre-AVX2 kernels on a CPU it does not know
  * (and OPENBLAS_CORETYPE is unset), has it use the fastest kernels this CPU

@@ -189,7 +189,8 @@ static kt_status cluster_links(kt_session *s, kt_error *err) {
   free(nodes);
   if (!st) return KT_OK;
   s->failed = KT_SESSION_CLUSTER;
-  return kt_fail(err, st, "%s: %s", p->cluster, err->msg);
+  kt_error why = *err; /* not formatted into itself */
+  return kt_fail(err, st, "%s: %s", p->cluster, why.msg);
 }
 
 /* The runtime, the cluster's links, the resumed checkpoint, the data. */
