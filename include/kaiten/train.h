@@ -266,7 +266,9 @@ kt_session_params kt_session_default_params(void);
  * so kt_session_failed can say what failed: close it in every case. EINVAL
  * for a bad layout, model or run directory (KT_SESSION_RUN_DIR_TAKEN), EBUSY
  * (another process writes the run directory), ENOMEM, EIO, the
- * generators', the transport's and the checkpoint's errors. */
+ * generators', the transport's and the checkpoint's errors. params is
+ * copied; what its pointers name (strings, schedules, the data source,
+ * chunk_ctx, ctx) must outlive the session. */
 kt_status kt_session_open(const kt_session_params *params, kt_session **out, kt_error *err);
 /* Writes save_init, trains until `steps` or an agreed stop, then
  * checkpoints and writes the run directory's timelines and config. Once
@@ -287,7 +289,8 @@ typedef struct {
   const char *checkpoint;     /* resuming: the checkpoint loaded; else NULL */
   const char *run_dir;        /* NULL: none */
 } kt_session_info;
-/* After a successful open. */
+/* After open; after a failed one, what was built before it failed (the
+ * schedule, once made: p = 0 before). */
 void kt_session_get_info(const kt_session *s, kt_session_info *out);
 /* The runtime the session drives (after a successful open), e.g. to wrap a
  * rank's transport handle for fault injection (kt_runtime_handle), undone
@@ -351,7 +354,7 @@ enum {
  * decay; and the last segment's layout for what `keep` does not name (the
  * partition only with the same P, V and schedule). EINVAL when the run
  * has no checkpoint or names no layout, or its schedule came from a file
- * and keep lacks KT_KEEP_SCHEDULE. r must outlive the session's open
+ * and keep lacks KT_KEEP_SCHEDULE. r must outlive the session
  * (params.partition may point into it). */
 kt_status kt_session_params_from_run(kt_session_params *params, kt_session_resume *r,
                                      const char *dir, unsigned keep, kt_error *err);
