@@ -117,6 +117,7 @@ typedef struct {
   double time_limit;  /* seconds (<= 0: 10) */
   size_t memo_bytes;  /* the table of visited states (0: 256 MiB) */
   int no_delays;      /* 1: every rank starts as soon as its input arrives (a smaller search) */
+  long max_nodes;     /* > 0: the search also stops after this many nodes (deterministic) */
 } kt_optimal_opts;
 
 typedef struct {
@@ -150,12 +151,13 @@ kt_status kt_schedule_optimal(const kt_schedule_params *params, kt_placement pla
  * first and by the rank's own machine, each with the least time its rank
  * still needs after it (docs/schedules.md, "Lower bound"). O(P V M log M)
  * above small sizes. Links and send overhead only lengthen an order and
- * are left out. search_seconds > 0: on problems the exact search proves
+ * are left out. search_nodes > 0: on problems the exact search proves
  * quickly (P <= 4, M <= 6, V = 1, or V = 2 in v placement), also that
- * search within that time; *exact (may be NULL) is then 1 when the bound
- * is the proven optimum. EINVAL when no order fits the limit, ENOMEM. */
+ * search, up to that many nodes (the same answer on every machine; about
+ * 10^5 a second); *exact (may be NULL) is then 1 when the bound is the
+ * proven optimum. EINVAL when no order fits the limit, ENOMEM. */
 kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
-                                  double search_seconds, double *lb, int *exact, kt_error *err);
+                                  long search_nodes, double *lb, int *exact, kt_error *err);
 
 #ifdef __cplusplus
 }

@@ -54,6 +54,7 @@ typedef struct {
   int has_lower_bound, lower_bound_exact;
   double lower_bound, lower_bound_memory;
   const char *lower_bound_why;
+  const char *lower_bound_from; /* "analytic", "search" (the exact search raised it), or NULL */
   /* The exact search that made schedule "optimal" (searched 0: none). */
   int searched, proven;
   double search_seconds, search_time_limit, search_start_makespan;

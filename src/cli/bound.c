@@ -33,7 +33,7 @@ static int wgrad_above_act(const kt_schedule *s, const kt_costs *c) {
 }
 
 void cli_lower_bound(const kt_schedule *s, const kt_costs *c, double limit, double makespan,
-                     double search_seconds, kt_sim_info *info) {
+                     long search_nodes, kt_sim_info *info) {
   int has_b, overlapped;
   double peak = order_peak(s, c, &has_b, &overlapped);
   info->has_lower_bound = info->lower_bound_exact = 0;
@@ -53,10 +53,11 @@ void cli_lower_bound(const kt_schedule *s, const kt_costs *c, double limit, doub
     return;
   }
   /* below the schedule's makespan: the exact search may close the gap */
-  if (lb < makespan * (1 - 1e-12) && search_seconds > 0) {
+  info->lower_bound_from = "analytic";
+  if (lb < makespan * (1 - 1e-12) && search_nodes > 0) {
     double lb2;
-    if (!kt_makespan_lower_bound(s, c, limit, search_seconds, &lb2, &exact, &err) && lb2 > lb)
-      lb = lb2;
+    if (!kt_makespan_lower_bound(s, c, limit, search_nodes, &lb2, &exact, &err) && lb2 > lb)
+      lb = lb2, info->lower_bound_from = "search";
   }
   info->has_lower_bound = 1;
   info->lower_bound = lb;
@@ -85,6 +86,7 @@ void cli_optimal_info(const kt_optimal_result *res, double time_limit, kt_sim_in
   info->has_lower_bound = 1;
   info->lower_bound = res->lower_bound;
   info->lower_bound_exact = res->proven;
+  info->lower_bound_from = "search";
   info->closed_form = -1;
   info->closed_form_expr = NULL;
   info->closed_form_why = "the exact search's order has no formula";

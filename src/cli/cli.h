@@ -154,10 +154,10 @@ int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, 
 /* The lower bound a sim or compare prints for schedule s (bound.c): on its
  * layout under the stage costs c, within limit per rank (the limit it was
  * searched under; <= 0: its own peak memory), tightened by the exact
- * search within search_seconds on small problems when below makespan.
+ * search (up to search_nodes) on small problems when below makespan.
  * Fills info's lower-bound fields. */
 void cli_lower_bound(const kt_schedule *s, const kt_costs *c, double limit, double makespan,
-                     double search_seconds, kt_sim_info *info);
+                     long search_nodes, kt_sim_info *info);
 /* The schedule "optimal": kt_schedule_optimal with V = v (1: loop, 2: v
  * placement). 0, or the exit code (err set). */
 int cli_generate_optimal(int p, int m, int v, const kt_costs *c, double mem_limit,

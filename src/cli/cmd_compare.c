@@ -35,9 +35,9 @@ typedef struct {
 
 /* The row of the exact search (not a kt_schedule_kind: never among "all"). */
 #define KIND_OPTIMAL KT_SCHED_COUNT
-/* The exact search's time for a row's lower bound (small problems whose
- * schedule is slower than the analytic bound). */
-#define BOUND_SEARCH_SECONDS 0.1
+/* The exact search's nodes for a row's lower bound (small problems whose
+ * schedule is slower than the analytic bound), as sim's. */
+#define BOUND_SEARCH_NODES 20000
 
 typedef struct {
   cli_args *a;
@@ -121,7 +121,7 @@ static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
     cli_optimal_info(&rw->opt, cr->time_limit, &rw->info);
     rw->info.lower_bound_memory = r->mem_limit;
   } else if (!cr->no_bound) {
-    cli_lower_bound(s, &rw->costs, r->mem_limit, met->makespan, BOUND_SEARCH_SECONDS, &rw->info);
+    cli_lower_bound(s, &rw->costs, r->mem_limit, met->makespan, BOUND_SEARCH_NODES, &rw->info);
   }
   r->has_lower_bound = rw->info.has_lower_bound, r->lower_bound = rw->info.lower_bound;
   r->lower_bound_memory = rw->info.lower_bound_memory;

@@ -81,17 +81,17 @@ static int quick_reach(const kt_schedule *s) {
 }
 
 kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
-                                  double search_seconds, double *lb, int *exact, kt_error *err) {
+                                  long search_nodes, double *lb, int *exact, kt_error *err) {
   kt_costs unit;
   if (!c) kt_costs_default(&unit), c = &unit;
   if (exact) *exact = 0;
   kt_status st = kt_costs_check(c, kt_schedule_stages(layout), err);
   if (!st) st = analytic_bound(layout, c, mem_limit, lb, err);
-  if (st || search_seconds <= 0 || !quick_reach(layout) || c->links || c->send_overhead > 0)
+  if (st || search_nodes <= 0 || !quick_reach(layout) || c->links || c->send_overhead > 0)
     return st;
   kt_schedule_params params = {.p = layout->p, .v = layout->v, .m = layout->m, .costs = c,
                                .mem_limit = mem_limit};
-  kt_optimal_opts o = {.time_limit = search_seconds};
+  kt_optimal_opts o = {.time_limit = 60, .max_nodes = search_nodes};
   kt_optimal_result res;
   kt_schedule found;
   kt_error e2;
@@ -152,7 +152,8 @@ static kt_status run_search(const kt_schedule_params *params, const kt_optimal_o
       .time_limit = opts && opts->time_limit > 0 ? opts->time_limit : DEFAULT_TIME_LIMIT,
       .upper = upper,
       .memo_bytes = opts && opts->memo_bytes ? opts->memo_bytes : DEFAULT_MEMO_BYTES,
-      .no_delays = opts ? opts->no_delays : 0};
+      .no_delays = opts ? opts->no_delays : 0,
+      .max_nodes = opts ? opts->max_nodes : 0};
   kt__opt_search_result sr;
   st = kt__opt_search(pb, &so, &found, &sr, err);
   int better = !st && sr.makespan < INFINITY;

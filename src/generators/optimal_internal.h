@@ -134,6 +134,7 @@ typedef struct {
   double upper;       /* makespan of a known order (INFINITY: none) */
   size_t memo_bytes;
   int no_delays;      /* 1: every rank starts as soon as it can (plain slot order) */
+  long max_nodes;     /* > 0: stop after this many nodes too */
 } kt__opt_search_opts;
 
 typedef struct {

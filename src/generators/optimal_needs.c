@@ -62,24 +62,38 @@ typedef struct {
   uint8_t *same; /* nk * nk: same[k * nk + k2] */
 } rank_rules;
 
-/* The least memory the rank can hold with every count at least lo, the
- * counts of `fixed` kinds at most hi (their chain successors bounded by
- * them), forwards as few as allowed and I's and W's as many as allowed;
- * n receives the counts. */
+/* Lowers n[k] to at most cap (never below lo[k]); 1 when it moved. */
+static int lower_to(int *n, const int *lo, int k, int cap) {
+  if (cap < lo[k]) cap = lo[k];
+  if (cap >= n[k]) return 0;
+  n[k] = cap;
+  return 1;
+}
+
+/* The least memory the rank can hold with every count between lo and hi
+ * (a kind's count never above a kind it needs slot by slot, an I's never
+ * above its F's, a W's never above its I's); n receives the counts. A
+ * micro-batch whose F, I and W have all run holds nothing, so the least
+ * is at as many I's and W's as allowed, then as few forwards as those
+ * leave possible. */
 static double least_held(const rank_rules *rr, const int *lo, const int *hi, int *n) {
   int nk = rr->nk, changed = 1;
-  for (int k = 0; k < nk; k++) n[k] = k % KT__OPT_TYPES == KT__OPT_F ? lo[k] : hi[k];
-  while (changed) { /* I, W: no more than the kinds they need allow */
+  for (int k = 0; k < nk; k++) n[k] = hi[k];
+  while (changed) { /* every kind as far as what it needs has got */
     changed = 0;
     for (int k = 0; k < nk; k++) {
-      if (k % KT__OPT_TYPES == KT__OPT_F) continue;
-      int cap = n[k];
-      if (k % KT__OPT_TYPES == KT__OPT_I) cap = n[k - 1] < cap ? n[k - 1] : cap; /* its F */
-      if (k % KT__OPT_TYPES == KT__OPT_W) cap = n[k - 1] < cap ? n[k - 1] : cap; /* its I */
+      if (k % KT__OPT_TYPES != KT__OPT_F) changed |= lower_to(n, lo, k, n[k - 1]);
       for (int k2 = 0; k2 < nk; k2++)
-        if (rr->same[k * nk + k2] && n[k2] < cap) cap = n[k2];
-      if (cap < lo[k]) cap = lo[k];
-      if (cap != n[k]) n[k] = cap, changed = 1;
+        if (rr->same[k * nk + k2]) changed |= lower_to(n, lo, k, n[k2]);
+    }
+  }
+  for (changed = 1; changed;) { /* forwards down to what the rest needs */
+    changed = 0;
+    for (int k = 0; k < nk; k += KT__OPT_TYPES) {
+      int least = n[k + KT__OPT_I];
+      for (int k2 = 0; k2 < nk; k2++)
+        if (rr->same[k2 * nk + k] && n[k2] > least) least = n[k2];
+      changed |= lower_to(n, lo, k, least);
     }
   }
   return held(rr->pb, rr->r, n);

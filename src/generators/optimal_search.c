@@ -46,7 +46,7 @@ typedef struct {
   int16_t *best_seq;
   int *best_n, *best_delay, have_best;
   double ub, eps, limit_tol;
-  long nodes;
+  long nodes, max_nodes;
   double deadline;
   int aborted, nstarted, no_delays;
   size_t done, total;
@@ -318,6 +318,7 @@ static void leaf(search *sc) {
 }
 
 static int out_of_time(search *sc) {
+  if (!sc->aborted && sc->max_nodes > 0 && sc->nodes > sc->max_nodes) sc->aborted = 1;
   if (!sc->aborted && (sc->nodes & 1023) == 0 && kt_now() > sc->deadline) sc->aborted = 1;
   return sc->aborted;
 }
@@ -430,6 +431,7 @@ static kt_status search_init(search *sc, const kt__opt_problem *pb, const kt__op
   sc->eps = 1e-9 * (isinf(o->upper) ? 1 : 1 + fabs(o->upper));
   sc->limit_tol = pb->limit * (1 + 1e-12) + 1e-12;
   sc->deadline = kt_now() + o->time_limit;
+  sc->max_nodes = o->max_nodes;
   return KT_OK;
 }
 

@@ -56,6 +56,10 @@ static void bound_json(const kt_sim_info *info, double makespan, kt_buf *b) {
     kt_buf_json_number(b, info->lower_bound);
     kt_buf_puts(b, ",\"lower_bound_memory\":");
     kt_buf_json_number(b, info->lower_bound_memory);
+    if (info->lower_bound_from) {
+      kt_buf_puts(b, ",\"lower_bound_from\":");
+      kt_buf_json_string(b, info->lower_bound_from);
+    }
     kt_buf_printf(b, ",\"lower_bound_exact\":%s,\"gap\":", info->lower_bound_exact ? "true" : "false");
     kt_buf_json_number(b, info->lower_bound > 0 ? makespan / info->lower_bound - 1 : 0);
   }
