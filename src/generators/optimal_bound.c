@@ -22,6 +22,11 @@
 
 #define NONE (-INFINITY)
 
+/* fmax without its NaN rules (no NaN reaches here): inlined, where fmax is
+ * a library call in the bound's inner loops. */
+static inline double maxd(double a, double b) { return a > b ? a : b; }
+#define HX KT__OPT_HX
+
 static kt_status alloc_fail(kt_error *err, const kt__opt_problem *pb) {
   return kt_fail(err, KT_ENOMEM, "optimal: out of memory (P=%d, V=%d, M=%d)", pb->p, pb->v, pb->m);
 }
@@ -35,16 +40,16 @@ static double lead_to(const kt__opt_problem *pb, int r, int type, int s) {
   if (type == KT__OPT_I) {
     if (pb->srank[s] == r) best = pb->tw[s];
     if (s > 0) {
-      double down = fmax(pb->srank[s - 1] == r ? 0 : NONE, lead_to(pb, r, KT__OPT_I, s - 1));
-      best = fmax(best, pb->hop_i[s] + pb->tb[s - 1] + down);
+      double down = maxd(pb->srank[s - 1] == r ? 0 : NONE, lead_to(pb, r, KT__OPT_I, s - 1));
+      best = maxd(best, pb->hop_i[s] + pb->tb[s - 1] + down);
     }
     return best;
   }
   if (s < pb->S - 1) {
-    double up = fmax(pb->srank[s + 1] == r ? 0 : NONE, lead_to(pb, r, KT__OPT_F, s + 1));
+    double up = maxd(pb->srank[s + 1] == r ? 0 : NONE, lead_to(pb, r, KT__OPT_F, s + 1));
     return pb->hop_f[s] + pb->tf[s + 1] + up;
   }
-  return pb->tb[s] + fmax(0, lead_to(pb, r, KT__OPT_I, s)); /* I(S-1) runs on this rank */
+  return pb->tb[s] + maxd(0, lead_to(pb, r, KT__OPT_I, s)); /* I(S-1) runs on this rank */
 }
 
 static kt_status problem_alloc(kt__opt_problem *pb, kt_error *err) {
@@ -95,7 +100,7 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
   }
   for (int x = 0; x < pb->S; x++)
     for (int t = 0; t < KT__OPT_TYPES; t++)
-      pb->tail[t][x] = fmax(0, lead_to(pb, pb->srank[x], t, x));
+      pb->tail[t][x] = maxd(0, lead_to(pb, pb->srank[x], t, x));
   kt_schedule_params lp = {.p = s->p, .v = s->v, .m = s->m, .costs = c, .mem_limit = limit};
   pb->limit = kt_schedule_mem_limit(&lp);
   if ((st = kt__opt_needs_init(pb, err))) kt__opt_problem_free(pb);
@@ -192,33 +197,31 @@ static void memory_needs(const kt__opt_problem *pb, int s, int j, int *need_i, i
  * forward input counts as ready at once (-1: none). */
 static double op_head(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws,
                       int type, int s, int j, int cut) {
-  size_t m = (size_t)pb->m, at = (size_t)s * m + (size_t)j;
+  size_t m = (size_t)pb->m, at = (size_t)s * m + (size_t)j, h_at = HX(pb, s, j);
   double h = ws->eff_free[pb->srank[s]];
   double *hd = ws->head[type];
-  if (j > st->n[type][s]) h = fmax(h, hd[at - 1] + kt__opt_dur(pb, type, s));
+  if (j > st->n[type][s]) h = maxd(h, hd[h_at - (size_t)pb->S] + kt__opt_dur(pb, type, s));
   double in = NONE;
   if (type == KT__OPT_F && s > 0 && s != cut) {
-    size_t up = at - m;
-    in = (j < st->n[KT__OPT_F][s - 1] ? st->end_f[up] : ws->head[KT__OPT_F][up] + pb->tf[s - 1]) +
+    in = (j < st->n[KT__OPT_F][s - 1] ? st->end_f[at - m] : ws->head[KT__OPT_F][h_at - 1] + pb->tf[s - 1]) +
          pb->hop_f[s - 1];
   } else if (type == KT__OPT_I && s == pb->S - 1) {
-    in = j < st->n[KT__OPT_F][s] ? st->end_f[at] : ws->head[KT__OPT_F][at] + pb->tf[s];
+    in = j < st->n[KT__OPT_F][s] ? st->end_f[at] : ws->head[KT__OPT_F][h_at] + pb->tf[s];
   } else if (type == KT__OPT_I) {
-    size_t dn = at + m;
-    in = (j < st->n[KT__OPT_I][s + 1] ? st->end_i[dn] : ws->head[KT__OPT_I][dn] + pb->tb[s + 1]) +
+    in = (j < st->n[KT__OPT_I][s + 1] ? st->end_i[at + m] : ws->head[KT__OPT_I][h_at + 1] + pb->tb[s + 1]) +
          pb->hop_i[s + 1];
   } else if (type == KT__OPT_W) {
-    in = j < st->n[KT__OPT_I][s] ? st->end_i[at] : ws->head[KT__OPT_I][at] + pb->tb[s];
+    in = j < st->n[KT__OPT_I][s] ? st->end_i[at] : ws->head[KT__OPT_I][h_at] + pb->tb[s];
   }
-  return fmax(h, in);
+  return maxd(h, in);
 }
 
 /* The end of slot q of (type, s): ended, or its head plus its duration. */
 static double slot_end(const kt__opt_problem *pb, const kt__opt_state *st,
                        const kt__opt_bound_ws *ws, int type, int s, int q) {
-  size_t at = (size_t)s * (size_t)pb->m + (size_t)q;
-  if (q < st->n[type][s]) return type == KT__OPT_I ? st->end_i[at] : NONE; /* W ends: past */
-  return ws->head[type][at] + kt__opt_dur(pb, type, s);
+  if (q < st->n[type][s]) /* W ends: past */
+    return type == KT__OPT_I ? st->end_i[(size_t)s * (size_t)pb->m + (size_t)q] : NONE;
+  return ws->head[type][HX(pb, s, q)] + kt__opt_dur(pb, type, s);
 }
 
 /* The earliest rank r can have run the ops counted in need (per kind of
@@ -237,11 +240,11 @@ static double run_counts(const kt__opt_problem *pb, const kt__opt_state *st,
     double at = INFINITY;
     for (int k = 0; k < nk; k++)
       if (pos[k] < need[k]) {
-        double h = ws->head[k % KT__OPT_TYPES][(size_t)stage[k] * (size_t)pb->m + (size_t)pos[k]];
+        double h = ws->head[k % KT__OPT_TYPES][HX(pb, stage[k], pos[k])];
         if (h < at) at = h, best = k;
       }
     if (best < 0) return done;
-    done = fmax(done, at) + kt__opt_dur(pb, best % KT__OPT_TYPES, stage[best]);
+    done = maxd(done, at) + kt__opt_dur(pb, best % KT__OPT_TYPES, stage[best]);
     pos[best]++;
   }
 }
@@ -266,46 +269,45 @@ static double after_needs(const kt__opt_problem *pb, const kt__opt_state *st,
     int mix[KT__OPT_TYPES] = {need[KT__OPT_F] > j ? need[KT__OPT_F] : j, ni, nw};
     cheapest = fmin(cheapest, run_counts(pb, st, ws, r, mix));
   }
-  return fmax(h, cheapest);
+  return maxd(h, cheapest);
 }
 
 /* Heads of every op not yet run, slot by slot (a memory edge reaches back
  * to an earlier slot only). 0, or -1 when the memory limit can never be met. */
 static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws, int cut) {
   int S = pb->S, impossible = 0;
-  size_t m = (size_t)pb->m;
   for (int j = 0; j < pb->m; j++) {
     for (int s = 0; s < S; s++) {
       if (j < st->n[KT__OPT_F][s]) continue;
       double h = op_head(pb, st, ws, KT__OPT_F, s, j, cut);
       if (pb->need) {
-        h = fmax(h, after_needs(pb, st, ws, KT__OPT_F, s, j));
+        h = maxd(h, after_needs(pb, st, ws, KT__OPT_F, s, j));
       } else {
         int qi, qw;
         memory_needs(pb, s, j, &qi, &qw, &impossible);
-        if (qi >= 0) h = fmax(h, slot_end(pb, st, ws, KT__OPT_I, s, qi));
-        if (qw >= 0) h = fmax(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
+        if (qi >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_I, s, qi));
+        if (qw >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
       }
-      ws->head[KT__OPT_F][(size_t)s * m + (size_t)j] = h;
+      ws->head[KT__OPT_F][HX(pb, s, j)] = h;
     }
     for (int s = S - 1; s >= 0; s--) {
       if (j < st->n[KT__OPT_I][s]) continue;
       double h = op_head(pb, st, ws, KT__OPT_I, s, j, cut);
       /* after I(s, j) the stage holds (j+1-W's run) M_W at least */
       double w = pb->wg[s], over = (j + 1) * w - limit_tol(pb);
-      if (pb->need) h = fmax(h, after_needs(pb, st, ws, KT__OPT_I, s, j));
+      if (pb->need) h = maxd(h, after_needs(pb, st, ws, KT__OPT_I, s, j));
       if (w > 0 && over > 0) {
         int qw = (int)ceil(over / w - 1e-9) - 1;
         if (qw >= j) impossible = 1;
-        else h = fmax(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
+        else h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
       }
-      ws->head[KT__OPT_I][(size_t)s * m + (size_t)j] = h;
+      ws->head[KT__OPT_I][HX(pb, s, j)] = h;
     }
     for (int s = 0; s < S; s++) {
       if (j < st->n[KT__OPT_W][s]) continue;
       double h = op_head(pb, st, ws, KT__OPT_W, s, j, cut);
-      if (pb->need) h = fmax(h, after_needs(pb, st, ws, KT__OPT_W, s, j));
-      ws->head[KT__OPT_W][(size_t)s * m + (size_t)j] = h;
+      if (pb->need) h = maxd(h, after_needs(pb, st, ws, KT__OPT_W, s, j));
+      ws->head[KT__OPT_W][HX(pb, s, j)] = h;
     }
   }
   return impossible ? -1 : 0;
@@ -343,16 +345,16 @@ static int by_head(const void *a, const void *b) {
 
 /* The least max(end + tail) of n jobs on one machine, preemption allowed.
  * Sorts ws->jobs and consumes their durations. */
-static double jackson(kt__opt_bound_ws *ws, int n) {
+static double jackson(kt__opt_bound_ws *ws, int n, int sorted) {
   struct kt__opt_job *jb = ws->jobs;
-  if (n <= 48) { /* the search's ranks: insertion sort */
+  if (!sorted && n <= 48) { /* insertion sort */
     for (int i = 1; i < n; i++) {
       struct kt__opt_job x = jb[i];
       int k = i;
       for (; k > 0 && jb[k - 1].head > x.head; k--) jb[k] = jb[k - 1];
       jb[k] = x;
     }
-  } else {
+  } else if (!sorted) {
     qsort(jb, (size_t)n, sizeof *jb, by_head);
   }
   double t = NONE, best = NONE;
@@ -364,7 +366,7 @@ static double jackson(kt__opt_bound_ws *ws, int n) {
     double next = i < n ? jb[i].head : INFINITY;
     if (t + jb[j].dur <= next) {
       t += jb[j].dur;
-      best = fmax(best, t + jb[j].tail);
+      best = maxd(best, t + jb[j].tail);
       heap_pop(ws->heap_key, ws->heap_job, &hn);
     } else {
       jb[j].dur -= next - t;
@@ -374,21 +376,48 @@ static double jackson(kt__opt_bound_ws *ws, int n) {
   return best;
 }
 
+/* The bound below, its jobs sorted by qsort (ranks of many chunks). */
+static double jackson_unsorted(const kt__opt_problem *pb, const kt__opt_state *st,
+                               kt__opt_bound_ws *ws, int r) {
+  int n = 0;
+  for (int c = 0; c < pb->v; c++) {
+    int s = pb->rstage[r * pb->v + c];
+    for (int t = 0; s >= 0 && t < KT__OPT_TYPES; t++)
+      for (int j = st->n[t][s]; j < pb->m; j++)
+        ws->jobs[n++] = (struct kt__opt_job){ws->head[t][HX(pb, s, j)],
+                                             kt__opt_dur(pb, t, s), pb->tail[t][s]};
+  }
+  return n ? maxd(jackson(ws, n, 0), st->last_end[r]) : st->last_end[r];
+}
+
 /* The single-machine bound on the end of rank r's last action. */
 static double rank_end_bound(const kt__opt_problem *pb, const kt__opt_state *st,
                              kt__opt_bound_ws *ws, int r) {
-  int n = 0;
-  size_t m = (size_t)pb->m;
+  /* each (stage, op) run's heads grow slot by slot: merged, the jobs come
+   * out in order of head without a sort */
+  enum { MAX_RUNS = KT__OPT_TYPES * 8 };
+  int n = 0, runs = 0, run_s[MAX_RUNS], run_t[MAX_RUNS], pos[MAX_RUNS];
   for (int c = 0; c < pb->v; c++) {
     int s = pb->rstage[r * pb->v + c];
-    if (s < 0) continue;
-    for (int t = 0; t < KT__OPT_TYPES; t++)
-      for (int j = st->n[t][s]; j < pb->m; j++) {
-        ws->jobs[n++] = (struct kt__opt_job){ws->head[t][(size_t)s * m + (size_t)j],
-                                             kt__opt_dur(pb, t, s), pb->tail[t][s]};
-      }
+    for (int t = 0; s >= 0 && t < KT__OPT_TYPES; t++) {
+      if (runs == MAX_RUNS) return jackson_unsorted(pb, st, ws, r);
+      run_s[runs] = s, run_t[runs] = t, pos[runs++] = st->n[t][s];
+    }
   }
-  return n ? fmax(jackson(ws, n), st->last_end[r]) : st->last_end[r];
+  for (;;) {
+    int best = -1;
+    double at = INFINITY;
+    for (int k = 0; k < runs; k++)
+      if (pos[k] < pb->m) {
+        double h = ws->head[run_t[k]][HX(pb, run_s[k], pos[k])];
+        if (best < 0 || h < at) at = h, best = k;
+      }
+    if (best < 0) break;
+    int s = run_s[best], t = run_t[best];
+    ws->jobs[n++] = (struct kt__opt_job){at, kt__opt_dur(pb, t, s), pb->tail[t][s]};
+    pos[best]++;
+  }
+  return n ? maxd(jackson(ws, n, 1), st->last_end[r]) : st->last_end[r];
 }
 
 /* Sizes up to which a rank not started gets a sweep of its own. */
@@ -415,13 +444,13 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
   for (int r = pb->p - 1; r >= 0; r--) {
     if (st->started[r] || pb->first[r] == 0) continue;
     if (!relative) {
-      lb = fmax(lb, rank_work(pb, st, r));
+      lb = maxd(lb, rank_work(pb, st, r));
       continue;
     }
     /* its own frame: its first forward at 0, no other rank's clock */
     for (int k = 0; k < pb->p; k++) ws->eff_free[k] = k == r ? 0 : NONE;
     if (sweep(pb, st, ws, pb->first[r]) < 0) return INFINITY;
-    lb = fmax(lb, rank_end_bound(pb, st, ws, r));
+    lb = maxd(lb, rank_end_bound(pb, st, ws, r));
   }
   for (int k = 0; k < pb->p; k++) {
     ws->eff_free[k] = st->started[k] ? st->free_at[k] : NONE;
@@ -431,6 +460,6 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
   if (pb->infeasible || sweep(pb, st, ws, -1) < 0) return INFINITY;
   for (int r = 0; r < pb->p; r++)
     if (st->started[r] || pb->first[r] == 0)
-      lb = fmax(lb, rank_end_bound(pb, st, ws, r) - st->start[r]);
+      lb = maxd(lb, rank_end_bound(pb, st, ws, r) - st->start[r]);
   return lb;
 }

@@ -86,8 +86,9 @@ void kt__opt_state_reset(kt__opt_state *st, const kt__opt_problem *pb);
 
 /* ---- the bound (optimal_bound.c) ------------------------------------------- */
 
+#define KT__OPT_HX(pb, s, j) ((size_t)(j) * (size_t)(pb)->S + (size_t)(s))
 typedef struct {
-  double *head[KT__OPT_TYPES]; /* per stage * m + slot */
+  double *head[KT__OPT_TYPES]; /* per slot * S + stage (KT__OPT_HX): a sweep's slot at once */
   double *eff_free;            /* per rank */
   /* one rank's ops for the single-machine bound, and its heap */
   struct kt__opt_job {
@@ -114,7 +115,7 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
  * lower bounds on when each op can start. */
 static inline double kt__opt_head(const kt__opt_bound_ws *ws, const kt__opt_problem *pb, int type,
                                   int s, int slot) {
-  return ws->head[type][(size_t)s * (size_t)pb->m + (size_t)slot];
+  return ws->head[type][KT__OPT_HX(pb, s, slot)];
 }
 
 /* ---- the search (optimal_search.c, optimal_memo.c) --------------------------- */
