@@ -40,6 +40,18 @@ static void swap_lists(kt_schedule *a, kt_schedule *b) {
   }
 }
 
+/* Whether the construction already meets the lower bound (the costs are
+ * uniform, say): no order within its memory is faster. */
+static int construction_optimal(const kt__zb_problem *pb, const kt_schedule *base, double lower) {
+  if (!(lower > 0)) return 0;
+  kt__zb_eval ev;
+  kt_error err;
+  if (kt__zb_eval_init(&ev, pb, &err)) return 0;
+  double ms = kt__zb_evaluate(pb, &ev, base);
+  kt__zb_eval_free(&ev);
+  return ms >= 0 && ms <= lower * (1 + 1e-12);
+}
+
 /* Above this many actions the caller hears of the search before it starts. */
 #define LONG_SEARCH_ACTIONS 1000000
 
@@ -59,7 +71,15 @@ kt_status kt__zb_tune(kt_schedule *s, const kt_schedule_params *params, int stri
   double top = 0;
   for (int r = 0; r < s->p; r++) top = fmax(top, rank_peak(&pb, &base.ranks[r]));
   for (int r = 0; r < s->p; r++) pb.limit[r] = top;
-  static const kt__zb_search_opts opts = {1, 1, 0, -1, 0, 0};
+  kt__zb_search_opts opts = {1, 1, 0, -1, 0, 0, 0};
+  kt_error e2; /* no bound: tuned in full */
+  if (kt_makespan_lower_bound(s, c, top, 0, &opts.lower, NULL, &e2)) opts.lower = 0;
+  if (construction_optimal(&pb, &base, opts.lower)) { /* nothing to tune */
+    swap_lists(&base, s);
+    kt_schedule_free(&base);
+    kt__zb_problem_free(&pb);
+    return KT_OK;
+  }
   const kt_schedule *extra[1] = {&base};
   size_t actions = 3 * (size_t)pb.S * (size_t)pb.m;
   if (params->on_long_search && actions > LONG_SEARCH_ACTIONS)
