@@ -202,9 +202,11 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
   kt_schedule cand = {0};
   for (int k = 0; k < KEEP && !st; k++) st = empty_like(s, &bs.best[k], err);
   if (!st && !(st = empty_like(s, &cand, err))) {
+    /* the handcrafted orders first: at balanced costs they meet the bound
+     * (then nothing else runs); the order only decides exact ties */
+    if (o->handcrafted) try_handcrafted(pb, &ev, &bs, &cand, s);
     if (o->lists) st = try_lists(pb, &ev, &bs, &cand, o->quick, err);
     if (!st && o->rounds) try_rounds(pb, &ev, &bs, &cand, s);
-    if (!st && o->handcrafted) try_handcrafted(pb, &ev, &bs, &cand, s);
     for (int k = 0; k < n_extra && !st && !optimal(&bs); k++) {
       clear(&cand);
       for (int r = 0; r < s->p && !st; r++)
