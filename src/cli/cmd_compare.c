@@ -120,8 +120,9 @@ static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
   if (kind == KIND_OPTIMAL) {
     cli_optimal_info(&rw->opt, cr->time_limit, &rw->info);
     rw->info.lower_bound_memory = r->mem_limit;
-  } else if (!cr->no_bound) {
-    cli_lower_bound(s, &rw->costs, r->mem_limit, met->makespan, BOUND_SEARCH_NODES, &rw->info);
+  } else if (!cr->no_bound) { /* the search tightens a searched order's bound only */
+    long nodes = r->mem_limit >= 0 ? BOUND_SEARCH_NODES : 0;
+    cli_lower_bound(s, &rw->costs, r->mem_limit, met->makespan, nodes, &rw->info);
   }
   r->has_lower_bound = rw->info.has_lower_bound, r->lower_bound = rw->info.lower_bound;
   r->lower_bound_memory = rw->info.lower_bound_memory;
