@@ -1,8 +1,9 @@
 /* The exact search (kt_schedule_optimal) and the lower bound
  * (kt_makespan_lower_bound):
  * - on tiny problems, every order there is (any micro-batch order on every
- *   rank, a simulator of this file's own): the search's optimum is their
- *   least makespan and the bound is never above it;
+ *   rank, a simulator of this file's own; a third of them with a send
+ *   overhead): the search's optimum is their least makespan and the bound
+ *   is never above it;
  * - on random valid orders of V = 1 and V = 2 problems under tight memory
  *   limits: the bound is never above their makespan, every op runs after
  *   what the bound's predecessor table says must precede it, and no order
@@ -47,7 +48,7 @@ static void random_costs(kt_costs *c, int S) {
 #define TM 3
 typedef struct {
   int p, m;
-  double tf[TP], tb[TP], tw[TP], act[TP], wg[TP], comm, limit;
+  double tf[TP], tb[TP], tw[TP], act[TP], wg[TP], comm, so, limit; /* so: send overhead */
   /* per rank: its orders (op * TM + mb per slot) */
   int n_orders[TP];
   unsigned char (*orders[TP])[3 * TM];
@@ -88,7 +89,8 @@ static double tiny_makespan(const tiny *t, const int *idx) {
         double s0 = fmax(ready, free_at[r]);
         double e = s0 + (op == 0 ? t->tf[r] : op == 1 ? t->tb[r] : t->tw[r]);
         if (!pos[r]) start[r] = s0;
-        free_at[r] = end[r] = e;
+        int sends = (op == 0 && r < t->p - 1) || (op == 1 && r > 0);
+        end[r] = e, free_at[r] = e + (sends ? t->so : 0); /* the message still leaves at e */
         if (op == 0) ef[r][j] = e;
         if (op == 1) ei[r][j] = e;
       }
@@ -132,6 +134,7 @@ static void check_tiny(int p, int m, int trials) {
       t.orders[s] = store[s];
     }
     t.comm = c.comm;
+    t.so = c.send_overhead = trial % 3 == 2 ? uniform(0.05, 0.4) : 0;
     double most = 0;
     for (int s = 0; s < p; s++) most = fmax(most, t.act[s]);
     t.limit = most + uniform(0, m * 1.2);

@@ -195,6 +195,13 @@ kt_status kt_schedule_optimal(const kt_schedule_params *params, kt_placement pla
     st = kt_fail(err, KT_EINVAL, "optimal: memory limit %g is not a finite number", params->mem_limit);
   if (!st) st = kt_costs_check(c, kt_schedule_stages(out), err);
   if (!st) st = kt__opt_problem_init(&pb, out, c, params->mem_limit, err);
+  for (int x = 0; !st && x < pb.S; x++)
+    if (pb.wg[x] > pb.act[x]) { /* then a full B, which frees all at once, may win */
+      st = kt_fail(err, KT_EINVAL, "optimal: stage %d keeps more for its W (mem-wgrad %g) than "
+                   "its activation (mem-act %g); the exact search places I then W, never a full "
+                   "B, and is exact only while mem-wgrad <= mem-act", x, pb.wg[x], pb.act[x]);
+      kt__opt_problem_free(&pb);
+    }
   if (!st) {
     kt_schedule_params p2 = *params;
     p2.costs = c;

@@ -159,6 +159,13 @@ static int rank_options(search *sc, int r, option *o, double *wait_head) {
   return n;
 }
 
+/* When the rank is free again after option o: its end, plus the send
+ * overhead of the message it posts. */
+static double busy_until(const search *sc, const option *o) {
+  const kt__opt_problem *pb = sc->pb;
+  return o->ect + (o->type == KT__OPT_F ? pb->so_f[o->stage] : o->type == KT__OPT_I ? pb->so_i[o->stage] : 0);
+}
+
 /* Drops the options a movable op of the same rank dominates (module
  * comment), and says whether WAIT is dominated. */
 static int prune_dominated(const search *sc, int r, option *o, int n, double wait_head,
@@ -166,16 +173,17 @@ static int prune_dominated(const search *sc, int r, option *o, int n, double wai
   int keep = 0;
   for (int x = 0; x < n; x++) {
     int dominated = 0;
+    double ex = busy_until(sc, &o[x]);
     for (int y = 0; y < n && !dominated; y++) {
-      if (y == x || o[y].ect > o[x].est + tol(o[x].est)) continue;
-      if (o[y].ect > o[x].ect - tol(o[x].ect) && !(o[y].ect <= o[x].ect + tol(o[x].ect) && y < x))
-        continue;
+      double ey = busy_until(sc, &o[y]);
+      if (y == x || ey > o[x].est + tol(o[x].est)) continue;
+      if (ey > ex - tol(ex) && !(ey <= ex + tol(ex) && y < x)) continue;
       dominated = movable(sc, r, o[y].type, o[y].stage);
     }
     if (!dominated) o[keep++] = o[x];
   }
   for (int y = 0; y < keep && *wait_ok; y++)
-    if (o[y].ect <= wait_head + tol(wait_head) && movable(sc, r, o[y].type, o[y].stage))
+    if (busy_until(sc, &o[y]) <= wait_head + tol(wait_head) && movable(sc, r, o[y].type, o[y].stage))
       *wait_ok = 0;
   return keep;
 }
