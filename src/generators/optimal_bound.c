@@ -75,6 +75,9 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
   if (c->links)
     return kt_fail(err, KT_EINVAL, "optimal: the exact search has no model of shared links "
                                    "(a cluster topology); give --comm instead");
+  if (c->action_time) /* one schedule's measured durations: no model of other orders */
+    return kt_fail(err, KT_EINVAL, "optimal: per-action times (a measured step) describe one "
+                                   "order only; give per-stage costs");
   pb->p = s->p, pb->v = s->v, pb->m = s->m, pb->S = kt_schedule_stages(s);
   kt_status st = problem_alloc(pb, err);
   if (st) {
