@@ -6,7 +6,7 @@ set(KT_TEST_MODULES
   "schedule:test_schedule_io test_validate test_program_order test_torch_interop test_torch_ir test_torch_cli"
   "sim:test_sim test_sim_metrics test_sim_scale test_sim_threads test_bubble test_closed_forms test_idle_split"
   "costs:test_links test_cost_basis"
-  "generators:test_zero_bubble test_memory_schedules test_memory_cli test_oracles test_schedule_span"
+  "generators:test_zero_bubble test_memory_schedules test_memory_cli test_oracles test_schedule_span test_optimal"
   "plan:test_plan_cli test_plan_memory test_plan_partition test_plan_property test_plan_search test_plan_spec"
   "nn:test_gpt_kernels test_gpt_model test_mlp_grad test_data test_kernel_codegen"
   "transport:test_transport test_doorbell test_inbox test_mpi test_multihost"

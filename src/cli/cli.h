@@ -7,6 +7,7 @@
 
 #include "kaiten/generators.h"
 #include "kaiten/core.h"
+#include "kaiten/report.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 
@@ -149,6 +150,24 @@ double cli_mem_limit_units(const cli_mem_limit *ml, kt_schedule_kind kind, int p
  * zb-auto); prints the reason and returns the exit code on failure. */
 int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,
                  kt_schedule *out, kt_error *err);
+
+/* The lower bound a sim or compare prints for schedule s (bound.c): on its
+ * layout under the stage costs c, within limit per rank (the limit it was
+ * searched under; <= 0: its own peak memory), tightened by the exact
+ * search (up to search_nodes) on small problems when below makespan.
+ * Fills info's lower-bound fields. */
+void cli_lower_bound(const kt_schedule *s, const kt_costs *c, double limit, double makespan,
+                     long search_nodes, kt_sim_info *info);
+/* The schedule "optimal": kt_schedule_optimal with V = v (1: loop, 2: v
+ * placement). 0, or the exit code (err set). */
+int cli_generate_optimal(int p, int m, int v, const kt_costs *c, double mem_limit,
+                         double time_limit, kt_schedule *out, kt_optimal_result *res,
+                         kt_error *err);
+/* The search's figures into info (closed form none, bound the search's). */
+void cli_optimal_info(const kt_optimal_result *res, double time_limit, kt_sim_info *info);
+#define CLI_OPTIMAL "optimal"
+#define CLI_TIME_LIMIT_OPT \
+  {"time-limit", 0, "SECONDS", "optimal: the exact search's time limit (default 10)"}
 
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */
 int cli_emit(const char *path, const kt_buf *b);

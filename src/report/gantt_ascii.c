@@ -5,6 +5,7 @@
  * One column group per time quantum when the chart fits the width, else a
  * proportional scale where labels that do not fit are cut to the op letter.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,18 +21,48 @@ void kt_gantt_default_opts(kt_gantt_opts *o) {
   o->coarse = 0;
 }
 
+/* Appends the decimal digits of x >= 0 at out; returns how many. (A chart
+ * labels every action: snprintf per label was most of a large chart's time.) */
+static int put_uint(char *out, unsigned x) {
+  char tmp[12];
+  int n = 0;
+  do tmp[n++] = (char)('0' + x % 10), x /= 10;
+  while (x);
+  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  return n;
+}
+
+/* "<stage><op><mb>" or "<op><mb>" into buf (at least 32 bytes): what
+ * snprintf("%d%c%d") writes, and its length. */
+static int put_label(char *buf, int stage, char op, int mb) {
+  if ((stage != INT_MIN && stage < 0) || mb < 0) {
+    return stage == INT_MIN ? snprintf(buf, 32, "%c%d", op, mb)
+                            : snprintf(buf, 32, "%d%c%d", stage, op, mb);
+  }
+  int n = stage == INT_MIN ? 0 : put_uint(buf, (unsigned)stage);
+  buf[n++] = op;
+  n += put_uint(buf + n, (unsigned)mb);
+  buf[n] = 0;
+  return n;
+}
+
 int kt_event_label(const kt_event *e, int chunks, char *buf, size_t n) {
-  char op = kt_op_letter((kt_op)e->op);
-  if (chunks > 1) return snprintf(buf, n, "%d%c%d", e->stage, op, e->mb);
-  return snprintf(buf, n, "%c%d", op, e->mb);
+  char tmp[32];
+  int len = put_label(tmp, chunks > 1 ? e->stage : INT_MIN, kt_op_letter((kt_op)e->op), e->mb);
+  if (n) {
+    size_t k = (size_t)len < n ? (size_t)len : n - 1;
+    memcpy(buf, tmp, k);
+    buf[k] = 0;
+  }
+  return len;
 }
 
 /* Short label for narrow cells: the op letter, lower case on every chunk but
- * the first of its rank, then the micro-batch ("F3", "f3"). */
-static int short_label(const kt_event *e, int p, char *buf, size_t n) {
+ * the first of its rank, then the micro-batch ("F3", "f3"). buf: 32 bytes. */
+static int short_label(const kt_event *e, int p, char *buf) {
   char op = kt_op_letter((kt_op)e->op);
   if (p > 0 && e->stage >= p) op = (char)(op - 'A' + 'a');
-  return snprintf(buf, n, "%c%d", op, e->mb);
+  return put_label(buf, INT_MIN, op, e->mb);
 }
 
 /* 1, 2 or 5 times a power of ten, at least x. */
@@ -94,15 +125,29 @@ int kt_gantt_columns(const kt_gantt_opts *o, int p) {
   return (o->width > 40 ? o->width : 40) - prefix_width(p) - 1;
 }
 
+/* The widest label: the digits of the largest stage and micro-batch (the
+ * labels' widths grow with them), without formatting every event. */
 static int max_label_width(const kt_timeline *t, const kt_gantt_opts *o, int short_form) {
-  int w = 2;
+  int stage = 0, mb = 0, odd = 0;
   for (size_t i = 0; i < t->n_events; i++) {
-    char lab[32];
-    int n = short_form ? short_label(&t->events[i], t->p, lab, sizeof lab)
-                       : kt_event_label(&t->events[i], o->chunks, lab, sizeof lab);
-    if (n > w) w = n;
+    const kt_event *e = &t->events[i];
+    if (e->stage > stage) stage = e->stage;
+    if (e->mb > mb) mb = e->mb;
+    odd |= e->stage < 0 || e->mb < 0;
   }
-  return w;
+  if (odd) { /* negative numbers: every label, as written */
+    int w = 2;
+    for (size_t i = 0; i < t->n_events; i++) {
+      char lab[32];
+      int n = short_form ? short_label(&t->events[i], t->p, lab)
+                         : kt_event_label(&t->events[i], o->chunks, lab, sizeof lab);
+      if (n > w) w = n;
+    }
+    return w;
+  }
+  char lab[32];
+  int w = put_label(lab, short_form || o->chunks <= 1 ? INT_MIN : stage, 'F', mb);
+  return w > 2 ? w : 2;
 }
 
 /* Layout, best first: one cell per time quantum with full labels, then with
@@ -160,7 +205,7 @@ static void paint_events(const kt_timeline *t, const kt_gantt_opts *o, const gan
     if (c1 <= c0) c1 = c0 + 1;
     char lab[32];
     int n = o->coarse ? snprintf(lab, sizeof lab, "%c", kt_op_letter((kt_op)e->op))
-            : L->use_short ? short_label(e, t->p, lab, sizeof lab)
+            : L->use_short ? short_label(e, t->p, lab)
                            : kt_event_label(e, o->chunks, lab, sizeof lab);
     for (int c = c0; c < c1; c++) {
       ops[c] = (signed char)e->op;
