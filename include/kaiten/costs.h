@@ -27,6 +27,11 @@ typedef struct kt_costs {
    * posting a send takes it, LogP's o: a copy into a TCP socket is paid by
    * the sender); the message still leaves when the send starts. Default 0. */
   double send_overhead;
+  /* Time every compute action holds its rank beyond its cost (a kernel
+   * launch, the framework's bookkeeping): F, B, I and W each pay it once,
+   * so splitting a B into I and W pays it twice. Not divided by V under the
+   * rank cost basis (it is per action, not per share). Default 0. */
+  double op_overhead;
   double mem_act;            /* M_B: activation memory one F adds */
   double mem_wgrad;          /* M_W: memory an I keeps for its W */
   double mem_transient;      /* what an action of the stage holds while it runs beyond the

@@ -178,9 +178,9 @@ static int read_costs(const cli_args *a, kt_costs *c) {
     if (v && kt_costs_set(c, fields[i], v, &err)) return cli_usage_error("--%s", err.msg);
   }
   static const char *const scalars[] = {"comm", "comm-latency", "comm-bytes", "comm-bandwidth",
-                                        "send-overhead"};
+                                        "send-overhead", "op-overhead"};
   double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
-                       &c->send_overhead};
+                       &c->send_overhead, &c->op_overhead};
   for (size_t i = 0; i < sizeof targets / sizeof *targets; i++)
     if (cli_double(a, scalars[i], 0, 1e300, *targets[i], targets[i])) return 2;
   if (cli_double(a, "overlap", 0, 1, c->overlap, &c->overlap)) return 2;
