@@ -47,6 +47,8 @@ typedef struct {
   const char *closed_form_expr;
   const char *closed_form_why; /* when there is none: why (one phrase), or NULL */
   size_t messages;
+  double mem_limit; /* zb-auto, zbv-auto: the memory limit the search kept (mem-act units);
+                       0: none */
 } kt_sim_info;
 
 /* Metrics as an aligned text table (after a Gantt chart). */

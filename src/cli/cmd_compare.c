@@ -86,7 +86,8 @@ static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
                            .placement = cli_placement_text(s, rw->placement, sizeof rw->placement),
                            .costs = &rw->costs, .cost_basis = cli_cost_basis(cr->a),
                            .closed_form = r->closed, .closed_form_expr = r->closed_expr,
-                           .closed_form_why = r->closed_why, .messages = r->messages};
+                           .closed_form_why = r->closed_why, .messages = r->messages,
+                           .mem_limit = r->mem_limit > 0 ? r->mem_limit : 0};
   rw->kept = cr->keep;
   if (!cr->keep) kt_metrics_free(&rw->met), kt_timeline_free(&rw->tl);
   kt_schedule_free(s);

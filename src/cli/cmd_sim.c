@@ -40,6 +40,7 @@ typedef struct {
   kt_costs given, costs; /* as given; the stage costs of this schedule */
   kt_schedule sched, program;
   int kind; /* the generator, or -1 for a file */
+  double limit; /* zb-auto, zbv-auto: the memory limit they kept */
   kt_timeline tl;
   kt_metrics met;
   int have_tl, have_met;
@@ -107,6 +108,9 @@ static int build_schedule(sim_run *r) {
   kt_error err = {{0}};
   if ((rc = cli_generate(k, (int)r->p, (int)r->m, (int)r->v, &r->costs, limit, &r->sched, &err)))
     fprintf(stderr, "kaiten: %s\n", err.msg);
+  kt_schedule_params used = {.p = (int)r->p, .m = (int)r->m, .v = (int)r->v, .costs = &r->costs,
+                             .mem_limit = limit};
+  if (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO) r->limit = kt_schedule_mem_limit(&used);
   return rc;
 }
 
@@ -198,7 +202,7 @@ static kt_sim_info sim_info(const sim_run *r, char *placement, size_t n) {
                       /* the renderer reads P*V entries: an uneven table has fewer */
                       .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
                       .costs = &r->costs, .cost_basis = cli_cost_basis(r->a), .closed_form = -1,
-                      .messages = kt_schedule_messages(s)};
+                      .messages = kt_schedule_messages(s), .mem_limit = r->limit};
   kt_closed_forms f;
   kt_schedule_closed_forms(r->kind, s, &r->costs, r->have_met ? r->met.bubble_ratio : -1, &f);
   info.closed_form = f.bubble, info.closed_form_expr = f.bubble_expr, info.closed_form_why = f.why;
