@@ -41,7 +41,9 @@ void kt__whatif_assets(kt_buf *b) {
   static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   kt_buf_puts(b, "<style>/*<![CDATA[*/\n");
   kt_buf_puts(b, whatif_css);
-  kt_buf_puts(b, "/*]]>*/</style>\n<script type=\"application/x-kt-wasm\" id=\"kt-wasm\">");
+  kt_buf_puts(b, "/*]]>*/</style>\n<script type=\"application/x-kt-wasm\" id=\"kt-wasm\" data-kinds=\"");
+  kt_html_text(b, kt_schedule_kind_list());
+  kt_buf_puts(b, "\">");
   /* base64url: no '/' or '+', so nothing in it reads as a path or a link */
   char quad[4];
   for (size_t i = 0; i < kt__wasm_len; i += 3) {
@@ -193,8 +195,6 @@ void kt__whatif_panel(kt_buf *b, const kt__whatif_seed *w) {
   kt_buf_puts(&j, ",\"mem_limit\":");
   if (w->mem_limit > 0) kt_buf_json_number(&j, w->mem_limit);
   else kt_buf_puts(&j, "null");
-  kt_buf_puts(&j, ",\"kinds\":");
-  kt_buf_json_string(&j, kt_schedule_kind_list());
   if (w->order) order_json(&j, w->order);
   measured_json(&j, w);
   kt_buf_puts(&j, "}");

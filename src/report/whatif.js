@@ -211,6 +211,11 @@
     if (candidate && this.res && this.res.mem_limit !== null && st.limit === '')
       extra.push('mem-limit=' + this.res.mem_limit); /* the limit the order was built under */
     var res = K.call(K.args(st, extra), candidate || st.order), t1 = performance.now();
+    if (!res.ok && /per-stage costs list/.test(res.error) && K.dropLists(this)) {
+      /* the new schedule has another number of stages: every stage as given */
+      res = K.call(K.args(st, extra), candidate || st.order);
+      t1 = performance.now();
+    }
     this.runs++;
     this.host.setAttribute('data-runs', String(this.runs));
     var over = res.ok && candidate && res.over_limit.length ? res.over_limit : null;
@@ -270,13 +275,146 @@
     return d;
   };
 
+  /* ---- measured steps ------------------------------------------------------ */
+
+  /* a measured step as the drawings take it (events [rank, stage, mb, op,
+   * start, end, slack] in the seed) */
+  function measuredTimeline(m, p) {
+    var ev = m.events.map(function (e) {
+      return { rank: e[0], stage: e[1], mb: e[2], op: e[3], start: e[4], end: e[5] };
+    });
+    var stageRank = [];
+    ev.forEach(function (e) { stageRank[e.stage] = e.rank; });
+    return { events: ev, p: p, v: 1, unit: 's', chunkOf: K.chunker(stageRank), span: spanOf(ev),
+             makespan: m.makespan, peak: NaN, stageRank: stageRank };
+  }
+
+  /* The critical path of the measurement on the page's measured Gantt
+   * (bars found by rank, stage, micro-batch and op), and a click on a bar
+   * there shows its start, end and slack. */
+  K.markMeasured = function (seed) {
+    var m = seed.measured, svg = m && document.getElementById(m.svg);
+    if (!svg || !m.path) return;
+    var ev = m.events, bars = {}, rects = svg.querySelectorAll('rect[data-op]:not([data-pred])'), i;
+    for (i = 0; i < rects.length; i++) {
+      var r = rects[i];
+      bars[[r.getAttribute('data-rank'), r.getAttribute('data-stage'), r.getAttribute('data-mb'),
+             r.getAttribute('data-op')].join(':')] = r;
+    }
+    var box = function (k) { return bars[ev[k].slice(0, 4).join(':')]; }, out = [], prev = null;
+    for (i = 0; i < m.path.length; i++) {
+      var b = box(m.path[i]);
+      if (!b) continue;
+      var x = +b.getAttribute('x'), y = +b.getAttribute('y'), w = +b.getAttribute('width'), h = +b.getAttribute('height');
+      out.push('<rect class="kt-wi-crit" x="' + x + '" y="' + y + '" width="' + w + '" height="' + h +
+               '" fill="none" stroke="#D55E00" stroke-width="2" pointer-events="none"/>');
+      if (prev && prev.y !== y)
+        out.push('<line class="kt-wi-arrow" x1="' + prev.x + '" y1="' + prev.y + '" x2="' + x + '" y2="' +
+                 (y + h / 2) + '" stroke="#D55E00" stroke-width="1.6" pointer-events="none"/>');
+      prev = { x: x + w, y: y + h / 2 };
+    }
+    var old = svg.querySelector('g.kt-wi-measured');
+    if (old) old.parentNode.removeChild(old);
+    var g = document.createElementNS(svg.namespaceURI, 'g');
+    g.setAttribute('class', 'kt-wi-measured');
+    g.innerHTML = out.join('');
+    svg.appendChild(g);
+    var host = svg.parentNode, at = host.parentNode.querySelector('.kt-wi-measured-at');
+    if (!at) {
+      at = document.createElement('p');
+      at.className = 'kt-wi-measured-at';
+      at.textContent = 'critical path of the measurement outlined; click a bar for its start, end and slack';
+      host.parentNode.insertBefore(at, host.nextSibling);
+    }
+    svg.onclick = function (e) {
+      var t = e.target;
+      if (!t || !t.hasAttribute('data-op') || t.hasAttribute('data-pred')) return;
+      var key = [t.getAttribute('data-rank'), t.getAttribute('data-stage'), t.getAttribute('data-mb'),
+                 t.getAttribute('data-op')].join(':');
+      for (var k = 0; k < ev.length; k++)
+        if (ev[k].slice(0, 4).join(':') === key) {
+          at.setAttribute('data-slack', String(ev[k][6]));
+          at.textContent = 'measured: rank ' + ev[k][0] + ' \u00b7 ' + ev[k][1] + ev[k][3] + ev[k][2] +
+            ' \u00b7 start ' + K.num(ev[k][4]) + ' s \u00b7 end ' + K.num(ev[k][5]) + ' s \u00b7 slack ' +
+            K.num(ev[k][6]) + ' s' + (m.path.indexOf(k) >= 0 ? ' (on the critical path)' : '');
+        }
+    };
+  };
+
+  /* a measured step as a diff source */
+  function addMeasured(seed, panel, name) {
+    var m = seed.measured;
+    if (!m) return;
+    var src = { name: name, owner: null, get: function () {
+      var tl = measuredTimeline(m, seed.p);
+      tl.makespan = tl.span;
+      return tl;
+    } };
+    K.sources.push(src);
+    return src;
+  }
+
+  /* The dashboard, at each rendered step of run i: the measured step's
+   * critical path, and a panel under the prediction seeded with the run's
+   * schedule, its calibrated costs and the order it ran. */
+  K.dashboard = function (run, i, tl, step) {
+    var ev = tl.measured.events, slack = tl.measured_slack || [];
+    var seed = { name: run.info.schedule, schedule: run.info.schedule, p: run.info.p, m: run.info.m,
+                 v: run.info.v, basis: 'stage', unit: 's',
+                 costs: tl.costs ? { tf: tl.costs.tf, tb: tl.costs.tb, tw: tl.costs.tw, comm: tl.costs.comm } : {},
+                 measured: { svg: 'gantt-measured-' + tl.run, path: tl.measured_path || [],
+                             ranks: step ? step.ranks : [],
+                             events: ev.map(function (e, k) {
+                               return [e.rank, e.stage, e.mb, e.op, e.start, e.end, slack[k] || 0];
+                             }) } };
+    var fake = { sim: { events: ev.slice().sort(function (a, b) { return a.rank - b.rank || a.start - b.start; }),
+                        p: run.info.p, v: run.info.v, m: run.info.m, placement: 'explicit' }, stage_rank: [] };
+    fake.sim.events.forEach(function (e) { fake.stage_rank[e.stage] = e.rank; });
+    seed.order = K.orderText(fake, -1, 0);
+    K.markMeasured(seed);
+    var holder = document.getElementById('gantt-p-' + i);
+    if (!holder) return;
+    if (!run.whatif) {
+      run.whatif = K.attach(holder, seed, false);
+      run.measuredSource = addMeasured(seed, null, 'run ' + run.info.name + ': measured step');
+    } else {
+      run.whatif.setAttribute('data-kt-whatif', JSON.stringify(seed));
+      if (run.whatif.ktPanel) run.whatif.ktPanel.seed.measured = seed.measured;
+    }
+    run.measuredSource.get = function () {
+      var t = measuredTimeline(seed.measured, seed.p);
+      t.makespan = t.span;
+      return t;
+    };
+  };
+
   function wire() {
+    var el = document.getElementById('kt-wasm');
+    K.kinds = el ? el.getAttribute('data-kinds') || '' : '';
     var all = document.querySelectorAll('details.kt-whatif[data-kt-whatif]');
     for (var i = 0; i < all.length; i++)
       (function (d) {
+        var seed = null;
+        try { seed = JSON.parse(d.getAttribute('data-kt-whatif')); } catch (err) { seed = null; }
+        if (seed && seed.measured) {
+          K.markMeasured(seed);
+          addMeasured(seed, null, 'the measured step');
+        } else if (seed && seed.schedule) {
+          K.sources.push({ name: seed.name, owner: d, get: function () {
+            var p = d.ktPanel;
+            return p && p.first ? K.timeline(p.first) : originalOf(seed);
+          } });
+        }
         d.addEventListener('toggle', function () { if (d.open) init(d); });
         if (d.open) init(d);
       })(all[i]);
+  }
+
+  /* a page's schedule as first generated, for diffs with panels not opened */
+  function originalOf(seed) {
+    if (!wasm) return null;
+    var res = K.call(K.args(stateOf(seed)));
+    return res.ok ? timeline(res) : null;
   }
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', wire);
   else wire();

@@ -27,7 +27,7 @@
   }
 
   K.buildControls = function (panel) {
-    var st = panel.st, seed = panel.seed, kinds = (seed.kinds || '').split(', '), i;
+    var st = panel.st, kinds = (K.kinds || st.schedule).split(', '), i;
     var opts = kinds.map(function (k) {
       return '<option' + (k === st.schedule ? ' selected="selected"' : '') + '>' + esc(k) + '</option>';
     }).join('');
@@ -79,7 +79,7 @@
     for (i = 0; i < sel.options.length; i++) have[sel.options[i].value] = 1;
     if (panel.pinned && !have.pinned) sel.add(new Option('the pinned result', 'pinned'));
     for (i = 0; i < K.sources.length; i++)
-      if (!have['src' + i] && K.sources[i].owner !== panel)
+      if (!have['src' + i] && K.sources[i].owner !== panel.host)
         sel.add(new Option(K.sources[i].name, 'src' + i));
   }
 
@@ -127,22 +127,24 @@
     c.list[s] = value;
   }
 
-  /* drops per-stage lists that no longer fit the schedule's stages */
-  function fitLists(panel, note) {
+  /* drops per-stage lists (a schedule with another number of stages) */
+  K.dropLists = function (panel) {
     var st = panel.st, dropped = false;
     for (var k in st.cost)
       if (st.cost[k].list) { st.cost[k].list = null; dropped = true; }
-    if (dropped && note) q(panel, 'info').textContent = 'per-stage values cleared: ' + note;
-  }
+    return dropped;
+  };
 
   function onChange(panel, k, el) {
     var st = panel.st, v = el.value, x = +v, base = k.replace(/-n$/, '');
     if (k === 'schedule' || k === 'p' || k === 'v' || k === 'm') {
-      if (k === 'schedule') st.schedule = v;
-      else if (!(x >= (k === 'v' ? 0 : 1))) return;
+      if (k === 'schedule') {
+        st.schedule = v;
+        st.v = 0; /* the new schedule's own chunk count */
+        q(panel, 'v').value = '0';
+      } else if (!(x >= (k === 'v' ? 0 : 1))) return;
       else st[k] = Math.round(x);
       if (k === 'm') q(panel, el.type === 'range' ? 'm-n' : 'm').value = String(st.m);
-      if (k !== 'm') fitLists(panel, 'the schedule changed its stages');
       if (k === 'p' && st.slowRank >= st.p) st.slowRank = -1;
       st.order = null; /* a new schedule: any edited order is dropped */
     } else if (base === 'tf' || base === 'tb' || base === 'tw') {
