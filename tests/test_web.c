@@ -60,7 +60,6 @@ static void generated(void) {
   CHECK_EQ_INT(events, 3 * 4 * 8);
   CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "slack")), events);
   CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "path")) > 0);
-  CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "mem")), 4);
   CHECK_STR_CONTAINS(str(j, "command"), "--schedule zb-h1 -p 4 -m 8 -v 1 --per-stage --tf 1 --tb 1.5");
   CHECK_STR_CONTAINS(str(j, "command"), "--comm 0.25 --op-overhead 0.125");
   /* the closed form needs T_comm = 0 and no overhead */

@@ -99,11 +99,13 @@ def setting(page, k, key, value):
     would, and waits for the panel to answer."""
     runs = answer(page, k)["runs"]
     page.eval("(function(){var el=%s.box.querySelector('[data-k=\"%s\"]');el.value=%s;"
-              "el.dispatchEvent(new Event(el.tagName==='SELECT'||el.type==='text'?'change':'input',"
-              "{bubbles:true}));})()" % (PANEL % k, key, json.dumps(str(value))))
+              "if(el.tagName!=='SELECT'&&el.type!=='text')el.dispatchEvent(new Event('input'));"
+              "el.dispatchEvent(new Event('change'));})()" % (PANEL % k, key, json.dumps(str(value))))
     if key == "stage":
         return
-    page.wait("+%s.host.dataset.runs > %d" % (PANEL % k, runs), what="an answer to " + key)
+    # answered, and by the full search once the slider is let go
+    page.wait("+%s.host.dataset.runs > %d && !%s.pending && %s.host.dataset.quick !== '1'"
+              % (PANEL % k, runs, PANEL % k, PANEL % k), what="an answer to " + key)
 
 
 def same_as_cli(page, k, cli_args, what, closed=False):
@@ -172,6 +174,20 @@ def part_panel(b):
     same_as_cli(page, k, ["--schedule", "zbv", "-p", "4", "-m", "12", "--per-stage", "--tf", "0.5,1,0.5,0.5,0.5,0.5,1,0.5",
                           "--tb", "0.5,1,0.5,0.5,0.5,0.5,1,0.5", "--tw", "0.5,1,0.5,0.5,0.5,0.5,1,0.5",
                           "--mem-act", "0.5", "--op-overhead", "0.1"] + link, "zbv")
+    # a slider moving: zbv (tuned to these unequal costs) answers from its
+    # quick search; let go, from the full search, kaiten sim's
+    setting(page, k, "stage", -1)  # every stage
+    runs = answer(page, k)["runs"]
+    page.eval("(function(){var el=%s.box.querySelector('[data-k=\"tw\"]');el.value='1.25';"
+              "el.dispatchEvent(new Event('input'));})()" % (PANEL % k))
+    page.wait("+%s.host.dataset.runs > %d && !%s.pending" % (PANEL % k, runs, PANEL % k), what="a moving slider")
+    check(page.eval("%s.host.dataset.quick" % (PANEL % k)) == "1", "zbv did not answer a moving slider quickly")
+    page.eval("%s.box.querySelector('[data-k=\"tw\"]').dispatchEvent(new Event('change'))" % (PANEL % k))
+    page.wait("!%s.pending && %s.host.dataset.quick === '0'" % (PANEL % k, PANEL % k), what="the full search")
+    tw = "0.625,1.25,0.625,0.625,0.625,0.625,1.25,0.625"
+    same_as_cli(page, k, ["--schedule", "zbv", "-p", "4", "-m", "12", "--per-stage", "--tf", "0.5,1,0.5,0.5,0.5,0.5,1,0.5",
+                          "--tb", "0.5,1,0.5,0.5,0.5,0.5,1,0.5", "--tw", tw,
+                          "--mem-act", "0.5", "--op-overhead", "0.1"] + link, "zbv, T_W let go at 1.25")
     setting(page, k, "schedule", "zb-auto")
     check(close(a["limit"], 2.0) and max(a["peaks"]) <= a["limit"] + 1e-9,
           "zb-auto: limit %r, peaks %s" % (a["limit"], a["peaks"]))
@@ -256,9 +272,8 @@ def click(page, x, y):
 
 
 def bar_center(page, k, i):
-    return page.eval("(function(){var r=%s.svg.querySelector('rect[data-i=\"%d\"]');"
-                     "r.scrollIntoView({block:'center'});var b=r.getBoundingClientRect();"
-                     "return [b.left+b.width/2,b.top+b.height/2,b.width];})()" % (PANEL % k, i))
+    return page.eval("(function(){var p=%s;p.chart.el.scrollIntoView({block:'center'});"
+                     "var b=window.ktWhatIf.barBox(p,%d);return [b.x+b.w/2,b.y+b.h/2,b.w];})()" % (PANEL % k, i))
 
 
 def part_critical(b):
@@ -285,7 +300,7 @@ def part_critical(b):
         hops += ea["rank"] != ec["rank"]
         check(close(ec["start"], ea["end"] + gap), "path step %s -> %s is not binding" % (key(ea), key(ec)))
         check(close(replay(ev, 0.5, a, 0.25), end + 0.25), "delaying %s does not delay the step" % (key(ea),))
-    arrows = page.eval("%s.svg.querySelectorAll('.kt-wi-head').length" % (PANEL % k))
+    arrows = page.eval("%s.chart.svg.querySelectorAll('.kt-wi-head').length" % (PANEL % k))
     check(arrows == hops, "%d arrows for %d hand-overs on the path" % (arrows, hops))
     check(close(replay(ev, 0.5), end), "the replay is not kaiten sim's timing")
     # click actions (real mouse events): start, end and slack, the slack checked by replay
@@ -351,7 +366,7 @@ def drag_to(page, k, i, before):
     bx, by, bw = bar_center(page, k, before)
     x, y, w = bar_center(page, k, i)  # after the scroll
     runs = answer(page, k)["runs"]
-    ppu = page.eval("+%s.svg.getAttribute('data-ppu')" % (PANEL % k))
+    ppu = page.eval("%s.chart.ppu" % (PANEL % k))
     e, f = ev[i], ev[before]
     target = f["start"] + (f["end"] - f["start"]) * 0.25  # left of its middle: before it
     dx = (target - (e["start"] + e["end"]) / 2) * ppu
@@ -382,7 +397,7 @@ def part_drag(b):
     err = page.eval("%s.box.querySelector('[data-k=\"error\"]').textContent" % (PANEL % k))
     check("deadlock" in err and "rank 0 waits at 0I0 for 1" in err and "rank 1 waits at 1F1 for 0F1" in err,
           "a deadlock names the blocked ranks: %r" % err)
-    marked = page.eval("%s.svg.querySelectorAll('.kt-wi-blocked').length" % (PANEL % k))
+    marked = page.eval("%s.chart.svg.querySelectorAll('.kt-wi-blocked').length" % (PANEL % k))
     check(marked >= 2, "%d blocked actions outlined" % marked)
     check(answer(page, k)["makespan"] == before["makespan"], "a deadlocking move changed the answer")
     # a valid move: rank 0's W0 after its I1
@@ -448,14 +463,14 @@ def part_diff(b):
     page.wait("!%s.box.querySelector('[data-k=\"diffline\"]').hidden" % (PANEL % k), what="diff mode")
     d = page.eval("(function(){var b=%s.box;function v(k){return +b.querySelector('[data-k=\"'+k+'\"]')"
                   ".textContent;}return {dm:v('dmakespan'),dp:v('dpeak'),moved:v('moved'),"
-                  "shift:Array.from(b.querySelectorAll('#wi-gantt rect[data-i]')).map(function(r){"
-                  "return [+r.dataset.i, r.dataset.shift];}),base:b.querySelectorAll('#wi-base rect[data-i]').length};})()"
-                  % (PANEL % k))
+                  "shift:%s.shift.map(function(d,i){return [i,d];}),base:%s.baseChart.tl.events.length};})()"
+                  % (PANEL % k, PANEL % k, PANEL % k))
     check(close(d["dm"], zb["makespan"] - one["makespan"], 1e-6),
           "delta makespan %r, kaiten sim says %r" % (d["dm"], zb["makespan"] - one["makespan"]))
     check(close(d["dp"], zb["peak_memory"] - one["peak_memory"], 1e-6),
           "delta peak memory %r vs %r" % (d["dp"], zb["peak_memory"] - one["peak_memory"]))
     check(d["base"] == len(one["events"]), "the baseline Gantt has %d of %d bars" % (d["base"], len(one["events"])))
+    check(len(d["shift"]) == len(zb["events"]), "%d moves for %d actions" % (len(d["shift"]), len(zb["events"])))
     ev = events_of(page, k)
     base = {(e["stage"], e["mb"], "I" if e["op"] == "B" else e["op"]): e for e in one["events"]}
     moved, bad = 0, 0
@@ -463,11 +478,11 @@ def part_diff(b):
         e = ev[i]
         o = base.get((e["stage"], e["mb"], e["op"]))
         if o is None:
-            bad += shift != "new"
+            bad += shift is not None
             continue
         want = e["start"] - o["start"]
         moved += abs(want) > 1e-9
-        bad += not close(float(shift), want)
+        bad += shift is None or not close(shift, want)
     check(bad == 0, "%d actions show the wrong move" % bad)
     check(moved == d["moved"], "%d actions moved, the page says %d" % (moved, d["moved"]))
     check(answer(page, k)["runs"] == runs, "diff mode re-simulated")

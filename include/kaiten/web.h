@@ -29,6 +29,9 @@ extern "C" {
  *   slow-rank=R:F               rank R's compute costs F times as much
  *   exports=1                   add the schedule as kaiten text and as
  *                               PyTorch CSV, compute-only and lowered
+ *   quick=1                     the generators' quick search (zb-auto,
+ *                               zbv-auto, and zbv, v-half, v-min tuned to
+ *                               the costs): for a slider while it moves
  * order: a schedule in kaiten text or CSV form to run instead of
  * generating one (NULL or empty: generate).
  *
@@ -36,10 +39,11 @@ extern "C" {
  *   {"ok":true,
  *    "sim": kaiten sim --format json's object, events included,
  *    "slack": [one per event, kt_timeline_critical], "path": [event indices],
- *    "mem": [[t, level, t, level, ...] per rank],
  *    "stage_rank": [rank of each stage], "mem_limit": units or null,
  *    "over_limit": [{"rank", "peak"} for ranks above mem_limit],
  *    "closed_memory": form or null, "closed_memory_expr": text or null,
+ *    "quick": true when the quick search made the order (kaiten sim's is
+ *    the full one),
  *    "command": the kaiten sim flags that reproduce it (per-stage costs),
  *    "text", "csv", "csv_comms": with exports=1}
  * and on failure {"ok":false,"status":"EDEADLOCK","error":"one line"}.

@@ -265,11 +265,18 @@ void kt_buf_json_number(kt_buf *b, double x) {
     kt_buf_puts(b, tmp);
     return;
   }
-  /* shortest representation that round-trips */
-  for (int prec = 6; prec <= 17; prec++) {
-    snprintf(tmp, sizeof tmp, "%.*g", prec, x);
-    if (strtod(tmp, NULL) == x) break;
+  /* the shortest representation that round-trips, by bisection: %.17g
+   * always reads back, and a precision that reads back makes every longer
+   * one read back too (its rounding is at least as close to x, the shorter
+   * digits being one of its candidates) */
+  int lo = 6, hi = 17;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    snprintf(tmp, sizeof tmp, "%.*g", mid, x);
+    if (strtod(tmp, NULL) == x) hi = mid;
+    else lo = mid + 1;
   }
+  snprintf(tmp, sizeof tmp, "%.*g", lo, x);
   kt_buf_puts(b, tmp);
 }
 

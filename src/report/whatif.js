@@ -16,9 +16,15 @@
  * each rank's idle time.
  *
  * Seed (written by src/report/whatif.c): {name, schedule, p, m, v, basis,
- * costs, mem_limit, order, unit, kinds, measured}. Test hooks: the panel's
- * data-state (loading, ready, invalid, error), data-makespan, data-ms (the
- * last change's time in ms), data-runs; window.ktWhatIf.panels.
+ * costs, mem_limit, order, unit, measured}. Test hooks: the panel's
+ * data-state (loading, ready, invalid, error), data-makespan, data-runs,
+ * and the last change's times in ms: data-ms (from the input event until
+ * the page is laid out again), data-ms-work (the re-simulation and the
+ * redraw alone), data-ms-sim (the simulator's call, its JSON parsed);
+ * data-quick "1" while a slider moves and a searching schedule (zb-auto,
+ * zbv-auto, zbv, v-half, v-min) answered from its quick search: the full
+ * search, kaiten sim's, runs when the slider is let go;
+ * window.ktWhatIf.panels.
  */
 (function () {
   var K = window.ktWhatIf = window.ktWhatIf || {};
@@ -206,8 +212,8 @@
   /* Re-simulates with the current settings (or a candidate order) and
    * redraws; returns the answer. A candidate that fails validation (or
    * breaks the memory limit) is shown and not kept. */
-  Panel.prototype.run = function (why, candidate) {
-    var t0 = performance.now(), st = this.st, extra = [];
+  Panel.prototype.run = function (why, candidate, quick) {
+    var t0 = performance.now(), st = this.st, extra = quick ? ['quick=1'] : [];
     if (candidate && this.res && this.res.mem_limit !== null && st.limit === '')
       extra.push('mem-limit=' + this.res.mem_limit); /* the limit the order was built under */
     var res = K.call(K.args(st, extra), candidate || st.order), t1 = performance.now();
@@ -229,10 +235,12 @@
       K.render(this);
       this.host.setAttribute('data-state', 'ready');
       this.host.setAttribute('data-makespan', String(res.sim.makespan));
+      this.host.setAttribute('data-quick', res.quick ? '1' : '0');
     }
     this.box.offsetHeight; /* lay it out: the time counts until the page can paint */
     var ms = performance.now() - t0;
     this.host.setAttribute('data-ms', ms.toFixed(2));
+    this.host.setAttribute('data-ms-work', ms.toFixed(2));
     this.host.setAttribute('data-ms-sim', (t1 - t0).toFixed(2));
     this.last = { why: why, ms: ms, sim: t1 - t0 };
     return res;

@@ -55,86 +55,115 @@
     return function (st) { return chunk[st] || 0; };
   };
 
-  /* The chart: opts {width, t0, span, rowH, label, id, ghost (a second
-   * timeline drawn as outlines, for the diff)}. Bars carry data-i (the
-   * event's index), data-rank, data-stage, data-mb, data-op. */
-  K.gantt = function (tl, o) {
-    var P = tl.p, rowH = o.rowH || (P <= 8 ? 22 : P <= 16 ? 16 : 10), W = o.width;
+  /* The chart: a canvas with the bars (tens of thousands draw in a few
+   * milliseconds) under an SVG with the rank labels, the time axis and the
+   * marks (critical path, blocked actions, a bar being dragged). opts
+   * {width, t0, span, id, shift (per event: how far it moved, for the
+   * diff)}. Returns {el, svg, tl, box(i), hit(x, y), marks(svg text)}. */
+  K.chart = function (host, tl, o) {
+    var P = tl.p, rowH = P <= 8 ? 22 : P <= 16 ? 16 : 10, W = o.width;
     var span = o.span > 0 ? o.span : 1, ppu = (W - L - R) / span, H = TOP + P * rowH + AXIS;
-    var parts = ['<svg class="kt-wi-gantt" width="' + W +
-                 '" height="' + H + '" data-ppu="' + ppu + '" data-x0="' + L + '" data-t0="' +
-                 o.t0 + '" data-row="' + rowH + '" data-top="' + TOP + '"' +
-                 (o.id ? ' id="' + esc(o.id) + '"' : '') + '>'];
-    for (var r = 0; r < P; r++) {
-      var y = TOP + r * rowH;
-      parts.push('<rect x="' + L + '" y="' + (y + 1) + '" width="' + (W - L - R) + '" height="' +
-                 (rowH - 2) + '" fill="#F3F4F6"/><text x="' + (L - 6) + '" y="' +
-                 (y + rowH / 2 + 4) + '" text-anchor="end" font-size="11" fill="#333333">rank ' +
-                 r + '</text>');
-    }
-    if (o.ghost) parts.push(bars(o.ghost, o, ppu, rowH, true));
-    parts.push('<g class="kt-wi-bars">' + bars(tl, o, ppu, rowH, false) + '</g>');
-    parts.push('<g class="kt-wi-marks"></g>');
-    parts.push(axis(span, L, ppu, TOP + P * rowH + 2, tl.unit || 'unit'));
-    parts.push('</svg>');
-    return parts.join('');
+    var box = document.createElement('div'), dpr = window.devicePixelRatio || 1;
+    box.className = 'kt-wi-chartbox';
+    box.style.position = 'relative';
+    box.style.width = W + 'px';
+    box.style.height = H + 'px';
+    if (o.id) box.id = o.id;
+    var canvas = document.createElement('canvas');
+    canvas.width = Math.round(W * dpr);
+    canvas.height = Math.round(H * dpr);
+    canvas.style.width = W + 'px';
+    canvas.style.height = H + 'px';
+    canvas.style.position = 'absolute';
+    box.appendChild(canvas);
+    var labels = [];
+    for (var r = 0; r < P; r++)
+      labels.push('<text x="' + (L - 6) + '" y="' + (TOP + r * rowH + rowH / 2 + 4) +
+                  '" text-anchor="end" font-size="11" fill="#333333">rank ' + r + '</text>');
+    box.insertAdjacentHTML('beforeend', '<svg class="kt-wi-gantt" width="' + W + '" height="' + H +
+      '" style="position:absolute;left:0;top:0" data-ppu="' + ppu + '" data-x0="' + L + '" data-t0="' +
+      o.t0 + '" data-row="' + rowH + '" data-top="' + TOP + '">' + labels.join('') +
+      axis(span, L, ppu, TOP + P * rowH + 2, tl.unit || 'unit') +
+      '<g class="kt-wi-marks"></g><g class="kt-wi-drag"></g></svg>');
+    host.appendChild(box);
+    var ch = { el: box, canvas: canvas, svg: box.lastChild, tl: tl, ppu: ppu, t0: o.t0, rowH: rowH, P: P };
+    ch.box = function (i) {
+      var e = tl.events[i];
+      return { x: L + (e.start - o.t0) * ppu, y: TOP + e.rank * rowH + 3,
+               w: Math.max((e.end - e.start) * ppu, 0.5), h: rowH - 6 };
+    };
+    ch.time = function (x) { return o.t0 + (x - L) / ppu; };
+    ch.marks = function (text) { ch.svg.querySelector('.kt-wi-marks').innerHTML = text; };
+    ch.hit = hitter(ch);
+    paint(ch, o, dpr);
+    return ch;
   };
 
-  function bars(tl, o, ppu, rowH, ghost) {
-    var ev = tl.events, out = [], label = !ghost && ev.length <= 3000;
+  function paint(ch, o, dpr) {
+    var c = ch.canvas.getContext('2d'), tl = ch.tl, ev = tl.events, W = ch.canvas.width / dpr;
+    c.scale(dpr, dpr);
+    c.fillStyle = '#F3F4F6';
+    for (var r = 0; r < ch.P; r++) c.fillRect(L, TOP + r * ch.rowH + 1, W - L - R, ch.rowH - 2);
+    var label = ev.length <= 3000;
+    c.font = '10px sans-serif';
+    c.textAlign = 'center';
+    c.textBaseline = 'middle';
     for (var i = 0; i < ev.length; i++) {
-      var e = ev[i], x = L + (e.start - o.t0) * ppu, w = Math.max((e.end - e.start) * ppu, 0.5);
-      var y = TOP + e.rank * rowH + (ghost ? 1 : 3), h = rowH - (ghost ? 2 : 6);
-      if (ghost) {
-        out.push('<rect class="kt-wi-ghost" x="' + x.toFixed(2) + '" y="' + y + '" width="' +
-                 w.toFixed(2) + '" height="' + h + '" fill="none" stroke="' + OPS[e.op] +
-                 '" stroke-dasharray="3 2"/>');
-        continue;
+      var e = ev[i], b = ch.box(i);
+      c.globalAlpha = tl.chunkOf && tl.chunkOf(e.stage) > 0 ? 0.6 : 1;
+      c.fillStyle = OPS[e.op] || '#999999';
+      c.fillRect(b.x, b.y, b.w, b.h);
+      c.globalAlpha = 1;
+      var d = o.shift ? o.shift[i] : 0;
+      if (d === null || (d && Math.abs(d) > 1e-9)) { /* the diff: moved (or new) actions outlined */
+        c.strokeStyle = '#000000';
+        c.lineWidth = d === null ? 1 : Math.min(3, 1 + Math.abs(d));
+        c.strokeRect(b.x + 0.5, b.y + 0.5, Math.max(b.w - 1, 0.5), b.h - 1);
       }
-      var light = tl.chunkOf && tl.chunkOf(e.stage) > 0;
-      out.push('<rect data-i="' + i + '" data-rank="' + e.rank + '" data-stage="' + e.stage +
-               '" data-mb="' + e.mb + '" data-op="' + e.op + '" x="' + x.toFixed(2) + '" y="' + y +
-               '" width="' + w.toFixed(2) + '" height="' + h + '" fill="' + OPS[e.op] + '"' +
-               (light ? ' fill-opacity="0.6"' : '') + (o.shift ? shiftAttr(o.shift[i]) : '') + '/>');
       var text = (tl.v > 1 ? e.stage : '') + e.op + e.mb;
-      if (label && w > 7 * text.length + 4)
-        out.push('<text x="' + (x + w / 2).toFixed(1) + '" y="' + (y + h / 2 + 3.5) +
-                 '" text-anchor="middle" font-size="10" fill="' + (e.op === 'B' ? '#000000' : '#FFFFFF') +
-                 '" pointer-events="none">' + text + '</text>');
+      if (label && b.w > 7 * text.length + 4) {
+        c.fillStyle = e.op === 'B' ? '#000000' : '#FFFFFF';
+        c.fillText(text, b.x + b.w / 2, b.y + b.h / 2 + 0.5);
+      }
     }
-    return out.join('');
   }
 
-  function shiftAttr(d) {
-    if (d === undefined || d === null) return ' data-shift="new"';
-    return ' data-shift="' + d + '"' + (Math.abs(d) > 1e-9 ? ' stroke="#000000" stroke-width="' +
-           Math.min(3, 1 + Math.abs(d)).toFixed(1) + '"' : '');
+  /* The event under a chart point (-1: none): each rank's events by start,
+   * found by bisection. */
+  function hitter(ch) {
+    var ev = ch.tl.events, rows = [], r, i;
+    for (r = 0; r < ch.P; r++) rows.push([]);
+    for (i = 0; i < ev.length; i++) if (rows[ev[i].rank]) rows[ev[i].rank].push(i);
+    for (r = 0; r < ch.P; r++) rows[r].sort(function (a, b) { return ev[a].start - ev[b].start; });
+    return function (x, y) {
+      var row = rows[Math.floor((y - TOP) / ch.rowH)], t = ch.time(x);
+      if (!row) return -1;
+      var lo = 0, hi = row.length;
+      while (lo < hi) { var mid = (lo + hi) >> 1; if (ev[row[mid]].start <= t) lo = mid + 1; else hi = mid; }
+      var k = row[lo - 1];
+      return k !== undefined && t <= ev[k].end ? k : -1;
+    };
   }
 
   /* Arrows along a path of event indices: a bar's end to the next bar's
-   * start; the bars on it outlined. Returns the SVG of the marks. */
-  K.pathMarks = function (svg, tl, path) {
-    var ppu = +svg.getAttribute('data-ppu'), x0 = +svg.getAttribute('data-x0');
-    var t0 = +svg.getAttribute('data-t0'), rowH = +svg.getAttribute('data-row');
-    var top = +svg.getAttribute('data-top'), ev = tl.events, out = [];
-    function X(t) { return x0 + (t - t0) * ppu; }
-    function Y(r) { return top + r * rowH + rowH / 2; }
+   * start; the bars on it outlined. Returns the marks' SVG. */
+  K.pathMarks = function (ch, path) {
+    var ev = ch.tl.events, out = [];
     for (var k = 0; k < path.length; k++) {
-      var e = ev[path[k]];
-      out.push('<rect class="kt-wi-crit" x="' + X(e.start).toFixed(2) + '" y="' + (Y(e.rank) - rowH / 2 + 2) +
-               '" width="' + Math.max((e.end - e.start) * ppu, 0.5).toFixed(2) + '" height="' + (rowH - 4) +
-               '" fill="none" stroke="#D55E00" stroke-width="2" pointer-events="none"/>');
+      var e = ev[path[k]], b = ch.box(path[k]);
+      out.push('<rect class="kt-wi-crit" x="' + b.x.toFixed(2) + '" y="' + (b.y - 1) + '" width="' +
+               b.w.toFixed(2) + '" height="' + (b.h + 2) + '" fill="none" stroke="#D55E00" stroke-width="2"/>');
       if (!k) continue;
-      var a = ev[path[k - 1]], ax = X(a.end), ay = Y(a.rank), bx = X(e.start), by = Y(e.rank);
+      var a = ev[path[k - 1]], pa = ch.box(path[k - 1]);
+      var ax = pa.x + pa.w, ay = pa.y + pa.h / 2, bx = b.x, by = b.y + b.h / 2;
       if (a.rank === e.rank && Math.abs(bx - ax) < 1) continue;
       var dx = bx - ax, dy = by - ay, len = Math.sqrt(dx * dx + dy * dy) || 1;
       var ux = dx / len, uy = dy / len, hx = bx - 7 * ux, hy = by - 7 * uy;
       out.push('<line class="kt-wi-arrow" x1="' + ax.toFixed(1) + '" y1="' + ay.toFixed(1) + '" x2="' +
-               hx.toFixed(1) + '" y2="' + hy.toFixed(1) + '" stroke="#D55E00" stroke-width="1.6" ' +
-               'pointer-events="none"/><polygon class="kt-wi-head" points="' + bx.toFixed(1) + ',' +
-               by.toFixed(1) + ' ' + (hx - 3.5 * uy).toFixed(1) + ',' + (hy + 3.5 * ux).toFixed(1) + ' ' +
-               (hx + 3.5 * uy).toFixed(1) + ',' + (hy - 3.5 * ux).toFixed(1) +
-               '" fill="#D55E00" pointer-events="none"/>');
+               hx.toFixed(1) + '" y2="' + hy.toFixed(1) + '" stroke="#D55E00" stroke-width="1.6"/>' +
+               '<polygon class="kt-wi-head" points="' + bx.toFixed(1) + ',' + by.toFixed(1) + ' ' +
+               (hx - 3.5 * uy).toFixed(1) + ',' + (hy + 3.5 * ux).toFixed(1) + ' ' + (hx + 3.5 * uy).toFixed(1) +
+               ',' + (hy - 3.5 * ux).toFixed(1) + '" fill="#D55E00"/>');
     }
     return out.join('');
   };

@@ -26,11 +26,6 @@
       (crit ? ' (on the critical path)' : ' (it could start that much later without lengthening the step)');
   };
 
-  /* the time a chart x stands for */
-  function timeAt(svg, x) {
-    return (+svg.getAttribute('data-t0')) + (x - (+svg.getAttribute('data-x0'))) / (+svg.getAttribute('data-ppu'));
-  }
-
   /* Where a bar dropped at time t goes in its rank's order: before the
    * first other action of the rank whose middle is later. */
   function dropIndex(tl, i, t) {
@@ -68,51 +63,63 @@
    * q)" (deadlock) and "rank r runs X before Y" (order), or the ranks over
    * the memory limit. */
   K.markBlocked = function (panel, error, over) {
-    var svg = panel.svg;
-    if (!svg) return;
-    var marks = svg.querySelector('.kt-wi-marks'), ev = panel.tl.events, want = {}, ranks = {}, m;
+    var ch = panel.chart;
+    if (!ch) return;
+    var ev = panel.tl.events, want = {}, ranks = {}, m;
     var re = /rank (\d+) (?:waits at|runs) (\S+) (?:for|before) ([0-9]+[A-Z]+[0-9]*)/g;
     while (error && (m = re.exec(error))) {
       ranks[m[1]] = 1;
       want[m[1] + ':' + m[2]] = 1;
     }
     for (var k = 0; over && k < over.length; k++) ranks[over[k].rank] = 1;
-    var rowH = +svg.getAttribute('data-row'), top = +svg.getAttribute('data-top'), out = [];
+    var out = [];
     for (var r in ranks)
-      out.push('<rect class="kt-wi-blocked-rank" x="0" y="' + (top + r * rowH) + '" width="6" height="' +
-               rowH + '" fill="#B00020"/>');
+      out.push('<rect class="kt-wi-blocked-rank" data-rank="' + r + '" x="0" y="' + (8 + r * ch.rowH) +
+               '" width="6" height="' + ch.rowH + '" fill="#B00020"/>');
     for (var i = 0; i < ev.length; i++) {
       if (!want[ev[i].rank + ':' + label(ev[i])]) continue;
-      var b = svg.querySelector('rect[data-i="' + i + '"]');
-      if (b) out.push('<rect class="kt-wi-blocked" x="' + b.getAttribute('x') + '" y="' + b.getAttribute('y') +
-                      '" width="' + b.getAttribute('width') + '" height="' + b.getAttribute('height') +
-                      '" fill="none" stroke="#B00020" stroke-width="3" pointer-events="none"/>');
+      var b = ch.box(i);
+      out.push('<rect class="kt-wi-blocked" data-i="' + i + '" x="' + b.x + '" y="' + b.y + '" width="' + b.w +
+               '" height="' + b.h + '" fill="none" stroke="#B00020" stroke-width="3"/>');
     }
-    marks.innerHTML = out.join('');
+    ch.marks(out.join(''));
   };
 
+  /* where a bar is on the screen (client px), for tests and tools */
+  K.barBox = function (panel, i) {
+    var b = panel.chart.box(i), at = panel.chart.el.getBoundingClientRect();
+    return { x: at.left + b.x, y: at.top + b.y, w: b.w, h: b.h };
+  };
+
+  /* A click shows an action; a drag (a ghost follows the pointer) moves it. */
   K.wireChart = function (panel) {
-    var chart = panel.el.chart, drag = null;
-    chart.addEventListener('pointerdown', function (ev) {
-      var t = ev.target;
-      if (!t || !t.hasAttribute || !t.hasAttribute('data-i') || !t.closest('#wi-gantt')) return;
-      drag = { i: +t.getAttribute('data-i'), el: t, x: ev.clientX, w: +t.getAttribute('width'),
-               x0: +t.getAttribute('x') };
-      t.setPointerCapture && t.setPointerCapture(ev.pointerId);
+    var host = panel.el.chart, drag = null;
+    function local(ev) {
+      var at = panel.chart.el.getBoundingClientRect();
+      return { x: ev.clientX - at.left, y: ev.clientY - at.top };
+    }
+    host.addEventListener('pointerdown', function (ev) {
+      if (!panel.chart || !ev.target.closest || !ev.target.closest('#wi-gantt')) return;
+      var p = local(ev), i = panel.chart.hit(p.x, p.y);
+      if (i < 0) return;
+      drag = { i: i, x: ev.clientX, b: panel.chart.box(i) };
+      if (host.setPointerCapture) host.setPointerCapture(ev.pointerId);
       ev.preventDefault();
     });
-    chart.addEventListener('pointermove', function (ev) {
+    host.addEventListener('pointermove', function (ev) {
       if (!drag) return;
-      drag.el.setAttribute('transform', 'translate(' + (ev.clientX - drag.x) + ',0)');
+      var b = drag.b, dx = ev.clientX - drag.x;
+      panel.chart.svg.querySelector('.kt-wi-drag').innerHTML = Math.abs(dx) < 3 ? '' :
+        '<rect class="kt-wi-ghost" x="' + (b.x + dx) + '" y="' + b.y + '" width="' + b.w + '" height="' + b.h +
+        '" fill="' + K.OPS[panel.tl.events[drag.i].op] + '" fill-opacity="0.5" stroke="#000000"/>';
     });
-    chart.addEventListener('pointerup', function (ev) {
+    host.addEventListener('pointerup', function (ev) {
       if (!drag) return;
       var d = drag, dx = ev.clientX - d.x;
       drag = null;
-      d.el.removeAttribute('transform');
+      panel.chart.svg.querySelector('.kt-wi-drag').innerHTML = '';
       if (Math.abs(dx) < 3) { K.info(panel, d.i); return; }
-      var t = timeAt(panel.svg, d.x0 + dx + d.w / 2);
-      K.move(panel, d.i, dropIndex(panel.tl, d.i, t));
+      K.move(panel, d.i, dropIndex(panel.tl, d.i, panel.chart.time(d.b.x + dx + d.b.w / 2)));
     });
   };
 

@@ -135,7 +135,7 @@
     return dropped;
   };
 
-  function onChange(panel, k, el) {
+  function onChange(panel, k, el, quick) {
     var st = panel.st, v = el.value, x = +v, base = k.replace(/-n$/, '');
     if (k === 'schedule' || k === 'p' || k === 'v' || k === 'm') {
       if (k === 'schedule') {
@@ -170,20 +170,24 @@
     } else {
       return;
     }
-    K.change(panel, k);
+    K.change(panel, k, quick);
   }
 
-  /* one re-simulation per frame, however fast the slider moves; data-ms
-   * counts from the first change it answers */
-  K.change = function (panel, why) {
+  /* One re-simulation per frame, however fast the slider moves; data-ms
+   * counts from the first change it answers. While a slider moves (quick)
+   * a searching schedule answers from its quick search; letting go runs
+   * the full one. */
+  K.change = function (panel, why, quick) {
+    if (!quick) panel.wantFull = true;
     if (!panel.changedAt) panel.changedAt = performance.now();
     if (panel.pending) return;
     panel.pending = true;
     window.requestAnimationFrame(function () {
-      panel.pending = false;
-      var since = panel.changedAt;
+      var since = panel.changedAt, full = panel.wantFull;
       panel.changedAt = 0;
-      panel.run(why);
+      panel.wantFull = false;
+      panel.run(why, null, !full);
+      panel.pending = false;
       panel.host.setAttribute('data-ms', (performance.now() - since).toFixed(2));
     });
   };
@@ -193,8 +197,13 @@
     for (var i = 0; i < inputs.length; i++)
       (function (el) {
         var k = el.getAttribute('data-k');
-        el.addEventListener(el.tagName === 'SELECT' || k === 'limit' ? 'change' : 'input', function () {
-          onChange(panel, k, el);
+        if (el.tagName === 'SELECT' || k === 'limit') {
+          el.addEventListener('change', function () { onChange(panel, k, el, false); });
+          return;
+        }
+        el.addEventListener('input', function () { onChange(panel, k, el, true); });
+        el.addEventListener('change', function () { /* let go: the full search */
+          if (panel.pending || panel.host.getAttribute('data-quick') === '1') K.change(panel, k, false);
         });
       })(inputs[i]);
     q(panel, 'crit').addEventListener('change', function () { K.render(panel); });
@@ -275,13 +284,17 @@
     fillDiff(panel);
     panel.el.error.hidden = true;
     facts(panel);
-    var tl = panel.tl, base = K.baseline(panel), width = Math.max(900, Math.min(1300, panel.box.clientWidth || 1300));
-    var span = Math.max(tl.span, base ? base.span : 0), html = '';
+    /* the width is read once: reading it again would lay the page out twice a change */
+    if (!panel.width) panel.width = Math.max(900, Math.min(1300, panel.box.clientWidth || 1300));
+    var tl = panel.tl, base = K.baseline(panel), width = panel.width;
+    var span = Math.max(tl.span, base ? base.span : 0), chart = panel.el.chart;
+    chart.innerHTML = '';
+    panel.baseChart = null;
     if (base) {
       var d = K.diff(base, tl), pk = tl.peak - base.peak;
-      html = '<div class="kt-wi-label">' + esc(base.name) + '</div>' +
-             K.gantt(base, { width: width, t0: 0, span: span, id: 'wi-base' }) +
-             '<div class="kt-wi-label">this what-if</div>';
+      chart.insertAdjacentHTML('beforeend', '<div class="kt-wi-label">' + esc(base.name) + '</div>');
+      panel.baseChart = K.chart(chart, base, { width: width, t0: 0, span: span, id: 'wi-base' });
+      chart.insertAdjacentHTML('beforeend', '<div class="kt-wi-label">this what-if</div>');
       var line = q(panel, 'diffline');
       line.hidden = false;
       line.innerHTML = 'against ' + esc(base.name) + ': \u0394 makespan <b data-k="dmakespan">' +
@@ -293,14 +306,12 @@
       q(panel, 'diffline').hidden = true;
       panel.shift = null;
     }
-    html += K.gantt(tl, { width: width, t0: 0, span: span, shift: panel.shift, id: 'wi-gantt' });
-    panel.el.chart.innerHTML = html;
-    panel.svg = panel.el.chart.querySelector('#wi-gantt') || panel.el.chart.lastChild;
-    if (q(panel, 'crit').checked)
-      panel.svg.querySelector('.kt-wi-marks').innerHTML = K.pathMarks(panel.svg, tl, panel.res.path);
+    panel.chart = K.chart(chart, tl, { width: width, t0: 0, span: span, shift: panel.shift, id: 'wi-gantt' });
+    if (q(panel, 'crit').checked) panel.chart.marks(K.pathMarks(panel.chart, panel.res.path));
     bars(panel);
-    q(panel, 'cmd').textContent = 'kaiten sim ' + panel.res.command +
-      (panel.st.order ? ' --from ORDER.txt (export below)' : '');
+    q(panel, 'cmd').textContent = panel.res.quick
+      ? '(the quick search while the slider moves; let go for the full search, kaiten sim\'s)'
+      : 'kaiten sim ' + panel.res.command + (panel.st.order ? ' --from ORDER.txt (export below)' : '');
   };
 
   /* the timeline diff mode compares with, or null */

@@ -51,23 +51,6 @@ static void command(kt_buf *b, const kt__web_run *w) {
   kt_buf_free(&cmd);
 }
 
-/* Memory levels per rank as [t, level, ...] (the timeline is sorted). */
-static void memory(kt_buf *b, const kt_timeline *t) {
-  size_t i = 0;
-  kt_buf_puts(b, "[");
-  for (int r = 0; r < t->p; r++) {
-    kt_buf_puts(b, r ? ",[" : "[");
-    for (size_t k = 0; i < t->n_mem && t->mem[i].rank == r; i++, k++) {
-      if (k) kt_buf_puts(b, ",");
-      kt_buf_json_number(b, t->mem[i].t);
-      kt_buf_puts(b, ",");
-      kt_buf_json_number(b, t->mem[i].value);
-    }
-    kt_buf_puts(b, "]");
-  }
-  kt_buf_puts(b, "]");
-}
-
 static void limits(kt_buf *b, const kt__web_run *w) {
   kt_buf_puts(b, ",\"mem_limit\":");
   if (w->limit < 0) {
@@ -132,9 +115,7 @@ kt_status kt__web_answer(const kt__web_run *w, kt_buf *out, kt_error *err) {
   number_list(&b, w->cr.slack, w->tl.n_events);
   kt_buf_puts(&b, "],\"path\":[");
   for (size_t i = 0; i < w->cr.n_path; i++) kt_buf_printf(&b, "%s%zu", i ? "," : "", w->cr.path[i]);
-  kt_buf_puts(&b, "],\"mem\":");
-  memory(&b, &w->tl);
-  kt_buf_puts(&b, ",\"stage_rank\":[");
+  kt_buf_puts(&b, "],\"stage_rank\":[");
   for (int st = 0; st < kt_schedule_stages(s); st++)
     kt_buf_printf(&b, "%s%d", st ? "," : "", kt_stage_rank(s, st));
   kt_buf_puts(&b, "]");
@@ -144,7 +125,13 @@ kt_status kt__web_answer(const kt__web_run *w, kt_buf *out, kt_error *err) {
   kt_buf_puts(&b, ",\"closed_memory_expr\":");
   if (f.peak_memory_expr) kt_buf_json_string(&b, f.peak_memory_expr);
   else kt_buf_puts(&b, "null");
-  kt_buf_puts(&b, ",\"command\":");
+  /* the quick search gave this order: kaiten sim runs the full one */
+  static const int searches[] = {KT_SCHED_ZB_AUTO, KT_SCHED_ZBV_AUTO, KT_SCHED_ZBV, KT_SCHED_V_HALF,
+                                 KT_SCHED_V_MIN};
+  int quick = 0;
+  for (size_t i = 0; i < sizeof searches / sizeof *searches; i++)
+    quick |= w->rq.quick && w->kind == searches[i];
+  kt_buf_printf(&b, ",\"quick\":%s,\"command\":", quick ? "true" : "false");
   command(&b, w);
   kt_status st = w->rq.exports ? exports(&b, s, err) : KT_OK;
   kt_buf_puts(&b, "}\n");

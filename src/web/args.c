@@ -91,6 +91,7 @@ static kt_status set_one(const char *key, const char *val, kt__web_req *rq, kt_e
   if (!strcmp(key, "v")) return set_int(key, val, 0, KT_MAX_CHUNKS, &rq->v, err);
   if (!strcmp(key, "per-stage")) return set_flag(key, val, &rq->per_stage, err);
   if (!strcmp(key, "exports")) return set_flag(key, val, &rq->exports, err);
+  if (!strcmp(key, "quick")) return set_flag(key, val, &rq->quick, err);
   if (!strcmp(key, "mem-limit")) return set_limit(val, rq, err);
   if (!strcmp(key, "slow-rank")) return set_slow(val, rq, err);
   if (index_of(key, cost_lists, 5) >= 0) return kt_costs_set(&rq->given, key, val, err);
@@ -105,7 +106,7 @@ static kt_status set_one(const char *key, const char *val, kt__web_req *rq, kt_e
   return kt_fail(err, KT_EINVAL, "unknown setting '%s' (known: schedule, p, m, v, tf, tb, tw, "
                                  "mem-act, mem-wgrad, per-stage, comm, comm-latency, comm-bytes, "
                                  "comm-bandwidth, send-overhead, op-overhead, overlap, mem-limit, "
-                                 "slow-rank, exports)", key);
+                                 "slow-rank, exports, quick)", key);
 }
 
 kt_status kt__web_parse(const char *args, kt__web_req *rq, kt_error *err) {

@@ -103,7 +103,8 @@ static kt_status generate(kt__web_run *w, kt_error *err) {
   if (st) return st;
   w->limit = limit_units(w, k, (int)rq->p, (int)rq->m, (int)rq->v);
   kt_schedule_params pp = {.p = (int)rq->p, .m = (int)rq->m, .v = (int)rq->v,
-                           .costs = &w->costs, .mem_limit = w->limit > 0 ? w->limit : 0};
+                           .costs = &w->costs, .mem_limit = w->limit > 0 ? w->limit : 0,
+                           .quick = rq->quick};
   if ((st = kt_schedule_generate(k, &pp, &w->sched, err))) return st;
   /* the limit zb-auto kept (its default when none was given) */
   if (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO) w->limit = kt_schedule_mem_limit(&pp);

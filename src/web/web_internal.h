@@ -12,7 +12,7 @@
 typedef struct {
   char schedule[32];
   long p, m, v;
-  int per_stage, exports;
+  int per_stage, exports, quick;
   kt_costs given; /* as kaiten sim reads its flags */
   double mem_limit;
   int have_limit, limit_fraction;
