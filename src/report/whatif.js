@@ -108,6 +108,8 @@
     return st;
   }
 
+  K.stateOf = stateOf;
+
   /* the settings as kt_web_run reads them (kaiten sim's flags) */
   K.args = function (st, extra) {
     var a = [];
@@ -200,6 +202,7 @@
       } else if (seed.order) {
         self.st.order = seed.order;
       }
+      self.startOrder = self.st.order;
       K.buildControls(self);
       self.run('start');
       self.first = self.res;
@@ -309,18 +312,14 @@
       bars[[r.getAttribute('data-rank'), r.getAttribute('data-stage'), r.getAttribute('data-mb'),
              r.getAttribute('data-op')].join(':')] = r;
     }
-    var box = function (k) { return bars[ev[k].slice(0, 4).join(':')]; }, out = [], prev = null;
-    for (i = 0; i < m.path.length; i++) {
-      var b = box(m.path[i]);
-      if (!b) continue;
-      var x = +b.getAttribute('x'), y = +b.getAttribute('y'), w = +b.getAttribute('width'), h = +b.getAttribute('height');
-      out.push('<rect class="kt-wi-crit" x="' + x + '" y="' + y + '" width="' + w + '" height="' + h +
-               '" fill="none" stroke="#D55E00" stroke-width="2" pointer-events="none"/>');
-      if (prev && prev.y !== y)
-        out.push('<line class="kt-wi-arrow" x1="' + prev.x + '" y1="' + prev.y + '" x2="' + x + '" y2="' +
-                 (y + h / 2) + '" stroke="#D55E00" stroke-width="1.6" pointer-events="none"/>');
-      prev = { x: x + w, y: y + h / 2 };
-    }
+    /* the page's bars as a chart for the path's marks */
+    var events = ev.map(function (e) { return { rank: e[0] }; }), chart = { tl: { events: events }, box: function (k) {
+      var b = bars[ev[k].slice(0, 4).join(':')];
+      return b ? { x: +b.getAttribute('x'), y: +b.getAttribute('y'), w: +b.getAttribute('width'),
+                   h: +b.getAttribute('height') } : { x: 0, y: 0, w: 0, h: 0 };
+    } };
+    var path = m.path.filter(function (k) { return !!bars[ev[k].slice(0, 4).join(':')]; });
+    var out = [K.pathMarks(chart, path)];
     var old = svg.querySelector('g.kt-wi-measured');
     if (old) old.parentNode.removeChild(old);
     var g = document.createElementNS(svg.namespaceURI, 'g');

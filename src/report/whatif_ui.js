@@ -69,6 +69,8 @@
       '<div class="kt-wi-export"><button type="button" data-k="export">export this order</button>' +
       '<div data-k="exports" hidden="hidden"></div></div>';
     panel.el = { error: q(panel, 'error'), chart: q(panel, 'chart') };
+    if (isFinite(st.bw)) q(panel, 'bw').value = String(Math.max(0, Math.min(99, Math.round(12.5 * (Math.log10(st.bw) + 2)))));
+    showBandwidth(panel);
     wireControls(panel);
     K.wireChart(panel);
   };
@@ -100,6 +102,10 @@
   }
 
   function bwOf(pos) { return pos >= 100 ? Infinity : Math.pow(10, pos / 12.5 - 2); }
+  function showBandwidth(panel) {
+    var bw = panel.st.bw;
+    q(panel, 'bw-out').textContent = isFinite(bw) ? num(bw, 3) + ' bytes per unit' : 'unlimited';
+  }
 
   function showCost(panel) {
     var s = +q(panel, 'stage').value, chunks = panel.res ? panel.res.sim.v : 1;
@@ -160,6 +166,7 @@
       q(panel, k === base ? base + '-n' : base).value = v;
     } else if (k === 'bw') {
       st.bw = bwOf(x);
+      showBandwidth(panel);
     } else if (k === 'bytes') {
       if (!(x >= 0)) return;
       st.bytes = x;
@@ -215,8 +222,10 @@
       panel.diffWith = q(panel, 'diff').value;
       K.render(panel);
     });
-    q(panel, 'reset').addEventListener('click', function () {
-      panel.st.order = panel.seed.order && panel.startOrder ? panel.seed.order : null;
+    q(panel, 'reset').addEventListener('click', function () { /* back to the report's settings */
+      panel.st = K.stateOf(panel.seed);
+      panel.st.order = panel.startOrder;
+      K.buildControls(panel);
       panel.run('reset');
     });
     q(panel, 'export').addEventListener('click', function () { K.exportOrder(panel); });
