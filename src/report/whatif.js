@@ -352,13 +352,13 @@
   function addMeasured(seed, panel, name) {
     var m = seed.measured;
     if (!m) return;
-    var src = { name: name, owner: null, get: function () {
+    var from = { name: name, owner: null, get: function () {
       var tl = measuredTimeline(m, seed.p);
       tl.makespan = tl.span;
       return tl;
     } };
-    K.sources.push(src);
-    return src;
+    K.sources.push(from);
+    return from;
   }
 
   /* The dashboard, at each rendered step of run i: the measured step's
