@@ -487,6 +487,21 @@ def part_diff(b):
     check(moved == d["moved"], "%d actions moved, the page says %d" % (moved, d["moved"]))
     check(answer(page, k)["runs"] == runs, "diff mode re-simulated")
     clean(page, "diff")
+    # a run: the what-if (the prediction) against the measured step
+    train("drun", 4, TMP + "/drun.html")
+    page = b.page(1400, 1600)
+    k = open_panel(page, 0, "file://" + TMP + "/drun.html")
+    page.eval("(function(){var s=%s.box.querySelector('[data-k=\"diff\"]');"
+              "for(var i=0;i<s.options.length;i++)if(s.options[i].text==='the measured step')s.value=s.options[i].value;"
+              "s.dispatchEvent(new Event('change'));})()" % (PANEL % k))
+    page.wait("!%s.box.querySelector('[data-k=\"diffline\"]').hidden" % (PANEL % k), what="diff with the run")
+    got = page.eval("(function(){var p=%s;return {dm:+p.box.querySelector('[data-k=\"dmakespan\"]').textContent,"
+                    "ms:p.res.sim.makespan,ev:p.seed.measured.events,base:p.baseChart.tl.events.length};})()" % (PANEL % k))
+    span = max(e[5] for e in got["ev"])
+    check(close(got["dm"], got["ms"] - span, 1e-5), "against the measured step: delta %r, want %r"
+          % (got["dm"], got["ms"] - span))
+    check(got["base"] == len(got["ev"]), "the measured step drawn with %d of %d actions" % (got["base"], len(got["ev"])))
+    clean(page, "diff with a run")
 
 
 # ---- 6. why idle -------------------------------------------------------------

@@ -246,7 +246,9 @@ void kt_buf_json_number(kt_buf *b, double x) {
     kt_buf_puts(b, "null");
     return;
   }
-  char tmp[40];
+  /* at most 24 characters are written; the room is for any %g, so that no
+   * compiler sees a truncation in the bisection's %.*g below */
+  char tmp[320];
   if (fabs(x) < 1e15 && x == (double)(long long)x) { /* whole: the digits (most times and bytes) */
     snprintf(tmp, sizeof tmp, "%lld", (long long)x);
     kt_buf_puts(b, tmp);
