@@ -69,6 +69,15 @@ static void generated(void) {
   REQUIRE_VOID(j);
   CHECK_NEAR(num(j, "sim", "closed_form_bubble"), num(j, "sim", "bubble_ratio"), 1e-12);
   cJSON_Delete(j);
+  /* quick=1 (a moving slider) changes only the searching schedules' orders */
+  j = ask("schedule=zbv p=4 m=8 tb=2 tw=0.5 quick=1", NULL, &st);
+  REQUIRE_VOID(j);
+  CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "quick")));
+  cJSON_Delete(j);
+  j = ask("schedule=1f1b p=4 m=8 tb=2 tw=0.5 quick=1", NULL, &st);
+  REQUIRE_VOID(j);
+  CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "quick")));
+  cJSON_Delete(j);
   /* interleaved on the rank basis: the stage costs are 1/V of the given */
   j = ask("schedule=interleaved p=4 m=8 v=2 tf=2 tb=2 tw=2", NULL, &st);
   REQUIRE_VOID(j);

@@ -29,9 +29,10 @@ extern "C" {
  *   slow-rank=R:F               rank R's compute costs F times as much
  *   exports=1                   add the schedule as kaiten text and as
  *                               PyTorch CSV, compute-only and lowered
- *   quick=1                     the generators' quick search (zb-auto,
- *                               zbv-auto, and zbv, v-half, v-min tuned to
- *                               the costs): for a slider while it moves
+ *   quick=1                     for a slider while it moves: zb-auto and
+ *                               zbv-auto search quickly, zbv, v-half and
+ *                               v-min are not tuned to the costs (as
+ *                               constructed)
  * order: a schedule in kaiten text or CSV form to run instead of
  * generating one (NULL or empty: generate).
  *
@@ -42,8 +43,8 @@ extern "C" {
  *    "stage_rank": [rank of each stage], "mem_limit": units or null,
  *    "over_limit": [{"rank", "peak"} for ranks above mem_limit],
  *    "closed_memory": form or null, "closed_memory_expr": text or null,
- *    "quick": true when the quick search made the order (kaiten sim's is
- *    the full one),
+ *    "quick": true when quick=1 changed the order (kaiten sim's is the
+ *    full search's),
  *    "command": the kaiten sim flags that reproduce it (per-stage costs),
  *    "text", "csv", "csv_comms": with exports=1}
  * and on failure {"ok":false,"status":"EDEADLOCK","error":"one line"}.

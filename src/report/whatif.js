@@ -21,9 +21,9 @@
  * and the last change's times in ms: data-ms (from the input event until
  * the page is laid out again), data-ms-work (the re-simulation and the
  * redraw alone), data-ms-sim (the simulator's call, its JSON parsed);
- * data-quick "1" while a slider moves and a searching schedule (zb-auto,
- * zbv-auto, zbv, v-half, v-min) answered from its quick search: the full
- * search, kaiten sim's, runs when the slider is let go;
+ * data-quick "1" while a slider moves and a searching schedule answered
+ * quickly (zb-auto and zbv-auto's quick search; zbv, v-half and v-min as
+ * constructed): the full search, kaiten sim's, runs when it is let go;
  * window.ktWhatIf.panels.
  */
 (function () {

@@ -105,6 +105,9 @@ static kt_status generate(kt__web_run *w, kt_error *err) {
   kt_schedule_params pp = {.p = (int)rq->p, .m = (int)rq->m, .v = (int)rq->v,
                            .costs = &w->costs, .mem_limit = w->limit > 0 ? w->limit : 0,
                            .quick = rq->quick};
+  /* quick: zbv, v-half and v-min as constructed, not yet tuned to the costs
+   * (their tuning takes a second at P=8, M=64 even when quick) */
+  if (rq->quick && (k == KT_SCHED_ZBV || k == KT_SCHED_V_HALF || k == KT_SCHED_V_MIN)) pp.costs = NULL;
   if ((st = kt_schedule_generate(k, &pp, &w->sched, err))) return st;
   /* the limit zb-auto kept (its default when none was given) */
   if (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO) w->limit = kt_schedule_mem_limit(&pp);
