@@ -148,6 +148,7 @@ static void invalid(void) {
       {"schedule=nope", "unknown schedule 'nope'"},
       {"comm=1 comm-bandwidth=2", "comm and comm-bandwidth"},
       {"overlap=2", "overlap '2'"},
+      {"tf=0 tb=0 tw=0", "T_F, T_B and T_W are all 0"},
       {"p", "setting 'p': expected key=value"},
       {"p=4096 m=1000000", "too many actions"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

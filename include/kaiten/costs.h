@@ -58,6 +58,9 @@ void kt_costs_default(kt_costs *c);
 void kt_costs_free(kt_costs *c);
 /* Deep copy (per-stage arrays duplicated). ENOMEM. */
 kt_status kt_costs_copy(kt_costs *dst, const kt_costs *src);
+/* 1 when no compute action takes time: T_F, T_B and T_W 0 on every stage
+ * and no op overhead (a simulation then has no makespan to speak of). */
+int kt_costs_compute_free(const kt_costs *c);
 /* Checks values are finite and >= 0 and per-stage arrays match n_stages. */
 kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err);
 

@@ -72,6 +72,18 @@ double kt_cost_comm(const kt_costs *c) {
 
 int kt__costs_bad_value(double x) { return !isfinite(x) || x < 0; }
 
+int kt_costs_compute_free(const kt_costs *c) {
+  const double *arrays[] = {c->stage_tf, c->stage_tb, c->stage_tw};
+  double uniform[] = {c->tf, c->tb, c->tw};
+  if (c->op_overhead > 0) return 0;
+  for (int i = 0; i < 3; i++) {
+    if (!arrays[i] && uniform[i] > 0) return 0;
+    for (int s = 0; arrays[i] && s < c->n_stages; s++)
+      if (arrays[i][s] > 0) return 0;
+  }
+  return 1;
+}
+
 kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
   const struct { const char *name; double v; } scalars[] = {
       {"tf", c->tf}, {"tb", c->tb}, {"tw", c->tw}, {"comm", c->comm},

@@ -145,6 +145,9 @@ kt_status kt_web_run(const char *args, const char *order, kt_buf *out) {
   } else if (!st) {
     st = generate(&w, &err);
   }
+  if (!st && kt_costs_compute_free(&w.costs))
+    st = kt_fail(&err, KT_EINVAL, "T_F, T_B and T_W are all 0 and there is no op overhead: no "
+                                  "action takes time; give a cost above 0");
   if (!st) st = simulate(&w, &err);
   if (!st) st = kt__web_answer(&w, out, &err);
   if (st) failure(out, st, &err);
