@@ -107,6 +107,9 @@ double kt_median(double *v, size_t n);
 
 /* Monotonic clock in seconds. */
 double kt_now(void);
+/* CPU time the calling thread has used, in seconds (CLOCK_THREAD_CPUTIME_ID):
+ * the wall time of a stretch beyond it is time the thread was not running. */
+double kt_thread_cpu_now(void);
 
 /* Reads a whole file into a NUL-terminated buffer (caller frees). */
 kt_status kt_read_file(const char *path, char **out, size_t *len, kt_error *err);

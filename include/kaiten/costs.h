@@ -47,6 +47,11 @@ typedef struct kt_costs {
    * (kt_links_clone), so one cost table may serve simulations in several
    * threads at once. */
   const kt_links *links;
+  /* Optional: each action's own duration instead of its stage's cost (a
+   * measured step replayed in the simulator): one entry per action of the
+   * schedule, rank 0's list first, each rank's in list order (entries of
+   * communication actions unused). Not owned; NULL: the stage costs. */
+  const double *action_time;
   /* Optional per-stage values (n_stages entries each; NULL = the uniform value). */
   int n_stages;
   double *stage_tf, *stage_tb, *stage_tw, *stage_mem_act, *stage_mem_wgrad, *stage_mem_transient;

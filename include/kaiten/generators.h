@@ -112,10 +112,10 @@ double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *pa
  * last, *busy the total of the action times; exactly kt_simulate_metrics'
  * figures (tests/test_schedule_span.c checks it on random orders). A fast
  * path (the generators' search evaluation, several times quicker) runs
- * when it applies: compute actions only, no overlapped pairs, no links,
- * no send overhead; anything else, and a deadlock (reported as the
- * simulator reports it), goes through kt_simulate_metrics. EDEADLOCK,
- * EINVALID_SCHEDULE, ENOMEM. */
+ * when it applies: compute actions only, no overlapped pairs, no links, no
+ * send overhead, no per-action times; anything else, and a deadlock
+ * (reported as the simulator reports it), goes through
+ * kt_simulate_metrics. EDEADLOCK, EINVALID_SCHEDULE, ENOMEM. */
 kt_status kt_schedule_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
                            kt_error *err);
 

@@ -56,6 +56,12 @@ typedef struct {
   /* Rank threads of one process each on a core of their own when the
    * process may use enough cores (default 1; 0 leaves them to the kernel). */
   int pin_threads;
+  /* Fault injection (a straggler): pipeline rank slow_rank's compute takes
+   * slow_factor times its time (>= 1): a real model's actions burn the
+   * extra CPU time after they ran, a synthetic one's sleep it. slow_rank
+   * -1 (default): none. */
+  int slow_rank;
+  double slow_factor;
 } kt_runtime_config;
 
 void kt_runtime_config_default(kt_runtime_config *c);

@@ -121,6 +121,10 @@ kt_status kt_schedule_set_stage_table(kt_schedule *s, int n_stages, const int *s
  * the given M. */
 kt_status kt_schedule_init_like(kt_schedule *s, const kt_schedule *src, int m, kt_error *err);
 void kt_schedule_free(kt_schedule *s);
+/* rounds copies of src back to back on every rank (micro-batch ids offset
+ * by k*M, flags kept): a step of gradient accumulation, each round with its
+ * own fill and drain. ENOMEM. */
+kt_status kt_schedule_repeat(const kt_schedule *src, int rounds, kt_schedule *out, kt_error *err);
 /* Appends an action to rank's list. ENOMEM on allocation failure. */
 kt_status kt_schedule_push(kt_schedule *s, int rank, int stage, kt_op op, int mb);
 size_t kt_schedule_total_actions(const kt_schedule *s);

@@ -98,6 +98,32 @@ kt_status kt_timeline_critical(const kt_timeline *t, double hop, double send_ove
                                kt_critical *out, kt_error *err);
 void kt_critical_free(kt_critical *c);
 
+/* ---- why a measured step idled ------------------------------------------ */
+
+/* One rank's share of a measured step, in seconds: its actions' own time
+ * and the causes of the rest; the six sum to the step's wall time. */
+typedef struct {
+  double busy;      /* the actions' own time (kt_event.cpu_time) */
+  double schedule;  /* idle a replay with those own times also has: the pipeline's
+                       structural bubble and its stages' imbalance */
+  double core_wait; /* actions ready but their thread not running (more ranks and BLAS
+                       threads than cores), and the waits that caused elsewhere */
+  double comm;      /* waiting on transfers: what the measurement has beyond a replay
+                       of every measured duration without communication */
+  double overhead;  /* the runtime between actions (posting sends and receives), and
+                       what it delayed */
+  double optimizer; /* after the rank's last action: all-reduce, update, flush */
+} kt_idle_split;
+
+/* Splits each rank's share of a measured step by replaying it in the
+ * simulator (src/sim/idle.c says how): s is the compute schedule the step
+ * ran (all its rounds: kt_schedule_repeat), measured its timeline (events
+ * of every rank, from the step's start, with cpu_time and comm_time),
+ * step_seconds the step's wall time; out receives s->p entries. EINVAL when
+ * the timeline is not a run of s, ENOMEM. */
+kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured,
+                             double step_seconds, kt_idle_split *out, kt_error *err);
+
 #ifdef __cplusplus
 }
 #endif

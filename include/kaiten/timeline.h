@@ -20,6 +20,11 @@ typedef struct {
   double start, end;
   int64_t bytes; /* bytes this action sent to other ranks */
   double comm_time; /* time spent waiting on / moving data for it (measured runs) */
+  /* Measured runs: the time the action itself took its device: the thread's
+   * CPU time for a real model, the cost it sleeps for a synthetic one (so
+   * end - start - comm_time beyond it is time the thread was ready but had
+   * no core). 0 where unknown (simulations, older files). */
+  double cpu_time;
 } kt_event;
 
 /* The memory level of a rank from time t on (after the change at t). */

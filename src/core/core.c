@@ -138,6 +138,12 @@ double kt_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double kt_thread_cpu_now(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 kt_status kt_read_file(const char *path, char **out, size_t *len, kt_error *err) {
   FILE *f = fopen(path, "rb");
   /* a path that names nothing readable is bad input (exit 2), not an I/O failure */

@@ -180,9 +180,10 @@ int kt__zb_fits(const kt__zb_problem *pb, const kt_schedule *s, double *peak) {
 
 /* Whether the search's evaluation (kt__zb_evaluate) is the simulator's
  * timing for s under c: compute actions inside the schedule's stages and
- * micro-batches, no overlapped pairs, no links, no send or op overhead. */
+ * micro-batches, no overlapped pairs, no links, no send or op overhead, no
+ * per-action times. */
 static int fast_path_applies(const kt_schedule *s, const kt_costs *c) {
-  if (c && (c->links || c->send_overhead > 0 || c->op_overhead > 0)) return 0;
+  if (c && (c->links || c->send_overhead > 0 || c->op_overhead > 0 || c->action_time)) return 0;
   int S = kt_schedule_stages(s);
   for (int r = 0; r < s->p; r++)
     for (size_t i = 0; i < s->ranks[r].n; i++) {

@@ -44,6 +44,7 @@ struct kt__worker {
    * (result_buffer), until its SEND hands it over; NULL: none. */
   float *lent_out;
   double loss_sum;
+  double wait_cpu;         /* CPU time the running action spent receiving its input */
   kt_timeline events;      /* this worker's events and memory samples for the step */
   /* step inputs and outputs (threads mode) */
   int step, update;

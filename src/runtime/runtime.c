@@ -21,6 +21,8 @@ void kt_runtime_config_default(kt_runtime_config *c) {
   kt_optim_config_default(&c->optim);
   c->timeout = 60;
   c->pin_threads = 1;
+  c->slow_rank = -1;
+  c->slow_factor = 1;
 }
 
 static kt_status copy_schedule(kt_schedule *dst, const kt_schedule *src, kt_error *err) {
@@ -167,6 +169,11 @@ static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {
   if (cfg->grad_accum < 1 || cfg->grad_accum > 65535)
     return kt_fail(err, KT_EINVAL, "gradient accumulation K=%d: expected 1..65535", cfg->grad_accum);
   if (cfg->micro_batch < 1) return kt_fail(err, KT_EINVAL, "micro-batch size b=%d: expected at least 1", cfg->micro_batch);
+  if (cfg->slow_rank >= cfg->schedule->p)
+    return kt_fail(err, KT_EINVAL, "slow rank %d: the pipeline has ranks 0..%d", cfg->slow_rank,
+                   cfg->schedule->p - 1);
+  if (cfg->slow_rank >= 0 && !(cfg->slow_factor >= 1 && cfg->slow_factor <= 1000))
+    return kt_fail(err, KT_EINVAL, "slow factor %g: expected 1..1000", cfg->slow_factor);
   if (cfg->synthetic) {
     if (cfg->syn_tf_ms < 0 || cfg->syn_tb_ms < 0 || cfg->syn_tw_ms < 0)
       return kt_fail(err, KT_EINVAL, "synthetic costs must be >= 0 ms");

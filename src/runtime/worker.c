@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/internal.h"
 
@@ -44,12 +45,13 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
                              double *wait, kt_error *err) {
   int peer = kt__stage_world_rank(w->rt, from_stage, w->replica);
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
-  double t0 = kt_now();
+  double t0 = kt_now(), cpu0 = kt_thread_cpu_now();
   kt_error sub;
   const void *got = buf;
   kt_status st = kt_transport_recv_lend(w->t, peer, tag, buf, elems * sizeof(float), &got, loan, &sub);
   *data = got;
   *wait += kt_now() - t0;
+  w->wait_cpu += kt_thread_cpu_now() - cpu0; /* a transport that spins while it waits */
   if (st == KT_ETIMEOUT) {
     char at[32];
     kt_action_format(a, at, sizeof at);
@@ -218,8 +220,40 @@ static size_t rank_stash_bytes(const kt__worker *w) {
   return n;
 }
 
+/* What a synthetic action sleeps for (seconds). */
+static double synthetic_cost(const kt_runtime_config *cfg, kt_op op) {
+  double ms = op == KT_OP_F   ? cfg->syn_tf_ms
+              : op == KT_OP_I ? cfg->syn_tb_ms
+              : op == KT_OP_W ? cfg->syn_tw_ms
+                              : cfg->syn_tb_ms + cfg->syn_tw_ms;
+  return ms * 1e-3;
+}
+
+/* The straggler of --slow-rank: an action that took `own` seconds of its
+ * device takes slow_factor times that. A real model's rank burns the
+ * extra CPU time (as a slower core would keep it busy); a synthetic one
+ * sleeps it. Returns the action's device time. */
+static double stretch(const kt__worker *w, double own) {
+  const kt_runtime_config *cfg = &w->rt->cfg;
+  if (w->stage_rank != cfg->slow_rank || !(cfg->slow_factor > 1)) return own;
+  double extra = own * (cfg->slow_factor - 1);
+  if (cfg->synthetic) {
+    double until = kt_now() + extra;
+    for (double left; (left = until - kt_now()) > 0;) {
+      struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+      nanosleep(&ts, NULL);
+    }
+  } else {
+    double until = kt_thread_cpu_now() + extra;
+    while (kt_thread_cpu_now() < until) {
+    }
+  }
+  return own * cfg->slow_factor;
+}
+
 /* Runs one compute action and records it with the most activation memory
- * the rank held while it ran and what it holds after. */
+ * the rank held while it ran, what it holds after, and the time it took
+ * its device (cpu_time). */
 static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error *err) {
   kt_runtime *rt = w->rt;
   const kt_microbatch *mbd =
@@ -227,7 +261,8 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
   kt_chunk *c = chunk_of(w, a->stage);
   size_t before = rank_stash_bytes(w), chunk_before = kt_chunk_stash_bytes(c);
   kt_chunk_reset_peak(c);
-  double wait = 0, t_begin = kt_now();
+  double wait = 0, t_begin = kt_now(), cpu_begin = kt_thread_cpu_now();
+  w->wait_cpu = 0;
   kt_status st;
   switch (a->op) {
     case KT_OP_F: st = run_forward(w, a, mbd, k, &wait, err); break;
@@ -236,11 +271,14 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
     default: st = kt_chunk_backward_weight(c, a->mb, err); break; /* W */
   }
   if (st) return st;
+  double own = rt->cfg.synthetic ? synthetic_cost(&rt->cfg, (kt_op)a->op)
+                                 : kt_thread_cpu_now() - cpu_begin - w->wait_cpu;
+  own = stretch(w, own);
   double t_end = kt_now();
   /* compute starts once the input arrived; the wait shows as idle */
   kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = a->mb, .op = a->op,
                 .flags = a->flags, .start = t_begin + wait - rt->step_t0,
-                .end = t_end - rt->step_t0, .comm_time = wait};
+                .end = t_end - rt->step_t0, .comm_time = wait, .cpu_time = own};
   double peak = (double)(before - chunk_before + kt_chunk_peak_stash_bytes(c));
   if (kt_timeline_add_event(&w->events, &e) ||
       kt_timeline_add_mem(&w->events, w->stage_rank, e.start, peak) ||

@@ -145,6 +145,22 @@ kt_status kt_schedule_init_like(kt_schedule *s, const kt_schedule *src, int m, k
   return st;
 }
 
+kt_status kt_schedule_repeat(const kt_schedule *src, int rounds, kt_schedule *out, kt_error *err) {
+  kt_status st = kt_schedule_init_like(out, src, src->m * rounds, err);
+  if (st) return st;
+  for (int k = 0; k < rounds; k++)
+    for (int r = 0; r < src->p; r++)
+      for (size_t i = 0; i < src->ranks[r].n; i++) {
+        const kt_action *a = &src->ranks[r].actions[i];
+        if (kt_schedule_push(out, r, a->stage, (kt_op)a->op, a->mb + k * src->m)) {
+          kt_schedule_free(out);
+          return kt_fail(err, KT_ENOMEM, "out of memory");
+        }
+        out->ranks[r].actions[out->ranks[r].n - 1].flags = a->flags;
+      }
+  return KT_OK;
+}
+
 void kt_schedule_free(kt_schedule *s) {
   if (s->ranks)
     for (int r = 0; r < s->p; r++) free(s->ranks[r].actions);

@@ -39,6 +39,7 @@ typedef struct {
   const kt_schedule *s;
   const kt_costs *c;
   kt_links *links;    /* the simulation's own copy of c->links (NULL: none) */
+  size_t *first_action; /* with c->action_time: rank -> its first entry */
   int S, row, lowered; /* row: the per-(stage, mb) tables' stride, M + ROW_PAD */
   double comm;
   stage_costs *cost;  /* per stage */
@@ -166,6 +167,15 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
   return KT_OK;
 }
 
+/* The duration of rank's action g places after its next one: its stage's
+ * cost, or its own (kt_costs.action_time). */
+static double action_cost(const sim_state *st, int rank, size_t g) {
+  size_t at = st->pos[rank] + g;
+  if (st->first_action) return st->c->action_time[st->first_action[rank] + at];
+  const kt_action *a = &st->s->ranks[rank].actions[at];
+  return st->cost[a->stage].dur[a->op];
+}
+
 /* Runs one compute action, or an overlapped group as a whole, when ready:
  * 1 when it ran, 0 when it waits, -1 when out of memory. */
 static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
@@ -183,9 +193,9 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   }
   double start = ready > st->free_at[rank] ? ready : st->free_at[rank];
   /* the first op's cost is looked up once: a lone action (the common case) needs no more */
-  double first = st->cost[a->stage].dur[a->op], total = first, longest = first;
+  double first = action_cost(st, rank, 0), total = first, longest = first;
   for (size_t g = 1; g < group; g++) {
-    double d = st->cost[a[g].stage].dur[a[g].op];
+    double d = action_cost(st, rank, g);
     total += d;
     if (d > longest) longest = d;
   }
@@ -199,7 +209,7 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   double t = start;
   st->sent = 0;
   for (size_t g = 0; g < group; g++) {
-    double d = (g == 0 ? first : st->cost[a[g].stage].dur[a[g].op]) * scale;
+    double d = (g == 0 ? first : action_cost(st, rank, g)) * scale;
     /* a lone action publishes at its end; an overlapped group when it all ends */
     if (record(st, tl, rank, &a[g], t, t + d, start + total)) return -1;
     t += d;
@@ -367,6 +377,7 @@ static kt_status check_actions(const kt_schedule *s, int S, int *lowered, kt_err
 
 static void state_free(sim_state *st) {
   free(st->cost);
+  free(st->first_action);
   free(st->inflight);
   free(st->done);
   free(st->owner);
@@ -377,6 +388,25 @@ static void state_free(sim_state *st) {
   free(st->sent_at);
   free(st->posted_at);
   free(st->recv_event);
+}
+
+/* kt_costs.action_time: where each rank's entries start, every duration
+ * checked. */
+static kt_status action_times_init(sim_state *st, kt_error *err) {
+  const kt_schedule *s = st->s;
+  if (!(st->first_action = kt_calloc((size_t)s->p, sizeof *st->first_action)))
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  size_t n = 0;
+  for (int r = 0; r < s->p; r++) {
+    st->first_action[r] = n;
+    for (size_t i = 0; i < s->ranks[r].n; i++, n++) {
+      double d = st->c->action_time[n];
+      if (s->ranks[r].actions[i].op < KT_OP_COUNT && !(d >= 0 && isfinite(d)))
+        return kt_fail(err, KT_EINVAL, "rank %d's action %zu: duration %g must be finite and >= 0",
+                       r, i, d);
+    }
+  }
+  return KT_OK;
 }
 
 static kt_status state_init(sim_state *st, kt_error *err) {
@@ -412,7 +442,7 @@ static kt_status state_init(sim_state *st, kt_error *err) {
     }
     sc->transient = kt_cost_mem_transient(st->c, stage);
   }
-  return KT_OK;
+  return st->c->action_time ? action_times_init(st, err) : KT_OK;
 }
 
 /* Runs the schedule, filling the timeline out and/or the metrics met (each

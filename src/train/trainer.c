@@ -143,24 +143,6 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
   return KT_OK;
 }
 
-/* K rounds of the schedule back to back (micro-batch ids offset by k*M), so
- * the prediction pays every round's fill and drain as the run does. */
-static kt_status repeat_rounds(const kt_schedule *s, int K, kt_schedule *out, kt_error *err) {
-  kt_status st = kt_schedule_init_like(out, s, s->m * K, err);
-  if (st) return st;
-  for (int k = 0; k < K; k++)
-    for (int r = 0; r < s->p; r++)
-      for (size_t i = 0; i < s->ranks[r].n; i++) {
-        const kt_action *a = &s->ranks[r].actions[i];
-        if (kt_schedule_push(out, r, a->stage, (kt_op)a->op, a->mb + k * s->m)) {
-          kt_schedule_free(out);
-          return kt_fail(err, KT_ENOMEM, "out of memory");
-        }
-        out->ranks[r].actions[out->ranks[r].n - 1].flags = a->flags;
-      }
-  return KT_OK;
-}
-
 static kt_status copy_timeline(kt_timeline *dst, const kt_timeline *src) {
   dst->n_events = dst->n_mem = 0;
   dst->p = src->p;
@@ -200,7 +182,7 @@ kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_tim
   calibrated->links = links;
   calibrated->comm_bytes = comm_bytes;
   kt_schedule rounds;
-  if ((st = repeat_rounds(s, grad_accum > 0 ? grad_accum : 1, &rounds, err))) {
+  if ((st = kt_schedule_repeat(s, grad_accum > 0 ? grad_accum : 1, &rounds, err))) {
     kt_costs_free(calibrated);
     return st;
   }
