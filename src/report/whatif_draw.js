@@ -222,7 +222,7 @@
     return out;
   };
 
-  /* The measured causes (issue: ranks[].idle_causes, seconds), in order. */
+  /* The measured idle causes, in order (a step's ranks[].idle_causes, seconds). */
   K.CAUSES = ['schedule', 'core_wait', 'comm', 'overhead', 'optimizer'];
 
   /* Two timelines on one axis: per action of b, how far it moved from the
