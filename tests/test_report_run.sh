@@ -165,7 +165,8 @@ sed -i 's/"steps": 12/"steps": 5000/' "$tmp/long/config.json"
 expect 0 "$K" report "$tmp/long"
 python3 "$tmp/check.py" "$tmp/long/report.html" "$tmp/long" --long && ok || bad "long run report"
 size=$(wc -c <"$tmp/long/report.html")
-if [ "$size" -lt 400000 ]; then ok; else bad "5000-step report is $size bytes"; fi
+# 400 KB of charts, and up to 400 KB for the what-if panel's simulator
+if [ "$size" -lt 800000 ]; then ok; else bad "5000-step report is $size bytes"; fi
 
 # P = 32: the Gantt still has every event, memory shows 8 of 32 ranks
 expect 0 "$K" train --model mlp --layers 32 --hidden 8 --stages 32 -m 32 --steps 2 --val-every 1 \

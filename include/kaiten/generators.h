@@ -57,6 +57,25 @@ const char *kt_schedule_closed_form_why_not(kt_schedule_kind k, int p, int v, in
 double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int m,
                                            double mem_act, double mem_wgrad, const char **expr);
 
+/* A schedule's closed forms as they apply to one simulation of it: the
+ * bubble ratio and the peak memory (in mem_act units) where the forms are
+ * exact for s under c, else -1 with why saying why (one phrase). */
+typedef struct {
+  double bubble;
+  const char *bubble_expr, *why;
+  double peak_memory;
+  const char *peak_memory_expr;
+} kt_closed_forms;
+
+/* The forms of kind for s (its P, V, M) under the stage costs c, as every
+ * report states them: the bubble's needs uniform T_F, T_B, T_W, no
+ * communication and no send or op overhead; the memory's uniform M_B and
+ * M_W. simulated_bubble (< 0: unknown) is the simulation's: a zbv order the
+ * generator tuned to unequal costs beats its fixed order's form, and then
+ * neither form is the schedule's. kind < 0 (a schedule file): none. */
+void kt_schedule_closed_forms(int kind, const kt_schedule *s, const kt_costs *c,
+                              double simulated_bubble, kt_closed_forms *out);
+
 typedef struct {
   int p, v, m; /* v = 0: the schedule's default chunk count */
   /* zb-auto, zbv-auto, v-half, v-min: the cost model to optimise against

@@ -59,6 +59,8 @@ typedef struct {
   int searched, proven;
   double search_seconds, search_time_limit, search_start_makespan;
   long search_nodes;
+  double mem_limit; /* zb-auto, zbv-auto: the memory limit the search kept (mem-act units);
+                       0: none */
 } kt_sim_info;
 
 /* Metrics as an aligned text table (after a Gantt chart). */

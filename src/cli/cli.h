@@ -70,6 +70,7 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   {"comm-bytes", 0, "N", "bytes per message (with --comm-bandwidth)"},                       \
   {"comm-bandwidth", 0, "X", "bytes per time unit; hop = latency + bytes/bandwidth"},        \
   {"send-overhead", 0, "X", "time a rank spends posting each message it sends (default 0)"}, \
+  {"op-overhead", 0, "X", "time every compute action (F, B, I, W) adds beyond its cost (default 0)"}, \
   {"mem-act", 0, "X", "activation memory M_B of one micro-batch, rank basis as --tf (default 1)"}, \
   {"mem-wgrad", 0, "X", "memory M_W an I keeps until its W, rank basis as --tf (default 0)"}, \
   {"overlap", 0, "X", "overlapped F&B cells: 0 = one after the other (default), 1 = fully hidden"}, \

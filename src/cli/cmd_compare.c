@@ -57,29 +57,15 @@ typedef struct {
 
 static void set_closed_forms(row *rw, int kind, const kt_schedule *s, const kt_costs *c) {
   kt_compare_row *r = &rw->r;
-  r->closed = r->closed_mem = -1;
-  if (kind < 0 || kind == KIND_OPTIMAL) {
-    r->closed_why = kind < 0 ? "a schedule file has no formula" : "the exact search's order has no formula";
+  if (kind == KIND_OPTIMAL) {
+    r->closed = r->closed_mem = -1;
+    r->closed_why = "the exact search's order has no formula";
     return;
   }
-  kt_schedule_kind k = (kt_schedule_kind)kind;
-  r->closed = kt_schedule_closed_form_bubble(k, s->p, s->v, s->m, c->tf, c->tb, c->tw, &r->closed_expr);
-  r->closed_why = kt_schedule_closed_form_why_not(k, s->p, s->v, s->m);
-  /* the forms assume uniform per-stage times (memory: uniform M_B, M_W) and no communication */
-  if (c->stage_tf || c->stage_tb || c->stage_tw || kt_cost_comm(c) > 0) {
-    r->closed = -1, r->closed_expr = NULL;
-    r->closed_why = kt_cost_comm(c) > 0 ? "the forms assume T_comm = 0"
-                                        : "the forms assume the same costs on every stage";
-  }
-  r->closed_mem = kt_schedule_closed_form_peak_memory(k, s->p, s->v, s->m, c->mem_act,
-                                                      c->mem_wgrad, &r->closed_mem_expr);
-  if (c->stage_mem_act || c->stage_mem_wgrad) r->closed_mem = -1, r->closed_mem_expr = NULL;
-  /* zbv with unequal costs is tuned to them when that is faster: the forms
-   * are those of its fixed order, no longer the schedule's */
-  if (k == KT_SCHED_ZBV && r->closed >= 0 && r->bubble < r->closed - 1e-9) {
-    r->closed = r->closed_mem = -1, r->closed_expr = r->closed_mem_expr = NULL;
-    r->closed_why = "zbv's order was tuned to these costs (faster than its fixed order's form)";
-  }
+  kt_closed_forms f;
+  kt_schedule_closed_forms(kind, s, c, r->bubble, &f);
+  r->closed = f.bubble, r->closed_expr = f.bubble_expr, r->closed_why = f.why;
+  r->closed_mem = f.peak_memory, r->closed_mem_expr = f.peak_memory_expr;
 }
 
 /* Simulates s (kind < 0: a schedule file) into the row; frees s. */
@@ -116,7 +102,8 @@ static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
                            .placement = cli_placement_text(s, rw->placement, sizeof rw->placement),
                            .costs = &rw->costs, .cost_basis = cli_cost_basis(cr->a),
                            .closed_form = r->closed, .closed_form_expr = r->closed_expr,
-                           .closed_form_why = r->closed_why, .messages = r->messages};
+                           .closed_form_why = r->closed_why, .messages = r->messages,
+                           .mem_limit = r->mem_limit > 0 ? r->mem_limit : 0};
   if (kind == KIND_OPTIMAL) {
     cli_optimal_info(&rw->opt, cr->time_limit, &rw->info);
     rw->info.lower_bound_memory = r->mem_limit;

@@ -232,7 +232,7 @@ static kt_sim_info sim_info(const sim_run *r, char *placement, size_t n) {
                       /* the renderer reads P*V entries: an uneven table has fewer */
                       .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
                       .costs = &r->costs, .cost_basis = cli_cost_basis(r->a), .closed_form = -1,
-                      .messages = kt_schedule_messages(s)};
+                      .messages = kt_schedule_messages(s), .mem_limit = r->limit};
   if (r->optimal) {
     cli_optimal_info(&r->opt, r->time_limit, &info);
     info.lower_bound_memory = r->limit;
@@ -243,27 +243,9 @@ static kt_sim_info sim_info(const sim_run *r, char *placement, size_t n) {
    * is for the memory it happens to use) */
   long nodes = r->limit > 0 ? BOUND_SEARCH_NODES : 0;
   if (r->have_met) cli_lower_bound(s, &r->costs, r->limit, r->met.makespan, nodes, &info);
-  if (r->kind < 0) {
-    info.closed_form_why = "a schedule file has no formula";
-    return info;
-  }
-  kt_schedule_kind k = (kt_schedule_kind)r->kind;
-  const kt_costs *c = &r->costs;
-  info.closed_form = kt_schedule_closed_form_bubble(k, s->p, s->v, s->m, c->tf, c->tb, c->tw,
-                                                    &info.closed_form_expr);
-  info.closed_form_why = kt_schedule_closed_form_why_not(k, s->p, s->v, s->m);
-  if (c->n_stages > 0 || kt_cost_comm(c) > 0) {
-    info.closed_form = -1, info.closed_form_expr = NULL;
-    info.closed_form_why = c->n_stages > 0 ? "the forms assume the same costs on every stage"
-                                           : "the forms assume T_comm = 0";
-  }
-  /* zbv with unequal costs is tuned to them when that is faster (the form is
-   * its fixed order's) */
-  if (k == KT_SCHED_ZBV && info.closed_form >= 0 && r->have_met &&
-      r->met.bubble_ratio < info.closed_form - 1e-9) {
-    info.closed_form = -1, info.closed_form_expr = NULL;
-    info.closed_form_why = "zbv's order was tuned to these costs (faster than its fixed order's form)";
-  }
+  kt_closed_forms f;
+  kt_schedule_closed_forms(r->kind, s, &r->costs, r->have_met ? r->met.bubble_ratio : -1, &f);
+  info.closed_form = f.bubble, info.closed_form_expr = f.bubble_expr, info.closed_form_why = f.why;
   return info;
 }
 

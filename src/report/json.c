@@ -35,6 +35,10 @@ void kt_render_costs_json(const kt_costs *c, kt_buf *b) {
   kt_buf_json_number(b, kt_cost_comm(c));
   kt_buf_puts(b, ",\"send_overhead\":");
   kt_buf_json_number(b, c->send_overhead);
+  if (c->op_overhead > 0) {
+    kt_buf_puts(b, ",\"op_overhead\":");
+    kt_buf_json_number(b, c->op_overhead);
+  }
   kt_buf_puts(b, ",");
   cost_value(b, "mem_act", c->mem_act, c->stage_mem_act, ns);
   kt_buf_puts(b, ",");

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "report/run_report.h"
+#include "report/whatif.h"
 
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -456,6 +457,7 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title) {
                                "each rank; memory below is on the same time axis."
                              : NULL);
   if (have) traced_step(b, r, &mm, &pm);
+  if (have) kt__whatif_run(b, r);
   else
     kt_buf_puts(b, "<p class=\"na\">No timeline.json in the run directory: the traced step is "
                    "written when training ends.</p>\n");

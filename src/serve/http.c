@@ -30,9 +30,10 @@
 static const char *const run_files[] = {"config.json", "metrics.jsonl", "timeline.json",
                                         "trace.json"};
 
-/* Only self-contained pages: inline script and style, the stream, nothing else. */
+/* Only self-contained pages: inline script and style, the stream, nothing else
+ * ('wasm-unsafe-eval': the what-if panel compiles the simulator the page carries). */
 static const char page_policy[] =
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "default-src 'none'; script-src 'unsafe-inline' 'wasm-unsafe-eval'; style-src 'unsafe-inline'; "
     "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'";
 

@@ -289,6 +289,8 @@
     var svg = $('gantt-m-' + i).querySelector('svg.gantt');
     r.belt = window.ktBelt ? window.ktBelt(svg) : null;
     if (r.belt && frac > 0) r.belt.set(frac * r.belt.d.T);
+    /* the what-if panel under the prediction, the critical path on the measurement */
+    if (window.ktWhatIf) window.ktWhatIf.dashboard(r, i, tl, last(r));
   }
 
   function draw() {

@@ -130,6 +130,22 @@ static void timeline_json(kt_buf *b, const kt_timeline *t, const kt_metrics *m) 
   kt_buf_puts(b, "]}");
 }
 
+/* The measured step's critical path and every action's slack (the
+ * what-if panel draws them on the measured chart). */
+static void critical_json(kt_buf *b, const kt_timeline *t) {
+  kt_critical cr;
+  if (kt_timeline_critical(t, 0, 0, &cr, NULL)) return;
+  kt_buf_puts(b, ",\"measured_path\":[");
+  for (size_t i = 0; i < cr.n_path; i++) kt_buf_printf(b, "%s%zu", i ? "," : "", cr.path[i]);
+  kt_buf_puts(b, "],\"measured_slack\":[");
+  for (size_t i = 0; i < t->n_events; i++) {
+    if (i) kt_buf_puts(b, ",");
+    kt_buf_json_number(b, cr.slack[i]);
+  }
+  kt_buf_puts(b, "]");
+  kt_critical_free(&cr);
+}
+
 static void gantt_svg(kt_buf *b, const kt_timeline *t, const char *id, const char *title,
                       double span, int chunks) {
   kt_svg_gantt_opts go;
@@ -163,6 +179,7 @@ void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *m
   timeline_json(&j, measured, &mm);
   kt_buf_puts(&j, ",\"predicted\":");
   timeline_json(&j, predicted, &pm);
+  critical_json(&j, measured);
   kt_buf_puts(&j, ",\"costs\":");
   if (costs && isfinite(costs[0])) {
     kt_buf_puts(&j, "{\"tf\":");
