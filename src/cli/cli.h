@@ -7,6 +7,7 @@
 
 #include "kaiten/generators.h"
 #include "kaiten/core.h"
+#include "kaiten/rundir.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 
@@ -152,6 +153,9 @@ int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, 
 
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */
 int cli_emit(const char *path, const kt_buf *b);
+
+/* Prints a run directory's warnings (lines of metrics.jsonl skipped) on stderr. */
+void cli_run_warnings(const kt_run *r);
 
 /* Whether colour output should be used on stdout (--color auto|always|never). */
 int cli_use_color(const char *mode);
