@@ -40,6 +40,7 @@ typedef struct {
   int blas_threads; /* OpenBLAS threads per rank (0: cores / local ranks) */
   int pin;          /* rank threads each on a core of their own (kt_runtime_config.pin_threads) */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
+  const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
   const char *cluster; /* --cluster FILE: predict on its links, NULL: none */
 } train_opts;
 
