@@ -1,7 +1,7 @@
 # Fuzz targets (tests/fuzz/README.md). Every harness is linked with
 # replay_main.c, and CTest replays its committed corpus; with -DKT_FUZZ=ON
 # (clang) it is also linked with libFuzzer as fuzz_<target> for `make fuzz`.
-set(KT_FUZZ_TARGETS schedule config_json checkpoint cli)
+set(KT_FUZZ_TARGETS schedule config_json checkpoint cli rundir)
 foreach(t ${KT_FUZZ_TARGETS})
   set(harness ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_${t}.c)
   set(lib kaiten)

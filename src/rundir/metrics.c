@@ -142,7 +142,7 @@ static kt_status read_from(kt_run *r, const char *path, int after, int sort, siz
   int lineno = r->follow.metrics_lines;
   kt_status st = kt__rd_lines(path, r->follow.metrics_end, MAX_METRICS_BYTES, &lineno, on_line,
                               &rd, &end, err);
-  if (!st && sort) qsort(rd.lines, rd.n, sizeof *rd.lines, cmp_line);
+  if (!st && sort && rd.n > 1) qsort(rd.lines, rd.n, sizeof *rd.lines, cmp_line);
   if (!st) st = append_lines(r, &rd, err);
   if (!st) {
     r->follow.metrics_lines = lineno;
