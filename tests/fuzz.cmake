@@ -1,7 +1,7 @@
 # Fuzz targets (tests/fuzz/README.md). Every harness is linked with
 # replay_main.c, and CTest replays its committed corpus; with -DKT_FUZZ=ON
 # (clang) it is also linked with libFuzzer as fuzz_<target> for `make fuzz`.
-set(KT_FUZZ_TARGETS schedule config_json checkpoint cli rundir)
+set(KT_FUZZ_TARGETS schedule config_json checkpoint cli rundir http)
 foreach(t ${KT_FUZZ_TARGETS})
   set(harness ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_${t}.c)
   set(lib kaiten)
@@ -9,12 +9,14 @@ foreach(t ${KT_FUZZ_TARGETS})
     set(lib kaiten_commands)
   endif()
   add_executable(replay_${t} ${harness} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/replay_main.c)
+  target_include_directories(replay_${t} PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_compile_options(replay_${t} PRIVATE -UNDEBUG)
   target_link_libraries(replay_${t} PRIVATE ${lib})
   add_test(NAME fuzz_replay_${t} COMMAND replay_${t} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${t})
   set_tests_properties(fuzz_replay_${t} PROPERTIES TIMEOUT 120 LABELS fuzz)
   if(KT_FUZZ)
     add_executable(fuzz_${t} ${harness})
+    target_include_directories(fuzz_${t} PRIVATE ${CMAKE_SOURCE_DIR}/src)
     target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
     target_link_libraries(fuzz_${t} PRIVATE ${lib})
   endif()
