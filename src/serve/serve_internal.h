@@ -118,11 +118,12 @@ struct kt_server {
 /* Appends one SSE message: "event: EVENT\ndata: JSON\n\n" (newlines in the
  * JSON, which a well-formed one holds only between tokens, become spaces). */
 void kt__sse_message(kt_buf *out, const char *event, const char *json, size_t len);
-/* Lowers the calling thread to nice 19: with as many ranks as cores, any
- * other runnable thread at the ranks' priority takes a core from a rank on
- * the pipeline's critical path; at nice 19 the dashboard gets the idle time
- * and a small share under load, so it neither slows training nor starves
- * (SCHED_IDLE did starve it on a busy machine). Best effort. */
+/* Lowers the calling thread (a stream's) to nice 19: with as many ranks as
+ * cores, any other runnable thread at the ranks' priority takes a core from
+ * a rank on the pipeline's critical path; at nice 19 a stream gets the idle
+ * time and a small share under load, enough to copy messages (SCHED_IDLE did
+ * starve it on a busy machine). Best effort. Not for the feed's renderings,
+ * which would then lag the run (feed.c). */
 void kt__serve_idle_priority(void);
 /* The hello message: the runs shown (the page resets on it). */
 void kt__serve_hello(kt_buf *out, const kt_server *s, const kt_run *const *runs,

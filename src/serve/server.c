@@ -178,7 +178,9 @@ static kt_status add_dir(kt_server *s, const char *dir, const kt_run *r, kt_erro
 
 /* Reads the run directories into the history; the runs' descriptions go
  * into hello, which must come first. A run a trainer still writes keeps
- * its kt_run (followed by the watch thread) and gets no end marker yet. */
+ * its kt_run (followed by the watch thread) and gets no end marker yet; its
+ * timeline.json is of an earlier step than its last (a trainer writes it
+ * when it ends), so it is shown only once rewritten. */
 static kt_status load_runs(kt_server *s, const kt_serve_config *cfg, kt_error *err) {
   kt_run *runs = kt_calloc((size_t)cfg->n_run_dirs + 1, sizeof *runs);
   const kt_run *by_index[KT_SERVE_MAX_RUNS] = {0};
@@ -205,8 +207,8 @@ static kt_status load_runs(kt_server *s, const kt_serve_config *cfg, kt_error *e
     kt_run *r = (kt_run *)by_index[i];
     if (!r) continue;
     kt__serve_add_steps(s, i, r, 0);
-    kt__serve_add_timeline(s, i, r);
     if (!s->runs[i].pid) {
+      kt__serve_add_timeline(s, i, r); /* the traced step: the last one */
       kt__serve_add_end(s, i, r, "finished");
     } else if ((s->runs[i].follow = malloc(sizeof *r))) { /* handed over */
       *s->runs[i].follow = *r;
