@@ -61,7 +61,7 @@ typedef struct {
   int port;              /* 0 = any free port (see kt_server_port) */
   int max_clients;       /* event streams at once (default 8); more get 503 */
   int queue;             /* step records the trainer may have in flight (default 256) */
-  double render_every;   /* seconds between rendered steps of a live run (default 1) */
+  double render_every;   /* seconds between rendered steps of a live run (default 0.5) */
   const char *const *run_dirs; /* finished runs to show (their curves overlay) */
   int n_run_dirs;
   const kt_serve_live *live; /* NULL: only run_dirs */

@@ -28,7 +28,7 @@
 #include "serve/serve_internal.h"
 
 #define RENDER_SHARE 0.01
-#define MAX_GAP 1.0 /* s: the longest spacing the CPU share may ask (render_every may be longer) */
+#define MAX_GAP 0.5 /* s: the longest spacing the CPU share may ask (render_every may be longer) */
 
 /* CPU seconds this thread has used. */
 static double thread_cpu(void) {

@@ -21,7 +21,7 @@ void kt_serve_default_config(kt_serve_config *c) {
   c->port = KT_SERVE_DEFAULT_PORT;
   c->max_clients = 8;
   c->queue = 256;
-  c->render_every = 1.0;
+  c->render_every = 0.5;
 }
 
 kt_status kt_serve_parse_addr(const char *text, char *host, size_t n, int *port, kt_error *err) {
@@ -240,7 +240,7 @@ kt_status kt_server_create(const kt_serve_config *cfg, kt_server **out, kt_error
   pthread_mutex_init(&s->guard.lock, NULL);
   pthread_cond_init(&s->watch_wake, NULL);
   s->max_clients = cfg->max_clients > 0 ? cfg->max_clients : 8;
-  s->render_every = cfg->render_every > 0 ? cfg->render_every : 1.0;
+  s->render_every = cfg->render_every > 0 ? cfg->render_every : 0.5;
   kt_buf_init(&s->page);
   kt_buf_init(&s->history);
   pthread_mutex_init(&s->lock, NULL);
