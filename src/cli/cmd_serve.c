@@ -1,9 +1,10 @@
 /* kaiten serve: the dashboard of training runs, in the browser. */
 #include <ctype.h>
-#include <pthread.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "kaiten/serve.h"
@@ -49,16 +50,38 @@ static void print_warning(void *ctx, const char *msg) {
   fprintf(stderr, "kaiten: warning: %s\n", msg);
 }
 
+/* SIGINT and SIGTERM ask serve to stop: the handler writes a byte that the
+ * main thread waits for. A handler, not sigwait with the signals blocked:
+ * threads started before (OpenBLAS's) do not block them, and the kernel
+ * hands a process's signal to any thread that does not, whose default
+ * action then killed the process (exit 130) on a second Ctrl-C while the
+ * server closed. After the first, both are ignored. */
+static int stop_pipe[2] = {-1, -1};
+
+static void on_stop(int sig) {
+  (void)sig;
+  char c = 1;
+  if (write(stop_pipe[1], &c, 1) < 0) { /* full: a stop is already pending */
+  }
+}
+
+static void wait_for_stop(void) {
+  char c;
+  while (read(stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+}
+
 static int run_serve(cli_args *a) {
-  /* SIGINT and SIGTERM are taken by sigwait below: blocked in every thread,
-   * the server's included (they inherit this mask), from the start and to
-   * the end, so a signal while the runs load, or a second one while the
-   * server closes, is the same request to stop (exit 0), never a kill */
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  if (pipe(stop_pipe)) return cli_fail(KT_EIO, NULL);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop;
+  sa.sa_flags = SA_RESTART; /* other threads' calls go on */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
   if (a->n_pos == 0)
     return cli_usage_error("serve needs a run directory: kaiten serve RUN_DIR... [--addr HOST:PORT]");
   kt_serve_config cfg;
@@ -88,8 +111,7 @@ static int run_serve(cli_args *a) {
   printf("kaiten serve: http://%s:%d/ shows %d run%s (Ctrl-C stops)\n", host,
          kt_server_port(srv), a->n_pos, a->n_pos > 1 ? "s" : "");
   fflush(stdout);
-  int sig = 0;
-  sigwait(&stop, &sig);
+  wait_for_stop();
   kt_server_destroy(srv, "stopped", 1.0);
   return 0;
 }
