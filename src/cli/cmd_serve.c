@@ -1,6 +1,8 @@
 /* kaiten serve: the dashboard of training runs, in the browser. */
+#define _GNU_SOURCE /* pipe2 */
 #include <ctype.h>
-#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,12 +52,14 @@ static void print_warning(void *ctx, const char *msg) {
   fprintf(stderr, "kaiten: warning: %s\n", msg);
 }
 
-/* SIGINT and SIGTERM ask serve to stop: the handler writes a byte that the
- * main thread waits for. A handler, not sigwait with the signals blocked:
- * threads started before (OpenBLAS's) do not block them, and the kernel
- * hands a process's signal to any thread that does not, whose default
- * action then killed the process (exit 130) on a second Ctrl-C while the
- * server closed. After the first, both are ignored. */
+/* SIGINT and SIGTERM ask serve to stop. They are blocked in the main
+ * thread, which takes them with sigtimedwait, and in the server's threads
+ * (they inherit the mask); threads started before (OpenBLAS's) do not block
+ * them, and the kernel hands a process's signal to any such thread when the
+ * main one is not waiting: its default action killed the process (exit
+ * 130) on a second Ctrl-C while the server closed. So a handler takes them
+ * there and leaves a byte the main thread looks for, and once the first has
+ * come both are ignored. */
 static int stop_pipe[2] = {-1, -1};
 
 static void on_stop(int sig) {
@@ -65,16 +69,12 @@ static void on_stop(int sig) {
   }
 }
 
-static void wait_for_stop(void) {
-  char c;
-  while (read(stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
-  }
-  signal(SIGINT, SIG_IGN);
-  signal(SIGTERM, SIG_IGN);
-}
-
-static int run_serve(cli_args *a) {
-  if (pipe(stop_pipe)) return cli_fail(KT_EIO, NULL);
+static void catch_stop(sigset_t *stop) {
+  sigemptyset(stop);
+  sigaddset(stop, SIGINT);
+  sigaddset(stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, stop, NULL);
+  if (pipe2(stop_pipe, O_NONBLOCK | O_CLOEXEC)) return;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop;
@@ -82,6 +82,22 @@ static int run_serve(cli_args *a) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+}
+
+static void wait_for_stop(const sigset_t *stop) {
+  for (;;) {
+    struct timespec tick = {0, 100 * 1000 * 1000};
+    if (sigtimedwait(stop, NULL, &tick) > 0) break;
+    char c;
+    if (stop_pipe[0] >= 0 && read(stop_pipe[0], &c, 1) == 1) break;
+  }
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+}
+
+static int run_serve(cli_args *a) {
+  sigset_t stop;
+  catch_stop(&stop);
   if (a->n_pos == 0)
     return cli_usage_error("serve needs a run directory: kaiten serve RUN_DIR... [--addr HOST:PORT]");
   kt_serve_config cfg;
@@ -111,7 +127,7 @@ static int run_serve(cli_args *a) {
   printf("kaiten serve: http://%s:%d/ shows %d run%s (Ctrl-C stops)\n", host,
          kt_server_port(srv), a->n_pos, a->n_pos > 1 ? "s" : "");
   fflush(stdout);
-  wait_for_stop();
+  wait_for_stop(&stop);
   kt_server_destroy(srv, "stopped", 1.0);
   return 0;
 }
