@@ -8,6 +8,7 @@
 #include "kaiten/generators.h"
 #include "kaiten/core.h"
 #include "kaiten/report.h"
+#include "kaiten/rundir.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 
@@ -172,6 +173,21 @@ void cli_optimal_info(const kt_optimal_result *res, double time_limit, kt_sim_in
 
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */
 int cli_emit(const char *path, const kt_buf *b);
+
+/* A list of host names (--allow-host a,b): parsed into names[] (pointing
+ * into text); a bad name is a usage error naming it (returns 2). */
+#define CLI_MAX_HOSTS 16
+typedef struct {
+  char text[1024];
+  const char *names[CLI_MAX_HOSTS];
+  int n;
+} cli_hosts;
+int cli_parse_hosts(const char *flag, const char *list, cli_hosts *out);
+/* Warns on stderr when host:port is reachable from the network. */
+void cli_serve_exposed(const char *host, int port);
+
+/* Prints a run directory's warnings (lines of metrics.jsonl skipped) on stderr. */
+void cli_run_warnings(const kt_run *r);
 
 /* Whether colour output should be used on stdout (--color auto|always|never). */
 int cli_use_color(const char *mode);

@@ -55,6 +55,7 @@ static const cli_opt train_opts_table[] = {
     {"live", 0, NULL, "the live view even under mpirun (default: on terminals, not under mpirun)"},
     {"force", 0, NULL, "train into a --run-dir that holds an old run: kaiten's files there are removed"},
     {"serve", 0, "[HOST:]PORT", "live dashboard in the browser at http://HOST:PORT/ (HOST 127.0.0.1; PORT 0 = any free)"},
+    {"allow-host", 0, "NAME[,NAME]", "with --serve: Host names a request may give besides this machine's"},
 };
 
 /* The model a bare `kaiten train` builds. */
@@ -120,12 +121,16 @@ static int parse_choices(const cli_args *a, train_opts *o) {
   o->sp.use_mpi = !strcmp(o->transport, "mpi");
   o->serve = cli_get(a, "serve");
   if (o->serve) { /* a bad address is a usage error before anything runs */
-    char host[64];
+    char host[64] = "127.0.0.1";
     int port;
     kt_error aerr = {{0}};
     if (kt_serve_parse_addr(o->serve, host, sizeof host, &port, &aerr))
       return cli_usage_error("--serve %s", aerr.msg);
+    cli_serve_exposed(host, port);
   }
+  cli_hosts hosts;
+  o->allow_host = cli_get(a, "allow-host");
+  if (cli_parse_hosts("allow-host", o->allow_host, &hosts)) return 2;
   return 0;
 }
 

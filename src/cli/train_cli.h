@@ -27,6 +27,7 @@ typedef struct {
   int live_forced; /* --live: even under mpirun */
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
+  const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
 } train_opts;
 
 #define TRAIN_MODEL_GIVEN (1 << 5)

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kaiten/report.h"
+#include "report/svg_util.h"
 
 void kt_gantt_default_opts(kt_gantt_opts *o) {
   o->width = 120;
@@ -63,15 +63,6 @@ static int short_label(const kt_event *e, int p, char *buf) {
   char op = kt_op_letter((kt_op)e->op);
   if (p > 0 && e->stage >= p) op = (char)(op - 'A' + 'a');
   return put_label(buf, INT_MIN, op, e->mb);
-}
-
-/* 1, 2 or 5 times a power of ten, at least x. */
-static double nice_step(double x) {
-  double p10 = pow(10, floor(log10(x)));
-  if (x <= p10) return p10;
-  if (x <= 2 * p10) return 2 * p10;
-  if (x <= 5 * p10) return 5 * p10;
-  return 10 * p10;
 }
 
 /* 256-colour backgrounds chosen to stay distinct for colour-blind readers
@@ -162,12 +153,14 @@ static gantt_layout choose_layout(const kt_timeline *t, const kt_gantt_opts *o) 
     if (t->events[i].start < L.t0) L.t0 = t->events[i].start;
     if (t->events[i].end > t1) t1 = t->events[i].end;
   }
-  L.span = t1 - L.t0 > 0 ? t1 - L.t0 : 1;
+  /* times far out (1e308, an overflowed sum) are drawn at the axis' limit */
+  L.t0 = kt__axis_clamp(L.t0);
+  L.span = kt__axis_clamp(t1) - L.t0 > 0 ? kt__axis_clamp(t1) - L.t0 : 1;
   int avail = kt_gantt_columns(o, t->p);
   int label_w = max_label_width(t, o, 0), short_w = max_label_width(t, o, 1), cell = 0;
   L.q = o->coarse ? 0 : find_quantum(t, L.t0);
   if (L.q > 0) {
-    double quanta = L.span / L.q;
+    double quanta = L.span / L.q; /* may be huge: cells below compare it as a double */
     if (quanta * (label_w + 1) <= (double)avail * MAX_BANDS) cell = label_w + 1;
     else if (o->chunks > 1 && quanta * (short_w + 1) <= (double)avail * MAX_BANDS)
       cell = short_w + 1, L.use_short = 1;
@@ -177,7 +170,7 @@ static gantt_layout choose_layout(const kt_timeline *t, const kt_gantt_opts *o) 
       L.use_short = o->chunks > 1;
     }
   }
-  L.quantized = L.q > 0 && cell >= 1;
+  L.quantized = L.q > 0 && cell >= 1 && L.span / L.q <= avail * MAX_BANDS;
   if (L.quantized) {
     L.scale = cell / L.q;
     L.cols = (int)llround(L.span / L.q) * cell;
@@ -187,6 +180,12 @@ static gantt_layout choose_layout(const kt_timeline *t, const kt_gantt_opts *o) 
     L.cols = L.band = avail;
   }
   return L;
+}
+
+/* The column of time t, within 0..cols (NaN: 0). */
+static int column(const gantt_layout *L, double t) {
+  double c = round((kt__axis_clamp(t) - L->t0) * L->scale);
+  return c > 0 ? c < L->cols ? (int)c : L->cols : 0;
 }
 
 /* Each event's cells: its label, or its op letter where the label does not
@@ -199,7 +198,7 @@ static void paint_events(const kt_timeline *t, const kt_gantt_opts *o, const gan
     if (e->rank < 0 || e->rank >= t->p) continue;
     char *row = grid + (size_t)e->rank * cols;
     signed char *ops = opmap + (size_t)e->rank * cols;
-    int c0 = (int)llround((e->start - L->t0) * L->scale), c1 = (int)llround((e->end - L->t0) * L->scale);
+    int c0 = column(L, e->start), c1 = column(L, e->end);
     if (c0 >= cols) c0 = cols - 1;
     if (c1 > cols) c1 = cols;
     if (c1 <= c0) c1 = c0 + 1;
@@ -222,10 +221,14 @@ static void paint_events(const kt_timeline *t, const kt_gantt_opts *o, const gan
 /* Time axis: ticks at round numbers, at whole quanta when quantized. */
 static void draw_axis(const gantt_layout *L, char *axis) {
   memset(axis, ' ', (size_t)L->cols);
-  double step_units = nice_step(10.0 / L->scale);
+  double step_units = kt__nice_step(10.0 / L->scale);
   if (L->quantized && step_units < L->q) step_units = L->q;
-  for (double tt = 0; tt <= L->span + 1e-9; tt += step_units) {
-    int c = (int)llround(tt * L->scale);
+  /* a tick every 10 columns or more: at most one per column whatever the times */
+  double ticks = floor(L->span / step_units + 1e-9) + 1;
+  if (!(ticks <= L->cols)) ticks = L->cols;
+  for (int i = 0; i < (int)ticks; i++) {
+    double tt = i * step_units;
+    int c = column(L, tt + L->t0);
     char num[32];
     int n = snprintf(num, sizeof num, "%g", tt + L->t0);
     if (c + n > L->cols) break;

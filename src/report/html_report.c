@@ -424,7 +424,7 @@ static void sim_body(kt_buf *b, const kt_report_entry *e, double t0, double t1,
   double ppu = kt_svg_fit_scale(span, PAGE_W), cap = kt_svg_fit_scale(span, MAX_DETAIL_W);
   if (need > ppu && t->n_events <= MAX_DETAIL_RECTS) ppu = need < cap ? need : cap;
   /* whole pixels, so the memory chart under it lines up exactly */
-  int width = (int)ceil(KT_SVG_MARGIN_LEFT + span * ppu + KT_SVG_MARGIN_RIGHT);
+  int width = kt__svg_width(span, ppu);
   ppu = kt_svg_fit_scale(span, width);
   kt_html_section_begin(b, "pipeline", "Pipeline",
                         "One row per rank, time to the right; empty grey lane = idle (the "
