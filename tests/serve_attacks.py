@@ -21,6 +21,7 @@ only; run by test_serve_attacks.sh:  serve_attacks.py KAITEN TMPDIR
 """
 import fcntl
 import os
+import re
 import shutil
 import signal
 import socket
@@ -232,6 +233,26 @@ def remote(base):
                         "0.0.0.0:0"], capture_output=True, text=True, timeout=60)
     check(r.returncode == 0 and "readable" in r.stderr, "train --serve 0.0.0.0: %d %r" %
           (r.returncode, r.stderr[-300:]))
+    # and keeps the Host check, with its own --allow-host
+    proc = subprocess.Popen([K, "train", "--synthetic", "--stages", "2", "-m", "2", "--tf", "5",
+                             "--tb", "5", "--tw", "5", "--steps", "400", "--no-live", "--serve",
+                             "0.0.0.0:0", "--allow-host", "dash.example"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        for line in proc.stderr:
+            m = re.search(r"http://[0-9.]+:(\d+)/", line)
+            if m:
+                port = int(m.group(1))
+                break
+        check(port is not None, "train --serve printed no address")
+        if port:
+            for host, want in (("dash.example", 200), ("evil.example", 403), ("localhost", 200)):
+                st = request(port, "/", host=host)[0]
+                check(st == want, "train --serve 0.0.0.0, Host %s: %d (want %d)" % (host, st, want))
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 # ---- 4. a run still training ------------------------------------------------------------------

@@ -33,11 +33,15 @@ int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server *
   kt_run done; /* resuming: the steps already run come first */
   int have_done = sp->resume && kt_run_load(dir, &done, &err) == KT_OK;
   if (have_done) live.done = &done;
+  cli_hosts allow; /* checked when the options were read */
+  if (cli_parse_hosts("allow-host", o->allow_host, &allow)) return 2;
   kt_serve_config cfg;
   kt_serve_default_config(&cfg);
   cfg.host = host;
   cfg.port = port;
   cfg.live = &live;
+  cfg.allow_hosts = allow.names;
+  cfg.n_allow_hosts = allow.n;
   st = kt_server_create(&cfg, out, &err);
   if (have_done) kt_run_free(&done);
   if (st) {
