@@ -155,6 +155,10 @@ size_t kt_schedule_messages(const kt_schedule *s);
 
 /* Formats one action ("0F0"); returns the length written (buf >= 32 bytes). */
 int kt_action_format(const kt_action *a, char *buf, size_t n);
+/* The same into buf (KT_ACTION_TEXT bytes), returned: for messages that
+ * name several actions. */
+#define KT_ACTION_TEXT 40
+const char *kt_action_text(const kt_action *a, char buf[KT_ACTION_TEXT]);
 /* Parses one action from s[0..len). EPARSE with a reason naming the text. */
 kt_status kt_action_parse(const char *s, size_t len, kt_action *out, kt_error *err);
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "generators/optimal_internal.h"
-#include "generators/search.h"
+#include "generators/search/search.h"
 #include "kaiten/sim.h"
 
 #define DEFAULT_TIME_LIMIT 10.0
@@ -107,7 +107,7 @@ kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, 
  * for more memory than some orders need). */
 static double starting_order(const kt_schedule_params *params, kt_schedule *s) {
   kt_error e2;
-  kt__zb_search_opts all = {1, 1, 1, -1, 0, 1, 0};
+  kt__search_opts all = {1, 1, 1, -1, 0, 1, 0};
   if (kt__zb_auto_build(s, params->costs, params->mem_limit, &all, &e2)) return INFINITY;
   kt_metrics m;
   if (kt_simulate_metrics(s, params->costs, &m, &e2)) return INFINITY;

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "generators/optimal_internal.h"
-#include "generators/search.h"
+#include "generators/search/search.h"
 #include "kaiten/sim.h"
 
 #define NONE (-INFINITY)
@@ -176,7 +176,7 @@ void kt__opt_bound_ws_free(kt__opt_bound_ws *ws) {
   memset(ws, 0, sizeof *ws);
 }
 
-/* The limit with the tolerance kt__zb_fits allows. */
+/* The limit with the tolerance kt__search_fits allows. */
 static double limit_tol(const kt__opt_problem *pb) { return pb->limit * (1 + 1e-12) + 1e-12; }
 
 /* Slots of I and W of stage s that must have ended before its forward of

@@ -21,7 +21,7 @@
  *
  * Without costs that is the schedule. With costs (even unit ones) the
  * search is cost-aware: under the caller's costs the order is refined along its
- * critical path (zb_refine.c) with every rank kept within the memory the
+ * critical path (search/refine.c) with every rank kept within the memory the
  * construction gives it, and the round-based and list-scheduled orders
  * under the same budgets compete; the fastest wins. So the peak memory of
  * every rank is at most the construction's (docs/schedules.md tabulates it)
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "generators/search.h"
+#include "generators/search/search.h"
 
 enum { T_F0, T_F1, T_I1, T_I0, T_W, T_W2, N_TYPES }; /* F0/I0: stage r; F1/I1: stage 2n-1-r */
 
@@ -487,7 +487,7 @@ kt_status kt__v_shape_direct(kt_schedule *s, int half, kt_error *err) {
     ok = ok && !place_all_w(&pt, 1);
     pt.types = N_TYPES;
   }
-  if (!ok || kt__zb_reserve(s, err) || emit(s, &pt))
+  if (!ok || kt__search_reserve(s, err) || emit(s, &pt))
     st = kt_fail(err, KT_ENOMEM, "out of memory building %s (P=%d, M=%d)", s->name, p, m);
   for (int k = 0; k < N_TYPES; k++) free(pt.t[k]);
   free(pt.n);
@@ -538,7 +538,7 @@ static kt_status construct(kt_schedule *s, int half, kt_error *err) {
   kt_schedule s0;
   kt_status st = kt_schedule_init_like(&s0, s, m0, err);
   if (!st) st = kt__v_shape_direct(&s0, half, err);
-  if (!st) st = kt__zb_reserve(s, err);
+  if (!st) st = kt__search_reserve(s, err);
   int ok = !st;
   for (int r = 0; ok && r < s->p; r++) ok = extend_rank(s, &s0, r);
   if (!st && !ok) st = kt__v_shape_direct(s, half, err);
@@ -551,7 +551,7 @@ static kt_status generate(kt_schedule *s, const kt_schedule_params *params, int 
                           kt_error *err) {
   kt_status st = construct(s, half, err);
   if (st || !params->costs) return st; /* no costs: the construction itself */
-  return kt__zb_tune(s, params, 0, err);
+  return kt__search_tune(s, params, 0, err);
 }
 
 kt_status kt__gen_v_half(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {

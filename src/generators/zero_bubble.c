@@ -1,7 +1,7 @@
 /* Zero-bubble handcrafted schedules (Qi et al., ICLR 2024 and arXiv 2405.15362):
  * the backward is split into I (input gradient, needed upstream now) and
  * W (weight gradient, can wait), and W fills the bubbles. */
-#include "generators/search.h"
+#include "generators/search/search.h"
 
 /* Counters of the ops a rank has emitted for one stage. */
 typedef struct {
@@ -47,7 +47,7 @@ kt_status kt__gen_zb_h2(kt_schedule *s, const kt_schedule_params *params, kt_err
  * steady (F0 while any remain, I0, W0, F1, I1, W1) until only P backwards of
  * chunk0 are left; cool-down r x (I0, I1), (P-r) x (I0, W0), remaining W1,
  * remaining W0. Needs M >= 2P so the warm-up is complete. With costs the
- * order is then tuned to them (kt__zb_tune) when that is strictly faster. */
+ * order is then tuned to them (kt__search_tune) when that is strictly faster. */
 kt_status kt__gen_zbv(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
   int p = s->p;
   if (s->m < 2 * p)
@@ -72,5 +72,5 @@ kt_status kt__gen_zbv(kt_schedule *s, const kt_schedule_params *params, kt_error
   }
   /* with costs: tuned to them within the order's own memory, kept unless
    * strictly faster (its fixed order ignores unequal F, B, W costs) */
-  return params->costs ? kt__zb_tune(s, params, 1, err) : KT_OK;
+  return params->costs ? kt__search_tune(s, params, 1, err) : KT_OK;
 }

@@ -10,11 +10,6 @@
 #include "kaiten/schedule.h"
 #include "schedule/messages.h"
 
-static const char *fmt(const kt_action *a, char *buf) {
-  kt_action_format(a, buf, 40);
-  return buf;
-}
-
 typedef struct {
   const kt_schedule *s;
   kt__dims d;
@@ -28,7 +23,7 @@ typedef struct {
  * the rank that owns the stage. */
 static kt_status check_owners(const checker *c, kt_error *err) {
   const kt_schedule *s = c->s;
-  char b1[40];
+  char b1[KT_ACTION_TEXT];
   for (int r = 0; r < s->p; r++)
     for (size_t i = 0; i < s->ranks[r].n; i++) {
       const kt_action *a = &s->ranks[r].actions[i];
@@ -36,12 +31,12 @@ static kt_status check_owners(const checker *c, kt_error *err) {
       if (a->stage < 0 || a->stage >= c->d.S || (kt_op_has_mb(a->op) && a->mb >= c->d.M))
         return kt_fail(err, KT_EINVALID_SCHEDULE,
                        "rank %d runs %s, outside the schedule's %d stages and %d micro-batches", r,
-                       fmt(a, b1), c->d.S, c->d.M);
+                       kt_action_text(a, b1), c->d.S, c->d.M);
       int owner = kt_stage_rank(s, a->stage);
       if (owner != r)
         return kt_fail(err, KT_EINVALID_SCHEDULE,
                        "action on the wrong rank: rank %d runs %s but stage %d belongs to rank %d",
-                       r, fmt(a, b1), a->stage, owner);
+                       r, kt_action_text(a, b1), a->stage, owner);
     }
   return KT_OK;
 }
@@ -49,7 +44,7 @@ static kt_status check_owners(const checker *c, kt_error *err) {
 /* Every SEND/RECV/WAIT_SEND names a real cross-rank hand-over, once. */
 static kt_status index_p2p(checker *c, kt_error *err) {
   const kt_schedule *s = c->s;
-  char b1[40], b2[40];
+  char b1[KT_ACTION_TEXT], b2[KT_ACTION_TEXT];
   for (int r = 0; r < s->p; r++) {
     const kt_rank_actions *ra = &s->ranks[r];
     for (size_t i = 0; i < ra->n; i++) {
@@ -58,7 +53,7 @@ static kt_status index_p2p(checker *c, kt_error *err) {
       long id = kt__msg_of_p2p(s, &c->d, r, a);
       if (id < 0)
         return kt_fail(err, KT_EINVALID_SCHEDULE,
-                       "rank %d runs %s, but no hand-over between ranks goes with it", r, fmt(a, b1));
+                       "rank %d runs %s, but no hand-over between ranks goes with it", r, kt_action_text(a, b1));
       int is_wait = a->op == KT_OP_WAIT_SEND_F || a->op == KT_OP_WAIT_SEND_B;
       long *pos = is_wait ? c->wait_pos
                   : a->op == KT_OP_SEND_F || a->op == KT_OP_SEND_B ? c->send_pos
@@ -66,12 +61,12 @@ static kt_status index_p2p(checker *c, kt_error *err) {
       if (is_wait && (c->send_pos[id] < 0 || pos[id] >= 0)) { /* as torch: no pending send */
         kt_action snd = kt__msg_send(&c->d, (size_t)id);
         return kt_fail(err, KT_EINVALID_SCHEDULE, "rank %d runs %s with no pending send (%s %s)", r,
-                       fmt(a, b1), fmt(&snd, b2),
+                       kt_action_text(a, b1), kt_action_text(&snd, b2),
                        c->send_pos[id] < 0 ? "has not run before it" : "was retired already");
       }
       if (pos[id] >= 0)
         return kt_fail(err, KT_EINVALID_SCHEDULE, "duplicate action: rank %d runs %s twice", r,
-                       fmt(a, b1));
+                       kt_action_text(a, b1));
       pos[id] = (long)i;
     }
   }
@@ -83,7 +78,7 @@ static kt_status index_p2p(checker *c, kt_error *err) {
  * SEND its WAIT_SEND. */
 static kt_status check_pairs(checker *c, kt_error *err) {
   const kt_schedule *s = c->s;
-  char b1[40], b2[40];
+  char b1[KT_ACTION_TEXT], b2[KT_ACTION_TEXT];
   for (int r = 0; r < s->p; r++) {
     const kt_rank_actions *ra = &s->ranks[r];
     for (size_t i = 0; i < ra->n; i++) {
@@ -94,10 +89,10 @@ static kt_status check_pairs(checker *c, kt_error *err) {
         kt_action snd = kt__msg_send(&c->d, (size_t)out);
         if (c->send_pos[out] < 0)
           return kt_fail(err, KT_EINVALID_SCHEDULE, "missing %s: rank %d runs %s but never sends it",
-                         fmt(&snd, b1), r, fmt(a, b2));
+                         kt_action_text(&snd, b1), r, kt_action_text(a, b2));
         if (c->send_pos[out] < (long)i)
           return kt_fail(err, KT_EINVALID_SCHEDULE, "bad order: rank %d runs %s before %s", r,
-                         fmt(&snd, b1), fmt(a, b2));
+                         kt_action_text(&snd, b1), kt_action_text(a, b2));
         c->msgs[c->n_msg++] = (kt__message){.id = (size_t)out, .from = r,
                                             .to = kt__msg_to(s, &c->d, (size_t)out),
                                             .from_pos = (size_t)c->send_pos[out]};
@@ -106,11 +101,11 @@ static kt_status check_pairs(checker *c, kt_error *err) {
         kt_action rcv = kt__msg_recv(&c->d, (size_t)in);
         if (c->recv_pos[in] < 0)
           return kt_fail(err, KT_EINVALID_SCHEDULE,
-                         "missing %s: rank %d runs %s without receiving its input", fmt(&rcv, b1),
-                         r, fmt(a, b2));
+                         "missing %s: rank %d runs %s without receiving its input", kt_action_text(&rcv, b1),
+                         r, kt_action_text(a, b2));
         if (c->recv_pos[in] > (long)i)
           return kt_fail(err, KT_EINVALID_SCHEDULE, "bad order: rank %d runs %s before %s", r,
-                         fmt(a, b2), fmt(&rcv, b1));
+                         kt_action_text(a, b2), kt_action_text(&rcv, b1));
       }
     }
   }
@@ -120,14 +115,14 @@ static kt_status check_pairs(checker *c, kt_error *err) {
     if ((c->send_pos[id] < 0) != (c->recv_pos[id] < 0)) {
       kt_action x = c->send_pos[id] < 0 ? kt__msg_recv(&c->d, id) : kt__msg_send(&c->d, id);
       kt_action y = c->send_pos[id] < 0 ? kt__msg_send(&c->d, id) : kt__msg_recv(&c->d, id);
-      return kt_fail(err, KT_EINVALID_SCHEDULE, "%s has no matching %s", fmt(&x, b1), fmt(&y, b2));
+      return kt_fail(err, KT_EINVALID_SCHEDULE, "%s has no matching %s", kt_action_text(&x, b1), kt_action_text(&y, b2));
     }
     if (c->ir == KT_TORCH_IR_2_15 && c->send_pos[id] >= 0 && c->wait_pos[id] < 0) {
       kt_action x = kt__msg_send(&c->d, id), w = kt__msg_wait(&c->d, id);
       return kt_fail(err, KT_EINVALID_SCHEDULE,
                      "send never retired: rank %d runs %s but no %s after it (torch 2.15 retires "
                      "every send with a wait)",
-                     kt_stage_rank(c->s, x.stage), fmt(&x, b1), fmt(&w, b2));
+                     kt_stage_rank(c->s, x.stage), kt_action_text(&x, b1), kt_action_text(&w, b2));
     }
   }
   return KT_OK;
@@ -136,7 +131,7 @@ static kt_status check_pairs(checker *c, kt_error *err) {
 /* Each pair of ranks must receive in the order it sends. */
 static kt_status check_pair_order(checker *c, kt_error *err) {
   qsort(c->msgs, c->n_msg, sizeof *c->msgs, kt__message_cmp);
-  char b1[40], b2[40];
+  char b1[KT_ACTION_TEXT], b2[KT_ACTION_TEXT];
   for (size_t i = 1; i < c->n_msg; i++) {
     const kt__message *x = &c->msgs[i - 1], *y = &c->msgs[i];
     if (x->from != y->from || x->to != y->to) continue;
@@ -145,7 +140,7 @@ static kt_status check_pair_order(checker *c, kt_error *err) {
       return kt_fail(err, KT_EINVALID_SCHEDULE,
                      "message order: rank %d sends %s before %s to rank %d, which receives them in "
                      "the opposite order (transports match messages between two ranks in order)",
-                     x->from, fmt(&sx, b1), fmt(&sy, b2), x->to);
+                     x->from, kt_action_text(&sx, b1), kt_action_text(&sy, b2), x->to);
     }
   }
   return KT_OK;

@@ -8,11 +8,6 @@
 #include "kaiten/schedule.h"
 #include "schedule/messages.h"
 
-static const char *fmt(const kt_action *a, char *buf) {
-  kt_action_format(a, buf, 40);
-  return buf;
-}
-
 /* REDUCE_GRAD/WAIT_REDUCE_GRAD on one rank: torch's pairing (one reduction
  * pending at a time, each wait for the pending stage, none left open) and a
  * stage reduces once, after all its M backwards. */
@@ -20,7 +15,7 @@ static kt_status check_reduce_rank(const kt_schedule *s, int r, int *backwards, 
                                    kt_error *err) {
   const kt_rank_actions *ra = &s->ranks[r];
   int pending = -1;
-  char b1[40];
+  char b1[KT_ACTION_TEXT];
   for (size_t i = 0; i < ra->n; i++) {
     const kt_action *a = &ra->actions[i];
     if (a->op == KT_OP_B || a->op == KT_OP_W) backwards[a->stage]++;
@@ -29,24 +24,24 @@ static kt_status check_reduce_rank(const kt_schedule *s, int r, int *backwards, 
         return kt_fail(err, KT_EINVALID_SCHEDULE,
                        "rank %d runs %s while stage %d's reduction is pending (no "
                        "%dWAIT_REDUCE_GRAD before it)",
-                       r, fmt(a, b1), pending, pending);
+                       r, kt_action_text(a, b1), pending, pending);
       if (reduced[a->stage])
         return kt_fail(err, KT_EINVALID_SCHEDULE, "duplicate action: rank %d runs %s twice", r,
-                       fmt(a, b1));
+                       kt_action_text(a, b1));
       if (backwards[a->stage] < s->m)
         return kt_fail(err, KT_EINVALID_SCHEDULE,
                        "rank %d runs %s after %d of stage %d's %d backwards: the reduction must "
                        "follow the last one",
-                       r, fmt(a, b1), backwards[a->stage], a->stage, s->m);
+                       r, kt_action_text(a, b1), backwards[a->stage], a->stage, s->m);
       pending = a->stage;
       reduced[a->stage] = 1;
     } else if (a->op == KT_OP_WAIT_REDUCE_GRAD) {
       if (pending < 0)
         return kt_fail(err, KT_EINVALID_SCHEDULE, "rank %d runs %s without a pending reduction",
-                       r, fmt(a, b1));
+                       r, kt_action_text(a, b1));
       if (pending != a->stage)
         return kt_fail(err, KT_EINVALID_SCHEDULE,
-                       "rank %d runs %s, but stage %d has the pending reduction", r, fmt(a, b1),
+                       "rank %d runs %s, but stage %d has the pending reduction", r, kt_action_text(a, b1),
                        pending);
       pending = -1;
     }
@@ -63,7 +58,7 @@ static kt_status check_reduce_rank(const kt_schedule *s, int r, int *backwards, 
  * unsharded. state: per stage, bit 1 = uses them, bit 2 = unsharded now. */
 static kt_status check_shard_rank(const kt_schedule *s, int r, uint8_t *state, kt_error *err) {
   const kt_rank_actions *ra = &s->ranks[r];
-  char b1[40];
+  char b1[KT_ACTION_TEXT];
   for (size_t i = 0; i < ra->n; i++)
     if (ra->actions[i].op == KT_OP_UNSHARD || ra->actions[i].op == KT_OP_RESHARD)
       state[ra->actions[i].stage] |= 1;
@@ -73,18 +68,18 @@ static kt_status check_shard_rank(const kt_schedule *s, int r, uint8_t *state, k
     if (a->op == KT_OP_UNSHARD) {
       if (*x & 2)
         return kt_fail(err, KT_EINVALID_SCHEDULE,
-                       "rank %d runs %s while stage %d is unsharded already", r, fmt(a, b1),
+                       "rank %d runs %s while stage %d is unsharded already", r, kt_action_text(a, b1),
                        a->stage);
       *x |= 2;
     } else if (a->op == KT_OP_RESHARD) {
       if (!(*x & 2))
         return kt_fail(err, KT_EINVALID_SCHEDULE, "rank %d runs %s but stage %d is not unsharded",
-                       r, fmt(a, b1), a->stage);
+                       r, kt_action_text(a, b1), a->stage);
       *x &= (uint8_t)~2;
     } else if (a->op < KT_OP_COUNT && *x == 1) {
       return kt_fail(err, KT_EINVALID_SCHEDULE,
                      "rank %d runs %s while stage %d is sharded (no %dUNSHARD before it)", r,
-                     fmt(a, b1), a->stage, a->stage);
+                     kt_action_text(a, b1), a->stage, a->stage);
     }
   }
   for (int st = 0; st < kt_schedule_stages(s); st++)

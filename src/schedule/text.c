@@ -23,6 +23,11 @@ int kt_action_format(const kt_action *a, char *buf, size_t n) {
   return snprintf(buf, n, "%d%s%d", a->stage, kt_op_name(a->op), a->mb);
 }
 
+const char *kt_action_text(const kt_action *a, char buf[KT_ACTION_TEXT]) {
+  kt_action_format(a, buf, KT_ACTION_TEXT);
+  return buf;
+}
+
 /* Op spellings a file may use. BW (legacy full backward) only exists while
  * reading: it becomes KT_OP_B once the notation is known. */
 

@@ -137,16 +137,11 @@ out:
   return st;
 }
 
-static const char *fmt(const kt_action *a, char *buf) {
-  kt_action_format(a, buf, 32);
-  return buf;
-}
-
 /* Counts every action per (stage, micro-batch) into info: each on its
  * owner, inside the schedule, at most once. */
 static kt_status count_actions(const kt_schedule *s, int S, const int *owner_of, pair_info *info,
                                kt_error *err) {
-  char b1[32];
+  char b1[KT_ACTION_TEXT];
   for (int r = 0; r < s->p; r++) {
     const kt_rank_actions *ra = &s->ranks[r];
     for (size_t i = 0; i < ra->n; i++) {
@@ -154,17 +149,17 @@ static kt_status count_actions(const kt_schedule *s, int S, const int *owner_of,
       if (a->stage < 0 || a->stage >= S || a->mb < 0 || a->mb >= s->m || a->op >= KT_OP_COUNT)
         return kt_fail(err, KT_EINVALID_SCHEDULE,
                        "rank %d runs %s, outside the schedule's %d stages and %d micro-batches", r,
-                       fmt(a, b1), S, s->m);
+                       kt_action_text(a, b1), S, s->m);
       int owner = owner_of[a->stage];
       if (owner != r)
         return kt_fail(err, KT_EINVALID_SCHEDULE,
                        "action on the wrong rank: rank %d runs %s but stage %d belongs to rank %d "
                        "(%s placement, P=%d, V=%d)",
-                       r, fmt(a, b1), a->stage, owner, kt_placement_name(s->placement), s->p, s->v);
+                       r, kt_action_text(a, b1), a->stage, owner, kt_placement_name(s->placement), s->p, s->v);
       pair_info *pi = &info[(size_t)a->stage * s->m + a->mb];
       if (pi->count[a->op]++)
         return kt_fail(err, KT_EINVALID_SCHEDULE, "duplicate action: rank %d runs %s twice", r,
-                       fmt(a, b1));
+                       kt_action_text(a, b1));
       if ((a->op == KT_OP_B || a->op == KT_OP_I) && !pi->count[KT_OP_F]) pi->early |= EARLY_BACKWARD;
       if (a->op == KT_OP_W && !pi->count[KT_OP_I]) pi->early |= EARLY_W;
     }
@@ -176,10 +171,10 @@ static kt_status count_actions(const kt_schedule *s, int S, const int *owner_of,
  * backward after the forward. */
 static kt_status check_pair(const kt_schedule *s, size_t k, const int *owner_of, const pair_info *pi,
                             kt_error *err) {
-  char b1[32], b2[32];
+  char b1[KT_ACTION_TEXT], b2[KT_ACTION_TEXT];
   kt_action a = {.stage = (int32_t)(k / s->m), .mb = (int32_t)(k % s->m)};
   int owner = owner_of[a.stage];
-#define AS(op_) (a.op = (op_), fmt(&a, b1))
+#define AS(op_) (a.op = (op_), kt_action_text(&a, b1))
   if (!pi->count[KT_OP_F])
     return kt_fail(err, KT_EINVALID_SCHEDULE, "missing forward: %s never runs (rank %d)",
                    AS(KT_OP_F), owner);
@@ -203,10 +198,10 @@ static kt_status check_pair(const kt_schedule *s, size_t k, const int *owner_of,
   if (!pi->early) return KT_OK;
   if (!(pi->early & EARLY_BACKWARD)) first = KT_OP_I, later = KT_OP_W;
   a.op = (uint8_t)later;
-  fmt(&a, b1);
+  kt_action_text(&a, b1);
   a.op = (uint8_t)first;
   return kt_fail(err, KT_EINVALID_SCHEDULE, "bad order: rank %d runs %s before %s", owner, b1,
-                 fmt(&a, b2));
+                 kt_action_text(&a, b2));
 }
 
 kt_status kt_schedule_validate(const kt_schedule *s, kt_error *err) {

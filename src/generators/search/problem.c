@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "generators/search.h"
+#include "generators/search/search.h"
 #include "kaiten/sim.h"
 
-kt_status kt__zb_problem_init(kt__zb_problem *pb, const kt_schedule *s, const kt_costs *c,
+kt_status kt__search_problem_init(kt__search_problem *pb, const kt_schedule *s, const kt_costs *c,
                               double limit, kt_error *err) {
   kt_costs unit;
   if (!c) {
@@ -30,7 +30,7 @@ kt_status kt__zb_problem_init(kt__zb_problem *pb, const kt_schedule *s, const kt
   pb->limit = kt_calloc((size_t)p, sizeof *pb->limit);
   if (!pb->srank || !pb->schunk || !pb->rstage || !pb->tf || !pb->tb || !pb->tw || !pb->act ||
       !pb->wg || !pb->res || !pb->head || !pb->limit) {
-    kt__zb_problem_free(pb);
+    kt__search_problem_free(pb);
     return kt_fail(err, KT_ENOMEM, "out of memory for a cost table of %d stages", S);
   }
   double most = 0;
@@ -57,7 +57,7 @@ kt_status kt__zb_problem_init(kt__zb_problem *pb, const kt_schedule *s, const kt
   return KT_OK;
 }
 
-void kt__zb_problem_free(kt__zb_problem *pb) {
+void kt__search_problem_free(kt__search_problem *pb) {
   free(pb->srank);
   free(pb->schunk);
   free(pb->rstage);
@@ -72,7 +72,7 @@ void kt__zb_problem_free(kt__zb_problem *pb) {
   memset(pb, 0, sizeof *pb);
 }
 
-double kt__zb_min_limit(const kt__zb_problem *pb, int *rank) {
+double kt__search_min_limit(const kt__search_problem *pb, int *rank) {
   double need = 0;
   int at = 0;
   for (int r = 0; r < pb->p; r++) {
@@ -83,11 +83,11 @@ double kt__zb_min_limit(const kt__zb_problem *pb, int *rank) {
   return need;
 }
 
-kt_status kt__zb_reserve(kt_schedule *s, kt_error *err) {
+kt_status kt__search_reserve(kt_schedule *s, kt_error *err) {
   return kt__reserve_actions(s, 3 * (size_t)s->v * (size_t)s->m, err);
 }
 
-kt_status kt__zb_eval_init(kt__zb_eval *ev, const kt__zb_problem *pb, kt_error *err) {
+kt_status kt__search_eval_init(kt__search_eval *ev, const kt__search_problem *pb, kt_error *err) {
   memset(ev, 0, sizeof *ev);
   size_t p = (size_t)pb->p;
   ev->end = malloc((size_t)pb->S * (size_t)pb->m * sizeof *ev->end);
@@ -98,14 +98,14 @@ kt_status kt__zb_eval_init(kt__zb_eval *ev, const kt__zb_problem *pb, kt_error *
   int queue_failed = kt_rank_queue_init(&ev->work, pb->p);
   ev->cutoff = INFINITY;
   if (!ev->end || !ev->start || !ev->stop || !ev->free_at || !ev->pos || queue_failed) {
-    kt__zb_eval_free(ev);
+    kt__search_eval_free(ev);
     return kt_fail(err, KT_ENOMEM, "out of memory evaluating schedules (P=%d, M=%d)", pb->p,
                    pb->m);
   }
   return KT_OK;
 }
 
-void kt__zb_eval_free(kt__zb_eval *ev) {
+void kt__search_eval_free(kt__search_eval *ev) {
   free(ev->end);
   free(ev->start);
   free(ev->stop);
@@ -117,16 +117,16 @@ void kt__zb_eval_free(kt__zb_eval *ev) {
 
 /* Runs rank r's actions while their inputs are known, waking each rank a
  * result is for (its next action may have become ready). */
-static void advance(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule *s, int r) {
+static void advance(const kt__search_problem *pb, kt__search_eval *ev, const kt_schedule *s, int r) {
   const kt_rank_actions *ra = &s->ranks[r];
   while (ev->pos[r] < ra->n) {
     const kt_action *a = &ra->actions[ev->pos[r]];
     kt_op op = a->op == KT_OP_B ? KT_OP_I : (kt_op)a->op;
-    double ready = kt__zb_input_ready(pb, ev->end, a->stage, op, a->mb);
+    double ready = kt__search_input_ready(pb, ev->end, a->stage, op, a->mb);
     if (isnan(ready)) return;
     double start = ready > ev->free_at[r] ? ready : ev->free_at[r];
-    double end = start + kt__zb_cost(pb, a->stage, (kt_op)a->op);
-    kt__pair_end *pe = &ev->end[KT__PAIR(pb, a->stage, a->mb)];
+    double end = start + kt__search_cost(pb, a->stage, (kt_op)a->op);
+    kt__search_pair_end *pe = &ev->end[KT__PAIR(pb, a->stage, a->mb)];
     if (op == KT_OP_F) pe->f = end;
     else if (op == KT_OP_I) pe->i = end;
     int to = op == KT_OP_W ? -1 : kt_result_consumer(op == KT_OP_F ? KT_RESULT_F : KT_RESULT_BI,
@@ -136,14 +136,14 @@ static void advance(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule
     if (ev->at) ev->at[r][ev->pos[r]] = start;
     ev->free_at[r] = ev->stop[r] = end;
     ev->pos[r]++;
-    if (end - ev->start[r] > ev->cutoff) return; /* the caller stops (kt__zb_evaluate) */
+    if (end - ev->start[r] > ev->cutoff) return; /* the caller stops (kt__search_evaluate) */
     if (consumer != r) kt_rank_queue_wake(&ev->work, consumer);
   }
 }
 
-double kt__zb_evaluate(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_schedule *s) {
+double kt__search_evaluate(const kt__search_problem *pb, kt__search_eval *ev, const kt_schedule *s) {
   size_t cells = (size_t)pb->S * (size_t)pb->m;
-  for (size_t k = 0; k < cells; k++) ev->end[k] = (kt__pair_end){NAN, NAN};
+  for (size_t k = 0; k < cells; k++) ev->end[k] = (kt__search_pair_end){NAN, NAN};
   int p = pb->p;
   for (int r = 0; r < p; r++) ev->pos[r] = 0, ev->free_at[r] = 0, ev->start[r] = ev->stop[r] = 0;
   kt_rank_queue_fill(&ev->work); /* also when the last call stopped early */
@@ -160,25 +160,44 @@ double kt__zb_evaluate(const kt__zb_problem *pb, kt__zb_eval *ev, const kt_sched
   return makespan;
 }
 
-int kt__zb_fits(const kt__zb_problem *pb, const kt_schedule *s, double *peak) {
+void kt__search_move(kt_action *a, size_t from, size_t to) {
+  kt_action x = a[from];
+  if (from > to) memmove(a + to + 1, a + to, (from - to) * sizeof *a);
+  else memmove(a + from, a + from + 1, (to - from) * sizeof *a);
+  a[to] = x;
+}
+
+/* The highest memory prefix sum of rank r's list; stops early (returning
+ * it) once it passes stop. */
+static double rank_peak(const kt__search_problem *pb, const kt_rank_actions *ra, double stop) {
+  double mem = 0, high = 0;
+  for (size_t i = 0; i < ra->n && high <= stop; i++) {
+    const kt_action *a = &ra->actions[i];
+    mem += kt_action_memory(a->op, pb->act[a->stage], pb->wg[a->stage]);
+    if (mem > high) high = mem;
+  }
+  return high;
+}
+
+static double budget(const kt__search_problem *pb, int r) { return pb->limit[r] * (1 + 1e-12) + 1e-12; }
+
+int kt__search_rank_fits(const kt__search_problem *pb, const kt_rank_actions *ra, int r) {
+  return rank_peak(pb, ra, budget(pb, r)) <= budget(pb, r);
+}
+
+int kt__search_fits(const kt__search_problem *pb, const kt_schedule *s, double *peak) {
   int ok = 1;
   double top = 0;
   for (int r = 0; r < s->p; r++) {
-    double mem = 0, high = 0;
-    for (size_t i = 0; i < s->ranks[r].n; i++) {
-      const kt_action *a = &s->ranks[r].actions[i];
-      int st = a->stage;
-      mem += kt_action_memory(a->op, pb->act[st], pb->wg[st]);
-      if (mem > high) high = mem;
-    }
-    if (high > pb->limit[r] * (1 + 1e-12) + 1e-12) ok = 0;
+    double high = rank_peak(pb, &s->ranks[r], INFINITY);
+    if (high > budget(pb, r)) ok = 0;
     if (high > top) top = high;
   }
   if (peak) *peak = top;
   return ok;
 }
 
-/* Whether the search's evaluation (kt__zb_evaluate) is the simulator's
+/* Whether the search's evaluation (kt__search_evaluate) is the simulator's
  * timing for s under c: compute actions inside the schedule's stages and
  * micro-batches, no overlapped pairs, no links, no send or op overhead, no
  * per-action times. */
@@ -217,28 +236,28 @@ static kt_status simulated_span(const kt_schedule *s, const kt_costs *c, double 
 kt_status kt_schedule_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
                            kt_error *err) {
   if (!fast_path_applies(s, c)) return simulated_span(s, c, span, busy, err);
-  kt__zb_problem pb;
-  kt__zb_eval ev;
-  kt_status st = kt__zb_problem_init(&pb, s, c, 0, err);
+  kt__search_problem pb;
+  kt__search_eval ev;
+  kt_status st = kt__search_problem_init(&pb, s, c, 0, err);
   if (st) return st;
-  if ((st = kt__zb_eval_init(&ev, &pb, err))) {
-    kt__zb_problem_free(&pb);
+  if ((st = kt__search_eval_init(&ev, &pb, err))) {
+    kt__search_problem_free(&pb);
     return st;
   }
-  int stuck = kt__zb_evaluate(&pb, &ev, s) < 0;
+  int stuck = kt__search_evaluate(&pb, &ev, s) < 0;
   if (!stuck) {
     double lo = INFINITY, hi = -INFINITY, total = 0;
     for (int r = 0; r < s->p; r++) {
       if (!s->ranks[r].n) continue;
       lo = fmin(lo, ev.start[r]), hi = fmax(hi, ev.stop[r]);
       for (size_t i = 0; i < s->ranks[r].n; i++)
-        total += kt__zb_cost(&pb, s->ranks[r].actions[i].stage, (kt_op)s->ranks[r].actions[i].op);
+        total += kt__search_cost(&pb, s->ranks[r].actions[i].stage, (kt_op)s->ranks[r].actions[i].op);
     }
     *span = hi > lo ? hi - lo : 0;
     *busy = total;
   }
-  kt__zb_eval_free(&ev);
-  kt__zb_problem_free(&pb);
+  kt__search_eval_free(&ev);
+  kt__search_problem_free(&pb);
   /* a deadlock is reported as the simulator reports it */
   return stuck ? simulated_span(s, c, span, busy, err) : KT_OK;
 }

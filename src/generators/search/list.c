@@ -26,12 +26,12 @@
  * of a later chunk. With that rule the oldest unfinished micro-batch can
  * always move (every rank holds only younger activations, admitted while
  * that room existed, plus W's that can run), so a budget of at least
- * kt__zb_min_limit never deadlocks, and no rank ever exceeds its budget. */
+ * kt__search_min_limit never deadlocks, and no rank ever exceeds its budget. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "generators/search.h"
+#include "generators/search/search.h"
 
 typedef struct {
   int op;       /* kt_op, or -1 when undecided (waits on an unknown input) */
@@ -39,11 +39,11 @@ typedef struct {
   double start; /* INFINITY when undecided */
 } decision;
 
-struct kt__zb_list {
-  const kt__zb_problem *pb;
-  kt__zb_rules ru;
+struct kt__search_list {
+  const kt__search_problem *pb;
+  kt__search_rules ru;
   kt_schedule *s;
-  kt__pair_end *end;       /* per (stage, mb) */
+  kt__search_pair_end *end;       /* per (stage, mb) */
   int *nf, *ni, *nw;       /* per stage: ops committed */
   double *e, *mem, *first; /* per rank: free time, memory (activations at max(M_B, M_W)), first start */
   double *idle, worst_idle; /* per rank: idle since its first action; the largest */
@@ -57,8 +57,8 @@ struct kt__zb_list {
 
 #define EPS 1e-9
 
-kt_status kt__zb_list_new(const kt__zb_problem *pb, kt__zb_list **out, kt_error *err) {
-  kt__zb_list *ls = kt_calloc(1, sizeof *ls);
+kt_status kt__search_list_new(const kt__search_problem *pb, kt__search_list **out, kt_error *err) {
+  kt__search_list *ls = kt_calloc(1, sizeof *ls);
   size_t p = (size_t)pb->p, S = (size_t)pb->S, cells = S * (size_t)pb->m;
   if (ls) {
     ls->pb = pb;
@@ -82,7 +82,7 @@ kt_status kt__zb_list_new(const kt__zb_problem *pb, kt__zb_list **out, kt_error 
   }
   if (!ls || !ls->end || !ls->nf || !ls->ni || !ls->nw || !ls->e || !ls->mem || !ls->first || !ls->idle || !ls->held ||
       !ls->cap || !ls->cursor || !ls->wq || !ls->wq_head || !ls->wq_len || !ls->dec || !ls->tree) {
-    kt__zb_list_free(ls);
+    kt__search_list_free(ls);
     return kt_fail(err, KT_ENOMEM, "out of memory for the list scheduler (P=%d, M=%d)", pb->p,
                    pb->m);
   }
@@ -90,7 +90,7 @@ kt_status kt__zb_list_new(const kt__zb_problem *pb, kt__zb_list **out, kt_error 
   return KT_OK;
 }
 
-void kt__zb_list_free(kt__zb_list *ls) {
+void kt__search_list_free(kt__search_list *ls) {
   if (!ls) return;
   free(ls->end);
   free(ls->nf);
@@ -118,12 +118,12 @@ static double maxd(double a, double b) { return a > b ? a : b; }
  * walk stops after BOUND_DEPTH stages, which keeps a decision O(1). */
 #define BOUND_DEPTH 16
 
-static double hop(const kt__zb_problem *pb, int from, int to) {
+static double hop(const kt__search_problem *pb, int from, int to) {
   return pb->srank[from] != pb->srank[to] ? pb->comm : 0;
 }
 
-static double f_end_bound(const kt__zb_list *ls, int st, int j) {
-  const kt__zb_problem *pb = ls->pb;
+static double f_end_bound(const kt__search_list *ls, int st, int j) {
+  const kt__search_problem *pb = ls->pb;
   int k = st, stop = st - BOUND_DEPTH;
   while (k >= 0 && k > stop && isnan(ls->end[KT__PAIR(pb, k, j)].f)) k--;
   double t;
@@ -133,8 +133,8 @@ static double f_end_bound(const kt__zb_list *ls, int st, int j) {
   return t;
 }
 
-static double i_end_bound(const kt__zb_list *ls, int st, int j) {
-  const kt__zb_problem *pb = ls->pb;
+static double i_end_bound(const kt__search_list *ls, int st, int j) {
+  const kt__search_problem *pb = ls->pb;
   int k = st, last = pb->S - 1, stop = st + BOUND_DEPTH;
   while (k <= last && k < stop && isnan(ls->end[KT__PAIR(pb, k, j)].i)) k++;
   double t;
@@ -147,8 +147,8 @@ static double i_end_bound(const kt__zb_list *ls, int st, int j) {
 }
 
 /* Earliest time the input of the next F / I of stage st can arrive. */
-static double input_bound(const kt__zb_list *ls, int st, kt_op op) {
-  const kt__zb_problem *pb = ls->pb;
+static double input_bound(const kt__search_list *ls, int st, kt_op op) {
+  const kt__search_problem *pb = ls->pb;
   if (op == KT_OP_F)
     return st == 0 ? 0 : f_end_bound(ls, st - 1, ls->nf[st]) + hop(pb, st - 1, st);
   if (st == pb->S - 1) return f_end_bound(ls, st, ls->ni[st]);
@@ -160,8 +160,8 @@ static double input_bound(const kt__zb_list *ls, int st, kt_op op) {
  * micro-batch then always finds it (every younger activation was admitted
  * while it was free). With V >= 3 a micro-batch's first F reserves all its
  * later chunks, which then always fit. */
-static int f_admissible(const kt__zb_list *ls, int r, int st) {
-  const kt__zb_problem *pb = ls->pb;
+static int f_admissible(const kt__search_list *ls, int r, int st) {
+  const kt__search_problem *pb = ls->pb;
   if (ls->nf[st] >= pb->m) return 0;
   if (pb->v == 1 && ls->nf[st] - ls->ni[st] >= ls->cap[r]) return 0;
   if (pb->v >= 3 && pb->schunk[st] > 0) return 1; /* reserved */
@@ -187,7 +187,7 @@ static int of_kind(const kt_action *a, int w) {
  * The cursor is left on the action found: what it skipped is of another
  * kind and never wanted by this cursor (otherwise a rank whose followed
  * list has no F left would scan its whole tail at every decision). */
-static int followed(const kt__zb_list *ls, int r, int *w) {
+static int followed(const kt__search_list *ls, int r, int *w) {
   const kt_rank_actions *ra = &ls->ru.follow->ranks[r];
   int want = ls->ru.loose ? *w : -1;
   size_t *cur = &ls->cursor[2 * r + (want > 0)], i = *cur;
@@ -198,8 +198,8 @@ static int followed(const kt__zb_list *ls, int r, int *w) {
   return ra->actions[i].stage;
 }
 
-static void gather(const kt__zb_list *ls, int r, double now, candidates *cd) {
-  const kt__zb_problem *pb = ls->pb;
+static void gather(const kt__search_list *ls, int r, double now, candidates *cd) {
+  const kt__search_problem *pb = ls->pb;
   *cd = (candidates){{-1, -1}, {-1, -1}, {INFINITY, INFINITY}, 0, 0, 0};
   int only[2] = {-1, -1}; /* with a followed order: the one stage allowed per kind */
   if (ls->ru.follow) {
@@ -227,7 +227,7 @@ static void gather(const kt__zb_list *ls, int r, double now, candidates *cd) {
         cd->i_left = 1;
       }
       kt_op op = w ? KT_OP_I : KT_OP_F;
-      double t = kt__zb_input_ready(pb, ls->end, st, op, w ? ls->ni[st] : ls->nf[st]);
+      double t = kt__search_input_ready(pb, ls->end, st, op, w ? ls->ni[st] : ls->nf[st]);
       if (isnan(t)) continue;
       if (t <= now && cd->now_st[w] < 0) cd->now_st[w] = st;
       if (t < cd->next_t[w]) cd->next_t[w] = t, cd->next_st[w] = st;
@@ -236,8 +236,8 @@ static void gather(const kt__zb_list *ls, int r, double now, candidates *cd) {
 }
 
 /* Whether a W should run now, in a gap before any input. */
-static int use_w(const kt__zb_list *ls, int r, double now, const candidates *cd) {
-  const kt__zb_problem *pb = ls->pb;
+static int use_w(const kt__search_list *ls, int r, double now, const candidates *cd) {
+  const kt__search_problem *pb = ls->pb;
   int wst = ls->wq[(size_t)r * pb->v * pb->m + ls->wq_head[r]];
   if (!cd->i_left && (!cd->f_left || cd->f_blocked)) return 1; /* nothing else can run first */
   if (cd->f_blocked && pb->wg[wst] > 0) return 1;               /* it frees memory */
@@ -253,8 +253,8 @@ static int use_w(const kt__zb_list *ls, int r, double now, const candidates *cd)
   return ls->ru.wfill == KT__WFILL_BALANCE && lb - now > ls->worst_idle - ls->idle[r] + EPS;
 }
 
-static decision decide(const kt__zb_list *ls, int r) {
-  const kt__zb_problem *pb = ls->pb;
+static decision decide(const kt__search_list *ls, int r) {
+  const kt__search_problem *pb = ls->pb;
   decision d = {-1, -1, INFINITY};
   double now = ls->e[r];
   candidates cd;
@@ -291,12 +291,12 @@ static decision decide(const kt__zb_list *ls, int r) {
   return d;
 }
 
-static void commit(kt__zb_list *ls, int r) {
-  const kt__zb_problem *pb = ls->pb;
+static void commit(kt__search_list *ls, int r) {
+  const kt__search_problem *pb = ls->pb;
   decision d = ls->dec[r];
   int st = d.stage;
   int mb = d.op == KT_OP_F ? ls->nf[st] : d.op == KT_OP_I ? ls->ni[st] : ls->nw[st];
-  double end = d.start + kt__zb_cost(pb, st, (kt_op)d.op);
+  double end = d.start + kt__search_cost(pb, st, (kt_op)d.op);
   kt__append(ls->s, r, st, (kt_op)d.op, mb);
   if (ls->ru.follow && d.op != KT_OP_W) { /* past this op in the followed order */
     const kt_rank_actions *ra = &ls->ru.follow->ranks[r];
@@ -331,14 +331,14 @@ static void commit(kt__zb_list *ls, int r) {
   }
 }
 
-static int earlier(const kt__zb_list *ls, int x, int y) {
+static int earlier(const kt__search_list *ls, int x, int y) {
   if (x < 0) return y;
   if (y < 0) return x;
   return ls->dec[y].start < ls->dec[x].start ? y : x; /* ties: the lower rank */
 }
 
 /* Recomputes rank r's decision and its path to the root of the tree. */
-static void refresh(kt__zb_list *ls, int r) {
+static void refresh(kt__search_list *ls, int r) {
   ls->dec[r] = decide(ls, r);
   int k = ls->leaves + r;
   ls->tree[k] = ls->dec[r].op >= 0 ? r : -1;
@@ -349,14 +349,14 @@ static void refresh(kt__zb_list *ls, int r) {
   }
 }
 
-double kt__zb_list_build(kt__zb_list *ls, const kt__zb_rules *rules, kt_schedule *s,
+double kt__search_list_build(kt__search_list *ls, const kt__search_rules *rules, kt_schedule *s,
                          kt_error *err) {
-  const kt__zb_problem *pb = ls->pb;
+  const kt__search_problem *pb = ls->pb;
   int p = pb->p;
   ls->ru = *rules;
   ls->s = s;
   ls->worst_idle = 0;
-  if (kt__zb_reserve(s, err)) return -1;
+  if (kt__search_reserve(s, err)) return -1;
   for (int r = 0; r < p; r++) {
     ls->e[r] = ls->mem[r] = ls->idle[r] = ls->held[r] = 0;
     ls->first[r] = NAN;
@@ -368,7 +368,7 @@ double kt__zb_list_build(kt__zb_list *ls, const kt__zb_rules *rules, kt_schedule
   }
   for (int st = 0; st < pb->S; st++) ls->nf[st] = ls->ni[st] = ls->nw[st] = 0;
   size_t cells = (size_t)pb->S * (size_t)pb->m;
-  for (size_t k = 0; k < cells; k++) ls->end[k] = (kt__pair_end){NAN, NAN};
+  for (size_t k = 0; k < cells; k++) ls->end[k] = (kt__search_pair_end){NAN, NAN};
   for (int k = 1; k < 2 * ls->leaves; k++) ls->tree[k] = -1;
   for (int r = 0; r < p; r++) refresh(ls, r);
   for (size_t step = 0, total = 3 * cells; step < total; step++) { /* one action per step */

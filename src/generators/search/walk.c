@@ -1,6 +1,6 @@
 /* A random walk over no-slower orders.
  *
- * The critical-path refinement (zb_refine.c) keeps a move only when the
+ * The critical-path refinement (search/refine.c) keeps a move only when the
  * makespan or the sum of the spans drops. Under a tight memory budget that
  * often stops early: the rank with the longest span waits for memory, which
  * a chain of other micro-batches on other ranks frees, and no single move
@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "generators/search.h"
+#include "generators/search/search.h"
 
 #define WINDOW 5
 #define ENDS 3
@@ -42,34 +42,17 @@ static int may_pass(const kt_action *a, const kt_action *b) {
   return a->stage != b->stage || (a->op != b->op && a->mb != b->mb);
 }
 
-static void move(kt_action *a, size_t from, size_t to) {
-  kt_action x = a[from];
-  if (from > to) memmove(a + to + 1, a + to, (from - to) * sizeof *a);
-  else memmove(a + from, a + from + 1, (to - from) * sizeof *a);
-  a[to] = x;
-}
-
-static int rank_fits(const kt__zb_problem *pb, const kt_rank_actions *ra, int r) {
-  double mem = 0, cap = pb->limit[r] * (1 + 1e-12) + 1e-12;
-  for (size_t i = 0; i < ra->n; i++) {
-    const kt_action *a = &ra->actions[i];
-    mem += kt_action_memory(a->op, pb->act[a->stage], pb->wg[a->stage]);
-    if (mem > cap) return 0;
-  }
-  return 1;
-}
-
-static int critical(const kt__zb_problem *pb, const kt__zb_eval *ev) {
+static int critical(const kt__search_problem *pb, const kt__search_eval *ev) {
   int crit = 0;
   for (int r = 1; r < pb->p; r++)
     if (ev->stop[r] - ev->start[r] > ev->stop[crit] - ev->start[crit]) crit = r;
   return crit;
 }
 
-double kt__zb_walk(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, double makespan,
+double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s, double makespan,
                    long max_evals, unsigned round) {
   if (max_evals <= 0 || pb->p < 1) return makespan;
-  double cur = kt__zb_evaluate(pb, ev, s), start = cur;
+  double cur = kt__search_evaluate(pb, ev, s), start = cur;
   if (cur < 0) return makespan;
   kt_schedule keep; /* the order as given: kept unless the walk ends faster */
   kt_error err;
@@ -105,19 +88,19 @@ double kt__zb_walk(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, do
       ok = j < (long)i ? may_pass(&ra->actions[q], &ra->actions[i])
                        : may_pass(&ra->actions[i], &ra->actions[q]);
     if (!ok) continue;
-    move(ra->actions, i, (size_t)j);
+    kt__search_move(ra->actions, i, (size_t)j);
     double ms = -1;
-    if (rank_fits(pb, ra, r)) {
+    if (kt__search_rank_fits(pb, ra, r)) {
       evals++;
       ev->cutoff = cur * (1 + 1e-12) + 1e-12;
-      ms = kt__zb_evaluate(pb, ev, s);
+      ms = kt__search_evaluate(pb, ev, s);
       ev->cutoff = INFINITY;
     }
     if (ms >= 0 && ms <= cur * (1 + 1e-12) + 1e-12) {
       cur = ms < cur ? ms : cur;
       crit = critical(pb, ev);
     } else {
-      move(ra->actions, (size_t)j, i);
+      kt__search_move(ra->actions, (size_t)j, i);
     }
   }
   if (!(cur < start - 1e-9 * (1 + start))) { /* no gain: the tidier order as given */
@@ -132,7 +115,7 @@ double kt__zb_walk(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, do
   return cur < makespan ? cur : makespan;
 }
 
-long kt__zb_walk_budget(const kt__zb_problem *pb, double work) {
+long kt__search_walk_budget(const kt__search_problem *pb, double work) {
   double most = work / (3.0 * pb->S * (double)pb->m);
   return most < 20000 ? (long)most : 20000;
 }

@@ -19,13 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "generators/search.h"
+#include "generators/search/search.h"
 
 #define EPS 1e-9
 
 typedef struct {
-  const kt__zb_problem *pb;
-  kt__zb_eval *ev;
+  const kt__search_problem *pb;
+  kt__search_eval *ev;
   kt_schedule *s;
   double makespan, spans;
   long evals, max_evals;
@@ -33,25 +33,6 @@ typedef struct {
 } refiner;
 
 /* Moves rank r's action at `from` to index `to` (the others shift). */
-static void move(kt_schedule *s, int r, size_t from, size_t to) {
-  kt_action *a = s->ranks[r].actions, x = a[from];
-  if (from > to) memmove(a + to + 1, a + to, (from - to) * sizeof *a);
-  else memmove(a + from, a + from + 1, (to - from) * sizeof *a);
-  a[to] = x;
-}
-
-static int rank_fits(const kt__zb_problem *pb, const kt_schedule *s, int r) {
-  double mem = 0;
-  for (size_t i = 0; i < s->ranks[r].n; i++) {
-    const kt_action *a = &s->ranks[r].actions[i];
-    int st = a->stage;
-    mem += a->op == KT_OP_F ? pb->act[st] : a->op == KT_OP_I ? pb->wg[st] - pb->act[st]
-           : a->op == KT_OP_W ? -pb->wg[st] : -pb->act[st];
-    if (mem > pb->limit[r] * (1 + 1e-12) + 1e-12) return 0;
-  }
-  return 1;
-}
-
 static double span_sum(const refiner *rf) {
   double sum = 0;
   for (int r = 0; r < rf->pb->p; r++) sum += rf->ev->stop[r] - rf->ev->start[r];
@@ -62,10 +43,10 @@ static double span_sum(const refiner *rf) {
  * Returns 1 when kept. */
 static int attempt(refiner *rf, int r, size_t from, size_t to) {
   if (from == to || rf->evals >= rf->max_evals) return 0;
-  move(rf->s, r, from, to);
-  if (rank_fits(rf->pb, rf->s, r)) {
+  kt__search_move(rf->s->ranks[r].actions, from, to);
+  if (kt__search_rank_fits(rf->pb, &rf->s->ranks[r], r)) {
     rf->evals++;
-    double ms = kt__zb_evaluate(rf->pb, rf->ev, rf->s);
+    double ms = kt__search_evaluate(rf->pb, rf->ev, rf->s);
     double tol = 1e-12 * (1 + rf->makespan);
     if (ms >= 0) {
       double sum = span_sum(rf);
@@ -75,7 +56,7 @@ static int attempt(refiner *rf, int r, size_t from, size_t to) {
       }
     }
   }
-  move(rf->s, r, to, from);
+  kt__search_move(rf->s->ranks[r].actions, to, from);
   return 0;
 }
 
@@ -96,7 +77,7 @@ typedef struct {
 /* Where the input of x comes from: rank and index of its producer, found
  * through idx (per (stage, mb): the index of F and of I/B in its rank). */
 static int producer(const refiner *rf, const kt_action *x, int *q, size_t *k) {
-  const kt__zb_problem *pb = rf->pb;
+  const kt__search_problem *pb = rf->pb;
   int st = x->stage;
   if (x->op == KT_OP_F) {
     if (st == 0) return 0;
@@ -111,7 +92,7 @@ static int producer(const refiner *rf, const kt_action *x, int *q, size_t *k) {
 }
 
 static void index_order(refiner *rf) {
-  const kt__zb_problem *pb = rf->pb;
+  const kt__search_problem *pb = rf->pb;
   for (int r = 0; r < pb->p; r++)
     for (size_t i = 0; i < rf->s->ranks[r].n; i++) {
       const kt_action *a = &rf->s->ranks[r].actions[i];
@@ -137,18 +118,18 @@ static int producer_moves(const refiner *rf, int q, size_t k, move_t *mv, int n)
 #define FILL_WINDOW 12
 
 static int fill_move(const refiner *rf, int r, size_t i, move_t *mv, int n) {
-  const kt__zb_problem *pb = rf->pb;
+  const kt__search_problem *pb = rf->pb;
   const kt_rank_actions *ra = &rf->s->ranks[r];
   if (n + 1 > MAX_MOVES || i == 0) return n;
   const kt_action *prev = &ra->actions[i - 1];
-  double opens = rf->ev->at[r][i - 1] + kt__zb_cost(pb, prev->stage, (kt_op)prev->op);
+  double opens = rf->ev->at[r][i - 1] + kt__search_cost(pb, prev->stage, (kt_op)prev->op);
   for (size_t y = i + 1; y < ra->n && y <= i + FILL_WINDOW; y++) {
     const kt_action *a = &ra->actions[y];
     int movable = 1;
     for (size_t k = i; k < y && movable; k++) movable = may_swap(&ra->actions[k], a);
     if (!movable) continue;
     kt_op op = a->op == KT_OP_B ? KT_OP_I : (kt_op)a->op;
-    double ready = kt__zb_input_ready(pb, rf->ev->end, a->stage, op, a->mb);
+    double ready = kt__search_input_ready(pb, rf->ev->end, a->stage, op, a->mb);
     if (!isnan(ready) && ready <= opens + EPS) {
       mv[n++] = (move_t){r, y, i};
       break;
@@ -160,8 +141,8 @@ static int fill_move(const refiner *rf, int r, size_t i, move_t *mv, int n) {
 /* Walks the critical path back from the end of the rank with the longest
  * span and collects the moves that could shorten it. */
 static int gather_moves(refiner *rf, move_t *mv) {
-  const kt__zb_problem *pb = rf->pb;
-  const kt__zb_eval *ev = rf->ev;
+  const kt__search_problem *pb = rf->pb;
+  const kt__search_eval *ev = rf->ev;
   const kt_schedule *s = rf->s;
   int crit = 0, n = 0;
   for (int r = 1; r < pb->p; r++)
@@ -172,7 +153,7 @@ static int gather_moves(refiner *rf, move_t *mv) {
   for (long steps = 0; n < MAX_MOVES && steps < 4L * (long)pb->S * pb->m; steps++) {
     const kt_action *a = s->ranks[r].actions, *x = &a[i];
     double start = ev->at[r][i];
-    if (i > 0 && start <= ev->at[r][i - 1] + kt__zb_cost(pb, a[i - 1].stage, (kt_op)a[i - 1].op) + EPS) {
+    if (i > 0 && start <= ev->at[r][i - 1] + kt__search_cost(pb, a[i - 1].stage, (kt_op)a[i - 1].op) + EPS) {
       if (may_swap(&a[i - 1], x) && n < MAX_MOVES) mv[n++] = (move_t){r, i, i - 1};
       i--;
       continue;
@@ -196,7 +177,7 @@ static int improve_once(refiner *rf) {
   return 0;
 }
 
-double kt__zb_refine(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, double makespan,
+double kt__search_refine(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s, double makespan,
                      long max_evals) {
   if (max_evals <= 0) return makespan;
   double **at = kt_calloc((size_t)pb->p, sizeof *at);
@@ -206,7 +187,7 @@ double kt__zb_refine(const kt__zb_problem *pb, kt__zb_eval *ev, kt_schedule *s, 
   if (ok) ok = (rf.idx = malloc(2 * (size_t)pb->S * (size_t)pb->m * sizeof *rf.idx)) != NULL;
   if (ok) {
     ev->at = at;
-    double ms = kt__zb_evaluate(pb, ev, s);
+    double ms = kt__search_evaluate(pb, ev, s);
     if (ms >= 0) {
       rf.makespan = ms, rf.spans = span_sum(&rf);
       /* a kept move was the last one evaluated: ev holds the times of the order */

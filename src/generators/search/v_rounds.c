@@ -25,10 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "generators/search.h"
+#include "generators/search/search.h"
 
 typedef struct {
-  const kt__zb_problem *pb;
+  const kt__search_problem *pb;
   kt_schedule *s;
   int flags, p, m;
   int *nf, *ni, *nw;          /* per stage */
@@ -38,7 +38,7 @@ typedef struct {
   int *started;
   const double *approved;     /* NULL on the first run */
   double max_approved;
-  kt__pair_end *end;
+  kt__search_pair_end *end;
   kt_error *err;
 } vrounds;
 
@@ -58,11 +58,11 @@ static double idle_allowed(const vrounds *v, int r) {
 }
 
 static int put(vrounds *v, int r, int st, kt_op op) {
-  const kt__zb_problem *pb = v->pb;
+  const kt__search_problem *pb = v->pb;
   size_t slots = 2 * (size_t)v->m;
   if (op == KT_OP_W) st = v->wq[(size_t)r * slots + (size_t)v->wq_head[r]];
   int mb = op == KT_OP_F ? v->nf[st] : op == KT_OP_I ? v->ni[st] : v->nw[st];
-  double ready = kt__zb_input_ready(pb, v->end, st, op, mb);
+  double ready = kt__search_input_ready(pb, v->end, st, op, mb);
   if (isnan(ready) || mb >= v->m) {
     kt_fail(v->err, KT_EINVAL, "the v-shape round-based order needs an input not yet produced");
     return -1;
@@ -70,9 +70,9 @@ static int put(vrounds *v, int r, int st, kt_op op) {
   double start = fmax(v->e[r], ready);
   if (v->started[r] && (v->idle[r] += start - v->e[r]) > v->worst_idle) v->worst_idle = v->idle[r];
   v->started[r] = 1;
-  v->e[r] = start + kt__zb_cost(pb, st, op);
+  v->e[r] = start + kt__search_cost(pb, st, op);
   kt__append(v->s, r, st, op, mb);
-  kt__pair_end *pe = &v->end[KT__PAIR(pb, st, mb)];
+  kt__search_pair_end *pe = &v->end[KT__PAIR(pb, st, mb)];
   if (op == KT_OP_F) {
     pe->f = v->e[r], v->mem[r] += pb->res[st], v->nf[st]++;
   } else if (op == KT_OP_I) {
@@ -88,7 +88,7 @@ static int put(vrounds *v, int r, int st, kt_op op) {
 }
 
 static int room(vrounds *v, int r, double need) {
-  const kt__zb_problem *pb = v->pb;
+  const kt__search_problem *pb = v->pb;
   while (v->mem[r] + need > pb->limit[r] + EPS * (1 + pb->limit[r])) {
     if (!v->wq_len[r]) {
       kt_fail(v->err, KT_EINVAL, "the budget of rank %d cannot hold the v-shape round order", r);
@@ -101,14 +101,14 @@ static int room(vrounds *v, int r, double need) {
 
 /* Step 3 before op on stage st of rank r; `always` takes the extra W. */
 static int put_filled(vrounds *v, int r, int st, kt_op op, int always) {
-  const kt__zb_problem *pb = v->pb;
+  const kt__search_problem *pb = v->pb;
   if (room(v, r, op == KT_OP_F ? pb->res[st] : 0)) return -1;
   int mb = op == KT_OP_F ? v->nf[st] : v->ni[st];
   int from = op == KT_OP_F ? st - 1 : st + 1; /* the producer's stage */
   int cross = from >= 0 && from < pb->S && pb->srank[from] != r &&
               !(op == KT_OP_I && st == pb->S - 1);
   if (cross) {
-    double ready = kt__zb_input_ready(pb, v->end, st, op, mb);
+    double ready = kt__search_input_ready(pb, v->end, st, op, mb);
     if (isnan(ready)) return put(v, r, st, op); /* reports it */
     while (v->wq_len[r] && v->e[r] + pb->tw[v->wq[(size_t)r * 2 * v->m + v->wq_head[r]]] <= ready + EPS)
       if (put(v, r, -1, KT_OP_W)) return -1;
@@ -127,7 +127,7 @@ static int placed_i(const vrounds *v, int st, int mb) {
 }
 
 static int warm_up(vrounds *v) {
-  const kt__zb_problem *pb = v->pb;
+  const kt__search_problem *pb = v->pb;
   int p = v->p;
   for (int r = 0; r < p; r++)
     if (put(v, r, r, KT_OP_F)) return -1;
@@ -196,10 +196,10 @@ static int round_f(vrounds *v) {
 
 /* One run; the largest idle, or -1. */
 static double run(vrounds *v, int *lane) {
-  const kt__zb_problem *pb = v->pb;
+  const kt__search_problem *pb = v->pb;
   int p = v->p;
   size_t cells = (size_t)pb->S * (size_t)v->m;
-  for (size_t k = 0; k < cells; k++) v->end[k] = (kt__pair_end){NAN, NAN};
+  for (size_t k = 0; k < cells; k++) v->end[k] = (kt__search_pair_end){NAN, NAN};
   for (int st = 0; st < pb->S; st++) v->nf[st] = v->ni[st] = v->nw[st] = 0;
   for (int r = 0; r < p; r++) {
     v->wq_head[r] = v->wq_len[r] = v->started[r] = 0;
@@ -227,7 +227,7 @@ static double run(vrounds *v, int *lane) {
   return worst;
 }
 
-int kt__zbv_rounds_build(const kt__zb_problem *pb, int flags, kt_schedule *s, kt_error *err) {
+int kt__zbv_rounds_build(const kt__search_problem *pb, int flags, kt_schedule *s, kt_error *err) {
   int p = pb->p, m = pb->m;
   vrounds v = {.pb = pb, .s = s, .flags = flags, .p = p, .m = m, .err = err};
   size_t cells = (size_t)pb->S * (size_t)m;
@@ -254,8 +254,8 @@ int kt__zbv_rounds_build(const kt__zb_problem *pb, int flags, kt_schedule *s, kt
     kt_fail(err, KT_EINVAL, "the v-shape round-based builder needs v placement");
     goto done;
   }
-  if (kt__zb_reserve(s, err) || kt_schedule_init_like(&keep, s, m, err) ||
-      kt__zb_reserve(&keep, err))
+  if (kt__search_reserve(s, err) || kt_schedule_init_like(&keep, s, m, err) ||
+      kt__search_reserve(&keep, err))
     goto done;
   double best = -1;
   for (int tries = 0; tries < 8; tries++) {

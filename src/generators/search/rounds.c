@@ -25,25 +25,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "generators/search.h"
+#include "generators/search/search.h"
 
 typedef struct {
-  const kt__zb_problem *pb;
+  const kt__search_problem *pb;
   kt_schedule *s;
   int flags;
   int *f, *b, *w;          /* per stage: forwards, I's, W's placed */
   double *e, *mem, *idle;  /* per stage: free time, memory, idle after its first op */
   double worst_idle;
-  kt__pair_end *end;
+  kt__search_pair_end *end;
   kt_error *err;
 } rounds;
 
 #define EPS 1e-9
 
 static int put(rounds *rd, int j, kt_op op) {
-  const kt__zb_problem *pb = rd->pb;
+  const kt__search_problem *pb = rd->pb;
   int mb = op == KT_OP_F ? rd->f[j] : op == KT_OP_I ? rd->b[j] : rd->w[j];
-  double ready = kt__zb_input_ready(pb, rd->end, j, op, mb);
+  double ready = kt__search_input_ready(pb, rd->end, j, op, mb);
   if (isnan(ready)) { /* its producer is not placed: this order cannot be built */
     kt_fail(rd->err, KT_EINVAL, "the round-based order needs an input not yet produced");
     return -1;
@@ -53,9 +53,9 @@ static int put(rounds *rd, int j, kt_op op) {
     rd->idle[j] += start - rd->e[j];
     if (rd->idle[j] > rd->worst_idle) rd->worst_idle = rd->idle[j];
   }
-  rd->e[j] = start + kt__zb_cost(pb, j, op);
+  rd->e[j] = start + kt__search_cost(pb, j, op);
   kt__append(rd->s, j, j, op, mb);
-  kt__pair_end *pe = &rd->end[KT__PAIR(pb, j, mb)];
+  kt__search_pair_end *pe = &rd->end[KT__PAIR(pb, j, mb)];
   if (op == KT_OP_F) pe->f = rd->e[j], rd->mem[j] += pb->res[j], rd->f[j]++;
   else if (op == KT_OP_I) pe->i = rd->e[j], rd->mem[j] += pb->wg[j] - pb->res[j], rd->b[j]++;
   else rd->mem[j] -= pb->wg[j], rd->w[j]++;
@@ -64,7 +64,7 @@ static int put(rounds *rd, int j, kt_op op) {
 
 /* W's until need more fits the budget; -1 when it cannot. */
 static int make_room(rounds *rd, int j, double need) {
-  const kt__zb_problem *pb = rd->pb;
+  const kt__search_problem *pb = rd->pb;
   while (rd->mem[j] + need > pb->limit[j] + EPS * (1 + pb->limit[j])) {
     if (rd->w[j] >= rd->b[j]) {
       kt_fail(rd->err, KT_EINVAL, "the budget of rank %d cannot hold the round-based order", j);
@@ -77,7 +77,7 @@ static int make_room(rounds *rd, int j, double need) {
 
 /* W's in the gap before an input arriving at `ready` (step 3 above). */
 static int fill_gap(rounds *rd, int j, double ready) {
-  const kt__zb_problem *pb = rd->pb;
+  const kt__search_problem *pb = rd->pb;
   while (rd->w[j] < rd->b[j] && rd->e[j] + pb->tw[j] <= ready + EPS)
     if (put(rd, j, KT_OP_W)) return -1;
   if (rd->w[j] < rd->b[j] && rd->e[j] < ready - EPS) {
@@ -89,11 +89,11 @@ static int fill_gap(rounds *rd, int j, double ready) {
 }
 
 static int put_filled(rounds *rd, int j, kt_op op) {
-  const kt__zb_problem *pb = rd->pb;
+  const kt__search_problem *pb = rd->pb;
   if (make_room(rd, j, op == KT_OP_F ? pb->res[j] : 0)) return -1;
   int mb = op == KT_OP_F ? rd->f[j] : rd->b[j];
   if ((op == KT_OP_F && j > 0) || (op == KT_OP_I && j < pb->S - 1))
-    if (fill_gap(rd, j, kt__zb_input_ready(pb, rd->end, j, op, mb))) return -1;
+    if (fill_gap(rd, j, kt__search_input_ready(pb, rd->end, j, op, mb))) return -1;
   if (op == KT_OP_I && j == 0 && rd->f[0] == pb->m) /* stage 0's I feeds nothing */
     while (rd->w[0] < rd->b[0])
       if (put(rd, 0, KT_OP_W)) return -1;
@@ -102,7 +102,7 @@ static int put_filled(rounds *rd, int j, kt_op op) {
 
 /* Step 1: the warm-up forwards of every stage and I 0. */
 static int warm_up(rounds *rd, const int *delta, int *req) {
-  const kt__zb_problem *pb = rd->pb;
+  const kt__search_problem *pb = rd->pb;
   int S = pb->S, m = pb->m;
   for (int j = 0; j < S; j++)
     if (put(rd, j, KT_OP_F)) return -1;
@@ -143,7 +143,7 @@ static int warm_up(rounds *rd, const int *delta, int *req) {
 /* SKIP_F: whether stage j (two or more forwards ahead of j+1) leaves this
  * round's forward out. */
 static int skips(const rounds *rd, int j) {
-  const kt__zb_problem *pb = rd->pb;
+  const kt__search_problem *pb = rd->pb;
   double next = rd->e[j + 1] + pb->tf[j + 1] + pb->tb[j + 1] + pb->comm;
   if (rd->e[j] >= next) return 1;
   double mem = rd->mem[j] + pb->res[j], extra = 0;
@@ -154,7 +154,7 @@ static int skips(const rounds *rd, int j) {
 }
 
 static int run_rounds(rounds *rd, int *want) {
-  const kt__zb_problem *pb = rd->pb;
+  const kt__search_problem *pb = rd->pb;
   int S = pb->S, m = pb->m;
   for (int i = 1; i < m; i++) {
     for (int j = 0; j < S; j++) {
@@ -175,7 +175,7 @@ static int run_rounds(rounds *rd, int *want) {
   return 0;
 }
 
-double kt__zb_rounds_build(const kt__zb_problem *pb, int flags, const int *depth_delta,
+double kt__search_rounds_build(const kt__search_problem *pb, int flags, const int *depth_delta,
                            kt_schedule *s, kt_error *err) {
   int S = pb->S;
   rounds rd = {.pb = pb, .s = s, .flags = flags, .err = err};
@@ -197,9 +197,9 @@ double kt__zb_rounds_build(const kt__zb_problem *pb, int flags, const int *depth
     kt_fail(err, KT_EINVAL, "the round-based builder runs one chunk per rank");
     goto done;
   }
-  for (size_t k = 0; k < cells; k++) rd.end[k] = (kt__pair_end){NAN, NAN};
+  for (size_t k = 0; k < cells; k++) rd.end[k] = (kt__search_pair_end){NAN, NAN};
   for (int r = 0; r < S; r++) s->ranks[r].n = 0;
-  if (kt__zb_reserve(s, err)) goto done;
+  if (kt__search_reserve(s, err)) goto done;
   if (warm_up(&rd, depth_delta, scratch) || run_rounds(&rd, scratch)) goto done;
   makespan = 0;
   for (int j = 0; j < S; j++) {

@@ -1,14 +1,14 @@
 /* Tuning a constructed order to the caller's costs without more memory:
  * the construction's own peak (the largest over ranks, counted with the
  * caller's M_B and M_W) becomes every rank's budget, the construction is
- * one candidate of the search (kt__zb_search: the list scheduler's rules,
+ * one candidate of the search (kt__search_run: the list scheduler's rules,
  * the round-based builders, the construction's F/I order with its W's
  * timed again), and the fastest candidate is refined along its critical
  * path. v-half, v-min and zbv use it when costs are given. */
 #include <math.h>
 #include <stdlib.h>
 
-#include "generators/search.h"
+#include "generators/search/search.h"
 
 /* The tuning's effort: the list scheduler's core rules, the V round
  * builder, the construction's F/I order with its W's timed again (the six
@@ -23,7 +23,7 @@
 #define TUNE_REFINE_ACTIONS 12000
 
 /* Peak of rank r's memory prefix sums under pb's M_B and M_W. */
-static double rank_peak(const kt__zb_problem *pb, const kt_rank_actions *ra) {
+static double rank_peak(const kt__search_problem *pb, const kt_rank_actions *ra) {
   double mem = 0, peak = 0;
   for (size_t i = 0; i < ra->n; i++) {
     const kt_action *a = &ra->actions[i];
@@ -56,29 +56,29 @@ static int balanced(const kt_costs *c, int S) {
 
 /* Whether the construction already meets the lower bound (the costs are
  * uniform, say): no order within its memory is faster. */
-static int construction_optimal(const kt__zb_problem *pb, const kt_schedule *base, double lower) {
+static int construction_optimal(const kt__search_problem *pb, const kt_schedule *base, double lower) {
   if (!(lower > 0)) return 0;
-  kt__zb_eval ev;
+  kt__search_eval ev;
   kt_error err;
-  if (kt__zb_eval_init(&ev, pb, &err)) return 0;
-  double ms = kt__zb_evaluate(pb, &ev, base);
-  kt__zb_eval_free(&ev);
+  if (kt__search_eval_init(&ev, pb, &err)) return 0;
+  double ms = kt__search_evaluate(pb, &ev, base);
+  kt__search_eval_free(&ev);
   return ms >= 0 && ms <= lower * (1 + 1e-12);
 }
 
 /* Above this many actions the caller hears of the search before it starts. */
 #define LONG_SEARCH_ACTIONS 1000000
 
-kt_status kt__zb_tune(kt_schedule *s, const kt_schedule_params *params, int strict,
+kt_status kt__search_tune(kt_schedule *s, const kt_schedule_params *params, int strict,
                       kt_error *err) {
   const kt_costs *c = params->costs;
   kt_status st = kt_costs_check(c, kt_schedule_stages(s), err);
   if (st || balanced(c, kt_schedule_stages(s))) return st;
-  kt__zb_problem pb;
-  if ((st = kt__zb_problem_init(&pb, s, c, 0, err))) return st;
+  kt__search_problem pb;
+  if ((st = kt__search_problem_init(&pb, s, c, 0, err))) return st;
   kt_schedule base;
   if ((st = kt_schedule_init_like(&base, s, s->m, err))) {
-    kt__zb_problem_free(&pb);
+    kt__search_problem_free(&pb);
     return st;
   }
   swap_lists(&base, s); /* base: the construction; s: empty, receives the winner */
@@ -86,28 +86,28 @@ kt_status kt__zb_tune(kt_schedule *s, const kt_schedule_params *params, int stri
   for (int r = 0; r < s->p; r++) top = fmax(top, rank_peak(&pb, &base.ranks[r]));
   for (int r = 0; r < s->p; r++) pb.limit[r] = top;
   size_t actions = 3 * (size_t)pb.S * (size_t)pb.m;
-  kt__zb_search_opts opts = {1, 1, 0, actions <= TUNE_REFINE_ACTIONS ? TUNE_REFINE_EVALS : 0, 1, 0, 0};
+  kt__search_opts opts = {1, 1, 0, actions <= TUNE_REFINE_ACTIONS ? TUNE_REFINE_EVALS : 0, 1, 0, 0};
   kt_error e2; /* no bound: tuned in full */
   if (kt_makespan_lower_bound(s, c, top, 0, &opts.lower, NULL, &e2)) opts.lower = 0;
   if (construction_optimal(&pb, &base, opts.lower)) { /* nothing to tune */
     swap_lists(&base, s);
     kt_schedule_free(&base);
-    kt__zb_problem_free(&pb);
+    kt__search_problem_free(&pb);
     return KT_OK;
   }
   const kt_schedule *extra[1] = {&base};
   if (params->on_long_search && actions > LONG_SEARCH_ACTIONS)
     params->on_long_search(s->name, actions, params->ctx);
-  st = kt__zb_search(&pb, &opts, extra, 1, s, err);
+  st = kt__search_run(&pb, &opts, extra, 1, s, err);
   if (!st && strict) { /* the construction stays unless the search is strictly faster */
-    kt__zb_eval ev;
-    if (!(st = kt__zb_eval_init(&ev, &pb, err))) {
-      double tuned = kt__zb_evaluate(&pb, &ev, s), own = kt__zb_evaluate(&pb, &ev, &base);
+    kt__search_eval ev;
+    if (!(st = kt__search_eval_init(&ev, &pb, err))) {
+      double tuned = kt__search_evaluate(&pb, &ev, s), own = kt__search_evaluate(&pb, &ev, &base);
       if (!(tuned >= 0 && tuned < own - 1e-9 * (1 + own))) swap_lists(&base, s);
-      kt__zb_eval_free(&ev);
+      kt__search_eval_free(&ev);
     }
   }
   kt_schedule_free(&base);
-  kt__zb_problem_free(&pb);
+  kt__search_problem_free(&pb);
   return st;
 }
