@@ -65,83 +65,135 @@ static int crowd(const kt__flow *x, const int *nup, const int *ndown) {
 
 void kt_links_share_forget(kt_links *l) { l->replayed = 0; }
 
+/* One replay in time order: the flows sorted by start, those waiting for
+ * their pair's connection, those on the links, each link's crowd and burst
+ * bucket. */
+typedef struct {
+  kt_links *l;
+  kt__flow *f;
+  int n, world;
+  int *idx, *wait;     /* flows by start; started flows whose pair is busy */
+  active_flow *act;    /* flows on the links */
+  int *nup, *ndown;    /* flows on each node's uplink, downlink */
+  char *busy;          /* world x world: a pair with a flow on the links */
+  bucket *bup, *bdown; /* each link's burst */
+  int next, n_act, n_wait;
+  double t, cap, change;
+} replay;
+
+static void replay_free(replay *rp) {
+  free(rp->idx), free(rp->wait), free(rp->act), free(rp->nup), free(rp->ndown), free(rp->busy);
+  free(rp->bup), free(rp->bdown);
+}
+
+static int replay_init(replay *rp, kt_links *l) {
+  int n = (int)l->n_flows, nodes = l->p * l->d;
+  *rp = (replay){.l = l, .f = l->flows, .n = n, .world = nodes,
+                 .cap = l->lc.inter_burst / l->lc.inter_bw};
+  rp->idx = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  rp->wait = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  rp->act = malloc(sizeof(active_flow) * (size_t)(n + 1));
+  rp->nup = calloc((size_t)nodes, sizeof(int)), rp->ndown = calloc((size_t)nodes, sizeof(int));
+  rp->busy = calloc((size_t)nodes * (size_t)nodes, 1);
+  rp->bup = malloc(sizeof(bucket) * (size_t)nodes);
+  rp->bdown = malloc(sizeof(bucket) * (size_t)nodes);
+  if (!rp->idx || !rp->wait || !rp->act || !rp->nup || !rp->ndown || !rp->busy || !rp->bup ||
+      !rp->bdown)
+    return -1;
+  for (int k = 0; k < nodes; k++) rp->bup[k] = rp->bdown[k] = (bucket){rp->cap, -INFINITY}; /* idle: full */
+  for (int i = 0; i < n; i++) rp->idx[i] = i;
+  sort_by_start(rp->idx, n, rp->f);
+  rp->t = n ? rp->f[rp->idx[0]].start : 0;
+  return 0;
+}
+
+/* Flows that have started join the links, in start order, a pair's first
+ * waiting one once its connection is free; each takes what the buckets of
+ * both its links hold (in series: the uplink spends all it holds). */
+static void admit(replay *rp) {
+  kt__flow *f = rp->f;
+  while (rp->next < rp->n && f[rp->idx[rp->next]].start <= rp->t)
+    rp->wait[rp->n_wait++] = rp->idx[rp->next++];
+  for (int k = 0; k < rp->n_wait;) {
+    kt__flow *x = &f[rp->wait[k]];
+    char *pair = &rp->busy[x->from * rp->world + x->to];
+    if (*pair) {
+      k++;
+      continue;
+    }
+    *pair = 1;
+    bucket *up = &rp->bup[x->a], *down = &rp->bdown[x->b];
+    if (!rp->nup[x->a]) fill(up, rp->t, rp->cap);
+    if (!rp->ndown[x->b]) fill(down, rp->t, rp->cap);
+    double at_once = fmin(x->own, fmin(up->tokens, down->tokens));
+    up->tokens -= fmin(x->own, up->tokens), down->tokens -= at_once;
+    rp->act[rp->n_act++] = (active_flow){x->own - at_once, rp->wait[k], 0};
+    rp->nup[x->a]++, rp->ndown[x->b]++;
+    memmove(rp->wait + k, rp->wait + k + 1, sizeof(int) * (size_t)(rp->n_wait - k - 1));
+    rp->n_wait--;
+  }
+}
+
+/* Time to the next event: a flow ends at its share of the rate, or one
+ * starts (INFINITY: none). */
+static double next_event(const replay *rp) {
+  double dt = rp->next < rp->n ? rp->f[rp->idx[rp->next]].start - rp->t : INFINITY;
+  for (int k = 0; k < rp->n_act; k++) {
+    double need = rp->act[k].left * crowd(&rp->f[rp->act[k].flow], rp->nup, rp->ndown);
+    if (need < dt) dt = need;
+  }
+  return dt;
+}
+
+/* Flows that ended leave the links (an original's copies start on the same
+ * links after it); their durations, halfway to the last replay's. */
+static void retire(replay *rp) {
+  for (int k = 0; k < rp->n_act;) {
+    active_flow *af = &rp->act[k];
+    if (af->left > 1e-12) {
+      k++;
+      continue;
+    }
+    kt__flow *x = &rp->f[af->flow];
+    int again = af->flow < (int)rp->l->replayed; /* its duration came from the last replay */
+    if (!af->copy) {
+      double d = rp->t - x->start;
+      if (fabs(d - x->dur) > rp->change) rp->change = fabs(d - x->dur);
+      if (again) d = 0.5 * (d + x->dur);
+      x->dur = d, x->dur_all = d;
+      if (x->copies > 0) {
+        *af = (active_flow){x->copies, af->flow, 1};
+        continue; /* same links, still counted on them */
+      }
+    } else {
+      x->dur_all = again ? 0.5 * (rp->t - x->start + x->dur_all) : rp->t - x->start;
+    }
+    rp->nup[x->a]--, rp->ndown[x->b]--;
+    if (!rp->nup[x->a]) rp->bup[x->a].since = rp->t; /* idle from here: filling */
+    if (!rp->ndown[x->b]) rp->bdown[x->b].since = rp->t;
+    rp->busy[x->from * rp->world + x->to] = 0;
+    *af = rp->act[--rp->n_act];
+  }
+}
+
 /* One pair's messages travel one after another (one connection): a flow
  * joins the links when it has started and its pair has nothing on them. */
 double kt_links_share(kt_links *l) {
-  int n = (int)l->n_flows, nodes = l->p * l->d, world = l->p * l->d;
-  kt__flow *f = l->flows;
-  int *idx = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-  int *wait = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-  active_flow *act = malloc(sizeof(active_flow) * (size_t)(n + 1));
-  int *nup = calloc((size_t)nodes, sizeof(int)), *ndown = calloc((size_t)nodes, sizeof(int));
-  char *busy = calloc((size_t)world * (size_t)world, 1); /* a pair with a flow on the links */
-  bucket *bup = malloc(sizeof(bucket) * (size_t)nodes);
-  bucket *bdown = malloc(sizeof(bucket) * (size_t)nodes);
-  double change = 0, cap = l->lc.inter_burst / l->lc.inter_bw;
-  if (!idx || !wait || !act || !nup || !ndown || !busy || !bup || !bdown) {
-    free(idx), free(wait), free(act), free(nup), free(ndown), free(busy), free(bup), free(bdown);
+  replay rp;
+  if (replay_init(&rp, l)) {
+    replay_free(&rp);
     return INFINITY; /* out of memory: the next run books in turns */
   }
-  for (int k = 0; k < nodes; k++) bup[k] = bdown[k] = (bucket){cap, -INFINITY}; /* idle: full */
-  for (int i = 0; i < n; i++) idx[i] = i;
-  sort_by_start(idx, n, f);
-  int next = 0, n_act = 0, n_wait = 0;
-  double t = n ? f[idx[0]].start : 0;
-  while (next < n || n_act > 0 || n_wait > 0) {
-    while (next < n && f[idx[next]].start <= t) wait[n_wait++] = idx[next++];
-    for (int k = 0; k < n_wait;) { /* in start order: a pair's first waiting flow goes */
-      kt__flow *x = &f[wait[k]];
-      if (busy[x->from * world + x->to]) {
-        k++;
-        continue;
-      }
-      busy[x->from * world + x->to] = 1;
-      if (!nup[x->a]) fill(&bup[x->a], t, cap);
-      if (!ndown[x->b]) fill(&bdown[x->b], t, cap);
-      /* in series (above): the uplink spends all it holds */
-      double at_once = fmin(x->own, fmin(bup[x->a].tokens, bdown[x->b].tokens));
-      bup[x->a].tokens -= fmin(x->own, bup[x->a].tokens), bdown[x->b].tokens -= at_once;
-      act[n_act++] = (active_flow){x->own - at_once, wait[k], 0};
-      nup[x->a]++, ndown[x->b]++;
-      memmove(wait + k, wait + k + 1, sizeof(int) * (size_t)(n_wait - k - 1));
-      n_wait--;
-    }
-    /* the next event: a flow ends at its share of the rate, or one starts */
-    double dt = next < n ? f[idx[next]].start - t : INFINITY;
-    for (int k = 0; k < n_act; k++) {
-      double need = act[k].left * crowd(&f[act[k].flow], nup, ndown);
-      if (need < dt) dt = need;
-    }
+  while (rp.next < rp.n || rp.n_act > 0 || rp.n_wait > 0) {
+    admit(&rp);
+    double dt = next_event(&rp);
     if (!isfinite(dt)) break;
-    for (int k = 0; k < n_act; k++) act[k].left -= dt / crowd(&f[act[k].flow], nup, ndown);
-    t += dt;
-    for (int k = 0; k < n_act;) { /* flows that ended (a copy starts after its original) */
-      if (act[k].left > 1e-12) {
-        k++;
-        continue;
-      }
-      kt__flow *x = &f[act[k].flow];
-      int again = act[k].flow < (int)l->replayed; /* its duration came from the last replay */
-      if (!act[k].copy) {
-        double d = t - x->start;
-        if (fabs(d - x->dur) > change) change = fabs(d - x->dur);
-        if (again) d = 0.5 * (d + x->dur);
-        x->dur = d, x->dur_all = d;
-        if (x->copies > 0) {
-          act[k] = (active_flow){x->copies, act[k].flow, 1};
-          continue; /* same links, still counted on them */
-        }
-      } else {
-        x->dur_all = again ? 0.5 * (t - x->start + x->dur_all) : t - x->start;
-      }
-      nup[x->a]--, ndown[x->b]--;
-      if (!nup[x->a]) bup[x->a].since = t; /* idle from here: filling */
-      if (!ndown[x->b]) bdown[x->b].since = t;
-      busy[x->from * world + x->to] = 0;
-      act[k] = act[--n_act];
-    }
+    for (int k = 0; k < rp.n_act; k++)
+      rp.act[k].left -= dt / crowd(&rp.f[rp.act[k].flow], rp.nup, rp.ndown);
+    rp.t += dt;
+    retire(&rp);
   }
-  free(idx), free(wait), free(act), free(nup), free(ndown), free(busy), free(bup), free(bdown);
+  replay_free(&rp);
   l->replayed = l->n_flows;
-  return change;
+  return rp.change;
 }

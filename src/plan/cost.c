@@ -142,80 +142,104 @@ static double collective(const kt_plan_cluster *c, int t, int sp, double bytes) 
   return lat + vol / bw;
 }
 
+/* What every layer of one shape shares: sizes, the device's rate and the
+ * tensor-parallel collectives a pass runs. */
+typedef struct {
+  const kt_plan_model *m;
+  const kt_plan_shape *sh;
+  double s, h, v, b, rate;
+  int t, sp;
+  double tp_block, tp_one; /* a block's collectives per pass; one collective */
+} layer_ctx;
+
+static void block_cost(const layer_ctx *x, kt_layer_cost *k) {
+  const kt_plan_model *m = x->m;
+  double s = x->s, h = x->h, b = x->b;
+  int t = x->t, sp = x->sp;
+  double lin = 2 * s * block_linear_params(m) * b / t, core = 4 * s * s * h * b / t;
+  stash act = block_stash(s, h, m->heads, m->kv_heads, m->ffn, m->swiglu);
+  stash wg = block_wgrad(h, m->heads, m->kv_heads, m->ffn, m->swiglu);
+  k->flops = lin + core;
+  k->f = (lin + core) / x->rate + x->tp_block;
+  k->i = (lin + 2 * core) / x->rate + x->tp_block;
+  k->tp = 2 * x->tp_block;
+  k->w = lin / x->rate;
+  k->wgrad = b * stash_bytes(wg, s, h, t, sp);
+  if (x->sh->recompute == KT_RECOMPUTE_FULL) {
+    k->i += k->f;
+    k->tp += x->tp_block;
+    k->act = b * 2 * s * h / (sp ? t : 1);
+  } else {
+    if (x->sh->recompute == KT_RECOMPUTE_SELECTIVE) {
+      k->i += core / x->rate;
+      act.attn = 0;
+    }
+    k->act = b * stash_bytes(act, s, h, t, sp);
+  }
+  k->out_bytes = b * 2 * s * h / (sp ? t : 1);
+}
+
+static void embed_cost(const layer_ctx *x, kt_layer_cost *k) {
+  double shard = x->sp ? x->t : 1;
+  k->f = x->tp_one;
+  k->tp = x->tp_one;
+  k->act = x->b * x->s * x->h / shard;
+  k->out_bytes = x->b * 2 * x->s * x->h / shard;
+}
+
+static void head_cost(const layer_ctx *x, kt_layer_cost *k) {
+  double s = x->s, h = x->h, v = x->v, b = x->b, shard = x->sp ? x->t : 1;
+  double fl = 2 * s * h * v * b / x->t;
+  k->flops = fl;
+  k->f = fl / x->rate + x->tp_one;
+  k->i = fl / x->rate + x->tp_one;
+  k->w = fl / x->rate;
+  k->tp = 2 * x->tp_one;
+  k->act = b * (4 * s * h / shard + 4 * s * v / x->t);
+  k->wgrad = b * (2 * s * h / shard + 2 * s * v / x->t);
+}
+
+/* A custom layer: its costs given per sample at t = 1, split evenly over t. */
+static void custom_cost(const layer_ctx *x, int i, kt_layer_cost *k) {
+  const kt_plan_layer *l = &x->m->layers[i];
+  double b = x->b;
+  int t = x->t, full = x->sh->recompute == KT_RECOMPUTE_FULL;
+  k->flops = l->flops * b / t;
+  k->f = k->flops / x->rate;
+  k->i = k->flops / x->rate + (full ? k->flops / x->rate : 0);
+  k->w = k->flops / x->rate;
+  k->act = l->act_bytes * b / t;
+  if (full && i > 0) k->act = fmin(k->act, x->m->layers[i - 1].out_bytes * b / t);
+  k->wgrad = l->wgrad_bytes * b / t;
+  k->out_bytes = l->out_bytes * b;
+}
+
 kt_status kt_plan_layer_costs(const kt_plan_model *m, const kt_plan_cluster *c,
                               const kt_plan_options *o, const kt_plan_shape *sh,
                               kt_layer_cost *costs, kt_error *err) {
   int t = sh->t, sp = o->sequence_parallel && t > 1;
-  double b = sh->b, rate = kt_plan_cluster_flops(c);
+  double rate = kt_plan_cluster_flops(c);
   if (t < 1 || sh->b < 1) return kt_fail(err, KT_EINVAL, "t=%d, b=%d: must be >= 1", t, sh->b);
   if (m->transformer && (m->heads % t || m->kv_heads % t))
     return kt_fail(err, KT_EINVAL, "tensor parallel t=%d does not divide heads=%d / kv_heads=%d",
                    t, m->heads, m->kv_heads);
   if (!(rate > 0)) return kt_fail(err, KT_EINVAL, "achieved FLOP/s %g: must be > 0", rate);
-  double s = m->seq_len, h = m->hidden, v = m->vocab;
+  layer_ctx x = {.m = m, .sh = sh, .s = m->seq_len, .h = m->hidden, .v = m->vocab, .b = sh->b,
+                 .rate = rate, .t = t, .sp = sp};
   /* Under sequence parallelism each block runs four collectives per pass
    * (gather before and scatter after attention and MLP), else two all-reduces. */
-  double coll_bytes = 2 * s * h * b;
-  double tp_block = (sp ? 4 : 2) * collective(c, t, sp, coll_bytes);
-  double tp_one = collective(c, t, sp, coll_bytes);
+  double coll_bytes = 2 * x.s * x.h * x.b;
+  x.tp_block = (sp ? 4 : 2) * collective(c, t, sp, coll_bytes);
+  x.tp_one = collective(c, t, sp, coll_bytes);
   for (int i = 0; i < m->n_layers; i++) {
-    const kt_plan_layer *l = &m->layers[i];
     kt_layer_cost *k = &costs[i];
     memset(k, 0, sizeof *k);
-    k->params = l->params / t;
-    switch (l->kind) {
-      case KT_LAYER_BLOCK: {
-        double lin = 2 * s * block_linear_params(m) * b / t, core = 4 * s * s * h * b / t;
-        stash act = block_stash(s, h, m->heads, m->kv_heads, m->ffn, m->swiglu);
-        stash wg = block_wgrad(h, m->heads, m->kv_heads, m->ffn, m->swiglu);
-        k->flops = lin + core;
-        k->f = (lin + core) / rate + tp_block;
-        k->i = (lin + 2 * core) / rate + tp_block;
-        k->tp = 2 * tp_block;
-        k->w = lin / rate;
-        k->wgrad = b * stash_bytes(wg, s, h, t, sp);
-        if (sh->recompute == KT_RECOMPUTE_FULL) {
-          k->i += k->f;
-          k->tp += tp_block;
-          k->act = b * 2 * s * h / (sp ? t : 1);
-        } else {
-          if (sh->recompute == KT_RECOMPUTE_SELECTIVE) {
-            k->i += core / rate;
-            act.attn = 0;
-          }
-          k->act = b * stash_bytes(act, s, h, t, sp);
-        }
-        k->out_bytes = b * 2 * s * h / (sp ? t : 1);
-        break;
-      }
-      case KT_LAYER_EMBED:
-        k->f = tp_one;
-        k->tp = tp_one;
-        k->act = b * s * h / (sp ? t : 1);
-        k->out_bytes = b * 2 * s * h / (sp ? t : 1);
-        break;
-      case KT_LAYER_HEAD: {
-        double fl = 2 * s * h * v * b / t;
-        k->flops = fl;
-        k->f = fl / rate + tp_one;
-        k->i = fl / rate + tp_one;
-        k->w = fl / rate;
-        k->tp = 2 * tp_one;
-        k->act = b * (4 * s * h / (sp ? t : 1) + 4 * s * v / t);
-        k->wgrad = b * (2 * s * h / (sp ? t : 1) + 2 * s * v / t);
-        break;
-      }
-      default: /* custom: given per sample at t = 1, split evenly over t */
-        k->flops = l->flops * b / t;
-        k->f = k->flops / rate;
-        k->i = k->flops / rate + (sh->recompute == KT_RECOMPUTE_FULL ? k->flops / rate : 0);
-        k->w = k->flops / rate;
-        k->act = l->act_bytes * b / t;
-        if (sh->recompute == KT_RECOMPUTE_FULL && i > 0)
-          k->act = fmin(k->act, m->layers[i - 1].out_bytes * b / t);
-        k->wgrad = l->wgrad_bytes * b / t;
-        k->out_bytes = l->out_bytes * b;
-        break;
+    k->params = m->layers[i].params / t;
+    switch (m->layers[i].kind) {
+      case KT_LAYER_BLOCK: block_cost(&x, k); break;
+      case KT_LAYER_EMBED: embed_cost(&x, k); break;
+      case KT_LAYER_HEAD: head_cost(&x, k); break;
+      default: custom_cost(&x, i, k); break;
     }
   }
   return KT_OK;

@@ -126,7 +126,7 @@ static void try_rounds(const kt__search_problem *pb, kt__search_eval *ev, best_s
   if (pb->v == 2 && layout->placement == KT_PLACEMENT_V) {
     for (int flags = 0; flags < KT__VROUND_FLAGS && !optimal(bs); flags++) {
       kt_error e2;
-      if (!kt__zbv_rounds_build(pb, flags, cand, &e2)) consider(pb, ev, bs, cand, -1);
+      if (!kt__search_v_rounds_build(pb, flags, cand, &e2)) consider(pb, ev, bs, cand, -1);
     }
     return;
   }

@@ -136,7 +136,7 @@ double kt__search_rounds_build(const kt__search_problem *pb, int flags, const in
  * (search/v_rounds.c). flags: KT__VROUND_*. 0 with the order in s (to be
  * evaluated), -1 when the budget cannot hold it (err set). */
 enum { KT__VROUND_FILL_I = 1, KT__VROUND_FILL_F = 2, KT__VROUND_FLAGS = 4 };
-int kt__zbv_rounds_build(const kt__search_problem *pb, int flags, kt_schedule *s, kt_error *err);
+int kt__search_v_rounds_build(const kt__search_problem *pb, int flags, kt_schedule *s, kt_error *err);
 
 /* Critical-path refinement (search/refine.c): moves that let the rank with the
  * longest span start its critical actions earlier, each kept when the

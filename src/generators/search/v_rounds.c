@@ -227,7 +227,7 @@ static double run(vrounds *v, int *lane) {
   return worst;
 }
 
-int kt__zbv_rounds_build(const kt__search_problem *pb, int flags, kt_schedule *s, kt_error *err) {
+int kt__search_v_rounds_build(const kt__search_problem *pb, int flags, kt_schedule *s, kt_error *err) {
   int p = pb->p, m = pb->m;
   vrounds v = {.pb = pb, .s = s, .flags = flags, .p = p, .m = m, .err = err};
   size_t cells = (size_t)pb->S * (size_t)m;
