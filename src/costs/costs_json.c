@@ -15,8 +15,65 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
   return st;
 }
 
-kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err) {
+static const char *const fields[] = {"tf", "tb", "tw", "mem_act", "mem_wgrad", "mem_transient"};
+static const char *const scalars[] = {"comm",           "comm_latency",  "comm_bytes",
+                                      "comm_bandwidth", "send_overhead", "op_overhead",
+                                      "overlap"};
+#define N_FIELDS (sizeof fields / sizeof *fields)
+#define N_SCALARS (sizeof scalars / sizeof *scalars)
+
+/* Every key is one of the fields or scalars: a typo must not pass. */
+static kt_status check_keys(const cJSON *root, const char *origin, kt_error *err) {
+  for (const cJSON *it = root->child; it; it = it->next) {
+    int known = 0;
+    for (size_t f = 0; f < N_FIELDS; f++) known |= !strcmp(it->string, fields[f]);
+    for (size_t f = 0; f < N_SCALARS; f++) known |= !strcmp(it->string, scalars[f]);
+    if (!known)
+      return kt_fail(err, KT_EINVAL,
+                     "%s: unknown key \"%s\" (known: tf, tb, tw, comm, comm_latency, comm_bytes, "
+                     "comm_bandwidth, send_overhead, op_overhead, mem_act, mem_wgrad, "
+                     "mem_transient, overlap)",
+                     origin, it->string);
+  }
+  return KT_OK;
+}
+
+/* A per-stage list of numbers into field. */
+static kt_status read_list(kt_costs *c, const cJSON *it, const char *field, const char *origin,
+                           kt_error *err) {
+  int n = cJSON_GetArraySize(it);
+  if (n < 1 || n > KT_MAX_RANKS * KT_MAX_CHUNKS)
+    return kt_fail(err, KT_EINVAL, "%s: \"%s\" has %d entries", origin, field, n);
+  double *vals = malloc(sizeof(double) * (size_t)n);
+  if (!vals) return kt_fail(err, KT_ENOMEM, "out of memory");
   kt_status st = KT_OK;
+  int i = 0;
+  const cJSON *x;
+  cJSON_ArrayForEach(x, it) {
+    if (!cJSON_IsNumber(x)) {
+      st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] is not a number", origin, field, i);
+      break;
+    }
+    vals[i++] = x->valuedouble;
+  }
+  if (!st) st = kt__costs_set_values(c, field, vals, n, err);
+  free(vals);
+  return st;
+}
+
+/* A field that is uniform (a number) or per stage (a list). */
+static kt_status read_field(kt_costs *c, const cJSON *root, const char *field, const char *origin,
+                            kt_error *err) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, field);
+  if (!it) return KT_OK;
+  if (cJSON_IsArray(it)) return read_list(c, it, field, origin, err);
+  if (!cJSON_IsNumber(it))
+    return kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number or an array", origin, field);
+  double v = it->valuedouble;
+  return kt__costs_set_values(c, field, &v, 1, err);
+}
+
+kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err) {
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
   if (!root) {
@@ -28,55 +85,14 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
     cJSON_Delete(root);
     return kt_fail(err, KT_EPARSE, "%s: not a JSON object", origin);
   }
-  static const char *const fields[] = {"tf", "tb", "tw", "mem_act", "mem_wgrad", "mem_transient"};
-  static const char *const scalars[] = {"comm",          "comm_latency", "comm_bytes",
-                                        "comm_bandwidth", "send_overhead", "op_overhead",
-                                        "overlap"};
-  for (const cJSON *it = root->child; it && !st; it = it->next) { /* a typo must not pass */
-    int known = 0;
-    for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) known |= !strcmp(it->string, fields[f]);
-    for (size_t f = 0; f < sizeof scalars / sizeof *scalars; f++) known |= !strcmp(it->string, scalars[f]);
-    if (!known)
-      st = kt_fail(err, KT_EINVAL,
-                   "%s: unknown key \"%s\" (known: tf, tb, tw, comm, comm_latency, comm_bytes, "
-                   "comm_bandwidth, send_overhead, op_overhead, mem_act, mem_wgrad, mem_transient, "
-                   "overlap)",
-                   origin, it->string);
-  }
-  for (size_t f = 0; f < sizeof fields / sizeof *fields && !st; f++) {
-    cJSON *it = cJSON_GetObjectItemCaseSensitive(root, fields[f]);
-    if (!it) continue;
-    if (cJSON_IsNumber(it)) {
-      double v = it->valuedouble;
-      st = kt__costs_set_values(c, fields[f], &v, 1, err);
-    } else if (cJSON_IsArray(it)) {
-      int n = cJSON_GetArraySize(it);
-      if (n < 1 || n > KT_MAX_RANKS * KT_MAX_CHUNKS) {
-        st = kt_fail(err, KT_EINVAL, "%s: \"%s\" has %d entries", origin, fields[f], n);
-        break;
-      }
-      double *vals = malloc(sizeof(double) * (size_t)n);
-      if (!vals) { st = kt_fail(err, KT_ENOMEM, "out of memory"); break; }
-      int i = 0;
-      cJSON *x;
-      cJSON_ArrayForEach(x, it) {
-        if (!cJSON_IsNumber(x)) {
-          st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] is not a number", origin, fields[f], i);
-          break;
-        }
-        vals[i++] = x->valuedouble;
-      }
-      if (!st) st = kt__costs_set_values(c, fields[f], vals, n, err);
-      free(vals);
-    } else {
-      st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number or an array", origin, fields[f]);
-    }
-  }
+  kt_status st = check_keys(root, origin, err);
+  for (size_t f = 0; f < N_FIELDS && !st; f++) st = read_field(c, root, fields[f], origin, err);
   double *targets[] = {&c->comm,           &c->comm_latency,  &c->comm_bytes,
                        &c->comm_bandwidth, &c->send_overhead, &c->op_overhead,
                        &c->overlap};
-  for (size_t f = 0; f < sizeof targets / sizeof *targets && !st; f++) {
-    cJSON *it = cJSON_GetObjectItemCaseSensitive(root, scalars[f]);
+  _Static_assert(sizeof targets / sizeof *targets == N_SCALARS, "one target per scalar");
+  for (size_t f = 0; f < N_SCALARS && !st; f++) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, scalars[f]);
     if (!it) continue;
     if (!cJSON_IsNumber(it) || kt__costs_bad_value(it->valuedouble))
       st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number >= 0", origin, scalars[f]);
