@@ -193,65 +193,81 @@ static long refine_budget(const kt__search_problem *pb, long asked) {
   return actions(pb) <= SMALL_ACTIONS ? 400 : 0;
 }
 
+/* dst's lists become src's actions (flags dropped: the search orders
+ * plain F, I, W). ENOMEM. */
+static kt_status copy_actions(kt_schedule *dst, const kt_schedule *src, kt_error *err) {
+  clear(dst);
+  for (int r = 0; r < src->p; r++)
+    for (size_t i = 0; i < src->ranks[r].n; i++) {
+      const kt_action *a = &src->ranks[r].actions[i];
+      if (kt_schedule_push(dst, r, a->stage, (kt_op)a->op, a->mb))
+        return kt_fail(err, KT_ENOMEM, "out of memory");
+    }
+  return KT_OK;
+}
+
+/* Every candidate the options ask for, into bs (cand is scratch). */
+static kt_status collect(const kt__search_problem *pb, const kt__search_opts *o, kt__search_eval *ev,
+                         best_so_far *bs, kt_schedule *cand, const kt_schedule *const *extra,
+                         int n_extra, const kt_schedule *s, kt_error *err) {
+  kt_status st = KT_OK;
+  /* the handcrafted orders first: at balanced costs they meet the bound
+   * (then nothing else runs); the order only decides exact ties */
+  if (o->handcrafted) try_handcrafted(pb, ev, bs, cand, s);
+  if (o->lists) st = try_lists(pb, ev, bs, cand, o->quick, err);
+  if (!st && o->rounds) try_rounds(pb, ev, bs, cand, s);
+  for (int k = 0; k < n_extra && !st && !optimal(bs); k++) {
+    if (!(st = copy_actions(cand, extra[k], err))) consider(pb, ev, bs, cand, -1);
+    if (!st) st = try_follow(pb, ev, bs, cand, extra[k], err);
+  }
+  /* the winner's W's, placed again by timing (small problems) */
+  if (!st && bs->have && o->lists && !o->quick && actions(pb) <= SMALL_ACTIONS && !optimal(bs)) {
+    kt_schedule keep;
+    if (!(st = empty_like(s, &keep, err))) {
+      if (!(st = copy_actions(&keep, &bs->best[0], err)))
+        st = try_follow(pb, ev, bs, cand, &keep, err);
+      kt_schedule_free(&keep);
+    }
+  }
+  return st;
+}
+
+/* The kept candidates refined along their critical paths, the best walked
+ * past its plateaus and refined again: the winner's index. */
+static int polish(const kt__search_problem *pb, const kt__search_opts *o, kt__search_eval *ev,
+                  best_so_far *bs) {
+  int win = 0;
+  if (o->refine_evals == 0 || optimal(bs)) return win;
+  long budget = refine_budget(pb, o->refine_evals);
+  for (int k = 0; k < bs->have; k++) {
+    bs->makespan[k] = kt__search_refine(pb, ev, &bs->best[k], bs->makespan[k], budget);
+    if (bs->makespan[k] < bs->makespan[win] - TIE * (1 + bs->makespan[win])) win = k;
+  }
+  if (budget > 0 && o->walk) { /* small problems */
+    bs->makespan[win] = kt__search_walk(pb, ev, &bs->best[win], bs->makespan[win],
+                                        kt__search_walk_budget(pb, 2e6), 0);
+    bs->makespan[win] = kt__search_refine(pb, ev, &bs->best[win], bs->makespan[win], budget);
+  }
+  return win;
+}
+
 kt_status kt__search_run(const kt__search_problem *pb, const kt__search_opts *o,
-                        const kt_schedule *const *extra, int n_extra, kt_schedule *s,
-                        kt_error *err) {
+                         const kt_schedule *const *extra, int n_extra, kt_schedule *s,
+                         kt_error *err) {
   kt__search_eval ev;
   kt_status st = kt__search_eval_init(&ev, pb, err);
   if (st) return st;
   best_so_far bs = {.have = 0, .lower = o->lower};
   kt_schedule cand = {0};
   for (int k = 0; k < KEEP && !st; k++) st = empty_like(s, &bs.best[k], err);
-  if (!st && !(st = empty_like(s, &cand, err))) {
-    /* the handcrafted orders first: at balanced costs they meet the bound
-     * (then nothing else runs); the order only decides exact ties */
-    if (o->handcrafted) try_handcrafted(pb, &ev, &bs, &cand, s);
-    if (o->lists) st = try_lists(pb, &ev, &bs, &cand, o->quick, err);
-    if (!st && o->rounds) try_rounds(pb, &ev, &bs, &cand, s);
-    for (int k = 0; k < n_extra && !st && !optimal(&bs); k++) {
-      clear(&cand);
-      for (int r = 0; r < s->p && !st; r++)
-        for (size_t i = 0; i < extra[k]->ranks[r].n && !st; i++) {
-          const kt_action *a = &extra[k]->ranks[r].actions[i];
-          if (kt_schedule_push(&cand, r, a->stage, (kt_op)a->op, a->mb))
-            st = kt_fail(err, KT_ENOMEM, "out of memory");
-        }
-      if (!st) consider(pb, &ev, &bs, &cand, -1);
-      if (!st) st = try_follow(pb, &ev, &bs, &cand, extra[k], err);
-    }
-    /* the winner's W's, placed again by timing (small problems) */
-    if (!st && bs.have && o->lists && !o->quick && actions(pb) <= SMALL_ACTIONS && !optimal(&bs)) {
-      kt_schedule keep;
-      if (!(st = kt_schedule_init_like(&keep, s, s->m, err))) {
-        for (int r = 0; r < s->p && !st; r++)
-          for (size_t i = 0; i < bs.best[0].ranks[r].n && !st; i++) {
-            const kt_action *a = &bs.best[0].ranks[r].actions[i];
-            if (kt_schedule_push(&keep, r, a->stage, (kt_op)a->op, a->mb))
-              st = kt_fail(err, KT_ENOMEM, "out of memory");
-          }
-        if (!st) st = try_follow(pb, &ev, &bs, &cand, &keep, err);
-        kt_schedule_free(&keep);
-      }
-    }
-  }
+  if (!st && !(st = empty_like(s, &cand, err)))
+    st = collect(pb, o, &ev, &bs, &cand, extra, n_extra, s, err);
   /* bs.best holds no candidate until one was kept */
   if (!st && !bs.have)
     st = kt_fail(err, KT_EINVAL, "no order fits the memory budget (P=%d, V=%d, M=%d)", pb->p,
                  pb->v, pb->m);
-  int win = 0;
-  if (!st && o->refine_evals != 0 && !optimal(&bs)) {
-    long budget = refine_budget(pb, o->refine_evals);
-    for (int k = 0; k < bs.have; k++) {
-      bs.makespan[k] = kt__search_refine(pb, &ev, &bs.best[k], bs.makespan[k], budget);
-      if (bs.makespan[k] < bs.makespan[win] - TIE * (1 + bs.makespan[win])) win = k;
-    }
-    if (budget > 0 && o->walk) { /* the winner past its plateaus (small problems) */
-      bs.makespan[win] = kt__search_walk(pb, &ev, &bs.best[win], bs.makespan[win],
-                                     kt__search_walk_budget(pb, 2e6), 0);
-      bs.makespan[win] = kt__search_refine(pb, &ev, &bs.best[win], bs.makespan[win], budget);
-    }
-  }
   if (!st) {
+    int win = polish(pb, o, &ev, &bs);
     for (int r = 0; r < s->p; r++) { /* hand the winner's lists to s */
       kt_rank_actions tmp = s->ranks[r];
       s->ranks[r] = bs.best[win].ranks[r];
