@@ -131,8 +131,7 @@ static kt_status check_array(const double *x, int n, const char *what, kt_error 
   return KT_OK;
 }
 
-kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *counts,
-                              double *bottleneck, kt_error *err) {
+static kt_status check_problem(const kt_partition_problem *pb, int stages, kt_error *err) {
   int n = pb->n;
   if (stages < 1 || n < 1)
     return kt_fail(err, KT_EINVAL, "partition: %d layers into %d stages: both must be >= 1", n,
@@ -144,8 +143,51 @@ kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *c
   if (!st) st = check_array(pb->fixed, n, "fixed", err);
   if (!st) st = check_array(pb->act, n, "act", err);
   if (!st) st = check_array(pb->mult, stages, "mult", err);
+  if (!st && !pb->load) st = kt_fail(err, KT_EINVAL, "partition: no loads given");
+  return st;
+}
+
+/* The prefix sums of loads, fixed and activation memory; a multiplier
+ * common to all stages folds into the activation sums (w->mult NULL then).
+ * The largest single load. */
+static double prefix_sums(workspace *w, const kt_partition_problem *pb) {
+  int n = pb->n, uniform = 1;
+  for (int j = 1; pb->mem_cap > 0 && pb->mult && j < w->S; j++)
+    if (pb->mult[j] != pb->mult[0]) uniform = 0;
+  double mult0 = pb->mem_cap > 0 && pb->mult ? pb->mult[0] : 1;
+  if (uniform) w->mult = NULL;
+  double maxload = 0;
+  for (int i = 0; i < n; i++) {
+    w->L[i + 1] = w->L[i] + pb->load[i];
+    w->F[i + 1] = w->F[i] + (pb->fixed ? pb->fixed[i] : 0);
+    w->A[i + 1] = w->A[i] + (pb->act ? pb->act[i] : 0) * (uniform ? mult0 : 1);
+    if (pb->load[i] > maxload) maxload = pb->load[i];
+  }
+  return maxload;
+}
+
+/* Bisection over the stage loads that can occur, from a feasible cut's
+ * load hi down: the smallest feasible bottleneck, its cut in counts. */
+static double bisect(workspace *w, double maxload, double hi, int *counts) {
+  int n = w->n, uniform = w->mult == NULL;
+  /* invariant: a cut of load hi exists; every stage load <= lo is infeasible */
+  double lo = -1;
+  for (int iter = 0; iter < 200; iter++) {
+    double mid = lo < 0 ? fmax(w->L[n] / w->S, maxload) : lo + (hi - lo) / 2, probe;
+    if (!next_candidate(w, lo, mid, hi, &probe)) break; /* no stage load in (lo, hi) */
+    double worst = 0;
+    int ok = uniform ? greedy(w, probe, &worst) : feasible(w, probe);
+    if (!ok) lo = probe;
+    else hi = uniform ? worst : reconstruct(w, counts);
+  }
+  return hi;
+}
+
+kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *counts,
+                              double *bottleneck, kt_error *err) {
+  kt_status st = check_problem(pb, stages, err);
   if (st) return st;
-  if (!pb->load) return kt_fail(err, KT_EINVAL, "partition: no loads given");
+  int n = pb->n;
   workspace w = {.n = n, .S = stages, .mult = pb->mult, .cap = pb->mem_cap};
   w.L = kt_calloc((size_t)n + 1, sizeof(double));
   w.F = kt_calloc((size_t)n + 1, sizeof(double));
@@ -154,46 +196,19 @@ kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *c
   w.reach = kt_calloc(((size_t)stages + 1) * ((size_t)n + 1), 1);
   if (!w.L || !w.F || !w.A || !w.maxend || !w.reach) {
     st = kt_fail(err, KT_ENOMEM, "partition: out of memory for %d layers x %d stages", n, stages);
-    goto done;
+  } else {
+    double maxload = prefix_sums(&w, pb);
+    if (!feasible(&w, INFINITY))
+      st = kt_fail(err, KT_EINVAL,
+                   "partition: no cut of %d layers into %d stages keeps every stage within the "
+                   "memory cap %.4g",
+                   n, stages, pb->mem_cap);
+    double hi = st ? 0 : bisect(&w, maxload, reconstruct(&w, counts), counts);
+    if (!st && !feasible(&w, hi)) /* cannot happen: hi came from a partition */
+      st = kt_fail(err, KT_EINVAL, "partition: internal error at bottleneck %g", hi);
+    if (!st) hi = reconstruct(&w, counts);
+    if (!st && bottleneck) *bottleneck = hi;
   }
-  /* a multiplier common to all stages folds into the activation sums */
-  int uniform = 1;
-  for (int j = 1; pb->mem_cap > 0 && pb->mult && j < stages; j++)
-    if (pb->mult[j] != pb->mult[0]) uniform = 0;
-  double mult0 = pb->mem_cap > 0 && pb->mult ? pb->mult[0] : 1;
-  if (uniform) w.mult = NULL;
-  double maxload = 0;
-  for (int i = 0; i < n; i++) {
-    w.L[i + 1] = w.L[i] + pb->load[i];
-    w.F[i + 1] = w.F[i] + (pb->fixed ? pb->fixed[i] : 0);
-    w.A[i + 1] = w.A[i] + (pb->act ? pb->act[i] : 0) * (uniform ? mult0 : 1);
-    if (pb->load[i] > maxload) maxload = pb->load[i];
-  }
-  if (!feasible(&w, INFINITY)) {
-    st = kt_fail(err, KT_EINVAL,
-                 "partition: no cut of %d layers into %d stages keeps every stage within the "
-                 "memory cap %.4g",
-                 n, stages, pb->mem_cap);
-    goto done;
-  }
-  double hi = reconstruct(&w, counts);
-  /* invariant: a cut of load hi exists; every stage load <= lo is infeasible */
-  double lo = -1;
-  for (int iter = 0; iter < 200; iter++) {
-    double mid = lo < 0 ? fmax(w.L[n] / stages, maxload) : lo + (hi - lo) / 2, probe;
-    if (!next_candidate(&w, lo, mid, hi, &probe)) break; /* no stage load in (lo, hi) */
-    double worst = 0;
-    int ok = uniform ? greedy(&w, probe, &worst) : feasible(&w, probe);
-    if (!ok) lo = probe;
-    else hi = uniform ? worst : reconstruct(&w, counts);
-  }
-  if (!feasible(&w, hi)) { /* cannot happen: hi came from a partition */
-    st = kt_fail(err, KT_EINVAL, "partition: internal error at bottleneck %g", hi);
-    goto done;
-  }
-  hi = reconstruct(&w, counts);
-  if (bottleneck) *bottleneck = hi;
-done:
   free(w.L);
   free(w.F);
   free(w.A);
