@@ -176,16 +176,8 @@ kt_status kt__feed_start(kt_server *s, const kt_serve_live *live, int queue, kt_
   const kt_schedule *src = live->schedule;
   if (!src) return kt_fail(err, KT_EINVAL, "the live run needs its schedule");
   /* a copy: the prediction of each rendered step simulates it */
-  kt_status st = kt_schedule_init_like(&s->sched, src, src->m, err);
+  kt_status st = kt_schedule_copy(&s->sched, src, err);
   if (st) return st;
-  for (int r = 0; r < src->p && !st; r++)
-    for (size_t i = 0; i < src->ranks[r].n && !st; i++) {
-      const kt_action *a = &src->ranks[r].actions[i];
-      if (kt_schedule_push(&s->sched, r, a->stage, (kt_op)a->op, a->mb))
-        st = kt_fail(err, KT_ENOMEM, "out of memory");
-      else
-        s->sched.ranks[r].actions[s->sched.ranks[r].n - 1].flags = a->flags;
-    }
   s->grad_accum = live->grad_accum > 0 ? live->grad_accum : 1;
   s->ring_cap = queue > 0 ? (size_t)queue : 256;
   if (!st && !(s->ring = kt_calloc(s->ring_cap, sizeof *s->ring)))
