@@ -74,7 +74,7 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
   memset(pb, 0, sizeof *pb);
   if (c->links)
     return kt_fail(err, KT_EINVAL, "optimal: the exact search has no model of shared links "
-                                   "(a cluster topology); give --comm instead");
+                                   "(a cluster topology); a per-hop communication time it has");
   if (c->action_time) /* one schedule's measured durations: no model of other orders */
     return kt_fail(err, KT_EINVAL, "optimal: per-action times (a measured step) describe one "
                                    "order only; give per-stage costs");

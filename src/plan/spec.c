@@ -111,7 +111,7 @@ double kt_plan_model_params(const kt_plan_model *m) {
 kt_status kt_plan_model_set_seq_len(kt_plan_model *m, int seq_len, kt_error *err) {
   if (!m->transformer)
     return kt_fail(err, KT_EINVAL,
-                   "--seq-len %d: model '%s' is an explicit layer list; its costs are per sample",
+                   "sequence length %d: model '%s' is an explicit layer list; its costs are per sample",
                    seq_len, m->name);
   if (seq_len < 1 || seq_len > 1 << 24)
     return kt_fail(err, KT_EINVAL, "sequence length %d out of range 1..%d", seq_len, 1 << 24);

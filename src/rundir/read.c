@@ -329,8 +329,8 @@ kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err) {
   if (stat(dir, &sb) != 0)
     return kt_fail(err, KT_EINVAL, "run directory '%s' does not exist", dir);
   if (!S_ISDIR(sb.st_mode))
-    return kt_fail(err, KT_EINVAL, "'%s' is not a directory (give the run directory of kaiten "
-                   "train --run-dir)", dir);
+    return kt_fail(err, KT_EINVAL, "'%s' is not a directory (a run directory holds config.json "
+                   "and metrics.jsonl)", dir);
   out->dir = strdup(dir);
   char *cfg = kt__rd_join(dir, "config.json"), *met = kt__rd_join(dir, "metrics.jsonl");
   kt_status st = KT_OK;
@@ -338,8 +338,7 @@ kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err) {
   const char *need[2] = {cfg, met};
   for (int i = 0; i < 2 && !st; i++)
     if (stat(need[i], &sb) != 0)
-      st = kt_fail(err, KT_EINVAL, "%s is missing (not a run directory of kaiten train "
-                   "--run-dir?)", need[i]);
+      st = kt_fail(err, KT_EINVAL, "%s is missing (not a training run's directory?)", need[i]);
   if (!st) st = load_config(out, cfg, err);
   if (!st) st = kt__rd_load_metrics(out, met, err);
   if (!st) st = load_traced(out, err);

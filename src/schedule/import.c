@@ -75,7 +75,7 @@ static kt_status apply_notation(kt__row_list *rl, kt_parse_opts *o, int kaiten_t
       n_bw += rl->rows[r].actions[i].op == KT__RAW_BW;
     }
   kt_notation n = o->notation;
-  o->detected_why = "chosen with --torch-notation";
+  o->detected_why = "as asked";
   if (n == KT_NOTATION_AUTO && kaiten_text) {
     n = KT_NOTATION_CURRENT;
     o->detected_why = "kaiten text form";
@@ -95,11 +95,11 @@ static kt_status apply_notation(kt__row_list *rl, kt_parse_opts *o, int kaiten_t
   } else if (n == KT_NOTATION_CURRENT && n_bw) {
     return kt_fail(err, KT_EPARSE,
                    "BW is the legacy notation's full backward, but the file is read as current "
-                   "notation (use --torch-notation legacy or auto)");
+                   "notation (read it as legacy notation, or let the notation be detected)");
   } else if (n == KT_NOTATION_LEGACY && n_i) {
     return kt_fail(err, KT_EPARSE,
                    "I belongs to the current notation, but the file is read as legacy notation "
-                   "(use --torch-notation current or auto)");
+                   "(read it as current notation, or let the notation be detected)");
   }
   o->detected = n;
   if (n == KT_NOTATION_LEGACY)
