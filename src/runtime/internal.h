@@ -45,6 +45,7 @@ struct kt__worker {
   float *lent_out;
   double loss_sum;
   double wait_cpu;         /* CPU time the running action spent receiving its input */
+  double input_at;         /* when the running action's input arrived (0: none received) */
   kt_timeline events;      /* this worker's events and memory samples for the step */
   /* step inputs and outputs (threads mode) */
   int step, update;

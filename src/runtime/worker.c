@@ -50,7 +50,8 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
   const void *got = buf;
   kt_status st = kt_transport_recv_lend(w->t, peer, tag, buf, elems * sizeof(float), &got, loan, &sub);
   *data = got;
-  *wait += kt_now() - t0;
+  w->input_at = kt_now();
+  *wait += w->input_at - t0;
   w->wait_cpu += kt_thread_cpu_now() - cpu0; /* a transport that spins while it waits */
   if (st == KT_ETIMEOUT) {
     char at[32];
@@ -262,7 +263,7 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
   size_t before = rank_stash_bytes(w), chunk_before = kt_chunk_stash_bytes(c);
   kt_chunk_reset_peak(c);
   double wait = 0, t_begin = kt_now(), cpu_begin = kt_thread_cpu_now();
-  w->wait_cpu = 0;
+  w->wait_cpu = 0, w->input_at = 0;
   kt_status st;
   switch (a->op) {
     case KT_OP_F: st = run_forward(w, a, mbd, k, &wait, err); break;
@@ -275,9 +276,12 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
                                  : kt_thread_cpu_now() - cpu_begin - w->wait_cpu;
   own = stretch(w, own);
   double t_end = kt_now();
-  /* compute starts once the input arrived; the wait shows as idle */
+  /* compute starts once the input arrived (when the receive returned: a
+   * thread preempted before it posted the receive would make t_begin +
+   * wait too early); the wait shows as idle */
+  double start = w->input_at > 0 ? w->input_at : t_begin;
   kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = a->mb, .op = a->op,
-                .flags = a->flags, .start = t_begin + wait - rt->step_t0,
+                .flags = a->flags, .start = start - rt->step_t0,
                 .end = t_end - rt->step_t0, .comm_time = wait, .cpu_time = own};
   double peak = (double)(before - chunk_before + kt_chunk_peak_stash_bytes(c));
   if (kt_timeline_add_event(&w->events, &e) ||
