@@ -178,7 +178,38 @@ static void straggler_on_threads(void) {
   kt_schedule_free(&s);
 }
 
+/* Two rounds of accumulation: the measured step is the schedule repeated
+ * (round k's micro-batch j is k*M + j in the events). */
+static void accumulation_rounds(void) {
+  kt_error err;
+  kt_schedule s, rounds;
+  kt_schedule_params sp = {.p = 2, .m = 4};
+  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
+  REQUIRE_VOID(kt_schedule_repeat(&s, 2, &rounds, &err) == KT_OK);
+  kt_runtime_config cfg;
+  kt_runtime_config_default(&cfg);
+  cfg.schedule = &s;
+  cfg.grad_accum = 2;
+  cfg.synthetic = 1;
+  cfg.syn_tf_ms = cfg.syn_tb_ms = cfg.syn_tw_ms = 1;
+  cfg.syn_act_bytes = 64;
+  cfg.pin_threads = 0;
+  kt_runtime *rt;
+  REQUIRE_VOID(kt_runtime_create_threads(&cfg, &rt, &err) == KT_OK);
+  kt_step_result res;
+  REQUIRE_VOID(kt_runtime_step(rt, 0, NULL, 1, &res, &err) == KT_OK);
+  kt_idle_split o[2];
+  CHECK_MSG(kt_idle_split_step(&rounds, kt_runtime_timeline(rt), res.seconds, o, &err) == KT_OK,
+            "%s", err.msg);
+  /* 8 F of 1 ms, 8 B of 2 ms (a sleep that ends early counts what it took) */
+  CHECK_NEAR(o[0].busy, 2 * 4 * 3e-3, 2e-4);
+  kt_runtime_destroy(rt);
+  kt_schedule_free(&rounds);
+  kt_schedule_free(&s);
+}
+
 int main(void) {
+  accumulation_rounds();
   only_the_schedule();
   waiting_for_a_core();
   transfers();

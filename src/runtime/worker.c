@@ -26,9 +26,16 @@ static kt_chunk *chunk_of(kt__worker *w, int stage) {
 
 static double since_step(const kt__worker *w) { return kt_now() - w->rt->step_t0; }
 
-static kt_status add_comm(kt__worker *w, const kt_action *a, double start, double end,
+/* Events carry the micro-batch's number within the step: round k's
+ * micro-batch j is k*M + j, as in the prediction (kt_schedule_repeat). */
+static int step_mb(const kt__worker *w, const kt_action *a, int k) {
+  return kt_op_has_mb(a->op) ? a->mb + k * w->rt->M : a->mb;
+}
+
+static kt_status add_comm(kt__worker *w, const kt_action *a, int k, double start, double end,
                           int64_t bytes, size_t *index, kt_error *err) {
-  kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = a->mb, .op = a->op, .start = start,
+  kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = step_mb(w, a, k), .op = a->op,
+                .start = start,
                 .end = end, .bytes = bytes};
   if (index) *index = w->events.n_comm;
   if (kt_timeline_add_comm(&w->events, &e))
@@ -280,7 +287,7 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
    * thread preempted before it posted the receive would make t_begin +
    * wait too early); the wait shows as idle */
   double start = w->input_at > 0 ? w->input_at : t_begin;
-  kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = a->mb, .op = a->op,
+  kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = step_mb(w, a, k), .op = a->op,
                 .flags = a->flags, .start = start - rt->step_t0,
                 .end = t_end - rt->step_t0, .comm_time = wait, .cpu_time = own};
   double peak = (double)(before - chunk_before + kt_chunk_peak_stash_bytes(c));
@@ -321,7 +328,7 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
   free(*slot);
   *slot = NULL;
   if (st) return st;
-  return add_comm(w, a, t0, since_step(w), (int64_t)bytes, NULL, err);
+  return add_comm(w, a, k, t0, since_step(w), (int64_t)bytes, NULL, err);
 }
 
 /* RECV: posts the receive (transports without post() receive on demand). */
@@ -337,7 +344,7 @@ static kt_status run_recv(kt__worker *w, const kt_action *a, int k, kt_error *er
     kt_status st = kt_transport_post(w->t, src, tag, elems * sizeof(float), err);
     if (st) return st;
   }
-  return add_comm(w, a, t0, t0, 0, &w->recv_event[SLOT(w, a->stage, a->mb, r)], err);
+  return add_comm(w, a, k, t0, t0, 0, &w->recv_event[SLOT(w, a->stage, a->mb, r)], err);
 }
 
 static kt_status run_action(kt__worker *w, const kt_action *a, int k, kt_error *err) {
@@ -349,7 +356,7 @@ static kt_status run_action(kt__worker *w, const kt_action *a, int k, kt_error *
     case KT_OP_RECV_B: return run_recv(w, a, k, err);
     default: { /* WAIT_SEND and the per-stage actions: recorded, nothing to do */
       double t = since_step(w);
-      return add_comm(w, a, t, t, 0, NULL, err);
+      return add_comm(w, a, k, t, t, 0, NULL, err);
     }
   }
 }
