@@ -45,7 +45,7 @@ for l in lines:
     assert abs(float(pred) - float(meas)) <= 1e-3 * float(meas) and float(meas) <= 1.0, l
 " && ok || bad "predicted and measured peaks: $(tail -6 "$tmp/out")"
 expect 2 "$K" train $G --stages 4 --schedule zb-auto --mem-limit 1KiB --steps 1; oneline
-has "below what one micro-batch needs" "$tmp/err"
+has "the smallest it can keep to is" "$tmp/err"
 
 # 5. v-half (P=4, V=2) and zb-auto -v 2 train with the unpipelined model's losses
 J="--model gpt --layers 6 -m 8 --steps 4 --val-every 0 --format json"

@@ -7,11 +7,13 @@
  * reduction, FSDP unshard/reshard) do nothing here. Every action is
  * recorded: compute actions as events, the others as communication events
  * (posted, completed). */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/internal.h"
 
@@ -25,6 +27,18 @@ static kt_chunk *chunk_of(kt__worker *w, int stage) {
 }
 
 static double since_step(const kt__worker *w) { return kt_now() - w->rt->step_t0; }
+
+/* The calling thread's run delay (seconds it was runnable but not
+ * running, Linux's schedstat), or NAN when unknown. */
+static double ready_now(const kt__worker *w) {
+  char buf[96];
+  if (w->ready_fd < 0) return NAN;
+  ssize_t n = pread(w->ready_fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return NAN;
+  buf[n] = 0;
+  unsigned long long run, delay;
+  return sscanf(buf, "%llu %llu", &run, &delay) == 2 ? (double)delay * 1e-9 : NAN;
+}
 
 static kt_status add_comm(kt__worker *w, const kt_action *a, double start, double end,
                           int64_t bytes, size_t *index, kt_error *err) {
@@ -45,13 +59,15 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
                              double *wait, kt_error *err) {
   int peer = kt__stage_world_rank(w->rt, from_stage, w->replica);
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
-  double t0 = kt_now(), cpu0 = kt_thread_cpu_now();
+  double t0 = kt_now(), cpu0 = kt_thread_cpu_now(), ready0 = ready_now(w);
   kt_error sub;
   const void *got = buf;
   kt_status st = kt_transport_recv_lend(w->t, peer, tag, buf, elems * sizeof(float), &got, loan, &sub);
   *data = got;
   *wait += kt_now() - t0;
   w->wait_cpu += kt_thread_cpu_now() - cpu0; /* a transport that spins while it waits */
+  double woke = ready_now(w) - ready0; /* the data was in; the thread had no core */
+  if (woke > 0) w->wait_ready += woke;
   if (st == KT_ETIMEOUT) {
     char at[32];
     kt_action_format(a, at, sizeof at);
@@ -262,7 +278,7 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
   size_t before = rank_stash_bytes(w), chunk_before = kt_chunk_stash_bytes(c);
   kt_chunk_reset_peak(c);
   double wait = 0, t_begin = kt_now(), cpu_begin = kt_thread_cpu_now();
-  w->wait_cpu = 0;
+  w->wait_cpu = w->wait_ready = 0;
   kt_status st;
   switch (a->op) {
     case KT_OP_F: st = run_forward(w, a, mbd, k, &wait, err); break;
@@ -274,11 +290,19 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
   double own = rt->cfg.synthetic ? synthetic_cost(&rt->cfg, (kt_op)a->op)
                                  : kt_thread_cpu_now() - cpu_begin - w->wait_cpu;
   own = stretch(w, own);
-  double t_end = kt_now();
-  /* compute starts once the input arrived; the wait shows as idle */
+  double t_end = kt_now(), cpu_end = kt_thread_cpu_now(), ready_end = ready_now(w);
+  double ready = ready_end - w->ready_mark;
+  if (!(ready >= 0)) /* no run delay here: what its wall time has beyond its CPU time */
+    ready = fmax(0, t_end - t_begin - wait - own) +
+            fmax(0, (t_begin - w->t_mark) - (cpu_begin - w->cpu_mark));
+  w->t_mark = t_end, w->cpu_mark = cpu_end, w->ready_mark = ready_end;
+  /* compute starts once the input arrived; the wait shows as idle (the
+   * part of it after the input arrived that the thread waited for a core
+   * is ready_wait's, not a transfer's) */
   kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = a->mb, .op = a->op,
                 .flags = a->flags, .start = t_begin + wait - rt->step_t0,
-                .end = t_end - rt->step_t0, .comm_time = wait, .cpu_time = own};
+                .end = t_end - rt->step_t0, .comm_time = fmax(0, wait - w->wait_ready),
+                .cpu_time = own, .ready_wait = ready};
   double peak = (double)(before - chunk_before + kt_chunk_peak_stash_bytes(c));
   if (kt_timeline_add_event(&w->events, &e) ||
       kt_timeline_add_mem(&w->events, w->stage_rank, e.start, peak) ||
@@ -350,15 +374,10 @@ static kt_status run_action(kt__worker *w, const kt_action *a, int k, kt_error *
   }
 }
 
-kt_status kt__worker_step(kt__worker *w, kt_error *err) {
-  kt_runtime *rt = w->rt;
-  const kt_rank_actions *ra = &rt->program.ranks[w->stage_rank];
-  w->loss_sum = 0;
-  w->direct = NULL;
-  memset(w->fwd_bad, 0, sizeof w->fwd_bad);
-  w->events.n_events = w->events.n_mem = w->events.n_comm = 0;
-  for (int c = 0; c < rt->V; c++) kt_chunk_zero_grad(w->chunk[c]);
-  for (int k = 0; k < rt->K; k++) {
+/* The rank's actions, K rounds of them. */
+static kt_status run_rounds(kt__worker *w, kt_error *err) {
+  const kt_rank_actions *ra = &w->rt->program.ranks[w->stage_rank];
+  for (int k = 0; k < w->rt->K; k++) {
     for (size_t i = 0; i < ra->n; i++) {
       w->next = &ra->actions[i + 1];
       w->end = ra->actions + ra->n;
@@ -369,5 +388,24 @@ kt_status kt__worker_step(kt__worker *w, kt_error *err) {
       }
     }
   }
-  return kt__worker_finish_step(w, err);
+  return KT_OK;
+}
+
+kt_status kt__worker_step(kt__worker *w, kt_error *err) {
+  kt_runtime *rt = w->rt;
+  w->loss_sum = 0;
+  w->direct = NULL;
+  memset(w->fwd_bad, 0, sizeof w->fwd_bad);
+  /* the step's clocks from its start (a thread started for it: from its
+   * own start, so the wait for its first core counts) */
+  w->ready_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  w->t_mark = rt->step_t0;
+  w->cpu_mark = w->fresh_thread ? 0 : kt_thread_cpu_now();
+  w->ready_mark = w->fresh_thread ? 0 : ready_now(w);
+  w->events.n_events = w->events.n_mem = w->events.n_comm = 0;
+  for (int c = 0; c < rt->V; c++) kt_chunk_zero_grad(w->chunk[c]);
+  kt_status st = run_rounds(w, err);
+  if (w->ready_fd >= 0) close(w->ready_fd);
+  w->ready_fd = -1;
+  return st ? st : kt__worker_finish_step(w, err);
 }
