@@ -298,9 +298,10 @@ typedef struct {
   const char *run_dir;        /* NULL: none */
   /* The built-in model's bytes per micro-batch on each of mem_stages stages
    * of the schedule (kt_session_activation_bytes): what an F keeps until
-   * its B or I, and what an I keeps until its W; NULL (0 stages) for a
-   * synthetic model or one of the caller's own. */
-  const double *mem_act_bytes, *mem_wgrad_bytes;
+   * its B or I, what an I keeps until its W, and the most an op holds
+   * above that while it runs; NULL (0 stages) for a synthetic model or one
+   * of the caller's own. */
+  const double *mem_act_bytes, *mem_wgrad_bytes, *mem_transient_bytes;
   int mem_stages;
   /* 1F1B's predicted peak activation bytes (the largest rank's) on the same
    * model at the same P, M and micro-batch (the schedule's partition at

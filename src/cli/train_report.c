@@ -27,6 +27,7 @@ static void json_run_facts(kt_buf *b, const train_opts *o, const kt_session_info
                            const kt_session_result *res) {
   json_array(b, "mem_act_bytes", in->mem_act_bytes, in->mem_stages);
   json_array(b, "mem_wgrad_bytes", in->mem_wgrad_bytes, in->mem_stages);
+  json_array(b, "mem_transient_bytes", in->mem_transient_bytes, in->mem_stages);
   kt_buf_puts(b, ",\"peak_1f1b_bytes\":");
   kt_buf_json_number(b, in->peak_1f1b > 0 ? in->peak_1f1b : NAN);
   kt_buf_puts(b, ",\"peak_vs_1f1b\":");

@@ -314,6 +314,7 @@ void kt_session_get_info(const kt_session *s, kt_session_info *out) {
   if (s->rt && has_units(&s->p)) out->unit_offsets = kt_runtime_unit_offsets(s->rt);
   out->mem_stages = s->mem.n_stages;
   out->mem_act_bytes = s->mem.stage_mem_act, out->mem_wgrad_bytes = s->mem.stage_mem_wgrad;
+  out->mem_transient_bytes = s->mem.stage_mem_transient;
   out->peak_1f1b = s->peak_1f1b;
   out->cores = s->cores, out->compute_threads = s->compute_threads;
 }

@@ -58,9 +58,9 @@ kt_status kt__session_open_run_dir(kt_session *s, kt_error *err);
  * mem, and 1F1B's predicted peak at P, M on the same model into peak_1f1b. */
 kt_status kt__session_memory(kt_session *s, int S, int P, int M, kt_error *err);
 /* The memory limit the generator of s->p.kind keeps to with costs gen (V
- * chunks): the caller's, on what actions keep (the bytes' limit less the
- * largest op's scratch); 0 for none. EINVAL naming the smallest fraction
- * of 1F1B's peak it can keep to when it is below. */
+ * chunks), on what actions keep: a limit in bytes or as a fraction is on
+ * the peak, so less the largest op's scratch; 0 for none. EINVAL naming
+ * the smallest fraction of 1F1B's peak it can keep to when it is below. */
 kt_status kt__session_mem_limit(const kt_session *s, int v, const kt_costs *gen, double *out,
                                 kt_error *err);
 

@@ -101,13 +101,14 @@ kt_status kt__session_memory(kt_session *s, int S, int P, int M, kt_error *err) 
   return st;
 }
 
-/* A limit the caller gave in bytes, as a fraction of 1F1B's peak or in
- * activations (one micro-batch of the largest rank's): in bytes of the
- * whole peak, an op's scratch included. */
-static double limit_bytes(const kt_session *s, const kt_schedule_params *one) {
+/* What the order may keep under the caller's limit: a limit in bytes or
+ * as a fraction of 1F1B's peak is on the whole peak, so less the largest
+ * scratch an op holds while it runs (the generators count what actions
+ * keep); in activations, that many micro-batches of the largest rank's. */
+static double keep_bytes(const kt_session *s, const kt_schedule_params *one, double scratch) {
   const kt_session_params *p = &s->p;
-  if (p->mem_limit_kind == KT_MEM_LIMIT_BYTES) return p->mem_limit;
-  if (p->mem_limit_kind == KT_MEM_LIMIT_FRACTION) return p->mem_limit * s->peak_1f1b;
+  if (p->mem_limit_kind == KT_MEM_LIMIT_BYTES) return p->mem_limit - scratch;
+  if (p->mem_limit_kind == KT_MEM_LIMIT_FRACTION) return p->mem_limit * s->peak_1f1b - scratch;
   return p->mem_limit * kt_schedule_1f1b_peak(p->kind, one) / fmin(p->p, p->m);
 }
 
@@ -122,24 +123,23 @@ kt_status kt__session_mem_limit(const kt_session *s, int v, const kt_costs *gen,
     if (p->mem_limit_kind == KT_MEM_LIMIT_FRACTION) *out *= kt_schedule_1f1b_peak(p->kind, &one);
     return KT_OK;
   }
-  /* the generators count what actions keep; the peak also holds the
-   * scratch of the op that runs */
   double scratch = 0;
   for (int i = 0; i < s->mem.n_stages; i++) scratch = fmax(scratch, s->mem.stage_mem_transient[i]);
-  double limit = limit_bytes(s, &one), need = kt_schedule_min_mem_limit(p->kind, &one);
+  double keep = keep_bytes(s, &one, scratch), need = kt_schedule_min_mem_limit(p->kind, &one);
   if (!(s->peak_1f1b > 0) || need < 0)
     return kt_fail(err, KT_EINVAL, "%s: no memory limit applies on this model",
                    kt_schedule_kind_name(p->kind));
-  if (limit - scratch < need) {
+  if (keep < need) {
     double least = ceil(100 * (need + scratch) / s->peak_1f1b - 1e-9) / 100;
     return kt_fail(err, KT_EINVAL,
-                   "%s: a memory limit of %.2f MiB (%.3gx of 1F1B's predicted peak, %.2f MiB on "
-                   "this model) is below what any of its orders needs; the smallest it can keep "
-                   "to is %.2fx (one micro-batch's activations on a rank and an op's scratch)",
-                   kt_schedule_kind_name(p->kind), limit / 1048576.0, limit / s->peak_1f1b,
-                   s->peak_1f1b / 1048576.0, least);
+                   "%s: a memory limit that keeps %.2f MiB of activations (%.3gx of 1F1B's "
+                   "predicted peak, %.2f MiB on this model, with an op's scratch) is below what "
+                   "any of its orders needs; the smallest it can keep to is %.2fx (one "
+                   "micro-batch's activations on a rank and an op's scratch)",
+                   kt_schedule_kind_name(p->kind), fmax(keep, 0) / 1048576.0,
+                   (keep + scratch) / s->peak_1f1b, s->peak_1f1b / 1048576.0, least);
   }
-  *out = limit - scratch;
+  *out = keep;
   return KT_OK;
 }
 
