@@ -56,6 +56,10 @@ typedef struct {
   int n_partition;
   double predicted_bubble; /* the simulator, costs calibrated on the segment's last step; NAN */
   double measured_bubble;  /* measured on that step; NAN */
+  /* the cores the run's (first) process could use and its compute threads
+   * (ranks x OpenBLAS threads): more threads than cores and ops waited for
+   * a core; 0 when unknown */
+  int cores, compute_threads;
 } kt_run_segment;
 
 /* config.json as data. model is "gpt", "mlp" or "synthetic". */

@@ -131,10 +131,10 @@ static void idle_bar(kt_buf *b, const kt_idle_split *x, double step, int width) 
 static void idle_table(kt_buf *b, const kt_session_result *res) {
   if (!res->idle) return;
   double step = res->idle_seconds;
-  kt_buf_printf(b, "why idle (last step, %.2f ms; busy = the ops' own time; docs/runtime.md):\n",
+  kt_buf_printf(b, "why idle, last step: %.2f ms, ms each (busy: the ops' own time; docs/runtime.md)\n",
                 1e3 * step);
   kt_buf_printf(b, "%-5s %9s %9s %9s %9s %9s %9s  %s\n", "rank", "busy", "schedule", "core_wait",
-                "comm", "overhead", "optimizer", "# busy s chedule c ore_wait m comm o verhead u pdate");
+                "comm", "overhead", "optimizer", "# busy, then s c m o u");
   for (int i = 0; i < res->train.measured.p; i++) {
     const kt_idle_split *x = &res->idle[i];
     kt_buf_printf(b, "%-5d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f  ", i, 1e3 * x->busy,
@@ -163,8 +163,8 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *
   }
   idle_table(b, res);
   if (in->compute_threads > in->cores)
-    kt_buf_printf(b, "oversubscribed: %d compute threads (ranks x BLAS threads) on %d cores; ops "
-                     "waited for a core (core_wait above)\n",
+    kt_buf_printf(b, "oversubscribed: %d compute threads (ranks x BLAS threads) on %d cores: "
+                     "core_wait\n",
                   in->compute_threads, in->cores);
   if (o->sp.cluster)
     kt_buf_printf(b, "step on the links of %s: predicted %.2f ms (all-reduce and sums %.2f ms), "
@@ -173,10 +173,9 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *
                   o->sp.cluster, 1e3 * r->predicted_step_seconds, 1e3 * r->predicted_sync_seconds,
                   1e3 * r->median_step_seconds, 1e3 * r->measured_sync_seconds,
                   1e3 * r->tail_seconds, r->median_step_seconds / r->predicted_step_seconds);
-  kt_buf_printf(b, "throughput: %.0f tokens/s steady (median step %.1f ms, the first left out), "
-                   "%.0f tokens/s over every step (mean %.1f ms)\n",
-                r->steady_tokens_per_s, 1e3 * r->median_step_seconds, r->tokens_per_s,
-                1e3 * r->mean_step_seconds);
+  kt_buf_printf(b, "throughput: %.0f tokens/s steady (median step %.1f ms after the first), %.0f "
+                   "over all\n",
+                r->steady_tokens_per_s, 1e3 * r->median_step_seconds, r->tokens_per_s);
 }
 
 void train_final_report(const train_opts *o, const kt_session_info *in,

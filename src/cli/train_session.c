@@ -175,8 +175,8 @@ static void print_start(train_run *r) {
   }
   if (sp->resume) train_resume_notes(o, &r->resume, t);
   if (r->info.compute_threads > r->info.cores)
-    fprintf(t, "oversubscribed: %d compute threads (ranks x BLAS threads) on %d cores: ops will "
-               "wait for a core (core_wait)\n", r->info.compute_threads, r->info.cores);
+    fprintf(t, "oversubscribed: %d compute threads (ranks x BLAS threads) on %d cores: ops "
+               "wait for one\n", r->info.compute_threads, r->info.cores);
   fclose(t);
   int width = r->live ? r->lv.width - 1 : 0;
   for (char *line = text; line && *line;) {

@@ -29,16 +29,21 @@ static kt_chunk *chunk_of(kt__worker *w, int stage) {
 static double since_step(const kt__worker *w) { return kt_now() - w->rt->step_t0; }
 
 /* The calling thread's run delay (seconds it was runnable but not
- * running, Linux's schedstat), or NAN when unknown. */
-static double ready_now(const kt__worker *w) {
+ * running, Linux's schedstat), or NAN when unknown; *runs (may be NULL):
+ * how many times it was put on a core. */
+static double ready_count(const kt__worker *w, double *runs) {
   char buf[96];
+  if (runs) *runs = 0;
   if (w->ready_fd < 0) return NAN;
   ssize_t n = pread(w->ready_fd, buf, sizeof buf - 1, 0);
   if (n <= 0) return NAN;
   buf[n] = 0;
-  unsigned long long run, delay;
-  return sscanf(buf, "%llu %llu", &run, &delay) == 2 ? (double)delay * 1e-9 : NAN;
+  unsigned long long run, delay, count;
+  if (sscanf(buf, "%llu %llu %llu", &run, &delay, &count) != 3) return NAN;
+  if (runs) *runs = (double)count;
+  return (double)delay * 1e-9;
 }
+static double ready_now(const kt__worker *w) { return ready_count(w, NULL); }
 
 static kt_status add_comm(kt__worker *w, const kt_action *a, double start, double end,
                           int64_t bytes, size_t *index, kt_error *err) {
@@ -59,15 +64,20 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
                              double *wait, kt_error *err) {
   int peer = kt__stage_world_rank(w->rt, from_stage, w->replica);
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
-  double t0 = kt_now(), cpu0 = kt_thread_cpu_now(), ready0 = ready_now(w);
+  double runs0, runs1, t0 = kt_now(), cpu0 = kt_thread_cpu_now(), ready0 = ready_count(w, &runs0);
   kt_error sub;
   const void *got = buf;
   kt_status st = kt_transport_recv_lend(w->t, peer, tag, buf, elems * sizeof(float), &got, loan, &sub);
   *data = got;
   *wait += kt_now() - t0;
   w->wait_cpu += kt_thread_cpu_now() - cpu0; /* a transport that spins while it waits */
-  double woke = ready_now(w) - ready0; /* the data was in; the thread had no core */
-  if (woke > 0) w->wait_ready += woke;
+  /* Once the data was in, the thread may have waited for a core: its run
+   * delay after the wake that found it. A wait that slept once (a futex)
+   * has that one; one that polled (sleeps of microseconds between tests,
+   * MPI across hosts) woke many times while nothing had come, and its
+   * last wake is taken as long as its average. */
+  double woke = ready_count(w, &runs1) - ready0;
+  if (woke > 0) w->wait_ready += woke / fmax(1, runs1 - runs0);
   if (st == KT_ETIMEOUT) {
     char at[32];
     kt_action_format(a, at, sizeof at);
