@@ -274,7 +274,7 @@ void kt__run_idle_card(kt_buf *b, const kt_run *r) {
   size_t p = (size_t)r->ranks, k = 1 + KT_IDLE_CAUSES;
   for (size_t q = 0; q < p; q++)
     if (isnan(last[q].idle.busy)) return; /* an older run, or MPI ranks without the others' events */
-  char (*names)[24] = kt_calloc(p, sizeof *names);
+  char (*names)[32] = kt_calloc(p, sizeof *names);
   const char **labels = kt_calloc(p, sizeof *labels);
   double *vals = kt_calloc(p * k, sizeof *vals);
   if (names && labels && vals) {
