@@ -200,7 +200,7 @@ def huge_files():
         f.write(b'}\n{"step":22,"loss":1}\n')
     for cmd in (["report", d, "-o", os.path.join(TMP, "x.html")], ["serve", d, "--addr", "0"]):
         code, err, secs, rss = run_rss(cmd, timeout=30)
-        check(code == 2 and secs < 5 and rss < limit and "line 21 is longer than 1 MiB" in err,
+        check(code == 2 and secs < 5 and rss < limit and "line 21 is longer than 2 MiB" in err,
               "%s of a 5 MB line: exit %s, %.1f s, %.0f MB: %r" % (cmd[0], code, secs, rss, err))
     shutil.rmtree(d)
 

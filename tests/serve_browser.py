@@ -120,9 +120,32 @@ def served(b, dirs, what):
         check(proc.wait(timeout=10) == 0, "kaiten serve did not stop cleanly on SIGTERM")
 
 
+def idle_chart(page, run):
+    """The shown step's "why idle": a stacked bar per rank whose parts are
+    that step's ranks[].idle_causes in metrics.jsonl."""
+    title = page.eval("(function(){var t=document.querySelector('#live-idle-0 text');"
+                      "return t ? t.textContent : '';})()")
+    m = re.search(r"step (\d+)", title or "")
+    check(m, "no 'Why idle' chart: %r" % title)
+    if not m:
+        return
+    recs = {json.loads(l)["step"]: json.loads(l) for l in open(run + "/metrics.jsonl")}
+    want = recs[int(m.group(1))]["ranks"]
+    got = page.eval("Array.from(document.querySelectorAll('#live-idle-0 rect[data-part]')).map("
+                    "function(r){return [r.getAttribute('data-part'), +r.getAttribute('data-value')];})")
+    names = ["busy", "schedule", "core_wait", "comm", "overhead", "optimizer"]
+    check(len(got) == 6 * len(want), "%d parts for %d ranks" % (len(got), len(want)))
+    for k, r in enumerate(want):
+        for j, n in enumerate(names):
+            g = got[6 * k + j] if 6 * k + j < len(got) else [None, 0]
+            check(g[0] == n and abs(g[1] - r["idle_causes"][n]) <= 1e-12 + 1e-9 * abs(g[1]),
+                  "rank %d's %s: the bar says %s, metrics.jsonl %s" % (k, n, g, r["idle_causes"][n]))
+
+
 def serve_runs(b, run):
     page = served(b, [run], "serve of the finished run")
     check(steps(page) == STEPS, "a late client got %d of %d steps" % (steps(page), STEPS))
+    idle_chart(page, run)
     other = TMP + "/zb"
     subprocess.run([K, "train", "--stages", "2", "-m", "4", "-b", "4", "--steps", "20",
                     "--schedule", "zb-h1", "--run-dir", other, "--no-live"], check=True,

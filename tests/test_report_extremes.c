@@ -166,7 +166,7 @@ static void run_reports(void) {
                                  .lr = v, .grad_norm = v, .seconds = v, .tokens_per_s = v,
                                  .samples_per_s = v, .bubble = v};
       for (int q = 0; q < 2; q++)
-        r.rank_steps[i * 2 + q] = (kt_run_rank_step){v, v, v, v};
+        r.rank_steps[i * 2 + q] = (kt_run_rank_step){v, v, v, v, {v, v, v, v, v, v}};
     }
     snprintf(r.model, sizeof r.model, "mlp");
     snprintf(r.schedule, sizeof r.schedule, "1f1b");

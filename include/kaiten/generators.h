@@ -107,6 +107,14 @@ double kt_schedule_mem_limit(const kt_schedule_params *params);
  * kind's default V chunks). A memory limit of "0.5x" is half of it. */
 double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *params);
 
+/* The smallest memory limit zb-auto and zbv-auto (kind) can keep to on
+ * params' layout (P, V, M) and costs, in the units of mem_act: the rank
+ * that needs most holds one micro-batch's max(M_B, M_W) of its first chunk
+ * and, with V >= 2, room for a later chunk's. Below it no order of theirs
+ * exists; at it or above they always find one. -1 for another kind, a bad
+ * layout or no memory. */
+double kt_schedule_min_mem_limit(kt_schedule_kind kind, const kt_schedule_params *params);
+
 /* The simulator's timing of s without a timeline, for callers that
  * evaluate many schedules: *span from the first action anywhere to the
  * last, *busy the total of the action times; exactly kt_simulate_metrics'

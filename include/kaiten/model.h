@@ -128,6 +128,8 @@ void kt_chunk_zero_grad(kt_chunk *c);
 const char *kt_blas_choose_core(void);
 /* Threads OpenBLAS uses for one matmul (every caller's: process-wide). */
 void kt_blas_set_threads(int n);
+/* The OpenBLAS threads a matrix product may use now (process-wide). */
+int kt_blas_threads(void);
 /* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...);
  * *chosen_by_kaiten (when non-NULL) receives the core kt_blas_choose_core
  * chose in place of OpenBLAS's own fallback, or NULL. */

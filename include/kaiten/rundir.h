@@ -17,6 +17,7 @@
 
 #include "kaiten/core.h"
 #include "kaiten/schedule.h"
+#include "kaiten/sim.h"
 #include "kaiten/timeline.h"
 
 #ifdef __cplusplus
@@ -38,6 +39,10 @@ typedef struct {
  * the step (every stash its chunks kept, docs/runtime.md). */
 typedef struct {
   double busy, comm_time, bytes_sent, peak_act_bytes;
+  /* why the rank idled (metrics.jsonl ranks[].idle_causes): the actions'
+   * own time and five causes, summing to the step's seconds
+   * (kt_idle_split_step); every field NAN when the step has none */
+  kt_idle_split idle;
 } kt_run_rank_step;
 
 /* One layout the run trained under, from first_step to last_step. */
@@ -51,6 +56,10 @@ typedef struct {
   int n_partition;
   double predicted_bubble; /* the simulator, costs calibrated on the segment's last step; NAN */
   double measured_bubble;  /* measured on that step; NAN */
+  /* the cores the run's (first) process could use and its compute threads
+   * (ranks x OpenBLAS threads): more threads than cores and ops waited for
+   * a core; 0 when unknown */
+  int cores, compute_threads;
 } kt_run_segment;
 
 /* config.json as data. model is "gpt", "mlp" or "synthetic". */

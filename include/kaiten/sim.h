@@ -124,6 +124,16 @@ typedef struct {
 kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured,
                              double step_seconds, kt_idle_split *out, kt_error *err);
 
+/* The causes' names in JSON and reports, in this order: schedule,
+ * core_wait, comm, overhead, optimizer (KT_IDLE_CAUSES of them). */
+#define KT_IDLE_CAUSES 5
+extern const char *const kt_idle_cause_names[KT_IDLE_CAUSES];
+/* Cause i of s (kt_idle_cause_names' order). */
+double kt_idle_cause(const kt_idle_split *s, int i);
+/* {"schedule":..,"core_wait":..,"comm":..,"overhead":..,"optimizer":..,
+ * "busy":..,"seconds":..} (seconds: what the six sum to, the step) */
+void kt_idle_split_json(const kt_idle_split *s, kt_buf *b);
+
 #ifdef __cplusplus
 }
 #endif

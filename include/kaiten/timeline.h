@@ -19,12 +19,19 @@ typedef struct {
   uint8_t flags; /* KT_ACTION_* of the action that ran */
   double start, end;
   int64_t bytes; /* bytes this action sent to other ranks */
-  double comm_time; /* time spent waiting on / moving data for it (measured runs) */
+  double comm_time; /* time spent waiting on / moving data for it (measured runs; not the
+                       * time its thread then waited for a core: ready_wait) */
   /* Measured runs: the time the action itself took its device: the thread's
    * CPU time for a real model, the cost it sleeps for a synthetic one (so
    * end - start - comm_time beyond it is time the thread was ready but had
    * no core). 0 where unknown (simulations, older files). */
   double cpu_time;
+  /* Measured runs: the time the rank's thread was ready to run but had no
+   * core since its previous compute action ended (the step's start for its
+   * first): between the actions, after its input arrived and while it ran
+   * (Linux's per-thread run delay; elsewhere its wall time beyond its CPU
+   * time). 0 where unknown. */
+  double ready_wait;
 } kt_event;
 
 /* The memory level of a rank from time t on (after the change at t). */

@@ -93,7 +93,10 @@ typedef struct {
   kt_timeline measured_timeline;  /* the last training step (validation steps excluded) */
   kt_timeline predicted_timeline;
   double mean_step_seconds;
-  double samples_per_s, tokens_per_s;
+  double samples_per_s, tokens_per_s; /* over every step run, the first included */
+  /* at the median step of those after the first (the first alone when one
+   * ran): what the pipeline sustains once warm */
+  double steady_tokens_per_s;
   size_t peak_stash_bytes_stage0;
   int skipped_steps;     /* steps not applied because of non-finite values */
   /* the run failed (ERUNTIME) on a step whose loss or gradients were not
@@ -172,6 +175,7 @@ typedef enum {
   KT_NOTE_LONG_SEARCH,     /* a generator tunes its order at length: name the schedule, count its actions */
   KT_NOTE_RUN_DIR_CLEARED, /* force cleared kaiten's files from run directory `name`; count entries kept */
   KT_NOTE_STOPPING,        /* every rank agreed to stop after this step: count = the reason */
+  KT_NOTE_OVERSUBSCRIBED,  /* count = compute threads of this process (ranks x BLAS threads) above the cores */
   KT_NOTE_COUNT
 } kt_note_kind;
 
@@ -239,6 +243,10 @@ typedef struct {
    * over the ranks in this process; < 0 as the program set them */
   int blas_threads;
   const char *cluster;          /* a cluster spec (kaiten calibrate): predict on its links */
+  /* Fault injection (a straggler): pipeline rank slow_rank's compute takes
+   * slow_factor (>= 1) times as long (kt_runtime_config); -1: none. */
+  int slow_rank;
+  double slow_factor;
   /* ---- files ---- */
   const char *run_dir;          /* config.json, metrics.jsonl, timelines, checkpoints (NULL: none) */
   int force;                    /* run_dir may hold an old run: kaiten's files there are removed */
@@ -288,6 +296,21 @@ typedef struct {
   const int *unit_offsets;    /* model units per stage (S + 1 offsets); NULL: synthetic, own model */
   const char *checkpoint;     /* resuming: the checkpoint loaded; else NULL */
   const char *run_dir;        /* NULL: none */
+  /* The built-in model's bytes per micro-batch on each of mem_stages stages
+   * of the schedule (kt_session_activation_bytes): what an F keeps until
+   * its B or I, what an I keeps until its W, and the most an op holds
+   * above that while it runs; NULL (0 stages) for a synthetic model or one
+   * of the caller's own. */
+  const double *mem_act_bytes, *mem_wgrad_bytes, *mem_transient_bytes;
+  int mem_stages;
+  /* 1F1B's predicted peak activation bytes (the largest rank's) on the same
+   * model at the same P, M and micro-batch (the schedule's partition at
+   * V = 1, else balanced): what a memory limit's fraction is of; 0 when
+   * there is none */
+  double peak_1f1b;
+  /* the cores this process may use, and its compute threads (its ranks x
+   * OpenBLAS threads each): more threads than cores and ops wait for a core */
+  int cores, compute_threads;
 } kt_session_info;
 /* After open; after a failed one, what was built before it failed (the
  * schedule, once made: p = 0 before). */
@@ -301,6 +324,14 @@ typedef struct {
   kt_train_result train; /* this session's steps: losses, the last step measured and predicted */
   int stop;              /* the agreed reason for an early stop, 0 when it ran to `steps` */
   int steps_done;        /* steps completed in all (first_step + the steps run) */
+  /* the largest rank's measured peak activation bytes on the last step over
+   * 1F1B's predicted peak (kt_session_info.peak_1f1b); NAN when unknown */
+  double peak_vs_1f1b;
+  /* Why the last step idled, per pipeline rank (p entries;
+   * kt_idle_split_step), and the step's wall time they sum to; idle NULL
+   * where the step's every event is not at hand (MPI ranks but world rank 0). */
+  const kt_idle_split *idle;
+  double idle_seconds;
 } kt_session_result;
 /* After kt_session_run (also a failed one: the steps it ran). */
 const kt_session_result *kt_session_get_result(const kt_session *s);

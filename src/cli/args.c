@@ -260,7 +260,20 @@ double cli_mem_limit_units(const cli_mem_limit *ml, kt_schedule_kind kind, int p
                            const kt_costs *c) {
   if (ml->kind != CLI_MEM_FRACTION) return ml->value;
   kt_schedule_params params = {.p = p, .m = m, .v = v, .costs = c};
-  return ml->value * kt_schedule_1f1b_peak(kind, &params);
+  /* of 1F1B's whole peak, the scratch of the op that runs at it included
+   * (as kaiten train measures it); the order keeps the rest */
+  double scratch = 0;
+  for (int s = 0; s < p * (v > 0 ? v : 1); s++) scratch = fmax(scratch, kt_cost_mem_transient(c, s));
+  double peak = kt_schedule_1f1b_peak(kind, &params) + scratch;
+  double limit = ml->value * peak - scratch;
+  return limit > 0 ? limit : 1e-9 * peak; /* below any order: the generator says what it needs */
+}
+
+void cli_memory_model_line(const cli_args *a, const kt_costs *c, kt_buf *b) {
+  if (cli_has(a, "mem-wgrad") || c->mem_wgrad != 0 || c->stage_mem_wgrad) return;
+  kt_buf_printf(b, "memory: mem-wgrad 0 assumes an I frees its activation before W; the default "
+                   "GPT's I keeps %.2f of it (measured; docs/schedules.md): --mem-wgrad %.2f plans "
+                   "with that\n", CLI_GPT_WGRAD_KEEPS, CLI_GPT_WGRAD_KEEPS);
 }
 
 static void announce_search(const char *schedule, size_t actions, void *ctx) {

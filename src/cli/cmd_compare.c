@@ -268,6 +268,7 @@ static int run_compare(cli_args *a) {
     kt_buf_init(&out);
     if (!strcmp(cr->format, "json")) kt_render_compare_json(&info, list, (size_t)cr->n, &out);
     else kt_render_compare_table(&info, list, (size_t)cr->n, &out);
+    if (strcmp(cr->format, "json")) cli_memory_model_line(a, &cr->given, &out);
     rc = cli_emit(cli_get(a, "output"), &out);
     kt_buf_free(&out);
     if (!rc && cr->keep) rc = write_report(cr);

@@ -220,6 +220,7 @@ static int render_ascii(sim_run *r, const kt_sim_info *info, kt_buf *out) {
   kt_buf_puts(out, "\n");
   kt_render_metrics_text(info, &r->met, "unit", out);
   cli_cost_basis_line(r->a, r->sched.v, out);
+  cli_memory_model_line(r->a, &r->costs, out);
   return 0;
 }
 

@@ -36,13 +36,14 @@ static const cli_opt train_opts_table[] = {
     {"checkpoint-every", 0, "K", "checkpoint every K steps (default: at the end only)"},
     {"resume", 0, "DIR", "continue the run in DIR from its latest complete checkpoint"},
     {"save-init", 0, "FILE", "write the weights training starts from to FILE (a checkpoint) first"},
-    {"mem-limit", 0, "X", "zb-auto, zbv-auto: memory per rank: activations (12), a fraction of 1F1B's (0.5x) or bytes (2GiB)"},
+    {"mem-limit", 0, "X", "zb-auto, zbv-auto: peak memory per rank: activations (12), a fraction of 1F1B's peak on this model (0.5x) or bytes (2GiB)"},
     {"synthetic", 0, NULL, "synthetic workload: F/I/W sleep their cost, tensors still travel"},
     {"tf", 0, "MS", "synthetic forward cost of one rank's share in ms (V chunks: MS/V each; default 2)"},
     {"tb", 0, "MS", "synthetic input-gradient cost, on the same basis (default 2)"},
     {"tw", 0, "MS", "synthetic weight-gradient cost, on the same basis (default 2)"},
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
     {"grad-bytes", 0, "N", "synthetic gradient bytes per stage, all-reduced over D (default 0)"},
+    {"slow-rank", 0, "R:F", "fault injection: pipeline rank R's compute takes F times as long (F >= 1)"},
     {"skip-nonfinite", 0, NULL, "skip a step whose loss or gradients are not finite (default: stop)"},
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
     {"cluster", 0, "FILE", "cluster spec (kaiten calibrate): predict hops and the all-reduce on its links"},
@@ -215,6 +216,27 @@ static int check_conflicts(const cli_args *a, const train_opts *o) {
   return 0;
 }
 
+/* --slow-rank R:F (a rank of the pipeline; F from 1 to 1000). */
+static int parse_slow_rank(const cli_args *a, train_opts *o) {
+  const char *v = cli_get(a, "slow-rank");
+  if (!v) return 0;
+  const char *colon = strchr(v, ':');
+  char rank[32];
+  long r;
+  double f;
+  if (!colon || (size_t)(colon - v) >= sizeof rank) return cli_usage_error("--slow-rank '%s': expected R:F, e.g. 2:1.5", v);
+  memcpy(rank, v, (size_t)(colon - v));
+  rank[colon - v] = 0;
+  /* the range is checked against the pipeline once it is known (a
+   * schedule file or a resumed run sets P): the runtime names it */
+  if (kt_parse_int(rank, 0, KT_MAX_RANKS - 1, &r))
+    return cli_usage_error("--slow-rank '%s': rank '%s' is not a pipeline rank (0, 1, ...)", v, rank);
+  if (kt_parse_double(colon + 1, &f) || !(f >= 1 && f <= 1000))
+    return cli_usage_error("--slow-rank '%s': factor '%s' is not a number from 1 to 1000", v, colon + 1);
+  o->sp.slow_rank = (int)r, o->sp.slow_factor = f;
+  return 0;
+}
+
 /* --mem-limit as the session takes it. */
 static void take_mem_limit(train_opts *o) {
   static const kt_mem_limit_kind kinds[] = {[CLI_MEM_UNITS] = KT_MEM_LIMIT_UNITS,
@@ -243,7 +265,8 @@ int train_parse(const cli_args *a, train_opts *o) {
   if ((rc = parse_choices(a, o))) return rc;
   take_flags(a, o, &n);
   take_mem_limit(o);
-  if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o))) return rc;
+  if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o)) || (rc = parse_slow_rank(a, o)))
+    return rc;
   kt_error err = {{0}};
   if (!o->sp.synthetic && kt_model_config_check(&o->sp.model, &err)) return cli_fail(KT_EINVAL, &err);
   return 0;

@@ -1,5 +1,6 @@
 /* kaiten train's final report: a text summary (measured against predicted,
- * per rank), JSON, an ASCII Gantt of both, or a Chrome trace. */
+ * per rank, why each rank idled), JSON, an ASCII Gantt of both, or a
+ * Chrome trace. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,8 +8,67 @@
 #include "cli/train_cli.h"
 #include "kaiten/report.h"
 
-static void json_result(kt_buf *b, const train_opts *o, const kt_schedule *s,
-                        const kt_train_result *r) {
+static void json_array(kt_buf *b, const char *key, const double *v, int n) {
+  kt_buf_printf(b, ",\"%s\":", key);
+  if (!v) {
+    kt_buf_puts(b, "null");
+    return;
+  }
+  kt_buf_puts(b, "[");
+  for (int i = 0; i < n; i++) {
+    if (i) kt_buf_puts(b, ",");
+    kt_buf_json_number(b, v[i]);
+  }
+  kt_buf_puts(b, "]");
+}
+
+/* The model's memory, the machine's cores, the fault injected. */
+static void json_run_facts(kt_buf *b, const train_opts *o, const kt_session_info *in,
+                           const kt_session_result *res) {
+  json_array(b, "mem_act_bytes", in->mem_act_bytes, in->mem_stages);
+  json_array(b, "mem_wgrad_bytes", in->mem_wgrad_bytes, in->mem_stages);
+  json_array(b, "mem_transient_bytes", in->mem_transient_bytes, in->mem_stages);
+  kt_buf_puts(b, ",\"peak_1f1b_bytes\":");
+  kt_buf_json_number(b, in->peak_1f1b > 0 ? in->peak_1f1b : NAN);
+  kt_buf_puts(b, ",\"peak_vs_1f1b\":");
+  kt_buf_json_number(b, res->peak_vs_1f1b);
+  kt_buf_printf(b, ",\"cores\":%d,\"compute_threads\":%d,\"oversubscribed\":%s", in->cores,
+                in->compute_threads, in->compute_threads > in->cores ? "true" : "false");
+  if (o->sp.slow_rank >= 0) {
+    kt_buf_printf(b, ",\"slow_rank\":%d,\"slow_factor\":", o->sp.slow_rank);
+    kt_buf_json_number(b, o->sp.slow_factor);
+  }
+}
+
+static void json_ranks(kt_buf *b, const kt_train_result *r, const kt_session_result *res) {
+  kt_buf_puts(b, ",\"ranks\":[");
+  for (int i = 0; i < r->measured.p; i++) {
+    const kt_rank_metrics *m = &r->measured.ranks[i];
+    const kt_rank_metrics *q = &r->predicted.ranks[i];
+    kt_buf_printf(b, "%s{\"rank\":%d,\"busy\":", i ? "," : "", i);
+    kt_buf_json_number(b, m->busy);
+    kt_buf_puts(b, ",\"idle\":");
+    kt_buf_json_number(b, m->idle);
+    kt_buf_printf(b, ",\"peak_inflight\":%d,\"predicted_peak_inflight\":%d,\"peak_memory\":",
+                  m->peak_inflight, q->peak_inflight);
+    kt_buf_json_number(b, m->peak_memory);
+    kt_buf_printf(b, ",\"bytes_sent\":%lld,\"comm_time\":", (long long)m->bytes_sent);
+    kt_buf_json_number(b, m->comm_time);
+    kt_buf_puts(b, ",\"predicted_busy\":");
+    kt_buf_json_number(b, q->busy);
+    if (res->idle) {
+      kt_buf_puts(b, ",\"idle_causes\":");
+      kt_idle_split_json(&res->idle[i], b);
+    }
+    kt_buf_puts(b, "}");
+  }
+  kt_buf_puts(b, "]");
+}
+
+static void json_result(kt_buf *b, const train_opts *o, const kt_session_info *in,
+                        const kt_session_result *res) {
+  const kt_schedule *s = in->schedule;
+  const kt_train_result *r = &res->train;
   kt_buf_puts(b, "{\"schedule\":");
   kt_buf_json_string(b, s->name);
   kt_buf_printf(b, ",\"model\":\"%s\",\"transport\":\"%s\",\"p\":%d,\"v\":%d,\"m\":%d,\"d\":%d,"
@@ -32,9 +92,11 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_schedule *s,
       {"update_seconds", r->tail_seconds},
       {"samples_per_s", r->samples_per_s},
       {"tokens_per_s", r->tokens_per_s},
+      {"steady_tokens_per_s", r->steady_tokens_per_s},
       {"peak_activation_bytes_stage0", (double)r->peak_stash_bytes_stage0},
       {"hop_seconds", r->calibrated.comm},
-      {"send_overhead_seconds", r->calibrated.send_overhead}};
+      {"send_overhead_seconds", r->calibrated.send_overhead},
+      {"idle_step_seconds", res->idle ? res->idle_seconds : NAN}};
   for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
     kt_buf_printf(b, ",\"%s\":", nums[i].k);
     kt_buf_json_number(b, nums[i].v);
@@ -45,27 +107,47 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_schedule *s,
     kt_buf_puts(b, ",\"predicted_sync_seconds\":");
     kt_buf_json_number(b, r->predicted_sync_seconds);
   }
-  kt_buf_puts(b, ",\"ranks\":[");
-  for (int i = 0; i < r->measured.p; i++) {
-    const kt_rank_metrics *m = &r->measured.ranks[i];
-    const kt_rank_metrics *q = &r->predicted.ranks[i];
-    kt_buf_printf(b, "%s{\"rank\":%d,\"busy\":", i ? "," : "", i);
-    kt_buf_json_number(b, m->busy);
-    kt_buf_puts(b, ",\"idle\":");
-    kt_buf_json_number(b, m->idle);
-    kt_buf_printf(b, ",\"peak_inflight\":%d,\"predicted_peak_inflight\":%d,\"peak_memory\":",
-                  m->peak_inflight, q->peak_inflight);
-    kt_buf_json_number(b, m->peak_memory);
-    kt_buf_printf(b, ",\"bytes_sent\":%lld,\"comm_time\":", (long long)m->bytes_sent);
-    kt_buf_json_number(b, m->comm_time);
-    kt_buf_puts(b, ",\"predicted_busy\":");
-    kt_buf_json_number(b, q->busy);
-    kt_buf_puts(b, "}");
-  }
-  kt_buf_puts(b, "]}\n");
+  json_run_facts(b, o, in, res);
+  json_ranks(b, r, res);
+  kt_buf_puts(b, "}\n");
 }
 
-static void text_summary(kt_buf *b, const train_opts *o, const kt_train_result *r) {
+/* One rank's step as a bar of `width` characters: busy '#', then the
+ * causes in kt_idle_cause_names' order as s, c, m, o, u. */
+static void idle_bar(kt_buf *b, const kt_idle_split *x, double step, int width) {
+  static const char marks[KT_IDLE_CAUSES] = {'s', 'c', 'm', 'o', 'u'};
+  double at = x->busy, drawn = 0;
+  int cols = (int)lround(width * fmin(1, at / step));
+  for (int k = 0; k < cols; k++) kt_buf_puts(b, "#");
+  drawn = cols;
+  for (int i = 0; i < KT_IDLE_CAUSES; i++) {
+    at += kt_idle_cause(x, i);
+    int upto = (int)lround(width * fmin(1, at / step));
+    for (; drawn < upto; drawn++) kt_buf_printf(b, "%c", marks[i]);
+  }
+}
+
+/* Why each rank idled on the last step, ms, with a bar per rank. */
+static void idle_table(kt_buf *b, const kt_session_result *res) {
+  if (!res->idle) return;
+  double step = res->idle_seconds;
+  kt_buf_printf(b, "why idle, last step: %.2f ms, ms each (busy: the ops' own time; docs/runtime.md)\n",
+                1e3 * step);
+  kt_buf_printf(b, "%-5s %9s %9s %9s %9s %9s %9s  %s\n", "rank", "busy", "schedule", "core_wait",
+                "comm", "overhead", "optimizer", "# busy, then s c m o u");
+  for (int i = 0; i < res->train.measured.p; i++) {
+    const kt_idle_split *x = &res->idle[i];
+    kt_buf_printf(b, "%-5d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f  ", i, 1e3 * x->busy,
+                  1e3 * x->schedule, 1e3 * x->core_wait, 1e3 * x->comm, 1e3 * x->overhead,
+                  1e3 * x->optimizer);
+    if (step > 0) idle_bar(b, x, step, 30);
+    kt_buf_puts(b, "\n");
+  }
+}
+
+static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *in,
+                         const kt_session_result *res) {
+  const kt_train_result *r = &res->train;
   kt_buf_printf(b, "\nlast step, measured:  makespan %8.2f ms  bubble %5.1f%%\n",
                 1e3 * r->measured.makespan, 100 * r->measured.bubble_ratio);
   kt_buf_printf(b, "predicted (simulator, costs calibrated on that step): makespan %8.2f ms  "
@@ -79,6 +161,11 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_train_result *
                   1e3 * m->idle, 1e3 * q->busy, m->peak_inflight, q->peak_inflight,
                   m->bytes_sent / 1024.0, m->peak_memory / 1048576.0);
   }
+  idle_table(b, res);
+  if (in->compute_threads > in->cores)
+    kt_buf_printf(b, "oversubscribed: %d compute threads (ranks x BLAS threads) on %d cores: "
+                     "core_wait\n",
+                  in->compute_threads, in->cores);
   if (o->sp.cluster)
     kt_buf_printf(b, "step on the links of %s: predicted %.2f ms (all-reduce and sums %.2f ms), "
                      "measured %.2f ms (median; all-reduce and sums %.2f ms, update %.2f ms), "
@@ -86,19 +173,21 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_train_result *
                   o->sp.cluster, 1e3 * r->predicted_step_seconds, 1e3 * r->predicted_sync_seconds,
                   1e3 * r->median_step_seconds, 1e3 * r->measured_sync_seconds,
                   1e3 * r->tail_seconds, r->median_step_seconds / r->predicted_step_seconds);
-  kt_buf_printf(b, "throughput: %.0f samples/s, %.0f tokens/s (mean step %.1f ms)\n",
-                r->samples_per_s, r->tokens_per_s, 1e3 * r->mean_step_seconds);
+  kt_buf_printf(b, "throughput: %.0f tokens/s steady (median step %.1f ms after the first), %.0f "
+                   "over all\n",
+                r->steady_tokens_per_s, 1e3 * r->median_step_seconds, r->tokens_per_s);
 }
 
-void train_final_report(const train_opts *o, const kt_schedule *sched, const kt_train_result *res,
-                        kt_buf *out) {
+void train_final_report(const train_opts *o, const kt_session_info *in,
+                        const kt_session_result *res, kt_buf *out) {
+  const kt_schedule *sched = in->schedule;
   if (!strcmp(o->format, "json")) {
-    json_result(out, o, sched, res);
+    json_result(out, o, in, res);
   } else if (!strcmp(o->format, "chrome")) {
     char title[96];
     snprintf(title, sizeof title, "kaiten train %s P=%d M=%d (measured)", sched->name, sched->p,
              sched->m);
-    kt_render_chrome_trace(&res->measured_timeline, title, 1e6, out);
+    kt_render_chrome_trace(&res->train.measured_timeline, title, 1e6, out);
   } else {
     if (!strcmp(o->format, "ascii")) {
       kt_gantt_opts go;
@@ -107,11 +196,11 @@ void train_final_report(const train_opts *o, const kt_schedule *sched, const kt_
       go.chunks = sched->v;
       go.color = cli_use_color(NULL) && !o->output;
       kt_buf_puts(out, "\nmeasured (last step):\n");
-      kt_render_gantt_ascii(&res->measured_timeline, &go, out);
+      kt_render_gantt_ascii(&res->train.measured_timeline, &go, out);
       kt_buf_puts(out, "\npredicted:\n");
-      kt_render_gantt_ascii(&res->predicted_timeline, &go, out);
+      kt_render_gantt_ascii(&res->train.predicted_timeline, &go, out);
     }
-    text_summary(out, o, res);
+    text_summary(out, o, in, res);
   }
 }
 
@@ -129,8 +218,16 @@ void train_memory_report(kt_session *s, const kt_session_result *r, kt_buf *out)
   kt_buf_printf(out, "peak activation memory per rank, MiB (%s; predicted from each stage's "
                      "bytes):\n%-5s %10s %10s\n",
                 in.schedule->name, "rank", "predicted", "measured");
-  for (int i = 0; i < r->train.measured.p && i < in.schedule->p; i++)
+  double most = 0;
+  for (int i = 0; i < r->train.measured.p && i < in.schedule->p; i++) {
     kt_buf_printf(out, "%-5d %10.3f %10.3f\n", i, pred[i] / 1048576.0,
                   r->train.measured.ranks[i].peak_memory / 1048576.0);
+    most = fmax(most, r->train.measured.ranks[i].peak_memory);
+  }
+  if (in.peak_1f1b > 0)
+    kt_buf_printf(out, "largest rank's peak %.3f MiB = %.3fx 1F1B's predicted peak on this model "
+                       "(%.3f MiB at P=%d, M=%d)\n",
+                  most / 1048576.0, r->peak_vs_1f1b, in.peak_1f1b / 1048576.0, in.schedule->p,
+                  in.schedule->m);
   free(pred);
 }

@@ -75,6 +75,7 @@ static void on_note(void *ctx, const kt_note *n) {
               n->name, n->count, n->count == 1 ? "y" : "ies");
       break;
     case KT_NOTE_STOPPING: cli_note_stop((int)n->count); break; /* another rank asked (MPI) */
+    case KT_NOTE_OVERSUBSCRIBED: break; /* said with the start (print_start), once it opened */
     default: fprintf(stderr, "kaiten: %s\n", n->text);
   }
 }
@@ -173,6 +174,9 @@ static void print_start(train_run *r) {
     fputs(S > 16 ? ",...\n" : "\n", t);
   }
   if (sp->resume) train_resume_notes(o, &r->resume, t);
+  if (r->info.compute_threads > r->info.cores)
+    fprintf(t, "oversubscribed: %d compute threads (ranks x BLAS threads) on %d cores: ops "
+               "wait for one\n", r->info.compute_threads, r->info.cores);
   fclose(t);
   int width = r->live ? r->lv.width - 1 : 0;
   for (char *line = text; line && *line;) {
@@ -219,7 +223,7 @@ static int report(train_run *r, const kt_session_result *res) {
   const train_opts *o = r->o;
   kt_buf out;
   kt_buf_init(&out);
-  train_final_report(o, r->info.schedule, &res->train, &out);
+  train_final_report(o, &r->info, res, &out);
   if (strcmp(o->format, "json") && strcmp(o->format, "chrome") && !o->sp.synthetic)
     train_memory_report(r->ss, res, &out);
   int rc = cli_emit(o->output, &out);

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "kaiten/sim.h"
-#include "generators/internal.h"
+#include "generators/search.h"
 
 typedef struct {
   const char *name;
@@ -236,6 +236,24 @@ double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *pa
     rank_most = fmax(rank_most, sum);
   }
   return fmin(p, params->m) * rank_most;
+}
+
+double kt_schedule_min_mem_limit(kt_schedule_kind kind, const kt_schedule_params *params) {
+  if (kind != KT_SCHED_ZB_AUTO && kind != KT_SCHED_ZBV_AUTO) return -1;
+  int v = params->v > 0 ? params->v : kinds[kind].default_v;
+  kt_schedule layout;
+  kt_error err;
+  if (params->p < 1 || params->m < 1 ||
+      kt_schedule_init(&layout, params->p, v, params->m, kinds[kind].placement, &err))
+    return -1;
+  kt__zb_problem pb;
+  double need = -1;
+  if (!kt__zb_problem_init(&pb, &layout, params->costs, 0, &err)) {
+    need = kt__zb_min_limit(&pb, NULL);
+    kt__zb_problem_free(&pb);
+  }
+  kt_schedule_free(&layout);
+  return need;
 }
 
 kt_status kt__reserve_actions(kt_schedule *s, size_t per_rank, kt_error *err) {

@@ -188,3 +188,5 @@ const char *kt_blas_choose_core(void) {
 }
 
 void kt_blas_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
+
+int kt_blas_threads(void) { return openblas_get_num_threads(); }

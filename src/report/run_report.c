@@ -313,6 +313,7 @@ static void stages_section(kt_buf *b, const kt_run *r, const kt_metrics *mm, con
   free(names);
   free(labels);
   free(vals);
+  kt__run_idle_card(b, r);
   kt_buf_puts(b, "</div>\n");
   if (r->has_timeline && mm) step_table(b, r, mm, pm);
   kt_html_section_end(b);
@@ -321,7 +322,8 @@ static void stages_section(kt_buf *b, const kt_run *r, const kt_metrics *mm, con
 /* ---- the page ------------------------------------------------------------------ */
 
 static void summary(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_metrics *pm) {
-  double best_val = INFINITY, tok = 0, sec = 0, bub = 0, last_loss = NAN;
+  double best_val = INFINITY, sec = 0, bub = 0, last_loss = NAN;
+  double *tok_s = kt_calloc(r->n_steps + 1, sizeof *tok_s); /* tokens/s after the first step */
   size_t nt = 0, nb = 0;
   int best_step = 0;
   for (size_t i = 0; i < r->n_steps; i++) {
@@ -329,12 +331,12 @@ static void summary(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_m
     if (s->val_loss < best_val) best_val = s->val_loss, best_step = s->step;
     if (isfinite(s->seconds)) sec += s->seconds;
     if (i > 0 || r->n_steps == 1) /* the first step warms up */
-      if (isfinite(s->tokens_per_s)) tok += s->tokens_per_s, nt++;
+      if (tok_s && isfinite(s->tokens_per_s)) tok_s[nt++] = s->tokens_per_s;
     if (isfinite(s->bubble)) bub += s->bubble, nb++;
     if (isfinite(s->loss)) last_loss = s->loss;
   }
   static const char *const head[] = {"steps", "last loss", "best validation loss",
-                                     "tokens/s (mean)", "step time (mean)", "bubble (mean)",
+                                     "tokens/s (steady)", "step time (mean)", "bubble (mean)",
                                      "predicted bubble", "time in steps"};
   cells c;
   cells_init(&c);
@@ -343,7 +345,9 @@ static void summary(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_m
   cellf(&c, "%.4f", last_loss);
   if (isfinite(best_val)) cellf(&c, "%.4f (step %d)", best_val, best_step);
   else cellf(&c, "-");
-  cellf(&c, "%.0f", nt ? tok / (double)nt : NAN);
+  if (!tok_s) nt = 0, b->failed = 1;
+  cellf(&c, "%.0f", nt ? kt_median(tok_s, nt) : NAN); /* the median once warm, as train says it */
+  free(tok_s);
   cellf(&c, "%.3g ms", r->n_steps ? 1e3 * sec / (double)r->n_steps : NAN);
   cellf(&c, "%.1f%%", nb ? 100 * bub / (double)nb : NAN);
   if (pm) cellf(&c, "%.1f%%", 100 * pm->bubble_ratio);
@@ -382,6 +386,14 @@ static void segments_table(kt_buf *b, const kt_run *r) {
   cells_table(b, &t, c->n_segments > 1 ? "Layouts (the run was resumed under another layout)"
                                        : "Layout",
               head, 11);
+  for (int i = 0; i < c->n_segments; i++) {
+    const kt_run_segment *s = &c->segments[i];
+    if (s->cores > 0 && s->compute_threads > s->cores)
+      kt_buf_printf(b, "<p class=\"note\">Oversubscribed (steps from %d): %d compute threads "
+                       "(ranks \xc3\x97 BLAS threads) on %d cores; ops waited for a core "
+                       "(core_wait in <i>Why idle</i>).</p>\n",
+                    s->first_step + 1, s->compute_threads, s->cores);
+  }
 }
 
 /* One table per group of config.json ("model", "layout", "optimizer", and

@@ -28,5 +28,8 @@ void kt__run_card_end(kt_buf *b);
 /* Sections (run_report_curves.c). predicted_bubble in %, NAN when unknown. */
 void kt__run_training_section(kt_buf *b, const kt_run *r, double predicted_bubble);
 void kt__run_memory_section(kt_buf *b, const kt_run *r);
+/* A card: why each rank idled on the run's last step (its ranks[].idle_causes),
+ * a stacked bar per rank; nothing when the step has none. */
+void kt__run_idle_card(kt_buf *b, const kt_run *r);
 
 #endif

@@ -267,3 +267,43 @@ void kt__run_memory_section(kt_buf *b, const kt_run *r) {
   kt_html_section_end(b);
 }
 
+
+void kt__run_idle_card(kt_buf *b, const kt_run *r) {
+  if (!r->n_steps || r->ranks < 1) return;
+  const kt_run_rank_step *last = &r->rank_steps[(r->n_steps - 1) * (size_t)r->ranks];
+  size_t p = (size_t)r->ranks, k = 1 + KT_IDLE_CAUSES;
+  for (size_t q = 0; q < p; q++)
+    if (isnan(last[q].idle.busy)) return; /* an older run, or MPI ranks without the others' events */
+  char (*names)[32] = kt_calloc(p, sizeof *names);
+  const char **labels = kt_calloc(p, sizeof *labels);
+  double *vals = kt_calloc(p * k, sizeof *vals);
+  if (names && labels && vals) {
+    const char *tu;
+    double ts = kt__run_time_scale(r->steps[r->n_steps - 1].seconds, &tu);
+    for (size_t q = 0; q < p; q++) {
+      snprintf(names[q], sizeof names[q], "rank %zu", q);
+      labels[q] = names[q];
+      vals[q * k] = last[q].idle.busy * ts;
+      for (int c = 0; c < KT_IDLE_CAUSES; c++) vals[q * k + 1 + (size_t)c] = kt_idle_cause(&last[q].idle, c) * ts;
+    }
+    static const char *const series[] = {"busy (own time)", "schedule", "core_wait", "comm",
+                                         "overhead", "optimizer"};
+    static const char *const colors[] = {"#0072B2", "#BBBBBB", "#CC79A7", "#56B4E9", "#E69F00",
+                                         "#000000"};
+    kt_bar_data d = {.labels = labels, .n = p, .series_names = series, .k = k, .values = vals,
+                     .stacked = 1, .colors = colors, .value_fmt = "%.3g"};
+    char xl[64], title[96];
+    snprintf(xl, sizeof xl, "time in the step (%s)", tu);
+    snprintf(title, sizeof title, "Why idle, step %d (docs/runtime.md)", r->steps[r->n_steps - 1].step);
+    kt_chart_opts co;
+    kt__run_chart_opts(&co, "bars-idle", title, xl, NULL, CARD_W2, 0);
+    kt__run_card_begin(b);
+    kt_svg_bar_chart(b, &co, &d);
+    kt__run_card_end(b);
+  } else {
+    b->failed = 1;
+  }
+  free(names);
+  free(labels);
+  free(vals);
+}

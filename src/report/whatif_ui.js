@@ -276,7 +276,7 @@
       var c = ranks[r].idle_causes;
       if (!c) continue;
       any = true;
-      var parts = [ranks[r].busy];
+      var parts = [c.busy !== undefined ? c.busy : ranks[r].busy]; /* the causes' own busy */
       for (var j = 0; j < K.CAUSES.length; j++) parts.push(c[K.CAUSES[j]] || 0);
       rows.push({ label: 'rank ' + r, parts: parts });
     }

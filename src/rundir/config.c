@@ -60,6 +60,8 @@ static void segment_json(kt_buf *b, const kt_run_segment *s) {
   kt_buf_json_number(b, s->predicted_bubble);
   kt_buf_puts(b, ", \"measured_bubble\": ");
   kt_buf_json_number(b, s->measured_bubble);
+  if (s->cores > 0)
+    kt_buf_printf(b, ", \"cores\": %d, \"compute_threads\": %d", s->cores, s->compute_threads);
   kt_buf_puts(b, "}");
 }
 
@@ -125,6 +127,8 @@ static kt_status parse_layout(const cJSON *o, const char *path, kt_run_segment *
   s->last_step = opt_int(o, "last_step", -1);
   s->predicted_bubble = kt__rd_num(o, "predicted_bubble");
   s->measured_bubble = kt__rd_num(o, "measured_bubble");
+  s->cores = opt_int(o, "cores", 0);
+  s->compute_threads = opt_int(o, "compute_threads", 0);
   const cJSON *part = cJSON_GetObjectItemCaseSensitive(o, "partition");
   int n = cJSON_IsArray(part) ? cJSON_GetArraySize(part) : 0;
   if (n > KT_MAX_RANKS * KT_MAX_CHUNKS)

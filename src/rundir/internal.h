@@ -23,9 +23,9 @@ int kt__rd_warn(kt_run *r, const char *fmt, ...) __attribute__((format(printf, 2
 
 /* ---- lines.c: bounded reading ---- */
 
-/* A line of metrics.jsonl is at most this long: kaiten's longest, 4096 ranks,
- * is about 0.5 MiB. */
-#define KT__RD_MAX_LINE (1 << 20)
+/* A line of metrics.jsonl is at most this long: kaiten's longest, 4096 ranks
+ * with their idle causes, is about 1.2 MiB. */
+#define KT__RD_MAX_LINE (1 << 21)
 /* Opens a regular file for reading (a FIFO or device is EINVAL, and the
  * open never blocks); larger than max bytes (0: any) is EINVAL naming both
  * sizes. */

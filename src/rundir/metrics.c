@@ -33,6 +33,23 @@ typedef struct {
   int torn;         /* an unterminated last line was left */
 } reader;
 
+static kt_idle_split no_idle(void) { return (kt_idle_split){NAN, NAN, NAN, NAN, NAN, NAN}; }
+static kt_run_rank_step no_rank(void) {
+  return (kt_run_rank_step){.busy = NAN, .comm_time = NAN, .bytes_sent = NAN,
+                            .peak_act_bytes = NAN, .idle = no_idle()};
+}
+
+/* A rank's idle_causes (all NAN when absent or not numbers). */
+static kt_idle_split idle_causes(const cJSON *rank) {
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(rank, "idle_causes");
+  kt_idle_split o = {.busy = kt__rd_num(c, "busy"), .schedule = kt__rd_num(c, "schedule"),
+                     .core_wait = kt__rd_num(c, "core_wait"), .comm = kt__rd_num(c, "comm"),
+                     .overhead = kt__rd_num(c, "overhead"), .optimizer = kt__rd_num(c, "optimizer")};
+  double all = o.busy + o.schedule + o.core_wait + o.comm + o.overhead + o.optimizer;
+  if (!cJSON_IsObject(c) || !isfinite(all)) o = no_idle();
+  return o;
+}
+
 /* 0 ok, 1 not a step line (reason in why), -1 out of memory. */
 static int parse_step(const cJSON *o, parsed_line *pl, const char **why) {
   if (!cJSON_IsObject(o)) return *why = "not a JSON object", 1;
@@ -57,7 +74,8 @@ static int parse_step(const cJSON *o, parsed_line *pl, const char **why) {
     pl->r[i] = (kt_run_rank_step){.busy = kt__rd_num(e, "busy"),
                                   .comm_time = kt__rd_num(e, "comm_time"),
                                   .bytes_sent = kt__rd_num(e, "bytes_sent"),
-                                  .peak_act_bytes = kt__rd_num(e, "peak_act_bytes")};
+                                  .peak_act_bytes = kt__rd_num(e, "peak_act_bytes"),
+                                  .idle = idle_causes(e)};
   return 0;
 }
 
@@ -114,13 +132,13 @@ static kt_status append_lines(kt_run *r, reader *rd, kt_error *err) {
   for (size_t i = 0; ranks && i < r->n_steps; i++)
     for (int k = 0; k < ranks; k++)
       rs[i * (size_t)ranks + (size_t)k] = k < r->ranks ? r->rank_steps[i * (size_t)r->ranks + (size_t)k]
-                                                       : (kt_run_rank_step){NAN, NAN, NAN, NAN};
+                                                       : no_rank();
   for (size_t j = 0; j < rd->n; j++) {
     size_t i = r->n_steps + j;
     steps[i] = rd->lines[j].s;
     for (int k = 0; k < ranks; k++)
       rs[i * (size_t)ranks + (size_t)k] = k < rd->lines[j].n ? rd->lines[j].r[k]
-                                                             : (kt_run_rank_step){NAN, NAN, NAN, NAN};
+                                                             : no_rank();
   }
   free(r->rank_steps);
   r->rank_steps = rs;

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,6 +328,10 @@ static void step_json(kt_buf *b, const kt_run_step *s, const kt_run_rank_step *r
       kt_buf_json_number(b, q->comm_time);
       kt_buf_puts(b, ",\"peak_act_bytes\":");
       kt_buf_json_number(b, q->peak_act_bytes);
+      if (!isnan(q->idle.busy)) {
+        kt_buf_puts(b, ",\"idle_causes\":");
+        kt_idle_split_json(&q->idle, b);
+      }
       kt_buf_puts(b, "}");
     }
     kt_buf_puts(b, "]");

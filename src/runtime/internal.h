@@ -46,6 +46,12 @@ struct kt__worker {
   double loss_sum;
   double wait_cpu;         /* CPU time the running action spent receiving its input */
   double input_at;         /* when the running action's input arrived (0: none received) */
+  double wait_ready;       /* time it then waited for a core (its run delay in the wait) */
+  /* when the thread's last compute action ended: the clock, its CPU time
+   * and its run delay (the time it was ready without a core) */
+  double t_mark, cpu_mark, ready_mark;
+  int ready_fd;            /* the thread's /proc schedstat (-1: its run delay is unknown) */
+  int fresh_thread;        /* runs in a thread started for this step (its clocks start at 0) */
   kt_timeline events;      /* this worker's events and memory samples for the step */
   /* step inputs and outputs (threads mode) */
   int step, update;

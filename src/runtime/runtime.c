@@ -446,6 +446,7 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
     w->step = step;
     w->data = data;
     w->update = update;
+    w->fresh_thread = rt->n_local > 1; /* else it runs in this thread */
     w->status = KT_OK;
     w->err.msg[0] = 0;
     int64_t bytes;

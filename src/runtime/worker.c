@@ -7,11 +7,13 @@
  * reduction, FSDP unshard/reshard) do nothing here. Every action is
  * recorded: compute actions as events, the others as communication events
  * (posted, completed). */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/internal.h"
 
@@ -31,6 +33,23 @@ static double since_step(const kt__worker *w) { return kt_now() - w->rt->step_t0
 static int step_mb(const kt__worker *w, const kt_action *a, int k) {
   return kt_op_has_mb(a->op) ? a->mb + k * w->rt->M : a->mb;
 }
+
+/* The calling thread's run delay (seconds it was runnable but not
+ * running, Linux's schedstat), or NAN when unknown; *runs (may be NULL):
+ * how many times it was put on a core. */
+static double ready_count(const kt__worker *w, double *runs) {
+  char buf[96];
+  if (runs) *runs = 0;
+  if (w->ready_fd < 0) return NAN;
+  ssize_t n = pread(w->ready_fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return NAN;
+  buf[n] = 0;
+  unsigned long long run, delay, count;
+  if (sscanf(buf, "%llu %llu %llu", &run, &delay, &count) != 3) return NAN;
+  if (runs) *runs = (double)count;
+  return (double)delay * 1e-9;
+}
+static double ready_now(const kt__worker *w) { return ready_count(w, NULL); }
 
 static kt_status add_comm(kt__worker *w, const kt_action *a, int k, double start, double end,
                           int64_t bytes, size_t *index, kt_error *err) {
@@ -52,7 +71,7 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
                              double *wait, kt_error *err) {
   int peer = kt__stage_world_rank(w->rt, from_stage, w->replica);
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
-  double t0 = kt_now(), cpu0 = kt_thread_cpu_now();
+  double runs0, runs1, t0 = kt_now(), cpu0 = kt_thread_cpu_now(), ready0 = ready_count(w, &runs0);
   kt_error sub;
   const void *got = buf;
   kt_status st = kt_transport_recv_lend(w->t, peer, tag, buf, elems * sizeof(float), &got, loan, &sub);
@@ -60,6 +79,13 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
   w->input_at = kt_now();
   *wait += w->input_at - t0;
   w->wait_cpu += kt_thread_cpu_now() - cpu0; /* a transport that spins while it waits */
+  /* Once the data was in, the thread may have waited for a core: its run
+   * delay after the wake that found it. A wait that slept once (a futex)
+   * has that one; one that polled (sleeps of microseconds between tests,
+   * MPI across hosts) woke many times while nothing had come, and its
+   * last wake is taken as long as its average. */
+  double woke = ready_count(w, &runs1) - ready0;
+  if (woke > 0) w->wait_ready += woke / fmax(1, runs1 - runs0);
   if (st == KT_ETIMEOUT) {
     char at[32];
     kt_action_format(a, at, sizeof at);
@@ -270,7 +296,7 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
   size_t before = rank_stash_bytes(w), chunk_before = kt_chunk_stash_bytes(c);
   kt_chunk_reset_peak(c);
   double wait = 0, t_begin = kt_now(), cpu_begin = kt_thread_cpu_now();
-  w->wait_cpu = 0, w->input_at = 0;
+  w->wait_cpu = w->wait_ready = 0, w->input_at = 0;
   kt_status st;
   switch (a->op) {
     case KT_OP_F: st = run_forward(w, a, mbd, k, &wait, err); break;
@@ -282,14 +308,22 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
   double own = rt->cfg.synthetic ? synthetic_cost(&rt->cfg, (kt_op)a->op)
                                  : kt_thread_cpu_now() - cpu_begin - w->wait_cpu;
   own = stretch(w, own);
-  double t_end = kt_now();
+  double t_end = kt_now(), cpu_end = kt_thread_cpu_now(), ready_end = ready_now(w);
+  double ready = ready_end - w->ready_mark;
+  if (!(ready >= 0)) /* no run delay here: what its wall time has beyond its CPU time */
+    ready = fmax(0, t_end - t_begin - wait - own) +
+            fmax(0, (t_begin - w->t_mark) - (cpu_begin - w->cpu_mark));
+  w->t_mark = t_end, w->cpu_mark = cpu_end, w->ready_mark = ready_end;
   /* compute starts once the input arrived (when the receive returned: a
    * thread preempted before it posted the receive would make t_begin +
-   * wait too early); the wait shows as idle */
+   * wait too early); the wait shows as idle (the part of it after the
+   * input arrived that the thread waited for a core is ready_wait's, not
+   * a transfer's) */
   double start = w->input_at > 0 ? w->input_at : t_begin;
   kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = step_mb(w, a, k), .op = a->op,
                 .flags = a->flags, .start = start - rt->step_t0,
-                .end = t_end - rt->step_t0, .comm_time = wait, .cpu_time = own};
+                .end = t_end - rt->step_t0, .comm_time = fmax(0, wait - w->wait_ready),
+                .cpu_time = own, .ready_wait = ready};
   double peak = (double)(before - chunk_before + kt_chunk_peak_stash_bytes(c));
   if (kt_timeline_add_event(&w->events, &e) ||
       kt_timeline_add_mem(&w->events, w->stage_rank, e.start, peak) ||
@@ -361,15 +395,10 @@ static kt_status run_action(kt__worker *w, const kt_action *a, int k, kt_error *
   }
 }
 
-kt_status kt__worker_step(kt__worker *w, kt_error *err) {
-  kt_runtime *rt = w->rt;
-  const kt_rank_actions *ra = &rt->program.ranks[w->stage_rank];
-  w->loss_sum = 0;
-  w->direct = NULL;
-  memset(w->fwd_bad, 0, sizeof w->fwd_bad);
-  w->events.n_events = w->events.n_mem = w->events.n_comm = 0;
-  for (int c = 0; c < rt->V; c++) kt_chunk_zero_grad(w->chunk[c]);
-  for (int k = 0; k < rt->K; k++) {
+/* The rank's actions, K rounds of them. */
+static kt_status run_rounds(kt__worker *w, kt_error *err) {
+  const kt_rank_actions *ra = &w->rt->program.ranks[w->stage_rank];
+  for (int k = 0; k < w->rt->K; k++) {
     for (size_t i = 0; i < ra->n; i++) {
       w->next = &ra->actions[i + 1];
       w->end = ra->actions + ra->n;
@@ -380,5 +409,24 @@ kt_status kt__worker_step(kt__worker *w, kt_error *err) {
       }
     }
   }
-  return kt__worker_finish_step(w, err);
+  return KT_OK;
+}
+
+kt_status kt__worker_step(kt__worker *w, kt_error *err) {
+  kt_runtime *rt = w->rt;
+  w->loss_sum = 0;
+  w->direct = NULL;
+  memset(w->fwd_bad, 0, sizeof w->fwd_bad);
+  /* the step's clocks from its start (a thread started for it: from its
+   * own start, so the wait for its first core counts) */
+  w->ready_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  w->t_mark = rt->step_t0;
+  w->cpu_mark = w->fresh_thread ? 0 : kt_thread_cpu_now();
+  w->ready_mark = w->fresh_thread ? 0 : ready_now(w);
+  w->events.n_events = w->events.n_mem = w->events.n_comm = 0;
+  for (int c = 0; c < rt->V; c++) kt_chunk_zero_grad(w->chunk[c]);
+  kt_status st = run_rounds(w, err);
+  if (w->ready_fd >= 0) close(w->ready_fd);
+  w->ready_fd = -1;
+  return st ? st : kt__worker_finish_step(w, err);
 }

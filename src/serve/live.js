@@ -207,6 +207,64 @@
     host.replaceChildren(svg);
   }
 
+  /* Stacked horizontal bars: rows [{label, parts, text}], one colour per
+   * part (names, colors), all on one scale (the longest row). */
+  function stackedChart(host, o, rows, names, colors) {
+    var W = o.width, L = 150, R = 90, rowH = 22, T = 24, i, j, max = 0;
+    var H = T + rows.length * rowH + 34;
+    for (i = 0; i < rows.length; i++) {
+      var tot = 0;
+      for (j = 0; j < rows[i].parts.length; j++) tot += isFinite(rows[i].parts[j]) ? Math.max(0, rows[i].parts[j]) : 0;
+      max = Math.max(max, tot);
+    }
+    max = clamp(max);
+    if (!(max > 0)) max = 1;
+    var svg = svgEl('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-size': '11',
+                             id: o.id, 'data-chart': 'stacked' });
+    text(svg, 4, 15, o.title, { 'font-weight': 'bold', 'font-size': '12' });
+    var px = (W - L - R) / max;
+    for (i = 0; i < rows.length; i++) {
+      var y = T + i * rowH + 4, x = L;
+      text(svg, L - 6, y + 11, rows[i].label, { 'text-anchor': 'end', fill: '#222222' });
+      for (j = 0; j < rows[i].parts.length; j++) {
+        var v = isFinite(rows[i].parts[j]) ? Math.max(0, rows[i].parts[j]) : 0;
+        var rect = svgEl('rect', { x: x, y: y, width: v * px, height: 14, fill: colors[j],
+                                   'data-part': names[j], 'data-value': String(v) }, svg);
+        svgEl('title', {}, rect).textContent = names[j] + ': ' + rows[i].tip(v);
+        x += v * px;
+      }
+      text(svg, x + 5, y + 11, rows[i].text, { fill: '#222222' });
+    }
+    for (j = 0, x = L; j < names.length; j++) { /* the legend */
+      svgEl('rect', { x: x, y: H - 18, width: 10, height: 10, fill: colors[j] }, svg);
+      x += 14 + 6.2 * text(svg, x + 14, H - 9, names[j], { fill: '#444444' }).textContent.length + 10;
+    }
+    host.replaceChildren(svg);
+  }
+  var IDLE_CAUSES = ['schedule', 'core_wait', 'comm', 'overhead', 'optimizer'];
+  var IDLE_COLORS = ['#0072B2', '#BBBBBB', '#CC79A7', '#56B4E9', '#E69F00', '#000000'];
+
+  /* Why each rank idled in step s (ranks[].idle_causes): its ops' own time,
+   * then the causes; hidden when the step has none (older runs, MPI ranks
+   * without the others' events). */
+  function idleCauses(s, i) {
+    var host = $('idle-' + i), rows = [], any = false;
+    if (!host) return;
+    for (var k = 0; k < s.ranks.length; k++) {
+      var c = s.ranks[k].idle_causes;
+      if (!c) continue;
+      any = true;
+      var parts = [c.busy];
+      for (var j = 0; j < IDLE_CAUSES.length; j++) parts.push(c[IDLE_CAUSES[j]]);
+      rows.push({ label: 'rank ' + k, parts: parts, text: fmt(1e3 * c.seconds, 3) + ' ms',
+                  tip: function (v) { return fmt(1e3 * v, 3) + ' ms'; } });
+    }
+    host.hidden = !any;
+    if (any) stackedChart(host, { id: 'live-idle-' + i, width: 620,
+                                  title: 'Why idle, step ' + s.step + ' (ms of the step)' },
+                          rows, ['busy'].concat(IDLE_CAUSES), IDLE_COLORS);
+  }
+
   function stagesOf(run, rank) {
     var tl = run.tl && run.tl.measured, seen = [];
     if (tl) for (var i = 0; i < tl.events.length; i++) {
@@ -223,9 +281,21 @@
     return null;
   }
 
+  /* tokens/s once warm: the median over the steps after the run's first
+   * (the first alone when it is all there is), as train's summary says it */
+  function steady(run) {
+    var v = [];
+    for (var k = run.steps.length > 1 ? 1 : 0; k < run.steps.length; k++)
+      if (run.steps[k].tokens_per_s !== null && isFinite(run.steps[k].tokens_per_s)) v.push(run.steps[k].tokens_per_s);
+    if (!v.length) return NaN;
+    v.sort(function (a, b) { return a - b; });
+    var h = v.length >> 1;
+    return v.length % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+  }
+
   function nowTable() {
     var rows = ['<tr><th>run</th><th>schedule</th><th>step</th><th>loss</th><th>val loss</th>' +
-                '<th>tokens/s</th><th>step time</th><th>bubble measured</th>' +
+                '<th>tokens/s (steady)</th><th>step time</th><th>bubble measured</th>' +
                 '<th>bubble predicted</th><th>state</th></tr>'];
     for (var i = 0; i < runs.length; i++) {
       var r = runs[i], s = last(r), val = null;
@@ -237,7 +307,7 @@
                    r.tl.step + ')' : '') : '\u2013';
       var cells = [r.info.name, r.info.schedule + ' P=' + r.info.p + ' V=' + r.info.v + ' M=' + r.info.m,
                    s ? s.step + (r.info.steps ? ' / ' + r.info.steps : '') : '\u2013',
-                   s ? fmt(s.loss) : '\u2013', fmt(val), s ? fmt(s.tokens_per_s, 3) : '\u2013',
+                   s ? fmt(s.loss) : '\u2013', fmt(val), s ? fmt(steady(r), 3) : '\u2013',
                    s ? fmt(1e3 * s.seconds, 3) + ' ms' : '\u2013',
                    s ? fmt(100 * s.bubble, 3) + '%' : '\u2013', pbText,
                    r.ended ? r.ended : r.info.state ? r.info.state : r.info.live ? 'training' : '\u2013'];
@@ -311,6 +381,7 @@
                                note: pred ? 'thin grey bar: predicted' : null }, util);
     barChart($('mem-' + i), { id: 'live-mem-' + i, width: 560, color: '#009E73',
                               title: 'Peak activation memory, step ' + s.step }, mem);
+    idleCauses(s, i);
   }
 
   function showStep(r, i) {
@@ -361,7 +432,8 @@
       var r = runs[i], name = r.info.name.replace(/[&<>]/g, '');
       html += '<div class="run" id="step-' + i + '"><h3><span class="swatch" style="background:' + r.color +
               '"></span>' + name + '</h3><div class="row"><div class="card" id="util-' + i +
-              '"></div><div class="card" id="mem-' + i + '"></div></div>' +
+              '"></div><div class="card" id="mem-' + i + '"></div><div class="card" id="idle-' + i +
+              '" hidden></div></div>' +
               '<div class="head"><h3>measured</h3><span class="facts" id="facts-m-' + i +
               '">waiting for a rendered step</span></div><div class="scroll" id="gantt-m-' + i +
               '"></div><div class="head"><h3>predicted</h3><span class="facts" id="facts-p-' + i +

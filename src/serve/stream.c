@@ -104,6 +104,10 @@ void kt__serve_step_msg(kt_buf *out, int run, const kt_run_step *st, int skipped
     num_field(&j, "comm_time", ranks[r].comm_time);
     num_field(&j, "bytes_sent", ranks[r].bytes_sent);
     num_field(&j, "peak_act_bytes", ranks[r].peak_act_bytes);
+    if (!isnan(ranks[r].idle.busy)) {
+      kt_buf_puts(&j, ",\"idle_causes\":");
+      kt_idle_split_json(&ranks[r].idle, &j);
+    }
     kt_buf_puts(&j, "}");
   }
   kt_buf_puts(&j, "]}");

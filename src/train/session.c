@@ -2,6 +2,8 @@
  * schedule, the runtime on threads or MPI, the data and the cluster's links,
  * loads the checkpoint when resuming and opens the run directory; running
  * is session_run.c, the run directory's records session_record.c. */
+#define _GNU_SOURCE /* sched_getaffinity */
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@ kt_session_params kt_session_default_params(void) {
   p.val_every = 10, p.val_batches = 2;
   p.timeout = 60;
   p.pin_threads = 1;
+  p.slow_rank = -1, p.slow_factor = 1;
   return p;
 }
 
@@ -61,6 +64,11 @@ static kt_status check_params(const kt_session_params *p, kt_error *err) {
   if (!has_units(p) && p->mem_limit_kind == KT_MEM_LIMIT_BYTES)
     return kt_fail(err, KT_EINVAL, "a memory limit in bytes needs the built-in model's activation "
                                    "sizes; give it in activation units or as a fraction");
+  int limited = p->mem_limit_kind != KT_MEM_LIMIT_UNITS || p->mem_limit > 0;
+  if (limited && (p->schedule || (p->kind != KT_SCHED_ZB_AUTO && p->kind != KT_SCHED_ZBV_AUTO)))
+    return kt_fail(err, KT_EINVAL, "%s cannot keep to a memory limit: its order sets its memory "
+                   "(zb-auto and zbv-auto search for an order within one)",
+                   p->schedule ? "a schedule of the caller's" : kt_schedule_kind_name(p->kind));
   return KT_OK;
 }
 
@@ -94,30 +102,33 @@ static void announce_search(const char *schedule, size_t actions, void *ctx) {
                    schedule, actions);
 }
 
-/* The compute schedule: the caller's (and its program), or kind generated;
- * a memory limit in bytes is on the model's measured activations. */
+/* The compute schedule: the caller's (and its program), or kind generated
+ * on the built-in model's own memory (each stage's measured M_B and M_W:
+ * what zb-auto, zbv-auto, v-half, v-min and interleaved-zb keep within)
+ * with unit times; a memory limit is on those bytes. */
 static kt_status build_schedule(kt_session *s, kt_error *err) {
   const kt_session_params *p = &s->p;
+  kt_status st;
   if (p->schedule) {
-    kt_status st = kt_schedule_copy(&s->sched, p->schedule, err);
+    st = kt_schedule_copy(&s->sched, p->schedule, err);
     if (!st && p->program) st = kt_schedule_copy(&s->program, p->program, err);
+    if (!st && has_units(p))
+      st = kt__session_memory(s, kt_schedule_stages(&s->sched), s->sched.p, s->sched.m, err);
     return st;
   }
-  kt_costs unit;
-  kt_costs_default(&unit);
   int v = p->v > 0 ? p->v : kt_schedule_default_chunks(p->kind);
-  kt_status st = p->mem_limit_kind == KT_MEM_LIMIT_BYTES
-                     ? kt_session_activation_bytes(p, p->p * v, &unit, err) : KT_OK;
-  double limit = p->mem_limit;
-  if (p->mem_limit_kind == KT_MEM_LIMIT_FRACTION) {
-    kt_schedule_params one = {.p = p->p, .m = p->m, .v = p->v, .costs = &unit};
-    limit *= kt_schedule_1f1b_peak(p->kind, &one);
+  if (has_units(p) && (st = kt__session_memory(s, p->p * v, p->p, p->m, err))) return st;
+  kt_costs gen; /* unit times, the model's bytes (borrowed: never freed here) */
+  kt_costs_default(&gen);
+  if (s->mem.n_stages) {
+    gen.n_stages = s->mem.n_stages;
+    gen.stage_mem_act = s->mem.stage_mem_act, gen.stage_mem_wgrad = s->mem.stage_mem_wgrad;
   }
-  kt_schedule_params gp = {.p = p->p, .m = p->m, .v = p->v, .costs = &unit, .mem_limit = limit,
+  double limit;
+  if ((st = kt__session_mem_limit(s, v, &gen, &limit, err))) return st;
+  kt_schedule_params gp = {.p = p->p, .m = p->m, .v = p->v, .costs = &gen, .mem_limit = limit,
                            .on_long_search = announce_search, .ctx = s};
-  if (!st) st = kt_schedule_generate(p->kind, &gp, &s->sched, err);
-  kt_costs_free(&unit);
-  return st;
+  return kt_schedule_generate(p->kind, &gp, &s->sched, err);
 }
 
 static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
@@ -138,14 +149,34 @@ static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
   rc->syn_grad_bytes = p->syn_grad_bytes;
   rc->timeout = p->timeout;
   rc->pin_threads = p->pin_threads;
+  rc->slow_rank = p->slow_rank, rc->slow_factor = p->slow_factor;
 }
 
-/* The ranks of this process share its cores. */
-static void set_blas_threads(const kt_session_params *p, long ranks_here) {
-  if (p->blas_threads < 0) return;
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  kt_blas_set_threads(p->blas_threads > 0 ? p->blas_threads
-                      : cores > ranks_here ? (int)(cores / ranks_here) : 1);
+/* The cores this process may run on (all of the machine's under MPI:
+ * mpirun may bind each process to one while its neighbours share them). */
+static long cores_available(int use_mpi) {
+  cpu_set_t set;
+  if (!use_mpi && !sched_getaffinity(0, sizeof set, &set) && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? n : 1;
+}
+
+/* The ranks of this process share its cores; more compute threads than
+ * cores is said once (ops then wait for a core: core_wait). */
+static void set_blas_threads(kt_session *s, long ranks_here) {
+  const kt_session_params *p = &s->p;
+  long cores = cores_available(p->use_mpi);
+  int blas = p->blas_threads > 0 ? p->blas_threads : cores > ranks_here ? (int)(cores / ranks_here) : 1;
+  if (p->blas_threads >= 0) kt_blas_set_threads(blas);
+  else blas = kt_blas_threads();
+  if (p->synthetic) blas = 0; /* sleeps: no compute threads */
+  s->cores = (int)cores, s->compute_threads = (int)(ranks_here * blas);
+  if (s->compute_threads > cores && s->world_rank == 0) /* one note per job */
+    kt__session_note(s, KT_NOTE_OVERSUBSCRIBED, NULL, s->compute_threads,
+                     "%ld rank%s x %d BLAS thread%s = %d compute threads on %ld cores: ops wait for "
+                     "a core (core_wait), so steps are slower and the bubble larger than the "
+                     "schedule's", ranks_here, ranks_here == 1 ? "" : "s", blas, blas == 1 ? "" : "s",
+                     s->compute_threads, cores);
 }
 
 /* The runtime on MPI (one rank in this process) or threads (all of them). */
@@ -153,7 +184,7 @@ static kt_status create_runtime(kt_session *s, const kt_runtime_config *rc, kt_e
   const kt_session_params *p = &s->p;
   int P = s->sched.p, D = p->data_parallel;
   if (!p->use_mpi) {
-    set_blas_threads(p, (long)P * D);
+    set_blas_threads(s, (long)P * D);
     s->world_size = P * D;
     return kt_runtime_create_threads(rc, &s->rt, err);
   }
@@ -162,8 +193,8 @@ static kt_status create_runtime(kt_session *s, const kt_runtime_config *rc, kt_e
   if (!st && world != P * D) s->failed = KT_SESSION_WORLD_SIZE;
   if (!st) st = kt_transport_mpi_create(P, D, p->timeout, &s->mpi_t, err);
   if (st) return st;
-  set_blas_threads(p, kt_transport_mpi_local_size()); /* the processes of a machine share it */
   s->world_rank = kt_transport_rank(s->mpi_t), s->world_size = kt_transport_world(s->mpi_t);
+  set_blas_threads(s, kt_transport_mpi_local_size()); /* the processes of a machine share it */
   return kt_runtime_create(rc, s->mpi_t, &s->world_rank, 1, &s->rt, err);
 }
 
@@ -227,6 +258,7 @@ kt_status kt_session_open(const kt_session_params *params, kt_session **out, kt_
   s->p = *params;
   s->failed = KT_SESSION_FAILED;
   s->world_size = 1;
+  kt_costs_default(&s->mem);
   kt_status st = check_params(&s->p, err);
   if (!st && s->p.resume) st = read_resume(s, err);
   if (!st) st = build_schedule(s, err);
@@ -264,6 +296,9 @@ void kt_session_close(kt_session *s) {
   free(s->partition);
   free(s->seg_partition);
   free(s->ranks);
+  free(s->idle);
+  kt_schedule_free(&s->rounds);
+  kt_costs_free(&s->mem);
   free(s);
 }
 
@@ -277,6 +312,11 @@ void kt_session_get_info(const kt_session *s, kt_session_info *out) {
                            .first_step = s->first_step, .run_dir = s->p.run_dir,
                            .checkpoint = s->have_resume ? s->resume.checkpoint : NULL};
   if (s->rt && has_units(&s->p)) out->unit_offsets = kt_runtime_unit_offsets(s->rt);
+  out->mem_stages = s->mem.n_stages;
+  out->mem_act_bytes = s->mem.stage_mem_act, out->mem_wgrad_bytes = s->mem.stage_mem_wgrad;
+  out->mem_transient_bytes = s->mem.stage_mem_transient;
+  out->peak_1f1b = s->peak_1f1b;
+  out->cores = s->cores, out->compute_threads = s->compute_threads;
 }
 
 kt_runtime *kt_session_runtime(kt_session *s) { return s->rt; }

@@ -30,6 +30,11 @@ struct kt_session {
   kt_error fail_err;
   int stop;                 /* agreed: 0, a reason, or KT__STOP_FAILED */
   kt_run_rank_step *ranks;  /* the step's per-rank record (P entries) */
+  kt_costs mem;             /* the model's bytes per stage of sched (n_stages 0: none) */
+  double peak_1f1b;         /* 1F1B's predicted peak on the model (bytes; 0: none) */
+  int cores, compute_threads; /* this process's cores and ranks x BLAS threads */
+  kt_schedule rounds;       /* a step: K rounds of the compute schedule (the idle split's) */
+  kt_idle_split *idle;      /* the last step's idle split per rank (P entries) */
   kt_session_result result;
 };
 
@@ -48,6 +53,16 @@ kt_status kt__session_write_timelines(kt_session *s, kt_error *err);
 /* Rank 0 opens (and locks) the run directory and writes config.json with
  * the run's segments: the earlier ones, then this session's. */
 kt_status kt__session_open_run_dir(kt_session *s, kt_error *err);
+
+/* The model's memory (session_memory.c): each of the S stages' bytes into
+ * mem, and 1F1B's predicted peak at P, M on the same model into peak_1f1b. */
+kt_status kt__session_memory(kt_session *s, int S, int P, int M, kt_error *err);
+/* The memory limit the generator of s->p.kind keeps to with costs gen (V
+ * chunks), on what actions keep: a limit in bytes or as a fraction is on
+ * the peak, so less the largest op's scratch; 0 for none. EINVAL naming
+ * the smallest fraction of 1F1B's peak it can keep to when it is below. */
+kt_status kt__session_mem_limit(const kt_session *s, int v, const kt_costs *gen, double *out,
+                                kt_error *err);
 
 /* Emits a note through the caller's callback. */
 void kt__session_note(const kt_session *s, kt_note_kind kind, const char *name, long long count,

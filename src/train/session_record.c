@@ -37,7 +37,8 @@ kt_run_segment kt__session_segment(const kt_session *s, int first_step, int *par
   const kt_schedule *sc = &s->sched;
   kt_run_segment seg = {.first_step = first_step, .last_step = -1, .p = sc->p, .v = sc->v,
                         .m = sc->m, .b = p->micro_batch, .k = p->grad_accum,
-                        .d = p->data_parallel, .predicted_bubble = NAN, .measured_bubble = NAN};
+                        .d = p->data_parallel, .predicted_bubble = NAN, .measured_bubble = NAN,
+                        .cores = s->cores, .compute_threads = s->compute_threads};
   snprintf(seg.schedule, sizeof seg.schedule, "%s", sc->name[0] ? sc->name : "file");
   snprintf(seg.transport, sizeof seg.transport, "%s", p->use_mpi ? "mpi" : "threads");
   const int *off = s->rt ? kt_runtime_unit_offsets(s->rt) : NULL;

@@ -58,6 +58,44 @@ static void checkpoint_due(kt_session *s, const kt_train_progress *p) {
   if (st) fail_in_step(s, st, &err);
 }
 
+static int by_rank_start(const void *a, const void *b) {
+  const kt_event *x = a, *y = b;
+  if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Why the step idled, into each rank's record (NAN where unknown): the
+ * step's events against its K rounds (s->rounds), each round's
+ * micro-batches numbered on as kt_schedule_repeat numbers them. Where the
+ * step's events are not all here (MPI ranks but world rank 0) nothing. */
+static void idle_causes(kt_session *s, const kt_train_progress *p, kt_run_rank_step *ranks, int n) {
+  for (int r = 0; r < n; r++)
+    ranks[r].idle = (kt_idle_split){NAN, NAN, NAN, NAN, NAN, NAN};
+  s->result.idle = NULL;
+  const kt_timeline *t = p->timeline;
+  const kt_schedule *rs = &s->rounds;
+  if (!t || !rs->ranks || t->n_events != kt_schedule_total_actions(rs) || t->n_events == 0) return;
+  kt_event *ev = malloc(t->n_events * sizeof *ev);
+  if (!ev) return;
+  memcpy(ev, t->events, t->n_events * sizeof *ev);
+  qsort(ev, t->n_events, sizeof *ev, by_rank_start);
+  int M = s->sched.m, K = M > 0 ? rs->m / M : 1;
+  for (size_t i = 0, k = 0; i < t->n_events; i++, k++) {
+    if (i > 0 && ev[i].rank != ev[i - 1].rank) k = 0;
+    int r = ev[i].rank;
+    size_t per_round = r >= 0 && r < rs->p && K > 0 ? rs->ranks[r].n / (size_t)K : 0;
+    if (per_round) ev[i].mb += (int32_t)(k / per_round) * M;
+  }
+  kt_timeline tl = *t;
+  tl.events = ev;
+  kt_error err;
+  if (kt_idle_split_step(rs, &tl, p->seconds, s->idle, &err) == KT_OK) {
+    for (int r = 0; r < n && r < rs->p; r++) ranks[r].idle = s->idle[r];
+    s->result.idle = s->idle, s->result.idle_seconds = p->seconds;
+  }
+  free(ev);
+}
+
 static int on_step(void *ctx, const kt_train_progress *tp) {
   kt_session *s = ctx;
   kt_error err = {{0}};
@@ -68,6 +106,7 @@ static int on_step(void *ctx, const kt_train_progress *tp) {
                      .samples_per_s = p.samples_per_s, .bubble = p.bubble};
   int n = kt__session_step_ranks(p.timeline, s->ranks, s->sched.p);
   p.record = &rec, p.ranks = s->ranks, p.n_ranks = n > 0 ? n : 0;
+  idle_causes(s, &p, s->ranks, p.n_ranks);
   kt_status st = KT_OK;
   if (s->rd)
     st = n < 0 ? kt_fail(&err, KT_ENOMEM, "out of memory")
@@ -117,10 +156,15 @@ kt_status kt_session_run(kt_session *s, kt_error *err) {
   if (!s->opened || s->ran) return kt_fail(err, KT_EINVAL, "a session runs once, after it opened");
   s->ran = 1;
   s->failed = KT_SESSION_FAILED;
-  if (!(s->ranks = kt_calloc((size_t)s->sched.p, sizeof *s->ranks)))
+  const kt_runtime_config *rc = kt_runtime_config_of(s->rt);
+  if (!(s->ranks = kt_calloc((size_t)s->sched.p, sizeof *s->ranks)) ||
+      !(s->idle = kt_calloc((size_t)s->sched.p, sizeof *s->idle)))
     return kt_fail(err, KT_ENOMEM, "out of memory");
-  kt_status st = save_init(s, err);
+  /* a step runs K rounds of the compute schedule the runtime runs */
+  kt_status st = kt_schedule_repeat(rc->schedule, rc->grad_accum > 0 ? rc->grad_accum : 1,
+                                    &s->rounds, err);
   if (st) return st;
+  if ((st = save_init(s, err))) return st;
   kt_train_config tc = {.runtime = *kt_runtime_config_of(s->rt), .first_step = s->first_step,
                         .steps = s->p.steps, .val_every = s->p.val_every,
                         .val_batches = s->p.val_batches, .data = s->data ? s->data : s->p.data,
@@ -136,6 +180,11 @@ kt_status kt_session_run(kt_session *s, kt_error *err) {
   if (!st) st = finish_run(s, err);
   s->result.stop = s->stop > 0 ? s->stop : 0;
   s->result.steps_done = s->first_step + res->n_losses;
+  s->result.peak_vs_1f1b = NAN;
+  for (int r = 0; res->n_losses > 0 && s->peak_1f1b > 0 && r < res->measured.p; r++) {
+    double ratio = res->measured.ranks[r].peak_memory / s->peak_1f1b;
+    if (isnan(s->result.peak_vs_1f1b) || ratio > s->result.peak_vs_1f1b) s->result.peak_vs_1f1b = ratio;
+  }
   if (st && res->stopped_nonfinite) s->failed = KT_SESSION_NONFINITE;
   if (!st) s->failed = KT_SESSION_OK;
   return st;

@@ -289,6 +289,7 @@ static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeli
                                                : step_s[0];
   out->samples_per_s = samples / out->mean_step_seconds;
   out->tokens_per_s = out->samples_per_s * (double)tps;
+  out->steady_tokens_per_s = samples * (double)tps / out->median_step_seconds;
   kt_status st = kt_timeline_metrics(last, &out->measured, err);
   if (!st) st = predict(rt, cfg, last, out->tail_seconds, out, err);
   int r0 = kt_stage_rank(rc->schedule, 0); /* the rank of stage 0: its peak activation memory */
