@@ -56,8 +56,11 @@ kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_met
  * directory is not followed), and a symbolic link, FIFO or other special
  * file among them is passed over unopened. */
 
-/* Saves the checkpoint of meta->step, then points "latest" at it. Under
- * MPI every rank calls it (world rank 0 writes). EIO, ENOMEM. */
+/* Saves the checkpoint of meta->step, then points "latest" at it, each
+ * written to a temp file and renamed over its name: an entry of either
+ * name that is not a regular file (a link out of the directory, a FIFO)
+ * is removed first, never written through. Under MPI every rank calls it
+ * (world rank 0 writes). EIO, ENOMEM. */
 kt_status kt_checkpoint_save_in_run(kt_runtime *rt, const char *run_dir,
                                     const kt_checkpoint_meta *meta, kt_error *err);
 

@@ -96,7 +96,9 @@ static int same_request(int sig, int first) {
 }
 
 static void on_stop(int sig) {
-  if (sig == SIGTERM) name_lost_peer();
+  /* only a first SIGTERM can be the job ending for a lost machine: later
+   * ones find this rank waiting while rank 0 writes the checkpoint */
+  if (sig == SIGTERM && !atomic_load(&stop_signal)) name_lost_peer();
   int first = 0;
   if (atomic_compare_exchange_strong(&stop_signal, &first, sig)) {
     atomic_store(&stop_first_ns, now_ns());

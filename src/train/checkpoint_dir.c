@@ -21,6 +21,17 @@
 
 #define LATEST_MAX 256 /* "latest" holds one name; more is not kaiten's */
 
+/* The names kaiten writes in checkpoints/ are its own: an entry there that
+ * is not a regular file (a link, which a write would follow out of the
+ * directory, a FIFO, which would take the write or refuse it) is removed,
+ * so that the write replaces the entry itself. EIO when it cannot be. */
+static kt_status clear_entry(const char *path, kt_error *err) {
+  struct stat sb;
+  if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return KT_OK;
+  if (S_ISDIR(sb.st_mode) ? rmdir(path) == 0 : unlink(path) == 0) return KT_OK;
+  return kt_fail(err, KT_EIO, "cannot replace '%s' (not a regular file): %s", path, strerror(errno));
+}
+
 kt_status kt_checkpoint_save_in_run(kt_runtime *rt, const char *run_dir,
                                     const kt_checkpoint_meta *meta, kt_error *err) {
   char dir[4096], path[4200], latest[4200];
@@ -33,9 +44,11 @@ kt_status kt_checkpoint_save_in_run(kt_runtime *rt, const char *run_dir,
   char name[64];
   snprintf(name, sizeof name, "step_%08d.ckpt", meta->step);
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  kt_status st = kt_checkpoint_save(rt, path, meta, err);
-  if (st) return st;
   snprintf(latest, sizeof latest, "%s/latest", dir);
+  kt_status st = clear_entry(path, err);
+  if (!st) st = clear_entry(latest, err);
+  if (!st) st = kt_checkpoint_save(rt, path, meta, err);
+  if (st) return st;
   char line[80];
   int n = snprintf(line, sizeof line, "%s\n", name);
   return kt_write_file_atomic(latest, line, (size_t)n, err);
