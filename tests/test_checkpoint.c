@@ -1,5 +1,6 @@
 /* Checkpoints: bitwise continuation under the same layout, matching losses
  * under another P and schedule, refusal of truncated/corrupt/mismatched files. */
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -64,6 +65,101 @@ static int train(const kt_schedule *s, int first, int last, const char *load, co
   if (data) data->destroy(data);
   kt_runtime_destroy(rt);
   return rcode;
+}
+
+/* Saves a checkpoint of `step` into run directory dir. */
+static void save_step(kt_runtime *rt, const char *dir, int step) {
+  kt_error err;
+  const kt_runtime_config *rc = kt_runtime_config_of(rt);
+  kt_checkpoint_meta meta = {.step = step, .model = rc->model, .optim = rc->optim.kind};
+  CHECK_MSG(kt_checkpoint_save_in_run(rt, dir, &meta, &err) == KT_OK, "%s", err.msg);
+}
+
+/* A file of dir/checkpoints, rewritten as data[0..n) with byte `flip` (when
+ * < n) changed. */
+static void rewrite(const char *dir, const char *name, const char *data, size_t n, size_t flip) {
+  char path[512], *copy = malloc(n + 1);
+  kt_error err;
+  snprintf(path, sizeof path, "%s/checkpoints/%s", dir, name);
+  REQUIRE_VOID(copy != NULL);
+  memcpy(copy, data, n);
+  if (flip < n) copy[flip] ^= 0x10;
+  unlink(path);
+  CHECK(kt_write_file_atomic(path, copy, n, &err) == KT_OK);
+  free(copy);
+}
+
+/* A run directory's checkpoints: verified whole, the newest intact one
+ * found (what was passed over said), "latest" never followed out of the
+ * directory, a FIFO never opened for reading, older ones pruned. */
+static void run_dir_checkpoints(const kt_schedule *s, const char *root) {
+  kt_error err;
+  char dir[256], path[512];
+  snprintf(dir, sizeof dir, "%s/run", root);
+  REQUIRE_VOID(mkdir(dir, 0755) == 0);
+  kt_runtime_config rc = config(s);
+  kt_runtime *rt;
+  REQUIRE_VOID(kt_runtime_create_threads(&rc, &rt, &err) == KT_OK);
+  kt_checkpoint_found f;
+  CHECK(kt_checkpoint_find(dir, &f, &err) == KT_EINVAL); /* no checkpoints/ yet */
+  for (int step = 1; step <= 6; step++) save_step(rt, dir, step);
+  snprintf(path, sizeof path, "%s/checkpoints/step_00000006.ckpt", dir);
+  char *data;
+  size_t len;
+  REQUIRE_VOID(kt_read_file(path, &data, &len, &err) == KT_OK);
+  kt_checkpoint_meta meta;
+  CHECK(kt_checkpoint_verify(path, &meta, &err) == KT_OK && meta.step == 6);
+  /* every cut and a flipped byte anywhere (header, a unit, the trailer) */
+  const size_t cuts[] = {0, 7, 60, 104, 120, len / 2, len - 10, len - 1};
+  for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+    rewrite(dir, "step_00000006.ckpt", data, cuts[i], len);
+    CHECK_MSG(kt_checkpoint_verify(path, &meta, &err) == KT_EPARSE, "cut at %zu passed", cuts[i]);
+  }
+  for (size_t at = 3; at < len; at += len / 97) {
+    rewrite(dir, "step_00000006.ckpt", data, len, at);
+    CHECK_MSG(kt_checkpoint_verify(path, &meta, &err) == KT_EPARSE, "flip at %zu of %zu passed", at, len);
+  }
+  /* the newest damaged: the next one, and why */
+  REQUIRE_VOID(kt_checkpoint_find(dir, &f, &err) == KT_OK);
+  CHECK_STR_CONTAINS(f.path, "step_00000005.ckpt");
+  CHECK(f.meta.step == 5 && f.n_skipped == 1);
+  CHECK_STR_CONTAINS(f.skipped, "checkpoints/step_00000006.ckpt: unit");
+  kt_checkpoint_found_free(&f);
+  /* a FIFO as the newest, "latest" out of the directory: passed over, at once */
+  unlink(path);
+  REQUIRE_VOID(mkfifo(path, 0644) == 0);
+  CHECK(kt_checkpoint_verify(path, &meta, &err) == KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "a FIFO");
+  snprintf(path, sizeof path, "%s/checkpoints/latest", dir);
+  CHECK(kt_write_file_atomic(path, "../../elsewhere/step_00000009.ckpt\n", 35, &err) == KT_OK);
+  REQUIRE_VOID(kt_checkpoint_find(dir, &f, &err) == KT_OK);
+  CHECK(f.meta.step == 5 && f.n_skipped == 2);
+  CHECK_STR_CONTAINS(f.skipped, "checkpoints/latest names '../../elsewhere/step_00000009.ckpt'");
+  CHECK_STR_CONTAINS(f.skipped, "(and 1 more passed over)");
+  kt_checkpoint_found_free(&f);
+  /* saving step 6 replaces the FIFO; pruning keeps the newest 2 and what lies above */
+  save_step(rt, dir, 6);
+  rewrite(dir, "step_00000009.ckpt", data, len, len); /* a later run's, left alone */
+  int removed = -1;
+  CHECK(kt_checkpoint_prune(dir, 2, 6, &removed, &err) == KT_OK && removed == 4);
+  for (int step = 1; step <= 9; step++) {
+    snprintf(path, sizeof path, "%s/checkpoints/step_%08d.ckpt", dir, step);
+    struct stat sb;
+    int want = step == 5 || step == 6 || step == 9;
+    CHECK_MSG((lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) == want, "step %d %s", step,
+              want ? "removed" : "kept");
+  }
+  CHECK(kt_checkpoint_prune(dir, 0, 6, &removed, &err) == KT_OK && removed == 0);
+  /* every one damaged: EPARSE saying so */
+  for (int step = 5; step <= 9; step++) {
+    char name[64];
+    snprintf(name, sizeof name, "step_%08d.ckpt", step);
+    if (step == 5 || step == 6 || step == 9) rewrite(dir, name, data, 200, len);
+  }
+  CHECK(kt_checkpoint_find(dir, &f, &err) == KT_EPARSE);
+  CHECK_STR_CONTAINS(err.msg, "no intact checkpoint");
+  free(data);
+  kt_runtime_destroy(rt);
 }
 
 int main(void) {
@@ -146,6 +242,7 @@ int main(void) {
     free(latest);
     kt_runtime_destroy(rt);
   }
+  run_dir_checkpoints(&s2, dir);
   kt_schedule_free(&s2);
   kt_schedule_free(&s4);
   kt_schedule_free(&s1);

@@ -30,21 +30,68 @@ typedef struct {
  * MPI after kt_checkpoint_gather). EIO, ENOMEM. */
 kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoint_meta *meta,
                              kt_error *err);
-/* Reads and checks the header only. EIO, EPARSE. */
+/* Reads and checks the header only. A path that is not a regular file (a
+ * FIFO, a device, a directory) is refused without waiting on it: EINVAL.
+ * EIO, EPARSE. */
 kt_status kt_checkpoint_read_meta(const char *path, kt_checkpoint_meta *out, kt_error *err);
+/* Reads the whole file and checks everything kt_checkpoint_load would
+ * (header, each unit's size and checksum, the end marker and the file's
+ * checksum) without a runtime, streaming it through a 1 MiB buffer; *meta
+ * gets its header. EINVAL (not a regular file), EPARSE naming what is
+ * wrong, EIO, ENOMEM. */
+kt_status kt_checkpoint_verify(const char *path, kt_checkpoint_meta *meta, kt_error *err);
 /* Loads parameters and optimizer state into every local chunk of every
  * replica. EPARSE for truncated/corrupt files, EINVAL when the model or
- * optimizer does not match the runtime's. */
+ * optimizer does not match the runtime's or the path is not a regular
+ * file. */
 kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_meta *meta,
                              kt_error *err);
 
-/* Run directories: RUN_DIR/checkpoints/step_NNNNNNNN.ckpt and a "latest"
- * file naming the newest complete one. */
+/* ---- a run directory's checkpoints ---------------------------------------------
+ *
+ * RUN_DIR/checkpoints/step_NNNNNNNN.ckpt (the steps completed, at least 8
+ * digits) and a "latest" file naming the newest. Only entries of that
+ * form, regular files inside checkpoints/, are ever read: "latest" is a
+ * hint that may name one of them and nothing else (a path out of the
+ * directory is not followed), and a symbolic link, FIFO or other special
+ * file among them is passed over unopened. */
+
+/* Saves the checkpoint of meta->step, then points "latest" at it, each
+ * written to a temp file and renamed over its name: an entry of either
+ * name that is not a regular file (a link out of the directory, a FIFO)
+ * is removed first, never written through. Under MPI every rank calls it
+ * (world rank 0 writes). EIO, ENOMEM. */
 kt_status kt_checkpoint_save_in_run(kt_runtime *rt, const char *run_dir,
                                     const kt_checkpoint_meta *meta, kt_error *err);
-/* Path of the newest complete checkpoint of a run directory (caller frees).
- * Falls back to scanning when "latest" is missing or names a damaged file. */
+
+/* The newest intact checkpoint of a run directory, and what was passed
+ * over on the way to it. */
+typedef struct {
+  char *path;              /* RUN_DIR/checkpoints/step_NNNNNNNN.ckpt (kt_checkpoint_found_free) */
+  kt_checkpoint_meta meta; /* its header */
+  int n_skipped;           /* newer entries passed over (damaged, missing, not regular files),
+                            * and a "latest" naming something else */
+  char skipped[1024];      /* one line saying what was passed over and why ("" when nothing) */
+} kt_checkpoint_found;
+
+/* Finds the checkpoint to resume from: the highest step whose file
+ * verifies (kt_checkpoint_verify) and whose header holds the step its
+ * name says. EINVAL when the directory holds no checkpoint, EPARSE when
+ * it holds some but none intact (the message says what was passed over),
+ * ENOMEM. On error nothing is left to free. */
+kt_status kt_checkpoint_find(const char *run_dir, kt_checkpoint_found *out, kt_error *err);
+void kt_checkpoint_found_free(kt_checkpoint_found *f);
+/* kt_checkpoint_find's path alone (caller frees). */
 kt_status kt_checkpoint_latest(const char *run_dir, char **path, kt_error *err);
+
+/* Removes the checkpoints of steps below `newest` except the keep - 1
+ * highest of them (keep <= 0 removes nothing): those above `newest` (an
+ * abandoned later run's, left for kt_checkpoint_find to pass over or a
+ * later save to replace) and entries that are not regular files are left
+ * alone. *removed (may be NULL) counts the files removed. EIO when one
+ * cannot be removed (the others still are). */
+kt_status kt_checkpoint_prune(const char *run_dir, int keep, int newest, int *removed,
+                              kt_error *err);
 
 uint32_t kt_crc32(uint32_t crc, const void *data, size_t n);
 

@@ -163,6 +163,7 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
  * through on_note, failures as a status, a message and kt_session_failed. */
 
 typedef struct kt_session kt_session;
+typedef struct kt_session_info kt_session_info; /* below */
 
 /* How mem_limit is stated (zb-auto, zbv-auto). */
 typedef enum {
@@ -176,6 +177,10 @@ typedef enum {
   KT_NOTE_RUN_DIR_CLEARED, /* force cleared kaiten's files from run directory `name`; count entries kept */
   KT_NOTE_STOPPING,        /* every rank agreed to stop after this step: count = the reason */
   KT_NOTE_OVERSUBSCRIBED,  /* count = compute threads of this process (ranks x BLAS threads) above the cores */
+  /* resuming, newer checkpoints were passed over (kt_session_resume's
+   * skipped): `name` the checkpoint resumed from, count its step; the steps
+   * after it run again (their metrics lines are replaced) */
+  KT_NOTE_CHECKPOINT_SKIPPED,
   KT_NOTE_COUNT
 } kt_note_kind;
 
@@ -203,6 +208,9 @@ typedef enum {
   KT_SESSION_NONFINITE,        /* a step's loss or gradients were not finite, skip_nonfinite off */
   KT_SESSION_FAILURE_COUNT
 } kt_session_failure;
+
+/* The checkpoints a run directory keeps by default (keep_checkpoints). */
+#define KT_SESSION_KEEP_CHECKPOINTS 3
 
 /* Stop reasons (should_stop, on_step) are 1..KT_STOP_MAX, e.g. a signal
  * number; ranks asking for different ones agree on SIGTERM, then SIGINT,
@@ -252,6 +260,10 @@ typedef struct {
   int force;                    /* run_dir may hold an old run: kaiten's files there are removed */
   const char *resume;           /* continue the run in this directory (its run_dir): see below */
   int checkpoint_every;         /* also checkpoint every N steps (0: at the end only) */
+  /* after each checkpoint, older ones beyond the newest N are removed (0:
+   * none is; default 3, so a damaged newest one still has two to fall
+   * back on) */
+  int keep_checkpoints;
   const char *save_init;        /* a checkpoint of the starting weights, written first (NULL: none) */
   /* ---- callbacks, with ctx ---- */
   /* After every step, on every rank. Non-zero asks to stop, as should_stop. */
@@ -260,16 +272,26 @@ typedef struct {
    * stop after it; every rank stops after the same step. */
   int (*should_stop)(void *ctx);
   void (*on_note)(void *ctx, const kt_note *note);
+  /* On every rank once the schedule and the runtime are built (the
+   * checkpoint loaded) and before the run directory is created or written
+   * (resuming: before its metrics are cut back to the checkpoint's step):
+   * what the caller sets up around the run and may fail, such as a
+   * dashboard's listening socket, is taken here, so that its failure
+   * leaves no run directory behind. A status other than KT_OK fails the
+   * open with that status and err's message. May be NULL. */
+  kt_status (*on_ready)(void *ctx, const kt_session_info *info, kt_error *err);
   void *ctx;
 } kt_session_params;
 
 /* The default GPT on 1F1B, P=4, M=8, b=4, K=1, D=1, 20 steps, AdamW at
  * lr 3e-3 with the gradient norm clipped to 1 (no warm-up or decay),
  * validation every 10 steps on 2 batches, threads, a 60 s watchdog;
- * synthetic costs 2 ms and 64 KiB tensors; no files, no callbacks. */
+ * synthetic costs 2 ms and 64 KiB tensors; the newest 3 checkpoints kept;
+ * no files, no callbacks. */
 kt_session_params kt_session_default_params(void);
 
-/* Builds the session (see above). Like sqlite3_open, *out is set even when
+/* Builds the session (see above): the schedule, the runtime, on_ready,
+ * then the run directory. Like sqlite3_open, *out is set even when
  * opening fails (unless memory for the handle itself ran out: then NULL),
  * so kt_session_failed can say what failed: close it in every case. EINVAL
  * for a bad layout, model or run directory (KT_SESSION_RUN_DIR_TAKEN), EBUSY
@@ -289,7 +311,7 @@ void kt_session_close(kt_session *s);
 /* Why the last call on s failed (KT_SESSION_OK when it did not). */
 kt_session_failure kt_session_failed(const kt_session *s);
 
-typedef struct {
+struct kt_session_info {
   const kt_schedule *schedule; /* the compute schedule the ranks run */
   int use_mpi, world_rank, world_size; /* threads: rank 0 of P*D, all in this process */
   int first_step;             /* 0, or the step the resumed checkpoint ends */
@@ -311,7 +333,7 @@ typedef struct {
   /* the cores this process may use, and its compute threads (its ranks x
    * OpenBLAS threads each): more threads than cores and ops wait for a core */
   int cores, compute_threads;
-} kt_session_info;
+};
 /* After open; after a failed one, what was built before it failed (the
  * schedule, once made: p = 0 before). */
 void kt_session_get_info(const kt_session *s, kt_session_info *out);
@@ -358,16 +380,25 @@ kt_status kt_session_activation_bytes(const kt_session_params *params, int n_sta
 /* What a run directory holds to resume from. */
 typedef struct {
   kt_run_config run;       /* config.json: the model and its layout segments (the last is current) */
-  char *checkpoint;        /* the newest complete checkpoint; NULL when there is none, or when
-                            * the run names no layout or is synthetic (nothing is looked for) */
+  char *checkpoint;        /* the newest intact checkpoint (kt_checkpoint_find); NULL when the
+                            * directory has none at all, or when the run names no layout or
+                            * is synthetic (nothing is looked for) */
   kt_checkpoint_meta meta; /* its header (with checkpoint) */
+  /* newer checkpoints passed over (damaged, not regular files, a "latest"
+   * naming something else): how many, and one line saying what and why */
+  int n_skipped;
+  char skipped[1024];
   char partition[4096];    /* the last layout's partition, for kt_session_params_from_run */
 } kt_session_resume;
 
-/* Reads dir's config.json and its newest checkpoint's header. EBUSY when
- * another process writes dir, the run directory reader's errors, the
- * checkpoint's (a header that does not read). On error nothing is left to
- * free. */
+/* Reads dir's config.json and finds its newest intact checkpoint
+ * (kt_checkpoint_find: the whole file is verified, newer damaged ones are
+ * passed over and described in skipped). The checkpoint must hold the
+ * model config.json describes: EINVAL naming both shapes when it does
+ * not (a checkpoint of another run). EINVAL too when the directory has
+ * checkpoints but none intact, saying what each was; EBUSY when another
+ * process writes dir; the run directory reader's errors. On error
+ * nothing is left to free. */
 kt_status kt_session_resume_read(const char *dir, kt_session_resume *out, kt_error *err);
 void kt_session_resume_free(kt_session_resume *r);
 

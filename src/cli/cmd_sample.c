@@ -27,14 +27,14 @@ static int run_sample(cli_args *a) {
       cli_double(a, "temperature", 0, 100, 0.8, &temp))
     return 2;
   kt_error err = {{0}};
-  char *path = NULL;
-  kt_checkpoint_meta meta;
-  kt_status st = kt_checkpoint_latest(dir, &path, &err);
-  if (!st) st = kt_checkpoint_read_meta(path, &meta, &err);
-  if (st) {
-    free(path);
-    return cli_fail(st, &err);
-  }
+  kt_checkpoint_found found;
+  kt_status st = kt_checkpoint_find(dir, &found, &err);
+  if (st) return cli_fail(st, &err);
+  char *path = found.path; /* the newest intact one; what was passed over is said */
+  kt_checkpoint_meta meta = found.meta;
+  if (found.n_skipped)
+    fprintf(stderr, "kaiten: warning: %s; sampling from %s (step %d)\n", found.skipped, path,
+            meta.step);
   if (meta.model.kind != KT_MODEL_GPT) {
     free(path);
     return cli_usage_error("%s holds a %s model; sampling needs a gpt run", dir,

@@ -34,6 +34,7 @@ static const cli_opt train_opts_table[] = {
     {"val-every", 0, "N", "validation loss every N steps (default 10; 0 = never)"},
     {"run-dir", 0, "DIR", "write config.json, metrics.jsonl, timelines and checkpoints to DIR"},
     {"checkpoint-every", 0, "K", "checkpoint every K steps (default: at the end only)"},
+    {"keep-checkpoints", 0, "N", "keep the newest N checkpoints, remove older ones (default 3; 0 = all)"},
     {"resume", 0, "DIR", "continue the run in DIR from its latest complete checkpoint"},
     {"save-init", 0, "FILE", "write the weights training starts from to FILE (a checkpoint) first"},
     {"mem-limit", 0, "X", "zb-auto, zbv-auto: peak memory per rank: activations (12), a fraction of 1F1B's peak on this model (0.5x) or bytes (2GiB)"},
@@ -67,7 +68,7 @@ static const char *const shape_flags[] = {"layers", "hidden", "heads", "seq-len"
 /* The numeric flags, before they go into the options. */
 typedef struct {
   long p, v, m, b, k, d, steps, seed, layers, hidden, heads, seq, val, warm, decay, act, grad, ckpt,
-      blas;
+      keep, blas;
   double lr, mom, wd, clip;
 } train_numbers;
 
@@ -88,6 +89,7 @@ static int parse_numbers(const cli_args *a, train_opts *o, int sgd, int gpt, tra
       cli_int(a, "act-bytes", 1, 1L << 30, 65536, &n->act) ||
       cli_int(a, "grad-bytes", 0, 1L << 30, 0, &n->grad) ||
       cli_int(a, "checkpoint-every", 1, 100000000, 1, &n->ckpt) ||
+      cli_int(a, "keep-checkpoints", 0, 100000000, KT_SESSION_KEEP_CHECKPOINTS, &n->keep) ||
       cli_int(a, "threads-per-rank", 0, 1024, 0, &n->blas) ||
       cli_double(a, "lr", 0, 10, sgd ? 0.05 : gpt ? 3e-3 : 1e-3, &n->lr) ||
       cli_double(a, "momentum", 0, 1, 0, &n->mom) || cli_double(a, "weight-decay", 0, 10, 0, &n->wd) ||
@@ -148,6 +150,7 @@ static void take_flags(const cli_args *a, train_opts *o, const train_numbers *n)
   sp->val_every = (int)n->val;
   sp->val_batches = 2;
   sp->checkpoint_every = cli_has(a, "checkpoint-every") ? (int)n->ckpt : 0;
+  sp->keep_checkpoints = (int)n->keep;
   sp->syn_act_bytes = (size_t)n->act;
   sp->syn_grad_bytes = (size_t)n->grad;
   sp->blas_threads = (int)n->blas;

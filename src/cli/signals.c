@@ -1,16 +1,33 @@
 /* Signals during `kaiten train`: the first SIGINT, SIGTERM or SIGUSR1 asks
  * the run to stop after the step it is in (then it checkpoints, prints how
- * to resume and exits 128 + the signal); a second one ends the process at
- * once (files are only ever replaced whole, so none is left half-written).
- * SIGUSR1 is the one mpirun forwards to every rank at once. SIGWINCH marks
- * the terminal resized for the live view. */
+ * to resume and exits 128 + the signal). The same signal again is the same
+ * request while the step is still running or within 2 s of the first:
+ * `timeout -s INT` signals the process and then its process group, Slurm
+ * signals every process of a step, a terminal's Ctrl-C reaches the whole
+ * foreground group, so one request often arrives twice. Once the
+ * checkpoint is being written (every rank agreed to stop) and 2 s have
+ * passed, the same signal again, or another stop signal at any time, ends
+ * the process at once (files are only ever replaced whole, so none is left
+ * half-written; the previous checkpoint stays). SIGUSR1 is the one mpirun
+ * forwards to every rank at once. SIGWINCH marks the terminal resized for
+ * the live view. Everything here is async-signal-safe: atomics, write(2),
+ * clock_gettime(2). */
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/train_cli.h"
 
-static volatile sig_atomic_t stop_signal, resized;
+/* A repeat of the first signal within this long is the same request. */
+#define REPEAT_WINDOW_NS 2000000000LL
+
+static volatile sig_atomic_t resized;
+static atomic_int stop_signal;        /* the first stop signal, 0 before */
+static atomic_llong stop_first_ns;    /* when it came (CLOCK_MONOTONIC) */
+static atomic_int stopping;           /* the agreed stop is under way: the checkpoint is next */
+static atomic_flag repeat_said = ATOMIC_FLAG_INIT;
 static int my_rank = -1, replicas = 1; /* MPI: this process's world rank, D */
 
 static char *put_int(char *p, int v) {
@@ -59,18 +76,51 @@ void cli_signals_set_rank(int world_rank, int d) {
   replicas = d > 0 ? d : 1;
 }
 
+static long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void say(const char *msg, size_t n) {
+  ssize_t w = write(STDERR_FILENO, msg, n);
+  (void)w;
+}
+
+/* Whether a stop signal after the first is the same request. */
+static int same_request(int sig, int first) {
+  if (sig != first) return 0;
+  if (!atomic_load(&stopping)) return 1;
+  long long t0 = atomic_load(&stop_first_ns);
+  return t0 == 0 || now_ns() - t0 < REPEAT_WINDOW_NS;
+}
+
 static void on_stop(int sig) {
-  if (sig == SIGTERM) name_lost_peer();
-  if (stop_signal) { /* the second one: now */
-    static const char msg[] = "\nkaiten: interrupted again, stopping now\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)w;
-    signal(sig, SIG_DFL);
-    raise(sig);
+  /* only a first SIGTERM can be the job ending for a lost machine: later
+   * ones find this rank waiting while rank 0 writes the checkpoint */
+  if (sig == SIGTERM && !atomic_load(&stop_signal)) name_lost_peer();
+  int first = 0;
+  if (atomic_compare_exchange_strong(&stop_signal, &first, sig)) {
+    atomic_store(&stop_first_ns, now_ns());
     return;
   }
-  stop_signal = sig;
+  if (same_request(sig, first)) {
+    /* a person pressing Ctrl-C again during a long step hears it was taken */
+    if (now_ns() - atomic_load(&stop_first_ns) >= REPEAT_WINDOW_NS &&
+        !atomic_flag_test_and_set(&repeat_said)) {
+      static const char msg[] = "\nkaiten: already stopping after this step; the same signal "
+                                "again once its checkpoint is being written stops at once\n";
+      say(msg, sizeof msg - 1);
+    }
+    return;
+  }
+  static const char msg[] = "\nkaiten: interrupted again, stopping now\n";
+  say(msg, sizeof msg - 1);
+  signal(sig, SIG_DFL);
+  raise(sig);
 }
+
+void cli_signals_stopping(void) { atomic_store(&stopping, 1); }
 
 static void on_winch(int sig) {
   (void)sig;
@@ -103,10 +153,12 @@ void cli_signals_restore(void) {
   signal(SIGPIPE, SIG_DFL);
 }
 
-int cli_stop_requested(void) { return stop_signal; }
+int cli_stop_requested(void) { return atomic_load(&stop_signal); }
 
 void cli_note_stop(int sig) {
-  if (!stop_signal) stop_signal = sig;
+  int none = 0;
+  if (atomic_compare_exchange_strong(&stop_signal, &none, sig)) atomic_store(&stop_first_ns, now_ns());
+  cli_signals_stopping();
 }
 
 int cli_take_resize(void) {

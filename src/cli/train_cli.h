@@ -44,10 +44,14 @@ int train_session(train_opts *o);
  * measured one (train_report.c). */
 void train_memory_report(kt_session *s, const kt_session_result *r, kt_buf *out);
 
-/* The live dashboard of train --serve (train_serve.c): started before the
- * first step (prints where; returns an exit code), fed after every step
- * without waiting, closed with the run. */
-int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server **out);
+/* The live dashboard of train --serve (train_serve.c): started by world
+ * rank 0 from the session's on_ready, before the run directory is
+ * created or written (so a port in use leaves nothing behind), announced
+ * with the start lines, fed after every step without waiting, closed with
+ * the run. */
+kt_status train_serve_start(const train_opts *o, const kt_session_info *info, kt_server **out,
+                            kt_error *err);
+void train_serve_announce(kt_server *srv, const train_opts *o);
 void train_serve_step(kt_server *srv, const kt_train_progress *p);
 void train_serve_stop(kt_server *srv, int ok, const char *run_dir);
 
@@ -76,10 +80,14 @@ void *cli_hang_install(kt_runtime *rt);
 void cli_hang_remove(kt_runtime *rt, void *installed);
 
 /* Signals (signals.c): the first SIGINT/SIGTERM/SIGUSR1 asks for a stop after
- * the current step, a second ends the process; SIGWINCH marks a resize. */
+ * the current step; the same signal again is the same request until the
+ * stop's checkpoint is under way and 2 s have passed, after which (or for
+ * another stop signal) it ends the process; SIGWINCH marks a resize. */
 void cli_signals_install(void);
 void cli_signals_restore(void);
 int cli_stop_requested(void); /* the signal number, or 0 */
+/* Every rank agreed to stop after this step: the checkpoint comes next. */
+void cli_signals_stopping(void);
 /* MPI: this process's world rank and D, so a SIGTERM that ends the job while
  * a receive waits names the rank it waited for (a lost machine). */
 void cli_signals_set_rank(int world_rank, int d);

@@ -8,12 +8,19 @@
 
 #include "cli/train_cli.h"
 
-int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server **out) {
+/* A resumed run's steps up to the checkpoint's: those after it run again
+ * (the session cuts metrics.jsonl back only after the server started). */
+static void keep_done_steps(kt_run *done, int first_step) {
+  while (done->n_steps > 0 && done->steps[done->n_steps - 1].step > first_step) done->n_steps--;
+}
+
+kt_status train_serve_start(const train_opts *o, const kt_session_info *info, kt_server **out,
+                            kt_error *err) {
   char host[64] = "127.0.0.1";
   int port = 0;
-  kt_error err = {{0}};
-  kt_status st = kt_serve_parse_addr(o->serve, host, sizeof host, &port, &err);
-  if (st) return cli_usage_error("--serve %s", err.msg);
+  const kt_schedule *sched = info->schedule;
+  kt_status st = kt_serve_parse_addr(o->serve, host, sizeof host, &port, err);
+  if (st) return st; /* checked when the options were read */
   char name[96];
   const char *dir = o->sp.run_dir;
   if (dir) { /* the run directory's last component names the run */
@@ -31,10 +38,12 @@ int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server *
                         .layers = sp->model.layers, .hidden = sp->model.hidden,
                         .steps = sp->steps, .transport = o->transport};
   kt_run done; /* resuming: the steps already run come first */
-  int have_done = sp->resume && kt_run_load(dir, &done, &err) == KT_OK;
-  if (have_done) live.done = &done;
+  kt_error ignored;
+  int have_done = sp->resume && kt_run_load(dir, &done, &ignored) == KT_OK;
+  if (have_done) keep_done_steps(&done, info->first_step), live.done = &done;
   cli_hosts allow; /* checked when the options were read */
-  if (cli_parse_hosts("allow-host", o->allow_host, &allow)) return 2;
+  if (cli_parse_hosts("allow-host", o->allow_host, &allow))
+    return kt_fail(err, KT_EINVAL, "--allow-host %s: bad host list", o->allow_host);
   kt_serve_config cfg;
   kt_serve_default_config(&cfg);
   cfg.host = host;
@@ -42,15 +51,22 @@ int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server *
   cfg.live = &live;
   cfg.allow_hosts = allow.names;
   cfg.n_allow_hosts = allow.n;
-  st = kt_server_create(&cfg, out, &err);
+  st = kt_server_create(&cfg, out, err);
   if (have_done) kt_run_free(&done);
   if (st) {
-    fprintf(stderr, "kaiten: --serve: %s\n", err.msg);
-    return kt_status_exit_code(st);
+    kt_error why = *err; /* not formatted into itself */
+    return kt_fail(err, st, "--serve: %s", why.msg);
   }
+  return KT_OK;
+}
+
+void train_serve_announce(kt_server *srv, const train_opts *o) {
+  char host[64] = "127.0.0.1";
+  int port;
+  kt_error err;
+  if (!srv || kt_serve_parse_addr(o->serve, host, sizeof host, &port, &err)) return;
   fprintf(stderr, "kaiten: live dashboard at http://%s:%d/ (until the run ends)\n", host,
-          kt_server_port(*out));
-  return 0;
+          kt_server_port(srv));
 }
 
 void train_serve_step(kt_server *srv, const kt_train_progress *p) {

@@ -62,6 +62,13 @@ static int on_step(void *ctx, const kt_train_progress *p) {
   return 0;
 }
 
+/* --serve: the dashboard listens before the run directory is touched. */
+static kt_status on_ready(void *ctx, const kt_session_info *info, kt_error *err) {
+  train_run *r = ctx;
+  if (!r->o->serve || info->world_rank != 0) return KT_OK;
+  return train_serve_start(r->o, info, &r->srv, err);
+}
+
 static int should_stop(void *ctx) {
   (void)ctx;
   return cli_stop_requested();
@@ -76,6 +83,7 @@ static void on_note(void *ctx, const kt_note *n) {
       break;
     case KT_NOTE_STOPPING: cli_note_stop((int)n->count); break; /* another rank asked (MPI) */
     case KT_NOTE_OVERSUBSCRIBED: break; /* said with the start (print_start), once it opened */
+    case KT_NOTE_CHECKPOINT_SKIPPED: fprintf(stderr, "kaiten: warning: %s\n", n->text); break;
     default: fprintf(stderr, "kaiten: %s\n", n->text);
   }
 }
@@ -238,9 +246,6 @@ static int run_steps(train_run *r) {
   const train_opts *o = r->o;
   kt_error err = {{0}};
   int rc = 0;
-  if (o->serve && r->info.world_rank == 0 &&
-      (rc = train_serve_start(o, r->info.schedule, &r->srv)))
-    return rc;
   kt_status st = kt_session_run(r->ss, &err);
   train_serve_stop(r->srv, st == KT_OK, o->sp.run_dir);
   r->srv = NULL;
@@ -261,6 +266,7 @@ static int train_opened(train_run *r) {
   r->live = r->talk == stdout && o->live && cli_use_color(NULL) && (!under_mpirun || o->live_forced);
   if (r->live) cli_live_init(&r->lv, r->talk);
   if (r->talk) print_start(r);
+  train_serve_announce(r->srv, o);
   r->hang = cli_hang_install(kt_session_runtime(r->ss)); /* fault tests only */
   cli_signals_install();
   if (r->info.use_mpi) cli_signals_set_rank(r->info.world_rank, o->sp.data_parallel);
@@ -277,11 +283,13 @@ int train_session(train_opts *o) {
   if (!rc && o->schedule_file) rc = load_schedule_file(&r);
   if (!rc) {
     o->sp.on_step = on_step, o->sp.should_stop = should_stop, o->sp.on_note = on_note;
+    o->sp.on_ready = on_ready;
     o->sp.ctx = &r;
     kt_error err = {{0}};
     kt_status st = kt_session_open(&o->sp, &r.ss, &err);
     rc = st ? open_failed(&r, st, &err) : train_opened(&r);
   }
+  if (r.srv) kt_server_destroy(r.srv, "stopped", 0); /* the open failed after it started */
   kt_session_close(r.ss);
   if (o->sp.resume) train_resume_free(&r.resume);
   kt_schedule_free(&r.file_sched);

@@ -109,12 +109,33 @@ static kt_status busy(int fd, const char *dir, kt_error *err) {
                  pid[0] ? pid : "unknown");
 }
 
-kt_status kt_rundir_check_free(const char *dir, kt_error *err) {
+/* Opens DIR/.lock (flags: O_RDONLY, or O_RDWR | O_CREAT) into *fd as a
+ * regular file only: a FIFO there would block the open, a link would have
+ * the PID written through it into another file. *fd -1 and KT_OK when
+ * there is none (and O_CREAT was not asked). EINVAL, EIO, ENOMEM. */
+static kt_status open_lock(const char *dir, int flags, int *fd, kt_error *err) {
   char *path = kt__rd_join(dir, ".lock");
   if (!path) return kt_fail(err, KT_ENOMEM, "out of memory");
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  *fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
+  int saved = errno;
+  struct stat sb;
+  if (*fd >= 0 && (fstat(*fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+    close(*fd);
+    *fd = -1, saved = ELOOP;
+  }
+  kt_status st = KT_OK;
+  if (*fd < 0 && saved == ELOOP)
+    st = kt_fail(err, KT_EINVAL, "%s is not a regular file (a link, FIFO or device?): remove it", path);
+  else if (*fd < 0 && saved != ENOENT)
+    st = kt_fail(err, KT_EIO, "cannot lock run directory '%s': %s", dir, strerror(saved));
   free(path);
-  if (fd < 0) return KT_OK;
+  return st;
+}
+
+kt_status kt_rundir_check_free(const char *dir, kt_error *err) {
+  int fd = -1;
+  kt_status st = open_lock(dir, O_RDONLY, &fd, err);
+  if (st || fd < 0) return st;
   /* a shared probe: several processes of one job may probe at once */
   if (flock(fd, LOCK_SH | LOCK_NB) != 0) return busy(fd, dir, err);
   close(fd);
@@ -173,12 +194,10 @@ int kt_rundir_writer(const char *dir, long *pid) {
 
 /* Takes DIR/.lock; EBUSY names the process holding it. */
 static kt_status take_lock(kt_rundir *rd, kt_error *err) {
-  char *path = kt__rd_join(rd->dir, ".lock");
-  if (!path) return kt_fail(err, KT_ENOMEM, "out of memory");
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  free(path);
-  if (fd < 0)
-    return kt_fail(err, KT_EIO, "cannot lock run directory '%s': %s", rd->dir, strerror(errno));
+  int fd = -1;
+  kt_status st = open_lock(rd->dir, O_RDWR | O_CREAT, &fd, err);
+  if (st) return st;
+  if (fd < 0) return kt_fail(err, KT_EIO, "cannot lock run directory '%s': it is gone", rd->dir);
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) return busy(fd, rd->dir, err);
   char line[32];
   int n = snprintf(line, sizeof line, "%ld\n", (long)getpid());

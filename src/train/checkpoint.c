@@ -1,12 +1,15 @@
-/* Checkpoint files: by unit, CRC-checked, written atomically. */
-#include <dirent.h>
+/* Checkpoint files: by unit, CRC-checked, written atomically; read from
+ * regular files only. The run directory's checkpoints are
+ * checkpoint_dir.c. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kaiten/checkpoint.h"
 
@@ -242,16 +245,164 @@ static kt_status parse_header(const char *data, size_t len, const char *path, fi
   return check_header(h, path, err);
 }
 
+/* What a path names when it is not a regular file. */
+static const char *file_kind(mode_t m) {
+  return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device"
+       : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* Opens a checkpoint for reading: a regular file only (a FIFO would block
+ * the open or the read forever, a device never ends). The open itself
+ * does not wait (O_NONBLOCK, cleared once the file is known to be one). */
+static kt_status open_checkpoint(const char *path, int *fd_out, uint64_t *size, kt_error *err) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    return kt_fail(err, errno == ENOENT || errno == ENOTDIR || errno == EACCES ? KT_EINVAL : KT_EIO,
+                   "cannot open checkpoint '%s': %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    int saved = errno;
+    close(fd);
+    return kt_fail(err, KT_EIO, "cannot read checkpoint '%s': %s", path, strerror(saved));
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    close(fd);
+    return kt_fail(err, KT_EINVAL, "%s: %s, not a checkpoint file", path, file_kind(sb.st_mode));
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  *fd_out = fd;
+  *size = (uint64_t)sb.st_size;
+  return KT_OK;
+}
+
+/* Up to n bytes at off; the count read (short only at the end of the file),
+ * or -1 on a read error. */
+static ssize_t read_at(int fd, void *buf, size_t n, uint64_t off) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) break;
+    got += (size_t)r;
+  }
+  return (ssize_t)got;
+}
+
+static kt_status read_error(const char *path, kt_error *err) {
+  return kt_fail(err, KT_EIO, "error reading checkpoint '%s': %s", path, strerror(errno));
+}
+
 kt_status kt_checkpoint_read_meta(const char *path, kt_checkpoint_meta *out, kt_error *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return kt_fail(err, KT_EIO, "cannot open checkpoint '%s': %s", path, strerror(errno));
+  int fd = -1;
+  uint64_t size = 0;
+  kt_status st = open_checkpoint(path, &fd, &size, err);
+  if (st) return st;
+  char raw[sizeof(file_header)];
   file_header h;
-  size_t n = fread(&h, 1, sizeof h, f);
-  fclose(f);
-  kt_status st = parse_header((const char *)&h, n, path, &h, err);
+  ssize_t n = read_at(fd, raw, sizeof raw, 0);
+  close(fd);
+  if (n < 0) return read_error(path, err);
+  st = parse_header(raw, (size_t)n, path, &h, err);
   if (st) return st;
   header_meta(&h, out);
   return KT_OK;
+}
+
+/* The whole file into memory (what load restores from). */
+static kt_status read_checkpoint(const char *path, char **data, size_t *len, kt_error *err) {
+  int fd = -1;
+  uint64_t size = 0;
+  kt_status st = open_checkpoint(path, &fd, &size, err);
+  if (st) return st;
+  char *buf = size < SIZE_MAX ? malloc((size_t)size + 1) : NULL;
+  ssize_t n = buf ? read_at(fd, buf, (size_t)size, 0) : 0;
+  int saved = errno;
+  close(fd);
+  if (!buf) return kt_fail(err, KT_ENOMEM, "out of memory reading checkpoint '%s'", path);
+  if (n < 0) {
+    free(buf);
+    errno = saved;
+    return read_error(path, err);
+  }
+  *data = buf, *len = (size_t)n;
+  return KT_OK;
+}
+
+#define TRAILER (sizeof(uint32_t) + 6) /* the CRC of all before it, "KTEND\n" */
+
+/* One unit's record of a file being verified, from pos: its count and
+ * checksum, then its floats streamed through buf; *total carries the
+ * whole file's checksum on. */
+static kt_status verify_unit(int fd, int u, int per, uint64_t *pos, uint64_t end, char *buf,
+                             size_t cap, uint32_t *total, const char *path, kt_error *err) {
+  char head[12];
+  uint64_t count;
+  uint32_t crc, got = 0;
+  if (*pos + sizeof head > end) return kt_fail(err, KT_EPARSE, "%s: truncated at unit %d", path, u);
+  if (read_at(fd, head, sizeof head, *pos) != (ssize_t)sizeof head) return read_error(path, err);
+  memcpy(&count, head, 8);
+  memcpy(&crc, head + 8, 4);
+  *total = kt_crc32(*total, head, sizeof head);
+  *pos += sizeof head;
+  uint64_t left = count * sizeof(float) * (uint64_t)(1 + per);
+  if (count > (1ull << 40) || left > end - *pos)
+    return kt_fail(err, KT_EPARSE, "%s: truncated at unit %d", path, u);
+  while (left > 0) {
+    size_t n = left < cap ? (size_t)left : cap;
+    if (read_at(fd, buf, n, *pos) != (ssize_t)n) return read_error(path, err);
+    got = kt_crc32(got, buf, n);
+    *total = kt_crc32(*total, buf, n);
+    *pos += n, left -= n;
+  }
+  if (got != crc) return kt_fail(err, KT_EPARSE, "%s: unit %d is corrupt (checksum mismatch)", path, u);
+  return KT_OK;
+}
+
+/* Every check of kt_checkpoint_verify on an open file of size bytes. */
+static kt_status verify_fd(int fd, uint64_t size, const char *path, kt_checkpoint_meta *meta,
+                           kt_error *err) {
+  char raw[sizeof(file_header)];
+  file_header h;
+  ssize_t n = read_at(fd, raw, sizeof raw, 0);
+  if (n < 0) return read_error(path, err);
+  kt_status st = parse_header(raw, (size_t)n, path, &h, err);
+  if (st) return st;
+  header_meta(&h, meta);
+  int units = kt_model_units(&meta->model);
+  if (h.units != (uint32_t)units || h.state_per_param > 2)
+    return kt_fail(err, KT_EPARSE, "%s: header names %u units and %u optimizer states; its model "
+                   "has %d units", path, h.units, h.state_per_param, units);
+  char end[TRAILER];
+  if (size < sizeof h + TRAILER) return kt_fail(err, KT_EPARSE, "%s: truncated checkpoint", path);
+  if (read_at(fd, end, TRAILER, size - TRAILER) != (ssize_t)TRAILER) return read_error(path, err);
+  if (memcmp(end + 4, "KTEND\n", 6))
+    return kt_fail(err, KT_EPARSE, "%s: truncated checkpoint (no end marker)", path);
+  size_t cap = 1 << 20;
+  char *buf = malloc(cap);
+  if (!buf) return kt_fail(err, KT_ENOMEM, "out of memory verifying checkpoint '%s'", path);
+  uint32_t total = kt_crc32(0, raw, sizeof raw), want;
+  uint64_t pos = sizeof h;
+  for (int u = 0; u < units && !st; u++)
+    st = verify_unit(fd, u, (int)h.state_per_param, &pos, size - TRAILER, buf, cap, &total, path, err);
+  free(buf);
+  if (st) return st;
+  if (pos != size - TRAILER)
+    return kt_fail(err, KT_EPARSE, "%s: %llu bytes after its last unit", path,
+                   (unsigned long long)(size - TRAILER - pos));
+  memcpy(&want, end, sizeof want);
+  if (want != total) return kt_fail(err, KT_EPARSE, "%s: corrupt checkpoint (checksum mismatch)", path);
+  return KT_OK;
+}
+
+kt_status kt_checkpoint_verify(const char *path, kt_checkpoint_meta *meta, kt_error *err) {
+  int fd = -1;
+  uint64_t size = 0;
+  kt_status st = open_checkpoint(path, &fd, &size, err);
+  if (st) return st;
+  st = verify_fd(fd, size, path, meta, err);
+  close(fd);
+  return st;
 }
 
 static int same_model(const kt_model_config *a, const kt_model_config *b) {
@@ -282,9 +433,9 @@ static kt_status restore_unit(kt_runtime *rt, int u, int d, int per, const char 
 
 kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_meta *meta,
                              kt_error *err) {
-  char *data;
-  size_t len;
-  kt_status st = kt_read_file(path, &data, &len, err);
+  char *data = NULL;
+  size_t len = 0;
+  kt_status st = read_checkpoint(path, &data, &len, err);
   if (st) return st;
   file_header h;
   if ((st = parse_header(data, len, path, &h, err))) goto done;
@@ -309,7 +460,7 @@ kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_met
                  kt_optim_name(meta->optim), kt_optim_name(rc->optim.kind));
     goto done;
   }
-  size_t trailer = sizeof(uint32_t) + 6;
+  size_t trailer = TRAILER;
   if (len < sizeof h + trailer || memcmp(data + len - 6, "KTEND\n", 6)) {
     st = kt_fail(err, KT_EPARSE, "%s: truncated checkpoint (no end marker)", path);
     goto done;
@@ -349,59 +500,4 @@ kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_met
 done:
   free(data);
   return st;
-}
-
-kt_status kt_checkpoint_save_in_run(kt_runtime *rt, const char *run_dir,
-                                    const kt_checkpoint_meta *meta, kt_error *err) {
-  char dir[4096], path[4200], latest[4200];
-  kt_transport *t = kt_runtime_transport(rt);
-  if (!kt_runtime_all_local(rt) && kt_transport_rank(t) != 0) /* rank 0 writes; the others send */
-    return kt_checkpoint_save(rt, "", meta, err);
-  snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
-  if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-    return kt_fail(err, KT_EIO, "cannot create '%s': %s", dir, strerror(errno));
-  char name[64];
-  snprintf(name, sizeof name, "step_%08d.ckpt", meta->step);
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  kt_status st = kt_checkpoint_save(rt, path, meta, err);
-  if (st) return st;
-  snprintf(latest, sizeof latest, "%s/latest", dir);
-  char line[80];
-  int n = snprintf(line, sizeof line, "%s\n", name);
-  return kt_write_file_atomic(latest, line, (size_t)n, err);
-}
-
-kt_status kt_checkpoint_latest(const char *run_dir, char **path, kt_error *err) {
-  char dir[4096], buf[4096 + 2 + 256]; /* dir, "/", a d_name */
-  snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
-  snprintf(buf, sizeof buf, "%s/latest", dir);
-  char *text;
-  kt_checkpoint_meta meta;
-  kt_error sub;
-  if (kt_read_file(buf, &text, NULL, &sub) == KT_OK) {
-    text[strcspn(text, "\r\n")] = 0;
-    snprintf(buf, sizeof buf, "%s/%s", dir, text);
-    free(text);
-    if (kt_checkpoint_read_meta(buf, &meta, &sub) == KT_OK) {
-      *path = strdup(buf);
-      return *path ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory");
-    }
-  }
-  /* no usable pointer: the newest step_*.ckpt whose header reads */
-  DIR *dh = opendir(dir);
-  if (!dh) return kt_fail(err, KT_EINVAL, "no checkpoints in '%s' (not a run directory?)", run_dir);
-  int best = -1;
-  struct dirent *de;
-  while ((de = readdir(dh))) {
-    int step;
-    char tail[8];
-    if (sscanf(de->d_name, "step_%d.ckp%1s", &step, tail) != 2 || strlen(de->d_name) != 18) continue;
-    snprintf(buf, sizeof buf, "%s/%s", dir, de->d_name);
-    if (step > best && kt_checkpoint_read_meta(buf, &meta, &sub) == KT_OK) best = step;
-  }
-  closedir(dh);
-  if (best < 0) return kt_fail(err, KT_EINVAL, "no complete checkpoint in '%s'", dir);
-  snprintf(buf, sizeof buf, "%s/step_%08d.ckpt", dir, best);
-  *path = strdup(buf);
-  return *path ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory");
 }

@@ -31,13 +31,14 @@ kt_session_params kt_session_default_params(void) {
   p.timeout = 60;
   p.pin_threads = 1;
   p.slow_rank = -1, p.slow_factor = 1;
+  p.keep_checkpoints = KT_SESSION_KEEP_CHECKPOINTS;
   return p;
 }
 
 void kt__session_note(const kt_session *s, kt_note_kind kind, const char *name, long long count,
                       const char *fmt, ...) {
   if (!s->p.on_note) return;
-  char text[512];
+  char text[2048];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(text, sizeof text, fmt, ap);
@@ -251,6 +252,14 @@ static kt_status build_runtime(kt_session *s, kt_error *err) {
                                     &s->data, err);
 }
 
+/* The caller's on_ready, between the runtime and the run directory. */
+static kt_status ready(kt_session *s, kt_error *err) {
+  if (!s->p.on_ready) return KT_OK;
+  kt_session_info info;
+  kt_session_get_info(s, &info);
+  return s->p.on_ready(s->p.ctx, &info, err);
+}
+
 kt_status kt_session_open(const kt_session_params *params, kt_session **out, kt_error *err) {
   kt_session *s = kt_calloc(1, sizeof *s);
   *out = s;
@@ -263,6 +272,7 @@ kt_status kt_session_open(const kt_session_params *params, kt_session **out, kt_
   if (!st && s->p.resume) st = read_resume(s, err);
   if (!st) st = build_schedule(s, err);
   if (!st) st = build_runtime(s, err);
+  if (!st) st = ready(s, err);
   if (!st) st = kt__session_open_run_dir(s, err);
   /* under MPI, rank 0's run-directory check decides for every rank */
   if (s->rt && kt__session_agree(s, st ? KT__STOP_FAILED : 0) && !st) {

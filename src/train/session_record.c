@@ -120,11 +120,28 @@ static kt_status take_run_dir(kt_session *s, kt_error *err) {
   return st;
 }
 
+/* Resuming past newer checkpoints that were passed over: one note, with
+ * the steps that then run again when config.json knows how far the run
+ * got (their metrics lines are replaced). */
+static void note_skipped(const kt_session *s) {
+  const kt_session_resume *r = &s->resume;
+  int last = -1;
+  for (int i = 0; i < r->run.n_segments; i++)
+    if (r->run.segments[i].last_step > last) last = r->run.segments[i].last_step;
+  char again[64] = "";
+  if (last > s->first_step + 1) snprintf(again, sizeof again, "; steps %d-%d run again", s->first_step + 1, last);
+  else if (last == s->first_step + 1) snprintf(again, sizeof again, "; step %d runs again", last);
+  kt__session_note(s, KT_NOTE_CHECKPOINT_SKIPPED, r->checkpoint, s->first_step,
+                   "%s; resuming from %s at step %d%s", r->skipped, r->checkpoint, s->first_step,
+                   again);
+}
+
 kt_status kt__session_open_run_dir(kt_session *s, kt_error *err) {
   const kt_session_params *p = &s->p;
   if (!p->run_dir || s->world_rank != 0) return KT_OK;
   kt_status st = take_run_dir(s, err);
   if (st) return st;
+  if (s->have_resume && s->resume.n_skipped) note_skipped(s);
   kt__session_run_config(s, &s->cfg);
   for (int i = 0; s->have_resume && i < s->resume.run.n_segments && !st; i++) {
     kt_run_segment seg = s->resume.run.segments[i];

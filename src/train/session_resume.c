@@ -9,6 +9,50 @@
 
 #include "train/session_internal.h"
 
+/* "gpt L=2 C=32 H=2 T=32 V=256" (tied: " tied"), "mlp L=8 C=64". */
+static void shape_text(const char *kind, int layers, int hidden, int heads, int seq, int vocab,
+                       int tie, char *buf, size_t n) {
+  int len = snprintf(buf, n, "%s L=%d C=%d", kind, layers, hidden);
+  if (!strcmp(kind, "gpt") && len > 0 && (size_t)len < n)
+    snprintf(buf + len, n - (size_t)len, " H=%d T=%d V=%d%s", heads, seq, vocab, tie ? " tied" : "");
+}
+
+/* The checkpoint holds the model config.json describes (fields an older
+ * config.json lacks are not compared). */
+static kt_status check_shape(const char *dir, const kt_session_resume *r, kt_error *err) {
+  const kt_run_config *c = &r->run;
+  const kt_model_config *m = &r->meta.model;
+  const char *kind = kt_model_kind_name(m->kind);
+  int gpt = m->kind == KT_MODEL_GPT;
+  int same = !strcmp(c->model, kind) && (!c->layers || c->layers == m->layers) &&
+             (!c->hidden || c->hidden == m->hidden);
+  if (same && gpt)
+    same = (!c->heads || c->heads == m->heads) && (!c->seq_len || c->seq_len == m->seq_len) &&
+           (!c->vocab || c->vocab == m->vocab) && c->tie_embeddings == m->tie_embeddings;
+  if (same) return KT_OK;
+  char run[160], ckpt[160];
+  shape_text(c->model, c->layers, c->hidden, c->heads, c->seq_len, c->vocab, c->tie_embeddings,
+             run, sizeof run);
+  shape_text(kind, m->layers, m->hidden, m->heads, m->seq_len, m->vocab, m->tie_embeddings, ckpt,
+             sizeof ckpt);
+  const char *base = strrchr(r->checkpoint, '/');
+  return kt_fail(err, KT_EINVAL, "the run in '%s' trains %s (config.json), but its checkpoint "
+                 "%s holds %s: not this run's model", dir, run, base ? base + 1 : r->checkpoint,
+                 ckpt);
+}
+
+/* The checkpoint to resume from: none at all leaves checkpoint NULL; only
+ * damaged ones is the error that says what they were. */
+static kt_status find_checkpoint(const char *dir, kt_session_resume *out, kt_error *err) {
+  kt_checkpoint_found f;
+  kt_status st = kt_checkpoint_find(dir, &f, err);
+  if (st) return st == KT_EINVAL ? KT_OK : st;
+  out->checkpoint = f.path, out->meta = f.meta;
+  out->n_skipped = f.n_skipped;
+  snprintf(out->skipped, sizeof out->skipped, "%s", f.skipped);
+  return KT_OK;
+}
+
 kt_status kt_session_resume_read(const char *dir, kt_session_resume *out, kt_error *err) {
   memset(out, 0, sizeof *out);
   kt_status st = kt_rundir_check_free(dir, err);
@@ -16,12 +60,8 @@ kt_status kt_session_resume_read(const char *dir, kt_session_resume *out, kt_err
   if (st) return st;
   /* a run with no layout, or a synthetic one, has no checkpoint to look for */
   if (out->run.n_segments < 1 || !strcmp(out->run.model, "synthetic")) return KT_OK;
-  kt_error none;
-  if (kt_checkpoint_latest(dir, &out->checkpoint, &none) != KT_OK) {
-    out->checkpoint = NULL;
-    return KT_OK;
-  }
-  st = kt_checkpoint_read_meta(out->checkpoint, &out->meta, err);
+  st = find_checkpoint(dir, out, err);
+  if (!st && out->checkpoint) st = check_shape(dir, out, err);
   if (st) kt_session_resume_free(out);
   return st;
 }

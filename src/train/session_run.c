@@ -44,6 +44,14 @@ static void fail_in_step(kt_session *s, kt_status st, const kt_error *err) {
   s->fail_err = *err;
 }
 
+/* After a checkpoint of step `step` is written: the older ones beyond
+ * keep_checkpoints go (rank 0 holds the files). One that cannot be
+ * removed costs disk space, not the run: the run goes on. */
+static void prune_checkpoints(const kt_session *s, int step) {
+  kt_error err;
+  if (s->world_rank == 0) (void)kt_checkpoint_prune(s->p.run_dir, s->p.keep_checkpoints, step, NULL, &err);
+}
+
 /* A checkpoint every checkpoint_every steps (before the last, which the
  * end of the run writes), unless some rank failed. */
 static void checkpoint_due(kt_session *s, const kt_train_progress *p) {
@@ -56,6 +64,7 @@ static void checkpoint_due(kt_session *s, const kt_train_progress *p) {
   s->meta.step = done;
   kt_status st = kt_checkpoint_save_in_run(s->rt, s->p.run_dir, &s->meta, &err);
   if (st) fail_in_step(s, st, &err);
+  else prune_checkpoints(s, done);
 }
 
 static int by_rank_start(const void *a, const void *b) {
@@ -131,6 +140,7 @@ static kt_status finish_run(kt_session *s, kt_error *err) {
   if (!s->p.synthetic && !s->p.make_chunk) {
     s->meta.step = s->first_step + res->n_losses;
     st = kt_checkpoint_save_in_run(s->rt, s->p.run_dir, &s->meta, err);
+    if (!st) prune_checkpoints(s, s->meta.step);
   }
   if (st || !s->rd) return st;
   st = kt__session_write_timelines(s, err);
