@@ -1,10 +1,12 @@
 /* kaiten's entry point. sim, compare and validate run here, in a binary
- * that loads libc, libm and cJSON only (the schedule, simulator and report
- * layers linked in); every other command, --help and --version run in
- * kaiten-full beside it (src/cli/main.c: the training runtime, OpenBLAS,
- * MPI and the dashboard's HTTP server), which this process becomes by
- * exec. Loading and starting those libraries costs several milliseconds a
- * call: more than a small `sim` takes (bench/README.md). */
+ * linked statically against the schedule, simulator and report layers and
+ * libc (no dynamic loader, no shared library to map and relocate); every
+ * other command, --help, --version and any call that reads a JSON cost file
+ * (--costs: cJSON has no static library on Debian) run in kaiten-full
+ * beside it (src/cli/main.c: the training runtime, OpenBLAS, MPI and the
+ * dashboard's HTTP server), which this process becomes by exec. Loading
+ * and starting those libraries costs several milliseconds a call: more
+ * than a small `sim` takes (bench/README.md). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,6 +16,8 @@
 #include "cli/cli.h"
 
 static const cli_command *const commands[] = {&cli_cmd_sim, &cli_cmd_compare, &cli_cmd_validate};
+
+static char **full_argv; /* this call's arguments, for kaiten-full */
 
 /* Becomes kaiten-full from this binary's directory, with the same
  * arguments; returns only when that fails (exit code). */
@@ -38,14 +42,25 @@ static int run_full(char **argv) {
   return 1;
 }
 
+/* A cost file is read by kaiten-full (main() sends such calls there before
+ * they start; this is what the commands' reader is in this binary). */
+kt_status cli_costs_file(kt_costs *c, const char *path, kt_error *err) {
+  (void)c;
+  int rc = run_full(full_argv);
+  return kt_fail(err, KT_EIO, "%s: the cost file is read by kaiten-full, which did not start "
+                 "(exit %d)", path, rc);
+}
+
 int main(int argc, char **argv) {
   cli_program = argv[0];
+  full_argv = argv;
   for (size_t i = 0; argc >= 2 && i < sizeof commands / sizeof *commands; i++) {
     if (strcmp(argv[1], commands[i]->name)) continue;
     cli_args a;
     int rc = cli_parse(commands[i], argc - 2, argv + 2, &a);
     if (rc == 1) return 0;
     if (rc) return rc;
+    if (cli_has(&a, "costs")) return run_full(argv); /* before anything is written */
     return commands[i]->run(&a);
   }
   return run_full(argv);

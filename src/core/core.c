@@ -247,6 +247,18 @@ void kt_buf_json_string(kt_buf *b, const char *s) {
   kt_buf_append(b, "\"", 1);
 }
 
+/* The decimal digits of v (a '-' first when neg) into out; the length.
+ * The JSON writers' hot path: snprintf parses its format every time. */
+static size_t whole_digits(char *out, int neg, unsigned long long v) {
+  char rev[24];
+  size_t n = 0, k = 0;
+  do rev[n++] = (char)('0' + v % 10), v /= 10;
+  while (v);
+  if (neg) out[k++] = '-';
+  while (n) out[k++] = rev[--n];
+  return k;
+}
+
 void kt_buf_json_number(kt_buf *b, double x) {
   if (!isfinite(x)) {
     kt_buf_puts(b, "null");
@@ -256,8 +268,8 @@ void kt_buf_json_number(kt_buf *b, double x) {
    * compiler sees a truncation in the bisection's %.*g below */
   char tmp[320];
   if (fabs(x) < 1e15 && x == (double)(long long)x) { /* whole: the digits (most times and bytes) */
-    snprintf(tmp, sizeof tmp, "%lld", (long long)x);
-    kt_buf_puts(b, tmp);
+    size_t n = whole_digits(tmp, x < 0, (unsigned long long)fabs(x));
+    kt_buf_append(b, tmp, n);
     return;
   }
   /* a multiple of 1/16 below 2^31 (half-unit costs, V = 2 or 4 chunks of a
@@ -269,8 +281,10 @@ void kt_buf_json_number(kt_buf *b, double x) {
     long long q = (long long)fabs(sixteenths);
     int frac = (int)(q % 16) * 625, digits = 4; /* ten-thousandths */
     while (frac % 10 == 0) frac /= 10, digits--;
-    snprintf(tmp, sizeof tmp, "%s%lld.%0*d", x < 0 ? "-" : "", q / 16, digits, frac);
-    kt_buf_puts(b, tmp);
+    size_t n = whole_digits(tmp, x < 0, (unsigned long long)(q / 16));
+    tmp[n++] = '.';
+    for (int k = digits - 1; k >= 0; k--, frac /= 10) tmp[n + (size_t)k] = (char)('0' + frac % 10);
+    kt_buf_append(b, tmp, n + (size_t)digits);
     return;
   }
   /* the shortest representation that round-trips, by bisection: %.17g

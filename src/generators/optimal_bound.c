@@ -252,6 +252,17 @@ static double run_counts(const kt__opt_problem *pb, const kt__opt_state *st,
   }
 }
 
+/* A quick floor under run_counts for one stage's counts (one chunk per
+ * rank): each kind's last op counted ends no sooner than its head plus its
+ * duration. */
+static double last_end_of(const kt__opt_problem *pb, const kt__opt_state *st,
+                          const kt__opt_bound_ws *ws, int s, const int *n) {
+  double e = NONE;
+  for (int t = 0; t < KT__OPT_TYPES; t++)
+    if (n[t] > st->n[t][s]) e = maxd(e, ws->head[t][HX(pb, s, n[t] - 1)] + kt__opt_dur(pb, t, s));
+  return e;
+}
+
 /* The earliest the rank can have run every op that must precede (t, s, j)
  * (kt__opt_need). With one stage per rank, a forward's memory can be freed
  * by I's or by W's: the cheapest mix counts (each mix's ops run on one
@@ -263,13 +274,17 @@ static double after_needs(const kt__opt_problem *pb, const kt__opt_state *st,
   double h = run_counts(pb, st, ws, r, need), a = pb->act[s], w = pb->wg[s];
   if (t != KT__OPT_F || pb->v != 1 || w > a || (j + 1) * a <= limit_tol(pb)) return h;
   double cheapest = INFINITY;
-  for (int ni = need[KT__OPT_I]; ni <= j; ni++) {
+  /* only the least mix counts, and only above h: a mix whose last op of a
+   * kind ends no sooner than the cheapest so far is skipped, and none is
+   * looked at once one ends by h */
+  for (int ni = need[KT__OPT_I]; ni <= j && cheapest > h; ni++) {
     double over = (j + 1) * a - ni * (a - w) - limit_tol(pb);
     int nw = need[KT__OPT_W];
     if (over > 0 && w <= 0) continue;
     if (over > 0 && ceil(over / w - 1e-9) > nw) nw = (int)ceil(over / w - 1e-9);
     if (nw > ni) continue;
     int mix[KT__OPT_TYPES] = {need[KT__OPT_F] > j ? need[KT__OPT_F] : j, ni, nw};
+    if (last_end_of(pb, st, ws, s, mix) >= cheapest) continue;
     cheapest = fmin(cheapest, run_counts(pb, st, ws, r, mix));
   }
   return maxd(h, cheapest);
@@ -278,9 +293,11 @@ static double after_needs(const kt__opt_problem *pb, const kt__opt_state *st,
 /* Heads of every op not yet run, slot by slot (a memory edge reaches back
  * to an earlier slot only). 0, or -1 when the memory limit can never be met. */
 static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws, int cut) {
-  int S = pb->S, impossible = 0;
+  /* with one stage per rank the stages before the cut lead to nothing
+   * the cut's rank waits for: they are left out */
+  int S = pb->S, impossible = 0, from = cut >= 0 && pb->v == 1 ? cut : 0;
   for (int j = 0; j < pb->m; j++) {
-    for (int s = 0; s < S; s++) {
+    for (int s = from; s < S; s++) {
       if (j < st->n[KT__OPT_F][s]) continue;
       double h = op_head(pb, st, ws, KT__OPT_F, s, j, cut);
       if (pb->need) {
@@ -293,7 +310,7 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
       }
       ws->head[KT__OPT_F][HX(pb, s, j)] = h;
     }
-    for (int s = S - 1; s >= 0; s--) {
+    for (int s = S - 1; s >= from; s--) {
       if (j < st->n[KT__OPT_I][s]) continue;
       double h = op_head(pb, st, ws, KT__OPT_I, s, j, cut);
       /* after I(s, j) the stage holds (j+1-W's run) M_W at least */
@@ -306,7 +323,7 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
       }
       ws->head[KT__OPT_I][HX(pb, s, j)] = h;
     }
-    for (int s = 0; s < S; s++) {
+    for (int s = from; s < S; s++) {
       if (j < st->n[KT__OPT_W][s]) continue;
       double h = op_head(pb, st, ws, KT__OPT_W, s, j, cut);
       if (pb->need) h = maxd(h, after_needs(pb, st, ws, KT__OPT_W, s, j));
