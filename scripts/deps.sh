@@ -5,7 +5,8 @@ set -euo pipefail
 [ "${KAITEN_SKIP_DEPS:-0}" = 1 ] && exit 0
 
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev
-      openmpi-bin libopenmpi-dev libmicrohttpd-dev iproute2)
+      openmpi-bin libopenmpi-dev libmicrohttpd-dev iproute2
+      python3 python3-venv) # the Python package's tests and `pip install ./python` in a venv
 # Optional, for tests that skip without them: headless Chromium renders the
 # HTML reports and the live page, tmux gives the live view a terminal.
 optional=(chromium tmux)
