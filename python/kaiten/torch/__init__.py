@@ -14,7 +14,6 @@ rank receives its numbers, so all ranks cut and schedule alike.
 """
 import os
 import re
-import statistics
 import tempfile
 import time
 
@@ -135,7 +134,7 @@ class _Stage:
 class Profile(dict):
     """Per-stage measurements (lists, stage 0 first): tf, tb (I: the input
     gradient), tw (W: the weight gradient), tb_full (a full backward B) in
-    seconds, the medians of the repeats; mem_act (M_B) and mem_wgrad (M_W)
+    seconds, the fastest of the repeats; mem_act (M_B) and mem_wgrad (M_W)
     in bytes; out_bytes, the activation a stage sends on. costs() gives
     kaiten's per-stage cost table."""
 
@@ -173,8 +172,9 @@ def _measure(stage_modules, example_microbatch, loss_fn, target, repeats, warmup
             st.full_backward()
             if r < warmup:
                 st.tf.clear(), st.ti.clear(), st.tw.clear(), st.tb.clear()
+        # the fastest repeat: anything else on the machine only ever adds time
         for key, xs in (("tf", st.tf), ("tb", st.ti), ("tw", st.tw), ("tb_full", st.tb)):
-            prof[key].append(statistics.median(xs))
+            prof[key].append(min(xs))
         prof["mem_act"].append(max(m[0] for m in mems))
         prof["mem_wgrad"].append(max(m[1] for m in mems))
         with torch.no_grad():
@@ -204,7 +204,7 @@ def profile(stage_modules, example_microbatch, loss_fn=None, target=None, repeat
     of the first stage's input (a tensor or a tuple). The last stage's
     output goes through loss_fn(output, target) as the pipeline's loss
     does (default: the sum of the output). Each stage runs warmup + repeats
-    times; times are medians. The modules' gradients are left as they
+    times; times are the fastest repeat's. The modules' gradients are left as they
     were. Under torch.distributed rank 0 of group measures and broadcasts."""
     if repeats < 1 or warmup < 0:
         raise KaitenError("EINVAL", f"profile: repeats {repeats}, warmup {warmup}: need >= 1, >= 0")
