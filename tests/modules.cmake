@@ -15,6 +15,7 @@ set(KT_TEST_MODULES
   "report:test_gantt test_html test_run_report test_report_html test_report_run test_report_screenshot"
   "serve:test_serve test_serve_cli test_serve_browser test_live_view"
   "cli:test_cli test_bad_input test_output_paths test_install"
+  "ffi:test_ffi test_python_api test_python_install"
   "fuzz:fuzz_replay_schedule fuzz_replay_config_json fuzz_replay_checkpoint fuzz_replay_cli")
 foreach(entry ${KT_TEST_MODULES})
   string(REPLACE ":" ";" parts "${entry}")
