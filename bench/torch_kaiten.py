@@ -162,7 +162,7 @@ def _worker(rank, a, args, cfgs, port, out):
     for rnd in range(args["rounds"]):
         for i, c in enumerate(cfgs):
             _release_memory()
-            base = rss_mb("VmRSS")
+            base, load = rss_mb("VmRSS"), os.getloadavg()[0]
             dist.barrier()
             try:
                 label, losses, seconds = _train(rank, a, c)
@@ -174,11 +174,12 @@ def _worker(rank, a, args, cfgs, port, out):
             rss = [None] * a["p"]
             dist.all_gather_object(rss, (rss_mb(), rss_mb() - base))
             r["peak_rss_mb"], r["run_rss_mb"] = [x[0] for x in rss], [x[1] for x in rss]
+            r["load_before"] = load
             results[i].append(r)
             if rank == 0:
                 print(f"  round {rnd} {c['name']:22s} " +
-                      (f"{r['tokens_per_s']:8.1f} tok/s" if "error" not in r else r["error"]),
-                      flush=True)
+                      (f"{r['tokens_per_s']:8.1f} tok/s" if "error" not in r else r["error"]) +
+                      f"   (load average {load:.1f})", flush=True)
     if rank == 0:
         kcfg = {k: v for k, v in kcfg.items() if k != "costs"}
         with open(out, "w") as f:
@@ -226,13 +227,16 @@ def summarise(p, cfgs, results, tol):
         tps = [r["tokens_per_s"] for r in ok]
         row = {"config": c["name"], "schedule": ok[0]["label"], "counts": c["counts"],
                "tokens_per_s": statistics.median(tps), "runs": tps, "losses": ok[0]["losses"],
+               "all_losses": [r["losses"] for r in ok],
+               "load": statistics.median(r["load_before"] for r in ok),
                "peak_rss_mb": [max(r["peak_rss_mb"][k] for r in ok) for k in range(p)],
                "run_rss_mb": [max(r["run_rss_mb"][k] for r in ok) for k in range(p)]}
         rows.append(row)
         ref = ref or row["losses"]
     for row in rows:
         if "losses" in row:
-            row["max_loss_diff"] = max(abs(x - y) for x, y in zip(row["losses"], ref))
+            row["max_loss_diff"] = max(abs(x - y) for run in row["all_losses"]
+                                       for x, y in zip(run, ref))
             row["losses_equal"] = row["max_loss_diff"] <= tol
     return rows
 

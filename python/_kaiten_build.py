@@ -23,7 +23,9 @@ import tempfile
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+# pip >= 21.3 builds in place, so the repository is this folder's parent; an
+# older pip copies the folder away first: $KAITEN_SOURCE_DIR names it then
+REPO = os.environ.get("KAITEN_SOURCE_DIR") or os.path.dirname(HERE)
 NAME = "kaiten"
 LIBS = ("libkaiten_core.so", "libkaiten_io.so", "libkaiten_report.so", "libkaiten_ffi.so")
 SUMMARY = "Pipeline-parallel schedules, their simulator and planner; PyTorch schedules from kaiten's orders"
@@ -66,8 +68,8 @@ def _build_libraries(config_settings):
     """Builds the shared libraries; returns the folder that holds them."""
     if not os.path.exists(os.path.join(REPO, "CMakeLists.txt")) or \
             not os.path.exists(os.path.join(REPO, "include", "kaiten", "ffi.h")):
-        raise RuntimeError("kaiten: build the package from the repository (pip install ./python): "
-                           f"{REPO} holds no kaiten sources")
+        raise RuntimeError("kaiten: build the package from the repository (pip install ./python, "
+                           f"pip >= 21.3; or set KAITEN_SOURCE_DIR): {REPO} holds no kaiten sources")
     cmake = shutil.which(os.environ.get("CMAKE", "cmake"))
     if not cmake:
         raise RuntimeError("kaiten: cmake not found: run scripts/deps.sh (Debian: apt-get install "

@@ -23,7 +23,8 @@ import torch.distributed as dist
 import kaiten
 from kaiten._ffi import KaitenError
 
-__all__ = ["Profile", "Partition", "profile", "partition", "build_schedule", "stage_costs"]
+__all__ = ["Profile", "Partition", "profile", "partition", "build_schedule", "choose", "even_counts",
+           "stage_costs"]
 
 
 def _tuple(x):
@@ -163,23 +164,27 @@ def _measure(stage_modules, example_microbatch, loss_fn, target, repeats, warmup
             return sum(o.float().sum() for o in _tuple(out))
     keep = [[p.grad for p in m.parameters()] for m in modules]
     prof = {k: [] for k in ("tf", "tb", "tw", "tb_full", "mem_act", "mem_wgrad", "out_bytes")}
-    x = _tuple(example_microbatch)
+    x, stages = _tuple(example_microbatch), []
     for i, mod in enumerate(modules):
-        st = _Stage(mod, x, loss_fn, target, i == 0, i == len(modules) - 1)
-        mems = []
-        for r in range(warmup + repeats):
-            mems.append(st.split_backward())
-            st.full_backward()
-            if r < warmup:
-                st.tf.clear(), st.ti.clear(), st.tw.clear(), st.tb.clear()
-        # the fastest repeat: anything else on the machine only ever adds time
-        for key, xs in (("tf", st.tf), ("tb", st.ti), ("tw", st.tw), ("tb_full", st.tb)):
-            prof[key].append(min(xs))
-        prof["mem_act"].append(max(m[0] for m in mems))
-        prof["mem_wgrad"].append(max(m[1] for m in mems))
+        stages.append(_Stage(mod, x, loss_fn, target, i == 0, i == len(modules) - 1))
         with torch.no_grad():
             x = _tuple(mod(*x))  # the next stage's input
         prof["out_bytes"].append(_storages(x, set()) if i < len(modules) - 1 else 0)
+    # every stage once per round, so that each stage's repeats spread over
+    # the whole measurement instead of sharing one stretch of other load
+    mems = [[] for _ in stages]
+    for r in range(warmup + repeats):
+        for st, mem in zip(stages, mems):
+            mem.append(st.split_backward())
+            st.full_backward()
+            if r < warmup:
+                st.tf.clear(), st.ti.clear(), st.tw.clear(), st.tb.clear()
+    for st, mem in zip(stages, mems):
+        # the fastest repeat: anything else on the machine only ever adds time
+        for key, xs in (("tf", st.tf), ("tb", st.ti), ("tw", st.tw), ("tb_full", st.tb)):
+            prof[key].append(min(xs))
+        prof["mem_act"].append(max(m[0] for m in mem))
+        prof["mem_wgrad"].append(max(m[1] for m in mem))
     for m, grads in zip(modules, keep):  # the parameters' gradients as they were
         for p, g in zip(m.parameters(), grads):
             p.grad = g
