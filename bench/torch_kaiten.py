@@ -2,7 +2,7 @@
 
 Needs the oracle venv and a build (make build; scripts/torch-oracle.sh install):
 
-    scripts/torch-oracle.sh python bench/torch_kaiten.py [--ps 2,4 --rounds 5 --json out.json]
+    scripts/torch-oracle.sh python bench/torch_kaiten.py [--ps 2,4 --pairs 6 --json out.json]
 
 A GPT-2-style model (bench/torch_model.py) whose LM head over a 50257-token
 vocabulary is its heaviest block trains on CPU with gloo, one process per
@@ -18,10 +18,15 @@ AdamW in every run:
   the fastest kaiten order for the measured stage costs (zb-auto or
   another, chosen in kaiten's simulator) into _PipelineScheduleRuntime.
 
-Each run is a fresh set of processes; the configurations run in turn,
-round after round (interleaved), and the table gives each one's median
-tokens/s, its losses (equal to every other run's to 1e-5 or the run is
-flagged) and each rank's peak resident memory (VmHWM).
+One set of processes (one per rank) per P runs everything: every
+configuration in turn for --screen-rounds rounds, then torch's best of
+those against kaiten back to back for --pairs rounds (the order swapped
+each round). The table gives each configuration's median tokens/s over
+its runs, its losses (every run's equal to the first configuration's to
+--tol, or flagged) and each rank's peak resident memory (VmHWM, reset
+before every run; in brackets what the run added to the process); the
+speedup is the median of the pairs' ratios. Every run records the load
+average it started under.
 """
 import argparse
 import json
@@ -147,6 +152,36 @@ def _kaiten_config(a, args):
             "partition_seconds": seconds, "block_load": part.profile.load()}
 
 
+def _measured(rank, a, c):
+    """One run of c, timed, with each rank's peak memory and the load average."""
+    _release_memory()
+    base, load = rss_mb("VmRSS"), os.getloadavg()[0]
+    dist.barrier()
+    try:
+        label, losses, seconds = _train(rank, a, c)
+        r = {"label": label, "losses": losses, "seconds": seconds,
+             "tokens_per_s": a["steps"] * a["microbatches"] * a["mb_size"] * a["seq_len"] / seconds}
+    except Exception as e:  # a schedule torch refuses at these sizes
+        r = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"}
+    rss = [None] * a["p"]
+    dist.all_gather_object(rss, (rss_mb(), rss_mb() - base))
+    r["peak_rss_mb"], r["run_rss_mb"] = [x[0] for x in rss], [x[1] for x in rss]
+    r["load_before"] = load
+    if rank == 0:
+        print(f"  {c['name']:22s} " +
+              (f"{r['tokens_per_s']:8.1f} tok/s" if "error" not in r else r["error"]) +
+              f"   (load average {load:.1f})", flush=True)
+    return r
+
+
+def _best_torch(results, n_torch):
+    """Index of the torch configuration with the highest median tokens/s."""
+    def median(rs):
+        ok = [r["tokens_per_s"] for r in rs if "error" not in r]
+        return statistics.median(ok) if ok else -1
+    return max(range(n_torch), key=lambda i: median(results[i]))
+
+
 def _worker(rank, a, args, cfgs, port, out):
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -159,31 +194,27 @@ def _worker(rank, a, args, cfgs, port, out):
               f"{kcfg['simulated']}", flush=True)
     results = [[] for _ in cfgs]
     _train(rank, a, cfgs[-1])  # the process's first run pays one-time costs: not counted
-    for rnd in range(args["rounds"]):
+    # screen: every configuration in turn, round after round
+    for rnd in range(args["screen_rounds"]):
         for i, c in enumerate(cfgs):
-            _release_memory()
-            base, load = rss_mb("VmRSS"), os.getloadavg()[0]
-            dist.barrier()
-            try:
-                label, losses, seconds = _train(rank, a, c)
-                r = {"label": label, "losses": losses, "seconds": seconds,
-                     "tokens_per_s": a["steps"] * a["microbatches"] * a["mb_size"] * a["seq_len"]
-                     / seconds}
-            except Exception as e:  # a schedule torch refuses at these sizes
-                r = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"}
-            rss = [None] * a["p"]
-            dist.all_gather_object(rss, (rss_mb(), rss_mb() - base))
-            r["peak_rss_mb"], r["run_rss_mb"] = [x[0] for x in rss], [x[1] for x in rss]
-            r["load_before"] = load
-            results[i].append(r)
-            if rank == 0:
-                print(f"  round {rnd} {c['name']:22s} " +
-                      (f"{r['tokens_per_s']:8.1f} tok/s" if "error" not in r else r["error"]) +
-                      f"   (load average {load:.1f})", flush=True)
+            results[i].append(_measured(rank, a, c))
+    # pairs: torch's best against kaiten, back to back, the order swapped each round
+    box = [_best_torch(results, len(cfgs) - 1) if rank == 0 else None]
+    dist.broadcast_object_list(box, group_src=0)
+    best, k = box[0], len(cfgs) - 1
+    pairs = []
+    for rnd in range(args["pairs"]):
+        order = (best, k) if rnd % 2 == 0 else (k, best)
+        got = {i: _measured(rank, a, cfgs[i]) for i in order}
+        for i in order:
+            results[i].append(got[i])
+        if "error" not in got[best] and "error" not in got[k]:
+            pairs.append(got[k]["tokens_per_s"] / got[best]["tokens_per_s"])
     if rank == 0:
-        kcfg = {k: v for k, v in kcfg.items() if k != "costs"}
+        kcfg = {key: v for key, v in kcfg.items() if key != "costs"}
         with open(out, "w") as f:
-            json.dump({"cfgs": cfgs[:-1] + [kcfg], "results": results}, f)
+            json.dump({"cfgs": cfgs[:-1] + [kcfg], "results": results, "best": best,
+                       "pairs": pairs}, f)
     dist.destroy_process_group()
 
 
@@ -253,7 +284,10 @@ def main():
     ap.add_argument("--microbatches", type=int, default=8)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--screen-rounds", type=int, default=2,
+                    help="rounds of every configuration, to find torch's best")
+    ap.add_argument("--pairs", type=int, default=6,
+                    help="rounds of torch's best against kaiten, back to back")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--torch", default=",".join(TORCH))
     ap.add_argument("--kaiten-kinds", default="", help="kinds kaiten may choose from (default: all)")
@@ -272,14 +306,15 @@ def main():
         cfgs, results = done["cfgs"], done["results"]
         k = cfgs[-1]
         rows = summarise(p, cfgs, results, args.tol)
-        best = max((r for r in rows if r["config"] != "kaiten" and "tokens_per_s" in r),
-                   key=lambda r: r["tokens_per_s"])
-        kai = next(r for r in rows if r["config"] == "kaiten")
-        pair = [x / y for x, y in zip(kai["runs"], best["runs"])]
+        best = rows[done["best"]]
+        kai = rows[-1]
+        pair = done["pairs"]
         report["ps"][p] = {"rows": rows, "best_torch": best["config"], "cut": k["counts"],
                            "kaiten_kind": k["kaiten_kind"], "simulated": k["simulated"],
+                           "block_load": k["block_load"],
                            "speedup": kai["tokens_per_s"] / best["tokens_per_s"],
-                           "speedup_pairs": pair, "speedup_pairs_median": statistics.median(pair)}
+                           "speedup_pairs": pair,
+                           "speedup_pairs_median": statistics.median(pair) if pair else None}
         print_table(p, report["ps"][p])
     report["load_after"] = os.getloadavg()
     if args.json:
@@ -297,8 +332,10 @@ def print_table(p, res):
         print(f"      {r['config']:22s} {r['schedule']:22s} {','.join(map(str, r['counts'])):14s} "
               f"{r['tokens_per_s']:9.1f}  {r['max_loss_diff']:9.2e}  "
               f"{', '.join(f'{x:.0f} ({y:.0f})' for x, y in zip(r['peak_rss_mb'], r['run_rss_mb']))}")
-    print(f"  kaiten / best torch ({res['best_torch']}): {res['speedup']:.3f} (medians); "
-          f"pairwise median {res['speedup_pairs_median']:.3f}\n", flush=True)
+    pm = res["speedup_pairs_median"]
+    print(f"  kaiten / best torch ({res['best_torch']}): {res['speedup']:.3f} (medians of every "
+          f"run); back-to-back pairs: median {pm if pm is None else round(pm, 3)} of "
+          f"{', '.join(f'{x:.3f}' for x in res['speedup_pairs'])}\n", flush=True)
 
 
 if __name__ == "__main__":
