@@ -136,7 +136,9 @@ for _p in _PROTOTYPES:
 
 
 def enc(text):
-    return None if text is None else str(text).encode()
+    if text is None or isinstance(text, bytes):
+        return text
+    return str(text).encode()
 
 
 def dec(raw):

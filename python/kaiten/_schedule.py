@@ -4,6 +4,7 @@ library calls)."""
 import ctypes
 import json
 import math
+import os
 
 from . import _ffi
 from ._ffi import KaitenError, lib, enc, dec
@@ -420,14 +421,18 @@ def load(source, costs=None, per_stage=False, notation="auto", torch_version="2.
     """Reads a schedule file (PyTorch CSV, compute-only or lowered, either
     notation; or kaiten's text form), as `kaiten sim --schedule-file` does,
     and validates it. source: a path, or the text itself when it holds a
-    newline or a comma."""
+    newline or a comma (and names no file)."""
     if notation not in NOTATIONS:
         raise KaitenError("EINVAL", f"notation '{notation}': expected auto, current or legacy")
     text, label = source, name
-    if "\n" not in str(source) and "," not in str(source):
-        with open(source) as f:
-            text = f.read()
-        label = label or str(source).rsplit("/", 1)[-1].split(".", 1)[0]
+    if isinstance(source, os.PathLike) or os.path.exists(str(source)) or \
+            ("\n" not in str(source) and "," not in str(source)):
+        try:
+            with open(source, "rb") as f:  # bytes, as the CLI reads them
+                text = f.read()
+        except OSError as e:
+            raise KaitenError("EIO", f"{source}: {e.strerror}") from None
+        label = label or os.path.basename(str(source)).split(".", 1)[0]
     sched, lowered = _ffi.schedule_handle(), _ffi.schedule_handle()
     info = (ctypes.c_long * 3)()
     _ffi.call(lib.kt_ffi_parse, enc(text), NOTATIONS[notation], sched.ptr, lowered.ptr, info)

@@ -190,6 +190,8 @@ class SimAgainstCli(unittest.TestCase):
                lambda: kaiten.schedule("1f1b", 4, 8).to_csv("nope"),
                lambda: kaiten.schedule("1f1b", 4, 8).to_csv(torch_version="banana"),
                lambda: kaiten.load("0X0,0F0\n"),
+               lambda: kaiten.load("/no/such/schedule.csv"),
+               lambda: kaiten.load(CLI),  # a binary file
                lambda: kaiten.compare(4, 8, schedules="1f1b,1f1b"),
                lambda: kaiten.plan("no-such-model", global_batch=8),
                lambda: kaiten.plan("gpt2-124m"),
