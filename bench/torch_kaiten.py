@@ -113,13 +113,13 @@ def _train(rank, a, cfg):
     m, b, T = a["microbatches"], a["mb_size"], a["seq_len"]
     sched, label = _schedule(cfg, stages, m)
     params = [q for mod in mods.values() for q in mod.parameters()]
-    opt = torch.optim.AdamW(params, lr=a["lr"], weight_decay=0.0)
+    opt = _optimizer(a, params)
     first, last = 0 in mine, n - 1 in mine
     losses, t0 = [], None
     for step in range(a["warmup"] + a["steps"]):
         if step == a["warmup"]:
             dist.barrier()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
         x, y = tm.batch(step, m * b, T, a["vocab"])
         mb_losses = []
         sched.step(*((x,) if first else ()), target=y if last else None,
@@ -130,8 +130,13 @@ def _train(rank, a, cfg):
                              dtype=torch.float64)
         dist.all_reduce(value)
         losses.append(float(value))
+    cpu = (time.process_time() - c0) / a["steps"]  # this rank's own work per step
     dist.barrier()
-    return label, losses, time.perf_counter() - t0
+    return label, losses, time.perf_counter() - t0, cpu
+
+
+def _optimizer(a, params):
+    return torch.optim.AdamW(params, lr=a["lr"], weight_decay=0.0)
 
 
 def _kaiten_config(a, args):
@@ -142,14 +147,17 @@ def _kaiten_config(a, args):
     x, y = tm.batch(0, a["mb_size"], a["seq_len"], a["vocab"])
     t0 = time.perf_counter()
     part = kt.partition(blocks, a["p"], x, loss_fn=tm.loss_fn, target=y,
-                        repeats=args["profile_repeats"])
+                        repeats=args["profile_repeats"], optimizer=lambda ps: _optimizer(a, ps),
+                        n_microbatches=a["microbatches"])
     seconds = time.perf_counter() - t0
     kinds = args["kaiten_kinds"].split(",") if args["kaiten_kinds"] else None
-    sched, seen = kt.choose(a["p"], 1, "loop", a["microbatches"], part, kinds=kinds)
+    cores = len(os.sched_getaffinity(0))  # the ranks share this machine's cores
+    sched, seen = kt.choose(a["p"], 1, "loop", a["microbatches"], part, kinds=kinds, cores=cores)
     return {"kind": "kaiten", "name": "kaiten", "kaiten_kind": sched.name, "costs": part,
             "format": args["format"], "counts": part.counts,
             "stage_ranks": stage_ranks(a["p"], 1, "loop"), "simulated": seen,
-            "partition_seconds": seconds, "block_load": part.profile.load()}
+            "partition_seconds": seconds, "block_load": part.profile.load(),
+            "block_optimizer": part.profile["optimizer"], "cores": cores}
 
 
 def _measured(rank, a, c):
@@ -158,14 +166,15 @@ def _measured(rank, a, c):
     base, load = rss_mb("VmRSS"), os.getloadavg()[0]
     dist.barrier()
     try:
-        label, losses, seconds = _train(rank, a, c)
-        r = {"label": label, "losses": losses, "seconds": seconds,
+        label, losses, seconds, cpu = _train(rank, a, c)
+        r = {"label": label, "losses": losses, "seconds": seconds, "cpu": cpu,
              "tokens_per_s": a["steps"] * a["microbatches"] * a["mb_size"] * a["seq_len"] / seconds}
     except Exception as e:  # a schedule torch refuses at these sizes
         r = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"}
     rss = [None] * a["p"]
-    dist.all_gather_object(rss, (rss_mb(), rss_mb() - base))
+    dist.all_gather_object(rss, (rss_mb(), rss_mb() - base, r.get("cpu")))
     r["peak_rss_mb"], r["run_rss_mb"] = [x[0] for x in rss], [x[1] for x in rss]
+    r["cpu_per_step"] = [x[2] for x in rss]
     r["load_before"] = load
     if rank == 0:
         print(f"  {c['name']:22s} " +
@@ -225,13 +234,20 @@ def _port():
 
 
 def run_p(a, args, cfgs):
-    """Every configuration of one P, round after round, on one set of processes."""
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "result.json")
-        mp.start_processes(_worker, args=(a, args, cfgs, _port(), out), nprocs=a["p"], join=True,
-                           start_method="spawn")
-        with open(out) as f:
-            return json.load(f)
+    """Every configuration of one P on one set of processes (a new port and
+    start when the rendezvous port was taken meanwhile)."""
+    for attempt in range(3):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "result.json")
+            try:
+                mp.start_processes(_worker, args=(a, args, cfgs, _port(), out), nprocs=a["p"],
+                                   join=True, start_method="spawn")
+            except mp.ProcessRaisedException as e:
+                if "EADDRINUSE" in str(e) and attempt < 2:
+                    continue
+                raise
+            with open(out) as f:
+                return json.load(f)
 
 
 def torch_configs(a, names):
@@ -259,6 +275,8 @@ def summarise(p, cfgs, results, tol):
         row = {"config": c["name"], "schedule": ok[0]["label"], "counts": c["counts"],
                "tokens_per_s": statistics.median(tps), "runs": tps, "losses": ok[0]["losses"],
                "all_losses": [r["losses"] for r in ok],
+               "cpu_per_step": [statistics.median(r["cpu_per_step"][k] for r in ok)
+                                for k in range(p)],
                "load": statistics.median(r["load_before"] for r in ok),
                "peak_rss_mb": [max(r["peak_rss_mb"][k] for r in ok) for k in range(p)],
                "run_rss_mb": [max(r["run_rss_mb"][k] for r in ok) for k in range(p)]}
@@ -275,7 +293,7 @@ def summarise(p, cfgs, results, tol):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ps", default="2,4")
-    ap.add_argument("--layers", type=int, default=20)
+    ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=50257)
@@ -324,13 +342,14 @@ def main():
 
 def print_table(p, res):
     print(f"\nP={p}: {'config':22s} {'schedule':22s} {'cut':14s} {'tokens/s':>9s}  "
-          f"{'loss diff':>9s}  peak RSS per rank, MB (of it the run's own)")
+          f"{'loss diff':>9s}  {'CPU s/step per rank':24s} peak RSS per rank, MB (of it the run's own)")
     for r in res["rows"]:
         if "error" in r:
             print(f"      {r['config']:22s} {r['error']}")
             continue
         print(f"      {r['config']:22s} {r['schedule']:22s} {','.join(map(str, r['counts'])):14s} "
               f"{r['tokens_per_s']:9.1f}  {r['max_loss_diff']:9.2e}  "
+              f"{' '.join(f'{x:.2f}' for x in r['cpu_per_step']):24s} "
               f"{', '.join(f'{x:.0f} ({y:.0f})' for x, y in zip(r['peak_rss_mb'], r['run_rss_mb']))}")
     pm = res["speedup_pairs_median"]
     print(f"  kaiten / best torch ({res['best_torch']}): {res['speedup']:.3f} (medians of every "

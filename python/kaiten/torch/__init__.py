@@ -219,11 +219,13 @@ def profile(stage_modules, example_microbatch, loss_fn=None, target=None, repeat
 
 class Partition:
     """Where to cut: counts[j] blocks in stage j (bounds: [start, end) per
-    stage), the measured blocks (profile, one entry per block) and what
+    stage), the measured blocks (profile, one entry per block; with an
+    optimizer's share, its "optimizer" list: seconds per step) and what
     each stage costs (the sums of its blocks)."""
 
-    def __init__(self, counts, bottleneck, block_profile):
+    def __init__(self, counts, bottleneck, block_profile, n_microbatches=1):
         self.counts = list(counts)
+        self.n_microbatches = n_microbatches
         self.bottleneck = bottleneck
         self.profile = block_profile
         self.bounds, at = [], 0
@@ -249,7 +251,11 @@ class Partition:
         return self.stage_profile().costs(comm)
 
     def loads(self):
-        return self.stage_profile().load()
+        """Each stage's time per micro-batch: F + I + W, and its share of
+        the optimizer step where that was measured."""
+        sp = self.stage_profile()
+        opt = sp.get("optimizer") or [0.0] * sp.n_stages
+        return [x + o / self.n_microbatches for x, o in zip(sp.load(), opt)]
 
     def modules(self, blocks, stage):
         """Stage's blocks as one torch.nn.Sequential."""
@@ -272,27 +278,68 @@ def even_counts(n_blocks, n_stages, first=1, last=1):
     return counts
 
 
+def _optimizer_time(blocks, optimizer, repeats):
+    """Seconds one optimizer step takes over each block's parameters (the
+    fastest of repeats, on stand-in gradients; the parameters are restored)."""
+    out = []
+    for b in blocks:
+        params = [q for q in b.parameters() if q.requires_grad]
+        if not params:
+            out.append(0.0)
+            continue
+        saved = [(q.detach().clone(), q.grad) for q in params]
+        opt = optimizer(params)
+        times = []
+        for _ in range(repeats + 1):
+            for q in params:
+                q.grad = torch.full_like(q, 1e-3)
+            t0 = time.perf_counter()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            times.append(time.perf_counter() - t0)
+        with torch.no_grad():
+            for q, (data, grad) in zip(params, saved):
+                q.copy_(data)
+                q.grad = grad
+        out.append(min(times[1:]))  # the first step also creates the optimizer's state
+    return out
+
+
 def partition(blocks, n_stages, example_input, loss_fn=None, target=None, mem_cap=None,
-              repeats=5, warmup=1, group=None):
+              repeats=5, warmup=1, group=None, optimizer=None, n_microbatches=None):
     """Measures every block of a sequential model (the embedding and the
     LM head are blocks too: list them first and last) and cuts it into
     n_stages contiguous stages with the exact min-max partition of F+I+W
-    per micro-batch (kaiten.partition). mem_cap (bytes, optional) bounds
-    each stage's activation memory at 1F1B's in-flight count (stage j
-    holds min(S - j, M) micro-batches; M = n_stages here). example_input:
-    one micro-batch for the first block. Returns a Partition."""
+    per micro-batch (kaiten.partition). With optimizer (a function of a
+    parameter list returning a torch optimizer, e.g. lambda ps:
+    torch.optim.AdamW(ps)) and n_microbatches, each block's share of the
+    optimizer step (its step time / M) counts too: a block with many
+    parameters (an embedding, a head) costs its rank at every step.
+    mem_cap (bytes, optional) bounds each stage's activation memory at
+    1F1B's in-flight count (stage j holds S - j micro-batches).
+    example_input: one micro-batch for the first block. Returns a Partition."""
     blocks = list(blocks)
     if not 1 <= n_stages <= len(blocks):
         raise KaitenError("EINVAL", f"partition: {n_stages} stages for {len(blocks)} blocks: need "
                                     f"1..{len(blocks)}")
-    prof = profile(blocks, example_input, loss_fn, target, repeats, warmup, group)
-    load = Profile(prof).load()
+    if optimizer is not None and not n_microbatches:
+        raise KaitenError("EINVAL", "partition: an optimizer's share needs n_microbatches")
+
+    def measure():
+        prof = _measure(blocks, example_input, loss_fn, target, repeats, warmup)
+        opt = _optimizer_time(blocks, optimizer, repeats) if optimizer else [0.0] * len(blocks)
+        prof["optimizer"] = opt
+        return prof
+
+    prof = Profile(_from_rank0(measure, group))
+    m = n_microbatches or 1
+    load = [x + o / m for x, o in zip(prof.load(), prof["optimizer"])]
     kw = {}
     if mem_cap:
         kw = dict(act=[max(a, w) for a, w in zip(prof["mem_act"], prof["mem_wgrad"])],
                   mult=[n_stages - j for j in range(n_stages)], mem_cap=float(mem_cap))
     counts, bottleneck = kaiten.partition(load, n_stages, **kw)
-    return Partition(counts, bottleneck, prof)
+    return Partition(counts, bottleneck, prof, m)
 
 
 def stage_costs(costs, n_stages):
@@ -346,13 +393,17 @@ _KINDS = {("loop", 1): ("gpipe", "1f1b", "zb-h1", "zb-h2", "zb-auto"),
           ("v", 2): ("zbv", "dualpipev", "zbv-auto", "v-half", "v-min")}
 
 
-def choose(p, v, placement, m, costs, mem_limit=None, kinds=None):
+def choose(p, v, placement, m, costs, mem_limit=None, kinds=None, cores=None):
     """The kaiten schedule with the smallest simulated makespan for these
     costs (a Profile, a Partition or a cost dict) among kinds (default:
     every kind for the layout) that keep every rank's peak within the
     memory limit (default: 1F1B's peak on the same costs). A schedule
-    without I/W actions is timed with the measured full B. Returns
-    (Schedule, {kind: makespan, or the reason it was left out})."""
+    without I/W actions is timed with the measured full B. With cores
+    (fewer than the ranks, which then share them) a step also takes at
+    least all the ranks' work over the cores: a rank's idle time goes to
+    another rank, and a schedule that does more work (the split backward)
+    pays for it. Returns (Schedule, {kind: its time, or the reason it was
+    left out})."""
     kinds = kinds or _KINDS.get((placement, v), ("zb-auto",))
     best, seen = None, {}
     limit = None
@@ -368,9 +419,12 @@ def choose(p, v, placement, m, costs, mem_limit=None, kinds=None):
         if sim.peak_memory > limit * (1 + 1e-9):
             seen[k] = f"peak memory {sim.peak_memory:g} over the limit {limit:g}"
             continue
-        seen[k] = sim.makespan
-        if best is None or sim.makespan < best[1]:
-            best = (s, sim.makespan)
+        span = sim.makespan
+        if cores and cores < p:
+            span = max(span, sum(r["busy"] for r in sim["ranks"]) / cores)
+        seen[k] = span
+        if best is None or span < best[1]:
+            best = (s, span)
     if best is None:
         raise KaitenError("EINVAL", f"no schedule fits: {seen}")
     return best[0], seen
@@ -401,7 +455,7 @@ def _limit(p, v, placement, m, costs, mem_limit):
 
 
 def build_schedule(stages, n_microbatches, loss_fn, kind="zb-auto", mem_limit=None, costs=None,
-                   format="compute_comms", **runtime_kwargs):
+                   format="compute_comms", cores=None, **runtime_kwargs):
     """A torch _PipelineScheduleRuntime for this rank's stages
     (PipelineStage objects), loaded with kaiten's order: call .step() on it
     as on any torch schedule.
@@ -415,6 +469,8 @@ def build_schedule(stages, n_microbatches, loss_fn, kind="zb-auto", mem_limit=No
                  or "0.5x" of 1F1B's peak; default 1F1B's
     format       "compute_comms": kaiten's lowered file (its SEND/RECV order);
                  "compute_only": torch lowers kaiten's compute order itself
+    cores        kind "auto": the cores the ranks share, when fewer than the
+                 ranks (one machine running them all); see choose()
     The order is made on the pipeline's rank 0 and sent to every rank.
     runtime_kwargs go to _PipelineScheduleRuntime (scale_grads, ...). The
     returned schedule carries the kaiten.Schedule as .kaiten_schedule."""
@@ -429,7 +485,7 @@ def build_schedule(stages, n_microbatches, loss_fn, kind="zb-auto", mem_limit=No
 
     def make():
         if kind == "auto":
-            s, _ = choose(p, v, placement, n_microbatches, costs, mem_limit)
+            s, _ = choose(p, v, placement, n_microbatches, costs, mem_limit, cores=cores)
         else:
             s = _kind_schedule(kind, p, v, placement, n_microbatches, costs, mem_limit)
         return s.to_csv(format), s.name
