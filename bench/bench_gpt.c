@@ -394,11 +394,11 @@ int main(int argc, char **argv) {
       {"default", "kaiten train defaults: L=4 C=64 NH=4 T=64", 4, 64, 4, 64, 0.70},
       {"larger", "--layers 8 --hidden 256 --heads 8 --seq-len 128", 8, 256, 8, 128, 0.85},
   };
-  const char *chosen, *core = kt__blas_core(&chosen);
+  const char *chosen, *core = kt_blas_core(&chosen);
   printf("# GPT, M=%d b=%d, 1f1b, one OpenBLAS thread per rank (OpenBLAS core: %s%s; kaiten's "
          "element-wise kernels: %s); median of %d rounds (bare sgemm replays in and out of "
          "cache, P=1 step, P=2 step)\n",
-         M_MB, B_MB, core, chosen ? ", chosen by kaiten" : "", kt__kernel_isa(), o.reps);
+         M_MB, B_MB, core, chosen ? ", chosen by kaiten" : "", kt_kernel_isa(), o.reps);
   printf("%-8s %9s %9s %9s %9s %9s %8s %8s %9s %9s %8s %8s %8s\n", "model", "P1 ms", "P1 GF/s",
          "bare GF/s", "cold GF/s", "sgemm", "P1/bare", "P1/cold", "P1 tok/s", "P2 tok/s",
          "/ideal", "zb/ideal", "speedup");

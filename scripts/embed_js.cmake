@@ -1,12 +1,22 @@
 # Turns a browser script into a C string: cmake -DVAR=name -DSRC=in.js
 # -DOUT=out.c -P embed_js.cmake. The pages wrap scripts in a CDATA section
 # and promise no "//" anywhere (tests look for external references by it),
-# so a script holding "//", "]]>" or "</script" fails the build.
+# so a script holding "//", "]]>", "</script", or what reads as a link
+# ("http:", "src=", "href=", "url(", "@import", "xlink:"), fails the build.
 file(READ "${SRC}" text)
 foreach(bad "//" "]]>" "</script")
   string(FIND "${text}" "${bad}" at)
   if(NOT at EQUAL -1)
     message(FATAL_ERROR "${SRC}: holds \"${bad}\" (offset ${at}); use /* */ comments")
+  endif()
+endforeach()
+# nor anything the report tests read as a reference out of the page
+string(TOLOWER "${text}" lower)
+foreach(bad "https?:" "(^|[^a-z0-9_])src[ \t]*=" "(^|[^a-z0-9_])href[ \t]*=" "url\\(" "@import"
+        "xlink:")
+  string(REGEX MATCH "${bad}" hit "${lower}")
+  if(hit)
+    message(FATAL_ERROR "${SRC}: holds \"${hit}\", which reads as a reference out of the page")
   endif()
 endforeach()
 file(READ "${SRC}" hex HEX)

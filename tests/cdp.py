@@ -19,6 +19,7 @@ import os
 import select
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -31,6 +32,25 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 class CDPError(RuntimeError):
     pass
+
+
+class Tally:
+    """Counts checks and failures; a failure prints what went wrong."""
+
+    def __init__(self):
+        self.checks = self.fails = 0
+
+    def __call__(self, cond, what):
+        self.checks += 1
+        if not cond:
+            self.fails += 1
+            print("FAIL: " + what, file=sys.stderr)
+        return cond
+
+    def summary(self, name):
+        print("%s: %d checks, %d failed: %s" % (name, self.checks, self.fails,
+                                                "FAIL" if self.fails else "OK"))
+        return 1 if self.fails else 0
 
 
 class Browser:

@@ -12,3 +12,10 @@ has() { if grep -q -- "$1" "$2"; then ok; else bad "'$1' not in $2: $(head -c 40
 # the last command's stderr is exactly one non-empty line
 oneline() { local n; n=$(wc -l <"$tmp/err"); if [ "$n" -le 1 ] && [ -s "$tmp/err" ]; then ok; else bad "stderr not one line: $(cat "$tmp/err")"; fi; }
 finish() { echo "$1: $checks checks, $fails failed: $([ $fails = 0 ] && echo OK || echo FAIL)"; [ $fails = 0 ]; }
+# The headless browser the browser tests drive (Chromium), or nothing.
+find_chromium() {
+  for c in chromium chromium-browser google-chrome-stable google-chrome; do
+    command -v "$c" >/dev/null 2>&1 && { command -v "$c"; return 0; }
+  done
+  return 1
+}

@@ -21,20 +21,12 @@ import time
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 from cdp import Browser  # noqa: E402
+import ktserve  # noqa: E402
+from ktserve import check  # noqa: E402
 
 K, CHROMIUM, TMP = sys.argv[1:4]
 # instrumented builds (make asan) train slower: fewer steps last as long
 STEPS = 60 if __import__("os").environ.get("KT_SANITIZED") == "1" else 150
-checks = fails = 0
-
-
-def check(cond, what):
-    global checks, fails
-    checks += 1
-    if not cond:
-        fails += 1
-        print("FAIL: " + what, file=sys.stderr)
-    return cond
 
 
 def start(args):
@@ -236,5 +228,4 @@ with Browser(CHROMIUM) as browser:
     run = live(browser)
     serve_runs(browser, run)
     run_report(browser, run)
-print("test_serve_browser: %d checks, %d failed: %s" % (checks, fails, "FAIL" if fails else "OK"))
-sys.exit(1 if fails else 0)
+ktserve.finish("test_serve_browser")

@@ -453,7 +453,7 @@ static void test_fast_expf(void) {
 /* When kaiten replaced OpenBLAS's fallback kernels at load time, the
  * replacement is what runs (the matmul checks above ran on it). */
 static void test_blas_core(void) {
-  const char *chosen, *core = kt__blas_core(&chosen);
+  const char *chosen, *core = kt_blas_core(&chosen);
   printf("OpenBLAS core: %s%s\n", core, chosen ? " (chosen by kaiten over a pre-AVX2 fallback)" : "");
   if (chosen) CHECK(!strcmp(core, chosen));
 }

@@ -32,6 +32,13 @@ has "makespan" "$tmp/out"
 mkfifo ff
 cat ff >from_fifo &
 reader=$!
+# the reader must be waiting in open() before kaiten looks for one (kaiten
+# starts in about a millisecond: it can get there before cat does)
+for _ in $(seq 500); do
+  [ "$(readlink "/proc/$reader/exe" 2>/dev/null)" != "$(readlink -f "$(command -v cat)")" ] && { sleep 0.01; continue; }
+  [ "$(awk '{print $3}' "/proc/$reader/stat" 2>/dev/null)" = S ] && break
+  sleep 0.01
+done
 expect 0 "$K" "${gen[@]}" --format json -o ff
 wait $reader
 [ -p ff ] && ok || bad "the FIFO was replaced"

@@ -83,7 +83,8 @@ python3 "$tmp/check.py" "$tmp/sim.html" interleaved "$tmp/il.json" && ok || bad 
 # large: P=32 M=256 stays small, aggregates, and its counts still add up
 expect 0 "$K" compare -p 32 -m 256 --schedules gpipe,1f1b,zb-h2,zbv --report "$tmp/big.html"
 size=$(wc -c <"$tmp/big.html")
-if [ "$size" -lt 1500000 ]; then ok; else bad "P=32 M=256 comparison report is $size bytes"; fi
+# 1.5 MB of charts, and up to 400 KB for the what-if panel's simulator
+if [ "$size" -lt 1900000 ]; then ok; else bad "P=32 M=256 comparison report is $size bytes"; fi
 args=()
 for s in gpipe 1f1b zb-h2 zbv; do
   "$K" sim --schedule "$s" -p 32 -m 256 --format json >"$tmp/big-$s.json"

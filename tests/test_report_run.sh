@@ -165,7 +165,8 @@ sed -i 's/"steps": 12/"steps": 5000/' "$tmp/long/config.json"
 expect 0 "$K" report "$tmp/long"
 python3 "$tmp/check.py" "$tmp/long/report.html" "$tmp/long" --long && ok || bad "long run report"
 size=$(wc -c <"$tmp/long/report.html")
-if [ "$size" -lt 400000 ]; then ok; else bad "5000-step report is $size bytes"; fi
+# 400 KB of charts, and up to 400 KB for the what-if panel's simulator
+if [ "$size" -lt 800000 ]; then ok; else bad "5000-step report is $size bytes"; fi
 
 # P = 32: the Gantt still has every event, memory shows 8 of 32 ranks
 expect 0 "$K" train --model mlp --layers 32 --hidden 8 --stages 32 -m 32 --steps 2 --val-every 1 \
@@ -183,8 +184,9 @@ cp -r "$R" "$tmp/noconfig"; rm "$tmp/noconfig/config.json"
 expect 2 "$K" report "$tmp/noconfig"; one_line "config.json"
 cp -r "$R" "$tmp/badconfig"; echo '{"model": {"kind": "mlp",' >"$tmp/badconfig/config.json"
 expect 2 "$K" report "$tmp/badconfig"; one_line "config.json"
+# a bad line is skipped with one warning naming it; the report has the other steps
 cp -r "$R" "$tmp/badline"; sed -i '3s/.*/{"step": garbage}/' "$tmp/badline/metrics.jsonl"
-expect 2 "$K" report "$tmp/badline"; one_line "metrics.jsonl line 3"
+expect 0 "$K" report "$tmp/badline"; one_line "metrics.jsonl line 3: malformed JSON (skipped)"
 cp -r "$R" "$tmp/badtl"; echo 'not json' >"$tmp/badtl/timeline.json"
 expect 2 "$K" report "$tmp/badtl"; one_line "timeline.json"
 cp -r "$R" "$tmp/badev"; sed -i 's/"op":"F"/"op":"Q"/' "$tmp/badev/timeline.json"

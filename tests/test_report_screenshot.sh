@@ -11,12 +11,6 @@ set -u
 K="$1"
 . "$(dirname "$0")/lib.sh"
 
-find_chromium() {
-  for c in chromium chromium-browser google-chrome-stable google-chrome; do
-    command -v "$c" >/dev/null 2>&1 && { command -v "$c"; return 0; }
-  done
-  return 1
-}
 browser=$(find_chromium)
 if [ -z "$browser" ]; then # scripts/deps.sh installs it; a test never does
   echo "test_report_screenshot: SKIP: Chromium is not installed (scripts/deps.sh installs it)"

@@ -82,6 +82,28 @@ int main(void) {
   kt_schedule_free(&lowered);
   kt_schedule_free(&s);
 
+  /* an op overhead of 0.5 on every action (F 1.5, B 2.5; by hand): rank 1
+   * runs F0 2-3.5, B0 3.5-6, F1 6-7.5, B1 7.5-10; rank 0's B1 waits for
+   * rank 1's B1 + 0.5 and ends at 13; kt_schedule_span leaves its fast path
+   * for it and agrees */
+  s = gen(KT_SCHED_1F1B, 2, 2);
+  c.op_overhead = 0.5;
+  REQUIRE(kt_simulate(&s, &c, &t, &err) == KT_OK);
+  CHECK_NEAR(find(&t, 1, KT_OP_F, 1)->start, 6.0, 1e-12);
+  CHECK_NEAR(find(&t, 0, KT_OP_B, 1)->start, 10.5, 1e-12);
+  CHECK_NEAR(kt_cost_op(&c, 0, KT_OP_B), 2.5, 1e-12);
+  REQUIRE(kt_timeline_metrics(&t, &m, &err) == KT_OK);
+  CHECK_NEAR(m.makespan, 13.0, 1e-12);
+  CHECK_NEAR(m.ranks[0].busy, 8.0, 1e-12);
+  double span, total;
+  REQUIRE(kt_schedule_span(&s, &c, &span, &total, &err) == KT_OK);
+  CHECK_NEAR(span, 13.0, 1e-12);
+  CHECK_NEAR(total, 16.0, 1e-12);
+  kt_metrics_free(&m);
+  kt_timeline_free(&t);
+  c.op_overhead = 0;
+  kt_schedule_free(&s);
+
   /* gpipe P=3 M=2, T_F=2, T_B=1, T_W=1, T_comm=1 */
   s = gen(KT_SCHED_GPIPE, 3, 2);
   c.tf = 2, c.tb = 1, c.tw = 1, c.comm = 1;

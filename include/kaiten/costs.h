@@ -27,6 +27,11 @@ typedef struct kt_costs {
    * posting a send takes it, LogP's o: a copy into a TCP socket is paid by
    * the sender); the message still leaves when the send starts. Default 0. */
   double send_overhead;
+  /* Time every compute action holds its rank beyond its cost (a kernel
+   * launch, the framework's bookkeeping): F, B, I and W each pay it once,
+   * so splitting a B into I and W pays it twice. Not divided by V under the
+   * rank cost basis (it is per action, not per share). Default 0. */
+  double op_overhead;
   double mem_act;            /* M_B: activation memory one F adds */
   double mem_wgrad;          /* M_W: memory an I keeps for its W */
   double mem_transient;      /* what an action of the stage holds while it runs beyond the
@@ -58,6 +63,9 @@ void kt_costs_default(kt_costs *c);
 void kt_costs_free(kt_costs *c);
 /* Deep copy (per-stage arrays duplicated). ENOMEM. */
 kt_status kt_costs_copy(kt_costs *dst, const kt_costs *src);
+/* 1 when no compute action takes time: T_F, T_B and T_W 0 on every stage
+ * and no op overhead (a simulation then has no makespan to speak of). */
+int kt_costs_compute_free(const kt_costs *c);
 /* Checks values are finite and >= 0 and per-stage arrays match n_stages. */
 kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err);
 

@@ -57,6 +57,25 @@ const char *kt_schedule_closed_form_why_not(kt_schedule_kind k, int p, int v, in
 double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int m,
                                            double mem_act, double mem_wgrad, const char **expr);
 
+/* A schedule's closed forms as they apply to one simulation of it: the
+ * bubble ratio and the peak memory (in mem_act units) where the forms are
+ * exact for s under c, else -1 with why saying why (one phrase). */
+typedef struct {
+  double bubble;
+  const char *bubble_expr, *why;
+  double peak_memory;
+  const char *peak_memory_expr;
+} kt_closed_forms;
+
+/* The forms of kind for s (its P, V, M) under the stage costs c, as every
+ * report states them: the bubble's needs uniform T_F, T_B, T_W, no
+ * communication and no send or op overhead; the memory's uniform M_B and
+ * M_W. simulated_bubble (< 0: unknown) is the simulation's: a zbv order the
+ * generator tuned to unequal costs beats its fixed order's form, and then
+ * neither form is the schedule's. kind < 0 (a schedule file): none. */
+void kt_schedule_closed_forms(int kind, const kt_schedule *s, const kt_costs *c,
+                              double simulated_bubble, kt_closed_forms *out);
+
 typedef struct {
   int p, v, m; /* v = 0: the schedule's default chunk count */
   /* zb-auto, zbv-auto, v-half, v-min: the cost model to optimise against
@@ -106,6 +125,59 @@ kt_status kt_schedule_span(const kt_schedule *s, const kt_costs *c, double *span
  * parameters are impossible for it (e.g. interleaved with M < P). */
 kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *params,
                                kt_schedule *out, kt_error *err);
+
+/* ---- optimal: the fastest order of a small problem, proven -------------- */
+
+/* What the exact search proves within a minute on 2 cores (the corpus of
+ * bench/optimal_corpus.sh, docs/schedules.md). */
+#define KT_OPTIMAL_PROVES "P <= 4 and M <= 6, V = 1 or 2 (215 of the corpus's 216 problems)"
+
+typedef struct {
+  double time_limit;  /* seconds (<= 0: 10) */
+  size_t memo_bytes;  /* the table of visited states (0: 256 MiB) */
+  int no_delays;      /* 1: every rank starts as soon as its input arrives (a smaller search) */
+  long max_nodes;     /* > 0: the search also stops after this many nodes (deterministic) */
+} kt_optimal_opts;
+
+typedef struct {
+  double makespan;       /* of the order returned, from kt_simulate */
+  double lower_bound;    /* no order is faster (= makespan when proven) */
+  int proven;            /* 1: the search finished: the order is optimal */
+  double gap;            /* makespan / lower_bound - 1 (0 when proven) */
+  double start_makespan; /* zb-auto's (zbv-auto's), the order the search set out to beat */
+  long nodes;
+  double seconds;
+} kt_optimal_result;
+
+/* The fastest order of params->p ranks, params->m micro-batches and
+ * params->v (1: loop placement, 2: the given placement, loop or v) chunks
+ * per rank, under params->costs (stage costs; NULL: unit) and
+ * params->mem_limit (as zb-auto reads it), searched exactly within
+ * opts->time_limit: an order of F, I and W (a full B never helps while
+ * M_W <= M_B). Above its reach (P > 8 or M > 64), EINVAL naming what it
+ * proves. When time runs out, the best order found with proven = 0 and the
+ * gap to the lower bound. EINVAL when no order fits the memory limit, the
+ * costs have links, or a stage's M_W exceeds its M_B (a full B could then
+ * beat I then W), ENOMEM. */
+kt_status kt_schedule_optimal(const kt_schedule_params *params, kt_placement placement,
+                              const kt_optimal_opts *opts, kt_schedule *out,
+                              kt_optimal_result *res, kt_error *err);
+
+/* A lower bound on the makespan of every order of layout's ranks, stages
+ * and micro-batches (its actions are not read) under the stage costs c
+ * (NULL: unit) whose ranks stay within mem_limit (as zb-auto reads it; <= 0:
+ * its default): per rank, the single-machine bound of the ops it runs,
+ * released by the dependency chains, by what the memory limit makes run
+ * first and by the rank's own machine, each with the least time its rank
+ * still needs after it (docs/schedules.md, "Lower bound"). O(P V M log M)
+ * above small sizes. Links and send overhead only lengthen an order and
+ * are left out. search_nodes > 0: on problems the exact search proves
+ * quickly (P <= 4, M <= 6, V = 1, or V = 2 in v placement), also that
+ * search, up to that many nodes (the same answer on every machine; about
+ * 10^5 a second); *exact (may be NULL) is then 1 when the bound is the
+ * proven optimum. EINVAL when no order fits the limit, ENOMEM. */
+kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
+                                  long search_nodes, double *lb, int *exact, kt_error *err);
 
 #ifdef __cplusplus
 }

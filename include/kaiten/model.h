@@ -117,7 +117,9 @@ void kt_chunk_destroy(kt_chunk *c);
 void kt_chunk_zero_grad(kt_chunk *c);
 
 /* ---- the BLAS every matmul goes through (OpenBLAS) ----------------------------
- * Process-wide settings: the program chooses them, the library never does. */
+ * Process-wide settings: the program chooses them (kt_session does through its
+ * blas_threads, kt_calibrate_compute sets one thread); nothing else in the
+ * library does. */
 
 /* Where OpenBLAS fell back to pre-AVX2 kernels on a CPU it does not know
  * (and OPENBLAS_CORETYPE is unset), has it use the fastest kernels this CPU
@@ -126,6 +128,22 @@ void kt_chunk_zero_grad(kt_chunk *c);
 const char *kt_blas_choose_core(void);
 /* Threads OpenBLAS uses for one matmul (every caller's: process-wide). */
 void kt_blas_set_threads(int n);
+/* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...);
+ * *chosen_by_kaiten (when non-NULL) receives the core kt_blas_choose_core
+ * chose in place of OpenBLAS's own fallback, or NULL. */
+const char *kt_blas_core(const char **chosen_by_kaiten);
+/* Which build of the element-wise kernels the loader picked: "x86-64-v4"
+ * (AVX-512), "x86-64-v3" (AVX2 + FMA), "baseline", or "portable" where
+ * they are built once (not GCC on x86-64, or under ThreadSanitizer). */
+const char *kt_kernel_isa(void);
+/* Measures the matmuls of a piece of work (kaiten calibrate): runs
+ * work(ctx) with the shape of every matmul kaiten issues logged, then
+ * replays the logged calls on bare sgemm. *flops receives the FLOPs work
+ * issued (every thread's), *sgemm_seconds the fastest of reps replays (0
+ * when work issued none). Not for two callers at once (the log is
+ * process-wide). work's status, or ENOMEM. */
+kt_status kt_matmul_measure(kt_status (*work)(void *ctx, kt_error *err), void *ctx, int reps,
+                            double *flops, double *sgemm_seconds, kt_error *err);
 
 /* ---- partitions ------------------------------------------------------------ */
 

@@ -47,6 +47,20 @@ typedef struct {
   const char *closed_form_expr;
   const char *closed_form_why; /* when there is none: why (one phrase), or NULL */
   size_t messages;
+  /* A lower bound on the makespan of every order of this layout that stays
+   * within lower_bound_memory per rank (kt_makespan_lower_bound, or the
+   * exact search's); lower_bound_exact: it is the proven optimum.
+   * has_lower_bound 0: none (lower_bound_why says why, or NULL). */
+  int has_lower_bound, lower_bound_exact;
+  double lower_bound, lower_bound_memory;
+  const char *lower_bound_why;
+  const char *lower_bound_from; /* "analytic", "search" (the exact search raised it), or NULL */
+  /* The exact search that made schedule "optimal" (searched 0: none). */
+  int searched, proven;
+  double search_seconds, search_time_limit, search_start_makespan;
+  long search_nodes;
+  double mem_limit; /* zb-auto, zbv-auto: the memory limit the search kept (mem-act units);
+                       0: none */
 } kt_sim_info;
 
 /* Metrics as an aligned text table (after a Gantt chart). */
@@ -77,6 +91,11 @@ typedef struct {
   const char *closed_mem_expr;
   int inflight_first, inflight_last;
   size_t messages;
+  /* the lower bound on its layout's makespan within lower_bound_memory per
+   * rank (kt_sim_info's fields); proven: its exact search finished (-1:
+   * not searched) */
+  int has_lower_bound, lower_bound_exact, proven;
+  double lower_bound, lower_bound_memory;
 } kt_compare_row;
 
 typedef struct {

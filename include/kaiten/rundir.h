@@ -86,7 +86,8 @@ typedef enum {
  * EBUSY when another process holds it (the message names its PID); EINVAL
  * for a path that is not a directory, a non-empty directory in NEW mode, or
  * a missing run in RESUME mode; EIO. With FORCE, *kept (may be NULL)
- * receives how many entries that are not kaiten's were left in place. */
+ * receives how many entries that are not kaiten's were left in place; a
+ * NEW directory refused for what it holds leaves that count there (> 0). */
 kt_status kt_rundir_create(const char *dir, kt_rundir_mode mode, int *kept, kt_rundir **out,
                          kt_error *err);
 void kt_rundir_destroy(kt_rundir *rd);
@@ -123,6 +124,19 @@ typedef struct {
   char *key, *value;
 } kt_run_config_item;
 
+/* kt_run.warnings holds at most KT_RUN_MAX_WARNINGS messages, of which the
+ * first KT_RUN_LINES_DESCRIBED bad lines of metrics.jsonl (the rest counted). */
+#define KT_RUN_MAX_WARNINGS 16
+#define KT_RUN_LINES_DESCRIBED 8
+
+/* Where kt_run_follow goes on reading (set by kt_run_load; not for callers). */
+typedef struct {
+  long long metrics_end;              /* bytes of metrics.jsonl read */
+  int metrics_lines;                  /* its lines read */
+  unsigned long long metrics_id[2];   /* its device and inode */
+  unsigned long long timeline_id[4];  /* timeline.json's device, inode, size, mtime (ns) */
+} kt_run_follow_state;
+
 /* A whole run directory read back: DIR/config.json and DIR/metrics.jsonl
  * are required, DIR/timeline.json (the traced step, measured and predicted)
  * and DIR/trace.json (its memory counters) are optional. */
@@ -140,19 +154,52 @@ typedef struct {
   int ranks;                    /* ranks[] entries per step (the most any line has) */
   kt_run_rank_step *rank_steps; /* n_steps * ranks, row per step */
   size_t skipped_lines;         /* a torn last line (no newline, not JSON) is skipped */
+  /* complete lines that hold no step (malformed JSON, a NUL byte, no "step")
+   * are skipped, never the file: how many, the first described in warnings
+   * ("DIR/metrics.jsonl line 7: malformed JSON (skipped)"), with other
+   * things skipped (a trace.json too large to read) */
+  size_t bad_lines;
+  char *warnings[KT_RUN_MAX_WARNINGS];
+  size_t n_warnings;
   /* timeline.json: the traced (last) step, both shifted to start at 0 (s) */
   int has_timeline;
   kt_timeline measured, predicted;
   double calibrated[4];   /* predicted costs: T_F, T_B, T_W, T_comm (s); NAN when absent */
   int has_memory;         /* measured.mem holds trace.json's memory counters (bytes) */
+  kt_run_follow_state follow;
 } kt_run;
 
-/* Reads a run directory. A missing directory or required file, or malformed
- * JSON (a complete line of metrics.jsonl included), is EINVAL or EPARSE with
- * a one-line reason naming the file (and line); ENOMEM, EIO. On error *out
- * holds nothing to free. */
+/* Reads a run directory. A missing directory or required file, malformed
+ * JSON in config.json, timeline.json or trace.json, a timeline whose times
+ * overflow, a file far larger than kaiten writes (config.json 4 MiB,
+ * timeline.json 64 MiB, metrics.jsonl 1 GiB or a line of
+ * 1 MiB) or one that is not a regular file is EINVAL or EPARSE with a
+ * one-line reason naming the file (and line); ENOMEM, EIO. A bad line of
+ * metrics.jsonl is skipped and described in warnings, and so is trace.json
+ * past 64 MiB (its memory counters are not read). On error *out holds
+ * nothing to free. */
 kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err);
 void kt_run_free(kt_run *r);
+
+/* What kt_run_follow found. */
+typedef struct {
+  size_t steps;  /* steps appended to r->steps, in file order */
+  int timeline;  /* timeline.json changed: measured, predicted, calibrated and
+                    the memory counters were read again */
+} kt_run_news;
+
+/* Reads what a trainer added to a run loaded with kt_run_load: the complete
+ * lines appended to metrics.jsonl since (when the file was rewritten, as a
+ * resume does, only steps after the last one held), and timeline.json when
+ * it changed. Bad lines are skipped and counted as in kt_run_load; errors
+ * as kt_run_load's, r stays as it was (new steps already added stay). */
+kt_status kt_run_follow(kt_run *r, kt_run_news *news, kt_error *err);
+
+/* Whether a process holds dir's lock (writes it now): 1 with its PID in
+ * *pid (0 when unknown), else 0. Takes no lock while a writer holds it
+ * (the kernel's lock table is read), so a trainer starting then is never
+ * refused. */
+int kt_rundir_writer(const char *dir, long *pid);
 
 #ifdef __cplusplus
 }

@@ -39,6 +39,14 @@ void kt_optim_config_default(kt_optim_config *o);
 /* Learning rate at optimizer step `step` (0-based). */
 double kt_optim_lr(const kt_optim_config *o, int step);
 
+/* Builds the chunk of pipeline stage `stage` (of n_stages) of a model of
+ * the caller's own, for micro-batches of micro_batch samples with up to
+ * n_microbatches of them stashed at once (kaiten/model_impl.h: ops, params
+ * and grads of n_params floats, in_elems/out_elems, is_first/is_last, and
+ * stash_bytes kept current for the memory measurement). */
+typedef kt_status (*kt_chunk_factory)(void *ctx, int stage, int n_stages, int micro_batch,
+                                      int n_microbatches, kt_chunk **out, kt_error *err);
+
 typedef struct {
   const kt_schedule *schedule; /* P, V, M, placement and the action lists */
   int data_parallel;           /* D replicas */
@@ -46,6 +54,12 @@ typedef struct {
   int micro_batch;             /* b samples per micro-batch */
   kt_model_config model;
   const int *partition;        /* S unit counts (stage order), NULL = balanced */
+  /* A model of the caller's own instead of `model` (NULL: the built-in
+   * model): every stage's chunk comes from make_chunk(chunk_ctx, ...). It
+   * has no units, so no partition and no checkpoints; weight decay applies
+   * to all its parameters. */
+  kt_chunk_factory make_chunk;
+  void *chunk_ctx;
   kt_optim_config optim;
   /* Synthetic workload: every F/I/W sleeps its cost and sends act_bytes. */
   int synthetic;

@@ -120,6 +120,10 @@ kt_status kt_schedule_set_stage_table(kt_schedule *s, int n_stages, const int *s
 /* An empty schedule with src's P, V, placement (table included) and name and
  * the given M. */
 kt_status kt_schedule_init_like(kt_schedule *s, const kt_schedule *src, int m, kt_error *err);
+/* dst (uninitialised) becomes a deep copy of src: every rank's actions
+ * with their flags, the placement and the name. ENOMEM (dst then holds
+ * nothing to free). */
+kt_status kt_schedule_copy(kt_schedule *dst, const kt_schedule *src, kt_error *err);
 void kt_schedule_free(kt_schedule *s);
 /* rounds copies of src back to back on every rank (micro-batch ids offset
  * by k*M, flags kept): a step of gradient accumulation, each round with its

@@ -8,15 +8,23 @@
  * end marker. A client that connects late gets the history first, then the
  * live records.
  *
- * Two sources: finished run directories (read once with kt_run_load), and
- * at most one live run, fed by the trainer with kt_server_push. The trainer
- * never waits on the server: records go through a bounded single-producer
- * queue and are dropped (and counted) when it is full.
+ * Two sources: run directories (read with kt_run_load; one whose lock a
+ * trainer holds is followed as it grows, shown as "training (pid N)" until
+ * the lock is released), and at most one live run, fed by the trainer with
+ * kt_server_push. The trainer never waits on the server: records go through
+ * a bounded single-producer queue and are dropped (and counted) when it is
+ * full.
  *
  * Read-only: besides the page and the stream, only the known files of each
  * run directory are served (/runs/N/config.json, metrics.jsonl,
- * timeline.json, trace.json); every other path is 404, so no request can
- * name a file outside them. The library never prints.
+ * timeline.json, trace.json), and only when they are regular files in that
+ * directory (never through a symbolic link, one swapped in later included);
+ * every other path is 404, so no request can name a file outside them.
+ * Requests must name this machine in their Host header (DNS rebinding).
+ * Connections are guarded (a client address holds at most 32, all clients
+ * 128; an idle connection gives its place to a new one, and waits at most
+ * 10 s for its request), so slow clients cannot lock others out. The
+ * library never prints.
  */
 #ifndef KAITEN_SERVE_H
 #define KAITEN_SERVE_H
@@ -44,16 +52,30 @@ typedef struct {
   const kt_run *done;          /* a resumed run's earlier steps, shown first (may be NULL) */
 } kt_serve_live;
 
+/* Receives a warning (a line of metrics.jsonl skipped); may be called from
+ * the server's threads. */
+typedef void (*kt_serve_warning_fn)(void *ctx, const char *msg);
+
 typedef struct {
   const char *host;      /* IPv4 address or "localhost" (default "127.0.0.1") */
   int port;              /* 0 = any free port (see kt_server_port) */
   int max_clients;       /* event streams at once (default 8); more get 503 */
   int queue;             /* step records the trainer may have in flight (default 256) */
-  double render_every;   /* seconds between rendered steps of a live run (default 1) */
+  double render_every;   /* seconds between rendered steps of a live run (default 0.5) */
   const char *const *run_dirs; /* finished runs to show (their curves overlay) */
   int n_run_dirs;
   const kt_serve_live *live; /* NULL: only run_dirs */
+  /* Host header names accepted besides the machine's own (its addresses, its
+   * name, localhost): a request naming another host is 403 (DNS rebinding) */
+  const char *const *allow_hosts;
+  int n_allow_hosts;
+  kt_serve_warning_fn on_warning; /* NULL: warnings are dropped */
+  void *warning_ctx;
 } kt_serve_config;
+
+/* Whether listening on host exposes the runs beyond this machine (an address
+ * that is not the loopback). */
+int kt_serve_host_exposed(const char *host);
 
 void kt_serve_default_config(kt_serve_config *c);
 
@@ -80,6 +102,8 @@ typedef struct {
   long long dropped;    /* records the queue had no room for */
   long long rendered;   /* steps rendered for the page */
   long long refused;    /* streams refused for the client limit */
+  long long evicted;    /* idle connections closed to make room, or past their time */
+  long long turned_away; /* connections closed at once: all in their way were busy */
 } kt_serve_stats;
 
 /* Loads the run directories, binds host:port and starts serving. EINVAL:

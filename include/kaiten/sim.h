@@ -31,7 +31,8 @@
 extern "C" {
 #endif
 
-/* Duration of an op on stage: T_F, T_B + T_W (B), T_B (I) or T_W (W). */
+/* Duration of an op on stage: T_F, T_B + T_W (B), T_B (I) or T_W (W), plus
+ * the costs' op_overhead. */
 double kt_cost_op(const kt_costs *c, int stage, kt_op op);
 
 /* Simulates the schedule; fills a fresh timeline (caller frees). out may be
@@ -66,6 +67,36 @@ kt_status kt_simulate_into(const kt_schedule *s, const kt_costs *c, const kt_sim
 /* Both in one run: the timeline (out) and its metrics (met). */
 kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
                            kt_metrics *met, kt_error *err);
+
+/* ---- the critical path of a timeline, simulated or measured ----------------
+ *
+ * Each action waits for its rank's previous one (which holds the rank
+ * send_overhead longer for every message it sent to another rank) and for
+ * the action that made its input (kt_action_needs), handed over hop later
+ * when that one ran on another rank; an overlapped group publishes when it
+ * all ends. For a simulation without links, hop = kt_cost_comm(c) and
+ * send_overhead = c->send_overhead reproduce its timing; for a measured
+ * step pass 0 (the waits hold the transfers). */
+typedef struct {
+  /* per event, in the timeline's order: how much later it could start
+   * without moving the step's end (the latest event end), every other
+   * action keeping its duration and every hand-over its time; 0 on the
+   * critical path */
+  double *slack;
+  /* the critical path, first action to last: from the action that ends
+   * last, back through the predecessor that released it last (on a tie
+   * the hand-over from another rank), as event indices */
+  size_t *path;
+  size_t n_path;
+  double end; /* the step's end */
+} kt_critical;
+
+/* EINVAL for a negative hop or overhead, an event outside the timeline's
+ * ranks, or waits that form a cycle (a measured timeline with skewed
+ * clocks may); ENOMEM. Free with kt_critical_free. */
+kt_status kt_timeline_critical(const kt_timeline *t, double hop, double send_overhead,
+                               kt_critical *out, kt_error *err);
+void kt_critical_free(kt_critical *c);
 
 /* ---- why a measured step idled ------------------------------------------ */
 

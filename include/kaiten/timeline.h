@@ -58,6 +58,10 @@ kt_status kt_timeline_add_event(kt_timeline *t, const kt_event *e);
 kt_status kt_timeline_reserve(kt_timeline *t, size_t n_events, size_t n_mem);
 kt_status kt_timeline_add_mem(kt_timeline *t, int rank, double time, double value);
 kt_status kt_timeline_add_comm(kt_timeline *t, const kt_event *e);
+/* dst (an initialised timeline; what it held is replaced, its storage
+ * reused) becomes a copy of src: events, communication events, memory
+ * samples, P and units. ENOMEM (dst then holds part of src). */
+kt_status kt_timeline_copy(kt_timeline *dst, const kt_timeline *src);
 /* Sorts events by (rank, start), memory samples by (rank, t) and
  * communication events by rank (each rank's keep their program order). */
 void kt_timeline_sort(kt_timeline *t);

@@ -1,9 +1,14 @@
-/* kaiten training loop: data, steps, validation, measured versus predicted.
- * Drives a kt_runtime for N optimizer steps and reports progress through a
- * callback; the CLI prints, the library does not. */
+/* kaiten training: the loop (data, steps, validation, measured versus
+ * predicted) over a kt_runtime, and the session that runs it the way
+ * `kaiten train` does (schedule, runtime, run directory, resume,
+ * checkpoints, the stop vote of MPI ranks, measurements). Progress and
+ * notes arrive through callbacks; the library never prints. */
 #ifndef KAITEN_TRAIN_H
 #define KAITEN_TRAIN_H
 
+#include "kaiten/checkpoint.h"
+#include "kaiten/generators.h"
+#include "kaiten/rundir.h"
 #include "kaiten/runtime.h"
 #include "kaiten/sim.h"
 
@@ -49,6 +54,13 @@ typedef struct {
   int skipped, nonfinite_stage;
   const char *nonfinite_what;
   int skipped_total;
+  /* From a kt_session (NULL from kt_train_run): the step as the run
+   * directory records it (metrics.jsonl), and each pipeline rank's share of
+   * it (n_ranks entries) -- what a live dashboard is fed (kaiten/serve.h's
+   * kt_serve_step holds the same three). */
+  const kt_run_step *record;
+  const kt_run_rank_step *ranks;
+  int n_ranks;
 } kt_train_progress;
 
 typedef struct {
@@ -84,6 +96,9 @@ typedef struct {
   double samples_per_s, tokens_per_s;
   size_t peak_stash_bytes_stage0;
   int skipped_steps;     /* steps not applied because of non-finite values */
+  /* the run failed (ERUNTIME) on a step whose loss or gradients were not
+   * finite, with skip_nonfinite off */
+  int stopped_nonfinite;
   double median_step_seconds; /* over the training steps run (the first left out when more ran) */
   /* With links: the predicted step (pipeline, all-reduce, collectives,
    * update) and its all-reduce part; the measured all-reduce and
@@ -121,6 +136,264 @@ kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_tim
  * the same schedule. */
 kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
                              kt_error *err);
+
+/* ---- sessions: a whole training run, as `kaiten train` runs it ------------------
+ *
+ *   kt_session_params p = kt_session_default_params();
+ *   p.steps = 100, p.run_dir = "runs/a", p.on_step = show, p.ctx = me;
+ *   kt_session *s;
+ *   kt_status st = kt_session_open(&p, &s, &err);
+ *   if (!st) st = kt_session_run(s, &err);
+ *   ... kt_session_get_result(s) ...
+ *   kt_session_close(s);
+ *
+ * open builds the schedule (the caller's, or one generated, memory-aware
+ * ones on the model's measured activation bytes), the runtime on threads
+ * or MPI ranks, the data, the cluster's links, and on rank 0 the run
+ * directory with its config.json; resuming, it loads the checkpoint. run
+ * trains until `steps`, records every step in metrics.jsonl, checkpoints
+ * every checkpoint_every steps and at the end, and stops early once every
+ * rank agrees (should_stop, on_step, a failure anywhere); the last step is
+ * measured against the simulator's prediction from costs calibrated on it.
+ * Under MPI every rank calls every function (collectives inside). The
+ * library prints nothing: progress comes through on_step, one-line notes
+ * through on_note, failures as a status, a message and kt_session_failed. */
+
+typedef struct kt_session kt_session;
+
+/* How mem_limit is stated (zb-auto, zbv-auto). */
+typedef enum {
+  KT_MEM_LIMIT_UNITS,    /* the generator's activation units per rank (<= 0: its default) */
+  KT_MEM_LIMIT_FRACTION, /* a fraction of 1F1B's peak on the same layout */
+  KT_MEM_LIMIT_BYTES     /* bytes of the model's activations, measured per stage */
+} kt_mem_limit_kind;
+
+typedef enum {
+  KT_NOTE_LONG_SEARCH,     /* a generator tunes its order at length: name the schedule, count its actions */
+  KT_NOTE_RUN_DIR_CLEARED, /* force cleared kaiten's files from run directory `name`; count entries kept */
+  KT_NOTE_STOPPING,        /* every rank agreed to stop after this step: count = the reason */
+  KT_NOTE_COUNT
+} kt_note_kind;
+
+/* A one-line note for the session's user. */
+typedef struct {
+  kt_note_kind kind;
+  const char *name;
+  long long count;
+  const char *text; /* the note in words, naming no option of any program */
+} kt_note;
+
+/* What made a session call fail, beyond its status and message: what a
+ * program needs to add advice of its own (its option names) or to stay
+ * quiet where another rank reports. */
+typedef enum {
+  KT_SESSION_OK,
+  KT_SESSION_FAILED,           /* this rank failed: the message says why */
+  KT_SESSION_FAILED_ELSEWHERE, /* another MPI rank failed and says why; this one has nothing to add */
+  KT_SESSION_RUN_DIR_TAKEN,    /* the run directory holds another run (neither resumed nor forced) */
+  KT_SESSION_RUN_DIR_BUSY,     /* another process writes the run directory (EBUSY) */
+  KT_SESSION_TOO_FEW_LAYERS,   /* more pipeline stages than the model has layers to split */
+  KT_SESSION_WORLD_SIZE,       /* the MPI world is not P * D processes */
+  KT_SESSION_CLUSTER,          /* the cluster spec (the message: "FILE: reason") */
+  KT_SESSION_SAVE_INIT,        /* writing save_init (rank 0 says why) */
+  KT_SESSION_NONFINITE,        /* a step's loss or gradients were not finite, skip_nonfinite off */
+  KT_SESSION_FAILURE_COUNT
+} kt_session_failure;
+
+/* Stop reasons (should_stop, on_step) are 1..KT_STOP_MAX, e.g. a signal
+ * number; ranks asking for different ones agree on SIGTERM, then SIGINT,
+ * then SIGUSR1, then the smallest. */
+#define KT_STOP_MAX 64
+
+typedef struct {
+  /* ---- the model and its data ---- */
+  kt_model_config model;        /* a built-in model (default: the default GPT) */
+  kt_chunk_factory make_chunk;  /* or a model of the caller's own (kt_runtime_config) */
+  void *chunk_ctx;
+  const char *model_name;       /* its name in config.json (default "own"; up to 15 bytes) */
+  int synthetic;                /* or sleeps of the costs below with real tensors */
+  double syn_tf_ms, syn_tb_ms, syn_tw_ms; /* one rank's share: V chunks run ms/V each */
+  size_t syn_act_bytes, syn_grad_bytes;
+  kt_data_source *data;         /* the caller's (never destroyed here); NULL: the built-in model's */
+  const char *data_path;        /* GPT's built-in data: a text file (NULL: the built-in corpus) */
+  uint64_t data_seed;
+  /* ---- the schedule and the layout ---- */
+  const kt_schedule *schedule;  /* the caller's (copied); NULL: generate `kind` */
+  const kt_schedule *program;   /* with schedule: its lowered form, run as written (may be NULL) */
+  kt_schedule_kind kind;
+  int p, v, m;                  /* v 0: the kind's default chunk count */
+  kt_mem_limit_kind mem_limit_kind;
+  double mem_limit;
+  const char *partition;        /* model units per stage, "2,3,3" (NULL: balanced by cost) */
+  int micro_batch, grad_accum, data_parallel;
+  /* ---- training ---- */
+  kt_optim_config optim;
+  int steps;                    /* optimizer steps in total (resuming: run until this many) */
+  int val_every, val_batches;   /* validation loss every N steps (0: never) on val_batches batches */
+  int skip_nonfinite;           /* a non-finite step is skipped (1) or ends the run (0) */
+  /* ---- where it runs ---- */
+  int use_mpi;                  /* one process per rank under mpirun; 0: threads of this process */
+  double timeout;               /* watchdog: seconds a rank waits for a peer */
+  int pin_threads;
+  /* OpenBLAS threads per rank, process-wide: > 0 that many; 0 the cores
+   * over the ranks in this process; < 0 as the program set them */
+  int blas_threads;
+  const char *cluster;          /* a cluster spec (kaiten calibrate): predict on its links */
+  /* ---- files ---- */
+  const char *run_dir;          /* config.json, metrics.jsonl, timelines, checkpoints (NULL: none) */
+  int force;                    /* run_dir may hold an old run: kaiten's files there are removed */
+  const char *resume;           /* continue the run in this directory (its run_dir): see below */
+  int checkpoint_every;         /* also checkpoint every N steps (0: at the end only) */
+  const char *save_init;        /* a checkpoint of the starting weights, written first (NULL: none) */
+  /* ---- callbacks, with ctx ---- */
+  /* After every step, on every rank. Non-zero asks to stop, as should_stop. */
+  int (*on_step)(void *ctx, const kt_train_progress *p);
+  /* After every step (and its checkpoint): 0, or a reason 1..KT_STOP_MAX to
+   * stop after it; every rank stops after the same step. */
+  int (*should_stop)(void *ctx);
+  void (*on_note)(void *ctx, const kt_note *note);
+  void *ctx;
+} kt_session_params;
+
+/* The default GPT on 1F1B, P=4, M=8, b=4, K=1, D=1, 20 steps, AdamW at
+ * lr 3e-3 with the gradient norm clipped to 1 (no warm-up or decay),
+ * validation every 10 steps on 2 batches, threads, a 60 s watchdog;
+ * synthetic costs 2 ms and 64 KiB tensors; no files, no callbacks. */
+kt_session_params kt_session_default_params(void);
+
+/* Builds the session (see above). Like sqlite3_open, *out is set even when
+ * opening fails (unless memory for the handle itself ran out: then NULL),
+ * so kt_session_failed can say what failed: close it in every case. EINVAL
+ * for a bad layout, model or run directory (KT_SESSION_RUN_DIR_TAKEN), EBUSY
+ * (another process writes the run directory), ENOMEM, EIO, the
+ * generators', the transport's and the checkpoint's errors. params is
+ * copied; what its pointers name (strings, schedules, the data source,
+ * chunk_ctx, ctx) must outlive the session. */
+kt_status kt_session_open(const kt_session_params *params, kt_session **out, kt_error *err);
+/* Writes save_init, trains until `steps` or an agreed stop, then
+ * checkpoints and writes the run directory's timelines and config. Once
+ * per session. ERUNTIME, ETIMEOUT, EPEER, EIO, ENOMEM. */
+kt_status kt_session_run(kt_session *s, kt_error *err);
+/* Ends the session: its runtime, transport (MPI is finalized), run
+ * directory lock and memory. NULL is fine. */
+void kt_session_close(kt_session *s);
+
+/* Why the last call on s failed (KT_SESSION_OK when it did not). */
+kt_session_failure kt_session_failed(const kt_session *s);
+
+typedef struct {
+  const kt_schedule *schedule; /* the compute schedule the ranks run */
+  int use_mpi, world_rank, world_size; /* threads: rank 0 of P*D, all in this process */
+  int first_step;             /* 0, or the step the resumed checkpoint ends */
+  const int *unit_offsets;    /* model units per stage (S + 1 offsets); NULL: synthetic, own model */
+  const char *checkpoint;     /* resuming: the checkpoint loaded; else NULL */
+  const char *run_dir;        /* NULL: none */
+} kt_session_info;
+/* After open; after a failed one, what was built before it failed (the
+ * schedule, once made: p = 0 before). */
+void kt_session_get_info(const kt_session *s, kt_session_info *out);
+/* The runtime the session drives (after a successful open), e.g. to wrap a
+ * rank's transport handle for fault injection (kt_runtime_handle), undone
+ * before kt_session_close. */
+kt_runtime *kt_session_runtime(kt_session *s);
+
+typedef struct {
+  kt_train_result train; /* this session's steps: losses, the last step measured and predicted */
+  int stop;              /* the agreed reason for an early stop, 0 when it ran to `steps` */
+  int steps_done;        /* steps completed in all (first_step + the steps run) */
+} kt_session_result;
+/* After kt_session_run (also a failed one: the steps it ran). */
+const kt_session_result *kt_session_get_result(const kt_session *s);
+
+/* Each pipeline rank's peak activation memory (bytes) the simulator
+ * predicts for the session's schedule from each stage's measured bytes
+ * per micro-batch (kt_session_activation_bytes): peak[P]. EINVAL for a
+ * synthetic model or one of the caller's own, ENOMEM, the simulator's. */
+kt_status kt_session_predict_memory(kt_session *s, double *peak, kt_error *err);
+
+/* Activation bytes per micro-batch of each of n_stages stages of the
+ * built-in model of params (its partition, micro_batch), measured by
+ * running each stage's chunk once on a zero micro-batch: what an F keeps
+ * until its B or I (stage_mem_act), what an I keeps until its W
+ * (stage_mem_wgrad) and the most an op holds above that while it runs
+ * (stage_mem_transient), into c's per-stage arrays (c->n_stages set; free
+ * with kt_costs_free). EINVAL for a synthetic model or one of the caller's
+ * own, the model's errors, ENOMEM. */
+kt_status kt_session_activation_bytes(const kt_session_params *params, int n_stages, kt_costs *c,
+                                      kt_error *err);
+
+/* ---- resuming ---------------------------------------------------------------------- */
+
+/* What a run directory holds to resume from. */
+typedef struct {
+  kt_run_config run;       /* config.json: the model and its layout segments (the last is current) */
+  char *checkpoint;        /* the newest complete checkpoint; NULL when there is none, or when
+                            * the run names no layout or is synthetic (nothing is looked for) */
+  kt_checkpoint_meta meta; /* its header (with checkpoint) */
+  char partition[4096];    /* the last layout's partition, for kt_session_params_from_run */
+} kt_session_resume;
+
+/* Reads dir's config.json and its newest checkpoint's header. EBUSY when
+ * another process writes dir, the run directory reader's errors, the
+ * checkpoint's (a header that does not read). On error nothing is left to
+ * free. */
+kt_status kt_session_resume_read(const char *dir, kt_session_resume *out, kt_error *err);
+void kt_session_resume_free(kt_session_resume *r);
+
+/* What the caller of kt_session_params_from_run chose itself and keeps. */
+enum {
+  KT_KEEP_SCHEDULE = 1 << 0, /* kind (or a schedule of its own) */
+  KT_KEEP_P = 1 << 1, KT_KEEP_V = 1 << 2, KT_KEEP_M = 1 << 3, KT_KEEP_B = 1 << 4,
+  KT_KEEP_K = 1 << 5, KT_KEEP_D = 1 << 6,
+  KT_KEEP_PARTITION = 1 << 7,
+  KT_KEEP_DECAY = 1 << 8     /* optim.decay_steps */
+};
+
+/* Sets params to continue the run r describes: resume and run_dir to dir;
+ * the checkpoint's model (params' recompute kept), data seed, warm-up and
+ * decay; and the last segment's layout for what `keep` does not name (the
+ * partition only with the same P, V and schedule). EINVAL when the run
+ * has no checkpoint or names no layout, or its schedule came from a file
+ * and keep lacks KT_KEEP_SCHEDULE. r must outlive the session
+ * (params.partition may point into it). */
+kt_status kt_session_params_from_run(kt_session_params *params, kt_session_resume *r,
+                                     const char *dir, unsigned keep, kt_error *err);
+
+/* ---- calibration: measuring this machine (kaiten calibrate) ------------------------- */
+
+typedef struct {
+  double step_seconds;   /* a whole training step (F, B, update) on one core: median of 9 */
+  double flops;          /* its matmul FLOPs */
+  double sgemm_seconds;  /* the same matmuls on bare sgemm: fastest of 3 */
+  size_t boundary_bytes; /* a stage boundary's tensor at this micro-batch */
+  /* the threads transport: latency (64-byte messages, half a round trip)
+   * and bandwidth (boundary tensors) */
+  double latency, bandwidth;
+} kt_calibration;
+
+/* Times micro-batches of micro_batch samples of model m on one core (sets
+ * OpenBLAS to one thread, process-wide) and the threads transport.
+ * EINVAL for a bad model, the runtime's errors, ENOMEM. */
+kt_status kt_calibrate_compute(const kt_model_config *m, int micro_batch, kt_calibration *out,
+                               kt_error *err);
+
+typedef struct {
+  int rank, devices, devices_per_node, nodes;
+  double intra_latency, intra_bw; /* latency < 0: no two ranks share a machine */
+  double inter_latency, inter_bw; /* latency < 0: one machine */
+  double inter_burst;             /* bytes passed at once after the link idled */
+  double allreduce_bytes, allreduce_seconds; /* over every rank, median of 5 */
+  int *node_of;                   /* devices entries (kt_link_calibration_free) */
+} kt_link_calibration;
+
+/* Under mpirun, every rank (collective): the machines told apart by name,
+ * a ping-pong inside one and one across two measure latency, bandwidth and
+ * the burst a rate limiter passes, and an all-reduce over every rank is
+ * timed. MPI stays initialised (kt_transport_mpi_finalize). EINVAL with
+ * fewer than 2 processes, ERUNTIME when a measurement between ranks fails,
+ * the transport's errors. */
+kt_status kt_calibrate_links_mpi(size_t boundary_bytes, kt_link_calibration *out, kt_error *err);
+void kt_link_calibration_free(kt_link_calibration *l);
 
 #ifdef __cplusplus
 }

@@ -154,17 +154,6 @@ static int check_comm_flags(const cli_args *a) {
   return 0;
 }
 
-static int all_zero(const kt_costs *c) {
-  const double *arrays[] = {c->stage_tf, c->stage_tb, c->stage_tw};
-  double uniform[] = {c->tf, c->tb, c->tw};
-  for (int i = 0; i < 3; i++) {
-    if (!arrays[i] && uniform[i] > 0) return 0;
-    for (int s = 0; arrays[i] && s < c->n_stages; s++)
-      if (arrays[i][s] > 0) return 0;
-  }
-  return 1;
-}
-
 static int read_costs(const cli_args *a, kt_costs *c) {
   kt_costs_default(c);
   kt_error err = {{0}};
@@ -178,13 +167,13 @@ static int read_costs(const cli_args *a, kt_costs *c) {
     if (v && kt_costs_set(c, fields[i], v, &err)) return cli_usage_error("--%s", err.msg);
   }
   static const char *const scalars[] = {"comm", "comm-latency", "comm-bytes", "comm-bandwidth",
-                                        "send-overhead"};
+                                        "send-overhead", "op-overhead"};
   double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
-                       &c->send_overhead};
+                       &c->send_overhead, &c->op_overhead};
   for (size_t i = 0; i < sizeof targets / sizeof *targets; i++)
     if (cli_double(a, scalars[i], 0, 1e300, *targets[i], targets[i])) return 2;
   if (cli_double(a, "overlap", 0, 1, c->overlap, &c->overlap)) return 2;
-  if (all_zero(c))
+  if (kt_costs_compute_free(c))
     return cli_usage_error("--tf, --tb and --tw are all 0: every action takes no time, so there is "
                            "no makespan or bubble to compute; give a cost above 0");
   return 0;

@@ -7,6 +7,8 @@
 
 #include "kaiten/generators.h"
 #include "kaiten/core.h"
+#include "kaiten/report.h"
+#include "kaiten/rundir.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 
@@ -69,6 +71,7 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   {"comm-bytes", 0, "N", "bytes per message (with --comm-bandwidth)"},                       \
   {"comm-bandwidth", 0, "X", "bytes per time unit; hop = latency + bytes/bandwidth"},        \
   {"send-overhead", 0, "X", "time a rank spends posting each message it sends (default 0)"}, \
+  {"op-overhead", 0, "X", "time every compute action (F, B, I, W) adds beyond its cost (default 0)"}, \
   {"mem-act", 0, "X", "activation memory M_B of one micro-batch, rank basis as --tf (default 1)"}, \
   {"mem-wgrad", 0, "X", "memory M_W an I keeps until its W, rank basis as --tf (default 0)"}, \
   {"overlap", 0, "X", "overlapped F&B cells: 0 = one after the other (default), 1 = fully hidden"}, \
@@ -150,8 +153,41 @@ double cli_mem_limit_units(const cli_mem_limit *ml, kt_schedule_kind kind, int p
 int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,
                  kt_schedule *out, kt_error *err);
 
+/* The lower bound a sim or compare prints for schedule s (bound.c): on its
+ * layout under the stage costs c, within limit per rank (the limit it was
+ * searched under; <= 0: its own peak memory), tightened by the exact
+ * search (up to search_nodes) on small problems when below makespan.
+ * Fills info's lower-bound fields. */
+void cli_lower_bound(const kt_schedule *s, const kt_costs *c, double limit, double makespan,
+                     long search_nodes, kt_sim_info *info);
+/* The schedule "optimal": kt_schedule_optimal with V = v (1: loop, 2: v
+ * placement). 0, or the exit code (err set). */
+int cli_generate_optimal(int p, int m, int v, const kt_costs *c, double mem_limit,
+                         double time_limit, kt_schedule *out, kt_optimal_result *res,
+                         kt_error *err);
+/* The search's figures into info (closed form none, bound the search's). */
+void cli_optimal_info(const kt_optimal_result *res, double time_limit, kt_sim_info *info);
+#define CLI_OPTIMAL "optimal"
+#define CLI_TIME_LIMIT_OPT \
+  {"time-limit", 0, "SECONDS", "optimal: the exact search's time limit (default 10)"}
+
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */
 int cli_emit(const char *path, const kt_buf *b);
+
+/* A list of host names (--allow-host a,b): parsed into names[] (pointing
+ * into text); a bad name is a usage error naming it (returns 2). */
+#define CLI_MAX_HOSTS 16
+typedef struct {
+  char text[1024];
+  const char *names[CLI_MAX_HOSTS];
+  int n;
+} cli_hosts;
+int cli_parse_hosts(const char *flag, const char *list, cli_hosts *out);
+/* Warns on stderr when host:port is reachable from the network. */
+void cli_serve_exposed(const char *host, int port);
+
+/* Prints a run directory's warnings (lines of metrics.jsonl skipped) on stderr. */
+void cli_run_warnings(const kt_run *r);
 
 /* Whether colour output should be used on stdout (--color auto|always|never). */
 int cli_use_color(const char *mode);

@@ -1,16 +1,15 @@
 /* kaiten calibrate: measure this machine for the planner — the achieved
  * FLOP/s of a model's training step on one core, sgemm's own rate on the same
  * shapes, and the point-to-point bandwidth and latency of the transport —
- * and write them as a cluster spec (kaiten plan --cluster FILE). */
-#include <cblas.h>
+ * and write them as a cluster spec (kaiten plan --cluster FILE). The
+ * library measures (kt_calibrate_compute, kt_calibrate_links_mpi); this
+ * prints. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/calibrate.h"
-#include "kaiten/generators.h"
+#include "cli/cli.h"
 #include "kaiten/train.h"
-#include "nn/nn.h"
 
 static const cli_opt calibrate_opts[] = {
     {"model", 0, "NAME", "model whose training step is timed: gpt (default) | mlp"},
@@ -22,7 +21,7 @@ static const cli_opt calibrate_opts[] = {
 };
 
 /* The links measured under mpirun, and the all-reduce against the model. */
-static void report_links(const calibrate_links *l, double lat, double bw, double inter_lat,
+static void report_links(const kt_link_calibration *l, double lat, double bw, double inter_lat,
                          double inter_bw, double inter_burst) {
   kt_link_classes lc = {.intra_latency = lat, .intra_bw = bw, .inter_latency = inter_lat,
                         .inter_bw = inter_bw, .inter_burst = inter_burst};
@@ -43,33 +42,8 @@ static void report_links(const calibrate_links *l, double lat, double bw, double
           l->allreduce_bytes / 1024, 1e3 * l->allreduce_seconds, 1e3 * predicted);
 }
 
-/* sgemm alone on the step's recorded shapes: FLOP/s (0 when out of memory). */
-static double sgemm_alone(double flops) {
-  size_t n;
-  const kt__matmul_shape *sh = kt__matmul_recorded(&n);
-  size_t big = 1;
-  for (size_t i = 0; i < n; i++) {
-    size_t x = (size_t)sh[i].m * sh[i].k, y = (size_t)sh[i].k * sh[i].n, z = (size_t)sh[i].m * sh[i].n;
-    big = x > big ? x : big, big = y > big ? y : big, big = z > big ? z : big;
-  }
-  float *A = calloc(big, 4), *B = calloc(big, 4), *C = calloc(big, 4);
-  double pure = 0;
-  for (int r = 0; A && B && C && r < 3; r++) {
-    double t0 = kt_now();
-    for (size_t i = 0; i < n; i++)
-      cblas_sgemm(CblasRowMajor, sh[i].trans_a ? CblasTrans : CblasNoTrans,
-                  sh[i].trans_b ? CblasTrans : CblasNoTrans, sh[i].m, sh[i].n, sh[i].k, 1.0f, A,
-                  sh[i].trans_a ? sh[i].m : sh[i].k, B, sh[i].trans_b ? sh[i].k : sh[i].n, 0.0f,
-                  C, sh[i].n);
-    double t = kt_now() - t0;
-    pure = r == 0 || t < pure ? t : pure;
-  }
-  free(A), free(B), free(C);
-  return pure > 0 ? flops / pure : 0;
-}
-
 /* The cluster spec: this machine (threads) or the job's machines (mpi). */
-static int emit_spec(const cli_args *a, const calibrate_links *links, int mpi, double lat,
+static int emit_spec(const cli_args *a, const kt_link_calibration *links, int mpi, double lat,
                      double bw, double effective) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
@@ -102,10 +76,31 @@ static int emit_spec(const cli_args *a, const calibrate_links *links, int mpi, d
 }
 
 /* Under mpirun: the links, collectively (MPI finalized on failure). */
-static int measure_links(size_t boundary, calibrate_links *links) {
-  int code = calibrate_links_mpi(boundary, links);
-  if (code) kt_transport_mpi_finalize();
-  return code;
+static int measure_links(size_t boundary, kt_link_calibration *links) {
+  kt_error err = {{0}};
+  int rank, world;
+  kt_status st = kt_transport_mpi_init(&rank, &world, &err);
+  if (!st && world < 2)
+    st = kt_fail(&err, KT_EINVAL, "--transport mpi: run under mpirun with at least 2 processes (got %d)", world);
+  if (!st) st = kt_calibrate_links_mpi(boundary, links, &err);
+  if (!st) return 0;
+  kt_transport_mpi_finalize();
+  return cli_fail(st, &err);
+}
+
+/* One line: the step, its FLOP/s against sgemm's, the transport, the machine. */
+static void report_compute(const kt_model_config *mc, long b, const kt_calibration *c) {
+  double effective = c->flops / c->step_seconds;
+  double sgemm_rate = c->sgemm_seconds > 0 ? c->flops / c->sgemm_seconds : 0;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  fprintf(stderr,
+          "kaiten calibrate: %s L=%d C=%d, b=%ld, one core: step %.1f ms, %.2f GFLOP/s effective "
+          "(sgemm alone on the same shapes %.2f GFLOP/s, %.0f%%); transport latency %.1f us, "
+          "%.2f GB/s for %zu-byte tensors; %ld cores, %.1f GB\n",
+          kt_model_kind_name(mc->kind), mc->layers, mc->hidden, b, 1e3 * c->step_seconds,
+          effective / 1e9, sgemm_rate / 1e9, 100 * effective / sgemm_rate, 1e6 * c->latency,
+          c->bandwidth / 1e9, c->boundary_bytes, cores, mem / 1e9);
 }
 
 static int run_calibrate(cli_args *a) {
@@ -126,65 +121,21 @@ static int run_calibrate(cli_args *a) {
   const char *transport = cli_get(a, "transport") ? cli_get(a, "transport") : "threads";
   if (strcmp(transport, "threads") && strcmp(transport, "mpi"))
     return cli_usage_error("--transport '%s': expected threads or mpi", transport);
+  int mpi = !strcmp(transport, "mpi");
   /* the links first, while every rank is idle; then each rank times the
    * model, as it will run beside the others */
   size_t boundary = kt_model_boundary_elems(&mc) * (size_t)b * sizeof(float);
-  calibrate_links links = {.intra_latency = -1, .inter_latency = -1};
-  int code = !strcmp(transport, "mpi") ? measure_links(boundary, &links) : 0;
+  kt_link_calibration links = {.intra_latency = -1, .inter_latency = -1};
+  int code = mpi ? measure_links(boundary, &links) : 0;
   if (code) return code;
-  /* one core: a whole training step (F, B and the optimizer) of the model */
-  kt_schedule s;
-  kt_schedule_params sp = {.p = 1, .m = 4};
-  kt_status st = kt_schedule_generate(KT_SCHED_GPIPE, &sp, &s, &err);
-  kt_runtime_config rc;
-  kt_runtime_config_default(&rc);
-  rc.schedule = &s;
-  rc.micro_batch = (int)b;
-  rc.model = mc;
-  kt_blas_set_threads(1);
-  kt_runtime *rt = NULL;
-  kt_data_source *data = NULL;
-  if (!st) st = kt_runtime_create_threads(&rc, &rt, &err);
-  if (!st) st = kind == KT_MODEL_GPT ? kt_data_text_source_create(NULL, mc.seq_len, (int)b, 1, &data, &err)
-                                     : kt_data_mlp_create(mc.hidden, 1, &data, &err);
-  double step_t[9], flops = 0;
-  kt_microbatch mbs[4];
-  for (int i = 0; !st && i < 10; i++) {
-    kt_step_result res;
-    st = data->fill(data, 0, i, 1, 1, 4, (int)b, mbs, &err);
-    if (i == 1) kt__matmul_record(1);
-    kt__matmul_reset_counters();
-    if (!st) st = kt_runtime_step(rt, i, mbs, 1, &res, &err);
-    if (i == 1) kt__matmul_record(0);
-    if (!st && i > 0) step_t[i - 1] = res.seconds, flops = kt__matmul_flops();
-  }
-  if (st) {
-    if (data) data->destroy(data);
-    kt_runtime_destroy(rt);
-    kt_schedule_free(&s);
-    return cli_fail(st, &err);
-  }
-  double step = kt_median(step_t, 9), effective = flops / step;
-  double sgemm_rate = sgemm_alone(flops);
-  /* the transport: latency from 64-byte messages, bandwidth from a boundary tensor */
-  double lat = kt_transport_threads_pingpong(64, 31), big_t = kt_transport_threads_pingpong(boundary, 31);
-  double bw = big_t > lat ? (double)boundary / (big_t - lat) : (double)boundary / big_t;
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-  if (links.rank == 0)
-    fprintf(stderr,
-          "kaiten calibrate: %s L=%d C=%d, b=%ld, one core: step %.1f ms, %.2f GFLOP/s effective "
-          "(sgemm alone on the same shapes %.2f GFLOP/s, %.0f%%); transport latency %.1f us, "
-          "%.2f GB/s for %zu-byte tensors; %ld cores, %.1f GB\n",
-          kt_model_kind_name(mc.kind), mc.layers, mc.hidden, b, 1e3 * step, effective / 1e9,
-          sgemm_rate / 1e9, 100 * effective / sgemm_rate, 1e6 * lat, bw / 1e9, boundary, cores,
-          mem / 1e9);
-  int rcode = links.rank == 0 ? emit_spec(a, &links, !strcmp(transport, "mpi"), lat, bw, effective) : 0;
-  free(links.node_of);
-  if (!strcmp(transport, "mpi")) kt_transport_mpi_finalize();
-  data->destroy(data);
-  kt_runtime_destroy(rt);
-  kt_schedule_free(&s);
+  kt_calibration c;
+  kt_status st = kt_calibrate_compute(&mc, (int)b, &c, &err);
+  if (!st && links.rank == 0) report_compute(&mc, b, &c);
+  int rcode = st ? cli_fail(st, &err)
+              : links.rank == 0 ? emit_spec(a, &links, mpi, c.latency, c.bandwidth, c.flops / c.step_seconds)
+              : 0;
+  kt_link_calibration_free(&links);
+  if (mpi) kt_transport_mpi_finalize();
   return rcode;
 }
 

@@ -14,7 +14,8 @@ static const cli_opt compare_opts[] = {
     {"schedules", 0, "LIST", "comma-separated schedules (default: all)"},
     CLI_SCHEDULE_FILE_OPTS,
     CLI_COST_OPTS,
-    {"mem-limit", 0, "X", "zb-auto, zbv-auto: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x)"},
+    {"mem-limit", 0, "X", "zb-auto, zbv-auto, optimal: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x)"},
+    CLI_TIME_LIMIT_OPT,
     {"format", 'f', "FMT", "table (default) | json"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
     {"report", 0, "FILE", "also write a self-contained HTML report (Gantts side by side) to FILE"},
@@ -25,51 +26,46 @@ typedef struct {
   kt_compare_row r;
   char reason[KT_ERROR_LEN], placement[512], name[64];
   kt_costs costs; /* this schedule's stage costs */
+  kt_optimal_result opt; /* the exact search's row */
   kt_timeline tl;
   kt_metrics met;
   kt_sim_info info;
   int kept;
 } row;
 
+/* The row of the exact search (not a kt_schedule_kind: never among "all"). */
+#define KIND_OPTIMAL KT_SCHED_COUNT
+/* The exact search's nodes for a row's lower bound (small problems whose
+ * schedule is slower than the analytic bound), as sim's. */
+#define BOUND_SEARCH_NODES 20000
+
 typedef struct {
   cli_args *a;
   long p, m, v;
   cli_mem_limit ml;
+  double time_limit;
+  int no_bound; /* 1F1B's peak only: no lower bound needed */
   const char *format;
-  int kinds[KT_SCHED_COUNT], nk, keep;
+  int kinds[KT_SCHED_COUNT + 1], nk, keep;
   kt_costs given;
   kt_schedule file_sched;
   const char *file;
   double peak_1f1b; /* 1F1B's peak memory on the same model (< 0: unknown) */
-  row rows[KT_SCHED_COUNT + 1];
+  row rows[KT_SCHED_COUNT + 2];
   int n;
 } compare_run;
 
 static void set_closed_forms(row *rw, int kind, const kt_schedule *s, const kt_costs *c) {
   kt_compare_row *r = &rw->r;
-  r->closed = r->closed_mem = -1;
-  if (kind < 0) {
-    r->closed_why = "a schedule file has no formula";
+  if (kind == KIND_OPTIMAL) {
+    r->closed = r->closed_mem = -1;
+    r->closed_why = "the exact search's order has no formula";
     return;
   }
-  kt_schedule_kind k = (kt_schedule_kind)kind;
-  r->closed = kt_schedule_closed_form_bubble(k, s->p, s->v, s->m, c->tf, c->tb, c->tw, &r->closed_expr);
-  r->closed_why = kt_schedule_closed_form_why_not(k, s->p, s->v, s->m);
-  /* the forms assume uniform per-stage times (memory: uniform M_B, M_W) and no communication */
-  if (c->stage_tf || c->stage_tb || c->stage_tw || kt_cost_comm(c) > 0) {
-    r->closed = -1, r->closed_expr = NULL;
-    r->closed_why = kt_cost_comm(c) > 0 ? "the forms assume T_comm = 0"
-                                        : "the forms assume the same costs on every stage";
-  }
-  r->closed_mem = kt_schedule_closed_form_peak_memory(k, s->p, s->v, s->m, c->mem_act,
-                                                      c->mem_wgrad, &r->closed_mem_expr);
-  if (c->stage_mem_act || c->stage_mem_wgrad) r->closed_mem = -1, r->closed_mem_expr = NULL;
-  /* zbv with unequal costs is tuned to them when that is faster: the forms
-   * are those of its fixed order, no longer the schedule's */
-  if (k == KT_SCHED_ZBV && r->closed >= 0 && r->bubble < r->closed - 1e-9) {
-    r->closed = r->closed_mem = -1, r->closed_expr = r->closed_mem_expr = NULL;
-    r->closed_why = "zbv's order was tuned to these costs (faster than its fixed order's form)";
-  }
+  kt_closed_forms f;
+  kt_schedule_closed_forms(kind, s, c, r->bubble, &f);
+  r->closed = f.bubble, r->closed_expr = f.bubble_expr, r->closed_why = f.why;
+  r->closed_mem = f.peak_memory, r->closed_mem_expr = f.peak_memory_expr;
 }
 
 /* Simulates s (kind < 0: a schedule file) into the row; frees s. */
@@ -88,10 +84,11 @@ static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
   r->applies = 1, r->v = s->v, r->makespan = met->makespan, r->bubble = met->bubble_ratio;
   set_closed_forms(rw, kind, s, &rw->costs);
   r->mem_limit = -1;
-  if (kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO) {
+  if (kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO || kind == KIND_OPTIMAL) {
+    kt_schedule_kind like = kind == KIND_OPTIMAL ? KT_SCHED_ZB_AUTO : (kt_schedule_kind)kind;
     kt_schedule_params lim = {.p = p, .m = s->m, .v = s->v, .costs = &rw->costs,
-                              .mem_limit = cli_mem_limit_units(&cr->ml, (kt_schedule_kind)kind, p,
-                                                               s->m, s->v, &rw->costs)};
+                              .mem_limit = cli_mem_limit_units(&cr->ml, like, p, s->m, s->v,
+                                                               &rw->costs)};
     r->mem_limit = kt_schedule_mem_limit(&lim);
   }
   r->peak_mem_first = met->ranks[0].peak_memory;
@@ -105,7 +102,19 @@ static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
                            .placement = cli_placement_text(s, rw->placement, sizeof rw->placement),
                            .costs = &rw->costs, .cost_basis = cli_cost_basis(cr->a),
                            .closed_form = r->closed, .closed_form_expr = r->closed_expr,
-                           .closed_form_why = r->closed_why, .messages = r->messages};
+                           .closed_form_why = r->closed_why, .messages = r->messages,
+                           .mem_limit = r->mem_limit > 0 ? r->mem_limit : 0};
+  if (kind == KIND_OPTIMAL) {
+    cli_optimal_info(&rw->opt, cr->time_limit, &rw->info);
+    rw->info.lower_bound_memory = r->mem_limit;
+  } else if (!cr->no_bound) { /* the search tightens a searched order's bound only */
+    long nodes = r->mem_limit >= 0 ? BOUND_SEARCH_NODES : 0;
+    cli_lower_bound(s, &rw->costs, r->mem_limit, met->makespan, nodes, &rw->info);
+  }
+  r->has_lower_bound = rw->info.has_lower_bound, r->lower_bound = rw->info.lower_bound;
+  r->lower_bound_memory = rw->info.lower_bound_memory;
+  r->lower_bound_exact = rw->info.lower_bound_exact;
+  r->proven = kind == KIND_OPTIMAL ? rw->opt.proven : -1;
   rw->kept = cr->keep;
   if (!cr->keep) kt_metrics_free(&rw->met), kt_timeline_free(&rw->tl);
   kt_schedule_free(s);
@@ -117,19 +126,26 @@ static int kind_v(kt_schedule_kind k, long v) {
   return defv > 1 && kt_schedule_kind_placement(k) != KT_PLACEMENT_V ? (int)v : defv;
 }
 
-static void eval_row(compare_run *cr, row *rw, kt_schedule_kind kind) {
+static void eval_row(compare_run *cr, row *rw, int kind) {
   kt_error err = {{0}};
   kt_schedule s;
-  rw->r.schedule = kt_schedule_kind_name(kind);
+  int optimal = kind == KIND_OPTIMAL;
+  kt_schedule_kind like = optimal ? KT_SCHED_ZB_AUTO : (kt_schedule_kind)kind;
+  rw->r.schedule = optimal ? CLI_OPTIMAL : kt_schedule_kind_name(like);
   rw->r.reason = rw->reason;
-  int v = kind_v(kind, cr->v), p = (int)cr->p, m = (int)cr->m;
-  if (kt_costs_for_chunks(&cr->given, cli_has(cr->a, "per-stage") ? 1 : v, &rw->costs, &err) ||
-      cli_generate(kind, p, m, v, &rw->costs,
-                   cli_mem_limit_units(&cr->ml, kind, p, m, v, &rw->costs), &s, &err)) {
+  rw->r.proven = -1;
+  int v = optimal ? 1 : kind_v(like, cr->v), p = (int)cr->p, m = (int)cr->m;
+  if (kt_costs_for_chunks(&cr->given, cli_has(cr->a, "per-stage") ? 1 : v, &rw->costs, &err)) {
     snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
     return;
   }
-  eval_schedule(cr, rw, &s, (int)kind);
+  double limit = cli_mem_limit_units(&cr->ml, like, p, m, v, &rw->costs);
+  if (optimal ? cli_generate_optimal(p, m, v, &rw->costs, limit, cr->time_limit, &s, &rw->opt, &err)
+              : cli_generate(like, p, m, v, &rw->costs, limit, &s, &err)) {
+    snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
+    return;
+  }
+  eval_schedule(cr, rw, &s, kind);
 }
 
 /* 1F1B's peak memory at these P, M on the same model: the memory column's unit. */
@@ -137,7 +153,7 @@ static double peak_of_1f1b(compare_run *cr) {
   row one;
   memset(&one, 0, sizeof one);
   compare_run tmp = *cr;
-  tmp.keep = 0, tmp.peak_1f1b = -1;
+  tmp.keep = 0, tmp.peak_1f1b = -1, tmp.no_bound = 1;
   eval_row(&tmp, &one, KT_SCHED_1F1B);
   kt_costs_free(&one.costs);
   return one.r.applies ? one.r.peak_mem : -1;
@@ -152,14 +168,14 @@ static int parse_schedules(compare_run *cr) {
   char *copy = strdup(list), *save = NULL;
   int rc = copy ? 0 : cli_usage_error("out of memory");
   for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc; tok = strtok_r(NULL, ",", &save)) {
-    int k = kt_schedule_kind_from_name(tok);
-    if (k < 0) rc = cli_usage_error("unknown schedule '%s' in --schedules (known: %s)", tok,
+    int k = !strcmp(tok, CLI_OPTIMAL) ? KIND_OPTIMAL : kt_schedule_kind_from_name(tok);
+    if (k < 0) rc = cli_usage_error("unknown schedule '%s' in --schedules (known: %s, optimal)", tok,
                                     kt_schedule_kind_list());
     for (int i = 0; i < cr->nk && !rc; i++)
       if (cr->kinds[i] == k)
         rc = cli_usage_error("--schedules lists '%s' twice (%s is %s)", tok, tok,
-                             kt_schedule_kind_name((kt_schedule_kind)k));
-    if (!rc && cr->nk < KT_SCHED_COUNT) cr->kinds[cr->nk++] = k;
+                             k == KIND_OPTIMAL ? CLI_OPTIMAL : kt_schedule_kind_name((kt_schedule_kind)k));
+    if (!rc && cr->nk <= KT_SCHED_COUNT) cr->kinds[cr->nk++] = k;
   }
   free(copy);
   if (!rc && cr->nk == 0) rc = cli_usage_error("--schedules is empty");
@@ -169,7 +185,8 @@ static int parse_schedules(compare_run *cr) {
 static int parse_compare(compare_run *cr) {
   cli_args *a = cr->a;
   if (cli_int(a, "p", 1, KT_MAX_RANKS, 4, &cr->p) || cli_int(a, "m", 1, KT_MAX_MICROBATCHES, 8, &cr->m) ||
-      cli_int(a, "v", 2, KT_MAX_CHUNKS, 2, &cr->v) || cli_mem_limit_parse(a, 0, &cr->ml))
+      cli_int(a, "v", 2, KT_MAX_CHUNKS, 2, &cr->v) || cli_mem_limit_parse(a, 0, &cr->ml) ||
+      cli_double(a, "time-limit", 1e-3, 1e6, 10, &cr->time_limit))
     return 2;
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten compare --help)", a->pos[0]);
   cr->format = cli_get(a, "format") ? cli_get(a, "format") : "table";
@@ -195,7 +212,7 @@ static int parse_compare(compare_run *cr) {
 }
 
 static int write_report(compare_run *cr) {
-  kt_report_entry entries[KT_SCHED_COUNT + 1];
+  kt_report_entry entries[KT_SCHED_COUNT + 2];
   for (int i = 0; i < cr->n; i++) {
     row *rw = &cr->rows[i];
     entries[i] = (kt_report_entry){.info = rw->info, .timeline = rw->r.applies ? &rw->tl : NULL,
@@ -230,7 +247,7 @@ static int run_compare(cli_args *a) {
   int rc = parse_compare(cr);
   if (!rc) {
     cr->peak_1f1b = peak_of_1f1b(cr);
-    for (int i = 0; i < cr->nk; i++) eval_row(cr, &cr->rows[cr->n++], (kt_schedule_kind)cr->kinds[i]);
+    for (int i = 0; i < cr->nk; i++) eval_row(cr, &cr->rows[cr->n++], cr->kinds[i]);
     if (cr->file) {
       row *rw = &cr->rows[cr->n++];
       snprintf(rw->name, sizeof rw->name, "%s", cr->file_sched.name);
@@ -243,7 +260,7 @@ static int run_compare(cli_args *a) {
         eval_schedule(cr, rw, &s, -1);
       }
     }
-    kt_compare_row list[KT_SCHED_COUNT + 1];
+    kt_compare_row list[KT_SCHED_COUNT + 2];
     for (int i = 0; i < cr->n; i++) list[i] = cr->rows[i].r;
     kt_compare_info info = {.p = (int)cr->p, .m = (int)cr->m, .v = (int)cr->v, .costs = &cr->given,
                             .cost_basis = cli_cost_basis(a)};
@@ -267,6 +284,8 @@ const cli_command cli_cmd_compare = {
     .details = CLI_COST_BASIS_HELP
                "--schedule-file adds the file's schedule as one more row (named after the file);\n"
                "P and M then come from the file.\n"
+               "--schedules optimal adds the exact search's order (V = 1, within --time-limit).\n"
+               "vs bound: each makespan over the lower bound on its layout within its memory.\n"
                "examples:\n  kaiten compare -p 8 -m 24 --tf 18.5 --tb 18.1 --tw 9.3 --comm 0.6\n"
                "  kaiten compare -p 4 -m 8 --report cmp.html\n"
                "  kaiten compare --schedule-file dualpipev_4rank_10mb.csv --schedules 1f1b,zbv\n",

@@ -11,6 +11,13 @@ static const cli_opt report_opts[] = {
     {"title", 0, "TEXT", "page title (default: kaiten run: <directory name>)"},
 };
 
+void cli_run_warnings(const kt_run *r) {
+  for (size_t i = 0; i < r->n_warnings; i++) fprintf(stderr, "kaiten: warning: %s\n", r->warnings[i]);
+  if (r->bad_lines > KT_RUN_LINES_DESCRIBED)
+    fprintf(stderr, "kaiten: warning: %s/metrics.jsonl: %zu more bad lines skipped\n", r->dir,
+            r->bad_lines - KT_RUN_LINES_DESCRIBED);
+}
+
 static int run_report(cli_args *a) {
   if (a->n_pos == 0)
     return cli_usage_error("report needs a run directory: kaiten report RUN_DIR [-o out.html]");
@@ -21,6 +28,7 @@ static int run_report(cli_args *a) {
   double t_start = kt_now();
   kt_status st = kt_run_load(dir, &run, &err);
   if (st) return cli_fail(st, &err);
+  cli_run_warnings(&run);
   char *dflt = NULL;
   const char *out = cli_get(a, "output");
   if (!out) {

@@ -11,6 +11,10 @@
  * --events) and ascii draws an aggregated chart: a timeline costs about
  * 100 bytes per action, its JSON about 80. */
 #define SIM_EVENTS_MAX 1000000
+/* The exact search's nodes for the lower bound of zb-auto and zbv-auto on
+ * small problems, when slower than the analytic bound (a tenth of a second
+ * or so; the corpus's uniform-cost rows close within 7,000). */
+#define BOUND_SEARCH_NODES 20000
 #define SIM_EVENTS_MAX_TEXT "1,000,000"
 
 static const cli_opt sim_opts[] = {
@@ -21,7 +25,8 @@ static const cli_opt sim_opts[] = {
     {"m", 'm', "M", "micro-batches per step (default 8)"},
     {"v", 'v', "V", "chunks per rank (interleaved/looped-bfs default 2, zbv/dualpipev 2)"},
     CLI_COST_OPTS,
-    {"mem-limit", 0, "X", "zb-auto, zbv-auto: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x); default 1F1B's"},
+    {"mem-limit", 0, "X", "zb-auto, zbv-auto, optimal: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x); default 1F1B's"},
+    CLI_TIME_LIMIT_OPT,
     {"format", 'f', "FMT", "ascii (default) | json | csv | text | chrome | torch-csv | torch-csv-comms"},
     {"events", 0, NULL, "json: list every action's event even above " SIM_EVENTS_MAX_TEXT " actions"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
@@ -39,7 +44,10 @@ typedef struct {
   cli_torch torch;
   kt_costs given, costs; /* as given; the stage costs of this schedule */
   kt_schedule sched, program;
-  int kind; /* the generator, or -1 for a file */
+  int kind; /* the generator, or -1 for a file (and for optimal) */
+  int optimal; /* the exact search made it */
+  kt_optimal_result opt;
+  double time_limit, limit; /* the search's time; the memory limit searched under (units) */
   kt_timeline tl;
   kt_metrics met;
   int have_tl, have_met;
@@ -59,7 +67,7 @@ static int parse_options(sim_run *r) {
   cli_args *a = r->a;
   if (cli_int(a, "p", 1, KT_MAX_RANKS, 4, &r->p) || cli_int(a, "m", 1, KT_MAX_MICROBATCHES, 8, &r->m) ||
       cli_int(a, "v", 1, KT_MAX_CHUNKS, 0, &r->v) || cli_int(a, "width", 40, 100000, 0, &r->width) ||
-      cli_mem_limit_parse(a, 0, &r->ml))
+      cli_mem_limit_parse(a, 0, &r->ml) || cli_double(a, "time-limit", 1e-3, 1e6, 10, &r->time_limit))
     return 2;
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten sim --help)", a->pos[0]);
   r->format = cli_get(a, "format") ? cli_get(a, "format") : "ascii";
@@ -80,6 +88,26 @@ static int parse_options(sim_run *r) {
   return cli_read_costs(a, &r->given);
 }
 
+/* The schedule "optimal": the exact search, V = 1 (loop) or 2 (v). */
+static int build_optimal(sim_run *r) {
+  int v = r->v > 0 ? (int)r->v : 1;
+  int rc = cli_stage_costs(r->a, &r->given, v, &r->costs);
+  if (rc) return rc;
+  kt_schedule_kind like = v == 2 ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
+  double limit = cli_mem_limit_units(&r->ml, like, (int)r->p, (int)r->m, v, &r->costs);
+  kt_error err = {{0}};
+  r->optimal = 1;
+  if ((rc = cli_generate_optimal((int)r->p, (int)r->m, v, &r->costs, limit, r->time_limit,
+                                 &r->sched, &r->opt, &err))) {
+    fprintf(stderr, "kaiten: %s\n", err.msg);
+    return rc;
+  }
+  kt_schedule_params lp = {.p = (int)r->p, .v = v, .m = (int)r->m, .costs = &r->costs,
+                           .mem_limit = limit};
+  r->limit = kt_schedule_mem_limit(&lp);
+  return 0;
+}
+
 /* The schedule: a file's (its program too, when lowered), or generated
  * with the stage costs of its V. */
 static int build_schedule(sim_run *r) {
@@ -95,6 +123,7 @@ static int build_schedule(sim_run *r) {
     return cli_stage_costs(a, &r->given, r->sched.v, &r->costs);
   }
   const char *name = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
+  if (!strcmp(name, CLI_OPTIMAL)) return build_optimal(r);
   r->kind = kt_schedule_kind_from_name(name);
   if (r->kind < 0)
     return cli_usage_error("unknown schedule '%s' (known: %s)", name, kt_schedule_kind_list());
@@ -107,6 +136,11 @@ static int build_schedule(sim_run *r) {
   kt_error err = {{0}};
   if ((rc = cli_generate(k, (int)r->p, (int)r->m, (int)r->v, &r->costs, limit, &r->sched, &err)))
     fprintf(stderr, "kaiten: %s\n", err.msg);
+  if (!rc && (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO)) {
+    kt_schedule_params lp = {.p = r->sched.p, .v = r->sched.v, .m = r->sched.m, .costs = &r->costs,
+                             .mem_limit = limit};
+    r->limit = kt_schedule_mem_limit(&lp);
+  }
   return rc;
 }
 
@@ -198,28 +232,20 @@ static kt_sim_info sim_info(const sim_run *r, char *placement, size_t n) {
                       /* the renderer reads P*V entries: an uneven table has fewer */
                       .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
                       .costs = &r->costs, .cost_basis = cli_cost_basis(r->a), .closed_form = -1,
-                      .messages = kt_schedule_messages(s)};
-  if (r->kind < 0) {
-    info.closed_form_why = "a schedule file has no formula";
+                      .messages = kt_schedule_messages(s), .mem_limit = r->limit};
+  if (r->optimal) {
+    cli_optimal_info(&r->opt, r->time_limit, &info);
+    info.lower_bound_memory = r->limit;
     return info;
   }
-  kt_schedule_kind k = (kt_schedule_kind)r->kind;
-  const kt_costs *c = &r->costs;
-  info.closed_form = kt_schedule_closed_form_bubble(k, s->p, s->v, s->m, c->tf, c->tb, c->tw,
-                                                    &info.closed_form_expr);
-  info.closed_form_why = kt_schedule_closed_form_why_not(k, s->p, s->v, s->m);
-  if (c->n_stages > 0 || kt_cost_comm(c) > 0) {
-    info.closed_form = -1, info.closed_form_expr = NULL;
-    info.closed_form_why = c->n_stages > 0 ? "the forms assume the same costs on every stage"
-                                           : "the forms assume T_comm = 0";
-  }
-  /* zbv with unequal costs is tuned to them when that is faster (the form is
-   * its fixed order's) */
-  if (k == KT_SCHED_ZBV && info.closed_form >= 0 && r->have_met &&
-      r->met.bubble_ratio < info.closed_form - 1e-9) {
-    info.closed_form = -1, info.closed_form_expr = NULL;
-    info.closed_form_why = "zbv's order was tuned to these costs (faster than its fixed order's form)";
-  }
+  /* its own peak memory, or the limit it was searched under; the exact
+   * search tightens the bound of a searched order (a construction's bound
+   * is for the memory it happens to use) */
+  long nodes = r->limit > 0 ? BOUND_SEARCH_NODES : 0;
+  if (r->have_met) cli_lower_bound(s, &r->costs, r->limit, r->met.makespan, nodes, &info);
+  kt_closed_forms f;
+  kt_schedule_closed_forms(r->kind, s, &r->costs, r->have_met ? r->met.bubble_ratio : -1, &f);
+  info.closed_form = f.bubble, info.closed_form_expr = f.bubble_expr, info.closed_form_why = f.why;
   return info;
 }
 
@@ -285,7 +311,13 @@ const cli_command cli_cmd_sim = {
     .usage = "(--schedule NAME -p P -m M [-v V] | --schedule-file FILE) [costs] [--format FMT]",
     .details =
         "Schedules: gpipe, 1f1b, interleaved (interleaved-1f1b), looped-bfs, zb-h1, zb-h2,\n"
-        "zbv, dualpipev, zb-auto, zbv-auto, interleaved-zb, v-half, v-min.\n"
+        "zbv, dualpipev, zb-auto, zbv-auto, interleaved-zb, v-half, v-min, and optimal:\n"
+        "the fastest order, proven by an exact search within --time-limit (V = 1, or\n"
+        "-v 2 in v placement). It proves small problems within a minute:\n"
+        "  " KT_OPTIMAL_PROVES "\n"
+        "past the limit it prints the best order found and its gap to the bound.\n"
+        "Every run prints a lower bound on the makespan of any order of its layout within\n"
+        "its memory (--mem-limit, or the schedule's own peak) and its gap to it.\n"
         "zb-auto searches under --mem-limit with -v V chunks per rank in loop placement\n"
         "(default 1); zbv-auto does the same with 2 chunks in v placement.\n"
         "Costs are in any time unit; defaults T_F = T_B = T_W = 1,\n"

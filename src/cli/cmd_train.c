@@ -55,6 +55,7 @@ static const cli_opt train_opts_table[] = {
     {"live", 0, NULL, "the live view even under mpirun (default: on terminals, not under mpirun)"},
     {"force", 0, NULL, "train into a --run-dir that holds an old run: kaiten's files there are removed"},
     {"serve", 0, "[HOST:]PORT", "live dashboard in the browser at http://HOST:PORT/ (HOST 127.0.0.1; PORT 0 = any free)"},
+    {"allow-host", 0, "NAME[,NAME]", "with --serve: Host names a request may give besides this machine's"},
 };
 
 /* The model a bare `kaiten train` builds. */
@@ -76,10 +77,10 @@ static int parse_numbers(const cli_args *a, train_opts *o, int sgd, int gpt, tra
       cli_int(a, "grad-accum", 1, 65535, 1, &n->k) || cli_int(a, "data-parallel", 1, 4096, 1, &n->d) ||
       cli_int(a, "steps", 1, 100000000, 20, &n->steps) ||
       cli_int(a, "seed", 0, 2147483647L, 1, &n->seed) ||
-      cli_int(a, "layers", 1, 4096, o->model.layers, &n->layers) ||
-      cli_int(a, "hidden", 1, 65536, o->model.hidden, &n->hidden) ||
-      cli_int(a, "heads", 1, 4096, o->model.heads ? o->model.heads : 1, &n->heads) ||
-      cli_int(a, "seq-len", 1, 65536, o->model.seq_len ? o->model.seq_len : 1, &n->seq) ||
+      cli_int(a, "layers", 1, 4096, o->sp.model.layers, &n->layers) ||
+      cli_int(a, "hidden", 1, 65536, o->sp.model.hidden, &n->hidden) ||
+      cli_int(a, "heads", 1, 4096, o->sp.model.heads ? o->sp.model.heads : 1, &n->heads) ||
+      cli_int(a, "seq-len", 1, 65536, o->sp.model.seq_len ? o->sp.model.seq_len : 1, &n->seq) ||
       cli_int(a, "val-every", 0, 100000000, 10, &n->val) ||
       cli_int(a, "warmup", 0, 100000000, -1, &n->warm) ||
       cli_int(a, "decay-steps", 1, 100000000, 1, &n->decay) ||
@@ -90,9 +91,10 @@ static int parse_numbers(const cli_args *a, train_opts *o, int sgd, int gpt, tra
       cli_double(a, "lr", 0, 10, sgd ? 0.05 : gpt ? 3e-3 : 1e-3, &n->lr) ||
       cli_double(a, "momentum", 0, 1, 0, &n->mom) || cli_double(a, "weight-decay", 0, 10, 0, &n->wd) ||
       cli_double(a, "grad-clip", 0, 1e30, gpt ? 1.0 : 0.0, &n->clip) ||
-      cli_double(a, "tf", 0, 1e6, 2, &o->tf) || cli_double(a, "tb", 0, 1e6, 2, &o->tb) ||
-      cli_double(a, "tw", 0, 1e6, 2, &o->tw) ||
-      cli_double(a, "timeout", 0.01, 1e6, 60, &o->timeout) ||
+      cli_double(a, "tf", 0, 1e6, 2, &o->sp.syn_tf_ms) ||
+      cli_double(a, "tb", 0, 1e6, 2, &o->sp.syn_tb_ms) ||
+      cli_double(a, "tw", 0, 1e6, 2, &o->sp.syn_tw_ms) ||
+      cli_double(a, "timeout", 0.01, 1e6, 60, &o->sp.timeout) ||
       cli_mem_limit_parse(a, 1, &o->mem_limit))
     return 2;
   return 0;
@@ -112,48 +114,55 @@ static int parse_choices(const cli_args *a, train_opts *o) {
   const char *sname = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
   int skind = kt_schedule_kind_from_name(sname);
   if (skind < 0) return cli_usage_error("unknown schedule '%s' (known: %s)", sname, kt_schedule_kind_list());
-  o->schedule = (kt_schedule_kind)skind;
+  o->sp.kind = (kt_schedule_kind)skind;
   o->transport = cli_get(a, "transport") ? cli_get(a, "transport") : "threads";
   if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
     return cli_usage_error("--transport '%s': expected threads or mpi", o->transport);
+  o->sp.use_mpi = !strcmp(o->transport, "mpi");
   o->serve = cli_get(a, "serve");
   if (o->serve) { /* a bad address is a usage error before anything runs */
-    char host[64];
+    char host[64] = "127.0.0.1";
     int port;
     kt_error aerr = {{0}};
     if (kt_serve_parse_addr(o->serve, host, sizeof host, &port, &aerr))
       return cli_usage_error("--serve %s", aerr.msg);
+    cli_serve_exposed(host, port);
   }
+  cli_hosts hosts;
+  o->allow_host = cli_get(a, "allow-host");
+  if (cli_parse_hosts("allow-host", o->allow_host, &hosts)) return 2;
   return 0;
 }
 
 /* The layout, run and path flags as given. */
 static void take_flags(const cli_args *a, train_opts *o, const train_numbers *n) {
+  kt_session_params *sp = &o->sp;
   o->p_given = cli_has(a, "stages");
   o->v_given = cli_has(a, "chunks");
   o->m_given = cli_has(a, "microbatches");
-  o->p = (int)n->p, o->v = (int)n->v, o->m = (int)n->m, o->b = (int)n->b, o->k = (int)n->k;
-  o->d = (int)n->d;
-  o->steps = (int)n->steps;
-  o->seed = (uint64_t)n->seed;
-  o->val_every = (int)n->val;
-  o->checkpoint_every = cli_has(a, "checkpoint-every") ? (int)n->ckpt : 0;
-  o->act_bytes = n->act;
-  o->grad_bytes = n->grad;
-  o->blas_threads = (int)n->blas;
-  o->pin = !cli_has(a, "no-pin");
-  o->synthetic = cli_has(a, "synthetic");
-  o->skip_nonfinite = cli_has(a, "skip-nonfinite");
-  o->partition = cli_get(a, "partition");
+  sp->p = (int)n->p, sp->v = (int)n->v, sp->m = (int)n->m, sp->micro_batch = (int)n->b;
+  sp->grad_accum = (int)n->k, sp->data_parallel = (int)n->d;
+  sp->steps = (int)n->steps;
+  sp->data_seed = (uint64_t)n->seed;
+  sp->val_every = (int)n->val;
+  sp->val_batches = 2;
+  sp->checkpoint_every = cli_has(a, "checkpoint-every") ? (int)n->ckpt : 0;
+  sp->syn_act_bytes = (size_t)n->act;
+  sp->syn_grad_bytes = (size_t)n->grad;
+  sp->blas_threads = (int)n->blas;
+  sp->pin_threads = !cli_has(a, "no-pin");
+  sp->synthetic = cli_has(a, "synthetic");
+  sp->skip_nonfinite = cli_has(a, "skip-nonfinite");
+  sp->partition = cli_get(a, "partition");
+  sp->run_dir = cli_get(a, "run-dir");
+  sp->resume = cli_get(a, "resume");
+  sp->save_init = cli_get(a, "save-init");
+  sp->data_path = cli_get(a, "data");
+  sp->cluster = cli_get(a, "cluster");
+  sp->force = cli_has(a, "force");
   o->output = cli_get(a, "output");
-  o->run_dir = cli_get(a, "run-dir");
-  o->resume = cli_get(a, "resume");
-  o->save_init = cli_get(a, "save-init");
-  o->data_path = cli_get(a, "data");
-  o->cluster = cli_get(a, "cluster");
   o->live = !cli_has(a, "no-live");
   o->live_forced = cli_has(a, "live");
-  o->force = cli_has(a, "force");
   static const char *const layout_flags[] = {"schedule", "schedule-file", "stages", "chunks",
                                              "microbatches", "micro-batch-size", "grad-accum",
                                              "data-parallel", "partition"};
@@ -163,66 +172,80 @@ static void take_flags(const cli_args *a, train_opts *o, const train_numbers *n)
 
 /* The model's shape and the optimizer's settings. */
 static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, int gpt) {
-  o->model.layers = (int)n->layers;
-  o->model.hidden = (int)n->hidden;
-  o->model.seed = (uint64_t)n->seed;
+  kt_model_config *m = &o->sp.model;
+  kt_optim_config *opt = &o->sp.optim;
+  m->layers = (int)n->layers;
+  m->hidden = (int)n->hidden;
+  m->seed = (uint64_t)n->seed;
   if (gpt) {
-    o->model.heads = (int)n->heads;
-    o->model.seq_len = (int)n->seq;
-    o->model.tie_embeddings = cli_has(a, "tie-embeddings");
+    m->heads = (int)n->heads;
+    m->seq_len = (int)n->seq;
+    m->tie_embeddings = cli_has(a, "tie-embeddings");
   } else if (cli_has(a, "heads") || cli_has(a, "seq-len") || cli_has(a, "tie-embeddings") ||
              cli_has(a, "data")) {
     return cli_usage_error("--heads, --seq-len, --tie-embeddings and --data are GPT options (--model gpt)");
   }
-  o->model.recompute = cli_has(a, "recompute");
+  m->recompute = cli_has(a, "recompute");
   for (size_t i = 0; i < sizeof shape_flags / sizeof *shape_flags; i++)
     if (cli_has(a, shape_flags[i])) o->model_flags_given |= 1 << i;
   if (cli_has(a, "model")) o->model_flags_given |= TRAIN_MODEL_GIVEN;
-  o->optim.lr = n->lr;
-  o->optim.momentum = n->mom;
-  o->optim.weight_decay = n->wd;
-  o->optim.grad_clip = n->clip;
+  opt->lr = n->lr;
+  opt->momentum = n->mom;
+  opt->weight_decay = n->wd;
+  opt->grad_clip = n->clip;
   /* GPT default: warm up over the first 5% of the steps */
-  o->optim.warmup_steps = n->warm >= 0 ? (int)n->warm : gpt ? (int)(o->steps / 20) : 0;
+  opt->warmup_steps = n->warm >= 0 ? (int)n->warm : gpt ? (int)(o->sp.steps / 20) : 0;
   o->decay_given = cli_has(a, "decay-steps");
-  o->optim.decay_steps = o->decay_given ? (int)n->decay : o->steps;
+  opt->decay_steps = o->decay_given ? (int)n->decay : o->sp.steps;
   return 0;
 }
 
 /* Flags that contradict each other. */
 static int check_conflicts(const cli_args *a, const train_opts *o) {
-  if (o->synthetic && o->partition) return cli_usage_error("--partition has no meaning with --synthetic");
-  if (o->synthetic && o->mem_limit.kind == CLI_MEM_BYTES)
+  const kt_session_params *sp = &o->sp;
+  if (sp->synthetic && sp->partition) return cli_usage_error("--partition has no meaning with --synthetic");
+  if (sp->synthetic && o->mem_limit.kind == CLI_MEM_BYTES)
     return cli_usage_error("--mem-limit in bytes needs a model's activation sizes; --synthetic has "
                            "none (give activations per rank or a fraction such as 0.5x)");
-  if (o->resume && o->run_dir && strcmp(o->resume, o->run_dir))
+  if (sp->resume && sp->run_dir && strcmp(sp->resume, sp->run_dir))
     return cli_usage_error("--resume continues in its own run directory; drop --run-dir");
-  if (o->force && !o->run_dir) return cli_usage_error("--force clears a --run-dir; give one");
-  if (o->force && o->resume) return cli_usage_error("--force starts over; --resume continues: give one");
+  if (sp->force && !sp->run_dir) return cli_usage_error("--force clears a --run-dir; give one");
+  if (sp->force && sp->resume) return cli_usage_error("--force starts over; --resume continues: give one");
   if (cli_has(a, "live") && cli_has(a, "no-live")) return cli_usage_error("give --live or --no-live, not both");
   return 0;
 }
 
+/* --mem-limit as the session takes it. */
+static void take_mem_limit(train_opts *o) {
+  static const kt_mem_limit_kind kinds[] = {[CLI_MEM_UNITS] = KT_MEM_LIMIT_UNITS,
+                                            [CLI_MEM_FRACTION] = KT_MEM_LIMIT_FRACTION,
+                                            [CLI_MEM_BYTES] = KT_MEM_LIMIT_BYTES};
+  o->sp.mem_limit_kind = kinds[o->mem_limit.kind];
+  o->sp.mem_limit = o->mem_limit.value;
+}
+
 int train_parse(const cli_args *a, train_opts *o) {
   memset(o, 0, sizeof *o);
+  o->sp = kt_session_default_params();
   const char *model_name = cli_get(a, "model") ? cli_get(a, "model") : KT_DEFAULT_MODEL;
   int kind = kt_model_kind_from_name(model_name);
   if (kind < 0) return cli_usage_error("--model '%s': expected gpt or mlp", model_name);
-  kt_model_config_default(&o->model, (kt_model_kind)kind);
+  kt_model_config_default(&o->sp.model, (kt_model_kind)kind);
   const char *opt_name = cli_get(a, "optimizer") ? cli_get(a, "optimizer") : "adamw";
   int okind = kt_optim_from_name(opt_name);
   if (okind < 0) return cli_usage_error("--optimizer '%s': expected sgd or adamw", opt_name);
-  kt_optim_config_default(&o->optim);
-  o->optim.kind = (kt_optim_kind)okind;
+  kt_optim_config_default(&o->sp.optim);
+  o->sp.optim.kind = (kt_optim_kind)okind;
   int gpt = kind == KT_MODEL_GPT, rc;
   train_numbers n;
   if ((rc = parse_numbers(a, o, okind == KT_OPTIM_SGD, gpt, &n))) return rc;
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten train --help)", a->pos[0]);
   if ((rc = parse_choices(a, o))) return rc;
   take_flags(a, o, &n);
+  take_mem_limit(o);
   if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o))) return rc;
   kt_error err = {{0}};
-  if (!o->synthetic && kt_model_config_check(&o->model, &err)) return cli_fail(KT_EINVAL, &err);
+  if (!o->sp.synthetic && kt_model_config_check(&o->sp.model, &err)) return cli_fail(KT_EINVAL, &err);
   return 0;
 }
 

@@ -106,8 +106,9 @@ static void draw_sparkline(cli_live *lv, const double *losses, int n) {
   for (int i = from; i < n; i++)
     if (isfinite(losses[i])) lo = fmin(lo, losses[i]), hi = fmax(hi, losses[i]);
   for (int i = from; i < n; i++) {
-    int level = hi > lo && isfinite(losses[i]) ? (int)((losses[i] - lo) / (hi - lo) * 7.999) : 0;
-    put(&l, spark[level]);
+    /* halves: a range of -1e308..1e308 must not overflow to inf (inf/inf is NaN) */
+    double f = hi > lo && isfinite(losses[i]) ? (losses[i] / 2 - lo / 2) / (hi / 2 - lo / 2) : 0;
+    put(&l, spark[f > 0 ? (int)(fmin(f, 1) * 7.999) : 0]);
   }
   if (lo <= hi) putf(&l, "  %.4f .. %.4f", lo, hi);
   emit(lv, &l);

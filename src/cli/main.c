@@ -7,7 +7,6 @@
 #include "kaiten/model.h"
 #include "kaiten/transport.h"
 #include "kaiten/version.h"
-#include "nn/nn.h"
 
 
 static const cli_command *const commands[] = {&cli_cmd_sim, &cli_cmd_compare, &cli_cmd_validate,
@@ -48,9 +47,9 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(name, "--version") || !strcmp(name, "version")) {
     /* what a speed report needs beside the version: which kernels run */
-    const char *chosen, *core = kt__blas_core(&chosen);
+    const char *chosen, *core = kt_blas_core(&chosen);
     printf("kaiten %s\nkernels: OpenBLAS %s%s, element-wise %s; MPI transport: %s\n", kt_version(),
-           core, chosen ? " (chosen by kaiten)" : "", kt__kernel_isa(),
+           core, chosen ? " (chosen by kaiten)" : "", kt_kernel_isa(),
            kt_transport_mpi_available() ? "built in" : "not built");
     return 0;
   }

@@ -1,46 +1,33 @@
-/* kaiten train internals: parsed options, the session that runs them, and
- * the run directory. */
+/* kaiten train internals: parsed options, the command around the library's
+ * session (kt_session: kaiten/train.h), and what it prints. */
 #ifndef KAITEN_CLI_TRAIN_H
 #define KAITEN_CLI_TRAIN_H
 
 #include "cli/cli.h"
 #include "kaiten/generators.h"
-#include "kaiten/checkpoint.h"
 #include "kaiten/report.h"
-#include "kaiten/rundir.h"
 #include "kaiten/serve.h"
 #include "kaiten/train.h"
 
+/* The options of kaiten train: what the library's session takes (sp), and
+ * what only the command knows (which flags were given, output, the
+ * terminal, the dashboard). */
 typedef struct {
-  kt_model_config model;
+  kt_session_params sp;
   /* which model flags the user set (checked on resume): bit i = --layers,
    * --hidden, --heads, --seq-len, --tie-embeddings; TRAIN_MODEL_GIVEN = --model */
   int model_flags_given;
-  kt_schedule_kind schedule;
-  const char *schedule_file; /* instead of schedule: a file (P, V, M from it) */
+  const char *schedule_file; /* instead of --schedule: a file (P, V, M from it) */
   int p_given, v_given, m_given;
   cli_torch torch;
-  int p, v, m, b, k, d;
-  const char *partition;
-  kt_optim_config optim;
-  int steps, val_every, checkpoint_every;
   int decay_given;
-  uint64_t seed;
-  int synthetic;
-  int skip_nonfinite;
-  double tf, tb, tw, timeout;
-  cli_mem_limit mem_limit; /* --mem-limit as given (bytes: from the model's activations) */
-  long act_bytes, grad_bytes;
-  const char *format, *output, *transport, *run_dir, *resume, *data_path;
-  const char *save_init; /* checkpoint of the starting weights, or NULL */
+  cli_mem_limit mem_limit; /* --mem-limit as given */
+  const char *format, *output, *transport;
   int live;        /* redraw a live view on terminals */
   int live_forced; /* --live: even under mpirun */
-  int force;       /* --force: clear a run directory that holds an old run */
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
-  int blas_threads; /* OpenBLAS threads per rank (0: cores / local ranks) */
-  int pin;          /* rank threads each on a core of their own (kt_runtime_config.pin_threads) */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
-  const char *cluster; /* --cluster FILE: predict on its links, NULL: none */
+  const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
 } train_opts;
 
 #define TRAIN_MODEL_GIVEN (1 << 5)
@@ -53,25 +40,9 @@ enum {
 int train_parse(const cli_args *a, train_opts *o);
 int train_session(train_opts *o);
 
-/* Memory (train_memory.c): the model's activation bytes per micro-batch on
- * each of S stages, after F (stage_mem_act) and after I (stage_mem_wgrad),
- * into c's per-stage arrays (caller frees c); and the predicted peak of
- * each rank beside the measured one. */
-kt_status train_activation_bytes(const train_opts *o, int S, kt_costs *c, kt_error *err);
-void train_memory_report(const train_opts *o, const kt_schedule *s, const kt_train_result *r,
-                         kt_buf *out);
-
-/* What train hands to its run directory (train_rundir.c). */
-void train_run_config(const train_opts *o, kt_run_config *c);
-/* The layout segment starting at first_step; partition_buf holds P*V ints. */
-kt_run_segment train_segment(const train_opts *o, const kt_schedule *s, const int *unit_offset,
-                             int first_step, int *partition_buf);
-/* Each rank's share of a step (busy, communication, bytes sent, peak
- * activation memory) into out; how many (at most cap), -1 on failure. */
-int train_step_ranks(const kt_train_progress *p, kt_run_rank_step *out, int cap);
-kt_status train_append_metrics(kt_rundir *rd, const kt_train_progress *p, kt_error *err);
-kt_status train_write_timelines(kt_rundir *rd, const kt_schedule *s, const kt_train_result *r,
-                                kt_error *err);
+/* The peak activation memory the schedule predicts per rank beside the
+ * measured one (train_report.c). */
+void train_memory_report(kt_session *s, const kt_session_result *r, kt_buf *out);
 
 /* The live dashboard of train --serve (train_serve.c): started before the
  * first step (prints where; returns an exit code), fed after every step
@@ -80,33 +51,27 @@ int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server *
 void train_serve_step(kt_server *srv, const kt_train_progress *p);
 void train_serve_stop(kt_server *srv, int ok, const char *run_dir);
 
-/* --resume (train_resume.c): the checkpoint, the run's last layout, what changed. */
+/* --resume (train_resume.c): the run read back, what changed. */
 typedef struct {
-  char *ckpt_path;
-  kt_checkpoint_meta meta;
-  kt_run_config prev;  /* config.json as it was */
+  kt_session_resume run;
   kt_buf changes;      /* "schedule 1f1b -> zb-h1, P 4 -> 2" or empty */
-  char partition[4096];
 } train_resume;
 /* Fills r and adapts o; 0, or the exit code after printing why. */
 int train_resume_setup(train_opts *o, train_resume *r);
 void train_resume_free(train_resume *r);
+/* cli_fail for st, with "; wait for it to end or choose another --run-dir"
+ * after a run directory's lock held by another process (EBUSY). */
+int train_busy_hint(kt_status st, kt_error *err);
 /* The "resuming ..." line, and a note when --steps runs past the decay. */
 void train_resume_notes(const train_opts *o, const train_resume *r, FILE *f);
-
-/* --cluster (train_cluster.c): the links of the spec with this job's ranks
- * on their nodes (MPI: collective; mpi_t NULL for threads); *out NULL
- * without --cluster. */
-kt_status train_cluster_links(const train_opts *o, kt_transport *mpi_t, int p, kt_links **out,
-                              kt_error *err);
 
 /* The final report: text summary, JSON, Chrome trace (train_report.c). */
 void train_final_report(const train_opts *o, const kt_schedule *sched, const kt_train_result *res,
                         kt_buf *out);
 
 /* KAITEN_TEST_HANG (hang_transport.c): wraps that rank's transport handle
- * when it lives in this process; the handle back as it was before the
- * runtime is destroyed. */
+ * when it lives in this process (the session's runtime, after it opened);
+ * the handle back as it was before the session closes. */
 void *cli_hang_install(kt_runtime *rt);
 void cli_hang_remove(kt_runtime *rt, void *installed);
 

@@ -1,6 +1,7 @@
 /* kaiten train's final report: a text summary (measured against predicted,
  * per rank), JSON, an ASCII Gantt of both, or a Chrome trace. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/train_cli.h"
@@ -12,8 +13,8 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_schedule *s,
   kt_buf_json_string(b, s->name);
   kt_buf_printf(b, ",\"model\":\"%s\",\"transport\":\"%s\",\"p\":%d,\"v\":%d,\"m\":%d,\"d\":%d,"
                    "\"k\":%d,\"b\":%d,\"losses\":[",
-                o->synthetic ? "synthetic" : kt_model_kind_name(o->model.kind), o->transport, s->p,
-                s->v, s->m, o->d, o->k, o->b);
+                o->sp.synthetic ? "synthetic" : kt_model_kind_name(o->sp.model.kind), o->transport,
+                s->p, s->v, s->m, o->sp.data_parallel, o->sp.grad_accum, o->sp.micro_batch);
   for (int i = 0; i < r->n_losses; i++) {
     if (i) kt_buf_puts(b, ",");
     kt_buf_json_number(b, r->losses[i]);
@@ -38,7 +39,7 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_schedule *s,
     kt_buf_printf(b, ",\"%s\":", nums[i].k);
     kt_buf_json_number(b, nums[i].v);
   }
-  if (o->cluster) {
+  if (o->sp.cluster) {
     kt_buf_puts(b, ",\"predicted_step_seconds\":");
     kt_buf_json_number(b, r->predicted_step_seconds);
     kt_buf_puts(b, ",\"predicted_sync_seconds\":");
@@ -78,11 +79,11 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_train_result *
                   1e3 * m->idle, 1e3 * q->busy, m->peak_inflight, q->peak_inflight,
                   m->bytes_sent / 1024.0, m->peak_memory / 1048576.0);
   }
-  if (o->cluster)
+  if (o->sp.cluster)
     kt_buf_printf(b, "step on the links of %s: predicted %.2f ms (all-reduce and sums %.2f ms), "
                      "measured %.2f ms (median; all-reduce and sums %.2f ms, update %.2f ms), "
                      "measured/predicted %.3f\n",
-                  o->cluster, 1e3 * r->predicted_step_seconds, 1e3 * r->predicted_sync_seconds,
+                  o->sp.cluster, 1e3 * r->predicted_step_seconds, 1e3 * r->predicted_sync_seconds,
                   1e3 * r->median_step_seconds, 1e3 * r->measured_sync_seconds,
                   1e3 * r->tail_seconds, r->median_step_seconds / r->predicted_step_seconds);
   kt_buf_printf(b, "throughput: %.0f samples/s, %.0f tokens/s (mean step %.1f ms)\n",
@@ -112,4 +113,24 @@ void train_final_report(const train_opts *o, const kt_schedule *sched, const kt_
     }
     text_summary(out, o, res);
   }
+}
+
+void train_memory_report(kt_session *s, const kt_session_result *r, kt_buf *out) {
+  kt_session_info in;
+  kt_session_get_info(s, &in);
+  double *pred = kt_calloc((size_t)in.schedule->p, sizeof *pred);
+  kt_error err = {{0}};
+  kt_status st = pred ? kt_session_predict_memory(s, pred, &err) : kt_fail(&err, KT_ENOMEM, "out of memory");
+  if (st) {
+    kt_buf_printf(out, "peak activation memory: no prediction (%s)\n", err.msg);
+    free(pred);
+    return;
+  }
+  kt_buf_printf(out, "peak activation memory per rank, MiB (%s; predicted from each stage's "
+                     "bytes):\n%-5s %10s %10s\n",
+                in.schedule->name, "rank", "predicted", "measured");
+  for (int i = 0; i < r->train.measured.p && i < in.schedule->p; i++)
+    kt_buf_printf(out, "%-5d %10.3f %10.3f\n", i, pred[i] / 1048576.0,
+                  r->train.measured.ranks[i].peak_memory / 1048576.0);
+  free(pred);
 }

@@ -15,7 +15,7 @@ int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server *
   kt_status st = kt_serve_parse_addr(o->serve, host, sizeof host, &port, &err);
   if (st) return cli_usage_error("--serve %s", err.msg);
   char name[96];
-  const char *dir = o->run_dir;
+  const char *dir = o->sp.run_dir;
   if (dir) { /* the run directory's last component names the run */
     size_t end = strlen(dir), start;
     while (end > 1 && dir[end - 1] == '/') end--;
@@ -24,18 +24,24 @@ int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server *
   } else {
     snprintf(name, sizeof name, "%s", sched->name[0] ? sched->name : "live run");
   }
-  kt_serve_live live = {.name = name, .run_dir = dir, .schedule = sched, .grad_accum = o->k,
-                        .model = o->synthetic ? "synthetic" : kt_model_kind_name(o->model.kind),
-                        .layers = o->model.layers, .hidden = o->model.hidden,
-                        .steps = o->steps, .transport = o->transport};
+  const kt_session_params *sp = &o->sp;
+  kt_serve_live live = {.name = name, .run_dir = dir, .schedule = sched,
+                        .grad_accum = sp->grad_accum,
+                        .model = sp->synthetic ? "synthetic" : kt_model_kind_name(sp->model.kind),
+                        .layers = sp->model.layers, .hidden = sp->model.hidden,
+                        .steps = sp->steps, .transport = o->transport};
   kt_run done; /* resuming: the steps already run come first */
-  int have_done = o->resume && kt_run_load(o->run_dir, &done, &err) == KT_OK;
+  int have_done = sp->resume && kt_run_load(dir, &done, &err) == KT_OK;
   if (have_done) live.done = &done;
+  cli_hosts allow; /* checked when the options were read */
+  if (cli_parse_hosts("allow-host", o->allow_host, &allow)) return 2;
   kt_serve_config cfg;
   kt_serve_default_config(&cfg);
   cfg.host = host;
   cfg.port = port;
   cfg.live = &live;
+  cfg.allow_hosts = allow.names;
+  cfg.n_allow_hosts = allow.n;
   st = kt_server_create(&cfg, out, &err);
   if (have_done) kt_run_free(&done);
   if (st) {
@@ -48,18 +54,9 @@ int train_serve_start(const train_opts *o, const kt_schedule *sched, kt_server *
 }
 
 void train_serve_step(kt_server *srv, const kt_train_progress *p) {
-  kt_run_rank_step ranks[64], *r = ranks;
-  int P = p->timeline ? p->timeline->p : 0;
-  if (P > 64 && !(r = kt_calloc((size_t)P, sizeof *r))) return;
-  int n = P > 0 ? train_step_ranks(p, r, P) : 0;
-  kt_serve_step rec = {.step = {.step = p->step + 1, .loss = p->loss, .val_loss = p->val_loss,
-                                .lr = p->lr, .grad_norm = p->grad_norm, .seconds = p->seconds,
-                                .tokens_per_s = p->tokens_per_s,
-                                .samples_per_s = p->samples_per_s, .bubble = p->bubble},
-                       .skipped = p->skipped, .ranks = r, .n_ranks = n > 0 ? n : 0,
-                       .timeline = p->timeline};
+  kt_serve_step rec = {.step = *p->record, .skipped = p->skipped, .ranks = p->ranks,
+                       .n_ranks = p->n_ranks, .timeline = p->timeline};
   kt_server_push(srv, &rec);
-  if (r != ranks) free(r);
 }
 
 void train_serve_stop(kt_server *srv, int ok, const char *run_dir) {

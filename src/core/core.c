@@ -252,7 +252,9 @@ void kt_buf_json_number(kt_buf *b, double x) {
     kt_buf_puts(b, "null");
     return;
   }
-  char tmp[40];
+  /* at most 24 characters are written; the room is for any %g, so that no
+   * compiler sees a truncation in the bisection's %.*g below */
+  char tmp[320];
   if (fabs(x) < 1e15 && x == (double)(long long)x) { /* whole: the digits (most times and bytes) */
     snprintf(tmp, sizeof tmp, "%lld", (long long)x);
     kt_buf_puts(b, tmp);
@@ -271,11 +273,18 @@ void kt_buf_json_number(kt_buf *b, double x) {
     kt_buf_puts(b, tmp);
     return;
   }
-  /* shortest representation that round-trips */
-  for (int prec = 6; prec <= 17; prec++) {
-    snprintf(tmp, sizeof tmp, "%.*g", prec, x);
-    if (strtod(tmp, NULL) == x) break;
+  /* the shortest representation that round-trips, by bisection: %.17g
+   * always reads back, and a precision that reads back makes every longer
+   * one read back too (its rounding is at least as close to x, the shorter
+   * digits being one of its candidates) */
+  int lo = 6, hi = 17;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    snprintf(tmp, sizeof tmp, "%.*g", mid, x);
+    if (strtod(tmp, NULL) == x) hi = mid;
+    else lo = mid + 1;
   }
+  snprintf(tmp, sizeof tmp, "%.*g", lo, x);
   kt_buf_puts(b, tmp);
 }
 

@@ -72,11 +72,24 @@ double kt_cost_comm(const kt_costs *c) {
 
 int kt__costs_bad_value(double x) { return !isfinite(x) || x < 0; }
 
+int kt_costs_compute_free(const kt_costs *c) {
+  const double *arrays[] = {c->stage_tf, c->stage_tb, c->stage_tw};
+  double uniform[] = {c->tf, c->tb, c->tw};
+  if (c->op_overhead > 0) return 0;
+  for (int i = 0; i < 3; i++) {
+    if (!arrays[i] && uniform[i] > 0) return 0;
+    for (int s = 0; arrays[i] && s < c->n_stages; s++)
+      if (arrays[i][s] > 0) return 0;
+  }
+  return 1;
+}
+
 kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
   const struct { const char *name; double v; } scalars[] = {
       {"tf", c->tf}, {"tb", c->tb}, {"tw", c->tw}, {"comm", c->comm},
       {"comm-latency", c->comm_latency}, {"comm-bytes", c->comm_bytes},
       {"comm-bandwidth", c->comm_bandwidth}, {"send-overhead", c->send_overhead},
+      {"op-overhead", c->op_overhead},
       {"mem-act", c->mem_act},
       {"mem-wgrad", c->mem_wgrad}, {"mem-transient", c->mem_transient}};
   for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
@@ -210,5 +223,7 @@ void kt_costs_describe(const kt_costs *c, char *buf, size_t n) {
     len += describe_field(buf + len, n - len, f[i].name, f[i].u, f[i].per, c->n_stages);
   }
   if (len + 32 < n) len += (size_t)snprintf(buf + len, n - len, " comm=%g", kt_cost_comm(c));
-  if (c->send_overhead > 0 && len + 32 < n) snprintf(buf + len, n - len, " send=%g", c->send_overhead);
+  if (c->send_overhead > 0 && len + 32 < n)
+    len += (size_t)snprintf(buf + len, n - len, " send=%g", c->send_overhead);
+  if (c->op_overhead > 0 && len + 32 < n) snprintf(buf + len, n - len, " op=%g", c->op_overhead);
 }

@@ -30,7 +30,8 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
   }
   static const char *const fields[] = {"tf", "tb", "tw", "mem_act", "mem_wgrad", "mem_transient"};
   static const char *const scalars[] = {"comm",          "comm_latency", "comm_bytes",
-                                        "comm_bandwidth", "send_overhead", "overlap"};
+                                        "comm_bandwidth", "send_overhead", "op_overhead",
+                                        "overlap"};
   for (const cJSON *it = root->child; it && !st; it = it->next) { /* a typo must not pass */
     int known = 0;
     for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) known |= !strcmp(it->string, fields[f]);
@@ -38,7 +39,8 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
     if (!known)
       st = kt_fail(err, KT_EINVAL,
                    "%s: unknown key \"%s\" (known: tf, tb, tw, comm, comm_latency, comm_bytes, "
-                   "comm_bandwidth, send_overhead, mem_act, mem_wgrad, mem_transient, overlap)",
+                   "comm_bandwidth, send_overhead, op_overhead, mem_act, mem_wgrad, mem_transient, "
+                   "overlap)",
                    origin, it->string);
   }
   for (size_t f = 0; f < sizeof fields / sizeof *fields && !st; f++) {
@@ -71,7 +73,8 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
     }
   }
   double *targets[] = {&c->comm,           &c->comm_latency,  &c->comm_bytes,
-                       &c->comm_bandwidth, &c->send_overhead, &c->overlap};
+                       &c->comm_bandwidth, &c->send_overhead, &c->op_overhead,
+                       &c->overlap};
   for (size_t f = 0; f < sizeof targets / sizeof *targets && !st; f++) {
     cJSON *it = cJSON_GetObjectItemCaseSensitive(root, scalars[f]);
     if (!it) continue;

@@ -161,6 +161,10 @@ typedef struct {
   long refine_evals; /* refinement budget in evaluations; < 0: by problem size */
   int quick;         /* the list scheduler's core rules only, no W re-timing */
   int walk;          /* small problems: the winner walked past its plateaus (zb_walk.c) */
+  /* A lower bound on every order's makespan under pb (kt_makespan_lower_bound;
+   * 0: none): once a candidate meets it no order is faster, and the search
+   * stops there. */
+  double lower;
 } kt__zb_search_opts;
 
 /* The fastest order of the candidates above and extra[0..n_extra) that fits

@@ -28,9 +28,15 @@ typedef struct {
   kt_schedule best[KEEP];
   double makespan[KEEP], peak[KEEP];
   int have;
+  double lower; /* the search's lower bound (0: none) */
 } best_so_far;
 
 #define TIE 1e-12
+
+/* The best order so far meets the lower bound: nothing can be faster. */
+static int optimal(const best_so_far *bs) {
+  return bs->have && bs->lower > 0 && bs->makespan[0] <= bs->lower * (1 + TIE);
+}
 
 static int before(double ms, double peak, double ms2, double peak2) {
   double tol = TIE * (1 + fabs(ms));
@@ -102,7 +108,7 @@ static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_fa
   }
   kt__zb_list *ls;
   kt_status st = kt__zb_list_new(pb, &ls, err);
-  for (int k = 0; k < n && !st; k++) {
+  for (int k = 0; k < n && !st && !optimal(bs); k++) {
     kt__zb_rules ru = rules[k];
     if (pb->v == 1) ru.depth = 0;
     else ru.cap = KT__CAP_NONE;
@@ -117,7 +123,7 @@ static kt_status try_lists(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_fa
 static void try_rounds(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *bs,
                        kt_schedule *cand, const kt_schedule *layout) {
   if (pb->v == 2 && layout->placement == KT_PLACEMENT_V) {
-    for (int flags = 0; flags < KT__VROUND_FLAGS; flags++) {
+    for (int flags = 0; flags < KT__VROUND_FLAGS && !optimal(bs); flags++) {
       kt_error e2;
       if (!kt__zbv_rounds_build(pb, flags, cand, &e2)) consider(pb, ev, bs, cand, -1);
     }
@@ -128,7 +134,7 @@ static void try_rounds(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_far *b
    * problems of 12,000-74,000 actions (P = 16..48, budgets P..2P*M_B) they
    * never beat the best of the other four, and each costs as much */
   int n = actions(pb) > SMALL_ACTIONS ? KT__ROUND_GREEDY_W : KT__ROUND_FLAGS;
-  for (int flags = 0; flags < n; flags++) {
+  for (int flags = 0; flags < n && !optimal(bs); flags++) {
     kt_error e2;
     double ms = kt__zb_rounds_build(pb, flags, NULL, cand, &e2);
     if (ms >= 0) consider(pb, ev, bs, cand, ms);
@@ -143,7 +149,7 @@ static void try_handcrafted(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_f
   if (pb->v == 1) fns[n++] = kt__gen_zb_h1, fns[n++] = kt__gen_zb_h2;
   else if (layout->placement == KT_PLACEMENT_V) fns[n++] = kt__gen_zbv;
   else fns[n++] = kt__gen_interleaved_zb;
-  for (int k = 0; k < n; k++) {
+  for (int k = 0; k < n && !optimal(bs); k++) {
     clear(cand);
     kt_schedule_params none = {.p = pb->p, .m = pb->m, .v = pb->v};
     kt_error e2;
@@ -165,7 +171,7 @@ static kt_status try_follow(const kt__zb_problem *pb, kt__zb_eval *ev, best_so_f
   int small = actions(pb) <= SMALL_ACTIONS;
   kt__zb_list *ls;
   kt_status st = kt__zb_list_new(pb, &ls, err);
-  for (int k = 0; k < KT__WFILL_COUNT * (1 + KT__PRIO_COUNT) && !st; k++) {
+  for (int k = 0; k < KT__WFILL_COUNT * (1 + KT__PRIO_COUNT) && !st && !optimal(bs); k++) {
     int wf = k % KT__WFILL_COUNT, loose = k / KT__WFILL_COUNT; /* loose: 1 + the priority */
     if (!small && (loose == 0 || loose - 1 == KT__PRIO_I_GUARD || wf == KT__WFILL_LAZY)) continue;
     kt__zb_rules ru = {loose ? loose - 1 : KT__PRIO_I_FIRST, wf, KT__CAP_NONE, 0, order, loose > 0};
@@ -192,14 +198,16 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
   kt__zb_eval ev;
   kt_status st = kt__zb_eval_init(&ev, pb, err);
   if (st) return st;
-  best_so_far bs = {.have = 0};
+  best_so_far bs = {.have = 0, .lower = o->lower};
   kt_schedule cand = {0};
   for (int k = 0; k < KEEP && !st; k++) st = empty_like(s, &bs.best[k], err);
   if (!st && !(st = empty_like(s, &cand, err))) {
+    /* the handcrafted orders first: at balanced costs they meet the bound
+     * (then nothing else runs); the order only decides exact ties */
+    if (o->handcrafted) try_handcrafted(pb, &ev, &bs, &cand, s);
     if (o->lists) st = try_lists(pb, &ev, &bs, &cand, o->quick, err);
     if (!st && o->rounds) try_rounds(pb, &ev, &bs, &cand, s);
-    if (!st && o->handcrafted) try_handcrafted(pb, &ev, &bs, &cand, s);
-    for (int k = 0; k < n_extra && !st; k++) {
+    for (int k = 0; k < n_extra && !st && !optimal(&bs); k++) {
       clear(&cand);
       for (int r = 0; r < s->p && !st; r++)
         for (size_t i = 0; i < extra[k]->ranks[r].n && !st; i++) {
@@ -211,7 +219,7 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
       if (!st) st = try_follow(pb, &ev, &bs, &cand, extra[k], err);
     }
     /* the winner's W's, placed again by timing (small problems) */
-    if (!st && bs.have && o->lists && !o->quick && actions(pb) <= SMALL_ACTIONS) {
+    if (!st && bs.have && o->lists && !o->quick && actions(pb) <= SMALL_ACTIONS && !optimal(&bs)) {
       kt_schedule keep;
       if (!(st = kt_schedule_init_like(&keep, s, s->m, err))) {
         for (int r = 0; r < s->p && !st; r++)
@@ -230,7 +238,7 @@ kt_status kt__zb_search(const kt__zb_problem *pb, const kt__zb_search_opts *o,
     st = kt_fail(err, KT_EINVAL, "no order fits the memory budget (P=%d, V=%d, M=%d)", pb->p,
                  pb->v, pb->m);
   int win = 0;
-  if (!st && o->refine_evals != 0) {
+  if (!st && o->refine_evals != 0 && !optimal(&bs)) {
     long budget = refine_budget(pb, o->refine_evals);
     for (int k = 0; k < bs.have; k++) {
       bs.makespan[k] = kt__zb_refine(pb, &ev, &bs.best[k], bs.makespan[k], budget);
@@ -282,8 +290,11 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
     kt__zb_problem_free(&pb);
     return st;
   }
-  static const kt__zb_search_opts all = {1, 1, 1, -1, 0, 1};
-  st = kt__zb_search(&pb, o ? o : &all, NULL, 0, s, err);
+  static const kt__zb_search_opts all = {1, 1, 1, -1, 0, 1, 0};
+  kt__zb_search_opts so = o ? *o : all;
+  kt_error e2; /* no bound: the search runs in full */
+  if (kt_makespan_lower_bound(s, costs, pb.limit[0], 0, &so.lower, NULL, &e2)) so.lower = 0;
+  st = kt__zb_search(&pb, &so, NULL, 0, s, err);
   kt__zb_problem_free(&pb);
   /* the winner runs to completion under the simulator (a cheap safety net) */
   if (!st) st = kt_simulate(s, costs, NULL, err);
@@ -291,7 +302,7 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
 }
 
 /* The quick search: every builder but the full rule set, no refinement. */
-static const kt__zb_search_opts quick = {1, 1, 1, 0, 1, 0};
+static const kt__zb_search_opts quick = {1, 1, 1, 0, 1, 0, 0};
 
 kt_status kt__gen_zb_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
   return kt__zb_auto_build(s, params->costs, params->mem_limit, params->quick ? &quick : NULL, err);

@@ -38,7 +38,12 @@ kt_status kt__zb_problem_init(kt__zb_problem *pb, const kt_schedule *s, const kt
     pb->srank[st] = kt_stage_rank(s, st);
     pb->schunk[st] = kt_stage_chunk(s, st);
     pb->rstage[pb->srank[st] * s->v + pb->schunk[st]] = st;
-    pb->tf[st] = kt_cost_tf(c, st), pb->tb[st] = kt_cost_tb(c, st), pb->tw[st] = kt_cost_tw(c, st);
+    /* a per-action overhead searches as part of F, I and W (a B's second
+     * share makes its estimate high; kt_schedule_span then leaves the fast
+     * path, so spans stay exact) */
+    double o = c->op_overhead;
+    pb->tf[st] = kt_cost_tf(c, st) + o, pb->tb[st] = kt_cost_tb(c, st) + o;
+    pb->tw[st] = kt_cost_tw(c, st) + o;
     pb->act[st] = kt_cost_mem_act(c, st), pb->wg[st] = kt_cost_mem_wgrad(c, st);
     pb->res[st] = fmax(pb->act[st], pb->wg[st]);
     most = fmax(most, pb->res[st]);
@@ -175,10 +180,10 @@ int kt__zb_fits(const kt__zb_problem *pb, const kt_schedule *s, double *peak) {
 
 /* Whether the search's evaluation (kt__zb_evaluate) is the simulator's
  * timing for s under c: compute actions inside the schedule's stages and
- * micro-batches, no overlapped pairs, no links, no send overhead, no
+ * micro-batches, no overlapped pairs, no links, no send or op overhead, no
  * per-action times. */
 static int fast_path_applies(const kt_schedule *s, const kt_costs *c) {
-  if (c && (c->links || c->send_overhead > 0 || c->action_time)) return 0;
+  if (c && (c->links || c->send_overhead > 0 || c->op_overhead > 0 || c->action_time)) return 0;
   int S = kt_schedule_stages(s);
   for (int r = 0; r < s->p; r++)
     for (size_t i = 0; i < s->ranks[r].n; i++) {

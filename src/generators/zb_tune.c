@@ -10,15 +10,17 @@
 
 #include "generators/search.h"
 
-/* The walk and the refinement after it run where the walk's work budget
- * (1.2e8 simulated actions, at most 20,000 evaluations) buys at least this
- * many evaluations, i.e. up to 30,000 actions (P*M <= 5,000 for the V
- * shapes). Its gains come a few hundredths of a percent at a time, spread
- * over thousands of evaluations (measured with the three oracle cost sets:
- * 0.1-6% at P <= 16 and M <= 4P); with a few hundred, at P = 32..64 and
- * M = 4P..16P, it found nothing while taking 2-3 s, and the refinement after
- * it 1-3 s more. */
-#define MIN_WALK_EVALS 4000
+/* The tuning's effort: the list scheduler's core rules, the V round
+ * builder, the construction's F/I order with its W's timed again (the six
+ * variants that ever won), and a short refinement of the best three: some
+ * sixty evaluations of an order, whatever the size. The random walk and a
+ * longer refinement found 1-2% more at balanced costs, but took 10-20x the
+ * time the zero-bubble authors' greedy takes to build the V-Min and V-Half
+ * orders (bench/README.md, "Against the authors' schedulers"). */
+#define TUNE_REFINE_EVALS 100
+/* ... on problems up to this many actions (zb-auto's small problems):
+ * above, one evaluation costs what the whole tuning may */
+#define TUNE_REFINE_ACTIONS 12000
 
 /* Peak of rank r's memory prefix sums under pb's M_B and M_W. */
 static double rank_peak(const kt__zb_problem *pb, const kt_rank_actions *ra) {
@@ -40,6 +42,30 @@ static void swap_lists(kt_schedule *a, kt_schedule *b) {
   }
 }
 
+/* The costs the constructions are built for: T_F = T_B = T_W, the same on
+ * every stage, no hop time, no links or send overhead. The tuning found
+ * 1-2% there at small sizes (v-half, v-min) and nothing at P >= 16, for
+ * seconds at P=64, M=1024: the construction stays. */
+static int balanced(const kt_costs *c, int S) {
+  if (kt_cost_comm(c) > 0 || c->links || c->send_overhead > 0) return 0;
+  double t = kt_cost_tf(c, 0);
+  for (int st = 0; st < S; st++)
+    if (kt_cost_tf(c, st) != t || kt_cost_tb(c, st) != t || kt_cost_tw(c, st) != t) return 0;
+  return 1;
+}
+
+/* Whether the construction already meets the lower bound (the costs are
+ * uniform, say): no order within its memory is faster. */
+static int construction_optimal(const kt__zb_problem *pb, const kt_schedule *base, double lower) {
+  if (!(lower > 0)) return 0;
+  kt__zb_eval ev;
+  kt_error err;
+  if (kt__zb_eval_init(&ev, pb, &err)) return 0;
+  double ms = kt__zb_evaluate(pb, &ev, base);
+  kt__zb_eval_free(&ev);
+  return ms >= 0 && ms <= lower * (1 + 1e-12);
+}
+
 /* Above this many actions the caller hears of the search before it starts. */
 #define LONG_SEARCH_ACTIONS 1000000
 
@@ -47,7 +73,7 @@ kt_status kt__zb_tune(kt_schedule *s, const kt_schedule_params *params, int stri
                       kt_error *err) {
   const kt_costs *c = params->costs;
   kt_status st = kt_costs_check(c, kt_schedule_stages(s), err);
-  if (st) return st;
+  if (st || balanced(c, kt_schedule_stages(s))) return st;
   kt__zb_problem pb;
   if ((st = kt__zb_problem_init(&pb, s, c, 0, err))) return st;
   kt_schedule base;
@@ -59,25 +85,20 @@ kt_status kt__zb_tune(kt_schedule *s, const kt_schedule_params *params, int stri
   double top = 0;
   for (int r = 0; r < s->p; r++) top = fmax(top, rank_peak(&pb, &base.ranks[r]));
   for (int r = 0; r < s->p; r++) pb.limit[r] = top;
-  static const kt__zb_search_opts opts = {1, 1, 0, -1, 0, 0};
-  const kt_schedule *extra[1] = {&base};
   size_t actions = 3 * (size_t)pb.S * (size_t)pb.m;
+  kt__zb_search_opts opts = {1, 1, 0, actions <= TUNE_REFINE_ACTIONS ? TUNE_REFINE_EVALS : 0, 1, 0, 0};
+  kt_error e2; /* no bound: tuned in full */
+  if (kt_makespan_lower_bound(s, c, top, 0, &opts.lower, NULL, &e2)) opts.lower = 0;
+  if (construction_optimal(&pb, &base, opts.lower)) { /* nothing to tune */
+    swap_lists(&base, s);
+    kt_schedule_free(&base);
+    kt__zb_problem_free(&pb);
+    return KT_OK;
+  }
+  const kt_schedule *extra[1] = {&base};
   if (params->on_long_search && actions > LONG_SEARCH_ACTIONS)
     params->on_long_search(s->name, actions, params->ctx);
   st = kt__zb_search(&pb, &opts, extra, 1, s, err);
-  long walk_evals = kt__zb_walk_budget(&pb, 1.2e8);
-  /* past the refinement's plateaus, then refined again */
-  if (!st && !params->quick && walk_evals >= MIN_WALK_EVALS) {
-    kt__zb_eval ev;
-    if (!(st = kt__zb_eval_init(&ev, &pb, err))) {
-      double ms = kt__zb_evaluate(&pb, &ev, s);
-      if (ms >= 0) {
-        ms = kt__zb_walk(&pb, &ev, s, ms, walk_evals, 0);
-        kt__zb_refine(&pb, &ev, s, ms, 400);
-      }
-      kt__zb_eval_free(&ev);
-    }
-  }
   if (!st && strict) { /* the construction stays unless the search is strictly faster */
     kt__zb_eval ev;
     if (!(st = kt__zb_eval_init(&ev, &pb, err))) {

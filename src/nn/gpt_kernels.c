@@ -40,7 +40,7 @@
 
 /* The resolver GCC emits for target_clones takes the highest level the CPU
  * supports, in the order listed: the same checks, asked here. */
-const char *kt__kernel_isa(void) {
+const char *kt_kernel_isa(void) {
 #ifdef KERNEL_ISA_FIXED
   return KERNEL_ISA_FIXED;
 #else

@@ -59,6 +59,48 @@ const kt__matmul_shape *kt__matmul_recorded(size_t *n) {
   return shapes;
 }
 
+/* The logged shapes on bare sgemm, packed operands (leading dimensions of
+ * the shapes themselves) and beta 0: the fastest of reps (seconds; -1 out
+ * of memory, 0 when nothing was logged). */
+static double replay_log(int reps) {
+  size_t big = 1;
+  for (size_t i = 0; i < n_shapes; i++) {
+    const kt__matmul_shape *s = &shapes[i];
+    size_t need[3] = {(size_t)s->m * s->k, (size_t)s->k * s->n, (size_t)s->m * s->n};
+    for (int j = 0; j < 3; j++) big = need[j] > big ? need[j] : big;
+  }
+  float *a = calloc(big, sizeof *a), *b = calloc(big, sizeof *b), *c = calloc(big, sizeof *c);
+  double best = a && b && c ? 0 : -1;
+  for (int r = 0; best >= 0 && n_shapes && r < reps; r++) {
+    double t0 = kt_now();
+    for (size_t i = 0; i < n_shapes; i++) {
+      const kt__matmul_shape *s = &shapes[i];
+      cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
+                  s->trans_b ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, 1.0f, a,
+                  s->trans_a ? s->m : s->k, b, s->trans_b ? s->k : s->n, 0.0f, c, s->n);
+    }
+    double t = kt_now() - t0;
+    best = r == 0 || t < best ? t : best;
+  }
+  free(a), free(b), free(c);
+  return best;
+}
+
+kt_status kt_matmul_measure(kt_status (*work)(void *ctx, kt_error *err), void *ctx, int reps,
+                            double *flops, double *sgemm_seconds, kt_error *err) {
+  *flops = *sgemm_seconds = 0;
+  double before = kt__matmul_flops();
+  kt__matmul_record(1);
+  kt_status st = work(ctx, err);
+  kt__matmul_record(0);
+  *flops = kt__matmul_flops() - before;
+  if (st) return st;
+  double t = replay_log(reps);
+  if (t < 0) return kt_fail(err, KT_ENOMEM, "out of memory replaying the matmuls");
+  *sgemm_seconds = t;
+  return KT_OK;
+}
+
 void kt__rng_seed(kt__rng *r, uint64_t seed) { r->s = seed ^ 0x9E3779B97F4A7C15ull; }
 
 uint64_t kt__rng_next(kt__rng *r) {
@@ -132,7 +174,7 @@ static void choose_blas_core(void) {
 }
 #endif
 
-const char *kt__blas_core(const char **chosen_by_kaiten) {
+const char *kt_blas_core(const char **chosen_by_kaiten) {
   if (chosen_by_kaiten) *chosen_by_kaiten = chosen;
   return openblas_get_corename();
 }

@@ -41,17 +41,6 @@ typedef struct {
 void kt__matmul_record(int on);
 const kt__matmul_shape *kt__matmul_recorded(size_t *n);
 
-/* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...);
- * *chosen_by_kaiten (when non-NULL) receives the core kaiten chose at load
- * time in place of OpenBLAS's own fallback, or NULL (matmul.c). */
-const char *kt__blas_core(const char **chosen_by_kaiten);
-
-/* Which build of the element-wise kernels the loader picked: "x86-64-v4"
- * (AVX-512), "x86-64-v3" (AVX2 + FMA), "baseline", or "portable" where
- * they are built once (not GCC on x86-64, or under ThreadSanitizer)
- * (gpt_kernels.c). */
-const char *kt__kernel_isa(void);
-
 /* out (N) = GELU(inp), tanh approximation (vectorisable, no libm calls;
  * gpt_kernels.c) */
 void kt__gelu_forward(float *out, const float *inp, size_t N);

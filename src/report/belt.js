@@ -68,7 +68,7 @@
     if (meta) { try { mem = JSON.parse(meta.textContent); } catch (err) { mem = null; } }
     var recs = [];
     for (k in keys) recs.push(keys[k]);
-    return { P: P, S: S, T: T > 0 ? T : 1, ranks: ranks, recs: recs, keys: keys, times: times,
+    return { P: P, S: S, T: T > 0 && isFinite(T) ? T : 1, ranks: ranks, recs: recs, keys: keys, times: times,
              mem: mem, scale: +svg.getAttribute('data-tscale') || 1,
              unit: svg.getAttribute('data-tunit') || '' };
   }
@@ -272,6 +272,9 @@
   window.ktBelt = function (svg) {
     if (!svg || svg.getAttribute('data-mode') !== 'detail') return null;
     if (!svg.querySelector('g.bars rect[data-mb]')) return null;
+    /* a chart no renderer of ours writes (no scale, absurd rank count): no belt */
+    var ppu = +svg.getAttribute('data-ppu'), P = +svg.getAttribute('data-p');
+    if (!(ppu > 0 && isFinite(ppu)) || !(P >= 1 && P <= 4096)) return null;
     return new Belt(svg);
   };
   var all = document.querySelectorAll('svg.gantt[data-mode="detail"]');

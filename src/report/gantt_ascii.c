@@ -5,12 +5,13 @@
  * One column group per time quantum when the chart fits the width, else a
  * proportional scale where labels that do not fit are cut to the op letter.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kaiten/report.h"
+#include "report/svg_util.h"
 
 void kt_gantt_default_opts(kt_gantt_opts *o) {
   o->width = 120;
@@ -20,27 +21,48 @@ void kt_gantt_default_opts(kt_gantt_opts *o) {
   o->coarse = 0;
 }
 
+/* Appends the decimal digits of x >= 0 at out; returns how many. (A chart
+ * labels every action: snprintf per label was most of a large chart's time.) */
+static int put_uint(char *out, unsigned x) {
+  char tmp[12];
+  int n = 0;
+  do tmp[n++] = (char)('0' + x % 10), x /= 10;
+  while (x);
+  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  return n;
+}
+
+/* "<stage><op><mb>" or "<op><mb>" into buf (at least 32 bytes): what
+ * snprintf("%d%c%d") writes, and its length. */
+static int put_label(char *buf, int stage, char op, int mb) {
+  if ((stage != INT_MIN && stage < 0) || mb < 0) {
+    return stage == INT_MIN ? snprintf(buf, 32, "%c%d", op, mb)
+                            : snprintf(buf, 32, "%d%c%d", stage, op, mb);
+  }
+  int n = stage == INT_MIN ? 0 : put_uint(buf, (unsigned)stage);
+  buf[n++] = op;
+  n += put_uint(buf + n, (unsigned)mb);
+  buf[n] = 0;
+  return n;
+}
+
 int kt_event_label(const kt_event *e, int chunks, char *buf, size_t n) {
-  char op = kt_op_letter((kt_op)e->op);
-  if (chunks > 1) return snprintf(buf, n, "%d%c%d", e->stage, op, e->mb);
-  return snprintf(buf, n, "%c%d", op, e->mb);
+  char tmp[32];
+  int len = put_label(tmp, chunks > 1 ? e->stage : INT_MIN, kt_op_letter((kt_op)e->op), e->mb);
+  if (n) {
+    size_t k = (size_t)len < n ? (size_t)len : n - 1;
+    memcpy(buf, tmp, k);
+    buf[k] = 0;
+  }
+  return len;
 }
 
 /* Short label for narrow cells: the op letter, lower case on every chunk but
- * the first of its rank, then the micro-batch ("F3", "f3"). */
-static int short_label(const kt_event *e, int p, char *buf, size_t n) {
+ * the first of its rank, then the micro-batch ("F3", "f3"). buf: 32 bytes. */
+static int short_label(const kt_event *e, int p, char *buf) {
   char op = kt_op_letter((kt_op)e->op);
   if (p > 0 && e->stage >= p) op = (char)(op - 'A' + 'a');
-  return snprintf(buf, n, "%c%d", op, e->mb);
-}
-
-/* 1, 2 or 5 times a power of ten, at least x. */
-static double nice_step(double x) {
-  double p10 = pow(10, floor(log10(x)));
-  if (x <= p10) return p10;
-  if (x <= 2 * p10) return 2 * p10;
-  if (x <= 5 * p10) return 5 * p10;
-  return 10 * p10;
+  return put_label(buf, INT_MIN, op, e->mb);
 }
 
 /* 256-colour backgrounds chosen to stay distinct for colour-blind readers
@@ -94,15 +116,29 @@ int kt_gantt_columns(const kt_gantt_opts *o, int p) {
   return (o->width > 40 ? o->width : 40) - prefix_width(p) - 1;
 }
 
+/* The widest label: the digits of the largest stage and micro-batch (the
+ * labels' widths grow with them), without formatting every event. */
 static int max_label_width(const kt_timeline *t, const kt_gantt_opts *o, int short_form) {
-  int w = 2;
+  int stage = 0, mb = 0, odd = 0;
   for (size_t i = 0; i < t->n_events; i++) {
-    char lab[32];
-    int n = short_form ? short_label(&t->events[i], t->p, lab, sizeof lab)
-                       : kt_event_label(&t->events[i], o->chunks, lab, sizeof lab);
-    if (n > w) w = n;
+    const kt_event *e = &t->events[i];
+    if (e->stage > stage) stage = e->stage;
+    if (e->mb > mb) mb = e->mb;
+    odd |= e->stage < 0 || e->mb < 0;
   }
-  return w;
+  if (odd) { /* negative numbers: every label, as written */
+    int w = 2;
+    for (size_t i = 0; i < t->n_events; i++) {
+      char lab[32];
+      int n = short_form ? short_label(&t->events[i], t->p, lab)
+                         : kt_event_label(&t->events[i], o->chunks, lab, sizeof lab);
+      if (n > w) w = n;
+    }
+    return w;
+  }
+  char lab[32];
+  int w = put_label(lab, short_form || o->chunks <= 1 ? INT_MIN : stage, 'F', mb);
+  return w > 2 ? w : 2;
 }
 
 /* Layout, best first: one cell per time quantum with full labels, then with
@@ -117,12 +153,14 @@ static gantt_layout choose_layout(const kt_timeline *t, const kt_gantt_opts *o) 
     if (t->events[i].start < L.t0) L.t0 = t->events[i].start;
     if (t->events[i].end > t1) t1 = t->events[i].end;
   }
-  L.span = t1 - L.t0 > 0 ? t1 - L.t0 : 1;
+  /* times far out (1e308, an overflowed sum) are drawn at the axis' limit */
+  L.t0 = kt__axis_clamp(L.t0);
+  L.span = kt__axis_clamp(t1) - L.t0 > 0 ? kt__axis_clamp(t1) - L.t0 : 1;
   int avail = kt_gantt_columns(o, t->p);
   int label_w = max_label_width(t, o, 0), short_w = max_label_width(t, o, 1), cell = 0;
   L.q = o->coarse ? 0 : find_quantum(t, L.t0);
   if (L.q > 0) {
-    double quanta = L.span / L.q;
+    double quanta = L.span / L.q; /* may be huge: cells below compare it as a double */
     if (quanta * (label_w + 1) <= (double)avail * MAX_BANDS) cell = label_w + 1;
     else if (o->chunks > 1 && quanta * (short_w + 1) <= (double)avail * MAX_BANDS)
       cell = short_w + 1, L.use_short = 1;
@@ -132,7 +170,7 @@ static gantt_layout choose_layout(const kt_timeline *t, const kt_gantt_opts *o) 
       L.use_short = o->chunks > 1;
     }
   }
-  L.quantized = L.q > 0 && cell >= 1;
+  L.quantized = L.q > 0 && cell >= 1 && L.span / L.q <= avail * MAX_BANDS;
   if (L.quantized) {
     L.scale = cell / L.q;
     L.cols = (int)llround(L.span / L.q) * cell;
@@ -142,6 +180,12 @@ static gantt_layout choose_layout(const kt_timeline *t, const kt_gantt_opts *o) 
     L.cols = L.band = avail;
   }
   return L;
+}
+
+/* The column of time t, within 0..cols (NaN: 0). */
+static int column(const gantt_layout *L, double t) {
+  double c = round((kt__axis_clamp(t) - L->t0) * L->scale);
+  return c > 0 ? c < L->cols ? (int)c : L->cols : 0;
 }
 
 /* Each event's cells: its label, or its op letter where the label does not
@@ -154,13 +198,13 @@ static void paint_events(const kt_timeline *t, const kt_gantt_opts *o, const gan
     if (e->rank < 0 || e->rank >= t->p) continue;
     char *row = grid + (size_t)e->rank * cols;
     signed char *ops = opmap + (size_t)e->rank * cols;
-    int c0 = (int)llround((e->start - L->t0) * L->scale), c1 = (int)llround((e->end - L->t0) * L->scale);
+    int c0 = column(L, e->start), c1 = column(L, e->end);
     if (c0 >= cols) c0 = cols - 1;
     if (c1 > cols) c1 = cols;
     if (c1 <= c0) c1 = c0 + 1;
     char lab[32];
     int n = o->coarse ? snprintf(lab, sizeof lab, "%c", kt_op_letter((kt_op)e->op))
-            : L->use_short ? short_label(e, t->p, lab, sizeof lab)
+            : L->use_short ? short_label(e, t->p, lab)
                            : kt_event_label(e, o->chunks, lab, sizeof lab);
     for (int c = c0; c < c1; c++) {
       ops[c] = (signed char)e->op;
@@ -177,10 +221,14 @@ static void paint_events(const kt_timeline *t, const kt_gantt_opts *o, const gan
 /* Time axis: ticks at round numbers, at whole quanta when quantized. */
 static void draw_axis(const gantt_layout *L, char *axis) {
   memset(axis, ' ', (size_t)L->cols);
-  double step_units = nice_step(10.0 / L->scale);
+  double step_units = kt__nice_step(10.0 / L->scale);
   if (L->quantized && step_units < L->q) step_units = L->q;
-  for (double tt = 0; tt <= L->span + 1e-9; tt += step_units) {
-    int c = (int)llround(tt * L->scale);
+  /* a tick every 10 columns or more: at most one per column whatever the times */
+  double ticks = floor(L->span / step_units + 1e-9) + 1;
+  if (!(ticks <= L->cols)) ticks = L->cols;
+  for (int i = 0; i < (int)ticks; i++) {
+    double tt = i * step_units;
+    int c = column(L, tt + L->t0);
     char num[32];
     int n = snprintf(num, sizeof num, "%g", tt + L->t0);
     if (c + n > L->cols) break;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "report/svg_util.h"
+#include "report/whatif.h"
 
 #define PAGE_W 1320       /* content width charts are laid out for (a 1400 px window) */
 #define MAX_DETAIL_W 4000 /* a single schedule's chart may scroll up to this width */
@@ -72,6 +73,18 @@ static void facts(kt_buf *b, const kt_report_entry *e) {
   kt_buf_printf(b, " &#183; peak memory <b>%g</b> &#183; P=%d V=%d M=%d &#183; %zu messages"
                    "</span>\n", peak_memory(m), e->info.p, e->info.v, e->info.m,
                 e->info.messages);
+}
+
+/* The what-if panel under an entry's Gantt: costs as the user gave them
+ * (else the stage costs it ran with); the order as it ran unless a
+ * generator makes it again (a schedule file's, say). */
+static void whatif(kt_buf *b, const kt_report_entry *e, const kt_costs *given) {
+  int generated = e->info.schedule && kt_schedule_kind_from_name(e->info.schedule) >= 0;
+  kt__whatif_seed w = {.name = e->info.schedule, .p = e->info.p, .m = e->info.m, .v = e->info.v,
+                       .basis = given ? e->info.cost_basis : "stage",
+                       .costs = given ? given : e->info.costs, .mem_limit = e->info.mem_limit,
+                       .order = generated ? NULL : e->timeline};
+  if (w.costs) kt__whatif_panel(b, &w);
 }
 
 static void gantt(kt_buf *b, const kt_report_entry *e, double ppu, double t0, double t1,
@@ -342,7 +355,8 @@ static void not_applicable(kt_buf *b, const kt_report_entry *e, size_t n) {
   if (any) kt_buf_puts(b, "</ul>\n");
 }
 
-static void compare_body(kt_buf *b, const kt_report_entry *e, size_t n, double t0, double t1) {
+static void compare_body(kt_buf *b, const kt_report_entry *e, size_t n, double t0, double t1,
+                         const kt_costs *costs) {
   double span = t1 - t0 > 0 ? t1 - t0 : 1;
   double ppu = kt_svg_fit_scale(span, PAGE_W);
   size_t ok = 0;
@@ -371,7 +385,9 @@ static void compare_body(kt_buf *b, const kt_report_entry *e, size_t n, double t
     time_range(e[i].timeline, &a, &z);
     kt_buf_puts(b, "<div class=\"scroll\">\n");
     gantt(b, &e[i], ppu, t0, z > t0 ? z : t1, max_rects);
-    kt_buf_puts(b, "</div>\n</div>\n");
+    kt_buf_puts(b, "</div>\n");
+    whatif(b, &e[i], costs);
+    kt_buf_puts(b, "</div>\n");
   }
   not_applicable(b, e, n);
   kt_html_section_end(b);
@@ -392,7 +408,8 @@ static void compare_body(kt_buf *b, const kt_report_entry *e, size_t n, double t
   kt_html_section_end(b);
 }
 
-static void sim_body(kt_buf *b, const kt_report_entry *e, double t0, double t1) {
+static void sim_body(kt_buf *b, const kt_report_entry *e, double t0, double t1,
+                     const kt_costs *costs) {
   double span = t1 - t0 > 0 ? t1 - t0 : 1;
   /* labels fit when the narrowest action is wide enough for its label */
   double need = 0;
@@ -407,7 +424,7 @@ static void sim_body(kt_buf *b, const kt_report_entry *e, double t0, double t1) 
   double ppu = kt_svg_fit_scale(span, PAGE_W), cap = kt_svg_fit_scale(span, MAX_DETAIL_W);
   if (need > ppu && t->n_events <= MAX_DETAIL_RECTS) ppu = need < cap ? need : cap;
   /* whole pixels, so the memory chart under it lines up exactly */
-  int width = (int)ceil(KT_SVG_MARGIN_LEFT + span * ppu + KT_SVG_MARGIN_RIGHT);
+  int width = kt__svg_width(span, ppu);
   ppu = kt_svg_fit_scale(span, width);
   kt_html_section_begin(b, "pipeline", "Pipeline",
                         "One row per rank, time to the right; empty grey lane = idle (the "
@@ -420,6 +437,7 @@ static void sim_body(kt_buf *b, const kt_report_entry *e, double t0, double t1) 
   gantt(b, e, ppu, t0, t1, MAX_DETAIL_RECTS);
   memory_chart(b, e, t0, t1, width, 200, 0, "Memory over time");
   kt_buf_puts(b, "</div>\n");
+  whatif(b, e, costs);
   kt_html_section_end(b);
   kt_html_section_begin(b, "ranks", "Ranks",
                         "Busy and idle time of each rank within the makespan.");
@@ -474,9 +492,9 @@ void kt_render_html_report(kt_buf *b, const char *title, const kt_report_entry *
     not_applicable(b, e, n);
     kt_html_section_end(b);
   } else if (n == 1) {
-    sim_body(b, e, t0, t1);
+    sim_body(b, e, t0, t1, costs);
   } else {
-    compare_body(b, e, n, t0, t1);
+    compare_body(b, e, n, t0, t1, costs);
   }
   kt_html_section_begin(b, "config", "Configuration", NULL);
   config_table(b, e, n, c);

@@ -35,11 +35,67 @@ void kt_render_costs_json(const kt_costs *c, kt_buf *b) {
   kt_buf_json_number(b, kt_cost_comm(c));
   kt_buf_puts(b, ",\"send_overhead\":");
   kt_buf_json_number(b, c->send_overhead);
+  if (c->op_overhead > 0) {
+    kt_buf_puts(b, ",\"op_overhead\":");
+    kt_buf_json_number(b, c->op_overhead);
+  }
   kt_buf_puts(b, ",");
   cost_value(b, "mem_act", c->mem_act, c->stage_mem_act, ns);
   kt_buf_puts(b, ",");
   cost_value(b, "mem_wgrad", c->mem_wgrad, c->stage_mem_wgrad, ns);
   kt_buf_printf(b, ",\"per_stage\":%s}", ns > 0 ? "true" : "false");
+}
+
+/* lower_bound, gap (makespan over it, less 1) and, for the exact search,
+ * proven and its figures. */
+static void bound_json(const kt_sim_info *info, double makespan, kt_buf *b) {
+  kt_buf_puts(b, ",\"lower_bound\":");
+  if (!info->has_lower_bound) {
+    kt_buf_puts(b, "null,\"gap\":null");
+    if (info->lower_bound_why) {
+      kt_buf_puts(b, ",\"lower_bound_why\":");
+      kt_buf_json_string(b, info->lower_bound_why);
+    }
+  } else {
+    kt_buf_json_number(b, info->lower_bound);
+    kt_buf_puts(b, ",\"lower_bound_memory\":");
+    kt_buf_json_number(b, info->lower_bound_memory);
+    if (info->lower_bound_from) {
+      kt_buf_puts(b, ",\"lower_bound_from\":");
+      kt_buf_json_string(b, info->lower_bound_from);
+    }
+    kt_buf_printf(b, ",\"lower_bound_exact\":%s,\"gap\":", info->lower_bound_exact ? "true" : "false");
+    kt_buf_json_number(b, info->lower_bound > 0 ? makespan / info->lower_bound - 1 : 0);
+  }
+  if (!info->searched) return;
+  kt_buf_printf(b, ",\"proven\":%s,\"search\":{\"seconds\":", info->proven ? "true" : "false");
+  kt_buf_json_number(b, info->search_seconds);
+  kt_buf_puts(b, ",\"time_limit\":");
+  kt_buf_json_number(b, info->search_time_limit);
+  kt_buf_printf(b, ",\"nodes\":%ld,\"start_makespan\":", info->search_nodes);
+  kt_buf_json_number(b, info->search_start_makespan);
+  kt_buf_puts(b, "}");
+}
+
+/* The bound's line under the metrics, and the search's. */
+static void bound_text(const kt_sim_info *info, double makespan, kt_buf *b) {
+  if (info->has_lower_bound) {
+    double gap = info->lower_bound > 0 ? makespan / info->lower_bound - 1 : 0;
+    kt_buf_printf(b, "lower bound %g (%s, memory <= %g per rank): gap %.2f%%\n", info->lower_bound,
+                  info->lower_bound_exact ? "the proven optimum" : "no order of this layout is faster",
+                  info->lower_bound_memory, 100 * gap);
+  } else if (info->lower_bound_why) {
+    kt_buf_printf(b, "lower bound - (%s)\n", info->lower_bound_why);
+  }
+  if (!info->searched) return;
+  if (info->proven)
+    kt_buf_printf(b, "optimal: proven in %.3g s (%ld nodes; zb-auto's order: %g)\n",
+                  info->search_seconds, info->search_nodes, info->search_start_makespan);
+  else
+    kt_buf_printf(b, "optimal: not proven within %g s (%ld nodes): the best order found, within "
+                     "%.2f%% of the bound; zb-auto's order: %g\n", info->search_time_limit,
+                  info->search_nodes, 100 * (makespan / info->lower_bound - 1),
+                  info->search_start_makespan);
 }
 
 void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_timeline *t,
@@ -80,6 +136,7 @@ void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_t
     kt_buf_puts(b, ",\"cost_basis\":");
     kt_buf_json_string(b, info->cost_basis);
   }
+  bound_json(info, m->makespan, b);
   double peak = 0;
   for (int r = 0; r < m->p; r++)
     if (m->ranks[r].peak_memory > peak) peak = m->ranks[r].peak_memory;
@@ -140,6 +197,7 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
     kt_buf_printf(b, "   closed form - (%s)", info->closed_form_why);
   if (info) kt_buf_printf(b, "   p2p messages %zu", info->messages);
   kt_buf_puts(b, "\n");
+  if (info) bound_text(info, m->makespan, b);
   kt_buf_printf(b, "%-6s %10s %10s %8s %12s %14s\n", "rank", "busy", "idle", "util",
                 "peak_memory", "peak_inflight");
   /* many ranks: the first ones, the last, and the extremes of the rest

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "report/run_report.h"
+#include "report/whatif.h"
 
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -130,7 +131,7 @@ static int stage_text(const kt_run *r, int rank, char *buf, size_t n) {
 
 static void traced_step(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_metrics *pm) {
   const kt_timeline *t = &r->measured;
-  double span = mm->makespan > pm->makespan ? mm->makespan : pm->makespan;
+  double span = kt__axis_clamp(mm->makespan > pm->makespan ? mm->makespan : pm->makespan);
   if (!(span > 0)) span = 1e-6;
   const char *tu;
   double ts = kt__run_time_scale(span, &tu);
@@ -152,7 +153,7 @@ static void traced_step(kt_buf *b, const kt_run *r, const kt_metrics *mm, const 
   /* fitted to the page: a measured step's actions vary too much in length
    * for labels to decide the width; labels go where they fit */
   double ppu = kt_svg_fit_scale(span, PAGE_W);
-  int width = (int)ceil(KT_SVG_MARGIN_LEFT + span * ppu + KT_SVG_MARGIN_RIGHT);
+  int width = kt__svg_width(span, ppu);
   ppu = kt_svg_fit_scale(span, width);
   kt_svg_gantt_opts go;
   kt_svg_gantt_default_opts(&go);
@@ -456,6 +457,7 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title) {
                                "each rank; memory below is on the same time axis."
                              : NULL);
   if (have) traced_step(b, r, &mm, &pm);
+  if (have) kt__whatif_run(b, r);
   else
     kt_buf_puts(b, "<p class=\"na\">No timeline.json in the run directory: the traced step is "
                    "written when training ends.</p>\n");

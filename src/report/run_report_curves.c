@@ -16,16 +16,28 @@
 #define SMOOTH_FROM 50   /* more steps than this: a moving average over the raw curve */
 #define MARKERS_UP_TO 40 /* at most this many steps: a dot per step */
 
-/* Centred moving average over window w, skipping non-finite values. */
+/* Centred moving average over window w, skipping non-finite values. Values
+ * are clamped to the charts' range (so sums stay finite), and a window sum
+ * that lost its digits to a huge value leaving it is summed again. */
 static void moving_average(const double *y, size_t n, size_t w, double *out) {
   double sum = 0;
   size_t cnt = 0, lo = 0, hi = 0, h = w / 2; /* window [lo, hi) */
   for (size_t i = 0; i < n; i++) {
     size_t want_lo = i > h ? i - h : 0, want_hi = i + h + 1 < n ? i + h + 1 : n;
     for (; hi < want_hi; hi++)
-      if (isfinite(y[hi])) sum += y[hi], cnt++;
+      if (isfinite(y[hi])) sum += kt__axis_clamp(y[hi]), cnt++;
+    int resum = 0;
     for (; lo < want_lo; lo++)
-      if (isfinite(y[lo])) sum -= y[lo], cnt--;
+      if (isfinite(y[lo])) {
+        double v = kt__axis_clamp(y[lo]);
+        sum -= v, cnt--;
+        resum |= fabs(sum) < fabs(v) * 1e-6;
+      }
+    if (resum) {
+      sum = 0;
+      for (size_t k = lo; k < hi; k++)
+        if (isfinite(y[k])) sum += kt__axis_clamp(y[k]);
+    }
     out[i] = cnt ? sum / (double)cnt : NAN;
   }
 }

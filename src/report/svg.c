@@ -72,37 +72,6 @@ void kt_buf_xml_escape(kt_buf *b, const char *s) {
   kt_buf_puts(b, run);
 }
 
-void kt__svg_num(kt_buf *b, double x) {
-  if (!isfinite(x)) x = 0;
-  long long t = llround(x * 10);
-  if (t % 10 == 0) kt_buf_printf(b, "%lld", t / 10);
-  else kt_buf_printf(b, "%s%lld.%lld", t < 0 ? "-" : "", llabs(t) / 10, llabs(t) % 10);
-}
-
-double kt__nice_step(double x) {
-  if (!(x > 0) || !isfinite(x)) return 1;
-  double p10 = pow(10, floor(log10(x)));
-  if (x <= p10 * 1.0000001) return p10;
-  if (x <= 2 * p10) return 2 * p10;
-  if (x <= 5 * p10) return 5 * p10;
-  return 10 * p10;
-}
-
-void kt__tick_label(char *buf, size_t n, double v, double step) {
-  static const char *const suffix[] = {"", "k", "M", "G", "T"};
-  int k = 0;
-  if (fabs(v) < fabs(step) * 1e-9) {
-    snprintf(buf, n, "0");
-    return;
-  }
-  double a = fabs(step) > fabs(v) ? fabs(step) : fabs(v);
-  while (a >= 1e4 && k < 4) a /= 1000, v /= 1000, step /= 1000, k++;
-  if (fabs(v) < fabs(step) * 1e-9) v = 0;
-  int dec = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
-  if (dec > 6) dec = 6;
-  snprintf(buf, n, "%.*f%s", dec, v, suffix[k]);
-}
-
 double kt__text_width(const char *s, double px) {
   double w = 0;
   for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
@@ -168,11 +137,10 @@ static void line(kt_buf *b, double x1, double y1, double x2, double y2, const ch
 
 void kt__svg_x_axis(kt_buf *b, double x0, double x1, double y, double y_top, double v0,
                     double v1, double scale, const char *label) {
-  if (scale <= 0) scale = 1;
-  double span = v1 - v0;
-  if (!(span > 0)) span = 1;
-  double px = (x1 - x0) / span;
-  double step = kt__nice_step(span / ((x1 - x0) / 80.0 > 1 ? (x1 - x0) / 80.0 : 1));
+  if (!(scale > 0) || !isfinite(scale)) scale = 1;
+  kt__axis_range(&v0, &v1);
+  double px = (x1 - x0) / (v1 - v0);
+  double step = kt__nice_step((v1 - v0) / ((x1 - x0) / 80.0 > 1 ? (x1 - x0) / 80.0 : 1));
   /* labels must not collide: widen the step until the widest one fits */
   for (int guard = 0; guard < 8; guard++) {
     char lab[32];
@@ -181,12 +149,13 @@ void kt__svg_x_axis(kt_buf *b, double x0, double x1, double y, double y_top, dou
     step = kt__nice_step(step * 1.5);
   }
   kt_buf_puts(b, "<g class=\"axis\" fill=\"#444444\">\n");
-  for (double v = ceil(v0 / step - 1e-9) * step; v <= v1 + step * 1e-9; v += step) {
-    double x = x0 + (v - v0) * px;
+  kt__ticks tk = kt__axis_ticks(v0, v1, step);
+  for (int i = 0; i < tk.n; i++) {
+    double v = tk.first + i * tk.step, x = x0 + (v - v0) * px;
     if (y_top < y) line(b, x, y_top, x, y, "#E4E4E4");
     line(b, x, y, x, y + 4, "#888888");
     char lab[32];
-    kt__tick_label(lab, sizeof lab, v * scale, step * scale);
+    kt__tick_label(lab, sizeof lab, v * scale, tk.step * scale);
     text_at(b, x, y + 15, "middle", NULL, lab);
   }
   line(b, x0, y, x1, y, "#888888");
@@ -209,8 +178,11 @@ typedef struct {
   int log_y;
 } frame;
 
+/* Any x maps to a bounded coordinate (NaN stays NaN: a gap). */
 static double fx(const frame *f, double x) {
-  return f->px0 + (x - f->x0) * (f->px1 - f->px0) / (f->x1 - f->x0);
+  if (isnan(x)) return NAN;
+  double r = f->px0 + (kt__axis_clamp(x) - f->x0) * ((f->px1 - f->px0) / (f->x1 - f->x0));
+  return r > 1e8 ? 1e8 : r < -1e8 ? -1e8 : r;
 }
 static double fy(const frame *f, double y) {
   double v = f->log_y ? log10(y > 0 ? y : f->y0) : y;
@@ -313,7 +285,10 @@ static void series_path(kt_buf *b, const frame *f, const kt_series *s) {
 static void y_axis(kt_buf *b, const frame *f, const char *label) {
   kt_buf_puts(b, "<g class=\"axis\" fill=\"#444444\">\n");
   if (f->log_y) {
-    for (double d = floor(log10(f->y0)); d <= ceil(log10(f->y1)); d++) {
+    /* one tick per decade, every few decades over a range of hundreds */
+    double d0 = floor(log10(f->y0)), d1 = ceil(log10(f->y1));
+    double stride = ceil((d1 - d0 + 1) / KT_MAX_TICKS);
+    for (double d = d0; stride >= 1 && d <= d1; d += stride) {
       double v = pow(10, d);
       if (v < f->y0 * 0.999 || v > f->y1 * 1.001) continue;
       double y = fy(f, v);
@@ -323,13 +298,13 @@ static void y_axis(kt_buf *b, const frame *f, const char *label) {
       text_at(b, f->px0 - 6, y + 4, "end", NULL, lab);
     }
   } else {
-    double step = kt__nice_step((f->y1 - f->y0) / ((f->py0 - f->py1) / 36.0 > 1
-                                                       ? (f->py0 - f->py1) / 36.0 : 1));
-    for (double v = ceil(f->y0 / step - 1e-9) * step; v <= f->y1 + step * 1e-9; v += step) {
-      double y = fy(f, v);
+    double rows = (f->py0 - f->py1) / 36.0 > 1 ? (f->py0 - f->py1) / 36.0 : 1;
+    kt__ticks tk = kt__axis_ticks(f->y0, f->y1, kt__nice_step((f->y1 - f->y0) / rows));
+    for (int i = 0; i < tk.n; i++) {
+      double v = tk.first + i * tk.step, y = fy(f, v);
       line(b, f->px0, y, f->px1, y, "#E4E4E4");
       char lab[32];
-      kt__tick_label(lab, sizeof lab, v, step);
+      kt__tick_label(lab, sizeof lab, v, tk.step);
       text_at(b, f->px0 - 6, y + 4, "end", NULL, lab);
     }
   }
@@ -376,11 +351,9 @@ static void markers(kt_buf *b, const frame *f, const kt_series *s, size_t i, siz
   }
 }
 
-void kt_svg_line_chart(kt_buf *b, const kt_chart_opts *o, const kt_series *s, size_t n) {
-  kt_chart_opts d;
-  if (!o) kt_chart_default_opts(&d), o = &d;
-  double w = o->width > 0 ? o->width : 900, h = o->height > 0 ? o->height : 220;
-  frame f = {.log_y = o->log_y};
+/* The data range of a line chart (or the one asked for): finite, ordered,
+ * wide enough for ticks, whatever the values. */
+static void data_frame(const kt_chart_opts *o, const kt_series *s, size_t n, frame *f) {
   double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
   for (size_t i = 0; i < n; i++)
     for (size_t j = 0; j < s[i].n; j++) {
@@ -392,20 +365,36 @@ void kt_svg_line_chart(kt_buf *b, const kt_chart_opts *o, const kt_series *s, si
       if (y > ymax) ymax = y;
     }
   if (!isfinite(xmin)) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
-  f.x0 = o->x_max > o->x_min ? o->x_min : xmin;
-  f.x1 = o->x_max > o->x_min ? o->x_max : xmax;
-  if (!(f.x1 > f.x0)) f.x1 = f.x0 + 1;
-  if (o->y_max > o->y_min) {
-    f.y0 = o->y_min, f.y1 = o->y_max;
-  } else if (o->log_y) {
-    f.y0 = pow(10, floor(log10(ymin))), f.y1 = pow(10, ceil(log10(ymax)));
+  int x_given = o->x_max > o->x_min && isfinite(o->x_max - o->x_min);
+  f->x0 = kt__axis_clamp(x_given ? o->x_min : xmin);
+  f->x1 = kt__axis_clamp(x_given ? o->x_max : xmax);
+  if (!(f->x1 > f->x0)) f->x1 = f->x0 + 1;
+  kt__axis_range(&f->x0, &f->x1);
+  if (o->y_max > o->y_min && isfinite(o->y_max - o->y_min) && (!o->log_y || o->y_min > 0)) {
+    f->y0 = o->y_min, f->y1 = o->y_max;
+  } else if (o->log_y) { /* whole decades, within 1e-300..1e300 */
+    double lo = fmin(fmax(ymin, KT_AXIS_MIN_STEP), KT_AXIS_MAX);
+    double hi = fmin(fmax(ymax, KT_AXIS_MIN_STEP), KT_AXIS_MAX);
+    f->y0 = pow(10, floor(log10(lo))), f->y1 = pow(10, ceil(log10(hi)));
+    if (!(f->y1 > f->y0)) f->y1 = f->y0 * 10;
+    return;
   } else {
-    f.y0 = ymin >= 0 ? 0 : ymin;
-    double step = kt__nice_step((ymax - f.y0) / 5 > 0 ? (ymax - f.y0) / 5 : 1);
-    f.y1 = ceil(ymax / step - 1e-9) * step;
-    if (f.y1 <= ymax) f.y1 += step * 0.5;
+    double lo = ymin >= 0 ? 0 : kt__axis_clamp(ymin), hi = kt__axis_clamp(ymax);
+    if (lo < 0) kt__axis_range(&lo, &hi); /* a negative constant gets room around it */
+    double step = kt__nice_step((hi - lo) / 5 > 0 ? (hi - lo) / 5 : 1);
+    f->y0 = lo;
+    f->y1 = ceil(hi / step - 1e-9) * step;
+    if (f->y1 <= hi) f->y1 += step * 0.5;
   }
-  if (!(f.y1 > f.y0)) f.y1 = f.y0 + 1;
+  kt__axis_range(&f->y0, &f->y1);
+}
+
+void kt_svg_line_chart(kt_buf *b, const kt_chart_opts *o, const kt_series *s, size_t n) {
+  kt_chart_opts d;
+  if (!o) kt_chart_default_opts(&d), o = &d;
+  double w = o->width > 0 ? o->width : 900, h = o->height > 0 ? o->height : 220;
+  frame f = {.log_y = o->log_y};
+  data_frame(o, s, n, &f);
   int has_legend = n > 1 || (n == 1 && s[0].name);
   double top = (o->title ? 22 : 8) + (has_legend ? 18 : 0) + 6;
   f.px0 = KT_SVG_MARGIN_LEFT, f.px1 = w - KT_SVG_MARGIN_RIGHT;
@@ -496,11 +485,11 @@ void kt_svg_bar_chart(kt_buf *b, const kt_chart_opts *o, const kt_bar_data *d) {
         if (kt__text_width(lab, 11) + 8 > value_w) value_w = kt__text_width(lab, 11) + 8;
       }
     }
-    if (sum > vmax) vmax = sum;
+    if (sum > vmax) vmax = kt__axis_clamp(sum);
   }
   if (label_w > 220) label_w = 220;
-  if (o->x_max > o->x_min) {
-    vmax = o->x_max;
+  if (o->x_max > o->x_min && isfinite(o->x_max)) {
+    vmax = kt__axis_clamp(o->x_max);
   } else if (vmax > 0) { /* end the axis on a tick */
     double step = kt__nice_step(vmax / 4);
     vmax = ceil(vmax / step - 1e-9) * step;

@@ -163,11 +163,20 @@ static double agg_bin_width(const layout *L, const kt_timeline *t, double span, 
   double mean = t->n_events ? dsum / (double)t->n_events : 0;
   double bin = BIN_PX / L->ppu;
   if (bin < 4 * mean) bin = 4 * mean;
-  if (!(bin > 0)) bin = span > 0 ? span : 1;
-  *nb = (size_t)ceil(span / bin);
-  if (*nb < 1) *nb = 1;
-  if (*nb > 100000) *nb = 100000, bin = span / (double)*nb;
+  if (!(bin > 0) || !(bin <= span)) bin = span > 0 ? span : 1;
+  double n = ceil(span / bin); /* as a double: a tiny bin must not overflow the count */
+  if (!(n >= 1)) n = 1;
+  /* at most 100,000 bins, and a million cells over all ranks */
+  double most = fmax(1, fmin(100000, floor(1e6 / L->p)));
+  if (n > most) n = most, bin = span / n;
+  *nb = (size_t)n;
   return bin;
+}
+
+/* The bin of time a (from the start), within 0..nb-1 (NaN: 0). */
+static size_t bin_of(double a, double bin, size_t nb) {
+  double k = floor(a / bin);
+  return k > 0 ? k < (double)nb ? (size_t)k : nb - 1 : 0;
 }
 
 /* Busy time per (rank, bin, op) and the number of actions starting there. */
@@ -176,10 +185,8 @@ static void bin_events(const layout *L, const kt_timeline *t, double bin, size_t
   for (size_t i = 0; i < t->n_events; i++) {
     const kt_event *e = &t->events[i];
     if (e->rank < 0 || e->rank >= L->p || e->op >= KT_OP_COUNT) continue;
-    double a = e->start - L->t0, z = e->end - L->t0;
-    size_t k0 = a <= 0 ? 0 : (size_t)(a / bin), k1 = z <= 0 ? 0 : (size_t)(z / bin);
-    if (k0 >= nb) k0 = nb - 1;
-    if (k1 >= nb) k1 = nb - 1;
+    double a = kt__axis_clamp(e->start) - L->t0, z = kt__axis_clamp(e->end) - L->t0;
+    size_t k0 = bin_of(a, bin, nb), k1 = bin_of(z, bin, nb);
     size_t row = (size_t)e->rank * nb;
     count[(row + k0) * KT_OP_COUNT + e->op]++;
     for (size_t k = k0; k <= k1; k++) {
@@ -348,6 +355,9 @@ static void scan_events(const kt_timeline *t, const kt_svg_gantt_opts *opts, dou
     }
   if (!isfinite(*t0)) *t0 = 0, *t1 = 1, *dmin = 1;
   if (opts->t_max > opts->t_min) *t0 = opts->t_min, *t1 = opts->t_max;
+  /* far-out times (1e308, an overflowed sum) are drawn at the axis' limit */
+  *t0 = kt__axis_clamp(*t0), *t1 = kt__axis_clamp(*t1);
+  if (!(*dmin >= 0)) *dmin = 0;
 }
 
 /* Grey lanes, one per rank, and the rank labels (thinned when rows are low). */

@@ -1,11 +1,13 @@
 /* Reading a run directory back: config.json (as data and flattened to
- * key/value pairs for display), metrics.jsonl one step per line (a torn last
- * line skipped), timeline.json rebuilt into two kt_timeline objects,
- * trace.json's memory counters added to the measured one.
+ * key/value pairs for display), metrics.jsonl (metrics.c), timeline.json
+ * rebuilt into two kt_timeline objects, trace.json's memory counters added
+ * to the measured one; and following a run a trainer still writes.
  *
- * Every failure names the file (and the line of metrics.jsonl).
+ * Every failure names the file (and the line of metrics.jsonl). Every file
+ * is read within a bound (lines.c).
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,8 @@
 #include "rundir/internal.h"
 
 #define MAX_RANKS 4096
+#define MAX_CONFIG (4LL << 20)
+#define MAX_TIMELINE (64LL << 20)
 
 /* ---- files and JSON ---------------------------------------------------------- */
 
@@ -36,18 +40,24 @@ static int line_of(const char *text, const char *pos) {
   return line;
 }
 
-/* Parses a whole file as one JSON value; EPARSE names the file and line. */
-kt_status kt__rd_read_json(const char *path, cJSON **out, kt_error *err) {
+/* Parses a whole file (at most max bytes) as one JSON value; EPARSE names
+ * the file and line. */
+static kt_status read_json_max(const char *path, long long max, cJSON **out, kt_error *err) {
   char *text = NULL;
-  kt_status st = kt_read_file(path, &text, NULL, err);
+  size_t len = 0;
+  kt_status st = kt__rd_read_bounded(path, max, &text, &len, err);
   if (st) return st;
   const char *end = NULL;
-  *out = cJSON_ParseWithOpts(text, &end, 1);
+  *out = strlen(text) == len ? cJSON_ParseWithOpts(text, &end, 1) : NULL;
   if (!*out)
     st = kt_fail(err, KT_EPARSE, "%s: malformed JSON at line %d", path,
-                 line_of(text, end ? end : text));
+                 line_of(text, end ? end : text + strlen(text)));
   free(text);
   return st;
+}
+
+kt_status kt__rd_read_json(const char *path, cJSON **out, kt_error *err) {
+  return read_json_max(path, MAX_CONFIG, out, err);
 }
 
 double kt__rd_num(const cJSON *o, const char *key) {
@@ -149,105 +159,6 @@ static kt_status load_config(kt_run *r, const char *path, kt_error *err) {
   return KT_OK;
 }
 
-/* ---- metrics.jsonl ----------------------------------------------------------- */
-
-typedef struct {
-  kt_run_rank_step *r;
-  int n;
-} line_ranks;
-
-/* 0 ok, 1 not a step line (reason in why), -1 out of memory. */
-static int parse_step(const cJSON *o, kt_run_step *s, line_ranks *lr, const char **why) {
-  if (!cJSON_IsObject(o)) return *why = "not a JSON object", 1;
-  double step = kt__rd_num(o, "step");
-  if (!(step >= 0 && step <= 2e9) || step != floor(step)) return *why = "no integer \"step\"", 1;
-  *s = (kt_run_step){.step = (int)step,
-                     .skipped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "skipped")),
-                     .loss = kt__rd_num(o, "loss"), .val_loss = kt__rd_num(o, "val_loss"),
-                     .lr = kt__rd_num(o, "lr"), .grad_norm = kt__rd_num(o, "grad_norm"),
-                     .seconds = kt__rd_num(o, "seconds"), .tokens_per_s = kt__rd_num(o, "tokens_per_s"),
-                     .samples_per_s = kt__rd_num(o, "samples_per_s"), .bubble = kt__rd_num(o, "bubble")};
-  const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(o, "ranks");
-  int n = cJSON_IsArray(ranks) ? cJSON_GetArraySize(ranks) : 0;
-  if (n > MAX_RANKS) return *why = "more than 4096 ranks", 1;
-  lr->n = n;
-  lr->r = n ? kt_calloc((size_t)n, sizeof *lr->r) : NULL;
-  if (n && !lr->r) return -1;
-  int i = 0;
-  for (const cJSON *e = ranks ? ranks->child : NULL; e && i < n; e = e->next, i++)
-    lr->r[i] = (kt_run_rank_step){.busy = kt__rd_num(e, "busy"), .comm_time = kt__rd_num(e, "comm_time"),
-                                  .bytes_sent = kt__rd_num(e, "bytes_sent"),
-                                  .peak_act_bytes = kt__rd_num(e, "peak_act_bytes")};
-  return 0;
-}
-
-typedef struct {
-  kt_run_step s;
-  line_ranks lr;
-} parsed_line;
-
-static int cmp_line(const void *a, const void *b) {
-  const parsed_line *x = a, *y = b;
-  return (x->s.step > y->s.step) - (x->s.step < y->s.step);
-}
-
-static kt_status load_metrics(kt_run *r, const char *path, kt_error *err) {
-  char *text = NULL;
-  size_t len = 0;
-  kt_status st = kt_read_file(path, &text, &len, err);
-  if (st) return st;
-  parsed_line *lines = NULL;
-  size_t n = 0, cap = 0;
-  int lineno = 0;
-  for (char *line = text; *line && !st;) {
-    char *nl = strchr(line, '\n');
-    int complete = nl != NULL;
-    if (nl) *nl = 0;
-    lineno++;
-    char *next = nl ? nl + 1 : line + strlen(line);
-    if (strspn(line, " \t\r") == strlen(line)) {
-      line = next;
-      continue;
-    }
-    cJSON *o = cJSON_ParseWithOpts(line, NULL, 1);
-    const char *why = "malformed JSON";
-    int rc = 1;
-    if (kt_grow((void **)&lines, &cap, n + 1, sizeof *lines)) rc = -1;
-    else if (o) rc = parse_step(o, &lines[n].s, &lines[n].lr, &why);
-    cJSON_Delete(o);
-    if (rc < 0) st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
-    else if (rc == 0) n++;
-    else if (!complete) r->skipped_lines++; /* torn by a crash mid-write */
-    else st = kt_fail(err, KT_EPARSE, "%s line %d: %s", path, lineno, why);
-    line = next;
-  }
-  free(text);
-  if (!st && n) {
-    qsort(lines, n, sizeof *lines, cmp_line);
-    int ranks = 0;
-    for (size_t i = 0; i < n; i++)
-      if (lines[i].lr.n > ranks) ranks = lines[i].lr.n;
-    r->steps = kt_calloc(n, sizeof *r->steps);
-    r->rank_steps = ranks ? kt_calloc(n * (size_t)ranks, sizeof *r->rank_steps) : NULL;
-    if (!r->steps || (ranks && !r->rank_steps)) {
-      st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
-    } else {
-      r->n_steps = n;
-      r->ranks = ranks;
-      for (size_t i = 0; i < n; i++) {
-        r->steps[i] = lines[i].s;
-        for (int k = 0; k < ranks; k++)
-          r->rank_steps[i * (size_t)ranks + (size_t)k] =
-              k < lines[i].lr.n ? lines[i].lr.r[k]
-                                : (kt_run_rank_step){NAN, NAN, NAN, NAN};
-      }
-    }
-  }
-  for (size_t i = 0; i < n; i++) free(lines[i].lr.r);
-  free(lines);
-  return st;
-}
-
 /* ---- timeline.json and trace.json -------------------------------------------- */
 
 /* Rebuilds one timeline from sim-json events, counting from its first
@@ -298,13 +209,20 @@ static kt_status load_events(kt_timeline *t, const cJSON *o, const char *path, c
     if (ev.start < *t0) *t0 = ev.start;
   }
   if (!isfinite(*t0)) *t0 = 0;
-  for (size_t k = 0; k < t->n_events; k++) t->events[k].start -= *t0, t->events[k].end -= *t0;
+  for (size_t k = 0; k < t->n_events; k++) {
+    kt_event *e = &t->events[k];
+    /* counted from the first start, a time may overflow (1e308 - -1e308) */
+    if (!isfinite(e->end - *t0))
+      return kt_fail(err, KT_EPARSE, "%s: %s event %zu: end %g is too far from the first "
+                     "start %g (the step would last forever)", path, which, k, e->end, *t0);
+    e->start -= *t0, e->end -= *t0;
+  }
   return KT_OK;
 }
 
 static kt_status load_timeline(kt_run *r, const char *path, double *t0, kt_error *err) {
   cJSON *root;
-  kt_status st = kt__rd_read_json(path, &root, err);
+  kt_status st = read_json_max(path, MAX_TIMELINE, &root, err);
   if (st) return st;
   const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "measured");
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "predicted");
@@ -324,7 +242,11 @@ static kt_status load_timeline(kt_run *r, const char *path, double *t0, kt_error
 /* The memory counters of the Chrome trace ("memory rank N", ts in µs). */
 static kt_status load_trace_memory(kt_run *r, const char *path, double t0, kt_error *err) {
   cJSON *root;
-  kt_status st = kt__rd_read_json(path, &root, err);
+  struct stat sb;
+  if (stat(path, &sb) == 0 && sb.st_size > MAX_TIMELINE) /* optional: skipped, said */
+    return kt__rd_warn(r, "%s holds %lld MiB, more than kaiten writes: its memory counters "
+                       "are not read", path, (long long)(sb.st_size >> 20)) ? KT_ENOMEM : KT_OK;
+  kt_status st = read_json_max(path, MAX_TIMELINE, &root, err);
   if (st) return st;
   const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
   if (!cJSON_IsArray(ev)) st = kt_fail(err, KT_EPARSE, "%s: no traceEvents[]", path);
@@ -355,9 +277,48 @@ void kt_run_free(kt_run *r) {
   free(r->steps);
   free(r->rank_steps);
   free(r->dir);
+  for (size_t i = 0; i < r->n_warnings; i++) free(r->warnings[i]);
   kt_timeline_free(&r->measured);
   kt_timeline_free(&r->predicted);
   memset(r, 0, sizeof *r);
+}
+
+int kt__rd_warn(kt_run *r, const char *fmt, ...) {
+  if (r->n_warnings >= KT_RUN_MAX_WARNINGS) return 0;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (!(r->warnings[r->n_warnings] = strdup(buf))) return -1;
+  r->n_warnings++;
+  return 0;
+}
+
+/* timeline.json's identity: device, inode, size, mtime; zeros when absent. */
+static void timeline_id(const char *path, unsigned long long id[4]) {
+  struct stat sb;
+  memset(id, 0, 4 * sizeof *id);
+  if (stat(path, &sb) || !S_ISREG(sb.st_mode)) return;
+  id[0] = (unsigned long long)sb.st_dev, id[1] = (unsigned long long)sb.st_ino;
+  id[2] = (unsigned long long)sb.st_size;
+  id[3] = (unsigned long long)sb.st_mtim.tv_sec * 1000000000ull + (unsigned long long)sb.st_mtim.tv_nsec;
+}
+
+/* The traced step: timeline.json and trace.json's memory counters, into r
+ * (which holds no timeline yet). */
+static kt_status load_traced(kt_run *r, kt_error *err) {
+  char *tl = kt__rd_join(r->dir, "timeline.json"), *tr = kt__rd_join(r->dir, "trace.json");
+  kt_status st = tl && tr ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory");
+  double t0 = 0;
+  if (!st) timeline_id(tl, r->follow.timeline_id);
+  if (!st && is_file(tl)) st = load_timeline(r, tl, &t0, err);
+  if (!st && r->has_timeline && is_file(tr) && !strcmp(r->measured.time_unit, "s"))
+    st = load_trace_memory(r, tr, t0, err);
+  if (!st && r->has_timeline) kt_timeline_sort(&r->measured), kt_timeline_sort(&r->predicted);
+  free(tl);
+  free(tr);
+  return st;
 }
 
 kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err) {
@@ -372,25 +333,51 @@ kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err) {
                    "train --run-dir)", dir);
   out->dir = strdup(dir);
   char *cfg = kt__rd_join(dir, "config.json"), *met = kt__rd_join(dir, "metrics.jsonl");
-  char *tl = kt__rd_join(dir, "timeline.json"), *tr = kt__rd_join(dir, "trace.json");
   kt_status st = KT_OK;
-  if (!out->dir || !cfg || !met || !tl || !tr) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!out->dir || !cfg || !met) st = kt_fail(err, KT_ENOMEM, "out of memory");
   const char *need[2] = {cfg, met};
   for (int i = 0; i < 2 && !st; i++)
-    if (!is_file(need[i]))
+    if (stat(need[i], &sb) != 0)
       st = kt_fail(err, KT_EINVAL, "%s is missing (not a run directory of kaiten train "
                    "--run-dir?)", need[i]);
   if (!st) st = load_config(out, cfg, err);
-  if (!st) st = load_metrics(out, met, err);
-  double t0 = 0;
-  if (!st && is_file(tl)) st = load_timeline(out, tl, &t0, err);
-  if (!st && out->has_timeline && is_file(tr) && !strcmp(out->measured.time_unit, "s"))
-    st = load_trace_memory(out, tr, t0, err);
-  if (!st && out->has_timeline) kt_timeline_sort(&out->measured), kt_timeline_sort(&out->predicted);
+  if (!st) st = kt__rd_load_metrics(out, met, err);
+  if (!st) st = load_traced(out, err);
   free(cfg);
   free(met);
-  free(tl);
-  free(tr);
   if (st) kt_run_free(out);
+  return st;
+}
+
+kt_status kt_run_follow(kt_run *r, kt_run_news *news, kt_error *err) {
+  memset(news, 0, sizeof *news);
+  char *met = kt__rd_join(r->dir, "metrics.jsonl"), *tl = kt__rd_join(r->dir, "timeline.json");
+  kt_status st = met && tl ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!st) st = kt__rd_follow_metrics(r, met, &news->steps, err);
+  unsigned long long id[4];
+  if (!st) timeline_id(tl, id);
+  if (!st && memcmp(id, r->follow.timeline_id, sizeof id)) {
+    /* read into a copy: on failure (a file half replaced) r keeps what it had */
+    kt_run t = {.dir = r->dir};
+    for (int i = 0; i < 4; i++) t.calibrated[i] = NAN;
+    st = load_traced(&t, err);
+    if (!st) {
+      kt_timeline_free(&r->measured);
+      kt_timeline_free(&r->predicted);
+      r->measured = t.measured, r->predicted = t.predicted;
+      memcpy(r->calibrated, t.calibrated, sizeof r->calibrated);
+      r->has_timeline = t.has_timeline, r->has_memory = t.has_memory;
+      memcpy(r->follow.timeline_id, t.follow.timeline_id, sizeof id);
+      news->timeline = 1;
+      memset(&t.measured, 0, sizeof t.measured);
+      memset(&t.predicted, 0, sizeof t.predicted);
+    }
+    for (size_t i = 0; i < t.n_warnings; i++)
+      if (kt__rd_warn(r, "%s", t.warnings[i])) st = kt_fail(err, KT_ENOMEM, "out of memory");
+    t.dir = NULL;
+    kt_run_free(&t);
+  }
+  free(met);
+  free(tl);
   return st;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "rundir/internal.h"
@@ -103,9 +104,8 @@ static kt_status busy(int fd, const char *dir, kt_error *err) {
   pid[strcspn(pid, "\n")] = 0;
   close(fd);
   return kt_fail(err, KT_EBUSY,
-                 "run directory '%s' is in use by another kaiten train (PID %s); wait for it "
-                 "to end or choose another --run-dir",
-                 dir, pid[0] ? pid : "unknown");
+                 "run directory '%s' is in use by another kaiten train (PID %s)", dir,
+                 pid[0] ? pid : "unknown");
 }
 
 kt_status kt_rundir_check_free(const char *dir, kt_error *err) {
@@ -118,6 +118,56 @@ kt_status kt_rundir_check_free(const char *dir, kt_error *err) {
   if (flock(fd, LOCK_SH | LOCK_NB) != 0) return busy(fd, dir, err);
   close(fd);
   return KT_OK;
+}
+
+/* The holder of an exclusive flock on the file (dev, ino) in the kernel's
+ * lock table: 1 and its PID, 0 when none, -1 when the table cannot be read. */
+static int lock_table_holder(const struct stat *sb, long *pid) {
+  FILE *f = fopen("/proc/locks", "r");
+  if (!f) return -1;
+  char line[256];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    char kind[16], mode[16], type[16];
+    long holder;
+    unsigned maj, min;
+    unsigned long long ino;
+    /* "1: FLOCK  ADVISORY  WRITE 1810 fe:00:10969149 0 EOF" */
+    const char *p = strchr(line, ':');
+    if (p && sscanf(p + 1, "%15s %15s %15s %ld %x:%x:%llu", kind, mode, type, &holder, &maj, &min,
+                    &ino) == 7 &&
+        !strcmp(kind, "FLOCK") && !strcmp(type, "WRITE") && ino == (unsigned long long)sb->st_ino &&
+        maj == major(sb->st_dev) && min == minor(sb->st_dev))
+      found = 1, *pid = holder;
+  }
+  fclose(f);
+  return found;
+}
+
+int kt_rundir_writer(const char *dir, long *pid) {
+  *pid = 0;
+  char *path = kt__rd_join(dir, ".lock");
+  if (!path) return 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  free(path);
+  struct stat sb;
+  if (fd < 0) return 0;
+  if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return 0;
+  }
+  int held = lock_table_holder(&sb, pid);
+  if (held <= 0 && flock(fd, LOCK_SH | LOCK_NB) != 0) { /* no table (or another device name) */
+    char text[32] = "";
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = 0;
+    *pid = strtol(text, NULL, 10);
+    held = 1;
+  } else if (held < 0) {
+    held = 0;
+  }
+  close(fd); /* releases a probe's shared lock */
+  return held;
 }
 
 /* Takes DIR/.lock; EBUSY names the process holding it. */
@@ -152,10 +202,7 @@ static kt_status check_contents(kt_rundir *rd, kt_rundir_mode mode, int *kept, k
   if (n < 0) return kt_fail(err, KT_EIO, "cannot read '%s': %s", rd->dir, strerror(errno));
   if (kept) *kept = n;
   if (mode == KT_RUNDIR_NEW && n > 0)
-    return kt_fail(err, KT_EINVAL,
-                   "run directory '%s' is not empty: --resume %s continues that run, --force "
-                   "clears it, or choose another --run-dir",
-                   rd->dir, rd->dir);
+    return kt_fail(err, KT_EINVAL, "run directory '%s' is not empty", rd->dir);
   return KT_OK;
 }
 
@@ -217,27 +264,40 @@ kt_status kt_rundir_write_file(kt_rundir *rd, kt_rundir_file f, const kt_buf *te
   return write_named(rd, file_names[f], text, err);
 }
 
+/* Keeps the lines of steps <= keep->steps (a NUL byte or a bad line in the
+ * file ends nothing: every line is looked at). */
+typedef struct {
+  kt_buf out;
+  int steps;
+} keep_ctx;
+
+static int keep_line(void *ctx, char *line, size_t len, int lineno, int complete) {
+  (void)lineno;
+  keep_ctx *k = ctx;
+  int step;
+  if (!complete) return 1; /* a torn last line */
+  if (!memchr(line, 0, len) && sscanf(line, "{\"step\":%d", &step) == 1 && step <= k->steps) {
+    kt_buf_append(&k->out, line, len);
+    kt_buf_puts(&k->out, "\n");
+  }
+  return k->out.failed ? -1 : 1;
+}
+
 kt_status kt_rundir_keep_steps(kt_rundir *rd, int steps, kt_error *err) {
   char *path = kt__rd_join(rd->dir, "metrics.jsonl");
   if (!path) return kt_fail(err, KT_ENOMEM, "out of memory");
-  char *text = NULL;
-  kt_buf keep;
-  kt_buf_init(&keep);
-  kt_error ignored;
-  if (kt_read_file(path, &text, NULL, &ignored) == KT_OK) {
-    for (char *line = text; *line;) {
-      char *nl = strchr(line, '\n');
-      if (!nl) break; /* a torn last line */
-      int step;
-      if (sscanf(line, "{\"step\":%d", &step) == 1 && step <= steps)
-        kt_buf_append(&keep, line, (size_t)(nl - line + 1));
-      line = nl + 1;
-    }
+  keep_ctx k = {.steps = steps};
+  kt_buf_init(&k.out);
+  struct stat sb;
+  kt_status st = KT_OK;
+  if (lstat(path, &sb) == 0) { /* a missing file becomes an empty one */
+    long long end;
+    int lineno = 0;
+    st = kt__rd_lines(path, 0, 0, &lineno, keep_line, &k, &end, err);
   }
-  free(text);
-  kt_status st = keep.failed ? kt_fail(err, KT_ENOMEM, "out of memory")
-                             : kt_write_file_atomic(path, keep.data ? keep.data : "", keep.len, err);
-  kt_buf_free(&keep);
+  if (!st) st = k.out.failed ? kt_fail(err, KT_ENOMEM, "out of memory")
+                             : kt_write_file_atomic(path, k.out.data ? k.out.data : "", k.out.len, err);
+  kt_buf_free(&k.out);
   free(path);
   return st;
 }

@@ -42,7 +42,8 @@ double kt_optim_lr(const kt_optim_config *o, int step) {
 }
 
 /* Weight decay applies to matrices and embeddings, not to biases and
- * LayerNorm gains (the usual AdamW set). */
+ * LayerNorm gains (the usual AdamW set); to every parameter of a chunk of
+ * the caller's own. */
 static kt_status build_decay_mask(kt__worker *w, int c, kt_error *err) {
   kt_chunk *ch = w->chunk[c];
   size_t n_params;
@@ -50,6 +51,10 @@ static kt_status build_decay_mask(kt__worker *w, int c, kt_error *err) {
   w->decay[c] = kt_calloc(n_params ? n_params : 1, 1);
   if (!w->decay[c]) return kt_fail(err, KT_ENOMEM, "out of memory");
   if (w->rt->cfg.synthetic) return KT_OK;
+  if (w->rt->cfg.make_chunk) { /* a model of the caller's own: every parameter decays */
+    memset(w->decay[c], 1, n_params);
+    return KT_OK;
+  }
   int first, n_units;
   const size_t *offset = kt_chunk_unit_offsets(ch, &first, &n_units);
   for (int u = 0; u < n_units; u++) {

@@ -25,22 +25,6 @@ void kt_runtime_config_default(kt_runtime_config *c) {
   c->slow_factor = 1;
 }
 
-static kt_status copy_schedule(kt_schedule *dst, const kt_schedule *src, kt_error *err) {
-  kt_status st = kt_schedule_init_like(dst, src, src->m, err);
-  if (st) return st;
-  for (int r = 0; r < src->p; r++) {
-    size_t n = src->ranks[r].n;
-    dst->ranks[r].actions = kt_calloc(n ? n : 1, sizeof(kt_action));
-    if (!dst->ranks[r].actions) {
-      kt_schedule_free(dst);
-      return kt_fail(err, KT_ENOMEM, "out of memory");
-    }
-    if (n) memcpy(dst->ranks[r].actions, src->ranks[r].actions, n * sizeof(kt_action));
-    dst->ranks[r].n = dst->ranks[r].cap = n;
-  }
-  return KT_OK;
-}
-
 /* An empty chunk slot: a rank of an uneven placement holds fewer stages than
  * V. It has no parameters and no actions run on it; the per-chunk loops
  * (zeroing, the optimizer, memory sums) pass over it. */
@@ -85,6 +69,26 @@ static kt_status empty_chunk_create(const kt_runtime_config *cfg, kt_chunk **out
     if (c) empty_destroy(c);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
+  *out = c;
+  return KT_OK;
+}
+
+/* A chunk of the caller's own model (kt_runtime_config.make_chunk): what
+ * the runtime relies on is checked once here, so a bad factory fails with
+ * a reason instead of corrupting a step. */
+static kt_status make_own_chunk(kt_runtime *rt, int stage, kt_chunk **out, kt_error *err) {
+  *out = NULL;
+  kt_chunk *c = NULL;
+  kt_status st = rt->cfg.make_chunk(rt->cfg.chunk_ctx, stage, rt->S, rt->cfg.micro_batch, rt->M,
+                                    &c, err);
+  if (st) return st;
+  const char *bad = !c ? "no chunk" : !c->ops ? "no operations" : !c->ops->destroy ? "no destroy"
+                    : !c->params || !c->grads ? "no parameter or gradient buffer"
+                    : c->is_first != (stage == 0) || c->is_last != (stage == rt->S - 1)
+                        ? "is_first or is_last does not match its place in the pipeline"
+                        : NULL;
+  if (bad && c && c->ops && c->ops->destroy) kt_chunk_destroy(c);
+  if (bad) return kt_fail(err, KT_EINVAL, "the chunk made for stage %d: %s", stage, bad);
   *out = c;
   return KT_OK;
 }
@@ -143,6 +147,8 @@ static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int
       st = empty_chunk_create(&rt->cfg, &w->chunk[c], err);
     else if (rt->cfg.synthetic)
       st = kt__synthetic_chunk_create(&rt->cfg, stage, rt->S, rt->M, &w->chunk[c], err);
+    else if (rt->cfg.make_chunk)
+      st = make_own_chunk(rt, stage, &w->chunk[c], err);
     else
       st = kt_chunk_create(&rt->cfg.model, rt->unit_offset[stage],
                            rt->unit_offset[stage + 1] - rt->unit_offset[stage],
@@ -179,7 +185,7 @@ static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {
       return kt_fail(err, KT_EINVAL, "synthetic costs must be >= 0 ms");
     return KT_OK;
   }
-  return kt_model_config_check(&cfg->model, err);
+  return cfg->make_chunk ? KT_OK : kt_model_config_check(&cfg->model, err);
 }
 
 static int has_p2p(const kt_schedule *s) {
@@ -230,12 +236,12 @@ static kt_status build_program(kt_runtime *rt, const kt_schedule *s, int posts, 
   kt_status st;
   if (has_p2p(s)) {
     if ((st = kt_lowered_validate(s, &sub))) return kt_fail(err, st, "schedule: %s", sub.msg);
-    if ((st = copy_schedule(&rt->program, s, err))) return st;
+    if ((st = kt_schedule_copy(&rt->program, s, err))) return st;
     return compute_of(s, &rt->sched_copy, err);
   }
   if ((st = kt_schedule_validate(s, &sub)))
     return kt_fail(err, st, "schedule %s: %s", s->name, sub.msg);
-  if ((st = copy_schedule(&rt->sched_copy, s, err))) return st;
+  if ((st = kt_schedule_copy(&rt->sched_copy, s, err))) return st;
   if ((st = kt_schedule_lower(&rt->sched_copy, &rt->program, err))) return st;
   if (posts) receives_first(&rt->program);
   return KT_OK;
@@ -290,7 +296,7 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
     st = kt_fail(err, KT_ENOMEM, "out of memory");
     goto fail;
   }
-  if (!cfg->synthetic) {
+  if (!cfg->synthetic && !cfg->make_chunk) {
     int units = kt_model_units(&cfg->model);
     int *counts = kt_calloc((size_t)rt->S, sizeof *counts);
     if (!counts) {
@@ -299,9 +305,8 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
     }
     if (rt->S > units)
       st = kt_fail(err, KT_EINVAL,
-                   "%d stages (P=%d, V=%d) but the model has only %d layers to split (--layers "
-                   "%d or more)",
-                   rt->S, rt->P, rt->V, units, cfg->model.layers + rt->S - units);
+                   "%d stages (P=%d, V=%d) but the model has only %d layers to split",
+                   rt->S, rt->P, rt->V, units);
     else if (cfg->partition)
       memcpy(counts, cfg->partition, sizeof(int) * (size_t)rt->S);
     else

@@ -161,6 +161,22 @@ kt_status kt_schedule_repeat(const kt_schedule *src, int rounds, kt_schedule *ou
   return KT_OK;
 }
 
+kt_status kt_schedule_copy(kt_schedule *dst, const kt_schedule *src, kt_error *err) {
+  kt_status st = kt_schedule_init_like(dst, src, src->m, err);
+  if (st) return st;
+  for (int r = 0; r < src->p; r++) {
+    size_t n = src->ranks[r].n;
+    dst->ranks[r].actions = kt_calloc(n ? n : 1, sizeof(kt_action));
+    if (!dst->ranks[r].actions) {
+      kt_schedule_free(dst);
+      return kt_fail(err, KT_ENOMEM, "out of memory");
+    }
+    if (n) memcpy(dst->ranks[r].actions, src->ranks[r].actions, n * sizeof(kt_action));
+    dst->ranks[r].n = dst->ranks[r].cap = n;
+  }
+  return KT_OK;
+}
+
 void kt_schedule_free(kt_schedule *s) {
   if (s->ranks)
     for (int r = 0; r < s->p; r++) free(s->ranks[r].actions);

@@ -2,11 +2,18 @@
  * copies it into a bounded single-producer, single-consumer ring and never
  * waits (a full ring drops the record and counts it). A pump thread drains
  * the ring into the stream's history and renders the latest step for the
- * page at most every render_every seconds: the prediction (costs calibrated
- * on that step, then simulated) and both Gantt charts are computed there,
- * off the trainer's thread. A rendering that takes long (thousands of
- * actions) spaces the next one out, so that rendering keeps to about 1% of
- * a core (RENDER_SHARE).
+ * page every render_every seconds: the prediction (costs calibrated on that
+ * step, then simulated) and both Gantt charts are computed there, off the
+ * trainer's thread, from that one step's record (never one step's
+ * measurement with another's prediction).
+ *
+ * The pump runs at the trainer's priority: at nice 19 on cores the ranks
+ * keep busy it got about 1% of a core, so a rendering of 10 ms took a
+ * second of wall time, and spacing renderings by their wall time left the
+ * page's step minutes behind. Renderings are spaced by the CPU time they
+ * take instead: a costly one (thousands of actions) spaces the next one out
+ * to keep rendering near 1% of a core (RENDER_SHARE), but never beyond
+ * MAX_GAP, so the page's step stays within about a second of the run's.
  */
 #define _GNU_SOURCE /* gettid */
 #include <sys/resource.h>
@@ -21,6 +28,14 @@
 #include "serve/serve_internal.h"
 
 #define RENDER_SHARE 0.01
+#define MAX_GAP 0.5 /* s: the longest spacing the CPU share may ask (render_every may be longer) */
+
+/* CPU seconds this thread has used. */
+static double thread_cpu(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void record_free(serve_record *r) {
   if (!r) return;
@@ -100,7 +115,6 @@ void kt__serve_idle_priority(void) {
 
 static void *pump_main(void *arg) {
   kt_server *s = arg;
-  kt__serve_idle_priority();
   serve_record *latest = NULL; /* newest step with a timeline, not yet rendered */
   double last_render = -INFINITY, gap = s->render_every;
   long long steps = s->steps_before; /* the end marker counts the run's steps */
@@ -139,13 +153,14 @@ static void *pump_main(void *arg) {
     }
     kt_buf_free(&msg);
     if (latest && (finishing || kt_now() - last_render >= gap)) {
-      double t0 = kt_now();
+      double cpu0 = thread_cpu();
       render(s, latest);
       record_free(latest);
       latest = NULL;
       last_render = kt_now(); /* the interval counts from the end of a rendering */
-      double cost = (last_render - t0) / RENDER_SHARE;
-      gap = cost > s->render_every ? cost : s->render_every;
+      double spaced = (thread_cpu() - cpu0) / RENDER_SHARE;
+      if (spaced > MAX_GAP) spaced = MAX_GAP;
+      gap = spaced > s->render_every ? spaced : s->render_every;
     }
     if (finishing) {
       kt_buf_init(&msg);

@@ -6,8 +6,10 @@
  *   /events             the event stream (at most max_clients at once; 503 beyond)
  *   /runs/N/FILE        FILE of run N's directory, FILE one of run_files[]
  * A path is compared with these whole, as sent (no %-decoding: no route
- * needs it); nothing in a request ever becomes part of a file name, so no
- * path can reach outside the run directories.
+ * needs it); nothing in a request ever becomes part of a file name, and a
+ * file is opened under its directory without following links, so no path
+ * can reach outside the run directories. A request must name this server
+ * in its Host header (hosts.c); connections are guarded (guard.c).
  *
  * A stream sends the history first (from byte 0), then each run's latest
  * rendered step, then waits for more; it sends a comment every few seconds
@@ -30,9 +32,10 @@
 static const char *const run_files[] = {"config.json", "metrics.jsonl", "timeline.json",
                                         "trace.json"};
 
-/* Only self-contained pages: inline script and style, the stream, nothing else. */
+/* Only self-contained pages: inline script and style, the stream, nothing else
+ * ('wasm-unsafe-eval': the what-if panel compiles the simulator the page carries). */
 static const char page_policy[] =
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "default-src 'none'; script-src 'unsafe-inline' 'wasm-unsafe-eval'; style-src 'unsafe-inline'; "
     "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'";
 
@@ -197,14 +200,14 @@ static int run_file_of(const kt_server *s, const char *url, const char **file) {
   return -1;
 }
 
+/* Opens FILE under the run directory's descriptor (held since start), never
+ * following a symbolic link (one swapped in later included) and never
+ * blocking (a FIFO), and only when it is a regular file: no request can read
+ * anything but the run's own files. */
 static enum MHD_Result serve_file(kt_server *s, struct MHD_Connection *c, int run,
                                   const char *file) {
-  kt_buf path;
-  kt_buf_init(&path);
-  kt_buf_printf(&path, "%s/%s", s->runs[run].dir, file);
-  /* non-blocking: a FIFO in the run directory must not hang the open */
-  int fd = path.failed ? -1 : open(path.data, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  kt_buf_free(&path);
+  int dirfd = s->runs[run].dirfd;
+  int fd = dirfd >= 0 ? openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW) : -1;
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
     if (fd >= 0) close(fd);
@@ -223,30 +226,23 @@ static enum MHD_Result serve_file(kt_server *s, struct MHD_Connection *c, int ru
   return ret;
 }
 
-/* Bound to the loopback: only requests that name the loopback, so a web page
- * elsewhere cannot reach the server through a name that resolves to it. */
-static int host_ok(const kt_server *s, struct MHD_Connection *c) {
-  if (!s->loopback) return 1;
-  const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-  if (!h) return 1; /* HTTP/1.0 */
-  size_t n = strcspn(h, ":");
-  if (h[0] == '[') n = strcspn(h, "]") + 1;
-  return (n == 9 && !strncmp(h, "localhost", 9)) || (n == 9 && !strncmp(h, "127.0.0.1", 9)) ||
-         (n == 5 && !strncmp(h, "[::1]", 5));
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **req) {
-  (void)version, (void)upload_data, (void)req;
+  (void)version, (void)upload_data;
   kt_server *s = cls;
+  if (!*req) { /* the headers are complete: the connection is busy until its response ends */
+    *req = s;
+    kt__guard_busy(s, c, 1);
+  }
   if (*upload_size) {
     *upload_size = 0; /* a body is never read */
     return MHD_YES;
   }
   if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
     return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, "read-only: GET or HEAD\n");
-  if (!host_ok(s, c)) return respond(c, MHD_HTTP_FORBIDDEN, "unexpected Host header\n");
+  const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  if (!kt__host_ok(s, host)) return respond(c, MHD_HTTP_FORBIDDEN, "unexpected Host header\n");
   if (!strcmp(url, "/")) {
     struct MHD_Response *r = MHD_create_response_from_buffer(s->page.len, s->page.data,
                                                              MHD_RESPMEM_PERSISTENT);
@@ -271,13 +267,25 @@ static size_t keep_escapes(void *cls, struct MHD_Connection *c, char *s) {
   return strlen(s);
 }
 
+/* A response ended (or the request failed): the connection is idle again. */
+static void request_done(void *cls, struct MHD_Connection *c, void **req,
+                         enum MHD_RequestTerminationCode toe) {
+  (void)toe;
+  if (*req) kt__guard_busy(cls, c, 0);
+  *req = NULL;
+}
+
 kt_status kt__http_start(kt_server *s, kt_error *err) {
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+  /* the guard (guard.c) keeps the limits; the daemon's is its table's size.
+   * A connection that makes no progress for the timeout is closed (a stream
+   * sends a comment every KEEPALIVE_S, so a reader never idles that long) */
   s->daemon = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->max_clients + 8),
-      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes,
-      NULL, MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)KT__GUARD_SLOTS,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)15, MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes,
+      NULL, MHD_OPTION_NOTIFY_CONNECTION, kt__guard_notify, s, MHD_OPTION_NOTIFY_COMPLETED,
+      request_done, s, MHD_OPTION_END);
   if (!s->daemon) return kt_fail(err, KT_ERUNTIME, "cannot start the HTTP server");
   s->listen_fd = -1; /* the daemon closes it */
   return KT_OK;

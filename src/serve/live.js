@@ -30,6 +30,7 @@
   function fmt(v, d) {
     if (v === null || v === undefined || !isFinite(v)) return '\u2013';
     var a = Math.abs(v);
+    if (a >= 1e15 || (a > 0 && a < 1e-6)) return v.toExponential(2);
     if (a >= 1e6) return (v / 1e6).toFixed(2) + 'M';
     if (a >= 1e4) return (v / 1e3).toFixed(1) + 'k';
     return String(+v.toPrecision(d || 4));
@@ -40,10 +41,35 @@
     while (Math.abs(v) >= 1024 && i < 3) { v /= 1024; i++; }
     return String(+v.toPrecision(3)) + ' ' + u[i];
   }
+  /* Axes bounded for any values, as the C charts (src/report/axis.c): values
+   * within +-1e300, ranges at least a billionth of their magnitude wide, at
+   * most MAX_TICKS ticks counted by index (a step added to 2^53 + ... no
+   * longer moves it, and a loop adding it would never end). */
+  var AXIS_MAX = 1e300, MAX_TICKS = 64;
+  function clamp(v) { return v !== v ? 0 : Math.max(-AXIS_MAX, Math.min(AXIS_MAX, v)); }
   function niceStep(x) {
     if (!(x > 0) || !isFinite(x)) return 1;
+    x = Math.max(1e-300, Math.min(AXIS_MAX, x));
     var p = Math.pow(10, Math.floor(Math.log10(x)));
-    return x <= p ? p : x <= 2 * p ? 2 * p : x <= 5 * p ? 5 * p : 10 * p;
+    return x <= p * 1.0000001 ? p : x <= 2 * p ? 2 * p : x <= 5 * p ? 5 * p : 10 * p;
+  }
+  function range(lo, hi) {
+    lo = clamp(lo); hi = clamp(hi);
+    if (hi < lo) { var t = lo; lo = hi; hi = t; }
+    var mag = Math.max(Math.abs(lo), Math.abs(hi));
+    if (hi - lo < mag * 1e-9 || hi - lo < 1e-300) {
+      var pad = Math.max(mag > 0 ? mag * 0.1 : 1, 1e-300);
+      lo = clamp(lo - pad); hi = clamp(hi + pad);
+    }
+    return [lo, hi];
+  }
+  /* the tick values on [v0, v1] at a nice step of at least minStep */
+  function ticks(v0, v1, minStep) {
+    var mag = Math.max(Math.abs(v0), Math.abs(v1));
+    var step = niceStep(Math.max(minStep, (v1 - v0) / (MAX_TICKS - 1), mag * 1e-12));
+    var k0 = Math.ceil(v0 / step - 1e-9), k1 = Math.floor(v1 / step + 1e-9), out = [];
+    for (var k = 0; k0 + k <= k1 && k < MAX_TICKS; k++) out.push((k0 + k) * step);
+    return { step: step, values: out };
   }
   function text(parent, x, y, s, attrs) {
     var t = svgEl('text', attrs || {}, parent);
@@ -77,13 +103,17 @@
       }
     if (!isFinite(x0)) { x0 = 0; x1 = 1; y0 = 0; y1 = 1; }
     if (x1 <= x0) x1 = x0 + 1;
+    var xr = range(x0, x1); x0 = xr[0]; x1 = xr[1];
     if (y0 >= 0 && !o.fitY) y0 = 0;
-    var ys = niceStep((y1 - y0) / 4 || 1);
-    y0 = Math.floor(y0 / ys) * ys;
-    y1 = Math.ceil(y1 / ys) * ys;
-    if (y1 <= y0) y1 = y0 + ys;
-    var fx = function (x) { return L + (x - x0) * (W - L - R) / (x1 - x0); };
-    var fy = function (y) { return H - B - (y - y0) * (H - B - T) / (y1 - y0); };
+    var yr = range(y0, y1);
+    var yt = ticks(yr[0], yr[1], (yr[1] - yr[0]) / 4);
+    y0 = clamp(Math.floor(yr[0] / yt.step) * yt.step);
+    y1 = clamp(Math.ceil(yr[1] / yt.step) * yt.step);
+    yr = range(y0, y1); y0 = yr[0]; y1 = yr[1];
+    var yticks = ticks(y0, y1, yt.step).values;
+    var edge = function (v) { return Math.max(-1e7, Math.min(1e7, v)); };
+    var fx = function (x) { return edge(L + (clamp(x) - x0) * ((W - L - R) / (x1 - x0))); };
+    var fy = function (y) { return edge(H - B - (clamp(y) - y0) * ((H - B - T) / (y1 - y0))); };
     var svg = svgEl('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H,
                              'font-size': '11', id: o.id, 'data-chart': 'line' });
     text(svg, L, 15, o.title, { 'font-weight': 'bold', 'font-size': '12' });
@@ -95,13 +125,17 @@
       text(svg, items[i][1] + 20, items[i][2], s.name, { fill: '#333333' });
     }
     var g = svgEl('g', { fill: '#444444' }, svg);
-    for (var v = y0; v <= y1 + ys * 1e-9; v += ys) {
+    var v, k;
+    for (k = 0; k < yticks.length; k++) {
+      v = yticks[k];
       svgEl('line', { x1: L, x2: W - R, y1: fy(v), y2: fy(v), stroke: '#E4E4E4' }, g);
       text(g, L - 6, fy(v) + 4, fmt(+v.toPrecision(6)), { 'text-anchor': 'end' });
     }
     var xs = niceStep((x1 - x0) / Math.max(1, (W - L - R) / 90));
     if (xs < 1 && o.integerX) xs = 1;
-    for (v = Math.ceil(x0 / xs) * xs; v <= x1 + xs * 1e-9; v += xs) {
+    var xticks = ticks(x0, x1, xs).values;
+    for (k = 0; k < xticks.length; k++) {
+      v = xticks[k];
       svgEl('line', { x1: fx(v), x2: fx(v), y1: H - B, y2: H - B + 4, stroke: '#888888' }, g);
       text(g, fx(v), H - B + 15, fmt(+v.toPrecision(6)), { 'text-anchor': 'middle' });
     }
@@ -152,6 +186,7 @@
     var W = o.width, L = 150, R = 90, rowH = 26, T = 24;
     var H = T + rows.length * rowH + 28, max = o.max || 0, i;
     for (i = 0; i < rows.length && !o.max; i++) max = Math.max(max, rows[i].value || 0, rows[i].sub || 0);
+    max = clamp(max);
     if (!(max > 0)) max = 1;
     var svg = svgEl('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-size': '11',
                              id: o.id, 'data-chart': 'bar' });
@@ -182,6 +217,11 @@
   }
 
   function last(run) { return run.steps.length ? run.steps[run.steps.length - 1] : null; }
+  /* the record of step n (the rendered step's), null when not received */
+  function stepRecord(run, n) {
+    for (var k = run.steps.length - 1; k >= 0; k--) if (run.steps[k].step === n) return run.steps[k];
+    return null;
+  }
 
   function nowTable() {
     var rows = ['<tr><th>run</th><th>schedule</th><th>step</th><th>loss</th><th>val loss</th>' +
@@ -192,12 +232,15 @@
       for (var k = r.steps.length - 1; k >= 0 && val === null; k--)
         if (r.steps[k].val_loss !== null) val = r.steps[k].val_loss;
       var pb = r.tl ? 100 * r.tl.predicted.bubble_ratio : NaN;
+      /* the prediction is of the rendered step: named when the row shows a later one */
+      var pbText = isFinite(pb) ? fmt(pb, 3) + '%' + (s && r.tl.step !== s.step ? ' (step ' +
+                   r.tl.step + ')' : '') : '\u2013';
       var cells = [r.info.name, r.info.schedule + ' P=' + r.info.p + ' V=' + r.info.v + ' M=' + r.info.m,
                    s ? s.step + (r.info.steps ? ' / ' + r.info.steps : '') : '\u2013',
                    s ? fmt(s.loss) : '\u2013', fmt(val), s ? fmt(s.tokens_per_s, 3) : '\u2013',
                    s ? fmt(1e3 * s.seconds, 3) + ' ms' : '\u2013',
-                   s ? fmt(100 * s.bubble, 3) + '%' : '\u2013', isFinite(pb) ? fmt(pb, 3) + '%' : '\u2013',
-                   r.ended ? r.ended : r.info.live ? 'training' : '\u2013'];
+                   s ? fmt(100 * s.bubble, 3) + '%' : '\u2013', pbText,
+                   r.ended ? r.ended : r.info.state ? r.info.state : r.info.live ? 'training' : '\u2013'];
       var tr = '<tr><td><span class="swatch" style="background:' + r.color + '"></span>';
       for (var c = 0; c < cells.length; c++)
         tr += (c ? '<td class="' + (c >= 2 && c <= 8 ? 'num' : '') + '">' : '') +
@@ -246,13 +289,15 @@
                                    height: 220, integerX: true }, bub);
   }
 
+  /* One step in both panels: the rendered step (its record, measured, and
+   * its prediction) when there is one, else the latest without prediction. */
   function stages(r, i) {
-    var s = last(r);
+    var s = (r.tl && stepRecord(r, r.tl.step)) || last(r);
     if (!s || !s.ranks.length) return;
     var P = s.ranks.length, sum = 0, k, util = [], mem = [];
     for (k = 0; k < P; k++) sum += s.ranks[k].busy || 0;
     var make = s.bubble < 1 ? sum / (P * (1 - s.bubble)) : NaN;
-    var pred = r.tl ? r.tl.predicted : null;
+    var pred = r.tl && r.tl.step === s.step ? r.tl.predicted : null;
     for (k = 0; k < P; k++) {
       var u = 100 * s.ranks[k].busy / make, label = 'rank ' + k + ' \u00b7 stage ' + stagesOf(r, k);
       var pu = pred && pred.ranks[k] && pred.makespan > 0 ? 100 * pred.ranks[k].busy / pred.makespan : undefined;
@@ -289,6 +334,8 @@
     var svg = $('gantt-m-' + i).querySelector('svg.gantt');
     r.belt = window.ktBelt ? window.ktBelt(svg) : null;
     if (r.belt && frac > 0) r.belt.set(frac * r.belt.d.T);
+    /* the what-if panel under the prediction, the critical path on the measurement */
+    if (window.ktWhatIf) window.ktWhatIf.dashboard(r, i, tl, last(r));
   }
 
   function draw() {

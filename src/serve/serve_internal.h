@@ -12,12 +12,20 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
 
 #include "kaiten/serve.h"
 
 typedef struct {
   char name[96];
   char *dir;            /* its files are served; NULL: none */
+  int dirfd;            /* dir, opened at start: files are opened under it, never by path */
+  kt_run *follow;       /* a run a trainer still writes (its lock held), read as it grows */
+  long pid;             /* that trainer */
   char *tl_msg;         /* shared: the latest rendered step as an SSE message, or NULL */
   size_t tl_len;
   unsigned long tl_version; /* shared: bumped with every new tl_msg */
@@ -33,9 +41,37 @@ typedef struct {
   kt_timeline timeline; /* p == 0: none */
 } serve_record;
 
+/* ---- guard.c: connections ---- */
+
+#define KT__GUARD_PER_ADDR 32 /* live connections per client address */
+#define KT__GUARD_TOTAL 128   /* and in all */
+#define KT__GUARD_SLOTS 256   /* the daemon's limit: room for closed ones to go */
+#define KT__GUARD_IDLE_S 10.0 /* an idle connection (no complete request) is closed after */
+
+typedef struct {
+  int used, busy, evicted;
+  int fd;
+  uint32_t addr; /* IPv4, network order */
+  double since;  /* accepted, or its last response ended */
+} guard_conn;
+
+typedef struct {
+  pthread_mutex_t lock;
+  guard_conn slots[KT__GUARD_SLOTS];
+  long long evicted, refused;
+} serve_guard;
+
+/* The daemon's connection notifications (cls: the server). */
+void kt__guard_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                      enum MHD_ConnectionNotificationCode toe);
+/* A request's headers are complete (busy = 1) or its response ended (0). */
+void kt__guard_busy(kt_server *s, struct MHD_Connection *c, int busy);
+/* Closes idle connections past their time (the watch thread, each second). */
+void kt__guard_tick(kt_server *s);
+
 struct kt_server {
   /* fixed once started */
-  int port, max_clients, loopback;
+  int port, max_clients;
   int n_runs, live; /* live: index of the live run, -1 when none */
   serve_run runs[KT_SERVE_MAX_RUNS];
   kt_buf page;      /* the page, the same for every client */
@@ -63,6 +99,18 @@ struct kt_server {
   long long steps_before; /* a resumed live run's earlier steps (in the history) */
   double render_every;
   char end_reason[32];
+  serve_guard guard;
+  /* Host names a request may give (the bound address, the machine's names,
+   * --allow-host), lower case */
+  char **hosts;
+  int n_hosts;
+  kt_serve_warning_fn on_warning;
+  void *warning_ctx;
+  /* the watch thread: the guard's timeouts, runs that still train */
+  pthread_t watch;
+  int watch_started;
+  int watch_stop;       /* under lock */
+  pthread_cond_t watch_wake;
 };
 
 /* ---- stream.c: messages ------------------------------------------------------ */
@@ -70,11 +118,12 @@ struct kt_server {
 /* Appends one SSE message: "event: EVENT\ndata: JSON\n\n" (newlines in the
  * JSON, which a well-formed one holds only between tokens, become spaces). */
 void kt__sse_message(kt_buf *out, const char *event, const char *json, size_t len);
-/* Lowers the calling thread to nice 19: with as many ranks as cores, any
- * other runnable thread at the ranks' priority takes a core from a rank on
- * the pipeline's critical path; at nice 19 the dashboard gets the idle time
- * and a small share under load, so it neither slows training nor starves
- * (SCHED_IDLE did starve it on a busy machine). Best effort. */
+/* Lowers the calling thread (a stream's) to nice 19: with as many ranks as
+ * cores, any other runnable thread at the ranks' priority takes a core from
+ * a rank on the pipeline's critical path; at nice 19 a stream gets the idle
+ * time and a small share under load, enough to copy messages (SCHED_IDLE did
+ * starve it on a busy machine). Best effort. Not for the feed's renderings,
+ * which would then lag the run (feed.c). */
 void kt__serve_idle_priority(void);
 /* The hello message: the runs shown (the page resets on it). */
 void kt__serve_hello(kt_buf *out, const kt_server *s, const kt_run *const *runs,
@@ -95,6 +144,15 @@ void kt__serve_publish(kt_server *s, const kt_buf *msg, int is_step);
 void kt__serve_publish_timeline(kt_server *s, int run, kt_buf *msg);
 void kt__serve_publish_end(kt_server *s, int run, kt_buf *msg);
 
+/* ---- server.c: a run directory's messages ---- */
+
+/* Steps from..n_steps of r into the history, as run i's; wakes the streams. */
+void kt__serve_add_steps(kt_server *s, int i, const kt_run *r, size_t from);
+/* r's traced step (when it has one) as run i's rendered step. */
+void kt__serve_add_timeline(kt_server *s, int i, const kt_run *r);
+/* Run i's end marker. */
+void kt__serve_add_end(kt_server *s, int i, const kt_run *r, const char *reason);
+
 /* ---- feed.c: the live run ------------------------------------------------------- */
 
 kt_status kt__feed_start(kt_server *s, const kt_serve_live *live, int queue, kt_error *err);
@@ -108,6 +166,24 @@ void kt__feed_free(kt_server *s);
  * its connection threads. */
 kt_status kt__http_start(kt_server *s, kt_error *err);
 void kt__http_stop(kt_server *s);
+
+/* ---- hosts.c ---- */
+
+/* The Host names the server answers to; ENOMEM. */
+kt_status kt__hosts_init(kt_server *s, const char *bound, const kt_serve_config *cfg,
+                         kt_error *err);
+void kt__hosts_free(kt_server *s);
+/* Whether a Host header value names this server (NULL: none sent, allowed). */
+int kt__host_ok(const kt_server *s, const char *host);
+
+/* ---- follow.c: runs still training, the watch thread ---- */
+
+/* Marks the runs whose lock is held (before hello) and starts the watch
+ * thread; finished runs get their end marker. */
+kt_status kt__follow_start(kt_server *s, kt_error *err);
+void kt__follow_stop(kt_server *s);
+/* Reports a warning to the caller's callback. */
+void kt__serve_warn(kt_server *s, const char *msg);
 
 /* ---- page.c ----------------------------------------------------------------------- */
 

@@ -1,9 +1,10 @@
-/* The server's life: the address, the runs it shows (finished run
- * directories read with kt_run_load, and the live run), start, statistics
- * and a clean close.
+/* The server's life: the address, the runs it shows (run directories read
+ * with kt_run_load, those still training followed by follow.c, and the live
+ * run), start, statistics and a clean close.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ void kt_serve_default_config(kt_serve_config *c) {
   c->port = KT_SERVE_DEFAULT_PORT;
   c->max_clients = 8;
   c->queue = 256;
-  c->render_every = 1.0;
+  c->render_every = 0.5;
 }
 
 kt_status kt_serve_parse_addr(const char *text, char *host, size_t n, int *port, kt_error *err) {
@@ -52,7 +53,6 @@ static kt_status listen_on(kt_server *s, const char *host, int port, kt_error *e
   const char *ip = !strcmp(host, "localhost") ? "127.0.0.1" : host;
   if (inet_pton(AF_INET, ip, &a.sin_addr) != 1)
     return kt_fail(err, KT_EINVAL, "'%s' is not an IPv4 address (or localhost)", host);
-  s->loopback = (ntohl(a.sin_addr.s_addr) >> 24) == 127;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return kt_fail(err, KT_EIO, "cannot open a socket: %s", strerror(errno));
   int one = 1;
@@ -97,35 +97,36 @@ static void unique_names(kt_server *s) {
       }
 }
 
-/* The steps of r into the history, as run i's. */
-static void add_steps(kt_server *s, int i, const kt_run *r) {
+void kt__serve_add_steps(kt_server *s, int i, const kt_run *r, size_t from) {
   kt_buf msg;
   kt_buf_init(&msg);
-  for (size_t k = 0; k < r->n_steps; k++)
-    kt__serve_step_msg(&msg, i, &r->steps[k], 0,
+  for (size_t k = from; k < r->n_steps; k++)
+    kt__serve_step_msg(&msg, i, &r->steps[k], r->steps[k].skipped,
                        r->ranks ? &r->rank_steps[k * (size_t)r->ranks] : NULL, r->ranks);
   pthread_mutex_lock(&s->lock);
   if (msg.failed) s->history.failed = 1;
   else kt_buf_append(&s->history, msg.data ? msg.data : "", msg.len);
-  s->steps += (long long)r->n_steps;
+  s->steps += (long long)(r->n_steps - from);
+  pthread_cond_broadcast(&s->changed);
   pthread_mutex_unlock(&s->lock);
   kt_buf_free(&msg);
 }
 
-/* A finished run's history (steps and end) and its traced step. */
-static void add_finished(kt_server *s, int i, const kt_run *r) {
-  add_steps(s, i, r);
+void kt__serve_add_timeline(kt_server *s, int i, const kt_run *r) {
+  if (!r->has_timeline) return;
   kt_buf msg;
   kt_buf_init(&msg);
-  if (r->has_timeline) {
-    int step = r->n_steps ? r->steps[r->n_steps - 1].step : 0;
-    kt__serve_timeline_msg(&msg, i, step, &r->measured, &r->predicted, r->calibrated,
-                           r->v > 0 ? r->v : 1);
-    kt__serve_publish_timeline(s, i, &msg);
-    kt_buf_free(&msg);
-    kt_buf_init(&msg);
-  }
-  kt__serve_end_msg(&msg, i, (long long)r->n_steps, "finished");
+  int step = r->n_steps ? r->steps[r->n_steps - 1].step : 0;
+  kt__serve_timeline_msg(&msg, i, step, &r->measured, &r->predicted, r->calibrated,
+                         r->v > 0 ? r->v : 1);
+  kt__serve_publish_timeline(s, i, &msg);
+  kt_buf_free(&msg);
+}
+
+void kt__serve_add_end(kt_server *s, int i, const kt_run *r, const char *reason) {
+  kt_buf msg;
+  kt_buf_init(&msg);
+  kt__serve_end_msg(&msg, i, (long long)r->n_steps, reason);
   kt__serve_publish_end(s, i, &msg);
   kt_buf_free(&msg);
 }
@@ -133,20 +134,53 @@ static void add_finished(kt_server *s, int i, const kt_run *r) {
 static void server_free(kt_server *s) {
   kt__feed_free(s);
   for (int i = 0; i < s->n_runs; i++) {
-    free(s->runs[i].dir);
-    free(s->runs[i].tl_msg);
-    free(s->runs[i].end_msg);
+    serve_run *r = &s->runs[i];
+    free(r->dir);
+    free(r->tl_msg);
+    free(r->end_msg);
+    if (r->dirfd >= 0) close(r->dirfd);
+    if (r->follow) kt_run_free(r->follow);
+    free(r->follow);
   }
+  kt__hosts_free(s);
   kt_buf_free(&s->page);
   kt_buf_free(&s->history);
   if (s->listen_fd >= 0) close(s->listen_fd);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->changed);
+  pthread_mutex_destroy(&s->guard.lock);
+  pthread_cond_destroy(&s->watch_wake);
   free(s);
 }
 
+void kt__serve_warn(kt_server *s, const char *msg) {
+  if (s->on_warning) s->on_warning(s->warning_ctx, msg);
+}
+
+/* Run i's directory: its name, a descriptor its files are opened under,
+ * whether a trainer still writes it, and its warnings. */
+static kt_status add_dir(kt_server *s, const char *dir, const kt_run *r, kt_error *err) {
+  serve_run *sr = &s->runs[s->n_runs++];
+  dir_name(sr->name, sizeof sr->name, dir);
+  if (!(sr->dir = strdup(dir))) return kt_fail(err, KT_ENOMEM, "out of memory");
+  if ((sr->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+    return kt_fail(err, KT_EIO, "cannot open run directory '%s': %s", dir, strerror(errno));
+  if (kt_rundir_writer(dir, &sr->pid) && !sr->pid) sr->pid = -1; /* held, PID unknown */
+  for (size_t k = 0; k < r->n_warnings; k++) kt__serve_warn(s, r->warnings[k]);
+  if (r->bad_lines > KT_RUN_LINES_DESCRIBED) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s/metrics.jsonl: %zu more bad lines skipped", dir,
+             r->bad_lines - KT_RUN_LINES_DESCRIBED);
+    kt__serve_warn(s, msg);
+  }
+  return KT_OK;
+}
+
 /* Reads the run directories into the history; the runs' descriptions go
- * into hello, which must come first. */
+ * into hello, which must come first. A run a trainer still writes keeps
+ * its kt_run (followed by the watch thread) and gets no end marker yet; its
+ * timeline.json is of an earlier step than its last (a trainer writes it
+ * when it ends), so it is shown only once rewritten. */
 static kt_status load_runs(kt_server *s, const kt_serve_config *cfg, kt_error *err) {
   kt_run *runs = kt_calloc((size_t)cfg->n_run_dirs + 1, sizeof *runs);
   const kt_run *by_index[KT_SERVE_MAX_RUNS] = {0};
@@ -156,10 +190,8 @@ static kt_status load_runs(kt_server *s, const kt_serve_config *cfg, kt_error *e
   for (int i = 0; i < cfg->n_run_dirs && !st; i++, loaded++) {
     st = kt_run_load(cfg->run_dirs[i], &runs[i], err);
     if (st) break;
-    serve_run *sr = &s->runs[s->n_runs];
-    dir_name(sr->name, sizeof sr->name, cfg->run_dirs[i]);
-    if (!(sr->dir = strdup(cfg->run_dirs[i]))) st = kt_fail(err, KT_ENOMEM, "out of memory");
-    by_index[s->n_runs++] = &runs[i];
+    by_index[s->n_runs] = &runs[i];
+    st = add_dir(s, cfg->run_dirs[i], &runs[i], err);
   }
   if (!st) {
     unique_names(s);
@@ -170,9 +202,21 @@ static kt_status load_runs(kt_server *s, const kt_serve_config *cfg, kt_error *e
     if (hello.failed) st = kt_fail(err, KT_ENOMEM, "out of memory");
     kt_buf_free(&hello);
   }
-  if (!st && cfg->live && cfg->live->done) add_steps(s, s->live, cfg->live->done);
-  for (int i = 0; i < s->n_runs && !st; i++)
-    if (by_index[i]) add_finished(s, i, by_index[i]);
+  if (!st && cfg->live && cfg->live->done) kt__serve_add_steps(s, s->live, cfg->live->done, 0);
+  for (int i = 0; i < s->n_runs && !st; i++) {
+    kt_run *r = (kt_run *)by_index[i];
+    if (!r) continue;
+    kt__serve_add_steps(s, i, r, 0);
+    if (!s->runs[i].pid) {
+      kt__serve_add_timeline(s, i, r); /* the traced step: the last one */
+      kt__serve_add_end(s, i, r, "finished");
+    } else if ((s->runs[i].follow = malloc(sizeof *r))) { /* handed over */
+      *s->runs[i].follow = *r;
+      memset(r, 0, sizeof *r);
+    } else {
+      st = kt_fail(err, KT_ENOMEM, "out of memory");
+    }
+  }
   if (!st && s->history.failed) st = kt_fail(err, KT_ENOMEM, "out of memory reading the runs");
   for (int i = 0; i < loaded; i++) kt_run_free(&runs[i]);
   free(runs);
@@ -190,8 +234,13 @@ kt_status kt_server_create(const kt_serve_config *cfg, kt_server **out, kt_error
   if (!s) return kt_fail(err, KT_ENOMEM, "out of memory");
   s->listen_fd = -1;
   s->live = -1;
+  for (int i = 0; i < KT_SERVE_MAX_RUNS; i++) s->runs[i].dirfd = -1;
+  s->on_warning = cfg->on_warning;
+  s->warning_ctx = cfg->warning_ctx;
+  pthread_mutex_init(&s->guard.lock, NULL);
+  pthread_cond_init(&s->watch_wake, NULL);
   s->max_clients = cfg->max_clients > 0 ? cfg->max_clients : 8;
-  s->render_every = cfg->render_every > 0 ? cfg->render_every : 1.0;
+  s->render_every = cfg->render_every > 0 ? cfg->render_every : 0.5;
   kt_buf_init(&s->page);
   kt_buf_init(&s->history);
   pthread_mutex_init(&s->lock, NULL);
@@ -206,14 +255,19 @@ kt_status kt_server_create(const kt_serve_config *cfg, kt_server **out, kt_error
     s->steps_before = lv->done ? (long long)lv->done->n_steps : 0;
     if (!st) st = kt__feed_start(s, lv, cfg->queue, err);
   }
+  const char *host = cfg->host ? cfg->host : "127.0.0.1";
   if (!st) st = load_runs(s, cfg, err);
-  if (!st) st = listen_on(s, cfg->host ? cfg->host : "127.0.0.1", cfg->port, err);
+  if (!st) st = listen_on(s, host, cfg->port, err);
+  if (!st) st = kt__hosts_init(s, !strcmp(host, "localhost") ? "127.0.0.1" : host, cfg, err);
+  if (!st) st = kt__follow_start(s, err);
   if (!st) {
     kt__serve_page(&s->page, s);
     if (s->page.failed) st = kt_fail(err, KT_ENOMEM, "out of memory");
   }
   if (!st) st = kt__http_start(s, err);
   if (st) {
+    kt__http_stop(s);
+    kt__follow_stop(s);
     kt__feed_finish(s);
     server_free(s);
     return st;
@@ -233,12 +287,17 @@ void kt_server_stats(kt_server *s, kt_serve_stats *out) {
   out->rendered = s->rendered;
   out->refused = s->refused;
   pthread_mutex_unlock(&s->lock);
+  pthread_mutex_lock(&s->guard.lock);
+  out->evicted = s->guard.evicted;
+  out->turned_away = s->guard.refused;
+  pthread_mutex_unlock(&s->guard.lock);
   out->dropped = atomic_load(&s->dropped);
 }
 
 void kt_server_destroy(kt_server *s, const char *reason, double wait_s) {
   if (!s) return;
   snprintf(s->end_reason, sizeof s->end_reason, "%s", reason ? reason : "finished");
+  kt__follow_stop(s);
   kt__feed_finish(s); /* the rest of the queue, the last step rendered, the end marker */
   pthread_mutex_lock(&s->lock);
   s->closing = 1;

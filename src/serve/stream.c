@@ -35,7 +35,7 @@ static void num_field(kt_buf *b, const char *key, double v) {
 
 static void run_json(kt_buf *b, const char *name, const char *schedule, const char *model, int p,
                      int v, int m, int layers, int hidden, int steps, const char *transport,
-                     int live, int files) {
+                     int live, int files, const char *state) {
   kt_buf_puts(b, "{\"name\":");
   kt_buf_json_string(b, name);
   kt_buf_puts(b, ",\"schedule\":");
@@ -45,9 +45,14 @@ static void run_json(kt_buf *b, const char *name, const char *schedule, const ch
   kt_buf_puts(b, ",\"transport\":");
   kt_buf_json_string(b, transport ? transport : "");
   kt_buf_printf(b, ",\"p\":%d,\"v\":%d,\"m\":%d,\"layers\":%d,\"hidden\":%d,\"steps\":%d,"
-                   "\"live\":%s,\"files\":%s}",
+                   "\"live\":%s,\"files\":%s",
                 p, v, m, layers, hidden, steps, live ? "true" : "false",
                 files ? "true" : "false");
+  if (state) {
+    kt_buf_puts(b, ",\"state\":");
+    kt_buf_json_string(b, state);
+  }
+  kt_buf_puts(b, "}");
 }
 
 void kt__serve_hello(kt_buf *out, const kt_server *s, const kt_run *const *runs,
@@ -61,11 +66,15 @@ void kt__serve_hello(kt_buf *out, const kt_server *s, const kt_run *const *runs,
     if (i == s->live) {
       const kt_schedule *sc = &s->sched;
       run_json(&j, sr->name, sc->name, live->model, sc->p, sc->v, sc->m, live->layers,
-               live->hidden, live->steps, live->transport, 1, sr->dir != NULL);
+               live->hidden, live->steps, live->transport, 1, sr->dir != NULL, NULL);
     } else {
+      /* a run whose trainer still writes it (its lock held) is followed */
       const kt_run *r = runs[i];
+      char state[48];
+      if (sr->pid > 0) snprintf(state, sizeof state, "training (pid %ld)", sr->pid);
+      else snprintf(state, sizeof state, "training");
       run_json(&j, sr->name, r->schedule, r->model, r->p, r->v, r->m, r->layers, r->hidden,
-               r->steps_planned, r->transport, 0, 1);
+               r->steps_planned, r->transport, sr->pid != 0, 1, sr->pid ? state : NULL);
     }
   }
   kt_buf_puts(&j, "]}");
@@ -130,6 +139,22 @@ static void timeline_json(kt_buf *b, const kt_timeline *t, const kt_metrics *m) 
   kt_buf_puts(b, "]}");
 }
 
+/* The measured step's critical path and every action's slack (the
+ * what-if panel draws them on the measured chart). */
+static void critical_json(kt_buf *b, const kt_timeline *t) {
+  kt_critical cr;
+  if (kt_timeline_critical(t, 0, 0, &cr, NULL)) return;
+  kt_buf_puts(b, ",\"measured_path\":[");
+  for (size_t i = 0; i < cr.n_path; i++) kt_buf_printf(b, "%s%zu", i ? "," : "", cr.path[i]);
+  kt_buf_puts(b, "],\"measured_slack\":[");
+  for (size_t i = 0; i < t->n_events; i++) {
+    if (i) kt_buf_puts(b, ",");
+    kt_buf_json_number(b, cr.slack[i]);
+  }
+  kt_buf_puts(b, "]");
+  kt_critical_free(&cr);
+}
+
 static void gantt_svg(kt_buf *b, const kt_timeline *t, const char *id, const char *title,
                       double span, int chunks) {
   kt_svg_gantt_opts go;
@@ -163,6 +188,7 @@ void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *m
   timeline_json(&j, measured, &mm);
   kt_buf_puts(&j, ",\"predicted\":");
   timeline_json(&j, predicted, &pm);
+  critical_json(&j, measured);
   kt_buf_puts(&j, ",\"costs\":");
   if (costs && isfinite(costs[0])) {
     kt_buf_puts(&j, "{\"tf\":");

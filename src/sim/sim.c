@@ -579,10 +579,10 @@ kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline 
 
 double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
   switch (op) {
-    case KT_OP_F: return kt_cost_tf(c, stage);
-    case KT_OP_B: return kt_cost_tb(c, stage) + kt_cost_tw(c, stage);
-    case KT_OP_I: return kt_cost_tb(c, stage);
-    case KT_OP_W: return kt_cost_tw(c, stage);
+    case KT_OP_F: return kt_cost_tf(c, stage) + c->op_overhead;
+    case KT_OP_B: return kt_cost_tb(c, stage) + kt_cost_tw(c, stage) + c->op_overhead;
+    case KT_OP_I: return kt_cost_tb(c, stage) + c->op_overhead;
+    case KT_OP_W: return kt_cost_tw(c, stage) + c->op_overhead;
     default: return 0;
   }
 }

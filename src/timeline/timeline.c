@@ -49,6 +49,22 @@ kt_status kt_timeline_add_comm(kt_timeline *t, const kt_event *e) {
   return KT_OK;
 }
 
+kt_status kt_timeline_copy(kt_timeline *dst, const kt_timeline *src) {
+  dst->n_events = dst->n_mem = dst->n_comm = 0;
+  dst->p = src->p;
+  memcpy(dst->time_unit, src->time_unit, sizeof dst->time_unit);
+  memcpy(dst->mem_unit, src->mem_unit, sizeof dst->mem_unit);
+  if (kt_grow((void **)&dst->events, &dst->cap_events, src->n_events, sizeof *dst->events) ||
+      kt_grow((void **)&dst->comm, &dst->cap_comm, src->n_comm, sizeof *dst->comm) ||
+      kt_grow((void **)&dst->mem, &dst->cap_mem, src->n_mem, sizeof *dst->mem))
+    return KT_ENOMEM;
+  if (src->n_events) memcpy(dst->events, src->events, src->n_events * sizeof *dst->events);
+  if (src->n_comm) memcpy(dst->comm, src->comm, src->n_comm * sizeof *dst->comm);
+  if (src->n_mem) memcpy(dst->mem, src->mem, src->n_mem * sizeof *dst->mem);
+  dst->n_events = src->n_events, dst->n_comm = src->n_comm, dst->n_mem = src->n_mem;
+  return KT_OK;
+}
+
 /* Communication events grouped by rank, each rank's in the order given
  * (program order: a counting sort, stable by construction). */
 static void sort_comm_by_rank(kt_timeline *t) {

@@ -115,6 +115,9 @@ kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoi
                              kt_error *err) {
   int units = kt_model_units(&meta->model);
   const kt_runtime_config *rc = kt_runtime_config_of(rt);
+  if (rc->synthetic || rc->make_chunk)
+    return kt_fail(err, KT_EINVAL, "%s: a %s model has no units to checkpoint", path,
+                   rc->synthetic ? "synthetic" : "caller's own");
   int per = state_per_param(rc);
   kt_transport *t = kt_runtime_transport(rt);
   int distributed = !kt_runtime_all_local(rt);
@@ -287,6 +290,11 @@ kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_met
   if ((st = parse_header(data, len, path, &h, err))) goto done;
   header_meta(&h, meta);
   const kt_runtime_config *rc = kt_runtime_config_of(rt);
+  if (rc->synthetic || rc->make_chunk) {
+    st = kt_fail(err, KT_EINVAL, "%s: a %s model has no units to load", path,
+                 rc->synthetic ? "synthetic" : "caller's own");
+    goto done;
+  }
   if (!same_model(&meta->model, &rc->model)) {
     st = kt_fail(err, KT_EINVAL,
                  "%s: checkpoint is for a %s with %d layers and width %d; this run builds a %s with "

@@ -143,22 +143,6 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
   return KT_OK;
 }
 
-static kt_status copy_timeline(kt_timeline *dst, const kt_timeline *src) {
-  dst->n_events = dst->n_mem = 0;
-  dst->p = src->p;
-  memcpy(dst->time_unit, src->time_unit, sizeof dst->time_unit);
-  memcpy(dst->mem_unit, src->mem_unit, sizeof dst->mem_unit);
-  for (size_t i = 0; i < src->n_events; i++)
-    if (kt_timeline_add_event(dst, &src->events[i])) return KT_ENOMEM;
-  dst->n_comm = 0;
-  for (size_t i = 0; i < src->n_mem; i++)
-    if (kt_timeline_add_mem(dst, src->mem[i].rank, src->mem[i].t, src->mem[i].value))
-      return KT_ENOMEM;
-  for (size_t i = 0; i < src->n_comm; i++)
-    if (kt_timeline_add_comm(dst, &src->comm[i])) return KT_ENOMEM;
-  return KT_OK;
-}
-
 void kt_train_result_free(kt_train_result *r) {
   free(r->losses);
   kt_metrics_free(&r->measured);
@@ -196,9 +180,24 @@ kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_tim
   return KT_OK;
 }
 
+/* The first chunk of this process (a model of the caller's own: its sizes
+ * come from its chunks), or NULL. */
+static kt_chunk *local_chunk(kt_runtime *rt, int S, int D) {
+  for (int st = 0; st < S; st++)
+    for (int d = 0; d < D; d++) {
+      kt_chunk *c = kt_runtime_chunk(rt, st, d);
+      if (c) return c;
+    }
+  return NULL;
+}
+
 /* Bytes of one point-to-point message: a boundary activation of b samples. */
-static double message_bytes(const kt_runtime_config *rc) {
+static double message_bytes(kt_runtime *rt, const kt_runtime_config *rc) {
   if (rc->synthetic) return (double)rc->syn_act_bytes;
+  if (rc->make_chunk) {
+    kt_chunk *c = local_chunk(rt, kt_schedule_stages(rc->schedule), rc->data_parallel);
+    return c ? (double)kt_chunk_out_elems(c) * sizeof(float) : 0;
+  }
   return (double)kt_model_boundary_elems(&rc->model) * rc->micro_batch * sizeof(float);
 }
 
@@ -219,7 +218,13 @@ static void gradient_bytes(kt_runtime *rt, const kt_runtime_config *rc, double *
   const int *off = kt_runtime_unit_offsets(rt);
   for (int st = 0; st < S && rc->synthetic; st++)
     bytes[kt_stage_rank(s, st)] += (double)(rc->syn_grad_bytes / sizeof(float) * sizeof(float));
-  for (int st = 0; st < S && !rc->synthetic; st++)
+  for (int st = 0; st < S && rc->make_chunk; st++) { /* what this process holds of them */
+    kt_chunk *c = kt_runtime_chunk(rt, st, 0);
+    size_t n = 0;
+    if (c) kt_chunk_params(c, &n);
+    bytes[kt_stage_rank(s, st)] += 4.0 * (double)n;
+  }
+  for (int st = 0; st < S && !rc->synthetic && !rc->make_chunk; st++)
     for (int u = off[st]; u < off[st + 1]; u++)
       bytes[kt_stage_rank(s, st)] += 4.0 * (double)kt_model_unit_params(&rc->model, u);
 }
@@ -262,7 +267,7 @@ static kt_status predict(kt_runtime *rt, const kt_train_config *cfg, const kt_ti
   }
   double sync_end = 0;
   kt_status st = kt_train_predict_on(rc->schedule, rc->grad_accum, measured, cfg->links,
-                                     message_bytes(rc), &out->calibrated,
+                                     message_bytes(rt, rc), &out->calibrated,
                                      &out->predicted_timeline, &sync_end, err);
   if (cfg->links) {
     if (!st) predict_step_end(cfg, sync_end, tail, out);
@@ -321,10 +326,10 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     if (res.nonfinite && !cfg->skip_nonfinite) {
       st = kt_fail(err, KT_ERUNTIME,
                    "step %d: the loss is %g and the gradient norm %g; non-finite values first in "
-                   "the %s of stage %d (of %d). The step was not applied; --skip-nonfinite skips "
-                   "such steps instead",
+                   "the %s of stage %d (of %d). The step was not applied",
                    step + 1, res.loss, res.grad_norm, res.nonfinite_what, res.nonfinite_stage,
                    kt_schedule_stages(rc->schedule));
+      out->stopped_nonfinite = 1;
       break;
     }
     out->skipped_steps += res.nonfinite;
@@ -332,7 +337,7 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     total_seconds += res.seconds;
     step_s[out->n_losses - 1] = res.seconds;
     out->measured_sync_seconds = res.sync_seconds, out->tail_seconds = res.tail_seconds;
-    if ((st = copy_timeline(&last, kt_runtime_timeline(rt)))) {
+    if ((st = kt_timeline_copy(&last, kt_runtime_timeline(rt)))) {
       st = kt_fail(err, st, "out of memory");
       break;
     }
@@ -356,7 +361,7 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
         kt_step_result vr;
         st = cfg->data->fill(cfg->data, 1, v, D, K, M, b, mbs, err);
         if (!st) st = kt_runtime_step(rt, step, mbs, 0, &vr, err);
-        sum += vr.loss;
+        if (!st) sum += vr.loss;
       }
       if (st) break;
       p.val_loss = out->last_val_loss = sum / nb;

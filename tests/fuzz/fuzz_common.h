@@ -3,6 +3,7 @@
 #ifndef KAITEN_FUZZ_COMMON_H
 #define KAITEN_FUZZ_COMMON_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

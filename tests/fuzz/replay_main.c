@@ -1,14 +1,27 @@
 /* Runs a fuzz target over saved inputs without libFuzzer: every file given,
  * and every file in every directory given (sorted by name). The normal build
- * links it with each fuzz_*.c so that CTest replays the committed corpora. */
+ * links it with each fuzz_*.c so that CTest replays the committed corpora.
+ * With --max-seconds S first, an input that takes longer than S fails the
+ * replay (as libFuzzer's -timeout would stop `make fuzz`); the slowest input
+ * is always named. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static double max_seconds, slowest;
+static char slowest_path[1024];
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int replay_file(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -37,8 +50,16 @@ static int replay_file(const char *path) {
   if (!input) abort();
   memcpy(input, buf, len);
   free(buf);
+  double t0 = now();
   LLVMFuzzerTestOneInput(input, len);
+  double dt = now() - t0;
   free(input);
+  if (dt > slowest) slowest = dt, snprintf(slowest_path, sizeof slowest_path, "%s", path);
+  if (max_seconds > 0 && dt > max_seconds) {
+    fprintf(stderr, "replay: %s took %.2f s, over the %.0f s an input may take\n", path, dt,
+            max_seconds);
+    return -1;
+  }
   return 0;
 }
 
@@ -82,15 +103,17 @@ static long replay_path(const char *path) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s DIR_OR_FILE...\n", argv[0]);
+    fprintf(stderr, "usage: %s [--max-seconds S] DIR_OR_FILE...\n", argv[0]);
     return 2;
   }
   long total = 0;
-  for (int i = 1; i < argc; i++) {
+  int first = 1;
+  if (argc > 3 && !strcmp(argv[1], "--max-seconds")) max_seconds = atof(argv[2]), first = 3;
+  for (int i = first; i < argc; i++) {
     long k = replay_path(argv[i]);
     if (k < 0) return 1;
     total += k;
   }
-  printf("replayed %ld inputs\n", total);
+  printf("replayed %ld inputs; slowest %.3f s (%s)\n", total, slowest, slowest_path);
   return total > 0 ? 0 : 1;
 }

@@ -482,7 +482,7 @@ kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **o
   if (st) return st;
   if (p < 1 || d < 1 || p * d != size)
     return kt_fail(err, KT_EINVAL,
-                   "MPI world has %d processes but --stages %d x --data-parallel %d needs %d", size,
+                   "MPI world has %d processes but %d pipeline ranks x %d replicas need %d", size,
                    p, d, p * d);
   mpi_ctx *c = calloc(1, sizeof *c);
   kt_transport *t = calloc(1, sizeof *t);

@@ -1,24 +1,22 @@
-/* kaiten calibrate --transport mpi: both link classes of the machines the
- * job runs on. Under mpirun every rank takes part: the machines are told
- * apart by name, a ping-pong inside a machine and one across two measure
- * latency (64-byte messages, the shortest of 31 round trips: a waiting
- * rank that went to sleep between polls, or a busy core, only adds to a
- * trip, and the median on a shared machine could read 260 us for a link of
- * 8) and bandwidth (the
- * slope between the fastest of 5 runs of two streams of boundary-sized
- * messages, so latency and any burst allowance cancel), the burst allowance
- * itself (one boundary-sized message after the link idled 20 ms, against
- * the latency and the rate: a rate-limited link's token bucket passes its
- * first bytes at once; 0 where none shows),
- * and an all-reduce over every rank is timed against what the links model
- * predicts for it. */
+/* Calibration of the links (kaiten calibrate --transport mpi): both link
+ * classes of the machines the job runs on. Under mpirun every rank takes
+ * part: the machines are told apart by name, a ping-pong inside a machine
+ * and one across two measure latency (64-byte messages, the shortest of 31
+ * round trips: a waiting rank that went to sleep between polls, or a busy
+ * core, only adds to a trip, and the median on a shared machine could read
+ * 260 us for a link of 8) and bandwidth (the slope between the fastest of
+ * 5 runs of two streams of boundary-sized messages, so latency and any
+ * burst allowance cancel), the burst allowance itself (one boundary-sized
+ * message after the link idled 20 ms, against the latency and the rate: a
+ * rate-limited link's token bucket passes its first bytes at once; 0 where
+ * none shows), and an all-reduce over every rank is timed against what the
+ * links model predicts for it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "cli/calibrate.h"
-#include "kaiten/costs.h"
+#include "kaiten/train.h"
 
 #define TAG (KT_TAG_COLLECTIVE | 0x500)
 
@@ -107,36 +105,60 @@ static int measure_pair(kt_transport *t, int a, int b, size_t bytes, double *lat
   return ok && *bw > 0;
 }
 
-int calibrate_links_mpi(size_t boundary_bytes, calibrate_links *out) {
-  kt_error err = {{0}};
-  int rank, world;
-  kt_status st = kt_transport_mpi_init(&rank, &world, &err);
-  if (!st && world < 2)
-    st = kt_fail(&err, KT_EINVAL, "--transport mpi: run under mpirun with at least 2 processes (got %d)", world);
-  kt_transport *t = NULL;
-  if (!st) st = kt_transport_mpi_create(world, 1, 60, &t, &err);
-  int *node = st ? NULL : kt_calloc((size_t)world, sizeof *node);
-  if (!st && !node) st = kt_fail(&err, KT_ENOMEM, "out of memory");
-  if (!st) st = kt_transport_mpi_nodes(t, node, &err);
-  if (st) {
-    free(node);
-    kt_transport_mpi_destroy(t);
-    return cli_fail(st, &err);
-  }
-  /* a pair inside a machine, a pair across two (the first of each) */
-  int in_a = -1, in_b = -1, x_b = -1, per_node = 0, n_nodes = 0;
+/* The machines of the job apart by name: a pair inside one and a pair
+ * across two (the first of each; -1 where there is none). */
+static void find_pairs(const int *node, int world, kt_link_calibration *out, int *in_a, int *in_b,
+                       int *x_b) {
+  *in_a = *in_b = *x_b = -1;
   for (int r = 0; r < world; r++) {
     int same = 0;
     for (int q = 0; q < world; q++) same += node[q] == node[r];
-    if (same > per_node) per_node = same;
-    if (node[r] + 1 > n_nodes) n_nodes = node[r] + 1;
-    for (int q = 0; q < r && in_a < 0; q++)
-      if (node[q] == node[r]) in_a = q, in_b = r;
-    if (x_b < 0 && node[r] != node[0]) x_b = r;
+    if (same > out->devices_per_node) out->devices_per_node = same;
+    if (node[r] + 1 > out->nodes) out->nodes = node[r] + 1;
+    for (int q = 0; q < r && *in_a < 0; q++)
+      if (node[q] == node[r]) *in_a = q, *in_b = r;
+    if (*x_b < 0 && node[r] != node[0]) *x_b = r;
   }
-  *out = (calibrate_links){.devices = world, .devices_per_node = per_node, .nodes = n_nodes,
-                           .rank = rank};
-  int ok = 1;
+}
+
+/* An all-reduce over every rank, of a few boundary tensors: median of 5. */
+static int time_allreduce(kt_transport *t, size_t boundary_bytes, kt_link_calibration *out) {
+  size_t n = 8 * boundary_bytes / sizeof(float);
+  float *buf = kt_calloc(n, sizeof *buf);
+  double v[5];
+  kt_error err;
+  int ok = buf != NULL;
+  for (int r = 0; ok && r < 5; r++) {
+    kt_transport_barrier(t, &err);
+    double t0 = kt_now();
+    ok &= kt_allreduce(t, KT_GROUP_WORLD, buf, n, &err) == KT_OK;
+    v[r] = kt_now() - t0;
+  }
+  out->allreduce_bytes = (double)n * sizeof(float);
+  out->allreduce_seconds = ok ? kt_median(v, 5) : 0;
+  free(buf);
+  return ok;
+}
+
+kt_status kt_calibrate_links_mpi(size_t boundary_bytes, kt_link_calibration *out, kt_error *err) {
+  *out = (kt_link_calibration){.intra_latency = -1, .inter_latency = -1};
+  int rank, world;
+  kt_status st = kt_transport_mpi_init(&rank, &world, err);
+  if (!st && world < 2)
+    st = kt_fail(err, KT_EINVAL, "measuring links needs at least 2 MPI processes (got %d)", world);
+  kt_transport *t = NULL;
+  if (!st) st = kt_transport_mpi_create(world, 1, 60, &t, err);
+  int *node = st ? NULL : kt_calloc((size_t)world, sizeof *node);
+  if (!st && !node) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!st) st = kt_transport_mpi_nodes(t, node, err);
+  if (st) {
+    free(node);
+    kt_transport_mpi_destroy(t);
+    return st;
+  }
+  out->devices = world, out->rank = rank;
+  int in_a, in_b, x_b, ok = 1;
+  find_pairs(node, world, out, &in_a, &in_b, &x_b);
   /* no burst inside a machine: transfers there are not booked on links */
   if (in_a >= 0)
     ok &= measure_pair(t, in_a, in_b, boundary_bytes, &out->intra_latency, &out->intra_bw, NULL);
@@ -146,24 +168,14 @@ int calibrate_links_mpi(size_t boundary_bytes, calibrate_links *out) {
   if (in_a < 0) /* one process per machine: inside is the threads transport */
     out->intra_latency = -1;
   if (x_b < 0) out->inter_latency = -1;
-  /* an all-reduce over every rank, of a few boundary tensors */
-  size_t n = 8 * boundary_bytes / sizeof(float);
-  float *buf = kt_calloc(n, sizeof *buf);
-  double v[5];
-  for (int r = 0; ok && buf && r < 5; r++) {
-    kt_transport_barrier(t, &err);
-    double t0 = kt_now();
-    ok &= kt_allreduce(t, KT_GROUP_WORLD, buf, n, &err) == KT_OK;
-    v[r] = kt_now() - t0;
-  }
-  out->allreduce_bytes = (double)n * sizeof(float);
-  out->allreduce_seconds = ok && buf ? kt_median(v, 5) : 0;
-  free(buf);
+  if (ok) ok = time_allreduce(t, boundary_bytes, out);
   out->node_of = node;
   kt_transport_mpi_destroy(t);
-  if (!ok) {
-    kt_fail(&err, KT_ERUNTIME, "calibrate: a measurement between ranks failed");
-    return cli_fail(KT_ERUNTIME, &err);
-  }
-  return 0;
+  if (!ok) return kt_fail(err, KT_ERUNTIME, "calibrate: a measurement between ranks failed");
+  return KT_OK;
+}
+
+void kt_link_calibration_free(kt_link_calibration *l) {
+  free(l->node_of);
+  l->node_of = NULL;
 }

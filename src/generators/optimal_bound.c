@@ -1,0 +1,468 @@
+/* The exact search's ground: its problem (a layout and stage costs,
+ * flattened), the slot-form state, and the lower bound on the makespan of
+ * every completion of a state.
+ *
+ * The bound relaxes each rank to one machine on its own. An op cannot start
+ * before its head: the end of the op it waits for (plus the hop), the end
+ * of the op of the same stage one slot before (a stage's ops of one kind
+ * run in slot order on one rank), and, for a forward, the end of the I (or
+ * W) that must have freed the memory it needs. The rank's last action ends
+ * no sooner than any op's end plus its tail, the least time the ops it
+ * leads to on the same rank still take. Preemptive single-machine
+ * scheduling with heads and tails (Jackson's rule: run the released op with
+ * the longest tail) gives the least such end; every order's rank runs
+ * its ops in one feasible single-machine schedule, so the bound holds. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "generators/optimal_internal.h"
+#include "generators/search.h"
+#include "kaiten/sim.h"
+
+#define NONE (-INFINITY)
+
+/* fmax without its NaN rules (no NaN reaches here): inlined, where fmax is
+ * a library call in the bound's inner loops. */
+static inline double maxd(double a, double b) { return a > b ? a : b; }
+#define HX KT__OPT_HX
+
+static kt_status alloc_fail(kt_error *err, const kt__opt_problem *pb) {
+  return kt_fail(err, KT_ENOMEM, "optimal: out of memory (P=%d, V=%d, M=%d)", pb->p, pb->v, pb->m);
+}
+
+/* Longest time from the end of (type, s) until an op it leads to on rank r
+ * ends; NONE when it leads to none there. Micro-batches are alike, so one
+ * chain: F(0) .. F(S-1), I(S-1) .. I(0), and W(s) after I(s). */
+static double lead_to(const kt__opt_problem *pb, int r, int type, int s) {
+  double best = NONE;
+  if (type == KT__OPT_W) return NONE;
+  if (type == KT__OPT_I) {
+    if (pb->srank[s] == r) best = pb->tw[s];
+    if (s > 0) {
+      double down = maxd(pb->srank[s - 1] == r ? 0 : NONE, lead_to(pb, r, KT__OPT_I, s - 1));
+      best = maxd(best, pb->hop_i[s] + pb->tb[s - 1] + down);
+    }
+    return best;
+  }
+  if (s < pb->S - 1) {
+    double up = maxd(pb->srank[s + 1] == r ? 0 : NONE, lead_to(pb, r, KT__OPT_F, s + 1));
+    return pb->hop_f[s] + pb->tf[s + 1] + up;
+  }
+  return pb->tb[s] + maxd(0, lead_to(pb, r, KT__OPT_I, s)); /* I(S-1) runs on this rank */
+}
+
+static kt_status problem_alloc(kt__opt_problem *pb, kt_error *err) {
+  size_t S = (size_t)pb->S, p = (size_t)pb->p;
+  pb->srank = kt_calloc(S, sizeof *pb->srank);
+  pb->schunk = kt_calloc(S, sizeof *pb->schunk);
+  pb->rstage = kt_calloc(p * (size_t)pb->v, sizeof *pb->rstage);
+  pb->first = kt_calloc(p, sizeof *pb->first);
+  double **per_stage[] = {&pb->tf, &pb->tb, &pb->tw, &pb->act, &pb->wg, &pb->hop_f,
+                          &pb->hop_i, &pb->so_f, &pb->so_i, &pb->tail[0], &pb->tail[1],
+                          &pb->tail[2]};
+  int ok = pb->srank && pb->schunk && pb->rstage && pb->first;
+  for (size_t k = 0; k < sizeof per_stage / sizeof *per_stage; k++)
+    ok &= (*per_stage[k] = kt_calloc(S, sizeof(double))) != NULL;
+  return ok ? KT_OK : alloc_fail(err, pb);
+}
+
+kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const kt_costs *c,
+                               double limit, kt_error *err) {
+  kt_costs unit;
+  if (!c) kt_costs_default(&unit), c = &unit;
+  memset(pb, 0, sizeof *pb);
+  if (c->links)
+    return kt_fail(err, KT_EINVAL, "optimal: the exact search has no model of shared links "
+                                   "(a cluster topology); give --comm instead");
+  if (c->action_time) /* one schedule's measured durations: no model of other orders */
+    return kt_fail(err, KT_EINVAL, "optimal: per-action times (a measured step) describe one "
+                                   "order only; give per-stage costs");
+  pb->p = s->p, pb->v = s->v, pb->m = s->m, pb->S = kt_schedule_stages(s);
+  kt_status st = problem_alloc(pb, err);
+  if (st) {
+    kt__opt_problem_free(pb);
+    return st;
+  }
+  double comm = kt_cost_comm(c);
+  for (int i = 0; i < pb->p * pb->v; i++) pb->rstage[i] = -1;
+  for (int r = 0; r < pb->p; r++) pb->first[r] = -1;
+  for (int x = 0; x < pb->S; x++) {
+    int r = pb->srank[x] = kt_stage_rank(s, x);
+    pb->schunk[x] = kt_stage_chunk(s, x);
+    pb->rstage[r * pb->v + pb->schunk[x]] = x;
+    if (pb->first[r] < 0) pb->first[r] = x;
+    pb->tf[x] = kt_cost_tf(c, x), pb->tb[x] = kt_cost_tb(c, x), pb->tw[x] = kt_cost_tw(c, x);
+    pb->act[x] = kt_cost_mem_act(c, x), pb->wg[x] = kt_cost_mem_wgrad(c, x);
+  }
+  for (int x = 0; x < pb->S; x++) {
+    int fwd = x + 1 < pb->S && pb->srank[x + 1] != pb->srank[x];
+    int bwd = x > 0 && pb->srank[x - 1] != pb->srank[x];
+    pb->hop_f[x] = fwd ? comm : 0, pb->so_f[x] = fwd ? c->send_overhead : 0;
+    pb->hop_i[x] = bwd ? comm : 0, pb->so_i[x] = bwd ? c->send_overhead : 0;
+  }
+  for (int x = 0; x < pb->S; x++)
+    for (int t = 0; t < KT__OPT_TYPES; t++)
+      pb->tail[t][x] = maxd(0, lead_to(pb, pb->srank[x], t, x));
+  kt_schedule_params lp = {.p = s->p, .v = s->v, .m = s->m, .costs = c, .mem_limit = limit};
+  pb->limit = kt_schedule_mem_limit(&lp);
+  if ((st = kt__opt_needs_init(pb, err))) kt__opt_problem_free(pb);
+  return st;
+}
+
+void kt__opt_problem_free(kt__opt_problem *pb) {
+  void *arrays[] = {pb->srank, pb->schunk, pb->need, pb->rstage, pb->first, pb->tf, pb->tb, pb->tw, pb->act,
+                    pb->wg, pb->hop_f, pb->hop_i, pb->so_f, pb->so_i, pb->tail[0],
+                    pb->tail[1], pb->tail[2]};
+  for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
+  memset(pb, 0, sizeof *pb);
+}
+
+kt_status kt__opt_state_init(kt__opt_state *st, const kt__opt_problem *pb, kt_error *err) {
+  memset(st, 0, sizeof *st);
+  size_t S = (size_t)pb->S, cells = S * (size_t)pb->m, p = (size_t)pb->p;
+  int ok = 1;
+  for (int t = 0; t < KT__OPT_TYPES; t++) ok &= (st->n[t] = kt_calloc(S, sizeof(int))) != NULL;
+  st->end_f = kt_calloc(cells, sizeof(double));
+  st->end_i = kt_calloc(cells, sizeof(double));
+  double **per_rank[] = {&st->free_at, &st->start, &st->last_end, &st->mem};
+  for (size_t k = 0; k < sizeof per_rank / sizeof *per_rank; k++)
+    ok &= (*per_rank[k] = kt_calloc(p, sizeof(double))) != NULL;
+  st->started = kt_calloc(p, 1);
+  if (!ok || !st->end_f || !st->end_i || !st->started) {
+    kt__opt_state_free(st);
+    return alloc_fail(err, pb);
+  }
+  kt__opt_state_reset(st, pb);
+  return KT_OK;
+}
+
+void kt__opt_state_free(kt__opt_state *st) {
+  for (int t = 0; t < KT__OPT_TYPES; t++) free(st->n[t]);
+  void *arrays[] = {st->end_f, st->end_i, st->free_at, st->start, st->last_end, st->mem,
+                    st->started};
+  for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
+  memset(st, 0, sizeof *st);
+}
+
+void kt__opt_state_reset(kt__opt_state *st, const kt__opt_problem *pb) {
+  for (int t = 0; t < KT__OPT_TYPES; t++) memset(st->n[t], 0, (size_t)pb->S * sizeof(int));
+  for (int r = 0; r < pb->p; r++) {
+    st->free_at[r] = st->start[r] = st->last_end[r] = st->mem[r] = 0;
+    st->started[r] = 0;
+  }
+}
+
+kt_status kt__opt_bound_ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb, kt_error *err) {
+  memset(ws, 0, sizeof *ws);
+  size_t cells = (size_t)pb->S * (size_t)pb->m, jobs = KT__OPT_TYPES * (size_t)pb->v * (size_t)pb->m;
+  int ok = 1;
+  for (int t = 0; t < KT__OPT_TYPES; t++) ok &= (ws->head[t] = kt_calloc(cells, sizeof(double))) != NULL;
+  ws->eff_free = kt_calloc((size_t)pb->p, sizeof(double));
+  ws->jobs = kt_calloc(jobs, sizeof *ws->jobs);
+  ws->heap_key = kt_calloc(jobs, sizeof(double));
+  ws->heap_job = kt_calloc(jobs, sizeof(int));
+  if (!ok || !ws->eff_free || !ws->jobs || !ws->heap_key || !ws->heap_job) {
+    kt__opt_bound_ws_free(ws);
+    return alloc_fail(err, pb);
+  }
+  return KT_OK;
+}
+
+void kt__opt_bound_ws_free(kt__opt_bound_ws *ws) {
+  for (int t = 0; t < KT__OPT_TYPES; t++) free(ws->head[t]);
+  void *arrays[] = {ws->eff_free, ws->jobs, ws->heap_key, ws->heap_job};
+  for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
+  memset(ws, 0, sizeof *ws);
+}
+
+/* The limit with the tolerance kt__zb_fits allows. */
+static double limit_tol(const kt__opt_problem *pb) { return pb->limit * (1 + 1e-12) + 1e-12; }
+
+/* Slots of I and W of stage s that must have ended before its forward of
+ * slot j can run: the stage alone holds (j+1)*M_B less what its I's and
+ * W's freed, and its other stages hold nothing less than 0. -1 when no
+ * slot is needed; *impossible when no order can run it. */
+static void memory_needs(const kt__opt_problem *pb, int s, int j, int *need_i, int *need_w,
+                         int *impossible) {
+  double a = pb->act[s], w = pb->wg[s], need = (j + 1) * a - limit_tol(pb);
+  *need_i = *need_w = -1;
+  if (need <= 0 || a <= 0) return;
+  int qi = (int)ceil(need / a - 1e-9), qw = 0;
+  if (w > a) qw = qi; /* an I then holds more: only a W frees */
+  else if (w > 0 && need - j * (a - w) > 0) qw = (int)ceil((need - j * (a - w)) / w - 1e-9);
+  if (qi > j || qw > j) *impossible = 1;
+  *need_i = qi - 1, *need_w = qw - 1;
+}
+
+/* When (type, s, slot j) can start at the earliest, given the heads of the
+ * ops before it in the sweep and what already ran. cut: a stage whose
+ * forward input counts as ready at once (-1: none). */
+static double op_head(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws,
+                      int type, int s, int j, int cut) {
+  size_t m = (size_t)pb->m, at = (size_t)s * m + (size_t)j, h_at = HX(pb, s, j);
+  double h = ws->eff_free[pb->srank[s]];
+  double *hd = ws->head[type];
+  if (j > st->n[type][s]) h = maxd(h, hd[h_at - (size_t)pb->S] + kt__opt_dur(pb, type, s));
+  double in = NONE;
+  if (type == KT__OPT_F && s > 0 && s != cut) {
+    in = (j < st->n[KT__OPT_F][s - 1] ? st->end_f[at - m] : ws->head[KT__OPT_F][h_at - 1] + pb->tf[s - 1]) +
+         pb->hop_f[s - 1];
+  } else if (type == KT__OPT_I && s == pb->S - 1) {
+    in = j < st->n[KT__OPT_F][s] ? st->end_f[at] : ws->head[KT__OPT_F][h_at] + pb->tf[s];
+  } else if (type == KT__OPT_I) {
+    in = (j < st->n[KT__OPT_I][s + 1] ? st->end_i[at + m] : ws->head[KT__OPT_I][h_at + 1] + pb->tb[s + 1]) +
+         pb->hop_i[s + 1];
+  } else if (type == KT__OPT_W) {
+    in = j < st->n[KT__OPT_I][s] ? st->end_i[at] : ws->head[KT__OPT_I][h_at] + pb->tb[s];
+  }
+  return maxd(h, in);
+}
+
+/* The end of slot q of (type, s): ended, or its head plus its duration. */
+static double slot_end(const kt__opt_problem *pb, const kt__opt_state *st,
+                       const kt__opt_bound_ws *ws, int type, int s, int q) {
+  if (q < st->n[type][s]) /* W ends: past */
+    return type == KT__OPT_I ? st->end_i[(size_t)s * (size_t)pb->m + (size_t)q] : NONE;
+  return ws->head[type][HX(pb, s, q)] + kt__opt_dur(pb, type, s);
+}
+
+/* The earliest rank r can have run the ops counted in need (per kind of
+ * the rank, kt__opt_need's layout) that have not run yet: their heads on
+ * one machine, in order of head. */
+static double run_counts(const kt__opt_problem *pb, const kt__opt_state *st,
+                         const kt__opt_bound_ws *ws, int r, const int *need) {
+  int nk = pb->nk, pos[KT__OPT_TYPES * 2], stage[KT__OPT_TYPES * 2];
+  for (int k = 0; k < nk; k++) {
+    stage[k] = pb->rstage[r * pb->v + k / KT__OPT_TYPES];
+    pos[k] = stage[k] < 0 ? need[k] : st->n[k % KT__OPT_TYPES][stage[k]];
+  }
+  double done = NONE;
+  for (;;) {
+    int best = -1;
+    double at = INFINITY;
+    for (int k = 0; k < nk; k++)
+      if (pos[k] < need[k]) {
+        double h = ws->head[k % KT__OPT_TYPES][HX(pb, stage[k], pos[k])];
+        if (h < at) at = h, best = k;
+      }
+    if (best < 0) return done;
+    done = maxd(done, at) + kt__opt_dur(pb, best % KT__OPT_TYPES, stage[best]);
+    pos[best]++;
+  }
+}
+
+/* The earliest the rank can have run every op that must precede (t, s, j)
+ * (kt__opt_need). With one stage per rank, a forward's memory can be freed
+ * by I's or by W's: the cheapest mix counts (each mix's ops run on one
+ * machine). */
+static double after_needs(const kt__opt_problem *pb, const kt__opt_state *st,
+                          const kt__opt_bound_ws *ws, int t, int s, int j) {
+  int r = pb->srank[s];
+  const int *need = kt__opt_need(pb, r, pb->schunk[s], t, j);
+  double h = run_counts(pb, st, ws, r, need), a = pb->act[s], w = pb->wg[s];
+  if (t != KT__OPT_F || pb->v != 1 || w > a || (j + 1) * a <= limit_tol(pb)) return h;
+  double cheapest = INFINITY;
+  for (int ni = need[KT__OPT_I]; ni <= j; ni++) {
+    double over = (j + 1) * a - ni * (a - w) - limit_tol(pb);
+    int nw = need[KT__OPT_W];
+    if (over > 0 && w <= 0) continue;
+    if (over > 0 && ceil(over / w - 1e-9) > nw) nw = (int)ceil(over / w - 1e-9);
+    if (nw > ni) continue;
+    int mix[KT__OPT_TYPES] = {need[KT__OPT_F] > j ? need[KT__OPT_F] : j, ni, nw};
+    cheapest = fmin(cheapest, run_counts(pb, st, ws, r, mix));
+  }
+  return maxd(h, cheapest);
+}
+
+/* Heads of every op not yet run, slot by slot (a memory edge reaches back
+ * to an earlier slot only). 0, or -1 when the memory limit can never be met. */
+static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws, int cut) {
+  int S = pb->S, impossible = 0;
+  for (int j = 0; j < pb->m; j++) {
+    for (int s = 0; s < S; s++) {
+      if (j < st->n[KT__OPT_F][s]) continue;
+      double h = op_head(pb, st, ws, KT__OPT_F, s, j, cut);
+      if (pb->need) {
+        h = maxd(h, after_needs(pb, st, ws, KT__OPT_F, s, j));
+      } else {
+        int qi, qw;
+        memory_needs(pb, s, j, &qi, &qw, &impossible);
+        if (qi >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_I, s, qi));
+        if (qw >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
+      }
+      ws->head[KT__OPT_F][HX(pb, s, j)] = h;
+    }
+    for (int s = S - 1; s >= 0; s--) {
+      if (j < st->n[KT__OPT_I][s]) continue;
+      double h = op_head(pb, st, ws, KT__OPT_I, s, j, cut);
+      /* after I(s, j) the stage holds (j+1-W's run) M_W at least */
+      double w = pb->wg[s], over = (j + 1) * w - limit_tol(pb);
+      if (pb->need) h = maxd(h, after_needs(pb, st, ws, KT__OPT_I, s, j));
+      if (w > 0 && over > 0) {
+        int qw = (int)ceil(over / w - 1e-9) - 1;
+        if (qw >= j) impossible = 1;
+        else h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
+      }
+      ws->head[KT__OPT_I][HX(pb, s, j)] = h;
+    }
+    for (int s = 0; s < S; s++) {
+      if (j < st->n[KT__OPT_W][s]) continue;
+      double h = op_head(pb, st, ws, KT__OPT_W, s, j, cut);
+      if (pb->need) h = maxd(h, after_needs(pb, st, ws, KT__OPT_W, s, j));
+      ws->head[KT__OPT_W][HX(pb, s, j)] = h;
+    }
+  }
+  return impossible ? -1 : 0;
+}
+
+/* ---- one machine: Jackson's preemptive schedule -------------------------- */
+
+static void heap_push(double *key, int *idx, int *n, int job, double k) {
+  int i = (*n)++;
+  while (i > 0 && key[(i - 1) / 2] < k) {
+    key[i] = key[(i - 1) / 2], idx[i] = idx[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  key[i] = k, idx[i] = job;
+}
+
+static void heap_pop(double *key, int *idx, int *n) {
+  double k = key[--*n];
+  int job = idx[*n], i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && key[c + 1] > key[c]) c++;
+    if (key[c] <= k) break;
+    key[i] = key[c], idx[i] = idx[c];
+    i = c;
+  }
+  key[i] = k, idx[i] = job;
+}
+
+static int by_head(const void *a, const void *b) {
+  double x = ((const struct kt__opt_job *)a)->head, y = ((const struct kt__opt_job *)b)->head;
+  return (x > y) - (x < y);
+}
+
+/* The least max(end + tail) of n jobs on one machine, preemption allowed.
+ * Sorts ws->jobs and consumes their durations. */
+static double jackson(kt__opt_bound_ws *ws, int n, int sorted) {
+  struct kt__opt_job *jb = ws->jobs;
+  if (!sorted && n <= 48) { /* insertion sort */
+    for (int i = 1; i < n; i++) {
+      struct kt__opt_job x = jb[i];
+      int k = i;
+      for (; k > 0 && jb[k - 1].head > x.head; k--) jb[k] = jb[k - 1];
+      jb[k] = x;
+    }
+  } else if (!sorted) {
+    qsort(jb, (size_t)n, sizeof *jb, by_head);
+  }
+  double t = NONE, best = NONE;
+  int hn = 0;
+  for (int i = 0; i < n || hn;) {
+    if (!hn && jb[i].head > t) t = jb[i].head;
+    for (; i < n && jb[i].head <= t; i++) heap_push(ws->heap_key, ws->heap_job, &hn, i, jb[i].tail);
+    int j = ws->heap_job[0];
+    double next = i < n ? jb[i].head : INFINITY;
+    if (t + jb[j].dur <= next) {
+      t += jb[j].dur;
+      best = maxd(best, t + jb[j].tail);
+      heap_pop(ws->heap_key, ws->heap_job, &hn);
+    } else {
+      jb[j].dur -= next - t;
+      t = next;
+    }
+  }
+  return best;
+}
+
+/* The bound below, its jobs sorted by qsort (ranks of many chunks). */
+static double jackson_unsorted(const kt__opt_problem *pb, const kt__opt_state *st,
+                               kt__opt_bound_ws *ws, int r) {
+  int n = 0;
+  for (int c = 0; c < pb->v; c++) {
+    int s = pb->rstage[r * pb->v + c];
+    for (int t = 0; s >= 0 && t < KT__OPT_TYPES; t++)
+      for (int j = st->n[t][s]; j < pb->m; j++)
+        ws->jobs[n++] = (struct kt__opt_job){ws->head[t][HX(pb, s, j)],
+                                             kt__opt_dur(pb, t, s), pb->tail[t][s]};
+  }
+  return n ? maxd(jackson(ws, n, 0), st->last_end[r]) : st->last_end[r];
+}
+
+/* The single-machine bound on the end of rank r's last action. */
+static double rank_end_bound(const kt__opt_problem *pb, const kt__opt_state *st,
+                             kt__opt_bound_ws *ws, int r) {
+  /* each (stage, op) run's heads grow slot by slot: merged, the jobs come
+   * out in order of head without a sort */
+  enum { MAX_RUNS = KT__OPT_TYPES * 8 };
+  int n = 0, runs = 0, run_s[MAX_RUNS], run_t[MAX_RUNS], pos[MAX_RUNS];
+  for (int c = 0; c < pb->v; c++) {
+    int s = pb->rstage[r * pb->v + c];
+    for (int t = 0; s >= 0 && t < KT__OPT_TYPES; t++) {
+      if (runs == MAX_RUNS) return jackson_unsorted(pb, st, ws, r);
+      run_s[runs] = s, run_t[runs] = t, pos[runs++] = st->n[t][s];
+    }
+  }
+  for (;;) {
+    int best = -1;
+    double at = INFINITY;
+    for (int k = 0; k < runs; k++)
+      if (pos[k] < pb->m) {
+        double h = ws->head[run_t[k]][HX(pb, run_s[k], pos[k])];
+        if (best < 0 || h < at) at = h, best = k;
+      }
+    if (best < 0) break;
+    int s = run_s[best], t = run_t[best];
+    ws->jobs[n++] = (struct kt__opt_job){at, kt__opt_dur(pb, t, s), pb->tail[t][s]};
+    pos[best]++;
+  }
+  return n ? maxd(jackson(ws, n, 1), st->last_end[r]) : st->last_end[r];
+}
+
+/* Sizes up to which a rank not started gets a sweep of its own. */
+#define RELATIVE_CELLS 4096
+
+/* What rank r still has to run. */
+static double rank_work(const kt__opt_problem *pb, const kt__opt_state *st, int r) {
+  double w = 0;
+  for (int c = 0; c < pb->v; c++) {
+    int s = pb->rstage[r * pb->v + c];
+    if (s >= 0)
+      for (int t = 0; t < KT__OPT_TYPES; t++) w += (pb->m - st->n[t][s]) * kt__opt_dur(pb, t, s);
+  }
+  return w;
+}
+
+double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const double *ready_at,
+                     kt__opt_bound_ws *ws) {
+  double lb = 0;
+  /* a rank not started yet: its span counted from its own first forward
+   * (the ranks after it have not started either); on large problems (one
+   * sweep per rank would cost P sweeps) its work alone */
+  int relative = (size_t)pb->S * (size_t)pb->m <= RELATIVE_CELLS;
+  for (int r = pb->p - 1; r >= 0; r--) {
+    if (st->started[r] || pb->first[r] == 0) continue;
+    if (!relative) {
+      lb = maxd(lb, rank_work(pb, st, r));
+      continue;
+    }
+    /* its own frame: its first forward at 0, no other rank's clock */
+    for (int k = 0; k < pb->p; k++) ws->eff_free[k] = k == r ? 0 : NONE;
+    if (sweep(pb, st, ws, pb->first[r]) < 0) return INFINITY;
+    lb = maxd(lb, rank_end_bound(pb, st, ws, r));
+  }
+  for (int k = 0; k < pb->p; k++) {
+    ws->eff_free[k] = st->started[k] ? st->free_at[k] : NONE;
+    if (ready_at && ready_at[k] > ws->eff_free[k]) ws->eff_free[k] = ready_at[k];
+  }
+  if (!st->started[0] && pb->first[0] == 0) ws->eff_free[0] = 0;
+  if (pb->infeasible || sweep(pb, st, ws, -1) < 0) return INFINITY;
+  for (int r = 0; r < pb->p; r++)
+    if (st->started[r] || pb->first[r] == 0)
+      lb = maxd(lb, rank_end_bound(pb, st, ws, r) - st->start[r]);
+  return lb;
+}

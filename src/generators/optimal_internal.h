@@ -1,0 +1,155 @@
+/* Internal: the exact search for the fastest order (optimal*.c) and the
+ * lower bound on the makespan every `sim` and `compare` prints.
+ *
+ * The model. Micro-batches are alike (costs are per stage), so an order is
+ * described by slots: the k-th F, I and W of each stage. In slot order the
+ * k-th F of stage s takes the k-th F result of stage s-1, the k-th I of
+ * stage s the k-th I result of stage s+1 (the k-th F result on the last
+ * stage) and the k-th W of stage s the k-th I result of its own stage.
+ * Relabelling the micro-batches of any order this way never makes an action
+ * start later (the k-th input to arrive is never later than the input of
+ * the k-th action), and memory depends only on the op types a rank runs.
+ * One exception: the makespan counts each rank from its first action, so a
+ * rank that starts later can have a shorter span. The model therefore lets
+ * each rank's first forward wait for the k-th result of the stage before it
+ * (k chosen by the search): the order that realises it runs that
+ * micro-batch first on the rank (kt__opt_labels). Exhaustive enumeration of
+ * every order on small problems agrees with this model (tests/test_optimal.c).
+ */
+#ifndef KAITEN_GENERATORS_OPTIMAL_INTERNAL_H
+#define KAITEN_GENERATORS_OPTIMAL_INTERNAL_H
+
+#include <stdint.h>
+
+#include "generators/internal.h"
+
+enum { KT__OPT_F, KT__OPT_I, KT__OPT_W, KT__OPT_TYPES };
+
+/* The problem: a layout with its stage costs, flattened. */
+typedef struct {
+  int p, v, m, S;
+  int *srank;  /* stage -> rank */
+  int *schunk; /* stage -> its chunk on its rank */
+  int *rstage; /* rank * v + chunk -> stage (-1: none) */
+  int *first;  /* rank -> its chunk-0 stage, where its first action runs */
+  double *tf, *tb, *tw, *act, *wg; /* per stage */
+  /* per stage: the hop its F result takes to stage s+1 (comm when that is
+   * on another rank, else 0) and its I result to stage s-1 */
+  double *hop_f, *hop_i;
+  /* per stage: what sending that result holds the rank (send overhead) */
+  double *so_f, *so_i;
+  /* per stage and op type: the least time from the op's end until the last
+   * action its rank must still run because of it ends (0: none) */
+  double *tail[KT__OPT_TYPES];
+  double limit; /* memory per rank: prefix sums of kt_action_memory stay under it */
+  /* What must run on a rank before each of its ops (optimal_needs.c), for
+   * problems small enough (NULL otherwise): for op (chunk c, type t, slot
+   * j) of rank r, at need + (((r * v + c) * 3 + t) * m + j) * nk, the
+   * count of each kind c' * 3 + t' of the rank that precedes it. */
+  int nk, *need;
+  int infeasible; /* 1: some op can never fit under the limit */
+} kt__opt_problem;
+
+/* Fills pb->need (sizes permitting; else leaves it NULL). ENOMEM. */
+kt_status kt__opt_needs_init(kt__opt_problem *pb, kt_error *err);
+static inline const int *kt__opt_need(const kt__opt_problem *pb, int r, int c, int t, int j) {
+  return pb->need + ((((size_t)r * (size_t)pb->v + (size_t)c) * KT__OPT_TYPES + (size_t)t) *
+                         (size_t)pb->m + (size_t)j) * (size_t)pb->nk;
+}
+
+/* layout of s (p, v, m, placement), stage costs c (NULL: unit), limit <= 0:
+ * kt_schedule_mem_limit's default. EINVAL for links (the search has no
+ * model of shared links), ENOMEM. */
+kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const kt_costs *c,
+                               double limit, kt_error *err);
+void kt__opt_problem_free(kt__opt_problem *pb);
+static inline double kt__opt_dur(const kt__opt_problem *pb, int type, int s) {
+  return type == KT__OPT_F ? pb->tf[s] : type == KT__OPT_I ? pb->tb[s] : pb->tw[s];
+}
+static inline double kt__opt_mem(const kt__opt_problem *pb, int type, int s) {
+  return type == KT__OPT_F ? pb->act[s] : type == KT__OPT_I ? pb->wg[s] - pb->act[s] : -pb->wg[s];
+}
+
+/* A partial order in slot form: how many of each op each stage has run,
+ * when they ended, and each rank's clock. */
+typedef struct {
+  int *n[KT__OPT_TYPES];      /* per stage */
+  double *end_f, *end_i;      /* per stage * m + slot */
+  double *free_at, *start, *last_end, *mem; /* per rank */
+  uint8_t *started;           /* per rank */
+} kt__opt_state;
+
+kt_status kt__opt_state_init(kt__opt_state *st, const kt__opt_problem *pb, kt_error *err);
+void kt__opt_state_free(kt__opt_state *st);
+/* Back to nothing run (rank 0 starts at 0). */
+void kt__opt_state_reset(kt__opt_state *st, const kt__opt_problem *pb);
+
+/* ---- the bound (optimal_bound.c) ------------------------------------------- */
+
+#define KT__OPT_HX(pb, s, j) ((size_t)(j) * (size_t)(pb)->S + (size_t)(s))
+typedef struct {
+  double *head[KT__OPT_TYPES]; /* per slot * S + stage (KT__OPT_HX): a sweep's slot at once */
+  double *eff_free;            /* per rank */
+  /* one rank's ops for the single-machine bound, and its heap */
+  struct kt__opt_job {
+    double head, dur, tail;
+  } *jobs;
+  double *heap_key;
+  int *heap_job;
+} kt__opt_bound_ws;
+
+kt_status kt__opt_bound_ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb, kt_error *err);
+void kt__opt_bound_ws_free(kt__opt_bound_ws *ws);
+
+/* A lower bound on the makespan of every completion of st: for each rank
+ * the single-machine bound (preemptive, releases from the dependency
+ * chains and the memory limit, tails to the rank's last action) of what
+ * it still runs, less its start; a rank that has not started counts from
+ * its own first forward. ready_at (per rank, may be NULL): a time before
+ * which the rank's next action cannot start. INFINITY when the memory
+ * limit can never be met. */
+double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const double *ready_at,
+                     kt__opt_bound_ws *ws);
+
+/* The heads the last kt__opt_bound computed for the started ranks' ops:
+ * lower bounds on when each op can start. */
+static inline double kt__opt_head(const kt__opt_bound_ws *ws, const kt__opt_problem *pb, int type,
+                                  int s, int slot) {
+  return ws->head[type][KT__OPT_HX(pb, s, slot)];
+}
+
+/* ---- the search (optimal_search.c, optimal_memo.c) --------------------------- */
+
+typedef struct kt__opt_memo kt__opt_memo;
+/* A table of visited states (bytes: its memory cap). NULL on ENOMEM. */
+kt__opt_memo *kt__opt_memo_new(size_t bytes);
+void kt__opt_memo_free(kt__opt_memo *mm);
+/* 1 when a stored state with the same key has every value <= vals (it is
+ * at least as good), else stores vals (when there is room) and returns 0. */
+int kt__opt_memo_seen(kt__opt_memo *mm, const uint8_t *key, size_t key_len, const double *vals,
+                      size_t n_vals);
+size_t kt__opt_memo_states(const kt__opt_memo *mm);
+
+typedef struct {
+  double time_limit;  /* seconds */
+  double upper;       /* makespan of a known order (INFINITY: none) */
+  size_t memo_bytes;
+  int no_delays;      /* 1: every rank starts as soon as it can (plain slot order) */
+  long max_nodes;     /* > 0: stop after this many nodes too */
+} kt__opt_search_opts;
+
+typedef struct {
+  double makespan;    /* of the best order found (INFINITY: none better than upper) */
+  double lower;       /* proven: no order of the model is faster */
+  int complete;       /* 1: the search ran to the end (lower = the optimum) */
+  long nodes;
+  double seconds;
+  size_t memo_states;
+} kt__opt_search_result;
+
+/* Searches pb's orders for one faster than o->upper. When it finds one it
+ * is written into out (out has pb's layout; its lists are replaced). */
+kt_status kt__opt_search(const kt__opt_problem *pb, const kt__opt_search_opts *o, kt_schedule *out,
+                         kt__opt_search_result *res, kt_error *err);
+
+#endif

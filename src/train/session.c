@@ -1,0 +1,284 @@
+/* kt_session: a whole training run (kaiten/train.h). Opening builds the
+ * schedule, the runtime on threads or MPI, the data and the cluster's links,
+ * loads the checkpoint when resuming and opens the run directory; running
+ * is session_run.c, the run directory's records session_record.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kaiten/plan.h"
+#include "train/session_internal.h"
+
+kt_session_params kt_session_default_params(void) {
+  kt_session_params p;
+  memset(&p, 0, sizeof p);
+  kt_model_config_default(&p.model, KT_MODEL_GPT);
+  p.syn_tf_ms = p.syn_tb_ms = p.syn_tw_ms = 2;
+  p.syn_act_bytes = 65536;
+  p.data_seed = 1;
+  p.kind = KT_SCHED_1F1B;
+  p.p = 4, p.m = 8;
+  p.micro_batch = 4, p.grad_accum = 1, p.data_parallel = 1;
+  kt_optim_config_default(&p.optim);
+  p.optim.lr = 3e-3;
+  p.optim.grad_clip = 1.0;
+  p.steps = 20;
+  p.val_every = 10, p.val_batches = 2;
+  p.timeout = 60;
+  p.pin_threads = 1;
+  return p;
+}
+
+void kt__session_note(const kt_session *s, kt_note_kind kind, const char *name, long long count,
+                      const char *fmt, ...) {
+  if (!s->p.on_note) return;
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  kt_note n = {.kind = kind, .name = name, .count = count, .text = text};
+  s->p.on_note(s->p.ctx, &n);
+}
+
+/* A model that is not the built-in one keeps no units: no partition,
+ * checkpoints or activation measurement. */
+static int has_units(const kt_session_params *p) { return !p->synthetic && !p->make_chunk; }
+
+static kt_status check_params(const kt_session_params *p, kt_error *err) {
+  if (p->steps < 1) return kt_fail(err, KT_EINVAL, "steps %d: expected at least 1", p->steps);
+  if (p->synthetic && p->make_chunk)
+    return kt_fail(err, KT_EINVAL, "a synthetic run has no model: not one of the caller's own too");
+  if (p->make_chunk && !p->data)
+    return kt_fail(err, KT_EINVAL, "a model of the caller's own needs the caller's data source");
+  if (!has_units(p) && (p->resume || p->save_init))
+    return kt_fail(err, KT_EINVAL, "a %s model has no parameters to %s",
+                   p->synthetic ? "synthetic" : "caller's own", p->resume ? "resume" : "save");
+  if (!has_units(p) && p->partition)
+    return kt_fail(err, KT_EINVAL, "a partition splits the built-in model's layers; this run has none");
+  if (!has_units(p) && p->mem_limit_kind == KT_MEM_LIMIT_BYTES)
+    return kt_fail(err, KT_EINVAL, "a memory limit in bytes needs the built-in model's activation "
+                                   "sizes; give it in activation units or as a fraction");
+  return KT_OK;
+}
+
+/* Resuming: the run read back, and what it must hold to go on. */
+static kt_status read_resume(kt_session *s, kt_error *err) {
+  const char *dir = s->p.resume;
+  kt_status st = kt_session_resume_read(dir, &s->resume, err);
+  if (st) {
+    if (st == KT_EBUSY) s->failed = KT_SESSION_RUN_DIR_BUSY;
+    return st;
+  }
+  s->have_resume = 1;
+  const kt_session_resume *r = &s->resume;
+  if (r->run.n_segments < 1)
+    return kt_fail(err, KT_EINVAL, "the run in '%s': its config.json names no layout", dir);
+  if (!strcmp(r->run.model, "synthetic"))
+    return kt_fail(err, KT_EINVAL, "the run in '%s' is synthetic: it has no parameters to resume", dir);
+  if (!r->checkpoint)
+    return kt_fail(err, KT_EINVAL, "the run in '%s' has a config.json but no checkpoint", dir);
+  if (r->meta.step >= s->p.steps)
+    return kt_fail(err, KT_EINVAL, "the run in '%s' is already at step %d of %d", dir, r->meta.step,
+                   s->p.steps);
+  s->p.run_dir = dir;
+  s->first_step = r->meta.step;
+  return KT_OK;
+}
+
+static void announce_search(const char *schedule, size_t actions, void *ctx) {
+  kt__session_note(ctx, KT_NOTE_LONG_SEARCH, schedule, (long long)actions,
+                   "%s: tuning its order to the costs over %zu actions (seconds per million)",
+                   schedule, actions);
+}
+
+/* The compute schedule: the caller's (and its program), or kind generated;
+ * a memory limit in bytes is on the model's measured activations. */
+static kt_status build_schedule(kt_session *s, kt_error *err) {
+  const kt_session_params *p = &s->p;
+  if (p->schedule) {
+    kt_status st = kt_schedule_copy(&s->sched, p->schedule, err);
+    if (!st && p->program) st = kt_schedule_copy(&s->program, p->program, err);
+    return st;
+  }
+  kt_costs unit;
+  kt_costs_default(&unit);
+  int v = p->v > 0 ? p->v : kt_schedule_default_chunks(p->kind);
+  kt_status st = p->mem_limit_kind == KT_MEM_LIMIT_BYTES
+                     ? kt_session_activation_bytes(p, p->p * v, &unit, err) : KT_OK;
+  double limit = p->mem_limit;
+  if (p->mem_limit_kind == KT_MEM_LIMIT_FRACTION) {
+    kt_schedule_params one = {.p = p->p, .m = p->m, .v = p->v, .costs = &unit};
+    limit *= kt_schedule_1f1b_peak(p->kind, &one);
+  }
+  kt_schedule_params gp = {.p = p->p, .m = p->m, .v = p->v, .costs = &unit, .mem_limit = limit,
+                           .on_long_search = announce_search, .ctx = s};
+  if (!st) st = kt_schedule_generate(p->kind, &gp, &s->sched, err);
+  kt_costs_free(&unit);
+  return st;
+}
+
+static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
+  const kt_session_params *p = &s->p;
+  kt_runtime_config_default(rc);
+  rc->schedule = s->program.ranks ? &s->program : &s->sched;
+  rc->data_parallel = p->data_parallel, rc->grad_accum = p->grad_accum;
+  rc->micro_batch = p->micro_batch;
+  rc->model = p->model;
+  rc->partition = s->partition;
+  rc->make_chunk = p->make_chunk, rc->chunk_ctx = p->chunk_ctx;
+  rc->optim = p->optim;
+  rc->synthetic = p->synthetic;
+  /* synthetic costs are one rank's share, as in sim and compare */
+  int v = s->sched.v > 0 ? s->sched.v : 1;
+  rc->syn_tf_ms = p->syn_tf_ms / v, rc->syn_tb_ms = p->syn_tb_ms / v, rc->syn_tw_ms = p->syn_tw_ms / v;
+  rc->syn_act_bytes = p->syn_act_bytes;
+  rc->syn_grad_bytes = p->syn_grad_bytes;
+  rc->timeout = p->timeout;
+  rc->pin_threads = p->pin_threads;
+}
+
+/* The ranks of this process share its cores. */
+static void set_blas_threads(const kt_session_params *p, long ranks_here) {
+  if (p->blas_threads < 0) return;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  kt_blas_set_threads(p->blas_threads > 0 ? p->blas_threads
+                      : cores > ranks_here ? (int)(cores / ranks_here) : 1);
+}
+
+/* The runtime on MPI (one rank in this process) or threads (all of them). */
+static kt_status create_runtime(kt_session *s, const kt_runtime_config *rc, kt_error *err) {
+  const kt_session_params *p = &s->p;
+  int P = s->sched.p, D = p->data_parallel;
+  if (!p->use_mpi) {
+    set_blas_threads(p, (long)P * D);
+    s->world_size = P * D;
+    return kt_runtime_create_threads(rc, &s->rt, err);
+  }
+  int rank, world;
+  kt_status st = kt_transport_mpi_init(&rank, &world, err);
+  if (!st && world != P * D) s->failed = KT_SESSION_WORLD_SIZE;
+  if (!st) st = kt_transport_mpi_create(P, D, p->timeout, &s->mpi_t, err);
+  if (st) return st;
+  set_blas_threads(p, kt_transport_mpi_local_size()); /* the processes of a machine share it */
+  s->world_rank = kt_transport_rank(s->mpi_t), s->world_size = kt_transport_world(s->mpi_t);
+  return kt_runtime_create(rc, s->mpi_t, &s->world_rank, 1, &s->rt, err);
+}
+
+/* The cluster spec's link classes, with this job's ranks on their nodes
+ * (MPI: the machines' names; threads: devices_per_node consecutive ranks
+ * per node). */
+static kt_status cluster_links(kt_session *s, kt_error *err) {
+  const kt_session_params *p = &s->p;
+  if (!p->cluster) return KT_OK;
+  kt_plan_cluster c;
+  kt_plan_cluster_default(&c);
+  kt_status st = kt_plan_cluster_load(p->cluster, &c, err);
+  if (!st) st = kt_plan_cluster_check(&c, err);
+  kt_link_classes lc = {.intra_latency = c.intra_latency, .intra_bw = c.intra_bw,
+                        .inter_latency = c.inter_latency, .inter_bw = c.inter_bw,
+                        .inter_burst = c.inter_burst};
+  int world = s->sched.p * p->data_parallel, *nodes = NULL;
+  if (!st && s->mpi_t) {
+    nodes = kt_calloc((size_t)world, sizeof *nodes);
+    st = nodes ? kt_transport_mpi_nodes(s->mpi_t, nodes, err) : kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  if (!st) st = kt_links_create(&lc, s->sched.p, p->data_parallel, nodes, c.devices_per_node, &s->links, err);
+  free(nodes);
+  if (!st) return KT_OK;
+  s->failed = KT_SESSION_CLUSTER;
+  kt_error why = *err; /* not formatted into itself */
+  return kt_fail(err, st, "%s: %s", p->cluster, why.msg);
+}
+
+/* The runtime, the cluster's links, the resumed checkpoint, the data. */
+static kt_status build_runtime(kt_session *s, kt_error *err) {
+  kt_session_params *p = &s->p;
+  int S = kt_schedule_stages(&s->sched);
+  kt_status st;
+  if (p->partition) {
+    if (!(s->partition = kt_calloc((size_t)S, sizeof *s->partition)))
+      return kt_fail(err, KT_ENOMEM, "out of memory");
+    if ((st = kt_partition_parse(p->partition, S, kt_model_units(&p->model), s->partition, err)))
+      return st;
+  }
+  kt_runtime_config rc;
+  runtime_config(s, &rc);
+  if ((st = create_runtime(s, &rc, err))) {
+    if (s->failed == KT_SESSION_FAILED && has_units(p) && S > kt_model_units(&p->model))
+      s->failed = KT_SESSION_TOO_FEW_LAYERS;
+    return st;
+  }
+  if ((st = cluster_links(s, err))) return st;
+  if (s->have_resume && (st = kt_checkpoint_load(s->rt, s->resume.checkpoint, &s->resume.meta, err)))
+    return st;
+  if (p->data || !has_units(p)) return KT_OK;
+  if (p->model.kind == KT_MODEL_MLP) return kt_data_mlp_create(p->model.hidden, p->data_seed, &s->data, err);
+  return kt_data_text_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
+                                    &s->data, err);
+}
+
+kt_status kt_session_open(const kt_session_params *params, kt_session **out, kt_error *err) {
+  kt_session *s = kt_calloc(1, sizeof *s);
+  *out = s;
+  if (!s) return kt_fail(err, KT_ENOMEM, "out of memory");
+  s->p = *params;
+  s->failed = KT_SESSION_FAILED;
+  s->world_size = 1;
+  kt_status st = check_params(&s->p, err);
+  if (!st && s->p.resume) st = read_resume(s, err);
+  if (!st) st = build_schedule(s, err);
+  if (!st) st = build_runtime(s, err);
+  if (!st) st = kt__session_open_run_dir(s, err);
+  /* under MPI, rank 0's run-directory check decides for every rank */
+  if (s->rt && kt__session_agree(s, st ? KT__STOP_FAILED : 0) && !st) {
+    s->failed = KT_SESSION_FAILED_ELSEWHERE;
+    st = kt_fail(err, KT_EPEER, "another rank failed to open the session");
+  }
+  if (st) return st;
+  s->meta = (kt_checkpoint_meta){.decay_steps = s->p.optim.decay_steps,
+                                 .warmup_steps = s->p.optim.warmup_steps, .lr = s->p.optim.lr,
+                                 .min_lr_ratio = s->p.optim.min_lr_ratio,
+                                 .data_seed = s->p.data_seed, .model = s->p.model,
+                                 .optim = s->p.optim.kind};
+  s->failed = KT_SESSION_OK;
+  s->opened = 1;
+  return KT_OK;
+}
+
+void kt_session_close(kt_session *s) {
+  if (!s) return;
+  if (s->data) s->data->destroy(s->data);
+  kt_runtime_destroy(s->rt);
+  kt_links_destroy(s->links);
+  kt_transport_mpi_destroy(s->mpi_t);
+  if (s->p.use_mpi) kt_transport_mpi_finalize();
+  kt_rundir_destroy(s->rd);
+  kt_run_config_free(&s->cfg);
+  kt_schedule_free(&s->sched);
+  kt_schedule_free(&s->program);
+  if (s->have_resume) kt_session_resume_free(&s->resume);
+  if (s->result.train.losses) kt_train_result_free(&s->result.train);
+  free(s->partition);
+  free(s->seg_partition);
+  free(s->ranks);
+  free(s);
+}
+
+kt_session_failure kt_session_failed(const kt_session *s) {
+  return s ? s->failed : KT_SESSION_FAILED;
+}
+
+void kt_session_get_info(const kt_session *s, kt_session_info *out) {
+  *out = (kt_session_info){.schedule = &s->sched, .use_mpi = s->p.use_mpi,
+                           .world_rank = s->world_rank, .world_size = s->world_size,
+                           .first_step = s->first_step, .run_dir = s->p.run_dir,
+                           .checkpoint = s->have_resume ? s->resume.checkpoint : NULL};
+  if (s->rt && has_units(&s->p)) out->unit_offsets = kt_runtime_unit_offsets(s->rt);
+}
+
+kt_runtime *kt_session_runtime(kt_session *s) { return s->rt; }
+
+const kt_session_result *kt_session_get_result(const kt_session *s) { return &s->result; }

@@ -1,0 +1,56 @@
+/* Internal to src/train/: the session (kaiten/train.h's kt_session) and
+ * the pieces of it that live in their own files. */
+#ifndef KAITEN_TRAIN_SESSION_INTERNAL_H
+#define KAITEN_TRAIN_SESSION_INTERNAL_H
+
+#include "kaiten/train.h"
+
+/* An agreed stop that is a failure somewhere, not a request. */
+#define KT__STOP_FAILED (-1)
+
+struct kt_session {
+  kt_session_params p;      /* the caller's, resolved (defaults, resume) */
+  kt_session_failure failed;
+  int opened, ran;
+  int world_rank, world_size, first_step;
+  kt_schedule sched;        /* the compute schedule */
+  kt_schedule program;      /* the caller's lowered program, run as written (else empty) */
+  int *partition;           /* S unit counts, or NULL: balanced */
+  kt_runtime *rt;
+  kt_transport *mpi_t;
+  kt_data_source *data;     /* the session's own source (NULL: none, or the caller's) */
+  kt_links *links;          /* the cluster's (NULL: none) */
+  kt_session_resume resume; /* resuming: the run read back */
+  int have_resume;
+  kt_rundir *rd;            /* rank 0 with a run directory */
+  kt_run_config cfg;        /* config.json with its segments */
+  int *seg_partition;
+  kt_checkpoint_meta meta;  /* what every checkpoint of the run carries */
+  kt_status fail_status;    /* a failure inside the step callback */
+  kt_error fail_err;
+  int stop;                 /* agreed: 0, a reason, or KT__STOP_FAILED */
+  kt_run_rank_step *ranks;  /* the step's per-rank record (P entries) */
+  kt_session_result result;
+};
+
+/* Every rank's stop request (0, 1..KT_STOP_MAX or KT__STOP_FAILED) agreed
+ * on: MPI, a collective; threads, the request itself (session_run.c). */
+int kt__session_agree(kt_session *s, int request);
+
+/* The run directory's records (session_record.c): config.json's run, the
+ * layout segment that starts at first_step (partition_buf: S ints), each
+ * pipeline rank's share of a step (at most cap; -1 on failure) and the
+ * traced step's timeline.json and trace.json. */
+void kt__session_run_config(const kt_session *s, kt_run_config *c);
+kt_run_segment kt__session_segment(const kt_session *s, int first_step, int *partition_buf);
+int kt__session_step_ranks(const kt_timeline *t, kt_run_rank_step *out, int cap);
+kt_status kt__session_write_timelines(kt_session *s, kt_error *err);
+/* Rank 0 opens (and locks) the run directory and writes config.json with
+ * the run's segments: the earlier ones, then this session's. */
+kt_status kt__session_open_run_dir(kt_session *s, kt_error *err);
+
+/* Emits a note through the caller's callback. */
+void kt__session_note(const kt_session *s, kt_note_kind kind, const char *name, long long count,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#endif

@@ -1,0 +1,142 @@
+/* kt_session_run: the steps, with what each one's end brings (its record in
+ * metrics.jsonl, the caller's progress callback, a checkpoint when due, the
+ * stop every rank agrees on), then the end of the run (the final
+ * checkpoint, the traced step's timelines, the layout's segment). Under MPI
+ * every rank takes the same decisions: a stop asked on one rank is agreed
+ * on by all after each step. */
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/session_internal.h"
+
+/* Vote slots: a failure, then reasons 1..KT_STOP_MAX. */
+#define SLOTS (KT_STOP_MAX + 1)
+
+static int clamp_reason(int r) { return r < 0 ? KT__STOP_FAILED : r > KT_STOP_MAX ? KT_STOP_MAX : r; }
+
+/* The winner among the requests voted: a failure, then SIGTERM, SIGINT,
+ * SIGUSR1, then the smallest reason. */
+static int winner(const float *votes) {
+  if (votes[0] > 0) return KT__STOP_FAILED;
+  static const int first[] = {SIGTERM, SIGINT, SIGUSR1};
+  for (int i = 0; i < 3; i++)
+    if (first[i] <= KT_STOP_MAX && votes[first[i]] > 0) return first[i];
+  for (int r = 1; r <= KT_STOP_MAX; r++)
+    if (votes[r] > 0) return r;
+  return 0;
+}
+
+int kt__session_agree(kt_session *s, int request) {
+  request = clamp_reason(request);
+  if (!s->p.use_mpi || !s->mpi_t) return request;
+  float votes[SLOTS] = {0};
+  votes[request == KT__STOP_FAILED ? 0 : request] = request != 0;
+  kt_error err;
+  if (kt_allreduce(s->mpi_t, KT_GROUP_WORLD, votes, SLOTS, &err) != KT_OK) return KT__STOP_FAILED;
+  return winner(votes);
+}
+
+static void fail_in_step(kt_session *s, kt_status st, const kt_error *err) {
+  if (s->fail_status) return;
+  s->fail_status = st;
+  s->fail_err = *err;
+}
+
+/* A checkpoint every checkpoint_every steps (before the last, which the
+ * end of the run writes), unless some rank failed. */
+static void checkpoint_due(kt_session *s, const kt_train_progress *p) {
+  int every = s->p.checkpoint_every, done = p->step + 1;
+  if (!s->p.run_dir || s->p.synthetic || s->p.make_chunk || every <= 0 || done % every ||
+      done >= p->steps)
+    return;
+  if (kt__session_agree(s, s->fail_status ? KT__STOP_FAILED : 0) != 0) return;
+  kt_error err = {{0}};
+  s->meta.step = done;
+  kt_status st = kt_checkpoint_save_in_run(s->rt, s->p.run_dir, &s->meta, &err);
+  if (st) fail_in_step(s, st, &err);
+}
+
+static int on_step(void *ctx, const kt_train_progress *tp) {
+  kt_session *s = ctx;
+  kt_error err = {{0}};
+  kt_train_progress p = *tp;
+  kt_run_step rec = {.step = p.step + 1, .skipped = p.skipped, .loss = p.loss,
+                     .val_loss = p.val_loss, .lr = p.lr, .grad_norm = p.grad_norm,
+                     .seconds = p.seconds, .tokens_per_s = p.tokens_per_s,
+                     .samples_per_s = p.samples_per_s, .bubble = p.bubble};
+  int n = kt__session_step_ranks(p.timeline, s->ranks, s->sched.p);
+  p.record = &rec, p.ranks = s->ranks, p.n_ranks = n > 0 ? n : 0;
+  kt_status st = KT_OK;
+  if (s->rd)
+    st = n < 0 ? kt_fail(&err, KT_ENOMEM, "out of memory")
+               : kt_rundir_append_step(s->rd, &rec, s->ranks, n, &err);
+  if (st) fail_in_step(s, st, &err);
+  int request = s->p.on_step ? s->p.on_step(s->p.ctx, &p) : 0;
+  checkpoint_due(s, &p);
+  if (!request && s->p.should_stop) request = s->p.should_stop(s->p.ctx);
+  s->stop = kt__session_agree(s, s->fail_status ? KT__STOP_FAILED : request);
+  if (s->stop > 0)
+    kt__session_note(s, KT_NOTE_STOPPING, NULL, s->stop, "every rank stops after step %d (reason %d)",
+                     p.step + 1, s->stop);
+  return s->stop != 0;
+}
+
+/* The end of the run: the final checkpoint (collective under MPI), then on
+ * rank 0 the timelines and this segment's result in config.json. */
+static kt_status finish_run(kt_session *s, kt_error *err) {
+  const kt_train_result *res = &s->result.train;
+  if (!s->p.run_dir || res->n_losses == 0) return KT_OK;
+  kt_status st = KT_OK;
+  if (!s->p.synthetic && !s->p.make_chunk) {
+    s->meta.step = s->first_step + res->n_losses;
+    st = kt_checkpoint_save_in_run(s->rt, s->p.run_dir, &s->meta, err);
+  }
+  if (st || !s->rd) return st;
+  st = kt__session_write_timelines(s, err);
+  kt_run_segment *seg = &s->cfg.segments[s->cfg.n_segments - 1];
+  seg->last_step = s->first_step + res->n_losses;
+  seg->predicted_bubble = res->predicted.bubble_ratio;
+  seg->measured_bubble = res->measured.bubble_ratio;
+  if (!st) st = kt_rundir_write_config(s->rd, &s->cfg, err);
+  return st;
+}
+
+/* The starting weights, before any step (every rank takes part: the file
+ * gathers all units). */
+static kt_status save_init(kt_session *s, kt_error *err) {
+  if (!s->p.save_init) return KT_OK;
+  s->meta.step = s->first_step;
+  kt_status st = kt_checkpoint_save(s->rt, s->p.save_init, &s->meta, err);
+  if (st) s->failed = KT_SESSION_SAVE_INIT;
+  return st;
+}
+
+kt_status kt_session_run(kt_session *s, kt_error *err) {
+  if (!s->opened || s->ran) return kt_fail(err, KT_EINVAL, "a session runs once, after it opened");
+  s->ran = 1;
+  s->failed = KT_SESSION_FAILED;
+  if (!(s->ranks = kt_calloc((size_t)s->sched.p, sizeof *s->ranks)))
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = save_init(s, err);
+  if (st) return st;
+  kt_train_config tc = {.runtime = *kt_runtime_config_of(s->rt), .first_step = s->first_step,
+                        .steps = s->p.steps, .val_every = s->p.val_every,
+                        .val_batches = s->p.val_batches, .data = s->data ? s->data : s->p.data,
+                        .on_step = on_step, .ctx = s, .skip_nonfinite = s->p.skip_nonfinite,
+                        .links = s->links};
+  kt_train_result *res = &s->result.train;
+  st = kt_train_run(s->rt, &tc, res, err);
+  if (!st && s->fail_status) st = s->fail_status, *err = s->fail_err;
+  if (!st && s->stop == KT__STOP_FAILED) {
+    s->failed = KT_SESSION_FAILED_ELSEWHERE;
+    st = kt_fail(err, KT_EPEER, "another rank failed");
+  }
+  if (!st) st = finish_run(s, err);
+  s->result.stop = s->stop > 0 ? s->stop : 0;
+  s->result.steps_done = s->first_step + res->n_losses;
+  if (st && res->stopped_nonfinite) s->failed = KT_SESSION_NONFINITE;
+  if (!st) s->failed = KT_SESSION_OK;
+  return st;
+}

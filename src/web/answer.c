@@ -1,0 +1,142 @@
+/* The what-if answer: kaiten sim's JSON (kt_render_sim_json) inside one
+ * object with what the panel draws beyond it (kaiten/web.h). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kaiten/generators.h"
+#include "kaiten/report.h"
+#include "web/web_internal.h"
+
+static void number_list(kt_buf *b, const double *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (i) kt_buf_puts(b, ",");
+    kt_buf_json_number(b, v[i]);
+  }
+}
+
+/* "--flag x" or "--flag x0,x1,..." */
+static void cost_flag(kt_buf *b, const char *flag, double uniform, const double *per, int n) {
+  kt_buf_printf(b, " --%s ", flag);
+  if (per && n > 0) number_list(b, per, (size_t)n);
+  else kt_buf_json_number(b, uniform);
+}
+
+/* The kaiten sim flags that reproduce the run: sizes (a generated
+ * schedule), then every stage's costs as they ran (--per-stage). */
+static void command(kt_buf *b, const kt__web_run *w) {
+  kt_buf cmd;
+  kt_buf_init(&cmd);
+  const kt_schedule *s = &w->sched;
+  const kt_costs *c = &w->costs;
+  if (w->kind >= 0)
+    kt_buf_printf(&cmd, "--schedule %s -p %d -m %d -v %d",
+                  kt_schedule_kind_name((kt_schedule_kind)w->kind), s->p, s->m, s->v);
+  kt_buf_puts(&cmd, w->kind >= 0 ? " --per-stage" : "--per-stage");
+  int n = c->n_stages;
+  cost_flag(&cmd, "tf", c->tf, c->stage_tf, n);
+  cost_flag(&cmd, "tb", c->tb, c->stage_tb, n);
+  cost_flag(&cmd, "tw", c->tw, c->stage_tw, n);
+  cost_flag(&cmd, "mem-act", c->mem_act, c->stage_mem_act, n);
+  cost_flag(&cmd, "mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad, n);
+  const struct { const char *flag; double v; } scal[] = {
+      {"comm", kt_cost_comm(c)}, {"send-overhead", c->send_overhead},
+      {"op-overhead", c->op_overhead}, {"overlap", c->overlap}};
+  for (size_t i = 0; i < sizeof scal / sizeof *scal; i++)
+    if (scal[i].v > 0) cost_flag(&cmd, scal[i].flag, scal[i].v, NULL, 0);
+  if (w->kind == KT_SCHED_ZB_AUTO || w->kind == KT_SCHED_ZBV_AUTO)
+    cost_flag(&cmd, "mem-limit", w->limit, NULL, 0);
+  if (cmd.failed) b->failed = 1;
+  kt_buf_json_string(b, cmd.data ? cmd.data : "");
+  kt_buf_free(&cmd);
+}
+
+static void limits(kt_buf *b, const kt__web_run *w) {
+  kt_buf_puts(b, ",\"mem_limit\":");
+  if (w->limit < 0) {
+    kt_buf_puts(b, "null,\"over_limit\":[]");
+    return;
+  }
+  kt_buf_json_number(b, w->limit);
+  kt_buf_puts(b, ",\"over_limit\":[");
+  int k = 0;
+  for (int r = 0; r < w->met.p; r++) {
+    double peak = w->met.ranks[r].peak_memory;
+    if (peak <= w->limit * (1 + 1e-12) + 1e-12) continue; /* as zb-auto keeps it */
+    kt_buf_printf(b, "%s{\"rank\":%d,\"peak\":", k++ ? "," : "", r);
+    kt_buf_json_number(b, peak);
+    kt_buf_puts(b, "}");
+  }
+  kt_buf_puts(b, "]");
+}
+
+/* The schedule as kaiten text and PyTorch CSV, compute-only and lowered
+ * for torch 2.15 (what kaiten sim --format text / torch-csv /
+ * torch-csv-comms write). */
+static kt_status exports(kt_buf *b, const kt_schedule *s, kt_error *err) {
+  kt_buf t;
+  kt_buf_init(&t);
+  kt_schedule_write_text(s, &t);
+  kt_buf_puts(b, ",\"text\":");
+  kt_buf_json_string(b, t.data ? t.data : "");
+  t.len = 0;
+  kt_schedule_write_csv_notation(s, KT_NOTATION_CURRENT, &t);
+  kt_buf_puts(b, ",\"csv\":");
+  kt_buf_json_string(b, t.data ? t.data : "");
+  t.len = 0;
+  kt_schedule lowered;
+  kt_status st = kt_schedule_lower_ir(s, KT_TORCH_IR_2_15, &lowered, err);
+  if (!st) {
+    kt_schedule_write_csv_notation(&lowered, KT_NOTATION_CURRENT, &t);
+    kt_schedule_free(&lowered);
+    kt_buf_puts(b, ",\"csv_comms\":");
+    kt_buf_json_string(b, t.data ? t.data : "");
+  }
+  if (t.failed) b->failed = 1;
+  kt_buf_free(&t);
+  return st;
+}
+
+kt_status kt__web_answer(const kt__web_run *w, kt_buf *out, kt_error *err) {
+  const kt_schedule *s = &w->sched;
+  kt_closed_forms f;
+  kt_schedule_closed_forms(w->kind, s, &w->costs, w->met.bubble_ratio, &f);
+  kt_sim_info info = {.schedule = s->name, .p = s->p, .v = s->v, .m = s->m,
+                      .placement = kt_placement_name(s->placement),
+                      .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
+                      .costs = &w->costs, .cost_basis = "stage", .closed_form = f.bubble,
+                      .closed_form_expr = f.bubble_expr, .closed_form_why = f.why,
+                      .messages = kt_schedule_messages(s)};
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_buf_puts(&b, "{\"ok\":true,\"sim\":");
+  kt_render_sim_json(&info, &w->met, &w->tl, &b);
+  kt_buf_puts(&b, ",\"slack\":[");
+  number_list(&b, w->cr.slack, w->tl.n_events);
+  kt_buf_puts(&b, "],\"path\":[");
+  for (size_t i = 0; i < w->cr.n_path; i++) kt_buf_printf(&b, "%s%zu", i ? "," : "", w->cr.path[i]);
+  kt_buf_puts(&b, "],\"stage_rank\":[");
+  for (int st = 0; st < kt_schedule_stages(s); st++)
+    kt_buf_printf(&b, "%s%d", st ? "," : "", kt_stage_rank(s, st));
+  kt_buf_puts(&b, "]");
+  limits(&b, w);
+  kt_buf_puts(&b, ",\"closed_memory\":");
+  kt_buf_json_number(&b, f.peak_memory >= 0 ? f.peak_memory : NAN);
+  kt_buf_puts(&b, ",\"closed_memory_expr\":");
+  if (f.peak_memory_expr) kt_buf_json_string(&b, f.peak_memory_expr);
+  else kt_buf_puts(&b, "null");
+  /* the quick search gave this order: kaiten sim runs the full one */
+  static const int searches[] = {KT_SCHED_ZB_AUTO, KT_SCHED_ZBV_AUTO, KT_SCHED_ZBV, KT_SCHED_V_HALF,
+                                 KT_SCHED_V_MIN};
+  int quick = 0;
+  for (size_t i = 0; i < sizeof searches / sizeof *searches; i++)
+    quick |= w->rq.quick && w->kind == searches[i];
+  kt_buf_printf(&b, ",\"quick\":%s,\"command\":", quick ? "true" : "false");
+  command(&b, w);
+  kt_status st = w->rq.exports ? exports(&b, s, err) : KT_OK;
+  kt_buf_puts(&b, "}\n");
+  if (!st && b.failed) st = kt_fail(err, KT_ENOMEM, "out of memory writing the answer");
+  if (!st) kt_buf_append(out, b.data, b.len);
+  kt_buf_free(&b);
+  return st;
+}
