@@ -11,16 +11,18 @@
 #include "kaiten/report.h"
 #include "kaiten/sim.h"
 
-/* The library's own sim JSON of s with costs c and the given info. */
-static char *direct_json(const kt_schedule *s, const kt_costs *c, const char *basis,
-                         double closed, const char *expr) {
+/* The library's own sim JSON of s with costs c, described as the CLI
+ * describes a generated schedule of kind (kt_sim_info_describe). */
+static char *direct_json(const kt_schedule *s, const kt_costs *c, const char *basis, int kind) {
   kt_timeline tl;
   kt_metrics met;
   kt_error err;
   if (kt_simulate_both(s, c, &tl, &met, &err)) return NULL;
   kt_sim_info info = {.schedule = s->name, .p = s->p, .v = s->v, .m = s->m, .placement = "loop",
-                      .costs = c, .cost_basis = basis, .closed_form = closed,
-                      .closed_form_expr = expr, .messages = kt_schedule_messages(s)};
+                      .stage_ranks = s->stage_rank, .costs = c, .cost_basis = basis,
+                      .messages = kt_schedule_messages(s)};
+  kt_sim_origin o = {.kind = kind, .mem_limit = -1};
+  kt_sim_info_describe(&info, &o, s, c, &met);
   kt_buf b;
   kt_buf_init(&b);
   kt_render_sim_json(&info, &met, &tl, &b);
@@ -49,9 +51,9 @@ static void test_schedule_and_sim(void) {
   CHECK(!strcmp(kt_ffi_schedule_name(s), "interleaved"));
   kt_ffi_sim *sim = NULL;
   CHECK_EQ_INT(kt_ffi_simulate(s, stage, &sim, &err), KT_OK);
-  kt_ffi_info *info = kt_ffi_info_new(s, stage, "rank", NULL, 0.25, "a formula", NULL);
+  kt_ffi_info *info = kt_ffi_info_new(s, stage, "rank", kind, -1, NULL, sim);
   REQUIRE_VOID(sim && info);
-  char *json = NULL, *want = direct_json(s, stage, "rank", 0.25, "a formula");
+  char *json = NULL, *want = direct_json(s, stage, "rank", kind);
   CHECK_EQ_INT(kt_ffi_sim_json(info, sim, 1, &json, &err), KT_OK);
   CHECK_MSG(json && want && !strcmp(json, want), "ffi json differs:\n%s\n%s", json, want);
   kt_ffi_free(json);
@@ -59,7 +61,8 @@ static void test_schedule_and_sim(void) {
   char *chart = NULL;
   CHECK_EQ_INT(kt_ffi_sim_gantt(info, sim, 80, &chart, &err), KT_OK);
   CHECK_STR_CONTAINS(chart, "rank 3 |");
-  CHECK_STR_CONTAINS(chart, "closed form a formula = 0.2500");
+  CHECK_STR_CONTAINS(chart, "closed form (P-1)/(V*M+P-1) = 0.1579");
+  CHECK_STR_CONTAINS(chart, "cost basis: rank");
   kt_ffi_free(chart);
   char *csv = NULL, *text = NULL;
   CHECK_EQ_INT(kt_ffi_schedule_write(s, KT_NOTATION_CURRENT, &csv, &err), KT_OK);
@@ -101,6 +104,60 @@ static void test_schedule_and_sim(void) {
   kt_ffi_schedule_free(s);
   kt_ffi_costs_free(given);
   kt_ffi_costs_free(stage);
+}
+
+/* The exact search's schedule: proven on a small problem, its bound its
+ * makespan; a comparison of it and zb-auto (whose bound is no higher), and
+ * a row that does not apply. */
+static void test_optimal_and_compare(void) {
+  kt_error err = {{0}};
+  kt_costs *c = kt_ffi_costs_new();
+  REQUIRE_VOID(c);
+  CHECK_EQ_INT(kt_costs_parse_json(c, "{\"tw\": 0.5}", "costs", &err), KT_OK);
+  kt_schedule *opt = kt_ffi_schedule_new(), *zb = kt_ffi_schedule_new();
+  kt_ffi_search *search = NULL;
+  double limit = kt_ffi_mem_limit(3, 1, 5, c, 0);
+  CHECK_EQ_INT(kt_ffi_optimal(3, 1, 5, c, 0, 20, opt, &search, &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_ZB_AUTO, 3, 1, 5, c, 0, zb, &err), KT_OK);
+  kt_ffi_sim *so = NULL, *sz = NULL;
+  CHECK_EQ_INT(kt_ffi_simulate(opt, c, &so, &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_simulate(zb, c, &sz, &err), KT_OK);
+  REQUIRE_VOID(search && so && sz);
+  kt_ffi_info *io = kt_ffi_info_new(opt, c, "rank", KT_SIM_OPTIMAL, limit, search, so);
+  kt_ffi_info *iz = kt_ffi_info_new(zb, c, "rank", KT_SCHED_ZB_AUTO, limit, NULL, sz);
+  kt_ffi_search_free(search); /* the info keeps its own copy */
+  REQUIRE_VOID(io && iz);
+  char *json = NULL;
+  CHECK_EQ_INT(kt_ffi_sim_json(io, so, 0, &json, &err), KT_OK);
+  CHECK_STR_CONTAINS(json, "\"lower_bound_from\":\"search\",\"lower_bound_exact\":true,\"gap\":0,");
+  CHECK_STR_CONTAINS(json, "\"proven\":true,\"search\":{\"seconds\":");
+  CHECK_STR_CONTAINS(json, "\"closed_form_why\":\"the exact search's order has no formula\"");
+  kt_ffi_free(json);
+  const kt_ffi_info *infos[3] = {iz, io, NULL};
+  const kt_ffi_sim *sims[3] = {sz, so, NULL};
+  const char *names[3] = {"zb-auto", "optimal", "zbv"}, *reasons[3] = {NULL, NULL, "too few"};
+  CHECK_EQ_INT(kt_ffi_compare(3, infos, sims, names, reasons, 3, 3, 5, 2, "rank", c, 0, &json,
+                              &err), KT_OK);
+  CHECK_STR_CONTAINS(json, "{\"schedule\":\"zbv\",\"applies\":false,\"reason\":\"too few\"}");
+  CHECK_STR_CONTAINS(json, "\"mem_limit\":3,");
+  CHECK_STR_CONTAINS(json, "\"proven\":true");
+  kt_ffi_free(json);
+  CHECK_EQ_INT(kt_ffi_compare(3, infos, sims, names, reasons, 3, 3, 5, 2, "rank", c, 1, &json,
+                              &err), KT_OK);
+  CHECK_STR_CONTAINS(json, "optimal");
+  kt_ffi_free(json);
+  /* above the search's reach: EINVAL, no handle */
+  search = (kt_ffi_search *)1;
+  CHECK_EQ_INT(kt_ffi_optimal(3, 1, 500, c, 0, 1, opt, &search, &err), KT_EINVAL);
+  CHECK(search == NULL);
+  kt_ffi_info_free(io);
+  kt_ffi_info_free(iz);
+  kt_ffi_sim_free(so);
+  kt_ffi_sim_free(sz);
+  kt_ffi_schedule_free(opt);
+  kt_ffi_schedule_free(zb);
+  kt_ffi_costs_free(c);
+  kt_ffi_search_free(NULL);
 }
 
 static void test_errors_and_limits(void) {
@@ -167,6 +224,7 @@ static void test_plan(void) {
 
 int main(void) {
   test_schedule_and_sim();
+  test_optimal_and_compare();
   test_errors_and_limits();
   test_plan();
   return kt_test_done(__FILE__);

@@ -7,10 +7,12 @@
  * creates and frees them, and hands them to the library's own functions.
  * Results come back as numbers, or as the text (JSON, CSV, charts, HTML)
  * the library's renderers write. Nothing here computes a result of its
- * own: the rules the CLI applies on top of the library (the cost basis, a
- * memory limit given as a fraction of 1F1B's, closed forms only where
- * exact) are applied by the caller with these same calls, as python/kaiten
- * does.
+ * own: what the CLI states about a simulation (closed forms where exact,
+ * the lower bound, the exact search's figures, a comparison's rows) comes
+ * from the same library calls it makes (kt_sim_info_describe,
+ * kt_compare_row_fill); the rules of its flags (the cost basis, a memory
+ * limit given as a fraction of 1F1B's) are applied by the caller with
+ * these same calls, as python/kaiten does.
  *
  * A handle's pointer may be passed wherever the library takes the struct
  * (kt_ffi_costs_new's result is a kt_costs *, kt_ffi_schedule_new's a
@@ -84,16 +86,30 @@ kt_status kt_ffi_simulate(const kt_schedule *s, const kt_costs *c, kt_ffi_sim **
                           kt_error *err);
 void kt_ffi_sim_free(kt_ffi_sim *sim);
 
+/* The schedule "optimal": kt_schedule_optimal at P, V (1: loop, 2: v
+ * placement), M under the stage costs c and zb-auto's memory limit (M_B
+ * units, <= 0: its default) within time_limit seconds (<= 0: 10). *search
+ * (a new handle) keeps the search's figures for kt_ffi_info_new. EINVAL
+ * (above its reach, nothing fits the limit), ENOMEM. */
+typedef struct kt_ffi_search kt_ffi_search;
+kt_status kt_ffi_optimal(int p, int v, int m, const kt_costs *c, double mem_limit,
+                         double time_limit, kt_schedule *out, kt_ffi_search **search,
+                         kt_error *err);
+void kt_ffi_search_free(kt_ffi_search *search);
+
 /* What a simulation ran with, for the renderers (kaiten/report.h's
- * kt_sim_info): the schedule's shape and stage table, its stage costs,
- * the cost basis ("rank" | "stage" | NULL), the placement as text ("loop",
- * "v", "explicit (stage:rank ...)") and the closed-form bubble (< 0: none;
- * then why says why, or NULL). The strings are copied; s and c are not and
- * must outlive the info. NULL when out of memory. */
+ * kt_sim_info, filled as the CLI fills it by kt_sim_info_describe): the
+ * schedule's shape, placement and stage table, its stage costs c, the cost
+ * basis ("rank" | "stage" | NULL), and from how it was made (kind: its
+ * generator, KT_SIM_OPTIMAL with search, or -1 for a file; mem_limit: the
+ * limit zb-auto, zbv-auto or the search kept, < 0: none) and its
+ * simulation sim (NULL: none yet) the closed forms, the lower bound and
+ * the search's figures. The strings and the search's figures are copied;
+ * s, c and sim are not and must outlive the info. NULL when out of memory. */
 typedef struct kt_ffi_info kt_ffi_info;
 kt_ffi_info *kt_ffi_info_new(const kt_schedule *s, const kt_costs *c, const char *cost_basis,
-                             const char *placement, double closed_form, const char *expr,
-                             const char *why);
+                             int kind, double mem_limit, const kt_ffi_search *search,
+                             const kt_ffi_sim *sim);
 void kt_ffi_info_free(kt_ffi_info *info);
 
 /* The simulation as `kaiten sim --format json` writes it (kt_render_sim_json),
@@ -101,7 +117,7 @@ void kt_ffi_info_free(kt_ffi_info *info);
 kt_status kt_ffi_sim_json(const kt_ffi_info *info, const kt_ffi_sim *sim, int events, char **out,
                           kt_error *err);
 /* The terminal chart `kaiten sim` draws at width columns (no colour): the
- * Gantt, a blank line and the metrics table. ENOMEM. */
+ * Gantt, a blank line, the metrics table and the cost basis. ENOMEM. */
 kt_status kt_ffi_sim_gantt(const kt_ffi_info *info, const kt_ffi_sim *sim, int width, char **out,
                            kt_error *err);
 /* The HTML report (kt_write_html_report) of n entries, written to path
@@ -113,6 +129,17 @@ kt_status kt_ffi_report(const char *path, const char *title, int n, const kt_ffi
                         const kt_ffi_sim *const *sims, const char *const *names,
                         const char *const *reasons, int p, int m, const char *cost_basis,
                         const kt_costs *given, kt_error *err);
+
+/* The comparison `kaiten compare` prints, as JSON (table 0) or its table
+ * (1), of n rows: row i, named names[i], is sims[i] described by infos[i]
+ * (kt_compare_row_fill), or when sims[i] is NULL a schedule that does not
+ * apply, for reasons[i]. peak_1f1b: 1F1B's peak on the same model (<= 0:
+ * unknown); p, m, v, the cost basis and the costs as given head it.
+ * EINVAL, ENOMEM. */
+kt_status kt_ffi_compare(int n, const kt_ffi_info *const *infos, const kt_ffi_sim *const *sims,
+                         const char *const *names, const char *const *reasons, double peak_1f1b,
+                         int p, int m, int v, const char *cost_basis, const kt_costs *given,
+                         int table, char **out, kt_error *err);
 
 /* ---- partitioner -------------------------------------------------------------- */
 

@@ -9,11 +9,15 @@ import os
 from . import _ffi
 from ._ffi import KaitenError, lib, enc, dec
 
-COST_KEYS = ("tf", "tb", "tw", "comm", "comm_latency", "comm_bytes", "comm_bandwidth",
-             "send_overhead", "mem_act", "mem_wgrad", "mem_transient", "overlap")
 NOTATIONS = {"auto": 0, "current": 1, "legacy": 2}
-_ZBV = "zbv"
 _AUTO_KINDS = ("zb-auto", "zbv-auto")
+OPTIMAL = "optimal"  # the exact search: not a generator kind
+
+
+def _optimal_kind():
+    """The kind number the library gives the exact search (KT_SIM_OPTIMAL,
+    one past the generators)."""
+    return len(schedules())
 
 
 def schedules():
@@ -37,19 +41,9 @@ def _placement_name(p):
 
 
 def _costs_json(costs):
-    """costs (a dict in the cost-file format, or None) as JSON text, with
-    the CLI's check that some time is spent."""
-    costs = dict(costs or {})
-    for k in costs:
-        if k not in COST_KEYS:
-            raise KaitenError("EINVAL", f"costs: unknown key \"{k}\" (known: {', '.join(COST_KEYS)})")
-    times = [costs.get(k, 1) for k in ("tf", "tb", "tw")]
-    flat = [x for t in times for x in (t if isinstance(t, (list, tuple)) else [t])]
-    if all(isinstance(x, (int, float)) and x == 0 for x in flat):
-        raise KaitenError("EINVAL", "tf, tb and tw are all 0: every action takes no time, so there "
-                                    "is no makespan or bubble to compute; give a cost above 0")
+    """costs (a dict in the cost-file format, or None) as JSON text."""
     try:
-        return json.dumps(costs, allow_nan=False)
+        return json.dumps(dict(costs or {}), allow_nan=False)
     except (TypeError, ValueError) as e:
         raise KaitenError("EINVAL", f"costs: {e}") from None
 
@@ -63,6 +57,10 @@ class Costs:
         self.per_stage = bool(per_stage)
         self.handle = _ffi.costs_handle()
         _ffi.call(lib.kt_costs_parse_json, self.handle.ptr, enc(_costs_json(costs)), b"costs")
+        if lib.kt_costs_compute_free(self.handle.ptr):
+            raise KaitenError("EINVAL", "tf, tb and tw are all 0: every action takes no time, so "
+                                        "there is no makespan or bubble to compute; give a cost "
+                                        "above 0")
 
     @property
     def basis(self):
@@ -129,19 +127,32 @@ class Simulation(dict):
         """Each rank's peak activation memory, rank 0 first."""
         return [r["peak_memory"] for r in self["ranks"]]
 
+    @property
+    def lower_bound(self):
+        """No order of this layout within lower_bound_memory per rank is
+        faster (None when there is no bound: lower_bound_why says why)."""
+        return self["lower_bound"]
+
+    @property
+    def gap(self):
+        """makespan / lower_bound - 1 (None without a bound)."""
+        return self["gap"]
+
 
 class Schedule:
     """A pipeline schedule: per-rank action lists with its stage costs.
     Made by kaiten.schedule() (a generator) or kaiten.load() (a file)."""
 
-    def __init__(self, sched, costs, kind, program=None, lowered=None, mem_limit=None):
+    def __init__(self, sched, costs, kind, program=None, lowered=None, mem_limit=None,
+                 search=None):
         self._sched = sched      # the compute schedule (a handle)
         self._program = program  # a lowered file (SEND/RECV), run as written
         self._lowered = lowered  # a file's communication actions, checked by validate()
         self._costs = costs      # Costs, as given
-        self._kind = kind        # generator kind, or -1 for a file
+        self._kind = kind        # generator kind, _optimal_kind(), or -1 for a file
+        self._search = search    # optimal: the search's figures (a handle)
         self._stage_costs = costs.for_chunks(self.v)
-        self.mem_limit = mem_limit  # zb-auto, zbv-auto: the limit it kept (M_B units)
+        self.mem_limit = mem_limit  # zb-auto, zbv-auto, optimal: the limit kept (M_B units)
         self._sim = None
 
     # ---- shape ----------------------------------------------------------------
@@ -215,51 +226,21 @@ class Schedule:
         return True
 
     def _simulated(self):
-        """The simulation's handles (simulated once), and its info."""
+        """The simulation's handles (simulated once) and its info, as the
+        CLI describes them (kt_sim_info_describe: closed forms, the lower
+        bound, the search's figures)."""
         if self._sim is None:
             run = self._program if self._program is not None else self._sched
             out = ctypes.c_void_p()
             e = _ffi.Err()
             e.check(lib.kt_ffi_simulate(run.ptr, self._stage_costs.ptr, ctypes.byref(out), e.ptr))
             sim = _ffi.Handle(out.value, lib.kt_ffi_sim_free)
-            metrics = json.loads(self._render(sim, self._info(None), 0))
-            self._sim = (sim, self._info(metrics["bubble_ratio"]))
+            limit = -1.0 if self.mem_limit is None else self.mem_limit
+            ptr = lib.kt_ffi_info_new(self._sched.ptr, self._stage_costs.ptr, enc(self.cost_basis),
+                                      self._kind, limit,
+                                      self._search.ptr if self._search else None, sim.ptr)
+            self._sim = (sim, _ffi.Handle(ptr, lib.kt_ffi_info_free))
         return self._sim
-
-    def _closed_form(self, bubble):
-        """The closed-form bubble, its formula and why there is none, as
-        `kaiten sim` gives them: only where exact (uniform stage costs, no
-        communication), and not for a zbv order tuned to the costs."""
-        if self._kind < 0:
-            return -1.0, None, "a schedule file has no formula"
-        c = self.costs
-        expr = ctypes.c_char_p()
-        p, v, m = self.p, self.v, self.m
-        closed = lib.kt_schedule_closed_form_bubble(self._kind, p, v, m, _num(c["tf"]),
-                                                    _num(c["tb"]), _num(c["tw"]), ctypes.byref(expr))
-        why = dec(lib.kt_schedule_closed_form_why_not(self._kind, p, v, m))
-        expr = dec(expr.value)
-        if c["per_stage"] or c["comm"] > 0:
-            closed, expr = -1.0, None
-            why = ("the forms assume the same costs on every stage" if c["per_stage"]
-                   else "the forms assume T_comm = 0")
-        if (self._kind == _kind(_ZBV) and closed >= 0 and bubble is not None
-                and bubble < closed - 1e-9):
-            closed, expr = -1.0, None
-            why = "zbv's order was tuned to these costs (faster than its fixed order's form)"
-        return closed, expr, why
-
-    def _placement_text(self):
-        if self.placement != "explicit":
-            return self.placement
-        pairs = " ".join(f"{s}:{r}" for s, r in enumerate(self.stage_ranks))
-        return f"explicit (stage:rank {pairs})"
-
-    def _info(self, bubble):
-        closed, expr, why = self._closed_form(bubble)
-        ptr = lib.kt_ffi_info_new(self._sched.ptr, self._stage_costs.ptr, enc(self.cost_basis),
-                                  enc(self._placement_text()), closed, enc(expr), enc(why))
-        return _ffi.Handle(ptr, lib.kt_ffi_info_free)
 
     def _render(self, sim, info, events):
         return _ffi.text_call(lib.kt_ffi_sim_json, info.ptr, sim.ptr, events)
@@ -303,8 +284,7 @@ class Schedule:
         """The terminal chart `kaiten sim` draws: a Gantt chart (one row per
         rank), the metrics table and the cost basis."""
         sim, info = self._simulated()
-        return _ffi.text_call(lib.kt_ffi_sim_gantt, info.ptr, sim.ptr, int(width)) + \
-            basis_line(self.cost_basis, self.v)
+        return _ffi.text_call(lib.kt_ffi_sim_gantt, info.ptr, sim.ptr, int(width))
 
     def report(self, path, title=None):
         """Writes the self-contained HTML report (`kaiten sim --report`):
@@ -316,10 +296,6 @@ class Schedule:
         return path
 
 
-def _num(x):
-    return float(x) if not isinstance(x, list) else float(x[0])
-
-
 def _torch_ir(version):
     ir = ctypes.c_int()
     _ffi.call(lib.kt_torch_ir_from_version, enc(version), ctypes.byref(ir))
@@ -329,17 +305,6 @@ def _torch_ir(version):
 def _write(path, text):
     with open(path, "w") as f:
         f.write(text)
-
-
-def basis_line(basis, v):
-    """The line `kaiten sim` prints under its table saying the cost basis."""
-    if basis == "stage":
-        return "cost basis: stage (--per-stage: tf, tb, tw, mem-act, mem-wgrad are per stage)\n"
-    if v > 1:
-        return ("cost basis: rank (tf, tb, tw, mem-act, mem-wgrad are one rank's share of the "
-                f"model; with V={v} each stage runs 1/{v} of them)\n")
-    return ("cost basis: rank (tf, tb, tw, mem-act, mem-wgrad are one rank's share of the model; "
-            "at V=1 that is one stage)\n")
 
 
 def _report(path, title, entries, p, m, costs):
@@ -379,41 +344,81 @@ def _check_size(what, value, lo, hi):
 
 
 def _generate(kind, p, m, v, costs, ml):
-    """(schedule handle, stage costs handle, effective limit) or KaitenError."""
+    """(schedule handle, stage costs handle, effective limit or None) or KaitenError."""
     stage = costs.for_chunks(v)
     limit = _mem_limit_units(ml, kind, p, m, v, stage)
     sched = _ffi.schedule_handle()
     _ffi.call(lib.kt_ffi_generate, kind, p, v, m, stage.ptr, limit, sched.ptr)
-    return sched, stage, limit
+    effective = None
+    if _kind_name(kind) in _AUTO_KINDS:
+        effective = lib.kt_ffi_mem_limit(p, v, m, stage.ptr, limit)
+    return sched, stage, effective
+
+
+def _time_limit(time_limit):
+    """--time-limit's range: seconds in 0.001..1e6."""
+    try:
+        t = float(time_limit)
+    except (TypeError, ValueError):
+        t = float("nan")
+    if not 1e-3 <= t <= 1e6:
+        raise KaitenError("EINVAL", f"time_limit {time_limit!r}: expected seconds in 0.001..1e+06")
+    return t
+
+
+def _optimal(p, m, v, costs, ml, time_limit):
+    """The exact search's order with v chunks per rank (1: loop, 2: v
+    placement), as `kaiten sim --schedule optimal` makes it: (schedule
+    handle, search handle, the limit it kept)."""
+    like = _kind("zbv-auto" if v == 2 else "zb-auto")
+    stage = costs.for_chunks(v)
+    limit = _mem_limit_units(ml, like, p, m, v, stage)
+    sched, out, e = _ffi.schedule_handle(), ctypes.c_void_p(), _ffi.Err()
+    e.check(lib.kt_ffi_optimal(p, v, m, stage.ptr, limit, _time_limit(time_limit), sched.ptr,
+                               ctypes.byref(out), e.ptr))
+    search = _ffi.Handle(out.value, lib.kt_ffi_search_free)
+    return sched, search, lib.kt_ffi_mem_limit(p, v, m, stage.ptr, limit)
 
 
 def schedule(name, stages, microbatches, costs=None, mem_limit=None, placement=None, chunks=None,
-             per_stage=False):
+             per_stage=False, time_limit=10):
     """Generates a schedule, as `kaiten sim --schedule NAME -p P -m M` does.
 
     name          gpipe, 1f1b, interleaved, looped-bfs, zb-h1, zb-h2, zbv, dualpipev,
-                  zb-auto, zbv-auto, interleaved-zb, v-half, v-min (kaiten.schedules())
+                  zb-auto, zbv-auto, interleaved-zb, v-half, v-min (kaiten.schedules()),
+                  or "optimal": the fastest order, proven by an exact search (small
+                  problems: P <= 8, M <= 64; V = 1, or 2 in v placement)
     stages        the pipeline's ranks P (the CLI's -p)
     microbatches  M per step
     costs         {"tf", "tb", "tw", "comm", "mem_act", "mem_wgrad", ...}: numbers, or
                   lists with one value per stage (the cost-file format, --costs)
-    mem_limit     zb-auto, zbv-auto: memory per rank in M_B units, or "0.5x" of 1F1B's peak
-    placement     "loop" or "v": zb-auto searches in that placement (v = zbv-auto)
-    chunks        V, chunks per rank (default: the schedule's own)
+    mem_limit     zb-auto, zbv-auto, optimal: memory per rank in M_B units, or "0.5x" of
+                  1F1B's peak
+    placement     "loop" or "v": zb-auto searches in that placement (v = zbv-auto);
+                  optimal: V = 2 in v placement
+    chunks        V, chunks per rank (default: the schedule's own; optimal 1)
     per_stage     scalar costs are per stage, not one rank's share of the model
+    time_limit    optimal: the search's seconds (--time-limit); past it, the best order
+                  found, with its gap to the lower bound
     """
-    kind = _resolve_kind(name, placement)
     _check_size("stages", stages, 1, 4096)
     _check_size("microbatches", microbatches, 1, 1000000)
     if chunks is not None:
         _check_size("chunks", chunks, 1, 64)
-    v = chunks if chunks else lib.kt_schedule_default_chunks(kind)
     c = Costs(costs, per_stage)
     ml = _parse_mem_limit(mem_limit)
-    sched, stage, limit = _generate(kind, stages, microbatches, v, c, ml)
-    effective = None
-    if _kind_name(kind) in _AUTO_KINDS:
-        effective = lib.kt_ffi_mem_limit(stages, v, microbatches, stage.ptr, limit)
+    if name == OPTIMAL:
+        if placement not in (None, "loop", "v"):
+            raise KaitenError("EINVAL", f"placement '{placement}': expected loop or v")
+        v = chunks if chunks else (2 if placement == "v" else 1)
+        if placement and (v == 2) != (placement == "v"):
+            raise KaitenError("EINVAL", f"optimal with {v} chunks per rank places its stages in "
+                                        f"{'v' if v == 2 else 'loop'} placement, not {placement}")
+        sched, search, limit = _optimal(stages, microbatches, v, c, ml, time_limit)
+        return Schedule(sched, c, _optimal_kind(), mem_limit=limit, search=search)
+    kind = _resolve_kind(name, placement)
+    v = chunks if chunks else lib.kt_schedule_default_chunks(kind)
+    sched, _, effective = _generate(kind, stages, microbatches, v, c, ml)
     return Schedule(sched, c, kind, mem_limit=effective)
 
 

@@ -135,38 +135,67 @@ void kt_ffi_sim_free(kt_ffi_sim *sim) {
   free(sim);
 }
 
+struct kt_ffi_search {
+  kt_optimal_result res;
+  double time_limit;
+};
+
+kt_status kt_ffi_optimal(int p, int v, int m, const kt_costs *c, double mem_limit,
+                         double time_limit, kt_schedule *out, kt_ffi_search **search,
+                         kt_error *err) {
+  *search = kt_calloc(1, sizeof **search);
+  if (!*search) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
+  kt_optimal_opts o = {.time_limit = time_limit};
+  (*search)->time_limit = time_limit;
+  kt_placement pl = v == 2 ? KT_PLACEMENT_V : KT_PLACEMENT_LOOP;
+  kt_status st = kt_schedule_optimal(&params, pl, &o, out, &(*search)->res, err);
+  if (st) {
+    free(*search);
+    *search = NULL;
+  }
+  return st;
+}
+
+void kt_ffi_search_free(kt_ffi_search *search) { free(search); }
+
 struct kt_ffi_info {
   kt_sim_info info;
-  char *strings[5]; /* name, cost basis, placement, expression, why */
+  kt_sim_origin origin;
+  kt_ffi_search search; /* a copy: the info outlives the caller's search handle */
+  char *strings[2];     /* name, cost basis */
+  char placement[512];
 };
 
 kt_ffi_info *kt_ffi_info_new(const kt_schedule *s, const kt_costs *c, const char *cost_basis,
-                             const char *placement, double closed_form, const char *expr,
-                             const char *why) {
+                             int kind, double mem_limit, const kt_ffi_search *search,
+                             const kt_ffi_sim *sim) {
   kt_ffi_info *f = kt_calloc(1, sizeof *f);
   if (!f) return NULL;
-  const char *texts[5] = {s->name, cost_basis, placement ? placement
-                                                         : kt_placement_name(s->placement),
-                          expr, why};
-  for (int i = 0; i < 5; i++)
+  const char *texts[2] = {s->name, cost_basis};
+  for (int i = 0; i < 2; i++)
     if (texts[i] && !(f->strings[i] = strdup(texts[i]))) {
       kt_ffi_info_free(f);
       return NULL;
     }
+  if (search) f->search = *search;
+  f->origin = (kt_sim_origin){.kind = kind, .mem_limit = mem_limit,
+                              .optimal = search ? &f->search.res : NULL,
+                              .time_limit = f->search.time_limit};
   f->info = (kt_sim_info){.schedule = f->strings[0], .p = s->p, .v = s->v, .m = s->m,
-                          .placement = f->strings[2],
+                          .placement = kt_schedule_placement_text(s, f->placement,
+                                                                  sizeof f->placement),
                           /* the renderers read P*V entries: an uneven table has fewer */
                           .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
-                          .costs = c, .cost_basis = f->strings[1], .closed_form = closed_form,
-                          .closed_form_expr = closed_form >= 0 ? f->strings[3] : NULL,
-                          .closed_form_why = f->strings[4],
+                          .costs = c, .cost_basis = f->strings[1],
                           .messages = kt_schedule_messages(s)};
+  kt_sim_info_describe(&f->info, &f->origin, s, c, sim ? &sim->met : NULL);
   return f;
 }
 
 void kt_ffi_info_free(kt_ffi_info *info) {
   if (!info) return;
-  for (int i = 0; i < 5; i++) free(info->strings[i]);
+  for (int i = 0; i < 2; i++) free(info->strings[i]);
   free(info);
 }
 
@@ -189,6 +218,7 @@ kt_status kt_ffi_sim_gantt(const kt_ffi_info *info, const kt_ffi_sim *sim, int w
   kt_render_gantt_ascii(&sim->tl, &go, &b);
   kt_buf_puts(&b, "\n");
   kt_render_metrics_text(&info->info, &sim->met, sim->tl.time_unit, &b);
+  kt_render_cost_basis_line(info->info.cost_basis, info->info.v, &b);
   return take_text(&b, out, err);
 }
 
@@ -211,4 +241,26 @@ kt_status kt_ffi_report(const char *path, const char *title, int n, const kt_ffi
   kt_status st = kt_write_html_report(path, title, e, (size_t)n, given, err);
   free(e);
   return st;
+}
+
+kt_status kt_ffi_compare(int n, const kt_ffi_info *const *infos, const kt_ffi_sim *const *sims,
+                         const char *const *names, const char *const *reasons, double peak_1f1b,
+                         int p, int m, int v, const char *cost_basis, const kt_costs *given,
+                         int table, char **out, kt_error *err) {
+  if (n < 0) return kt_fail(err, KT_EINVAL, "a comparison of %d rows", n);
+  kt_compare_row *rows = kt_calloc(n > 0 ? (size_t)n : 1, sizeof *rows);
+  if (!rows) return kt_fail(err, KT_ENOMEM, "out of memory");
+  for (int i = 0; i < n; i++) {
+    if (sims[i] && infos[i])
+      kt_compare_row_fill(&rows[i], &infos[i]->info, &infos[i]->origin, &sims[i]->met, peak_1f1b);
+    else rows[i].reason = reasons[i] ? reasons[i] : "";
+    rows[i].schedule = names[i];
+  }
+  kt_compare_info info = {.p = p, .m = m, .v = v, .costs = given, .cost_basis = cost_basis};
+  kt_buf b;
+  kt_buf_init(&b);
+  if (table) kt_render_compare_table(&info, rows, (size_t)n, &b);
+  else kt_render_compare_json(&info, rows, (size_t)n, &b);
+  free(rows);
+  return take_text(&b, out, err);
 }

@@ -120,7 +120,36 @@ class SimAgainstCli(unittest.TestCase):
             ran += self.check_sim("zbv-auto", 4, 12, {"tw": 0.5}, mem_limit=limit)
         ran += self.check_sim("zb-auto", 4, 8, None, chunks=2)
         ran += self.check_sim("interleaved", 4, 8, None, chunks=3)
-        self.assertGreater(ran, 30)
+        for name in ("1f1b", "zb-h1", "zb-auto", "zbv"):  # overheads: no closed form
+            ran += self.check_sim(name, 4, 8, {"op_overhead": 0.1, "send_overhead": 0.05})
+        self.assertGreater(ran, 34)
+
+    def test_optimal(self):
+        """The exact search's schedule: the CLI's order, bound and search
+        figures (all but the seconds it took), in both placements."""
+        for p, m, costs, limit, placement in ((3, 5, {"tw": 0.5}, None, None),
+                                              (2, 4, {"tf": [1, 2, 1, 1], "tw": 0.5}, None, "v"),
+                                              (3, 4, {"mem_wgrad": 0.5}, "0.75x", None)):
+            s = kaiten.schedule("optimal", p, m, costs=costs, mem_limit=limit, placement=placement)
+            args = ["sim", "--schedule", "optimal", "-p", p, "-m", m] + cost_flags(costs)
+            args += (["--mem-limit", limit] if limit else []) + (["-v", 2] if placement else [])
+            got, ref = s.simulate(events=True), cli_json(*args, "--format", "json")
+            for d in (got, ref):
+                d["search"].pop("seconds")
+            self.assertEqual(got, ref, args)
+            self.assertTrue(got["proven"])
+            self.assertEqual(got.lower_bound, got.makespan)
+            self.assertEqual(s.to_csv(), cli(*args, "--format", "torch-csv").stdout)
+            self.assertEqual(s.name, "optimal")
+            self.assertLessEqual(s.simulate().makespan,
+                                 kaiten.schedule("zb-auto", p, m, costs=costs, mem_limit=limit,
+                                                 placement=placement).simulate().makespan)
+        ref = cli("sim", "--schedule", "optimal", "-p", 3, "-m", 100, ok=False)
+        with self.assertRaises(kaiten.KaitenError) as e:
+            kaiten.schedule("optimal", 3, 100)
+        self.assertEqual(ref.stderr.strip(), f"kaiten: {e.exception}")
+        with self.assertRaises(kaiten.KaitenError):
+            kaiten.schedule("optimal", 3, 5, time_limit=0)
 
     def test_placement(self):
         """placement "v" turns zb-auto into zbv-auto; others must match."""
@@ -237,6 +266,19 @@ class CompareAgainstCli(unittest.TestCase):
             self.assertEqual(c, cli_json(*args, "--format", "json"), " ".join(map(str, args)))
             cases += 1
         self.assertEqual(cases, 36)
+
+    def test_optimal_and_table(self):
+        """The exact search's row (bounds, proven) and the text table."""
+        for p, m, costs in ((3, 5, {"tw": 0.5}), (2, 3, {"tf": 2, "tb": 2, "tw": 1, "comm": 0.25})):
+            names = "1f1b,zb-auto,optimal,zbv"
+            c = kaiten.compare(p, m, costs=costs, schedules=names)
+            args = ["compare", "-p", p, "-m", m, "--schedules", names] + cost_flags(costs)
+            self.assertEqual(c, cli_json(*args, "--format", "json"), args)
+            self.assertEqual(c.row("optimal")["proven"], True)
+            self.assertEqual(c.table(), cli(*args).stdout, args)
+            self.assertEqual(c.schedule("optimal").name, "optimal")
+        with self.assertRaises(kaiten.KaitenError):
+            kaiten.compare(3, 5, schedules="optimal,optimal")
 
     def test_schedule_file_and_best(self):
         path = os.path.join(DATA, "dualpipev_4rank_10mb.csv")
