@@ -24,6 +24,7 @@ mkdir -p "$tmp/elsewhere"
 (cd "$tmp/elsewhere" && env -u PYTHONPATH -u KAITEN_LIB_DIR "$tmp/venv/bin/python" "$tmp/example.py") \
   >"$tmp/out" 2>"$tmp/err" && ok || bad "the README example failed: $(tail -5 "$tmp/err")"
 has "zb-auto: makespan" "$tmp/out"
+has "lower bound " "$tmp/out"
 has "rank 3 |" "$tmp/out"
 has "fastest: " "$tmp/out"
 [ -s "$tmp/elsewhere/zb_auto.csv" ] && ok || bad "the example wrote no zb_auto.csv"
