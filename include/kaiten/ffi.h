@@ -47,7 +47,8 @@ kt_status kt_ffi_costs_json(const kt_costs *c, char **out, kt_error *err);
 
 /* ---- schedules -------------------------------------------------------------- */
 
-/* An empty schedule (fill it with kt_ffi_generate, kt_ffi_parse or
+/* An empty schedule (fill it with kt_ffi_generate, kt_ffi_optimal or
+ * kt_ffi_parse, which replace what a used handle holds, or with
  * kt_schedule_lower_ir); NULL when out of memory. */
 kt_schedule *kt_ffi_schedule_new(void);
 void kt_ffi_schedule_free(kt_schedule *s);

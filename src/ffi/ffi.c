@@ -72,6 +72,7 @@ kt_status kt_ffi_generate(int kind, int p, int v, int m, const kt_costs *c, doub
   if (kind < 0 || kind >= KT_SCHED_COUNT)
     return kt_fail(err, KT_EINVAL, "schedule kind %d: expected 0..%d", kind, KT_SCHED_COUNT - 1);
   kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
+  kt_schedule_free(out); /* a handle used before holds its last schedule */
   return kt_schedule_generate((kt_schedule_kind)kind, &params, out, err);
 }
 
@@ -92,6 +93,8 @@ kt_status kt_ffi_parse(const char *text, int notation, kt_schedule *out, kt_sche
     return kt_fail(err, KT_EINVAL, "notation %d: expected 0 (auto), 1 (current) or 2 (legacy)",
                    notation);
   kt_parse_opts po = {.notation = (kt_notation)notation, .lowered = lowered};
+  kt_schedule_free(out); /* a handle used before holds its last schedule */
+  if (lowered) kt_schedule_free(lowered);
   kt_status st = kt_schedule_parse_opts(text, &po, out, err);
   if (!st && info) {
     info[0] = (long)po.detected;
@@ -148,6 +151,7 @@ kt_status kt_ffi_optimal(int p, int v, int m, const kt_costs *c, double mem_limi
   kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
   kt_optimal_opts o = {.time_limit = time_limit};
   (*search)->time_limit = time_limit;
+  kt_schedule_free(out); /* a handle used before holds its last schedule */
   kt_placement pl = v == 2 ? KT_PLACEMENT_V : KT_PLACEMENT_LOOP;
   kt_status st = kt_schedule_optimal(&params, pl, &o, out, &(*search)->res, err);
   if (st) {
