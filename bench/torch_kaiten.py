@@ -85,6 +85,14 @@ def _schedule(cfg, stages, m):
     return cls(stages[0] if v == 1 else stages, m, loss_fn=tm.loss_fn), cfg["name"]
 
 
+def _cpu_busy():
+    """Seconds of CPU the whole machine has spent busy since boot (every
+    core, every process: /proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
 def _release_memory():
     """Frees what the last run held and restarts the peak RSS count
     (VmHWM) from what the process holds now."""
@@ -119,7 +127,7 @@ def _train(rank, a, cfg):
     for step in range(a["warmup"] + a["steps"]):
         if step == a["warmup"]:
             dist.barrier()
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0, b0 = time.perf_counter(), time.process_time(), _cpu_busy()
         x, y = tm.batch(step, m * b, T, a["vocab"])
         mb_losses = []
         sched.step(*((x,) if first else ()), target=y if last else None,
@@ -131,8 +139,9 @@ def _train(rank, a, cfg):
         dist.all_reduce(value)
         losses.append(float(value))
     cpu = (time.process_time() - c0) / a["steps"]  # this rank's own work per step
+    busy = _cpu_busy() - b0
     dist.barrier()
-    return label, losses, time.perf_counter() - t0, cpu
+    return label, losses, time.perf_counter() - t0, cpu, busy
 
 
 def _optimizer(a, params):
@@ -160,14 +169,34 @@ def _kaiten_config(a, args):
             "block_optimizer": part.profile["optimizer"], "cores": cores}
 
 
+def _wait_quiet(a):
+    """Waits (up to a["max_wait"] seconds) until the other tenants use less
+    than a["quiet_cores"] of the machine: every rank sleeps through the same
+    3 s, rank 0 reads what the machine spent busy meanwhile. Returns the
+    seconds waited."""
+    if not a["quiet_cores"]:
+        return 0.0
+    t0 = time.perf_counter()
+    while True:
+        dist.barrier()
+        b0, w0 = _cpu_busy(), time.perf_counter()
+        time.sleep(3)
+        others = [(_cpu_busy() - b0) / (time.perf_counter() - w0)]
+        dist.broadcast_object_list(others, group_src=0)
+        waited = time.perf_counter() - t0
+        if others[0] < a["quiet_cores"] or waited > a["max_wait"]:
+            return waited
+
+
 def _measured(rank, a, c):
     """One run of c, timed, with each rank's peak memory and the load average."""
+    waited = _wait_quiet(a)
     _release_memory()
     base, load = rss_mb("VmRSS"), os.getloadavg()[0]
     dist.barrier()
     try:
-        label, losses, seconds, cpu = _train(rank, a, c)
-        r = {"label": label, "losses": losses, "seconds": seconds, "cpu": cpu,
+        label, losses, seconds, cpu, busy = _train(rank, a, c)
+        r = {"label": label, "losses": losses, "seconds": seconds, "cpu": cpu, "busy": busy,
              "tokens_per_s": a["steps"] * a["microbatches"] * a["mb_size"] * a["seq_len"] / seconds}
     except Exception as e:  # a schedule torch refuses at these sizes
         r = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"}
@@ -176,9 +205,16 @@ def _measured(rank, a, c):
     r["peak_rss_mb"], r["run_rss_mb"] = [x[0] for x in rss], [x[1] for x in rss]
     r["cpu_per_step"] = [x[2] for x in rss]
     r["load_before"] = load
+    r["waited"] = waited
+    if "error" not in r:
+        # the other tenants' share of the machine during the run, in cores:
+        # all the CPU it spent busy less what the ranks themselves used
+        ours = sum(r["cpu_per_step"]) * a["steps"]
+        r["other_cores"] = max(0.0, r["busy"] - ours) / r["seconds"]
     if rank == 0:
         print(f"  {c['name']:22s} " +
-              (f"{r['tokens_per_s']:8.1f} tok/s" if "error" not in r else r["error"]) +
+              (f"{r['tokens_per_s']:8.1f} tok/s   others {r['other_cores']:.2f} cores"
+               if "error" not in r else r["error"]) +
               f"   (load average {load:.1f})", flush=True)
     return r
 
@@ -218,12 +254,15 @@ def _worker(rank, a, args, cfgs, port, out):
         for i in order:
             results[i].append(got[i])
         if "error" not in got[best] and "error" not in got[k]:
-            pairs.append(got[k]["tokens_per_s"] / got[best]["tokens_per_s"])
+            pairs.append({"ratio": got[k]["tokens_per_s"] / got[best]["tokens_per_s"],
+                          "others": max(got[best]["other_cores"], got[k]["other_cores"])})
     if rank == 0:
         kcfg = {key: v for key, v in kcfg.items() if key != "costs"}
-        with open(out, "w") as f:
+        with open(out + ".part", "w") as f:
             json.dump({"cfgs": cfgs[:-1] + [kcfg], "results": results, "best": best,
                        "pairs": pairs}, f)
+        os.rename(out + ".part", out)
+    dist.barrier()
     dist.destroy_process_group()
 
 
@@ -235,7 +274,9 @@ def _port():
 
 def run_p(a, args, cfgs):
     """Every configuration of one P on one set of processes (a new port and
-    start when the rendezvous port was taken meanwhile)."""
+    start when the rendezvous port was taken meanwhile). Rank 0 writes the
+    results before the process group is torn down: a rank that dies in
+    gloo's teardown after that loses nothing (it is said on stderr)."""
     for attempt in range(3):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "result.json")
@@ -246,6 +287,10 @@ def run_p(a, args, cfgs):
                 if "EADDRINUSE" in str(e) and attempt < 2:
                     continue
                 raise
+            except mp.ProcessExitedException as e:
+                if not os.path.exists(out):
+                    raise
+                print(f"torch_kaiten: after the results were written: {e}", file=sys.stderr)
             with open(out) as f:
                 return json.load(f)
 
@@ -262,7 +307,7 @@ def torch_configs(a, names):
     return out
 
 
-def summarise(p, cfgs, results, tol):
+def summarise(p, cfgs, results, tol, cores):
     """The table rows of one P, and whether kaiten's losses equal torch's."""
     rows = []
     ref = None
@@ -278,8 +323,15 @@ def summarise(p, cfgs, results, tol):
                "cpu_per_step": [statistics.median(r["cpu_per_step"][k] for r in ok)
                                 for k in range(p)],
                "load": statistics.median(r["load_before"] for r in ok),
+               "load_range": [min(r["load_before"] for r in ok), max(r["load_before"] for r in ok)],
+               "other_cores": statistics.median(r["other_cores"] for r in ok),
+               "other_cores_max": max(r["other_cores"] for r in ok),
                "peak_rss_mb": [max(r["peak_rss_mb"][k] for r in ok) for k in range(p)],
                "run_rss_mb": [max(r["run_rss_mb"][k] for r in ok) for k in range(p)]}
+        # what the ranks' own work allows: no step is shorter than the
+        # busiest rank's CPU time, nor than all ranks' CPU time over the cores
+        cpu = row["cpu_per_step"]
+        row["cpu_bound_s"] = max(max(cpu), sum(cpu) / cores)
         rows.append(row)
         ref = ref or row["losses"]
     for row in rows:
@@ -312,6 +364,13 @@ def main():
     ap.add_argument("--format", default="compute_comms")
     ap.add_argument("--profile-repeats", type=int, default=5)
     ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--quiet-cores", type=float, default=0.0,
+                    help="before each run, wait until other processes use less than this many "
+                         "cores (0: do not wait)")
+    ap.add_argument("--calm-cores", type=float, default=0.25,
+                    help="a pair counts as calm when other processes used less than this many "
+                         "cores in both its runs")
+    ap.add_argument("--max-wait", type=float, default=600, help="the longest wait for quiet, s")
     ap.add_argument("--json")
     args = ap.parse_args()
     report = {"args": vars(args), "load_before": os.getloadavg(), "ps": {}}
@@ -319,20 +378,23 @@ def main():
         a = {"p": p, "layers": args.layers, "hidden": args.hidden, "heads": args.heads,
              "vocab": args.vocab, "seq_len": args.seq_len, "mb_size": args.mb_size,
              "microbatches": args.microbatches, "steps": args.steps, "warmup": args.warmup,
-             "lr": args.lr}
+             "lr": args.lr, "quiet_cores": args.quiet_cores, "max_wait": args.max_wait}
         done = run_p(a, vars(args), torch_configs(a, args.torch.split(",")))
         cfgs, results = done["cfgs"], done["results"]
         k = cfgs[-1]
-        rows = summarise(p, cfgs, results, args.tol)
+        rows = summarise(p, cfgs, results, args.tol, len(os.sched_getaffinity(0)))
         best = rows[done["best"]]
         kai = rows[-1]
-        pair = done["pairs"]
+        pair = [x["ratio"] for x in done["pairs"]]
+        calm = [x["ratio"] for x in done["pairs"] if x["others"] < args.calm_cores]
         report["ps"][p] = {"rows": rows, "best_torch": best["config"], "cut": k["counts"],
                            "kaiten_kind": k["kaiten_kind"], "simulated": k["simulated"],
                            "block_load": k["block_load"],
                            "speedup": kai["tokens_per_s"] / best["tokens_per_s"],
                            "speedup_pairs": pair,
-                           "speedup_pairs_median": statistics.median(pair) if pair else None}
+                           "speedup_pairs_median": statistics.median(pair) if pair else None,
+                           "pairs": done["pairs"], "calm_pairs": calm,
+                           "speedup_calm_pairs_median": statistics.median(calm) if calm else None}
         print_table(p, report["ps"][p])
     report["load_after"] = os.getloadavg()
     if args.json:
@@ -342,19 +404,23 @@ def main():
 
 def print_table(p, res):
     print(f"\nP={p}: {'config':22s} {'schedule':22s} {'cut':14s} {'tokens/s':>9s}  "
-          f"{'loss diff':>9s}  {'CPU s/step per rank':24s} peak RSS per rank, MB (of it the run's own)")
+          f"{'others':>6s}  {'loss diff':>9s}  {'CPU s/step per rank':24s} {'bound s':>7s}  "
+          f"peak RSS per rank, MB (of it the run's own)")
     for r in res["rows"]:
         if "error" in r:
             print(f"      {r['config']:22s} {r['error']}")
             continue
         print(f"      {r['config']:22s} {r['schedule']:22s} {','.join(map(str, r['counts'])):14s} "
-              f"{r['tokens_per_s']:9.1f}  {r['max_loss_diff']:9.2e}  "
-              f"{' '.join(f'{x:.2f}' for x in r['cpu_per_step']):24s} "
+              f"{r['tokens_per_s']:9.1f}  {r['other_cores']:6.2f}  {r['max_loss_diff']:9.2e}  "
+              f"{' '.join(f'{x:.2f}' for x in r['cpu_per_step']):24s} {r['cpu_bound_s']:7.2f}  "
               f"{', '.join(f'{x:.0f} ({y:.0f})' for x, y in zip(r['peak_rss_mb'], r['run_rss_mb']))}")
     pm = res["speedup_pairs_median"]
     print(f"  kaiten / best torch ({res['best_torch']}): {res['speedup']:.3f} (medians of every "
           f"run); back-to-back pairs: median {pm if pm is None else round(pm, 3)} of "
-          f"{', '.join(f'{x:.3f}' for x in res['speedup_pairs'])}\n", flush=True)
+          f"{', '.join(f'{x:.3f}' for x in res['speedup_pairs'])}", flush=True)
+    cm = res["speedup_calm_pairs_median"]
+    print(f"  calm pairs (others < the threshold in both runs): {len(res['calm_pairs'])}, median "
+          f"{cm if cm is None else round(cm, 3)}\n", flush=True)
 
 
 if __name__ == "__main__":
