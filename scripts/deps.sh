@@ -9,7 +9,8 @@ set -euo pipefail
 # HTML report carries.
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev
       openmpi-bin libopenmpi-dev libmicrohttpd-dev iproute2
-      clang lld wasi-libc libclang-rt-dev-wasm32)
+      clang lld wasi-libc libclang-rt-dev-wasm32
+      python3 python3-venv) # the Python package's tests and `pip install ./python` in a venv
 # Optional, for tests that skip without them: headless Chromium renders the
 # HTML reports and the live page, tmux gives the live view a terminal.
 optional=(chromium tmux)

@@ -61,7 +61,46 @@ typedef struct {
   long search_nodes;
   double mem_limit; /* zb-auto, zbv-auto: the memory limit the search kept (mem-act units);
                        0: none */
+  /* the closed-form peak memory (mem-act units) where exact, else < 0 */
+  double closed_form_peak_memory;
+  const char *closed_form_peak_memory_expr;
 } kt_sim_info;
+
+/* ---- what every front end states about a simulation (describe.c) -------- */
+
+/* The exact search's schedule "optimal" among kinds (not a kt_schedule_kind). */
+#define KT_SIM_OPTIMAL KT_SCHED_COUNT
+/* The exact search's nodes that may raise the lower bound of a searched
+ * order (zb-auto, zbv-auto) on small problems when it is slower than the
+ * analytic bound: a tenth of a second or so (about 10^5 nodes a second);
+ * the uniform-cost rows of the corpus close within 7,000. */
+#define KT_BOUND_SEARCH_NODES 20000
+
+/* How a schedule was made. */
+typedef struct {
+  int kind;         /* its generator (kt_schedule_kind), KT_SIM_OPTIMAL, or -1: a file */
+  double mem_limit; /* zb-auto, zbv-auto, optimal: the limit its order was searched
+                       under (kt_schedule_mem_limit, mem-act units); < 0: none */
+  const kt_optimal_result *optimal; /* KT_SIM_OPTIMAL: the search's result */
+  double time_limit;                /* KT_SIM_OPTIMAL: its time limit (<= 0: 10 s) */
+  int no_bound;                     /* 1: leave the lower bound out (nobody reads it) */
+} kt_sim_origin;
+
+/* Fills what info states about a simulation met (may be NULL: not run) of
+ * s under the stage costs c beyond its shape, names and costs (the
+ * caller's): the closed forms where exact (kt_schedule_closed_forms); the
+ * memory limit; the lower bound on s's layout within the limit its order
+ * was searched under, else within its own peak memory, raised by the exact
+ * search (up to KT_BOUND_SEARCH_NODES) for a searched order slower than the
+ * analytic bound (kt_makespan_lower_bound); for "optimal" the search's own
+ * figures and bound, and no formula. */
+void kt_sim_info_describe(kt_sim_info *info, const kt_sim_origin *o, const kt_schedule *s,
+                          const kt_costs *c, const kt_metrics *met);
+
+/* The line under a table saying what the costs describe: basis "stage"
+ * (per stage) or "rank" (one rank's share of the model; with V chunks a
+ * stage runs 1/V of it). */
+void kt_render_cost_basis_line(const char *basis, int v, kt_buf *b);
 
 /* Metrics as an aligned text table (after a Gantt chart). */
 void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const char *time_unit,
@@ -111,6 +150,12 @@ void kt_render_compare_table(const kt_compare_info *info, const kt_compare_row *
                              kt_buf *b);
 void kt_render_compare_json(const kt_compare_info *info, const kt_compare_row *rows, size_t n,
                             kt_buf *b);
+/* A comparison's row of a schedule that ran: from its simulation met and
+ * its info (kt_sim_info_describe with origin o); peak_1f1b: 1F1B's peak
+ * memory on the same model (<= 0: unknown). r->schedule and r->reason are
+ * the caller's. */
+void kt_compare_row_fill(kt_compare_row *r, const kt_sim_info *info, const kt_sim_origin *o,
+                         const kt_metrics *met, double peak_1f1b);
 
 /* Chrome trace JSON (opens in Perfetto / chrome://tracing): one track per
  * rank, one slice per action with stage, micro-batch and op in args, memory

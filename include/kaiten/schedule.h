@@ -150,6 +150,9 @@ int kt_stage_chunk(const kt_schedule *s, int stage);
 int kt_rank_chunk_stage(const kt_schedule *s, int rank, int chunk);
 /* Point-to-point messages one step sends (activations + gradients across ranks). */
 size_t kt_schedule_messages(const kt_schedule *s);
+/* The placement as reports state it, into buf (n >= 32): "loop", "v", or
+ * "explicit (stage:rank 0:0 1:1 ...)" with as many pairs as fit. Returns buf. */
+const char *kt_schedule_placement_text(const kt_schedule *s, char *buf, size_t n);
 
 /* ---- text and CSV forms ------------------------------------------------- */
 

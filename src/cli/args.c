@@ -187,17 +187,6 @@ int cli_stage_costs(const cli_args *a, const kt_costs *given, int v, kt_costs *o
   return st ? cli_fail(st, &err) : 0;
 }
 
-void cli_cost_basis_line(const cli_args *a, int v, kt_buf *b) {
-  if (cli_has(a, "per-stage"))
-    kt_buf_puts(b, "cost basis: stage (--per-stage: tf, tb, tw, mem-act, mem-wgrad are per stage)\n");
-  else if (v > 1)
-    kt_buf_printf(b, "cost basis: rank (tf, tb, tw, mem-act, mem-wgrad are one rank's share of the "
-                     "model; with V=%d each stage runs 1/%d of them)\n", v, v);
-  else
-    kt_buf_puts(b, "cost basis: rank (tf, tb, tw, mem-act, mem-wgrad are one rank's share of the "
-                   "model; at V=1 that is one stage)\n");
-}
-
 int cli_check_sim_size(const char *what, long p, long v, long m) {
   /* at most three actions (F, I, W) per stage and micro-batch; each costs its
    * IR entry, an event, two memory samples and the simulator's pair state */

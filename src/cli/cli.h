@@ -95,8 +95,6 @@ const char *cli_cost_basis(const cli_args *a);
 /* The stage costs of a schedule with v chunks per rank from the costs as
  * given (divided by v on the rank basis). 0, or the exit code. */
 int cli_stage_costs(const cli_args *a, const kt_costs *given, int v, kt_costs *out);
-/* One line saying the basis, for text output. */
-void cli_cost_basis_line(const cli_args *a, int v, kt_buf *b);
 /* Refuses a simulation too large for this machine before building it:
  * 0, or 2 after one line with the memory it would need. */
 int cli_check_sim_size(const char *what, long p, long v, long m);
@@ -132,8 +130,6 @@ typedef struct {
 int cli_load_schedule_file(cli_torch torch, const char *path, const cli_size_flag sizes[3],
                            kt_schedule *out, kt_schedule *program, char *info, size_t n);
 #define CLI_INFO_LEN 1024
-/* "loop", "v" or "explicit (stage:rank 0:0 1:1 ...)" into buf. */
-const char *cli_placement_text(const kt_schedule *s, char *buf, size_t n);
 
 /* --mem-limit as the user states it: in --mem-act units per rank ("12"),
  * as a fraction of 1F1B's peak on the same model ("0.5x"), or (train
@@ -166,20 +162,11 @@ void cli_memory_model_line(const cli_args *a, const kt_costs *c, kt_buf *b);
 int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,
                  kt_schedule *out, kt_error *err);
 
-/* The lower bound a sim or compare prints for schedule s (bound.c): on its
- * layout under the stage costs c, within limit per rank (the limit it was
- * searched under; <= 0: its own peak memory), tightened by the exact
- * search (up to search_nodes) on small problems when below makespan.
- * Fills info's lower-bound fields. */
-void cli_lower_bound(const kt_schedule *s, const kt_costs *c, double limit, double makespan,
-                     long search_nodes, kt_sim_info *info);
 /* The schedule "optimal": kt_schedule_optimal with V = v (1: loop, 2: v
  * placement). 0, or the exit code (err set). */
 int cli_generate_optimal(int p, int m, int v, const kt_costs *c, double mem_limit,
                          double time_limit, kt_schedule *out, kt_optimal_result *res,
                          kt_error *err);
-/* The search's figures into info (closed form none, bound the search's). */
-void cli_optimal_info(const kt_optimal_result *res, double time_limit, kt_sim_info *info);
 #define CLI_OPTIMAL "optimal"
 #define CLI_TIME_LIMIT_OPT \
   {"time-limit", 0, "SECONDS", "optimal: the exact search's time limit (default 10)"}

@@ -34,10 +34,7 @@ typedef struct {
 } row;
 
 /* The row of the exact search (not a kt_schedule_kind: never among "all"). */
-#define KIND_OPTIMAL KT_SCHED_COUNT
-/* The exact search's nodes for a row's lower bound (small problems whose
- * schedule is slower than the analytic bound), as sim's. */
-#define BOUND_SEARCH_NODES 20000
+#define KIND_OPTIMAL KT_SIM_OPTIMAL
 
 typedef struct {
   cli_args *a;
@@ -55,19 +52,6 @@ typedef struct {
   int n;
 } compare_run;
 
-static void set_closed_forms(row *rw, int kind, const kt_schedule *s, const kt_costs *c) {
-  kt_compare_row *r = &rw->r;
-  if (kind == KIND_OPTIMAL) {
-    r->closed = r->closed_mem = -1;
-    r->closed_why = "the exact search's order has no formula";
-    return;
-  }
-  kt_closed_forms f;
-  kt_schedule_closed_forms(kind, s, c, r->bubble, &f);
-  r->closed = f.bubble, r->closed_expr = f.bubble_expr, r->closed_why = f.why;
-  r->closed_mem = f.peak_memory, r->closed_mem_expr = f.peak_memory_expr;
-}
-
 /* Simulates s (kind < 0: a schedule file) into the row; frees s. */
 static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
   kt_error err = {{0}};
@@ -78,43 +62,22 @@ static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
     kt_schedule_free(s);
     return;
   }
-  kt_compare_row *r = &rw->r;
-  const kt_metrics *met = &rw->met;
-  int p = s->p;
-  r->applies = 1, r->v = s->v, r->makespan = met->makespan, r->bubble = met->bubble_ratio;
-  set_closed_forms(rw, kind, s, &rw->costs);
-  r->mem_limit = -1;
+  kt_sim_origin o = {.kind = kind, .mem_limit = -1, .optimal = &rw->opt,
+                     .time_limit = cr->time_limit, .no_bound = cr->no_bound};
   if (kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO || kind == KIND_OPTIMAL) {
     kt_schedule_kind like = kind == KIND_OPTIMAL ? KT_SCHED_ZB_AUTO : (kt_schedule_kind)kind;
-    kt_schedule_params lim = {.p = p, .m = s->m, .v = s->v, .costs = &rw->costs,
-                              .mem_limit = cli_mem_limit_units(&cr->ml, like, p, s->m, s->v,
+    kt_schedule_params lim = {.p = s->p, .m = s->m, .v = s->v, .costs = &rw->costs,
+                              .mem_limit = cli_mem_limit_units(&cr->ml, like, s->p, s->m, s->v,
                                                                &rw->costs)};
-    r->mem_limit = kt_schedule_mem_limit(&lim);
+    o.mem_limit = kt_schedule_mem_limit(&lim);
   }
-  r->peak_mem_first = met->ranks[0].peak_memory;
-  r->peak_mem_last = met->ranks[p - 1].peak_memory;
-  for (int k = 0; k < p; k++) r->peak_mem = fmax(r->peak_mem, met->ranks[k].peak_memory);
-  r->mem_vs_1f1b = cr->peak_1f1b > 0 ? r->peak_mem / cr->peak_1f1b : -1;
-  r->inflight_first = met->ranks[0].peak_inflight;
-  r->inflight_last = met->ranks[p - 1].peak_inflight;
-  r->messages = kt_schedule_messages(s);
-  rw->info = (kt_sim_info){.schedule = r->schedule, .p = s->p, .v = s->v, .m = s->m,
-                           .placement = cli_placement_text(s, rw->placement, sizeof rw->placement),
+  rw->info = (kt_sim_info){.schedule = rw->r.schedule, .p = s->p, .v = s->v, .m = s->m,
+                           .placement = kt_schedule_placement_text(s, rw->placement,
+                                                                   sizeof rw->placement),
                            .costs = &rw->costs, .cost_basis = cli_cost_basis(cr->a),
-                           .closed_form = r->closed, .closed_form_expr = r->closed_expr,
-                           .closed_form_why = r->closed_why, .messages = r->messages,
-                           .mem_limit = r->mem_limit > 0 ? r->mem_limit : 0};
-  if (kind == KIND_OPTIMAL) {
-    cli_optimal_info(&rw->opt, cr->time_limit, &rw->info);
-    rw->info.lower_bound_memory = r->mem_limit;
-  } else if (!cr->no_bound) { /* the search tightens a searched order's bound only */
-    long nodes = r->mem_limit >= 0 ? BOUND_SEARCH_NODES : 0;
-    cli_lower_bound(s, &rw->costs, r->mem_limit, met->makespan, nodes, &rw->info);
-  }
-  r->has_lower_bound = rw->info.has_lower_bound, r->lower_bound = rw->info.lower_bound;
-  r->lower_bound_memory = rw->info.lower_bound_memory;
-  r->lower_bound_exact = rw->info.lower_bound_exact;
-  r->proven = kind == KIND_OPTIMAL ? rw->opt.proven : -1;
+                           .messages = kt_schedule_messages(s)};
+  kt_sim_info_describe(&rw->info, &o, s, &rw->costs, &rw->met);
+  kt_compare_row_fill(&rw->r, &rw->info, &o, &rw->met, cr->peak_1f1b);
   rw->kept = cr->keep;
   if (!cr->keep) kt_metrics_free(&rw->met), kt_timeline_free(&rw->tl);
   kt_schedule_free(s);

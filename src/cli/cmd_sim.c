@@ -11,10 +11,6 @@
  * --events) and ascii draws an aggregated chart: a timeline costs about
  * 100 bytes per action, its JSON about 80. */
 #define SIM_EVENTS_MAX 1000000
-/* The exact search's nodes for the lower bound of zb-auto and zbv-auto on
- * small problems, when slower than the analytic bound (a tenth of a second
- * or so; the corpus's uniform-cost rows close within 7,000). */
-#define BOUND_SEARCH_NODES 20000
 #define SIM_EVENTS_MAX_TEXT "1,000,000"
 
 static const cli_opt sim_opts[] = {
@@ -47,7 +43,7 @@ typedef struct {
   int kind; /* the generator, or -1 for a file (and for optimal) */
   int optimal; /* the exact search made it */
   kt_optimal_result opt;
-  double time_limit, limit; /* the search's time; the memory limit searched under (units) */
+  double time_limit, limit; /* the search's time; the memory limit searched under (units; < 0: none) */
   kt_timeline tl;
   kt_metrics met;
   int have_tl, have_met;
@@ -219,34 +215,24 @@ static int render_ascii(sim_run *r, const kt_sim_info *info, kt_buf *out) {
   }
   kt_buf_puts(out, "\n");
   kt_render_metrics_text(info, &r->met, "unit", out);
-  cli_cost_basis_line(r->a, r->sched.v, out);
+  kt_render_cost_basis_line(cli_cost_basis(r->a), r->sched.v, out);
   cli_memory_model_line(r->a, &r->costs, out);
   return 0;
 }
 
-/* What the schedule ran with, for every renderer; closed forms only where
- * they are exact (uniform stage costs, no communication). */
+/* What the schedule ran with, for every renderer (kt_sim_info_describe:
+ * closed forms where exact, the lower bound, the search's figures). */
 static kt_sim_info sim_info(const sim_run *r, char *placement, size_t n) {
   const kt_schedule *s = &r->sched;
   kt_sim_info info = {.schedule = s->name, .p = s->p, .v = s->v, .m = s->m,
-                      .placement = cli_placement_text(s, placement, n),
+                      .placement = kt_schedule_placement_text(s, placement, n),
                       /* the renderer reads P*V entries: an uneven table has fewer */
                       .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
-                      .costs = &r->costs, .cost_basis = cli_cost_basis(r->a), .closed_form = -1,
-                      .messages = kt_schedule_messages(s), .mem_limit = r->limit};
-  if (r->optimal) {
-    cli_optimal_info(&r->opt, r->time_limit, &info);
-    info.lower_bound_memory = r->limit;
-    return info;
-  }
-  /* its own peak memory, or the limit it was searched under; the exact
-   * search tightens the bound of a searched order (a construction's bound
-   * is for the memory it happens to use) */
-  long nodes = r->limit > 0 ? BOUND_SEARCH_NODES : 0;
-  if (r->have_met) cli_lower_bound(s, &r->costs, r->limit, r->met.makespan, nodes, &info);
-  kt_closed_forms f;
-  kt_schedule_closed_forms(r->kind, s, &r->costs, r->have_met ? r->met.bubble_ratio : -1, &f);
-  info.closed_form = f.bubble, info.closed_form_expr = f.bubble_expr, info.closed_form_why = f.why;
+                      .costs = &r->costs, .cost_basis = cli_cost_basis(r->a),
+                      .messages = kt_schedule_messages(s)};
+  kt_sim_origin o = {.kind = r->optimal ? KT_SIM_OPTIMAL : r->kind, .mem_limit = r->limit,
+                     .optimal = &r->opt, .time_limit = r->time_limit};
+  kt_sim_info_describe(&info, &o, s, &r->costs, r->have_met ? &r->met : NULL);
   return info;
 }
 
@@ -277,7 +263,7 @@ static int render(sim_run *r, const kt_sim_info *info, kt_buf *out) {
 }
 
 static int run_sim(cli_args *a) {
-  sim_run r = {.a = a};
+  sim_run r = {.a = a, .limit = -1};
   kt_costs_default(&r.costs);
   int rc = parse_options(&r);
   if (!rc) rc = build_schedule(&r);

@@ -30,7 +30,7 @@ static int run_validate(cli_args *a) {
       char pl[512];
       printf("valid: %s  P=%d V=%d M=%d placement=%s, %zu actions; unit-cost makespan %g, "
              "bubble %.4f\n",
-             file, s.p, s.v, s.m, cli_placement_text(&s, pl, sizeof pl),
+             file, s.p, s.v, s.m, kt_schedule_placement_text(&s, pl, sizeof pl),
              kt_schedule_total_actions(&s), m.makespan, m.bubble_ratio);
       kt_metrics_free(&m);
     }

@@ -20,20 +20,6 @@ int cli_torch_read(const cli_args *a, cli_torch *out) {
   return 0;
 }
 
-const char *cli_placement_text(const kt_schedule *s, char *buf, size_t n) {
-  if (s->placement != KT_PLACEMENT_EXPLICIT) {
-    snprintf(buf, n, "%s", kt_placement_name(s->placement));
-    return buf;
-  }
-  /* n >= 32 */
-  size_t k = (size_t)snprintf(buf, n, "explicit (stage:rank");
-  int S = kt_schedule_stages(s), st = 0;
-  for (; st < S && k + 24 < n; st++)
-    k += (size_t)snprintf(buf + k, n - k, " %d:%d", st, kt_stage_rank(s, st));
-  snprintf(buf + k, n - k, "%s)", st < S ? " ..." : "");
-  return buf;
-}
-
 /* What the file's non-compute actions were, for the summary line. */
 static void describe_comms(const kt_parse_opts *po, cli_torch torch, char *buf, size_t n) {
   buf[0] = 0;
@@ -89,7 +75,7 @@ int cli_load_schedule_file(cli_torch torch, const char *path, const cli_size_fla
     snprintf(info, n,
              "%s: %d ranks, %d stages (%s), %d micro-batches; placement %s%s; notation %s (%s)%s\n",
              path, out->p, kt_schedule_stages(out), vtext, out->m,
-             cli_placement_text(out, pl, sizeof pl), po.placement_inferred ? " (inferred)" : "",
+             kt_schedule_placement_text(out, pl, sizeof pl), po.placement_inferred ? " (inferred)" : "",
              kt_notation_name(po.detected), po.detected_why, comms);
   }
   return 0;

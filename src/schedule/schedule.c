@@ -1,6 +1,7 @@
 /* Schedule IR basics: construction, placement maps, message counts. */
 #include "kaiten/schedule.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,19 @@ _Static_assert(sizeof placement_names / sizeof *placement_names == KT_PLACEMENT_
 
 const char *kt_placement_name(kt_placement p) {
   return (unsigned)p < KT_PLACEMENT_COUNT ? placement_names[p] : "?";
+}
+
+const char *kt_schedule_placement_text(const kt_schedule *s, char *buf, size_t n) {
+  if (s->placement != KT_PLACEMENT_EXPLICIT) {
+    snprintf(buf, n, "%s", kt_placement_name(s->placement));
+    return buf;
+  }
+  size_t k = (size_t)snprintf(buf, n, "explicit (stage:rank");
+  int S = kt_schedule_stages(s), st = 0;
+  for (; st < S && k + 24 < n; st++)
+    k += (size_t)snprintf(buf + k, n - k, " %d:%d", st, kt_stage_rank(s, st));
+  snprintf(buf + k, n - k, "%s)", st < S ? " ..." : "");
+  return buf;
 }
 
 kt_status kt_schedule_init(kt_schedule *s, int p, int v, int m, kt_placement placement,

@@ -1,0 +1,24 @@
+"""kaiten: pipeline-parallel schedules, their simulator and the planner,
+from Python (the C library through ctypes; the standard library only).
+
+    import kaiten
+    s = kaiten.schedule("zb-auto", stages=4, microbatches=8,
+                        costs={"tf": 1, "tb": 1, "tw": 1}, mem_limit="1x")
+    sim = s.simulate()            # makespan, bubble, per-rank peak memory
+    s.to_csv("compute_comms")     # PyTorch's lowered CSV
+    print(s.gantt())
+    kaiten.compare(stages=4, microbatches=8).best()
+
+The same names and numbers as the CLI (`kaiten sim|compare|plan --format
+json`); docs/python.md documents the API. kaiten.torch (needs torch)
+measures a model's stages and builds a PyTorch schedule from kaiten's order.
+"""
+from ._ffi import KaitenError, lib as _lib
+from ._schedule import Schedule, Simulation, schedule, load, schedules
+from ._compare import Comparison, compare
+from ._plan import Plan, plan, partition
+
+__version__ = _lib.kt_version().decode()
+
+__all__ = ["KaitenError", "Schedule", "Simulation", "Comparison", "Plan", "schedule", "load",
+           "schedules", "compare", "plan", "partition", "__version__"]

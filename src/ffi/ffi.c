@@ -1,0 +1,270 @@
+/* The flat interface for foreign-function callers: handles around the
+ * library's structs, each call handed to the library (kaiten/ffi.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kaiten/ffi.h"
+#include "kaiten/generators.h"
+#include "kaiten/report.h"
+#include "kaiten/sim.h"
+
+void kt_ffi_free(char *text) { free(text); }
+
+/* Hands a rendered buffer over as a malloc'd string (it owns b's data). */
+static kt_status take_text(kt_buf *b, char **out, kt_error *err) {
+  *out = NULL;
+  if (b->failed) {
+    kt_buf_free(b);
+    return kt_fail(err, KT_ENOMEM, "out of memory rendering the result");
+  }
+  if (!b->data) kt_buf_append(b, "", 0);
+  *out = b->data ? b->data : strdup("");
+  if (!*out) return kt_fail(err, KT_ENOMEM, "out of memory rendering the result");
+  return KT_OK;
+}
+
+/* ---- costs ---------------------------------------------------------------- */
+
+kt_costs *kt_ffi_costs_new(void) {
+  kt_costs *c = kt_calloc(1, sizeof *c);
+  if (c) kt_costs_default(c);
+  return c;
+}
+
+void kt_ffi_costs_free(kt_costs *c) {
+  if (!c) return;
+  kt_costs_free(c);
+  free(c);
+}
+
+kt_status kt_ffi_costs_json(const kt_costs *c, char **out, kt_error *err) {
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_render_costs_json(c, &b);
+  return take_text(&b, out, err);
+}
+
+/* ---- schedules -------------------------------------------------------------- */
+
+kt_schedule *kt_ffi_schedule_new(void) { return kt_calloc(1, sizeof(kt_schedule)); }
+
+void kt_ffi_schedule_free(kt_schedule *s) {
+  if (!s) return;
+  if (s->ranks) kt_schedule_free(s);
+  free(s);
+}
+
+void kt_ffi_schedule_shape(const kt_schedule *s, int shape[5]) {
+  shape[0] = s->p, shape[1] = s->v, shape[2] = s->m;
+  shape[3] = s->ranks ? kt_schedule_stages(s) : 0;
+  shape[4] = (int)s->placement;
+}
+
+const char *kt_ffi_schedule_name(const kt_schedule *s) { return s->name; }
+
+void kt_ffi_schedule_set_name(kt_schedule *s, const char *name) {
+  snprintf(s->name, sizeof s->name, "%s", name ? name : "");
+}
+
+kt_status kt_ffi_generate(int kind, int p, int v, int m, const kt_costs *c, double mem_limit,
+                          kt_schedule *out, kt_error *err) {
+  if (kind < 0 || kind >= KT_SCHED_COUNT)
+    return kt_fail(err, KT_EINVAL, "schedule kind %d: expected 0..%d", kind, KT_SCHED_COUNT - 1);
+  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
+  kt_schedule_free(out); /* a handle used before holds its last schedule */
+  return kt_schedule_generate((kt_schedule_kind)kind, &params, out, err);
+}
+
+double kt_ffi_1f1b_peak(int kind, int p, int v, int m, const kt_costs *c) {
+  if (kind < 0 || kind >= KT_SCHED_COUNT) return -1;
+  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c};
+  return kt_schedule_1f1b_peak((kt_schedule_kind)kind, &params);
+}
+
+double kt_ffi_mem_limit(int p, int v, int m, const kt_costs *c, double mem_limit) {
+  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
+  return kt_schedule_mem_limit(&params);
+}
+
+kt_status kt_ffi_parse(const char *text, int notation, kt_schedule *out, kt_schedule *lowered,
+                       long info[3], kt_error *err) {
+  if (notation < KT_NOTATION_AUTO || notation > KT_NOTATION_LEGACY)
+    return kt_fail(err, KT_EINVAL, "notation %d: expected 0 (auto), 1 (current) or 2 (legacy)",
+                   notation);
+  kt_parse_opts po = {.notation = (kt_notation)notation, .lowered = lowered};
+  kt_schedule_free(out); /* a handle used before holds its last schedule */
+  if (lowered) kt_schedule_free(lowered);
+  kt_status st = kt_schedule_parse_opts(text, &po, out, err);
+  if (!st && info) {
+    info[0] = (long)po.detected;
+    info[1] = (long)po.comm_actions;
+    info[2] = (long)po.p2p_actions;
+  }
+  return st;
+}
+
+kt_status kt_ffi_schedule_write(const kt_schedule *s, int notation, char **out, kt_error *err) {
+  kt_buf b;
+  kt_buf_init(&b);
+  if (notation < 0) kt_schedule_write_text(s, &b);
+  else kt_schedule_write_csv_notation(s, (kt_notation)notation, &b);
+  return take_text(&b, out, err);
+}
+
+/* ---- simulations -------------------------------------------------------------- */
+
+struct kt_ffi_sim {
+  kt_timeline tl;
+  kt_metrics met;
+};
+
+kt_status kt_ffi_simulate(const kt_schedule *s, const kt_costs *c, kt_ffi_sim **out,
+                          kt_error *err) {
+  *out = kt_calloc(1, sizeof **out);
+  if (!*out) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = kt_simulate_both(s, c, &(*out)->tl, &(*out)->met, err);
+  if (st) {
+    free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+void kt_ffi_sim_free(kt_ffi_sim *sim) {
+  if (!sim) return;
+  kt_timeline_free(&sim->tl);
+  kt_metrics_free(&sim->met);
+  free(sim);
+}
+
+struct kt_ffi_search {
+  kt_optimal_result res;
+  double time_limit;
+};
+
+kt_status kt_ffi_optimal(int p, int v, int m, const kt_costs *c, double mem_limit,
+                         double time_limit, kt_schedule *out, kt_ffi_search **search,
+                         kt_error *err) {
+  *search = kt_calloc(1, sizeof **search);
+  if (!*search) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
+  kt_optimal_opts o = {.time_limit = time_limit};
+  (*search)->time_limit = time_limit;
+  kt_schedule_free(out); /* a handle used before holds its last schedule */
+  kt_placement pl = v == 2 ? KT_PLACEMENT_V : KT_PLACEMENT_LOOP;
+  kt_status st = kt_schedule_optimal(&params, pl, &o, out, &(*search)->res, err);
+  if (st) {
+    free(*search);
+    *search = NULL;
+  }
+  return st;
+}
+
+void kt_ffi_search_free(kt_ffi_search *search) { free(search); }
+
+struct kt_ffi_info {
+  kt_sim_info info;
+  kt_sim_origin origin;
+  kt_ffi_search search; /* a copy: the info outlives the caller's search handle */
+  char *strings[2];     /* name, cost basis */
+  char placement[512];
+};
+
+kt_ffi_info *kt_ffi_info_new(const kt_schedule *s, const kt_costs *c, const char *cost_basis,
+                             int kind, double mem_limit, const kt_ffi_search *search,
+                             const kt_ffi_sim *sim) {
+  kt_ffi_info *f = kt_calloc(1, sizeof *f);
+  if (!f) return NULL;
+  const char *texts[2] = {s->name, cost_basis};
+  for (int i = 0; i < 2; i++)
+    if (texts[i] && !(f->strings[i] = strdup(texts[i]))) {
+      kt_ffi_info_free(f);
+      return NULL;
+    }
+  if (search) f->search = *search;
+  f->origin = (kt_sim_origin){.kind = kind, .mem_limit = mem_limit,
+                              .optimal = search ? &f->search.res : NULL,
+                              .time_limit = f->search.time_limit};
+  f->info = (kt_sim_info){.schedule = f->strings[0], .p = s->p, .v = s->v, .m = s->m,
+                          .placement = kt_schedule_placement_text(s, f->placement,
+                                                                  sizeof f->placement),
+                          /* the renderers read P*V entries: an uneven table has fewer */
+                          .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
+                          .costs = c, .cost_basis = f->strings[1],
+                          .messages = kt_schedule_messages(s)};
+  kt_sim_info_describe(&f->info, &f->origin, s, c, sim ? &sim->met : NULL);
+  return f;
+}
+
+void kt_ffi_info_free(kt_ffi_info *info) {
+  if (!info) return;
+  for (int i = 0; i < 2; i++) free(info->strings[i]);
+  free(info);
+}
+
+kt_status kt_ffi_sim_json(const kt_ffi_info *info, const kt_ffi_sim *sim, int events, char **out,
+                          kt_error *err) {
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_render_sim_json(&info->info, &sim->met, events ? &sim->tl : NULL, &b);
+  return take_text(&b, out, err);
+}
+
+kt_status kt_ffi_sim_gantt(const kt_ffi_info *info, const kt_ffi_sim *sim, int width, char **out,
+                           kt_error *err) {
+  kt_gantt_opts go;
+  kt_gantt_default_opts(&go);
+  if (width > 0) go.width = width;
+  go.chunks = info->info.v;
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_render_gantt_ascii(&sim->tl, &go, &b);
+  kt_buf_puts(&b, "\n");
+  kt_render_metrics_text(&info->info, &sim->met, sim->tl.time_unit, &b);
+  kt_render_cost_basis_line(info->info.cost_basis, info->info.v, &b);
+  return take_text(&b, out, err);
+}
+
+kt_status kt_ffi_report(const char *path, const char *title, int n, const kt_ffi_info *const *infos,
+                        const kt_ffi_sim *const *sims, const char *const *names,
+                        const char *const *reasons, int p, int m, const char *cost_basis,
+                        const kt_costs *given, kt_error *err) {
+  if (n < 1) return kt_fail(err, KT_EINVAL, "a report needs at least one entry");
+  kt_report_entry *e = kt_calloc((size_t)n, sizeof *e);
+  if (!e) return kt_fail(err, KT_ENOMEM, "out of memory");
+  for (int i = 0; i < n; i++) {
+    int ran = sims[i] && infos[i];
+    if (ran) e[i] = (kt_report_entry){.info = infos[i]->info, .timeline = &sims[i]->tl,
+                                      .metrics = &sims[i]->met};
+    else e[i].reason = reasons[i] ? reasons[i] : ""; /* does not apply: the layout asked for */
+    e[i].info.schedule = names[i];
+    e[i].info.cost_basis = cost_basis;
+    e[i].info.p = p, e[i].info.m = m;
+  }
+  kt_status st = kt_write_html_report(path, title, e, (size_t)n, given, err);
+  free(e);
+  return st;
+}
+
+kt_status kt_ffi_compare(int n, const kt_ffi_info *const *infos, const kt_ffi_sim *const *sims,
+                         const char *const *names, const char *const *reasons, double peak_1f1b,
+                         int p, int m, int v, const char *cost_basis, const kt_costs *given,
+                         int table, char **out, kt_error *err) {
+  if (n < 0) return kt_fail(err, KT_EINVAL, "a comparison of %d rows", n);
+  kt_compare_row *rows = kt_calloc(n > 0 ? (size_t)n : 1, sizeof *rows);
+  if (!rows) return kt_fail(err, KT_ENOMEM, "out of memory");
+  for (int i = 0; i < n; i++) {
+    if (sims[i] && infos[i])
+      kt_compare_row_fill(&rows[i], &infos[i]->info, &infos[i]->origin, &sims[i]->met, peak_1f1b);
+    else rows[i].reason = reasons[i] ? reasons[i] : "";
+    rows[i].schedule = names[i];
+  }
+  kt_compare_info info = {.p = p, .m = m, .v = v, .costs = given, .cost_basis = cost_basis};
+  kt_buf b;
+  kt_buf_init(&b);
+  if (table) kt_render_compare_table(&info, rows, (size_t)n, &b);
+  else kt_render_compare_json(&info, rows, (size_t)n, &b);
+  free(rows);
+  return take_text(&b, out, err);
+}

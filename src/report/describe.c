@@ -1,0 +1,144 @@
+/* What a simulation is stated with beyond its own numbers: the closed forms,
+ * the lower bound on its layout's makespan, the exact search's figures; and
+ * a comparison's row made of them. `kaiten sim`, `kaiten compare` and the
+ * foreign-function layer (python/kaiten) all call these, so every front end
+ * prints the same bound for the same schedule. */
+#include <math.h>
+#include <string.h>
+
+#include "kaiten/report.h"
+
+/* The peak of the memory prefix sums of s's compute actions under the stage
+ * costs c (what zb-auto's limit counts); *has_b: s runs a full backward. */
+static double order_peak(const kt_schedule *s, const kt_costs *c, int *has_b, int *overlapped) {
+  double top = 0;
+  *has_b = *overlapped = 0;
+  for (int r = 0; r < s->p; r++) {
+    double mem = 0;
+    for (size_t i = 0; i < s->ranks[r].n; i++) {
+      const kt_action *a = &s->ranks[r].actions[i];
+      if (a->op >= KT_OP_COUNT) continue;
+      *has_b |= a->op == KT_OP_B;
+      *overlapped |= (a->flags & KT_ACTION_OVERLAP_NEXT) != 0;
+      mem += kt_action_memory(a->op, kt_cost_mem_act(c, a->stage), kt_cost_mem_wgrad(c, a->stage));
+      if (mem > top) top = mem;
+    }
+  }
+  return top;
+}
+
+/* Some stage's I holds more than its F (M_W > M_B). */
+static int wgrad_above_act(const kt_schedule *s, const kt_costs *c) {
+  for (int st = 0; st < kt_schedule_stages(s); st++)
+    if (kt_cost_mem_wgrad(c, st) > kt_cost_mem_act(c, st)) return 1;
+  return 0;
+}
+
+/* The bound on s's layout within limit per rank (<= 0: s's own peak),
+ * raised by up to search_nodes of the exact search when below makespan. */
+static void lower_bound(kt_sim_info *info, const kt_schedule *s, const kt_costs *c, double limit,
+                        double makespan, long search_nodes) {
+  int has_b, overlapped;
+  double peak = order_peak(s, c, &has_b, &overlapped);
+  info->has_lower_bound = info->lower_bound_exact = 0;
+  if (overlapped && c->overlap > 0) {
+    info->lower_bound_why = "--overlap makes an overlapped F&B cell shorter than its two ops";
+    return;
+  }
+  /* a full B frees all at once: with M_W > M_B its split I then W holds
+   * more, so the bound counts no memory limit */
+  if (has_b && wgrad_above_act(s, c)) limit = INFINITY;
+  if (!(limit > 0)) limit = peak > 0 ? peak : INFINITY;
+  double lb;
+  int exact;
+  kt_error err;
+  if (kt_makespan_lower_bound(s, c, limit, 0, &lb, &exact, &err)) {
+    info->lower_bound_why = "no bound for this layout and memory";
+    return;
+  }
+  /* below the schedule's makespan: the exact search may close the gap */
+  info->lower_bound_from = "analytic";
+  if (lb < makespan * (1 - 1e-12) && search_nodes > 0) {
+    double lb2;
+    if (!kt_makespan_lower_bound(s, c, limit, search_nodes, &lb2, &exact, &err) && lb2 > lb)
+      lb = lb2, info->lower_bound_from = "search";
+  }
+  info->has_lower_bound = 1;
+  info->lower_bound = lb;
+  info->lower_bound_memory = limit;
+  /* a bound the schedule meets is its optimum */
+  info->lower_bound_exact = exact || fabs(lb - makespan) <= 1e-9 * (1 + makespan);
+}
+
+/* Schedule "optimal": the search's figures, its bound, no formula. */
+static void optimal_info(kt_sim_info *info, const kt_sim_origin *o) {
+  const kt_optimal_result *res = o->optimal;
+  static const kt_optimal_result none = {0};
+  if (!res) res = &none;
+  info->searched = 1;
+  info->proven = res->proven;
+  info->search_seconds = res->seconds;
+  info->search_time_limit = o->time_limit > 0 ? o->time_limit : 10;
+  info->search_nodes = res->nodes;
+  info->search_start_makespan = res->start_makespan;
+  info->has_lower_bound = 1;
+  info->lower_bound = res->lower_bound;
+  info->lower_bound_memory = o->mem_limit;
+  info->lower_bound_exact = res->proven;
+  info->lower_bound_from = "search";
+  info->closed_form = info->closed_form_peak_memory = -1;
+  info->closed_form_expr = info->closed_form_peak_memory_expr = NULL;
+  info->closed_form_why = "the exact search's order has no formula";
+}
+
+void kt_sim_info_describe(kt_sim_info *info, const kt_sim_origin *o, const kt_schedule *s,
+                          const kt_costs *c, const kt_metrics *met) {
+  info->mem_limit = o->mem_limit > 0 ? o->mem_limit : 0;
+  if (o->kind == KT_SIM_OPTIMAL) {
+    optimal_info(info, o);
+    return;
+  }
+  kt_closed_forms f;
+  kt_schedule_closed_forms(o->kind, s, c, met ? met->bubble_ratio : -1, &f);
+  info->closed_form = f.bubble, info->closed_form_expr = f.bubble_expr, info->closed_form_why = f.why;
+  info->closed_form_peak_memory = f.peak_memory;
+  info->closed_form_peak_memory_expr = f.peak_memory_expr;
+  /* the search tightens the bound of a searched order only (a
+   * construction's bound is for the memory it happens to use) */
+  if (met && !o->no_bound)
+    lower_bound(info, s, c, o->mem_limit, met->makespan, o->mem_limit >= 0 ? KT_BOUND_SEARCH_NODES : 0);
+}
+
+void kt_compare_row_fill(kt_compare_row *r, const kt_sim_info *info, const kt_sim_origin *o,
+                         const kt_metrics *met, double peak_1f1b) {
+  int p = met->p;
+  r->applies = 1, r->v = info->v, r->makespan = met->makespan, r->bubble = met->bubble_ratio;
+  r->closed = info->closed_form, r->closed_expr = info->closed_form_expr;
+  r->closed_why = info->closed_form_why;
+  r->closed_mem = info->closed_form_peak_memory;
+  r->closed_mem_expr = info->closed_form_peak_memory_expr;
+  r->mem_limit = o->mem_limit >= 0 ? o->mem_limit : -1;
+  r->peak_mem_first = met->ranks[0].peak_memory;
+  r->peak_mem_last = met->ranks[p - 1].peak_memory;
+  r->peak_mem = 0;
+  for (int k = 0; k < p; k++) r->peak_mem = fmax(r->peak_mem, met->ranks[k].peak_memory);
+  r->mem_vs_1f1b = peak_1f1b > 0 ? r->peak_mem / peak_1f1b : -1;
+  r->inflight_first = met->ranks[0].peak_inflight;
+  r->inflight_last = met->ranks[p - 1].peak_inflight;
+  r->messages = info->messages;
+  r->has_lower_bound = info->has_lower_bound, r->lower_bound = info->lower_bound;
+  r->lower_bound_memory = info->lower_bound_memory;
+  r->lower_bound_exact = info->lower_bound_exact;
+  r->proven = o->kind == KT_SIM_OPTIMAL ? info->proven : -1;
+}
+
+void kt_render_cost_basis_line(const char *basis, int v, kt_buf *b) {
+  if (basis && !strcmp(basis, "stage"))
+    kt_buf_puts(b, "cost basis: stage (--per-stage: tf, tb, tw, mem-act, mem-wgrad are per stage)\n");
+  else if (v > 1)
+    kt_buf_printf(b, "cost basis: rank (tf, tb, tw, mem-act, mem-wgrad are one rank's share of the "
+                     "model; with V=%d each stage runs 1/%d of them)\n", v, v);
+  else
+    kt_buf_puts(b, "cost basis: rank (tf, tb, tw, mem-act, mem-wgrad are one rank's share of the "
+                   "model; at V=1 that is one stage)\n");
+}
