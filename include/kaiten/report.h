@@ -102,6 +102,15 @@ void kt_sim_info_describe(kt_sim_info *info, const kt_sim_origin *o, const kt_sc
  * stage runs 1/V of it). */
 void kt_render_cost_basis_line(const char *basis, int v, kt_buf *b);
 
+/* What the default GPT's I keeps of its stage's activations for W (M_W /
+ * M_B, measured by kaiten train over the whole model: its mem_wgrad_bytes
+ * over mem_act_bytes; test_memory_cli checks it; docs/schedules.md). */
+#define KT_GPT_WGRAD_KEEPS 0.81
+/* With costs that free an F's activation at its I (mem-wgrad 0 on every
+ * stage), one line saying so and what the default GPT really keeps; else
+ * nothing. A caller that was told mem-wgrad 0 on purpose skips it. */
+void kt_render_memory_model_line(const kt_costs *c, kt_buf *b);
+
 /* Metrics as an aligned text table (after a Gantt chart). */
 void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const char *time_unit,
                             kt_buf *b);

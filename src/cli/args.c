@@ -259,10 +259,7 @@ double cli_mem_limit_units(const cli_mem_limit *ml, kt_schedule_kind kind, int p
 }
 
 void cli_memory_model_line(const cli_args *a, const kt_costs *c, kt_buf *b) {
-  if (cli_has(a, "mem-wgrad") || c->mem_wgrad != 0 || c->stage_mem_wgrad) return;
-  kt_buf_printf(b, "memory: mem-wgrad 0 assumes an I frees its activation before W; the default "
-                   "GPT's I keeps %.2f of it (measured; docs/schedules.md): --mem-wgrad %.2f plans "
-                   "with that\n", CLI_GPT_WGRAD_KEEPS, CLI_GPT_WGRAD_KEEPS);
+  if (!cli_has(a, "mem-wgrad")) kt_render_memory_model_line(c, b);
 }
 
 static void announce_search(const char *schedule, size_t actions, void *ctx) {

@@ -149,10 +149,6 @@ int cli_mem_limit_parse(const cli_args *a, int allow_bytes, cli_mem_limit *out);
 double cli_mem_limit_units(const cli_mem_limit *ml, kt_schedule_kind kind, int p, int m, int v,
                            const kt_costs *c);
 
-/* What the default GPT's I keeps of its stage's activations for W
- * (M_W / M_B, measured by kaiten train over the whole model: its
- * mem_wgrad_bytes over mem_act_bytes; test_memory_cli checks it). */
-#define CLI_GPT_WGRAD_KEEPS 0.81
 /* One line on what the memory figures assume when --mem-wgrad is left at
  * its default 0 (nothing otherwise). */
 void cli_memory_model_line(const cli_args *a, const kt_costs *c, kt_buf *b);

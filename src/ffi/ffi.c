@@ -223,6 +223,7 @@ kt_status kt_ffi_sim_gantt(const kt_ffi_info *info, const kt_ffi_sim *sim, int w
   kt_buf_puts(&b, "\n");
   kt_render_metrics_text(&info->info, &sim->met, sim->tl.time_unit, &b);
   kt_render_cost_basis_line(info->info.cost_basis, info->info.v, &b);
+  kt_render_memory_model_line(info->info.costs, &b);
   return take_text(&b, out, err);
 }
 
@@ -263,8 +264,10 @@ kt_status kt_ffi_compare(int n, const kt_ffi_info *const *infos, const kt_ffi_si
   kt_compare_info info = {.p = p, .m = m, .v = v, .costs = given, .cost_basis = cost_basis};
   kt_buf b;
   kt_buf_init(&b);
-  if (table) kt_render_compare_table(&info, rows, (size_t)n, &b);
-  else kt_render_compare_json(&info, rows, (size_t)n, &b);
+  if (table) {
+    kt_render_compare_table(&info, rows, (size_t)n, &b);
+    kt_render_memory_model_line(given, &b);
+  } else kt_render_compare_json(&info, rows, (size_t)n, &b);
   free(rows);
   return take_text(&b, out, err);
 }

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "kaiten/sim.h"
-#include "generators/search.h"
+#include "generators/search/search.h"
 
 typedef struct {
   const char *name;
@@ -246,11 +246,11 @@ double kt_schedule_min_mem_limit(kt_schedule_kind kind, const kt_schedule_params
   if (params->p < 1 || params->m < 1 ||
       kt_schedule_init(&layout, params->p, v, params->m, kinds[kind].placement, &err))
     return -1;
-  kt__zb_problem pb;
+  kt__search_problem pb;
   double need = -1;
-  if (!kt__zb_problem_init(&pb, &layout, params->costs, 0, &err)) {
-    need = kt__zb_min_limit(&pb, NULL);
-    kt__zb_problem_free(&pb);
+  if (!kt__search_problem_init(&pb, &layout, params->costs, 0, &err)) {
+    need = kt__search_min_limit(&pb, NULL);
+    kt__search_problem_free(&pb);
   }
   kt_schedule_free(&layout);
   return need;

@@ -132,6 +132,13 @@ void kt_compare_row_fill(kt_compare_row *r, const kt_sim_info *info, const kt_si
   r->proven = o->kind == KT_SIM_OPTIMAL ? info->proven : -1;
 }
 
+void kt_render_memory_model_line(const kt_costs *c, kt_buf *b) {
+  if (!c || c->mem_wgrad != 0 || c->stage_mem_wgrad) return;
+  kt_buf_printf(b, "memory: mem-wgrad 0 assumes an I frees its activation before W; the default "
+                   "GPT's I keeps %.2f of it (measured; docs/schedules.md): mem-wgrad %.2f plans "
+                   "with that\n", KT_GPT_WGRAD_KEEPS, KT_GPT_WGRAD_KEEPS);
+}
+
 void kt_render_cost_basis_line(const char *basis, int v, kt_buf *b) {
   if (basis && !strcmp(basis, "stage"))
     kt_buf_puts(b, "cost basis: stage (--per-stage: tf, tb, tw, mem-act, mem-wgrad are per stage)\n");
