@@ -59,8 +59,9 @@ kill -INT $pid; sleep 0.5; kill -INT $pid; wait $pid; rc=$?
 [ "$(ckpt_step w2)" = "$(wc -l <w2/metrics.jsonl)" ] && ok || bad "w2: latest $(cat w2/checkpoints/latest)"
 
 # --- the same signal 2.5 s later, the step still running: the same request, said once ------------
-# (a synthetic step of about 6 s: both signals land inside it)
-"$K" train --synthetic --stages 2 -m 2 --tf 1000 --tb 1000 --tw 0 --steps 3 --run-dir slow --no-live \
+# (a synthetic step of about 12 s: both signals land inside it, also when
+# the first one waits 4 s for a sanitized build to start)
+"$K" train --synthetic --stages 2 -m 2 --tf 2000 --tb 2000 --tw 0 --steps 3 --run-dir slow --no-live \
   >slow.out 2>slow.err &
 pid=$!
 sleep "$start"; kill -INT $pid; sleep 2.5; kill -INT $pid; sleep 0.2; kill -INT $pid; wait $pid; rc=$?
