@@ -189,10 +189,10 @@ static double pipeline_step(pipeline *p, int step, double *share, double *balanc
   return res.seconds;
 }
 
-static void pipeline_create(pipeline *p, const gpt_size *g, int P, kt_schedule_kind kind) {
+static void pipeline_create(pipeline *p, const gpt_size *g, int P, kt_gen_kind kind) {
   kt_error err;
-  kt_schedule_params sp = {.p = P, .m = M_MB};
-  if (kt_schedule_generate(kind, &sp, &p->sched, &err)) die(&err);
+  kt_gen_params sp = {.p = P, .m = M_MB};
+  if (kt_generate(kind, &sp, &p->sched, &err)) die(&err);
   kt_runtime_config rc;
   kt_runtime_config_default(&rc);
   rc.schedule = &p->sched;

@@ -19,12 +19,12 @@ static int has_col(const oracle_table *t, const char *col) {
 }
 
 /* One row's schedule and costs. */
-static int row_setup(const oracle_table *t, int i, kt_schedule_kind *kind, kt_schedule_params *pp,
+static int row_setup(const oracle_table *t, int i, kt_gen_kind *kind, kt_gen_params *pp,
                      kt_costs *c) {
   kt_costs_default(c);
   c->tf = oracle_num(t, i, "F"), c->tb = oracle_num(t, i, "B"), c->tw = oracle_num(t, i, "W");
   c->comm = oracle_num(t, i, "comm");
-  *pp = (kt_schedule_params){.p = (int)oracle_num(t, i, "P"), .m = (int)oracle_num(t, i, "M"),
+  *pp = (kt_gen_params){.p = (int)oracle_num(t, i, "P"), .m = (int)oracle_num(t, i, "M"),
                              .costs = c};
   const char *setup = has_col(t, "setup") ? oracle_cell(t, i, "setup") : NULL;
   if (!setup) { /* the heuristic table: M_B = 2, M_W = 1, its limit */
@@ -52,8 +52,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   for (int i = 0; i < t.n_rows; i++) {
-    kt_schedule_kind kind;
-    kt_schedule_params params;
+    kt_gen_kind kind;
+    kt_gen_params params;
     kt_costs c;
     row_setup(&t, i, &kind, &params, &c);
     double times[64], bubble = -1;
@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
       kt_metrics met;
       kt_error err;
       double t0 = kt_now();
-      if (kt_schedule_generate(kind, &params, &s, &err) || kt_simulate_metrics(&s, &c, &met, &err)) {
+      if (kt_generate(kind, &params, &s, &err) || kt_simulate_metrics(&s, &c, &met, &err)) {
         fprintf(stderr, "row %d: %s\n", i, err.msg);
         return 1;
       }

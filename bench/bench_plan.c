@@ -68,7 +68,7 @@ static void run_evaluate(const bench_opts *bo) {
   printf("\n# one cold evaluation (schedule, partition, memory, simulation; no cache)\n");
   printf("%-12s %3s %2s %5s %10s\n", "schedule", "P", "V", "M", "ms");
   struct {
-    kt_schedule_kind k;
+    kt_gen_kind k;
     int v, m;
   } cases[] = {{KT_SCHED_1F1B, 1, 64}, {KT_SCHED_ZB_H1, 1, 256}, {KT_SCHED_INTERLEAVED, 2, 64},
                {KT_SCHED_ZBV, 2, 256}};
@@ -83,7 +83,7 @@ static void run_evaluate(const bench_opts *bo) {
       t[r] = bench_cpu_now() - t0;
       kt_plan_result_free(&res);
     }
-    const char *name = kt_schedule_kind_name(cfg.schedule);
+    const char *name = kt_gen_kind_name(cfg.schedule);
     bench_stat st = bench_stats(t, (size_t)bo->reps, 1e3);
     printf("%-12s %3d %2d %5d %10.3f\n", name, cfg.p, cfg.v, cfg.m, st.med);
     char id[64], what[160];

@@ -29,8 +29,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < (o.quick ? 2 : 3); i++) {
     int P = ps[i], M = 4 * P;
     kt_schedule s;
-    kt_schedule_params sp = {.p = P, .m = M};
-    if (kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err)) die(&err);
+    kt_gen_params sp = {.p = P, .m = M};
+    if (kt_generate(KT_SCHED_1F1B, &sp, &s, &err)) die(&err);
     kt_runtime_config cfg;
     kt_runtime_config_default(&cfg);
     cfg.schedule = &s;
@@ -76,8 +76,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < (o.quick ? 4 : 5); i++) {
     int P = cases[i][0], M = cases[i][1], b = 256 / M;
     kt_schedule s;
-    kt_schedule_params sp = {.p = P, .m = M};
-    if (kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err)) die(&err);
+    kt_gen_params sp = {.p = P, .m = M};
+    if (kt_generate(KT_SCHED_1F1B, &sp, &s, &err)) die(&err);
     kt_runtime_config cfg;
     kt_runtime_config_default(&cfg);
     cfg.schedule = &s;

@@ -15,13 +15,13 @@
 #define TARGET_ACTIONS_PER_S 1e7 /* build + validate + simulate, P=64, M=1024 */
 
 /* Seconds of each build + validate + simulate in t[0..reps); *actions set. */
-static void run(kt_schedule_kind kind, int p, int v, int m, int reps, double *t, size_t *actions) {
+static void run(kt_gen_kind kind, int p, int v, int m, int reps, double *t, size_t *actions) {
   for (int i = 0; i < reps; i++) {
     double t0 = kt_now();
     kt_schedule s;
     kt_error err;
-    kt_schedule_params params = {.p = p, .m = m, .v = v};
-    if (kt_schedule_generate(kind, &params, &s, &err)) {
+    kt_gen_params params = {.p = p, .m = m, .v = v};
+    if (kt_generate(kind, &params, &s, &err)) {
       fprintf(stderr, "%s\n", err.msg);
       exit(1);
     }
@@ -51,9 +51,9 @@ static void run_auto(int p, int m, double limit, int reps, double *t, double *bu
   for (int i = 0; i < reps; i++) {
     kt_schedule s;
     kt_error err;
-    kt_schedule_params params = {.p = p, .m = m, .costs = &c, .mem_limit = limit};
+    kt_gen_params params = {.p = p, .m = m, .costs = &c, .mem_limit = limit};
     double t0 = bench_cpu_now();
-    if (kt_schedule_generate(KT_SCHED_ZB_AUTO, &params, &s, &err)) {
+    if (kt_generate(KT_SCHED_ZB_AUTO, &params, &s, &err)) {
       fprintf(stderr, "%s\n", err.msg);
       exit(1);
     }
@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
   printf("%-12s %4s %2s %6s %10s %10s %14s\n", "schedule", "P", "V", "M", "actions", "ms",
          "actions/s");
   /* every built-in schedule but the searches (zb-auto, zbv-auto: below) */
-  struct { kt_schedule_kind k; int p, v, m; } cases[] = {
+  struct { kt_gen_kind k; int p, v, m; } cases[] = {
       {KT_SCHED_GPIPE, 64, 1, 1024},       {KT_SCHED_1F1B, 64, 1, 1024},
       {KT_SCHED_INTERLEAVED, 64, 4, 1024}, {KT_SCHED_LOOPED_BFS, 64, 4, 1024},
       {KT_SCHED_ZB_H1, 64, 1, 1024},       {KT_SCHED_ZB_H2, 64, 1, 1024},
@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
       {KT_SCHED_INTERLEAVED_ZB, 64, 2, 1024}, {KT_SCHED_V_HALF, 64, 2, 1024},
       {KT_SCHED_V_MIN, 64, 2, 1024}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    const char *name = kt_schedule_kind_name(cases[i].k);
+    const char *name = kt_gen_kind_name(cases[i].k);
     run(cases[i].k, cases[i].p, cases[i].v, cases[i].m, reps, t, &n);
     bench_stat st = bench_stats(t, (size_t)reps, 1e3);
     printf("%-12s %4d %2d %6d %10zu %10.2f %14.3g\n", name, cases[i].p, cases[i].v, cases[i].m, n,
@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
   int ms[MAX_MS], n_m = 0;
   size_t acts[2][MAX_MS];
   for (int m = 128; m <= max_m && n_m < MAX_MS; m *= 2) ms[n_m++] = m;
-  const kt_schedule_kind kinds[2] = {KT_SCHED_1F1B, KT_SCHED_INTERLEAVED};
+  const kt_gen_kind kinds[2] = {KT_SCHED_1F1B, KT_SCHED_INTERLEAVED};
   for (int r = 0; r < reps; r++)
     for (int i = 0; i < n_m; i++)
       for (int k = 0; k < 2; k++) {

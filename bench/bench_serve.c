@@ -20,8 +20,8 @@
 
 static int step_of(int p, int m, kt_schedule *s, kt_timeline *t) {
   kt_error err;
-  kt_schedule_params params = {.p = p, .m = m};
-  if (kt_schedule_generate(KT_SCHED_1F1B, &params, s, &err) || kt_simulate(s, NULL, t, &err)) {
+  kt_gen_params params = {.p = p, .m = m};
+  if (kt_generate(KT_SCHED_1F1B, &params, s, &err) || kt_simulate(s, NULL, t, &err)) {
     fprintf(stderr, "bench_serve: %s\n", err.msg);
     return -1;
   }

@@ -34,16 +34,16 @@ static void stage_costs(const kt_plan_result *r, kt_costs *c) {
 static int simulate(const kt_plan_result *best) {
   kt_costs c;
   stage_costs(best, &c);
-  kt_schedule_params params = {.p = best->cfg.p, .v = best->cfg.v, .m = best->cfg.m, .costs = &c};
+  kt_gen_params params = {.p = best->cfg.p, .v = best->cfg.v, .m = best->cfg.m, .costs = &c};
   kt_schedule s;
   kt_metrics mt;
   kt_error err;
-  if (kt_schedule_generate(best->cfg.schedule, &params, &s, &err)) return fail("generate", &err);
+  if (kt_generate(best->cfg.schedule, &params, &s, &err)) return fail("generate", &err);
   kt_status st = kt_simulate_metrics(&s, &c, &mt, &err);
   kt_schedule_free(&s);
   if (st) return fail("simulate", &err);
   printf("one round of %s, simulated: makespan %.2f ms, bubble %.1f%%\n",
-         kt_schedule_kind_name(best->cfg.schedule), mt.makespan * 1e3, mt.bubble_ratio * 100);
+         kt_gen_kind_name(best->cfg.schedule), mt.makespan * 1e3, mt.bubble_ratio * 100);
   for (int r = 0; r < mt.p; r++)
     printf("  rank %d busy %7.2f ms  idle %7.2f ms  in flight %d\n", r, mt.ranks[r].busy * 1e3,
            mt.ranks[r].idle * 1e3, mt.ranks[r].peak_inflight);
@@ -53,15 +53,15 @@ static int simulate(const kt_plan_result *best) {
 
 /* Another schedule on the same layout (V = 1), as the planner prices it. */
 static int compare(const kt_plan_model *m, const kt_plan_cluster *c, const kt_plan_options *o,
-                   const kt_plan_result *best, kt_schedule_kind kind) {
+                   const kt_plan_result *best, kt_gen_kind kind) {
   kt_plan_config cfg = best->cfg;
   cfg.schedule = kind;
   cfg.v = 1;
   kt_plan_result r;
   kt_error err;
-  if (kt_plan_evaluate(m, c, o, &cfg, &r, &err)) return fail(kt_schedule_kind_name(kind), &err);
+  if (kt_plan_evaluate(m, c, o, &cfg, &r, &err)) return fail(kt_gen_kind_name(kind), &err);
   printf("  the same layout with %-8s step %.2f ms  bubble %.1f%%  peak %.2f GB%s\n",
-         kt_schedule_kind_name(kind), r.step_time * 1e3, r.bubble_ratio * 100, r.mem_peak / 1e9,
+         kt_gen_kind_name(kind), r.step_time * 1e3, r.bubble_ratio * 100, r.mem_peak / 1e9,
          r.fits ? "" : " (does not fit)");
   kt_plan_result_free(&r);
   return 0;
@@ -92,12 +92,12 @@ int main(void) {
   for (int i = 0; i < rep.n; i++) {
     const kt_plan_config *c = &rep.configs[i].cfg;
     printf("  %d. %-12s P=%d D=%d t=%d V=%d M=%d b=%d K=%d recompute %-9s  step %.2f ms  "
-           "bubble %.1f%%\n", i + 1, kt_schedule_kind_name(c->schedule), c->p, c->d, c->t, c->v,
+           "bubble %.1f%%\n", i + 1, kt_gen_kind_name(c->schedule), c->p, c->d, c->t, c->v,
            c->m, c->b, c->k, kt_recompute_name(c->recompute),
            rep.configs[i].step_time * 1e3, rep.configs[i].bubble_ratio * 100);
   }
   if (!rc) rc = simulate(&rep.configs[0]);
-  const kt_schedule_kind others[] = {KT_SCHED_1F1B, KT_SCHED_ZB_AUTO};
+  const kt_gen_kind others[] = {KT_SCHED_1F1B, KT_SCHED_ZB_AUTO};
   for (int i = 0; !rc && i < 2; i++) rc = compare(&model, &cluster, &opts, &rep.configs[0], others[i]);
   kt_plan_report_free(&rep);
   kt_plan_model_free(&model);

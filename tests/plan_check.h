@@ -33,7 +33,7 @@ static inline int plan_recheck_memory(const kt_plan_model *m, const kt_plan_clus
   kt_error err;
   kt_plan_shape sh = {.t = g->t, .b = g->b, .recompute = g->recompute};
   kt_schedule s = {0};
-  kt_schedule_params sp = {.p = g->p, .v = g->v, .m = g->m};
+  kt_gen_params sp = {.p = g->p, .v = g->v, .m = g->m};
   if (!lc || !act || !wg || !params || kt_plan_layer_costs(m, c, o, &sh, lc, &err)) goto done;
   for (int j = 0, i = 0; j < S; j++)
     for (int q = 0; q < r->partition[j] && i < n; q++, i++)
@@ -50,7 +50,7 @@ static inline int plan_recheck_memory(const kt_plan_model *m, const kt_plan_clus
     sc.comm = r->p2p_time;
     sp.costs = &sc, sp.quick = 1, sp.mem_limit = c->mem_bytes - c->mem_reserved - state;
   }
-  if (kt_schedule_generate(g->schedule, &sp, &s, &err)) goto done;
+  if (kt_generate(g->schedule, &sp, &s, &err)) goto done;
   kt_metrics met;
   if (kt_simulate_metrics(&s, &sc, &met, &err)) goto done;
   for (int k = 0; k < g->p; k++) {

@@ -5,13 +5,13 @@
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 
-static int sim(kt_schedule_kind kind, int p, int m, int v, kt_metrics *out) {
+static int sim(kt_gen_kind kind, int p, int m, int v, kt_metrics *out) {
   kt_schedule s;
   kt_error err;
-  kt_schedule_params params = {.p = p, .m = m, .v = v};
-  if (kt_schedule_generate(kind, &params, &s, &err)) {
-    fprintf(stderr, "generate %s p=%d m=%d v=%d: %s\n", kt_schedule_kind_name(kind), p, m, v,
-            err.msg);
+  kt_gen_params params = {.p = p, .m = m, .v = v};
+  if (kt_generate(kind, &params, &s, &err)) {
+    fprintf(stderr, "generate %s p=%d m=%d v=%d: %s\n", kt_gen_kind_name(kind), p, m, v,
+                                                                         err.msg);
     return -1;
   }
   kt_status st = kt_simulate_metrics(&s, NULL, out, &err);
@@ -26,16 +26,16 @@ int main(void) {
   for (int p = 1; p <= 16; p++)
     for (int mb = 1; mb <= 64; mb++)
       for (int k = 0; k < 2; k++) {
-        kt_schedule_kind kind = k ? KT_SCHED_1F1B : KT_SCHED_GPIPE;
+        kt_gen_kind kind = k ? KT_SCHED_1F1B : KT_SCHED_GPIPE;
         if (sim(kind, p, mb, 0, &m)) { CHECK(0); continue; }
         double expect = (double)(p - 1) / (mb + p - 1);
         CHECK_MSG(fabs(m.bubble_ratio - expect) < 1e-9, "%s P=%d M=%d bubble %.12f expected %.12f",
-                  kt_schedule_kind_name(kind), p, mb, m.bubble_ratio, expect);
+                  kt_gen_kind_name(kind), p, mb, m.bubble_ratio, expect);
         /* in flight: gpipe M on every rank; 1f1b min(P-r, M) on rank r */
         for (int r = 0; r < p; r++) {
           int want = kind == KT_SCHED_GPIPE ? mb : (p - r < mb ? p - r : mb);
           CHECK_MSG(m.ranks[r].peak_inflight == want, "%s P=%d M=%d rank %d inflight %d want %d",
-                    kt_schedule_kind_name(kind), p, mb, r, m.ranks[r].peak_inflight, want);
+                    kt_gen_kind_name(kind), p, mb, r, m.ranks[r].peak_inflight, want);
         }
         kt_metrics_free(&m);
       }
@@ -44,11 +44,11 @@ int main(void) {
     for (int v = 2; v <= 4; v++)
       for (int mb = p; mb <= 64; mb += p)
         for (int k = 0; k < 2; k++) {
-          kt_schedule_kind kind = k ? KT_SCHED_LOOPED_BFS : KT_SCHED_INTERLEAVED;
+          kt_gen_kind kind = k ? KT_SCHED_LOOPED_BFS : KT_SCHED_INTERLEAVED;
           if (sim(kind, p, mb, v, &m)) { CHECK(0); continue; }
           double expect = (double)(p - 1) / (v * mb + p - 1);
           CHECK_MSG(fabs(m.bubble_ratio - expect) < 1e-9,
-                    "%s P=%d V=%d M=%d bubble %.12f expected %.12f", kt_schedule_kind_name(kind),
+                    "%s P=%d V=%d M=%d bubble %.12f expected %.12f", kt_gen_kind_name(kind),
                     p, v, mb, m.bubble_ratio, expect);
           kt_metrics_free(&m);
         }
@@ -73,8 +73,8 @@ int main(void) {
   for (int k = 0; k < 2; k++)
   for (int p = 2; p <= 8; p++)
     for (int v = 2; v <= 4; v++) {
-      kt_schedule_kind kind = k ? KT_SCHED_LOOPED_BFS : KT_SCHED_INTERLEAVED;
-      const char *name = kt_schedule_kind_name(kind);
+      kt_gen_kind kind = k ? KT_SCHED_LOOPED_BFS : KT_SCHED_INTERLEAVED;
+      const char *name = kt_gen_kind_name(kind);
       double prev = -1;
       for (int mb = p; mb <= 4 * p; mb++) {
         if (sim(kind, p, mb, v, &m)) { CHECK(0); continue; }
@@ -91,17 +91,17 @@ int main(void) {
   {
     kt_schedule s;
     kt_error err;
-    kt_schedule_params params = {.p = 4, .m = 3, .v = 2};
-    CHECK(kt_schedule_generate(KT_SCHED_INTERLEAVED, &params, &s, &err) == KT_EINVAL);
+    kt_gen_params params = {.p = 4, .m = 3, .v = 2};
+    CHECK(kt_generate(KT_SCHED_INTERLEAVED, &params, &s, &err) == KT_EINVAL);
     CHECK_STR_CONTAINS(err.msg, "M >= P");
-    params = (kt_schedule_params){.p = 4, .m = 8, .v = 1};
-    CHECK(kt_schedule_generate(KT_SCHED_INTERLEAVED, &params, &s, &err) == KT_EINVAL);
+    params = (kt_gen_params){.p = 4, .m = 8, .v = 1};
+    CHECK(kt_generate(KT_SCHED_INTERLEAVED, &params, &s, &err) == KT_EINVAL);
     CHECK_STR_CONTAINS(err.msg, "V >= 2");
-    params = (kt_schedule_params){.p = 4, .m = 8, .v = 2};
-    CHECK(kt_schedule_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_EINVAL);
+    params = (kt_gen_params){.p = 4, .m = 8, .v = 2};
+    CHECK(kt_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_EINVAL);
     CHECK_STR_CONTAINS(err.msg, "one chunk per rank");
-    params = (kt_schedule_params){.p = 0, .m = 8};
-    CHECK(kt_schedule_generate(KT_SCHED_GPIPE, &params, &s, &err) == KT_EINVAL);
+    params = (kt_gen_params){.p = 0, .m = 8};
+    CHECK(kt_generate(KT_SCHED_GPIPE, &params, &s, &err) == KT_EINVAL);
   }
   return kt_test_done(__FILE__);
 }

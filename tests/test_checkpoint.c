@@ -8,11 +8,11 @@
 #include "kaiten/checkpoint.h"
 #include "kaiten/train.h"
 
-static kt_schedule sched(kt_schedule_kind k, int p, int m) {
+static kt_schedule sched(kt_gen_kind k, int p, int m) {
   kt_schedule s;
   kt_error err;
-  kt_schedule_params sp = {.p = p, .m = m};
-  if (kt_schedule_generate(k, &sp, &s, &err)) {
+  kt_gen_params sp = {.p = p, .m = m};
+  if (kt_generate(k, &sp, &s, &err)) {
     fprintf(stderr, "%s\n", err.msg);
     exit(1);
   }

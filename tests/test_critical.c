@@ -119,11 +119,11 @@ static double replay(const kt_timeline *t, int S, double hop, double ovh, size_t
   return end;
 }
 
-static void check_case(kt_schedule_kind k, const kt_costs *given, const char *what) {
-  kt_schedule_params prm = {.p = 4, .m = 8, .costs = given};
+static void check_case(kt_gen_kind k, const kt_costs *given, const char *what) {
+  kt_gen_params prm = {.p = 4, .m = 8, .costs = given};
   kt_schedule s;
   kt_error err;
-  if (kt_schedule_generate(k, &prm, &s, &err)) return; /* not for these sizes */
+  if (kt_generate(k, &prm, &s, &err)) return; /* not for these sizes */
   kt_costs c;
   REQUIRE_VOID(kt_costs_for_chunks(given, s.v, &c, &err) == KT_OK);
   kt_timeline t;
@@ -141,8 +141,8 @@ static void check_case(kt_schedule_kind k, const kt_costs *given, const char *wh
   CHECK_NEAR(e0, end, 1e-9);
   int off = 0;
   for (size_t i = 0; i < n; i++) off += fabs(st[i] - t.events[i].start) > 1e-9;
-  CHECK_MSG(off == 0, "%s %s: the replay moves %d of %zu starts", kt_schedule_kind_name(k), what,
-            off, n);
+  CHECK_MSG(off == 0, "%s %s: the replay moves %d of %zu starts", kt_gen_kind_name(k), what,
+                                                                                   off, n);
   /* slack: held back that long the end stays, a little longer it moves */
   int bad = 0;
   for (size_t i = 0; i < n; i++) {
@@ -151,11 +151,11 @@ static void check_case(kt_schedule_kind k, const kt_costs *given, const char *wh
     if (e1 > end + 1e-9 || fabs(e2 - (end + 0.125)) > 1e-9) {
       if (bad++ < 3)
         fprintf(stderr, "%s %s: event %zu (rank %d %d%c%d) slack %g: end %g -> %g, %g\n",
-                kt_schedule_kind_name(k), what, i, t.events[i].rank, t.events[i].stage,
+                kt_gen_kind_name(k), what, i, t.events[i].rank, t.events[i].stage,
                 kt_op_letter((kt_op)t.events[i].op), t.events[i].mb, cr.slack[i], end, e1, e2);
     }
   }
-  CHECK_MSG(bad == 0, "%s %s: %d wrong slacks", kt_schedule_kind_name(k), what, bad);
+  CHECK_MSG(bad == 0, "%s %s: %d wrong slacks", kt_gen_kind_name(k), what, bad);
   /* the path: from a start at 0 to the end, binding at every step, no slack */
   REQUIRE_VOID(cr.n_path > 0);
   CHECK_NEAR(t.events[cr.path[0]].start, 0, 1e-12);
@@ -169,8 +169,8 @@ static void check_case(kt_schedule_kind k, const kt_costs *given, const char *wh
     loose += fabs(e - (end + 0.0625)) > 1e-9;
     CHECK(t.events[cr.path[j]].start >= t.events[cr.path[j - 1]].end - 1e-12);
   }
-  CHECK_MSG(loose == 0, "%s %s: %d loose steps on the critical path", kt_schedule_kind_name(k),
-            what, loose);
+  CHECK_MSG(loose == 0, "%s %s: %d loose steps on the critical path", kt_gen_kind_name(k),
+                                                                                       what, loose);
   free(st);
   kt_critical_free(&cr);
   kt_timeline_free(&t);
@@ -183,11 +183,11 @@ int main(void) {
   kt_error err;
   for (int k = 0; k < KT_SCHED_COUNT; k++) {
     kt_costs_default(&c);
-    check_case((kt_schedule_kind)k, &c, "unit costs");
+    check_case((kt_gen_kind)k, &c, "unit costs");
     c.tb = 1.5, c.tw = 0.75, c.comm = 0.3, c.send_overhead = 0.1, c.op_overhead = 0.05;
-    check_case((kt_schedule_kind)k, &c, "comm and overheads");
+    check_case((kt_gen_kind)k, &c, "comm and overheads");
     c.overlap = 0.5;
-    check_case((kt_schedule_kind)k, &c, "overlap credit");
+    check_case((kt_gen_kind)k, &c, "overlap credit");
     kt_costs_free(&c);
   }
   /* per stage (one value per stage of V = 1 schedules) */
@@ -196,8 +196,8 @@ int main(void) {
   REQUIRE(kt_costs_set(&c, "tb", "1,3,1,1", &err) == KT_OK);
   c.comm = 0.2;
   for (int k = 0; k < KT_SCHED_COUNT; k++)
-    if (kt_schedule_default_chunks((kt_schedule_kind)k) == 1)
-      check_case((kt_schedule_kind)k, &c, "per-stage costs");
+    if (kt_gen_default_chunks((kt_gen_kind)k) == 1)
+      check_case((kt_gen_kind)k, &c, "per-stage costs");
   kt_costs_free(&c);
 
   /* bad arguments */

@@ -42,7 +42,7 @@ static void test_schedule_and_sim(void) {
   CHECK_STR_CONTAINS(cj, "\"tf\":1,\"tb\":1,\"tw\":0.5");
   kt_ffi_free(cj);
   kt_schedule *s = kt_ffi_schedule_new();
-  int kind = kt_schedule_kind_from_name("interleaved");
+  int kind = kt_gen_kind_from_name("interleaved");
   CHECK_EQ_INT(kt_ffi_generate(kind, 4, 2, 8, stage, 0, s, &err), KT_OK);
   int shape[5];
   kt_ffi_schedule_shape(s, shape);

@@ -3,11 +3,11 @@
 #include "kaiten/generators.h"
 #include "kaiten/report.h"
 
-static void golden(kt_schedule_kind kind, const char *file) {
+static void golden(kt_gen_kind kind, const char *file) {
   kt_schedule s;
   kt_error err;
-  kt_schedule_params params = {.p = 4, .m = 4};
-  if (kt_schedule_generate(kind, &params, &s, &err)) { CHECK(0); return; }
+  kt_gen_params params = {.p = 4, .m = 4};
+  if (kt_generate(kind, &params, &s, &err)) { CHECK(0); return; }
   kt_timeline t;
   if (kt_simulate(&s, NULL, &t, &err)) { CHECK(0); return; }
   kt_gantt_opts o;
@@ -38,8 +38,8 @@ int main(void) {
   /* a wide chart is scaled to the width, never wider */
   kt_schedule s;
   kt_error err;
-  kt_schedule_params params = {.p = 16, .m = 256};
-  REQUIRE(kt_schedule_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
+  kt_gen_params params = {.p = 16, .m = 256};
+  REQUIRE(kt_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
   kt_timeline t;
   REQUIRE(kt_simulate(&s, NULL, &t, &err) == KT_OK);
   kt_gantt_opts o;

@@ -78,8 +78,8 @@ static void equivalence(void) {
   for (int tie = 0; tie < 2; tie++)
     for (int rec = 0; rec < 2; rec++) {
       kt_schedule one;
-      kt_schedule_params op = {.p = 1, .m = 1};
-      if (kt_schedule_generate(KT_SCHED_GPIPE, &op, &one, &err)) { CHECK(0); return; }
+      kt_gen_params op = {.p = 1, .m = 1};
+      if (kt_generate(KT_SCHED_GPIPE, &op, &one, &err)) { CHECK(0); return; }
       double ref_loss, loss;
       size_t nref, n;
       int rc = grads_of(&one, gpt(tie, 0), ref, &ref_loss, &nref, &err);
@@ -91,9 +91,9 @@ static void equivalence(void) {
       for (int k = 0; k < KT_SCHED_COUNT; k++)
         for (int pi = 0; pi < 3; pi++) {
           kt_schedule s;
-          kt_schedule_params params = {.p = ps[pi], .m = 4};
+          kt_gen_params params = {.p = ps[pi], .m = 4};
           if (ps[pi] == 4 && (k == KT_SCHED_ZBV || k == KT_SCHED_DUALPIPEV)) params.m = 8;
-          if (kt_schedule_generate((kt_schedule_kind)k, &params, &s, &err)) continue;
+          if (kt_generate((kt_gen_kind)k, &params, &s, &err)) continue;
           rc = grads_of(&s, gpt(tie, rec), got, &loss, &n, &err);
           CHECK_MSG(rc == 0, "%s P=%d: %s", s.name, s.p, err.msg);
           if (!rc) {
@@ -138,8 +138,8 @@ static void recompute_memory(void) {
   int units0 = 0;
   for (int rec = 0; rec < 2; rec++) {
     kt_schedule s;
-    kt_schedule_params params = {.p = 4, .m = 4};
-    REQUIRE_VOID(kt_schedule_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
+    kt_gen_params params = {.p = 4, .m = 4};
+    REQUIRE_VOID(kt_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
     kt_runtime_config rc;
     kt_runtime_config_default(&rc);
     rc.schedule = &s;

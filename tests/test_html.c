@@ -6,10 +6,10 @@
 #include "kaiten/report.h"
 #include "report/whatif.h"
 
-static int sim(kt_schedule_kind kind, int p, int m, kt_schedule *s, kt_timeline *t) {
+static int sim(kt_gen_kind kind, int p, int m, kt_schedule *s, kt_timeline *t) {
   kt_error err;
-  kt_schedule_params params = {.p = p, .m = m};
-  if (kt_schedule_generate(kind, &params, s, &err)) return -1;
+  kt_gen_params params = {.p = p, .m = m};
+  if (kt_generate(kind, &params, s, &err)) return -1;
   if (kt_simulate(s, NULL, t, &err)) {
     kt_schedule_free(s);
     return -1;
@@ -104,7 +104,7 @@ static void golden_svg(void) {
   kt_schedule_free(&s);
 }
 
-static void bars_per_rank(kt_schedule_kind kind, int p, int m, int force_aggregate) {
+static void bars_per_rank(kt_gen_kind kind, int p, int m, int force_aggregate) {
   kt_schedule s;
   kt_timeline t;
   REQUIRE_VOID(sim(kind, p, m, &s, &t) == 0);
@@ -117,10 +117,10 @@ static void bars_per_rank(kt_schedule_kind kind, int p, int m, int force_aggrega
   REQUIRE_VOID(!b.failed);
   int aggregated = strstr(b.data, "data-mode=\"aggregate\"") != NULL;
   CHECK_MSG(aggregated == (force_aggregate || kt_schedule_total_actions(&s) > 4000),
-            "%s P=%d M=%d: aggregated=%d", kt_schedule_kind_name(kind), p, m, aggregated);
+            "%s P=%d M=%d: aggregated=%d", kt_gen_kind_name(kind), p, m, aggregated);
   for (int r = 0; r < p; r++)
     CHECK_MSG(bars_of_rank(b.data, r) == (long)s.ranks[r].n,
-              "%s P=%d M=%d rank %d: %ld bars, %zu actions", kt_schedule_kind_name(kind), p, m, r,
+              "%s P=%d M=%d rank %d: %ld bars, %zu actions", kt_gen_kind_name(kind), p, m, r,
               bars_of_rank(b.data, r), s.ranks[r].n);
   kt_buf_free(&b);
   kt_timeline_free(&t);
@@ -279,7 +279,7 @@ static void degenerate(void) {
 
 /* The comparison report at P=32, M=256: size and render time. */
 static void big_report(void) {
-  static const kt_schedule_kind kinds[] = {KT_SCHED_GPIPE, KT_SCHED_1F1B, KT_SCHED_INTERLEAVED,
+  static const kt_gen_kind kinds[] = {KT_SCHED_GPIPE, KT_SCHED_1F1B, KT_SCHED_INTERLEAVED,
                                            KT_SCHED_ZB_H1, KT_SCHED_ZB_H2, KT_SCHED_ZBV};
   enum { NK = sizeof kinds / sizeof *kinds };
   kt_schedule s[NK];
@@ -292,7 +292,7 @@ static void big_report(void) {
   for (int i = 0; i < NK; i++) {
     REQUIRE_VOID(sim(kinds[i], 32, 256, &s[i], &t[i]) == 0);
     REQUIRE_VOID(kt_timeline_metrics(&t[i], &m[i], &err) == KT_OK);
-    e[i] = (kt_report_entry){.info = {.schedule = kt_schedule_kind_name(kinds[i]), .p = 32,
+    e[i] = (kt_report_entry){.info = {.schedule = kt_gen_kind_name(kinds[i]), .p = 32,
                                       .v = s[i].v, .m = 256, .costs = &c, .closed_form = -1},
                              .timeline = &t[i], .metrics = &m[i]};
   }

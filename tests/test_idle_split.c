@@ -34,8 +34,8 @@ static double sum(const kt_idle_split *o) {
 static void only_the_schedule(void) {
   kt_error err;
   kt_schedule s;
-  kt_schedule_params sp = {.p = 4, .m = 8};
-  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
+  kt_gen_params sp = {.p = 4, .m = 8};
+  REQUIRE_VOID(kt_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
   kt_costs c;
   kt_costs_default(&c);
   kt_timeline tl;
@@ -59,8 +59,8 @@ static void only_the_schedule(void) {
 static void waiting_for_a_core(void) {
   kt_error err;
   kt_schedule s;
-  kt_schedule_params sp = {.p = 4, .m = 8};
-  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
+  kt_gen_params sp = {.p = 4, .m = 8};
+  REQUIRE_VOID(kt_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
   kt_costs base, slow;
   kt_costs_default(&base);
   kt_costs_default(&slow);
@@ -91,8 +91,8 @@ static void waiting_for_a_core(void) {
 static void transfers(void) {
   kt_error err;
   kt_schedule s;
-  kt_schedule_params sp = {.p = 2, .m = 4};
-  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
+  kt_gen_params sp = {.p = 2, .m = 4};
+  REQUIRE_VOID(kt_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
   kt_costs base, hops;
   kt_costs_default(&base);
   kt_costs_default(&hops);
@@ -112,8 +112,8 @@ static void transfers(void) {
   }
   /* a timeline of another schedule is refused */
   kt_schedule other;
-  kt_schedule_params op = {.p = 2, .m = 4};
-  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_GPIPE, &op, &other, &err) == KT_OK);
+  kt_gen_params op = {.p = 2, .m = 4};
+  REQUIRE_VOID(kt_generate(KT_SCHED_GPIPE, &op, &other, &err) == KT_OK);
   CHECK(kt_idle_split_step(&other, &tl, step, o, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "not the schedule's step");
   kt_schedule_free(&other);
@@ -142,8 +142,8 @@ static double predicted_idle(const kt_schedule *s, double factor, int r) {
 static void straggler_on_threads(void) {
   kt_error err;
   kt_schedule s;
-  kt_schedule_params sp = {.p = 4, .m = 8};
-  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
+  kt_gen_params sp = {.p = 4, .m = 8};
+  REQUIRE_VOID(kt_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
   double sched_idle[2][4];
   for (int slow = 0; slow < 2; slow++) {
     kt_runtime_config cfg;
@@ -185,8 +185,8 @@ static void straggler_on_threads(void) {
 static void accumulation_rounds(void) {
   kt_error err;
   kt_schedule s, rounds;
-  kt_schedule_params sp = {.p = 2, .m = 4};
-  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
+  kt_gen_params sp = {.p = 2, .m = 4};
+  REQUIRE_VOID(kt_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
   REQUIRE_VOID(kt_schedule_repeat(&s, 2, &rounds, &err) == KT_OK);
   kt_runtime_config cfg;
   kt_runtime_config_default(&cfg);

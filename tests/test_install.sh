@@ -31,8 +31,8 @@ cat >"$tmp/use.c" <<'C'
 int main(void) {
   kt_schedule s;
   kt_error err;
-  kt_schedule_params params = {.p = 4, .m = 8};
-  if (kt_schedule_generate(KT_SCHED_1F1B, &params, &s, &err)) return 1;
+  kt_gen_params params = {.p = 4, .m = 8};
+  if (kt_generate(KT_SCHED_1F1B, &params, &s, &err)) return 1;
   kt_metrics m;
   if (kt_simulate_metrics(&s, NULL, &m, &err)) return 1;
   printf("makespan %g version %s\n", m.makespan, kt_version());
@@ -49,7 +49,7 @@ cc -std=c11 "${extra[@]}" "$tmp/use.c" -o "$tmp/use" $(pkg-config --cflags --lib
 has "makespan 33" "$tmp/use.out"
 if command -v c++ >/dev/null; then
   cp "$tmp/use.c" "$tmp/use.cc"
-  sed -i 's/kt_schedule_params params = {.p = 4, .m = 8};/kt_schedule_params params = {}; params.p = 4; params.m = 8;/' "$tmp/use.cc"
+  sed -i 's/kt_gen_params params = {.p = 4, .m = 8};/kt_gen_params params = {}; params.p = 4; params.m = 8;/' "$tmp/use.cc"
   # shellcheck disable=SC2046
   c++ "${extra[@]}" "$tmp/use.cc" -o "$tmp/usecc" $(pkg-config --cflags --libs kaiten) 2>"$tmp/cxx.log" &&
     "$tmp/usecc" >/dev/null && ok || bad "C++ against the headers: $(tail -3 "$tmp/cxx.log")"

@@ -112,8 +112,8 @@ static void allreduce(void) {
 static void simulator_on_links(void) {
   kt_schedule s;
   kt_error err;
-  kt_schedule_params sp = {.p = 2, .m = 3};
-  if (kt_schedule_generate(KT_SCHED_GPIPE, &sp, &s, &err)) {
+  kt_gen_params sp = {.p = 2, .m = 3};
+  if (kt_generate(KT_SCHED_GPIPE, &sp, &s, &err)) {
     fprintf(stderr, "%s\n", err.msg);
     exit(1);
   }
@@ -271,8 +271,8 @@ static void allreduce_in_the_replay(void) {
 static double saturated_step(double bw) {
   kt_schedule s;
   kt_error err;
-  kt_schedule_params sp = {.p = 2, .m = 8};
-  CHECK(kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
+  kt_gen_params sp = {.p = 2, .m = 8};
+  CHECK(kt_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
   kt_link_classes lc = {.intra_latency = 1e-6, .intra_bw = 5e9, .inter_latency = 8e-6, .inter_bw = bw};
   int node_of[4] = {0, 0, 1, 1};
   kt_links *l = NULL;

@@ -16,13 +16,13 @@ static double urand(double lo, double hi) {
   return lo + (hi - lo) * (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
 }
 
-static int run(kt_schedule_kind kind, int p, int v, int m, const kt_costs *gen, const kt_costs *c,
+static int run(kt_gen_kind kind, int p, int v, int m, const kt_costs *gen, const kt_costs *c,
                double limit, kt_metrics *out) {
   kt_schedule s;
   kt_error err;
-  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = gen, .mem_limit = limit};
-  if (kt_schedule_generate(kind, &params, &s, &err)) {
-    fprintf(stderr, "%s P=%d V=%d M=%d: %s\n", kt_schedule_kind_name(kind), p, v, m, err.msg);
+  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = gen, .mem_limit = limit};
+  if (kt_generate(kind, &params, &s, &err)) {
+    fprintf(stderr, "%s P=%d V=%d M=%d: %s\n", kt_gen_kind_name(kind), p, v, m, err.msg);
     return -1;
   }
   kt_status st = kt_schedule_validate(&s, &err);
@@ -40,7 +40,7 @@ static double max_peak(const kt_metrics *m) {
 
 /* Peak of the constructions (M_B = M_W = 1 per stage): min(2M, 2*floor(P/2)+2)
  * for v-half and min(2M, 2*floor((P+1)/3)+2) for v-min. */
-static double form(kt_schedule_kind kind, int p, int m) {
+static double form(kt_gen_kind kind, int p, int m) {
   double f = kind == KT_SCHED_V_HALF ? 2 * (p / 2) + 2 : 2 * ((p + 1) / 3) + 2;
   return fmin(2.0 * m, f);
 }
@@ -51,19 +51,19 @@ static void test_forms(void) {
   c.mem_act = 1, c.mem_wgrad = 1;
   int tried = 0;
   for (int k = 0; k < 2; k++) {
-    kt_schedule_kind kind = k ? KT_SCHED_V_HALF : KT_SCHED_V_MIN;
+    kt_gen_kind kind = k ? KT_SCHED_V_HALF : KT_SCHED_V_MIN;
     for (int p = 1; p <= 12; p++)
       for (int m = 1; m <= 3 * p; m++) {
         kt_metrics met;
         if (run(kind, p, 0, m, NULL, &c, 0, &met)) { CHECK(0); continue; }
         CHECK_MSG(max_peak(&met) == form(kind, p, m), "%s P=%d M=%d: peak %g, form %g",
-                  kt_schedule_kind_name(kind), p, m, max_peak(&met), form(kind, p, m));
+                  kt_gen_kind_name(kind), p, m, max_peak(&met), form(kind, p, m));
         /* per rank (M >= P): the form on every rank, but one less on rank 0 for
          * v-min when P mod 3 = 2 and for v-half with an even P and M = P */
         for (int r = 0; r < p && m >= p; r++) {
           int less = r == 0 && (kind == KT_SCHED_V_MIN ? p % 3 == 2 : p % 2 == 0 && m == p);
           CHECK_MSG(met.ranks[r].peak_memory == form(kind, p, m) - less, "%s P=%d M=%d rank %d: "
-                    "peak %g", kt_schedule_kind_name(kind), p, m, r, met.ranks[r].peak_memory);
+                    "peak %g", kt_gen_kind_name(kind), p, m, r, met.ranks[r].peak_memory);
         }
         kt_metrics_free(&met);
         tried++;
@@ -103,9 +103,9 @@ static void test_fractions_of_1f1b(void) {
             max_peak(&min), max_peak(&one));
   CHECK_MSG(min.bubble_ratio <= 0.7 * one.bubble_ratio, "v-min bubble %g vs 1f1b %g",
             min.bubble_ratio, one.bubble_ratio);
-  /* the same with kt_schedule_1f1b_peak, the basis of --mem-limit fractions */
-  kt_schedule_params pr = {.p = 8, .m = 32, .costs = &chunk};
-  CHECK_NEAR(kt_schedule_1f1b_peak(KT_SCHED_V_HALF, &pr), max_peak(&one), 1e-12);
+  /* the same with kt_gen_1f1b_peak, the basis of --mem-limit fractions */
+  kt_gen_params pr = {.p = 8, .m = 32, .costs = &chunk};
+  CHECK_NEAR(kt_gen_1f1b_peak(KT_SCHED_V_HALF, &pr), max_peak(&one), 1e-12);
   kt_metrics_free(&one);
   kt_metrics_free(&half);
   kt_metrics_free(&min);
@@ -129,7 +129,7 @@ static void test_cost_aware_bounds(void) {
   int tried = 0, faster = 0;
   for (int trial = 0; trial < 60; trial++) {
     int p = 2 + (int)urand(0, 7), m = 1 + (int)urand(0, 4 * p);
-    kt_schedule_kind kind = trial % 2 ? KT_SCHED_V_HALF : KT_SCHED_V_MIN;
+    kt_gen_kind kind = trial % 2 ? KT_SCHED_V_HALF : KT_SCHED_V_MIN;
     kt_costs c;
     random_costs(&c, 2 * p, trial % 3 ? 1 : 0.4);
     kt_metrics plain, aware;
@@ -139,9 +139,9 @@ static void test_cost_aware_bounds(void) {
       continue;
     }
     CHECK_MSG(max_peak(&aware) <= max_peak(&plain) * (1 + 1e-12), "%s P=%d M=%d: peak %g over %g",
-              kt_schedule_kind_name(kind), p, m, max_peak(&aware), max_peak(&plain));
+              kt_gen_kind_name(kind), p, m, max_peak(&aware), max_peak(&plain));
     CHECK_MSG(aware.makespan <= plain.makespan * (1 + 1e-12), "%s P=%d M=%d: %g slower than %g",
-              kt_schedule_kind_name(kind), p, m, aware.makespan, plain.makespan);
+              kt_gen_kind_name(kind), p, m, aware.makespan, plain.makespan);
     faster += aware.makespan < plain.makespan * (1 - 1e-9);
     tried++;
     kt_metrics_free(&plain);
@@ -159,29 +159,29 @@ static void test_auto_placements(void) {
   for (int trial = 0; trial < 80; trial++) {
     int p = 1 + (int)urand(0, 6), v = trial % 2 ? 2 : 2 + (int)urand(0, 2);
     int m = 1 + (int)urand(0, 4 * p);
-    kt_schedule_kind kind = trial % 2 ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
+    kt_gen_kind kind = trial % 2 ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
     kt_costs c;
     random_costs(&c, p * v, urand(0, 1) < 0.3 ? urand(1, 1.5) : urand(0, 1));
     double need = fmax(1, c.mem_wgrad) * (v == 2 ? 2 : v); /* one micro-batch (and its room) */
     double factors[] = {0, 1, 1.5, fmax(1, 0.3 * p), fmax(1, 0.7 * p)}, limit = factors[trial % 5] * need;
     kt_metrics met;
     if (run(kind, p, v, m, &c, NULL, limit, &met)) { CHECK(0); kt_costs_free(&c); continue; }
-    kt_schedule_params lp = {.p = p, .v = v, .m = m, .costs = &c, .mem_limit = limit};
-    double budget = kt_schedule_mem_limit(&lp);
+    kt_gen_params lp = {.p = p, .v = v, .m = m, .costs = &c, .mem_limit = limit};
+    double budget = kt_gen_mem_limit(&lp);
     CHECK_MSG(max_peak(&met) <= budget * (1 + 1e-12), "%s P=%d V=%d M=%d: peak %g over %g",
-              kt_schedule_kind_name(kind), p, v, m, max_peak(&met), budget);
+              kt_gen_kind_name(kind), p, v, m, max_peak(&met), budget);
     if (limit == 0 && c.mem_wgrad <= c.mem_act) {
-      kt_schedule_kind fixed = kind == KT_SCHED_ZBV_AUTO ? KT_SCHED_ZBV : KT_SCHED_INTERLEAVED_ZB;
+      kt_gen_kind fixed = kind == KT_SCHED_ZBV_AUTO ? KT_SCHED_ZBV : KT_SCHED_INTERLEAVED_ZB;
       kt_metrics f;
       kt_schedule s;
       kt_error err;
-      kt_schedule_params fp = {.p = p, .v = v, .m = m};
-      if (!kt_schedule_generate(fixed, &fp, &s, &err)) {
+      kt_gen_params fp = {.p = p, .v = v, .m = m};
+      if (!kt_generate(fixed, &fp, &s, &err)) {
         if (!kt_simulate_metrics(&s, &c, &f, &err)) {
           if (max_peak(&f) <= budget * (1 + 1e-12)) {
             CHECK_MSG(met.makespan <= f.makespan * (1 + 1e-12), "%s P=%d V=%d M=%d: %g, %s %g",
-                      kt_schedule_kind_name(kind), p, v, m, met.makespan,
-                      kt_schedule_kind_name(fixed), f.makespan);
+                      kt_gen_kind_name(kind), p, v, m, met.makespan,
+                      kt_gen_kind_name(fixed), f.makespan);
             checked_vs_fixed++;
           }
           kt_metrics_free(&f);
@@ -197,8 +197,8 @@ static void test_auto_placements(void) {
   /* a budget that cannot hold one micro-batch and the room for a later chunk */
   kt_schedule s;
   kt_error err;
-  kt_schedule_params params = {.p = 4, .m = 8, .mem_limit = 1.5};
-  CHECK(kt_schedule_generate(KT_SCHED_ZBV_AUTO, &params, &s, &err) == KT_EINVAL);
+  kt_gen_params params = {.p = 4, .m = 8, .mem_limit = 1.5};
+  CHECK(kt_generate(KT_SCHED_ZBV_AUTO, &params, &s, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "plus room for a later one");
 }
 
@@ -213,8 +213,8 @@ static void test_stretched_equals_direct(void) {
       for (int j = 0; j < 3; j++) {
         kt_schedule s, d;
         kt_error err;
-        kt_schedule_params params = {.p = p, .v = 2, .m = ms[j]};
-        CHECK(kt_schedule_generate(k ? KT_SCHED_V_HALF : KT_SCHED_V_MIN, &params, &s, &err) == KT_OK);
+        kt_gen_params params = {.p = p, .v = 2, .m = ms[j]};
+        CHECK(kt_generate(k ? KT_SCHED_V_HALF : KT_SCHED_V_MIN, &params, &s, &err) == KT_OK);
         CHECK(kt_schedule_init_like(&d, &s, ms[j], &err) == KT_OK);
         CHECK(kt__v_shape_direct(&d, k, &err) == KT_OK);
         int same = 1;

@@ -1,4 +1,4 @@
-/* The exact search (kt_schedule_optimal) and the lower bound
+/* The exact search (kt_gen_optimal) and the lower bound
  * (kt_makespan_lower_bound):
  * - on tiny problems, every order there is (any micro-batch order on every
  *   rank, a simulator of this file's own; a third of them with a send
@@ -139,7 +139,7 @@ static void check_tiny(int p, int m, int trials) {
     for (int s = 0; s < p; s++) most = fmax(most, t.act[s]);
     t.limit = most + uniform(0, m * 1.2);
     double best = tiny_best(&t);
-    kt_schedule_params params = {.p = p, .m = m, .v = 1, .costs = &c, .mem_limit = t.limit};
+    kt_gen_params params = {.p = p, .m = m, .v = 1, .costs = &c, .mem_limit = t.limit};
     kt_optimal_opts o = {.time_limit = 30};
     kt_schedule s;
     kt_optimal_result res;
@@ -150,7 +150,7 @@ static void check_tiny(int p, int m, int trials) {
     CHECK(kt_makespan_lower_bound(&layout, &c, t.limit, 0, &lb, NULL, &err) == KT_OK);
     CHECK_MSG(lb <= best + 1e-9 * (1 + best), "P=%d M=%d trial %d: bound %.9g above the best %.9g",
               p, m, trial, lb, best);
-    kt_status st = kt_schedule_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err);
+    kt_status st = kt_gen_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err);
     CHECK_MSG(st == KT_OK, "P=%d M=%d trial %d: %s", p, m, trial, err.msg);
     if (!st) {
       CHECK(res.proven);
@@ -243,11 +243,11 @@ static void check_random_orders(int p, int v, int m, int problems, int orders) {
     CHECK(kt__opt_problem_init(&pb, &s, &c, limit, &err) == KT_OK);
     double lb;
     CHECK(kt_makespan_lower_bound(&s, &c, limit, 0, &lb, NULL, &err) == KT_OK);
-    kt_schedule_params params = {.p = p, .m = m, .v = v, .costs = &c, .mem_limit = limit};
+    kt_gen_params params = {.p = p, .m = m, .v = v, .costs = &c, .mem_limit = limit};
     kt_optimal_opts o = {.time_limit = 2};
     kt_schedule best;
     kt_optimal_result res = {0};
-    int have = kt_schedule_optimal(&params, pl, &o, &best, &res, &err) == KT_OK;
+    int have = kt_gen_optimal(&params, pl, &o, &best, &res, &err) == KT_OK;
     if (have) kt_schedule_free(&best);
     int valid = 0;
     for (int i = 0; i < orders; i++) {
@@ -322,12 +322,12 @@ static int in_subset(const corpus_row *r, int sanitized) {
 
 static void check_corpus_row(corpus_row *r) {
   kt_placement pl = r->v == 2 ? KT_PLACEMENT_V : KT_PLACEMENT_LOOP;
-  kt_schedule_params params = {.p = r->p, .m = r->m, .v = r->v, .costs = &r->c, .mem_limit = r->limit};
+  kt_gen_params params = {.p = r->p, .m = r->m, .v = r->v, .costs = &r->c, .mem_limit = r->limit};
   kt_optimal_opts o = {.time_limit = 20};
   kt_schedule s, layout;
   kt_optimal_result res;
   kt_error err;
-  kt_status st = kt_schedule_optimal(&params, pl, &o, &s, &res, &err);
+  kt_status st = kt_gen_optimal(&params, pl, &o, &s, &res, &err);
   CHECK_MSG(st == KT_OK, "corpus row %d: %s", r->id, err.msg);
   if (st) return;
   CHECK_MSG(res.proven, "corpus row %d: not proven within 20 s", r->id);
@@ -383,12 +383,12 @@ static void check_limits(void) {
   kt_costs c;
   kt_costs_default(&c);
   c.tf = 0.54, c.tb = 0.99, c.tw = 0.72, c.comm = 0.44, c.mem_wgrad = 0.25;
-  kt_schedule_params params = {.p = 4, .m = 8, .v = 2, .costs = &c, .mem_limit = 7.65};
+  kt_gen_params params = {.p = 4, .m = 8, .v = 2, .costs = &c, .mem_limit = 7.65};
   kt_optimal_opts o = {.time_limit = 0.2};
   kt_schedule s;
   kt_optimal_result res;
   kt_error err;
-  CHECK(kt_schedule_optimal(&params, KT_PLACEMENT_V, &o, &s, &res, &err) == KT_OK);
+  CHECK(kt_gen_optimal(&params, KT_PLACEMENT_V, &o, &s, &res, &err) == KT_OK);
   CHECK(!res.proven && res.gap > 0 && res.lower_bound < res.makespan);
   CHECK(res.makespan <= res.start_makespan + 1e-9);
   CHECK(res.seconds < 2);
@@ -399,12 +399,12 @@ static void check_limits(void) {
   kt_metrics_free(&met);
   kt_schedule_free(&s);
   params.p = 9;
-  CHECK(kt_schedule_optimal(&params, KT_PLACEMENT_V, &o, &s, &res, &err) == KT_EINVAL);
+  CHECK(kt_gen_optimal(&params, KT_PLACEMENT_V, &o, &s, &res, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "beyond the exact search");
   params.p = 4, params.v = 3;
-  CHECK(kt_schedule_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err) == KT_EINVAL);
+  CHECK(kt_gen_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err) == KT_EINVAL);
   params.v = 1, params.mem_limit = 0.5; /* not even one micro-batch fits */
-  CHECK(kt_schedule_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err) == KT_EINVAL);
+  CHECK(kt_gen_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err) == KT_EINVAL);
 }
 
 int main(void) {

@@ -76,8 +76,8 @@ static void test_zb_heuristic(void) {
     } else CHECK(0);
     kt_schedule_free(&theirs);
     kt_error err;
-    kt_schedule_params params = {.p = p, .m = m, .costs = &c, .mem_limit = limit};
-    if (kt_schedule_generate(KT_SCHED_ZB_AUTO, &params, &ours, &err)) {
+    kt_gen_params params = {.p = p, .m = m, .costs = &c, .mem_limit = limit};
+    if (kt_generate(KT_SCHED_ZB_AUTO, &params, &ours, &err)) {
       CHECK_MSG(0, "zb-auto P=%d M=%d: %s", p, m, err.msg);
       continue;
     }
@@ -113,16 +113,16 @@ static void v_costs(const oracle_table *t, int i, double wgrad, kt_costs *c) {
 
 /* Generates kind for row i with M_W = wgrad; bubble and peak under both
  * memory models. */
-static int v_run(kt_schedule_kind kind, const oracle_table *t, int i, double wgrad, double limit,
+static int v_run(kt_gen_kind kind, const oracle_table *t, int i, double wgrad, double limit,
                  double *bubble, double peak[2]) {
   int p = (int)oracle_num(t, i, "P"), m = (int)oracle_num(t, i, "M");
   kt_costs c;
   v_costs(t, i, wgrad, &c);
   kt_schedule s;
   kt_error err;
-  kt_schedule_params params = {.p = p, .m = m, .costs = &c, .mem_limit = limit};
-  if (kt_schedule_generate(kind, &params, &s, &err)) {
-    fprintf(stderr, "%s P=%d M=%d: %s\n", kt_schedule_kind_name(kind), p, m, err.msg);
+  kt_gen_params params = {.p = p, .m = m, .costs = &c, .mem_limit = limit};
+  if (kt_generate(kind, &params, &s, &err)) {
+    fprintf(stderr, "%s P=%d M=%d: %s\n", kt_gen_kind_name(kind), p, m, err.msg);
     return -1;
   }
   int rc = 0;
@@ -182,13 +182,13 @@ static void test_v_schedules(void) {
         } else CHECK(0);
       }
     } else {
-      kt_schedule_kind kind = !strcmp(setup, "min") ? KT_SCHED_V_MIN : KT_SCHED_V_HALF;
+      kt_gen_kind kind = !strcmp(setup, "min") ? KT_SCHED_V_MIN : KT_SCHED_V_HALF;
       /* their model for these: a W frees the whole activation (M_W = M_B) */
       if (!v_run(kind, &t, i, 1, 0, &bubble, peak)) {
         int ok = peak[0] <= their_peak[0] + 1e-9 && peak[1] <= their_peak[1] + 1e-9 &&
                  bubble <= their_bubble + 1e-4;
         CHECK_MSG(ok, "%s P=%d M=%d %s: bubble %.6f (authors %.6f), peaks %g/%g (authors %g/%g)",
-                  kt_schedule_kind_name(kind), p, m, cs, bubble, their_bubble, peak[0], peak[1],
+                  kt_gen_kind_name(kind), p, m, cs, bubble, their_bubble, peak[0], peak[1],
                   their_peak[0], their_peak[1]);
         count(kind == KT_SCHED_V_MIN ? (balanced ? &vmin : &vmin_u) : (balanced ? &vhalf : &vhalf_u),
               bubble, their_bubble);

@@ -120,7 +120,7 @@ static void test_rank_peaks_match_simulator(void) {
   kt_plan_options o;
   kt_plan_options_default(&o);
   static const struct {
-    kt_schedule_kind kind;
+    kt_gen_kind kind;
     int v, m;
   } cases[] = {{KT_SCHED_GPIPE, 1, 6},       {KT_SCHED_1F1B, 1, 8},   {KT_SCHED_INTERLEAVED, 2, 8},
                {KT_SCHED_INTERLEAVED, 3, 4}, {KT_SCHED_LOOPED_BFS, 2, 5}, {KT_SCHED_ZB_H1, 1, 8},
@@ -143,7 +143,7 @@ static void test_rank_peaks_match_simulator(void) {
       for (int q = 0; q < cfg.p; q++) {
         CHECK_MSG(fabs(r.mem_rank[q] - mem[q]) <= 1e-9 * mem[q],
                   "%s V=%d M=%d rank %d: planner %.6g vs simulator %.6g",
-                  kt_schedule_kind_name(cfg.schedule), cfg.v, cfg.m, q, r.mem_rank[q], mem[q]);
+                  kt_gen_kind_name(cfg.schedule), cfg.v, cfg.m, q, r.mem_rank[q], mem[q]);
         if (inflight[q] > peak) peak = inflight[q];
       }
       CHECK_EQ_INT(r.peak_inflight, peak);

@@ -105,9 +105,9 @@ static int random_config(const kt_plan_cluster *c, const kt_plan_search_params *
   *g = (kt_plan_config){.v = 1, .k = 1};
   g->t = 1 << irand(0, 3);
   g->p = 1 << irand(0, 4);
-  g->schedule = (kt_schedule_kind)irand(0, KT_SCHED_ZBV);
+  g->schedule = (kt_gen_kind)irand(0, KT_SCHED_ZBV);
   g->recompute = (kt_recompute)irand(0, 2);
-  if (kt_schedule_default_chunks(g->schedule) > 1) g->v = 2 + (g->schedule != KT_SCHED_ZBV) * irand(0, 1);
+  if (kt_gen_default_chunks(g->schedule) > 1) g->v = 2 + (g->schedule != KT_SCHED_ZBV) * irand(0, 1);
   if (c->devices % (g->t * g->p)) return 0;
   g->d = c->devices / (g->t * g->p);
   long per = sp->global_batch / g->d;
@@ -137,7 +137,7 @@ static void check_singles(int idx, const kt_plan_model *m, const kt_plan_cluster
     if (r.fits && searched) {
       checked_fit++;
       CHECK_MSG(in != NULL, "case %d: a fitting %s P=%d V=%d M=%d is missing from the search", idx,
-                kt_schedule_kind_name(g.schedule), g.p, g.v, g.m);
+                kt_gen_kind_name(g.schedule), g.p, g.v, g.m);
       if (in) CHECK_NEAR(in->step_time, r.step_time, 1e-9 * r.step_time);
     } else if (!r.fits) {
       checked_nofit++;

@@ -91,8 +91,8 @@ int main(void) {
   const size_t NG = UNITS * (H * H + H);
   /* reference: one stage, whole batch in one micro-batch */
   kt_schedule ref_s;
-  kt_schedule_params rp = {.p = 1, .m = 1};
-  REQUIRE(kt_schedule_generate(KT_SCHED_GPIPE, &rp, &ref_s, &err) == KT_OK);
+  kt_gen_params rp = {.p = 1, .m = 1};
+  REQUIRE(kt_generate(KT_SCHED_GPIPE, &rp, &ref_s, &err) == KT_OK);
   static run_result ref, got, again;
   REQUIRE(run(&ref_s, 1, 5, &ref, &err) == 0);
   kt_schedule_free(&ref_s);
@@ -105,8 +105,8 @@ int main(void) {
     for (int pi = 0; pi < 3; pi++)
       for (int mi = 0; mi < 5; mi++) {
         kt_schedule s;
-        kt_schedule_params params = {.p = ps[pi], .m = ms[mi]};
-        if (kt_schedule_generate((kt_schedule_kind)k, &params, &s, &err)) continue;
+        kt_gen_params params = {.p = ps[pi], .m = ms[mi]};
+        if (kt_generate((kt_gen_kind)k, &params, &s, &err)) continue;
         if (s.p * s.v > UNITS) { kt_schedule_free(&s); continue; }
         int rc = run(&s, 1, 5, &got, &err);
         CHECK_MSG(rc == 0, "%s P=%d M=%d: %s", s.name, s.p, s.m, err.msg);
@@ -154,8 +154,8 @@ int main(void) {
   /* bitwise reproducible, and the measured in-flight counts match the simulator */
   {
     kt_schedule s;
-    kt_schedule_params params = {.p = 4, .m = 8};
-    REQUIRE(kt_schedule_generate(KT_SCHED_ZB_H2, &params, &s, &err) == KT_OK);
+    kt_gen_params params = {.p = 4, .m = 8};
+    REQUIRE(kt_generate(KT_SCHED_ZB_H2, &params, &s, &err) == KT_OK);
     REQUIRE(run(&s, 1, 3, &got, &err) == 0);
     REQUIRE(run(&s, 1, 3, &again, &err) == 0);
     CHECK(memcmp(got.grad, again.grad, sizeof got.grad) == 0);
@@ -164,8 +164,8 @@ int main(void) {
   }
   for (int k = 0; k < KT_SCHED_COUNT; k++) {
     kt_schedule s;
-    kt_schedule_params params = {.p = 4, .m = 8};
-    if (kt_schedule_generate((kt_schedule_kind)k, &params, &s, &err)) continue;
+    kt_gen_params params = {.p = 4, .m = 8};
+    if (kt_generate((kt_gen_kind)k, &params, &s, &err)) continue;
     if (s.p * s.v > UNITS) { kt_schedule_free(&s); continue; }
     kt_runtime_config cfg;
     kt_runtime_config_default(&cfg);
@@ -200,8 +200,8 @@ int main(void) {
     memcpy(YA, Y[0], sizeof Y[0]);
     memcpy(YA + BATCH * H, Y[1], sizeof Y[1]);
     kt_schedule s1;
-    kt_schedule_params p1 = {.p = 1, .m = 1};
-    REQUIRE(kt_schedule_generate(KT_SCHED_GPIPE, &p1, &s1, &err) == KT_OK);
+    kt_gen_params p1 = {.p = 1, .m = 1};
+    REQUIRE(kt_generate(KT_SCHED_GPIPE, &p1, &s1, &err) == KT_OK);
     kt_runtime_config cfg;
     kt_runtime_config_default(&cfg);
     cfg.schedule = &s1;
@@ -218,8 +218,8 @@ int main(void) {
     kt_runtime_destroy(rt);
     kt_schedule_free(&s1);
     kt_schedule s;
-    kt_schedule_params params = {.p = 2, .m = 4};
-    REQUIRE(kt_schedule_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
+    kt_gen_params params = {.p = 2, .m = 4};
+    REQUIRE(kt_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
     REQUIRE(run(&s, 2, 1, &got, &err) == 0);
     double e = kt_test_rel_err(got.grad, gref, NG);
     CHECK_MSG(e < 1e-5, "D=2 gradient rel err %.3g", e);

@@ -92,8 +92,8 @@ int main(void) {
     for (size_t pi = 0; pi < 4; pi++)
       for (size_t mi = 0; mi < 4; mi++) {
         kt_schedule s, back;
-        kt_schedule_params params = {.p = ps[pi], .m = ms[mi]};
-        if (kt_schedule_generate((kt_schedule_kind)k, &params, &s, &err)) continue;
+        kt_gen_params params = {.p = ps[pi], .m = ms[mi]};
+        if (kt_generate((kt_gen_kind)k, &params, &s, &err)) continue;
         for (int form = 0; form < 2; form++) {
           kt_buf b;
           kt_buf_init(&b);

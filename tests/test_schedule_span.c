@@ -1,4 +1,4 @@
-/* One simulator: kt_schedule_span (the planner's and the searches' timing)
+/* One simulator: kt_gen_span (the planner's and the searches' timing)
  * gives kt_simulate's figures on random orders and costs, through its fast
  * path and through the simulator alike, and reports a deadlock as the
  * simulator does. */
@@ -52,7 +52,7 @@ static int compared, deadlocks;
 static void agree(const kt_schedule *s, const kt_costs *c, const char *what) {
   kt_error e1, e2;
   double span = -1, busy = -1, sspan = -1, sbusy = -1;
-  kt_status a = kt_schedule_span(s, c, &span, &busy, &e1);
+  kt_status a = kt_gen_span(s, c, &span, &busy, &e1);
   kt_status b = simulated(s, c, &sspan, &sbusy, &e2);
   compared++;
   CHECK_MSG(a == b, "%s: span status %d (%s), simulator %d (%s)", what, a, a ? e1.msg : "",
@@ -81,18 +81,18 @@ static void shuffle_one_rank(kt_schedule *s) {
 }
 
 static void random_orders(void) {
-  const kt_schedule_kind kinds[] = {KT_SCHED_GPIPE, KT_SCHED_1F1B, KT_SCHED_INTERLEAVED,
+  const kt_gen_kind kinds[] = {KT_SCHED_GPIPE, KT_SCHED_1F1B, KT_SCHED_INTERLEAVED,
                                     KT_SCHED_ZB_H1, KT_SCHED_ZB_H2, KT_SCHED_ZBV,
                                     KT_SCHED_DUALPIPEV, KT_SCHED_ZB_AUTO, KT_SCHED_V_HALF};
   double buf[3 * 64];
   for (int trial = 0; trial < 60; trial++) {
-    kt_schedule_kind kind = kinds[trial % (int)(sizeof kinds / sizeof *kinds)];
+    kt_gen_kind kind = kinds[trial % (int)(sizeof kinds / sizeof *kinds)];
     int p = 2 + (int)(rnext() % 3), m = 2 * p + (int)(rnext() % 4);
-    kt_schedule_params params = {.p = p, .m = m};
+    kt_gen_params params = {.p = p, .m = m};
     kt_schedule s;
     kt_error err;
-    if (kt_schedule_generate(kind, &params, &s, &err)) {
-      CHECK_MSG(0, "generate %s P=%d M=%d: %s", kt_schedule_kind_name(kind), p, m, err.msg);
+    if (kt_generate(kind, &params, &s, &err)) {
+      CHECK_MSG(0, "generate %s P=%d M=%d: %s", kt_gen_kind_name(kind), p, m, err.msg);
       continue;
     }
     kt_costs c;
@@ -120,8 +120,8 @@ static void random_orders(void) {
 static void on_links(void) {
   kt_error err;
   kt_schedule s;
-  kt_schedule_params params = {.p = 2, .m = 4};
-  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
+  kt_gen_params params = {.p = 2, .m = 4};
+  REQUIRE_VOID(kt_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
   kt_link_classes lc = {.intra_latency = 0, .intra_bw = 1e9, .inter_latency = 0, .inter_bw = 1};
   kt_links *l;
   REQUIRE_VOID(kt_links_create(&lc, 2, 1, NULL, 1, &l, &err) == KT_OK);
@@ -130,13 +130,13 @@ static void on_links(void) {
   c.links = l;
   c.comm_bytes = 2;
   double span, busy, plain, plain_busy;
-  CHECK(kt_schedule_span(&s, &c, &span, &busy, &err) == KT_OK);
+  CHECK(kt_gen_span(&s, &c, &span, &busy, &err) == KT_OK);
   agree(&s, &c, "1f1b on links");
   /* two ranks, one link each way that never carries two messages at once:
    * every hop takes its 2 s, as a plain 2 s hop does */
   c.links = NULL;
   c.comm = 2;
-  CHECK(kt_schedule_span(&s, &c, &plain, &plain_busy, &err) == KT_OK);
+  CHECK(kt_gen_span(&s, &c, &plain, &plain_busy, &err) == KT_OK);
   CHECK_NEAR(span, plain, 1e-9);
   CHECK(span > 12 + 2); /* more than the compute and one hop */
   kt_links_destroy(l);

@@ -506,8 +506,8 @@ int main(void) {
   snprintf(root, sizeof root, "/tmp/kt_serve_XXXXXX");
   if (!mkdtemp(root)) return perror("mkdtemp"), 1;
   kt_error err;
-  kt_schedule_params params = {.p = 2, .m = 4};
-  if (kt_schedule_generate(KT_SCHED_1F1B, &params, &sched, &err) ||
+  kt_gen_params params = {.p = 2, .m = 4};
+  if (kt_generate(KT_SCHED_1F1B, &params, &sched, &err) ||
       kt_simulate(&sched, NULL, &step_tl, &err))
     return fprintf(stderr, "%s\n", err.msg), 1;
   snprintf(step_tl.time_unit, sizeof step_tl.time_unit, "s");

@@ -54,7 +54,7 @@ int main(void) {
   for (int k = 0; k < KT_SCHED_COUNT; k++)
     for (int pm = 0; pm < 2; pm++) {
       int p = pm ? 8 : 4, m = pm ? 24 : 8;
-      int v = kt_schedule_default_chunks((kt_schedule_kind)k);
+      int v = kt_gen_default_chunks((kt_gen_kind)k);
       if (v < 1) v = 1;
       int S = p * v;
       /* uneven stage costs, unequal F/B/W, transient scratch, a hop */
@@ -66,16 +66,16 @@ int main(void) {
       c.n_stages = S, c.stage_tf = tf, c.stage_tb = tb, c.stage_tw = tw, c.stage_mem_act = act;
       for (int i = 0; i < S; i++)
         tf[i] = 1 + 0.1 * (i % 3), tb[i] = 1.3 + 0.05 * (i % 4), tw[i] = 0.6, act[i] = 1 + (i % 2);
-      kt_schedule_params params = {.p = p, .m = m, .v = v, .costs = &c};
+      kt_gen_params params = {.p = p, .m = m, .v = v, .costs = &c};
       kt_schedule s;
       kt_error err = {{0}};
-      if (kt_schedule_generate((kt_schedule_kind)k, &params, &s, &err)) {
-        fprintf(stderr, "skipped %s P=%d M=%d: %s\n", kt_schedule_kind_name((kt_schedule_kind)k), p, m,
-                err.msg);
+      if (kt_generate((kt_gen_kind)k, &params, &s, &err)) {
+        fprintf(stderr, "skipped %s P=%d M=%d: %s\n", kt_gen_kind_name((kt_gen_kind)k), p, m,
+                                                                       err.msg);
         continue;
       }
       char what[96];
-      snprintf(what, sizeof what, "%s P=%d M=%d", kt_schedule_kind_name((kt_schedule_kind)k), p, m);
+      snprintf(what, sizeof what, "%s P=%d M=%d", kt_gen_kind_name((kt_gen_kind)k), p, m);
       compare(&s, &c, what);
       compare(&s, NULL, what);
       kt_schedule lowered;

@@ -41,8 +41,8 @@ static void *simulate_many(void *arg) {
 static void two_threads_one_table(void) {
   kt_error err;
   kt_schedule s;
-  kt_schedule_params sp = {.p = 2, .m = 8};
-  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
+  kt_gen_params sp = {.p = 2, .m = 8};
+  REQUIRE_VOID(kt_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
   kt_link_classes lc = {.intra_latency = 1e-6, .intra_bw = 5e9, .inter_latency = 8e-6,
                         .inter_bw = 12.5e6, .inter_burst = 16384};
   int node_of[4] = {0, 0, 1, 1};

@@ -61,8 +61,8 @@ int main(void) {
   kt_blas_set_threads(1);
   kt_error err;
   kt_schedule s;
-  kt_schedule_params params = {.p = 2, .m = 4};
-  REQUIRE(kt_schedule_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
+  kt_gen_params params = {.p = 2, .m = 4};
+  REQUIRE(kt_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
   double cpu0, wall0, cpu1, wall1;
 
   /* synthetic: 2 ms per action (a B is 4 ms) on rank 0; 2.5x on rank 1 */

@@ -173,8 +173,8 @@ static void builtin_round_trips(void) {
       for (size_t vi = 0; vi < 2; vi++)
         for (size_t mi = 0; mi < 6; mi++) {
           kt_schedule s, back;
-          kt_schedule_params params = {.p = ps[pi], .v = vs[vi], .m = ms[mi]};
-          if (kt_schedule_generate((kt_schedule_kind)k, &params, &s, &err)) continue;
+          kt_gen_params params = {.p = ps[pi], .v = vs[vi], .m = ms[mi]};
+          if (kt_generate((kt_gen_kind)k, &params, &s, &err)) continue;
           kt_buf b;
           kt_buf_init(&b);
           kt_schedule_write_csv(&s, &b);
@@ -282,8 +282,8 @@ static void placement_inference(void) {
   kt_schedule_free(&copy);
   kt_schedule_free(&s);
   int bad_map[] = {0, 0, 0, 1};
-  kt_schedule_params pp = {.p = 2, .v = 2, .m = 2};
-  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_INTERLEAVED, &pp, &s, &err) == KT_OK);
+  kt_gen_params pp = {.p = 2, .v = 2, .m = 2};
+  REQUIRE_VOID(kt_generate(KT_SCHED_INTERLEAVED, &pp, &s, &err) == KT_OK);
   CHECK(kt_schedule_set_stage_ranks(&s, bad_map, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "rank 0 holds more than 2 stages");
   kt_schedule_free(&s);

@@ -209,9 +209,9 @@ static void lowering_grid(void) {
   for (int k = 0; k < KT_SCHED_COUNT; k++)
     for (int p = 1; p <= 4; p++)
       for (int m = p; m <= 3 * p + 1; m += p + 1) {
-        kt_schedule_params pp = {.p = p, .m = m};
+        kt_gen_params pp = {.p = p, .m = m};
         kt_schedule s, low, old;
-        if (kt_schedule_generate((kt_schedule_kind)k, &pp, &s, &err) != KT_OK) continue;
+        if (kt_generate((kt_gen_kind)k, &pp, &s, &err) != KT_OK) continue;
         REQUIRE_VOID(kt_schedule_lower(&s, &low, &err) == KT_OK);
         kt_status st = kt_lowered_validate(&low, &err);
         CHECK_MSG(st == KT_OK, "%s P=%d M=%d: %s", s.name, p, m, err.msg);

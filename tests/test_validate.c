@@ -23,13 +23,13 @@ static void expect_invalid(const char *text, kt_status want, const char *needle)
 static void deadlock_verdicts_match_the_simulator(void) {
   unsigned seed = 1;
   int deadlocks = 0, fine = 0;
-  kt_schedule_kind kinds[] = {KT_SCHED_1F1B, KT_SCHED_INTERLEAVED, KT_SCHED_ZB_H2,
+  kt_gen_kind kinds[] = {KT_SCHED_1F1B, KT_SCHED_INTERLEAVED, KT_SCHED_ZB_H2,
                               KT_SCHED_DUALPIPEV};
   for (int trial = 0; trial < 400; trial++) {
     kt_error err;
     kt_schedule s;
-    kt_schedule_params params = {.p = 2 + trial % 3, .m = 4 + 2 * (trial % 4)};
-    if (kt_schedule_generate(kinds[trial % 4], &params, &s, &err)) continue;
+    kt_gen_params params = {.p = 2 + trial % 3, .m = 4 + 2 * (trial % 4)};
+    if (kt_generate(kinds[trial % 4], &params, &s, &err)) continue;
     for (int swaps = 0; swaps < 1 + trial % 5; swaps++) {
       seed = seed * 1103515245u + 12345u;
       kt_rank_actions *ra = &s.ranks[(seed >> 8) % (unsigned)s.p];
@@ -60,8 +60,8 @@ int main(void) {
       for (int m = 1; m <= 16; m++)
         for (int v = 0; v <= 3; v++) {
           kt_schedule s;
-          kt_schedule_params params = {.p = p, .m = m, .v = v};
-          if (kt_schedule_generate((kt_schedule_kind)k, &params, &s, &err)) continue;
+          kt_gen_params params = {.p = p, .m = m, .v = v};
+          if (kt_generate((kt_gen_kind)k, &params, &s, &err)) continue;
           generated++;
           kt_status st = kt_schedule_validate(&s, &err);
           CHECK_MSG(st == KT_OK, "%s P=%d M=%d V=%d invalid: %s", s.name, p, m, s.v, err.msg);

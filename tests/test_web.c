@@ -34,11 +34,11 @@ static const char *str(const cJSON *j, const char *a) {
 }
 
 /* The library's answer for a generated schedule under costs c (stage costs). */
-static double library_makespan(kt_schedule_kind k, int p, int m, const kt_costs *c, double limit) {
+static double library_makespan(kt_gen_kind k, int p, int m, const kt_costs *c, double limit) {
   kt_schedule s;
   kt_error err;
-  kt_schedule_params pp = {.p = p, .m = m, .costs = c, .mem_limit = limit};
-  if (kt_schedule_generate(k, &pp, &s, &err)) return NAN;
+  kt_gen_params pp = {.p = p, .m = m, .costs = c, .mem_limit = limit};
+  if (kt_generate(k, &pp, &s, &err)) return NAN;
   kt_metrics met;
   double x = kt_simulate_metrics(&s, c, &met, &err) ? NAN : met.makespan;
   if (!isnan(x)) kt_metrics_free(&met);
@@ -167,8 +167,8 @@ static void memory_limit(void) {
   REQUIRE_VOID(j && st == KT_OK);
   kt_costs c;
   kt_costs_default(&c);
-  kt_schedule_params pp = {.p = 4, .m = 8, .costs = &c};
-  double limit = 0.5 * kt_schedule_1f1b_peak(KT_SCHED_ZB_AUTO, &pp);
+  kt_gen_params pp = {.p = 4, .m = 8, .costs = &c};
+  double limit = 0.5 * kt_gen_1f1b_peak(KT_SCHED_ZB_AUTO, &pp);
   CHECK_NEAR(num(j, "mem_limit", NULL), limit, 0);
   CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "over_limit")), 0);
   CHECK_NEAR(num(j, "sim", "makespan"), library_makespan(KT_SCHED_ZB_AUTO, 4, 8, &c, limit), 0);

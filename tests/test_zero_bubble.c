@@ -14,17 +14,17 @@ static double urand(double lo, double hi) { /* xorshift64*, deterministic */
   return lo + (hi - lo) * (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
 }
 
-static int gen(kt_schedule_kind kind, int p, int m, const kt_costs *c, double limit,
+static int gen(kt_gen_kind kind, int p, int m, const kt_costs *c, double limit,
                kt_schedule *s) {
   kt_error err;
-  kt_schedule_params params = {.p = p, .m = m, .costs = c, .mem_limit = limit};
-  kt_status st = kt_schedule_generate(kind, &params, s, &err);
-  if (st) fprintf(stderr, "generate %s P=%d M=%d: %s\n", kt_schedule_kind_name(kind), p, m, err.msg);
+  kt_gen_params params = {.p = p, .m = m, .costs = c, .mem_limit = limit};
+  kt_status st = kt_generate(kind, &params, s, &err);
+  if (st) fprintf(stderr, "generate %s P=%d M=%d: %s\n", kt_gen_kind_name(kind), p, m, err.msg);
   return st ? -1 : 0;
 }
 
 /* Generates and simulates; -1 (and a message) on any failure. */
-static int run(kt_schedule_kind kind, int p, int m, const kt_costs *c, double limit,
+static int run(kt_gen_kind kind, int p, int m, const kt_costs *c, double limit,
                kt_metrics *out) {
   kt_schedule s;
   if (gen(kind, p, m, c, limit, &s)) return -1;
@@ -55,13 +55,13 @@ static void random_costs(kt_costs *c, int stages, int per_stage, double comm) {
 
 static void test_paper_numbers(void) {
   struct { int p, m; double ms[3]; } cases[] = {{4, 8, {33, 27, 24}}, {8, 24, {93, 79, 72}}};
-  kt_schedule_kind kinds[3] = {KT_SCHED_1F1B, KT_SCHED_ZB_H1, KT_SCHED_ZB_H2};
+  kt_gen_kind kinds[3] = {KT_SCHED_1F1B, KT_SCHED_ZB_H1, KT_SCHED_ZB_H2};
   kt_metrics m;
   for (int i = 0; i < 2; i++)
     for (int k = 0; k < 3; k++) {
       if (run(kinds[k], cases[i].p, cases[i].m, NULL, 0, &m)) { CHECK(0); continue; }
       CHECK_MSG(m.makespan == cases[i].ms[k], "%s P=%d M=%d makespan %g want %g",
-                kt_schedule_kind_name(kinds[k]), cases[i].p, cases[i].m, m.makespan,
+                kt_gen_kind_name(kinds[k]), cases[i].p, cases[i].m, m.makespan,
                 cases[i].ms[k]);
       kt_metrics_free(&m);
     }
@@ -74,7 +74,7 @@ static void test_paper_numbers(void) {
     if (run(kinds[k], 4, 8, &c, 0, &m)) { CHECK(0); continue; }
     for (int r = 0; r < 4; r++)
       CHECK_MSG(m.ranks[r].peak_memory == want[k][r], "%s rank %d peak %g want %g",
-                kt_schedule_kind_name(kinds[k]), r, m.ranks[r].peak_memory, want[k][r]);
+                kt_gen_kind_name(kinds[k]), r, m.ranks[r].peak_memory, want[k][r]);
     kt_metrics_free(&m);
   }
 }
@@ -98,11 +98,11 @@ static void test_zbv(void) {
     }
   kt_schedule s;
   kt_error err;
-  kt_schedule_params params = {.p = 4, .m = 7};
-  CHECK(kt_schedule_generate(KT_SCHED_ZBV, &params, &s, &err) == KT_EINVAL);
+  kt_gen_params params = {.p = 4, .m = 7};
+  CHECK(kt_generate(KT_SCHED_ZBV, &params, &s, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "M >= 2P");
-  params = (kt_schedule_params){.p = 4, .m = 8, .v = 3};
-  CHECK(kt_schedule_generate(KT_SCHED_ZBV, &params, &s, &err) == KT_EINVAL);
+  params = (kt_gen_params){.p = 4, .m = 8, .v = 3};
+  CHECK(kt_generate(KT_SCHED_ZBV, &params, &s, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "exactly 2 chunks");
 }
 
@@ -168,11 +168,11 @@ static void test_dualpipev(void) {
     CHECK_MSG(0, "dualpipev P=2 M=4: %s", err.msg);
   }
   /* bad sizes: one-line reasons */
-  kt_schedule_params params = {.p = 4, .m = 7};
-  CHECK(kt_schedule_generate(KT_SCHED_DUALPIPEV, &params, &s, &err) == KT_EINVAL);
+  kt_gen_params params = {.p = 4, .m = 7};
+  CHECK(kt_generate(KT_SCHED_DUALPIPEV, &params, &s, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "M >= 2P");
-  params = (kt_schedule_params){.p = 4, .m = 8, .v = 1};
-  CHECK(kt_schedule_generate(KT_SCHED_DUALPIPEV, &params, &s, &err) == KT_EINVAL);
+  params = (kt_gen_params){.p = 4, .m = 8, .v = 1};
+  CHECK(kt_generate(KT_SCHED_DUALPIPEV, &params, &s, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "exactly 2 chunks");
   /* every M >= 2P gives the same idle per rank (the warm-up and drain do not grow) */
   for (int p = 1; p <= 6; p++)
@@ -184,10 +184,10 @@ static void test_dualpipev(void) {
     }
 }
 
-/* The closed forms of kt_schedule_closed_form_bubble / _peak_memory against
+/* The closed forms of kt_gen_closed_form_bubble / _peak_memory against
  * the simulator: random uniform T_F, T_B, T_W (some zero), T_comm = 0. */
 static void test_closed_forms(void) {
-  kt_schedule_kind kinds[] = {KT_SCHED_ZB_H1, KT_SCHED_ZB_H2, KT_SCHED_ZBV, KT_SCHED_DUALPIPEV};
+  kt_gen_kind kinds[] = {KT_SCHED_ZB_H1, KT_SCHED_ZB_H2, KT_SCHED_ZBV, KT_SCHED_DUALPIPEV};
   int tried = 0;
   for (int trial = 0; trial < 300; trial++) {
     int p = 1 + (int)urand(0, 10), mb = 2 * p + (int)urand(0, 3 * p + 1);
@@ -205,19 +205,19 @@ static void test_closed_forms(void) {
       kt_error err;
       kt_status st = kt_simulate_metrics(&s, &c, &m, &err);
       kt_schedule_free(&s);
-      if (st) { CHECK_MSG(0, "%s: %s", kt_schedule_kind_name(kinds[k]), err.msg); continue; }
+      if (st) { CHECK_MSG(0, "%s: %s", kt_gen_kind_name(kinds[k]), err.msg); continue; }
       int v = kinds[k] == KT_SCHED_ZBV || kinds[k] == KT_SCHED_DUALPIPEV ? 2 : 1;
       const char *expr, *mexpr;
-      double want = kt_schedule_closed_form_bubble(kinds[k], p, v, mb, c.tf, c.tb, c.tw, &expr);
-      double peak = kt_schedule_closed_form_peak_memory(kinds[k], p, v, mb, c.mem_act,
-                                                        c.mem_wgrad, &mexpr);
+      double want = kt_gen_closed_form_bubble(kinds[k], p, v, mb, c.tf, c.tb, c.tw, &expr);
+      double peak = kt_gen_closed_form_peak_memory(kinds[k], p, v, mb, c.mem_act,
+                                                   c.mem_wgrad, &mexpr);
       CHECK_MSG(expr && mexpr && want >= 0 && peak >= 0, "%s P=%d M=%d: no closed form",
-                kt_schedule_kind_name(kinds[k]), p, mb);
+                kt_gen_kind_name(kinds[k]), p, mb);
       CHECK_MSG(fabs(m.bubble_ratio - want) <= 1e-9, "%s P=%d M=%d tf=%g tb=%g tw=%g: bubble %.12g, "
-                "closed form %.12g", kt_schedule_kind_name(kinds[k]), p, mb, c.tf, c.tb, c.tw,
+                "closed form %.12g", kt_gen_kind_name(kinds[k]), p, mb, c.tf, c.tb, c.tw,
                 m.bubble_ratio, want);
       CHECK_MSG(fabs(max_peak(&m) - peak) <= 1e-9 * peak, "%s P=%d M=%d M_B=%g M_W=%g: peak %.12g, "
-                "closed form %.12g", kt_schedule_kind_name(kinds[k]), p, mb, c.mem_act,
+                "closed form %.12g", kt_gen_kind_name(kinds[k]), p, mb, c.mem_act,
                 c.mem_wgrad, max_peak(&m), peak);
       kt_metrics_free(&m);
       tried++;
@@ -240,31 +240,31 @@ static void test_closed_forms(void) {
     kt_metrics_free(&h2);
   }
   /* the classic schedules' peak memory forms (interleaved: M a multiple of P) */
-  kt_schedule_kind classic[] = {KT_SCHED_GPIPE, KT_SCHED_1F1B, KT_SCHED_INTERLEAVED,
+  kt_gen_kind classic[] = {KT_SCHED_GPIPE, KT_SCHED_1F1B, KT_SCHED_INTERLEAVED,
                                 KT_SCHED_LOOPED_BFS};
   for (int k = 0; k < 4; k++)
     for (int p = 1; p <= 8; p++)
       for (int mb = 1; mb <= 3 * p; mb++) {
-        int v = kt_schedule_default_chunks(classic[k]);
+        int v = kt_gen_default_chunks(classic[k]);
         const char *me;
-        double want = kt_schedule_closed_form_peak_memory(classic[k], p, v, mb, 1, 0, &me);
+        double want = kt_gen_closed_form_peak_memory(classic[k], p, v, mb, 1, 0, &me);
         kt_metrics m;
         if (want < 0 || run(classic[k], p, mb, NULL, 0, &m)) continue;
         CHECK_MSG(max_peak(&m) == want, "%s P=%d M=%d: peak %g, %s = %g",
-                  kt_schedule_kind_name(classic[k]), p, mb, max_peak(&m), me, want);
+                  kt_gen_kind_name(classic[k]), p, mb, max_peak(&m), me, want);
         kt_metrics_free(&m);
       }
   /* the paper's forms are the special case T_W <= T_F */
   const char *e;
-  double b = kt_schedule_closed_form_bubble(KT_SCHED_ZB_H1, 4, 1, 8, 2, 1.5, 1, &e);
+  double b = kt_gen_closed_form_bubble(KT_SCHED_ZB_H1, 4, 1, 8, 2, 1.5, 1, &e);
   CHECK_NEAR(b, 3 * 2.5 / (8 * 4.5 + 3 * 2.5), 1e-15);
-  b = kt_schedule_closed_form_bubble(KT_SCHED_ZB_H2, 4, 1, 8, 2, 1.5, 1, &e);
+  b = kt_gen_closed_form_bubble(KT_SCHED_ZB_H2, 4, 1, 8, 2, 1.5, 1, &e);
   CHECK_NEAR(b, 3 * 1.5 / (8 * 4.5 + 3 * 1.5), 1e-15);
   /* outside their conditions there is no closed form */
-  CHECK(kt_schedule_closed_form_bubble(KT_SCHED_ZB_H1, 4, 1, 3, 1, 1, 1, &e) < 0 && !e);
-  CHECK(kt_schedule_closed_form_bubble(KT_SCHED_ZB_H2, 4, 1, 7, 1, 1, 1, &e) < 0 && !e);
-  CHECK(kt_schedule_closed_form_peak_memory(KT_SCHED_ZBV, 4, 2, 8, 1, 2, &e) < 0 && !e);
-  CHECK(kt_schedule_closed_form_peak_memory(KT_SCHED_ZB_AUTO, 4, 1, 8, 1, 0, &e) < 0);
+  CHECK(kt_gen_closed_form_bubble(KT_SCHED_ZB_H1, 4, 1, 3, 1, 1, 1, &e) < 0 && !e);
+  CHECK(kt_gen_closed_form_bubble(KT_SCHED_ZB_H2, 4, 1, 7, 1, 1, 1, &e) < 0 && !e);
+  CHECK(kt_gen_closed_form_peak_memory(KT_SCHED_ZBV, 4, 2, 8, 1, 2, &e) < 0 && !e);
+  CHECK(kt_gen_closed_form_peak_memory(KT_SCHED_ZB_AUTO, 4, 1, 8, 1, 0, &e) < 0);
 }
 
 /* interleaved-zb's closed forms hold for every M >= P, any V >= 2: the
@@ -283,8 +283,8 @@ static void test_interleaved_zb(void) {
         c.mem_act = urand(0.5, 2), c.mem_wgrad = urand(0, 1) * c.mem_act;
         kt_schedule s;
         kt_error err;
-        kt_schedule_params params = {.p = p, .v = v, .m = mb};
-        if (kt_schedule_generate(KT_SCHED_INTERLEAVED_ZB, &params, &s, &err)) {
+        kt_gen_params params = {.p = p, .v = v, .m = mb};
+        if (kt_generate(KT_SCHED_INTERLEAVED_ZB, &params, &s, &err)) {
           CHECK_MSG(0, "interleaved-zb P=%d V=%d M=%d: %s", p, v, mb, err.msg);
           continue;
         }
@@ -295,8 +295,8 @@ static void test_interleaved_zb(void) {
           continue;
         }
         const char *e;
-        double want = kt_schedule_closed_form_bubble(KT_SCHED_INTERLEAVED_ZB, p, v, mb, c.tf, c.tb,
-                                                     c.tw, &e);
+        double want = kt_gen_closed_form_bubble(KT_SCHED_INTERLEAVED_ZB, p, v, mb, c.tf, c.tb,
+                                                c.tw, &e);
         if (mb >= p) {
           CHECK_MSG(e && fabs(m.bubble_ratio - want) <= 1e-9, "interleaved-zb P=%d V=%d M=%d "
                     "tf=%g tb=%g tw=%g: bubble %.12g, closed form %.12g", p, v, mb, c.tf, c.tb,
@@ -306,8 +306,8 @@ static void test_interleaved_zb(void) {
           CHECK(want < 0 && !e);
         }
         int rounds = mb / p > 1 ? mb / p : 1, g = mb / rounds + (mb % rounds > 0);
-        double peak = kt_schedule_closed_form_peak_memory(KT_SCHED_INTERLEAVED_ZB, p, v, mb,
-                                                          c.mem_act, c.mem_wgrad, &e);
+        double peak = kt_gen_closed_form_peak_memory(KT_SCHED_INTERLEAVED_ZB, p, v, mb,
+                                                     c.mem_act, c.mem_wgrad, &e);
         CHECK_MSG(e && fabs(max_peak(&m) - peak) <= 1e-9 * peak, "interleaved-zb P=%d V=%d M=%d: "
                   "peak %g, closed form %g", p, v, mb, max_peak(&m), peak);
         for (int r = 0; r < p && mb >= p; r++) { /* the per-rank form: M >= P */
@@ -331,8 +331,8 @@ static void test_interleaved_zb_torch_order(void) {
   kt_error err;
   REQUIRE_VOID(kt_schedule_parse_file(kt_test_data_path("zb1p_2rank_2stagep_compute.csv"), &ref,
                                       &err) == KT_OK);
-  kt_schedule_params params = {.p = 2, .v = 2, .m = 8};
-  REQUIRE_VOID(kt_schedule_generate(KT_SCHED_INTERLEAVED_ZB, &params, &s, &err) == KT_OK);
+  kt_gen_params params = {.p = 2, .v = 2, .m = 8};
+  REQUIRE_VOID(kt_generate(KT_SCHED_INTERLEAVED_ZB, &params, &s, &err) == KT_OK);
   for (int r = 0; r < 2; r++) {
     CHECK_EQ_INT(s.ranks[r].n, ref.ranks[r].n);
     for (size_t i = 0; i < s.ranks[r].n && i < ref.ranks[r].n; i++) {
@@ -364,15 +364,15 @@ static void test_random_costs_never_deadlock(void) {
     for (int p = 1; p <= 8; p++) {
       int ms[] = {1, p, p + 1, 2 * p, 2 * p + 3, 3 * p};
       for (int i = 0; i < 6; i++) {
-        int v = kt_schedule_default_chunks((kt_schedule_kind)k);
+        int v = kt_gen_default_chunks((kt_gen_kind)k);
         kt_costs c;
         random_costs(&c, p * v, urand(0, 1) < 0.5, urand(0, 1) < 0.3 ? 0 : urand(0, 2));
         kt_schedule s;
         kt_error err;
-        kt_schedule_params params = {.p = p, .m = ms[i], .costs = &c};
-        if (kt_schedule_generate((kt_schedule_kind)k, &params, &s, &err)) {
+        kt_gen_params params = {.p = p, .m = ms[i], .costs = &c};
+        if (kt_generate((kt_gen_kind)k, &params, &s, &err)) {
           CHECK_MSG(err.msg[0] && !strchr(err.msg, '\n'), "%s: no one-line reason",
-                    kt_schedule_kind_name((kt_schedule_kind)k));
+                    kt_gen_kind_name((kt_gen_kind)k));
           kt_costs_free(&c);
           continue;
         }
@@ -449,11 +449,11 @@ static void test_zb_auto(void) {
         runs++;
         if (c.mem_wgrad <= c.mem_act && (li == 3 || li == 4)) {
           kt_metrics h;
-          kt_schedule_kind hk = li == 3 ? KT_SCHED_ZB_H1 : KT_SCHED_ZB_H2;
+          kt_gen_kind hk = li == 3 ? KT_SCHED_ZB_H1 : KT_SCHED_ZB_H2;
           if (!run(hk, p, mb, &c, 0, &h)) {
             if (max_peak(&h) <= limit * (1 + 1e-12)) {
               CHECK_MSG(m.makespan <= h.makespan * (1 + 1e-12), "zb-auto P=%d M=%d: %g, %s %g", p,
-                        mb, m.makespan, kt_schedule_kind_name(hk), h.makespan);
+                        mb, m.makespan, kt_gen_kind_name(hk), h.makespan);
               better += m.makespan < h.makespan * (1 - 1e-9);
             }
             kt_metrics_free(&h);
@@ -475,27 +475,27 @@ static void test_zb_auto_params(void) {
   kt_costs c;
   kt_costs_default(&c);
   c.mem_act = 2;
-  kt_schedule_params params = {.p = 4, .m = 8, .costs = &c, .mem_limit = 1.5};
-  CHECK(kt_schedule_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EINVAL);
+  kt_gen_params params = {.p = 4, .m = 8, .costs = &c, .mem_limit = 1.5};
+  CHECK(kt_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "below what one micro-batch needs");
   params.mem_limit = NAN;
-  CHECK(kt_schedule_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EINVAL);
+  CHECK(kt_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EINVAL);
   /* with V chunks per rank zb-auto searches loop placement (zbv-auto: v placement) */
-  params = (kt_schedule_params){.p = 4, .m = 8, .v = 2};
-  CHECK(kt_schedule_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_OK);
+  params = (kt_gen_params){.p = 4, .m = 8, .v = 2};
+  CHECK(kt_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_OK);
   CHECK(s.v == 2 && s.placement == KT_PLACEMENT_LOOP);
   kt_schedule_free(&s);
-  CHECK(kt_schedule_generate(KT_SCHED_ZBV_AUTO, &params, &s, &err) == KT_OK);
+  CHECK(kt_generate(KT_SCHED_ZBV_AUTO, &params, &s, &err) == KT_OK);
   CHECK(s.v == 2 && s.placement == KT_PLACEMENT_V);
   kt_schedule_free(&s);
   params.v = 3;
-  CHECK(kt_schedule_generate(KT_SCHED_ZBV_AUTO, &params, &s, &err) == KT_EINVAL);
+  CHECK(kt_generate(KT_SCHED_ZBV_AUTO, &params, &s, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "exactly 2 chunks");
   /* the limit the CLI reports */
-  params = (kt_schedule_params){.p = 4, .m = 8, .costs = &c};
-  CHECK_NEAR(kt_schedule_mem_limit(&params), 8, 1e-15);
+  params = (kt_gen_params){.p = 4, .m = 8, .costs = &c};
+  CHECK_NEAR(kt_gen_mem_limit(&params), 8, 1e-15);
   params.mem_limit = 5;
-  CHECK_NEAR(kt_schedule_mem_limit(&params), 5, 1e-15);
+  CHECK_NEAR(kt_gen_mem_limit(&params), 5, 1e-15);
 }
 
 /* The CLI: -v other than 2 for zbv/dualpipev is a usage error with a reason,

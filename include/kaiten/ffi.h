@@ -57,12 +57,12 @@ void kt_ffi_schedule_shape(const kt_schedule *s, int shape[5]);
 const char *kt_ffi_schedule_name(const kt_schedule *s);
 void kt_ffi_schedule_set_name(kt_schedule *s, const char *name);
 
-/* kt_schedule_generate of kind at P, V (0: its default), M with stage costs
+/* kt_generate of kind at P, V (0: its default), M with stage costs
  * c (NULL: unit costs) and zb-auto's memory limit in M_B units (<= 0: its
  * default). EINVAL with the reason when the sizes do not suit the kind. */
 kt_status kt_ffi_generate(int kind, int p, int v, int m, const kt_costs *c, double mem_limit,
                           kt_schedule *out, kt_error *err);
-/* kt_schedule_1f1b_peak and kt_schedule_mem_limit of those parameters. */
+/* kt_gen_1f1b_peak and kt_gen_mem_limit of those parameters. */
 double kt_ffi_1f1b_peak(int kind, int p, int v, int m, const kt_costs *c);
 double kt_ffi_mem_limit(int p, int v, int m, const kt_costs *c, double mem_limit);
 
@@ -87,7 +87,7 @@ kt_status kt_ffi_simulate(const kt_schedule *s, const kt_costs *c, kt_ffi_sim **
                           kt_error *err);
 void kt_ffi_sim_free(kt_ffi_sim *sim);
 
-/* The schedule "optimal": kt_schedule_optimal at P, V (1: loop, 2: v
+/* The schedule "optimal": kt_gen_optimal at P, V (1: loop, 2: v
  * placement), M under the stage costs c and zb-auto's memory limit (M_B
  * units, <= 0: its default) within time_limit seconds (<= 0: 10). *search
  * (a new handle) keeps the search's figures for kt_ffi_info_new. EINVAL

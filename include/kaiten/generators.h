@@ -2,6 +2,8 @@
  * zero-bubble family and zb-auto, their closed forms, and dispatch by name.
  * They build kaiten/schedule.h's IR; zb-auto searches with the simulator,
  * so this layer sits above both the schedule IR and the simulator.
+ * Generation is named kt_generate and kt_gen_*; the IR and its formats
+ * (parse, write, validate, lower) stay kt_schedule_*.
  */
 #ifndef KAITEN_GENERATORS_H
 #define KAITEN_GENERATORS_H
@@ -28,34 +30,34 @@ typedef enum {
   KT_SCHED_V_HALF,
   KT_SCHED_V_MIN,
   KT_SCHED_COUNT
-} kt_schedule_kind;
+} kt_gen_kind;
 
-const char *kt_schedule_kind_name(kt_schedule_kind k);
+const char *kt_gen_kind_name(kt_gen_kind k);
 /* Accepts names and aliases ("interleaved-1f1b"). -1 when unknown. */
-int kt_schedule_kind_from_name(const char *name);
+int kt_gen_kind_from_name(const char *name);
 /* Comma-separated list of all names, for help and error messages. */
-const char *kt_schedule_kind_list(void);
+const char *kt_gen_kind_list(void);
 /* Chunks per rank a schedule uses when the user gives none (1 or 2). */
-int kt_schedule_default_chunks(kt_schedule_kind k);
+int kt_gen_default_chunks(kt_gen_kind k);
 /* Where a schedule puts its stages: loop (gpipe … interleaved-zb, zb-auto)
  * or v (zbv, dualpipev, zbv-auto, v-half, v-min; always V = 2). */
-kt_placement kt_schedule_kind_placement(kt_schedule_kind k);
+kt_placement kt_gen_kind_placement(kt_gen_kind k);
 /* Closed-form bubble ratio under uniform per-stage costs and T_comm = 0, or a
  * negative value when the schedule has none for these sizes (zb-h1 needs
  * M >= P; zb-h2, zbv, dualpipev M >= 2P); expr (if non-NULL) receives the
  * formula as text, NULL when there is none. docs/schedules.md derives them. */
-double kt_schedule_closed_form_bubble(kt_schedule_kind k, int p, int v, int m, double tf,
-                                      double tb, double tw, const char **expr);
+double kt_gen_closed_form_bubble(kt_gen_kind k, int p, int v, int m, double tf,
+                                 double tb, double tw, const char **expr);
 /* Why a schedule has no closed-form bubble at these sizes (one phrase, for
  * "closed form -: ..."), or NULL when it has one. Every form also needs
  * uniform costs and T_comm = 0. */
-const char *kt_schedule_closed_form_why_not(kt_schedule_kind k, int p, int v, int m);
+const char *kt_gen_closed_form_why_not(kt_gen_kind k, int p, int v, int m);
 /* Closed-form peak memory (the largest over the ranks, in mem_act units)
  * under uniform per-stage M_B = mem_act and M_W = mem_wgrad, or a negative
  * value when there is none (interleaved with M not a multiple of P, the
  * zero-bubble schedules below their M bound or with M_W > M_B, zb-auto). */
-double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int m,
-                                           double mem_act, double mem_wgrad, const char **expr);
+double kt_gen_closed_form_peak_memory(kt_gen_kind k, int p, int v, int m,
+                                      double mem_act, double mem_wgrad, const char **expr);
 
 /* A schedule's closed forms as they apply to one simulation of it: the
  * bubble ratio and the peak memory (in mem_act units) where the forms are
@@ -73,14 +75,14 @@ typedef struct {
  * M_W. simulated_bubble (< 0: unknown) is the simulation's: a zbv order the
  * generator tuned to unequal costs beats its fixed order's form, and then
  * neither form is the schedule's. kind < 0 (a schedule file): none. */
-void kt_schedule_closed_forms(int kind, const kt_schedule *s, const kt_costs *c,
-                              double simulated_bubble, kt_closed_forms *out);
+void kt_gen_closed_forms(int kind, const kt_schedule *s, const kt_costs *c,
+                         double simulated_bubble, kt_closed_forms *out);
 
 typedef struct {
   int p, v, m; /* v = 0: the schedule's default chunk count */
   /* zb-auto, zbv-auto, v-half, v-min: the cost model to optimise against
    * (NULL = unit costs); zb-auto and zbv-auto: the memory limit per rank in
-   * the units of mem_act (<= 0: kt_schedule_mem_limit's default). */
+   * the units of mem_act (<= 0: kt_gen_mem_limit's default). */
   const kt_costs *costs;
   double mem_limit;
   /* zb-auto, zbv-auto: 1 = the quick search (the round-based orders, the
@@ -93,19 +95,19 @@ typedef struct {
    * and its actions, for callers that show progress; NULL: not called. */
   void (*on_long_search)(const char *schedule, size_t actions, void *ctx);
   void *ctx;
-} kt_schedule_params;
+} kt_gen_params;
 
 /* The memory limit zb-auto and zbv-auto keep every rank under:
  * params->mem_limit, or when that is <= 0, P*V (V = params->v, at least 1)
  * times the largest max(mem_act, mem_wgrad) over the P*V stages: 1F1B's
  * activation memory of the same model (P*M_B with one chunk per rank). */
-double kt_schedule_mem_limit(const kt_schedule_params *params);
+double kt_gen_mem_limit(const kt_gen_params *params);
 
 /* 1F1B's peak activation memory on the same model, in the units of the
  * costs' mem_act: min(P, M) micro-batches of the largest rank's activation
  * (the sum of M_B over its chunks in kind's placement, with params->v or
  * kind's default V chunks). A memory limit of "0.5x" is half of it. */
-double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *params);
+double kt_gen_1f1b_peak(kt_gen_kind kind, const kt_gen_params *params);
 
 /* The smallest memory limit zb-auto and zbv-auto (kind) can keep to on
  * params' layout (P, V, M) and costs, in the units of mem_act: the rank
@@ -113,7 +115,7 @@ double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *pa
  * and, with V >= 2, room for a later chunk's. Below it no order of theirs
  * exists; at it or above they always find one. -1 for another kind, a bad
  * layout or no memory. */
-double kt_schedule_min_mem_limit(kt_schedule_kind kind, const kt_schedule_params *params);
+double kt_gen_min_mem_limit(kt_gen_kind kind, const kt_gen_params *params);
 
 /* The simulator's timing of s without a timeline, for callers that
  * evaluate many schedules: *span from the first action anywhere to the
@@ -124,15 +126,15 @@ double kt_schedule_min_mem_limit(kt_schedule_kind kind, const kt_schedule_params
  * send overhead, no per-action times; anything else, and a deadlock
  * (reported as the simulator reports it), goes through
  * kt_simulate_metrics. EDEADLOCK, EINVALID_SCHEDULE, ENOMEM. */
-kt_status kt_schedule_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
-                           kt_error *err);
+kt_status kt_gen_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
+                      kt_error *err);
 
 /* Builds the named schedule. v-half and v-min with costs NULL are the
  * cost-oblivious constructions; with costs, the fastest order found within
  * the construction's memory. EINVAL with a one-line reason when the
  * parameters are impossible for it (e.g. interleaved with M < P). */
-kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *params,
-                               kt_schedule *out, kt_error *err);
+kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params,
+                      kt_schedule *out, kt_error *err);
 
 /* ---- optimal: the fastest order of a small problem, proven -------------- */
 
@@ -167,9 +169,9 @@ typedef struct {
  * gap to the lower bound. EINVAL when no order fits the memory limit, the
  * costs have links, or a stage's M_W exceeds its M_B (a full B could then
  * beat I then W), ENOMEM. */
-kt_status kt_schedule_optimal(const kt_schedule_params *params, kt_placement placement,
-                              const kt_optimal_opts *opts, kt_schedule *out,
-                              kt_optimal_result *res, kt_error *err);
+kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
+                         const kt_optimal_opts *opts, kt_schedule *out,
+                         kt_optimal_result *res, kt_error *err);
 
 /* A lower bound on the makespan of every order of layout's ranks, stages
  * and micro-batches (its actions are not read) under the stage costs c

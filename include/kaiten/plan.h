@@ -173,7 +173,7 @@ int kt_node_layout_from_name(const char *name);  /* -1 when unknown */
 
 typedef struct {
   int p, d, t, v, m, b, k;
-  kt_schedule_kind schedule;
+  kt_gen_kind schedule;
   kt_recompute recompute;
   kt_node_layout nodes;
 } kt_plan_config;
@@ -217,7 +217,7 @@ kt_status kt_plan_evaluate(const kt_plan_model *m, const kt_plan_cluster *c,
 typedef struct {
   long global_batch;   /* B */
   kt_plan_config pin;  /* a field > 0 (or >= 0 for enums, see below) is pinned */
-  unsigned schedules;  /* bit mask of kt_schedule_kind; 0 = the default set */
+  unsigned schedules;  /* bit mask of kt_gen_kind; 0 = the default set */
   unsigned recomputes; /* bit mask of kt_recompute; 0 = all */
   unsigned node_layouts; /* bit mask of kt_node_layout; 0 = both where the job spans nodes */
   double max_bubble;   /* <= 0: no limit */

@@ -68,7 +68,7 @@ typedef struct {
 
 /* ---- what every front end states about a simulation (describe.c) -------- */
 
-/* The exact search's schedule "optimal" among kinds (not a kt_schedule_kind). */
+/* The exact search's schedule "optimal" among kinds (not a kt_gen_kind). */
 #define KT_SIM_OPTIMAL KT_SCHED_COUNT
 /* The exact search's nodes that may raise the lower bound of a searched
  * order (zb-auto, zbv-auto) on small problems when it is slower than the
@@ -78,9 +78,9 @@ typedef struct {
 
 /* How a schedule was made. */
 typedef struct {
-  int kind;         /* its generator (kt_schedule_kind), KT_SIM_OPTIMAL, or -1: a file */
+  int kind;         /* its generator (kt_gen_kind), KT_SIM_OPTIMAL, or -1: a file */
   double mem_limit; /* zb-auto, zbv-auto, optimal: the limit its order was searched
-                       under (kt_schedule_mem_limit, mem-act units); < 0: none */
+                       under (kt_gen_mem_limit, mem-act units); < 0: none */
   const kt_optimal_result *optimal; /* KT_SIM_OPTIMAL: the search's result */
   double time_limit;                /* KT_SIM_OPTIMAL: its time limit (<= 0: 10 s) */
   int no_bound;                     /* 1: leave the lower bound out (nobody reads it) */
@@ -88,7 +88,7 @@ typedef struct {
 
 /* Fills what info states about a simulation met (may be NULL: not run) of
  * s under the stage costs c beyond its shape, names and costs (the
- * caller's): the closed forms where exact (kt_schedule_closed_forms); the
+ * caller's): the closed forms where exact (kt_gen_closed_forms); the
  * memory limit; the lower bound on s's layout within the limit its order
  * was searched under, else within its own peak memory, raised by the exact
  * search (up to KT_BOUND_SEARCH_NODES) for a searched order slower than the

@@ -232,7 +232,7 @@ typedef struct {
   /* ---- the schedule and the layout ---- */
   const kt_schedule *schedule;  /* the caller's (copied); NULL: generate `kind` */
   const kt_schedule *program;   /* with schedule: its lowered form, run as written (may be NULL) */
-  kt_schedule_kind kind;
+  kt_gen_kind kind;
   int p, v, m;                  /* v 0: the kind's default chunk count */
   kt_mem_limit_kind mem_limit_kind;
   double mem_limit;

@@ -88,8 +88,8 @@ def _name(kind):
 
 def _kind_v(kind, v):
     """The V a kind runs with in a comparison: v for the chunked loop kinds."""
-    default = lib.kt_schedule_default_chunks(kind)
-    loop = S._placement_name(lib.kt_schedule_kind_placement(kind)) != "v"
+    default = lib.kt_gen_default_chunks(kind)
+    loop = S._placement_name(lib.kt_gen_kind_placement(kind)) != "v"
     return v if default > 1 and loop else default
 
 

@@ -148,8 +148,8 @@ def plan(model, devices=None, mem_gb=None, global_batch=None, seq_len=None, clus
     r.set("max_chunks", max(maxv, chunks or 0))
     r.set("max_bubble", _num("max_bubble", max_bubble, 0, 1))
     r.set("collapse", 1)  # one row per distinct layout, as the CLI lists them
-    r.set("schedules", _mask("schedule", schedules, lib.kt_schedule_kind_from_name,
-                             dec(lib.kt_schedule_kind_list())))
+    r.set("schedules", _mask("schedule", schedules, lib.kt_gen_kind_from_name,
+                             dec(lib.kt_gen_kind_list())))
     r.set("recomputes", _mask("recompute", recompute, lib.kt_recompute_from_name,
                               "none, selective, full"))
     r.set("node_layouts", _mask("nodes", nodes, lib.kt_node_layout_from_name,

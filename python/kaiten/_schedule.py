@@ -22,18 +22,18 @@ def _optimal_kind():
 
 def schedules():
     """Every schedule name kaiten generates, in the CLI's order."""
-    return dec(lib.kt_schedule_kind_list()).split(", ")
+    return dec(lib.kt_gen_kind_list()).split(", ")
 
 
 def _kind(name):
-    k = lib.kt_schedule_kind_from_name(enc(name))
+    k = lib.kt_gen_kind_from_name(enc(name))
     if k < 0:
         raise KaitenError("EINVAL", f"unknown schedule '{name}' (known: {', '.join(schedules())})")
     return k
 
 
 def _kind_name(k):
-    return dec(lib.kt_schedule_kind_name(k))
+    return dec(lib.kt_gen_kind_name(k))
 
 
 def _placement_name(p):
@@ -329,10 +329,10 @@ def _resolve_kind(name, placement):
         raise KaitenError("EINVAL", f"placement '{placement}': expected loop or v")
     if _kind_name(k) in _AUTO_KINDS:
         return _kind("zbv-auto" if placement == "v" else "zb-auto")
-    own = _placement_name(lib.kt_schedule_kind_placement(k))
+    own = _placement_name(lib.kt_gen_kind_placement(k))
     if own != placement:
         same = [s for s in schedules()
-                if _placement_name(lib.kt_schedule_kind_placement(_kind(s))) == placement]
+                if _placement_name(lib.kt_gen_kind_placement(_kind(s))) == placement]
         raise KaitenError("EINVAL", f"{_kind_name(k)} places its stages in {own} placement, not "
                                     f"{placement} (schedules in {placement}: {', '.join(same)})")
     return k
@@ -417,7 +417,7 @@ def schedule(name, stages, microbatches, costs=None, mem_limit=None, placement=N
         sched, search, limit = _optimal(stages, microbatches, v, c, ml, time_limit)
         return Schedule(sched, c, _optimal_kind(), mem_limit=limit, search=search)
     kind = _resolve_kind(name, placement)
-    v = chunks if chunks else lib.kt_schedule_default_chunks(kind)
+    v = chunks if chunks else lib.kt_gen_default_chunks(kind)
     sched, _, effective = _generate(kind, stages, microbatches, v, c, ml)
     return Schedule(sched, c, kind, mem_limit=effective)
 

@@ -245,15 +245,15 @@ bad:
                          "of 1F1B's peak (0.5x)%s", v, allow_bytes ? " or bytes (2GiB, 512MiB)" : "");
 }
 
-double cli_mem_limit_units(const cli_mem_limit *ml, kt_schedule_kind kind, int p, int m, int v,
+double cli_mem_limit_units(const cli_mem_limit *ml, kt_gen_kind kind, int p, int m, int v,
                            const kt_costs *c) {
   if (ml->kind != CLI_MEM_FRACTION) return ml->value;
-  kt_schedule_params params = {.p = p, .m = m, .v = v, .costs = c};
+  kt_gen_params params = {.p = p, .m = m, .v = v, .costs = c};
   /* of 1F1B's whole peak, the scratch of the op that runs at it included
    * (as kaiten train measures it); the order keeps the rest */
   double scratch = 0;
   for (int s = 0; s < p * (v > 0 ? v : 1); s++) scratch = fmax(scratch, kt_cost_mem_transient(c, s));
-  double peak = kt_schedule_1f1b_peak(kind, &params) + scratch;
+  double peak = kt_gen_1f1b_peak(kind, &params) + scratch;
   double limit = ml->value * peak - scratch;
   return limit > 0 ? limit : 1e-9 * peak; /* below any order: the generator says what it needs */
 }
@@ -268,11 +268,11 @@ static void announce_search(const char *schedule, size_t actions, void *ctx) {
                   "million)\n", schedule, actions);
 }
 
-int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,
+int cli_generate(kt_gen_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,
                  kt_schedule *out, kt_error *err) {
-  kt_schedule_params params = {.p = p, .m = m, .v = v, .costs = c, .mem_limit = mem_limit,
+  kt_gen_params params = {.p = p, .m = m, .v = v, .costs = c, .mem_limit = mem_limit,
                                .on_long_search = announce_search};
-  kt_status st = kt_schedule_generate(kind, &params, out, err);
+  kt_status st = kt_generate(kind, &params, out, err);
   return st ? kt_status_exit_code(st) : 0;
 }
 

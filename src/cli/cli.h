@@ -146,7 +146,7 @@ int cli_mem_limit_parse(const cli_args *a, int allow_bytes, cli_mem_limit *out);
  * of 1F1B's peak for the layout and costs, the largest op scratch
  * (mem-transient) included, less that scratch: what the order may keep
  * (bytes: the value itself, for costs whose memory is in bytes). */
-double cli_mem_limit_units(const cli_mem_limit *ml, kt_schedule_kind kind, int p, int m, int v,
+double cli_mem_limit_units(const cli_mem_limit *ml, kt_gen_kind kind, int p, int m, int v,
                            const kt_costs *c);
 
 /* One line on what the memory figures assume when --mem-wgrad is left at
@@ -155,10 +155,10 @@ void cli_memory_model_line(const cli_args *a, const kt_costs *c, kt_buf *b);
 
 /* Generates the named schedule from -p/-m/-v (and costs/--mem-limit for
  * zb-auto); prints the reason and returns the exit code on failure. */
-int cli_generate(kt_schedule_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,
+int cli_generate(kt_gen_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,
                  kt_schedule *out, kt_error *err);
 
-/* The schedule "optimal": kt_schedule_optimal with V = v (1: loop, 2: v
+/* The schedule "optimal": kt_gen_optimal with V = v (1: loop, 2: v
  * placement). 0, or the exit code (err set). */
 int cli_generate_optimal(int p, int m, int v, const kt_costs *c, double mem_limit,
                          double time_limit, kt_schedule *out, kt_optimal_result *res,

@@ -33,7 +33,7 @@ typedef struct {
   int kept;
 } row;
 
-/* The row of the exact search (not a kt_schedule_kind: never among "all"). */
+/* The row of the exact search (not a kt_gen_kind: never among "all"). */
 #define KIND_OPTIMAL KT_SIM_OPTIMAL
 
 typedef struct {
@@ -65,11 +65,11 @@ static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
   kt_sim_origin o = {.kind = kind, .mem_limit = -1, .optimal = &rw->opt,
                      .time_limit = cr->time_limit, .no_bound = cr->no_bound};
   if (kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO || kind == KIND_OPTIMAL) {
-    kt_schedule_kind like = kind == KIND_OPTIMAL ? KT_SCHED_ZB_AUTO : (kt_schedule_kind)kind;
-    kt_schedule_params lim = {.p = s->p, .m = s->m, .v = s->v, .costs = &rw->costs,
+    kt_gen_kind like = kind == KIND_OPTIMAL ? KT_SCHED_ZB_AUTO : (kt_gen_kind)kind;
+    kt_gen_params lim = {.p = s->p, .m = s->m, .v = s->v, .costs = &rw->costs,
                               .mem_limit = cli_mem_limit_units(&cr->ml, like, s->p, s->m, s->v,
                                                                &rw->costs)};
-    o.mem_limit = kt_schedule_mem_limit(&lim);
+    o.mem_limit = kt_gen_mem_limit(&lim);
   }
   rw->info = (kt_sim_info){.schedule = rw->r.schedule, .p = s->p, .v = s->v, .m = s->m,
                            .placement = kt_schedule_placement_text(s, rw->placement,
@@ -84,17 +84,17 @@ static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
 }
 
 /* The V a kind runs with here: -v for the loop-placement chunked kinds. */
-static int kind_v(kt_schedule_kind k, long v) {
-  int defv = kt_schedule_default_chunks(k);
-  return defv > 1 && kt_schedule_kind_placement(k) != KT_PLACEMENT_V ? (int)v : defv;
+static int kind_v(kt_gen_kind k, long v) {
+  int defv = kt_gen_default_chunks(k);
+  return defv > 1 && kt_gen_kind_placement(k) != KT_PLACEMENT_V ? (int)v : defv;
 }
 
 static void eval_row(compare_run *cr, row *rw, int kind) {
   kt_error err = {{0}};
   kt_schedule s;
   int optimal = kind == KIND_OPTIMAL;
-  kt_schedule_kind like = optimal ? KT_SCHED_ZB_AUTO : (kt_schedule_kind)kind;
-  rw->r.schedule = optimal ? CLI_OPTIMAL : kt_schedule_kind_name(like);
+  kt_gen_kind like = optimal ? KT_SCHED_ZB_AUTO : (kt_gen_kind)kind;
+  rw->r.schedule = optimal ? CLI_OPTIMAL : kt_gen_kind_name(like);
   rw->r.reason = rw->reason;
   rw->r.proven = -1;
   int v = optimal ? 1 : kind_v(like, cr->v), p = (int)cr->p, m = (int)cr->m;
@@ -131,13 +131,13 @@ static int parse_schedules(compare_run *cr) {
   char *copy = strdup(list), *save = NULL;
   int rc = copy ? 0 : cli_usage_error("out of memory");
   for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc; tok = strtok_r(NULL, ",", &save)) {
-    int k = !strcmp(tok, CLI_OPTIMAL) ? KIND_OPTIMAL : kt_schedule_kind_from_name(tok);
+    int k = !strcmp(tok, CLI_OPTIMAL) ? KIND_OPTIMAL : kt_gen_kind_from_name(tok);
     if (k < 0) rc = cli_usage_error("unknown schedule '%s' in --schedules (known: %s, optimal)", tok,
-                                    kt_schedule_kind_list());
+                                    kt_gen_kind_list());
     for (int i = 0; i < cr->nk && !rc; i++)
       if (cr->kinds[i] == k)
         rc = cli_usage_error("--schedules lists '%s' twice (%s is %s)", tok, tok,
-                             k == KIND_OPTIMAL ? CLI_OPTIMAL : kt_schedule_kind_name((kt_schedule_kind)k));
+                             k == KIND_OPTIMAL ? CLI_OPTIMAL : kt_gen_kind_name((kt_gen_kind)k));
     if (!rc && cr->nk <= KT_SCHED_COUNT) cr->kinds[cr->nk++] = k;
   }
   free(copy);

@@ -147,7 +147,7 @@ static int read_search(const cli_args *a, kt_plan_search_params *sp) {
   sp->collapse = 1; /* one row per distinct layout */
   if (v[4] > maxm) sp->max_microbatches = (int)v[4];
   const char *list = cli_get(a, "schedule");
-  if (list && parse_mask("schedule", list, kt_schedule_kind_from_name, kt_schedule_kind_list(),
+  if (list && parse_mask("schedule", list, kt_gen_kind_from_name, kt_gen_kind_list(),
                          &sp->schedules))
     return 2;
   list = cli_get(a, "recompute");

@@ -42,8 +42,8 @@ static int run_sample(cli_args *a) {
   }
   /* one rank holding every unit, micro-batch 1 */
   kt_schedule s;
-  kt_schedule_params sp = {.p = 1, .m = 1};
-  st = kt_schedule_generate(KT_SCHED_GPIPE, &sp, &s, &err);
+  kt_gen_params sp = {.p = 1, .m = 1};
+  st = kt_generate(KT_SCHED_GPIPE, &sp, &s, &err);
   kt_runtime_config rc;
   kt_runtime_config_default(&rc);
   rc.schedule = &s;

@@ -89,7 +89,7 @@ static int build_optimal(sim_run *r) {
   int v = r->v > 0 ? (int)r->v : 1;
   int rc = cli_stage_costs(r->a, &r->given, v, &r->costs);
   if (rc) return rc;
-  kt_schedule_kind like = v == 2 ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
+  kt_gen_kind like = v == 2 ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
   double limit = cli_mem_limit_units(&r->ml, like, (int)r->p, (int)r->m, v, &r->costs);
   kt_error err = {{0}};
   r->optimal = 1;
@@ -98,9 +98,9 @@ static int build_optimal(sim_run *r) {
     fprintf(stderr, "kaiten: %s\n", err.msg);
     return rc;
   }
-  kt_schedule_params lp = {.p = (int)r->p, .v = v, .m = (int)r->m, .costs = &r->costs,
+  kt_gen_params lp = {.p = (int)r->p, .v = v, .m = (int)r->m, .costs = &r->costs,
                            .mem_limit = limit};
-  r->limit = kt_schedule_mem_limit(&lp);
+  r->limit = kt_gen_mem_limit(&lp);
   return 0;
 }
 
@@ -120,11 +120,11 @@ static int build_schedule(sim_run *r) {
   }
   const char *name = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
   if (!strcmp(name, CLI_OPTIMAL)) return build_optimal(r);
-  r->kind = kt_schedule_kind_from_name(name);
+  r->kind = kt_gen_kind_from_name(name);
   if (r->kind < 0)
-    return cli_usage_error("unknown schedule '%s' (known: %s)", name, kt_schedule_kind_list());
-  kt_schedule_kind k = (kt_schedule_kind)r->kind;
-  int v = r->v > 0 ? (int)r->v : kt_schedule_default_chunks(k);
+    return cli_usage_error("unknown schedule '%s' (known: %s)", name, kt_gen_kind_list());
+  kt_gen_kind k = (kt_gen_kind)r->kind;
+  int v = r->v > 0 ? (int)r->v : kt_gen_default_chunks(k);
   int rc = cli_check_sim_size("sim", r->p, v, r->m);
   if (!rc) rc = cli_stage_costs(a, &r->given, v, &r->costs);
   if (rc) return rc;
@@ -133,9 +133,9 @@ static int build_schedule(sim_run *r) {
   if ((rc = cli_generate(k, (int)r->p, (int)r->m, (int)r->v, &r->costs, limit, &r->sched, &err)))
     fprintf(stderr, "kaiten: %s\n", err.msg);
   if (!rc && (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO)) {
-    kt_schedule_params lp = {.p = r->sched.p, .v = r->sched.v, .m = r->sched.m, .costs = &r->costs,
+    kt_gen_params lp = {.p = r->sched.p, .v = r->sched.v, .m = r->sched.m, .costs = &r->costs,
                              .mem_limit = limit};
-    r->limit = kt_schedule_mem_limit(&lp);
+    r->limit = kt_gen_mem_limit(&lp);
   }
   return rc;
 }

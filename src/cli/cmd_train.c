@@ -115,9 +115,9 @@ static int parse_choices(const cli_args *a, train_opts *o) {
   if (o->schedule_file && cli_has(a, "schedule"))
     return cli_usage_error("give either --schedule or --schedule-file, not both");
   const char *sname = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
-  int skind = kt_schedule_kind_from_name(sname);
-  if (skind < 0) return cli_usage_error("unknown schedule '%s' (known: %s)", sname, kt_schedule_kind_list());
-  o->sp.kind = (kt_schedule_kind)skind;
+  int skind = kt_gen_kind_from_name(sname);
+  if (skind < 0) return cli_usage_error("unknown schedule '%s' (known: %s)", sname, kt_gen_kind_list());
+  o->sp.kind = (kt_gen_kind)skind;
   o->transport = cli_get(a, "transport") ? cli_get(a, "transport") : "threads";
   if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
     return cli_usage_error("--transport '%s': expected threads or mpi", o->transport);

@@ -50,7 +50,7 @@ static unsigned kept_flags(const train_opts *o) {
 /* "schedule 1f1b -> zb-h1, P 4 -> 2" for what differs from the last segment. */
 static void describe_changes(const train_opts *o, const kt_run_segment *seg, kt_buf *out) {
   const kt_session_params *sp = &o->sp;
-  const char *sched = o->schedule_file ? o->schedule_file : kt_schedule_kind_name(sp->kind);
+  const char *sched = o->schedule_file ? o->schedule_file : kt_gen_kind_name(sp->kind);
   if (strcmp(sched, seg->schedule))
     kt_buf_printf(out, "%sschedule %s -> %s", out->len ? ", " : "", seg->schedule, sched);
   const struct { const char *name; int was, now; } n[] = {
@@ -84,7 +84,7 @@ static int check_run(const train_opts *o, const kt_session_resume *r) {
   int rc = check_model(o, &r->meta);
   const kt_run_segment *last = &r->run.segments[r->run.n_segments - 1];
   if (!rc && !(o->layout_given & (TRAIN_GIVEN_SCHEDULE | TRAIN_GIVEN_SCHEDULE_FILE)) &&
-      kt_schedule_kind_from_name(last->schedule) < 0)
+      kt_gen_kind_from_name(last->schedule) < 0)
     return cli_usage_error("--resume %s: the run trained on a schedule file; give it again "
                            "with --schedule-file, or choose --schedule",
                            dir);

@@ -71,20 +71,20 @@ kt_status kt_ffi_generate(int kind, int p, int v, int m, const kt_costs *c, doub
                           kt_schedule *out, kt_error *err) {
   if (kind < 0 || kind >= KT_SCHED_COUNT)
     return kt_fail(err, KT_EINVAL, "schedule kind %d: expected 0..%d", kind, KT_SCHED_COUNT - 1);
-  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
+  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
   kt_schedule_free(out); /* a handle used before holds its last schedule */
-  return kt_schedule_generate((kt_schedule_kind)kind, &params, out, err);
+  return kt_generate((kt_gen_kind)kind, &params, out, err);
 }
 
 double kt_ffi_1f1b_peak(int kind, int p, int v, int m, const kt_costs *c) {
   if (kind < 0 || kind >= KT_SCHED_COUNT) return -1;
-  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c};
-  return kt_schedule_1f1b_peak((kt_schedule_kind)kind, &params);
+  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = c};
+  return kt_gen_1f1b_peak((kt_gen_kind)kind, &params);
 }
 
 double kt_ffi_mem_limit(int p, int v, int m, const kt_costs *c, double mem_limit) {
-  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
-  return kt_schedule_mem_limit(&params);
+  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
+  return kt_gen_mem_limit(&params);
 }
 
 kt_status kt_ffi_parse(const char *text, int notation, kt_schedule *out, kt_schedule *lowered,
@@ -148,12 +148,12 @@ kt_status kt_ffi_optimal(int p, int v, int m, const kt_costs *c, double mem_limi
                          kt_error *err) {
   *search = kt_calloc(1, sizeof **search);
   if (!*search) return kt_fail(err, KT_ENOMEM, "out of memory");
-  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
+  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
   kt_optimal_opts o = {.time_limit = time_limit};
   (*search)->time_limit = time_limit;
   kt_schedule_free(out); /* a handle used before holds its last schedule */
   kt_placement pl = v == 2 ? KT_PLACEMENT_V : KT_PLACEMENT_LOOP;
-  kt_status st = kt_schedule_optimal(&params, pl, &o, out, &(*search)->res, err);
+  kt_status st = kt_gen_optimal(&params, pl, &o, out, &(*search)->res, err);
   if (st) {
     free(*search);
     *search = NULL;

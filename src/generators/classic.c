@@ -6,7 +6,7 @@
 #include "generators/internal.h"
 
 /* GPipe (fill-drain): all forwards, then all backwards in micro-batch order. */
-kt_status kt__gen_gpipe(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_gpipe(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   (void)params;
   for (int r = 0; r < s->p; r++) {
     for (int j = 0; j < s->m; j++) KT__PUSH(s, r, r, KT_OP_F, j);
@@ -17,7 +17,7 @@ kt_status kt__gen_gpipe(kt_schedule *s, const kt_schedule_params *params, kt_err
 
 /* 1F1B (PipeDream-Flush): rank r runs min(P-1-r, M) warm-up forwards, then
  * alternates one forward and one backward, then drains the backwards. */
-kt_status kt__gen_1f1b(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_1f1b(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   (void)params;
   for (int r = 0; r < s->p; r++) {
     int warm = s->p - 1 - r < s->m ? s->p - 1 - r : s->m;
@@ -104,7 +104,7 @@ static void split_groups(groups *gr, int p, int m, int larger_first) {
  * warm-up as given or longer where a longer one removes a stall) the one
  * with the shortest unit-cost makespan is kept. M < P is rejected: chunks
  * would starve. */
-kt_status kt__gen_interleaved(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_interleaved(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   (void)params;
   int p = s->p, v = s->v, m = s->m;
   if (v < 2)
@@ -151,7 +151,7 @@ kt_status kt__gen_interleaved(kt_schedule *s, const kt_schedule_params *params, 
 
 /* Looped BFS (breadth-first): each rank runs every micro-batch through its
  * first chunk, then its second, ...; backwards in reverse chunk order. */
-kt_status kt__gen_looped_bfs(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_looped_bfs(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   (void)params;
   for (int r = 0; r < s->p; r++) {
     for (int c = 0; c < s->v; c++)

@@ -98,7 +98,7 @@ static kt_status dpv_build_rank(dpv_rank *d) {
   return KT_OK;
 }
 
-kt_status kt__gen_dualpipev(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_dualpipev(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   (void)params;
   int p = s->p, m = s->m;
   if (m < 2 * p)

@@ -80,7 +80,7 @@ static kt_status build(kt_schedule *s, const rounding *rd, int extra, kt_error *
   return KT_OK;
 }
 
-kt_status kt__gen_interleaved_zb(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_interleaved_zb(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   (void)params;
   if (s->v < 2)
     return kt_fail(err, KT_EINVAL, "interleaved-zb needs V >= 2 chunks per rank (got V=%d); "

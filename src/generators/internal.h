@@ -7,22 +7,22 @@
 /* Each generator receives a schedule already initialised with the right
  * p, v, m and placement and fills the per-rank lists. EINVAL with a reason
  * when the parameters are impossible, ENOMEM on allocation failure. */
-typedef kt_status (*kt__generator_fn)(kt_schedule *s, const kt_schedule_params *params,
+typedef kt_status (*kt__generator_fn)(kt_schedule *s, const kt_gen_params *params,
                                       kt_error *err);
 
-kt_status kt__gen_gpipe(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_1f1b(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_interleaved(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_looped_bfs(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_zb_h1(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_zb_h2(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_zbv(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_dualpipev(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_zb_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_zbv_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_interleaved_zb(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_v_half(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
-kt_status kt__gen_v_min(kt_schedule *s, const kt_schedule_params *params, kt_error *err);
+kt_status kt__gen_gpipe(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_1f1b(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_interleaved(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_looped_bfs(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_zb_h1(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_zb_h2(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_zbv(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_dualpipev(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_zb_auto(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_zbv_auto(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_interleaved_zb(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_v_half(kt_schedule *s, const kt_gen_params *params, kt_error *err);
+kt_status kt__gen_v_min(kt_schedule *s, const kt_gen_params *params, kt_error *err);
 
 /* v-half (half 1) and v-min (0) built slot by slot for every micro-batch
  * (the generators stretch a shorter run's steady state; tests compare). */
@@ -38,7 +38,7 @@ static inline void kt__append(kt_schedule *s, int r, int stage, kt_op op, int mb
 }
 
 /* Push helper that turns ENOMEM into a message. Appends in place while the
- * rank's list has room (kt_schedule_generate reserves 2*V*M actions a
+ * rank's list has room (kt_generate reserves 2*V*M actions a
  * rank); kt_schedule_push grows it otherwise. */
 #define KT__PUSH(sched, rank, stage_, op_, mb_)                                  \
   do {                                                                           \

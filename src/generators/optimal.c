@@ -24,7 +24,7 @@
 #define MAX_P 8
 #define MAX_M 64
 
-static kt_status check_layout(const kt_schedule_params *params, kt_placement placement,
+static kt_status check_layout(const kt_gen_params *params, kt_placement placement,
                               kt_error *err) {
   int p = params->p, v = params->v ? params->v : 1, m = params->m;
   if (v != 1 && v != 2)
@@ -41,7 +41,7 @@ static kt_status check_layout(const kt_schedule_params *params, kt_placement pla
   return KT_OK;
 }
 
-static kt_status layout(const kt_schedule_params *params, kt_placement placement, kt_schedule *s,
+static kt_status layout(const kt_gen_params *params, kt_placement placement, kt_schedule *s,
                         kt_error *err) {
   kt_status st = kt_schedule_init(s, params->p, params->v ? params->v : 1, params->m, placement, err);
   if (!st) snprintf(s->name, sizeof s->name, "optimal");
@@ -89,13 +89,13 @@ kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, 
   if (!st) st = analytic_bound(layout, c, mem_limit, lb, err);
   if (st || search_nodes <= 0 || !quick_reach(layout) || c->links || c->send_overhead > 0)
     return st;
-  kt_schedule_params params = {.p = layout->p, .v = layout->v, .m = layout->m, .costs = c,
+  kt_gen_params params = {.p = layout->p, .v = layout->v, .m = layout->m, .costs = c,
                                .mem_limit = mem_limit};
   kt_optimal_opts o = {.time_limit = 60, .max_nodes = search_nodes};
   kt_optimal_result res;
   kt_schedule found;
   kt_error e2;
-  if (kt_schedule_optimal(&params, layout->placement, &o, &found, &res, &e2)) return KT_OK;
+  if (kt_gen_optimal(&params, layout->placement, &o, &found, &res, &e2)) return KT_OK;
   kt_schedule_free(&found);
   if (res.lower_bound > *lb) *lb = res.lower_bound;
   if (exact) *exact = res.proven;
@@ -105,7 +105,7 @@ kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, 
 /* zb-auto's order on the same layout, costs and limit, as the one to beat:
  * its makespan, or INFINITY when zb-auto has none (its admission rule asks
  * for more memory than some orders need). */
-static double starting_order(const kt_schedule_params *params, kt_schedule *s) {
+static double starting_order(const kt_gen_params *params, kt_schedule *s) {
   kt_error e2;
   kt__search_opts all = {1, 1, 1, -1, 0, 1, 0};
   if (kt__zb_auto_build(s, params->costs, params->mem_limit, &all, &e2)) return INFINITY;
@@ -141,7 +141,7 @@ static kt_status verify(const kt__opt_problem *pb, const kt_schedule *s, const k
   return KT_OK;
 }
 
-static kt_status run_search(const kt_schedule_params *params, const kt_optimal_opts *opts,
+static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *opts,
                             kt__opt_problem *pb, kt_schedule *out, kt_optimal_result *res,
                             kt_error *err) {
   kt_schedule found;
@@ -179,9 +179,9 @@ static kt_status run_search(const kt_schedule_params *params, const kt_optimal_o
   return KT_OK;
 }
 
-kt_status kt_schedule_optimal(const kt_schedule_params *params, kt_placement placement,
-                              const kt_optimal_opts *opts, kt_schedule *out,
-                              kt_optimal_result *res, kt_error *err) {
+kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
+                         const kt_optimal_opts *opts, kt_schedule *out,
+                         kt_optimal_result *res, kt_error *err) {
   memset(res, 0, sizeof *res);
   memset(out, 0, sizeof *out);
   kt_status st = check_layout(params, placement, err);
@@ -203,7 +203,7 @@ kt_status kt_schedule_optimal(const kt_schedule_params *params, kt_placement pla
       kt__opt_problem_free(&pb);
     }
   if (!st) {
-    kt_schedule_params p2 = *params;
+    kt_gen_params p2 = *params;
     p2.costs = c;
     st = run_search(&p2, opts, &pb, out, res, err);
     kt__opt_problem_free(&pb);

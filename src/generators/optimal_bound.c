@@ -104,8 +104,8 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
   for (int x = 0; x < pb->S; x++)
     for (int t = 0; t < KT__OPT_TYPES; t++)
       pb->tail[t][x] = maxd(0, lead_to(pb, pb->srank[x], t, x));
-  kt_schedule_params lp = {.p = s->p, .v = s->v, .m = s->m, .costs = c, .mem_limit = limit};
-  pb->limit = kt_schedule_mem_limit(&lp);
+  kt_gen_params lp = {.p = s->p, .v = s->v, .m = s->m, .costs = c, .mem_limit = limit};
+  pb->limit = kt_gen_mem_limit(&lp);
   if ((st = kt__opt_needs_init(pb, err))) kt__opt_problem_free(pb);
   return st;
 }

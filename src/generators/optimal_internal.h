@@ -58,7 +58,7 @@ static inline const int *kt__opt_need(const kt__opt_problem *pb, int r, int c, i
 }
 
 /* layout of s (p, v, m, placement), stage costs c (NULL: unit), limit <= 0:
- * kt_schedule_mem_limit's default. EINVAL for links (the search has no
+ * kt_gen_mem_limit's default. EINVAL for links (the search has no
  * model of shared links), ENOMEM. */
 kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const kt_costs *c,
                                double limit, kt_error *err);

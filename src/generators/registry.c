@@ -34,11 +34,11 @@ static const kind_info kinds[] = {
 };
 _Static_assert(sizeof kinds / sizeof *kinds == KT_SCHED_COUNT, "schedule table out of sync");
 
-const char *kt_schedule_kind_name(kt_schedule_kind k) {
+const char *kt_gen_kind_name(kt_gen_kind k) {
   return (unsigned)k < KT_SCHED_COUNT ? kinds[k].name : "?";
 }
 
-int kt_schedule_kind_from_name(const char *name) {
+int kt_gen_kind_from_name(const char *name) {
   if (!name) return -1;
   for (int k = 0; k < KT_SCHED_COUNT; k++)
     if (!strcmp(name, kinds[k].name) || (kinds[k].alias && !strcmp(name, kinds[k].alias)))
@@ -46,7 +46,7 @@ int kt_schedule_kind_from_name(const char *name) {
   return -1;
 }
 
-const char *kt_schedule_kind_list(void) {
+const char *kt_gen_kind_list(void) {
   static char list[256];
   if (!list[0]) {
     size_t n = 0;
@@ -56,11 +56,11 @@ const char *kt_schedule_kind_list(void) {
   return list;
 }
 
-int kt_schedule_default_chunks(kt_schedule_kind k) {
+int kt_gen_default_chunks(kt_gen_kind k) {
   return (unsigned)k < KT_SCHED_COUNT ? kinds[k].default_v : 1;
 }
 
-kt_placement kt_schedule_kind_placement(kt_schedule_kind k) {
+kt_placement kt_gen_kind_placement(kt_gen_kind k) {
   return (unsigned)k < KT_SCHED_COUNT ? kinds[k].placement : KT_PLACEMENT_LOOP;
 }
 
@@ -69,7 +69,7 @@ kt_placement kt_schedule_kind_placement(kt_schedule_kind k) {
  * V*M*(TF+TB+TW), so bubble = I / (V*M*(TF+TB+TW) + I)); they were derived
  * from the critical paths of the generated orders and are checked against
  * the simulator in tests/test_zero_bubble.c. n = P-1. */
-static double zb_idle(kt_schedule_kind k, int p, double f, double b, double w) {
+static double zb_idle(kt_gen_kind k, int p, double f, double b, double w) {
   double n = p - 1;
   if (p == 1) return 0;
   switch (k) {
@@ -98,8 +98,8 @@ static double zb_idle(kt_schedule_kind k, int p, double f, double b, double w) {
   }
 }
 
-double kt_schedule_closed_form_bubble(kt_schedule_kind k, int p, int v, int m, double tf,
-                                      double tb, double tw, const char **expr) {
+double kt_gen_closed_form_bubble(kt_gen_kind k, int p, int v, int m, double tf,
+                                 double tb, double tw, const char **expr) {
   const char *e = NULL;
   double r = -1, P = p, M = m, V = v;
   switch (k) {
@@ -145,9 +145,9 @@ double kt_schedule_closed_form_bubble(kt_schedule_kind k, int p, int v, int m, d
   return r;
 }
 
-const char *kt_schedule_closed_form_why_not(kt_schedule_kind k, int p, int v, int m) {
+const char *kt_gen_closed_form_why_not(kt_gen_kind k, int p, int v, int m) {
   const char *e = NULL;
-  if (kt_schedule_closed_form_bubble(k, p, v, m, 1, 1, 1, &e) >= 0) return NULL;
+  if (kt_gen_closed_form_bubble(k, p, v, m, 1, 1, 1, &e) >= 0) return NULL;
   switch (k) {
     case KT_SCHED_ZB_AUTO:
     case KT_SCHED_ZBV_AUTO: return "a search under a memory limit has no formula";
@@ -164,8 +164,8 @@ const char *kt_schedule_closed_form_why_not(kt_schedule_kind k, int p, int v, in
   }
 }
 
-double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int m,
-                                           double mem_act, double mem_wgrad, const char **expr) {
+double kt_gen_closed_form_peak_memory(kt_gen_kind k, int p, int v, int m,
+                                      double mem_act, double mem_wgrad, const char **expr) {
   const char *e = NULL;
   double r = -1, P = p, M = m, V = v, a = mem_act;
   int zb_ok = mem_wgrad <= mem_act; /* W keeps part of what F stored */
@@ -202,7 +202,7 @@ double kt_schedule_closed_form_peak_memory(kt_schedule_kind k, int p, int v, int
   return r;
 }
 
-double kt_schedule_mem_limit(const kt_schedule_params *params) {
+double kt_gen_mem_limit(const kt_gen_params *params) {
   if (params->mem_limit > 0) return params->mem_limit;
   kt_costs unit;
   const kt_costs *c = params->costs;
@@ -219,15 +219,15 @@ double kt_schedule_mem_limit(const kt_schedule_params *params) {
   return (double)params->p * v * need;
 }
 
-double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *params) {
+double kt_gen_1f1b_peak(kt_gen_kind kind, const kt_gen_params *params) {
   kt_costs unit;
   const kt_costs *c = params->costs;
   if (!c) {
     kt_costs_default(&unit);
     c = &unit;
   }
-  int p = params->p, v = params->v > 0 ? params->v : kt_schedule_default_chunks(kind);
-  int vshape = kt_schedule_kind_placement(kind) == KT_PLACEMENT_V;
+  int p = params->p, v = params->v > 0 ? params->v : kt_gen_default_chunks(kind);
+  int vshape = kt_gen_kind_placement(kind) == KT_PLACEMENT_V;
   double rank_most = 0;
   for (int r = 0; r < p; r++) {
     double sum = 0;
@@ -238,7 +238,7 @@ double kt_schedule_1f1b_peak(kt_schedule_kind kind, const kt_schedule_params *pa
   return fmin(p, params->m) * rank_most;
 }
 
-double kt_schedule_min_mem_limit(kt_schedule_kind kind, const kt_schedule_params *params) {
+double kt_gen_min_mem_limit(kt_gen_kind kind, const kt_gen_params *params) {
   if (kind != KT_SCHED_ZB_AUTO && kind != KT_SCHED_ZBV_AUTO) return -1;
   int v = params->v > 0 ? params->v : kinds[kind].default_v;
   kt_schedule layout;
@@ -263,8 +263,8 @@ kt_status kt__reserve_actions(kt_schedule *s, size_t per_rank, kt_error *err) {
   return KT_OK;
 }
 
-kt_status kt_schedule_generate(kt_schedule_kind kind, const kt_schedule_params *params,
-                               kt_schedule *out, kt_error *err) {
+kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params,
+                      kt_schedule *out, kt_error *err) {
   memset(out, 0, sizeof *out);
   if ((unsigned)kind >= KT_SCHED_COUNT)
     return kt_fail(err, KT_EINVAL, "unknown schedule kind %d", (int)kind);

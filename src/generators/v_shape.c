@@ -547,17 +547,17 @@ static kt_status construct(kt_schedule *s, int half, kt_error *err) {
 }
 
 /* The construction, then the cost-aware search under its memory. */
-static kt_status generate(kt_schedule *s, const kt_schedule_params *params, int half,
+static kt_status generate(kt_schedule *s, const kt_gen_params *params, int half,
                           kt_error *err) {
   kt_status st = construct(s, half, err);
   if (st || !params->costs) return st; /* no costs: the construction itself */
   return kt__search_tune(s, params, 0, err);
 }
 
-kt_status kt__gen_v_half(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_v_half(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   return generate(s, params, 1, err);
 }
 
-kt_status kt__gen_v_min(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_v_min(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   return generate(s, params, 0, err);
 }

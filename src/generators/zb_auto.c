@@ -47,10 +47,10 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
 /* The quick search: every builder but the full rule set, no refinement. */
 static const kt__search_opts quick = {1, 1, 1, 0, 1, 0, 0};
 
-kt_status kt__gen_zb_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_zb_auto(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   return kt__zb_auto_build(s, params->costs, params->mem_limit, params->quick ? &quick : NULL, err);
 }
 
-kt_status kt__gen_zbv_auto(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_zbv_auto(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   return kt__zb_auto_build(s, params->costs, params->mem_limit, params->quick ? &quick : NULL, err);
 }

@@ -14,7 +14,7 @@ typedef struct {
 
 /* ZB-H1: F x (P-1-s); (F, I) x s; (F, I, W) while forwards remain; (I, W)
  * for the remaining backwards; then the remaining W. 1F1B's peak memory. */
-kt_status kt__gen_zb_h1(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_zb_h1(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   (void)params;
   for (int r = 0; r < s->p; r++) {
     chunk_progress c = {r, 0, 0, 0}, *cp = &c;
@@ -29,7 +29,7 @@ kt_status kt__gen_zb_h1(kt_schedule *s, const kt_schedule_params *params, kt_err
 
 /* ZB-H2: F x (2P-1-2s); (I, F) x 2s; (I, W, F) while forwards remain; (I, W);
  * then the remaining W. Peak memory (2P-1) activations on stage 0. */
-kt_status kt__gen_zb_h2(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_zb_h2(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   (void)params;
   for (int r = 0; r < s->p; r++) {
     chunk_progress c = {r, 0, 0, 0}, *cp = &c;
@@ -48,7 +48,7 @@ kt_status kt__gen_zb_h2(kt_schedule *s, const kt_schedule_params *params, kt_err
  * chunk0 are left; cool-down r x (I0, I1), (P-r) x (I0, W0), remaining W1,
  * remaining W0. Needs M >= 2P so the warm-up is complete. With costs the
  * order is then tuned to them (kt__search_tune) when that is strictly faster. */
-kt_status kt__gen_zbv(kt_schedule *s, const kt_schedule_params *params, kt_error *err) {
+kt_status kt__gen_zbv(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   int p = s->p;
   if (s->m < 2 * p)
     return kt_fail(err, KT_EINVAL,

@@ -238,7 +238,7 @@ oom:
   return kt_fail(err, KT_ENOMEM, "out of memory profiling a schedule");
 }
 
-kt__sched_entry *kt__plan_sched_for(kt_schedule_kind kind, int p, int v, int m,
+kt__sched_entry *kt__plan_sched_for(kt_gen_kind kind, int p, int v, int m,
                                     const kt_costs *c, double mem_limit, kt_error *err) {
   kt__sched_entry *e = kt_calloc(1, sizeof *e);
   if (!e) {
@@ -246,8 +246,8 @@ kt__sched_entry *kt__plan_sched_for(kt_schedule_kind kind, int p, int v, int m,
     return NULL;
   }
   *e = (kt__sched_entry){.kind = kind, .p = p, .v = v, .m = m};
-  kt_schedule_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit, .quick = 1};
-  e->status = kt_schedule_generate(kind, &params, &e->s, err);
+  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit, .quick = 1};
+  e->status = kt_generate(kind, &params, &e->s, err);
   if (!e->status) e->status = build_profile(e, err);
   if (e->status) {
     free_sched(e);
@@ -260,7 +260,7 @@ void kt__plan_sched_free(kt__sched_entry *e) {
   if (e) free_sched(e);
 }
 
-const kt__sched_entry *kt__plan_ctx_schedule(kt__plan_ctx *x, kt_schedule_kind kind, int p,
+const kt__sched_entry *kt__plan_ctx_schedule(kt__plan_ctx *x, kt_gen_kind kind, int p,
                                              int v, int m, kt_error *err) {
   kt__sched_entry key = {.kind = kind, .p = p, .v = v, .m = m};
   uint64_t h = kt__plan_hash(kt__plan_hash(kt__plan_hash(kt__plan_hash(2, kind), p), v), m);
@@ -272,8 +272,8 @@ const kt__sched_entry *kt__plan_ctx_schedule(kt__plan_ctx *x, kt_schedule_kind k
       return NULL;
     }
     *e = key;
-    kt_schedule_params params = {.p = p, .v = v, .m = m};
-    e->status = kt_schedule_generate(kind, &params, &e->s, &e->err);
+    kt_gen_params params = {.p = p, .v = v, .m = m};
+    e->status = kt_generate(kind, &params, &e->s, &e->err);
     if (!e->status) e->status = build_profile(e, &e->err);
     if (map_put(&x->scheds, h, e)) {
       free_sched(e);
@@ -393,7 +393,7 @@ static int sim_eq(const void *v, const void *k) {
 
 /* The cache key of a simulation: the stage costs relative to the largest
  * stage (*scale), so schedules that differ only in time unit share it. */
-static double *sim_key(const kt_schedule *s, kt_schedule_kind kind, const kt_costs *c, int *len,
+static double *sim_key(const kt_schedule *s, kt_gen_kind kind, const kt_costs *c, int *len,
                        double *scale, uint64_t *hash) {
   int S = s->p * s->v;
   *len = 3 * S + 1;
@@ -414,7 +414,7 @@ static double *sim_key(const kt_schedule *s, kt_schedule_kind kind, const kt_cos
   return vec;
 }
 
-kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_schedule_kind kind,
+kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_gen_kind kind,
                                 const kt_costs *c, int cacheable, double *makespan,
                                 double *busy, kt_error *err) {
   int len;
@@ -434,7 +434,7 @@ kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_schedu
   x->n_simulations++;
   /* the round's wall clock (first action anywhere to the last: rounds run
    * one after another, each with its own fill and drain) and busy time */
-  kt_status st = kt_schedule_span(s, c, &span, &total, err);
+  kt_status st = kt_gen_span(s, c, &span, &total, err);
   if (st || !cacheable || !(e = kt_calloc(1, sizeof *e))) {
     free(vec); /* an uncached result still stands */
     if (!st) *makespan = span, *busy = total;

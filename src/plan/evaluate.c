@@ -76,15 +76,15 @@ double kt__plan_dp_time(const kt__plan_ctx *x, const kt_plan_config *cfg, double
   return t;
 }
 
-static int chunks_ok(kt_schedule_kind kind, int v) {
-  int defv = kt_schedule_default_chunks(kind);
-  if (kt_schedule_kind_placement(kind) == KT_PLACEMENT_V) return v == 2;
+static int chunks_ok(kt_gen_kind kind, int v) {
+  int defv = kt_gen_default_chunks(kind);
+  if (kt_gen_kind_placement(kind) == KT_PLACEMENT_V) return v == 2;
   if (defv > 1) return v >= 2;
   return kind == KT_SCHED_ZB_AUTO ? v >= 1 : v == 1;
 }
 
 /* Schedules generated for each configuration's costs and memory. */
-static int cost_dependent(kt_schedule_kind kind) {
+static int cost_dependent(kt_gen_kind kind) {
   return kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO;
 }
 
@@ -118,10 +118,10 @@ static kt_status check_config(const kt__plan_ctx *x, const kt_plan_config *cfg, 
                    cfg->p * cfg->v, m->n_layers);
   if (!chunks_ok(cfg->schedule, cfg->v))
     return kt_fail(err, KT_EINVAL, "%s with V=%d chunks per rank: %s",
-                   kt_schedule_kind_name(cfg->schedule), cfg->v,
-                   kt_schedule_kind_placement(cfg->schedule) == KT_PLACEMENT_V
+                   kt_gen_kind_name(cfg->schedule), cfg->v,
+                   kt_gen_kind_placement(cfg->schedule) == KT_PLACEMENT_V
                        ? "it needs V=2"
-                       : kt_schedule_default_chunks(cfg->schedule) > 1 ? "it needs V >= 2"
+                       : kt_gen_default_chunks(cfg->schedule) > 1 ? "it needs V >= 2"
                                                                        : "it needs V=1");
   double batch = (double)cfg->k * cfg->m * cfg->b * cfg->d;
   if (global_batch > 0 && batch != (double)global_batch)
@@ -206,7 +206,7 @@ static void rank_memory(const kt__plan_ctx *x, const kt__sched_entry *se, const 
 static int surely_over(const kt__plan_ctx *x, const kt_plan_config *cfg, const stage_bufs *sb,
                        kt_plan_result *r) {
   kt_schedule shape = {.p = cfg->p, .v = cfg->v,
-                       .placement = kt_schedule_kind_placement(cfg->schedule)};
+                       .placement = kt_gen_kind_placement(cfg->schedule)};
   r->mem_peak = 0;
   for (int k = 0; k < cfg->p; k++) {
     double params = rank_params(x, &shape, cfg, sb, k), act = 0;
@@ -297,7 +297,7 @@ static kt__sched_entry *own_schedule(const kt__plan_ctx *x, const kt_plan_config
  * the placement (the schedule is not built then). */
 static int cut_by_bound(kt__plan_ctx *x, const kt_plan_config *cfg, double cutoff,
                         const stage_bufs *sb, double boundary, kt_plan_result *r) {
-  kt_schedule shape = {.p = cfg->p, .v = cfg->v, .placement = kt_schedule_kind_placement(cfg->schedule)};
+  kt_schedule shape = {.p = cfg->p, .v = cfg->v, .placement = kt_gen_kind_placement(cfg->schedule)};
   double largest = 0;
   r->p2p_time = kt__plan_hop(x->c, cfg, boundary);
   for (int rank = 0; rank < cfg->p; rank++)

@@ -39,7 +39,7 @@ typedef struct {
 } kt__cost_entry;
 
 typedef struct {
-  kt_schedule_kind kind;
+  kt_gen_kind kind;
   int p, v, m;
   kt_status status; /* generation failure is cached too */
   kt_error err;
@@ -60,7 +60,7 @@ typedef struct {
 } kt__part_entry;
 
 typedef struct {
-  kt_schedule_kind kind;
+  kt_gen_kind kind;
   int p, v, m, len;
   double *vec; /* per stage tf, tb, tw, then comm; divided by the largest stage */
   double makespan, busy;
@@ -88,12 +88,12 @@ const kt_layer_cost *kt__plan_ctx_costs(kt__plan_ctx *x, int t, int b, kt_recomp
                                         kt_error *err);
 /* The schedule (kind, P, V, M) with its memory profile, cached; NULL with the
  * generator's reason. */
-const kt__sched_entry *kt__plan_ctx_schedule(kt__plan_ctx *x, kt_schedule_kind kind, int p,
+const kt__sched_entry *kt__plan_ctx_schedule(kt__plan_ctx *x, kt_gen_kind kind, int p,
                                              int v, int m, kt_error *err);
 /* A schedule that depends on the configuration's costs and memory (zb-auto,
  * zbv-auto: the quick search under mem_limit bytes of activations per rank),
  * with its memory profile; not cached. NULL with the reason in err. */
-kt__sched_entry *kt__plan_sched_for(kt_schedule_kind kind, int p, int v, int m,
+kt__sched_entry *kt__plan_sched_for(kt_gen_kind kind, int p, int v, int m,
                                     const kt_costs *c, double mem_limit, kt_error *err);
 void kt__plan_sched_free(kt__sched_entry *e);
 /* Peak activation bytes on rank for per-stage sizes; *inflight = peak count. */
@@ -106,7 +106,7 @@ double kt__plan_rank_activation(const kt__sched_entry *e, int rank, const double
 const kt__part_entry *kt__plan_ctx_partition(kt__plan_ctx *x, int S, const kt__cost_entry *ce,
                                              int d, const int *mult, kt_error *err);
 /* Simulates s under c (per-stage arrays set); results cached up to scale. */
-kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_schedule_kind kind,
+kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_gen_kind kind,
                                 const kt_costs *c, int cacheable, double *makespan,
                                 double *busy, kt_error *err);
 

@@ -102,7 +102,7 @@ static kt_status add_layouts(search *s, kt_plan_config base, kt_error *err) {
     if (!(wanted >> kind & 1)) continue;
     /* with one rank every schedule is the same: keep 1f1b unless one is asked */
     if (base.p == 1 && kind != KT_SCHED_1F1B && s->schedules != 1u << kind) continue;
-    int defv = kt_schedule_default_chunks((kt_schedule_kind)kind);
+    int defv = kt_gen_default_chunks((kt_gen_kind)kind);
     int vlo = defv, vhi = defv;
     if (kind == KT_SCHED_INTERLEAVED || kind == KT_SCHED_LOOPED_BFS || kind == KT_SCHED_INTERLEAVED_ZB)
       vlo = 2, vhi = s->sp->max_chunks;
@@ -121,7 +121,7 @@ static kt_status add_layouts(search *s, kt_plan_config base, kt_error *err) {
         if (r == KT_RECOMPUTE_SELECTIVE && !s->x->m->transformer && s->recomputes != 1u << r)
           continue;
         candidate c = {.cfg = base};
-        c.cfg.schedule = (kt_schedule_kind)kind;
+        c.cfg.schedule = (kt_gen_kind)kind;
         c.cfg.v = v;
         c.cfg.recompute = (kt_recompute)r;
         const kt__cost_entry *ce = kt__plan_ctx_cost_entry(s->x, base.t, base.b, c.cfg.recompute, err);
@@ -363,9 +363,9 @@ static kt_status try_auto(search *s, size_t *cap, kt_error *err) {
     for (int kind = 0; kind < KT_SCHED_COUNT && !st; kind++) {
       if (!(asked >> kind & 1)) continue;
       kt_plan_config cfg = layouts[i];
-      cfg.schedule = (kt_schedule_kind)kind;
+      cfg.schedule = (kt_gen_kind)kind;
       if (kind == KT_SCHED_ZBV_AUTO) cfg.v = 2;
-      else if (kt_schedule_kind_placement(layouts[i].schedule) == KT_PLACEMENT_V) cfg.v = 1;
+      else if (kt_gen_kind_placement(layouts[i].schedule) == KT_PLACEMENT_V) cfg.v = 1;
       if (s->sp->pin.v > 0 && cfg.v != s->sp->pin.v) continue;
       if ((long)cfg.p * cfg.v > s->x->m->n_layers) continue;
       int seen = 0; /* a layout twice in the top list (two schedules) is tried once */

@@ -99,7 +99,7 @@ void kt_sim_info_describe(kt_sim_info *info, const kt_sim_origin *o, const kt_sc
     return;
   }
   kt_closed_forms f;
-  kt_schedule_closed_forms(o->kind, s, c, met ? met->bubble_ratio : -1, &f);
+  kt_gen_closed_forms(o->kind, s, c, met ? met->bubble_ratio : -1, &f);
   info->closed_form = f.bubble, info->closed_form_expr = f.bubble_expr, info->closed_form_why = f.why;
   info->closed_form_peak_memory = f.peak_memory;
   info->closed_form_peak_memory_expr = f.peak_memory_expr;

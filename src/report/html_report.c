@@ -79,7 +79,7 @@ static void facts(kt_buf *b, const kt_report_entry *e) {
  * (else the stage costs it ran with); the order as it ran unless a
  * generator makes it again (a schedule file's, say). */
 static void whatif(kt_buf *b, const kt_report_entry *e, const kt_costs *given) {
-  int generated = e->info.schedule && kt_schedule_kind_from_name(e->info.schedule) >= 0;
+  int generated = e->info.schedule && kt_gen_kind_from_name(e->info.schedule) >= 0;
   kt__whatif_seed w = {.name = e->info.schedule, .p = e->info.p, .m = e->info.m, .v = e->info.v,
                        .basis = given ? e->info.cost_basis : "stage",
                        .costs = given ? given : e->info.costs, .mem_limit = e->info.mem_limit,

@@ -134,7 +134,7 @@ static void render_config_json(const kt_plan_model *m, const kt_plan_result *r, 
   int S = g->p * g->v;
   kt_buf_printf(out, "{\"p\":%d,\"d\":%d,\"t\":%d,\"v\":%d,\"m\":%d,\"b\":%d,\"k\":%d,"
                 "\"schedule\":\"%s\",\"recompute\":\"%s\",\"nodes\":\"%s\"",
-                g->p, g->d, g->t, g->v, g->m, g->b, g->k, kt_schedule_kind_name(g->schedule),
+                g->p, g->d, g->t, g->v, g->m, g->b, g->k, kt_gen_kind_name(g->schedule),
                 kt_recompute_name(g->recompute), kt_node_layout_name(g->nodes));
   if (r->equivalent)
     kt_buf_printf(out, ",\"m_range\":[%d,%d],\"equivalent\":%d", r->m_min, r->m_max,
@@ -210,14 +210,14 @@ static void render_explain(const kt_plan_model *m, const kt_plan_cluster *c, con
   kt_buf_printf(out, "\nbest configuration, explained\n"
                 "  P=%d D=%d t=%d V=%d M=%d b=%d K=%d schedule=%s recompute=%s\n"
                 "  global batch %ld = K %d x M %d x b %d x D %d; devices %d = P %d x D %d x t %d\n",
-                g->p, g->d, g->t, g->v, g->m, g->b, g->k, kt_schedule_kind_name(g->schedule),
+                g->p, g->d, g->t, g->v, g->m, g->b, g->k, kt_gen_kind_name(g->schedule),
                 kt_recompute_name(g->recompute), B, g->k, g->m, g->b, g->d, c->devices, g->p, g->d,
                 g->t);
   kt_buf_printf(out, "  step %s = K %d x round %s + gradient sync %s  (%.1f samples/s)\n",
                 fmt_time(r->step_time, t1, sizeof t1), g->k, fmt_time(r->round_time, t2, sizeof t2),
                 fmt_time(r->dp_time, t3, sizeof t3), B / r->step_time);
   const char *expr = NULL;
-  double closed = kt_schedule_closed_form_bubble(g->schedule, g->p, g->v, g->m, 1, 1, 1, &expr);
+  double closed = kt_gen_closed_form_bubble(g->schedule, g->p, g->v, g->m, 1, 1, 1, &expr);
   kt_buf_printf(out, "  round: simulated makespan of %d micro-batches; bubble %.2f%%", g->m,
                 100 * r->bubble_ratio);
   if (closed >= 0 && expr) kt_buf_printf(out, " (uniform closed form %s = %.2f%%)", expr, 100 * closed);
@@ -230,7 +230,7 @@ static void render_explain(const kt_plan_model *m, const kt_plan_cluster *c, con
   for (int j = 0, i = 0; j < S; i += r->partition[j], j++) {
     char label[80], f[32], ii[32], w[32];
     stage_label(m, i, r->partition[j], label, sizeof label);
-    int rank = kt_schedule_kind_placement(g->schedule) == KT_PLACEMENT_V
+    int rank = kt_gen_kind_placement(g->schedule) == KT_PLACEMENT_V
                    ? (j < g->p ? j : 2 * g->p - 1 - j)
                    : j % g->p;
     kt_buf_printf(out, "  %5d %4d %6d  %-22s %10s %10s %10s\n", j, rank, r->partition[j], label,
@@ -291,7 +291,7 @@ void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_p
     collapsed += r->equivalent > 0;
     kt_buf_printf(out, "%3d %3d %3d %2d %2d %9s %4d %5d  %-14s %-9s %-9s %10s %6.2f%%  %-19s  %-14s %s\n",
                   i + 1, g->p, g->d, g->t, g->v, mcol, g->b, g->k,
-                  kt_schedule_kind_name(g->schedule), kt_recompute_name(g->recompute),
+                  kt_gen_kind_name(g->schedule), kt_recompute_name(g->recompute),
                   kt_node_layout_name(g->nodes),
                   fmt_time(r->step_time, t, sizeof t), 100 * r->bubble_ratio, mem, part, r->reason);
   }

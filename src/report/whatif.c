@@ -42,7 +42,7 @@ void kt__whatif_assets(kt_buf *b) {
   kt_buf_puts(b, "<style>/*<![CDATA[*/\n");
   kt_buf_puts(b, whatif_css);
   kt_buf_puts(b, "/*]]>*/</style>\n<script type=\"application/x-kt-wasm\" id=\"kt-wasm\" data-kinds=\"");
-  kt_html_text(b, kt_schedule_kind_list());
+  kt_html_text(b, kt_gen_kind_list());
   kt_buf_puts(b, "\">");
   /* base64url: no '/' or '+', so nothing in it reads as a path or a link */
   char quad[4];
@@ -185,7 +185,7 @@ void kt__whatif_panel(kt_buf *b, const kt__whatif_seed *w) {
   kt_buf_init(&j);
   kt_buf_puts(&j, "{\"name\":");
   kt_buf_json_string(&j, w->name ? w->name : "");
-  if (w->name && kt_schedule_kind_from_name(w->name) >= 0) {
+  if (w->name && kt_gen_kind_from_name(w->name) >= 0) {
     kt_buf_puts(&j, ",\"schedule\":");
     kt_buf_json_string(&j, w->name);
   }

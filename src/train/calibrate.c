@@ -47,8 +47,8 @@ kt_status kt_calibrate_compute(const kt_model_config *m, int micro_batch, kt_cal
   if (st) return st;
   out->boundary_bytes = kt_model_boundary_elems(m) * (size_t)micro_batch * sizeof(float);
   kt_schedule s;
-  kt_schedule_params sp = {.p = 1, .m = MICROBATCHES};
-  if ((st = kt_schedule_generate(KT_SCHED_GPIPE, &sp, &s, err))) return st;
+  kt_gen_params sp = {.p = 1, .m = MICROBATCHES};
+  if ((st = kt_generate(KT_SCHED_GPIPE, &sp, &s, err))) return st;
   kt_runtime_config rc;
   kt_runtime_config_default(&rc);
   rc.schedule = &s;

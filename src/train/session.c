@@ -69,7 +69,7 @@ static kt_status check_params(const kt_session_params *p, kt_error *err) {
   if (limited && (p->schedule || (p->kind != KT_SCHED_ZB_AUTO && p->kind != KT_SCHED_ZBV_AUTO)))
     return kt_fail(err, KT_EINVAL, "%s cannot keep to a memory limit: its order sets its memory "
                    "(zb-auto and zbv-auto search for an order within one)",
-                   p->schedule ? "a schedule of the caller's" : kt_schedule_kind_name(p->kind));
+                   p->schedule ? "a schedule of the caller's" : kt_gen_kind_name(p->kind));
   return KT_OK;
 }
 
@@ -117,7 +117,7 @@ static kt_status build_schedule(kt_session *s, kt_error *err) {
       st = kt__session_memory(s, kt_schedule_stages(&s->sched), s->sched.p, s->sched.m, err);
     return st;
   }
-  int v = p->v > 0 ? p->v : kt_schedule_default_chunks(p->kind);
+  int v = p->v > 0 ? p->v : kt_gen_default_chunks(p->kind);
   if (has_units(p) && (st = kt__session_memory(s, p->p * v, p->p, p->m, err))) return st;
   kt_costs gen; /* unit times, the model's bytes (borrowed: never freed here) */
   kt_costs_default(&gen);
@@ -127,9 +127,9 @@ static kt_status build_schedule(kt_session *s, kt_error *err) {
   }
   double limit;
   if ((st = kt__session_mem_limit(s, v, &gen, &limit, err))) return st;
-  kt_schedule_params gp = {.p = p->p, .m = p->m, .v = p->v, .costs = &gen, .mem_limit = limit,
+  kt_gen_params gp = {.p = p->p, .m = p->m, .v = p->v, .costs = &gen, .mem_limit = limit,
                            .on_long_search = announce_search, .ctx = s};
-  return kt_schedule_generate(p->kind, &gp, &s->sched, err);
+  return kt_generate(p->kind, &gp, &s->sched, err);
 }
 
 static void runtime_config(const kt_session *s, kt_runtime_config *rc) {

@@ -73,8 +73,8 @@ kt_status kt_session_activation_bytes(const kt_session_params *p, int S, kt_cost
  * stage bytes c of P stages. */
 static kt_status peak_of_1f1b(const kt_costs *c, int P, int M, double *peak, kt_error *err) {
   kt_schedule one;
-  kt_schedule_params sp = {.p = P, .m = M};
-  kt_status st = kt_schedule_generate(KT_SCHED_1F1B, &sp, &one, err);
+  kt_gen_params sp = {.p = P, .m = M};
+  kt_status st = kt_generate(KT_SCHED_1F1B, &sp, &one, err);
   kt_metrics m;
   if (!st) st = kt_simulate_metrics(&one, c, &m, err);
   if (!st) {
@@ -105,30 +105,30 @@ kt_status kt__session_memory(kt_session *s, int S, int P, int M, kt_error *err) 
  * as a fraction of 1F1B's peak is on the whole peak, so less the largest
  * scratch an op holds while it runs (the generators count what actions
  * keep); in activations, that many micro-batches of the largest rank's. */
-static double keep_bytes(const kt_session *s, const kt_schedule_params *one, double scratch) {
+static double keep_bytes(const kt_session *s, const kt_gen_params *one, double scratch) {
   const kt_session_params *p = &s->p;
   if (p->mem_limit_kind == KT_MEM_LIMIT_BYTES) return p->mem_limit - scratch;
   if (p->mem_limit_kind == KT_MEM_LIMIT_FRACTION) return p->mem_limit * s->peak_1f1b - scratch;
-  return p->mem_limit * kt_schedule_1f1b_peak(p->kind, one) / fmin(p->p, p->m);
+  return p->mem_limit * kt_gen_1f1b_peak(p->kind, one) / fmin(p->p, p->m);
 }
 
 kt_status kt__session_mem_limit(const kt_session *s, int v, const kt_costs *gen, double *out,
                                 kt_error *err) {
   const kt_session_params *p = &s->p;
-  kt_schedule_params one = {.p = p->p, .m = p->m, .v = v, .costs = gen};
+  kt_gen_params one = {.p = p->p, .m = p->m, .v = v, .costs = gen};
   *out = 0;
   if (p->mem_limit_kind == KT_MEM_LIMIT_UNITS && p->mem_limit <= 0) return KT_OK; /* none */
   if (!s->mem.n_stages) { /* a synthetic model's activation units */
     *out = p->mem_limit;
-    if (p->mem_limit_kind == KT_MEM_LIMIT_FRACTION) *out *= kt_schedule_1f1b_peak(p->kind, &one);
+    if (p->mem_limit_kind == KT_MEM_LIMIT_FRACTION) *out *= kt_gen_1f1b_peak(p->kind, &one);
     return KT_OK;
   }
   double scratch = 0;
   for (int i = 0; i < s->mem.n_stages; i++) scratch = fmax(scratch, s->mem.stage_mem_transient[i]);
-  double keep = keep_bytes(s, &one, scratch), need = kt_schedule_min_mem_limit(p->kind, &one);
+  double keep = keep_bytes(s, &one, scratch), need = kt_gen_min_mem_limit(p->kind, &one);
   if (!(s->peak_1f1b > 0) || need < 0)
     return kt_fail(err, KT_EINVAL, "%s: no memory limit applies on this model",
-                   kt_schedule_kind_name(p->kind));
+                   kt_gen_kind_name(p->kind));
   if (keep < need) {
     double least = ceil(100 * (need + scratch) / s->peak_1f1b - 1e-9) / 100;
     return kt_fail(err, KT_EINVAL,
@@ -136,7 +136,7 @@ kt_status kt__session_mem_limit(const kt_session *s, int v, const kt_costs *gen,
                    "predicted peak, %.2f MiB on this model, with an op's scratch) is below what "
                    "any of its orders needs; the smallest it can keep to is %.2fx (one "
                    "micro-batch's activations on a rank and an op's scratch)",
-                   kt_schedule_kind_name(p->kind), fmax(keep, 0) / 1048576.0,
+                   kt_gen_kind_name(p->kind), fmax(keep, 0) / 1048576.0,
                    (keep + scratch) / s->peak_1f1b, s->peak_1f1b / 1048576.0, least);
   }
   *out = keep;

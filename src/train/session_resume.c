@@ -86,11 +86,11 @@ static kt_status adopt_layout(kt_session_params *p, kt_session_resume *r, const 
                               unsigned keep, kt_error *err) {
   const kt_run_segment *seg = &r->run.segments[r->run.n_segments - 1];
   if (!(keep & KT_KEEP_SCHEDULE)) {
-    int kind = kt_schedule_kind_from_name(seg->schedule);
+    int kind = kt_gen_kind_from_name(seg->schedule);
     if (kind < 0)
       return kt_fail(err, KT_EINVAL, "the run in '%s' trained on a schedule of its own ('%s'): "
                                      "give that schedule again", dir, seg->schedule);
-    p->kind = (kt_schedule_kind)kind;
+    p->kind = (kt_gen_kind)kind;
   }
   int p_same = (keep & KT_KEEP_P) == 0 || p->p == seg->p;
   int v_same = (keep & KT_KEEP_V) == 0 || p->v == seg->v;

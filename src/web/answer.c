@@ -31,7 +31,7 @@ static void command(kt_buf *b, const kt__web_run *w) {
   const kt_costs *c = &w->costs;
   if (w->kind >= 0)
     kt_buf_printf(&cmd, "--schedule %s -p %d -m %d -v %d",
-                  kt_schedule_kind_name((kt_schedule_kind)w->kind), s->p, s->m, s->v);
+                  kt_gen_kind_name((kt_gen_kind)w->kind), s->p, s->m, s->v);
   kt_buf_puts(&cmd, w->kind >= 0 ? " --per-stage" : "--per-stage");
   int n = c->n_stages;
   cost_flag(&cmd, "tf", c->tf, c->stage_tf, n);
@@ -100,7 +100,7 @@ static kt_status exports(kt_buf *b, const kt_schedule *s, kt_error *err) {
 kt_status kt__web_answer(const kt__web_run *w, kt_buf *out, kt_error *err) {
   const kt_schedule *s = &w->sched;
   kt_closed_forms f;
-  kt_schedule_closed_forms(w->kind, s, &w->costs, w->met.bubble_ratio, &f);
+  kt_gen_closed_forms(w->kind, s, &w->costs, w->met.bubble_ratio, &f);
   kt_sim_info info = {.schedule = s->name, .p = s->p, .v = s->v, .m = s->m,
                       .placement = kt_placement_name(s->placement),
                       .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,

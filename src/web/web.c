@@ -76,41 +76,41 @@ static kt_status stage_costs(kt__web_run *w, const kt_schedule *shape, kt_error 
 /* The limit in mem-act units: as given, or a fraction of 1F1B's peak on
  * the same model (kaiten sim's 0.5x) in kind's placement; -1 when none is
  * given. */
-static double limit_units(const kt__web_run *w, kt_schedule_kind kind, int p, int m, int v) {
+static double limit_units(const kt__web_run *w, kt_gen_kind kind, int p, int m, int v) {
   const kt__web_req *rq = &w->rq;
   if (!rq->have_limit) return -1;
   if (!rq->limit_fraction) return rq->mem_limit;
-  kt_schedule_params pp = {.p = p, .m = m, .v = v, .costs = &w->costs};
-  return rq->mem_limit * kt_schedule_1f1b_peak(kind, &pp);
+  kt_gen_params pp = {.p = p, .m = m, .v = v, .costs = &w->costs};
+  return rq->mem_limit * kt_gen_1f1b_peak(kind, &pp);
 }
 
 static kt_status generate(kt__web_run *w, kt_error *err) {
   const kt__web_req *rq = &w->rq;
-  w->kind = kt_schedule_kind_from_name(rq->schedule);
+  w->kind = kt_gen_kind_from_name(rq->schedule);
   if (w->kind < 0)
     return kt_fail(err, KT_EINVAL, "unknown schedule '%s' (known: %s)", rq->schedule,
-                   kt_schedule_kind_list());
-  kt_schedule_kind k = (kt_schedule_kind)w->kind;
-  int v = rq->v > 0 ? (int)rq->v : kt_schedule_default_chunks(k);
+                   kt_gen_kind_list());
+  kt_gen_kind k = (kt_gen_kind)w->kind;
+  int v = rq->v > 0 ? (int)rq->v : kt_gen_default_chunks(k);
   if (3.0 * (double)rq->p * v * (double)rq->m > WEB_MAX_ACTIONS)
     return kt_fail(err, KT_EINVAL, "P=%ld V=%d M=%ld: too many actions to simulate in the page "
                                    "(use kaiten sim)", rq->p, v, rq->m);
   kt_schedule shape;
-  kt_status st = kt_schedule_init(&shape, (int)rq->p, v, 1, kt_schedule_kind_placement(k), err);
+  kt_status st = kt_schedule_init(&shape, (int)rq->p, v, 1, kt_gen_kind_placement(k), err);
   if (st) return st;
   st = stage_costs(w, &shape, err);
   kt_schedule_free(&shape);
   if (st) return st;
   w->limit = limit_units(w, k, (int)rq->p, (int)rq->m, (int)rq->v);
-  kt_schedule_params pp = {.p = (int)rq->p, .m = (int)rq->m, .v = (int)rq->v,
+  kt_gen_params pp = {.p = (int)rq->p, .m = (int)rq->m, .v = (int)rq->v,
                            .costs = &w->costs, .mem_limit = w->limit > 0 ? w->limit : 0,
                            .quick = rq->quick};
   /* quick: zbv, v-half and v-min as constructed, not yet tuned to the costs
    * (their tuning takes a second at P=8, M=64 even when quick) */
   if (rq->quick && (k == KT_SCHED_ZBV || k == KT_SCHED_V_HALF || k == KT_SCHED_V_MIN)) pp.costs = NULL;
-  if ((st = kt_schedule_generate(k, &pp, &w->sched, err))) return st;
+  if ((st = kt_generate(k, &pp, &w->sched, err))) return st;
   /* the limit zb-auto kept (its default when none was given) */
-  if (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO) w->limit = kt_schedule_mem_limit(&pp);
+  if (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO) w->limit = kt_gen_mem_limit(&pp);
   return KT_OK;
 }
 
@@ -140,7 +140,7 @@ kt_status kt_web_run(const char *args, const char *order, kt_buf *out) {
   if (!st && order && *order) {
     st = load_order(&w, order, &err);
     if (!st) st = stage_costs(&w, &w.sched, &err);
-    kt_schedule_kind like = w.sched.placement == KT_PLACEMENT_V ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
+    kt_gen_kind like = w.sched.placement == KT_PLACEMENT_V ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
     if (!st) w.limit = limit_units(&w, like, w.sched.p, w.sched.m, w.sched.v);
   } else if (!st) {
     st = generate(&w, &err);

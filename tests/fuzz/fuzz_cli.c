@@ -39,7 +39,7 @@ static int reads_only(const cli_args *a, const char *name, const char *file) {
  * Their options are parsed here but they never run; their own tests
  * (test_zero_bubble, test_memory_schedules) cover them. */
 static int is_search(const char *name) {
-  switch (kt_schedule_kind_from_name(name)) {
+  switch (kt_gen_kind_from_name(name)) {
     case KT_SCHED_ZBV: case KT_SCHED_ZB_AUTO: case KT_SCHED_ZBV_AUTO: case KT_SCHED_V_HALF:
     case KT_SCHED_V_MIN: return 1;
     default: return 0;
@@ -63,7 +63,7 @@ static const char *quick_schedules(void) {
   static char list[512];
   if (!list[0])
     for (int k = 0; k < KT_SCHED_COUNT; k++) {
-      const char *name = kt_schedule_kind_name((kt_schedule_kind)k);
+      const char *name = kt_gen_kind_name((kt_gen_kind)k);
       if (is_search(name)) continue;
       size_t len = strlen(list);
       snprintf(list + len, sizeof list - len, "%s%s", len ? "," : "", name);

@@ -39,7 +39,7 @@ kt_status kt__search_problem_init(kt__search_problem *pb, const kt_schedule *s, 
     pb->schunk[st] = kt_stage_chunk(s, st);
     pb->rstage[pb->srank[st] * s->v + pb->schunk[st]] = st;
     /* a per-action overhead searches as part of F, I and W (a B's second
-     * share makes its estimate high; kt_schedule_span then leaves the fast
+     * share makes its estimate high; kt_gen_span then leaves the fast
      * path, so spans stay exact) */
     double o = c->op_overhead;
     pb->tf[st] = kt_cost_tf(c, st) + o, pb->tb[st] = kt_cost_tb(c, st) + o;
@@ -233,8 +233,8 @@ static kt_status simulated_span(const kt_schedule *s, const kt_costs *c, double 
   return KT_OK;
 }
 
-kt_status kt_schedule_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
-                           kt_error *err) {
+kt_status kt_gen_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
+                      kt_error *err) {
   if (!fast_path_applies(s, c)) return simulated_span(s, c, span, busy, err);
   kt__search_problem pb;
   kt__search_eval ev;

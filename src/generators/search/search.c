@@ -152,7 +152,7 @@ static void try_handcrafted(const kt__search_problem *pb, kt__search_eval *ev, b
   else fns[n++] = kt__gen_interleaved_zb;
   for (int k = 0; k < n && !optimal(bs); k++) {
     clear(cand);
-    kt_schedule_params none = {.p = pb->p, .m = pb->m, .v = pb->v};
+    kt_gen_params none = {.p = pb->p, .m = pb->m, .v = pb->v};
     kt_error e2;
     if (fns[k](cand, &none, &e2) == KT_OK) consider(pb, ev, bs, cand, -1);
   }

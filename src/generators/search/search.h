@@ -191,7 +191,7 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
  * then the random walk (kt__search_walk) and the refinement once more, on
  * problems of up to 30,000 actions. strict: the construction is kept
  * unless the result is strictly faster (ties in makespan keep it). */
-kt_status kt__search_tune(kt_schedule *s, const kt_schedule_params *params, int strict,
+kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int strict,
                       kt_error *err);
 
 #endif

@@ -69,7 +69,7 @@ static int construction_optimal(const kt__search_problem *pb, const kt_schedule 
 /* Above this many actions the caller hears of the search before it starts. */
 #define LONG_SEARCH_ACTIONS 1000000
 
-kt_status kt__search_tune(kt_schedule *s, const kt_schedule_params *params, int strict,
+kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int strict,
                       kt_error *err) {
   const kt_costs *c = params->costs;
   kt_status st = kt_costs_check(c, kt_schedule_stages(s), err);
