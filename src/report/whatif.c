@@ -174,6 +174,10 @@ static void measured_json(kt_buf *b, const kt__whatif_seed *w) {
   for (int r = 0; r < w->n_busy; r++) {
     kt_buf_puts(b, r ? ",{\"busy\":" : "{\"busy\":");
     kt_buf_json_number(b, w->busy[r]);
+    if (w->idle && !isnan(w->idle[r].busy)) {
+      kt_buf_puts(b, ",\"idle_causes\":");
+      kt_idle_split_json(&w->idle[r], b);
+    }
     kt_buf_puts(b, "}");
   }
   kt_buf_puts(b, "]}");
@@ -213,14 +217,20 @@ void kt__whatif_run(kt_buf *b, const kt_run *r) {
   if (isfinite(r->calibrated[0]))
     c.tf = r->calibrated[0], c.tb = r->calibrated[1], c.tw = r->calibrated[2];
   if (isfinite(r->calibrated[3])) c.comm = r->calibrated[3];
-  /* the last step's busy time per rank, as metrics.jsonl has it */
+  /* the last step's busy time and idle causes per rank, as metrics.jsonl
+   * has them */
   const double *busy = NULL;
   double per[KT_MAX_RANKS];
+  kt_idle_split idle[KT_MAX_RANKS];
   int n = r->n_steps && r->ranks > 0 && r->ranks <= KT_MAX_RANKS ? r->ranks : 0;
-  for (int k = 0; k < n; k++) per[k] = r->rank_steps[(r->n_steps - 1) * (size_t)r->ranks + k].busy;
+  for (int k = 0; k < n; k++) {
+    per[k] = r->rank_steps[(r->n_steps - 1) * (size_t)r->ranks + k].busy;
+    idle[k] = r->rank_steps[(r->n_steps - 1) * (size_t)r->ranks + k].idle;
+  }
   if (n) busy = per;
   kt__whatif_seed w = {.name = r->schedule, .p = r->p, .m = r->m, .v = r->v, .basis = "stage",
                        .costs = &c, .order = &r->measured, .measured = &r->measured,
-                       .measured_svg = "gantt-step", .busy = busy, .n_busy = n};
+                       .measured_svg = "gantt-step", .busy = busy, .idle = n ? idle : NULL,
+                       .n_busy = n};
   kt__whatif_panel(b, &w);
 }

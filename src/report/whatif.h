@@ -18,6 +18,7 @@ typedef struct {
   const kt_timeline *measured; /* a measured step (its critical path, slack, diff) or NULL */
   const char *measured_svg;    /* the id of that step's Gantt in the page */
   const double *busy;          /* the measured step's busy time per rank (n_busy) */
+  const kt_idle_split *idle;   /* why each rank idled in it (n_busy), or NULL */
   int n_busy;
 } kt__whatif_seed;
 
