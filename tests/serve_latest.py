@@ -30,7 +30,10 @@ CHROMIUM = sys.argv[3] if len(sys.argv) > 3 else ""
 ktserve.K = K
 SANITIZED = os.environ.get("KT_SANITIZED") == "1"
 STEPS = 120 if SANITIZED else 400
-MAX_AGE = 2.0
+# the bound; an instrumented build renders several times slower on
+# the same two cores, so it gets three times the room (the Release suite
+# checks the bound itself)
+MAX_AGE = 6.0 if SANITIZED else 2.0
 
 
 def start_training():
