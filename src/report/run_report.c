@@ -129,12 +129,10 @@ static int stage_text(const kt_run *r, int rank, char *buf, size_t n) {
   return ns + more;
 }
 
-static void traced_step(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_metrics *pm) {
-  const kt_timeline *t = &r->measured;
-  double span = kt__axis_clamp(mm->makespan > pm->makespan ? mm->makespan : pm->makespan);
-  if (!(span > 0)) span = 1e-6;
-  const char *tu;
-  double ts = kt__run_time_scale(span, &tu);
+/* The traced step's heading: schedule, measured and predicted makespan and
+ * bubble, and the costs the prediction was calibrated with. */
+static void traced_step_head(kt_buf *b, const kt_run *r, const kt_metrics *mm,
+                             const kt_metrics *pm, double ts, const char *tu) {
   kt_buf_printf(b, "<div class=\"head\"><h3>");
   kt_html_text(b, r->schedule[0] ? r->schedule : "schedule");
   kt_buf_printf(b, "</h3><span class=\"facts\">measured: makespan <b>%.4g</b> %s &#183; bubble "
@@ -147,6 +145,52 @@ static void traced_step(kt_buf *b, const kt_run *r, const kt_metrics *mm, const 
                      "T_comm %.3g %s)", r->calibrated[0] * ts, r->calibrated[1] * ts,
                   r->calibrated[2] * ts, r->calibrated[3] * ts, tu);
   kt_buf_puts(b, "</span></div>\n");
+}
+
+/* Activation memory over the traced step, under its Gantt and as wide, on
+ * the same time axis (span seconds, shown in tu at scale ts). */
+static void traced_step_memory(kt_buf *b, const kt_timeline *t, double span, double ts,
+                               const char *tu, int width) {
+  double peak = 0;
+  for (size_t i = 0; i < t->n_mem; i++)
+    if (t->mem[i].value > peak) peak = t->mem[i].value;
+  const char *mu;
+  double msc = kt__run_bytes_unit(peak, &mu);
+  kt_timeline mt;
+  kt_timeline_init(&mt, t->p, "s", mu);
+  for (size_t i = 0; i < t->n_mem && !b->failed; i++)
+    if (kt_timeline_add_mem(&mt, t->mem[i].rank, t->mem[i].t * ts, t->mem[i].value / msc))
+      b->failed = 1;
+  kt_series *s = NULL;
+  size_t n = 0;
+  if (!b->failed && kt_timeline_mem_series(&mt, 0, span * ts, &s, &n)) b->failed = 1;
+  if (!b->failed) {
+    int show[MAX_CURVES], ns = kt__run_pick_ranks((int)n, show);
+    kt_series shown[MAX_CURVES];
+    for (int k = 0; k < ns; k++) shown[k] = s[show[k]];
+    char xl[32], yl[48], title[96];
+    snprintf(xl, sizeof xl, "time (%s)", tu);
+    snprintf(yl, sizeof yl, "activations (%s)", mu);
+    if (ns < (int)n) snprintf(title, sizeof title, "Memory in the traced step (%d of %zu ranks)", ns, n);
+    else snprintf(title, sizeof title, "Memory in the traced step");
+    kt_chart_opts co;
+    kt__run_chart_opts(&co, "memory-step", title, xl, yl, width, 200);
+    co.x_min = 0;
+    co.x_max = span * ts;
+    co.y_min = 0;
+    kt_svg_line_chart(b, &co, shown, (size_t)ns);
+  }
+  kt_series_free(s, n);
+  kt_timeline_free(&mt);
+}
+
+static void traced_step(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_metrics *pm) {
+  const kt_timeline *t = &r->measured;
+  double span = kt__axis_clamp(mm->makespan > pm->makespan ? mm->makespan : pm->makespan);
+  if (!(span > 0)) span = 1e-6;
+  const char *tu;
+  double ts = kt__run_time_scale(span, &tu);
+  traced_step_head(b, r, mm, pm, ts, tu);
   int v = 1; /* chunks per rank: the stages drawn */
   for (size_t i = 0; i < t->n_events; i++)
     if (t->events[i].stage / t->p + 1 > v) v = t->events[i].stage / t->p + 1;
@@ -170,39 +214,7 @@ static void traced_step(kt_buf *b, const kt_run *r, const kt_metrics *mm, const 
   go.embed_memory = r->has_memory;
   kt_buf_puts(b, "<div class=\"scroll\">\n");
   kt_svg_gantt(b, t, &go);
-  if (r->has_memory) {
-    double peak = 0;
-    for (size_t i = 0; i < t->n_mem; i++)
-      if (t->mem[i].value > peak) peak = t->mem[i].value;
-    const char *mu;
-    double msc = kt__run_bytes_unit(peak, &mu);
-    kt_timeline mt;
-    kt_timeline_init(&mt, t->p, "s", mu);
-    for (size_t i = 0; i < t->n_mem && !b->failed; i++)
-      if (kt_timeline_add_mem(&mt, t->mem[i].rank, t->mem[i].t * ts, t->mem[i].value / msc))
-        b->failed = 1;
-    kt_series *s = NULL;
-    size_t n = 0;
-    if (!b->failed && kt_timeline_mem_series(&mt, 0, span * ts, &s, &n)) b->failed = 1;
-    if (!b->failed) {
-      int show[MAX_CURVES], ns = kt__run_pick_ranks((int)n, show);
-      kt_series shown[MAX_CURVES];
-      for (int k = 0; k < ns; k++) shown[k] = s[show[k]];
-      char xl[32], yl[48], title[96];
-      snprintf(xl, sizeof xl, "time (%s)", tu);
-      snprintf(yl, sizeof yl, "activations (%s)", mu);
-      if (ns < (int)n) snprintf(title, sizeof title, "Memory in the traced step (%d of %zu ranks)", ns, n);
-      else snprintf(title, sizeof title, "Memory in the traced step");
-      kt_chart_opts co;
-      kt__run_chart_opts(&co, "memory-step", title, xl, yl, width, 200);
-      co.x_min = 0;
-      co.x_max = span * ts;
-      co.y_min = 0;
-      kt_svg_line_chart(b, &co, shown, (size_t)ns);
-    }
-    kt_series_free(s, n);
-    kt_timeline_free(&mt);
-  }
+  if (r->has_memory) traced_step_memory(b, t, span, ts, tu, width);
   kt_buf_puts(b, "</div>\n");
 }
 
@@ -239,6 +251,77 @@ static void step_table(kt_buf *b, const kt_run *r, const kt_metrics *mm, const k
   cells_table(b, &c, "per rank, traced step", head, 9);
 }
 
+/* Bar labels and values for up to p ranks (two values each), shared by the
+ * two charts of the stages section. */
+typedef struct {
+  size_t p;
+  char (*names)[96];
+  const char **labels;
+  double *vals;
+} rank_bars;
+
+/* Busy and idle per rank, the mean over the run's steps. */
+static void run_bars_card(kt_buf *b, const kt_run *r, rank_bars *rb) {
+  /* the run's mean: a step's makespan from its bubble, 1 - sum busy / (P makespan) */
+  double make = 0;
+  size_t cnt = 0;
+  for (size_t i = 0; i < r->n_steps; i++) {
+    double busy = 0;
+    for (int k = 0; k < r->ranks; k++) busy += r->rank_steps[i * (size_t)r->ranks + (size_t)k].busy;
+    double m = busy / ((double)r->ranks * (1 - r->steps[i].bubble));
+    if (isfinite(m) && m > 0) make += m, cnt++;
+  }
+  make = cnt ? make / (double)cnt : NAN;
+  const char *tu;
+  double ts = kt__run_time_scale(isfinite(make) ? make : 1, &tu);
+  for (size_t k = 0; k < rb->p; k++) {
+    double busy = kt__run_rank_mean(r, (int)k, RFIELD(busy));
+    char st[40];
+    int many = stage_text(r, (int)k, st, sizeof st) > 1;
+    snprintf(rb->names[k], sizeof rb->names[k], "rank %zu \xc2\xb7 stage%s %s (%.0f%%)", k,
+             many ? "s" : "", st, make > 0 ? 100 * busy / make : 0);
+    rb->labels[k] = rb->names[k];
+    rb->vals[2 * k] = busy * ts;
+    rb->vals[2 * k + 1] = make > busy ? (make - busy) * ts : 0;
+  }
+  static const char *const series[] = {"busy", "idle"};
+  static const char *const colors[] = {"#0072B2", "#D9D9D9"};
+  kt_bar_data d = {.labels = rb->labels, .n = rb->p, .series_names = series, .k = 2,
+                   .values = rb->vals, .stacked = 1, .colors = colors, .value_fmt = "%.3g"};
+  char xl[48];
+  snprintf(xl, sizeof xl, "time per step (%s, mean over %zu steps)", tu, r->n_steps);
+  kt_chart_opts co;
+  kt__run_chart_opts(&co, "bars-stages", "Busy and idle per rank, whole run", xl, NULL, CARD_W2, 0);
+  kt__run_card_begin(b);
+  kt_svg_bar_chart(b, &co, &d);
+  kt__run_card_end(b);
+}
+
+/* Measured versus predicted busy time per rank in the traced step. */
+static void traced_bars_card(kt_buf *b, const kt_metrics *mm, const kt_metrics *pm, rank_bars *rb) {
+  size_t q = (size_t)mm->p, p = rb->p;
+  const char *tu;
+  double ts = kt__run_time_scale(mm->makespan, &tu);
+  for (size_t k = 0; k < q && k < p; k++) {
+    snprintf(rb->names[k], sizeof rb->names[k], "rank %zu", k);
+    rb->labels[k] = rb->names[k];
+    rb->vals[2 * k] = mm->ranks[k].busy * ts;
+    rb->vals[2 * k + 1] = k < (size_t)pm->p ? pm->ranks[k].busy * ts : NAN;
+  }
+  static const char *const series[] = {"measured", "predicted"};
+  static const char *const colors[] = {"#0072B2", "#999999"};
+  kt_bar_data d = {.labels = rb->labels, .n = q < p ? q : p, .series_names = series, .k = 2,
+                   .values = rb->vals, .colors = colors, .value_fmt = "%.3g"};
+  char xl[48];
+  snprintf(xl, sizeof xl, "busy time (%s)", tu);
+  kt_chart_opts co;
+  kt__run_chart_opts(&co, "bars-predicted", "Traced step: measured versus predicted busy time", xl,
+                     NULL, CARD_W2, 0);
+  kt__run_card_begin(b);
+  kt_svg_bar_chart(b, &co, &d);
+  kt__run_card_end(b);
+}
+
 static void stages_section(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_metrics *pm) {
   if (r->ranks == 0 && !r->has_timeline) return;
   kt_html_section_begin(b, "stages", "Stages",
@@ -246,73 +329,18 @@ static void stages_section(kt_buf *b, const kt_run *r, const kt_metrics *mm, con
                         "step's pipeline makespan minus the rank's compute: its share of the "
                         "bubble.");
   kt_buf_puts(b, "<div class=\"row\">\n");
-  size_t p = (size_t)(r->ranks ? r->ranks : mm ? mm->p : 0);
-  char (*names)[96] = kt_calloc(p ? p : 1, sizeof *names);
-  const char **labels = kt_calloc(p ? p : 1, sizeof *labels);
-  double *vals = kt_calloc(p ? 2 * p : 2, sizeof *vals);
-  if (!names || !labels || !vals) {
-    b->failed = 1;
-  } else if (r->ranks && r->n_steps) {
-    /* the run's mean: a step's makespan from its bubble, 1 - sum busy / (P makespan) */
-    double make = 0;
-    size_t cnt = 0;
-    for (size_t i = 0; i < r->n_steps; i++) {
-      double busy = 0;
-      for (int k = 0; k < r->ranks; k++) busy += r->rank_steps[i * (size_t)r->ranks + (size_t)k].busy;
-      double m = busy / ((double)r->ranks * (1 - r->steps[i].bubble));
-      if (isfinite(m) && m > 0) make += m, cnt++;
-    }
-    make = cnt ? make / (double)cnt : NAN;
-    const char *tu;
-    double ts = kt__run_time_scale(isfinite(make) ? make : 1, &tu);
-    for (size_t k = 0; k < p; k++) {
-      double busy = kt__run_rank_mean(r, (int)k, RFIELD(busy));
-      char st[40];
-      int many = stage_text(r, (int)k, st, sizeof st) > 1;
-      snprintf(names[k], sizeof names[k], "rank %zu \xc2\xb7 stage%s %s (%.0f%%)", k,
-               many ? "s" : "", st, make > 0 ? 100 * busy / make : 0);
-      labels[k] = names[k];
-      vals[2 * k] = busy * ts;
-      vals[2 * k + 1] = make > busy ? (make - busy) * ts : 0;
-    }
-    static const char *const series[] = {"busy", "idle"};
-    static const char *const colors[] = {"#0072B2", "#D9D9D9"};
-    kt_bar_data d = {.labels = labels, .n = p, .series_names = series, .k = 2, .values = vals,
-                     .stacked = 1, .colors = colors, .value_fmt = "%.3g"};
-    char xl[48];
-    snprintf(xl, sizeof xl, "time per step (%s, mean over %zu steps)", tu, r->n_steps);
-    kt_chart_opts co;
-    kt__run_chart_opts(&co, "bars-stages", "Busy and idle per rank, whole run", xl, NULL, CARD_W2, 0);
-    kt__run_card_begin(b);
-    kt_svg_bar_chart(b, &co, &d);
-    kt__run_card_end(b);
-  }
-  if (names && labels && vals && r->has_timeline && mm) {
-    size_t q = (size_t)mm->p;
-    const char *tu;
-    double ts = kt__run_time_scale(mm->makespan, &tu);
-    for (size_t k = 0; k < q && k < p; k++) {
-      snprintf(names[k], sizeof names[k], "rank %zu", k);
-      labels[k] = names[k];
-      vals[2 * k] = mm->ranks[k].busy * ts;
-      vals[2 * k + 1] = k < (size_t)pm->p ? pm->ranks[k].busy * ts : NAN;
-    }
-    static const char *const series[] = {"measured", "predicted"};
-    static const char *const colors[] = {"#0072B2", "#999999"};
-    kt_bar_data d = {.labels = labels, .n = q < p ? q : p, .series_names = series, .k = 2,
-                     .values = vals, .colors = colors, .value_fmt = "%.3g"};
-    char xl[48];
-    snprintf(xl, sizeof xl, "busy time (%s)", tu);
-    kt_chart_opts co;
-    kt__run_chart_opts(&co, "bars-predicted", "Traced step: measured versus predicted busy time", xl,
-               NULL, CARD_W2, 0);
-    kt__run_card_begin(b);
-    kt_svg_bar_chart(b, &co, &d);
-    kt__run_card_end(b);
-  }
-  free(names);
-  free(labels);
-  free(vals);
+  rank_bars rb;
+  rb.p = (size_t)(r->ranks ? r->ranks : mm ? mm->p : 0);
+  rb.names = kt_calloc(rb.p ? rb.p : 1, sizeof *rb.names);
+  rb.labels = kt_calloc(rb.p ? rb.p : 1, sizeof *rb.labels);
+  rb.vals = kt_calloc(rb.p ? 2 * rb.p : 2, sizeof *rb.vals);
+  int ok = rb.names && rb.labels && rb.vals;
+  if (!ok) b->failed = 1;
+  else if (r->ranks && r->n_steps) run_bars_card(b, r, &rb);
+  if (ok && r->has_timeline && mm) traced_bars_card(b, mm, pm, &rb);
+  free(rb.names);
+  free(rb.labels);
+  free(rb.vals);
   kt__run_idle_card(b, r);
   kt_buf_puts(b, "</div>\n");
   if (r->has_timeline && mm) step_table(b, r, mm, pm);

@@ -436,59 +436,55 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, int update,
-                          kt_step_result *res, kt_error *err) {
-  memset(res, 0, sizeof *res);
-  int64_t bytes0 = 0;
-  double comm0 = 0;
+/* Bytes sent and seconds in send or wait so far, over this process's workers
+ * (the transports count from their start; a step's share is a difference). */
+static void local_traffic(kt_runtime *rt, int64_t *bytes, double *seconds) {
+  *bytes = 0, *seconds = 0;
   for (int i = 0; i < rt->n_local; i++) {
-    kt__worker *w = &rt->workers[i];
-    w->step = step;
-    w->data = data;
-    w->update = update;
-    w->fresh_thread = rt->n_local > 1; /* else it runs in this thread */
-    w->status = KT_OK;
-    w->err.msg[0] = 0;
-    int64_t bytes;
+    int64_t b;
     double send_s, wait_s;
-    kt_transport_stats(w->t, &bytes, &send_s, &wait_s);
-    bytes0 += bytes;
-    comm0 += send_s + wait_s;
+    kt_transport_stats(rt->workers[i].t, &b, &send_s, &wait_s);
+    *bytes += b;
+    *seconds += send_s + wait_s;
   }
-  if (rt->n_local < rt->P * rt->D) { /* other processes: start together, one clock origin */
-    kt_status bst = kt_transport_barrier(rt->workers[0].t, err);
-    if (bst) return bst;
-  }
-  rt->step_t0 = kt_now();
+}
+
+/* Runs every local worker's step: in this thread when it is the only one,
+ * else one thread each. */
+static kt_status run_workers(kt_runtime *rt, kt_error *err) {
   if (rt->n_local == 1) {
     worker_main(&rt->workers[0]);
-  } else {
-    pthread_t *th = kt_calloc((size_t)rt->n_local, sizeof *th);
-    if (!th) return kt_fail(err, KT_ENOMEM, "out of memory");
-    int started = 0;
-    for (; started < rt->n_local; started++)
-      if (pthread_create(&th[started], NULL, worker_main, &rt->workers[started])) break;
-    if (started < rt->n_local) kt_transport_abort(rt->workers[0].t, "cannot start threads");
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-    free(th);
-    if (started < rt->n_local) return kt_fail(err, KT_ERUNTIME, "cannot start %d worker threads", rt->n_local);
+    return KT_OK;
   }
-  res->seconds = kt_now() - rt->step_t0;
-  /* the root cause is the first failure that is not a consequence of another */
-  kt__worker *failed = NULL;
+  pthread_t *th = kt_calloc((size_t)rt->n_local, sizeof *th);
+  if (!th) return kt_fail(err, KT_ENOMEM, "out of memory");
+  int started = 0;
+  for (; started < rt->n_local; started++)
+    if (pthread_create(&th[started], NULL, worker_main, &rt->workers[started])) break;
+  if (started < rt->n_local) kt_transport_abort(rt->workers[0].t, "cannot start threads");
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  free(th);
+  if (started < rt->n_local) return kt_fail(err, KT_ERUNTIME, "cannot start %d worker threads", rt->n_local);
+  return KT_OK;
+}
+
+/* The root cause is the first failure that is not a consequence of another
+ * (KT_EPEER: stopped because a peer failed); NULL when none failed. */
+static const kt__worker *root_failure(const kt_runtime *rt) {
+  const kt__worker *failed = NULL;
   for (int i = 0; i < rt->n_local; i++) {
-    kt__worker *w = &rt->workers[i];
+    const kt__worker *w = &rt->workers[i];
     if (w->status && (!failed || (failed->status == KT_EPEER && w->status != KT_EPEER))) failed = w;
   }
-  if (failed) return kt_fail(err, failed->status, "%s", failed->err.msg);
+  return failed;
+}
+
+/* The step's timeline from this process's replica-0 workers (the other
+ * processes' come by gather_timeline). */
+static kt_status collect_local_timeline(kt_runtime *rt, kt_error *err) {
   rt->timeline.n_events = rt->timeline.n_mem = rt->timeline.n_comm = 0;
   for (int i = 0; i < rt->n_local; i++) {
-    kt__worker *w = &rt->workers[i];
-    int64_t bytes;
-    double send_s, wait_s;
-    kt_transport_stats(w->t, &bytes, &send_s, &wait_s);
-    res->bytes_sent += bytes;
-    res->comm_seconds += send_s + wait_s;
+    const kt__worker *w = &rt->workers[i];
     if (w->replica != 0) continue;
     for (size_t e = 0; e < w->events.n_events; e++)
       if (kt_timeline_add_event(&rt->timeline, &w->events.events[e]))
@@ -501,19 +497,49 @@ kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, i
       if (kt_timeline_add_comm(&rt->timeline, &w->events.comm[c]))
         return kt_fail(err, KT_ENOMEM, "out of memory");
   }
+  return KT_OK;
+}
+
+kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, int update,
+                          kt_step_result *res, kt_error *err) {
+  memset(res, 0, sizeof *res);
+  for (int i = 0; i < rt->n_local; i++) {
+    kt__worker *w = &rt->workers[i];
+    w->step = step;
+    w->data = data;
+    w->update = update;
+    w->fresh_thread = rt->n_local > 1; /* else it runs in this thread */
+    w->status = KT_OK;
+    w->err.msg[0] = 0;
+  }
+  int64_t bytes0;
+  double comm0;
+  local_traffic(rt, &bytes0, &comm0);
+  if (rt->n_local < rt->P * rt->D) { /* other processes: start together, one clock origin */
+    kt_status bst = kt_transport_barrier(rt->workers[0].t, err);
+    if (bst) return bst;
+  }
+  rt->step_t0 = kt_now();
+  kt_status st = run_workers(rt, err);
+  if (st) return st;
+  res->seconds = kt_now() - rt->step_t0;
+  const kt__worker *failed = root_failure(rt);
+  if (failed) return kt_fail(err, failed->status, "%s", failed->err.msg);
+  if ((st = collect_local_timeline(rt, err))) return st;
+  local_traffic(rt, &res->bytes_sent, &res->comm_seconds);
   res->bytes_sent -= bytes0;
   res->comm_seconds -= comm0;
-  kt_status gst = gather_timeline(rt, err);
-  if (gst) return gst;
+  if ((st = gather_timeline(rt, err))) return st;
   kt_timeline_sort(&rt->timeline);
-  res->sync_seconds = rt->workers[0].sync_seconds;
-  res->tail_seconds = rt->workers[0].tail_seconds;
-  res->loss = rt->workers[0].loss;
-  res->grad_norm = rt->workers[0].grad_norm;
-  res->lr = rt->workers[0].lr;
-  res->nonfinite = rt->workers[0].nonfinite;
-  res->nonfinite_stage = rt->workers[0].nonfinite_stage;
-  res->nonfinite_what = rt->workers[0].nonfinite_what;
+  const kt__worker *w0 = &rt->workers[0];
+  res->sync_seconds = w0->sync_seconds;
+  res->tail_seconds = w0->tail_seconds;
+  res->loss = w0->loss;
+  res->grad_norm = w0->grad_norm;
+  res->lr = w0->lr;
+  res->nonfinite = w0->nonfinite;
+  res->nonfinite_stage = w0->nonfinite_stage;
+  res->nonfinite_what = w0->nonfinite_what;
   return KT_OK;
 }
 

@@ -112,6 +112,59 @@ static kt_status unit_record(kt_runtime *rt, int u, int per, float *out, size_t 
   return KT_OK;
 }
 
+/* Unit u's record from this process's chunk, in a new buffer (*rec, *count
+ * parameters); the caller frees it. */
+static kt_status local_record(kt_runtime *rt, int u, int per, float **rec, uint64_t *count,
+                              kt_error *err) {
+  size_t n = 0;
+  unit_record(rt, u, per, NULL, &n, err);
+  *count = n;
+  *rec = malloc((size_t)(1 + per) * n * sizeof(float) + 1);
+  if (!*rec) return kt_fail(err, KT_ENOMEM, "out of memory");
+  return unit_record(rt, u, per, *rec, &n, err);
+}
+
+#define SAVE_TAG (KT_TAG_COLLECTIVE | 0x400)
+
+/* A rank other than world rank 0: sends the units it holds of replica 0,
+ * in unit order, as world rank 0 receives them. */
+static kt_status send_units(kt_runtime *rt, int units, int per, kt_error *err) {
+  kt_transport *t = kt_runtime_transport(rt);
+  kt_status st = KT_OK;
+  for (int u = 0; u < units && !st; u++) {
+    int stage;
+    if (!unit_chunk(rt, u, 0, &stage)) continue; /* not mine (or not replica 0) */
+    uint64_t count = 0;
+    float *rec = NULL;
+    st = local_record(rt, u, per, &rec, &count, err);
+    if (!st) st = kt_transport_send(t, 0, SAVE_TAG, &count, sizeof count, err);
+    if (!st)
+      st = kt_transport_send(t, 0, SAVE_TAG + 1, rec, (size_t)(1 + per) * count * sizeof(float), err);
+    free(rec);
+  }
+  return st;
+}
+
+/* Unit u's record on world rank 0: its own, or received from the rank that
+ * holds it (in another process). */
+static kt_status gather_record(kt_runtime *rt, int u, int per, int distributed, float **rec,
+                               uint64_t *count, kt_error *err) {
+  const kt_runtime_config *rc = kt_runtime_config_of(rt);
+  int stage;
+  *rec = NULL;
+  if (unit_chunk(rt, u, 0, &stage)) return local_record(rt, u, per, rec, count, err);
+  if (!distributed) return kt_fail(err, KT_EINVAL, "checkpoint: unit %d is not on this process", u);
+  kt_transport *t = kt_runtime_transport(rt);
+  int owner = kt_world_rank(kt_stage_rank(rc->schedule, stage), 0, rc->data_parallel);
+  kt_status st = kt_transport_recv(t, owner, SAVE_TAG, count, sizeof *count, err);
+  if (!st && *count > (1ull << 34)) st = kt_fail(err, KT_ERUNTIME, "bad checkpoint unit from rank %d", owner);
+  if (!st && !(*rec = malloc((size_t)(1 + per) * *count * sizeof(float) + 1)))
+    st = kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!st)
+    st = kt_transport_recv(t, owner, SAVE_TAG + 1, *rec, (size_t)(1 + per) * *count * sizeof(float), err);
+  return st;
+}
+
 /* With ranks in other processes, each rank of replica 0 sends its units to
  * world rank 0, which writes the file; every rank must call save. */
 kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoint_meta *meta,
@@ -122,52 +175,19 @@ kt_status kt_checkpoint_save(kt_runtime *rt, const char *path, const kt_checkpoi
     return kt_fail(err, KT_EINVAL, "%s: a %s model has no units to checkpoint", path,
                    rc->synthetic ? "synthetic" : "caller's own");
   int per = state_per_param(rc);
-  kt_transport *t = kt_runtime_transport(rt);
   int distributed = !kt_runtime_all_local(rt);
-  const uint64_t tag = KT_TAG_COLLECTIVE | 0x400;
+  if (distributed && kt_transport_rank(kt_runtime_transport(rt)) != 0)
+    return send_units(rt, units, per, err);
   kt_status st = KT_OK;
-  if (distributed && kt_transport_rank(t) != 0) {
-    for (int u = 0; u < units && !st; u++) {
-      int stage;
-      if (!unit_chunk(rt, u, 0, &stage)) continue; /* not mine (or not replica 0) */
-      size_t n = 0;
-      unit_record(rt, u, per, NULL, &n, err);
-      float *rec = malloc((size_t)(1 + per) * n * sizeof(float) + 1);
-      if (!rec) return kt_fail(err, KT_ENOMEM, "out of memory");
-      st = unit_record(rt, u, per, rec, &n, err);
-      uint64_t count = n;
-      if (!st) st = kt_transport_send(t, 0, tag, &count, sizeof count, err);
-      if (!st) st = kt_transport_send(t, 0, tag + 1, rec, (size_t)(1 + per) * n * sizeof(float), err);
-      free(rec);
-    }
-    return st;
-  }
   file_header h;
   fill_header(&h, meta, units, per);
   kt_buf b;
   kt_buf_init(&b);
   kt_buf_append(&b, (const char *)&h, sizeof h);
   for (int u = 0; u < units && !st; u++) {
-    int stage;
-    uint64_t count;
+    uint64_t count = 0;
     float *rec = NULL;
-    if (unit_chunk(rt, u, 0, &stage)) {
-      size_t n = 0;
-      unit_record(rt, u, per, NULL, &n, err);
-      count = n;
-      rec = malloc((size_t)(1 + per) * n * sizeof(float) + 1);
-      if (!rec) st = kt_fail(err, KT_ENOMEM, "out of memory");
-      else st = unit_record(rt, u, per, rec, &n, err);
-    } else if (distributed) {
-      int owner = kt_world_rank(kt_stage_rank(rc->schedule, stage), 0, rc->data_parallel);
-      st = kt_transport_recv(t, owner, tag, &count, sizeof count, err);
-      if (!st && count > (1ull << 34)) st = kt_fail(err, KT_ERUNTIME, "bad checkpoint unit from rank %d", owner);
-      if (!st && !(rec = malloc((size_t)(1 + per) * count * sizeof(float) + 1)))
-        st = kt_fail(err, KT_ENOMEM, "out of memory");
-      if (!st) st = kt_transport_recv(t, owner, tag + 1, rec, (size_t)(1 + per) * count * sizeof(float), err);
-    } else {
-      st = kt_fail(err, KT_EINVAL, "checkpoint: unit %d is not on this process", u);
-    }
+    st = gather_record(rt, u, per, distributed, &rec, &count, err);
     if (!st) {
       size_t bytes = (size_t)(1 + per) * count * sizeof(float);
       uint32_t crc = kt_crc32(0, rec, bytes);
@@ -431,6 +451,65 @@ static kt_status restore_unit(kt_runtime *rt, int u, int d, int per, const char 
   return KT_OK;
 }
 
+/* Whether a checkpoint (its header h, read as meta) can restore into this
+ * runtime: a model of units, the same model, the same optimizer state. */
+static kt_status check_fits(const kt_runtime *rt, const file_header *h,
+                            const kt_checkpoint_meta *meta, const char *path, kt_error *err) {
+  const kt_runtime_config *rc = kt_runtime_config_of(rt);
+  if (rc->synthetic || rc->make_chunk)
+    return kt_fail(err, KT_EINVAL, "%s: a %s model has no units to load", path,
+                   rc->synthetic ? "synthetic" : "caller's own");
+  if (!same_model(&meta->model, &rc->model))
+    return kt_fail(err, KT_EINVAL,
+                   "%s: checkpoint is for a %s with %d layers and width %d; this run builds a %s "
+                   "with %d layers and width %d",
+                   path, kt_model_kind_name(meta->model.kind), meta->model.layers,
+                   meta->model.hidden, kt_model_kind_name(rc->model.kind), rc->model.layers,
+                   rc->model.hidden);
+  if ((int)h->state_per_param != state_per_param(rc) || meta->optim != rc->optim.kind)
+    return kt_fail(err, KT_EINVAL, "%s: checkpoint has %s optimizer state; this run uses %s", path,
+                   kt_optim_name(meta->optim), kt_optim_name(rc->optim.kind));
+  return KT_OK;
+}
+
+/* The file's end marker and its checksum over all before the trailer. */
+static kt_status check_trailer(const char *data, size_t len, const char *path, kt_error *err) {
+  if (len < sizeof(file_header) + TRAILER || memcmp(data + len - 6, "KTEND\n", 6))
+    return kt_fail(err, KT_EPARSE, "%s: truncated checkpoint (no end marker)", path);
+  uint32_t total;
+  memcpy(&total, data + len - TRAILER, sizeof total);
+  if (total != kt_crc32(0, data, len - TRAILER))
+    return kt_fail(err, KT_EPARSE, "%s: corrupt checkpoint (checksum mismatch)", path);
+  return KT_OK;
+}
+
+/* Every unit's record, checked, into every replica this process holds. */
+static kt_status restore_units(kt_runtime *rt, const char *data, size_t len, int per,
+                               const char *path, kt_error *err) {
+  const kt_runtime_config *rc = kt_runtime_config_of(rt);
+  size_t pos = sizeof(file_header), end = len - TRAILER;
+  int units = kt_model_units(&rc->model);
+  kt_status st = KT_OK;
+  for (int u = 0; u < units && !st; u++) {
+    uint64_t count;
+    uint32_t crc;
+    if (pos + 12 > end) return kt_fail(err, KT_EPARSE, "%s: truncated at unit %d", path, u);
+    memcpy(&count, data + pos, 8);
+    memcpy(&crc, data + pos + 8, 4);
+    pos += 12;
+    size_t bytes = (size_t)count * sizeof(float) * (size_t)(1 + per);
+    if (count > (1ull << 40) || pos + bytes > end)
+      return kt_fail(err, KT_EPARSE, "%s: truncated at unit %d", path, u);
+    if (crc != kt_crc32(0, data + pos, bytes))
+      return kt_fail(err, KT_EPARSE, "%s: unit %d is corrupt (checksum mismatch)", path, u);
+    for (int d = 0; d < rc->data_parallel && !st; d++)
+      st = restore_unit(rt, u, d, per, data + pos, count, path, err);
+    pos += bytes;
+  }
+  /* a tied head shares the embedding: both copies came from the file */
+  return st;
+}
+
 kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_meta *meta,
                              kt_error *err) {
   char *data = NULL;
@@ -438,66 +517,13 @@ kt_status kt_checkpoint_load(kt_runtime *rt, const char *path, kt_checkpoint_met
   kt_status st = read_checkpoint(path, &data, &len, err);
   if (st) return st;
   file_header h;
-  if ((st = parse_header(data, len, path, &h, err))) goto done;
-  header_meta(&h, meta);
-  const kt_runtime_config *rc = kt_runtime_config_of(rt);
-  if (rc->synthetic || rc->make_chunk) {
-    st = kt_fail(err, KT_EINVAL, "%s: a %s model has no units to load", path,
-                 rc->synthetic ? "synthetic" : "caller's own");
-    goto done;
+  st = parse_header(data, len, path, &h, err);
+  if (!st) {
+    header_meta(&h, meta);
+    st = check_fits(rt, &h, meta, path, err);
   }
-  if (!same_model(&meta->model, &rc->model)) {
-    st = kt_fail(err, KT_EINVAL,
-                 "%s: checkpoint is for a %s with %d layers and width %d; this run builds a %s with "
-                 "%d layers and width %d",
-                 path, kt_model_kind_name(meta->model.kind), meta->model.layers, meta->model.hidden,
-                 kt_model_kind_name(rc->model.kind), rc->model.layers, rc->model.hidden);
-    goto done;
-  }
-  int per = state_per_param(rc);
-  if ((int)h.state_per_param != per || meta->optim != rc->optim.kind) {
-    st = kt_fail(err, KT_EINVAL, "%s: checkpoint has %s optimizer state; this run uses %s", path,
-                 kt_optim_name(meta->optim), kt_optim_name(rc->optim.kind));
-    goto done;
-  }
-  size_t trailer = TRAILER;
-  if (len < sizeof h + trailer || memcmp(data + len - 6, "KTEND\n", 6)) {
-    st = kt_fail(err, KT_EPARSE, "%s: truncated checkpoint (no end marker)", path);
-    goto done;
-  }
-  uint32_t total;
-  memcpy(&total, data + len - trailer, sizeof total);
-  if (total != kt_crc32(0, data, len - trailer)) {
-    st = kt_fail(err, KT_EPARSE, "%s: corrupt checkpoint (checksum mismatch)", path);
-    goto done;
-  }
-  size_t pos = sizeof h;
-  int units = kt_model_units(&rc->model);
-  for (int u = 0; u < units && !st; u++) {
-    uint64_t count;
-    uint32_t crc;
-    if (pos + 12 > len - trailer) {
-      st = kt_fail(err, KT_EPARSE, "%s: truncated at unit %d", path, u);
-      break;
-    }
-    memcpy(&count, data + pos, 8);
-    memcpy(&crc, data + pos + 8, 4);
-    pos += 12;
-    size_t bytes = (size_t)count * sizeof(float) * (size_t)(1 + per);
-    if (count > (1ull << 40) || pos + bytes > len - trailer) {
-      st = kt_fail(err, KT_EPARSE, "%s: truncated at unit %d", path, u);
-      break;
-    }
-    if (crc != kt_crc32(0, data + pos, bytes)) {
-      st = kt_fail(err, KT_EPARSE, "%s: unit %d is corrupt (checksum mismatch)", path, u);
-      break;
-    }
-    for (int d = 0; d < rc->data_parallel && !st; d++)
-      st = restore_unit(rt, u, d, per, data + pos, count, path, err);
-    pos += bytes;
-  }
-  /* a tied head shares the embedding: both copies came from the file */
-done:
+  if (!st) st = check_trailer(data, len, path, err);
+  if (!st) st = restore_units(rt, data, len, state_per_param(kt_runtime_config_of(rt)), path, err);
   free(data);
   return st;
 }

@@ -300,6 +300,54 @@ static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeli
   return st;
 }
 
+/* Whether step (0-based) ends with a validation: every val_every steps and
+ * after the last, when the data has a validation split. */
+static int validates(const kt_train_config *cfg, int step) {
+  return cfg->data && cfg->data->has_validation && cfg->val_every > 0 &&
+         ((step + 1) % cfg->val_every == 0 || step + 1 == cfg->steps);
+}
+
+/* The mean loss over val_batches validation batches, run forward and
+ * backward without an update (mbs: room for one optimizer step's batch). */
+static kt_status validation_loss(kt_runtime *rt, const kt_train_config *cfg, int step,
+                                 kt_microbatch *mbs, double *loss, kt_error *err) {
+  const kt_runtime_config *rc = &cfg->runtime;
+  int D = rc->data_parallel, K = rc->grad_accum, M = rc->schedule->m, b = rc->micro_batch;
+  double sum = 0;
+  int nb = cfg->val_batches > 0 ? cfg->val_batches : 1;
+  kt_status st = KT_OK;
+  for (int v = 0; v < nb && !st; v++) {
+    kt_step_result vr;
+    st = cfg->data->fill(cfg->data, 1, v, D, K, M, b, mbs, err);
+    if (!st) st = kt_runtime_step(rt, step, mbs, 0, &vr, err);
+    if (!st) sum += vr.loss;
+  }
+  if (!st) *loss = sum / nb;
+  return st;
+}
+
+/* The progress record of a step: its result, its bubble from the step's
+ * timeline (copied into last, which the record points to). */
+static kt_status step_progress(kt_runtime *rt, const kt_train_config *cfg, int step,
+                               const kt_step_result *res, double samples, size_t tps,
+                               kt_timeline *last, const kt_train_result *out,
+                               kt_train_progress *p, kt_error *err) {
+  kt_status st = kt_timeline_copy(last, kt_runtime_timeline(rt));
+  if (st) return kt_fail(err, st, "out of memory");
+  kt_metrics met;
+  if ((st = kt_timeline_metrics(last, &met, err))) return st;
+  *p = (kt_train_progress){.step = step, .steps = cfg->steps, .loss = res->loss, .val_loss = NAN,
+                           .lr = res->lr, .grad_norm = res->grad_norm, .seconds = res->seconds,
+                           .samples_per_s = samples / res->seconds,
+                           .tokens_per_s = samples * (double)tps / res->seconds,
+                           .bubble = met.bubble_ratio, .timeline = last, .runtime = rt,
+                           .skipped = res->nonfinite, .nonfinite_stage = res->nonfinite_stage,
+                           .nonfinite_what = res->nonfinite_what,
+                           .skipped_total = out->skipped_steps};
+  kt_metrics_free(&met);
+  return KT_OK;
+}
+
 kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_result *out,
                        kt_error *err) {
   memset(out, 0, sizeof *out);
@@ -338,34 +386,11 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     total_seconds += res.seconds;
     step_s[out->n_losses - 1] = res.seconds;
     out->measured_sync_seconds = res.sync_seconds, out->tail_seconds = res.tail_seconds;
-    if ((st = kt_timeline_copy(&last, kt_runtime_timeline(rt)))) {
-      st = kt_fail(err, st, "out of memory");
-      break;
-    }
-    kt_metrics met;
-    if ((st = kt_timeline_metrics(&last, &met, err))) break;
-    kt_train_progress p = {.step = step, .steps = cfg->steps, .loss = res.loss, .val_loss = NAN,
-                           .lr = res.lr, .grad_norm = res.grad_norm, .seconds = res.seconds,
-                           .samples_per_s = samples / res.seconds,
-                           .tokens_per_s = samples * (double)tps / res.seconds,
-                           .bubble = met.bubble_ratio, .timeline = &last, .runtime = rt,
-                           .skipped = res.nonfinite, .nonfinite_stage = res.nonfinite_stage,
-                           .nonfinite_what = res.nonfinite_what,
-                           .skipped_total = out->skipped_steps};
-    kt_metrics_free(&met);
-    int is_last = step + 1 == cfg->steps;
-    if (cfg->data && cfg->data->has_validation && cfg->val_every > 0 &&
-        ((step + 1) % cfg->val_every == 0 || is_last)) {
-      double sum = 0;
-      int nb = cfg->val_batches > 0 ? cfg->val_batches : 1;
-      for (int v = 0; v < nb && !st; v++) {
-        kt_step_result vr;
-        st = cfg->data->fill(cfg->data, 1, v, D, K, M, b, mbs, err);
-        if (!st) st = kt_runtime_step(rt, step, mbs, 0, &vr, err);
-        if (!st) sum += vr.loss;
-      }
-      if (st) break;
-      p.val_loss = out->last_val_loss = sum / nb;
+    kt_train_progress p;
+    if ((st = step_progress(rt, cfg, step, &res, samples, tps, &last, out, &p, err))) break;
+    if (validates(cfg, step)) {
+      if ((st = validation_loss(rt, cfg, step, mbs, &out->last_val_loss, err))) break;
+      p.val_loss = out->last_val_loss;
     }
     if (cfg->on_step && cfg->on_step(cfg->ctx, &p)) break;
   }

@@ -227,26 +227,58 @@ static double run(vrounds *v, int *lane) {
   return worst;
 }
 
+/* The run's per-stage and per-rank arrays; 0, or -1 when out of memory
+ * (vrounds_free frees what was allocated either way). */
+static int vrounds_alloc(vrounds *v) {
+  size_t S = (size_t)v->pb->S, p = (size_t)v->p, cells = S * (size_t)v->m;
+  v->nf = kt_calloc(S, sizeof *v->nf);
+  v->ni = kt_calloc(S, sizeof *v->ni);
+  v->nw = kt_calloc(S, sizeof *v->nw);
+  v->wq = kt_calloc(cells, sizeof *v->wq);
+  v->wq_head = kt_calloc(p, sizeof *v->wq_head);
+  v->wq_len = kt_calloc(p, sizeof *v->wq_len);
+  v->e = kt_calloc(p, sizeof *v->e);
+  v->mem = kt_calloc(p, sizeof *v->mem);
+  v->idle = kt_calloc(p, sizeof *v->idle);
+  v->started = kt_calloc(p, sizeof *v->started);
+  v->end = malloc(cells * sizeof *v->end);
+  int ok = v->nf && v->ni && v->nw && v->wq && v->wq_head && v->wq_len && v->e && v->mem &&
+           v->idle && v->started && v->end;
+  return ok ? 0 : -1;
+}
+
+static void vrounds_free(vrounds *v) {
+  free(v->nf);
+  free(v->ni);
+  free(v->nw);
+  free(v->wq);
+  free(v->wq_head);
+  free(v->wq_len);
+  free(v->e);
+  free(v->mem);
+  free(v->idle);
+  free(v->started);
+  free(v->end);
+}
+
+/* Exchanges the actions of every rank between two schedules (the run just
+ * built and the best kept so far). */
+static void swap_ranks(kt_schedule *a, kt_schedule *b, int p) {
+  for (int r = 0; r < p; r++) {
+    kt_rank_actions tmp = a->ranks[r];
+    a->ranks[r] = b->ranks[r];
+    b->ranks[r] = tmp;
+  }
+}
+
 int kt__search_v_rounds_build(const kt__search_problem *pb, int flags, kt_schedule *s, kt_error *err) {
   int p = pb->p, m = pb->m;
   vrounds v = {.pb = pb, .s = s, .flags = flags, .p = p, .m = m, .err = err};
-  size_t cells = (size_t)pb->S * (size_t)m;
-  v.nf = kt_calloc((size_t)pb->S, sizeof *v.nf);
-  v.ni = kt_calloc((size_t)pb->S, sizeof *v.ni);
-  v.nw = kt_calloc((size_t)pb->S, sizeof *v.nw);
-  v.wq = kt_calloc(cells, sizeof *v.wq);
-  v.wq_head = kt_calloc((size_t)p, sizeof *v.wq_head);
-  v.wq_len = kt_calloc((size_t)p, sizeof *v.wq_len);
-  v.e = kt_calloc((size_t)p, sizeof *v.e);
-  v.mem = kt_calloc((size_t)p, sizeof *v.mem);
-  v.idle = kt_calloc((size_t)p, sizeof *v.idle);
-  v.started = kt_calloc((size_t)p, sizeof *v.started);
-  v.end = malloc(cells * sizeof *v.end);
+  int alloc_failed = vrounds_alloc(&v);
   double *best_idle = kt_calloc((size_t)p, sizeof *best_idle);
   int *lane = kt_calloc((size_t)p, sizeof *lane), rc = -1;
   kt_schedule keep = {0};
-  if (!v.nf || !v.ni || !v.nw || !v.wq || !v.wq_head || !v.wq_len || !v.e || !v.mem ||
-      !v.idle || !v.started || !v.end || !best_idle || !lane) {
+  if (alloc_failed || !best_idle || !lane) {
     kt_fail(err, KT_ENOMEM, "out of memory building zbv-auto (P=%d, M=%d)", p, m);
     goto done;
   }
@@ -262,37 +294,19 @@ int kt__search_v_rounds_build(const kt__search_problem *pb, int flags, kt_schedu
     double worst = run(&v, lane);
     if (worst < 0 || (best >= 0 && worst >= best - EPS)) break;
     best = worst;
-    for (int r = 0; r < p; r++) { /* keep this order and its idle */
-      kt_rank_actions tmp = keep.ranks[r];
-      keep.ranks[r] = s->ranks[r];
-      s->ranks[r] = tmp;
-      best_idle[r] = v.idle[r];
-    }
+    swap_ranks(&keep, s, p); /* keep this order and its idle */
+    for (int r = 0; r < p; r++) best_idle[r] = v.idle[r];
     v.approved = best_idle;
     v.max_approved = 0;
     for (int r = 0; r < p; r++) v.max_approved = fmax(v.max_approved, best_idle[r]);
   }
   if (best >= 0) {
-    for (int r = 0; r < p; r++) {
-      kt_rank_actions tmp = keep.ranks[r];
-      keep.ranks[r] = s->ranks[r];
-      s->ranks[r] = tmp;
-    }
+    swap_ranks(&keep, s, p); /* the best order back into s */
     rc = 0;
   }
 done:
   if (keep.ranks) kt_schedule_free(&keep);
-  free(v.nf);
-  free(v.ni);
-  free(v.nw);
-  free(v.wq);
-  free(v.wq_head);
-  free(v.wq_len);
-  free(v.e);
-  free(v.mem);
-  free(v.idle);
-  free(v.started);
-  free(v.end);
+  vrounds_free(&v);
   free(best_idle);
   free(lane);
   return rc;
