@@ -320,6 +320,27 @@ static int in_subset(const corpus_row *r, int sanitized) {
   return r->uniform || r->id % 3 == 0;
 }
 
+/* zb-auto's (zbv-auto's) makespan over the row's optimum, minus 1. */
+static double auto_gap(corpus_row *r) {
+  kt_gen_params params = {.p = r->p, .m = r->m, .v = r->v, .costs = &r->c, .mem_limit = r->limit};
+  kt_schedule s;
+  kt_error err;
+  kt_metrics m;
+  double gap = INFINITY;
+  if (kt_generate(r->v == 2 ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO, &params, &s, &err)) {
+    CHECK_MSG(0, "corpus row %d: %s", r->id, err.msg);
+    return gap;
+  }
+  if (!kt_simulate_metrics(&s, &r->c, &m, &err)) {
+    gap = m.makespan / r->optimum - 1;
+    kt_metrics_free(&m);
+  }
+  kt_schedule_free(&s);
+  CHECK_MSG(gap >= -1e-9, "corpus row %d: zb-auto %.12g below the optimum", r->id, gap);
+  if (gap > 0.03) fprintf(stderr, "corpus row %d: zb-auto %.2f%% above the optimum\n", r->id, 100 * gap);
+  return gap;
+}
+
 static void check_corpus_row(corpus_row *r) {
   kt_placement pl = r->v == 2 ? KT_PLACEMENT_V : KT_PLACEMENT_LOOP;
   kt_gen_params params = {.p = r->p, .m = r->m, .v = r->v, .costs = &r->c, .mem_limit = r->limit};
@@ -360,7 +381,7 @@ static void check_corpus(int sanitized) {
   CHECK_MSG(f != NULL, "cannot read %s", path);
   if (!f) return;
   char line[4096];
-  int rows = 0, checked = 0, uniform = 0;
+  int rows = 0, checked = 0, uniform = 0, near = 0, far = 0, compared = 0;
   while (fgets(line, sizeof line, f)) {
     corpus_row r;
     if (!parse_row(line, &r)) continue;
@@ -369,12 +390,23 @@ static void check_corpus(int sanitized) {
       check_corpus_row(&r);
       checked++, uniform += r.uniform;
     }
+    if (sanitized ? in_subset(&r, 1) : r.optimum > 0) { /* zb-auto takes milliseconds here */
+      double gap = auto_gap(&r);
+      near += gap <= 0.01, far += gap > 0.03;
+      compared++;
+    }
     kt_costs_free(&r.c);
   }
   fclose(f);
   CHECK_MSG(rows >= 200, "the corpus has %d problems", rows);
   CHECK_MSG(checked >= (sanitized ? 20 : 60), "only %d corpus rows have a recorded optimum", checked);
-  fprintf(stderr, "corpus: %d of %d rows checked (%d uniform)\n", checked, rows, uniform);
+  /* zb-auto ends with a bounded exact search on these sizes */
+  /* one known miss: row 213 (zbv-auto, P=4 M=6, tight memory) at 7.4% */
+  CHECK_MSG(far <= (sanitized ? 0 : 1), "zb-auto beyond 3%% of the optimum on %d rows", far);
+  CHECK_MSG(near >= 0.95 * compared, "zb-auto within 1%% of the optimum on %d of %d rows", near,
+            compared);
+  fprintf(stderr, "corpus: %d of %d rows checked (%d uniform); zb-auto within 1%% of the optimum "
+          "on %d of %d\n", checked, rows, uniform, near, compared);
 }
 
 /* Past its time: the best order found, valid, no slower than zbv-auto's,

@@ -149,6 +149,14 @@ typedef struct {
 
 /* Searches pb's orders for one faster than o->upper. When it finds one it
  * is written into out (out has pb's layout; its lists are replaced). */
+/* s (zb-auto's or zbv-auto's order, makespan under c, lower a bound on any
+ * order) replaced by a faster one when a bounded exact search from it
+ * finds one: only where the search proves in well under a second (P <= 4,
+ * M <= 6, V = 1 loop or V = 2 v placement, no links or send overhead,
+ * mem-wgrad <= mem-act), and deterministic (a node budget). ENOMEM. */
+kt_status kt__optimal_improve(kt_schedule *s, const kt_costs *c, double mem_limit,
+                             double makespan, double lower, kt_error *err);
+
 kt_status kt__opt_search(const kt__opt_problem *pb, const kt__opt_search_opts *o, kt_schedule *out,
                          kt__opt_search_result *res, kt_error *err);
 

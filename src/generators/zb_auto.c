@@ -1,10 +1,13 @@
 /* zb-auto and zbv-auto: the search (search/search.c) run over a layout's
- * budget, after checking that the budget holds one micro-batch. */
+ * budget, after checking that the budget holds one micro-batch; on
+ * problems the exact search proves in well under a second, a bounded run
+ * of it from the search's order (optimal.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kaiten/sim.h"
+#include "generators/optimal_internal.h"
 #include "generators/search/search.h"
 
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
@@ -40,8 +43,13 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
   st = kt__search_run(&pb, &so, NULL, 0, s, err);
   kt__search_problem_free(&pb);
   /* the winner runs to completion under the simulator (a cheap safety net) */
-  if (!st) st = kt_simulate(s, costs, NULL, err);
-  return st;
+  kt_metrics m;
+  if (st || (st = kt_simulate_metrics(s, costs, &m, err))) return st;
+  double makespan = m.makespan;
+  kt_metrics_free(&m);
+  /* small problems: a bounded exact search from the winner (not in the
+   * quick search a moving slider asks for) */
+  return o ? KT_OK : kt__optimal_improve(s, costs, mem_limit, makespan, so.lower, err);
 }
 
 /* The quick search: every builder but the full rule set, no refinement. */
