@@ -129,11 +129,19 @@ if [ -n "$MPIEXEC" ]; then
   "${mpi[@]}" --steps 2 --run-dir m1 --serve "$port" >m1.out 2>&1 && bad "MPI: a failed bind ran" || ok
   has "is already in use" m1.out
   [ ! -e m1 ] && ok || bad "MPI: a failed bind left m1: $(ls -A m1)"
-  # `timeout -s TERM` on mpirun, as a scheduler's time limit: mpirun gets the signal twice
-  # and forwards SIGTERM to the ranks; they save a checkpoint that resumes (mpirun may stop
-  # forwarding the ranks' output before the stop message: at most one)
-  timeout -s TERM 4 "$MPIEXEC" --mca odls_base_sigkill_timeout 20 -np 2 --oversubscribe "$K" train \
-    "${small[@]}" --transport mpi --steps 100000 --run-dir m2 >m2.out 2>m2.err
+  # `timeout -s TERM` on mpirun, as a scheduler's time limit: timeout signals mpirun and its
+  # process group, so mpirun and the ranks get SIGTERM, mpirun twice, and it forwards SIGTERM to
+  # the ranks; they save a checkpoint that resumes (mpirun may stop forwarding the ranks' output
+  # before the stop message: at most one). About one run in eight, mpirun takes the second
+  # signal as "abort now" and kills the ranks before any checkpoint (OpenMPI's own handling;
+  # signalled once, as with `timeout --foreground`, 12 of 12 runs saved): up to three tries.
+  for try in 1 2 3; do
+    rm -rf m2
+    timeout -s TERM 4 "$MPIEXEC" --mca odls_base_sigkill_timeout 20 -np 2 --oversubscribe "$K" \
+      train "${small[@]}" --transport mpi --steps 100000 --run-dir m2 >m2.out 2>m2.err
+    [ -f m2/checkpoints/latest ] && break
+    echo "test_stop_signals: MPI SIGTERM try $try ended without a checkpoint (mpirun killed the ranks)" >&2
+  done
   done=$(wc -l <m2/metrics.jsonl)
   [ "$(count 'stopped by SIGTERM after step' m2.err)" -le 1 ] && ok || bad "MPI SIGTERM: $(cat m2.err)"
   [ "$(ckpt_step m2)" = "$done" ] && ok || bad "MPI SIGTERM: latest $(cat m2/checkpoints/latest), $done steps"
