@@ -19,3 +19,17 @@ find_chromium() {
   done
   return 1
 }
+# Two emulated hosts at 100 Mbit/s (scripts/cluster-emu.sh) for test NAME,
+# taken down at exit: sets EMU and dir, or exits 77 (skip) where they cannot
+# be made (no MPI, not root, no iproute2, no network namespaces).
+emu_cluster_up() {
+  EMU="${KT_SOURCE:-$(dirname "$0")/..}/scripts/cluster-emu.sh"
+  [ -n "${KT_MPIEXEC:-}" ] || { echo "$1: SKIP: built without MPI"; exit 77; }
+  [ "$(id -u)" = 0 ] || { echo "$1: SKIP: not root"; exit 77; }
+  command -v ip >/dev/null || { echo "$1: SKIP: no ip (iproute2)"; exit 77; }
+  dir=$(bash "$EMU" up --hosts 2 --link 100mbit --dir "$tmp/cluster" 2>"$tmp/up.err")
+  local rc=$?
+  [ $rc = 77 ] && { echo "$1: SKIP: $(cat "$tmp/up.err")"; exit 77; }
+  [ $rc = 0 ] || { cat "$tmp/up.err"; exit 1; }
+  trap 'bash "$EMU" down --dir "$dir"; rm -rf "$tmp"' EXIT
+}

@@ -8,15 +8,7 @@ set -u
 K="$1"
 . "$(dirname "$0")/lib.sh"
 PY="$(dirname "$0")/idle_check.py"
-EMU="${KT_SOURCE:-$(dirname "$0")/..}/scripts/cluster-emu.sh"
-[ -n "${KT_MPIEXEC:-}" ] || { echo "test_idle_comm: SKIP: built without MPI"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "test_idle_comm: SKIP: not root"; exit 77; }
-command -v ip >/dev/null || { echo "test_idle_comm: SKIP: no ip (iproute2)"; exit 77; }
-dir=$(bash "$EMU" up --hosts 2 --link 100mbit --dir "$tmp/cluster" 2>"$tmp/up.err")
-rc=$?
-[ $rc = 77 ] && { echo "test_idle_comm: SKIP: $(cat "$tmp/up.err")"; exit 77; }
-[ $rc = 0 ] || { cat "$tmp/up.err"; exit 1; }
-trap 'bash "$EMU" down --dir "$dir"; rm -rf "$tmp"' EXIT
+emu_cluster_up test_idle_comm
 expect 0 timeout 120 bash "$EMU" run --dir "$dir" -- -np 2 "$K" train --synthetic --stages 2 -m 4 \
   --tf 2 --tb 2 --tw 0 --act-bytes 262144 --steps 4 --val-every 0 --transport mpi --format json --no-live
 python3 "$PY" sums "$tmp/out" && ok || bad "the causes do not sum to the step"

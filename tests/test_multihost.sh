@@ -7,15 +7,7 @@
 set -u
 K="$1"
 . "$(dirname "$0")/lib.sh"
-EMU="${KT_SOURCE:-$(dirname "$0")/..}/scripts/cluster-emu.sh"
-[ -n "${KT_MPIEXEC:-}" ] || { echo "test_multihost: SKIP: built without MPI"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "test_multihost: SKIP: not root"; exit 77; }
-command -v ip >/dev/null || { echo "test_multihost: SKIP: no ip (iproute2)"; exit 77; }
-dir=$(bash "$EMU" up --hosts 2 --link 100mbit --dir "$tmp/cluster" 2>"$tmp/up.err")
-rc=$?
-[ $rc = 77 ] && { echo "test_multihost: SKIP: $(cat "$tmp/up.err")"; exit 77; }
-[ $rc = 0 ] || { cat "$tmp/up.err"; exit 1; }
-trap 'bash "$EMU" down --dir "$dir"; rm -rf "$tmp"' EXIT
+emu_cluster_up test_multihost
 emu() { timeout 60 bash "$EMU" run --dir "$dir" -- "$@"; }
 # same_losses A B: two runs' 3 losses (JSON lists in files A and B) agree to 1e-5
 same_losses() { [ -s "$2" ] && python3 - "$1" "$2" <<'PY'

@@ -181,17 +181,27 @@
     host.replaceChildren(svg);
   }
 
+  /* A bar chart's longest value, bounded, never 0. */
+  function barScale(max) {
+    max = clamp(max);
+    return max > 0 ? max : 1;
+  }
+
+  /* A bar chart's svg with its title (o.id, o.title; kind: its data-chart). */
+  function barFrame(o, W, H, kind) {
+    var svg = svgEl('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-size': '11',
+                             id: o.id, 'data-chart': kind });
+    text(svg, 4, 15, o.title, { 'font-weight': 'bold', 'font-size': '12' });
+    return svg;
+  }
+
   /* Horizontal bars: rows [{label, value, sub}] (sub: a thin grey bar under it). */
   function barChart(host, o, rows) {
     var W = o.width, L = 150, R = 90, rowH = 26, T = 24;
     var H = T + rows.length * rowH + 28, max = o.max || 0, i;
     for (i = 0; i < rows.length && !o.max; i++) max = Math.max(max, rows[i].value || 0, rows[i].sub || 0);
-    max = clamp(max);
-    if (!(max > 0)) max = 1;
-    var svg = svgEl('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-size': '11',
-                             id: o.id, 'data-chart': 'bar' });
-    text(svg, 4, 15, o.title, { 'font-weight': 'bold', 'font-size': '12' });
-    var px = (W - L - R) / max;
+    var svg = barFrame(o, W, H, 'bar');
+    var px = (W - L - R) / barScale(max);
     for (i = 0; i < rows.length; i++) {
       var r = rows[i], y = T + i * rowH + 4, v = isFinite(r.value) ? r.value : 0;
       text(svg, L - 6, y + 12, r.label, { 'text-anchor': 'end', fill: '#222222' });
@@ -217,12 +227,8 @@
       for (j = 0; j < rows[i].parts.length; j++) tot += isFinite(rows[i].parts[j]) ? Math.max(0, rows[i].parts[j]) : 0;
       max = Math.max(max, tot);
     }
-    max = clamp(max);
-    if (!(max > 0)) max = 1;
-    var svg = svgEl('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-size': '11',
-                             id: o.id, 'data-chart': 'stacked' });
-    text(svg, 4, 15, o.title, { 'font-weight': 'bold', 'font-size': '12' });
-    var px = (W - L - R) / max;
+    var svg = barFrame(o, W, H, 'stacked');
+    var px = (W - L - R) / barScale(max);
     for (i = 0; i < rows.length; i++) {
       var y = T + i * rowH + 4, x = L;
       text(svg, L - 6, y + 11, rows[i].label, { 'text-anchor': 'end', fill: '#222222' });
