@@ -112,8 +112,8 @@ kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, 
  * for more memory than some orders need). */
 static double starting_order(const kt_gen_params *params, kt_schedule *s) {
   kt_error e2;
-  kt__search_opts all = {1, 1, 1, -1, 0, 1, 0};
-  if (kt__zb_auto_build(s, params->costs, params->mem_limit, &all, &e2)) return INFINITY;
+  kt__search_opts all = {1, 1, 1, -1, 0, 1, 0, 0};
+  if (kt__zb_auto_build(s, params->costs, params->mem_limit, &all, 0, &e2)) return INFINITY;
   kt_metrics m;
   if (kt_simulate_metrics(s, params->costs, &m, &e2)) return INFINITY;
   double ms = m.makespan;

@@ -292,7 +292,8 @@ static double after_needs(const kt__opt_problem *pb, const kt__opt_state *st,
 
 /* Heads of every op not yet run, slot by slot (a memory edge reaches back
  * to an earlier slot only). 0, or -1 when the memory limit can never be met. */
-static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws, int cut) {
+static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws, int cut,
+                 int needs) {
   /* with one stage per rank the stages before the cut lead to nothing
    * the cut's rank waits for: they are left out */
   int S = pb->S, impossible = 0, from = cut >= 0 && pb->v == 1 ? cut : 0;
@@ -300,7 +301,7 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
     for (int s = from; s < S; s++) {
       if (j < st->n[KT__OPT_F][s]) continue;
       double h = op_head(pb, st, ws, KT__OPT_F, s, j, cut);
-      if (pb->need) {
+      if (needs) {
         h = maxd(h, after_needs(pb, st, ws, KT__OPT_F, s, j));
       } else {
         int qi, qw;
@@ -315,7 +316,7 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
       double h = op_head(pb, st, ws, KT__OPT_I, s, j, cut);
       /* after I(s, j) the stage holds (j+1-W's run) M_W at least */
       double w = pb->wg[s], over = (j + 1) * w - limit_tol(pb);
-      if (pb->need) h = maxd(h, after_needs(pb, st, ws, KT__OPT_I, s, j));
+      if (needs) h = maxd(h, after_needs(pb, st, ws, KT__OPT_I, s, j));
       if (w > 0 && over > 0) {
         int qw = (int)ceil(over / w - 1e-9) - 1;
         if (qw >= j) impossible = 1;
@@ -326,7 +327,7 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
     for (int s = from; s < S; s++) {
       if (j < st->n[KT__OPT_W][s]) continue;
       double h = op_head(pb, st, ws, KT__OPT_W, s, j, cut);
-      if (pb->need) h = maxd(h, after_needs(pb, st, ws, KT__OPT_W, s, j));
+      if (needs) h = maxd(h, after_needs(pb, st, ws, KT__OPT_W, s, j));
       ws->head[KT__OPT_W][HX(pb, s, j)] = h;
     }
   }
@@ -467,9 +468,13 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
       lb = maxd(lb, rank_work(pb, st, r));
       continue;
     }
-    /* its own frame: its first forward at 0, no other rank's clock */
+    /* its own frame: its first forward at 0, no other rank's clock; the
+     * memory rule per op (memory_needs), not the rank's predecessor table:
+     * these P sweeps cost P times the one below, and on the oracle grids and
+     * the exact corpus the table here never raised the bound (at P=8, M=32
+     * it made the bound 30x slower) */
     for (int k = 0; k < pb->p; k++) ws->eff_free[k] = k == r ? 0 : NONE;
-    if (sweep(pb, st, ws, pb->first[r]) < 0) return INFINITY;
+    if (sweep(pb, st, ws, pb->first[r], 0) < 0) return INFINITY;
     lb = maxd(lb, rank_end_bound(pb, st, ws, r));
   }
   for (int k = 0; k < pb->p; k++) {
@@ -477,7 +482,7 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
     if (ready_at && ready_at[k] > ws->eff_free[k]) ws->eff_free[k] = ready_at[k];
   }
   if (!st->started[0] && pb->first[0] == 0) ws->eff_free[0] = 0;
-  if (pb->infeasible || sweep(pb, st, ws, -1) < 0) return INFINITY;
+  if (pb->infeasible || sweep(pb, st, ws, -1, pb->need != NULL) < 0) return INFINITY;
   for (int r = 0; r < pb->p; r++)
     if (st->started[r] || pb->first[r] == 0)
       lb = maxd(lb, rank_end_bound(pb, st, ws, r) - st->start[r]);

@@ -117,11 +117,16 @@ static int least_count(const rank_rules *rr, const int *lo, const int *hi, int k
   least_held(rr, lo, hi, n);
   int most = n[k];
   memcpy(h2, hi, sizeof h2);
-  for (int q = lo[k]; q < most; q++) {
+  /* a higher cap on kind k lets as much run or more, so what is held can
+   * only fall as q grows: the least q that fits, by bisection */
+  int a = lo[k], b = most; /* the answer is in [a, b] */
+  while (a < b) {
+    int q = a + (b - a) / 2;
     h2[k] = q;
-    if (least_held(rr, lo, h2, n) <= limit) return q;
+    if (least_held(rr, lo, h2, n) <= limit) b = q;
+    else a = q + 1;
   }
-  return most;
+  return a;
 }
 
 /* Raises need (op of kind kx, slot j) by the memory rules. 0, or -1 when
@@ -198,27 +203,53 @@ static int rank_pass(const rank_rules *rr, double limit, int memory) {
  * the bound's per-op predecessor walk stays cheap. */
 #define MAX_RANK_OPS 96
 
+/* Whether ranks q and r get the same table: the same chains and the same
+ * memory per chunk (the rules read nothing else). */
+static int same_rules(const kt__opt_problem *pb, const uint8_t *same, int q, int r) {
+  size_t nn = (size_t)pb->nk * (size_t)pb->nk;
+  if (memcmp(same + (size_t)q * nn, same + (size_t)r * nn, nn)) return 0;
+  for (int c = 0; c < pb->v; c++) {
+    int sq = pb->rstage[q * pb->v + c], sr = pb->rstage[r * pb->v + c];
+    if ((sq < 0) != (sr < 0)) return 0;
+    if (sq >= 0 && (pb->act[sq] != pb->act[sr] || pb->wg[sq] != pb->wg[sr])) return 0;
+  }
+  return 1;
+}
+
 kt_status kt__opt_needs_init(kt__opt_problem *pb, kt_error *err) {
   pb->nk = KT__OPT_TYPES * pb->v;
   if (pb->v > 2 || pb->nk * pb->m > MAX_RANK_OPS) return KT_OK;
-  size_t n = (size_t)pb->p * (size_t)pb->v * KT__OPT_TYPES * (size_t)pb->m * (size_t)pb->nk;
-  pb->need = kt_calloc(n, sizeof *pb->need);
-  uint8_t *same = kt_calloc((size_t)pb->nk * (size_t)pb->nk, 1);
-  if (!pb->need || !same) {
+  size_t nn = (size_t)pb->nk * (size_t)pb->nk;
+  size_t per_rank = (size_t)pb->v * KT__OPT_TYPES * (size_t)pb->m * (size_t)pb->nk;
+  pb->need = kt_calloc((size_t)pb->p * per_rank, sizeof *pb->need);
+  uint8_t *same = kt_calloc((size_t)pb->p * nn, 1);
+  int *failed = kt_calloc((size_t)pb->p, sizeof *failed);
+  if (!pb->need || !same || !failed) {
     free(same);
+    free(failed);
     return kt_fail(err, KT_ENOMEM, "optimal: out of memory for the predecessor table");
   }
   double limit = pb->limit * (1 + 1e-12) + 1e-12;
-  kt_status st = KT_OK;
-  for (int r = 0; r < pb->p && !st; r++) {
-    rank_rules rr = {pb, r, pb->nk, same};
+  for (int r = 0; r < pb->p; r++) {
+    uint8_t *mine = same + (size_t)r * nn;
+    rank_rules rr = {pb, r, pb->nk, mine};
     for (int k = 0; k < pb->nk; k++)
       if (pb->rstage[r * pb->v + k / KT__OPT_TYPES] >= 0)
-        chain_of(pb, r, k / KT__OPT_TYPES, k % KT__OPT_TYPES, same + k * pb->nk);
-    int memory = frees_only(pb, r), g;
-    while ((g = rank_pass(&rr, limit, memory)) > 0) continue;
-    if (g < 0) pb->infeasible = 1;
+        chain_of(pb, r, k / KT__OPT_TYPES, k % KT__OPT_TYPES, mine + k * pb->nk);
+    int q = 0; /* most ranks repeat an earlier one's rules (uniform memory) */
+    while (q < r && !same_rules(pb, same, q, r)) q++;
+    if (q < r) {
+      memcpy(pb->need + (size_t)r * per_rank, pb->need + (size_t)q * per_rank,
+             per_rank * sizeof *pb->need);
+      failed[r] = failed[q];
+    } else {
+      int memory = frees_only(pb, r), g;
+      while ((g = rank_pass(&rr, limit, memory)) > 0) continue;
+      failed[r] = g < 0;
+    }
+    if (failed[r]) pb->infeasible = 1;
   }
   free(same);
-  return st;
+  free(failed);
+  return KT_OK;
 }

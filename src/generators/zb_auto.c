@@ -11,7 +11,7 @@
 #include "generators/search/search.h"
 
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
-                            const kt__search_opts *o, kt_error *err) {
+                            const kt__search_opts *o, int improve, kt_error *err) {
   if (isnan(mem_limit) || isinf(mem_limit))
     return kt_fail(err, KT_EINVAL, "%s: memory limit %g is not a finite number", s->name,
                    mem_limit);
@@ -36,8 +36,7 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
     kt__search_problem_free(&pb);
     return st;
   }
-  static const kt__search_opts all = {1, 1, 1, -1, 0, 1, 0};
-  kt__search_opts so = o ? *o : all;
+  kt__search_opts so = *o;
   kt_error e2; /* no bound: the search runs in full */
   if (kt_makespan_lower_bound(s, costs, pb.limit[0], 0, &so.lower, NULL, &e2)) so.lower = 0;
   st = kt__search_run(&pb, &so, NULL, 0, s, err);
@@ -49,16 +48,33 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
   kt_metrics_free(&m);
   /* small problems: a bounded exact search from the winner (not in the
    * quick search a moving slider asks for) */
-  return o ? KT_OK : kt__optimal_improve(s, costs, mem_limit, makespan, so.lower, err);
+  return improve ? kt__optimal_improve(s, costs, mem_limit, makespan, so.lower, err) : KT_OK;
 }
 
-/* The quick search: every builder but the full rule set, no refinement. */
-static const kt__search_opts quick = {1, 1, 1, 0, 1, 0, 0};
+/* The search's three efforts. quick: the handcrafted and round-based orders
+ * and the list scheduler's core rules, no refinement (the planner, the
+ * what-if page's sliders). The default adds a short refinement of the
+ * fastest of them (100 evaluations) and, on small problems, the bounded
+ * exact step: on the oracle grids it is equal to or better than the
+ * authors' schedulers on every row in a tenth of their time (all but the two
+ * P=4, M=4 V-ZB rows, where the exact step runs), and never slower than zbv
+ * tuned to the costs at zbv's peak memory. thorough: every rule of the list
+ * scheduler, a longer refinement of the three fastest and the random walk
+ * past their plateaus: better than the authors on 19 of the 111 rows
+ * instead of 11, at 10-1000x the time (docs/schedules.md). */
+static const kt__search_opts quick = {1, 1, 1, 0, 1, 0, 0, 0};
+static const kt__search_opts deflt = {1, 1, 1, 100, 1, 0, 0, 1};
+static const kt__search_opts thorough = {1, 1, 1, -1, 0, 1, 0, 0};
+
+static kt_status build(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
+  const kt__search_opts *o = params->quick ? &quick : params->thorough ? &thorough : &deflt;
+  return kt__zb_auto_build(s, params->costs, params->mem_limit, o, !params->quick, err);
+}
 
 kt_status kt__gen_zb_auto(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
-  return kt__zb_auto_build(s, params->costs, params->mem_limit, params->quick ? &quick : NULL, err);
+  return build(s, params, err);
 }
 
 kt_status kt__gen_zbv_auto(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
-  return kt__zb_auto_build(s, params->costs, params->mem_limit, params->quick ? &quick : NULL, err);
+  return build(s, params, err);
 }

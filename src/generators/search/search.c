@@ -184,13 +184,13 @@ static kt_status try_follow(const kt__search_problem *pb, kt__search_eval *ev, b
   return st;
 }
 
-/* Refinement budget in evaluations: up to 400 for small problems, none
- * above (what 100,000 actions' worth would allow there, a few evaluations
- * per candidate, never found a move at P=32, M=256 and cost a third of the
- * search's time). */
+/* Refinement budget in evaluations: the one asked for (< 0: 400) on small
+ * problems, none above (what 100,000 actions' worth would allow there, a
+ * few evaluations per candidate, never found a move at P=32, M=256 and cost
+ * a third of the search's time). */
 static long refine_budget(const kt__search_problem *pb, long asked) {
-  if (asked >= 0) return asked;
-  return actions(pb) <= SMALL_ACTIONS ? 400 : 0;
+  if (actions(pb) > SMALL_ACTIONS) return 0;
+  return asked >= 0 ? asked : 400;
 }
 
 /* dst's lists become src's actions (flags dropped: the search orders
@@ -239,7 +239,7 @@ static int polish(const kt__search_problem *pb, const kt__search_opts *o, kt__se
   int win = 0;
   if (o->refine_evals == 0 || optimal(bs)) return win;
   long budget = refine_budget(pb, o->refine_evals);
-  for (int k = 0; k < bs->have; k++) {
+  for (int k = 0; k < (o->refine_one ? 1 : bs->have); k++) {
     bs->makespan[k] = kt__search_refine(pb, ev, &bs->best[k], bs->makespan[k], budget);
     if (bs->makespan[k] < bs->makespan[win] - TIE * (1 + bs->makespan[win])) win = k;
   }

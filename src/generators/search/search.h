@@ -170,6 +170,7 @@ typedef struct {
    * 0: none): once a candidate meets it no order is faster, and the search
    * stops there. */
   double lower;
+  int refine_one; /* refine only the fastest candidate, not the KEEP fastest */
 } kt__search_opts;
 
 /* The fastest order of the candidates above and extra[0..n_extra) that fits
@@ -180,10 +181,11 @@ kt_status kt__search_run(const kt__search_problem *pb, const kt__search_opts *o,
                         kt_error *err);
 
 /* zb-auto on the layout of s (costs NULL = unit costs; mem_limit <= 0: P*V
- * times max(mem-act, mem-wgrad), 1F1B's memory of the same model); o NULL =
- * every candidate. The winner's lists go to s. */
+ * times max(mem-act, mem-wgrad), 1F1B's memory of the same model) with the
+ * search options o; improve: then the bounded exact step on small problems
+ * (kt__optimal_improve). The winner's lists go to s. */
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
-                            const kt__search_opts *o, kt_error *err);
+                            const kt__search_opts *o, int improve, kt_error *err);
 
 /* The constructed order in s tuned to params->costs (search/tune.c): the
  * search above with every rank's budget the construction's largest
