@@ -321,8 +321,9 @@ static int in_subset(const corpus_row *r, int sanitized) {
 }
 
 /* zb-auto's (zbv-auto's) makespan over the row's optimum, minus 1. */
-static double auto_gap(corpus_row *r) {
-  kt_gen_params params = {.p = r->p, .m = r->m, .v = r->v, .costs = &r->c, .mem_limit = r->limit};
+static double auto_gap(corpus_row *r, int thorough) {
+  kt_gen_params params = {.p = r->p, .m = r->m, .v = r->v, .costs = &r->c, .mem_limit = r->limit,
+                          .thorough = thorough};
   kt_schedule s;
   kt_error err;
   kt_metrics m;
@@ -337,7 +338,9 @@ static double auto_gap(corpus_row *r) {
   }
   kt_schedule_free(&s);
   CHECK_MSG(gap >= -1e-9, "corpus row %d: zb-auto %.12g below the optimum", r->id, gap);
-  if (gap > 0.03) fprintf(stderr, "corpus row %d: zb-auto %.2f%% above the optimum\n", r->id, 100 * gap);
+  if (gap > 0.03)
+    fprintf(stderr, "corpus row %d: zb-auto%s %.2f%% above the optimum\n", r->id,
+            thorough ? " --thorough" : "", 100 * gap);
   return gap;
 }
 
@@ -381,7 +384,7 @@ static void check_corpus(int sanitized) {
   CHECK_MSG(f != NULL, "cannot read %s", path);
   if (!f) return;
   char line[4096];
-  int rows = 0, checked = 0, uniform = 0, near = 0, far = 0, compared = 0;
+  int rows = 0, checked = 0, uniform = 0, near[2] = {0, 0}, far[2] = {0, 0}, compared = 0;
   while (fgets(line, sizeof line, f)) {
     corpus_row r;
     if (!parse_row(line, &r)) continue;
@@ -391,8 +394,10 @@ static void check_corpus(int sanitized) {
       checked++, uniform += r.uniform;
     }
     if (sanitized ? in_subset(&r, 1) : r.optimum > 0) { /* zb-auto takes milliseconds here */
-      double gap = auto_gap(&r);
-      near += gap <= 0.01, far += gap > 0.03;
+      for (int thorough = 0; thorough < (sanitized ? 1 : 2); thorough++) {
+        double gap = auto_gap(&r, thorough);
+        near[thorough] += gap <= 0.01, far[thorough] += gap > 0.03;
+      }
       compared++;
     }
     kt_costs_free(&r.c);
@@ -400,13 +405,19 @@ static void check_corpus(int sanitized) {
   fclose(f);
   CHECK_MSG(rows >= 200, "the corpus has %d problems", rows);
   CHECK_MSG(checked >= (sanitized ? 20 : 60), "only %d corpus rows have a recorded optimum", checked);
-  /* zb-auto ends with a bounded exact search on these sizes */
-  /* one known miss: row 213 (zbv-auto, P=4 M=6, tight memory) at 7.4% */
-  CHECK_MSG(far <= (sanitized ? 0 : 1), "zb-auto beyond 3%% of the optimum on %d rows", far);
-  CHECK_MSG(near >= 0.95 * compared, "zb-auto within 1%% of the optimum on %d of %d rows", near,
-            compared);
+  /* zb-auto ends with a bounded exact search on these sizes. Known misses:
+   * the default search on rows 191, 213 and 214 (zbv-auto, P=3-4, M=6, tight
+   * memory: 4.6%, 11.1%, 4.1%), the thorough one on row 213 (7.4%) */
+  CHECK_MSG(far[0] <= (sanitized ? 0 : 3), "zb-auto beyond 3%% of the optimum on %d rows", far[0]);
+  CHECK_MSG(near[0] >= 0.95 * compared, "zb-auto within 1%% of the optimum on %d of %d rows",
+            near[0], compared);
+  if (!sanitized) {
+    CHECK_MSG(far[1] <= 1, "zb-auto --thorough beyond 3%% of the optimum on %d rows", far[1]);
+    CHECK_MSG(near[1] >= 0.95 * compared, "zb-auto --thorough within 1%% of the optimum on %d of "
+              "%d rows", near[1], compared);
+  }
   fprintf(stderr, "corpus: %d of %d rows checked (%d uniform); zb-auto within 1%% of the optimum "
-          "on %d of %d\n", checked, rows, uniform, near, compared);
+          "on %d of %d (--thorough: %d)\n", checked, rows, uniform, near[0], compared, near[1]);
 }
 
 /* Past its time: the best order found, valid, no slower than zbv-auto's,

@@ -268,15 +268,15 @@ static void announce_search(const char *schedule, size_t actions, void *ctx) {
                   "million)\n", schedule, actions);
 }
 
-int cli_generate(kt_gen_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,
-                 kt_schedule *out, kt_error *err) {
+int cli_generate(const cli_args *a, kt_gen_kind kind, int p, int m, int v, const kt_costs *c,
+                 double mem_limit, kt_schedule *out, kt_error *err) {
   kt_gen_params params = {.p = p, .m = m, .v = v, .costs = c, .mem_limit = mem_limit,
-                               .on_long_search = announce_search};
+                          .thorough = cli_has(a, "thorough"), .on_long_search = announce_search};
   kt_status st = kt_generate(kind, &params, out, err);
   return st ? kt_status_exit_code(st) : 0;
 }
 
-int cli_emit(const char *path, const kt_buf *b) {
+int cli_emit(const char *path, const kt_buf *b, int durable) {
   if (b->failed) {
     fprintf(stderr, "kaiten: out of memory rendering output\n");
     return 1;
@@ -286,7 +286,9 @@ int cli_emit(const char *path, const kt_buf *b) {
     return fflush(stdout) ? 1 : 0;
   }
   kt_error err;
-  kt_status st = kt_write_file_atomic(path, b->data ? b->data : "", b->len, &err);
+  const char *data = b->data ? b->data : "";
+  kt_status st = durable ? kt_write_file_atomic(path, data, b->len, &err)
+                         : kt_write_output(path, data, b->len, &err);
   return st ? cli_fail(st, &err) : 0;
 }
 

@@ -154,9 +154,13 @@ double cli_mem_limit_units(const cli_mem_limit *ml, kt_gen_kind kind, int p, int
 void cli_memory_model_line(const cli_args *a, const kt_costs *c, kt_buf *b);
 
 /* Generates the named schedule from -p/-m/-v (and costs/--mem-limit for
- * zb-auto); prints the reason and returns the exit code on failure. */
-int cli_generate(kt_gen_kind kind, int p, int m, int v, const kt_costs *c, double mem_limit,
-                 kt_schedule *out, kt_error *err);
+ * zb-auto; --thorough in a: the thorough search); prints the reason and
+ * returns the exit code on failure. */
+int cli_generate(const cli_args *a, kt_gen_kind kind, int p, int m, int v, const kt_costs *c,
+                 double mem_limit, kt_schedule *out, kt_error *err);
+#define CLI_THOROUGH_OPT                                                                      \
+  {"thorough", 0, NULL, "zb-auto, zbv-auto: the thorough search (every rule, a longer "       \
+                        "refinement, a random walk): sometimes a faster order, at 10-1000x the time"}
 
 /* The schedule "optimal": kt_gen_optimal with V = v (1: loop, 2: v
  * placement). 0, or the exit code (err set). */
@@ -167,8 +171,11 @@ int cli_generate_optimal(int p, int m, int v, const kt_costs *c, double mem_limi
 #define CLI_TIME_LIMIT_OPT \
   {"time-limit", 0, "SECONDS", "optimal: the exact search's time limit (default 10)"}
 
-/* Writes text to path atomically, or to stdout when path is NULL or "-". */
-int cli_emit(const char *path, const kt_buf *b);
+/* Writes text to path atomically, or to stdout when path is NULL or "-".
+ * durable: waits for the disk (fsync; kt_write_file_atomic), for what a
+ * command cannot make again in milliseconds (a training run's summary,
+ * calibrated costs); 0 for outputs it can (kt_write_output). */
+int cli_emit(const char *path, const kt_buf *b, int durable);
 
 /* A list of host names (--allow-host a,b): parsed into names[] (pointing
  * into text); a bad name is a usage error naming it (returns 2). */

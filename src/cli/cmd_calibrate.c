@@ -70,7 +70,7 @@ static int emit_spec(const cli_args *a, const kt_link_calibration *links, int mp
                 "\"inter_burst_kib\": %.6g}\n",
                 devices, per_node, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9,
                 1e6 * lat, inter_bw / 1e9, 1e6 * inter_lat, inter_burst / 1024);
-  int rcode = cli_emit(cli_get(a, "output"), &out);
+  int rcode = cli_emit(cli_get(a, "output"), &out, 1);
   kt_buf_free(&out);
   return rcode;
 }

@@ -15,6 +15,7 @@ static const cli_opt compare_opts[] = {
     CLI_SCHEDULE_FILE_OPTS,
     CLI_COST_OPTS,
     {"mem-limit", 0, "X", "zb-auto, zbv-auto, optimal: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x)"},
+    CLI_THOROUGH_OPT,
     CLI_TIME_LIMIT_OPT,
     {"format", 'f', "FMT", "table (default) | json"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
@@ -104,7 +105,7 @@ static void eval_row(compare_run *cr, row *rw, int kind) {
   }
   double limit = cli_mem_limit_units(&cr->ml, like, p, m, v, &rw->costs);
   if (optimal ? cli_generate_optimal(p, m, v, &rw->costs, limit, cr->time_limit, &s, &rw->opt, &err)
-              : cli_generate(like, p, m, v, &rw->costs, limit, &s, &err)) {
+              : cli_generate(cr->a, like, p, m, v, &rw->costs, limit, &s, &err)) {
     snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
     return;
   }
@@ -232,7 +233,7 @@ static int run_compare(cli_args *a) {
     if (!strcmp(cr->format, "json")) kt_render_compare_json(&info, list, (size_t)cr->n, &out);
     else kt_render_compare_table(&info, list, (size_t)cr->n, &out);
     if (strcmp(cr->format, "json")) cli_memory_model_line(a, &cr->given, &out);
-    rc = cli_emit(cli_get(a, "output"), &out);
+    rc = cli_emit(cli_get(a, "output"), &out, 0);
     kt_buf_free(&out);
     if (!rc && cr->keep) rc = write_report(cr);
   }

@@ -210,7 +210,7 @@ static int run_plan(cli_args *a) {
   kt_buf_init(&out);
   if (cli_has(a, "list-presets")) {
     kt_render_plan_presets(&out);
-    int rc = cli_emit(cli_get(a, "output"), &out);
+    int rc = cli_emit(cli_get(a, "output"), &out, 0);
     kt_buf_free(&out);
     return rc;
   }
@@ -245,7 +245,7 @@ static int run_plan(cli_args *a) {
     kt_plan_report_free(&rep);
   }
   if (!rc || rc == 1) {
-    int erc = cli_emit(cli_get(a, "output"), &out);
+    int erc = cli_emit(cli_get(a, "output"), &out, 0);
     if (!rc) rc = erc;
   }
 done:

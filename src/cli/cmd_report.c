@@ -43,7 +43,7 @@ static int run_report(cli_args *a) {
   kt_buf b;
   kt_buf_init(&b);
   kt_render_run_report(&b, &run, cli_get(a, "title"));
-  int rc = cli_emit(out, &b);
+  int rc = cli_emit(out, &b, 0);
   if (rc == 0 && strcmp(out, "-"))
     printf("report: %s (%.0f KB, %zu steps%s, %.2f s)\n", out, b.len / 1024.0, run.n_steps,
            run.has_timeline ? ", traced step" : "", kt_now() - t_start);

@@ -234,7 +234,7 @@ static int report(train_run *r, const kt_session_result *res) {
   train_final_report(o, &r->info, res, &out);
   if (strcmp(o->format, "json") && strcmp(o->format, "chrome") && !o->sp.synthetic)
     train_memory_report(r->ss, res, &out);
-  int rc = cli_emit(o->output, &out);
+  int rc = cli_emit(o->output, &out, 1);
   kt_buf_free(&out);
   if (o->sp.run_dir && r->talk)
     fprintf(r->talk, "run directory: %s%s\n", o->sp.run_dir,

@@ -1,7 +1,9 @@
 /* Writing a file the user named without ever destroying what is there.
  *
  * A regular file (or a path that does not exist yet) is replaced atomically:
- * a temp file in the same directory, fsync, rename, fsync of the directory.
+ * a temp file in the same directory, fsync, rename, fsync of the directory
+ * (kt_write_output leaves out the fsyncs: a crash of the process still
+ * leaves one whole file, a power cut may lose the new one).
  * A symlink is followed and its target replaced the same way (the link
  * stays a link). A character device, FIFO or socket is written through
  * (`-o /dev/null` and `-o >(gzip ...)` work; a device is never replaced by
@@ -121,7 +123,7 @@ static void sync_dir(const char *dir) {
 }
 
 static kt_status replace_atomically(const char *user_path, const char *path, const struct stat *old,
-                                    const void *data, size_t len, kt_error *err) {
+                                    const void *data, size_t len, int durable, kt_error *err) {
   char dir[PATH_MAX], tmp[PATH_MAX + 64];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
@@ -147,18 +149,19 @@ static kt_status replace_atomically(const char *user_path, const char *path, con
   fchmod(fd, mode);
   int bad = write_all(fd, data, len, write_pause_seconds);
   int saved = errno;
-  if (!bad && fsync(fd) != 0) bad = 1, saved = errno;
+  if (!bad && durable && fsync(fd) != 0) bad = 1, saved = errno;
   if (close(fd) != 0 && !bad) bad = 1, saved = errno;
   if (!bad && rename(tmp, path) != 0) bad = 1, saved = errno;
   if (bad) {
     unlink(tmp);
     return kt_fail(err, KT_EIO, "cannot write '%s': %s", user_path, strerror(saved));
   }
-  sync_dir(dir); /* the rename itself must reach the disk too */
+  if (durable) sync_dir(dir); /* the rename itself must reach the disk too */
   return KT_OK;
 }
 
-kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, kt_error *err) {
+static kt_status write_file(const char *path, const void *data, size_t len, int durable,
+                            kt_error *err) {
   if (!path || !*path) return kt_fail(err, KT_EINVAL, "empty output path");
   char target[PATH_MAX];
   if (strlen(path) >= sizeof target || resolve_links(path, target, sizeof target) != 0)
@@ -166,7 +169,7 @@ kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, k
   struct stat st;
   if (stat(target, &st) != 0) {
     if (errno != ENOENT) return kt_fail(err, KT_EIO, "cannot write '%s': %s", path, strerror(errno));
-    return replace_atomically(path, target, NULL, data, len, err);
+    return replace_atomically(path, target, NULL, data, len, durable, err);
   }
   if (S_ISDIR(st.st_mode))
     return kt_fail(err, KT_EINVAL, "'%s' is a directory; give a file name", path);
@@ -175,5 +178,13 @@ kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, k
   if (!S_ISREG(st.st_mode))
     return kt_fail(err, KT_EINVAL, "'%s' is a block device or special file; refusing to write it",
                    path);
-  return replace_atomically(path, target, &st, data, len, err);
+  return replace_atomically(path, target, &st, data, len, durable, err);
+}
+
+kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, kt_error *err) {
+  return write_file(path, data, len, 1, err);
+}
+
+kt_status kt_write_output(const char *path, const void *data, size_t len, kt_error *err) {
+  return write_file(path, data, len, 0, err);
 }

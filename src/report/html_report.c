@@ -509,7 +509,7 @@ kt_status kt_write_html_report(const char *path, const char *title,
   kt_buf_init(&b);
   kt_render_html_report(&b, title, entries, n, costs);
   kt_status st = b.failed ? kt_fail(err, KT_ENOMEM, "out of memory rendering the report %s", path)
-                          : kt_write_file_atomic(path, b.data, b.len, err);
+                          : kt_write_output(path, b.data, b.len, err);
   kt_buf_free(&b);
   return st;
 }
