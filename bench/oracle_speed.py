@@ -81,7 +81,10 @@ def median_time(fn, reps):
     return statistics.median(times)
 
 
-def authors_heuristic(row, reps):
+def heuristic_call(row):
+    """The authors' heuristic for a row (costs x100 as integers), as a
+    function of no arguments that returns initial_solution's (best_time,
+    order, complete_time)."""
     import auto_schedule as a
     P, M = int(row["P"]), int(row["M"])
     cfg = a.GraphConfig(cost_f=round(100 * float(row["F"])), cost_b=round(100 * float(row["B"])),
@@ -90,11 +93,18 @@ def authors_heuristic(row, reps):
 
     def run():
         g = a.Graph.build_graph(P, M, cfg)
-        a.initial_solution(g, print_result=False)
-    return median_time(run, reps)
+        return a.initial_solution(g, print_result=False)
+    return run
 
 
-def authors_v(row, reps):
+def authors_heuristic(row, reps):
+    return median_time(heuristic_call(row), reps)
+
+
+def v_call(row):
+    """The authors' V scheduler for a row (setup min, half or zb; costs x100
+    as integers), as a function of no arguments that returns (the
+    PipelineGraph, create_schedule's per-rank lists of ScheduledNode)."""
     from megatron.core.pipeline_parallel.zerobubble.scheduler import graph, zbv, zbv_greedy
     P, M = int(row["P"]), int(row["M"])
     f, b, w, c = (round(100 * float(row[k])) for k in ("F", "B", "W", "comm"))
@@ -106,12 +116,17 @@ def authors_v(row, reps):
         stdout, sys.stdout = sys.stdout, devnull  # create_schedule prints a line
         try:
             if row["setup"] == "zb":
-                zbv.PipelineGraph(P, M, f, b, w, c, 2, -1, -1, None).create_schedule(config)
+                pg = zbv.PipelineGraph(P, M, f, b, w, c, 2, -1, -1, None)
             else:
-                zbv_greedy.PipelineGraph(P, M, row["setup"], f, b, w, c).create_schedule(config)
+                pg = zbv_greedy.PipelineGraph(P, M, row["setup"], f, b, w, c)
+            return pg, pg.create_schedule(config)
         finally:
             sys.stdout = stdout
-    return median_time(run, reps)
+    return run
+
+
+def authors_v(row, reps):
+    return median_time(v_call(row), reps)
 
 
 def kaiten_args(table, row):
