@@ -152,6 +152,7 @@ typedef struct {
   size_t memo_bytes;  /* the table of visited states (0: 256 MiB) */
   int no_delays;      /* 1: every rank starts as soon as its input arrives (a smaller search) */
   long max_nodes;     /* > 0: the search also stops after this many nodes (deterministic) */
+  int quick_start;    /* 1: set out from zb-auto's default order, not its thorough search's */
 } kt_optimal_opts;
 
 typedef struct {

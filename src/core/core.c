@@ -287,6 +287,25 @@ void kt_buf_json_number(kt_buf *b, double x) {
     kt_buf_append(b, tmp, n + (size_t)digits);
     return;
   }
+  /* a decimal of at most 6 fractional digits (costs like 1.2 and the times
+   * they add up to): k fractional digits read back exactly when the
+   * integer a nearest x * 10^k, divided by 10^k (one correctly rounded
+   * division, as strtod rounds the decimal), is x again; the least such k is
+   * the shortest form, as the search below would find it (fixed notation:
+   * |x| >= 1e-4, and a fraction means more digits than the exponent) */
+  static const double tens[] = {1, 10, 100, 1e3, 1e4, 1e5, 1e6};
+  if (fabs(x) >= 1e-4 && fabs(x) < 1e9)
+    for (int k = 1; k <= 6; k++) {
+      double a = nearbyint(x * tens[k]);
+      if (a / tens[k] != x) continue;
+      unsigned long long q = (unsigned long long)fabs(a), whole = q / (unsigned long long)tens[k];
+      unsigned long long frac = q % (unsigned long long)tens[k];
+      size_t n = whole_digits(tmp, x < 0, whole);
+      tmp[n++] = '.';
+      for (int d = k - 1; d >= 0; d--, frac /= 10) tmp[n + (size_t)d] = (char)('0' + frac % 10);
+      kt_buf_append(b, tmp, n + (size_t)k);
+      return;
+    }
   /* the shortest representation that round-trips, by bisection: %.17g
    * always reads back, and a precision that reads back makes every longer
    * one read back too (its rounding is at least as close to x, the shorter

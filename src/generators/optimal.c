@@ -18,9 +18,11 @@
 #define DEFAULT_TIME_LIMIT 10.0
 #define DEFAULT_MEMO_BYTES ((size_t)256 << 20)
 /* zb-auto's bounded exact step (kt__optimal_improve): a node count, not a
- * time, so that the order is the same on every machine (at most about 0.2 s
- * here; on the corpus it takes most orders within 1% of the optimum) */
-#define IMPROVE_NODES 16384
+ * time, so that the order is the same on every machine (at most about 0.3 s
+ * here; on the corpus it takes most orders within 1% of the optimum). The
+ * same count as the search behind the bound `sim` prints
+ * (KT_BOUND_SEARCH_NODES), which then reuses this one's result. */
+#define IMPROVE_NODES 20000
 #define IMPROVE_MEMO_BYTES ((size_t)16 << 20)
 
 /* Largest sizes the search accepts at all (its state counts in bytes, its
@@ -78,6 +80,45 @@ static kt_status analytic_bound(const kt_schedule *layout, const kt_costs *c, do
   return st;
 }
 
+/* The last bounded exact search zb-auto ran on this thread (its step from
+ * its own order), so that the bound `sim` prints right after on the same
+ * problem is not searched for again: what the problem was, and the bound
+ * it left. The problems are small (quick_reach: at most 8 stages). */
+#define KEY_STAGES 8
+typedef struct {
+  int valid, p, v, m, S, complete;
+  long nodes;
+  double limit, lower;
+  int srank[KEY_STAGES];
+  double cost[9][KEY_STAGES];
+} last_search;
+static _Thread_local last_search last;
+
+/* pb's key into k (k->valid 0: too large to keep). */
+static void problem_key(const kt__opt_problem *pb, last_search *k) {
+  memset(k, 0, sizeof *k);
+  if (pb->S > KEY_STAGES) return;
+  k->valid = 1, k->p = pb->p, k->v = pb->v, k->m = pb->m, k->S = pb->S, k->limit = pb->limit;
+  const double *arrays[9] = {pb->tf, pb->tb, pb->tw, pb->act, pb->wg, pb->hop_f, pb->hop_i,
+                             pb->so_f, pb->so_i};
+  for (int s = 0; s < pb->S; s++) {
+    k->srank[s] = pb->srank[s];
+    for (int a = 0; a < 9; a++) k->cost[a][s] = arrays[a] ? arrays[a][s] : 0;
+  }
+}
+
+/* The bound the last search left on pb's problem with at least `nodes`
+ * nodes (or complete), or -1. */
+static double searched_bound(const kt__opt_problem *pb, long nodes, int *complete) {
+  last_search k;
+  problem_key(pb, &k);
+  if (!k.valid || !last.valid || (!last.complete && last.nodes < nodes)) return -1;
+  k.complete = last.complete, k.nodes = last.nodes, k.lower = last.lower;
+  if (memcmp(&k, &last, sizeof k)) return -1;
+  *complete = last.complete;
+  return last.lower;
+}
+
 /* Problems the exact search proves in well under a second. */
 static int quick_reach(const kt_schedule *s) {
   int v1 = s->v == 1 && s->placement == KT_PLACEMENT_LOOP;
@@ -94,12 +135,27 @@ kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, 
   if (!st) st = analytic_bound(layout, c, mem_limit, lb, err);
   if (st || search_nodes <= 0 || !quick_reach(layout) || c->links || c->send_overhead > 0)
     return st;
+  kt__opt_problem pb;
+  kt_error e2;
+  if (!kt__opt_problem_init(&pb, layout, c, mem_limit, &e2)) {
+    int complete = 0;
+    double known = searched_bound(&pb, search_nodes, &complete);
+    kt__opt_problem_free(&pb);
+    if (known >= 0) {
+      if (known > *lb) *lb = known;
+      if (exact) *exact = complete;
+      return KT_OK;
+    }
+  }
   kt_gen_params params = {.p = layout->p, .v = layout->v, .m = layout->m, .costs = c,
                                .mem_limit = mem_limit};
-  kt_optimal_opts o = {.time_limit = 60, .max_nodes = search_nodes};
+  /* a bound, not an order, is wanted: the default search's order to beat
+   * and a small table (the thorough start and 256 MiB took 35 ms of a
+   * 40 ms `sim` at P=4, M=4) */
+  kt_optimal_opts o = {.time_limit = 60, .max_nodes = search_nodes, .quick_start = 1,
+                       .memo_bytes = IMPROVE_MEMO_BYTES};
   kt_optimal_result res;
   kt_schedule found;
-  kt_error e2;
   if (kt_gen_optimal(&params, layout->placement, &o, &found, &res, &e2)) return KT_OK;
   kt_schedule_free(&found);
   if (res.lower_bound > *lb) *lb = res.lower_bound;
@@ -107,13 +163,15 @@ kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, 
   return KT_OK;
 }
 
-/* zb-auto's order on the same layout, costs and limit, as the one to beat:
- * its makespan, or INFINITY when zb-auto has none (its admission rule asks
- * for more memory than some orders need). */
-static double starting_order(const kt_gen_params *params, kt_schedule *s) {
+/* zb-auto's order on the same layout, costs and limit, as the one to beat
+ * (its thorough search's, or its default's when quick): its makespan, or
+ * INFINITY when zb-auto has none (its admission rule asks for more memory
+ * than some orders need). */
+static double starting_order(const kt_gen_params *params, int quick, kt_schedule *s) {
   kt_error e2;
-  kt__search_opts all = {1, 1, 1, -1, 0, 1, 0, 0};
-  if (kt__zb_auto_build(s, params->costs, params->mem_limit, &all, 0, &e2)) return INFINITY;
+  kt__search_opts thorough = {1, 1, 1, -1, 0, 1, 0, 0}, deflt = {1, 1, 1, 100, 1, 0, 0, 1};
+  if (kt__zb_auto_build(s, params->costs, params->mem_limit, quick ? &deflt : &thorough, 0, &e2))
+    return INFINITY;
   kt_metrics m;
   if (kt_simulate_metrics(s, params->costs, &m, &e2)) return INFINITY;
   double ms = m.makespan;
@@ -152,7 +210,7 @@ static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *
   kt_schedule found;
   kt_status st = kt_schedule_init_like(&found, out, out->m, err);
   if (st) return st;
-  double upper = starting_order(params, out);
+  double upper = starting_order(params, opts && opts->quick_start, out);
   kt__opt_search_opts so = {
       .time_limit = opts && opts->time_limit > 0 ? opts->time_limit : DEFAULT_TIME_LIMIT,
       .upper = upper,
@@ -201,6 +259,10 @@ kt_status kt__optimal_improve(kt_schedule *s, const kt_costs *c, double mem_limi
     kt__opt_search_result sr;
     double ms;
     st = kt__opt_search(&pb, &so, &found, &sr, err);
+    if (!st) { /* what the search proved, for the bound printed next */
+      problem_key(&pb, &last);
+      last.complete = sr.complete, last.nodes = IMPROVE_NODES, last.lower = sr.lower;
+    }
     if (!st && sr.makespan < makespan * (1 - 1e-9) &&
         !(st = verify(&pb, &found, c, sr.makespan, &ms, err)))
       for (int r = 0; r < s->p; r++) {

@@ -229,9 +229,10 @@ static double slot_end(const kt__opt_problem *pb, const kt__opt_state *st,
 
 /* The earliest rank r can have run the ops counted in need (per kind of
  * the rank, kt__opt_need's layout) that have not run yet: their heads on
- * one machine, in order of head. */
+ * one machine, in order of head. The time only grows as ops are added: once
+ * it reaches `enough` the rest is not run (the result is then >= enough). */
 static double run_counts(const kt__opt_problem *pb, const kt__opt_state *st,
-                         const kt__opt_bound_ws *ws, int r, const int *need) {
+                         const kt__opt_bound_ws *ws, int r, const int *need, double enough) {
   int nk = pb->nk, pos[KT__OPT_TYPES * 2], stage[KT__OPT_TYPES * 2];
   for (int k = 0; k < nk; k++) {
     stage[k] = pb->rstage[r * pb->v + k / KT__OPT_TYPES];
@@ -248,6 +249,7 @@ static double run_counts(const kt__opt_problem *pb, const kt__opt_state *st,
       }
     if (best < 0) return done;
     done = maxd(done, at) + kt__opt_dur(pb, best % KT__OPT_TYPES, stage[best]);
+    if (done >= enough) return done;
     pos[best]++;
   }
 }
@@ -271,7 +273,7 @@ static double after_needs(const kt__opt_problem *pb, const kt__opt_state *st,
                           const kt__opt_bound_ws *ws, int t, int s, int j) {
   int r = pb->srank[s];
   const int *need = kt__opt_need(pb, r, pb->schunk[s], t, j);
-  double h = run_counts(pb, st, ws, r, need), a = pb->act[s], w = pb->wg[s];
+  double h = run_counts(pb, st, ws, r, need, INFINITY), a = pb->act[s], w = pb->wg[s];
   if (t != KT__OPT_F || pb->v != 1 || w > a || (j + 1) * a <= limit_tol(pb)) return h;
   double cheapest = INFINITY;
   /* only the least mix counts, and only above h: a mix whose last op of a
@@ -285,7 +287,7 @@ static double after_needs(const kt__opt_problem *pb, const kt__opt_state *st,
     if (nw > ni) continue;
     int mix[KT__OPT_TYPES] = {need[KT__OPT_F] > j ? need[KT__OPT_F] : j, ni, nw};
     if (last_end_of(pb, st, ws, s, mix) >= cheapest) continue;
-    cheapest = fmin(cheapest, run_counts(pb, st, ws, r, mix));
+    cheapest = fmin(cheapest, run_counts(pb, st, ws, r, mix, cheapest));
   }
   return maxd(h, cheapest);
 }

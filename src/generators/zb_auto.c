@@ -54,21 +54,26 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
 /* The search's three efforts. quick: the handcrafted and round-based orders
  * and the list scheduler's core rules, no refinement (the planner, the
  * what-if page's sliders). The default adds a short refinement of the
- * fastest of them (100 evaluations) and, on small problems, the bounded
+ * fastest of them (100 evaluations; with two or more chunks per rank) and,
+ * on small problems, the bounded
  * exact step: on the oracle grids it is equal to or better than the
  * authors' schedulers on every row in a tenth of their time (all but the two
  * P=4, M=4 V-ZB rows, where the exact step runs), and never slower than zbv
  * tuned to the costs at zbv's peak memory. thorough: every rule of the list
  * scheduler, a longer refinement of the three fastest and the random walk
  * past their plateaus: better than the authors on 19 of the 111 rows
- * instead of 11, at 10-1000x the time (docs/schedules.md). */
+ * instead of 9, at 10-1000x the time (docs/schedules.md). */
 static const kt__search_opts quick = {1, 1, 1, 0, 1, 0, 0, 0};
 static const kt__search_opts deflt = {1, 1, 1, 100, 1, 0, 0, 1};
 static const kt__search_opts thorough = {1, 1, 1, -1, 0, 1, 0, 0};
 
 static kt_status build(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
-  const kt__search_opts *o = params->quick ? &quick : params->thorough ? &thorough : &deflt;
-  return kt__zb_auto_build(s, params->costs, params->mem_limit, o, !params->quick, err);
+  kt__search_opts o = params->quick ? quick : params->thorough ? thorough : deflt;
+  /* one chunk per rank: the builders already equal the authors' heuristic
+   * on all 84 of its rows, and the refinement there (half of the default's
+   * time at P=8, M=32) made it better on 2 */
+  if (!params->quick && !params->thorough && s->v == 1) o.refine_evals = 0;
+  return kt__zb_auto_build(s, params->costs, params->mem_limit, &o, !params->quick, err);
 }
 
 kt_status kt__gen_zb_auto(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
