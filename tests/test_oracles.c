@@ -162,6 +162,32 @@ static void zbv_auto_at_zbv_peak(const oracle_table *t, int i, int *settings) {
   }
 }
 
+/* A V-ZB row: zbv-auto under the authors' limit, and with M >= 2P zbv tuned
+ * to the row's costs, then zbv-auto under tuned zbv's peak. */
+static void zb_row(const oracle_table *t, int i, tally *zbv_auto, tally *zbv, int *at_zbv_peak,
+                   double *bubble, double peak[2]) {
+  int p = (int)oracle_num(t, i, "P"), m = (int)oracle_num(t, i, "M");
+  const char *cs = oracle_cell(t, i, "cost_set");
+  double their_bubble = oracle_num(t, i, "bubble_ratio"), their_peak = oracle_num(t, i, "peak_act_max");
+  double limit = oracle_num(t, i, "mem_limit_chunks");
+  if (!v_run(KT_SCHED_ZBV_AUTO, t, i, 0.5, limit, bubble, peak)) {
+    CHECK_MSG(*bubble <= their_bubble + 1e-4 && peak[0] <= their_peak + 1e-9,
+              "zbv-auto P=%d M=%d %s: bubble %.6f (authors %.6f), peak %g (authors %g)", p, m, cs,
+              *bubble, their_bubble, peak[0], their_peak);
+    count(zbv_auto, *bubble, their_bubble);
+  } else CHECK(0);
+  if (m < 2 * p) return; /* zbv takes M >= 2P */
+  double fixed, fixed_peak[2];
+  if (!v_run(KT_SCHED_ZBV, t, i, 0.5, 0, &fixed, fixed_peak)) {
+    CHECK_MSG(fixed <= their_bubble + 1e-4 && fixed_peak[0] <= their_peak + 1e-9,
+              "zbv P=%d M=%d %s: bubble %.6f (authors %.6f), peak %g (authors %g)", p, m, cs,
+              fixed, their_bubble, fixed_peak[0], their_peak);
+    count(zbv, fixed, their_bubble);
+    if (verbose) printf("zb P=%2d M=%3d %s: zbv %.6f peak %g\n", p, m, cs, fixed, fixed_peak[0]);
+  } else CHECK(0);
+  zbv_auto_at_zbv_peak(t, i, at_zbv_peak);
+}
+
 /* The V table: V-Min, V-Half and V-ZB, two chunks per rank in v placement. */
 static void test_v_schedules(void) {
   oracle_table t;
@@ -189,24 +215,7 @@ static void test_v_schedules(void) {
     double bubble, peak[2];
     int zb = !strcmp(setup, "zb"), balanced = !strcmp(cs, "a");
     if (zb) {
-      double limit = oracle_num(&t, i, "mem_limit_chunks");
-      if (!v_run(KT_SCHED_ZBV_AUTO, &t, i, 0.5, limit, &bubble, peak)) {
-        CHECK_MSG(bubble <= their_bubble + 1e-4 && peak[0] <= their_peak[0] + 1e-9,
-                  "zbv-auto P=%d M=%d %s: bubble %.6f (authors %.6f), peak %g (authors %g)", p, m,
-                  cs, bubble, their_bubble, peak[0], their_peak[0]);
-        count(&zbv_auto, bubble, their_bubble);
-      } else CHECK(0);
-      double fixed, fixed_peak[2];
-      if (m >= 2 * p) { /* zbv takes M >= 2P; tuned to the row's costs */
-        if (!v_run(KT_SCHED_ZBV, &t, i, 0.5, 0, &fixed, fixed_peak)) {
-          CHECK_MSG(fixed <= their_bubble + 1e-4 && fixed_peak[0] <= their_peak[0] + 1e-9,
-                    "zbv P=%d M=%d %s: bubble %.6f (authors %.6f), peak %g (authors %g)", p, m,
-                    cs, fixed, their_bubble, fixed_peak[0], their_peak[0]);
-          count(&zbv, fixed, their_bubble);
-          if (verbose) printf("zb P=%2d M=%3d %s: zbv %.6f peak %g\n", p, m, cs, fixed, fixed_peak[0]);
-        } else CHECK(0);
-        zbv_auto_at_zbv_peak(&t, i, &at_zbv_peak);
-      }
+      zb_row(&t, i, &zbv_auto, &zbv, &at_zbv_peak, &bubble, peak);
     } else {
       kt_gen_kind kind = !strcmp(setup, "min") ? KT_SCHED_V_MIN : KT_SCHED_V_HALF;
       /* their model for these: a W frees the whole activation (M_W = M_B) */
