@@ -240,7 +240,7 @@ static void check_random_orders(int p, int v, int m, int problems, int orders) {
     }
     double limit = held * uniform(1, 2.2);
     kt__opt_problem pb;
-    CHECK(kt__opt_problem_init(&pb, &s, &c, limit, &err) == KT_OK);
+    CHECK(kt__opt_problem_init(&pb, &s, &c, limit, 1, &err) == KT_OK);
     double lb;
     CHECK(kt_makespan_lower_bound(&s, &c, limit, 0, &lb, NULL, &err) == KT_OK);
     kt_gen_params params = {.p = p, .m = m, .v = v, .costs = &c, .mem_limit = limit};
@@ -360,7 +360,7 @@ static void check_corpus_row(corpus_row *r) {
   CHECK(kt_schedule_validate(&s, &err) == KT_OK);
   kt_schedule_init(&layout, r->p, r->v, r->m, pl, &err);
   kt__opt_problem pb; /* the optimum runs tight against the limit: the table still holds */
-  CHECK(kt__opt_problem_init(&pb, &layout, &r->c, r->limit, &err) == KT_OK);
+  CHECK(kt__opt_problem_init(&pb, &layout, &r->c, r->limit, 1, &err) == KT_OK);
   CHECK_MSG(needs_hold(&pb, &s), "corpus row %d: the optimal order runs an op before a slot the "
             "table says precedes it", r->id);
   kt__opt_problem_free(&pb);

@@ -57,14 +57,14 @@ static kt_status layout(const kt_gen_params *params, kt_placement placement, kt_
 
 /* The bound of optimal_bound.c at the start (nothing run). */
 static kt_status analytic_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
-                                double *lb, kt_error *err) {
+                                int needs, double *lb, kt_error *err) {
   kt__opt_problem pb;
   kt__opt_state state;
   kt__opt_bound_ws ws;
   kt_costs plain = *c;
   plain.links = NULL; /* shared links only lengthen a hop: 0 is a hop's least */
   if (c->links) plain.comm = 0, plain.comm_bandwidth = 0;
-  kt_status st = kt__opt_problem_init(&pb, layout, &plain, mem_limit, err);
+  kt_status st = kt__opt_problem_init(&pb, layout, &plain, mem_limit, needs, err);
   if (st) return st;
   if (!(st = kt__opt_state_init(&state, &pb, err))) {
     if (!(st = kt__opt_bound_ws_init(&ws, &pb, err))) {
@@ -126,18 +126,26 @@ static int quick_reach(const kt_schedule *s) {
   return (v1 || v2) && kt_schedule_even(s) && s->p <= 4 && s->m <= 6;
 }
 
+kt_status kt__lower_bound_plain(const kt_schedule *layout, const kt_costs *c, double mem_limit,
+                                double *lb, kt_error *err) {
+  kt_costs unit;
+  if (!c) kt_costs_default(&unit), c = &unit;
+  kt_status st = kt_costs_check(c, kt_schedule_stages(layout), err);
+  return st ? st : analytic_bound(layout, c, mem_limit, 0, lb, err);
+}
+
 kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
                                   long search_nodes, double *lb, int *exact, kt_error *err) {
   kt_costs unit;
   if (!c) kt_costs_default(&unit), c = &unit;
   if (exact) *exact = 0;
   kt_status st = kt_costs_check(c, kt_schedule_stages(layout), err);
-  if (!st) st = analytic_bound(layout, c, mem_limit, lb, err);
+  if (!st) st = analytic_bound(layout, c, mem_limit, 1, lb, err);
   if (st || search_nodes <= 0 || !quick_reach(layout) || c->links || c->send_overhead > 0)
     return st;
   kt__opt_problem pb;
   kt_error e2;
-  if (!kt__opt_problem_init(&pb, layout, c, mem_limit, &e2)) {
+  if (!kt__opt_problem_init(&pb, layout, c, mem_limit, 0, &e2)) { /* the key only */
     int complete = 0;
     double known = searched_bound(&pb, search_nodes, &complete);
     kt__opt_problem_free(&pb);
@@ -248,7 +256,7 @@ kt_status kt__optimal_improve(kt_schedule *s, const kt_costs *c, double mem_limi
     return KT_OK;
   kt__opt_problem pb;
   kt_error e2; /* a problem the exact search does not take: zb-auto's order stands */
-  if (kt__opt_problem_init(&pb, s, c, mem_limit, &e2)) return KT_OK;
+  if (kt__opt_problem_init(&pb, s, c, mem_limit, 1, &e2)) return KT_OK;
   int exact = 1; /* the search places I then W, never a full B */
   for (int x = 0; x < pb.S; x++) exact &= pb.wg[x] <= pb.act[x];
   kt_schedule found;
@@ -290,7 +298,7 @@ kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
   if (isnan(params->mem_limit) || isinf(params->mem_limit))
     st = kt_fail(err, KT_EINVAL, "optimal: memory limit %g is not a finite number", params->mem_limit);
   if (!st) st = kt_costs_check(c, kt_schedule_stages(out), err);
-  if (!st) st = kt__opt_problem_init(&pb, out, c, params->mem_limit, err);
+  if (!st) st = kt__opt_problem_init(&pb, out, c, params->mem_limit, 1, err);
   for (int x = 0; !st && x < pb.S; x++)
     if (pb.wg[x] > pb.act[x]) { /* then a full B, which frees all at once, may win */
       st = kt_fail(err, KT_EINVAL, "optimal: stage %d keeps more for its W (mem-wgrad %g) than "

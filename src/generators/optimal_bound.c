@@ -68,7 +68,7 @@ static kt_status problem_alloc(kt__opt_problem *pb, kt_error *err) {
 }
 
 kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const kt_costs *c,
-                               double limit, kt_error *err) {
+                               double limit, int needs, kt_error *err) {
   kt_costs unit;
   if (!c) kt_costs_default(&unit), c = &unit;
   memset(pb, 0, sizeof *pb);
@@ -106,7 +106,8 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
       pb->tail[t][x] = maxd(0, lead_to(pb, pb->srank[x], t, x));
   kt_gen_params lp = {.p = s->p, .v = s->v, .m = s->m, .costs = c, .mem_limit = limit};
   pb->limit = kt_gen_mem_limit(&lp);
-  if ((st = kt__opt_needs_init(pb, err))) kt__opt_problem_free(pb);
+  pb->nk = KT__OPT_TYPES * pb->v;
+  if (needs && (st = kt__opt_needs_init(pb, err))) kt__opt_problem_free(pb);
   return st;
 }
 

@@ -58,10 +58,11 @@ static inline const int *kt__opt_need(const kt__opt_problem *pb, int r, int c, i
 }
 
 /* layout of s (p, v, m, placement), stage costs c (NULL: unit), limit <= 0:
- * kt_gen_mem_limit's default. EINVAL for links (the search has no
- * model of shared links), ENOMEM. */
+ * kt_gen_mem_limit's default; needs: the predecessor table too (sizes
+ * permitting). EINVAL for links (the search has no model of shared links),
+ * ENOMEM. */
 kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const kt_costs *c,
-                               double limit, kt_error *err);
+                               double limit, int needs, kt_error *err);
 void kt__opt_problem_free(kt__opt_problem *pb);
 static inline double kt__opt_dur(const kt__opt_problem *pb, int type, int s) {
   return type == KT__OPT_F ? pb->tf[s] : type == KT__OPT_I ? pb->tb[s] : pb->tw[s];
@@ -149,6 +150,12 @@ typedef struct {
 
 /* Searches pb's orders for one faster than o->upper. When it finds one it
  * is written into out (out has pb's layout; its lists are replaced). */
+/* The bound of kt_makespan_lower_bound without the memory predecessor
+ * table and without the exact search: valid, sometimes lower, at a
+ * fraction of the cost (P=4, M=16 in v placement: half of zbv-auto's
+ * time); the searches stop early on it. */
+kt_status kt__lower_bound_plain(const kt_schedule *layout, const kt_costs *c, double mem_limit,
+                                double *lb, kt_error *err);
 /* s (zb-auto's or zbv-auto's order, makespan under c, lower a bound on any
  * order) replaced by a faster one when a bounded exact search from it
  * finds one: only where the search proves in well under a second (P <= 4,
