@@ -59,9 +59,10 @@ void kt_ffi_schedule_set_name(kt_schedule *s, const char *name);
 
 /* kt_generate of kind at P, V (0: its default), M with stage costs
  * c (NULL: unit costs) and zb-auto's memory limit in M_B units (<= 0: its
- * default). EINVAL with the reason when the sizes do not suit the kind. */
+ * default); thorough: zb-auto's thorough search (kt_gen_params.thorough).
+ * EINVAL with the reason when the sizes do not suit the kind. */
 kt_status kt_ffi_generate(int kind, int p, int v, int m, const kt_costs *c, double mem_limit,
-                          kt_schedule *out, kt_error *err);
+                          int thorough, kt_schedule *out, kt_error *err);
 /* kt_gen_1f1b_peak and kt_gen_mem_limit of those parameters. */
 double kt_ffi_1f1b_peak(int kind, int p, int v, int m, const kt_costs *c);
 double kt_ffi_mem_limit(int p, int v, int m, const kt_costs *c, double mem_limit);

@@ -93,13 +93,13 @@ def _kind_v(kind, v):
     return v if default > 1 and loop else default
 
 
-def _eval_kind(kind, p, m, v, costs, ml, time_limit):
+def _eval_kind(kind, p, m, v, costs, ml, time_limit, thorough=False):
     """The row's Schedule, or the reason it does not apply."""
     try:
         if kind == S._optimal_kind():
             sched, search, limit = S._optimal(p, m, 1, costs, ml, time_limit)
             return S.Schedule(sched, costs, kind, mem_limit=limit, search=search)
-        sched, _, limit = S._generate(kind, p, m, _kind_v(kind, v), costs, ml)
+        sched, _, limit = S._generate(kind, p, m, _kind_v(kind, v), costs, ml, thorough)
     except KaitenError as e:
         return str(e)
     return S.Schedule(sched, costs, kind, mem_limit=limit)
@@ -129,7 +129,7 @@ def _rows(entries, peak_1f1b, p, m, v, costs, table):
 
 
 def compare(stages=4, microbatches=8, schedules=None, costs=None, mem_limit=None, chunks=2,
-            per_stage=False, schedule_file=None, time_limit=10):
+            per_stage=False, schedule_file=None, time_limit=10, thorough=False):
     """Every schedule (or those named; "optimal" adds the exact search's
     order, V = 1, within time_limit seconds) side by side under one cost
     model, as `kaiten compare -p P -m M --format json` does: makespan,
@@ -137,7 +137,8 @@ def compare(stages=4, microbatches=8, schedules=None, costs=None, mem_limit=None
     same model), the lower bound and the gap to it, in-flight micro-batches
     and messages per row; rows that do not apply say why. chunks: V for
     interleaved and looped-bfs. schedule_file (a path or a Schedule from
-    kaiten.load) adds one more row; P and M then come from it."""
+    kaiten.load) adds one more row; P and M then come from it. thorough:
+    zb-auto's and zbv-auto's thorough search (--thorough)."""
     file_sched = None
     if schedule_file is not None:
         file_sched = schedule_file if isinstance(schedule_file, S.Schedule) else \
@@ -154,7 +155,7 @@ def compare(stages=4, microbatches=8, schedules=None, costs=None, mem_limit=None
     peak_1f1b = one.simulate().peak_memory if isinstance(one, S.Schedule) else None
     entries = []
     for k in kinds:
-        s = _eval_kind(k, p, m, chunks, c, ml, time_limit)
+        s = _eval_kind(k, p, m, chunks, c, ml, time_limit, thorough)
         entries.append((_name(k), _simulated(s) if isinstance(s, S.Schedule) else s))
     if file_sched is not None:
         fs = S.Schedule(file_sched._sched, c, -1, program=file_sched._program,

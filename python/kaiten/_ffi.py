@@ -98,7 +98,7 @@ _PROTOTYPES = [
     ("kt_ffi_schedule_shape", None, P, ctypes.POINTER(c_int)),
     ("kt_ffi_schedule_name", c_char_p, P),
     ("kt_ffi_schedule_set_name", None, P, c_char_p),
-    ("kt_ffi_generate", c_int, c_int, c_int, c_int, c_int, P, c_double, P, P),
+    ("kt_ffi_generate", c_int, c_int, c_int, c_int, c_int, P, c_double, c_int, P, P),
     ("kt_ffi_1f1b_peak", c_double, c_int, c_int, c_int, c_int, P),
     ("kt_ffi_mem_limit", c_double, c_int, c_int, c_int, P, c_double),
     ("kt_ffi_parse", c_int, c_char_p, c_int, P, P, ctypes.POINTER(c_long), P),

@@ -68,10 +68,11 @@ void kt_ffi_schedule_set_name(kt_schedule *s, const char *name) {
 }
 
 kt_status kt_ffi_generate(int kind, int p, int v, int m, const kt_costs *c, double mem_limit,
-                          kt_schedule *out, kt_error *err) {
+                          int thorough, kt_schedule *out, kt_error *err) {
   if (kind < 0 || kind >= KT_SCHED_COUNT)
     return kt_fail(err, KT_EINVAL, "schedule kind %d: expected 0..%d", kind, KT_SCHED_COUNT - 1);
-  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
+  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit,
+                          .thorough = thorough != 0};
   kt_schedule_free(out); /* a handle used before holds its last schedule */
   return kt_generate((kt_gen_kind)kind, &params, out, err);
 }

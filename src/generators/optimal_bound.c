@@ -309,6 +309,7 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
       } else {
         int qi, qw;
         memory_needs(pb, s, j, &qi, &qw, &impossible);
+        if (impossible) return -1; /* its slots lie past this one: not filled in yet */
         if (qi >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_I, s, qi));
         if (qw >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
       }

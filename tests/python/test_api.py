@@ -63,8 +63,10 @@ UNIFORM = [None, {"tf": 1, "tb": 1.2, "tw": 0.7, "mem_wgrad": 0.5},
 
 class SimAgainstCli(unittest.TestCase):
     def check_sim(self, name, p, m, costs=None, mem_limit=None, chunks=None, per_stage=False,
-                  every_format=True):
+                  every_format=True, thorough=False):
         args = ["sim", "--schedule", name, "-p", p, "-m", m] + cost_flags(costs, per_stage)
+        if thorough:
+            args += ["--thorough"]
         if mem_limit is not None:
             args += ["--mem-limit", mem_limit]
         if chunks:
@@ -73,7 +75,7 @@ class SimAgainstCli(unittest.TestCase):
         ref = cli(*args, "--format", "json", ok=False)
         try:
             s = kaiten.schedule(name, p, m, costs=costs, mem_limit=mem_limit, chunks=chunks,
-                                per_stage=per_stage)
+                                per_stage=per_stage, thorough=thorough)
         except kaiten.KaitenError as e:
             self.assertNotEqual(ref.returncode, 0, f"{label}: python refused ({e}), the CLI did not")
             self.assertIn(str(e), ref.stderr, label)
@@ -119,6 +121,14 @@ class SimAgainstCli(unittest.TestCase):
             ran += self.check_sim("zb-auto", 4, 12, {"tw": 0.5}, mem_limit=limit)
             ran += self.check_sim("zbv-auto", 4, 12, {"tw": 0.5}, mem_limit=limit)
         ran += self.check_sim("zb-auto", 4, 8, None, chunks=2)
+        for name in ("zb-auto", "zbv-auto"):  # the thorough search: the CLI's order too
+            costs = {"tf": 1, "tb": 1.2, "tw": 0.7, "comm": 0.05, "mem_act": 2, "mem_wgrad": 1}
+            ran += self.check_sim(name, 4, 12, costs, mem_limit=16, thorough=True,
+                                  every_format=False)
+            fast = kaiten.schedule(name, 4, 12, costs=costs, mem_limit=16).simulate()
+            slow = kaiten.schedule(name, 4, 12, costs=costs, mem_limit=16,
+                                   thorough=True).simulate()
+            self.assertLessEqual(slow["makespan"], fast["makespan"] + 1e-9, name)
         ran += self.check_sim("interleaved", 4, 8, None, chunks=3)
         for name in ("1f1b", "zb-h1", "zb-auto", "zbv"):  # overheads: no closed form
             ran += self.check_sim(name, 4, 8, {"op_overhead": 0.1, "send_overhead": 0.05})
