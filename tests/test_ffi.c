@@ -43,7 +43,7 @@ static void test_schedule_and_sim(void) {
   kt_ffi_free(cj);
   kt_schedule *s = kt_ffi_schedule_new();
   int kind = kt_gen_kind_from_name("interleaved");
-  CHECK_EQ_INT(kt_ffi_generate(kind, 4, 2, 8, stage, 0, s, &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_generate(kind, 4, 2, 8, stage, 0, 0, s, &err), KT_OK);
   int shape[5];
   kt_ffi_schedule_shape(s, shape);
   CHECK(shape[0] == 4 && shape[1] == 2 && shape[2] == 8 && shape[3] == 8);
@@ -118,7 +118,7 @@ static void test_optimal_and_compare(void) {
   kt_ffi_search *search = NULL;
   double limit = kt_ffi_mem_limit(3, 1, 5, c, 0);
   CHECK_EQ_INT(kt_ffi_optimal(3, 1, 5, c, 0, 20, opt, &search, &err), KT_OK);
-  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_ZB_AUTO, 3, 1, 5, c, 0, zb, &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_ZB_AUTO, 3, 1, 5, c, 0, 0, zb, &err), KT_OK);
   kt_ffi_sim *so = NULL, *sz = NULL;
   CHECK_EQ_INT(kt_ffi_simulate(opt, c, &so, &err), KT_OK);
   CHECK_EQ_INT(kt_ffi_simulate(zb, c, &sz, &err), KT_OK);
@@ -163,9 +163,9 @@ static void test_optimal_and_compare(void) {
 static void test_errors_and_limits(void) {
   kt_error err = {{0}};
   kt_schedule *s = kt_ffi_schedule_new();
-  CHECK_EQ_INT(kt_ffi_generate(-1, 4, 0, 8, NULL, 0, s, &err), KT_EINVAL);
-  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_COUNT, 4, 0, 8, NULL, 0, s, &err), KT_EINVAL);
-  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_ZBV, 4, 0, 4, NULL, 0, s, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_generate(-1, 4, 0, 8, NULL, 0, 0, s, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_COUNT, 4, 0, 8, NULL, 0, 0, s, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_ZBV, 4, 0, 4, NULL, 0, 0, s, &err), KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "2P");
   CHECK_EQ_INT(kt_ffi_parse("0F0,0B0\n1F0\n", KT_NOTATION_AUTO, s, NULL, NULL, &err), KT_OK);
   CHECK(kt_schedule_validate(s, &err) != KT_OK);
