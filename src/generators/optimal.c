@@ -83,7 +83,7 @@ static kt_status analytic_bound(const kt_schedule *layout, const kt_costs *c, do
 /* The last bounded exact search zb-auto ran on this thread (its step from
  * its own order), so that the bound `sim` prints right after on the same
  * problem is not searched for again: what the problem was, and the bound
- * it left. The problems are small (quick_reach: at most 8 stages). */
+ * it left. The problems are small (kt__optimal_reach: at most 8 stages). */
 #define KEY_STAGES 8
 typedef struct {
   int valid, p, v, m, S, complete;
@@ -120,7 +120,7 @@ static double searched_bound(const kt__opt_problem *pb, long nodes, int *complet
 }
 
 /* Problems the exact search proves in well under a second. */
-static int quick_reach(const kt_schedule *s) {
+int kt__optimal_reach(const kt_schedule *s) {
   int v1 = s->v == 1 && s->placement == KT_PLACEMENT_LOOP;
   int v2 = s->v == 2 && s->placement == KT_PLACEMENT_V;
   return (v1 || v2) && kt_schedule_even(s) && s->p <= 4 && s->m <= 6;
@@ -141,7 +141,7 @@ kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, 
   if (exact) *exact = 0;
   kt_status st = kt_costs_check(c, kt_schedule_stages(layout), err);
   if (!st) st = analytic_bound(layout, c, mem_limit, 1, lb, err);
-  if (st || search_nodes <= 0 || !quick_reach(layout) || c->links || c->send_overhead > 0)
+  if (st || search_nodes <= 0 || !kt__optimal_reach(layout) || c->links || c->send_overhead > 0)
     return st;
   kt__opt_problem pb;
   kt_error e2;
@@ -252,7 +252,7 @@ static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *
 
 kt_status kt__optimal_improve(kt_schedule *s, const kt_costs *c, double mem_limit,
                              double makespan, double lower, kt_error *err) {
-  if (!quick_reach(s) || c->links || c->send_overhead > 0 || !(makespan > lower * (1 + 1e-9)))
+  if (!kt__optimal_reach(s) || c->links || c->send_overhead > 0 || !(makespan > lower * (1 + 1e-9)))
     return KT_OK;
   kt__opt_problem pb;
   kt_error e2; /* a problem the exact search does not take: zb-auto's order stands */

@@ -156,6 +156,9 @@ typedef struct {
  * time); the searches stop early on it. */
 kt_status kt__lower_bound_plain(const kt_schedule *layout, const kt_costs *c, double mem_limit,
                                 double *lb, kt_error *err);
+/* Whether the exact search proves problems of s's layout in well under a
+ * second (P <= 4, M <= 6, V = 1 loop or V = 2 v placement, even stages). */
+int kt__optimal_reach(const kt_schedule *s);
 /* s (zb-auto's or zbv-auto's order, makespan under c, lower a bound on any
  * order) replaced by a faster one when a bounded exact search from it
  * finds one: only where the search proves in well under a second (P <= 4,

@@ -38,7 +38,12 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
   }
   kt__search_opts so = *o;
   kt_error e2; /* no bound: the search runs in full */
-  if (kt__lower_bound_plain(s, costs, pb.limit[0], &so.lower, &e2)) so.lower = 0;
+  /* the plain bound, except where the exact step may run: there the full
+   * one is cheap, and an order that meets it needs no exact step */
+  kt_status bs = improve && kt__optimal_reach(s)
+                     ? kt_makespan_lower_bound(s, costs, pb.limit[0], 0, &so.lower, NULL, &e2)
+                     : kt__lower_bound_plain(s, costs, pb.limit[0], &so.lower, &e2);
+  if (bs) so.lower = 0;
   st = kt__search_run(&pb, &so, NULL, 0, s, err);
   kt__search_problem_free(&pb);
   /* the winner runs to completion under the simulator (a cheap safety net) */
