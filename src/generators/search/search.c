@@ -244,8 +244,8 @@ static int polish(const kt__search_problem *pb, const kt__search_opts *o, kt__se
     if (bs->makespan[k] < bs->makespan[win] - TIE * (1 + bs->makespan[win])) win = k;
   }
   if (budget > 0 && o->walk) { /* small problems */
-    bs->makespan[win] = kt__search_walk(pb, ev, &bs->best[win], bs->makespan[win],
-                                        kt__search_walk_budget(pb, 2e6), 0);
+    long walk = kt__search_walk_budget(pb, o->walk_work > 0 ? o->walk_work : 2e6);
+    bs->makespan[win] = kt__search_walk(pb, ev, &bs->best[win], bs->makespan[win], walk, 0);
     bs->makespan[win] = kt__search_refine(pb, ev, &bs->best[win], bs->makespan[win], budget);
   }
   return win;

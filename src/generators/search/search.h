@@ -171,6 +171,7 @@ typedef struct {
    * stops there. */
   double lower;
   int refine_one; /* refine only the fastest candidate, not the KEEP fastest */
+  double walk_work; /* the walk's budget in simulated actions (0: 2e6) */
 } kt__search_opts;
 
 /* The fastest order of the candidates above and extra[0..n_extra) that fits
