@@ -177,9 +177,8 @@ kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, 
  * than some orders need). */
 static double starting_order(const kt_gen_params *params, int quick, kt_schedule *s) {
   kt_error e2;
-  kt__search_opts thorough = {1, 1, 1, -1, 0, 1, 0, 0, 0}, deflt = {1, 1, 1, 100, 1, 0, 0, 1, 0};
-  if (kt__zb_auto_build(s, params->costs, params->mem_limit, quick ? &deflt : &thorough, 0, &e2))
-    return INFINITY;
+  const kt__search_opts *o = quick ? &kt__search_default : &kt__search_thorough;
+  if (kt__zb_auto_build(s, params->costs, params->mem_limit, o, 0, &e2)) return INFINITY;
   kt_metrics m;
   if (kt_simulate_metrics(s, params->costs, &m, &e2)) return INFINITY;
   double ms = m.makespan;

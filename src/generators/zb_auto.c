@@ -69,21 +69,29 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
  * past their plateaus: better than the authors on 19 of the 111 rows
  * instead of 9, at 10-1000x the time (docs/schedules.md). */
 static const kt__search_opts quick = {1, 1, 1, 0, 1, 0, 0, 0, 0};
-static const kt__search_opts deflt = {1, 1, 1, 100, 1, 0, 0, 1, 0};
-static const kt__search_opts thorough = {1, 1, 1, -1, 0, 1, 0, 0, 0};
+const kt__search_opts kt__search_default = {1, 1, 1, 100, 1, 0, 0, 1, 0};
+const kt__search_opts kt__search_thorough = {1, 1, 1, -1, 0, 1, 0, 0, 0};
 
-static kt_status build(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
-  kt__search_opts o = params->quick ? quick : params->thorough ? thorough : deflt;
-  /* one chunk per rank: the builders already equal the authors' heuristic
-   * on all 84 of its rows, and the refinement there (half of the default's
-   * time at P=8, M=32) made it better on 2 */
-  if (!params->quick && !params->thorough && s->v == 1) o.refine_evals = 0;
+/* The options the caller's effort comes to on the layout of s. */
+static kt__search_opts effort(const kt_schedule *s, const kt_gen_params *params) {
+  if (params->quick) return quick;
+  if (params->thorough) return kt__search_thorough;
   /* where the exact step runs (P <= 4, M <= 6) the default is the thorough
    * search with a quarter of its walk (at most 5,200 evaluations, a few
    * ms): from its order the step reaches within 3% of the optimum on all
    * but one corpus row, from the quick one's on all but three */
-  if (!params->quick && !params->thorough && kt__optimal_reach(s))
-    o = thorough, o.walk_work = 5e5;
+  kt__search_opts o = kt__search_thorough;
+  if (kt__optimal_reach(s)) return o.walk_work = 5e5, o;
+  /* one chunk per rank: the builders already equal the authors' heuristic
+   * on all 84 of its rows, and the refinement there (half of the default's
+   * time at P=8, M=32) made it better on 2 */
+  o = kt__search_default;
+  if (s->v == 1) o.refine_evals = 0;
+  return o;
+}
+
+static kt_status build(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
+  kt__search_opts o = effort(s, params);
   return kt__zb_auto_build(s, params->costs, params->mem_limit, &o, !params->quick, err);
 }
 

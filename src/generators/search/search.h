@@ -181,6 +181,9 @@ kt_status kt__search_run(const kt__search_problem *pb, const kt__search_opts *o,
                         const kt_schedule *const *extra, int n_extra, kt_schedule *s,
                         kt_error *err);
 
+/* zb-auto's default and thorough efforts (zb_auto.c: what each runs). */
+extern const kt__search_opts kt__search_default, kt__search_thorough;
+
 /* zb-auto on the layout of s (costs NULL = unit costs; mem_limit <= 0: P*V
  * times max(mem-act, mem-wgrad), 1F1B's memory of the same model) with the
  * search options o; improve: then the bounded exact step on small problems
