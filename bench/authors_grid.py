@@ -36,6 +36,7 @@ usage: python3 bench/authors_grid.py --authors CLONE [--seed 1] [--tsv OUT]
                                      [--public-every 7] [BUILD_DIR]
 (--public-every N: the public rows checked are every N-th of each table)
 """
+import argparse
 import json
 import os
 import random
@@ -212,22 +213,14 @@ COLS = ("kind P M F B W comm mem_limit authors_makespan authors_order_makespan a
 
 
 def main():
-    args = sys.argv[1:]
-    clone, seed, build, tsv, every = None, 1, "build", None, 7
-    while args:
-        a = args.pop(0)
-        if a == "--authors":
-            clone = args.pop(0)
-        elif a == "--seed":
-            seed = int(args.pop(0))
-        elif a == "--tsv":
-            tsv = args.pop(0)
-        elif a == "--public-every":
-            every = int(args.pop(0))
-        else:
-            build = a
-    if not clone:
-        sys.exit(__doc__)
+    ap = argparse.ArgumentParser(usage=__doc__.rsplit("usage: ", 1)[1])
+    ap.add_argument("--authors", required=True)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tsv")
+    ap.add_argument("--public-every", type=int, default=7)
+    ap.add_argument("build", nargs="?", default="build")
+    o = ap.parse_args()
+    clone, seed, build, tsv, every = o.authors, o.seed, o.build, o.tsv, o.public_every
     kaiten = os.path.abspath(os.path.join(build, "kaiten"))
     helptext = subprocess.run([kaiten, "sim", "--help"], capture_output=True, text=True).stdout
     thorough = "--thorough" in helptext

@@ -1,9 +1,10 @@
 /* kaiten in-process on each row of an oracle table (tests/data/oracles):
  * the schedule the row's authors' scheduler is compared with (zb-auto for
  * the heuristic table; v-min, v-half or zbv-auto for the V table) generated
- * and simulated, the median of REPS runs; one line per row: "index seconds
- * bubble". bench/oracle_speed.py sets them beside the authors' times.
- * Usage: bench_oracle_rows TABLE.tsv [REPS] */
+ * and simulated, the median of REPS runs after a first one left out (it
+ * warms the caches); one line per row, "index seconds bubble", or only row
+ * ROW when given. bench/oracle_speed.py sets them beside the authors' times.
+ * Usage: bench_oracle_rows TABLE.tsv [REPS] [ROW] */
 #include <stdio.h>
 #include <string.h>
 
@@ -42,22 +43,24 @@ static int row_setup(const oracle_table *t, int i, kt_gen_kind *kind, kt_gen_par
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: bench_oracle_rows TABLE.tsv [REPS]\n");
+    fprintf(stderr, "usage: bench_oracle_rows TABLE.tsv [REPS] [ROW]\n");
     return 2;
   }
-  int reps = argc > 2 ? atoi(argv[2]) : 5;
+  int reps = argc > 2 ? atoi(argv[2]) : 5, only = argc > 3 ? atoi(argv[3]) : -1;
+  if (reps < 1 || reps > 63) reps = 5;
   oracle_table t;
   if (oracle_load(argv[1], &t)) {
     fprintf(stderr, "bench_oracle_rows: cannot read %s\n", argv[1]);
     return 1;
   }
   for (int i = 0; i < t.n_rows; i++) {
+    if (only >= 0 && i != only) continue;
     kt_gen_kind kind;
     kt_gen_params params;
     kt_costs c;
     row_setup(&t, i, &kind, &params, &c);
     double times[64], bubble = -1;
-    for (int k = 0; k < reps && k < 64; k++) {
+    for (int k = 0; k <= reps; k++) { /* k = 0: the warm-up, not counted */
       kt_schedule s;
       kt_metrics met;
       kt_error err;
@@ -66,12 +69,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "row %d: %s\n", i, err.msg);
         return 1;
       }
-      times[k] = kt_now() - t0;
+      if (k) times[k - 1] = kt_now() - t0;
       bubble = met.bubble_ratio;
       kt_metrics_free(&met);
       kt_schedule_free(&s);
     }
-    printf("%d %.9g %.9g\n", i, kt_median(times, (size_t)(reps < 64 ? reps : 64)), bubble);
+    printf("%d %.9g %.9g\n", i, kt_median(times, (size_t)reps), bubble);
   }
   oracle_free(&t);
   return 0;

@@ -6,8 +6,11 @@ order: `initial_solution` for the heuristic, `create_schedule` for V-Min,
 V-Half and V-ZB, as tests/data/oracles/README.md runs them), a kaiten call
 as a program makes it (`kaiten sim -s zb-auto|v-min|v-half|zbv-auto ...
 --format json`, read from its stdout, process start included) and kaiten in-process
-(build/bench/bench_oracle_rows: generate + simulate), each the median of
---reps runs; and kaiten's bubble against theirs (equal or better).
+(build/bench/bench_oracle_rows: generate + simulate), alternated run by run
+on each row, --reps rounds after a first one left out; per row the medians
+and the medians of the paired ratios authors / kaiten (a call faster than
+the authors: ratio > 1); and kaiten's bubble against theirs (equal or
+better).
 
 The authors' code is not part of kaiten: give a clone of
 github.com/sail-sg/zero-bubble-pipeline-parallelism (--authors DIR); the
@@ -17,6 +20,7 @@ on this path) are put ahead of them on sys.path.
 
 usage: python3 bench/oracle_speed.py --authors CLONE [--reps 5] [--tsv OUT] [BUILD_DIR]
 """
+import argparse
 import json
 import os
 import statistics
@@ -72,15 +76,6 @@ def read_tsv(path):
     return rows
 
 
-def median_time(fn, reps):
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def heuristic_call(row):
     """The authors' heuristic for a row (costs x100 as integers), as a
     function of no arguments that returns initial_solution's (best_time,
@@ -95,10 +90,6 @@ def heuristic_call(row):
         g = a.Graph.build_graph(P, M, cfg)
         return a.initial_solution(g, print_result=False)
     return run
-
-
-def authors_heuristic(row, reps):
-    return median_time(heuristic_call(row), reps)
 
 
 def v_call(row):
@@ -125,10 +116,6 @@ def v_call(row):
     return run
 
 
-def authors_v(row, reps):
-    return median_time(v_call(row), reps)
-
-
 def kaiten_args(table, row):
     """The kaiten call for a row, as a user makes it."""
     args = ["-p", row["P"], "-m", row["M"], "--tf", row["F"], "--tb", row["B"], "--tw", row["W"],
@@ -142,105 +129,122 @@ def kaiten_args(table, row):
     return ["-s", kind, "--mem-act", "1", "--mem-wgrad", wgrad] + extra + args
 
 
-def time_calls():
-    """--time-calls: reads [kaiten, reps, [args...]...] as JSON on stdin and
-    prints [[median seconds, json result]...]: the calls are timed from
-    this small process, not from the one that holds the authors' modules
-    (forking a large Python process costs milliseconds of its own)."""
-    kaiten, reps, calls = json.load(sys.stdin)
-    out = []
-    starts = []  # a process that does next to nothing, alternated with the calls
-    for args in calls:
+def serve_calls():
+    """--serve-calls: times kaiten calls one at a time for the main process,
+    from this small process (forking the large Python process that holds the
+    authors' modules costs milliseconds of its own): reads a JSON argument
+    list per line, runs `kaiten ARGS`, and answers [seconds, stdout]."""
+    for line in sys.stdin:
+        args = json.loads(line)
         t0 = time.perf_counter()
-        subprocess.run([kaiten, "sim", "--help"], check=True, stdout=subprocess.PIPE)
-        starts.append(time.perf_counter() - t0)
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            res = subprocess.run([kaiten, "sim"] + args + ["--format", "json"], check=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-            times.append(time.perf_counter() - t0)
-        out.append([statistics.median(times), json.loads(res.stdout)])
-    json.dump({"start": statistics.median(starts), "calls": out}, sys.stdout)
+        res = subprocess.run(args, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True)
+        print(json.dumps([time.perf_counter() - t0, res.stdout]), flush=True)
 
 
-def kaiten_calls(kaiten, calls, reps):
-    """Each call's median wall time (process start and the JSON on stdout,
-    read by the caller, included) and its result. Not `-o FILE`: replacing a
+class Caller:
+    """The --serve-calls process. A call's wall time includes process start
+    and the JSON on stdout, read by the caller. Not `-o FILE`: replacing a
     file that exists costs a rename that waits for the file system (0.35 ms
     on this machine's ext4, which flushes the new file's blocks first), a
     cost of the disk, not of the scheduler."""
-    res = subprocess.run([sys.executable, os.path.abspath(__file__), "--time-calls"],
-                         input=json.dumps([kaiten, reps, calls]), capture_output=True,
-                         text=True, check=True)
-    return json.loads(res.stdout)
+
+    def __init__(self):
+        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve-calls"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def call(self, args):
+        self.p.stdin.write(json.dumps(args) + "\n")
+        self.p.stdin.flush()
+        return json.loads(self.p.stdout.readline())
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait()
 
 
-def in_process(build, table, reps):
-    """bench_oracle_rows: one line per row, 'index seconds bubble'."""
+def in_process(build, table, row):
+    """One run of bench_oracle_rows on one row (a warm-up run left out
+    inside): seconds and bubble."""
     exe = os.path.join(build, "bench", "bench_oracle_rows")
-    out = subprocess.run([exe, os.path.join(ORACLES, table + ".tsv"), str(reps)], check=True,
-                         capture_output=True, text=True).stdout
-    return {int(l.split()[0]): float(l.split()[1]) for l in out.splitlines() if l and l[0].isdigit()}
+    out = subprocess.run([exe, os.path.join(ORACLES, table + ".tsv"), "1", str(row)], check=True,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[1]), float(out[2])
+
+
+def time_row(caller, kaiten, build, table, row, i, reps):
+    """kaiten's call, kaiten in-process and the authors' scheduler on one
+    row, alternated run by run, reps + 1 rounds with the first left out:
+    the medians, and the medians of the paired ratios authors / kaiten."""
+    authors = (heuristic_call if table == "zb_heuristic" else v_call)(row)
+    args = [kaiten, "sim"] + kaiten_args(table, row) + ["--format", "json"]
+    call, inproc, theirs, start, res, bubble = [], [], [], [], None, None
+    for k in range(reps + 1):
+        t_start, _ = caller.call([kaiten, "sim", "--help"])
+        t_call, out = caller.call(args)
+        t_in, bubble = in_process(build, table, i)
+        t0 = time.perf_counter()
+        authors()
+        t_authors = time.perf_counter() - t0
+        if k:
+            start.append(t_start), call.append(t_call), inproc.append(t_in)
+            theirs.append(t_authors)
+        res = json.loads(out)
+    med = statistics.median
+    return dict(authors=med(theirs), call=med(call), inproc=med(inproc), start=med(start),
+                call_ratio=med([a / c for a, c in zip(theirs, call)]),
+                inproc_ratio=med([a / c for a, c in zip(theirs, inproc)]),
+                bubble=res["bubble_ratio"], inproc_bubble=bubble)
 
 
 def main():
-    args = sys.argv[1:]
-    if args == ["--time-calls"]:
-        return time_calls()
-    clone, reps, build, tsv = None, 5, "build", None
-    while args:
-        a = args.pop(0)
-        if a == "--authors":
-            clone = args.pop(0)
-        elif a == "--reps":
-            reps = int(args.pop(0))
-        elif a == "--tsv":
-            tsv = args.pop(0)
-        else:
-            build = a
-    if not clone:
-        sys.exit(__doc__)
-    kaiten = os.path.abspath(os.path.join(build, "kaiten"))
-    lines = []
+    if sys.argv[1:] == ["--serve-calls"]:
+        return serve_calls()
+    ap = argparse.ArgumentParser(usage=__doc__.rsplit("usage: ", 1)[1])
+    ap.add_argument("--authors", required=True)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--tsv")
+    ap.add_argument("build", nargs="?", default="build")
+    o = ap.parse_args()
+    kaiten = os.path.abspath(os.path.join(o.build, "kaiten"))
+    lines, starts = [], []
+    caller = Caller()  # before the authors' modules load: a small process spawns the calls
     with tempfile.TemporaryDirectory() as tmp:
-        calls = {}  # before the authors' modules load: a small process spawns them
+        setup_authors(o.authors, tmp)
         for table in ("zb_heuristic", "v_schedules"):
-            rows = read_tsv(os.path.join(ORACLES, table + ".tsv"))
-            timed = kaiten_calls(kaiten, [kaiten_args(table, r) for r in rows], reps)
-            calls[table] = timed["calls"]
-            print(f"{table}: process start (kaiten sim --help) {1e3 * timed['start']:.2f} ms median",
-                  flush=True)
-        setup_authors(clone, tmp)
-        for table in ("zb_heuristic", "v_schedules"):
-            inproc = in_process(build, table, reps)
             for i, row in enumerate(read_tsv(os.path.join(ORACLES, table + ".tsv"))):
-                theirs = (authors_heuristic if table == "zb_heuristic" else authors_v)(row, reps)
-                args2 = kaiten_args(table, row)
-                call, res = calls[table][i]
-                what = args2[1]
-                line = (table, i, row["P"], row["M"], row["cost_set"], what, theirs, call,
-                        inproc.get(i, float("nan")), res["bubble_ratio"], float(row["bubble_ratio"]))
+                t = time_row(caller, kaiten, o.build, table, row, i, o.reps)
+                starts.append(t["start"])
+                what = kaiten_args(table, row)[1]
+                line = (table, i, row["P"], row["M"], row["cost_set"], what, t["authors"],
+                        t["call"], t["inproc"], t["bubble"], float(row["bubble_ratio"]),
+                        t["call_ratio"], t["inproc_ratio"])
                 lines.append(line)
                 print("%-12s %3d P=%-3s M=%-4s %s %-9s authors %8.2f ms  kaiten call %7.2f ms "
-                      "(x%.2f)  in-process %8.3f ms (x%.1f faster)  bubble %.6f vs %.6f" %
-                      (table, i, row["P"], row["M"], row["cost_set"], what, 1e3 * theirs,
-                       1e3 * call, call / theirs, 1e3 * line[8], theirs / line[8],
+                      "(authors/call x%.2f)  in-process %8.3f ms (x%.1f)  bubble %.6f vs %.6f" %
+                      (table, i, row["P"], row["M"], row["cost_set"], what, 1e3 * t["authors"],
+                       1e3 * t["call"], t["call_ratio"], 1e3 * t["inproc"], t["inproc_ratio"],
                        line[9], line[10]), flush=True)
-    if tsv:
-        with open(tsv, "w") as f:
+    caller.close()
+    if o.tsv:
+        with open(o.tsv, "w") as f:
             f.write("table\trow\tP\tM\tcost_set\tschedule\tauthors_s\tkaiten_call_s\t"
-                    "kaiten_inprocess_s\tkaiten_bubble\tauthors_bubble\n")
+                    "kaiten_inprocess_s\tkaiten_bubble\tauthors_bubble\tauthors_per_call\t"
+                    "authors_per_inprocess\n")
             for l in lines:
                 f.write("\t".join(str(x) for x in l) + "\n")
-    slower = [l for l in lines if l[7] >= l[6]]
-    not10 = [l for l in lines if l[8] * 10 > l[6]]
-    worse = [l for l in lines if l[9] > l[10] + 1e-4]
-    print(f"\n{len(lines)} rows: kaiten call slower than the authors on {len(slower)}, "
-          f"in-process less than 10x faster on {len(not10)}, bubble worse on {len(worse)}")
-    for l in sorted(lines, key=lambda l: l[7] / l[6])[-5:]:
+    print(f"\nprocess start (kaiten sim --help): {1e3 * statistics.median(starts):.2f} ms median")
+    print("per row, medians of the paired ratios authors / kaiten:")
+    for what in ("zb-auto", "zbv-auto", "v-min", "v-half"):
+        ls = [l for l in lines if l[5] == what]
+        print(f"  {what:9s} {len(ls)} rows: equal or better bubble on "
+              f"{sum(l[9] <= l[10] + 1e-4 for l in ls)}, call faster on "
+              f"{sum(l[11] > 1 for l in ls)}, in-process >= 10x on {sum(l[12] >= 10 for l in ls)}; "
+              f"median authors / in-process {statistics.median(l[12] for l in ls):.1f}, "
+              f"authors / call {statistics.median(l[11] for l in ls):.2f}")
+    for l in sorted(lines, key=lambda l: l[11])[:5]:
         print(f"  slowest vs authors: {l[0]} row {l[1]} P={l[2]} M={l[3]} {l[5]}: "
-              f"{1e3 * l[7]:.2f} ms vs {1e3 * l[6]:.2f} ms")
+              f"{1e3 * l[7]:.2f} ms vs {1e3 * l[6]:.2f} ms (paired ratio {l[11]:.2f})")
 
 
 if __name__ == "__main__":
