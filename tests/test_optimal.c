@@ -320,6 +320,31 @@ static int in_subset(const corpus_row *r, int sanitized) {
   return r->uniform || r->id % 3 == 0;
 }
 
+/* Rows where the bound zb-auto's exact step left was read back above the
+ * analytic one. */
+static int raised_bounds;
+
+/* Right after zb-auto's default on r (order s, its makespan): the bound
+ * that only reads what its exact step left (search_nodes < 0, what `sim`
+ * prints for a near-optimal order) is valid, and no lower than the
+ * analytic one; an order above KT_NEAR_OPTIMAL of the analytic bound came
+ * out of the exact step, whose bound it reads. */
+static void check_searched_bound(const corpus_row *r, const kt_schedule *s, double makespan) {
+  double analytic, searched;
+  kt_error err;
+  int exact = 0;
+  CHECK(kt_makespan_lower_bound(s, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
+  CHECK(kt_makespan_lower_bound(s, &r->c, r->limit, -1, &searched, &exact, &err) == KT_OK);
+  CHECK_MSG(searched >= analytic - 1e-12 && searched <= r->optimum + 1e-9 * (1 + r->optimum),
+            "corpus row %d: searched bound %.12g (analytic %.12g, optimum %.12g)", r->id,
+            searched, analytic, r->optimum);
+  if (exact)
+    CHECK_MSG(fabs(makespan - r->optimum) <= 1e-9 * (1 + r->optimum),
+              "corpus row %d: the step proved %.12g optimal, the optimum is %.12g", r->id,
+              makespan, r->optimum);
+  raised_bounds += searched > analytic * (1 + 1e-12);
+}
+
 /* zb-auto's (zbv-auto's) makespan over the row's optimum, minus 1. */
 static double auto_gap(corpus_row *r, int thorough) {
   kt_gen_params params = {.p = r->p, .m = r->m, .v = r->v, .costs = &r->c, .mem_limit = r->limit,
@@ -334,6 +359,7 @@ static double auto_gap(corpus_row *r, int thorough) {
   }
   if (!kt_simulate_metrics(&s, &r->c, &m, &err)) {
     gap = m.makespan / r->optimum - 1;
+    if (!thorough) check_searched_bound(r, &s, m.makespan);
     kt_metrics_free(&m);
   }
   kt_schedule_free(&s);
@@ -415,8 +441,12 @@ static void check_corpus(int sanitized) {
     CHECK_MSG(near[1] >= 0.95 * compared, "zb-auto --thorough within 1%% of the optimum on %d of "
               "%d rows", near[1], compared);
   }
+  /* the step's bound is read back (sim's printed bound would search again) */
+  CHECK_MSG(raised_bounds >= (sanitized ? 1 : 10), "the exact step's bound was read back above "
+            "the analytic one on %d rows only", raised_bounds);
   fprintf(stderr, "corpus: %d of %d rows checked (%d uniform); zb-auto within 1%% of the optimum "
-          "on %d of %d (--thorough: %d)\n", checked, rows, uniform, near[0], compared, near[1]);
+          "on %d of %d (--thorough: %d); the step's bound read back on %d\n", checked, rows,
+          uniform, near[0], compared, near[1], raised_bounds);
 }
 
 /* Past its time: the best order found, valid, no slower than zbv-auto's,

@@ -147,6 +147,12 @@ kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params,
  * bench/optimal_corpus.sh, docs/schedules.md). */
 #define KT_OPTIMAL_PROVES "P <= 4 and M <= 6, V = 1 or 2 (215 of the corpus's 216 problems)"
 
+/* An order within this fraction above the lower bound is near-optimal:
+ * zb-auto's default keeps such an order of its quick search on small
+ * problems without searching further, and `sim` prints the bound of an
+ * order this close without raising it by the exact search. */
+#define KT_NEAR_OPTIMAL 0.01
+
 typedef struct {
   double time_limit;  /* seconds (<= 0: 10) */
   size_t memo_bytes;  /* the table of visited states (0: 256 MiB) */
@@ -191,7 +197,9 @@ kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
  * quickly (P <= 4, M <= 6, V = 1, or V = 2 in v placement), also that
  * search, up to that many nodes (the same answer on every machine; about
  * 10^5 a second); *exact (may be NULL) is then 1 when the bound is the
- * proven optimum. EINVAL when no order fits the limit, ENOMEM. */
+ * proven optimum. search_nodes < 0: only what such a search already run on
+ * this thread on the same problem proved (zb-auto's exact step), no new
+ * search. EINVAL when no order fits the limit, ENOMEM. */
 kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
                                   long search_nodes, double *lb, int *exact, kt_error *err);
 

@@ -306,11 +306,25 @@ void kt_buf_json_number(kt_buf *b, double x) {
       kt_buf_append(b, tmp, n + (size_t)k);
       return;
     }
-  /* the shortest representation that round-trips, by bisection: %.17g
-   * always reads back, and a precision that reads back makes every longer
-   * one read back too (its rounding is at least as close to x, the shorter
-   * digits being one of its candidates) */
-  int lo = 6, hi = 17;
+  /* the shortest representation that round-trips: %.17g always reads back,
+   * and a precision that reads back makes every longer one read back too
+   * (its rounding is at least as close to x, the shorter digits being one
+   * of its candidates). Most numbers here are sums that picked up a
+   * rounding error and need 16 or 17 digits: those two are tried first,
+   * and only a number that 15 digits also read back to is bisected */
+  snprintf(tmp, sizeof tmp, "%.16g", x);
+  if (strtod(tmp, NULL) != x) {
+    snprintf(tmp, sizeof tmp, "%.17g", x);
+    kt_buf_puts(b, tmp);
+    return;
+  }
+  char t15[sizeof tmp];
+  snprintf(t15, sizeof t15, "%.15g", x);
+  if (strtod(t15, NULL) != x) {
+    kt_buf_puts(b, tmp);
+    return;
+  }
+  int lo = 6, hi = 15;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
     snprintf(tmp, sizeof tmp, "%.*g", mid, x);

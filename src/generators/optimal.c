@@ -141,13 +141,13 @@ kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, 
   if (exact) *exact = 0;
   kt_status st = kt_costs_check(c, kt_schedule_stages(layout), err);
   if (!st) st = analytic_bound(layout, c, mem_limit, 1, lb, err);
-  if (st || search_nodes <= 0 || !kt__optimal_reach(layout) || c->links || c->send_overhead > 0)
+  if (st || !search_nodes || !kt__optimal_reach(layout) || c->links || c->send_overhead > 0)
     return st;
   kt__opt_problem pb;
   kt_error e2;
   if (!kt__opt_problem_init(&pb, layout, c, mem_limit, 0, &e2)) { /* the key only */
     int complete = 0;
-    double known = searched_bound(&pb, search_nodes, &complete);
+    double known = searched_bound(&pb, search_nodes > 0 ? search_nodes : 0, &complete);
     kt__opt_problem_free(&pb);
     if (known >= 0) {
       if (known > *lb) *lb = known;
@@ -155,6 +155,7 @@ kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, 
       return KT_OK;
     }
   }
+  if (search_nodes < 0) return KT_OK; /* what a search left, or nothing */
   kt_gen_params params = {.p = layout->p, .v = layout->v, .m = layout->m, .costs = c,
                                .mem_limit = mem_limit};
   /* a bound, not an order, is wanted: the default search's order to beat

@@ -10,6 +10,18 @@
 #include "generators/optimal_internal.h"
 #include "generators/search/search.h"
 
+/* The winner run to completion under the simulator (a cheap safety net):
+ * its makespan. */
+static kt_status final_makespan(const kt_schedule *s, const struct kt_costs *costs,
+                                double *makespan, kt_error *err) {
+  kt_metrics m;
+  kt_status st = kt_simulate_metrics(s, costs, &m, err);
+  if (st) return st;
+  *makespan = m.makespan;
+  kt_metrics_free(&m);
+  return KT_OK;
+}
+
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
                             const kt__search_opts *o, int improve, kt_error *err) {
   if (isnan(mem_limit) || isinf(mem_limit))
@@ -44,13 +56,18 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
                      ? kt_makespan_lower_bound(s, costs, pb.limit[0], 0, &so.lower, NULL, &e2)
                      : kt__lower_bound_plain(s, costs, pb.limit[0], &so.lower, &e2);
   if (bs) so.lower = 0;
-  st = kt__search_run(&pb, &so, NULL, 0, s, err);
+  double makespan = -1;
+  if (so.near_first && so.lower > 0) { /* the quick search's order may be near-optimal already */
+    kt__search_opts q = kt__search_quick;
+    q.lower = so.lower;
+    if (!(st = kt__search_run(&pb, &q, NULL, 0, s, err))) st = final_makespan(s, costs, &makespan, err);
+    if (!st && makespan <= so.lower * (1 + KT_NEAR_OPTIMAL)) improve = 0;
+    else makespan = -1;
+  }
+  if (!st && makespan < 0 && !(st = kt__search_run(&pb, &so, NULL, 0, s, err)))
+    st = final_makespan(s, costs, &makespan, err);
   kt__search_problem_free(&pb);
-  /* the winner runs to completion under the simulator (a cheap safety net) */
-  kt_metrics m;
-  if (st || (st = kt_simulate_metrics(s, costs, &m, err))) return st;
-  double makespan = m.makespan;
-  kt_metrics_free(&m);
+  if (st) return st;
   /* small problems: a bounded exact search from the winner (not in the
    * quick search a moving slider asks for) */
   return improve ? kt__optimal_improve(s, costs, mem_limit, makespan, so.lower, err) : KT_OK;
@@ -68,20 +85,20 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
  * scheduler, a longer refinement of the three fastest and the random walk
  * past their plateaus: better than the authors on 19 of the 111 rows
  * instead of 9, at 10-1000x the time (docs/schedules.md). */
-static const kt__search_opts quick = {1, 1, 1, 0, 1, 0, 0, 0, 0};
-const kt__search_opts kt__search_default = {1, 1, 1, 100, 1, 0, 0, 1, 0};
-const kt__search_opts kt__search_thorough = {1, 1, 1, -1, 0, 1, 0, 0, 0};
+const kt__search_opts kt__search_quick = {1, 1, 1, 0, 1, 0, 0, 0, 0, 0};
+const kt__search_opts kt__search_default = {1, 1, 1, 100, 1, 0, 0, 1, 0, 0};
+const kt__search_opts kt__search_thorough = {1, 1, 1, -1, 0, 1, 0, 0, 0, 0};
 
 /* The options the caller's effort comes to on the layout of s. */
 static kt__search_opts effort(const kt_schedule *s, const kt_gen_params *params) {
-  if (params->quick) return quick;
+  if (params->quick) return kt__search_quick;
   if (params->thorough) return kt__search_thorough;
   /* where the exact step runs (P <= 4, M <= 6) the default is the thorough
    * search with a quarter of its walk (at most 5,200 evaluations, a few
    * ms): from its order the step reaches within 3% of the optimum on all
    * but one corpus row, from the quick one's on all but three */
   kt__search_opts o = kt__search_thorough;
-  if (kt__optimal_reach(s)) return o.walk_work = 5e5, o;
+  if (kt__optimal_reach(s)) return o.walk_work = 5e5, o.near_first = 1, o;
   /* one chunk per rank: the builders already equal the authors' heuristic
    * on all 84 of its rows, and the refinement there (half of the default's
    * time at P=8, M=32) made it better on 2 */

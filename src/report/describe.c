@@ -56,11 +56,15 @@ static void lower_bound(kt_sim_info *info, const kt_schedule *s, const kt_costs 
     info->lower_bound_why = "no bound for this layout and memory";
     return;
   }
-  /* below the schedule's makespan: the exact search may close the gap */
+  /* below the schedule's makespan: the exact search may close the gap;
+   * within KT_NEAR_OPTIMAL of it only a search already run may (the gap
+   * already says how near the order is, and a new search would take longer
+   * than the whole call) */
   info->lower_bound_from = "analytic";
   if (lb < makespan * (1 - 1e-12) && search_nodes > 0) {
     double lb2;
-    if (!kt_makespan_lower_bound(s, c, limit, search_nodes, &lb2, &exact, &err) && lb2 > lb)
+    long nodes = makespan > lb * (1 + KT_NEAR_OPTIMAL) ? search_nodes : -1;
+    if (!kt_makespan_lower_bound(s, c, limit, nodes, &lb2, &exact, &err) && lb2 > lb)
       lb = lb2, info->lower_bound_from = "search";
   }
   info->has_lower_bound = 1;

@@ -172,6 +172,10 @@ typedef struct {
   double lower;
   int refine_one; /* refine only the fastest candidate, not the KEEP fastest */
   double walk_work; /* the walk's budget in simulated actions (0: 2e6) */
+  /* zb-auto: the quick search first, and its order kept, with no further
+   * search and no exact step, when the bound proves it near-optimal (within
+   * KT_NEAR_OPTIMAL of lower) */
+  int near_first;
 } kt__search_opts;
 
 /* The fastest order of the candidates above and extra[0..n_extra) that fits
@@ -181,8 +185,8 @@ kt_status kt__search_run(const kt__search_problem *pb, const kt__search_opts *o,
                         const kt_schedule *const *extra, int n_extra, kt_schedule *s,
                         kt_error *err);
 
-/* zb-auto's default and thorough efforts (zb_auto.c: what each runs). */
-extern const kt__search_opts kt__search_default, kt__search_thorough;
+/* zb-auto's quick, default and thorough efforts (zb_auto.c: what each runs). */
+extern const kt__search_opts kt__search_quick, kt__search_default, kt__search_thorough;
 
 /* zb-auto on the layout of s (costs NULL = unit costs; mem_limit <= 0: P*V
  * times max(mem-act, mem-wgrad), 1F1B's memory of the same model) with the
