@@ -431,13 +431,14 @@ static void check_corpus(int sanitized) {
   fclose(f);
   CHECK_MSG(rows >= 200, "the corpus has %d problems", rows);
   CHECK_MSG(checked >= (sanitized ? 20 : 60), "only %d corpus rows have a recorded optimum", checked);
-  /* zb-auto ends with a bounded exact search on these sizes. One known miss:
-   * row 213 (zbv-auto, P=4, M=6, tight memory) at 7.6%, 7.4% --thorough */
-  CHECK_MSG(far[0] <= (sanitized ? 0 : 1), "zb-auto beyond 3%% of the optimum on %d rows", far[0]);
+  /* zb-auto ends with a bounded exact search on these sizes, and annealing
+   * where that leaves it more than 3% above the bound (row 213, zbv-auto at
+   * P=4, M=6 under tight memory: 7.6% above the optimum without it) */
+  CHECK_MSG(far[0] == 0, "zb-auto beyond 3%% of the optimum on %d rows", far[0]);
   CHECK_MSG(near[0] >= 0.95 * compared, "zb-auto within 1%% of the optimum on %d of %d rows",
             near[0], compared);
   if (!sanitized) {
-    CHECK_MSG(far[1] <= 1, "zb-auto --thorough beyond 3%% of the optimum on %d rows", far[1]);
+    CHECK_MSG(far[1] == 0, "zb-auto --thorough beyond 3%% of the optimum on %d rows", far[1]);
     CHECK_MSG(near[1] >= 0.95 * compared, "zb-auto --thorough within 1%% of the optimum on %d of "
               "%d rows", near[1], compared);
   }

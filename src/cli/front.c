@@ -1,10 +1,10 @@
 /* kaiten's entry point. sim, compare and validate run here, in a binary
  * linked statically against the schedule, simulator and report layers and
  * libc (no dynamic loader, no shared library to map and relocate; musl
- * where it is installed, whose start-up is a third of glibc's: the
- * allocator in front_alloc.c comes with it); every
- * other command, --help, --version and any call that reads a JSON cost file
- * (--costs: cJSON has no static library on Debian) run in kaiten-full
+ * where it is installed, whose start-up is a third of glibc's: front_libc.c
+ * brings the allocator and memcpy it needs); every other command, --help,
+ * --version and any call that reads a JSON cost file (--costs: cJSON has
+ * no static library on Debian) run in kaiten-full
  * beside it (src/cli/main.c: the training runtime, OpenBLAS, MPI and the
  * dashboard's HTTP server), which this process becomes by exec. Loading
  * and starting those libraries costs several milliseconds a call: more

@@ -22,6 +22,31 @@ static kt_status final_makespan(const kt_schedule *s, const struct kt_costs *cos
   return KT_OK;
 }
 
+/* The annealing stage's budget: restarts of evaluations each (about
+ * 0.2 s at P=4, V=2, M=6). On the corpus's tight-memory V rows it takes
+ * zbv-auto from 7.6% above the optimum to within 3%; it runs only where
+ * the order is more than KT__FAR above the best bound known, 3 rows of
+ * 216 there and none of the oracle grids' rows. */
+#define ANNEAL_EVALS 30000
+#define ANNEAL_RESTARTS 4
+
+/* After the exact step: annealing from s when it is more than KT__FAR
+ * above the bound (the step's proof where it raised it). */
+static kt_status anneal_if_far(const kt__search_problem *pb, kt_schedule *s,
+                               const struct kt_costs *costs, double mem_limit, kt_error *err) {
+  double makespan, lower;
+  kt_error e2;
+  kt_status st = final_makespan(s, costs, &makespan, err);
+  if (st || kt_makespan_lower_bound(s, costs, mem_limit, -1, &lower, NULL, &e2) ||
+      makespan <= lower * (1 + KT__FAR))
+    return st;
+  kt__search_eval ev;
+  if ((st = kt__search_eval_init(&ev, pb, err))) return st;
+  kt__search_anneal(pb, &ev, s, makespan, ANNEAL_EVALS, ANNEAL_RESTARTS);
+  kt__search_eval_free(&ev);
+  return final_makespan(s, costs, &makespan, err); /* the simulator's check */
+}
+
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
                             const kt__search_opts *o, int improve, kt_error *err) {
   if (isnan(mem_limit) || isinf(mem_limit))
@@ -66,11 +91,12 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
   }
   if (!st && makespan < 0 && !(st = kt__search_run(&pb, &so, NULL, 0, s, err)))
     st = final_makespan(s, costs, &makespan, err);
-  kt__search_problem_free(&pb);
-  if (st) return st;
   /* small problems: a bounded exact search from the winner (not in the
-   * quick search a moving slider asks for) */
-  return improve ? kt__optimal_improve(s, costs, mem_limit, makespan, so.lower, err) : KT_OK;
+   * quick search a moving slider asks for), then annealing if still far */
+  if (!st && improve) st = kt__optimal_improve(s, costs, mem_limit, makespan, so.lower, err);
+  if (!st && improve && so.anneal) st = anneal_if_far(&pb, s, costs, mem_limit, err);
+  kt__search_problem_free(&pb);
+  return st;
 }
 
 /* The search's three efforts. quick: the handcrafted and round-based orders
@@ -85,20 +111,22 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
  * scheduler, a longer refinement of the three fastest and the random walk
  * past their plateaus: better than the authors on 19 of the 111 rows
  * instead of 9, at 10-1000x the time (docs/schedules.md). */
-const kt__search_opts kt__search_quick = {1, 1, 1, 0, 1, 0, 0, 0, 0, 0};
-const kt__search_opts kt__search_default = {1, 1, 1, 100, 1, 0, 0, 1, 0, 0};
-const kt__search_opts kt__search_thorough = {1, 1, 1, -1, 0, 1, 0, 0, 0, 0};
+const kt__search_opts kt__search_quick = {1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0};
+const kt__search_opts kt__search_default = {1, 1, 1, 100, 1, 0, 0, 1, 0, 0, 0};
+const kt__search_opts kt__search_thorough = {1, 1, 1, -1, 0, 1, 0, 0, 0, 0, 0};
 
 /* The options the caller's effort comes to on the layout of s. */
 static kt__search_opts effort(const kt_schedule *s, const kt_gen_params *params) {
   if (params->quick) return kt__search_quick;
-  if (params->thorough) return kt__search_thorough;
-  /* where the exact step runs (P <= 4, M <= 6) the default is the thorough
-   * search with a quarter of its walk (at most 5,200 evaluations, a few
-   * ms): from its order the step reaches within 3% of the optimum on all
-   * but one corpus row, from the quick one's on all but three */
   kt__search_opts o = kt__search_thorough;
-  if (kt__optimal_reach(s)) return o.walk_work = 5e5, o.near_first = 1, o;
+  if (params->thorough) return o.anneal = kt__optimal_reach(s), o;
+  /* where the exact step runs (P <= 4, M <= 6) the default is the quick
+   * search when the bound proves it near-optimal, else the thorough search
+   * with a quarter of its walk (at most 5,200 evaluations, a few ms): from
+   * its order the step reaches within 3% of the optimum on all but one
+   * corpus row (from the quick one's on all but three), and the annealing
+   * stage on that one */
+  if (kt__optimal_reach(s)) return o.walk_work = 5e5, o.near_first = o.anneal = 1, o;
   /* one chunk per rank: the builders already equal the authors' heuristic
    * on all 84 of its rows, and the refinement there (half of the default's
    * time at P=8, M=32) made it better on 2 */

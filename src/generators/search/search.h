@@ -153,6 +153,11 @@ double kt__search_refine(const kt__search_problem *pb, kt__search_eval *ev, kt_s
  * makespan. */
 double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s, double makespan,
                    long max_evals, unsigned round);
+/* Simulated annealing from the order of s (search/walk.c): `restarts` runs
+ * of `evals` evaluations each, deterministic; the fastest order seen, when
+ * faster, replaces s's lists. Returns the new makespan. */
+double kt__search_anneal(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s,
+                         double makespan, long evals, int restarts);
 /* A walk budget: 20,000 evaluations, fewer where that would simulate more
  * than `work` actions in all. */
 long kt__search_walk_budget(const kt__search_problem *pb, double work);
@@ -176,7 +181,14 @@ typedef struct {
    * search and no exact step, when the bound proves it near-optimal (within
    * KT_NEAR_OPTIMAL of lower) */
   int near_first;
+  /* zb-auto, small problems: after the exact step, simulated annealing
+   * when the order is still more than KT__FAR above the best bound known */
+  int anneal;
 } kt__search_opts;
+
+/* How far above the bound an order sends zb-auto's small problems to the
+ * annealing stage (zb_auto.c). */
+#define KT__FAR 0.03
 
 /* The fastest order of the candidates above and extra[0..n_extra) that fits
  * every rank's budget, refined; its lists replace s's (s has pb's layout).

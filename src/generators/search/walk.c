@@ -42,6 +42,18 @@ static int may_pass(const kt_action *a, const kt_action *b) {
   return a->stage != b->stage || (a->op != b->op && a->mb != b->mb);
 }
 
+/* Whether rank list ra's action at i may move to slot j: j is another slot
+ * of the list, and the action passes no op it must stay behind or ahead
+ * of. */
+static int movable(const kt_rank_actions *ra, size_t i, long j) {
+  if (j < 0 || j >= (long)ra->n || j == (long)i) return 0;
+  for (long q = j < (long)i ? j : (long)i + 1; q <= (j < (long)i ? (long)i - 1 : j); q++)
+    if (j < (long)i ? !may_pass(&ra->actions[q], &ra->actions[i])
+                    : !may_pass(&ra->actions[i], &ra->actions[q]))
+      return 0;
+  return 1;
+}
+
 static int critical(const kt__search_problem *pb, const kt__search_eval *ev) {
   int crit = 0;
   for (int r = 1; r < pb->p; r++)
@@ -81,13 +93,8 @@ double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_sch
     size_t k = ENDS * (size_t)pb->p < ra->n ? ENDS * (size_t)pb->p : ra->n;
     size_t i = x % 4 == 0 ? (size_t)((x >> 3) % ra->n)
                : (x >> 2) & 1 ? (size_t)((x >> 3) % k) : ra->n - 1 - (size_t)((x >> 3) % k);
-    long d = (long)(next(&seed) % (2 * WINDOW + 1)) - WINDOW, j = (long)i + d;
-    if (!d || j < 0 || j >= (long)ra->n) continue;
-    int ok = 1;
-    for (long q = j < (long)i ? j : (long)i + 1; ok && q <= (j < (long)i ? (long)i - 1 : j); q++)
-      ok = j < (long)i ? may_pass(&ra->actions[q], &ra->actions[i])
-                       : may_pass(&ra->actions[i], &ra->actions[q]);
-    if (!ok) continue;
+    long j = (long)i + (long)(next(&seed) % (2 * WINDOW + 1)) - WINDOW;
+    if (!movable(ra, i, j)) continue;
     kt__search_move(ra->actions, i, (size_t)j);
     double ms = -1;
     if (kt__search_rank_fits(pb, ra, r)) {
@@ -118,4 +125,86 @@ double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_sch
 long kt__search_walk_budget(const kt__search_problem *pb, double work) {
   double most = work / (3.0 * pb->S * (double)pb->m);
   return most < 20000 ? (long)most : 20000;
+}
+
+/* ---- annealing ---------------------------------------------------------- *
+ *
+ * Where the walk above stays on a plateau far from the bound (small
+ * problems under a tight budget, whose fast orders differ from the
+ * search's everywhere), simulated annealing: the walk's move, of any
+ * action of any rank, kept when the makespan grows by less than T times
+ * an exponential draw (the evaluation stops at that cutoff), T falling
+ * linearly from ANNEAL_T of the starting makespan to 0. Each restart sets
+ * out from the order given, with a seed of its own; the fastest order seen
+ * wins. */
+
+#define ANNEAL_T 0.006
+
+/* dst's lists := src's (same layout; dst has room: kt__search_reserve). */
+static void copy_lists(kt_schedule *dst, const kt_schedule *src) {
+  for (int r = 0; r < src->p; r++) {
+    memcpy(dst->ranks[r].actions, src->ranks[r].actions,
+           src->ranks[r].n * sizeof *src->ranks[r].actions);
+    dst->ranks[r].n = src->ranks[r].n;
+  }
+}
+
+/* One annealing run from s's order in w; the fastest order seen goes to
+ * best when faster than *best_ms. */
+static void anneal_run(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *w,
+                       kt_schedule *best, double *best_ms, double start, long evals,
+                       uint64_t seed) {
+  double cur = start;
+  long e = 0, tries = 0;
+  while (e < evals && tries++ < 50 * evals) {
+    kt_rank_actions *ra = &w->ranks[next(&seed) % (uint64_t)pb->p];
+    if (ra->n < 2) continue;
+    size_t i = (size_t)(next(&seed) % ra->n);
+    long j = (long)i + (long)(next(&seed) % (2 * WINDOW + 1)) - WINDOW;
+    if (!movable(ra, i, j)) continue;
+    kt__search_move(ra->actions, i, (size_t)j);
+    double temp = ANNEAL_T * start * (1 - (double)e / (double)evals);
+    double u = ((double)(next(&seed) % 1000000) + 0.5) / 1e6, accept = cur - temp * log(u);
+    double ms = -1;
+    if (kt__search_rank_fits(pb, ra, (int)(ra - w->ranks))) {
+      e++;
+      ev->cutoff = accept * (1 + 1e-12) + 1e-12;
+      ms = kt__search_evaluate(pb, ev, w);
+      ev->cutoff = INFINITY;
+    }
+    if (ms >= 0 && ms <= accept * (1 + 1e-12) + 1e-12) {
+      cur = ms;
+      if (ms < *best_ms * (1 - 1e-12)) *best_ms = ms, copy_lists(best, w);
+    } else {
+      kt__search_move(ra->actions, (size_t)j, i);
+    }
+  }
+}
+
+double kt__search_anneal(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s,
+                         double makespan, long evals, int restarts) {
+  double start = kt__search_evaluate(pb, ev, s), best_ms;
+  if (!(start >= 0) || evals <= 0) return makespan;
+  kt_schedule w, best;
+  kt_error err;
+  if (kt_schedule_init_like(&w, s, s->m, &err)) return makespan;
+  if (kt_schedule_init_like(&best, s, s->m, &err)) {
+    kt_schedule_free(&w);
+    return makespan;
+  }
+  if (!kt__search_reserve(&w, &err) && !kt__search_reserve(&best, &err)) {
+    best_ms = start;
+    for (int k = 0; k < restarts; k++) {
+      copy_lists(&w, s);
+      anneal_run(pb, ev, &w, &best, &best_ms, start, evals,
+                 0x2545f4914f6cdd1dull * (uint64_t)(k + 1) ^ 0x9e3779b97f4a7c15ull);
+    }
+    if (best_ms < start * (1 - 1e-12)) {
+      copy_lists(s, &best);
+      start = best_ms;
+    }
+  }
+  kt_schedule_free(&best);
+  kt_schedule_free(&w);
+  return start < makespan ? start : makespan;
 }
