@@ -9,10 +9,13 @@
  *   later, and spent more in that than in its scheduling. This one keeps
  *   what is freed: blocks of 16 bytes to 1 MiB in power-of-two classes,
  *   each class a free list over 4 MiB regions that are never unmapped;
- *   larger blocks are mapped and unmapped whole (the kernel's fresh pages
- *   are zero, so calloc skips clearing them) and grown by moving their
- *   pages (mremap), as glibc does. The front runs one thread; a spin lock
- *   keeps the lists whole should that change.
+ *   larger blocks are mapped whole (the kernel's fresh pages are zero, so
+ *   calloc skips clearing them), grown by moving their pages (mremap), and
+ *   when freed, up to 16 of them and 128 MiB in all are kept for a later
+ *   request of half their size or more (fresh pages cost a fault and a
+ *   clearing each: a tenth of a P=64, M=1024 `sim`), as glibc does. The
+ *   front runs one thread; a spin lock keeps the lists whole should that
+ *   change.
  * - its x86-64 memcpy starts every copy with `rep movsq`, slow to start
  *   for the few bytes a JSON token is: a 25 MB `--format json` spent a
  *   fifth of its time there. This one copies up to 64 bytes with moves
@@ -34,7 +37,10 @@
 #define HEADER 16 /* keeps every block 16-byte aligned */
 #define CLASSES 17 /* 16 B << 0 .. 16 B << 16 = 1 MiB */
 #define REGION ((size_t)4 << 20)
-#define MAPPED CLASSES /* the class of a block mapped on its own */
+#define MAPPED CLASSES /* the class of a block mapped on its own, its pages fresh (zero) */
+#define MAPPED_USED (CLASSES + 1) /* the same, handed out before */
+#define KEEP_BLOCKS 16 /* freed mapped blocks kept for reuse ... */
+#define KEEP_BYTES ((size_t)128 << 20) /* ... up to this much in all */
 
 typedef struct {
   size_t cls;
@@ -42,6 +48,9 @@ typedef struct {
 } header;
 
 static void *free_list[CLASSES];
+static header *kept[KEEP_BLOCKS]; /* freed mapped blocks */
+static int n_kept;
+static size_t kept_bytes;
 static char *region, *region_end;
 static atomic_flag lock = ATOMIC_FLAG_INIT;
 
@@ -59,12 +68,34 @@ static header *header_of(void *p) { return (header *)((char *)p - HEADER); }
 
 static size_t capacity(void *p) {
   header *h = header_of(p);
-  return h->cls == MAPPED ? h->mapped - HEADER : (size_t)16 << h->cls;
+  return h->cls >= MAPPED ? h->mapped - HEADER : (size_t)16 << h->cls;
+}
+
+/* The smallest kept block of len to 2 len bytes, taken out of the kept
+ * ones, or NULL. */
+static header *reuse(size_t len) {
+  int at = -1;
+  for (int k = 0; k < n_kept; k++)
+    if (kept[k]->mapped >= len && kept[k]->mapped / 2 <= len &&
+        (at < 0 || kept[k]->mapped < kept[at]->mapped))
+      at = k;
+  if (at < 0) return NULL;
+  header *h = kept[at];
+  kept[at] = kept[--n_kept];
+  kept_bytes -= h->mapped;
+  return h;
 }
 
 static void *map_alone(size_t n) {
   size_t len = (n + HEADER + 4095) & ~(size_t)4095;
   if (len < n) return NULL;
+  take();
+  header *old = reuse(len);
+  give();
+  if (old) { /* glibc too serves a large request from freed memory, not fresh pages */
+    old->cls = MAPPED_USED;
+    return (char *)old + HEADER;
+  }
   char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return NULL;
   header *h = (header *)p;
@@ -112,8 +143,12 @@ void *malloc(size_t n) { return allocate(n); }
 void free(void *p) {
   if (!p) return;
   header *h = header_of(p);
-  if (h->cls == MAPPED) {
-    munmap(h, h->mapped);
+  if (h->cls >= MAPPED) {
+    take();
+    int keep = n_kept < KEEP_BLOCKS && kept_bytes + h->mapped <= KEEP_BYTES;
+    if (keep) kept[n_kept++] = h, kept_bytes += h->mapped;
+    give();
+    if (!keep) munmap(h, h->mapped);
     return;
   }
   take();
@@ -138,7 +173,7 @@ void *realloc(void *p, size_t n) {
   size_t have = capacity(p);
   if (n && n <= have) return p;
   header *h = header_of(p);
-  if (h->cls == MAPPED) { /* the kernel moves the pages: no copy, no fresh zeroed pages */
+  if (h->cls >= MAPPED) { /* the kernel moves the pages: no copy, no fresh zeroed pages */
     size_t len = (n + HEADER + 4095) & ~(size_t)4095;
     if (len < n) {
       errno = ENOMEM;
