@@ -8,7 +8,10 @@ K="$1"
 expect 0 "$K" train --help; has "--microbatches" "$tmp/out"
 
 # synthetic P=8, M=32, 1f1b, T_F=2 ms, T_B=4 ms: measured bubble within 0.03 of predicted.
-# A timing check on a shared machine: up to two retries when an attempt misses.
+# A timing check on a shared machine: up to three retries when an attempt
+# misses, the last after a pause long enough for a neighbour's burst of
+# load on the host to pass (three misses in a row within seconds were seen
+# in CI, where the test runs alone).
 synthetic_ok() {
   "$K" train --synthetic --stages 8 --schedule 1f1b -m 32 --tf 2 --tb 4 --tw 0 --steps 2 --format json >"$tmp/out" 2>"$tmp/err" || return 1
   tail -n 1 "$tmp/out" >"$tmp/last.json"
@@ -33,7 +36,11 @@ if os.environ.get("KT_SANITIZED") != "1":   # sanitizer builds are too slow to t
     assert abs(p - 7 / 39) < 0.03, p   # (P-1)/(M+P-1) with a 2:4 F:B ratio, plus hand-over time
 PY
 }
-if synthetic_ok || synthetic_ok || { sleep 3; synthetic_ok; }; then ok; else bad "synthetic bubble"; fi
+if synthetic_ok || synthetic_ok || { sleep 3; synthetic_ok; } || { sleep 20; synthetic_ok; }; then
+  ok
+else
+  bad "synthetic bubble"
+fi
 
 # what each rank sent: M activations forward, M gradients back (1000-byte tensors)
 expect 0 "$K" train --synthetic --stages 3 -m 4 --tf 0.1 --tb 0.1 --tw 0 --act-bytes 1000 --steps 1 --format json
