@@ -400,7 +400,7 @@ static double heuristic_makespan(int p, int m, const kt_costs *c, double limit) 
   if (kt_schedule_init(&s, p, 1, m, KT_PLACEMENT_LOOP, &err)) return -1;
   kt_metrics met;
   double ms = -1;
-  static const kt__search_opts heur = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  static const kt__search_opts heur = {.lists = 1, .rounds = 1};
   kt_status st = kt__zb_auto_build(&s, c, limit, &heur, 0, &err);
   if (!st) st = kt_simulate_metrics(&s, c, &met, &err);
   if (!st) ms = met.makespan, kt_metrics_free(&met);

@@ -251,8 +251,9 @@ static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *
 }
 
 kt_status kt__optimal_improve(kt_schedule *s, const kt_costs *c, double mem_limit,
-                             double makespan, double lower, kt_error *err) {
-  if (!kt__optimal_reach(s) || c->links || c->send_overhead > 0 || !(makespan > lower * (1 + 1e-9)))
+                             double *makespan, double *lower, kt_error *err) {
+  if (!kt__optimal_reach(s) || c->links || c->send_overhead > 0 ||
+      !(*makespan > *lower * (1 + 1e-9)))
     return KT_OK;
   kt__opt_problem pb;
   kt_error e2; /* a problem the exact search does not take: zb-auto's order stands */
@@ -262,21 +263,24 @@ kt_status kt__optimal_improve(kt_schedule *s, const kt_costs *c, double mem_limi
   kt_schedule found;
   kt_status st = exact ? kt_schedule_init_like(&found, s, s->m, err) : KT_OK;
   if (exact && !st) {
-    kt__opt_search_opts so = {.time_limit = DEFAULT_TIME_LIMIT, .upper = makespan,
+    kt__opt_search_opts so = {.time_limit = DEFAULT_TIME_LIMIT, .upper = *makespan,
                               .memo_bytes = IMPROVE_MEMO_BYTES, .max_nodes = IMPROVE_NODES};
     kt__opt_search_result sr;
     double ms;
     st = kt__opt_search(&pb, &so, &found, &sr, err);
-    if (!st) { /* what the search proved, for the bound printed next */
+    if (!st) { /* what the search proved, for the caller and the bound printed next */
       problem_key(&pb, &last);
       last.complete = sr.complete, last.nodes = IMPROVE_NODES, last.lower = sr.lower;
+      if (sr.lower > *lower) *lower = sr.lower;
     }
-    if (!st && sr.makespan < makespan * (1 - 1e-9) &&
-        !(st = verify(&pb, &found, c, sr.makespan, &ms, err)))
+    if (!st && sr.makespan < *makespan * (1 - 1e-9) &&
+        !(st = verify(&pb, &found, c, sr.makespan, &ms, err))) {
       for (int r = 0; r < s->p; r++) {
         kt_rank_actions tmp = s->ranks[r];
         s->ranks[r] = found.ranks[r], found.ranks[r] = tmp;
       }
+      *makespan = ms;
+    }
     kt_schedule_free(&found);
   }
   kt__opt_problem_free(&pb);

@@ -159,13 +159,15 @@ kt_status kt__lower_bound_plain(const kt_schedule *layout, const kt_costs *c, do
 /* Whether the exact search proves problems of s's layout in well under a
  * second (P <= 4, M <= 6, V = 1 loop or V = 2 v placement, even stages). */
 int kt__optimal_reach(const kt_schedule *s);
-/* s (zb-auto's or zbv-auto's order, makespan under c, lower a bound on any
- * order) replaced by a faster one when a bounded exact search from it
- * finds one: only where the search proves in well under a second (P <= 4,
- * M <= 6, V = 1 loop or V = 2 v placement, no links or send overhead,
- * mem-wgrad <= mem-act), and deterministic (a node budget). ENOMEM. */
+/* s (zb-auto's or zbv-auto's order, *makespan under c, *lower a bound on
+ * any order) replaced by a faster one when a bounded exact search from it
+ * finds one, *makespan then its makespan, and *lower raised to what the
+ * search proved: only where the search proves in well under a second
+ * (P <= 4, M <= 6, V = 1 loop or V = 2 v placement, no links or send
+ * overhead, mem-wgrad <= mem-act), and deterministic (a node budget).
+ * ENOMEM. */
 kt_status kt__optimal_improve(kt_schedule *s, const kt_costs *c, double mem_limit,
-                             double makespan, double lower, kt_error *err);
+                             double *makespan, double *lower, kt_error *err);
 
 kt_status kt__opt_search(const kt__opt_problem *pb, const kt__opt_search_opts *o, kt_schedule *out,
                          kt__opt_search_result *res, kt_error *err);

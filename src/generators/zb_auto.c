@@ -30,18 +30,15 @@ static kt_status final_makespan(const kt_schedule *s, const struct kt_costs *cos
 #define ANNEAL_EVALS 30000
 #define ANNEAL_RESTARTS 4
 
-/* After the exact step: annealing from s when it is more than KT__FAR
- * above the bound (the step's proof where it raised it). */
+/* After the exact step: annealing from s (of that makespan) when it is
+ * more than KT__FAR above lower (the bound, raised by the step's proof). */
 static kt_status anneal_if_far(const kt__search_problem *pb, kt_schedule *s,
-                               const struct kt_costs *costs, double mem_limit, kt_error *err) {
-  double makespan, lower;
-  kt_error e2;
-  kt_status st = final_makespan(s, costs, &makespan, err);
-  if (st || kt_makespan_lower_bound(s, costs, mem_limit, -1, &lower, NULL, &e2) ||
-      makespan <= lower * (1 + KT__FAR))
-    return st;
+                               const struct kt_costs *costs, double makespan, double lower,
+                               kt_error *err) {
+  if (!(lower > 0) || makespan <= lower * (1 + KT__FAR)) return KT_OK;
   kt__search_eval ev;
-  if ((st = kt__search_eval_init(&ev, pb, err))) return st;
+  kt_status st = kt__search_eval_init(&ev, pb, err);
+  if (st) return st;
   kt__search_anneal(pb, &ev, s, makespan, ANNEAL_EVALS, ANNEAL_RESTARTS);
   kt__search_eval_free(&ev);
   return final_makespan(s, costs, &makespan, err); /* the simulator's check */
@@ -93,8 +90,8 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
     st = final_makespan(s, costs, &makespan, err);
   /* small problems: a bounded exact search from the winner (not in the
    * quick search a moving slider asks for), then annealing if still far */
-  if (!st && improve) st = kt__optimal_improve(s, costs, mem_limit, makespan, so.lower, err);
-  if (!st && improve && so.anneal) st = anneal_if_far(&pb, s, costs, mem_limit, err);
+  if (!st && improve) st = kt__optimal_improve(s, costs, mem_limit, &makespan, &so.lower, err);
+  if (!st && improve && so.anneal) st = anneal_if_far(&pb, s, costs, makespan, so.lower, err);
   kt__search_problem_free(&pb);
   return st;
 }
@@ -111,9 +108,11 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
  * scheduler, a longer refinement of the three fastest and the random walk
  * past their plateaus: better than the authors on 19 of the 111 rows
  * instead of 9, at 10-1000x the time (docs/schedules.md). */
-const kt__search_opts kt__search_quick = {1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0};
-const kt__search_opts kt__search_default = {1, 1, 1, 100, 1, 0, 0, 1, 0, 0, 0};
-const kt__search_opts kt__search_thorough = {1, 1, 1, -1, 0, 1, 0, 0, 0, 0, 0};
+const kt__search_opts kt__search_quick = {.lists = 1, .rounds = 1, .handcrafted = 1, .quick = 1};
+const kt__search_opts kt__search_default = {.lists = 1, .rounds = 1, .handcrafted = 1,
+                                            .refine_evals = 100, .quick = 1, .refine_one = 1};
+const kt__search_opts kt__search_thorough = {.lists = 1, .rounds = 1, .handcrafted = 1,
+                                             .refine_evals = -1, .walk = 1};
 
 /* The options the caller's effort comes to on the layout of s. */
 static kt__search_opts effort(const kt_schedule *s, const kt_gen_params *params) {

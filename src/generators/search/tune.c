@@ -88,7 +88,8 @@ kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int stric
   for (int r = 0; r < s->p; r++) top = fmax(top, rank_peak(&pb, &base.ranks[r]));
   for (int r = 0; r < s->p; r++) pb.limit[r] = top;
   size_t actions = 3 * (size_t)pb.S * (size_t)pb.m;
-  kt__search_opts opts = {1, 1, 0, actions <= TUNE_REFINE_ACTIONS ? TUNE_REFINE_EVALS : 0, 1, 0, 0, 1, 0, 0, 0};
+  kt__search_opts opts = {.lists = 1, .rounds = 1, .quick = 1, .refine_one = 1,
+                          .refine_evals = actions <= TUNE_REFINE_ACTIONS ? TUNE_REFINE_EVALS : 0};
   kt_error e2; /* no bound: tuned in full */
   if (kt_makespan_lower_bound(s, c, top, 0, &opts.lower, NULL, &e2)) opts.lower = 0;
   if (construction_optimal(&pb, &base, opts.lower)) { /* nothing to tune */

@@ -68,14 +68,7 @@ double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_sch
   if (cur < 0) return makespan;
   kt_schedule keep; /* the order as given: kept unless the walk ends faster */
   kt_error err;
-  if (kt_schedule_init_like(&keep, s, s->m, &err)) return makespan;
-  for (int r = 0; r < s->p; r++)
-    for (size_t i = 0; i < s->ranks[r].n; i++)
-      if (kt_schedule_push(&keep, r, s->ranks[r].actions[i].stage, (kt_op)s->ranks[r].actions[i].op,
-                           s->ranks[r].actions[i].mb)) {
-        kt_schedule_free(&keep);
-        return makespan;
-      }
+  if (kt_schedule_copy(&keep, s, &err)) return makespan;
   int crit = critical(pb, ev);
   uint64_t seed = 0x9e3779b97f4a7c15ull ^ (0xbf58476d1ce4e5b9ull * (round + 1));
   long evals = 0, tries = 0;
@@ -140,7 +133,8 @@ long kt__search_walk_budget(const kt__search_problem *pb, double work) {
 
 #define ANNEAL_T 0.006
 
-/* dst's lists := src's (same layout; dst has room: kt__search_reserve). */
+/* dst's lists := src's (copies of one order: the moves keep each rank's
+ * count, so dst has the room). */
 static void copy_lists(kt_schedule *dst, const kt_schedule *src) {
   for (int r = 0; r < src->p; r++) {
     memcpy(dst->ranks[r].actions, src->ranks[r].actions,
@@ -183,26 +177,24 @@ static void anneal_run(const kt__search_problem *pb, kt__search_eval *ev, kt_sch
 
 double kt__search_anneal(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s,
                          double makespan, long evals, int restarts) {
-  double start = kt__search_evaluate(pb, ev, s), best_ms;
+  double start = kt__search_evaluate(pb, ev, s);
   if (!(start >= 0) || evals <= 0) return makespan;
-  kt_schedule w, best;
+  kt_schedule w, best; /* the order annealed, the fastest seen: copies of s */
   kt_error err;
-  if (kt_schedule_init_like(&w, s, s->m, &err)) return makespan;
-  if (kt_schedule_init_like(&best, s, s->m, &err)) {
+  if (kt_schedule_copy(&w, s, &err)) return makespan;
+  if (kt_schedule_copy(&best, s, &err)) {
     kt_schedule_free(&w);
     return makespan;
   }
-  if (!kt__search_reserve(&w, &err) && !kt__search_reserve(&best, &err)) {
-    best_ms = start;
-    for (int k = 0; k < restarts; k++) {
-      copy_lists(&w, s);
-      anneal_run(pb, ev, &w, &best, &best_ms, start, evals,
-                 0x2545f4914f6cdd1dull * (uint64_t)(k + 1) ^ 0x9e3779b97f4a7c15ull);
-    }
-    if (best_ms < start * (1 - 1e-12)) {
-      copy_lists(s, &best);
-      start = best_ms;
-    }
+  double best_ms = start;
+  for (int k = 0; k < restarts; k++) {
+    copy_lists(&w, s);
+    anneal_run(pb, ev, &w, &best, &best_ms, start, evals,
+               0x2545f4914f6cdd1dull * (uint64_t)(k + 1) ^ 0x9e3779b97f4a7c15ull);
+  }
+  if (best_ms < start * (1 - 1e-12)) {
+    copy_lists(s, &best);
+    start = best_ms;
   }
   kt_schedule_free(&best);
   kt_schedule_free(&w);
