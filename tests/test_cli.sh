@@ -21,14 +21,14 @@ expect 2 "$K" frobnicate;      oneline; has "unknown command 'frobnicate'" "$tmp
 
 # sim: the chart and the metrics
 expect 0 "$K" sim --schedule 1f1b -p 4 -m 8
-has "rank 3 |" "$tmp/out"; has "bubble_ratio 0.2727" "$tmp/out"; has "makespan 33" "$tmp/out"
+has "rank 3 |" "$tmp/out"; has "bubble_ratio 0.2727" "$tmp/out"; has "period 33 unit (a step, overlap)" "$tmp/out"
 expect 0 "$K" sim --schedule 1f1b -p 4 -m 8 --color always; has $'\x1b\[' "$tmp/out"
 expect 0 "$K" sim --schedule 1f1b -p 4 -m 8 --color never
 if grep -q $'\x1b' "$tmp/out"; then bad "colour with --color never"; else ok; fi
 
 # a send overhead holds the sender after each message (worked by hand in test_sim.c)
 expect 0 "$K" sim -s 1f1b -p 2 -m 2 --tf 1 --tb 2 --tw 0 --comm 0.5 --send-overhead 0.25 --per-stage
-has "makespan 10.25" "$tmp/out"; has "send=0.25" "$tmp/out"
+has "period 10.25" "$tmp/out"; has "send=0.25" "$tmp/out"
 echo '{"tf": 1, "tb": 2, "tw": 0, "comm": 0.5, "send_overhead": 0.25}' >"$tmp/so.json"
 expect 0 "$K" sim -s 1f1b -p 2 -m 2 --costs "$tmp/so.json" --per-stage --format json
 python3 -c "import json; d=json.load(open('$tmp/out')); assert d['makespan']==10.25 and d['costs']['send_overhead']==0.25, d['makespan']" && ok || bad "send_overhead in a cost file"
@@ -56,7 +56,7 @@ expect 0 "$K" sim --schedule gpipe -p 4 -m 4 --format json
 python3 - "$tmp/out" <<'PY' && ok || bad "sim json contract"
 import json, sys
 d = json.load(open(sys.argv[1]))
-for k in ("schedule", "p", "m", "v", "makespan", "bubble_ratio", "ranks"):
+for k in ("schedule", "p", "m", "v", "makespan", "period", "step_sync", "bubble_ratio", "ranks"):
     assert k in d, k
 assert d["schedule"] == "gpipe" and d["p"] == 4 and d["m"] == 4 and d["v"] == 1
 assert abs(d["bubble_ratio"] - 3/7) < 1e-12
@@ -104,7 +104,8 @@ python3 - "$tmp/out" <<'PY' && ok || bad "compare json"
 import json, sys
 d = json.load(open(sys.argv[1]))
 rows = {r["schedule"]: r for r in d["rows"]}
-assert rows["1f1b"]["makespan"] == 33
+assert rows["1f1b"]["makespan"] == 33 and rows["1f1b"]["period"] == 33
+assert rows["zb-h2"]["makespan"] == 27 and rows["zb-h2"]["period"] == 24 and d["step_sync"] == "overlap"
 assert rows["gpipe"]["peak_inflight_first"] == 8
 PY
 expect 2 "$K" compare --schedules 1f1b,bogus; oneline; has "'bogus'" "$tmp/err"

@@ -162,11 +162,11 @@ typedef struct {
 } kt_optimal_opts;
 
 typedef struct {
-  double makespan;       /* of the order returned, from kt_simulate */
-  double lower_bound;    /* no order is faster (= makespan when proven) */
+  double period;         /* of the order returned (what the search minimises: kt_step_model_period of its simulation) */
+  double lower_bound;    /* no order is faster (= period when proven) */
   int proven;            /* 1: the search finished: the order is optimal */
-  double gap;            /* makespan / lower_bound - 1 (0 when proven) */
-  double start_makespan; /* zb-auto's (zbv-auto's), the order the search set out to beat */
+  double gap;            /* period / lower_bound - 1 (0 when proven) */
+  double start_period;   /* zb-auto's (zbv-auto's), the order the search set out to beat */
   long nodes;
   double seconds;
 } kt_optimal_result;

@@ -57,7 +57,7 @@ typedef struct {
   const char *lower_bound_from; /* "analytic", "search" (the exact search raised it), or NULL */
   /* The exact search that made schedule "optimal" (searched 0: none). */
   int searched, proven;
-  double search_seconds, search_time_limit, search_start_makespan;
+  double search_seconds, search_time_limit, search_start_period;
   long search_nodes;
   double mem_limit; /* zb-auto, zbv-auto: the memory limit the search kept (mem-act units);
                        0: none */
@@ -111,11 +111,18 @@ void kt_render_cost_basis_line(const char *basis, int v, kt_buf *b);
  * nothing. A caller that was told mem-wgrad 0 on purpose skips it. */
 void kt_render_memory_model_line(const kt_costs *c, kt_buf *b);
 
+/* One line saying what period and makespan mean under sync (every table's
+ * header says it once). */
+void kt_render_step_line(kt_step_sync sync, kt_buf *b);
+/* "period X unit (a step, overlap)", and the makespan of one step alone
+ * where it differs: the step's figures as every text output states them. */
+void kt_render_period_text(const kt_metrics *m, const char *time_unit, kt_buf *b);
+
 /* Metrics as an aligned text table (after a Gantt chart). */
 void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const char *time_unit,
                             kt_buf *b);
 
-/* One JSON object: schedule, p, m, v, makespan, bubble_ratio, ranks[] (rank,
+/* One JSON object: schedule, p, m, v, makespan, period, step_sync, span, bubble_ratio, ranks[] (rank,
  * busy, idle, peak_memory, peak_inflight, ...), plus costs and events[]. */
 void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_timeline *t,
                         kt_buf *b);
@@ -133,13 +140,13 @@ typedef struct {
   int applies;
   const char *reason; /* why it does not apply */
   int v;
-  double makespan, bubble, closed;
+  double period, makespan, bubble, closed; /* period: a step in steady state (kt_metrics) */
   const char *closed_expr, *closed_why;
   double peak_mem, peak_mem_first, peak_mem_last, mem_vs_1f1b, closed_mem, mem_limit;
   const char *closed_mem_expr;
   int inflight_first, inflight_last;
   size_t messages;
-  /* the lower bound on its layout's makespan within lower_bound_memory per
+  /* the lower bound on its layout's period within lower_bound_memory per
    * rank (kt_sim_info's fields); proven: its exact search finished (-1:
    * not searched) */
   int has_lower_bound, lower_bound_exact, proven;

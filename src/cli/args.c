@@ -161,21 +161,37 @@ static int read_costs(const cli_args *a, kt_costs *c) {
   const char *file = cli_get(a, "costs");
   kt_status st;
   if (file && (st = cli_costs_file(c, file, &err))) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
-  static const char *const fields[] = {"tf", "tb", "tw", "mem-act", "mem-wgrad"};
+  static const char *const fields[] = {"tf", "tb", "tw", "tu", "mem-act", "mem-wgrad"};
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
     const char *v = cli_get(a, fields[i]);
     if (v && kt_costs_set(c, fields[i], v, &err)) return cli_usage_error("--%s", err.msg);
   }
-  static const char *const scalars[] = {"comm", "comm-latency", "comm-bytes", "comm-bandwidth",
-                                        "send-overhead", "op-overhead"};
-  double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
-                       &c->send_overhead, &c->op_overhead};
+  static const char *const scalars[] = {"comm",          "comm-latency", "comm-bytes",
+                                        "comm-bandwidth", "send-overhead", "op-overhead",
+                                        "t-norm",        "t-dp"};
+  double *targets[] = {&c->comm,          &c->comm_latency,  &c->comm_bytes,
+                       &c->comm_bandwidth, &c->send_overhead, &c->op_overhead,
+                       &c->t_norm,         &c->t_dp};
   for (size_t i = 0; i < sizeof targets / sizeof *targets; i++)
     if (cli_double(a, scalars[i], 0, 1e300, *targets[i], targets[i])) return 2;
   if (cli_double(a, "overlap", 0, 1, c->overlap, &c->overlap)) return 2;
+  if (cli_has(a, "tie")) {
+    if (cli_double(a, "tie", 0, 1e300, 0, &c->t_tie)) return 2;
+    c->tied = 1;
+  }
+  if (cli_step_sync(a, &c->step_sync)) return 2;
   if (kt_costs_compute_free(c))
     return cli_usage_error("--tf, --tb and --tw are all 0: every action takes no time, so there is "
                            "no makespan or bubble to compute; give a cost above 0");
+  return 0;
+}
+
+int cli_step_sync(const cli_args *a, kt_step_sync *sync) {
+  const char *v = cli_get(a, "step-sync");
+  if (!v) return 0;
+  int k = kt_step_sync_from_name(v);
+  if (k < 0) return cli_usage_error("--step-sync '%s': expected overlap or barrier", v);
+  *sync = (kt_step_sync)k;
   return 0;
 }
 

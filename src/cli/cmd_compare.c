@@ -58,6 +58,10 @@ static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
   kt_error err = {{0}};
   kt_status st = kt_simulate(s, &rw->costs, &rw->tl, &err);
   if (!st && (st = kt_timeline_metrics(&rw->tl, &rw->met, &err))) kt_timeline_free(&rw->tl);
+  if (!st && (st = kt_sim_period(s, &rw->costs, &rw->met, &err))) {
+    kt_metrics_free(&rw->met);
+    kt_timeline_free(&rw->tl);
+  }
   if (st) {
     snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
     kt_schedule_free(s);

@@ -86,11 +86,12 @@ static kt_status analytic_bound(const kt_schedule *layout, const kt_costs *c, do
  * it left. The problems are small (kt__optimal_reach: at most 8 stages). */
 #define KEY_STAGES 8
 typedef struct {
-  int valid, p, v, m, S, complete;
+  int valid, p, v, m, S, complete, sync, tied;
   long nodes;
   double limit, lower;
   int srank[KEY_STAGES];
   double cost[9][KEY_STAGES];
+  double step[3 + KEY_STAGES]; /* the step's end: tie, all-reduces, each rank's update */
 } last_search;
 static _Thread_local last_search last;
 
@@ -105,6 +106,10 @@ static void problem_key(const kt__opt_problem *pb, last_search *k) {
     k->srank[s] = pb->srank[s];
     for (int a = 0; a < 9; a++) k->cost[a][s] = arrays[a] ? arrays[a][s] : 0;
   }
+  const kt_step_model *m = &pb->step;
+  k->sync = (int)m->sync, k->tied = m->tied;
+  k->step[0] = m->t_tie, k->step[1] = m->t_dp, k->step[2] = m->t_norm;
+  for (int r = 0; r < pb->p && r < KEY_STAGES; r++) k->step[3 + r] = m->update[r];
 }
 
 /* The bound the last search left on pb's problem with at least `nodes`
@@ -176,25 +181,32 @@ kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, 
  * (its thorough search's, or its default's when quick): its makespan, or
  * INFINITY when zb-auto has none (its admission rule asks for more memory
  * than some orders need). */
-static double starting_order(const kt_gen_params *params, int quick, kt_schedule *s) {
+/* The search's objective for a simulated order: the period its ranks'
+ * starts and ends imply (kt_step_model_period). */
+static double objective(const kt__opt_problem *pb, const kt_metrics *m) {
+  return kt_step_model_bound(&pb->step, m, NULL);
+}
+
+static double starting_order(const kt__opt_problem *pb, const kt_gen_params *params, int quick,
+                             kt_schedule *s) {
   kt_error e2;
   const kt__search_opts *o = quick ? &kt__search_default : &kt__search_thorough;
   if (kt__zb_auto_build(s, params->costs, params->mem_limit, o, 0, &e2)) return INFINITY;
   kt_metrics m;
   if (kt_simulate_metrics(s, params->costs, &m, &e2)) return INFINITY;
-  double ms = m.makespan;
+  double ms = objective(pb, &m);
   kt_metrics_free(&m);
   return ms;
 }
 
-/* Runs the order through the simulator: its makespan must be the search's
+/* Runs the order through the simulator: its period must be the search's
  * and every rank must stay within the limit. */
 static kt_status verify(const kt__opt_problem *pb, const kt_schedule *s, const kt_costs *c,
                         double expect, double *makespan, kt_error *err) {
   kt_metrics m;
   kt_status st = kt_simulate_metrics(s, c, &m, err);
   if (st) return st;
-  *makespan = m.makespan;
+  *makespan = objective(pb, &m);
   kt_metrics_free(&m);
   if (!isinf(expect) && fabs(*makespan - expect) > 1e-9 * (1 + expect))
     return kt_fail(err, KT_ERUNTIME, "optimal: internal check failed: the search timed its order "
@@ -218,7 +230,7 @@ static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *
   kt_schedule found;
   kt_status st = kt_schedule_init_like(&found, out, out->m, err);
   if (st) return st;
-  double upper = starting_order(params, opts && opts->quick_start, out);
+  double upper = starting_order(pb, params, opts && opts->quick_start, out);
   kt__opt_search_opts so = {
       .time_limit = opts && opts->time_limit > 0 ? opts->time_limit : DEFAULT_TIME_LIMIT,
       .upper = upper,
@@ -238,13 +250,13 @@ static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *
   if (!st && !better && isinf(upper))
     st = kt_fail(err, KT_EINVAL, "optimal: no order of P=%d, V=%d, M=%d fits the memory limit %g",
                  pb->p, pb->v, pb->m, pb->limit);
-  if (!st) st = verify(pb, out, params->costs, better ? sr.makespan : upper, &res->makespan, err);
+  if (!st) st = verify(pb, out, params->costs, better ? sr.makespan : upper, &res->period, err);
   if (st) return st;
-  res->lower_bound = fmin(sr.lower, res->makespan);
+  res->lower_bound = fmin(sr.lower, res->period);
   res->proven = sr.complete;
-  res->gap = res->lower_bound > 0 ? res->makespan / res->lower_bound - 1 : 0;
-  if (res->proven) res->gap = 0, res->lower_bound = res->makespan;
-  res->start_makespan = upper;
+  res->gap = res->lower_bound > 0 ? res->period / res->lower_bound - 1 : 0;
+  if (res->proven) res->gap = 0, res->lower_bound = res->period;
+  res->start_period = upper;
   res->nodes = sr.nodes;
   res->seconds = sr.seconds;
   return KT_OK;

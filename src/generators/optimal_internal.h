@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "generators/internal.h"
+#include "kaiten/sim.h"
 
 enum { KT__OPT_F, KT__OPT_I, KT__OPT_W, KT__OPT_TYPES };
 
@@ -48,6 +49,9 @@ typedef struct {
    * count of each kind c' * 3 + t' of the rank that precedes it. */
   int nk, *need;
   int infeasible; /* 1: some op can never fit under the limit */
+  /* The objective: the period under the costs' step sync and step-end
+   * costs (kt_step_model_period of the ranks' starts and ends) */
+  kt_step_model step;
 } kt__opt_problem;
 
 /* Fills pb->need (sizes permitting; else leaves it NULL). ENOMEM. */

@@ -11,13 +11,13 @@
 #include "generators/search/search.h"
 
 /* The winner run to completion under the simulator (a cheap safety net):
- * its makespan. */
-static kt_status final_makespan(const kt_schedule *s, const struct kt_costs *costs,
-                                double *makespan, kt_error *err) {
+ * the search's objective for it, the period its ranks imply. */
+static kt_status final_makespan(const kt__search_problem *pb, const kt_schedule *s,
+                                const struct kt_costs *costs, double *makespan, kt_error *err) {
   kt_metrics m;
   kt_status st = kt_simulate_metrics(s, costs, &m, err);
   if (st) return st;
-  *makespan = m.makespan;
+  *makespan = kt_step_model_bound(&pb->step, &m, NULL);
   kt_metrics_free(&m);
   return KT_OK;
 }
@@ -41,7 +41,7 @@ static kt_status anneal_if_far(const kt__search_problem *pb, kt_schedule *s,
   if (st) return st;
   kt__search_anneal(pb, &ev, s, makespan, ANNEAL_EVALS, ANNEAL_RESTARTS);
   kt__search_eval_free(&ev);
-  return final_makespan(s, costs, &makespan, err); /* the simulator's check */
+  return final_makespan(pb, s, costs, &makespan, err); /* the simulator's check */
 }
 
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
@@ -82,12 +82,12 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
   if (so.near_first && so.lower > 0) { /* the quick search's order may be near-optimal already */
     kt__search_opts q = kt__search_quick;
     q.lower = so.lower;
-    if (!(st = kt__search_run(&pb, &q, NULL, 0, s, err))) st = final_makespan(s, costs, &makespan, err);
+    if (!(st = kt__search_run(&pb, &q, NULL, 0, s, err))) st = final_makespan(&pb, s, costs, &makespan, err);
     if (!st && makespan <= so.lower * (1 + KT_NEAR_OPTIMAL)) improve = 0;
     else makespan = -1;
   }
   if (!st && makespan < 0 && !(st = kt__search_run(&pb, &so, NULL, 0, s, err)))
-    st = final_makespan(s, costs, &makespan, err);
+    st = final_makespan(&pb, s, costs, &makespan, err);
   /* small problems: a bounded exact search from the winner (not in the
    * quick search a moving slider asks for), then annealing if still far */
   if (!st && improve) st = kt__optimal_improve(s, costs, mem_limit, &makespan, &so.lower, err);

@@ -84,7 +84,7 @@ static void optimal_info(kt_sim_info *info, const kt_sim_origin *o) {
   info->search_seconds = res->seconds;
   info->search_time_limit = o->time_limit > 0 ? o->time_limit : 10;
   info->search_nodes = res->nodes;
-  info->search_start_makespan = res->start_makespan;
+  info->search_start_period = res->start_period;
   info->has_lower_bound = 1;
   info->lower_bound = res->lower_bound;
   info->lower_bound_memory = o->mem_limit;
@@ -110,13 +110,14 @@ void kt_sim_info_describe(kt_sim_info *info, const kt_sim_origin *o, const kt_sc
   /* the search tightens the bound of a searched order only (a
    * construction's bound is for the memory it happens to use) */
   if (met && !o->no_bound)
-    lower_bound(info, s, c, o->mem_limit, met->makespan, o->mem_limit >= 0 ? KT_BOUND_SEARCH_NODES : 0);
+    lower_bound(info, s, c, o->mem_limit, met->period, o->mem_limit >= 0 ? KT_BOUND_SEARCH_NODES : 0);
 }
 
 void kt_compare_row_fill(kt_compare_row *r, const kt_sim_info *info, const kt_sim_origin *o,
                          const kt_metrics *met, double peak_1f1b) {
   int p = met->p;
-  r->applies = 1, r->v = info->v, r->makespan = met->makespan, r->bubble = met->bubble_ratio;
+  r->applies = 1, r->v = info->v, r->period = met->period, r->makespan = met->makespan;
+  r->bubble = met->bubble_ratio;
   r->closed = info->closed_form, r->closed_expr = info->closed_form_expr;
   r->closed_why = info->closed_form_why;
   r->closed_mem = info->closed_form_peak_memory;

@@ -54,7 +54,9 @@ kt_status kt__search_problem_init(kt__search_problem *pb, const kt_schedule *s, 
                               : pb->head[r] + pb->res[pb->rstage[r * s->v + ch]];
     pb->limit[r] = limit > 0 ? limit : (double)p * s->v * most;
   }
-  return KT_OK;
+  kt_status st = kt_step_model_init(&pb->step, s, c, err);
+  if (st) kt__search_problem_free(pb);
+  return st;
 }
 
 void kt__search_problem_free(kt__search_problem *pb) {
@@ -69,6 +71,7 @@ void kt__search_problem_free(kt__search_problem *pb) {
   free(pb->res);
   free(pb->head);
   free(pb->limit);
+  kt_step_model_free(&pb->step);
   memset(pb, 0, sizeof *pb);
 }
 
@@ -149,15 +152,12 @@ double kt__search_evaluate(const kt__search_problem *pb, kt__search_eval *ev, co
   kt_rank_queue_fill(&ev->work); /* also when the last call stopped early */
   for (int r; (r = kt_rank_queue_next(&ev->work)) >= 0;) {
     advance(pb, ev, s, r);
-    if (ev->pos[r] > 0 && ev->stop[r] - ev->start[r] > ev->cutoff) return INFINITY;
+    if (ev->pos[r] > 0 && kt__search_rank_cost(pb, ev->start[r], ev->stop[r], r) > ev->cutoff)
+      return INFINITY;
   }
-  double makespan = 0;
-  for (int r = 0; r < p; r++) {
+  for (int r = 0; r < p; r++)
     if (ev->pos[r] < s->ranks[r].n) return -1;
-    if (s->ranks[r].n && ev->stop[r] - ev->start[r] > makespan)
-      makespan = ev->stop[r] - ev->start[r];
-  }
-  return makespan;
+  return kt_step_model_period(&pb->step, ev->start, ev->stop, NULL);
 }
 
 void kt__search_move(kt_action *a, size_t from, size_t to) {
