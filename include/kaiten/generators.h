@@ -123,16 +123,17 @@ double kt_gen_1f1b_peak(kt_gen_kind kind, const kt_gen_params *params);
 double kt_gen_min_mem_limit(kt_gen_kind kind, const kt_gen_params *params);
 
 /* The simulator's timing of s without a timeline, for callers that
- * evaluate many schedules: *span from the first action anywhere to the
- * last, *busy the total of the action times; exactly kt_simulate_metrics'
- * figures (tests/test_schedule_span.c checks it on random orders). A fast
+ * evaluate many schedules: *period the step in steady state under c's step
+ * sync and step-end costs (kaiten/sim.h), *busy the total of the action
+ * times; exactly kt_simulate_metrics' figures (tests/test_schedule_span.c
+ * checks it on random orders). A fast
  * path (the generators' search evaluation, several times quicker) runs
  * when it applies: compute actions only, no overlapped pairs, no links, no
  * send overhead, no per-action times; anything else, and a deadlock
  * (reported as the simulator reports it), goes through
  * kt_simulate_metrics. EDEADLOCK, EINVALID_SCHEDULE, ENOMEM. */
-kt_status kt_gen_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
-                      kt_error *err);
+kt_status kt_gen_period(const kt_schedule *s, const kt_costs *c, double *period, double *busy,
+                        kt_error *err);
 
 /* Builds the named schedule. v-half and v-min with costs NULL are the
  * cost-oblivious constructions; with costs, the fastest order found within

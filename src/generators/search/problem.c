@@ -214,28 +214,22 @@ static int fast_path_applies(const kt_schedule *s, const kt_costs *c) {
   return 1;
 }
 
-/* The simulator's answer: its metrics' span and busy time (and its own
+/* The simulator's answer: its metrics' period and busy time (and its own
  * errors, a deadlock report naming the blocked ranks among them). */
-static kt_status simulated_span(const kt_schedule *s, const kt_costs *c, double *span,
-                                double *busy, kt_error *err) {
+static kt_status simulated_period(const kt_schedule *s, const kt_costs *c, double *period,
+                                  double *busy, kt_error *err) {
   kt_metrics m;
   kt_status st = kt_simulate_metrics(s, c, &m, err);
   if (st) return st;
-  double lo = INFINITY, hi = -INFINITY;
-  for (int r = 0; r < m.p; r++) {
-    if (!m.ranks[r].actions) continue;
-    lo = fmin(lo, m.ranks[r].start);
-    hi = fmax(hi, m.ranks[r].end);
-  }
-  *span = hi > lo ? hi - lo : 0;
+  *period = m.period;
   *busy = m.total_busy;
   kt_metrics_free(&m);
   return KT_OK;
 }
 
-kt_status kt_gen_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
-                      kt_error *err) {
-  if (!fast_path_applies(s, c)) return simulated_span(s, c, span, busy, err);
+kt_status kt_gen_period(const kt_schedule *s, const kt_costs *c, double *period, double *busy,
+                        kt_error *err) {
+  if (!fast_path_applies(s, c)) return simulated_period(s, c, period, busy, err);
   kt__search_problem pb;
   kt__search_eval ev;
   kt_status st = kt__search_problem_init(&pb, s, c, 0, err);
@@ -244,20 +238,19 @@ kt_status kt_gen_span(const kt_schedule *s, const kt_costs *c, double *span, dou
     kt__search_problem_free(&pb);
     return st;
   }
-  int stuck = kt__search_evaluate(&pb, &ev, s) < 0;
-  if (!stuck) {
-    double lo = INFINITY, hi = -INFINITY, total = 0;
-    for (int r = 0; r < s->p; r++) {
-      if (!s->ranks[r].n) continue;
-      lo = fmin(lo, ev.start[r]), hi = fmax(hi, ev.stop[r]);
+  int exact = 0;
+  /* a deadlock, or a period the one step does not settle, is the simulator's */
+  if (kt__search_evaluate(&pb, &ev, s) >= 0) {
+    for (int r = 0; r < s->p; r++)
+      if (!s->ranks[r].n) ev.start[r] = ev.stop[r] = 0;
+    *period = kt_step_model_period(&pb.step, ev.start, ev.stop, &exact);
+    double total = 0;
+    for (int r = 0; r < s->p; r++)
       for (size_t i = 0; i < s->ranks[r].n; i++)
         total += kt__search_cost(&pb, s->ranks[r].actions[i].stage, (kt_op)s->ranks[r].actions[i].op);
-    }
-    *span = hi > lo ? hi - lo : 0;
     *busy = total;
   }
   kt__search_eval_free(&ev);
   kt__search_problem_free(&pb);
-  /* a deadlock is reported as the simulator reports it */
-  return stuck ? simulated_span(s, c, span, busy, err) : KT_OK;
+  return exact ? KT_OK : simulated_period(s, c, period, busy, err);
 }
