@@ -155,10 +155,13 @@ typedef struct {
  * simulator (src/sim/idle.c says how): s is the compute schedule the step
  * ran (all its rounds: kt_schedule_repeat), measured its timeline (events
  * of every rank, from the step's start, with cpu_time and comm_time),
- * step_seconds the step's wall time; out receives s->p entries. EINVAL when
+ * step_seconds the step's wall time (without a barrier, sync overlap: its
+ * period, each rank's step from its first action to its next step's); out
+ * receives s->p entries. EINVAL when
  * the timeline is not a run of s, ENOMEM. */
 kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured,
-                             double step_seconds, kt_idle_split *out, kt_error *err);
+                             double step_seconds, kt_step_sync sync, kt_idle_split *out,
+                             kt_error *err);
 
 /* The causes' names in JSON and reports, in this order: schedule,
  * core_wait, comm, overhead, optimizer (KT_IDLE_CAUSES of them). */
