@@ -159,16 +159,12 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *
                    "makespan %8.2f ms  bubble %5.1f%%\n",
                 1e3 * r->predicted.period, 1e3 * r->predicted.makespan,
                 100 * r->predicted.bubble_ratio);
-  kt_buf_printf(b, "period = a step (step sync %s: %s); makespan = one step alone",
-                kt_step_sync_name(o->sp.step_sync),
-                o->sp.step_sync == KT_STEP_BARRIER
-                    ? "every rank waits for all after the norm's all-reduce"
-                    : "a rank starts its next step once its own update is done, checked behind it");
+  kt_buf_printf(b, "period = a step under step sync %s (docs/runtime.md); makespan = one step "
+                   "alone\n", kt_step_sync_name(o->sp.step_sync));
   if (o->sp.step_sync == KT_STEP_OVERLAP)
-    kt_buf_printf(b, "; rollbacks %d; %d of %d steps waited for their check (clipping or a "
-                     "non-finite value)%s", r->rollbacks, r->waited_steps, r->n_losses,
-                  2 * r->waited_steps > r->n_losses ? ": predicted as under a barrier" : "");
-  kt_buf_puts(b, "\n");
+    kt_buf_printf(b, "post-validation: %d rollbacks, %d of %d steps waited for their check%s\n",
+                  r->rollbacks, r->waited_steps, r->n_losses,
+                  2 * r->waited_steps > r->n_losses ? " (predicted as a barrier)" : "");
   kt_buf_printf(b, "%-5s %10s %10s %10s %10s %10s %10s %12s\n", "rank", "busy ms", "idle ms",
                 "pred busy", "in flight", "predicted", "sent KiB", "peak act MiB");
   for (int i = 0; i < r->measured.p; i++) {

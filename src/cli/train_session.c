@@ -57,6 +57,11 @@ static int on_step(void *ctx, const kt_train_progress *p) {
   if (r->talk && p->skipped)
     fprintf(stderr, "kaiten: step %d skipped: loss %g, non-finite values first in the %s of stage %d\n",
             p->step + 1, p->loss, p->nonfinite_what, p->nonfinite_stage);
+  /* once a stop is asked for, the steps it takes every rank to agree are
+   * not printed: mpirun stops reading a rank's output when it is sent
+   * SIGTERM, and a rank blocked on a full pipe would never reach its
+   * checkpoint (metrics.jsonl still has them) */
+  if (cli_stop_requested()) return 0;
   if (r->talk && r->live) cli_live_draw(&r->lv, p, r->losses, r->n_losses);
   else if (r->talk) print_step_line(r, p);
   return 0;

@@ -17,8 +17,8 @@
 /* ---- timelines: each step's, from every local rank and, under MPI, rank 0
  * gathering the others' ---- */
 
-static uint64_t gather_tag(int step, int part) {
-  return KT_TAG_COLLECTIVE | 0x8000u | (((unsigned)step & 0x3FFu) << 2) | (unsigned)part;
+static uint64_t gather_tag(int seq, int part) {
+  return KT_TAG_COLLECTIVE | 0x8000u | (((unsigned)seq & 0x3FFu) << 2) | (unsigned)part;
 }
 
 static int multi_process(const kt_runtime *rt) { return rt->n_local < rt->P * rt->D; }
@@ -26,7 +26,7 @@ static int multi_process(const kt_runtime *rt) { return rt->n_local < rt->P * rt
 /* A replica-0 rank of another process sends its step's timeline to world
  * rank 0 (the transports copy a message out when it is posted). */
 static kt_status send_timeline(kt__worker *w, int step, kt_error *err) {
-  const kt_timeline *ev = &w->ev[step % KT__RING];
+  const kt_timeline *ev = &w->ev[step % KT__RING]; /* step: the order's seq */
   int64_t counts[3] = {(int64_t)ev->n_events, (int64_t)ev->n_mem, (int64_t)ev->n_comm};
   kt_status st = kt_transport_send(w->t, 0, gather_tag(step, 0), counts, sizeof counts, err);
   if (!st) st = kt_transport_send(w->t, 0, gather_tag(step, 1), ev->events, ev->n_events * sizeof(kt_event), err);
@@ -46,7 +46,8 @@ static kt_status append(kt_timeline *t, const kt_event *ev, size_t n_ev, const k
   return KT_OK;
 }
 
-/* World rank 0: the step's timeline of every other pipeline rank. */
+/* World rank 0: the order's timeline of every other pipeline rank (step:
+ * the order's seq). */
 static kt_status receive_timelines(kt_runtime *rt, int step, kt_error *err) {
   kt_transport *t = rt->workers[0].t;
   for (int r = 1; r < rt->P; r++) {
@@ -74,10 +75,10 @@ static kt_status receive_timelines(kt_runtime *rt, int step, kt_error *err) {
   return KT_OK;
 }
 
-/* The step's timeline: replica 0's ranks, times from the step's start (the
- * earliest local start of its order, or its earliest event). */
-static kt_status step_timeline(kt_runtime *rt, int step, kt_error *err) {
-  int slot = step % KT__RING;
+/* The order's timeline: replica 0's ranks, times from the step's start
+ * (the earliest local start of its order, or its earliest event). */
+static kt_status step_timeline(kt_runtime *rt, int seq, kt_error *err) {
+  int slot = seq % KT__RING;
   kt_timeline *t = &rt->timeline;
   t->n_events = t->n_mem = t->n_comm = 0;
   double origin = INFINITY;
@@ -89,7 +90,7 @@ static kt_status step_timeline(kt_runtime *rt, int step, kt_error *err) {
     const kt_timeline *ev = &w->ev[slot];
     st = append(t, ev->events, ev->n_events, ev->mem, ev->n_mem, ev->comm, ev->n_comm, err);
   }
-  if (!st && multi_process(rt) && rt->workers[0].world_rank == 0) st = receive_timelines(rt, step, err);
+  if (!st && multi_process(rt) && rt->workers[0].world_rank == 0) st = receive_timelines(rt, seq, err);
   if (st) return st;
   for (size_t i = 0; i < t->n_events; i++) origin = fmin(origin, t->events[i].start);
   if (!isfinite(origin)) origin = 0;
@@ -105,7 +106,7 @@ static kt_status step_timeline(kt_runtime *rt, int step, kt_error *err) {
 static void order_done(kt__worker *w, const kt__order *o, kt_status st) {
   kt_runtime *rt = w->rt;
   if (!st && !o->flush && multi_process(rt) && w->replica == 0 && w->world_rank != 0)
-    st = send_timeline(w, o->step, &w->err);
+    st = send_timeline(w, o->seq, &w->err);
   if (st && st != KT_EPEER) {
     char reason[KT_ERROR_LEN + 64];
     snprintf(reason, sizeof reason, "stopped because rank %d failed: %s", w->world_rank, w->err.msg);
@@ -228,6 +229,7 @@ static kt_status post(kt_runtime *rt, const kt__order *o, kt_error *err) {
   while (rt->threads && !root_failure(rt) && rt->submitted - slowest(rt) >= KT__RING)
     pthread_cond_wait(&rt->done, &rt->lock);
   rt->orders[rt->submitted % KT__RING] = *o;
+  rt->orders[rt->submitted % KT__RING].seq = rt->submitted;
   rt->orders[rt->submitted % KT__RING].submitted = kt_now();
   rt->submitted++;
   pthread_cond_broadcast(&rt->wake);
@@ -254,15 +256,15 @@ kt_status kt_runtime_flush(kt_runtime *rt, kt_error *err) {
   return post(rt, &o, err);
 }
 
-/* Waits until every local worker validated the step, or one failed. */
-static kt_status wait_valid(kt_runtime *rt, int step, kt_error *err) {
-  int slot = step % KT__RING;
+/* Waits until every local worker validated the order's step, or one failed. */
+static kt_status wait_valid(kt_runtime *rt, const kt__order *o, kt_error *err) {
+  int slot = o->seq % KT__RING, step = o->step;
   pthread_mutex_lock(&rt->lock);
   for (;;) {
     int valid = 1, stuck = 0;
     for (int i = 0; i < rt->n_local; i++) {
       const kt__worker *w = &rt->workers[i];
-      int ok = w->out[slot].valid && w->out[slot].step == step;
+      int ok = w->out[slot].valid && w->out[slot].seq == o->seq;
       valid &= ok;
       stuck |= !ok && w->next_order == rt->submitted; /* nothing left that would validate it */
     }
@@ -320,7 +322,7 @@ static void unpin_when_crowded(kt_runtime *rt, int slot, double step_seconds) {
 }
 
 static void fill_result(kt_runtime *rt, const kt__order *o, kt_step_result *res) {
-  int slot = o->step % KT__RING;
+  int slot = o->seq % KT__RING;
   const kt__step_out *out = &rt->workers[0].out[slot];
   double done = 0;
   int rollbacks = 0, waited = 0;
@@ -353,11 +355,11 @@ kt_status kt_runtime_complete(kt_runtime *rt, kt_step_result *res, kt_error *err
   while (rt->completed < rt->submitted && rt->orders[rt->completed % KT__RING].flush) rt->completed++;
   if (rt->completed == rt->submitted) return kt_fail(err, KT_EINVAL, "no step is running");
   const kt__order *o = &rt->orders[rt->completed % KT__RING];
-  kt_status st = wait_valid(rt, o->step, err);
+  kt_status st = wait_valid(rt, o, err);
   if (st) return st;
   fill_result(rt, o, res);
-  if (!res->cancelled) st = step_timeline(rt, o->step, err);
-  if (!st && !res->cancelled) unpin_when_crowded(rt, o->step % KT__RING, res->seconds);
+  if (!res->cancelled) st = step_timeline(rt, o->seq, err);
+  if (!st && !res->cancelled) unpin_when_crowded(rt, o->seq % KT__RING, res->seconds);
   rt->completed++;
   return st;
 }

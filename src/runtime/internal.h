@@ -10,13 +10,14 @@ typedef struct kt__worker kt__worker;
 
 /* Orders in flight at most: the step a fast rank starts, the one a slow
  * rank still runs, the one before them waiting to be validated, and a
- * flush (with room to spare). A step's results live in slot step % KT__RING. */
+ * flush (with room to spare). An order's results live in slot seq % KT__RING. */
 #define KT__RING 5
 #define KT__STEPS_IN_FLIGHT 3
 
 /* What the workers are asked to do (driver.c): a step, or a flush that only
  * validates the step still pending (post-validation, validate.c). */
 typedef struct {
+  int seq; /* its place among the runtime's orders: slot seq % KT__RING, and its messages' tags */
   int step, update;
   int speculate; /* the next step follows without a barrier: this one's update may run
                     on what the rank has, checked behind it */
@@ -29,7 +30,7 @@ typedef struct {
 
 /* A step as one worker knows it once it is validated. */
 typedef struct {
-  int step;      /* the step these figures are for */
+  int seq, step; /* the order and the step these figures are for */
   int valid;     /* validated: the figures are final */
   int cancelled; /* a non-finite step before it stopped it before its update */
   double loss, grad_norm, lr;
@@ -104,8 +105,8 @@ struct kt__worker {
    * and its run delay (the time it was ready without a core) */
   double t_mark, cpu_mark, ready_mark;
   int ready_fd;            /* the thread's /proc schedstat (-1: its run delay is unknown) */
-  kt_timeline ev[KT__RING]; /* events and memory samples, per step slot */
-  kt_timeline *events;     /* the running step's (ev[step % KT__RING]) */
+  kt_timeline ev[KT__RING]; /* events and memory samples, per order slot */
+  kt_timeline *events;     /* the running order's (ev[seq % KT__RING]) */
   kt__step_out out[KT__RING];
   /* the running order */
   int step, update;
@@ -115,9 +116,10 @@ struct kt__worker {
   kt_error err;
   /* non-finite values this step: per chunk, its forward output (or loss) */
   unsigned char fwd_bad[KT_MAX_CHUNKS];
-  /* post-validation (validate.c): the step whose update ran on what this
-   * rank had and is not checked yet (-1: none), the weights and optimizer
-   * state from before it, and the step's records (one per world rank) */
+  /* post-validation (validate.c): the order (seq) whose update may have
+   * run on what a rank had and is not checked yet (-1: none), the weights,
+   * optimizer state and gradients from before it, and the step's records
+   * (one per world rank) */
   int pending;
   int pending_own;         /* this rank's own update of it ran before the check */
   int last_wrong;          /* the last step checked needed it: clipped, or not finite */

@@ -34,9 +34,9 @@ typedef struct {
 
 static size_t record_bytes(const kt_runtime *rt) { return sizeof(record_head) + 2 * (size_t)rt->S; }
 
-/* The records' tag: 16 bits reach an MPI tag (mpi_transport.c), and at most
- * two steps are in flight. */
-static uint64_t record_tag(int step) { return KT_TAG_COLLECTIVE | 0x4000u | ((unsigned)step & 0x3FFu); }
+/* The records' tag, by the order's seq: 16 bits reach an MPI tag
+ * (mpi_transport.c), and a few orders are in flight at most. */
+static uint64_t record_tag(int seq) { return KT_TAG_COLLECTIVE | 0x4000u | ((unsigned)seq & 0x3FFu); }
 
 kt_status kt__step_alloc(kt__worker *w, kt_error *err) {
   kt_runtime *rt = w->rt;
@@ -102,25 +102,25 @@ static void make_record(kt__worker *w, const kt__order *o, double sq, int specul
   kt__step_grad_flags(w, grad);
 }
 
-static kt_status post_record(kt__worker *w, int step, kt_error *err) {
+static kt_status post_record(kt__worker *w, int seq, kt_error *err) {
   kt_runtime *rt = w->rt;
   size_t bytes = record_bytes(rt);
   const unsigned char *mine = w->records + (size_t)w->world_rank * bytes;
   for (int r = 0; r < rt->P * rt->D; r++) {
     if (r == w->world_rank) continue;
-    kt_status st = kt_transport_send(w->t, r, record_tag(step), mine, bytes, err);
+    kt_status st = kt_transport_send(w->t, r, record_tag(seq), mine, bytes, err);
     if (st) return st;
   }
   return KT_OK;
 }
 
-static kt_status collect_records(kt__worker *w, int step, double *sync, kt_error *err) {
+static kt_status collect_records(kt__worker *w, int seq, double *sync, kt_error *err) {
   kt_runtime *rt = w->rt;
   size_t bytes = record_bytes(rt);
   double t0 = kt_now();
   for (int r = 0; r < rt->P * rt->D; r++) {
     if (r == w->world_rank) continue;
-    kt_status st = kt_transport_recv(w->t, r, record_tag(step), w->records + (size_t)r * bytes,
+    kt_status st = kt_transport_recv(w->t, r, record_tag(seq), w->records + (size_t)r * bytes,
                                      bytes, err);
     if (st) return st;
   }
@@ -214,11 +214,11 @@ static void keep_copy(kt__worker *w, int restore) {
  * update is rolled back and the right one applied (none when a value was
  * not finite). */
 static kt_status check_pending(kt__worker *w, int *redo, kt_error *err) {
-  int step = w->pending;
-  kt__step_out *out = &w->out[step % KT__RING];
+  kt__step_out *out = &w->out[w->pending % KT__RING];
+  int step = out->step;
   double sync = 0;
   /* a rank that waited at the step's end read the records then */
-  kt_status st = w->pending_own ? collect_records(w, step, &sync, err) : KT_OK;
+  kt_status st = w->pending_own ? collect_records(w, w->pending, &sync, err) : KT_OK;
   int speculated;
   if (!st && figures(w, step, out, &speculated)) st = kt_fail(err, KT_ENOMEM, "out of memory");
   if (st) return st;
@@ -242,7 +242,7 @@ kt_status kt__step_validate_pending(kt__worker *w, const kt__order *o, int *redo
   kt_status st = check_pending(w, redo, err);
   if (st || !*redo) return st;
   if (before->nonfinite && o->stop_on_nonfinite) { /* the run stops: this step is not applied */
-    kt__step_out *out = &w->out[o->step % KT__RING];
+    kt__step_out *out = &w->out[o->seq % KT__RING];
     out->cancelled = 1;
     *redo = 0;
     kt__worker_validated(w, out);
@@ -265,7 +265,7 @@ kt_status kt__step_end(kt__worker *w, const kt__order *o, kt_error *err) {
     int redo;
     return check_pending(w, &redo, err);
   }
-  kt__step_out *out = &w->out[o->step % KT__RING];
+  kt__step_out *out = &w->out[o->seq % KT__RING];
   double t0 = kt_now(), sync = 0;
   kt_status st = kt__step_reduce(w, &sync, err);
   double sq = st ? 0 : kt__step_norm_share(w);
@@ -274,11 +274,11 @@ kt_status kt__step_end(kt__worker *w, const kt__order *o, kt_error *err) {
    * rank's own share says this one does */
   int ahead = o->update && o->speculate && w->keep_params && !w->last_wrong && !surely_wrong(w, sq);
   if (!st) make_record(w, o, sq, ahead);
-  if (!st) st = post_record(w, o->step, err);
+  if (!st) st = post_record(w, o->seq, err);
   if (st) return st;
   if (!ahead) { /* the barrier, or a step this rank knows needs it */
     int speculated;
-    if ((st = collect_records(w, o->step, &sync, err))) return st;
+    if ((st = collect_records(w, o->seq, &sync, err))) return st;
     if (figures(w, o->step, out, &speculated)) return kt_fail(err, KT_ENOMEM, "out of memory");
     if (o->update && !out->nonfinite)
       kt__step_update(w, o->step, clip_of(w->rt, out->grad_norm), NULL);
@@ -288,7 +288,7 @@ kt_status kt__step_end(kt__worker *w, const kt__order *o, kt_error *err) {
   }
   /* every rank checks a step that may have run ahead at the same point,
    * its own update right or not */
-  if (o->speculate && o->update) w->pending = o->step, w->pending_own = ahead;
+  if (o->speculate && o->update) w->pending = o->seq, w->pending_own = ahead;
   out->done = kt_now();
   out->sync_seconds += sync;
   out->tail_seconds = out->done - t0 - sync;

@@ -426,11 +426,11 @@ kt_status kt__worker_rounds(kt__worker *w, kt_error *err) {
 
 kt_status kt__worker_order(kt__worker *w, const kt__order *o, kt_error *err) {
   if (o->flush) return w->pending >= 0 ? kt__step_end(w, o, err) : KT_OK;
-  int slot = o->step % KT__RING;
+  int slot = o->seq % KT__RING;
   w->step = o->step, w->update = o->update, w->data = o->data;
   w->events = &w->ev[slot];
   kt__step_out *out = &w->out[slot];
-  *out = (kt__step_out){.step = o->step, .begin = kt_now()};
+  *out = (kt__step_out){.seq = o->seq, .step = o->step, .begin = kt_now()};
   /* the step's clocks from its start: the thread's CPU time and run delay */
   w->ready_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
   kt_status st = KT_OK;

@@ -307,6 +307,7 @@ static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeli
                            double *step_s, double mean, double samples, size_t tps,
                            kt_train_result *out, kt_error *err) {
   const kt_runtime_config *rc = &cfg->runtime;
+  double last_s = step_s[out->n_losses - 1]; /* the median below sorts step_s */
   out->mean_step_seconds = mean;
   out->median_step_seconds = out->n_losses > 1 ? kt_median(step_s + 1, (size_t)out->n_losses - 1)
                                                : step_s[0];
@@ -315,7 +316,7 @@ static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeli
   out->steady_tokens_per_s = samples * (double)tps / out->median_step_seconds;
   kt_status st = kt_timeline_metrics(last, &out->measured, err);
   /* the last step as it ran: its period, from the end of the one before */
-  if (!st) kt_metrics_set_period(&out->measured, step_s[out->n_losses - 1], (int)rc->step_sync);
+  if (!st) kt_metrics_set_period(&out->measured, last_s, (int)rc->step_sync);
   if (!st) st = predict(rt, cfg, last, out->tail_seconds, out, err);
   int r0 = kt_stage_rank(rc->schedule, 0); /* the rank of stage 0: its peak activation memory */
   if (!st && r0 >= 0 && r0 < out->measured.p)
