@@ -86,10 +86,6 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   "makes them stage costs; per-stage lists (--tf 2,1,1,3, --costs FILE) are always per stage.\n"
 
 int cli_read_costs(const cli_args *a, kt_costs *c);
-/* Reads a JSON cost file (--costs) into c: kt_costs_load_json
- * (src/cli/costs_file.c). The lean `kaiten` (src/cli/front.c), which links
- * no JSON reader, runs kaiten-full instead. */
-kt_status cli_costs_file(kt_costs *c, const char *path, kt_error *err);
 /* "rank" or "stage" (--per-stage). */
 const char *cli_cost_basis(const cli_args *a);
 /* The stage costs of a schedule with v chunks per rank from the costs as
