@@ -109,6 +109,20 @@ assert rows["gpipe"]["peak_inflight_first"] == 8
 PY
 expect 2 "$K" compare --schedules 1f1b,bogus; oneline; has "'bogus'" "$tmp/err"
 
+# OpenBLAS and libmicrohttpd are opened on first use (src/nn/blas.c,
+# src/serve/mhd.c): commands that multiply no matrix and serve no page
+# never load them (nor start OpenBLAS's threads); --version loads OpenBLAS
+# to name its kernels, which shows the loader's log would say so
+expect 0 "$K" sim -p 2 -m 2 --format csv -o "$tmp/chart.csv"
+for args in "sim -s zb-auto -p 4 -m 8" "compare -p 4 -m 8" "validate $tmp/chart.csv" \
+            "plan --model llama-7b --devices 8 --mem-gb 80 --global-batch 1024 --top 2"; do
+  # shellcheck disable=SC2086
+  LD_DEBUG=files "$K" $args >/dev/null 2>"$tmp/ld"
+  if grep -qE 'openblas|microhttpd' "$tmp/ld"; then bad "kaiten $args loads $(grep -oE '[^ ]*(openblas|microhttpd)[^ ]*' "$tmp/ld" | head -1)"; else ok; fi
+done
+LD_DEBUG=files "$K" --version >/dev/null 2>"$tmp/ld"
+has "file=libopenblas" "$tmp/ld"
+
 # output files are written atomically and completely
 expect 0 "$K" sim -o "$tmp/chart.txt"; has "F forward" "$tmp/chart.txt"
 expect 1 "$K" sim -o /nonexistent-dir/x.txt; oneline

@@ -39,6 +39,9 @@ typedef struct {
   const cli_opt *opts;
   int n_opts;
   int (*run)(cli_args *a);
+  /* multiplies matrices: main loads OpenBLAS and chooses its kernels
+   * before run, while the process has one thread (kt_blas_choose_core) */
+  int linear_algebra;
 } cli_command;
 
 /* Returns 0 when parsed, 2 on a usage error (message printed), 1 when help
