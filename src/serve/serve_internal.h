@@ -96,6 +96,7 @@ struct kt_server {
   int pump_started;
   kt_schedule sched; /* the live run's, for the prediction */
   int grad_accum;
+  kt_serve_predict_fn predict; /* or NULL */
   long long steps_before; /* a resumed live run's earlier steps (in the history) */
   double render_every;
   char end_reason[32];
