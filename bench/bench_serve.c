@@ -37,7 +37,8 @@ static void one_layout(const bench_opts *o, int p, int m, int reps) {
   kt_schedule s;
   kt_timeline t;
   if (step_of(p, m, &s, &t)) exit(1);
-  kt_serve_live live = {.name = "bench", .schedule = &s, .grad_accum = 1, .steps = reps};
+  kt_serve_live live = {.name = "bench", .schedule = &s, .grad_accum = 1,
+                        .predict = kt_train_predict, .steps = reps};
   kt_serve_config c;
   kt_serve_default_config(&c);
   c.port = 0;

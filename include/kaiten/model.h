@@ -119,18 +119,22 @@ void kt_chunk_zero_grad(kt_chunk *c);
 /* ---- the BLAS every matmul goes through (OpenBLAS) ----------------------------
  * Process-wide settings: the program chooses them (kt_session does through its
  * blas_threads, kt_calibrate_compute sets one thread); nothing else in the
- * library does. */
+ * library does. OpenBLAS is opened when first needed (kt_chunk_create or a
+ * call below), never by a program that multiplies no matrix: loading it
+ * starts its threads. */
 
-/* Where OpenBLAS fell back to pre-AVX2 kernels on a CPU it does not know
- * (and OPENBLAS_CORETYPE is unset), has it use the fastest kernels this CPU
- * runs (SkylakeX with AVX-512, Haswell with AVX2+FMA). Call it at the start
- * of main, before any thread exists. Returns the kernels in use. */
+/* Loads OpenBLAS and, where it fell back to pre-AVX2 kernels on a CPU it
+ * does not know (and OPENBLAS_CORETYPE is unset), has it use the fastest
+ * kernels this CPU runs (SkylakeX with AVX-512, Haswell with AVX2+FMA).
+ * A program that multiplies matrices calls it first, before any thread
+ * exists. Returns the kernels in use. */
 const char *kt_blas_choose_core(void);
 /* Threads OpenBLAS uses for one matmul (every caller's: process-wide). */
 void kt_blas_set_threads(int n);
 /* The OpenBLAS threads a matrix product may use now (process-wide). */
 int kt_blas_threads(void);
-/* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...);
+/* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...,
+ * "unavailable" when OpenBLAS cannot be loaded: kt_chunk_create says why);
  * *chosen_by_kaiten (when non-NULL) receives the core kt_blas_choose_core
  * chose in place of OpenBLAS's own fallback, or NULL. */
 const char *kt_blas_core(const char **chosen_by_kaiten);

@@ -179,6 +179,19 @@ void kt_compare_row_fill(kt_compare_row *r, const kt_sim_info *info, const kt_si
 void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_per_unit,
                             kt_buf *b);
 
+/* A training run's traced step (times in seconds). */
+typedef struct {
+  const kt_schedule *schedule;
+  const kt_timeline *measured, *predicted;
+  const kt_metrics *predicted_metrics;
+  const kt_costs *calibrated; /* the costs the prediction ran on */
+} kt_run_timelines;
+/* A run directory's timeline.json (the measured and the predicted step,
+ * each as kt_render_sim_json writes a simulation) and trace.json (the
+ * measured step as a Chrome trace): what kt_session_params.render_timelines
+ * takes. Out of memory: timeline->failed or trace->failed. */
+void kt_render_run_timelines(const kt_run_timelines *t, kt_buf *timeline, kt_buf *trace);
+
 /* Event label: "F3" (V = 1) or "5F3" (V > 1, stage included). */
 int kt_event_label(const kt_event *e, int chunks, char *buf, size_t n);
 

@@ -169,6 +169,16 @@ kt_status kt_runtime_flush(kt_runtime *rt, kt_error *err);
  * local update: the period of a run in steady state. */
 kt_status kt_runtime_complete(kt_runtime *rt, kt_step_result *res, kt_error *err);
 
+/* Steps on worker threads (every rank in this process): while the caller
+ * waits in kt_runtime_complete, poll(ctx) is asked every 50 ms whether to
+ * stop; when it says so, the submitted steps no worker began are taken
+ * back (the last one left, when it runs ahead, gets its flush).
+ * kt_runtime_retracted then says how many were, and the first one's step
+ * (and forgets them). With one local rank (MPI) steps run as they are
+ * submitted and none is ever taken back. */
+void kt_runtime_set_poll(kt_runtime *rt, int (*poll)(void *ctx), void *ctx);
+int kt_runtime_retracted(kt_runtime *rt, int *first_step);
+
 /* The measured timeline of the last step for replica 0's pipeline ranks
  * (times in seconds from the step start; memory = activation bytes held).
  * Only ranks local to this process have events. */

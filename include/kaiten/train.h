@@ -8,6 +8,7 @@
 
 #include "kaiten/checkpoint.h"
 #include "kaiten/generators.h"
+#include "kaiten/report.h"
 #include "kaiten/rundir.h"
 #include "kaiten/runtime.h"
 #include "kaiten/sim.h"
@@ -95,6 +96,10 @@ typedef struct {
    * (its last step, validations): e.g. a checkpoint after it. Every rank
    * must answer alike. */
   int (*barrier_at)(void *ctx, int step);
+  /* Optional, every rank in this process: asked while a step runs whether
+   * to stop (non-zero); the steps queued that no rank began are then not
+   * run (kt_runtime_set_poll). */
+  int (*should_stop)(void *ctx);
 } kt_train_config;
 
 typedef struct {
@@ -292,6 +297,10 @@ typedef struct {
    * back on) */
   int keep_checkpoints;
   const char *save_init;        /* a checkpoint of the starting weights, written first (NULL: none) */
+  /* Renders the run directory's timeline.json and trace.json:
+   * kt_render_run_timelines (kaiten/report.h), handed in so that the
+   * training runtime links no renderer. NULL: neither file is written. */
+  void (*render_timelines)(const kt_run_timelines *t, kt_buf *timeline, kt_buf *trace);
   /* ---- callbacks, with ctx ---- */
   /* After every step, on every rank. Non-zero asks to stop, as should_stop. */
   int (*on_step)(void *ctx, const kt_train_progress *p);

@@ -160,7 +160,7 @@ static int read_costs(const cli_args *a, kt_costs *c) {
   if (check_comm_flags(a)) return 2;
   const char *file = cli_get(a, "costs");
   kt_status st;
-  if (file && (st = cli_costs_file(c, file, &err))) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
+  if (file && (st = kt_costs_load_json(c, file, &err))) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
   static const char *const fields[] = {"tf", "tb", "tw", "tu", "mem-act", "mem-wgrad"};
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
     const char *v = cli_get(a, fields[i]);

@@ -39,6 +39,9 @@ typedef struct {
   const cli_opt *opts;
   int n_opts;
   int (*run)(cli_args *a);
+  /* multiplies matrices: main loads OpenBLAS and chooses its kernels
+   * before run, while the process has one thread (kt_blas_choose_core) */
+  int linear_algebra;
 } cli_command;
 
 /* Returns 0 when parsed, 2 on a usage error (message printed), 1 when help
@@ -100,10 +103,6 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_read_costs(const cli_args *a, kt_costs *c);
 /* --step-sync into *sync (left as it is when not given). Exit code. */
 int cli_step_sync(const cli_args *a, kt_step_sync *sync);
-/* Reads a JSON cost file (--costs) into c: kt_costs_load_json
- * (src/cli/costs_file.c). The lean `kaiten` (src/cli/front.c), which links
- * no JSON reader, runs kaiten-full instead. */
-kt_status cli_costs_file(kt_costs *c, const char *path, kt_error *err);
 /* "rank" or "stage" (--per-stage). */
 const char *cli_cost_basis(const cli_args *a);
 /* The stage costs of a schedule with v chunks per rank from the costs as

@@ -324,4 +324,5 @@ const cli_command cli_cmd_train = {
     .opts = train_opts_table,
     .n_opts = sizeof train_opts_table / sizeof *train_opts_table,
     .run = run_train,
+    .linear_algebra = 1,
 };

@@ -288,7 +288,7 @@ int train_session(train_opts *o) {
   if (!rc && o->schedule_file) rc = load_schedule_file(&r);
   if (!rc) {
     o->sp.on_step = on_step, o->sp.should_stop = should_stop, o->sp.on_note = on_note;
-    o->sp.on_ready = on_ready;
+    o->sp.on_ready = on_ready, o->sp.render_timelines = kt_render_run_timelines;
     o->sp.ctx = &r;
     kt_error err = {{0}};
     kt_status st = kt_session_open(&o->sp, &r.ss, &err);

@@ -354,3 +354,26 @@ void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_p
   }
   kt_buf_puts(b, "\n]}\n");
 }
+
+void kt_render_run_timelines(const kt_run_timelines *t, kt_buf *timeline, kt_buf *trace) {
+  const kt_schedule *sc = t->schedule;
+  kt_metrics mm;
+  if (kt_timeline_metrics(t->measured, &mm, NULL)) {
+    timeline->failed = 1;
+    return;
+  }
+  /* measured and predicted in the sim JSON format, side by side */
+  kt_sim_info info = {.schedule = sc->name, .p = sc->p, .v = sc->v, .m = sc->m,
+                      .placement = kt_placement_name(sc->placement), .closed_form = -1,
+                      .messages = kt_schedule_messages(sc)};
+  kt_buf_puts(timeline, "{\"measured\":");
+  kt_render_sim_json(&info, &mm, t->measured, timeline);
+  kt_buf_puts(timeline, ",\"predicted\":");
+  info.costs = t->calibrated;
+  kt_render_sim_json(&info, t->predicted_metrics, t->predicted, timeline);
+  kt_buf_puts(timeline, "}\n");
+  kt_metrics_free(&mm);
+  char title[96];
+  snprintf(title, sizeof title, "kaiten train %s P=%d M=%d (measured)", sc->name, sc->p, sc->m);
+  kt_render_chrome_trace(t->measured, title, 1e6, trace);
+}

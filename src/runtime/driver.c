@@ -5,8 +5,10 @@
  * rank 0 gathers replica 0's timelines of each step (the others send
  * theirs at the end of their step, so no rank waits for rank 0). */
 #define _GNU_SOURCE /* pthread_setaffinity_np */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <time.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +117,7 @@ static void order_done(kt__worker *w, const kt__order *o, kt_status st) {
   pthread_mutex_lock(&rt->lock);
   if (st && !w->status) w->status = st;
   w->next_order++;
+  w->began = 0;
   pthread_cond_broadcast(&rt->done);
   pthread_mutex_unlock(&rt->lock);
 }
@@ -142,6 +145,7 @@ static void *worker_loop(void *arg) {
     if (rt->shutdown) break;
     kt__order o = rt->orders[w->next_order % KT__RING];
     int failed = w->status != KT_OK;
+    w->began = 1;
     pthread_mutex_unlock(&rt->lock);
     kt_status st = failed ? w->status : kt__worker_order(w, &o, &w->err);
     order_done(w, &o, failed ? KT_OK : st);
@@ -256,6 +260,64 @@ kt_status kt_runtime_flush(kt_runtime *rt, kt_error *err) {
   return post(rt, &o, err);
 }
 
+/* A stop asked for while steps are queued (lock held): the orders no
+ * worker began are taken back, and when the last one left is a step that
+ * runs ahead a flush follows it (its check). Only with worker threads:
+ * every worker reads the orders under the lock, so all of them see the
+ * same ones. */
+static void retract(kt_runtime *rt) {
+  int first = rt->completed; /* the first order some worker has not finished */
+  for (int i = 0; i < rt->n_local; i++) {
+    int at = rt->workers[i].next_order + rt->workers[i].began;
+    if (at > first) first = at;
+  }
+  int n = 0;
+  for (int q = first; q < rt->submitted; q++)
+    if (!rt->orders[q % KT__RING].flush) {
+      if (!n++) rt->retract_step = rt->orders[q % KT__RING].step;
+    }
+  if (!n) return;
+  rt->submitted = first;
+  rt->retracted += n;
+  if (chained(rt)) { /* the step left last ran ahead: its check */
+    kt__order f = {.flush = 1, .seq = rt->submitted, .submitted = kt_now()};
+    rt->orders[rt->submitted % KT__RING] = f;
+    rt->submitted++;
+  }
+  pthread_cond_broadcast(&rt->wake);
+}
+
+void kt_runtime_set_poll(kt_runtime *rt, int (*poll)(void *ctx), void *ctx) {
+  rt->poll = poll, rt->poll_ctx = ctx;
+}
+
+int kt_runtime_retracted(kt_runtime *rt, int *first_step) {
+  pthread_mutex_lock(&rt->lock);
+  int n = rt->retracted;
+  if (first_step) *first_step = rt->retract_step;
+  rt->retracted = 0;
+  pthread_mutex_unlock(&rt->lock);
+  return n;
+}
+
+/* Waits for the workers (lock held); with a poll, wakes every 50 ms to ask
+ * it whether to stop, and takes back the steps no worker began. */
+static void wait_or_poll(kt_runtime *rt) {
+  if (!rt->poll) {
+    pthread_cond_wait(&rt->done, &rt->lock);
+    return;
+  }
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += 50 * 1000 * 1000;
+  if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+  if (pthread_cond_timedwait(&rt->done, &rt->lock, &until) != ETIMEDOUT) return;
+  pthread_mutex_unlock(&rt->lock);
+  int stop = rt->poll(rt->poll_ctx);
+  pthread_mutex_lock(&rt->lock);
+  if (stop) retract(rt);
+}
+
 /* Waits until every local worker validated the order's step, or one failed. */
 static kt_status wait_valid(kt_runtime *rt, const kt__order *o, kt_error *err) {
   int slot = o->seq % KT__RING, step = o->step;
@@ -269,17 +331,25 @@ static kt_status wait_valid(kt_runtime *rt, const kt__order *o, kt_error *err) {
       stuck |= !ok && w->next_order == rt->submitted; /* nothing left that would validate it */
     }
     const kt__worker *failed = root_failure(rt);
-    if (failed) {
+    if (failed && idle(rt)) { /* every worker is out of its orders (the transport fails fast) */
       pthread_mutex_unlock(&rt->lock);
       return kt_fail(err, failed->status, "%s", failed->err.msg);
     }
+    if (failed) {
+      pthread_cond_wait(&rt->done, &rt->lock);
+      continue;
+    }
     if (valid) break;
+    if (o->seq >= rt->submitted) { /* taken back while it waited: never ran */
+      pthread_mutex_unlock(&rt->lock);
+      return kt_fail(err, KT_EINVAL, "step %d was taken back (a stop)", step + 1);
+    }
     if (stuck) {
       pthread_mutex_unlock(&rt->lock);
       return kt_fail(err, KT_EINVAL, "step %d ran ahead of its check and nothing followed it: "
                                      "submit the next step or flush first", step + 1);
     }
-    pthread_cond_wait(&rt->done, &rt->lock);
+    wait_or_poll(rt);
   }
   pthread_mutex_unlock(&rt->lock);
   return KT_OK;

@@ -67,6 +67,11 @@ struct kt_runtime {
   int last_speculated; /* it was followed without a barrier */
   int64_t bytes_mark;   /* local traffic when the last step completed */
   double comm_mark;
+  /* a stop asked for while the caller waits (kt_runtime_set_poll): the
+   * steps no worker began were taken back (retracted, from retract_step) */
+  int (*poll)(void *ctx);
+  void *poll_ctx;
+  int retracted, retract_step;
   /* persistent worker threads (more than one local rank) */
   pthread_t *threads;
   int n_threads, shutdown;
@@ -112,6 +117,7 @@ struct kt__worker {
   int step, update;
   const kt_microbatch *data;
   int next_order;          /* the next order this worker runs (driver.c) */
+  int began;               /* it began order next_order (driver.c, lock held) */
   kt_status status;
   kt_error err;
   /* non-finite values this step: per chunk, its forward output (or loss) */

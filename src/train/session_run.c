@@ -136,11 +136,22 @@ static int on_step(void *ctx, const kt_train_progress *tp) {
    * the request goes to every rank with the one after it (the trainer
    * carries it), and what every rank agreed on comes back with a step */
   int was = s->stop;
-  if (!was) s->stop = p.barrier ? kt__session_agree(s, request) : p.agreed;
-  if (s->stop > 0 && !was)
+  if (!was) s->stop = p.barrier || !s->p.use_mpi ? kt__session_agree(s, request) : p.agreed;
+  if (s->stop > 0 && !was && p.barrier)
     kt__session_note(s, KT_NOTE_STOPPING, NULL, s->stop, "every rank stops after step %d (reason %d)",
-                     p.step + 1 + !p.barrier, s->stop);
+                     p.step + 1, s->stop);
+  else if (s->stop > 0 && !was)
+    kt__session_note(s, KT_NOTE_STOPPING, NULL, s->stop,
+                     "every rank stops after the steps under way, from step %d (reason %d)",
+                     p.step + 1, s->stop);
   return p.barrier ? s->stop != 0 : request;
+}
+
+/* Asked while a step runs (kt_train_config.should_stop): the caller's
+ * request, or a failure noted. */
+static int poll_stop(void *ctx) {
+  kt_session *s = ctx;
+  return s->fail_status || (s->p.should_stop && s->p.should_stop(s->p.ctx));
 }
 
 /* The end of the run: the final checkpoint (collective under MPI), then on
@@ -191,7 +202,8 @@ kt_status kt_session_run(kt_session *s, kt_error *err) {
                         .steps = s->p.steps, .val_every = s->p.val_every,
                         .val_batches = s->p.val_batches, .data = s->data ? s->data : s->p.data,
                         .on_step = on_step, .ctx = s, .skip_nonfinite = s->p.skip_nonfinite,
-                        .links = s->links, .barrier_at = checkpoint_at};
+                        .links = s->links, .barrier_at = checkpoint_at,
+                        .should_stop = poll_stop};
   kt_train_result *res = &s->result.train;
   st = kt_train_run(s->rt, &tc, res, err);
   if (!st && s->fail_status) st = s->fail_status, *err = s->fail_err;

@@ -466,7 +466,9 @@ static kt_status take(run_loop *L, const kt_step_result *res, kt_error *err) {
     p.val_loss = out->last_val_loss;
   }
   int request = cfg->on_step ? cfg->on_step(cfg->ctx, &p) : 0;
-  if (p.barrier) L->stopping |= request != 0; /* agreed already (kt_train_progress.barrier) */
+  /* agreed already at a barrier (kt_train_progress.barrier), and with every
+   * rank here; else every rank learns it with a later step */
+  if (p.barrier || kt_runtime_all_local(L->rt)) L->stopping |= request != 0;
   else L->vote = request;
   return KT_OK;
 }
@@ -490,11 +492,15 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
   kt_timeline_init(&L.last, rc->schedule->p, "s", "B");
   kt_status st = KT_OK;
   if (!out->losses || !fed || !L.step_s) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  if (cfg->should_stop && kt_runtime_all_local(rt)) kt_runtime_set_poll(rt, cfg->should_stop, cfg->ctx);
   if (!st && L.next < cfg->steps) st = submit_next(&L, err);
   while (!st && L.taken < L.next - cfg->first_step) {
     kt_step_result res;
     if (!(st = follow(&L, err))) st = kt_runtime_complete(rt, &res, err);
-    if (st) break;
+    int first, back = kt_runtime_retracted(rt, &first);
+    if (back) L.next = first, L.ahead = 0, L.stopping = 1; /* a stop: the steps not begun */
+    if (st && back && L.taken == L.next - cfg->first_step) st = KT_OK; /* this one was taken back */
+    if (st || L.taken == L.next - cfg->first_step) break;
     L.taken++;
     if (!res.cancelled) st = take(&L, &res, err);
     if (!st && !L.ahead && !L.stopping && L.next < cfg->steps && L.taken == L.next - cfg->first_step)
@@ -503,6 +509,7 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
   if (!st && out->n_losses > 0)
     st = summarise(rt, cfg, &L.last, L.step_s, L.total_seconds / out->n_losses, L.samples, L.tps,
                    out, err);
+  kt_runtime_set_poll(rt, NULL, NULL);
   for (int i = 0; i < KT_STEPS_AHEAD; i++) free(L.mbs[i]);
   free(L.step_s);
   kt_timeline_free(&L.last);
