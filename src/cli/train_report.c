@@ -155,8 +155,8 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *
   kt_buf_printf(b, "\nlast step, measured:  period %8.2f ms  makespan %8.2f ms  bubble %5.1f%%\n",
                 1e3 * r->measured.period, 1e3 * r->measured.makespan,
                 100 * r->measured.bubble_ratio);
-  kt_buf_printf(b, "predicted (simulator, costs calibrated on that step): period %8.2f ms  "
-                   "makespan %8.2f ms  bubble %5.1f%%\n",
+  kt_buf_printf(b, "predicted (costs calibrated on it):  period %8.2f ms  makespan %8.2f ms  "
+                   "bubble %5.1f%%\n",
                 1e3 * r->predicted.period, 1e3 * r->predicted.makespan,
                 100 * r->predicted.bubble_ratio);
   kt_buf_printf(b, "period = a step under step sync %s (docs/runtime.md); makespan = one step "
@@ -185,8 +185,8 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *
                   o->sp.cluster, 1e3 * r->predicted_step_seconds, 1e3 * r->predicted_sync_seconds,
                   1e3 * r->median_step_seconds, 1e3 * r->measured_sync_seconds,
                   1e3 * r->tail_seconds, r->median_step_seconds / r->predicted_step_seconds);
-  kt_buf_printf(b, "throughput: %.0f tokens/s steady (median step %.1f ms after the first, "
-                   "predicted %.1f ms), %.0f over all\n",
+  kt_buf_printf(b, "throughput: %.0f tokens/s steady (median step %.1f ms, predicted %.1f), %.0f "
+                   "over all\n",
                 r->steady_tokens_per_s, 1e3 * r->median_step_seconds,
                 1e3 * r->predicted_step_seconds, r->tokens_per_s);
 }
