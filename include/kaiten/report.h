@@ -183,7 +183,9 @@ void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_p
 typedef struct {
   const kt_schedule *schedule;
   const kt_timeline *measured, *predicted;
-  const kt_metrics *predicted_metrics;
+  /* the measured step's metrics with its period (NULL: the timeline's own,
+   * its period its makespan), the prediction's */
+  const kt_metrics *measured_metrics, *predicted_metrics;
   const kt_costs *calibrated; /* the costs the prediction ran on */
 } kt_run_timelines;
 /* A run directory's timeline.json (the measured and the predicted step,

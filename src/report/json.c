@@ -367,6 +367,7 @@ void kt_render_run_timelines(const kt_run_timelines *t, kt_buf *timeline, kt_buf
                       .placement = kt_placement_name(sc->placement), .closed_form = -1,
                       .messages = kt_schedule_messages(sc)};
   kt_buf_puts(timeline, "{\"measured\":");
+  if (t->measured_metrics) kt_metrics_set_period(&mm, t->measured_metrics->period, t->measured_metrics->step_sync);
   kt_render_sim_json(&info, &mm, t->measured, timeline);
   kt_buf_puts(timeline, ",\"predicted\":");
   info.costs = t->calibrated;

@@ -102,7 +102,8 @@ static void render(kt_server *s, serve_record *r) {
   }
   kt_buf msg;
   kt_buf_init(&msg);
-  kt__serve_timeline_msg(&msg, s->live, r->step.step, m, &pred, c, s->sched.v);
+  double periods[2] = {r->step.seconds, NAN}; /* the step as it ran */
+  kt__serve_timeline_msg(&msg, s->live, r->step.step, m, &pred, c, periods, s->sched.v);
   kt__serve_publish_timeline(s, s->live, &msg);
   kt_buf_free(&msg);
   kt_timeline_free(&pred);

@@ -69,7 +69,8 @@ kt_status kt__session_write_timelines(kt_session *s, kt_error *err) {
   kt_buf_init(&trace);
   const kt_train_result *r = &s->result.train;
   kt_run_timelines t = {.schedule = &s->sched, .measured = &r->measured_timeline,
-                        .predicted = &r->predicted_timeline, .predicted_metrics = &r->predicted,
+                        .predicted = &r->predicted_timeline, .measured_metrics = &r->measured,
+                        .predicted_metrics = &r->predicted,
                         .calibrated = &r->calibrated};
   s->p.render_timelines(&t, &tl, &trace);
   kt_status st = kt_rundir_write_file(s->rd, KT_RUNDIR_TIMELINE, &tl, err); /* ENOMEM if it failed */
