@@ -122,6 +122,11 @@ static void order_done(kt__worker *w, const kt__order *o, kt_status st) {
   pthread_mutex_unlock(&rt->lock);
 }
 
+void kt__step_out_begin(kt__worker *w, const kt__order *o) {
+  if (!o->flush)
+    w->out[o->seq % KT__RING] = (kt__step_out){.seq = o->seq, .step = o->step, .begin = kt_now()};
+}
+
 void kt__worker_validated(kt__worker *w, kt__step_out *out) {
   pthread_mutex_lock(&w->rt->lock);
   out->valid = 1;
@@ -146,6 +151,7 @@ static void *worker_loop(void *arg) {
     kt__order o = rt->orders[w->next_order % KT__RING];
     int failed = w->status != KT_OK;
     w->began = 1;
+    kt__step_out_begin(w, &o);
     pthread_mutex_unlock(&rt->lock);
     kt_status st = failed ? w->status : kt__worker_order(w, &o, &w->err);
     order_done(w, &o, failed ? KT_OK : st);
@@ -241,6 +247,7 @@ static kt_status post(kt_runtime *rt, const kt__order *o, kt_error *err) {
   if (rt->threads) return KT_OK;
   kt__worker *w = &rt->workers[0]; /* one local rank: it runs here */
   const kt__order *mine = &rt->orders[w->next_order % KT__RING];
+  kt__step_out_begin(w, mine);
   st = w->status ? w->status : kt__worker_order(w, mine, &w->err);
   order_done(w, mine, st);
   return st ? kt_fail(err, st, "%s", w->err.msg) : KT_OK;
@@ -355,19 +362,6 @@ static kt_status wait_valid(kt_runtime *rt, const kt__order *o, kt_error *err) {
   return KT_OK;
 }
 
-/* Bytes sent and seconds in send or wait so far, over this process's workers
- * (the transports count from their start; a step's share is a difference). */
-static void local_traffic(kt_runtime *rt, int64_t *bytes, double *seconds) {
-  *bytes = 0, *seconds = 0;
-  for (int i = 0; i < rt->n_local; i++) {
-    int64_t b;
-    double send_s, wait_s;
-    kt_transport_stats(rt->workers[i].t, &b, &send_s, &wait_s);
-    *bytes += b;
-    *seconds += send_s + wait_s;
-  }
-}
-
 /* Pinned ranks keep a core each while nothing else wants it: once one
  * waited for its core over 5% of a step (another program busy there),
  * the kernel balances them for the rest of the run. Pinned beside one
@@ -413,9 +407,11 @@ static void fill_result(kt_runtime *rt, const kt__order *o, kt_step_result *res)
   res->seconds = done - from;
   rt->last_done = done;
   rt->last_speculated = o->speculate;
-  int64_t bytes;
-  double comm;
-  local_traffic(rt, &bytes, &comm);
+  /* the local transports' counters at the step's end, less the last step's */
+  int64_t bytes = 0;
+  double comm = 0;
+  for (int i = 0; i < rt->n_local; i++)
+    bytes += rt->workers[i].out[slot].bytes_sent, comm += rt->workers[i].out[slot].comm_seconds;
   res->bytes_sent = bytes - rt->bytes_mark, res->comm_seconds = comm - rt->comm_mark;
   rt->bytes_mark = bytes, rt->comm_mark = comm;
 }

@@ -40,6 +40,8 @@ typedef struct {
   int waited;    /* its update waited for its check (under a barrier, or clipped before) */
   int vote;      /* the winner of the stop requests it carried (kt__stop_winner) */
   double begin, done; /* kt_now(): the order's start, its update's end */
+  int64_t bytes_sent;  /* the worker's transport since its start, at the step's end */
+  double comm_seconds;
   double sync_seconds, tail_seconds;
 } kt__step_out;
 
@@ -168,6 +170,8 @@ void kt__step_free(kt__worker *w);
 int kt__stop_winner(const int *votes, int n);
 
 /* ---- the driver (driver.c) ---- */
+/* A step order's figures before it runs (the lock held while threads run). */
+void kt__step_out_begin(kt__worker *w, const kt__order *o);
 /* Marks slot's step validated on this worker (wakes whoever waits for it). */
 void kt__worker_validated(kt__worker *w, kt__step_out *out);
 /* Stops and joins the worker threads. */

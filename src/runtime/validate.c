@@ -293,6 +293,9 @@ kt_status kt__step_end(kt__worker *w, const kt__order *o, kt_error *err) {
   out->sync_seconds += sync;
   out->tail_seconds = out->done - t0 - sync;
   out->waited = !ahead;
+  double send_s, wait_s;
+  kt_transport_stats(w->t, &out->bytes_sent, &send_s, &wait_s);
+  out->comm_seconds = send_s + wait_s;
   if (!ahead) kt__worker_validated(w, out);
   return KT_OK;
 }

@@ -429,8 +429,7 @@ kt_status kt__worker_order(kt__worker *w, const kt__order *o, kt_error *err) {
   int slot = o->seq % KT__RING;
   w->step = o->step, w->update = o->update, w->data = o->data;
   w->events = &w->ev[slot];
-  kt__step_out *out = &w->out[slot];
-  *out = (kt__step_out){.seq = o->seq, .step = o->step, .begin = kt_now()};
+  kt__step_out *out = &w->out[slot]; /* begun by the driver (kt__step_out_begin) */
   /* the step's clocks from its start: the thread's CPU time and run delay */
   w->ready_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
   kt_status st = KT_OK;
