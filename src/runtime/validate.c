@@ -217,21 +217,26 @@ static kt_status check_pending(kt__worker *w, int *redo, kt_error *err) {
   kt__step_out *out = &w->out[w->pending % KT__RING];
   int step = out->step;
   double sync = 0;
-  /* a rank that waited at the step's end read the records then */
+  /* a rank that waited at the step's end read the records then, and its
+   * figures are out already (the caller may be reading them: the same
+   * figures go to a copy) */
   kt_status st = w->pending_own ? collect_records(w, w->pending, &sync, err) : KT_OK;
+  kt__step_out copy, *fig = out->valid ? &copy : out;
   int speculated;
-  if (!st && figures(w, step, out, &speculated)) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!st && figures(w, step, fig, &speculated)) st = kt_fail(err, KT_ENOMEM, "out of memory");
   if (st) return st;
-  out->sync_seconds += sync;
-  float clip = clip_of(w->rt, out->grad_norm);
-  int wrong = out->nonfinite || clip != 1.0f;
+  float clip = clip_of(w->rt, fig->grad_norm);
+  int wrong = fig->nonfinite || clip != 1.0f;
   if (wrong && w->pending_own) { /* its gradients: the copy (the chunks hold the next step's) */
     keep_copy(w, 1);
-    if (!out->nonfinite) kt__step_update(w, step, clip, w->keep_grads);
+    if (!fig->nonfinite) kt__step_update(w, step, clip, w->keep_grads);
   }
   *redo = wrong && speculated;
   w->pending = -1;
-  if (!out->valid) kt__worker_validated(w, out);
+  if (!out->valid) {
+    out->sync_seconds += sync;
+    kt__worker_validated(w, out);
+  }
   return KT_OK;
 }
 
