@@ -159,6 +159,10 @@ void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_t
   kt_buf_json_string(b, m->step_sync >= 0 ? kt_step_sync_name((kt_step_sync)m->step_sync) : "none");
   kt_buf_puts(b, ",\"span\":");
   kt_buf_json_number(b, m->span);
+  if (m->step_sync == KT_STEP_OVERLAP) { /* post-validation: a wrong update runs the next step again */
+    kt_buf_puts(b, ",\"rollback_cost\":");
+    kt_buf_json_number(b, m->period);
+  }
   kt_buf_puts(b, ",\"bubble_ratio\":");
   kt_buf_json_number(b, m->bubble_ratio);
   kt_buf_puts(b, ",\"closed_form_bubble\":");
