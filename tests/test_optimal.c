@@ -1,5 +1,5 @@
 /* The exact search (kt_gen_optimal) and the lower bound
- * (kt_makespan_lower_bound):
+ * (kt_gen_lower_bound):
  * - on tiny problems, every order there is (any micro-batch order on every
  *   rank, a simulator of this file's own; a third of them with a send
  *   overhead): the search's optimum is their least makespan and the bound
@@ -147,7 +147,7 @@ static void check_tiny(int p, int m, int trials) {
     kt_schedule layout;
     kt_schedule_init(&layout, p, 1, m, KT_PLACEMENT_LOOP, &err);
     double lb = 0;
-    CHECK(kt_makespan_lower_bound(&layout, &c, t.limit, 0, &lb, NULL, &err) == KT_OK);
+    CHECK(kt_gen_lower_bound(&layout, &c, t.limit, 0, &lb, NULL, &err) == KT_OK);
     CHECK_MSG(lb <= best + 1e-9 * (1 + best), "P=%d M=%d trial %d: bound %.9g above the best %.9g",
               p, m, trial, lb, best);
     kt_status st = kt_gen_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err);
@@ -242,7 +242,7 @@ static void check_random_orders(int p, int v, int m, int problems, int orders) {
     kt__opt_problem pb;
     CHECK(kt__opt_problem_init(&pb, &s, &c, limit, 1, &err) == KT_OK);
     double lb;
-    CHECK(kt_makespan_lower_bound(&s, &c, limit, 0, &lb, NULL, &err) == KT_OK);
+    CHECK(kt_gen_lower_bound(&s, &c, limit, 0, &lb, NULL, &err) == KT_OK);
     kt_gen_params params = {.p = p, .m = m, .v = v, .costs = &c, .mem_limit = limit};
     kt_optimal_opts o = {.time_limit = 2};
     kt_schedule best;
@@ -333,8 +333,8 @@ static void check_searched_bound(const corpus_row *r, const kt_schedule *s, doub
   double analytic, searched;
   kt_error err;
   int exact = 0;
-  CHECK(kt_makespan_lower_bound(s, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
-  CHECK(kt_makespan_lower_bound(s, &r->c, r->limit, -1, &searched, &exact, &err) == KT_OK);
+  CHECK(kt_gen_lower_bound(s, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
+  CHECK(kt_gen_lower_bound(s, &r->c, r->limit, -1, &searched, &exact, &err) == KT_OK);
   CHECK_MSG(searched >= analytic - 1e-12 && searched <= r->optimum + 1e-9 * (1 + r->optimum),
             "corpus row %d: searched bound %.12g (analytic %.12g, optimum %.12g)", r->id,
             searched, analytic, r->optimum);
@@ -392,11 +392,11 @@ static void check_corpus_row(corpus_row *r) {
   kt__opt_problem_free(&pb);
   double analytic, printed;
   int exact = 0;
-  CHECK(kt_makespan_lower_bound(&layout, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
+  CHECK(kt_gen_lower_bound(&layout, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
   CHECK_MSG(analytic <= r->optimum + 1e-9 * (1 + r->optimum), "corpus row %d: bound %.12g above "
             "the optimum %.12g", r->id, analytic, r->optimum);
   if (r->uniform) { /* the bound sim prints (its search on small problems) */
-    CHECK(kt_makespan_lower_bound(&layout, &r->c, r->limit, 20000, &printed, &exact, &err) == KT_OK);
+    CHECK(kt_gen_lower_bound(&layout, &r->c, r->limit, 20000, &printed, &exact, &err) == KT_OK);
     CHECK_MSG(fabs(printed - r->optimum) <= 1e-9 * (1 + r->optimum) && exact,
               "corpus row %d (uniform costs): bound %.12g, optimum %.12g", r->id, printed, r->optimum);
   }

@@ -401,7 +401,7 @@ static double heuristic_makespan(int p, int m, const kt_costs *c, double limit) 
   kt_metrics met;
   double ms = -1;
   static const kt__search_opts heur = {.lists = 1, .rounds = 1};
-  kt_status st = kt__zb_auto_build(&s, c, limit, &heur, 0, &err);
+  kt_status st = kt__zb_auto_build(&s, c, limit, &heur, 0, NULL, &err);
   if (!st) st = kt_simulate_metrics(&s, c, &met, &err);
   if (!st) ms = met.period, kt_metrics_free(&met);
   else fprintf(stderr, "zb-auto heuristic P=%d M=%d: %s\n", p, m, err.msg);

@@ -48,7 +48,7 @@ typedef struct {
   const char *closed_form_why; /* when there is none: why (one phrase), or NULL */
   size_t messages;
   /* A lower bound on the makespan of every order of this layout that stays
-   * within lower_bound_memory per rank (kt_makespan_lower_bound, or the
+   * within lower_bound_memory per rank (kt_gen_lower_bound, or the
    * exact search's); lower_bound_exact: it is the proven optimum.
    * has_lower_bound 0: none (lower_bound_why says why, or NULL). */
   int has_lower_bound, lower_bound_exact;
@@ -64,18 +64,13 @@ typedef struct {
   /* the closed-form peak memory (mem-act units) where exact, else < 0 */
   double closed_form_peak_memory;
   const char *closed_form_peak_memory_expr;
+  const char *stages; /* zb-auto, zbv-auto: the stages of its search that ran, or NULL */
 } kt_sim_info;
 
 /* ---- what every front end states about a simulation (describe.c) -------- */
 
 /* The exact search's schedule "optimal" among kinds (not a kt_gen_kind). */
 #define KT_SIM_OPTIMAL KT_SCHED_COUNT
-/* The exact search's nodes that may raise the lower bound of a searched
- * order (zb-auto, zbv-auto) on small problems when it is slower than the
- * analytic bound: a tenth of a second or so (about 10^5 nodes a second);
- * the uniform-cost rows of the corpus close within 7,000. */
-#define KT_BOUND_SEARCH_NODES 20000
-
 /* How a schedule was made. */
 typedef struct {
   int kind;         /* its generator (kt_gen_kind), KT_SIM_OPTIMAL, or -1: a file */
@@ -83,17 +78,15 @@ typedef struct {
                        under (kt_gen_mem_limit, mem-act units); < 0: none */
   const kt_optimal_result *optimal; /* KT_SIM_OPTIMAL: the search's result */
   double time_limit;                /* KT_SIM_OPTIMAL: its time limit (<= 0: 10 s) */
-  int no_bound;                     /* 1: leave the lower bound out (nobody reads it) */
+  const kt_gen_bound *bound;        /* its lower bound (kt_gen_bound_of); NULL: none stated */
 } kt_sim_origin;
 
 /* Fills what info states about a simulation met (may be NULL: not run) of
  * s under the stage costs c beyond its shape, names and costs (the
  * caller's): the closed forms where exact (kt_gen_closed_forms); the
- * memory limit; the lower bound on s's layout within the limit its order
- * was searched under, else within its own peak memory, raised by the exact
- * search (up to KT_BOUND_SEARCH_NODES) for a searched order slower than the
- * analytic bound (kt_makespan_lower_bound); for "optimal" the search's own
- * figures and bound, and no formula. */
+ * memory limit; the lower bound o->bound (the caller's kt_gen_bound_of);
+ * for "optimal" the search's own figures and bound, and no formula. Only
+ * reads: nothing here simulates or searches. */
 void kt_sim_info_describe(kt_sim_info *info, const kt_sim_origin *o, const kt_schedule *s,
                           const kt_costs *c, const kt_metrics *met);
 

@@ -285,9 +285,10 @@ static void announce_search(const char *schedule, size_t actions, void *ctx) {
 }
 
 int cli_generate(const cli_args *a, kt_gen_kind kind, int p, int m, int v, const kt_costs *c,
-                 double mem_limit, kt_schedule *out, kt_error *err) {
+                 double mem_limit, kt_schedule *out, kt_gen_outcome *outcome, kt_error *err) {
   kt_gen_params params = {.p = p, .m = m, .v = v, .costs = c, .mem_limit = mem_limit,
-                          .thorough = cli_has(a, "thorough"), .on_long_search = announce_search};
+                          .thorough = cli_has(a, "thorough"), .on_long_search = announce_search,
+                          .outcome = outcome};
   kt_status st = kt_generate(kind, &params, out, err);
   return st ? kt_status_exit_code(st) : 0;
 }

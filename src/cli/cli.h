@@ -170,7 +170,7 @@ void cli_memory_model_line(const cli_args *a, const kt_costs *c, kt_buf *b);
  * zb-auto; --thorough in a: the thorough search); prints the reason and
  * returns the exit code on failure. */
 int cli_generate(const cli_args *a, kt_gen_kind kind, int p, int m, int v, const kt_costs *c,
-                 double mem_limit, kt_schedule *out, kt_error *err);
+                 double mem_limit, kt_schedule *out, kt_gen_outcome *outcome, kt_error *err);
 #define CLI_THOROUGH_OPT                                                                      \
   {"thorough", 0, NULL, "zb-auto, zbv-auto: the thorough search (every rule, a longer "       \
                         "refinement, a random walk): sometimes a faster order, at 10-1000x the time"}
