@@ -1,4 +1,4 @@
-# Every test carries the label of the module it tests, so `ctest -L sim`
+# The test index: every test carries the label of the module it tests, so `ctest -L sim`
 # runs the simulator's tests and a newcomer finds a module's tests by its
 # name (docs/testing.md has the table). Included after the other fragments:
 # labels are appended, never replacing `threads`, `fuzz` or `multihost`.
@@ -7,6 +7,7 @@ set(KT_TEST_MODULES
   "sim:test_sim test_sim_metrics test_step test_sim_scale test_sim_threads test_bubble test_closed_forms test_idle_split test_critical"
   "costs:test_links test_cost_basis"
   "generators:test_zero_bubble test_memory_schedules test_memory_cli test_oracles test_schedule_span test_optimal"
+  "request:test_request test_doors"
   "plan:test_plan_cli test_plan_memory test_plan_partition test_plan_property test_plan_search test_plan_spec"
   "nn:test_gpt_kernels test_gpt_model test_mlp_grad test_data test_kernel_codegen"
   "transport:test_transport test_doorbell test_inbox test_mpi test_multihost"

@@ -17,7 +17,6 @@ typedef struct {
   kt_session *ss;
   kt_session_info info;
   train_resume resume;
-  kt_schedule file_sched, file_program; /* --schedule-file */
   FILE *talk;         /* progress stream (NULL on MPI ranks other than 0) */
   int live;
   cli_live lv;
@@ -103,22 +102,6 @@ static void on_note(void *ctx, const kt_note *n) {
     case KT_NOTE_CHECKPOINT_SKIPPED: fprintf(stderr, "kaiten: warning: %s\n", n->text); break;
     default: fprintf(stderr, "kaiten: %s\n", n->text);
   }
-}
-
-static int load_schedule_file(train_run *r) {
-  train_opts *o = r->o;
-  char info[CLI_INFO_LEN];
-  cli_size_flag sizes[3] = {{"--stages", o->p_given, o->sp.p}, {"--chunks", o->v_given, o->sp.v},
-                            {"--microbatches", o->m_given, o->sp.m}};
-  int rc = cli_load_schedule_file(o->torch, o->schedule_file, sizes, &r->file_sched,
-                                  &r->file_program, info, sizeof info);
-  if (rc) return rc;
-  o->sp.schedule = &r->file_sched;
-  o->sp.program = r->file_program.ranks ? &r->file_program : NULL;
-  o->sp.p = r->file_sched.p, o->sp.v = r->file_sched.v, o->sp.m = r->file_sched.m;
-  const char *rank = getenv("OMPI_COMM_WORLD_RANK"); /* one line per job, not per process */
-  if (!rank || !strcmp(rank, "0")) fprintf(stderr, "kaiten: %s", info);
-  return 0;
 }
 
 /* mpirun without --transport mpi would start P*D independent runs writing
@@ -297,7 +280,6 @@ int train_session(train_opts *o) {
   train_run r = {.o = o};
   int rc = check_launch(o);
   if (!rc && o->sp.resume) rc = train_resume_setup(o, &r.resume);
-  if (!rc && o->schedule_file) rc = load_schedule_file(&r);
   if (!rc) {
     o->sp.on_step = on_step, o->sp.should_stop = should_stop, o->sp.on_note = on_note;
     o->sp.on_ready = on_ready, o->sp.render_timelines = kt_render_run_timelines;
@@ -309,8 +291,7 @@ int train_session(train_opts *o) {
   if (r.srv) kt_server_destroy(r.srv, "stopped", 0); /* the open failed after it started */
   kt_session_close(r.ss);
   if (o->sp.resume) train_resume_free(&r.resume);
-  kt_schedule_free(&r.file_sched);
-  kt_schedule_free(&r.file_program);
+  if (o->have_file) kt_result_free(&o->file);
   free(r.losses);
   return rc;
 }

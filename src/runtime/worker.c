@@ -66,11 +66,11 @@ static kt_status add_comm(kt__worker *w, const kt_action *a, int k, double start
  * and closes the RECV's event when the data is in. The tensor lands in buf
  * or stays where the transport holds it (*data, lent until *loan is given
  * back with kt_transport_release). */
-static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, kt_result r,
+static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, kt_output r,
                              int k, float *buf, size_t elems, const float **data, void **loan,
                              double *wait, kt_error *err) {
   int peer = kt__stage_world_rank(w->rt, from_stage, w->replica);
-  uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
+  uint64_t tag = kt_tag(r == KT_OUT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
   double runs0, runs1, t0 = kt_now(), cpu0 = kt_thread_cpu_now(), ready0 = ready_count(w, &runs0);
   kt_error sub;
   const void *got = buf;
@@ -93,7 +93,7 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
                    "watchdog: rank %d (stage %d) waited %g s at action %s for the %s from rank %d "
                    "(stage %d)",
                    w->world_rank, a->stage, kt_transport_timeout(w->t), at,
-                   r == KT_RESULT_F ? "activation" : "gradient", peer, from_stage);
+                   r == KT_OUT_F ? "activation" : "gradient", peer, from_stage);
   }
   if (st) return kt_fail(err, st, "%s", sub.msg);
   size_t ev = w->recv_event[SLOT(w, a->stage, a->mb, r)];
@@ -118,11 +118,11 @@ static kt_status keep(float **slot, const float *src, size_t elems, kt_error *er
 static kt_status take_input(kt__worker *w, const kt_action *a, int k, const float **in,
                             float **taken, void **loan, double *wait, kt_error *err) {
   int from;
-  kt_result need = kt_action_needs(a->op, a->stage, w->rt->S, &from);
+  kt_output need = kt_action_needs(a->op, a->stage, w->rt->S, &from);
   *in = NULL, *taken = NULL, *loan = NULL;
-  if (need == KT_RESULT_NONE || need == KT_RESULT_I || from == a->stage) return KT_OK;
+  if (need == KT_OUT_NONE || need == KT_OUT_I || from == a->stage) return KT_OK;
   kt_chunk *c = chunk_of(w, a->stage);
-  int fwd = need == KT_RESULT_F;
+  int fwd = need == KT_OUT_F;
   if (kt__stage_world_rank(w->rt, from, w->replica) == w->world_rank) {
     float **slot = fwd ? &w->act_handoff[PAIR(w, a->stage, a->mb)]
                        : &w->grad_handoff[PAIR(w, a->stage, a->mb)];
@@ -163,12 +163,12 @@ static int send_comes_next(const kt__worker *w, const kt_action *a, int send) {
  * inbox slot, a pooled message) when the result leaves the rank by a SEND
  * that comes next, so that SEND hands it over without a copy
  * (w->lent_out); the scratch buffer otherwise. */
-static float *result_buffer(kt__worker *w, const kt_action *a, kt_result r, float *scratch,
+static float *result_buffer(kt__worker *w, const kt_action *a, kt_output r, float *scratch,
                             size_t elems) {
-  int to = kt_result_consumer(r, a->stage, w->rt->S);
+  int to = kt_output_consumer(r, a->stage, w->rt->S);
   if (to < 0) return scratch;
   int dst = kt__stage_world_rank(w->rt, to, w->replica);
-  if (dst == w->world_rank || !send_comes_next(w, a, r == KT_RESULT_F ? KT_OP_SEND_F : KT_OP_SEND_B))
+  if (dst == w->world_rank || !send_comes_next(w, a, r == KT_OUT_F ? KT_OP_SEND_F : KT_OP_SEND_B))
     return scratch;
   w->lent_out = kt_transport_buffer(w->t, dst, elems * sizeof(float));
   return w->lent_out ? w->lent_out : scratch;
@@ -183,16 +183,16 @@ static void drop_result_buffer(kt__worker *w) {
 /* Hands a computed result to its consumer: kept for a stage on this rank,
  * put in the outbox for its SEND otherwise, or, when that SEND comes next
  * (send_comes_next), left in the compute buffer for it. */
-static kt_status give_output(kt__worker *w, const kt_action *a, kt_result r, const float *data,
+static kt_status give_output(kt__worker *w, const kt_action *a, kt_output r, const float *data,
                              size_t elems, kt_error *err) {
-  int to = kt_result_consumer(r, a->stage, w->rt->S);
+  int to = kt_output_consumer(r, a->stage, w->rt->S);
   if (to < 0) return KT_OK;
   if (kt__stage_world_rank(w->rt, to, w->replica) == w->world_rank) {
-    float **slot = r == KT_RESULT_F ? &w->act_handoff[PAIR(w, to, a->mb)]
+    float **slot = r == KT_OUT_F ? &w->act_handoff[PAIR(w, to, a->mb)]
                                     : &w->grad_handoff[PAIR(w, to, a->mb)];
     return keep(slot, data, elems, err);
   }
-  if (send_comes_next(w, a, r == KT_RESULT_F ? KT_OP_SEND_F : KT_OP_SEND_B)) {
+  if (send_comes_next(w, a, r == KT_OUT_F ? KT_OP_SEND_F : KT_OP_SEND_B)) {
     w->direct = data;
     w->direct_slot = SLOT(w, a->stage, a->mb, r);
     return KT_OK;
@@ -210,7 +210,7 @@ static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microba
   kt_status st = take_input(w, a, k, &in, &taken, &loan, wait, err);
   if (st) return st;
   double loss = 0;
-  float *out = a->stage + 1 < rt->S ? result_buffer(w, a, KT_RESULT_F, w->out_buf, kt_chunk_out_elems(c)) : NULL;
+  float *out = a->stage + 1 < rt->S ? result_buffer(w, a, KT_OUT_F, w->out_buf, kt_chunk_out_elems(c)) : NULL;
   st = kt_chunk_forward(c, a->mb, mbd, in, out, &loss, err);
   drop_input(w, taken, loan);
   if (st) {
@@ -226,7 +226,7 @@ static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microba
     w->loss_sum += loss;
     return KT_OK;
   }
-  return give_output(w, a, KT_RESULT_F, out, kt_chunk_out_elems(c), err);
+  return give_output(w, a, KT_OUT_F, out, kt_chunk_out_elems(c), err);
 }
 
 /* I, or a full B (I then W: its gradient leaves when the whole B is done,
@@ -239,13 +239,13 @@ static kt_status run_backward(kt__worker *w, const kt_action *a, const kt_microb
   void *loan;
   kt_status st = take_input(w, a, k, &dout, &taken, &loan, wait, err);
   if (st) return st;
-  float *din = a->stage > 0 ? result_buffer(w, a, KT_RESULT_BI, w->din_buf, kt_chunk_in_elems(c)) : NULL;
+  float *din = a->stage > 0 ? result_buffer(w, a, KT_OUT_BI, w->din_buf, kt_chunk_in_elems(c)) : NULL;
   st = kt_chunk_backward_input(c, a->mb, mbd, dout, din, err);
   drop_input(w, taken, loan);
   if (!st && a->op == KT_OP_B) st = kt_chunk_backward_weight(c, a->mb, err);
   if (st) drop_result_buffer(w);
   if (st || !din) return st;
-  return give_output(w, a, KT_RESULT_BI, din, kt_chunk_in_elems(c), err);
+  return give_output(w, a, KT_OUT_BI, din, kt_chunk_in_elems(c), err);
 }
 
 static size_t rank_stash_bytes(const kt__worker *w) {
@@ -334,7 +334,7 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
 
 /* SEND: posts the outbox tensor of (stage, mb) to the rank of its consumer. */
 static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *err) {
-  kt_result r = a->op == KT_OP_SEND_F ? KT_RESULT_F : KT_RESULT_BI;
+  kt_output r = a->op == KT_OP_SEND_F ? KT_OUT_F : KT_OUT_BI;
   size_t at_slot = SLOT(w, a->stage, a->mb, r);
   float **slot = &w->outbox[at_slot];
   const float *data = *slot;
@@ -347,11 +347,11 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
                    w->world_rank, at);
   }
   kt_chunk *c = chunk_of(w, a->stage);
-  size_t bytes = (r == KT_RESULT_F ? kt_chunk_out_elems(c) : kt_chunk_in_elems(c)) * sizeof(float);
-  int to = kt_result_consumer(r, a->stage, w->rt->S);
+  size_t bytes = (r == KT_OUT_F ? kt_chunk_out_elems(c) : kt_chunk_in_elems(c)) * sizeof(float);
+  int to = kt_output_consumer(r, a->stage, w->rt->S);
   int dst = kt__stage_world_rank(w->rt, to, w->replica);
   double t0 = since_step(w);
-  uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, to, a->mb, k);
+  uint64_t tag = kt_tag(r == KT_OUT_F ? KT_TAG_ACT : KT_TAG_GRAD, to, a->mb, k);
   kt_status st;
   if (w->lent_out && data == w->lent_out) { /* computed into the message itself */
     w->lent_out = NULL;
@@ -367,14 +367,14 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
 
 /* RECV: posts the receive (transports without post() receive on demand). */
 static kt_status run_recv(kt__worker *w, const kt_action *a, int k, kt_error *err) {
-  kt_result r = a->op == KT_OP_RECV_F ? KT_RESULT_F : KT_RESULT_BI;
-  int from = r == KT_RESULT_F ? a->stage - 1 : a->stage + 1;
+  kt_output r = a->op == KT_OP_RECV_F ? KT_OUT_F : KT_OUT_BI;
+  int from = r == KT_OUT_F ? a->stage - 1 : a->stage + 1;
   kt_chunk *c = chunk_of(w, a->stage);
   double t0 = since_step(w);
   if (kt_transport_has_post(w->t)) {
     int src = kt__stage_world_rank(w->rt, from, w->replica);
-    uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
-    size_t elems = r == KT_RESULT_F ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c);
+    uint64_t tag = kt_tag(r == KT_OUT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
+    size_t elems = r == KT_OUT_F ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c);
     kt_status st = kt_transport_post(w->t, src, tag, elems * sizeof(float), err);
     if (st) return st;
   }

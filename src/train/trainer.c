@@ -63,8 +63,8 @@ static double calibrate_hop(const kt_timeline *t, const kt_schedule *s) {
   for (size_t i = 0; i < n; i++) {
     const kt_event *e = &t->events[i];
     int from;
-    kt_result need = kt_action_needs(e->op, e->stage, S, &from);
-    if ((need != KT_RESULT_F && need != KT_RESULT_BI) || from == e->stage) continue;
+    kt_output need = kt_action_needs(e->op, e->stage, S, &from);
+    if ((need != KT_OUT_F && need != KT_OUT_BI) || from == e->stage) continue;
     if (kt_stage_rank(s, from) == kt_stage_rank(s, e->stage)) continue; /* in memory */
     size_t g = find_group(refs, m, from, e->mb, e->op == KT_OP_F ? 0 : 1) + occ[i];
     if (g >= m || refs[g].stage != from || refs[g].mb != e->mb) continue;
