@@ -95,6 +95,12 @@ const kt_result *kt_ffi_comparison_row(const kt_comparison *cmp, int i, const ch
 kt_status kt_ffi_comparison_report(const kt_comparison *cmp, const char *path, const char *title,
                                    kt_error *err);
 
+/* ---- the what-if page's call ------------------------------------------------------ */
+
+/* kt_web_run (kaiten/web.h): the answer the page gets for args (and an
+ * order), success or failure alike (its "ok" says which). ENOMEM. */
+kt_status kt_ffi_web_run(const char *args, const char *order, char **out, kt_error *err);
+
 /* ---- schedules ---------------------------------------------------------------- */
 
 /* shape[0..4] = P, V, M, stages, placement (kt_placement). */

@@ -146,6 +146,7 @@ _PROTOTYPES: Sequence[Tuple[Any, ...]] = (
     ("kt_ffi_comparison_rows", c_int, P),
     ("kt_ffi_comparison_row", P, P, c_int, ctypes.POINTER(c_char_p), ctypes.POINTER(c_char_p)),
     ("kt_ffi_comparison_report", c_int, P, c_char_p, c_char_p, ERR),
+    ("kt_ffi_web_run", c_int, c_char_p, c_char_p, OUT, ERR),
     ("kt_ffi_schedule_shape", None, P, ctypes.POINTER(c_int)),
     ("kt_ffi_schedule_name", c_char_p, P),
     ("kt_ffi_schedule_write", c_int, P, c_int, c_int, OUT, ERR),

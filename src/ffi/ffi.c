@@ -6,6 +6,7 @@
 
 #include "kaiten/ffi.h"
 #include "kaiten/report.h"
+#include "kaiten/web.h"
 
 void kt_ffi_free(char *text) { free(text); }
 
@@ -217,6 +218,16 @@ kt_status kt_ffi_comparison_report(const kt_comparison *cmp, const char *path, c
     if (cmp->rows[i].applies && !cmp->rows[i].result.has_timeline)
       return kt_fail(err, KT_EINVAL, "the comparison kept no timelines (compare with detail 2)");
   return kt_write_comparison_report(path, title, cmp, err);
+}
+
+/* ---- the what-if page's call ---------------------------------------------------- */
+
+kt_status kt_ffi_web_run(const char *args, const char *order, char **out, kt_error *err) {
+  *out = NULL;
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_web_run(args, order, &b); /* its answer says its own failure */
+  return take_text(&b, out, err);
 }
 
 /* ---- schedules -------------------------------------------------------------- */

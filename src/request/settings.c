@@ -81,13 +81,14 @@ enum { F_P, F_M, F_V };
 static kt_status set_size(kt_request *rq, int field, const char *key, const char *val,
                           kt_error *err) {
   static const long hi[] = {KT_MAX_RANKS, KT_MAX_MICROBATCHES, KT_MAX_CHUNKS};
-  long x;
-  if (kt_parse_int(val, 1, hi[field], &x))
-    return kt_fail(err, KT_EINVAL, "%s '%.*s%s': expected an integer in 1..%ld", key, ECHO(val),
-                   hi[field]);
+  long lo = field == F_V ? 0 : 1, x; /* v=0: the schedule's own V */
+  if (kt_parse_int(val, lo, hi[field], &x))
+    return kt_fail(err, KT_EINVAL, "%s '%.*s%s': expected an integer in %ld..%ld", key, ECHO(val),
+                   lo, hi[field]);
   int *at[] = {&rq->p, &rq->m, &rq->v};
   *at[field] = (int)x;
-  rq->given |= 1u << field;
+  if (x) rq->given |= 1u << field;
+  else rq->given &= ~(1u << field);
   snprintf(rq->size_key[field], sizeof rq->size_key[field], "%s", key);
   return KT_OK;
 }
