@@ -49,6 +49,8 @@ struct kt_chunk {
   size_t tied_elems;
   size_t stash_bytes;         /* activation memory held now */
   size_t peak_stash_bytes;    /* max since creation or the last reset */
+  kt_gemm_choice gemm;        /* the matmuls' library (src/nn's chunks) */
+  void *pool;                 /* the rank's compute threads (src/nn), or NULL */
   void *impl;
 };
 

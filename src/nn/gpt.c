@@ -325,6 +325,9 @@ kt_status kt_gpt_chunk_eval(kt_chunk *c, const kt_microbatch *data, const float 
   const int *targets = c->is_last && data ? data->targets : NULL;
   if (c->is_last && !targets && !logits)
     return kt_fail(err, KT_EINVAL, "gpt: the last stage evaluates a loss (targets) or logits");
-  return forward_streaming(c, in, c->is_first ? data->tokens : NULL, out, targets, loss, logits,
-                           err);
+  kt__exec saved = kt__chunk_enter(c);
+  kt_status st = forward_streaming(c, in, c->is_first ? data->tokens : NULL, out, targets, loss,
+                                   logits, err);
+  kt__exec_leave(saved);
+  return st;
 }
