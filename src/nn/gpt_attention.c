@@ -119,3 +119,91 @@ SIMD_CLONES void kt__attention_backward(float *dinp, float *scratch, const float
       kt__matmul_ld(dk, 3 * C, datt, T, q, 3 * C, T, hs, T, 1, 0, 0.0f); /* dS^T q */
     }
 }
+
+/* ---- blocked and threaded ------------------------------------------------------ *
+ * The same attention with query rows in blocks of qb: a block's scores,
+ * products and gradients cover the keys up to its last row only (rounded
+ * up to whole vf, which the softmax rows read), so most of the masked
+ * half above the diagonal is never computed; in the backward the key and
+ * value gradients go by key block, each a product over the query rows at
+ * and below it, so every element still has one writer. Heads run as tasks
+ * on the current pool, each thread in its own T x T of scratch. */
+
+/* Score columns a block ending at key n computes: n up to whole vf. */
+static inline int block_cols(int n, int T) {
+  int v = causal_vend(n, T);
+  return v > n ? v : n;
+}
+
+typedef struct {
+  float *out, *att, *scratch, *dinp;
+  const float *inp, *dout;
+  int B, T, C, NH, qb;
+} attention_job;
+
+SIMD_CLONES static void head_forward(void *arg, int task, int thread) {
+  const attention_job *j = arg;
+  int T = j->T, C = j->C, hs = C / j->NH, b = task / j->NH, h = task % j->NH;
+  float scale = 1.0f / sqrtf((float)hs);
+  float *sc = j->scratch + (size_t)thread * kt__attention_scratch_floats(T); /* (qb,T) used */
+  const float *q = j->inp + (size_t)b * T * 3 * C + (size_t)h * hs; /* (T,hs), stride 3C */
+  const float *k = q + C, *v = q + 2 * (size_t)C;
+  float *a = j->att + ((size_t)b * j->NH + h) * (size_t)T * T; /* (T,T) */
+  float *y = j->out + (size_t)b * T * C + (size_t)h * hs;      /* (T,hs), stride C */
+  for (int i0 = 0; i0 < T; i0 += j->qb) {
+    int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
+    kt__matmul_ld(sc, T, q + (size_t)i0 * 3 * C, 3 * C, k, 3 * C, r, block_cols(n, T), hs, 0, 1,
+                  0.0f); /* q k^T */
+    for (int t = 0; t < r; t++)
+      softmax_causal_row(a + (size_t)(i0 + t) * T, sc + (size_t)t * T, i0 + t + 1, T, scale);
+    kt__matmul_ld(y + (size_t)i0 * C, C, a + (size_t)i0 * T, T, v, 3 * C, r, hs, n, 0, 0,
+                  0.0f); /* att v */
+  }
+}
+
+SIMD_CLONES static void head_backward(void *arg, int task, int thread) {
+  const attention_job *j = arg;
+  int T = j->T, C = j->C, hs = C / j->NH, b = task / j->NH, h = task % j->NH;
+  float scale = 1.0f / sqrtf((float)hs);
+  float *ds = j->scratch + (size_t)thread * kt__attention_scratch_floats(T); /* (T,T) */
+  size_t off = (size_t)b * T * 3 * C + (size_t)h * hs;
+  const float *q = j->inp + off, *k = q + C, *v = q + 2 * (size_t)C; /* stride 3C */
+  float *dq = j->dinp + off, *dk = dq + C, *dv = dq + 2 * (size_t)C;  /* stride 3C */
+  const float *a = j->att + ((size_t)b * j->NH + h) * (size_t)T * T;
+  const float *dy = j->dout + (size_t)b * T * C + (size_t)h * hs; /* stride C */
+  for (int i0 = 0; i0 < T; i0 += j->qb) { /* by query block: dS, then dq */
+    int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
+    float *d = ds + (size_t)i0 * T;
+    kt__matmul_ld(d, T, dy + (size_t)i0 * C, C, v, 3 * C, r, block_cols(n, T), hs, 0, 1,
+                  0.0f); /* dy v^T */
+    for (int t = 0; t < r; t++)
+      softmax_causal_row_backward(d + (size_t)t * T, a + (size_t)(i0 + t) * T, i0 + t + 1, T,
+                                  scale);
+    kt__matmul_ld(dq + (size_t)i0 * 3 * C, 3 * C, d, T, k, 3 * C, r, hs, n, 0, 0, 0.0f); /* dS k */
+  }
+  for (int j0 = 0; j0 < T; j0 += j->qb) { /* by key block: dk, dv over the rows at and below */
+    int r = T - j0 < j->qb ? T - j0 : j->qb, rows = T - j0;
+    size_t at = (size_t)j0 * T + (size_t)j0;
+    kt__matmul_ld(dk + (size_t)j0 * 3 * C, 3 * C, ds + at, T, q + (size_t)j0 * 3 * C, 3 * C, r, hs,
+                  rows, 1, 0, 0.0f); /* dS^T q */
+    kt__matmul_ld(dv + (size_t)j0 * 3 * C, 3 * C, a + at, T, dy + (size_t)j0 * C, C, r, hs, rows,
+                  1, 0, 0.0f); /* att^T dy */
+  }
+}
+
+void kt__attention_forward_blocked(float *out, float *att, float *scratch, const float *inp, int B,
+                                   int T, int C, int NH, int qb) {
+  attention_job j = {.out = out, .att = att, .scratch = scratch, .inp = inp, .B = B, .T = T,
+                     .C = C, .NH = NH, .qb = qb > 0 ? qb : T};
+  const kt__exec *e = kt__exec_current();
+  kt__pool_run(e->in_task ? NULL : e->pool, B * NH, head_forward, &j);
+}
+
+void kt__attention_backward_blocked(float *dinp, float *scratch, const float *dout,
+                                    const float *inp, const float *att, int B, int T, int C, int NH,
+                                    int qb) {
+  attention_job j = {.att = (float *)att, .scratch = scratch, .dinp = dinp, .inp = inp,
+                     .dout = dout, .B = B, .T = T, .C = C, .NH = NH, .qb = qb > 0 ? qb : T};
+  const kt__exec *e = kt__exec_current();
+  kt__pool_run(e->in_task ? NULL : e->pool, B * NH, head_backward, &j);
+}

@@ -151,28 +151,6 @@ SIMD_CLONES void kt__bias_backward(float *dbias, const float *dout, int N, int O
 
 /* ---- GELU (tanh approximation) --------------------------------------------- */
 
-#define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
-#define GELU_A 0.044715f
-
-/* sigmoid(z) = 1 / (1 + exp(-z)) from e = exp(-|z|), which lies in (0, 1]:
- * sigmoid(z) = 1/(1 + e) and 1 - sigmoid(z) = e/(1 + e) for z >= 0, the
- * other way round below; returning both spares the derivative the
- * cancellation of 1 - sigmoid. The sign is read from the float's bits, a
- * select the vectoriser takes. The reciprocal is a division: these loops
- * are bound by the latency of their dependency chain, not by throughput,
- * and one vdivps is a shorter chain than the three Newton steps from a
- * linear guess it replaced (8 dependent multiply-adds; on a Zen 3 the
- * GELU forward with its derivative went from 1.67 to 1.29 ns a float). */
-static inline float recip_one_plus(float e) { return 1.0f / (1.0f + e); }
-
-static inline float sigmoid(float z, float *complement) {
-  float e = kt__fast_expf(-fabsf(z)), r = recip_one_plus(e);
-  int32_t zi;
-  memcpy(&zi, &z, sizeof zi);
-  *complement = zi < 0 ? r : e * r;
-  return zi < 0 ? e * r : r;
-}
-
 /* sigmoid(z) alone. Not sigmoid() with the complement dropped: with only
  * `zi < 0 ? e * r : r` left, GCC branches on the sign (the product may
  * not be speculated under -ftrapping-math) and leaves the loop scalar, 6x
@@ -192,16 +170,6 @@ static inline float sigmoid_only(float z) {
  * long dependency chain (exp, reciprocal, derivative), and two independent
  * chains keep more of the core busy (1.49 against 1.67 ns a float, AVX2). */
 #define GELU_BLOCK (2 * KT__VB)
-
-/* 0.5 (1 + tanh(u)) = sigmoid(2u), so gelu(x) = x sigmoid(2u) with
- * u = GELU_K (x + GELU_A x^3), and
- * gelu'(x) = sig + x sig (1 - sig) 2 du/dx with sig = sigmoid(2u). */
-static inline float gelu_with_grad(float x, float *grad) {
-  float one_minus;
-  float sig = sigmoid(2.0f * GELU_K * (x + GELU_A * x * x * x), &one_minus);
-  *grad = sig + x * sig * one_minus * 2.0f * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-  return x * sig;
-}
 
 static inline float gelu(float x) {
   return x * sigmoid_only(2.0f * GELU_K * (x + GELU_A * x * x * x));
