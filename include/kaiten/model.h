@@ -154,13 +154,19 @@ typedef struct {
  * samples. An explicit cfg->gemm must be available (EINVAL naming it
  * otherwise). AUTO times every available library, one thread each, on
  * the matmuls of the model's last block and head for one micro-batch
- * (recorded from a run of those units) and takes the fastest; the result
- * is kept per model shape, in this process and in the file
- * $XDG_CACHE_HOME/kaiten/gemm.tsv (~/.cache/kaiten/gemm.tsv; written under
- * a lock, so concurrent runs on one machine agree), so a machine measures
- * a shape once and every later run chooses alike. ENOMEM. */
+ * (recorded from a run of those units) and takes the fastest (OpenBLAS,
+ * unmeasured, when they come to under 20 MFLOP); the result is kept per
+ * model shape in this process and, with a cache file set, in that file
+ * (written under a lock, so concurrent runs on one machine agree): a
+ * machine then measures a shape once and every later run chooses alike.
+ * ENOMEM. */
 kt_status kt_gemm_choose(const kt_model_config *cfg, int micro_batch, kt_gemm_choice *out,
                          kt_error *err);
+/* The file where kt_gemm_choose keeps what AUTO measured, shared by the
+ * machine's runs (its lock: path + ".lock"); NULL, the default: none, each
+ * process measures. The CLI sets $XDG_CACHE_HOME/kaiten/gemm.tsv
+ * (~/.cache/kaiten/gemm.tsv). The directory must exist. */
+void kt_gemm_set_cache(const char *path);
 /* The library a chunk runs on, and how it was chosen. */
 kt_gemm_kind kt_chunk_gemm(const kt_chunk *c, kt_gemm_choice *how);
 

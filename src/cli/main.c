@@ -1,7 +1,9 @@
 /* kaiten command-line entry point: dispatches to the subcommands. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "kaiten/model.h"
@@ -32,8 +34,27 @@ static void test_hooks(void) {
   if (pause && kt_parse_double(pause, &seconds) == 0) kt_set_write_pause(seconds);
 }
 
+/* Where --gemm auto keeps what it measured: $XDG_CACHE_HOME/kaiten/gemm.tsv
+ * or ~/.cache/kaiten/gemm.tsv (directories made as needed); nowhere when
+ * neither names an absolute directory or it cannot be made. */
+static void gemm_cache(void) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  char dir[900], path[1000];
+  int n;
+  if (xdg && *xdg == '/') n = snprintf(dir, sizeof dir, "%s", xdg);
+  else if (home && *home == '/') n = snprintf(dir, sizeof dir, "%s/.cache", home);
+  else return;
+  if (n <= 0 || (size_t)n + 8 >= sizeof dir) return;
+  (void)mkdir(dir, 0700);
+  snprintf(dir + n, sizeof dir - (size_t)n, "/kaiten");
+  if (mkdir(dir, 0700) && errno != EEXIST) return;
+  snprintf(path, sizeof path, "%s/gemm.tsv", dir);
+  kt_gemm_set_cache(path);
+}
+
 int main(int argc, char **argv) {
   kt_blas_choose_core(); /* before any thread: it may reload OpenBLAS's kernels */
+  gemm_cache();
   test_hooks();
   cli_program = argv[0];
   if (argc < 2) {

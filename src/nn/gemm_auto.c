@@ -6,14 +6,12 @@
  * shape in this process and in a cache file shared by the machine's runs.
  * Also each chunk's threads (kt__chunk_exec_init). */
 #define _GNU_SOURCE /* flock */
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nn/nn.h"
@@ -153,17 +151,16 @@ static void cache_key(const kt_model_config *cfg, int b, char *key, size_t len) 
     if (*p == '\t' || *p == '\n') *p = ' ';
 }
 
-/* $XDG_CACHE_HOME/kaiten (or ~/.cache/kaiten), created; 0 when there is none. */
-static int cache_dir(char *dir, size_t len) {
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  int n;
-  if (xdg && *xdg == '/') n = snprintf(dir, len, "%s", xdg);
-  else if (home && *home == '/') n = snprintf(dir, len, "%s/.cache", home);
-  else return 0;
-  if (n <= 0 || (size_t)n + 8 >= len) return 0;
-  (void)mkdir(dir, 0700);
-  snprintf(dir + n, len - (size_t)n, "/kaiten");
-  return mkdir(dir, 0700) == 0 || errno == EEXIST;
+/* The cache file (kt_gemm_set_cache); NULL: none. */
+static char *cache_path;
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void kt_gemm_set_cache(const char *path) {
+  char *copy = path ? strdup(path) : NULL;
+  pthread_mutex_lock(&cache_mu);
+  free(cache_path);
+  cache_path = copy;
+  pthread_mutex_unlock(&cache_mu);
 }
 
 /* The cached line for key: its library and times; 0 when absent. */
@@ -194,15 +191,18 @@ static void cache_add(const char *path, const char *old, const char *key, const 
   free(text);
 }
 
-/* Measures, or takes the machine's earlier measurement of the same key. */
+/* Measures, or takes the machine's earlier measurement of the same key
+ * (under path's lock, when there is a cache). */
 static kt_status measure_cached(const kt_model_config *cfg, int b, const char *key,
                                 kt_gemm_choice *out, kt_error *err) {
-  char dir[512], path[600], lock[600];
+  char path[1024] = "", lock[1040];
+  pthread_mutex_lock(&cache_mu);
+  if (cache_path) snprintf(path, sizeof path, "%s", cache_path);
+  pthread_mutex_unlock(&cache_mu);
   int fd = -1;
   char *text = NULL;
-  if (cache_dir(dir, sizeof dir)) {
-    snprintf(path, sizeof path, "%s/gemm.tsv", dir);
-    snprintf(lock, sizeof lock, "%s/gemm.lock", dir);
+  if (*path) {
+    snprintf(lock, sizeof lock, "%s.lock", path);
     fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd >= 0 && flock(fd, LOCK_EX)) close(fd), fd = -1;
     size_t tl;
