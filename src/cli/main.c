@@ -72,6 +72,13 @@ int main(int argc, char **argv) {
     printf("kaiten %s\nkernels: OpenBLAS %s%s, element-wise %s; MPI transport: %s\n", kt_version(),
            core, chosen ? " (chosen by kaiten)" : "", kt_kernel_isa(),
            kt_transport_mpi_available() ? "built in" : "not built");
+    fputs("GEMM libraries (--gemm): openblas", stdout);
+    for (int k = KT_GEMM_BLIS; k < KT_GEMM_COUNT; k++) {
+      const char *v;
+      if (kt_gemm_available((kt_gemm_kind)k, &v)) printf(", %s %s", kt_gemm_name((kt_gemm_kind)k), v);
+      else printf(", %s not installed", kt_gemm_name((kt_gemm_kind)k));
+    }
+    putchar('\n');
     return 0;
   }
   for (size_t i = 0; i < N_COMMANDS; i++) {
