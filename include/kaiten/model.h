@@ -135,10 +135,13 @@ void kt_chunk_zero_grad(kt_chunk *c);
 /* ---- the GEMM libraries and the threads of a rank ------------------------------
  * Process-wide settings: the program chooses them (kt_session does through its
  * blas_threads, kt_calibrate_compute sets one thread); nothing else in the
- * library does. */
+ * library does. OpenBLAS is opened when first needed (kt_chunk_create or a
+ * call below), never by a program that multiplies no matrix: loading it
+ * starts its threads. */
 
-/* Whether library k runs here (OpenBLAS always; BLIS and oneDNN when their
- * shared library loads); *version (may be NULL) receives its version. */
+/* Whether library k runs here (each when its shared library loads, on the
+ * first call: OpenBLAS, BLIS, oneDNN); *version (may be NULL) receives its
+ * version. */
 int kt_gemm_available(kt_gemm_kind k, const char **version);
 
 /* How a chunk's library was chosen. */
@@ -170,10 +173,11 @@ void kt_gemm_set_cache(const char *path);
 /* The library a chunk runs on, and how it was chosen. */
 kt_gemm_kind kt_chunk_gemm(const kt_chunk *c, kt_gemm_choice *how);
 
-/* Where OpenBLAS fell back to pre-AVX2 kernels on a CPU it does not know
- * (and OPENBLAS_CORETYPE is unset), has it use the fastest kernels this CPU
- * runs (SkylakeX with AVX-512, Haswell with AVX2+FMA). Call it at the start
- * of main, before any thread exists. Returns the kernels in use. */
+/* Loads OpenBLAS and, where it fell back to pre-AVX2 kernels on a CPU it
+ * does not know (and OPENBLAS_CORETYPE is unset), has it use the fastest
+ * kernels this CPU runs (SkylakeX with AVX-512, Haswell with AVX2+FMA).
+ * A program that multiplies matrices calls it first, before any thread
+ * exists. Returns the kernels in use. */
 const char *kt_blas_choose_core(void);
 /* Threads of each rank (its own and n - 1 workers) for the chunks created
  * from now on: their kernels and large matmuls are split between them, and
@@ -181,7 +185,8 @@ const char *kt_blas_choose_core(void);
 void kt_blas_set_threads(int n);
 /* The threads per rank chunks created now get. */
 int kt_blas_threads(void);
-/* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...);
+/* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...,
+ * "unavailable" when OpenBLAS cannot be loaded: kt_chunk_create says why);
  * *chosen_by_kaiten (when non-NULL) receives the core kt_blas_choose_core
  * chose in place of OpenBLAS's own fallback, or NULL. */
 const char *kt_blas_core(const char **chosen_by_kaiten);

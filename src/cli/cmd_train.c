@@ -1,4 +1,5 @@
 /* kaiten train: options and their parsing; the run itself is train_session.c. */
+#include <stdlib.h>
 #include <string.h>
 #include "kaiten/generators.h"
 
@@ -46,7 +47,9 @@ static const cli_opt train_opts_table[] = {
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
     {"grad-bytes", 0, "N", "synthetic gradient bytes per stage, all-reduced over D (default 0)"},
     {"slow-rank", 0, "R:F", "fault injection: pipeline rank R's compute takes F times as long (F >= 1)"},
+    {"inject-nan", 0, "S[:R]", "fault injection: a NaN in pipeline rank R's gradients (default 0) at step S (1-based)"},
     {"skip-nonfinite", 0, NULL, "skip a step whose loss or gradients are not finite (default: stop)"},
+    CLI_STEP_SYNC_OPT,
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
     {"cluster", 0, "FILE", "cluster spec (kaiten calibrate): predict hops and the all-reduce on its links"},
     {"transport", 0, "NAME", "threads (default: one process) | mpi (one process per rank, mpirun)"},
@@ -98,9 +101,12 @@ static int parse_numbers(const cli_args *a, train_opts *o, int sgd, int gpt, tra
       cli_double(a, "tf", 0, 1e6, 2, &o->sp.syn_tf_ms) ||
       cli_double(a, "tb", 0, 1e6, 2, &o->sp.syn_tb_ms) ||
       cli_double(a, "tw", 0, 1e6, 2, &o->sp.syn_tw_ms) ||
-      cli_double(a, "timeout", 0.01, 1e6, 60, &o->sp.timeout) ||
-      cli_mem_limit_parse(a, 1, &o->mem_limit))
+      cli_double(a, "timeout", 0.01, 1e6, 60, &o->sp.timeout))
     return 2;
+  const char *limit = cli_get(a, "mem-limit");
+  kt_error err = {{0}};
+  if (limit && kt_mem_limit_parse("--mem-limit", limit, 1, &o->sp.mem_limit, &err))
+    return cli_usage_error("%s", err.msg);
   return 0;
 }
 
@@ -112,7 +118,6 @@ static int parse_choices(const cli_args *a, train_opts *o) {
       strcmp(o->format, "chrome"))
     return cli_usage_error("--format '%s': expected text, ascii, json or chrome", o->format);
   o->schedule_file = cli_get(a, "schedule-file");
-  if (cli_torch_read(a, &o->torch)) return 2;
   if (o->schedule_file && cli_has(a, "schedule"))
     return cli_usage_error("give either --schedule or --schedule-file, not both");
   const char *sname = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
@@ -213,7 +218,7 @@ static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, i
 static int check_conflicts(const cli_args *a, const train_opts *o) {
   const kt_session_params *sp = &o->sp;
   if (sp->synthetic && sp->partition) return cli_usage_error("--partition has no meaning with --synthetic");
-  if (sp->synthetic && o->mem_limit.kind == CLI_MEM_BYTES)
+  if (sp->synthetic && o->sp.mem_limit.kind == KT_MEM_BYTES)
     return cli_usage_error("--mem-limit in bytes needs a model's activation sizes; --synthetic has "
                            "none (give activations per rank or a fraction such as 0.5x)");
   if (sp->resume && sp->run_dir && strcmp(sp->resume, sp->run_dir))
@@ -245,13 +250,36 @@ static int parse_slow_rank(const cli_args *a, train_opts *o) {
   return 0;
 }
 
-/* --mem-limit as the session takes it. */
-static void take_mem_limit(train_opts *o) {
-  static const kt_mem_limit_kind kinds[] = {[CLI_MEM_UNITS] = KT_MEM_LIMIT_UNITS,
-                                            [CLI_MEM_FRACTION] = KT_MEM_LIMIT_FRACTION,
-                                            [CLI_MEM_BYTES] = KT_MEM_LIMIT_BYTES};
-  o->sp.mem_limit_kind = kinds[o->mem_limit.kind];
-  o->sp.mem_limit = o->mem_limit.value;
+/* --inject-nan S[:R] (a 1-based step, a pipeline rank). */
+static int parse_inject_nan(const cli_args *a, train_opts *o) {
+  const char *v = cli_get(a, "inject-nan");
+  if (!v) return 0;
+  char step[32];
+  const char *colon = strchr(v, ':');
+  size_t n = colon ? (size_t)(colon - v) : strlen(v);
+  long st, r = 0;
+  if (n == 0 || n >= sizeof step) return cli_usage_error("--inject-nan '%s': expected S or S:R, e.g. 5:1", v);
+  memcpy(step, v, n);
+  step[n] = 0;
+  if (kt_parse_int(step, 1, 100000000, &st))
+    return cli_usage_error("--inject-nan '%s': step '%s' is not a step number (1, 2, ...)", v, step);
+  if (colon && kt_parse_int(colon + 1, 0, KT_MAX_RANKS - 1, &r))
+    return cli_usage_error("--inject-nan '%s': rank '%s' is not a pipeline rank (0, 1, ...)", v, colon + 1);
+  o->sp.nan_step = (int)st - 1, o->sp.nan_rank = (int)r;
+  return 0;
+}
+
+/* --schedule-file: its order (and lowered program), P, V and M from it. */
+static int read_schedule_file(const cli_args *a, train_opts *o) {
+  int rc = cli_order_read(a, o->schedule_file, &o->file);
+  if (rc) return rc;
+  o->have_file = 1;
+  o->sp.schedule = &o->file.order;
+  o->sp.program = o->file.program.ranks ? &o->file.program : NULL;
+  o->sp.p = o->file.order.p, o->sp.v = o->file.order.v, o->sp.m = o->file.order.m;
+  const char *rank = getenv("OMPI_COMM_WORLD_RANK"); /* one line per job, not per process */
+  if (!rank || !strcmp(rank, "0")) fprintf(stderr, "kaiten: %s\n", o->file.read_info);
+  return 0;
 }
 
 int train_parse(const cli_args *a, train_opts *o) {
@@ -272,12 +300,12 @@ int train_parse(const cli_args *a, train_opts *o) {
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten train --help)", a->pos[0]);
   if ((rc = parse_choices(a, o))) return rc;
   take_flags(a, o, &n);
-  take_mem_limit(o);
-  if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o)) || (rc = parse_slow_rank(a, o)))
+  if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o)) || (rc = parse_slow_rank(a, o)) ||
+      (rc = parse_inject_nan(a, o)) || (rc = cli_step_sync(a, &o->sp.step_sync)))
     return rc;
   kt_error err = {{0}};
   if (!o->sp.synthetic && kt_model_config_check(&o->sp.model, &err)) return cli_fail(KT_EINVAL, &err);
-  return 0;
+  return o->schedule_file ? read_schedule_file(a, o) : 0;
 }
 
 static int run_train(cli_args *a) {
@@ -307,4 +335,5 @@ const cli_command cli_cmd_train = {
     .opts = train_opts_table,
     .n_opts = sizeof train_opts_table / sizeof *train_opts_table,
     .run = run_train,
+    .linear_algebra = 1,
 };

@@ -10,7 +10,6 @@
 #include "kaiten/transport.h"
 #include "kaiten/version.h"
 
-
 static const cli_command *const commands[] = {&cli_cmd_sim, &cli_cmd_compare, &cli_cmd_validate,
                                               &cli_cmd_train, &cli_cmd_sample, &cli_cmd_plan,
                                               &cli_cmd_report, &cli_cmd_serve,
@@ -53,8 +52,6 @@ static void gemm_cache(void) {
 }
 
 int main(int argc, char **argv) {
-  kt_blas_choose_core(); /* before any thread: it may reload OpenBLAS's kernels */
-  gemm_cache();
   test_hooks();
   cli_program = argv[0];
   if (argc < 2) {
@@ -68,6 +65,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(name, "--version") || !strcmp(name, "version")) {
     /* what a speed report needs beside the version: which kernels run */
+    kt_blas_choose_core();
     const char *chosen, *core = kt_blas_core(&chosen);
     printf("kaiten %s\nkernels: OpenBLAS %s%s, element-wise %s; MPI transport: %s\n", kt_version(),
            core, chosen ? " (chosen by kaiten)" : "", kt_kernel_isa(),
@@ -87,6 +85,10 @@ int main(int argc, char **argv) {
     int rc = cli_parse(commands[i], argc - 2, argv + 2, &a);
     if (rc == 1) return 0;
     if (rc) return rc;
+    if (commands[i]->linear_algebra) { /* no other command loads OpenBLAS */
+      kt_blas_choose_core();
+      gemm_cache();
+    }
     return commands[i]->run(&a);
   }
   fprintf(stderr, "kaiten: unknown command '%s' (try kaiten --help)\n", name);

@@ -17,7 +17,6 @@ typedef struct {
   kt_session *ss;
   kt_session_info info;
   train_resume resume;
-  kt_schedule file_sched, file_program; /* --schedule-file */
   FILE *talk;         /* progress stream (NULL on MPI ranks other than 0) */
   int live;
   cli_live lv;
@@ -26,6 +25,18 @@ typedef struct {
   kt_server *srv;     /* --serve: the live dashboard, fed after every step */
   void *hang;         /* KAITEN_TEST_HANG's wrapper, or NULL */
 } train_run;
+
+/* A log (no terminal) of a long run gets one step line every few steps,
+ * 25 or so in all (1, 2, 5, 10, 20, 50, ... apart), besides the first, the
+ * last, validations and skipped steps; metrics.jsonl keeps every step. */
+static int worth_a_line(const kt_train_progress *p) {
+  static const int mantissa[3] = {1, 2, 5};
+  int n = p->steps, every = 1;
+  for (long scale = 1; n > 50 && every * 25L < n && scale < 100000000; scale *= 10)
+    for (int k = 0; k < 3 && every * 25L < n; k++) every = (int)(mantissa[k] * scale);
+  return p->step == 0 || p->step + 1 == n || (p->step + 1) % every == 0 || !isnan(p->val_loss) ||
+         p->skipped;
+}
 
 static void print_step_line(train_run *r, const kt_train_progress *p) {
   double act = 0;
@@ -57,8 +68,13 @@ static int on_step(void *ctx, const kt_train_progress *p) {
   if (r->talk && p->skipped)
     fprintf(stderr, "kaiten: step %d skipped: loss %g, non-finite values first in the %s of stage %d\n",
             p->step + 1, p->loss, p->nonfinite_what, p->nonfinite_stage);
+  /* once a stop is asked for, the steps it takes every rank to agree are
+   * not printed: mpirun stops reading a rank's output when it is sent
+   * SIGTERM, and a rank blocked on a full pipe would never reach its
+   * checkpoint (metrics.jsonl still has them) */
+  if (cli_stop_requested()) return 0;
   if (r->talk && r->live) cli_live_draw(&r->lv, p, r->losses, r->n_losses);
-  else if (r->talk) print_step_line(r, p);
+  else if (r->talk && worth_a_line(p)) print_step_line(r, p);
   return 0;
 }
 
@@ -86,22 +102,6 @@ static void on_note(void *ctx, const kt_note *n) {
     case KT_NOTE_CHECKPOINT_SKIPPED: fprintf(stderr, "kaiten: warning: %s\n", n->text); break;
     default: fprintf(stderr, "kaiten: %s\n", n->text);
   }
-}
-
-static int load_schedule_file(train_run *r) {
-  train_opts *o = r->o;
-  char info[CLI_INFO_LEN];
-  cli_size_flag sizes[3] = {{"--stages", o->p_given, o->sp.p}, {"--chunks", o->v_given, o->sp.v},
-                            {"--microbatches", o->m_given, o->sp.m}};
-  int rc = cli_load_schedule_file(o->torch, o->schedule_file, sizes, &r->file_sched,
-                                  &r->file_program, info, sizeof info);
-  if (rc) return rc;
-  o->sp.schedule = &r->file_sched;
-  o->sp.program = r->file_program.ranks ? &r->file_program : NULL;
-  o->sp.p = r->file_sched.p, o->sp.v = r->file_sched.v, o->sp.m = r->file_sched.m;
-  const char *rank = getenv("OMPI_COMM_WORLD_RANK"); /* one line per job, not per process */
-  if (!rank || !strcmp(rank, "0")) fprintf(stderr, "kaiten: %s", info);
-  return 0;
 }
 
 /* mpirun without --transport mpi would start P*D independent runs writing
@@ -315,10 +315,9 @@ int train_session(train_opts *o) {
   train_run r = {.o = o};
   int rc = check_launch(o);
   if (!rc && o->sp.resume) rc = train_resume_setup(o, &r.resume);
-  if (!rc && o->schedule_file) rc = load_schedule_file(&r);
   if (!rc) {
     o->sp.on_step = on_step, o->sp.should_stop = should_stop, o->sp.on_note = on_note;
-    o->sp.on_ready = on_ready;
+    o->sp.on_ready = on_ready, o->sp.render_timelines = kt_render_run_timelines;
     o->sp.ctx = &r;
     kt_error err = {{0}};
     kt_status st = kt_session_open(&o->sp, &r.ss, &err);
@@ -327,8 +326,7 @@ int train_session(train_opts *o) {
   if (r.srv) kt_server_destroy(r.srv, "stopped", 0); /* the open failed after it started */
   kt_session_close(r.ss);
   if (o->sp.resume) train_resume_free(&r.resume);
-  kt_schedule_free(&r.file_sched);
-  kt_schedule_free(&r.file_program);
+  if (o->have_file) kt_result_free(&o->file);
   free(r.losses);
   return rc;
 }

@@ -15,10 +15,11 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
   return st;
 }
 
-static const char *const fields[] = {"tf", "tb", "tw", "mem_act", "mem_wgrad", "mem_transient"};
+static const char *const fields[] = {"tf",      "tb",        "tw",           "tu",
+                                     "mem_act", "mem_wgrad", "mem_transient"};
 static const char *const scalars[] = {"comm",           "comm_latency",  "comm_bytes",
                                       "comm_bandwidth", "send_overhead", "op_overhead",
-                                      "overlap"};
+                                      "overlap",        "t_norm",        "t_dp"};
 #define N_FIELDS (sizeof fields / sizeof *fields)
 #define N_SCALARS (sizeof scalars / sizeof *scalars)
 
@@ -28,11 +29,12 @@ static kt_status check_keys(const cJSON *root, const char *origin, kt_error *err
     int known = 0;
     for (size_t f = 0; f < N_FIELDS; f++) known |= !strcmp(it->string, fields[f]);
     for (size_t f = 0; f < N_SCALARS; f++) known |= !strcmp(it->string, scalars[f]);
+    known |= !strcmp(it->string, "tie") || !strcmp(it->string, "step_sync");
     if (!known)
       return kt_fail(err, KT_EINVAL,
-                     "%s: unknown key \"%s\" (known: tf, tb, tw, comm, comm_latency, comm_bytes, "
-                     "comm_bandwidth, send_overhead, op_overhead, mem_act, mem_wgrad, "
-                     "mem_transient, overlap)",
+                     "%s: unknown key \"%s\" (known: tf, tb, tw, tu, comm, comm_latency, "
+                     "comm_bytes, comm_bandwidth, send_overhead, op_overhead, mem_act, mem_wgrad, "
+                     "mem_transient, overlap, t_norm, t_dp, tie, step_sync)",
                      origin, it->string);
   }
   return KT_OK;
@@ -73,6 +75,21 @@ static kt_status read_field(kt_costs *c, const cJSON *root, const char *field, c
   return kt__costs_set_values(c, field, &v, 1, err);
 }
 
+/* "tie": the exchange's time (tied embeddings); "step_sync": a name. */
+static kt_status read_step_end(kt_costs *c, const cJSON *root, const char *origin, kt_error *err) {
+  const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie");
+  if (tie && (!cJSON_IsNumber(tie) || kt__costs_bad_value(tie->valuedouble)))
+    return kt_fail(err, KT_EINVAL, "%s: \"tie\" must be a number >= 0", origin);
+  if (tie) c->tied = 1, c->t_tie = tie->valuedouble;
+  const cJSON *sync = cJSON_GetObjectItemCaseSensitive(root, "step_sync");
+  if (!sync) return KT_OK;
+  int k = cJSON_IsString(sync) ? kt_step_sync_from_name(sync->valuestring) : -1;
+  if (k < 0)
+    return kt_fail(err, KT_EINVAL, "%s: \"step_sync\" must be \"overlap\" or \"barrier\"", origin);
+  c->step_sync = (kt_step_sync)k;
+  return KT_OK;
+}
+
 kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err) {
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
@@ -89,7 +106,7 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
   for (size_t f = 0; f < N_FIELDS && !st; f++) st = read_field(c, root, fields[f], origin, err);
   double *targets[] = {&c->comm,           &c->comm_latency,  &c->comm_bytes,
                        &c->comm_bandwidth, &c->send_overhead, &c->op_overhead,
-                       &c->overlap};
+                       &c->overlap,        &c->t_norm,        &c->t_dp};
   _Static_assert(sizeof targets / sizeof *targets == N_SCALARS, "one target per scalar");
   for (size_t f = 0; f < N_SCALARS && !st; f++) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, scalars[f]);
@@ -98,6 +115,7 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
       st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number >= 0", origin, scalars[f]);
     else *targets[f] = it->valuedouble;
   }
+  if (!st) st = read_step_end(c, root, origin, err);
   cJSON_Delete(root);
   return st;
 }

@@ -315,8 +315,7 @@ static size_t state_values(search *sc, size_t *key_len) {
 
 static void leaf(search *sc) {
   const kt__opt_problem *pb = sc->pb;
-  double ms = 0;
-  for (int r = 0; r < pb->p; r++) ms = fmax(ms, sc->st.last_end[r] - sc->st.start[r]);
+  double ms = kt_step_model_period(&pb->step, sc->st.start, sc->st.last_end, NULL);
   if (!(ms < sc->ub - sc->eps)) return;
   sc->ub = ms;
   sc->have_best = 1;
@@ -437,7 +436,7 @@ static kt_status search_init(search *sc, const kt__opt_problem *pb, const kt__op
                    pb->m);
   sc->ub = o->upper;
   sc->eps = 1e-9 * (isinf(o->upper) ? 1 : 1 + fabs(o->upper));
-  sc->limit_tol = pb->limit * (1 + 1e-12) + 1e-12;
+  sc->limit_tol = kt_tolerance(pb->limit);
   sc->deadline = kt_now() + o->time_limit;
   sc->max_nodes = o->max_nodes;
   return KT_OK;

@@ -1,18 +1,18 @@
-/* The GEMM libraries a matmul may run on: OpenBLAS (linked), BLIS and
- * oneDNN (loaded when first asked for, from their Debian shared libraries:
- * libblis4, libdnnl2). Each is called single-threaded: a rank's threads are
- * kaiten's own (pool.c), which split a large product between them, so two
- * libraries' thread pools never compete for the same cores.
+/* The GEMM libraries a matmul may run on: OpenBLAS (blas.c), BLIS and
+ * oneDNN, each opened when first asked for (core/dl.c), from their Debian
+ * shared libraries (libblis4, libdnnl2); nothing links them. Each is called
+ * single-threaded: a rank's threads are kaiten's own (pool.c), which split
+ * a large product between them, so two libraries' thread pools never
+ * compete for the same cores.
  *
  * BLIS and oneDNN are opened RTLD_LOCAL and called through their own
  * prefixes (bli_sgemm, dnnl_sgemm): BLIS also exports cblas_sgemm and
  * sgemm_, which must not take the place of OpenBLAS's. */
-#include <cblas.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "nn/nn.h"
 
 static const char *const gemm_names[] = {"auto", "openblas", "blis", "onednn"};
@@ -42,45 +42,45 @@ typedef struct {
 
 typedef struct {
   pthread_once_t once;
-  void *handle;
-  void *sgemm;                 /* blis_sgemm_fn or dnnl_sgemm_fn */
-  void (*set_threads)(int);    /* oneDNN: OpenMP's omp_set_num_threads */
+  void *sgemm;              /* blis_sgemm_fn or dnnl_sgemm_fn; NULL: not loaded */
+  void (*set_threads)(int); /* oneDNN: OpenMP's omp_set_num_threads */
   char version[48];
 } loaded_lib;
 
 static loaded_lib blis = {PTHREAD_ONCE_INIT}, dnnl = {PTHREAD_ONCE_INIT};
 
-static void *open_first(const char *const *names) {
-  for (; *names; names++) {
-    void *h = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
-    if (h) return h;
+/* The first of sonames that loads with names[0] (the rest optional). */
+static int open_first(const char *const *sonames, const char *const *names, size_t n, void **fn) {
+  for (; *sonames; sonames++) {
+    kt_error err;
+    if (!kt__dl_open(*sonames, names, n, 1, fn, &err)) return 1;
   }
-  return NULL;
+  return 0;
 }
 
 static void load_blis(void) {
-  static const char *const names[] = {"libblis.so.4", "libblis.so.3", "libblis.so", NULL};
-  void *h = open_first(names);
-  void *f = h ? dlsym(h, "bli_sgemm") : NULL;
-  char *(*ver)(void) = h ? (char *(*)(void))dlsym(h, "bli_info_get_version_str") : NULL;
-  if (!f) return;
-  blis.handle = h, blis.sgemm = f;
+  static const char *const sonames[] = {"libblis.so.4", "libblis.so.3", "libblis.so", NULL};
+  static const char *const names[] = {"bli_sgemm", "bli_info_get_version_str"};
+  void *fn[2];
+  if (!open_first(sonames, names, 2, fn)) return;
+  char *(*ver)(void) = (char *(*)(void))fn[1];
   snprintf(blis.version, sizeof blis.version, "%s", ver ? ver() : "?");
+  blis.sgemm = fn[0];
 }
 
 static void load_dnnl(void) {
-  static const char *const names[] = {"libdnnl.so.3", "libdnnl.so.2", "libdnnl.so", NULL};
-  void *h = open_first(names);
-  void *f = h ? dlsym(h, "dnnl_sgemm") : NULL;
-  if (!f) return;
+  static const char *const sonames[] = {"libdnnl.so.3", "libdnnl.so.2", "libdnnl.so", NULL};
   /* OpenMP comes with it (Debian builds it on libgomp); without the call
    * to set its threads, each caller would start a team of all cores */
-  void (*threads)(int) = (void (*)(int))dlsym(h, "omp_set_num_threads");
-  const dnnl_version_head *(*ver)(void) = (const dnnl_version_head *(*)(void))dlsym(h, "dnnl_version");
+  static const char *const names[] = {"dnnl_sgemm", "omp_set_num_threads", "dnnl_version"};
+  void *fn[3];
+  if (!open_first(sonames, names, 3, fn)) return;
+  const dnnl_version_head *(*ver)(void) = (const dnnl_version_head *(*)(void))fn[2];
   const dnnl_version_head *v = ver ? ver() : NULL;
-  dnnl.handle = h, dnnl.sgemm = f, dnnl.set_threads = threads;
   if (v) snprintf(dnnl.version, sizeof dnnl.version, "%d.%d.%d", v->major, v->minor, v->patch);
   else snprintf(dnnl.version, sizeof dnnl.version, "?");
+  dnnl.set_threads = (void (*)(int))fn[1];
+  dnnl.sgemm = fn[0];
 }
 
 int kt_gemm_available(kt_gemm_kind k, const char **version) {
@@ -88,7 +88,8 @@ int kt_gemm_available(kt_gemm_kind k, const char **version) {
   int ok = 0;
   switch (k) {
     case KT_GEMM_OPENBLAS:
-      ok = 1, v = openblas_get_config();
+      v = kt__blas_config();
+      ok = v != NULL;
       break;
     case KT_GEMM_BLIS:
       pthread_once(&blis.once, load_blis);
@@ -124,6 +125,5 @@ void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int k
                                 b, ldb, beta, c, ldc);
     return;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, kk, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  kt__sgemm(trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc);
 }

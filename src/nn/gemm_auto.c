@@ -282,11 +282,7 @@ kt_status kt_gemm_choose(const kt_model_config *cfg, int micro_batch, kt_gemm_ch
 
 /* ---- a chunk's library and threads ----------------------------------------- */
 
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-static void blas_one_thread(void) { kt_blas_set_threads(kt_blas_threads()); }
-
 kt_status kt__chunk_exec_init(kt_chunk *c, kt_error *err) {
-  pthread_once(&blas_once, blas_one_thread); /* OpenBLAS's own threads: never */
   kt_status st = kt_gemm_choose(&c->cfg, c->micro_batch, &c->gemm, err);
   if (st) return st;
   c->pool = kt__pool_create(kt_blas_threads());

@@ -1,5 +1,6 @@
-/* The one OpenBLAS wrapper every matmul goes through, plus small kernels. */
-#include <cblas.h>
+/* The one matmul wrapper every product goes through (on the chunk's GEMM
+ * library: gemm.c, OpenBLAS in blas.c), split between a rank's threads
+ * (pool.c), plus small kernels. */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -113,9 +114,8 @@ static double replay_log(int reps) {
     double t0 = kt_now();
     for (size_t i = 0; i < n_shapes; i++) {
       const kt__matmul_shape *s = &shapes[i];
-      cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
-                  s->trans_b ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, 1.0f, a,
-                  s->trans_a ? s->m : s->k, b, s->trans_b ? s->k : s->n, 0.0f, c, s->n);
+      kt__sgemm(s->trans_a, s->trans_b, s->m, s->n, s->k, a, s->trans_a ? s->m : s->k, b,
+                s->trans_b ? s->k : s->n, 0.0f, c, s->n);
     }
     double t = kt_now() - t0;
     best = r == 0 || t < best ? t : best;
@@ -132,7 +132,7 @@ kt_status kt_matmul_measure(kt_status (*work)(void *ctx, kt_error *err), void *c
   kt_status st = work(ctx, err);
   kt__matmul_record(0);
   *flops = kt__matmul_flops() - before;
-  if (st) return st;
+  if (st || (st = kt__blas_load(err))) return st;
   double t = replay_log(reps);
   if (t < 0) return kt_fail(err, KT_ENOMEM, "out of memory replaying the matmuls");
   *sgemm_seconds = t;
@@ -162,76 +162,3 @@ uint64_t kt__unit_seed(uint64_t model_seed, int unit) {
   return kt__rng_next(&r);
 }
 
-/* ---- which OpenBLAS kernels run the matmuls ------------------------------- *
- * A DYNAMIC_ARCH OpenBLAS picks its kernels from the CPU's family and model
- * when it loads. A release older than the CPU does not know the model and
- * falls back to its oldest x86-64 kernels: Debian 12's OpenBLAS 0.3.21 runs
- * an Intel family 6 model 207 (Emerald Rapids) on "Prescott" (SSE3), 3-5x
- * slower than the AVX-512 kernels the CPU runs. OpenBLAS reads
- * OPENBLAS_CORETYPE when it picks; when the user has not set it and the
- * library picked a core older than the CPU's vector units warrant, kaiten
- * sets it (SkylakeX for AVX-512, Haswell for AVX2 + FMA) and has OpenBLAS
- * pick again when the program asks (kt_blas_choose_core), which it does at
- * the start of main, before any thread or matmul exists (setenv is not
- * thread-safe). The environment is left as it was. Elsewhere (another architecture, a static
- * single-target OpenBLAS without the dynamic entry points) nothing changes. */
-static const char *chosen; /* the core kaiten asked for, or NULL */
-
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-/* Exported by DYNAMIC_ARCH builds only: weak, so other builds still link. */
-extern void gotoblas_dynamic_init(void) __attribute__((weak));
-extern void gotoblas_dynamic_quit(void) __attribute__((weak));
-
-/* Cores with neither AVX2 nor AVX-512 kernels: what an unknown CPU gets. */
-static int is_pre_avx2(const char *core) {
-  static const char *const old[] = {"Unknown", "Katmai",  "Coppermine", "Northwood", "Prescott",
-                                    "Banias",  "Atom",    "Core2",      "Penryn",    "Dunnington",
-                                    "Nehalem", "Athlon",  "Opteron",    "Opteron_SSE3",
-                                    "Barcelona", "Nano", "Sandybridge", "Bobcat"};
-  for (size_t i = 0; i < sizeof old / sizeof old[0]; i++)
-    if (!strcmp(core, old[i])) return 1;
-  return 0;
-}
-
-static void choose_blas_core(void) {
-  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || getenv("OPENBLAS_CORETYPE")) return;
-  const char *core = openblas_get_corename();
-  if (!core || !is_pre_avx2(core)) return;
-  __builtin_cpu_init();
-  const char *want = NULL;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-    want = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    want = "Haswell";
-  if (!want || setenv("OPENBLAS_CORETYPE", want, 1)) return;
-  gotoblas_dynamic_quit();
-  gotoblas_dynamic_init();
-  unsetenv("OPENBLAS_CORETYPE");
-  chosen = want;
-}
-#endif
-
-const char *kt_blas_core(const char **chosen_by_kaiten) {
-  if (chosen_by_kaiten) *chosen_by_kaiten = chosen;
-  return openblas_get_corename();
-}
-
-const char *kt_blas_choose_core(void) {
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-  static int done;
-  if (!done) done = 1, choose_blas_core();
-#endif
-  return openblas_get_corename();
-}
-
-/* Threads per rank for the chunks created from now on; the libraries
- * themselves always run one thread per call (gemm.c). */
-static atomic_int rank_threads = 1;
-
-void kt_blas_set_threads(int n) {
-  atomic_store(&rank_threads, n > 0 ? n : 1);
-  openblas_set_num_threads(1);
-}
-
-int kt_blas_threads(void) { return atomic_load(&rank_threads); }

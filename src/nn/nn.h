@@ -60,6 +60,15 @@ kt_status kt__chunk_exec_init(kt_chunk *c, kt_error *err);
 /* Enters a chunk's context (its pool and library); kt__exec_leave after. */
 kt__exec kt__chunk_enter(const kt_chunk *c);
 
+/* OpenBLAS, opened on first use (blas.c): KT_EIO with the loader's reason
+ * when it cannot be. Thread-safe; kt_chunk_create calls it first. */
+kt_status kt__blas_load(kt_error *err);
+/* cblas_sgemm, row-major, alpha 1: c (m, n) = beta * c + op(a) @ op(b). */
+void kt__sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
+               const float *b, int ldb, float beta, float *c, int ldc);
+/* openblas_get_config() (its version and build); NULL when it cannot be loaded. */
+const char *kt__blas_config(void);
+
 /* Every matrix multiply in kaiten goes through this wrapper (row-major):
  *   out (m, n) = beta * out + op(a) (m, k) @ op(b) (k, n)
  * with op(x) = x or its transpose. Counts FLOPs for the benchmarks. */

@@ -31,6 +31,7 @@ kt_session_params kt_session_default_params(void) {
   p.timeout = 60;
   p.pin_threads = 1;
   p.slow_rank = -1, p.slow_factor = 1;
+  p.nan_step = p.nan_rank = -1;
   p.keep_checkpoints = KT_SESSION_KEEP_CHECKPOINTS;
   return p;
 }
@@ -62,10 +63,10 @@ static kt_status check_params(const kt_session_params *p, kt_error *err) {
                    p->synthetic ? "synthetic" : "caller's own", p->resume ? "resume" : "save");
   if (!has_units(p) && p->partition)
     return kt_fail(err, KT_EINVAL, "a partition splits the built-in model's layers; this run has none");
-  if (!has_units(p) && p->mem_limit_kind == KT_MEM_LIMIT_BYTES)
+  if (!has_units(p) && p->mem_limit.kind == KT_MEM_BYTES)
     return kt_fail(err, KT_EINVAL, "a memory limit in bytes needs the built-in model's activation "
                                    "sizes; give it in activation units or as a fraction");
-  int limited = p->mem_limit_kind != KT_MEM_LIMIT_UNITS || p->mem_limit > 0;
+  int limited = p->mem_limit.kind != KT_MEM_UNITS || p->mem_limit.value > 0;
   if (limited && (p->schedule || (p->kind != KT_SCHED_ZB_AUTO && p->kind != KT_SCHED_ZBV_AUTO)))
     return kt_fail(err, KT_EINVAL, "%s cannot keep to a memory limit: its order sets its memory "
                    "(zb-auto and zbv-auto search for an order within one)",
@@ -151,6 +152,8 @@ static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
   rc->timeout = p->timeout;
   rc->pin_threads = p->pin_threads;
   rc->slow_rank = p->slow_rank, rc->slow_factor = p->slow_factor;
+  rc->step_sync = p->step_sync;
+  rc->nan_step = p->nan_step, rc->nan_rank = p->nan_rank;
 }
 
 /* The cores this process may run on (all of the machine's under MPI:
