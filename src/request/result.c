@@ -137,6 +137,7 @@ static kt_status build_generated(const kt_request *rq, kt_result *res, kt_error 
   if (rq->effort == KT_EFFORT_QUICK && (k == KT_SCHED_ZBV || k == KT_SCHED_V_HALF || k == KT_SCHED_V_MIN))
     pp.costs = NULL;
   res->kind = (int)k;
+  if ((st = kt__request_pack(rq, k, rq->p * v, &pp, res, err))) return st;
   if ((st = kt_generate(k, &pp, &res->order, err)))
     return infeasible(rq, k, rq->p, rq->m, v, &res->costs, st, err);
   if (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO) {
@@ -238,6 +239,9 @@ kt_status kt_request_build(const kt_request *rq, kt_result *res, kt_error *err) 
   res->time_limit = rq->time_limit;
   res->cost_basis = rq->per_stage ? "stage" : "rank";
   kt_status st = kt_request_check(rq, err);
+  if (!st && rq->doc_lengths.max > 0 && (rq->order || !strcmp(rq->schedule, KT_OPTIMAL_NAME)))
+    st = kt_fail(err, KT_EINVAL, "doc-lengths: documents are packed for a generated schedule "
+                                 "(not %s)", rq->order ? "a schedule file" : KT_OPTIMAL_NAME);
   if (!st)
     st = rq->order ? build_held(rq, res, err)
          : !strcmp(rq->schedule, KT_OPTIMAL_NAME) ? build_optimal(rq, res, err)
@@ -283,6 +287,8 @@ void kt_result_free(kt_result *res) {
   kt_schedule_free(&res->order);
   kt_schedule_free(&res->program);
   kt_costs_free(&res->costs);
+  if (res->packed) kt_pack_free(&res->pack);
+  res->packed = 0;
   if (res->has_timeline) kt_timeline_free(&res->tl);
   if (res->simulated) kt_metrics_free(&res->met);
   res->has_timeline = res->simulated = 0;

@@ -28,6 +28,7 @@ void kt_request_init(kt_request *rq) {
   rq->time_limit = 10;
   rq->slow_rank = -1, rq->slow_factor = 1;
   rq->notation = KT_NOTATION_AUTO, rq->ir = KT_TORCH_IR_2_15;
+  kt__request_packing_init(rq);
 }
 
 void kt_request_free(kt_request *rq) {
@@ -325,6 +326,11 @@ static const setting settings[] = {
     {"slow-rank", NULL, set_slow_rank, 0},
     {"torch-notation", "notation", set_notation, 0},
     {"torch-version", NULL, set_torch_version, 0},
+    {"doc-lengths", NULL, kt__request_set_packing, KT__REQ_DOC_LENGTHS},
+    {"seed", NULL, kt__request_set_packing, KT__REQ_SEED},
+    {"packing", NULL, kt__request_set_packing, KT__REQ_PACKING},
+    {"mb-tokens", NULL, kt__request_set_packing, KT__REQ_MB_TOKENS},
+    {"attn-share", NULL, kt__request_set_packing, KT__REQ_ATTN_SHARE},
 };
 #define N_SETTINGS (int)(sizeof settings / sizeof *settings)
 
@@ -479,6 +485,7 @@ void kt_request_print(const kt_request *rq, kt_buf *out) {
   if (rq->notation != d.notation)
     kt_buf_printf(&b, " torch-notation=%s", kt_notation_name(rq->notation));
   if (rq->ir != d.ir) kt_buf_puts(&b, " torch-version=2.14"); /* any release before 2.15 */
+  kt__request_print_packing(rq, &b);
   if (b.failed) out->failed = 1;
   else kt_buf_append(out, b.data + 1, b.len - 1);
   kt_buf_free(&b);
