@@ -251,6 +251,15 @@ void kt_result_free(kt_result *res);
 /* What runs: the program when there is one, else the order. */
 const kt_schedule *kt_result_runs(const kt_result *res);
 
+/* Packs len[0..n-1] as rq says, for a caller that holds its own data:
+ * documents (given 0: into rq->m micro-batches of rq->tokens.budget tokens
+ * by rq->packing) or the lengths of micro-batches already formed (given 1:
+ * n of them; sq, optional, their documents' summed squared lengths).
+ * Balanced orders them for rq's schedule (a generator), costs and memory
+ * limit. out is freed with kt_pack_free. EINVAL naming the bad value. */
+kt_status kt_request_pack(const kt_request *rq, const int *len, const double *sq, int n, int given,
+                          kt_pack *out, kt_error *err);
+
 /* ---- comparisons ---------------------------------------------------------------- */
 
 typedef struct {

@@ -10,6 +10,10 @@ kt_status kt__request_size_check(int p, int v, int m, kt_error *err);
 /* Fills res->info from what res holds (nothing here simulates or searches). */
 void kt__result_describe(kt_result *res);
 
+/* The stage costs (cost basis, slow rank) of a P, V layout in placement pl. */
+kt_status kt__request_layout_costs(const kt_request *rq, int p, int v, kt_placement pl,
+                                   kt_costs *out, kt_error *err);
+
 /* ---- documents packed into the micro-batches (packing.c) ---- */
 enum { KT__REQ_DOC_LENGTHS, KT__REQ_SEED, KT__REQ_PACKING, KT__REQ_MB_TOKENS, KT__REQ_ATTN_SHARE };
 /* The defaults: seed 1, fifo, 1024 tokens, attn-share 0.25, no documents. */

@@ -74,6 +74,22 @@ static int documents_needed(const kt_request *rq) {
 /* Orders balanced's packing tries: enough for a few rounds of swaps. */
 #define ORDER_EVALS 400
 
+/* Balanced's order of pk for kind (stage costs base, generation pp), then
+ * base turned into pk's per-micro-batch costs (S stages). */
+static kt_status order_and_cost(const kt_request *rq, kt_gen_kind kind, int S,
+                                const kt_gen_params *pp, kt_pack *pk, kt_costs *base,
+                                kt_error *err) {
+  kt_status st = KT_OK;
+  if (rq->packing == KT_PACK_BALANCED)
+    st = kt_pack_order(pk, &rq->tokens, base, kind, pp, ORDER_EVALS, err);
+  kt_costs packed;
+  if (!st) st = kt_pack_costs(pk, &rq->tokens, base, S, &packed, err);
+  if (st) return st;
+  kt_costs_free(base);
+  *base = packed;
+  return KT_OK;
+}
+
 kt_status kt__request_pack(const kt_request *rq, kt_gen_kind kind, int S, const kt_gen_params *pp,
                            kt_result *res, kt_error *err) {
   if (rq->doc_lengths.max <= 0) return KT_OK;
@@ -88,14 +104,35 @@ kt_status kt__request_pack(const kt_request *rq, kt_gen_kind kind, int S, const 
   free(len);
   if (st) return st;
   res->packed = 1;
-  if (rq->packing == KT_PACK_BALANCED)
-    st = kt_pack_order(&res->pack, &rq->tokens, &res->costs, kind, pp, ORDER_EVALS, err);
-  kt_costs packed;
-  if (!st) st = kt_pack_costs(&res->pack, &rq->tokens, &res->costs, S, &packed, err);
-  if (st) return st;
-  kt_costs_free(&res->costs);
-  res->costs = packed;
+  if ((st = order_and_cost(rq, kind, S, pp, &res->pack, &res->costs, err))) return st;
   res->step_tokens = 0;
   for (int k = 0; k < res->pack.m; k++) res->step_tokens += res->pack.tokens[k];
   return KT_OK;
+}
+
+kt_status kt_request_pack(const kt_request *rq, const int *len, const double *sq, int n, int given,
+                          kt_pack *out, kt_error *err) {
+  memset(out, 0, sizeof *out);
+  int k = kt_gen_kind_from_name(rq->schedule);
+  if (k < 0)
+    return kt_fail(err, KT_EINVAL, "schedule '%s': packing orders micro-batches for a generator "
+                   "(%s)", rq->schedule, kt_gen_kind_list());
+  int v = rq->v > 0 ? rq->v : kt_gen_default_chunks((kt_gen_kind)k);
+  kt_status st = given ? kt_pack_given(len, sq, n, out, err)
+                       : kt_pack_documents(len, n, rq->m, &rq->tokens, rq->packing, out, err);
+  if (st) return st;
+  out->how = rq->packing;
+  kt_costs base;
+  st = kt__request_layout_costs(rq, rq->p, v, kt_gen_kind_placement((kt_gen_kind)k), &base, err);
+  if (st) {
+    kt_pack_free(out);
+    return st;
+  }
+  double limit = kt_mem_limit_units(&rq->mem_limit, (kt_gen_kind)k, rq->p, out->m, rq->v, &base);
+  kt_gen_params pp = {.p = rq->p, .m = out->m, .v = rq->v, .mem_limit = limit > 0 ? limit : 0,
+                      .quick = 1};
+  st = order_and_cost(rq, (kt_gen_kind)k, rq->p * v, &pp, out, &base, err);
+  kt_costs_free(&base);
+  if (st) kt_pack_free(out);
+  return st;
 }
