@@ -130,7 +130,8 @@ kt_status kt_request_pack(const kt_request *rq, const int *len, const double *sq
   }
   double limit = kt_mem_limit_units(&rq->mem_limit, (kt_gen_kind)k, rq->p, out->m, rq->v, &base);
   kt_gen_params pp = {.p = rq->p, .m = out->m, .v = rq->v, .mem_limit = limit > 0 ? limit : 0,
-                      .quick = 1};
+                      .quick = rq->effort == KT_EFFORT_QUICK,
+                      .thorough = rq->effort == KT_EFFORT_THOROUGH};
   st = order_and_cost(rq, (kt_gen_kind)k, rq->p * v, &pp, out, &base, err);
   kt_costs_free(&base);
   if (st) kt_pack_free(out);
