@@ -92,6 +92,9 @@ kt_status kt_pack_documents(const int *len, int n, int m, const kt_token_model *
  * given). */
 kt_status kt_pack_given(const int *len, const double *sq, int m, kt_pack *out, kt_error *err);
 void kt_pack_free(kt_pack *pk);
+/* The cost of the micro-batch run k-th as a multiple of the stage costs
+ * (kt_token_model: a micro-batch of one budget-long document is 1). */
+double kt_pack_load(const kt_pack *pk, const kt_token_model *model, int k);
 
 /* The per-(stage, micro-batch) costs of pk in its run order: base's stage
  * values scaled per micro-batch (kt_token_model) for S stages; out is a

@@ -247,6 +247,8 @@ typedef struct {
   int synthetic;                /* or sleeps of the costs below with real tensors */
   double syn_tf_ms, syn_tb_ms, syn_tw_ms; /* one rank's share: V chunks run ms/V each */
   size_t syn_act_bytes, syn_grad_bytes;
+  const double *syn_mb_scale;   /* [m]: micro-batch k's costs are these times syn_mb_scale[k]
+                                   (kt_runtime_config); NULL: all alike. Not owned. */
   kt_data_source *data;         /* the caller's (never destroyed here); NULL: the built-in model's */
   const char *data_path;        /* GPT's built-in data: a text file (NULL: the built-in corpus) */
   uint64_t data_seed;

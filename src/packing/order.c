@@ -112,9 +112,7 @@ kt_status kt_pack_order(kt_pack *pk, const kt_token_model *model, const kt_costs
   }
   kt_status st = KT_OK;
   judge(&os, err, &st); /* the packing's own order */
-  double b = model->budget;
-  for (int k = 0; k < pk->m; k++)
-    h[k] = (heavy){(1 - model->attn) * pk->tokens[k] / b + model->attn * pk->sq[k] / (b * b), k};
+  for (int k = 0; k < pk->m; k++) h[k] = (heavy){kt__pack_load(model, pk->tokens[k], pk->sq[k]), k};
   qsort(h, (size_t)pk->m, sizeof *h, heavier_first);
   starts(&os, h, err, &st);
   swaps(&os, err, &st);

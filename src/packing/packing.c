@@ -116,9 +116,15 @@ static void fifo_pack(const int *len, kt_pack *pk, int budget) {
 }
 
 /* A micro-batch's relative cost (kt_token_model): what balanced evens out. */
-static double load(const kt_token_model *tm, double tokens, double sq) {
+double kt__pack_load(const kt_token_model *tm, double tokens, double sq) {
   double b = tm->budget;
   return (1 - tm->attn) * tokens / b + tm->attn * sq / (b * b);
+}
+#define load kt__pack_load
+
+double kt_pack_load(const kt_pack *pk, const kt_token_model *model, int k) {
+  int b = pk->order[k];
+  return load(model, pk->tokens[b], pk->sq[b]);
 }
 
 typedef struct {

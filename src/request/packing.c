@@ -25,7 +25,9 @@ kt_status kt__request_set_packing(kt_request *rq, int field, const char *key, co
     case KT__REQ_DOC_LENGTHS: {
       kt_error e = {{0}};
       if (!kt_doc_lengths_parse(val, &rq->doc_lengths, &e)) return KT_OK;
-      return kt_fail(err, KT_EINVAL, "%s: %s", key, e.msg);
+      /* its message names the spec as "doc-lengths '...'": say the key as given */
+      const char *rest = strncmp(e.msg, "doc-lengths", 11) ? e.msg : e.msg + 11;
+      return kt_fail(err, KT_EINVAL, "%s%s%s", key, rest == e.msg ? ": " : "", rest);
     }
     case KT__REQ_SEED:
       if (kt_parse_int(val, 0, 2147483647L, &x))
