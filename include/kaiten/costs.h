@@ -133,6 +133,8 @@ int kt_costs_mb_differ(const kt_costs *c);
  * memory the least of its micro-batches': no step under c is shorter than
  * under dst (a lower bound's costs). ENOMEM. */
 kt_status kt_costs_least(const kt_costs *c, kt_costs *dst, kt_error *err);
+/* Forgets every per-micro-batch list (the stage arrays keep their summaries). */
+void kt_costs_clear_mb(kt_costs *c);
 /* With per-micro-batch values, EINVAL unless they list m micro-batches. */
 kt_status kt_costs_check_m(const kt_costs *c, int m, kt_error *err);
 

@@ -33,6 +33,8 @@ void kt__costs_free_mb(kt_costs *c) {
   c->n_mb = 0;
 }
 
+void kt_costs_clear_mb(kt_costs *c) { kt__costs_free_mb(c); }
+
 void kt__costs_drop_mb(kt_costs *c, const char *field) {
   double **stage;
   int memory;
