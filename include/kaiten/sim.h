@@ -68,6 +68,23 @@ kt_status kt_simulate_into(const kt_schedule *s, const kt_costs *c, const kt_sim
 kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
                            kt_metrics *met, kt_error *err);
 
+/* ---- the size guard: a simulation this machine cannot hold is refused ----
+ *
+ * Bytes per action a whole run needs, from its schedule to its written
+ * result, by the path it takes (measured at P=256, M=4096 and above, with
+ * a margin; docs/simulator.md): kt_simulate_metrics (the schedule, the
+ * simulator's state per stage and micro-batch, the metrics), a timeline
+ * (kt_simulate_both: an event and memory samples per action) with the JSON
+ * of its events or a report, and a timeline written as a Chrome trace. */
+#define KT_SIM_BYTES_METRICS 32
+#define KT_SIM_BYTES_TIMELINE 192
+#define KT_SIM_BYTES_CHROME 320
+/* EINVAL when actions * bytes_per_action is more than 3/4 of this
+ * machine's physical memory: "up to 2.01e+08 actions would need about
+ * 5.6 GiB of memory (this machine has 4 GiB)". Callers that take sizes
+ * from a user (the CLI, the ffi) ask it before generating anything. */
+kt_status kt_sim_memory_check(double actions, double bytes_per_action, kt_error *err);
+
 /* ---- the critical path of a timeline, simulated or measured ----------------
  *
  * Each action waits for its rank's previous one (which holds the rank

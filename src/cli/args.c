@@ -90,7 +90,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli_args *out) {
       if (inline_val) return cli_usage_error("option --%s takes no value", o->name);
       out->value[idx] = "1";
     }
-    out->given[idx] = 1;
+    out->given[idx]++;
   }
   return 0;
 }
@@ -107,6 +107,12 @@ const char *cli_get(const cli_args *a, const char *name) {
 }
 
 int cli_has(const cli_args *a, const char *name) { return cli_get(a, name) != NULL; }
+
+int cli_given_once(const cli_args *a, const char *name) {
+  int i = opt_index(a, name);
+  if (i < 0 || a->given[i] <= 1) return 0;
+  return cli_usage_error("--%s is given %d times: give it once", name, a->given[i]);
+}
 
 const char *cli_program = "kaiten";
 
@@ -161,18 +167,14 @@ static int read_costs(const cli_args *a, kt_costs *c) {
   const char *file = cli_get(a, "costs");
   kt_status st;
   if (file && (st = cli_costs_file(c, file, &err))) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
-  static const char *const fields[] = {"tf", "tb", "tw", "mem-act", "mem-wgrad"};
+  static const char *const fields[] = {"tf", "tb", "tw", "mem-act", "mem-wgrad", "comm",
+                                       "comm-latency", "comm-bytes", "comm-bandwidth",
+                                       "send-overhead", "op-overhead", "overlap"};
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
     const char *v = cli_get(a, fields[i]);
+    if (v && cli_given_once(a, fields[i])) return 2;
     if (v && kt_costs_set(c, fields[i], v, &err)) return cli_usage_error("--%s", err.msg);
   }
-  static const char *const scalars[] = {"comm", "comm-latency", "comm-bytes", "comm-bandwidth",
-                                        "send-overhead", "op-overhead"};
-  double *targets[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
-                       &c->send_overhead, &c->op_overhead};
-  for (size_t i = 0; i < sizeof targets / sizeof *targets; i++)
-    if (cli_double(a, scalars[i], 0, 1e300, *targets[i], targets[i])) return 2;
-  if (cli_double(a, "overlap", 0, 1, c->overlap, &c->overlap)) return 2;
   if (kt_costs_compute_free(c))
     return cli_usage_error("--tf, --tb and --tw are all 0: every action takes no time, so there is "
                            "no makespan or bubble to compute; give a cost above 0");
@@ -187,17 +189,12 @@ int cli_stage_costs(const cli_args *a, const kt_costs *given, int v, kt_costs *o
   return st ? cli_fail(st, &err) : 0;
 }
 
-int cli_check_sim_size(const char *what, long p, long v, long m) {
-  /* at most three actions (F, I, W) per stage and micro-batch; each costs its
-   * IR entry, an event, two memory samples and the simulator's pair state */
-  double actions = 3.0 * (double)p * (double)(v > 0 ? v : 2) * (double)m;
-  double need = actions * (12 + 56 + 48 + 8);
-  double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
-  if (have > 0 && need > 0.75 * have)
-    return cli_usage_error("%s -p %ld -m %ld: up to %.3g actions would need about %.1f GiB of "
-                           "memory (this machine has %.1f GiB); simulate fewer ranks or "
-                           "micro-batches",
-                           what, p, m, actions, need / 1073741824.0, have / 1073741824.0);
+int cli_check_sim_size(const char *what, long p, long v, long m, double bytes_per_action) {
+  /* at most three actions (F, I, W) per stage and micro-batch */
+  kt_error err;
+  double actions = 3.0 * (double)p * (double)(v > 0 ? v : 1) * (double)m;
+  if (kt_sim_memory_check(actions, bytes_per_action, &err))
+    return cli_usage_error("%s -p %ld -m %ld: %s", what, p, m, err.msg);
   return 0;
 }
 
@@ -233,16 +230,22 @@ int cli_mem_limit_parse(const cli_args *a, int allow_bytes, cli_mem_limit *out) 
   if (n == 0 || n >= sizeof num) goto bad;
   memcpy(num, v, n);
   num[n] = 0;
-  if (kt_parse_double(num, &x) != 0 || !(x >= 0) || isinf(x) || (kind != CLI_MEM_UNITS && x <= 0))
-    goto bad;
+  char *end;
+  x = strtod(num, &end); /* an underflow (5e-324, 1e-400) is a tiny limit, refused below */
+  if (*end || !(x >= 0) || x > KT_COST_MAX) goto bad;
+  if (x < KT_COST_MIN) /* 0 and tiny values alike: a limit nothing fits in */
+    return cli_usage_error("--mem-limit '%s': expected a limit above 0 (at least %g); leave "
+                           "--mem-limit out for the schedule's default (1F1B's peak)", v,
+                           KT_COST_MIN);
   if (kind == CLI_MEM_BYTES && !allow_bytes)
     return cli_usage_error("--mem-limit '%s': bytes need a model (kaiten train); here give "
                            "--mem-act units (e.g. 12) or a fraction of 1F1B's peak (e.g. 0.5x)", v);
   *out = (cli_mem_limit){kind, x * scale};
   return 0;
 bad:
-  return cli_usage_error("--mem-limit '%s': expected --mem-act units per rank (12), a fraction "
-                         "of 1F1B's peak (0.5x)%s", v, allow_bytes ? " or bytes (2GiB, 512MiB)" : "");
+  return cli_usage_error("--mem-limit '%.40s': expected --mem-act units per rank (12), a fraction "
+                         "of 1F1B's peak (0.5x)%s, a number up to %g", v,
+                         allow_bytes ? " or bytes (2GiB, 512MiB)" : "", KT_COST_MAX);
 }
 
 double cli_mem_limit_units(const cli_mem_limit *ml, kt_gen_kind kind, int p, int m, int v,

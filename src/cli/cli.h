@@ -26,7 +26,7 @@ typedef struct {
   const cli_opt *opts;
   int n_opts;
   const char *value[CLI_MAX_OPTS]; /* last value given, or "1" for flags */
-  int given[CLI_MAX_OPTS];
+  int given[CLI_MAX_OPTS]; /* how many times */
   const char *pos[CLI_MAX_POS];
   int n_pos;
 } cli_args;
@@ -48,6 +48,9 @@ void cli_print_help(const cli_command *cmd, FILE *f);
 
 const char *cli_get(const cli_args *a, const char *name);
 int cli_has(const cli_args *a, const char *name);
+/* 0 when the option was given at most once; else 2 after one line saying
+ * so (a value stated twice is ambiguous, as a key twice in a cost file). */
+int cli_given_once(const cli_args *a, const char *name);
 /* Integer/double options with range checks; print the error and return -1. */
 int cli_int(const cli_args *a, const char *name, long lo, long hi, long dflt, long *out);
 int cli_double(const cli_args *a, const char *name, double lo, double hi, double dflt, double *out);
@@ -95,9 +98,10 @@ const char *cli_cost_basis(const cli_args *a);
 /* The stage costs of a schedule with v chunks per rank from the costs as
  * given (divided by v on the rank basis). 0, or the exit code. */
 int cli_stage_costs(const cli_args *a, const kt_costs *given, int v, kt_costs *out);
-/* Refuses a simulation too large for this machine before building it:
- * 0, or 2 after one line with the memory it would need. */
-int cli_check_sim_size(const char *what, long p, long v, long m);
+/* Refuses a simulation too large for this machine before building it
+ * (kt_sim_memory_check of up to 3*P*V*M actions on the path it will take,
+ * KT_SIM_BYTES_*): 0, or 2 after one line with the memory it would need. */
+int cli_check_sim_size(const char *what, long p, long v, long m, double bytes_per_action);
 
 /* Schedule files (PyTorch CSV or kaiten text form). */
 #define CLI_SCHEDULE_FILE_OPTS                                                                \

@@ -103,7 +103,10 @@ static void eval_row(compare_run *cr, row *rw, int kind) {
     snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
     return;
   }
-  double limit = cli_mem_limit_units(&cr->ml, like, p, m, v, &rw->costs);
+  /* --mem-limit is for the rows that keep to one; the others keep their own order */
+  double limit = optimal || !kt_gen_check_mem_limit(like, 1, NULL)
+                     ? cli_mem_limit_units(&cr->ml, like, p, m, v, &rw->costs)
+                     : 0;
   if (optimal ? cli_generate_optimal(p, m, v, &rw->costs, limit, cr->time_limit, &s, &rw->opt, &err)
               : cli_generate(cr->a, like, p, m, v, &rw->costs, limit, &s, &err)) {
     snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
@@ -169,8 +172,15 @@ static int parse_compare(compare_run *cr) {
     cr->p = cr->file_sched.p, cr->m = cr->file_sched.m;
     fprintf(stderr, "kaiten: %s", info);
   }
-  int rc = parse_schedules(cr);
-  if (!rc) rc = cli_check_sim_size("compare", cr->p, cr->v, cr->m);
+  int rc = parse_schedules(cr), limited = 0;
+  for (int i = 0; i < cr->nk; i++)
+    limited |= cr->kinds[i] == KIND_OPTIMAL || !kt_gen_check_mem_limit(cr->kinds[i], 1, NULL);
+  if (!rc && cli_has(a, "mem-limit") && !limited)
+    rc = cli_usage_error("--mem-limit %s: none of the schedules compared keeps to a memory limit "
+                         "(zb-auto, zbv-auto and optimal do)", cli_get(a, "mem-limit"));
+  /* each row's timeline, every row's kept for --report */
+  if (!rc) rc = cli_check_sim_size("compare", cr->p, cr->v, cr->m,
+                                   KT_SIM_BYTES_TIMELINE * (cr->keep ? cr->nk + 1 : 1));
   if (!rc) rc = cli_read_costs(a, &cr->given);
   return rc;
 }

@@ -88,6 +88,14 @@ static int parse_options(sim_run *r) {
   return cli_read_costs(a, &r->given);
 }
 
+static int needs_timeline(const sim_run *r, size_t actions);
+
+/* What the run needs per action on the path it will take (the size guard). */
+static double bytes_per_action(const sim_run *r, size_t actions) {
+  if (!strcmp(r->format, "chrome")) return KT_SIM_BYTES_CHROME;
+  return needs_timeline(r, actions) ? KT_SIM_BYTES_TIMELINE : KT_SIM_BYTES_METRICS;
+}
+
 /* The schedule "optimal": the exact search, V = 1 (loop) or 2 (v). */
 static int build_optimal(sim_run *r) {
   int v = r->v > 0 ? (int)r->v : 1;
@@ -117,9 +125,17 @@ static int build_schedule(sim_run *r) {
     char info[CLI_INFO_LEN];
     cli_size_flag sizes[3] = {{"-p", cli_has(a, "p"), r->p}, {"-v", cli_has(a, "v"), r->v},
                               {"-m", cli_has(a, "m"), r->m}};
+    if (cli_has(a, "mem-limit"))
+      return cli_usage_error("--mem-limit %s: a schedule file's order sets its memory (zb-auto and "
+                             "zbv-auto search for an order within one)", cli_get(a, "mem-limit"));
     int rc = cli_load_schedule_file(r->torch, r->from, sizes, &r->sched, &r->program, info, sizeof info);
     if (rc) return rc;
     fprintf(stderr, "kaiten: %s", info);
+    const kt_schedule *s = r->program.ranks ? &r->program : &r->sched;
+    size_t actions = kt_schedule_total_actions(s);
+    kt_error err;
+    if (kt_sim_memory_check((double)actions, bytes_per_action(r, actions), &err))
+      return cli_usage_error("%s: %s", r->from, err.msg);
     return cli_stage_costs(a, &r->given, r->sched.v, &r->costs);
   }
   const char *name = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
@@ -128,12 +144,14 @@ static int build_schedule(sim_run *r) {
   if (r->kind < 0)
     return cli_usage_error("unknown schedule '%s' (known: %s)", name, kt_gen_kind_list());
   kt_gen_kind k = (kt_gen_kind)r->kind;
+  kt_error err = {{0}};
+  if (kt_gen_check_mem_limit(k, r->ml.value, &err)) return cli_usage_error("%s", err.msg);
   int v = r->v > 0 ? (int)r->v : kt_gen_default_chunks(k);
-  int rc = cli_check_sim_size("sim", r->p, v, r->m);
+  size_t most = (size_t)3 * (size_t)r->p * (size_t)v * (size_t)r->m;
+  int rc = cli_check_sim_size("sim", r->p, v, r->m, bytes_per_action(r, most));
   if (!rc) rc = cli_stage_costs(a, &r->given, v, &r->costs);
   if (rc) return rc;
   double limit = cli_mem_limit_units(&r->ml, k, (int)r->p, (int)r->m, (int)r->v, &r->costs);
-  kt_error err = {{0}};
   if ((rc = cli_generate(a, k, (int)r->p, (int)r->m, (int)r->v, &r->costs, limit, &r->sched,
                          &err)))
     fprintf(stderr, "kaiten: %s\n", err.msg);

@@ -66,11 +66,10 @@ static kt_status check_params(const kt_session_params *p, kt_error *err) {
     return kt_fail(err, KT_EINVAL, "a memory limit in bytes needs the built-in model's activation "
                                    "sizes; give it in activation units or as a fraction");
   int limited = p->mem_limit_kind != KT_MEM_LIMIT_UNITS || p->mem_limit > 0;
-  if (limited && (p->schedule || (p->kind != KT_SCHED_ZB_AUTO && p->kind != KT_SCHED_ZBV_AUTO)))
-    return kt_fail(err, KT_EINVAL, "%s cannot keep to a memory limit: its order sets its memory "
-                   "(zb-auto and zbv-auto search for an order within one)",
-                   p->schedule ? "a schedule of the caller's" : kt_gen_kind_name(p->kind));
-  return KT_OK;
+  if (limited && p->schedule)
+    return kt_fail(err, KT_EINVAL, "a schedule of the caller's cannot keep to a memory limit: its "
+                   "order sets its memory (zb-auto and zbv-auto search for an order within one)");
+  return kt_gen_check_mem_limit(p->kind, limited ? 1.0 : 0.0, err);
 }
 
 /* Resuming: the run read back, and what it must hold to go on. */

@@ -11,15 +11,10 @@
 #define KEY_LEN 32
 #define VALUE_LEN 65536 /* a per-stage list of a few thousand stages */
 
-static const char *const cost_lists[] = {"tf", "tb", "tw", "mem-act", "mem-wgrad"};
-static const char *const scalars[] = {"comm", "comm-latency", "comm-bytes", "comm-bandwidth",
-                                      "send-overhead", "op-overhead", "overlap"};
-
-static double *scalar_of(kt_costs *c, int i) {
-  double *at[] = {&c->comm, &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
-                  &c->send_overhead, &c->op_overhead, &c->overlap};
-  return at[i];
-}
+/* What kt_costs_set reads: per-stage lists and scalars. */
+static const char *const cost_fields[] = {"tf", "tb", "tw", "mem-act", "mem-wgrad", "comm",
+                                          "comm-latency", "comm-bytes", "comm-bandwidth",
+                                          "send-overhead", "op-overhead", "overlap"};
 
 static int index_of(const char *key, const char *const *names, int n) {
   for (int i = 0; i < n; i++)
@@ -79,7 +74,6 @@ bad:
 }
 
 static kt_status set_one(const char *key, const char *val, kt__web_req *rq, kt_error *err) {
-  int i;
   if (!strcmp(key, "schedule")) {
     if (strlen(val) >= sizeof rq->schedule)
       return kt_fail(err, KT_EINVAL, "unknown schedule '%.40s'", val);
@@ -94,15 +88,7 @@ static kt_status set_one(const char *key, const char *val, kt__web_req *rq, kt_e
   if (!strcmp(key, "quick")) return set_flag(key, val, &rq->quick, err);
   if (!strcmp(key, "mem-limit")) return set_limit(val, rq, err);
   if (!strcmp(key, "slow-rank")) return set_slow(val, rq, err);
-  if (index_of(key, cost_lists, 5) >= 0) return kt_costs_set(&rq->given, key, val, err);
-  if ((i = index_of(key, scalars, 7)) >= 0) {
-    double x;
-    if (kt_parse_double(val, &x) || !isfinite(x) || x < 0 || (i == 6 && x > 1))
-      return kt_fail(err, KT_EINVAL, "%s '%s': expected a number >= 0%s", key, val,
-                     i == 6 ? " and <= 1" : "");
-    *scalar_of(&rq->given, i) = x;
-    return KT_OK;
-  }
+  if (index_of(key, cost_fields, 12) >= 0) return kt_costs_set(&rq->given, key, val, err);
   return kt_fail(err, KT_EINVAL, "unknown setting '%s' (known: schedule, p, m, v, tf, tb, tw, "
                                  "mem-act, mem-wgrad, per-stage, comm, comm-latency, comm-bytes, "
                                  "comm-bandwidth, send-overhead, op-overhead, overlap, mem-limit, "
