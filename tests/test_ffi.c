@@ -2,6 +2,8 @@
  * every handle made, used and freed as Python's ctypes uses it, its
  * results equal to the library's own calls (so the sanitizer builds cover
  * the layer the Python package loads), and its errors as statuses. */
+#include <math.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -222,10 +224,103 @@ static void test_plan(void) {
   kt_ffi_plan_free(pl);
 }
 
+/* Issue 49: every entry point checks what it is handed, with the CLI's
+ * ranges and its size guard, before it builds anything. */
+static void test_arguments_checked(void) {
+  kt_error err = {{0}};
+  kt_costs *c = kt_ffi_costs_new();
+  kt_schedule *s = kt_ffi_schedule_new();
+  REQUIRE_VOID(c && s);
+  /* sizes out of the CLI's ranges, and one too large for this machine */
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_1F1B, 0, 0, 4, c, 0, 0, s, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "P=0");
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_1F1B, 4097, 0, 4, c, 0, 0, s, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_1F1B, 4, -1, 4, c, 0, 0, s, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_1F1B, 4, 0, 1000001, c, 0, 0, s, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_ZBV, 4096, 0, 1000000, c, 0, 0, s, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "would need about");
+  /* the memory limit's rule, and a limit that is not a number */
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_1F1B, 2, 0, 4, c, 3, 0, s, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "1f1b cannot keep to a memory limit");
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_ZB_AUTO, 2, 0, 4, c, NAN, 0, s, &err), KT_EINVAL);
+  CHECK(kt_ffi_1f1b_peak(KT_SCHED_1F1B, 0, 0, 4, c) < 0);
+  CHECK(kt_ffi_mem_limit(4, 0, 4, c, INFINITY) < 0);
+  /* costs set behind the readers' backs: the generator and simulator check them */
+  c->mem_act = 1e308;
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_ZB_AUTO, 2, 0, 2, c, 0, 0, s, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "mem-act 1e+308");
+  c->mem_act = 1;
+  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_1F1B, 2, 0, 2, c, 0, 0, s, &err), KT_OK);
+  kt_ffi_sim *sim = NULL;
+  c->tf = 1e308;
+  CHECK_EQ_INT(kt_ffi_simulate(s, c, &sim, &err), KT_EINVAL);
+  CHECK(sim == NULL);
+  c->tf = 1;
+  /* NULL handles and texts */
+  CHECK_EQ_INT(kt_ffi_simulate(NULL, c, &sim, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_parse(NULL, 0, s, NULL, NULL, &err), KT_EINVAL);
+  char *out = NULL;
+  CHECK_EQ_INT(kt_ffi_costs_json(NULL, &out, &err), KT_EINVAL);
+  kt_schedule *empty = kt_ffi_schedule_new();
+  CHECK_EQ_INT(kt_ffi_schedule_write(empty, -1, &out, &err), KT_EINVAL);
+  CHECK(kt_ffi_info_new(empty, c, "rank", -1, -1, NULL, NULL) == NULL);
+  /* a chart width beyond --width's range: refused, not drawn for minutes */
+  REQUIRE_VOID(kt_ffi_simulate(s, c, &sim, &err) == KT_OK);
+  kt_ffi_info *info = kt_ffi_info_new(s, c, "rank", KT_SCHED_1F1B, -1, NULL, sim);
+  REQUIRE_VOID(info);
+  CHECK_EQ_INT(kt_ffi_sim_gantt(info, sim, 1000000000, &out, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "width 1000000000");
+  CHECK_EQ_INT(kt_ffi_sim_gantt(info, sim, -5, &out, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_sim_gantt(info, sim, 0, &out, &err), KT_OK);
+  kt_ffi_free(out);
+  /* rows: counts and names */
+  const kt_ffi_info *infos[1] = {info};
+  const kt_ffi_sim *sims[1] = {sim};
+  const char *names[1] = {NULL};
+  CHECK_EQ_INT(kt_ffi_compare(1, infos, sims, names, NULL, -1, 2, 2, 2, "rank", c, 0, &out, &err),
+               KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "names[0]");
+  CHECK_EQ_INT(kt_ffi_compare(-1, infos, sims, names, NULL, -1, 2, 2, 2, "rank", c, 0, &out, &err),
+               KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_report("x.html", "t", 100000, infos, sims, names, NULL, 2, 2, "rank", c, &err),
+               KT_EINVAL);
+  /* optimal's time limit in --time-limit's range */
+  kt_ffi_search *search = NULL;
+  CHECK_EQ_INT(kt_ffi_optimal(2, 1, 2, c, 0, NAN, s, &search, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_optimal(2, 1, 2, c, 0, 1e9, s, &search, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_optimal(2, 3, 2, c, 0, 1, s, &search, &err), KT_EINVAL);
+  CHECK(search == NULL);
+  /* the partitioner: sums that overflow, and work beyond its bound, refused at once */
+  double big[4] = {1e308, 1e308, 1e308, 1e308};
+  int counts[2];
+  double bottleneck = 0;
+  CHECK_EQ_INT(kt_ffi_partition(4, big, NULL, NULL, NULL, 0, 2, counts, &bottleneck, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "overflows");
+  int n = 2000000;
+  double *ones = malloc(sizeof *ones * (size_t)n);
+  int *many = malloc(sizeof *many * 1000);
+  REQUIRE_VOID(ones && many);
+  for (int i = 0; i < n; i++) ones[i] = 1;
+  double t0 = kt_now();
+  CHECK_EQ_INT(kt_ffi_partition(n, ones, NULL, NULL, NULL, 0, 1000, many, &bottleneck, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "cells of work");
+  CHECK(kt_now() - t0 < 1);
+  CHECK_EQ_INT(kt_ffi_partition(n, ones, NULL, NULL, NULL, 0, 4, many, &bottleneck, &err), KT_OK);
+  CHECK_NEAR(bottleneck, n / 4, 0);
+  free(ones);
+  free(many);
+  kt_ffi_info_free(info);
+  kt_ffi_sim_free(sim);
+  kt_ffi_schedule_free(empty);
+  kt_ffi_schedule_free(s);
+  kt_ffi_costs_free(c);
+}
+
 int main(void) {
   test_schedule_and_sim();
   test_optimal_and_compare();
   test_errors_and_limits();
+  test_arguments_checked();
   test_plan();
   return kt_test_done(__FILE__);
 }

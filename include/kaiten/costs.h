@@ -139,7 +139,11 @@ typedef struct {
 } kt_partition_problem;
 
 /* counts[stages] receives layers per stage; *bottleneck the largest load.
- * EINVAL when stages > n or no partition meets the memory cap. */
+ * EINVAL when stages > n, stages * (n + 1) > KT_PARTITION_MAX_CELLS (its
+ * work and tables grow with it: at the cap it takes seconds), a value is
+ * negative or not finite, the sums of the values overflow, or no partition
+ * meets the memory cap. */
+#define KT_PARTITION_MAX_CELLS (1 << 25)
 kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *counts,
                               double *bottleneck, kt_error *err);
 

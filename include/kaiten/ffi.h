@@ -21,6 +21,14 @@
  *
  * Text results are malloc'd and NUL-terminated: free them with
  * kt_ffi_free. Errors: a kt_status, and the one-line reason in err.
+ *
+ * Every argument is checked here, once, as the CLI checks its flags: a
+ * NULL handle, text or array is EINVAL naming it; P, V and M take the
+ * CLI's ranges (1..KT_MAX_RANKS, 0..KT_MAX_CHUNKS, 1..KT_MAX_MICROBATCHES);
+ * a layout whose simulation this machine cannot hold is refused before
+ * anything is built (kt_sim_memory_check, the CLI's guard); costs are in
+ * kt_costs_check's range. Nothing a caller passes makes a call crash, loop
+ * past its stated limit or read without bound.
  */
 #ifndef KAITEN_FFI_H
 #define KAITEN_FFI_H
@@ -59,11 +67,14 @@ void kt_ffi_schedule_set_name(kt_schedule *s, const char *name);
 
 /* kt_generate of kind at P, V (0: its default), M with stage costs
  * c (NULL: unit costs) and zb-auto's memory limit in M_B units (<= 0: its
- * default); thorough: zb-auto's thorough search (kt_gen_params.thorough).
- * EINVAL with the reason when the sizes do not suit the kind. */
+ * default; > 0 for a kind that keeps to none is refused, as
+ * kt_gen_check_mem_limit says); thorough: zb-auto's thorough search
+ * (kt_gen_params.thorough). EINVAL with the reason when the sizes do not
+ * suit the kind or its simulation would not fit this machine. */
 kt_status kt_ffi_generate(int kind, int p, int v, int m, const kt_costs *c, double mem_limit,
                           int thorough, kt_schedule *out, kt_error *err);
-/* kt_gen_1f1b_peak and kt_gen_mem_limit of those parameters. */
+/* kt_gen_1f1b_peak and kt_gen_mem_limit of those parameters; -1 when
+ * they are out of range (as kt_ffi_generate checks them). */
 double kt_ffi_1f1b_peak(int kind, int p, int v, int m, const kt_costs *c);
 double kt_ffi_mem_limit(int p, int v, int m, const kt_costs *c, double mem_limit);
 
@@ -74,6 +85,11 @@ double kt_ffi_mem_limit(int p, int v, int m, const kt_costs *c, double mem_limit
  * WAIT_SEND actions. EPARSE naming the bad cell. */
 kt_status kt_ffi_parse(const char *text, int notation, kt_schedule *out, kt_schedule *lowered,
                        long info[3], kt_error *err);
+/* The same from a file, as `kaiten sim --schedule-file` reads it
+ * (kt_schedule_parse_file_opts: at most KT_SCHEDULE_FILE_MAX bytes, a NUL
+ * byte or an over-long line stops the read at once). EINVAL, EPARSE. */
+kt_status kt_ffi_parse_file(const char *path, int notation, kt_schedule *out,
+                            kt_schedule *lowered, long info[3], kt_error *err);
 /* The schedule in PyTorch's CSV (kt_schedule_write_csv_notation), or in
  * kaiten's text form when notation < 0. ENOMEM. */
 kt_status kt_ffi_schedule_write(const kt_schedule *s, int notation, char **out, kt_error *err);
@@ -83,14 +99,16 @@ kt_status kt_ffi_schedule_write(const kt_schedule *s, int notation, char **out, 
 /* A simulation's timeline and metrics. */
 typedef struct kt_ffi_sim kt_ffi_sim;
 /* kt_simulate_both of s with costs c into a new simulation. EDEADLOCK,
- * EINVALID_SCHEDULE with the reason, ENOMEM. */
+ * EINVALID_SCHEDULE with the reason, EINVAL (an empty handle, a timeline
+ * this machine cannot hold), ENOMEM. */
 kt_status kt_ffi_simulate(const kt_schedule *s, const kt_costs *c, kt_ffi_sim **out,
                           kt_error *err);
 void kt_ffi_sim_free(kt_ffi_sim *sim);
 
 /* The schedule "optimal": kt_gen_optimal at P, V (1: loop, 2: v
  * placement), M under the stage costs c and zb-auto's memory limit (M_B
- * units, <= 0: its default) within time_limit seconds (<= 0: 10). *search
+ * units, <= 0: its default) within time_limit seconds (<= 0: 10; else
+ * --time-limit's 0.001..1e6). *search
  * (a new handle) keeps the search's figures for kt_ffi_info_new. EINVAL
  * (above its reach, nothing fits the limit), ENOMEM. */
 typedef struct kt_ffi_search kt_ffi_search;
@@ -107,7 +125,8 @@ void kt_ffi_search_free(kt_ffi_search *search);
  * limit zb-auto, zbv-auto or the search kept, < 0: none) and its
  * simulation sim (NULL: none yet) the closed forms, the lower bound and
  * the search's figures. The strings and the search's figures are copied;
- * s, c and sim are not and must outlive the info. NULL when out of memory. */
+ * s, c and sim are not and must outlive the info. NULL when out of memory
+ * or when s is empty, c NULL or mem_limit not finite. */
 typedef struct kt_ffi_info kt_ffi_info;
 kt_ffi_info *kt_ffi_info_new(const kt_schedule *s, const kt_costs *c, const char *cost_basis,
                              int kind, double mem_limit, const kt_ffi_search *search,
@@ -118,8 +137,9 @@ void kt_ffi_info_free(kt_ffi_info *info);
  * its events listed when events is 1. ENOMEM. */
 kt_status kt_ffi_sim_json(const kt_ffi_info *info, const kt_ffi_sim *sim, int events, char **out,
                           kt_error *err);
-/* The terminal chart `kaiten sim` draws at width columns (no colour): the
- * Gantt, a blank line, the metrics table and the cost basis. ENOMEM. */
+/* The terminal chart `kaiten sim` draws at width columns (no colour; 0:
+ * 120, else --width's 40..100000): the Gantt, a blank line, the metrics
+ * table and the cost basis. EINVAL, ENOMEM. */
 kt_status kt_ffi_sim_gantt(const kt_ffi_info *info, const kt_ffi_sim *sim, int width, char **out,
                            kt_error *err);
 /* The HTML report (kt_write_html_report) of n entries, written to path
@@ -166,6 +186,9 @@ kt_status kt_ffi_plan_model(kt_ffi_plan *pl, const char *preset_or_path, kt_erro
 kt_status kt_ffi_plan_model_json(kt_ffi_plan *pl, const char *json, kt_error *err);
 /* Overrides cluster fields from a JSON object (kt_plan_cluster_parse). */
 kt_status kt_ffi_plan_cluster_json(kt_ffi_plan *pl, const char *json, kt_error *err);
+/* The same from a file, as `kaiten plan --cluster` reads it
+ * (kt_plan_cluster_load: at most KT_PLAN_FILE_MAX bytes of text). */
+kt_status kt_ffi_plan_cluster_file(kt_ffi_plan *pl, const char *path, kt_error *err);
 /* Sets one field by its C name: the cluster's (devices, devices_per_node,
  * mem_bytes, mem_reserved, peak_flops, efficiency, achieved_flops,
  * intra_bw, intra_latency, inter_bw, inter_latency, inter_burst), the

@@ -5,7 +5,7 @@ simulated through the library, and the library fills and renders the rows
 import ctypes
 import json
 
-from ._ffi import KaitenError, lib, enc
+from ._ffi import KaitenError, lib, enc, quote
 from . import _ffi
 from . import _schedule as S
 
@@ -71,11 +71,14 @@ def _kinds(names):
         return [S._kind(n) for n in S.schedules()]
     if isinstance(names, str):
         names = names.split(",")
+    if not isinstance(names, (list, tuple)) or len(names) > 256:
+        raise KaitenError("EINVAL", f"schedules {quote(names)}: expected a list of schedule names")
     kinds = []
     for n in names:
         k = S._optimal_kind() if n == S.OPTIMAL else S._kind(n)
         if k in kinds:
-            raise KaitenError("EINVAL", f"schedules lists '{n}' twice ({n} is {_name(k)})")
+            raise KaitenError("EINVAL", f"schedules lists {quote(n)} twice ({quote(n)} is "
+                                        f"{_name(k)})")
         kinds.append(k)
     if not kinds:
         raise KaitenError("EINVAL", "schedules is empty")
@@ -93,8 +96,15 @@ def _kind_v(kind, v):
     return v if default > 1 and loop else default
 
 
+def _takes_limit(kind):
+    """optimal, zb-auto and zbv-auto keep to a memory limit; the others' orders set theirs."""
+    return kind == S._optimal_kind() or lib.kt_gen_check_mem_limit(kind, 1.0, None) == 0
+
+
 def _eval_kind(kind, p, m, v, costs, ml, time_limit, thorough=False):
     """The row's Schedule, or the reason it does not apply."""
+    if not _takes_limit(kind):
+        ml = (0.0, False)  # --mem-limit is for the rows that keep to one
     try:
         if kind == S._optimal_kind():
             sched, search, limit = S._optimal(p, m, 1, costs, ml, time_limit)
@@ -120,12 +130,12 @@ def _rows(entries, peak_1f1b, p, m, v, costs, table):
     ran = [(s._simulated() if isinstance(s, S.Schedule) else (None, None)) for _, s in entries]
     infos = (ctypes.c_void_p * n)(*[i.ptr if i else None for _, i in ran])
     sims = (ctypes.c_void_p * n)(*[x.ptr if x else None for x, _ in ran])
-    names = (ctypes.c_char_p * n)(*[enc(name) for name, _ in entries])
+    names = (ctypes.c_char_p * n)(*[enc(name, "name") for name, _ in entries])
     reasons = (ctypes.c_char_p * n)(*[None if isinstance(s, S.Schedule) else enc(s)
                                       for _, s in entries])
     return _ffi.text_call(lib.kt_ffi_compare, n, infos, sims, names, reasons,
                           peak_1f1b if peak_1f1b else -1.0, p, m, v, enc(costs.basis),
-                          costs.handle.ptr, 1 if table else 0)
+                          costs.handle, 1 if table else 0, keep=ran)
 
 
 def compare(stages=4, microbatches=8, schedules=None, costs=None, mem_limit=None, chunks=2,
@@ -148,8 +158,17 @@ def compare(stages=4, microbatches=8, schedules=None, costs=None, mem_limit=None
     S._check_size("microbatches", microbatches, 1, 1000000)
     S._check_size("chunks", chunks, 2, 64)
     kinds = _kinds(schedules)
+    # the CLI's guard, up front: every row's timeline is kept (for reports)
+    actions = 3.0 * stages * chunks * microbatches
+    e = _ffi.Err()
+    if lib.kt_sim_memory_check(actions, _ffi.SIM_BYTES_TIMELINE * (len(kinds) + 1), e.ptr):
+        raise KaitenError("EINVAL", f"compare stages={stages} microbatches={microbatches}: "
+                                    f"{e.buf.value.decode(errors='replace')}")
     c = S.Costs(costs, per_stage)
     ml = S._parse_mem_limit(mem_limit)
+    if mem_limit is not None and not any(_takes_limit(k) for k in kinds):
+        raise KaitenError("EINVAL", f"mem_limit {quote(mem_limit)}: none of the schedules compared "
+                                    "keeps to a memory limit (zb-auto, zbv-auto and optimal do)")
     p, m = stages, microbatches
     one = _simulated(_eval_kind(S._kind("1f1b"), p, m, chunks, c, ml, time_limit))
     peak_1f1b = one.simulate().peak_memory if isinstance(one, S.Schedule) else None

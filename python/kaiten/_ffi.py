@@ -7,7 +7,10 @@ and strings. No struct is laid out on this side.
 """
 import ctypes
 import ctypes.util
+import math
 import os
+import queue
+import threading
 
 # Shared libraries in dependency order: each is loaded before what needs it,
 # so the dynamic linker finds them by name wherever they were copied.
@@ -102,6 +105,9 @@ _PROTOTYPES = [
     ("kt_ffi_1f1b_peak", c_double, c_int, c_int, c_int, c_int, P),
     ("kt_ffi_mem_limit", c_double, c_int, c_int, c_int, P, c_double),
     ("kt_ffi_parse", c_int, c_char_p, c_int, P, P, ctypes.POINTER(c_long), P),
+    ("kt_ffi_parse_file", c_int, c_char_p, c_int, P, P, ctypes.POINTER(c_long), P),
+    ("kt_sim_memory_check", c_int, c_double, c_double, P),
+    ("kt_gen_check_mem_limit", c_int, c_int, c_double, P),
     ("kt_ffi_schedule_write", c_int, P, c_int, ctypes.POINTER(P), P),
     ("kt_ffi_simulate", c_int, P, P, ctypes.POINTER(P), P),
     ("kt_ffi_sim_free", None, P),
@@ -124,6 +130,7 @@ _PROTOTYPES = [
     ("kt_ffi_plan_model", c_int, P, c_char_p, P),
     ("kt_ffi_plan_model_json", c_int, P, c_char_p, P),
     ("kt_ffi_plan_cluster_json", c_int, P, c_char_p, P),
+    ("kt_ffi_plan_cluster_file", c_int, P, c_char_p, P),
     ("kt_ffi_plan_set", c_int, P, c_char_p, c_double, P),
     ("kt_ffi_plan_check", c_int, P, P),
     ("kt_ffi_plan_search", c_int, P, ctypes.POINTER(P), P),
@@ -136,14 +143,56 @@ for _p in _PROTOTYPES:
     _proto(*_p)
 
 
-def enc(text):
-    if text is None or isinstance(text, bytes):
-        return text
-    return str(text).encode()
+# KT_SIM_BYTES_TIMELINE (kaiten/sim.h): what a simulation with its timeline
+# needs per action, for the size guard a comparison asks up front
+SIM_BYTES_TIMELINE = 192.0
+
+
+def quote(x, n=40):
+    """x as an error message shows it: a short prefix of its repr (a 50 MB
+    argument is not echoed whole)."""
+    if isinstance(x, (str, bytes)) and len(x) > n:
+        return f"{x[:n]!r}... ({len(x)} characters)"
+    if isinstance(x, (list, tuple, dict, set, frozenset)) and len(x) > 8:
+        return f"<{type(x).__name__} of {len(x)} items>"
+    try:
+        text = repr(x)
+    except Exception:  # noqa: BLE001 - any object may be handed in
+        text = f"<{type(x).__name__}>"
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def enc(text, what="text"):
+    """text as the C library takes it (UTF-8 bytes); a NUL character, which
+    would end the string early in C ("1f1b\\0zbv" read as "1f1b"), is
+    refused."""
+    if text is None:
+        return None
+    raw = text if isinstance(text, bytes) else str(text).encode()
+    if b"\0" in raw:
+        raise KaitenError("EINVAL", f"{what} {quote(text)}: a NUL character at position "
+                                    f"{raw.index(bytes(1))}")
+    return raw
 
 
 def dec(raw):
     return None if raw is None else raw.decode()
+
+
+def int_arg(what, value, lo, hi):
+    """value as an int in lo..hi (a bool or float is not one): checked here,
+    as ctypes would wrap an int past 2**31 silently."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise KaitenError("EINVAL", f"{what} {quote(value)}: expected an integer in {lo}..{hi}")
+    return value
+
+
+def num_arg(what, value, lo, hi):
+    """value as a finite float in lo..hi."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    if not ok or math.isnan(value) or not lo <= value <= hi:
+        raise KaitenError("EINVAL", f"{what} {quote(value)}: expected a number in {lo:g}..{hi:g}")
+    return float(value)
 
 
 class Err:
@@ -167,11 +216,64 @@ def call(fn, *args):
     e.check(fn(*args, e.ptr))
 
 
-def text_call(fn, *args):
-    """fn(*args, &out, err) for a text result: the text (freed on this side)."""
-    out = c_void_p()
+class _Worker:
+    """The one thread the library's long calls run on. This thread only
+    waits for them, so Ctrl-C (KeyboardInterrupt) returns at once; the C
+    call, bounded by its own limits, then ends on the worker. One thread
+    for all of them, as the CLI's one: what the library keeps per thread
+    (the exact search's last result, which the lower bound reuses) is
+    found by the calls that follow."""
+
+    def __init__(self):
+        self.jobs = queue.SimpleQueue()
+        self.thread = None
+        self.lock = threading.Lock()
+
+    def _serve(self):
+        while True:
+            fn, args, done, box = self.jobs.get()
+            try:
+                box["result"] = fn(*args)
+            except BaseException as x:  # noqa: BLE001 - handed to the caller
+                box["error"] = x
+            done.set()
+
+    def run(self, fn, *args, keep=()):
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._serve, name="kaiten-calls", daemon=True)
+                self.thread.start()
+        done, box = threading.Event(), {"keep": keep}
+        self.jobs.put((fn, args, done, box))
+        while not done.wait(0.05):
+            pass
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+
+_worker = _Worker()
+
+
+def on_worker(fn, *args, keep=()):
+    """fn(*args) on the library's worker thread (see _Worker). Pass handles
+    (Handle objects), not their pointers, and in keep what arrays of
+    pointers point to: the job keeps them alive until the call ends."""
+    return _worker.run(fn, *args, keep=keep)
+
+
+def long_call(fn, *args, keep=()):
+    """call() for a call that may take seconds (a search, a simulation, a
+    partition), run on the worker thread."""
     e = Err()
-    e.check(fn(*args, ctypes.byref(out), e.ptr))
+    e.check(on_worker(fn, *args, e.ptr, keep=keep))
+
+
+def text_call(fn, *args, keep=()):
+    """fn(*args, &out, err) for a text result: the text (freed on this side);
+    run as long_call runs it."""
+    out = c_void_p()
+    long_call(fn, *args, ctypes.byref(out), keep=keep)
     try:
         return ctypes.string_at(out.value).decode()
     finally:
@@ -186,6 +288,11 @@ class Handle:
             raise MemoryError("kaiten: out of memory")
         self.ptr = ptr
         self._free = free
+
+    @property
+    def _as_parameter_(self):
+        """A Handle passes as its pointer (and a call's thread keeps it alive)."""
+        return self.ptr
 
     def __del__(self):
         if getattr(self, "ptr", None):

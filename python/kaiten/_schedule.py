@@ -7,7 +7,7 @@ import math
 import os
 
 from . import _ffi
-from ._ffi import KaitenError, lib, enc, dec
+from ._ffi import KaitenError, lib, enc, dec, quote
 
 NOTATIONS = {"auto": 0, "current": 1, "legacy": 2}
 _AUTO_KINDS = ("zb-auto", "zbv-auto")
@@ -26,9 +26,10 @@ def schedules():
 
 
 def _kind(name):
-    k = lib.kt_gen_kind_from_name(enc(name))
+    k = lib.kt_gen_kind_from_name(enc(name, "schedule")) if isinstance(name, str) else -1
     if k < 0:
-        raise KaitenError("EINVAL", f"unknown schedule '{name}' (known: {', '.join(schedules())})")
+        raise KaitenError("EINVAL", f"unknown schedule {quote(name)} (known: "
+                                    f"{', '.join(schedules())})")
     return k
 
 
@@ -45,7 +46,7 @@ def _costs_json(costs):
     try:
         return json.dumps(dict(costs or {}), allow_nan=False)
     except (TypeError, ValueError) as e:
-        raise KaitenError("EINVAL", f"costs: {e}") from None
+        raise KaitenError("EINVAL", f"costs {quote(costs)}: {quote(str(e), 120)}") from None
 
 
 class Costs:
@@ -53,11 +54,12 @@ class Costs:
     cost basis turns them into a schedule's stage costs."""
 
     def __init__(self, costs=None, per_stage=False):
+        text = _costs_json(costs)
         self.given = dict(costs or {})
         self.per_stage = bool(per_stage)
         self.handle = _ffi.costs_handle()
-        _ffi.call(lib.kt_costs_parse_json, self.handle.ptr, enc(_costs_json(costs)), b"costs")
-        if lib.kt_costs_compute_free(self.handle.ptr):
+        _ffi.call(lib.kt_costs_parse_json, self.handle, enc(text, "costs"), b"costs")
+        if lib.kt_costs_compute_free(self.handle):
             raise KaitenError("EINVAL", "tf, tb and tw are all 0: every action takes no time, so "
                                         "there is no makespan or bubble to compute; give a cost "
                                         "above 0")
@@ -70,15 +72,15 @@ class Costs:
         """The stage costs of a schedule with v chunks per rank: the given
         costs divided by v on the rank basis (kt_costs_for_chunks)."""
         h = _ffi.costs_handle()
-        _ffi.call(lib.kt_costs_for_chunks, self.handle.ptr, 1 if self.per_stage else v, h.ptr)
+        _ffi.call(lib.kt_costs_for_chunks, self.handle, 1 if self.per_stage else v, h)
         return h
 
     def json(self):
-        return json.loads(_ffi.text_call(lib.kt_ffi_costs_json, self.handle.ptr))
+        return json.loads(_ffi.text_call(lib.kt_ffi_costs_json, self.handle))
 
 
 def _table_json(h):
-    return json.loads(_ffi.text_call(lib.kt_ffi_costs_json, h.ptr))
+    return json.loads(_ffi.text_call(lib.kt_ffi_costs_json, h))
 
 
 def _parse_mem_limit(mem_limit):
@@ -86,23 +88,33 @@ def _parse_mem_limit(mem_limit):
     1F1B's peak on the same model (as --mem-limit reads it)."""
     if mem_limit is None:
         return 0.0, False
-    text = str(mem_limit).strip()
+    ok = isinstance(mem_limit, str) or (isinstance(mem_limit, (int, float))
+                                        and not isinstance(mem_limit, bool))
+    text = str(mem_limit).strip() if ok and len(str(mem_limit)) <= 64 else ""
     frac = text[-1:] in ("x", "X") and len(text) > 1
     try:
         x = float(text[:-1] if frac else text)
     except ValueError:
         x = float("nan")
-    if not (x >= 0) or math.isinf(x) or (frac and x <= 0):
-        raise KaitenError("EINVAL", f"mem_limit '{mem_limit}': expected M_B units per rank (12) or "
-                                    "a fraction of 1F1B's peak (0.5x)")
+    if not (x >= 0) or x > KT_COST_MAX:
+        raise KaitenError("EINVAL", f"mem_limit {quote(mem_limit)}: expected M_B units per rank (12) "
+                                    f"or a fraction of 1F1B's peak (0.5x), a number up to "
+                                    f"{KT_COST_MAX:g}")
+    if x < KT_COST_MIN:  # 0 and tiny values alike, as --mem-limit reads them
+        raise KaitenError("EINVAL", f"mem_limit {quote(mem_limit)}: expected a limit above 0 (at "
+                                    f"least {KT_COST_MIN:g}); leave mem_limit out (None) for the "
+                                    "schedule's default (1F1B's peak)")
     return x, frac
+
+
+KT_COST_MIN, KT_COST_MAX = 1e-15, 1e15  # kaiten/costs.h: every cost and memory value's range
 
 
 def _mem_limit_units(ml, kind, p, m, v, stage_costs):
     value, frac = ml
     if not frac:
         return value
-    return value * lib.kt_ffi_1f1b_peak(kind, p, v, m, stage_costs.ptr)
+    return value * lib.kt_ffi_1f1b_peak(kind, p, v, m, stage_costs)
 
 
 class Simulation(dict):
@@ -158,12 +170,12 @@ class Schedule:
     # ---- shape ----------------------------------------------------------------
     def _shape(self):
         shape = (ctypes.c_int * 5)()
-        lib.kt_ffi_schedule_shape(self._sched.ptr, shape)
+        lib.kt_ffi_schedule_shape(self._sched, shape)
         return list(shape)
 
     @property
     def name(self):
-        return dec(lib.kt_ffi_schedule_name(self._sched.ptr))
+        return dec(lib.kt_ffi_schedule_name(self._sched))
 
     @property
     def p(self):
@@ -194,7 +206,7 @@ class Schedule:
     @property
     def stage_ranks(self):
         """The rank of each stage."""
-        return [lib.kt_stage_rank(self._sched.ptr, s) for s in range(self.n_stages)]
+        return [lib.kt_stage_rank(self._sched, s) for s in range(self.n_stages)]
 
     @property
     def costs(self):
@@ -220,9 +232,9 @@ class Schedule:
         backward on its rank in a valid order, without deadlock (and a
         lowered file's sends, receives and waits). Raises KaitenError
         (EINVALID_SCHEDULE, EDEADLOCK) with the reason; returns True."""
-        _ffi.call(lib.kt_schedule_validate, self._sched.ptr)
+        _ffi.call(lib.kt_schedule_validate, self._sched)
         if self._lowered is not None:
-            _ffi.call(lib.kt_lowered_validate_ir, self._lowered.ptr, _torch_ir(torch_version))
+            _ffi.call(lib.kt_lowered_validate_ir, self._lowered, _torch_ir(torch_version))
         return True
 
     def _simulated(self):
@@ -232,18 +244,16 @@ class Schedule:
         if self._sim is None:
             run = self._program if self._program is not None else self._sched
             out = ctypes.c_void_p()
-            e = _ffi.Err()
-            e.check(lib.kt_ffi_simulate(run.ptr, self._stage_costs.ptr, ctypes.byref(out), e.ptr))
+            _ffi.long_call(lib.kt_ffi_simulate, run, self._stage_costs, ctypes.byref(out))
             sim = _ffi.Handle(out.value, lib.kt_ffi_sim_free)
             limit = -1.0 if self.mem_limit is None else self.mem_limit
-            ptr = lib.kt_ffi_info_new(self._sched.ptr, self._stage_costs.ptr, enc(self.cost_basis),
-                                      self._kind, limit,
-                                      self._search.ptr if self._search else None, sim.ptr)
+            ptr = _ffi.on_worker(lib.kt_ffi_info_new, self._sched, self._stage_costs,
+                                 enc(self.cost_basis), self._kind, limit, self._search, sim)
             self._sim = (sim, _ffi.Handle(ptr, lib.kt_ffi_info_free))
         return self._sim
 
     def _render(self, sim, info, events):
-        return _ffi.text_call(lib.kt_ffi_sim_json, info.ptr, sim.ptr, events)
+        return _ffi.text_call(lib.kt_ffi_sim_json, info, sim, events)
 
     def simulate(self, events=False):
         """Runs the schedule against its costs (event by event). Returns a
@@ -262,29 +272,32 @@ class Schedule:
         notation "legacy" writes B as BW and I as B. Written to path when
         given; the text is returned."""
         if notation not in ("current", "legacy"):
-            raise KaitenError("EINVAL", f"notation '{notation}': expected current or legacy")
+            raise KaitenError("EINVAL", f"notation {quote(notation)}: expected current or legacy")
         ir = _torch_ir(torch_version)
         if format == "compute_only":
-            text = _ffi.text_call(lib.kt_ffi_schedule_write, self._sched.ptr, NOTATIONS[notation])
+            text = _ffi.text_call(lib.kt_ffi_schedule_write, self._sched, NOTATIONS[notation])
         elif format == "compute_comms":
             lowered = _ffi.schedule_handle()
-            _ffi.call(lib.kt_schedule_lower_ir, self._sched.ptr, ir, lowered.ptr)
-            text = _ffi.text_call(lib.kt_ffi_schedule_write, lowered.ptr, NOTATIONS[notation])
+            _ffi.call(lib.kt_schedule_lower_ir, self._sched, ir, lowered)
+            text = _ffi.text_call(lib.kt_ffi_schedule_write, lowered, NOTATIONS[notation])
         else:
-            raise KaitenError("EINVAL", f"format '{format}': expected compute_only or compute_comms")
+            raise KaitenError("EINVAL", f"format {quote(format)}: expected compute_only or "
+                                        "compute_comms")
         if path is not None:
             _write(path, text)
         return text
 
     def to_text(self):
         """kaiten's text form (a header line, one line per rank)."""
-        return _ffi.text_call(lib.kt_ffi_schedule_write, self._sched.ptr, -1)
+        return _ffi.text_call(lib.kt_ffi_schedule_write, self._sched, -1)
 
     def gantt(self, width=120):
         """The terminal chart `kaiten sim` draws: a Gantt chart (one row per
-        rank), the metrics table and the cost basis."""
+        rank), the metrics table and the cost basis, width columns wide
+        (40..100000, as --width)."""
+        width = _ffi.int_arg("width", width, 40, 100000)
         sim, info = self._simulated()
-        return _ffi.text_call(lib.kt_ffi_sim_gantt, info.ptr, sim.ptr, int(width))
+        return _ffi.text_call(lib.kt_ffi_sim_gantt, info, sim, width)
 
     def report(self, path, title=None):
         """Writes the self-contained HTML report (`kaiten sim --report`):
@@ -312,10 +325,10 @@ def _report(path, title, entries, p, m, costs):
     n = len(entries)
     infos = (ctypes.c_void_p * n)(*[e[1].ptr if e[1] else None for e in entries])
     sims = (ctypes.c_void_p * n)(*[e[2].ptr if e[2] else None for e in entries])
-    names = (ctypes.c_char_p * n)(*[enc(e[0]) for e in entries])
-    reasons = (ctypes.c_char_p * n)(*[enc(e[3]) for e in entries])
-    _ffi.call(lib.kt_ffi_report, enc(str(path)), enc(title), n, infos, sims, names, reasons, p, m,
-              enc(costs.basis), costs.handle.ptr)
+    names = (ctypes.c_char_p * n)(*[enc(e[0], "name") for e in entries])
+    reasons = (ctypes.c_char_p * n)(*[enc(e[3], "reason") for e in entries])
+    _ffi.long_call(lib.kt_ffi_report, enc(os.fspath(path), "path"), enc(title, "title"), n, infos,
+                   sims, names, reasons, p, m, enc(costs.basis), costs.handle, keep=entries)
 
 
 def _resolve_kind(name, placement):
@@ -326,7 +339,7 @@ def _resolve_kind(name, placement):
     if placement is None:
         return k
     if placement not in ("loop", "v"):
-        raise KaitenError("EINVAL", f"placement '{placement}': expected loop or v")
+        raise KaitenError("EINVAL", f"placement {quote(placement)}: expected loop or v")
     if _kind_name(k) in _AUTO_KINDS:
         return _kind("zbv-auto" if placement == "v" else "zb-auto")
     own = _placement_name(lib.kt_gen_kind_placement(k))
@@ -339,8 +352,7 @@ def _resolve_kind(name, placement):
 
 
 def _check_size(what, value, lo, hi):
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise KaitenError("EINVAL", f"{what} {value!r}: expected an integer in {lo}..{hi}")
+    _ffi.int_arg(what, value, lo, hi)
 
 
 def _generate(kind, p, m, v, costs, ml, thorough=False):
@@ -348,23 +360,16 @@ def _generate(kind, p, m, v, costs, ml, thorough=False):
     stage = costs.for_chunks(v)
     limit = _mem_limit_units(ml, kind, p, m, v, stage)
     sched = _ffi.schedule_handle()
-    _ffi.call(lib.kt_ffi_generate, kind, p, v, m, stage.ptr, limit, 1 if thorough else 0,
-              sched.ptr)
+    _ffi.long_call(lib.kt_ffi_generate, kind, p, v, m, stage, limit, 1 if thorough else 0, sched)
     effective = None
     if _kind_name(kind) in _AUTO_KINDS:
-        effective = lib.kt_ffi_mem_limit(p, v, m, stage.ptr, limit)
+        effective = lib.kt_ffi_mem_limit(p, v, m, stage, limit)
     return sched, stage, effective
 
 
 def _time_limit(time_limit):
     """--time-limit's range: seconds in 0.001..1e6."""
-    try:
-        t = float(time_limit)
-    except (TypeError, ValueError):
-        t = float("nan")
-    if not 1e-3 <= t <= 1e6:
-        raise KaitenError("EINVAL", f"time_limit {time_limit!r}: expected seconds in 0.001..1e+06")
-    return t
+    return _ffi.num_arg("time_limit", time_limit, 1e-3, 1e6)
 
 
 def _optimal(p, m, v, costs, ml, time_limit):
@@ -374,11 +379,11 @@ def _optimal(p, m, v, costs, ml, time_limit):
     like = _kind("zbv-auto" if v == 2 else "zb-auto")
     stage = costs.for_chunks(v)
     limit = _mem_limit_units(ml, like, p, m, v, stage)
-    sched, out, e = _ffi.schedule_handle(), ctypes.c_void_p(), _ffi.Err()
-    e.check(lib.kt_ffi_optimal(p, v, m, stage.ptr, limit, _time_limit(time_limit), sched.ptr,
-                               ctypes.byref(out), e.ptr))
+    sched, out = _ffi.schedule_handle(), ctypes.c_void_p()
+    _ffi.long_call(lib.kt_ffi_optimal, p, v, m, stage, limit, _time_limit(time_limit), sched,
+                   ctypes.byref(out))
     search = _ffi.Handle(out.value, lib.kt_ffi_search_free)
-    return sched, search, lib.kt_ffi_mem_limit(p, v, m, stage.ptr, limit)
+    return sched, search, lib.kt_ffi_mem_limit(p, v, m, stage, limit)
 
 
 def schedule(name, stages, microbatches, costs=None, mem_limit=None, placement=None, chunks=None,
@@ -412,7 +417,7 @@ def schedule(name, stages, microbatches, costs=None, mem_limit=None, placement=N
     ml = _parse_mem_limit(mem_limit)
     if name == OPTIMAL:
         if placement not in (None, "loop", "v"):
-            raise KaitenError("EINVAL", f"placement '{placement}': expected loop or v")
+            raise KaitenError("EINVAL", f"placement {quote(placement)}: expected loop or v")
         v = chunks if chunks else (2 if placement == "v" else 1)
         if placement and (v == 2) != (placement == "v"):
             raise KaitenError("EINVAL", f"optimal with {v} chunks per rank places its stages in "
@@ -430,22 +435,24 @@ def load(source, costs=None, per_stage=False, notation="auto", torch_version="2.
     notation; or kaiten's text form), as `kaiten sim --schedule-file` does,
     and validates it. source: a path, or the text itself when it holds a
     newline or a comma (and names no file)."""
-    if notation not in NOTATIONS:
-        raise KaitenError("EINVAL", f"notation '{notation}': expected auto, current or legacy")
-    text, label = source, name
-    if isinstance(source, os.PathLike) or os.path.exists(str(source)) or \
-            ("\n" not in str(source) and "," not in str(source)):
-        try:
-            with open(source, "rb") as f:  # bytes, as the CLI reads them
-                text = f.read()
-        except OSError as e:
-            raise KaitenError("EIO", f"{source}: {e.strerror}") from None
-        label = label or os.path.basename(str(source)).split(".", 1)[0]
+    if not isinstance(notation, str) or notation not in NOTATIONS:
+        raise KaitenError("EINVAL", f"notation {quote(notation)}: expected auto, current or legacy")
+    if not isinstance(source, (str, bytes, os.PathLike)):
+        raise KaitenError("EINVAL", f"source {quote(source)}: expected a path or a schedule's text")
+    src, label = os.fspath(source), name
     sched, lowered = _ffi.schedule_handle(), _ffi.schedule_handle()
     info = (ctypes.c_long * 3)()
-    _ffi.call(lib.kt_ffi_parse, enc(text), NOTATIONS[notation], sched.ptr, lowered.ptr, info)
-    if not dec(lib.kt_ffi_schedule_name(sched.ptr)):
-        lib.kt_ffi_schedule_set_name(sched.ptr, enc(label or "schedule"))
+    raw = enc(src, "source")
+    is_text = not isinstance(source, os.PathLike) and (b"\n" in raw or b"," in raw)
+    if not is_text or os.path.exists(raw):
+        # a path: read as the CLI reads --schedule-file (bounded; a NUL byte
+        # or an endless line stops it at once)
+        _ffi.long_call(lib.kt_ffi_parse_file, raw, NOTATIONS[notation], sched, lowered, info)
+        label = label or os.path.basename(raw.decode(errors="replace")).split(".", 1)[0]
+    else:
+        _ffi.long_call(lib.kt_ffi_parse, raw, NOTATIONS[notation], sched, lowered, info)
+    if not dec(lib.kt_ffi_schedule_name(sched)):
+        lib.kt_ffi_schedule_set_name(sched, enc(label or "schedule", "name"))
     s = Schedule(sched, Costs(costs, per_stage), -1, program=lowered if info[2] > 0 else None,
                  lowered=lowered if info[1] > 0 else None)
     s.validate(torch_version)
