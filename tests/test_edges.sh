@@ -101,4 +101,52 @@ else
   echo "test_edges: the ulimit -v cases are skipped (sanitizers reserve their shadow memory)"
 fi
 
+# --- 5. limits of the process ---------------------------------------------------
+# ulimit -f: a file past the limit is an error with one line (as a full disk
+# is), not a death by SIGXFSZ; no temp file is left, earlier checkpoints stay
+small=(--layers 2 --hidden 64 --heads 2 --seq-len 32 -m 4 -b 2 --stages 2 --no-live --val-every 0)
+(ulimit -f 1000; exec "$K" train "${small[@]}" --steps 3 --checkpoint-every 1 --run-dir fsz) \
+  >out.txt 2>err.txt
+rc=$?
+[ $rc = 1 ] && ok || bad "train under ulimit -f: exit $rc: $(tail -2 err.txt)"
+grep -q "File too large" err.txt && grep -q "ulimit -f" err.txt && [ "$(grep -c '^kaiten: ' err.txt)" = 1 ] &&
+  ok || bad "train under ulimit -f: not one clear line: $(cat err.txt)"
+if ls fsz/checkpoints/.*.tmp.* >/dev/null 2>&1; then bad "a temp file was left"; else ok; fi
+(ulimit -f 3000; exec "$K" train "${small[@]}" --steps 3 --checkpoint-every 1 --run-dir fsz2) \
+  >out.txt 2>err.txt && [ -s fsz2/checkpoints/step_00000003.ckpt ] && ok ||
+  bad "train under a limit its checkpoints fit: $(tail -2 err.txt)"
+for out in "-o big.out" ""; do
+  # shellcheck disable=SC2086
+  (ulimit -f 10; exec "$K" sim -s zb-h1 -p 8 -m 64 -f json $out) >big.stdout 2>err.txt
+  rc=$?
+  [ $rc = 1 ] && grep -q "File too large" err.txt && ok || bad "sim ${out:-> stdout} under ulimit -f: exit $rc: $(cat err.txt)"
+done
+# ulimit -v: a command that does no linear algebra never loads OpenBLAS or
+# starts its threads (it once spun at exit, joining a thread that retried a
+# failed mmap); training that cannot have OpenBLAS's buffers says so
+if [ "${KT_SANITIZED:-0}" != 1 ]; then
+  for args in "--version" "sim -s 1f1b -p 2 -m 2" "compare -p 2 -m 4" "plan --model gpt2-124m --devices 8 --global-batch 8"; do
+    # shellcheck disable=SC2086
+    (ulimit -v 100000; exec timeout -s KILL 20 "$KF" $args) >out.txt 2>err.txt
+    rc=$?
+    [ $rc = 0 ] && ok || bad "kaiten-full $args under ulimit -v: exit $rc: $(tail -2 err.txt)"
+  done
+  (ulimit -v 250000; exec timeout -s KILL 60 "$K" train "${small[@]}" --steps 3) >out.txt 2>err.txt
+  rc=$?
+  [ $rc = 1 ] && grep -q "OpenBLAS" err.txt && grep -q "ulimit -v" err.txt &&
+    [ "$(grep -c '^kaiten: ' err.txt)" = 1 ] && ok || bad "train under ulimit -v: exit $rc: $(cat err.txt)"
+  (ulimit -v 250000; exec timeout -s KILL 30 "$K" train --synthetic --stages 2 -m 2 --tf 0.1 --tb 0.1 \
+    --tw 0.1 --steps 2 --no-live) >out.txt 2>err.txt && ok || bad "a synthetic run under ulimit -v: $(cat err.txt)"
+fi
+# the live dashboard of a finished run: OpenBLAS not even mapped
+"$K" train --synthetic --stages 2 -m 2 --tf 0.1 --tb 0.1 --tw 0.1 --steps 2 --no-live --run-dir srv \
+  >/dev/null 2>&1
+"$KF" serve srv --addr 127.0.0.1:0 >serve.out 2>&1 &
+pid=$!
+sleep 1
+if [ -r "/proc/$pid/maps" ]; then
+  grep -q openblas "/proc/$pid/maps" && bad "serve loaded OpenBLAS" || ok
+fi
+kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+
 finish test_edges

@@ -290,7 +290,16 @@ static void test_arguments_checked(void) {
   CHECK_EQ_INT(kt_ffi_optimal(2, 1, 2, c, 0, 1e9, s, &search, &err), KT_EINVAL);
   CHECK_EQ_INT(kt_ffi_optimal(2, 3, 2, c, 0, 1, s, &search, &err), KT_EINVAL);
   CHECK(search == NULL);
-  /* the partitioner: sums that overflow, and work beyond its bound, refused at once */
+  kt_ffi_info_free(info);
+  kt_ffi_sim_free(sim);
+  kt_ffi_schedule_free(empty);
+  kt_ffi_schedule_free(s);
+  kt_ffi_costs_free(c);
+}
+
+/* The partitioner: sums that overflow, and work beyond its bound, refused at once. */
+static void test_partition_bounds(void) {
+  kt_error err = {{0}};
   double big[4] = {1e308, 1e308, 1e308, 1e308};
   int counts[2];
   double bottleneck = 0;
@@ -309,11 +318,6 @@ static void test_arguments_checked(void) {
   CHECK_NEAR(bottleneck, n / 4, 0);
   free(ones);
   free(many);
-  kt_ffi_info_free(info);
-  kt_ffi_sim_free(sim);
-  kt_ffi_schedule_free(empty);
-  kt_ffi_schedule_free(s);
-  kt_ffi_costs_free(c);
 }
 
 int main(void) {
@@ -321,6 +325,7 @@ int main(void) {
   test_optimal_and_compare();
   test_errors_and_limits();
   test_arguments_checked();
+  test_partition_bounds();
   test_plan();
   return kt_test_done(__FILE__);
 }

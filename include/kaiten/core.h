@@ -140,6 +140,12 @@ void kt_format_size(char *buf, size_t n, double bytes);
  * directory or block device is refused (EINVAL). Errors name `path`, never
  * the temp file. EIO with the reason. */
 kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, kt_error *err);
+/* KT_OK when a regular file may grow to end bytes under the process's
+ * file-size limit (ulimit -f); else EIO naming path and both sizes, the
+ * full-disk case's status: past it a write fails with EFBIG, or SIGXFSZ
+ * ends a process that does not ignore it (kaiten's commands do). The
+ * writers here ask it before they write. */
+kt_status kt_file_size_check(const char *path, double end, kt_error *err);
 /* The same replacement without waiting for the disk (no fsync): for
  * outputs a command can make again (sim, compare, plan, reports). A crash of
  * the process still leaves the old file or the new one whole; the two

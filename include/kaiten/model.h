@@ -119,14 +119,29 @@ void kt_chunk_zero_grad(kt_chunk *c);
 /* ---- the BLAS every matmul goes through (OpenBLAS) ----------------------------
  * Process-wide settings: the program chooses them (kt_session does through its
  * blas_threads, kt_calibrate_compute sets one thread); nothing else in the
- * library does. */
+ * library does. OpenBLAS is loaded (dlopen) by the first of these calls, or
+ * by the first matrix product, with one thread: a program that does no
+ * linear algebra never loads it or starts its threads. */
 
-/* Where OpenBLAS fell back to pre-AVX2 kernels on a CPU it does not know
- * (and OPENBLAS_CORETYPE is unset), has it use the fastest kernels this CPU
- * runs (SkylakeX with AVX-512, Haswell with AVX2+FMA). Call it at the start
- * of main, before any thread exists. Returns the kernels in use. */
+/* Loads OpenBLAS (once; every later call says how that went) with no pool
+ * thread (OPENBLAS_NUM_THREADS=1 unless the user set it), after checking
+ * that the address space (ulimit -v) holds it. Where OpenBLAS fell back to
+ * pre-AVX2 kernels on a CPU it does not know (and OPENBLAS_CORETYPE is
+ * unset), has it use the fastest kernels this CPU runs (SkylakeX with
+ * AVX-512, Haswell with AVX2+FMA). Call it at the start of main, before
+ * any thread exists (it may set and unset environment variables).
+ * ENOMEM (the address space), ERUNTIME (no OpenBLAS) with the reason. */
+kt_status kt_blas_load(kt_error *err);
+/* kt_blas_load, and the kernels in use (a reason when it failed). */
 const char *kt_blas_choose_core(void);
-/* Threads OpenBLAS uses for one matmul (every caller's: process-wide). */
+/* Threads OpenBLAS uses for one matmul (every caller's: process-wide),
+ * loading it first, for `callers` threads of the program that multiply
+ * matrices: ENOMEM with the reason when the address space left (ulimit
+ * -v) cannot hold the buffers of that many threads (OpenBLAS would retry
+ * its failed allocation forever). Call it once what the run keeps is
+ * allocated. */
+kt_status kt_blas_use_threads(int n, int callers, kt_error *err);
+/* Threads OpenBLAS uses for one matmul, unchecked (loading it first). */
 void kt_blas_set_threads(int n);
 /* The OpenBLAS threads a matrix product may use now (process-wide). */
 int kt_blas_threads(void);

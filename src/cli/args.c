@@ -6,6 +6,7 @@
 #include "kaiten/generators.h"
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -285,6 +286,13 @@ int cli_emit(const char *path, const kt_buf *b, int durable) {
     return 1;
   }
   if (!path || !strcmp(path, "-")) {
+    struct stat out;
+    off_t at = ftello(stdout);
+    kt_error err;
+    if (!fstat(STDOUT_FILENO, &out) && S_ISREG(out.st_mode) &&
+        kt_file_size_check("stdout", (double)(at > out.st_size ? at : out.st_size) + (double)b->len,
+                           &err))
+      return cli_fail(KT_EIO, &err);
     if (b->len && fwrite(b->data, 1, b->len, stdout) != b->len) return 1;
     return fflush(stdout) ? 1 : 0;
   }

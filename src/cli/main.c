@@ -1,4 +1,5 @@
 /* kaiten command-line entry point: dispatches to the subcommands. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,9 @@ static void test_hooks(void) {
 }
 
 int main(int argc, char **argv) {
-  kt_blas_choose_core(); /* before any thread: it may reload OpenBLAS's kernels */
+  /* a file past the file-size limit (ulimit -f) is an error the writers
+   * report, as a full disk is, not a signal that ends the run silently */
+  signal(SIGXFSZ, SIG_IGN);
   test_hooks();
   cli_program = argv[0];
   if (argc < 2) {
@@ -55,6 +58,14 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < N_COMMANDS; i++) {
     if (strcmp(name, commands[i]->name)) continue;
+    /* the commands that multiply matrices load OpenBLAS before any thread
+     * exists (it may reload its kernels); the others never load it */
+    if (commands[i] == &cli_cmd_train || commands[i] == &cli_cmd_sample ||
+        commands[i] == &cli_cmd_calibrate) {
+      kt_error err;
+      kt_status st = kt_blas_load(&err);
+      if (st) return cli_fail(st, &err);
+    }
     cli_args a;
     int rc = cli_parse(commands[i], argc - 2, argv + 2, &a);
     if (rc == 1) return 0;

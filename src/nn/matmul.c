@@ -1,5 +1,5 @@
-/* The one OpenBLAS wrapper every matmul goes through, plus small kernels. */
-#include <cblas.h>
+/* The one OpenBLAS wrapper every matmul goes through (OpenBLAS itself is
+ * loaded by blas.c), plus small kernels. */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kaiten/core.h"
+#include "nn/blas.h"
 #include "nn/nn.h"
 
 /* Process-wide counters (every rank thread adds to them): FLOPs issued and
@@ -19,11 +20,37 @@ static pthread_mutex_t shapes_mu = PTHREAD_MUTEX_INITIALIZER;
 static kt__matmul_shape *shapes;
 static size_t n_shapes, cap_shapes;
 
+/* C = A B + beta C on the loaded OpenBLAS (row major); by the definition
+ * in a thread OpenBLAS cannot serve: not loaded, or no room left in the
+ * address space (ulimit -v) for the buffer it would take for the thread,
+ * whose allocation it retries forever. A training run checks that room
+ * first and stops with the reason (kt_blas_use_threads); this loop is for
+ * what runs before it (a forward that measures activations) and for
+ * callers that do not check. */
+static void sgemm(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
+                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  static _Thread_local int served = -1; /* this thread: OpenBLAS serves it (1) or not (0) */
+  if (served < 0) served = !kt_blas_load(NULL) && kt__blas_room(1);
+  if (served) {
+    kt__blas.sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      double acc = 0;
+      for (int q = 0; q < k; q++)
+        acc += (double)(ta == CblasTrans ? a[(size_t)q * lda + i] : a[(size_t)i * lda + q]) *
+               (tb == CblasTrans ? b[(size_t)j * ldb + q] : b[(size_t)q * ldb + j]);
+      float *o = &c[(size_t)i * ldc + j];
+      *o = (float)acc + (beta != 0.0f ? beta * *o : 0.0f);
+    }
+}
+
 void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
                    int n, int k, int trans_a, int trans_b, float beta) {
   double t0 = kt_now();
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, out, ldo);
+  sgemm( trans_a ? CblasTrans : CblasNoTrans,
+        trans_b ? CblasTrans : CblasNoTrans, m, n, k, a, lda, b, ldb, beta, out, ldo);
   atomic_fetch_add_explicit(&nanos_in, (long long)((kt_now() - t0) * 1e9), memory_order_relaxed);
   atomic_fetch_add_explicit(&flops_issued, 2LL * m * n * k, memory_order_relaxed);
   if (atomic_load_explicit(&recording, memory_order_relaxed)) {
@@ -75,9 +102,8 @@ static double replay_log(int reps) {
     double t0 = kt_now();
     for (size_t i = 0; i < n_shapes; i++) {
       const kt__matmul_shape *s = &shapes[i];
-      cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
-                  s->trans_b ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, 1.0f, a,
-                  s->trans_a ? s->m : s->k, b, s->trans_b ? s->k : s->n, 0.0f, c, s->n);
+      sgemm(s->trans_a ? CblasTrans : CblasNoTrans, s->trans_b ? CblasTrans : CblasNoTrans, s->m,
+            s->n, s->k, a, s->trans_a ? s->m : s->k, b, s->trans_b ? s->k : s->n, 0.0f, c, s->n);
     }
     double t = kt_now() - t0;
     best = r == 0 || t < best ? t : best;
@@ -123,70 +149,3 @@ uint64_t kt__unit_seed(uint64_t model_seed, int unit) {
   kt__rng_seed(&r, model_seed * 0x100000001B3ull + (uint64_t)unit * 0x5851F42D4C957F2Dull + 1);
   return kt__rng_next(&r);
 }
-
-/* ---- which OpenBLAS kernels run the matmuls ------------------------------- *
- * A DYNAMIC_ARCH OpenBLAS picks its kernels from the CPU's family and model
- * when it loads. A release older than the CPU does not know the model and
- * falls back to its oldest x86-64 kernels: Debian 12's OpenBLAS 0.3.21 runs
- * an Intel family 6 model 207 (Emerald Rapids) on "Prescott" (SSE3), 3-5x
- * slower than the AVX-512 kernels the CPU runs. OpenBLAS reads
- * OPENBLAS_CORETYPE when it picks; when the user has not set it and the
- * library picked a core older than the CPU's vector units warrant, kaiten
- * sets it (SkylakeX for AVX-512, Haswell for AVX2 + FMA) and has OpenBLAS
- * pick again when the program asks (kt_blas_choose_core), which it does at
- * the start of main, before any thread or matmul exists (setenv is not
- * thread-safe). The environment is left as it was. Elsewhere (another architecture, a static
- * single-target OpenBLAS without the dynamic entry points) nothing changes. */
-static const char *chosen; /* the core kaiten asked for, or NULL */
-
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-/* Exported by DYNAMIC_ARCH builds only: weak, so other builds still link. */
-extern void gotoblas_dynamic_init(void) __attribute__((weak));
-extern void gotoblas_dynamic_quit(void) __attribute__((weak));
-
-/* Cores with neither AVX2 nor AVX-512 kernels: what an unknown CPU gets. */
-static int is_pre_avx2(const char *core) {
-  static const char *const old[] = {"Unknown", "Katmai",  "Coppermine", "Northwood", "Prescott",
-                                    "Banias",  "Atom",    "Core2",      "Penryn",    "Dunnington",
-                                    "Nehalem", "Athlon",  "Opteron",    "Opteron_SSE3",
-                                    "Barcelona", "Nano", "Sandybridge", "Bobcat"};
-  for (size_t i = 0; i < sizeof old / sizeof old[0]; i++)
-    if (!strcmp(core, old[i])) return 1;
-  return 0;
-}
-
-static void choose_blas_core(void) {
-  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || getenv("OPENBLAS_CORETYPE")) return;
-  const char *core = openblas_get_corename();
-  if (!core || !is_pre_avx2(core)) return;
-  __builtin_cpu_init();
-  const char *want = NULL;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-    want = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    want = "Haswell";
-  if (!want || setenv("OPENBLAS_CORETYPE", want, 1)) return;
-  gotoblas_dynamic_quit();
-  gotoblas_dynamic_init();
-  unsetenv("OPENBLAS_CORETYPE");
-  chosen = want;
-}
-#endif
-
-const char *kt_blas_core(const char **chosen_by_kaiten) {
-  if (chosen_by_kaiten) *chosen_by_kaiten = chosen;
-  return openblas_get_corename();
-}
-
-const char *kt_blas_choose_core(void) {
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-  static int done;
-  if (!done) done = 1, choose_blas_core();
-#endif
-  return openblas_get_corename();
-}
-
-void kt_blas_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
-
-int kt_blas_threads(void) { return openblas_get_num_threads(); }

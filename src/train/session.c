@@ -163,13 +163,15 @@ static long cores_available(int use_mpi) {
 
 /* The ranks of this process share its cores; more compute threads than
  * cores is said once (ops then wait for a core: core_wait). */
-static void set_blas_threads(kt_session *s, long ranks_here) {
+static kt_status set_blas_threads(kt_session *s, long ranks_here, int callers, kt_error *err) {
   const kt_session_params *p = &s->p;
   long cores = cores_available(p->use_mpi);
   int blas = p->blas_threads > 0 ? p->blas_threads : cores > ranks_here ? (int)(cores / ranks_here) : 1;
-  if (p->blas_threads >= 0) kt_blas_set_threads(blas);
-  else blas = kt_blas_threads();
-  if (p->synthetic) blas = 0; /* sleeps: no compute threads */
+  kt_status st = KT_OK;
+  if (p->synthetic) blas = 0; /* sleeps: no compute threads, OpenBLAS never started */
+  else st = kt_blas_use_threads(p->blas_threads >= 0 ? blas : (blas = kt_blas_threads()),
+                                callers, err);
+  if (st) return st;
   s->cores = (int)cores, s->compute_threads = (int)(ranks_here * blas);
   if (s->compute_threads > cores && s->world_rank == 0) /* one note per job */
     kt__session_note(s, KT_NOTE_OVERSUBSCRIBED, NULL, s->compute_threads,
@@ -177,6 +179,7 @@ static void set_blas_threads(kt_session *s, long ranks_here) {
                      "a core (core_wait), so steps are slower and the bubble larger than the "
                      "schedule's", ranks_here, ranks_here == 1 ? "" : "s", blas, blas == 1 ? "" : "s",
                      s->compute_threads, cores);
+  return KT_OK;
 }
 
 /* The runtime on MPI (one rank in this process) or threads (all of them). */
@@ -184,9 +187,10 @@ static kt_status create_runtime(kt_session *s, const kt_runtime_config *rc, kt_e
   const kt_session_params *p = &s->p;
   int P = s->sched.p, D = p->data_parallel;
   if (!p->use_mpi) {
-    set_blas_threads(s, (long)P * D);
     s->world_size = P * D;
-    return kt_runtime_create_threads(rc, &s->rt, err);
+    /* OpenBLAS's threads once the model is in memory: the room left is known */
+    kt_status st = kt_runtime_create_threads(rc, &s->rt, err);
+    return st ? st : set_blas_threads(s, (long)P * D, P * D, err);
   }
   int rank, world;
   kt_status st = kt_transport_mpi_init(&rank, &world, err);
@@ -194,8 +198,9 @@ static kt_status create_runtime(kt_session *s, const kt_runtime_config *rc, kt_e
   if (!st) st = kt_transport_mpi_create(P, D, p->timeout, &s->mpi_t, err);
   if (st) return st;
   s->world_rank = kt_transport_rank(s->mpi_t), s->world_size = kt_transport_world(s->mpi_t);
-  set_blas_threads(s, kt_transport_mpi_local_size()); /* the processes of a machine share it */
-  return kt_runtime_create(rc, s->mpi_t, &s->world_rank, 1, &s->rt, err);
+  if ((st = kt_runtime_create(rc, s->mpi_t, &s->world_rank, 1, &s->rt, err))) return st;
+  /* the processes of a machine share its cores; this one runs one rank */
+  return set_blas_threads(s, kt_transport_mpi_local_size(), 1, err);
 }
 
 /* The cluster spec's link classes, with this job's ranks on their nodes
