@@ -17,7 +17,7 @@ set(KT_TEST_MODULES
   "web:test_web test_whatif_panel test_whatif_critical test_whatif_drag test_whatif_diff test_whatif_idle"
   "cli:test_cli test_bad_input test_edges test_output_paths test_install test_front_libc"
   "ffi:test_ffi test_python_api test_python_edges test_python_install"
-  "fuzz:fuzz_replay_schedule fuzz_replay_config_json fuzz_replay_checkpoint fuzz_replay_cli fuzz_replay_rundir fuzz_replay_http")
+  "fuzz:fuzz_replay_schedule fuzz_replay_config_json fuzz_replay_checkpoint fuzz_replay_cli fuzz_replay_rundir fuzz_replay_http fuzz_replay_ffi")
 foreach(entry ${KT_TEST_MODULES})
   string(REPLACE ":" ";" parts "${entry}")
   list(GET parts 0 module)
