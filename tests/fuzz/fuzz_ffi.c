@@ -175,22 +175,27 @@ static void op_render(state *s, input *in) {
   kt_ffi_free(out);
 }
 
+/* A comparison of n rows (arrays of n entries: a C function cannot know
+ * their length), row 0 the simulation, the others not applying; a name
+ * may be missing. More rows than FFI_MAX_ROWS (256) must be refused. */
 static void op_compare(state *s, input *in) {
   kt_error err = {{0}};
   int n = edge_int(in), p = edge_int(in), m = edge_int(in), v = edge_int(in);
-  const kt_ffi_info *infos[2] = {s->info, NULL};
-  const kt_ffi_sim *sims[2] = {s->sim, NULL};
-  const char *names[2] = {"fuzz", byte(in) & 1 ? NULL : "other"};
-  const char *reasons[2] = {NULL, "does not apply"};
+  int rows = n > 0 && n <= 256 ? n : 1, table = byte(in) & 1, unnamed = byte(in) % 8;
+  const kt_ffi_info **infos = calloc((size_t)rows, sizeof *infos);
+  const kt_ffi_sim **sims = calloc((size_t)rows, sizeof *sims);
+  const char **names = calloc((size_t)rows, sizeof *names), **reasons = calloc((size_t)rows, sizeof *reasons);
+  if (!infos || !sims || !names || !reasons) abort();
+  infos[0] = s->info, sims[0] = s->sim;
+  for (int i = 0; i < rows; i++) names[i] = i == unnamed ? NULL : "fuzz", reasons[i] = "does not apply";
   char *out = NULL;
-  int table = byte(in) & 1;
   kt_status st = kt_ffi_compare(n, infos, sims, names, reasons, edge_double(in), p, m, v, "rank",
                                 s->costs, table, &out, &err);
   check_status(st, &err);
-  if (n > 2) { /* beyond the arrays: must be refused before it reads them */
-    if (st != KT_EINVAL) abort();
-  } else if (!st) check_finite(out, !table);
+  if ((n > 256 || n < 0 || (unnamed < n)) && st != KT_EINVAL) abort();
+  if (!st) check_finite(out, !table);
   kt_ffi_free(out);
+  free(infos), free(sims), free(names), free(reasons);
 }
 
 static void op_small(state *s, input *in) {
