@@ -106,10 +106,10 @@ class _Request:
     def options(self, zero, bytes_per_param, sequence_parallel):
         self.set("zero", _int("zero", zero, 0, 3))
         if bytes_per_param is not None:
-            bpp = list(bytes_per_param)
+            bpp = list(bytes_per_param) if isinstance(bytes_per_param, (list, tuple)) else []
             if len(bpp) != 3 or any(_num("bytes_per_param", x, 0, 64) is None for x in bpp):
-                raise KaitenError("EINVAL", f"bytes_per_param {bytes_per_param!r}: expected three "
-                                            "numbers W, G, O in 0..64 (e.g. (2, 2, 12))")
+                raise KaitenError("EINVAL", f"bytes_per_param {quote(bytes_per_param)}: expected "
+                                            "three numbers W, G, O in 0..64 (e.g. (2, 2, 12))")
             for f, x in zip(("weight_bytes", "grad_bytes", "optimizer_bytes"), bpp):
                 self.set(f, x)
         if sequence_parallel is not None:

@@ -12,12 +12,17 @@
 #include "cli/cli.h"
 
 int cli_usage_error(const char *fmt, ...) {
+  /* one line of at most KT_ERROR_LEN * 2 bytes: a value it names (a 50 MB
+   * argument) is echoed as a prefix */
+  char line[KT_ERROR_LEN * 2];
   va_list ap;
-  fputs("kaiten: ", stderr);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
+  if (n >= (int)sizeof line) memcpy(line + sizeof line - 4, "...", 4);
+  for (char *c = line; *c; c++)
+    if (*c == '\n' || *c == '\r') *c = ' ';
+  fprintf(stderr, "kaiten: %s\n", line);
   return 2;
 }
 

@@ -72,6 +72,6 @@ int main(int argc, char **argv) {
     if (rc) return rc;
     return commands[i]->run(&a);
   }
-  fprintf(stderr, "kaiten: unknown command '%s' (try kaiten --help)\n", name);
+  fprintf(stderr, "kaiten: unknown command '%.40s' (try kaiten --help)\n", name);
   return 2;
 }
