@@ -72,6 +72,13 @@ refused "a schedule file's order sets its memory" sim --schedule-file good.csv -
 expect 0 "$K" sim -s zb-auto -p 2 -m 4 --mem-limit 2
 expect 0 "$K" compare -p 2 -m 4 --schedules 1f1b,zb-auto --mem-limit 2
 
+# --- 3. a value named in a message is echoed as a short prefix ------------------
+long=$(head -c 100000 /dev/zero | tr '\0' x)
+refused "unknown schedule" sim -s "$long"
+[ "$(wc -c <err.txt)" -lt 1100 ] && ok || bad "a 100 KB argument echoed: $(wc -c <err.txt) bytes"
+refused "unknown command" "$long"
+[ "$(wc -c <err.txt)" -lt 200 ] && ok || bad "a 100 KB command echoed: $(wc -c <err.txt) bytes"
+
 # --- 2. schedule and cost files without end: stopped at once, the cap named --
 for args in "sim --schedule-file /dev/zero" "compare --schedule-file /dev/zero" \
             "validate /dev/zero" "sim --costs /dev/zero" "compare --costs /dev/zero"; do
