@@ -10,10 +10,12 @@ KF="$(dirname "$K")/kaiten-full"
 . "$(dirname "$0")/lib.sh"
 cd "$tmp" || exit 1
 
-# refused NEEDLE ARGS...: exit 2 within 20 s, one stderr line naming NEEDLE
+# refused NEEDLE ARGS...: exit 2 within 20 s (sanitized: 120), one stderr line naming NEEDLE
+limit=20
+[ "${KT_SANITIZED:-0}" = 1 ] && limit=120
 refused() {
   local needle=$1; shift
-  timeout 20 "$K" "$@" >out.txt 2>err.txt; local rc=$?
+  timeout "$limit" "$K" "$@" >out.txt 2>err.txt; local rc=$?
   if [ $rc != 2 ]; then bad "exit $rc (want 2): kaiten $* :: $(head -c 300 err.txt)"; return; fi
   ok
   [ "$(wc -l <err.txt)" = 1 ] && ok || bad "stderr not one line: kaiten $* :: $(cat err.txt)"

@@ -206,11 +206,11 @@ static void op_small(state *s, input *in) {
   double lim = kt_ffi_mem_limit(p, v, m, s->costs, limit);
   if (!isfinite(peak) || !isfinite(lim)) abort();
   if (!in_cli_range(p, v, m) && (peak != -1 || lim != -1)) abort();
-  /* optimal: run only where it proves at once (and for 10 ms at most); a
-   * time limit out of range is refused */
+  /* optimal: run only where it proves at once (and searches for 10 ms at
+   * most); a time limit out of range is refused */
   int t_ok = t <= 0 || (t >= 1e-3 && t <= 1e6);
   if (in_cli_range(p, v, m) && (v == 1 || v == 2) && t_ok && isfinite(limit)) {
-    if (p > 3 || m > 3) return;
+    if (p > 2 || m > 2) return; /* its starting order (zb-auto's search) took 2 s at P=3, M=3, V=2 */
     t = 0.01;
   }
   drop_sim(s);
