@@ -35,7 +35,6 @@
 
 #include "kaiten/generators.h"
 #include "kaiten/train.h"
-#include "nn/blas.h"
 #include "nn/nn.h"
 
 #define M_MB 8 /* micro-batches per step */
@@ -86,9 +85,8 @@ static double replay(const kt__matmul_shape *sh, size_t n, replay_buf *sets, int
   for (size_t i = 0; i < n; i++) {
     const kt__matmul_shape *s = &sh[i];
     replay_buf *r = &sets[i % (size_t)n_sets];
-    kt__blas.sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
-                   s->trans_b ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, 1.0f, r->a, s->lda,
-                   r->b, s->ldb, s->accumulate ? 1.0f : 0.0f, r->c, s->ldo);
+    kt__sgemm(s->trans_a, s->trans_b, s->m, s->n, s->k, r->a, s->lda, r->b, s->ldb,
+              s->accumulate ? 1.0f : 0.0f, r->c, s->ldo);
   }
   return kt_now() - t0;
 }

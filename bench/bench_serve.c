@@ -37,7 +37,8 @@ static void one_layout(const bench_opts *o, int p, int m, int reps) {
   kt_schedule s;
   kt_timeline t;
   if (step_of(p, m, &s, &t)) exit(1);
-  kt_serve_live live = {.name = "bench", .schedule = &s, .grad_accum = 1, .steps = reps};
+  kt_serve_live live = {.name = "bench", .schedule = &s, .grad_accum = 1,
+                        .predict = kt_train_predict, .steps = reps};
   kt_serve_config c;
   kt_serve_default_config(&c);
   c.port = 0;
@@ -82,7 +83,7 @@ static void one_layout(const bench_opts *o, int p, int m, int reps) {
     kt_buf_init(&msg);
     if (kt_train_predict(&s, 1, &shifted, &costs, &pred, &err) == KT_OK) {
       double cc[4] = {costs.tf, costs.tb, costs.tw, kt_cost_comm(&costs)};
-      kt__serve_timeline_msg(&msg, 0, i, &shifted, &pred, cc, 1);
+      kt__serve_timeline_msg(&msg, 0, i, &shifted, &pred, cc, NULL, 1);
       kt_costs_free(&costs);
       kt_timeline_free(&pred);
     }

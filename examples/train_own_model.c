@@ -245,6 +245,7 @@ int main(int argc, char **argv) {
   p.blas_threads = -1; /* this model multiplies by itself, not through BLAS */
   p.run_dir = run_dir, p.force = 1;
   p.on_step = show, p.on_note = note;
+  p.render_timelines = kt_render_run_timelines; /* timeline.json and trace.json */
 
   kt_error err = {{0}};
   kt_session *s;

@@ -7,9 +7,7 @@ set -euo pipefail
 # clang, lld, wasi-libc and libclang-rt-dev-wasm32 build the in-page
 # simulator (kaiten's core for wasm32-wasi, src/web/wasm.cmake) that every
 # HTML report carries.
-# musl-tools links the `kaiten` front against musl, which starts a process
-# in a third of glibc's time on a virtual machine (CMakeLists.txt).
-pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev musl-tools
+pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev
       openmpi-bin libopenmpi-dev libmicrohttpd-dev iproute2
       clang lld wasi-libc libclang-rt-dev-wasm32
       python3 python3-venv) # the Python package's tests and `pip install ./python` in a venv

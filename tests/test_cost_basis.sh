@@ -17,7 +17,7 @@ done
 python3 - "$tmp" <<'PY' && ok || bad "pinned makespans and memories"
 import json, sys
 d = sys.argv[1]
-# (makespan, peak memory) at unit costs, M_B = 1, M_W = 0
+# (period, peak memory) at unit costs, M_B = 1, M_W = 0, step sync overlap
 pinned = {
   ("rank", 4): {"gpipe": (33, 8), "1f1b": (33, 4), "interleaved": (28.5, 5.5), "looped-bfs": (28.5, 8),
                 "zb-h1": (27, 4), "zb-h2": (24, 7), "zbv": (24, 4), "dualpipev": (27, 4.5),
@@ -37,28 +37,29 @@ for (basis, p), want in pinned.items():
     assert j["cost_basis"] == basis, j["cost_basis"]
     rows = {r["schedule"]: r for r in j["rows"] if r["applies"]}
     for name, (ms, mem) in want.items():
-        got = (rows[name]["makespan"], rows[name]["peak_memory"])
+        got = (rows[name]["period"], rows[name]["peak_memory"])
         assert got == (ms, mem), (basis, p, name, got, (ms, mem))
     # the rank basis is the stage basis divided by V, for every schedule
     if basis == "rank":
         stage = {r["schedule"]: r for r in json.load(open(f"{d}/stage_{p}.json"))["rows"] if r["applies"]}
         for name, r in rows.items():
             v = r["v"]
+            assert abs(r["period"] * v - stage[name]["period"]) < 1e-9, (name, p)
             assert abs(r["makespan"] * v - stage[name]["makespan"]) < 1e-9, (name, p)
             assert abs(r["peak_memory"] * v - stage[name]["peak_memory"]) < 1e-9, (name, p)
             assert abs(r["bubble_ratio"] - stage[name]["bubble_ratio"]) < 1e-12, (name, p)
     # the same model: interleaved beats 1f1b, with memory between 1x and 2x 1F1B's
     if basis == "rank":
-        assert rows["interleaved"]["makespan"] < rows["1f1b"]["makespan"]
+        assert rows["interleaved"]["period"] < rows["1f1b"]["period"]
         assert rows["1f1b"]["peak_memory"] <= rows["interleaved"]["peak_memory"] <= 2 * rows["1f1b"]["peak_memory"]
         assert abs(rows["1f1b"]["peak_memory_vs_1f1b"] - 1) < 1e-12
 PY
 
 # sim agrees with compare on the same basis, and says which
 expect 0 "$K" sim -s interleaved -p 8 -m 16 --format json
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["makespan"] == 58.5 and d["cost_basis"] == "rank", d["makespan"]' "$tmp/out" && ok || bad "sim -s interleaved disagrees with compare"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["period"] == 58.5 and d["cost_basis"] == "rank", d["period"]' "$tmp/out" && ok || bad "sim -s interleaved disagrees with compare"
 expect 0 "$K" sim -s interleaved -p 8 -m 16 --format json --per-stage
-has '"makespan":117,' "$tmp/out"; has '"cost_basis":"stage"' "$tmp/out"
+has '"period":117,' "$tmp/out"; has '"cost_basis":"stage"' "$tmp/out"
 expect 0 "$K" sim -s interleaved -p 8 -m 16
 has "cost basis: rank" "$tmp/out"
 expect 0 "$K" compare -p 4 -m 8 --per-stage

@@ -6,7 +6,7 @@
 # finite numbers; nothing crashes, hangs or reads without bound.
 set -u
 K="$1"
-KF="$(dirname "$K")/kaiten-full"
+
 . "$(dirname "$0")/lib.sh"
 cd "$tmp" || exit 1
 
@@ -136,9 +136,9 @@ done
 if [ "${KT_SANITIZED:-0}" != 1 ]; then
   for args in "--version" "sim -s 1f1b -p 2 -m 2" "compare -p 2 -m 4" "plan --model gpt2-124m --devices 8 --global-batch 8"; do
     # shellcheck disable=SC2086
-    (ulimit -v 100000; exec timeout -s KILL 20 "$KF" $args) >out.txt 2>err.txt
+    (ulimit -v 100000; exec timeout -s KILL 20 "$K" $args) >out.txt 2>err.txt
     rc=$?
-    [ $rc = 0 ] && ok || bad "kaiten-full $args under ulimit -v: exit $rc: $(tail -2 err.txt)"
+    [ $rc = 0 ] && ok || bad "kaiten $args under ulimit -v: exit $rc: $(tail -2 err.txt)"
   done
   (ulimit -v 250000; exec timeout -s KILL 60 "$K" train "${small[@]}" --steps 3) >out.txt 2>err.txt
   rc=$?
@@ -150,7 +150,7 @@ fi
 # the live dashboard of a finished run: OpenBLAS not even mapped
 "$K" train --synthetic --stages 2 -m 2 --tf 0.1 --tb 0.1 --tw 0.1 --steps 2 --no-live --run-dir srv \
   >/dev/null 2>&1
-"$KF" serve srv --addr 127.0.0.1:0 >serve.out 2>&1 &
+"$K" serve srv --addr 127.0.0.1:0 >serve.out 2>&1 &
 pid=$!
 sleep 1
 if [ -r "/proc/$pid/maps" ]; then

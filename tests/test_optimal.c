@@ -1,5 +1,5 @@
 /* The exact search (kt_gen_optimal) and the lower bound
- * (kt_makespan_lower_bound):
+ * (kt_gen_lower_bound):
  * - on tiny problems, every order there is (any micro-batch order on every
  *   rank, a simulator of this file's own; a third of them with a send
  *   overhead): the search's optimum is their least makespan and the bound
@@ -147,16 +147,16 @@ static void check_tiny(int p, int m, int trials) {
     kt_schedule layout;
     kt_schedule_init(&layout, p, 1, m, KT_PLACEMENT_LOOP, &err);
     double lb = 0;
-    CHECK(kt_makespan_lower_bound(&layout, &c, t.limit, 0, &lb, NULL, &err) == KT_OK);
+    CHECK(kt_gen_lower_bound(&layout, &c, t.limit, 0, &lb, NULL, &err) == KT_OK);
     CHECK_MSG(lb <= best + 1e-9 * (1 + best), "P=%d M=%d trial %d: bound %.9g above the best %.9g",
               p, m, trial, lb, best);
     kt_status st = kt_gen_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err);
     CHECK_MSG(st == KT_OK, "P=%d M=%d trial %d: %s", p, m, trial, err.msg);
     if (!st) {
       CHECK(res.proven);
-      CHECK_MSG(fabs(res.makespan - best) <= 1e-9 * (1 + best),
+      CHECK_MSG(fabs(res.period - best) <= 1e-9 * (1 + best),
                 "P=%d M=%d trial %d: optimal %.9g, every order's best %.9g", p, m, trial,
-                res.makespan, best);
+                res.period, best);
       kt_schedule_free(&s);
     }
     kt_schedule_free(&layout);
@@ -242,7 +242,7 @@ static void check_random_orders(int p, int v, int m, int problems, int orders) {
     kt__opt_problem pb;
     CHECK(kt__opt_problem_init(&pb, &s, &c, limit, 1, &err) == KT_OK);
     double lb;
-    CHECK(kt_makespan_lower_bound(&s, &c, limit, 0, &lb, NULL, &err) == KT_OK);
+    CHECK(kt_gen_lower_bound(&s, &c, limit, 0, &lb, NULL, &err) == KT_OK);
     kt_gen_params params = {.p = p, .m = m, .v = v, .costs = &c, .mem_limit = limit};
     kt_optimal_opts o = {.time_limit = 2};
     kt_schedule best;
@@ -255,14 +255,14 @@ static void check_random_orders(int p, int v, int m, int problems, int orders) {
       kt_metrics met;
       if (kt_simulate_metrics(&s, &c, &met, &err)) continue;
       valid++;
-      CHECK_MSG(lb <= met.makespan + 1e-9 * (1 + lb), "P=%d V=%d M=%d: bound %.9g above an order's %.9g",
-                p, v, m, lb, met.makespan);
+      CHECK_MSG(lb <= met.period + 1e-9 * (1 + lb), "P=%d V=%d M=%d: bound %.9g above an order's %.9g",
+                p, v, m, lb, met.period);
       CHECK_MSG(needs_hold(&pb, &s), "P=%d V=%d M=%d: an order runs an op before a slot the table "
                 "says precedes it", p, v, m);
       if (have && res.proven)
-        CHECK_MSG(res.makespan <= met.makespan + 1e-9 * (1 + met.makespan),
-                  "P=%d V=%d M=%d: proven optimum %.9g, an order's %.9g", p, v, m, res.makespan,
-                  met.makespan);
+        CHECK_MSG(res.period <= met.period + 1e-9 * (1 + met.period),
+                  "P=%d V=%d M=%d: proven optimum %.9g, an order's %.9g", p, v, m, res.period,
+                  met.period);
       kt_metrics_free(&met);
     }
     CHECK_MSG(valid > 0, "P=%d V=%d M=%d: no random order completed", p, v, m);
@@ -333,8 +333,8 @@ static void check_searched_bound(const corpus_row *r, const kt_schedule *s, doub
   double analytic, searched;
   kt_error err;
   int exact = 0;
-  CHECK(kt_makespan_lower_bound(s, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
-  CHECK(kt_makespan_lower_bound(s, &r->c, r->limit, -1, &searched, &exact, &err) == KT_OK);
+  CHECK(kt_gen_lower_bound(s, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
+  CHECK(kt_gen_lower_bound(s, &r->c, r->limit, -1, &searched, &exact, &err) == KT_OK);
   CHECK_MSG(searched >= analytic - 1e-12 && searched <= r->optimum + 1e-9 * (1 + r->optimum),
             "corpus row %d: searched bound %.12g (analytic %.12g, optimum %.12g)", r->id,
             searched, analytic, r->optimum);
@@ -358,8 +358,8 @@ static double auto_gap(corpus_row *r, int thorough) {
     return gap;
   }
   if (!kt_simulate_metrics(&s, &r->c, &m, &err)) {
-    gap = m.makespan / r->optimum - 1;
-    if (!thorough) check_searched_bound(r, &s, m.makespan);
+    gap = m.period / r->optimum - 1;
+    if (!thorough) check_searched_bound(r, &s, m.period);
     kt_metrics_free(&m);
   }
   kt_schedule_free(&s);
@@ -381,8 +381,8 @@ static void check_corpus_row(corpus_row *r) {
   CHECK_MSG(st == KT_OK, "corpus row %d: %s", r->id, err.msg);
   if (st) return;
   CHECK_MSG(res.proven, "corpus row %d: not proven within 20 s", r->id);
-  CHECK_MSG(fabs(res.makespan - r->optimum) <= 1e-9 * (1 + r->optimum),
-            "corpus row %d: optimal %.12g, recorded optimum %.12g", r->id, res.makespan, r->optimum);
+  CHECK_MSG(fabs(res.period - r->optimum) <= 1e-9 * (1 + r->optimum),
+            "corpus row %d: optimal %.12g, recorded optimum %.12g", r->id, res.period, r->optimum);
   CHECK(kt_schedule_validate(&s, &err) == KT_OK);
   kt_schedule_init(&layout, r->p, r->v, r->m, pl, &err);
   kt__opt_problem pb; /* the optimum runs tight against the limit: the table still holds */
@@ -392,11 +392,11 @@ static void check_corpus_row(corpus_row *r) {
   kt__opt_problem_free(&pb);
   double analytic, printed;
   int exact = 0;
-  CHECK(kt_makespan_lower_bound(&layout, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
+  CHECK(kt_gen_lower_bound(&layout, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
   CHECK_MSG(analytic <= r->optimum + 1e-9 * (1 + r->optimum), "corpus row %d: bound %.12g above "
             "the optimum %.12g", r->id, analytic, r->optimum);
   if (r->uniform) { /* the bound sim prints (its search on small problems) */
-    CHECK(kt_makespan_lower_bound(&layout, &r->c, r->limit, 20000, &printed, &exact, &err) == KT_OK);
+    CHECK(kt_gen_lower_bound(&layout, &r->c, r->limit, 20000, &printed, &exact, &err) == KT_OK);
     CHECK_MSG(fabs(printed - r->optimum) <= 1e-9 * (1 + r->optimum) && exact,
               "corpus row %d (uniform costs): bound %.12g, optimum %.12g", r->id, printed, r->optimum);
   }
@@ -462,13 +462,13 @@ static void check_limits(void) {
   kt_optimal_result res;
   kt_error err;
   CHECK(kt_gen_optimal(&params, KT_PLACEMENT_V, &o, &s, &res, &err) == KT_OK);
-  CHECK(!res.proven && res.gap > 0 && res.lower_bound < res.makespan);
-  CHECK(res.makespan <= res.start_makespan + 1e-9);
+  CHECK(!res.proven && res.gap > 0 && res.lower_bound < res.period);
+  CHECK(res.period <= res.start_period + 1e-9);
   CHECK(res.seconds < 2);
   CHECK(kt_schedule_validate(&s, &err) == KT_OK);
   kt_metrics met;
   CHECK(kt_simulate_metrics(&s, &c, &met, &err) == KT_OK);
-  CHECK_NEAR(met.makespan, res.makespan, 1e-9);
+  CHECK_NEAR(met.period, res.period, 1e-9);
   kt_metrics_free(&met);
   kt_schedule_free(&s);
   params.p = 9;

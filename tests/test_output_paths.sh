@@ -26,7 +26,7 @@ else
 fi
 # /dev/stdout is a device (or a pipe) too
 expect 0 "$K" "${gen[@]}" -o /dev/stdout
-has "makespan" "$tmp/out"
+has "period" "$tmp/out"
 
 # --- a FIFO with a reader gets the whole output; without one: one line, exit 1 ----
 mkfifo ff
@@ -90,7 +90,7 @@ umount ro 2>/dev/null; chattr -i ro 2>/dev/null; chmod 755 ro 2>/dev/null
 # --- a regular file is replaced whole, leaving no temp file ---------------------------
 echo previous >plain.txt
 expect 0 "$K" "${gen[@]}" -o plain.txt
-has "makespan" plain.txt
+has "period" plain.txt
 grep -q previous plain.txt && bad "old content kept" || ok
 ls -a . sub | grep -q '\.tmp\.' && bad "temp file left behind" || ok
 

@@ -46,7 +46,7 @@ for name, jpath in zip(pairs[::2], pairs[1::2]):
     assert svgs.get("memory-" + name) is not None, "no memory chart for " + name
 n = len(pairs) // 2
 if n > 1:
-    for bid in ("bars-bubble", "bars-makespan", "bars-memory"):
+    for bid in ("bars-bubble", "bars-period", "bars-memory"):
         bars = [r for r in svgs[bid].iter("rect") if r.get("data-bar") is not None]
         assert len(bars) == n, "%s: %d bars for %d schedules" % (bid, len(bars), n)
     for name, jpath in zip(pairs[::2], pairs[1::2]):

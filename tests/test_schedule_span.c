@@ -1,4 +1,4 @@
-/* One simulator: kt_gen_span (the planner's and the searches' timing)
+/* One simulator: kt_gen_period (the planner's and the searches' timing)
  * gives kt_simulate's figures on random orders and costs, through its fast
  * path and through the simulator alike, and reports a deadlock as the
  * simulator does. */
@@ -27,21 +27,24 @@ static void random_costs(kt_costs *c, int S, double *buf) {
     buf[2 * S + i] = urand(0, 1) < 0.2 ? 0 : urand(0.1, 2);
   }
   c->comm = urand(0, 1) < 0.3 ? 0 : urand(0, 0.8);
+  /* the step's end: its sync, an update, the norm's all-reduce */
+  c->step_sync = urand(0, 1) < 0.3 ? KT_STEP_BARRIER : KT_STEP_OVERLAP;
+  c->tu = urand(0, 1) < 0.5 ? 0 : urand(0, 1);
+  c->t_norm = urand(0, 0.5);
 }
 
-/* The simulator's span (first action anywhere to the last) and busy time. */
-static kt_status simulated(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
+/* The simulator's period and busy time (the events' own). */
+static kt_status simulated(const kt_schedule *s, const kt_costs *c, double *period, double *busy,
                            kt_error *err) {
   kt_timeline tl;
-  kt_status st = kt_simulate(s, c, &tl, err);
+  kt_metrics m;
+  kt_status st = kt_simulate_both(s, c, &tl, &m, err);
   if (st) return st;
-  double lo = INFINITY, hi = -INFINITY, total = 0;
-  for (size_t i = 0; i < tl.n_events; i++) {
-    lo = fmin(lo, tl.events[i].start), hi = fmax(hi, tl.events[i].end);
-    total += tl.events[i].end - tl.events[i].start;
-  }
-  *span = tl.n_events ? hi - lo : 0;
+  double total = 0;
+  for (size_t i = 0; i < tl.n_events; i++) total += tl.events[i].end - tl.events[i].start;
+  *period = m.period;
   *busy = total;
+  kt_metrics_free(&m);
   kt_timeline_free(&tl);
   return KT_OK;
 }
@@ -52,10 +55,10 @@ static int compared, deadlocks;
 static void agree(const kt_schedule *s, const kt_costs *c, const char *what) {
   kt_error e1, e2;
   double span = -1, busy = -1, sspan = -1, sbusy = -1;
-  kt_status a = kt_gen_span(s, c, &span, &busy, &e1);
+  kt_status a = kt_gen_period(s, c, &span, &busy, &e1);
   kt_status b = simulated(s, c, &sspan, &sbusy, &e2);
   compared++;
-  CHECK_MSG(a == b, "%s: span status %d (%s), simulator %d (%s)", what, a, a ? e1.msg : "",
+  CHECK_MSG(a == b, "%s: period status %d (%s), simulator %d (%s)", what, a, a ? e1.msg : "",
             b, b ? e2.msg : "");
   if (a == KT_EDEADLOCK && b == KT_EDEADLOCK) {
     deadlocks++;
@@ -63,7 +66,7 @@ static void agree(const kt_schedule *s, const kt_costs *c, const char *what) {
               e1.msg, e2.msg);
   }
   if (a || b) return;
-  CHECK_MSG(fabs(span - sspan) <= 1e-9 * fmax(1, sspan), "%s: span %.12g, simulator %.12g", what,
+  CHECK_MSG(fabs(span - sspan) <= 1e-9 * fmax(1, sspan), "%s: period %.12g, simulator %.12g", what,
             span, sspan);
   CHECK_MSG(fabs(busy - sbusy) <= 1e-9 * fmax(1, sbusy), "%s: busy %.12g, simulator %.12g", what,
             busy, sbusy);
@@ -130,13 +133,13 @@ static void on_links(void) {
   c.links = l;
   c.comm_bytes = 2;
   double span, busy, plain, plain_busy;
-  CHECK(kt_gen_span(&s, &c, &span, &busy, &err) == KT_OK);
+  CHECK(kt_gen_period(&s, &c, &span, &busy, &err) == KT_OK);
   agree(&s, &c, "1f1b on links");
   /* two ranks, one link each way that never carries two messages at once:
    * every hop takes its 2 s, as a plain 2 s hop does */
   c.links = NULL;
   c.comm = 2;
-  CHECK(kt_gen_span(&s, &c, &plain, &plain_busy, &err) == KT_OK);
+  CHECK(kt_gen_period(&s, &c, &plain, &plain_busy, &err) == KT_OK);
   CHECK_NEAR(span, plain, 1e-9);
   CHECK(span > 12 + 2); /* more than the compute and one hop */
   kt_links_destroy(l);

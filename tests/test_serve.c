@@ -18,6 +18,7 @@
 #include "check.h"
 #include "kaiten/serve.h"
 #include "kaiten/sim.h"
+#include "kaiten/train.h"
 #include "serve/serve_internal.h"
 
 #define HAS(text, needle) CHECK_MSG(strstr(text, needle) != NULL, "no '%s' in the text", needle)
@@ -302,8 +303,9 @@ static kt_schedule sched;
 static kt_timeline step_tl; /* a simulated step in seconds, as a measured one would be */
 
 static kt_server *serve_live(int queue) {
-  kt_serve_live live = {.name = "live", .schedule = &sched, .grad_accum = 1, .model = "mlp",
-                        .layers = 4, .hidden = 16, .steps = 100, .transport = "threads"};
+  kt_serve_live live = {.name = "live", .schedule = &sched, .grad_accum = 1,
+                        .predict = kt_train_predict, .model = "mlp", .layers = 4, .hidden = 16,
+                        .steps = 100, .transport = "threads"};
   kt_serve_config c;
   kt_serve_default_config(&c);
   c.port = 0;

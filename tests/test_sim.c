@@ -84,7 +84,7 @@ int main(void) {
 
   /* an op overhead of 0.5 on every action (F 1.5, B 2.5; by hand): rank 1
    * runs F0 2-3.5, B0 3.5-6, F1 6-7.5, B1 7.5-10; rank 0's B1 waits for
-   * rank 1's B1 + 0.5 and ends at 13; kt_gen_span leaves its fast path
+   * rank 1's B1 + 0.5 and ends at 13; kt_gen_period leaves its fast path
    * for it and agrees */
   s = gen(KT_SCHED_1F1B, 2, 2);
   c.op_overhead = 0.5;
@@ -96,7 +96,7 @@ int main(void) {
   CHECK_NEAR(m.makespan, 13.0, 1e-12);
   CHECK_NEAR(m.ranks[0].busy, 8.0, 1e-12);
   double span, total;
-  REQUIRE(kt_gen_span(&s, &c, &span, &total, &err) == KT_OK);
+  REQUIRE(kt_gen_period(&s, &c, &span, &total, &err) == KT_OK);
   CHECK_NEAR(span, 13.0, 1e-12);
   CHECK_NEAR(total, 16.0, 1e-12);
   kt_metrics_free(&m);

@@ -9,8 +9,9 @@
 #include "kaiten/sim.h"
 
 static int same(const kt_metrics *a, const kt_metrics *b, const char *what) {
-  int ok = a->p == b->p && a->makespan == b->makespan && a->bubble_ratio == b->bubble_ratio &&
-           a->total_busy == b->total_busy;
+  int ok = a->p == b->p && a->makespan == b->makespan && a->period == b->period &&
+           a->span == b->span && a->step_sync == b->step_sync &&
+           a->bubble_ratio == b->bubble_ratio && a->total_busy == b->total_busy;
   for (int r = 0; ok && r < a->p; r++) {
     const kt_rank_metrics *x = &a->ranks[r], *y = &b->ranks[r];
     ok = x->start == y->start && x->end == y->end && x->busy == y->busy && x->idle == y->idle &&
@@ -35,6 +36,7 @@ static void compare(const kt_schedule *s, const kt_costs *c, const char *what) {
   kt_error err = {{0}};
   CHECK_MSG(!kt_simulate(s, c, &tl, &err), "%s: %s", what, err.msg);
   CHECK(!kt_timeline_metrics(&tl, &from_tl, &err));
+  CHECK(!kt_sim_period(s, c, &from_tl, &err)); /* what the simulations add to a timeline's */
   CHECK_MSG(!kt_simulate_metrics(s, c, &direct, &err), "%s: %s", what, err.msg);
   CHECK_MSG(same(&from_tl, &direct, what), "%s: metrics-only differs from the timeline's", what);
   kt_timeline tl2;

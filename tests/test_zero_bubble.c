@@ -60,8 +60,8 @@ static void test_paper_numbers(void) {
   for (int i = 0; i < 2; i++)
     for (int k = 0; k < 3; k++) {
       if (run(kinds[k], cases[i].p, cases[i].m, NULL, 0, &m)) { CHECK(0); continue; }
-      CHECK_MSG(m.makespan == cases[i].ms[k], "%s P=%d M=%d makespan %g want %g",
-                kt_gen_kind_name(kinds[k]), cases[i].p, cases[i].m, m.makespan,
+      CHECK_MSG(m.period == cases[i].ms[k], "%s P=%d M=%d makespan %g want %g",
+                kt_gen_kind_name(kinds[k]), cases[i].p, cases[i].m, m.period,
                 cases[i].ms[k]);
       kt_metrics_free(&m);
     }
@@ -89,8 +89,8 @@ static void test_zbv(void) {
       int p = ps[i], mb = f * p;
       kt_metrics m;
       if (run(KT_SCHED_ZBV, p, mb, &c, 0, &m)) { CHECK(0); continue; }
-      CHECK_MSG(m.bubble_ratio == 0 && m.makespan == 6.0 * mb, "zbv P=%d M=%d bubble %g makespan %g",
-                p, mb, m.bubble_ratio, m.makespan);
+      CHECK_MSG(m.bubble_ratio == 0 && m.period == 6.0 * mb, "zbv P=%d M=%d bubble %g makespan %g",
+                p, mb, m.bubble_ratio, m.period);
       for (int r = 0; r < p; r++)
         CHECK_MSG(m.ranks[r].peak_memory == 2000.0 * p, "zbv P=%d M=%d rank %d peak %g", p, mb, r,
                   m.ranks[r].peak_memory);
@@ -135,7 +135,7 @@ static void test_dualpipev(void) {
   /* unit costs: a pair costs F + B, every rank idles 2(P-1) = 6 */
   kt_metrics m;
   if (kt_simulate_metrics(&s, NULL, &m, &err) == KT_OK) {
-    CHECK_NEAR(m.makespan, 66, 1e-12);
+    CHECK_NEAR(m.period, 66, 1e-12);
     for (int r = 0; r < 4; r++) {
       CHECK_NEAR(m.ranks[r].idle, 6, 1e-12);
       CHECK_NEAR(m.ranks[r].peak_memory, 9, 1e-12); /* 2P+1 activations */
@@ -178,8 +178,8 @@ static void test_dualpipev(void) {
   for (int p = 1; p <= 6; p++)
     for (int mb = 2 * p; mb <= 4 * p + 1; mb++) {
       if (run(KT_SCHED_DUALPIPEV, p, mb, NULL, 0, &m)) { CHECK(0); continue; }
-      CHECK_MSG(fabs(m.makespan - (6.0 * mb + 2 * (p - 1))) < 1e-9, "dualpipev P=%d M=%d: %g", p,
-                mb, m.makespan);
+      CHECK_MSG(fabs(m.period - (6.0 * mb + 2 * (p - 1))) < 1e-9, "dualpipev P=%d M=%d: %g", p,
+                mb, m.period);
       kt_metrics_free(&m);
     }
 }
@@ -382,7 +382,7 @@ static void test_random_costs_never_deadlock(void) {
         st = kt_simulate_metrics(&s, &c, &m, &err);
         CHECK_MSG(st == KT_OK, "%s P=%d M=%d random costs: %s", s.name, p, ms[i], err.msg);
         if (!st) {
-          CHECK(m.makespan > 0 && m.bubble_ratio >= -1e-12 && m.bubble_ratio < 1);
+          CHECK(m.period > 0 && m.bubble_ratio >= -1e-12 && m.bubble_ratio < 1);
           kt_metrics_free(&m);
         }
         runs++;
@@ -401,9 +401,9 @@ static double heuristic_makespan(int p, int m, const kt_costs *c, double limit) 
   kt_metrics met;
   double ms = -1;
   static const kt__search_opts heur = {.lists = 1, .rounds = 1};
-  kt_status st = kt__zb_auto_build(&s, c, limit, &heur, 0, &err);
+  kt_status st = kt__zb_auto_build(&s, c, limit, &heur, 0, NULL, &err);
   if (!st) st = kt_simulate_metrics(&s, c, &met, &err);
-  if (!st) ms = met.makespan, kt_metrics_free(&met);
+  if (!st) ms = met.period, kt_metrics_free(&met);
   else fprintf(stderr, "zb-auto heuristic P=%d M=%d: %s\n", p, m, err.msg);
   kt_schedule_free(&s);
   return ms;
@@ -416,12 +416,12 @@ static void test_zb_auto(void) {
     int p = cases[i].p, mb = cases[i].m;
     kt_metrics m;
     if (!run(KT_SCHED_ZB_AUTO, p, mb, NULL, 0, &m)) { /* default limit P*M_B */
-      CHECK_NEAR(m.makespan, cases[i].h1, 1e-12);
+      CHECK_NEAR(m.period, cases[i].h1, 1e-12);
       CHECK(max_peak(&m) <= p);
       kt_metrics_free(&m);
     } else CHECK(0);
     if (!run(KT_SCHED_ZB_AUTO, p, mb, NULL, 2.0 * p, &m)) {
-      CHECK_NEAR(m.makespan, cases[i].h2, 1e-12);
+      CHECK_NEAR(m.period, cases[i].h2, 1e-12);
       CHECK(max_peak(&m) <= 2 * p);
       kt_metrics_free(&m);
     } else CHECK(0);
@@ -452,9 +452,9 @@ static void test_zb_auto(void) {
           kt_gen_kind hk = li == 3 ? KT_SCHED_ZB_H1 : KT_SCHED_ZB_H2;
           if (!run(hk, p, mb, &c, 0, &h)) {
             if (max_peak(&h) <= limit * (1 + 1e-12)) {
-              CHECK_MSG(m.makespan <= h.makespan * (1 + 1e-12), "zb-auto P=%d M=%d: %g, %s %g", p,
-                        mb, m.makespan, kt_gen_kind_name(hk), h.makespan);
-              better += m.makespan < h.makespan * (1 - 1e-9);
+              CHECK_MSG(m.period <= h.makespan * (1 + 1e-12), "zb-auto P=%d M=%d: %g, %s %g", p,
+                        mb, m.period, kt_gen_kind_name(hk), h.makespan);
+              better += m.period < h.makespan * (1 - 1e-9);
             }
             kt_metrics_free(&h);
           } else CHECK(0);

@@ -17,6 +17,18 @@ extern "C" {
 
 typedef struct kt_links kt_links;
 
+/* How a rank goes from one training step to the next (docs/schedules.md,
+ * "What a step is"). OVERLAP: a rank starts its next step as soon as its
+ * own update is done (the update runs on what the rank has; the global
+ * gradient norm and a non-finite check are all-reduced behind it and a
+ * wrong update is rolled back: post-validation). BARRIER: every rank waits
+ * for all, after the global-norm all-reduce, before the next step. */
+typedef enum { KT_STEP_OVERLAP, KT_STEP_BARRIER, KT_STEP_SYNC_COUNT } kt_step_sync;
+/* "overlap", "barrier"; "?" out of range. */
+const char *kt_step_sync_name(kt_step_sync s);
+/* The value named, or -1. */
+int kt_step_sync_from_name(const char *name);
+
 typedef struct kt_costs {
   double tf, tb, tw;         /* uniform per-stage costs of F, I (B = I + W) and W */
   double comm;               /* per hop between ranks (used when comm_bandwidth == 0) */
@@ -52,9 +64,22 @@ typedef struct kt_costs {
    * schedule, rank 0's list first, each rank's in list order (entries of
    * communication actions unused). Not owned; NULL: the stage costs. */
   const double *action_time;
+  /* The step's end: what a rank does after its last action before its
+   * next step can start (src/sim/step.c). All default 0 / overlap / no tie. */
+  kt_step_sync step_sync;
+  double tu;     /* the optimizer update of one stage's parameters (per stage, like tf) */
+  double t_norm; /* the global-norm (and loss) all-reduce over the pipeline ranks */
+  double t_dp;   /* one rank's data-parallel gradient all-reduce */
+  int tied;      /* tied embeddings: the first and the last stage exchange a gradient */
+  double t_tie;  /* ... and the exchange takes this long */
+  /* Optional: the earliest time each rank may start its first action (a
+   * step that follows another without a barrier); NULL: 0 on every rank.
+   * Not owned. */
+  const double *rank_release;
   /* Optional per-stage values (n_stages entries each; NULL = the uniform value). */
   int n_stages;
   double *stage_tf, *stage_tb, *stage_tw, *stage_mem_act, *stage_mem_wgrad, *stage_mem_transient;
+  double *stage_tu;
 } kt_costs;
 
 /* The range of every cost and memory value (times, overheads, memory,
@@ -95,6 +120,7 @@ double kt_cost_tw(const kt_costs *c, int stage);
 double kt_cost_mem_act(const kt_costs *c, int stage);
 double kt_cost_mem_wgrad(const kt_costs *c, int stage);
 double kt_cost_mem_transient(const kt_costs *c, int stage);
+double kt_cost_tu(const kt_costs *c, int stage);
 double kt_cost_comm(const kt_costs *c);
 
 /* The costs of one stage of a schedule with v chunks per rank when c
@@ -107,15 +133,17 @@ kt_status kt_costs_for_chunks(const kt_costs *c, int v, kt_costs *dst, kt_error 
 void kt_costs_describe(const kt_costs *c, char *buf, size_t n);
 
 /* Parses "X" (uniform) or "x0,x1,...,xn" (per stage) into the named field
- * ("tf", "tb", "tw", "mem-act", "mem-wgrad", "mem-transient"), or "X" into
- * a scalar ("comm", "comm-latency", "comm-bytes", "comm-bandwidth",
- * "send-overhead", "op-overhead", "overlap"); the cost file's names
- * ("mem_act", ...) too. Each value within kt_cost_value_check's range
- * (overlap: 0..1). EINVAL naming the bad value. */
+ * ("tf", "tb", "tw", "tu", "mem-act", "mem-wgrad", "mem-transient"), or
+ * "X" into a scalar ("comm", "comm-latency", "comm-bytes",
+ * "comm-bandwidth", "send-overhead", "op-overhead", "overlap", "t-norm",
+ * "t-dp", "tie": the last also marks the embeddings tied); the cost
+ * file's names ("mem_act", ...) too. Each value within
+ * kt_cost_value_check's range (overlap: 0..1). EINVAL naming the bad value. */
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err);
-/* Loads a JSON cost file: {"tf": 1 or [..], "tb": .., "tw": .., "comm": x,
+/* Loads a JSON cost file: {"tf": 1 or [..], "tb": .., "tw": .., "tu": .., "comm": x,
  * "mem_act": .., "mem_wgrad": .., "mem_transient": .., "comm_latency",
- * "comm_bytes", "comm_bandwidth", "send_overhead", "overlap"}, each value as
+ * "comm_bytes", "comm_bandwidth", "send_overhead", "overlap", "t_norm",
+ * "t_dp", "tie", "step_sync": "overlap"|"barrier"}, each number as
  * kt_costs_set takes it; any other key, or a key given twice, is refused
  * (EINVAL naming it), malformed JSON is EPARSE. The file is read as
  * kt_read_text reads (at most KT_COSTS_FILE_MAX bytes, no NUL byte; a

@@ -119,33 +119,29 @@ void kt_chunk_zero_grad(kt_chunk *c);
 /* ---- the BLAS every matmul goes through (OpenBLAS) ----------------------------
  * Process-wide settings: the program chooses them (kt_session does through its
  * blas_threads, kt_calibrate_compute sets one thread); nothing else in the
- * library does. OpenBLAS is loaded (dlopen) by the first of these calls, or
- * by the first matrix product, with one thread: a program that does no
- * linear algebra never loads it or starts its threads. */
+ * library does. OpenBLAS is opened when first needed (kt_chunk_create or a
+ * call below), never by a program that multiplies no matrix: loading it
+ * starts its threads. */
 
-/* Loads OpenBLAS (once; every later call says how that went) with no pool
- * thread (OPENBLAS_NUM_THREADS=1 unless the user set it), after checking
- * that the address space (ulimit -v) holds it. Where OpenBLAS fell back to
- * pre-AVX2 kernels on a CPU it does not know (and OPENBLAS_CORETYPE is
- * unset), has it use the fastest kernels this CPU runs (SkylakeX with
- * AVX-512, Haswell with AVX2+FMA). Call it at the start of main, before
- * any thread exists (it may set and unset environment variables).
- * ENOMEM (the address space), ERUNTIME (no OpenBLAS) with the reason. */
-kt_status kt_blas_load(kt_error *err);
-/* kt_blas_load, and the kernels in use (a reason when it failed). */
+/* Loads OpenBLAS and, where it fell back to pre-AVX2 kernels on a CPU it
+ * does not know (and OPENBLAS_CORETYPE is unset), has it use the fastest
+ * kernels this CPU runs (SkylakeX with AVX-512, Haswell with AVX2+FMA).
+ * A program that multiplies matrices calls it first, before any thread
+ * exists. Returns the kernels in use. */
 const char *kt_blas_choose_core(void);
-/* Threads OpenBLAS uses for one matmul (every caller's: process-wide),
- * loading it first, for `callers` threads of the program that multiply
- * matrices: ENOMEM with the reason when the address space left (ulimit
- * -v) cannot hold the buffers of that many threads (OpenBLAS would retry
- * its failed allocation forever). Call it once what the run keeps is
- * allocated. */
-kt_status kt_blas_use_threads(int n, int callers, kt_error *err);
-/* Threads OpenBLAS uses for one matmul, unchecked (loading it first). */
+/* Threads OpenBLAS uses for one matmul (every caller's: process-wide). */
 void kt_blas_set_threads(int n);
+/* The same, checked, for `callers` threads of the program that multiply
+ * matrices: ENOMEM with the reason when the address space left (ulimit -v)
+ * cannot hold OpenBLAS's buffers for that many threads (it would retry its
+ * failed allocation forever); EIO when it cannot be loaded. OpenBLAS is
+ * loaded with one thread (OPENBLAS_NUM_THREADS=1 unless the user set it):
+ * this starts its pool. Call it once what the run keeps is allocated. */
+kt_status kt_blas_use_threads(int n, int callers, kt_error *err);
 /* The OpenBLAS threads a matrix product may use now (process-wide). */
 int kt_blas_threads(void);
-/* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...);
+/* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...,
+ * "unavailable" when OpenBLAS cannot be loaded: kt_chunk_create says why);
  * *chosen_by_kaiten (when non-NULL) receives the core kt_blas_choose_core
  * chose in place of OpenBLAS's own fallback, or NULL. */
 const char *kt_blas_core(const char **chosen_by_kaiten);

@@ -122,6 +122,9 @@ typedef struct {
   int zero;              /* 0: none; 1: optimizer state sharded over D; 2: + gradients;
                             3: + weights (all-gathered per round) */
   int sequence_parallel; /* with t > 1 (default 1) */
+  /* How ranks go from one step to the next (kaiten/costs.h): the step
+   * time is the period the simulator gives under it (default overlap) */
+  kt_step_sync step_sync;
 } kt_plan_options;
 
 void kt_plan_options_default(kt_plan_options *o);
@@ -183,10 +186,12 @@ typedef struct {
 typedef struct {
   kt_plan_config cfg;
   int fits;            /* every device within mem_bytes - mem_reserved */
+  /* The simulated period of a step (kaiten/sim.h, under the options'
+   * step sync): K rounds of M micro-batches back to back on each rank,
+   * then the step's end (dp_time, and a barrier's wait) */
   double step_time;    /* K * round_time + dp_time */
-  double round_time;   /* simulated wall clock of one round of M micro-batches: first
-                          action on any rank to last action on any rank */
-  double bubble_ratio; /* 1 - busy / (P * round_time): idle share of the round */
+  double round_time;   /* a round's share of the step, its end left out */
+  double bubble_ratio; /* 1 - busy / (P * round_time): idle share of the rounds */
   double dp_time;      /* gradient sync per step (+ zero-3 weight gathers per round) */
   double p2p_time;     /* one stage-to-stage hop (the replicas crossing one link share it) */
   double tp_time;      /* tensor-parallel collectives per micro-batch, busiest rank */

@@ -48,7 +48,7 @@ typedef struct {
   const char *closed_form_why; /* when there is none: why (one phrase), or NULL */
   size_t messages;
   /* A lower bound on the makespan of every order of this layout that stays
-   * within lower_bound_memory per rank (kt_makespan_lower_bound, or the
+   * within lower_bound_memory per rank (kt_gen_lower_bound, or the
    * exact search's); lower_bound_exact: it is the proven optimum.
    * has_lower_bound 0: none (lower_bound_why says why, or NULL). */
   int has_lower_bound, lower_bound_exact;
@@ -57,25 +57,20 @@ typedef struct {
   const char *lower_bound_from; /* "analytic", "search" (the exact search raised it), or NULL */
   /* The exact search that made schedule "optimal" (searched 0: none). */
   int searched, proven;
-  double search_seconds, search_time_limit, search_start_makespan;
+  double search_seconds, search_time_limit, search_start_period;
   long search_nodes;
   double mem_limit; /* zb-auto, zbv-auto: the memory limit the search kept (mem-act units);
                        0: none */
   /* the closed-form peak memory (mem-act units) where exact, else < 0 */
   double closed_form_peak_memory;
   const char *closed_form_peak_memory_expr;
+  const char *stages; /* zb-auto, zbv-auto: the stages of its search that ran, or NULL */
 } kt_sim_info;
 
 /* ---- what every front end states about a simulation (describe.c) -------- */
 
 /* The exact search's schedule "optimal" among kinds (not a kt_gen_kind). */
 #define KT_SIM_OPTIMAL KT_SCHED_COUNT
-/* The exact search's nodes that may raise the lower bound of a searched
- * order (zb-auto, zbv-auto) on small problems when it is slower than the
- * analytic bound: a tenth of a second or so (about 10^5 nodes a second);
- * the uniform-cost rows of the corpus close within 7,000. */
-#define KT_BOUND_SEARCH_NODES 20000
-
 /* How a schedule was made. */
 typedef struct {
   int kind;         /* its generator (kt_gen_kind), KT_SIM_OPTIMAL, or -1: a file */
@@ -83,17 +78,15 @@ typedef struct {
                        under (kt_gen_mem_limit, mem-act units); < 0: none */
   const kt_optimal_result *optimal; /* KT_SIM_OPTIMAL: the search's result */
   double time_limit;                /* KT_SIM_OPTIMAL: its time limit (<= 0: 10 s) */
-  int no_bound;                     /* 1: leave the lower bound out (nobody reads it) */
+  const kt_gen_bound *bound;        /* its lower bound (kt_gen_bound_of); NULL: none stated */
 } kt_sim_origin;
 
 /* Fills what info states about a simulation met (may be NULL: not run) of
  * s under the stage costs c beyond its shape, names and costs (the
  * caller's): the closed forms where exact (kt_gen_closed_forms); the
- * memory limit; the lower bound on s's layout within the limit its order
- * was searched under, else within its own peak memory, raised by the exact
- * search (up to KT_BOUND_SEARCH_NODES) for a searched order slower than the
- * analytic bound (kt_makespan_lower_bound); for "optimal" the search's own
- * figures and bound, and no formula. */
+ * memory limit; the lower bound o->bound (the caller's kt_gen_bound_of);
+ * for "optimal" the search's own figures and bound, and no formula. Only
+ * reads: nothing here simulates or searches. */
 void kt_sim_info_describe(kt_sim_info *info, const kt_sim_origin *o, const kt_schedule *s,
                           const kt_costs *c, const kt_metrics *met);
 
@@ -111,11 +104,18 @@ void kt_render_cost_basis_line(const char *basis, int v, kt_buf *b);
  * nothing. A caller that was told mem-wgrad 0 on purpose skips it. */
 void kt_render_memory_model_line(const kt_costs *c, kt_buf *b);
 
+/* One line saying what period and makespan mean under sync (every table's
+ * header says it once). */
+void kt_render_step_line(kt_step_sync sync, kt_buf *b);
+/* "period X unit (a step, overlap)", and the makespan of one step alone
+ * where it differs: the step's figures as every text output states them. */
+void kt_render_period_text(const kt_metrics *m, const char *time_unit, kt_buf *b);
+
 /* Metrics as an aligned text table (after a Gantt chart). */
 void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const char *time_unit,
                             kt_buf *b);
 
-/* One JSON object: schedule, p, m, v, makespan, bubble_ratio, ranks[] (rank,
+/* One JSON object: schedule, p, m, v, makespan, period, step_sync, span, bubble_ratio, ranks[] (rank,
  * busy, idle, peak_memory, peak_inflight, ...), plus costs and events[]. */
 void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_timeline *t,
                         kt_buf *b);
@@ -133,13 +133,13 @@ typedef struct {
   int applies;
   const char *reason; /* why it does not apply */
   int v;
-  double makespan, bubble, closed;
+  double period, makespan, bubble, closed; /* period: a step in steady state (kt_metrics) */
   const char *closed_expr, *closed_why;
   double peak_mem, peak_mem_first, peak_mem_last, mem_vs_1f1b, closed_mem, mem_limit;
   const char *closed_mem_expr;
   int inflight_first, inflight_last;
   size_t messages;
-  /* the lower bound on its layout's makespan within lower_bound_memory per
+  /* the lower bound on its layout's period within lower_bound_memory per
    * rank (kt_sim_info's fields); proven: its exact search finished (-1:
    * not searched) */
   int has_lower_bound, lower_bound_exact, proven;
@@ -171,6 +171,21 @@ void kt_compare_row_fill(kt_compare_row *r, const kt_sim_info *info, const kt_si
  * as counter tracks. us_per_unit converts timeline time to microseconds. */
 void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_per_unit,
                             kt_buf *b);
+
+/* A training run's traced step (times in seconds). */
+typedef struct {
+  const kt_schedule *schedule;
+  const kt_timeline *measured, *predicted;
+  /* the measured step's metrics with its period (NULL: the timeline's own,
+   * its period its makespan), the prediction's */
+  const kt_metrics *measured_metrics, *predicted_metrics;
+  const kt_costs *calibrated; /* the costs the prediction ran on */
+} kt_run_timelines;
+/* A run directory's timeline.json (the measured and the predicted step,
+ * each as kt_render_sim_json writes a simulation) and trace.json (the
+ * measured step as a Chrome trace): what kt_session_params.render_timelines
+ * takes. Out of memory: timeline->failed or trace->failed. */
+void kt_render_run_timelines(const kt_run_timelines *t, kt_buf *timeline, kt_buf *trace);
 
 /* Event label: "F3" (V = 1) or "5F3" (V > 1, stage included). */
 int kt_event_label(const kt_event *e, int chunks, char *buf, size_t n);

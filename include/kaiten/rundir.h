@@ -174,6 +174,10 @@ typedef struct {
   int has_timeline;
   kt_timeline measured, predicted;
   double calibrated[4];   /* predicted costs: T_F, T_B, T_W, T_comm (s); NAN when absent */
+  /* the traced step's period, measured and predicted (s), and its step
+   * sync (kt_step_sync; -1: unknown, a run before periods were written: NAN) */
+  double measured_period, predicted_period;
+  int step_sync;
   int has_memory;         /* measured.mem holds trace.json's memory counters (bytes) */
   kt_run_follow_state follow;
 } kt_run;

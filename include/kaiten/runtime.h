@@ -6,10 +6,22 @@
  * One optimizer step = K rounds of the schedule (gradient accumulation), then:
  * tied-embedding gradients summed, data-parallel all-reduce, gradients scaled
  * once by 1/(K*M*D), global-norm clipping, and the optimizer update.
+ *
+ * Steps follow each other with a barrier (every rank waits for the global
+ * norm, then updates) or without one (KT_STEP_OVERLAP, post-validation): a
+ * rank updates its own chunks as soon as its last action of the step ends,
+ * with the gradients as they are, and goes on with the next step; the
+ * global norm and a non-finite check come from every rank's record of the
+ * step, read at the end of the next step's actions. When they say the
+ * update was wrong (clipping applies, or a value is not finite) every rank
+ * restores its weights and optimizer state from before it, applies the
+ * right update (or none) and runs the next step's actions again: losses and
+ * weights are bitwise those of the barrier. docs/runtime.md, "What a step is".
  */
 #ifndef KAITEN_RUNTIME_H
 #define KAITEN_RUNTIME_H
 
+#include "kaiten/costs.h"
 #include "kaiten/model.h"
 #include "kaiten/schedule.h"
 #include "kaiten/timeline.h"
@@ -76,6 +88,12 @@ typedef struct {
    * -1 (default): none. */
   int slow_rank;
   double slow_factor;
+  /* How steps follow each other (kaiten/costs.h; default overlap): the
+   * caller's kt_runtime_submit says which steps may overlap. */
+  kt_step_sync step_sync;
+  /* Fault injection: at this optimizer step (0-based; -1 none, the
+   * default) pipeline rank nan_rank's gradients hold a NaN. */
+  int nan_step, nan_rank;
 } kt_runtime_config;
 
 void kt_runtime_config_default(kt_runtime_config *c);
@@ -108,9 +126,17 @@ typedef struct {
    * ("forward output", "loss" or "gradients"). */
   int nonfinite, nonfinite_stage;
   const char *nonfinite_what;
+  int step;        /* the optimizer step these figures are for */
+  int rollbacks;   /* times this step ran again because the one before it was rolled back */
+  int cancelled;   /* a non-finite step before it stopped it before its update (not applied) */
+  /* its update waited for the step's check on a local rank: a barrier, a
+   * step after one that was clipped or not finite, or one the rank's own
+   * share showed would be */
+  int waited;
+  int vote;        /* the winner of the stop requests carried with it, on every rank alike */
 } kt_step_result;
 
-/* Runs one optimizer step. data holds D*K*M micro-batches, index
+/* Runs one optimizer step with a barrier after it. data holds D*K*M micro-batches, index
  * (d * K + k) * M + j (only first- and last-stage ranks read them; NULL is
  * fine for synthetic runs). step is the optimizer step number (learning rate
  * schedule). With update = 0 gradients are computed and scaled but the
@@ -118,6 +144,40 @@ typedef struct {
  * are not finite is not applied either (res->nonfinite says where). */
 kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, int update,
                           kt_step_result *res, kt_error *err);
+
+/* Steps without a barrier between them. kt_runtime_submit starts a step
+ * (data: as kt_runtime_step's, kept unchanged until its result is taken);
+ * with speculate the caller promises another kt_runtime_submit, or a
+ * kt_runtime_flush, before it takes this step's result, and the step's
+ * update may run before every rank has ended it. With one local rank the
+ * step runs in the calling thread, else on the runtime's worker threads.
+ * vote: a stop request (0: none; a reason; -1: a failure) carried to every
+ * rank with the step; the winner comes back in the step's result, the same
+ * on every rank. stop_on_nonfinite: a step whose values are not finite
+ * cancels the step after it (cancelled, not applied). At most three steps
+ * are in flight (a fast rank may start a step while a slow one ends the one
+ * before and the one before that awaits its check). EINVAL when the order cannot be taken; a runtime failure
+ * of a step run in the calling thread. */
+kt_status kt_runtime_submit(kt_runtime *rt, int step, const kt_microbatch *data, int update,
+                            int speculate, int stop_on_nonfinite, int vote, kt_error *err);
+/* Validates the step still pending after a speculative submit (no next step
+ * follows). */
+kt_status kt_runtime_flush(kt_runtime *rt, kt_error *err);
+/* Waits for the oldest submitted step to be validated; its result, and its
+ * timeline in kt_runtime_timeline. seconds: from the end of the step before
+ * it (when they overlapped) or from its submission, to the end of its last
+ * local update: the period of a run in steady state. */
+kt_status kt_runtime_complete(kt_runtime *rt, kt_step_result *res, kt_error *err);
+
+/* Steps on worker threads (every rank in this process): while the caller
+ * waits in kt_runtime_complete, poll(ctx) is asked every 50 ms whether to
+ * stop; when it says so, the submitted steps no worker began are taken
+ * back (the last one left, when it runs ahead, gets its flush).
+ * kt_runtime_retracted then says how many were, and the first one's step
+ * (and forgets them). With one local rank (MPI) steps run as they are
+ * submitted and none is ever taken back. */
+void kt_runtime_set_poll(kt_runtime *rt, int (*poll)(void *ctx), void *ctx);
+int kt_runtime_retracted(kt_runtime *rt, int *first_step);
 
 /* The measured timeline of the last step for replica 0's pipeline ranks
  * (times in seconds from the step start; memory = activation bytes held).

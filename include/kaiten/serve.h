@@ -40,12 +40,20 @@ extern "C" {
 #define KT_SERVE_DEFAULT_PORT 8080
 #define KT_SERVE_MAX_RUNS 16
 
+/* Predicts a measured step of schedule s (grad_accum rounds): the costs
+ * calibrated on it and the simulated timeline; kt_train_predict is one. */
+typedef kt_status (*kt_serve_predict_fn)(const kt_schedule *s, int grad_accum,
+                                         const kt_timeline *measured, kt_costs *calibrated,
+                                         kt_timeline *predicted, kt_error *err);
+
 /* The run the trainer feeds (everything is copied by kt_server_create). */
 typedef struct {
   const char *name;            /* shown in the page (e.g. the run directory's name) */
   const char *run_dir;         /* its files are served under /runs/0/ (NULL: none) */
   const kt_schedule *schedule; /* predicts each rendered step (costs calibrated on it) */
   int grad_accum;              /* K rounds of the schedule per step */
+  kt_serve_predict_fn predict; /* the prediction (NULL: the page shows none); a callback,
+                                * so that the server links no training runtime */
   const char *model;           /* "gpt", "mlp", "synthetic" */
   int layers, hidden, steps;   /* steps: planned in total */
   const char *transport;       /* "threads" | "mpi" */

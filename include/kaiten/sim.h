@@ -68,6 +68,42 @@ kt_status kt_simulate_into(const kt_schedule *s, const kt_costs *c, const kt_sim
 kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
                            kt_metrics *met, kt_error *err);
 
+/* ---- what a step is (src/sim/step.c; docs/schedules.md) --------------------
+ *
+ * The metrics of every simulation above carry the step's period: the step
+ * time of a run in steady state under the costs' step sync and step-end
+ * costs (kt_costs.step_sync, tu, t_norm, t_dp, tie), as well as the
+ * makespan of one step alone. */
+
+/* The step's end as a rank sees it, for one layout and cost model. */
+typedef struct {
+  int p;
+  kt_step_sync sync;
+  int first, last; /* the ranks of stage 0 and of the last stage */
+  int tied;        /* they exchange the tied embedding's gradient (different ranks) */
+  double t_tie, t_dp, t_norm;
+  double *update; /* per rank: the update of its stages (their tu summed) */
+  double max_update;
+} kt_step_model;
+
+kt_status kt_step_model_init(kt_step_model *m, const kt_schedule *s, const kt_costs *c,
+                             kt_error *err);
+void kt_step_model_free(kt_step_model *m);
+/* When each rank may start its next step (ready[p]), given when each ended
+ * its last action of this one (end[p], one clock). */
+void kt_step_model_ready(const kt_step_model *m, const double *end, double *ready);
+/* The period that one step's per-rank first start and last end imply:
+ * under a barrier exactly; without one the largest ready_r - start_r, an
+ * upper bound that is the period when *exact (may be NULL) says so. */
+double kt_step_model_period(const kt_step_model *m, const double *start, const double *end,
+                            int *exact);
+/* kt_step_model_period of met's ranks (a simulation's metrics). */
+double kt_step_model_bound(const kt_step_model *m, const kt_metrics *met, int *exact);
+/* The period of s under c from met (a simulation of s under c): sets it
+ * with kt_metrics_set_period, simulating steps back to back when one step
+ * does not settle it. EDEADLOCK, ENOMEM. */
+kt_status kt_sim_period(const kt_schedule *s, const kt_costs *c, kt_metrics *met, kt_error *err);
+
 /* ---- the size guard: a simulation this machine cannot hold is refused ----
  *
  * Bytes per action a whole run needs, from its schedule to its written
@@ -136,10 +172,13 @@ typedef struct {
  * simulator (src/sim/idle.c says how): s is the compute schedule the step
  * ran (all its rounds: kt_schedule_repeat), measured its timeline (events
  * of every rank, from the step's start, with cpu_time and comm_time),
- * step_seconds the step's wall time; out receives s->p entries. EINVAL when
+ * step_seconds the step's wall time (without a barrier, sync overlap: its
+ * period, each rank's step from its first action to its next step's); out
+ * receives s->p entries. EINVAL when
  * the timeline is not a run of s, ENOMEM. */
 kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured,
-                             double step_seconds, kt_idle_split *out, kt_error *err);
+                             double step_seconds, kt_step_sync sync, kt_idle_split *out,
+                             kt_error *err);
 
 /* The causes' names in JSON and reports, in this order: schedule,
  * core_wait, comm, overhead, optimizer (KT_IDLE_CAUSES of them). */

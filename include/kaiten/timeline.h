@@ -77,7 +77,7 @@ typedef struct {
   int rank;
   double start, end;  /* first action's start, last action's end */
   double busy;        /* sum of action durations */
-  double idle;        /* makespan - busy: this rank's share of the bubble */
+  double idle;        /* period - busy: this rank's share of the bubble */
   double peak_memory; /* max memory level (timeline memory unit) */
   int peak_inflight;  /* max (stage, mb) pairs between F and their last backward op */
   size_t actions;
@@ -85,10 +85,19 @@ typedef struct {
   double comm_time;
 } kt_rank_metrics;
 
+/* One step's numbers (docs/schedules.md, "What a step is"). */
 typedef struct {
   int p;
-  double makespan;     /* max over ranks of (end - start) */
-  double bubble_ratio; /* 1 - sum(busy) / (P * makespan) */
+  double makespan; /* one step alone: the last action's end anywhere - the first's start anywhere */
+  double span;     /* the largest per-rank span, max over ranks of (end - start): the
+                      zero-bubble paper's cost */
+  /* The step time in steady state, what a run takes per step: for a
+   * simulation, kt_sim_period under the costs' step sync and step-end
+   * costs; a timeline alone (kt_timeline_metrics, kt_metrics_finish): the
+   * makespan, until kt_metrics_set_period says otherwise. */
+  double period;
+  int step_sync;          /* the kt_step_sync the period is for; -1: a timeline alone */
+  double bubble_ratio;    /* 1 - sum(busy) / (P * period) */
   double total_busy;
   kt_rank_metrics *ranks; /* p entries, owned */
 } kt_metrics;
@@ -96,9 +105,13 @@ typedef struct {
 /* Computes the metrics of a timeline. ENOMEM. */
 kt_status kt_timeline_metrics(const kt_timeline *t, kt_metrics *out, kt_error *err);
 void kt_metrics_free(kt_metrics *m);
-/* Fills makespan, total_busy, bubble_ratio and each rank's idle from the
- * per-rank start, end and busy (for metrics gathered without a timeline). */
+/* Fills makespan, span, total_busy, period (= makespan), bubble_ratio and
+ * each rank's idle from the per-rank start, end and busy (for metrics
+ * gathered without a timeline). */
 void kt_metrics_finish(kt_metrics *m);
+/* Sets the period (and step_sync) and what follows from it: bubble_ratio
+ * and each rank's idle. */
+void kt_metrics_set_period(kt_metrics *m, double period, int step_sync);
 
 /* ---- coarse timelines ------------------------------------------------------
  * For runs too large to keep every event: events and memory samples are

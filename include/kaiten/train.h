@@ -8,6 +8,7 @@
 
 #include "kaiten/checkpoint.h"
 #include "kaiten/generators.h"
+#include "kaiten/report.h"
 #include "kaiten/rundir.h"
 #include "kaiten/runtime.h"
 #include "kaiten/sim.h"
@@ -18,9 +19,12 @@ extern "C" {
 
 /* A source of micro-batches. fill() writes the D*K*M micro-batches of one
  * optimizer step (index (d * K + k) * M + j) for the given split
- * (0 = train, 1 = validation); the pointers stay valid until the next fill.
- * The batch of a step is a pure function of (seed, step): resuming at step s
- * reproduces an uninterrupted run. */
+ * (0 = train, 1 = validation); the pointers stay valid for `keeps` fills
+ * (this one and keeps - 1 after it; 0 means 1). The batch of a step is a
+ * pure function of (seed, step): resuming at step s reproduces an
+ * uninterrupted run. Steps run without a barrier between them only with a
+ * source that keeps KT_DATA_KEEPS (steps in flight at once). */
+#define KT_DATA_KEEPS 3
 typedef struct kt_data_source {
   kt_status (*fill)(struct kt_data_source *src, int split, int step, int D, int K, int M, int b,
                     kt_microbatch *out, kt_error *err);
@@ -28,6 +32,7 @@ typedef struct kt_data_source {
   void *impl;
   int has_validation;
   size_t tokens_per_sample; /* for tokens/s (MLP: 1) */
+  int keeps;
 } kt_data_source;
 
 /* Synthetic regression for the MLP: x ~ U(-1, 1)^H, y = a fixed smooth
@@ -61,6 +66,12 @@ typedef struct {
   const kt_run_step *record;
   const kt_run_rank_step *ranks;
   int n_ranks;
+  /* Nothing runs after this step yet (a barrier): the callback may use
+   * collectives, and its stop request is taken as every rank's. Else the
+   * next step already runs: the request is carried to every rank with the
+   * step after it, and `agreed` is the request every rank agreed on with
+   * this one (kt_runtime_submit's vote). */
+  int barrier, agreed;
 } kt_train_progress;
 
 typedef struct {
@@ -81,6 +92,14 @@ typedef struct {
    * step's end: every pipeline rank's gradient all-reduce, the small
    * collectives and the measured optimizer update (predicted_step_seconds). */
   kt_links *links;
+  /* Optional: whether a step must end with a barrier besides the run's own
+   * (its last step, validations): e.g. a checkpoint after it. Every rank
+   * must answer alike. */
+  int (*barrier_at)(void *ctx, int step);
+  /* Optional, every rank in this process: asked while a step runs whether
+   * to stop (non-zero); the steps queued that no rank began are then not
+   * run (kt_runtime_set_poll). */
+  int (*should_stop)(void *ctx);
 } kt_train_config;
 
 typedef struct {
@@ -109,6 +128,13 @@ typedef struct {
    * 0 without links. */
   double predicted_step_seconds, predicted_sync_seconds;
   double measured_sync_seconds, tail_seconds;
+  /* steps run again because the update before them was rolled back
+   * (post-validation, kaiten/runtime.h) */
+  int rollbacks;
+  /* training steps whose update waited for the step's check (clipping or a
+   * non-finite value in the step before, or in this rank's own share); with
+   * more than half of them the prediction is a barrier's */
+  int waited_steps;
 } kt_train_result;
 
 /* Trains with an already-created runtime (threads or MPI). */
@@ -255,6 +281,12 @@ typedef struct {
    * slow_factor (>= 1) times as long (kt_runtime_config); -1: none. */
   int slow_rank;
   double slow_factor;
+  /* Fault injection: a NaN in pipeline rank nan_rank's gradients at step
+   * nan_step (0-based; -1: none). */
+  int nan_step, nan_rank;
+  /* How steps follow each other (kaiten/costs.h): overlap (the default,
+   * post-validated) or barrier. */
+  kt_step_sync step_sync;
   /* ---- files ---- */
   const char *run_dir;          /* config.json, metrics.jsonl, timelines, checkpoints (NULL: none) */
   int force;                    /* run_dir may hold an old run: kaiten's files there are removed */
@@ -265,6 +297,10 @@ typedef struct {
    * back on) */
   int keep_checkpoints;
   const char *save_init;        /* a checkpoint of the starting weights, written first (NULL: none) */
+  /* Renders the run directory's timeline.json and trace.json:
+   * kt_render_run_timelines (kaiten/report.h), handed in so that the
+   * training runtime links no renderer. NULL: neither file is written. */
+  void (*render_timelines)(const kt_run_timelines *t, kt_buf *timeline, kt_buf *trace);
   /* ---- callbacks, with ctx ---- */
   /* After every step, on every rank. Non-zero asks to stop, as should_stop. */
   int (*on_step)(void *ctx, const kt_train_progress *p);

@@ -38,8 +38,8 @@ class Comparison(dict):
             raise KeyError(f"{name}: {s}" if s else name)
         return s
 
-    def best(self, key="makespan"):
-        """The applicable row with the smallest key (makespan by default)."""
+    def best(self, key="period"):
+        """The applicable row with the smallest key (the period by default)."""
         rows = [r for r in self["rows"] if r["applies"]]
         if not rows:
             raise KaitenError("EINVAL", "no schedule applies")

@@ -122,7 +122,19 @@ class Simulation(dict):
     keys), with the usual figures as attributes."""
 
     @property
+    def period(self):
+        """The step time in steady state, what a run takes per step, under
+        step_sync (docs/schedules.md, "What a step is")."""
+        return self["period"]
+
+    @property
+    def step_sync(self):
+        """"overlap" or "barrier": how a rank goes to its next step."""
+        return self["step_sync"]
+
+    @property
     def makespan(self):
+        """One step alone: the last action's end less the first's start."""
         return self["makespan"]
 
     @property
@@ -147,7 +159,7 @@ class Simulation(dict):
 
     @property
     def gap(self):
-        """makespan / lower_bound - 1 (None without a bound)."""
+        """period / lower_bound - 1 (None without a bound)."""
         return self["gap"]
 
 

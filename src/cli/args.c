@@ -172,18 +172,29 @@ static int read_costs(const cli_args *a, kt_costs *c) {
   if (check_comm_flags(a)) return 2;
   const char *file = cli_get(a, "costs");
   kt_status st;
-  if (file && (st = cli_costs_file(c, file, &err))) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
-  static const char *const fields[] = {"tf", "tb", "tw", "mem-act", "mem-wgrad", "comm",
+  if (file && (st = kt_costs_load_json(c, file, &err))) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
+  static const char *const fields[] = {"tf", "tb", "tw", "tu", "mem-act", "mem-wgrad", "comm",
                                        "comm-latency", "comm-bytes", "comm-bandwidth",
-                                       "send-overhead", "op-overhead", "overlap"};
+                                       "send-overhead", "op-overhead", "overlap", "t-norm",
+                                       "t-dp", "tie"};
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
     const char *v = cli_get(a, fields[i]);
     if (v && cli_given_once(a, fields[i])) return 2;
     if (v && kt_costs_set(c, fields[i], v, &err)) return cli_usage_error("--%s", err.msg);
   }
+  if (cli_step_sync(a, &c->step_sync)) return 2;
   if (kt_costs_compute_free(c))
     return cli_usage_error("--tf, --tb and --tw are all 0: every action takes no time, so there is "
                            "no makespan or bubble to compute; give a cost above 0");
+  return 0;
+}
+
+int cli_step_sync(const cli_args *a, kt_step_sync *sync) {
+  const char *v = cli_get(a, "step-sync");
+  if (!v) return 0;
+  int k = kt_step_sync_from_name(v);
+  if (k < 0) return cli_usage_error("--step-sync '%s': expected overlap or barrier", v);
+  *sync = (kt_step_sync)k;
   return 0;
 }
 
@@ -278,9 +289,10 @@ static void announce_search(const char *schedule, size_t actions, void *ctx) {
 }
 
 int cli_generate(const cli_args *a, kt_gen_kind kind, int p, int m, int v, const kt_costs *c,
-                 double mem_limit, kt_schedule *out, kt_error *err) {
+                 double mem_limit, kt_schedule *out, kt_gen_outcome *outcome, kt_error *err) {
   kt_gen_params params = {.p = p, .m = m, .v = v, .costs = c, .mem_limit = mem_limit,
-                          .thorough = cli_has(a, "thorough"), .on_long_search = announce_search};
+                          .thorough = cli_has(a, "thorough"), .on_long_search = announce_search,
+                          .outcome = outcome};
   kt_status st = kt_generate(kind, &params, out, err);
   return st ? kt_status_exit_code(st) : 0;
 }

@@ -39,6 +39,9 @@ typedef struct {
   const cli_opt *opts;
   int n_opts;
   int (*run)(cli_args *a);
+  /* multiplies matrices: main loads OpenBLAS and chooses its kernels
+   * before run, while the process has one thread (kt_blas_choose_core) */
+  int linear_algebra;
 } cli_command;
 
 /* Returns 0 when parsed, 2 on a usage error (message printed), 1 when help
@@ -78,7 +81,19 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   {"mem-act", 0, "X", "activation memory M_B of one micro-batch, rank basis as --tf (default 1)"}, \
   {"mem-wgrad", 0, "X", "memory M_W an I keeps until its W, rank basis as --tf (default 0)"}, \
   {"overlap", 0, "X", "overlapped F&B cells: 0 = one after the other (default), 1 = fully hidden"}, \
-  {"costs", 0, "FILE", "JSON cost file: {\"tf\": 1 or [..], \"tb\", \"tw\", \"comm\", \"mem_act\", \"mem_wgrad\"}"}
+  CLI_STEP_OPTS, \
+  {"costs", 0, "FILE", "JSON cost file: {\"tf\": 1 or [..], \"tb\", \"tw\", \"comm\", \"mem_act\", \"mem_wgrad\", \"tu\", \"step_sync\", ...}"}
+
+/* What a step is (docs/schedules.md): how ranks go from one step to the
+ * next, and what the step's end costs. */
+#define CLI_STEP_SYNC_OPT \
+  {"step-sync", 0, "MODE", "overlap (default): a rank starts its next step once its own update is done (the norm is checked behind it); barrier: every rank waits for all"}
+#define CLI_STEP_OPTS                                                                           \
+  CLI_STEP_SYNC_OPT,                                                                            \
+  {"tu", 0, "X", "optimizer update of one rank's share of the parameters, basis as --tf (default 0)"}, \
+  {"t-norm", 0, "X", "global gradient-norm all-reduce at the step's end (default 0)"},         \
+  {"t-dp", 0, "X", "a rank's data-parallel gradient all-reduce at the step's end (default 0)"}, \
+  {"tie", 0, "X", "tied embeddings: the first and last stage exchange a gradient, taking X"}
 
 /* The cost basis, said once on every table, JSON and report: scalar costs
  * describe one rank's share of the model unless --per-stage. */
@@ -89,10 +104,8 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   "makes them stage costs; per-stage lists (--tf 2,1,1,3, --costs FILE) are always per stage.\n"
 
 int cli_read_costs(const cli_args *a, kt_costs *c);
-/* Reads a JSON cost file (--costs) into c: kt_costs_load_json
- * (src/cli/costs_file.c). The lean `kaiten` (src/cli/front.c), which links
- * no JSON reader, runs kaiten-full instead. */
-kt_status cli_costs_file(kt_costs *c, const char *path, kt_error *err);
+/* --step-sync into *sync (left as it is when not given). Exit code. */
+int cli_step_sync(const cli_args *a, kt_step_sync *sync);
 /* "rank" or "stage" (--per-stage). */
 const char *cli_cost_basis(const cli_args *a);
 /* The stage costs of a schedule with v chunks per rank from the costs as
@@ -161,7 +174,7 @@ void cli_memory_model_line(const cli_args *a, const kt_costs *c, kt_buf *b);
  * zb-auto; --thorough in a: the thorough search); prints the reason and
  * returns the exit code on failure. */
 int cli_generate(const cli_args *a, kt_gen_kind kind, int p, int m, int v, const kt_costs *c,
-                 double mem_limit, kt_schedule *out, kt_error *err);
+                 double mem_limit, kt_schedule *out, kt_gen_outcome *outcome, kt_error *err);
 #define CLI_THOROUGH_OPT                                                                      \
   {"thorough", 0, NULL, "zb-auto, zbv-auto: the thorough search (every rule, a longer "       \
                         "refinement, a random walk): sometimes a faster order, at 10-1000x the time"}

@@ -154,4 +154,5 @@ const cli_command cli_cmd_calibrate = {
     .opts = calibrate_opts,
     .n_opts = sizeof calibrate_opts / sizeof *calibrate_opts,
     .run = run_calibrate,
+    .linear_algebra = 1,
 };

@@ -28,6 +28,8 @@ typedef struct {
   char reason[KT_ERROR_LEN], placement[512], name[64];
   kt_costs costs; /* this schedule's stage costs */
   kt_optimal_result opt; /* the exact search's row */
+  kt_gen_outcome outcome; /* what generating it proved */
+  kt_gen_bound bound;     /* its lower bound */
   kt_timeline tl;
   kt_metrics met;
   kt_sim_info info;
@@ -58,19 +60,27 @@ static void eval_schedule(compare_run *cr, row *rw, kt_schedule *s, int kind) {
   kt_error err = {{0}};
   kt_status st = kt_simulate(s, &rw->costs, &rw->tl, &err);
   if (!st && (st = kt_timeline_metrics(&rw->tl, &rw->met, &err))) kt_timeline_free(&rw->tl);
+  if (!st && (st = kt_sim_period(s, &rw->costs, &rw->met, &err))) {
+    kt_metrics_free(&rw->met);
+    kt_timeline_free(&rw->tl);
+  }
   if (st) {
     snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
     kt_schedule_free(s);
     return;
   }
   kt_sim_origin o = {.kind = kind, .mem_limit = -1, .optimal = &rw->opt,
-                     .time_limit = cr->time_limit, .no_bound = cr->no_bound};
+                     .time_limit = cr->time_limit};
   if (kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO || kind == KIND_OPTIMAL) {
     kt_gen_kind like = kind == KIND_OPTIMAL ? KT_SCHED_ZB_AUTO : (kt_gen_kind)kind;
     kt_gen_params lim = {.p = s->p, .m = s->m, .v = s->v, .costs = &rw->costs,
                               .mem_limit = cli_mem_limit_units(&cr->ml, like, s->p, s->m, s->v,
                                                                &rw->costs)};
     o.mem_limit = kt_gen_mem_limit(&lim);
+  }
+  if (!cr->no_bound) {
+    kt_gen_bound_of(s, &rw->costs, o.mem_limit, rw->met.period, &rw->outcome, &rw->bound);
+    o.bound = &rw->bound;
   }
   rw->info = (kt_sim_info){.schedule = rw->r.schedule, .p = s->p, .v = s->v, .m = s->m,
                            .placement = kt_schedule_placement_text(s, rw->placement,
@@ -108,7 +118,7 @@ static void eval_row(compare_run *cr, row *rw, int kind) {
                      ? cli_mem_limit_units(&cr->ml, like, p, m, v, &rw->costs)
                      : 0;
   if (optimal ? cli_generate_optimal(p, m, v, &rw->costs, limit, cr->time_limit, &s, &rw->opt, &err)
-              : cli_generate(cr->a, like, p, m, v, &rw->costs, limit, &s, &err)) {
+              : cli_generate(cr->a, like, p, m, v, &rw->costs, limit, &s, &rw->outcome, &err)) {
     snprintf(rw->reason, sizeof rw->reason, "%s", err.msg);
     return;
   }

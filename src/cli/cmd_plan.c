@@ -27,6 +27,7 @@ static const cli_opt plan_opts[] = {
     {"zero", 0, "Z", "0 (default) | 1 shard optimizer state over D | 2 + gradients | 3 + weights"},
     {"bytes-per-param", 0, "W,G,O", "bytes per parameter: weights, gradients, optimizer (2,2,12)"},
     {"sequence-parallel", 0, "on|off", "sequence parallelism with t > 1 (default on)"},
+    CLI_STEP_SYNC_OPT,
     {"tflops", 0, "X", "peak TFLOP/s per device (overrides the cluster's)"},
     {"efficiency", 0, "X", "achieved share of peak for matmuls, 0..1 (overrides the cluster's)"},
     {"devices-per-node", 0, "N", "devices per node (overrides the cluster's)"},
@@ -84,6 +85,7 @@ static int read_options(const cli_args *a, kt_plan_options *o) {
   if (sp && strcmp(sp, "on") && strcmp(sp, "off"))
     return cli_usage_error("--sequence-parallel '%s': expected on or off", sp);
   if (sp) o->sequence_parallel = !strcmp(sp, "on");
+  if (cli_step_sync(a, &o->step_sync)) return 2;
   return 0;
 }
 

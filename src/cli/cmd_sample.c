@@ -87,4 +87,5 @@ const cli_command cli_cmd_sample = {
     .opts = sample_opts,
     .n_opts = sizeof sample_opts / sizeof *sample_opts,
     .run = run_sample,
+    .linear_algebra = 1,
 };

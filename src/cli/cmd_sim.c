@@ -47,6 +47,8 @@ typedef struct {
   int kind; /* the generator, or -1 for a file (and for optimal) */
   int optimal; /* the exact search made it */
   kt_optimal_result opt;
+  kt_gen_outcome outcome; /* what generating it proved (zb-auto's exact step) */
+  kt_gen_bound bound;     /* the lower bound it is stated with */
   double time_limit, limit; /* the search's time; the memory limit searched under (units; < 0: none) */
   kt_timeline tl;
   kt_metrics met;
@@ -153,7 +155,7 @@ static int build_schedule(sim_run *r) {
   if (rc) return rc;
   double limit = cli_mem_limit_units(&r->ml, k, (int)r->p, (int)r->m, (int)r->v, &r->costs);
   if ((rc = cli_generate(a, k, (int)r->p, (int)r->m, (int)r->v, &r->costs, limit, &r->sched,
-                         &err)))
+                         &r->outcome, &err)))
     fprintf(stderr, "kaiten: %s\n", err.msg);
   if (!rc && (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO)) {
     kt_gen_params lp = {.p = r->sched.p, .v = r->sched.v, .m = r->sched.m, .costs = &r->costs,
@@ -198,7 +200,16 @@ static int simulate_coarse(sim_run *r, int bins, int dominant, kt_timeline *out)
   return 0;
 }
 
+static int simulate_order(sim_run *r);
+
+/* The simulation, and the lower bound the order is stated with. */
 static int simulate(sim_run *r) {
+  int rc = simulate_order(r);
+  if (!rc) kt_gen_bound_of(&r->sched, &r->costs, r->limit, r->met.period, &r->outcome, &r->bound);
+  return rc;
+}
+
+static int simulate_order(sim_run *r) {
   kt_error err = {{0}};
   /* a lowered file runs as written: its communication actions in its order */
   const kt_schedule *s = r->program.ranks ? &r->program : &r->sched;
@@ -259,7 +270,9 @@ static kt_sim_info sim_info(const sim_run *r, char *placement, size_t n) {
                       .messages = kt_schedule_messages(s)};
   kt_sim_origin o = {.kind = r->optimal ? KT_SIM_OPTIMAL : r->kind, .mem_limit = r->limit,
                      .optimal = &r->opt, .time_limit = r->time_limit};
+  if (r->have_met) o.bound = &r->bound;
   kt_sim_info_describe(&info, &o, s, &r->costs, r->have_met ? &r->met : NULL);
+  info.stages = r->outcome.stages[0] ? r->outcome.stages : NULL;
   return info;
 }
 

@@ -45,7 +45,9 @@ static const cli_opt train_opts_table[] = {
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
     {"grad-bytes", 0, "N", "synthetic gradient bytes per stage, all-reduced over D (default 0)"},
     {"slow-rank", 0, "R:F", "fault injection: pipeline rank R's compute takes F times as long (F >= 1)"},
+    {"inject-nan", 0, "S[:R]", "fault injection: a NaN in pipeline rank R's gradients (default 0) at step S (1-based)"},
     {"skip-nonfinite", 0, NULL, "skip a step whose loss or gradients are not finite (default: stop)"},
+    CLI_STEP_SYNC_OPT,
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
     {"cluster", 0, "FILE", "cluster spec (kaiten calibrate): predict hops and the all-reduce on its links"},
     {"transport", 0, "NAME", "threads (default: one process) | mpi (one process per rank, mpirun)"},
@@ -240,6 +242,25 @@ static int parse_slow_rank(const cli_args *a, train_opts *o) {
   return 0;
 }
 
+/* --inject-nan S[:R] (a 1-based step, a pipeline rank). */
+static int parse_inject_nan(const cli_args *a, train_opts *o) {
+  const char *v = cli_get(a, "inject-nan");
+  if (!v) return 0;
+  char step[32];
+  const char *colon = strchr(v, ':');
+  size_t n = colon ? (size_t)(colon - v) : strlen(v);
+  long st, r = 0;
+  if (n == 0 || n >= sizeof step) return cli_usage_error("--inject-nan '%s': expected S or S:R, e.g. 5:1", v);
+  memcpy(step, v, n);
+  step[n] = 0;
+  if (kt_parse_int(step, 1, 100000000, &st))
+    return cli_usage_error("--inject-nan '%s': step '%s' is not a step number (1, 2, ...)", v, step);
+  if (colon && kt_parse_int(colon + 1, 0, KT_MAX_RANKS - 1, &r))
+    return cli_usage_error("--inject-nan '%s': rank '%s' is not a pipeline rank (0, 1, ...)", v, colon + 1);
+  o->sp.nan_step = (int)st - 1, o->sp.nan_rank = (int)r;
+  return 0;
+}
+
 /* --mem-limit as the session takes it. */
 static void take_mem_limit(train_opts *o) {
   static const kt_mem_limit_kind kinds[] = {[CLI_MEM_UNITS] = KT_MEM_LIMIT_UNITS,
@@ -268,7 +289,8 @@ int train_parse(const cli_args *a, train_opts *o) {
   if ((rc = parse_choices(a, o))) return rc;
   take_flags(a, o, &n);
   take_mem_limit(o);
-  if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o)) || (rc = parse_slow_rank(a, o)))
+  if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o)) || (rc = parse_slow_rank(a, o)) ||
+      (rc = parse_inject_nan(a, o)) || (rc = cli_step_sync(a, &o->sp.step_sync)))
     return rc;
   kt_error err = {{0}};
   if (!o->sp.synthetic && kt_model_config_check(&o->sp.model, &err)) return cli_fail(KT_EINVAL, &err);
@@ -302,4 +324,5 @@ const cli_command cli_cmd_train = {
     .opts = train_opts_table,
     .n_opts = sizeof train_opts_table / sizeof *train_opts_table,
     .run = run_train,
+    .linear_algebra = 1,
 };

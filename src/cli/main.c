@@ -9,7 +9,6 @@
 #include "kaiten/transport.h"
 #include "kaiten/version.h"
 
-
 static const cli_command *const commands[] = {&cli_cmd_sim, &cli_cmd_compare, &cli_cmd_validate,
                                               &cli_cmd_train, &cli_cmd_sample, &cli_cmd_plan,
                                               &cli_cmd_report, &cli_cmd_serve,
@@ -50,6 +49,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(name, "--version") || !strcmp(name, "version")) {
     /* what a speed report needs beside the version: which kernels run */
+    kt_blas_choose_core();
     const char *chosen, *core = kt_blas_core(&chosen);
     printf("kaiten %s\nkernels: OpenBLAS %s%s, element-wise %s; MPI transport: %s\n", kt_version(),
            core, chosen ? " (chosen by kaiten)" : "", kt_kernel_isa(),
@@ -58,18 +58,11 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < N_COMMANDS; i++) {
     if (strcmp(name, commands[i]->name)) continue;
-    /* the commands that multiply matrices load OpenBLAS before any thread
-     * exists (it may reload its kernels); the others never load it */
-    if (commands[i] == &cli_cmd_train || commands[i] == &cli_cmd_sample ||
-        commands[i] == &cli_cmd_calibrate) {
-      kt_error err;
-      kt_status st = kt_blas_load(&err);
-      if (st) return cli_fail(st, &err);
-    }
     cli_args a;
     int rc = cli_parse(commands[i], argc - 2, argv + 2, &a);
     if (rc == 1) return 0;
     if (rc) return rc;
+    if (commands[i]->linear_algebra) kt_blas_choose_core(); /* no other command loads OpenBLAS */
     return commands[i]->run(&a);
   }
   fprintf(stderr, "kaiten: unknown command '%.40s' (try kaiten --help)\n", name);

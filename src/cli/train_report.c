@@ -86,6 +86,8 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_session_info *i
       {"predicted_bubble_ratio", r->predicted.bubble_ratio},
       {"makespan", r->measured.makespan},
       {"predicted_makespan", r->predicted.makespan},
+      {"period", r->measured.period},
+      {"predicted_period", r->predicted.period},
       {"step_seconds", r->mean_step_seconds},
       {"median_step_seconds", r->median_step_seconds},
       {"sync_seconds", r->measured_sync_seconds},
@@ -101,9 +103,11 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_session_info *i
     kt_buf_printf(b, ",\"%s\":", nums[i].k);
     kt_buf_json_number(b, nums[i].v);
   }
+  kt_buf_printf(b, ",\"step_sync\":\"%s\",\"rollbacks\":%d,\"waited_steps\":%d",
+                kt_step_sync_name(o->sp.step_sync), r->rollbacks, r->waited_steps);
+  kt_buf_puts(b, ",\"predicted_step_seconds\":");
+  kt_buf_json_number(b, r->predicted_step_seconds);
   if (o->sp.cluster) {
-    kt_buf_puts(b, ",\"predicted_step_seconds\":");
-    kt_buf_json_number(b, r->predicted_step_seconds);
     kt_buf_puts(b, ",\"predicted_sync_seconds\":");
     kt_buf_json_number(b, r->predicted_sync_seconds);
   }
@@ -148,11 +152,19 @@ static void idle_table(kt_buf *b, const kt_session_result *res) {
 static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *in,
                          const kt_session_result *res) {
   const kt_train_result *r = &res->train;
-  kt_buf_printf(b, "\nlast step, measured:  makespan %8.2f ms  bubble %5.1f%%\n",
-                1e3 * r->measured.makespan, 100 * r->measured.bubble_ratio);
-  kt_buf_printf(b, "predicted (simulator, costs calibrated on that step): makespan %8.2f ms  "
+  kt_buf_printf(b, "\nlast step, measured:  period %8.2f ms  makespan %8.2f ms  bubble %5.1f%%\n",
+                1e3 * r->measured.period, 1e3 * r->measured.makespan,
+                100 * r->measured.bubble_ratio);
+  kt_buf_printf(b, "predicted (costs calibrated on it):  period %8.2f ms  makespan %8.2f ms  "
                    "bubble %5.1f%%\n",
-                1e3 * r->predicted.makespan, 100 * r->predicted.bubble_ratio);
+                1e3 * r->predicted.period, 1e3 * r->predicted.makespan,
+                100 * r->predicted.bubble_ratio);
+  kt_buf_printf(b, "period = a step under step sync %s (docs/runtime.md); makespan = one step "
+                   "alone\n", kt_step_sync_name(o->sp.step_sync));
+  if (o->sp.step_sync == KT_STEP_OVERLAP)
+    kt_buf_printf(b, "post-validation: %d rollbacks, %d of %d steps waited for their check%s\n",
+                  r->rollbacks, r->waited_steps, r->n_losses,
+                  2 * r->waited_steps > r->n_losses ? " (predicted as a barrier)" : "");
   kt_buf_printf(b, "%-5s %10s %10s %10s %10s %10s %10s %12s\n", "rank", "busy ms", "idle ms",
                 "pred busy", "in flight", "predicted", "sent KiB", "peak act MiB");
   for (int i = 0; i < r->measured.p; i++) {
@@ -173,9 +185,10 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *
                   o->sp.cluster, 1e3 * r->predicted_step_seconds, 1e3 * r->predicted_sync_seconds,
                   1e3 * r->median_step_seconds, 1e3 * r->measured_sync_seconds,
                   1e3 * r->tail_seconds, r->median_step_seconds / r->predicted_step_seconds);
-  kt_buf_printf(b, "throughput: %.0f tokens/s steady (median step %.1f ms after the first), %.0f "
+  kt_buf_printf(b, "throughput: %.0f tokens/s steady (median step %.1f ms, predicted %.1f), %.0f "
                    "over all\n",
-                r->steady_tokens_per_s, 1e3 * r->median_step_seconds, r->tokens_per_s);
+                r->steady_tokens_per_s, 1e3 * r->median_step_seconds,
+                1e3 * r->predicted_step_seconds, r->tokens_per_s);
 }
 
 void train_final_report(const train_opts *o, const kt_session_info *in,

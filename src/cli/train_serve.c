@@ -33,7 +33,7 @@ kt_status train_serve_start(const train_opts *o, const kt_session_info *info, kt
   }
   const kt_session_params *sp = &o->sp;
   kt_serve_live live = {.name = name, .run_dir = dir, .schedule = sched,
-                        .grad_accum = sp->grad_accum,
+                        .grad_accum = sp->grad_accum, .predict = kt_train_predict,
                         .model = sp->synthetic ? "synthetic" : kt_model_kind_name(sp->model.kind),
                         .layers = sp->model.layers, .hidden = sp->model.hidden,
                         .steps = sp->steps, .transport = o->transport};

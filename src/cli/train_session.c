@@ -27,6 +27,18 @@ typedef struct {
   void *hang;         /* KAITEN_TEST_HANG's wrapper, or NULL */
 } train_run;
 
+/* A log (no terminal) of a long run gets one step line every few steps,
+ * 25 or so in all (1, 2, 5, 10, 20, 50, ... apart), besides the first, the
+ * last, validations and skipped steps; metrics.jsonl keeps every step. */
+static int worth_a_line(const kt_train_progress *p) {
+  static const int mantissa[3] = {1, 2, 5};
+  int n = p->steps, every = 1;
+  for (long scale = 1; n > 50 && every * 25L < n && scale < 100000000; scale *= 10)
+    for (int k = 0; k < 3 && every * 25L < n; k++) every = (int)(mantissa[k] * scale);
+  return p->step == 0 || p->step + 1 == n || (p->step + 1) % every == 0 || !isnan(p->val_loss) ||
+         p->skipped;
+}
+
 static void print_step_line(train_run *r, const kt_train_progress *p) {
   double act = 0;
   for (int i = 0; i < p->n_ranks; i++) act = fmax(act, p->ranks[i].peak_act_bytes);
@@ -57,8 +69,13 @@ static int on_step(void *ctx, const kt_train_progress *p) {
   if (r->talk && p->skipped)
     fprintf(stderr, "kaiten: step %d skipped: loss %g, non-finite values first in the %s of stage %d\n",
             p->step + 1, p->loss, p->nonfinite_what, p->nonfinite_stage);
+  /* once a stop is asked for, the steps it takes every rank to agree are
+   * not printed: mpirun stops reading a rank's output when it is sent
+   * SIGTERM, and a rank blocked on a full pipe would never reach its
+   * checkpoint (metrics.jsonl still has them) */
+  if (cli_stop_requested()) return 0;
   if (r->talk && r->live) cli_live_draw(&r->lv, p, r->losses, r->n_losses);
-  else if (r->talk) print_step_line(r, p);
+  else if (r->talk && worth_a_line(p)) print_step_line(r, p);
   return 0;
 }
 
@@ -283,7 +300,7 @@ int train_session(train_opts *o) {
   if (!rc && o->schedule_file) rc = load_schedule_file(&r);
   if (!rc) {
     o->sp.on_step = on_step, o->sp.should_stop = should_stop, o->sp.on_note = on_note;
-    o->sp.on_ready = on_ready;
+    o->sp.on_ready = on_ready, o->sp.render_timelines = kt_render_run_timelines;
     o->sp.ctx = &r;
     kt_error err = {{0}};
     kt_status st = kt_session_open(&o->sp, &r.ss, &err);

@@ -21,8 +21,9 @@ void kt_costs_free(kt_costs *c) {
   free(c->stage_mem_act);
   free(c->stage_mem_wgrad);
   free(c->stage_mem_transient);
+  free(c->stage_tu);
   c->stage_tf = c->stage_tb = c->stage_tw = c->stage_mem_act = c->stage_mem_wgrad = NULL;
-  c->stage_mem_transient = NULL;
+  c->stage_mem_transient = c->stage_tu = NULL;
   c->n_stages = 0;
 }
 
@@ -46,6 +47,7 @@ kt_status kt_costs_copy(kt_costs *dst, const kt_costs *src) {
   dst->stage_mem_act = dup_array(src->stage_mem_act, src->n_stages, &fail);
   dst->stage_mem_wgrad = dup_array(src->stage_mem_wgrad, src->n_stages, &fail);
   dst->stage_mem_transient = dup_array(src->stage_mem_transient, src->n_stages, &fail);
+  dst->stage_tu = dup_array(src->stage_tu, src->n_stages, &fail);
   if (fail) {
     kt_costs_free(dst);
     return KT_ENOMEM;
@@ -65,6 +67,19 @@ double kt_cost_mem_transient(const kt_costs *c, int stage) {
 }
 double kt_cost_mem_wgrad(const kt_costs *c, int stage) {
   return STAGE_VALUE(stage_mem_wgrad, mem_wgrad);
+}
+double kt_cost_tu(const kt_costs *c, int stage) { return STAGE_VALUE(stage_tu, tu); }
+
+static const char *const step_sync_names[] = {"overlap", "barrier"};
+_Static_assert(sizeof step_sync_names / sizeof *step_sync_names == KT_STEP_SYNC_COUNT,
+               "one name per step sync");
+
+const char *kt_step_sync_name(kt_step_sync s) {
+  return (unsigned)s < KT_STEP_SYNC_COUNT ? step_sync_names[s] : "?";
+}
+
+int kt_step_sync_from_name(const char *name) {
+  return kt_name_index(name, step_sync_names, KT_STEP_SYNC_COUNT);
 }
 
 double kt_cost_comm(const kt_costs *c) {
@@ -102,11 +117,14 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
       {"comm-bandwidth", c->comm_bandwidth}, {"send-overhead", c->send_overhead},
       {"op-overhead", c->op_overhead},
       {"mem-act", c->mem_act},
-      {"mem-wgrad", c->mem_wgrad}, {"mem-transient", c->mem_transient}};
+      {"mem-wgrad", c->mem_wgrad}, {"mem-transient", c->mem_transient},
+      {"tu", c->tu}, {"t-norm", c->t_norm}, {"t-dp", c->t_dp}, {"tie", c->t_tie}};
   for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
     if (!kt__costs_value_ok(scalars[i].v, KT_COST_STAGE_MIN))
       return kt_fail(err, KT_EINVAL, "%s %g: " KT__COST_RANGE_TEXT, scalars[i].name,
                      scalars[i].v);
+  if ((unsigned)c->step_sync >= KT_STEP_SYNC_COUNT)
+    return kt_fail(err, KT_EINVAL, "step sync %d: expected overlap or barrier", (int)c->step_sync);
   if (!(c->overlap >= 0 && c->overlap <= 1))
     return kt_fail(err, KT_EINVAL, "overlap %g: expected a fraction in 0..1", c->overlap);
   if (c->n_stages < 0 || (c->n_stages > 0 && c->n_stages != n_stages))
@@ -116,7 +134,7 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
   const struct { const char *name; const double *a; } arrays[] = {
       {"tf", c->stage_tf}, {"tb", c->stage_tb}, {"tw", c->stage_tw},
       {"mem-act", c->stage_mem_act}, {"mem-wgrad", c->stage_mem_wgrad},
-      {"mem-transient", c->stage_mem_transient}};
+      {"mem-transient", c->stage_mem_transient}, {"tu", c->stage_tu}};
   for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
     if (arrays[i].a)
       for (int s = 0; s < c->n_stages; s++)
@@ -139,6 +157,7 @@ static const field_def field_defs[] = {
     LIST("tf", "tf", tf, stage_tf),
     LIST("tb", "tb", tb, stage_tb),
     LIST("tw", "tw", tw, stage_tw),
+    LIST("tu", "tu", tu, stage_tu),
     LIST("mem-act", "mem_act", mem_act, stage_mem_act),
     LIST("mem-wgrad", "mem_wgrad", mem_wgrad, stage_mem_wgrad),
     LIST("mem-transient", "mem_transient", mem_transient, stage_mem_transient),
@@ -149,6 +168,9 @@ static const field_def field_defs[] = {
     SCALAR("send-overhead", "send_overhead", send_overhead),
     SCALAR("op-overhead", "op_overhead", op_overhead),
     SCALAR("overlap", "overlap", overlap),
+    SCALAR("t-norm", "t_norm", t_norm),
+    SCALAR("t-dp", "t_dp", t_dp),
+    SCALAR("tie", "tie", t_tie), /* given: the embeddings are tied */
 };
 
 static const field_def *field_of(const char *field) {
@@ -186,6 +208,7 @@ kt_status kt__costs_set_values(kt_costs *c, const char *field, const double *val
   if (n == 1) {
     *uniform = vals[0];
     if (arr) free(*arr), *arr = NULL;
+    if (!strcmp(f->name, "tie")) c->tied = 1;
     return KT_OK;
   }
   if (c->n_stages > 0 && c->n_stages != n)
@@ -261,7 +284,7 @@ kt_status kt_costs_for_chunks(const kt_costs *c, int v, kt_costs *dst, kt_error 
   if (kt_costs_copy(dst, c)) return kt_fail(err, KT_ENOMEM, "out of memory");
   if (v <= 1) return KT_OK;
   double *uniform[] = {&dst->tf, &dst->tb, &dst->tw, &dst->mem_act, &dst->mem_wgrad,
-                       &dst->mem_transient};
+                       &dst->mem_transient, &dst->tu};
   for (size_t i = 0; i < sizeof uniform / sizeof *uniform; i++) *uniform[i] /= v;
   return KT_OK;
 }
@@ -293,5 +316,15 @@ void kt_costs_describe(const kt_costs *c, char *buf, size_t n) {
   if (len + 32 < n) len += (size_t)snprintf(buf + len, n - len, " comm=%g", kt_cost_comm(c));
   if (c->send_overhead > 0 && len + 32 < n)
     len += (size_t)snprintf(buf + len, n - len, " send=%g", c->send_overhead);
-  if (c->op_overhead > 0 && len + 32 < n) snprintf(buf + len, n - len, " op=%g", c->op_overhead);
+  if (c->op_overhead > 0 && len + 32 < n)
+    len += (size_t)snprintf(buf + len, n - len, " op=%g", c->op_overhead);
+  if ((c->tu > 0 || c->stage_tu) && len + 32 < n) {
+    buf[len++] = ' ';
+    len += describe_field(buf + len, n - len, "tu", c->tu, c->stage_tu, c->n_stages);
+  }
+  const struct { const char *name; double v; } step[] = {{"t-norm", c->t_norm}, {"t-dp", c->t_dp}};
+  for (size_t i = 0; i < 2; i++)
+    if (step[i].v > 0 && len + 32 < n)
+      len += (size_t)snprintf(buf + len, n - len, " %s=%g", step[i].name, step[i].v);
+  if (c->tied && len + 32 < n) snprintf(buf + len, n - len, " tie=%g", c->t_tie);
 }

@@ -16,10 +16,11 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
 }
 
 static const char *const keys[] = {"tf",           "tb",           "tw",
-                                   "mem_act",      "mem_wgrad",    "mem_transient",
-                                   "comm",         "comm_latency", "comm_bytes",
-                                   "comm_bandwidth", "send_overhead", "op_overhead",
-                                   "overlap"};
+                                   "tu",           "mem_act",      "mem_wgrad",
+                                   "mem_transient", "comm",        "comm_latency",
+                                   "comm_bytes",   "comm_bandwidth", "send_overhead",
+                                   "op_overhead",  "overlap",      "t_norm",
+                                   "t_dp",         "tie",          "step_sync"};
 #define N_KEYS (sizeof keys / sizeof *keys)
 
 /* Every key is one of keys[], once: a typo must not pass, and a value
@@ -28,9 +29,9 @@ static kt_status check_keys(const cJSON *root, const char *origin, kt_error *err
   for (const cJSON *it = root->child; it; it = it->next) {
     if (kt_name_index(it->string, keys, (int)N_KEYS) < 0)
       return kt_fail(err, KT_EINVAL,
-                     "%s: unknown key \"%.40s\" (known: tf, tb, tw, comm, comm_latency, comm_bytes, "
-                     "comm_bandwidth, send_overhead, op_overhead, mem_act, mem_wgrad, "
-                     "mem_transient, overlap)",
+                     "%s: unknown key \"%.40s\" (known: tf, tb, tw, tu, comm, comm_latency, "
+                     "comm_bytes, comm_bandwidth, send_overhead, op_overhead, mem_act, mem_wgrad, "
+                     "mem_transient, overlap, t_norm, t_dp, tie, step_sync)",
                      origin, it->string);
     for (const cJSON *before = root->child; before != it; before = before->next)
       if (!strcmp(before->string, it->string))
@@ -71,6 +72,15 @@ static kt_status read_key(kt_costs *c, const cJSON *it, const char *origin, kt_e
   return st;
 }
 
+/* "step_sync": a name, "overlap" or "barrier". */
+static kt_status read_step_sync(kt_costs *c, const cJSON *sync, const char *origin, kt_error *err) {
+  int k = cJSON_IsString(sync) ? kt_step_sync_from_name(sync->valuestring) : -1;
+  if (k < 0)
+    return kt_fail(err, KT_EINVAL, "%s: \"step_sync\" must be \"overlap\" or \"barrier\"", origin);
+  c->step_sync = (kt_step_sync)k;
+  return KT_OK;
+}
+
 kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err) {
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
@@ -84,7 +94,9 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
     return kt_fail(err, KT_EPARSE, "%s: not a JSON object", origin);
   }
   kt_status st = check_keys(root, origin, err);
-  for (const cJSON *it = root->child; it && !st; it = it->next) st = read_key(c, it, origin, err);
+  for (const cJSON *it = root->child; it && !st; it = it->next)
+    st = !strcmp(it->string, "step_sync") ? read_step_sync(c, it, origin, err)
+                                          : read_key(c, it, origin, err);
   cJSON_Delete(root);
   return st;
 }

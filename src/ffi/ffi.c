@@ -283,6 +283,7 @@ static kt_status check_rows(int n, const void *infos, const void *sims, const ch
 struct kt_ffi_info {
   kt_sim_info info;
   kt_sim_origin origin;
+  kt_gen_bound bound;
   kt_ffi_search search; /* a copy: the info outlives the caller's search handle */
   char *strings[2];     /* name, cost basis */
   char placement[512];
@@ -311,6 +312,10 @@ kt_ffi_info *kt_ffi_info_new(const kt_schedule *s, const kt_costs *c, const char
                           .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
                           .costs = c, .cost_basis = f->strings[1],
                           .messages = kt_schedule_messages(s)};
+  if (sim) {
+    kt_gen_bound_of(s, c, mem_limit, sim->met.period, NULL, &f->bound);
+    f->origin.bound = &f->bound;
+  }
   kt_sim_info_describe(&f->info, &f->origin, s, c, sim ? &sim->met : NULL);
   return f;
 }

@@ -107,7 +107,8 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
   kt_gen_params lp = {.p = s->p, .v = s->v, .m = s->m, .costs = c, .mem_limit = limit};
   pb->limit = kt_gen_mem_limit(&lp);
   pb->nk = KT__OPT_TYPES * pb->v;
-  if (needs && (st = kt__opt_needs_init(pb, err))) kt__opt_problem_free(pb);
+  if (!(st = kt_step_model_init(&pb->step, s, c, err)) && needs) st = kt__opt_needs_init(pb, err);
+  if (st) kt__opt_problem_free(pb);
   return st;
 }
 
@@ -116,6 +117,7 @@ void kt__opt_problem_free(kt__opt_problem *pb) {
                     pb->wg, pb->hop_f, pb->hop_i, pb->so_f, pb->so_i, pb->tail[0],
                     pb->tail[1], pb->tail[2]};
   for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
+  kt_step_model_free(&pb->step);
   memset(pb, 0, sizeof *pb);
 }
 
@@ -461,17 +463,28 @@ static double rank_work(const kt__opt_problem *pb, const kt__opt_state *st, int 
   return w;
 }
 
+/* What the step's end adds to rank r's span (without a barrier), or to
+ * the latest end (with one): the tie left out, which only adds. */
+static double step_end(const kt__opt_problem *pb, int r) {
+  const kt_step_model *m = &pb->step;
+  if (m->sync == KT_STEP_BARRIER) return m->t_dp + m->t_norm + m->max_update;
+  return m->t_dp + m->update[r];
+}
+
 double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const double *ready_at,
                      kt__opt_bound_ws *ws) {
   double lb = 0;
+  int barrier = pb->step.sync == KT_STEP_BARRIER;
   /* a rank not started yet: its span counted from its own first forward
    * (the ranks after it have not started either); on large problems (one
-   * sweep per rank would cost P sweeps) its work alone */
+   * sweep per rank would cost P sweeps) its work alone. Under a barrier
+   * the step is counted from rank 0's first action, which starts at 0:
+   * the one sweep below bounds every rank's end. */
   int relative = (size_t)pb->S * (size_t)pb->m <= RELATIVE_CELLS;
-  for (int r = pb->p - 1; r >= 0; r--) {
+  for (int r = pb->p - 1; r >= 0 && !barrier; r--) {
     if (st->started[r] || pb->first[r] == 0) continue;
     if (!relative) {
-      lb = maxd(lb, rank_work(pb, st, r));
+      lb = maxd(lb, rank_work(pb, st, r) + step_end(pb, r));
       continue;
     }
     /* its own frame: its first forward at 0, no other rank's clock; the
@@ -481,7 +494,7 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
      * it made the bound 30x slower) */
     for (int k = 0; k < pb->p; k++) ws->eff_free[k] = k == r ? 0 : NONE;
     if (sweep(pb, st, ws, pb->first[r], 0) < 0) return INFINITY;
-    lb = maxd(lb, rank_end_bound(pb, st, ws, r));
+    lb = maxd(lb, rank_end_bound(pb, st, ws, r) + step_end(pb, r));
   }
   for (int k = 0; k < pb->p; k++) {
     ws->eff_free[k] = st->started[k] ? st->free_at[k] : NONE;
@@ -490,7 +503,42 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
   if (!st->started[0] && pb->first[0] == 0) ws->eff_free[0] = 0;
   if (pb->infeasible || sweep(pb, st, ws, -1, pb->need != NULL) < 0) return INFINITY;
   for (int r = 0; r < pb->p; r++)
-    if (st->started[r] || pb->first[r] == 0)
-      lb = maxd(lb, rank_end_bound(pb, st, ws, r) - st->start[r]);
+    if (barrier)
+      lb = maxd(lb, rank_end_bound(pb, st, ws, r) + step_end(pb, r));
+    else if (st->started[r] || pb->first[r] == 0)
+      lb = maxd(lb, rank_end_bound(pb, st, ws, r) - st->start[r] + step_end(pb, r));
   return lb;
+}
+
+kt_status kt__lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit, int needs,
+                          double *lb, kt_error *err) {
+  kt_costs unit;
+  if (!c) kt_costs_default(&unit), c = &unit;
+  kt_status st = kt_costs_check(c, kt_schedule_stages(layout), err);
+  if (st) return st;
+  kt__opt_problem pb;
+  kt__opt_state state;
+  kt__opt_bound_ws ws;
+  kt_costs plain = *c;
+  plain.links = NULL; /* shared links only lengthen a hop: 0 is a hop's least */
+  if (c->links) plain.comm = 0, plain.comm_bandwidth = 0;
+  if ((st = kt__opt_problem_init(&pb, layout, &plain, mem_limit, needs, err))) return st;
+  if (!(st = kt__opt_state_init(&state, &pb, err))) {
+    if (!(st = kt__opt_bound_ws_init(&ws, &pb, err))) {
+      *lb = kt__opt_bound(&pb, &state, NULL, &ws); /* nothing run yet */
+      if (isinf(*lb))
+        st = kt_fail(err, KT_EINVAL, "memory limit %g: no order of P=%d, V=%d, M=%d fits under it",
+                     pb.limit, pb.p, pb.v, pb.m);
+      kt__opt_bound_ws_free(&ws);
+    }
+    kt__opt_state_free(&state);
+  }
+  kt__opt_problem_free(&pb);
+  return st;
+}
+
+int kt__optimal_reach(const kt_schedule *s) {
+  int v1 = s->v == 1 && s->placement == KT_PLACEMENT_LOOP;
+  int v2 = s->v == 2 && s->placement == KT_PLACEMENT_V;
+  return (v1 || v2) && kt_schedule_even(s) && s->p <= 4 && s->m <= 6;
 }

@@ -315,8 +315,7 @@ static size_t state_values(search *sc, size_t *key_len) {
 
 static void leaf(search *sc) {
   const kt__opt_problem *pb = sc->pb;
-  double ms = 0;
-  for (int r = 0; r < pb->p; r++) ms = fmax(ms, sc->st.last_end[r] - sc->st.start[r]);
+  double ms = kt_step_model_period(&pb->step, sc->st.start, sc->st.last_end, NULL);
   if (!(ms < sc->ub - sc->eps)) return;
   sc->ub = ms;
   sc->have_best = 1;

@@ -1,16 +1,22 @@
-/* OpenBLAS, loaded when a matrix product first needs it (dlopen), with one
- * thread until the program asks for more.
+/* OpenBLAS, loaded when the process first needs a matrix product.
  *
- * OpenBLAS starts its thread pool in the constructor it runs when it is
- * loaded: linked into the program, every command (sim, plan, --version)
- * started it, and under a tight address-space limit (ulimit -v) a pool
- * thread retried a failed mmap forever and the program spun at exit, where
- * the pool is joined. Loaded here, a command that does no linear algebra
- * never loads it; loaded with OPENBLAS_NUM_THREADS=1 (unless the user set
- * it), it starts no pool thread until kt_blas_use_threads asks for them,
- * after checking that the address space holds their buffers: a run that
- * cannot have them ends with that reason, not in a spin. */
-#include <dlfcn.h>
+ * Loading OpenBLAS starts its thread pool and reads the CPU's features (its
+ * constructor): milliseconds of every process that links it, and threads in
+ * programs that never multiply a matrix (kaiten sim, compare, plan, report).
+ * So nothing links it: the library is opened by name (KT_BLAS_SONAME, what
+ * CMake found) on first use, from here alone, and its few entry points are
+ * looked up once. kt_chunk_create loads it and fails with the loader's
+ * reason when it cannot, so every product runs on a loaded library.
+ *
+ * It is loaded with OPENBLAS_NUM_THREADS=1 (unless the user set it): no
+ * pool thread until kt_blas_use_threads asks for them. Under a tight
+ * address-space limit (ulimit -v) OpenBLAS retries a failed allocation of
+ * a thread's buffer forever (a pool thread once spun at exit, where the
+ * pool is joined): the room is checked before it loads, before threads are
+ * added, and in each thread before its first product, which is computed by
+ * the definition where OpenBLAS could not have its buffer. */
+#include <cblas.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,27 +24,31 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "core/internal.h"
 #include "kaiten/model.h"
-#include "nn/blas.h"
 #include "nn/nn.h"
 
 #ifndef KT_BLAS_SONAME
 #define KT_BLAS_SONAME "libopenblas.so.0"
 #endif
+
+static struct {
+  __typeof__(&cblas_sgemm) sgemm;
+  void (*set_num_threads)(int);
+  int (*get_num_threads)(void);
+  char *(*get_corename)(void);
+  void (*dynamic_init)(void); /* DYNAMIC_ARCH builds only */
+  void (*dynamic_quit)(void);
+} blas;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static kt_error blas_failure; /* why it could not be loaded */
+
 /* Address space OpenBLAS takes: the library, and per thread that runs a
  * matrix product (each caller and each pool thread) its buffer (128 MiB in
  * OpenBLAS 0.3 on x86-64), the malloc arena the buffer's allocation opens
  * in a new thread (64 MiB reserved, in a 128 MiB mapping) and a stack. */
 #define LOAD_BYTES (32.0 * 1048576)
 #define THREAD_BYTES (264.0 * 1048576)
-
-kt__blas_api kt__blas;
-
-static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
-static int tried;
-static kt_status load_status;
-static char load_error[KT_ERROR_LEN];
-static const char *chosen; /* the core kaiten asked for, or NULL */
 
 /* Address space the process may still map under RLIMIT_AS; -1: no limit. */
 static double address_space_left(void) {
@@ -64,7 +74,66 @@ static kt_status room_for(int threads, double base, kt_error *err) {
                  threads == 1 ? "" : "s", need / 1048576, left > 0 ? left / 1048576 : 0);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+static void load(void) {
+  static const char *const names[] = {"cblas_sgemm",           "openblas_set_num_threads",
+                                      "openblas_get_num_threads", "openblas_get_corename",
+                                      "gotoblas_dynamic_init", "gotoblas_dynamic_quit"};
+  void *fn[sizeof names / sizeof *names];
+  if (room_for(0, LOAD_BYTES, &blas_failure)) return;
+  const char *user = getenv("OPENBLAS_NUM_THREADS");
+  if (!user) setenv("OPENBLAS_NUM_THREADS", "1", 1); /* no pool thread yet */
+  kt_status st = kt__dl_open(KT_BLAS_SONAME, names, sizeof names / sizeof *names, 4, fn, &blas_failure);
+  if (!user) unsetenv("OPENBLAS_NUM_THREADS");
+  if (st) return;
+  blas.set_num_threads = (void (*)(int))fn[1];
+  blas.get_num_threads = (int (*)(void))fn[2];
+  blas.get_corename = (char *(*)(void))fn[3];
+  blas.dynamic_init = (void (*)(void))fn[4];
+  blas.dynamic_quit = (void (*)(void))fn[5];
+  blas.sgemm = (__typeof__(&cblas_sgemm))fn[0]; /* the sign that it loaded */
+}
+
+kt_status kt__blas_load(kt_error *err) {
+  pthread_once(&blas_once, load);
+  if (!blas.sgemm) return kt_fail(err, KT_EIO, "%s", blas_failure.msg);
+  return KT_OK;
+}
+
+/* C = A B + beta C by the definition, for a thread OpenBLAS cannot serve. */
+static void sgemm_by_definition(int trans_a, int trans_b, int m, int n, int k, const float *a,
+                                int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      double acc = 0;
+      for (int q = 0; q < k; q++)
+        acc += (double)(trans_a ? a[(size_t)q * lda + i] : a[(size_t)i * lda + q]) *
+               (trans_b ? b[(size_t)j * ldb + q] : b[(size_t)q * ldb + j]);
+      float *o = &c[(size_t)i * ldc + j];
+      *o = (float)acc + (beta != 0.0f ? beta * *o : 0.0f);
+    }
+}
+
+void kt__sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
+               const float *b, int ldb, float beta, float *c, int ldc) {
+  if (kt__blas_load(NULL)) { /* unreachable through a chunk (see above): NaN, never stale data */
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) c[(size_t)i * ldc + j] = NAN;
+    return;
+  }
+  /* this thread's first product: is there room for the buffer OpenBLAS
+   * would take for it? (A training run checks first and stops with the
+   * reason, kt_blas_use_threads; this is for what runs before, such as
+   * the forward that measures activations.) */
+  static _Thread_local int served = -1;
+  if (served < 0) served = room_for(1, 0, NULL) == KT_OK;
+  if (!served) {
+    sgemm_by_definition(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  blas.sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+             trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
 /* ---- which OpenBLAS kernels run the matmuls ------------------------------- *
  * A DYNAMIC_ARCH OpenBLAS picks its kernels from the CPU's family and model
  * when it loads. A release older than the CPU does not know the model and
@@ -74,9 +143,15 @@ static kt_status room_for(int threads, double base, kt_error *err) {
  * OPENBLAS_CORETYPE when it picks; when the user has not set it and the
  * library picked a core older than the CPU's vector units warrant, kaiten
  * sets it (SkylakeX for AVX-512, Haswell for AVX2 + FMA) and has OpenBLAS
- * pick again (its dynamic entry points, in DYNAMIC_ARCH builds only). The
- * program loads OpenBLAS at the start of main, before any thread exists
- * (setenv is not thread-safe). The environment is left as it was. */
+ * pick again when the program asks (kt_blas_choose_core), which a program
+ * that multiplies matrices does at the start, before any thread or matmul
+ * exists (setenv is not thread-safe). The environment is left as it was.
+ * Elsewhere (another architecture, a single-target OpenBLAS without the
+ * dynamic entry points) nothing changes. */
+static const char *chosen; /* the core kaiten asked for, or NULL */
+
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+/* Cores with neither AVX2 nor AVX-512 kernels: what an unknown CPU gets. */
 static int is_pre_avx2(const char *core) {
   static const char *const old[] = {"Unknown", "Katmai",  "Coppermine", "Northwood", "Prescott",
                                     "Banias",  "Atom",    "Core2",      "Penryn",    "Dunnington",
@@ -87,11 +162,9 @@ static int is_pre_avx2(const char *core) {
   return 0;
 }
 
-static void choose_core(void *lib) {
-  void (*dyn_init)(void) = (void (*)(void))dlsym(lib, "gotoblas_dynamic_init");
-  void (*dyn_quit)(void) = (void (*)(void))dlsym(lib, "gotoblas_dynamic_quit");
-  if (!dyn_init || !dyn_quit || getenv("OPENBLAS_CORETYPE")) return;
-  const char *core = kt__blas.corename();
+static void choose_blas_core(void) {
+  if (!blas.dynamic_init || !blas.dynamic_quit || getenv("OPENBLAS_CORETYPE")) return;
+  const char *core = blas.get_corename();
   if (!core || !is_pre_avx2(core)) return;
   __builtin_cpu_init();
   const char *want = NULL;
@@ -101,70 +174,37 @@ static void choose_core(void *lib) {
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     want = "Haswell";
   if (!want || setenv("OPENBLAS_CORETYPE", want, 1)) return;
-  dyn_quit();
-  dyn_init();
+  blas.dynamic_quit();
+  blas.dynamic_init();
   unsetenv("OPENBLAS_CORETYPE");
   chosen = want;
 }
-#else
-static void choose_core(void *lib) { (void)lib; }
 #endif
 
-static kt_status load(kt_error *err) {
-  const char *user = getenv("OPENBLAS_NUM_THREADS");
-  kt_status st = room_for(0, LOAD_BYTES, err);
-  if (st) return st;
-  if (!user) setenv("OPENBLAS_NUM_THREADS", "1", 1); /* no pool threads yet */
-  void *lib = dlopen(KT_BLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
-  if (!user) unsetenv("OPENBLAS_NUM_THREADS");
-  if (!lib) return kt_fail(err, KT_ERUNTIME, "cannot load OpenBLAS: %s", dlerror());
-  kt__blas_api api;
-  *(void **)&api.sgemm = dlsym(lib, "cblas_sgemm");
-  *(void **)&api.set_threads = dlsym(lib, "openblas_set_num_threads");
-  *(void **)&api.get_threads = dlsym(lib, "openblas_get_num_threads");
-  *(void **)&api.corename = dlsym(lib, "openblas_get_corename");
-  if (!api.sgemm || !api.set_threads || !api.get_threads || !api.corename)
-    return kt_fail(err, KT_ERUNTIME, "%s is not an OpenBLAS: it lacks %s", KT_BLAS_SONAME,
-                   !api.sgemm ? "cblas_sgemm" : "openblas_set_num_threads and its kin");
-  kt__blas = api;
-  choose_core(lib);
-  return KT_OK;
+const char *kt_blas_core(const char **chosen_by_kaiten) {
+  if (chosen_by_kaiten) *chosen_by_kaiten = chosen;
+  return kt__blas_load(NULL) ? "unavailable" : blas.get_corename();
 }
 
-int kt__blas_room(int threads) { return room_for(threads, 0, NULL) == KT_OK; }
-
-kt_status kt_blas_load(kt_error *err) {
-  pthread_mutex_lock(&load_mu);
-  if (!tried) {
-    kt_error e = {{0}};
-    tried = 1;
-    load_status = load(&e);
-    snprintf(load_error, sizeof load_error, "%s", e.msg);
-  }
-  kt_status st = load_status;
-  pthread_mutex_unlock(&load_mu);
-  return st ? kt_fail(err, st, "%s", load_error) : KT_OK;
-}
-
-kt_status kt_blas_use_threads(int n, int callers, kt_error *err) {
-  kt_status st = kt_blas_load(err);
-  if (st) return st;
-  if (n < 1) n = 1;
-  if ((st = room_for((callers > 0 ? callers : 1) + n - 1, 0, err))) return st;
-  kt__blas.set_threads(n);
-  return KT_OK;
+const char *kt_blas_choose_core(void) {
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+  static int done;
+  if (!done && !kt__blas_load(NULL)) done = 1, choose_blas_core();
+#endif
+  return kt_blas_core(NULL);
 }
 
 void kt_blas_set_threads(int n) {
-  if (!kt_blas_load(NULL)) kt__blas.set_threads(n > 0 ? n : 1);
+  if (!kt__blas_load(NULL)) blas.set_num_threads(n > 0 ? n : 1);
 }
 
-int kt_blas_threads(void) { return kt_blas_load(NULL) ? 1 : kt__blas.get_threads(); }
-
-const char *kt_blas_core(const char **chosen_by_kaiten) {
-  const char *core = kt_blas_load(NULL) ? "none (OpenBLAS did not load)" : kt__blas.corename();
-  if (chosen_by_kaiten) *chosen_by_kaiten = chosen;
-  return core;
+kt_status kt_blas_use_threads(int n, int callers, kt_error *err) {
+  kt_status st = kt__blas_load(err);
+  if (st) return st;
+  if (n < 1) n = 1;
+  if ((st = room_for((callers > 0 ? callers : 1) + n - 1, 0, err))) return st;
+  blas.set_num_threads(n);
+  return KT_OK;
 }
 
-const char *kt_blas_choose_core(void) { return kt_blas_core(NULL); }
+int kt_blas_threads(void) { return kt__blas_load(NULL) ? 1 : blas.get_num_threads(); }

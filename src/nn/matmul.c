@@ -1,5 +1,4 @@
-/* The one OpenBLAS wrapper every matmul goes through (OpenBLAS itself is
- * loaded by blas.c), plus small kernels. */
+/* The one matmul wrapper every product goes through (on OpenBLAS: blas.c), plus small kernels. */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -7,7 +6,6 @@
 #include <string.h>
 
 #include "kaiten/core.h"
-#include "nn/blas.h"
 #include "nn/nn.h"
 
 /* Process-wide counters (every rank thread adds to them): FLOPs issued and
@@ -20,37 +18,10 @@ static pthread_mutex_t shapes_mu = PTHREAD_MUTEX_INITIALIZER;
 static kt__matmul_shape *shapes;
 static size_t n_shapes, cap_shapes;
 
-/* C = A B + beta C on the loaded OpenBLAS (row major); by the definition
- * in a thread OpenBLAS cannot serve: not loaded, or no room left in the
- * address space (ulimit -v) for the buffer it would take for the thread,
- * whose allocation it retries forever. A training run checks that room
- * first and stops with the reason (kt_blas_use_threads); this loop is for
- * what runs before it (a forward that measures activations) and for
- * callers that do not check. */
-static void sgemm(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
-                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-  static _Thread_local int served = -1; /* this thread: OpenBLAS serves it (1) or not (0) */
-  if (served < 0) served = !kt_blas_load(NULL) && kt__blas_room(1);
-  if (served) {
-    kt__blas.sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-  for (int i = 0; i < m; i++)
-    for (int j = 0; j < n; j++) {
-      double acc = 0;
-      for (int q = 0; q < k; q++)
-        acc += (double)(ta == CblasTrans ? a[(size_t)q * lda + i] : a[(size_t)i * lda + q]) *
-               (tb == CblasTrans ? b[(size_t)j * ldb + q] : b[(size_t)q * ldb + j]);
-      float *o = &c[(size_t)i * ldc + j];
-      *o = (float)acc + (beta != 0.0f ? beta * *o : 0.0f);
-    }
-}
-
 void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
                    int n, int k, int trans_a, int trans_b, float beta) {
   double t0 = kt_now();
-  sgemm( trans_a ? CblasTrans : CblasNoTrans,
-        trans_b ? CblasTrans : CblasNoTrans, m, n, k, a, lda, b, ldb, beta, out, ldo);
+  kt__sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, out, ldo);
   atomic_fetch_add_explicit(&nanos_in, (long long)((kt_now() - t0) * 1e9), memory_order_relaxed);
   atomic_fetch_add_explicit(&flops_issued, 2LL * m * n * k, memory_order_relaxed);
   if (atomic_load_explicit(&recording, memory_order_relaxed)) {
@@ -102,8 +73,8 @@ static double replay_log(int reps) {
     double t0 = kt_now();
     for (size_t i = 0; i < n_shapes; i++) {
       const kt__matmul_shape *s = &shapes[i];
-      sgemm(s->trans_a ? CblasTrans : CblasNoTrans, s->trans_b ? CblasTrans : CblasNoTrans, s->m,
-            s->n, s->k, a, s->trans_a ? s->m : s->k, b, s->trans_b ? s->k : s->n, 0.0f, c, s->n);
+      kt__sgemm(s->trans_a, s->trans_b, s->m, s->n, s->k, a, s->trans_a ? s->m : s->k, b,
+                s->trans_b ? s->k : s->n, 0.0f, c, s->n);
     }
     double t = kt_now() - t0;
     best = r == 0 || t < best ? t : best;
@@ -120,7 +91,7 @@ kt_status kt_matmul_measure(kt_status (*work)(void *ctx, kt_error *err), void *c
   kt_status st = work(ctx, err);
   kt__matmul_record(0);
   *flops = kt__matmul_flops() - before;
-  if (st) return st;
+  if (st || (st = kt__blas_load(err))) return st;
   double t = replay_log(reps);
   if (t < 0) return kt_fail(err, KT_ENOMEM, "out of memory replaying the matmuls");
   *sgemm_seconds = t;
@@ -149,3 +120,4 @@ uint64_t kt__unit_seed(uint64_t model_seed, int unit) {
   kt__rng_seed(&r, model_seed * 0x100000001B3ull + (uint64_t)unit * 0x5851F42D4C957F2Dull + 1);
   return kt__rng_next(&r);
 }
+

@@ -131,6 +131,8 @@ void kt__chunk_free_common(kt_chunk *c) {
 
 kt_status kt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units, int micro_batch,
                           int n_microbatches, kt_chunk **out, kt_error *err) {
+  kt_status st = kt__blas_load(err); /* every product runs on a chunk */
+  if (st) return st;
   switch (cfg->kind) {
     case KT_MODEL_MLP:
       return kt__mlp_chunk_create(cfg, first_unit, n_units, micro_batch, n_microbatches, out, err);

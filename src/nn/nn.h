@@ -16,6 +16,13 @@ kt_status kt__gpt_chunk_create(const kt_model_config *cfg, int first_unit, int n
                                int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
 
 
+/* OpenBLAS, opened on first use (blas.c): KT_EIO with the loader's reason
+ * when it cannot be. Thread-safe; kt_chunk_create calls it first. */
+kt_status kt__blas_load(kt_error *err);
+/* cblas_sgemm, row-major, alpha 1: c (m, n) = beta * c + op(a) @ op(b). */
+void kt__sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
+               const float *b, int ldb, float beta, float *c, int ldc);
+
 /* Every matrix multiply in kaiten goes through this wrapper (row-major):
  *   out (m, n) = beta * out + op(a) (m, k) @ op(b) (k, n)
  * with op(x) = x or its transpose. Counts FLOPs for the benchmarks. */

@@ -396,7 +396,7 @@ static int sim_eq(const void *v, const void *k) {
 static double *sim_key(const kt_schedule *s, kt_gen_kind kind, const kt_costs *c, int *len,
                        double *scale, uint64_t *hash) {
   int S = s->p * s->v;
-  *len = 3 * S + 1;
+  *len = 3 * S + 3;
   *scale = 0;
   for (int i = 0; i < S; i++) *scale = fmax(*scale, c->stage_tf[i] + c->stage_tb[i] + c->stage_tw[i]);
   if (!(*scale > 0)) *scale = 1;
@@ -409,6 +409,8 @@ static double *sim_key(const kt_schedule *s, kt_gen_kind kind, const kt_costs *c
     vec[3 * i + 2] = c->stage_tw[i] / *scale;
   }
   vec[3 * S] = kt_cost_comm(c) / *scale;
+  vec[3 * S + 1] = c->t_dp / *scale; /* the step's end */
+  vec[3 * S + 2] = (double)c->step_sync;
   for (int i = 0; i < *len; i++) h = kt__plan_hash(h, (uint64_t)llround(vec[i] * 1e9));
   *hash = h;
   return vec;
@@ -432,9 +434,9 @@ kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_gen_ki
   }
   double span = 0, total = 0;
   x->n_simulations++;
-  /* the round's wall clock (first action anywhere to the last: rounds run
-   * one after another, each with its own fill and drain) and busy time */
-  kt_status st = kt_gen_span(s, c, &span, &total, err);
+  /* the round's period (kaiten/sim.h: its step sync and step-end costs)
+   * and busy time */
+  kt_status st = kt_gen_period(s, c, &span, &total, err);
   if (st || !cacheable || !(e = kt_calloc(1, sizeof *e))) {
     free(vec); /* an uncached result still stands */
     if (!st) *makespan = span, *busy = total;

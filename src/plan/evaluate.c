@@ -225,8 +225,13 @@ static int surely_over(const kt__plan_ctx *x, const kt_plan_config *cfg, const s
  * v placement), and then runs M times its stages' F + I + W. With one chunk
  * per rank, its last input-gradient also waits for all its F and I and is
  * followed by the input-gradients of the stages before it. */
+/* A lower bound on a round's period without a barrier (each rank's span
+ * holds its work; with V = 1 rank 0, which starts at 0, ends after any
+ * rank's forwards and input gradients and the chain of input gradients
+ * back to it) and, with wall set, on its makespan (a rank starts after the
+ * forwards before it). */
 static double round_bound(const kt_schedule *shape, const kt_plan_result *r,
-                          const kt_plan_config *cfg) {
+                          const kt_plan_config *cfg, int wall) {
   double best = 0, fill = 0, back = 0, M = cfg->m, c = r->p2p_time;
   for (int k = 0; k < cfg->p; k++) {
     double work = 0;
@@ -234,13 +239,22 @@ static double round_bound(const kt_schedule *shape, const kt_plan_result *r,
       int j = kt_rank_chunk_stage(shape, k, ch);
       work += r->stage_f[j] + r->stage_i[j] + r->stage_w[j];
     }
-    best = fmax(best, fill + M * work);
+    best = fmax(best, (wall ? fill : 0) + M * work);
     if (cfg->v == 1)
       best = fmax(best, fill + M * (r->stage_f[k] + r->stage_i[k]) + back);
     fill += r->stage_f[k] + c;
     back += r->stage_i[k] + c;
   }
   return best;
+}
+
+/* A lower bound on the step time: K - 1 rounds back to back, then the
+ * last with the step's end (simulate_round says how the step is timed). */
+static double step_bound(const kt__plan_ctx *x, const kt_schedule *shape, const kt_plan_result *r,
+                         const kt_plan_config *cfg, double dp_time) {
+  int barrier = x->o->step_sync == KT_STEP_BARRIER;
+  return (cfg->k - 1) * round_bound(shape, r, cfg, 0) + round_bound(shape, r, cfg, barrier) +
+         dp_time;
 }
 
 static void set_reason(const kt__plan_ctx *x, kt_plan_result *r) {
@@ -288,6 +302,7 @@ static kt__sched_entry *own_schedule(const kt__plan_ctx *x, const kt_plan_config
   c.n_stages = S, c.stage_tf = r->stage_f, c.stage_tb = r->stage_i, c.stage_tw = r->stage_w;
   c.stage_mem_act = sb->act, c.stage_mem_wgrad = sb->wgrad;
   c.comm = kt__plan_hop(x->c, cfg, boundary);
+  c.step_sync = x->o->step_sync; /* zb-auto searches the period the step will have */
   for (int k = 0; k < cfg->p; k++) state = fmax(state, r->mem_state[k]);
   double limit = x->budget - state; /* <= 0 would mean "the default": keep it a budget */
   return kt__plan_sched_for(cfg->schedule, cfg->p, cfg->v, cfg->m, &c, fmax(limit, 1e-300), err);
@@ -302,7 +317,7 @@ static int cut_by_bound(kt__plan_ctx *x, const kt_plan_config *cfg, double cutof
   r->p2p_time = kt__plan_hop(x->c, cfg, boundary);
   for (int rank = 0; rank < cfg->p; rank++)
     largest = fmax(largest, rank_params(x, &shape, cfg, sb, rank));
-  return cfg->k * round_bound(&shape, r, cfg) + kt__plan_dp_time(x, cfg, largest) > cutoff;
+  return step_bound(x, &shape, r, cfg, kt__plan_dp_time(x, cfg, largest)) > cutoff;
 }
 
 /* The time-balanced cut does not fit: cut again under the memory cap with
@@ -347,7 +362,12 @@ static void rank_times(kt__plan_ctx *x, const kt_plan_config *cfg, const kt__sch
   r->dp_time = kt__plan_dp_time(x, cfg, largest);
 }
 
-/* One round simulated with the stage costs: round, step time and bubble. */
+/* The step simulated with the stage costs. A step runs K rounds back to
+ * back on each rank (no barrier between them: the runtime's rounds), then
+ * its end (the data-parallel all-reduce and, under a barrier, the wait for
+ * every rank): (K - 1) periods of a round without a step's end, then the
+ * period of one with it (kaiten/sim.h). round_time: a round's share;
+ * bubble: of the rounds, the step's end left out. */
 static kt_status simulate_round(kt__plan_ctx *x, const kt_plan_config *cfg,
                                 const kt__sched_entry *se, kt_plan_result *r, kt_error *err) {
   int S = cfg->p * cfg->v;
@@ -355,12 +375,16 @@ static kt_status simulate_round(kt__plan_ctx *x, const kt_plan_config *cfg,
   kt_costs_default(&sc);
   sc.n_stages = S, sc.stage_tf = r->stage_f, sc.stage_tb = r->stage_i, sc.stage_tw = r->stage_w;
   sc.comm = r->p2p_time;
-  double makespan, busy;
-  kt_status st = kt__plan_ctx_simulate(x, &se->s, cfg->schedule, &sc, 1, &makespan, &busy, err);
+  double inner = 0, last, busy;
+  kt_status st = KT_OK;
+  if (cfg->k > 1) st = kt__plan_ctx_simulate(x, &se->s, cfg->schedule, &sc, 1, &inner, &busy, err);
+  sc.t_dp = r->dp_time, sc.step_sync = x->o->step_sync;
+  if (!st) st = kt__plan_ctx_simulate(x, &se->s, cfg->schedule, &sc, 1, &last, &busy, err);
   if (st) return st;
-  r->round_time = makespan;
-  r->bubble_ratio = makespan > 0 ? 1 - busy / (cfg->p * makespan) : 0;
-  r->step_time = cfg->k * makespan + r->dp_time;
+  r->step_time = (cfg->k - 1) * inner + last;
+  double rounds = r->step_time - r->dp_time;
+  r->round_time = rounds / cfg->k;
+  r->bubble_ratio = rounds > 0 ? 1 - cfg->k * busy / (cfg->p * rounds) : 0;
   return KT_OK;
 }
 
@@ -408,7 +432,7 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
     goto done;
   rank_times(x, cfg, se, &sb, boundary, r);
   if (r->fits && cut) {
-    *cut = cfg->k * round_bound(&se->s, r, cfg) + r->dp_time > cutoff;
+    *cut = step_bound(x, &se->s, r, cfg, r->dp_time) > cutoff;
     if (*cut) goto done; /* cannot beat the cutoff: skip the simulation */
   }
   if (r->fits && (st = simulate_round(x, cfg, se, r, err))) goto done;

@@ -26,6 +26,7 @@ static void row_json(const kt_compare_row *rw, kt_buf *b) {
     return;
   }
   kt_buf_printf(b, ",\"applies\":true,\"v\":%d", rw->v);
+  json_or_null(b, "period", rw->period, 1);
   json_or_null(b, "makespan", rw->makespan, 1);
   json_or_null(b, "bubble_ratio", rw->bubble, 1);
   json_or_null(b, "closed_form_bubble", rw->closed, rw->closed >= 0);
@@ -43,7 +44,7 @@ static void row_json(const kt_compare_row *rw, kt_buf *b) {
     json_or_null(b, "lower_bound_memory", rw->lower_bound_memory, 1);
     kt_buf_printf(b, ",\"lower_bound_exact\":%s", rw->lower_bound_exact ? "true" : "false");
   }
-  json_or_null(b, "gap", rw->lower_bound > 0 ? rw->makespan / rw->lower_bound - 1 : 0,
+  json_or_null(b, "gap", rw->lower_bound > 0 ? rw->period / rw->lower_bound - 1 : 0,
                rw->has_lower_bound);
   if (rw->proven >= 0) kt_buf_printf(b, ",\"proven\":%s", rw->proven ? "true" : "false");
   kt_buf_printf(b, ",\"peak_inflight_first\":%d,\"peak_inflight_last\":%d,\"messages\":%zu}",
@@ -52,7 +53,8 @@ static void row_json(const kt_compare_row *rw, kt_buf *b) {
 
 void kt_render_compare_json(const kt_compare_info *info, const kt_compare_row *rows, size_t n,
                             kt_buf *b) {
-  kt_buf_printf(b, "{\"p\":%d,\"m\":%d,\"v\":%d,\"cost_basis\":", info->p, info->m, info->v);
+  kt_buf_printf(b, "{\"p\":%d,\"m\":%d,\"v\":%d,\"step_sync\":\"%s\",\"cost_basis\":", info->p,
+                info->m, info->v, kt_step_sync_name(info->costs->step_sync));
   kt_buf_json_string(b, info->cost_basis ? info->cost_basis : "stage");
   kt_buf_puts(b, ",\"costs\":");
   kt_render_costs_json(info->costs, b);
@@ -72,9 +74,9 @@ void kt_render_compare_json(const kt_compare_info *info, const kt_compare_row *r
 }
 
 static void table_rows(const kt_compare_row *rows, size_t n, int w, kt_buf *b) {
-  kt_buf_printf(b, "%-*s %2s %10s %8s %9s %8s %9s %8s %9s %9s %9s %6s %6s %8s\n", w, "schedule",
-                "V", "makespan", "bubble", "formula", "vs bound", "peak mem", "vs 1f1b", "mem form",
-                "mem r0", "mem last", "fl r0", "fl last", "messages");
+  kt_buf_printf(b, "%-*s %2s %10s %10s %8s %9s %8s %9s %8s %9s %9s %9s %6s %6s %8s\n", w,
+                "schedule", "V", "period", "makespan", "bubble", "formula", "vs bound", "peak mem",
+                "vs 1f1b", "mem form", "mem r0", "mem last", "fl r0", "fl last", "messages");
   for (size_t i = 0; i < n; i++) {
     const kt_compare_row *rw = &rows[i];
     if (!rw->applies) continue;
@@ -82,12 +84,13 @@ static void table_rows(const kt_compare_row *rows, size_t n, int w, kt_buf *b) {
     if (rw->closed >= 0) snprintf(formula, sizeof formula, "%.2f%%", 100 * rw->closed);
     if (rw->has_lower_bound && rw->lower_bound > 0)
       snprintf(gap, sizeof gap, "%s%.2f%%", rw->lower_bound_exact ? "=" : "+",
-               100 * (rw->makespan / rw->lower_bound - 1));
+               100 * (rw->period / rw->lower_bound - 1));
     if (rw->closed_mem >= 0) snprintf(mem_formula, sizeof mem_formula, "%g", rw->closed_mem);
     else if (rw->mem_limit >= 0) snprintf(mem_formula, sizeof mem_formula, "<=%g", rw->mem_limit);
     if (rw->mem_vs_1f1b >= 0) snprintf(frac, sizeof frac, "%.3g", rw->mem_vs_1f1b);
-    kt_buf_printf(b, "%-*s %2d %10g %7.2f%% %9s %8s %9g %8s %9s %9g %9g %6d %6d %8zu\n", w,
-                  rw->schedule, rw->v, rw->makespan, 100 * rw->bubble, formula, gap, rw->peak_mem,
+    kt_buf_printf(b, "%-*s %2d %10g %10g %7.2f%% %9s %8s %9g %8s %9s %9g %9g %6d %6d %8zu\n", w,
+                  rw->schedule, rw->v, rw->period, rw->makespan, 100 * rw->bubble, formula, gap,
+                  rw->peak_mem,
                   frac, mem_formula, rw->peak_mem_first, rw->peak_mem_last, rw->inflight_first,
                   rw->inflight_last, rw->messages);
   }
@@ -120,6 +123,7 @@ void kt_render_compare_table(const kt_compare_info *info, const kt_compare_row *
   kt_costs_describe(info->costs, costs, sizeof costs);
   kt_buf_printf(b, "P=%d M=%d  %s  mem-act=%g mem-wgrad=%g\n", info->p, info->m, costs,
                 info->costs->mem_act, info->costs->mem_wgrad);
+  kt_render_step_line(info->costs->step_sync, b);
   if (info->cost_basis && !strcmp(info->cost_basis, "rank"))
     kt_buf_puts(b, "cost basis: rank (costs and memory are one rank's share of the model: every "
                    "schedule runs the same model; V chunks per rank run 1/V of them per stage)\n\n");
@@ -131,7 +135,7 @@ void kt_render_compare_table(const kt_compare_info *info, const kt_compare_row *
     if ((int)strlen(rows[i].schedule) > w) w = (int)strlen(rows[i].schedule);
   table_rows(rows, n, w, b);
   table_notes(rows, n, b);
-  kt_buf_puts(b, "\nvs bound = the makespan over the lower bound on any order of the schedule's "
+  kt_buf_puts(b, "\nvs bound = the period over the lower bound on any order of the schedule's "
                  "layout within its memory (=: the bound is the proven optimum).\n");
   kt_buf_puts(b, "peak mem = the largest peak over the ranks (vs 1f1b: as a fraction of 1F1B's "
                  "on the same model; mem form: its closed form); mem = peak activation memory "

@@ -1,5 +1,6 @@
 /* What a simulation is stated with beyond its own numbers: the closed forms,
- * the lower bound on its layout's makespan, the exact search's figures; and
+ * the lower bound on its layout's period (worked out by the caller:
+ * kt_gen_bound_of; nothing here searches), the exact search's figures; and
  * a comparison's row made of them. `kaiten sim`, `kaiten compare` and the
  * foreign-function layer (python/kaiten) all call these, so every front end
  * prints the same bound for the same schedule. */
@@ -8,70 +9,12 @@
 
 #include "kaiten/report.h"
 
-/* The peak of the memory prefix sums of s's compute actions under the stage
- * costs c (what zb-auto's limit counts); *has_b: s runs a full backward. */
-static double order_peak(const kt_schedule *s, const kt_costs *c, int *has_b, int *overlapped) {
-  double top = 0;
-  *has_b = *overlapped = 0;
-  for (int r = 0; r < s->p; r++) {
-    double mem = 0;
-    for (size_t i = 0; i < s->ranks[r].n; i++) {
-      const kt_action *a = &s->ranks[r].actions[i];
-      if (a->op >= KT_OP_COUNT) continue;
-      *has_b |= a->op == KT_OP_B;
-      *overlapped |= (a->flags & KT_ACTION_OVERLAP_NEXT) != 0;
-      mem += kt_action_memory(a->op, kt_cost_mem_act(c, a->stage), kt_cost_mem_wgrad(c, a->stage));
-      if (mem > top) top = mem;
-    }
-  }
-  return top;
-}
-
-/* Some stage's I holds more than its F (M_W > M_B). */
-static int wgrad_above_act(const kt_schedule *s, const kt_costs *c) {
-  for (int st = 0; st < kt_schedule_stages(s); st++)
-    if (kt_cost_mem_wgrad(c, st) > kt_cost_mem_act(c, st)) return 1;
-  return 0;
-}
-
-/* The bound on s's layout within limit per rank (<= 0: s's own peak),
- * raised by up to search_nodes of the exact search when below makespan. */
-static void lower_bound(kt_sim_info *info, const kt_schedule *s, const kt_costs *c, double limit,
-                        double makespan, long search_nodes) {
-  int has_b, overlapped;
-  double peak = order_peak(s, c, &has_b, &overlapped);
-  info->has_lower_bound = info->lower_bound_exact = 0;
-  if (overlapped && c->overlap > 0) {
-    info->lower_bound_why = "--overlap makes an overlapped F&B cell shorter than its two ops";
-    return;
-  }
-  /* a full B frees all at once: with M_W > M_B its split I then W holds
-   * more, so the bound counts no memory limit */
-  if (has_b && wgrad_above_act(s, c)) limit = INFINITY;
-  if (!(limit > 0)) limit = peak > 0 ? peak : INFINITY;
-  double lb;
-  int exact;
-  kt_error err;
-  if (kt_makespan_lower_bound(s, c, limit, 0, &lb, &exact, &err)) {
-    info->lower_bound_why = "no bound for this layout and memory";
-    return;
-  }
-  /* below the schedule's makespan: the exact search may close the gap;
-   * within KT_NEAR_OPTIMAL of it only a search already run may (the gap
-   * already says how near the order is, and a new search would take longer
-   * than the whole call) */
-  info->lower_bound_from = "analytic";
-  if (lb < makespan * (1 - 1e-12) && search_nodes > 0) {
-    double lb2;
-    long nodes = makespan > lb * (1 + KT_NEAR_OPTIMAL) ? search_nodes : -1;
-    if (!kt_makespan_lower_bound(s, c, limit, nodes, &lb2, &exact, &err) && lb2 > lb)
-      lb = lb2, info->lower_bound_from = "search";
-  }
-  info->has_lower_bound = 1;
-  info->lower_bound = lb;
-  info->lower_bound_memory = limit;
-  /* a bound the schedule meets is its optimum */
-  info->lower_bound_exact = exact || fabs(lb - makespan) <= 1e-9 * (1 + makespan);
+/* The bound the caller worked out (kt_gen_bound_of), as every renderer
+ * states it. */
+static void lower_bound(kt_sim_info *info, const kt_gen_bound *b) {
+  info->has_lower_bound = b->has, info->lower_bound_exact = b->exact;
+  info->lower_bound = b->value, info->lower_bound_memory = b->memory;
+  info->lower_bound_from = b->from, info->lower_bound_why = b->why;
 }
 
 /* Schedule "optimal": the search's figures, its bound, no formula. */
@@ -84,7 +27,7 @@ static void optimal_info(kt_sim_info *info, const kt_sim_origin *o) {
   info->search_seconds = res->seconds;
   info->search_time_limit = o->time_limit > 0 ? o->time_limit : 10;
   info->search_nodes = res->nodes;
-  info->search_start_makespan = res->start_makespan;
+  info->search_start_period = res->start_period;
   info->has_lower_bound = 1;
   info->lower_bound = res->lower_bound;
   info->lower_bound_memory = o->mem_limit;
@@ -107,16 +50,14 @@ void kt_sim_info_describe(kt_sim_info *info, const kt_sim_origin *o, const kt_sc
   info->closed_form = f.bubble, info->closed_form_expr = f.bubble_expr, info->closed_form_why = f.why;
   info->closed_form_peak_memory = f.peak_memory;
   info->closed_form_peak_memory_expr = f.peak_memory_expr;
-  /* the search tightens the bound of a searched order only (a
-   * construction's bound is for the memory it happens to use) */
-  if (met && !o->no_bound)
-    lower_bound(info, s, c, o->mem_limit, met->makespan, o->mem_limit >= 0 ? KT_BOUND_SEARCH_NODES : 0);
+  if (o->bound) lower_bound(info, o->bound);
 }
 
 void kt_compare_row_fill(kt_compare_row *r, const kt_sim_info *info, const kt_sim_origin *o,
                          const kt_metrics *met, double peak_1f1b) {
   int p = met->p;
-  r->applies = 1, r->v = info->v, r->makespan = met->makespan, r->bubble = met->bubble_ratio;
+  r->applies = 1, r->v = info->v, r->period = met->period, r->makespan = met->makespan;
+  r->bubble = met->bubble_ratio;
   r->closed = info->closed_form, r->closed_expr = info->closed_form_expr;
   r->closed_why = info->closed_form_why;
   r->closed_mem = info->closed_form_peak_memory;

@@ -260,11 +260,11 @@ void kt_svg_rank_utilisation(kt_buf *b, const kt_metrics *m, const char *time_la
   } else {
     for (size_t r = 0; r < p; r++) {
       const kt_rank_metrics *rm = &m->ranks[r];
-      double util = m->makespan > 0 ? 100 * rm->busy / m->makespan : 0;
+      double util = m->period > 0 ? 100 * rm->busy / m->period : 0;
       snprintf(names[r], sizeof names[r], "rank %zu (%.0f%%)", r, util);
       labels[r] = names[r];
       vals[2 * r] = rm->busy;
-      vals[2 * r + 1] = m->makespan - rm->busy > 0 ? m->makespan - rm->busy : 0;
+      vals[2 * r + 1] = m->period - rm->busy > 0 ? m->period - rm->busy : 0;
     }
     static const char *const series[] = {"busy", "idle"};
     static const char *const colors[] = {"#0072B2", "#D9D9D9"};

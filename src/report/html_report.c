@@ -63,8 +63,11 @@ static void cost_text(char *buf, size_t n, double uniform, const double *per, in
 
 static void facts(kt_buf *b, const kt_report_entry *e) {
   const kt_metrics *m = e->metrics;
-  kt_buf_printf(b, "<span class=\"facts\">makespan <b>%g</b> %s &#183; bubble <b>%.1f%%</b>",
-                m->makespan, unit_name(e->timeline->time_unit), 100 * m->bubble_ratio);
+  kt_buf_printf(b, "<span class=\"facts\">period <b>%g</b> %s", m->period,
+                unit_name(e->timeline->time_unit));
+  if (m->step_sync >= 0) kt_buf_printf(b, " (a step, %s)", kt_step_sync_name((kt_step_sync)m->step_sync));
+  kt_buf_printf(b, " &#183; makespan %g &#183; bubble <b>%.1f%%</b>", m->makespan,
+                100 * m->bubble_ratio);
   if (e->info.closed_form >= 0 && e->info.closed_form_expr) {
     kt_buf_puts(b, " (closed form ");
     kt_html_text(b, e->info.closed_form_expr);
@@ -171,19 +174,19 @@ static void summary_bars(kt_buf *b, const kt_report_entry *e, size_t n) {
     if (!e[i].timeline) continue;
     labels[k] = e[i].info.schedule;
     vals[k] = 100 * e[i].metrics->bubble_ratio;
-    vals[n + k] = e[i].metrics->makespan;
+    vals[n + k] = e[i].metrics->period;
     vals[2 * n + k] = peak_memory(e[i].metrics);
     tunit = unit_name(e[i].timeline->time_unit);
     munit = e[i].timeline->mem_unit;
     k++;
   }
   char xl[3][64];
-  snprintf(xl[0], sizeof xl[0], "bubble ratio (%% of P \xc3\x97 makespan)");
-  snprintf(xl[1], sizeof xl[1], "makespan (%s)", tunit);
+  snprintf(xl[0], sizeof xl[0], "bubble ratio (%% of P \xc3\x97 period)");
+  snprintf(xl[1], sizeof xl[1], "period, a step (%s)", tunit);
   snprintf(xl[2], sizeof xl[2], !strcmp(munit, "unit") ? "peak memory (units of M_B)"
                                                          : "peak memory (%s)", munit);
-  static const char *const titles[3] = {"Bubble ratio", "Makespan", "Peak memory (max over ranks)"};
-  static const char *const ids[3] = {"bars-bubble", "bars-makespan", "bars-memory"};
+  static const char *const titles[3] = {"Bubble ratio", "Period", "Peak memory (max over ranks)"};
+  static const char *const ids[3] = {"bars-bubble", "bars-period", "bars-memory"};
   static const char *const colors[3][1] = {{"#D55E00"}, {"#56B4E9"}, {"#009E73"}};
   static const char *const fmts[3] = {"%.1f%%", "%g", "%g"};
   kt_buf_puts(b, "<div class=\"row\">\n");
@@ -236,7 +239,7 @@ __attribute__((format(printf, 2, 3))) static void cell(cell_arena *a, const char
 }
 
 static void metrics_table(kt_buf *b, const kt_report_entry *e, size_t n) {
-  static const char *const head[] = {"schedule", "V", "makespan", "bubble", "closed form",
+  static const char *const head[] = {"schedule", "V", "period", "makespan", "bubble", "closed form",
                                      "formula", "peak mem", "mem rank 0", "mem last rank",
                                      "in-flight rank 0", "messages"};
   enum { NC = sizeof head / sizeof *head };
@@ -252,6 +255,7 @@ static void metrics_table(kt_buf *b, const kt_report_entry *e, size_t n) {
     const kt_metrics *m = e[i].metrics;
     cell(&a, "%s", e[i].info.schedule);
     cell(&a, "%d", e[i].info.v);
+    cell(&a, "%g", m->period);
     cell(&a, "%g", m->makespan);
     cell(&a, "%.2f%%", 100 * m->bubble_ratio);
     if (e[i].info.closed_form >= 0) cell(&a, "%.2f%%", 100 * e[i].info.closed_form);
@@ -284,7 +288,7 @@ static void rank_table(kt_buf *b, const kt_metrics *m) {
     cell(&a, "%d", r);
     cell(&a, "%g", rm->busy);
     cell(&a, "%g", rm->idle);
-    cell(&a, "%.1f%%", m->makespan > 0 ? 100 * rm->busy / m->makespan : 0);
+    cell(&a, "%.1f%%", m->period > 0 ? 100 * rm->busy / m->period : 0);
     cell(&a, "%g", rm->peak_memory);
     cell(&a, "%d", rm->peak_inflight);
     cell(&a, "%zu", rm->actions);
@@ -367,7 +371,7 @@ static void compare_body(kt_buf *b, const kt_report_entry *e, size_t n, double t
   for (size_t i = 0; i < n; i++)
     if (e[i].timeline && peak_memory(e[i].metrics) > ymax) ymax = peak_memory(e[i].metrics);
   kt_html_section_begin(b, "summary", "Comparison",
-                        "Bubble ratio: idle share of P \xc3\x97 makespan. Peak memory: the "
+                        "Period: a step in steady state (its step sync); makespan: one step alone. Bubble ratio: idle share of P \xc3\x97 period. Peak memory: the "
                         "highest rank's activation memory. Shorter bars are better.");
   summary_bars(b, e, n);
   kt_html_section_end(b);
@@ -440,7 +444,7 @@ static void sim_body(kt_buf *b, const kt_report_entry *e, double t0, double t1,
   whatif(b, e, costs);
   kt_html_section_end(b);
   kt_html_section_begin(b, "ranks", "Ranks",
-                        "Busy and idle time of each rank within the makespan.");
+                        "Busy and idle time of each rank within the period.");
   char xl[64];
   snprintf(xl, sizeof xl, "time (%s)", unit_name(t->time_unit));
   kt_chart_opts co;

@@ -43,6 +43,19 @@ void kt_render_costs_json(const kt_costs *c, kt_buf *b) {
   cost_value(b, "mem_act", c->mem_act, c->stage_mem_act, ns);
   kt_buf_puts(b, ",");
   cost_value(b, "mem_wgrad", c->mem_wgrad, c->stage_mem_wgrad, ns);
+  /* the step's end (kaiten/costs.h) */
+  kt_buf_puts(b, ",");
+  cost_value(b, "tu", c->tu, c->stage_tu, ns);
+  kt_buf_puts(b, ",\"t_norm\":");
+  kt_buf_json_number(b, c->t_norm);
+  kt_buf_puts(b, ",\"t_dp\":");
+  kt_buf_json_number(b, c->t_dp);
+  if (c->tied) {
+    kt_buf_puts(b, ",\"tie\":");
+    kt_buf_json_number(b, c->t_tie);
+  }
+  kt_buf_puts(b, ",\"step_sync\":");
+  kt_buf_json_string(b, kt_step_sync_name(c->step_sync));
   kt_buf_printf(b, ",\"per_stage\":%s}", ns > 0 ? "true" : "false");
 }
 
@@ -67,13 +80,17 @@ static void bound_json(const kt_sim_info *info, double makespan, kt_buf *b) {
     kt_buf_printf(b, ",\"lower_bound_exact\":%s,\"gap\":", info->lower_bound_exact ? "true" : "false");
     kt_buf_json_number(b, info->lower_bound > 0 ? makespan / info->lower_bound - 1 : 0);
   }
+  if (info->stages) {
+    kt_buf_puts(b, ",\"stages\":");
+    kt_buf_json_string(b, info->stages);
+  }
   if (!info->searched) return;
   kt_buf_printf(b, ",\"proven\":%s,\"search\":{\"seconds\":", info->proven ? "true" : "false");
   kt_buf_json_number(b, info->search_seconds);
   kt_buf_puts(b, ",\"time_limit\":");
   kt_buf_json_number(b, info->search_time_limit);
-  kt_buf_printf(b, ",\"nodes\":%ld,\"start_makespan\":", info->search_nodes);
-  kt_buf_json_number(b, info->search_start_makespan);
+  kt_buf_printf(b, ",\"nodes\":%ld,\"start_period\":", info->search_nodes);
+  kt_buf_json_number(b, info->search_start_period);
   kt_buf_puts(b, "}");
 }
 
@@ -90,12 +107,12 @@ static void bound_text(const kt_sim_info *info, double makespan, kt_buf *b) {
   if (!info->searched) return;
   if (info->proven)
     kt_buf_printf(b, "optimal: proven in %.3g s (%ld nodes; zb-auto's order: %g)\n",
-                  info->search_seconds, info->search_nodes, info->search_start_makespan);
+                  info->search_seconds, info->search_nodes, info->search_start_period);
   else
     kt_buf_printf(b, "optimal: not proven within %g s (%ld nodes): the best order found, within "
                      "%.2f%% of the bound; zb-auto's order: %g\n", info->search_time_limit,
                   info->search_nodes, 100 * (makespan / info->lower_bound - 1),
-                  info->search_start_makespan);
+                  info->search_start_period);
 }
 
 /* The timeline's events, a JSON object per event: appended piece by
@@ -140,6 +157,16 @@ void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_t
   }
   kt_buf_puts(b, ",\"makespan\":");
   kt_buf_json_number(b, m->makespan);
+  kt_buf_puts(b, ",\"period\":");
+  kt_buf_json_number(b, m->period);
+  kt_buf_puts(b, ",\"step_sync\":");
+  kt_buf_json_string(b, m->step_sync >= 0 ? kt_step_sync_name((kt_step_sync)m->step_sync) : "none");
+  kt_buf_puts(b, ",\"span\":");
+  kt_buf_json_number(b, m->span);
+  if (m->step_sync == KT_STEP_OVERLAP) { /* post-validation: a wrong update runs the next step again */
+    kt_buf_puts(b, ",\"rollback_cost\":");
+    kt_buf_json_number(b, m->period);
+  }
   kt_buf_puts(b, ",\"bubble_ratio\":");
   kt_buf_json_number(b, m->bubble_ratio);
   kt_buf_puts(b, ",\"closed_form_bubble\":");
@@ -162,7 +189,7 @@ void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_t
     kt_buf_puts(b, ",\"cost_basis\":");
     kt_buf_json_string(b, info->cost_basis);
   }
-  bound_json(info, m->makespan, b);
+  bound_json(info, m->period, b);
   double peak = 0;
   for (int r = 0; r < m->p; r++)
     if (m->ranks[r].peak_memory > peak) peak = m->ranks[r].peak_memory;
@@ -189,6 +216,22 @@ void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_t
   kt_buf_puts(b, "}\n");
 }
 
+void kt_render_step_line(kt_step_sync sync, kt_buf *b) {
+  if (sync == KT_STEP_BARRIER)
+    kt_buf_puts(b, "period = a step in steady state, step sync barrier: every rank waits for all "
+                   "after the global-norm all-reduce; makespan = one step alone\n");
+  else
+    kt_buf_puts(b, "period = a step in steady state, step sync overlap: a rank starts its next step "
+                   "once its own update is done; makespan = one step alone\n");
+}
+
+void kt_render_period_text(const kt_metrics *m, const char *time_unit, kt_buf *b) {
+  kt_buf_printf(b, "period %g %s", m->period, time_unit);
+  if (m->step_sync >= 0) kt_buf_printf(b, " (a step, %s)", kt_step_sync_name((kt_step_sync)m->step_sync));
+  if (fabs(m->makespan - m->period) > 1e-12 * (1 + m->period))
+    kt_buf_printf(b, "   makespan %g (one step alone)", m->makespan);
+}
+
 void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const char *time_unit,
                             kt_buf *b) {
   if (info) {
@@ -201,15 +244,15 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
     }
     kt_buf_puts(b, "\n");
   }
-  kt_buf_printf(b, "makespan %g %s   bubble_ratio %.4f (%.1f%%)", m->makespan, time_unit,
-                m->bubble_ratio, 100 * m->bubble_ratio);
+  kt_render_period_text(m, time_unit, b);
+  kt_buf_printf(b, "   bubble_ratio %.4f (%.1f%%)", m->bubble_ratio, 100 * m->bubble_ratio);
   if (info && info->closed_form >= 0)
     kt_buf_printf(b, "   closed form %s = %.4f", info->closed_form_expr, info->closed_form);
   else if (info && info->closed_form_why)
     kt_buf_printf(b, "   closed form - (%s)", info->closed_form_why);
   if (info) kt_buf_printf(b, "   p2p messages %zu", info->messages);
   kt_buf_puts(b, "\n");
-  if (info) bound_text(info, m->makespan, b);
+  if (info) bound_text(info, m->period, b);
   kt_buf_printf(b, "%-6s %10s %10s %8s %12s %14s\n", "rank", "busy", "idle", "util",
                 "peak_memory", "peak_inflight");
   /* many ranks: the first ones, the last, and the extremes of the rest
@@ -229,7 +272,7 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
       continue;
     }
     const kt_rank_metrics *rm = &m->ranks[r];
-    double util = m->makespan > 0 ? rm->busy / m->makespan : 0;
+    double util = m->period > 0 ? rm->busy / m->period : 0;
     kt_buf_printf(b, "%-6d %10g %10g %7.1f%% %12g %14d", r, rm->busy, rm->idle, 100 * util,
                   rm->peak_memory, rm->peak_inflight);
     if (m->p > ALL_UP_TO && r == lo_busy && rm->busy < m->ranks[m->p - 1 - lo_busy].busy)
@@ -318,4 +361,28 @@ void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_p
     kt_buf_puts(b, "}}");
   }
   kt_buf_puts(b, "\n]}\n");
+}
+
+void kt_render_run_timelines(const kt_run_timelines *t, kt_buf *timeline, kt_buf *trace) {
+  const kt_schedule *sc = t->schedule;
+  kt_metrics mm;
+  if (kt_timeline_metrics(t->measured, &mm, NULL)) {
+    timeline->failed = 1;
+    return;
+  }
+  /* measured and predicted in the sim JSON format, side by side */
+  kt_sim_info info = {.schedule = sc->name, .p = sc->p, .v = sc->v, .m = sc->m,
+                      .placement = kt_placement_name(sc->placement), .closed_form = -1,
+                      .messages = kt_schedule_messages(sc)};
+  kt_buf_puts(timeline, "{\"measured\":");
+  if (t->measured_metrics) kt_metrics_set_period(&mm, t->measured_metrics->period, t->measured_metrics->step_sync);
+  kt_render_sim_json(&info, &mm, t->measured, timeline);
+  kt_buf_puts(timeline, ",\"predicted\":");
+  info.costs = t->calibrated;
+  kt_render_sim_json(&info, t->predicted_metrics, t->predicted, timeline);
+  kt_buf_puts(timeline, "}\n");
+  kt_metrics_free(&mm);
+  char title[96];
+  snprintf(title, sizeof title, "kaiten train %s P=%d M=%d (measured)", sc->name, sc->p, sc->m);
+  kt_render_chrome_trace(t->measured, title, 1e6, trace);
 }

@@ -186,8 +186,9 @@ static void render_json(const kt_plan_model *m, const kt_plan_cluster *c, const 
   json_field(out, "flops", kt_plan_cluster_flops(c));
   json_field(out, "intra_bw", c->intra_bw);
   json_field(out, "inter_bw", c->inter_bw);
-  kt_buf_printf(out, "},\"global_batch\":%ld,\"zero\":%d,\"sequence_parallel\":%s",
-                sp->global_batch, o->zero, o->sequence_parallel ? "true" : "false");
+  kt_buf_printf(out, "},\"global_batch\":%ld,\"zero\":%d,\"sequence_parallel\":%s,\"step_sync\":\"%s\"",
+                sp->global_batch, o->zero, o->sequence_parallel ? "true" : "false",
+                kt_step_sync_name(o->step_sync));
   kt_buf_printf(out, ",\"search\":{\"enumerated\":%zu,\"pruned_memory\":%zu,\"pruned_time\":%zu,"
                 "\"evaluated\":%zu,\"no_fit\":%zu,\"not_applicable\":%zu,\"over_bubble\":%zu,"
                 "\"simulations\":%zu",
@@ -213,12 +214,13 @@ static void render_explain(const kt_plan_model *m, const kt_plan_cluster *c, con
                 g->p, g->d, g->t, g->v, g->m, g->b, g->k, kt_gen_kind_name(g->schedule),
                 kt_recompute_name(g->recompute), B, g->k, g->m, g->b, g->d, c->devices, g->p, g->d,
                 g->t);
-  kt_buf_printf(out, "  step %s = K %d x round %s + gradient sync %s  (%.1f samples/s)\n",
+  kt_buf_printf(out, "  step %s = K %d x round %s + gradient sync %s  (%.1f samples/s; the period, "
+                    "rounds back to back)\n",
                 fmt_time(r->step_time, t1, sizeof t1), g->k, fmt_time(r->round_time, t2, sizeof t2),
                 fmt_time(r->dp_time, t3, sizeof t3), B / r->step_time);
   const char *expr = NULL;
   double closed = kt_gen_closed_form_bubble(g->schedule, g->p, g->v, g->m, 1, 1, 1, &expr);
-  kt_buf_printf(out, "  round: simulated makespan of %d micro-batches; bubble %.2f%%", g->m,
+  kt_buf_printf(out, "  round: simulated period of %d micro-batches; bubble %.2f%%", g->m,
                 100 * r->bubble_ratio);
   if (closed >= 0 && expr) kt_buf_printf(out, " (uniform closed form %s = %.2f%%)", expr, 100 * closed);
   kt_buf_printf(out, "\n  p2p hop %s; tensor-parallel collectives %s per micro-batch on the "
@@ -267,6 +269,8 @@ void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_p
                 rep->enumerated, rep->seconds, rep->pruned_memory, rep->pruned_time,
                 rep->evaluated, rep->no_fit, rep->not_applicable, rep->over_bubble,
                 rep->simulations);
+  kt_buf_printf(out, "step = the simulated period, a step in steady state under step sync %s "
+                    "(--step-sync)\n\n", kt_step_sync_name(o->step_sync));
   if (rep->n == 0) return;
   kt_buf_printf(out, "%3s %3s %3s %2s %2s %9s %4s %5s  %-14s %-9s %-9s %10s %7s  %-19s  %-14s %s\n",
                 "#", "P", "D", "t", "V", "M", "b", "K", "schedule", "recompute", "nodes", "step",

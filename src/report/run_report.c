@@ -129,17 +129,20 @@ static int stage_text(const kt_run *r, int rank, char *buf, size_t n) {
   return ns + more;
 }
 
-/* The traced step's heading: schedule, measured and predicted makespan and
+/* The traced step's heading: schedule, measured and predicted period (the
+ * step as it runs; the makespan, one step alone, where it differs) and
  * bubble, and the costs the prediction was calibrated with. */
 static void traced_step_head(kt_buf *b, const kt_run *r, const kt_metrics *mm,
                              const kt_metrics *pm, double ts, const char *tu) {
   kt_buf_printf(b, "<div class=\"head\"><h3>");
   kt_html_text(b, r->schedule[0] ? r->schedule : "schedule");
-  kt_buf_printf(b, "</h3><span class=\"facts\">measured: makespan <b>%.4g</b> %s &#183; bubble "
-                   "<b>%.1f%%</b> &#8195; predicted: makespan <b>%.4g</b> %s &#183; bubble "
-                   "<b>%.1f%%</b>",
-                mm->makespan * ts, tu, 100 * mm->bubble_ratio, pm->makespan * ts, tu,
-                100 * pm->bubble_ratio);
+  kt_buf_printf(b, "</h3><span class=\"facts\">measured: period <b>%.4g</b> %s (makespan %.4g) "
+                   "&#183; bubble <b>%.1f%%</b> &#8195; predicted: period <b>%.4g</b> %s (makespan "
+                   "%.4g) &#183; bubble <b>%.1f%%</b>",
+                mm->period * ts, tu, mm->makespan * ts, 100 * mm->bubble_ratio, pm->period * ts,
+                tu, pm->makespan * ts, 100 * pm->bubble_ratio);
+  if (mm->step_sync >= 0)
+    kt_buf_printf(b, " &#183; step sync %s", kt_step_sync_name((kt_step_sync)mm->step_sync));
   if (isfinite(r->calibrated[0]))
     kt_buf_printf(b, " (simulator, costs calibrated on this step: T_F %.3g, T_B %.3g, T_W %.3g, "
                      "T_comm %.3g %s)", r->calibrated[0] * ts, r->calibrated[1] * ts,
@@ -241,7 +244,7 @@ static void step_table(kt_buf *b, const kt_run *r, const kt_metrics *mm, const k
     cellf(&c, "%s", st);
     cellf(&c, "%.3g", m->busy * ts);
     cellf(&c, "%.3g", m->idle * ts);
-    cellf(&c, "%.1f%%", mm->makespan > 0 ? 100 * m->busy / mm->makespan : 0);
+    cellf(&c, "%.1f%%", mm->period > 0 ? 100 * m->busy / mm->period : 0);
     cellf(&c, "%.3g", k < pm->p ? pm->ranks[k].busy * ts : NAN);
     cellf(&c, "%zu", m->actions);
     cellf(&c, "%lld", (long long)m->bytes_sent);
@@ -470,6 +473,9 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title) {
     if (kt_timeline_metrics(&r->measured, &mm, &err)) b->failed = 1;
     else if (kt_timeline_metrics(&r->predicted, &pm, &err)) b->failed = 1, kt_metrics_free(&mm);
     else have = 1;
+    /* the traced step's periods, where the run directory has them */
+    if (have && isfinite(r->measured_period)) kt_metrics_set_period(&mm, r->measured_period, r->step_sync);
+    if (have && isfinite(r->predicted_period)) kt_metrics_set_period(&pm, r->predicted_period, r->step_sync);
   }
   char head[160], sub[320];
   /* the directory's last component ("runs/demo/" -> "demo") */

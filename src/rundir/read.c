@@ -233,6 +233,10 @@ static kt_status load_timeline(kt_run *r, const char *path, double *t0, kt_error
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "costs");
     static const char *const keys[4] = {"tf", "tb", "tw", "comm"};
     for (int i = 0; i < 4; i++) r->calibrated[i] = kt__rd_num(c, keys[i]);
+    r->measured_period = kt__rd_num(m, "period");
+    r->predicted_period = kt__rd_num(p, "period");
+    const cJSON *sync = cJSON_GetObjectItemCaseSensitive(m, "step_sync");
+    r->step_sync = cJSON_IsString(sync) ? kt_step_sync_from_name(sync->valuestring) : -1;
     r->has_timeline = 1;
   }
   cJSON_Delete(root);
@@ -324,6 +328,7 @@ static kt_status load_traced(kt_run *r, kt_error *err) {
 kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err) {
   memset(out, 0, sizeof *out);
   for (int i = 0; i < 4; i++) out->calibrated[i] = NAN;
+  out->measured_period = out->predicted_period = NAN, out->step_sync = -1;
   struct stat sb;
   if (!dir || !*dir) return kt_fail(err, KT_EINVAL, "no run directory given");
   if (stat(dir, &sb) != 0)
@@ -365,6 +370,8 @@ kt_status kt_run_follow(kt_run *r, kt_run_news *news, kt_error *err) {
       kt_timeline_free(&r->predicted);
       r->measured = t.measured, r->predicted = t.predicted;
       memcpy(r->calibrated, t.calibrated, sizeof r->calibrated);
+      r->measured_period = t.measured_period, r->predicted_period = t.predicted_period;
+      r->step_sync = t.step_sync;
       r->has_timeline = t.has_timeline, r->has_memory = t.has_memory;
       memcpy(r->follow.timeline_id, t.follow.timeline_id, sizeof id);
       news->timeline = 1;

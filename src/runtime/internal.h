@@ -2,9 +2,48 @@
 #ifndef KAITEN_RUNTIME_INTERNAL_H
 #define KAITEN_RUNTIME_INTERNAL_H
 
+#include <pthread.h>
+
 #include "kaiten/runtime.h"
 
 typedef struct kt__worker kt__worker;
+
+/* Orders in flight at most: the step a fast rank starts, the one a slow
+ * rank still runs, the one before them waiting to be validated, and a
+ * flush (with room to spare). An order's results live in slot seq % KT__RING. */
+#define KT__RING 5
+#define KT__STEPS_IN_FLIGHT 3
+
+/* What the workers are asked to do (driver.c): a step, or a flush that only
+ * validates the step still pending (post-validation, validate.c). */
+typedef struct {
+  int seq; /* its place among the runtime's orders: slot seq % KT__RING, and its messages' tags */
+  int step, update;
+  int speculate; /* the next step follows without a barrier: this one's update may run
+                    on what the rank has, checked behind it */
+  int flush;
+  int stop_on_nonfinite; /* a non-finite step cancels the one after it */
+  int vote;              /* the caller's stop request, carried to every rank */
+  const kt_microbatch *data;
+  double submitted; /* kt_now() */
+} kt__order;
+
+/* A step as one worker knows it once it is validated. */
+typedef struct {
+  int seq, step; /* the order and the step these figures are for */
+  int valid;     /* validated: the figures are final */
+  int cancelled; /* a non-finite step before it stopped it before its update */
+  double loss, grad_norm, lr;
+  int nonfinite, nonfinite_stage;
+  const char *nonfinite_what;
+  int rollbacks; /* times it was run again after the step before it was rolled back */
+  int waited;    /* its update waited for its check (under a barrier, or clipped before) */
+  int vote;      /* the winner of the stop requests it carried (kt__stop_winner) */
+  double begin, done; /* kt_now(): the order's start, its update's end */
+  int64_t bytes_sent;  /* the worker's transport since its start, at the step's end */
+  double comm_seconds;
+  double sync_seconds, tail_seconds;
+} kt__step_out;
 
 struct kt_runtime {
   kt_runtime_config cfg;
@@ -17,7 +56,29 @@ struct kt_runtime {
   kt_transport *handles;   /* n_local, owned when owns_transport */
   int owns_transport;
   kt_timeline timeline;    /* replica 0, merged after each step */
-  double step_t0;
+  /* Event times count from here (kt_now()): set when a step starts after a
+   * barrier (with other processes: right after the transport's barrier,
+   * so every process counts from the same moment) and kept while steps
+   * follow each other without one. */
+  double t_origin;
+  /* the orders (driver.c): submitted so far, and the step orders whose
+   * results were taken */
+  kt__order orders[KT__RING];
+  int submitted, completed;
+  double last_done; /* when the last completed step's last update ended */
+  int last_speculated; /* it was followed without a barrier */
+  int64_t bytes_mark;   /* local traffic when the last step completed */
+  double comm_mark;
+  /* a stop asked for while the caller waits (kt_runtime_set_poll): the
+   * steps no worker began were taken back (retracted, from retract_step) */
+  int (*poll)(void *ctx);
+  void *poll_ctx;
+  int retracted, retract_step;
+  /* persistent worker threads (more than one local rank) */
+  pthread_t *threads;
+  int n_threads, shutdown;
+  pthread_mutex_t lock;
+  pthread_cond_t wake, done;
 };
 
 struct kt__worker {
@@ -51,30 +112,70 @@ struct kt__worker {
    * and its run delay (the time it was ready without a core) */
   double t_mark, cpu_mark, ready_mark;
   int ready_fd;            /* the thread's /proc schedstat (-1: its run delay is unknown) */
-  int fresh_thread;        /* runs in a thread started for this step (its clocks start at 0) */
-  kt_timeline events;      /* this worker's events and memory samples for the step */
-  /* step inputs and outputs (threads mode) */
+  kt_timeline ev[KT__RING]; /* events and memory samples, per order slot */
+  kt_timeline *events;     /* the running order's (ev[seq % KT__RING]) */
+  kt__step_out out[KT__RING];
+  /* the running order */
   int step, update;
   const kt_microbatch *data;
+  int next_order;          /* the next order this worker runs (driver.c) */
+  int began;               /* it began order next_order (driver.c, lock held) */
   kt_status status;
   kt_error err;
-  double grad_norm, lr, loss;
-  /* the step's end (finish_step): seconds in collectives, and the rest
-   * (gradient scaling, norms, the optimizer update) */
-  double sync_seconds, tail_seconds;
   /* non-finite values this step: per chunk, its forward output (or loss) */
   unsigned char fwd_bad[KT_MAX_CHUNKS];
-  int nonfinite, nonfinite_stage; /* after finish_step: the step was not applied */
-  const char *nonfinite_what;
+  /* post-validation (validate.c): the order (seq) whose update may have
+   * run on what a rank had and is not checked yet (-1: none), the weights,
+   * optimizer state and gradients from before it, and the step's records
+   * (one per world rank) */
+  int pending;
+  int pending_own;         /* this rank's own update of it ran before the check */
+  int last_wrong;          /* the last step checked needed it: clipped, or not finite */
+  float **keep_params, **keep_opt, **keep_grads; /* [V] */
+  unsigned char *records;  /* world * kt__record_bytes(rt) */
 };
 
-/* Runs one optimizer step on this worker: K rounds of its action list, then
- * the gradient synchronisation and the update. */
-kt_status kt__worker_step(kt__worker *w, kt_error *err);
+/* Runs an order on this worker (worker.c): K rounds of its action list,
+ * the validation of the step before it, then the step's end (validate.c). */
+kt_status kt__worker_order(kt__worker *w, const kt__order *o, kt_error *err);
+/* The K rounds of the running step's actions (worker.c). */
+kt_status kt__worker_rounds(kt__worker *w, kt_error *err);
 
-/* Gradient synchronisation, clipping and the optimizer update (optim.c). */
-kt_status kt__worker_finish_step(kt__worker *w, kt_error *err);
+/* ---- the step's end (optim.c) ---- */
+/* Tied-embedding gradients summed, the data-parallel all-reduce, one
+ * scaling by 1/(K*M*D); *sync += seconds in collectives. */
+kt_status kt__step_reduce(kt__worker *w, double *sync, kt_error *err);
+/* This rank's share of the squared global norm (the tied head copy left out). */
+double kt__step_norm_share(kt__worker *w);
+/* 1 where a stage's gradients on this rank are not finite (flags[S]). */
+void kt__step_grad_flags(kt__worker *w, unsigned char *flags);
+/* The optimizer update of every chunk with the gradients scaled by clip:
+ * the chunks' own, or grads[V] (a copy kept from the step they belong to). */
+void kt__step_update(kt__worker *w, int step, float clip, float *const *grads);
 kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err);
+
+/* ---- post-validation (validate.c) ---- */
+/* The step's end after its actions: the step pending before it validated
+ * (*redo: it was rolled back, so this step's actions ran on wrong weights
+ * and must run again), then this step's reduction, its record sent to
+ * every rank, and its update: checked at once, or on what the rank has and
+ * checked behind it (o->speculate). */
+kt_status kt__step_validate_pending(kt__worker *w, const kt__order *o, int *redo, kt_error *err);
+kt_status kt__step_end(kt__worker *w, const kt__order *o, kt_error *err);
+/* Room for post-validation (rollback copies, records). ENOMEM. */
+kt_status kt__step_alloc(kt__worker *w, kt_error *err);
+void kt__step_free(kt__worker *w);
+/* The winner of stop requests (a failure first, then SIGTERM, SIGINT,
+ * SIGUSR1, then the smallest reason). */
+int kt__stop_winner(const int *votes, int n);
+
+/* ---- the driver (driver.c) ---- */
+/* A step order's figures before it runs (the lock held while threads run). */
+void kt__step_out_begin(kt__worker *w, const kt__order *o);
+/* Marks slot's step validated on this worker (wakes whoever waits for it). */
+void kt__worker_validated(kt__worker *w, kt__step_out *out);
+/* Stops and joins the worker threads. */
+void kt__driver_stop(kt_runtime *rt);
 
 /* Synthetic chunk (synthetic.c): F/I/W sleep their cost, tensors of act_bytes. */
 kt_status kt__synthetic_chunk_create(const kt_runtime_config *cfg, int stage, int n_stages,

@@ -150,11 +150,13 @@ static void adamw_update(float *restrict p, const float *restrict g, float *rest
   }
 }
 
-static void update_chunk(kt__worker *w, int c, double lr, float clip_scale, int t) {
+static void update_chunk(kt__worker *w, int c, const float *grads, double lr, float clip_scale,
+                         int t) {
   const kt_optim_config *o = &w->rt->cfg.optim;
   kt_chunk *ch = w->chunk[c];
   size_t n;
-  float *params = kt_chunk_params(ch, &n), *grads = kt_chunk_grads(ch, NULL);
+  float *params = kt_chunk_params(ch, &n);
+  if (!grads) grads = kt_chunk_grads(ch, NULL);
   if (o->kind == KT_OPTIM_SGD) {
     sgd_update(params, grads, w->opt_state[c], n, (float)lr, (float)o->momentum, clip_scale);
     return;
@@ -186,58 +188,29 @@ static double tied_head_copy_sq(kt_chunk *ch) {
   return 0;
 }
 
-/* Where non-finite values first showed: the earliest stage whose forward
- * output (the loss on the last stage) was not finite, else the latest stage
- * whose gradients were not (backward runs from the last stage down). */
-static kt_status locate_nonfinite(kt__worker *w, kt_error *err) {
+void kt__step_grad_flags(kt__worker *w, unsigned char *flags) {
   kt_runtime *rt = w->rt;
-  int S = rt->S;
-  float *flags = kt_calloc(2 * (size_t)S, sizeof *flags);
-  if (!flags) return kt_fail(err, KT_ENOMEM, "out of memory");
+  memset(flags, 0, (size_t)rt->S);
   for (int c = 0; c < rt->V; c++) {
     int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
     if (stage < 0) continue; /* an empty slot (uneven placement) */
     size_t n;
     const float *grads = kt_chunk_grads(w->chunk[c], &n);
-    flags[stage] = w->fwd_bad[c];
     for (size_t i = 0; i < n; i++)
       if (!isfinite(grads[i])) {
-        flags[S + stage] = 1;
+        flags[stage] = 1;
         break;
       }
   }
-  kt_status st = kt_allreduce(w->t, KT_GROUP_WORLD, flags, 2 * (size_t)S, err);
-  w->nonfinite_stage = S - 1;
-  w->nonfinite_what = "loss";
-  for (int s = S - 1; s >= 0; s--)
-    if (flags[S + s] > 0) {
-      w->nonfinite_stage = s;
-      w->nonfinite_what = "gradients";
-      break;
-    }
-  for (int s = S - 1; s >= 0; s--)
-    if (flags[s] > 0) w->nonfinite_stage = s, w->nonfinite_what = s == S - 1 ? "loss" : "forward output";
-  free(flags);
-  return st;
-}
-
-static kt_status finish_step(kt__worker *w, double *sync, kt_error *err);
-
-kt_status kt__worker_finish_step(kt__worker *w, kt_error *err) {
-  double t_begin = kt_now(), t_sync = 0;
-  w->sync_seconds = w->tail_seconds = 0;
-  kt_status st = finish_step(w, &t_sync, err);
-  w->sync_seconds = t_sync;
-  w->tail_seconds = kt_now() - t_begin - t_sync;
-  return st;
 }
 
 /* Collectives are timed apart (*sync): they wait for the other ranks. */
-static kt_status finish_step(kt__worker *w, double *sync, kt_error *err) {
+kt_status kt__step_reduce(kt__worker *w, double *sync, kt_error *err) {
   kt_runtime *rt = w->rt;
+  double t0 = kt_now();
   kt_status st = sum_tied(w, err);
+  *sync += kt_now() - t0;
   if (st) return st;
-  double t0;
   float scale = 1.0f / (float)((double)rt->K * rt->M * rt->D);
   for (int c = 0; c < rt->V && !st; c++) {
     size_t n;
@@ -247,33 +220,21 @@ static kt_status finish_step(kt__worker *w, double *sync, kt_error *err) {
     *sync += kt_now() - t0;
     for (size_t i = 0; i < n; i++) g[i] *= scale;
   }
-  if (st) return st;
-  /* global norm: every parameter once (the last stage's tied copy is skipped) */
+  return st;
+}
+
+/* Every parameter once: the last stage's tied copy is left out. */
+double kt__step_norm_share(kt__worker *w) {
   double local = 0;
-  for (int c = 0; c < rt->V; c++) {
+  for (int c = 0; c < w->rt->V; c++) {
     size_t n;
     const float *grads = kt_chunk_grads(w->chunk[c], &n);
     local += sum_squares(grads, n) - tied_head_copy_sq(w->chunk[c]);
   }
-  float sums[2] = {(float)local, (float)w->loss_sum};
-  /* pipeline group: the norm (replicas agree after the all-reduce); the loss
-   * only lives on last stages, so it is summed over the world below */
-  t0 = kt_now();
-  st = kt_allreduce(w->t, KT_GROUP_PIPELINE, sums, 1, err);
-  float loss = (float)w->loss_sum;
-  if (!st) st = kt_allreduce(w->t, KT_GROUP_WORLD, &loss, 1, err);
-  *sync += kt_now() - t0;
-  if (st) return st;
-  w->loss = loss / ((double)rt->K * rt->M * rt->D);
-  w->grad_norm = sqrt((double)sums[0]);
-  w->lr = kt_optim_lr(&rt->cfg.optim, w->step);
-  /* every worker sees the same loss and norm, so all take this branch */
-  w->nonfinite = !isfinite(w->loss) || !isfinite(w->grad_norm);
-  if (w->nonfinite) return locate_nonfinite(w, err);
-  if (!w->update) return KT_OK;
-  float clip = 1.0f;
-  if (rt->cfg.optim.grad_clip > 0 && w->grad_norm > rt->cfg.optim.grad_clip)
-    clip = (float)(rt->cfg.optim.grad_clip / w->grad_norm);
-  for (int c = 0; c < rt->V; c++) update_chunk(w, c, w->lr, clip, w->step + 1);
-  return KT_OK;
+  return local;
+}
+
+void kt__step_update(kt__worker *w, int step, float clip, float *const *grads) {
+  double lr = kt_optim_lr(&w->rt->cfg.optim, step);
+  for (int c = 0; c < w->rt->V; c++) update_chunk(w, c, grads ? grads[c] : NULL, lr, clip, step + 1);
 }

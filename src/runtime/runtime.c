@@ -1,6 +1,5 @@
-/* Runtime set-up and the step driver: builds each local rank's chunks and
- * buffers, runs one thread per local rank per step, stops everyone when one
- * rank fails, and merges the measured timeline. */
+/* Runtime set-up: builds each local rank's chunks and buffers (the steps
+ * run in driver.c). */
 #define _GNU_SOURCE /* sched_getaffinity, pthread_setaffinity_np */
 #include <pthread.h>
 #include <sched.h>
@@ -22,6 +21,7 @@ void kt_runtime_config_default(kt_runtime_config *c) {
   c->timeout = 60;
   c->pin_threads = 1;
   c->slow_rank = -1;
+  c->nan_step = c->nan_rank = -1;
   c->slow_factor = 1;
 }
 
@@ -116,7 +116,8 @@ static void worker_free(kt__worker *w, int V, int SM) {
   free(w->din_buf);
   free(w->act_handoff);
   free(w->grad_handoff);
-  kt_timeline_free(&w->events);
+  for (int k = 0; k < KT__RING; k++) kt_timeline_free(&w->ev[k]);
+  kt__step_free(w);
 }
 
 static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int world_rank,
@@ -136,7 +137,9 @@ static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int
   size_t slots = 2 * (size_t)rt->V * (size_t)rt->M;
   w->outbox = kt_calloc(slots, sizeof *w->outbox);
   w->recv_event = kt_calloc(slots, sizeof *w->recv_event);
-  kt_timeline_init(&w->events, rt->P, "s", "B");
+  for (int k = 0; k < KT__RING; k++) kt_timeline_init(&w->ev[k], rt->P, "s", "B");
+  w->events = &w->ev[0];
+  w->pending = -1;
   if (!w->chunk || !w->opt_state || !w->opt_n || !w->act_handoff || !w->grad_handoff ||
       !w->outbox || !w->recv_event)
     return kt_fail(err, KT_ENOMEM, "out of memory");
@@ -165,7 +168,8 @@ static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int
   w->din_buf = malloc(bytes);
   if (!w->in_buf || !w->out_buf || !w->dout_buf || !w->din_buf)
     return kt_fail(err, KT_ENOMEM, "out of memory for boundary buffers");
-  return kt__optim_alloc_state(w, err);
+  kt_status st = kt__optim_alloc_state(w, err);
+  return st ? st : kt__step_alloc(w, err);
 }
 
 static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {
@@ -289,6 +293,9 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
   rt->D = cfg->data_parallel;
   rt->K = cfg->grad_accum;
   rt->handles = handles;
+  pthread_mutex_init(&rt->lock, NULL);
+  pthread_cond_init(&rt->wake, NULL);
+  pthread_cond_init(&rt->done, NULL);
   kt_timeline_init(&rt->timeline, rt->P, "s", "B");
   rt->unit_offset = kt_calloc((size_t)rt->S + 1, sizeof *rt->unit_offset);
   rt->workers = kt_calloc((size_t)n_local, sizeof *rt->workers);
@@ -338,8 +345,9 @@ kt_status kt_runtime_create_threads(const kt_runtime_config *cfg, kt_runtime **o
   *out = NULL;
   if (!cfg->schedule) return kt_fail(err, KT_EINVAL, "no schedule");
   int P = cfg->schedule->p, D = cfg->data_parallel > 0 ? cfg->data_parallel : 1;
-  /* the mailbox bound: every message a rank can receive in one round */
-  size_t cap = 2 * (size_t)cfg->schedule->m * cfg->schedule->v + 64;
+  /* the mailbox bound: every message a rank can receive in one round, and
+   * two steps' records of every other rank (post-validation) */
+  size_t cap = 2 * (size_t)cfg->schedule->m * cfg->schedule->v + 64 + 4 * (size_t)P * D;
   kt_transport *h;
   kt_status st = kt_transport_threads_create(P, D, cfg->timeout, cap, &h, err);
   if (st) return st;
@@ -361,6 +369,10 @@ kt_status kt_runtime_create_threads(const kt_runtime_config *cfg, kt_runtime **o
 
 void kt_runtime_destroy(kt_runtime *rt) {
   if (!rt) return;
+  kt__driver_stop(rt);
+  pthread_cond_destroy(&rt->wake);
+  pthread_cond_destroy(&rt->done);
+  pthread_mutex_destroy(&rt->lock);
   for (int i = 0; i < rt->n_local; i++) worker_free(&rt->workers[i], rt->V, rt->S * rt->M);
   if (rt->owns_transport) kt_transport_threads_destroy(rt->handles, rt->P * rt->D);
   free(rt->workers);
@@ -370,195 +382,6 @@ void kt_runtime_destroy(kt_runtime *rt) {
   kt_schedule_free(&rt->program);
   free(rt);
 }
-
-/* With ranks in other processes, world rank 0 collects the timelines of
- * replica 0's pipeline ranks so reports show every rank. */
-static kt_status gather_timeline(kt_runtime *rt, kt_error *err) {
-  if (rt->n_local == rt->P * rt->D) return KT_OK;
-  kt__worker *w = &rt->workers[0];
-  kt_transport *t = w->t;
-  const uint64_t tag = KT_TAG_COLLECTIVE | 0x300;
-  if (w->replica != 0) return KT_OK;
-  if (w->world_rank != 0) {
-    int64_t counts[3] = {(int64_t)w->events.n_events, (int64_t)w->events.n_mem,
-                         (int64_t)w->events.n_comm};
-    kt_status st = kt_transport_send(t, 0, tag, counts, sizeof counts, err);
-    if (!st) st = kt_transport_send(t, 0, tag + 1, w->events.events, w->events.n_events * sizeof(kt_event), err);
-    if (!st) st = kt_transport_send(t, 0, tag + 2, w->events.mem, w->events.n_mem * sizeof(kt_mem_sample), err);
-    if (!st) st = kt_transport_send(t, 0, tag + 3, w->events.comm, w->events.n_comm * sizeof(kt_event), err);
-    return st;
-  }
-  for (int r = 1; r < rt->P; r++) {
-    int src = kt_world_rank(r, 0, rt->D);
-    int64_t counts[3];
-    kt_status st = kt_transport_recv(t, src, tag, counts, sizeof counts, err);
-    if (st) return st;
-    for (int k = 0; k < 3; k++)
-      if (counts[k] < 0 || counts[k] > (1 << 26))
-        return kt_fail(err, KT_ERUNTIME, "bad timeline from rank %d", src);
-    kt_event *ev = kt_calloc((size_t)counts[0] + 1, sizeof *ev);
-    kt_mem_sample *mem = kt_calloc((size_t)counts[1] + 1, sizeof *mem);
-    kt_event *comm = kt_calloc((size_t)counts[2] + 1, sizeof *comm);
-    if (!ev || !mem || !comm) st = kt_fail(err, KT_ENOMEM, "out of memory");
-    if (!st) st = kt_transport_recv(t, src, tag + 1, ev, (size_t)counts[0] * sizeof *ev, err);
-    if (!st) st = kt_transport_recv(t, src, tag + 2, mem, (size_t)counts[1] * sizeof *mem, err);
-    if (!st) st = kt_transport_recv(t, src, tag + 3, comm, (size_t)counts[2] * sizeof *comm, err);
-    for (int64_t i = 0; !st && i < counts[0]; i++)
-      if (kt_timeline_add_event(&rt->timeline, &ev[i])) st = kt_fail(err, KT_ENOMEM, "out of memory");
-    for (int64_t i = 0; !st && i < counts[1]; i++)
-      if (kt_timeline_add_mem(&rt->timeline, mem[i].rank, mem[i].t, mem[i].value))
-        st = kt_fail(err, KT_ENOMEM, "out of memory");
-    for (int64_t i = 0; !st && i < counts[2]; i++)
-      if (kt_timeline_add_comm(&rt->timeline, &comm[i])) st = kt_fail(err, KT_ENOMEM, "out of memory");
-    free(ev);
-    free(mem);
-    free(comm);
-    if (st) return st;
-  }
-  return KT_OK;
-}
-
-static void *worker_main(void *arg) {
-  kt__worker *w = arg;
-  if (w->cpu >= 0) { /* best effort: a refusal leaves the thread where the kernel put it */
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(w->cpu, &set);
-    (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-  }
-  if (w->rt->cfg.synthetic) kt__synthetic_thread_setup();
-  w->status = kt__worker_step(w, &w->err);
-  if (w->status && w->status != KT_EPEER) {
-    char reason[KT_ERROR_LEN + 64];
-    snprintf(reason, sizeof reason, "stopped because rank %d failed: %s", w->world_rank, w->err.msg);
-    kt_transport_abort(w->t, reason);
-  }
-  return NULL;
-}
-
-/* Bytes sent and seconds in send or wait so far, over this process's workers
- * (the transports count from their start; a step's share is a difference). */
-static void local_traffic(kt_runtime *rt, int64_t *bytes, double *seconds) {
-  *bytes = 0, *seconds = 0;
-  for (int i = 0; i < rt->n_local; i++) {
-    int64_t b;
-    double send_s, wait_s;
-    kt_transport_stats(rt->workers[i].t, &b, &send_s, &wait_s);
-    *bytes += b;
-    *seconds += send_s + wait_s;
-  }
-}
-
-/* Runs every local worker's step: in this thread when it is the only one,
- * else one thread each. */
-static kt_status run_workers(kt_runtime *rt, kt_error *err) {
-  if (rt->n_local == 1) {
-    worker_main(&rt->workers[0]);
-    return KT_OK;
-  }
-  pthread_t *th = kt_calloc((size_t)rt->n_local, sizeof *th);
-  if (!th) return kt_fail(err, KT_ENOMEM, "out of memory");
-  int started = 0;
-  for (; started < rt->n_local; started++)
-    if (pthread_create(&th[started], NULL, worker_main, &rt->workers[started])) break;
-  if (started < rt->n_local) kt_transport_abort(rt->workers[0].t, "cannot start threads");
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-  free(th);
-  if (started < rt->n_local) return kt_fail(err, KT_ERUNTIME, "cannot start %d worker threads", rt->n_local);
-  return KT_OK;
-}
-
-/* The root cause is the first failure that is not a consequence of another
- * (KT_EPEER: stopped because a peer failed); NULL when none failed. */
-static const kt__worker *root_failure(const kt_runtime *rt) {
-  const kt__worker *failed = NULL;
-  for (int i = 0; i < rt->n_local; i++) {
-    const kt__worker *w = &rt->workers[i];
-    if (w->status && (!failed || (failed->status == KT_EPEER && w->status != KT_EPEER))) failed = w;
-  }
-  return failed;
-}
-
-/* The step's timeline from this process's replica-0 workers (the other
- * processes' come by gather_timeline). */
-static kt_status collect_local_timeline(kt_runtime *rt, kt_error *err) {
-  rt->timeline.n_events = rt->timeline.n_mem = rt->timeline.n_comm = 0;
-  for (int i = 0; i < rt->n_local; i++) {
-    const kt__worker *w = &rt->workers[i];
-    if (w->replica != 0) continue;
-    for (size_t e = 0; e < w->events.n_events; e++)
-      if (kt_timeline_add_event(&rt->timeline, &w->events.events[e]))
-        return kt_fail(err, KT_ENOMEM, "out of memory");
-    for (size_t m = 0; m < w->events.n_mem; m++)
-      if (kt_timeline_add_mem(&rt->timeline, w->events.mem[m].rank, w->events.mem[m].t,
-                              w->events.mem[m].value))
-        return kt_fail(err, KT_ENOMEM, "out of memory");
-    for (size_t c = 0; c < w->events.n_comm; c++)
-      if (kt_timeline_add_comm(&rt->timeline, &w->events.comm[c]))
-        return kt_fail(err, KT_ENOMEM, "out of memory");
-  }
-  return KT_OK;
-}
-
-/* Pinned ranks keep a core each while nothing else wants it: once one
- * waited for its core over 5% of a step (another program busy there),
- * the kernel balances them for the rest of the run. Pinned beside one
- * busy loop, P=2 ran at about half the speed of unpinned MPI ranks. */
-static void unpin_when_crowded(kt_runtime *rt, double step_seconds) {
-  for (int i = 0; i < rt->n_local; i++) {
-    double waited = 0;
-    for (size_t e = 0; e < rt->workers[i].events.n_events; e++)
-      waited += rt->workers[i].events.events[e].ready_wait;
-    if (rt->workers[i].cpu >= 0 && waited > 0.05 * step_seconds && waited > 1e-3)
-      for (int k = 0; k < rt->n_local; k++) rt->workers[k].cpu = -1;
-  }
-}
-
-kt_status kt_runtime_step(kt_runtime *rt, int step, const kt_microbatch *data, int update,
-                          kt_step_result *res, kt_error *err) {
-  memset(res, 0, sizeof *res);
-  for (int i = 0; i < rt->n_local; i++) {
-    kt__worker *w = &rt->workers[i];
-    w->step = step;
-    w->data = data;
-    w->update = update;
-    w->fresh_thread = rt->n_local > 1; /* else it runs in this thread */
-    w->status = KT_OK;
-    w->err.msg[0] = 0;
-  }
-  int64_t bytes0;
-  double comm0;
-  local_traffic(rt, &bytes0, &comm0);
-  if (rt->n_local < rt->P * rt->D) { /* other processes: start together, one clock origin */
-    kt_status bst = kt_transport_barrier(rt->workers[0].t, err);
-    if (bst) return bst;
-  }
-  rt->step_t0 = kt_now();
-  kt_status st = run_workers(rt, err);
-  if (st) return st;
-  res->seconds = kt_now() - rt->step_t0;
-  const kt__worker *failed = root_failure(rt);
-  if (failed) return kt_fail(err, failed->status, "%s", failed->err.msg);
-  unpin_when_crowded(rt, res->seconds);
-  if ((st = collect_local_timeline(rt, err))) return st;
-  local_traffic(rt, &res->bytes_sent, &res->comm_seconds);
-  res->bytes_sent -= bytes0;
-  res->comm_seconds -= comm0;
-  if ((st = gather_timeline(rt, err))) return st;
-  kt_timeline_sort(&rt->timeline);
-  const kt__worker *w0 = &rt->workers[0];
-  res->sync_seconds = w0->sync_seconds;
-  res->tail_seconds = w0->tail_seconds;
-  res->loss = w0->loss;
-  res->grad_norm = w0->grad_norm;
-  res->lr = w0->lr;
-  res->nonfinite = w0->nonfinite;
-  res->nonfinite_stage = w0->nonfinite_stage;
-  res->nonfinite_what = w0->nonfinite_what;
-  return KT_OK;
-}
-
-const kt_timeline *kt_runtime_timeline(const kt_runtime *rt) { return &rt->timeline; }
 
 kt_transport *kt_runtime_handle(kt_runtime *rt, int world_rank) {
   for (int i = 0; i < rt->n_local; i++)

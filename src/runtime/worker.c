@@ -26,7 +26,7 @@ static kt_chunk *chunk_of(kt__worker *w, int stage) {
   return w->chunk[kt_stage_chunk(&w->rt->sched_copy, stage)];
 }
 
-static double since_step(const kt__worker *w) { return kt_now() - w->rt->step_t0; }
+static double since_step(const kt__worker *w) { return kt_now() - w->rt->t_origin; }
 
 /* Events carry the micro-batch's number within the step: round k's
  * micro-batch j is k*M + j, as in the prediction (kt_schedule_repeat). */
@@ -56,8 +56,8 @@ static kt_status add_comm(kt__worker *w, const kt_action *a, int k, double start
   kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = step_mb(w, a, k), .op = a->op,
                 .start = start,
                 .end = end, .bytes = bytes};
-  if (index) *index = w->events.n_comm;
-  if (kt_timeline_add_comm(&w->events, &e))
+  if (index) *index = w->events->n_comm;
+  if (kt_timeline_add_comm(w->events, &e))
     return kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
   return KT_OK;
 }
@@ -97,7 +97,7 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
   }
   if (st) return kt_fail(err, st, "%s", sub.msg);
   size_t ev = w->recv_event[SLOT(w, a->stage, a->mb, r)];
-  if (ev < w->events.n_comm) w->events.comm[ev].end = since_step(w);
+  if (ev < w->events->n_comm) w->events->comm[ev].end = since_step(w);
   return KT_OK;
 }
 
@@ -321,13 +321,13 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
    * a transfer's) */
   double start = w->input_at > 0 ? w->input_at : t_begin;
   kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = step_mb(w, a, k), .op = a->op,
-                .flags = a->flags, .start = start - rt->step_t0,
-                .end = t_end - rt->step_t0, .comm_time = fmax(0, wait - w->wait_ready),
+                .flags = a->flags, .start = start - rt->t_origin,
+                .end = t_end - rt->t_origin, .comm_time = fmax(0, wait - w->wait_ready),
                 .cpu_time = own, .ready_wait = ready};
   double peak = (double)(before - chunk_before + kt_chunk_peak_stash_bytes(c));
-  if (kt_timeline_add_event(&w->events, &e) ||
-      kt_timeline_add_mem(&w->events, w->stage_rank, e.start, peak) ||
-      kt_timeline_add_mem(&w->events, w->stage_rank, e.end, (double)rank_stash_bytes(w)))
+  if (kt_timeline_add_event(w->events, &e) ||
+      kt_timeline_add_mem(w->events, w->stage_rank, e.start, peak) ||
+      kt_timeline_add_mem(w->events, w->stage_rank, e.end, (double)rank_stash_bytes(w)))
     return kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
   return KT_OK;
 }
@@ -396,8 +396,13 @@ static kt_status run_action(kt__worker *w, const kt_action *a, int k, kt_error *
 }
 
 /* The rank's actions, K rounds of them. */
-static kt_status run_rounds(kt__worker *w, kt_error *err) {
+kt_status kt__worker_rounds(kt__worker *w, kt_error *err) {
   const kt_rank_actions *ra = &w->rt->program.ranks[w->stage_rank];
+  w->loss_sum = 0;
+  w->direct = NULL;
+  memset(w->fwd_bad, 0, sizeof w->fwd_bad);
+  w->events->n_events = w->events->n_mem = w->events->n_comm = 0;
+  for (int c = 0; c < w->rt->V; c++) kt_chunk_zero_grad(w->chunk[c]);
   for (int k = 0; k < w->rt->K; k++) {
     for (size_t i = 0; i < ra->n; i++) {
       w->next = &ra->actions[i + 1];
@@ -409,24 +414,35 @@ static kt_status run_rounds(kt__worker *w, kt_error *err) {
       }
     }
   }
+  /* the fault of --inject-nan: one gradient of this rank's first chunk */
+  const kt_runtime_config *cfg = &w->rt->cfg;
+  if (w->step == cfg->nan_step && w->stage_rank == cfg->nan_rank) {
+    size_t n;
+    float *g = kt_chunk_grads(w->chunk[0], &n);
+    if (n) g[n / 2] = NAN;
+  }
   return KT_OK;
 }
 
-kt_status kt__worker_step(kt__worker *w, kt_error *err) {
-  kt_runtime *rt = w->rt;
-  w->loss_sum = 0;
-  w->direct = NULL;
-  memset(w->fwd_bad, 0, sizeof w->fwd_bad);
-  /* the step's clocks from its start (a thread started for it: from its
-   * own start, so the wait for its first core counts) */
+kt_status kt__worker_order(kt__worker *w, const kt__order *o, kt_error *err) {
+  if (o->flush) return w->pending >= 0 ? kt__step_end(w, o, err) : KT_OK;
+  int slot = o->seq % KT__RING;
+  w->step = o->step, w->update = o->update, w->data = o->data;
+  w->events = &w->ev[slot];
+  kt__step_out *out = &w->out[slot]; /* begun by the driver (kt__step_out_begin) */
+  /* the step's clocks from its start: the thread's CPU time and run delay */
   w->ready_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-  w->t_mark = rt->step_t0;
-  w->cpu_mark = w->fresh_thread ? 0 : kt_thread_cpu_now();
-  w->ready_mark = w->fresh_thread ? 0 : ready_now(w);
-  w->events.n_events = w->events.n_mem = w->events.n_comm = 0;
-  for (int c = 0; c < rt->V; c++) kt_chunk_zero_grad(w->chunk[c]);
-  kt_status st = run_rounds(w, err);
+  kt_status st = KT_OK;
+  for (int redo = 1; !st && redo;) {
+    w->t_mark = kt_now();
+    w->cpu_mark = kt_thread_cpu_now();
+    w->ready_mark = ready_now(w);
+    redo = 0;
+    st = kt__worker_rounds(w, err);
+    if (!st) st = kt__step_validate_pending(w, o, &redo, err);
+    out->rollbacks += redo;
+  }
   if (w->ready_fd >= 0) close(w->ready_fd);
   w->ready_fd = -1;
-  return st ? st : kt__worker_finish_step(w, err);
+  return st || out->cancelled ? st : kt__step_end(w, o, err);
 }

@@ -24,7 +24,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "kaiten/train.h"
 #include "serve/serve_internal.h"
 
 #define RENDER_SHARE 0.01
@@ -95,7 +94,7 @@ static void render(kt_server *s, serve_record *r) {
   kt_timeline pred;
   kt_error err;
   double c[4] = {NAN, NAN, NAN, NAN};
-  if (kt_train_predict(&s->sched, s->grad_accum, m, &costs, &pred, &err) == KT_OK) {
+  if (s->predict && s->predict(&s->sched, s->grad_accum, m, &costs, &pred, &err) == KT_OK) {
     c[0] = costs.tf, c[1] = costs.tb, c[2] = costs.tw, c[3] = kt_cost_comm(&costs);
     kt_costs_free(&costs);
   } else if (kt_timeline_init(&pred, m->p, "s", "B")) {
@@ -103,7 +102,8 @@ static void render(kt_server *s, serve_record *r) {
   }
   kt_buf msg;
   kt_buf_init(&msg);
-  kt__serve_timeline_msg(&msg, s->live, r->step.step, m, &pred, c, s->sched.v);
+  double periods[2] = {r->step.seconds, NAN}; /* the step as it ran */
+  kt__serve_timeline_msg(&msg, s->live, r->step.step, m, &pred, c, periods, s->sched.v);
   kt__serve_publish_timeline(s, s->live, &msg);
   kt_buf_free(&msg);
   kt_timeline_free(&pred);
@@ -179,6 +179,7 @@ kt_status kt__feed_start(kt_server *s, const kt_serve_live *live, int queue, kt_
   kt_status st = kt_schedule_copy(&s->sched, src, err);
   if (st) return st;
   s->grad_accum = live->grad_accum > 0 ? live->grad_accum : 1;
+  s->predict = live->predict;
   s->ring_cap = queue > 0 ? (size_t)queue : 256;
   if (!st && !(s->ring = kt_calloc(s->ring_cap, sizeof *s->ring)))
     st = kt_fail(err, KT_ENOMEM, "out of memory");

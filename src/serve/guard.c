@@ -25,7 +25,7 @@
 
 static uint32_t client_addr(struct MHD_Connection *c) {
   const union MHD_ConnectionInfo *ci =
-      MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+      kt__mhd.get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
   const struct sockaddr *sa = ci ? ci->client_addr : NULL;
   if (!sa || sa->sa_family != AF_INET) return 0;
   return ((const struct sockaddr_in *)sa)->sin_addr.s_addr;
@@ -84,7 +84,8 @@ void kt__guard_notify(void *cls, struct MHD_Connection *c, void **socket_context
   kt_server *s = cls;
   pthread_mutex_lock(&s->guard.lock);
   if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci =
+        kt__mhd.get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     uint32_t addr = client_addr(c);
     double now = kt_now();
     sweep(s, now);
@@ -110,7 +111,7 @@ void kt__guard_notify(void *cls, struct MHD_Connection *c, void **socket_context
 
 static guard_conn *slot_of(struct MHD_Connection *c) {
   const union MHD_ConnectionInfo *ci =
-      MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+      kt__mhd.get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   return ci ? ci->socket_context : NULL;
 }
 

@@ -50,21 +50,23 @@ typedef struct {
 } stream;
 
 static void common_headers(struct MHD_Response *r, const char *type) {
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-  MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-  MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+  kt__mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  kt__mhd.add_response_header(r, "X-Content-Type-Options", "nosniff");
+  kt__mhd.add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  kt__mhd.add_response_header(r, "Referrer-Policy", "no-referrer");
 }
 
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned code, const char *text) {
   struct MHD_Response *r =
-      MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+      kt__mhd.create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
   if (!r) return MHD_NO;
   common_headers(r, "text/plain; charset=utf-8");
-  if (code == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-  if (code == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "5");
-  enum MHD_Result ret = MHD_queue_response(c, code, r);
-  MHD_destroy_response(r);
+  if (code == MHD_HTTP_METHOD_NOT_ALLOWED)
+    kt__mhd.add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  if (code == MHD_HTTP_SERVICE_UNAVAILABLE)
+    kt__mhd.add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "5");
+  enum MHD_Result ret = kt__mhd.queue_response(c, code, r);
+  kt__mhd.destroy_response(r);
   return ret;
 }
 
@@ -162,8 +164,8 @@ static enum MHD_Result open_stream(kt_server *s, struct MHD_Connection *c) {
   if (full) return respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "too many open dashboards\n");
   stream *st = kt_calloc(1, sizeof *st);
   struct MHD_Response *r =
-      st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, st,
-                                             stream_free)
+      st ? kt__mhd.create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, st,
+                                                 stream_free)
          : NULL;
   if (!r) {
     if (st) {
@@ -178,8 +180,8 @@ static enum MHD_Result open_stream(kt_server *s, struct MHD_Connection *c) {
   }
   st->s = s;
   common_headers(r, "text/event-stream; charset=utf-8");
-  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-  MHD_destroy_response(r);
+  enum MHD_Result ret = kt__mhd.queue_response(c, MHD_HTTP_OK, r);
+  kt__mhd.destroy_response(r);
   return ret;
 }
 
@@ -224,7 +226,7 @@ static enum MHD_Result serve_file(kt_server *s, struct MHD_Connection *c, int ru
     if (fd >= 0) close(fd);
     return respond(c, MHD_HTTP_NOT_FOUND, "not in the run directory\n");
   }
-  struct MHD_Response *r = MHD_create_response_from_fd64((uint64_t)sb.st_size, fd);
+  struct MHD_Response *r = kt__mhd.create_response_from_fd64((uint64_t)sb.st_size, fd);
   if (!r) {
     close(fd);
     return respond(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
@@ -232,8 +234,8 @@ static enum MHD_Result serve_file(kt_server *s, struct MHD_Connection *c, int ru
   size_t len = strlen(file);
   common_headers(r, len > 6 && !strcmp(file + len - 6, ".jsonl") ? "application/x-ndjson"
                                                                   : "application/json");
-  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-  MHD_destroy_response(r);
+  enum MHD_Result ret = kt__mhd.queue_response(c, MHD_HTTP_OK, r);
+  kt__mhd.destroy_response(r);
   return ret;
 }
 
@@ -252,16 +254,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
     return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, "read-only: GET or HEAD\n");
-  const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  const char *host = kt__mhd.lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
   if (!kt__host_ok(s, host)) return respond(c, MHD_HTTP_FORBIDDEN, "unexpected Host header\n");
   if (!strcmp(url, "/")) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(s->page.len, s->page.data,
-                                                             MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = kt__mhd.create_response_from_buffer(s->page.len, s->page.data,
+                                                                 MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     common_headers(r, "text/html; charset=utf-8");
-    MHD_add_response_header(r, "Content-Security-Policy", page_policy);
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
+    kt__mhd.add_response_header(r, "Content-Security-Policy", page_policy);
+    enum MHD_Result ret = kt__mhd.queue_response(c, MHD_HTTP_OK, r);
+    kt__mhd.destroy_response(r);
     return ret;
   }
   if (!strcmp(url, "/events")) return open_stream(s, c);
@@ -287,11 +289,13 @@ static void request_done(void *cls, struct MHD_Connection *c, void **req,
 }
 
 kt_status kt__http_start(kt_server *s, kt_error *err) {
+  kt_status st = kt__mhd_load(err);
+  if (st) return st;
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
   /* the guard (guard.c) keeps the limits; the daemon's is its table's size.
    * A connection that makes no progress for the timeout is closed (a stream
    * sends a comment every KEEPALIVE_S, so a reader never idles that long) */
-  s->daemon = MHD_start_daemon(
+  s->daemon = kt__mhd.start_daemon(
       flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)KT__GUARD_SLOTS,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)15, MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes,
@@ -303,6 +307,6 @@ kt_status kt__http_start(kt_server *s, kt_error *err) {
 }
 
 void kt__http_stop(kt_server *s) {
-  if (s->daemon) MHD_stop_daemon(s->daemon);
+  if (s->daemon) kt__mhd.stop_daemon(s->daemon);
   s->daemon = NULL;
 }

@@ -376,7 +376,8 @@
     var pred = r.tl && r.tl.step === s.step ? r.tl.predicted : null;
     for (k = 0; k < P; k++) {
       var u = 100 * s.ranks[k].busy / make, label = 'rank ' + k + ' \u00b7 stage ' + stagesOf(r, k);
-      var pu = pred && pred.ranks[k] && pred.makespan > 0 ? 100 * pred.ranks[k].busy / pred.makespan : undefined;
+      var pp = pred ? pred.period || pred.makespan : 0;
+      var pu = pred && pred.ranks[k] && pp > 0 ? 100 * pred.ranks[k].busy / pp : undefined;
       util.push({ label: label, value: u, sub: pu, text: fmt(u, 3) + '%' +
                   (pu !== undefined ? ' (pred. ' + fmt(pu, 3) + '%)' : '') });
       var m = s.ranks[k].peak_act_bytes;
@@ -400,9 +401,13 @@
     var ms = function (x) {
       return x < 2e-3 ? fmt(1e6 * x, 3) + ' \u00b5s' : x < 2 ? fmt(1e3 * x, 3) + ' ms' : fmt(x, 3) + ' s';
     };
-    $('facts-m-' + i).textContent = 'step ' + tl.step + ': makespan ' + ms(tl.measured.makespan) +
+    var per = function (t) { /* the period (a step as it runs), and one step alone when it differs */
+      var p = t.period || t.makespan;
+      return 'period ' + ms(p) + (Math.abs(p - t.makespan) > 1e-9 * p ? ' \u00b7 makespan ' + ms(t.makespan) : '');
+    };
+    $('facts-m-' + i).textContent = 'step ' + tl.step + ': ' + per(tl.measured) +
       ' \u00b7 bubble ' + fmt(100 * tl.measured.bubble_ratio, 3) + '%';
-    $('facts-p-' + i).textContent = 'makespan ' + ms(tl.predicted.makespan) + ' \u00b7 bubble ' +
+    $('facts-p-' + i).textContent = per(tl.predicted) + ' \u00b7 bubble ' +
       fmt(100 * tl.predicted.bubble_ratio, 3) + '%' + (tl.costs ? ' (costs calibrated on that ' +
       'step: T_F ' + ms(tl.costs.tf) + ', T_B ' + ms(tl.costs.tb) + ', T_W ' + ms(tl.costs.tw) +
       ', T_comm ' + ms(tl.costs.comm) + ')' : '');

@@ -96,6 +96,7 @@ struct kt_server {
   int pump_started;
   kt_schedule sched; /* the live run's, for the prediction */
   int grad_accum;
+  kt_serve_predict_fn predict; /* or NULL */
   long long steps_before; /* a resumed live run's earlier steps (in the history) */
   double render_every;
   char end_reason[32];
@@ -132,10 +133,12 @@ void kt__serve_hello(kt_buf *out, const kt_server *s, const kt_run *const *runs,
 void kt__serve_step_msg(kt_buf *out, int run, const kt_run_step *st, int skipped,
                         const kt_run_rank_step *ranks, int n_ranks);
 /* The rendered step: both timelines (events, per-rank busy, idle and peak
- * memory), the calibrated costs (NULL: unknown) and both Gantt charts on one
- * time scale. measured and predicted start at 0. */
+ * memory), the calibrated costs (NULL: unknown), their periods (measured
+ * and predicted; NULL or NAN: each timeline's makespan) and both Gantt
+ * charts on one time scale. measured and predicted start at 0. */
 void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *measured,
-                            const kt_timeline *predicted, const double costs[4], int chunks);
+                            const kt_timeline *predicted, const double costs[4],
+                            const double periods[2], int chunks);
 void kt__serve_end_msg(kt_buf *out, int run, long long steps, const char *reason);
 /* Appends a message to the history, replaces run's rendered step, or sets
  * its end marker (a stream sends it after the run's last rendered step), and
@@ -164,6 +167,22 @@ void kt__feed_free(kt_server *s);
 
 /* Starts the daemon on listen_fd (which it then owns); stops it, waiting for
  * its connection threads. */
+/* libmicrohttpd's entry points, opened by kt__mhd_load (mhd.c), which
+ * kt__http_start calls first: every other call runs inside its daemon. */
+typedef struct {
+  __typeof__(&MHD_start_daemon) start_daemon;
+  __typeof__(&MHD_stop_daemon) stop_daemon;
+  __typeof__(&MHD_create_response_from_buffer) create_response_from_buffer;
+  __typeof__(&MHD_create_response_from_callback) create_response_from_callback;
+  __typeof__(&MHD_create_response_from_fd64) create_response_from_fd64;
+  __typeof__(&MHD_destroy_response) destroy_response;
+  __typeof__(&MHD_add_response_header) add_response_header;
+  __typeof__(&MHD_queue_response) queue_response;
+  __typeof__(&MHD_get_connection_info) get_connection_info;
+  __typeof__(&MHD_lookup_connection_value) lookup_connection_value;
+} kt__mhd_api;
+extern kt__mhd_api kt__mhd;
+kt_status kt__mhd_load(kt_error *err);
 kt_status kt__http_start(kt_server *s, kt_error *err);
 void kt__http_stop(kt_server *s);
 

@@ -116,11 +116,12 @@ void kt__serve_step_msg(kt_buf *out, int run, const kt_run_step *st, int skipped
   kt_buf_free(&j);
 }
 
-/* {"time_unit", "makespan", "bubble_ratio", "ranks": [...], "events": [...]} */
+/* {"time_unit", "makespan", "period", "bubble_ratio", "ranks": [...], "events": [...]} */
 static void timeline_json(kt_buf *b, const kt_timeline *t, const kt_metrics *m) {
   kt_buf_puts(b, "{\"time_unit\":");
   kt_buf_json_string(b, t->time_unit);
   num_field(b, "makespan", m->makespan);
+  num_field(b, "period", m->period);
   num_field(b, "bubble_ratio", m->bubble_ratio);
   kt_buf_puts(b, ",\"ranks\":[");
   for (int r = 0; r < m->p; r++) {
@@ -175,7 +176,8 @@ static void gantt_svg(kt_buf *b, const kt_timeline *t, const char *id, const cha
 }
 
 void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *measured,
-                            const kt_timeline *predicted, const double costs[4], int chunks) {
+                            const kt_timeline *predicted, const double costs[4],
+                            const double periods[2], int chunks) {
   kt_metrics mm = {0}, pm = {0};
   kt_error err;
   if (kt_timeline_metrics(measured, &mm, &err) || kt_timeline_metrics(predicted, &pm, &err)) {
@@ -183,6 +185,9 @@ void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *m
     out->failed = 1;
     return;
   }
+  /* the steps' periods where known (the run's step time, the prediction's) */
+  if (periods && isfinite(periods[0]) && periods[0] > 0) kt_metrics_set_period(&mm, periods[0], -1);
+  if (periods && isfinite(periods[1]) && periods[1] > 0) kt_metrics_set_period(&pm, periods[1], -1);
   double span = mm.makespan > pm.makespan ? mm.makespan : pm.makespan;
   if (!(span > 0)) span = 1e-6;
   kt_buf j, svg;

@@ -11,7 +11,11 @@
  *
  * Each rank's share runs to the pipeline's end (the last action of any
  * rank), as the bubble ratio counts it: a rank that finished early waits
- * for the drain, and the replays say why. No replay has communication
+ * for the drain, and the replays say why. Without a barrier between steps
+ * (kt_step_sync overlap) a rank's step runs from its first action to its
+ * next step's: the replays and the measurement then count the largest
+ * per-rank span (the period of steps back to back with no update), and the
+ * rest of the step's period is the optimizer's. No replay has communication
  * costs, so what the measurement adds beyond replay 2 is the time
  * transfers took. Each replay keeps the schedule's order, so a delay shows
  * where it propagates: a rank that waited for a core late delivers its
@@ -84,20 +88,36 @@ static kt_status match(const kt_schedule *s, const kt_timeline *m, step_actions 
   return KT_OK;
 }
 
-/* The pipeline's end (the last action's end anywhere) when the step is
- * replayed with durations dur (no communication cost). */
-static kt_status replay(const kt_schedule *s, const double *dur, double *end, kt_error *err) {
+/* The pipeline's part of the step when it is replayed with durations dur
+ * (no communication cost): under a barrier its end (the last action's end
+ * anywhere), without one its period with no step's end. */
+static kt_status replay(const kt_schedule *s, const double *dur, kt_step_sync sync, double *end,
+                        kt_error *err) {
   kt_costs c;
   kt_costs_default(&c);
   c.action_time = dur;
+  c.step_sync = sync;
   kt_metrics m;
   kt_status st = kt_simulate_metrics(s, &c, &m, err);
   if (st) return st;
   *end = 0;
   for (int r = 0; r < s->p; r++)
     if (m.ranks[r].actions) *end = fmax(*end, m.ranks[r].end);
+  if (sync == KT_STEP_OVERLAP) *end = m.period;
   kt_metrics_free(&m);
   return KT_OK;
+}
+
+/* The measured pipeline's part: its end, or its largest per-rank span. */
+static double measured_part(const step_actions *sa, kt_step_sync sync) {
+  double end = 0, span = 0;
+  for (size_t i = 0; i < sa->n; i++) end = fmax(end, sa->ev[i]->end);
+  for (size_t i = 0, first = 0; i < sa->n; i++) /* ev is rank-major, each rank's in time order */
+    if (i + 1 == sa->n || sa->ev[i + 1]->rank != sa->ev[i]->rank) {
+      span = fmax(span, sa->ev[i]->end - sa->ev[first]->start);
+      first = i + 1;
+    }
+  return sync == KT_STEP_OVERLAP ? span : end;
 }
 
 /* Splits rank r's non-busy time before the pipeline's end (left) over the
@@ -116,12 +136,13 @@ static void split_rank(double left, const double *replayed, kt_idle_split *o) {
 }
 
 kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured,
-                             double step_seconds, kt_idle_split *out, kt_error *err) {
+                             double step_seconds, kt_step_sync sync, kt_idle_split *out,
+                             kt_error *err) {
   step_actions sa = {0};
   double ends[N_DUR], pipeline_end = 0;
   kt_status st = match(s, measured, &sa, err);
-  for (int k = 0; k < N_DUR && !st; k++) st = replay(s, sa.dur[k], &ends[k], err);
-  for (size_t i = 0; !st && i < sa.n; i++) pipeline_end = fmax(pipeline_end, sa.ev[i]->end);
+  for (int k = 0; k < N_DUR && !st; k++) st = replay(s, sa.dur[k], sync, &ends[k], err);
+  if (!st) pipeline_end = measured_part(&sa, sync);
   size_t k = 0;
   for (int r = 0; !st && r < s->p; r++) {
     kt_idle_split *o = &out[r];

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kaiten/sim.h"
+#include "sim/internal.h"
 
 /* When the results of one (stage, micro-batch) pair are available to their
  * consumer; NAN = not yet. f and bi are as their consumer sees them (after
@@ -476,6 +476,7 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links 
     if (kt_timeline_reserve(out, n, n + (size_t)s->p))
       status = kt_fail(err, KT_ENOMEM, "out of memory for a timeline of %zu actions", n);
   }
+  for (int r = 0; !status && c->rank_release && r < s->p; r++) st.free_at[r] = c->rank_release[r];
   if (!status) kt_rank_queue_fill(&st.work);
   for (int r; !status && (r = kt_rank_queue_next(&st.work)) >= 0;)
     if (advance(&st, out, r)) status = kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
@@ -533,8 +534,8 @@ static kt_status simulate_replicas(const kt_schedule *s, const kt_costs *c, kt_l
  * replay of the last one in time order (links shared), until the
  * durations settle; the last run fills the outputs. *sync_end (may be
  * NULL): when the step's all-reduce ends, NAN without links. */
-static kt_status simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_metrics *met,
-                          const kt_sim_sink *sink, double *sync_end, kt_error *err) {
+kt_status kt__simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_metrics *met,
+                       const kt_sim_sink *sink, double *sync_end, kt_error *err) {
   if (sync_end) *sync_end = NAN;
   if (!c || !c->links) return simulate_run(s, c, NULL, out, met, sink, 1, err);
   kt_links *l;
@@ -547,47 +548,4 @@ static kt_status simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *
   if (!st && sync_end) *sync_end = kt_links_synced(l);
   kt_links_destroy(l);
   return st;
-}
-
-kt_status kt_simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_error *err) {
-  return simulate(s, c, out, NULL, NULL, NULL, err);
-}
-
-kt_status kt_simulate_step(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
-                           double *sync_end, kt_error *err) {
-  double end;
-  kt_status st = simulate(s, c, out, NULL, NULL, &end, err);
-  if (st || !sync_end) return st;
-  if (isnan(end)) { /* no links: the pipeline's end */
-    end = 0;
-    for (size_t i = 0; out && i < out->n_events; i++)
-      if (out->events[i].end > end) end = out->events[i].end;
-  }
-  *sync_end = end;
-  return KT_OK;
-}
-
-kt_status kt_simulate_into(const kt_schedule *s, const kt_costs *c, const kt_sim_sink *sink,
-                           kt_metrics *met, kt_error *err) {
-  return simulate(s, c, NULL, met, sink, NULL, err);
-}
-
-kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline *out,
-                           kt_metrics *met, kt_error *err) {
-  return simulate(s, c, out, met, NULL, NULL, err);
-}
-
-double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
-  switch (op) {
-    case KT_OP_F: return kt_cost_tf(c, stage) + c->op_overhead;
-    case KT_OP_B: return kt_cost_tb(c, stage) + kt_cost_tw(c, stage) + c->op_overhead;
-    case KT_OP_I: return kt_cost_tb(c, stage) + c->op_overhead;
-    case KT_OP_W: return kt_cost_tw(c, stage) + c->op_overhead;
-    default: return 0;
-  }
-}
-
-kt_status kt_simulate_metrics(const kt_schedule *s, const kt_costs *c, kt_metrics *out,
-                              kt_error *err) {
-  return simulate(s, c, NULL, out, NULL, NULL, err);
 }

@@ -126,14 +126,24 @@ void kt_timeline_sort(kt_timeline *t) {
 }
 
 void kt_metrics_finish(kt_metrics *m) {
-  m->makespan = m->total_busy = 0;
+  m->makespan = m->span = m->total_busy = 0;
+  double lo = INFINITY, hi = -INFINITY;
   for (int r = 0; r < m->p; r++) {
     kt_rank_metrics *rm = &m->ranks[r];
-    if (rm->actions && rm->end - rm->start > m->makespan) m->makespan = rm->end - rm->start;
+    if (rm->actions && rm->end - rm->start > m->span) m->span = rm->end - rm->start;
+    if (rm->actions && rm->start < lo) lo = rm->start;
+    if (rm->actions && rm->end > hi) hi = rm->end;
     m->total_busy += rm->busy;
   }
-  for (int r = 0; r < m->p; r++) m->ranks[r].idle = m->makespan - m->ranks[r].busy;
-  m->bubble_ratio = m->makespan > 0 ? 1.0 - m->total_busy / (m->p * m->makespan) : 0.0;
+  if (hi > lo) m->makespan = hi - lo;
+  kt_metrics_set_period(m, m->makespan, -1);
+}
+
+void kt_metrics_set_period(kt_metrics *m, double period, int step_sync) {
+  m->period = period;
+  m->step_sync = step_sync;
+  for (int r = 0; r < m->p; r++) m->ranks[r].idle = period - m->ranks[r].busy;
+  m->bubble_ratio = period > 0 ? 1.0 - m->total_busy / (m->p * period) : 0.0;
 }
 
 void kt_metrics_free(kt_metrics *m) {

@@ -8,8 +8,10 @@
 typedef struct {
   int hidden;
   uint64_t seed;
-  float *x, *y;      /* the current step's samples */
-  size_t cap;        /* samples allocated */
+  /* the samples of the last KT_DATA_KEEPS fills, the next one goes to turn */
+  float *x[KT_DATA_KEEPS], *y[KT_DATA_KEEPS];
+  size_t cap[KT_DATA_KEEPS]; /* samples allocated */
+  int turn;
 } mlp_data;
 
 static uint64_t mix(uint64_t z) {
@@ -33,25 +35,26 @@ static kt_status mlp_fill(kt_data_source *src, int split, int step, int D, int K
                           kt_microbatch *out, kt_error *err) {
   mlp_data *d = src->impl;
   size_t n = (size_t)D * K * M * b, H = (size_t)d->hidden;
-  if (n > d->cap) {
-    float *x = realloc(d->x, n * H * sizeof(float)), *y = x ? realloc(d->y, n * H * sizeof(float)) : NULL;
-    if (x) d->x = x;
-    if (y) d->y = y;
+  int u = d->turn;
+  if (n > d->cap[u]) {
+    float *x = realloc(d->x[u], n * H * sizeof(float)), *y = x ? realloc(d->y[u], n * H * sizeof(float)) : NULL;
+    if (x) d->x[u] = x;
+    if (y) d->y[u] = y;
     if (!x || !y) return kt_fail(err, KT_ENOMEM, "out of memory for %zu samples", n);
-    d->cap = n;
+    d->cap[u] = n;
   }
+  d->turn = (u + 1) % KT_DATA_KEEPS;
   /* validation samples come from a disjoint stream */
   uint64_t base = (split ? (1ull << 62) : 0) + (uint64_t)step * n;
-  for (size_t i = 0; i < n; i++) sample(d, base + i, d->x + i * H, d->y + i * H);
+  for (size_t i = 0; i < n; i++) sample(d, base + i, d->x[u] + i * H, d->y[u] + i * H);
   for (size_t m = 0; m < (size_t)D * K * M; m++)
-    out[m] = (kt_microbatch){.b = b, .x = d->x + m * b * H, .y = d->y + m * b * H};
+    out[m] = (kt_microbatch){.b = b, .x = d->x[u] + m * b * H, .y = d->y[u] + m * b * H};
   return KT_OK;
 }
 
 static void mlp_destroy(kt_data_source *src) {
   mlp_data *d = src->impl;
-  free(d->x);
-  free(d->y);
+  for (int u = 0; u < KT_DATA_KEEPS; u++) free(d->x[u]), free(d->y[u]);
   free(d);
   free(src);
 }
@@ -71,6 +74,7 @@ kt_status kt_data_mlp_create(int hidden, uint64_t seed, kt_data_source **out, kt
   src->destroy = mlp_destroy;
   src->has_validation = 1;
   src->tokens_per_sample = 1;
+  src->keeps = KT_DATA_KEEPS;
   *out = src;
   return KT_OK;
 }

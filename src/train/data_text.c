@@ -10,8 +10,10 @@ typedef struct {
   kt_dataset *ds;
   int seq_len;
   uint64_t seed;
-  int *tokens, *targets;
-  size_t cap; /* ints per buffer */
+  /* the batches of the last KT_DATA_KEEPS fills, the next one goes to turn */
+  int *tokens[KT_DATA_KEEPS], *targets[KT_DATA_KEEPS];
+  size_t cap[KT_DATA_KEEPS]; /* ints per buffer */
+  int turn;
   int n_val;
 } text_src;
 
@@ -19,20 +21,22 @@ static kt_status text_fill(kt_data_source *src, int split, int step, int D, int 
                            kt_microbatch *out, kt_error *err) {
   text_src *t = src->impl;
   size_t per = (size_t)b * t->seq_len, n = (size_t)D * K * M * per;
-  if (n > t->cap) {
-    int *tok = realloc(t->tokens, n * sizeof(int)), *tgt = tok ? realloc(t->targets, n * sizeof(int)) : NULL;
-    if (tok) t->tokens = tok;
-    if (tgt) t->targets = tgt;
+  int u = t->turn;
+  if (n > t->cap[u]) {
+    int *tok = realloc(t->tokens[u], n * sizeof(int)), *tgt = tok ? realloc(t->targets[u], n * sizeof(int)) : NULL;
+    if (tok) t->tokens[u] = tok;
+    if (tgt) t->targets[u] = tgt;
     if (!tok || !tgt) return kt_fail(err, KT_ENOMEM, "out of memory for a batch of %zu tokens", n);
-    t->cap = n;
+    t->cap[u] = n;
   }
+  t->turn = (u + 1) % KT_DATA_KEEPS;
   kt_batch_spec spec = {.seq_len = t->seq_len, .micro_batch = b, .micro_batches = K * M,
                         .replicas = D, .seed = t->seed};
   for (int d = 0; d < D; d++)
     for (int k = 0; k < K; k++)
       for (int j = 0; j < M; j++) {
         size_t idx = ((size_t)d * K + k) * M + j;
-        int *tok = t->tokens + idx * per, *tgt = t->targets + idx * per;
+        int *tok = t->tokens[u] + idx * per, *tgt = t->targets[u] + idx * per;
         kt_status st;
         if (split == 0) {
           st = kt_data_train_batch(t->ds, &spec, step, d, k * M + j, tok, tgt, err);
@@ -50,8 +54,7 @@ static kt_status text_fill(kt_data_source *src, int split, int step, int D, int 
 static void text_destroy(kt_data_source *src) {
   text_src *t = src->impl;
   kt_dataset_destroy(t->ds);
-  free(t->tokens);
-  free(t->targets);
+  for (int u = 0; u < KT_DATA_KEEPS; u++) free(t->tokens[u]), free(t->targets[u]);
   free(t);
   free(src);
 }
@@ -85,6 +88,7 @@ kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_ba
   src->destroy = text_destroy;
   src->has_validation = t->n_val > 0;
   src->tokens_per_sample = (size_t)seq_len;
+  src->keeps = KT_DATA_KEEPS;
   *out = src;
   return KT_OK;
 }

@@ -31,6 +31,7 @@ kt_session_params kt_session_default_params(void) {
   p.timeout = 60;
   p.pin_threads = 1;
   p.slow_rank = -1, p.slow_factor = 1;
+  p.nan_step = p.nan_rank = -1;
   p.keep_checkpoints = KT_SESSION_KEEP_CHECKPOINTS;
   return p;
 }
@@ -150,6 +151,8 @@ static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
   rc->timeout = p->timeout;
   rc->pin_threads = p->pin_threads;
   rc->slow_rank = p->slow_rank, rc->slow_factor = p->slow_factor;
+  rc->step_sync = p->step_sync;
+  rc->nan_step = p->nan_step, rc->nan_rank = p->nan_rank;
 }
 
 /* The cores this process may run on (all of the machine's under MPI:

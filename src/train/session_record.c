@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kaiten/report.h"
 #include "train/session_internal.h"
 
 static const char *model_name(const kt_session_params *p) {
@@ -64,33 +63,20 @@ int kt__session_step_ranks(const kt_timeline *t, kt_run_rank_step *out, int cap)
 }
 
 kt_status kt__session_write_timelines(kt_session *s, kt_error *err) {
-  const kt_schedule *sc = &s->sched;
+  if (!s->p.render_timelines) return KT_OK;
+  kt_buf tl, trace;
+  kt_buf_init(&tl);
+  kt_buf_init(&trace);
   const kt_train_result *r = &s->result.train;
-  kt_metrics mm;
-  kt_status st = kt_timeline_metrics(&r->measured_timeline, &mm, err);
-  if (st) return st;
-  kt_buf b;
-  kt_buf_init(&b);
-  /* measured and predicted in the sim JSON format, side by side */
-  kt_sim_info info = {.schedule = sc->name, .p = sc->p, .v = sc->v, .m = sc->m,
-                      .placement = kt_placement_name(sc->placement), .closed_form = -1,
-                      .messages = kt_schedule_messages(sc)};
-  kt_buf_puts(&b, "{\"measured\":");
-  kt_render_sim_json(&info, &mm, &r->measured_timeline, &b);
-  kt_buf_puts(&b, ",\"predicted\":");
-  info.costs = &r->calibrated;
-  kt_render_sim_json(&info, &r->predicted, &r->predicted_timeline, &b);
-  kt_buf_puts(&b, "}\n");
-  kt_metrics_free(&mm);
-  st = kt_rundir_write_file(s->rd, KT_RUNDIR_TIMELINE, &b, err);
-  kt_buf_free(&b);
-  if (st) return st;
-  kt_buf_init(&b);
-  char title[96];
-  snprintf(title, sizeof title, "kaiten train %s P=%d M=%d (measured)", sc->name, sc->p, sc->m);
-  kt_render_chrome_trace(&r->measured_timeline, title, 1e6, &b);
-  st = kt_rundir_write_file(s->rd, KT_RUNDIR_TRACE, &b, err);
-  kt_buf_free(&b);
+  kt_run_timelines t = {.schedule = &s->sched, .measured = &r->measured_timeline,
+                        .predicted = &r->predicted_timeline, .measured_metrics = &r->measured,
+                        .predicted_metrics = &r->predicted,
+                        .calibrated = &r->calibrated};
+  s->p.render_timelines(&t, &tl, &trace);
+  kt_status st = kt_rundir_write_file(s->rd, KT_RUNDIR_TIMELINE, &tl, err); /* ENOMEM if it failed */
+  if (!st) st = kt_rundir_write_file(s->rd, KT_RUNDIR_TRACE, &trace, err);
+  kt_buf_free(&tl);
+  kt_buf_free(&trace);
   return st;
 }
 

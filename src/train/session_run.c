@@ -52,13 +52,20 @@ static void prune_checkpoints(const kt_session *s, int step) {
   if (s->world_rank == 0) (void)kt_checkpoint_prune(s->p.run_dir, s->p.keep_checkpoints, step, NULL, &err);
 }
 
-/* A checkpoint every checkpoint_every steps (before the last, which the
- * end of the run writes), unless some rank failed. */
+/* Whether a checkpoint is due after step (0-based): every checkpoint_every
+ * steps, before the last (which the end of the run writes). Such a step
+ * ends with a barrier: a checkpoint holds validated weights. */
+static int checkpoint_at(void *ctx, int step) {
+  const kt_session *s = ctx;
+  int every = s->p.checkpoint_every, done = step + 1;
+  return s->p.run_dir && !s->p.synthetic && !s->p.make_chunk && every > 0 && done % every == 0 &&
+         done < s->p.steps;
+}
+
+/* The checkpoint due after this step, unless some rank failed. */
 static void checkpoint_due(kt_session *s, const kt_train_progress *p) {
-  int every = s->p.checkpoint_every, done = p->step + 1;
-  if (!s->p.run_dir || s->p.synthetic || s->p.make_chunk || every <= 0 || done % every ||
-      done >= p->steps)
-    return;
+  int done = p->step + 1;
+  if (!checkpoint_at(s, p->step)) return;
   if (kt__session_agree(s, s->fail_status ? KT__STOP_FAILED : 0) != 0) return;
   kt_error err = {{0}};
   s->meta.step = done;
@@ -98,7 +105,7 @@ static void idle_causes(kt_session *s, const kt_train_progress *p, kt_run_rank_s
   kt_timeline tl = *t;
   tl.events = ev;
   kt_error err;
-  if (kt_idle_split_step(rs, &tl, p->seconds, s->idle, &err) == KT_OK) {
+  if (kt_idle_split_step(rs, &tl, p->seconds, s->p.step_sync, s->idle, &err) == KT_OK) {
     for (int r = 0; r < n && r < rs->p; r++) ranks[r].idle = s->idle[r];
     s->result.idle = s->idle, s->result.idle_seconds = p->seconds;
   }
@@ -124,11 +131,27 @@ static int on_step(void *ctx, const kt_train_progress *tp) {
   int request = s->p.on_step ? s->p.on_step(s->p.ctx, &p) : 0;
   checkpoint_due(s, &p);
   if (!request && s->p.should_stop) request = s->p.should_stop(s->p.ctx);
-  s->stop = kt__session_agree(s, s->fail_status ? KT__STOP_FAILED : request);
-  if (s->stop > 0)
+  request = s->fail_status ? KT__STOP_FAILED : request;
+  /* at a barrier every rank agrees now; else the next step already runs and
+   * the request goes to every rank with the one after it (the trainer
+   * carries it), and what every rank agreed on comes back with a step */
+  int was = s->stop;
+  if (!was) s->stop = p.barrier || !s->p.use_mpi ? kt__session_agree(s, request) : p.agreed;
+  if (s->stop > 0 && !was && p.barrier)
     kt__session_note(s, KT_NOTE_STOPPING, NULL, s->stop, "every rank stops after step %d (reason %d)",
                      p.step + 1, s->stop);
-  return s->stop != 0;
+  else if (s->stop > 0 && !was)
+    kt__session_note(s, KT_NOTE_STOPPING, NULL, s->stop,
+                     "every rank stops after the steps under way, from step %d (reason %d)",
+                     p.step + 1, s->stop);
+  return p.barrier ? s->stop != 0 : request;
+}
+
+/* Asked while a step runs (kt_train_config.should_stop): the caller's
+ * request, or a failure noted. */
+static int poll_stop(void *ctx) {
+  kt_session *s = ctx;
+  return s->fail_status || (s->p.should_stop && s->p.should_stop(s->p.ctx));
 }
 
 /* The end of the run: the final checkpoint (collective under MPI), then on
@@ -179,7 +202,8 @@ kt_status kt_session_run(kt_session *s, kt_error *err) {
                         .steps = s->p.steps, .val_every = s->p.val_every,
                         .val_batches = s->p.val_batches, .data = s->data ? s->data : s->p.data,
                         .on_step = on_step, .ctx = s, .skip_nonfinite = s->p.skip_nonfinite,
-                        .links = s->links};
+                        .links = s->links, .barrier_at = checkpoint_at,
+                        .should_stop = poll_stop};
   kt_train_result *res = &s->result.train;
   st = kt_train_run(s->rt, &tc, res, err);
   if (!st && s->fail_status) st = s->fail_status, *err = s->fail_err;

@@ -231,10 +231,10 @@ static void gradient_bytes(kt_runtime *rt, const kt_runtime_config *rc, double *
 
 /* The step's end on the links: the simulation ended with each pipeline
  * rank's gradient all-reduce (kt_links_set_sync), started when the last
- * replica's pipeline there ends; then the norm and loss sums and the
- * measured update (tail). */
-static void predict_step_end(const kt_train_config *cfg, double sync_end, double tail,
-                             kt_train_result *out) {
+ * replica's pipeline there ends (*t_dp: its time after the pipeline's
+ * end); then the norm and loss sums (*t_norm). */
+static void predict_step_end(const kt_train_config *cfg, double sync_end, kt_train_result *out,
+                             double *t_dp, double *t_norm) {
   const kt_runtime_config *rc = &cfg->runtime;
   int P = rc->schedule->p, D = rc->data_parallel;
   const kt_timeline *tl = &out->predicted_timeline;
@@ -251,8 +251,30 @@ static void predict_step_end(const kt_train_config *cfg, double sync_end, double
     small += small_collective(cfg->links, members, P * D);
     free(members);
   }
-  out->predicted_sync_seconds = synced - pipeline_end + small;
-  out->predicted_step_seconds = synced + small + tail;
+  *t_dp = synced - pipeline_end, *t_norm = small;
+  out->predicted_sync_seconds = *t_dp + small;
+}
+
+/* The predicted period: K rounds of the calibrated costs with the step's
+ * end as measured (the update, tail) and as the links cost it, under the
+ * run's step sync (kaiten/sim.h). */
+static kt_status predicted_period(const kt_train_config *cfg, double tail, double t_dp,
+                                  double t_norm, kt_train_result *out, kt_error *err) {
+  const kt_runtime_config *rc = &cfg->runtime;
+  kt_costs *c = &out->calibrated;
+  /* steps that mostly waited for their check ran as under a barrier */
+  c->step_sync = 2 * out->waited_steps > out->n_losses ? KT_STEP_BARRIER : rc->step_sync;
+  c->tu = tail / (rc->schedule->v > 0 ? rc->schedule->v : 1); /* a rank runs V stages' updates */
+  c->t_dp = t_dp, c->t_norm = t_norm;
+  c->tied = !rc->synthetic && !rc->make_chunk && rc->model.kind == KT_MODEL_GPT &&
+            rc->model.tie_embeddings;
+  kt_schedule rounds;
+  kt_status st = kt_schedule_repeat(rc->schedule, rc->grad_accum > 0 ? rc->grad_accum : 1, &rounds, err);
+  if (st) return st;
+  st = kt_sim_period(&rounds, c, &out->predicted, err);
+  kt_schedule_free(&rounds);
+  out->predicted_step_seconds = out->predicted.period;
+  return st;
 }
 
 static kt_status predict(kt_runtime *rt, const kt_train_config *cfg, const kt_timeline *measured,
@@ -265,17 +287,18 @@ static kt_status predict(kt_runtime *rt, const kt_train_config *cfg, const kt_ti
     kt_links_set_sync(cfg->links, bytes);
     free(bytes);
   }
-  double sync_end = 0;
+  double sync_end = 0, t_dp = 0, t_norm = 0;
   kt_status st = kt_train_predict_on(rc->schedule, rc->grad_accum, measured, cfg->links,
                                      message_bytes(rt, rc), &out->calibrated,
                                      &out->predicted_timeline, &sync_end, err);
   if (cfg->links) {
-    if (!st) predict_step_end(cfg, sync_end, tail, out);
+    if (!st) predict_step_end(cfg, sync_end, out, &t_dp, &t_norm);
     kt_links_set_sync(cfg->links, NULL);
   }
   out->calibrated.links = NULL; /* the caller's */
   if (st) return st;
-  return kt_timeline_metrics(&out->predicted_timeline, &out->predicted, err);
+  st = kt_timeline_metrics(&out->predicted_timeline, &out->predicted, err);
+  return st ? st : predicted_period(cfg, tail, t_dp, t_norm, out, err);
 }
 
 /* After the last step: throughput, the measured and predicted last step
@@ -284,6 +307,7 @@ static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeli
                            double *step_s, double mean, double samples, size_t tps,
                            kt_train_result *out, kt_error *err) {
   const kt_runtime_config *rc = &cfg->runtime;
+  double last_s = step_s[out->n_losses - 1]; /* the median below sorts step_s */
   out->mean_step_seconds = mean;
   out->median_step_seconds = out->n_losses > 1 ? kt_median(step_s + 1, (size_t)out->n_losses - 1)
                                                : step_s[0];
@@ -291,6 +315,8 @@ static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeli
   out->tokens_per_s = out->samples_per_s * (double)tps;
   out->steady_tokens_per_s = samples * (double)tps / out->median_step_seconds;
   kt_status st = kt_timeline_metrics(last, &out->measured, err);
+  /* the last step as it ran: its period, from the end of the one before */
+  if (!st) kt_metrics_set_period(&out->measured, last_s, (int)rc->step_sync);
   if (!st) st = predict(rt, cfg, last, out->tail_seconds, out, err);
   int r0 = kt_stage_rank(rc->schedule, 0); /* the rank of stage 0: its peak activation memory */
   if (!st && r0 >= 0 && r0 < out->measured.p)
@@ -336,6 +362,7 @@ static kt_status step_progress(kt_runtime *rt, const kt_train_config *cfg, int s
   if (st) return kt_fail(err, st, "out of memory");
   kt_metrics met;
   if ((st = kt_timeline_metrics(last, &met, err))) return st;
+  kt_metrics_set_period(&met, res->seconds, (int)cfg->runtime.step_sync); /* the step as it ran */
   *p = (kt_train_progress){.step = step, .steps = cfg->steps, .loss = res->loss, .val_loss = NAN,
                            .lr = res->lr, .grad_norm = res->grad_norm, .seconds = res->seconds,
                            .samples_per_s = samples / res->seconds,
@@ -348,6 +375,104 @@ static kt_status step_progress(kt_runtime *rt, const kt_train_config *cfg, int s
   return KT_OK;
 }
 
+/* What the loop carries from step to step. Steps may run ahead of their
+ * check (kaiten/runtime.h): a step that does is followed by the next one,
+ * or a flush, before its result is taken; the next but one goes too, so a
+ * rank that ends a step early finds the next one there. At most
+ * KT_STEPS_AHEAD are in flight, each with a buffer of micro-batches of its
+ * own (step % KT_STEPS_AHEAD). */
+#define KT_STEPS_AHEAD KT_DATA_KEEPS
+typedef struct {
+  kt_runtime *rt;
+  const kt_train_config *cfg;
+  kt_train_result *out;
+  kt_microbatch *mbs[KT_STEPS_AHEAD];
+  int next, taken; /* the next step to submit; results taken */
+  int ahead;       /* the last step submitted runs ahead: a step or a flush must follow */
+  int stopping;
+  int vote;        /* this process's stop request, carried to every rank with the next step */
+  double *step_s, total_seconds, samples;
+  size_t tps;
+  kt_timeline last;
+} run_loop;
+
+/* Where the next step must wait for this one to be checked everywhere: a
+ * validation or a checkpoint (the caller's barrier_at) after it. */
+static int barrier_after(const kt_train_config *cfg, int step) {
+  return validates(cfg, step) || (cfg->barrier_at && cfg->barrier_at(cfg->ctx, step));
+}
+
+/* Submits the next step: without a barrier it runs ahead of its check and
+ * a step or a flush follows it (follow). */
+static kt_status submit_next(run_loop *L, kt_error *err) {
+  const kt_runtime_config *rc = &L->cfg->runtime;
+  int step = L->next++;
+  kt_microbatch *buf = L->mbs[step % KT_STEPS_AHEAD];
+  kt_status st = L->cfg->data ? L->cfg->data->fill(L->cfg->data, 0, step, rc->data_parallel,
+                                                   rc->grad_accum, rc->schedule->m,
+                                                   rc->micro_batch, buf, err)
+                              : KT_OK;
+  /* ahead only when the data source keeps every batch in flight */
+  L->ahead = rc->step_sync == KT_STEP_OVERLAP && (!L->cfg->data || L->cfg->data->keeps >= KT_STEPS_AHEAD);
+  if (!st) st = kt_runtime_submit(L->rt, step, L->cfg->data ? buf : NULL, 1, L->ahead,
+                                  !L->cfg->skip_nonfinite, L->vote, err);
+  return st;
+}
+
+/* What follows steps that run ahead: the next ones, up to KT_STEPS_AHEAD
+ * in flight, or a flush where the run stops or needs a barrier (the
+ * update already ran; the flush checks it). */
+static kt_status follow(run_loop *L, kt_error *err) {
+  kt_status st = KT_OK;
+  while (!st && L->ahead) {
+    if (L->stopping || L->next >= L->cfg->steps || barrier_after(L->cfg, L->next - 1)) {
+      L->ahead = 0;
+      return kt_runtime_flush(L->rt, err);
+    }
+    if (L->next - L->cfg->first_step - L->taken >= KT_STEPS_AHEAD) return KT_OK;
+    st = submit_next(L, err);
+  }
+  return st;
+}
+
+/* A step's result taken: recorded, its validation, the caller's callback. */
+static kt_status take(run_loop *L, const kt_step_result *res, kt_error *err) {
+  const kt_train_config *cfg = L->cfg;
+  kt_train_result *out = L->out;
+  int step = res->step;
+  if (res->nonfinite && !cfg->skip_nonfinite) {
+    out->stopped_nonfinite = 1;
+    return kt_fail(err, KT_ERUNTIME,
+                   "step %d: the loss is %g and the gradient norm %g; non-finite values first in "
+                   "the %s of stage %d (of %d). The step was not applied",
+                   step + 1, res->loss, res->grad_norm, res->nonfinite_what, res->nonfinite_stage,
+                   kt_schedule_stages(cfg->runtime.schedule));
+  }
+  out->skipped_steps += res->nonfinite;
+  out->rollbacks += res->rollbacks;
+  out->waited_steps += res->waited && cfg->runtime.step_sync == KT_STEP_OVERLAP;
+  out->losses[out->n_losses++] = res->loss;
+  L->total_seconds += res->seconds;
+  L->step_s[out->n_losses - 1] = res->seconds;
+  out->measured_sync_seconds = res->sync_seconds, out->tail_seconds = res->tail_seconds;
+  if (res->vote) L->stopping = 1; /* every rank agreed to stop */
+  kt_train_progress p;
+  kt_status st = step_progress(L->rt, cfg, step, res, L->samples, L->tps, &L->last, out, &p, err);
+  if (st) return st;
+  p.barrier = L->taken == L->next - cfg->first_step; /* nothing in flight */
+  p.agreed = res->vote;
+  if (validates(cfg, step)) { /* a barrier: nothing in flight */
+    if ((st = validation_loss(L->rt, cfg, step, L->mbs[0], &out->last_val_loss, err))) return st;
+    p.val_loss = out->last_val_loss;
+  }
+  int request = cfg->on_step ? cfg->on_step(cfg->ctx, &p) : 0;
+  /* agreed already at a barrier (kt_train_progress.barrier), and with every
+   * rank here; else every rank learns it with a later step */
+  if (p.barrier || kt_runtime_all_local(L->rt)) L->stopping |= request != 0;
+  else L->vote = request;
+  return KT_OK;
+}
+
 kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_result *out,
                        kt_error *err) {
   memset(out, 0, sizeof *out);
@@ -356,49 +481,37 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
   int D = rc->data_parallel, K = rc->grad_accum, M = rc->schedule->m, b = rc->micro_batch;
   int n = cfg->steps - cfg->first_step;
   if (n < 0) n = 0;
+  run_loop L = {.rt = rt, .cfg = cfg, .out = out, .next = cfg->first_step,
+                .samples = (double)D * K * M * b,
+                .tps = cfg->data && cfg->data->tokens_per_sample ? cfg->data->tokens_per_sample : 1};
   out->losses = kt_calloc((size_t)n + 1, sizeof *out->losses);
-  kt_microbatch *mbs = kt_calloc((size_t)D * K * M, sizeof *mbs);
-  double *step_s = kt_calloc((size_t)n + 1, sizeof *step_s);
-  kt_timeline last;
-  kt_timeline_init(&last, rc->schedule->p, "s", "B");
+  int fed = 1;
+  for (int i = 0; i < KT_STEPS_AHEAD; i++)
+    fed &= (L.mbs[i] = kt_calloc((size_t)D * K * M, sizeof *L.mbs[i])) != NULL;
+  L.step_s = kt_calloc((size_t)n + 1, sizeof *L.step_s);
+  kt_timeline_init(&L.last, rc->schedule->p, "s", "B");
   kt_status st = KT_OK;
-  if (!out->losses || !mbs || !step_s) {
-    st = kt_fail(err, KT_ENOMEM, "out of memory");
-    goto done;
-  }
-  double total_seconds = 0, samples = (double)D * K * M * b;
-  size_t tps = cfg->data && cfg->data->tokens_per_sample ? cfg->data->tokens_per_sample : 1;
-  for (int step = cfg->first_step; step < cfg->steps; step++) {
-    if (cfg->data && (st = cfg->data->fill(cfg->data, 0, step, D, K, M, b, mbs, err))) break;
+  if (!out->losses || !fed || !L.step_s) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  if (cfg->should_stop && kt_runtime_all_local(rt)) kt_runtime_set_poll(rt, cfg->should_stop, cfg->ctx);
+  if (!st && L.next < cfg->steps) st = submit_next(&L, err);
+  while (!st && L.taken < L.next - cfg->first_step) {
     kt_step_result res;
-    if ((st = kt_runtime_step(rt, step, cfg->data ? mbs : NULL, 1, &res, err))) break;
-    if (res.nonfinite && !cfg->skip_nonfinite) {
-      st = kt_fail(err, KT_ERUNTIME,
-                   "step %d: the loss is %g and the gradient norm %g; non-finite values first in "
-                   "the %s of stage %d (of %d). The step was not applied",
-                   step + 1, res.loss, res.grad_norm, res.nonfinite_what, res.nonfinite_stage,
-                   kt_schedule_stages(rc->schedule));
-      out->stopped_nonfinite = 1;
-      break;
-    }
-    out->skipped_steps += res.nonfinite;
-    out->losses[out->n_losses++] = res.loss;
-    total_seconds += res.seconds;
-    step_s[out->n_losses - 1] = res.seconds;
-    out->measured_sync_seconds = res.sync_seconds, out->tail_seconds = res.tail_seconds;
-    kt_train_progress p;
-    if ((st = step_progress(rt, cfg, step, &res, samples, tps, &last, out, &p, err))) break;
-    if (validates(cfg, step)) {
-      if ((st = validation_loss(rt, cfg, step, mbs, &out->last_val_loss, err))) break;
-      p.val_loss = out->last_val_loss;
-    }
-    if (cfg->on_step && cfg->on_step(cfg->ctx, &p)) break;
+    if (!(st = follow(&L, err))) st = kt_runtime_complete(rt, &res, err);
+    int first, back = kt_runtime_retracted(rt, &first);
+    if (back) L.next = first, L.ahead = 0, L.stopping = 1; /* a stop: the steps not begun */
+    if (st && back && L.taken == L.next - cfg->first_step) st = KT_OK; /* this one was taken back */
+    if (st || L.taken == L.next - cfg->first_step) break;
+    L.taken++;
+    if (!res.cancelled) st = take(&L, &res, err);
+    if (!st && !L.ahead && !L.stopping && L.next < cfg->steps && L.taken == L.next - cfg->first_step)
+      st = submit_next(&L, err);
   }
   if (!st && out->n_losses > 0)
-    st = summarise(rt, cfg, &last, step_s, total_seconds / out->n_losses, samples, tps, out, err);
-done:
-  free(mbs);
-  free(step_s);
-  kt_timeline_free(&last);
+    st = summarise(rt, cfg, &L.last, L.step_s, L.total_seconds / out->n_losses, L.samples, L.tps,
+                   out, err);
+  kt_runtime_set_poll(rt, NULL, NULL);
+  for (int i = 0; i < KT_STEPS_AHEAD; i++) free(L.mbs[i]);
+  free(L.step_s);
+  kt_timeline_free(&L.last);
   return st;
 }

@@ -128,7 +128,7 @@ class SimAgainstCli(unittest.TestCase):
             fast = kaiten.schedule(name, 4, 12, costs=costs, mem_limit=16).simulate()
             slow = kaiten.schedule(name, 4, 12, costs=costs, mem_limit=16,
                                    thorough=True).simulate()
-            self.assertLessEqual(slow["makespan"], fast["makespan"] + 1e-9, name)
+            self.assertLessEqual(slow["period"], fast["period"] + 1e-9, name)
         ran += self.check_sim("interleaved", 4, 8, None, chunks=3)
         for name in ("1f1b", "zb-h1", "zb-auto", "zbv"):  # overheads: no closed form
             ran += self.check_sim(name, 4, 8, {"op_overhead": 0.1, "send_overhead": 0.05})
@@ -148,12 +148,12 @@ class SimAgainstCli(unittest.TestCase):
                 d["search"].pop("seconds")
             self.assertEqual(got, ref, args)
             self.assertTrue(got["proven"])
-            self.assertEqual(got.lower_bound, got.makespan)
+            self.assertEqual(got.lower_bound, got.period)
             self.assertEqual(s.to_csv(), cli(*args, "--format", "torch-csv").stdout)
             self.assertEqual(s.name, "optimal")
-            self.assertLessEqual(s.simulate().makespan,
+            self.assertLessEqual(s.simulate().period,
                                  kaiten.schedule("zb-auto", p, m, costs=costs, mem_limit=limit,
-                                                 placement=placement).simulate().makespan)
+                                                 placement=placement).simulate().period)
         ref = cli("sim", "--schedule", "optimal", "-p", 3, "-m", 100, ok=False)
         with self.assertRaises(kaiten.KaitenError) as e:
             kaiten.schedule("optimal", 3, 100)
@@ -298,8 +298,8 @@ class CompareAgainstCli(unittest.TestCase):
                        *cost_flags(costs), "--format", "json")
         self.assertEqual(c, ref)
         best = c.best()
-        self.assertEqual(best["makespan"], min(r["makespan"] for r in ref["rows"] if r["applies"]))
-        self.assertEqual(c.schedule(best["schedule"]).simulate().makespan, best["makespan"])
+        self.assertEqual(best["period"], min(r["period"] for r in ref["rows"] if r["applies"]))
+        self.assertEqual(c.schedule(best["schedule"]).simulate().period, best["period"])
 
 
 class PlanAgainstCli(unittest.TestCase):

@@ -384,7 +384,5 @@ double kt__search_list_build(kt__search_list *ls, const kt__search_rules *rules,
     int to = op == KT_OP_F ? st + 1 : op == KT_OP_I ? st - 1 : -1;
     if (to >= 0 && to < pb->S && pb->srank[to] != best) refresh(ls, pb->srank[to]);
   }
-  double makespan = 0;
-  for (int r = 0; r < p; r++) makespan = maxd(makespan, ls->e[r] - ls->first[r]);
-  return makespan;
+  return kt_step_model_period(&pb->step, ls->first, ls->e, NULL);
 }

@@ -54,7 +54,9 @@ kt_status kt__search_problem_init(kt__search_problem *pb, const kt_schedule *s, 
                               : pb->head[r] + pb->res[pb->rstage[r * s->v + ch]];
     pb->limit[r] = limit > 0 ? limit : (double)p * s->v * most;
   }
-  return KT_OK;
+  kt_status st = kt_step_model_init(&pb->step, s, c, err);
+  if (st) kt__search_problem_free(pb);
+  return st;
 }
 
 void kt__search_problem_free(kt__search_problem *pb) {
@@ -69,6 +71,7 @@ void kt__search_problem_free(kt__search_problem *pb) {
   free(pb->res);
   free(pb->head);
   free(pb->limit);
+  kt_step_model_free(&pb->step);
   memset(pb, 0, sizeof *pb);
 }
 
@@ -149,15 +152,12 @@ double kt__search_evaluate(const kt__search_problem *pb, kt__search_eval *ev, co
   kt_rank_queue_fill(&ev->work); /* also when the last call stopped early */
   for (int r; (r = kt_rank_queue_next(&ev->work)) >= 0;) {
     advance(pb, ev, s, r);
-    if (ev->pos[r] > 0 && ev->stop[r] - ev->start[r] > ev->cutoff) return INFINITY;
+    if (ev->pos[r] > 0 && kt__search_rank_cost(pb, ev->start[r], ev->stop[r], r) > ev->cutoff)
+      return INFINITY;
   }
-  double makespan = 0;
-  for (int r = 0; r < p; r++) {
+  for (int r = 0; r < p; r++)
     if (ev->pos[r] < s->ranks[r].n) return -1;
-    if (s->ranks[r].n && ev->stop[r] - ev->start[r] > makespan)
-      makespan = ev->stop[r] - ev->start[r];
-  }
-  return makespan;
+  return kt_step_model_period(&pb->step, ev->start, ev->stop, NULL);
 }
 
 void kt__search_move(kt_action *a, size_t from, size_t to) {
@@ -214,28 +214,22 @@ static int fast_path_applies(const kt_schedule *s, const kt_costs *c) {
   return 1;
 }
 
-/* The simulator's answer: its metrics' span and busy time (and its own
+/* The simulator's answer: its metrics' period and busy time (and its own
  * errors, a deadlock report naming the blocked ranks among them). */
-static kt_status simulated_span(const kt_schedule *s, const kt_costs *c, double *span,
-                                double *busy, kt_error *err) {
+static kt_status simulated_period(const kt_schedule *s, const kt_costs *c, double *period,
+                                  double *busy, kt_error *err) {
   kt_metrics m;
   kt_status st = kt_simulate_metrics(s, c, &m, err);
   if (st) return st;
-  double lo = INFINITY, hi = -INFINITY;
-  for (int r = 0; r < m.p; r++) {
-    if (!m.ranks[r].actions) continue;
-    lo = fmin(lo, m.ranks[r].start);
-    hi = fmax(hi, m.ranks[r].end);
-  }
-  *span = hi > lo ? hi - lo : 0;
+  *period = m.period;
   *busy = m.total_busy;
   kt_metrics_free(&m);
   return KT_OK;
 }
 
-kt_status kt_gen_span(const kt_schedule *s, const kt_costs *c, double *span, double *busy,
-                      kt_error *err) {
-  if (!fast_path_applies(s, c)) return simulated_span(s, c, span, busy, err);
+kt_status kt_gen_period(const kt_schedule *s, const kt_costs *c, double *period, double *busy,
+                        kt_error *err) {
+  if (!fast_path_applies(s, c)) return simulated_period(s, c, period, busy, err);
   kt__search_problem pb;
   kt__search_eval ev;
   kt_status st = kt__search_problem_init(&pb, s, c, 0, err);
@@ -244,20 +238,19 @@ kt_status kt_gen_span(const kt_schedule *s, const kt_costs *c, double *span, dou
     kt__search_problem_free(&pb);
     return st;
   }
-  int stuck = kt__search_evaluate(&pb, &ev, s) < 0;
-  if (!stuck) {
-    double lo = INFINITY, hi = -INFINITY, total = 0;
-    for (int r = 0; r < s->p; r++) {
-      if (!s->ranks[r].n) continue;
-      lo = fmin(lo, ev.start[r]), hi = fmax(hi, ev.stop[r]);
+  int exact = 0;
+  /* a deadlock, or a period the one step does not settle, is the simulator's */
+  if (kt__search_evaluate(&pb, &ev, s) >= 0) {
+    for (int r = 0; r < s->p; r++)
+      if (!s->ranks[r].n) ev.start[r] = ev.stop[r] = 0;
+    *period = kt_step_model_period(&pb.step, ev.start, ev.stop, &exact);
+    double total = 0;
+    for (int r = 0; r < s->p; r++)
       for (size_t i = 0; i < s->ranks[r].n; i++)
         total += kt__search_cost(&pb, s->ranks[r].actions[i].stage, (kt_op)s->ranks[r].actions[i].op);
-    }
-    *span = hi > lo ? hi - lo : 0;
     *busy = total;
   }
   kt__search_eval_free(&ev);
   kt__search_problem_free(&pb);
-  /* a deadlock is reported as the simulator reports it */
-  return stuck ? simulated_span(s, c, span, busy, err) : KT_OK;
+  return exact ? KT_OK : simulated_period(s, c, period, busy, err);
 }

@@ -146,7 +146,9 @@ static int gather_moves(refiner *rf, move_t *mv) {
   const kt_schedule *s = rf->s;
   int crit = 0, n = 0;
   for (int r = 1; r < pb->p; r++)
-    if (ev->stop[r] - ev->start[r] > ev->stop[crit] - ev->start[crit] + EPS) crit = r;
+    if (kt__search_rank_cost(pb, ev->start[r], ev->stop[r], r) >
+        kt__search_rank_cost(pb, ev->start[crit], ev->stop[crit], crit) + EPS)
+      crit = r;
   index_order(rf);
   int r = crit;
   size_t i = s->ranks[crit].n - 1;

@@ -188,8 +188,9 @@ double kt__search_rounds_build(const kt__search_problem *pb, int flags, const in
   rd.idle = kt_calloc((size_t)S, sizeof *rd.idle);
   rd.end = malloc(cells * sizeof *rd.end);
   int *scratch = kt_calloc((size_t)S, sizeof *scratch);
+  double *first = kt_calloc((size_t)S, sizeof *first); /* each rank's first start */
   double makespan = -1;
-  if (!rd.f || !rd.b || !rd.w || !rd.e || !rd.mem || !rd.idle || !rd.end || !scratch) {
+  if (!rd.f || !rd.b || !rd.w || !rd.e || !rd.mem || !rd.idle || !rd.end || !scratch || !first) {
     kt_fail(err, KT_ENOMEM, "out of memory building zb-auto (P=%d, M=%d)", pb->p, pb->m);
     goto done;
   }
@@ -201,11 +202,8 @@ double kt__search_rounds_build(const kt__search_problem *pb, int flags, const in
   for (int r = 0; r < S; r++) s->ranks[r].n = 0;
   if (kt__search_reserve(s, err)) goto done;
   if (warm_up(&rd, depth_delta, scratch) || run_rounds(&rd, scratch)) goto done;
-  makespan = 0;
-  for (int j = 0; j < S; j++) {
-    double first = rd.end[KT__PAIR(pb, j, 0)].f - pb->tf[j];
-    if (rd.e[j] - first > makespan) makespan = rd.e[j] - first;
-  }
+  for (int j = 0; j < S; j++) first[j] = rd.end[KT__PAIR(pb, j, 0)].f - pb->tf[j];
+  makespan = kt_step_model_period(&pb->step, first, rd.e, NULL);
 done:
   free(rd.f);
   free(rd.b);
@@ -215,5 +213,6 @@ done:
   free(rd.idle);
   free(rd.end);
   free(scratch);
+  free(first);
   return makespan;
 }

@@ -6,6 +6,7 @@
 #define KAITEN_GENERATORS_SEARCH_H
 
 #include "kaiten/costs.h"
+#include "kaiten/sim.h"
 #include "generators/internal.h"
 
 /* A layout (P, V, M, placement) and a cost model flattened per stage, and a
@@ -21,6 +22,9 @@ typedef struct {
   double *tf, *tb, *tw, *act, *wg, *res; /* per stage */
   double *head, *limit;                  /* per rank */
   double comm;
+  /* the objective: the period the ranks' starts and ends imply under the
+   * costs' step sync and step-end costs (kt_step_model_period) */
+  kt_step_model step;
 } kt__search_problem;
 
 /* Reads the layout of s (p, v, m, placement) and the costs (NULL = unit).
@@ -75,6 +79,15 @@ typedef struct {
 } kt__search_eval;
 
 kt_status kt__search_eval_init(kt__search_eval *ev, const kt__search_problem *pb, kt_error *err);
+/* What rank r's start and end alone say about the period (never more than
+ * it): its span and its step's end without a barrier, its end and the
+ * step's end with one. The critical rank is the one with the most. */
+static inline double kt__search_rank_cost(const kt__search_problem *pb, double start, double stop,
+                                          int r) {
+  const kt_step_model *m = &pb->step;
+  if (m->sync == KT_STEP_BARRIER) return stop + m->t_dp + m->t_norm + m->max_update;
+  return stop - start + m->t_dp + m->update[r];
+}
 void kt__search_eval_free(kt__search_eval *ev);
 /* Simulates the order of s (F, I, W actions; a B counts as I then W) with
  * the simulator's semantics; the makespan, or -1 when it deadlocks, or
@@ -171,7 +184,7 @@ typedef struct {
   long refine_evals; /* refinement budget in evaluations; < 0: by problem size */
   int quick;         /* the list scheduler's core rules only, no W re-timing */
   int walk;          /* small problems: the winner walked past its plateaus (search/walk.c) */
-  /* A lower bound on every order's makespan under pb (kt_makespan_lower_bound;
+  /* A lower bound on every order's makespan under pb (kt_gen_lower_bound;
    * 0: none): once a candidate meets it no order is faster, and the search
    * stops there. */
   double lower;
@@ -202,10 +215,12 @@ extern const kt__search_opts kt__search_quick, kt__search_default, kt__search_th
 
 /* zb-auto on the layout of s (costs NULL = unit costs; mem_limit <= 0: P*V
  * times max(mem-act, mem-wgrad), 1F1B's memory of the same model) with the
- * search options o; improve: then the bounded exact step on small problems
- * (kt__optimal_improve). The winner's lists go to s. */
+ * search options o; improve: the bounded exact step and the annealing on
+ * small problems too. The winner's lists go to s; out (may be NULL)
+ * receives the bound proved and the stages that ran. */
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
-                            const kt__search_opts *o, int improve, kt_error *err);
+                            const kt__search_opts *o, int improve, kt_gen_outcome *out,
+                            kt_error *err);
 
 /* The constructed order in s tuned to params->costs (search/tune.c): the
  * search above with every rank's budget the construction's largest

@@ -57,7 +57,9 @@ static int movable(const kt_rank_actions *ra, size_t i, long j) {
 static int critical(const kt__search_problem *pb, const kt__search_eval *ev) {
   int crit = 0;
   for (int r = 1; r < pb->p; r++)
-    if (ev->stop[r] - ev->start[r] > ev->stop[crit] - ev->start[crit]) crit = r;
+    if (kt__search_rank_cost(pb, ev->start[r], ev->stop[r], r) >
+        kt__search_rank_cost(pb, ev->start[crit], ev->stop[crit], crit))
+      crit = r;
   return crit;
 }
 
