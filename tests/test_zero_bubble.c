@@ -476,7 +476,7 @@ static void test_zb_auto_params(void) {
   kt_costs_default(&c);
   c.mem_act = 2;
   kt_gen_params params = {.p = 4, .m = 8, .costs = &c, .mem_limit = 1.5};
-  CHECK(kt_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EINVAL);
+  CHECK(kt_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EMEMLIMIT);
   CHECK_STR_CONTAINS(err.msg, "below what one micro-batch needs");
   params.mem_limit = NAN;
   CHECK(kt_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EINVAL);

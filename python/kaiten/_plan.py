@@ -4,7 +4,7 @@ import json
 import os
 
 from . import _ffi
-from ._ffi import KaitenError, lib, enc, dec, quote
+from ._ffi import error, lib, enc, dec, quote
 
 RECOMPUTE = ("none", "selective", "full")
 NODES = ("dp-inside", "pp-inside")
@@ -43,15 +43,15 @@ def _mask(what, names, lookup, known):
     if isinstance(names, str):
         names = names.split(",")
     if not isinstance(names, (list, tuple, set, frozenset)) or len(names) > 64:
-        raise KaitenError("EINVAL", f"{what} {quote(names)}: expected a list of names")
+        raise error("EINVAL", f"{what} {quote(names)}: expected a list of names")
     mask = 0
     for n in names:
         k = lookup(enc(n, what)) if isinstance(n, str) else -1
         if k < 0:
-            raise KaitenError("EINVAL", f"{what}: unknown value {quote(n)} (known: {known})")
+            raise error("EINVAL", f"{what}: unknown value {quote(n)} (known: {known})")
         mask |= 1 << k
     if not mask:
-        raise KaitenError("EINVAL", f"{what}: empty list")
+        raise error("EINVAL", f"{what}: empty list")
     return mask
 
 
@@ -59,7 +59,7 @@ def _json(value, what):
     try:
         return json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as e:
-        raise KaitenError("EINVAL", f"{what} {quote(value)}: {quote(str(e), 120)}") from None
+        raise error("EINVAL", f"{what} {quote(value)}: {quote(str(e), 120)}") from None
 
 
 class _Request:
@@ -76,12 +76,12 @@ class _Request:
         if isinstance(model, dict):
             _ffi.call(lib.kt_ffi_plan_model_json, self.h, enc(_json(model, "model"), "model"))
         elif model is None:
-            raise KaitenError("EINVAL", "model is required (a preset: "
+            raise error("EINVAL", "model is required (a preset: "
                                         f"{dec(lib.kt_plan_preset_list())}; a JSON file; or a dict)")
         elif isinstance(model, (str, os.PathLike)):
             _ffi.call(lib.kt_ffi_plan_model, self.h, enc(os.fspath(model), "model"))
         else:
-            raise KaitenError("EINVAL", f"model {quote(model)}: expected a preset name, a JSON "
+            raise error("EINVAL", f"model {quote(model)}: expected a preset name, a JSON "
                                         "file or a dict")
         self.set("seq_len", _int("seq_len", seq_len, 1, 1 << 24))
 
@@ -91,7 +91,7 @@ class _Request:
         elif isinstance(cluster, (str, os.PathLike)):  # read as the CLI reads --cluster (bounded)
             _ffi.call(lib.kt_ffi_plan_cluster_file, self.h, enc(os.fspath(cluster), "cluster"))
         elif cluster is not None:
-            raise KaitenError("EINVAL", f"cluster {quote(cluster)}: expected a JSON file or a dict")
+            raise error("EINVAL", f"cluster {quote(cluster)}: expected a JSON file or a dict")
         self.set("devices", _int("devices", devices, 1, 4096 * 64))
         self.set("devices_per_node", _int("devices_per_node", devices_per_node, 1, 1 << 20))
         gb = _num("mem_gb", mem_gb, 1e-6, 1e9)
@@ -108,7 +108,7 @@ class _Request:
         if bytes_per_param is not None:
             bpp = list(bytes_per_param) if isinstance(bytes_per_param, (list, tuple)) else []
             if len(bpp) != 3 or any(_num("bytes_per_param", x, 0, 64) is None for x in bpp):
-                raise KaitenError("EINVAL", f"bytes_per_param {quote(bytes_per_param)}: expected "
+                raise error("EINVAL", f"bytes_per_param {quote(bytes_per_param)}: expected "
                                             "three numbers W, G, O in 0..64 (e.g. (2, 2, 12))")
             for f, x in zip(("weight_bytes", "grad_bytes", "optimizer_bytes"), bpp):
                 self.set(f, x)
@@ -143,7 +143,7 @@ def plan(model, devices=None, mem_gb=None, global_batch=None, seq_len=None, clus
     for f, x in pins.items():
         r.set(f, _int(f"pin {f}", x, 1, 1000000 if f == "m" else 1 << 30))
     if global_batch is None:
-        raise KaitenError("EINVAL", "global_batch is required (samples per optimizer step)")
+        raise error("EINVAL", "global_batch is required (samples per optimizer step)")
     r.set("global_batch", _int("global_batch", global_batch, 1, 10 ** 12))
     r.set("top", _int("top", top, 0, 1000000))
     maxm = _int("max_microbatches", max_microbatches, 1, 1000000)
@@ -158,7 +158,7 @@ def plan(model, devices=None, mem_gb=None, global_batch=None, seq_len=None, clus
                               "none, selective, full"))
     r.set("node_layouts", _mask("nodes", nodes, lib.kt_node_layout_from_name,
                                 "dp-inside, pp-inside"))
-    data = json.loads(_ffi.text_call(lib.kt_ffi_plan_search, r.h))
+    data = json.loads(_ffi.text_call(lib.kt_ffi_plan_search, r.h, keep=r))
     return Plan(data, None if data["configs"] else _nothing_fits(r, data, max_bubble))
 
 
@@ -178,12 +178,12 @@ def _nothing_fits(r, data, max_bubble):
 
 def _partition_only(r, stages, t, b, m, d, recompute, capped):
     if stages is None:
-        raise KaitenError("EINVAL", "partition_only needs stages S")
+        raise error("EINVAL", "partition_only needs stages S")
     _int("stages", stages, 1, 4096 * 64)
     rc = 0
     if recompute is not None:
         if not isinstance(recompute, str) or recompute not in RECOMPUTE:
-            raise KaitenError("EINVAL", f"recompute {quote(recompute)}: expected none, selective "
+            raise error("EINVAL", f"recompute {quote(recompute)}: expected none, selective "
                                         "or full")
         rc = RECOMPUTE.index(recompute)
     t, b, d = (_int(w, x, 1, 1 << 30) or 1 for w, x in
@@ -206,12 +206,12 @@ def partition(loads, stages, fixed=None, act=None, mult=None, mem_cap=0.0):
         try:
             vals = [float(v) for v in x]
         except (TypeError, ValueError):
-            raise KaitenError("EINVAL", f"partition: {what} {quote(x)}: expected a list of "
+            raise error("EINVAL", f"partition: {what} {quote(x)}: expected a list of "
                                         "numbers") from None
         if isinstance(x, (str, bytes)) or any(isinstance(v, bool) for v in x):
-            raise KaitenError("EINVAL", f"partition: {what} {quote(x)}: expected a list of numbers")
+            raise error("EINVAL", f"partition: {what} {quote(x)}: expected a list of numbers")
         if k is not None and len(vals) != k:
-            raise KaitenError("EINVAL", f"partition: {len(vals)} values of {what} where {k} are "
+            raise error("EINVAL", f"partition: {len(vals)} values of {what} where {k} are "
                                         "needed")
         return (ctypes.c_double * len(vals))(*vals)
 
@@ -223,7 +223,7 @@ def partition(loads, stages, fixed=None, act=None, mult=None, mem_cap=0.0):
     cap = _ffi.num_arg("mem_cap", mem_cap, 0, 1e308)
     counts = (ctypes.c_int * stages)()
     bottleneck = ctypes.c_double()
-    _ffi.long_call(lib.kt_ffi_partition, n, *arrays, cap, stages, counts,
-                   ctypes.byref(bottleneck))
+    _ffi.call(lib.kt_ffi_partition, n, *arrays, cap, stages, counts, ctypes.byref(bottleneck),
+              keep=arrays)
     return list(counts), bottleneck.value
 

@@ -114,12 +114,6 @@ const char *cli_get(const cli_args *a, const char *name) {
 
 int cli_has(const cli_args *a, const char *name) { return cli_get(a, name) != NULL; }
 
-int cli_given_once(const cli_args *a, const char *name) {
-  int i = opt_index(a, name);
-  if (i < 0 || a->given[i] <= 1) return 0;
-  return cli_usage_error("--%s is given %d times: give it once", name, a->given[i]);
-}
-
 const char *cli_program = "kaiten";
 
 int cli_int(const cli_args *a, const char *name, long lo, long hi, long dflt, long *out) {
@@ -150,45 +144,6 @@ int cli_double(const cli_args *a, const char *name, double lo, double hi, double
   return 0;
 }
 
-/* Flags that would each set the hop time, or that mean nothing alone. */
-static int check_comm_flags(const cli_args *a) {
-  int bw = cli_has(a, "comm-bandwidth");
-  if (cli_has(a, "comm") && bw)
-    return cli_usage_error("--comm %s and --comm-bandwidth %s both set the time of a hop; give "
-                           "--comm, or --comm-latency/--comm-bytes/--comm-bandwidth",
-                           cli_get(a, "comm"), cli_get(a, "comm-bandwidth"));
-  if (!bw && cli_has(a, "comm-bytes"))
-    return cli_usage_error("--comm-bytes %s needs --comm-bandwidth (hop = latency + "
-                           "bytes/bandwidth)", cli_get(a, "comm-bytes"));
-  if (!bw && cli_has(a, "comm-latency"))
-    return cli_usage_error("--comm-latency %s needs --comm-bandwidth; for a fixed hop time give "
-                           "--comm", cli_get(a, "comm-latency"));
-  return 0;
-}
-
-static int read_costs(const cli_args *a, kt_costs *c) {
-  kt_costs_default(c);
-  kt_error err = {{0}};
-  if (check_comm_flags(a)) return 2;
-  const char *file = cli_get(a, "costs");
-  kt_status st;
-  if (file && (st = kt_costs_load_json(c, file, &err))) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
-  static const char *const fields[] = {"tf", "tb", "tw", "tu", "mem-act", "mem-wgrad", "comm",
-                                       "comm-latency", "comm-bytes", "comm-bandwidth",
-                                       "send-overhead", "op-overhead", "overlap", "t-norm",
-                                       "t-dp", "tie"};
-  for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
-    const char *v = cli_get(a, fields[i]);
-    if (v && cli_given_once(a, fields[i])) return 2;
-    if (v && kt_costs_set(c, fields[i], v, &err)) return cli_usage_error("--%s", err.msg);
-  }
-  if (cli_step_sync(a, &c->step_sync)) return 2;
-  if (kt_costs_compute_free(c))
-    return cli_usage_error("--tf, --tb and --tw are all 0: every action takes no time, so there is "
-                           "no makespan or bubble to compute; give a cost above 0");
-  return 0;
-}
-
 int cli_step_sync(const cli_args *a, kt_step_sync *sync) {
   const char *v = cli_get(a, "step-sync");
   if (!v) return 0;
@@ -196,105 +151,6 @@ int cli_step_sync(const cli_args *a, kt_step_sync *sync) {
   if (k < 0) return cli_usage_error("--step-sync '%s': expected overlap or barrier", v);
   *sync = (kt_step_sync)k;
   return 0;
-}
-
-const char *cli_cost_basis(const cli_args *a) { return cli_has(a, "per-stage") ? "stage" : "rank"; }
-
-int cli_stage_costs(const cli_args *a, const kt_costs *given, int v, kt_costs *out) {
-  kt_error err = {{0}};
-  kt_status st = kt_costs_for_chunks(given, cli_has(a, "per-stage") ? 1 : v, out, &err);
-  return st ? cli_fail(st, &err) : 0;
-}
-
-int cli_check_sim_size(const char *what, long p, long v, long m, double bytes_per_action) {
-  /* at most three actions (F, I, W) per stage and micro-batch */
-  kt_error err;
-  double actions = 3.0 * (double)p * (double)(v > 0 ? v : 1) * (double)m;
-  if (kt_sim_memory_check(actions, bytes_per_action, &err))
-    return cli_usage_error("%s -p %ld -m %ld: %s", what, p, m, err.msg);
-  return 0;
-}
-
-int cli_read_costs(const cli_args *a, kt_costs *c) {
-  int rc = read_costs(a, c);
-  if (rc) kt_costs_free(c); /* per-stage arrays read before the bad value */
-  return rc;
-}
-
-int cli_mem_limit_parse(const cli_args *a, int allow_bytes, cli_mem_limit *out) {
-  *out = (cli_mem_limit){CLI_MEM_UNITS, 0};
-  const char *v = cli_get(a, "mem-limit");
-  if (!v) return 0;
-  static const struct { const char *suffix; double scale; } bytes[] = {
-      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
-      {"B", 1.0}};
-  size_t n = strlen(v);
-  char num[64];
-  double x;
-  cli_mem_kind kind = CLI_MEM_UNITS;
-  double scale = 1;
-  if (n > 1 && (v[n - 1] == 'x' || v[n - 1] == 'X')) {
-    kind = CLI_MEM_FRACTION, n--;
-  } else {
-    for (size_t i = 0; i < sizeof bytes / sizeof *bytes; i++) {
-      size_t k = strlen(bytes[i].suffix);
-      if (n > k && !strcmp(v + n - k, bytes[i].suffix)) {
-        kind = CLI_MEM_BYTES, scale = bytes[i].scale, n -= k;
-        break;
-      }
-    }
-  }
-  if (n == 0 || n >= sizeof num) goto bad;
-  memcpy(num, v, n);
-  num[n] = 0;
-  char *end;
-  x = strtod(num, &end); /* an underflow (5e-324, 1e-400) is a tiny limit, refused below */
-  if (*end || !(x >= 0) || x > KT_COST_MAX) goto bad;
-  if (x < KT_COST_MIN) /* 0 and tiny values alike: a limit nothing fits in */
-    return cli_usage_error("--mem-limit '%s': expected a limit above 0 (at least %g); leave "
-                           "--mem-limit out for the schedule's default (1F1B's peak)", v,
-                           KT_COST_MIN);
-  if (kind == CLI_MEM_BYTES && !allow_bytes)
-    return cli_usage_error("--mem-limit '%s': bytes need a model (kaiten train); here give "
-                           "--mem-act units (e.g. 12) or a fraction of 1F1B's peak (e.g. 0.5x)", v);
-  *out = (cli_mem_limit){kind, x * scale};
-  return 0;
-bad:
-  return cli_usage_error("--mem-limit '%.40s': expected --mem-act units per rank (12), a fraction "
-                         "of 1F1B's peak (0.5x)%s, a number up to %g", v,
-                         allow_bytes ? " or bytes (2GiB, 512MiB)" : "", KT_COST_MAX);
-}
-
-double cli_mem_limit_units(const cli_mem_limit *ml, kt_gen_kind kind, int p, int m, int v,
-                           const kt_costs *c) {
-  if (ml->kind != CLI_MEM_FRACTION) return ml->value;
-  kt_gen_params params = {.p = p, .m = m, .v = v, .costs = c};
-  /* of 1F1B's whole peak, the scratch of the op that runs at it included
-   * (as kaiten train measures it); the order keeps the rest */
-  double scratch = 0;
-  for (int s = 0; s < p * (v > 0 ? v : 1); s++) scratch = fmax(scratch, kt_cost_mem_transient(c, s));
-  double peak = kt_gen_1f1b_peak(kind, &params) + scratch;
-  double limit = ml->value * peak - scratch;
-  return limit > 0 ? limit : 1e-9 * peak; /* below any order: the generator says what it needs */
-}
-
-void cli_memory_model_line(const cli_args *a, const kt_costs *c, kt_buf *b) {
-  if (!cli_has(a, "mem-wgrad")) kt_render_memory_model_line(c, b);
-}
-
-static void announce_search(const char *schedule, size_t actions, void *ctx) {
-  (void)ctx;
-  fprintf(stderr, "kaiten: %s: tuning its order to the costs over %zu actions (seconds per "
-                  "million)\n", schedule, actions);
-}
-
-int cli_generate(const cli_args *a, kt_gen_kind kind, int p, int m, int v, const kt_costs *c,
-                 double mem_limit, kt_schedule *out, kt_gen_outcome *outcome, kt_error *err) {
-  kt_gen_params params = {.p = p, .m = m, .v = v, .costs = c, .mem_limit = mem_limit,
-                          .thorough = cli_has(a, "thorough"), .on_long_search = announce_search,
-                          .outcome = outcome};
-  kt_status st = kt_generate(kind, &params, out, err);
-  return st ? kt_status_exit_code(st) : 0;
 }
 
 int cli_emit(const char *path, const kt_buf *b, int durable) {

@@ -89,10 +89,8 @@ kt_status kt_read_text(const char *path, long long max, long long max_line, char
   if (max <= 0) max = 1;
   text_read t = {.path = path, .max = max, .max_line = max_line > 0 ? max_line : max, .line = 1};
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  /* a path that names nothing readable is bad input (exit 2), not an I/O failure */
-  if (fd < 0)
-    return kt_fail(err, errno == ENOENT || errno == ENOTDIR || errno == EACCES ? KT_EINVAL : KT_EIO,
-                   "cannot open '%s': %s", path, strerror(errno));
+  /* EIO, as kt_read_file says it (the CLI's readers make it exit 2) */
+  if (fd < 0) return kt_fail(err, KT_EIO, "cannot open '%s': %s", path, strerror(errno));
   struct stat sb;
   kt_status st = KT_OK;
   if (fstat(fd, &sb)) st = kt_fail(err, KT_EIO, "cannot read '%s': %s", path, strerror(errno));

@@ -24,7 +24,7 @@ kt_status kt__exact_verify(const kt__opt_problem *pb, const kt_schedule *s, cons
     for (size_t i = 0; i < s->ranks[r].n; i++) {
       const kt_action *a = &s->ranks[r].actions[i];
       mem += kt_action_memory(a->op, pb->act[a->stage], pb->wg[a->stage]);
-      if (mem > pb->limit * (1 + 1e-12) + 1e-12)
+      if (mem > kt_tolerance(pb->limit))
         return kt_fail(err, KT_ERUNTIME, "optimal: internal check failed: rank %d holds %g, "
                        "over the limit %g", r, mem, pb->limit);
     }

@@ -114,7 +114,7 @@ static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *
   }
   kt_schedule_free(&found);
   if (!st && !better && isinf(upper))
-    st = kt_fail(err, KT_EINVAL, "optimal: no order of P=%d, V=%d, M=%d fits the memory limit %g",
+    st = kt_fail(err, KT_EMEMLIMIT, "optimal: no order of P=%d, V=%d, M=%d fits the memory limit %g",
                  pb->p, pb->v, pb->m, pb->limit);
   if (!st) st = kt__exact_verify(pb, out, params->costs, better ? sr.makespan : upper, &res->period, err);
   if (st) return st;

@@ -180,7 +180,7 @@ void kt__opt_bound_ws_free(kt__opt_bound_ws *ws) {
 }
 
 /* The limit with the tolerance kt__search_fits allows. */
-static double limit_tol(const kt__opt_problem *pb) { return pb->limit * (1 + 1e-12) + 1e-12; }
+static double limit_tol(const kt__opt_problem *pb) { return kt_tolerance(pb->limit); }
 
 /* Slots of I and W of stage s that must have ended before its forward of
  * slot j can run: the stage alone holds (j+1)*M_B less what its I's and
@@ -527,7 +527,7 @@ kt_status kt__lower_bound(const kt_schedule *layout, const kt_costs *c, double m
     if (!(st = kt__opt_bound_ws_init(&ws, &pb, err))) {
       *lb = kt__opt_bound(&pb, &state, NULL, &ws); /* nothing run yet */
       if (isinf(*lb))
-        st = kt_fail(err, KT_EINVAL, "memory limit %g: no order of P=%d, V=%d, M=%d fits under it",
+        st = kt_fail(err, KT_EMEMLIMIT, "memory limit %g: no order of P=%d, V=%d, M=%d fits under it",
                      pb.limit, pb.p, pb.v, pb.m);
       kt__opt_bound_ws_free(&ws);
     }

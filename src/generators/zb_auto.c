@@ -127,7 +127,7 @@ static kt_status check_limit(const kt_schedule *s, const kt__search_problem *pb,
   int at;
   double need = kt__search_min_limit(pb, &at);
   if (pb->limit[0] + 1e-9 * (1 + need) >= need) return KT_OK;
-  return kt_fail(err, KT_EINVAL,
+  return kt_fail(err, KT_EMEMLIMIT,
                  "%s: memory limit %g is below what one micro-batch needs on rank %d (%g = "
                  "max(mem-act, mem-wgrad)%s): the limit must be at least %g",
                  s->name, pb->limit[0], at, need,

@@ -8,16 +8,20 @@
  * looked up once. kt_chunk_create loads it and fails with the loader's
  * reason when it cannot, so every product runs on a loaded library.
  *
- * It is loaded with OPENBLAS_NUM_THREADS=1 (unless the user set it): no
- * pool thread until kt_blas_use_threads asks for them. Under a tight
- * address-space limit (ulimit -v) OpenBLAS retries a failed allocation of
- * a thread's buffer forever (a pool thread once spun at exit, where the
- * pool is joined): the room is checked before it loads, before threads are
- * added, and in each thread before its first product, which is computed by
- * the definition where OpenBLAS could not have its buffer. */
+ * OpenBLAS runs one thread per call, as BLIS and oneDNN do (gemm.c): a
+ * rank's compute threads are kaiten's own (pool.c), kt_blas_set_threads
+ * sets how many, and they split a large product between them. It is
+ * loaded with OPENBLAS_NUM_THREADS=1 (unless the user set it), so it never
+ * starts a pool thread of its own. Under a tight address-space limit
+ * (ulimit -v) OpenBLAS retries a failed allocation of a thread's buffer
+ * forever (a pool thread once spun at exit, where the pool is joined): the
+ * room is checked before it loads, by a training run for all its threads
+ * (kt_blas_check_room), and in each thread before its first product, which
+ * is computed by the definition where OpenBLAS could not have its buffer. */
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +39,10 @@
 static struct {
   __typeof__(&cblas_sgemm) sgemm;
   void (*set_num_threads)(int);
-  int (*get_num_threads)(void);
   char *(*get_corename)(void);
   void (*dynamic_init)(void); /* DYNAMIC_ARCH builds only */
   void (*dynamic_quit)(void);
+  char *(*get_config)(void);
 } blas;
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static kt_error blas_failure; /* why it could not be loaded */
@@ -76,20 +80,21 @@ static kt_status room_for(int threads, double base, kt_error *err) {
 
 static void load(void) {
   static const char *const names[] = {"cblas_sgemm",           "openblas_set_num_threads",
-                                      "openblas_get_num_threads", "openblas_get_corename",
-                                      "gotoblas_dynamic_init", "gotoblas_dynamic_quit"};
+                                      "openblas_get_corename",  "gotoblas_dynamic_init",
+                                      "gotoblas_dynamic_quit",  "openblas_get_config"};
   void *fn[sizeof names / sizeof *names];
   if (room_for(0, LOAD_BYTES, &blas_failure)) return;
   const char *user = getenv("OPENBLAS_NUM_THREADS");
-  if (!user) setenv("OPENBLAS_NUM_THREADS", "1", 1); /* no pool thread yet */
-  kt_status st = kt__dl_open(KT_BLAS_SONAME, names, sizeof names / sizeof *names, 4, fn, &blas_failure);
+  if (!user) setenv("OPENBLAS_NUM_THREADS", "1", 1); /* no pool thread */
+  kt_status st = kt__dl_open(KT_BLAS_SONAME, names, sizeof names / sizeof *names, 3, fn, &blas_failure);
   if (!user) unsetenv("OPENBLAS_NUM_THREADS");
   if (st) return;
   blas.set_num_threads = (void (*)(int))fn[1];
-  blas.get_num_threads = (int (*)(void))fn[2];
-  blas.get_corename = (char *(*)(void))fn[3];
-  blas.dynamic_init = (void (*)(void))fn[4];
-  blas.dynamic_quit = (void (*)(void))fn[5];
+  blas.get_corename = (char *(*)(void))fn[2];
+  blas.dynamic_init = (void (*)(void))fn[3];
+  blas.dynamic_quit = (void (*)(void))fn[4];
+  blas.get_config = (char *(*)(void))fn[5];
+  blas.set_num_threads(1); /* its own threads: never (see above) */
   blas.sgemm = (__typeof__(&cblas_sgemm))fn[0]; /* the sign that it loaded */
 }
 
@@ -122,7 +127,7 @@ void kt__sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, in
   }
   /* this thread's first product: is there room for the buffer OpenBLAS
    * would take for it? (A training run checks first and stops with the
-   * reason, kt_blas_use_threads; this is for what runs before, such as
+   * reason, kt_blas_check_room; this is for what runs before, such as
    * the forward that measures activations.) */
   static _Thread_local int served = -1;
   if (served < 0) served = room_for(1, 0, NULL) == KT_OK;
@@ -194,17 +199,18 @@ const char *kt_blas_choose_core(void) {
   return kt_blas_core(NULL);
 }
 
-void kt_blas_set_threads(int n) {
-  if (!kt__blas_load(NULL)) blas.set_num_threads(n > 0 ? n : 1);
+const char *kt__blas_config(void) {
+  if (kt__blas_load(NULL)) return NULL;
+  return blas.get_config ? blas.get_config() : "OpenBLAS";
 }
 
-kt_status kt_blas_use_threads(int n, int callers, kt_error *err) {
-  kt_status st = kt__blas_load(err);
-  if (st) return st;
-  if (n < 1) n = 1;
-  if ((st = room_for((callers > 0 ? callers : 1) + n - 1, 0, err))) return st;
-  blas.set_num_threads(n);
-  return KT_OK;
-}
+/* Threads per rank for the chunks created from now on (pool.c). */
+static atomic_int rank_threads = 1;
 
-int kt_blas_threads(void) { return kt__blas_load(NULL) ? 1 : blas.get_num_threads(); }
+void kt_blas_set_threads(int n) { atomic_store(&rank_threads, n > 0 ? n : 1); }
+
+int kt_blas_threads(void) { return atomic_load(&rank_threads); }
+
+kt_status kt_blas_check_room(int threads, kt_error *err) {
+  return room_for(threads > 0 ? threads : 1, 0, err);
+}

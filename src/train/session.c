@@ -63,10 +63,10 @@ static kt_status check_params(const kt_session_params *p, kt_error *err) {
                    p->synthetic ? "synthetic" : "caller's own", p->resume ? "resume" : "save");
   if (!has_units(p) && p->partition)
     return kt_fail(err, KT_EINVAL, "a partition splits the built-in model's layers; this run has none");
-  if (!has_units(p) && p->mem_limit_kind == KT_MEM_LIMIT_BYTES)
+  if (!has_units(p) && p->mem_limit.kind == KT_MEM_BYTES)
     return kt_fail(err, KT_EINVAL, "a memory limit in bytes needs the built-in model's activation "
                                    "sizes; give it in activation units or as a fraction");
-  int limited = p->mem_limit_kind != KT_MEM_LIMIT_UNITS || p->mem_limit > 0;
+  int limited = p->mem_limit.kind != KT_MEM_UNITS || p->mem_limit.value > 0;
   if (limited && p->schedule)
     return kt_fail(err, KT_EINVAL, "a schedule of the caller's cannot keep to a memory limit: its "
                    "order sets its memory (zb-auto and zbv-auto search for an order within one)");
@@ -166,15 +166,13 @@ static long cores_available(int use_mpi) {
 
 /* The ranks of this process share its cores; more compute threads than
  * cores is said once (ops then wait for a core: core_wait). */
-static kt_status set_blas_threads(kt_session *s, long ranks_here, int callers, kt_error *err) {
+static void set_blas_threads(kt_session *s, long ranks_here) {
   const kt_session_params *p = &s->p;
   long cores = cores_available(p->use_mpi);
   int blas = p->blas_threads > 0 ? p->blas_threads : cores > ranks_here ? (int)(cores / ranks_here) : 1;
-  kt_status st = KT_OK;
-  if (p->synthetic) blas = 0; /* sleeps: no compute threads, OpenBLAS never started */
-  else st = kt_blas_use_threads(p->blas_threads >= 0 ? blas : (blas = kt_blas_threads()),
-                                callers, err);
-  if (st) return st;
+  if (p->blas_threads >= 0) kt_blas_set_threads(blas);
+  else blas = kt_blas_threads();
+  if (p->synthetic) blas = 0; /* sleeps: no compute threads */
   s->cores = (int)cores, s->compute_threads = (int)(ranks_here * blas);
   if (s->compute_threads > cores && s->world_rank == 0) /* one note per job */
     kt__session_note(s, KT_NOTE_OVERSUBSCRIBED, NULL, s->compute_threads,
@@ -182,7 +180,13 @@ static kt_status set_blas_threads(kt_session *s, long ranks_here, int callers, k
                      "a core (core_wait), so steps are slower and the bubble larger than the "
                      "schedule's", ranks_here, ranks_here == 1 ? "" : "s", blas, blas == 1 ? "" : "s",
                      s->compute_threads, cores);
-  return KT_OK;
+}
+
+/* Once the model is in memory (the room left is known): the address space
+ * for the buffers of this process's compute threads (ranks times threads). */
+static kt_status check_blas_room(const kt_session *s, int ranks_in_process, kt_error *err) {
+  if (s->p.synthetic) return KT_OK; /* sleeps: no matrix products */
+  return kt_blas_check_room(ranks_in_process * kt_blas_threads(), err);
 }
 
 /* The runtime on MPI (one rank in this process) or threads (all of them). */
@@ -190,10 +194,10 @@ static kt_status create_runtime(kt_session *s, const kt_runtime_config *rc, kt_e
   const kt_session_params *p = &s->p;
   int P = s->sched.p, D = p->data_parallel;
   if (!p->use_mpi) {
+    set_blas_threads(s, (long)P * D);
     s->world_size = P * D;
-    /* OpenBLAS's threads once the model is in memory: the room left is known */
     kt_status st = kt_runtime_create_threads(rc, &s->rt, err);
-    return st ? st : set_blas_threads(s, (long)P * D, P * D, err);
+    return st ? st : check_blas_room(s, P * D, err);
   }
   int rank, world;
   kt_status st = kt_transport_mpi_init(&rank, &world, err);
@@ -201,9 +205,9 @@ static kt_status create_runtime(kt_session *s, const kt_runtime_config *rc, kt_e
   if (!st) st = kt_transport_mpi_create(P, D, p->timeout, &s->mpi_t, err);
   if (st) return st;
   s->world_rank = kt_transport_rank(s->mpi_t), s->world_size = kt_transport_world(s->mpi_t);
+  set_blas_threads(s, kt_transport_mpi_local_size()); /* the processes of a machine share it */
   if ((st = kt_runtime_create(rc, s->mpi_t, &s->world_rank, 1, &s->rt, err))) return st;
-  /* the processes of a machine share its cores; this one runs one rank */
-  return set_blas_threads(s, kt_transport_mpi_local_size(), 1, err);
+  return check_blas_room(s, 1, err); /* this process runs one rank */
 }
 
 /* The cluster spec's link classes, with this job's ranks on their nodes

@@ -4,11 +4,13 @@
  * INT_MAX, 4097, 1e308, 5e-324, NaN, ...) or read from the input, every
  * text a slice of the input. Properties beyond the sanitizers: every call
  * returns a known status with a one-line reason, leaves its outputs empty
- * when it fails, and refuses arguments outside the CLI's ranges (EINVAL);
- * what it renders holds no NaN or infinity. Calls whose arguments are in
- * range but large are not made (a search or a simulation of millions of
- * actions is not what a fuzzer should spend its time on), nor are the
- * searching generators run (their budgets take seconds, see README.md). */
+ * when it fails, and refuses arguments outside the CLI's ranges (EINVAL):
+ * sizes, costs, memory limits, a chart's width; a request printed reads
+ * back to the same text; what it renders holds no NaN or infinity. Runs
+ * whose arguments are in range but large are not made (a simulation of
+ * millions of actions is not what a fuzzer should spend its time on), nor
+ * the searching generators and optimal above P, M = 2 (their budgets take
+ * seconds, see README.md). */
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -83,143 +85,180 @@ static void check_finite(const char *out, int json) {
     if (strstr(out, words[i])) abort();
 }
 
-static int in_cli_range(int p, int v, int m) {
-  return p >= 1 && p <= KT_MAX_RANKS && v >= 0 && v <= KT_MAX_CHUNKS && m >= 1 &&
-         m <= KT_MAX_MICROBATCHES;
+typedef struct {
+  kt_request *rq;
+  kt_result *res;
+  kt_comparison *cmp;
+} state;
+
+/* ---- settings ---------------------------------------------------------------- */
+
+enum { K_SIZE, K_COST, K_LIMIT, K_OTHER };
+static const struct { const char *key; int kind; long lo, hi; } keys[] = {
+    {"p", K_SIZE, 1, KT_MAX_RANKS},         {"m", K_SIZE, 1, KT_MAX_MICROBATCHES},
+    {"v", K_SIZE, 0, KT_MAX_CHUNKS},        {"stages", K_SIZE, 1, KT_MAX_RANKS},
+    {"tf", K_COST, 0, 0},                   {"tb", K_COST, 0, 0},
+    {"tw", K_COST, 0, 0},                   {"tu", K_COST, 0, 0},
+    {"mem-act", K_COST, 0, 0},              {"mem_wgrad", K_COST, 0, 0},
+    {"mem-transient", K_COST, 0, 0},        {"comm", K_COST, 0, 0},
+    {"comm-latency", K_COST, 0, 0},         {"comm_bytes", K_COST, 0, 0},
+    {"comm-bandwidth", K_COST, 0, 0},       {"send-overhead", K_COST, 0, 0},
+    {"op-overhead", K_COST, 0, 0},          {"t-norm", K_COST, 0, 0},
+    {"t-dp", K_COST, 0, 0},                 {"tie", K_COST, 0, 0},
+    {"mem-limit", K_LIMIT, 0, 0},           {"overlap", K_OTHER, 0, 0},
+    {"schedule", K_OTHER, 0, 0},            {"schedules", K_OTHER, 0, 0},
+    {"placement", K_OTHER, 0, 0},           {"step-sync", K_OTHER, 0, 0},
+    {"per-stage", K_OTHER, 0, 0},           {"effort", K_OTHER, 0, 0},
+    {"time-limit", K_OTHER, 0, 0},          {"slow-rank", K_OTHER, 0, 0},
+    {"torch-notation", K_OTHER, 0, 0},      {"no-such-key", K_OTHER, 0, 0}};
+#define N_KEYS (sizeof keys / sizeof *keys)
+
+static const char *const names[] = {"1f1b", "gpipe", "interleaved", "zb-h1", "zb-h2",
+                                    "zbv", "zb-auto", "optimal", "dualpipev", "1f1b,zb-h1",
+                                    "v", "loop", "barrier", "quick", "1:2", "gpipe,gpipe"};
+
+/* The range of a cost as given: 0, or 1e-15..1e15. */
+static int cost_ok(double x) { return x == 0 || (x >= KT_COST_MIN && x <= KT_COST_MAX); }
+
+static void op_set(state *s, input *in) {
+  unsigned k = byte(in) % N_KEYS, form = byte(in) % 5;
+  char buf[64], *slice = NULL;
+  const char *val = buf;
+  long i = 0;
+  double d = 0;
+  if (form == 0) snprintf(buf, sizeof buf, "%ld", i = edge_int(in));
+  else if (form == 1) snprintf(buf, sizeof buf, "%.17g", d = edge_double(in));
+  else if (form == 2) snprintf(buf, sizeof buf, "%.17gx", d = edge_double(in));
+  else if (form == 3) val = names[byte(in) % (sizeof names / sizeof *names)];
+  else val = slice = text(in);
+  kt_error err = {{0}};
+  kt_status st = kt_ffi_request_set(s->rq, keys[k].key, val, &err);
+  check_status(st, &err);
+  /* the CLI's ranges hold whatever the door */
+  if (form == 0 && keys[k].kind == K_SIZE && (i < keys[k].lo || i > keys[k].hi) && !st) abort();
+  if (form == 1 && keys[k].kind == K_COST && !cost_ok(d) && !st) abort();
+  if (form <= 2 && keys[k].kind == K_LIMIT && !st &&
+      !((form ? d : (double)i) >= KT_COST_MIN && (form ? d : (double)i) <= KT_COST_MAX))
+    abort();
+  free(slice);
 }
 
-static int searches(int kind) {
-  static const char *const names[] = {"zbv", "zb-auto", "zbv-auto", "v-half", "v-min"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (!strcmp(kt_gen_kind_name((kt_gen_kind)kind), names[i])) return 1;
+static void op_text(state *s, input *in) {
+  kt_error err = {{0}};
+  char *t = text(in);
+  kt_status st;
+  switch (byte(in) % 4) {
+    case 0: st = kt_ffi_request_parse(s->rq, t, &err); break;
+    case 1: st = kt_ffi_request_costs(s->rq, t, &err); break;
+    case 2: st = kt_ffi_request_order(s->rq, t, strlen(t), byte(in) & 1 ? "fuzz" : NULL, &err); break;
+    default: {
+      const char *path = fuzz_temp_file(t, strlen(t));
+      st = kt_ffi_request_order_file(s->rq, path, NULL, &err);
+    }
+  }
+  check_status(st, &err);
+  free(t);
+  /* the costs that read are in range */
+  kt_error e2;
+  if (!st && kt_costs_check(&s->rq->costs, s->rq->costs.n_stages, &e2)) abort();
+}
+
+/* A request printed reads back to the same text. */
+static void op_print(state *s) {
+  kt_error err = {{0}};
+  char *a = NULL, *b = NULL;
+  kt_status st = kt_ffi_request_text(s->rq, &a, &err);
+  check_status(st, &err);
+  if (st) return;
+  kt_request *again = kt_ffi_request_new();
+  if (!again) abort();
+  if (kt_ffi_request_parse(again, a, &err) || kt_ffi_request_text(again, &b, &err)) abort();
+  if (strcmp(a, b)) abort();
+  kt_ffi_free(a), kt_ffi_free(b);
+  kt_ffi_request_free(again);
+}
+
+/* ---- runs -------------------------------------------------------------------- */
+
+static int searches(const char *name) {
+  static const char *const slow[] = {"zbv", "zb-auto", "zbv-auto", "v-half", "v-min", "optimal"};
+  int k = kt_gen_kind_from_name(name);
+  const char *own = k >= 0 ? kt_gen_kind_name((kt_gen_kind)k) : name;
+  for (size_t i = 0; i < sizeof slow / sizeof *slow; i++)
+    if (!strcmp(own, slow[i])) return 1;
   return 0;
 }
 
-typedef struct {
-  kt_costs *costs;
-  kt_schedule *sched;
-  kt_ffi_sim *sim;
-  kt_ffi_info *info;
-} state;
-
-/* The simulation and its info read the schedule and costs they were made
- * of (kaiten/ffi.h): dropped before either changes. */
-static void drop_sim(state *s) {
-  kt_ffi_info_free(s->info), s->info = NULL;
-  kt_ffi_sim_free(s->sim), s->sim = NULL;
+/* Whether running the request stays in the milliseconds (see above). */
+static int small(const kt_request *rq, const char *name) {
+  if (rq->order) return 1;
+  int v = rq->v > 2 ? rq->v : 2;
+  if (searches(name)) return rq->p <= 2 && rq->m <= 2 && rq->v <= 2 && rq->effort != KT_EFFORT_THOROUGH;
+  return rq->p <= 32 && (long)rq->p * v * rq->m <= 4096;
 }
 
-static void op_generate(state *s, input *in) {
+static void op_run(state *s, input *in) {
+  int detail = edge_int(in);
+  if (!small(s->rq, s->rq->schedule)) return;
+  kt_ffi_result_free(s->res);
+  s->res = NULL;
   kt_error err = {{0}};
-  int kind = edge_int(in), p = edge_int(in), v = edge_int(in), m = edge_int(in);
-  double limit = edge_double(in);
-  int runnable = kind >= 0 && kind < KT_SCHED_COUNT && !searches(kind) && in_cli_range(p, v, m) &&
-                 3.0 * p * (v > 0 ? v : 2) * m <= 4096;
-  if (in_cli_range(p, v, m) && !runnable) return; /* in range but large or searching */
-  drop_sim(s);
-  kt_status st = kt_ffi_generate(kind, p, v, m, s->costs, limit, 0, s->sched, &err);
+  kt_status st = kt_ffi_run(s->rq, detail, &s->res, &err);
   check_status(st, &err);
-  if (!in_cli_range(p, v, m) && st != KT_EINVAL) abort();
-  if (!isfinite(limit) && st != KT_EINVAL) abort();
-  if (st) return;
-  st = kt_ffi_simulate(s->sched, s->costs, &s->sim, &err);
-  check_status(st, &err);
-  if (st && s->sim) abort();
-  if (st) return;
-  s->info = kt_ffi_info_new(s->sched, s->costs, "rank", kind, limit > 0 ? limit : -1, NULL, s->sim);
-}
-
-static void op_costs(state *s, input *in) {
-  kt_error err = {{0}};
-  char *json = text(in);
-  drop_sim(s);
-  kt_status st = kt_costs_parse_json(s->costs, json, "fuzz", &err);
-  check_status(st, &err);
-  free(json);
-  if (!st && kt_costs_check(s->costs, s->costs->n_stages, &err)) abort(); /* what it read is in range */
-  if (st) { /* a failed read may leave part of it: start again */
-    kt_ffi_costs_free(s->costs);
-    s->costs = kt_ffi_costs_new();
-    if (!s->costs) abort();
-  }
-}
-
-static void op_parse(state *s, input *in) {
-  kt_error err = {{0}};
-  char *t = text(in);
-  long info[3];
-  drop_sim(s);
-  kt_status st = kt_ffi_parse(t, edge_int(in), s->sched, NULL, info, &err);
-  check_status(st, &err);
-  free(t);
-  if (!st && kt_schedule_total_actions(s->sched) <= 4096) {
-    st = kt_ffi_simulate(s->sched, s->costs, &s->sim, &err);
-    check_status(st, &err);
-    if (!st) s->info = kt_ffi_info_new(s->sched, s->costs, NULL, -1, -1, NULL, s->sim);
-  }
+  if ((st != 0) != (s->res == NULL)) abort();
+  if ((detail < 0 || detail > 2) && !st) abort();
 }
 
 static void op_render(state *s, input *in) {
+  if (!s->res) return;
   kt_error err = {{0}};
   char *out = NULL;
-  int width = edge_int(in), choice = byte(in) % 4;
   kt_status st;
-  if (choice == 0) st = kt_ffi_sim_json(s->info, s->sim, byte(in) & 1, &out, &err);
-  else if (choice == 1) st = kt_ffi_sim_gantt(s->info, s->sim, width, &out, &err);
-  else if (choice == 2) st = kt_ffi_schedule_write(s->sched, width, &out, &err);
-  else st = kt_ffi_costs_json(s->costs, &out, &err);
-  check_status(st, &err);
-  if (st && out) abort();
-  if (choice == 1 && width != 0 && (width < 40 || width > 100000) && st != KT_EINVAL) abort();
-  if (!st && choice <= 1) check_finite(out, choice == 0);
-  kt_ffi_free(out);
-}
-
-/* A comparison of n rows (arrays of n entries: a C function cannot know
- * their length), row 0 the simulation, the others not applying; a name
- * may be missing. More rows than FFI_MAX_ROWS (256) must be refused. */
-static void op_compare(state *s, input *in) {
-  kt_error err = {{0}};
-  int n = edge_int(in), p = edge_int(in), m = edge_int(in), v = edge_int(in);
-  int rows = n > 0 && n <= 256 ? n : 1, table = byte(in) & 1, unnamed = byte(in) % 8;
-  const kt_ffi_info **infos = calloc((size_t)rows, sizeof *infos);
-  const kt_ffi_sim **sims = calloc((size_t)rows, sizeof *sims);
-  const char **names = calloc((size_t)rows, sizeof *names), **reasons = calloc((size_t)rows, sizeof *reasons);
-  if (!infos || !sims || !names || !reasons) abort();
-  infos[0] = s->info, sims[0] = s->sim;
-  for (int i = 0; i < rows; i++) names[i] = i == unnamed ? NULL : "fuzz", reasons[i] = "does not apply";
-  char *out = NULL;
-  kt_status st = kt_ffi_compare(n, infos, sims, names, reasons, edge_double(in), p, m, v, "rank",
-                                s->costs, table, &out, &err);
-  check_status(st, &err);
-  if ((n > 256 || n < 0 || (unnamed < n)) && st != KT_EINVAL) abort();
-  if (!st) check_finite(out, !table);
-  kt_ffi_free(out);
-  free(infos), free(sims), free(names), free(reasons);
-}
-
-static void op_small(state *s, input *in) {
-  kt_error err = {{0}};
-  int kind = edge_int(in), p = edge_int(in), v = edge_int(in), m = edge_int(in);
-  double limit = edge_double(in), t = edge_double(in);
-  double peak = kt_ffi_1f1b_peak(kind, p, v, m, s->costs);
-  double lim = kt_ffi_mem_limit(p, v, m, s->costs, limit);
-  if (!isfinite(peak) || !isfinite(lim)) abort();
-  if (!in_cli_range(p, v, m) && (peak != -1 || lim != -1)) abort();
-  /* optimal: run only where it proves at once (and searches for 10 ms at
-   * most); a time limit out of range is refused */
-  int t_ok = t <= 0 || (t >= 1e-3 && t <= 1e6);
-  if (in_cli_range(p, v, m) && (v == 1 || v == 2) && t_ok && isfinite(limit)) {
-    if (p > 2 || m > 2) return; /* its starting order (zb-auto's search) took 2 s at P=3, M=3, V=2 */
-    t = 0.01;
+  int width = edge_int(in);
+  switch (byte(in) % 4) {
+    case 0:
+      st = kt_ffi_result_json(s->res, byte(in) & 1, &out, &err);
+      if (!st) check_finite(out, 1);
+      break;
+    case 1:
+      if (width > 4096) width = 100001; /* in range but wide: not drawn here */
+      st = kt_ffi_result_gantt(s->res, width, &out, &err);
+      if (!st && (width < 40 || width > 100000)) abort();
+      if (!st) check_finite(out, 0);
+      break;
+    case 2: st = kt_ffi_result_costs_json(s->res, &out, &err); break;
+    default:
+      st = kt_ffi_schedule_write(kt_ffi_result_order(s->res), edge_int(in), edge_int(in), &out, &err);
   }
-  drop_sim(s);
-  kt_ffi_search *search = NULL;
-  kt_status st = kt_ffi_optimal(p, v, m, s->costs, limit, t, s->sched, &search, &err);
   check_status(st, &err);
-  if (st && search) abort();
-  if (isnan(t) && st != KT_EINVAL) abort();
-  kt_ffi_search_free(search);
+  if ((st != 0) != (out == NULL)) abort();
+  kt_ffi_free(out);
+  if (!s->res->simulated && byte(in) & 1) {
+    st = kt_ffi_result_simulate(s->res, 1 + (byte(in) & 1), &err);
+    check_status(st, &err);
+  }
+}
+
+static void op_compare(state *s, input *in) {
+  const kt_request *rq = s->rq;
+  if (!rq->schedules) return; /* every generator: the searches too */
+  char list[1024];
+  snprintf(list, sizeof list, "%s", rq->schedules);
+  for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+    if (!small(rq, t)) return;
+  kt_ffi_comparison_free(s->cmp);
+  s->cmp = NULL;
+  kt_error err = {{0}};
+  kt_status st = kt_ffi_compare(rq, 1 + (byte(in) & 1), &s->cmp, &err);
+  check_status(st, &err);
+  if ((st != 0) != (s->cmp == NULL)) abort();
+  if (st) return;
+  char *out = NULL;
+  int json = byte(in) & 1;
+  st = kt_ffi_comparison_text(s->cmp, json, &out, &err);
+  check_status(st, &err);
+  if (!st) check_finite(out, json);
+  kt_ffi_free(out);
 }
 
 static void op_partition(input *in) {
@@ -241,22 +280,23 @@ static void op_partition(input *in) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   input in = {data, size};
-  state s = {kt_ffi_costs_new(), kt_ffi_schedule_new(), NULL, NULL};
-  if (!s.costs || !s.sched) abort();
+  state s = {kt_ffi_request_new(), NULL, NULL};
+  if (!s.rq) abort();
   for (int steps = 0; in.n && steps < 16; steps++) {
-    switch (byte(&in) % 7) {
-      case 0: op_generate(&s, &in); break;
-      case 1: op_costs(&s, &in); break;
-      case 2: op_parse(&s, &in); break;
-      case 3: op_render(&s, &in); break;
-      case 4: op_compare(&s, &in); break;
-      case 5: op_small(&s, &in); break;
+    switch (byte(&in) % 8) {
+      case 0:
+      case 1: op_set(&s, &in); break;
+      case 2: op_text(&s, &in); break;
+      case 3: op_print(&s); break;
+      case 4: op_run(&s, &in); break;
+      case 5: op_render(&s, &in); break;
+      case 6: op_compare(&s, &in); break;
       default: op_partition(&in); break;
     }
   }
-  kt_ffi_info_free(s.info);
-  kt_ffi_sim_free(s.sim);
-  kt_ffi_schedule_free(s.sched);
-  kt_ffi_costs_free(s.costs);
+  /* the comparison reads the request's costs: freed first */
+  kt_ffi_comparison_free(s.cmp);
+  kt_ffi_result_free(s.res);
+  kt_ffi_request_free(s.rq);
   return 0;
 }

@@ -96,18 +96,17 @@ class Edges(unittest.TestCase):
         self.check_refused(refused("kaiten.compare(stages=4096, microbatches=1000000)",
                                    "would need about", seconds=5))
         self.check_refused(refused('kaiten.schedule("1f1b\\0zbv", 2, 2)', "NUL character"))
-        self.check_refused(refused('kaiten.load("0F0,0B0\\0junk")', "NUL character"))
+        self.check_refused(refused('kaiten.load("0F0,0B0\\0junk")', "NUL byte"))
         self.check_refused(refused("kaiten.partition([1e308] * 4, 2)", "overflows"))
         self.check_refused(refused("kaiten.partition([1] * 2_000_000, 1000)", "cells of work",
                                    seconds=5))
         self.check_refused(refused('kaiten.partition(["a", "b"], 1)', "loads"))
         self.check_refused(refused("kaiten.schedule('1f1b', 2**40, 8)", "stages"))
         self.check_refused(refused("kaiten.schedule('1f1b', 4, 8, chunks=True)", "chunks"))
-        self.check_refused(refused("kaiten.schedule(['1f1b'], 4, 8)", "unknown schedule"))
 
     def test_short_echo(self):
         msg = self.check_refused(refused('kaiten.schedule("x" * 50_000_000, 2, 2)',
-                                         "unknown schedule", "50000000 characters"))
+                                         "unknown schedule", "...'"))
         self.assertLess(len(msg), 400)
         self.check_refused(refused('kaiten.schedule("zb-auto", 2, 4, mem_limit="9" * 10**6)',
                                    "mem_limit"))
@@ -141,7 +140,7 @@ class Edges(unittest.TestCase):
         for limit in ("0", "1e-300", "5e-324", 0):
             with self.subTest(limit=limit):
                 self.check_refused(refused(f'kaiten.schedule("zb-auto", 2, 4, mem_limit={limit!r})',
-                                           "expected a limit above 0"))
+                                           "expected a number above 0"))
         self.check_refused(refused('kaiten.schedule("1f1b", 2, 4, mem_limit=3)',
                                    "1f1b cannot keep to a memory limit"))
         self.check_refused(refused('kaiten.compare(2, 4, schedules="1f1b,gpipe", mem_limit=3)',

@@ -50,10 +50,10 @@ typedef struct {
 static inline double kt__search_input_ready(const kt__search_problem *pb, const kt__search_pair_end *end,
                                         int stage, kt_op op, int mb) {
   int from;
-  kt_result need = kt_action_needs(op, stage, pb->S, &from);
-  if (need == KT_RESULT_NONE) return 0;
+  kt_output need = kt_action_needs(op, stage, pb->S, &from);
+  if (need == KT_OUT_NONE) return 0;
   const kt__search_pair_end *pe = &end[KT__PAIR(pb, from, mb)];
-  double t = need == KT_RESULT_F ? pe->f : pe->i;
+  double t = need == KT_OUT_F ? pe->f : pe->i;
   return pb->srank[from] != pb->srank[stage] ? t + pb->comm : t;
 }
 
