@@ -73,8 +73,8 @@ void kt_ffi_result_free(kt_result *res);
 /* The order built, and a held order's lowered program (NULL: none). */
 const kt_schedule *kt_ffi_result_order(const kt_result *res);
 const kt_schedule *kt_ffi_result_program(const kt_result *res);
-/* The memory limit the order was searched under (mem-act units; < 0:
- * none), and what reading a held order inferred. */
+/* The memory limit the order was searched under or is checked against
+ * (mem-act units; < 0: none), and what reading a held order inferred. */
 double kt_ffi_result_mem_limit(const kt_result *res);
 const char *kt_ffi_result_read_info(const kt_result *res);
 /* A simulated result as `kaiten sim --format json` writes it (its events

@@ -115,7 +115,8 @@ typedef struct {
 } kt_gen_params;
 
 /* The rule every caller that takes a memory limit from a user applies
- * (kaiten sim, train, the ffi): KT_OK for a finite mem_limit <= 0 (none:
+ * (the request, kaiten/request.h, for sim, compare, the page, the ffi and
+ * Python; train): KT_OK for a finite mem_limit <= 0 (none:
  * the default) and for a limit > 0 given to zb-auto or zbv-auto, the kinds
  * that keep to one; EINVAL naming kind otherwise (its order sets its
  * memory). kt_generate itself only refuses a limit that is not finite

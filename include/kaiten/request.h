@@ -200,8 +200,9 @@ typedef struct {
   kt_schedule program; /* a held order with its communication, run as written (ranks NULL: none) */
   int kind;            /* its generator, KT_SIM_OPTIMAL, or -1: an order held */
   kt_costs costs;      /* the stage costs it runs with */
-  double mem_limit;    /* zb-auto, zbv-auto, optimal: the limit searched under (mem-act
-                          units); < 0: none (no other order keeps to one: refused) */
+  double mem_limit;    /* zb-auto, zbv-auto, optimal: the limit searched under; an order
+                          held: the limit given, checked against; mem-act units, < 0: none
+                          (a generator that keeps to none refuses one) */
   double time_limit;
   const char *cost_basis;
   kt_gen_outcome outcome;   /* what generating it proved */

@@ -117,8 +117,10 @@ kt_status kt_sim_period(const kt_schedule *s, const kt_costs *c, kt_metrics *met
 #define KT_SIM_BYTES_CHROME 320
 /* EINVAL when actions * bytes_per_action is more than 3/4 of this
  * machine's physical memory: "up to 2.01e+08 actions would need about
- * 5.6 GiB of memory (this machine has 4 GiB)". Callers that take sizes
- * from a user (the CLI, the ffi) ask it before generating anything. */
+ * 5.6 GiB of memory (this machine has 4 GiB)"; under an address-space
+ * limit (ulimit -v) that limit counts. The request (kaiten/request.h),
+ * every door's, asks it before it generates anything, and again for the
+ * path it takes (a timeline, a Chrome trace). */
 kt_status kt_sim_memory_check(double actions, double bytes_per_action, kt_error *err);
 
 /* ---- the critical path of a timeline, simulated or measured ----------------

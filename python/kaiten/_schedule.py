@@ -142,7 +142,7 @@ class Schedule:
     @property
     def mem_limit(self) -> Optional[float]:
         """zb-auto, zbv-auto, optimal: the limit its order was searched
-        under (mem-act units); else None."""
+        under; a file: the limit given (mem-act units); else None."""
         x = lib.kt_ffi_result_mem_limit(self._ptr)
         return None if x < 0 else x
 

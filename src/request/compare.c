@@ -40,6 +40,7 @@ static double peak_of_1f1b(const kt_request *rq, int p, int m) {
   kt_request one = *rq;
   one.order = NULL, one.schedules = NULL, one.placement = -1, one.given = 0, one.v = 0;
   one.p = p, one.m = m;
+  one.mem_limit = (kt_mem_limit){KT_MEM_UNITS, 0, ""}; /* 1F1B's order sets its memory */
   snprintf(one.schedule, sizeof one.schedule, "1f1b");
   kt_result res;
   if (kt_request_run(&one, &res, KT_RESULT_METRICS, NULL)) return -1;
@@ -73,7 +74,7 @@ static int row_names(const kt_request *rq, char names[][KT_REQUEST_NAME_LEN], in
 /* A memory limit given where no row keeps to one would be ignored: refused. */
 static kt_status check_limit(const kt_request *rq, char names[][KT_REQUEST_NAME_LEN], int n,
                              kt_error *err) {
-  if (!kt_mem_limit_given(&rq->mem_limit)) return KT_OK;
+  if (!kt_mem_limit_given(&rq->mem_limit) || rq->order) return KT_OK; /* a held order's check */
   for (int i = 0; i < n; i++)
     if (!strcmp(names[i], KT_OPTIMAL_NAME) ||
         !kt_gen_check_mem_limit((kt_gen_kind)kt_gen_kind_from_name(names[i]), 1, NULL))
@@ -113,7 +114,6 @@ kt_status kt_request_compare(const kt_request *rq, kt_result_detail detail, kt_c
   if (has_held) {
     kt_request one = *rq;
     one.given &= ~(unsigned)KT_REQ_GIVEN_V; /* -v is for the built-in rows */
-    one.mem_limit = (kt_mem_limit){KT_MEM_UNITS, 0, ""}; /* its order sets its memory */
     if ((st = kt_request_build(&one, &held, err))) {
       kt_comparison_free(cmp);
       return st;

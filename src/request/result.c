@@ -203,13 +203,6 @@ static void read_info(const kt_request *rq, const kt_parse_opts *po, kt_result *
 /* The order the caller holds: parsed, validated with its lowered form (run
  * as written when it has sends and receives), its sizes as given. */
 static kt_status build_held(const kt_request *rq, kt_result *res, kt_error *err) {
-  if (kt_mem_limit_given(&rq->mem_limit)) { /* the one rule (kt_gen_check_mem_limit) */
-    char text[40];
-    kt_mem_limit_format(&rq->mem_limit, text, sizeof text);
-    return kt_fail(err, KT_EINVAL, "%smem-limit %s: a schedule of the caller's cannot keep to a "
-                   "memory limit: its order sets its memory (zb-auto and zbv-auto search for an "
-                   "order within one)", rq->key_prefix, text);
-  }
   kt_parse_opts po = {.notation = rq->notation};
   kt_schedule lowered = {0};
   po.lowered = &lowered;
@@ -245,6 +238,10 @@ static kt_status build_held(const kt_request *rq, kt_result *res, kt_error *err)
     return kt_fail(err, st, "%s: %s", origin ? origin : s->name, why.msg);
   }
   if ((st = stage_costs(rq, s, &res->costs, err))) return st;
+  /* not kept to (the order sets its memory): checked against (the page's
+   * over_limit) and the bound stated within it */
+  kt_gen_kind like = s->placement == KT_PLACEMENT_V ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
+  res->mem_limit = kt_mem_limit_units(&rq->mem_limit, like, s->p, s->m, s->v, &res->costs);
   return KT_OK;
 }
 
