@@ -22,6 +22,7 @@ void kt_costs_free(kt_costs *c) {
   free(c->stage_mem_wgrad);
   free(c->stage_mem_transient);
   free(c->stage_tu);
+  kt__costs_free_mb(c);
   c->stage_tf = c->stage_tb = c->stage_tw = c->stage_mem_act = c->stage_mem_wgrad = NULL;
   c->stage_mem_transient = c->stage_tu = NULL;
   c->n_stages = 0;
@@ -48,6 +49,12 @@ kt_status kt_costs_copy(kt_costs *dst, const kt_costs *src) {
   dst->stage_mem_wgrad = dup_array(src->stage_mem_wgrad, src->n_stages, &fail);
   dst->stage_mem_transient = dup_array(src->stage_mem_transient, src->n_stages, &fail);
   dst->stage_tu = dup_array(src->stage_tu, src->n_stages, &fail);
+  int cells = src->n_stages * src->n_mb;
+  dst->mb_tf = dup_array(src->mb_tf, cells, &fail);
+  dst->mb_tb = dup_array(src->mb_tb, cells, &fail);
+  dst->mb_tw = dup_array(src->mb_tw, cells, &fail);
+  dst->mb_mem_act = dup_array(src->mb_mem_act, cells, &fail);
+  dst->mb_mem_wgrad = dup_array(src->mb_mem_wgrad, cells, &fail);
   if (fail) {
     kt_costs_free(dst);
     return KT_ENOMEM;
@@ -110,6 +117,8 @@ int kt_costs_compute_free(const kt_costs *c) {
 
 int kt_cost_in_range(double x) { return kt__costs_value_ok(x, KT_COST_STAGE_MIN); }
 
+int kt__costs_bad_value(double x) { return !kt_cost_in_range(x); }
+
 kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
   const struct { const char *name; double v; } scalars[] = {
       {"tf", c->tf}, {"tb", c->tb}, {"tw", c->tw}, {"comm", c->comm},
@@ -141,7 +150,7 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
         if (!kt__costs_value_ok(arrays[i].a[s], KT_COST_STAGE_MIN))
           return kt_fail(err, KT_EINVAL, "%s: stage %d has %g; " KT__COST_RANGE_TEXT,
                          arrays[i].name, s, arrays[i].a[s]);
-  return KT_OK;
+  return kt__costs_check_mb(c, err);
 }
 
 /* Every field a flag, a setting or a cost file names: where its uniform
@@ -205,6 +214,7 @@ kt_status kt__costs_set_values(kt_costs *c, const char *field, const double *val
   }
   double *uniform = (double *)((char *)c + f->uniform);
   double **arr = f->per_stage < 0 ? NULL : (double **)((char *)c + f->per_stage);
+  kt__costs_drop_mb(c, field); /* a value per stage or one for all replaces a list per micro-batch */
   if (n == 1) {
     *uniform = vals[0];
     if (arr) free(*arr), *arr = NULL;
@@ -241,6 +251,14 @@ static kt_status parse_value(const field_def *f, const char *name, const char *t
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err) {
   const field_def *f = field_of(field);
   if (!f) return kt_fail(err, KT_EINVAL, "unknown cost field '%.40s'", field);
+  if (strchr(text, ';')) return kt__costs_set_mb_text(c, field, text, err);
+  return kt__costs_set_list(c, field, text, err);
+}
+
+kt_status kt__costs_parse_list(const char *field, const char *text, double **out, int *count,
+                               kt_error *err) {
+  const field_def *f = field_of(field);
+  if (!f) return kt_fail(err, KT_EINVAL, "unknown cost field '%.40s'", field);
   size_t len = strlen(text);
   if (len > (size_t)KT_MAX_RANKS * KT_MAX_CHUNKS * 32)
     return kt_fail(err, KT_EINVAL, "%s: a list of %zu bytes, longer than %d values", field, len,
@@ -272,10 +290,24 @@ kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_erro
     n++;
     tok = comma ? comma + 1 : NULL;
   }
-  if (!st && n > KT_MAX_RANKS * KT_MAX_CHUNKS)
+  if (!st && n == 0) st = kt_fail(err, KT_EINVAL, "%s: no value in '%.40s'", field, text);
+  free(copy);
+  if (st) {
+    free(vals);
+    return st;
+  }
+  *out = vals, *count = n;
+  return KT_OK;
+}
+
+kt_status kt__costs_set_list(kt_costs *c, const char *field, const char *text, kt_error *err) {
+  double *vals;
+  int n;
+  kt_status st = kt__costs_parse_list(field, text, &vals, &n, err);
+  if (st) return st;
+  if (n > KT_MAX_RANKS * KT_MAX_CHUNKS)
     st = kt_fail(err, KT_EINVAL, "%s: too many values (%d)", field, n);
   if (!st) st = kt__costs_set_values(c, field, vals, n, err);
-  free(copy);
   free(vals);
   return st;
 }

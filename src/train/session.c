@@ -147,6 +147,7 @@ static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
   int v = s->sched.v > 0 ? s->sched.v : 1;
   rc->syn_tf_ms = p->syn_tf_ms / v, rc->syn_tb_ms = p->syn_tb_ms / v, rc->syn_tw_ms = p->syn_tw_ms / v;
   rc->syn_act_bytes = p->syn_act_bytes;
+  rc->syn_mb_scale = p->syn_mb_scale;
   rc->syn_grad_bytes = p->syn_grad_bytes;
   rc->timeout = p->timeout;
   rc->pin_threads = p->pin_threads;
