@@ -169,12 +169,13 @@ void kt_costs_describe(const kt_costs *c, char *buf, size_t n);
 
 /* Parses "X" (uniform) or "x0,x1,...,xn" (per stage) into the named field
  * ("tf", "tb", "tw", "tu", "mem-act", "mem-wgrad", "mem-transient"), or
+ * "a0,a1,...;b0,b1,...;..." (per stage and micro-batch: one ';'-separated
+ * group per stage, one value per micro-batch; tf, tb, tw, mem-act,
+ * mem-wgrad), or
  * "X" into a scalar ("comm", "comm-latency", "comm-bytes",
  * "comm-bandwidth", "send-overhead", "op-overhead", "overlap", "t-norm",
  * "t-dp", "tie": the last also marks the embeddings tied); the cost
- * file's names ("mem_act", ...) too; or "a0,a1,...;b0,b1,...;..." (per
- * stage and micro-batch: one ';'-separated group per stage, one value per
- * micro-batch; tf, tb, tw, mem-act, mem-wgrad). Each value within
+ * file's names ("mem_act", ...) too. Each value within
  * kt_cost_value_check's range (overlap: 0..1). EINVAL naming the bad value. */
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err);
 /* Loads a JSON cost file: {"tf": 1 or [..] or [[..], ..], "tb": .., "tw": .., "tu": .., "comm": x,
@@ -182,10 +183,10 @@ kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_erro
  * "comm_bytes", "comm_bandwidth", "send_overhead", "overlap", "t_norm",
  * "t_dp", "tie", "step_sync": "overlap"|"barrier"}, each number as
  * kt_costs_set takes it; any other key, or a key given twice, is refused
- * (EINVAL naming it), malformed JSON is EPARSE. A list of lists gives one
- * list per stage of per-micro-batch values (tf, tb, tw, mem_act,
- * mem_wgrad; kt_costs_set_mb). The file is read as kt_read_text reads (at
- * most KT_COSTS_FILE_MAX bytes, no NUL byte; a device or FIFO too).
+ * (EINVAL naming it), malformed JSON is EPARSE. The file is read as
+ * kt_read_text reads (at most KT_COSTS_FILE_MAX bytes, no NUL byte; a
+ * device or FIFO too). A list of lists gives one list per stage of
+ * per-micro-batch values (tf, tb, tw, mem_act, mem_wgrad; kt_costs_set_mb).
  * EIO / EPARSE / EINVAL. */
 #define KT_COSTS_FILE_MAX (64LL << 20)
 kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err);

@@ -117,8 +117,6 @@ int kt_costs_compute_free(const kt_costs *c) {
 
 int kt_cost_in_range(double x) { return kt__costs_value_ok(x, KT_COST_STAGE_MIN); }
 
-int kt__costs_bad_value(double x) { return !kt_cost_in_range(x); }
-
 kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
   const struct { const char *name; double v; } scalars[] = {
       {"tf", c->tf}, {"tb", c->tb}, {"tw", c->tw}, {"comm", c->comm},
@@ -290,7 +288,7 @@ kt_status kt__costs_parse_list(const char *field, const char *text, double **out
     n++;
     tok = comma ? comma + 1 : NULL;
   }
-  if (!st && n == 0) st = kt_fail(err, KT_EINVAL, "%s: no value in '%.40s'", field, text);
+  if (!st && n == 0) st = kt_fail(err, KT_EINVAL, "%s: no value in '%s'", field, text);
   free(copy);
   if (st) {
     free(vals);

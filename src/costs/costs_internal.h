@@ -6,8 +6,6 @@
 
 /* 1 when x is 0 or in lo..KT_COST_MAX (not NaN). */
 int kt__costs_value_ok(double x, double lo);
-/* A value no cost or memory may take (a stage's: !kt_cost_in_range). */
-int kt__costs_bad_value(double x);
 /* 1 when field names a cost with per-stage values (tf, mem-act, ...), 0
  * for a scalar (comm, overlap, ...) or an unknown name. */
 int kt__costs_is_list(const char *field);

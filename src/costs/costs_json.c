@@ -76,8 +76,7 @@ static kt_status read_lists(kt_costs *c, const cJSON *it, const char *field, con
   return st;
 }
 
-/* One key's value: a number, or (a per-stage field) a list of numbers, or
- * a list per stage of per-micro-batch numbers. */
+/* One key's value: a number, or (a per-stage field) a list of numbers. */
 static kt_status read_key(kt_costs *c, const cJSON *it, const char *origin, kt_error *err) {
   const char *key = it->string;
   int list = kt__costs_is_list(key);
