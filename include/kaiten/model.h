@@ -78,6 +78,18 @@ typedef struct {
   const float *x, *y;        /* MLP: inputs (b, H), targets (b, H) */
   const int *tokens;         /* GPT: (b, T) */
   const int *targets;        /* GPT: (b, T) */
+  /* GPT packed documents (pos non-NULL): the first n_tokens (1 .. b T) of
+   * tokens and targets hold whole documents back to back, and pos
+   * (n_tokens) is each token's position in its document (0 starts one, each
+   * next one adds 1, below T). Attention stays inside a document
+   * (block-diagonal causal) and positions restart with each; the rows
+   * after n_tokens are neither computed nor read. */
+  int n_tokens;
+  const int *pos;
+  /* GPT: weight of each token's loss and gradient; 0: 1 / the micro-batch's
+   * tokens (its mean). A step's mean over its real tokens gives every
+   * micro-batch (micro-batches of the step) / (tokens of the step). */
+  double loss_scale;
 } kt_microbatch;
 
 /* A chunk: the units [first_unit, first_unit + n_units) of one model on

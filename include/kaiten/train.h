@@ -45,6 +45,21 @@ kt_status kt_data_mlp_create(int hidden, uint64_t seed, kt_data_source **out, kt
 kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_batch,
                                      uint64_t seed, kt_data_source **out, kt_error *err);
 
+/* Documents of varying length for the GPT (kaiten/model.h's packed
+ * micro-batches): each step draws document lengths from doc_lengths
+ * ("lognormal:SIGMA:MIN:MAX"; a document longer than seq_len is cut into
+ * pieces of seq_len, the model's context), takes each document's bytes
+ * (and next bytes as targets) from a place of the training text, and packs
+ * them into micro-batches of micro_batch * seq_len tokens: packing "fifo"
+ * (NULL) fills them in data order, "balanced" assigns the same documents
+ * longest first to the least loaded micro-batch and runs the heaviest
+ * first. Loss and gradients are the mean over the step's real tokens. A
+ * pure function of (seed, step, replica). Validation: the held-out windows.
+ * EINVAL naming a bad spec or packing, EIO, ENOMEM. */
+kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_batch,
+                                     uint64_t seed, const char *doc_lengths, const char *packing,
+                                     kt_data_source **out, kt_error *err);
+
 typedef struct {
   int step;              /* optimizer step just finished (0-based) */
   int steps;             /* total */
@@ -250,6 +265,10 @@ typedef struct {
   kt_data_source *data;         /* the caller's (never destroyed here); NULL: the built-in model's */
   const char *data_path;        /* GPT's built-in data: a text file (NULL: the built-in corpus) */
   uint64_t data_seed;
+  /* GPT: documents of varying length packed into micro-batches
+   * (kt_data_docs_source_create: "lognormal:SIGMA:MIN:MAX"; NULL: fixed
+   * windows of seq_len) and their packing ("fifo" (NULL) | "balanced") */
+  const char *doc_lengths, *packing;
   /* ---- the schedule and the layout ---- */
   const kt_schedule *schedule;  /* the caller's (copied); NULL: generate `kind` */
   const kt_schedule *program;   /* with schedule: its lowered form, run as written (may be NULL) */

@@ -27,6 +27,8 @@ typedef struct {
   float *ping, *pong;   /* (N,C) unit outputs for a stash-free forward */
   float *din_tmp;       /* (N,C) when the caller passes no din */
   unsigned char *phase; /* per micro-batch: 0 idle, 1 after F, 2 after I */
+  kt__gpt_rows *rows;   /* per micro-batch: its rows, set by F */
+  int *pos;             /* per micro-batch: (B*T) positions of packed rows */
   int tied_local;       /* tied head and embedding in this one chunk */
 } gpt_impl;
 
@@ -36,6 +38,26 @@ enum { IDLE, FORWARD_DONE, INPUT_GRAD_DONE };
 
 static size_t tokens_floats(const kt_chunk *c) {
   return (size_t)c->micro_batch * c->cfg.seq_len; /* ints stored in float slots */
+}
+
+static kt__gpt_rows fixed_rows(const kt_chunk *c) {
+  return (kt__gpt_rows){.N = c->micro_batch * c->cfg.seq_len, .B = c->micro_batch,
+                        .T = c->cfg.seq_len};
+}
+
+/* Micro-batch mb's rows from its data (packed documents or B x T); the
+ * positions are copied, as I and W run after the data may be gone. */
+static const kt__gpt_rows *set_rows(kt_chunk *c, int mb, const kt_microbatch *data) {
+  gpt_impl *g = IMPL(c);
+  kt__gpt_rows *r = &g->rows[mb];
+  *r = fixed_rows(c);
+  if (data && data->pos) {
+    int *pos = g->pos + (size_t)mb * tokens_floats(c);
+    memcpy(pos, data->pos, (size_t)data->n_tokens * sizeof(int));
+    r->N = data->n_tokens, r->pos = pos;
+  }
+  r->dscale = data ? data->loss_scale : 0;
+  return r;
 }
 
 /* Points the per-unit views into a micro-batch's act and keep buffers
@@ -55,22 +77,24 @@ static void point_views(kt_chunk *c, float *act, float *keep, int with_wgrad) {
   }
 }
 
-/* Where the chunk input goes: the embed's tokens or the first unit's x. */
-static void put_input(kt_chunk *c, kt__gpt_acts *a0, const float *in, const int *tokens) {
+/* Where the chunk input goes: the embed's tokens or the first unit's x
+ * (N rows). */
+static void put_input(kt_chunk *c, const kt__gpt_rows *r, kt__gpt_acts *a0, const float *in,
+                      const int *tokens) {
   if (c->is_first)
-    memcpy(a0->tokens, tokens, tokens_floats(c) * sizeof(int));
+    memcpy(a0->tokens, tokens, (size_t)r->N * sizeof(int));
   else
-    memcpy(a0->x, in, c->in_elems * sizeof(float));
+    memcpy(a0->x, in, (size_t)r->N * c->cfg.hidden * sizeof(float));
 }
 
 /* Forward of all units into the views (act + keep already pointed). */
-static kt_status forward_views(kt_chunk *c, float *out, const int *targets, double *loss,
-                               kt_error *err) {
+static kt_status forward_views(kt_chunk *c, const kt__gpt_rows *r, float *out, const int *targets,
+                               double *loss, kt_error *err) {
   gpt_impl *g = IMPL(c);
   for (int u = 0; u < c->n_units; u++) {
     float *next = u + 1 < c->n_units ? g->acts[u + 1].x : c->is_last ? NULL : out;
-    kt_status st =
-        kt__gpt_unit_forward(c, c->first_unit + u, &g->acts[u], &g->s, next, targets, loss, err);
+    kt_status st = kt__gpt_unit_forward(c, c->first_unit + u, r, &g->acts[u], &g->s, next, targets,
+                                        loss, err);
     if (st) return st;
   }
   return KT_OK;
@@ -78,8 +102,9 @@ static kt_status forward_views(kt_chunk *c, float *out, const int *targets, doub
 
 /* Forward without a stash: one unit at a time through g->stream. The last
  * chunk writes the loss (targets given) and/or the logits (N,V). */
-static kt_status forward_streaming(kt_chunk *c, const float *in, const int *tokens, float *out,
-                                   const int *targets, double *loss, float *logits, kt_error *err) {
+static kt_status forward_streaming(kt_chunk *c, const kt__gpt_rows *r, const float *in,
+                                   const int *tokens, float *out, const int *targets, double *loss,
+                                   float *logits, kt_error *err) {
   gpt_impl *g = IMPL(c);
   const float *x = in;
   for (int u = 0; u < c->n_units; u++) {
@@ -89,14 +114,14 @@ static kt_status forward_streaming(kt_chunk *c, const float *in, const int *toke
     kt__gpt_acts_point(&a, g->stream, KT__GPT_ACT, &c->cfg, unit, c->micro_batch);
     kt__gpt_acts_point(&a, g->stream + g->stream_act, KT__GPT_KEEP, &c->cfg, unit, c->micro_batch);
     if (kt__gpt_unit_kind(&c->cfg, unit) == KT__GPT_EMBED)
-      memcpy(a.tokens, tokens, tokens_floats(c) * sizeof(int));
+      memcpy(a.tokens, tokens, (size_t)r->N * sizeof(int));
     else
       a.x = (float *)x; /* read only */
     int last = u + 1 == c->n_units;
     float *dst = kt__gpt_unit_kind(&c->cfg, unit) == KT__GPT_HEAD ? logits
                  : last                                           ? out
                                                                   : (u % 2 ? g->pong : g->ping);
-    kt_status st = kt__gpt_unit_forward(c, unit, &a, &g->s, dst, targets, loss, err);
+    kt_status st = kt__gpt_unit_forward(c, unit, r, &a, &g->s, dst, targets, loss, err);
     if (st) return st;
     x = dst;
   }
@@ -119,7 +144,24 @@ static kt_status check_data(const kt_chunk *c, const kt_microbatch *data, const 
   if (data && data->b && data->b != c->micro_batch)
     return kt_fail(err, KT_EINVAL, "gpt: micro-batch of %d samples, the chunk was built for %d",
                    data->b, c->micro_batch);
+  if (!data || !data->pos) return KT_OK;
+  int n = data->n_tokens, budget = (int)tokens_floats(c), T = c->cfg.seq_len;
+  if (n < 1 || n > budget)
+    return kt_fail(err, KT_EINVAL, "gpt: %d packed tokens, the micro-batch holds 1..%d", n, budget);
+  for (int i = 0; i < n; i++) {
+    int p = data->pos[i];
+    if (p != 0 && (i == 0 || p != data->pos[i - 1] + 1))
+      return kt_fail(err, KT_EINVAL, "gpt: packed position %d at token %d neither starts nor continues a document", p, i);
+    if (p >= T)
+      return kt_fail(err, KT_EINVAL, "gpt: packed position %d at token %d is past the sequence length %d", p, i, T);
+  }
   return KT_OK;
+}
+
+/* Rows past a packed micro-batch's tokens in a boundary buffer: zeros. */
+static void zero_tail(const kt_chunk *c, const kt__gpt_rows *r, float *x, size_t elems) {
+  size_t used = (size_t)r->N * c->cfg.hidden;
+  if (x && used < elems) memset(x + used, 0, (elems - used) * sizeof(float));
 }
 
 static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
@@ -131,25 +173,27 @@ static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, con
   if (!c->is_last && !out) return kt_fail(err, KT_EINVAL, "gpt: forward needs an output buffer");
   const int *tokens = c->is_first ? data->tokens : NULL;
   const int *targets = c->is_last ? data->targets : NULL;
+  const kt__gpt_rows *r = set_rows(c, mb, data);
   if (c->cfg.recompute) {
     /* keep the input (and targets) only; run through the streaming buffers */
     float *keep = kt__stash_acquire(&g->inp, c, mb, g->inp_floats);
     if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d", mb);
     if (c->is_first)
-      memcpy(keep, tokens, tokens_floats(c) * sizeof(int));
+      memcpy(keep, tokens, (size_t)r->N * sizeof(int));
     else
-      memcpy(keep, in, c->in_elems * sizeof(float));
+      memcpy(keep, in, (size_t)r->N * c->cfg.hidden * sizeof(float));
     if (targets)
-      memcpy(keep + g->inp_floats - tokens_floats(c), targets, tokens_floats(c) * sizeof(int));
-    st = forward_streaming(c, in, tokens, out, targets, loss, NULL, err);
+      memcpy(keep + g->inp_floats - tokens_floats(c), targets, (size_t)r->N * sizeof(int));
+    st = forward_streaming(c, r, in, tokens, out, targets, loss, NULL, err);
   } else {
     float *act = kt__stash_acquire(&g->act, c, mb, g->act_floats);
     float *keep = act ? kt__stash_acquire(&g->keep, c, mb, g->keep_floats) : NULL;
     if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d", mb);
     point_views(c, act, keep, 0);
-    put_input(c, &g->acts[0], in, tokens);
-    st = forward_views(c, out, targets, loss, err);
+    put_input(c, r, &g->acts[0], in, tokens);
+    st = forward_views(c, r, out, targets, loss, err);
   }
+  if (!st) zero_tail(c, r, out, c->out_elems);
   g->phase[mb] = st ? IDLE : FORWARD_DONE;
   return st;
 }
@@ -170,21 +214,23 @@ static kt_status gpt_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
   float *keep = act ? kt__stash_acquire(&g->keep, c, mb, kw) : NULL;
   if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory for micro-batch %d", mb);
   point_views(c, act, keep, 1);
+  const kt__gpt_rows *r = &g->rows[mb];
   if (c->cfg.recompute) {
     const float *saved = g->inp.slot[mb];
     const int *targets = NULL;
     if (c->is_last) targets = (const int *)(saved + g->inp_floats - tokens_floats(c));
-    put_input(c, &g->acts[0], saved, (const int *)saved);
-    st = forward_views(c, g->din_tmp, targets, NULL, err);
+    put_input(c, r, &g->acts[0], saved, (const int *)saved);
+    st = forward_views(c, r, g->din_tmp, targets, NULL, err);
     kt__stash_release(&g->inp, c, mb);
     if (st) return st;
   }
   kt__gpt_acts *last = &g->acts[c->n_units - 1];
-  if (!c->is_last) memcpy(last->dout, dout, c->out_elems * sizeof(float));
+  if (!c->is_last) memcpy(last->dout, dout, (size_t)r->N * c->cfg.hidden * sizeof(float));
   for (int u = c->n_units - 1; u >= 0; u--) {
     float *d = u > 0 ? g->acts[u - 1].dout : din ? din : g->din_tmp;
-    kt__gpt_unit_backward_input(c, c->first_unit + u, &g->acts[u], &g->s, d);
+    kt__gpt_unit_backward_input(c, c->first_unit + u, r, &g->acts[u], &g->s, d);
   }
+  zero_tail(c, r, din, c->in_elems);
   kt__stash_release(&g->act, c, mb);
   g->phase[mb] = INPUT_GRAD_DONE;
   return KT_OK;
@@ -202,7 +248,8 @@ static kt_status gpt_backward_weight(kt_chunk *c, int mb, kt_error *err) {
    * mirrors it, so the two stored copies get identical updates */
   float *dwte = c->grads; /* unit 0 starts with wte */
   for (int u = 0; u < c->n_units; u++)
-    kt__gpt_unit_backward_weight(c, c->first_unit + u, &g->acts[u], g->tied_local ? dwte : NULL);
+    kt__gpt_unit_backward_weight(c, c->first_unit + u, &g->rows[mb], &g->acts[u],
+                                 g->tied_local ? dwte : NULL);
   if (g->tied_local) {
     kt__gpt_params p;
     kt__gpt_params_point(&p, c->grads + c->unit_offset[c->n_units - 1], &c->cfg,
@@ -233,6 +280,8 @@ static void gpt_destroy(kt_chunk *c) {
     free(g->pong);
     free(g->din_tmp);
     free(g->phase);
+    free(g->rows);
+    free(g->pos);
     free(g);
   }
   kt__chunk_free_common(c);
@@ -253,7 +302,9 @@ static kt_status gpt_impl_alloc(kt_chunk *c, kt_error *err) {
   g->wgrad_off = calloc((size_t)n, sizeof(size_t));
   g->acts = calloc((size_t)n, sizeof *g->acts);
   g->phase = calloc((size_t)c->n_microbatches, 1);
-  if (!g->act_off || !g->keep_off || !g->wgrad_off || !g->acts || !g->phase)
+  g->rows = calloc((size_t)c->n_microbatches, sizeof *g->rows);
+  g->pos = malloc((size_t)c->n_microbatches * N * sizeof(int));
+  if (!g->act_off || !g->keep_off || !g->wgrad_off || !g->acts || !g->phase || !g->rows || !g->pos)
     return kt_fail(err, KT_ENOMEM, "out of memory creating the GPT chunk");
   size_t stream_keep = 0;
   for (int u = 0; u < n; u++) {
@@ -329,8 +380,9 @@ kt_status kt_gpt_chunk_eval(kt_chunk *c, const kt_microbatch *data, const float 
   if (c->is_last && !targets && !logits)
     return kt_fail(err, KT_EINVAL, "gpt: the last stage evaluates a loss (targets) or logits");
   kt__exec saved = kt__chunk_enter(c);
-  kt_status st = forward_streaming(c, in, c->is_first ? data->tokens : NULL, out, targets, loss,
-                                   logits, err);
+  kt__gpt_rows r = fixed_rows(c);
+  kt_status st = forward_streaming(c, &r, in, c->is_first ? data->tokens : NULL, out, targets,
+                                   loss, logits, err);
   kt__exec_leave(saved);
   return st;
 }

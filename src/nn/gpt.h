@@ -17,6 +17,16 @@
 #include "kaiten/model.h"
 #include "nn/nn.h"
 
+/* The rows of one micro-batch: B sequences of T (pos NULL, N = B T), or N
+ * tokens of packed documents with pos[i] the position of row i in its
+ * document (0 starts one; attention is block-diagonal by document). dscale
+ * weighs each token's loss (0: 1 / N). */
+typedef struct {
+  int N, B, T;
+  const int *pos;
+  double dscale;
+} kt__gpt_rows;
+
 /* ---- kernels (gpt_kernels.c) ----------------------------------------------- */
 
 /* out (B,T,C) = wte[tokens] + wpe[t] */
@@ -25,6 +35,13 @@ void kt__encoder_forward(float *out, const int *tokens, const float *wte, const 
 /* dwte (V,C) and dwpe (T,C) += scatter of dout (B,T,C) */
 void kt__encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
                           int T, int C);
+
+/* Packed rows: out (N,C) = wte[tokens] + wpe[pos]; the backward scatters
+ * dout (N,C) into dwte (V,C) and dwpe (T,C) */
+void kt__encoder_forward_pos(float *out, const int *tokens, const int *pos, const float *wte,
+                             const float *wpe, int N, int C);
+void kt__encoder_backward_pos(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                              const int *pos, int N, int C);
 
 /* out (N,C) = (inp - mean) * rstd * weight + bias; saves mean, rstd (N) */
 void kt__layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
@@ -100,6 +117,18 @@ void kt__attention_backward_blocked(float *dinp, float *scratch, const float *do
                                     const float *inp, const float *att, int B, int T, int C, int NH,
                                     int qb);
 
+/* Block-diagonal attention over packed documents (pos as in kt__gpt_rows):
+ * each document runs the kernels above as one sequence of its length L, its
+ * (NH,L,L) probabilities after the previous documents' in att (at most
+ * NH N T floats). reference: the serial kernels, else the blocked ones. */
+void kt__attention_forward_packed(float *out, float *att, float *scratch, const float *inp,
+                                  const int *pos, int N, int C, int NH, int reference);
+void kt__attention_backward_packed(float *dinp, float *scratch, const float *dout,
+                                   const float *inp, const float *att, const int *pos, int N,
+                                   int C, int NH, int reference);
+/* Length of the document starting at row i of pos (N rows). */
+int kt__doc_length(const int *pos, int i, int N);
+
 /* exp(x) with relative error < 3e-7 that GCC vectorises at -O2 (no libm
  * call, no float branches): saturates to exp(-87) below and exp(88) above,
  * and keeps a NaN a NaN (so a diverging run is caught as non-finite instead
@@ -139,6 +168,9 @@ static inline float kt__fast_expf(float x) {
 size_t kt__partials_floats(int N, int OC);
 void kt__encoder_forward_par(float *out, const int *tokens, const float *wte, const float *wpe,
                              int B, int T, int C);
+/* The same over packed rows (pos, N rows) */
+void kt__encoder_forward_pos_par(float *out, const int *tokens, const int *pos, const float *wte,
+                                 const float *wpe, int N, int C);
 void kt__layernorm_forward_par(float *out, float *mean, float *rstd, const float *inp,
                                const float *weight, const float *bias, int N, int C);
 void kt__layernorm_backward_par(float *dinp, float *dweight, float *dbias, float *partials,
@@ -244,15 +276,16 @@ void kt__gpt_params_init(float *base, const kt_model_config *cfg, int unit);
  * The head instead copies its logits (B,T,V) to out when out is non-NULL and,
  * with targets, leaves dlogits = (softmax - onehot) / (B*T) in a->dlogits and
  * the mean loss in *loss. EINVAL for a token or target outside the vocabulary. */
-kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt__gpt_scratch *s,
-                               float *out, const int *targets, double *loss, kt_error *err);
+kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, const kt__gpt_rows *r,
+                               kt__gpt_acts *a, kt__gpt_scratch *s, float *out,
+                               const int *targets, double *loss, kt_error *err);
 /* Input gradient of one unit: reads a->dout (unused by the head), writes
  * din (B,T,C) (may be NULL for the embed), fills the wgrad fields. */
-void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, kt__gpt_scratch *s,
-                                 float *din);
+void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, const kt__gpt_rows *r,
+                                 kt__gpt_acts *a, kt__gpt_scratch *s, float *din);
 /* Weight gradient of one unit: accumulates into c->grads; for the head,
  * dheadw (when non-NULL) receives the LM head's gradient instead. */
-void kt__gpt_unit_backward_weight(const kt_chunk *c, int unit, const kt__gpt_acts *a,
-                                  float *dheadw);
+void kt__gpt_unit_backward_weight(const kt_chunk *c, int unit, const kt__gpt_rows *r,
+                                  const kt__gpt_acts *a, float *dheadw);
 
 #endif

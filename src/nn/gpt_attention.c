@@ -207,3 +207,40 @@ void kt__attention_backward_blocked(float *dinp, float *scratch, const float *do
   const kt__exec *e = kt__exec_current();
   kt__pool_run(e->in_task ? NULL : e->pool, B * NH, head_backward, &j);
 }
+
+/* ---- packed documents: one sequence per document ---------------------------- */
+
+int kt__doc_length(const int *pos, int i, int N) {
+  int L = 1;
+  while (i + L < N && pos[i + L] != 0) L++;
+  return L;
+}
+
+void kt__attention_forward_packed(float *out, float *att, float *scratch, const float *inp,
+                                  const int *pos, int N, int C, int NH, int reference) {
+  size_t a = 0;
+  for (int i = 0; i < N;) {
+    int L = kt__doc_length(pos, i, N);
+    float *o = out + (size_t)i * C, *p = att + a;
+    const float *x = inp + (size_t)i * 3 * C;
+    if (reference) kt__attention_forward(o, p, scratch, x, 1, L, C, NH);
+    else kt__attention_forward_blocked(o, p, scratch, x, 1, L, C, NH, KT__ATT_QB);
+    a += (size_t)NH * L * L;
+    i += L;
+  }
+}
+
+void kt__attention_backward_packed(float *dinp, float *scratch, const float *dout,
+                                   const float *inp, const float *att, const int *pos, int N,
+                                   int C, int NH, int reference) {
+  size_t a = 0;
+  for (int i = 0; i < N;) {
+    int L = kt__doc_length(pos, i, N);
+    float *d = dinp + (size_t)i * 3 * C;
+    const float *x = inp + (size_t)i * 3 * C, *dy = dout + (size_t)i * C, *p = att + a;
+    if (reference) kt__attention_backward(d, scratch, dy, x, p, 1, L, C, NH);
+    else kt__attention_backward_blocked(d, scratch, dy, x, p, 1, L, C, NH, KT__ATT_QB);
+    a += (size_t)NH * L * L;
+    i += L;
+  }
+}

@@ -251,6 +251,9 @@ static kt_status build_runtime(kt_session *s, kt_error *err) {
     return st;
   if (p->data || !has_units(p)) return KT_OK;
   if (p->model.kind == KT_MODEL_MLP) return kt_data_mlp_create(p->model.hidden, p->data_seed, &s->data, err);
+  if (p->doc_lengths)
+    return kt_data_docs_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
+                                      p->doc_lengths, p->packing, &s->data, err);
   return kt_data_text_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
                                     &s->data, err);
 }
