@@ -118,6 +118,17 @@ typedef struct {
   int (*should_stop)(void *ctx);
 } kt_train_config;
 
+/* One micro-batch of a step as it ran (replica 0): what it held and what
+ * each stage measured for it (the action's own time: its CPU time, or for a
+ * synthetic run the cost it slept). */
+typedef struct {
+  int round, mb;       /* round k of K, micro-batch j of M */
+  int tokens;          /* real tokens (packed documents), else b T */
+  int documents;       /* packed documents (fixed windows: b) */
+  double attn_tokens2; /* sum over its documents of L^2 (fixed windows: b T^2) */
+  double *tf, *tb, *tw; /* [S] seconds per stage: F, the input gradient (I or a full B), W */
+} kt_mb_cost;
+
 typedef struct {
   double *losses;        /* steps run by this call, in order (caller frees) */
   int n_losses;
@@ -151,6 +162,13 @@ typedef struct {
    * non-finite value in the step before, or in this rank's own share); with
    * more than half of them the prediction is a barrier's */
   int waited_steps;
+  /* the last training step's micro-batches, K rounds of M in run order, and
+   * the stages S each has costs for (0 with no data source) */
+  kt_mb_cost *mb_costs;
+  int n_mb_costs, mb_cost_stages;
+  /* real tokens over the steps run (packed documents count what they hold;
+   * tokens_per_s and steady_tokens_per_s are these over the time) */
+  double tokens;
 } kt_train_result;
 
 /* Trains with an already-created runtime (threads or MPI). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kaiten/train.h"
+#include "train/session_internal.h"
 
 
 /* One event seen as a producer or consumer of a boundary tensor: the F of a
@@ -150,6 +151,7 @@ void kt_train_result_free(kt_train_result *r) {
   kt_costs_free(&r->calibrated);
   kt_timeline_free(&r->predicted_timeline);
   kt_timeline_free(&r->measured_timeline);
+  kt__free_mb_costs(r);
   memset(r, 0, sizeof *r);
 }
 
@@ -311,9 +313,10 @@ static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeli
   out->mean_step_seconds = mean;
   out->median_step_seconds = out->n_losses > 1 ? kt_median(step_s + 1, (size_t)out->n_losses - 1)
                                                : step_s[0];
+  (void)tps; /* out->tokens: what the steps held */
   out->samples_per_s = samples / out->mean_step_seconds;
-  out->tokens_per_s = out->samples_per_s * (double)tps;
-  out->steady_tokens_per_s = samples * (double)tps / out->median_step_seconds;
+  out->tokens_per_s = out->tokens / out->n_losses / out->mean_step_seconds;
+  out->steady_tokens_per_s = out->tokens / out->n_losses / out->median_step_seconds;
   kt_status st = kt_timeline_metrics(last, &out->measured, err);
   /* the last step as it ran: its period, from the end of the one before */
   if (!st) kt_metrics_set_period(&out->measured, last_s, (int)rc->step_sync);
@@ -435,6 +438,22 @@ static kt_status follow(run_loop *L, kt_error *err) {
   return st;
 }
 
+/* A step's real tokens (its tokens/s) and its micro-batches' costs. */
+static kt_status step_tokens(run_loop *L, int step, kt_train_progress *p, kt_error *err) {
+  const kt_runtime_config *rc = &L->cfg->runtime;
+  double fixed = L->samples * (double)L->tps, tokens = fixed;
+  if (L->cfg->data) {
+    const kt_microbatch *mbs = L->mbs[step % KT_STEPS_AHEAD];
+    int K = rc->grad_accum, M = rc->schedule->m, S = kt_schedule_stages(rc->schedule);
+    tokens = kt__step_tokens(mbs, rc->data_parallel * K * M, fixed);
+    kt_status st = kt__record_mb_costs(L->out, mbs, K, M, S, (int)L->tps, &L->last, err);
+    if (st) return st;
+  }
+  L->out->tokens += tokens;
+  p->tokens_per_s = tokens / p->seconds;
+  return KT_OK;
+}
+
 /* A step's result taken: recorded, its validation, the caller's callback. */
 static kt_status take(run_loop *L, const kt_step_result *res, kt_error *err) {
   const kt_train_config *cfg = L->cfg;
@@ -459,6 +478,7 @@ static kt_status take(run_loop *L, const kt_step_result *res, kt_error *err) {
   kt_train_progress p;
   kt_status st = step_progress(L->rt, cfg, step, res, L->samples, L->tps, &L->last, out, &p, err);
   if (st) return st;
+  if ((st = step_tokens(L, step, &p, err))) return st;
   p.barrier = L->taken == L->next - cfg->first_step; /* nothing in flight */
   p.agreed = res->vote;
   if (validates(cfg, step)) { /* a barrier: nothing in flight */
