@@ -33,7 +33,7 @@ static kt_model_config gpt(int tie, int recompute) {
 static kt_data_source *packed(const char *packing, int step, kt_microbatch *mbs) {
   kt_data_source *src;
   kt_error err;
-  if (kt_data_docs_source_create(NULL, T, B, 7, "lognormal:1:2:40", packing, &src, &err)) {
+  if (kt_data_docs_source_create(NULL, T, B, 7, "lognormal:1:2:40", packing, 1, &src, &err)) {
     CHECK_MSG(0, "docs source: %s", err.msg);
     return NULL;
   }
@@ -262,10 +262,10 @@ static void bad_layouts(void) {
   CHECK_STR_CONTAINS(err.msg, "sequence length");
   kt_chunk_destroy(c);
   kt_data_source *src;
-  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "lognormal:1:9:3", NULL, &src, &err) == KT_EINVAL);
+  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "lognormal:1:9:3", NULL, 1, &src, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "MIN 9 exceeds MAX 3");
-  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "uniform:1:9", NULL, &src, &err) == KT_EINVAL);
-  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "lognormal:1:2:9", "lpt", &src, &err) == KT_EINVAL);
+  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "uniform:1:9", NULL, 1, &src, &err) == KT_EINVAL);
+  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "lognormal:1:2:9", "lpt", 1, &src, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "lpt");
 }
 

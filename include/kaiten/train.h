@@ -54,11 +54,15 @@ kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_ba
  * (NULL) fills them in data order, "balanced" assigns the same documents
  * longest first to the least loaded micro-batch and runs the heaviest
  * first. Loss and gradients are the mean over the step's real tokens. A
- * pure function of (seed, step, replica). Validation: the held-out windows.
+ * pure function of (seed, step, replica). With seq_chunks K > 1 each
+ * micro-batch is given as K chunks along the sequence (piece k of every
+ * document, rows [k L / K, (k + 1) L / K), in chunk k; kaiten/model.h's
+ * row): fill's M counts chunks (M / K micro-batches), the documents and
+ * packing those of the unchunked fill. Validation: the held-out windows.
  * EINVAL naming a bad spec or packing, EIO, ENOMEM. */
 kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_batch,
                                      uint64_t seed, const char *doc_lengths, const char *packing,
-                                     kt_data_source **out, kt_error *err);
+                                     int seq_chunks, kt_data_source **out, kt_error *err);
 
 typedef struct {
   int step;              /* optimizer step just finished (0-based) */

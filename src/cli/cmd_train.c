@@ -16,6 +16,7 @@ static const cli_opt train_opts_table[] = {
     {"gemm", 0, "NAME", "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn"},
     {"data", 0, "FILE", "GPT: train on this text file (default: the built-in corpus)"},
     {"doc-lengths", 0, "SPEC", "GPT: documents of varying length, lognormal:SIGMA:MIN:MAX tokens (seeded by --seed), packed into micro-batches of b x T tokens with block-diagonal attention"},
+    {"seq-chunks", 0, "K", "with --doc-lengths: each micro-batch runs as K chunks along the sequence (Seq1F1B: 1f1b over the chunks, keys and values of earlier chunks kept), lowering peak activation memory"},
     {"packing", 0, "NAME", "with --doc-lengths: fifo (default: data order) | balanced (longest first onto the least loaded micro-batch, heaviest first)"},
     {"stages", 'p', "P", "pipeline ranks (default 4)"},
     {"chunks", 'v', "V", "chunks per rank (interleaved, looped-bfs; zbv/dualpipev use 2)"},
@@ -201,6 +202,15 @@ static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, i
   }
   if (cli_has(a, "packing") && !cli_has(a, "doc-lengths"))
     return cli_usage_error("--packing packs documents: it needs --doc-lengths");
+  if (cli_has(a, "seq-chunks") && !cli_has(a, "doc-lengths"))
+    return cli_usage_error("--seq-chunks splits documents: it needs --doc-lengths");
+  if (cli_has(a, "seq-chunks") && cli_has(a, "recompute"))
+    return cli_usage_error("--seq-chunks and --recompute do not go together");
+  if (cli_has(a, "seq-chunks")) {
+    long k;
+    if (cli_int(a, "seq-chunks", 1, m->seq_len, 1, &k)) return 2;
+    m->seq_chunks = (int)k;
+  }
   const char *packing = cli_get(a, "packing");
   if (packing && strcmp(packing, "fifo") && strcmp(packing, "balanced"))
     return cli_usage_error("--packing '%s': expected fifo or balanced", packing);

@@ -25,7 +25,14 @@ typedef struct {
   int N, B, T;
   const int *pos;
   double dscale;
+  /* seq-chunks: each row's place in the whole micro-batch (NULL: none) */
+  const int *row;
+  size_t att; /* floats of the attention probabilities */
 } kt__gpt_rows;
+
+/* Floats of the attention probabilities of rows r for NH heads: each
+ * document piece's rows times the keys up to its last one. */
+size_t kt__gpt_att_floats(const kt__gpt_rows *r, int NH);
 
 /* ---- kernels (gpt_kernels.c) ----------------------------------------------- */
 
@@ -126,8 +133,24 @@ void kt__attention_forward_packed(float *out, float *att, float *scratch, const 
 void kt__attention_backward_packed(float *dinp, float *scratch, const float *dout,
                                    const float *inp, const float *att, const int *pos, int N,
                                    int C, int NH, int reference);
-/* Length of the document starting at row i of pos (N rows). */
-int kt__doc_length(const int *pos, int i, int N);
+/* Length of the document (piece) starting at row i of pos (N rows): up to
+ * the first position (or, with row non-NULL, whole row) that does not
+ * continue it. */
+int kt__doc_length(const int *pos, const int *row, int i, int N);
+/* A chunk of a micro-batch split along the sequence: its rows' q | k | v
+ * (N,3C) are first written into gqkv (the whole micro-batch's, at row[i]);
+ * each document piece's queries attend to its document's keys up to
+ * themselves there. att: as kt__gpt_rows.att. The backward writes dinp's q
+ * part and adds the key and value gradients of all those keys into gdkv
+ * (the whole micro-batch's (rows,3C)), then copies this chunk's rows of them
+ * into dinp's k | v part (complete once later chunks ran theirs). Heads
+ * run on the current pool, each thread in its T x T of scratch. */
+void kt__attention_forward_chunked(float *out, float *att, float *scratch, float *gqkv,
+                                   const float *inp, const int *pos, const int *row, int N, int T,
+                                   int C, int NH);
+void kt__attention_backward_chunked(float *dinp, float *gdkv, float *scratch, const float *dout,
+                                    const float *gqkv, const float *att, const int *pos,
+                                    const int *row, int N, int T, int C, int NH);
 
 /* exp(x) with relative error < 3e-7 that GCC vectorises at -O2 (no libm
  * call, no float branches): saturates to exp(-87) below and exp(88) above,
@@ -251,6 +274,9 @@ typedef struct {
   float *dqkv;  /* (B,T,3C) */
   /* wgrad: bias and LayerNorm gradients of this micro-batch, reduced in I */
   float *dln1w, *dln1b, *dqkvb, *dattprojb, *dln2w, *dln2b, *dfcb, *dfcprojb, *dlnfw, *dlnfb;
+  /* seq-chunks (block): the whole micro-batch's q | k | v and their
+   * gradients (rows,3C), shared by its chunks; NULL otherwise */
+  float *gqkv, *gdkv;
 } kt__gpt_acts;
 
 /* Scratch shared by the units of a chunk (preallocated for micro_batch). */
@@ -264,10 +290,10 @@ typedef struct {
 kt__gpt_kind kt__gpt_unit_kind(const kt_model_config *cfg, int unit);
 /* Points p into base (a unit's slice of params or grads). */
 void kt__gpt_params_point(kt__gpt_params *p, float *base, const kt_model_config *cfg, int unit);
-/* Floats of segment seg of a unit for B samples; with base non-NULL also
+/* Floats of segment seg of a unit for rows r; with base non-NULL also
  * points a's fields of that segment into base. */
 size_t kt__gpt_acts_point(kt__gpt_acts *a, float *base, int seg, const kt_model_config *cfg,
-                          int unit, int B);
+                          int unit, const kt__gpt_rows *r);
 /* Deterministic initialisation of a unit's parameters from its seed. */
 void kt__gpt_params_init(float *base, const kt_model_config *cfg, int unit);
 

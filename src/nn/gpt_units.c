@@ -90,10 +90,9 @@ int kt_gpt_unit_tensors(const kt_model_config *cfg, int unit, kt_param_tensor *o
 static field act(float **ptr, size_t n) { return (field){ptr, n, NULL}; }
 
 /* The activation table of one segment. */
-static int acts_fields(kt__gpt_acts *a, int seg, const kt_model_config *cfg, int unit, int B,
-                       field *f) {
-  size_t C = (size_t)cfg->hidden, V = (size_t)cfg->vocab, T = (size_t)cfg->seq_len;
-  size_t N = (size_t)B * T, NH = (size_t)cfg->heads;
+static int acts_fields(kt__gpt_acts *a, int seg, const kt_model_config *cfg, int unit,
+                       const kt__gpt_rows *r, field *f) {
+  size_t C = (size_t)cfg->hidden, V = (size_t)cfg->vocab, N = (size_t)r->N;
   int n = 0;
   switch (kt__gpt_unit_kind(cfg, unit)) {
     case KT__GPT_EMBED:
@@ -106,7 +105,7 @@ static int acts_fields(kt__gpt_acts *a, int seg, const kt_model_config *cfg, int
         f[n++] = act(&a->ln1_mean, N);
         f[n++] = act(&a->ln1_rstd, N);
         f[n++] = act(&a->qkv, 3 * N * C);
-        f[n++] = act(&a->att, N * NH * T);
+        f[n++] = act(&a->att, r->att);
         f[n++] = act(&a->res2, N * C);
         f[n++] = act(&a->ln2_mean, N);
         f[n++] = act(&a->ln2_rstd, N);
@@ -149,10 +148,21 @@ static int acts_fields(kt__gpt_acts *a, int seg, const kt_model_config *cfg, int
 }
 
 size_t kt__gpt_acts_point(kt__gpt_acts *a, float *base, int seg, const kt_model_config *cfg,
-                          int unit, int B) {
+                          int unit, const kt__gpt_rows *r) {
   field f[MAX_FIELDS];
   kt__gpt_acts unused;
-  return layout(f, acts_fields(a ? a : &unused, seg, cfg, unit, B, f), base, 1);
+  return layout(f, acts_fields(a ? a : &unused, seg, cfg, unit, r, f), base, 1);
+}
+
+size_t kt__gpt_att_floats(const kt__gpt_rows *r, int NH) {
+  if (!r->pos) return (size_t)r->N * NH * r->T;
+  size_t n = 0;
+  for (int i = 0; i < r->N;) {
+    int L = kt__doc_length(r->pos, r->row, i, r->N);
+    n += (size_t)L * (size_t)(r->pos[i + L - 1] + 1); /* rows x keys up to the last */
+    i += L;
+  }
+  return n * NH;
 }
 
 static void fill_normal(float *w, size_t n, float std, kt__rng *r) {
@@ -218,7 +228,8 @@ static void block_forward_reference(const kt__gpt_params *p, kt__gpt_acts *a, kt
   int N = r->N;
   kt__layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, p->ln1w, p->ln1b, N, C);
   kt__matmul_forward(a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C);
-  if (r->pos) kt__attention_forward_packed(a->atty, a->att, s->attn, a->qkv, r->pos, N, C, NH, 1);
+  if (r->row) kt__attention_forward_chunked(a->atty, a->att, s->attn, a->gqkv, a->qkv, r->pos, r->row, N, r->T, C, NH);
+  else if (r->pos) kt__attention_forward_packed(a->atty, a->att, s->attn, a->qkv, r->pos, N, C, NH, 1);
   else kt__attention_forward(a->atty, a->att, s->attn, a->qkv, r->B, r->T, C, NH);
   kt__matmul_residual_forward(a->res2, a->atty, p->attprojw, p->attprojb, a->x, N, C, C);
   kt__layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C);
@@ -234,7 +245,8 @@ static void block_forward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scra
   int N = r->N;
   kt__layernorm_forward_par(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, p->ln1w, p->ln1b, N, C);
   kt__matmul_forward_par(a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C);
-  if (r->pos) kt__attention_forward_packed(a->atty, a->att, s->attn, a->qkv, r->pos, N, C, NH, 0);
+  if (r->row) kt__attention_forward_chunked(a->atty, a->att, s->attn, a->gqkv, a->qkv, r->pos, r->row, N, r->T, C, NH);
+  else if (r->pos) kt__attention_forward_packed(a->atty, a->att, s->attn, a->qkv, r->pos, N, C, NH, 0);
   else kt__attention_forward_blocked(a->atty, a->att, s->attn, a->qkv, r->B, r->T, C, NH, KT__ATT_QB);
   kt__matmul_residual_forward_par(a->res2, a->atty, p->attprojw, p->attprojb, a->x, N, C, C);
   kt__layernorm_forward_par(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C);
@@ -316,7 +328,8 @@ static void block_backward_reference(const kt__gpt_params *p, kt__gpt_acts *a, k
   /* attention: res2 = x + attproj(attention(qkv(ln1(x)))) */
   kt__bias_backward(a->dattprojb, a->dres2, N, C);
   kt__matmul_backward_input(dln, a->dres2, p->attprojw, N, C, C, 0);
-  if (r->pos) kt__attention_backward_packed(a->dqkv, s->attn, dln, a->qkv, a->att, r->pos, N, C, NH, 1);
+  if (r->row) kt__attention_backward_chunked(a->dqkv, a->gdkv, s->attn, dln, a->gqkv, a->att, r->pos, r->row, N, r->T, C, NH);
+  else if (r->pos) kt__attention_backward_packed(a->dqkv, s->attn, dln, a->qkv, a->att, r->pos, N, C, NH, 1);
   else kt__attention_backward(a->dqkv, s->attn, dln, a->qkv, a->att, r->B, r->T, C, NH);
   kt__bias_backward(a->dqkvb, a->dqkv, N, 3 * C);
   kt__matmul_backward_input(dln, a->dqkv, p->qkvw, N, C, 3 * C, 0);
@@ -337,7 +350,8 @@ static void block_backward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scr
                              a->ln2_mean, a->ln2_rstd, N, C);
   kt__bias_backward_par(a->dattprojb, part, a->dres2, N, C);
   kt__matmul_backward_input(dln, a->dres2, p->attprojw, N, C, C, 0);
-  if (r->pos) kt__attention_backward_packed(a->dqkv, s->attn, dln, a->qkv, a->att, r->pos, N, C, NH, 0);
+  if (r->row) kt__attention_backward_chunked(a->dqkv, a->gdkv, s->attn, dln, a->gqkv, a->att, r->pos, r->row, N, r->T, C, NH);
+  else if (r->pos) kt__attention_backward_packed(a->dqkv, s->attn, dln, a->qkv, a->att, r->pos, N, C, NH, 0);
   else kt__attention_backward_blocked(a->dqkv, s->attn, dln, a->qkv, a->att, r->B, r->T, C, NH,
                                       KT__ATT_QB);
   kt__bias_backward_par(a->dqkvb, part, a->dqkv, N, 3 * C);

@@ -10,7 +10,7 @@
 #include "train/doc_packing.h"
 
 typedef struct {
-  int *tokens, *targets, *pos; /* (D K M, b T) each */
+  int *tokens, *targets, *pos, *row; /* (D K M, b T) each */
   size_t cap;
 } docs_turn;
 
@@ -20,6 +20,7 @@ typedef struct {
   uint64_t seed;
   kt__doc_spec spec;
   kt__packing packing;
+  int chunks; /* each micro-batch runs as this many chunks along the sequence */
   docs_turn turn[KT_DATA_KEEPS];
   int next, n_val;
   int *len, *mb_of, *order; /* one replica's documents and micro-batches */
@@ -68,39 +69,54 @@ static int draw_docs(docs_src *t, int64_t step, int d, int n_mb, int budget) {
   return n;
 }
 
+/* Rows [lo, hi) of document i: piece k of `chunks`. */
+static void piece(int L, int k, int chunks, int *lo, int *hi) {
+  *lo = (int)((long long)L * k / chunks), *hi = (int)((long long)L * (k + 1) / chunks);
+}
+
 /* Lays replica d's packed micro-batches into the turn's buffers, in run
- * order; returns the tokens they hold. */
-static size_t lay_out(docs_src *t, docs_turn *u, int d, int n_docs, int n_mb, int b,
+ * order, each as t->chunks chunks along the sequence (piece k of every
+ * document in chunk k); returns the tokens they hold. */
+static size_t lay_out(docs_src *t, docs_turn *u, int d, int n_docs, int n_pack, int b,
                       kt_microbatch *out) {
   const unsigned char *text = kt_dataset_text(t->ds, KT_SPLIT_TRAIN);
   size_t per = (size_t)b * t->seq_len, total = 0;
-  for (int q = 0; q < n_mb; q++) {
-    size_t idx = (size_t)d * n_mb + q;
-    int *tok = u->tokens + idx * per, *tgt = u->targets + idx * per, *pos = u->pos + idx * per;
-    int n = 0;
-    for (int i = 0; i < n_docs; i++) {
-      if (t->mb_of[i] != t->order[q]) continue;
-      for (int p = 0; p < t->len[i]; p++, n++) {
-        tok[n] = text[t->off[i] + (size_t)p];
-        tgt[n] = text[t->off[i] + (size_t)p + 1];
-        pos[n] = p;
+  int K = t->chunks;
+  for (int q = 0; q < n_pack; q++)
+    for (int k = 0; k < K; k++) {
+      size_t idx = ((size_t)d * n_pack + q) * K + k;
+      int *tok = u->tokens + idx * per, *tgt = u->targets + idx * per, *pos = u->pos + idx * per;
+      int *row = u->row + idx * per, n = 0, whole = 0;
+      for (int i = 0; i < n_docs; i++) {
+        if (t->mb_of[i] != t->order[q]) continue;
+        int lo, hi;
+        piece(t->len[i], k, K, &lo, &hi);
+        for (int p = lo; p < hi; p++, n++) {
+          tok[n] = text[t->off[i] + (size_t)p];
+          tgt[n] = text[t->off[i] + (size_t)p + 1];
+          pos[n] = p, row[n] = whole + p;
+        }
+        whole += t->len[i];
       }
+      out[idx] = (kt_microbatch){.b = b, .tokens = tok, .targets = tgt, .n_tokens = n, .pos = pos,
+                                 .row = K > 1 ? row : NULL};
+      total += (size_t)n;
     }
-    out[idx] = (kt_microbatch){.b = b, .tokens = tok, .targets = tgt, .n_tokens = n, .pos = pos};
-    total += (size_t)n;
-  }
   return total;
 }
 
 static kt_status docs_train(docs_src *t, docs_turn *u, int step, int D, int n_mb, int b,
                             kt_microbatch *out, kt_error *err) {
-  int budget = b * t->seq_len;
+  int budget = b * t->seq_len, n_pack = n_mb / t->chunks;
+  if (n_mb % t->chunks)
+    return kt_fail(err, KT_EINVAL, "%d micro-batches are not whole micro-batches of %d chunks",
+                   n_mb, t->chunks);
   size_t total = 0;
   for (int d = 0; d < D; d++) {
-    int n = draw_docs(t, step, d, n_mb, budget);
+    int n = draw_docs(t, step, d, n_pack, budget);
     if (n < 0) return kt_fail(err, KT_ENOMEM, "out of memory drawing documents");
-    kt__pack(t->packing, t->len, n, n_mb, budget, t->seq_len, t->mb_of, t->order);
-    total += lay_out(t, u, d, n, n_mb, b, out);
+    kt__pack(t->packing, t->len, n, n_pack, budget, t->seq_len, t->mb_of, t->order);
+    total += lay_out(t, u, d, n, n_pack, b, out);
   }
   double scale = (double)D * n_mb / (double)total; /* mean over the step's tokens */
   for (int i = 0; i < D * n_mb; i++) out[i].loss_scale = scale;
@@ -113,14 +129,11 @@ static kt_status docs_fill(kt_data_source *src, int split, int step, int D, int 
   size_t per = (size_t)b * t->seq_len, n = (size_t)D * K * M * per;
   docs_turn *u = &t->turn[t->next];
   if (n > u->cap) {
-    int *p[3] = {u->tokens, u->targets, u->pos};
-    for (int i = 0; i < 3; i++) {
-      int *q = realloc(p[i], n * sizeof(int));
+    int **p[4] = {&u->tokens, &u->targets, &u->pos, &u->row};
+    for (int i = 0; i < 4; i++) {
+      int *q = realloc(*p[i], n * sizeof(int));
       if (!q) return kt_fail(err, KT_ENOMEM, "out of memory for a batch of %zu tokens", n);
-      p[i] = q;
-      if (i == 0) u->tokens = q;
-      if (i == 1) u->targets = q;
-      if (i == 2) u->pos = q;
+      *p[i] = q;
     }
     u->cap = n;
   }
@@ -140,7 +153,7 @@ static void docs_destroy(kt_data_source *src) {
   docs_src *t = src->impl;
   kt_dataset_destroy(t->ds);
   for (int u = 0; u < KT_DATA_KEEPS; u++)
-    free(t->turn[u].tokens), free(t->turn[u].targets), free(t->turn[u].pos);
+    free(t->turn[u].tokens), free(t->turn[u].targets), free(t->turn[u].pos), free(t->turn[u].row);
   free(t->len), free(t->mb_of), free(t->order), free(t->off);
   free(t);
   free(src);
@@ -148,7 +161,7 @@ static void docs_destroy(kt_data_source *src) {
 
 kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_batch,
                                      uint64_t seed, const char *doc_lengths, const char *packing,
-                                     kt_data_source **out, kt_error *err) {
+                                     int seq_chunks, kt_data_source **out, kt_error *err) {
   *out = NULL;
   kt__doc_spec spec;
   kt_status st = kt__doc_spec_parse(doc_lengths, &spec, err);
@@ -172,7 +185,7 @@ kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_ba
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
   *t = (docs_src){.ds = ds, .seq_len = seq_len, .seed = seed, .spec = spec,
-                  .packing = (kt__packing)how, .n_val = kt_data_val_batches(ds, seq_len, micro_batch)};
+                  .packing = (kt__packing)how, .chunks = seq_chunks > 1 ? seq_chunks : 1, .n_val = kt_data_val_batches(ds, seq_len, micro_batch)};
   src->has_validation = t->n_val > 0;
   src->tokens_per_sample = (size_t)seq_len;
   src->impl = t;

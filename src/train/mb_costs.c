@@ -12,10 +12,12 @@ static void held(const kt_microbatch *mb, int T, kt_mb_cost *c) {
     c->tokens = mb->b * T, c->documents = mb->b, c->attn_tokens2 = (double)mb->b * T * T;
     return;
   }
-  c->tokens = mb->n_tokens, c->documents = 0, c->attn_tokens2 = 0;
+  c->tokens = mb->n_tokens, c->documents = 0, c->attn_tokens2 = 0; /* pieces, with chunks */
   for (int i = 0; i < mb->n_tokens;) {
     int L = 1;
-    while (i + L < mb->n_tokens && mb->pos[i + L]) L++;
+    while (i + L < mb->n_tokens && mb->pos[i + L] == mb->pos[i + L - 1] + 1 &&
+           (!mb->row || mb->row[i + L] == mb->row[i + L - 1] + 1))
+      L++;
     c->documents++, c->attn_tokens2 += (double)L * L;
     i += L;
   }

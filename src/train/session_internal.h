@@ -77,4 +77,9 @@ void kt__free_mb_costs(kt_train_result *out);
 /* Real tokens of a step's n micro-batches: what packed ones hold, else fixed. */
 double kt__step_tokens(const kt_microbatch *mbs, int n, double fixed);
 
+/* Seq1F1B (seq_chunks.c): 1F1B over M micro-batches of K chunks each (mb
+ * j K + k), every micro-batch's chunks backward in reverse; validated.
+ * ENOMEM. */
+kt_status kt__seq1f1b(kt_schedule *s, int P, int M, int K, kt_error *err);
+
 #endif
