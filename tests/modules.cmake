@@ -7,7 +7,7 @@ set(KT_TEST_MODULES
   "sim:test_sim test_sim_metrics test_step test_sim_scale test_sim_threads test_bubble test_closed_forms test_idle_split test_critical"
   "costs:test_links test_cost_basis"
   "generators:test_zero_bubble test_memory_schedules test_memory_cli test_oracles test_schedule_span test_optimal"
-  "request:test_request test_doors"
+  "request:test_request test_doors test_mb_costs test_packing"
   "plan:test_plan_cli test_plan_memory test_plan_partition test_plan_property test_plan_search test_plan_spec"
   "nn:test_gpt_kernels test_gpt_fused test_gemm_cli test_gpt_model test_mlp_grad test_data test_kernel_codegen"
   "transport:test_transport test_doorbell test_inbox test_mpi test_multihost"

@@ -46,6 +46,12 @@ kt_status kt_ffi_request_order(kt_request *rq, const char *text, size_t len, con
                                kt_error *err);
 /* kt_request_print. */
 kt_status kt_ffi_request_text(const kt_request *rq, char **out, kt_error *err);
+/* kt_request_pack of len[0..n-1] (given 1: micro-batches' lengths, sq
+ * optional; 0: documents) as JSON: {"packing", "micro_batches": [[document
+ * indices], ...] in run order, "tokens": [...], "order": [packed index run
+ * k-th, ...], "left_out", "period"} (free with kt_ffi_free). */
+kt_status kt_ffi_request_pack(const kt_request *rq, const int *len, const double *sq, int n,
+                              int given, char **out, kt_error *err);
 
 /* ---- results -------------------------------------------------------------------- */
 

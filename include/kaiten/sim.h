@@ -34,6 +34,8 @@ extern "C" {
 /* Duration of an op on stage: T_F, T_B + T_W (B), T_B (I) or T_W (W), plus
  * the costs' op_overhead. */
 double kt_cost_op(const kt_costs *c, int stage, kt_op op);
+/* The same for micro-batch mb (its own costs where given per micro-batch). */
+double kt_cost_op_mb(const kt_costs *c, int stage, int mb, kt_op op);
 
 /* Simulates the schedule; fills a fresh timeline (caller frees). out may be
  * NULL to only check that the schedule runs to completion.

@@ -47,13 +47,15 @@ kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_ba
 
 /* Documents of varying length for the GPT (kaiten/model.h's packed
  * micro-batches): each step draws document lengths from doc_lengths
- * ("lognormal:SIGMA:MIN:MAX"; a document longer than seq_len is cut into
- * pieces of seq_len, the model's context), takes each document's bytes
- * (and next bytes as targets) from a place of the training text, and packs
- * them into micro-batches of micro_batch * seq_len tokens: packing "fifo"
- * (NULL) fills them in data order, "balanced" assigns the same documents
- * longest first to the least loaded micro-batch and runs the heaviest
- * first. Loss and gradients are the mean over the step's real tokens. A
+ * ("lognormal:SIGMA:MIN:MAX", kaiten/packing.h; a document longer than
+ * seq_len is cut into pieces of seq_len, the model's context), takes each
+ * document's bytes (and next bytes as targets) from a place of the
+ * training text, and packs them (kt_pack_documents) into micro-batches of
+ * micro_batch * seq_len tokens: packing "fifo" (NULL) fills them in data
+ * order, "balanced" assigns the same documents longest first to the
+ * micro-batch with the least load (kt_token_model with attention share
+ * attn_share) that has room, run in the packing's order. Loss and
+ * gradients are the mean over the step's real tokens. A
  * pure function of (seed, step, replica). With seq_chunks K > 1 each
  * micro-batch is given as K chunks along the sequence (piece k of every
  * document, rows [k L / K, (k + 1) L / K), in chunk k; kaiten/model.h's
@@ -62,7 +64,8 @@ kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_ba
  * EINVAL naming a bad spec or packing, EIO, ENOMEM. */
 kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_batch,
                                      uint64_t seed, const char *doc_lengths, const char *packing,
-                                     int seq_chunks, kt_data_source **out, kt_error *err);
+                                     double attn_share, int seq_chunks, kt_data_source **out,
+                                     kt_error *err);
 
 typedef struct {
   int step;              /* optimizer step just finished (0-based) */
@@ -200,7 +203,9 @@ kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_tim
  * median hand-over time between ranks (producer's end to consumer's start,
  * over actions that sat waiting for their input) and send_overhead = the
  * median time a send held its rank; the simulator's semantics then predict
- * the same schedule. */
+ * the same schedule. Where some stage's micro-batches' forwards differ by
+ * more than a quarter (variable-length micro-batches) the costs are also
+ * each (stage, micro-batch)'s own means (kaiten/costs.h, per micro-batch). */
 kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
                              kt_error *err);
 
@@ -284,6 +289,8 @@ typedef struct {
   int synthetic;                /* or sleeps of the costs below with real tensors */
   double syn_tf_ms, syn_tb_ms, syn_tw_ms; /* one rank's share: V chunks run ms/V each */
   size_t syn_act_bytes, syn_grad_bytes;
+  const double *syn_mb_scale;   /* [m]: micro-batch k's costs are these times syn_mb_scale[k]
+                                   (kt_runtime_config); NULL: all alike. Not owned. */
   kt_data_source *data;         /* the caller's (never destroyed here); NULL: the built-in model's */
   const char *data_path;        /* GPT's built-in data: a text file (NULL: the built-in corpus) */
   uint64_t data_seed;

@@ -24,6 +24,5 @@ __version__: str = _lib.kt_version().decode()
 
 __all__ = ["KaitenError", "InvalidArgument", "InvalidSchedule", "Deadlock", "InfeasibleMemory",
            "KaitenMemoryError", "KaitenOSError", "Schedule", "Simulation", "Comparison",
-           "CompareRow", "Plan", "Packing", "schedule", "load", "schedules", "compare", "plan",
-           "partition", "pack",
-           "__version__"]
+           "CompareRow", "Plan", "schedule", "load", "schedules", "compare", "plan", "partition",
+           "Packing", "pack", "__version__"]

@@ -129,6 +129,8 @@ _PROTOTYPES: Sequence[Tuple[Any, ...]] = (
     ("kt_ffi_request_costs", c_int, P, c_char_p, ERR),
     ("kt_ffi_request_order", c_int, P, c_char_p, c_size_t, c_char_p, ERR),
     ("kt_ffi_request_text", c_int, P, OUT, ERR),
+    ("kt_ffi_request_pack", c_int, P, ctypes.POINTER(c_int), ctypes.POINTER(c_double), c_int,
+     c_int, OUT, ERR),
     ("kt_ffi_run", c_int, P, c_int, OUT, ERR),
     ("kt_ffi_result_simulate", c_int, P, c_int, ERR),
     ("kt_ffi_result_free", None, P),

@@ -25,6 +25,7 @@ static const cli_opt sim_opts[] = {
     {"v", 'v', "V", "chunks per rank (0: the schedule's own: interleaved/looped-bfs 2, zbv/dualpipev 2)"},
     CLI_COST_OPTS,
     CLI_SEARCH_OPTS,
+    CLI_PACKING_OPTS,
     {"placement", 0, "loop|v", "zb-auto in v placement is zbv-auto; optimal: v places 2 chunks per rank"},
     {"format", 'f', "FMT", "ascii (default) | json | csv | text | chrome | torch-csv | torch-csv-comms"},
     {"events", 0, NULL, "json: list every action's event even above " SIM_EVENTS_MAX_TEXT " actions"},

@@ -15,9 +15,7 @@ static const cli_opt train_opts_table[] = {
     {"recompute", 0, NULL, "keep only each stage's input; recompute the forward in backward"},
     {"gemm", 0, "NAME", "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn"},
     {"data", 0, "FILE", "GPT: train on this text file (default: the built-in corpus)"},
-    {"doc-lengths", 0, "SPEC", "GPT: documents of varying length, lognormal:SIGMA:MIN:MAX tokens (seeded by --seed), packed into micro-batches of b x T tokens with block-diagonal attention"},
     {"seq-chunks", 0, "K", "with --doc-lengths: each micro-batch runs as K chunks along the sequence (Seq1F1B: 1f1b over the chunks, keys and values of earlier chunks kept), lowering peak activation memory"},
-    {"packing", 0, "NAME", "with --doc-lengths: fifo (default: data order) | balanced (longest first onto the least loaded micro-batch, heaviest first)"},
     {"stages", 'p', "P", "pipeline ranks (default 4)"},
     {"chunks", 'v', "V", "chunks per rank (interleaved, looped-bfs; zbv/dualpipev use 2)"},
     {"schedule", 's', "NAME", "pipeline schedule (default 1f1b)"},
@@ -49,6 +47,7 @@ static const cli_opt train_opts_table[] = {
     {"tw", 0, "MS", "synthetic weight-gradient cost, on the same basis (default 2)"},
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
     {"grad-bytes", 0, "N", "synthetic gradient bytes per stage, all-reduced over D (default 0)"},
+    CLI_TRAIN_PACKING_OPTS,
     {"slow-rank", 0, "R:F", "fault injection: pipeline rank R's compute takes F times as long (F >= 1)"},
     {"inject-nan", 0, "S[:R]", "fault injection: a NaN in pipeline rank R's gradients (default 0) at step S (1-based)"},
     {"skip-nonfinite", 0, NULL, "skip a step whose loss or gradients are not finite (default: stop)"},
@@ -197,13 +196,13 @@ static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, i
     m->seq_len = (int)n->seq;
     m->tie_embeddings = cli_has(a, "tie-embeddings");
   } else if (cli_has(a, "heads") || cli_has(a, "seq-len") || cli_has(a, "tie-embeddings") ||
-             cli_has(a, "data") || cli_has(a, "doc-lengths")) {
+             cli_has(a, "data") || (cli_has(a, "doc-lengths") && !cli_has(a, "synthetic"))) {
     return cli_usage_error("--heads, --seq-len, --tie-embeddings, --data and --doc-lengths are GPT options (--model gpt)");
   }
-  if (cli_has(a, "packing") && !cli_has(a, "doc-lengths"))
-    return cli_usage_error("--packing packs documents: it needs --doc-lengths");
   if (cli_has(a, "seq-chunks") && !cli_has(a, "doc-lengths"))
     return cli_usage_error("--seq-chunks splits documents: it needs --doc-lengths");
+  if (cli_has(a, "seq-chunks") && cli_has(a, "synthetic"))
+    return cli_usage_error("--seq-chunks splits the GPT's documents: not with --synthetic");
   if (cli_has(a, "seq-chunks") && cli_has(a, "recompute"))
     return cli_usage_error("--seq-chunks and --recompute do not go together");
   if (cli_has(a, "seq-chunks")) {
@@ -324,6 +323,7 @@ int train_parse(const cli_args *a, train_opts *o) {
     return rc;
   kt_error err = {{0}};
   if (!o->sp.synthetic && kt_model_config_check(&o->sp.model, &err)) return cli_fail(KT_EINVAL, &err);
+  if ((rc = train_synthetic_packing(a, o))) return rc;
   return o->schedule_file ? read_schedule_file(a, o) : 0;
 }
 

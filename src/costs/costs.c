@@ -20,6 +20,7 @@ void kt_costs_free(kt_costs *c) {
   free(c->stage_mem_wgrad);
   free(c->stage_mem_transient);
   free(c->stage_tu);
+  kt__costs_free_mb(c);
   c->stage_tf = c->stage_tb = c->stage_tw = c->stage_mem_act = c->stage_mem_wgrad = NULL;
   c->stage_mem_transient = c->stage_tu = NULL;
   c->n_stages = 0;
@@ -46,6 +47,12 @@ kt_status kt_costs_copy(kt_costs *dst, const kt_costs *src) {
   dst->stage_mem_wgrad = dup_array(src->stage_mem_wgrad, src->n_stages, &fail);
   dst->stage_mem_transient = dup_array(src->stage_mem_transient, src->n_stages, &fail);
   dst->stage_tu = dup_array(src->stage_tu, src->n_stages, &fail);
+  int cells = src->n_stages * src->n_mb;
+  dst->mb_tf = dup_array(src->mb_tf, cells, &fail);
+  dst->mb_tb = dup_array(src->mb_tb, cells, &fail);
+  dst->mb_tw = dup_array(src->mb_tw, cells, &fail);
+  dst->mb_mem_act = dup_array(src->mb_mem_act, cells, &fail);
+  dst->mb_mem_wgrad = dup_array(src->mb_mem_wgrad, cells, &fail);
   if (fail) {
     kt_costs_free(dst);
     return KT_ENOMEM;
@@ -130,7 +137,7 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
         if (kt__costs_bad_value(arrays[i].a[s]))
           return kt_fail(err, KT_EINVAL, "%s: stage %d has %g; costs must be finite and >= 0",
                          arrays[i].name, s, arrays[i].a[s]);
-  return KT_OK;
+  return kt__costs_check_mb(c, err);
 }
 
 static double **field_array(kt_costs *c, const char *field, double **uniform) {
@@ -155,6 +162,7 @@ kt_status kt__costs_set_values(kt_costs *c, const char *field, const double *val
   for (int i = 0; i < n; i++)
     if (kt__costs_bad_value(vals[i]))
       return kt_fail(err, KT_EINVAL, "%s: value %g must be finite and >= 0", field, vals[i]);
+  kt__costs_drop_mb(c, field); /* a value per stage or one for all replaces a list per micro-batch */
   if (n == 1) {
     *uniform = vals[0];
     free(*arr);
@@ -174,6 +182,12 @@ kt_status kt__costs_set_values(kt_costs *c, const char *field, const double *val
 }
 
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err) {
+  if (strchr(text, ';')) return kt__costs_set_mb_text(c, field, text, err);
+  return kt__costs_set_list(c, field, text, err);
+}
+
+kt_status kt__costs_parse_list(const char *field, const char *text, double **out, int *count,
+                               kt_error *err) {
   size_t len = strlen(text);
   double *vals = malloc(sizeof(double) * (len / 2 + 2));
   if (!vals) return kt_fail(err, KT_ENOMEM, "out of memory");
@@ -200,10 +214,23 @@ kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_erro
     tok = comma ? comma + 1 : NULL;
   }
   if (!st && n == 0) st = kt_fail(err, KT_EINVAL, "%s: no value in '%s'", field, text);
-  if (!st && n > KT_MAX_RANKS * KT_MAX_CHUNKS)
+  free(copy);
+  if (st) {
+    free(vals);
+    return st;
+  }
+  *out = vals, *count = n;
+  return KT_OK;
+}
+
+kt_status kt__costs_set_list(kt_costs *c, const char *field, const char *text, kt_error *err) {
+  double *vals;
+  int n;
+  kt_status st = kt__costs_parse_list(field, text, &vals, &n, err);
+  if (st) return st;
+  if (n > KT_MAX_RANKS * KT_MAX_CHUNKS)
     st = kt_fail(err, KT_EINVAL, "%s: too many values (%d)", field, n);
   if (!st) st = kt__costs_set_values(c, field, vals, n, err);
-  free(copy);
   free(vals);
   return st;
 }

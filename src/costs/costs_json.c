@@ -63,11 +63,48 @@ static kt_status read_list(kt_costs *c, const cJSON *it, const char *field, cons
   return st;
 }
 
-/* A field that is uniform (a number) or per stage (a list). */
+/* A list per stage of per-micro-batch numbers into field (kt_costs_set_mb). */
+static kt_status read_lists(kt_costs *c, const cJSON *it, const char *field, const char *origin,
+                            kt_error *err) {
+  int stages = cJSON_GetArraySize(it), n_mb = cJSON_GetArraySize(it->child);
+  if (stages > KT_MAX_RANKS * KT_MAX_CHUNKS || n_mb < 1 || n_mb > KT_MAX_MICROBATCHES)
+    return kt_fail(err, KT_EINVAL, "%s: \"%s\" has %d stages of %d micro-batches", origin, field,
+                   stages, n_mb);
+  double *vals = malloc(sizeof(double) * (size_t)stages * (size_t)n_mb);
+  if (!vals) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = KT_OK;
+  int s = 0;
+  const cJSON *row;
+  cJSON_ArrayForEach(row, it) {
+    if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != n_mb) {
+      st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] must be a list of %d numbers (as [0] is)",
+                   origin, field, s, n_mb);
+      break;
+    }
+    int j = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, row) {
+      if (!cJSON_IsNumber(x)) {
+        st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d][%d] is not a number", origin, field, s, j);
+        break;
+      }
+      vals[(size_t)s * (size_t)n_mb + (size_t)j++] = x->valuedouble;
+    }
+    if (st) break;
+    s++;
+  }
+  if (!st) st = kt_costs_set_mb(c, field, vals, stages, n_mb, err);
+  free(vals);
+  return st;
+}
+
+/* A field that is uniform (a number), per stage (a list), or per stage and
+ * micro-batch (a list of lists). */
 static kt_status read_field(kt_costs *c, const cJSON *root, const char *field, const char *origin,
                             kt_error *err) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, field);
   if (!it) return KT_OK;
+  if (cJSON_IsArray(it) && cJSON_IsArray(it->child)) return read_lists(c, it, field, origin, err);
   if (cJSON_IsArray(it)) return read_list(c, it, field, origin, err);
   if (!cJSON_IsNumber(it))
     return kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number or an array", origin, field);

@@ -72,6 +72,34 @@ kt_status kt_ffi_request_text(const kt_request *rq, char **out, kt_error *err) {
   return take_text(&b, out, err);
 }
 
+kt_status kt_ffi_request_pack(const kt_request *rq, const int *len, const double *sq, int n,
+                              int given, char **out, kt_error *err) {
+  *out = NULL;
+  if (!rq || (!len && n > 0)) return no_handle(err, "request");
+  kt_pack pk;
+  kt_status st = kt_request_pack(rq, len, sq, n, given, &pk, err);
+  if (st) return st;
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_buf_printf(&b, "{\"packing\":\"%s\",\"micro_batches\":[", kt_packing_name(pk.how));
+  for (int k = 0; k < pk.m; k++) {
+    int mb = pk.order[k];
+    kt_buf_puts(&b, k ? ",[" : "[");
+    for (int i = pk.first[mb]; i < pk.first[mb + 1]; i++)
+      kt_buf_printf(&b, "%s%d", i > pk.first[mb] ? "," : "", pk.doc_of[i]);
+    kt_buf_puts(&b, "]");
+  }
+  kt_buf_puts(&b, "],\"tokens\":[");
+  for (int k = 0; k < pk.m; k++) kt_buf_printf(&b, "%s%d", k ? "," : "", pk.tokens[pk.order[k]]);
+  kt_buf_puts(&b, "],\"order\":[");
+  for (int k = 0; k < pk.m; k++) kt_buf_printf(&b, "%s%d", k ? "," : "", pk.order[k]);
+  kt_buf_printf(&b, "],\"left_out\":%d,\"period\":", pk.left_out);
+  kt_buf_json_number(&b, pk.period);
+  kt_buf_puts(&b, "}");
+  kt_pack_free(&pk);
+  return take_text(&b, out, err);
+}
+
 /* ---- results ------------------------------------------------------------------ */
 
 kt_status kt_ffi_run(const kt_request *rq, int detail, kt_result **out, kt_error *err) {

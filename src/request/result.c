@@ -57,14 +57,19 @@ static kt_status stage_costs(const kt_request *rq, const kt_schedule *shape, kt_
     for (int s = 0; s < S; s++) (*arrays[i])[s] = uniform[i];
   }
   out->n_stages = S;
+  double *per_mb[] = {out->mb_tf, out->mb_tb, out->mb_tw};
   for (int s = 0; s < S; s++)
     if (kt_stage_rank(shape, s) == rq->slow_rank)
-      for (int i = 0; i < 3; i++) (*arrays[i])[s] *= rq->slow_factor;
+      for (int i = 0; i < 3; i++) {
+        (*arrays[i])[s] *= rq->slow_factor;
+        for (int j = 0; per_mb[i] && j < out->n_mb; j++)
+          per_mb[i][(size_t)s * (size_t)out->n_mb + (size_t)j] *= rq->slow_factor;
+      }
   return KT_OK;
 }
 
 /* The stage costs of a layout not built yet. */
-static kt_status layout_costs(const kt_request *rq, int p, int v, kt_placement pl, kt_costs *out,
+kt_status kt__request_layout_costs(const kt_request *rq, int p, int v, kt_placement pl, kt_costs *out,
                               kt_error *err) {
   kt_schedule shape;
   kt_status st = kt_schedule_init(&shape, p, v, 1, pl, err);
@@ -125,7 +130,8 @@ static kt_status build_generated(const kt_request *rq, kt_result *res, kt_error 
   if (st) return st;
   int v = rq->v > 0 ? rq->v : kt_gen_default_chunks(k);
   if ((st = kt__request_size_check(rq->p, v, rq->m, err))) return st;
-  if ((st = layout_costs(rq, rq->p, v, kt_gen_kind_placement(k), &res->costs, err))) return st;
+  if ((st = kt__request_layout_costs(rq, rq->p, v, kt_gen_kind_placement(k), &res->costs, err)))
+    return st;
   double limit = kt_mem_limit_units(&rq->mem_limit, k, rq->p, rq->m, rq->v, &res->costs);
   kt_gen_params pp = {.p = rq->p, .m = rq->m, .v = rq->v, .costs = &res->costs,
                       .mem_limit = limit > 0 ? limit : 0, .quick = rq->effort == KT_EFFORT_QUICK,
@@ -137,6 +143,7 @@ static kt_status build_generated(const kt_request *rq, kt_result *res, kt_error 
   if (rq->effort == KT_EFFORT_QUICK && (k == KT_SCHED_ZBV || k == KT_SCHED_V_HALF || k == KT_SCHED_V_MIN))
     pp.costs = NULL;
   res->kind = (int)k;
+  if ((st = kt__request_pack(rq, k, rq->p * v, &pp, res, err))) return st;
   if ((st = kt_generate(k, &pp, &res->order, err)))
     return infeasible(rq, k, rq->p, rq->m, v, &res->costs, st, err);
   if (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO) {
@@ -155,7 +162,7 @@ static kt_status build_optimal(const kt_request *rq, kt_result *res, kt_error *e
                    kt_placement_name(rq->placement));
   kt_placement pl = v == 2 ? KT_PLACEMENT_V : KT_PLACEMENT_LOOP;
   kt_gen_kind like = v == 2 ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
-  kt_status st = layout_costs(rq, rq->p, v, pl, &res->costs, err);
+  kt_status st = kt__request_layout_costs(rq, rq->p, v, pl, &res->costs, err);
   if (st) return st;
   double limit = kt_mem_limit_units(&rq->mem_limit, like, rq->p, rq->m, v, &res->costs);
   kt_gen_params pp = {.p = rq->p, .m = rq->m, .v = v, .costs = &res->costs,
@@ -238,6 +245,9 @@ kt_status kt_request_build(const kt_request *rq, kt_result *res, kt_error *err) 
   res->time_limit = rq->time_limit;
   res->cost_basis = rq->per_stage ? "stage" : "rank";
   kt_status st = kt_request_check(rq, err);
+  if (!st && rq->doc_lengths.max > 0 && (rq->order || !strcmp(rq->schedule, KT_OPTIMAL_NAME)))
+    st = kt_fail(err, KT_EINVAL, "doc-lengths: documents are packed for a generated schedule "
+                                 "(not %s)", rq->order ? "a schedule file" : KT_OPTIMAL_NAME);
   if (!st)
     st = rq->order ? build_held(rq, res, err)
          : !strcmp(rq->schedule, KT_OPTIMAL_NAME) ? build_optimal(rq, res, err)
@@ -283,6 +293,8 @@ void kt_result_free(kt_result *res) {
   kt_schedule_free(&res->order);
   kt_schedule_free(&res->program);
   kt_costs_free(&res->costs);
+  if (res->packed) kt_pack_free(&res->pack);
+  res->packed = 0;
   if (res->has_timeline) kt_timeline_free(&res->tl);
   if (res->simulated) kt_metrics_free(&res->met);
   res->has_timeline = res->simulated = 0;

@@ -28,6 +28,7 @@ void kt_request_init(kt_request *rq) {
   rq->time_limit = 10;
   rq->slow_rank = -1, rq->slow_factor = 1;
   rq->notation = KT_NOTATION_AUTO, rq->ir = KT_TORCH_IR_2_15;
+  kt__request_packing_init(rq);
 }
 
 void kt_request_free(kt_request *rq) {
@@ -325,6 +326,11 @@ static const setting settings[] = {
     {"slow-rank", NULL, set_slow_rank, 0},
     {"torch-notation", "notation", set_notation, 0},
     {"torch-version", NULL, set_torch_version, 0},
+    {"doc-lengths", NULL, kt__request_set_packing, KT__REQ_DOC_LENGTHS},
+    {"seed", NULL, kt__request_set_packing, KT__REQ_SEED},
+    {"packing", NULL, kt__request_set_packing, KT__REQ_PACKING},
+    {"mb-tokens", NULL, kt__request_set_packing, KT__REQ_MB_TOKENS},
+    {"attn-share", NULL, kt__request_set_packing, KT__REQ_ATTN_SHARE},
 };
 #define N_SETTINGS (int)(sizeof settings / sizeof *settings)
 
@@ -404,6 +410,15 @@ kt_status kt_request_check(const kt_request *rq, kt_error *err) {
 
 static void print_number(kt_buf *b, double x) { kt_buf_printf(b, "%.17g", x); }
 
+/* A list per stage of per-micro-batch values, "a0,a1;b0,b1;..." (kt_costs_set). */
+static void print_mb_lists(kt_buf *b, const char *name, const double *mb, int n, int n_mb) {
+  kt_buf_printf(b, " %s=", name);
+  for (int i = 0; i < n * n_mb; i++) {
+    if (i) kt_buf_puts(b, i % n_mb ? "," : ";");
+    print_number(b, mb[i]);
+  }
+}
+
 static void print_cost_list(kt_buf *b, const char *name, double uniform, const double *per,
                             int n, double dflt) {
   if (!per && uniform == dflt) return;
@@ -430,12 +445,16 @@ void kt_request_print(const kt_request *rq, kt_buf *out) {
   if (rq->placement >= 0) kt_buf_printf(&b, " placement=%s", kt_placement_name(rq->placement));
   const kt_costs *c = &rq->costs, *dc = &d.costs;
   int n = c->n_stages;
-  print_cost_list(&b, "tf", c->tf, c->stage_tf, n, dc->tf);
-  print_cost_list(&b, "tb", c->tb, c->stage_tb, n, dc->tb);
-  print_cost_list(&b, "tw", c->tw, c->stage_tw, n, dc->tw);
-  print_cost_list(&b, "tu", c->tu, c->stage_tu, n, dc->tu);
-  print_cost_list(&b, "mem-act", c->mem_act, c->stage_mem_act, n, dc->mem_act);
-  print_cost_list(&b, "mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad, n, dc->mem_wgrad);
+  const struct { const char *name; double u, d; const double *per, *mb; } lists[] = {
+      {"tf", c->tf, dc->tf, c->stage_tf, c->mb_tf},
+      {"tb", c->tb, dc->tb, c->stage_tb, c->mb_tb},
+      {"tw", c->tw, dc->tw, c->stage_tw, c->mb_tw},
+      {"tu", c->tu, dc->tu, c->stage_tu, NULL},
+      {"mem-act", c->mem_act, dc->mem_act, c->stage_mem_act, c->mb_mem_act},
+      {"mem-wgrad", c->mem_wgrad, dc->mem_wgrad, c->stage_mem_wgrad, c->mb_mem_wgrad}};
+  for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
+    if (lists[i].mb) print_mb_lists(&b, lists[i].name, lists[i].mb, n, c->n_mb);
+    else print_cost_list(&b, lists[i].name, lists[i].u, lists[i].per, n, lists[i].d);
   print_cost_list(&b, "mem-transient", c->mem_transient, c->stage_mem_transient, n,
                   dc->mem_transient);
   for (int i = 0; i < N_SETTINGS; i++) {
@@ -466,6 +485,7 @@ void kt_request_print(const kt_request *rq, kt_buf *out) {
   if (rq->notation != d.notation)
     kt_buf_printf(&b, " torch-notation=%s", kt_notation_name(rq->notation));
   if (rq->ir != d.ir) kt_buf_puts(&b, " torch-version=2.14"); /* any release before 2.15 */
+  kt__request_print_packing(rq, &b);
   if (b.failed) out->failed = 1;
   else kt_buf_append(out, b.data + 1, b.len - 1);
   kt_buf_free(&b);

@@ -1,13 +1,15 @@
 /* Documents of varying length for the GPT: each step draws document
- * lengths (doc_packing.h), takes their bytes from random places of the
- * training text, and packs them into micro-batches of b T tokens with
- * per-token positions (block-diagonal attention, kaiten/model.h). */
+ * lengths (kaiten/packing.h's lognormal spec), cuts those longer than T
+ * into pieces of T, takes their bytes from places of the training text,
+ * and packs them (kaiten/packing.h: fifo or balanced) into micro-batches
+ * of b T tokens with per-token positions (block-diagonal attention,
+ * kaiten/model.h), each as `chunks` chunks along the sequence. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kaiten/data.h"
+#include "kaiten/packing.h"
 #include "kaiten/train.h"
-#include "train/doc_packing.h"
 
 typedef struct {
   int *tokens, *targets, *pos, *row; /* (D K M, b T) each */
@@ -18,58 +20,73 @@ typedef struct {
   kt_dataset *ds;
   int seq_len;
   uint64_t seed;
-  kt__doc_spec spec;
-  kt__packing packing;
-  int chunks; /* each micro-batch runs as this many chunks along the sequence */
+  kt_doc_lengths spec;
+  kt_packing packing;
+  double attn;  /* the token model's attention share (kt_token_model) */
+  int chunks;   /* each micro-batch runs as this many chunks along the sequence */
   docs_turn turn[KT_DATA_KEEPS];
   int next, n_val;
-  int *len, *mb_of, *order; /* one replica's documents and micro-batches */
-  size_t *off;
-  int cap_docs, cap_mbs;
+  int *drawn, *len; /* one replica's document lengths, and their pieces of at most T */
+  size_t *off;      /* each piece's place in the training text */
+  int cap_drawn, cap_len;
 } docs_src;
 
-static int grow(docs_src *t, int docs, int mbs) {
-  if (docs > t->cap_docs) {
-    int n = docs * 2;
-    int *len = realloc(t->len, (size_t)n * sizeof *len);
-    if (len) t->len = len;
-    int *mb = len ? realloc(t->mb_of, (size_t)n * sizeof *mb) : NULL;
-    if (mb) t->mb_of = mb;
-    size_t *off = mb ? realloc(t->off, (size_t)n * sizeof *off) : NULL;
-    if (!off) return -1;
-    t->off = off, t->cap_docs = n;
-  }
-  if (mbs > t->cap_mbs) {
-    int *o = realloc(t->order, (size_t)mbs * sizeof *o);
-    if (!o) return -1;
-    t->order = o, t->cap_mbs = mbs;
-  }
+/* A place in the text for piece i of (seed, step, replica): a hash of them. */
+static size_t place(const docs_src *t, int64_t step, int d, int i, size_t span) {
+  uint64_t h = t->seed ^ 0xD1B54A32D192ED03ull * (uint64_t)(step + 1);
+  h ^= 0x9E3779B97F4A7C15ull * ((uint64_t)d << 32 | (uint32_t)i);
+  h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 32)) * 0x94D049BB133111EBull;
+  return (size_t)((h ^ (h >> 29)) % span);
+}
+
+static int grow_ints(int **a, int *cap, int n) {
+  if (n <= *cap) return 0;
+  int *p = realloc(*a, (size_t)n * sizeof *p);
+  if (!p) return -1;
+  *a = p, *cap = n;
   return 0;
 }
 
-/* Draws replica d's documents of a step until fifo would fill n_mb
- * micro-batches (pieces of at most T tokens); returns how many, -1 when out
- * of memory. */
-static int draw_docs(docs_src *t, int64_t step, int d, int n_mb, int budget) {
-  uint64_t st = t->seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)step << 20) ^ (uint64_t)d;
-  size_t text = kt_dataset_bytes(t->ds, KT_SPLIT_TRAIN);
-  int n = 0, j = 0, used = 0, T = t->seq_len;
-  while (j < n_mb) {
-    int L = kt__doc_length_draw(&t->spec, &st);
-    for (int rest = L; rest > 0 && j < n_mb; rest -= T) {
-      int piece = rest < T ? rest : T;
-      if (used + piece > budget) j++, used = 0;
-      if (j == n_mb) break;
-      if (grow(t, n + 1, n_mb)) return -1;
-      t->len[n] = piece;
-      t->off[n] = (size_t)(kt__doc_rand(&st) % (text - (size_t)piece)); /* + piece < text */
-      used += piece, n++;
-    }
+/* n lengths of replica d's stream at a step cut into pieces of at most T
+ * with their places; returns the pieces, -1 when out of memory. */
+static int draw(docs_src *t, int64_t step, int d, int n) {
+  int T = t->seq_len, pieces = 0, cap = t->cap_len;
+  if (grow_ints(&t->drawn, &t->cap_drawn, n)) return -1;
+  kt_doc_lengths_sample(&t->spec, t->seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)step << 20) ^ (uint64_t)d,
+                        n, t->drawn);
+  for (int i = 0; i < n; i++) pieces += (t->drawn[i] + T - 1) / T;
+  if (grow_ints(&t->len, &t->cap_len, pieces)) return -1;
+  if (t->cap_len != cap || !t->off) {
+    size_t *o = realloc(t->off, (size_t)t->cap_len * sizeof *o);
+    if (!o) return -1;
+    t->off = o;
   }
-  return n;
+  size_t text = kt_dataset_bytes(t->ds, KT_SPLIT_TRAIN);
+  int at = 0;
+  for (int i = 0; i < n; i++)
+    for (int rest = t->drawn[i]; rest > 0; rest -= T, at++) {
+      t->len[at] = rest < T ? rest : T;
+      t->off[at] = place(t, step, d, at, text - (size_t)t->len[at]); /* + len < text */
+    }
+  return pieces;
 }
 
-/* Rows [lo, hi) of document i: piece k of `chunks`. */
+/* Replica d's documents of a step packed into n_pack micro-batches: enough
+ * drawn that fifo fills them all (or the packing ends on a full step). */
+static kt_status pack_step(docs_src *t, int64_t step, int d, int n_pack, int b, kt_pack *pk,
+                           kt_error *err) {
+  kt_token_model tm = {.budget = b * t->seq_len, .attn = t->attn};
+  for (int n = 4 * n_pack;; n *= 2) {
+    int pieces = draw(t, step, d, n);
+    if (pieces < 0) return kt_fail(err, KT_ENOMEM, "out of memory drawing documents");
+    kt_status st = kt_pack_documents(t->len, pieces, n_pack, &tm, t->packing, pk, err);
+    if (st || pk->n_docs < pieces || n > 1 << 24) return st; /* fifo stopped before the end */
+    kt_pack_free(pk);
+  }
+}
+
+/* Rows [lo, hi) of a document of L tokens in chunk k of `chunks`. */
 static void piece(int L, int k, int chunks, int *lo, int *hi) {
   *lo = (int)((long long)L * k / chunks), *hi = (int)((long long)L * (k + 1) / chunks);
 }
@@ -77,19 +94,18 @@ static void piece(int L, int k, int chunks, int *lo, int *hi) {
 /* Lays replica d's packed micro-batches into the turn's buffers, in run
  * order, each as t->chunks chunks along the sequence (piece k of every
  * document in chunk k); returns the tokens they hold. */
-static size_t lay_out(docs_src *t, docs_turn *u, int d, int n_docs, int n_pack, int b,
+static size_t lay_out(docs_src *t, docs_turn *u, int d, const kt_pack *pk, int b,
                       kt_microbatch *out) {
   const unsigned char *text = kt_dataset_text(t->ds, KT_SPLIT_TRAIN);
   size_t per = (size_t)b * t->seq_len, total = 0;
   int K = t->chunks;
-  for (int q = 0; q < n_pack; q++)
+  for (int q = 0; q < pk->m; q++)
     for (int k = 0; k < K; k++) {
-      size_t idx = ((size_t)d * n_pack + q) * K + k;
+      size_t idx = ((size_t)d * pk->m + q) * K + k;
       int *tok = u->tokens + idx * per, *tgt = u->targets + idx * per, *pos = u->pos + idx * per;
-      int *row = u->row + idx * per, n = 0, whole = 0;
-      for (int i = 0; i < n_docs; i++) {
-        if (t->mb_of[i] != t->order[q]) continue;
-        int lo, hi;
+      int *row = u->row + idx * per, n = 0, whole = 0, mb = pk->order[q];
+      for (int x = pk->first[mb]; x < pk->first[mb + 1]; x++) {
+        int i = pk->doc_of[x], lo, hi;
         piece(t->len[i], k, K, &lo, &hi);
         for (int p = lo; p < hi; p++, n++) {
           tok[n] = text[t->off[i] + (size_t)p];
@@ -107,16 +123,16 @@ static size_t lay_out(docs_src *t, docs_turn *u, int d, int n_docs, int n_pack, 
 
 static kt_status docs_train(docs_src *t, docs_turn *u, int step, int D, int n_mb, int b,
                             kt_microbatch *out, kt_error *err) {
-  int budget = b * t->seq_len, n_pack = n_mb / t->chunks;
   if (n_mb % t->chunks)
     return kt_fail(err, KT_EINVAL, "%d micro-batches are not whole micro-batches of %d chunks",
                    n_mb, t->chunks);
   size_t total = 0;
   for (int d = 0; d < D; d++) {
-    int n = draw_docs(t, step, d, n_pack, budget);
-    if (n < 0) return kt_fail(err, KT_ENOMEM, "out of memory drawing documents");
-    kt__pack(t->packing, t->len, n, n_pack, budget, t->seq_len, t->mb_of, t->order);
-    total += lay_out(t, u, d, n, n_pack, b, out);
+    kt_pack pk;
+    kt_status st = pack_step(t, step, d, n_mb / t->chunks, b, &pk, err);
+    if (st) return st;
+    total += lay_out(t, u, d, &pk, b, out);
+    kt_pack_free(&pk);
   }
   double scale = (double)D * n_mb / (double)total; /* mean over the step's tokens */
   for (int i = 0; i < D * n_mb; i++) out[i].loss_scale = scale;
@@ -154,19 +170,20 @@ static void docs_destroy(kt_data_source *src) {
   kt_dataset_destroy(t->ds);
   for (int u = 0; u < KT_DATA_KEEPS; u++)
     free(t->turn[u].tokens), free(t->turn[u].targets), free(t->turn[u].pos), free(t->turn[u].row);
-  free(t->len), free(t->mb_of), free(t->order), free(t->off);
+  free(t->drawn), free(t->len), free(t->off);
   free(t);
   free(src);
 }
 
 kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_batch,
                                      uint64_t seed, const char *doc_lengths, const char *packing,
-                                     int seq_chunks, kt_data_source **out, kt_error *err) {
+                                     double attn_share, int seq_chunks, kt_data_source **out,
+                                     kt_error *err) {
   *out = NULL;
-  kt__doc_spec spec;
-  kt_status st = kt__doc_spec_parse(doc_lengths, &spec, err);
+  kt_doc_lengths spec;
+  kt_status st = kt_doc_lengths_parse(doc_lengths, &spec, err);
   if (st) return st;
-  int how = kt__packing_from_name(packing ? packing : "fifo");
+  int how = kt_packing_from_name(packing ? packing : "fifo");
   if (how < 0)
     return kt_fail(err, KT_EINVAL, "--packing %s: expected fifo or balanced", packing);
   kt_dataset *ds;
@@ -185,7 +202,7 @@ kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_ba
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
   *t = (docs_src){.ds = ds, .seq_len = seq_len, .seed = seed, .spec = spec,
-                  .packing = (kt__packing)how, .chunks = seq_chunks > 1 ? seq_chunks : 1, .n_val = kt_data_val_batches(ds, seq_len, micro_batch)};
+                  .packing = (kt_packing)how, .attn = attn_share, .chunks = seq_chunks > 1 ? seq_chunks : 1, .n_val = kt_data_val_batches(ds, seq_len, micro_batch)};
   src->has_validation = t->n_val > 0;
   src->tokens_per_sample = (size_t)seq_len;
   src->impl = t;

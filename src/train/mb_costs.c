@@ -45,8 +45,8 @@ static kt_status times(kt_mb_cost *c, int K, int M, int S, const kt_timeline *tl
   return KT_OK;
 }
 
-kt_status kt__record_mb_costs(kt_train_result *out, const kt_microbatch *mbs, int K, int M, int S,
-                              int T, const kt_timeline *tl, kt_error *err) {
+static kt_status record(kt_train_result *out, const kt_microbatch *mbs, int K, int M, int S, int T,
+                        const kt_timeline *tl, kt_error *err) {
   int n = K * M;
   if (out->n_mb_costs != n || out->mb_cost_stages != S) {
     kt__free_mb_costs(out);
@@ -76,11 +76,29 @@ void kt__free_mb_costs(kt_train_result *out) {
   out->mb_costs = NULL, out->n_mb_costs = out->mb_cost_stages = 0;
 }
 
-double kt__step_tokens(const kt_microbatch *mbs, int n, double fixed) {
+/* Real tokens of a step's n micro-batches: what packed ones hold, else fixed. */
+static double step_tokens(const kt_microbatch *mbs, int n, double fixed) {
   double t = 0;
   for (int i = 0; i < n; i++) {
     if (!mbs[i].pos) return fixed;
     t += mbs[i].n_tokens;
   }
   return t;
+}
+
+kt_status kt__step_record(kt_train_result *out, const kt_train_config *cfg,
+                          const kt_microbatch *mbs, double fixed, const kt_timeline *tl,
+                          kt_train_progress *p, kt_error *err) {
+  const kt_runtime_config *rc = &cfg->runtime;
+  double tokens = fixed;
+  if (mbs) {
+    int K = rc->grad_accum, M = rc->schedule->m, S = kt_schedule_stages(rc->schedule);
+    size_t T = cfg->data->tokens_per_sample ? cfg->data->tokens_per_sample : 1;
+    tokens = step_tokens(mbs, rc->data_parallel * K * M, fixed);
+    kt_status st = record(out, mbs, K, M, S, (int)T, tl, err);
+    if (st) return st;
+  }
+  out->tokens += tokens;
+  p->tokens_per_s = tokens / p->seconds;
+  return KT_OK;
 }

@@ -156,6 +156,7 @@ static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
   int v = s->sched.v > 0 ? s->sched.v : 1;
   rc->syn_tf_ms = p->syn_tf_ms / v, rc->syn_tb_ms = p->syn_tb_ms / v, rc->syn_tw_ms = p->syn_tw_ms / v;
   rc->syn_act_bytes = p->syn_act_bytes;
+  rc->syn_mb_scale = p->syn_mb_scale;
   rc->syn_grad_bytes = p->syn_grad_bytes;
   rc->timeout = p->timeout;
   rc->pin_threads = p->pin_threads;
@@ -259,10 +260,12 @@ static kt_status build_runtime(kt_session *s, kt_error *err) {
     return st;
   if (p->data || !has_units(p)) return KT_OK;
   if (p->model.kind == KT_MODEL_MLP) return kt_data_mlp_create(p->model.hidden, p->data_seed, &s->data, err);
-  if (p->doc_lengths)
+  if (p->doc_lengths) { /* attention's share of a full micro-batch's FLOPs: 2 L C of 24 C^2 + 2 L C */
+    double budget = (double)p->micro_batch * p->model.seq_len;
     return kt_data_docs_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
-                                      p->doc_lengths, p->packing, p->model.seq_chunks, &s->data,
-                                      err);
+                                      p->doc_lengths, p->packing, budget / (12.0 * p->model.hidden + budget),
+                                      p->model.seq_chunks, &s->data, err);
+  }
   return kt_data_text_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
                                     &s->data, err);
 }

@@ -1,5 +1,6 @@
 """kaiten.torch with documents of varying length on gloo: presplit packs
-documents (kaiten.pack, balanced) into torch's pre-split micro-batches,
+documents (kaiten.pack, balanced, its order searched for GPipe on 2
+ranks) into torch's pre-split micro-batches,
 and a 2-rank pipeline (ScheduleGPipe, one process per rank) trained on
 them gives the loss and gradients of the same model run on the same
 micro-batches in one process (mean over the step's real tokens). A
@@ -74,7 +75,7 @@ def rank_main(rank, port, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
     torch.set_num_threads(1)
-    arg_mbs, target_mbs, p = kt.presplit(documents(), M, T)
+    arg_mbs, target_mbs, p = kt.presplit(documents(), M, T, schedule="gpipe")
     mod = models()[rank]
     stage = PipelineStage(mod, rank, 2, torch.device("cpu"))
     sched = ScheduleGPipe(stage, M, loss_fn=loss_fn_for(sum(p.tokens)), scale_grads=False)
@@ -90,12 +91,12 @@ def rank_main(rank, port, out):
 
 def reference():
     embed, head = models()
-    arg_mbs, target_mbs, p = kt.presplit(documents(), M, T)
+    arg_mbs, target_mbs, p = kt.presplit(documents(), M, T, schedule="gpipe")
     loss_fn, total = loss_fn_for(sum(p.tokens)), 0.0
     for (tok, pos), tgt in zip(arg_mbs, target_mbs):
         loss = loss_fn(head(embed(tok, pos)), tgt)
         loss.backward()
-        total += float(loss)
+        total += float(loss.detach())
     return embed, head, total, p
 
 
@@ -107,7 +108,7 @@ def alone_equals_packed():
     arg_mbs, target_mbs, p = kt.presplit(docs, M, T)
     loss = nn.functional.cross_entropy
     bad = 0
-    for (tok, pos), tgt, mb in zip(arg_mbs, target_mbs, p.microbatches):
+    for (tok, pos), tgt, mb in zip(arg_mbs, target_mbs, p.micro_batches):
         with torch.no_grad():
             packed = loss(head(embed(tok, pos))[0], tgt[0], ignore_index=-100, reduction="sum")
         alone = 0.0
@@ -134,11 +135,14 @@ def main():
             fails += 1
             print("FAIL:", what)
 
-    p = kaiten.pack([d.numel() - 1 for d in documents()], M, T, "balanced")
-    f = kaiten.pack([d.numel() - 1 for d in documents()], M, T, "fifo")
-    check(sum(p.tokens) == sum(f.tokens) and max(p.tokens) <= T, "balanced keeps fifo's documents")
-    check(max(p.work) <= max(f.work), "balanced's heaviest %.1f <= fifo's %.1f" % (max(p.work), max(f.work)))
-    check(p.work == sorted(p.work, reverse=True), "balanced runs the heaviest first")
+    lengths = [d.numel() - 1 for d in documents()]
+    p = kaiten.pack("gpipe", 2, documents=lengths, microbatches=M, mb_tokens=T)
+    f = kaiten.pack("gpipe", 2, documents=lengths, microbatches=M, mb_tokens=T, packing="fifo")
+    got = sorted(i for mb in p.micro_batches for i in mb)
+    fifo = sorted(i for mb in f.micro_batches for i in mb)
+    check(max(p.tokens) <= T, "balanced micro-batches within the budget: %r" % (p.tokens,))
+    check(set(got) <= set(fifo) and len(got) + p.left_out == len(fifo),
+          "balanced packs fifo's documents: %r vs %r" % (got, fifo))
     check(alone_equals_packed() == 0, "packed documents' losses equal theirs alone")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -528,12 +528,13 @@ def document_mask(positions):
     return (i[None, :] <= i[:, None]) & (i[None, :] >= start[:, None])
 
 
-def presplit(documents, n_microbatches, budget, packing="balanced", pad_id=0, ignore_index=-100,
-             attn_tokens=None):
+def presplit(documents, n_microbatches, budget, packing="balanced", schedule="1f1b", stages=2,
+             attn_share=0.25, pad_id=0, ignore_index=-100):
     """Packs documents (1-D integer tensors; each trains on its own next
     tokens: inputs doc[:-1], targets doc[1:]) into n_microbatches
-    micro-batches of budget tokens with kaiten.pack, in its run order, for
-    torch's pre-split step:
+    micro-batches of budget tokens with kaiten.pack (balanced: in the order
+    with the shortest simulated step of `schedule` on `stages` ranks), in
+    run order, for torch's pre-split step:
 
         arg_mbs, target_mbs, p = kaiten.torch.presplit(docs, 4, 1024)
         schedule.step(arg_mbs=arg_mbs)                 # first stage
@@ -543,15 +544,17 @@ def presplit(documents, n_microbatches, budget, packing="balanced", pad_id=0, ig
     restart with every document (document_mask gives the block-diagonal
     attention mask), padding is pad_id with target ignore_index. p is the
     kaiten.Packing (p.tokens: real tokens per micro-batch; the step's mean
-    loss divides by their sum). Documents that fit nowhere are left out
-    (p.left_out). ValueError for a document shorter than 2 tokens."""
+    loss divides by their sum). ValueError for a document shorter than 2
+    tokens or longer than budget + 1."""
     docs = [torch.as_tensor(d).reshape(-1) for d in documents]
-    if any(d.numel() < 2 for d in docs):
-        raise ValueError("presplit: every document needs at least 2 tokens (inputs and next tokens)")
-    p = kaiten.pack([d.numel() - 1 for d in docs], n_microbatches, budget, packing,
-                    attn_tokens=attn_tokens)
+    if any(d.numel() < 2 or d.numel() > budget + 1 for d in docs):
+        raise ValueError("presplit: every document needs 2..%d tokens (inputs and next tokens)"
+                         % (budget + 1))
+    p = kaiten.pack(schedule, stages, documents=[d.numel() - 1 for d in docs],
+                    microbatches=n_microbatches, packing=packing, mb_tokens=budget,
+                    attn_share=attn_share)
     arg_mbs, target_mbs = [], []
-    for mb in p.microbatches:
+    for mb in p.micro_batches:
         tok = torch.full((1, budget), pad_id, dtype=torch.long)
         pos = torch.zeros((1, budget), dtype=torch.long)
         tgt = torch.full((1, budget), ignore_index, dtype=torch.long)

@@ -53,7 +53,7 @@ static int put(rounds *rd, int j, kt_op op) {
     rd->idle[j] += start - rd->e[j];
     if (rd->idle[j] > rd->worst_idle) rd->worst_idle = rd->idle[j];
   }
-  rd->e[j] = start + kt__search_cost(pb, j, op);
+  rd->e[j] = start + kt__search_cost(pb, j, op, mb);
   kt__append(rd->s, j, j, op, mb);
   kt__search_pair_end *pe = &rd->end[KT__PAIR(pb, j, mb)];
   if (op == KT_OP_F) pe->f = rd->e[j], rd->mem[j] += pb->res[j], rd->f[j]++;
