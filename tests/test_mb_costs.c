@@ -5,6 +5,7 @@
  * simulator, keep the lower bound below every order zb-auto finds, and
  * are refused where they cannot apply (M, optimal, bad values). */
 #include "check.h"
+#include "kaiten/generators.h"
 #include "kaiten/report.h"
 #include "kaiten/request.h"
 
@@ -34,8 +35,11 @@ static int run(const char *kind, int p, int m, int form, int S, int varied, cons
   kt_error err = {{0}};
   kt_request_init(&rq);
   char text[1 << 16];
-  snprintf(text, sizeof text, "schedule=%s p=%d m=%d per-stage=1 comm=0.125 mem-limit=0.8x", kind,
-           p, m);
+  /* a memory limit where the kind keeps to one (the others refuse it) */
+  int k = kt_gen_kind_from_name(kind);
+  int limited = k >= 0 && !kt_gen_check_mem_limit((kt_gen_kind)k, 1, NULL);
+  snprintf(text, sizeof text, "schedule=%s p=%d m=%d per-stage=1 comm=0.125%s", kind, p, m,
+           limited ? " mem-limit=0.8x" : "");
   kt_status st = kt_request_parse(&rq, text, &err);
   const char *fields[] = {"tf", "tb", "tw", "mem-act", "mem-wgrad"};
   double base[] = {1.5, 1.25, 0.75, 2, 0.5};

@@ -90,6 +90,25 @@ typedef struct kt_costs {
   double *mb_tf, *mb_tb, *mb_tw, *mb_mem_act, *mb_mem_wgrad;
 } kt_costs;
 
+/* The range of every cost and memory value (times, overheads, memory,
+ * bytes, bandwidths): 0, or KT_COST_MIN..KT_COST_MAX as given; a
+ * schedule's stage costs (a value for one rank's share divided by its V
+ * chunks, V <= KT_MAX_CHUNKS) down to KT_COST_STAGE_MIN. Within it every
+ * sum over the largest schedule (3 * KT_MAX_RANKS * KT_MAX_CHUNKS *
+ * KT_MAX_MICROBATCHES actions), every quotient (bytes / bandwidth) and
+ * their products stay far from overflow: no simulation, bound or search
+ * forms a number that is not finite. */
+#define KT_COST_MAX 1e15
+#define KT_COST_MIN 1e-15
+#define KT_COST_STAGE_MIN (KT_COST_MIN / KT_MAX_CHUNKS)
+#define KT__COST_RANGE_TEXT "expected 0 or a number in 1e-15..1e+15"
+/* 1 when x is 0 or in KT_COST_STAGE_MIN..KT_COST_MAX (not NaN). */
+int kt_cost_in_range(double x);
+/* The rule for a value as given: KT_OK when x is 0 or in
+ * KT_COST_MIN..KT_COST_MAX, else EINVAL naming it ("tf 1e+308: expected 0
+ * or a number in 1e-15..1e+15"). */
+kt_status kt_cost_value_check(const char *name, double x, kt_error *err);
+
 /* T_F = T_B = T_W = 1, T_comm = 0, M_B = 1, M_W = 0. */
 void kt_costs_default(kt_costs *c);
 /* Frees the per-stage arrays. */
@@ -99,7 +118,8 @@ kt_status kt_costs_copy(kt_costs *dst, const kt_costs *src);
 /* 1 when no compute action takes time: T_F, T_B and T_W 0 on every stage
  * and no op overhead (a simulation then has no makespan to speak of). */
 int kt_costs_compute_free(const kt_costs *c);
-/* Checks values are finite and >= 0 and per-stage arrays match n_stages. */
+/* Checks every value is in range (kt_cost_in_range; overlap a fraction in
+ * 0..1) and per-stage arrays match n_stages. EINVAL naming the value. */
 kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err);
 
 double kt_cost_tf(const kt_costs *c, int stage);
@@ -151,15 +171,24 @@ void kt_costs_describe(const kt_costs *c, char *buf, size_t n);
  * ("tf", "tb", "tw", "tu", "mem-act", "mem-wgrad", "mem-transient"), or
  * "a0,a1,...;b0,b1,...;..." (per stage and micro-batch: one ';'-separated
  * group per stage, one value per micro-batch; tf, tb, tw, mem-act,
- * mem-wgrad). EINVAL naming the bad value. */
+ * mem-wgrad), or
+ * "X" into a scalar ("comm", "comm-latency", "comm-bytes",
+ * "comm-bandwidth", "send-overhead", "op-overhead", "overlap", "t-norm",
+ * "t-dp", "tie": the last also marks the embeddings tied); the cost
+ * file's names ("mem_act", ...) too. Each value within
+ * kt_cost_value_check's range (overlap: 0..1). EINVAL naming the bad value. */
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err);
 /* Loads a JSON cost file: {"tf": 1 or [..] or [[..], ..], "tb": .., "tw": .., "tu": .., "comm": x,
  * "mem_act": .., "mem_wgrad": .., "mem_transient": .., "comm_latency",
  * "comm_bytes", "comm_bandwidth", "send_overhead", "overlap", "t_norm",
- * "t_dp", "tie", "step_sync": "overlap"|"barrier"}; any other key is refused
- * (EINVAL naming it), malformed JSON is EPARSE. A list of lists gives one
- * list per stage of per-micro-batch values (tf, tb, tw, mem_act,
- * mem_wgrad; kt_costs_set_mb). EIO / EPARSE / EINVAL. */
+ * "t_dp", "tie", "step_sync": "overlap"|"barrier"}, each number as
+ * kt_costs_set takes it; any other key, or a key given twice, is refused
+ * (EINVAL naming it), malformed JSON is EPARSE. The file is read as
+ * kt_read_text reads (at most KT_COSTS_FILE_MAX bytes, no NUL byte; a
+ * device or FIFO too). A list of lists gives one list per stage of
+ * per-micro-batch values (tf, tb, tw, mem_act, mem_wgrad; kt_costs_set_mb).
+ * EIO / EPARSE / EINVAL. */
+#define KT_COSTS_FILE_MAX (64LL << 20)
 kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err);
 /* The same from JSON text; origin names it in error messages. */
 kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err);
@@ -178,7 +207,11 @@ typedef struct {
 } kt_partition_problem;
 
 /* counts[stages] receives layers per stage; *bottleneck the largest load.
- * EINVAL when stages > n or no partition meets the memory cap. */
+ * EINVAL when stages > n, stages * (n + 1) > KT_PARTITION_MAX_CELLS (its
+ * work and tables grow with it: at the cap it takes seconds), a value is
+ * negative or not finite, the sums of the values overflow, or no partition
+ * meets the memory cap. */
+#define KT_PARTITION_MAX_CELLS (1 << 25)
 kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *counts,
                               double *bottleneck, kt_error *err);
 

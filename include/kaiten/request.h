@@ -151,6 +151,14 @@ void kt_request_print(const kt_request *rq, kt_buf *out);
 kt_status kt_request_set_order(kt_request *rq, const char *text, const char *name,
                                const char *origin, kt_error *err);
 
+/* The order in the file at path, read as every door reads one (kt_read_text:
+ * at most KT_SCHEDULE_FILE_MAX bytes, lines of at most KT_SCHEDULE_LINE_MAX,
+ * no NUL byte; a device or FIFO within the same limits), named name or,
+ * when NULL, after the file (its name up to the first '.'). EINVAL (empty,
+ * too large, a NUL byte), EIO, ENOMEM. */
+kt_status kt_request_read_order(kt_request *rq, const char *path, const char *name,
+                                kt_error *err);
+
 /* Checks the settings that depend on each other (comm and comm-bandwidth
  * both set, comm-bytes or comm-latency alone, all compute costs 0). */
 kt_status kt_request_check(const kt_request *rq, kt_error *err);
@@ -211,7 +219,8 @@ typedef struct {
   int kind;            /* its generator, KT_SIM_OPTIMAL, or -1: an order held */
   kt_costs costs;      /* the stage costs it runs with */
   double mem_limit;    /* zb-auto, zbv-auto, optimal: the limit searched under; an order
-                          held: the limit given; mem-act units, < 0: none */
+                          held: the limit given, checked against; mem-act units, < 0: none
+                          (a generator that keeps to none refuses one) */
   double time_limit;
   const char *cost_basis;
   kt_gen_outcome outcome;   /* what generating it proved */

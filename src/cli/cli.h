@@ -27,7 +27,7 @@ typedef struct {
   const cli_opt *opts;
   int n_opts;
   const char *value[CLI_MAX_OPTS]; /* last value given, or "1" for flags */
-  int given[CLI_MAX_OPTS];
+  int given[CLI_MAX_OPTS]; /* how many times */
   const char *pos[CLI_MAX_POS];
   int n_pos;
 } cli_args;

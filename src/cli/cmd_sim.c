@@ -133,7 +133,12 @@ static int simulate(sim_run *r) {
   kt_error err = {{0}};
   size_t actions = kt_schedule_total_actions(kt_result_runs(&r->res));
   int full = needs_timeline(r, actions);
-  kt_status st = kt_result_simulate(&r->res, full ? KT_RESULT_TIMELINE : KT_RESULT_METRICS, &err);
+  /* a Chrome trace's text on top of the timeline: the size guard of that path */
+  kt_status st = strcmp(r->format, "chrome")
+                     ? KT_OK
+                     : kt_sim_memory_check((double)actions, KT_SIM_BYTES_CHROME, &err);
+  if (st) return cli_fail(st, &err);
+  st = kt_result_simulate(&r->res, full ? KT_RESULT_TIMELINE : KT_RESULT_METRICS, &err);
   if (st) return cli_fail(st, &err);
   if (full) return 0;
   if (!strcmp(r->format, "json"))

@@ -93,8 +93,8 @@ kt_status kt_costs_set_mb(kt_costs *c, const char *field, const double *vals, in
                    n_mb, c->n_mb);
   size_t cells = (size_t)n_stages * (size_t)n_mb;
   for (size_t i = 0; i < cells; i++)
-    if (kt__costs_bad_value(vals[i]))
-      return kt_fail(err, KT_EINVAL, "%s: stage %d micro-batch %d has %g; costs must be finite and >= 0",
+    if (!kt__costs_value_ok(vals[i], KT_COST_MIN))
+      return kt_fail(err, KT_EINVAL, "%s: stage %d micro-batch %d has %g; " KT__COST_RANGE_TEXT,
                      field, (int)(i / (size_t)n_mb), (int)(i % (size_t)n_mb), vals[i]);
   double *a = malloc(sizeof(double) * cells), *per = malloc(sizeof(double) * (size_t)n_stages);
   if (!a || !per) {
@@ -120,9 +120,8 @@ kt_status kt__costs_check_mb(const kt_costs *c, kt_error *err) {
   size_t cells = (size_t)c->n_stages * (size_t)c->n_mb;
   for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++)
     for (size_t i = 0; arrays[k].a && i < cells; i++)
-      if (kt__costs_bad_value(arrays[k].a[i]))
-        return kt_fail(err, KT_EINVAL,
-                       "%s: stage %d micro-batch %d has %g; costs must be finite and >= 0",
+      if (!kt__costs_value_ok(arrays[k].a[i], KT_COST_STAGE_MIN))
+        return kt_fail(err, KT_EINVAL, "%s: stage %d micro-batch %d has %g; " KT__COST_RANGE_TEXT,
                        arrays[k].name, (int)(i / (size_t)c->n_mb), (int)(i % (size_t)c->n_mb),
                        arrays[k].a[i]);
   return KT_OK;

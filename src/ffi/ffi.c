@@ -42,7 +42,7 @@ void kt_ffi_request_free(kt_request *rq) {
 }
 
 kt_status kt_ffi_request_set(kt_request *rq, const char *key, const char *value, kt_error *err) {
-  if (!rq) return no_handle(err, "request");
+  if (!rq || !key || !value) return no_handle(err, !rq ? "request" : !key ? "key" : "value");
   return kt_request_set(rq, key, value, err);
 }
 
@@ -62,6 +62,16 @@ kt_status kt_ffi_request_order(kt_request *rq, const char *text, size_t len, con
   if (memchr(text, 0, len) || strlen(text) != len)
     return kt_fail(err, KT_EPARSE, "the schedule holds a NUL byte: not a text or CSV schedule");
   return kt_request_set_order(rq, text, name, NULL, err);
+}
+
+kt_status kt_ffi_request_order_file(kt_request *rq, const char *path, const char *name,
+                                    kt_error *err) {
+  if (!rq || !path) return no_handle(err, rq ? "path" : "request");
+  return kt_request_read_order(rq, path, name, err);
+}
+
+const char *kt_ffi_request_order_text(const kt_request *rq) {
+  return rq && rq->order ? rq->order : "";
 }
 
 kt_status kt_ffi_request_text(const kt_request *rq, char **out, kt_error *err) {
@@ -103,6 +113,7 @@ kt_status kt_ffi_request_pack(const kt_request *rq, const int *len, const double
 /* ---- results ------------------------------------------------------------------ */
 
 kt_status kt_ffi_run(const kt_request *rq, int detail, kt_result **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   if (!rq) return no_handle(err, "request");
   if (detail < KT_RESULT_ORDER || detail > KT_RESULT_TIMELINE)
@@ -134,15 +145,15 @@ void kt_ffi_result_free(kt_result *res) {
   free(res);
 }
 
-const kt_schedule *kt_ffi_result_order(const kt_result *res) { return &res->order; }
+const kt_schedule *kt_ffi_result_order(const kt_result *res) { return res ? &res->order : NULL; }
 
 const kt_schedule *kt_ffi_result_program(const kt_result *res) {
-  return res->program.ranks ? &res->program : NULL;
+  return res && res->program.ranks ? &res->program : NULL;
 }
 
-double kt_ffi_result_mem_limit(const kt_result *res) { return res->mem_limit; }
+double kt_ffi_result_mem_limit(const kt_result *res) { return res ? res->mem_limit : -1; }
 
-const char *kt_ffi_result_read_info(const kt_result *res) { return res->read_info; }
+const char *kt_ffi_result_read_info(const kt_result *res) { return res ? res->read_info : ""; }
 
 static kt_status simulated(const kt_result *res, kt_error *err) {
   if (!res) return no_handle(err, "result");
@@ -151,6 +162,7 @@ static kt_status simulated(const kt_result *res, kt_error *err) {
 }
 
 kt_status kt_ffi_result_json(const kt_result *res, int events, char **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   kt_status st = simulated(res, err);
   if (st) return st;
@@ -161,13 +173,16 @@ kt_status kt_ffi_result_json(const kt_result *res, int events, char **out, kt_er
 }
 
 kt_status kt_ffi_result_gantt(const kt_result *res, int width, char **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   kt_status st = simulated(res, err);
   if (st) return st;
+  if (width < 40 || width > 100000) /* --width's range: the chart's work grows with it */
+    return kt_fail(err, KT_EINVAL, "width %d: expected 40..100000 columns", width);
   if (!res->has_timeline) return kt_fail(err, KT_EINVAL, "the result kept no timeline");
   kt_gantt_opts go;
   kt_gantt_default_opts(&go);
-  go.width = width < 40 ? 40 : width;
+  go.width = width;
   go.chunks = res->order.v;
   kt_buf b;
   kt_buf_init(&b);
@@ -180,6 +195,7 @@ kt_status kt_ffi_result_gantt(const kt_result *res, int width, char **out, kt_er
 }
 
 kt_status kt_ffi_result_costs_json(const kt_result *res, char **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   if (!res) return no_handle(err, "result");
   kt_buf b;
@@ -200,6 +216,7 @@ kt_status kt_ffi_result_report(const kt_result *res, const kt_request *rq, const
 /* ---- comparisons --------------------------------------------------------------- */
 
 kt_status kt_ffi_compare(const kt_request *rq, int detail, kt_comparison **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   if (!rq) return no_handle(err, "request");
   kt_comparison *cmp = kt_calloc(1, sizeof *cmp);
@@ -218,6 +235,7 @@ void kt_ffi_comparison_free(kt_comparison *cmp) {
 }
 
 kt_status kt_ffi_comparison_text(const kt_comparison *cmp, int json, char **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   if (!cmp) return no_handle(err, "comparison");
   kt_buf b;
@@ -251,7 +269,9 @@ kt_status kt_ffi_comparison_report(const kt_comparison *cmp, const char *path, c
 /* ---- the what-if page's call ---------------------------------------------------- */
 
 kt_status kt_ffi_web_run(const char *args, const char *order, char **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
+  if (!args) return no_handle(err, "args");
   kt_buf b;
   kt_buf_init(&b);
   kt_web_run(args, order, &b); /* its answer says its own failure */
@@ -261,20 +281,29 @@ kt_status kt_ffi_web_run(const char *args, const char *order, char **out, kt_err
 /* ---- schedules -------------------------------------------------------------- */
 
 void kt_ffi_schedule_shape(const kt_schedule *s, int shape[5]) {
+  if (!shape) return;
+  if (!s) {
+    memset(shape, 0, 5 * sizeof *shape);
+    return;
+  }
   shape[0] = s->p, shape[1] = s->v, shape[2] = s->m;
   shape[3] = s->ranks ? kt_schedule_stages(s) : 0;
   shape[4] = (int)s->placement;
 }
 
-const char *kt_ffi_schedule_name(const kt_schedule *s) { return s->name; }
+const char *kt_ffi_schedule_name(const kt_schedule *s) { return s ? s->name : ""; }
 
 kt_status kt_ffi_schedule_write(const kt_schedule *s, int notation, int lowered_ir, char **out,
                                 kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   if (!s) return no_handle(err, "schedule");
   if (notation < -1 || notation > KT_NOTATION_LEGACY)
     return kt_fail(err, KT_EINVAL, "notation %d: expected -1 (text), 0 or 1 (current) or 2 (legacy)",
                    notation);
+  if (lowered_ir < -1 || lowered_ir > KT_TORCH_IR_PRE_2_15)
+    return kt_fail(err, KT_EINVAL, "lowered_ir %d: expected -1 (compute only), 0 (torch 2.15) or 1 "
+                                   "(older)", lowered_ir);
   kt_schedule low = {0};
   if (lowered_ir >= 0) {
     kt_status st = kt_schedule_lower_ir(s, (kt_torch_ir)lowered_ir, &low, err);

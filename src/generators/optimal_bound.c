@@ -191,9 +191,11 @@ static void memory_needs(const kt__opt_problem *pb, int s, int j, int *need_i, i
   double a = pb->act[s], w = pb->wg[s], need = (j + 1) * a - limit_tol(pb);
   *need_i = *need_w = -1;
   if (need <= 0 || a <= 0) return;
-  int qi = (int)ceil(need / a - 1e-9), qw = 0;
+  /* counts above j + 1 all mean "impossible": clamped there */
+  int qi = kt_to_int(ceil(need / a - 1e-9), 0, j + 1), qw = 0;
   if (w > a) qw = qi; /* an I then holds more: only a W frees */
-  else if (w > 0 && need - j * (a - w) > 0) qw = (int)ceil((need - j * (a - w)) / w - 1e-9);
+  else if (w > 0 && need - j * (a - w) > 0)
+    qw = kt_to_int(ceil((need - j * (a - w)) / w - 1e-9), 0, j + 1);
   if (qi > j || qw > j) *impossible = 1;
   *need_i = qi - 1, *need_w = qw - 1;
 }
@@ -286,7 +288,7 @@ static double after_needs(const kt__opt_problem *pb, const kt__opt_state *st,
     double over = (j + 1) * a - ni * (a - w) - limit_tol(pb);
     int nw = need[KT__OPT_W];
     if (over > 0 && w <= 0) continue;
-    if (over > 0 && ceil(over / w - 1e-9) > nw) nw = (int)ceil(over / w - 1e-9);
+    if (over > 0 && ceil(over / w - 1e-9) > nw) nw = kt_to_int(ceil(over / w - 1e-9), 0, j + 1);
     if (nw > ni) continue;
     int mix[KT__OPT_TYPES] = {need[KT__OPT_F] > j ? need[KT__OPT_F] : j, ni, nw};
     if (last_end_of(pb, st, ws, s, mix) >= cheapest) continue;
@@ -324,7 +326,7 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
       double w = pb->wg[s], over = (j + 1) * w - limit_tol(pb);
       if (needs) h = maxd(h, after_needs(pb, st, ws, KT__OPT_I, s, j));
       if (w > 0 && over > 0) {
-        int qw = (int)ceil(over / w - 1e-9) - 1;
+        int qw = kt_to_int(ceil(over / w - 1e-9), 0, j + 1) - 1;
         if (qw >= j) impossible = 1;
         else h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
       }

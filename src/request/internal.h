@@ -4,9 +4,10 @@
 
 #include "kaiten/request.h"
 
-/* Refuses a layout too large to simulate here before building it: EINVAL
- * with the memory it would need. */
-kt_status kt__request_size_check(int p, int v, int m, kt_error *err);
+/* Refuses a layout too large to simulate here before building it, at
+ * bytes_per_action on the path that will run (KT_SIM_BYTES_*): EINVAL with
+ * the memory it would need. */
+kt_status kt__request_size_check(int p, int v, int m, double bytes_per_action, kt_error *err);
 /* Fills res->info from what res holds (nothing here simulates or searches). */
 void kt__result_describe(kt_result *res);
 

@@ -71,6 +71,28 @@ kt_status kt_request_set_order(kt_request *rq, const char *text, const char *nam
   return KT_OK;
 }
 
+kt_status kt_request_read_order(kt_request *rq, const char *path, const char *name,
+                                kt_error *err) {
+  char *text = NULL;
+  size_t len = 0;
+  kt_status st = kt_read_text(path, KT_SCHEDULE_FILE_MAX, KT_SCHEDULE_LINE_MAX, &text, &len, err);
+  if (st) return st;
+  if (len == 0) {
+    free(text);
+    return kt_fail(err, KT_EINVAL, "'%.200s' is empty", path);
+  }
+  char base[KT_REQUEST_NAME_LEN];
+  if (!name) { /* the file's name without its extension */
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    snprintf(base, sizeof base, "%.*s", (int)strcspn(b, "."), b);
+    name = base;
+  }
+  st = kt_request_set_order(rq, text, name, path, err);
+  free(text);
+  return st;
+}
+
 /* ---- readers ------------------------------------------------------------------ */
 
 typedef kt_status (*setter)(kt_request *rq, int field, const char *key, const char *val,
@@ -190,19 +212,30 @@ enum { F_TF, F_TB, F_TW, F_TU, F_MEM_ACT, F_MEM_WGRAD, F_MEM_TRANSIENT, F_COST_L
 static const char *const list_fields[] = {"tf", "tb", "tw", "tu", "mem-act", "mem-wgrad",
                                           "mem-transient"};
 
-static kt_status set_cost_list(kt_request *rq, int field, const char *key, const char *val,
-                               kt_error *err) {
+/* One cost field as kt_costs_set reads it (its range: kt_cost_value_check),
+ * its error naming the key as the caller wrote it. */
+static kt_status set_cost(kt_request *rq, const char *field, const char *key, const char *val,
+                          kt_error *err) {
   kt_error e = {{0}};
-  kt_status st = kt_costs_set(&rq->costs, list_fields[field], val, &e);
+  kt_status st = kt_costs_set(&rq->costs, field, val, &e);
   if (!st) return KT_OK;
   /* kt_costs_set names its field first: say it as the caller wrote it */
-  size_t n = strlen(list_fields[field]);
-  const char *rest = !strncmp(e.msg, list_fields[field], n) ? e.msg + n : e.msg;
+  size_t n = strlen(field);
+  const char *rest = !strncmp(e.msg, field, n) ? e.msg + n : e.msg;
   return kt_fail(err, st, "%s%s%s", key, rest == e.msg ? ": " : "", rest);
+}
+
+static kt_status set_cost_list(kt_request *rq, int field, const char *key, const char *val,
+                               kt_error *err) {
+  return set_cost(rq, list_fields[field], key, val, err);
 }
 
 enum { F_COMM, F_COMM_LATENCY, F_COMM_BYTES, F_COMM_BANDWIDTH, F_SEND_OVERHEAD, F_OP_OVERHEAD,
        F_T_NORM, F_T_DP, F_OVERLAP, F_TIE };
+static const char *const scalar_fields[] = {"comm",          "comm-latency", "comm-bytes",
+                                            "comm-bandwidth", "send-overhead", "op-overhead",
+                                            "t-norm",        "t-dp",         "overlap",
+                                            "tie"};
 static double *scalar_of(kt_costs *c, int field) {
   double *at[] = {&c->comm,          &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
                   &c->send_overhead, &c->op_overhead,  &c->t_norm,     &c->t_dp,
@@ -212,13 +245,7 @@ static double *scalar_of(kt_costs *c, int field) {
 
 static kt_status set_scalar(kt_request *rq, int field, const char *key, const char *val,
                             kt_error *err) {
-  double x;
-  double hi = field == F_OVERLAP ? 1 : 1e300;
-  if (kt_parse_double(val, &x) || !(x >= 0) || !(x <= hi))
-    return bad(err, key, val, field == F_OVERLAP ? "a number in 0..1" : "a number >= 0");
-  *scalar_of(&rq->costs, field) = x;
-  if (field == F_TIE) rq->costs.tied = 1;
-  return KT_OK;
+  return set_cost(rq, scalar_fields[field], key, val, err);
 }
 
 static kt_status set_step_sync(kt_request *rq, int field, const char *key, const char *val,

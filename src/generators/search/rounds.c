@@ -120,7 +120,7 @@ static int warm_up(rounds *rd, const int *delta, int *req) {
       mem += pb->res[j], t += pb->tf[j], req[j]++;
     }
     if (delta) {
-      int room = (int)floor((pb->limit[j] - rd->mem[j]) / pb->res[j] + EPS);
+      int room = kt_to_int(floor((pb->limit[j] - rd->mem[j]) / pb->res[j] + EPS), -1, m);
       req[j] += delta[j];
       if (req[j] > room) req[j] = room;
       if (req[j] > m - rd->f[j]) req[j] = m - rd->f[j];
