@@ -73,6 +73,11 @@ typedef struct {
   int steps, val_every; /* the steps the run aims for; validation every N */
   uint64_t data_seed;
   char data[512];       /* a data file, "built-in", or "" (synthetic) */
+  /* GPT documents of varying length: the spec ("" for fixed windows), the
+   * packing, and the chunks along the sequence (1: none; a segment's m
+   * counts the chunks) */
+  char doc_lengths[64], packing[16];
+  int seq_chunks;
   kt_run_segment *segments; /* n_segments >= 1; the last is the current layout */
   int n_segments;
 } kt_run_config;

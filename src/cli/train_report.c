@@ -75,6 +75,32 @@ static void json_ranks(kt_buf *b, const kt_train_result *r, const kt_session_res
   kt_buf_puts(b, "]");
 }
 
+static void json_seconds(kt_buf *b, const char *key, const double *x, int n) {
+  kt_buf_printf(b, ",\"%s\":[", key);
+  for (int i = 0; i < n; i++) {
+    if (i) kt_buf_puts(b, ",");
+    kt_buf_json_number(b, x[i]);
+  }
+  kt_buf_puts(b, "]");
+}
+
+/* The last step's micro-batches: what each held and each stage's measured
+ * costs (seconds), for predicted versus measured per micro-batch. */
+static void json_microbatches(kt_buf *b, const kt_train_result *r) {
+  kt_buf_puts(b, ",\"microbatches\":[");
+  for (int i = 0; i < r->n_mb_costs; i++) {
+    const kt_mb_cost *c = &r->mb_costs[i];
+    kt_buf_printf(b, "%s{\"round\":%d,\"mb\":%d,\"tokens\":%d,\"documents\":%d,"
+                     "\"attn_tokens2\":%.0f",
+                  i ? "," : "", c->round, c->mb, c->tokens, c->documents, c->attn_tokens2);
+    json_seconds(b, "tf", c->tf, r->mb_cost_stages);
+    json_seconds(b, "tb", c->tb, r->mb_cost_stages);
+    json_seconds(b, "tw", c->tw, r->mb_cost_stages);
+    kt_buf_puts(b, "}");
+  }
+  kt_buf_puts(b, "]");
+}
+
 static void json_result(kt_buf *b, const train_opts *o, const kt_session_info *in,
                         const kt_session_result *res) {
   const kt_schedule *s = in->schedule;
@@ -123,6 +149,7 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_session_info *i
   }
   json_run_facts(b, o, in, res);
   json_ranks(b, r, res);
+  json_microbatches(b, r);
   kt_buf_puts(b, "}\n");
 }
 

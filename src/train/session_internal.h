@@ -68,4 +68,19 @@ kt_status kt__session_mem_limit(const kt_session *s, int v, const kt_costs *gen,
 void kt__session_note(const kt_session *s, kt_note_kind kind, const char *name, long long count,
                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* A step taken (mb_costs.c): its real tokens (what packed micro-batches
+ * hold; fixed without data or for fixed windows) into out->tokens and
+ * p->tokens_per_s, and its micro-batches (mbs: the step's D K M, NULL
+ * without data; replica 0's K M recorded, in run order) with each stage's
+ * measured costs from the step's timeline tl into out->mb_costs. ENOMEM. */
+kt_status kt__step_record(kt_train_result *out, const kt_train_config *cfg,
+                          const kt_microbatch *mbs, double fixed, const kt_timeline *tl,
+                          kt_train_progress *p, kt_error *err);
+void kt__free_mb_costs(kt_train_result *out);
+
+/* Seq1F1B (seq_chunks.c): 1F1B over M micro-batches of K chunks each (mb
+ * j K + k), every micro-batch's chunks backward in reverse; validated.
+ * ENOMEM. */
+kt_status kt__seq1f1b(kt_schedule *s, int P, int M, int K, kt_error *err);
+
 #endif
