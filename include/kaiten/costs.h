@@ -76,6 +76,16 @@ typedef struct kt_costs {
    * step that follows another without a barrier); NULL: 0 on every rank.
    * Not owned. */
   const double *rank_release;
+  /* Optional: the links between pipeline ranks one by one (n_links
+   * entries each; NULL: the uniform hop above). Link i joins ranks i and
+   * i + 1 (both ways); a P-th entry, link P - 1, joins the last rank and
+   * rank 0 (interleaved's wrap). link_comm: the hop's time; with
+   * link_bandwidth, link_latency + comm_bytes / link_bandwidth instead
+   * (a NULL list there: the uniform value); link_delay: latency added to
+   * the link on top of either (a slow link, kt_faults). A hop between
+   * ranks no link joins costs the uniform hop. kt_cost_link reads them. */
+  int n_links;
+  double *link_comm, *link_latency, *link_bandwidth, *link_delay;
   /* Optional per-stage values (n_stages entries each; NULL = the uniform value). */
   int n_stages;
   double *stage_tf, *stage_tb, *stage_tw, *stage_mem_act, *stage_mem_wgrad, *stage_mem_transient;
@@ -102,6 +112,17 @@ double kt_cost_mem_wgrad(const kt_costs *c, int stage);
 double kt_cost_mem_transient(const kt_costs *c, int stage);
 double kt_cost_tu(const kt_costs *c, int stage);
 double kt_cost_comm(const kt_costs *c);
+/* A hop between pipeline ranks from and to: 0 on one rank, else the link
+ * that joins them (n_links, plus its delay) or the uniform hop. */
+double kt_cost_link(const kt_costs *c, int from, int to);
+/* The link joining pipeline ranks a and b: a and a + 1 are link a, 0 and
+ * n - 1 (n > 2) link n - 1; -1 for ranks no link joins. */
+int kt_link_index(int a, int b, int n);
+/* Gives c per-link lists for p ranks (n_links = p, each list filled with
+ * its uniform value) where it has none, keeping any it has (resized to p
+ * entries when it lists p - 1). EINVAL when it lists another count,
+ * ENOMEM. */
+kt_status kt_costs_links_for(kt_costs *c, int p, kt_error *err);
 
 /* The costs of one stage of a schedule with v chunks per rank when c
  * describes one rank's share of the model: every uniform value (T_F, T_B,
@@ -113,9 +134,12 @@ kt_status kt_costs_for_chunks(const kt_costs *c, int v, kt_costs *dst, kt_error 
 void kt_costs_describe(const kt_costs *c, char *buf, size_t n);
 
 /* Parses "X" (uniform) or "x0,x1,...,xn" (per stage) into the named field
- * ("tf", "tb", "tw", "tu", "mem-act", "mem-wgrad", "mem-transient"). EINVAL naming the bad value. */
+ * ("tf", "tb", "tw", "tu", "mem-act", "mem-wgrad", "mem-transient"; per
+ * link: "comm", "comm-latency", "comm-bandwidth", "link-delay", a list of
+ * P - 1 or P links). EINVAL naming the bad value. */
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err);
-/* Loads a JSON cost file: {"tf": 1 or [..], "tb": .., "tw": .., "tu": .., "comm": x,
+/* Loads a JSON cost file: {"tf": 1 or [..], "tb": .., "tw": .., "tu": .., "comm": x or
+ * [per link], "comm_latency" and "comm_bandwidth" (x or [per link]), "link_delay": [..],
  * "mem_act": .., "mem_wgrad": .., "mem_transient": .., "comm_latency",
  * "comm_bytes", "comm_bandwidth", "send_overhead", "overlap", "t_norm",
  * "t_dp", "tie", "step_sync": "overlap"|"barrier"}; any other key is refused

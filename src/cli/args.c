@@ -172,8 +172,14 @@ static int read_costs(const cli_args *a, kt_costs *c) {
   double *targets[] = {&c->comm,          &c->comm_latency,  &c->comm_bytes,
                        &c->comm_bandwidth, &c->send_overhead, &c->op_overhead,
                        &c->t_norm,         &c->t_dp};
-  for (size_t i = 0; i < sizeof targets / sizeof *targets; i++)
-    if (cli_double(a, scalars[i], 0, 1e300, *targets[i], targets[i])) return 2;
+  for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
+    const char *v = cli_get(a, scalars[i]);
+    if (v && strchr(v, ',')) { /* --comm, --comm-latency, --comm-bandwidth: one per link */
+      if (kt_costs_set(c, scalars[i], v, &err)) return cli_usage_error("--%s", err.msg);
+    } else if (cli_double(a, scalars[i], 0, 1e300, *targets[i], targets[i])) {
+      return 2;
+    }
+  }
   if (cli_double(a, "overlap", 0, 1, c->overlap, &c->overlap)) return 2;
   if (cli_has(a, "tie")) {
     if (cli_double(a, "tie", 0, 1e300, 0, &c->t_tie)) return 2;

@@ -23,6 +23,7 @@ void kt_costs_free(kt_costs *c) {
   c->stage_tf = c->stage_tb = c->stage_tw = c->stage_mem_act = c->stage_mem_wgrad = NULL;
   c->stage_mem_transient = c->stage_tu = NULL;
   c->n_stages = 0;
+  kt__costs_links_free(c);
 }
 
 static double *dup_array(const double *a, int n, int *fail) {
@@ -46,6 +47,7 @@ kt_status kt_costs_copy(kt_costs *dst, const kt_costs *src) {
   dst->stage_mem_wgrad = dup_array(src->stage_mem_wgrad, src->n_stages, &fail);
   dst->stage_mem_transient = dup_array(src->stage_mem_transient, src->n_stages, &fail);
   dst->stage_tu = dup_array(src->stage_tu, src->n_stages, &fail);
+  fail |= kt__costs_links_copy(dst, src);
   if (fail) {
     kt_costs_free(dst);
     return KT_ENOMEM;
@@ -130,7 +132,7 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
         if (kt__costs_bad_value(arrays[i].a[s]))
           return kt_fail(err, KT_EINVAL, "%s: stage %d has %g; costs must be finite and >= 0",
                          arrays[i].name, s, arrays[i].a[s]);
-  return KT_OK;
+  return kt__costs_links_check(c, err);
 }
 
 static double **field_array(kt_costs *c, const char *field, double **uniform) {
@@ -202,7 +204,8 @@ kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_erro
   if (!st && n == 0) st = kt_fail(err, KT_EINVAL, "%s: no value in '%s'", field, text);
   if (!st && n > KT_MAX_RANKS * KT_MAX_CHUNKS)
     st = kt_fail(err, KT_EINVAL, "%s: too many values (%d)", field, n);
-  if (!st) st = kt__costs_set_values(c, field, vals, n, err);
+  if (!st && kt__costs_is_link_field(field)) st = kt__costs_set_links(c, field, vals, n, err);
+  else if (!st) st = kt__costs_set_values(c, field, vals, n, err);
   free(copy);
   free(vals);
   return st;
@@ -241,7 +244,13 @@ void kt_costs_describe(const kt_costs *c, char *buf, size_t n) {
     if (i) buf[len++] = ' ';
     len += describe_field(buf + len, n - len, f[i].name, f[i].u, f[i].per, c->n_stages);
   }
-  if (len + 32 < n) len += (size_t)snprintf(buf + len, n - len, " comm=%g", kt_cost_comm(c));
+  if (len + 32 < n && c->n_links > 1) { /* each link's hop, delays included */
+    len += (size_t)snprintf(buf + len, n - len, " comm=");
+    for (int l = 0; l < c->n_links && len + 24 < n; l++)
+      len += (size_t)snprintf(buf + len, n - len, "%s%g", l ? "," : "", kt__cost_link_at(c, l));
+  } else if (len + 32 < n) {
+    len += (size_t)snprintf(buf + len, n - len, " comm=%g", kt_cost_link(c, 0, 1));
+  }
   if (c->send_overhead > 0 && len + 32 < n)
     len += (size_t)snprintf(buf + len, n - len, " send=%g", c->send_overhead);
   if (c->op_overhead > 0 && len + 32 < n)

@@ -11,4 +11,17 @@ int kt__costs_bad_value(double x);
 kt_status kt__costs_set_values(kt_costs *c, const char *field, const double *vals, int n,
                                kt_error *err);
 
+/* Per-link lists (link_costs.c): whether field is one ("comm",
+ * "comm-latency", "comm-bandwidth", "link-delay"), setting it (1 value:
+ * the uniform one, where the field has it), freeing, copying (1 on
+ * ENOMEM) and checking them. */
+int kt__costs_is_link_field(const char *field);
+/* Link l's hop (its delay included; l outside the lists: the uniform hop). */
+double kt__cost_link_at(const kt_costs *c, int l);
+kt_status kt__costs_set_links(kt_costs *c, const char *field, const double *vals, int n,
+                              kt_error *err);
+void kt__costs_links_free(kt_costs *c);
+int kt__costs_links_copy(kt_costs *dst, const kt_costs *src);
+kt_status kt__costs_links_check(const kt_costs *c, kt_error *err);
+
 #endif

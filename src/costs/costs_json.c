@@ -29,18 +29,19 @@ static kt_status check_keys(const cJSON *root, const char *origin, kt_error *err
     int known = 0;
     for (size_t f = 0; f < N_FIELDS; f++) known |= !strcmp(it->string, fields[f]);
     for (size_t f = 0; f < N_SCALARS; f++) known |= !strcmp(it->string, scalars[f]);
-    known |= !strcmp(it->string, "tie") || !strcmp(it->string, "step_sync");
+    known |= !strcmp(it->string, "tie") || !strcmp(it->string, "step_sync") ||
+             !strcmp(it->string, "link_delay");
     if (!known)
       return kt_fail(err, KT_EINVAL,
                      "%s: unknown key \"%s\" (known: tf, tb, tw, tu, comm, comm_latency, "
                      "comm_bytes, comm_bandwidth, send_overhead, op_overhead, mem_act, mem_wgrad, "
-                     "mem_transient, overlap, t_norm, t_dp, tie, step_sync)",
+                     "mem_transient, overlap, t_norm, t_dp, tie, step_sync, link_delay)",
                      origin, it->string);
   }
   return KT_OK;
 }
 
-/* A per-stage list of numbers into field. */
+/* A per-stage (or, for a link field, per-link) list of numbers into field. */
 static kt_status read_list(kt_costs *c, const cJSON *it, const char *field, const char *origin,
                            kt_error *err) {
   int n = cJSON_GetArraySize(it);
@@ -58,7 +59,8 @@ static kt_status read_list(kt_costs *c, const cJSON *it, const char *field, cons
     }
     vals[i++] = x->valuedouble;
   }
-  if (!st) st = kt__costs_set_values(c, field, vals, n, err);
+  if (!st && kt__costs_is_link_field(field)) st = kt__costs_set_links(c, field, vals, n, err);
+  else if (!st) st = kt__costs_set_values(c, field, vals, n, err);
   free(vals);
   return st;
 }
@@ -111,10 +113,16 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
   for (size_t f = 0; f < N_SCALARS && !st; f++) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, scalars[f]);
     if (!it) continue;
-    if (!cJSON_IsNumber(it) || kt__costs_bad_value(it->valuedouble))
+    if (cJSON_IsArray(it) && kt__costs_is_link_field(scalars[f])) /* one value per link */
+      st = read_list(c, it, scalars[f], origin, err);
+    else if (!cJSON_IsNumber(it) || kt__costs_bad_value(it->valuedouble))
       st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number >= 0", origin, scalars[f]);
     else *targets[f] = it->valuedouble;
   }
+  const cJSON *delay = cJSON_GetObjectItemCaseSensitive(root, "link_delay");
+  if (!st && delay && !cJSON_IsArray(delay))
+    st = kt_fail(err, KT_EINVAL, "%s: \"link_delay\" must be an array (one value per link)", origin);
+  else if (!st && delay) st = read_list(c, delay, "link_delay", origin, err);
   if (!st) st = read_step_end(c, root, origin, err);
   cJSON_Delete(root);
   return st;

@@ -21,7 +21,8 @@ typedef struct {
   int *srank, *schunk, *rstage; /* stage -> rank, stage -> chunk, rank*V + chunk -> stage */
   double *tf, *tb, *tw, *act, *wg, *res; /* per stage */
   double *head, *limit;                  /* per rank */
-  double comm;
+  double comm;  /* the uniform hop (kt_cost_comm) */
+  double *hop;  /* per stage x: the hop between stages x and x + 1 (0 on one rank; per link) */
   /* the objective: the period the ranks' starts and ends imply under the
    * costs' step sync and step-end costs (kt_step_model_period) */
   kt_step_model step;
@@ -54,7 +55,7 @@ static inline double kt__search_input_ready(const kt__search_problem *pb, const 
   if (need == KT_RESULT_NONE) return 0;
   const kt__search_pair_end *pe = &end[KT__PAIR(pb, from, mb)];
   double t = need == KT_RESULT_F ? pe->f : pe->i;
-  return pb->srank[from] != pb->srank[stage] ? t + pb->comm : t;
+  return t + pb->hop[from < stage ? from : stage];
 }
 
 static inline double kt__search_cost(const kt__search_problem *pb, int stage, kt_op op) {
