@@ -24,6 +24,8 @@ static const cli_opt sim_opts[] = {
     {"m", 'm', "M", "micro-batches per step (default 8)"},
     {"v", 'v', "V", "chunks per rank (interleaved/looped-bfs default 2, zbv/dualpipev 2)"},
     CLI_COST_OPTS,
+    {"slow-rank", 0, "R:F", "a fault to simulate: pipeline rank R's compute takes F times as long"},
+    {"slow-link", 0, "A-B:+D", "a fault to simulate: messages between ranks A and B arrive D (costs' unit) later"},
     {"mem-limit", 0, "X", "zb-auto, zbv-auto, optimal: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x); default 1F1B's"},
     CLI_THOROUGH_OPT,
     CLI_TIME_LIMIT_OPT,
@@ -43,6 +45,7 @@ typedef struct {
   const char *format, *color, *from;
   cli_torch torch;
   kt_costs given, costs; /* as given; the stage costs of this schedule */
+  kt_faults faults;      /* --slow-rank, --slow-link: in the stage costs */
   kt_schedule sched, program;
   int kind; /* the generator, or -1 for a file (and for optimal) */
   int optimal; /* the exact search made it */
@@ -57,6 +60,7 @@ typedef struct {
 static void sim_free(sim_run *r) {
   kt_costs_free(&r->given);
   kt_costs_free(&r->costs);
+  kt_faults_free(&r->faults);
   kt_schedule_free(&r->sched);
   kt_schedule_free(&r->program);
   if (r->have_tl) kt_timeline_free(&r->tl);
@@ -85,13 +89,33 @@ static int parse_options(sim_run *r) {
   r->from = cli_get(a, "schedule-file") ? cli_get(a, "schedule-file") : cli_get(a, "from");
   if (r->from && cli_has(a, "schedule"))
     return cli_usage_error("give either --schedule or --schedule-file, not both");
+  kt_error err = {{0}};
+  const char *rank = cli_get(a, "slow-rank"), *link = cli_get(a, "slow-link");
+  if (rank && kt_faults_add_rank(&r->faults, rank, &err)) return cli_usage_error("%s", err.msg);
+  if (link && kt_faults_add_link(&r->faults, link, 1, 0, &err))
+    return cli_usage_error("%s", err.msg);
   return cli_read_costs(a, &r->given);
+}
+
+/* The stage costs under the faults (--slow-rank, --slow-link) as they are
+ * once they began, for a layout of p ranks, v chunks in placement pl. */
+static int apply_faults(sim_run *r, int p, int v, kt_placement pl, const kt_schedule *file) {
+  if (!kt_faults_any(&r->faults)) return 0;
+  int S = p * v, *stage_rank = kt_calloc((size_t)S, sizeof *stage_rank);
+  kt_error err = {{0}};
+  if (!stage_rank) return cli_fail(KT_ENOMEM, &err);
+  for (int s = 0; s < S; s++)
+    stage_rank[s] = file ? kt_stage_rank(file, s) : pl == KT_PLACEMENT_V && s >= p ? 2 * p - 1 - s : s % p;
+  kt_status st = kt_faults_apply(&r->faults, 1 << 30, 0, p, stage_rank, S, &r->costs, &err);
+  free(stage_rank);
+  return st ? cli_usage_error("%s", err.msg) : 0;
 }
 
 /* The schedule "optimal": the exact search, V = 1 (loop) or 2 (v). */
 static int build_optimal(sim_run *r) {
   int v = r->v > 0 ? (int)r->v : 1;
   int rc = cli_stage_costs(r->a, &r->given, v, &r->costs);
+  if (!rc) rc = apply_faults(r, (int)r->p, v, v == 2 ? KT_PLACEMENT_V : KT_PLACEMENT_LOOP, NULL);
   if (rc) return rc;
   kt_gen_kind like = v == 2 ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
   double limit = cli_mem_limit_units(&r->ml, like, (int)r->p, (int)r->m, v, &r->costs);
@@ -120,7 +144,8 @@ static int build_schedule(sim_run *r) {
     int rc = cli_load_schedule_file(r->torch, r->from, sizes, &r->sched, &r->program, info, sizeof info);
     if (rc) return rc;
     fprintf(stderr, "kaiten: %s", info);
-    return cli_stage_costs(a, &r->given, r->sched.v, &r->costs);
+    rc = cli_stage_costs(a, &r->given, r->sched.v, &r->costs);
+    return rc ? rc : apply_faults(r, r->sched.p, r->sched.v, r->sched.placement, &r->sched);
   }
   const char *name = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
   if (!strcmp(name, CLI_OPTIMAL)) return build_optimal(r);
@@ -131,6 +156,7 @@ static int build_schedule(sim_run *r) {
   int v = r->v > 0 ? (int)r->v : kt_gen_default_chunks(k);
   int rc = cli_check_sim_size("sim", r->p, v, r->m);
   if (!rc) rc = cli_stage_costs(a, &r->given, v, &r->costs);
+  if (!rc) rc = apply_faults(r, (int)r->p, v, kt_gen_kind_placement(k), NULL);
   if (rc) return rc;
   double limit = cli_mem_limit_units(&r->ml, k, (int)r->p, (int)r->m, (int)r->v, &r->costs);
   kt_error err = {{0}};

@@ -247,7 +247,7 @@ void kt_costs_describe(const kt_costs *c, char *buf, size_t n) {
   if (len + 32 < n && c->n_links > 1) { /* each link's hop, delays included */
     len += (size_t)snprintf(buf + len, n - len, " comm=");
     for (int l = 0; l < c->n_links && len + 24 < n; l++)
-      len += (size_t)snprintf(buf + len, n - len, "%s%g", l ? "," : "", kt__cost_link_at(c, l));
+      len += (size_t)snprintf(buf + len, n - len, "%s%g", l ? "," : "", kt_cost_link_at(c, l));
   } else if (len + 32 < n) {
     len += (size_t)snprintf(buf + len, n - len, " comm=%g", kt_cost_link(c, 0, 1));
   }

@@ -16,8 +16,6 @@ kt_status kt__costs_set_values(kt_costs *c, const char *field, const double *val
  * the uniform one, where the field has it), freeing, copying (1 on
  * ENOMEM) and checking them. */
 int kt__costs_is_link_field(const char *field);
-/* Link l's hop (its delay included; l outside the lists: the uniform hop). */
-double kt__cost_link_at(const kt_costs *c, int l);
 kt_status kt__costs_set_links(kt_costs *c, const char *field, const double *vals, int n,
                               kt_error *err);
 void kt__costs_links_free(kt_costs *c);

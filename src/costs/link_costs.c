@@ -19,7 +19,7 @@ int kt_link_index(int a, int b, int n) {
 /* The entry of link l in list a (NULL, or l past the list: none). */
 static int has(const kt_costs *c, const double *a, int l) { return a && l >= 0 && l < c->n_links; }
 
-double kt__cost_link_at(const kt_costs *c, int l) {
+double kt_cost_link_at(const kt_costs *c, int l) {
   double hop, delay = has(c, c->link_delay, l) ? c->link_delay[l] : 0;
   double bw = has(c, c->link_bandwidth, l) ? c->link_bandwidth[l] : c->comm_bandwidth;
   if (bw > 0)
@@ -35,7 +35,7 @@ double kt_cost_link(const kt_costs *c, int from, int to) {
   /* a list of P - 1 links has no wrap: n_links + 1 ranks; a list of P has */
   int l = kt_link_index(from, to, c->n_links + 1);
   if (l < 0) l = kt_link_index(from, to, c->n_links);
-  return kt__cost_link_at(c, l);
+  return kt_cost_link_at(c, l);
 }
 
 static double **link_list(kt_costs *c, const char *field) {
