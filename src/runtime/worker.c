@@ -62,6 +62,21 @@ static kt_status add_comm(kt__worker *w, const kt_action *a, int k, double start
   return KT_OK;
 }
 
+/* A stamped message (a fault on a link, kt_runtime_config.faults): the
+ * tensor into buf, then the wait until it is due. */
+static kt_status recv_stamped(kt__worker *w, int peer, uint64_t tag, float *buf, size_t elems,
+                              void **loan, kt_error *err) {
+  size_t bytes = elems * sizeof(float);
+  double due;
+  *loan = NULL;
+  kt_status st = kt_transport_recv(w->t, peer, tag, w->stamp_buf, bytes + sizeof due, err);
+  if (st) return st;
+  memcpy(buf, w->stamp_buf, bytes);
+  memcpy(&due, w->stamp_buf + bytes, sizeof due);
+  kt__sleep_until(due);
+  return KT_OK;
+}
+
 /* Waits for a peer's tensor; turns a timeout into the watchdog's message
  * and closes the RECV's event when the data is in. The tensor lands in buf
  * or stays where the transport holds it (*data, lent until *loan is given
@@ -74,7 +89,9 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
   double runs0, runs1, t0 = kt_now(), cpu0 = kt_thread_cpu_now(), ready0 = ready_count(w, &runs0);
   kt_error sub;
   const void *got = buf;
-  kt_status st = kt_transport_recv_lend(w->t, peer, tag, buf, elems * sizeof(float), &got, loan, &sub);
+  kt_status st = w->rt->stamped ? recv_stamped(w, peer, tag, buf, elems, loan, &sub)
+                                : kt_transport_recv_lend(w->t, peer, tag, buf, elems * sizeof(float),
+                                                         &got, loan, &sub);
   *data = got;
   w->input_at = kt_now();
   *wait += w->input_at - t0;
@@ -168,7 +185,8 @@ static float *result_buffer(kt__worker *w, const kt_action *a, kt_result r, floa
   int to = kt_result_consumer(r, a->stage, w->rt->S);
   if (to < 0) return scratch;
   int dst = kt__stage_world_rank(w->rt, to, w->replica);
-  if (dst == w->world_rank || !send_comes_next(w, a, r == KT_RESULT_F ? KT_OP_SEND_F : KT_OP_SEND_B))
+  if (dst == w->world_rank || w->rt->stamped ||
+      !send_comes_next(w, a, r == KT_RESULT_F ? KT_OP_SEND_F : KT_OP_SEND_B))
     return scratch;
   w->lent_out = kt_transport_buffer(w->t, dst, elems * sizeof(float));
   return w->lent_out ? w->lent_out : scratch;
@@ -263,26 +281,32 @@ static double synthetic_cost(const kt_runtime_config *cfg, kt_op op) {
   return ms * 1e-3;
 }
 
+void kt__sleep_until(double until) {
+  for (double left; (left = until - kt_now()) > 0;) {
+    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+}
+
 /* The straggler of --slow-rank: an action that took `own` seconds of its
- * device takes slow_factor times that. A real model's rank burns the
- * extra CPU time (as a slower core would keep it busy); a synthetic one
- * sleeps it. Returns the action's device time. */
+ * device takes the rank's factor times that (the static slow_factor, or
+ * a fault begun by this step). A real model's rank burns the extra CPU
+ * time (as a slower core would keep it busy); a synthetic one sleeps it.
+ * Returns the action's device time. */
 static double stretch(const kt__worker *w, double own) {
   const kt_runtime_config *cfg = &w->rt->cfg;
-  if (w->stage_rank != cfg->slow_rank || !(cfg->slow_factor > 1)) return own;
-  double extra = own * (cfg->slow_factor - 1);
+  double factor = kt_faults_rank_factor(cfg->faults, w->stage_rank, w->step);
+  if (w->stage_rank == cfg->slow_rank && cfg->slow_factor > factor) factor = cfg->slow_factor;
+  if (!(factor > 1)) return own;
+  double extra = own * (factor - 1);
   if (cfg->synthetic) {
-    double until = kt_now() + extra;
-    for (double left; (left = until - kt_now()) > 0;) {
-      struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-      nanosleep(&ts, NULL);
-    }
+    kt__sleep_until(kt_now() + extra);
   } else {
     double until = kt_thread_cpu_now() + extra;
     while (kt_thread_cpu_now() < until) {
     }
   }
-  return own * cfg->slow_factor;
+  return own * factor;
 }
 
 /* Runs one compute action and records it with the most activation memory
@@ -332,6 +356,18 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
   return KT_OK;
 }
 
+/* A message with when it is due: now, plus the delay the faults give its
+ * link at this step (and, for a trace, at this time). */
+static kt_status send_stamped(kt__worker *w, int dst, uint64_t tag, const float *data,
+                              size_t bytes, kt_error *err) {
+  const kt_runtime *rt = w->rt;
+  double now = kt_now(), t = rt->fault_origin > 0 ? now - rt->fault_origin : -1;
+  double due = now + kt_faults_link_delay(rt->cfg.faults, w->stage_rank, dst / rt->D, w->step, t);
+  memcpy(w->stamp_buf, data, bytes);
+  memcpy(w->stamp_buf + bytes, &due, sizeof due);
+  return kt_transport_send(w->t, dst, tag, w->stamp_buf, bytes + sizeof due, err);
+}
+
 /* SEND: posts the outbox tensor of (stage, mb) to the rank of its consumer. */
 static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *err) {
   kt_result r = a->op == KT_OP_SEND_F ? KT_RESULT_F : KT_RESULT_BI;
@@ -353,7 +389,9 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
   double t0 = since_step(w);
   uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, to, a->mb, k);
   kt_status st;
-  if (w->lent_out && data == w->lent_out) { /* computed into the message itself */
+  if (w->rt->stamped) {
+    st = send_stamped(w, dst, tag, data, bytes, err);
+  } else if (w->lent_out && data == w->lent_out) { /* computed into the message itself */
     w->lent_out = NULL;
     st = kt_transport_send_buffer(w->t, dst, tag, (void *)data, bytes, err);
   } else {
@@ -375,7 +413,8 @@ static kt_status run_recv(kt__worker *w, const kt_action *a, int k, kt_error *er
     int src = kt__stage_world_rank(w->rt, from, w->replica);
     uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
     size_t elems = r == KT_RESULT_F ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c);
-    kt_status st = kt_transport_post(w->t, src, tag, elems * sizeof(float), err);
+    size_t stamp = w->rt->stamped ? sizeof(double) : 0;
+    kt_status st = kt_transport_post(w->t, src, tag, elems * sizeof(float) + stamp, err);
     if (st) return st;
   }
   return add_comm(w, a, k, t0, t0, 0, &w->recv_event[SLOT(w, a->stage, a->mb, r)], err);
