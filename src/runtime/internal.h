@@ -163,6 +163,8 @@ void kt__step_grad_flags(kt__worker *w, unsigned char *flags);
  * the chunks' own, or grads[V] (a copy kept from the step they belong to). */
 void kt__step_update(kt__worker *w, int step, float clip, float *const *grads);
 kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err);
+/* The weight-decay masks of the worker's chunks (w->decay, allocated). */
+kt_status kt__optim_decay_masks(kt__worker *w, kt_error *err);
 
 /* ---- post-validation (validate.c) ---- */
 /* The step's end after its actions: the step pending before it validated

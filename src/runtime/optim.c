@@ -66,13 +66,21 @@ static kt_status build_decay_mask(kt__worker *w, int c, kt_error *err) {
   return KT_OK;
 }
 
-kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err) {
-  const kt_optim_config *o = &w->rt->cfg.optim;
+kt_status kt__optim_decay_masks(kt__worker *w, kt_error *err) {
   w->decay = kt_calloc((size_t)w->rt->V, sizeof *w->decay);
   if (!w->decay) return kt_fail(err, KT_ENOMEM, "out of memory");
   for (int c = 0; c < w->rt->V; c++) {
     kt_status st = build_decay_mask(w, c, err);
     if (st) return st;
+  }
+  return KT_OK;
+}
+
+kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err) {
+  const kt_optim_config *o = &w->rt->cfg.optim;
+  kt_status st = kt__optim_decay_masks(w, err);
+  if (st) return st;
+  for (int c = 0; c < w->rt->V; c++) {
     size_t n;
     kt_chunk_params(w->chunk[c], &n);
     size_t per = o->kind == KT_OPTIM_ADAMW ? 2 : (o->momentum != 0 ? 1 : 0);
