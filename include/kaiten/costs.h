@@ -162,6 +162,10 @@ typedef struct {
   const double *load;
   const double *fixed, *act, *mult;
   double mem_cap;
+  /* Optional: stage j's load is scale[j] times its layers' (a slower rank
+   * runs it: the autopilot's re-partition); NULL: 1 everywhere. Solved
+   * exactly by dynamic programming over the cuts, O(S n^2). */
+  const double *scale;
 } kt_partition_problem;
 
 /* counts[stages] receives layers per stage; *bottleneck the largest load.

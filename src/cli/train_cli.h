@@ -28,6 +28,8 @@ typedef struct {
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
   const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
+  kt_faults faults;        /* --slow-rank, --slow-link, --fault-trace (sp.faults points here) */
+  double *syn_stage_ms;    /* --synthetic with --tf/--tb/--tw lists (sp.syn_stage_ms) */
 } train_opts;
 
 #define TRAIN_MODEL_GIVEN (1 << 5)

@@ -27,6 +27,23 @@ typedef struct {
   void *hang;         /* KAITEN_TEST_HANG's wrapper, or NULL */
 } train_run;
 
+/* The autopilot's lines under a step's: the plan switched to before it,
+ * and what it found slow (when it starts). */
+static void print_autopilot(FILE *f, const kt_run_step *rec) {
+  if (!rec) return;
+  const kt_run_switch *w = &rec->sw;
+  if (w->made)
+    fprintf(f, "  switched before it: %s %s -> %s%s%s, predicted %.1f -> %.1f ms/step "
+               "(re-planned in %.2g ms)\n",
+            w->kind, w->from, w->to, w->partition[0] ? ", layers " : "", w->partition,
+            1e3 * w->predicted_before, 1e3 * w->predicted_after, 1e3 * w->replan_seconds);
+  const kt_run_fault *x = &rec->fault;
+  if (x->kind == KT_FAULT_RANK && x->since == rec->step)
+    fprintf(f, "  slow: rank %d, its ops x%.2f\n", x->rank, x->factor);
+  else if (x->kind == KT_FAULT_LINK && x->since == rec->step)
+    fprintf(f, "  slow: link %d-%d, +%.1f ms a message\n", x->a, x->b, 1e3 * x->delay);
+}
+
 static void print_step_line(train_run *r, const kt_train_progress *p) {
   double act = 0;
   for (int i = 0; i < p->n_ranks; i++) act = fmax(act, p->ranks[i].peak_act_bytes);
@@ -38,6 +55,7 @@ static void print_step_line(train_run *r, const kt_train_progress *p) {
           1e3 * p->seconds, 100 * p->bubble);
   if (!r->o->sp.synthetic) fprintf(f, "  act %.1f MiB", act / 1048576.0);
   fputc('\n', f);
+  print_autopilot(f, p->record);
   fflush(f);
 }
 

@@ -335,6 +335,8 @@ static void step_json(kt_buf *b, const kt_run_step *s, const kt_run_rank_step *r
     kt_buf_printf(b, ",\"%s\":", nums[i].k);
     kt_buf_json_number(b, nums[i].v);
   }
+  kt__rd_fault_json(b, &s->fault);
+  kt__rd_switch_json(b, &s->sw);
   if (n > 0) {
     kt_buf_puts(b, ",\"ranks\":[");
     for (int r = 0; r < n; r++) {

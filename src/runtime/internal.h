@@ -218,6 +218,9 @@ kt_status kt__worker_buffers(kt__worker *w, kt_error *err);
 /* Sleeps until kt_now() reaches t (worker.c). */
 void kt__sleep_until(double t);
 
+/* What an op of a synthetic chunk sleeps for (seconds). */
+double kt__synthetic_cost(const kt_chunk *c, kt_op op);
+
 /* Per worker thread in synthetic mode: 1 ns timer slack for precise sleeps. */
 void kt__synthetic_thread_setup(void);
 #endif

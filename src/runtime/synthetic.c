@@ -139,5 +139,10 @@ kt_status kt__synthetic_chunk_create(const kt_runtime_config *cfg, int stage, in
   return KT_OK;
 }
 
+double kt__synthetic_cost(const kt_chunk *c, kt_op op) {
+  const synth_impl *s = c->impl;
+  return op == KT_OP_F ? s->tf : op == KT_OP_I ? s->tb : op == KT_OP_W ? s->tw : s->tb + s->tw;
+}
+
 /* Called by each worker thread in synthetic mode: sleeps end within ~1 us. */
 void kt__synthetic_thread_setup(void) { prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); }

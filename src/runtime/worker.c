@@ -272,15 +272,6 @@ static size_t rank_stash_bytes(const kt__worker *w) {
   return n;
 }
 
-/* What a synthetic action sleeps for (seconds). */
-static double synthetic_cost(const kt_runtime_config *cfg, kt_op op) {
-  double ms = op == KT_OP_F   ? cfg->syn_tf_ms
-              : op == KT_OP_I ? cfg->syn_tb_ms
-              : op == KT_OP_W ? cfg->syn_tw_ms
-                              : cfg->syn_tb_ms + cfg->syn_tw_ms;
-  return ms * 1e-3;
-}
-
 void kt__sleep_until(double until) {
   for (double left; (left = until - kt_now()) > 0;) {
     struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
@@ -329,7 +320,7 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
     default: st = kt_chunk_backward_weight(c, a->mb, err); break; /* W */
   }
   if (st) return st;
-  double own = rt->cfg.synthetic ? synthetic_cost(&rt->cfg, (kt_op)a->op)
+  double own = rt->cfg.synthetic ? kt__synthetic_cost(c, (kt_op)a->op)
                                  : kt_thread_cpu_now() - cpu_begin - w->wait_cpu;
   own = stretch(w, own);
   double t_end = kt_now(), cpu_end = kt_thread_cpu_now(), ready_end = ready_now(w);

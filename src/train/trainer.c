@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kaiten/train.h"
+#include "train/autopilot.h"
 
 
 /* One event seen as a producer or consumer of a boundary tensor: the F of a
@@ -34,16 +34,14 @@ static size_t find_group(const hop_ref *refs, size_t n, int stage, int mb, int c
   return lo;
 }
 
-/* The time a hand-over between ranks took: for every action that sat waiting
- * for a remote input (its rank was idle when the producer finished), the gap
- * between the producer's end and its own start; the median of those. */
-static double calibrate_hop(const kt_timeline *t, const kt_schedule *s) {
+size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, int *from_rank,
+                    int *to_rank) {
   size_t n = t->n_events;
   hop_ref *refs = kt_calloc(n + 1, sizeof *refs);
   size_t *occ = kt_calloc(n + 1, sizeof *occ);
-  double *gaps = kt_calloc(n + 1, sizeof *gaps), *prev_end = kt_calloc(n + 1, sizeof *prev_end);
-  double hop = 0;
-  if (!refs || !occ || !gaps || !prev_end) goto done;
+  double *prev_end = kt_calloc(n + 1, sizeof *prev_end);
+  size_t ng = 0;
+  if (!refs || !occ || !prev_end) goto done;
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     const kt_event *e = &t->events[i];
@@ -59,7 +57,6 @@ static double calibrate_hop(const kt_timeline *t, const kt_schedule *s) {
     occ[refs[i].idx] = k;
   }
   int S = kt_schedule_stages(s);
-  size_t ng = 0;
   for (size_t i = 0; i < n; i++) {
     const kt_event *e = &t->events[i];
     int from;
@@ -69,14 +66,24 @@ static double calibrate_hop(const kt_timeline *t, const kt_schedule *s) {
     size_t g = find_group(refs, m, from, e->mb, e->op == KT_OP_F ? 0 : 1) + occ[i];
     if (g >= m || refs[g].stage != from || refs[g].mb != e->mb) continue;
     double produced = refs[g].end;
-    if (prev_end[i] < produced && e->start >= produced) gaps[ng++] = e->start - produced;
+    if (!(prev_end[i] < produced && e->start >= produced)) continue;
+    if (from_rank) from_rank[ng] = kt_stage_rank(s, from), to_rank[ng] = kt_stage_rank(s, e->stage);
+    gaps[ng++] = e->start - produced;
   }
-  hop = kt_median(gaps, ng);
 done:
   free(refs);
   free(occ);
-  free(gaps);
   free(prev_end);
+  return ng;
+}
+
+/* The time a hand-over between ranks took: for every action that sat waiting
+ * for a remote input (its rank was idle when the producer finished), the gap
+ * between the producer's end and its own start; the median of those. */
+static double calibrate_hop(const kt_timeline *t, const kt_schedule *s) {
+  double *gaps = kt_calloc(t->n_events + 1, sizeof *gaps);
+  double hop = gaps ? kt_median(gaps, kt__hop_gaps(t, s, gaps, NULL, NULL)) : 0;
+  free(gaps);
   return hop;
 }
 
@@ -503,8 +510,10 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     if (st || L.taken == L.next - cfg->first_step) break;
     L.taken++;
     if (!res.cancelled) st = take(&L, &res, err);
-    if (!st && !L.ahead && !L.stopping && L.next < cfg->steps && L.taken == L.next - cfg->first_step)
-      st = submit_next(&L, err);
+    if (!st && !L.ahead && !L.stopping && L.next < cfg->steps && L.taken == L.next - cfg->first_step) {
+      if (cfg->between_steps) st = cfg->between_steps(cfg->ctx, rt, L.next, err);
+      if (!st) st = submit_next(&L, err);
+    }
   }
   if (!st && out->n_losses > 0)
     st = summarise(rt, cfg, &L.last, L.step_s, L.total_seconds / out->n_losses, L.samples, L.tps,

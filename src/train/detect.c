@@ -1,0 +1,191 @@
+/* The autopilot's detector: each step's ops and hand-overs against the
+ * ones calibrated on the first clean steps.
+ *
+ * After KT__WARM_STEPS, KT__CALIB_STEPS steps calibrate each stage's op
+ * durations (the median of the steps' means) and each link's hand-over
+ * (the median of the steps' medians: the producer's end to the start of a
+ * consumer that sat waiting for it). Then each step gives every rank the
+ * median over its ops of (duration / calibrated): its own ops' slowdown,
+ * whatever it waited for, so a rank that waits on a slow one is not named;
+ * and every link the median excess of its hand-overs. A rank more than
+ * KT__OVER over is named; a link whose hand-overs take more than KT__OVER
+ * over the calibrated, and by at least KT__OVER of a mean op, is named (a
+ * hand-over's microseconds alone would make noise a fault). Medians keep a
+ * stall of one op from naming anything. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/autopilot.h"
+
+#define OPS KT_OP_COUNT
+
+kt_status kt__detector_init(kt__detector *d, const kt_schedule *s, kt_error *err) {
+  memset(d, 0, sizeof *d);
+  d->p = s->p, d->S = kt_schedule_stages(s);
+  size_t cells = (size_t)d->S * OPS;
+  d->stage_rank = kt_calloc((size_t)d->S, sizeof *d->stage_rank);
+  d->samples = kt_calloc(KT__CALIB_STEPS * cells, sizeof *d->samples);
+  d->link_samples = kt_calloc(KT__CALIB_STEPS * (size_t)d->p, sizeof *d->link_samples);
+  d->expected = kt_calloc(cells, sizeof *d->expected);
+  d->base = kt_calloc((size_t)d->p, sizeof *d->base);
+  d->factor = kt_calloc((size_t)d->p, sizeof *d->factor);
+  d->excess = kt_calloc((size_t)d->p, sizeof *d->excess);
+  d->rank_since = kt_calloc((size_t)d->p, sizeof *d->rank_since);
+  d->link_since = kt_calloc((size_t)d->p, sizeof *d->link_since);
+  if (!d->stage_rank || !d->samples || !d->link_samples || !d->expected || !d->base ||
+      !d->factor || !d->excess || !d->rank_since || !d->link_since) {
+    kt__detector_free(d);
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  }
+  for (int st = 0; st < d->S; st++) d->stage_rank[st] = kt_stage_rank(s, st);
+  for (int r = 0; r < d->p; r++) d->factor[r] = d->excess[r] = NAN;
+  return KT_OK;
+}
+
+void kt__detector_free(kt__detector *d) {
+  free(d->stage_rank);
+  free(d->samples);
+  free(d->link_samples);
+  free(d->expected);
+  free(d->base);
+  free(d->factor);
+  free(d->excess);
+  free(d->rank_since);
+  free(d->link_since);
+  memset(d, 0, sizeof *d);
+}
+
+/* The median of the finite values among v[0..n) (reordered); NAN: none. */
+static double finite_median(double *v, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(v[i])) v[k++] = v[i];
+  return k ? kt_median(v, k) : NAN;
+}
+
+/* The step's mean op per (stage, op) into row (NAN where none ran). */
+static void op_means(const kt__detector *d, const kt_timeline *t, double *row) {
+  size_t cells = (size_t)d->S * OPS;
+  double *count = kt_calloc(cells, sizeof *count);
+  for (size_t i = 0; i < cells; i++) row[i] = 0;
+  for (size_t i = 0; count && i < t->n_events; i++) {
+    const kt_event *e = &t->events[i];
+    if (e->stage < 0 || e->stage >= d->S || e->op >= OPS) continue;
+    row[(size_t)e->stage * OPS + e->op] += e->end - e->start;
+    count[(size_t)e->stage * OPS + e->op]++;
+  }
+  for (size_t i = 0; i < cells; i++) row[i] = count && count[i] ? row[i] / count[i] : NAN;
+  free(count);
+}
+
+/* The step's median hand-over per link into row (p entries; NAN: none). */
+static void link_medians(const kt__detector *d, const kt_timeline *t, const kt_schedule *s,
+                         double *row) {
+  size_t n = t->n_events + 1;
+  double *gaps = kt_calloc(n, sizeof *gaps), *mine = kt_calloc(n, sizeof *mine);
+  int *from = kt_calloc(n, sizeof *from), *to = kt_calloc(n, sizeof *to);
+  size_t ng = gaps && mine && from && to ? kt__hop_gaps(t, s, gaps, from, to) : 0;
+  for (int l = 0; l < d->p; l++) {
+    size_t k = 0;
+    for (size_t i = 0; i < ng; i++)
+      if (kt_link_index(from[i], to[i], d->p) == l) mine[k++] = gaps[i];
+    row[l] = k ? kt_median(mine, k) : NAN;
+  }
+  free(gaps), free(mine), free(from), free(to);
+}
+
+/* The calibration, once its steps are in. */
+static void calibrate(kt__detector *d) {
+  size_t cells = (size_t)d->S * OPS;
+  double v[KT__CALIB_STEPS], sum = 0;
+  int n = 0;
+  for (size_t c = 0; c < cells; c++) {
+    for (int k = 0; k < KT__CALIB_STEPS; k++) v[k] = d->samples[k * cells + c];
+    d->expected[c] = finite_median(v, KT__CALIB_STEPS);
+    if (isfinite(d->expected[c])) sum += d->expected[c], n++;
+  }
+  for (int l = 0; l < d->p; l++) {
+    for (int k = 0; k < KT__CALIB_STEPS; k++) v[k] = d->link_samples[k * d->p + l];
+    d->base[l] = finite_median(v, KT__CALIB_STEPS);
+  }
+  d->op_mean = n ? sum / n : 0;
+  d->calibrated = 1;
+}
+
+/* Each rank's median op ratio over the calibrated. */
+static void rank_factors(kt__detector *d, const kt_timeline *t) {
+  size_t n = t->n_events + 1;
+  double *ratio = kt_calloc(n, sizeof *ratio);
+  for (int r = 0; ratio && r < d->p; r++) {
+    size_t k = 0;
+    for (size_t i = 0; i < t->n_events; i++) {
+      const kt_event *e = &t->events[i];
+      if (e->rank != r || e->stage < 0 || e->stage >= d->S || e->op >= OPS) continue;
+      double x = d->expected[(size_t)e->stage * OPS + e->op];
+      if (x > 0) ratio[k++] = (e->end - e->start) / x;
+    }
+    d->factor[r] = k ? kt_median(ratio, k) : NAN;
+  }
+  free(ratio);
+}
+
+int kt__detector_rank_named(const kt__detector *d, int r) { return d->factor[r] > 1 + KT__OVER; }
+
+int kt__detector_link_named(const kt__detector *d, int l) {
+  double base = d->base[l] > 0 ? d->base[l] : 0;
+  return d->excess[l] > KT__OVER * base && d->excess[l] > KT__OVER * d->op_mean;
+}
+
+/* What a named rank or link adds to its step, to choose the worst: a
+ * rank's ops' extra time, a link's extra per hand-over times the
+ * hand-overs (2 per micro-batch and round). */
+static double weight_rank(const kt__detector *d, const kt_timeline *t, int r) {
+  double busy = 0;
+  for (size_t i = 0; i < t->n_events; i++) busy += t->events[i].rank == r ? t->events[i].end - t->events[i].start : 0;
+  return busy * (1 - 1 / d->factor[r]);
+}
+
+/* The worst named one into d->fault (with the step it was first named). */
+static void name_worst(kt__detector *d, const kt_timeline *t, int step) {
+  double worst = 0;
+  memset(&d->fault, 0, sizeof d->fault);
+  int rounds_mb = 0; /* hand-overs a link carries each way: the step's micro-batches */
+  for (size_t i = 0; i < t->n_events; i++) rounds_mb = t->events[i].mb + 1 > rounds_mb ? t->events[i].mb + 1 : rounds_mb;
+  for (int r = 0; r < d->p; r++) {
+    int named = kt__detector_rank_named(d, r);
+    d->rank_since[r] = named ? (d->rank_since[r] ? d->rank_since[r] : step) : 0;
+    double w = named ? weight_rank(d, t, r) : 0;
+    if (named && w > worst)
+      worst = w, d->fault = (kt_run_fault){KT_FAULT_RANK, r, 0, 0, d->factor[r], NAN, d->rank_since[r]};
+  }
+  for (int l = 0; l < d->p; l++) {
+    int named = kt__detector_link_named(d, l);
+    d->link_since[l] = named ? (d->link_since[l] ? d->link_since[l] : step) : 0;
+    double w = named ? d->excess[l] * 2 * rounds_mb : 0;
+    int a = l, b = l + 1 < d->p ? l + 1 : 0;
+    double base = d->base[l] > 0 ? d->base[l] : 0;
+    if (named && w > worst)
+      worst = w, d->fault = (kt_run_fault){KT_FAULT_LINK, 0, a < b ? a : b, a < b ? b : a,
+                                           base > 0 ? (base + d->excess[l]) / base : INFINITY,
+                                           d->excess[l], d->link_since[l]};
+  }
+}
+
+void kt__detector_step(kt__detector *d, const kt_timeline *t, const kt_schedule *s, int step) {
+  memset(&d->fault, 0, sizeof d->fault);
+  if (!t || t->n_events == 0) return;
+  int at = d->seen++ - KT__WARM_STEPS;
+  size_t cells = (size_t)d->S * OPS;
+  if (at < 0) return;
+  if (at < KT__CALIB_STEPS) {
+    op_means(d, t, d->samples + (size_t)at * cells);
+    link_medians(d, t, s, d->link_samples + (size_t)at * d->p);
+    if (at == KT__CALIB_STEPS - 1) calibrate(d);
+    return;
+  }
+  rank_factors(d, t);
+  link_medians(d, t, s, d->excess);
+  for (int l = 0; l < d->p; l++) d->excess[l] -= d->base[l] > 0 ? d->base[l] : 0;
+  name_worst(d, t, step);
+}
