@@ -121,10 +121,10 @@ double kt_cost_link_at(const kt_costs *c, int l);
 /* The link joining pipeline ranks a and b: a and a + 1 are link a, 0 and
  * n - 1 (n > 2) link n - 1; -1 for ranks no link joins. */
 int kt_link_index(int a, int b, int n);
-/* Gives c per-link lists for p ranks (n_links = p, each list filled with
- * its uniform value) where it has none, keeping any it has (resized to p
- * entries when it lists p - 1). EINVAL when it lists another count,
- * ENOMEM. */
+/* Gives c per-link lists for p ranks (n_links = p, or 1 for two ranks;
+ * each list filled with its uniform value) where it has none, keeping any
+ * it has (resized to p entries when it lists p - 1). EINVAL when it lists
+ * another count, ENOMEM. */
 kt_status kt_costs_links_for(kt_costs *c, int p, kt_error *err);
 
 /* The costs of one stage of a schedule with v chunks per rank when c

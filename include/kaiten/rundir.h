@@ -57,6 +57,10 @@ typedef struct {
   double switch_seconds;   /* the switch itself (new chunks, units moved), measured */
 } kt_run_switch;
 
+/* Their JSON objects as metrics.jsonl holds them ("null" for none). */
+void kt_run_fault_json(const kt_run_fault *f, kt_buf *b);
+void kt_run_switch_json(const kt_run_switch *w, kt_buf *b);
+
 /* One optimizer step of metrics.jsonl; NAN where a value is null or absent. */
 typedef struct {
   int step;              /* 1-based: optimizer steps completed */

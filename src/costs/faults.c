@@ -217,10 +217,6 @@ kt_status kt_faults_apply(const kt_faults *f, int step, double t, int p, const i
   }
   if (!kt_faults_on_links(f) || p < 2) return KT_OK;
   if ((st = kt_costs_links_for(c, p, err))) return st;
-  for (int l = 0; l < p; l++) {
-    int a = l, b = l + 1 < p ? l + 1 : 0;
-    if (l == p - 1 && p == 2) break; /* two ranks: one link */
-    c->link_delay[l] += kt_faults_link_delay(f, a, b, step, t);
-  }
+  for (int l = 0; l < c->n_links; l++) c->link_delay[l] += kt_faults_link_delay(f, l, l + 1 < p ? l + 1 : 0, step, t);
   return KT_OK;
 }

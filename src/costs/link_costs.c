@@ -130,18 +130,21 @@ static double *resized(const double *list, int n_old, int p, double uniform) {
 
 kt_status kt_costs_links_for(kt_costs *c, int p, kt_error *err) {
   if (p < 1) return kt_fail(err, KT_EINVAL, "%d ranks: expected at least 1", p);
-  if (c->n_links > 0 && c->n_links != p && c->n_links != p - 1)
+  int n = p == 2 ? 1 : p; /* two ranks have one link; more, one each and the wrap */
+  if (p < 2) return KT_OK;
+  if (c->n_links > 0 && c->n_links != n && c->n_links != p - 1)
     return kt_fail(err, KT_EINVAL,
                    "the costs list %d links; %d ranks have %d (each rank to the next) or %d (and "
                    "the last back to the first)",
                    c->n_links, p, p - 1, p);
   double **lists[] = {&c->link_comm, &c->link_latency, &c->link_bandwidth, &c->link_delay};
   double uniform[] = {c->comm, c->comm_latency, c->comm_bandwidth, 0};
-  double *made[4];
+  double *made[4] = {NULL, NULL, NULL, NULL};
   int fail = 0;
-  for (int i = 0; i < 4; i++) fail |= !(made[i] = resized(*lists[i], c->n_links, p, uniform[i]));
+  for (int i = 0; i < 4; i++)
+    if (!*lists[i] || c->n_links != n) fail |= !(made[i] = resized(*lists[i], c->n_links, n, uniform[i]));
   for (int i = 0; i < 4; i++) {
-    if (fail) {
+    if (fail || !made[i]) {
       free(made[i]);
       continue;
     }
@@ -149,8 +152,6 @@ kt_status kt_costs_links_for(kt_costs *c, int p, kt_error *err) {
     *lists[i] = made[i];
   }
   if (fail) return kt_fail(err, KT_ENOMEM, "out of memory");
-  /* a wrap link the list did not name is not a link at all for loop
-   * placement's last hop: it keeps the uniform hop it had */
-  c->n_links = p;
+  c->n_links = n; /* a wrap the list did not name keeps the uniform hop */
   return KT_OK;
 }

@@ -12,18 +12,18 @@ static void number(kt_buf *b, const char *key, double x) {
   kt_buf_json_number(b, x);
 }
 
-void kt__rd_fault_json(kt_buf *b, const kt_run_fault *f) {
-  if (f->kind == KT_FAULT_RANK) kt_buf_printf(b, ",\"fault\":{\"rank\":%d", f->rank);
-  else if (f->kind == KT_FAULT_LINK) kt_buf_printf(b, ",\"fault\":{\"link\":\"%d-%d\"", f->a, f->b);
-  else return;
+void kt_run_fault_json(const kt_run_fault *f, kt_buf *b) {
+  if (f->kind == KT_FAULT_RANK) kt_buf_printf(b, "{\"rank\":%d", f->rank);
+  else if (f->kind == KT_FAULT_LINK) kt_buf_printf(b, "{\"link\":\"%d-%d\"", f->a, f->b);
+  else return kt_buf_puts(b, "null");
   number(b, "factor", f->factor);
   if (f->kind == KT_FAULT_LINK) number(b, "delay", f->delay);
   kt_buf_printf(b, ",\"since\":%d}", f->since);
 }
 
-void kt__rd_switch_json(kt_buf *b, const kt_run_switch *w) {
-  if (!w->made) return;
-  kt_buf_puts(b, ",\"switch\":{\"kind\":");
+void kt_run_switch_json(const kt_run_switch *w, kt_buf *b) {
+  if (!w->made) return kt_buf_puts(b, "null");
+  kt_buf_puts(b, "{\"kind\":");
   kt_buf_json_string(b, w->kind);
   kt_buf_puts(b, ",\"from\":");
   kt_buf_json_string(b, w->from);

@@ -47,9 +47,6 @@ kt_status kt__rd_lines(const char *path, long long from, long long max_total, in
 
 /* ---- autopilot.c: a step's "fault" and "switch" ---- */
 
-/* Appends ,"fault":{...} / ,"switch":{...} (nothing when there is none). */
-void kt__rd_fault_json(kt_buf *b, const kt_run_fault *f);
-void kt__rd_switch_json(kt_buf *b, const kt_run_switch *w);
 /* Reads them from a step's object (kind NONE / made 0 when absent or bad). */
 void kt__rd_fault_parse(const cJSON *o, kt_run_fault *f);
 void kt__rd_switch_parse(const cJSON *o, kt_run_switch *w);

@@ -222,6 +222,9 @@ static int chained(const kt_runtime *rt) {
 }
 
 static kt_status post(kt_runtime *rt, const kt__order *o, kt_error *err) {
+  /* a flush whose step was taken has no result to take: its slot counts
+   * no more (a worker that has yet to read it holds it: see below) */
+  while (rt->completed < rt->submitted && rt->orders[rt->completed % KT__RING].flush) rt->completed++;
   int steps = 0;
   for (int i = rt->completed; i < rt->submitted; i++) steps += !rt->orders[i % KT__RING].flush;
   if (rt->submitted - rt->completed >= KT__RING - 1 || (!o->flush && steps >= KT__STEPS_IN_FLIGHT))

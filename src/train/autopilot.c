@@ -74,7 +74,7 @@ static kt_status measured_costs(const kt__planner *pl, const kt__detector *d, co
   c->comm = n ? kt_median(hops, (size_t)n) : 0;
   c->step_sync = pl->sync, c->tu = pl->tu / pl->v;
   kt_status st = pl->p > 1 ? kt_costs_links_for(c, pl->p, err) : KT_OK;
-  for (int l = 0; !st && l < pl->p && pl->p > 1; l++)
+  for (int l = 0; !st && l < c->n_links; l++)
     c->link_delay[l] = kt__detector_link_named(d, l) ? d->excess[l] : 0;
   return st;
 }
@@ -200,7 +200,11 @@ static kt_status partition_candidate(const kt__planner *pl, const kt__detector *
                                : kt_fail(err, KT_ENOMEM, "out of memory");
   for (int s = 0; !st && s < S; s++) moves |= counts[s] != pl->offset[s + 1] - pl->offset[s];
   if (!st && moves) st = measured_costs(pl, d, srank, ops, &c, err);
+  /* costlier than a new order: it must beat that one too by MIN_GAIN */
+  double keep = out->after;
+  if (out->kind != KT__SWITCH_NONE) out->after *= 1 - MIN_GAIN;
   if (!st && moves) st = candidate(pl, &c, KT__SWITCH_REPARTITION, counts, out, best, err);
+  if (out->kind != KT__SWITCH_REPARTITION) out->after = keep;
   kt_costs_free(&c);
   free(counts), free(ops);
   return st;

@@ -21,8 +21,9 @@ size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, in
 /* ---- detection (detect.c) ---------------------------------------------------- */
 
 #define KT__WARM_STEPS 1  /* steps left out first (caches, allocators, threads warming) */
-#define KT__CALIB_STEPS 3 /* then the steps the costs are calibrated on */
+#define KT__CALIB_STEPS 4 /* then the steps the costs are calibrated on */
 #define KT__OVER 0.10     /* named: a rank's ops or a link's hand-overs this much over */
+#define KT__NOISE 2.0     /* ... and this many times the spread the calibration steps had */
 
 typedef struct {
   int p, S;
@@ -33,6 +34,10 @@ typedef struct {
   double *expected;     /* S x KT_OP_COUNT: the calibrated op durations (s; NAN: none seen) */
   double *base;         /* p: each link's calibrated hand-over (s; NAN: none seen) */
   double op_mean;       /* the mean calibrated op (s) */
+  /* how far the calibration's steps spread: each rank's ratio of its ops
+   * over the calibrated (max - min), each link's hand-over (max - min, s) */
+  double *rank_spread, *link_spread;
+  int clean;            /* steps calibrated on (the last KT__CALIB_STEPS of them count) */
   int calibrated;
   /* the last step measured: each rank's ops over the calibrated (the
    * median op's ratio; NAN before calibration), each link's hand-overs
@@ -47,6 +52,11 @@ void kt__detector_free(kt__detector *d);
 /* Measures step (1-based) from its timeline t (every rank's events; K
  * rounds of s) and names what is over (d->fault, the worst). */
 void kt__detector_step(kt__detector *d, const kt_timeline *t, const kt_schedule *s, int step);
+/* After units moved: remap(ctx, x) rewrites a table of S x KT_OP_COUNT
+ * op durations per stage for the new partition, applied to the calibration
+ * and the steps it is made of. */
+void kt__detector_repartition(kt__detector *d, void (*remap)(const void *ctx, double *expected),
+                              const void *ctx);
 /* Whether rank r / link l (kt_link_index) is named now. */
 int kt__detector_rank_named(const kt__detector *d, int r);
 int kt__detector_link_named(const kt__detector *d, int l);

@@ -1,10 +1,12 @@
 /* The autopilot's detector: each step's ops and hand-overs against the
- * ones calibrated on the first clean steps.
+ * ones calibrated on the last clean steps.
  *
- * After KT__WARM_STEPS, KT__CALIB_STEPS steps calibrate each stage's op
- * durations (the median of the steps' means) and each link's hand-over
- * (the median of the steps' medians: the producer's end to the start of a
- * consumer that sat waiting for it). Then each step gives every rank the
+ * After KT__WARM_STEPS, the last KT__CALIB_STEPS steps in which nothing
+ * was named calibrate each stage's op durations (the median of the steps'
+ * means) and each link's hand-over (the median of the steps' medians: the
+ * producer's end to the start of a consumer that sat waiting for it): the
+ * calibration follows a run's slow drift (a machine warming up), never a
+ * fault once it is named. From the first full calibration each step gives every rank the
  * median over its ops of (duration / calibrated): its own ops' slowdown,
  * whatever it waited for, so a rank that waits on a slow one is not named;
  * and every link the median excess of its hand-overs. A rank more than
@@ -32,9 +34,12 @@ kt_status kt__detector_init(kt__detector *d, const kt_schedule *s, kt_error *err
   d->factor = kt_calloc((size_t)d->p, sizeof *d->factor);
   d->excess = kt_calloc((size_t)d->p, sizeof *d->excess);
   d->rank_since = kt_calloc((size_t)d->p, sizeof *d->rank_since);
+  d->rank_spread = kt_calloc((size_t)d->p, sizeof *d->rank_spread);
+  d->link_spread = kt_calloc((size_t)d->p, sizeof *d->link_spread);
   d->link_since = kt_calloc((size_t)d->p, sizeof *d->link_since);
   if (!d->stage_rank || !d->samples || !d->link_samples || !d->expected || !d->base ||
-      !d->factor || !d->excess || !d->rank_since || !d->link_since) {
+      !d->factor || !d->excess || !d->rank_since || !d->link_since || !d->rank_spread ||
+      !d->link_spread) {
     kt__detector_free(d);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
@@ -53,6 +58,8 @@ void kt__detector_free(kt__detector *d) {
   free(d->excess);
   free(d->rank_since);
   free(d->link_since);
+  free(d->rank_spread);
+  free(d->link_spread);
   memset(d, 0, sizeof *d);
 }
 
@@ -95,6 +102,35 @@ static void link_medians(const kt__detector *d, const kt_timeline *t, const kt_s
   free(gaps), free(mine), free(from), free(to);
 }
 
+/* How far the calibration's steps spread around it: per rank, the median
+ * over its stages' ops of each step's ratio to the calibrated (max - min
+ * over the steps); per link, its medians' max - min. */
+static void spreads(kt__detector *d) {
+  size_t cells = (size_t)d->S * OPS;
+  double ratio[KT__CALIB_STEPS], *cell = kt_calloc(cells + 1, sizeof *cell);
+  for (int r = 0; cell && r < d->p; r++) {
+    for (int k = 0; k < KT__CALIB_STEPS; k++) {
+      size_t n = 0;
+      for (size_t c = 0; c < cells; c++)
+        if (d->stage_rank[c / OPS] == r && d->expected[c] > 0 && isfinite(d->samples[k * cells + c]))
+          cell[n++] = d->samples[k * cells + c] / d->expected[c];
+      ratio[k] = n ? kt_median(cell, n) : 1;
+    }
+    double lo = ratio[0], hi = ratio[0];
+    for (int k = 1; k < KT__CALIB_STEPS; k++) lo = fmin(lo, ratio[k]), hi = fmax(hi, ratio[k]);
+    d->rank_spread[r] = hi - lo;
+  }
+  free(cell);
+  for (int l = 0; l < d->p; l++) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < KT__CALIB_STEPS; k++) {
+      double x = d->link_samples[k * d->p + l];
+      if (isfinite(x)) lo = fmin(lo, x), hi = fmax(hi, x);
+    }
+    d->link_spread[l] = hi > lo ? hi - lo : 0;
+  }
+}
+
 /* The calibration, once its steps are in. */
 static void calibrate(kt__detector *d) {
   size_t cells = (size_t)d->S * OPS;
@@ -110,7 +146,7 @@ static void calibrate(kt__detector *d) {
     d->base[l] = finite_median(v, KT__CALIB_STEPS);
   }
   d->op_mean = n ? sum / n : 0;
-  d->calibrated = 1;
+  spreads(d);
 }
 
 /* Each rank's median op ratio over the calibrated. */
@@ -130,11 +166,13 @@ static void rank_factors(kt__detector *d, const kt_timeline *t) {
   free(ratio);
 }
 
-int kt__detector_rank_named(const kt__detector *d, int r) { return d->factor[r] > 1 + KT__OVER; }
+int kt__detector_rank_named(const kt__detector *d, int r) {
+  return d->factor[r] > 1 + fmax(KT__OVER, KT__NOISE * d->rank_spread[r]);
+}
 
 int kt__detector_link_named(const kt__detector *d, int l) {
   double base = d->base[l] > 0 ? d->base[l] : 0;
-  return d->excess[l] > KT__OVER * base && d->excess[l] > KT__OVER * d->op_mean;
+  return d->excess[l] > fmax(KT__OVER * fmax(base, d->op_mean), KT__NOISE * d->link_spread[l]);
 }
 
 /* What a named rank or link adds to its step, to choose the worst: a
@@ -174,18 +212,24 @@ static void name_worst(kt__detector *d, const kt_timeline *t, int step) {
 
 void kt__detector_step(kt__detector *d, const kt_timeline *t, const kt_schedule *s, int step) {
   memset(&d->fault, 0, sizeof d->fault);
-  if (!t || t->n_events == 0) return;
-  int at = d->seen++ - KT__WARM_STEPS;
+  if (!t || t->n_events == 0 || d->seen++ < KT__WARM_STEPS) return;
   size_t cells = (size_t)d->S * OPS;
-  if (at < 0) return;
-  if (at < KT__CALIB_STEPS) {
-    op_means(d, t, d->samples + (size_t)at * cells);
-    link_medians(d, t, s, d->link_samples + (size_t)at * d->p);
-    if (at == KT__CALIB_STEPS - 1) calibrate(d);
-    return;
+  if (d->calibrated) {
+    rank_factors(d, t);
+    link_medians(d, t, s, d->excess);
+    for (int l = 0; l < d->p; l++) d->excess[l] -= d->base[l] > 0 ? d->base[l] : 0;
+    name_worst(d, t, step);
+    if (d->fault.kind != KT_FAULT_NONE) return; /* not a step to calibrate on */
   }
-  rank_factors(d, t);
-  link_medians(d, t, s, d->excess);
-  for (int l = 0; l < d->p; l++) d->excess[l] -= d->base[l] > 0 ? d->base[l] : 0;
-  name_worst(d, t, step);
+  int slot = d->clean++ % KT__CALIB_STEPS;
+  op_means(d, t, d->samples + (size_t)slot * cells);
+  link_medians(d, t, s, d->link_samples + (size_t)slot * d->p);
+  if (d->clean >= KT__CALIB_STEPS) calibrate(d), d->calibrated = 1;
+}
+
+void kt__detector_repartition(kt__detector *d, void (*remap)(const void *ctx, double *expected),
+                              const void *ctx) {
+  size_t cells = (size_t)d->S * OPS;
+  remap(ctx, d->expected);
+  for (int k = 0; k < KT__CALIB_STEPS; k++) remap(ctx, d->samples + (size_t)k * cells);
 }

@@ -136,6 +136,12 @@ static void record_switch(kt_session *s, const char *from, double seconds) {
   s->result.last_switch = *w;
 }
 
+/* Op durations per stage as the new partition makes them (kt__detector_repartition). */
+static void remap(const void *ctx, double *expected) {
+  const kt_session *s = ctx;
+  kt__autopilot_expected_after(&s->pl, s->plan.partition, expected);
+}
+
 /* The session's schedule, rounds and planner after the switch. */
 static kt_status adopt(kt_session *s, kt_error *err) {
   kt__plan *pl = &s->plan;
@@ -145,7 +151,7 @@ static kt_status adopt(kt_session *s, kt_error *err) {
   kt_status st = kt_schedule_copy(&s->sched, &pl->sched, err);
   if (!st) st = kt_schedule_repeat(&s->sched, K, &s->rounds, err);
   if (st || !pl->partition) return st;
-  kt__autopilot_expected_after(&s->pl, pl->partition, s->det.expected);
+  kt__detector_repartition(&s->det, remap, s);
   for (int i = 0; i < S; i++) s->pl.offset[i + 1] = s->pl.offset[i] + pl->partition[i];
   if (s->partition) memcpy(s->partition, pl->partition, sizeof *pl->partition * (size_t)S);
   return KT_OK;

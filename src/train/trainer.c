@@ -79,11 +79,29 @@ done:
 
 /* The time a hand-over between ranks took: for every action that sat waiting
  * for a remote input (its rank was idle when the producer finished), the gap
- * between the producer's end and its own start; the median of those. */
-static double calibrate_hop(const kt_timeline *t, const kt_schedule *s) {
-  double *gaps = kt_calloc(t->n_events + 1, sizeof *gaps);
-  double hop = gaps ? kt_median(gaps, kt__hop_gaps(t, s, gaps, NULL, NULL)) : 0;
-  free(gaps);
+ * between the producer's end and its own start; the median of those, and
+ * each link's own (link_comm) where one differs from it by more than a
+ * tenth of the step's mean op (a slow link). */
+static double calibrate_hop(const kt_timeline *t, const kt_schedule *s, double op_mean,
+                            kt_costs *out) {
+  size_t n = t->n_events + 1;
+  double *gaps = kt_calloc(n, sizeof *gaps), *mine = kt_calloc(n, sizeof *mine), hop = 0;
+  int *from = kt_calloc(n, sizeof *from), *to = kt_calloc(n, sizeof *to);
+  size_t ng = gaps && mine && from && to ? kt__hop_gaps(t, s, gaps, from, to) : 0;
+  for (size_t i = 0; i < ng; i++) mine[i] = gaps[i];
+  hop = kt_median(mine, ng);
+  out->comm = hop;
+  kt_error err;
+  for (int l = 0; l < (s->p == 2 ? 1 : s->p) && s->p > 1 && ng; l++) {
+    size_t k = 0;
+    for (size_t i = 0; i < ng; i++)
+      if (kt_link_index(from[i], to[i], s->p) == l) mine[k++] = gaps[i];
+    double own = k ? kt_median(mine, k) : hop;
+    if (fabs(own - hop) <= 0.1 * op_mean) continue;
+    if (!out->link_comm && kt_costs_links_for(out, s->p, &err)) break;
+    out->link_comm[l] = own;
+  }
+  free(gaps), free(mine), free(from), free(to);
   return hop;
 }
 
@@ -145,7 +163,10 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
   out->tf = out->stage_tf[0];
   out->tb = out->stage_tb[0];
   out->tw = out->stage_tw[0];
-  out->comm = calibrate_hop(measured, s);
+  double ops = 0;
+  int n_ops = 0;
+  for (int st = 0; st < S; st++) ops += out->stage_tf[st] + out->stage_tb[st], n_ops += 2;
+  calibrate_hop(measured, s, n_ops ? ops / n_ops : 0, out);
   out->send_overhead = calibrate_send(measured);
   return KT_OK;
 }
