@@ -101,4 +101,15 @@ has "repartition" "$tmp/g1sw"
 metric "$tmp/g2" "[x['switch']['kind'] for x in m if 'switch' in x]" >"$tmp/g2sw"
 has "reorder" "$tmp/g2sw"
 
+# --- MPI: world rank 0 plans, every rank switches, units move between processes ---
+if [ -n "${KT_MPIEXEC:-}" ]; then
+  mpi=("$KT_MPIEXEC" -np 2 "$K" train --transport mpi "${gpt[@]}")
+  expect 0 "${mpi[@]}" --slow-rank 1:4@8 --autopilot --run-dir "$tmp/m1" -o "$tmp/m1.json"
+  python3 -c "
+import json; a=json.load(open('$tmp/g0.json'))['losses']; b=json.load(open('$tmp/m1.json'))['losses']
+assert a==b, (a, b)" && ok || bad "MPI: losses differ from the threads run without faults"
+  metric "$tmp/m1" "[x['switch']['kind'] for x in m if 'switch' in x]" >"$tmp/m1sw"
+  has "repartition" "$tmp/m1sw"
+fi
+
 finish test_autopilot

@@ -178,18 +178,33 @@ static kt_status take_new(kt_runtime *rt, kt_chunk **fresh, float **state, kt_er
   return KT_OK;
 }
 
-/* Moves the units to offsets to (S + 1). */
-static kt_status move_units(kt_runtime *rt, const int *to, kt_error *err) {
-  size_t most = 0, slots = (size_t)rt->n_local * (size_t)rt->V;
-  for (int i = 0; i < rt->n_local; i++)
-    for (int c = 0; c < rt->V; c++) {
-      size_t n;
-      kt_chunk_params(rt->workers[i].chunk[c], &n);
+/* The most floats a unit's record takes: every unit's parameters are at
+ * most those of the largest chunk, old or new (a process may receive a
+ * larger unit than any it holds). */
+static size_t record_floats(const kt_runtime *rt, const int *to) {
+  size_t most = 0;
+  if (rt->cfg.synthetic) { /* units of one size */
+    for (int i = 0; i < rt->n_local; i++)
+      for (int c = 0; c < rt->V; c++) {
+        int first, n;
+        const size_t *o = kt_chunk_unit_offsets(rt->workers[i].chunk[c], &first, &n);
+        if (n > 0 && o[1] > most) most = o[1];
+      }
+  } else {
+    for (int u = 0; u < to[rt->S]; u++) {
+      size_t n = kt_model_unit_params(&rt->cfg.model, u);
       most = n > most ? n : most;
     }
+  }
+  return (size_t)(1 + state_per(rt)) * most + 1;
+}
+
+/* Moves the units to offsets to (S + 1). */
+static kt_status move_units(kt_runtime *rt, const int *to, kt_error *err) {
+  size_t slots = (size_t)rt->n_local * (size_t)rt->V;
   kt_chunk **fresh = kt_calloc(slots, sizeof *fresh);
   float **state = kt_calloc(slots, sizeof *state);
-  float *rec = malloc(((size_t)(1 + state_per(rt)) * most + 1) * sizeof *rec); /* a unit's record at most */
+  float *rec = malloc(record_floats(rt, to) * sizeof *rec); /* a unit's record at most */
   kt_status s = fresh && state && rec ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory");
   if (!s && !kt_runtime_all_local(rt)) s = send_moving(rt, to, rec, err);
   if (!s) s = build_new(rt, to, fresh, state, rec, err);

@@ -133,26 +133,6 @@ static kt_status repartition(const kt__planner *pl, const kt__detector *d, const
   return st;
 }
 
-void kt__autopilot_expected_after(const kt__planner *pl, const int *partition, double *expected) {
-  int S = pl->p * pl->v;
-  double *unit = kt_calloc((size_t)pl->units * OPS + 1, sizeof *unit);
-  if (!unit) return;
-  for (int s = 0; s < S; s++) {
-    double w = 0;
-    for (int u = pl->offset[s]; u < pl->offset[s + 1]; u++) w += pl->unit_w[u];
-    for (int u = pl->offset[s]; u < pl->offset[s + 1]; u++)
-      for (int k = 0; k < OPS; k++)
-        unit[(size_t)u * OPS + k] = w > 0 ? expected[(size_t)s * OPS + k] * pl->unit_w[u] / w : NAN;
-  }
-  for (int s = 0, u = 0; s < S; s++)
-    for (int k = 0, first = u; k < OPS; k++) {
-      double x = 0;
-      for (u = first; u < first + partition[s]; u++) x += unit[(size_t)u * OPS + k];
-      expected[(size_t)s * OPS + k] = x;
-    }
-  free(unit);
-}
-
 /* Bytes the units that change stage take with them (weights and state). */
 static double moved_bytes(const kt__planner *pl, const int *counts) {
   double bytes = 0;

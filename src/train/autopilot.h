@@ -45,6 +45,11 @@ typedef struct {
   double *factor, *excess;
   int *rank_since, *link_since; /* the step (1-based) each was first named; 0: it is not */
   kt_run_fault fault;           /* the worst one named at the last step (kind NONE: none) */
+  /* after units moved, calibrating again: each rank's factor when they
+   * moved (its steps' ops are divided by it: its clean cost), and the
+   * fault named then, reported until the calibration is back */
+  double *hold;
+  kt_run_fault held;
 } kt__detector;
 
 kt_status kt__detector_init(kt__detector *d, const kt_schedule *s, kt_error *err);
@@ -52,11 +57,10 @@ void kt__detector_free(kt__detector *d);
 /* Measures step (1-based) from its timeline t (every rank's events; K
  * rounds of s) and names what is over (d->fault, the worst). */
 void kt__detector_step(kt__detector *d, const kt_timeline *t, const kt_schedule *s, int step);
-/* After units moved: remap(ctx, x) rewrites a table of S x KT_OP_COUNT
- * op durations per stage for the new partition, applied to the calibration
- * and the steps it is made of. */
-void kt__detector_repartition(kt__detector *d, void (*remap)(const void *ctx, double *expected),
-                              const void *ctx);
+/* After units moved: the stages' costs are calibrated again on the next
+ * steps, each named rank's ops taken at their factor then (it stays
+ * named, with that factor, while it stays as slow). */
+void kt__detector_repartition(kt__detector *d);
 /* Whether rank r / link l (kt_link_index) is named now. */
 int kt__detector_rank_named(const kt__detector *d, int r);
 int kt__detector_link_named(const kt__detector *d, int l);
@@ -98,8 +102,5 @@ void kt__plan_free(kt__plan *p);
  * beats the plan now. ENOMEM, the generators' errors. */
 kt_status kt__autopilot_plan(const kt__planner *pl, const kt__detector *d, const kt_schedule *cur,
                              int steps_left, kt__plan *out, kt_error *err);
-/* The calibrated (clean) op durations of every stage after a partition
- * moves units (expected: S x KT_OP_COUNT, rewritten in place). */
-void kt__autopilot_expected_after(const kt__planner *pl, const int *partition, double *expected);
 
 #endif

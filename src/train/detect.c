@@ -36,15 +36,16 @@ kt_status kt__detector_init(kt__detector *d, const kt_schedule *s, kt_error *err
   d->rank_since = kt_calloc((size_t)d->p, sizeof *d->rank_since);
   d->rank_spread = kt_calloc((size_t)d->p, sizeof *d->rank_spread);
   d->link_spread = kt_calloc((size_t)d->p, sizeof *d->link_spread);
+  d->hold = kt_calloc((size_t)d->p, sizeof *d->hold);
   d->link_since = kt_calloc((size_t)d->p, sizeof *d->link_since);
   if (!d->stage_rank || !d->samples || !d->link_samples || !d->expected || !d->base ||
       !d->factor || !d->excess || !d->rank_since || !d->link_since || !d->rank_spread ||
-      !d->link_spread) {
+      !d->link_spread || !d->hold) {
     kt__detector_free(d);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
   for (int st = 0; st < d->S; st++) d->stage_rank[st] = kt_stage_rank(s, st);
-  for (int r = 0; r < d->p; r++) d->factor[r] = d->excess[r] = NAN;
+  for (int r = 0; r < d->p; r++) d->factor[r] = d->excess[r] = NAN, d->hold[r] = 1;
   return KT_OK;
 }
 
@@ -60,6 +61,7 @@ void kt__detector_free(kt__detector *d) {
   free(d->link_since);
   free(d->rank_spread);
   free(d->link_spread);
+  free(d->hold);
   memset(d, 0, sizeof *d);
 }
 
@@ -214,6 +216,7 @@ void kt__detector_step(kt__detector *d, const kt_timeline *t, const kt_schedule 
   memset(&d->fault, 0, sizeof d->fault);
   if (!t || t->n_events == 0 || d->seen++ < KT__WARM_STEPS) return;
   size_t cells = (size_t)d->S * OPS;
+  if (!d->calibrated) d->fault = d->held; /* calibrating again after a partition: as it was */
   if (d->calibrated) {
     rank_factors(d, t);
     link_medians(d, t, s, d->excess);
@@ -222,14 +225,15 @@ void kt__detector_step(kt__detector *d, const kt_timeline *t, const kt_schedule 
     if (d->fault.kind != KT_FAULT_NONE) return; /* not a step to calibrate on */
   }
   int slot = d->clean++ % KT__CALIB_STEPS;
-  op_means(d, t, d->samples + (size_t)slot * cells);
+  double *row = d->samples + (size_t)slot * cells;
+  op_means(d, t, row);
+  for (size_t c = 0; c < cells; c++) row[c] /= d->hold[d->stage_rank[c / OPS]]; /* its clean cost */
   link_medians(d, t, s, d->link_samples + (size_t)slot * d->p);
   if (d->clean >= KT__CALIB_STEPS) calibrate(d), d->calibrated = 1;
 }
 
-void kt__detector_repartition(kt__detector *d, void (*remap)(const void *ctx, double *expected),
-                              const void *ctx) {
-  size_t cells = (size_t)d->S * OPS;
-  remap(ctx, d->expected);
-  for (int k = 0; k < KT__CALIB_STEPS; k++) remap(ctx, d->samples + (size_t)k * cells);
+void kt__detector_repartition(kt__detector *d) {
+  for (int r = 0; r < d->p; r++) d->hold[r] = kt__detector_rank_named(d, r) ? d->factor[r] : 1;
+  d->held = d->fault;
+  d->calibrated = 0, d->clean = 0;
 }

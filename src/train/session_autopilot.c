@@ -107,18 +107,95 @@ static void maybe_plan(kt_session *s, const kt_train_progress *p) {
   else kt__plan_free(&plan);
 }
 
+/* Under MPI world rank 0 plans: whether it wants a switch, told to every
+ * rank after each step (a small all-reduce; every rank takes the step's
+ * result at the same point of the same loop). */
+static void tell_ranks(kt_session *s) {
+  if (!s->p.use_mpi || !s->mpi_t || !s->p.autopilot) return;
+  float want = s->plan.kind != KT__SWITCH_NONE;
+  kt_error err;
+  if (kt_allreduce(s->mpi_t, KT_GROUP_WORLD, &want, 1, &err) == KT_OK) s->remote_plan = want > 0;
+}
+
 void kt__session_autopilot_step(kt_session *s, const kt_train_progress *p, kt_run_step *rec) {
   rec->fault = (kt_run_fault){0};
   rec->sw = s->switched;
   s->switched.made = 0;
   const kt_timeline *t = p->timeline;
-  if (!s->det.p || !t || t->n_events != kt_schedule_total_actions(&s->rounds)) return;
-  kt__detector_step(&s->det, t, &s->sched, p->step + 1);
-  rec->fault = s->det.fault;
-  if (s->p.autopilot && !p->skipped) maybe_plan(s, p);
+  if (s->det.p && t && t->n_events == kt_schedule_total_actions(&s->rounds)) {
+    kt__detector_step(&s->det, t, &s->sched, p->step + 1);
+    rec->fault = s->det.fault;
+    if (s->p.autopilot && !p->skipped) maybe_plan(s, p);
+  }
+  tell_ranks(s);
 }
 
-int kt__session_autopilot_due(const kt_session *s) { return s->plan.kind != KT__SWITCH_NONE; }
+int kt__session_autopilot_due(const kt_session *s) {
+  return s->plan.kind != KT__SWITCH_NONE || s->remote_plan;
+}
+
+/* ---- the plan sent from world rank 0 to every rank (MPI) ---------------------- */
+
+/* The plan as floats (exact: small integers): its generator, whether it
+ * moves units, the partition (S), then each rank's actions (count, then
+ * stage, op, micro-batch, flags each). NULL on ENOMEM; *n its length. */
+static float *encode_plan(const kt__plan *pl, int S, size_t *n) {
+  const kt_schedule *s = &pl->sched;
+  size_t len = 2 + (size_t)S + (size_t)s->p + 4 * kt_schedule_total_actions(s);
+  float *v = kt_calloc(len, sizeof *v), *x = v;
+  if (!v) return NULL;
+  *x++ = (float)kt_gen_kind_from_name(s->name), *x++ = pl->partition != NULL;
+  for (int i = 0; i < S; i++) *x++ = pl->partition ? (float)pl->partition[i] : 0;
+  for (int r = 0; r < s->p; r++) {
+    *x++ = (float)s->ranks[r].n;
+    for (size_t i = 0; i < s->ranks[r].n; i++) {
+      const kt_action *a = &s->ranks[r].actions[i];
+      *x++ = (float)a->stage, *x++ = (float)a->op, *x++ = (float)a->mb, *x++ = (float)a->flags;
+    }
+  }
+  *n = len;
+  return v;
+}
+
+/* The plan from its floats, on the layout of like. EINVAL, ENOMEM. */
+static kt_status decode_plan(const float *v, size_t n, const kt_schedule *like, kt__plan *pl,
+                             kt_error *err) {
+  int S = kt_schedule_stages(like);
+  kt_status st = kt_schedule_init_like(&pl->sched, like, like->m, err);
+  if (st) return st;
+  snprintf(pl->sched.name, sizeof pl->sched.name, "%s", kt_gen_kind_name((kt_gen_kind)(int)v[0]));
+  pl->kind = v[1] > 0 ? KT__SWITCH_REPARTITION : KT__SWITCH_REORDER;
+  if (v[1] > 0 && !(pl->partition = kt_calloc((size_t)S, sizeof *pl->partition)))
+    return kt_fail(err, KT_ENOMEM, "out of memory");
+  for (int i = 0; pl->partition && i < S; i++) pl->partition[i] = (int)v[2 + i];
+  size_t at = 2 + (size_t)S;
+  for (int r = 0; r < like->p && !st; r++) {
+    size_t count = at < n ? (size_t)v[at++] : 0;
+    for (size_t i = 0; i < count && !st; i++, at += 4) {
+      if (at + 4 > n) return kt_fail(err, KT_EINVAL, "a plan cut short");
+      if (kt_schedule_push(&pl->sched, r, (int)v[at], (kt_op)(int)v[at + 1], (int)v[at + 2]))
+        st = kt_fail(err, KT_ENOMEM, "out of memory");
+      else pl->sched.ranks[r].actions[pl->sched.ranks[r].n - 1].flags = (uint8_t)v[at + 3];
+    }
+  }
+  return st;
+}
+
+/* Every rank gets world rank 0's plan (collective): its length, then it. */
+static kt_status share_plan(kt_session *s, kt_error *err) {
+  int S = kt_schedule_stages(&s->sched), root = s->world_rank == 0;
+  size_t n = 0;
+  float *v = root ? encode_plan(&s->plan, S, &n) : NULL, len = (float)n;
+  if (root && !v) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = kt_allreduce(s->mpi_t, KT_GROUP_WORLD, &len, 1, err);
+  n = (size_t)len;
+  if (!st && !root && !(v = kt_calloc(n + 1, sizeof *v))) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!st) st = kt_allreduce(s->mpi_t, KT_GROUP_WORLD, v, n, err); /* the others add zeros */
+  if (!st && !root) st = decode_plan(v, n, &s->sched, &s->plan, err);
+  free(v);
+  s->remote_plan = 0;
+  return st;
+}
 
 /* The switch's record for the next step's line. */
 static void record_switch(kt_session *s, const char *from, double seconds) {
@@ -136,12 +213,6 @@ static void record_switch(kt_session *s, const char *from, double seconds) {
   s->result.last_switch = *w;
 }
 
-/* Op durations per stage as the new partition makes them (kt__detector_repartition). */
-static void remap(const void *ctx, double *expected) {
-  const kt_session *s = ctx;
-  kt__autopilot_expected_after(&s->pl, s->plan.partition, expected);
-}
-
 /* The session's schedule, rounds and planner after the switch. */
 static kt_status adopt(kt_session *s, kt_error *err) {
   kt__plan *pl = &s->plan;
@@ -151,7 +222,7 @@ static kt_status adopt(kt_session *s, kt_error *err) {
   kt_status st = kt_schedule_copy(&s->sched, &pl->sched, err);
   if (!st) st = kt_schedule_repeat(&s->sched, K, &s->rounds, err);
   if (st || !pl->partition) return st;
-  kt__detector_repartition(&s->det, remap, s);
+  kt__detector_repartition(&s->det);
   for (int i = 0; i < S; i++) s->pl.offset[i + 1] = s->pl.offset[i] + pl->partition[i];
   if (s->partition) memcpy(s->partition, pl->partition, sizeof *pl->partition * (size_t)S);
   return KT_OK;
@@ -160,7 +231,9 @@ static kt_status adopt(kt_session *s, kt_error *err) {
 kt_status kt__session_autopilot_switch(void *ctx, kt_runtime *rt, int next, kt_error *err) {
   kt_session *s = ctx;
   (void)next;
-  if (s->plan.kind == KT__SWITCH_NONE) return KT_OK;
+  if (!kt__session_autopilot_due(s)) return KT_OK;
+  kt_status sh = s->p.use_mpi && s->mpi_t ? share_plan(s, err) : KT_OK;
+  if (sh) return sh;
   char from[32];
   snprintf(from, sizeof from, "%s", s->sched.name);
   double t0 = kt_now();

@@ -45,6 +45,7 @@ struct kt_session {
   kt_run_switch switched;   /* the last switch, for the next step's record */
   unsigned long long planned_for; /* what was named when the last plan was made */
   double last_step_seconds;
+  int remote_plan;          /* MPI: world rank 0 has a plan to switch to (every rank knows) */
 };
 
 /* The autopilot (session_autopilot.c): set up once the runtime runs
