@@ -83,6 +83,7 @@ typedef struct {
   int *offset;             /* S + 1: the units of each stage now */
   int original;            /* the plan switched to last was not the run's first */
   double tb_share;         /* of a full backward, the input gradient's part (0.5 when unknown) */
+  double budget;           /* seconds a plan may take (0: the default search only) */
 } kt__planner;
 
 typedef struct {

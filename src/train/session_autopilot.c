@@ -101,6 +101,7 @@ static void maybe_plan(kt_session *s, const kt_train_progress *p) {
   int left = s->p.steps - (p->step + 1) - (s->p.step_sync == KT_STEP_OVERLAP ? 2 : 0);
   kt__plan plan;
   kt_error err;
+  s->pl.budget = 0.05 * p->seconds; /* a plan takes at most 5% of a step */
   if (kt__autopilot_plan(&s->pl, &s->det, &s->sched, left > 0 ? left : 0, &plan, &err)) return;
   s->last_step_seconds = p->seconds;
   if (plan.kind != KT__SWITCH_NONE && plan.adopted) s->plan = plan;
