@@ -69,7 +69,7 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   {"tb", 0, "X", "input-gradient (I) cost, on the same basis; a full backward B costs tb+tw"}, \
   {"tw", 0, "X", "weight-gradient (W) cost, on the same basis"},                             \
   {"per-stage", 0, NULL, "scalar costs and memory are per stage, not per rank's share"},     \
-  {"comm", 0, "X", "communication time per hop between ranks (default 0)"},                  \
+  {"comm", 0, "X", "communication time per hop between ranks (default 0); a list x0,x1,... is per link (i: ranks i, i+1)"}, \
   {"comm-latency", 0, "X", "per-message latency (with --comm-bandwidth)"},                   \
   {"comm-bytes", 0, "N", "bytes per message (with --comm-bandwidth)"},                       \
   {"comm-bandwidth", 0, "X", "bytes per time unit; hop = latency + bytes/bandwidth"},        \

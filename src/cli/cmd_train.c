@@ -7,7 +7,7 @@
 
 static const cli_opt train_opts_table[] = {
     {"model", 0, "NAME", "gpt (default) | mlp"},
-    {"layers", 0, "L", "transformer blocks (GPT, default 4) or layers (MLP, default 8)"},
+    {"layers", 0, "L", "transformer blocks (GPT, default 4), layers (MLP, default 8) or --synthetic units a partition moves"},
     {"hidden", 0, "C", "channels (GPT, default 64) or width (MLP, default 64)"},
     {"heads", 0, "H", "GPT attention heads (default 4)"},
     {"seq-len", 0, "T", "GPT sequence length (default 64)"},
@@ -40,7 +40,7 @@ static const cli_opt train_opts_table[] = {
     {"save-init", 0, "FILE", "write the weights training starts from to FILE (a checkpoint) first"},
     {"mem-limit", 0, "X", "zb-auto, zbv-auto: peak memory per rank: activations (12), a fraction of 1F1B's peak on this model (0.5x) or bytes (2GiB)"},
     {"synthetic", 0, NULL, "synthetic workload: F/I/W sleep their cost, tensors still travel"},
-    {"tf", 0, "MS", "synthetic forward cost of one rank's share in ms (V chunks: MS/V each; default 2)"},
+    {"tf", 0, "MS", "synthetic forward cost of one rank's share in ms (V chunks: MS/V each; default 2), or one per stage"},
     {"tb", 0, "MS", "synthetic input-gradient cost, on the same basis (default 2)"},
     {"tw", 0, "MS", "synthetic weight-gradient cost, on the same basis (default 2)"},
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
@@ -369,6 +369,7 @@ const cli_command cli_cmd_train = {
         "  kaiten train --model mlp --layers 8 --hidden 64 --stages 4 --schedule zb-h1 -m 8\n"
         "  kaiten train --resume runs/demo --steps 400 --stages 2 --schedule zb-h1\n"
         "  kaiten train --synthetic --stages 8 --schedule 1f1b -m 32 --tf 2 --tb 4 --tw 0\n"
+        "  kaiten train --synthetic --schedule zb-auto --layers 32 --slow-rank 2:1.5@10 --autopilot\n"
         "  mpirun -np 4 kaiten train --transport mpi --stages 2 --data-parallel 2\n",
     .opts = train_opts_table,
     .n_opts = sizeof train_opts_table / sizeof *train_opts_table,
