@@ -94,6 +94,8 @@ static kt_status set_one(const char *key, const char *val, kt__web_req *rq, kt_e
   if (!strcmp(key, "quick")) return set_flag(key, val, &rq->quick, err);
   if (!strcmp(key, "mem-limit")) return set_limit(val, rq, err);
   if (!strcmp(key, "slow-rank")) return set_slow(val, rq, err);
+  if (!strcmp(key, "slow-link")) return kt_faults_add_link(&rq->links, val, 1, 0, err);
+  if (!strcmp(key, "replan")) return set_flag(key, val, &rq->replan, err);
   if (index_of(key, cost_lists, 5) >= 0) return kt_costs_set(&rq->given, key, val, err);
   if ((i = index_of(key, scalars, 7)) >= 0) {
     double x;
@@ -106,7 +108,7 @@ static kt_status set_one(const char *key, const char *val, kt__web_req *rq, kt_e
   return kt_fail(err, KT_EINVAL, "unknown setting '%s' (known: schedule, p, m, v, tf, tb, tw, "
                                  "mem-act, mem-wgrad, per-stage, comm, comm-latency, comm-bytes, "
                                  "comm-bandwidth, send-overhead, op-overhead, overlap, mem-limit, "
-                                 "slow-rank, exports, quick)", key);
+                                 "slow-rank, slow-link, replan, exports, quick)", key);
 }
 
 kt_status kt__web_parse(const char *args, kt__web_req *rq, kt_error *err) {

@@ -20,6 +20,7 @@
 
 void kt__web_run_free(kt__web_run *w) {
   kt_costs_free(&w->rq.given);
+  kt_faults_free(&w->rq.links);
   kt_costs_free(&w->costs);
   kt_schedule_free(&w->sched);
   kt_schedule_free(&w->program);
@@ -49,6 +50,8 @@ static kt_status load_order(kt__web_run *w, const char *order, kt_error *err) {
 static kt_status stage_costs(kt__web_run *w, const kt_schedule *shape, kt_error *err) {
   const kt__web_req *rq = &w->rq;
   kt_status st = kt_costs_for_chunks(&rq->given, rq->per_stage ? 1 : shape->v, &w->costs, err);
+  if (!st && kt_faults_any(&rq->links)) st = kt_faults_apply(&rq->links, 0, -1, shape->p, NULL, 0,
+                                                             &w->costs, err);
   if (st || rq->slow_rank < 0) return st;
   if (rq->slow_rank >= shape->p)
     return kt_fail(err, KT_EINVAL, "slow-rank %d: the schedule has ranks 0..%d", rq->slow_rank,
@@ -124,6 +127,32 @@ static kt_status simulate(kt__web_run *w, kt_error *err) {
                               err);
 }
 
+/* replan=1 with a fault set: the order without it, and the order zb-auto
+ * (zbv-auto in the v placement) makes for the faulted costs. */
+static kt_status replan(kt__web_run *w, kt_error *err) {
+  const kt__web_req *rq = &w->rq;
+  w->clean = w->replanned = w->bound = NAN;
+  if (!rq->replan || (rq->slow_rank < 0 && !kt_faults_any(&rq->links))) return KT_OK;
+  kt_costs clean;
+  double busy;
+  kt_status st = kt_costs_for_chunks(&rq->given, rq->per_stage ? 1 : w->sched.v, &clean, err);
+  if (!st) st = kt_gen_period(&w->sched, &clean, &w->clean, &busy, err);
+  kt_costs_free(&clean);
+  kt_gen_kind k = w->sched.placement == KT_PLACEMENT_V ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
+  kt_gen_params gp = {.p = w->sched.p, .m = w->sched.m, .v = w->sched.v, .costs = &w->costs,
+                      .mem_limit = w->limit > 0 ? w->limit : 0, .quick = rq->quick};
+  kt_schedule re;
+  if (!st) st = kt_generate(k, &gp, &re, err);
+  if (st) return st;
+  snprintf(w->replanned_name, sizeof w->replanned_name, "%s", re.name);
+  kt_error e2;
+  st = kt_gen_period(&re, &w->costs, &w->replanned, &busy, err);
+  if (!st && kt_makespan_lower_bound(&re, &w->costs, gp.mem_limit, 0, &w->bound, NULL, &e2))
+    w->bound = NAN;
+  kt_schedule_free(&re);
+  return st;
+}
+
 static void failure(kt_buf *out, kt_status st, const kt_error *err) {
   kt_buf_puts(out, "{\"ok\":false,\"status\":");
   kt_buf_json_string(out, kt_status_name(st));
@@ -149,6 +178,7 @@ kt_status kt_web_run(const char *args, const char *order, kt_buf *out) {
     st = kt_fail(&err, KT_EINVAL, "T_F, T_B and T_W are all 0 and there is no op overhead: no "
                                   "action takes time; give a cost above 0");
   if (!st) st = simulate(&w, &err);
+  if (!st) st = replan(&w, &err);
   if (!st) st = kt__web_answer(&w, out, &err);
   if (st) failure(out, st, &err);
   kt__web_run_free(&w);

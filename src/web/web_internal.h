@@ -18,6 +18,9 @@ typedef struct {
   int have_limit, limit_fraction;
   int slow_rank; /* -1: none */
   double slow_factor;
+  kt_faults links; /* slow-link=A-B:+D (the costs' unit) */
+  int replan;      /* replan=1: also the order zb-auto makes for the faulted costs, and the
+                      order's period without the faults */
 } kt__web_req;
 
 typedef struct {
@@ -30,6 +33,10 @@ typedef struct {
   kt_metrics met;
   int have_tl, have_met;
   kt_critical cr;
+  /* replan=1: the order's period without the faults, and zb-auto's (zbv-auto's)
+   * order for the faulted costs: its name, period and the lower bound */
+  double clean, replanned, bound;
+  char replanned_name[32];
 } kt__web_run;
 
 /* Reads args into rq (defaults: schedule 1f1b, P=4, M=8, kaiten sim's

@@ -55,7 +55,7 @@ static inline double kt__search_input_ready(const kt__search_problem *pb, const 
   if (need == KT_RESULT_NONE) return 0;
   const kt__search_pair_end *pe = &end[KT__PAIR(pb, from, mb)];
   double t = need == KT_RESULT_F ? pe->f : pe->i;
-  return t + pb->hop[from < stage ? from : stage];
+  return from == stage ? t : t + pb->hop[from < stage ? from : stage]; /* W: its own I */
 }
 
 static inline double kt__search_cost(const kt__search_problem *pb, int stage, kt_op op) {
