@@ -21,9 +21,9 @@ size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, in
 /* ---- detection (detect.c) ---------------------------------------------------- */
 
 #define KT__WARM_STEPS 1  /* steps left out first (caches, allocators, threads warming) */
-#define KT__CALIB_STEPS 4 /* then the steps the costs are calibrated on */
+#define KT__CALIB_STEPS 6 /* then the steps the costs are calibrated on */
 #define KT__OVER 0.10     /* named: a rank's ops or a link's hand-overs this much over */
-#define KT__NOISE 2.0     /* ... and this many times the spread the calibration steps had */
+#define KT__NOISE 5.0     /* ... and this many median absolute deviations of the calibration's steps */
 
 typedef struct {
   int p, S;
@@ -34,13 +34,15 @@ typedef struct {
   double *expected;     /* S x KT_OP_COUNT: the calibrated op durations (s; NAN: none seen) */
   double *base;         /* p: each link's calibrated hand-over (s; NAN: none seen) */
   double op_mean;       /* the mean calibrated op (s) */
-  /* how far the calibration's steps spread: each rank's ratio of its ops
-   * over the calibrated (max - min), each link's hand-over (max - min, s) */
+  /* how far the calibration's steps wander: the median absolute deviation
+   * of each rank's ratio (relative to the others') and of each link's
+   * hand-over (s) */
   double *rank_spread, *link_spread;
   int clean;            /* steps calibrated on (the last KT__CALIB_STEPS of them count) */
   int calibrated;
   /* the last step measured: each rank's ops over the calibrated (the
-   * median op's ratio; NAN before calibration), each link's hand-overs
+   * median op's ratio, over the other ranks' median: the step's pace; NAN
+   * before calibration), each link's hand-overs
    * beyond the calibrated (the median's excess, s; NAN: none waited on) */
   double *factor, *excess;
   int *rank_since, *link_since; /* the step (1-based) each was first named; 0: it is not */

@@ -8,12 +8,15 @@
  * calibration follows a run's slow drift (a machine warming up), never a
  * fault once it is named. From the first full calibration each step gives every rank the
  * median over its ops of (duration / calibrated): its own ops' slowdown,
- * whatever it waited for, so a rank that waits on a slow one is not named;
- * and every link the median excess of its hand-overs. A rank more than
- * KT__OVER over is named; a link whose hand-overs take more than KT__OVER
- * over the calibrated, and by at least KT__OVER of a mean op, is named (a
- * hand-over's microseconds alone would make noise a fault). Medians keep a
- * stall of one op from naming anything. */
+ * whatever it waited for, so a rank that waits on a slow one is not named,
+ * over the other ranks' median (the step's pace: a machine that slows
+ * every rank alike names none); and every link the median excess of its
+ * hand-overs. A rank more than KT__OVER over is named; a link whose
+ * hand-overs take more than KT__OVER over the calibrated, and by at least
+ * KT__OVER of a mean op, is named (a hand-over's microseconds alone would
+ * make noise a fault); either only when it stands out of the calibration's
+ * own noise by KT__NOISE median absolute deviations. Medians keep a stall
+ * of one op from naming anything. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,32 +107,58 @@ static void link_medians(const kt__detector *d, const kt_timeline *t, const kt_s
   free(gaps), free(mine), free(from), free(to);
 }
 
-/* How far the calibration's steps spread around it: per rank, the median
- * over its stages' ops of each step's ratio to the calibrated (max - min
- * over the steps); per link, its medians' max - min. */
+/* The median absolute deviation of x[0..n) (reordered). */
+static double mad(double *x, int n) {
+  double m = kt_median(x, (size_t)n), dev[KT__CALIB_STEPS];
+  for (int k = 0; k < n; k++) dev[k] = fabs(x[k] - m);
+  return kt_median(dev, (size_t)n);
+}
+
+/* Rank r's ratio in one step: the median over its ops' (cells') means of
+ * mean / calibrated (1 when it has none). */
+static double row_ratio(const kt__detector *d, const double *row, int r, double *scratch) {
+  size_t n = 0, cells = (size_t)d->S * OPS;
+  for (size_t c = 0; c < cells; c++)
+    if (d->stage_rank[c / OPS] == r && d->expected[c] > 0 && isfinite(row[c]))
+      scratch[n++] = row[c] / d->expected[c];
+  return n ? kt_median(scratch, n) : 1;
+}
+
+/* Each rank's ratio relative to the others' (ratio[p], rewritten): the
+ * median of the other ranks' is the step's pace (a machine that slows
+ * every rank alike names none of them). */
+static void relative(const kt__detector *d, double *ratio, double *out) {
+  double others[KT_MAX_RANKS];
+  for (int r = 0; r < d->p; r++) {
+    int n = 0;
+    for (int q = 0; q < d->p; q++)
+      if (q != r && isfinite(ratio[q])) others[n++] = ratio[q];
+    double pace = n ? kt_median(others, (size_t)n) : 1;
+    out[r] = pace > 0 ? ratio[r] / pace : ratio[r];
+  }
+}
+
+/* How much the calibration's own steps wander (the noise a fault must
+ * stand out of): per rank, the median absolute deviation of its relative
+ * ratio over the steps; per link, of its medians. */
 static void spreads(kt__detector *d) {
   size_t cells = (size_t)d->S * OPS;
-  double ratio[KT__CALIB_STEPS], *cell = kt_calloc(cells + 1, sizeof *cell);
+  double *cell = kt_calloc(cells + 1, sizeof *cell), rel[KT__CALIB_STEPS][KT_MAX_RANKS];
+  double ratio[KT_MAX_RANKS], x[KT__CALIB_STEPS];
+  for (int k = 0; cell && k < KT__CALIB_STEPS; k++) {
+    for (int r = 0; r < d->p; r++) ratio[r] = row_ratio(d, d->samples + (size_t)k * cells, r, cell);
+    relative(d, ratio, rel[k]);
+  }
   for (int r = 0; cell && r < d->p; r++) {
-    for (int k = 0; k < KT__CALIB_STEPS; k++) {
-      size_t n = 0;
-      for (size_t c = 0; c < cells; c++)
-        if (d->stage_rank[c / OPS] == r && d->expected[c] > 0 && isfinite(d->samples[k * cells + c]))
-          cell[n++] = d->samples[k * cells + c] / d->expected[c];
-      ratio[k] = n ? kt_median(cell, n) : 1;
-    }
-    double lo = ratio[0], hi = ratio[0];
-    for (int k = 1; k < KT__CALIB_STEPS; k++) lo = fmin(lo, ratio[k]), hi = fmax(hi, ratio[k]);
-    d->rank_spread[r] = hi - lo;
+    for (int k = 0; k < KT__CALIB_STEPS; k++) x[k] = rel[k][r];
+    d->rank_spread[r] = mad(x, KT__CALIB_STEPS);
   }
   free(cell);
   for (int l = 0; l < d->p; l++) {
-    double lo = INFINITY, hi = -INFINITY;
-    for (int k = 0; k < KT__CALIB_STEPS; k++) {
-      double x = d->link_samples[k * d->p + l];
-      if (isfinite(x)) lo = fmin(lo, x), hi = fmax(hi, x);
-    }
-    d->link_spread[l] = hi > lo ? hi - lo : 0;
+    int n = 0;
+    for (int k = 0; k < KT__CALIB_STEPS; k++)
+      if (isfinite(d->link_samples[k * d->p + l])) x[n++] = d->link_samples[k * d->p + l];
+    d->link_spread[l] = n ? mad(x, n) : 0;
   }
 }
 
@@ -151,10 +180,11 @@ static void calibrate(kt__detector *d) {
   spreads(d);
 }
 
-/* Each rank's median op ratio over the calibrated. */
+/* Each rank's median op ratio over the calibrated, relative to the other
+ * ranks' (factor). */
 static void rank_factors(kt__detector *d, const kt_timeline *t) {
   size_t n = t->n_events + 1;
-  double *ratio = kt_calloc(n, sizeof *ratio);
+  double *ratio = kt_calloc(n, sizeof *ratio), own[KT_MAX_RANKS];
   for (int r = 0; ratio && r < d->p; r++) {
     size_t k = 0;
     for (size_t i = 0; i < t->n_events; i++) {
@@ -163,13 +193,14 @@ static void rank_factors(kt__detector *d, const kt_timeline *t) {
       double x = d->expected[(size_t)e->stage * OPS + e->op];
       if (x > 0) ratio[k++] = (e->end - e->start) / x;
     }
-    d->factor[r] = k ? kt_median(ratio, k) : NAN;
+    own[r] = k ? kt_median(ratio, k) : NAN;
   }
+  if (ratio) relative(d, own, d->factor);
   free(ratio);
 }
 
 int kt__detector_rank_named(const kt__detector *d, int r) {
-  return d->factor[r] > 1 + fmax(KT__OVER, KT__NOISE * d->rank_spread[r]);
+  return r < d->p && d->factor[r] > 1 + fmax(KT__OVER, KT__NOISE * d->rank_spread[r]);
 }
 
 int kt__detector_link_named(const kt__detector *d, int l) {
