@@ -11,6 +11,7 @@ Config settings (pip's -C / --config-settings):
                   default: a temporary folder ($KAITEN_BUILD_DIR also works)
   jobs=N          parallel compile jobs (default: the CPU count)
 """
+import ast
 import base64
 import hashlib
 import os
@@ -28,7 +29,45 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.environ.get("KAITEN_SOURCE_DIR") or os.path.dirname(HERE)
 NAME = "kaiten"
 LIBS = ("libkaiten_core.so", "libkaiten_io.so", "libkaiten_report.so", "libkaiten_ffi.so")
-SUMMARY = "Pipeline-parallel schedules, their simulator and planner; PyTorch schedules from kaiten's orders"
+
+
+def _project():
+    """pyproject.toml's [project] table (tomllib; before Python 3.11 a
+    reader of the strings, lists and inline tables the table uses)."""
+    path = os.path.join(HERE, "pyproject.toml")
+    try:
+        import tomllib
+        with open(path, "rb") as f:
+            return tomllib.load(f)["project"]
+    except ImportError:
+        pass
+    project, table, key, value = {}, None, None, ""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for line in lines + ["[end]"]:
+        text = line.split(" #", 1)[0].strip()
+        if key is not None:  # a list over several lines
+            value += text
+            if text.endswith("]"):
+                table[key] = ast.literal_eval(value)
+                key = None
+            continue
+        if text.startswith("["):
+            name = text.strip("[]")
+            table = project if name == "project" else \
+                project.setdefault("optional-dependencies", {}) \
+                if name == "project.optional-dependencies" else None
+            continue
+        if table is None or "=" not in text:
+            continue
+        k, v = (x.strip() for x in text.split("=", 1))
+        if v.startswith("[") and not v.endswith("]"):
+            key, value = k, v
+        elif v.startswith("{"):
+            table[k] = dict(re.findall(r'(\w+)\s*=\s*"([^"]*)"', v))
+        else:
+            table[k] = ast.literal_eval(v)
+    return project
 
 
 def _version():
@@ -40,9 +79,17 @@ def _version():
 
 
 def _metadata():
-    return (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {_version()}\nSummary: {SUMMARY}\n"
-            "Requires-Python: >=3.8\nLicense: see the kaiten repository\n"
-            "Provides-Extra: torch\nRequires-Dist: torch>=2.15; extra == \"torch\"\n")
+    """The wheel's METADATA, from [project] (core metadata 2.1)."""
+    p = _project()
+    lines = ["Metadata-Version: 2.1", f"Name: {p['name']}", f"Version: {_version()}",
+             f"Summary: {p['description']}", f"Requires-Python: {p['requires-python']}",
+             f"License: {p.get('license', {}).get('text', '')}",
+             f"Keywords: {','.join(p.get('keywords', []))}"]
+    lines += [f"Classifier: {c}" for c in p.get("classifiers", [])]
+    for extra, reqs in p.get("optional-dependencies", {}).items():
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
+    return "\n".join(lines) + "\n"
 
 
 def _tag():
@@ -91,7 +138,7 @@ def _package_files():
     for d, dirs, files in os.walk(root):
         dirs[:] = sorted(x for x in dirs if x not in ("__pycache__", "_native"))
         for f in sorted(files):
-            if f.endswith(".py"):
+            if f.endswith(".py") or f == "py.typed":
                 full = os.path.join(d, f)
                 out.append((os.path.relpath(full, HERE).replace(os.sep, "/"), full))
     return out

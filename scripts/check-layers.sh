@@ -3,7 +3,7 @@
 # (default build). Prints every offending line; exit 1 if an ENFORCING check
 # finds one.
 #
-# Enforcing:
+# Every check fails the run (exit 1) when it finds a line:
 #   1. src/cli is option tables, signal handlers and printing over the public
 #      library: it includes only its own headers and include/kaiten/*.h, and
 #      calls no kt__ (internal) function.
@@ -14,12 +14,12 @@
 #      loads no renderer (libkaiten_report) and no server; the kaiten binary
 #      loads neither OpenBLAS nor libmicrohttpd at start (opened on first
 #      use: src/nn/blas.c, src/serve/mhd.c) (ldd).
-# Report only (printed, never failing, until the code they watch is rewritten):
 #   4. no _Thread_local state in src/generators;
 #   5. no file outside the request module (src/request/) parses "0.5x"-style
 #      memory limits;
 #   6. the runtime worker (src/runtime/worker.c) does not ask schedule/ for
-#      chunk, peer and tag on every action (lowering resolves them once).
+#      chunk, peer and tag on every action (src/runtime/resolve.c resolves
+#      them once per rank).
 # (The linker enforces the layers below the CLI: CMakeLists.txt.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,16 +83,18 @@ else
   echo "check-layers: no build in $B: the nm and ldd checks skipped"
 fi
 
-# ---- 4-6. report only ------------------------------------------------------------
-report() { # report TITLE: prints stdin's lines under TITLE, if any
+# ---- 4-6. the request module and the runtime (enforcing) ---------------------------
+found() { # found TITLE: prints stdin's lines under TITLE and fails, if any
   local lines
   lines=$(cat)
-  [ -z "$lines" ] || printf 'check-layers (report only): %s\n%s\n' "$1" "$lines"
+  [ -z "$lines" ] || { printf 'check-layers: %s\n%s\n' "$1" "$lines"; bad=1; }
 }
-grep -rn "_Thread_local" src/generators | report "_Thread_local state in src/generators" || true
-grep -rnE "(==|!=) *'[xX]'|'[xX]' *(==|!=)|endswith\([\"'][xX][\"']\)|in \([\"'][xX][\"'], *[\"'][xX][\"']\)" \
-  src python/kaiten --include='*.c' --include='*.h' --include='*.py' | grep -v '^src/request/' |
-  report "a \"0.5x\" memory limit parsed outside the request module" || true
-grep -n "kt_stage_chunk\|kt__stage_world_rank\|kt_result_consumer\|kt_tag(" src/runtime/worker.c |
-  report "src/runtime/worker.c asks schedule/ for chunk, peer and tag on every action" || true
+found "_Thread_local state in src/generators (a result must not depend on what ran before)" \
+  < <(grep -rn "_Thread_local" src/generators || true)
+found "a \"0.5x\" memory limit parsed outside the request module (src/request/mem_limit.c)" \
+  < <(grep -rnE "(==|!=) *'[xX]'|'[xX]' *(==|!=)|endswith\([\"'][xX][\"']\)|in \([\"'][xX][\"'], *[\"'][xX][\"']\)" \
+        src python/kaiten --include='*.c' --include='*.h' --include='*.py' | grep -v '^src/request/' || true)
+found "src/runtime/worker.c asks schedule/ for chunk, peer and tag on every action (resolve.c does, once)" \
+  < <(grep -n "kt_stage_chunk\|kt__stage_world_rank\|kt_output_consumer\|kt_result_consumer\|kt_tag(" \
+        src/runtime/worker.c || true)
 exit $bad

@@ -65,6 +65,17 @@ static int kt_test_checks, kt_test_failures;
     }                                                                                 \
   } while (0)
 
+#define CHECK_STR_EQ(got, want)                                                       \
+  do {                                                                                \
+    const char *_g = (got), *_w = (want);                                             \
+    kt_test_checks++;                                                                 \
+    if (!_g || strcmp(_g, _w)) {                                                      \
+      kt_test_failures++;                                                             \
+      fprintf(stderr, "%s:%d: expected \"%s\", got \"%s\"\n", __FILE__, __LINE__, _w, \
+              _g ? _g : "(null)");                                                    \
+    }                                                                                 \
+  } while (0)
+
 /* Stop early when a precondition failed (avoid cascades of noise). */
 #define REQUIRE(cond)                                                                 \
   do {                                                                                \

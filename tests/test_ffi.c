@@ -11,178 +11,191 @@
 #include "kaiten/report.h"
 #include "kaiten/sim.h"
 
-/* The library's own sim JSON of s with costs c, described as the CLI
- * describes a generated schedule of kind (kt_sim_info_describe). */
-static char *direct_json(const kt_schedule *s, const kt_costs *c, const char *basis, int kind) {
-  kt_timeline tl;
-  kt_metrics met;
+/* The library's own result of the same request (kaiten/request.h), as
+ * the CLI renders it. */
+static char *direct_json(const char *settings) {
+  kt_request rq;
+  kt_request_init(&rq);
+  kt_result res;
   kt_error err;
-  if (kt_simulate_both(s, c, &tl, &met, &err)) return NULL;
-  kt_sim_info info = {.schedule = s->name, .p = s->p, .v = s->v, .m = s->m, .placement = "loop",
-                      .stage_ranks = s->stage_rank, .costs = c, .cost_basis = basis,
-                      .messages = kt_schedule_messages(s)};
-  kt_sim_origin o = {.kind = kind, .mem_limit = -1};
-  kt_sim_info_describe(&info, &o, s, c, &met);
-  kt_buf b;
-  kt_buf_init(&b);
-  kt_render_sim_json(&info, &met, &tl, &b);
-  kt_timeline_free(&tl);
-  kt_metrics_free(&met);
-  return b.data;
+  char *out = NULL;
+  if (!kt_request_parse(&rq, settings, &err) &&
+      !kt_request_run(&rq, &res, KT_RESULT_TIMELINE, &err)) {
+    kt_buf b;
+    kt_buf_init(&b);
+    kt_render_sim_json(&res.info, &res.met, &res.tl, &b);
+    out = b.data;
+    kt_result_free(&res);
+  }
+  kt_request_free(&rq);
+  return out;
 }
 
-static void test_schedule_and_sim(void) {
+static void test_request_and_result(void) {
   kt_error err = {{0}};
-  kt_costs *given = kt_ffi_costs_new(), *stage = kt_ffi_costs_new();
-  REQUIRE_VOID(given && stage);
-  CHECK_EQ_INT(kt_costs_parse_json(given, "{\"tf\": 2, \"tb\": 2, \"tw\": 1}", "costs", &err), KT_OK);
-  CHECK_EQ_INT(kt_costs_for_chunks(given, 2, stage, &err), KT_OK);
-  char *cj = NULL;
-  CHECK_EQ_INT(kt_ffi_costs_json(stage, &cj, &err), KT_OK);
-  CHECK_STR_CONTAINS(cj, "\"tf\":1,\"tb\":1,\"tw\":0.5");
-  kt_ffi_free(cj);
-  kt_schedule *s = kt_ffi_schedule_new();
-  int kind = kt_gen_kind_from_name("interleaved");
-  CHECK_EQ_INT(kt_ffi_generate(kind, 4, 2, 8, stage, 0, 0, s, &err), KT_OK);
+  kt_request *rq = kt_ffi_request_new();
+  REQUIRE_VOID(rq);
+  const char *settings = "schedule=interleaved p=4 v=2 m=8 tf=2 tb=2 tw=1";
+  CHECK_EQ_INT(kt_ffi_request_parse(rq, settings, &err), KT_OK);
+  char *text = NULL;
+  CHECK_EQ_INT(kt_ffi_request_text(rq, &text, &err), KT_OK);
+  CHECK_STR_CONTAINS(text, "schedule=interleaved p=4 m=8 v=2 tf=2 tb=2"); /* tw=1: the default */
+  kt_ffi_free(text);
+  kt_result *res = NULL;
+  CHECK_EQ_INT(kt_ffi_run(rq, 0, &res, &err), KT_OK);
+  REQUIRE_VOID(res);
+  const kt_schedule *s = kt_ffi_result_order(res);
   int shape[5];
   kt_ffi_schedule_shape(s, shape);
   CHECK(shape[0] == 4 && shape[1] == 2 && shape[2] == 8 && shape[3] == 8);
   CHECK(shape[4] == KT_PLACEMENT_LOOP);
   CHECK(!strcmp(kt_ffi_schedule_name(s), "interleaved"));
-  kt_ffi_sim *sim = NULL;
-  CHECK_EQ_INT(kt_ffi_simulate(s, stage, &sim, &err), KT_OK);
-  kt_ffi_info *info = kt_ffi_info_new(s, stage, "rank", kind, -1, NULL, sim);
-  REQUIRE_VOID(sim && info);
-  char *json = NULL, *want = direct_json(s, stage, "rank", kind);
-  CHECK_EQ_INT(kt_ffi_sim_json(info, sim, 1, &json, &err), KT_OK);
+  CHECK(kt_ffi_result_program(res) == NULL);
+  char *cj = NULL;
+  CHECK_EQ_INT(kt_ffi_result_costs_json(res, &cj, &err), KT_OK);
+  CHECK_STR_CONTAINS(cj, "\"tf\":1,\"tb\":1,\"tw\":0.5"); /* rank basis: /V per stage */
+  kt_ffi_free(cj);
+  char *json = NULL;
+  CHECK_EQ_INT(kt_ffi_result_json(res, 1, &json, &err), KT_EINVAL); /* not simulated yet */
+  CHECK_EQ_INT(kt_ffi_result_simulate(res, 2, &err), KT_OK);
+  char *want = direct_json(settings);
+  CHECK_EQ_INT(kt_ffi_result_json(res, 1, &json, &err), KT_OK);
   CHECK_MSG(json && want && !strcmp(json, want), "ffi json differs:\n%s\n%s", json, want);
   kt_ffi_free(json);
   free(want);
   char *chart = NULL;
-  CHECK_EQ_INT(kt_ffi_sim_gantt(info, sim, 80, &chart, &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_result_gantt(res, 80, &chart, &err), KT_OK);
   CHECK_STR_CONTAINS(chart, "rank 3 |");
   CHECK_STR_CONTAINS(chart, "closed form (P-1)/(V*M+P-1) = 0.1579");
   CHECK_STR_CONTAINS(chart, "cost basis: rank");
   kt_ffi_free(chart);
-  char *csv = NULL, *text = NULL;
-  CHECK_EQ_INT(kt_ffi_schedule_write(s, KT_NOTATION_CURRENT, &csv, &err), KT_OK);
-  CHECK_EQ_INT(kt_ffi_schedule_write(s, -1, &text, &err), KT_OK);
+  char *csv = NULL;
+  CHECK_EQ_INT(kt_ffi_schedule_write(s, KT_NOTATION_CURRENT, -1, &csv, &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_schedule_write(s, -1, -1, &text, &err), KT_OK);
   CHECK_STR_CONTAINS(text, "# kaiten p=4 v=2 m=8");
-  /* the CSV read back is the same schedule, written the same */
-  kt_schedule *back = kt_ffi_schedule_new(), *lowered = kt_ffi_schedule_new();
-  long info3[3] = {-1, -1, -1};
-  CHECK_EQ_INT(kt_ffi_parse(csv, KT_NOTATION_AUTO, back, lowered, info3, &err), KT_OK);
-  CHECK(info3[1] == 0 && info3[2] == 0);
-  char *again = NULL;
-  CHECK_EQ_INT(kt_ffi_schedule_write(back, KT_NOTATION_CURRENT, &again, &err), KT_OK);
-  CHECK(again && !strcmp(again, csv));
-  kt_ffi_free(again);
-  kt_ffi_free(csv);
   kt_ffi_free(text);
-  kt_ffi_schedule_free(back);
-  kt_ffi_schedule_free(lowered);
-  /* a report of one schedule that ran and one that does not apply */
+  CHECK_EQ_INT(kt_ffi_schedule_write(s, KT_NOTATION_CURRENT, KT_TORCH_IR_2_15, &text, &err), KT_OK);
+  CHECK_STR_CONTAINS(text, "SEND_F");
+  kt_ffi_free(text);
+  /* the CSV held as the order of a new request: the same schedule */
+  kt_request *back = kt_ffi_request_new();
+  kt_result *again = NULL;
+  CHECK_EQ_INT(kt_ffi_request_order(back, csv, strlen(csv), "mine", &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_run(back, 1, &again, &err), KT_OK);
+  char *csv2 = NULL;
+  if (again) {
+    CHECK_EQ_INT(kt_ffi_schedule_write(kt_ffi_result_order(again), 1, -1, &csv2, &err), KT_OK);
+    CHECK(csv2 && !strcmp(csv2, csv));
+    CHECK(!strcmp(kt_ffi_schedule_name(kt_ffi_result_order(again)), "mine"));
+    CHECK_STR_CONTAINS(kt_ffi_result_read_info(again), "4 ranks, 8 stages (V=2)");
+  }
+  kt_ffi_free(csv2);
+  kt_ffi_free(csv);
+  kt_ffi_result_free(again);
+  kt_ffi_request_free(back);
+  /* the report of one result */
   char path[] = "/tmp/kt_test_ffi_XXXXXX";
   int fd = mkstemp(path);
   CHECK(fd >= 0);
   if (fd >= 0) close(fd);
-  const kt_ffi_info *infos[2] = {info, NULL};
-  const kt_ffi_sim *sims[2] = {sim, NULL};
-  const char *names[2] = {"interleaved", "zbv"}, *reasons[2] = {NULL, "zbv needs more micro-batches"};
-  CHECK_EQ_INT(kt_ffi_report(path, "t", 2, infos, sims, names, reasons, 4, 8, "rank", given, &err),
-               KT_OK);
+  CHECK_EQ_INT(kt_ffi_result_report(res, rq, path, NULL, &err), KT_OK);
   char *html = NULL;
   size_t len = 0;
   CHECK_EQ_INT(kt_read_file(path, &html, &len, &err), KT_OK);
-  CHECK_STR_CONTAINS(html, "zbv needs more micro-batches");
+  CHECK_STR_CONTAINS(html, "kaiten sim: interleaved, P=4 V=2 M=8");
   free(html);
   unlink(path);
-  CHECK_EQ_INT(kt_ffi_report(path, "t", 0, infos, sims, names, reasons, 4, 8, "rank", NULL, &err),
-               KT_EINVAL);
-  kt_ffi_info_free(info);
-  kt_ffi_sim_free(sim);
-  kt_ffi_schedule_free(s);
-  kt_ffi_costs_free(given);
-  kt_ffi_costs_free(stage);
+  kt_ffi_result_free(res);
+  kt_ffi_request_free(rq);
 }
 
 /* The exact search's schedule: proven on a small problem, its bound its
- * makespan; a comparison of it and zb-auto (whose bound is no higher), and
- * a row that does not apply. */
+ * period; a comparison of it and zb-auto, and a row that does not apply. */
 static void test_optimal_and_compare(void) {
   kt_error err = {{0}};
-  kt_costs *c = kt_ffi_costs_new();
-  REQUIRE_VOID(c);
-  CHECK_EQ_INT(kt_costs_parse_json(c, "{\"tw\": 0.5}", "costs", &err), KT_OK);
-  kt_schedule *opt = kt_ffi_schedule_new(), *zb = kt_ffi_schedule_new();
-  kt_ffi_search *search = NULL;
-  double limit = kt_ffi_mem_limit(3, 1, 5, c, 0);
-  CHECK_EQ_INT(kt_ffi_optimal(3, 1, 5, c, 0, 20, opt, &search, &err), KT_OK);
-  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_ZB_AUTO, 3, 1, 5, c, 0, 0, zb, &err), KT_OK);
-  kt_ffi_sim *so = NULL, *sz = NULL;
-  CHECK_EQ_INT(kt_ffi_simulate(opt, c, &so, &err), KT_OK);
-  CHECK_EQ_INT(kt_ffi_simulate(zb, c, &sz, &err), KT_OK);
-  REQUIRE_VOID(search && so && sz);
-  kt_ffi_info *io = kt_ffi_info_new(opt, c, "rank", KT_SIM_OPTIMAL, limit, search, so);
-  kt_ffi_info *iz = kt_ffi_info_new(zb, c, "rank", KT_SCHED_ZB_AUTO, limit, NULL, sz);
-  kt_ffi_search_free(search); /* the info keeps its own copy */
-  REQUIRE_VOID(io && iz);
+  kt_request *rq = kt_ffi_request_new();
+  REQUIRE_VOID(rq);
+  CHECK_EQ_INT(kt_ffi_request_parse(rq, "schedule=optimal p=3 m=5 tw=0.5 time-limit=20", &err),
+               KT_OK);
+  kt_result *opt = NULL;
+  CHECK_EQ_INT(kt_ffi_run(rq, 1, &opt, &err), KT_OK);
+  REQUIRE_VOID(opt);
   char *json = NULL;
-  CHECK_EQ_INT(kt_ffi_sim_json(io, so, 0, &json, &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_result_json(opt, 0, &json, &err), KT_OK);
   CHECK_STR_CONTAINS(json, "\"lower_bound_from\":\"search\",\"lower_bound_exact\":true,\"gap\":0,");
   CHECK_STR_CONTAINS(json, "\"proven\":true,\"search\":{\"seconds\":");
   CHECK_STR_CONTAINS(json, "\"closed_form_why\":\"the exact search's order has no formula\"");
   kt_ffi_free(json);
-  const kt_ffi_info *infos[3] = {iz, io, NULL};
-  const kt_ffi_sim *sims[3] = {sz, so, NULL};
-  const char *names[3] = {"zb-auto", "optimal", "zbv"}, *reasons[3] = {NULL, NULL, "too few"};
-  CHECK_EQ_INT(kt_ffi_compare(3, infos, sims, names, reasons, 3, 3, 5, 2, "rank", c, 0, &json,
-                              &err), KT_OK);
-  CHECK_STR_CONTAINS(json, "{\"schedule\":\"zbv\",\"applies\":false,\"reason\":\"too few\"}");
+  CHECK_NEAR(kt_ffi_result_mem_limit(opt), 3, 1e-12);
+  kt_ffi_result_free(opt);
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "schedules", "zb-auto,optimal,zbv", &err), KT_OK);
+  kt_comparison *cmp = NULL;
+  CHECK_EQ_INT(kt_ffi_compare(rq, 1, &cmp, &err), KT_OK);
+  REQUIRE_VOID(cmp);
+  CHECK_EQ_INT(kt_ffi_comparison_rows(cmp), 3);
+  const char *name = NULL, *reason = NULL;
+  CHECK(kt_ffi_comparison_row(cmp, 1, &name, &reason) != NULL);
+  CHECK(name && !strcmp(name, "optimal") && reason == NULL);
+  CHECK(kt_ffi_comparison_row(cmp, 2, &name, &reason) == NULL);
+  CHECK(reason && strstr(reason, "2P"));
+  CHECK(kt_ffi_comparison_row(cmp, 3, &name, &reason) == NULL);
+  CHECK_EQ_INT(kt_ffi_comparison_text(cmp, 1, &json, &err), KT_OK);
+  CHECK_STR_CONTAINS(json, "{\"schedule\":\"zbv\",\"applies\":false,\"reason\":");
   CHECK_STR_CONTAINS(json, "\"mem_limit\":3,");
   CHECK_STR_CONTAINS(json, "\"proven\":true");
   kt_ffi_free(json);
-  CHECK_EQ_INT(kt_ffi_compare(3, infos, sims, names, reasons, 3, 3, 5, 2, "rank", c, 1, &json,
-                              &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_comparison_text(cmp, 0, &json, &err), KT_OK);
   CHECK_STR_CONTAINS(json, "optimal");
   kt_ffi_free(json);
-  /* above the search's reach: EINVAL, no handle */
-  search = (kt_ffi_search *)1;
-  CHECK_EQ_INT(kt_ffi_optimal(3, 1, 500, c, 0, 1, opt, &search, &err), KT_EINVAL);
-  CHECK(search == NULL);
-  kt_ffi_info_free(io);
-  kt_ffi_info_free(iz);
-  kt_ffi_sim_free(so);
-  kt_ffi_sim_free(sz);
-  kt_ffi_schedule_free(opt);
-  kt_ffi_schedule_free(zb);
-  kt_ffi_costs_free(c);
-  kt_ffi_search_free(NULL);
+  CHECK_EQ_INT(kt_ffi_comparison_report(cmp, "/tmp/never.html", NULL, &err), KT_EINVAL);
+  kt_ffi_comparison_free(cmp);
+  /* above the search's reach: EINVAL, no result */
+  kt_result *none = (kt_result *)1;
+  CHECK_EQ_INT(kt_ffi_request_parse(rq, "schedule=optimal m=500 time-limit=1", &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_run(rq, 1, &none, &err), KT_EINVAL);
+  CHECK(none == NULL);
+  kt_ffi_request_free(rq);
 }
 
 static void test_errors_and_limits(void) {
   kt_error err = {{0}};
-  kt_schedule *s = kt_ffi_schedule_new();
-  CHECK_EQ_INT(kt_ffi_generate(-1, 4, 0, 8, NULL, 0, 0, s, &err), KT_EINVAL);
-  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_COUNT, 4, 0, 8, NULL, 0, 0, s, &err), KT_EINVAL);
-  CHECK_EQ_INT(kt_ffi_generate(KT_SCHED_ZBV, 4, 0, 4, NULL, 0, 0, s, &err), KT_EINVAL);
+  kt_request *rq = kt_ffi_request_new();
+  kt_result *res = NULL;
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "schedule", "no-such", &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "schedule 'no-such'");
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "stages", "0", &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "stages '0': expected an integer in 1..");
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "no_such", "1", &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "unknown setting 'no_such'");
+  CHECK_EQ_INT(kt_ffi_request_parse(rq, "schedule=zbv m=4", &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_run(rq, 1, &res, &err), KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "2P");
-  CHECK_EQ_INT(kt_ffi_parse("0F0,0B0\n1F0\n", KT_NOTATION_AUTO, s, NULL, NULL, &err), KT_OK);
-  CHECK(kt_schedule_validate(s, &err) != KT_OK);
-  kt_ffi_schedule_free(s);
-  s = kt_ffi_schedule_new();
-  CHECK(kt_ffi_parse("0X0\n", KT_NOTATION_AUTO, s, NULL, NULL, &err) != KT_OK);
-  CHECK_EQ_INT(kt_ffi_parse("0F0\n", 7, s, NULL, NULL, &err), KT_EINVAL);
-  kt_ffi_schedule_free(s);
-  kt_ffi_schedule_free(NULL);
-  kt_ffi_costs_free(NULL);
-  kt_ffi_sim_free(NULL);
-  kt_ffi_info_free(NULL);
+  CHECK_EQ_INT(kt_ffi_run(rq, 7, &res, &err), KT_EINVAL);
+  /* an order that is not a schedule, and one that is not valid */
+  CHECK_EQ_INT(kt_ffi_request_order(rq, "0X0\n", 4, NULL, &err), KT_OK);
+  CHECK(kt_ffi_run(rq, 0, &res, &err) != KT_OK);
+  CHECK_EQ_INT(kt_ffi_request_order(rq, "0F0,0B0\n1F0\n", 12, NULL, &err), KT_OK);
+  CHECK(kt_ffi_run(rq, 0, &res, &err) != KT_OK);
+  CHECK(res == NULL);
+  CHECK_EQ_INT(kt_ffi_request_order(rq, "0F0\0x", 5, NULL, &err), KT_EPARSE);
+  CHECK_EQ_INT(kt_ffi_request_costs(rq, "{\"tf\": 2, \"tff\": 1}", &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "tff");
+  /* a fraction below what one micro-batch needs: the smallest that works */
+  CHECK_EQ_INT(kt_ffi_request_parse(rq, "schedule=zb-auto mem-limit=0.1x", &err), KT_OK);
+  kt_request_free(rq);
+  kt_request_init(rq);
+  CHECK_EQ_INT(kt_ffi_request_parse(rq, "schedule=zb-auto mem-limit=0.1x", &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_run(rq, 1, &res, &err), KT_EMEMLIMIT);
+  CHECK_STR_CONTAINS(err.msg, "mem-limit 0.1x: ");
+  CHECK_STR_CONTAINS(err.msg, "the smallest fraction that works is 0.25x");
+  CHECK_EQ_INT(kt_ffi_request_parse(rq, "mem-limit=0.25x", &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_run(rq, 1, &res, &err), KT_OK);
+  kt_ffi_result_free(res);
+  kt_ffi_request_free(rq);
+  kt_ffi_request_free(NULL);
+  kt_ffi_result_free(NULL);
+  kt_ffi_comparison_free(NULL);
   kt_ffi_plan_free(NULL);
-  /* 1F1B's peak and zb-auto's default limit: P * M_B with unit costs */
-  CHECK_NEAR(kt_ffi_1f1b_peak(KT_SCHED_ZB_AUTO, 4, 1, 8, NULL), 4, 1e-12);
-  CHECK_NEAR(kt_ffi_mem_limit(4, 1, 8, NULL, 0), 4, 1e-12);
-  CHECK_NEAR(kt_ffi_mem_limit(4, 1, 8, NULL, 3), 3, 1e-12);
   int counts[2];
   double bott = 0, load[4] = {1, 1, 1, 5};
   CHECK_EQ_INT(kt_ffi_partition(4, load, NULL, NULL, NULL, 0, 2, counts, &bott, &err), KT_OK);
@@ -223,7 +236,7 @@ static void test_plan(void) {
 }
 
 int main(void) {
-  test_schedule_and_sim();
+  test_request_and_result();
   test_optimal_and_compare();
   test_errors_and_limits();
   test_plan();

@@ -32,7 +32,37 @@ static void golden(kt_gen_kind kind, const char *file) {
   kt_schedule_free(&s);
 }
 
+/* A measured step starts a little after 0 and its durations are uneven:
+ * the time axis still ticks at round numbers. */
+static void round_ticks(void) {
+  kt_timeline t;
+  kt_timeline_init(&t, 2, "s", "B");
+  double at = 0.0039854;
+  for (int k = 0; k < 12; k++) {
+    kt_event e = {.rank = k % 2, .stage = k % 2, .mb = k / 2, .op = KT_OP_F, .start = at,
+                  .end = at + 0.0071 + 0.0003 * k};
+    kt_timeline_add_event(&t, &e);
+    at = e.end;
+  }
+  kt_gantt_opts o;
+  kt_gantt_default_opts(&o);
+  o.width = 100;
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_render_gantt_ascii(&t, &o, &b);
+  const char *axis = strstr(b.data, "\n        "); /* the line under the ranks */
+  CHECK_MSG(axis && !strstr(b.data, "0.0039854") && !strstr(b.data, "0.0139854"),
+            "ticks not at round numbers:\n%s", b.data);
+  int ticks = 0; /* "0.02", "0.04", ...: a digit after a blank */
+  for (const char *p = axis ? axis + 1 : NULL; p && *p && *p != '\n'; p++)
+    ticks += p[0] == '0' && p[-1] == ' ';
+  CHECK_MSG(ticks >= 3, "%d ticks:\n%s", ticks, b.data);
+  kt_buf_free(&b);
+  kt_timeline_free(&t);
+}
+
 int main(void) {
+  round_ticks();
   golden(KT_SCHED_GPIPE, "gpipe_p4_m4.txt");
   golden(KT_SCHED_1F1B, "1f1b_p4_m4.txt");
   /* a wide chart is scaled to the width, never wider */

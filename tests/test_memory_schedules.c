@@ -198,7 +198,7 @@ static void test_auto_placements(void) {
   kt_schedule s;
   kt_error err;
   kt_gen_params params = {.p = 4, .m = 8, .mem_limit = 1.5};
-  CHECK(kt_generate(KT_SCHED_ZBV_AUTO, &params, &s, &err) == KT_EINVAL);
+  CHECK(kt_generate(KT_SCHED_ZBV_AUTO, &params, &s, &err) == KT_EMEMLIMIT);
   CHECK_STR_CONTAINS(err.msg, "plus room for a later one");
 }
 

@@ -1,5 +1,5 @@
 /* The exact search (kt_gen_optimal) and the lower bound
- * (kt_makespan_lower_bound):
+ * (kt_gen_lower_bound):
  * - on tiny problems, every order there is (any micro-batch order on every
  *   rank, a simulator of this file's own; a third of them with a send
  *   overhead): the search's optimum is their least makespan and the bound
@@ -147,7 +147,7 @@ static void check_tiny(int p, int m, int trials) {
     kt_schedule layout;
     kt_schedule_init(&layout, p, 1, m, KT_PLACEMENT_LOOP, &err);
     double lb = 0;
-    CHECK(kt_makespan_lower_bound(&layout, &c, t.limit, 0, &lb, NULL, &err) == KT_OK);
+    CHECK(kt_gen_lower_bound(&layout, &c, t.limit, 0, &lb, NULL, &err) == KT_OK);
     CHECK_MSG(lb <= best + 1e-9 * (1 + best), "P=%d M=%d trial %d: bound %.9g above the best %.9g",
               p, m, trial, lb, best);
     kt_status st = kt_gen_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err);
@@ -242,7 +242,7 @@ static void check_random_orders(int p, int v, int m, int problems, int orders) {
     kt__opt_problem pb;
     CHECK(kt__opt_problem_init(&pb, &s, &c, limit, 1, &err) == KT_OK);
     double lb;
-    CHECK(kt_makespan_lower_bound(&s, &c, limit, 0, &lb, NULL, &err) == KT_OK);
+    CHECK(kt_gen_lower_bound(&s, &c, limit, 0, &lb, NULL, &err) == KT_OK);
     kt_gen_params params = {.p = p, .m = m, .v = v, .costs = &c, .mem_limit = limit};
     kt_optimal_opts o = {.time_limit = 2};
     kt_schedule best;
@@ -324,31 +324,33 @@ static int in_subset(const corpus_row *r, int sanitized) {
  * analytic one. */
 static int raised_bounds;
 
-/* Right after zb-auto's default on r (order s, its makespan): the bound
- * that only reads what its exact step left (search_nodes < 0, what `sim`
- * prints for a near-optimal order) is valid, and no lower than the
- * analytic one; an order above KT_NEAR_OPTIMAL of the analytic bound came
- * out of the exact step, whose bound it reads. */
-static void check_searched_bound(const corpus_row *r, const kt_schedule *s, double makespan) {
-  double analytic, searched;
+/* zb-auto's default on r (order s, its period, what its generation
+ * proved): the bound it is stated with (kt_gen_bound_of reads what the
+ * exact step proved, no search of its own) is valid and no lower than the
+ * analytic one; when exact, the order is the optimum. */
+static void check_searched_bound(const corpus_row *r, const kt_schedule *s, double period,
+                                 const kt_gen_outcome *outcome) {
+  double analytic;
   kt_error err;
-  int exact = 0;
-  CHECK(kt_makespan_lower_bound(s, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
-  CHECK(kt_makespan_lower_bound(s, &r->c, r->limit, -1, &searched, &exact, &err) == KT_OK);
+  CHECK(kt_gen_lower_bound(s, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
+  kt_gen_bound b;
+  kt_gen_bound_of(s, &r->c, r->limit, period, outcome, &b);
+  CHECK(b.has);
+  double searched = b.value;
   CHECK_MSG(searched >= analytic - 1e-12 && searched <= r->optimum + 1e-9 * (1 + r->optimum),
             "corpus row %d: searched bound %.12g (analytic %.12g, optimum %.12g)", r->id,
             searched, analytic, r->optimum);
-  if (exact)
-    CHECK_MSG(fabs(makespan - r->optimum) <= 1e-9 * (1 + r->optimum),
+  if (b.exact)
+    CHECK_MSG(fabs(period - r->optimum) <= 1e-9 * (1 + r->optimum),
               "corpus row %d: the step proved %.12g optimal, the optimum is %.12g", r->id,
-              makespan, r->optimum);
+              period, r->optimum);
   raised_bounds += searched > analytic * (1 + 1e-12);
 }
 
-/* zb-auto's (zbv-auto's) makespan over the row's optimum, minus 1. */
 static double auto_gap(corpus_row *r, int thorough) {
+  kt_gen_outcome outcome;
   kt_gen_params params = {.p = r->p, .m = r->m, .v = r->v, .costs = &r->c, .mem_limit = r->limit,
-                          .thorough = thorough};
+                          .thorough = thorough, .outcome = &outcome};
   kt_schedule s;
   kt_error err;
   kt_metrics m;
@@ -359,7 +361,7 @@ static double auto_gap(corpus_row *r, int thorough) {
   }
   if (!kt_simulate_metrics(&s, &r->c, &m, &err)) {
     gap = m.period / r->optimum - 1;
-    if (!thorough) check_searched_bound(r, &s, m.period);
+    if (!thorough) check_searched_bound(r, &s, m.period, &outcome);
     kt_metrics_free(&m);
   }
   kt_schedule_free(&s);
@@ -392,11 +394,11 @@ static void check_corpus_row(corpus_row *r) {
   kt__opt_problem_free(&pb);
   double analytic, printed;
   int exact = 0;
-  CHECK(kt_makespan_lower_bound(&layout, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
+  CHECK(kt_gen_lower_bound(&layout, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
   CHECK_MSG(analytic <= r->optimum + 1e-9 * (1 + r->optimum), "corpus row %d: bound %.12g above "
             "the optimum %.12g", r->id, analytic, r->optimum);
   if (r->uniform) { /* the bound sim prints (its search on small problems) */
-    CHECK(kt_makespan_lower_bound(&layout, &r->c, r->limit, 20000, &printed, &exact, &err) == KT_OK);
+    CHECK(kt_gen_lower_bound(&layout, &r->c, r->limit, 20000, &printed, &exact, &err) == KT_OK);
     CHECK_MSG(fabs(printed - r->optimum) <= 1e-9 * (1 + r->optimum) && exact,
               "corpus row %d (uniform costs): bound %.12g, optimum %.12g", r->id, printed, r->optimum);
   }
@@ -477,7 +479,7 @@ static void check_limits(void) {
   params.p = 4, params.v = 3;
   CHECK(kt_gen_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err) == KT_EINVAL);
   params.v = 1, params.mem_limit = 0.5; /* not even one micro-batch fits */
-  CHECK(kt_gen_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err) == KT_EINVAL);
+  CHECK(kt_gen_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err) == KT_EMEMLIMIT);
 }
 
 int main(void) {

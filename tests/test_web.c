@@ -143,14 +143,14 @@ static void invalid(void) {
       {"frobnicate=1", "unknown setting 'frobnicate'"},
       {"p=0", "p '0': expected an integer"},
       {"mem-limit=-1", "mem-limit '-1'"},
-      {"slow-rank=9:2", "slow-rank 9: the schedule has ranks 0..3"},
+      {"slow-rank=9:2", "slow-rank 9: the pipeline has ranks 0..3"},
       {"slow-rank=1:0", "slow-rank '1:0'"},
-      {"schedule=nope", "unknown schedule 'nope'"},
-      {"comm=1 comm-bandwidth=2", "comm and comm-bandwidth"},
+      {"schedule=nope", "schedule: unknown schedule 'nope'"},
+      {"comm=1 comm-bandwidth=2", "comm 1 and comm-bandwidth 2 both set"},
       {"overlap=2", "overlap '2'"},
-      {"tf=0 tb=0 tw=0", "T_F, T_B and T_W are all 0"},
+      {"tf=0 tb=0 tw=0", "tf, tb and tw are all 0"},
       {"p", "setting 'p': expected key=value"},
-      {"p=4096 m=1000000", "too many actions"}};
+      {"p=4096 m=1000000", "actions would need about"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     j = ask(bad[i][0], NULL, &st);
     CHECK_MSG(j && st == KT_EINVAL, "%s: status %d", bad[i][0], (int)st);

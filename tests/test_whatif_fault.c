@@ -46,7 +46,7 @@ int main(void) {
   kt_buf_free(&out);
   kt_buf_init(&out);
   CHECK(kt_web_run(COSTS "slow-link=0-2:+1", order.data, &out) == KT_EINVAL);
-  CHECK_STR_CONTAINS(out.data, "slow link 0-2");
+  CHECK_STR_CONTAINS(out.data, "slow-link 0-2");
   kt_buf_free(&out);
   kt_buf_free(&order);
   return kt_test_done(__FILE__);

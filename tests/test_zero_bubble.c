@@ -401,7 +401,7 @@ static double heuristic_makespan(int p, int m, const kt_costs *c, double limit) 
   kt_metrics met;
   double ms = -1;
   static const kt__search_opts heur = {.lists = 1, .rounds = 1};
-  kt_status st = kt__zb_auto_build(&s, c, limit, &heur, 0, &err);
+  kt_status st = kt__zb_auto_build(&s, c, limit, &heur, 0, NULL, &err);
   if (!st) st = kt_simulate_metrics(&s, c, &met, &err);
   if (!st) ms = met.period, kt_metrics_free(&met);
   else fprintf(stderr, "zb-auto heuristic P=%d M=%d: %s\n", p, m, err.msg);
@@ -476,7 +476,7 @@ static void test_zb_auto_params(void) {
   kt_costs_default(&c);
   c.mem_act = 2;
   kt_gen_params params = {.p = 4, .m = 8, .costs = &c, .mem_limit = 1.5};
-  CHECK(kt_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EINVAL);
+  CHECK(kt_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EMEMLIMIT);
   CHECK_STR_CONTAINS(err.msg, "below what one micro-batch needs");
   params.mem_limit = NAN;
   CHECK(kt_generate(KT_SCHED_ZB_AUTO, &params, &s, &err) == KT_EINVAL);

@@ -26,7 +26,8 @@ extern "C" {
   X(ETIMEOUT, 1, "timed out")                                         \
   X(ERUNTIME, 1, "runtime failure")                                   \
   X(EPEER, 1, "a peer rank failed")                                  \
-  X(EBUSY, 2, "in use by another process")
+  X(EBUSY, 2, "in use by another process")                            \
+  X(EMEMLIMIT, 2, "no order fits the memory limit")
 
 typedef enum {
 #define KT__STATUS_ENUM(name, code, msg) KT_##name,
@@ -101,6 +102,13 @@ static inline int kt_rank_queue_next(kt_rank_queue *q) {
 /* Parsing helpers: strict, whole-string; 0 ok, -1 on garbage or overflow. */
 int kt_parse_int(const char *s, long lo, long hi, long *out);
 int kt_parse_double(const char *s, double *out);
+
+/* The one tolerance of kaiten's comparisons of a time or memory figure
+ * against a limit: x and a hair above it (relative and absolute 1e-12),
+ * so a sum that meets the limit with rounding error still meets it. */
+static inline double kt_tolerance(double x) { return x * (1 + 1e-12) + 1e-12; }
+/* v meets limit within that tolerance. */
+static inline int kt_within_limit(double v, double limit) { return v <= kt_tolerance(limit); }
 
 /* Median of v[0..n) (sorts v in place); 0 when n == 0. */
 double kt_median(double *v, size_t n);

@@ -2,22 +2,16 @@
  *
  * ctypes (Python) and other FFIs call C functions, but cannot safely lay out
  * C structs that grow with the library. This module gives them opaque
- * handles that hold the library's plain-data structs (a cost table, a
- * schedule, a simulation's timeline and metrics, a planner request),
- * creates and frees them, and hands them to the library's own functions.
- * Results come back as numbers, or as the text (JSON, CSV, charts, HTML)
- * the library's renderers write. Nothing here computes a result of its
- * own: what the CLI states about a simulation (closed forms where exact,
- * the lower bound, the exact search's figures, a comparison's rows) comes
- * from the same library calls it makes (kt_sim_info_describe,
- * kt_compare_row_fill); the rules of its flags (the cost basis, a memory
- * limit given as a fraction of 1F1B's) are applied by the caller with
- * these same calls, as python/kaiten does.
+ * handles: a request (kaiten/request.h: settings by name, as the CLI's
+ * flags and the page's key=value), its result, a comparison, a planner
+ * request. Results come back as numbers, or as the text (JSON, charts,
+ * HTML) the library's renderers write: the same bytes `kaiten sim` and
+ * `kaiten compare` print for the same request. Nothing here computes or
+ * checks anything of its own; the request's rules are the library's.
  *
- * A handle's pointer may be passed wherever the library takes the struct
- * (kt_ffi_costs_new's result is a kt_costs *, kt_ffi_schedule_new's a
- * kt_schedule *), so the scalar-and-pointer functions of kaiten/schedule.h,
- * kaiten/costs.h and kaiten/generators.h are called directly.
+ * A result's schedule (kt_ffi_result_order) may be passed wherever the
+ * library takes a const kt_schedule *, so kaiten/schedule.h's read-only
+ * functions are called on it directly.
  *
  * Text results are malloc'd and NUL-terminated: free them with
  * kt_ffi_free. Errors: a kt_status, and the one-line reason in err.
@@ -25,8 +19,7 @@
 #ifndef KAITEN_FFI_H
 #define KAITEN_FFI_H
 
-#include "kaiten/costs.h"
-#include "kaiten/schedule.h"
+#include "kaiten/request.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,113 +28,89 @@ extern "C" {
 /* Frees a text result. */
 void kt_ffi_free(char *text);
 
-/* ---- costs ------------------------------------------------------------------ */
+/* ---- requests ------------------------------------------------------------------- */
 
-/* A cost table with kt_costs_default's values; NULL when out of memory.
- * Fill it with kt_costs_parse_json; derive a schedule's stage costs with
- * kt_costs_for_chunks into another kt_ffi_costs_new table. */
-kt_costs *kt_ffi_costs_new(void);
-void kt_ffi_costs_free(kt_costs *c);
-/* The table as the CLI's JSON writes it (kt_render_costs_json). ENOMEM. */
-kt_status kt_ffi_costs_json(const kt_costs *c, char **out, kt_error *err);
+/* A request with kt_request_init's defaults; NULL when out of memory. */
+kt_request *kt_ffi_request_new(void);
+void kt_ffi_request_free(kt_request *rq);
+/* kt_request_set, kt_request_parse: EINVAL naming the key as given. */
+kt_status kt_ffi_request_set(kt_request *rq, const char *key, const char *value, kt_error *err);
+kt_status kt_ffi_request_parse(kt_request *rq, const char *text, kt_error *err);
+/* Costs in the cost file's JSON format (kt_costs_parse_json, as `--costs
+ * FILE` reads a file) onto the request's. EPARSE, EINVAL naming the key. */
+kt_status kt_ffi_request_costs(kt_request *rq, const char *json, kt_error *err);
+/* The order to run instead of generating one (kt_request_set_order): a
+ * schedule in kaiten text or CSV form of len bytes (a NUL byte among them
+ * is EPARSE), name used when it gives none. */
+kt_status kt_ffi_request_order(kt_request *rq, const char *text, size_t len, const char *name,
+                               kt_error *err);
+/* kt_request_print. */
+kt_status kt_ffi_request_text(const kt_request *rq, char **out, kt_error *err);
 
-/* ---- schedules -------------------------------------------------------------- */
+/* ---- results -------------------------------------------------------------------- */
 
-/* An empty schedule (fill it with kt_ffi_generate, kt_ffi_optimal or
- * kt_ffi_parse, which replace what a used handle holds, or with
- * kt_schedule_lower_ir); NULL when out of memory. */
-kt_schedule *kt_ffi_schedule_new(void);
-void kt_ffi_schedule_free(kt_schedule *s);
+/* kt_request_run into a new result: detail 0 builds the order only, 1
+ * simulates its metrics, 2 keeps every event. The request's errors
+ * (EINVAL, EMEMLIMIT, EPARSE, EINVALID_SCHEDULE, EDEADLOCK, ENOMEM). */
+kt_status kt_ffi_run(const kt_request *rq, int detail, kt_result **out, kt_error *err);
+/* Simulates a result built with less detail (1 or 2; nothing when it has it). */
+kt_status kt_ffi_result_simulate(kt_result *res, int detail, kt_error *err);
+void kt_ffi_result_free(kt_result *res);
+/* The order built, and a held order's lowered program (NULL: none). */
+const kt_schedule *kt_ffi_result_order(const kt_result *res);
+const kt_schedule *kt_ffi_result_program(const kt_result *res);
+/* The memory limit the order was searched under or is checked against
+ * (mem-act units; < 0: none), and what reading a held order inferred. */
+double kt_ffi_result_mem_limit(const kt_result *res);
+const char *kt_ffi_result_read_info(const kt_result *res);
+/* A simulated result as `kaiten sim --format json` writes it (its events
+ * when events is 1 and it kept them). EINVAL before a simulation. */
+kt_status kt_ffi_result_json(const kt_result *res, int events, char **out, kt_error *err);
+/* The terminal chart `kaiten sim` draws at width columns (no colour): the
+ * Gantt, a blank line, the metrics table and the cost basis (a result
+ * with its events). */
+kt_status kt_ffi_result_gantt(const kt_result *res, int width, char **out, kt_error *err);
+/* The stage costs the order runs with, as the CLI's JSON writes costs. */
+kt_status kt_ffi_result_costs_json(const kt_result *res, char **out, kt_error *err);
+/* The HTML report `kaiten sim --report` writes (a result with its events),
+ * written to path atomically; rq (may be NULL) gives the costs as stated;
+ * title NULL: kaiten sim's. EIO, ENOMEM. */
+kt_status kt_ffi_result_report(const kt_result *res, const kt_request *rq, const char *path,
+                               const char *title, kt_error *err);
+
+/* ---- comparisons ---------------------------------------------------------------- */
+
+/* kt_request_compare into a new comparison (detail 2: every row keeps its
+ * events, for a report). The comparison reads rq's costs: rq must outlive it. */
+kt_status kt_ffi_compare(const kt_request *rq, int detail, kt_comparison **out, kt_error *err);
+void kt_ffi_comparison_free(kt_comparison *cmp);
+/* `kaiten compare`'s output: its JSON (json 1) or its table. */
+kt_status kt_ffi_comparison_text(const kt_comparison *cmp, int json, char **out, kt_error *err);
+/* Its rows: row i's result (NULL when it does not apply: *reason says
+ * why), its name. */
+int kt_ffi_comparison_rows(const kt_comparison *cmp);
+const kt_result *kt_ffi_comparison_row(const kt_comparison *cmp, int i, const char **name,
+                                       const char **reason);
+/* `kaiten compare --report` (a comparison made with detail 2). */
+kt_status kt_ffi_comparison_report(const kt_comparison *cmp, const char *path, const char *title,
+                                   kt_error *err);
+
+/* ---- the what-if page's call ------------------------------------------------------ */
+
+/* kt_web_run (kaiten/web.h): the answer the page gets for args (and an
+ * order), success or failure alike (its "ok" says which). ENOMEM. */
+kt_status kt_ffi_web_run(const char *args, const char *order, char **out, kt_error *err);
+
+/* ---- schedules ---------------------------------------------------------------- */
+
 /* shape[0..4] = P, V, M, stages, placement (kt_placement). */
 void kt_ffi_schedule_shape(const kt_schedule *s, int shape[5]);
 const char *kt_ffi_schedule_name(const kt_schedule *s);
-void kt_ffi_schedule_set_name(kt_schedule *s, const char *name);
-
-/* kt_generate of kind at P, V (0: its default), M with stage costs
- * c (NULL: unit costs) and zb-auto's memory limit in M_B units (<= 0: its
- * default); thorough: zb-auto's thorough search (kt_gen_params.thorough).
- * EINVAL with the reason when the sizes do not suit the kind. */
-kt_status kt_ffi_generate(int kind, int p, int v, int m, const kt_costs *c, double mem_limit,
-                          int thorough, kt_schedule *out, kt_error *err);
-/* kt_gen_1f1b_peak and kt_gen_mem_limit of those parameters. */
-double kt_ffi_1f1b_peak(int kind, int p, int v, int m, const kt_costs *c);
-double kt_ffi_mem_limit(int p, int v, int m, const kt_costs *c, double mem_limit);
-
-/* kt_schedule_parse_opts of a CSV or text schedule, read in notation
- * (kt_notation; AUTO detects). lowered (optional) receives the whole file
- * when it has communication actions; info[0..2] (optional) = the notation
- * it was read in, its communication actions, and of those SEND/RECV/
- * WAIT_SEND actions. EPARSE naming the bad cell. */
-kt_status kt_ffi_parse(const char *text, int notation, kt_schedule *out, kt_schedule *lowered,
-                       long info[3], kt_error *err);
-/* The schedule in PyTorch's CSV (kt_schedule_write_csv_notation), or in
- * kaiten's text form when notation < 0. ENOMEM. */
-kt_status kt_ffi_schedule_write(const kt_schedule *s, int notation, char **out, kt_error *err);
-
-/* ---- simulations -------------------------------------------------------------- */
-
-/* A simulation's timeline and metrics. */
-typedef struct kt_ffi_sim kt_ffi_sim;
-/* kt_simulate_both of s with costs c into a new simulation. EDEADLOCK,
- * EINVALID_SCHEDULE with the reason, ENOMEM. */
-kt_status kt_ffi_simulate(const kt_schedule *s, const kt_costs *c, kt_ffi_sim **out,
-                          kt_error *err);
-void kt_ffi_sim_free(kt_ffi_sim *sim);
-
-/* The schedule "optimal": kt_gen_optimal at P, V (1: loop, 2: v
- * placement), M under the stage costs c and zb-auto's memory limit (M_B
- * units, <= 0: its default) within time_limit seconds (<= 0: 10). *search
- * (a new handle) keeps the search's figures for kt_ffi_info_new. EINVAL
- * (above its reach, nothing fits the limit), ENOMEM. */
-typedef struct kt_ffi_search kt_ffi_search;
-kt_status kt_ffi_optimal(int p, int v, int m, const kt_costs *c, double mem_limit,
-                         double time_limit, kt_schedule *out, kt_ffi_search **search,
-                         kt_error *err);
-void kt_ffi_search_free(kt_ffi_search *search);
-
-/* What a simulation ran with, for the renderers (kaiten/report.h's
- * kt_sim_info, filled as the CLI fills it by kt_sim_info_describe): the
- * schedule's shape, placement and stage table, its stage costs c, the cost
- * basis ("rank" | "stage" | NULL), and from how it was made (kind: its
- * generator, KT_SIM_OPTIMAL with search, or -1 for a file; mem_limit: the
- * limit zb-auto, zbv-auto or the search kept, < 0: none) and its
- * simulation sim (NULL: none yet) the closed forms, the lower bound and
- * the search's figures. The strings and the search's figures are copied;
- * s, c and sim are not and must outlive the info. NULL when out of memory. */
-typedef struct kt_ffi_info kt_ffi_info;
-kt_ffi_info *kt_ffi_info_new(const kt_schedule *s, const kt_costs *c, const char *cost_basis,
-                             int kind, double mem_limit, const kt_ffi_search *search,
-                             const kt_ffi_sim *sim);
-void kt_ffi_info_free(kt_ffi_info *info);
-
-/* The simulation as `kaiten sim --format json` writes it (kt_render_sim_json),
- * its events listed when events is 1. ENOMEM. */
-kt_status kt_ffi_sim_json(const kt_ffi_info *info, const kt_ffi_sim *sim, int events, char **out,
-                          kt_error *err);
-/* The terminal chart `kaiten sim` draws at width columns (no colour): the
- * Gantt, a blank line, the metrics table and the cost basis. ENOMEM. */
-kt_status kt_ffi_sim_gantt(const kt_ffi_info *info, const kt_ffi_sim *sim, int width, char **out,
-                           kt_error *err);
-/* The HTML report (kt_write_html_report) of n entries, written to path
- * atomically: entry i, named names[i], is sims[i] with infos[i], or when
- * sims[i] is NULL a schedule that does not apply, for reasons[i]. Every
- * entry says the layout asked for (p, m) and the cost basis. given: the
- * costs as the user gave them (NULL: the first entry's). EIO, ENOMEM. */
-kt_status kt_ffi_report(const char *path, const char *title, int n, const kt_ffi_info *const *infos,
-                        const kt_ffi_sim *const *sims, const char *const *names,
-                        const char *const *reasons, int p, int m, const char *cost_basis,
-                        const kt_costs *given, kt_error *err);
-
-/* The comparison `kaiten compare` prints, as JSON (table 0) or its table
- * (1), of n rows: row i, named names[i], is sims[i] described by infos[i]
- * (kt_compare_row_fill), or when sims[i] is NULL a schedule that does not
- * apply, for reasons[i]. peak_1f1b: 1F1B's peak on the same model (<= 0:
- * unknown); p, m, v, the cost basis and the costs as given head it.
- * EINVAL, ENOMEM. */
-kt_status kt_ffi_compare(int n, const kt_ffi_info *const *infos, const kt_ffi_sim *const *sims,
-                         const char *const *names, const char *const *reasons, double peak_1f1b,
-                         int p, int m, int v, const char *cost_basis, const kt_costs *given,
-                         int table, char **out, kt_error *err);
+/* The schedule as text: kaiten's text form (notation -1) or PyTorch's CSV
+ * (1 current, 2 legacy), lowered first for the IR lowered_ir (kt_torch_ir;
+ * -1: compute only). ENOMEM, the lowering's errors. */
+kt_status kt_ffi_schedule_write(const kt_schedule *s, int notation, int lowered_ir, char **out,
+                                kt_error *err);
 
 /* ---- partitioner -------------------------------------------------------------- */
 

@@ -78,6 +78,16 @@ typedef struct {
 void kt_gen_closed_forms(int kind, const kt_schedule *s, const kt_costs *c,
                          double simulated_bubble, kt_closed_forms *out);
 
+/* What generating a schedule found out beyond its order
+ * (kt_gen_params.outcome): zb-auto's and zbv-auto's stages, and the lower
+ * bound their search proved. */
+typedef struct {
+  double lower_bound; /* on the period of any order within the memory limit (0: none) */
+  int proven;         /* the exact step finished: lower_bound is the optimum */
+  long nodes;         /* the exact step's nodes (0: it did not run) */
+  char stages[96];    /* the stages that ran, in order ("bound,quick,search,exact") */
+} kt_gen_outcome;
+
 typedef struct {
   int p, v, m; /* v = 0: the schedule's default chunk count */
   /* zb-auto, zbv-auto, v-half, v-min: the cost model to optimise against
@@ -100,6 +110,8 @@ typedef struct {
    * and its actions, for callers that show progress; NULL: not called. */
   void (*on_long_search)(const char *schedule, size_t actions, void *ctx);
   void *ctx;
+  /* Optional: receives what the generation found out (zeroed first). */
+  kt_gen_outcome *outcome;
 } kt_gen_params;
 
 /* The memory limit zb-auto and zbv-auto keep every rank under:
@@ -141,6 +153,22 @@ kt_status kt_gen_period(const kt_schedule *s, const kt_costs *c, double *period,
  * parameters are impossible for it (e.g. interleaved with M < P). */
 kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params,
                       kt_schedule *out, kt_error *err);
+
+/* The lower bound an order is stated with (every sim, compare and page):
+ * the analytic bound on the period of every order of s's layout within
+ * limit per rank (the memory its order was searched under; <= 0: s's own
+ * peak), under the stage costs c, raised to what s's generation proved
+ * (outcome, may be NULL: zb-auto's exact step); exact: the proven optimum
+ * (the generation proved it, or s's period meets it). No search runs here. */
+typedef struct {
+  int has;               /* 0: none, why says why */
+  double value, memory;  /* the bound, and the memory per rank it holds within */
+  int exact;
+  const char *from;      /* "analytic", or "search" (raised by a search's proof) */
+  const char *why;
+} kt_gen_bound;
+void kt_gen_bound_of(const kt_schedule *s, const kt_costs *c, double limit, double period,
+                     const kt_gen_outcome *outcome, kt_gen_bound *out);
 
 /* ---- optimal: the fastest order of a small problem, proven -------------- */
 
@@ -186,7 +214,8 @@ kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
                          const kt_optimal_opts *opts, kt_schedule *out,
                          kt_optimal_result *res, kt_error *err);
 
-/* A lower bound on the makespan of every order of layout's ranks, stages
+/* A lower bound on the period (kaiten/sim.h, under c's step sync and step-end
+ * costs) of every order of layout's ranks, stages
  * and micro-batches (its actions are not read) under the stage costs c
  * (NULL: unit) whose ranks stay within mem_limit (as zb-auto reads it; <= 0:
  * its default): per rank, the single-machine bound of the ops it runs,
@@ -198,10 +227,8 @@ kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
  * quickly (P <= 4, M <= 6, V = 1, or V = 2 in v placement), also that
  * search, up to that many nodes (the same answer on every machine; about
  * 10^5 a second); *exact (may be NULL) is then 1 when the bound is the
- * proven optimum. search_nodes < 0: only what such a search already run on
- * this thread on the same problem proved (zb-auto's exact step), no new
- * search. EINVAL when no order fits the limit, ENOMEM. */
-kt_status kt_makespan_lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
+ * proven optimum. EINVAL when no order fits the limit, ENOMEM. */
+kt_status kt_gen_lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
                                   long search_nodes, double *lb, int *exact, kt_error *err);
 
 #ifdef __cplusplus

@@ -8,6 +8,7 @@
 #include "kaiten/rundir.h"
 #include "kaiten/schedule.h"
 #include "kaiten/plan.h"
+#include "kaiten/request.h"
 #include "kaiten/sim.h"
 #include "kaiten/timeline.h"
 
@@ -34,68 +35,6 @@ void kt_gantt_default_opts(kt_gantt_opts *o);
  * numbers, '.' for idle, a time axis and a legend. Scales to the width: one
  * cell per time quantum when it fits, proportional (labels elided) otherwise. */
 void kt_render_gantt_ascii(const kt_timeline *t, const kt_gantt_opts *o, kt_buf *b);
-
-/* Describes what a simulation was run with, for the headers of reports. */
-typedef struct {
-  const char *schedule; /* name */
-  int p, v, m;
-  const char *placement; /* may carry the table: "explicit (stage:rank 0:0 ...)" */
-  const int32_t *stage_ranks; /* explicit placement: rank of each of the p*v stages, else NULL */
-  const kt_costs *costs; /* the stage costs the schedule ran with */
-  const char *cost_basis; /* "rank" (costs given for one rank's share) | "stage" | NULL */
-  double closed_form; /* < 0: none */
-  const char *closed_form_expr;
-  const char *closed_form_why; /* when there is none: why (one phrase), or NULL */
-  size_t messages;
-  /* A lower bound on the makespan of every order of this layout that stays
-   * within lower_bound_memory per rank (kt_makespan_lower_bound, or the
-   * exact search's); lower_bound_exact: it is the proven optimum.
-   * has_lower_bound 0: none (lower_bound_why says why, or NULL). */
-  int has_lower_bound, lower_bound_exact;
-  double lower_bound, lower_bound_memory;
-  const char *lower_bound_why;
-  const char *lower_bound_from; /* "analytic", "search" (the exact search raised it), or NULL */
-  /* The exact search that made schedule "optimal" (searched 0: none). */
-  int searched, proven;
-  double search_seconds, search_time_limit, search_start_period;
-  long search_nodes;
-  double mem_limit; /* zb-auto, zbv-auto: the memory limit the search kept (mem-act units);
-                       0: none */
-  /* the closed-form peak memory (mem-act units) where exact, else < 0 */
-  double closed_form_peak_memory;
-  const char *closed_form_peak_memory_expr;
-} kt_sim_info;
-
-/* ---- what every front end states about a simulation (describe.c) -------- */
-
-/* The exact search's schedule "optimal" among kinds (not a kt_gen_kind). */
-#define KT_SIM_OPTIMAL KT_SCHED_COUNT
-/* The exact search's nodes that may raise the lower bound of a searched
- * order (zb-auto, zbv-auto) on small problems when it is slower than the
- * analytic bound: a tenth of a second or so (about 10^5 nodes a second);
- * the uniform-cost rows of the corpus close within 7,000. */
-#define KT_BOUND_SEARCH_NODES 20000
-
-/* How a schedule was made. */
-typedef struct {
-  int kind;         /* its generator (kt_gen_kind), KT_SIM_OPTIMAL, or -1: a file */
-  double mem_limit; /* zb-auto, zbv-auto, optimal: the limit its order was searched
-                       under (kt_gen_mem_limit, mem-act units); < 0: none */
-  const kt_optimal_result *optimal; /* KT_SIM_OPTIMAL: the search's result */
-  double time_limit;                /* KT_SIM_OPTIMAL: its time limit (<= 0: 10 s) */
-  int no_bound;                     /* 1: leave the lower bound out (nobody reads it) */
-} kt_sim_origin;
-
-/* Fills what info states about a simulation met (may be NULL: not run) of
- * s under the stage costs c beyond its shape, names and costs (the
- * caller's): the closed forms where exact (kt_gen_closed_forms); the
- * memory limit; the lower bound on s's layout within the limit its order
- * was searched under, else within its own peak memory, raised by the exact
- * search (up to KT_BOUND_SEARCH_NODES) for a searched order slower than the
- * analytic bound (kt_makespan_lower_bound); for "optimal" the search's own
- * figures and bound, and no formula. */
-void kt_sim_info_describe(kt_sim_info *info, const kt_sim_origin *o, const kt_schedule *s,
-                          const kt_costs *c, const kt_metrics *met);
 
 /* The line under a table saying what the costs describe: basis "stage"
  * (per stage) or "rank" (one rank's share of the model; with V chunks a
@@ -132,46 +71,10 @@ void kt_render_costs_json(const kt_costs *c, kt_buf *b);
 
 /* ---- comparisons (compare.c) ---------------------------------------------- */
 
-/* One schedule in a comparison. closed < 0: no closed form (closed_why
- * says why); mem_vs_1f1b: peak memory over 1F1B's on the same model (< 0:
- * unknown); mem_limit: zb-auto's limit (< 0: none). */
-typedef struct {
-  const char *schedule;
-  int applies;
-  const char *reason; /* why it does not apply */
-  int v;
-  double period, makespan, bubble, closed; /* period: a step in steady state (kt_metrics) */
-  const char *closed_expr, *closed_why;
-  double peak_mem, peak_mem_first, peak_mem_last, mem_vs_1f1b, closed_mem, mem_limit;
-  const char *closed_mem_expr;
-  int inflight_first, inflight_last;
-  size_t messages;
-  /* the lower bound on its layout's period within lower_bound_memory per
-   * rank (kt_sim_info's fields); proven: its exact search finished (-1:
-   * not searched) */
-  int has_lower_bound, lower_bound_exact, proven;
-  double lower_bound, lower_bound_memory;
-} kt_compare_row;
-
-typedef struct {
-  int p, m, v;
-  const kt_costs *costs;  /* as the user gave them */
-  const char *cost_basis; /* "rank" | "stage" */
-} kt_compare_info;
-
-/* The comparison as an aligned table (with the basis line, closed forms and
- * what did not apply), or as one JSON object {p, m, v, cost_basis, costs,
- * rows[]}. */
-void kt_render_compare_table(const kt_compare_info *info, const kt_compare_row *rows, size_t n,
-                             kt_buf *b);
-void kt_render_compare_json(const kt_compare_info *info, const kt_compare_row *rows, size_t n,
-                            kt_buf *b);
-/* A comparison's row of a schedule that ran: from its simulation met and
- * its info (kt_sim_info_describe with origin o); peak_1f1b: 1F1B's peak
- * memory on the same model (<= 0: unknown). r->schedule and r->reason are
- * the caller's. */
-void kt_compare_row_fill(kt_compare_row *r, const kt_sim_info *info, const kt_sim_origin *o,
-                         const kt_metrics *met, double peak_1f1b);
+/* A comparison (kaiten/request.h) as an aligned table (with the basis line,
+ * closed forms and what did not apply), or as one JSON object {p, m, v,
+ * cost_basis, costs, rows[]}. */
+void kt_render_comparison(const kt_comparison *cmp, int json, kt_buf *b);
 
 /* Chrome trace JSON (opens in Perfetto / chrome://tracing): one track per
  * rank, one slice per action with stage, micro-batch and op in args, memory
@@ -357,6 +260,15 @@ void kt_render_html_report(kt_buf *b, const char *title, const kt_report_entry *
 kt_status kt_write_html_report(const char *path, const char *title,
                                const kt_report_entry *entries, size_t n, const kt_costs *costs,
                                kt_error *err);
+/* The report of one result (its timeline, or timeline when not NULL: a
+ * coarse one) or of a comparison whose rows kept their timelines
+ * (KT_RESULT_TIMELINE), written to path atomically; title NULL: the one
+ * kaiten sim or compare gives. ENOMEM, EIO. */
+kt_status kt_write_result_report(const char *path, const char *title, const kt_result *res,
+                                 const kt_timeline *timeline, const kt_costs *given,
+                                 kt_error *err);
+kt_status kt_write_comparison_report(const char *path, const char *title,
+                                     const kt_comparison *cmp, kt_error *err);
 
 /* ---- run reports (run_report.c): a run directory (kaiten/rundir.h) drawn ---- */
 

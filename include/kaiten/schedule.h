@@ -70,6 +70,7 @@ typedef enum {
 } kt_placement;
 
 const char *kt_placement_name(kt_placement p); /* "loop" | "v" | "explicit" */
+int kt_placement_from_name(const char *name);  /* the placement named, or -1 */
 
 /* flags */
 #define KT_ACTION_OVERLAP_NEXT 0x1u /* runs overlapped with the next action on the rank */
@@ -170,6 +171,7 @@ kt_status kt_action_parse(const char *s, size_t len, kt_action *out, kt_error *e
  * for inputs, BW = full backward, W = backward for weights. */
 typedef enum { KT_NOTATION_AUTO, KT_NOTATION_CURRENT, KT_NOTATION_LEGACY } kt_notation;
 const char *kt_notation_name(kt_notation n); /* "auto" | "current" | "legacy" */
+int kt_notation_from_name(const char *name); /* the notation named, or -1 */
 
 typedef struct {
   kt_notation notation; /* in: how to read B and BW (AUTO: detect) */
@@ -270,41 +272,41 @@ kt_status kt_lowered_validate(const kt_schedule *lowered, kt_error *err);
  * three results others wait for: its forward output (F), its input
  * gradient (BI, from B or I) and its split input gradient (I, which W
  * needs). */
-typedef enum { KT_RESULT_NONE = -1, KT_RESULT_F, KT_RESULT_BI, KT_RESULT_I, KT_RESULT_COUNT } kt_result;
+typedef enum { KT_OUT_NONE = -1, KT_OUT_F, KT_OUT_BI, KT_OUT_I, KT_OUT_COUNT } kt_output;
 
 /* The result a compute action waits for, and in *stage the stage that makes
  * it (the micro-batch is the action's): F(s) needs F(s-1); B or I(s) needs
- * B/I(s+1), or F(S-1) on the last stage; W(s) needs I(s). KT_RESULT_NONE for
+ * B/I(s+1), or F(S-1) on the last stage; W(s) needs I(s). KT_OUT_NONE for
  * F of stage 0, which needs nothing. */
-static inline kt_result kt_action_needs(int op, int stage, int n_stages, int *from_stage) {
+static inline kt_output kt_action_needs(int op, int stage, int n_stages, int *from_stage) {
   switch (op) {
     case KT_OP_F:
       *from_stage = stage - 1;
-      return stage > 0 ? KT_RESULT_F : KT_RESULT_NONE;
+      return stage > 0 ? KT_OUT_F : KT_OUT_NONE;
     case KT_OP_B:
     case KT_OP_I:
-      if (stage == n_stages - 1) return *from_stage = stage, KT_RESULT_F;
-      return *from_stage = stage + 1, KT_RESULT_BI;
-    case KT_OP_W: return *from_stage = stage, KT_RESULT_I;
-    default: return *from_stage = -1, KT_RESULT_NONE;
+      if (stage == n_stages - 1) return *from_stage = stage, KT_OUT_F;
+      return *from_stage = stage + 1, KT_OUT_BI;
+    case KT_OP_W: return *from_stage = stage, KT_OUT_I;
+    default: return *from_stage = -1, KT_OUT_NONE;
   }
 }
 
-/* The results a finished compute action publishes, as bits 1 << kt_result:
+/* The results a finished compute action publishes, as bits 1 << kt_output:
  * F publishes F, B publishes BI, I publishes BI and I, W nothing. */
 static inline unsigned kt_action_publishes(int op) {
-  return op == KT_OP_F ? 1u << KT_RESULT_F
-         : op == KT_OP_B ? 1u << KT_RESULT_BI
-         : op == KT_OP_I ? (1u << KT_RESULT_BI) | (1u << KT_RESULT_I)
+  return op == KT_OP_F ? 1u << KT_OUT_F
+         : op == KT_OP_B ? 1u << KT_OUT_BI
+         : op == KT_OP_I ? (1u << KT_OUT_BI) | (1u << KT_OUT_I)
                          : 0u;
 }
 
 /* The other stage that waits for a stage's result: F(s) feeds stage s+1,
  * BI(s) feeds stage s-1; -1 when the result stays on its stage (I, or F of
  * the last stage, BI of the first). Across ranks this is a message. */
-static inline int kt_result_consumer(kt_result r, int stage, int n_stages) {
-  if (r == KT_RESULT_F) return stage + 1 < n_stages ? stage + 1 : -1;
-  if (r == KT_RESULT_BI) return stage > 0 ? stage - 1 : -1;
+static inline int kt_output_consumer(kt_output r, int stage, int n_stages) {
+  if (r == KT_OUT_F) return stage + 1 < n_stages ? stage + 1 : -1;
+  if (r == KT_OUT_BI) return stage > 0 ? stage - 1 : -1;
   return -1;
 }
 
@@ -312,16 +314,16 @@ static inline int kt_result_consumer(kt_result r, int stage, int n_stages) {
  * names: the result it carries, returned, and in *producer the stage that
  * made it: SEND_F/WAIT_SEND_F: F(s); RECV_F: F(s-1); SEND_B/WAIT_SEND_B:
  * BI(s); RECV_B: BI(s+1). The stage at the other end is the producer for a
- * RECV and kt_result_consumer for a send. KT_RESULT_NONE for other ops. */
-static inline kt_result kt_comm_message(int op, int stage, int *producer) {
+ * RECV and kt_output_consumer for a send. KT_OUT_NONE for other ops. */
+static inline kt_output kt_comm_message(int op, int stage, int *producer) {
   switch (op) {
     case KT_OP_SEND_F:
-    case KT_OP_WAIT_SEND_F: return *producer = stage, KT_RESULT_F;
-    case KT_OP_RECV_F: return *producer = stage - 1, KT_RESULT_F;
+    case KT_OP_WAIT_SEND_F: return *producer = stage, KT_OUT_F;
+    case KT_OP_RECV_F: return *producer = stage - 1, KT_OUT_F;
     case KT_OP_SEND_B:
-    case KT_OP_WAIT_SEND_B: return *producer = stage, KT_RESULT_BI;
-    case KT_OP_RECV_B: return *producer = stage + 1, KT_RESULT_BI;
-    default: return *producer = -1, KT_RESULT_NONE;
+    case KT_OP_WAIT_SEND_B: return *producer = stage, KT_OUT_BI;
+    case KT_OP_RECV_B: return *producer = stage + 1, KT_OUT_BI;
+    default: return *producer = -1, KT_OUT_NONE;
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "kaiten/checkpoint.h"
 #include "kaiten/generators.h"
+#include "kaiten/request.h"
 #include "kaiten/report.h"
 #include "kaiten/rundir.h"
 #include "kaiten/runtime.h"
@@ -195,12 +196,6 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
 typedef struct kt_session kt_session;
 typedef struct kt_session_info kt_session_info; /* below */
 
-/* How mem_limit is stated (zb-auto, zbv-auto). */
-typedef enum {
-  KT_MEM_LIMIT_UNITS,    /* the generator's activation units per rank (<= 0: its default) */
-  KT_MEM_LIMIT_FRACTION, /* a fraction of 1F1B's peak on the same layout */
-  KT_MEM_LIMIT_BYTES     /* bytes of the model's activations, measured per stage */
-} kt_mem_limit_kind;
 
 typedef enum {
   KT_NOTE_LONG_SEARCH,     /* a generator tunes its order at length: name the schedule, count its actions */
@@ -264,8 +259,11 @@ typedef struct {
   const kt_schedule *program;   /* with schedule: its lowered form, run as written (may be NULL) */
   kt_gen_kind kind;
   int p, v, m;                  /* v 0: the kind's default chunk count */
-  kt_mem_limit_kind mem_limit_kind;
-  double mem_limit;
+  /* zb-auto, zbv-auto: the limit as stated (kaiten/request.h): the
+   * generator's activation units per rank (value 0: its default), a
+   * fraction of 1F1B's peak on the same layout, or bytes of the model's
+   * activations, measured per stage */
+  kt_mem_limit mem_limit;
   const char *partition;        /* model units per stage, "2,3,3" (NULL: balanced by cost) */
   int micro_batch, grad_accum, data_parallel;
   /* ---- training ---- */

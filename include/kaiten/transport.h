@@ -135,6 +135,10 @@ static inline uint64_t kt_tag(int kind, int stage, int mb, int round) {
   return ((uint64_t)(unsigned)kind << 60) | ((uint64_t)(unsigned)round << 44) |
          ((uint64_t)(unsigned)stage << 24) | (uint64_t)(unsigned)mb;
 }
+/* tag (round 0's) in round `round`. */
+static inline uint64_t kt_tag_round(uint64_t tag, int round) {
+  return tag | ((uint64_t)(unsigned)round << 44);
+}
 #define KT_TAG_COLLECTIVE (UINT64_C(0xF) << 60)
 
 #ifdef __cplusplus

@@ -13,12 +13,15 @@ The same names and numbers as the CLI (`kaiten sim|compare|plan --format
 json`); docs/python.md documents the API. kaiten.torch (needs torch)
 measures a model's stages and builds a PyTorch schedule from kaiten's order.
 """
-from ._ffi import KaitenError, lib as _lib
+from ._ffi import (KaitenError, InvalidArgument, InvalidSchedule, Deadlock, InfeasibleMemory,
+                   KaitenMemoryError, KaitenOSError, lib as _lib)
 from ._schedule import Schedule, Simulation, schedule, load, schedules
-from ._compare import Comparison, compare
+from ._compare import Comparison, CompareRow, compare
 from ._plan import Plan, plan, partition
 
-__version__ = _lib.kt_version().decode()
+__version__: str = _lib.kt_version().decode()
 
-__all__ = ["KaitenError", "Schedule", "Simulation", "Comparison", "Plan", "schedule", "load",
-           "schedules", "compare", "plan", "partition", "__version__"]
+__all__ = ["KaitenError", "InvalidArgument", "InvalidSchedule", "Deadlock", "InfeasibleMemory",
+           "KaitenMemoryError", "KaitenOSError", "Schedule", "Simulation", "Comparison",
+           "CompareRow", "Plan", "schedule", "load", "schedules", "compare", "plan", "partition",
+           "__version__"]

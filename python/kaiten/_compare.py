@@ -1,166 +1,133 @@
 """`kaiten compare` in Python: every applicable schedule side by side under
-one cost model. The rows are the CLI's: each schedule is generated and
-simulated through the library, and the library fills and renders the rows
-(kt_compare_row_fill, kt_render_compare_json)."""
+one cost model. One request goes to the library, which runs each row and
+renders the comparison as the CLI does."""
+from __future__ import annotations
+
 import ctypes
 import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
-from ._ffi import KaitenError, lib, enc
 from . import _ffi
+from ._ffi import lib, dec, enc
+from ._request import METRICS, TIMELINE, Request
 from . import _schedule as S
 
 
-class Comparison(dict):
+@dataclass(frozen=True)
+class CompareRow(S.JsonView):
+    """One schedule of a comparison: its figures as fields, every key of
+    the CLI's row by its name."""
+
+    schedule: str
+    applies: bool
+    reason: Optional[str]       #: why it does not apply
+    period: Optional[float]
+    makespan: Optional[float]
+    bubble: Optional[float]
+    peak_memory: Optional[float]
+    lower_bound: Optional[float]
+    gap: Optional[float]
+    data: Dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "CompareRow":
+        return cls(d["schedule"], d["applies"], d.get("reason"), d.get("period"),
+                   d.get("makespan"), d.get("bubble_ratio"), d.get("peak_memory"),
+                   d.get("lower_bound"), d.get("gap"), d)
+
+
+@dataclass(frozen=True)
+class Comparison(S.JsonView):
     """`kaiten compare --format json`'s object (p, m, v, cost_basis, costs,
-    lower_bound, rows[]), with each applicable row's Schedule kept for
-    reports."""
+    lower_bound, rows[]), its rows as CompareRow, and each applicable row's
+    Schedule."""
 
-    def __init__(self, data, schedules, costs, text):
-        super().__init__(data)
-        self._schedules = schedules  # name -> Schedule, or the reason it does not apply
-        self._costs = costs
-        self._text = text
+    p: int
+    m: int
+    v: int
+    step_sync: str
+    cost_basis: str
+    lower_bound: Optional[float]
+    rows: Tuple[CompareRow, ...]
+    data: Dict[str, Any] = field(repr=False)
+    _request: Request = field(repr=False, compare=False)
+    _handle: _ffi.Handle = field(repr=False, compare=False)
 
-    @property
-    def rows(self):
-        return self["rows"]
-
-    def row(self, name):
-        for r in self["rows"]:
-            if r["schedule"] == name:
+    def row(self, name: str) -> CompareRow:
+        for r in self.rows:
+            if r.schedule == name:
                 return r
         raise KeyError(name)
 
-    def schedule(self, name):
+    def schedule(self, name: str) -> S.Schedule:
         """The Schedule of an applicable row."""
-        s = self._schedules.get(name)
-        if not isinstance(s, S.Schedule):
-            raise KeyError(f"{name}: {s}" if s else name)
-        return s
+        h = self._handle
+        for i in range(lib.kt_ffi_comparison_rows(h.ptr)):
+            nm, why = ctypes.c_char_p(), ctypes.c_char_p()
+            ptr = lib.kt_ffi_comparison_row(h.ptr, i, ctypes.byref(nm), ctypes.byref(why))
+            if dec(nm.value) != name:
+                continue
+            if not ptr:
+                raise KeyError(f"{name}: {dec(why.value)}")
+            return S.Schedule(self._request, h, owner=self, ptr=ptr)
+        raise KeyError(name)
 
-    def best(self, key="period"):
+    def best(self, key: str = "period") -> CompareRow:
         """The applicable row with the smallest key (the period by default)."""
-        rows = [r for r in self["rows"] if r["applies"]]
+        rows = [r for r in self.rows if r.applies]
         if not rows:
-            raise KaitenError("EINVAL", "no schedule applies")
+            raise _ffi.error("EINVAL", "no schedule applies")
         return min(rows, key=lambda r: r[key])
 
-    def table(self):
+    def table(self) -> str:
         """The table `kaiten compare` prints (its default format)."""
-        return self._text
+        return _ffi.text_call(lib.kt_ffi_comparison_text, self._handle.ptr, 0)
 
-    def report(self, path, title=None):
+    def report(self, path: Union[str, os.PathLike], title: Optional[str] = None) -> str:
         """Writes the HTML comparison report (`kaiten compare --report`)."""
-        entries = []
-        for r in self["rows"]:
-            s = self._schedules.get(r["schedule"])
-            if isinstance(s, S.Schedule):
-                sim, info = s._simulated()
-                entries.append((r["schedule"], info, sim, None))
-            else:
-                entries.append((r["schedule"], None, None, r.get("reason", "")))
-        if title is None:
-            title = f"kaiten compare: P={self['p']} M={self['m']}"
-        S._report(path, title, entries, self["p"], self["m"], self._costs)
-        return path
+        full = self._request.compare(TIMELINE)  # every row's events, once
+        _ffi.call(lib.kt_ffi_comparison_report, full.ptr, enc(os.fspath(path)), enc(title))
+        return os.fspath(path)
 
 
-def _kinds(names):
-    """The rows asked for: generator kinds, and optimal (never among all)."""
-    if names is None:
-        return [S._kind(n) for n in S.schedules()]
-    if isinstance(names, str):
-        names = names.split(",")
-    kinds = []
-    for n in names:
-        k = S._optimal_kind() if n == S.OPTIMAL else S._kind(n)
-        if k in kinds:
-            raise KaitenError("EINVAL", f"schedules lists '{n}' twice ({n} is {_name(k)})")
-        kinds.append(k)
-    if not kinds:
-        raise KaitenError("EINVAL", "schedules is empty")
-    return kinds
-
-
-def _name(kind):
-    return S.OPTIMAL if kind == S._optimal_kind() else S._kind_name(kind)
-
-
-def _kind_v(kind, v):
-    """The V a kind runs with in a comparison: v for the chunked loop kinds."""
-    default = lib.kt_gen_default_chunks(kind)
-    loop = S._placement_name(lib.kt_gen_kind_placement(kind)) != "v"
-    return v if default > 1 and loop else default
-
-
-def _eval_kind(kind, p, m, v, costs, ml, time_limit, thorough=False):
-    """The row's Schedule, or the reason it does not apply."""
-    try:
-        if kind == S._optimal_kind():
-            sched, search, limit = S._optimal(p, m, 1, costs, ml, time_limit)
-            return S.Schedule(sched, costs, kind, mem_limit=limit, search=search)
-        sched, _, limit = S._generate(kind, p, m, _kind_v(kind, v), costs, ml, thorough)
-    except KaitenError as e:
-        return str(e)
-    return S.Schedule(sched, costs, kind, mem_limit=limit)
-
-
-def _simulated(sched):
-    """sched with its simulation made, or the reason it failed."""
-    try:
-        sched._simulated()
-    except KaitenError as e:
-        return str(e)
-    return sched
-
-
-def _rows(entries, peak_1f1b, p, m, v, costs, table):
-    """The library's rows of entries ((name, Schedule or reason)) as JSON or the table."""
-    n = len(entries)
-    ran = [(s._simulated() if isinstance(s, S.Schedule) else (None, None)) for _, s in entries]
-    infos = (ctypes.c_void_p * n)(*[i.ptr if i else None for _, i in ran])
-    sims = (ctypes.c_void_p * n)(*[x.ptr if x else None for x, _ in ran])
-    names = (ctypes.c_char_p * n)(*[enc(name) for name, _ in entries])
-    reasons = (ctypes.c_char_p * n)(*[None if isinstance(s, S.Schedule) else enc(s)
-                                      for _, s in entries])
-    return _ffi.text_call(lib.kt_ffi_compare, n, infos, sims, names, reasons,
-                          peak_1f1b if peak_1f1b else -1.0, p, m, v, enc(costs.basis),
-                          costs.handle.ptr, 1 if table else 0)
-
-
-def compare(stages=4, microbatches=8, schedules=None, costs=None, mem_limit=None, chunks=2,
-            per_stage=False, schedule_file=None, time_limit=10, thorough=False):
+def compare(stages: Optional[int] = 4, microbatches: Optional[int] = 8,
+            schedules: Union[None, str, Sequence[str]] = None,
+            costs: Optional[Mapping[str, Any]] = None, mem_limit: Union[None, float, str] = None,
+            chunks: Optional[int] = None, per_stage: bool = False,
+            schedule_file: Union[None, str, os.PathLike, S.Schedule] = None,
+            time_limit: float = 10, thorough: bool = False) -> Comparison:
     """Every schedule (or those named; "optimal" adds the exact search's
     order, V = 1, within time_limit seconds) side by side under one cost
-    model, as `kaiten compare -p P -m M --format json` does: makespan,
-    bubble, closed forms, peak memory (also as a fraction of 1F1B's on the
-    same model), the lower bound and the gap to it, in-flight micro-batches
-    and messages per row; rows that do not apply say why. chunks: V for
-    interleaved and looped-bfs. schedule_file (a path or a Schedule from
-    kaiten.load) adds one more row; P and M then come from it. thorough:
-    zb-auto's and zbv-auto's thorough search (--thorough)."""
-    file_sched = None
+    model, as `kaiten compare -p P -m M --format json` does: period,
+    makespan, bubble, closed forms, peak memory (also as a fraction of
+    1F1B's on the same model), the lower bound and the gap to it, in-flight
+    micro-batches and messages per row; rows that do not apply say why.
+    chunks: V for interleaved and looped-bfs (default 2). schedule_file (a
+    path or a Schedule from kaiten.load) adds one more row; P and M then
+    come from it. thorough: zb-auto's and zbv-auto's thorough search."""
+    r = S._request(costs, per_stage, mem_limit=mem_limit, time_limit=time_limit,
+                   thorough=thorough or None, chunks=chunks)
+    if isinstance(schedules, (list, tuple)):
+        schedules = ",".join(schedules)
+    r.set("schedules", schedules)
     if schedule_file is not None:
-        file_sched = schedule_file if isinstance(schedule_file, S.Schedule) else \
-            S.load(schedule_file, costs=costs, per_stage=per_stage)
-        stages, microbatches = file_sched.p, file_sched.m
-    S._check_size("stages", stages, 1, 4096)
-    S._check_size("microbatches", microbatches, 1, 1000000)
-    S._check_size("chunks", chunks, 2, 64)
-    kinds = _kinds(schedules)
-    c = S.Costs(costs, per_stage)
-    ml = S._parse_mem_limit(mem_limit)
-    p, m = stages, microbatches
-    one = _simulated(_eval_kind(S._kind("1f1b"), p, m, chunks, c, ml, time_limit))
-    peak_1f1b = one.simulate().peak_memory if isinstance(one, S.Schedule) else None
-    entries = []
-    for k in kinds:
-        s = _eval_kind(k, p, m, chunks, c, ml, time_limit, thorough)
-        entries.append((_name(k), _simulated(s) if isinstance(s, S.Schedule) else s))
-    if file_sched is not None:
-        fs = S.Schedule(file_sched._sched, c, -1, program=file_sched._program,
-                        lowered=file_sched._lowered)
-        entries.append((fs.name, _simulated(fs)))
-    data = json.loads(_rows(entries, peak_1f1b, p, m, chunks, c, False))
-    text = _rows(entries, peak_1f1b, p, m, chunks, c, True)
-    return Comparison(data, dict(entries), c, text)
+        if isinstance(schedule_file, S.Schedule):
+            raw, name = schedule_file._source or (schedule_file.to_text().encode(), "")
+            r.order(raw, name or schedule_file.name)
+        else:
+            path = os.fspath(schedule_file)
+            try:
+                with open(path, "rb") as f:
+                    text = f.read()
+            except OSError as e:
+                raise _ffi.KaitenOSError("EIO", f"{path}: {e.strerror}") from None
+            r.order(text, os.path.basename(path).split(".", 1)[0])
+    else:
+        r.set("stages", stages).set("microbatches", microbatches)
+    h = r.compare(METRICS)
+    data = json.loads(_ffi.text_call(lib.kt_ffi_comparison_text, h.ptr, 1))
+    rows = tuple(CompareRow.from_dict(x) for x in data["rows"])
+    return Comparison(data["p"], data["m"], data["v"], data["step_sync"], data["cost_basis"],
+                      data.get("lower_bound"), rows, data, r, h)

@@ -3,33 +3,75 @@
 kaiten's flat interface (include/kaiten/ffi.h, libkaiten_ffi.so) gives
 opaque handles for the library's structs; everything else here is the
 library's own public functions called with those handles, plain numbers
-and strings. No struct is laid out on this side.
+and strings. No struct is laid out on this side, and no argument is
+checked here: the library checks them and says what was wrong.
 """
+from __future__ import annotations
+
 import ctypes
-import ctypes.util
 import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 # Shared libraries in dependency order: each is loaded before what needs it,
 # so the dynamic linker finds them by name wherever they were copied.
 _LIBS = ("libkaiten_core.so", "libkaiten_io.so", "libkaiten_report.so", "libkaiten_ffi.so")
 _ERROR_LEN = 512  # KT_ERROR_LEN
 
-c_int, c_long, c_double, c_char_p, c_void_p = (ctypes.c_int, ctypes.c_long, ctypes.c_double,
-                                               ctypes.c_char_p, ctypes.c_void_p)
-c_size_t = ctypes.c_size_t
 
+# ---- errors ------------------------------------------------------------------------
 
-class KaitenError(ValueError):
+class KaitenError(Exception):
     """A call into kaiten failed: .status is the library's status name
-    ("EINVAL", "EPARSE", "EINVALID_SCHEDULE", "EDEADLOCK", "ENOMEM", "EIO",
-    ...), str() the one-line reason."""
+    ("EINVAL", "EPARSE", "EINVALID_SCHEDULE", "EDEADLOCK", "EMEMLIMIT",
+    "ENOMEM", "EIO", ...), str() the one-line reason, naming the value as
+    it was given."""
 
-    def __init__(self, status, message):
+    def __init__(self, status: str, message: str) -> None:
         super().__init__(message)
         self.status = status
 
 
-def _search_dirs():
+class InvalidArgument(KaitenError, ValueError):
+    """A setting kaiten cannot take (EINVAL, EPARSE)."""
+
+
+class InvalidSchedule(KaitenError, ValueError):
+    """A schedule that is not one: a pair computed twice or never, on the
+    wrong rank, in an impossible order (EINVALID_SCHEDULE)."""
+
+
+class Deadlock(InvalidSchedule):
+    """A schedule whose ranks wait for each other forever (EDEADLOCK)."""
+
+
+class InfeasibleMemory(KaitenError, ValueError):
+    """No order fits the memory limit (EMEMLIMIT); the message says the
+    smallest limit that does."""
+
+
+class KaitenMemoryError(KaitenError, MemoryError):
+    """The library ran out of memory (ENOMEM)."""
+
+
+class KaitenOSError(KaitenError, OSError):
+    """Reading or writing a file failed (EIO)."""
+
+
+_ERRORS: Dict[str, Type[KaitenError]] = {
+    "EINVAL": InvalidArgument, "EPARSE": InvalidArgument,
+    "EINVALID_SCHEDULE": InvalidSchedule, "EDEADLOCK": Deadlock,
+    "EMEMLIMIT": InfeasibleMemory, "ENOMEM": KaitenMemoryError, "EIO": KaitenOSError,
+}
+
+
+def error(status: str, message: str) -> KaitenError:
+    """The exception for a status name."""
+    return _ERRORS.get(status, KaitenError)(status, message)
+
+
+# ---- the library --------------------------------------------------------------------
+
+def _search_dirs() -> List[str]:
     """Where the shared libraries may be: $KAITEN_LIB_DIR (a build tree),
     then the package's own copy (an installed wheel)."""
     dirs = []
@@ -40,7 +82,7 @@ def _search_dirs():
     return dirs
 
 
-def _load():
+def _load() -> ctypes.CDLL:
     tried = []
     for d in _search_dirs():
         paths = [os.path.join(d, name) for name in _LIBS]
@@ -57,145 +99,141 @@ def _load():
 
 lib = _load()
 
-
-def _proto(name, restype, *argtypes):
-    fn = getattr(lib, name)
-    fn.restype = restype
-    fn.argtypes = list(argtypes)
-
-
+c_int, c_long, c_double, c_char_p, c_void_p = (ctypes.c_int, ctypes.c_long, ctypes.c_double,
+                                               ctypes.c_char_p, ctypes.c_void_p)
+c_size_t = ctypes.c_size_t
 P = c_void_p  # every handle and struct pointer
-_PROTOTYPES = [
+OUT = ctypes.POINTER(c_void_p)  # a handle or text returned through a pointer
+ERR = c_void_p  # a kt_error buffer
+
+# Every C function the package calls, declared once: (name, result, arguments).
+_PROTOTYPES: Sequence[Tuple[Any, ...]] = (
     # core
     ("kt_version", c_char_p),
     ("kt_status_name", c_char_p, c_int),
     ("kt_placement_name", c_char_p, c_int),
-    ("kt_gen_kind_from_name", c_int, c_char_p),
     ("kt_gen_kind_name", c_char_p, c_int),
     ("kt_gen_kind_list", c_char_p),
-    ("kt_gen_default_chunks", c_int, c_int),
-    ("kt_gen_kind_placement", c_int, c_int),
-    ("kt_costs_parse_json", c_int, P, c_char_p, c_char_p, P),
-    ("kt_costs_for_chunks", c_int, P, c_int, P, P),
-    ("kt_costs_compute_free", c_int, P),
-    ("kt_schedule_validate", c_int, P, P),
-    ("kt_lowered_validate_ir", c_int, P, c_int, P),
-    ("kt_torch_ir_from_version", c_int, c_char_p, ctypes.POINTER(c_int), P),
-    ("kt_schedule_lower_ir", c_int, P, c_int, P, P),
+    ("kt_gen_kind_from_name", c_int, c_char_p),
     ("kt_stage_rank", c_int, P, c_int),
-    ("kt_schedule_messages", c_size_t, P),
-    ("kt_schedule_total_actions", c_size_t, P),
+    ("kt_schedule_validate", c_int, P, ERR),
+    ("kt_torch_ir_from_version", c_int, c_char_p, ctypes.POINTER(c_int), ERR),
     ("kt_recompute_from_name", c_int, c_char_p),
     ("kt_node_layout_from_name", c_int, c_char_p),
     ("kt_plan_preset_list", c_char_p),
-    # ffi
+    # requests, results, comparisons
     ("kt_ffi_free", None, P),
-    ("kt_ffi_costs_new", P),
-    ("kt_ffi_costs_free", None, P),
-    ("kt_ffi_costs_json", c_int, P, ctypes.POINTER(P), P),
-    ("kt_ffi_schedule_new", P),
-    ("kt_ffi_schedule_free", None, P),
+    ("kt_ffi_request_new", P),
+    ("kt_ffi_request_free", None, P),
+    ("kt_ffi_request_set", c_int, P, c_char_p, c_char_p, ERR),
+    ("kt_ffi_request_costs", c_int, P, c_char_p, ERR),
+    ("kt_ffi_request_order", c_int, P, c_char_p, c_size_t, c_char_p, ERR),
+    ("kt_ffi_request_text", c_int, P, OUT, ERR),
+    ("kt_ffi_run", c_int, P, c_int, OUT, ERR),
+    ("kt_ffi_result_simulate", c_int, P, c_int, ERR),
+    ("kt_ffi_result_free", None, P),
+    ("kt_ffi_result_order", P, P),
+    ("kt_ffi_result_program", P, P),
+    ("kt_ffi_result_mem_limit", c_double, P),
+    ("kt_ffi_result_read_info", c_char_p, P),
+    ("kt_ffi_result_json", c_int, P, c_int, OUT, ERR),
+    ("kt_ffi_result_gantt", c_int, P, c_int, OUT, ERR),
+    ("kt_ffi_result_costs_json", c_int, P, OUT, ERR),
+    ("kt_ffi_result_report", c_int, P, P, c_char_p, c_char_p, ERR),
+    ("kt_ffi_compare", c_int, P, c_int, OUT, ERR),
+    ("kt_ffi_comparison_free", None, P),
+    ("kt_ffi_comparison_text", c_int, P, c_int, OUT, ERR),
+    ("kt_ffi_comparison_rows", c_int, P),
+    ("kt_ffi_comparison_row", P, P, c_int, ctypes.POINTER(c_char_p), ctypes.POINTER(c_char_p)),
+    ("kt_ffi_comparison_report", c_int, P, c_char_p, c_char_p, ERR),
+    ("kt_ffi_web_run", c_int, c_char_p, c_char_p, OUT, ERR),
     ("kt_ffi_schedule_shape", None, P, ctypes.POINTER(c_int)),
     ("kt_ffi_schedule_name", c_char_p, P),
-    ("kt_ffi_schedule_set_name", None, P, c_char_p),
-    ("kt_ffi_generate", c_int, c_int, c_int, c_int, c_int, P, c_double, c_int, P, P),
-    ("kt_ffi_1f1b_peak", c_double, c_int, c_int, c_int, c_int, P),
-    ("kt_ffi_mem_limit", c_double, c_int, c_int, c_int, P, c_double),
-    ("kt_ffi_parse", c_int, c_char_p, c_int, P, P, ctypes.POINTER(c_long), P),
-    ("kt_ffi_schedule_write", c_int, P, c_int, ctypes.POINTER(P), P),
-    ("kt_ffi_simulate", c_int, P, P, ctypes.POINTER(P), P),
-    ("kt_ffi_sim_free", None, P),
-    ("kt_ffi_optimal", c_int, c_int, c_int, c_int, P, c_double, c_double, P, ctypes.POINTER(P), P),
-    ("kt_ffi_search_free", None, P),
-    ("kt_ffi_info_new", P, P, P, c_char_p, c_int, c_double, P, P),
-    ("kt_ffi_info_free", None, P),
-    ("kt_ffi_sim_json", c_int, P, P, c_int, ctypes.POINTER(P), P),
-    ("kt_ffi_sim_gantt", c_int, P, P, c_int, ctypes.POINTER(P), P),
-    ("kt_ffi_report", c_int, c_char_p, c_char_p, c_int, ctypes.POINTER(P), ctypes.POINTER(P),
-     ctypes.POINTER(c_char_p), ctypes.POINTER(c_char_p), c_int, c_int, c_char_p, P, P),
-    ("kt_ffi_compare", c_int, c_int, ctypes.POINTER(P), ctypes.POINTER(P), ctypes.POINTER(c_char_p),
-     ctypes.POINTER(c_char_p), c_double, c_int, c_int, c_int, c_char_p, P, c_int, ctypes.POINTER(P),
-     P),
+    ("kt_ffi_schedule_write", c_int, P, c_int, c_int, OUT, ERR),
+    # partitioner and planner
     ("kt_ffi_partition", c_int, c_int, ctypes.POINTER(c_double), ctypes.POINTER(c_double),
      ctypes.POINTER(c_double), ctypes.POINTER(c_double), c_double, c_int, ctypes.POINTER(c_int),
-     ctypes.POINTER(c_double), P),
+     ctypes.POINTER(c_double), ERR),
     ("kt_ffi_plan_new", P),
     ("kt_ffi_plan_free", None, P),
-    ("kt_ffi_plan_model", c_int, P, c_char_p, P),
-    ("kt_ffi_plan_model_json", c_int, P, c_char_p, P),
-    ("kt_ffi_plan_cluster_json", c_int, P, c_char_p, P),
-    ("kt_ffi_plan_set", c_int, P, c_char_p, c_double, P),
-    ("kt_ffi_plan_check", c_int, P, P),
-    ("kt_ffi_plan_search", c_int, P, ctypes.POINTER(P), P),
+    ("kt_ffi_plan_model", c_int, P, c_char_p, ERR),
+    ("kt_ffi_plan_model_json", c_int, P, c_char_p, ERR),
+    ("kt_ffi_plan_cluster_json", c_int, P, c_char_p, ERR),
+    ("kt_ffi_plan_set", c_int, P, c_char_p, c_double, ERR),
+    ("kt_ffi_plan_check", c_int, P, ERR),
+    ("kt_ffi_plan_search", c_int, P, OUT, ERR),
     ("kt_ffi_plan_min_memory", c_double, P),
     ("kt_ffi_plan_not_applicable", c_char_p, P),
-    ("kt_ffi_plan_partition", c_int, P, c_int, c_int, c_int, c_int, c_int, c_int, c_int,
-     ctypes.POINTER(P), P),
-]
-for _p in _PROTOTYPES:
-    _proto(*_p)
+    ("kt_ffi_plan_partition", c_int, P, c_int, c_int, c_int, c_int, c_int, c_int, c_int, OUT, ERR),
+)
+
+for _name, _res, *_args in _PROTOTYPES:
+    _fn = getattr(lib, _name)
+    _fn.restype = _res
+    _fn.argtypes = list(_args)
 
 
-def enc(text):
+def enc(text: Any) -> Optional[bytes]:
     if text is None or isinstance(text, bytes):
         return text
     return str(text).encode()
 
 
-def dec(raw):
+def dec(raw: Optional[bytes]) -> Optional[str]:
     return None if raw is None else raw.decode()
 
 
 class Err:
-    """A kt_error buffer; .check(status) raises KaitenError on failure."""
+    """A kt_error buffer; .check(status) raises the status's exception."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.buf = ctypes.create_string_buffer(_ERROR_LEN)
 
     @property
-    def ptr(self):
+    def ptr(self) -> Any:
         return self.buf
 
-    def check(self, status):
+    def check(self, status: int) -> None:
         if status != 0:
-            raise KaitenError(dec(lib.kt_status_name(status)), self.buf.value.decode(errors="replace"))
+            raise error(dec(lib.kt_status_name(status)) or "?",
+                        self.buf.value.decode(errors="replace"))
 
 
-def call(fn, *args):
-    """fn(*args, err): raises KaitenError unless it returns 0."""
+def call(fn: Callable[..., int], *args: Any) -> None:
+    """fn(*args, err): raises unless it returns 0."""
     e = Err()
     e.check(fn(*args, e.ptr))
 
 
-def text_call(fn, *args):
+def text_call(fn: Callable[..., int], *args: Any) -> str:
     """fn(*args, &out, err) for a text result: the text (freed on this side)."""
     out = c_void_p()
     e = Err()
     e.check(fn(*args, ctypes.byref(out), e.ptr))
     try:
-        return ctypes.string_at(out.value).decode()
+        return ctypes.string_at(out.value or 0).decode() if out.value else ""
     finally:
         lib.kt_ffi_free(out)
+
+
+def handle_call(fn: Callable[..., int], free: Callable[[Any], None], *args: Any) -> "Handle":
+    """fn(*args, &out, err) for a new handle: the handle, freed with free."""
+    out = c_void_p()
+    e = Err()
+    e.check(fn(*args, ctypes.byref(out), e.ptr))
+    return Handle(out.value, free)
 
 
 class Handle:
     """An owned C object freed with its free function when collected."""
 
-    def __init__(self, ptr, free):
+    def __init__(self, ptr: Optional[int], free: Callable[[Any], None]) -> None:
         if not ptr:
-            raise MemoryError("kaiten: out of memory")
-        self.ptr = ptr
+            raise KaitenMemoryError("ENOMEM", "kaiten: out of memory")
+        self.ptr: Optional[int] = ptr
         self._free = free
 
-    def __del__(self):
+    def __del__(self) -> None:
         if getattr(self, "ptr", None):
             self._free(self.ptr)
             self.ptr = None
-
-
-def costs_handle():
-    return Handle(lib.kt_ffi_costs_new(), lib.kt_ffi_costs_free)
-
-
-def schedule_handle():
-    return Handle(lib.kt_ffi_schedule_new(), lib.kt_ffi_schedule_free)

@@ -4,7 +4,7 @@ import json
 import math
 
 from . import _ffi
-from ._ffi import KaitenError, lib, enc, dec
+from ._ffi import error, lib, enc, dec
 
 RECOMPUTE = ("none", "selective", "full")
 NODES = ("dp-inside", "pp-inside")
@@ -33,7 +33,7 @@ def _int(what, value, lo, hi):
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise KaitenError("EINVAL", f"{what} {value!r}: expected an integer in {lo}..{hi}")
+        raise error("EINVAL", f"{what} {value!r}: expected an integer in {lo}..{hi}")
     return value
 
 
@@ -42,7 +42,7 @@ def _num(what, value, lo, hi):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi \
             or math.isnan(value):
-        raise KaitenError("EINVAL", f"{what} {value!r}: expected a number in {lo:g}..{hi:g}")
+        raise error("EINVAL", f"{what} {value!r}: expected a number in {lo:g}..{hi:g}")
     return float(value)
 
 
@@ -55,10 +55,10 @@ def _mask(what, names, lookup, known):
     for n in names:
         k = lookup(enc(n))
         if k < 0:
-            raise KaitenError("EINVAL", f"{what}: unknown value '{n}' (known: {known})")
+            raise error("EINVAL", f"{what}: unknown value '{n}' (known: {known})")
         mask |= 1 << k
     if not mask:
-        raise KaitenError("EINVAL", f"{what}: empty list")
+        raise error("EINVAL", f"{what}: empty list")
     return mask
 
 
@@ -76,7 +76,7 @@ class _Request:
         if isinstance(model, dict):
             _ffi.call(lib.kt_ffi_plan_model_json, self.h.ptr, enc(json.dumps(model)))
         elif model is None:
-            raise KaitenError("EINVAL", "model is required (a preset: "
+            raise error("EINVAL", "model is required (a preset: "
                                         f"{dec(lib.kt_plan_preset_list())}; a JSON file; or a dict)")
         else:
             _ffi.call(lib.kt_ffi_plan_model, self.h.ptr, enc(str(model)))
@@ -104,7 +104,7 @@ class _Request:
         if bytes_per_param is not None:
             bpp = list(bytes_per_param)
             if len(bpp) != 3 or any(_num("bytes_per_param", x, 0, 64) is None for x in bpp):
-                raise KaitenError("EINVAL", f"bytes_per_param {bytes_per_param!r}: expected three "
+                raise error("EINVAL", f"bytes_per_param {bytes_per_param!r}: expected three "
                                             "numbers W, G, O in 0..64 (e.g. (2, 2, 12))")
             for f, x in zip(("weight_bytes", "grad_bytes", "optimizer_bytes"), bpp):
                 self.set(f, x)
@@ -139,7 +139,7 @@ def plan(model, devices=None, mem_gb=None, global_batch=None, seq_len=None, clus
     for f, x in pins.items():
         r.set(f, _int(f"pin {f}", x, 1, 1000000 if f == "m" else 1 << 30))
     if global_batch is None:
-        raise KaitenError("EINVAL", "global_batch is required (samples per optimizer step)")
+        raise error("EINVAL", "global_batch is required (samples per optimizer step)")
     r.set("global_batch", _int("global_batch", global_batch, 1, 10 ** 12))
     r.set("top", _int("top", top, 0, 1000000))
     maxm = _int("max_microbatches", max_microbatches, 1, 1000000)
@@ -174,12 +174,12 @@ def _nothing_fits(r, data, max_bubble):
 
 def _partition_only(r, stages, t, b, m, d, recompute, capped):
     if stages is None:
-        raise KaitenError("EINVAL", "partition_only needs stages S")
+        raise error("EINVAL", "partition_only needs stages S")
     _int("stages", stages, 1, 4096 * 64)
     rc = 0
     if recompute is not None:
         if recompute not in RECOMPUTE:
-            raise KaitenError("EINVAL", f"recompute '{recompute}': expected none, selective or full")
+            raise error("EINVAL", f"recompute '{recompute}': expected none, selective or full")
         rc = RECOMPUTE.index(recompute)
     t, b, d = (_int(w, x, 1, 1 << 30) or 1 for w, x in
                (("tensor_parallel", t), ("micro_batch_size", b), ("data_parallel", d)))
@@ -202,7 +202,7 @@ def partition(loads, stages, fixed=None, act=None, mult=None, mem_cap=0.0):
         if x is None:
             return None
         if len(x) != k:
-            raise KaitenError("EINVAL", f"partition: {len(x)} values where {k} are needed")
+            raise error("EINVAL", f"partition: {len(x)} values where {k} are needed")
         return (ctypes.c_double * k)(*[float(v) for v in x])
 
     counts = (ctypes.c_int * stages)()

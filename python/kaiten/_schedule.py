@@ -1,400 +1,238 @@
-"""Schedules, simulations and comparisons: `kaiten sim` and `kaiten compare`
-in Python, with the same names and numbers (the CLI's rules over the same
-library calls)."""
+"""Schedules and simulations: `kaiten sim` in Python, with the same names
+and numbers. Every argument goes to the library as a setting of one
+request (include/kaiten/request.h); the library builds, checks, simulates
+and renders, as it does for the CLI."""
+from __future__ import annotations
+
 import ctypes
 import json
-import math
 import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import _ffi
-from ._ffi import KaitenError, lib, enc, dec
+from ._ffi import KaitenOSError, lib, dec, enc
+from ._request import METRICS, ORDER, TIMELINE, Request
 
-NOTATIONS = {"auto": 0, "current": 1, "legacy": 2}
-_AUTO_KINDS = ("zb-auto", "zbv-auto")
-OPTIMAL = "optimal"  # the exact search: not a generator kind
-
-
-def _optimal_kind():
-    """The kind number the library gives the exact search (KT_SIM_OPTIMAL,
-    one past the generators)."""
-    return len(schedules())
+OPTIMAL = "optimal"  # the exact search: not a generator
+_NOTATIONS = {"current": 1, "legacy": 2}
 
 
-def schedules():
+def schedules() -> List[str]:
     """Every schedule name kaiten generates, in the CLI's order."""
-    return dec(lib.kt_gen_kind_list()).split(", ")
+    return (dec(lib.kt_gen_kind_list()) or "").split(", ")
 
 
-def _kind(name):
-    k = lib.kt_gen_kind_from_name(enc(name))
-    if k < 0:
-        raise KaitenError("EINVAL", f"unknown schedule '{name}' (known: {', '.join(schedules())})")
-    return k
+class JsonView(Mapping[str, Any]):
+    """A result's every field by its JSON key (view["ranks"]), beside the
+    dataclass fields that name the usual ones; `data` is the JSON object."""
+
+    data: Dict[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
 
 
-def _kind_name(k):
-    return dec(lib.kt_gen_kind_name(k))
+@dataclass(frozen=True)
+class Simulation(JsonView):
+    """One simulation: the usual figures as fields, and every field of
+    `kaiten sim --format json` by its key (sim["ranks"], sim["events"])."""
 
+    schedule: str
+    p: int
+    v: int
+    m: int
+    period: float        #: a step in steady state under step_sync
+    makespan: float      #: one step alone: the last action's end less the first's start
+    step_sync: str       #: "overlap" or "barrier": how a rank goes to its next step
+    bubble: float        #: the bubble ratio of the period
+    peak_memory: float   #: the largest peak over the ranks (mem-act units)
+    lower_bound: Optional[float]  #: no order of this layout within its memory is faster
+    gap: Optional[float]          #: period / lower_bound - 1
+    data: Dict[str, Any] = field(repr=False)
 
-def _placement_name(p):
-    return dec(lib.kt_placement_name(p))
-
-
-def _costs_json(costs):
-    """costs (a dict in the cost-file format, or None) as JSON text."""
-    try:
-        return json.dumps(dict(costs or {}), allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise KaitenError("EINVAL", f"costs: {e}") from None
-
-
-class Costs:
-    """A cost table in the library: the costs as given and how the CLI's
-    cost basis turns them into a schedule's stage costs."""
-
-    def __init__(self, costs=None, per_stage=False):
-        self.given = dict(costs or {})
-        self.per_stage = bool(per_stage)
-        self.handle = _ffi.costs_handle()
-        _ffi.call(lib.kt_costs_parse_json, self.handle.ptr, enc(_costs_json(costs)), b"costs")
-        if lib.kt_costs_compute_free(self.handle.ptr):
-            raise KaitenError("EINVAL", "tf, tb and tw are all 0: every action takes no time, so "
-                                        "there is no makespan or bubble to compute; give a cost "
-                                        "above 0")
-
-    @property
-    def basis(self):
-        return "stage" if self.per_stage else "rank"
-
-    def for_chunks(self, v):
-        """The stage costs of a schedule with v chunks per rank: the given
-        costs divided by v on the rank basis (kt_costs_for_chunks)."""
-        h = _ffi.costs_handle()
-        _ffi.call(lib.kt_costs_for_chunks, self.handle.ptr, 1 if self.per_stage else v, h.ptr)
-        return h
-
-    def json(self):
-        return json.loads(_ffi.text_call(lib.kt_ffi_costs_json, self.handle.ptr))
-
-
-def _table_json(h):
-    return json.loads(_ffi.text_call(lib.kt_ffi_costs_json, h.ptr))
-
-
-def _parse_mem_limit(mem_limit):
-    """(value, is_fraction): a number in M_B units, or "0.5x", a fraction of
-    1F1B's peak on the same model (as --mem-limit reads it)."""
-    if mem_limit is None:
-        return 0.0, False
-    text = str(mem_limit).strip()
-    frac = text[-1:] in ("x", "X") and len(text) > 1
-    try:
-        x = float(text[:-1] if frac else text)
-    except ValueError:
-        x = float("nan")
-    if not (x >= 0) or math.isinf(x) or (frac and x <= 0):
-        raise KaitenError("EINVAL", f"mem_limit '{mem_limit}': expected M_B units per rank (12) or "
-                                    "a fraction of 1F1B's peak (0.5x)")
-    return x, frac
-
-
-def _mem_limit_units(ml, kind, p, m, v, stage_costs):
-    value, frac = ml
-    if not frac:
-        return value
-    return value * lib.kt_ffi_1f1b_peak(kind, p, v, m, stage_costs.ptr)
-
-
-class Simulation(dict):
-    """One simulation, as `kaiten sim --format json` writes it (the dict's
-    keys), with the usual figures as attributes."""
+    @classmethod
+    def from_json(cls, text: str) -> "Simulation":
+        d = json.loads(text)
+        return cls(d["schedule"], d["p"], d["v"], d["m"], d["period"], d["makespan"],
+                   d["step_sync"], d["bubble_ratio"], d["peak_memory"], d.get("lower_bound"),
+                   d.get("gap"), d)
 
     @property
-    def period(self):
-        """The step time in steady state, what a run takes per step, under
-        step_sync (docs/schedules.md, "What a step is")."""
-        return self["period"]
-
-    @property
-    def step_sync(self):
-        """"overlap" or "barrier": how a rank goes to its next step."""
-        return self["step_sync"]
-
-    @property
-    def makespan(self):
-        """One step alone: the last action's end less the first's start."""
-        return self["makespan"]
-
-    @property
-    def bubble(self):
-        return self["bubble_ratio"]
-
-    @property
-    def peak_memory(self):
-        """The largest peak over the ranks (M_B units, or what the costs use)."""
-        return self["peak_memory"]
-
-    @property
-    def rank_peak_memory(self):
+    def rank_peak_memory(self) -> List[float]:
         """Each rank's peak activation memory, rank 0 first."""
-        return [r["peak_memory"] for r in self["ranks"]]
+        return [r["peak_memory"] for r in self.data["ranks"]]
 
-    @property
-    def lower_bound(self):
-        """No order of this layout within lower_bound_memory per rank is
-        faster (None when there is no bound: lower_bound_why says why)."""
-        return self["lower_bound"]
 
-    @property
-    def gap(self):
-        """period / lower_bound - 1 (None without a bound)."""
-        return self["gap"]
+def _torch_ir(version: str) -> int:
+    """kt_torch_ir of a torch release, as the library reads its version."""
+    ir = ctypes.c_int()
+    _ffi.call(lib.kt_torch_ir_from_version, enc(version), ctypes.byref(ir))
+    return ir.value
 
 
 class Schedule:
-    """A pipeline schedule: per-rank action lists with its stage costs.
-    Made by kaiten.schedule() (a generator) or kaiten.load() (a file)."""
+    """A pipeline schedule: per-rank action lists with its stage costs,
+    made by kaiten.schedule() (a generator), kaiten.load() (a file) or a
+    comparison's row."""
 
-    def __init__(self, sched, costs, kind, program=None, lowered=None, mem_limit=None,
-                 search=None):
-        self._sched = sched      # the compute schedule (a handle)
-        self._program = program  # a lowered file (SEND/RECV), run as written
-        self._lowered = lowered  # a file's communication actions, checked by validate()
-        self._costs = costs      # Costs, as given
-        self._kind = kind        # generator kind, _optimal_kind(), or -1 for a file
-        self._search = search    # optimal: the search's figures (a handle)
-        self._stage_costs = costs.for_chunks(self.v)
-        self.mem_limit = mem_limit  # zb-auto, zbv-auto, optimal: the limit kept (M_B units)
-        self._sim = None
+    def __init__(self, request: Request, result: _ffi.Handle, owner: Any = None,
+                 ptr: Optional[int] = None) -> None:
+        self._request = request  # what was asked (its costs as given)
+        self._result = result    # the kt_result handle, or its owner's
+        self._owner = owner      # a comparison that holds the result (kept alive)
+        self._ptr: int = ptr if ptr is not None else (result.ptr or 0)
+        self._source: Optional[Tuple[bytes, str]] = None  # a file's text and name (load)
 
-    # ---- shape ----------------------------------------------------------------
-    def _shape(self):
+    # ---- shape ----------------------------------------------------------------------
+    def _order(self) -> int:
+        return lib.kt_ffi_result_order(self._ptr)
+
+    def _shape(self) -> List[int]:
         shape = (ctypes.c_int * 5)()
-        lib.kt_ffi_schedule_shape(self._sched.ptr, shape)
+        lib.kt_ffi_schedule_shape(self._order(), shape)
         return list(shape)
 
     @property
-    def name(self):
-        return dec(lib.kt_ffi_schedule_name(self._sched.ptr))
+    def name(self) -> str:
+        return dec(lib.kt_ffi_schedule_name(self._order())) or ""
 
     @property
-    def p(self):
+    def p(self) -> int:
         """Pipeline ranks."""
         return self._shape()[0]
 
     ranks = p
 
     @property
-    def v(self):
+    def v(self) -> int:
         """Chunks (stages) per rank: the most any rank holds."""
         return self._shape()[1]
 
     @property
-    def m(self):
+    def m(self) -> int:
         """Micro-batches per step."""
         return self._shape()[2]
 
     @property
-    def n_stages(self):
+    def n_stages(self) -> int:
         return self._shape()[3]
 
     @property
-    def placement(self):
+    def placement(self) -> str:
         """"loop", "v" or "explicit"."""
-        return _placement_name(self._shape()[4])
+        return dec(lib.kt_placement_name(self._shape()[4])) or ""
 
     @property
-    def stage_ranks(self):
+    def stage_ranks(self) -> List[int]:
         """The rank of each stage."""
-        return [lib.kt_stage_rank(self._sched.ptr, s) for s in range(self.n_stages)]
+        return [lib.kt_stage_rank(self._order(), s) for s in range(self.n_stages)]
 
     @property
-    def costs(self):
+    def costs(self) -> Dict[str, Any]:
         """The stage costs the schedule runs with, as the CLI's JSON writes them."""
-        return _table_json(self._stage_costs)
+        return json.loads(_ffi.text_call(lib.kt_ffi_result_costs_json, self._ptr))
 
     @property
-    def cost_basis(self):
-        return self._costs.basis
+    def mem_limit(self) -> Optional[float]:
+        """zb-auto, zbv-auto, optimal: the limit its order was searched
+        under; a file: the limit given (mem-act units); else None."""
+        x = lib.kt_ffi_result_mem_limit(self._ptr)
+        return None if x < 0 else x
 
-    def actions(self):
+    def actions(self) -> List[List[str]]:
         """Each rank's actions in order, as text ("0F0", "3I2", ...)."""
         rows = self.to_csv().splitlines()
         return [[c for c in row.split(",") if c] for row in rows]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<kaiten.Schedule {self.name} P={self.p} V={self.v} M={self.m} "
                 f"placement={self.placement}>")
 
-    # ---- checks and simulation ------------------------------------------------
-    def validate(self, torch_version="2.15"):
+    # ---- checks and simulation ------------------------------------------------------
+    def validate(self, torch_version: str = "2.15") -> bool:
         """Checks every (stage, micro-batch) runs one F and one complete
-        backward on its rank in a valid order, without deadlock (and a
-        lowered file's sends, receives and waits). Raises KaitenError
-        (EINVALID_SCHEDULE, EDEADLOCK) with the reason; returns True."""
-        _ffi.call(lib.kt_schedule_validate, self._sched.ptr)
-        if self._lowered is not None:
-            _ffi.call(lib.kt_lowered_validate_ir, self._lowered.ptr, _torch_ir(torch_version))
+        backward on its rank in a valid order, without deadlock. (A file is
+        checked when it is read, its sends and receives too.) Raises
+        InvalidSchedule or Deadlock with the reason; returns True."""
+        _ffi.call(lib.kt_schedule_validate, self._order())
         return True
 
-    def _simulated(self):
-        """The simulation's handles (simulated once) and its info, as the
-        CLI describes them (kt_sim_info_describe: closed forms, the lower
-        bound, the search's figures)."""
-        if self._sim is None:
-            run = self._program if self._program is not None else self._sched
-            out = ctypes.c_void_p()
-            e = _ffi.Err()
-            e.check(lib.kt_ffi_simulate(run.ptr, self._stage_costs.ptr, ctypes.byref(out), e.ptr))
-            sim = _ffi.Handle(out.value, lib.kt_ffi_sim_free)
-            limit = -1.0 if self.mem_limit is None else self.mem_limit
-            ptr = lib.kt_ffi_info_new(self._sched.ptr, self._stage_costs.ptr, enc(self.cost_basis),
-                                      self._kind, limit,
-                                      self._search.ptr if self._search else None, sim.ptr)
-            self._sim = (sim, _ffi.Handle(ptr, lib.kt_ffi_info_free))
-        return self._sim
+    def _simulated(self, detail: int = TIMELINE) -> int:
+        _ffi.call(lib.kt_ffi_result_simulate, self._ptr, detail)
+        return self._ptr
 
-    def _render(self, sim, info, events):
-        return _ffi.text_call(lib.kt_ffi_sim_json, info.ptr, sim.ptr, events)
+    def json(self, events: bool = True) -> str:
+        """The simulation as `kaiten sim --format json` prints it, byte for
+        byte (every action's event unless events is False)."""
+        ptr = self._simulated(TIMELINE if events else METRICS)
+        return _ffi.text_call(lib.kt_ffi_result_json, ptr, int(events))
 
-    def simulate(self, events=False):
-        """Runs the schedule against its costs (event by event). Returns a
-        Simulation: `kaiten sim --format json`'s fields (makespan,
-        bubble_ratio, peak_memory, ranks[...], and events[...] when events
-        is True)."""
-        sim, info = self._simulated()
-        return Simulation(json.loads(self._render(sim, info, 1 if events else 0)))
+    def simulate(self, events: bool = False) -> Simulation:
+        """Runs the schedule against its costs (event by event): `kaiten
+        sim --format json`'s fields, and every action's event when events."""
+        return Simulation.from_json(self.json(events))
 
-    # ---- outputs ------------------------------------------------------------------
-    def to_csv(self, format="compute_only", path=None, notation="current", torch_version="2.15"):
+    # ---- outputs --------------------------------------------------------------------
+    def to_csv(self, format: str = "compute_only", path: Optional[str] = None,
+               notation: str = "current", torch_version: str = "2.15") -> str:
         """PyTorch's CSV: "compute_only" (what _load_csv(format="compute_only")
         reads; `kaiten sim --format torch-csv`) or "compute_comms" (the
         lowered form with SEND/RECV, WAIT_SEND and REDUCE_GRAD for torch
         2.15's _PipelineScheduleRuntime; --format torch-csv-comms).
         notation "legacy" writes B as BW and I as B. Written to path when
         given; the text is returned."""
-        if notation not in ("current", "legacy"):
-            raise KaitenError("EINVAL", f"notation '{notation}': expected current or legacy")
+        if notation not in _NOTATIONS:
+            raise _ffi.error("EINVAL", f"notation '{notation}': expected current or legacy")
+        if format not in ("compute_only", "compute_comms"):
+            raise _ffi.error("EINVAL", f"format '{format}': expected compute_only or compute_comms")
         ir = _torch_ir(torch_version)
         if format == "compute_only":
-            text = _ffi.text_call(lib.kt_ffi_schedule_write, self._sched.ptr, NOTATIONS[notation])
-        elif format == "compute_comms":
-            lowered = _ffi.schedule_handle()
-            _ffi.call(lib.kt_schedule_lower_ir, self._sched.ptr, ir, lowered.ptr)
-            text = _ffi.text_call(lib.kt_ffi_schedule_write, lowered.ptr, NOTATIONS[notation])
-        else:
-            raise KaitenError("EINVAL", f"format '{format}': expected compute_only or compute_comms")
+            ir = -1
+        text = _ffi.text_call(lib.kt_ffi_schedule_write, self._order(), _NOTATIONS[notation], ir)
         if path is not None:
             _write(path, text)
         return text
 
-    def to_text(self):
+    def to_text(self) -> str:
         """kaiten's text form (a header line, one line per rank)."""
-        return _ffi.text_call(lib.kt_ffi_schedule_write, self._sched.ptr, -1)
+        return _ffi.text_call(lib.kt_ffi_schedule_write, self._order(), -1, -1)
 
-    def gantt(self, width=120):
+    def gantt(self, width: int = 120) -> str:
         """The terminal chart `kaiten sim` draws: a Gantt chart (one row per
         rank), the metrics table and the cost basis."""
-        sim, info = self._simulated()
-        return _ffi.text_call(lib.kt_ffi_sim_gantt, info.ptr, sim.ptr, int(width))
+        return _ffi.text_call(lib.kt_ffi_result_gantt, self._simulated(), int(width))
 
-    def report(self, path, title=None):
+    def report(self, path: Union[str, os.PathLike], title: Optional[str] = None) -> str:
         """Writes the self-contained HTML report (`kaiten sim --report`):
         Gantt, memory over time, per-rank busy and idle, configuration."""
-        sim, info = self._simulated()
-        if title is None:
-            title = f"kaiten sim: {self.name}, P={self.p} V={self.v} M={self.m}"
-        _report(path, title, [(self.name, info, sim, None)], self.p, self.m, self._costs)
-        return path
+        _ffi.call(lib.kt_ffi_result_report, self._simulated(), self._request.h.ptr,
+                  enc(os.fspath(path)), enc(title))
+        return os.fspath(path)
 
 
-def _torch_ir(version):
-    ir = ctypes.c_int()
-    _ffi.call(lib.kt_torch_ir_from_version, enc(version), ctypes.byref(ir))
-    return ir.value
-
-
-def _write(path, text):
+def _write(path: str, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)
 
 
-def _report(path, title, entries, p, m, costs):
-    """entries: (name, info, sim, reason) with info/sim None where it does not apply."""
-    n = len(entries)
-    infos = (ctypes.c_void_p * n)(*[e[1].ptr if e[1] else None for e in entries])
-    sims = (ctypes.c_void_p * n)(*[e[2].ptr if e[2] else None for e in entries])
-    names = (ctypes.c_char_p * n)(*[enc(e[0]) for e in entries])
-    reasons = (ctypes.c_char_p * n)(*[enc(e[3]) for e in entries])
-    _ffi.call(lib.kt_ffi_report, enc(str(path)), enc(title), n, infos, sims, names, reasons, p, m,
-              enc(costs.basis), costs.handle.ptr)
+def _request(costs: Optional[Mapping[str, Any]], per_stage: bool, **settings: Any) -> Request:
+    r = Request().costs(costs)
+    for key, value in settings.items():
+        r.set(key, value)
+    return r.set("per_stage", per_stage or None)
 
 
-def _resolve_kind(name, placement):
-    """The generator for name in the placement asked: zb-auto searches in
-    loop placement, zbv-auto in v; placement "v" turns zb-auto into
-    zbv-auto. Any other schedule has one placement and must match."""
-    k = _kind(name)
-    if placement is None:
-        return k
-    if placement not in ("loop", "v"):
-        raise KaitenError("EINVAL", f"placement '{placement}': expected loop or v")
-    if _kind_name(k) in _AUTO_KINDS:
-        return _kind("zbv-auto" if placement == "v" else "zb-auto")
-    own = _placement_name(lib.kt_gen_kind_placement(k))
-    if own != placement:
-        same = [s for s in schedules()
-                if _placement_name(lib.kt_gen_kind_placement(_kind(s))) == placement]
-        raise KaitenError("EINVAL", f"{_kind_name(k)} places its stages in {own} placement, not "
-                                    f"{placement} (schedules in {placement}: {', '.join(same)})")
-    return k
-
-
-def _check_size(what, value, lo, hi):
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise KaitenError("EINVAL", f"{what} {value!r}: expected an integer in {lo}..{hi}")
-
-
-def _generate(kind, p, m, v, costs, ml, thorough=False):
-    """(schedule handle, stage costs handle, effective limit or None) or KaitenError."""
-    stage = costs.for_chunks(v)
-    limit = _mem_limit_units(ml, kind, p, m, v, stage)
-    sched = _ffi.schedule_handle()
-    _ffi.call(lib.kt_ffi_generate, kind, p, v, m, stage.ptr, limit, 1 if thorough else 0,
-              sched.ptr)
-    effective = None
-    if _kind_name(kind) in _AUTO_KINDS:
-        effective = lib.kt_ffi_mem_limit(p, v, m, stage.ptr, limit)
-    return sched, stage, effective
-
-
-def _time_limit(time_limit):
-    """--time-limit's range: seconds in 0.001..1e6."""
-    try:
-        t = float(time_limit)
-    except (TypeError, ValueError):
-        t = float("nan")
-    if not 1e-3 <= t <= 1e6:
-        raise KaitenError("EINVAL", f"time_limit {time_limit!r}: expected seconds in 0.001..1e+06")
-    return t
-
-
-def _optimal(p, m, v, costs, ml, time_limit):
-    """The exact search's order with v chunks per rank (1: loop, 2: v
-    placement), as `kaiten sim --schedule optimal` makes it: (schedule
-    handle, search handle, the limit it kept)."""
-    like = _kind("zbv-auto" if v == 2 else "zb-auto")
-    stage = costs.for_chunks(v)
-    limit = _mem_limit_units(ml, like, p, m, v, stage)
-    sched, out, e = _ffi.schedule_handle(), ctypes.c_void_p(), _ffi.Err()
-    e.check(lib.kt_ffi_optimal(p, v, m, stage.ptr, limit, _time_limit(time_limit), sched.ptr,
-                               ctypes.byref(out), e.ptr))
-    search = _ffi.Handle(out.value, lib.kt_ffi_search_free)
-    return sched, search, lib.kt_ffi_mem_limit(p, v, m, stage.ptr, limit)
-
-
-def schedule(name, stages, microbatches, costs=None, mem_limit=None, placement=None, chunks=None,
-             per_stage=False, time_limit=10, thorough=False):
+def schedule(name: str, stages: int, microbatches: int, costs: Optional[Mapping[str, Any]] = None,
+             mem_limit: Union[None, float, str] = None, placement: Optional[str] = None,
+             chunks: Optional[int] = None, per_stage: bool = False, time_limit: float = 10,
+             thorough: bool = False) -> Schedule:
     """Generates a schedule, as `kaiten sim --schedule NAME -p P -m M` does.
 
     name          gpipe, 1f1b, interleaved, looped-bfs, zb-h1, zb-h2, zbv, dualpipev,
@@ -416,49 +254,32 @@ def schedule(name, stages, microbatches, costs=None, mem_limit=None, placement=N
     thorough      zb-auto, zbv-auto: the thorough search (--thorough): sometimes a
                   faster order, at 10-1000x the time
     """
-    _check_size("stages", stages, 1, 4096)
-    _check_size("microbatches", microbatches, 1, 1000000)
-    if chunks is not None:
-        _check_size("chunks", chunks, 1, 64)
-    c = Costs(costs, per_stage)
-    ml = _parse_mem_limit(mem_limit)
-    if name == OPTIMAL:
-        if placement not in (None, "loop", "v"):
-            raise KaitenError("EINVAL", f"placement '{placement}': expected loop or v")
-        v = chunks if chunks else (2 if placement == "v" else 1)
-        if placement and (v == 2) != (placement == "v"):
-            raise KaitenError("EINVAL", f"optimal with {v} chunks per rank places its stages in "
-                                        f"{'v' if v == 2 else 'loop'} placement, not {placement}")
-        sched, search, limit = _optimal(stages, microbatches, v, c, ml, time_limit)
-        return Schedule(sched, c, _optimal_kind(), mem_limit=limit, search=search)
-    kind = _resolve_kind(name, placement)
-    v = chunks if chunks else lib.kt_gen_default_chunks(kind)
-    sched, _, effective = _generate(kind, stages, microbatches, v, c, ml, thorough)
-    return Schedule(sched, c, kind, mem_limit=effective)
+    r = _request(costs, per_stage, schedule=name, stages=stages, microbatches=microbatches,
+                 chunks=chunks, placement=placement, mem_limit=mem_limit, time_limit=time_limit,
+                 thorough=thorough or None)
+    return Schedule(r, r.run(ORDER))
 
 
-def load(source, costs=None, per_stage=False, notation="auto", torch_version="2.15", name=None):
+def load(source: Union[str, bytes, os.PathLike], costs: Optional[Mapping[str, Any]] = None,
+         per_stage: bool = False, notation: str = "auto", torch_version: str = "2.15",
+         name: Optional[str] = None) -> Schedule:
     """Reads a schedule file (PyTorch CSV, compute-only or lowered, either
     notation; or kaiten's text form), as `kaiten sim --schedule-file` does,
     and validates it. source: a path, or the text itself when it holds a
     newline or a comma (and names no file)."""
-    if notation not in NOTATIONS:
-        raise KaitenError("EINVAL", f"notation '{notation}': expected auto, current or legacy")
     text, label = source, name
-    if isinstance(source, os.PathLike) or os.path.exists(str(source)) or \
-            ("\n" not in str(source) and "," not in str(source)):
+    src = os.fspath(source) if isinstance(source, os.PathLike) else source
+    if isinstance(source, os.PathLike) or (isinstance(src, str) and (
+            os.path.exists(src) or ("\n" not in src and "," not in src))):
         try:
-            with open(source, "rb") as f:  # bytes, as the CLI reads them
+            with open(src, "rb") as f:  # bytes, as the CLI reads them
                 text = f.read()
         except OSError as e:
-            raise KaitenError("EIO", f"{source}: {e.strerror}") from None
-        label = label or os.path.basename(str(source)).split(".", 1)[0]
-    sched, lowered = _ffi.schedule_handle(), _ffi.schedule_handle()
-    info = (ctypes.c_long * 3)()
-    _ffi.call(lib.kt_ffi_parse, enc(text), NOTATIONS[notation], sched.ptr, lowered.ptr, info)
-    if not dec(lib.kt_ffi_schedule_name(sched.ptr)):
-        lib.kt_ffi_schedule_set_name(sched.ptr, enc(label or "schedule"))
-    s = Schedule(sched, Costs(costs, per_stage), -1, program=lowered if info[2] > 0 else None,
-                 lowered=lowered if info[1] > 0 else None)
-    s.validate(torch_version)
+            raise KaitenOSError("EIO", f"{os.fsdecode(src)}: {e.strerror}") from None
+        label = label or os.path.basename(str(src)).split(".", 1)[0]
+    r = _request(costs, per_stage, torch_notation=notation, torch_version=torch_version)
+    raw = text if isinstance(text, bytes) else str(text).encode()
+    r.order(raw, label)
+    s = Schedule(r, r.run(ORDER))
+    s._source = (raw, label or "")
     return s

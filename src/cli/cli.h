@@ -8,6 +8,7 @@
 #include "kaiten/generators.h"
 #include "kaiten/core.h"
 #include "kaiten/report.h"
+#include "kaiten/request.h"
 #include "kaiten/rundir.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
@@ -100,17 +101,28 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   "same model: a schedule with V chunks per rank runs T/V and M_B/V per stage. --per-stage\n" \
   "makes them stage costs; per-stage lists (--tf 2,1,1,3, --costs FILE) are always per stage.\n"
 
-int cli_read_costs(const cli_args *a, kt_costs *c);
 /* --step-sync into *sync (left as it is when not given). Exit code. */
 int cli_step_sync(const cli_args *a, kt_step_sync *sync);
-/* "rank" or "stage" (--per-stage). */
-const char *cli_cost_basis(const cli_args *a);
-/* The stage costs of a schedule with v chunks per rank from the costs as
- * given (divided by v on the rank basis). 0, or the exit code. */
-int cli_stage_costs(const cli_args *a, const kt_costs *given, int v, kt_costs *out);
-/* Refuses a simulation too large for this machine before building it:
- * 0, or 2 after one line with the memory it would need. */
-int cli_check_sim_size(const char *what, long p, long v, long m);
+
+/* The request (kaiten/request.h) a command's flags state: --costs FILE
+ * first, then every given option that names a setting, as typed, then
+ * --schedule-file (or --from) as the order. 0, or the exit code after
+ * printing why. */
+int cli_request_read(const cli_args *a, kt_request *rq);
+/* A schedule file read as the request reads an order (the options given
+ * among -p/-m/-v, --stages/--microbatches/--chunks, --torch-notation and
+ * --torch-version apply), built into res (kt_request_build, the order
+ * only). 0, or the exit code after printing why. */
+int cli_order_read(const cli_args *a, const char *path, kt_result *res);
+
+/* The options of a search: the memory limit, effort, time, a slow rank or link. */
+#define CLI_SEARCH_OPTS                                                                       \
+  {"mem-limit", 0, "X", "zb-auto, zbv-auto, optimal: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x); default 1F1B's"}, \
+  CLI_THOROUGH_OPT,                                                                           \
+  {"effort", 0, "E", "zb-auto, zbv-auto: quick | default | thorough (the same as --thorough)"}, \
+  CLI_TIME_LIMIT_OPT,                                                                         \
+  {"slow-rank", 0, "R:F[@S]", "rank R's compute takes F times as long (a straggler; F in 1..1000)"}, \
+  {"slow-link", 0, "A-B:+D[@S]", "messages between ranks A and B take D (the costs' unit) longer"}
 
 /* Schedule files (PyTorch CSV or kaiten text form). */
 #define CLI_SCHEDULE_FILE_OPTS                                                                \
@@ -118,69 +130,11 @@ int cli_check_sim_size(const char *what, long p, long v, long m);
   {"torch-notation", 0, "N", "how B/BW read: auto (default) | current (B full, I input) | legacy (B input, BW full)"}, \
   {"torch-version", 0, "V", "the PyTorch release a lowered file is for: 2.15 (default; WAIT_SEND, REDUCE_GRAD) or older, e.g. 2.9"}
 
-/* How PyTorch files are read and written: --torch-notation, --torch-version. */
-typedef struct {
-  kt_notation notation;
-  kt_torch_ir ir;
-} cli_torch;
-/* Reads --torch-notation (absent = auto) and --torch-version (absent =
- * 2.15); 2 after printing the error. */
-int cli_torch_read(const cli_args *a, cli_torch *out);
-/* A size flag the user may have given next to a schedule file. */
-typedef struct {
-  const char *flag; /* "-p", "--stages", ... */
-  int given;
-  long value;
-} cli_size_flag;
 
-/* Loads and validates a schedule file (the lowered form too when it has
- * SEND/RECV actions). sizes (NULL, or P, V, M in that order) are flags that
- * must agree with the file when given. program (may be NULL) receives the
- * file itself when it is a lowered program (SEND/RECV among its actions),
- * to be run as written; otherwise it is left empty (ranks NULL). info (n bytes, may be NULL) receives
- * one line saying what was inferred: ranks, stages, micro-batches,
- * placement, notation. Returns 0, or the exit code after printing why. */
-int cli_load_schedule_file(cli_torch torch, const char *path, const cli_size_flag sizes[3],
-                           kt_schedule *out, kt_schedule *program, char *info, size_t n);
-#define CLI_INFO_LEN 1024
-
-/* --mem-limit as the user states it: in --mem-act units per rank ("12"),
- * as a fraction of 1F1B's peak on the same model ("0.5x"), or (train
- * only) in bytes ("2GiB", "512MiB", "64KiB", "1e9B"). */
-typedef enum { CLI_MEM_UNITS, CLI_MEM_FRACTION, CLI_MEM_BYTES } cli_mem_kind;
-typedef struct {
-  cli_mem_kind kind;
-  double value; /* 0 with CLI_MEM_UNITS: the schedule's default */
-} cli_mem_limit;
-/* Parses --mem-limit (absent: units, 0). Prints the reason and returns 2
- * on a bad value. */
-int cli_mem_limit_parse(const cli_args *a, int allow_bytes, cli_mem_limit *out);
-/* The limit in the schedule's memory units: as given, or the fraction
- * of 1F1B's peak for the layout and costs, the largest op scratch
- * (mem-transient) included, less that scratch: what the order may keep
- * (bytes: the value itself, for costs whose memory is in bytes). */
-double cli_mem_limit_units(const cli_mem_limit *ml, kt_gen_kind kind, int p, int m, int v,
-                           const kt_costs *c);
-
-/* One line on what the memory figures assume when --mem-wgrad is left at
- * its default 0 (nothing otherwise). */
-void cli_memory_model_line(const cli_args *a, const kt_costs *c, kt_buf *b);
-
-/* Generates the named schedule from -p/-m/-v (and costs/--mem-limit for
- * zb-auto; --thorough in a: the thorough search); prints the reason and
- * returns the exit code on failure. */
-int cli_generate(const cli_args *a, kt_gen_kind kind, int p, int m, int v, const kt_costs *c,
-                 double mem_limit, kt_schedule *out, kt_error *err);
 #define CLI_THOROUGH_OPT                                                                      \
   {"thorough", 0, NULL, "zb-auto, zbv-auto: the thorough search (every rule, a longer "       \
                         "refinement, a random walk): sometimes a faster order, at 10-1000x the time"}
 
-/* The schedule "optimal": kt_gen_optimal with V = v (1: loop, 2: v
- * placement). 0, or the exit code (err set). */
-int cli_generate_optimal(int p, int m, int v, const kt_costs *c, double mem_limit,
-                         double time_limit, kt_schedule *out, kt_optimal_result *res,
-                         kt_error *err);
-#define CLI_OPTIMAL "optimal"
 #define CLI_TIME_LIMIT_OPT \
   {"time-limit", 0, "SECONDS", "optimal: the exact search's time limit (default 10)"}
 

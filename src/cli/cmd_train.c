@@ -13,6 +13,7 @@ static const cli_opt train_opts_table[] = {
     {"seq-len", 0, "T", "GPT sequence length (default 64)"},
     {"tie-embeddings", 0, NULL, "GPT: the LM head shares the token embedding"},
     {"recompute", 0, NULL, "keep only each stage's input; recompute the forward in backward"},
+    {"gemm", 0, "NAME", "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn"},
     {"data", 0, "FILE", "GPT: train on this text file (default: the built-in corpus)"},
     {"stages", 'p', "P", "pipeline ranks (default 4)"},
     {"chunks", 'v', "V", "chunks per rank (interleaved, looped-bfs; zbv/dualpipev use 2)"},
@@ -55,7 +56,7 @@ static const cli_opt train_opts_table[] = {
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
     {"cluster", 0, "FILE", "cluster spec (kaiten calibrate): predict hops and the all-reduce on its links"},
     {"transport", 0, "NAME", "threads (default: one process) | mpi (one process per rank, mpirun)"},
-    {"threads-per-rank", 0, "N", "OpenBLAS threads per rank (default: cores / ranks in this process)"},
+    {"threads-per-rank", 0, "N", "compute threads per rank (default: cores / ranks in this process)"},
     {"no-pin", 0, NULL, "leave rank threads to the kernel (default: each on its own core when there are enough)"},
     {"format", 'f', "FMT", "text (default) | ascii | json | chrome"},
     {"output", 'o', "FILE", "write the final report (json/chrome/ascii) to FILE"},
@@ -110,9 +111,12 @@ static int parse_numbers(const cli_args *a, train_opts *o, int sgd, int gpt, tra
       cli_double(a, "grad-clip", 0, 1e30, gpt ? 1.0 : 0.0, &n->clip) ||
       syn_cost(a, "tf", &o->sp.syn_tf_ms) || syn_cost(a, "tb", &o->sp.syn_tb_ms) ||
       syn_cost(a, "tw", &o->sp.syn_tw_ms) ||
-      cli_double(a, "timeout", 0.01, 1e6, 60, &o->sp.timeout) ||
-      cli_mem_limit_parse(a, 1, &o->mem_limit))
+      cli_double(a, "timeout", 0.01, 1e6, 60, &o->sp.timeout))
     return 2;
+  const char *limit = cli_get(a, "mem-limit");
+  kt_error err = {{0}};
+  if (limit && kt_mem_limit_parse("--mem-limit", limit, 1, &o->sp.mem_limit, &err))
+    return cli_usage_error("%s", err.msg);
   return 0;
 }
 
@@ -124,7 +128,6 @@ static int parse_choices(const cli_args *a, train_opts *o) {
       strcmp(o->format, "chrome"))
     return cli_usage_error("--format '%s': expected text, ascii, json or chrome", o->format);
   o->schedule_file = cli_get(a, "schedule-file");
-  if (cli_torch_read(a, &o->torch)) return 2;
   if (o->schedule_file && cli_has(a, "schedule"))
     return cli_usage_error("give either --schedule or --schedule-file, not both");
   const char *sname = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
@@ -205,6 +208,10 @@ static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, i
     return cli_usage_error("--heads, --seq-len, --tie-embeddings and --data are GPT options (--model gpt)");
   }
   m->recompute = cli_has(a, "recompute");
+  const char *gemm = cli_get(a, "gemm");
+  if (gemm && kt_gemm_from_name(gemm) < 0)
+    return cli_usage_error("--gemm '%s': expected auto, openblas, blis or onednn", gemm);
+  m->gemm = gemm ? (kt_gemm_kind)kt_gemm_from_name(gemm) : KT_GEMM_AUTO;
   for (size_t i = 0; i < sizeof shape_flags / sizeof *shape_flags; i++)
     if (cli_has(a, shape_flags[i])) o->model_flags_given |= 1 << i;
   if (cli_has(a, "model")) o->model_flags_given |= TRAIN_MODEL_GIVEN;
@@ -223,7 +230,7 @@ static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, i
 static int check_conflicts(const cli_args *a, const train_opts *o) {
   const kt_session_params *sp = &o->sp;
   if (sp->synthetic && sp->partition) return cli_usage_error("--partition has no meaning with --synthetic");
-  if (sp->synthetic && o->mem_limit.kind == CLI_MEM_BYTES)
+  if (sp->synthetic && o->sp.mem_limit.kind == KT_MEM_BYTES)
     return cli_usage_error("--mem-limit in bytes needs a model's activation sizes; --synthetic has "
                            "none (give activations per rank or a fraction such as 0.5x)");
   if (sp->resume && sp->run_dir && strcmp(sp->resume, sp->run_dir))
@@ -307,13 +314,17 @@ static int parse_inject_nan(const cli_args *a, train_opts *o) {
   return 0;
 }
 
-/* --mem-limit as the session takes it. */
-static void take_mem_limit(train_opts *o) {
-  static const kt_mem_limit_kind kinds[] = {[CLI_MEM_UNITS] = KT_MEM_LIMIT_UNITS,
-                                            [CLI_MEM_FRACTION] = KT_MEM_LIMIT_FRACTION,
-                                            [CLI_MEM_BYTES] = KT_MEM_LIMIT_BYTES};
-  o->sp.mem_limit_kind = kinds[o->mem_limit.kind];
-  o->sp.mem_limit = o->mem_limit.value;
+/* --schedule-file: its order (and lowered program), P, V and M from it. */
+static int read_schedule_file(const cli_args *a, train_opts *o) {
+  int rc = cli_order_read(a, o->schedule_file, &o->file);
+  if (rc) return rc;
+  o->have_file = 1;
+  o->sp.schedule = &o->file.order;
+  o->sp.program = o->file.program.ranks ? &o->file.program : NULL;
+  o->sp.p = o->file.order.p, o->sp.v = o->file.order.v, o->sp.m = o->file.order.m;
+  const char *rank = getenv("OMPI_COMM_WORLD_RANK"); /* one line per job, not per process */
+  if (!rank || !strcmp(rank, "0")) fprintf(stderr, "kaiten: %s\n", o->file.read_info);
+  return 0;
 }
 
 int train_parse(const cli_args *a, train_opts *o) {
@@ -334,14 +345,13 @@ int train_parse(const cli_args *a, train_opts *o) {
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten train --help)", a->pos[0]);
   if ((rc = parse_choices(a, o))) return rc;
   take_flags(a, o, &n);
-  take_mem_limit(o);
   if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o)) || (rc = parse_faults(a, o)) ||
       (rc = parse_stage_costs(a, o)) ||
       (rc = parse_inject_nan(a, o)) || (rc = cli_step_sync(a, &o->sp.step_sync)))
     return rc;
   kt_error err = {{0}};
   if (!o->sp.synthetic && kt_model_config_check(&o->sp.model, &err)) return cli_fail(KT_EINVAL, &err);
-  return 0;
+  return o->schedule_file ? read_schedule_file(a, o) : 0;
 }
 
 static int run_train(cli_args *a) {

@@ -15,27 +15,24 @@ static int run_validate(cli_args *a) {
     return cli_usage_error("validate takes exactly one schedule file (got %d)",
                            a->n_pos + (file != NULL));
   if (!file) file = a->pos[0];
-  kt_schedule s;
-  int quiet = cli_has(a, "quiet");
-  cli_torch torch;
-  if (cli_torch_read(a, &torch)) return 2;
-  char info[CLI_INFO_LEN];
-  int rc = cli_load_schedule_file(torch, file, NULL, &s, NULL, info, sizeof info);
+  kt_result res;
+  int rc = cli_order_read(a, file, &res);
   if (rc) return rc;
-  if (!quiet) {
-    printf("%s", info);
+  if (!cli_has(a, "quiet")) {
+    printf("%s\n", res.read_info);
     kt_metrics m;
     kt_error err = {{0}};
-    if (kt_simulate_metrics(&s, NULL, &m, &err) == KT_OK) {
+    const kt_schedule *s = &res.order;
+    if (kt_simulate_metrics(s, NULL, &m, &err) == KT_OK) {
       char pl[512];
       printf("valid: %s  P=%d V=%d M=%d placement=%s, %zu actions; unit-cost makespan %g, "
              "bubble %.4f\n",
-             file, s.p, s.v, s.m, kt_schedule_placement_text(&s, pl, sizeof pl),
-             kt_schedule_total_actions(&s), m.makespan, m.bubble_ratio);
+             file, s->p, s->v, s->m, kt_schedule_placement_text(s, pl, sizeof pl),
+             kt_schedule_total_actions(s), m.makespan, m.bubble_ratio);
       kt_metrics_free(&m);
     }
   }
-  kt_schedule_free(&s);
+  kt_result_free(&res);
   return 0;
 }
 

@@ -18,10 +18,10 @@ typedef struct {
    * --hidden, --heads, --seq-len, --tie-embeddings; TRAIN_MODEL_GIVEN = --model */
   int model_flags_given;
   const char *schedule_file; /* instead of --schedule: a file (P, V, M from it) */
+  kt_result file;            /* ... read (cli_order_read), freed by train_session */
+  int have_file;
   int p_given, v_given, m_given;
-  cli_torch torch;
   int decay_given;
-  cli_mem_limit mem_limit; /* --mem-limit as given */
   const char *format, *output, *transport;
   int live;        /* redraw a live view on terminals */
   int live_forced; /* --live: even under mpirun */
@@ -30,6 +30,7 @@ typedef struct {
   const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
   kt_faults faults;        /* --slow-rank, --slow-link, --fault-trace (sp.faults points here) */
   double *syn_stage_ms;    /* --synthetic with --tf/--tb/--tw lists (sp.syn_stage_ms) */
+  kt_gemm_choice gemm;    /* the library the model's matmuls run on (after the session opens) */
 } train_opts;
 
 #define TRAIN_MODEL_GIVEN (1 << 5)

@@ -17,7 +17,6 @@ typedef struct {
   kt_session *ss;
   kt_session_info info;
   train_resume resume;
-  kt_schedule file_sched, file_program; /* --schedule-file */
   FILE *talk;         /* progress stream (NULL on MPI ranks other than 0) */
   int live;
   cli_live lv;
@@ -42,6 +41,23 @@ static void print_autopilot(FILE *f, const kt_run_step *rec) {
     fprintf(f, "  slow: rank %d, its ops x%.2f\n", x->rank, x->factor);
   else if (x->kind == KT_FAULT_LINK && x->since == rec->step)
     fprintf(f, "  slow: link %d-%d, +%.1f ms a message\n", x->a, x->b, 1e3 * x->delay);
+}
+
+/* A step the autopilot switched before, or whose fault starts with it. */
+static int autopilot_news(const kt_run_step *rec) {
+  return rec && (rec->sw.made || (rec->fault.kind != KT_FAULT_NONE && rec->fault.since == rec->step));
+}
+
+/* A log (no terminal) of a long run gets one step line every few steps,
+ * 25 or so in all (1, 2, 5, 10, 20, 50, ... apart), besides the first, the
+ * last, validations and skipped steps; metrics.jsonl keeps every step. */
+static int worth_a_line(const kt_train_progress *p) {
+  static const int mantissa[3] = {1, 2, 5};
+  int n = p->steps, every = 1;
+  for (long scale = 1; n > 50 && every * 25L < n && scale < 100000000; scale *= 10)
+    for (int k = 0; k < 3 && every * 25L < n; k++) every = (int)(mantissa[k] * scale);
+  return p->step == 0 || p->step + 1 == n || (p->step + 1) % every == 0 || !isnan(p->val_loss) ||
+         p->skipped;
 }
 
 static void print_step_line(train_run *r, const kt_train_progress *p) {
@@ -81,7 +97,7 @@ static int on_step(void *ctx, const kt_train_progress *p) {
    * checkpoint (metrics.jsonl still has them) */
   if (cli_stop_requested()) return 0;
   if (r->talk && r->live) cli_live_draw(&r->lv, p, r->losses, r->n_losses);
-  else if (r->talk) print_step_line(r, p);
+  else if (r->talk && (worth_a_line(p) || autopilot_news(p->record))) print_step_line(r, p);
   return 0;
 }
 
@@ -109,22 +125,6 @@ static void on_note(void *ctx, const kt_note *n) {
     case KT_NOTE_CHECKPOINT_SKIPPED: fprintf(stderr, "kaiten: warning: %s\n", n->text); break;
     default: fprintf(stderr, "kaiten: %s\n", n->text);
   }
-}
-
-static int load_schedule_file(train_run *r) {
-  train_opts *o = r->o;
-  char info[CLI_INFO_LEN];
-  cli_size_flag sizes[3] = {{"--stages", o->p_given, o->sp.p}, {"--chunks", o->v_given, o->sp.v},
-                            {"--microbatches", o->m_given, o->sp.m}};
-  int rc = cli_load_schedule_file(o->torch, o->schedule_file, sizes, &r->file_sched,
-                                  &r->file_program, info, sizeof info);
-  if (rc) return rc;
-  o->sp.schedule = &r->file_sched;
-  o->sp.program = r->file_program.ranks ? &r->file_program : NULL;
-  o->sp.p = r->file_sched.p, o->sp.v = r->file_sched.v, o->sp.m = r->file_sched.m;
-  const char *rank = getenv("OMPI_COMM_WORLD_RANK"); /* one line per job, not per process */
-  if (!rank || !strcmp(rank, "0")) fprintf(stderr, "kaiten: %s", info);
-  return 0;
 }
 
 /* mpirun without --transport mpi would start P*D independent runs writing
@@ -179,7 +179,40 @@ static int open_failed(train_run *r, kt_status st, kt_error *err) {
   return cli_fail(st, err);
 }
 
-/* Two lines of at most 100 columns: the layout, then the model. */
+/* The matmuls' library, how it was chosen, and the threads of a rank. */
+static void print_gemm(FILE *t, const kt_gemm_choice *g) {
+  fprintf(t, "gemm: %s (", kt_gemm_name(g->kind));
+  if (!strcmp(g->how, "given")) fputs("--gemm", t);
+  else if (!strcmp(g->how, "small")) fputs("auto: too little work to measure", t);
+  else {
+    fprintf(t, "auto, %s", !strcmp(g->how, "cached") ? "measured before here" : "measured");
+    const char *sep = "; time of ";
+    for (int k = 1; k < KT_GEMM_COUNT; k++)
+      if (k != (int)g->kind && g->seconds[k] > 0 && g->seconds[g->kind] > 0) {
+        fprintf(t, "%s%s %.2fx", sep, kt_gemm_name((kt_gemm_kind)k),
+                g->seconds[k] / g->seconds[g->kind]);
+        sep = ", ";
+      }
+  }
+  int n = kt_blas_threads();
+  fprintf(t, "); %d thread%s per rank\n", n, n == 1 ? "" : "s");
+}
+
+/* The library the model's chunks run on (the first this process holds). */
+static void find_gemm(train_run *r) {
+  kt_runtime *rt = kt_session_runtime(r->ss);
+  r->o->gemm = (kt_gemm_choice){.kind = KT_GEMM_OPENBLAS, .how = "given"};
+  int S = kt_schedule_stages(r->info.schedule);
+  for (int s = 0; rt && s < S; s++) {
+    kt_chunk *c = kt_runtime_chunk(rt, s, 0);
+    if (c) {
+      kt_chunk_gemm(c, &r->o->gemm);
+      return;
+    }
+  }
+}
+
+/* Lines of at most 100 columns: the layout, the model, the matmuls. */
 static void print_start(train_run *r) {
   const train_opts *o = r->o;
   const kt_session_params *sp = &o->sp;
@@ -204,9 +237,10 @@ static void print_start(train_run *r) {
     for (int i = 0; i < S && i < 16; i++) fprintf(t, "%s%d", i ? "," : " ", off[i + 1] - off[i]);
     fputs(S > 16 ? ",...\n" : "\n", t);
   }
+  if (!sp->synthetic) print_gemm(t, &o->gemm);
   if (sp->resume) train_resume_notes(o, &r->resume, t);
   if (r->info.compute_threads > r->info.cores)
-    fprintf(t, "oversubscribed: %d compute threads (ranks x BLAS threads) on %d cores: ops "
+    fprintf(t, "oversubscribed: %d compute threads (ranks x threads per rank) on %d cores: ops "
                "wait for one\n", r->info.compute_threads, r->info.cores);
   fclose(t);
   int width = r->live ? r->lv.width - 1 : 0;
@@ -288,6 +322,7 @@ static int train_opened(train_run *r) {
   int under_mpirun = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
   r->live = r->talk == stdout && o->live && cli_use_color(NULL) && (!under_mpirun || o->live_forced);
   if (r->live) cli_live_init(&r->lv, r->talk);
+  if (!o->sp.synthetic) find_gemm(r);
   if (r->talk) print_start(r);
   train_serve_announce(r->srv, o);
   r->hang = cli_hang_install(kt_session_runtime(r->ss)); /* fault tests only */
@@ -303,7 +338,6 @@ int train_session(train_opts *o) {
   train_run r = {.o = o};
   int rc = check_launch(o);
   if (!rc && o->sp.resume) rc = train_resume_setup(o, &r.resume);
-  if (!rc && o->schedule_file) rc = load_schedule_file(&r);
   if (!rc) {
     o->sp.on_step = on_step, o->sp.should_stop = should_stop, o->sp.on_note = on_note;
     o->sp.on_ready = on_ready, o->sp.render_timelines = kt_render_run_timelines;
@@ -315,8 +349,7 @@ int train_session(train_opts *o) {
   if (r.srv) kt_server_destroy(r.srv, "stopped", 0); /* the open failed after it started */
   kt_session_close(r.ss);
   if (o->sp.resume) train_resume_free(&r.resume);
-  kt_schedule_free(&r.file_sched);
-  kt_schedule_free(&r.file_program);
+  if (o->have_file) kt_result_free(&o->file);
   free(r.losses);
   return rc;
 }

@@ -56,15 +56,15 @@ kt_status kt_faults_add_rank(kt_faults *f, const char *spec, kt_error *err) {
   long r;
   double x;
   if (f->n_rank >= KT_MAX_FAULTS)
-    return kt_fail(err, KT_EINVAL, "slow rank '%s': at most %d slow ranks", spec, KT_MAX_FAULTS);
+    return kt_fail(err, KT_EINVAL, "slow-rank '%s': at most %d slow ranks", spec, KT_MAX_FAULTS);
   if (split_onset(spec, head, sizeof head, &onset) || !(colon = strchr(head, ':')))
-    return kt_fail(err, KT_EINVAL, "slow rank '%s': expected R:F or R:F@S, e.g. 2:1.5@10", spec);
+    return kt_fail(err, KT_EINVAL, "slow-rank '%s': expected R:F or R:F@S, e.g. 2:1.5@10", spec);
   *colon = 0;
   if (kt_parse_int(head, 0, KT_MAX_RANKS - 1, &r))
-    return kt_fail(err, KT_EINVAL, "slow rank '%s': rank '%s' is not a pipeline rank (0, 1, ...)",
+    return kt_fail(err, KT_EINVAL, "slow-rank '%s': rank '%s' is not a pipeline rank (0, 1, ...)",
                    spec, head);
   if (kt_parse_double(colon + 1, &x) || !(x >= 1 && x <= 1000))
-    return kt_fail(err, KT_EINVAL, "slow rank '%s': factor '%s' is not a number from 1 to 1000",
+    return kt_fail(err, KT_EINVAL, "slow-rank '%s': factor '%s' is not a number from 1 to 1000",
                    spec, colon + 1);
   f->rank[f->n_rank++] = (kt_rank_fault){(int)r, x, onset};
   return KT_OK;
@@ -115,16 +115,16 @@ kt_status kt_faults_add_link(kt_faults *f, const char *spec, double unit, double
   int onset, a, b;
   double d;
   if (f->n_link >= KT_MAX_FAULTS)
-    return kt_fail(err, KT_EINVAL, "slow link '%s': at most %d slow links", spec, KT_MAX_FAULTS);
+    return kt_fail(err, KT_EINVAL, "slow-link '%s': at most %d slow links", spec, KT_MAX_FAULTS);
   if (split_onset(spec, head, sizeof head, &onset) || !(colon = strchr(head, ':')))
-    return kt_fail(err, KT_EINVAL, "slow link '%s': expected A-B:+D or A-B:+D@S, e.g. 0-1:+120@10",
+    return kt_fail(err, KT_EINVAL, "slow-link '%s': expected A-B:+D or A-B:+D@S, e.g. 0-1:+120@10",
                    spec);
   *colon = 0;
   if (parse_pair(head, '-', &a, &b))
-    return kt_fail(err, KT_EINVAL, "slow link '%s': '%s' is not two pipeline ranks A-B", spec, head);
+    return kt_fail(err, KT_EINVAL, "slow-link '%s': '%s' is not two pipeline ranks A-B", spec, head);
   const char *dtext = colon[1] == '+' ? colon + 2 : colon + 1;
   if (parse_delay(dtext, unit, seconds, &d))
-    return kt_fail(err, KT_EINVAL, "slow link '%s': delay '%s' is not a time >= 0%s", spec, dtext,
+    return kt_fail(err, KT_EINVAL, "slow-link '%s': delay '%s' is not a time >= 0%s", spec, dtext,
                    seconds > 0 ? " (a number of ms, or with us, ms or s)" : " (in the costs' unit)");
   f->link[f->n_link++] = (kt_link_fault){a, b, d, onset};
   return KT_OK;
@@ -133,14 +133,14 @@ kt_status kt_faults_add_link(kt_faults *f, const char *spec, double unit, double
 kt_status kt_faults_check(const kt_faults *f, int p, kt_error *err) {
   for (int i = 0; i < f->n_rank; i++)
     if (f->rank[i].rank >= p)
-      return kt_fail(err, KT_EINVAL, "slow rank %d: the pipeline has ranks 0..%d", f->rank[i].rank,
+      return kt_fail(err, KT_EINVAL, "slow-rank %d: the pipeline has ranks 0..%d", f->rank[i].rank,
                      p - 1);
   for (int i = 0; i < f->n_link + f->n_trace_links; i++) {
     int a = i < f->n_link ? f->link[i].a : f->trace_a[i - f->n_link];
     int b = i < f->n_link ? f->link[i].b : f->trace_b[i - f->n_link];
     if (b >= p || kt_link_index(a, b, p) < 0)
       return kt_fail(err, KT_EINVAL,
-                     "slow link %d-%d: the pipeline's links join ranks next to each other (0-1, "
+                     "slow-link %d-%d: the pipeline's links join ranks next to each other (0-1, "
                      "..., %d-%d)%s",
                      a, b, p - 2, p - 1, p > 2 ? " and its last rank to rank 0" : "");
   }

@@ -1,13 +1,12 @@
-/* The flat interface for foreign-function callers: handles around the
- * library's structs, each call handed to the library (kaiten/ffi.h). */
+/* The flat interface for foreign-function callers: a request and its
+ * result as handles, each call handed to the library (kaiten/ffi.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kaiten/ffi.h"
-#include "kaiten/generators.h"
 #include "kaiten/report.h"
-#include "kaiten/sim.h"
+#include "kaiten/web.h"
 
 void kt_ffi_free(char *text) { free(text); }
 
@@ -24,36 +23,214 @@ static kt_status take_text(kt_buf *b, char **out, kt_error *err) {
   return KT_OK;
 }
 
-/* ---- costs ---------------------------------------------------------------- */
-
-kt_costs *kt_ffi_costs_new(void) {
-  kt_costs *c = kt_calloc(1, sizeof *c);
-  if (c) kt_costs_default(c);
-  return c;
+static kt_status no_handle(kt_error *err, const char *what) {
+  return kt_fail(err, KT_EINVAL, "%s: a NULL handle", what);
 }
 
-void kt_ffi_costs_free(kt_costs *c) {
-  if (!c) return;
-  kt_costs_free(c);
-  free(c);
+/* ---- requests ---------------------------------------------------------------- */
+
+kt_request *kt_ffi_request_new(void) {
+  kt_request *rq = kt_calloc(1, sizeof *rq);
+  if (rq) kt_request_init(rq);
+  return rq;
 }
 
-kt_status kt_ffi_costs_json(const kt_costs *c, char **out, kt_error *err) {
+void kt_ffi_request_free(kt_request *rq) {
+  if (!rq) return;
+  kt_request_free(rq);
+  free(rq);
+}
+
+kt_status kt_ffi_request_set(kt_request *rq, const char *key, const char *value, kt_error *err) {
+  if (!rq) return no_handle(err, "request");
+  return kt_request_set(rq, key, value, err);
+}
+
+kt_status kt_ffi_request_parse(kt_request *rq, const char *text, kt_error *err) {
+  if (!rq || !text) return no_handle(err, "request");
+  return kt_request_parse(rq, text, err);
+}
+
+kt_status kt_ffi_request_costs(kt_request *rq, const char *json, kt_error *err) {
+  if (!rq || !json) return no_handle(err, "request");
+  return kt_costs_parse_json(&rq->costs, json, "costs", err);
+}
+
+kt_status kt_ffi_request_order(kt_request *rq, const char *text, size_t len, const char *name,
+                               kt_error *err) {
+  if (!rq || !text) return no_handle(err, "request");
+  if (memchr(text, 0, len) || strlen(text) != len)
+    return kt_fail(err, KT_EPARSE, "the schedule holds a NUL byte: not a text or CSV schedule");
+  return kt_request_set_order(rq, text, name, NULL, err);
+}
+
+kt_status kt_ffi_request_text(const kt_request *rq, char **out, kt_error *err) {
+  if (!rq) return no_handle(err, "request");
   kt_buf b;
   kt_buf_init(&b);
-  kt_render_costs_json(c, &b);
+  kt_request_print(rq, &b);
+  return take_text(&b, out, err);
+}
+
+/* ---- results ------------------------------------------------------------------ */
+
+kt_status kt_ffi_run(const kt_request *rq, int detail, kt_result **out, kt_error *err) {
+  *out = NULL;
+  if (!rq) return no_handle(err, "request");
+  if (detail < KT_RESULT_ORDER || detail > KT_RESULT_TIMELINE)
+    return kt_fail(err, KT_EINVAL, "detail %d: expected 0 (order), 1 (metrics) or 2 (timeline)",
+                   detail);
+  kt_result *res = kt_calloc(1, sizeof *res);
+  if (!res) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = kt_request_run(rq, res, (kt_result_detail)detail, err);
+  if (st) free(res);
+  else *out = res;
+  return st;
+}
+
+kt_status kt_ffi_result_simulate(kt_result *res, int detail, kt_error *err) {
+  if (!res) return no_handle(err, "result");
+  if (detail != KT_RESULT_METRICS && detail != KT_RESULT_TIMELINE)
+    return kt_fail(err, KT_EINVAL, "detail %d: expected 1 (metrics) or 2 (timeline)", detail);
+  if (res->has_timeline || (res->simulated && detail == KT_RESULT_METRICS)) return KT_OK;
+  if (res->simulated) { /* metrics only so far: again, with every event */
+    kt_metrics_free(&res->met);
+    res->simulated = 0;
+  }
+  return kt_result_simulate(res, (kt_result_detail)detail, err);
+}
+
+void kt_ffi_result_free(kt_result *res) {
+  if (!res) return;
+  kt_result_free(res);
+  free(res);
+}
+
+const kt_schedule *kt_ffi_result_order(const kt_result *res) { return &res->order; }
+
+const kt_schedule *kt_ffi_result_program(const kt_result *res) {
+  return res->program.ranks ? &res->program : NULL;
+}
+
+double kt_ffi_result_mem_limit(const kt_result *res) { return res->mem_limit; }
+
+const char *kt_ffi_result_read_info(const kt_result *res) { return res->read_info; }
+
+static kt_status simulated(const kt_result *res, kt_error *err) {
+  if (!res) return no_handle(err, "result");
+  if (!res->simulated) return kt_fail(err, KT_EINVAL, "the result is not simulated yet");
+  return KT_OK;
+}
+
+kt_status kt_ffi_result_json(const kt_result *res, int events, char **out, kt_error *err) {
+  *out = NULL;
+  kt_status st = simulated(res, err);
+  if (st) return st;
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_render_sim_json(&res->info, &res->met, events && res->has_timeline ? &res->tl : NULL, &b);
+  return take_text(&b, out, err);
+}
+
+kt_status kt_ffi_result_gantt(const kt_result *res, int width, char **out, kt_error *err) {
+  *out = NULL;
+  kt_status st = simulated(res, err);
+  if (st) return st;
+  if (!res->has_timeline) return kt_fail(err, KT_EINVAL, "the result kept no timeline");
+  kt_gantt_opts go;
+  kt_gantt_default_opts(&go);
+  go.width = width < 40 ? 40 : width;
+  go.chunks = res->order.v;
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_render_gantt_ascii(&res->tl, &go, &b);
+  kt_buf_puts(&b, "\n");
+  kt_render_metrics_text(&res->info, &res->met, "unit", &b);
+  kt_render_cost_basis_line(res->cost_basis, res->order.v, &b);
+  kt_render_memory_model_line(&res->costs, &b);
+  return take_text(&b, out, err);
+}
+
+kt_status kt_ffi_result_costs_json(const kt_result *res, char **out, kt_error *err) {
+  *out = NULL;
+  if (!res) return no_handle(err, "result");
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_render_costs_json(&res->costs, &b);
+  return take_text(&b, out, err);
+}
+
+kt_status kt_ffi_result_report(const kt_result *res, const kt_request *rq, const char *path,
+                               const char *title, kt_error *err) {
+  kt_status st = simulated(res, err);
+  if (st) return st;
+  if (!res->has_timeline) return kt_fail(err, KT_EINVAL, "the result kept no timeline");
+  if (!path) return kt_fail(err, KT_EINVAL, "report: no path");
+  return kt_write_result_report(path, title, res, NULL, rq ? &rq->costs : NULL, err);
+}
+
+/* ---- comparisons --------------------------------------------------------------- */
+
+kt_status kt_ffi_compare(const kt_request *rq, int detail, kt_comparison **out, kt_error *err) {
+  *out = NULL;
+  if (!rq) return no_handle(err, "request");
+  kt_comparison *cmp = kt_calloc(1, sizeof *cmp);
+  if (!cmp) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = kt_request_compare(rq, detail == KT_RESULT_TIMELINE ? KT_RESULT_TIMELINE
+                                                                     : KT_RESULT_METRICS, cmp, err);
+  if (st) free(cmp);
+  else *out = cmp;
+  return st;
+}
+
+void kt_ffi_comparison_free(kt_comparison *cmp) {
+  if (!cmp) return;
+  kt_comparison_free(cmp);
+  free(cmp);
+}
+
+kt_status kt_ffi_comparison_text(const kt_comparison *cmp, int json, char **out, kt_error *err) {
+  *out = NULL;
+  if (!cmp) return no_handle(err, "comparison");
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_render_comparison(cmp, json, &b);
+  if (!json) kt_render_memory_model_line(cmp->given, &b);
+  return take_text(&b, out, err);
+}
+
+int kt_ffi_comparison_rows(const kt_comparison *cmp) { return cmp ? cmp->n : 0; }
+
+const kt_result *kt_ffi_comparison_row(const kt_comparison *cmp, int i, const char **name,
+                                       const char **reason) {
+  if (!cmp || i < 0 || i >= cmp->n) return NULL;
+  const kt_compare_entry *e = &cmp->rows[i];
+  if (name) *name = e->name;
+  if (reason) *reason = e->applies ? NULL : e->reason;
+  return e->applies ? &e->result : NULL;
+}
+
+kt_status kt_ffi_comparison_report(const kt_comparison *cmp, const char *path, const char *title,
+                                   kt_error *err) {
+  if (!cmp) return no_handle(err, "comparison");
+  if (!path) return kt_fail(err, KT_EINVAL, "report: no path");
+  for (int i = 0; i < cmp->n; i++)
+    if (cmp->rows[i].applies && !cmp->rows[i].result.has_timeline)
+      return kt_fail(err, KT_EINVAL, "the comparison kept no timelines (compare with detail 2)");
+  return kt_write_comparison_report(path, title, cmp, err);
+}
+
+/* ---- the what-if page's call ---------------------------------------------------- */
+
+kt_status kt_ffi_web_run(const char *args, const char *order, char **out, kt_error *err) {
+  *out = NULL;
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_web_run(args, order, &b); /* its answer says its own failure */
   return take_text(&b, out, err);
 }
 
 /* ---- schedules -------------------------------------------------------------- */
-
-kt_schedule *kt_ffi_schedule_new(void) { return kt_calloc(1, sizeof(kt_schedule)); }
-
-void kt_ffi_schedule_free(kt_schedule *s) {
-  if (!s) return;
-  if (s->ranks) kt_schedule_free(s);
-  free(s);
-}
 
 void kt_ffi_schedule_shape(const kt_schedule *s, int shape[5]) {
   shape[0] = s->p, shape[1] = s->v, shape[2] = s->m;
@@ -63,212 +240,23 @@ void kt_ffi_schedule_shape(const kt_schedule *s, int shape[5]) {
 
 const char *kt_ffi_schedule_name(const kt_schedule *s) { return s->name; }
 
-void kt_ffi_schedule_set_name(kt_schedule *s, const char *name) {
-  snprintf(s->name, sizeof s->name, "%s", name ? name : "");
-}
-
-kt_status kt_ffi_generate(int kind, int p, int v, int m, const kt_costs *c, double mem_limit,
-                          int thorough, kt_schedule *out, kt_error *err) {
-  if (kind < 0 || kind >= KT_SCHED_COUNT)
-    return kt_fail(err, KT_EINVAL, "schedule kind %d: expected 0..%d", kind, KT_SCHED_COUNT - 1);
-  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit,
-                          .thorough = thorough != 0};
-  kt_schedule_free(out); /* a handle used before holds its last schedule */
-  return kt_generate((kt_gen_kind)kind, &params, out, err);
-}
-
-double kt_ffi_1f1b_peak(int kind, int p, int v, int m, const kt_costs *c) {
-  if (kind < 0 || kind >= KT_SCHED_COUNT) return -1;
-  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = c};
-  return kt_gen_1f1b_peak((kt_gen_kind)kind, &params);
-}
-
-double kt_ffi_mem_limit(int p, int v, int m, const kt_costs *c, double mem_limit) {
-  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
-  return kt_gen_mem_limit(&params);
-}
-
-kt_status kt_ffi_parse(const char *text, int notation, kt_schedule *out, kt_schedule *lowered,
-                       long info[3], kt_error *err) {
-  if (notation < KT_NOTATION_AUTO || notation > KT_NOTATION_LEGACY)
-    return kt_fail(err, KT_EINVAL, "notation %d: expected 0 (auto), 1 (current) or 2 (legacy)",
+kt_status kt_ffi_schedule_write(const kt_schedule *s, int notation, int lowered_ir, char **out,
+                                kt_error *err) {
+  *out = NULL;
+  if (!s) return no_handle(err, "schedule");
+  if (notation < -1 || notation > KT_NOTATION_LEGACY)
+    return kt_fail(err, KT_EINVAL, "notation %d: expected -1 (text), 0 or 1 (current) or 2 (legacy)",
                    notation);
-  kt_parse_opts po = {.notation = (kt_notation)notation, .lowered = lowered};
-  kt_schedule_free(out); /* a handle used before holds its last schedule */
-  if (lowered) kt_schedule_free(lowered);
-  kt_status st = kt_schedule_parse_opts(text, &po, out, err);
-  if (!st && info) {
-    info[0] = (long)po.detected;
-    info[1] = (long)po.comm_actions;
-    info[2] = (long)po.p2p_actions;
+  kt_schedule low = {0};
+  if (lowered_ir >= 0) {
+    kt_status st = kt_schedule_lower_ir(s, (kt_torch_ir)lowered_ir, &low, err);
+    if (st) return st;
+    s = &low;
   }
-  return st;
-}
-
-kt_status kt_ffi_schedule_write(const kt_schedule *s, int notation, char **out, kt_error *err) {
   kt_buf b;
   kt_buf_init(&b);
   if (notation < 0) kt_schedule_write_text(s, &b);
-  else kt_schedule_write_csv_notation(s, (kt_notation)notation, &b);
-  return take_text(&b, out, err);
-}
-
-/* ---- simulations -------------------------------------------------------------- */
-
-struct kt_ffi_sim {
-  kt_timeline tl;
-  kt_metrics met;
-};
-
-kt_status kt_ffi_simulate(const kt_schedule *s, const kt_costs *c, kt_ffi_sim **out,
-                          kt_error *err) {
-  *out = kt_calloc(1, sizeof **out);
-  if (!*out) return kt_fail(err, KT_ENOMEM, "out of memory");
-  kt_status st = kt_simulate_both(s, c, &(*out)->tl, &(*out)->met, err);
-  if (st) {
-    free(*out);
-    *out = NULL;
-  }
-  return st;
-}
-
-void kt_ffi_sim_free(kt_ffi_sim *sim) {
-  if (!sim) return;
-  kt_timeline_free(&sim->tl);
-  kt_metrics_free(&sim->met);
-  free(sim);
-}
-
-struct kt_ffi_search {
-  kt_optimal_result res;
-  double time_limit;
-};
-
-kt_status kt_ffi_optimal(int p, int v, int m, const kt_costs *c, double mem_limit,
-                         double time_limit, kt_schedule *out, kt_ffi_search **search,
-                         kt_error *err) {
-  *search = kt_calloc(1, sizeof **search);
-  if (!*search) return kt_fail(err, KT_ENOMEM, "out of memory");
-  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = c, .mem_limit = mem_limit};
-  kt_optimal_opts o = {.time_limit = time_limit};
-  (*search)->time_limit = time_limit;
-  kt_schedule_free(out); /* a handle used before holds its last schedule */
-  kt_placement pl = v == 2 ? KT_PLACEMENT_V : KT_PLACEMENT_LOOP;
-  kt_status st = kt_gen_optimal(&params, pl, &o, out, &(*search)->res, err);
-  if (st) {
-    free(*search);
-    *search = NULL;
-  }
-  return st;
-}
-
-void kt_ffi_search_free(kt_ffi_search *search) { free(search); }
-
-struct kt_ffi_info {
-  kt_sim_info info;
-  kt_sim_origin origin;
-  kt_ffi_search search; /* a copy: the info outlives the caller's search handle */
-  char *strings[2];     /* name, cost basis */
-  char placement[512];
-};
-
-kt_ffi_info *kt_ffi_info_new(const kt_schedule *s, const kt_costs *c, const char *cost_basis,
-                             int kind, double mem_limit, const kt_ffi_search *search,
-                             const kt_ffi_sim *sim) {
-  kt_ffi_info *f = kt_calloc(1, sizeof *f);
-  if (!f) return NULL;
-  const char *texts[2] = {s->name, cost_basis};
-  for (int i = 0; i < 2; i++)
-    if (texts[i] && !(f->strings[i] = strdup(texts[i]))) {
-      kt_ffi_info_free(f);
-      return NULL;
-    }
-  if (search) f->search = *search;
-  f->origin = (kt_sim_origin){.kind = kind, .mem_limit = mem_limit,
-                              .optimal = search ? &f->search.res : NULL,
-                              .time_limit = f->search.time_limit};
-  f->info = (kt_sim_info){.schedule = f->strings[0], .p = s->p, .v = s->v, .m = s->m,
-                          .placement = kt_schedule_placement_text(s, f->placement,
-                                                                  sizeof f->placement),
-                          /* the renderers read P*V entries: an uneven table has fewer */
-                          .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
-                          .costs = c, .cost_basis = f->strings[1],
-                          .messages = kt_schedule_messages(s)};
-  kt_sim_info_describe(&f->info, &f->origin, s, c, sim ? &sim->met : NULL);
-  return f;
-}
-
-void kt_ffi_info_free(kt_ffi_info *info) {
-  if (!info) return;
-  for (int i = 0; i < 2; i++) free(info->strings[i]);
-  free(info);
-}
-
-kt_status kt_ffi_sim_json(const kt_ffi_info *info, const kt_ffi_sim *sim, int events, char **out,
-                          kt_error *err) {
-  kt_buf b;
-  kt_buf_init(&b);
-  kt_render_sim_json(&info->info, &sim->met, events ? &sim->tl : NULL, &b);
-  return take_text(&b, out, err);
-}
-
-kt_status kt_ffi_sim_gantt(const kt_ffi_info *info, const kt_ffi_sim *sim, int width, char **out,
-                           kt_error *err) {
-  kt_gantt_opts go;
-  kt_gantt_default_opts(&go);
-  if (width > 0) go.width = width;
-  go.chunks = info->info.v;
-  kt_buf b;
-  kt_buf_init(&b);
-  kt_render_gantt_ascii(&sim->tl, &go, &b);
-  kt_buf_puts(&b, "\n");
-  kt_render_metrics_text(&info->info, &sim->met, sim->tl.time_unit, &b);
-  kt_render_cost_basis_line(info->info.cost_basis, info->info.v, &b);
-  kt_render_memory_model_line(info->info.costs, &b);
-  return take_text(&b, out, err);
-}
-
-kt_status kt_ffi_report(const char *path, const char *title, int n, const kt_ffi_info *const *infos,
-                        const kt_ffi_sim *const *sims, const char *const *names,
-                        const char *const *reasons, int p, int m, const char *cost_basis,
-                        const kt_costs *given, kt_error *err) {
-  if (n < 1) return kt_fail(err, KT_EINVAL, "a report needs at least one entry");
-  kt_report_entry *e = kt_calloc((size_t)n, sizeof *e);
-  if (!e) return kt_fail(err, KT_ENOMEM, "out of memory");
-  for (int i = 0; i < n; i++) {
-    int ran = sims[i] && infos[i];
-    if (ran) e[i] = (kt_report_entry){.info = infos[i]->info, .timeline = &sims[i]->tl,
-                                      .metrics = &sims[i]->met};
-    else e[i].reason = reasons[i] ? reasons[i] : ""; /* does not apply: the layout asked for */
-    e[i].info.schedule = names[i];
-    e[i].info.cost_basis = cost_basis;
-    e[i].info.p = p, e[i].info.m = m;
-  }
-  kt_status st = kt_write_html_report(path, title, e, (size_t)n, given, err);
-  free(e);
-  return st;
-}
-
-kt_status kt_ffi_compare(int n, const kt_ffi_info *const *infos, const kt_ffi_sim *const *sims,
-                         const char *const *names, const char *const *reasons, double peak_1f1b,
-                         int p, int m, int v, const char *cost_basis, const kt_costs *given,
-                         int table, char **out, kt_error *err) {
-  if (n < 0) return kt_fail(err, KT_EINVAL, "a comparison of %d rows", n);
-  kt_compare_row *rows = kt_calloc(n > 0 ? (size_t)n : 1, sizeof *rows);
-  if (!rows) return kt_fail(err, KT_ENOMEM, "out of memory");
-  for (int i = 0; i < n; i++) {
-    if (sims[i] && infos[i])
-      kt_compare_row_fill(&rows[i], &infos[i]->info, &infos[i]->origin, &sims[i]->met, peak_1f1b);
-    else rows[i].reason = reasons[i] ? reasons[i] : "";
-    rows[i].schedule = names[i];
-  }
-  kt_compare_info info = {.p = p, .m = m, .v = v, .costs = given, .cost_basis = cost_basis};
-  kt_buf b;
-  kt_buf_init(&b);
-  if (table) {
-    kt_render_compare_table(&info, rows, (size_t)n, &b);
-    kt_render_memory_model_line(given, &b);
-  } else kt_render_compare_json(&info, rows, (size_t)n, &b);
-  free(rows);
+  else kt_schedule_write_csv_notation(s, notation == KT_NOTATION_LEGACY ? KT_NOTATION_LEGACY : KT_NOTATION_CURRENT, &b);
+  if (lowered_ir >= 0) kt_schedule_free(&low);
   return take_text(&b, out, err);
 }

@@ -180,7 +180,7 @@ void kt__opt_bound_ws_free(kt__opt_bound_ws *ws) {
 }
 
 /* The limit with the tolerance kt__search_fits allows. */
-static double limit_tol(const kt__opt_problem *pb) { return pb->limit * (1 + 1e-12) + 1e-12; }
+static double limit_tol(const kt__opt_problem *pb) { return kt_tolerance(pb->limit); }
 
 /* Slots of I and W of stage s that must have ended before its forward of
  * slot j can run: the stage alone holds (j+1)*M_B less what its I's and
@@ -506,4 +506,37 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
     else if (st->started[r] || pb->first[r] == 0)
       lb = maxd(lb, rank_end_bound(pb, st, ws, r) - st->start[r] + step_end(pb, r));
   return lb;
+}
+
+kt_status kt__lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit, int needs,
+                          double *lb, kt_error *err) {
+  kt_costs unit;
+  if (!c) kt_costs_default(&unit), c = &unit;
+  kt_status st = kt_costs_check(c, kt_schedule_stages(layout), err);
+  if (st) return st;
+  kt__opt_problem pb;
+  kt__opt_state state;
+  kt__opt_bound_ws ws;
+  kt_costs plain = *c;
+  plain.links = NULL; /* shared links only lengthen a hop: 0 is a hop's least */
+  if (c->links) plain.comm = 0, plain.comm_bandwidth = 0;
+  if ((st = kt__opt_problem_init(&pb, layout, &plain, mem_limit, needs, err))) return st;
+  if (!(st = kt__opt_state_init(&state, &pb, err))) {
+    if (!(st = kt__opt_bound_ws_init(&ws, &pb, err))) {
+      *lb = kt__opt_bound(&pb, &state, NULL, &ws); /* nothing run yet */
+      if (isinf(*lb))
+        st = kt_fail(err, KT_EMEMLIMIT, "memory limit %g: no order of P=%d, V=%d, M=%d fits under it",
+                     pb.limit, pb.p, pb.v, pb.m);
+      kt__opt_bound_ws_free(&ws);
+    }
+    kt__opt_state_free(&state);
+  }
+  kt__opt_problem_free(&pb);
+  return st;
+}
+
+int kt__optimal_reach(const kt_schedule *s) {
+  int v1 = s->v == 1 && s->placement == KT_PLACEMENT_LOOP;
+  int v2 = s->v == 2 && s->placement == KT_PLACEMENT_V;
+  return (v1 || v2) && kt_schedule_even(s) && s->p <= 4 && s->m <= 6;
 }

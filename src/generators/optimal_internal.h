@@ -154,26 +154,45 @@ typedef struct {
 
 /* Searches pb's orders for one faster than o->upper. When it finds one it
  * is written into out (out has pb's layout; its lists are replaced). */
-/* The bound of kt_makespan_lower_bound without the memory predecessor
- * table and without the exact search: valid, sometimes lower, at a
- * fraction of the cost (P=4, M=16 in v placement: half of zbv-auto's
- * time); the searches stop early on it. */
-kt_status kt__lower_bound_plain(const kt_schedule *layout, const kt_costs *c, double mem_limit,
-                                double *lb, kt_error *err);
+kt_status kt__opt_search(const kt__opt_problem *pb, const kt__opt_search_opts *o, kt_schedule *out,
+                         kt__opt_search_result *res, kt_error *err);
+
+/* The analytic lower bound on the period of every order of layout's ranks
+ * (kt_gen_lower_bound without its search); needs: with the memory
+ * predecessor table (tighter; on large problems the searches stop early
+ * on the cheaper bound without it). EINVAL when no order fits the limit. */
+kt_status kt__lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit, int needs,
+                          double *lb, kt_error *err);
 /* Whether the exact search proves problems of s's layout in well under a
  * second (P <= 4, M <= 6, V = 1 loop or V = 2 v placement, even stages). */
 int kt__optimal_reach(const kt_schedule *s);
-/* s (zb-auto's or zbv-auto's order, *makespan under c, *lower a bound on
- * any order) replaced by a faster one when a bounded exact search from it
- * finds one, *makespan then its makespan, and *lower raised to what the
- * search proved: only where the search proves in well under a second
- * (P <= 4, M <= 6, V = 1 loop or V = 2 v placement, no links or send
- * overhead, mem-wgrad <= mem-act), and deterministic (a node budget).
- * ENOMEM. */
-kt_status kt__optimal_improve(kt_schedule *s, const kt_costs *c, double mem_limit,
-                             double *makespan, double *lower, kt_error *err);
 
-kt_status kt__opt_search(const kt__opt_problem *pb, const kt__opt_search_opts *o, kt_schedule *out,
-                         kt__opt_search_result *res, kt_error *err);
+/* ---- zb-auto's bounded exact step (exact_step.c) ---- */
+
+/* Its nodes: a count, not a time, so that the order is the same on every
+ * machine (at most about 0.3 s here; on the corpus it takes most orders
+ * within 1% of the optimum), and its table of visited states. */
+#define KT__EXACT_NODES 20000
+#define KT__EXACT_MEMO_BYTES ((size_t)16 << 20)
+
+typedef struct {
+  double period; /* in: the incumbent's; out: the order left in s */
+  double lower;  /* in: a bound known; out: raised to what the search proved */
+  int ran, proven; /* out: the search ran; it finished (lower is the optimum) */
+  long nodes;
+} kt__exact_outcome;
+
+/* s (the incumbent, io->period under c) replaced by a faster order when a
+ * bounded exact search from it finds one: only where the search proves in
+ * well under a second (kt__optimal_reach, no links or send overhead,
+ * mem-wgrad <= mem-act) and the incumbent is above io->lower. ENOMEM. */
+kt_status kt__exact_step(kt_schedule *s, const kt_costs *c, double mem_limit, long nodes,
+                         kt__exact_outcome *io, kt_error *err);
+/* Runs an order the search returned through the simulator: its period
+ * (the search's objective, kt_step_model_bound) must be expect (INFINITY:
+ * unchecked) and every rank must stay within pb's limit. *period receives
+ * it. ERUNTIME on a mismatch. */
+kt_status kt__exact_verify(const kt__opt_problem *pb, const kt_schedule *s, const kt_costs *c,
+                           double expect, double *period, kt_error *err);
 
 #endif

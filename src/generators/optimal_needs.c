@@ -229,7 +229,7 @@ kt_status kt__opt_needs_init(kt__opt_problem *pb, kt_error *err) {
     free(failed);
     return kt_fail(err, KT_ENOMEM, "optimal: out of memory for the predecessor table");
   }
-  double limit = pb->limit * (1 + 1e-12) + 1e-12;
+  double limit = kt_tolerance(pb->limit);
   for (int r = 0; r < pb->p; r++) {
     uint8_t *mine = same + (size_t)r * nn;
     rank_rules rr = {pb, r, pb->nk, mine};

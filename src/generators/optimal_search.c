@@ -436,7 +436,7 @@ static kt_status search_init(search *sc, const kt__opt_problem *pb, const kt__op
                    pb->m);
   sc->ub = o->upper;
   sc->eps = 1e-9 * (isinf(o->upper) ? 1 : 1 + fabs(o->upper));
-  sc->limit_tol = pb->limit * (1 + 1e-12) + 1e-12;
+  sc->limit_tol = kt_tolerance(pb->limit);
   sc->deadline = kt_now() + o->time_limit;
   sc->max_nodes = o->max_nodes;
   return KT_OK;

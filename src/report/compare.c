@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kaiten/report.h"
+#include "report/compare_row.h"
 
 static void json_or_null(kt_buf *b, const char *key, double x, int present) {
   kt_buf_printf(b, ",\"%s\":", key);
@@ -51,8 +52,8 @@ static void row_json(const kt_compare_row *rw, kt_buf *b) {
                 rw->inflight_first, rw->inflight_last, rw->messages);
 }
 
-void kt_render_compare_json(const kt_compare_info *info, const kt_compare_row *rows, size_t n,
-                            kt_buf *b) {
+static void compare_json(const kt_compare_info *info, const kt_compare_row *rows, size_t n,
+                         kt_buf *b) {
   kt_buf_printf(b, "{\"p\":%d,\"m\":%d,\"v\":%d,\"step_sync\":\"%s\",\"cost_basis\":", info->p,
                 info->m, info->v, kt_step_sync_name(info->costs->step_sync));
   kt_buf_json_string(b, info->cost_basis ? info->cost_basis : "stage");
@@ -117,8 +118,8 @@ static void table_notes(const kt_compare_row *rows, size_t n, kt_buf *b) {
     }
 }
 
-void kt_render_compare_table(const kt_compare_info *info, const kt_compare_row *rows, size_t n,
-                             kt_buf *b) {
+static void compare_table(const kt_compare_info *info, const kt_compare_row *rows, size_t n,
+                          kt_buf *b) {
   char costs[400];
   kt_costs_describe(info->costs, costs, sizeof costs);
   kt_buf_printf(b, "P=%d M=%d  %s  mem-act=%g mem-wgrad=%g\n", info->p, info->m, costs,
@@ -141,4 +142,14 @@ void kt_render_compare_table(const kt_compare_info *info, const kt_compare_row *
                  "on the same model; mem form: its closed form); mem = peak activation memory "
                  "(units of --mem-act), fl = peak in-flight micro-batches, on the first and last "
                  "rank.\n");
+}
+
+void kt_render_comparison(const kt_comparison *cmp, int json, kt_buf *b) {
+  kt_compare_row rows[KT_SCHED_COUNT + 2];
+  size_t n = cmp->n < KT_SCHED_COUNT + 2 ? (size_t)cmp->n : KT_SCHED_COUNT + 2;
+  for (size_t i = 0; i < n; i++) kt__compare_row_fill(&rows[i], &cmp->rows[i], cmp->peak_1f1b);
+  kt_compare_info info = {.p = cmp->p, .m = cmp->m, .v = cmp->v, .costs = cmp->given,
+                          .cost_basis = cmp->cost_basis};
+  if (json) compare_json(&info, rows, n, b);
+  else compare_table(&info, rows, n, b);
 }

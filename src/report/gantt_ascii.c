@@ -218,19 +218,23 @@ static void paint_events(const kt_timeline *t, const kt_gantt_opts *o, const gan
   }
 }
 
-/* Time axis: ticks at round numbers, at whole quanta when quantized. */
+/* Time axis: ticks at round numbers (multiples of the step, whatever time
+ * the chart starts at: a measured step starts a few microseconds in), at
+ * whole quanta from the start when quantized. */
 static void draw_axis(const gantt_layout *L, char *axis) {
   memset(axis, ' ', (size_t)L->cols);
   double step_units = kt__nice_step(10.0 / L->scale);
   if (L->quantized && step_units < L->q) step_units = L->q;
+  double first = L->quantized ? L->t0 : ceil(L->t0 / step_units - 1e-9) * step_units;
   /* a tick every 10 columns or more: at most one per column whatever the times */
-  double ticks = floor(L->span / step_units + 1e-9) + 1;
+  double ticks = floor((L->t0 + L->span - first) / step_units + 1e-9) + 1;
   if (!(ticks <= L->cols)) ticks = L->cols;
   for (int i = 0; i < (int)ticks; i++) {
-    double tt = i * step_units;
-    int c = column(L, tt + L->t0);
+    double tt = first + i * step_units;
+    if (fabs(tt) < 1e-9 * step_units) tt = 0; /* no -0 or 1e-17 */
+    int c = column(L, tt);
     char num[32];
-    int n = snprintf(num, sizeof num, "%g", tt + L->t0);
+    int n = snprintf(num, sizeof num, "%g", tt);
     if (c + n > L->cols) break;
     int clear = 1;
     for (int k = (c > 0 ? c - 1 : 0); k < c + n && k < L->cols; k++)

@@ -88,6 +88,10 @@ static void bound_json(const kt_sim_info *info, double makespan, kt_buf *b) {
     kt_buf_printf(b, ",\"lower_bound_exact\":%s,\"gap\":", info->lower_bound_exact ? "true" : "false");
     kt_buf_json_number(b, info->lower_bound > 0 ? makespan / info->lower_bound - 1 : 0);
   }
+  if (info->stages) {
+    kt_buf_puts(b, ",\"stages\":");
+    kt_buf_json_string(b, info->stages);
+  }
   if (!info->searched) return;
   kt_buf_printf(b, ",\"proven\":%s,\"search\":{\"seconds\":", info->proven ? "true" : "false");
   kt_buf_json_number(b, info->search_seconds);

@@ -88,8 +88,25 @@ struct kt_runtime {
   pthread_cond_t wake, done;
 };
 
+/* One action of a rank's program as the worker runs it (resolve.c): its
+ * chunk, its input (none, or a result of stage `from` handed over on this
+ * rank or received from in_peer under in_tag) and its result (none, or
+ * kept on this rank or sent to out_peer under out_tag); tags are round
+ * 0's (kt_tag_round), slots index the outbox and recv_event, pairs the
+ * hand-over arrays. */
+typedef struct {
+  int chunk;
+  kt_output input, output;
+  int in_peer, out_peer;     /* world ranks, -1: none */
+  int in_local, out_local;   /* the peer is this rank: a hand-over */
+  uint64_t in_tag, out_tag;
+  size_t in_slot, out_slot, in_pair, out_pair;
+} kt__resolved;
+
 struct kt__worker {
   kt_runtime *rt;
+  kt__resolved *plan;      /* one per action of its program (kt__worker_resolve) */
+  const kt__resolved *at;  /* the running action's */
   kt_transport *t;
   int world_rank, stage_rank, replica;
   int cpu;                 /* the core its thread runs on, or -1: not pinned */
@@ -145,6 +162,8 @@ struct kt__worker {
 
 /* Runs an order on this worker (worker.c): K rounds of its action list,
  * the validation of the step before it, then the step's end (validate.c). */
+/* Resolves the rank's program once (resolve.c). ENOMEM. */
+kt_status kt__worker_resolve(kt__worker *w, kt_error *err);
 kt_status kt__worker_order(kt__worker *w, const kt__order *o, kt_error *err);
 /* The K rounds of the running step's actions (worker.c). */
 kt_status kt__worker_rounds(kt__worker *w, kt_error *err);

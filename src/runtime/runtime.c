@@ -107,6 +107,7 @@ static void worker_free(kt__worker *w, int V, int SM) {
     for (size_t i = 0; i < 2 * (size_t)V * (size_t)w->rt->M; i++) free(w->outbox[i]);
   free(w->outbox);
   free(w->recv_event);
+  free(w->plan);
   free(w->chunk);
   free(w->opt_state);
   free(w->opt_n);
@@ -183,7 +184,8 @@ static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int
   }
   kt_status st = kt__worker_buffers(w, err);
   if (!st) st = kt__optim_alloc_state(w, err);
-  return st ? st : kt__step_alloc(w, err);
+  if (!st) st = kt__step_alloc(w, err);
+  return st ? st : kt__worker_resolve(w, err);
 }
 
 static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {

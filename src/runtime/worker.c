@@ -17,14 +17,8 @@
 
 #include "runtime/internal.h"
 
-#define PAIR(w, stage, mb) ((size_t)(stage) * (size_t)(w)->rt->M + (size_t)(mb))
-/* a tensor slot of this rank: its chunk, the micro-batch, F (0) or BI (1) */
-#define SLOT(w, stage, mb, result) \
-  (((size_t)kt_stage_chunk(&(w)->rt->sched_copy, stage) * (size_t)(w)->rt->M + (size_t)(mb)) * 2 + (size_t)(result))
-
-static kt_chunk *chunk_of(kt__worker *w, int stage) {
-  return w->chunk[kt_stage_chunk(&w->rt->sched_copy, stage)];
-}
+/* The running action's chunk (w->at: its resolved form, resolve.c). */
+static kt_chunk *chunk_of(const kt__worker *w) { return w->chunk[w->at->chunk]; }
 
 static double since_step(const kt__worker *w) { return kt_now() - w->rt->t_origin; }
 
@@ -81,11 +75,11 @@ static kt_status recv_stamped(kt__worker *w, int peer, uint64_t tag, float *buf,
  * and closes the RECV's event when the data is in. The tensor lands in buf
  * or stays where the transport holds it (*data, lent until *loan is given
  * back with kt_transport_release). */
-static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, kt_result r,
-                             int k, float *buf, size_t elems, const float **data, void **loan,
-                             double *wait, kt_error *err) {
-  int peer = kt__stage_world_rank(w->rt, from_stage, w->replica);
-  uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
+static kt_status recv_tensor(kt__worker *w, const kt_action *a, int k, float *buf, size_t elems,
+                             const float **data, void **loan, double *wait, kt_error *err) {
+  const kt__resolved *x = w->at;
+  int peer = x->in_peer;
+  uint64_t tag = kt_tag_round(x->in_tag, k);
   double runs0, runs1, t0 = kt_now(), cpu0 = kt_thread_cpu_now(), ready0 = ready_count(w, &runs0);
   kt_error sub;
   const void *got = buf;
@@ -110,10 +104,11 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int from_stage, 
                    "watchdog: rank %d (stage %d) waited %g s at action %s for the %s from rank %d "
                    "(stage %d)",
                    w->world_rank, a->stage, kt_transport_timeout(w->t), at,
-                   r == KT_RESULT_F ? "activation" : "gradient", peer, from_stage);
+                   x->input == KT_OUT_F ? "activation" : "gradient", peer,
+                   x->input == KT_OUT_F ? a->stage - 1 : a->stage + 1);
   }
   if (st) return kt_fail(err, st, "%s", sub.msg);
-  size_t ev = w->recv_event[SLOT(w, a->stage, a->mb, r)];
+  size_t ev = w->recv_event[x->in_slot];
   if (ev < w->events->n_comm) w->events->comm[ev].end = since_step(w);
   return KT_OK;
 }
@@ -134,15 +129,13 @@ static kt_status keep(float **slot, const float *src, size_t elems, kt_error *er
  * or a received tensor (*loan, given back after the action). */
 static kt_status take_input(kt__worker *w, const kt_action *a, int k, const float **in,
                             float **taken, void **loan, double *wait, kt_error *err) {
-  int from;
-  kt_result need = kt_action_needs(a->op, a->stage, w->rt->S, &from);
+  const kt__resolved *x = w->at;
   *in = NULL, *taken = NULL, *loan = NULL;
-  if (need == KT_RESULT_NONE || need == KT_RESULT_I || from == a->stage) return KT_OK;
-  kt_chunk *c = chunk_of(w, a->stage);
-  int fwd = need == KT_RESULT_F;
-  if (kt__stage_world_rank(w->rt, from, w->replica) == w->world_rank) {
-    float **slot = fwd ? &w->act_handoff[PAIR(w, a->stage, a->mb)]
-                       : &w->grad_handoff[PAIR(w, a->stage, a->mb)];
+  if (x->input == KT_OUT_NONE) return KT_OK;
+  kt_chunk *c = chunk_of(w);
+  int fwd = x->input == KT_OUT_F;
+  if (x->in_local) {
+    float **slot = fwd ? &w->act_handoff[x->in_pair] : &w->grad_handoff[x->in_pair];
     *taken = *slot;
     *in = *taken;
     *slot = NULL;
@@ -153,7 +146,7 @@ static kt_status take_input(kt__worker *w, const kt_action *a, int k, const floa
   }
   float *buf = fwd ? w->in_buf : w->dout_buf;
   size_t elems = fwd ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c);
-  return recv_tensor(w, a, from, need, k, buf, elems, in, loan, wait, err);
+  return recv_tensor(w, a, k, buf, elems, in, loan, wait, err);
 }
 
 /* Gives back what take_input took once the action has used it. */
@@ -180,15 +173,12 @@ static int send_comes_next(const kt__worker *w, const kt_action *a, int send) {
  * inbox slot, a pooled message) when the result leaves the rank by a SEND
  * that comes next, so that SEND hands it over without a copy
  * (w->lent_out); the scratch buffer otherwise. */
-static float *result_buffer(kt__worker *w, const kt_action *a, kt_result r, float *scratch,
-                            size_t elems) {
-  int to = kt_result_consumer(r, a->stage, w->rt->S);
-  if (to < 0) return scratch;
-  int dst = kt__stage_world_rank(w->rt, to, w->replica);
-  if (dst == w->world_rank || w->rt->stamped ||
-      !send_comes_next(w, a, r == KT_RESULT_F ? KT_OP_SEND_F : KT_OP_SEND_B))
+static float *result_buffer(kt__worker *w, const kt_action *a, float *scratch, size_t elems) {
+  const kt__resolved *x = w->at;
+  if (x->output == KT_OUT_NONE || x->out_local || w->rt->stamped ||
+      !send_comes_next(w, a, x->output == KT_OUT_F ? KT_OP_SEND_F : KT_OP_SEND_B))
     return scratch;
-  w->lent_out = kt_transport_buffer(w->t, dst, elems * sizeof(float));
+  w->lent_out = kt_transport_buffer(w->t, x->out_peer, elems * sizeof(float));
   return w->lent_out ? w->lent_out : scratch;
 }
 
@@ -201,41 +191,42 @@ static void drop_result_buffer(kt__worker *w) {
 /* Hands a computed result to its consumer: kept for a stage on this rank,
  * put in the outbox for its SEND otherwise, or, when that SEND comes next
  * (send_comes_next), left in the compute buffer for it. */
-static kt_status give_output(kt__worker *w, const kt_action *a, kt_result r, const float *data,
-                             size_t elems, kt_error *err) {
-  int to = kt_result_consumer(r, a->stage, w->rt->S);
-  if (to < 0) return KT_OK;
-  if (kt__stage_world_rank(w->rt, to, w->replica) == w->world_rank) {
-    float **slot = r == KT_RESULT_F ? &w->act_handoff[PAIR(w, to, a->mb)]
-                                    : &w->grad_handoff[PAIR(w, to, a->mb)];
+static kt_status give_output(kt__worker *w, const kt_action *a, const float *data, size_t elems,
+                             kt_error *err) {
+  const kt__resolved *x = w->at;
+  if (x->output == KT_OUT_NONE) return KT_OK;
+  if (x->out_local) {
+    float **slot = x->output == KT_OUT_F ? &w->act_handoff[x->out_pair]
+                                         : &w->grad_handoff[x->out_pair];
     return keep(slot, data, elems, err);
   }
-  if (send_comes_next(w, a, r == KT_RESULT_F ? KT_OP_SEND_F : KT_OP_SEND_B)) {
+  if (send_comes_next(w, a, x->output == KT_OUT_F ? KT_OP_SEND_F : KT_OP_SEND_B)) {
     w->direct = data;
-    w->direct_slot = SLOT(w, a->stage, a->mb, r);
+    w->direct_slot = x->out_slot;
     return KT_OK;
   }
-  return keep(&w->outbox[SLOT(w, a->stage, a->mb, r)], data, elems, err);
+  return keep(&w->outbox[x->out_slot], data, elems, err);
 }
 
 static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microbatch *mbd, int k,
                              double *wait, kt_error *err) {
   kt_runtime *rt = w->rt;
-  kt_chunk *c = chunk_of(w, a->stage);
+  kt_chunk *c = chunk_of(w);
   const float *in;
   float *taken;
   void *loan;
   kt_status st = take_input(w, a, k, &in, &taken, &loan, wait, err);
   if (st) return st;
   double loss = 0;
-  float *out = a->stage + 1 < rt->S ? result_buffer(w, a, KT_RESULT_F, w->out_buf, kt_chunk_out_elems(c)) : NULL;
+  float *out = w->at->output == KT_OUT_F ? result_buffer(w, a, w->out_buf, kt_chunk_out_elems(c))
+                                         : NULL;
   st = kt_chunk_forward(c, a->mb, mbd, in, out, &loss, err);
   drop_input(w, taken, loan);
   if (st) {
     drop_result_buffer(w);
     return st;
   }
-  unsigned char *bad = &w->fwd_bad[kt_stage_chunk(&rt->sched_copy, a->stage)];
+  unsigned char *bad = &w->fwd_bad[w->at->chunk];
   if (!rt->cfg.synthetic && !*bad) { /* synthetic tensors hold no values */
     *bad = out ? 0 : !isfinite(loss);
     for (size_t i = 0; out && i < kt_chunk_out_elems(c) && !*bad; i++) *bad = !isfinite(out[i]);
@@ -244,26 +235,27 @@ static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microba
     w->loss_sum += loss;
     return KT_OK;
   }
-  return give_output(w, a, KT_RESULT_F, out, kt_chunk_out_elems(c), err);
+  return give_output(w, a, out, kt_chunk_out_elems(c), err);
 }
 
 /* I, or a full B (I then W: its gradient leaves when the whole B is done,
  * by its SEND_B after it). */
 static kt_status run_backward(kt__worker *w, const kt_action *a, const kt_microbatch *mbd, int k,
                               double *wait, kt_error *err) {
-  kt_chunk *c = chunk_of(w, a->stage);
+  kt_chunk *c = chunk_of(w);
   const float *dout;
   float *taken;
   void *loan;
   kt_status st = take_input(w, a, k, &dout, &taken, &loan, wait, err);
   if (st) return st;
-  float *din = a->stage > 0 ? result_buffer(w, a, KT_RESULT_BI, w->din_buf, kt_chunk_in_elems(c)) : NULL;
+  float *din = w->at->output == KT_OUT_BI ? result_buffer(w, a, w->din_buf, kt_chunk_in_elems(c))
+                                          : NULL;
   st = kt_chunk_backward_input(c, a->mb, mbd, dout, din, err);
   drop_input(w, taken, loan);
   if (!st && a->op == KT_OP_B) st = kt_chunk_backward_weight(c, a->mb, err);
   if (st) drop_result_buffer(w);
   if (st || !din) return st;
-  return give_output(w, a, KT_RESULT_BI, din, kt_chunk_in_elems(c), err);
+  return give_output(w, a, din, kt_chunk_in_elems(c), err);
 }
 
 static size_t rank_stash_bytes(const kt__worker *w) {
@@ -307,7 +299,7 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
   kt_runtime *rt = w->rt;
   const kt_microbatch *mbd =
       w->data ? &w->data[((size_t)w->replica * rt->K + k) * rt->M + a->mb] : NULL;
-  kt_chunk *c = chunk_of(w, a->stage);
+  kt_chunk *c = chunk_of(w);
   size_t before = rank_stash_bytes(w), chunk_before = kt_chunk_stash_bytes(c);
   kt_chunk_reset_peak(c);
   double wait = 0, t_begin = kt_now(), cpu_begin = kt_thread_cpu_now();
@@ -361,8 +353,8 @@ static kt_status send_stamped(kt__worker *w, int dst, uint64_t tag, const float 
 
 /* SEND: posts the outbox tensor of (stage, mb) to the rank of its consumer. */
 static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *err) {
-  kt_result r = a->op == KT_OP_SEND_F ? KT_RESULT_F : KT_RESULT_BI;
-  size_t at_slot = SLOT(w, a->stage, a->mb, r);
+  const kt__resolved *x = w->at;
+  size_t at_slot = x->out_slot;
   float **slot = &w->outbox[at_slot];
   const float *data = *slot;
   if (w->direct && w->direct_slot == at_slot) data = w->direct;
@@ -373,12 +365,11 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
     return kt_fail(err, KT_ERUNTIME, "rank %d runs %s before the action that makes its data",
                    w->world_rank, at);
   }
-  kt_chunk *c = chunk_of(w, a->stage);
-  size_t bytes = (r == KT_RESULT_F ? kt_chunk_out_elems(c) : kt_chunk_in_elems(c)) * sizeof(float);
-  int to = kt_result_consumer(r, a->stage, w->rt->S);
-  int dst = kt__stage_world_rank(w->rt, to, w->replica);
+  kt_chunk *c = chunk_of(w);
+  size_t bytes = (x->output == KT_OUT_F ? kt_chunk_out_elems(c) : kt_chunk_in_elems(c)) * sizeof(float);
+  int dst = x->out_peer;
   double t0 = since_step(w);
-  uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, to, a->mb, k);
+  uint64_t tag = kt_tag_round(x->out_tag, k);
   kt_status st;
   if (w->rt->stamped) {
     st = send_stamped(w, dst, tag, data, bytes, err);
@@ -396,19 +387,17 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
 
 /* RECV: posts the receive (transports without post() receive on demand). */
 static kt_status run_recv(kt__worker *w, const kt_action *a, int k, kt_error *err) {
-  kt_result r = a->op == KT_OP_RECV_F ? KT_RESULT_F : KT_RESULT_BI;
-  int from = r == KT_RESULT_F ? a->stage - 1 : a->stage + 1;
-  kt_chunk *c = chunk_of(w, a->stage);
+  const kt__resolved *x = w->at;
+  kt_chunk *c = chunk_of(w);
   double t0 = since_step(w);
   if (kt_transport_has_post(w->t)) {
-    int src = kt__stage_world_rank(w->rt, from, w->replica);
-    uint64_t tag = kt_tag(r == KT_RESULT_F ? KT_TAG_ACT : KT_TAG_GRAD, a->stage, a->mb, k);
-    size_t elems = r == KT_RESULT_F ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c);
+    size_t elems = x->input == KT_OUT_F ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c);
     size_t stamp = w->rt->stamped ? sizeof(double) : 0;
-    kt_status st = kt_transport_post(w->t, src, tag, elems * sizeof(float) + stamp, err);
+    kt_status st = kt_transport_post(w->t, x->in_peer, kt_tag_round(x->in_tag, k),
+                                     elems * sizeof(float) + stamp, err);
     if (st) return st;
   }
-  return add_comm(w, a, k, t0, t0, 0, &w->recv_event[SLOT(w, a->stage, a->mb, r)], err);
+  return add_comm(w, a, k, t0, t0, 0, &w->recv_event[x->in_slot], err);
 }
 
 static kt_status run_action(kt__worker *w, const kt_action *a, int k, kt_error *err) {
@@ -437,6 +426,7 @@ kt_status kt__worker_rounds(kt__worker *w, kt_error *err) {
     for (size_t i = 0; i < ra->n; i++) {
       w->next = &ra->actions[i + 1];
       w->end = ra->actions + ra->n;
+      w->at = &w->plan[i];
       kt_status st = run_action(w, &ra->actions[i], k, err);
       if (st) {
         drop_result_buffer(w); /* computed into, never sent: back to the transport */

@@ -10,8 +10,8 @@
 
 long kt__msg_produced(const kt_schedule *s, const kt__dims *d, int rank, const kt_action *a) {
   unsigned made = kt_action_publishes(a->op);
-  for (int r = KT_RESULT_F; r <= KT_RESULT_BI; r++) {
-    int to = (made >> r) & 1 ? kt_result_consumer((kt_result)r, a->stage, d->S) : -1;
+  for (int r = KT_OUT_F; r <= KT_OUT_BI; r++) {
+    int to = (made >> r) & 1 ? kt_output_consumer((kt_output)r, a->stage, d->S) : -1;
     if (to >= 0 && kt_stage_rank(s, to) != rank) return (long)kt__msg_id(d, r, a->stage, a->mb);
   }
   return -1;
@@ -19,8 +19,8 @@ long kt__msg_produced(const kt_schedule *s, const kt__dims *d, int rank, const k
 
 long kt__msg_consumed(const kt_schedule *s, const kt__dims *d, int rank, const kt_action *a) {
   int from;
-  kt_result need = kt_action_needs(a->op, a->stage, d->S, &from);
-  if (need == KT_RESULT_NONE || need == KT_RESULT_I || from == a->stage ||
+  kt_output need = kt_action_needs(a->op, a->stage, d->S, &from);
+  if (need == KT_OUT_NONE || need == KT_OUT_I || from == a->stage ||
       kt_stage_rank(s, from) == rank)
     return -1;
   return (long)kt__msg_id(d, need, from, a->mb);
@@ -30,12 +30,12 @@ long kt__msg_of_p2p(const kt_schedule *s, const kt__dims *d, int rank, const kt_
   int st = a->stage, mb = a->mb;
   if (mb < 0 || mb >= d->M || st < 0 || st >= d->S || kt_stage_rank(s, st) != rank) return -1;
   int from;
-  kt_result r = kt_comm_message(a->op, st, &from);
-  if (r == KT_RESULT_NONE) return -1;
+  kt_output r = kt_comm_message(a->op, st, &from);
+  if (r == KT_OUT_NONE) return -1;
   /* the other end: the producer for a RECV, the consumer for a send */
-  int peer = from != st ? from : kt_result_consumer(r, st, d->S);
+  int peer = from != st ? from : kt_output_consumer(r, st, d->S);
   if (peer < 0 || peer >= d->S || kt_stage_rank(s, peer) == rank) return -1; /* no hand-over */
-  return (long)kt__msg_id(d, r == KT_RESULT_F ? KT__MSG_F : KT__MSG_B, from, mb);
+  return (long)kt__msg_id(d, r == KT_OUT_F ? KT__MSG_F : KT__MSG_B, from, mb);
 }
 
 kt_action kt__msg_send(const kt__dims *d, size_t id) {

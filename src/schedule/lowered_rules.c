@@ -121,7 +121,7 @@ enum { SENT = 1, POSTED = 2 };
 typedef struct {
   const kt_schedule *s;
   kt__dims d;
-  uint8_t *done; /* per (stage, mb): bit 1 << kt_result when that result is made */
+  uint8_t *done; /* per (stage, mb): bit 1 << kt_output when that result is made */
   uint8_t *msg;  /* per message id: SENT, POSTED */
   size_t *pos;   /* per rank */
 } runner;
@@ -145,9 +145,9 @@ static int can_run(const runner *u, int rank, const kt_action *a, kt_action *wai
     return (u->msg[in] & SENT) != 0;
   }
   int from;
-  kt_result need = kt_action_needs(a->op, a->stage, d->S, &from);
-  if (need == KT_RESULT_NONE) return 1;
-  static const uint8_t producer_op[KT_RESULT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
+  kt_output need = kt_action_needs(a->op, a->stage, d->S, &from);
+  if (need == KT_OUT_NONE) return 1;
+  static const uint8_t producer_op[KT_OUT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
   *wait = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
   return (u->done[(size_t)from * (size_t)d->M + (size_t)a->mb] >> need) & 1;
 }

@@ -9,7 +9,7 @@
 #include "kaiten/schedule.h"
 
 /* a message carries a result of kt_action_publishes across ranks */
-enum { KT__MSG_F = KT_RESULT_F, KT__MSG_B = KT_RESULT_BI };
+enum { KT__MSG_F = KT_OUT_F, KT__MSG_B = KT_OUT_BI };
 
 typedef struct {
   int S, M;

@@ -38,13 +38,13 @@ kt_status kt_deadlock_fail(const kt_blocked *b, int n, kt_error *err) {
 /* Whether every rank runs to the end under the executors' rules (a rank
  * runs its list in order; an action, or an overlapped group as a whole,
  * starts once its inputs are done), tracked with one flag byte per (stage,
- * micro-batch): a result is done (bit 1 << kt_result) or not. */
+ * micro-batch): a result is done (bit 1 << kt_output) or not. */
 static int input_done(const uint8_t *done, int S, int row, const kt_action *a, kt_blocked *why) {
   int from;
-  kt_result need = kt_action_needs(a->op, a->stage, S, &from);
-  if (need == KT_RESULT_NONE) return 1;
+  kt_output need = kt_action_needs(a->op, a->stage, S, &from);
+  if (need == KT_OUT_NONE) return 1;
   if (why) {
-    static const uint8_t producer_op[KT_RESULT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
+    static const uint8_t producer_op[KT_OUT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
     why->on = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
   }
   return (done[(size_t)from * (size_t)row + (size_t)a->mb] >> need) & 1;
@@ -76,9 +76,9 @@ static void walk_rank(walker *w, int r) {
       const kt_action *a = &ra->actions[i];
       unsigned made = kt_action_publishes(a->op);
       w->done[(size_t)a->stage * (size_t)w->row + (size_t)a->mb] |= (uint8_t)made;
-      for (int res = 0; res < KT_RESULT_COUNT; res++)
+      for (int res = 0; res < KT_OUT_COUNT; res++)
         if (made & (1u << res)) {
-          int to = kt_result_consumer((kt_result)res, a->stage, w->S);
+          int to = kt_output_consumer((kt_output)res, a->stage, w->S);
           if (to >= 0) kt_rank_queue_wake(&w->work, w->owner[to]);
         }
     }

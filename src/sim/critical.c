@@ -112,11 +112,11 @@ static kt_status graph_build(graph *g, const kt_timeline *t, double send_overhea
     const kt_event *e = &t->events[i];
     g->srank[e->stage] = e->rank;
     unsigned pubs = kt_action_publishes(e->op);
-    for (int r = 0; r < KT_RESULT_COUNT; r++)
+    for (int r = 0; r < KT_OUT_COUNT; r++)
       if (pubs & (1u << r)) g->made[slot(g, r, e->stage, e->mb)] = (long)i;
     int from;
-    kt_result need = kt_action_needs(e->op, e->stage, g->S, &from);
-    if (need != KT_RESULT_NONE && from >= 0) g->needs[slot(g, need, from, e->mb)] = (long)i;
+    kt_output need = kt_action_needs(e->op, e->stage, g->S, &from);
+    if (need != KT_OUT_NONE && from >= 0) g->needs[slot(g, need, from, e->mb)] = (long)i;
   }
   if (rank_orders(g)) {
     graph_free(g);
@@ -140,8 +140,8 @@ static kt_status graph_build(graph *g, const kt_timeline *t, double send_overhea
     for (size_t j = first; j <= last; j++) {
       const kt_event *e = &t->events[g->order[j]];
       unsigned pubs = kt_action_publishes(e->op);
-      for (int r = 0; r < KT_RESULT_COUNT; r++) {
-        int to = (pubs & (1u << r)) ? kt_result_consumer((kt_result)r, e->stage, g->S) : -1;
+      for (int r = 0; r < KT_OUT_COUNT; r++) {
+        int to = (pubs & (1u << r)) ? kt_output_consumer((kt_output)r, e->stage, g->S) : -1;
         sent += to >= 0 && g->srank[to] != e->rank;
       }
     }
@@ -159,8 +159,8 @@ static kt_status graph_build(graph *g, const kt_timeline *t, double send_overhea
 static long producer(const graph *g, size_t a, double hop, double *release) {
   const kt_event *e = &g->t->events[a];
   int from;
-  kt_result need = kt_action_needs(e->op, e->stage, g->S, &from);
-  if (need == KT_RESULT_NONE || from < 0) return -1;
+  kt_output need = kt_action_needs(e->op, e->stage, g->S, &from);
+  if (need == KT_OUT_NONE || from < 0) return -1;
   long q = g->made[slot(g, need, from, e->mb)];
   if (q >= 0) *release = g->pub[q] + (g->t->events[q].rank != e->rank ? hop : 0);
   return q;
@@ -210,7 +210,7 @@ static double latest_end(const graph *g, size_t a, double hop, double end, const
   double lf = end;
   if (g->next[a] >= 0) lf = fmin(lf, ls[g->next[a]] - g->held[a]);
   unsigned pubs = kt_action_publishes(e->op);
-  for (int r = 0; r < KT_RESULT_COUNT; r++) {
+  for (int r = 0; r < KT_OUT_COUNT; r++) {
     long c = (pubs & (1u << r)) ? g->needs[slot(g, r, e->stage, e->mb)] : -1;
     if (c < 0 || g->made[slot(g, r, e->stage, e->mb)] != (long)a) continue;
     double gap = g->pub[a] - e->end + (ev[c].rank != e->rank ? hop : 0);

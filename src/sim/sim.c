@@ -74,18 +74,18 @@ static double arrive_at(const sim_state *st, int from, int to, double t) {
   return t + (st->c->n_links ? kt_cost_link(st->c, from, to) : st->comm);
 }
 
-static double *result_slot(sim_state *st, kt_result r, int stage, int mb) {
+static double *result_slot(sim_state *st, kt_output r, int stage, int mb) {
   pair_times *pt = &st->done[IDX(st, stage, mb)];
-  return r == KT_RESULT_F ? &pt->f : r == KT_RESULT_BI ? &pt->bi : &pt->i;
+  return r == KT_OUT_F ? &pt->f : r == KT_OUT_BI ? &pt->bi : &pt->i;
 }
 
 /* Time a compute action's input is ready, or NAN while it is not; *dep
  * receives what it waits for (for deadlock reports). */
 static double ready_time(sim_state *st, const kt_action *a, kt_action *dep) {
   int from;
-  kt_result need = kt_action_needs(a->op, a->stage, st->S, &from);
-  if (need == KT_RESULT_NONE) return 0.0;
-  static const uint8_t producer_op[KT_RESULT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
+  kt_output need = kt_action_needs(a->op, a->stage, st->S, &from);
+  if (need == KT_OUT_NONE) return 0.0;
+  static const uint8_t producer_op[KT_OUT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
   *dep = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
   return *result_slot(st, need, from, a->mb);
 }
@@ -96,10 +96,10 @@ static double ready_time(sim_state *st, const kt_action *a, kt_action *dep) {
 static int publish(sim_state *st, int rank, const kt_action *a, double end) {
   unsigned made = kt_action_publishes(a->op);
   int sent = 0; /* messages to other ranks (compute-only) */
-  for (int r = 0; r < KT_RESULT_COUNT; r++) {
+  for (int r = 0; r < KT_OUT_COUNT; r++) {
     if (!(made & (1u << r))) continue;
-    int to = kt_result_consumer((kt_result)r, a->stage, st->S);
-    double *slot = result_slot(st, (kt_result)r, a->stage, a->mb);
+    int to = kt_output_consumer((kt_output)r, a->stage, st->S);
+    double *slot = result_slot(st, (kt_output)r, a->stage, a->mb);
     if (to < 0 || st->owner[to] == rank) {
       *slot = end;
     } else if (!st->lowered) {
@@ -222,7 +222,7 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
 /* The message a SEND/RECV/WAIT_SEND names (kaiten/schedule.h). */
 static size_t comm_msg(const sim_state *st, const kt_action *a) {
   int from;
-  kt_result r = kt_comm_message(a->op, a->stage, &from);
+  kt_output r = kt_comm_message(a->op, a->stage, &from);
   return MSG(st, r, from, a->mb);
 }
 
@@ -242,12 +242,12 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
   int rc = 1;
   if (a->op == KT_OP_SEND_F || a->op == KT_OP_SEND_B) {
     size_t m = comm_msg(st, a);
-    kt_result r = a->op == KT_OP_SEND_F ? KT_RESULT_F : KT_RESULT_BI;
-    double arrive = arrive_at(st, rank, st->owner[kt_result_consumer(r, a->stage, st->S)], now);
+    kt_output r = a->op == KT_OP_SEND_F ? KT_OUT_F : KT_OUT_BI;
+    double arrive = arrive_at(st, rank, st->owner[kt_output_consumer(r, a->stage, st->S)], now);
     st->sent_at[m] = now;
     st->free_at[rank] = now + st->c->send_overhead;
     *result_slot(st, r, a->stage, a->mb) = arrive;
-    kt_rank_queue_wake(&st->work, st->owner[kt_result_consumer(r, a->stage, st->S)]);
+    kt_rank_queue_wake(&st->work, st->owner[kt_output_consumer(r, a->stage, st->S)]);
     int64_t bytes = message_bytes(st);
     if (st->met) st->met->ranks[rank].bytes_sent += bytes;
     rc = add_comm(tl, rank, a, now, arrive, NULL, bytes);
@@ -261,7 +261,7 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
   } else if (a->op == KT_OP_WAIT_SEND_F || a->op == KT_OP_WAIT_SEND_B) {
     size_t m = comm_msg(st, a);
     if (isnan(st->posted_at[m]) || isnan(st->sent_at[m])) return 0;
-    double arrived = *result_slot(st, a->op == KT_OP_WAIT_SEND_F ? KT_RESULT_F : KT_RESULT_BI,
+    double arrived = *result_slot(st, a->op == KT_OP_WAIT_SEND_F ? KT_OUT_F : KT_OUT_BI,
                                   a->stage, a->mb);
     double done = fmax(now, fmax(st->posted_at[m], arrived));
     st->free_at[rank] = done;
@@ -289,7 +289,7 @@ static kt_status advance(sim_state *st, kt_timeline *tl, int rank) {
     int from;
     if (x->op < KT_OP_COUNT) {
       __builtin_prefetch(&st->done[IDX(st, x->stage, x->mb)], 1);
-      if (kt_action_needs(x->op, x->stage, st->S, &from) != KT_RESULT_NONE)
+      if (kt_action_needs(x->op, x->stage, st->S, &from) != KT_OUT_NONE)
         __builtin_prefetch(&st->done[IDX(st, from, x->mb)]);
     }
   }
@@ -309,7 +309,7 @@ static void close_recv_events(sim_state *st, kt_timeline *tl) {
     kt_event *e = &tl->comm[i];
     if (e->op != KT_OP_RECV_F && e->op != KT_OP_RECV_B) continue;
     int from;
-    kt_result r = kt_comm_message(e->op, e->stage, &from);
+    kt_output r = kt_comm_message(e->op, e->stage, &from);
     double arrive = *result_slot(st, r, from, e->mb);
     if (arrive > e->end) e->end = arrive;
   }
@@ -323,7 +323,7 @@ static kt_blocked blocked_on(sim_state *st, int r) {
   kt_blocked b = {.rank = r, .at = *a, .on = *a};
   if (a->op >= KT_OP_COUNT) { /* a WAIT_SEND waits for the peer's RECV */
     int from;
-    int peer_stage = kt_result_consumer(kt_comm_message(a->op, a->stage, &from), a->stage, st->S);
+    int peer_stage = kt_output_consumer(kt_comm_message(a->op, a->stage, &from), a->stage, st->S);
     b.on = (kt_action){.stage = peer_stage, .mb = a->mb,
                        .op = a->op == KT_OP_WAIT_SEND_F ? KT_OP_RECV_F : KT_OP_RECV_B};
     b.on_rank = st->owner[peer_stage];

@@ -111,7 +111,7 @@ static kt_status reorder(const kt__planner *pl, const kt_costs *c, kt_schedule *
   if (st || !(pl->budget > 0) || 200 * (kt_now() - t0) > pl->budget) return st;
   kt_error e2;
   if (kt_gen_period(out, c, &period, &busy, &e2) ||
-      kt_makespan_lower_bound(out, c, pl->mem_limit, 0, &lb, NULL, &e2) ||
+      kt_gen_lower_bound(out, c, pl->mem_limit, 0, &lb, NULL, &e2) ||
       period <= lb * (1 + KT_NEAR_OPTIMAL))
     return KT_OK;
   kt_schedule t;
@@ -238,7 +238,7 @@ kt_status kt__autopilot_plan(const kt__planner *pl, const kt__detector *d, const
     out->lower_bound = NAN;
     kt_error e2;
     if (!kt_schedule_repeat(&out->sched, pl->k > 0 ? pl->k : 1, &rounds, &e2)) {
-      if (kt_makespan_lower_bound(&rounds, &best, pl->mem_limit, 0, &out->lower_bound, NULL, &e2))
+      if (kt_gen_lower_bound(&rounds, &best, pl->mem_limit, 0, &out->lower_bound, NULL, &e2))
         out->lower_bound = NAN;
       kt_schedule_free(&rounds);
     }

@@ -107,9 +107,9 @@ kt_status kt__session_memory(kt_session *s, int S, int P, int M, kt_error *err) 
  * keep); in activations, that many micro-batches of the largest rank's. */
 static double keep_bytes(const kt_session *s, const kt_gen_params *one, double scratch) {
   const kt_session_params *p = &s->p;
-  if (p->mem_limit_kind == KT_MEM_LIMIT_BYTES) return p->mem_limit - scratch;
-  if (p->mem_limit_kind == KT_MEM_LIMIT_FRACTION) return p->mem_limit * s->peak_1f1b - scratch;
-  return p->mem_limit * kt_gen_1f1b_peak(p->kind, one) / fmin(p->p, p->m);
+  if (p->mem_limit.kind == KT_MEM_BYTES) return p->mem_limit.value - scratch;
+  if (p->mem_limit.kind == KT_MEM_FRACTION) return p->mem_limit.value * s->peak_1f1b - scratch;
+  return p->mem_limit.value * kt_gen_1f1b_peak(p->kind, one) / fmin(p->p, p->m);
 }
 
 kt_status kt__session_mem_limit(const kt_session *s, int v, const kt_costs *gen, double *out,
@@ -117,10 +117,10 @@ kt_status kt__session_mem_limit(const kt_session *s, int v, const kt_costs *gen,
   const kt_session_params *p = &s->p;
   kt_gen_params one = {.p = p->p, .m = p->m, .v = v, .costs = gen};
   *out = 0;
-  if (p->mem_limit_kind == KT_MEM_LIMIT_UNITS && p->mem_limit <= 0) return KT_OK; /* none */
+  if (p->mem_limit.kind == KT_MEM_UNITS && p->mem_limit.value <= 0) return KT_OK; /* none */
   if (!s->mem.n_stages) { /* a synthetic model's activation units */
-    *out = p->mem_limit;
-    if (p->mem_limit_kind == KT_MEM_LIMIT_FRACTION) *out *= kt_gen_1f1b_peak(p->kind, &one);
+    *out = p->mem_limit.value;
+    if (p->mem_limit.kind == KT_MEM_FRACTION) *out *= kt_gen_1f1b_peak(p->kind, &one);
     return KT_OK;
   }
   double scratch = 0;

@@ -60,8 +60,8 @@ size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, in
   for (size_t i = 0; i < n; i++) {
     const kt_event *e = &t->events[i];
     int from;
-    kt_result need = kt_action_needs(e->op, e->stage, S, &from);
-    if ((need != KT_RESULT_F && need != KT_RESULT_BI) || from == e->stage) continue;
+    kt_output need = kt_action_needs(e->op, e->stage, S, &from);
+    if ((need != KT_OUT_F && need != KT_OUT_BI) || from == e->stage) continue;
     if (kt_stage_rank(s, from) == kt_stage_rank(s, e->stage)) continue; /* in memory */
     size_t g = find_group(refs, m, from, e->mb, e->op == KT_OP_F ? 0 : 1) + occ[i];
     if (g >= m || refs[g].stage != from || refs[g].mb != e->mb) continue;
@@ -540,6 +540,7 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     st = summarise(rt, cfg, &L.last, L.step_s, L.total_seconds / out->n_losses, L.samples, L.tps,
                    out, err);
   kt_runtime_set_poll(rt, NULL, NULL);
+  kt_runtime_settle(rt); /* steps left in flight by an error still read L.mbs */
   for (int i = 0; i < KT_STEPS_AHEAD; i++) free(L.mbs[i]);
   free(L.step_s);
   kt_timeline_free(&L.last);

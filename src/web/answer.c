@@ -27,12 +27,15 @@ static void cost_flag(kt_buf *b, const char *flag, double uniform, const double 
 static void command(kt_buf *b, const kt__web_run *w) {
   kt_buf cmd;
   kt_buf_init(&cmd);
-  const kt_schedule *s = &w->sched;
-  const kt_costs *c = &w->costs;
-  if (w->kind >= 0)
+  const kt_result *res = &w->res;
+  const kt_schedule *s = &res->order;
+  const kt_costs *c = &res->costs;
+  if (res->kind >= 0)
     kt_buf_printf(&cmd, "--schedule %s -p %d -m %d -v %d",
-                  kt_gen_kind_name((kt_gen_kind)w->kind), s->p, s->m, s->v);
-  kt_buf_puts(&cmd, w->kind >= 0 ? " --per-stage" : "--per-stage");
+                  res->kind == KT_SIM_OPTIMAL ? KT_OPTIMAL_NAME
+                                              : kt_gen_kind_name((kt_gen_kind)res->kind),
+                  s->p, s->m, s->v);
+  kt_buf_puts(&cmd, res->kind >= 0 ? " --per-stage" : "--per-stage");
   int n = c->n_stages;
   cost_flag(&cmd, "tf", c->tf, c->stage_tf, n);
   cost_flag(&cmd, "tb", c->tb, c->stage_tb, n);
@@ -44,25 +47,27 @@ static void command(kt_buf *b, const kt__web_run *w) {
       {"op-overhead", c->op_overhead}, {"overlap", c->overlap}};
   for (size_t i = 0; i < sizeof scal / sizeof *scal; i++)
     if (scal[i].v > 0) cost_flag(&cmd, scal[i].flag, scal[i].v, NULL, 0);
-  if (w->kind == KT_SCHED_ZB_AUTO || w->kind == KT_SCHED_ZBV_AUTO)
-    cost_flag(&cmd, "mem-limit", w->limit, NULL, 0);
+  if (res->mem_limit > 0) cost_flag(&cmd, "mem-limit", res->mem_limit, NULL, 0);
+  if (c->step_sync != KT_STEP_OVERLAP)
+    kt_buf_printf(&cmd, " --step-sync %s", kt_step_sync_name(c->step_sync));
   if (cmd.failed) b->failed = 1;
   kt_buf_json_string(b, cmd.data ? cmd.data : "");
   kt_buf_free(&cmd);
 }
 
 static void limits(kt_buf *b, const kt__web_run *w) {
+  double limit = w->res.mem_limit;
   kt_buf_puts(b, ",\"mem_limit\":");
-  if (w->limit < 0) {
+  if (limit < 0) {
     kt_buf_puts(b, "null,\"over_limit\":[]");
     return;
   }
-  kt_buf_json_number(b, w->limit);
+  kt_buf_json_number(b, limit);
   kt_buf_puts(b, ",\"over_limit\":[");
   int k = 0;
-  for (int r = 0; r < w->met.p; r++) {
-    double peak = w->met.ranks[r].peak_memory;
-    if (peak <= w->limit * (1 + 1e-12) + 1e-12) continue; /* as zb-auto keeps it */
+  for (int r = 0; r < w->res.met.p; r++) {
+    double peak = w->res.met.ranks[r].peak_memory;
+    if (kt_within_limit(peak, limit)) continue; /* as zb-auto keeps it */
     kt_buf_printf(b, "%s{\"rank\":%d,\"peak\":", k++ ? "," : "", r);
     kt_buf_json_number(b, peak);
     kt_buf_puts(b, "}");
@@ -98,21 +103,14 @@ static kt_status exports(kt_buf *b, const kt_schedule *s, kt_error *err) {
 }
 
 kt_status kt__web_answer(const kt__web_run *w, kt_buf *out, kt_error *err) {
-  const kt_schedule *s = &w->sched;
-  kt_closed_forms f;
-  kt_gen_closed_forms(w->kind, s, &w->costs, w->met.bubble_ratio, &f);
-  kt_sim_info info = {.schedule = s->name, .p = s->p, .v = s->v, .m = s->m,
-                      .placement = kt_placement_name(s->placement),
-                      .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
-                      .costs = &w->costs, .cost_basis = "stage", .closed_form = f.bubble,
-                      .closed_form_expr = f.bubble_expr, .closed_form_why = f.why,
-                      .messages = kt_schedule_messages(s)};
+  const kt_result *res = &w->res;
+  const kt_schedule *s = &res->order;
   kt_buf b;
   kt_buf_init(&b);
   kt_buf_puts(&b, "{\"ok\":true,\"sim\":");
-  kt_render_sim_json(&info, &w->met, &w->tl, &b);
+  kt_render_sim_json(&res->info, &res->met, &res->tl, &b);
   kt_buf_puts(&b, ",\"slack\":[");
-  number_list(&b, w->cr.slack, w->tl.n_events);
+  number_list(&b, w->cr.slack, res->tl.n_events);
   kt_buf_puts(&b, "],\"path\":[");
   for (size_t i = 0; i < w->cr.n_path; i++) kt_buf_printf(&b, "%s%zu", i ? "," : "", w->cr.path[i]);
   kt_buf_puts(&b, "],\"stage_rank\":[");
@@ -120,24 +118,26 @@ kt_status kt__web_answer(const kt__web_run *w, kt_buf *out, kt_error *err) {
     kt_buf_printf(&b, "%s%d", st ? "," : "", kt_stage_rank(s, st));
   kt_buf_puts(&b, "]");
   limits(&b, w);
+  double mem = res->info.closed_form_peak_memory;
   kt_buf_puts(&b, ",\"closed_memory\":");
-  kt_buf_json_number(&b, f.peak_memory >= 0 ? f.peak_memory : NAN);
+  kt_buf_json_number(&b, mem >= 0 ? mem : NAN);
   kt_buf_puts(&b, ",\"closed_memory_expr\":");
-  if (f.peak_memory_expr) kt_buf_json_string(&b, f.peak_memory_expr);
+  if (res->info.closed_form_peak_memory_expr)
+    kt_buf_json_string(&b, res->info.closed_form_peak_memory_expr);
   else kt_buf_puts(&b, "null");
   /* the quick search gave this order: kaiten sim runs the full one */
   static const int searches[] = {KT_SCHED_ZB_AUTO, KT_SCHED_ZBV_AUTO, KT_SCHED_ZBV, KT_SCHED_V_HALF,
                                  KT_SCHED_V_MIN};
   int quick = 0;
   for (size_t i = 0; i < sizeof searches / sizeof *searches; i++)
-    quick |= w->rq.quick && w->kind == searches[i];
+    quick |= w->rq.effort == KT_EFFORT_QUICK && res->kind == searches[i];
   kt_buf_printf(&b, ",\"quick\":%s,\"command\":", quick ? "true" : "false");
   command(&b, w);
   if (isfinite(w->replanned)) { /* replan=1: the fault's plans */
     kt_buf_puts(&b, ",\"fault\":{\"clean\":");
     kt_buf_json_number(&b, w->clean);
     kt_buf_puts(&b, ",\"static\":");
-    kt_buf_json_number(&b, w->met.period);
+    kt_buf_json_number(&b, w->res.met.period);
     kt_buf_puts(&b, ",\"replanned\":");
     kt_buf_json_number(&b, w->replanned);
     kt_buf_puts(&b, ",\"lower_bound\":");
@@ -146,7 +146,7 @@ kt_status kt__web_answer(const kt__web_run *w, kt_buf *out, kt_error *err) {
     kt_buf_json_string(&b, w->replanned_name);
     kt_buf_puts(&b, "}");
   }
-  kt_status st = w->rq.exports ? exports(&b, s, err) : KT_OK;
+  kt_status st = w->exports ? exports(&b, s, err) : KT_OK;
   kt_buf_puts(&b, "}\n");
   if (!st && b.failed) st = kt_fail(err, KT_ENOMEM, "out of memory writing the answer");
   if (!st) kt_buf_append(out, b.data, b.len);

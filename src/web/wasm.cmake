@@ -43,7 +43,7 @@ if(KT_WASM_OK)
   list(APPEND KT_WASM_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/src/report/json.c ${KT_WEB_SOURCES}
        ${CMAKE_CURRENT_SOURCE_DIR}/src/web/wasm.c)
   file(GLOB KT_WASM_HEADERS CONFIGURE_DEPENDS include/kaiten/*.h src/*/*.h)
-  set(KT_WASM_FLAGS --target=wasm32-wasi -mexec-model=reactor -std=c11 -O2 -fno-math-errno
+  set(KT_WASM_FLAGS --target=wasm32-wasi -mexec-model=reactor -std=c11 -Os -fno-math-errno
       -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes
       -Wmissing-prototypes -Wvla -Wfloat-conversion
       -I${CMAKE_CURRENT_SOURCE_DIR}/include -I${CMAKE_CURRENT_SOURCE_DIR}/src

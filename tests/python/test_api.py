@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -46,7 +47,7 @@ def read(path):
 def cost_flags(costs, per_stage=False):
     flags = []
     for k, v in (costs or {}).items():
-        text = ",".join(map(repr, v)) if isinstance(v, list) else repr(v)
+        text = ",".join(map(repr, v)) if isinstance(v, list) else v if isinstance(v, str) else repr(v)
         flags += [f"--{k.replace('_', '-')}", text]
     return flags + (["--per-stage"] if per_stage else [])
 
@@ -81,7 +82,7 @@ class SimAgainstCli(unittest.TestCase):
             self.assertIn(str(e), ref.stderr, label)
             return 0
         self.assertEqual(ref.returncode, 0, f"{label}: the CLI refused ({ref.stderr}), python did not")
-        self.assertEqual(s.simulate(events=True), json.loads(ref.stdout), label)
+        self.assertEqual(s.simulate(events=True).data, json.loads(ref.stdout), label)
         self.assertEqual(s.to_csv("compute_comms"), cli(*args, "--format", "torch-csv-comms").stdout,
                          label)
         self.assertTrue(s.validate())
@@ -144,9 +145,9 @@ class SimAgainstCli(unittest.TestCase):
             args = ["sim", "--schedule", "optimal", "-p", p, "-m", m] + cost_flags(costs)
             args += (["--mem-limit", limit] if limit else []) + (["-v", 2] if placement else [])
             got, ref = s.simulate(events=True), cli_json(*args, "--format", "json")
-            for d in (got, ref):
+            for d in (got.data, ref):
                 d["search"].pop("seconds")
-            self.assertEqual(got, ref, args)
+            self.assertEqual(got.data, ref, args)
             self.assertTrue(got["proven"])
             self.assertEqual(got.lower_bound, got.period)
             self.assertEqual(s.to_csv(), cli(*args, "--format", "torch-csv").stdout)
@@ -184,7 +185,8 @@ class SimAgainstCli(unittest.TestCase):
             for path, costs in itertools.product(paths, UNIFORM[:2]):
                 args = ["sim", "--schedule-file", path] + cost_flags(costs)
                 s = kaiten.load(path, costs=costs)
-                self.assertEqual(s.simulate(events=True), cli_json(*args, "--format", "json"), path)
+                self.assertEqual(s.simulate(events=True).data, cli_json(*args, "--format", "json"),
+                                 path)
                 self.assertEqual(s.to_csv(), cli(*args, "--format", "torch-csv").stdout, path)
             with open(lowered) as f:
                 text = f.read()
@@ -262,6 +264,108 @@ class SimAgainstCli(unittest.TestCase):
             self.assertEqual(read(os.path.join(d, "c2.html")), read(ref))
 
 
+class Doors(unittest.TestCase):
+    """One request through the CLI and through Python: the same bytes, and
+    the same reason when it is refused, in the exception its status names."""
+
+    def test_bytes(self):
+        limits = (None, "0.75x", 3)
+        costs = (None, {"tf": 1, "tb": 1.2, "tw": 0.7, "mem_wgrad": 0.5, "step_sync": "barrier"},
+                 {"tf": [1, 2, 1, 2], "tw": 0.5, "tu": 0.25, "t_norm": 0.1})
+        ran = 0
+        for name, c, limit in itertools.product(("1f1b", "zb-h2", "zb-auto", "zbv-auto", "optimal"),
+                                                costs, limits):
+            m = 5 if name == "optimal" else 8
+            if name == "zbv-auto" and c and isinstance(c.get("tf"), list):
+                continue  # 4 stage costs for 8 stages
+            args = ["sim", "--schedule", name, "-p", 4, "-m", m] + cost_flags(c)
+            args += ["--mem-limit", limit] if limit is not None else []
+            ref = cli(*args, "--format", "json", ok=False)
+            try:
+                got = kaiten.schedule(name, 4, m, costs=c, mem_limit=limit).json()
+            except kaiten.KaitenError as e:
+                self.assertNotEqual(ref.returncode, 0, args)
+                self.assertIn(str(e), ref.stderr, args)
+                continue
+            if name == "optimal":  # the search's seconds differ run by run
+                got = re.sub(r'"seconds":[0-9.e+-]+', '"seconds":0', got)
+                ref = subprocess.CompletedProcess(ref.args, ref.returncode,
+                                                  re.sub(r'"seconds":[0-9.e+-]+', '"seconds":0',
+                                                         ref.stdout), ref.stderr)
+            self.assertEqual(got, ref.stdout, args)
+            ran += 1
+        self.assertGreater(ran, 30)
+
+    def test_exceptions(self):
+        with self.assertRaises(kaiten.InfeasibleMemory) as e:
+            kaiten.schedule("zb-auto", 4, 8, mem_limit="0.1x")
+        self.assertIsInstance(e.exception, ValueError)
+        self.assertIn("mem-limit 0.1x", str(e.exception))
+        self.assertIn("the smallest fraction that works is 0.25x", str(e.exception))
+        self.assertEqual(kaiten.schedule("zb-auto", 4, 8, mem_limit="0.25x").mem_limit, 1)
+        with self.assertRaises(kaiten.InvalidArgument) as e:
+            kaiten.schedule("1f1b", True, 8)
+        self.assertIn("stages 'true'", str(e.exception))
+        with self.assertRaises(kaiten.InvalidArgument) as e:
+            kaiten.schedule("zb-auto", 4, 8, mem_limit="lots")
+        self.assertIn("mem_limit 'lots'", str(e.exception))
+        with self.assertRaises(kaiten.InvalidSchedule):
+            kaiten.load("0F0,0B0\n1F0\n")
+        with self.assertRaises(kaiten.Deadlock):
+            kaiten.load("0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n")
+        with self.assertRaises(kaiten.KaitenOSError) as e:
+            kaiten.load("/no/such/schedule.csv")
+        self.assertIsInstance(e.exception, OSError)
+        self.assertTrue(issubclass(kaiten.KaitenMemoryError, MemoryError))
+
+
+class OnePeriod(unittest.TestCase):
+    """The planner, sim, compare, the what-if page, Python and
+    kaiten.torch.choose give the same period for the same layout and costs
+    (docs/schedules.md, "What a step is")."""
+
+    def test_same_period(self):
+        try:
+            import kaiten.torch as kt_torch  # needs torch
+        except ImportError:
+            kt_torch = None
+        checked = 0
+        for name, v, d in (("1f1b", 1, 1), ("zb-h1", 1, 2), ("interleaved", 2, 1)):
+            for sync in ("overlap", "barrier"):
+                out = cli_json("plan", "--model", "gpt2-124m", "--devices", 4 * d, "--mem-gb", 16,
+                               "--global-batch", 8 * d, "--top", 1, "-p", 4, "-d", d, "-m", 8, "-b",
+                               1, "-v", v, "--schedule", name, "--step-sync", sync, "--format",
+                               "json")
+                cfg = out["configs"][0]
+                self.assertEqual(cfg["k"], 1)
+                st = cfg["stages"]
+                costs = {"tf": [x["f"] for x in st], "tb": [x["i"] for x in st],
+                         "tw": [x["w"] for x in st], "comm": cfg["p2p_time"],
+                         "t_dp": cfg["dp_time"], "step_sync": sync}
+                planned = cfg["step_time"]
+                flags = cost_flags(costs, per_stage=True)
+                sim = cli_json("sim", "-s", name, "-p", 4, "-m", 8, "-v", v, *flags,
+                               "--format", "json")["period"]
+                row = cli_json("compare", "-p", 4, "-m", 8, "-v", 2, "--schedules", name, *flags,
+                               "--format", "json")["rows"][0]["period"]
+                py = kaiten.schedule(name, 4, 8, costs=costs, chunks=v, per_stage=True)
+                args = f"schedule={name} p=4 m=8 v={v} per-stage=1 " + " ".join(
+                    f"{k.replace('_', '-')}={','.join(map(repr, x)) if isinstance(x, list) else x}"
+                    for k, x in costs.items())
+                page = json.loads(kaiten._ffi.text_call(kaiten._ffi.lib.kt_ffi_web_run,
+                                                        args.encode(), None))
+                self.assertTrue(page["ok"], page)
+                label = f"{name} d={d} {sync}"
+                for what, x in (("sim", sim), ("compare", row), ("python", py.simulate().period),
+                                ("page", page["sim"]["period"])):
+                    self.assertAlmostEqual(x, planned, delta=1e-12 * planned, msg=f"{label}: {what}")
+                if kt_torch is not None:
+                    _, seen = kt_torch.choose(4, v, "loop", 8, costs, mem_limit="2x", kinds=[name])
+                    self.assertAlmostEqual(seen[name], planned, delta=1e-12 * planned, msg=label)
+                checked += 1
+        self.assertEqual(checked, 6)
+
+
 class CompareAgainstCli(unittest.TestCase):
     def test_grid(self):
         cases = 0
@@ -273,7 +377,7 @@ class CompareAgainstCli(unittest.TestCase):
             if limit is not None:
                 args += ["--mem-limit", limit]
             c = kaiten.compare(p, m, costs=costs, mem_limit=limit, chunks=v, per_stage=per_stage)
-            self.assertEqual(c, cli_json(*args, "--format", "json"), " ".join(map(str, args)))
+            self.assertEqual(c.data, cli_json(*args, "--format", "json"), " ".join(map(str, args)))
             cases += 1
         self.assertEqual(cases, 36)
 
@@ -283,7 +387,7 @@ class CompareAgainstCli(unittest.TestCase):
             names = "1f1b,zb-auto,optimal,zbv"
             c = kaiten.compare(p, m, costs=costs, schedules=names)
             args = ["compare", "-p", p, "-m", m, "--schedules", names] + cost_flags(costs)
-            self.assertEqual(c, cli_json(*args, "--format", "json"), args)
+            self.assertEqual(c.data, cli_json(*args, "--format", "json"), args)
             self.assertEqual(c.row("optimal")["proven"], True)
             self.assertEqual(c.table(), cli(*args).stdout, args)
             self.assertEqual(c.schedule("optimal").name, "optimal")
@@ -296,7 +400,7 @@ class CompareAgainstCli(unittest.TestCase):
         c = kaiten.compare(schedules="1f1b,zbv", costs=costs, schedule_file=path)
         ref = cli_json("compare", "--schedule-file", path, "--schedules", "1f1b,zbv",
                        *cost_flags(costs), "--format", "json")
-        self.assertEqual(c, ref)
+        self.assertEqual(c.data, ref)
         best = c.best()
         self.assertEqual(best["period"], min(r["period"] for r in ref["rows"] if r["applies"]))
         self.assertEqual(c.schedule(best["schedule"]).simulate().period, best["period"])
@@ -401,7 +505,7 @@ class Lifetimes(unittest.TestCase):
                                 costs={"tf": [1, 2, 1, 2, 1, 2, 1, 2] if i % 2 == 0 else 1})
             sims.append(s.simulate())
             del s
-        self.assertEqual(len({json.dumps(x) for x in sims}), 2)
+        self.assertEqual(len({json.dumps(x.data) for x in sims}), 2)
         c = kaiten.compare(3, 6)
         s = c.schedule("zbv")
         del c

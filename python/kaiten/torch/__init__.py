@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 import kaiten
-from kaiten._ffi import KaitenError
+from kaiten._ffi import KaitenError, error
 
 __all__ = ["Profile", "Partition", "profile", "partition", "build_schedule", "choose", "even_counts",
            "stage_costs"]
@@ -158,7 +158,7 @@ class Profile(dict):
 def _measure(stage_modules, example_microbatch, loss_fn, target, repeats, warmup):
     modules = list(stage_modules)
     if not modules:
-        raise KaitenError("EINVAL", "profile: no stage modules")
+        raise error("EINVAL", "profile: no stage modules")
     if loss_fn is None:
         def loss_fn(out, _target):
             return sum(o.float().sum() for o in _tuple(out))
@@ -212,7 +212,7 @@ def profile(stage_modules, example_microbatch, loss_fn=None, target=None, repeat
     times; times are the fastest repeat's. The modules' gradients are left as they
     were. Under torch.distributed rank 0 of group measures and broadcasts."""
     if repeats < 1 or warmup < 0:
-        raise KaitenError("EINVAL", f"profile: repeats {repeats}, warmup {warmup}: need >= 1, >= 0")
+        raise error("EINVAL", f"profile: repeats {repeats}, warmup {warmup}: need >= 1, >= 0")
     return Profile(_from_rank0(lambda: _measure(stage_modules, example_microbatch, loss_fn, target,
                                                 repeats, warmup), group))
 
@@ -320,10 +320,10 @@ def partition(blocks, n_stages, example_input, loss_fn=None, target=None, mem_ca
     example_input: one micro-batch for the first block. Returns a Partition."""
     blocks = list(blocks)
     if not 1 <= n_stages <= len(blocks):
-        raise KaitenError("EINVAL", f"partition: {n_stages} stages for {len(blocks)} blocks: need "
+        raise error("EINVAL", f"partition: {n_stages} stages for {len(blocks)} blocks: need "
                                     f"1..{len(blocks)}")
     if optimizer is not None and not n_microbatches:
-        raise KaitenError("EINVAL", "partition: an optimizer's share needs n_microbatches")
+        raise error("EINVAL", "partition: an optimizer's share needs n_microbatches")
 
     def measure():
         prof = _measure(blocks, example_input, loss_fn, target, repeats, warmup)
@@ -365,7 +365,7 @@ def _tables(costs, n_stages):
         table = full = dict(costs)
     for k, v in table.items():
         if isinstance(v, (list, tuple)) and len(v) != n_stages:
-            raise KaitenError("EINVAL", f"costs: {k} has {len(v)} values for {n_stages} stages")
+            raise error("EINVAL", f"costs: {k} has {len(v)} values for {n_stages} stages")
     return table, full
 
 
@@ -374,7 +374,7 @@ def _layout(stages):
     s0 = stages[0]
     p, n, r = s0.group_size, s0.num_stages, s0.group_rank
     if n % p:
-        raise KaitenError("EINVAL", f"{n} stages on {p} ranks: kaiten's schedules give every rank "
+        raise error("EINVAL", f"{n} stages on {p} ranks: kaiten's schedules give every rank "
                                     "the same number of stages")
     v = n // p
     mine = sorted(s.stage_index for s in stages)
@@ -382,7 +382,7 @@ def _layout(stages):
         return p, v, "loop"
     if v == 2 and mine == sorted([r, 2 * p - 1 - r]):
         return p, v, "v"
-    raise KaitenError("EINVAL", f"rank {r} holds stages {mine}: expected loop placement "
+    raise error("EINVAL", f"rank {r} holds stages {mine}: expected loop placement "
                                 f"({[r + k * p for k in range(v)]}) or, with 2 per rank, v "
                                 f"({sorted([r, 2 * p - 1 - r])})")
 
@@ -394,7 +394,8 @@ _KINDS = {("loop", 1): ("gpipe", "1f1b", "zb-h1", "zb-h2", "zb-auto"),
 
 
 def choose(p, v, placement, m, costs, mem_limit=None, kinds=None, cores=None):
-    """The kaiten schedule with the smallest simulated makespan for these
+    """The kaiten schedule with the smallest simulated period (a step in
+    steady state under the costs' step_sync, docs/schedules.md) for these
     costs (a Profile, a Partition or a cost dict) among kinds (default:
     every kind for the layout) that keep every rank's peak within the
     memory limit (default: 1F1B's peak on the same costs). A schedule
@@ -419,14 +420,14 @@ def choose(p, v, placement, m, costs, mem_limit=None, kinds=None, cores=None):
         if sim.peak_memory > limit * (1 + 1e-9):
             seen[k] = f"peak memory {sim.peak_memory:g} over the limit {limit:g}"
             continue
-        span = sim.makespan
+        span = sim.period
         if cores and cores < p:
             span = max(span, sum(r["busy"] for r in sim["ranks"]) / cores)
         seen[k] = span
         if best is None or span < best[1]:
             best = (s, span)
     if best is None:
-        raise KaitenError("EINVAL", f"no schedule fits: {seen}")
+        raise error("EINVAL", f"no schedule fits: {seen}")
     return best[0], seen
 
 
@@ -446,12 +447,11 @@ def _generate(kind, p, v, placement, m, costs, mem_limit):
 
 
 def _limit(p, v, placement, m, costs, mem_limit):
-    """The memory limit in the costs' units: mem_limit, or 1F1B's peak."""
-    if mem_limit is not None and not str(mem_limit).endswith("x"):
-        return float(mem_limit)
-    frac = float(str(mem_limit)[:-1]) if mem_limit is not None else 1.0
+    """The memory limit in the costs' units as the library reads mem_limit
+    (a number, or "0.5x" of 1F1B's peak), or 1F1B's peak: the limit zb-auto
+    (zbv-auto in v placement) keeps to."""
     kind = "zbv-auto" if placement == "v" else "zb-auto"
-    return frac * kaiten.schedule(kind, p, m, costs=costs, chunks=v).mem_limit
+    return kaiten.schedule(kind, p, m, costs=costs, chunks=v, mem_limit=mem_limit).mem_limit
 
 
 def build_schedule(stages, n_microbatches, loss_fn, kind="zb-auto", mem_limit=None, costs=None,
@@ -476,9 +476,9 @@ def build_schedule(stages, n_microbatches, loss_fn, kind="zb-auto", mem_limit=No
     returned schedule carries the kaiten.Schedule as .kaiten_schedule."""
     from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
     if not stages:
-        raise KaitenError("EINVAL", "build_schedule: no stages")
+        raise error("EINVAL", "build_schedule: no stages")
     if format not in ("compute_comms", "compute_only"):
-        raise KaitenError("EINVAL", f"format '{format}': expected compute_comms or compute_only")
+        raise error("EINVAL", f"format '{format}': expected compute_comms or compute_only")
     p, v, placement = _layout(stages)
     table = stage_costs(costs, p * v)
     group = stages[0].group

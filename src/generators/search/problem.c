@@ -136,7 +136,7 @@ static void advance(const kt__search_problem *pb, kt__search_eval *ev, const kt_
     kt__search_pair_end *pe = &ev->end[KT__PAIR(pb, a->stage, a->mb)];
     if (op == KT_OP_F) pe->f = end;
     else if (op == KT_OP_I) pe->i = end;
-    int to = op == KT_OP_W ? -1 : kt_result_consumer(op == KT_OP_F ? KT_RESULT_F : KT_RESULT_BI,
+    int to = op == KT_OP_W ? -1 : kt_output_consumer(op == KT_OP_F ? KT_OUT_F : KT_OUT_BI,
                                                       a->stage, pb->S);
     int consumer = to >= 0 ? pb->srank[to] : -1;
     if (ev->pos[r] == 0) ev->start[r] = start;
@@ -183,7 +183,7 @@ static double rank_peak(const kt__search_problem *pb, const kt_rank_actions *ra,
   return high;
 }
 
-static double budget(const kt__search_problem *pb, int r) { return pb->limit[r] * (1 + 1e-12) + 1e-12; }
+static double budget(const kt__search_problem *pb, int r) { return kt_tolerance(pb->limit[r]); }
 
 int kt__search_rank_fits(const kt__search_problem *pb, const kt_rank_actions *ra, int r) {
   return rank_peak(pb, ra, budget(pb, r)) <= budget(pb, r);

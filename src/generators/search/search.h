@@ -51,10 +51,10 @@ typedef struct {
 static inline double kt__search_input_ready(const kt__search_problem *pb, const kt__search_pair_end *end,
                                         int stage, kt_op op, int mb) {
   int from;
-  kt_result need = kt_action_needs(op, stage, pb->S, &from);
-  if (need == KT_RESULT_NONE) return 0;
+  kt_output need = kt_action_needs(op, stage, pb->S, &from);
+  if (need == KT_OUT_NONE) return 0;
   const kt__search_pair_end *pe = &end[KT__PAIR(pb, from, mb)];
-  double t = need == KT_RESULT_F ? pe->f : pe->i;
+  double t = need == KT_OUT_F ? pe->f : pe->i;
   return from == stage ? t : t + pb->hop[from < stage ? from : stage]; /* W: its own I */
 }
 
@@ -185,7 +185,7 @@ typedef struct {
   long refine_evals; /* refinement budget in evaluations; < 0: by problem size */
   int quick;         /* the list scheduler's core rules only, no W re-timing */
   int walk;          /* small problems: the winner walked past its plateaus (search/walk.c) */
-  /* A lower bound on every order's makespan under pb (kt_makespan_lower_bound;
+  /* A lower bound on every order's makespan under pb (kt_gen_lower_bound;
    * 0: none): once a candidate meets it no order is faster, and the search
    * stops there. */
   double lower;
@@ -216,10 +216,12 @@ extern const kt__search_opts kt__search_quick, kt__search_default, kt__search_th
 
 /* zb-auto on the layout of s (costs NULL = unit costs; mem_limit <= 0: P*V
  * times max(mem-act, mem-wgrad), 1F1B's memory of the same model) with the
- * search options o; improve: then the bounded exact step on small problems
- * (kt__optimal_improve). The winner's lists go to s. */
+ * search options o; improve: the bounded exact step and the annealing on
+ * small problems too. The winner's lists go to s; out (may be NULL)
+ * receives the bound proved and the stages that ran. */
 kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double mem_limit,
-                            const kt__search_opts *o, int improve, kt_error *err);
+                            const kt__search_opts *o, int improve, kt_gen_outcome *out,
+                            kt_error *err);
 
 /* The constructed order in s tuned to params->costs (search/tune.c): the
  * search above with every rank's budget the construction's largest

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "generators/optimal_internal.h"
 #include "generators/search/search.h"
 
 /* The tuning's effort: the list scheduler's core rules, the V round
@@ -91,7 +92,7 @@ kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int stric
   kt__search_opts opts = {.lists = 1, .rounds = 1, .quick = 1, .refine_one = 1,
                           .refine_evals = actions <= TUNE_REFINE_ACTIONS ? TUNE_REFINE_EVALS : 0};
   kt_error e2; /* no bound: tuned in full */
-  if (kt_makespan_lower_bound(s, c, top, 0, &opts.lower, NULL, &e2)) opts.lower = 0;
+  if (kt__lower_bound(s, c, top, 1, &opts.lower, &e2)) opts.lower = 0;
   if (construction_optimal(&pb, &base, opts.lower)) { /* nothing to tune */
     swap_lists(&base, s);
     kt_schedule_free(&base);

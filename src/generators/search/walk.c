@@ -94,11 +94,11 @@ double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_sch
     double ms = -1;
     if (kt__search_rank_fits(pb, ra, r)) {
       evals++;
-      ev->cutoff = cur * (1 + 1e-12) + 1e-12;
+      ev->cutoff = kt_tolerance(cur);
       ms = kt__search_evaluate(pb, ev, s);
       ev->cutoff = INFINITY;
     }
-    if (ms >= 0 && ms <= cur * (1 + 1e-12) + 1e-12) {
+    if (ms >= 0 && ms <= kt_tolerance(cur)) {
       cur = ms < cur ? ms : cur;
       crit = critical(pb, ev);
     } else {
@@ -164,11 +164,11 @@ static void anneal_run(const kt__search_problem *pb, kt__search_eval *ev, kt_sch
     double ms = -1;
     if (kt__search_rank_fits(pb, ra, (int)(ra - w->ranks))) {
       e++;
-      ev->cutoff = accept * (1 + 1e-12) + 1e-12;
+      ev->cutoff = kt_tolerance(accept);
       ms = kt__search_evaluate(pb, ev, w);
       ev->cutoff = INFINITY;
     }
-    if (ms >= 0 && ms <= accept * (1 + 1e-12) + 1e-12) {
+    if (ms >= 0 && ms <= kt_tolerance(accept)) {
       cur = ms;
       if (ms < *best_ms * (1 - 1e-12)) *best_ms = ms, copy_lists(best, w);
     } else {

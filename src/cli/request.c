@@ -1,0 +1,87 @@
+/* argv onto the request (kaiten/request.h): every option a command takes
+ * that names a setting goes to kt_request_set as the user wrote it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+/* The option as typed in messages: "-p" for a one-letter name with its
+ * short form, "--name" otherwise (as cli_int names them). */
+static void typed(const cli_opt *o, char *buf, size_t n) {
+  if (o->short_name && !o->name[1]) snprintf(buf, n, "-%c", o->short_name);
+  else snprintf(buf, n, "--%s", o->name);
+}
+
+/* Sets the given options whose names are settings; only those named in
+ * keys when keys is not NULL (a NULL-terminated list). */
+static int apply(const cli_args *a, kt_request *rq, const char *const *keys) {
+  for (int i = 0; i < a->n_opts; i++) {
+    const cli_opt *o = &a->opts[i];
+    if (!a->given[i] || !kt_request_knows(o->name)) continue;
+    int wanted = !keys;
+    for (const char *const *k = keys; k && *k && !wanted; k++) wanted = !strcmp(*k, o->name);
+    if (!wanted) continue;
+    char key[64];
+    typed(o, key, sizeof key);
+    kt_error err = {{0}};
+    kt_status st = kt_request_set(rq, key, a->value[i], &err);
+    if (st) return cli_fail(st, &err);
+    /* v=0 is the page's "the schedule's own V"; on the command line that
+     * is leaving -v out, and -v 0 a mistake */
+    if ((!strcmp(o->name, "v") || !strcmp(o->name, "chunks")) && rq->v == 0)
+      return cli_usage_error("%s '%s': expected an integer in 1..%d (leave it out for the "
+                             "schedule's own)", key, a->value[i], KT_MAX_CHUNKS);
+  }
+  return 0;
+}
+
+/* The order in path: its text, named after the file. */
+static int read_order(const char *path, kt_request *rq) {
+  char *text = NULL;
+  size_t len = 0;
+  kt_error err = {{0}};
+  kt_status st = kt_read_file(path, &text, &len, &err);
+  if (st) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
+  if (len == 0 || memchr(text, 0, len)) {
+    free(text);
+    return len ? cli_usage_error("%s: not a schedule (a NUL byte in the text)", path)
+               : cli_usage_error("'%s' is empty", path);
+  }
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  char name[KT_REQUEST_NAME_LEN];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(base, "."), base);
+  st = kt_request_set_order(rq, text, name, path, &err);
+  free(text);
+  return st ? cli_fail(st, &err) : 0;
+}
+
+int cli_request_read(const cli_args *a, kt_request *rq) {
+  kt_request_init(rq);
+  const char *file = cli_get(a, "costs");
+  kt_error err = {{0}};
+  kt_status st;
+  if (file && (st = kt_costs_load_json(&rq->costs, file, &err)))
+    return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
+  int rc = apply(a, rq, NULL);
+  const char *order = cli_get(a, "schedule-file") ? cli_get(a, "schedule-file") : cli_get(a, "from");
+  if (!rc && order && cli_has(a, "schedule"))
+    rc = cli_usage_error("give either --schedule or --schedule-file, not both");
+  if (!rc && order) rc = read_order(order, rq);
+  if (!rc && (st = kt_request_check(rq, &err))) rc = cli_fail(st, &err);
+  return rc;
+}
+
+int cli_order_read(const cli_args *a, const char *path, kt_result *res) {
+  static const char *const keys[] = {"p",      "m",      "v",      "stages", "microbatches",
+                                     "chunks", "torch-notation", "torch-version", NULL};
+  kt_request rq;
+  kt_request_init(&rq);
+  int rc = apply(a, &rq, keys);
+  if (!rc) rc = read_order(path, &rq);
+  kt_error err = {{0}};
+  kt_status st;
+  if (!rc && (st = kt_request_build(&rq, res, &err))) rc = cli_fail(st, &err);
+  kt_request_free(&rq);
+  return rc;
+}

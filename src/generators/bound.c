@@ -1,0 +1,62 @@
+/* The lower bound every sim, compare and page states for an order: the
+ * analytic bound on its layout within the memory its order was searched
+ * under (or its own peak), raised to what its generation proved (zb-auto's
+ * exact step). Nothing here searches: a search's bound comes with the
+ * generation that ran it (kt_gen_outcome), or from kt_gen_lower_bound
+ * for a caller that asks for one. */
+#include <math.h>
+#include <string.h>
+
+#include "generators/optimal_internal.h"
+#include "kaiten/generators.h"
+
+/* The peak of the memory prefix sums of s's compute actions under the stage
+ * costs c (what zb-auto's limit counts); *has_b: s runs a full backward. */
+static double order_peak(const kt_schedule *s, const kt_costs *c, int *has_b, int *overlapped) {
+  double top = 0;
+  *has_b = *overlapped = 0;
+  for (int r = 0; r < s->p; r++) {
+    double mem = 0;
+    for (size_t i = 0; i < s->ranks[r].n; i++) {
+      const kt_action *a = &s->ranks[r].actions[i];
+      if (a->op >= KT_OP_COUNT) continue;
+      *has_b |= a->op == KT_OP_B;
+      *overlapped |= (a->flags & KT_ACTION_OVERLAP_NEXT) != 0;
+      mem += kt_action_memory(a->op, kt_cost_mem_act(c, a->stage), kt_cost_mem_wgrad(c, a->stage));
+      if (mem > top) top = mem;
+    }
+  }
+  return top;
+}
+
+/* Some stage's I holds more than its F (M_W > M_B). */
+static int wgrad_above_act(const kt_schedule *s, const kt_costs *c) {
+  for (int st = 0; st < kt_schedule_stages(s); st++)
+    if (kt_cost_mem_wgrad(c, st) > kt_cost_mem_act(c, st)) return 1;
+  return 0;
+}
+
+void kt_gen_bound_of(const kt_schedule *s, const kt_costs *c, double limit, double period,
+                     const kt_gen_outcome *outcome, kt_gen_bound *out) {
+  memset(out, 0, sizeof *out);
+  int has_b, overlapped;
+  double peak = order_peak(s, c, &has_b, &overlapped);
+  if (overlapped && c->overlap > 0) {
+    out->why = "--overlap makes an overlapped F&B cell shorter than its two ops";
+    return;
+  }
+  /* a full B frees all at once: with M_W > M_B its split I then W holds
+   * more, so the bound counts no memory limit */
+  if (has_b && wgrad_above_act(s, c)) limit = INFINITY;
+  if (!(limit > 0)) limit = peak > 0 ? peak : INFINITY;
+  double lb;
+  kt_error err;
+  if (kt__lower_bound(s, c, limit, 1, &lb, &err)) {
+    out->why = "no bound for this layout and memory";
+    return;
+  }
+  out->has = 1, out->value = lb, out->memory = limit, out->from = "analytic";
+  if (outcome && outcome->lower_bound > lb * (1 + 1e-12)) out->value = outcome->lower_bound, out->from = "search";
+  /* a bound the order meets is its optimum */
+  out->exact = (outcome && outcome->proven) || fabs(out->value - period) <= 1e-9 * (1 + period);
+}
