@@ -49,7 +49,7 @@ static void pipeline_svg(kt_buf *b, int p, const kt_run_fault *f, int until) {
       kt_buf_printf(b, "<text x=\"%d\" y=\"88\" text-anchor=\"middle\" fill=\"%s\">ops x%.3g</text>\n",
                     x + bw / 2, SLOW, f->factor);
   }
-  kt_buf_printf(b, "<text x=\"20\" y=\"112\" fill=\"#333333\">named from step %d to step %d</text>"
+  kt_buf_printf(b, "<text x=\"20\" y=\"112\" fill=\"#333333\">slow from step %d to step %d</text>"
                    "</svg>\n", f->since, until);
 }
 

@@ -346,9 +346,10 @@
     for (var i = 0; i < runs.length; i++)
       for (var k = 0; k < runs[i].steps.length; k++) {
         var s = runs[i].steps[k], f = s.fault, w = s['switch'];
-        if (f && f.since === s.step)
-          out.push({ x: s.step, color: '#D55E00', label: f.rank !== undefined ? 'slow rank ' + f.rank :
-                     'slow link ' + f.link, tip: 'step ' + s.step + ': ' + (f.rank !== undefined ?
+        var pf = k > 0 ? runs[i].steps[k - 1].fault : null; /* named a step after its onset */
+        if (f && !(pf && pf.since === f.since && pf.rank === f.rank && pf.link === f.link))
+          out.push({ x: f.since, color: '#D55E00', label: f.rank !== undefined ? 'slow rank ' + f.rank :
+                     'slow link ' + f.link, tip: 'from step ' + f.since + ': ' + (f.rank !== undefined ?
                      'rank ' + f.rank + "'s ops x" + fmt(f.factor, 3) : 'link ' + f.link + ' +' +
                      fmt(1e3 * f.delay, 3) + ' ms a message') });
         if (w)

@@ -24,6 +24,7 @@ size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, in
 #define KT__CALIB_STEPS 6 /* then the steps the costs are calibrated on */
 #define KT__OVER 0.10     /* named: a rank's ops or a link's hand-overs this much over */
 #define KT__NOISE 5.0     /* ... and this many median absolute deviations of the calibration's steps */
+#define KT__CONFIRM 2     /* ... for this many steps in a row */
 
 typedef struct {
   int p, S;
@@ -45,7 +46,9 @@ typedef struct {
    * before calibration), each link's hand-overs
    * beyond the calibrated (the median's excess, s; NAN: none waited on) */
   double *factor, *excess;
-  int *rank_since, *link_since; /* the step (1-based) each was first named; 0: it is not */
+  int *rank_since, *link_since; /* the first step (1-based) of each one's run of steps over;
+                                   0: not over now (named: over KT__CONFIRM steps) */
+  int step;                     /* the last step measured (1-based) */
   kt_run_fault fault;           /* the worst one named at the last step (kind NONE: none) */
   /* after units moved, calibrating again: each rank's factor when they
    * moved (its steps' ops are divided by it: its clean cost), and the
@@ -63,7 +66,8 @@ void kt__detector_step(kt__detector *d, const kt_timeline *t, const kt_schedule 
  * steps, each named rank's ops taken at their factor then (it stays
  * named, with that factor, while it stays as slow). */
 void kt__detector_repartition(kt__detector *d);
-/* Whether rank r / link l (kt_link_index) is named now. */
+/* Whether rank r / link l (kt_link_index) is named now: over for the
+ * last KT__CONFIRM steps. */
 int kt__detector_rank_named(const kt__detector *d, int r);
 int kt__detector_link_named(const kt__detector *d, int l);
 

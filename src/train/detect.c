@@ -2,7 +2,7 @@
  * ones calibrated on the last clean steps.
  *
  * After KT__WARM_STEPS, the last KT__CALIB_STEPS steps in which nothing
- * was named calibrate each stage's op durations (the median of the steps'
+ * was over calibrate each stage's op durations (the median of the steps'
  * means) and each link's hand-over (the median of the steps' medians: the
  * producer's end to the start of a consumer that sat waiting for it): the
  * calibration follows a run's slow drift (a machine warming up), never a
@@ -15,8 +15,11 @@
  * hand-overs take more than KT__OVER over the calibrated, and by at least
  * KT__OVER of a mean op, is named (a hand-over's microseconds alone would
  * make noise a fault); either only when it stands out of the calibration's
- * own noise by KT__NOISE median absolute deviations. Medians keep a stall
- * of one op from naming anything. */
+ * own noise by KT__NOISE median absolute deviations, and only once it is
+ * over for KT__CONFIRM steps in a row (its `since` the first of them): a
+ * lasting fault is named one step after its onset, a step that a loaded
+ * machine's scheduler slowed on one rank is not. Medians keep a stall of
+ * one op from naming anything. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,13 +202,41 @@ static void rank_factors(kt__detector *d, const kt_timeline *t) {
   free(ratio);
 }
 
+/* Whether rank r's ops / link l's hand-overs were over at the last step. */
+static int rank_over(const kt__detector *d, int r) {
+  return d->factor[r] > 1 + fmax(KT__OVER, KT__NOISE * d->rank_spread[r]);
+}
+
+static int link_over(const kt__detector *d, int l) {
+  double base = d->base[l] > 0 ? d->base[l] : 0;
+  return d->excess[l] > fmax(KT__OVER * fmax(base, d->op_mean), KT__NOISE * d->link_spread[l]);
+}
+
+/* Named: over for the last KT__CONFIRM steps in a row. */
 int kt__detector_rank_named(const kt__detector *d, int r) {
-  return r < d->p && d->factor[r] > 1 + fmax(KT__OVER, KT__NOISE * d->rank_spread[r]);
+  return r < d->p && d->rank_since[r] > 0 && d->step - d->rank_since[r] + 1 >= KT__CONFIRM;
 }
 
 int kt__detector_link_named(const kt__detector *d, int l) {
-  double base = d->base[l] > 0 ? d->base[l] : 0;
-  return d->excess[l] > fmax(KT__OVER * fmax(base, d->op_mean), KT__NOISE * d->link_spread[l]);
+  return l < d->p && d->link_since[l] > 0 && d->step - d->link_since[l] + 1 >= KT__CONFIRM;
+}
+
+/* Each rank's and link's run of steps over (since: its first; 0: not
+ * over now). 1 when any is over (not a step to calibrate on). */
+static int track(kt__detector *d, int step) {
+  int any = 0;
+  d->step = step;
+  for (int r = 0; r < d->p; r++) {
+    int over = rank_over(d, r);
+    d->rank_since[r] = over ? (d->rank_since[r] ? d->rank_since[r] : step) : 0;
+    any |= over;
+  }
+  for (int l = 0; l < d->p; l++) {
+    int over = link_over(d, l);
+    d->link_since[l] = over ? (d->link_since[l] ? d->link_since[l] : step) : 0;
+    any |= over;
+  }
+  return any;
 }
 
 /* What a named rank or link adds to its step, to choose the worst: a
@@ -217,22 +248,20 @@ static double weight_rank(const kt__detector *d, const kt_timeline *t, int r) {
   return busy * (1 - 1 / d->factor[r]);
 }
 
-/* The worst named one into d->fault (with the step it was first named). */
-static void name_worst(kt__detector *d, const kt_timeline *t, int step) {
+/* The worst named one into d->fault (with the step it was first over). */
+static void name_worst(kt__detector *d, const kt_timeline *t) {
   double worst = 0;
   memset(&d->fault, 0, sizeof d->fault);
   int rounds_mb = 0; /* hand-overs a link carries each way: the step's micro-batches */
   for (size_t i = 0; i < t->n_events; i++) rounds_mb = t->events[i].mb + 1 > rounds_mb ? t->events[i].mb + 1 : rounds_mb;
   for (int r = 0; r < d->p; r++) {
     int named = kt__detector_rank_named(d, r);
-    d->rank_since[r] = named ? (d->rank_since[r] ? d->rank_since[r] : step) : 0;
     double w = named ? weight_rank(d, t, r) : 0;
     if (named && w > worst)
       worst = w, d->fault = (kt_run_fault){KT_FAULT_RANK, r, 0, 0, d->factor[r], NAN, d->rank_since[r]};
   }
   for (int l = 0; l < d->p; l++) {
     int named = kt__detector_link_named(d, l);
-    d->link_since[l] = named ? (d->link_since[l] ? d->link_since[l] : step) : 0;
     double w = named ? d->excess[l] * 2 * rounds_mb : 0;
     int a = l, b = l + 1 < d->p ? l + 1 : 0;
     double base = d->base[l] > 0 ? d->base[l] : 0;
@@ -252,8 +281,9 @@ void kt__detector_step(kt__detector *d, const kt_timeline *t, const kt_schedule 
     rank_factors(d, t);
     link_medians(d, t, s, d->excess);
     for (int l = 0; l < d->p; l++) d->excess[l] -= d->base[l] > 0 ? d->base[l] : 0;
-    name_worst(d, t, step);
-    if (d->fault.kind != KT_FAULT_NONE) return; /* not a step to calibrate on */
+    int over = track(d, step);
+    name_worst(d, t);
+    if (over) return; /* not a step to calibrate on */
   }
   int slot = d->clean++ % KT__CALIB_STEPS;
   double *row = d->samples + (size_t)slot * cells;

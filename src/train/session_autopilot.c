@@ -69,14 +69,6 @@ void kt__session_autopilot_free(kt_session *s) {
   kt__plan_free(&s->plan);
 }
 
-/* Which ranks and links the detector names now (not by how much). */
-static unsigned long long named_set(const kt__detector *d) {
-  unsigned long long h = 1469598103934665603ull;
-  for (int r = 0; r < d->p; r++) h = (h ^ (unsigned long long)kt__detector_rank_named(d, r)) * 1099511628211ull;
-  for (int l = 0; l < d->p; l++) h = (h ^ (unsigned long long)kt__detector_link_named(d, l)) * 1099511628211ull;
-  return h;
-}
-
 /* What the detector names now, in buckets (factors by 10%, delays by a
  * tenth of a mean op): a plan is made again when it changes. */
 static unsigned long long signature(const kt__detector *d) {
@@ -101,14 +93,9 @@ static void partition_text(const int *counts, int S, char *out, size_t n) {
     len += (size_t)snprintf(out + len, n - len, "%s%d", i ? "," : "", counts[i]);
 }
 
-/* A new plan when what is named changed and two steps in a row name the
- * same ranks and links (one noisy step on a loaded machine moves no
- * layers); kept when adopted. */
+/* A new plan when what is named changed; kept when adopted. */
 static void maybe_plan(kt_session *s, const kt_train_progress *p) {
-  unsigned long long sig = signature(&s->det), named = named_set(&s->det);
-  int confirmed = named == s->named_before;
-  s->named_before = named;
-  if (!confirmed) return;
+  unsigned long long sig = signature(&s->det);
   if (sig == s->planned_for || s->plan.kind != KT__SWITCH_NONE) return;
   s->planned_for = sig;
   int left = s->p.steps - (p->step + 1) - (s->p.step_sync == KT_STEP_OVERLAP ? 2 : 0);

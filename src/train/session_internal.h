@@ -44,7 +44,6 @@ struct kt_session {
   kt__plan plan;            /* adopted, switched to at the next barrier (kind NONE: none) */
   kt_run_switch switched;   /* the last switch, for the next step's record */
   unsigned long long planned_for; /* what was named when the last plan was made */
-  unsigned long long named_before; /* which ranks and links the step before named */
   double last_step_seconds;
   int remote_plan;          /* MPI: world rank 0 has a plan to switch to (every rank knows) */
 };
