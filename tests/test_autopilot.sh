@@ -56,13 +56,15 @@ has "^\[None, None, None, None, None, None, None, None\]$" "$tmp/before"
 metric "$tmp/rank" "[(x['step'], x['switch']['kind'], x['switch']['partition']) for x in m if 'switch' in x]" >"$tmp/sw"
 has "repartition" "$tmp/sw"
 python3 -c "
-import json; m=[json.loads(l) for l in open('$tmp/rank/metrics.jsonl')]
+import json, os; m=[json.loads(l) for l in open('$tmp/rank/metrics.jsonl')]
 sw=[x for x in m if 'switch' in x]; assert len(sw)==1, sw
+budget = 0.05 if os.environ.get('KT_SANITIZED') != '1' else 1  # instrumented planning is slower
 i=sw[0]['step']; assert i <= 12, i  # over from 8, named at 9; in place three steps later (steps in flight)
 slow=sorted(x['seconds'] for x in m[7:i-1]); fast=sorted(x['seconds'] for x in m[i:])
-w=sw[0]['switch']; assert 0 <= w['replan_fraction'] < 0.05, w
+w=sw[0]['switch']; assert 0 <= w['replan_fraction'] < budget, w
 assert fast[len(fast)//2] < 0.85*slow[len(slow)//2], (slow, fast)
-assert abs(w['predicted_after'] - fast[len(fast)//2]) < 0.15*w['predicted_after'], (w, fast)" && ok || bad "re-partition: $(cat "$tmp/sw")"
+assert abs(w['predicted_after'] - fast[len(fast)//2]) < 0.15*w['predicted_after'], (w, fast)" 2>"$tmp/why" && ok ||
+  bad "re-partition: $(cat "$tmp/sw"): $(tail -1 "$tmp/why")"
 has "switched before it: repartition" "$tmp/out"
 has "slow: rank 2, its ops x[0-9.]* since step 8" "$tmp/out"
 
@@ -97,11 +99,19 @@ for g in g1 g2; do
 import json; a=json.load(open('$tmp/g0.json'))['losses']; b=json.load(open('$tmp/$g.json'))['losses']
 assert len(a)==18 and a==b, (a, b)" && ok || bad "$g: losses differ from the run without faults"
 done
-metric "$tmp/g1" "[x['switch']['kind'] for x in m if 'switch' in x]" >"$tmp/g1sw"
-has "repartition" "$tmp/g1sw"
-metric "$tmp/g2" "[x['switch']['kind'] for x in m if 'switch' in x]" >"$tmp/g2sw"
-grep -q "reorder" "$tmp/g2sw" && ok ||
-  bad "g2: no re-order: $(metric "$tmp/g2" "[(x['step'], x.get('fault'), x.get('switch')) for x in m if 'switch' in x or 'fault' in x][:5]")"
+# which plan the GPT switches to follows its measured ops: under a
+# sanitizer (KT_SANITIZED) they are no timing reference, and a busy loop
+# of the slow rank starves its neighbour's instrumented ops (the moves
+# themselves are checked under it by test_replan)
+timed=1
+[ "${KT_SANITIZED:-0}" = 1 ] && timed=0
+if [ $timed = 1 ]; then
+  metric "$tmp/g1" "[x['switch']['kind'] for x in m if 'switch' in x]" >"$tmp/g1sw"
+  has "repartition" "$tmp/g1sw"
+  metric "$tmp/g2" "[x['switch']['kind'] for x in m if 'switch' in x]" >"$tmp/g2sw"
+  grep -q "reorder" "$tmp/g2sw" && ok ||
+    bad "g2: no re-order: $(metric "$tmp/g2" "[(x['step'], x.get('fault'), x.get('switch')) for x in m if 'switch' in x or 'fault' in x][:5]")"
+fi
 
 # --- MPI: world rank 0 plans, every rank switches, units move between processes ---
 if [ -n "${KT_MPIEXEC:-}" ]; then
@@ -110,8 +120,10 @@ if [ -n "${KT_MPIEXEC:-}" ]; then
   python3 -c "
 import json; a=json.load(open('$tmp/g0.json'))['losses']; b=json.load(open('$tmp/m1.json'))['losses']
 assert a==b, (a, b)" && ok || bad "MPI: losses differ from the threads run without faults"
-  metric "$tmp/m1" "[x['switch']['kind'] for x in m if 'switch' in x]" >"$tmp/m1sw"
-  has "repartition" "$tmp/m1sw"
+  if [ $timed = 1 ]; then
+    metric "$tmp/m1" "[x['switch']['kind'] for x in m if 'switch' in x]" >"$tmp/m1sw"
+    has "repartition" "$tmp/m1sw"
+  fi
 fi
 
 finish test_autopilot

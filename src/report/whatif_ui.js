@@ -59,7 +59,7 @@
       '<label>slow link <select data-k="slowLink"><option value="-1">none</option></select> + ' +
       range('linkD', 0, extent(tmax * 4), extent(tmax * 4) / 400, st.linkD, 'latency the fault adds to every message on the link') + '</label>' +
       '<label>from step <input type="number" data-k="onset" min="1" step="1" value="' + st.onset +
-      '" title="the fault\'s onset: the autopilot\'s plan runs three steps later (steps overlap)"/></label>' +
+      '" title="the fault\'s onset: the autopilot names it a step later and its plan runs three steps after that (steps overlap)"/></label>' +
       '</div><p class="kt-wi-facts" data-k="replay" hidden="hidden"></p><p class="kt-wi-facts" data-k="facts"></p><p class="kt-wi-error" data-k="error" hidden="hidden"></p>' +
       '<div class="kt-wi-tools"><label><input type="checkbox" data-k="crit" checked="checked"/> critical path</label> ' +
       '<span class="kt-wi-hint">click a bar for its start, end and slack; drag it to another place in its rank\'s order</span> ' +
@@ -251,8 +251,9 @@
 
   /* A fault replayed (a straggler or a slow link set): the steps before its
    * onset at the order's clean period, then the static order under the
-   * fault, then from three steps later (two are in flight when the
-   * autopilot names it) the order zb-auto makes for it. */
+   * fault, then from four steps later (the autopilot names it a step
+   * after its onset, and two steps are in flight then) the order zb-auto
+   * makes for it. */
   function replay(panel) {
     var f = panel.res && panel.res.fault, el = q(panel, 'replay');
     el.hidden = !f;
@@ -260,7 +261,7 @@
     var S = panel.st.onset, rec = f.static > f.clean ? (f.static - f.replanned) / (f.static - f.clean) : NaN;
     el.innerHTML = 'fault replayed: steps 1\u2013' + (S - 1) + ' <b data-k="clean">' + num(f.clean) +
       '</b> a step; from step ' + S + ' the static plan <b data-k="static">' + num(f.static) +
-      '</b>; from step ' + (S + 3) + ' re-planned (' + esc(f.schedule) + ' for these costs) <b data-k="replanned">' +
+      '</b>; from step ' + (S + 4) + ' re-planned (' + esc(f.schedule) + ' for these costs) <b data-k="replanned">' +
       num(f.replanned) + '</b>' + (isFinite(f.lower_bound) ? ' (lower bound ' + num(f.lower_bound) + ')' : '') +
       (isFinite(rec) ? ': ' + (100 * rec).toFixed(0) + '% of the slowdown recovered' : '');
   }
