@@ -86,6 +86,10 @@ typedef struct {
    * syn_units times the uniform costs above) and of its gradient bytes:
    * a partition moves them (kt_runtime_replan). Not with syn_stage_ms. */
   int syn_units;
+  /* Optional: micro-batch k's synthetic F, I and W take syn_mb_scale[k]
+   * times the costs above (variable-length micro-batches, M entries; not
+   * owned); NULL: all alike. */
+  const double *syn_mb_scale;
   double timeout; /* watchdog: seconds a rank may wait for a peer (default 60) */
   /* Rank threads of one process each on a core of their own when the
    * process may use enough cores (default 1; 0 leaves them to the kernel). */

@@ -211,9 +211,12 @@ kt_status kt_faults_apply(const kt_faults *f, int step, double t, int p, const i
   kt_status st = kt_faults_check(f, p, err);
   if (st) return st;
   if (f->n_rank > 0 && (st = make_per_stage(c, n_stages, err))) return st;
+  double *per_mb[] = {c->mb_tf, c->mb_tb, c->mb_tw}; /* each micro-batch's too */
   for (int s = 0; s < n_stages && f->n_rank > 0; s++) {
     double x = kt_faults_rank_factor(f, stage_rank[s], step);
     c->stage_tf[s] *= x, c->stage_tb[s] *= x, c->stage_tw[s] *= x;
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; per_mb[i] && j < c->n_mb; j++) per_mb[i][(size_t)s * (size_t)c->n_mb + (size_t)j] *= x;
   }
   if (!kt_faults_on_links(f) || p < 2) return KT_OK;
   if ((st = kt_costs_links_for(c, p, err))) return st;

@@ -62,8 +62,8 @@ kt_status kt__costs_set_links(kt_costs *c, const char *field, const double *vals
   double **list = link_list(c, field);
   if (!list) return kt_fail(err, KT_EINVAL, "unknown cost field '%s'", field);
   for (int i = 0; i < n; i++)
-    if (kt__costs_bad_value(vals[i]))
-      return kt_fail(err, KT_EINVAL, "%s: link %d has %g; it must be finite and >= 0", field, i,
+    if (!kt__costs_value_ok(vals[i], KT_COST_STAGE_MIN))
+      return kt_fail(err, KT_EINVAL, "%s: link %d has %g; " KT__COST_RANGE_TEXT, field, i,
                      vals[i]);
   double *uniform = link_uniform(c, list);
   if (n == 1 && uniform) {
@@ -114,8 +114,8 @@ kt_status kt__costs_links_check(const kt_costs *c, kt_error *err) {
     return kt_fail(err, KT_EINVAL, "%d links: expected 0..%d", c->n_links, KT_MAX_RANKS);
   for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
     for (int l = 0; lists[i].a && l < c->n_links; l++)
-      if (kt__costs_bad_value(lists[i].a[l]))
-        return kt_fail(err, KT_EINVAL, "%s: link %d has %g; it must be finite and >= 0",
+      if (!kt__costs_value_ok(lists[i].a[l], KT_COST_STAGE_MIN))
+        return kt_fail(err, KT_EINVAL, "%s: link %d has %g; " KT__COST_RANGE_TEXT,
                        lists[i].name, l, lists[i].a[l]);
   return KT_OK;
 }

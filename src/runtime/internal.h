@@ -237,8 +237,8 @@ kt_status kt__worker_buffers(kt__worker *w, kt_error *err);
 /* Sleeps until kt_now() reaches t (worker.c). */
 void kt__sleep_until(double t);
 
-/* What an op of a synthetic chunk sleeps for (seconds). */
-double kt__synthetic_cost(const kt_chunk *c, kt_op op);
+/* What an op of a synthetic chunk sleeps for micro-batch mb (seconds). */
+double kt__synthetic_cost(const kt_chunk *c, kt_op op, int mb);
 
 /* Per worker thread in synthetic mode: 1 ns timer slack for precise sleeps. */
 void kt__synthetic_thread_setup(void);

@@ -209,6 +209,10 @@ static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {
     if (cfg->syn_units < 0 || cfg->syn_units > 65536 || (cfg->syn_units && cfg->syn_stage_ms))
       return kt_fail(err, KT_EINVAL, "synthetic units %d: expected 0..65536, without per-stage costs",
                      cfg->syn_units);
+    for (int k = 0; cfg->syn_mb_scale && k < cfg->schedule->m; k++)
+      if (!(cfg->syn_mb_scale[k] >= 0 && cfg->syn_mb_scale[k] <= 1e6))
+        return kt_fail(err, KT_EINVAL, "synthetic micro-batch %d: scale %g must be in 0..1e6", k,
+                       cfg->syn_mb_scale[k]);
     return KT_OK;
   }
   return cfg->make_chunk ? KT_OK : kt_model_config_check(&cfg->model, err);

@@ -312,7 +312,7 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
     default: st = kt_chunk_backward_weight(c, a->mb, err); break; /* W */
   }
   if (st) return st;
-  double own = rt->cfg.synthetic ? kt__synthetic_cost(c, (kt_op)a->op)
+  double own = rt->cfg.synthetic ? kt__synthetic_cost(c, (kt_op)a->op, a->mb)
                                  : kt_thread_cpu_now() - cpu_begin - w->wait_cpu;
   own = stretch(w, own);
   double t_end = kt_now(), cpu_end = kt_thread_cpu_now(), ready_end = ready_now(w);
