@@ -123,6 +123,10 @@ typedef struct {
    * to stop (non-zero); the steps queued that no rank began are then not
    * run (kt_runtime_set_poll). */
   int (*should_stop)(void *ctx);
+  /* Optional: called with nothing in flight (after a barrier) before step
+   * `next` (0-based) is submitted: where the plan may change
+   * (kt_runtime_replan). A status other than KT_OK ends the run with it. */
+  kt_status (*between_steps)(void *ctx, kt_runtime *rt, int next, kt_error *err);
 } kt_train_config;
 
 /* One micro-batch of a step as it ran (replica 0): what it held and what
@@ -330,6 +334,21 @@ typedef struct {
   /* Fault injection: a NaN in pipeline rank nan_rank's gradients at step
    * nan_step (0-based; -1: none). */
   int nan_step, nan_rank;
+  /* Faults that begin mid-run (kaiten/costs.h: --slow-rank R:F@S,
+   * --slow-link A-B:+D@S in seconds, --fault-trace); NULL: none. The
+   * caller's, never freed here; it must outlive the session. */
+  const kt_faults *faults;
+  /* The straggler autopilot (docs/runtime.md, "The autopilot"): every
+   * step's slow rank or link is named (kt_run_step.fault) whatever this
+   * says; with autopilot the run re-plans itself between steps when the
+   * simulator predicts a new order or partition faster by more than the
+   * switch costs (kt_run_step.sw). */
+  int autopilot;
+  /* Synthetic: each stage's own costs, ms (3 * syn_stages: F, I, W of
+   * stage 0, then stage 1, ...; NULL: the uniform ones), and a model of
+   * syn_units units a partition can move (0: one per stage). */
+  const double *syn_stage_ms;
+  int syn_stages, syn_units;
   /* How steps follow each other (kaiten/costs.h): overlap (the default,
    * post-validated) or barrier. */
   kt_step_sync step_sync;
@@ -436,6 +455,10 @@ typedef struct {
    * where the step's every event is not at hand (MPI ranks but world rank 0). */
   const kt_idle_split *idle;
   double idle_seconds;
+  /* The autopilot: the plans it switched to, and the last one's record
+   * (made 0: none). */
+  int switches;
+  kt_run_switch last_switch;
 } kt_session_result;
 /* After kt_session_run (also a failed one: the steps it ran). */
 const kt_session_result *kt_session_get_result(const kt_session *s);

@@ -28,6 +28,8 @@ typedef struct {
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
   const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
+  kt_faults faults;        /* --slow-rank, --slow-link, --fault-trace (sp.faults points here) */
+  double *syn_stage_ms;    /* --synthetic with --tf/--tb/--tw lists (sp.syn_stage_ms) */
   kt_gemm_choice gemm;    /* the library the model's matmuls run on (after the session opens) */
   double *syn_mb_scale;   /* --synthetic --doc-lengths: each micro-batch's cost multiple (owned) */
   long step_tokens;       /* ... and the tokens of a step */

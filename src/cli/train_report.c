@@ -44,10 +44,15 @@ static void json_run_facts(kt_buf *b, const train_opts *o, const kt_session_info
     }
     kt_buf_puts(b, "}");
   }
-  if (o->sp.slow_rank >= 0) {
-    kt_buf_printf(b, ",\"slow_rank\":%d,\"slow_factor\":", o->sp.slow_rank);
-    kt_buf_json_number(b, o->sp.slow_factor);
+  const kt_faults *f = o->sp.faults;
+  if (f && f->n_rank > 0) { /* the first --slow-rank */
+    kt_buf_printf(b, ",\"slow_rank\":%d,\"slow_factor\":", f->rank[0].rank);
+    kt_buf_json_number(b, f->rank[0].factor);
   }
+  kt_buf_printf(b, ",\"autopilot\":{\"enabled\":%s,\"switches\":%d,\"last_switch\":",
+                o->sp.autopilot ? "true" : "false", res->switches);
+  kt_run_switch_json(&res->last_switch, b);
+  kt_buf_puts(b, "}");
 }
 
 static void json_ranks(kt_buf *b, const kt_train_result *r, const kt_session_result *res) {
