@@ -129,6 +129,43 @@ static int stage_text(const kt_run *r, int rank, char *buf, size_t n) {
   return ns + more;
 }
 
+/* One calibrated cost: "T_F 0.233, 0.345 ms" (per stage) or "T_comm 0.916 ms". */
+static void cost_text(kt_buf *b, const char *name, double u, const double *per, int n, double ts,
+                      const char *tu) {
+  kt_buf_printf(b, "%s ", name);
+  if (!per || n <= 0) {
+    kt_buf_printf(b, "%.4g", u * ts);
+  } else {
+    for (int s = 0; s < n && s < 16; s++) kt_buf_printf(b, "%s%.4g", s ? ", " : "", per[s] * ts);
+    if (n > 16) kt_buf_printf(b, ", \xe2\x80\xa6 (%d stages)", n);
+  }
+  kt_buf_printf(b, " %s", tu);
+}
+
+/* The costs the prediction ran on, per stage where calibrated per stage. */
+static void calibrated_costs(kt_buf *b, const kt_costs *c, double ts, const char *tu) {
+  int n = c->n_stages;
+  kt_buf_puts(b, "<br/><span class=\"costs\" id=\"calibrated\">simulator, costs calibrated on "
+                 "this step");
+  kt_buf_puts(b, n > 0 ? " (per stage): " : ": ");
+  cost_text(b, "T_F", c->tf, c->stage_tf, n, ts, tu);
+  kt_buf_puts(b, " &#183; ");
+  cost_text(b, "T_B", c->tb, c->stage_tb, n, ts, tu);
+  kt_buf_puts(b, " &#183; ");
+  cost_text(b, "T_W", c->tw, c->stage_tw, n, ts, tu);
+  kt_buf_puts(b, " &#183; ");
+  cost_text(b, "T_comm", kt_cost_comm(c), NULL, 0, ts, tu);
+  if (c->send_overhead > 0) {
+    kt_buf_puts(b, " &#183; ");
+    cost_text(b, "send overhead", c->send_overhead, NULL, 0, ts, tu);
+  }
+  if (c->tu > 0 || c->stage_tu) {
+    kt_buf_puts(b, " &#183; ");
+    cost_text(b, "update", c->tu, c->stage_tu, n, ts, tu);
+  }
+  kt_buf_puts(b, "</span>");
+}
+
 /* The traced step's heading: schedule, measured and predicted period (the
  * step as it runs; the makespan, one step alone, where it differs) and
  * bubble, and the costs the prediction was calibrated with. */
@@ -143,10 +180,7 @@ static void traced_step_head(kt_buf *b, const kt_run *r, const kt_metrics *mm,
                 tu, pm->makespan * ts, 100 * pm->bubble_ratio);
   if (mm->step_sync >= 0)
     kt_buf_printf(b, " &#183; step sync %s", kt_step_sync_name((kt_step_sync)mm->step_sync));
-  if (isfinite(r->calibrated[0]))
-    kt_buf_printf(b, " (simulator, costs calibrated on this step: T_F %.3g, T_B %.3g, T_W %.3g, "
-                     "T_comm %.3g %s)", r->calibrated[0] * ts, r->calibrated[1] * ts,
-                  r->calibrated[2] * ts, r->calibrated[3] * ts, tu);
+  if (r->has_calibrated) calibrated_costs(b, &r->calibrated, ts, tu);
   kt_buf_puts(b, "</span></div>\n");
 }
 
@@ -247,7 +281,8 @@ static void step_table(kt_buf *b, const kt_run *r, const kt_metrics *mm, const k
     cellf(&c, "%.1f%%", mm->period > 0 ? 100 * m->busy / mm->period : 0);
     cellf(&c, "%.3g", k < pm->p ? pm->ranks[k].busy * ts : NAN);
     cellf(&c, "%zu", m->actions);
-    cellf(&c, "%lld", (long long)m->bytes_sent);
+    /* the timeline's events carry no bytes: the rank's figure from timeline.json */
+    cellf(&c, "%.0f", r->sent_bytes ? r->sent_bytes[k] : (double)m->bytes_sent);
     if (r->has_memory) cellf(&c, "%.4g", m->peak_memory / msc);
     else cellf(&c, "%d", m->peak_inflight);
   }

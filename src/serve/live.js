@@ -6,7 +6,8 @@
  *
  * <body data-live> says where the page is: connecting, live, finished
  * (every run ended; the stream is closed) or lost; data-steps counts the
- * step records received and data-draws the redraws (test hooks).
+ * step records received and data-draws the redraws, window.ktDashboard.run(i)
+ * gives a run as the page holds it (test hooks).
  */
 (function () {
   var COLORS = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000',
@@ -407,10 +408,18 @@
     };
     $('facts-m-' + i).textContent = 'step ' + tl.step + ': ' + per(tl.measured) +
       ' \u00b7 bubble ' + fmt(100 * tl.measured.bubble_ratio, 3) + '%';
+    /* a cost: one value, or the list per stage (as the run report prints it) */
+    var cost = function (name, x) {
+      if (x === undefined || x === null) return null;
+      return name + ' ' + (Array.isArray(x) ? x.map(function (v) { return ms(v); }).join(', ') : ms(x));
+    };
+    var c = tl.costs, said = c ? [cost('T_F', c.tf), cost('T_B', c.tb), cost('T_W', c.tw),
+      cost('T_comm', c.comm), c['send-overhead'] ? cost('send overhead', c['send-overhead']) : null,
+      c.tu ? cost('update', c.tu) : null].filter(function (x) { return x; }) : [];
     $('facts-p-' + i).textContent = per(tl.predicted) + ' \u00b7 bubble ' +
-      fmt(100 * tl.predicted.bubble_ratio, 3) + '%' + (tl.costs ? ' (costs calibrated on that ' +
-      'step: T_F ' + ms(tl.costs.tf) + ', T_B ' + ms(tl.costs.tb) + ', T_W ' + ms(tl.costs.tw) +
-      ', T_comm ' + ms(tl.costs.comm) + ')' : '');
+      fmt(100 * tl.predicted.bubble_ratio, 3) + '%' + (said.length ? ' (simulator, costs ' +
+      'calibrated on that step' + (Array.isArray(c.tf) ? ', per stage' : '') + ': ' +
+      said.join(' \u00b7 ') + ')' : '');
     $('gantt-m-' + i).innerHTML = tl.svg_measured;
     $('gantt-p-' + i).innerHTML = tl.svg_predicted;
     var svg = $('gantt-m-' + i).querySelector('svg.gantt');
@@ -465,6 +474,9 @@
       lost: 'the server went away; showing the last state received'
     }[s];
   }
+
+  /* a test hook: run i as the page holds it (info, steps, tl: the rendered step) */
+  window.ktDashboard = { run: function (i) { return runs[i]; } };
 
   state('connecting');
   var es = new EventSource('events');

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/whatif.h"
 #include "serve/serve_internal.h"
 
 #define GANTT_W 1300 /* the page lays charts out for a 1400 px window */
@@ -139,6 +140,7 @@ static void timeline_json(kt_buf *b, const kt_timeline *t, const kt_metrics *m) 
                   e->stage, e->mb, kt_op_letter((kt_op)e->op));
     num_field(b, "start", e->start);
     num_field(b, "end", e->end);
+    if (e->flags & KT_ACTION_OVERLAP_NEXT) kt_buf_puts(b, ",\"overlap_next\":true");
     kt_buf_puts(b, "}");
   }
   kt_buf_puts(b, "]}");
@@ -176,7 +178,7 @@ static void gantt_svg(kt_buf *b, const kt_timeline *t, const char *id, const cha
 }
 
 void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *measured,
-                            const kt_timeline *predicted, const double costs[4],
+                            const kt_timeline *predicted, const kt_costs *costs,
                             const double periods[2], int chunks) {
   kt_metrics mm = {0}, pm = {0};
   kt_error err;
@@ -199,13 +201,8 @@ void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *m
   timeline_json(&j, predicted, &pm);
   critical_json(&j, measured);
   kt_buf_puts(&j, ",\"costs\":");
-  if (costs && isfinite(costs[0])) {
-    kt_buf_puts(&j, "{\"tf\":");
-    kt_buf_json_number(&j, costs[0]);
-    num_field(&j, "tb", costs[1]);
-    num_field(&j, "tw", costs[2]);
-    num_field(&j, "comm", costs[3]);
-    kt_buf_puts(&j, "}");
+  if (costs) {
+    kt__whatif_costs_json(&j, costs);
   } else {
     kt_buf_puts(&j, "null");
   }

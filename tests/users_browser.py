@@ -1,0 +1,227 @@
+"""What a user sees of a training run, in headless Chromium (run by
+users_browser.sh, one CTest entry per part):
+  users_browser.py PART KAITEN CHROMIUM TMPDIR
+
+  report    kaiten report of a v-half run (P=4, V=2, M=16): the what-if
+            panel's first simulation is the run's own prediction (makespan
+            and every action's start within 1e-9 relative, timeline.json's
+            predicted events), the traced step's header prints the costs
+            calibrated per stage, and a diff against the measured step
+            moves exactly what the measurement moved (a run whose measured
+            step is its prediction with three actions late: 3 moved, by
+            what they were moved)
+  serve     the same checks on `kaiten serve`'s dashboard of those runs
+  live      `kaiten train --serve`: the panel under the live prediction
+            starts from that prediction
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from cdp import Browser, Tally  # noqa: E402
+
+PART, K, CHROMIUM, TMP = sys.argv[1:5]
+check = Tally()
+RUN = ["--model", "gpt", "--layers", "8", "--stages", "4", "--schedule", "v-half", "-m", "16",
+       "-b", "2", "--no-live"]
+LATE = 5e-4  # seconds the edited run's three actions start late
+
+
+def rel_close(a, b, tol=1e-9):
+    return a is not None and b is not None and abs(a - b) <= tol * abs(b) + 1e-15
+
+
+def train(name, steps=3, extra=()):
+    run = TMP + "/" + name
+    subprocess.run([K, "train"] + RUN + ["--steps", str(steps), "--run-dir", run] + list(extra),
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return run
+
+
+def late_copy(run, name):
+    """A copy of run whose measured step is its prediction, with rank 0's
+    last three actions LATE seconds later; returns (dir, their keys)."""
+    out = TMP + "/" + name
+    shutil.copytree(run, out)
+    tl = json.load(open(out + "/timeline.json"))
+    ev = [dict(e) for e in tl["predicted"]["events"]]
+    mine = sorted([e for e in ev if e["rank"] == 0], key=lambda e: e["start"])[-3:]
+    for e in mine:
+        e["start"] += LATE
+        e["end"] += LATE
+    tl["measured"]["events"] = ev
+    json.dump(tl, open(out + "/timeline.json", "w"))
+    os.remove(out + "/trace.json")  # its memory counters are the real step's
+    return out, {(e["rank"], e["stage"], e["mb"], e["op"]) for e in mine}
+
+
+def key(e):
+    return (e["rank"], e["stage"], e["mb"], e["op"])
+
+
+PANEL = "window.ktWhatIf.panels[%d]"
+
+
+def open_panel(page, index):
+    page.eval("(function(){var d=document.querySelectorAll('details.kt-whatif')[%d];"
+              "d.open=true;d.scrollIntoView();})()" % index)
+    page.wait("(function(){var d=document.querySelectorAll('details.kt-whatif')[%d];"
+              "return d.dataset.state==='ready'||d.dataset.state==='error';})()" % index,
+              what="the what-if panel")
+    state = page.eval("document.querySelectorAll('details.kt-whatif')[%d].dataset.state" % index)
+    if state != "ready":
+        text = page.eval("document.querySelectorAll('details.kt-whatif')[%d].textContent" % index) or ""
+        if "without the in-page simulator" in text:
+            print("users_browser: SKIP: kaiten was built without the in-page simulator")
+            sys.exit(77)
+        check(False, "the panel did not start: %s" % text)
+        sys.exit(1)
+    return page.eval("window.ktWhatIf.panels.indexOf(document.querySelectorAll("
+                     "'details.kt-whatif')[%d].ktPanel)" % index)
+
+
+def first_is_prediction(page, k, pred, what):
+    """The panel's first simulation against the prediction's events and makespan."""
+    got = page.eval("(function(){var s=%s.first.sim;return {ev:s.events,makespan:s.makespan,"
+                    "unit:s.time_unit};})()" % (PANEL % k))
+    want = {key(e): e for e in pred["events"]}
+    ev = got["ev"]
+    check(len(ev) == len(want), "%s: %d actions simulated, the prediction has %d" % (what, len(ev), len(want)))
+    off = [(key(e), e["start"], want[key(e)]["start"]) for e in ev
+           if key(e) not in want or not rel_close(e["start"], want[key(e)]["start"])]
+    check(not off, "%s: %d actions start elsewhere than predicted, e.g. %s" % (what, len(off), off[:3]))
+    check(rel_close(got["makespan"], pred["makespan"]),
+          "%s: makespan %r in the panel, %r predicted" % (what, got["makespan"], pred["makespan"]))
+
+
+def diff_with_measured(page, k, source, measured, pred, moved_keys, what):
+    """Diff mode against the measured step: delta makespan and what moved."""
+    page.eval("(function(){var s=%s.box.querySelector('[data-k=\"diff\"]');"
+              "for(var i=0;i<s.options.length;i++)if(s.options[i].text===%s)s.value=s.options[i].value;"
+              "s.dispatchEvent(new Event('change'));})()" % (PANEL % k, json.dumps(source)))
+    page.wait("!%s.box.querySelector('[data-k=\"diffline\"]').hidden" % (PANEL % k), what="diff mode")
+    d = page.eval("(function(){var p=%s,b=p.box;function v(k){return +b.querySelector('[data-k=\"'+k+'\"]')"
+                  ".textContent;}return {dm:v('dmakespan'),moved:v('moved'),shift:p.shift,"
+                  "ev:p.res.sim.events};})()" % (PANEL % k))
+    span = max(e["end"] for e in measured["events"]) - min(e["start"] for e in measured["events"])
+    # the page says how the what-if differs from the step it is set against
+    check(rel_close(d["dm"], pred["makespan"] - span, 1e-3),
+          "%s: delta makespan %r, the prediction is %r longer" % (what, d["dm"], pred["makespan"] - span))
+    meas = {key(e): e for e in measured["events"]}
+    t0 = min(e["start"] for e in measured["events"])
+    want_moved = {key(e) for e in pred["events"]
+                  if abs(meas[key(e)]["start"] - t0 - e["start"]) > 1e-9}
+    if moved_keys is not None:
+        check(want_moved == moved_keys, "the edited run moved %s, not %s" % (want_moved, moved_keys))
+    check(d["moved"] == len(want_moved),
+          "%s: %d of %d actions moved, the measurement moved %d" % (what, d["moved"], len(d["ev"]), len(want_moved)))
+    wrong = [(key(e), s) for e, s in zip(d["ev"], d["shift"])
+             if s is None or abs(s - (e["start"] - meas[key(e)]["start"] + t0)) > 1e-9]
+    check(not wrong, "%s: %d actions shown moved by the wrong amount, e.g. %s" % (what, len(wrong), wrong[:3]))
+
+
+def clean(page, what, origin=None):
+    own = origin or page.eval("location.href").split("#")[0]
+    outside = [u for u in page.requests() if not u.split("#")[0].startswith(own)]
+    check(not outside, "%s: requests beyond the page: %s" % (what, outside))
+    check(not page.errors(), "%s: console errors: %s" % (what, page.errors()))
+
+
+def runs():
+    run = train("vhalf")
+    late, moved = late_copy(run, "late")
+    return run, late, moved
+
+
+def part_report(b):
+    for run, moved, what in ((r, m, w) for r, m, w in zip(RUNS, (None, MOVED), ("the run", "the edited run"))):
+        html = run + ".html"
+        subprocess.run([K, "report", run, "-o", html], check=True, stdout=subprocess.DEVNULL)
+        tl = json.load(open(run + "/timeline.json"))
+        page = b.page(1400, 1600)
+        page.goto("file://" + html)
+        page.wait("document.body.dataset.kt === 'ready'", what="the run report")
+        head = page.eval("(document.getElementById('calibrated')||{}).textContent") or ""
+        tf = tl["predicted"]["costs"]["tf"]
+        check("costs calibrated on this step (per stage)" in head and
+              head.count(",", head.index("T_F"), head.index("T_B")) == len(tf) - 1,
+              "%s: the header says %r" % (what, head))
+        k = open_panel(page, 0)
+        first_is_prediction(page, k, tl["predicted"], "report of " + what)
+        diff_with_measured(page, k, "the measured step", tl["measured"], tl["predicted"], moved,
+                           "report of " + what)
+        clean(page, "report of " + what)
+
+
+def start(args, stream="stdout"):
+    proc = subprocess.Popen([K] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = proc.stdout if stream == "stdout" else proc.stderr
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = out.readline()
+        m = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        if m:
+            return proc, m.group(0)
+        if not line and proc.poll() is not None:
+            break
+    raise RuntimeError("%s printed no address: %s" % (args[0], proc.stderr.read()))
+
+
+def part_serve(b):
+    for run, moved, what in ((RUNS[0], None, "the run"), (RUNS[1], MOVED, "the edited run")):
+        tl = json.load(open(run + "/timeline.json"))
+        proc, url = start(["serve", run, "--addr", "0"])
+        try:
+            page = b.page(1400, 1800)
+            page.goto(url)
+            page.wait("document.body.dataset.live === 'finished' && "
+                      "!!document.querySelector('details.kt-whatif')", timeout=30, what="the dashboard")
+            facts = page.eval("document.getElementById('facts-p-0').textContent")
+            tf = tl["predicted"]["costs"]["tf"]
+            check("costs calibrated on that step, per stage" in facts and
+                  facts.count(",", facts.index("T_F"), facts.index("T_B")) == len(tf) - 1,
+                  "dashboard of %s: the prediction's header says %r" % (what, facts))
+            k = open_panel(page, 0)
+            first_is_prediction(page, k, tl["predicted"], "dashboard of " + what)
+            name = os.path.basename(run)
+            diff_with_measured(page, k, "run %s: measured step" % name, tl["measured"], tl["predicted"],
+                               moved, "dashboard of " + what)
+            clean(page, "dashboard of " + what, url)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=10)
+
+
+def part_live(b):
+    proc, url = start(["train"] + RUN + ["--steps", "12", "--run-dir", TMP + "/live", "--serve", "0"],
+                      stream="stderr")
+    try:
+        page = b.page(1400, 1800)
+        page.goto(url)
+        page.wait("document.body.dataset.live === 'finished' && "
+                  "!!document.querySelector('details.kt-whatif')", timeout=120, what="the live run's end")
+        page.b.pump(0.6)
+        pred = page.eval("(function(){var t=window.ktDashboard.run(0).tl;return {events:t.predicted.events,"
+                         "makespan:t.predicted.makespan,costs:t.costs};})()")
+        check(pred["costs"] and isinstance(pred["costs"].get("tf"), list),
+              "the live prediction's costs reach the page per stage: %r" % (pred["costs"],))
+        k = open_panel(page, 0)
+        first_is_prediction(page, k, pred, "train --serve")
+        clean(page, "train --serve", url)
+    finally:
+        check(proc.wait(timeout=60) == 0, "train --serve failed")
+
+
+RUNS, MOVED = None, None
+with Browser(CHROMIUM) as browser:
+    if PART in ("report", "serve"):
+        r, late, MOVED = runs()
+        RUNS = (r, late)
+    {"report": part_report, "serve": part_serve, "live": part_live}[PART](browser)
+sys.exit(check.summary("test_users_" + PART))
