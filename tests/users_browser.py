@@ -13,6 +13,12 @@ users_browser.sh, one CTest entry per part):
   serve     the same checks on `kaiten serve`'s dashboard of those runs
   live      `kaiten train --serve`: the panel under the live prediction
             starts from that prediction
+  memory    a zb-auto run under --mem-limit 0.5x and a 1f1b run: the run
+            report says the peak against 1F1B's and the price in time,
+            and its memory charts draw 1F1B's peak and the limit; `kaiten
+            serve` of both puts their peaks side by side (and 1F1B's), the
+            "Now" table says peak and price, each run's memory chart marks
+            1F1B's peak and the limit where config.json has them
 """
 import json
 import os
@@ -218,10 +224,90 @@ def part_live(b):
         check(proc.wait(timeout=60) == 0, "train --serve failed")
 
 
+def last_peak(run):
+    lines = [json.loads(x) for x in open(run + "/metrics.jsonl") if x.strip()]
+    return max(r["peak_act_bytes"] for r in lines[-1]["ranks"])
+
+
+def part_memory(b):
+    small = ["--model", "gpt", "--layers", "8", "--stages", "4", "-m", "16", "-b", "2", "--no-live",
+             "--steps", "3"]
+    runs = {}
+    for name, extra in (("zba", ["--schedule", "zb-auto", "--mem-limit", "0.5x"]), ("one", ["--schedule", "1f1b"])):
+        runs[name] = TMP + "/" + name
+        subprocess.run([K, "train"] + small + extra + ["--run-dir", runs[name]], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seg = json.load(open(runs["zba"] + "/config.json"))["segments"][-1]
+    check(seg.get("peak_1f1b_bytes", 0) > 0 and seg.get("mem_limit") == "0.5x" and
+          abs(seg.get("mem_limit_bytes", 0) - 0.5 * seg["peak_1f1b_bytes"]) < 1 and
+          len(seg.get("mem_act_bytes", [])) == 4 and seg.get("period_1f1b", 0) > 0,
+          "config.json's segment: %s" % {k: seg.get(k) for k in ("peak_1f1b_bytes", "mem_limit",
+                                                                    "mem_limit_bytes", "period_1f1b")})
+    peak = last_peak(runs["zba"])
+    ratio = peak / seg["peak_1f1b_bytes"]
+    price = seg["predicted_period"] / seg["period_1f1b"]
+    # the run report
+    html = runs["zba"] + ".html"
+    subprocess.run([K, "report", runs["zba"], "-o", html], check=True, stdout=subprocess.DEVNULL)
+    page = b.page(1400, 1600)
+    page.goto("file://" + html)
+    page.wait("document.body.dataset.kt === 'ready'", what="the run report")
+    note = page.eval("(document.getElementById('memory-summary')||{}).textContent") or ""
+    check(("%.3fx 1F1B" % ratio) in note.replace("x 1F1B's", "x 1F1B") and "--mem-limit 0.5x" in note
+          and ("%.3fx" % price) in note, "the report's memory note: %r (want %.3fx, price %.3fx)" % (note, ratio, price))
+    for chart in ("memory-step", "chart-memory"):
+        legend = page.eval("Array.from(document.querySelectorAll('#%s text')).map(function(t){"
+                           "return t.textContent;}).join('|')" % chart) or ""
+        check("1F1B's predicted peak" in legend and "--mem-limit 0.5x" in legend,
+              "the report's %s chart draws no 1F1B peak or limit: %r" % (chart, legend[:200]))
+    clean(page, "run report's memory")
+    # kaiten serve of both
+    proc, url = start(["serve", runs["zba"], runs["one"], "--addr", "0"])
+    try:
+        page = b.page(1400, 2400)
+        page.goto(url)
+        page.wait("document.body.dataset.live === 'finished' && !!document.querySelector('#live-peaks')",
+                  timeout=30, what="the dashboard")
+        page.b.pump(0.6)
+        bars = page.eval("Array.from(document.querySelectorAll('#live-peaks rect[data-bar]')).map("
+                         "function(r){return +r.dataset.value;})")
+        want = [last_peak(runs["zba"]), last_peak(runs["one"])]
+        check(bars == want, "peaks side by side: %s, metrics.jsonl says %s" % (bars, want))
+        row = page.eval("document.querySelector('#now tr:nth-child(2)').textContent")
+        check(("(%.3fx 1F1B)" % ratio) in row or ("(%sx 1F1B)" % ("%.3g" % ratio)) in row,
+              "the Now table's row: %r (peak %.3fx 1F1B's)" % (row, ratio))
+        check(("%.3g" % price) in row, "the Now table's price: %r (want %.3g)" % (row, price))
+        marks = page.eval("Array.from(document.querySelectorAll('#live-mem-0 line[data-mark]')).map("
+                          "function(l){return [l.dataset.mark, +l.dataset.value];})")
+        check(sorted(marks) == sorted([["mem-limit", seg["mem_limit_bytes"]], ["peak-1f1b", seg["peak_1f1b_bytes"]]]),
+              "the memory chart's marks: %s" % marks)
+        clean(page, "dashboard's memory", url)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    # train --serve: the live run's chart marks what config.json says
+    proc, url = start(["train"] + small[:-2] + ["--steps", "8", "--schedule", "zb-auto", "--mem-limit", "0.5x",
+                                                 "--run-dir", TMP + "/livemem", "--serve", "0"], stream="stderr")
+    try:
+        page = b.page(1400, 2000)
+        page.goto(url)
+        page.wait("document.body.dataset.live === 'finished' && !!document.querySelector('#live-mem-0')",
+                  timeout=120, what="the live run's end")
+        page.b.pump(0.6)
+        seg = json.load(open(TMP + "/livemem/config.json"))["segments"][-1]
+        marks = page.eval("Array.from(document.querySelectorAll('#live-mem-0 line[data-mark]')).map("
+                          "function(l){return [l.dataset.mark, +l.dataset.value];})")
+        check(sorted(marks) == sorted([["mem-limit", seg["mem_limit_bytes"]], ["peak-1f1b", seg["peak_1f1b_bytes"]]]),
+              "train --serve's memory chart marks: %s" % marks)
+        clean(page, "train --serve's memory", url)
+    finally:
+        check(proc.wait(timeout=60) == 0, "train --serve failed")
+
+
 RUNS, MOVED = None, None
 with Browser(CHROMIUM) as browser:
     if PART in ("report", "serve"):
         r, late, MOVED = runs()
         RUNS = (r, late)
-    {"report": part_report, "serve": part_serve, "live": part_live}[PART](browser)
+    {"report": part_report, "serve": part_serve, "live": part_live, "memory": part_memory}[PART](browser)
 sys.exit(check.summary("test_users_" + PART))

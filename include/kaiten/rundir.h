@@ -56,6 +56,9 @@ typedef struct {
   int n_partition;
   double predicted_bubble; /* the simulator, costs calibrated on the segment's last step; NAN */
   double measured_bubble;  /* measured on that step; NAN */
+  /* that step's predicted period, and 1F1B's on the same costs and model
+   * (kt_session_result.period_1f1b): what the schedule costs in time (s; NAN) */
+  double predicted_period, period_1f1b;
   /* the cores the run's (first) process could use and its compute threads
    * (ranks x OpenBLAS threads): more threads than cores and ops waited for
    * a core; 0 when unknown */

@@ -41,8 +41,9 @@ int train_parse(const cli_args *a, train_opts *o);
 int train_session(train_opts *o);
 
 /* The peak activation memory the schedule predicts per rank beside the
- * measured one (train_report.c). */
-void train_memory_report(kt_session *s, const kt_session_result *r, kt_buf *out);
+ * measured one, against 1F1B's, and what it costs in time (train_report.c). */
+void train_memory_report(const train_opts *o, kt_session *s, const kt_session_result *r,
+                         kt_buf *out);
 
 /* The live dashboard of train --serve (train_serve.c): started by world
  * rank 0 from the session's on_ready, before the run directory is

@@ -32,6 +32,10 @@ static void json_run_facts(kt_buf *b, const train_opts *o, const kt_session_info
   kt_buf_json_number(b, in->peak_1f1b > 0 ? in->peak_1f1b : NAN);
   kt_buf_puts(b, ",\"peak_vs_1f1b\":");
   kt_buf_json_number(b, res->peak_vs_1f1b);
+  kt_buf_puts(b, ",\"period_1f1b\":");
+  kt_buf_json_number(b, res->period_1f1b);
+  kt_buf_puts(b, ",\"period_vs_1f1b\":");
+  kt_buf_json_number(b, res->period_1f1b > 0 ? res->train.predicted.period / res->period_1f1b : NAN);
   kt_buf_printf(b, ",\"cores\":%d,\"compute_threads\":%d,\"oversubscribed\":%s", in->cores,
                 in->compute_threads, in->compute_threads > in->cores ? "true" : "false");
   if (o->sp.slow_rank >= 0) {
@@ -217,7 +221,27 @@ void train_final_report(const train_opts *o, const kt_session_info *in,
   }
 }
 
-void train_memory_report(kt_session *s, const kt_session_result *r, kt_buf *out) {
+/* What the schedule's memory costs in time: its predicted period against
+ * 1F1B's on the same costs (a memory limit: what it saves and what it costs). */
+static void price_line(const train_opts *o, const kt_session_result *r, kt_buf *out) {
+  double mine = r->train.predicted.period, one = r->period_1f1b;
+  if (!(mine > 0) || !(one > 0)) return;
+  if (kt_mem_limit_given(&o->sp.mem_limit) && r->peak_vs_1f1b > 0) {
+    char lim[32];
+    kt_mem_limit_format(&o->sp.mem_limit, lim, sizeof lim);
+    kt_buf_printf(out, "the price of --mem-limit %s: %.3fx 1F1B's memory for %.3fx its step "
+                       "(predicted period %.2f ms, 1F1B's %.2f ms on the costs calibrated on "
+                       "the last step)\n",
+                  lim, r->peak_vs_1f1b, mine / one, 1e3 * mine, 1e3 * one);
+  } else {
+    kt_buf_printf(out, "step against 1F1B: predicted period %.2f ms = %.3fx 1F1B's (%.2f ms on "
+                       "the costs calibrated on the last step)\n",
+                  1e3 * mine, mine / one, 1e3 * one);
+  }
+}
+
+void train_memory_report(const train_opts *o, kt_session *s, const kt_session_result *r,
+                         kt_buf *out) {
   kt_session_info in;
   kt_session_get_info(s, &in);
   double *pred = kt_calloc((size_t)in.schedule->p, sizeof *pred);
@@ -243,4 +267,5 @@ void train_memory_report(kt_session *s, const kt_session_result *r, kt_buf *out)
                   most / 1048576.0, r->peak_vs_1f1b, in.peak_1f1b / 1048576.0, in.schedule->p,
                   in.schedule->m);
   free(pred);
+  price_line(o, r, out);
 }

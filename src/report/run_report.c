@@ -129,43 +129,6 @@ static int stage_text(const kt_run *r, int rank, char *buf, size_t n) {
   return ns + more;
 }
 
-/* One calibrated cost: "T_F 0.233, 0.345 ms" (per stage) or "T_comm 0.916 ms". */
-static void cost_text(kt_buf *b, const char *name, double u, const double *per, int n, double ts,
-                      const char *tu) {
-  kt_buf_printf(b, "%s ", name);
-  if (!per || n <= 0) {
-    kt_buf_printf(b, "%.4g", u * ts);
-  } else {
-    for (int s = 0; s < n && s < 16; s++) kt_buf_printf(b, "%s%.4g", s ? ", " : "", per[s] * ts);
-    if (n > 16) kt_buf_printf(b, ", \xe2\x80\xa6 (%d stages)", n);
-  }
-  kt_buf_printf(b, " %s", tu);
-}
-
-/* The costs the prediction ran on, per stage where calibrated per stage. */
-static void calibrated_costs(kt_buf *b, const kt_costs *c, double ts, const char *tu) {
-  int n = c->n_stages;
-  kt_buf_puts(b, "<br/><span class=\"costs\" id=\"calibrated\">simulator, costs calibrated on "
-                 "this step");
-  kt_buf_puts(b, n > 0 ? " (per stage): " : ": ");
-  cost_text(b, "T_F", c->tf, c->stage_tf, n, ts, tu);
-  kt_buf_puts(b, " &#183; ");
-  cost_text(b, "T_B", c->tb, c->stage_tb, n, ts, tu);
-  kt_buf_puts(b, " &#183; ");
-  cost_text(b, "T_W", c->tw, c->stage_tw, n, ts, tu);
-  kt_buf_puts(b, " &#183; ");
-  cost_text(b, "T_comm", kt_cost_comm(c), NULL, 0, ts, tu);
-  if (c->send_overhead > 0) {
-    kt_buf_puts(b, " &#183; ");
-    cost_text(b, "send overhead", c->send_overhead, NULL, 0, ts, tu);
-  }
-  if (c->tu > 0 || c->stage_tu) {
-    kt_buf_puts(b, " &#183; ");
-    cost_text(b, "update", c->tu, c->stage_tu, n, ts, tu);
-  }
-  kt_buf_puts(b, "</span>");
-}
-
 /* The traced step's heading: schedule, measured and predicted period (the
  * step as it runs; the makespan, one step alone, where it differs) and
  * bubble, and the costs the prediction was calibrated with. */
@@ -180,15 +143,16 @@ static void traced_step_head(kt_buf *b, const kt_run *r, const kt_metrics *mm,
                 tu, pm->makespan * ts, 100 * pm->bubble_ratio);
   if (mm->step_sync >= 0)
     kt_buf_printf(b, " &#183; step sync %s", kt_step_sync_name((kt_step_sync)mm->step_sync));
-  if (r->has_calibrated) calibrated_costs(b, &r->calibrated, ts, tu);
+  if (r->has_calibrated) kt__run_calibrated_costs(b, &r->calibrated, ts, tu);
   kt_buf_puts(b, "</span></div>\n");
 }
 
 /* Activation memory over the traced step, under its Gantt and as wide, on
  * the same time axis (span seconds, shown in tu at scale ts). */
-static void traced_step_memory(kt_buf *b, const kt_timeline *t, double span, double ts,
+static void traced_step_memory(kt_buf *b, const kt_run *r, double span, double ts,
                                const char *tu, int width) {
-  double peak = 0;
+  const kt_timeline *t = &r->measured;
+  double peak = kt__run_mem_ref_peak(r);
   for (size_t i = 0; i < t->n_mem; i++)
     if (t->mem[i].value > peak) peak = t->mem[i].value;
   const char *mu;
@@ -203,8 +167,11 @@ static void traced_step_memory(kt_buf *b, const kt_timeline *t, double span, dou
   if (!b->failed && kt_timeline_mem_series(&mt, 0, span * ts, &s, &n)) b->failed = 1;
   if (!b->failed) {
     int show[MAX_CURVES], ns = kt__run_pick_ranks((int)n, show);
-    kt_series shown[MAX_CURVES];
+    kt_series shown[MAX_CURVES + KT__MEM_REFS];
     for (int k = 0; k < ns; k++) shown[k] = s[show[k]];
+    double ref_xy[4 * KT__MEM_REFS];
+    char ref_names[KT__MEM_REFS][64];
+    int refs = kt__run_mem_refs(r, msc, 0, span * ts, shown + ns, ref_xy, ref_names);
     char xl[32], yl[48], title[96];
     snprintf(xl, sizeof xl, "time (%s)", tu);
     snprintf(yl, sizeof yl, "activations (%s)", mu);
@@ -215,7 +182,7 @@ static void traced_step_memory(kt_buf *b, const kt_timeline *t, double span, dou
     co.x_min = 0;
     co.x_max = span * ts;
     co.y_min = 0;
-    kt_svg_line_chart(b, &co, shown, (size_t)ns);
+    kt_svg_line_chart(b, &co, shown, (size_t)(ns + refs));
   }
   kt_series_free(s, n);
   kt_timeline_free(&mt);
@@ -251,7 +218,7 @@ static void traced_step(kt_buf *b, const kt_run *r, const kt_metrics *mm, const 
   go.embed_memory = r->has_memory;
   kt_buf_puts(b, "<div class=\"scroll\">\n");
   kt_svg_gantt(b, t, &go);
-  if (r->has_memory) traced_step_memory(b, t, span, ts, tu, width);
+  if (r->has_memory) traced_step_memory(b, r, span, ts, tu, width);
   kt_buf_puts(b, "</div>\n");
 }
 
@@ -529,6 +496,7 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title) {
   kt_html_begin(b, title ? title : head, sub);
   kt_html_section_begin(b, "summary", "Summary", NULL);
   summary(b, r, have ? &mm : NULL, have ? &pm : NULL);
+  kt__run_memory_note(b, r);
   segments_table(b, r);
   kt_html_section_end(b);
   kt__run_training_section(b, r, have ? 100 * pm.bubble_ratio : NAN);

@@ -115,6 +115,14 @@ static void segment_json(kt_buf *b, const kt_run_segment *s) {
   kt_buf_json_number(b, s->predicted_bubble);
   kt_buf_puts(b, ", \"measured_bubble\": ");
   kt_buf_json_number(b, s->measured_bubble);
+  if (s->predicted_period > 0) {
+    kt_buf_puts(b, ", \"predicted_period\": ");
+    kt_buf_json_number(b, s->predicted_period);
+  }
+  if (s->period_1f1b > 0) {
+    kt_buf_puts(b, ", \"period_1f1b\": ");
+    kt_buf_json_number(b, s->period_1f1b);
+  }
   if (s->cores > 0)
     kt_buf_printf(b, ", \"cores\": %d, \"compute_threads\": %d", s->cores, s->compute_threads);
   memory_json(b, s);
@@ -215,7 +223,8 @@ static kt_status parse_memory(const cJSON *o, const char *path, kt_run_segment *
 /* One layout object (a segment or the top-level "layout") into s. */
 static kt_status parse_layout(const cJSON *o, const char *path, kt_run_segment *s, kt_error *err) {
   *s = (kt_run_segment){.last_step = -1, .predicted_bubble = NAN, .measured_bubble = NAN,
-                        .peak_1f1b_bytes = NAN, .mem_limit_bytes = NAN};
+                        .peak_1f1b_bytes = NAN, .mem_limit_bytes = NAN, .predicted_period = NAN,
+                        .period_1f1b = NAN};
   copy_str(s->schedule, sizeof s->schedule, kt__rd_str(o, "schedule"));
   copy_str(s->transport, sizeof s->transport, kt__rd_str(o, "transport"));
   int *ints[] = {&s->p, &s->v, &s->m, &s->b, &s->k, &s->d};
@@ -225,6 +234,8 @@ static kt_status parse_layout(const cJSON *o, const char *path, kt_run_segment *
   s->last_step = opt_int(o, "last_step", -1);
   s->predicted_bubble = kt__rd_num(o, "predicted_bubble");
   s->measured_bubble = kt__rd_num(o, "measured_bubble");
+  s->predicted_period = kt__rd_num(o, "predicted_period");
+  s->period_1f1b = kt__rd_num(o, "period_1f1b");
   s->cores = opt_int(o, "cores", 0);
   s->compute_threads = opt_int(o, "compute_threads", 0);
   kt_status st = parse_memory(o, path, s, err);

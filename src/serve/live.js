@@ -198,9 +198,10 @@
 
   /* Horizontal bars: rows [{label, value, sub}] (sub: a thin grey bar under it). */
   function barChart(host, o, rows) {
-    var W = o.width, L = 150, R = 90, rowH = 26, T = 24;
-    var H = T + rows.length * rowH + 28, max = o.max || 0, i;
+    var W = o.width, L = 150, R = 90, rowH = 26, T = 24, nm = o.marks ? o.marks.length : 0;
+    var H = T + rows.length * rowH + 28 + 12 * nm, max = o.max || 0, i;
     for (i = 0; i < rows.length && !o.max; i++) max = Math.max(max, rows[i].value || 0, rows[i].sub || 0);
+    for (i = 0; i < nm && !o.max; i++) max = Math.max(max, o.marks[i].value);
     var svg = barFrame(o, W, H, 'bar');
     var px = (W - L - R) / barScale(max);
     for (i = 0; i < rows.length; i++) {
@@ -213,6 +214,13 @@
         svgEl('rect', { x: L, y: y + 16, width: Math.max(0.5, r.sub * px), height: 4,
                         fill: '#777777', 'data-pred': '1' }, svg);
       text(svg, L + v * px + 5, y + 11, r.text, { fill: '#222222' });
+    }
+    for (i = 0; o.marks && i < o.marks.length; i++) { /* vertical lines: 1F1B's peak, the limit */
+      var mk = o.marks[i], mx = L + mk.value * px;
+      svgEl('line', { x1: mx, x2: mx, y1: T, y2: T + rows.length * rowH + 4, stroke: mk.color,
+                      'stroke-width': '1.5', 'stroke-dasharray': mk.dashed ? '5 3' : 'none',
+                      'data-mark': mk.name, 'data-value': String(mk.value) }, svg);
+      text(svg, mx + 3, T + rows.length * rowH + 16 + 12 * i, mk.label, { fill: mk.color });
     }
     if (o.note) text(svg, L, H - 8, o.note, { fill: '#666666' });
     host.replaceChildren(svg);
@@ -300,10 +308,43 @@
     return v.length % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
   }
 
+  /* the largest rank's peak activation bytes of step s */
+  function peakOf(s) {
+    var most = NaN;
+    for (var k = 0; s && k < s.ranks.length; k++)
+      if (isFinite(s.ranks[k].peak_act_bytes)) most = isFinite(most) ? Math.max(most, s.ranks[k].peak_act_bytes) : s.ranks[k].peak_act_bytes;
+    return most;
+  }
+  /* 1F1B's predicted peak and the memory limit (hello's "memory") as marks
+   * on a chart of bytes */
+  function memMarks(r) {
+    var m = r.info.memory || {}, out = [];
+    if (m.peak_1f1b_bytes > 0)
+      out.push({ name: 'peak-1f1b', value: m.peak_1f1b_bytes, color: '#D55E00', dashed: true,
+                 label: '1F1B\u2019s predicted peak ' + bytes(m.peak_1f1b_bytes) });
+    if (m.mem_limit_bytes > 0)
+      out.push({ name: 'mem-limit', value: m.mem_limit_bytes, color: '#B00020',
+                 label: '--mem-limit ' + m.mem_limit + ' (' + bytes(m.mem_limit_bytes) + ')' });
+    return out;
+  }
+  /* "2.01 MiB (0.358x 1F1B)": a run's last peak against 1F1B's */
+  function peakText(r, peak) {
+    var m = r.info.memory || {};
+    if (!isFinite(peak)) return '\u2013';
+    return bytes(peak) + (m.peak_1f1b_bytes > 0 ? ' (' + fmt(peak / m.peak_1f1b_bytes, 3) + 'x 1F1B)' : '');
+  }
+  /* what the schedule costs in time: its predicted period over 1F1B's */
+  function priceText(r) {
+    var m = r.info.memory || {};
+    return m.period_1f1b > 0 && m.predicted_period > 0 ? fmt(m.predicted_period / m.period_1f1b, 3) +
+      'x (' + fmt(1e3 * m.predicted_period, 3) + ' / ' + fmt(1e3 * m.period_1f1b, 3) + ' ms)' : '\u2013';
+  }
+
   function nowTable() {
     var rows = ['<tr><th>run</th><th>schedule</th><th>step</th><th>loss</th><th>val loss</th>' +
                 '<th>tokens/s (steady)</th><th>step time</th><th>bubble measured</th>' +
-                '<th>bubble predicted</th><th>state</th></tr>'];
+                '<th>bubble predicted</th><th>peak activations</th><th>step vs 1F1B (predicted)</th>' +
+                '<th>state</th></tr>'];
     for (var i = 0; i < runs.length; i++) {
       var r = runs[i], s = last(r), val = null;
       for (var k = r.steps.length - 1; k >= 0 && val === null; k--)
@@ -312,21 +353,41 @@
       /* the prediction is of the rendered step: named when the row shows a later one */
       var pbText = isFinite(pb) ? fmt(pb, 3) + '%' + (s && r.tl.step !== s.step ? ' (step ' +
                    r.tl.step + ')' : '') : '\u2013';
-      var cells = [r.info.name, r.info.schedule + ' P=' + r.info.p + ' V=' + r.info.v + ' M=' + r.info.m,
+      var lim = r.info.memory && r.info.memory.mem_limit ? ', --mem-limit ' + r.info.memory.mem_limit : '';
+      var cells = [r.info.name, r.info.schedule + ' P=' + r.info.p + ' V=' + r.info.v + ' M=' + r.info.m + lim,
                    s ? s.step + (r.info.steps ? ' / ' + r.info.steps : '') : '\u2013',
                    s ? fmt(s.loss) : '\u2013', fmt(val), s ? fmt(steady(r), 3) : '\u2013',
                    s ? fmt(1e3 * s.seconds, 3) + ' ms' : '\u2013',
-                   s ? fmt(100 * s.bubble, 3) + '%' : '\u2013', pbText,
+                   s ? fmt(100 * s.bubble, 3) + '%' : '\u2013', pbText, peakText(r, peakOf(s)),
+                   priceText(r),
                    r.ended ? r.ended : r.info.state ? r.info.state : r.info.live ? 'training' : '\u2013'];
       var tr = '<tr><td><span class="swatch" style="background:' + r.color + '"></span>';
       for (var c = 0; c < cells.length; c++)
-        tr += (c ? '<td class="' + (c >= 2 && c <= 8 ? 'num' : '') + '">' : '') +
+        tr += (c ? '<td class="' + (c >= 2 && c <= 10 ? 'num' : '') + '">' : '') +
               String(cells[c]).replace(/[&<>]/g, function (ch) {
                 return { '&': '&amp;', '<': '&lt;', '>': '&gt;' }[ch];
               }) + '</td>';
       rows.push(tr + '</tr>');
     }
     $('now').innerHTML = '<table>' + rows.join('') + '</table>';
+    peaksChart();
+  }
+
+  /* Every run's peak activations side by side, 1F1B's on the same model as
+   * a thin bar under each */
+  function peaksChart() {
+    var rows = [], host = $('chart-peaks');
+    for (var i = 0; i < runs.length; i++) {
+      var r = runs[i], peak = peakOf(last(r)), m = r.info.memory || {};
+      if (!isFinite(peak)) continue;
+      rows.push({ label: r.info.name, value: peak, text: peakText(r, peak),
+                  sub: m.peak_1f1b_bytes > 0 ? m.peak_1f1b_bytes : undefined });
+    }
+    host.hidden = !rows.length;
+    if (rows.length)
+      barChart(host, { id: 'live-peaks', width: 720, color: '#009E73',
+                       title: 'Peak activation memory of each run (the largest rank, latest step)',
+                       note: 'thin grey bar: 1F1B\u2019s predicted peak on the same model' }, rows);
   }
 
   function curves() {
@@ -388,7 +449,8 @@
                                title: 'Utilisation, step ' + s.step + ' (busy share of the step)',
                                note: pred ? 'thin grey bar: predicted' : null }, util);
     barChart($('mem-' + i), { id: 'live-mem-' + i, width: 560, color: '#009E73',
-                              title: 'Peak activation memory, step ' + s.step }, mem);
+                              title: 'Peak activation memory, step ' + s.step, marks: memMarks(r) },
+             mem);
     idleCauses(s, i);
   }
 
