@@ -13,7 +13,10 @@ pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev
       python3 python3-venv) # the Python package's tests and `pip install ./python` in a venv
 # Optional, for tests that skip without them: headless Chromium renders the
 # HTML reports and the live page, tmux gives the live view a terminal.
-optional=(chromium tmux)
+# BLIS and oneDNN: GEMM libraries `kaiten train --gemm auto` times beside
+# OpenBLAS on the model's own matmuls (loaded at run time when present;
+# without them every matmul runs on OpenBLAS).
+optional=(chromium tmux libblis4-pthread libdnnl2)
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -38,7 +41,7 @@ $sudo apt-get update -qq >/dev/null || true
 if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if [ ${#missing_opt[@]} -gt 0 ]; then
-  $sudo apt-get install -y -qq --no-install-recommends "${missing_opt[@]}" >/dev/null \
-    || echo "deps.sh: optional ${missing_opt[*]} could not be installed; the screenshot test will be skipped" >&2
-fi
+for p in "${missing_opt[@]}"; do # one at a time: one missing from the archive stops no other
+  $sudo apt-get install -y -qq --no-install-recommends "$p" >/dev/null \
+    || echo "deps.sh: optional $p could not be installed; what needs it is skipped (chromium, tmux: their tests; libblis4-pthread, libdnnl2: --gemm blis, onednn)" >&2
+done

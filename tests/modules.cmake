@@ -9,7 +9,7 @@ set(KT_TEST_MODULES
   "generators:test_zero_bubble test_memory_schedules test_memory_cli test_oracles test_schedule_span test_optimal"
   "request:test_request test_doors"
   "plan:test_plan_cli test_plan_memory test_plan_partition test_plan_property test_plan_search test_plan_spec"
-  "nn:test_gpt_kernels test_gpt_model test_mlp_grad test_data test_kernel_codegen"
+  "nn:test_gpt_kernels test_gpt_fused test_gemm_cli test_gpt_model test_mlp_grad test_data test_kernel_codegen"
   "transport:test_transport test_doorbell test_inbox test_mpi test_multihost"
   "runtime:test_runtime test_gpt_runtime test_post_validation test_slow_rank test_idle_core_wait test_idle_straggler test_idle_comm"
   "train:test_gpt_train test_step_sync test_checkpoint test_train_cli test_gpt_cli test_train_safety test_faults test_calibrate test_resume_safety test_stop_signals"

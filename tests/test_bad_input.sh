@@ -40,7 +40,7 @@ case_ "'0'"        sim -m 0
 case_ "'-1'"       sim -m -1
 case_ "'1e9'"      sim -m 1e9
 case_ "'four'"     sim -p four
-case_ "'0'"        sim --schedule interleaved -v 0
+case_ "'65'"       sim --schedule interleaved -v 65
 case_ "'1000'"     sim --schedule interleaved -v 1000
 case_ "'0'"        compare -p 0
 case_ "'0'"        train --stages 0

@@ -29,6 +29,21 @@ typedef enum { KT_MODEL_MLP, KT_MODEL_GPT, KT_MODEL_COUNT } kt_model_kind;
 const char *kt_model_kind_name(kt_model_kind k); /* "mlp" | "gpt" */
 int kt_model_kind_from_name(const char *name);   /* -1 when unknown */
 
+/* The library every matrix product of a model runs on. AUTO (the
+ * default) takes the fastest available here on the model's own matmuls
+ * (kt_gemm_choose). BLIS and oneDNN are used when their shared libraries
+ * are installed (Debian: libblis4, libdnnl2). */
+typedef enum {
+  KT_GEMM_AUTO,
+  KT_GEMM_OPENBLAS,
+  KT_GEMM_BLIS,
+  KT_GEMM_ONEDNN,
+  KT_GEMM_COUNT
+} kt_gemm_kind;
+
+const char *kt_gemm_name(kt_gemm_kind k); /* "auto" | "openblas" | "blis" | "onednn" */
+int kt_gemm_from_name(const char *name);  /* -1 when unknown */
+
 typedef struct {
   kt_model_kind kind;
   int layers;         /* MLP: Linear+GELU layers; GPT: transformer blocks */
@@ -39,6 +54,7 @@ typedef struct {
   int tie_embeddings; /* GPT: LM head shares the token embedding */
   int recompute;      /* keep only each chunk's input; recompute forward in backward */
   uint64_t seed;      /* parameter initialisation (per unit, so any partition agrees) */
+  kt_gemm_kind gemm;  /* the matmuls' library (default KT_GEMM_AUTO) */
 } kt_model_config;
 
 /* Sensible defaults for the kind (MLP: L=8, H=64; GPT: L=4, C=64, H=4, T=64, V=256). */
@@ -116,12 +132,46 @@ kt_status kt_chunk_create(const kt_model_config *cfg, int first_unit, int n_unit
 void kt_chunk_destroy(kt_chunk *c);
 void kt_chunk_zero_grad(kt_chunk *c);
 
-/* ---- the BLAS every matmul goes through (OpenBLAS) ----------------------------
+/* ---- the GEMM libraries and the threads of a rank ------------------------------
  * Process-wide settings: the program chooses them (kt_session does through its
  * blas_threads, kt_calibrate_compute sets one thread); nothing else in the
  * library does. OpenBLAS is opened when first needed (kt_chunk_create or a
  * call below), never by a program that multiplies no matrix: loading it
  * starts its threads. */
+
+/* Whether library k runs here (each when its shared library loads, on the
+ * first call: OpenBLAS, BLIS, oneDNN); *version (may be NULL) receives its
+ * version. */
+int kt_gemm_available(kt_gemm_kind k, const char **version);
+
+/* How a chunk's library was chosen. */
+typedef struct {
+  kt_gemm_kind kind;              /* the library used (never AUTO) */
+  const char *how;                /* "given", "measured", "cached" (measured before on this
+                                   * machine) or "small" (too little work to tell: OpenBLAS) */
+  double seconds[KT_GEMM_COUNT];  /* measured or cached: each library's time on the
+                                   * model's matmuls (0: not available) */
+} kt_gemm_choice;
+
+/* The library for chunks of cfg's model run on micro-batches of b
+ * samples. An explicit cfg->gemm must be available (EINVAL naming it
+ * otherwise). AUTO times every available library, one thread each, on
+ * the matmuls of the model's last block and head for one micro-batch
+ * (recorded from a run of those units) and takes the fastest (OpenBLAS,
+ * unmeasured, when they come to under 20 MFLOP); the result is kept per
+ * model shape in this process and, with a cache file set, in that file
+ * (written under a lock, so concurrent runs on one machine agree): a
+ * machine then measures a shape once and every later run chooses alike.
+ * ENOMEM. */
+kt_status kt_gemm_choose(const kt_model_config *cfg, int micro_batch, kt_gemm_choice *out,
+                         kt_error *err);
+/* The file where kt_gemm_choose keeps what AUTO measured, shared by the
+ * machine's runs (its lock: path + ".lock"); NULL, the default: none, each
+ * process measures. The CLI sets $XDG_CACHE_HOME/kaiten/gemm.tsv
+ * (~/.cache/kaiten/gemm.tsv). The directory must exist. */
+void kt_gemm_set_cache(const char *path);
+/* The library a chunk runs on, and how it was chosen. */
+kt_gemm_kind kt_chunk_gemm(const kt_chunk *c, kt_gemm_choice *how);
 
 /* Loads OpenBLAS and, where it fell back to pre-AVX2 kernels on a CPU it
  * does not know (and OPENBLAS_CORETYPE is unset), has it use the fastest
@@ -129,9 +179,11 @@ void kt_chunk_zero_grad(kt_chunk *c);
  * A program that multiplies matrices calls it first, before any thread
  * exists. Returns the kernels in use. */
 const char *kt_blas_choose_core(void);
-/* Threads OpenBLAS uses for one matmul (every caller's: process-wide). */
+/* Threads of each rank (its own and n - 1 workers) for the chunks created
+ * from now on: their kernels and large matmuls are split between them, and
+ * the GEMM library runs one thread per call. Process-wide; default 1. */
 void kt_blas_set_threads(int n);
-/* The OpenBLAS threads a matrix product may use now (process-wide). */
+/* The threads per rank chunks created now get. */
 int kt_blas_threads(void);
 /* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...,
  * "unavailable" when OpenBLAS cannot be loaded: kt_chunk_create says why);

@@ -49,6 +49,10 @@ struct kt_chunk {
   size_t tied_elems;
   size_t stash_bytes;         /* activation memory held now */
   size_t peak_stash_bytes;    /* max since creation or the last reset */
+  /* src/nn's chunks only (kt_chunk_create sets them; other implementations
+   * leave them zero): the matmuls' library and the rank's compute threads */
+  kt_gemm_choice gemm;
+  void *pool;
   void *impl;
 };
 

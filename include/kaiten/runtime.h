@@ -177,6 +177,10 @@ kt_status kt_runtime_complete(kt_runtime *rt, kt_step_result *res, kt_error *err
  * (and forgets them). With one local rank (MPI) steps run as they are
  * submitted and none is ever taken back. */
 void kt_runtime_set_poll(kt_runtime *rt, int (*poll)(void *ctx), void *ctx);
+/* Waits until every local worker ended every order submitted (a step that
+ * ran ahead ends too; only its check waits). A caller that stops taking
+ * results, on an error, calls it before it frees the steps' data. */
+void kt_runtime_settle(kt_runtime *rt);
 int kt_runtime_retracted(kt_runtime *rt, int *first_step);
 
 /* The measured timeline of the last step for replica 0's pipeline ranks

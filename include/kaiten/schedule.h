@@ -70,6 +70,7 @@ typedef enum {
 } kt_placement;
 
 const char *kt_placement_name(kt_placement p); /* "loop" | "v" | "explicit" */
+int kt_placement_from_name(const char *name);  /* the placement named, or -1 */
 
 /* flags */
 #define KT_ACTION_OVERLAP_NEXT 0x1u /* runs overlapped with the next action on the rank */
@@ -170,6 +171,7 @@ kt_status kt_action_parse(const char *s, size_t len, kt_action *out, kt_error *e
  * for inputs, BW = full backward, W = backward for weights. */
 typedef enum { KT_NOTATION_AUTO, KT_NOTATION_CURRENT, KT_NOTATION_LEGACY } kt_notation;
 const char *kt_notation_name(kt_notation n); /* "auto" | "current" | "legacy" */
+int kt_notation_from_name(const char *name); /* the notation named, or -1 */
 
 typedef struct {
   kt_notation notation; /* in: how to read B and BW (AUTO: detect) */

@@ -7,7 +7,7 @@ import ctypes
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _ffi
 from ._ffi import lib, dec, enc
@@ -16,7 +16,7 @@ from . import _schedule as S
 
 
 @dataclass(frozen=True)
-class CompareRow(Mapping[str, Any]):
+class CompareRow(S.JsonView):
     """One schedule of a comparison: its figures as fields, every key of
     the CLI's row by its name."""
 
@@ -37,18 +37,9 @@ class CompareRow(Mapping[str, Any]):
                    d.get("makespan"), d.get("bubble_ratio"), d.get("peak_memory"),
                    d.get("lower_bound"), d.get("gap"), d)
 
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
 
 @dataclass(frozen=True)
-class Comparison(Mapping[str, Any]):
+class Comparison(S.JsonView):
     """`kaiten compare --format json`'s object (p, m, v, cost_basis, costs,
     lower_bound, rows[]), its rows as CompareRow, and each applicable row's
     Schedule."""
@@ -63,15 +54,6 @@ class Comparison(Mapping[str, Any]):
     data: Dict[str, Any] = field(repr=False)
     _request: Request = field(repr=False, compare=False)
     _handle: _ffi.Handle = field(repr=False, compare=False)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
-
-    def __len__(self) -> int:
-        return len(self.data)
 
     def row(self, name: str) -> CompareRow:
         for r in self.rows:

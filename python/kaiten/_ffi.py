@@ -211,7 +211,7 @@ def text_call(fn: Callable[..., int], *args: Any) -> str:
     e = Err()
     e.check(fn(*args, ctypes.byref(out), e.ptr))
     try:
-        return ctypes.string_at(out.value).decode()
+        return ctypes.string_at(out.value or 0).decode() if out.value else ""
     finally:
         lib.kt_ffi_free(out)
 
@@ -230,7 +230,7 @@ class Handle:
     def __init__(self, ptr: Optional[int], free: Callable[[Any], None]) -> None:
         if not ptr:
             raise KaitenMemoryError("ENOMEM", "kaiten: out of memory")
-        self.ptr = ptr
+        self.ptr: Optional[int] = ptr
         self._free = free
 
     def __del__(self) -> None:

@@ -23,8 +23,24 @@ def schedules() -> List[str]:
     return (dec(lib.kt_gen_kind_list()) or "").split(", ")
 
 
+class JsonView(Mapping[str, Any]):
+    """A result's every field by its JSON key (view["ranks"]), beside the
+    dataclass fields that name the usual ones; `data` is the JSON object."""
+
+    data: Dict[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
 @dataclass(frozen=True)
-class Simulation(Mapping[str, Any]):
+class Simulation(JsonView):
     """One simulation: the usual figures as fields, and every field of
     `kaiten sim --format json` by its key (sim["ranks"], sim["events"])."""
 
@@ -53,15 +69,6 @@ class Simulation(Mapping[str, Any]):
         """Each rank's peak activation memory, rank 0 first."""
         return [r["peak_memory"] for r in self.data["ranks"]]
 
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
 
 def _torch_ir(version: str) -> int:
     """kt_torch_ir of a torch release, as the library reads its version."""
@@ -80,7 +87,7 @@ class Schedule:
         self._request = request  # what was asked (its costs as given)
         self._result = result    # the kt_result handle, or its owner's
         self._owner = owner      # a comparison that holds the result (kept alive)
-        self._ptr = ptr if ptr is not None else result.ptr
+        self._ptr: int = ptr if ptr is not None else (result.ptr or 0)
         self._source: Optional[Tuple[bytes, str]] = None  # a file's text and name (load)
 
     # ---- shape ----------------------------------------------------------------------
@@ -268,7 +275,7 @@ def load(source: Union[str, bytes, os.PathLike], costs: Optional[Mapping[str, An
             with open(src, "rb") as f:  # bytes, as the CLI reads them
                 text = f.read()
         except OSError as e:
-            raise KaitenOSError("EIO", f"{src}: {e.strerror}") from None
+            raise KaitenOSError("EIO", f"{os.fsdecode(src)}: {e.strerror}") from None
         label = label or os.path.basename(str(src)).split(".", 1)[0]
     r = _request(costs, per_stage, torch_notation=notation, torch_version=torch_version)
     raw = text if isinstance(text, bytes) else str(text).encode()

@@ -22,7 +22,7 @@ static const cli_opt sim_opts[] = {
     {"from", 0, "FILE", "the same as --schedule-file"},
     {"p", 'p', "P", "pipeline ranks (default 4)"},
     {"m", 'm', "M", "micro-batches per step (default 8)"},
-    {"v", 'v', "V", "chunks per rank (interleaved/looped-bfs default 2, zbv/dualpipev 2)"},
+    {"v", 'v', "V", "chunks per rank (0: the schedule's own: interleaved/looped-bfs 2, zbv/dualpipev 2)"},
     CLI_COST_OPTS,
     CLI_SEARCH_OPTS,
     {"placement", 0, "loop|v", "zb-auto in v placement is zbv-auto; optimal: v places 2 chunks per rank"},

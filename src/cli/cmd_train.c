@@ -13,6 +13,7 @@ static const cli_opt train_opts_table[] = {
     {"seq-len", 0, "T", "GPT sequence length (default 64)"},
     {"tie-embeddings", 0, NULL, "GPT: the LM head shares the token embedding"},
     {"recompute", 0, NULL, "keep only each stage's input; recompute the forward in backward"},
+    {"gemm", 0, "NAME", "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn"},
     {"data", 0, "FILE", "GPT: train on this text file (default: the built-in corpus)"},
     {"stages", 'p', "P", "pipeline ranks (default 4)"},
     {"chunks", 'v', "V", "chunks per rank (interleaved, looped-bfs; zbv/dualpipev use 2)"},
@@ -52,7 +53,7 @@ static const cli_opt train_opts_table[] = {
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
     {"cluster", 0, "FILE", "cluster spec (kaiten calibrate): predict hops and the all-reduce on its links"},
     {"transport", 0, "NAME", "threads (default: one process) | mpi (one process per rank, mpirun)"},
-    {"threads-per-rank", 0, "N", "OpenBLAS threads per rank (default: cores / ranks in this process)"},
+    {"threads-per-rank", 0, "N", "compute threads per rank (default: cores / ranks in this process)"},
     {"no-pin", 0, NULL, "leave rank threads to the kernel (default: each on its own core when there are enough)"},
     {"format", 'f', "FMT", "text (default) | ascii | json | chrome"},
     {"output", 'o', "FILE", "write the final report (json/chrome/ascii) to FILE"},
@@ -195,6 +196,10 @@ static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, i
     return cli_usage_error("--heads, --seq-len, --tie-embeddings and --data are GPT options (--model gpt)");
   }
   m->recompute = cli_has(a, "recompute");
+  const char *gemm = cli_get(a, "gemm");
+  if (gemm && kt_gemm_from_name(gemm) < 0)
+    return cli_usage_error("--gemm '%s': expected auto, openblas, blis or onednn", gemm);
+  m->gemm = gemm ? (kt_gemm_kind)kt_gemm_from_name(gemm) : KT_GEMM_AUTO;
   for (size_t i = 0; i < sizeof shape_flags / sizeof *shape_flags; i++)
     if (cli_has(a, shape_flags[i])) o->model_flags_given |= 1 << i;
   if (cli_has(a, "model")) o->model_flags_given |= TRAIN_MODEL_GIVEN;

@@ -1,7 +1,9 @@
 /* kaiten command-line entry point: dispatches to the subcommands. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "kaiten/model.h"
@@ -31,6 +33,24 @@ static void test_hooks(void) {
   if (pause && kt_parse_double(pause, &seconds) == 0) kt_set_write_pause(seconds);
 }
 
+/* Where --gemm auto keeps what it measured: $XDG_CACHE_HOME/kaiten/gemm.tsv
+ * or ~/.cache/kaiten/gemm.tsv (directories made as needed); nowhere when
+ * neither names an absolute directory or it cannot be made. */
+static void gemm_cache(void) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  char dir[900], path[1000];
+  int n;
+  if (xdg && *xdg == '/') n = snprintf(dir, sizeof dir, "%s", xdg);
+  else if (home && *home == '/') n = snprintf(dir, sizeof dir, "%s/.cache", home);
+  else return;
+  if (n <= 0 || (size_t)n + 8 >= sizeof dir) return;
+  (void)mkdir(dir, 0700);
+  snprintf(dir + n, sizeof dir - (size_t)n, "/kaiten");
+  if (mkdir(dir, 0700) && errno != EEXIST) return;
+  snprintf(path, sizeof path, "%s/gemm.tsv", dir);
+  kt_gemm_set_cache(path);
+}
+
 int main(int argc, char **argv) {
   test_hooks();
   cli_program = argv[0];
@@ -50,6 +70,13 @@ int main(int argc, char **argv) {
     printf("kaiten %s\nkernels: OpenBLAS %s%s, element-wise %s; MPI transport: %s\n", kt_version(),
            core, chosen ? " (chosen by kaiten)" : "", kt_kernel_isa(),
            kt_transport_mpi_available() ? "built in" : "not built");
+    fputs("GEMM libraries (--gemm): openblas", stdout);
+    for (int k = KT_GEMM_BLIS; k < KT_GEMM_COUNT; k++) {
+      const char *v;
+      if (kt_gemm_available((kt_gemm_kind)k, &v)) printf(", %s %s", kt_gemm_name((kt_gemm_kind)k), v);
+      else printf(", %s not installed", kt_gemm_name((kt_gemm_kind)k));
+    }
+    putchar('\n');
     return 0;
   }
   for (size_t i = 0; i < N_COMMANDS; i++) {
@@ -58,7 +85,10 @@ int main(int argc, char **argv) {
     int rc = cli_parse(commands[i], argc - 2, argv + 2, &a);
     if (rc == 1) return 0;
     if (rc) return rc;
-    if (commands[i]->linear_algebra) kt_blas_choose_core(); /* no other command loads OpenBLAS */
+    if (commands[i]->linear_algebra) { /* no other command loads OpenBLAS */
+      kt_blas_choose_core();
+      gemm_cache();
+    }
     return commands[i]->run(&a);
   }
   fprintf(stderr, "kaiten: unknown command '%s' (try kaiten --help)\n", name);

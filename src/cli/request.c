@@ -26,6 +26,11 @@ static int apply(const cli_args *a, kt_request *rq, const char *const *keys) {
     kt_error err = {{0}};
     kt_status st = kt_request_set(rq, key, a->value[i], &err);
     if (st) return cli_fail(st, &err);
+    /* v=0 is the page's "the schedule's own V"; on the command line that
+     * is leaving -v out, and -v 0 a mistake */
+    if ((!strcmp(o->name, "v") || !strcmp(o->name, "chunks")) && rq->v == 0)
+      return cli_usage_error("%s '%s': expected an integer in 1..%d (leave it out for the "
+                             "schedule's own)", key, a->value[i], KT_MAX_CHUNKS);
   }
   return 0;
 }

@@ -28,6 +28,7 @@ typedef struct {
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
   const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
+  kt_gemm_choice gemm;    /* the library the model's matmuls run on (after the session opens) */
 } train_opts;
 
 #define TRAIN_MODEL_GIVEN (1 << 5)

@@ -38,6 +38,16 @@ static void json_run_facts(kt_buf *b, const train_opts *o, const kt_session_info
   kt_buf_json_number(b, res->period_1f1b > 0 ? res->train.predicted.period / res->period_1f1b : NAN);
   kt_buf_printf(b, ",\"cores\":%d,\"compute_threads\":%d,\"oversubscribed\":%s", in->cores,
                 in->compute_threads, in->compute_threads > in->cores ? "true" : "false");
+  if (!o->sp.synthetic) {
+    kt_buf_printf(b, ",\"threads_per_rank\":%d,\"gemm\":\"%s\",\"gemm_chosen\":\"%s\","
+                     "\"gemm_seconds\":{", kt_blas_threads(), kt_gemm_name(o->gemm.kind),
+                  o->gemm.how ? o->gemm.how : "given");
+    for (int k = 1; k < KT_GEMM_COUNT; k++) {
+      kt_buf_printf(b, "%s\"%s\":", k > 1 ? "," : "", kt_gemm_name((kt_gemm_kind)k));
+      kt_buf_json_number(b, o->gemm.seconds[k] > 0 ? o->gemm.seconds[k] : NAN);
+    }
+    kt_buf_puts(b, "}");
+  }
   if (o->sp.slow_rank >= 0) {
     kt_buf_printf(b, ",\"slow_rank\":%d,\"slow_factor\":", o->sp.slow_rank);
     kt_buf_json_number(b, o->sp.slow_factor);

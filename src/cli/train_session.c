@@ -156,7 +156,40 @@ static int open_failed(train_run *r, kt_status st, kt_error *err) {
   return cli_fail(st, err);
 }
 
-/* Two lines of at most 100 columns: the layout, then the model. */
+/* The matmuls' library, how it was chosen, and the threads of a rank. */
+static void print_gemm(FILE *t, const kt_gemm_choice *g) {
+  fprintf(t, "gemm: %s (", kt_gemm_name(g->kind));
+  if (!strcmp(g->how, "given")) fputs("--gemm", t);
+  else if (!strcmp(g->how, "small")) fputs("auto: too little work to measure", t);
+  else {
+    fprintf(t, "auto, %s", !strcmp(g->how, "cached") ? "measured before here" : "measured");
+    const char *sep = "; time of ";
+    for (int k = 1; k < KT_GEMM_COUNT; k++)
+      if (k != (int)g->kind && g->seconds[k] > 0 && g->seconds[g->kind] > 0) {
+        fprintf(t, "%s%s %.2fx", sep, kt_gemm_name((kt_gemm_kind)k),
+                g->seconds[k] / g->seconds[g->kind]);
+        sep = ", ";
+      }
+  }
+  int n = kt_blas_threads();
+  fprintf(t, "); %d thread%s per rank\n", n, n == 1 ? "" : "s");
+}
+
+/* The library the model's chunks run on (the first this process holds). */
+static void find_gemm(train_run *r) {
+  kt_runtime *rt = kt_session_runtime(r->ss);
+  r->o->gemm = (kt_gemm_choice){.kind = KT_GEMM_OPENBLAS, .how = "given"};
+  int S = kt_schedule_stages(r->info.schedule);
+  for (int s = 0; rt && s < S; s++) {
+    kt_chunk *c = kt_runtime_chunk(rt, s, 0);
+    if (c) {
+      kt_chunk_gemm(c, &r->o->gemm);
+      return;
+    }
+  }
+}
+
+/* Lines of at most 100 columns: the layout, the model, the matmuls. */
 static void print_start(train_run *r) {
   const train_opts *o = r->o;
   const kt_session_params *sp = &o->sp;
@@ -181,9 +214,10 @@ static void print_start(train_run *r) {
     for (int i = 0; i < S && i < 16; i++) fprintf(t, "%s%d", i ? "," : " ", off[i + 1] - off[i]);
     fputs(S > 16 ? ",...\n" : "\n", t);
   }
+  if (!sp->synthetic) print_gemm(t, &o->gemm);
   if (sp->resume) train_resume_notes(o, &r->resume, t);
   if (r->info.compute_threads > r->info.cores)
-    fprintf(t, "oversubscribed: %d compute threads (ranks x BLAS threads) on %d cores: ops "
+    fprintf(t, "oversubscribed: %d compute threads (ranks x threads per rank) on %d cores: ops "
                "wait for one\n", r->info.compute_threads, r->info.cores);
   fclose(t);
   int width = r->live ? r->lv.width - 1 : 0;
@@ -265,6 +299,7 @@ static int train_opened(train_run *r) {
   int under_mpirun = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
   r->live = r->talk == stdout && o->live && cli_use_color(NULL) && (!under_mpirun || o->live_forced);
   if (r->live) cli_live_init(&r->lv, r->talk);
+  if (!o->sp.synthetic) find_gemm(r);
   if (r->talk) print_start(r);
   train_serve_announce(r->srv, o);
   r->hang = cli_hang_install(kt_session_runtime(r->ss)); /* fault tests only */

@@ -6,10 +6,15 @@
  * So nothing links it: the library is opened by name (KT_BLAS_SONAME, what
  * CMake found) on first use, from here alone, and its few entry points are
  * looked up once. kt_chunk_create loads it and fails with the loader's
- * reason when it cannot, so every product runs on a loaded library. */
+ * reason when it cannot, so every product runs on a loaded library.
+ *
+ * OpenBLAS runs one thread per call, as BLIS and oneDNN do (gemm.c): a
+ * rank's compute threads are kaiten's own (pool.c), kt_blas_set_threads
+ * sets how many, and they split a large product between them. */
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,26 +29,27 @@
 static struct {
   __typeof__(&cblas_sgemm) sgemm;
   void (*set_num_threads)(int);
-  int (*get_num_threads)(void);
   char *(*get_corename)(void);
   void (*dynamic_init)(void); /* DYNAMIC_ARCH builds only */
   void (*dynamic_quit)(void);
+  char *(*get_config)(void);
 } blas;
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static kt_error blas_failure; /* why it could not be loaded */
 
 static void load(void) {
   static const char *const names[] = {"cblas_sgemm",           "openblas_set_num_threads",
-                                      "openblas_get_num_threads", "openblas_get_corename",
-                                      "gotoblas_dynamic_init", "gotoblas_dynamic_quit"};
+                                      "openblas_get_corename",  "gotoblas_dynamic_init",
+                                      "gotoblas_dynamic_quit",  "openblas_get_config"};
   void *fn[sizeof names / sizeof *names];
-  if (kt__dl_open(KT_BLAS_SONAME, names, sizeof names / sizeof *names, 4, fn, &blas_failure))
+  if (kt__dl_open(KT_BLAS_SONAME, names, sizeof names / sizeof *names, 3, fn, &blas_failure))
     return;
   blas.set_num_threads = (void (*)(int))fn[1];
-  blas.get_num_threads = (int (*)(void))fn[2];
-  blas.get_corename = (char *(*)(void))fn[3];
-  blas.dynamic_init = (void (*)(void))fn[4];
-  blas.dynamic_quit = (void (*)(void))fn[5];
+  blas.get_corename = (char *(*)(void))fn[2];
+  blas.dynamic_init = (void (*)(void))fn[3];
+  blas.dynamic_quit = (void (*)(void))fn[4];
+  blas.get_config = (char *(*)(void))fn[5];
+  blas.set_num_threads(1); /* its own threads: never (see above) */
   blas.sgemm = (__typeof__(&cblas_sgemm))fn[0]; /* the sign that it loaded */
 }
 
@@ -124,8 +130,14 @@ const char *kt_blas_choose_core(void) {
   return kt_blas_core(NULL);
 }
 
-void kt_blas_set_threads(int n) {
-  if (!kt__blas_load(NULL)) blas.set_num_threads(n > 0 ? n : 1);
+const char *kt__blas_config(void) {
+  if (kt__blas_load(NULL)) return NULL;
+  return blas.get_config ? blas.get_config() : "OpenBLAS";
 }
 
-int kt_blas_threads(void) { return kt__blas_load(NULL) ? 1 : blas.get_num_threads(); }
+/* Threads per rank for the chunks created from now on (pool.c). */
+static atomic_int rank_threads = 1;
+
+void kt_blas_set_threads(int n) { atomic_store(&rank_threads, n > 0 ? n : 1); }
+
+int kt_blas_threads(void) { return atomic_load(&rank_threads); }

@@ -227,6 +227,7 @@ static void gpt_destroy(kt_chunk *c) {
     free(g->s.fc);
     free(g->s.dsmall);
     free(g->s.attn);
+    free(g->s.partials);
     free(g->stream);
     free(g->ping);
     free(g->pong);
@@ -272,12 +273,14 @@ static kt_status gpt_impl_alloc(kt_chunk *c, kt_error *err) {
   g->inp_floats = (c->is_first ? N : N * C) + (c->is_last ? N : 0);
   g->s.fc = malloc(4 * N * C * sizeof(float));
   g->s.dsmall = malloc(N * C * sizeof(float));
-  g->s.attn = malloc(kt__attention_scratch_floats(T) * sizeof(float));
+  /* one T x T of attention scratch for each thread the chunk will have */
+  g->s.attn = malloc(kt__attention_scratch_floats(T) * (size_t)kt_blas_threads() * sizeof(float));
+  g->s.partials = malloc(2 * kt__partials_floats((int)N, 4 * C) * sizeof(float));
   g->stream = malloc((g->stream_act + stream_keep) * sizeof(float));
   g->ping = malloc(N * C * sizeof(float));
   g->pong = malloc(N * C * sizeof(float));
   g->din_tmp = malloc(N * C * sizeof(float));
-  if (!g->s.fc || !g->s.dsmall || !g->s.attn || !g->stream || !g->ping || !g->pong ||
+  if (!g->s.fc || !g->s.dsmall || !g->s.attn || !g->s.partials || !g->stream || !g->ping || !g->pong ||
       !g->din_tmp)
     return kt_fail(err, KT_ENOMEM, "out of memory for the GPT chunk's scratch (micro-batch %d)", B);
   kt_status st = kt__stash_init(&g->inp, c->n_microbatches, err);
@@ -325,6 +328,9 @@ kt_status kt_gpt_chunk_eval(kt_chunk *c, const kt_microbatch *data, const float 
   const int *targets = c->is_last && data ? data->targets : NULL;
   if (c->is_last && !targets && !logits)
     return kt_fail(err, KT_EINVAL, "gpt: the last stage evaluates a loss (targets) or logits");
-  return forward_streaming(c, in, c->is_first ? data->tokens : NULL, out, targets, loss, logits,
-                           err);
+  kt__exec saved = kt__chunk_enter(c);
+  kt_status st = forward_streaming(c, in, c->is_first ? data->tokens : NULL, out, targets, loss,
+                                   logits, err);
+  kt__exec_leave(saved);
+  return st;
 }

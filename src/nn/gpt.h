@@ -87,6 +87,19 @@ void kt__attention_forward(float *out, float *att, float *scratch, const float *
 void kt__attention_backward(float *dinp, float *scratch, const float *dout, const float *inp,
                             const float *att, int B, int T, int C, int NH);
 
+/* The same, blocked and threaded: query rows in blocks of qb (<= 0: T;
+ * KT__ATT_QB in training), whose scores and products skip the keys after
+ * the block's last row; heads run in parallel on the current pool, thread
+ * i in scratch + i * kt__attention_scratch_floats(T) (so scratch holds
+ * that many floats per thread of the pool). Results equal the kernels
+ * above to float rounding. */
+#define KT__ATT_QB 64
+void kt__attention_forward_blocked(float *out, float *att, float *scratch, const float *inp, int B,
+                                   int T, int C, int NH, int qb);
+void kt__attention_backward_blocked(float *dinp, float *scratch, const float *dout,
+                                    const float *inp, const float *att, int B, int T, int C, int NH,
+                                    int qb);
+
 /* exp(x) with relative error < 3e-7 that GCC vectorises at -O2 (no libm
  * call, no float branches): saturates to exp(-87) below and exp(88) above,
  * and keeps a NaN a NaN (so a diverging run is caught as non-finite instead
@@ -115,6 +128,44 @@ static inline float kt__fast_expf(float x) {
   memcpy(&s, &e, sizeof s);
   return p * s;
 }
+
+/* ---- threaded and fused kernels (gpt_fast.c) ---------------------------------- *
+ * The kernels above on the current pool's threads, rows in blocks of
+ * KT__ROWS. Those that sum over rows take `partials`: at least
+ * kt__partials_floats(N, OC) floats (the LayerNorm backward twice that),
+ * one row of partial sums per block, added in block order (so the result
+ * is the same for any number of threads). */
+#define KT__ROWS 64
+size_t kt__partials_floats(int N, int OC);
+void kt__encoder_forward_par(float *out, const int *tokens, const float *wte, const float *wpe,
+                             int B, int T, int C);
+void kt__layernorm_forward_par(float *out, float *mean, float *rstd, const float *inp,
+                               const float *weight, const float *bias, int N, int C);
+void kt__layernorm_backward_par(float *dinp, float *dweight, float *dbias, float *partials,
+                                const float *dres, const float *dout, const float *inp,
+                                const float *weight, const float *mean, const float *rstd, int N,
+                                int C);
+void kt__matmul_forward_par(float *out, const float *inp, const float *weight, const float *bias,
+                            int N, int C, int OC);
+void kt__matmul_residual_forward_par(float *out, const float *inp, const float *weight,
+                                     const float *bias, const float *residual, int N, int C,
+                                     int OC);
+void kt__bias_backward_par(float *dbias, float *partials, const float *dout, int N, int OC);
+/* Fused bias and GELU: out (N,OC) = GELU(inp + bias), grad (N,OC) = GELU'
+ * there (inp: the fc matmul's output without its bias, so that matmul
+ * needs no pass to lay the bias down first) */
+void kt__bias_gelu_forward(float *out, float *grad, const float *inp, const float *bias, int N,
+                           int OC);
+void kt__gelu_backward_saved_par(float *d, float *dbias, float *partials, const float *grad, int N,
+                                 int OC);
+double kt__crossentropy_forward_par(float *dlogits, const float *logits, const int *targets, int N,
+                                    int V, float dscale);
+
+/* Which kernels the units run: the threaded, fused and blocked ones (the
+ * default), or with reference on the serial kernels above as they were
+ * first written (tests compare the two). Process-wide. */
+void kt__gpt_set_reference(int on);
+int kt__gpt_reference(void);
 
 /* ---- units (gpt_units.c) ---------------------------------------------------- */
 
@@ -172,9 +223,10 @@ typedef struct {
 
 /* Scratch shared by the units of a chunk (preallocated for micro_batch). */
 typedef struct {
-  float *fc;     /* (B,T,4C) fc output before GELU */
-  float *dsmall; /* (B,T,C) */
-  float *attn;   /* kt__attention_scratch_floats */
+  float *fc;       /* (B,T,4C) fc output before GELU */
+  float *dsmall;   /* (B,T,C) */
+  float *attn;     /* kt__attention_scratch_floats, per thread of the chunk's pool */
+  float *partials; /* 2 * kt__partials_floats(B*T, 4C) */
 } kt__gpt_scratch;
 
 kt__gpt_kind kt__gpt_unit_kind(const kt_model_config *cfg, int unit);

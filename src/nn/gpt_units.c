@@ -206,10 +206,45 @@ static void params_of(const kt_chunk *c, int unit, kt__gpt_params *p, float *buf
   kt__gpt_params_point(p, buf + c->unit_offset[unit - c->first_unit], &c->cfg, unit);
 }
 
+static int reference_kernels; /* kt__gpt_set_reference */
+
+void kt__gpt_set_reference(int on) { reference_kernels = on; }
+int kt__gpt_reference(void) { return reference_kernels; }
+
+/* A block's forward on the serial kernels as first written: the bias laid
+ * down before each matmul, GELU apart, attention over all T x T. */
+static void block_forward_reference(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scratch *s,
+                                    float *out, int B, int T, int C, int NH) {
+  int N = B * T;
+  kt__layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, p->ln1w, p->ln1b, N, C);
+  kt__matmul_forward(a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C);
+  kt__attention_forward(a->atty, a->att, s->attn, a->qkv, B, T, C, NH);
+  kt__matmul_residual_forward(a->res2, a->atty, p->attprojw, p->attprojb, a->x, N, C, C);
+  kt__layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C);
+  kt__matmul_forward(s->fc, a->ln2, p->fcw, p->fcb, N, C, 4 * C);
+  kt__gelu_forward_grad(a->fch_gelu, a->gelu_grad, s->fc, (size_t)N * 4 * C);
+  kt__matmul_residual_forward(out, a->fch_gelu, p->fcprojw, p->fcprojb, a->res2, N, 4 * C, C);
+}
+
+/* The same on the chunk's threads: the fc bias rides in the GELU pass
+ * (the fc matmul overwrites), attention blocked by query rows. */
+static void block_forward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scratch *s, float *out,
+                          int B, int T, int C, int NH) {
+  int N = B * T;
+  kt__layernorm_forward_par(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, p->ln1w, p->ln1b, N, C);
+  kt__matmul_forward_par(a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C);
+  kt__attention_forward_blocked(a->atty, a->att, s->attn, a->qkv, B, T, C, NH, KT__ATT_QB);
+  kt__matmul_residual_forward_par(a->res2, a->atty, p->attprojw, p->attprojb, a->x, N, C, C);
+  kt__layernorm_forward_par(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C);
+  kt__matmul_forward_par(s->fc, a->ln2, p->fcw, NULL, N, C, 4 * C);
+  kt__bias_gelu_forward(a->fch_gelu, a->gelu_grad, s->fc, p->fcb, N, 4 * C);
+  kt__matmul_residual_forward_par(out, a->fch_gelu, p->fcprojw, p->fcprojb, a->res2, N, 4 * C, C);
+}
+
 kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt__gpt_scratch *s,
                                float *out, const int *targets, double *loss, kt_error *err) {
   int B = c->micro_batch, T = c->cfg.seq_len, C = c->cfg.hidden, V = c->cfg.vocab;
-  int NH = c->cfg.heads, N = B * T;
+  int NH = c->cfg.heads, N = B * T, reference = reference_kernels;
   kt__gpt_params p;
   params_of(c, unit, &p, c->params);
   switch (kt__gpt_unit_kind(&c->cfg, unit)) {
@@ -219,21 +254,17 @@ kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt_
         if (tokens[i] < 0 || tokens[i] >= V)
           return kt_fail(err, KT_EINVAL, "gpt: token %d at position %d is outside 0..%d", tokens[i],
                          i, V - 1);
-      kt__encoder_forward(out, tokens, p.wte, p.wpe, B, T, C);
+      if (reference) kt__encoder_forward(out, tokens, p.wte, p.wpe, B, T, C);
+      else kt__encoder_forward_par(out, tokens, p.wte, p.wpe, B, T, C);
       break;
     }
     case KT__GPT_BLOCK:
-      kt__layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, p.ln1w, p.ln1b, N, C);
-      kt__matmul_forward(a->qkv, a->ln1, p.qkvw, p.qkvb, N, C, 3 * C);
-      kt__attention_forward(a->atty, a->att, s->attn, a->qkv, B, T, C, NH);
-      kt__matmul_residual_forward(a->res2, a->atty, p.attprojw, p.attprojb, a->x, N, C, C);
-      kt__layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p.ln2w, p.ln2b, N, C);
-      kt__matmul_forward(s->fc, a->ln2, p.fcw, p.fcb, N, C, 4 * C);
-      kt__gelu_forward_grad(a->fch_gelu, a->gelu_grad, s->fc, (size_t)N * 4 * C);
-      kt__matmul_residual_forward(out, a->fch_gelu, p.fcprojw, p.fcprojb, a->res2, N, 4 * C, C);
+      if (reference) block_forward_reference(&p, a, s, out, B, T, C, NH);
+      else block_forward(&p, a, s, out, B, T, C, NH);
       break;
     case KT__GPT_HEAD:
-      kt__layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->x, p.lnfw, p.lnfb, N, C);
+      if (reference) kt__layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->x, p.lnfw, p.lnfb, N, C);
+      else kt__layernorm_forward_par(a->lnf, a->lnf_mean, a->lnf_rstd, a->x, p.lnfw, p.lnfb, N, C);
       kt__matmul_forward(a->dlogits, a->lnf, p.headw, NULL, N, C, V);
       if (out) memcpy(out, a->dlogits, sizeof(float) * (size_t)N * V);
       if (targets) {
@@ -241,7 +272,10 @@ kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt_
           if (targets[i] < 0 || targets[i] >= V)
             return kt_fail(err, KT_EINVAL, "gpt: target %d at position %d is outside 0..%d",
                            targets[i], i, V - 1);
-        double sum = kt__crossentropy_forward(a->dlogits, a->dlogits, targets, N, V, 1.0f / N);
+        double sum = reference
+                         ? kt__crossentropy_forward(a->dlogits, a->dlogits, targets, N, V, 1.0f / N)
+                         : kt__crossentropy_forward_par(a->dlogits, a->dlogits, targets, N, V,
+                                                        1.0f / N);
         if (loss) *loss = sum / N;
       }
       break;
@@ -250,6 +284,48 @@ kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt_
 }
 
 static void zero(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
+
+/* A block's input gradient on the serial kernels as first written. */
+static void block_backward_reference(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scratch *s,
+                                     float *din, int B, int T, int C, int NH) {
+  int N = B * T;
+  float *dln = s->dsmall; /* (N,C) gradient of a LayerNorm output, then of atty */
+  /* MLP: out = res2 + fcproj(gelu(fc(ln2(res2)))) */
+  kt__matmul_backward_input(a->dfch, a->dout, p->fcprojw, N, 4 * C, C, 0);
+  kt__bias_backward(a->dfcprojb, a->dout, N, C);
+  kt__gelu_backward_saved(a->dfch, a->dfcb, a->gelu_grad, N, 4 * C);
+  kt__matmul_backward_input(dln, a->dfch, p->fcw, N, C, 4 * C, 0);
+  kt__layernorm_backward(a->dres2, a->dln2w, a->dln2b, a->dout, dln, a->res2, p->ln2w,
+                         a->ln2_mean, a->ln2_rstd, N, C);
+  /* attention: res2 = x + attproj(attention(qkv(ln1(x)))) */
+  kt__bias_backward(a->dattprojb, a->dres2, N, C);
+  kt__matmul_backward_input(dln, a->dres2, p->attprojw, N, C, C, 0);
+  kt__attention_backward(a->dqkv, s->attn, dln, a->qkv, a->att, B, T, C, NH);
+  kt__bias_backward(a->dqkvb, a->dqkv, N, 3 * C);
+  kt__matmul_backward_input(dln, a->dqkv, p->qkvw, N, C, 3 * C, 0);
+  kt__layernorm_backward(din, a->dln1w, a->dln1b, a->dres2, dln, a->x, p->ln1w, a->ln1_mean,
+                         a->ln1_rstd, N, C);
+}
+
+/* The same on the chunk's threads, attention blocked. */
+static void block_backward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scratch *s,
+                           float *din, int B, int T, int C, int NH) {
+  int N = B * T;
+  float *dln = s->dsmall, *part = s->partials;
+  kt__matmul_backward_input(a->dfch, a->dout, p->fcprojw, N, 4 * C, C, 0);
+  kt__bias_backward_par(a->dfcprojb, part, a->dout, N, C);
+  kt__gelu_backward_saved_par(a->dfch, a->dfcb, part, a->gelu_grad, N, 4 * C);
+  kt__matmul_backward_input(dln, a->dfch, p->fcw, N, C, 4 * C, 0);
+  kt__layernorm_backward_par(a->dres2, a->dln2w, a->dln2b, part, a->dout, dln, a->res2, p->ln2w,
+                             a->ln2_mean, a->ln2_rstd, N, C);
+  kt__bias_backward_par(a->dattprojb, part, a->dres2, N, C);
+  kt__matmul_backward_input(dln, a->dres2, p->attprojw, N, C, C, 0);
+  kt__attention_backward_blocked(a->dqkv, s->attn, dln, a->qkv, a->att, B, T, C, NH, KT__ATT_QB);
+  kt__bias_backward_par(a->dqkvb, part, a->dqkv, N, 3 * C);
+  kt__matmul_backward_input(dln, a->dqkv, p->qkvw, N, C, 3 * C, 0);
+  kt__layernorm_backward_par(din, a->dln1w, a->dln1b, part, a->dres2, dln, a->x, p->ln1w,
+                             a->ln1_mean, a->ln1_rstd, N, C);
+}
 
 void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, kt__gpt_scratch *s,
                                  float *din) {
@@ -261,34 +337,24 @@ void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, k
     case KT__GPT_EMBED: /* nothing upstream; dout is kept for the weight gradient */
       break;
     case KT__GPT_BLOCK: {
-      float *dln = s->dsmall; /* (N,C) gradient of a LayerNorm output, then of atty */
       float *partials[] = {a->dln1w, a->dln1b, a->dattprojb, a->dln2w, a->dln2b, a->dfcprojb};
       for (int i = 0; i < 6; i++) zero(partials[i], C);
       zero(a->dqkvb, 3 * (size_t)C);
       zero(a->dfcb, 4 * (size_t)C);
-      /* MLP: out = res2 + fcproj(gelu(fc(ln2(res2)))) */
-      kt__matmul_backward_input(a->dfch, a->dout, p.fcprojw, N, 4 * C, C, 0);
-      kt__bias_backward(a->dfcprojb, a->dout, N, C);
-      kt__gelu_backward_saved(a->dfch, a->dfcb, a->gelu_grad, N, 4 * C);
-      kt__matmul_backward_input(dln, a->dfch, p.fcw, N, C, 4 * C, 0);
-      kt__layernorm_backward(a->dres2, a->dln2w, a->dln2b, a->dout, dln, a->res2, p.ln2w,
-                             a->ln2_mean, a->ln2_rstd, N, C);
-      /* attention: res2 = x + attproj(attention(qkv(ln1(x)))) */
-      kt__bias_backward(a->dattprojb, a->dres2, N, C);
-      kt__matmul_backward_input(dln, a->dres2, p.attprojw, N, C, C, 0);
-      kt__attention_backward(a->dqkv, s->attn, dln, a->qkv, a->att, B, T, C, NH);
-      kt__bias_backward(a->dqkvb, a->dqkv, N, 3 * C);
-      kt__matmul_backward_input(dln, a->dqkv, p.qkvw, N, C, 3 * C, 0);
-      kt__layernorm_backward(din, a->dln1w, a->dln1b, a->dres2, dln, a->x, p.ln1w, a->ln1_mean,
-                             a->ln1_rstd, N, C);
+      if (reference_kernels) block_backward_reference(&p, a, s, din, B, T, C, NH);
+      else block_backward(&p, a, s, din, B, T, C, NH);
       break;
     }
     case KT__GPT_HEAD:
       zero(a->dlnfw, C);
       zero(a->dlnfb, C);
       kt__matmul_backward_input(s->dsmall, a->dlogits, p.headw, N, C, V, 0);
-      kt__layernorm_backward(din, a->dlnfw, a->dlnfb, NULL, s->dsmall, a->x, p.lnfw, a->lnf_mean,
-                             a->lnf_rstd, N, C);
+      if (reference_kernels)
+        kt__layernorm_backward(din, a->dlnfw, a->dlnfb, NULL, s->dsmall, a->x, p.lnfw,
+                               a->lnf_mean, a->lnf_rstd, N, C);
+      else
+        kt__layernorm_backward_par(din, a->dlnfw, a->dlnfb, s->partials, NULL, s->dsmall, a->x,
+                                   p.lnfw, a->lnf_mean, a->lnf_rstd, N, C);
       break;
   }
 }

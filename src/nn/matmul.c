@@ -1,4 +1,6 @@
-/* The one matmul wrapper every product goes through (on OpenBLAS: blas.c), plus small kernels. */
+/* The one matmul wrapper every product goes through (on the chunk's GEMM
+ * library: gemm.c, OpenBLAS in blas.c), split between a rank's threads
+ * (pool.c), plus small kernels. */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,10 +20,49 @@ static pthread_mutex_t shapes_mu = PTHREAD_MUTEX_INITIALIZER;
 static kt__matmul_shape *shapes;
 static size_t n_shapes, cap_shapes;
 
+/* A product worth splitting between a pool's threads: each piece keeps at
+ * least MIN_SPLIT rows or columns and the whole at least MIN_SPLIT_FLOPS. */
+#define MIN_SPLIT 32
+#define MIN_SPLIT_FLOPS 4e6
+
+typedef struct {
+  const float *a, *b;
+  float *out;
+  int m, n, k, lda, ldb, ldo, trans_a, trans_b, pieces, by_rows;
+  float beta;
+  kt_gemm_kind gemm;
+} split_job;
+
+/* Piece `task` of the product: a band of output rows (a's rows) or
+ * columns (b's columns), each computed whole by the library. */
+static void split_piece(void *arg, int task, int thread) {
+  (void)thread;
+  const split_job *j = arg;
+  int len = j->by_rows ? j->m : j->n;
+  int lo = (int)((long long)len * task / j->pieces), hi = (int)((long long)len * (task + 1) / j->pieces);
+  if (j->by_rows) {
+    const float *a = j->trans_a ? j->a + lo : j->a + (size_t)lo * j->lda;
+    kt__gemm_call(j->gemm, j->trans_a, j->trans_b, hi - lo, j->n, j->k, a, j->lda, j->b, j->ldb,
+                  j->beta, j->out + (size_t)lo * j->ldo, j->ldo);
+  } else {
+    const float *b = j->trans_b ? j->b + (size_t)lo * j->ldb : j->b + lo;
+    kt__gemm_call(j->gemm, j->trans_a, j->trans_b, j->m, hi - lo, j->k, j->a, j->lda, b, j->ldb,
+                  j->beta, j->out + lo, j->ldo);
+  }
+}
+
 void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
                    int n, int k, int trans_a, int trans_b, float beta) {
   double t0 = kt_now();
-  kt__sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, out, ldo);
+  const kt__exec *e = kt__exec_current();
+  int threads = e->in_task ? 1 : kt__pool_threads(e->pool), by_rows = m >= n;
+  int len = by_rows ? m : n, pieces = len / MIN_SPLIT < threads ? len / MIN_SPLIT : threads;
+  if (pieces > 1 && 2.0 * m * n * k >= MIN_SPLIT_FLOPS) {
+    split_job j = {a, b, out, m, n, k, lda, ldb, ldo, trans_a, trans_b, pieces, by_rows, beta, e->gemm};
+    kt__pool_run(e->pool, pieces, split_piece, &j);
+  } else {
+    kt__gemm_call(e->gemm, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, out, ldo);
+  }
   atomic_fetch_add_explicit(&nanos_in, (long long)((kt_now() - t0) * 1e9), memory_order_relaxed);
   atomic_fetch_add_explicit(&flops_issued, 2LL * m * n * k, memory_order_relaxed);
   if (atomic_load_explicit(&recording, memory_order_relaxed)) {

@@ -123,6 +123,7 @@ kt_status kt__chunk_alloc(const kt_model_config *cfg, int first_unit, int n_unit
 
 void kt__chunk_free_common(kt_chunk *c) {
   if (!c) return;
+  kt__pool_destroy(c->pool);
   free(c->params);
   free(c->grads);
   free(c->unit_offset);
@@ -131,15 +132,24 @@ void kt__chunk_free_common(kt_chunk *c) {
 
 kt_status kt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units, int micro_batch,
                           int n_microbatches, kt_chunk **out, kt_error *err) {
+  *out = NULL;
   kt_status st = kt__blas_load(err); /* every product runs on a chunk */
   if (st) return st;
   switch (cfg->kind) {
     case KT_MODEL_MLP:
-      return kt__mlp_chunk_create(cfg, first_unit, n_units, micro_batch, n_microbatches, out, err);
+      st = kt__mlp_chunk_create(cfg, first_unit, n_units, micro_batch, n_microbatches, out, err);
+      break;
     case KT_MODEL_GPT:
-      return kt__gpt_chunk_create(cfg, first_unit, n_units, micro_batch, n_microbatches, out, err);
+      st = kt__gpt_chunk_create(cfg, first_unit, n_units, micro_batch, n_microbatches, out, err);
+      break;
     default: return kt_fail(err, KT_EINVAL, "unknown model kind %d", (int)cfg->kind);
   }
+  if (!st) st = kt__chunk_exec_init(*out, err);
+  if (st && *out) {
+    kt_chunk_destroy(*out);
+    *out = NULL;
+  }
+  return st;
 }
 
 int kt_model_unit_tensors(const kt_model_config *cfg, int unit, kt_param_tensor *out, int max) {
@@ -157,16 +167,30 @@ void kt_chunk_destroy(kt_chunk *c) {
 
 void kt_chunk_zero_grad(kt_chunk *c) { memset(c->grads, 0, c->n_params * sizeof(float)); }
 
+/* The chunk's ops run on its threads and GEMM library. */
+kt__exec kt__chunk_enter(const kt_chunk *c) {
+  return kt__exec_enter((kt__pool *)c->pool, kt_chunk_gemm(c, NULL));
+}
+
 kt_status kt_chunk_forward(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
                            float *out, double *loss, kt_error *err) {
-  return c->ops->forward(c, mb, data, in, out, loss, err);
+  kt__exec saved = kt__chunk_enter(c);
+  kt_status st = c->ops->forward(c, mb, data, in, out, loss, err);
+  kt__exec_leave(saved);
+  return st;
 }
 kt_status kt_chunk_backward_input(kt_chunk *c, int mb, const kt_microbatch *data,
                                   const float *dout, float *din, kt_error *err) {
-  return c->ops->backward_input(c, mb, data, dout, din, err);
+  kt__exec saved = kt__chunk_enter(c);
+  kt_status st = c->ops->backward_input(c, mb, data, dout, din, err);
+  kt__exec_leave(saved);
+  return st;
 }
 kt_status kt_chunk_backward_weight(kt_chunk *c, int mb, kt_error *err) {
-  return c->ops->backward_weight(c, mb, err);
+  kt__exec saved = kt__chunk_enter(c);
+  kt_status st = c->ops->backward_weight(c, mb, err);
+  kt__exec_leave(saved);
+  return st;
 }
 size_t kt_chunk_in_elems(const kt_chunk *c) { return c->in_elems; }
 size_t kt_chunk_out_elems(const kt_chunk *c) { return c->out_elems; }

@@ -16,12 +16,58 @@ kt_status kt__gpt_chunk_create(const kt_model_config *cfg, int first_unit, int n
                                int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
 
 
+/* ---- compute threads and the GEMM library (pool.c, gemm.c) ------------------
+ * A chunk runs on its rank's thread plus the workers of its pool; its ops
+ * set the calling thread's execution context (which pool, which GEMM
+ * library) for their duration, and every kernel and matmul reads it. */
+typedef struct kt__pool kt__pool;
+typedef struct {
+  kt__pool *pool;    /* NULL: this thread alone */
+  kt_gemm_kind gemm; /* never KT_GEMM_AUTO */
+  int in_task;       /* inside a pool task: everything runs serially */
+} kt__exec;
+
+const kt__exec *kt__exec_current(void);
+/* Sets the calling thread's context; returns the one to restore. */
+kt__exec kt__exec_enter(kt__pool *pool, kt_gemm_kind gemm);
+void kt__exec_leave(kt__exec saved);
+
+/* NULL (run serially) for threads < 2 or when no worker starts. */
+kt__pool *kt__pool_create(int threads);
+void kt__pool_destroy(kt__pool *p);
+int kt__pool_threads(const kt__pool *p); /* 1 for NULL */
+/* fn(ctx, task, thread) for every task in [0, n_tasks), on the pool's
+ * threads and the caller (thread 0); returns when all have ended. */
+typedef void (*kt__task_fn)(void *ctx, int task, int thread);
+void kt__pool_run(kt__pool *p, int n_tasks, kt__task_fn fn, void *ctx);
+
+/* Rows [0, n) in blocks of `block` rows: fn(ctx, lo, hi, block index,
+ * thread) for each, on the current pool (serially inside a task or without
+ * one). The blocks, not the threads, define any partial sums a kernel keeps
+ * (one per block, added in block order), so a result does not depend on
+ * how many threads computed it. */
+typedef void (*kt__range_fn)(void *ctx, int lo, int hi, int block, int thread);
+void kt__parallel_range(int n, int block, kt__range_fn fn, void *ctx);
+int kt__blocks(int n, int block); /* blocks of `block` covering n rows */
+
+/* One product on library k, single-threaded (row-major, alpha 1):
+ * c (m,n) = beta c + op(a) (m,kk) op(b) (kk,n). */
+void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* Resolves cfg->gemm for a chunk (kt_gemm_choose) and starts its pool of
+ * kt_blas_threads() threads; called by kt_chunk_create. */
+kt_status kt__chunk_exec_init(kt_chunk *c, kt_error *err);
+/* Enters a chunk's context (its pool and library); kt__exec_leave after. */
+kt__exec kt__chunk_enter(const kt_chunk *c);
+
 /* OpenBLAS, opened on first use (blas.c): KT_EIO with the loader's reason
  * when it cannot be. Thread-safe; kt_chunk_create calls it first. */
 kt_status kt__blas_load(kt_error *err);
 /* cblas_sgemm, row-major, alpha 1: c (m, n) = beta * c + op(a) @ op(b). */
 void kt__sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
                const float *b, int ldb, float beta, float *c, int ldc);
+/* openblas_get_config() (its version and build); NULL when it cannot be loaded. */
+const char *kt__blas_config(void);
 
 /* Every matrix multiply in kaiten goes through this wrapper (row-major):
  *   out (m, n) = beta * out + op(a) (m, k) @ op(b) (k, n)

@@ -13,9 +13,11 @@
 #define ECHO_MAX 60
 #define ECHO(v) (int)(strlen(v) > ECHO_MAX ? ECHO_MAX : strlen(v)), (v), strlen(v) > ECHO_MAX ? "..." : ""
 
+static const char *const effort_names[] = {"default", "quick", "thorough"};
+#define N_EFFORTS (int)(sizeof effort_names / sizeof *effort_names)
+
 const char *kt_effort_name(kt_effort e) {
-  static const char *const names[] = {"default", "quick", "thorough"};
-  return (unsigned)e < 3 ? names[e] : "?";
+  return (unsigned)e < N_EFFORTS ? effort_names[e] : "?";
 }
 
 void kt_request_init(kt_request *rq) {
@@ -115,12 +117,10 @@ static kt_status set_flag(kt_request *rq, int field, const char *key, const char
 static kt_status set_effort(kt_request *rq, int field, const char *key, const char *val,
                             kt_error *err) {
   (void)field;
-  for (int e = 0; e < 3; e++)
-    if (!strcmp(val, kt_effort_name((kt_effort)e))) {
-      rq->effort = (kt_effort)e;
-      return KT_OK;
-    }
-  return bad(err, key, val, "quick, default or thorough");
+  int e = kt_name_index(val, effort_names, N_EFFORTS);
+  if (e < 0) return bad(err, key, val, "quick, default or thorough");
+  rq->effort = (kt_effort)e;
+  return KT_OK;
 }
 
 static kt_status check_schedule_name(const char *key, const char *name, kt_error *err) {
@@ -178,9 +178,9 @@ static kt_status set_schedules(kt_request *rq, int field, const char *key, const
 static kt_status set_placement(kt_request *rq, int field, const char *key, const char *val,
                                kt_error *err) {
   (void)field;
-  if (!strcmp(val, "loop")) rq->placement = KT_PLACEMENT_LOOP;
-  else if (!strcmp(val, "v")) rq->placement = KT_PLACEMENT_V;
-  else return bad(err, key, val, "loop or v");
+  int pl = kt_placement_from_name(val);
+  if (pl != KT_PLACEMENT_LOOP && pl != KT_PLACEMENT_V) return bad(err, key, val, "loop or v");
+  rq->placement = pl;
   return KT_OK;
 }
 
@@ -269,12 +269,10 @@ fail:
 static kt_status set_notation(kt_request *rq, int field, const char *key, const char *val,
                               kt_error *err) {
   (void)field;
-  for (int n = KT_NOTATION_AUTO; n <= KT_NOTATION_LEGACY; n++)
-    if (!strcmp(val, kt_notation_name((kt_notation)n))) {
-      rq->notation = (kt_notation)n;
-      return KT_OK;
-    }
-  return bad(err, key, val, "auto, current or legacy");
+  int n = kt_notation_from_name(val);
+  if (n < 0) return bad(err, key, val, "auto, current or legacy");
+  rq->notation = (kt_notation)n;
+  return KT_OK;
 }
 
 static kt_status set_torch_version(kt_request *rq, int field, const char *key, const char *val,

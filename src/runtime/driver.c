@@ -294,6 +294,13 @@ static void retract(kt_runtime *rt) {
   pthread_cond_broadcast(&rt->wake);
 }
 
+void kt_runtime_settle(kt_runtime *rt) {
+  if (!rt->threads) return;
+  pthread_mutex_lock(&rt->lock);
+  while (!idle(rt)) pthread_cond_wait(&rt->done, &rt->lock);
+  pthread_mutex_unlock(&rt->lock);
+}
+
 void kt_runtime_set_poll(kt_runtime *rt, int (*poll)(void *ctx), void *ctx) {
   rt->poll = poll, rt->poll_ctx = ctx;
 }

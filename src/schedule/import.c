@@ -22,6 +22,10 @@ const char *kt_notation_name(kt_notation n) {
   return (unsigned)n <= KT_NOTATION_LEGACY ? notation_names[n] : "?";
 }
 
+int kt_notation_from_name(const char *name) {
+  return kt_name_index(name, notation_names, KT_NOTATION_LEGACY + 1);
+}
+
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return (x > y) - (x < y);

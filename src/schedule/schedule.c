@@ -30,6 +30,10 @@ const char *kt_placement_name(kt_placement p) {
   return (unsigned)p < KT_PLACEMENT_COUNT ? placement_names[p] : "?";
 }
 
+int kt_placement_from_name(const char *name) {
+  return kt_name_index(name, placement_names, KT_PLACEMENT_COUNT);
+}
+
 const char *kt_schedule_placement_text(const kt_schedule *s, char *buf, size_t n) {
   if (s->placement != KT_PLACEMENT_EXPLICIT) {
     snprintf(buf, n, "%s", kt_placement_name(s->placement));

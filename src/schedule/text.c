@@ -193,12 +193,11 @@ static kt_status parse_header(const char *line, size_t len, kt__header *h, int l
         return kt_fail(err, KT_EPARSE, "line %d: bad header value stages=%s", lineno, val);
       h->s = (int)x;
     } else if (!strcmp(key, "placement")) {
-      if (!strcmp(val, "loop")) h->placement = KT_PLACEMENT_LOOP;
-      else if (!strcmp(val, "v")) h->placement = KT_PLACEMENT_V;
-      else if (!strcmp(val, "explicit")) h->placement = -1; /* inferred from the rows */
-      else
+      int pl = kt_placement_from_name(val);
+      if (pl < 0)
         return kt_fail(err, KT_EPARSE, "line %d: unknown placement '%s' (loop, v or explicit)",
                        lineno, val);
+      h->placement = pl == KT_PLACEMENT_EXPLICIT ? -1 : pl; /* explicit: inferred from the rows */
     } else if (!strcmp(key, "name")) {
       snprintf(h->name, sizeof h->name, "%s", val);
     }

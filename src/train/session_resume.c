@@ -112,9 +112,10 @@ kt_status kt_session_params_from_run(kt_session_params *p, kt_session_resume *r,
     return kt_fail(err, KT_EINVAL, "the run in '%s': its config.json names no layout", dir);
   if (!r->checkpoint)
     return kt_fail(err, KT_EINVAL, "the run in '%s' has no checkpoint to resume", dir);
-  int recompute = p->model.recompute;
+  int recompute = p->model.recompute; /* how to run it is this invocation's choice */
+  kt_gemm_kind gemm = p->model.gemm;
   p->model = r->meta.model;
-  p->model.recompute = recompute;
+  p->model.recompute = recompute, p->model.gemm = gemm;
   p->data_seed = r->meta.data_seed;
   if (!(keep & KT_KEEP_DECAY)) p->optim.decay_steps = r->meta.decay_steps; /* the run's schedule */
   p->optim.warmup_steps = r->meta.warmup_steps;

@@ -510,6 +510,7 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     st = summarise(rt, cfg, &L.last, L.step_s, L.total_seconds / out->n_losses, L.samples, L.tps,
                    out, err);
   kt_runtime_set_poll(rt, NULL, NULL);
+  kt_runtime_settle(rt); /* steps left in flight by an error still read L.mbs */
   for (int i = 0; i < KT_STEPS_AHEAD; i++) free(L.mbs[i]);
   free(L.step_s);
   kt_timeline_free(&L.last);

@@ -319,6 +319,53 @@ class Doors(unittest.TestCase):
         self.assertTrue(issubclass(kaiten.KaitenMemoryError, MemoryError))
 
 
+class OnePeriod(unittest.TestCase):
+    """The planner, sim, compare, the what-if page, Python and
+    kaiten.torch.choose give the same period for the same layout and costs
+    (docs/schedules.md, "What a step is")."""
+
+    def test_same_period(self):
+        try:
+            import kaiten.torch as kt_torch  # needs torch
+        except ImportError:
+            kt_torch = None
+        checked = 0
+        for name, v, d in (("1f1b", 1, 1), ("zb-h1", 1, 2), ("interleaved", 2, 1)):
+            for sync in ("overlap", "barrier"):
+                out = cli_json("plan", "--model", "gpt2-124m", "--devices", 4 * d, "--mem-gb", 16,
+                               "--global-batch", 8 * d, "--top", 1, "-p", 4, "-d", d, "-m", 8, "-b",
+                               1, "-v", v, "--schedule", name, "--step-sync", sync, "--format",
+                               "json")
+                cfg = out["configs"][0]
+                self.assertEqual(cfg["k"], 1)
+                st = cfg["stages"]
+                costs = {"tf": [x["f"] for x in st], "tb": [x["i"] for x in st],
+                         "tw": [x["w"] for x in st], "comm": cfg["p2p_time"],
+                         "t_dp": cfg["dp_time"], "step_sync": sync}
+                planned = cfg["step_time"]
+                flags = cost_flags(costs, per_stage=True)
+                sim = cli_json("sim", "-s", name, "-p", 4, "-m", 8, "-v", v, *flags,
+                               "--format", "json")["period"]
+                row = cli_json("compare", "-p", 4, "-m", 8, "-v", 2, "--schedules", name, *flags,
+                               "--format", "json")["rows"][0]["period"]
+                py = kaiten.schedule(name, 4, 8, costs=costs, chunks=v, per_stage=True)
+                args = f"schedule={name} p=4 m=8 v={v} per-stage=1 " + " ".join(
+                    f"{k.replace('_', '-')}={','.join(map(repr, x)) if isinstance(x, list) else x}"
+                    for k, x in costs.items())
+                page = json.loads(kaiten._ffi.text_call(kaiten._ffi.lib.kt_ffi_web_run,
+                                                        args.encode(), None))
+                self.assertTrue(page["ok"], page)
+                label = f"{name} d={d} {sync}"
+                for what, x in (("sim", sim), ("compare", row), ("python", py.simulate().period),
+                                ("page", page["sim"]["period"])):
+                    self.assertAlmostEqual(x, planned, delta=1e-12 * planned, msg=f"{label}: {what}")
+                if kt_torch is not None:
+                    _, seen = kt_torch.choose(4, v, "loop", 8, costs, mem_limit="2x", kinds=[name])
+                    self.assertAlmostEqual(seen[name], planned, delta=1e-12 * planned, msg=label)
+                checked += 1
+        self.assertEqual(checked, 6)
+
+
 class CompareAgainstCli(unittest.TestCase):
     def test_grid(self):
         cases = 0

@@ -1,0 +1,295 @@
+/* Choosing a chunk's GEMM library: the one asked for, or (auto) the
+ * fastest here on the model's own matmuls. The matmuls are recorded from
+ * one forward and backward of a probe chunk of the model's last units
+ * (its last block and head), then replayed on each library, one thread
+ * each, interleaved, best of a few rounds. The choice is kept per model
+ * shape in this process and in a cache file shared by the machine's runs.
+ * Also each chunk's threads (kt__chunk_exec_init). */
+#define _GNU_SOURCE /* flock */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "nn/nn.h"
+
+#define PROBE_ROWS 2048        /* rows (b * T) of the probe micro-batch, at most */
+#define SMALL_FLOPS 20e6       /* less work than this: OpenBLAS, unmeasured */
+#define ROUNDS 3               /* timed rounds per library */
+#define KEY_LEN 400
+
+/* ---- the probe: record the matmuls of the model's last units --------------- */
+
+static kt_status probe_run(kt_chunk *c, kt_error *err) {
+  size_t rows = (size_t)c->micro_batch * (c->cfg.kind == KT_MODEL_GPT ? c->cfg.seq_len : 1);
+  size_t vals = rows * (size_t)c->cfg.hidden;
+  int *ints = calloc(rows, sizeof *ints);
+  float *x = calloc(vals, sizeof *x), *y = calloc(vals, sizeof *y);
+  float *in = calloc(c->in_elems + 1, sizeof *in);
+  kt_status st = KT_OK;
+  if (!ints || !x || !y || !in) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_microbatch mb = {.b = c->micro_batch, .x = x, .y = y, .tokens = ints, .targets = ints};
+  double loss;
+  if (!st) st = c->ops->forward(c, 0, &mb, c->is_first ? NULL : in, NULL, &loss, err);
+  if (!st) st = c->ops->backward_input(c, 0, &mb, NULL, NULL, err);
+  if (!st) st = c->ops->backward_weight(c, 0, err);
+  free(ints), free(x), free(y), free(in);
+  return st;
+}
+
+/* The probe's micro-batch: the run's, cut to PROBE_ROWS rows. */
+static int probe_batch(const kt_model_config *cfg, int micro_batch) {
+  int T = cfg->kind == KT_MODEL_GPT ? cfg->seq_len : 1, most = PROBE_ROWS / T;
+  most = most < 1 ? 1 : most;
+  return micro_batch < most ? micro_batch : most;
+}
+
+/* Records the probe's matmuls into *log (malloc'd copy, *n entries). */
+static kt_status probe_record(const kt_model_config *cfg, int b, kt__matmul_shape **log, size_t *n,
+                              kt_error *err) {
+  kt_model_config pc = *cfg;
+  pc.gemm = KT_GEMM_OPENBLAS;
+  pc.recompute = 0;
+  int units = kt_model_units(cfg), first = units > 2 ? units - 2 : 0;
+  kt_chunk *c = NULL;
+  kt_status st = cfg->kind == KT_MODEL_GPT
+                     ? kt__gpt_chunk_create(&pc, first, units - first, b, 1, &c, err)
+                     : kt__mlp_chunk_create(&pc, first, units - first, b, 1, &c, err);
+  if (st) return st;
+  kt__exec saved = kt__exec_enter(NULL, KT_GEMM_OPENBLAS);
+  kt__matmul_record(1);
+  st = probe_run(c, err);
+  kt__matmul_record(0);
+  kt__exec_leave(saved);
+  c->ops->destroy(c);
+  const kt__matmul_shape *sh = kt__matmul_recorded(n);
+  *log = st ? NULL : malloc((*n ? *n : 1) * sizeof **log);
+  if (!st && !*log) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!st) memcpy(*log, sh, *n * sizeof **log);
+  return st;
+}
+
+/* ---- the replay ------------------------------------------------------------ */
+
+static size_t operand_floats(const kt__matmul_shape *s, int which) {
+  if (which == 0) return (size_t)(s->trans_a ? s->k : s->m) * (size_t)s->lda;
+  if (which == 1) return (size_t)(s->trans_b ? s->n : s->k) * (size_t)s->ldb;
+  return (size_t)s->m * (size_t)s->ldo;
+}
+
+static double replay_once(kt_gemm_kind k, const kt__matmul_shape *log, size_t n, float *a,
+                          float *b, float *c) {
+  double t0 = kt_now();
+  for (size_t i = 0; i < n; i++) {
+    const kt__matmul_shape *s = &log[i];
+    kt__gemm_call(k, s->trans_a, s->trans_b, s->m, s->n, s->k, a, s->lda, b, s->ldb,
+                  s->accumulate ? 1.0f : 0.0f, c, s->ldo);
+  }
+  return kt_now() - t0;
+}
+
+/* Each available library's best time on the log (0: not available). */
+static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *seconds, kt_error *err) {
+  size_t big = 1;
+  for (size_t i = 0; i < n; i++)
+    for (int w = 0; w < 3; w++)
+      if (operand_floats(&log[i], w) > big) big = operand_floats(&log[i], w);
+  float *a = kt__alloc_floats(big), *b = kt__alloc_floats(big), *c = kt__alloc_floats(big);
+  if (!a || !b || !c) {
+    free(a), free(b), free(c);
+    return kt_fail(err, KT_ENOMEM, "out of memory timing the GEMM libraries");
+  }
+  for (size_t i = 0; i < big; i++) a[i] = b[i] = c[i] = 0.01f * (float)(i % 97);
+  kt__exec saved = kt__exec_enter(NULL, KT_GEMM_OPENBLAS); /* one thread per library */
+  for (int k = 1; k < KT_GEMM_COUNT; k++) {
+    seconds[k] = 0;
+    if (kt_gemm_available((kt_gemm_kind)k, NULL)) seconds[k] = -1, replay_once(k, log, n, a, b, c);
+  }
+  for (int r = 0; r < ROUNDS; r++) /* interleaved: a slow second hits every library */
+    for (int k = 1; k < KT_GEMM_COUNT; k++) {
+      if (!seconds[k]) continue;
+      double t = replay_once(k, log, n, a, b, c);
+      if (seconds[k] < 0 || t < seconds[k]) seconds[k] = t;
+    }
+  kt__exec_leave(saved);
+  free(a), free(b), free(c);
+  return KT_OK;
+}
+
+static kt_gemm_kind fastest(const double *seconds) {
+  kt_gemm_kind best = KT_GEMM_OPENBLAS;
+  for (int k = 1; k < KT_GEMM_COUNT; k++)
+    if (seconds[k] > 0 && seconds[k] < seconds[best]) best = (kt_gemm_kind)k;
+  return best;
+}
+
+/* ---- the cache --------------------------------------------------------------- */
+
+/* The model's matmul shapes, this CPU and the libraries' versions. */
+static void cache_key(const kt_model_config *cfg, int b, char *key, size_t len) {
+  char cpu[128] = "?";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+      snprintf(cpu, sizeof cpu, "%s", strchr(line, ':') + 2);
+      cpu[strcspn(cpu, "\n")] = 0;
+      break;
+    }
+  if (f) fclose(f);
+  int n = snprintf(key, len, "%s C=%d T=%d NH=%d V=%d b=%d|%s", kt_model_kind_name(cfg->kind),
+                   cfg->hidden, cfg->seq_len, cfg->heads, cfg->vocab, b, cpu);
+  for (int k = 1; k < KT_GEMM_COUNT && n > 0 && (size_t)n < len; k++) {
+    const char *v = NULL;
+    kt_gemm_available((kt_gemm_kind)k, &v);
+    n += snprintf(key + n, len - (size_t)n, "|%s %s", kt_gemm_name((kt_gemm_kind)k), v ? v : "-");
+  }
+  for (char *p = key; *p; p++)
+    if (*p == '\t' || *p == '\n') *p = ' ';
+}
+
+/* The cache file (kt_gemm_set_cache); NULL: none. */
+static char *cache_path;
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void kt_gemm_set_cache(const char *path) {
+  char *copy = path ? strdup(path) : NULL;
+  pthread_mutex_lock(&cache_mu);
+  free(cache_path);
+  cache_path = copy;
+  pthread_mutex_unlock(&cache_mu);
+}
+
+/* The cached line for key: its library and times; 0 when absent. */
+static int cache_find(const char *text, const char *key, double *seconds) {
+  int found = 0;
+  size_t kl = strlen(key);
+  for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    if (strncmp(p, key, kl) || p[kl] != '\t') continue;
+    double s[KT_GEMM_COUNT] = {0};
+    char name[16];
+    if (sscanf(p + kl + 1, "%15s %lf %lf %lf", name, &s[1], &s[2], &s[3]) == 4 &&
+        kt_gemm_from_name(name) > 0) {
+      memcpy(seconds, s, sizeof s);
+      found = 1; /* the last line for a key wins */
+    }
+  }
+  return found;
+}
+
+static void cache_add(const char *path, const char *old, const char *key, const double *s) {
+  size_t len = (old ? strlen(old) : 0) + strlen(key) + 128;
+  char *text = malloc(len);
+  if (!text) return;
+  int n = snprintf(text, len, "%s%s\t%s %.6g %.6g %.6g\n", old ? old : "", key,
+                   kt_gemm_name(fastest(s)), s[1], s[2], s[3]);
+  kt_error err;
+  if (n > 0) (void)kt_write_file_atomic(path, text, (size_t)n, &err); /* a cache: best effort */
+  free(text);
+}
+
+/* Measures, or takes the machine's earlier measurement of the same key
+ * (under path's lock, when there is a cache). */
+static kt_status measure_cached(const kt_model_config *cfg, int b, const char *key,
+                                kt_gemm_choice *out, kt_error *err) {
+  char path[1024] = "", lock[1040];
+  pthread_mutex_lock(&cache_mu);
+  if (cache_path) snprintf(path, sizeof path, "%s", cache_path);
+  pthread_mutex_unlock(&cache_mu);
+  int fd = -1;
+  char *text = NULL;
+  if (*path) {
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0 && flock(fd, LOCK_EX)) close(fd), fd = -1;
+    size_t tl;
+    if (fd >= 0 && kt_read_file(path, &text, &tl, NULL)) text = NULL;
+  }
+  kt_status st = KT_OK;
+  if (text && cache_find(text, key, out->seconds)) {
+    out->how = "cached";
+  } else {
+    kt__matmul_shape *log = NULL;
+    size_t n = 0;
+    st = probe_record(cfg, b, &log, &n, err);
+    if (!st) st = replay_all(log, n, out->seconds, err);
+    free(log);
+    out->how = "measured";
+    if (!st && fd >= 0) cache_add(path, text, key, out->seconds);
+  }
+  out->kind = fastest(out->seconds);
+  free(text);
+  if (fd >= 0) close(fd); /* releases the lock */
+  return st;
+}
+
+/* ---- the choice, once per shape in this process ------------------------------ */
+
+typedef struct {
+  char key[KEY_LEN];
+  kt_gemm_choice choice;
+} memo_entry;
+
+static pthread_mutex_t memo_mu = PTHREAD_MUTEX_INITIALIZER;
+static memo_entry *memo;
+static size_t n_memo, cap_memo;
+
+static double probe_flops(const kt_model_config *cfg, int b) {
+  double C = cfg->hidden, N = (double)b * (cfg->kind == KT_MODEL_GPT ? cfg->seq_len : 1);
+  if (cfg->kind != KT_MODEL_GPT) return 6 * N * C * C;
+  return 6 * N * (12 * C * C + cfg->vocab * C) + 12 * N * cfg->seq_len * C;
+}
+
+kt_status kt_gemm_choose(const kt_model_config *cfg, int micro_batch, kt_gemm_choice *out,
+                         kt_error *err) {
+  memset(out, 0, sizeof *out);
+  kt_status st = kt_model_config_check(cfg, err);
+  if (st) return st;
+  if ((unsigned)cfg->gemm >= KT_GEMM_COUNT)
+    return kt_fail(err, KT_EINVAL, "unknown GEMM library %d", (int)cfg->gemm);
+  if (cfg->gemm != KT_GEMM_AUTO) {
+    if (!kt_gemm_available(cfg->gemm, NULL))
+      return kt_fail(err, KT_EINVAL, "GEMM library '%s' is not installed here (%s)",
+                     kt_gemm_name(cfg->gemm),
+                     cfg->gemm == KT_GEMM_BLIS ? "no libblis.so.4; Debian: libblis4"
+                                               : "no libdnnl.so.2 or .3; Debian: libdnnl2");
+    out->kind = cfg->gemm, out->how = "given";
+    return KT_OK;
+  }
+  int b = probe_batch(cfg, micro_batch < 1 ? 1 : micro_batch);
+  if (probe_flops(cfg, b) < SMALL_FLOPS) {
+    out->kind = KT_GEMM_OPENBLAS, out->how = "small";
+    return KT_OK;
+  }
+  char key[KEY_LEN];
+  cache_key(cfg, b, key, sizeof key);
+  pthread_mutex_lock(&memo_mu);
+  for (size_t i = 0; i < n_memo; i++)
+    if (!strcmp(memo[i].key, key)) *out = memo[i].choice;
+  if (!out->how) {
+    st = measure_cached(cfg, b, key, out, err);
+    if (!st && !kt_grow((void **)&memo, &cap_memo, n_memo + 1, sizeof *memo)) {
+      snprintf(memo[n_memo].key, KEY_LEN, "%s", key);
+      memo[n_memo++].choice = *out;
+    }
+  }
+  pthread_mutex_unlock(&memo_mu);
+  return st;
+}
+
+/* ---- a chunk's library and threads ----------------------------------------- */
+
+kt_status kt__chunk_exec_init(kt_chunk *c, kt_error *err) {
+  kt_status st = kt_gemm_choose(&c->cfg, c->micro_batch, &c->gemm, err);
+  if (st) return st;
+  c->pool = kt__pool_create(kt_blas_threads());
+  return KT_OK;
+}
+
+kt_gemm_kind kt_chunk_gemm(const kt_chunk *c, kt_gemm_choice *how) {
+  if (how) *how = c->gemm;
+  return c->gemm.kind ? c->gemm.kind : KT_GEMM_OPENBLAS;
+}

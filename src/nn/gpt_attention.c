@@ -1,0 +1,209 @@
+/* GPT causal self-attention: the per-head kernels (every matmul through
+ * kt__matmul_ld) and their blocked, threaded forms.
+ * Legend: B = batch, T = time, C = channels, NH = heads, hs = C / NH head
+ * size. */
+#include "nn/gpt_simd.h"
+
+/* ---- causal self-attention -------------------------------------------------- *
+ * Each head's q, k and v are column slices of the (B,T,3C) qkv rows; the
+ * matmuls read them (and write the output and the input gradient) in place
+ * through row strides, so no head is ever copied out; each head's slice of
+ * the input gradient is written by exactly one matmul, so the backward
+ * overwrites it (beta = 0) and nothing needs zeroing first. The softmax rows run
+ * in whole vf (VL floats) up to the diagonal's, masking by index there (no
+ * scalar tail unless T itself is not a multiple of VL). */
+
+/* Blocks of row u < n cover [0, vend): n rounded up to VL, not past the
+ * last whole block of the row; [vend, n) is the scalar tail. */
+static inline int causal_vend(int n, int T) {
+  int up = (n + VL - 1) / VL * VL, whole = T / VL * VL;
+  return up < whole ? up : whole;
+}
+
+/* y[i] = exp(x[i] * scale - shift) */
+ROW void row_exp_to(float *restrict y, const float *restrict x, int n, float scale, float shift) {
+  int i = 0;
+  for (; i + VL <= n; i += VL)
+    for (int j = 0; j < VL; j++) y[i + j] = kt__fast_expf(x[i + j] * scale - shift);
+  for (; i < n; i++) y[i] = kt__fast_expf(x[i] * scale - shift);
+}
+
+/* s (T): raw scores q.k in [0, n), n = t + 1; row (T) receives their
+ * softmax (of scale * scores) there and 0 above the diagonal */
+ROW void softmax_causal_row(float *restrict row, const float *restrict s, int n, int T,
+                            float scale) {
+  int vend = causal_vend(n, T), end = vend > n ? vend : n, i;
+  vf vm = vsplat(-INFINITY), vs = {0};
+  float m = -INFINITY, sum = 0.0f;
+  for (i = 0; i < vend; i += VL) {
+    vf v = VSELECT(lanes_before(i, n), vload(s + i), vsplat(-INFINITY));
+    vmax_into(&vm, &v);
+  }
+  for (; i < n; i++) m = s[i] > m ? s[i] : m;
+  float vmx = fold_max(&vm);
+  m = vmx > m ? vmx : m;
+  row_exp_to(row, s, end, scale, m * scale); /* lanes past n: finite scores, masked next */
+  for (i = 0; i < vend; i += VL) {
+    vf e = VSELECT(lanes_before(i, n), vload(row + i), vsplat(0.0f));
+    vstore(row + i, &e);
+    vs += e;
+  }
+  for (; i < n; i++) sum += row[i];
+  row_scale(row, 1.0f / (sum + fold_sum(&vs)), end);
+  row_zero(row + end, T - end);
+}
+
+/* d (T): gradient of the probabilities a (T) of row t (n = t + 1); on return
+ * the gradient of the raw scores: scale * a * (d - sum(a * d)), 0 above the
+ * diagonal (d there is never read as a number) */
+ROW void softmax_causal_row_backward(float *restrict d, const float *restrict a, int n, int T,
+                                     float scale) {
+  int vend = causal_vend(n, T), end = vend > n ? vend : n, i;
+  vf vd = {0};
+  float dot = 0.0f;
+  for (i = 0; i < vend; i += VL)
+    vd += VSELECT(lanes_before(i, n), vload(a + i) * vload(d + i), vsplat(0.0f));
+  for (; i < n; i++) dot += a[i] * d[i];
+  dot += fold_sum(&vd);
+  for (i = 0; i < vend; i += VL) {
+    vf g = scale * vload(a + i) * (vload(d + i) - dot);
+    g = VSELECT(lanes_before(i, n), g, vsplat(0.0f));
+    vstore(d + i, &g);
+  }
+  for (; i < n; i++) d[i] = scale * a[i] * (d[i] - dot);
+  row_zero(d + end, T - end);
+}
+
+size_t kt__attention_scratch_floats(int T) { return (size_t)T * T; }
+
+/* The scores of a head go to scratch, which stays in cache, and only the
+ * probabilities to att, row by row (sgemm writing att's cold lines itself
+ * was the slowest matmul of the step). The backward reads each head's att
+ * in the softmax first, so the matmul that reads it again finds it cached. */
+SIMD_CLONES void kt__attention_forward(float *out, float *att, float *scratch, const float *inp,
+                                       int B, int T, int C, int NH) {
+  int hs = C / NH;
+  float scale = 1.0f / sqrtf((float)hs);
+  float *sc = scratch; /* (T,T) */
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      const float *q = inp + (size_t)b * T * 3 * C + (size_t)h * hs; /* (T,hs), stride 3C */
+      const float *k = q + C, *v = q + 2 * (size_t)C;                /* (T,hs), stride 3C */
+      float *a = att + ((size_t)b * NH + h) * (size_t)T * T;         /* (T,T) */
+      float *y = out + (size_t)b * T * C + (size_t)h * hs;           /* (T,hs), stride C */
+      kt__matmul_ld(sc, T, q, 3 * C, k, 3 * C, T, T, hs, 0, 1, 0.0f); /* q k^T */
+      for (int t = 0; t < T; t++)
+        softmax_causal_row(a + (size_t)t * T, sc + (size_t)t * T, t + 1, T, scale);
+      kt__matmul_ld(y, C, a, T, v, 3 * C, T, hs, T, 0, 0, 0.0f); /* att v */
+    }
+}
+
+SIMD_CLONES void kt__attention_backward(float *dinp, float *scratch, const float *dout,
+                                        const float *inp, const float *att, int B, int T, int C,
+                                        int NH) {
+  int hs = C / NH;
+  float scale = 1.0f / sqrtf((float)hs);
+  float *datt = scratch; /* (T,T) */
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      size_t off = (size_t)b * T * 3 * C + (size_t)h * hs;
+      const float *q = inp + off, *k = q + C, *v = q + 2 * (size_t)C; /* stride 3C */
+      float *dq = dinp + off, *dk = dq + C, *dv = dq + 2 * (size_t)C;  /* stride 3C */
+      const float *a = att + ((size_t)b * NH + h) * (size_t)T * T;     /* (T,T) */
+      const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;     /* (T,hs), stride C */
+      kt__matmul_ld(datt, T, dy, C, v, 3 * C, T, T, hs, 0, 1, 0.0f); /* dy v^T */
+      for (int t = 0; t < T; t++)
+        softmax_causal_row_backward(datt + (size_t)t * T, a + (size_t)t * T, t + 1, T, scale);
+      kt__matmul_ld(dv, 3 * C, a, T, dy, C, T, hs, T, 1, 0, 0.0f); /* att^T dy */
+      kt__matmul_ld(dq, 3 * C, datt, T, k, 3 * C, T, hs, T, 0, 0, 0.0f); /* dS k */
+      kt__matmul_ld(dk, 3 * C, datt, T, q, 3 * C, T, hs, T, 1, 0, 0.0f); /* dS^T q */
+    }
+}
+
+/* ---- blocked and threaded ------------------------------------------------------ *
+ * The same attention with query rows in blocks of qb: a block's scores,
+ * products and gradients cover the keys up to its last row only (rounded
+ * up to whole vf, which the softmax rows read), so most of the masked
+ * half above the diagonal is never computed; in the backward the key and
+ * value gradients go by key block, each a product over the query rows at
+ * and below it, so every element still has one writer. Heads run as tasks
+ * on the current pool, each thread in its own T x T of scratch. */
+
+/* Score columns a block ending at key n computes: n up to whole vf. */
+static inline int block_cols(int n, int T) {
+  int v = causal_vend(n, T);
+  return v > n ? v : n;
+}
+
+typedef struct {
+  float *out, *att, *scratch, *dinp;
+  const float *inp, *dout;
+  int B, T, C, NH, qb;
+} attention_job;
+
+SIMD_CLONES static void head_forward(void *arg, int task, int thread) {
+  const attention_job *j = arg;
+  int T = j->T, C = j->C, hs = C / j->NH, b = task / j->NH, h = task % j->NH;
+  float scale = 1.0f / sqrtf((float)hs);
+  float *sc = j->scratch + (size_t)thread * kt__attention_scratch_floats(T); /* (qb,T) used */
+  const float *q = j->inp + (size_t)b * T * 3 * C + (size_t)h * hs; /* (T,hs), stride 3C */
+  const float *k = q + C, *v = q + 2 * (size_t)C;
+  float *a = j->att + ((size_t)b * j->NH + h) * (size_t)T * T; /* (T,T) */
+  float *y = j->out + (size_t)b * T * C + (size_t)h * hs;      /* (T,hs), stride C */
+  for (int i0 = 0; i0 < T; i0 += j->qb) {
+    int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
+    kt__matmul_ld(sc, T, q + (size_t)i0 * 3 * C, 3 * C, k, 3 * C, r, block_cols(n, T), hs, 0, 1,
+                  0.0f); /* q k^T */
+    for (int t = 0; t < r; t++)
+      softmax_causal_row(a + (size_t)(i0 + t) * T, sc + (size_t)t * T, i0 + t + 1, T, scale);
+    kt__matmul_ld(y + (size_t)i0 * C, C, a + (size_t)i0 * T, T, v, 3 * C, r, hs, n, 0, 0,
+                  0.0f); /* att v */
+  }
+}
+
+SIMD_CLONES static void head_backward(void *arg, int task, int thread) {
+  const attention_job *j = arg;
+  int T = j->T, C = j->C, hs = C / j->NH, b = task / j->NH, h = task % j->NH;
+  float scale = 1.0f / sqrtf((float)hs);
+  float *ds = j->scratch + (size_t)thread * kt__attention_scratch_floats(T); /* (T,T) */
+  size_t off = (size_t)b * T * 3 * C + (size_t)h * hs;
+  const float *q = j->inp + off, *k = q + C, *v = q + 2 * (size_t)C; /* stride 3C */
+  float *dq = j->dinp + off, *dk = dq + C, *dv = dq + 2 * (size_t)C;  /* stride 3C */
+  const float *a = j->att + ((size_t)b * j->NH + h) * (size_t)T * T;
+  const float *dy = j->dout + (size_t)b * T * C + (size_t)h * hs; /* stride C */
+  for (int i0 = 0; i0 < T; i0 += j->qb) { /* by query block: dS, then dq */
+    int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
+    float *d = ds + (size_t)i0 * T;
+    kt__matmul_ld(d, T, dy + (size_t)i0 * C, C, v, 3 * C, r, block_cols(n, T), hs, 0, 1,
+                  0.0f); /* dy v^T */
+    for (int t = 0; t < r; t++)
+      softmax_causal_row_backward(d + (size_t)t * T, a + (size_t)(i0 + t) * T, i0 + t + 1, T,
+                                  scale);
+    kt__matmul_ld(dq + (size_t)i0 * 3 * C, 3 * C, d, T, k, 3 * C, r, hs, n, 0, 0, 0.0f); /* dS k */
+  }
+  for (int j0 = 0; j0 < T; j0 += j->qb) { /* by key block: dk, dv over the rows at and below */
+    int r = T - j0 < j->qb ? T - j0 : j->qb, rows = T - j0;
+    size_t at = (size_t)j0 * T + (size_t)j0;
+    kt__matmul_ld(dk + (size_t)j0 * 3 * C, 3 * C, ds + at, T, q + (size_t)j0 * 3 * C, 3 * C, r, hs,
+                  rows, 1, 0, 0.0f); /* dS^T q */
+    kt__matmul_ld(dv + (size_t)j0 * 3 * C, 3 * C, a + at, T, dy + (size_t)j0 * C, C, r, hs, rows,
+                  1, 0, 0.0f); /* att^T dy */
+  }
+}
+
+void kt__attention_forward_blocked(float *out, float *att, float *scratch, const float *inp, int B,
+                                   int T, int C, int NH, int qb) {
+  attention_job j = {.out = out, .att = att, .scratch = scratch, .inp = inp, .B = B, .T = T,
+                     .C = C, .NH = NH, .qb = qb > 0 ? qb : T};
+  const kt__exec *e = kt__exec_current();
+  kt__pool_run(e->in_task ? NULL : e->pool, B * NH, head_forward, &j);
+}
+
+void kt__attention_backward_blocked(float *dinp, float *scratch, const float *dout,
+                                    const float *inp, const float *att, int B, int T, int C, int NH,
+                                    int qb) {
+  attention_job j = {.att = (float *)att, .scratch = scratch, .dinp = dinp, .inp = inp,
+                     .dout = dout, .B = B, .T = T, .C = C, .NH = NH, .qb = qb > 0 ? qb : T};
+  const kt__exec *e = kt__exec_current();
+  kt__pool_run(e->in_task ? NULL : e->pool, B * NH, head_backward, &j);
+}

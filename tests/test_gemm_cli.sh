@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# train --gemm as a user meets it: auto measures the model's matmuls on
+# every installed library once per machine ($XDG_CACHE_HOME/kaiten/gemm.tsv)
+# and a second run takes the same library from the file; an explicit
+# library is used as given; a model too small to measure takes OpenBLAS;
+# an unknown name is exit 2 naming it; the run header and the JSON name
+# the choice and the threads per rank, which never exceed the cores.
+set -u
+K="$1"
+. "$(dirname "$0")/lib.sh"
+J="--steps 1 --val-every 0 --format json"
+field() { python3 -c "import json,sys; d=json.loads(open('$1').read().splitlines()[-1]); print(d$2)"; }
+
+export XDG_CACHE_HOME="$tmp/cache"
+expect 0 "$K" train $J -p 2 -m 2
+cp "$tmp/out" "$tmp/first.json"
+[ "$(field "$tmp/first.json" "['gemm_chosen']")" = measured ] && ok || bad "first run: $(head -c 300 "$tmp/first.json")"
+lib=$(field "$tmp/first.json" "['gemm']")
+case "$lib" in openblas | blis | onednn) ok ;; *) bad "gemm '$lib'" ;; esac
+python3 -c "import json; d=json.loads(open('$tmp/first.json').read().splitlines()[-1]); s=d['gemm_seconds']
+assert s['openblas'] > 0 and s[d['gemm']] == min(v for v in s.values() if v), s" && ok || bad "gemm_seconds"
+[ "$(wc -l <"$tmp/cache/kaiten/gemm.tsv")" = 1 ] && ok || bad "cache: $(cat "$tmp/cache/kaiten/gemm.tsv")"
+expect 0 "$K" train $J -p 2 -m 2
+[ "$(field "$tmp/out" "['gemm_chosen']")" = cached ] && [ "$(field "$tmp/out" "['gemm']")" = "$lib" ] && ok ||
+  bad "second run: $(head -c 300 "$tmp/out")"
+[ "$(wc -l <"$tmp/cache/kaiten/gemm.tsv")" = 1 ] && ok || bad "cache grew on a hit"
+
+# the header line
+expect 0 "$K" train --steps 1 --val-every 0 --no-live -p 2 -m 2 --gemm openblas
+has "^gemm: openblas (--gemm); [0-9]* threads\? per rank" "$tmp/out"
+expect 0 "$K" train --steps 1 --val-every 0 --no-live -p 2 -m 2
+has "^gemm: $lib (auto, measured before here" "$tmp/out"
+
+# given, too small, unknown
+expect 0 "$K" train $J -p 2 -m 2 --gemm openblas
+[ "$(field "$tmp/out" "['gemm']")/$(field "$tmp/out" "['gemm_chosen']")" = openblas/given ] && ok || bad "given"
+expect 0 "$K" train $J -p 1 -m 1 -b 1 --layers 1 --hidden 8 --heads 1 --seq-len 4
+[ "$(field "$tmp/out" "['gemm']")/$(field "$tmp/out" "['gemm_chosen']")" = openblas/small ] && ok || bad "small"
+expect 2 "$K" train --steps 1 --gemm mkl
+oneline
+has "--gemm 'mkl'" "$tmp/err"
+
+# threads per rank: cores / ranks by default, never more threads than cores
+for p in 1 2 3; do
+  expect 0 "$K" train $J -p $p -m 4 --gemm openblas
+  python3 -c "import json; d=json.loads(open('$tmp/out').read().splitlines()[-1]); t=d['threads_per_rank']
+assert t == max(1, d['cores'] // $p) and (t == 1 or t * $p <= d['cores']), d" && ok || bad "P=$p threads: $(head -c 300 "$tmp/out")"
+done
+expect 0 "$K" train $J -p 1 -m 1 --threads-per-rank 3 --gemm openblas
+[ "$(field "$tmp/out" "['threads_per_rank']")" = 3 ] && ok || bad "--threads-per-rank 3"
+
+# no cache directory to be had: still measured, nothing written
+expect 0 env -u XDG_CACHE_HOME HOME=relative "$K" train $J -p 2 -m 2
+[ "$(field "$tmp/out" "['gemm_chosen']")" = measured ] && ok || bad "without a cache: $(tail -2 "$tmp/err")"
+finish test_gemm_cli
