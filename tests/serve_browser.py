@@ -133,7 +133,7 @@ def idle_chart(page, run):
     want = recs[int(m.group(1))]["ranks"]
     got = page.eval("Array.from(document.querySelectorAll('#live-idle-0 rect[data-part]')).map("
                     "function(r){return [r.getAttribute('data-part'), +r.getAttribute('data-value')];})")
-    names = ["busy", "schedule", "core_wait", "comm", "overhead", "optimizer"]
+    names = ["compute", "schedule", "core_wait", "comm", "overhead", "optimizer"]
     check(len(got) == 6 * len(want), "%d parts for %d ranks" % (len(got), len(want)))
     for k, r in enumerate(want):
         for j, n in enumerate(names):

@@ -80,7 +80,7 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   {"mem-wgrad", 0, "X", "memory M_W an I keeps until its W, rank basis as --tf (default 0)"}, \
   {"overlap", 0, "X", "overlapped F&B cells: 0 = one after the other (default), 1 = fully hidden"}, \
   CLI_STEP_OPTS, \
-  {"costs", 0, "FILE", "JSON cost file: {\"tf\": 1 or [..], \"tb\", \"tw\", \"comm\", \"mem_act\", \"mem_wgrad\", \"tu\", \"step_sync\", ...}"}
+  {"costs", 0, "FILE", "JSON cost file: {\"tf\": 1 or [..], \"tb\", \"tw\", \"comm\", \"mem_act\", \"mem_wgrad\", \"tu\", \"step_sync\", ...}; or a run directory (runs/NAME): the costs its traced step was predicted with and its memory per stage (bytes), per stage, at its P and M (sim: its schedule and V) unless given"}
 
 /* What a step is (docs/schedules.md): how ranks go from one step to the
  * next, and what the step's end costs. */

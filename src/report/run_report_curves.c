@@ -291,7 +291,7 @@ void kt__run_idle_card(kt_buf *b, const kt_run *r) {
       vals[q * k] = last[q].idle.busy * ts;
       for (int c = 0; c < KT_IDLE_CAUSES; c++) vals[q * k + 1 + (size_t)c] = kt_idle_cause(&last[q].idle, c) * ts;
     }
-    static const char *const series[] = {"busy (own time)", "schedule", "core_wait", "comm",
+    static const char *const series[] = {"compute (own time)", "schedule", "core_wait", "comm",
                                          "overhead", "optimizer"};
     static const char *const colors[] = {"#0072B2", "#BBBBBB", "#CC79A7", "#56B4E9", "#E69F00",
                                          "#000000"};

@@ -276,14 +276,15 @@
       var c = ranks[r].idle_causes;
       if (!c) continue;
       any = true;
-      var parts = [c.busy !== undefined ? c.busy : ranks[r].busy]; /* the causes' own busy */
+      /* the ops' own time ("busy" in runs before it was named apart) */
+      var parts = [c.compute !== undefined ? c.compute : c.busy !== undefined ? c.busy : ranks[r].busy];
       for (var j = 0; j < K.CAUSES.length; j++) parts.push(c[K.CAUSES[j]] || 0);
       rows.push({ label: 'rank ' + r, parts: parts });
     }
     box.hidden = !any;
     if (!any) { box.innerHTML = ''; return; }
     box.innerHTML = '<h4>Why idle (the measured step)</h4>' + K.stacked({ width: 520, id: 'wi-measured-idle' },
-      rows, ['busy'].concat(K.CAUSES), ['#0072B2', '#BBBBBB', '#CC79A7', '#56B4E9', '#E69F00', '#000000']);
+      rows, ['compute'].concat(K.CAUSES), ['#0072B2', '#BBBBBB', '#CC79A7', '#56B4E9', '#E69F00', '#000000']);
   }
   K.measuredIdle = measuredIdle;
 

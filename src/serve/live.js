@@ -269,7 +269,7 @@
       var c = s.ranks[k].idle_causes;
       if (!c) continue;
       any = true;
-      var parts = [c.busy];
+      var parts = [c.compute !== undefined ? c.compute : c.busy]; /* runs before "compute" wrote "busy" */
       for (var j = 0; j < IDLE_CAUSES.length; j++) parts.push(c[IDLE_CAUSES[j]]);
       rows.push({ label: 'rank ' + k, parts: parts, text: fmt(1e3 * c.seconds, 3) + ' ms',
                   tip: function (v) { return fmt(1e3 * v, 3) + ' ms'; } });
@@ -277,7 +277,7 @@
     host.hidden = !any;
     if (any) stackedChart(host, { id: 'live-idle-' + i, width: 620,
                                   title: 'Why idle, step ' + s.step + ' (ms of the step)' },
-                          rows, ['busy'].concat(IDLE_CAUSES), IDLE_COLORS);
+                          rows, ['compute'].concat(IDLE_CAUSES), IDLE_COLORS);
   }
 
   function stagesOf(run, rank) {

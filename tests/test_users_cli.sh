@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# What a user reads of a training run in the terminal and in JSON:
+# `sim` and `compare --costs runs/NAME` take the run's own costs and memory
+# (1F1B's period is the run's predicted period, its peak the run's 1F1B
+# peak, every action where the run's prediction has it); the idle causes
+# name the ops' own time `compute`, apart from the wall time `busy`; each
+# rank's own waits for a core are given beside the pipeline's core_wait.
+set -u
+K="$1"
+. "$(dirname "$0")/lib.sh"
+command -v python3 >/dev/null || { echo "test_users_cli: SKIP: needs python3"; exit 77; }
+run="$tmp/run"
+expect 0 "$K" train --model gpt --layers 4 --stages 2 -m 4 -b 2 --steps 2 --no-live \
+  --schedule 1f1b --run-dir "$run" --format json
+cp "$tmp/out" "$tmp/train.json"
+
+# the idle causes: compute (own time) and the causes sum to the step; busy is
+# the rank's wall time only; core_wait_own per rank, within its busy
+python3 - "$tmp/train.json" <<'EOF' && ok || bad "train --format json's ranks: $(head -c 600 "$tmp/train.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["ranks"]:
+    c = r["idle_causes"]
+    assert "compute" in c and "busy" not in c, c
+    parts = c["compute"] + sum(c[k] for k in ("schedule", "core_wait", "comm", "overhead", "optimizer"))
+    assert abs(parts - c["seconds"]) <= 1e-6 * c["seconds"] + 1e-12, (parts, c)
+    assert 0 < c["compute"] <= r["busy"] * (1 + 1e-9) + 1e-9, (c["compute"], r["busy"])
+    w = r["core_wait_own"]
+    assert w is not None and 0 <= w <= r["busy"] + 1e-9, (w, r["busy"])
+EOF
+expect 0 "$K" train --model gpt --layers 4 --stages 2 -m 4 -b 2 --steps 1 --no-live \
+  --schedule 1f1b --run-dir "$tmp/run2"
+has "rank    compute  schedule core_wait" "$tmp/out"
+has "core_wait is the pipeline's" "$tmp/out"
+has "each rank's own" "$tmp/out"
+long=$(awk 'length > 100' "$tmp/out" | head -1)
+[ -z "$long" ] && ok || bad "a summary line over 100 columns: $long"
+
+# sim --costs RUN: the run's schedule, P, M and costs; its prediction, action by action
+expect 0 "$K" sim --costs "$run" --format json
+python3 - "$tmp/out" "$run" <<'EOF' && ok || bad "sim --costs RUN is not the run's prediction"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = json.load(open(sys.argv[2] + "/timeline.json"))["predicted"]
+rel = lambda a, b: abs(a - b) <= 1e-9 * abs(b) + 1e-15
+assert d["schedule"] == "1f1b" and d["p"] == 2 and d["m"] == 4, (d["schedule"], d["p"], d["m"])
+assert d["cost_basis"] == "stage", d["cost_basis"]
+assert rel(d["period"], t["period"]) and rel(d["makespan"], t["makespan"]), (d["period"], t["period"])
+key = lambda e: (e["rank"], e["stage"], e["mb"], e["op"])
+want = {key(e): e for e in t["events"]}
+assert len(d["events"]) == len(want), (len(d["events"]), len(want))
+t0 = min(e["start"] for e in t["events"])
+bad = [e for e in d["events"] if not rel(e["start"], want[key(e)]["start"] - t0)]
+assert not bad, bad[:3]
+EOF
+expect 0 "$K" sim --costs "$run" -m 8 --format json
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['m'] == 8, d['m']" "$tmp/out" \
+  && ok || bad "sim --costs RUN -m 8 did not take -m"
+
+# compare --costs RUN: 1F1B's row is the run's prediction; its peak the run's 1F1B peak
+expect 0 "$K" compare --costs "$run" --schedules 1f1b,zb-h1 --format json
+python3 - "$tmp/out" "$run" <<'EOF' && ok || bad "compare --costs RUN: $(head -c 400 "$tmp/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+seg = json.load(open(sys.argv[2] + "/config.json"))["segments"][-1]
+t = json.load(open(sys.argv[2] + "/timeline.json"))["predicted"]
+one = [r for r in d["rows"] if r["schedule"] == "1f1b"][0]
+assert d["p"] == 2 and d["m"] == 4, (d["p"], d["m"])
+assert abs(one["period"] - t["period"]) <= 1e-9 * t["period"], (one["period"], t["period"])
+assert abs(one["peak_memory"] - seg["peak_1f1b_bytes"]) <= 1e-9 * seg["peak_1f1b_bytes"], \
+    (one["peak_memory"], seg["peak_1f1b_bytes"])
+EOF
+expect 0 "$K" compare --costs "$run" --schedules 1f1b
+has "mem-act=[0-9.e+]*,[0-9.e+]* mem-wgrad=" "$tmp/out"
+
+# not a run, or a run before its end: one line naming the directory, exit 2
+mkdir -p "$tmp/empty"
+expect 2 "$K" compare --costs "$tmp/empty"
+oneline; has "$tmp/empty" "$tmp/err"
+cp -r "$run" "$tmp/young" && rm "$tmp/young/timeline.json"
+expect 2 "$K" sim --costs "$tmp/young"
+oneline; has "timeline.json" "$tmp/err"
+finish test_users_cli
