@@ -152,6 +152,13 @@ typedef struct {
   int n;
 } cli_hosts;
 int cli_parse_hosts(const char *flag, const char *list, cli_hosts *out);
+/* Where a dashboard listens (train and serve take the same flags): one of
+ * --serve [HOST:]PORT and --addr [HOST:]PORT, or --port PORT, or --addr
+ * HOST with --port PORT. Into buf ("" when none is given); two addresses,
+ * or --port beside an address with a port, are a usage error (returns 2).
+ * The address itself is checked by kt_serve_parse_addr; *flag names the
+ * flag it came from ("--serve", "--addr" or "--port"), for its errors. */
+int cli_serve_addr(const cli_args *a, char *buf, size_t n, const char **flag);
 /* Warns on stderr when host:port is reachable from the network. */
 void cli_serve_exposed(const char *host, int port);
 

@@ -27,6 +27,7 @@ typedef struct {
   int live_forced; /* --live: even under mpirun */
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
+  char serve_addr[320]; /* what serve points to (cli_serve_addr) */
   const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
   kt_gemm_choice gemm;    /* the library the model's matmuls run on (after the session opens) */
 } train_opts;

@@ -164,8 +164,8 @@ static void own_waits(kt_buf *b, const kt_timeline *t, int p) {
   if (isnan(own_core_wait(t, 0))) return;
   kt_buf_puts(b, "core_wait is the pipeline's: a wait for a core delays the step's end wherever\n"
                  "it happens, and every rank idles until that end (docs/runtime.md); each rank's "
-                 "own\nops waited for a core, ms (inside busy):");
-  int col = 40;
+                 "own\nops waited for a core, ms:");
+  int col = 31;
   for (int i = 0; i < p; i++) {
     char cell[48];
     int n = snprintf(cell, sizeof cell, " %d: %.2f%s", i, 1e3 * own_core_wait(t, i), i + 1 < p ? "," : "");
