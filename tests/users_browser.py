@@ -12,7 +12,9 @@ users_browser.sh, one CTest entry per part):
             what they were moved)
   serve     the same checks on `kaiten serve`'s dashboard of those runs
   live      `kaiten train --serve`: the panel under the live prediction
-            starts from that prediction
+            starts from that prediction; the bubble chart's predicted line
+            has a point at every step (the latest prediction at or before
+            it), also on `kaiten serve` (part serve)
   memory    a zb-auto run under --mem-limit 0.5x and a 1f1b run: the run
             report says the peak against 1F1B's and the price in time,
             and its memory charts draw 1F1B's peak and the limit; `kaiten
@@ -179,6 +181,20 @@ def start(args, stream="stdout"):
     raise RuntimeError("%s printed no address: %s" % (args[0], proc.stderr.read()))
 
 
+def predicted_every_step(page, run, known, what):
+    """The bubble chart's predicted line has a point at every step of
+    metrics.jsonl, each one of the predictions known, and the latest at or
+    before its step."""
+    steps = [json.loads(x)["step"] for x in open(run + "/metrics.jsonl") if x.strip()]
+    got = page.eval("window.ktDashboard.predictedAt(0)")
+    n = page.eval("(document.querySelector('#live-bubble path[data-name=\"predicted\"]')||{dataset:{}}).dataset.n")
+    check([p[0] for p in got] == steps and n == str(len(steps)),
+          "%s: the predicted bubble at steps %s (path of %s points), metrics.jsonl has %s"
+          % (what, [p[0] for p in got], n, steps))
+    check(all(any(abs(p[1] - v) <= 1e-9 * abs(v) for v in known) for p in got),
+          "%s: predicted bubble %s, the run's predictions %s" % (what, [p[1] for p in got][:5], known))
+
+
 def part_serve(b):
     for run, moved, what in ((RUNS[0], None, "the run"), (RUNS[1], MOVED, "the edited run")):
         tl = json.load(open(run + "/timeline.json"))
@@ -193,6 +209,7 @@ def part_serve(b):
             check("costs calibrated on that step, per stage" in facts and
                   facts.count(",", facts.index("T_F"), facts.index("T_B")) == len(tf) - 1,
                   "dashboard of %s: the prediction's header says %r" % (what, facts))
+            predicted_every_step(page, run, [100 * tl["predicted"]["bubble_ratio"]], "dashboard of " + what)
             k = open_panel(page, 0)
             first_is_prediction(page, k, tl["predicted"], "dashboard of " + what)
             name = os.path.basename(run)
@@ -217,6 +234,12 @@ def part_live(b):
                          "makespan:t.predicted.makespan,costs:t.costs};})()")
         check(pred["costs"] and isinstance(pred["costs"].get("tf"), list),
               "the live prediction's costs reach the page per stage: %r" % (pred["costs"],))
+        rendered = page.eval("window.ktDashboard.run(0).predicted")
+        predicted_every_step(page, TMP + "/live", [p[1] for p in rendered], "train --serve")
+        at = page.eval("window.ktDashboard.predictedAt(0)")
+        check(all(p[1] == max((q for q in rendered if q[0] <= p[0]), default=rendered[0],
+                              key=lambda q: q[0])[1] for p in at),
+              "train --serve: a step's predicted bubble is not the latest rendered one before it")
         k = open_panel(page, 0)
         first_is_prediction(page, k, pred, "train --serve")
         clean(page, "train --serve", url)

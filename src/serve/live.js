@@ -172,7 +172,8 @@
       if (d.length) svgEl('path', { d: d.join(''), fill: 'none', stroke: s.color,
                                     'stroke-width': '1.8', 'stroke-linejoin': 'round',
                                     'stroke-dasharray': s.dashed ? '5 3' : 'none',
-                                    'data-series': String(i) }, svg);
+                                    'data-series': String(i), 'data-name': s.name || '',
+                                    'data-n': String(s.pts.length) }, svg);
       if (s.markers && s.pts.length <= 60)
         for (j = 0; j < s.pts.length; j++)
           if (isFinite(s.pts[j][1]))
@@ -180,6 +181,20 @@
                               stroke: '#FFFFFF' }, svg);
     }
     host.replaceChildren(svg);
+  }
+
+  /* The predicted bubble at every step, in %: the latest rendered step's at
+   * or before it (its costs hold until the next is calibrated), the first
+   * one's before it; the rendered steps alone when no step is held. */
+  function predictedAt(r) {
+    if (!r.predicted.length || !r.steps.length) return r.predicted;
+    var out = [], k = 0;
+    for (var j = 0; j < r.steps.length; j++) {
+      var at = r.steps[j].step;
+      while (k + 1 < r.predicted.length && r.predicted[k + 1][0] <= at) k++;
+      out.push([at, r.predicted[k][1]]);
+    }
+    return out;
   }
 
   /* A bar chart's longest value, bounded, never 0. */
@@ -409,8 +424,8 @@
       tok.push({ name: many ? r.info.name : null, color: r.color, pts: tp });
       sec.push({ name: many ? r.info.name : null, color: r.color, pts: sp });
       bub.push({ name: name + 'measured', color: r.color, pts: bp });
-      if (r.predicted.length) bub.push({ name: name + 'predicted', color: r.color, dashed: true,
-                                         pts: r.predicted });
+      var pa = predictedAt(r);
+      if (pa.length) bub.push({ name: name + 'predicted', color: r.color, dashed: true, pts: pa });
     }
     var wide = Math.max(600, Math.min(1300, document.documentElement.clientWidth - 80));
     var third = Math.floor((wide - 3 * 18 - 2 * 14) / 3);
@@ -538,7 +553,8 @@
   }
 
   /* a test hook: run i as the page holds it (info, steps, tl: the rendered step) */
-  window.ktDashboard = { run: function (i) { return runs[i]; } };
+  window.ktDashboard = { run: function (i) { return runs[i]; },
+                         predictedAt: function (i) { return predictedAt(runs[i]); } };
 
   state('connecting');
   var es = new EventSource('events');
