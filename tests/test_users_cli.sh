@@ -80,6 +80,33 @@ oneline; has "$tmp/empty" "$tmp/err"
 cp -r "$run" "$tmp/young" && rm "$tmp/young/timeline.json"
 expect 2 "$K" sim --costs "$tmp/young"
 oneline; has "timeline.json" "$tmp/err"
+# plan: memory reserved by default (2 GB, at most a tenth, + 5%), overridable;
+# equal step times rank by peak memory
+for case in "80 - 6e9" "24 - 3.2e9" "80 0 0" "80 3.5 3.5e9"; do
+  set -- $case
+  extra=(); [ "$2" = - ] || extra=(--mem-reserved-gb "$2")
+  expect 0 "$K" plan --model llama-7b --devices 8 --mem-gb "$1" --global-batch 64 --top 0 \
+    --format json "${extra[@]}"
+  python3 - "$tmp/out" "$1" "$3" <<'EOF2' && ok || bad "plan --mem-gb $1 ${extra[*]}: reserved $(head -c 300 "$tmp/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+mem, want = float(sys.argv[2]) * 1e9, float(sys.argv[3])
+assert abs(d["cluster"]["mem_reserved"] - want) <= 1e-6 * max(want, 1), d["cluster"]
+assert all(c["peak_memory"] <= mem - want for c in d["configs"]), "a config over the budget"
+cs = d["configs"]
+for a, b in zip(cs, cs[1:]):
+    if abs(a["step_time"] - b["step_time"]) <= 1e-9 * b["step_time"]:
+        assert a["peak_memory"] <= b["peak_memory"] * (1 + 1e-9), (a, b)
+EOF2
+done
+expect 0 "$K" plan --model llama-7b --devices 8 --global-batch 64
+has "memory per device: 74 GB for the model, 6 GB reserved" "$tmp/out"
+printf '{"mem_gb": 40, "mem_reserved_gb": 1}' >"$tmp/cluster.json"
+expect 0 "$K" plan --model llama-7b --devices 8 --global-batch 64 --cluster "$tmp/cluster.json"
+has "memory per device: 39 GB for the model, 1 GB reserved" "$tmp/out"
+expect 2 "$K" plan --model llama-7b --devices 8 --global-batch 64 --mem-gb 4 --mem-reserved-gb 4
+oneline
+
 # train and serve take the same address flags: --serve, --addr, --port
 timeout 3 "$K" serve "$run" --addr 127.0.0.1 --port 0 >"$tmp/out" 2>"$tmp/err"
 has "kaiten serve: http://127.0.0.1:[0-9]*/" "$tmp/out"

@@ -73,7 +73,7 @@ void kt_render_plan_partition(const kt_plan_model *m, const kt_plan_cluster *c,
     if (pv->capped) {
       kt_buf_puts(out, ",\"memory_per_stage\":");
       json_array(out, pv->mem, S);
-      json_field(out, "memory_cap", c->mem_bytes - c->mem_reserved);
+      json_field(out, "memory_cap", kt_plan_cluster_budget(c));
     }
     json_field(out, "bottleneck", pv->bottleneck);
     json_field(out, "mean", pv->mean);
@@ -182,7 +182,7 @@ static void render_json(const kt_plan_model *m, const kt_plan_cluster *c, const 
   kt_buf_printf(out, ",\"cluster\":{\"devices\":%d,\"devices_per_node\":%d", c->devices,
                 c->devices_per_node);
   json_field(out, "mem_bytes", c->mem_bytes);
-  json_field(out, "mem_reserved", c->mem_reserved);
+  json_field(out, "mem_reserved", kt_plan_cluster_reserved(c));
   json_field(out, "flops", kt_plan_cluster_flops(c));
   json_field(out, "intra_bw", c->intra_bw);
   json_field(out, "inter_bw", c->inter_bw);
@@ -240,7 +240,7 @@ static void render_explain(const kt_plan_model *m, const kt_plan_cluster *c, con
                   fmt_time(r->stage_w[j], w, sizeof w));
   }
   kt_buf_printf(out, "\n  %4s %12s %16s %12s   budget %.2f GB\n", "rank", "state (GB)",
-                "activations (GB)", "total (GB)", (c->mem_bytes - c->mem_reserved) / 1e9);
+                "activations (GB)", "total (GB)", kt_plan_cluster_budget(c) / 1e9);
   for (int k = 0; k < g->p; k++)
     kt_buf_printf(out, "  %4d %12.2f %16.2f %12.2f\n", k, r->mem_state[k] / 1e9,
                   (r->mem_rank[k] - r->mem_state[k]) / 1e9, r->mem_rank[k] / 1e9);
@@ -263,6 +263,9 @@ void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_p
                 "global batch %ld\n",
                 m->name, kt_plan_model_params(m) / 1e9, m->n_layers, seq, c->devices,
                 c->mem_bytes / 1e9, sp->global_batch);
+  kt_buf_printf(out, "memory per device: %.3g GB for the model, %.3g GB reserved (runtime, "
+                "buffers, fragmentation: --mem-reserved-gb)\n",
+                kt_plan_cluster_budget(c) / 1e9, kt_plan_cluster_reserved(c) / 1e9);
   kt_buf_printf(out, "%zu candidates in %.3f s: %zu over memory by bound, %zu cut by the time "
                 "bound, %zu evaluated (%zu over memory, %zu not applicable, %zu over bubble), "
                 "%zu simulations\n\n",
