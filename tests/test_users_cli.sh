@@ -107,6 +107,39 @@ has "memory per device: 39 GB for the model, 1 GB reserved" "$tmp/out"
 expect 2 "$K" plan --model llama-7b --devices 8 --global-batch 64 --mem-gb 4 --mem-reserved-gb 4
 oneline
 
+# plan: launch settings with the planned partition (Megatron-LM's layout,
+# torchtitan's modules per stage, kaiten.torch's call); the CSV command runs
+for pins in "-p 2 --schedule zb-auto" "-p 4 -v 2 --schedule interleaved"; do
+  # shellcheck disable=SC2086
+  expect 0 "$K" plan --model llama-7b --devices 8 --global-batch 64 $pins --format json
+  python3 - "$tmp/out" "$tmp/csv.sh" <<'EOF2' && ok || bad "plan $pins: launch $(head -c 300 "$tmp/out")"
+import json, re, sys
+c = json.load(open(sys.argv[1]))["configs"][0]
+L, part = c["launch"], c["partition"]
+lay = re.search(r'--pipeline-model-parallel-layout "([^"]*)"', L["megatron"]).group(1).split("|")
+def count(st):
+    return sum(int(x[2:]) if x.startswith("t*") else 1 for x in re.findall(r"t\*\d+|t|E|L", st))
+assert [count(x) for x in lay] == part, (lay, part)
+assert lay[0].startswith("E") and lay[-1].endswith("L"), lay
+assert ("--pipeline-model-parallel-size %d" % c["p"]) in L["megatron"]
+assert ("--micro-batch-size %d" % c["b"]) in L["megatron"]
+fq = json.loads(re.search(r"module_fqns_per_model_part = (.*)", L["torchtitan"]).group(1))
+assert [len(x) - (x[-1] == "output") for x in fq] == part, (fq, part)
+assert ("local_batch_size = %d" % (c["m"] * c["b"])) in L["torchtitan"]
+assert ("stages cut " + c["partition_arg"]) in L["kaiten_torch"], L["kaiten_torch"]
+assert ('n_microbatches=%d' % c["m"]) in L["kaiten_torch"]
+cls = {"interleaved": "Interleaved1F1B"}.get(c["schedule"])
+if cls:
+    assert 'pipeline_parallel_schedule = "%s"' % cls in L["torchtitan"]
+else:
+    cmd = re.search(r"# \S+\.csv: kaiten (.*)", L["torchtitan"]).group(1)
+    open(sys.argv[2], "w").write(cmd)
+EOF2
+done
+read -r -a csv_cmd <"$tmp/csv.sh"
+(cd "$tmp" && "$K" "${csv_cmd[@]}") && [ "$(wc -l <"$tmp/zb-auto.csv")" -ge 2 ] && ok \
+  || bad "the launch settings' CSV command: ${csv_cmd[*]}"
+
 # train and serve take the same address flags: --serve, --addr, --port
 timeout 3 "$K" serve "$run" --addr 127.0.0.1 --port 0 >"$tmp/out" 2>"$tmp/err"
 has "kaiten serve: http://127.0.0.1:[0-9]*/" "$tmp/out"

@@ -128,8 +128,8 @@ void kt_render_plan_presets(kt_buf *out) {
 
 /* ---- the ranking ------------------------------------------------------------------- */
 
-static void render_config_json(const kt_plan_model *m, const kt_plan_result *r, long B,
-                               kt_buf *out) {
+static void render_config_json(const kt_plan_model *m, const kt_plan_options *o,
+                               const kt_plan_result *r, long B, kt_buf *out) {
   const kt_plan_config *g = &r->cfg;
   int S = g->p * g->v;
   kt_buf_printf(out, "{\"p\":%d,\"d\":%d,\"t\":%d,\"v\":%d,\"m\":%d,\"b\":%d,\"k\":%d,"
@@ -170,6 +170,7 @@ static void render_config_json(const kt_plan_model *m, const kt_plan_result *r, 
   }
   kt_buf_puts(out, "],\"reason\":");
   kt_buf_json_string(out, r->reason);
+  kt_render_plan_launch(m, o, r, B, 1, out);
   kt_buf_puts(out, "}");
 }
 
@@ -198,7 +199,7 @@ static void render_json(const kt_plan_model *m, const kt_plan_cluster *c, const 
   kt_buf_puts(out, "},\"configs\":[");
   for (int i = 0; i < rep->n; i++) {
     if (i) kt_buf_puts(out, ",");
-    render_config_json(m, &rep->configs[i], sp->global_batch, out);
+    render_config_json(m, o, &rep->configs[i], sp->global_batch, out);
   }
   kt_buf_puts(out, "]}\n");
 }
@@ -293,9 +294,9 @@ void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_p
     clip(b.data, mem, sizeof mem);
     kt_buf_free(&b);
     char mcol[24];
-    if (r->equivalent) snprintf(mcol, sizeof mcol, "%d-%d", r->m_min, r->m_max);
+    if (r->equivalent && r->m_min != r->m_max) snprintf(mcol, sizeof mcol, "%d-%d", r->m_min, r->m_max);
     else snprintf(mcol, sizeof mcol, "%d", g->m);
-    collapsed += r->equivalent > 0;
+    collapsed += r->equivalent > 0 && r->m_min != r->m_max;
     kt_buf_printf(out, "%3d %3d %3d %2d %2d %9s %4d %5d  %-14s %-9s %-9s %10s %6.2f%%  %-19s  %-14s %s\n",
                   i + 1, g->p, g->d, g->t, g->v, mcol, g->b, g->k,
                   kt_gen_kind_name(g->schedule), kt_recompute_name(g->recompute),
@@ -306,6 +307,7 @@ void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_p
     kt_buf_puts(out, "M a-b: one row for the layouts that differ only in how the step is cut "
                      "into rounds (M and K, same M*K; with P=1 also the schedule) and have the "
                      "same step time and memory; K is the shown row's\n");
+  kt_render_plan_launch(m, o, &rep->configs[0], sp->global_batch, 0, out);
   if (explain) render_explain(m, c, &rep->configs[0], sp->global_batch, out);
 }
 
