@@ -33,6 +33,23 @@ static void partition_arg(const int *counts, int S, kt_buf *b) {
   for (int j = 0; j < S; j++) kt_buf_printf(b, "%s%d", j ? "," : "", counts[j]);
 }
 
+/* A row's partition (layers per stage) and memory per rank (GB), whole
+ * up to KT_PLAN_CELL characters (the stages of a model of about 2,000
+ * layers, 1,000 ranks), longer ones ending in "...". */
+#define KT_PLAN_CELL 8192
+static void row_cells(const kt_plan_result *r, char *part, char *mem) {
+  const kt_plan_config *g = &r->cfg;
+  kt_buf b;
+  kt_buf_init(&b);
+  partition_arg(r->partition, g->p * g->v, &b);
+  clip(b.data, part, KT_PLAN_CELL);
+  kt_buf_free(&b);
+  kt_buf_init(&b);
+  for (int k = 0; k < g->p; k++) kt_buf_printf(&b, "%s%.1f", k ? "," : "", r->mem_rank[k] / 1e9);
+  clip(b.data, mem, KT_PLAN_CELL);
+  kt_buf_free(&b);
+}
+
 static void json_array(kt_buf *b, const double *x, int n) {
   kt_buf_puts(b, "[");
   for (int i = 0; i < n; i++) {
@@ -276,32 +293,32 @@ void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_p
   kt_buf_printf(out, "step = the simulated period, a step in steady state under step sync %s "
                     "(--step-sync)\n\n", kt_step_sync_name(o->step_sync));
   if (rep->n == 0) return;
-  kt_buf_printf(out, "%3s %3s %3s %2s %2s %9s %4s %5s  %-14s %-9s %-9s %10s %7s  %-19s  %-14s %s\n",
+  /* the partition and the memory per stage in full: columns as wide as the longest */
+  int wp = 14, wm = 19;
+  for (int i = 0; i < rep->n; i++) {
+    char part[KT_PLAN_CELL], mem[KT_PLAN_CELL];
+    row_cells(&rep->configs[i], part, mem);
+    wp = (int)fmax(wp, strlen(part)), wm = (int)fmax(wm, strlen(mem));
+  }
+  kt_buf_printf(out, "%3s %3s %3s %2s %2s %9s %4s %5s  %-14s %-9s %-9s %10s %7s  %-*s  %-*s %s\n",
                 "#", "P", "D", "t", "V", "M", "b", "K", "schedule", "recompute", "nodes", "step",
-                "bubble", "memory/stage (GB)", "partition", "why");
+                "bubble", wm, "memory/stage (GB)", wp, "partition", "why");
   int collapsed = 0;
   for (int i = 0; i < rep->n; i++) {
     const kt_plan_result *r = &rep->configs[i];
     const kt_plan_config *g = &r->cfg;
-    char t[32], part[15], mem[20];
-    kt_buf b;
-    kt_buf_init(&b);
-    partition_arg(r->partition, g->p * g->v, &b);
-    clip(b.data, part, sizeof part);
-    kt_buf_free(&b);
-    kt_buf_init(&b);
-    for (int k = 0; k < g->p; k++) kt_buf_printf(&b, "%s%.1f", k ? "," : "", r->mem_rank[k] / 1e9);
-    clip(b.data, mem, sizeof mem);
-    kt_buf_free(&b);
+    char t[32], part[KT_PLAN_CELL], mem[KT_PLAN_CELL];
+    row_cells(r, part, mem);
     char mcol[24];
     if (r->equivalent && r->m_min != r->m_max) snprintf(mcol, sizeof mcol, "%d-%d", r->m_min, r->m_max);
     else snprintf(mcol, sizeof mcol, "%d", g->m);
     collapsed += r->equivalent > 0 && r->m_min != r->m_max;
-    kt_buf_printf(out, "%3d %3d %3d %2d %2d %9s %4d %5d  %-14s %-9s %-9s %10s %6.2f%%  %-19s  %-14s %s\n",
+    kt_buf_printf(out, "%3d %3d %3d %2d %2d %9s %4d %5d  %-14s %-9s %-9s %10s %6.2f%%  %-*s  %-*s %s\n",
                   i + 1, g->p, g->d, g->t, g->v, mcol, g->b, g->k,
                   kt_gen_kind_name(g->schedule), kt_recompute_name(g->recompute),
                   kt_node_layout_name(g->nodes),
-                  fmt_time(r->step_time, t, sizeof t), 100 * r->bubble_ratio, mem, part, r->reason);
+                  fmt_time(r->step_time, t, sizeof t), 100 * r->bubble_ratio, wm, mem, wp, part,
+                  r->reason);
   }
   if (collapsed)
     kt_buf_puts(out, "M a-b: one row for the layouts that differ only in how the step is cut "
