@@ -17,7 +17,7 @@ set(KT_TEST_MODULES
   "serve:test_serve test_serve_cli test_serve_browser test_live_view test_serve_attacks test_serve_latest test_users_serve test_users_live test_users_memory"
   "web:test_web test_whatif_panel test_whatif_critical test_whatif_drag test_whatif_diff test_whatif_idle"
   "cli:test_cli test_bad_input test_output_paths test_install test_users_cli test_readme"
-  "ffi:test_ffi test_python_api test_python_install"
+  "ffi:test_ffi test_python_api test_python_install test_torch_errors"
   "fuzz:fuzz_replay_schedule fuzz_replay_config_json fuzz_replay_checkpoint fuzz_replay_cli fuzz_replay_rundir fuzz_replay_http")
 foreach(entry ${KT_TEST_MODULES})
   string(REPLACE ":" ";" parts "${entry}")
