@@ -445,6 +445,20 @@ static kt_status state_init(sim_state *st, kt_error *err) {
   return st->c->action_time ? action_times_init(st, err) : KT_OK;
 }
 
+/* The rank woken last, taken off the queue: the simulation follows each
+ * result to the rank that consumes it while the lines it wrote are in
+ * the cache (1F1B at P=1024, M=16384: 2.3 s of work against 3.0 taken
+ * first-woken-first). The order never changes a time; links book their
+ * transfers in the order runs reach them, so with links the ranks go
+ * first-woken-first as the link model was measured. */
+static int latest(kt_rank_queue *q) {
+  if (q->len == 0) return -1;
+  int at = q->head + --q->len;
+  int r = q->ring[at >= q->n ? at - q->n : at];
+  q->queued[r] = 0;
+  return r;
+}
+
 /* Runs the schedule, filling the timeline out and/or the metrics met (each
  * may be NULL). */
 static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *links,
@@ -478,7 +492,7 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links 
   }
   for (int r = 0; !status && c->rank_release && r < s->p; r++) st.free_at[r] = c->rank_release[r];
   if (!status) kt_rank_queue_fill(&st.work);
-  for (int r; !status && (r = kt_rank_queue_next(&st.work)) >= 0;)
+  for (int r; !status && (r = links ? kt_rank_queue_next(&st.work) : latest(&st.work)) >= 0;)
     if (advance(&st, out, r)) status = kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
   for (int r = 0; !status && r < s->p; r++)
     if (st.pos[r] < s->ranks[r].n) status = report_deadlock(&st, err);
