@@ -21,6 +21,10 @@ users_browser.sh, one CTest entry per part):
             serve` of both puts their peaks side by side (and 1F1B's), the
             "Now" table says peak and price, each run's memory chart marks
             1F1B's peak and the limit where config.json has them
+  gantt     the measured Gantt of v-half runs at P=4, V=2, M=16 and P=8,
+            V=2, M=32 in the run report and on `kaiten serve`: labels never
+            overlap, the critical path's marks never cover a bar
+            (screenshots left in TMPDIR)
 """
 import json
 import os
@@ -327,10 +331,66 @@ def part_memory(b):
         check(proc.wait(timeout=60) == 0, "train --serve failed")
 
 
+LEGIBLE = """(function(id){var s=document.getElementById(id);if(!s)return null;
+  function box(e){var r=e.getBoundingClientRect();return [r.left,r.top,r.right,r.bottom];}
+  function cut(a,c){return Math.max(0,Math.min(a[2],c[2])-Math.max(a[0],c[0]))*
+                           Math.max(0,Math.min(a[3],c[3])-Math.max(a[1],c[1]));}
+  var t=Array.from(s.querySelectorAll('g.labels text')).map(box);
+  var bars=Array.from(s.querySelectorAll('rect[data-op]:not([data-pred])')).map(box);
+  var marks=Array.from(s.querySelectorAll('.kt-wi-crit')).map(box);
+  var lab=0,cov=0,i,j;
+  for(i=0;i<t.length;i++)for(j=i+1;j<t.length;j++)if(cut(t[i],t[j])>0.25)lab++;
+  for(i=0;i<marks.length;i++)for(j=0;j<bars.length;j++)if(cut(marks[i],bars[j])>0.25)cov++;
+  return {labels:t.length,overlapping:lab,bars:bars.length,marks:marks.length,covering:cov};})"""
+
+
+def legible(page, svg_id, what, shot):
+    """No two labels overlap, no critical-path mark covers a bar; the chart
+    as a screenshot in TMP."""
+    page.eval("document.getElementById('%s').scrollIntoView({block:'center'})" % svg_id)
+    got = page.eval("%s('%s')" % (LEGIBLE, svg_id))
+    check(got is not None and got["overlapping"] == 0,
+          "%s: labels %s" % (what, got))
+    check(got is not None and got["marks"] > 0 and got["covering"] == 0,
+          "%s: the critical path's marks cover bars: %s" % (what, got))
+    with open(shot, "wb") as f:
+        f.write(page.screenshot(clip=page.rect("#" + svg_id)))
+
+
+def part_gantt(b):
+    for p, v, m in ((4, 2, 16), (8, 2, 32)):
+        run = "%s/gantt%d" % (TMP, p)
+        subprocess.run([K, "train", "--synthetic", "--stages", str(p), "--schedule", "v-half", "-m", str(m),
+                        "--steps", "2", "--no-live", "--run-dir", run], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run([K, "report", run, "-o", run + ".html"], check=True, stdout=subprocess.DEVNULL)
+        what = "P=%d V=%d M=%d" % (p, v, m)
+        page = b.page(1400, 1600)
+        page.goto("file://" + run + ".html")
+        page.wait("document.body.dataset.kt === 'ready' && !!document.querySelector('#gantt-step .kt-wi-crit')",
+                  what="the run report's critical path")
+        legible(page, "gantt-step", "report, " + what, run + "-report.png")
+        clean(page, "report, " + what)
+        proc, url = start(["serve", run, "--addr", "0"])
+        try:
+            page = b.page(1400, 1800)
+            page.goto(url)
+            page.wait("document.body.dataset.live === 'finished' && "
+                      "!!document.querySelector('#gantt-m-0 svg .kt-wi-crit')", timeout=30, what="the dashboard")
+            sid = page.eval("(function(){var s=document.querySelector('#gantt-m-0 svg');"
+                            "s.id=s.id||'kt-test-measured';return s.id;})()")
+            legible(page, sid, "dashboard, " + what, run + "-serve.png")
+            clean(page, "dashboard, " + what, url)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=10)
+
+
 RUNS, MOVED = None, None
 with Browser(CHROMIUM) as browser:
     if PART in ("report", "serve"):
         r, late, MOVED = runs()
         RUNS = (r, late)
-    {"report": part_report, "serve": part_serve, "live": part_live, "memory": part_memory}[PART](browser)
+    {"report": part_report, "serve": part_serve, "live": part_live, "memory": part_memory,
+     "gantt": part_gantt}[PART](browser)
 sys.exit(check.summary("test_users_" + PART))

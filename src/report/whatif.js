@@ -348,7 +348,7 @@
     if (!at) {
       at = document.createElement('p');
       at.className = 'kt-wi-measured-at';
-      at.textContent = 'critical path of the measurement outlined; click a bar for its start, end and slack';
+      at.textContent = 'critical path of the measurement: a line above its bars, an arrow where it changes rank; click a bar for its start, end and slack';
       host.parentNode.insertBefore(at, host.nextSibling);
     }
     svg.onclick = function (e) {
