@@ -16,10 +16,11 @@ users_browser.sh, one CTest entry per part):
             has a point at every step (the latest prediction at or before
             it), also on `kaiten serve` (part serve)
   memory    a zb-auto run under --mem-limit 0.5x and a 1f1b run: the run
-            report says the peak against 1F1B's and the price in time,
-            and its memory charts draw 1F1B's peak and the limit; `kaiten
+            report says the peak against 1F1B's, the price in time and the
+            model's memory per stage, and its memory charts draw 1F1B's peak and the limit; `kaiten
             serve` of both puts their peaks side by side (and 1F1B's), the
-            "Now" table says peak and price, each run's memory chart marks
+            "Now" table says peak and price (and under each run its memory
+            and calibrated costs per stage), each run's memory chart marks
             1F1B's peak and the limit where config.json has them
   gantt     the measured Gantt of v-half runs at P=4, V=2, M=16 and P=8,
             V=2, M=32 in the run report and on `kaiten serve`: labels never
@@ -287,6 +288,9 @@ def part_memory(b):
                            "return t.textContent;}).join('|')" % chart) or ""
         check("1F1B's predicted peak" in legend and "--mem-limit 0.5x" in legend,
               "the report's %s chart draws no 1F1B peak or limit: %r" % (chart, legend[:200]))
+    act = page.eval("(document.querySelector('#memory-per-stage [data-act]')||{dataset:{}}).dataset.act")
+    check(act is not None and [float(x) for x in act.split(",")] == seg["mem_act_bytes"],
+          "the report's memory per stage: %r, config.json %r" % (act, seg["mem_act_bytes"]))
     clean(page, "run report's memory")
     # kaiten serve of both
     proc, url = start(["serve", runs["zba"], runs["one"], "--addr", "0"])
@@ -304,6 +308,14 @@ def part_memory(b):
         check(("(%.3fx 1F1B)" % ratio) in row or ("(%sx 1F1B)" % ("%.3g" % ratio)) in row,
               "the Now table's row: %r (peak %.3fx 1F1B's)" % (row, ratio))
         check(("%.3g" % price) in row, "the Now table's price: %r (want %.3g)" % (row, price))
+        facts = page.eval("(function(){var m=document.querySelector('#now tr.stage-facts[data-run=\"0\"] "
+                          ".stage-memory'),c=document.querySelector('#now tr.stage-facts[data-run=\"0\"] "
+                          ".stage-costs');return [m&&m.dataset.stageWgradBytes,c&&c.textContent];})()")
+        tl0 = json.load(open(runs["zba"] + "/timeline.json"))["predicted"]["costs"]
+        check(facts[0] is not None and [float(x) for x in facts[0].split(",")] == seg["mem_wgrad_bytes"],
+              "the Now table's memory per stage: %r, config.json %r" % (facts[0], seg["mem_wgrad_bytes"]))
+        check(facts[1] is not None and facts[1].count(",", facts[1].index("T_F"), facts[1].index("T_B"))
+              == len(tl0["tf"]) - 1, "the Now table's calibrated costs: %r" % (facts[1],))
         marks = page.eval("Array.from(document.querySelectorAll('#live-mem-0 line[data-mark]')).map("
                           "function(l){return [l.dataset.mark, +l.dataset.value];})")
         check(sorted(marks) == sorted([["mem-limit", seg["mem_limit_bytes"]], ["peak-1f1b", seg["peak_1f1b_bytes"]]]),

@@ -39,6 +39,8 @@ double kt__run_mem_ref_peak(const kt_run *r);
 /* The summary's memory note: the last step's peak against 1F1B's, the
  * limit, the price in time (nothing when 1F1B's peak is unknown). */
 void kt__run_memory_note(kt_buf *b, const kt_run *r);
+/* The model's memory per stage (config.json's segment g), a note. */
+void kt__run_stage_memory(kt_buf *b, const kt_run_segment *g);
 /* The costs the prediction ran on (per stage where so), in tu at scale ts. */
 void kt__run_calibrated_costs(kt_buf *b, const kt_costs *c, double ts, const char *tu);
 

@@ -102,4 +102,37 @@ void kt__run_memory_note(kt_buf *b, const kt_run *r) {
                   g->predicted_period / g->period_1f1b, 1e3 * g->predicted_period,
                   1e3 * g->period_1f1b);
   kt_buf_puts(b, ".</p>\n");
+  kt__run_stage_memory(b, g);
+}
+
+/* One of the model's memories per stage as a list in unit sc, and as the
+ * bytes in data-NAME. */
+static void stage_bytes(kt_buf *b, const char *what, const char *name, const double *v, int n,
+                        double sc, const char *mu) {
+  if (!v) return;
+  kt_buf_printf(b, "<span data-%s=\"", name);
+  for (int s = 0; s < n; s++) kt_buf_printf(b, "%s%.17g", s ? "," : "", v[s]);
+  kt_buf_printf(b, "\">%s ", what);
+  for (int s = 0; s < n && s < 16; s++) kt_buf_printf(b, "%s%.4g", s ? ", " : "", v[s] / sc);
+  if (n > 16) kt_buf_printf(b, ", \xe2\x80\xa6 (%d stages)", n);
+  kt_buf_printf(b, " %s</span>", mu);
+}
+
+/* The model's memory per stage as train measured it (config.json): what
+ * the schedule was generated with and what `compare --costs RUN` reads. */
+void kt__run_stage_memory(kt_buf *b, const kt_run_segment *g) {
+  if (!g || g->n_mem <= 0 || !g->mem_act_bytes) return;
+  double most = 0;
+  for (int s = 0; s < g->n_mem; s++) most = fmax(most, g->mem_act_bytes[s]);
+  const char *mu;
+  double sc = kt__run_bytes_unit(most, &mu);
+  kt_buf_puts(b, "<p class=\"note\" id=\"memory-per-stage\">The model's memory per stage, "
+                 "measured by train (config.json; what its schedule was generated with): ");
+  stage_bytes(b, "M_B (an F keeps until its B or I)", "act", g->mem_act_bytes, g->n_mem, sc, mu);
+  kt_buf_puts(b, " &#183; ");
+  stage_bytes(b, "M_W (an I keeps until its W)", "wgrad", g->mem_wgrad_bytes, g->n_mem, sc, mu);
+  if (g->mem_transient_bytes) kt_buf_puts(b, " &#183; ");
+  stage_bytes(b, "transient (a backward holds while it runs)", "transient", g->mem_transient_bytes,
+              g->n_mem, sc, mu);
+  kt_buf_puts(b, ".</p>\n");
 }

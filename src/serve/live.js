@@ -355,6 +355,39 @@
       'x (' + fmt(1e3 * m.predicted_period, 3) + ' / ' + fmt(1e3 * m.period_1f1b, 3) + ' ms)' : '\u2013';
   }
 
+  /* A list of per-stage values, the first 16: "1.25, 1.25, 1.63 MiB". */
+  function perStage(v, f) {
+    var out = [];
+    for (var s = 0; s < v.length && s < 16; s++) out.push(f(v[s]));
+    return out.join(', ') + (v.length > 16 ? ', \u2026 (' + v.length + ' stages)' : '');
+  }
+  /* The run's model memory per stage (config.json) and the costs its latest
+   * prediction was calibrated with, per stage: the row under a run in the
+   * Now table (data-* hold the numbers). */
+  function stageFacts(r) {
+    var m = r.info.memory || {}, c = r.tl && r.tl.costs, parts = [], data = '';
+    var names = [['stage_act_bytes', 'M_B'], ['stage_wgrad_bytes', 'M_W'], ['stage_transient_bytes', 'transient']];
+    for (var k = 0; k < names.length; k++) {
+      var v = m[names[k][0]];
+      if (!v || !v.length) continue;
+      data += ' data-' + names[k][0].replace(/_/g, '-') + '="' + v.join(',') + '"';
+      parts.push(names[k][1] + ' ' + perStage(v, bytes));
+    }
+    var mem = parts.length ? '<span class="stage-memory"' + data + '>model memory per stage: ' +
+      parts.join(' \u00b7 ') + '</span>' : '';
+    parts = [];
+    var ops = [['tf', 'T_F'], ['tb', 'T_B'], ['tw', 'T_W']];
+    for (k = 0; c && k < ops.length; k++) {
+      var x = c[ops[k][0]];
+      if (x === undefined || x === null) continue;
+      parts.push(ops[k][1] + ' ' + (x.length !== undefined ? perStage(x, function (t) { return fmt(1e3 * t, 3); })
+                                                           : fmt(1e3 * x, 3)) + ' ms');
+    }
+    var costs = parts.length ? '<span class="stage-costs" data-step="' + r.tl.step + '">costs calibrated on step ' +
+      r.tl.step + ': ' + parts.join(' \u00b7 ') + '</span>' : '';
+    return mem && costs ? mem + '<br/>' + costs : mem + costs;
+  }
+
   function nowTable() {
     var rows = ['<tr><th>run</th><th>schedule</th><th>step</th><th>loss</th><th>val loss</th>' +
                 '<th>tokens/s (steady)</th><th>step time</th><th>bubble measured</th>' +
@@ -383,6 +416,9 @@
                 return { '&': '&amp;', '<': '&lt;', '>': '&gt;' }[ch];
               }) + '</td>';
       rows.push(tr + '</tr>');
+      var more = stageFacts(r);
+      if (more) rows.push('<tr class="stage-facts" data-run="' + i + '"><td></td><td colspan="' +
+                          (cells.length - 1) + '">' + more + '</td></tr>');
     }
     $('now').innerHTML = '<table>' + rows.join('') + '</table>';
     peaksChart();

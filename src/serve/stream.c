@@ -54,6 +54,19 @@ static void memory_json(kt_buf *b, const run_desc *d) {
   num_field(b, "mem_limit_bytes", g && g->mem_limit_bytes > 0 ? g->mem_limit_bytes : NAN);
   num_field(b, "predicted_period", g && g->predicted_period > 0 ? g->predicted_period : NAN);
   num_field(b, "period_1f1b", g && g->period_1f1b > 0 ? g->period_1f1b : NAN);
+  /* the model's memory per stage as train measured it (null: not measured) */
+  const char *names[3] = {"act_bytes", "wgrad_bytes", "transient_bytes"};
+  const double *per[3] = {g ? g->mem_act_bytes : NULL, g ? g->mem_wgrad_bytes : NULL,
+                          g ? g->mem_transient_bytes : NULL};
+  for (int k = 0; k < 3; k++) {
+    kt_buf_printf(b, ",\"stage_%s\":", names[k]);
+    if (!per[k] || g->n_mem <= 0) kt_buf_puts(b, "null");
+    for (int s = 0; per[k] && s < g->n_mem; s++) {
+      kt_buf_puts(b, s ? "," : "[");
+      kt_buf_json_number(b, per[k][s]);
+    }
+    if (per[k] && g->n_mem > 0) kt_buf_puts(b, "]");
+  }
   kt_buf_puts(b, "},\"segments\":[");
   for (int i = 0; d->cfg && i < d->cfg->n_segments; i++) {
     const kt_run_segment *s = &d->cfg->segments[i];
