@@ -42,7 +42,7 @@ tsan: deps
 # Fuzzing (clang + libFuzzer, ASan + UBSan): every target in tests/fuzz for
 # FUZZ_SECONDS, one at a time, each from its committed corpus.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= schedule config_json checkpoint cli rundir http
+FUZZ_TARGETS ?= schedule config_json checkpoint cli rundir http ffi
 fuzz: deps
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DKT_FUZZ=ON >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS)) >/dev/null

@@ -65,6 +65,7 @@ else
 fi
 bench "bash bench/plan_vs_train.sh $B" bash "$here/plan_vs_train.sh" "$B"
 bench "bash bench/predicted_vs_measured.sh $B" bash "$here/predicted_vs_measured.sh" "$B"
+bench "bash bench/packing.sh $B" bash "$here/packing.sh" "$B"
 bench "bash bench/serve_overhead.sh $B" bash "$here/serve_overhead.sh" "$B"
 bench "$B/bench/bench_serve" "$B/bench/bench_serve"
 bench "bash bench/whatif.sh $B" bash "$here/whatif.sh" "$B"

@@ -1,7 +1,7 @@
 # Fuzz targets (tests/fuzz/README.md). Every harness is linked with
 # replay_main.c, and CTest replays its committed corpus; with -DKT_FUZZ=ON
 # (clang) it is also linked with libFuzzer as fuzz_<target> for `make fuzz`.
-set(KT_FUZZ_TARGETS schedule config_json checkpoint cli rundir http)
+set(KT_FUZZ_TARGETS schedule config_json checkpoint cli rundir http ffi)
 # An input of a committed corpus must replay well within libFuzzer's 10 s
 # hang limit of `make fuzz` (issue 35: a shipped `compare -p44` took 60 s
 # there): 1 s each in an optimised build, 10 s in a sanitised one.

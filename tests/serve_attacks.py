@@ -1,7 +1,7 @@
 """kaiten serve under attack and misuse (issue 35, section 1), over loopback
 only; run by test_serve_attacks.sh:  serve_attacks.py KAITEN TMPDIR
 
-1. Files: a symbolic link in the run directory (to a file outside), one
+1. Files: a symbolic or hard link in the run directory (to a file outside), one
    swapped in after the server started, a FIFO: never served (404), the
    outside file's bytes never in a response.
 2. Slowloris: 200 connections trickling a request's headers, 500 idle ones,
@@ -79,6 +79,7 @@ def files(base):
         os.mkfifo(tl)  # a FIFO swapped in: answered at once, not hung
         st, _, secs = request(port, "/runs/0/timeline.json", timeout=5)
         check(st == 404 and secs < 2, "a FIFO: %d after %.1f s" % (st, secs))
+        hard_links(run, secret, port)
         # the run directory itself replaced by a link to elsewhere: still the files opened at start
         moved = run + ".moved"
         os.rename(run, moved)
@@ -88,6 +89,39 @@ def files(base):
         for path in ("/runs/0/../secret.json", "/runs/0/secret.json", "/runs/0/%2e%2e/secret.json"):
             st, body, _ = request(port, path)
             check(st == 404 and b"TOP-SECRET" not in body, "%s: %d" % (path, st))
+    finally:
+        check(stop(proc) == 0, "serve did not exit 0")
+
+
+def hard_links(run, secret, port):
+    """A hard link to a file outside the run (issue 49), at start or swapped
+    in, and a file of another user: never served."""
+    tl = os.path.join(run, "timeline.json")
+    os.remove(tl)
+    os.link(secret, tl)  # swapped in while serving
+    st, body, _ = request(port, "/runs/0/timeline.json")
+    check(st == 404 and b"TOP-SECRET" not in body, "a hard link swapped in: %d %r" % (st, body[:60]))
+    m = os.path.join(run, "metrics.jsonl")
+    os.link(m, os.path.join(TMP, "metrics-elsewhere"))  # the run's own file, linked elsewhere too
+    st, _, _ = request(port, "/runs/0/metrics.jsonl")
+    check(st == 404, "a file with two links was served: %d" % st)
+    os.remove(os.path.join(TMP, "metrics-elsewhere"))
+    check(request(port, "/runs/0/metrics.jsonl")[0] == 200, "metrics.jsonl not served again")
+    if os.geteuid() == 0:  # a file that belongs to another user
+        os.remove(tl)
+        shutil.copy(secret, tl)
+        os.chown(tl, 65534, 65534)
+        st, body, _ = request(port, "/runs/0/timeline.json")
+        check(st == 404 and b"TOP-SECRET" not in body, "another user's file: %d" % st)
+    os.remove(tl)
+    # linked before the server started
+    run2 = copy_run(os.path.join(TMP, "base"), "hardlinked")
+    os.remove(os.path.join(run2, "trace.json"))
+    os.link(secret, os.path.join(run2, "trace.json"))
+    proc, port2 = serve([run2, "--addr", "127.0.0.1:0"])
+    try:
+        st, body, _ = request(port2, "/runs/0/trace.json")
+        check(st == 404 and b"TOP-SECRET" not in body, "a hard link at start: %d %r" % (st, body[:60]))
     finally:
         check(stop(proc) == 0, "serve did not exit 0")
 

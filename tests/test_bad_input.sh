@@ -123,6 +123,18 @@ case_ "'frobnicate'"   frobnicate
 case_ "--frobnicate"   sim --frobnicate
 case_ "-p"             sim -p
 case_ "'extra'"        sim extra
+# per-micro-batch costs and documents packed into micro-batches
+printf '{"tf": [[1, 2], [3]]}' >ragged.json
+case_ '"tf"[1]'                 sim -p 2 -m 2 --costs ragged.json
+case_ "M=3"                     sim -p 2 -m 3 --tf '1,2;3,4'
+case_ "stage 1 lists 1"         sim -p 2 -m 2 --tf '1,2;3'
+case_ "'lognormal:1:16'"        sim --doc-lengths lognormal:1:16
+case_ "'lpt'"                   sim --doc-lengths lognormal:1:16:1024 --packing lpt
+case_ "mb-tokens=64"            sim --doc-lengths lognormal:1:16:1024 --mb-tokens 64
+case_ "'1.5'"                   sim --doc-lengths lognormal:1:16:1024 --attn-share 1.5
+case_ "costs of their own"      sim -s optimal -p 2 -m 2 --tf '1,2;1,2'
+case_ "need --doc-lengths"      train --synthetic --packing balanced --steps 1 --no-live
+case_ "'lognormal:9'"           train --synthetic --doc-lengths lognormal:9 --steps 1 --no-live
 
 # nothing partial is written when the input is bad
 timeout 60 "$K" sim -p 0 -o never.txt >/dev/null 2>&1

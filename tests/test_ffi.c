@@ -2,6 +2,8 @@
  * every handle made, used and freed as Python's ctypes uses it, its
  * results equal to the library's own calls (so the sanitizer builds cover
  * the layer the Python package loads), and its errors as statuses. */
+#include <math.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -235,10 +237,103 @@ static void test_plan(void) {
   kt_ffi_plan_free(pl);
 }
 
+/* Issue 49: every entry point checks what it is handed (the request's
+ * ranges and size guard, its own numbers' ranges, NULL handles) before it
+ * builds anything. */
+static void test_arguments_checked(void) {
+  kt_error err = {{0}};
+  kt_request *rq = kt_ffi_request_new();
+  kt_result *res = NULL;
+  REQUIRE_VOID(rq);
+  /* sizes out of the CLI's ranges, and a layout too large for this machine */
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "p", "4097", &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "m", "1000001", &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_request_parse(rq, "schedule=zbv p=4096 m=1000000", &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_run(rq, 1, &res, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "would need about");
+  CHECK(res == NULL);
+  /* costs out of range, by name, and the memory limit's one rule */
+  kt_request_free(rq);
+  kt_request_init(rq);
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "mem_act", "1e308", &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "mem_act '1e308'");
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "comm", "9e307", &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "tf", "5e-324", &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_request_costs(rq, "{\"tb\": 1e308}", &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_request_costs(rq, "{\"tb\": 1, \"tb\": 2}", &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "twice");
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "mem_limit", "1e-300", &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_request_parse(rq, "schedule=1f1b p=2 m=4 mem-limit=3", &err), KT_OK);
+  CHECK_EQ_INT(kt_ffi_run(rq, 1, &res, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "mem-limit 3: 1f1b cannot keep to a memory limit");
+  /* costs set behind the readers' backs: the generator and simulator check them */
+  kt_request_free(rq);
+  kt_request_init(rq);
+  CHECK_EQ_INT(kt_ffi_request_parse(rq, "schedule=zb-auto p=2 m=2", &err), KT_OK);
+  rq->costs.mem_act = 1e308;
+  CHECK_EQ_INT(kt_ffi_run(rq, 1, &res, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "1e+308");
+  rq->costs.mem_act = 1;
+  /* NULL handles, texts and outputs */
+  CHECK_EQ_INT(kt_ffi_run(NULL, 1, &res, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_run(rq, 1, NULL, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_request_set(rq, NULL, "1", &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "p", NULL, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_request_order_file(rq, NULL, NULL, &err), KT_EINVAL);
+  char *out = NULL;
+  CHECK_EQ_INT(kt_ffi_result_costs_json(NULL, &out, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_schedule_write(NULL, -1, -1, &out, &err), KT_EINVAL);
+  CHECK(kt_ffi_result_order(NULL) == NULL && kt_ffi_result_mem_limit(NULL) < 0);
+  CHECK_EQ_INT(kt_ffi_web_run(NULL, NULL, &out, &err), KT_EINVAL);
+  /* a chart width beyond --width's range: refused, not drawn for minutes */
+  REQUIRE_VOID(kt_ffi_run(rq, 2, &res, &err) == KT_OK);
+  CHECK_EQ_INT(kt_ffi_result_gantt(res, 1000000000, &out, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "width 1000000000");
+  CHECK(out == NULL);
+  CHECK_EQ_INT(kt_ffi_result_gantt(res, -5, &out, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_result_gantt(res, 40, &out, &err), KT_OK);
+  kt_ffi_free(out);
+  CHECK_EQ_INT(kt_ffi_schedule_write(kt_ffi_result_order(res), -1, 7, &out, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "lowered_ir 7");
+  /* the order in a file is read as the CLI reads it: /dev/zero stops at once */
+  CHECK_EQ_INT(kt_ffi_request_order_file(rq, "/dev/zero", NULL, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "/dev/zero");
+  /* optimal's time limit in --time-limit's range */
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "time_limit", "nan", &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_request_set(rq, "time_limit", "1e9", &err), KT_EINVAL);
+  kt_ffi_result_free(res);
+  kt_ffi_request_free(rq);
+}
+
+/* The partitioner: sums that overflow, and work beyond its bound, refused at once. */
+static void test_partition_bounds(void) {
+  kt_error err = {{0}};
+  double big[4] = {1e308, 1e308, 1e308, 1e308};
+  int counts[2];
+  double bottleneck = 0;
+  CHECK_EQ_INT(kt_ffi_partition(4, big, NULL, NULL, NULL, 0, 2, counts, &bottleneck, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "overflows");
+  int n = 2000000;
+  double *ones = malloc(sizeof *ones * (size_t)n);
+  int *many = malloc(sizeof *many * 1000);
+  REQUIRE_VOID(ones && many);
+  for (int i = 0; i < n; i++) ones[i] = 1;
+  double t0 = kt_now();
+  CHECK_EQ_INT(kt_ffi_partition(n, ones, NULL, NULL, NULL, 0, 1000, many, &bottleneck, &err), KT_EINVAL);
+  CHECK_STR_CONTAINS(err.msg, "cells of work");
+  CHECK(kt_now() - t0 < 1);
+  CHECK_EQ_INT(kt_ffi_partition(n, ones, NULL, NULL, NULL, 0, 4, many, &bottleneck, &err), KT_OK);
+  CHECK_NEAR(bottleneck, n / 4, 0);
+  free(ones);
+  free(many);
+}
+
 int main(void) {
   test_request_and_result();
   test_optimal_and_compare();
   test_errors_and_limits();
+  test_arguments_checked();
+  test_partition_bounds();
   test_plan();
   return kt_test_done(__FILE__);
 }

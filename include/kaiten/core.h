@@ -99,6 +99,15 @@ static inline int kt_rank_queue_next(kt_rank_queue *q) {
   return r;
 }
 
+/* x (a count computed in floating point: a quotient, already rounded as
+ * wanted) as an int clamped to lo..hi, NaN as hi. Every such conversion
+ * in the search, the bound and the simulator goes through it: converting
+ * a double outside int's range is undefined behaviour in C. */
+static inline int kt_to_int(double x, int lo, int hi) {
+  if (!(x <= hi)) return hi;
+  return x < lo ? lo : (int)x;
+}
+
 /* Parsing helpers: strict, whole-string; 0 ok, -1 on garbage or overflow. */
 int kt_parse_int(const char *s, long lo, long hi, long *out);
 int kt_parse_double(const char *s, double *out);
@@ -121,6 +130,17 @@ double kt_thread_cpu_now(void);
 
 /* Reads a whole file into a NUL-terminated buffer (caller frees). */
 kt_status kt_read_file(const char *path, char **out, size_t *len, kt_error *err);
+/* Reads a user's text file (a schedule, a cost or planner file) into a
+ * NUL-terminated buffer (caller frees): a regular file, or a device, FIFO
+ * or pipe, read the same way. At most max bytes and lines of at most
+ * max_line bytes (0: max) are read: a larger regular file is refused
+ * before reading, and anything else stops the read at once where it is
+ * found (a NUL byte, a line or a file past its limit), with EINVAL naming
+ * the path and the limit. A directory is EINVAL; EIO, ENOMEM. */
+kt_status kt_read_text(const char *path, long long max, long long max_line, char **out,
+                       size_t *len, kt_error *err);
+/* "1.5 MiB": bytes in the largest binary unit below them. */
+void kt_format_size(char *buf, size_t n, double bytes);
 /* Writes a file without ever destroying what the path names: a regular file
  * (or a new path) is replaced atomically (temp file beside it, fsync,
  * rename; its mode kept); a symlink's target is replaced the same way; a
@@ -128,6 +148,12 @@ kt_status kt_read_file(const char *path, char **out, size_t *len, kt_error *err)
  * directory or block device is refused (EINVAL). Errors name `path`, never
  * the temp file. EIO with the reason. */
 kt_status kt_write_file_atomic(const char *path, const void *data, size_t len, kt_error *err);
+/* KT_OK when a regular file may grow to end bytes under the process's
+ * file-size limit (ulimit -f); else EIO naming path and both sizes, the
+ * full-disk case's status: past it a write fails with EFBIG, or SIGXFSZ
+ * ends a process that does not ignore it (kaiten's commands do). The
+ * writers here ask it before they write. */
+kt_status kt_file_size_check(const char *path, double end, kt_error *err);
 /* The same replacement without waiting for the disk (no fsync): for
  * outputs a command can make again (sim, compare, plan, reports). A crash of
  * the process still leaves the old file or the new one whole; the two

@@ -80,7 +80,34 @@ typedef struct kt_costs {
   int n_stages;
   double *stage_tf, *stage_tb, *stage_tw, *stage_mem_act, *stage_mem_wgrad, *stage_mem_transient;
   double *stage_tu;
+  /* Optional per (stage, micro-batch) values: each micro-batch its own cost
+   * (its token count, its attention's length). n_stages * n_mb entries,
+   * stage-major (stage s, micro-batch j at s * n_mb + j); NULL: the stage's
+   * value. Like per-stage lists they are stage costs as given (never
+   * divided by V). kt_costs_set_mb keeps the stage arrays as each stage's
+   * summary (mean time, largest memory) for whatever reads stages only. */
+  int n_mb;
+  double *mb_tf, *mb_tb, *mb_tw, *mb_mem_act, *mb_mem_wgrad;
 } kt_costs;
+
+/* The range of every cost and memory value (times, overheads, memory,
+ * bytes, bandwidths): 0, or KT_COST_MIN..KT_COST_MAX as given; a
+ * schedule's stage costs (a value for one rank's share divided by its V
+ * chunks, V <= KT_MAX_CHUNKS) down to KT_COST_STAGE_MIN. Within it every
+ * sum over the largest schedule (3 * KT_MAX_RANKS * KT_MAX_CHUNKS *
+ * KT_MAX_MICROBATCHES actions), every quotient (bytes / bandwidth) and
+ * their products stay far from overflow: no simulation, bound or search
+ * forms a number that is not finite. */
+#define KT_COST_MAX 1e15
+#define KT_COST_MIN 1e-15
+#define KT_COST_STAGE_MIN (KT_COST_MIN / KT_MAX_CHUNKS)
+#define KT__COST_RANGE_TEXT "expected 0 or a number in 1e-15..1e+15"
+/* 1 when x is 0 or in KT_COST_STAGE_MIN..KT_COST_MAX (not NaN). */
+int kt_cost_in_range(double x);
+/* The rule for a value as given: KT_OK when x is 0 or in
+ * KT_COST_MIN..KT_COST_MAX, else EINVAL naming it ("tf 1e+308: expected 0
+ * or a number in 1e-15..1e+15"). */
+kt_status kt_cost_value_check(const char *name, double x, kt_error *err);
 
 /* T_F = T_B = T_W = 1, T_comm = 0, M_B = 1, M_W = 0. */
 void kt_costs_default(kt_costs *c);
@@ -91,7 +118,8 @@ kt_status kt_costs_copy(kt_costs *dst, const kt_costs *src);
 /* 1 when no compute action takes time: T_F, T_B and T_W 0 on every stage
  * and no op overhead (a simulation then has no makespan to speak of). */
 int kt_costs_compute_free(const kt_costs *c);
-/* Checks values are finite and >= 0 and per-stage arrays match n_stages. */
+/* Checks every value is in range (kt_cost_in_range; overlap a fraction in
+ * 0..1) and per-stage arrays match n_stages. EINVAL naming the value. */
 kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err);
 
 double kt_cost_tf(const kt_costs *c, int stage);
@@ -102,6 +130,33 @@ double kt_cost_mem_wgrad(const kt_costs *c, int stage);
 double kt_cost_mem_transient(const kt_costs *c, int stage);
 double kt_cost_tu(const kt_costs *c, int stage);
 double kt_cost_comm(const kt_costs *c);
+/* Micro-batch mb's own value on stage (the stage's value when none is
+ * given per micro-batch, or mb is outside the lists). */
+double kt_cost_tf_mb(const kt_costs *c, int stage, int mb);
+double kt_cost_tb_mb(const kt_costs *c, int stage, int mb);
+double kt_cost_tw_mb(const kt_costs *c, int stage, int mb);
+double kt_cost_mem_act_mb(const kt_costs *c, int stage, int mb);
+double kt_cost_mem_wgrad_mb(const kt_costs *c, int stage, int mb);
+/* 1 when some value is given per micro-batch. */
+static inline int kt_costs_per_mb(const kt_costs *c) { return c->n_mb > 0; }
+/* Sets field ("tf", "tb", "tw", "mem-act", "mem-wgrad"; "_" for "-") per
+ * (stage, micro-batch): vals holds n_stages lists of n_mb values, stage-major.
+ * The stage array becomes the stage's mean (times) or largest value
+ * (memory), exactly the value when a stage's values are all equal. EINVAL
+ * naming a bad value or a count that disagrees with another list's, ENOMEM. */
+kt_status kt_costs_set_mb(kt_costs *c, const char *field, const double *vals, int n_stages,
+                          int n_mb, kt_error *err);
+/* 1 when some stage's micro-batches differ in a per-micro-batch value (equal
+ * lists are a per-stage list). */
+int kt_costs_mb_differ(const kt_costs *c);
+/* A deep copy of c without per-micro-batch lists, each stage's times and
+ * memory the least of its micro-batches': no step under c is shorter than
+ * under dst (a lower bound's costs). ENOMEM. */
+kt_status kt_costs_least(const kt_costs *c, kt_costs *dst, kt_error *err);
+/* Forgets every per-micro-batch list (the stage arrays keep their summaries). */
+void kt_costs_clear_mb(kt_costs *c);
+/* With per-micro-batch values, EINVAL unless they list m micro-batches. */
+kt_status kt_costs_check_m(const kt_costs *c, int m, kt_error *err);
 
 /* The costs of one stage of a schedule with v chunks per rank when c
  * describes one rank's share of the model: every uniform value (T_F, T_B,
@@ -113,13 +168,27 @@ kt_status kt_costs_for_chunks(const kt_costs *c, int v, kt_costs *dst, kt_error 
 void kt_costs_describe(const kt_costs *c, char *buf, size_t n);
 
 /* Parses "X" (uniform) or "x0,x1,...,xn" (per stage) into the named field
- * ("tf", "tb", "tw", "tu", "mem-act", "mem-wgrad", "mem-transient"). EINVAL naming the bad value. */
+ * ("tf", "tb", "tw", "tu", "mem-act", "mem-wgrad", "mem-transient"), or
+ * "a0,a1,...;b0,b1,...;..." (per stage and micro-batch: one ';'-separated
+ * group per stage, one value per micro-batch; tf, tb, tw, mem-act,
+ * mem-wgrad), or
+ * "X" into a scalar ("comm", "comm-latency", "comm-bytes",
+ * "comm-bandwidth", "send-overhead", "op-overhead", "overlap", "t-norm",
+ * "t-dp", "tie": the last also marks the embeddings tied); the cost
+ * file's names ("mem_act", ...) too. Each value within
+ * kt_cost_value_check's range (overlap: 0..1). EINVAL naming the bad value. */
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err);
-/* Loads a JSON cost file: {"tf": 1 or [..], "tb": .., "tw": .., "tu": .., "comm": x,
+/* Loads a JSON cost file: {"tf": 1 or [..] or [[..], ..], "tb": .., "tw": .., "tu": .., "comm": x,
  * "mem_act": .., "mem_wgrad": .., "mem_transient": .., "comm_latency",
  * "comm_bytes", "comm_bandwidth", "send_overhead", "overlap", "t_norm",
- * "t_dp", "tie", "step_sync": "overlap"|"barrier"}; any other key is refused
- * (EINVAL naming it), malformed JSON is EPARSE. EIO / EPARSE / EINVAL. */
+ * "t_dp", "tie", "step_sync": "overlap"|"barrier"}, each number as
+ * kt_costs_set takes it; any other key, or a key given twice, is refused
+ * (EINVAL naming it), malformed JSON is EPARSE. The file is read as
+ * kt_read_text reads (at most KT_COSTS_FILE_MAX bytes, no NUL byte; a
+ * device or FIFO too). A list of lists gives one list per stage of
+ * per-micro-batch values (tf, tb, tw, mem_act, mem_wgrad; kt_costs_set_mb).
+ * EIO / EPARSE / EINVAL. */
+#define KT_COSTS_FILE_MAX (64LL << 20)
 kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err);
 /* The same from JSON text; origin names it in error messages. */
 kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin, kt_error *err);
@@ -138,7 +207,11 @@ typedef struct {
 } kt_partition_problem;
 
 /* counts[stages] receives layers per stage; *bottleneck the largest load.
- * EINVAL when stages > n or no partition meets the memory cap. */
+ * EINVAL when stages > n, stages * (n + 1) > KT_PARTITION_MAX_CELLS (its
+ * work and tables grow with it: at the cap it takes seconds), a value is
+ * negative or not finite, the sums of the values overflow, or no partition
+ * meets the memory cap. */
+#define KT_PARTITION_MAX_CELLS (1 << 25)
 kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *counts,
                               double *bottleneck, kt_error *err);
 

@@ -15,6 +15,13 @@
  *
  * Text results are malloc'd and NUL-terminated: free them with
  * kt_ffi_free. Errors: a kt_status, and the one-line reason in err.
+ *
+ * Every argument is checked here or by the library, once: a NULL handle,
+ * text or array is EINVAL naming it; a setting is the request's to check
+ * (the CLI's ranges, the size guard of the path that will run); a number
+ * this interface takes itself (a detail, a chart's width, a notation) has
+ * its stated range. Nothing a caller passes makes a call crash, loop past
+ * its stated limit or read without bound.
  */
 #ifndef KAITEN_FFI_H
 #define KAITEN_FFI_H
@@ -44,8 +51,21 @@ kt_status kt_ffi_request_costs(kt_request *rq, const char *json, kt_error *err);
  * is EPARSE), name used when it gives none. */
 kt_status kt_ffi_request_order(kt_request *rq, const char *text, size_t len, const char *name,
                                kt_error *err);
+/* The order in the file at path (kt_request_read_order: read as `kaiten sim
+ * --schedule-file` reads it, bounded), named name (NULL: after the file).
+ * EINVAL, EIO, ENOMEM. */
+kt_status kt_ffi_request_order_file(kt_request *rq, const char *path, const char *name,
+                                    kt_error *err);
+/* The order's text the request holds ("" when none). */
+const char *kt_ffi_request_order_text(const kt_request *rq);
 /* kt_request_print. */
 kt_status kt_ffi_request_text(const kt_request *rq, char **out, kt_error *err);
+/* kt_request_pack of len[0..n-1] (given 1: micro-batches' lengths, sq
+ * optional; 0: documents) as JSON: {"packing", "micro_batches": [[document
+ * indices], ...] in run order, "tokens": [...], "order": [packed index run
+ * k-th, ...], "left_out", "period"} (free with kt_ffi_free). */
+kt_status kt_ffi_request_pack(const kt_request *rq, const int *len, const double *sq, int n,
+                              int given, char **out, kt_error *err);
 
 /* ---- results -------------------------------------------------------------------- */
 
@@ -66,9 +86,9 @@ const char *kt_ffi_result_read_info(const kt_result *res);
 /* A simulated result as `kaiten sim --format json` writes it (its events
  * when events is 1 and it kept them). EINVAL before a simulation. */
 kt_status kt_ffi_result_json(const kt_result *res, int events, char **out, kt_error *err);
-/* The terminal chart `kaiten sim` draws at width columns (no colour): the
- * Gantt, a blank line, the metrics table and the cost basis (a result
- * with its events). */
+/* The terminal chart `kaiten sim` draws at width columns (no colour;
+ * --width's 40..100000, else EINVAL): the Gantt, a blank line, the metrics
+ * table and the cost basis (a result with its events). */
 kt_status kt_ffi_result_gantt(const kt_result *res, int width, char **out, kt_error *err);
 /* The stage costs the order runs with, as the CLI's JSON writes costs. */
 kt_status kt_ffi_result_costs_json(const kt_result *res, char **out, kt_error *err);
@@ -135,6 +155,9 @@ kt_status kt_ffi_plan_model(kt_ffi_plan *pl, const char *preset_or_path, kt_erro
 kt_status kt_ffi_plan_model_json(kt_ffi_plan *pl, const char *json, kt_error *err);
 /* Overrides cluster fields from a JSON object (kt_plan_cluster_parse). */
 kt_status kt_ffi_plan_cluster_json(kt_ffi_plan *pl, const char *json, kt_error *err);
+/* The same from a file, as `kaiten plan --cluster` reads it
+ * (kt_plan_cluster_load: at most KT_PLAN_FILE_MAX bytes of text). */
+kt_status kt_ffi_plan_cluster_file(kt_ffi_plan *pl, const char *path, kt_error *err);
 /* Sets one field by its C name: the cluster's (devices, devices_per_node,
  * mem_bytes, mem_reserved, peak_flops, efficiency, achieved_flops,
  * intra_bw, intra_latency, inter_bw, inter_latency, inter_burst), the

@@ -114,6 +114,15 @@ typedef struct {
   kt_gen_outcome *outcome;
 } kt_gen_params;
 
+/* The rule every caller that takes a memory limit from a user applies
+ * (the request, kaiten/request.h, for sim, compare, the page, the ffi and
+ * Python; train): KT_OK for a finite mem_limit <= 0 (none:
+ * the default) and for a limit > 0 given to zb-auto or zbv-auto, the kinds
+ * that keep to one; EINVAL naming kind otherwise (its order sets its
+ * memory). kt_generate itself only refuses a limit that is not finite
+ * (the planner hands its budget to every kind). */
+kt_status kt_gen_check_mem_limit(kt_gen_kind kind, double mem_limit, kt_error *err);
+
 /* The memory limit zb-auto and zbv-auto keep every rank under:
  * params->mem_limit, or when that is <= 0, P*V (V = params->v, at least 1)
  * times the largest max(mem_act, mem_wgrad) over the P*V stages: 1F1B's

@@ -185,6 +185,12 @@ const char *kt_blas_choose_core(void);
 void kt_blas_set_threads(int n);
 /* The threads per rank chunks created now get. */
 int kt_blas_threads(void);
+/* KT_OK when the address space left (ulimit -v) holds the buffers OpenBLAS
+ * takes for `threads` threads that run matrix products (this process's
+ * ranks times their threads); else ENOMEM with the reason (OpenBLAS would
+ * retry its failed allocation forever). Call it once what the run keeps
+ * is allocated. */
+kt_status kt_blas_check_room(int threads, kt_error *err);
 /* The name of the OpenBLAS kernels in use ("SkylakeX", "Haswell", ...,
  * "unavailable" when OpenBLAS cannot be loaded: kt_chunk_create says why);
  * *chosen_by_kaiten (when non-NULL) receives the core kt_blas_choose_core

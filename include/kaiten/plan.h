@@ -82,7 +82,9 @@ kt_status kt_plan_model_preset(const char *name, kt_plan_model *out, kt_error *e
  * {"blocks", "hidden", "heads", ...} or {"layers": [{...}, ...]}.
  * EPARSE / EINVAL naming the bad field. */
 kt_status kt_plan_model_parse(const char *json, kt_plan_model *out, kt_error *err);
-/* A preset name, or else a JSON file path. EIO / EPARSE / EINVAL. */
+/* A preset name, or else a JSON file path (read by kt_read_text, at most
+ * KT_PLAN_FILE_MAX bytes; so is a cluster file). EIO / EPARSE / EINVAL. */
+#define KT_PLAN_FILE_MAX (64LL << 20)
 kt_status kt_plan_model_load(const char *preset_or_path, kt_plan_model *out, kt_error *err);
 /* Changes the sequence length of a transformer model (rebuilds its layers). */
 kt_status kt_plan_model_set_seq_len(kt_plan_model *m, int seq_len, kt_error *err);

@@ -23,6 +23,14 @@
  *   effort=quick|default|thorough   (thorough=1, quick=1 too)
  *   time-limit=SECONDS   optimal's exact search (default 10)
  *   slow-rank=R:F        rank R's compute costs F times as much
+ *   doc-lengths=lognormal:SIGMA:MIN:MAX   documents packed into the micro-batches
+ *                        (kaiten/packing.h); each micro-batch's costs from its tokens
+ *   seed=N               the documents' seed (default 1)
+ *   packing=fifo|balanced   (default fifo)
+ *   mb-tokens=N          a micro-batch's token budget (default 1024): tf, tb, tw and
+ *                        mem-act are those of a micro-batch of one N-token document
+ *   attn-share=X         the share of that time that grows with the square of a
+ *                        document's length (default 0.25)
  *
  * kt_request_set reads one setting, kt_request_parse a blank-separated
  * list, kt_request_print writes one back (parse(print(r)) is r). An error
@@ -34,6 +42,7 @@
 
 #include "kaiten/costs.h"
 #include "kaiten/generators.h"
+#include "kaiten/packing.h"
 #include "kaiten/schedule.h"
 #include "kaiten/sim.h"
 #include "kaiten/timeline.h"
@@ -106,6 +115,11 @@ typedef struct {
   char *order_origin;                   /* where it came from, for messages (a path), or NULL */
   kt_notation notation;                 /* how its B/BW read */
   kt_torch_ir ir;                       /* the IR a lowered order is checked against */
+  /* Documents packed into the micro-batches (doc_lengths.max 0: none). */
+  kt_doc_lengths doc_lengths;
+  uint64_t seed;
+  kt_packing packing;
+  kt_token_model tokens; /* budget (mb-tokens) and attn (attn-share) */
   /* Not a setting: called before a generator's search over more than a
    * million actions starts (kt_gen_params.on_long_search), for progress. */
   void (*on_long_search)(const char *schedule, size_t actions, void *ctx);
@@ -136,6 +150,14 @@ void kt_request_print(const kt_request *rq, kt_buf *out);
  * it came from (a path) for messages, or NULL. ENOMEM. */
 kt_status kt_request_set_order(kt_request *rq, const char *text, const char *name,
                                const char *origin, kt_error *err);
+
+/* The order in the file at path, read as every door reads one (kt_read_text:
+ * at most KT_SCHEDULE_FILE_MAX bytes, lines of at most KT_SCHEDULE_LINE_MAX,
+ * no NUL byte; a device or FIFO within the same limits), named name or,
+ * when NULL, after the file (its name up to the first '.'). EINVAL (empty,
+ * too large, a NUL byte), EIO, ENOMEM. */
+kt_status kt_request_read_order(kt_request *rq, const char *path, const char *name,
+                                kt_error *err);
 
 /* Checks the settings that depend on each other (comm and comm-bandwidth
  * both set, comm-bytes or comm-latency alone, all compute costs 0). */
@@ -174,6 +196,10 @@ typedef struct {
   double closed_form_peak_memory;
   const char *closed_form_peak_memory_expr;
   const char *stages; /* zb-auto, zbv-auto: the stages of its search that ran, or NULL */
+  /* documents packed into the micro-batches (kaiten/packing.h), or NULL */
+  const kt_pack *pack;
+  const char *packing;
+  long step_tokens;
 } kt_sim_info;
 
 /* The exact search's schedule "optimal" among kinds (not a kt_gen_kind). */
@@ -193,7 +219,8 @@ typedef struct {
   int kind;            /* its generator, KT_SIM_OPTIMAL, or -1: an order held */
   kt_costs costs;      /* the stage costs it runs with */
   double mem_limit;    /* zb-auto, zbv-auto, optimal: the limit searched under; an order
-                          held: the limit given; mem-act units, < 0: none */
+                          held: the limit given, checked against; mem-act units, < 0: none
+                          (a generator that keeps to none refuses one) */
   double time_limit;
   const char *cost_basis;
   kt_gen_outcome outcome;   /* what generating it proved */
@@ -206,6 +233,11 @@ typedef struct {
   kt_timeline tl;
   kt_gen_bound bound;
   kt_sim_info info; /* points into this result */
+  /* with doc-lengths: the step's packing (costs holds its per-micro-batch
+   * costs in its run order); packed 0: none */
+  int packed;
+  kt_pack pack;
+  long step_tokens; /* the tokens the step's micro-batches hold */
   char placement_text[512];
 } kt_result;
 
@@ -227,6 +259,15 @@ kt_status kt_request_run(const kt_request *rq, kt_result *res, kt_result_detail 
 void kt_result_free(kt_result *res);
 /* What runs: the program when there is one, else the order. */
 const kt_schedule *kt_result_runs(const kt_result *res);
+
+/* Packs len[0..n-1] as rq says, for a caller that holds its own data:
+ * documents (given 0: into rq->m micro-batches of rq->tokens.budget tokens
+ * by rq->packing) or the lengths of micro-batches already formed (given 1:
+ * n of them; sq, optional, their documents' summed squared lengths).
+ * Balanced orders them for rq's schedule (a generator), costs and memory
+ * limit. out is freed with kt_pack_free. EINVAL naming the bad value. */
+kt_status kt_request_pack(const kt_request *rq, const int *len, const double *sq, int n, int given,
+                          kt_pack *out, kt_error *err);
 
 /* ---- comparisons ---------------------------------------------------------------- */
 

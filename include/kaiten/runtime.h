@@ -78,6 +78,10 @@ typedef struct {
   double syn_tf_ms, syn_tb_ms, syn_tw_ms;
   size_t syn_act_bytes;
   size_t syn_grad_bytes; /* gradient bytes per synthetic stage (all-reduced with D > 1) */
+  /* Optional: micro-batch k's synthetic F, I and W take syn_mb_scale[k]
+   * times the costs above (variable-length micro-batches, M entries; not
+   * owned); NULL: all alike. */
+  const double *syn_mb_scale;
   double timeout; /* watchdog: seconds a rank may wait for a peer (default 60) */
   /* Rank threads of one process each on a core of their own when the
    * process may use enough cores (default 1; 0 leaves them to the kernel). */

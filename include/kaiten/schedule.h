@@ -196,6 +196,12 @@ typedef struct {
 kt_status kt_schedule_parse_opts(const char *text, kt_parse_opts *opts, kt_schedule *out,
                                  kt_error *err);
 kt_status kt_schedule_parse(const char *text, kt_schedule *out, kt_error *err);
+/* The same from a file, read by kt_read_text: at most KT_SCHEDULE_FILE_MAX
+ * bytes, a line (one rank's actions) at most KT_SCHEDULE_LINE_MAX, no NUL
+ * byte; a device, FIFO or pipe within the same limits. EINVAL naming the
+ * path and the limit, EPARSE. */
+#define KT_SCHEDULE_FILE_MAX (256LL << 20)
+#define KT_SCHEDULE_LINE_MAX (64LL << 20)
 kt_status kt_schedule_parse_file(const char *path, kt_schedule *out, kt_error *err);
 kt_status kt_schedule_parse_file_opts(const char *path, kt_parse_opts *opts, kt_schedule *out,
                                       kt_error *err);

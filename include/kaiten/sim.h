@@ -34,6 +34,8 @@ extern "C" {
 /* Duration of an op on stage: T_F, T_B + T_W (B), T_B (I) or T_W (W), plus
  * the costs' op_overhead. */
 double kt_cost_op(const kt_costs *c, int stage, kt_op op);
+/* The same for micro-batch mb (its own costs where given per micro-batch). */
+double kt_cost_op_mb(const kt_costs *c, int stage, int mb, kt_op op);
 
 /* Simulates the schedule; fills a fresh timeline (caller frees). out may be
  * NULL to only check that the schedule runs to completion.
@@ -103,6 +105,25 @@ double kt_step_model_bound(const kt_step_model *m, const kt_metrics *met, int *e
  * with kt_metrics_set_period, simulating steps back to back when one step
  * does not settle it. EDEADLOCK, ENOMEM. */
 kt_status kt_sim_period(const kt_schedule *s, const kt_costs *c, kt_metrics *met, kt_error *err);
+
+/* ---- the size guard: a simulation this machine cannot hold is refused ----
+ *
+ * Bytes per action a whole run needs, from its schedule to its written
+ * result, by the path it takes (measured at P=256, M=4096 and above, with
+ * a margin; docs/simulator.md): kt_simulate_metrics (the schedule, the
+ * simulator's state per stage and micro-batch, the metrics), a timeline
+ * (kt_simulate_both: an event and memory samples per action) with the JSON
+ * of its events or a report, and a timeline written as a Chrome trace. */
+#define KT_SIM_BYTES_METRICS 32
+#define KT_SIM_BYTES_TIMELINE 192
+#define KT_SIM_BYTES_CHROME 320
+/* EINVAL when actions * bytes_per_action is more than 3/4 of this
+ * machine's physical memory: "up to 2.01e+08 actions would need about
+ * 5.6 GiB of memory (this machine has 4 GiB)"; under an address-space
+ * limit (ulimit -v) that limit counts. The request (kaiten/request.h),
+ * every door's, asks it before it generates anything, and again for the
+ * path it takes (a timeline, a Chrome trace). */
+kt_status kt_sim_memory_check(double actions, double bytes_per_action, kt_error *err);
 
 /* ---- the critical path of a timeline, simulated or measured ----------------
  *

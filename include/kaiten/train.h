@@ -163,7 +163,9 @@ kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_tim
  * median hand-over time between ranks (producer's end to consumer's start,
  * over actions that sat waiting for their input) and send_overhead = the
  * median time a send held its rank; the simulator's semantics then predict
- * the same schedule. */
+ * the same schedule. Where some stage's micro-batches' forwards differ by
+ * more than a quarter (variable-length micro-batches) the costs are also
+ * each (stage, micro-batch)'s own means (kaiten/costs.h, per micro-batch). */
 kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
                              kt_error *err);
 
@@ -247,6 +249,8 @@ typedef struct {
   int synthetic;                /* or sleeps of the costs below with real tensors */
   double syn_tf_ms, syn_tb_ms, syn_tw_ms; /* one rank's share: V chunks run ms/V each */
   size_t syn_act_bytes, syn_grad_bytes;
+  const double *syn_mb_scale;   /* [m]: micro-batch k's costs are these times syn_mb_scale[k]
+                                   (kt_runtime_config); NULL: all alike. Not owned. */
   kt_data_source *data;         /* the caller's (never destroyed here); NULL: the built-in model's */
   const char *data_path;        /* GPT's built-in data: a text file (NULL: the built-in corpus) */
   uint64_t data_seed;

@@ -18,10 +18,11 @@ from ._ffi import (KaitenError, InvalidArgument, InvalidSchedule, Deadlock, Infe
 from ._schedule import Schedule, Simulation, schedule, load, schedules
 from ._compare import Comparison, CompareRow, compare
 from ._plan import Plan, plan, partition
+from ._packing import Packing, pack
 
 __version__: str = _lib.kt_version().decode()
 
 __all__ = ["KaitenError", "InvalidArgument", "InvalidSchedule", "Deadlock", "InfeasibleMemory",
            "KaitenMemoryError", "KaitenOSError", "Schedule", "Simulation", "Comparison",
            "CompareRow", "Plan", "schedule", "load", "schedules", "compare", "plan", "partition",
-           "__version__"]
+           "Packing", "pack", "__version__"]

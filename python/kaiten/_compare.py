@@ -117,13 +117,8 @@ def compare(stages: Optional[int] = 4, microbatches: Optional[int] = 8,
             raw, name = schedule_file._source or (schedule_file.to_text().encode(), "")
             r.order(raw, name or schedule_file.name)
         else:
-            path = os.fspath(schedule_file)
-            try:
-                with open(path, "rb") as f:
-                    text = f.read()
-            except OSError as e:
-                raise _ffi.KaitenOSError("EIO", f"{path}: {e.strerror}") from None
-            r.order(text, os.path.basename(path).split(".", 1)[0])
+            path = os.fsdecode(os.fspath(schedule_file))  # read as the CLI reads it: bounded
+            r.order_file(path, os.path.basename(path).split(".", 1)[0])
     else:
         r.set("stages", stages).set("microbatches", microbatches)
     h = r.compare(METRICS)

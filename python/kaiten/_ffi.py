@@ -3,13 +3,19 @@
 kaiten's flat interface (include/kaiten/ffi.h, libkaiten_ffi.so) gives
 opaque handles for the library's structs; everything else here is the
 library's own public functions called with those handles, plain numbers
-and strings. No struct is laid out on this side, and no argument is
-checked here: the library checks them and says what was wrong.
+and strings. No struct is laid out on this side, and no setting is
+checked here: the library checks them and says what was wrong. Only what
+C cannot see is refused on this side: a NUL character inside a string
+(C would read "1f1b\\0zbv" as "1f1b") and an int past C's int (ctypes
+would wrap it). Long calls run on one worker thread, so that Ctrl-C
+returns at once.
 """
 from __future__ import annotations
 
 import ctypes
 import os
+import queue
+import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 # Shared libraries in dependency order: each is loaded before what needs it,
@@ -128,7 +134,11 @@ _PROTOTYPES: Sequence[Tuple[Any, ...]] = (
     ("kt_ffi_request_set", c_int, P, c_char_p, c_char_p, ERR),
     ("kt_ffi_request_costs", c_int, P, c_char_p, ERR),
     ("kt_ffi_request_order", c_int, P, c_char_p, c_size_t, c_char_p, ERR),
+    ("kt_ffi_request_order_file", c_int, P, c_char_p, c_char_p, ERR),
+    ("kt_ffi_request_order_text", c_char_p, P),
     ("kt_ffi_request_text", c_int, P, OUT, ERR),
+    ("kt_ffi_request_pack", c_int, P, ctypes.POINTER(c_int), ctypes.POINTER(c_double), c_int,
+     c_int, OUT, ERR),
     ("kt_ffi_run", c_int, P, c_int, OUT, ERR),
     ("kt_ffi_result_simulate", c_int, P, c_int, ERR),
     ("kt_ffi_result_free", None, P),
@@ -159,6 +169,7 @@ _PROTOTYPES: Sequence[Tuple[Any, ...]] = (
     ("kt_ffi_plan_model", c_int, P, c_char_p, ERR),
     ("kt_ffi_plan_model_json", c_int, P, c_char_p, ERR),
     ("kt_ffi_plan_cluster_json", c_int, P, c_char_p, ERR),
+    ("kt_ffi_plan_cluster_file", c_int, P, c_char_p, ERR),
     ("kt_ffi_plan_set", c_int, P, c_char_p, c_double, ERR),
     ("kt_ffi_plan_check", c_int, P, ERR),
     ("kt_ffi_plan_search", c_int, P, OUT, ERR),
@@ -173,10 +184,55 @@ for _name, _res, *_args in _PROTOTYPES:
     _fn.argtypes = list(_args)
 
 
-def enc(text: Any) -> Optional[bytes]:
-    if text is None or isinstance(text, bytes):
-        return text
-    return str(text).encode()
+def quote(x: Any, n: int = 40) -> str:
+    """x as an error message shows it: a short prefix of its repr (a 50 MB
+    argument is not echoed whole)."""
+    if isinstance(x, (str, bytes)) and len(x) > n:
+        return f"{x[:n]!r}... ({len(x)} characters)"
+    if isinstance(x, (list, tuple, dict, set, frozenset)) and len(x) > 8:
+        return f"<{type(x).__name__} of {len(x)} items>"
+    try:
+        text = repr(x)
+    except Exception:  # noqa: BLE001 - any object may be handed in
+        text = f"<{type(x).__name__}>"
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def enc(text: Any, what: str = "text") -> Optional[bytes]:
+    """text as the C library takes it (UTF-8 bytes); a NUL character, which
+    would end the string early in C, is refused."""
+    if text is None:
+        return None
+    raw = text if isinstance(text, bytes) else str(text).encode()
+    if b"\0" in raw:
+        raise error("EINVAL", f"{what} {quote(text)}: a NUL character at position "
+                              f"{raw.index(bytes(1))}")
+    return raw
+
+
+def cint(what: str, value: Any) -> int:
+    """value as a C int: an int (not a bool) that fits, else EINVAL (ctypes
+    would wrap 2**32 + 100 to 100 silently). Its range is the library's to
+    check."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -2**31 <= value < 2**31:
+        raise error("EINVAL", f"{what} {quote(value)}: expected an integer in "
+                              f"{-2**31}..{2**31 - 1}")
+    return value
+
+
+def int_arg(what: str, value: Any, lo: int, hi: int) -> int:
+    """value as an int in lo..hi (a bool or float is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise error("EINVAL", f"{what} {quote(value)}: expected an integer in {lo}..{hi}")
+    return value
+
+
+def num_arg(what: str, value: Any, lo: float, hi: float) -> float:
+    """value as a finite float in lo..hi."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    if not ok or value != value or not lo <= value <= hi:
+        raise error("EINVAL", f"{what} {quote(value)}: expected a number in {lo:g}..{hi:g}")
+    return float(value)
 
 
 def dec(raw: Optional[bytes]) -> Optional[str]:
@@ -199,28 +255,74 @@ class Err:
                         self.buf.value.decode(errors="replace"))
 
 
-def call(fn: Callable[..., int], *args: Any) -> None:
+class _Worker:
+    """The one thread the library's long calls run on (a search, a
+    simulation, a comparison, a partition). The calling thread only waits
+    for them, so Ctrl-C (KeyboardInterrupt) returns at once; the C call,
+    bounded by its own limits, then ends on the worker, holding what it
+    was handed (keep) until it does."""
+
+    def __init__(self) -> None:
+        self.jobs: "queue.SimpleQueue[Tuple[Any, ...]]" = queue.SimpleQueue()
+        self.thread: Optional[threading.Thread] = None
+        self.lock = threading.Lock()
+
+    def _serve(self) -> None:
+        while True:
+            fn, args, done, box = self.jobs.get()
+            try:
+                box["result"] = fn(*args)
+            except BaseException as x:  # noqa: BLE001 - handed to the caller
+                box["error"] = x
+            done.set()
+
+    def run(self, fn: Callable[..., Any], args: Tuple[Any, ...], keep: Any) -> Any:
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._serve, name="kaiten-calls",
+                                               daemon=True)
+                self.thread.start()
+        done, box = threading.Event(), {"keep": keep}
+        self.jobs.put((fn, args, done, box))
+        while not done.wait(0.05):
+            pass
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+
+_worker = _Worker()
+
+
+def _invoke(fn: Callable[..., Any], args: Tuple[Any, ...], keep: Any) -> Any:
+    """fn(*args), on the worker thread when keep is given (what the call
+    uses that must outlive an interrupted wait: the handles' owners)."""
+    return fn(*args) if keep is None else _worker.run(fn, args, keep)
+
+
+def call(fn: Callable[..., int], *args: Any, keep: Any = None) -> None:
     """fn(*args, err): raises unless it returns 0."""
     e = Err()
-    e.check(fn(*args, e.ptr))
+    e.check(_invoke(fn, (*args, e.ptr), keep))
 
 
-def text_call(fn: Callable[..., int], *args: Any) -> str:
+def text_call(fn: Callable[..., int], *args: Any, keep: Any = None) -> str:
     """fn(*args, &out, err) for a text result: the text (freed on this side)."""
     out = c_void_p()
     e = Err()
-    e.check(fn(*args, ctypes.byref(out), e.ptr))
+    e.check(_invoke(fn, (*args, ctypes.byref(out), e.ptr), keep))
     try:
         return ctypes.string_at(out.value or 0).decode() if out.value else ""
     finally:
         lib.kt_ffi_free(out)
 
 
-def handle_call(fn: Callable[..., int], free: Callable[[Any], None], *args: Any) -> "Handle":
+def handle_call(fn: Callable[..., int], free: Callable[[Any], None], *args: Any,
+                keep: Any = None) -> "Handle":
     """fn(*args, &out, err) for a new handle: the handle, freed with free."""
     out = c_void_p()
     e = Err()
-    e.check(fn(*args, ctypes.byref(out), e.ptr))
+    e.check(_invoke(fn, (*args, ctypes.byref(out), e.ptr), keep))
     return Handle(out.value, free)
 
 
@@ -232,6 +334,11 @@ class Handle:
             raise KaitenMemoryError("ENOMEM", "kaiten: out of memory")
         self.ptr: Optional[int] = ptr
         self._free = free
+
+    @property
+    def _as_parameter_(self) -> Optional[int]:
+        """A Handle passes as its pointer (and a call's job keeps it alive)."""
+        return self.ptr
 
     def __del__(self) -> None:
         if getattr(self, "ptr", None):

@@ -1,10 +1,10 @@
 """`kaiten plan` in Python, and the exact min-max partitioner."""
 import ctypes
 import json
-import math
+import os
 
 from . import _ffi
-from ._ffi import error, lib, enc, dec
+from ._ffi import error, lib, enc, dec, quote
 
 RECOMPUTE = ("none", "selective", "full")
 NODES = ("dp-inside", "pp-inside")
@@ -30,20 +30,11 @@ class Plan(dict):
 
 
 def _int(what, value, lo, hi):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise error("EINVAL", f"{what} {value!r}: expected an integer in {lo}..{hi}")
-    return value
+    return None if value is None else _ffi.int_arg(what, value, lo, hi)
 
 
 def _num(what, value, lo, hi):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi \
-            or math.isnan(value):
-        raise error("EINVAL", f"{what} {value!r}: expected a number in {lo:g}..{hi:g}")
-    return float(value)
+    return None if value is None else _ffi.num_arg(what, value, lo, hi)
 
 
 def _mask(what, names, lookup, known):
@@ -51,15 +42,24 @@ def _mask(what, names, lookup, known):
         return None
     if isinstance(names, str):
         names = names.split(",")
+    if not isinstance(names, (list, tuple, set, frozenset)) or len(names) > 64:
+        raise error("EINVAL", f"{what} {quote(names)}: expected a list of names")
     mask = 0
     for n in names:
-        k = lookup(enc(n))
+        k = lookup(enc(n, what)) if isinstance(n, str) else -1
         if k < 0:
-            raise error("EINVAL", f"{what}: unknown value '{n}' (known: {known})")
+            raise error("EINVAL", f"{what}: unknown value {quote(n)} (known: {known})")
         mask |= 1 << k
     if not mask:
         raise error("EINVAL", f"{what}: empty list")
     return mask
+
+
+def _json(value, what):
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise error("EINVAL", f"{what} {quote(value)}: {quote(str(e), 120)}") from None
 
 
 class _Request:
@@ -70,24 +70,28 @@ class _Request:
 
     def set(self, field, value):
         if value is not None:
-            _ffi.call(lib.kt_ffi_plan_set, self.h.ptr, enc(field), float(value))
+            _ffi.call(lib.kt_ffi_plan_set, self.h, enc(field, "field"), float(value))
 
     def model(self, model, seq_len):
         if isinstance(model, dict):
-            _ffi.call(lib.kt_ffi_plan_model_json, self.h.ptr, enc(json.dumps(model)))
+            _ffi.call(lib.kt_ffi_plan_model_json, self.h, enc(_json(model, "model"), "model"))
         elif model is None:
             raise error("EINVAL", "model is required (a preset: "
                                         f"{dec(lib.kt_plan_preset_list())}; a JSON file; or a dict)")
+        elif isinstance(model, (str, os.PathLike)):
+            _ffi.call(lib.kt_ffi_plan_model, self.h, enc(os.fspath(model), "model"))
         else:
-            _ffi.call(lib.kt_ffi_plan_model, self.h.ptr, enc(str(model)))
+            raise error("EINVAL", f"model {quote(model)}: expected a preset name, a JSON "
+                                        "file or a dict")
         self.set("seq_len", _int("seq_len", seq_len, 1, 1 << 24))
 
     def cluster(self, cluster, devices, mem_gb, tflops, efficiency, devices_per_node):
         if isinstance(cluster, dict):
-            _ffi.call(lib.kt_ffi_plan_cluster_json, self.h.ptr, enc(json.dumps(cluster)))
+            _ffi.call(lib.kt_ffi_plan_cluster_json, self.h, enc(_json(cluster, "cluster"), "cluster"))
+        elif isinstance(cluster, (str, os.PathLike)):  # read as the CLI reads --cluster (bounded)
+            _ffi.call(lib.kt_ffi_plan_cluster_file, self.h, enc(os.fspath(cluster), "cluster"))
         elif cluster is not None:
-            with open(cluster) as f:
-                _ffi.call(lib.kt_ffi_plan_cluster_json, self.h.ptr, enc(f.read()))
+            raise error("EINVAL", f"cluster {quote(cluster)}: expected a JSON file or a dict")
         self.set("devices", _int("devices", devices, 1, 4096 * 64))
         self.set("devices_per_node", _int("devices_per_node", devices_per_node, 1, 1 << 20))
         gb = _num("mem_gb", mem_gb, 1e-6, 1e9)
@@ -97,15 +101,15 @@ class _Request:
         self.set("efficiency", _num("efficiency", efficiency, 1e-6, 1))
         if tflops is not None or efficiency is not None:
             self.set("achieved_flops", 0)  # the peak and efficiency given win over a measurement
-        _ffi.call(lib.kt_ffi_plan_check, self.h.ptr)
+        _ffi.call(lib.kt_ffi_plan_check, self.h)
 
     def options(self, zero, bytes_per_param, sequence_parallel):
         self.set("zero", _int("zero", zero, 0, 3))
         if bytes_per_param is not None:
-            bpp = list(bytes_per_param)
+            bpp = list(bytes_per_param) if isinstance(bytes_per_param, (list, tuple)) else []
             if len(bpp) != 3 or any(_num("bytes_per_param", x, 0, 64) is None for x in bpp):
-                raise error("EINVAL", f"bytes_per_param {bytes_per_param!r}: expected three "
-                                            "numbers W, G, O in 0..64 (e.g. (2, 2, 12))")
+                raise error("EINVAL", f"bytes_per_param {quote(bytes_per_param)}: expected "
+                                            "three numbers W, G, O in 0..64 (e.g. (2, 2, 12))")
             for f, x in zip(("weight_bytes", "grad_bytes", "optimizer_bytes"), bpp):
                 self.set(f, x)
         if sequence_parallel is not None:
@@ -154,7 +158,7 @@ def plan(model, devices=None, mem_gb=None, global_batch=None, seq_len=None, clus
                               "none, selective, full"))
     r.set("node_layouts", _mask("nodes", nodes, lib.kt_node_layout_from_name,
                                 "dp-inside, pp-inside"))
-    data = json.loads(_ffi.text_call(lib.kt_ffi_plan_search, r.h.ptr))
+    data = json.loads(_ffi.text_call(lib.kt_ffi_plan_search, r.h, keep=r))
     return Plan(data, None if data["configs"] else _nothing_fits(r, data, max_bubble))
 
 
@@ -162,13 +166,13 @@ def _nothing_fits(r, data, max_bubble):
     """Why no configuration fits: the line `kaiten plan` prints."""
     s, c = data["search"], data["cluster"]
     if s["evaluated"] == 0 and s["pruned_memory"] == 0 and s["not_applicable"] > 0:
-        return "no configuration applies: " + dec(lib.kt_ffi_plan_not_applicable(r.h.ptr))
+        return "no configuration applies: " + dec(lib.kt_ffi_plan_not_applicable(r.h))
     if s["over_bubble"] > 0 and s["over_bubble"] + s["no_fit"] >= s["evaluated"]:
         return (f"no configuration fits with bubble <= {100 * (max_bubble or 0):.1f}% "
                 f"({s['over_bubble']} fit but exceed it)")
     budget = c["mem_bytes"] - c["mem_reserved"]
     return (f"no configuration fits in {budget / 1e9:.1f} GB per device: the smallest needs "
-            f"{lib.kt_ffi_plan_min_memory(r.h.ptr) / 1e9:.1f} GB (try more devices, --zero 1..3, "
+            f"{lib.kt_ffi_plan_min_memory(r.h) / 1e9:.1f} GB (try more devices, --zero 1..3, "
             "--recompute full or a smaller --micro-batch-size)")
 
 
@@ -178,13 +182,14 @@ def _partition_only(r, stages, t, b, m, d, recompute, capped):
     _int("stages", stages, 1, 4096 * 64)
     rc = 0
     if recompute is not None:
-        if recompute not in RECOMPUTE:
-            raise error("EINVAL", f"recompute '{recompute}': expected none, selective or full")
+        if not isinstance(recompute, str) or recompute not in RECOMPUTE:
+            raise error("EINVAL", f"recompute {quote(recompute)}: expected none, selective "
+                                        "or full")
         rc = RECOMPUTE.index(recompute)
     t, b, d = (_int(w, x, 1, 1 << 30) or 1 for w, x in
                (("tensor_parallel", t), ("micro_batch_size", b), ("data_parallel", d)))
     m = _int("microbatches", m, 1, 1000000) or stages
-    text = _ffi.text_call(lib.kt_ffi_plan_partition, r.h.ptr, stages, t, b, m, d, rc,
+    text = _ffi.text_call(lib.kt_ffi_plan_partition, r.h, stages, t, b, m, d, rc,
                           1 if capped else 0)
     return Plan(json.loads(text))
 
@@ -195,19 +200,30 @@ def partition(loads, stages, fixed=None, act=None, mult=None, mem_cap=0.0):
     counts[j] layers in stage j, bottleneck the largest stage load. With
     mem_cap > 0 stage j must also hold sum(fixed) + mult[j] * sum(act) over
     its layers within mem_cap."""
-    n = len(loads)
-    _int("stages", stages, 1, 1 << 20)
-
-    def arr(x, k):
+    def numbers(what, x, k=None):
         if x is None:
             return None
-        if len(x) != k:
-            raise error("EINVAL", f"partition: {len(x)} values where {k} are needed")
-        return (ctypes.c_double * k)(*[float(v) for v in x])
+        try:
+            vals = [float(v) for v in x]
+        except (TypeError, ValueError):
+            raise error("EINVAL", f"partition: {what} {quote(x)}: expected a list of "
+                                        "numbers") from None
+        if isinstance(x, (str, bytes)) or any(isinstance(v, bool) for v in x):
+            raise error("EINVAL", f"partition: {what} {quote(x)}: expected a list of numbers")
+        if k is not None and len(vals) != k:
+            raise error("EINVAL", f"partition: {len(vals)} values of {what} where {k} are "
+                                        "needed")
+        return (ctypes.c_double * len(vals))(*vals)
 
+    load = numbers("loads", loads)
+    n = _ffi.int_arg("layers (len(loads))", len(load), 1, (1 << 31) - 1)
+    _ffi.int_arg("stages", stages, 1, n)
+    arrays = (load, numbers("fixed", fixed, n), numbers("act", act, n),
+              numbers("mult", mult, stages))
+    cap = _ffi.num_arg("mem_cap", mem_cap, 0, 1e308)
     counts = (ctypes.c_int * stages)()
     bottleneck = ctypes.c_double()
-    _ffi.call(lib.kt_ffi_partition, n, arr(list(loads), n), arr(fixed, n), arr(act, n),
-              arr(mult, stages), float(mem_cap), stages, counts, ctypes.byref(bottleneck))
+    _ffi.call(lib.kt_ffi_partition, n, *arrays, cap, stages, counts, ctypes.byref(bottleneck),
+              keep=arrays)
     return list(counts), bottleneck.value
 

@@ -36,7 +36,8 @@ class Request:
         """One setting by the CLI's name ("p", "mem_limit", "tf"; the API's
         "stages", "microbatches", "chunks" too); None leaves it as it is."""
         if value is not None:
-            _ffi.call(lib.kt_ffi_request_set, self.h.ptr, enc(key), enc(_text(value)))
+            _ffi.call(lib.kt_ffi_request_set, self.h.ptr, enc(key, "setting"),
+                      enc(_text(value), str(key)))
         return self
 
     def costs(self, costs: Optional[Mapping[str, Any]]) -> "Request":
@@ -44,6 +45,12 @@ class Request:
         if costs:
             _ffi.call(lib.kt_ffi_request_costs, self.h.ptr, enc(json.dumps(dict(costs))))
         return self
+
+    def order_file(self, path: str, name: Optional[str]) -> bytes:
+        """The order in a file, read as `kaiten sim --schedule-file` reads it
+        (bounded: kt_request_read_order); its text is returned."""
+        _ffi.call(lib.kt_ffi_request_order_file, self.h.ptr, enc(path, "path"), enc(name, "name"))
+        return lib.kt_ffi_request_order_text(self.h.ptr) or b""
 
     def order(self, text: Union[str, bytes], name: Optional[str]) -> "Request":
         """An order to run instead of generating one (kaiten text or CSV)."""
@@ -53,12 +60,13 @@ class Request:
 
     def run(self, detail: int) -> _ffi.Handle:
         """The result (kt_ffi_run) as a handle."""
-        return _ffi.handle_call(lib.kt_ffi_run, lib.kt_ffi_result_free, self.h.ptr, detail)
+        return _ffi.handle_call(lib.kt_ffi_run, lib.kt_ffi_result_free, self.h.ptr, detail,
+                                keep=self)
 
     def compare(self, detail: int) -> _ffi.Handle:
         """The comparison (kt_ffi_compare) as a handle; it reads this request's costs."""
         return _ffi.handle_call(lib.kt_ffi_compare, lib.kt_ffi_comparison_free, self.h.ptr,
-                                detail)
+                                detail, keep=self)
 
     def __str__(self) -> str:
         """Every setting that differs from the defaults, as key=value."""

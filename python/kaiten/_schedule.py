@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import _ffi
-from ._ffi import KaitenOSError, lib, dec, enc
+from ._ffi import lib, dec, enc
 from ._request import METRICS, ORDER, TIMELINE, Request
 
 OPTIMAL = "optimal"  # the exact search: not a generator
@@ -165,14 +165,14 @@ class Schedule:
         return True
 
     def _simulated(self, detail: int = TIMELINE) -> int:
-        _ffi.call(lib.kt_ffi_result_simulate, self._ptr, detail)
+        _ffi.call(lib.kt_ffi_result_simulate, self._ptr, detail, keep=self)
         return self._ptr
 
     def json(self, events: bool = True) -> str:
         """The simulation as `kaiten sim --format json` prints it, byte for
         byte (every action's event unless events is False)."""
         ptr = self._simulated(TIMELINE if events else METRICS)
-        return _ffi.text_call(lib.kt_ffi_result_json, ptr, int(events))
+        return _ffi.text_call(lib.kt_ffi_result_json, ptr, int(events), keep=self)
 
     def simulate(self, events: bool = False) -> Simulation:
         """Runs the schedule against its costs (event by event): `kaiten
@@ -207,13 +207,14 @@ class Schedule:
     def gantt(self, width: int = 120) -> str:
         """The terminal chart `kaiten sim` draws: a Gantt chart (one row per
         rank), the metrics table and the cost basis."""
-        return _ffi.text_call(lib.kt_ffi_result_gantt, self._simulated(), int(width))
+        return _ffi.text_call(lib.kt_ffi_result_gantt, self._simulated(),
+                              _ffi.cint("width", width), keep=self)
 
     def report(self, path: Union[str, os.PathLike], title: Optional[str] = None) -> str:
         """Writes the self-contained HTML report (`kaiten sim --report`):
         Gantt, memory over time, per-rank busy and idle, configuration."""
         _ffi.call(lib.kt_ffi_result_report, self._simulated(), self._request.h.ptr,
-                  enc(os.fspath(path)), enc(title))
+                  enc(os.fspath(path), "path"), enc(title, "title"), keep=self)
         return os.fspath(path)
 
 
@@ -267,19 +268,17 @@ def load(source: Union[str, bytes, os.PathLike], costs: Optional[Mapping[str, An
     notation; or kaiten's text form), as `kaiten sim --schedule-file` does,
     and validates it. source: a path, or the text itself when it holds a
     newline or a comma (and names no file)."""
-    text, label = source, name
+    r = _request(costs, per_stage, torch_notation=notation, torch_version=torch_version)
     src = os.fspath(source) if isinstance(source, os.PathLike) else source
     if isinstance(source, os.PathLike) or (isinstance(src, str) and (
             os.path.exists(src) or ("\n" not in src and "," not in src))):
-        try:
-            with open(src, "rb") as f:  # bytes, as the CLI reads them
-                text = f.read()
-        except OSError as e:
-            raise KaitenOSError("EIO", f"{os.fsdecode(src)}: {e.strerror}") from None
-        label = label or os.path.basename(str(src)).split(".", 1)[0]
-    r = _request(costs, per_stage, torch_notation=notation, torch_version=torch_version)
-    raw = text if isinstance(text, bytes) else str(text).encode()
-    r.order(raw, label)
+        path = src if isinstance(src, str) else os.fsdecode(src)
+        label = name or os.path.basename(path).split(".", 1)[0]
+        raw = r.order_file(path, label)  # read as the CLI reads it: bounded
+    else:
+        label = name
+        raw = src if isinstance(src, bytes) else str(src).encode()
+        r.order(raw, label)
     s = Schedule(r, r.run(ORDER))
     s._source = (raw, label or "")
     return s

@@ -6,17 +6,23 @@
 #include "kaiten/generators.h"
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 
 int cli_usage_error(const char *fmt, ...) {
+  /* one line of at most KT_ERROR_LEN * 2 bytes: a value it names (a 50 MB
+   * argument) is echoed as a prefix */
+  char line[KT_ERROR_LEN * 2];
   va_list ap;
-  fputs("kaiten: ", stderr);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
+  if (n >= (int)sizeof line) memcpy(line + sizeof line - 4, "...", 4);
+  for (char *c = line; *c; c++)
+    if (*c == '\n' || *c == '\r') *c = ' ';
+  fprintf(stderr, "kaiten: %s\n", line);
   return 2;
 }
 
@@ -90,7 +96,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli_args *out) {
       if (inline_val) return cli_usage_error("option --%s takes no value", o->name);
       out->value[idx] = "1";
     }
-    out->given[idx] = 1;
+    out->given[idx]++;
   }
   return 0;
 }
@@ -153,6 +159,13 @@ int cli_emit(const char *path, const kt_buf *b, int durable) {
     return 1;
   }
   if (!path || !strcmp(path, "-")) {
+    struct stat out;
+    off_t at = ftello(stdout);
+    kt_error err;
+    if (!fstat(STDOUT_FILENO, &out) && S_ISREG(out.st_mode) &&
+        kt_file_size_check("stdout", (double)(at > out.st_size ? at : out.st_size) + (double)b->len,
+                           &err))
+      return cli_fail(KT_EIO, &err);
     if (b->len && fwrite(b->data, 1, b->len, stdout) != b->len) return 1;
     return fflush(stdout) ? 1 : 0;
   }

@@ -27,7 +27,7 @@ typedef struct {
   const cli_opt *opts;
   int n_opts;
   const char *value[CLI_MAX_OPTS]; /* last value given, or "1" for flags */
-  int given[CLI_MAX_OPTS];
+  int given[CLI_MAX_OPTS]; /* how many times */
   const char *pos[CLI_MAX_POS];
   int n_pos;
 } cli_args;
@@ -122,6 +122,14 @@ int cli_order_read(const cli_args *a, const char *path, kt_result *res);
   {"effort", 0, "E", "zb-auto, zbv-auto: quick | default | thorough (the same as --thorough)"}, \
   CLI_TIME_LIMIT_OPT,                                                                         \
   {"slow-rank", 0, "R:F", "rank R's compute takes F times as long (a straggler)"}
+
+/* Documents of varying length packed into the micro-batches (kaiten/packing.h). */
+#define CLI_PACKING_OPTS                                                                      \
+  {"doc-lengths", 0, "SPEC", "lognormal:SIGMA:MIN:MAX: pack synthetic documents into the micro-batches; each micro-batch costs what its tokens do"}, \
+  {"seed", 0, "N", "the documents' seed (default 1)"},                                       \
+  {"packing", 0, "fifo|balanced", "fifo: fill micro-batches in data order; balanced: longest first onto the cheapest, then the order with the shortest simulated step (default fifo)"}, \
+  {"mb-tokens", 0, "N", "a micro-batch's token budget (default 1024); --tf/--tb/--tw/--mem-act are a micro-batch of one N-token document"}, \
+  {"attn-share", 0, "X", "the share of that time that grows with the square of a document's length (default 0.25)"}
 
 /* Schedule files (PyTorch CSV or kaiten text form). */
 #define CLI_SCHEDULE_FILE_OPTS                                                                \

@@ -25,6 +25,7 @@ static const cli_opt sim_opts[] = {
     {"v", 'v', "V", "chunks per rank (0: the schedule's own: interleaved/looped-bfs 2, zbv/dualpipev 2)"},
     CLI_COST_OPTS,
     CLI_SEARCH_OPTS,
+    CLI_PACKING_OPTS,
     {"placement", 0, "loop|v", "zb-auto in v placement is zbv-auto; optimal: v places 2 chunks per rank"},
     {"format", 'f', "FMT", "ascii (default) | json | csv | text | chrome | torch-csv | torch-csv-comms"},
     {"events", 0, NULL, "json: list every action's event even above " SIM_EVENTS_MAX_TEXT " actions"},
@@ -132,7 +133,12 @@ static int simulate(sim_run *r) {
   kt_error err = {{0}};
   size_t actions = kt_schedule_total_actions(kt_result_runs(&r->res));
   int full = needs_timeline(r, actions);
-  kt_status st = kt_result_simulate(&r->res, full ? KT_RESULT_TIMELINE : KT_RESULT_METRICS, &err);
+  /* a Chrome trace's text on top of the timeline: the size guard of that path */
+  kt_status st = strcmp(r->format, "chrome")
+                     ? KT_OK
+                     : kt_sim_memory_check((double)actions, KT_SIM_BYTES_CHROME, &err);
+  if (st) return cli_fail(st, &err);
+  st = kt_result_simulate(&r->res, full ? KT_RESULT_TIMELINE : KT_RESULT_METRICS, &err);
   if (st) return cli_fail(st, &err);
   if (full) return 0;
   if (!strcmp(r->format, "json"))

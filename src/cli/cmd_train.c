@@ -46,6 +46,7 @@ static const cli_opt train_opts_table[] = {
     {"tw", 0, "MS", "synthetic weight-gradient cost, on the same basis (default 2)"},
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
     {"grad-bytes", 0, "N", "synthetic gradient bytes per stage, all-reduced over D (default 0)"},
+    CLI_TRAIN_PACKING_OPTS,
     {"slow-rank", 0, "R:F", "fault injection: pipeline rank R's compute takes F times as long (F >= 1)"},
     {"inject-nan", 0, "S[:R]", "fault injection: a NaN in pipeline rank R's gradients (default 0) at step S (1-based)"},
     {"skip-nonfinite", 0, NULL, "skip a step whose loss or gradients are not finite (default: stop)"},
@@ -309,6 +310,7 @@ int train_parse(const cli_args *a, train_opts *o) {
     return rc;
   kt_error err = {{0}};
   if (!o->sp.synthetic && kt_model_config_check(&o->sp.model, &err)) return cli_fail(KT_EINVAL, &err);
+  if ((rc = train_synthetic_packing(a, o))) return rc;
   return o->schedule_file ? read_schedule_file(a, o) : 0;
 }
 

@@ -1,5 +1,6 @@
 /* kaiten command-line entry point: dispatches to the subcommands. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,9 @@ static void gemm_cache(void) {
 }
 
 int main(int argc, char **argv) {
+  /* a file past the file-size limit (ulimit -f) is an error the writers
+   * report, as a full disk is, not a signal that ends the run silently */
+  signal(SIGXFSZ, SIG_IGN);
   test_hooks();
   cli_program = argv[0];
   if (argc < 2) {
@@ -91,6 +95,6 @@ int main(int argc, char **argv) {
     }
     return commands[i]->run(&a);
   }
-  fprintf(stderr, "kaiten: unknown command '%s' (try kaiten --help)\n", name);
+  fprintf(stderr, "kaiten: unknown command '%.40s' (try kaiten --help)\n", name);
   return 2;
 }

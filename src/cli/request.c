@@ -24,6 +24,8 @@ static int apply(const cli_args *a, kt_request *rq, const char *const *keys) {
     if (!wanted) continue;
     char key[64];
     typed(o, key, sizeof key);
+    /* a value stated twice is ambiguous, as a key twice in a cost file */
+    if (a->given[i] > 1) return cli_usage_error("%s is given %d times: give it once", key, a->given[i]);
     kt_error err = {{0}};
     kt_status st = kt_request_set(rq, key, a->value[i], &err);
     if (st) return cli_fail(st, &err);
@@ -36,25 +38,11 @@ static int apply(const cli_args *a, kt_request *rq, const char *const *keys) {
   return 0;
 }
 
-/* The order in path: its text, named after the file. */
+/* The order in path, named after the file. */
 static int read_order(const char *path, kt_request *rq) {
-  char *text = NULL;
-  size_t len = 0;
   kt_error err = {{0}};
-  kt_status st = kt_read_file(path, &text, &len, &err);
-  if (st) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
-  if (len == 0 || memchr(text, 0, len)) {
-    free(text);
-    return len ? cli_usage_error("%s: not a schedule (a NUL byte in the text)", path)
-               : cli_usage_error("'%s' is empty", path);
-  }
-  const char *base = strrchr(path, '/');
-  base = base ? base + 1 : path;
-  char name[KT_REQUEST_NAME_LEN];
-  snprintf(name, sizeof name, "%.*s", (int)strcspn(base, "."), base);
-  st = kt_request_set_order(rq, text, name, path, &err);
-  free(text);
-  return st ? cli_fail(st, &err) : 0;
+  kt_status st = kt_request_read_order(rq, path, NULL, &err);
+  return st ? cli_fail(st == KT_EIO ? KT_EINVAL : st, &err) : 0;
 }
 
 static int command_takes(const cli_args *a, const char *name) {

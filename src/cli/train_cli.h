@@ -30,6 +30,8 @@ typedef struct {
   char serve_addr[320]; /* what serve points to (cli_serve_addr) */
   const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
   kt_gemm_choice gemm;    /* the library the model's matmuls run on (after the session opens) */
+  double *syn_mb_scale;   /* --synthetic --doc-lengths: each micro-batch's cost multiple (owned) */
+  long step_tokens;       /* ... and the tokens of a step */
 } train_opts;
 
 #define TRAIN_MODEL_GIVEN (1 << 5)
@@ -40,6 +42,15 @@ enum {
 };
 
 int train_parse(const cli_args *a, train_opts *o);
+/* --synthetic with --doc-lengths: the documents packed into the
+ * micro-batches as `kaiten sim` packs them (same flags, --seed), each
+ * micro-batch's synthetic costs scaled by its load (o->syn_mb_scale). */
+int train_synthetic_packing(const cli_args *a, train_opts *o);
+#define CLI_TRAIN_PACKING_OPTS                                                               \
+  {"doc-lengths", 0, "SPEC", "lognormal:SIGMA:MIN:MAX documents packed into the micro-batches (--synthetic: each micro-batch sleeps its load's share of --tf/--tb/--tw)"}, \
+  {"packing", 0, "fifo|balanced", "how documents fill micro-batches and their order (default fifo; see kaiten sim --help)"}, \
+  {"mb-tokens", 0, "N", "a micro-batch's token budget (default 1024)"},                     \
+  {"attn-share", 0, "X", "the share of a full micro-batch's time quadratic in document length (default 0.25)"}
 int train_session(train_opts *o);
 
 /* The peak activation memory the schedule predicts per rank beside the

@@ -327,6 +327,8 @@ int train_session(train_opts *o) {
   kt_session_close(r.ss);
   if (o->sp.resume) train_resume_free(&r.resume);
   if (o->have_file) kt_result_free(&o->file);
+  free(o->syn_mb_scale);
+  o->syn_mb_scale = NULL;
   free(r.losses);
   return rc;
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -51,6 +52,17 @@ static int write_all(int fd, const void *data, size_t len, double pause) {
     left -= (size_t)w;
   }
   return 0;
+}
+
+kt_status kt_file_size_check(const char *path, double end, kt_error *err) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY || end <= (double)rl.rlim_cur)
+    return KT_OK;
+  char has[32], most[32];
+  kt_format_size(has, sizeof has, end);
+  kt_format_size(most, sizeof most, (double)rl.rlim_cur);
+  return kt_fail(err, KT_EIO, "cannot write '%s': %s: it would hold %s, more than the file-size "
+                 "limit (ulimit -f) of %s", path, strerror(EFBIG), has, most);
 }
 
 /* The path a symlink chain ends at (which may not exist yet), in out. */
@@ -133,6 +145,9 @@ static kt_status replace_atomically(const char *user_path, const char *path, con
   else snprintf(dir, sizeof dir, ".");
   if (snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, base) >= (int)sizeof tmp)
     return kt_fail(err, KT_EIO, "cannot write '%s': path too long", user_path);
+  /* past the file-size limit the write would fail half-way (or SIGXFSZ end the process) */
+  kt_status st = kt_file_size_check(user_path, (double)len, err);
+  if (st) return st;
   int fd = mkstemp(tmp);
   if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
     return kt_fail(err, KT_EIO, "cannot write '%s': its directory '%s' does not exist", user_path,

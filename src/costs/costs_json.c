@@ -8,81 +8,108 @@
 
 kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
   char *text;
-  kt_status st = kt_read_file(path, &text, NULL, err);
+  kt_status st = kt_read_text(path, KT_COSTS_FILE_MAX, 0, &text, NULL, err);
   if (st) return st;
   st = kt_costs_parse_json(c, text, path, err);
   free(text);
   return st;
 }
 
-static const char *const fields[] = {"tf",      "tb",        "tw",           "tu",
-                                     "mem_act", "mem_wgrad", "mem_transient"};
-static const char *const scalars[] = {"comm",           "comm_latency",  "comm_bytes",
-                                      "comm_bandwidth", "send_overhead", "op_overhead",
-                                      "overlap",        "t_norm",        "t_dp"};
-#define N_FIELDS (sizeof fields / sizeof *fields)
-#define N_SCALARS (sizeof scalars / sizeof *scalars)
+static const char *const keys[] = {"tf",           "tb",           "tw",
+                                   "tu",           "mem_act",      "mem_wgrad",
+                                   "mem_transient", "comm",        "comm_latency",
+                                   "comm_bytes",   "comm_bandwidth", "send_overhead",
+                                   "op_overhead",  "overlap",      "t_norm",
+                                   "t_dp",         "tie",          "step_sync"};
+#define N_KEYS (sizeof keys / sizeof *keys)
 
-/* Every key is one of the fields or scalars: a typo must not pass. */
+/* Every key is one of keys[], once: a typo must not pass, and a value
+ * given twice is as ambiguous as a flag given twice. */
 static kt_status check_keys(const cJSON *root, const char *origin, kt_error *err) {
   for (const cJSON *it = root->child; it; it = it->next) {
-    int known = 0;
-    for (size_t f = 0; f < N_FIELDS; f++) known |= !strcmp(it->string, fields[f]);
-    for (size_t f = 0; f < N_SCALARS; f++) known |= !strcmp(it->string, scalars[f]);
-    known |= !strcmp(it->string, "tie") || !strcmp(it->string, "step_sync");
-    if (!known)
+    if (kt_name_index(it->string, keys, (int)N_KEYS) < 0)
       return kt_fail(err, KT_EINVAL,
-                     "%s: unknown key \"%s\" (known: tf, tb, tw, tu, comm, comm_latency, "
+                     "%s: unknown key \"%.40s\" (known: tf, tb, tw, tu, comm, comm_latency, "
                      "comm_bytes, comm_bandwidth, send_overhead, op_overhead, mem_act, mem_wgrad, "
                      "mem_transient, overlap, t_norm, t_dp, tie, step_sync)",
                      origin, it->string);
+    for (const cJSON *before = root->child; before != it; before = before->next)
+      if (!strcmp(before->string, it->string))
+        return kt_fail(err, KT_EINVAL, "%s: \"%s\" is given twice; give it once", origin,
+                       it->string);
   }
   return KT_OK;
 }
 
-/* A per-stage list of numbers into field. */
-static kt_status read_list(kt_costs *c, const cJSON *it, const char *field, const char *origin,
-                           kt_error *err) {
-  int n = cJSON_GetArraySize(it);
+/* A list per stage of per-micro-batch numbers into field (kt_costs_set_mb). */
+static kt_status read_lists(kt_costs *c, const cJSON *it, const char *field, const char *origin,
+                            kt_error *err) {
+  int stages = cJSON_GetArraySize(it), n_mb = cJSON_GetArraySize(it->child);
+  if (stages > KT_MAX_RANKS * KT_MAX_CHUNKS || n_mb < 1 || n_mb > KT_MAX_MICROBATCHES)
+    return kt_fail(err, KT_EINVAL, "%s: \"%s\" has %d stages of %d micro-batches", origin, field,
+                   stages, n_mb);
+  double *vals = malloc(sizeof(double) * (size_t)stages * (size_t)n_mb);
+  if (!vals) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = KT_OK;
+  int s = 0;
+  const cJSON *row;
+  cJSON_ArrayForEach(row, it) {
+    if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != n_mb) {
+      st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] must be a list of %d numbers (as [0] is)",
+                   origin, field, s, n_mb);
+      break;
+    }
+    int j = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, row) {
+      if (!cJSON_IsNumber(x)) {
+        st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d][%d] is not a number", origin, field, s, j);
+        break;
+      }
+      vals[(size_t)s * (size_t)n_mb + (size_t)j++] = x->valuedouble;
+    }
+    if (st) break;
+    s++;
+  }
+  if (!st) st = kt_costs_set_mb(c, field, vals, stages, n_mb, err);
+  free(vals);
+  return st;
+}
+
+/* One key's value: a number, or (a per-stage field) a list of numbers. */
+static kt_status read_key(kt_costs *c, const cJSON *it, const char *origin, kt_error *err) {
+  const char *key = it->string;
+  int list = kt__costs_is_list(key);
+  if (list && cJSON_IsArray(it) && cJSON_IsArray(it->child)) return read_lists(c, it, key, origin, err);
+  if (!cJSON_IsNumber(it) && !(list && cJSON_IsArray(it)))
+    return kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number%s", origin, key,
+                   list ? " or an array of numbers" : "");
+  int n = cJSON_IsArray(it) ? cJSON_GetArraySize(it) : 1;
   if (n < 1 || n > KT_MAX_RANKS * KT_MAX_CHUNKS)
-    return kt_fail(err, KT_EINVAL, "%s: \"%s\" has %d entries", origin, field, n);
+    return kt_fail(err, KT_EINVAL, "%s: \"%s\" has %d entries (expected 1..%d)", origin, key, n,
+                   KT_MAX_RANKS * KT_MAX_CHUNKS);
   double *vals = malloc(sizeof(double) * (size_t)n);
   if (!vals) return kt_fail(err, KT_ENOMEM, "out of memory");
   kt_status st = KT_OK;
   int i = 0;
   const cJSON *x;
-  cJSON_ArrayForEach(x, it) {
+  if (cJSON_IsNumber(it)) vals[i++] = it->valuedouble;
+  else cJSON_ArrayForEach(x, it) {
     if (!cJSON_IsNumber(x)) {
-      st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] is not a number", origin, field, i);
+      st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] is not a number", origin, key, i);
       break;
     }
     vals[i++] = x->valuedouble;
   }
-  if (!st) st = kt__costs_set_values(c, field, vals, n, err);
+  kt_error sub;
+  if (!st && (st = kt__costs_set_values(c, key, vals, n, &sub)))
+    kt_fail(err, st, "%s: %s", origin, sub.msg);
   free(vals);
   return st;
 }
 
-/* A field that is uniform (a number) or per stage (a list). */
-static kt_status read_field(kt_costs *c, const cJSON *root, const char *field, const char *origin,
-                            kt_error *err) {
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, field);
-  if (!it) return KT_OK;
-  if (cJSON_IsArray(it)) return read_list(c, it, field, origin, err);
-  if (!cJSON_IsNumber(it))
-    return kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number or an array", origin, field);
-  double v = it->valuedouble;
-  return kt__costs_set_values(c, field, &v, 1, err);
-}
-
-/* "tie": the exchange's time (tied embeddings); "step_sync": a name. */
-static kt_status read_step_end(kt_costs *c, const cJSON *root, const char *origin, kt_error *err) {
-  const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie");
-  if (tie && (!cJSON_IsNumber(tie) || kt__costs_bad_value(tie->valuedouble)))
-    return kt_fail(err, KT_EINVAL, "%s: \"tie\" must be a number >= 0", origin);
-  if (tie) c->tied = 1, c->t_tie = tie->valuedouble;
-  const cJSON *sync = cJSON_GetObjectItemCaseSensitive(root, "step_sync");
-  if (!sync) return KT_OK;
+/* "step_sync": a name, "overlap" or "barrier". */
+static kt_status read_step_sync(kt_costs *c, const cJSON *sync, const char *origin, kt_error *err) {
   int k = cJSON_IsString(sync) ? kt_step_sync_from_name(sync->valuestring) : -1;
   if (k < 0)
     return kt_fail(err, KT_EINVAL, "%s: \"step_sync\" must be \"overlap\" or \"barrier\"", origin);
@@ -103,19 +130,9 @@ kt_status kt_costs_parse_json(kt_costs *c, const char *json, const char *origin,
     return kt_fail(err, KT_EPARSE, "%s: not a JSON object", origin);
   }
   kt_status st = check_keys(root, origin, err);
-  for (size_t f = 0; f < N_FIELDS && !st; f++) st = read_field(c, root, fields[f], origin, err);
-  double *targets[] = {&c->comm,           &c->comm_latency,  &c->comm_bytes,
-                       &c->comm_bandwidth, &c->send_overhead, &c->op_overhead,
-                       &c->overlap,        &c->t_norm,        &c->t_dp};
-  _Static_assert(sizeof targets / sizeof *targets == N_SCALARS, "one target per scalar");
-  for (size_t f = 0; f < N_SCALARS && !st; f++) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, scalars[f]);
-    if (!it) continue;
-    if (!cJSON_IsNumber(it) || kt__costs_bad_value(it->valuedouble))
-      st = kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number >= 0", origin, scalars[f]);
-    else *targets[f] = it->valuedouble;
-  }
-  if (!st) st = read_step_end(c, root, origin, err);
+  for (const cJSON *it = root->child; it && !st; it = it->next)
+    st = !strcmp(it->string, "step_sync") ? read_step_sync(c, it, origin, err)
+                                          : read_key(c, it, origin, err);
   cJSON_Delete(root);
   return st;
 }

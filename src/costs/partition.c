@@ -139,6 +139,14 @@ static kt_status check_problem(const kt_partition_problem *pb, int stages, kt_er
   if (stages > n)
     return kt_fail(err, KT_EINVAL,
                    "partition: %d stages for %d layers: a stage would be empty", stages, n);
+  /* its tables and each probe are stages x layers: bounded, so that it ends in seconds */
+  if ((double)stages * ((double)n + 1) > KT_PARTITION_MAX_CELLS)
+    return kt_fail(err, KT_EINVAL, "partition: %d layers into %d stages: %.3g cells of work, more "
+                   "than %d: fewer layers or stages", n, stages, (double)stages * ((double)n + 1),
+                   KT_PARTITION_MAX_CELLS);
+  if (!(pb->mem_cap >= 0 && isfinite(pb->mem_cap)))
+    return kt_fail(err, KT_EINVAL, "partition: memory cap %g: expected a finite number >= 0",
+                   pb->mem_cap);
   kt_status st = check_array(pb->load, n, "load", err);
   if (!st) st = check_array(pb->fixed, n, "fixed", err);
   if (!st) st = check_array(pb->act, n, "act", err);
@@ -197,8 +205,13 @@ kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *c
   if (!w.L || !w.F || !w.A || !w.maxend || !w.reach) {
     st = kt_fail(err, KT_ENOMEM, "partition: out of memory for %d layers x %d stages", n, stages);
   } else {
-    double maxload = prefix_sums(&w, pb);
-    if (!feasible(&w, INFINITY))
+    double maxload = prefix_sums(&w, pb), most = 1;
+    for (int j = 0; w.mult && j < stages; j++) most = fmax(most, w.mult[j]);
+    if (!isfinite(w.L[n]) || !isfinite(w.F[n] + most * w.A[n]))
+      st = kt_fail(err, KT_EINVAL, "partition: the %s of %d layers overflows (%g): values that "
+                   "large cannot be compared; scale them down", isfinite(w.L[n]) ? "memory" : "load",
+                   n, isfinite(w.L[n]) ? w.F[n] + most * w.A[n] : w.L[n]);
+    else if (!feasible(&w, INFINITY))
       st = kt_fail(err, KT_EINVAL,
                    "partition: no cut of %d layers into %d stages keeps every stage within the "
                    "memory cap %.4g",

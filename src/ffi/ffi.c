@@ -42,7 +42,7 @@ void kt_ffi_request_free(kt_request *rq) {
 }
 
 kt_status kt_ffi_request_set(kt_request *rq, const char *key, const char *value, kt_error *err) {
-  if (!rq) return no_handle(err, "request");
+  if (!rq || !key || !value) return no_handle(err, !rq ? "request" : !key ? "key" : "value");
   return kt_request_set(rq, key, value, err);
 }
 
@@ -64,6 +64,16 @@ kt_status kt_ffi_request_order(kt_request *rq, const char *text, size_t len, con
   return kt_request_set_order(rq, text, name, NULL, err);
 }
 
+kt_status kt_ffi_request_order_file(kt_request *rq, const char *path, const char *name,
+                                    kt_error *err) {
+  if (!rq || !path) return no_handle(err, rq ? "path" : "request");
+  return kt_request_read_order(rq, path, name, err);
+}
+
+const char *kt_ffi_request_order_text(const kt_request *rq) {
+  return rq && rq->order ? rq->order : "";
+}
+
 kt_status kt_ffi_request_text(const kt_request *rq, char **out, kt_error *err) {
   if (!rq) return no_handle(err, "request");
   kt_buf b;
@@ -72,9 +82,38 @@ kt_status kt_ffi_request_text(const kt_request *rq, char **out, kt_error *err) {
   return take_text(&b, out, err);
 }
 
+kt_status kt_ffi_request_pack(const kt_request *rq, const int *len, const double *sq, int n,
+                              int given, char **out, kt_error *err) {
+  *out = NULL;
+  if (!rq || (!len && n > 0)) return no_handle(err, "request");
+  kt_pack pk;
+  kt_status st = kt_request_pack(rq, len, sq, n, given, &pk, err);
+  if (st) return st;
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_buf_printf(&b, "{\"packing\":\"%s\",\"micro_batches\":[", kt_packing_name(pk.how));
+  for (int k = 0; k < pk.m; k++) {
+    int mb = pk.order[k];
+    kt_buf_puts(&b, k ? ",[" : "[");
+    for (int i = pk.first[mb]; i < pk.first[mb + 1]; i++)
+      kt_buf_printf(&b, "%s%d", i > pk.first[mb] ? "," : "", pk.doc_of[i]);
+    kt_buf_puts(&b, "]");
+  }
+  kt_buf_puts(&b, "],\"tokens\":[");
+  for (int k = 0; k < pk.m; k++) kt_buf_printf(&b, "%s%d", k ? "," : "", pk.tokens[pk.order[k]]);
+  kt_buf_puts(&b, "],\"order\":[");
+  for (int k = 0; k < pk.m; k++) kt_buf_printf(&b, "%s%d", k ? "," : "", pk.order[k]);
+  kt_buf_printf(&b, "],\"left_out\":%d,\"period\":", pk.left_out);
+  kt_buf_json_number(&b, pk.period);
+  kt_buf_puts(&b, "}");
+  kt_pack_free(&pk);
+  return take_text(&b, out, err);
+}
+
 /* ---- results ------------------------------------------------------------------ */
 
 kt_status kt_ffi_run(const kt_request *rq, int detail, kt_result **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   if (!rq) return no_handle(err, "request");
   if (detail < KT_RESULT_ORDER || detail > KT_RESULT_TIMELINE)
@@ -106,15 +145,15 @@ void kt_ffi_result_free(kt_result *res) {
   free(res);
 }
 
-const kt_schedule *kt_ffi_result_order(const kt_result *res) { return &res->order; }
+const kt_schedule *kt_ffi_result_order(const kt_result *res) { return res ? &res->order : NULL; }
 
 const kt_schedule *kt_ffi_result_program(const kt_result *res) {
-  return res->program.ranks ? &res->program : NULL;
+  return res && res->program.ranks ? &res->program : NULL;
 }
 
-double kt_ffi_result_mem_limit(const kt_result *res) { return res->mem_limit; }
+double kt_ffi_result_mem_limit(const kt_result *res) { return res ? res->mem_limit : -1; }
 
-const char *kt_ffi_result_read_info(const kt_result *res) { return res->read_info; }
+const char *kt_ffi_result_read_info(const kt_result *res) { return res ? res->read_info : ""; }
 
 static kt_status simulated(const kt_result *res, kt_error *err) {
   if (!res) return no_handle(err, "result");
@@ -123,6 +162,7 @@ static kt_status simulated(const kt_result *res, kt_error *err) {
 }
 
 kt_status kt_ffi_result_json(const kt_result *res, int events, char **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   kt_status st = simulated(res, err);
   if (st) return st;
@@ -133,13 +173,16 @@ kt_status kt_ffi_result_json(const kt_result *res, int events, char **out, kt_er
 }
 
 kt_status kt_ffi_result_gantt(const kt_result *res, int width, char **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   kt_status st = simulated(res, err);
   if (st) return st;
+  if (width < 40 || width > 100000) /* --width's range: the chart's work grows with it */
+    return kt_fail(err, KT_EINVAL, "width %d: expected 40..100000 columns", width);
   if (!res->has_timeline) return kt_fail(err, KT_EINVAL, "the result kept no timeline");
   kt_gantt_opts go;
   kt_gantt_default_opts(&go);
-  go.width = width < 40 ? 40 : width;
+  go.width = width;
   go.chunks = res->order.v;
   kt_buf b;
   kt_buf_init(&b);
@@ -152,6 +195,7 @@ kt_status kt_ffi_result_gantt(const kt_result *res, int width, char **out, kt_er
 }
 
 kt_status kt_ffi_result_costs_json(const kt_result *res, char **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   if (!res) return no_handle(err, "result");
   kt_buf b;
@@ -172,6 +216,7 @@ kt_status kt_ffi_result_report(const kt_result *res, const kt_request *rq, const
 /* ---- comparisons --------------------------------------------------------------- */
 
 kt_status kt_ffi_compare(const kt_request *rq, int detail, kt_comparison **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   if (!rq) return no_handle(err, "request");
   kt_comparison *cmp = kt_calloc(1, sizeof *cmp);
@@ -190,6 +235,7 @@ void kt_ffi_comparison_free(kt_comparison *cmp) {
 }
 
 kt_status kt_ffi_comparison_text(const kt_comparison *cmp, int json, char **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   if (!cmp) return no_handle(err, "comparison");
   kt_buf b;
@@ -223,7 +269,9 @@ kt_status kt_ffi_comparison_report(const kt_comparison *cmp, const char *path, c
 /* ---- the what-if page's call ---------------------------------------------------- */
 
 kt_status kt_ffi_web_run(const char *args, const char *order, char **out, kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
+  if (!args) return no_handle(err, "args");
   kt_buf b;
   kt_buf_init(&b);
   kt_web_run(args, order, &b); /* its answer says its own failure */
@@ -233,20 +281,29 @@ kt_status kt_ffi_web_run(const char *args, const char *order, char **out, kt_err
 /* ---- schedules -------------------------------------------------------------- */
 
 void kt_ffi_schedule_shape(const kt_schedule *s, int shape[5]) {
+  if (!shape) return;
+  if (!s) {
+    memset(shape, 0, 5 * sizeof *shape);
+    return;
+  }
   shape[0] = s->p, shape[1] = s->v, shape[2] = s->m;
   shape[3] = s->ranks ? kt_schedule_stages(s) : 0;
   shape[4] = (int)s->placement;
 }
 
-const char *kt_ffi_schedule_name(const kt_schedule *s) { return s->name; }
+const char *kt_ffi_schedule_name(const kt_schedule *s) { return s ? s->name : ""; }
 
 kt_status kt_ffi_schedule_write(const kt_schedule *s, int notation, int lowered_ir, char **out,
                                 kt_error *err) {
+  if (!out) return no_handle(err, "out");
   *out = NULL;
   if (!s) return no_handle(err, "schedule");
   if (notation < -1 || notation > KT_NOTATION_LEGACY)
     return kt_fail(err, KT_EINVAL, "notation %d: expected -1 (text), 0 or 1 (current) or 2 (legacy)",
                    notation);
+  if (lowered_ir < -1 || lowered_ir > KT_TORCH_IR_PRE_2_15)
+    return kt_fail(err, KT_EINVAL, "lowered_ir %d: expected -1 (compute only), 0 (torch 2.15) or 1 "
+                                   "(older)", lowered_ir);
   kt_schedule low = {0};
   if (lowered_ir >= 0) {
     kt_status st = kt_schedule_lower_ir(s, (kt_torch_ir)lowered_ir, &low, err);

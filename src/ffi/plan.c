@@ -36,7 +36,12 @@ void kt_ffi_plan_free(kt_ffi_plan *pl) {
   free(pl);
 }
 
+#define NEED(x, what) \
+  do { if (!(x)) return kt_fail(err, KT_EINVAL, "%s: NULL", what); } while (0)
+
 static kt_status set_model(kt_ffi_plan *pl, const char *text, int is_json, kt_error *err) {
+  NEED(pl, "plan");
+  NEED(text, is_json ? "model JSON" : "model");
   kt_plan_model m;
   kt_status st = is_json ? kt_plan_model_parse(text, &m, err) : kt_plan_model_load(text, &m, err);
   if (st) return st;
@@ -54,10 +59,19 @@ kt_status kt_ffi_plan_model_json(kt_ffi_plan *pl, const char *json, kt_error *er
 }
 
 kt_status kt_ffi_plan_cluster_json(kt_ffi_plan *pl, const char *json, kt_error *err) {
+  NEED(pl, "plan");
+  NEED(json, "cluster JSON");
   return kt_plan_cluster_parse(json, &pl->cluster, err);
 }
 
+kt_status kt_ffi_plan_cluster_file(kt_ffi_plan *pl, const char *path, kt_error *err) {
+  NEED(pl, "plan");
+  NEED(path, "cluster file");
+  return kt_plan_cluster_load(path, &pl->cluster, err);
+}
+
 kt_status kt_ffi_plan_check(const kt_ffi_plan *pl, kt_error *err) {
+  NEED(pl, "plan");
   return kt_plan_cluster_check(&pl->cluster, err);
 }
 
@@ -108,6 +122,8 @@ static kt_status set_field(kt_ffi_plan *pl, const field *f, double value, kt_err
 }
 
 kt_status kt_ffi_plan_set(kt_ffi_plan *pl, const char *field_name, double value, kt_error *err) {
+  NEED(pl, "plan");
+  NEED(field_name, "field");
   if (!strcmp(field_name, "seq_len")) {
     if (!pl->have_model) return kt_fail(err, KT_EINVAL, "seq_len: set the model first");
     if (!(value >= 1 && value <= (1 << 24)) || value != floor(value))
@@ -116,11 +132,12 @@ kt_status kt_ffi_plan_set(kt_ffi_plan *pl, const char *field_name, double value,
   }
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
     if (!strcmp(fields[i].name, field_name)) return set_field(pl, &fields[i], value, err);
-  return kt_fail(err, KT_EINVAL, "unknown planner field '%s'", field_name);
+  return kt_fail(err, KT_EINVAL, "unknown planner field '%.40s'", field_name);
 }
 
 kt_status kt_ffi_plan_search(kt_ffi_plan *pl, char **json, kt_error *err) {
   *json = NULL;
+  NEED(pl, "plan");
   if (!pl->have_model) return kt_fail(err, KT_EINVAL, "the planner needs a model");
   kt_plan_report rep;
   kt_status st = kt_plan_search(&pl->model, &pl->cluster, &pl->options, &pl->search, &rep, err);
@@ -139,14 +156,23 @@ kt_status kt_ffi_plan_search(kt_ffi_plan *pl, char **json, kt_error *err) {
   return KT_OK;
 }
 
-double kt_ffi_plan_min_memory(const kt_ffi_plan *pl) { return pl->min_memory; }
+double kt_ffi_plan_min_memory(const kt_ffi_plan *pl) { return pl ? pl->min_memory : 0; }
 
-const char *kt_ffi_plan_not_applicable(const kt_ffi_plan *pl) { return pl->not_applicable; }
+const char *kt_ffi_plan_not_applicable(const kt_ffi_plan *pl) { return pl ? pl->not_applicable : ""; }
 
 kt_status kt_ffi_plan_partition(const kt_ffi_plan *pl, int stages, int t, int b, int m, int d,
                                 int recompute, int capped, char **json, kt_error *err) {
   *json = NULL;
+  NEED(pl, "plan");
   if (!pl->have_model) return kt_fail(err, KT_EINVAL, "the partitioner needs a model");
+  if (stages < 1 || stages > KT_PLAN_MAX_LAYERS)
+    return kt_fail(err, KT_EINVAL, "stages %d: expected 1..%d", stages, KT_PLAN_MAX_LAYERS);
+  const struct { const char *name; int v, hi; } sizes[] = {
+      {"t", t, 1 << 30}, {"b", b, 1 << 30}, {"m", m, KT_MAX_MICROBATCHES}, {"d", d, 1 << 30}};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+    if (sizes[i].v < 1 || sizes[i].v > sizes[i].hi)
+      return kt_fail(err, KT_EINVAL, "%s %d: expected 1..%d", sizes[i].name, sizes[i].v,
+                     sizes[i].hi);
   if (recompute < 0 || recompute >= KT_RECOMPUTE_COUNT)
     return kt_fail(err, KT_EINVAL, "recompute %d: expected 0 (none), 1 (selective) or 2 (full)",
                    recompute);
@@ -169,6 +195,7 @@ kt_status kt_ffi_plan_partition(const kt_ffi_plan *pl, int stages, int t, int b,
 kt_status kt_ffi_partition(int n, const double *load, const double *fixed, const double *act,
                            const double *mult, double mem_cap, int stages, int *counts,
                            double *bottleneck, kt_error *err) {
+  NEED(counts, "counts");
   kt_partition_problem pb = {.n = n, .load = load, .fixed = fixed, .act = act, .mult = mult,
                              .mem_cap = mem_cap};
   return kt_partition_minmax(&pb, stages, counts, bottleneck, err);

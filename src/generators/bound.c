@@ -22,7 +22,8 @@ static double order_peak(const kt_schedule *s, const kt_costs *c, int *has_b, in
       if (a->op >= KT_OP_COUNT) continue;
       *has_b |= a->op == KT_OP_B;
       *overlapped |= (a->flags & KT_ACTION_OVERLAP_NEXT) != 0;
-      mem += kt_action_memory(a->op, kt_cost_mem_act(c, a->stage), kt_cost_mem_wgrad(c, a->stage));
+      mem += kt_action_memory(a->op, kt_cost_mem_act_mb(c, a->stage, a->mb),
+                              kt_cost_mem_wgrad_mb(c, a->stage, a->mb));
       if (mem > top) top = mem;
     }
   }

@@ -14,6 +14,7 @@ void kt_gen_closed_forms(int kind, const kt_schedule *s, const kt_costs *c,
                                           &out->bubble_expr);
   out->why = kt_gen_closed_form_why_not(k, s->p, s->v, s->m);
   const char *inexact = kt_cost_comm(c) > 0 ? "the forms assume T_comm = 0"
+                        : kt_costs_mb_differ(c) ? "the forms assume the same costs for every micro-batch"
                         : c->stage_tf || c->stage_tb || c->stage_tw
                             ? "the forms assume the same costs on every stage"
                         : c->send_overhead > 0 || c->op_overhead > 0

@@ -58,7 +58,8 @@ kt_status kt_gen_lower_bound(const kt_schedule *layout, const kt_costs *c, doubl
   if (exact) *exact = 0;
   kt_status st = kt_costs_check(c, kt_schedule_stages(layout), err);
   if (!st) st = kt__lower_bound(layout, c, mem_limit, 1, lb, err);
-  if (st || search_nodes <= 0 || !kt__optimal_reach(layout) || c->links || c->send_overhead > 0)
+  if (st || search_nodes <= 0 || !kt__optimal_reach(layout) || c->links || c->send_overhead > 0 ||
+      kt_costs_mb_differ(c))
     return st;
   kt_gen_params params = {.p = layout->p, .v = layout->v, .m = layout->m, .costs = c,
                                .mem_limit = mem_limit};
@@ -143,6 +144,10 @@ kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
   if (isnan(params->mem_limit) || isinf(params->mem_limit))
     st = kt_fail(err, KT_EINVAL, "optimal: memory limit %g is not a finite number", params->mem_limit);
   if (!st) st = kt_costs_check(c, kt_schedule_stages(out), err);
+  if (!st && kt_costs_mb_differ(c))
+    st = kt_fail(err, KT_EINVAL, "optimal: the micro-batches have costs of their own; the exact "
+                                 "search proves orders of micro-batches alike (zb-auto searches "
+                                 "with each one's cost)");
   if (!st) st = kt__opt_problem_init(&pb, out, c, params->mem_limit, 1, err);
   for (int x = 0; !st && x < pb.S; x++)
     if (pb.wg[x] > pb.act[x]) { /* then a full B, which frees all at once, may win */

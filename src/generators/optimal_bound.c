@@ -191,9 +191,11 @@ static void memory_needs(const kt__opt_problem *pb, int s, int j, int *need_i, i
   double a = pb->act[s], w = pb->wg[s], need = (j + 1) * a - limit_tol(pb);
   *need_i = *need_w = -1;
   if (need <= 0 || a <= 0) return;
-  int qi = (int)ceil(need / a - 1e-9), qw = 0;
+  /* counts above j + 1 all mean "impossible": clamped there */
+  int qi = kt_to_int(ceil(need / a - 1e-9), 0, j + 1), qw = 0;
   if (w > a) qw = qi; /* an I then holds more: only a W frees */
-  else if (w > 0 && need - j * (a - w) > 0) qw = (int)ceil((need - j * (a - w)) / w - 1e-9);
+  else if (w > 0 && need - j * (a - w) > 0)
+    qw = kt_to_int(ceil((need - j * (a - w)) / w - 1e-9), 0, j + 1);
   if (qi > j || qw > j) *impossible = 1;
   *need_i = qi - 1, *need_w = qw - 1;
 }
@@ -286,7 +288,7 @@ static double after_needs(const kt__opt_problem *pb, const kt__opt_state *st,
     double over = (j + 1) * a - ni * (a - w) - limit_tol(pb);
     int nw = need[KT__OPT_W];
     if (over > 0 && w <= 0) continue;
-    if (over > 0 && ceil(over / w - 1e-9) > nw) nw = (int)ceil(over / w - 1e-9);
+    if (over > 0 && ceil(over / w - 1e-9) > nw) nw = kt_to_int(ceil(over / w - 1e-9), 0, j + 1);
     if (nw > ni) continue;
     int mix[KT__OPT_TYPES] = {need[KT__OPT_F] > j ? need[KT__OPT_F] : j, ni, nw};
     if (last_end_of(pb, st, ws, s, mix) >= cheapest) continue;
@@ -324,7 +326,7 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
       double w = pb->wg[s], over = (j + 1) * w - limit_tol(pb);
       if (needs) h = maxd(h, after_needs(pb, st, ws, KT__OPT_I, s, j));
       if (w > 0 && over > 0) {
-        int qw = (int)ceil(over / w - 1e-9) - 1;
+        int qw = kt_to_int(ceil(over / w - 1e-9), 0, j + 1) - 1;
         if (qw >= j) impossible = 1;
         else h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
       }
@@ -508,12 +510,37 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
   return lb;
 }
 
+/* Micro-batches of their own costs: the bound of the costs every
+ * micro-batch at least has (kt_costs_least: shorter ops and smaller
+ * activations only let an order end sooner), raised to the busiest rank's
+ * own work (its F and backward of every micro-batch, as given). */
+static kt_status mb_lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
+                                double *lb, kt_error *err) {
+  kt_costs least;
+  kt_status st = kt_costs_least(c, &least, err);
+  if (st) return st;
+  st = kt__lower_bound(layout, &least, mem_limit, 0, lb, err);
+  kt_costs_free(&least);
+  if (st) return st;
+  int S = kt_schedule_stages(layout);
+  for (int r = 0; r < layout->p; r++) {
+    double work = 0;
+    for (int s = 0; s < S; s++)
+      for (int j = 0; kt_stage_rank(layout, s) == r && j < layout->m; j++)
+        work += kt_cost_tf_mb(c, s, j) + kt_cost_tb_mb(c, s, j) + kt_cost_tw_mb(c, s, j) +
+                2 * c->op_overhead;
+    *lb = maxd(*lb, work);
+  }
+  return KT_OK;
+}
+
 kt_status kt__lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit, int needs,
                           double *lb, kt_error *err) {
   kt_costs unit;
   if (!c) kt_costs_default(&unit), c = &unit;
   kt_status st = kt_costs_check(c, kt_schedule_stages(layout), err);
   if (st) return st;
+  if (kt_costs_mb_differ(c)) return mb_lower_bound(layout, c, mem_limit, lb, err);
   kt__opt_problem pb;
   kt__opt_state state;
   kt__opt_bound_ws ws;

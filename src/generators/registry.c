@@ -263,6 +263,15 @@ kt_status kt__reserve_actions(kt_schedule *s, size_t per_rank, kt_error *err) {
   return KT_OK;
 }
 
+kt_status kt_gen_check_mem_limit(kt_gen_kind kind, double mem_limit, kt_error *err) {
+  if (!isfinite(mem_limit))
+    return kt_fail(err, KT_EINVAL, "memory limit %g: expected a finite number", mem_limit);
+  if (mem_limit <= 0 || kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO) return KT_OK;
+  return kt_fail(err, KT_EINVAL, "%s cannot keep to a memory limit: its order sets its memory "
+                 "(zb-auto and zbv-auto search for an order within one)",
+                 (unsigned)kind < KT_SCHED_COUNT ? kinds[kind].name : "this schedule");
+}
+
 kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params,
                       kt_schedule *out, kt_error *err) {
   memset(out, 0, sizeof *out);
@@ -273,6 +282,11 @@ kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params,
   if (params->p < 1) return kt_fail(err, KT_EINVAL, "P=%d: need at least 1 rank", params->p);
   if (params->m < 1)
     return kt_fail(err, KT_EINVAL, "M=%d: need at least 1 micro-batch", params->m);
+  if (!isfinite(params->mem_limit))
+    return kt_fail(err, KT_EINVAL, "memory limit %g: expected a finite number", params->mem_limit);
+  /* every value in range, so that no sum of the search or the bound overflows */
+  kt_status st = params->costs ? kt_costs_check(params->costs, params->costs->n_stages, err) : KT_OK;
+  if (st) return st;
   if (ki->placement == KT_PLACEMENT_V && v != 2)
     return kt_fail(err, KT_EINVAL, "%s needs exactly 2 chunks per rank in v placement (got V=%d)",
                    ki->name, v);
@@ -281,7 +295,7 @@ kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params,
                    "%s runs one chunk per rank (got V=%d); for several chunks use interleaved, "
                    "interleaved-zb, looped-bfs or zb-auto -v V",
                    ki->name, v);
-  kt_status st = kt_schedule_init(out, params->p, v, params->m, ki->placement, err);
+  st = kt_schedule_init(out, params->p, v, params->m, ki->placement, err);
   if (st) return st;
   snprintf(out->name, sizeof out->name, "%s", ki->name);
   /* every schedule holds an F and a backward of each of its rank's chunks

@@ -84,7 +84,9 @@ static kt_status stage_search(zb_run *z, long budget, kt_error *err) {
 
 /* small problems: a bounded exact search from the incumbent (not in the
  * quick search a moving slider asks for) */
-static int exact_applies(const zb_run *z) { return z->improve && z->period >= 0; }
+static int exact_applies(const zb_run *z) {
+  return z->improve && z->period >= 0 && !z->pb.mtf; /* its slots assume micro-batches alike */
+}
 
 static kt_status stage_exact(zb_run *z, long budget, kt_error *err) {
   kt__exact_outcome io = {.period = z->period, .lower = z->so.lower};
@@ -203,7 +205,7 @@ static kt__search_opts effort(const kt_schedule *s, const kt_gen_params *params)
    * on all 84 of its rows, and the refinement there (half of the default's
    * time at P=8, M=32) made it better on 2 */
   o = kt__search_default;
-  if (s->v == 1) o.refine_evals = 0;
+  if (s->v == 1 && !(params->costs && kt_costs_mb_differ(params->costs))) o.refine_evals = 0;
   return o;
 }
 

@@ -218,7 +218,7 @@ kt_status kt_plan_model_load(const char *preset_or_path, kt_plan_model *out, kt_
   if (kt__plan_is_preset(preset_or_path)) return kt_plan_model_preset(preset_or_path, out, err);
   char *text;
   size_t len;
-  kt_status st = kt_read_file(preset_or_path, &text, &len, err);
+  kt_status st = kt_read_text(preset_or_path, KT_PLAN_FILE_MAX, 0, &text, &len, err);
   if (st) {
     if (!strchr(preset_or_path, '/') && !strstr(preset_or_path, ".json"))
       return kt_fail(err, KT_EINVAL, "unknown model '%s': not a preset (%s) nor a readable file",
@@ -272,7 +272,7 @@ kt_status kt_plan_cluster_parse(const char *json, kt_plan_cluster *c, kt_error *
 kt_status kt_plan_cluster_load(const char *path, kt_plan_cluster *c, kt_error *err) {
   char *text;
   size_t len;
-  kt_status st = kt_read_file(path, &text, &len, err);
+  kt_status st = kt_read_text(path, KT_PLAN_FILE_MAX, 0, &text, &len, err);
   if (st) return st;
   st = kt_plan_cluster_parse(text, c, err);
   free(text);

@@ -141,6 +141,27 @@ static void events_json(kt_buf *b, const kt_timeline *t) {
   kt_buf_puts(b, "]");
 }
 
+/* Documents packed into the micro-batches: the packing, its tokens, and
+ * each micro-batch in run order. */
+static void packing_json(const kt_sim_info *info, double period, kt_buf *b) {
+  const kt_pack *pk = info->pack;
+  if (!pk) return;
+  kt_buf_puts(b, ",\"packing\":{\"packing\":");
+  kt_buf_json_string(b, info->packing ? info->packing : "fifo");
+  kt_buf_printf(b, ",\"documents\":%d,\"left_out\":%d,\"step_tokens\":%ld,\"tokens_per_time\":",
+                pk->n_docs - pk->left_out, pk->left_out, info->step_tokens);
+  kt_buf_json_number(b, period > 0 ? (double)info->step_tokens / period : 0);
+  kt_buf_puts(b, ",\"micro_batches\":[");
+  for (int k = 0; k < pk->m; k++) {
+    int mb = pk->order[k];
+    kt_buf_printf(b, "%s{\"packed\":%d,\"tokens\":%d,\"documents\":%d,\"sum_sq\":", k ? "," : "",
+                  mb, pk->tokens[mb], pk->first[mb + 1] - pk->first[mb]);
+    kt_buf_json_number(b, pk->sq[mb]);
+    kt_buf_puts(b, "}");
+  }
+  kt_buf_puts(b, "]}");
+}
+
 void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_timeline *t,
                         kt_buf *b) {
   kt_buf_puts(b, "{\"schedule\":");
@@ -190,6 +211,7 @@ void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_t
     kt_buf_json_string(b, info->cost_basis);
   }
   bound_json(info, m->period, b);
+  packing_json(info, m->period, b);
   double peak = 0;
   for (int r = 0; r < m->p; r++)
     if (m->ranks[r].peak_memory > peak) peak = m->ranks[r].peak_memory;
@@ -253,6 +275,12 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
   if (info) kt_buf_printf(b, "   p2p messages %zu", info->messages);
   kt_buf_puts(b, "\n");
   if (info) bound_text(info, m->period, b);
+  if (info && info->pack)
+    kt_buf_printf(b, "packing %s: %d documents in %d micro-batches (%d left for the next step), "
+                     "%ld tokens per step, %.6g tokens per %s\n",
+                  info->packing, info->pack->n_docs - info->pack->left_out, info->pack->m,
+                  info->pack->left_out, info->step_tokens,
+                  m->period > 0 ? (double)info->step_tokens / m->period : 0, time_unit);
   kt_buf_printf(b, "%-6s %10s %10s %8s %12s %14s\n", "rank", "busy", "idle", "util",
                 "peak_memory", "peak_inflight");
   /* many ranks: the first ones, the last, and the extremes of the rest

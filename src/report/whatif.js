@@ -140,7 +140,10 @@
     if (isFinite(st.bw)) a.push('comm-latency=' + st.lat, 'comm-bytes=' + st.bytes, 'comm-bandwidth=' + st.bw);
     else a.push('comm=' + st.lat);
     a.push('send-overhead=' + st.sendOv, 'op-overhead=' + st.opOv, 'overlap=' + st.overlap);
-    if (st.limit !== '') a.push('mem-limit=' + st.limit);
+    /* a limit is for the orders that keep to one, and a held order is checked
+     * against it; a generator that keeps to none refuses one (kt_request) */
+    var keeps = st.order || /^(zb-auto|zbv-auto|optimal)$/.test(st.schedule);
+    if (st.limit !== '' && keeps) a.push('mem-limit=' + st.limit);
     if (st.slowRank >= 0) a.push('slow-rank=' + st.slowRank + ':' + st.slowF);
     return a.concat(extra || []).join(' ');
   };

@@ -20,8 +20,14 @@ static kt_status run_row(const kt_request *rq, const char *name, int v, kt_resul
   one.order = NULL, one.schedules = NULL, one.placement = -1, one.given = 0;
   snprintf(one.schedule, sizeof one.schedule, "%.*s", KT_REQUEST_NAME_LEN - 1, name);
   snprintf(row->name, sizeof row->name, "%.*s", KT_REQUEST_NAME_LEN - 1, name);
-  if (strcmp(name, KT_OPTIMAL_NAME)) one.v = kind_v((kt_gen_kind)kt_gen_kind_from_name(name), v);
-  else one.v = 1;
+  if (strcmp(name, KT_OPTIMAL_NAME)) {
+    kt_gen_kind k = (kt_gen_kind)kt_gen_kind_from_name(name);
+    one.v = kind_v(k, v);
+    /* the memory limit is for the rows that keep to one; the others keep their own order */
+    if (kt_gen_check_mem_limit(k, 1, NULL)) one.mem_limit = (kt_mem_limit){KT_MEM_UNITS, 0, ""};
+  } else {
+    one.v = 1;
+  }
   kt_error err = {{0}};
   kt_status st = kt_request_run(&one, &row->result, detail, &err);
   row->applies = !st;
@@ -34,6 +40,7 @@ static double peak_of_1f1b(const kt_request *rq, int p, int m) {
   kt_request one = *rq;
   one.order = NULL, one.schedules = NULL, one.placement = -1, one.given = 0, one.v = 0;
   one.p = p, one.m = m;
+  one.mem_limit = (kt_mem_limit){KT_MEM_UNITS, 0, ""}; /* 1F1B's order sets its memory */
   snprintf(one.schedule, sizeof one.schedule, "1f1b");
   kt_result res;
   if (kt_request_run(&one, &res, KT_RESULT_METRICS, NULL)) return -1;
@@ -64,6 +71,21 @@ static int row_names(const kt_request *rq, char names[][KT_REQUEST_NAME_LEN], in
   return n;
 }
 
+/* A memory limit given where no row keeps to one would be ignored: refused. */
+static kt_status check_limit(const kt_request *rq, char names[][KT_REQUEST_NAME_LEN], int n,
+                             kt_error *err) {
+  if (!kt_mem_limit_given(&rq->mem_limit) || rq->order) return KT_OK; /* a held order's check */
+  for (int i = 0; i < n; i++)
+    if (!strcmp(names[i], KT_OPTIMAL_NAME) ||
+        !kt_gen_check_mem_limit((kt_gen_kind)kt_gen_kind_from_name(names[i]), 1, NULL))
+      return KT_OK;
+  char text[40];
+  kt_mem_limit_format(&rq->mem_limit, text, sizeof text);
+  return kt_fail(err, KT_EINVAL, "%smem-limit %s: none of the schedules compared keeps to a "
+                                 "memory limit (zb-auto, zbv-auto and optimal do)",
+                 rq->key_prefix, text);
+}
+
 kt_status kt_request_compare(const kt_request *rq, kt_result_detail detail, kt_comparison *cmp,
                              kt_error *err) {
   memset(cmp, 0, sizeof *cmp);
@@ -75,7 +97,13 @@ kt_status kt_request_compare(const kt_request *rq, kt_result_detail detail, kt_c
   kt_status st = kt_request_check(rq, err);
   if (st) return st;
   cmp->p = rq->p, cmp->m = rq->m, cmp->v = rq->v > 0 ? rq->v : 2;
-  if (!rq->order && (st = kt__request_size_check(cmp->p, cmp->v, cmp->m, err))) return st;
+  char names[KT_SCHED_COUNT + 1][KT_REQUEST_NAME_LEN];
+  int n = row_names(rq, names, KT_SCHED_COUNT + 1);
+  if ((st = check_limit(rq, names, n, err))) return st;
+  /* every row's order is kept (12 bytes an action), and with TIMELINE its events too */
+  double bytes = detail == KT_RESULT_TIMELINE ? KT_SIM_BYTES_TIMELINE * (n + 1.0)
+                                              : KT_SIM_BYTES_METRICS + 12.0 * n;
+  if (!rq->order && (st = kt__request_size_check(cmp->p, cmp->v, cmp->m, bytes, err))) return st;
   cmp->cost_basis = rq->per_stage ? "stage" : "rank";
   cmp->given = &rq->costs;
   cmp->rows = kt_calloc(KT_SCHED_COUNT + 2, sizeof *cmp->rows);
@@ -95,8 +123,6 @@ kt_status kt_request_compare(const kt_request *rq, kt_result_detail detail, kt_c
   kt_request sized = *rq;
   sized.p = cmp->p, sized.m = cmp->m;
   cmp->peak_1f1b = peak_of_1f1b(&sized, cmp->p, cmp->m);
-  char names[KT_SCHED_COUNT + 1][KT_REQUEST_NAME_LEN];
-  int n = row_names(rq, names, KT_SCHED_COUNT + 1);
   for (int i = 0; i < n && !st; i++)
     st = run_row(&sized, names[i], cmp->v, detail, &cmp->rows[cmp->n++]);
   if (has_held) {

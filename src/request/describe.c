@@ -36,7 +36,10 @@ void kt__result_describe(kt_result *res) {
       .costs = &res->costs, .cost_basis = res->cost_basis,
       .messages = kt_schedule_messages(s),
       .mem_limit = res->mem_limit > 0 ? res->mem_limit : 0,
-      .stages = res->outcome.stages[0] ? res->outcome.stages : NULL};
+      .stages = res->outcome.stages[0] ? res->outcome.stages : NULL,
+      .pack = res->packed ? &res->pack : NULL,
+      .packing = res->packed ? kt_packing_name(res->pack.how) : NULL,
+      .step_tokens = res->step_tokens};
   if (res->kind == KT_SIM_OPTIMAL) {
     optimal_info(info, res);
     return;

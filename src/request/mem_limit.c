@@ -33,20 +33,26 @@ kt_status kt_mem_limit_parse(const char *name, const char *text, int allow_bytes
   memcpy(num, text, n);
   num[n] = 0;
   /* above 0: a limit of 0 would fit nothing (leave the setting out for
-   * the schedule's own) */
-  if (kt_parse_double(num, &x) || !(x > 0) || !(x * scale <= 1e15 * (kind == KT_MEM_BYTES ? 1e6 : 1)))
+   * the schedule's own); units and fractions in the costs' range
+   * (kt_cost_value_check), so that no sum formed with it overflows; a
+   * number too small for a double (5e-324) is as out of range as 0 */
+  if (kt_parse_double(num, &x) || !(x > 0) ||
+      !(x * scale <= KT_COST_MAX * (kind == KT_MEM_BYTES ? 1e6 : 1)) ||
+      (kind != KT_MEM_BYTES && x < KT_COST_MIN))
     goto bad;
   if (kind == KT_MEM_BYTES && !allow_bytes)
     return kt_fail(err, KT_EINVAL, "%s '%.*s%s': bytes need a model (kaiten train); give mem-act "
                                    "units (12) or a fraction of 1F1B's peak (0.5x)",
                    name, shown, text, more);
   *out = (kt_mem_limit){kind, x * scale, ""};
-  snprintf(out->text, sizeof out->text, "%.*s", (int)sizeof out->text - 1, text);
+  /* as written when it fits, else "" (printed back from the value) */
+  if (strlen(text) < sizeof out->text) snprintf(out->text, sizeof out->text, "%s", text);
   return KT_OK;
 bad:
-  return kt_fail(err, KT_EINVAL, "%s '%.*s%s': expected a number above 0: mem-act units per rank "
-                                 "(12), a fraction of 1F1B's peak (0.5x)%s",
-                 name, shown, text, more, allow_bytes ? " or bytes (2GiB, 512MiB)" : "");
+  return kt_fail(err, KT_EINVAL, "%s '%.*s%s': expected a number above 0 (in %g..%g): mem-act "
+                                 "units per rank (12), a fraction of 1F1B's peak (0.5x)%s",
+                 name, shown, text, more, KT_COST_MIN, KT_COST_MAX,
+                 allow_bytes ? " or bytes (2GiB, 512MiB)" : "");
 }
 
 /* 1F1B's whole peak for the layout, the scratch of the op that runs at it

@@ -10,29 +10,28 @@
 #include "kaiten/request.h"
 #include "request/internal.h"
 
-/* Refuses a layout too large to simulate here before building it. */
-kt_status kt__request_size_check(int p, int v, int m, kt_error *err) {
-  /* at most three actions (F, I, W) per stage and micro-batch; each costs its
-   * IR entry, an event, two memory samples and the simulator's pair state */
-  double actions = 3.0 * p * (double)v * m;
-  double need = actions * (12 + 56 + 48 + 8);
+/* The size guard of actions at bytes_per_action (KT_SIM_BYTES_*): this
+ * machine's memory (kt_sim_memory_check), or in the page one tab's. */
+static kt_status size_guard(double actions, double bytes_per_action, kt_error *err) {
 #ifdef __wasi__
-  /* a page runs in one tab's memory */
+  (void)bytes_per_action;
   if (actions > 4e6)
-    return kt_fail(err, KT_EINVAL, "P=%d V=%d M=%d: up to %.3g actions: too many to simulate in "
-                                   "the page (use kaiten sim)", p, v, m, actions);
-  double have = 0;
-#else
-  double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
-#endif
-  if (have > 0 && need > 0.75 * have)
-    return kt_fail(err, KT_EINVAL, "P=%d V=%d M=%d: up to %.3g actions would need about %.1f GiB "
-                                   "of memory (this machine has %.1f GiB); simulate fewer ranks or "
-                                   "micro-batches", p, v, m, actions, need / 1073741824.0,
-                   have / 1073741824.0);
+    return kt_fail(err, KT_EINVAL, "up to %.3g actions: too many to simulate in the page (use "
+                                   "kaiten sim)", actions);
   return KT_OK;
+#else
+  return kt_sim_memory_check(actions, bytes_per_action, err);
+#endif
 }
 
+/* Refuses a layout too large to simulate here before building it: up to
+ * three actions (F, I, W) per stage and micro-batch, at bytes_per_action
+ * on the path that will run. */
+kt_status kt__request_size_check(int p, int v, int m, double bytes_per_action, kt_error *err) {
+  kt_error why;
+  if (!size_guard(3.0 * p * (double)v * m, bytes_per_action, &why)) return KT_OK;
+  return kt_fail(err, KT_EINVAL, "P=%d V=%d M=%d: %s", p, v, m, why.msg);
+}
 
 /* The stage costs of a schedule shaped like shape (its P, V, placement)
  * from the costs as given: divided by V on the rank basis; with slow-rank
@@ -57,14 +56,19 @@ static kt_status stage_costs(const kt_request *rq, const kt_schedule *shape, kt_
     for (int s = 0; s < S; s++) (*arrays[i])[s] = uniform[i];
   }
   out->n_stages = S;
+  double *per_mb[] = {out->mb_tf, out->mb_tb, out->mb_tw};
   for (int s = 0; s < S; s++)
     if (kt_stage_rank(shape, s) == rq->slow_rank)
-      for (int i = 0; i < 3; i++) (*arrays[i])[s] *= rq->slow_factor;
+      for (int i = 0; i < 3; i++) {
+        (*arrays[i])[s] *= rq->slow_factor;
+        for (int j = 0; per_mb[i] && j < out->n_mb; j++)
+          per_mb[i][(size_t)s * (size_t)out->n_mb + (size_t)j] *= rq->slow_factor;
+      }
   return KT_OK;
 }
 
 /* The stage costs of a layout not built yet. */
-static kt_status layout_costs(const kt_request *rq, int p, int v, kt_placement pl, kt_costs *out,
+kt_status kt__request_layout_costs(const kt_request *rq, int p, int v, kt_placement pl, kt_costs *out,
                               kt_error *err) {
   kt_schedule shape;
   kt_status st = kt_schedule_init(&shape, p, v, 1, pl, err);
@@ -123,9 +127,18 @@ static kt_status build_generated(const kt_request *rq, kt_result *res, kt_error 
   kt_gen_kind k = KT_SCHED_1F1B;
   kt_status st = resolve_kind(rq, &k, err);
   if (st) return st;
+  if (kt_mem_limit_given(&rq->mem_limit) && kt_gen_check_mem_limit(k, 1, NULL)) {
+    /* one rule for every door: a limit is for the kinds that keep to one */
+    char text[40];
+    kt_error why;
+    kt_mem_limit_format(&rq->mem_limit, text, sizeof text);
+    kt_gen_check_mem_limit(k, 1, &why);
+    return kt_fail(err, KT_EINVAL, "%smem-limit %s: %s", rq->key_prefix, text, why.msg);
+  }
   int v = rq->v > 0 ? rq->v : kt_gen_default_chunks(k);
-  if ((st = kt__request_size_check(rq->p, v, rq->m, err))) return st;
-  if ((st = layout_costs(rq, rq->p, v, kt_gen_kind_placement(k), &res->costs, err))) return st;
+  if ((st = kt__request_size_check(rq->p, v, rq->m, KT_SIM_BYTES_METRICS, err))) return st;
+  if ((st = kt__request_layout_costs(rq, rq->p, v, kt_gen_kind_placement(k), &res->costs, err)))
+    return st;
   double limit = kt_mem_limit_units(&rq->mem_limit, k, rq->p, rq->m, rq->v, &res->costs);
   kt_gen_params pp = {.p = rq->p, .m = rq->m, .v = rq->v, .costs = &res->costs,
                       .mem_limit = limit > 0 ? limit : 0, .quick = rq->effort == KT_EFFORT_QUICK,
@@ -137,6 +150,7 @@ static kt_status build_generated(const kt_request *rq, kt_result *res, kt_error 
   if (rq->effort == KT_EFFORT_QUICK && (k == KT_SCHED_ZBV || k == KT_SCHED_V_HALF || k == KT_SCHED_V_MIN))
     pp.costs = NULL;
   res->kind = (int)k;
+  if ((st = kt__request_pack(rq, k, rq->p * v, &pp, res, err))) return st;
   if ((st = kt_generate(k, &pp, &res->order, err)))
     return infeasible(rq, k, rq->p, rq->m, v, &res->costs, st, err);
   if (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO) {
@@ -155,7 +169,7 @@ static kt_status build_optimal(const kt_request *rq, kt_result *res, kt_error *e
                    kt_placement_name(rq->placement));
   kt_placement pl = v == 2 ? KT_PLACEMENT_V : KT_PLACEMENT_LOOP;
   kt_gen_kind like = v == 2 ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
-  kt_status st = layout_costs(rq, rq->p, v, pl, &res->costs, err);
+  kt_status st = kt__request_layout_costs(rq, rq->p, v, pl, &res->costs, err);
   if (st) return st;
   double limit = kt_mem_limit_units(&rq->mem_limit, like, rq->p, rq->m, v, &res->costs);
   kt_gen_params pp = {.p = rq->p, .m = rq->m, .v = v, .costs = &res->costs,
@@ -225,7 +239,14 @@ static kt_status build_held(const kt_request *rq, kt_result *res, kt_error *err)
              rq->order_name[0] ? rq->order_name : "schedule");
   res->comm_actions = po.comm_actions, res->p2p_actions = po.p2p_actions;
   read_info(rq, &po, res);
+  const kt_schedule *runs = kt_result_runs(res);
+  if ((st = size_guard((double)kt_schedule_total_actions(runs), KT_SIM_BYTES_METRICS, err))) {
+    kt_error why = *err;
+    return kt_fail(err, st, "%s: %s", origin ? origin : s->name, why.msg);
+  }
   if ((st = stage_costs(rq, s, &res->costs, err))) return st;
+  /* not kept to (the order sets its memory): checked against (the page's
+   * over_limit) and the bound stated within it */
   kt_gen_kind like = s->placement == KT_PLACEMENT_V ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
   res->mem_limit = kt_mem_limit_units(&rq->mem_limit, like, s->p, s->m, s->v, &res->costs);
   return KT_OK;
@@ -238,6 +259,9 @@ kt_status kt_request_build(const kt_request *rq, kt_result *res, kt_error *err) 
   res->time_limit = rq->time_limit;
   res->cost_basis = rq->per_stage ? "stage" : "rank";
   kt_status st = kt_request_check(rq, err);
+  if (!st && rq->doc_lengths.max > 0 && (rq->order || !strcmp(rq->schedule, KT_OPTIMAL_NAME)))
+    st = kt_fail(err, KT_EINVAL, "doc-lengths: documents are packed for a generated schedule "
+                                 "(not %s)", rq->order ? "a schedule file" : KT_OPTIMAL_NAME);
   if (!st)
     st = rq->order ? build_held(rq, res, err)
          : !strcmp(rq->schedule, KT_OPTIMAL_NAME) ? build_optimal(rq, res, err)
@@ -254,6 +278,9 @@ kt_status kt_result_simulate(kt_result *res, kt_result_detail detail, kt_error *
   const kt_schedule *s = kt_result_runs(res);
   kt_status st;
   if (detail == KT_RESULT_TIMELINE) {
+    /* the timeline's events and memory samples: the size guard of that path */
+    if ((st = size_guard((double)kt_schedule_total_actions(s), KT_SIM_BYTES_TIMELINE, err)))
+      return st;
     st = kt_simulate_both(s, &res->costs, &res->tl, &res->met, err);
     res->has_timeline = !st;
     if (!st) kt_timeline_sort(&res->tl); /* one order of events for every door */
@@ -283,6 +310,8 @@ void kt_result_free(kt_result *res) {
   kt_schedule_free(&res->order);
   kt_schedule_free(&res->program);
   kt_costs_free(&res->costs);
+  if (res->packed) kt_pack_free(&res->pack);
+  res->packed = 0;
   if (res->has_timeline) kt_timeline_free(&res->tl);
   if (res->simulated) kt_metrics_free(&res->met);
   res->has_timeline = res->simulated = 0;

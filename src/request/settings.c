@@ -28,6 +28,7 @@ void kt_request_init(kt_request *rq) {
   rq->time_limit = 10;
   rq->slow_rank = -1, rq->slow_factor = 1;
   rq->notation = KT_NOTATION_AUTO, rq->ir = KT_TORCH_IR_2_15;
+  kt__request_packing_init(rq);
 }
 
 void kt_request_free(kt_request *rq) {
@@ -68,6 +69,28 @@ kt_status kt_request_set_order(kt_request *rq, const char *text, const char *nam
   rq->order = t, rq->order_origin = o;
   snprintf(rq->order_name, sizeof rq->order_name, "%s", name ? name : "");
   return KT_OK;
+}
+
+kt_status kt_request_read_order(kt_request *rq, const char *path, const char *name,
+                                kt_error *err) {
+  char *text = NULL;
+  size_t len = 0;
+  kt_status st = kt_read_text(path, KT_SCHEDULE_FILE_MAX, KT_SCHEDULE_LINE_MAX, &text, &len, err);
+  if (st) return st;
+  if (len == 0) {
+    free(text);
+    return kt_fail(err, KT_EINVAL, "'%.200s' is empty", path);
+  }
+  char base[KT_REQUEST_NAME_LEN];
+  if (!name) { /* the file's name without its extension */
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    snprintf(base, sizeof base, "%.*s", (int)strcspn(b, "."), b);
+    name = base;
+  }
+  st = kt_request_set_order(rq, text, name, path, err);
+  free(text);
+  return st;
 }
 
 /* ---- readers ------------------------------------------------------------------ */
@@ -189,19 +212,30 @@ enum { F_TF, F_TB, F_TW, F_TU, F_MEM_ACT, F_MEM_WGRAD, F_MEM_TRANSIENT, F_COST_L
 static const char *const list_fields[] = {"tf", "tb", "tw", "tu", "mem-act", "mem-wgrad",
                                           "mem-transient"};
 
-static kt_status set_cost_list(kt_request *rq, int field, const char *key, const char *val,
-                               kt_error *err) {
+/* One cost field as kt_costs_set reads it (its range: kt_cost_value_check),
+ * its error naming the key as the caller wrote it. */
+static kt_status set_cost(kt_request *rq, const char *field, const char *key, const char *val,
+                          kt_error *err) {
   kt_error e = {{0}};
-  kt_status st = kt_costs_set(&rq->costs, list_fields[field], val, &e);
+  kt_status st = kt_costs_set(&rq->costs, field, val, &e);
   if (!st) return KT_OK;
   /* kt_costs_set names its field first: say it as the caller wrote it */
-  size_t n = strlen(list_fields[field]);
-  const char *rest = !strncmp(e.msg, list_fields[field], n) ? e.msg + n : e.msg;
+  size_t n = strlen(field);
+  const char *rest = !strncmp(e.msg, field, n) ? e.msg + n : e.msg;
   return kt_fail(err, st, "%s%s%s", key, rest == e.msg ? ": " : "", rest);
+}
+
+static kt_status set_cost_list(kt_request *rq, int field, const char *key, const char *val,
+                               kt_error *err) {
+  return set_cost(rq, list_fields[field], key, val, err);
 }
 
 enum { F_COMM, F_COMM_LATENCY, F_COMM_BYTES, F_COMM_BANDWIDTH, F_SEND_OVERHEAD, F_OP_OVERHEAD,
        F_T_NORM, F_T_DP, F_OVERLAP, F_TIE };
+static const char *const scalar_fields[] = {"comm",          "comm-latency", "comm-bytes",
+                                            "comm-bandwidth", "send-overhead", "op-overhead",
+                                            "t-norm",        "t-dp",         "overlap",
+                                            "tie"};
 static double *scalar_of(kt_costs *c, int field) {
   double *at[] = {&c->comm,          &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
                   &c->send_overhead, &c->op_overhead,  &c->t_norm,     &c->t_dp,
@@ -211,13 +245,7 @@ static double *scalar_of(kt_costs *c, int field) {
 
 static kt_status set_scalar(kt_request *rq, int field, const char *key, const char *val,
                             kt_error *err) {
-  double x;
-  double hi = field == F_OVERLAP ? 1 : 1e300;
-  if (kt_parse_double(val, &x) || !(x >= 0) || !(x <= hi))
-    return bad(err, key, val, field == F_OVERLAP ? "a number in 0..1" : "a number >= 0");
-  *scalar_of(&rq->costs, field) = x;
-  if (field == F_TIE) rq->costs.tied = 1;
-  return KT_OK;
+  return set_cost(rq, scalar_fields[field], key, val, err);
 }
 
 static kt_status set_step_sync(kt_request *rq, int field, const char *key, const char *val,
@@ -325,6 +353,11 @@ static const setting settings[] = {
     {"slow-rank", NULL, set_slow_rank, 0},
     {"torch-notation", "notation", set_notation, 0},
     {"torch-version", NULL, set_torch_version, 0},
+    {"doc-lengths", NULL, kt__request_set_packing, KT__REQ_DOC_LENGTHS},
+    {"seed", NULL, kt__request_set_packing, KT__REQ_SEED},
+    {"packing", NULL, kt__request_set_packing, KT__REQ_PACKING},
+    {"mb-tokens", NULL, kt__request_set_packing, KT__REQ_MB_TOKENS},
+    {"attn-share", NULL, kt__request_set_packing, KT__REQ_ATTN_SHARE},
 };
 #define N_SETTINGS (int)(sizeof settings / sizeof *settings)
 
@@ -404,6 +437,15 @@ kt_status kt_request_check(const kt_request *rq, kt_error *err) {
 
 static void print_number(kt_buf *b, double x) { kt_buf_printf(b, "%.17g", x); }
 
+/* A list per stage of per-micro-batch values, "a0,a1;b0,b1;..." (kt_costs_set). */
+static void print_mb_lists(kt_buf *b, const char *name, const double *mb, int n, int n_mb) {
+  kt_buf_printf(b, " %s=", name);
+  for (int i = 0; i < n * n_mb; i++) {
+    if (i) kt_buf_puts(b, i % n_mb ? "," : ";");
+    print_number(b, mb[i]);
+  }
+}
+
 static void print_cost_list(kt_buf *b, const char *name, double uniform, const double *per,
                             int n, double dflt) {
   if (!per && uniform == dflt) return;
@@ -430,12 +472,16 @@ void kt_request_print(const kt_request *rq, kt_buf *out) {
   if (rq->placement >= 0) kt_buf_printf(&b, " placement=%s", kt_placement_name(rq->placement));
   const kt_costs *c = &rq->costs, *dc = &d.costs;
   int n = c->n_stages;
-  print_cost_list(&b, "tf", c->tf, c->stage_tf, n, dc->tf);
-  print_cost_list(&b, "tb", c->tb, c->stage_tb, n, dc->tb);
-  print_cost_list(&b, "tw", c->tw, c->stage_tw, n, dc->tw);
-  print_cost_list(&b, "tu", c->tu, c->stage_tu, n, dc->tu);
-  print_cost_list(&b, "mem-act", c->mem_act, c->stage_mem_act, n, dc->mem_act);
-  print_cost_list(&b, "mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad, n, dc->mem_wgrad);
+  const struct { const char *name; double u, d; const double *per, *mb; } lists[] = {
+      {"tf", c->tf, dc->tf, c->stage_tf, c->mb_tf},
+      {"tb", c->tb, dc->tb, c->stage_tb, c->mb_tb},
+      {"tw", c->tw, dc->tw, c->stage_tw, c->mb_tw},
+      {"tu", c->tu, dc->tu, c->stage_tu, NULL},
+      {"mem-act", c->mem_act, dc->mem_act, c->stage_mem_act, c->mb_mem_act},
+      {"mem-wgrad", c->mem_wgrad, dc->mem_wgrad, c->stage_mem_wgrad, c->mb_mem_wgrad}};
+  for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
+    if (lists[i].mb) print_mb_lists(&b, lists[i].name, lists[i].mb, n, c->n_mb);
+    else print_cost_list(&b, lists[i].name, lists[i].u, lists[i].per, n, lists[i].d);
   print_cost_list(&b, "mem-transient", c->mem_transient, c->stage_mem_transient, n,
                   dc->mem_transient);
   for (int i = 0; i < N_SETTINGS; i++) {
@@ -466,6 +512,7 @@ void kt_request_print(const kt_request *rq, kt_buf *out) {
   if (rq->notation != d.notation)
     kt_buf_printf(&b, " torch-notation=%s", kt_notation_name(rq->notation));
   if (rq->ir != d.ir) kt_buf_puts(&b, " torch-version=2.14"); /* any release before 2.15 */
+  kt__request_print_packing(rq, &b);
   if (b.failed) out->failed = 1;
   else kt_buf_append(out, b.data + 1, b.len - 1);
   kt_buf_free(&b);

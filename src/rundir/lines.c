@@ -15,14 +15,6 @@
 
 #define CHUNK (64 * 1024)
 
-/* "1.5 MiB" */
-static void size_text(char *buf, size_t n, double bytes) {
-  static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int k = 0;
-  while (bytes >= 1024 && k < 4) bytes /= 1024, k++;
-  snprintf(buf, n, "%.4g %s", bytes, unit[k]);
-}
-
 kt_status kt__rd_open(const char *path, long long max, int *fd_out, struct stat *sb,
                       kt_error *err) {
   /* non-blocking: a FIFO must not hang the open (it is refused below) */
@@ -36,8 +28,8 @@ kt_status kt__rd_open(const char *path, long long max, int *fd_out, struct stat 
   }
   if (max > 0 && sb->st_size > max) {
     char has[32], most[32];
-    size_text(has, sizeof has, (double)sb->st_size);
-    size_text(most, sizeof most, (double)max);
+    kt_format_size(has, sizeof has, (double)sb->st_size);
+    kt_format_size(most, sizeof most, (double)max);
     close(fd);
     return kt_fail(err, KT_EINVAL, "%s holds %s, far more than kaiten writes there (at most %s "
                    "is read): refused", path, has, most);

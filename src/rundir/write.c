@@ -370,8 +370,16 @@ kt_status kt_rundir_append_step(kt_rundir *rd, const kt_run_step *s, const kt_ru
   } else {
     /* one write() of the whole line: a crash or a full disk tears at most the last line */
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    struct stat at;
+    if (fd >= 0 && !fstat(fd, &at) && (st = kt_file_size_check(path, (double)at.st_size + (double)b.len, err))) {
+      close(fd);
+      free(path);
+      kt_buf_free(&b);
+      return st;
+    }
     ssize_t w = fd >= 0 ? write(fd, b.data, b.len) : -1;
-    int saved = w < 0 ? errno : ENOSPC; /* a short write: the disk is full */
+    /* a short write: the disk is full, or the file reached a limit (the next write says which) */
+    int saved = w < 0 ? errno : w < (ssize_t)b.len && write(fd, b.data + w, b.len - (size_t)w) < 0 ? errno : ENOSPC;
     if (fd >= 0 && close(fd) != 0 && w == (ssize_t)b.len) w = -1, saved = errno;
     if (w != (ssize_t)b.len) {
       struct stat sb; /* take a torn line back so the file stays whole */

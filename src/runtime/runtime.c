@@ -189,6 +189,10 @@ static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {
   if (cfg->synthetic) {
     if (cfg->syn_tf_ms < 0 || cfg->syn_tb_ms < 0 || cfg->syn_tw_ms < 0)
       return kt_fail(err, KT_EINVAL, "synthetic costs must be >= 0 ms");
+    for (int k = 0; cfg->syn_mb_scale && k < cfg->schedule->m; k++)
+      if (!(cfg->syn_mb_scale[k] >= 0 && cfg->syn_mb_scale[k] <= 1e6))
+        return kt_fail(err, KT_EINVAL, "synthetic micro-batch %d: scale %g must be in 0..1e6", k,
+                       cfg->syn_mb_scale[k]);
     return KT_OK;
   }
   return cfg->make_chunk ? KT_OK : kt_model_config_check(&cfg->model, err);

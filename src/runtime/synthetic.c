@@ -11,6 +11,7 @@
 
 typedef struct {
   double tf, tb, tw; /* seconds */
+  const double *mb_scale; /* [M]: each micro-batch's multiple of them (NULL: 1) */
   /* The wake-up latency this chunk's sleeps have been seeing (seconds,
    * smoothed): a sleep aims that much early so operations last their cost
    * on average. Kept with the chunk, not the thread: the threads runtime
@@ -53,7 +54,7 @@ static kt_status syn_forward(kt_chunk *c, int mb, const kt_microbatch *data, con
                              float *out, double *loss, kt_error *err) {
   (void)data, (void)in, (void)err;
   synth_impl *s = c->impl;
-  busy_for(s, s->tf);
+  busy_for(s, s->tf * (s->mb_scale ? s->mb_scale[mb] : 1));
   if (out && c->out_elems) out[0] = (float)mb; /* touch the tensor */
   if (loss) *loss = 0;
   c->stash_bytes += c->out_elems * sizeof(float) + sizeof(float);
@@ -65,15 +66,15 @@ static kt_status syn_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
                                     const float *dout, float *din, kt_error *err) {
   (void)data, (void)dout, (void)err;
   synth_impl *s = c->impl;
-  busy_for(s, s->tb);
+  busy_for(s, s->tb * (s->mb_scale ? s->mb_scale[mb] : 1));
   if (din && c->in_elems) din[0] = (float)mb;
   return KT_OK;
 }
 
 static kt_status syn_backward_weight(kt_chunk *c, int mb, kt_error *err) {
-  (void)mb, (void)err;
+  (void)err;
   synth_impl *s = c->impl;
-  busy_for(s, s->tw);
+  busy_for(s, s->tw * (s->mb_scale ? s->mb_scale[mb] : 1));
   c->stash_bytes -= c->out_elems * sizeof(float) + sizeof(float);
   return KT_OK;
 }
@@ -108,6 +109,7 @@ kt_status kt__synthetic_chunk_create(const kt_runtime_config *cfg, int stage, in
   s->tf = cfg->syn_tf_ms * 1e-3;
   s->tb = cfg->syn_tb_ms * 1e-3;
   s->tw = cfg->syn_tw_ms * 1e-3;
+  s->mb_scale = cfg->syn_mb_scale;
   size_t elems = (cfg->syn_act_bytes + sizeof(float) - 1) / sizeof(float);
   if (elems == 0) elems = 1;
   c->ops = &synth_ops;

@@ -248,12 +248,12 @@ static size_t rank_stash_bytes(const kt__worker *w) {
 }
 
 /* What a synthetic action sleeps for (seconds). */
-static double synthetic_cost(const kt_runtime_config *cfg, kt_op op) {
+static double synthetic_cost(const kt_runtime_config *cfg, kt_op op, int mb) {
   double ms = op == KT_OP_F   ? cfg->syn_tf_ms
               : op == KT_OP_I ? cfg->syn_tb_ms
               : op == KT_OP_W ? cfg->syn_tw_ms
                               : cfg->syn_tb_ms + cfg->syn_tw_ms;
-  return ms * 1e-3;
+  return ms * 1e-3 * (cfg->syn_mb_scale ? cfg->syn_mb_scale[mb] : 1);
 }
 
 /* The straggler of --slow-rank: an action that took `own` seconds of its
@@ -298,7 +298,7 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
     default: st = kt_chunk_backward_weight(c, a->mb, err); break; /* W */
   }
   if (st) return st;
-  double own = rt->cfg.synthetic ? synthetic_cost(&rt->cfg, (kt_op)a->op)
+  double own = rt->cfg.synthetic ? synthetic_cost(&rt->cfg, (kt_op)a->op, a->mb)
                                  : kt_thread_cpu_now() - cpu_begin - w->wait_cpu;
   own = stretch(w, own);
   double t_end = kt_now(), cpu_end = kt_thread_cpu_now(), ready_end = ready_now(w);

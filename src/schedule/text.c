@@ -292,15 +292,11 @@ kt_status kt_schedule_parse_file_opts(const char *path, kt_parse_opts *opts, kt_
   memset(out, 0, sizeof *out); /* callers free out after any failure */
   char *text;
   size_t len;
-  kt_status st = kt_read_file(path, &text, &len, err);
+  kt_status st = kt_read_text(path, KT_SCHEDULE_FILE_MAX, KT_SCHEDULE_LINE_MAX, &text, &len, err);
   if (st) return st;
   if (len == 0) {
     free(text);
     return kt_fail(err, KT_EPARSE, "'%s' is empty", path);
-  }
-  if (strlen(text) != len) {
-    free(text);
-    return kt_fail(err, KT_EPARSE, "'%s' is not a text file (it contains a NUL byte)", path);
   }
   kt_error sub;
   st = kt_schedule_parse_opts(text, opts, out, &sub);

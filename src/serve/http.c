@@ -202,16 +202,27 @@ static int run_file_of(const kt_server *s, const char *url, const char **file) {
   return -1;
 }
 
+/* Whether the opened file is the run's own: a regular file (no FIFO or
+ * device) with one link (a hard link names a file that lives elsewhere
+ * too: /etc/shadow linked in as trace.json) that belongs to this server's
+ * user or to the run directory's owner. Checked on the descriptor, so a
+ * file swapped in after the check cannot pass it. */
+static int own_file(int dirfd, int fd, struct stat *sb) {
+  struct stat dir;
+  if (fstat(fd, sb) || !S_ISREG(sb->st_mode) || sb->st_nlink != 1) return 0;
+  return sb->st_uid == geteuid() || (!fstat(dirfd, &dir) && sb->st_uid == dir.st_uid);
+}
+
 /* Opens FILE under the run directory's descriptor (held since start), never
  * following a symbolic link (one swapped in later included) and never
- * blocking (a FIFO), and only when it is a regular file: no request can read
- * anything but the run's own files. */
+ * blocking (a FIFO), and serves it only when it is the run's own
+ * (own_file): no request can read anything but the run's own files. */
 static enum MHD_Result serve_file(kt_server *s, struct MHD_Connection *c, int run,
                                   const char *file) {
   int dirfd = s->runs[run].dirfd;
   int fd = dirfd >= 0 ? openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW) : -1;
   struct stat sb;
-  if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+  if (fd < 0 || !own_file(dirfd, fd, &sb)) {
     if (fd >= 0) close(fd);
     return respond(c, MHD_HTTP_NOT_FOUND, "not in the run directory\n");
   }

@@ -42,7 +42,8 @@ typedef struct {
   size_t *first_action; /* with c->action_time: rank -> its first entry */
   int S, row, lowered; /* row: the per-(stage, mb) tables' stride, M + ROW_PAD */
   double comm;
-  stage_costs *cost;  /* per stage */
+  stage_costs *cost;  /* per stage, or per (stage, mb) with per-micro-batch costs */
+  int cost_mbs;       /* micro-batches per stage in cost: M, or 1 (a stage's mbs alike) */
   kt_metrics *met;    /* metrics accumulated as actions run (NULL: not asked) */
   const kt_sim_sink *sink; /* receives events and memory samples (NULL: none) */
   int *inflight;      /* per rank, with met */
@@ -116,13 +117,17 @@ static int64_t message_bytes(const sim_state *st) {
   return st->c->comm_bytes > 0 ? (int64_t)st->c->comm_bytes : 0;
 }
 
+static inline const stage_costs *cost_of(const sim_state *st, int stage, int mb) {
+  return &st->cost[(size_t)stage * (size_t)st->cost_mbs + (size_t)(st->cost_mbs > 1 ? mb : 0)];
+}
+
 static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_action *a, double start,
                         double end, double publish_at) {
   int sent = publish(st, rank, a, publish_at);
   st->sent += sent;
   /* compute-only: the messages it sends leave with it (lowered: on SENDs) */
   int64_t bytes = sent * message_bytes(st);
-  const stage_costs *sc = &st->cost[a->stage];
+  const stage_costs *sc = cost_of(st, a->stage, a->mb);
   double delta = sc->mem[a->op], extra = sc->transient, before = st->mem[rank];
   double after = before + delta;
   st->mem[rank] = after;
@@ -173,7 +178,7 @@ static double action_cost(const sim_state *st, int rank, size_t g) {
   size_t at = st->pos[rank] + g;
   if (st->first_action) return st->c->action_time[st->first_action[rank] + at];
   const kt_action *a = &st->s->ranks[rank].actions[at];
-  return st->cost[a->stage].dur[a->op];
+  return cost_of(st, a->stage, a->mb)->dur[a->op];
 }
 
 /* Runs one compute action, or an overlapped group as a whole, when ready:
@@ -418,7 +423,8 @@ static kt_status state_init(sim_state *st, kt_error *err) {
   st->free_at = kt_calloc((size_t)s->p, sizeof *st->free_at);
   st->mem = kt_calloc((size_t)s->p, sizeof *st->mem);
   int queue_failed = kt_rank_queue_init(&st->work, s->p);
-  st->cost = malloc((size_t)st->S * sizeof *st->cost);
+  st->cost_mbs = kt_costs_per_mb(st->c) ? s->m : 1;
+  st->cost = malloc((size_t)st->S * (size_t)st->cost_mbs * sizeof *st->cost);
   if (st->met) st->inflight = kt_calloc((size_t)s->p, sizeof *st->inflight);
   if (st->lowered) {
     st->sent_at = malloc(msgs * sizeof *st->sent_at);
@@ -434,13 +440,15 @@ static kt_status state_init(sim_state *st, kt_error *err) {
   for (size_t i = 0; st->lowered && i < msgs; i++) st->sent_at[i] = st->posted_at[i] = NAN;
   for (int stage = 0; stage < st->S; stage++) {
     st->owner[stage] = kt_stage_rank(s, stage);
-    stage_costs *sc = &st->cost[stage];
-    double act = kt_cost_mem_act(st->c, stage), wgrad = kt_cost_mem_wgrad(st->c, stage);
-    for (int op = 0; op < KT_OP_COUNT; op++) {
-      sc->dur[op] = kt_cost_op(st->c, stage, (kt_op)op);
-      sc->mem[op] = kt_action_memory(op, act, wgrad);
+    for (int j = 0; j < st->cost_mbs; j++) {
+      stage_costs *sc = &st->cost[(size_t)stage * (size_t)st->cost_mbs + (size_t)j];
+      double act = kt_cost_mem_act_mb(st->c, stage, j), wgrad = kt_cost_mem_wgrad_mb(st->c, stage, j);
+      for (int op = 0; op < KT_OP_COUNT; op++) {
+        sc->dur[op] = kt_cost_op_mb(st->c, stage, j, (kt_op)op);
+        sc->mem[op] = kt_action_memory(op, act, wgrad);
+      }
+      sc->transient = kt_cost_mem_transient(st->c, stage);
     }
-    sc->transient = kt_cost_mem_transient(st->c, stage);
   }
   return st->c->action_time ? action_times_init(st, err) : KT_OK;
 }
@@ -471,6 +479,7 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links 
   }
   int S = kt_schedule_stages(s);
   kt_status rc = kt_costs_check(c, S, err);
+  if (!rc) rc = kt_costs_check_m(c, s->m, err);
   sim_state st = {.s = s, .c = c, .links = links, .S = S, .row = s->m + ROW_PAD,
                   .comm = kt_cost_comm(c), .met = met, .sink = sink};
   if (!rc) rc = check_actions(s, S, &st.lowered, err);

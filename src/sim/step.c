@@ -232,12 +232,14 @@ kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline 
   return with_period(s, c, out, met, kt__simulate(s, c, out, met, NULL, NULL, err), err);
 }
 
-double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
+double kt_cost_op(const kt_costs *c, int stage, kt_op op) { return kt_cost_op_mb(c, stage, -1, op); }
+
+double kt_cost_op_mb(const kt_costs *c, int stage, int mb, kt_op op) {
   switch (op) {
-    case KT_OP_F: return kt_cost_tf(c, stage) + c->op_overhead;
-    case KT_OP_B: return kt_cost_tb(c, stage) + kt_cost_tw(c, stage) + c->op_overhead;
-    case KT_OP_I: return kt_cost_tb(c, stage) + c->op_overhead;
-    case KT_OP_W: return kt_cost_tw(c, stage) + c->op_overhead;
+    case KT_OP_F: return kt_cost_tf_mb(c, stage, mb) + c->op_overhead;
+    case KT_OP_B: return kt_cost_tb_mb(c, stage, mb) + kt_cost_tw_mb(c, stage, mb) + c->op_overhead;
+    case KT_OP_I: return kt_cost_tb_mb(c, stage, mb) + c->op_overhead;
+    case KT_OP_W: return kt_cost_tw_mb(c, stage, mb) + c->op_overhead;
     default: return 0;
   }
 }

@@ -37,7 +37,7 @@ void kt_coarse_free(kt_timeline_coarse *c) {
 
 static int bin_of(const kt_timeline_coarse *c, double t) {
   double k = floor((t - c->t0) / c->bin);
-  return k < 0 ? 0 : k >= c->bins ? c->bins - 1 : (int)k;
+  return kt_to_int(k, 0, c->bins - 1); /* NaN: the last */
 }
 
 void kt_coarse_add_event(void *ctx, const kt_event *e) {

@@ -57,6 +57,7 @@ kt_status kt_calibrate_compute(const kt_model_config *m, int micro_batch, kt_cal
   kt_blas_set_threads(1);
   step_ctx c = {0};
   st = kt_runtime_create_threads(&rc, &c.rt, err);
+  if (!st) st = kt_blas_check_room(rc.schedule->p, err);
   if (!st && m->kind == KT_MODEL_GPT)
     st = kt_data_text_source_create(NULL, m->seq_len, micro_batch, 1, &c.data, err);
   else if (!st)

@@ -67,11 +67,10 @@ static kt_status check_params(const kt_session_params *p, kt_error *err) {
     return kt_fail(err, KT_EINVAL, "a memory limit in bytes needs the built-in model's activation "
                                    "sizes; give it in activation units or as a fraction");
   int limited = p->mem_limit.kind != KT_MEM_UNITS || p->mem_limit.value > 0;
-  if (limited && (p->schedule || (p->kind != KT_SCHED_ZB_AUTO && p->kind != KT_SCHED_ZBV_AUTO)))
-    return kt_fail(err, KT_EINVAL, "%s cannot keep to a memory limit: its order sets its memory "
-                   "(zb-auto and zbv-auto search for an order within one)",
-                   p->schedule ? "a schedule of the caller's" : kt_gen_kind_name(p->kind));
-  return KT_OK;
+  if (limited && p->schedule)
+    return kt_fail(err, KT_EINVAL, "a schedule of the caller's cannot keep to a memory limit: its "
+                   "order sets its memory (zb-auto and zbv-auto search for an order within one)");
+  return kt_gen_check_mem_limit(p->kind, limited ? 1.0 : 0.0, err);
 }
 
 /* Resuming: the run read back, and what it must hold to go on. */
@@ -148,6 +147,7 @@ static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
   int v = s->sched.v > 0 ? s->sched.v : 1;
   rc->syn_tf_ms = p->syn_tf_ms / v, rc->syn_tb_ms = p->syn_tb_ms / v, rc->syn_tw_ms = p->syn_tw_ms / v;
   rc->syn_act_bytes = p->syn_act_bytes;
+  rc->syn_mb_scale = p->syn_mb_scale;
   rc->syn_grad_bytes = p->syn_grad_bytes;
   rc->timeout = p->timeout;
   rc->pin_threads = p->pin_threads;
@@ -183,6 +183,13 @@ static void set_blas_threads(kt_session *s, long ranks_here) {
                      s->compute_threads, cores);
 }
 
+/* Once the model is in memory (the room left is known): the address space
+ * for the buffers of this process's compute threads (ranks times threads). */
+static kt_status check_blas_room(const kt_session *s, int ranks_in_process, kt_error *err) {
+  if (s->p.synthetic) return KT_OK; /* sleeps: no matrix products */
+  return kt_blas_check_room(ranks_in_process * kt_blas_threads(), err);
+}
+
 /* The runtime on MPI (one rank in this process) or threads (all of them). */
 static kt_status create_runtime(kt_session *s, const kt_runtime_config *rc, kt_error *err) {
   const kt_session_params *p = &s->p;
@@ -190,7 +197,8 @@ static kt_status create_runtime(kt_session *s, const kt_runtime_config *rc, kt_e
   if (!p->use_mpi) {
     set_blas_threads(s, (long)P * D);
     s->world_size = P * D;
-    return kt_runtime_create_threads(rc, &s->rt, err);
+    kt_status st = kt_runtime_create_threads(rc, &s->rt, err);
+    return st ? st : check_blas_room(s, P * D, err);
   }
   int rank, world;
   kt_status st = kt_transport_mpi_init(&rank, &world, err);
@@ -199,7 +207,8 @@ static kt_status create_runtime(kt_session *s, const kt_runtime_config *rc, kt_e
   if (st) return st;
   s->world_rank = kt_transport_rank(s->mpi_t), s->world_size = kt_transport_world(s->mpi_t);
   set_blas_threads(s, kt_transport_mpi_local_size()); /* the processes of a machine share it */
-  return kt_runtime_create(rc, s->mpi_t, &s->world_rank, 1, &s->rt, err);
+  if ((st = kt_runtime_create(rc, s->mpi_t, &s->world_rank, 1, &s->rt, err))) return st;
+  return check_blas_room(s, 1, err); /* this process runs one rank */
 }
 
 /* The cluster spec's link classes, with this job's ranks on their nodes

@@ -94,6 +94,47 @@ static double calibrate_send(const kt_timeline *t) {
   return o > 0 ? o : 0;
 }
 
+/* Micro-batches of their own costs (variable-length data): each (stage,
+ * micro-batch)'s mean F, I (or B) and W where some stage's micro-batches'
+ * forwards differ by more than a quarter; nothing where they are alike. */
+#define MB_SPREAD 1.25
+static kt_status calibrate_mb(const kt_timeline *t, const kt_schedule *s, kt_costs *out,
+                              kt_error *err) {
+  int S = kt_schedule_stages(s), M = s->m;
+  size_t cells = (size_t)S * (size_t)M;
+  double *sum = kt_calloc(cells * KT_OP_COUNT, sizeof(double)), *vals = kt_calloc(cells, sizeof(double));
+  size_t *count = kt_calloc(cells * KT_OP_COUNT, sizeof(size_t));
+  kt_status st = sum && vals && count ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory calibrating costs");
+  for (size_t i = 0; !st && i < t->n_events; i++) {
+    const kt_event *e = &t->events[i];
+    if (e->stage < 0 || e->stage >= S || e->op >= KT_OP_COUNT || e->mb < 0) continue;
+    size_t k = ((size_t)e->stage * (size_t)M + (size_t)(e->mb % M)) * KT_OP_COUNT + e->op;
+    sum[k] += e->end - e->start, count[k]++;
+  }
+#define MEAN(x, op) (count[(x) * KT_OP_COUNT + (op)] ? sum[(x) * KT_OP_COUNT + (op)] / (double)count[(x) * KT_OP_COUNT + (op)] : 0)
+  int differ = 0;
+  for (int st_ = 0; !st && st_ < S; st_++) {
+    double lo = INFINITY, hi = 0;
+    for (int j = 0; j < M; j++) {
+      double f = MEAN((size_t)st_ * (size_t)M + (size_t)j, KT_OP_F);
+      lo = fmin(lo, f), hi = fmax(hi, f);
+    }
+    differ |= hi > MB_SPREAD * lo;
+  }
+  const kt_op ops[] = {KT_OP_F, KT_OP_I, KT_OP_W};
+  const char *const fields[] = {"tf", "tb", "tw"};
+  for (int f = 0; !st && differ && f < 3; f++) {
+    for (size_t x = 0; x < cells; x++) {
+      int split = count[x * KT_OP_COUNT + KT_OP_I] || count[x * KT_OP_COUNT + KT_OP_W];
+      vals[x] = split || ops[f] == KT_OP_F ? MEAN(x, ops[f]) : ops[f] == KT_OP_I ? MEAN(x, KT_OP_B) : 0;
+    }
+    st = kt_costs_set_mb(out, fields[f], vals, S, M, err);
+  }
+#undef MEAN
+  free(sum), free(vals), free(count);
+  return st;
+}
+
 kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
                              kt_error *err) {
   int S = kt_schedule_stages(s);
@@ -140,7 +181,9 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
   out->tw = out->stage_tw[0];
   out->comm = calibrate_hop(measured, s);
   out->send_overhead = calibrate_send(measured);
-  return KT_OK;
+  kt_status st = calibrate_mb(measured, s, out, err);
+  if (st) kt_costs_free(out);
+  return st;
 }
 
 void kt_train_result_free(kt_train_result *r) {
@@ -158,6 +201,28 @@ kt_status kt_train_predict(const kt_schedule *s, int grad_accum, const kt_timeli
   return kt_train_predict_on(s, grad_accum, measured, NULL, 0, calibrated, predicted, NULL, err);
 }
 
+/* Per-micro-batch costs for rounds back to back (micro-batch k*M + j is j). */
+static kt_status repeat_mb(kt_costs *c, int rounds, kt_error *err) {
+  if (!c->n_mb || rounds <= 1) return KT_OK;
+  int S = c->n_stages, M = c->n_mb;
+  double *vals = malloc(sizeof(double) * (size_t)S * (size_t)M * (size_t)rounds);
+  if (!vals) return kt_fail(err, KT_ENOMEM, "out of memory");
+  double *const per[] = {c->mb_tf, c->mb_tb, c->mb_tw}; /* taken over: the lists are cleared */
+  c->mb_tf = c->mb_tb = c->mb_tw = NULL;
+  kt_costs_clear_mb(c);
+  const char *const fields[] = {"tf", "tb", "tw"};
+  kt_status st = KT_OK;
+  for (int f = 0; f < 3 && !st; f++) {
+    if (!per[f]) continue;
+    for (int s = 0; s < S; s++)
+      for (int j = 0; j < M * rounds; j++)
+        vals[(size_t)s * (size_t)(M * rounds) + (size_t)j] = per[f][(size_t)s * (size_t)M + (size_t)(j % M)];
+    st = kt_costs_set_mb(c, fields[f], vals, S, M * rounds, err);
+  }
+  free(vals), free(per[0]), free(per[1]), free(per[2]);
+  return st;
+}
+
 kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
                               const kt_links *links, double comm_bytes, kt_costs *calibrated,
                               kt_timeline *predicted, double *sync_end, kt_error *err) {
@@ -166,7 +231,8 @@ kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_tim
   calibrated->links = links;
   calibrated->comm_bytes = comm_bytes;
   kt_schedule rounds;
-  if ((st = kt_schedule_repeat(s, grad_accum > 0 ? grad_accum : 1, &rounds, err))) {
+  if ((st = repeat_mb(calibrated, grad_accum, err)) ||
+      (st = kt_schedule_repeat(s, grad_accum > 0 ? grad_accum : 1, &rounds, err))) {
     kt_costs_free(calibrated);
     return st;
   }

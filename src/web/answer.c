@@ -15,11 +15,25 @@ static void number_list(kt_buf *b, const double *v, size_t n) {
   }
 }
 
-/* "--flag x" or "--flag x0,x1,..." */
+/* "--flag x" or "--flag x0,x1,...", or per micro-batch "--flag 'a0,a1;b0,b1'" */
 static void cost_flag(kt_buf *b, const char *flag, double uniform, const double *per, int n) {
   kt_buf_printf(b, " --%s ", flag);
   if (per && n > 0) number_list(b, per, (size_t)n);
   else kt_buf_json_number(b, uniform);
+}
+
+static void cost_flag_mb(kt_buf *b, const char *flag, double uniform, const double *per,
+                         const double *mb, const kt_costs *c) {
+  if (!mb) {
+    cost_flag(b, flag, uniform, per, c->n_stages);
+    return;
+  }
+  kt_buf_printf(b, " --%s '", flag);
+  for (int s = 0; s < c->n_stages; s++) {
+    if (s) kt_buf_puts(b, ";");
+    number_list(b, mb + (size_t)s * (size_t)c->n_mb, (size_t)c->n_mb);
+  }
+  kt_buf_puts(b, "'");
 }
 
 /* The kaiten sim flags that reproduce the run: sizes (a generated
@@ -36,12 +50,11 @@ static void command(kt_buf *b, const kt__web_run *w) {
                                               : kt_gen_kind_name((kt_gen_kind)res->kind),
                   s->p, s->m, s->v);
   kt_buf_puts(&cmd, res->kind >= 0 ? " --per-stage" : "--per-stage");
-  int n = c->n_stages;
-  cost_flag(&cmd, "tf", c->tf, c->stage_tf, n);
-  cost_flag(&cmd, "tb", c->tb, c->stage_tb, n);
-  cost_flag(&cmd, "tw", c->tw, c->stage_tw, n);
-  cost_flag(&cmd, "mem-act", c->mem_act, c->stage_mem_act, n);
-  cost_flag(&cmd, "mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad, n);
+  cost_flag_mb(&cmd, "tf", c->tf, c->stage_tf, c->mb_tf, c);
+  cost_flag_mb(&cmd, "tb", c->tb, c->stage_tb, c->mb_tb, c);
+  cost_flag_mb(&cmd, "tw", c->tw, c->stage_tw, c->mb_tw, c);
+  cost_flag_mb(&cmd, "mem-act", c->mem_act, c->stage_mem_act, c->mb_mem_act, c);
+  cost_flag_mb(&cmd, "mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad, c->mb_mem_wgrad, c);
   const struct { const char *flag; double v; } scal[] = {
       {"comm", kt_cost_comm(c)}, {"send-overhead", c->send_overhead},
       {"op-overhead", c->op_overhead}, {"overlap", c->overlap}};

@@ -39,7 +39,7 @@ endif()
 
 if(KT_WASM_OK)
   set(KT_WASM_SOURCES ${KT_core_SOURCES})
-  list(FILTER KT_WASM_SOURCES EXCLUDE REGEX "/src/plan/|/src/core/(output|dl)\\.c$")
+  list(FILTER KT_WASM_SOURCES EXCLUDE REGEX "/src/plan/|/src/core/(output|dl)\\.c$|/src/sim/size\\.c$")
   list(APPEND KT_WASM_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/src/report/json.c ${KT_WEB_SOURCES}
        ${CMAKE_CURRENT_SOURCE_DIR}/src/web/wasm.c)
   file(GLOB KT_WASM_HEADERS CONFIGURE_DEPENDS include/kaiten/*.h src/*/*.h)

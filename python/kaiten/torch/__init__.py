@@ -480,8 +480,11 @@ def _kind_schedule(kind, p, v, placement, m, costs, mem_limit):
 
 
 def _generate(kind, p, v, placement, m, costs, mem_limit):
-    return kaiten.schedule(kind, p, m, costs=costs, mem_limit=mem_limit, chunks=v,
-                           placement=placement if kind in ("zb-auto", "zbv-auto") else None)
+    """kind's order; the memory limit goes to the kinds that keep to one
+    (the others' peaks are checked against it by choose)."""
+    auto = kind in ("zb-auto", "zbv-auto")
+    return kaiten.schedule(kind, p, m, costs=costs, mem_limit=mem_limit if auto else None, chunks=v,
+                           placement=placement if auto else None)
 
 
 def _limit(p, v, placement, m, costs, mem_limit):

@@ -296,7 +296,7 @@ static void commit(kt__search_list *ls, int r) {
   decision d = ls->dec[r];
   int st = d.stage;
   int mb = d.op == KT_OP_F ? ls->nf[st] : d.op == KT_OP_I ? ls->ni[st] : ls->nw[st];
-  double end = d.start + kt__search_cost(pb, st, (kt_op)d.op);
+  double end = d.start + kt__search_cost(pb, st, (kt_op)d.op, mb);
   kt__append(ls->s, r, st, (kt_op)d.op, mb);
   if (ls->ru.follow && d.op != KT_OP_W) { /* past this op in the followed order */
     const kt_rank_actions *ra = &ls->ru.follow->ranks[r];

@@ -9,6 +9,25 @@
 #include "generators/search/search.h"
 #include "kaiten/sim.h"
 
+/* Each micro-batch's own costs (pb->mtf ...) where they differ. */
+static kt_status per_mb_init(kt__search_problem *pb, const kt_costs *c, kt_error *err) {
+  if (!kt_costs_mb_differ(c)) return KT_OK;
+  size_t cells = (size_t)pb->S * (size_t)pb->m;
+  double **arrays[] = {&pb->mtf, &pb->mtb, &pb->mtw, &pb->mact, &pb->mwg};
+  for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++)
+    if (!(*arrays[k] = malloc(cells * sizeof(double))))
+      return kt_fail(err, KT_ENOMEM, "out of memory for per-micro-batch costs");
+  double o = c->op_overhead;
+  for (int st = 0; st < pb->S; st++)
+    for (int j = 0; j < pb->m; j++) {
+      size_t x = KT__PAIR(pb, st, j);
+      pb->mtf[x] = kt_cost_tf_mb(c, st, j) + o, pb->mtb[x] = kt_cost_tb_mb(c, st, j) + o;
+      pb->mtw[x] = kt_cost_tw_mb(c, st, j) + o;
+      pb->mact[x] = kt_cost_mem_act_mb(c, st, j), pb->mwg[x] = kt_cost_mem_wgrad_mb(c, st, j);
+    }
+  return KT_OK;
+}
+
 kt_status kt__search_problem_init(kt__search_problem *pb, const kt_schedule *s, const kt_costs *c,
                               double limit, kt_error *err) {
   kt_costs unit;
@@ -54,7 +73,8 @@ kt_status kt__search_problem_init(kt__search_problem *pb, const kt_schedule *s, 
                               : pb->head[r] + pb->res[pb->rstage[r * s->v + ch]];
     pb->limit[r] = limit > 0 ? limit : (double)p * s->v * most;
   }
-  kt_status st = kt_step_model_init(&pb->step, s, c, err);
+  kt_status st = per_mb_init(pb, c, err);
+  if (!st) st = kt_step_model_init(&pb->step, s, c, err);
   if (st) kt__search_problem_free(pb);
   return st;
 }
@@ -69,6 +89,7 @@ void kt__search_problem_free(kt__search_problem *pb) {
   free(pb->act);
   free(pb->wg);
   free(pb->res);
+  free(pb->mtf), free(pb->mtb), free(pb->mtw), free(pb->mact), free(pb->mwg);
   free(pb->head);
   free(pb->limit);
   kt_step_model_free(&pb->step);
@@ -128,7 +149,7 @@ static void advance(const kt__search_problem *pb, kt__search_eval *ev, const kt_
     double ready = kt__search_input_ready(pb, ev->end, a->stage, op, a->mb);
     if (isnan(ready)) return;
     double start = ready > ev->free_at[r] ? ready : ev->free_at[r];
-    double end = start + kt__search_cost(pb, a->stage, (kt_op)a->op);
+    double end = start + kt__search_cost(pb, a->stage, (kt_op)a->op, a->mb);
     kt__search_pair_end *pe = &ev->end[KT__PAIR(pb, a->stage, a->mb)];
     if (op == KT_OP_F) pe->f = end;
     else if (op == KT_OP_I) pe->i = end;
@@ -173,7 +194,9 @@ static double rank_peak(const kt__search_problem *pb, const kt_rank_actions *ra,
   double mem = 0, high = 0;
   for (size_t i = 0; i < ra->n && high <= stop; i++) {
     const kt_action *a = &ra->actions[i];
-    mem += kt_action_memory(a->op, pb->act[a->stage], pb->wg[a->stage]);
+    mem += pb->mact ? kt_action_memory(a->op, pb->mact[KT__PAIR(pb, a->stage, a->mb)],
+                                       pb->mwg[KT__PAIR(pb, a->stage, a->mb)])
+                    : kt_action_memory(a->op, pb->act[a->stage], pb->wg[a->stage]);
     if (mem > high) high = mem;
   }
   return high;
@@ -247,7 +270,8 @@ kt_status kt_gen_period(const kt_schedule *s, const kt_costs *c, double *period,
     double total = 0;
     for (int r = 0; r < s->p; r++)
       for (size_t i = 0; i < s->ranks[r].n; i++)
-        total += kt__search_cost(&pb, s->ranks[r].actions[i].stage, (kt_op)s->ranks[r].actions[i].op);
+        total += kt__search_cost(&pb, s->ranks[r].actions[i].stage, (kt_op)s->ranks[r].actions[i].op,
+                                 s->ranks[r].actions[i].mb);
     *busy = total;
   }
   kt__search_eval_free(&ev);

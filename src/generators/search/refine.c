@@ -122,7 +122,7 @@ static int fill_move(const refiner *rf, int r, size_t i, move_t *mv, int n) {
   const kt_rank_actions *ra = &rf->s->ranks[r];
   if (n + 1 > MAX_MOVES || i == 0) return n;
   const kt_action *prev = &ra->actions[i - 1];
-  double opens = rf->ev->at[r][i - 1] + kt__search_cost(pb, prev->stage, (kt_op)prev->op);
+  double opens = rf->ev->at[r][i - 1] + kt__search_cost(pb, prev->stage, (kt_op)prev->op, prev->mb);
   for (size_t y = i + 1; y < ra->n && y <= i + FILL_WINDOW; y++) {
     const kt_action *a = &ra->actions[y];
     int movable = 1;
@@ -155,7 +155,7 @@ static int gather_moves(refiner *rf, move_t *mv) {
   for (long steps = 0; n < MAX_MOVES && steps < 4L * (long)pb->S * pb->m; steps++) {
     const kt_action *a = s->ranks[r].actions, *x = &a[i];
     double start = ev->at[r][i];
-    if (i > 0 && start <= ev->at[r][i - 1] + kt__search_cost(pb, a[i - 1].stage, (kt_op)a[i - 1].op) + EPS) {
+    if (i > 0 && start <= ev->at[r][i - 1] + kt__search_cost(pb, a[i - 1].stage, (kt_op)a[i - 1].op, a[i - 1].mb) + EPS) {
       if (may_swap(&a[i - 1], x) && n < MAX_MOVES) mv[n++] = (move_t){r, i, i - 1};
       i--;
       continue;

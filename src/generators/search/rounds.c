@@ -53,7 +53,7 @@ static int put(rounds *rd, int j, kt_op op) {
     rd->idle[j] += start - rd->e[j];
     if (rd->idle[j] > rd->worst_idle) rd->worst_idle = rd->idle[j];
   }
-  rd->e[j] = start + kt__search_cost(pb, j, op);
+  rd->e[j] = start + kt__search_cost(pb, j, op, mb);
   kt__append(rd->s, j, j, op, mb);
   kt__search_pair_end *pe = &rd->end[KT__PAIR(pb, j, mb)];
   if (op == KT_OP_F) pe->f = rd->e[j], rd->mem[j] += pb->res[j], rd->f[j]++;
@@ -120,7 +120,7 @@ static int warm_up(rounds *rd, const int *delta, int *req) {
       mem += pb->res[j], t += pb->tf[j], req[j]++;
     }
     if (delta) {
-      int room = (int)floor((pb->limit[j] - rd->mem[j]) / pb->res[j] + EPS);
+      int room = kt_to_int(floor((pb->limit[j] - rd->mem[j]) / pb->res[j] + EPS), -1, m);
       req[j] += delta[j];
       if (req[j] > room) req[j] = room;
       if (req[j] > m - rd->f[j]) req[j] = m - rd->f[j];

@@ -19,7 +19,10 @@
 typedef struct {
   int p, v, m, S;
   int *srank, *schunk, *rstage; /* stage -> rank, stage -> chunk, rank*V + chunk -> stage */
-  double *tf, *tb, *tw, *act, *wg, *res; /* per stage */
+  double *tf, *tb, *tw, *act, *wg, *res; /* per stage (with per-micro-batch costs: the
+                                            stage's mean time and largest memory) */
+  /* per (stage, mb) (KT__PAIR) when micro-batches have their own costs, else NULL */
+  double *mtf, *mtb, *mtw, *mact, *mwg;
   double *head, *limit;                  /* per rank */
   double comm;
   /* the objective: the period the ranks' starts and ends imply under the
@@ -57,7 +60,13 @@ static inline double kt__search_input_ready(const kt__search_problem *pb, const 
   return pb->srank[from] != pb->srank[stage] ? t + pb->comm : t;
 }
 
-static inline double kt__search_cost(const kt__search_problem *pb, int stage, kt_op op) {
+/* What op on (stage, mb) takes. */
+static inline double kt__search_cost(const kt__search_problem *pb, int stage, kt_op op, int mb) {
+  if (pb->mtf) {
+    size_t x = KT__PAIR(pb, stage, mb);
+    return op == KT_OP_F ? pb->mtf[x] : op == KT_OP_I ? pb->mtb[x]
+           : op == KT_OP_W ? pb->mtw[x] : pb->mtb[x] + pb->mtw[x];
+  }
   return op == KT_OP_F ? pb->tf[stage] : op == KT_OP_I ? pb->tb[stage]
          : op == KT_OP_W ? pb->tw[stage] : pb->tb[stage] + pb->tw[stage];
 }

@@ -70,7 +70,7 @@ static int put(vrounds *v, int r, int st, kt_op op) {
   double start = fmax(v->e[r], ready);
   if (v->started[r] && (v->idle[r] += start - v->e[r]) > v->worst_idle) v->worst_idle = v->idle[r];
   v->started[r] = 1;
-  v->e[r] = start + kt__search_cost(pb, st, op);
+  v->e[r] = start + kt__search_cost(pb, st, op, mb);
   kt__append(v->s, r, st, op, mb);
   kt__search_pair_end *pe = &v->end[KT__PAIR(pb, st, mb)];
   if (op == KT_OP_F) {
