@@ -81,13 +81,17 @@ int cli_request_read(const cli_args *a, kt_request *rq) {
   const char *file = cli_get(a, "costs");
   kt_error err = {{0}};
   kt_status st;
-  struct stat sb;
+  struct stat sb = {0};
   int rc = 0;
   if (file && stat(file, &sb) == 0 && S_ISDIR(sb.st_mode))
     rc = read_run_costs(a, file, rq);
   else if (file && (st = kt_costs_load_json(&rq->costs, file, &err)))
     return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
   if (!rc) rc = apply(a, rq, NULL);
+  /* a run's costs per micro-batch (its micro-batches differed) hold for its
+   * own M; at another M (or its K rounds) each stage's mean */
+  if (!rc && file && S_ISDIR(sb.st_mode) && rq->costs.n_mb > 0 && rq->costs.n_mb != rq->m)
+    kt_costs_clear_mb(&rq->costs);
   const char *order = cli_get(a, "schedule-file") ? cli_get(a, "schedule-file") : cli_get(a, "from");
   if (!rc && order && cli_has(a, "schedule"))
     rc = cli_usage_error("give either --schedule or --schedule-file, not both");

@@ -81,15 +81,35 @@ static void cost_json(kt_buf *b, const char *key, double u, const double *per, i
   kt_buf_puts(b, "]");
 }
 
+/* With per-micro-batch values (a run calibrated on micro-batches that
+ * differ): a list per stage of its micro-batches' values; else cost_json. */
+static void cost_json_mb(kt_buf *b, const char *key, double u, const double *per, int n,
+                         const double *mb, int n_mb) {
+  if (!mb || n <= 0 || n_mb <= 0) {
+    cost_json(b, key, u, per, n);
+    return;
+  }
+  kt_buf_printf(b, ",\"%s\":[", key);
+  for (int s = 0; s < n; s++) {
+    kt_buf_puts(b, s ? ",[" : "[");
+    for (int j = 0; j < n_mb; j++) {
+      if (j) kt_buf_puts(b, ",");
+      kt_buf_json_number(b, mb[(size_t)s * (size_t)n_mb + (size_t)j]);
+    }
+    kt_buf_puts(b, "]");
+  }
+  kt_buf_puts(b, "]");
+}
+
 void kt__whatif_costs_json(kt_buf *b, const kt_costs *c) {
-  int n = c->n_stages;
+  int n = c->n_stages, nm = c->n_mb;
   kt_buf_puts(b, "{\"overlap\":");
   kt_buf_json_number(b, c->overlap);
-  cost_json(b, "tf", c->tf, c->stage_tf, n);
-  cost_json(b, "tb", c->tb, c->stage_tb, n);
-  cost_json(b, "tw", c->tw, c->stage_tw, n);
-  cost_json(b, "mem-act", c->mem_act, c->stage_mem_act, n);
-  cost_json(b, "mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad, n);
+  cost_json_mb(b, "tf", c->tf, c->stage_tf, n, c->mb_tf, nm);
+  cost_json_mb(b, "tb", c->tb, c->stage_tb, n, c->mb_tb, nm);
+  cost_json_mb(b, "tw", c->tw, c->stage_tw, n, c->mb_tw, nm);
+  cost_json_mb(b, "mem-act", c->mem_act, c->stage_mem_act, n, c->mb_mem_act, nm);
+  cost_json_mb(b, "mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad, n, c->mb_mem_wgrad, nm);
   if (c->mem_transient > 0 || c->stage_mem_transient)
     cost_json(b, "mem-transient", c->mem_transient, c->stage_mem_transient, n);
   if (c->comm_bandwidth > 0) {

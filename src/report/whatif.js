@@ -101,8 +101,13 @@
     for (var i = 0; i < all.length; i++) {
       var x = c[all[i]], dflt = all[i] === 'tf' || all[i] === 'tb' || all[i] === 'tw' ||
                                 all[i] === 'mem-act' ? 1 : 0;
-      st.cost[all[i]] = Array.isArray(x) ? { u: x[0], list: x.slice() }
-        : { u: x === undefined ? dflt : x, list: null };
+      if (Array.isArray(x) && Array.isArray(x[0])) { /* per micro-batch: each stage's mean shown */
+        var means = x.map(function (l) { return l.reduce(function (a, y) { return a + y; }, 0) / (l.length || 1); });
+        st.cost[all[i]] = { u: means[0], list: means, mb: x.map(function (l) { return l.slice(); }) };
+      } else {
+        st.cost[all[i]] = Array.isArray(x) ? { u: x[0], list: x.slice() }
+          : { u: x === undefined ? dflt : x, list: null };
+      }
     }
     for (i = 0; i < KEPT.length; i++) if (c[KEPT[i]] !== undefined) st.kept[KEPT[i]] = c[KEPT[i]];
     st.schedule = seed.schedule || '1f1b';
@@ -123,6 +128,13 @@
 
   K.stateOf = stateOf;
 
+  /* a cost as kt_web_run reads it: per micro-batch "a,b;c,d", per stage
+   * "a,b", or one value */
+  function costArg(c) {
+    if (c.mb) return c.mb.map(function (l) { return l.join(','); }).join(';');
+    return c.list ? c.list.join(',') : c.u;
+  }
+
   /* the settings as kt_web_run reads them (kaiten sim's flags) */
   K.args = function (st, extra) {
     var a = [];
@@ -130,11 +142,11 @@
     if (st.basis === 'stage') a.push('per-stage=1');
     for (var i = 0; i < LISTS.length; i++) {
       var c = st.cost[LISTS[i]];
-      a.push(LISTS[i] + '=' + (c.list ? c.list.join(',') : c.u));
+      a.push(LISTS[i] + '=' + costArg(c));
     }
     for (i = 0; i < KEPT_LISTS.length; i++) {
       c = st.cost[KEPT_LISTS[i]];
-      if (c && (c.list || c.u)) a.push(KEPT_LISTS[i] + '=' + (c.list ? c.list.join(',') : c.u));
+      if (c && (c.list || c.u)) a.push(KEPT_LISTS[i] + '=' + costArg(c));
     }
     for (var k in st.kept) a.push(k + '=' + st.kept[k]);
     if (isFinite(st.bw)) a.push('comm-latency=' + st.lat, 'comm-bytes=' + st.bytes, 'comm-bandwidth=' + st.bw);
@@ -241,7 +253,7 @@
     if (candidate && this.res && this.res.mem_limit !== null && st.limit === '')
       extra.push('mem-limit=' + this.res.mem_limit); /* the limit the order was built under */
     var res = K.call(K.args(st, extra), candidate || st.order), t1 = performance.now();
-    if (!res.ok && /per-stage costs list/.test(res.error) && K.dropLists(this)) {
+    if (!res.ok && /per-(stage|micro-batch) costs list/.test(res.error) && K.dropLists(this)) {
       /* the new schedule has another number of stages: every stage as given */
       res = K.call(K.args(st, extra), candidate || st.order);
       t1 = performance.now();

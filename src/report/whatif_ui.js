@@ -120,6 +120,7 @@
    * one stage (a per-stage list of stage values). */
   function setCost(panel, key, value) {
     var st = panel.st, s = +q(panel, 'stage').value, c = st.cost[key];
+    c.mb = null; /* an edited cost: its stage values (each micro-batch's were measured) */
     if (s < 0) {
       c.u = value;
       c.list = null;
@@ -137,7 +138,7 @@
   K.dropLists = function (panel) {
     var st = panel.st, dropped = false;
     for (var k in st.cost)
-      if (st.cost[k].list) { st.cost[k].list = null; dropped = true; }
+      if (st.cost[k].list || st.cost[k].mb) { st.cost[k].list = st.cost[k].mb = null; dropped = true; }
     return dropped;
   };
 
