@@ -82,8 +82,7 @@ static void one_layout(const bench_opts *o, int p, int m, int reps) {
     kt_buf msg;
     kt_buf_init(&msg);
     if (kt_train_predict(&s, 1, &shifted, &costs, &pred, &err) == KT_OK) {
-      double cc[4] = {costs.tf, costs.tb, costs.tw, kt_cost_comm(&costs)};
-      kt__serve_timeline_msg(&msg, 0, i, &shifted, &pred, cc, NULL, 1);
+      kt__serve_timeline_msg(&msg, 0, i, &shifted, &pred, &costs, NULL, 1);
       kt_costs_free(&costs);
       kt_timeline_free(&pred);
     }

@@ -431,6 +431,10 @@ struct kt_session_info {
    * V = 1, else balanced): what a memory limit's fraction is of; 0 when
    * there is none */
   double peak_1f1b;
+  /* the memory limit (kt_session_params.mem_limit) on the whole peak in
+   * bytes: as given, or its fraction of peak_1f1b; 0 when none is given or
+   * it is in activation units */
+  double mem_limit_bytes;
   /* the cores this process may use, and its compute threads (its ranks x
    * OpenBLAS threads each): more threads than cores and ops wait for a core */
   int cores, compute_threads;
@@ -450,6 +454,11 @@ typedef struct {
   /* the largest rank's measured peak activation bytes on the last step over
    * 1F1B's predicted peak (kt_session_info.peak_1f1b); NAN when unknown */
   double peak_vs_1f1b;
+  /* what the schedule's memory costs in time: 1F1B's predicted period on
+   * the same model and the costs calibrated on the last step (a rank's
+   * stages summed into its one stage), to set beside the prediction's
+   * (train.predicted.period); NAN when unknown */
+  double period_1f1b;
   /* Why the last step idled, per pipeline rank (p entries;
    * kt_idle_split_step), and the step's wall time they sum to; idle NULL
    * where the step's every event is not at hand (MPI ranks but world rank 0). */

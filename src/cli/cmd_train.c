@@ -66,6 +66,8 @@ static const cli_opt train_opts_table[] = {
     {"live", 0, NULL, "the live view even under mpirun (default: on terminals, not under mpirun)"},
     {"force", 0, NULL, "train into a --run-dir that holds an old run: kaiten's files there are removed"},
     {"serve", 0, "[HOST:]PORT", "live dashboard in the browser at http://HOST:PORT/ (HOST 127.0.0.1; PORT 0 = any free)"},
+    {"addr", 0, "[HOST:]PORT", "the same as --serve (serve's spelling)"},
+    {"port", 0, "PORT", "--serve PORT (on 127.0.0.1, or the HOST of --addr HOST)"},
     {"allow-host", 0, "NAME[,NAME]", "with --serve: Host names a request may give besides this machine's"},
 };
 
@@ -140,13 +142,15 @@ static int parse_choices(const cli_args *a, train_opts *o) {
   if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
     return cli_usage_error("--transport '%s': expected threads or mpi", o->transport);
   o->sp.use_mpi = !strcmp(o->transport, "mpi");
-  o->serve = cli_get(a, "serve");
+  const char *flag;
+  if (cli_serve_addr(a, o->serve_addr, sizeof o->serve_addr, &flag)) return 2;
+  o->serve = o->serve_addr[0] ? o->serve_addr : NULL;
   if (o->serve) { /* a bad address is a usage error before anything runs */
     char host[64] = "127.0.0.1";
     int port;
     kt_error aerr = {{0}};
     if (kt_serve_parse_addr(o->serve, host, sizeof host, &port, &aerr))
-      return cli_usage_error("--serve %s", aerr.msg);
+      return cli_usage_error("%s %s", flag, aerr.msg);
     cli_serve_exposed(host, port);
   }
   cli_hosts hosts;

@@ -27,6 +27,7 @@ typedef struct {
   int live_forced; /* --live: even under mpirun */
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
+  char serve_addr[320]; /* what serve points to (cli_serve_addr) */
   const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
   kt_faults faults;        /* --slow-rank, --slow-link, --fault-trace (sp.faults points here) */
   double *syn_stage_ms;    /* --synthetic with --tf/--tb/--tw lists (sp.syn_stage_ms) */
@@ -57,8 +58,9 @@ int train_synthetic_packing(const cli_args *a, train_opts *o);
 int train_session(train_opts *o);
 
 /* The peak activation memory the schedule predicts per rank beside the
- * measured one (train_report.c). */
-void train_memory_report(kt_session *s, const kt_session_result *r, kt_buf *out);
+ * measured one, against 1F1B's, and what it costs in time (train_report.c). */
+void train_memory_report(const train_opts *o, kt_session *s, const kt_session_result *r,
+                         kt_buf *out);
 
 /* The live dashboard of train --serve (train_serve.c): started by world
  * rank 0 from the session's on_ready, before the run directory is

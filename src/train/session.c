@@ -374,6 +374,7 @@ void kt_session_get_info(const kt_session *s, kt_session_info *out) {
   out->mem_act_bytes = s->mem.stage_mem_act, out->mem_wgrad_bytes = s->mem.stage_mem_wgrad;
   out->mem_transient_bytes = s->mem.stage_mem_transient;
   out->peak_1f1b = s->peak_1f1b;
+  out->mem_limit_bytes = kt__session_limit_bytes(s);
   out->cores = s->cores, out->compute_threads = s->compute_threads;
 }
 

@@ -71,6 +71,8 @@ void kt__session_run_config(const kt_session *s, kt_run_config *c);
 kt_run_segment kt__session_segment(const kt_session *s, int first_step, int *partition_buf);
 int kt__session_step_ranks(const kt_timeline *t, kt_run_rank_step *out, int cap);
 kt_status kt__session_write_timelines(kt_session *s, kt_error *err);
+/* The memory limit on the whole peak in bytes (kt_session_info.mem_limit_bytes). */
+double kt__session_limit_bytes(const kt_session *s);
 /* Rank 0 opens (and locks) the run directory and writes config.json with
  * the run's segments: the earlier ones, then this session's. */
 kt_status kt__session_open_run_dir(kt_session *s, kt_error *err);
@@ -84,6 +86,10 @@ kt_status kt__session_memory(kt_session *s, int S, int P, int M, kt_error *err);
  * the smallest fraction of 1F1B's peak it can keep to when it is below. */
 kt_status kt__session_mem_limit(const kt_session *s, int v, const kt_costs *gen, double *out,
                                 kt_error *err);
+
+/* 1F1B's predicted period on the last step's calibrated costs into
+ * s->result.period_1f1b (session_price.c). ENOMEM, the simulator's. */
+kt_status kt__session_price(kt_session *s, kt_error *err);
 
 /* Emits a note through the caller's callback. */
 void kt__session_note(const kt_session *s, kt_note_kind kind, const char *name, long long count,

@@ -197,12 +197,50 @@ def _measure(stage_modules, example_microbatch, loss_fn, target, repeats, warmup
 
 def _from_rank0(value_fn, group):
     """value_fn() on rank 0 of group, its result on every rank (or locally
-    without torch.distributed)."""
+    without torch.distributed). When it fails on rank 0, every rank raises
+    the same KaitenError (its status and message; another exception is
+    EINVAL naming its type) instead of the others waiting on a peer that
+    left ("Connection closed by peer")."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
         return value_fn()
-    box = [value_fn() if dist.get_rank(group) == 0 else None]
+    box, failure = [None], None
+    if dist.get_rank(group) == 0:
+        try:
+            box = [("value", value_fn())]
+        except KaitenError as e:
+            box, failure = [("error", e.status, str(e))], e
+        except Exception as e:  # noqa: BLE001 -- told to every rank, raised here as it was
+            box, failure = [("error", "EINVAL", f"rank 0: {type(e).__name__}: {e}")], e
     dist.broadcast_object_list(box, group_src=0, group=group)
-    return box[0]
+    if failure is not None:
+        raise failure
+    if box[0][0] == "error":
+        raise error(box[0][1], box[0][2])
+    return box[0][1]
+
+
+def _agreed(fn, group):
+    """fn() on every rank of group; when it fails on any, every rank raises
+    the first failing rank's KaitenError (named by its rank on the others),
+    so no rank goes on to wait for one that gave up."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
+        return fn()
+    value, mine = None, None
+    try:
+        value = fn()
+    except KaitenError as e:
+        mine = (e.status, str(e), e)
+    except Exception as e:  # noqa: BLE001 -- raised on every rank as a KaitenError
+        mine = ("EINVAL", f"{type(e).__name__}: {e}", e)
+    seen = [None] * dist.get_world_size(group)
+    dist.all_gather_object(seen, mine[:2] if mine else None, group=group)
+    for r, failed in enumerate(seen):
+        if failed is None:
+            continue
+        if mine is not None and failed == mine[:2]:
+            raise mine[2]
+        raise error(failed[0], f"rank {r}: {failed[1]}")
+    return value
 
 
 def profile(stage_modules, example_microbatch, loss_fn=None, target=None, repeats=5, warmup=1,
@@ -486,9 +524,13 @@ def build_schedule(stages, n_microbatches, loss_fn, kind="zb-auto", mem_limit=No
         raise error("EINVAL", "build_schedule: no stages")
     if format not in ("compute_comms", "compute_only"):
         raise error("EINVAL", f"format '{format}': expected compute_comms or compute_only")
-    p, v, placement = _layout(stages)
-    table = stage_costs(costs, p * v)
     group = stages[0].group
+
+    def local():
+        p, v, placement = _layout(stages)
+        return p, v, placement, stage_costs(costs, p * v)
+
+    p, v, placement, table = _agreed(local, group)
 
     def make():
         if kind == "auto":
