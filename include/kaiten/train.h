@@ -207,9 +207,9 @@ kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_tim
  * median hand-over time between ranks (producer's end to consumer's start,
  * over actions that sat waiting for their input) and send_overhead = the
  * median time a send held its rank; the simulator's semantics then predict
- * the same schedule. Where some stage's micro-batches' forwards differ by
- * more than a quarter (variable-length micro-batches) the costs are also
- * each (stage, micro-batch)'s own means (kaiten/costs.h, per micro-batch). */
+ * the same schedule. (A run whose micro-batches differ by design,
+ * syn_mb_scale, predicts with each (stage, micro-batch)'s own means where
+ * some stage's micro-batches' forwards differ by more than a quarter.) */
 kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
                              kt_error *err);
 

@@ -52,7 +52,9 @@ static double calibrate_send(const kt_timeline *t) {
 
 /* Micro-batches of their own costs (variable-length data): each (stage,
  * micro-batch)'s mean F, I (or B) and W where some stage's micro-batches'
- * forwards differ by more than a quarter; nothing where they are alike. */
+ * forwards differ by more than a quarter; nothing where they are alike.
+ * Only for a run whose micro-batches differ by design (a measured step's
+ * noise alone must not give the prediction one list per micro-batch). */
 #define MB_SPREAD 1.25
 static kt_status calibrate_mb(const kt_timeline *t, const kt_schedule *s, kt_costs *out,
                               kt_error *err) {
@@ -140,9 +142,7 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
   for (int st = 0; st < S; st++) ops += out->stage_tf[st] + out->stage_tb[st], n_ops += 2;
   calibrate_hop(measured, s, n_ops ? ops / n_ops : 0, out);
   out->send_overhead = calibrate_send(measured);
-  kt_status st = calibrate_mb(measured, s, out, err);
-  if (st) kt_costs_free(out);
-  return st;
+  return KT_OK;
 }
 
 void kt_train_result_free(kt_train_result *r) {
@@ -183,10 +183,14 @@ static kt_status repeat_mb(kt_costs *c, int rounds, kt_error *err) {
   return st;
 }
 
-kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
-                              const kt_links *links, double comm_bytes, kt_costs *calibrated,
-                              kt_timeline *predicted, double *sync_end, kt_error *err) {
+/* kt_train_predict_on; per_mb: the micro-batches differ by design (each
+ * one's own costs calibrated where they differ: calibrate_mb). */
+static kt_status predict_on(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
+                            const kt_links *links, double comm_bytes, int per_mb,
+                            kt_costs *calibrated, kt_timeline *predicted, double *sync_end,
+                            kt_error *err) {
   kt_status st = kt_calibrate_costs(measured, s, calibrated, err);
+  if (!st && per_mb && (st = calibrate_mb(measured, s, calibrated, err))) kt_costs_free(calibrated);
   if (st) return st;
   calibrated->links = links;
   calibrated->comm_bytes = comm_bytes;
@@ -204,6 +208,13 @@ kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_tim
   }
   snprintf(predicted->time_unit, sizeof predicted->time_unit, "s");
   return KT_OK;
+}
+
+kt_status kt_train_predict_on(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
+                              const kt_links *links, double comm_bytes, kt_costs *calibrated,
+                              kt_timeline *predicted, double *sync_end, kt_error *err) {
+  return predict_on(s, grad_accum, measured, links, comm_bytes, 0, calibrated, predicted, sync_end,
+                    err);
 }
 
 /* The first chunk of this process (a model of the caller's own: its sizes
@@ -314,9 +325,9 @@ static kt_status predict(kt_runtime *rt, const kt_train_config *cfg, const kt_ti
     free(bytes);
   }
   double sync_end = 0, t_dp = 0, t_norm = 0;
-  kt_status st = kt_train_predict_on(rc->schedule, rc->grad_accum, measured, cfg->links,
-                                     message_bytes(rt, rc), &out->calibrated,
-                                     &out->predicted_timeline, &sync_end, err);
+  kt_status st = predict_on(rc->schedule, rc->grad_accum, measured, cfg->links,
+                            message_bytes(rt, rc), rc->syn_mb_scale != NULL, &out->calibrated,
+                            &out->predicted_timeline, &sync_end, err);
   if (cfg->links) {
     if (!st) predict_step_end(cfg, sync_end, out, &t_dp, &t_norm);
     kt_links_set_sync(cfg->links, NULL);
