@@ -3,6 +3,6 @@
 # its dlopen'ed components keep them until exit), so leak checking is off for
 # this test only; kaiten's code paths are leak-checked by the threads tests.
 if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
-  set_tests_properties(test_mpi test_program_order test_train_safety test_live_view test_idle_straggler test_stop_signals test_step_sync PROPERTIES TIMEOUT 600 ENVIRONMENT
+  set_tests_properties(test_autopilot test_mpi test_program_order test_train_safety test_live_view test_idle_straggler test_stop_signals test_step_sync PROPERTIES TIMEOUT 600 ENVIRONMENT
     "ASAN_OPTIONS=detect_leaks=0;KT_MPIEXEC=${MPIEXEC_EXECUTABLE};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;KT_TEST_DATA=${CMAKE_SOURCE_DIR}/tests/data")
 endif()

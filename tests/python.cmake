@@ -10,6 +10,9 @@ if(Python3_FOUND AND KT_SHARED)
   add_test(NAME test_python_edges COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/python/test_edges.py)
   set_tests_properties(test_python_edges PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS python
     ENVIRONMENT "PYTHONPATH=${CMAKE_SOURCE_DIR}/python;KAITEN_LIB_DIR=$<TARGET_FILE_DIR:kaiten_ffi_shared>;KT_SANITIZE=${KT_SANITIZE}")
+  add_test(NAME test_torch_varlen COMMAND bash ${CMAKE_SOURCE_DIR}/tests/python/test_torch_varlen.sh)
+  set_tests_properties(test_torch_varlen PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS python
+    ENVIRONMENT "PYTHONPATH=${CMAKE_SOURCE_DIR}/python;KAITEN_LIB_DIR=$<TARGET_FILE_DIR:kaiten_ffi_shared>;KT_SANITIZE=${KT_SANITIZE}")
   add_test(NAME test_python_install COMMAND bash ${CMAKE_SOURCE_DIR}/tests/python/test_install.sh
     ${Python3_EXECUTABLE} ${CMAKE_BINARY_DIR}/python-wheel)
   set_tests_properties(test_python_install PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS python

@@ -125,7 +125,8 @@ int main(void) {
                                           "zb-auto", "zbv-auto", "v-half", "optimal"};
   static const char *const costs[] = {
       "", "tf=1 tb=1.2 tw=0.7 mem-wgrad=0.5", "tf=2 tb=2 tw=1 comm=0.25 step-sync=barrier",
-      "tf=1,2,1,2,1,2,1,2 tw=0.5 tu=0.5 t-norm=0.2"};
+      "tf=1,2,1,2,1,2,1,2 tw=0.5 tu=0.5 t-norm=0.2",
+      "comm=0.5,1,0.5 slow-rank=2:1.5 slow-link=0-1:+2@3"};
   static const char *const limits[] = {"", "mem-limit=0.75x", "mem-limit=3", "mem-limit=0.1x"};
   int ran = 0;
   for (size_t s = 0; s < sizeof schedules / sizeof *schedules; s++)
@@ -145,10 +146,12 @@ int main(void) {
         if (small && strstr(clean, "tf=1,2")) continue; /* 8 stage costs for 4 stages */
         ran += same_request(clean);
       }
-  CHECK_MSG(ran >= 140, "only %d requests agreed", ran);
+  CHECK_MSG(ran >= 175, "only %d requests agreed", ran);
   /* refused requests: the same line everywhere */
   same_request("schedule=zbv p=4 m=4");
   same_request("schedule=zb-auto p=4 m=8 mem-limit=0.1x");
   same_request("schedule=1f1b p=4 m=8 tf=0 tb=0 tw=0");
+  same_request("schedule=1f1b p=4 m=8 slow-link=0-2:+1");
+  same_request("schedule=1f1b p=4 m=8 slow-rank=4:2");
   return kt_test_done(__FILE__);
 }

@@ -14,7 +14,7 @@ static void test_set_and_print(void) {
       "tb=1,2,3,4,5,6,7,8,9,10,11,12 tw=0.25 tu=0.5 mem-act=2 mem-wgrad=0.5 mem-transient=0.125 "
       "comm=0.1 send-overhead=0.01 op-overhead=0.02 t-norm=0.3 t-dp=0.4 overlap=0.5 tie=0.05 "
       "step-sync=barrier per-stage=1 mem-limit=0.75x effort=thorough time-limit=2.5 "
-      "slow-rank=3:1.5 torch-notation=legacy torch-version=2.9";
+      "slow-rank=3:1.5@10 slow-link=2-3:+0.5 torch-notation=legacy torch-version=2.9";
   CHECK_EQ_INT(kt_request_parse(&rq, text, &err), KT_OK);
   CHECK_EQ_INT(rq.p, 6);
   CHECK_EQ_INT(rq.m, 13);
@@ -26,7 +26,10 @@ static void test_set_and_print(void) {
   CHECK_EQ_INT(rq.mem_limit.kind, KT_MEM_FRACTION);
   CHECK_NEAR(rq.mem_limit.value, 0.75, 0);
   CHECK_EQ_INT(rq.effort, KT_EFFORT_THOROUGH);
-  CHECK_EQ_INT(rq.slow_rank, 3);
+  CHECK(rq.faults.n_rank == 1 && rq.faults.rank[0].rank == 3 && rq.faults.rank[0].factor == 1.5 &&
+        rq.faults.rank[0].onset == 9);
+  CHECK(rq.faults.n_link == 1 && rq.faults.link[0].a == 2 && rq.faults.link[0].b == 3 &&
+        rq.faults.link[0].delay == 0.5 && rq.faults.link[0].onset == 0);
   CHECK_EQ_INT(rq.notation, KT_NOTATION_LEGACY);
   CHECK_EQ_INT(rq.ir, KT_TORCH_IR_PRE_2_15);
   /* written back, it reads the same */
@@ -40,9 +43,19 @@ static void test_set_and_print(void) {
   CHECK_MSG(a.data && b.data && !strcmp(a.data, b.data), "%s\n%s", a.data, b.data);
   CHECK_STR_CONTAINS(a.data, "tb=1,2,3,4,5,6,7,8,9,10,11,12");
   CHECK_STR_CONTAINS(a.data, "mem-limit=0.75x");
+  CHECK_STR_CONTAINS(a.data, "slow-rank=3:1.5@10 slow-link=2-3:+0.5");
   kt_buf_free(&a);
   kt_buf_free(&b);
   kt_request_free(&back);
+  kt_request_free(&rq);
+  /* per-link hops and delays read back the same */
+  kt_request_init(&rq);
+  CHECK_EQ_INT(kt_request_parse(&rq, "comm=0.5,1,0.25 link-delay=0,2,0", &err), KT_OK);
+  CHECK(rq.costs.n_links == 3 && rq.costs.link_comm[1] == 1 && rq.costs.link_delay[1] == 2);
+  kt_buf_init(&a);
+  kt_request_print(&rq, &a);
+  CHECK_STR_CONTAINS(a.data, "comm=0.5,1,0.25 link-delay=0,2,0");
+  kt_buf_free(&a);
   kt_request_free(&rq);
   /* the defaults print as the schedule and its sizes alone */
   kt_request_init(&rq);
@@ -94,8 +107,12 @@ static void test_errors(void) {
       {"effort", "max", "effort 'max': expected quick, default or thorough"},
       {"per-stage", "yes", "per-stage 'yes': expected 0 or 1"},
       {"time-limit", "0", "time-limit '0': expected seconds in 0.001..1e+06"},
-      {"slow-rank", "2", "slow-rank '2': expected RANK:FACTOR"},
+      {"slow-rank", "2", "slow-rank '2': expected R:F or R:F@S"},
       {"slow-rank", "2:0", "slow-rank '2:0'"},
+      {"slow_rank", "2:1.5@0", "slow_rank '2:1.5@0'"},
+      {"--slow-link", "1:+5", "--slow-link '1:+5': '1' is not two pipeline ranks"},
+      {"slow-link", "0-1:+x", "slow-link '0-1:+x': delay 'x' is not a time >= 0"},
+      {"comm", "1,x", "comm"},
       {"placement", "w", "placement 'w': expected loop or v"},
       {"torch-notation", "old", "torch-notation 'old'"},
       {"no-such", "1", "unknown setting 'no-such' (known: schedule, schedules, p,"},

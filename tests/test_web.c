@@ -143,7 +143,7 @@ static void invalid(void) {
       {"frobnicate=1", "unknown setting 'frobnicate'"},
       {"p=0", "p '0': expected an integer"},
       {"mem-limit=-1", "mem-limit '-1'"},
-      {"slow-rank=9:2", "slow-rank 9: the schedule has ranks 0..3"},
+      {"slow-rank=9:2", "slow-rank 9: the pipeline has ranks 0..3"},
       {"slow-rank=1:0", "slow-rank '1:0'"},
       {"schedule=nope", "schedule: unknown schedule 'nope'"},
       {"comm=1 comm-bandwidth=2", "comm 1 and comm-bandwidth 2 both set"},

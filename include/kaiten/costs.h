@@ -76,6 +76,16 @@ typedef struct kt_costs {
    * step that follows another without a barrier); NULL: 0 on every rank.
    * Not owned. */
   const double *rank_release;
+  /* Optional: the links between pipeline ranks one by one (n_links
+   * entries each; NULL: the uniform hop above). Link i joins ranks i and
+   * i + 1 (both ways); a P-th entry, link P - 1, joins the last rank and
+   * rank 0 (interleaved's wrap). link_comm: the hop's time; with
+   * link_bandwidth, link_latency + comm_bytes / link_bandwidth instead
+   * (a NULL list there: the uniform value); link_delay: latency added to
+   * the link on top of either (a slow link, kt_faults). A hop between
+   * ranks no link joins costs the uniform hop. kt_cost_link reads them. */
+  int n_links;
+  double *link_comm, *link_latency, *link_bandwidth, *link_delay;
   /* Optional per-stage values (n_stages entries each; NULL = the uniform value). */
   int n_stages;
   double *stage_tf, *stage_tb, *stage_tw, *stage_mem_act, *stage_mem_wgrad, *stage_mem_transient;
@@ -130,6 +140,20 @@ double kt_cost_mem_wgrad(const kt_costs *c, int stage);
 double kt_cost_mem_transient(const kt_costs *c, int stage);
 double kt_cost_tu(const kt_costs *c, int stage);
 double kt_cost_comm(const kt_costs *c);
+/* A hop between pipeline ranks from and to: 0 on one rank, else the link
+ * that joins them (n_links, plus its delay) or the uniform hop. */
+double kt_cost_link(const kt_costs *c, int from, int to);
+/* Link l's hop (kt_costs.n_links; its delay included; outside the lists:
+ * the uniform hop). */
+double kt_cost_link_at(const kt_costs *c, int l);
+/* The link joining pipeline ranks a and b: a and a + 1 are link a, 0 and
+ * n - 1 (n > 2) link n - 1; -1 for ranks no link joins. */
+int kt_link_index(int a, int b, int n);
+/* Gives c per-link lists for p ranks (n_links = p, or 1 for two ranks;
+ * each list filled with its uniform value) where it has none, keeping any
+ * it has (resized to p entries when it lists p - 1). EINVAL when it lists
+ * another count, ENOMEM. */
+kt_status kt_costs_links_for(kt_costs *c, int p, kt_error *err);
 /* Micro-batch mb's own value on stage (the stage's value when none is
  * given per micro-batch, or mb is outside the lists). */
 double kt_cost_tf_mb(const kt_costs *c, int stage, int mb);
@@ -174,11 +198,13 @@ void kt_costs_describe(const kt_costs *c, char *buf, size_t n);
  * mem-wgrad), or
  * "X" into a scalar ("comm", "comm-latency", "comm-bytes",
  * "comm-bandwidth", "send-overhead", "op-overhead", "overlap", "t-norm",
- * "t-dp", "tie": the last also marks the embeddings tied); the cost
- * file's names ("mem_act", ...) too. Each value within
+ * "t-dp", "tie": the last also marks the embeddings tied; "comm",
+ * "comm-latency", "comm-bandwidth" and "link-delay" also take a list of
+ * P - 1 or P links); the cost file's names ("mem_act", ...) too. Each value within
  * kt_cost_value_check's range (overlap: 0..1). EINVAL naming the bad value. */
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err);
-/* Loads a JSON cost file: {"tf": 1 or [..] or [[..], ..], "tb": .., "tw": .., "tu": .., "comm": x,
+/* Loads a JSON cost file: {"tf": 1 or [..] or [[..], ..], "tb": .., "tw": .., "tu": .., "comm": x or
+ * [per link], "comm_latency" and "comm_bandwidth" (x or [per link]), "link_delay": [..],
  * "mem_act": .., "mem_wgrad": .., "mem_transient": .., "comm_latency",
  * "comm_bytes", "comm_bandwidth", "send_overhead", "overlap", "t_norm",
  * "t_dp", "tie", "step_sync": "overlap"|"barrier"}, each number as
@@ -204,6 +230,10 @@ typedef struct {
   const double *load;
   const double *fixed, *act, *mult;
   double mem_cap;
+  /* Optional: stage j's load is scale[j] times its layers' (a slower rank
+   * runs it: the autopilot's re-partition); NULL: 1 everywhere. Solved
+   * exactly by dynamic programming over the cuts, O(S n^2). */
+  const double *scale;
 } kt_partition_problem;
 
 /* counts[stages] receives layers per stage; *bottleneck the largest load.
@@ -302,6 +332,82 @@ double kt_links_allreduce_all(kt_links *l, const double *bytes, const double *st
 void kt_links_set_sync(kt_links *l, const double *bytes);
 double kt_links_sync(kt_links *l);
 double kt_links_synced(const kt_links *l);
+
+/* ---- faults: a rank or link that slows down mid-run ---------------------------
+ *
+ * `--slow-rank R:F[@S]`: pipeline rank R's compute takes F times as long
+ * from step S on; `--slow-link A-B:+D[@S]`: every message between
+ * pipeline ranks A and B (both ways) arrives D later from step S on;
+ * `--fault-trace FILE`: link delays that change over time, one line per
+ * change in PipeMorph's format `time_s;links;delays` (e.g.
+ * `0.25;0_1,1_2,2_3;0.03,0,0.021`: from 0.25 s on, link 0-1 adds 30 ms,
+ * 2-3 adds 21 ms), times counted from the start of step S. Steps S are
+ * 1-based as the user counts them (absent: 1); kt_faults holds them
+ * 0-based. A simulation takes delays in its costs' unit; a run in
+ * seconds. */
+#define KT_MAX_FAULTS 16
+
+typedef struct {
+  int rank;      /* pipeline rank */
+  double factor; /* its compute takes this many times as long (>= 1) */
+  int onset;     /* from this step on (0-based) */
+} kt_rank_fault;
+
+typedef struct {
+  int a, b;     /* the link between pipeline ranks a < b */
+  double delay; /* added to every message on it, both ways */
+  int onset;
+} kt_link_fault;
+
+typedef struct {
+  int n_rank, n_link;
+  kt_rank_fault rank[KT_MAX_FAULTS];
+  kt_link_fault link[KT_MAX_FAULTS];
+  /* a trace: n_points changes; from trace_t[i] seconds after the start of
+   * step trace_onset until the next change, link (trace_a[k], trace_b[k])
+   * adds trace_delay[i * n_trace_links + k] (before the first change: 0) */
+  int n_points, n_trace_links, trace_onset;
+  double *trace_t, *trace_delay;
+  int *trace_a, *trace_b;
+} kt_faults;
+
+void kt_faults_init(kt_faults *f);
+void kt_faults_free(kt_faults *f);
+/* Deep copy. ENOMEM. */
+kt_status kt_faults_copy(kt_faults *dst, const kt_faults *src, kt_error *err);
+/* Adds "R:F" or "R:F@S" (--slow-rank). EINVAL naming the bad part. */
+kt_status kt_faults_add_rank(kt_faults *f, const char *spec, kt_error *err);
+/* Adds "A-B:+D" or "A-B:+D@S" (--slow-link); D is in unit (1: as given;
+ * 1e-3: milliseconds, a run's default), or carries its own: "120ms",
+ * "0.12s", "500us" (only where seconds is 1, a run). EINVAL. */
+kt_status kt_faults_add_link(kt_faults *f, const char *spec, double unit, double seconds,
+                             kt_error *err);
+/* A trace in PipeMorph's format (text; origin names it in errors), its
+ * times counted from the start of step onset (0-based). Lines are
+ * `time_s;links;delays`: times rising, links `A_B` (ranks next to each
+ * other; every line names the same ones), delays in seconds; blank lines
+ * and lines starting with # are skipped. EINVAL naming the line. */
+kt_status kt_faults_parse_trace(kt_faults *f, const char *text, const char *origin, int onset,
+                                kt_error *err);
+kt_status kt_faults_load_trace(kt_faults *f, const char *path, int onset, kt_error *err);
+/* The ranks within 0..p-1 and each link between ranks next to each other
+ * (or rank 0 and p - 1). EINVAL naming the fault. */
+kt_status kt_faults_check(const kt_faults *f, int p, kt_error *err);
+/* Whether any fault is set; whether any is on a link (a run then stamps
+ * its messages with when they are due). */
+int kt_faults_any(const kt_faults *f);
+int kt_faults_on_links(const kt_faults *f);
+/* Rank r's factor at step (0-based): the largest of its faults begun. */
+double kt_faults_rank_factor(const kt_faults *f, int r, int step);
+/* The delay of the link between ranks a and b at step, t seconds after the
+ * trace's step began (t < 0: not yet): the sum of its faults begun. */
+double kt_faults_link_delay(const kt_faults *f, int a, int b, int step, double t);
+/* c as the faults make it at step and trace time t: the compute costs of
+ * stages on a slow rank (stage_rank[n_stages]) times its factor (the
+ * costs made per stage), each link's delay into link_delay (the costs made
+ * per link for p ranks). EINVAL, ENOMEM. */
+kt_status kt_faults_apply(const kt_faults *f, int step, double t, int p, const int *stage_rank,
+                          int n_stages, kt_costs *c, kt_error *err);
 
 #ifdef __cplusplus
 }

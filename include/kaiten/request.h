@@ -18,11 +18,16 @@
  *   tf= tb= tw= tu= mem-act= mem-wgrad= mem-transient=   X, or x0,x1,... per stage
  *   comm= comm-latency= comm-bytes= comm-bandwidth= send-overhead= op-overhead=
  *   overlap= t-norm= t-dp= tie= step-sync=overlap|barrier    as kaiten sim's flags
+ *                        (comm, comm-latency, comm-bandwidth: X, or x0,x1,... per link)
+ *   link-delay=x0,x1,... latency added to each link (a cost file's link_delay)
  *   per-stage=0|1        scalar costs are per stage, not one rank's share
  *   mem-limit=X | Fx | NGiB   mem-act units, a fraction of 1F1B's peak, bytes (train)
  *   effort=quick|default|thorough   (thorough=1, quick=1 too)
  *   time-limit=SECONDS   optimal's exact search (default 10)
- *   slow-rank=R:F        rank R's compute costs F times as much
+ *   slow-rank=R:F[@S]    rank R's compute costs F times as much (F in 1..1000)
+ *   slow-link=A-B:+D[@S] messages between ranks A and B take D (the costs' unit) longer
+ *                        (kt_faults: the vocabulary of kaiten train's faults; a simulation
+ *                        takes them as they are once begun, from step S)
  *   doc-lengths=lognormal:SIGMA:MIN:MAX   documents packed into the micro-batches
  *                        (kaiten/packing.h); each micro-batch's costs from its tokens
  *   seed=N               the documents' seed (default 1)
@@ -107,8 +112,7 @@ typedef struct {
   kt_mem_limit mem_limit;
   kt_effort effort;
   double time_limit;                  /* optimal: seconds */
-  int slow_rank;                      /* -1: none */
-  double slow_factor;
+  kt_faults faults;                   /* slow-rank, slow-link: at most one of each */
   /* An order to run instead of generating one (kt_request_set_order). */
   char *order;
   char order_name[KT_REQUEST_NAME_LEN]; /* its name when it has none ("" = "schedule") */

@@ -26,12 +26,49 @@ extern "C" {
 
 /* ---- records ------------------------------------------------------------------ */
 
+/* The straggler autopilot's records (docs/runtime.md, "The autopilot"). */
+typedef enum { KT_FAULT_NONE, KT_FAULT_RANK, KT_FAULT_LINK, KT_FAULT_KIND_COUNT } kt_fault_kind;
+
+/* metrics.jsonl "fault": the rank or link named slow at a step,
+ * {"rank": 2, "factor": 1.5, "since": 10} or {"link": "0-1", "factor":
+ * 41.3, "delay": 0.12, "since": 10}. */
+typedef struct {
+  int kind;      /* kt_fault_kind (NONE: the step named none) */
+  int rank;      /* RANK: the pipeline rank */
+  int a, b;      /* LINK: between pipeline ranks a < b */
+  double factor; /* its ops' (a link: its hand-overs') time over the calibrated */
+  double delay;  /* LINK: seconds each hand-over took beyond the calibrated (else NAN) */
+  int since;     /* the step (1-based) it was first named */
+} kt_run_fault;
+
+/* metrics.jsonl "switch": the plan this step ran under was made between
+ * it and the step before (the autopilot's switch), with what the
+ * simulator predicted for the plan before and after on the costs measured. */
+typedef struct {
+  int made;                /* 0: no switch before this step */
+  char kind[16];           /* "reorder" | "repartition" */
+  char from[32], to[32];   /* the orders' names */
+  char partition[128];     /* repartition: the new layers per stage, "2,3,3" */
+  double predicted_before, predicted_after; /* seconds a step */
+  double lower_bound;      /* of any order at the run's memory limit on those costs (s) */
+  double cost;             /* the switch's predicted cost (s) */
+  double replan_seconds;   /* the search, measured */
+  double replan_fraction;  /* ... over the step it was made after */
+  double switch_seconds;   /* the switch itself (new chunks, units moved), measured */
+} kt_run_switch;
+
+/* Their JSON objects as metrics.jsonl holds them ("null" for none). */
+void kt_run_fault_json(const kt_run_fault *f, kt_buf *b);
+void kt_run_switch_json(const kt_run_switch *w, kt_buf *b);
+
 /* One optimizer step of metrics.jsonl; NAN where a value is null or absent. */
 typedef struct {
   int step;              /* 1-based: optimizer steps completed */
   int skipped;           /* not applied: its loss or gradients were not finite */
   double loss, val_loss; /* val_loss: NAN when not evaluated at this step */
   double lr, grad_norm, seconds, tokens_per_s, samples_per_s, bubble;
+  kt_run_fault fault;    /* the autopilot's detector: what this step found slow */
+  kt_run_switch sw;      /* the autopilot's switch before this step */
 } kt_run_step;
 
 /* One rank in one step (metrics.jsonl ranks[]); NAN where absent.
@@ -88,6 +125,11 @@ typedef struct {
   int steps, val_every; /* the steps the run aims for; validation every N */
   uint64_t data_seed;
   char data[512];       /* a data file, "built-in", or "" (synthetic) */
+  /* GPT documents of varying length: the spec ("" for fixed windows), the
+   * packing, and the chunks along the sequence (1: none; a segment's m
+   * counts the chunks) */
+  char doc_lengths[64], packing[16];
+  int seq_chunks;
   kt_run_segment *segments; /* n_segments >= 1; the last is the current layout */
   int n_segments;
 } kt_run_config;

@@ -78,6 +78,14 @@ typedef struct {
   double syn_tf_ms, syn_tb_ms, syn_tw_ms;
   size_t syn_act_bytes;
   size_t syn_grad_bytes; /* gradient bytes per synthetic stage (all-reduced with D > 1) */
+  /* Optional: each stage's own synthetic costs, ms (3 * S: F, I, W of
+   * stage 0, then stage 1, ...; NULL: the uniform ones above). Not owned. */
+  const double *syn_stage_ms;
+  /* A synthetic model of syn_units units (0: one per stage), each with
+   * its share of the model's cost (a stage of n units costs n * S /
+   * syn_units times the uniform costs above) and of its gradient bytes:
+   * a partition moves them (kt_runtime_replan). Not with syn_stage_ms. */
+  int syn_units;
   /* Optional: micro-batch k's synthetic F, I and W take syn_mb_scale[k]
    * times the costs above (variable-length micro-batches, M entries; not
    * owned); NULL: all alike. */
@@ -92,6 +100,18 @@ typedef struct {
    * -1 (default): none. */
   int slow_rank;
   double slow_factor;
+  /* Faults that begin mid-run (kaiten/costs.h: --slow-rank R:F@S,
+   * --slow-link A-B:+D@S with D in seconds, --fault-trace): a slow rank's
+   * compute is stretched as above; with a fault on a link every message
+   * between pipeline ranks carries when it is due (the send's time plus
+   * the link's delay then), and its receiver waits until then (one clock:
+   * the ranks on one machine). A trace's time counts from when its step is
+   * submitted. NULL: none. Not owned (must outlive the runtime). */
+  const kt_faults *faults;
+  /* 1: pinned rank threads stay pinned when another program takes their
+   * core (by default the kernel balances them from then on): a caller that
+   * moves work away from a crowded core itself (the autopilot) sets it. */
+  int keep_pinned;
   /* How steps follow each other (kaiten/costs.h; default overlap): the
    * caller's kt_runtime_submit says which steps may overlap. */
   kt_step_sync step_sync;
@@ -186,6 +206,21 @@ void kt_runtime_set_poll(kt_runtime *rt, int (*poll)(void *ctx), void *ctx);
  * results, on an error, calls it before it frees the steps' data. */
 void kt_runtime_settle(kt_runtime *rt);
 int kt_runtime_retracted(kt_runtime *rt, int *first_step);
+
+/* Runs s from the next step on: another order of the same layout (P, V,
+ * M, the same stage on the same rank), and with partition (S unit counts,
+ * NULL: the units stay where they are) each stage's units as it says:
+ * the units that change stage move with their weights and optimizer state
+ * to their new rank (copied between threads; sent between MPI processes),
+ * nothing else changes, so a step runs the same arithmetic (the global
+ * norm is summed unit by unit, whatever the partition). Only between
+ * steps: every submitted step's result taken, the last one flushed. Under
+ * MPI every rank calls it with the same s and partition. EINVAL (steps in
+ * flight, another layout, a partition of a model without units), the
+ * transport's errors, ENOMEM; on an error the runtime is left as it was
+ * unless units were moving (then it is not fit to run). */
+kt_status kt_runtime_replan(kt_runtime *rt, const kt_schedule *s, const int *partition,
+                            kt_error *err);
 
 /* The measured timeline of the last step for replica 0's pipeline ranks
  * (times in seconds from the step start; memory = activation bytes held).

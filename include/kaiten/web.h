@@ -22,11 +22,17 @@ extern "C" {
  *   per-stage=1                 the values are per stage (else one rank's
  *                               share, divided by V as kaiten sim does)
  *   comm= comm-latency= comm-bytes= comm-bandwidth= send-overhead=
- *   op-overhead= overlap=       as kaiten sim's
+ *   op-overhead= overlap=       as kaiten sim's (comm, comm-latency,
+ *                               comm-bandwidth: one value, or one per link)
  *   mem-limit=X | mem-limit=Fx  zb-auto/zbv-auto's limit, and the limit a
  *                               reordered schedule is checked against:
  *                               mem-act units, or F times 1F1B's peak
- *   slow-rank=R:F               rank R's compute costs F times as much
+ *   slow-rank=R:F[@S]           rank R's compute costs F times as much
+ *   slow-link=A-B:+D[@S]        messages between ranks A and B take D longer
+ *                               (kaiten sim's --slow-rank, --slow-link)
+ *   replan=1                    with a fault: also the order's period without
+ *                               it and the order zb-auto (zbv-auto) makes for
+ *                               it under the same limit ("fault" below)
  *   exports=1                   add the schedule as kaiten text and as
  *                               PyTorch CSV, compute-only and lowered
  *   quick=1                     for a slider while it moves: zb-auto and
@@ -46,7 +52,10 @@ extern "C" {
  *    "quick": true when quick=1 changed the order (kaiten sim's is the
  *    full search's),
  *    "command": the kaiten sim flags that reproduce it (per-stage costs),
- *    "text", "csv", "csv_comms": with exports=1}
+ *    "text", "csv", "csv_comms": with exports=1,
+ *    "fault": with replan=1 and a fault, {"clean", "static", "replanned",
+ *    "lower_bound", "schedule"}: the order's period without the fault and
+ *    with it, the re-planned order's period, its bound and name}
  * and on failure {"ok":false,"status":"EDEADLOCK","error":"one line"}.
  * Returns the status. */
 kt_status kt_web_run(const char *args, const char *order, kt_buf *out);

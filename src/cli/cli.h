@@ -70,7 +70,7 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   {"tb", 0, "X", "input-gradient (I) cost, on the same basis; a full backward B costs tb+tw"}, \
   {"tw", 0, "X", "weight-gradient (W) cost, on the same basis"},                             \
   {"per-stage", 0, NULL, "scalar costs and memory are per stage, not per rank's share"},     \
-  {"comm", 0, "X", "communication time per hop between ranks (default 0)"},                  \
+  {"comm", 0, "X", "communication time per hop between ranks (default 0); a list x0,x1,... is per link (i: ranks i, i+1)"}, \
   {"comm-latency", 0, "X", "per-message latency (with --comm-bandwidth)"},                   \
   {"comm-bytes", 0, "N", "bytes per message (with --comm-bandwidth)"},                       \
   {"comm-bandwidth", 0, "X", "bytes per time unit; hop = latency + bytes/bandwidth"},        \
@@ -115,13 +115,14 @@ int cli_request_read(const cli_args *a, kt_request *rq);
  * only). 0, or the exit code after printing why. */
 int cli_order_read(const cli_args *a, const char *path, kt_result *res);
 
-/* The options of a search: the memory limit, effort, time, a slow rank. */
+/* The options of a search: the memory limit, effort, time, a slow rank or link. */
 #define CLI_SEARCH_OPTS                                                                       \
   {"mem-limit", 0, "X", "zb-auto, zbv-auto, optimal: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x); default 1F1B's"}, \
   CLI_THOROUGH_OPT,                                                                           \
   {"effort", 0, "E", "zb-auto, zbv-auto: quick | default | thorough (the same as --thorough)"}, \
   CLI_TIME_LIMIT_OPT,                                                                         \
-  {"slow-rank", 0, "R:F", "rank R's compute takes F times as long (a straggler)"}
+  {"slow-rank", 0, "R:F[@S]", "rank R's compute takes F times as long (a straggler; F in 1..1000)"}, \
+  {"slow-link", 0, "A-B:+D[@S]", "messages between ranks A and B take D (the costs' unit) longer"}
 
 /* Documents of varying length packed into the micro-batches (kaiten/packing.h). */
 #define CLI_PACKING_OPTS                                                                      \

@@ -7,7 +7,7 @@
 
 static const cli_opt train_opts_table[] = {
     {"model", 0, "NAME", "gpt (default) | mlp"},
-    {"layers", 0, "L", "transformer blocks (GPT, default 4) or layers (MLP, default 8)"},
+    {"layers", 0, "L", "transformer blocks (GPT, default 4), layers (MLP, default 8) or --synthetic units a partition moves"},
     {"hidden", 0, "C", "channels (GPT, default 64) or width (MLP, default 64)"},
     {"heads", 0, "H", "GPT attention heads (default 4)"},
     {"seq-len", 0, "T", "GPT sequence length (default 64)"},
@@ -15,6 +15,7 @@ static const cli_opt train_opts_table[] = {
     {"recompute", 0, NULL, "keep only each stage's input; recompute the forward in backward"},
     {"gemm", 0, "NAME", "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn"},
     {"data", 0, "FILE", "GPT: train on this text file (default: the built-in corpus)"},
+    {"seq-chunks", 0, "K", "with --doc-lengths: each micro-batch runs as K chunks along the sequence (Seq1F1B: 1f1b over the chunks, keys and values of earlier chunks kept), lowering peak activation memory"},
     {"stages", 'p', "P", "pipeline ranks (default 4)"},
     {"chunks", 'v', "V", "chunks per rank (interleaved, looped-bfs; zbv/dualpipev use 2)"},
     {"schedule", 's', "NAME", "pipeline schedule (default 1f1b)"},
@@ -41,13 +42,16 @@ static const cli_opt train_opts_table[] = {
     {"save-init", 0, "FILE", "write the weights training starts from to FILE (a checkpoint) first"},
     {"mem-limit", 0, "X", "zb-auto, zbv-auto: peak memory per rank: activations (12), a fraction of 1F1B's peak on this model (0.5x) or bytes (2GiB)"},
     {"synthetic", 0, NULL, "synthetic workload: F/I/W sleep their cost, tensors still travel"},
-    {"tf", 0, "MS", "synthetic forward cost of one rank's share in ms (V chunks: MS/V each; default 2)"},
+    {"tf", 0, "MS", "synthetic forward cost of one rank's share in ms (V chunks: MS/V each; default 2), or one per stage"},
     {"tb", 0, "MS", "synthetic input-gradient cost, on the same basis (default 2)"},
     {"tw", 0, "MS", "synthetic weight-gradient cost, on the same basis (default 2)"},
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
     {"grad-bytes", 0, "N", "synthetic gradient bytes per stage, all-reduced over D (default 0)"},
     CLI_TRAIN_PACKING_OPTS,
-    {"slow-rank", 0, "R:F", "fault injection: pipeline rank R's compute takes F times as long (F >= 1)"},
+    {"slow-rank", 0, "R:F[@S]", "fault injection: pipeline rank R's compute takes F times as long (F >= 1), from step S"},
+    {"slow-link", 0, "A-B:+D[@S]", "fault injection: messages between ranks A and B arrive D ms later (or 0.1s, 500us), from step S"},
+    {"fault-trace", 0, "FILE[@S]", "fault injection: link delays over time, lines time_s;links;delays (PipeMorph's traces), from step S"},
+    {"autopilot", 0, NULL, "re-plan between steps when a rank or link slows down: a new order or partition, when worth its switch"},
     {"inject-nan", 0, "S[:R]", "fault injection: a NaN in pipeline rank R's gradients (default 0) at step S (1-based)"},
     {"skip-nonfinite", 0, NULL, "skip a step whose loss or gradients are not finite (default: stop)"},
     CLI_STEP_SYNC_OPT,
@@ -79,6 +83,14 @@ typedef struct {
   double lr, mom, wd, clip;
 } train_numbers;
 
+/* A synthetic cost: a number of ms, or a list of them (parse_stage_costs;
+ * the first entry stands for the uniform value). */
+static int syn_cost(const cli_args *a, const char *name, double *out) {
+  const char *v = cli_get(a, name);
+  if (v && strchr(v, ',')) return *out = 2, 0;
+  return cli_double(a, name, 0, 1e6, 2, out);
+}
+
 static int parse_numbers(const cli_args *a, train_opts *o, int sgd, int gpt, train_numbers *n) {
   if (cli_int(a, "stages", 1, KT_MAX_RANKS, 4, &n->p) || cli_int(a, "chunks", 1, KT_MAX_CHUNKS, 0, &n->v) ||
       cli_int(a, "microbatches", 1, 65536, 8, &n->m) ||
@@ -101,9 +113,8 @@ static int parse_numbers(const cli_args *a, train_opts *o, int sgd, int gpt, tra
       cli_double(a, "lr", 0, 10, sgd ? 0.05 : gpt ? 3e-3 : 1e-3, &n->lr) ||
       cli_double(a, "momentum", 0, 1, 0, &n->mom) || cli_double(a, "weight-decay", 0, 10, 0, &n->wd) ||
       cli_double(a, "grad-clip", 0, 1e30, gpt ? 1.0 : 0.0, &n->clip) ||
-      cli_double(a, "tf", 0, 1e6, 2, &o->sp.syn_tf_ms) ||
-      cli_double(a, "tb", 0, 1e6, 2, &o->sp.syn_tb_ms) ||
-      cli_double(a, "tw", 0, 1e6, 2, &o->sp.syn_tw_ms) ||
+      syn_cost(a, "tf", &o->sp.syn_tf_ms) || syn_cost(a, "tb", &o->sp.syn_tb_ms) ||
+      syn_cost(a, "tw", &o->sp.syn_tw_ms) ||
       cli_double(a, "timeout", 0.01, 1e6, 60, &o->sp.timeout))
     return 2;
   const char *limit = cli_get(a, "mem-limit");
@@ -167,12 +178,16 @@ static void take_flags(const cli_args *a, train_opts *o, const train_numbers *n)
   sp->blas_threads = (int)n->blas;
   sp->pin_threads = !cli_has(a, "no-pin");
   sp->synthetic = cli_has(a, "synthetic");
+  /* a synthetic model of --layers units: a partition can move them */
+  sp->syn_units = sp->synthetic && cli_has(a, "layers") ? (int)n->layers : 0;
   sp->skip_nonfinite = cli_has(a, "skip-nonfinite");
   sp->partition = cli_get(a, "partition");
   sp->run_dir = cli_get(a, "run-dir");
   sp->resume = cli_get(a, "resume");
   sp->save_init = cli_get(a, "save-init");
   sp->data_path = cli_get(a, "data");
+  sp->doc_lengths = cli_get(a, "doc-lengths");
+  sp->packing = cli_get(a, "packing");
   sp->cluster = cli_get(a, "cluster");
   sp->force = cli_has(a, "force");
   o->output = cli_get(a, "output");
@@ -197,9 +212,23 @@ static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, i
     m->seq_len = (int)n->seq;
     m->tie_embeddings = cli_has(a, "tie-embeddings");
   } else if (cli_has(a, "heads") || cli_has(a, "seq-len") || cli_has(a, "tie-embeddings") ||
-             cli_has(a, "data")) {
-    return cli_usage_error("--heads, --seq-len, --tie-embeddings and --data are GPT options (--model gpt)");
+             cli_has(a, "data") || (cli_has(a, "doc-lengths") && !cli_has(a, "synthetic"))) {
+    return cli_usage_error("--heads, --seq-len, --tie-embeddings, --data and --doc-lengths are GPT options (--model gpt)");
   }
+  if (cli_has(a, "seq-chunks") && !cli_has(a, "doc-lengths"))
+    return cli_usage_error("--seq-chunks splits documents: it needs --doc-lengths");
+  if (cli_has(a, "seq-chunks") && cli_has(a, "synthetic"))
+    return cli_usage_error("--seq-chunks splits the GPT's documents: not with --synthetic");
+  if (cli_has(a, "seq-chunks") && cli_has(a, "recompute"))
+    return cli_usage_error("--seq-chunks and --recompute do not go together");
+  if (cli_has(a, "seq-chunks")) {
+    long k;
+    if (cli_int(a, "seq-chunks", 1, m->seq_len, 1, &k)) return 2;
+    m->seq_chunks = (int)k;
+  }
+  const char *packing = cli_get(a, "packing");
+  if (packing && strcmp(packing, "fifo") && strcmp(packing, "balanced"))
+    return cli_usage_error("--packing '%s': expected fifo or balanced", packing);
   m->recompute = cli_has(a, "recompute");
   const char *gemm = cli_get(a, "gemm");
   if (gemm && kt_gemm_from_name(gemm) < 0)
@@ -234,25 +263,58 @@ static int check_conflicts(const cli_args *a, const train_opts *o) {
   return 0;
 }
 
-/* --slow-rank R:F (a rank of the pipeline; F from 1 to 1000). */
-static int parse_slow_rank(const cli_args *a, train_opts *o) {
-  const char *v = cli_get(a, "slow-rank");
-  if (!v) return 0;
-  const char *colon = strchr(v, ':');
-  char rank[32];
-  long r;
-  double f;
-  if (!colon || (size_t)(colon - v) >= sizeof rank) return cli_usage_error("--slow-rank '%s': expected R:F, e.g. 2:1.5", v);
-  memcpy(rank, v, (size_t)(colon - v));
-  rank[colon - v] = 0;
-  /* the range is checked against the pipeline once it is known (a
-   * schedule file or a resumed run sets P): the runtime names it */
-  if (kt_parse_int(rank, 0, KT_MAX_RANKS - 1, &r))
-    return cli_usage_error("--slow-rank '%s': rank '%s' is not a pipeline rank (0, 1, ...)", v, rank);
-  if (kt_parse_double(colon + 1, &f) || !(f >= 1 && f <= 1000))
-    return cli_usage_error("--slow-rank '%s': factor '%s' is not a number from 1 to 1000", v, colon + 1);
-  o->sp.slow_rank = (int)r, o->sp.slow_factor = f;
+/* --slow-rank R:F[@S], --slow-link A-B:+D[@S] (D in ms unless it says),
+ * --fault-trace FILE[@S]. The ranks are checked against the pipeline once
+ * it is known (a schedule file or a resumed run sets P): the runtime names
+ * them. */
+static int parse_faults(const cli_args *a, train_opts *o) {
+  const char *rank = cli_get(a, "slow-rank"), *link = cli_get(a, "slow-link");
+  const char *trace = cli_get(a, "fault-trace");
+  kt_error err = {{0}};
+  if (rank && kt_faults_add_rank(&o->faults, rank, &err)) return cli_usage_error("--%s", err.msg);
+  if (link && kt_faults_add_link(&o->faults, link, 1e-3, 1, &err)) return cli_usage_error("--%s", err.msg);
+  if (trace) {
+    char path[4096];
+    const char *at = strrchr(trace, '@');
+    long s = 1;
+    size_t n = at ? (size_t)(at - trace) : strlen(trace);
+    if (n == 0 || n >= sizeof path || (at && kt_parse_int(at + 1, 1, 100000000, &s)))
+      return cli_usage_error("--fault-trace '%s': expected FILE or FILE@S (a step, 1-based)", trace);
+    memcpy(path, trace, n);
+    path[n] = 0;
+    kt_status st = kt_faults_load_trace(&o->faults, path, (int)s - 1, &err);
+    if (st) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
+  }
+  if (kt_faults_any(&o->faults)) o->sp.faults = &o->faults;
+  o->sp.autopilot = cli_has(a, "autopilot");
   return 0;
+}
+
+/* --tf/--tb/--tw lists with --synthetic: each stage's own costs (a number
+ * for one of them is every stage's). */
+static int parse_stage_costs(const cli_args *a, train_opts *o) {
+  static const char *const names[3] = {"tf", "tb", "tw"};
+  kt_costs c;
+  kt_costs_default(&c);
+  kt_error err = {{0}};
+  int lists = 0, rc = 0;
+  for (int k = 0; k < 3 && !rc; k++) {
+    const char *v = cli_get(a, names[k]);
+    if (!v || !strchr(v, ',')) continue;
+    lists = 1;
+    if (!o->sp.synthetic) rc = cli_usage_error("--%s %s: a list of stage costs is for --synthetic", names[k], v);
+    else if (kt_costs_set(&c, names[k], v, &err)) rc = cli_usage_error("--%s", err.msg);
+  }
+  int S = c.n_stages;
+  if (!rc && lists && !(o->syn_stage_ms = kt_calloc(3 * (size_t)S, sizeof(double))))
+    rc = cli_usage_error("out of memory");
+  double uniform[3] = {o->sp.syn_tf_ms, o->sp.syn_tb_ms, o->sp.syn_tw_ms};
+  const double *per[3] = {c.stage_tf, c.stage_tb, c.stage_tw};
+  for (int st = 0; !rc && lists && st < S; st++)
+    for (int k = 0; k < 3; k++) o->syn_stage_ms[3 * st + k] = per[k] ? per[k][st] : uniform[k];
+  if (!rc && lists) o->sp.syn_stage_ms = o->syn_stage_ms, o->sp.syn_stages = S;
+  kt_costs_free(&c);
+  return rc;
 }
 
 /* --inject-nan S[:R] (a 1-based step, a pipeline rank). */
@@ -305,7 +367,8 @@ int train_parse(const cli_args *a, train_opts *o) {
   if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten train --help)", a->pos[0]);
   if ((rc = parse_choices(a, o))) return rc;
   take_flags(a, o, &n);
-  if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o)) || (rc = parse_slow_rank(a, o)) ||
+  if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o)) || (rc = parse_faults(a, o)) ||
+      (rc = parse_stage_costs(a, o)) ||
       (rc = parse_inject_nan(a, o)) || (rc = cli_step_sync(a, &o->sp.step_sync)))
     return rc;
   kt_error err = {{0}};
@@ -317,8 +380,10 @@ int train_parse(const cli_args *a, train_opts *o) {
 static int run_train(cli_args *a) {
   train_opts o;
   int rc = train_parse(a, &o);
-  if (rc) return rc;
-  return train_session(&o);
+  if (!rc) rc = train_session(&o);
+  kt_faults_free(&o.faults);
+  free(o.syn_stage_ms);
+  return rc;
 }
 
 const cli_command cli_cmd_train = {
@@ -337,6 +402,7 @@ const cli_command cli_cmd_train = {
         "  kaiten train --model mlp --layers 8 --hidden 64 --stages 4 --schedule zb-h1 -m 8\n"
         "  kaiten train --resume runs/demo --steps 400 --stages 2 --schedule zb-h1\n"
         "  kaiten train --synthetic --stages 8 --schedule 1f1b -m 32 --tf 2 --tb 4 --tw 0\n"
+        "  kaiten train --synthetic --schedule zb-auto --layers 32 --slow-rank 2:1.5@10 --autopilot\n"
         "  mpirun -np 4 kaiten train --transport mpi --stages 2 --data-parallel 2\n",
     .opts = train_opts_table,
     .n_opts = sizeof train_opts_table / sizeof *train_opts_table,

@@ -29,6 +29,8 @@ typedef struct {
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
   char serve_addr[320]; /* what serve points to (cli_serve_addr) */
   const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
+  kt_faults faults;        /* --slow-rank, --slow-link, --fault-trace (sp.faults points here) */
+  double *syn_stage_ms;    /* --synthetic with --tf/--tb/--tw lists (sp.syn_stage_ms) */
   kt_gemm_choice gemm;    /* the library the model's matmuls run on (after the session opens) */
   double *syn_mb_scale;   /* --synthetic --doc-lengths: each micro-batch's cost multiple (owned) */
   long step_tokens;       /* ... and the tokens of a step */
@@ -44,13 +46,15 @@ enum {
 int train_parse(const cli_args *a, train_opts *o);
 /* --synthetic with --doc-lengths: the documents packed into the
  * micro-batches as `kaiten sim` packs them (same flags, --seed), each
- * micro-batch's synthetic costs scaled by its load (o->syn_mb_scale). */
+ * micro-batch's synthetic costs scaled by its load (o->syn_mb_scale). The
+ * GPT's own documents are its data source's (kt_data_docs_source_create):
+ * --mb-tokens and --attn-share are refused there. */
 int train_synthetic_packing(const cli_args *a, train_opts *o);
 #define CLI_TRAIN_PACKING_OPTS                                                               \
-  {"doc-lengths", 0, "SPEC", "lognormal:SIGMA:MIN:MAX documents packed into the micro-batches (--synthetic: each micro-batch sleeps its load's share of --tf/--tb/--tw)"}, \
+  {"doc-lengths", 0, "SPEC", "lognormal:SIGMA:MIN:MAX documents (seeded by --seed) packed into the micro-batches: the GPT's micro-batches of b x T tokens with block-diagonal attention, or with --synthetic each micro-batch sleeps its load's share of --tf/--tb/--tw"}, \
   {"packing", 0, "fifo|balanced", "how documents fill micro-batches and their order (default fifo; see kaiten sim --help)"}, \
-  {"mb-tokens", 0, "N", "a micro-batch's token budget (default 1024)"},                     \
-  {"attn-share", 0, "X", "the share of a full micro-batch's time quadratic in document length (default 0.25)"}
+  {"mb-tokens", 0, "N", "--synthetic: a micro-batch's token budget (default 1024; the GPT's is b x T)"}, \
+  {"attn-share", 0, "X", "--synthetic: the share of a full micro-batch's time quadratic in document length (default 0.25)"}
 int train_session(train_opts *o);
 
 /* The peak activation memory the schedule predicts per rank beside the

@@ -48,10 +48,15 @@ static void json_run_facts(kt_buf *b, const train_opts *o, const kt_session_info
     }
     kt_buf_puts(b, "}");
   }
-  if (o->sp.slow_rank >= 0) {
-    kt_buf_printf(b, ",\"slow_rank\":%d,\"slow_factor\":", o->sp.slow_rank);
-    kt_buf_json_number(b, o->sp.slow_factor);
+  const kt_faults *f = o->sp.faults;
+  if (f && f->n_rank > 0) { /* the first --slow-rank */
+    kt_buf_printf(b, ",\"slow_rank\":%d,\"slow_factor\":", f->rank[0].rank);
+    kt_buf_json_number(b, f->rank[0].factor);
   }
+  kt_buf_printf(b, ",\"autopilot\":{\"enabled\":%s,\"switches\":%d,\"last_switch\":",
+                o->sp.autopilot ? "true" : "false", res->switches);
+  kt_run_switch_json(&res->last_switch, b);
+  kt_buf_puts(b, "}");
 }
 
 /* The time rank r's own ops waited for a core in the last step (their
@@ -87,6 +92,32 @@ static void json_ranks(kt_buf *b, const kt_train_result *r, const kt_session_res
       kt_buf_puts(b, ",\"core_wait_own\":");
       kt_buf_json_number(b, own_core_wait(&r->measured_timeline, i));
     }
+    kt_buf_puts(b, "}");
+  }
+  kt_buf_puts(b, "]");
+}
+
+static void json_seconds(kt_buf *b, const char *key, const double *x, int n) {
+  kt_buf_printf(b, ",\"%s\":[", key);
+  for (int i = 0; i < n; i++) {
+    if (i) kt_buf_puts(b, ",");
+    kt_buf_json_number(b, x[i]);
+  }
+  kt_buf_puts(b, "]");
+}
+
+/* The last step's micro-batches: what each held and each stage's measured
+ * costs (seconds), for predicted versus measured per micro-batch. */
+static void json_microbatches(kt_buf *b, const kt_train_result *r) {
+  kt_buf_puts(b, ",\"microbatches\":[");
+  for (int i = 0; i < r->n_mb_costs; i++) {
+    const kt_mb_cost *c = &r->mb_costs[i];
+    kt_buf_printf(b, "%s{\"round\":%d,\"mb\":%d,\"tokens\":%d,\"documents\":%d,"
+                     "\"attn_tokens2\":%.0f",
+                  i ? "," : "", c->round, c->mb, c->tokens, c->documents, c->attn_tokens2);
+    json_seconds(b, "tf", c->tf, r->mb_cost_stages);
+    json_seconds(b, "tb", c->tb, r->mb_cost_stages);
+    json_seconds(b, "tw", c->tw, r->mb_cost_stages);
     kt_buf_puts(b, "}");
   }
   kt_buf_puts(b, "]");
@@ -140,6 +171,7 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_session_info *i
   }
   json_run_facts(b, o, in, res);
   json_ranks(b, r, res);
+  json_microbatches(b, r);
   kt_buf_puts(b, "}\n");
 }
 

@@ -24,7 +24,34 @@ typedef struct {
   int n_losses, cap_losses;
   kt_server *srv;     /* --serve: the live dashboard, fed after every step */
   void *hang;         /* KAITEN_TEST_HANG's wrapper, or NULL */
+  kt_run_fault named; /* the fault the last step named (the autopilot's line when it changes) */
 } train_run;
+
+/* Whether the fault of a step is one the step before did not name (the
+ * detector names a fault one step after its onset, since). */
+static int new_fault(const kt_run_fault *x, const kt_run_fault *before) {
+  return x->kind != KT_FAULT_NONE && (x->kind != before->kind || x->rank != before->rank ||
+                                      x->a != before->a || x->b != before->b ||
+                                      x->since != before->since);
+}
+
+/* The autopilot's lines under a step's: the plan switched to before it,
+ * and what it found slow (when it is first named). */
+static void print_autopilot(FILE *f, const kt_run_step *rec, int named) {
+  if (!rec) return;
+  const kt_run_switch *w = &rec->sw;
+  if (w->made)
+    fprintf(f, "  switched before it: %s %s -> %s%s%s, predicted %.1f -> %.1f ms/step "
+               "(re-planned in %.2g ms)\n",
+            w->kind, w->from, w->to, w->partition[0] ? ", layers " : "", w->partition,
+            1e3 * w->predicted_before, 1e3 * w->predicted_after, 1e3 * w->replan_seconds);
+  const kt_run_fault *x = &rec->fault;
+  if (named && x->kind == KT_FAULT_RANK)
+    fprintf(f, "  slow: rank %d, its ops x%.2f since step %d\n", x->rank, x->factor, x->since);
+  else if (named && x->kind == KT_FAULT_LINK)
+    fprintf(f, "  slow: link %d-%d, +%.1f ms a message since step %d\n", x->a, x->b, 1e3 * x->delay,
+            x->since);
+}
 
 /* A log (no terminal) of a long run gets one step line every few steps,
  * 25 or so in all (1, 2, 5, 10, 20, 50, ... apart), besides the first, the
@@ -38,7 +65,7 @@ static int worth_a_line(const kt_train_progress *p) {
          p->skipped;
 }
 
-static void print_step_line(train_run *r, const kt_train_progress *p) {
+static void print_step_line(train_run *r, const kt_train_progress *p, int named) {
   double act = 0;
   for (int i = 0; i < p->n_ranks; i++) act = fmax(act, p->ranks[i].peak_act_bytes);
   FILE *f = r->talk;
@@ -49,6 +76,7 @@ static void print_step_line(train_run *r, const kt_train_progress *p) {
           1e3 * p->seconds, 100 * p->bubble);
   if (!r->o->sp.synthetic) fprintf(f, "  act %.1f MiB", act / 1048576.0);
   fputc('\n', f);
+  print_autopilot(f, p->record, named);
   fflush(f);
 }
 
@@ -73,8 +101,11 @@ static int on_step(void *ctx, const kt_train_progress *p) {
    * SIGTERM, and a rank blocked on a full pipe would never reach its
    * checkpoint (metrics.jsonl still has them) */
   if (cli_stop_requested()) return 0;
+  int named = p->record && new_fault(&p->record->fault, &r->named);
+  if (p->record) r->named = p->record->fault;
   if (r->talk && r->live) cli_live_draw(&r->lv, p, r->losses, r->n_losses);
-  else if (r->talk && worth_a_line(p)) print_step_line(r, p);
+  else if (r->talk && (worth_a_line(p) || named || (p->record && p->record->sw.made)))
+    print_step_line(r, p, named);
   return 0;
 }
 

@@ -26,6 +26,7 @@ void kt_costs_free(kt_costs *c) {
   c->stage_tf = c->stage_tb = c->stage_tw = c->stage_mem_act = c->stage_mem_wgrad = NULL;
   c->stage_mem_transient = c->stage_tu = NULL;
   c->n_stages = 0;
+  kt__costs_links_free(c);
 }
 
 static double *dup_array(const double *a, int n, int *fail) {
@@ -49,6 +50,7 @@ kt_status kt_costs_copy(kt_costs *dst, const kt_costs *src) {
   dst->stage_mem_wgrad = dup_array(src->stage_mem_wgrad, src->n_stages, &fail);
   dst->stage_mem_transient = dup_array(src->stage_mem_transient, src->n_stages, &fail);
   dst->stage_tu = dup_array(src->stage_tu, src->n_stages, &fail);
+  fail |= kt__costs_links_copy(dst, src);
   int cells = src->n_stages * src->n_mb;
   dst->mb_tf = dup_array(src->mb_tf, cells, &fail);
   dst->mb_tb = dup_array(src->mb_tb, cells, &fail);
@@ -148,7 +150,8 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
         if (!kt__costs_value_ok(arrays[i].a[s], KT_COST_STAGE_MIN))
           return kt_fail(err, KT_EINVAL, "%s: stage %d has %g; " KT__COST_RANGE_TEXT,
                          arrays[i].name, s, arrays[i].a[s]);
-  return kt__costs_check_mb(c, err);
+  kt_status st = kt__costs_links_check(c, err);
+  return st ? st : kt__costs_check_mb(c, err);
 }
 
 /* Every field a flag, a setting or a cost file names: where its uniform
@@ -202,6 +205,9 @@ static kt_status check_value(const field_def *f, const char *name, double x, kt_
 kt_status kt__costs_set_values(kt_costs *c, const char *field, const double *vals, int n,
                                kt_error *err) {
   const field_def *f = field_of(field);
+  /* comm, comm-latency, comm-bandwidth: a list is one value per link;
+   * link-delay is only that */
+  if (kt__costs_is_link_field(field) && (n > 1 || !f)) return kt__costs_set_links(c, field, vals, n, err);
   if (!f) return kt_fail(err, KT_EINVAL, "unknown cost field '%.40s'", field);
   if (n < 1 || n > KT_MAX_RANKS * KT_MAX_CHUNKS || (n > 1 && f->per_stage < 0))
     return kt_fail(err, KT_EINVAL, "%s: %d values (expected %s)", field, n,
@@ -248,14 +254,16 @@ static kt_status parse_value(const field_def *f, const char *name, const char *t
 
 kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_error *err) {
   const field_def *f = field_of(field);
-  if (!f) return kt_fail(err, KT_EINVAL, "unknown cost field '%.40s'", field);
+  if (!f && !kt__costs_is_link_field(field))
+    return kt_fail(err, KT_EINVAL, "unknown cost field '%.40s'", field);
   if (strchr(text, ';')) return kt__costs_set_mb_text(c, field, text, err);
   return kt__costs_set_list(c, field, text, err);
 }
 
 kt_status kt__costs_parse_list(const char *field, const char *text, double **out, int *count,
                                kt_error *err) {
-  const field_def *f = field_of(field);
+  /* link-delay's values: a hop's rules */
+  const field_def *f = field_of(field) ? field_of(field) : kt__costs_is_link_field(field) ? field_of("comm") : NULL;
   if (!f) return kt_fail(err, KT_EINVAL, "unknown cost field '%.40s'", field);
   size_t len = strlen(text);
   if (len > (size_t)KT_MAX_RANKS * KT_MAX_CHUNKS * 32)
@@ -343,7 +351,13 @@ void kt_costs_describe(const kt_costs *c, char *buf, size_t n) {
     if (i) buf[len++] = ' ';
     len += describe_field(buf + len, n - len, f[i].name, f[i].u, f[i].per, c->n_stages);
   }
-  if (len + 32 < n) len += (size_t)snprintf(buf + len, n - len, " comm=%g", kt_cost_comm(c));
+  if (len + 32 < n && c->n_links > 1) { /* each link's hop, delays included */
+    len += (size_t)snprintf(buf + len, n - len, " comm=");
+    for (int l = 0; l < c->n_links && len + 24 < n; l++)
+      len += (size_t)snprintf(buf + len, n - len, "%s%g", l ? "," : "", kt_cost_link_at(c, l));
+  } else if (len + 32 < n) {
+    len += (size_t)snprintf(buf + len, n - len, " comm=%g", kt_cost_link(c, 0, 1));
+  }
   if (c->send_overhead > 0 && len + 32 < n)
     len += (size_t)snprintf(buf + len, n - len, " send=%g", c->send_overhead);
   if (c->op_overhead > 0 && len + 32 < n)

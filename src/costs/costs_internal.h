@@ -15,6 +15,16 @@ int kt__costs_is_list(const char *field);
 kt_status kt__costs_set_values(kt_costs *c, const char *field, const double *vals, int n,
                                kt_error *err);
 
+/* Per-link lists (link_costs.c): whether field is one ("comm",
+ * "comm-latency", "comm-bandwidth", "link-delay"), setting it (1 value:
+ * the uniform one, where the field has it), freeing, copying (1 on
+ * ENOMEM) and checking them. */
+int kt__costs_is_link_field(const char *field);
+kt_status kt__costs_set_links(kt_costs *c, const char *field, const double *vals, int n,
+                              kt_error *err);
+void kt__costs_links_free(kt_costs *c);
+int kt__costs_links_copy(kt_costs *dst, const kt_costs *src);
+kt_status kt__costs_links_check(const kt_costs *c, kt_error *err);
 /* "x0,x1,..." into a new array (*out, *count values), each a number. EINVAL, ENOMEM. */
 kt_status kt__costs_parse_list(const char *field, const char *text, double **out, int *count,
                                kt_error *err);

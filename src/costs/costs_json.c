@@ -20,7 +20,8 @@ static const char *const keys[] = {"tf",           "tb",           "tw",
                                    "mem_transient", "comm",        "comm_latency",
                                    "comm_bytes",   "comm_bandwidth", "send_overhead",
                                    "op_overhead",  "overlap",      "t_norm",
-                                   "t_dp",         "tie",          "step_sync"};
+                                   "t_dp",         "tie",          "step_sync",
+                                   "link_delay"};
 #define N_KEYS (sizeof keys / sizeof *keys)
 
 /* Every key is one of keys[], once: a typo must not pass, and a value
@@ -31,7 +32,7 @@ static kt_status check_keys(const cJSON *root, const char *origin, kt_error *err
       return kt_fail(err, KT_EINVAL,
                      "%s: unknown key \"%.40s\" (known: tf, tb, tw, tu, comm, comm_latency, "
                      "comm_bytes, comm_bandwidth, send_overhead, op_overhead, mem_act, mem_wgrad, "
-                     "mem_transient, overlap, t_norm, t_dp, tie, step_sync)",
+                     "mem_transient, overlap, t_norm, t_dp, tie, step_sync, link_delay)",
                      origin, it->string);
     for (const cJSON *before = root->child; before != it; before = before->next)
       if (!strcmp(before->string, it->string))
@@ -79,8 +80,12 @@ static kt_status read_lists(kt_costs *c, const cJSON *it, const char *field, con
 /* One key's value: a number, or (a per-stage field) a list of numbers. */
 static kt_status read_key(kt_costs *c, const cJSON *it, const char *origin, kt_error *err) {
   const char *key = it->string;
-  int list = kt__costs_is_list(key);
-  if (list && cJSON_IsArray(it) && cJSON_IsArray(it->child)) return read_lists(c, it, key, origin, err);
+  int links = kt__costs_is_link_field(key); /* a list is one value per link */
+  if (!strcmp(key, "link_delay") && !cJSON_IsArray(it))
+    return kt_fail(err, KT_EINVAL, "%s: \"link_delay\" must be an array (one value per link)", origin);
+  int list = kt__costs_is_list(key) || links;
+  if (!links && list && cJSON_IsArray(it) && cJSON_IsArray(it->child))
+    return read_lists(c, it, key, origin, err);
   if (!cJSON_IsNumber(it) && !(list && cJSON_IsArray(it)))
     return kt_fail(err, KT_EINVAL, "%s: \"%s\" must be a number%s", origin, key,
                    list ? " or an array of numbers" : "");

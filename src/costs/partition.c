@@ -191,10 +191,55 @@ static double bisect(workspace *w, double maxload, double hi, int *counts) {
   return hi;
 }
 
+/* Stages of unequal speed (pb->scale): best[j][e], the least bottleneck of
+ * the first j stages over the first e layers, from every cut of stage j;
+ * the cut kept is the last that reaches it. */
+static kt_status scaled(const kt_partition_problem *pb, int S, int *counts, double *bottleneck,
+                        kt_error *err) {
+  int n = pb->n;
+  size_t row = (size_t)n + 1;
+  double *L = kt_calloc(row, sizeof *L), *F = kt_calloc(row, sizeof *F), *A = kt_calloc(row, sizeof *A);
+  double *best = kt_calloc(((size_t)S + 1) * row, sizeof *best);
+  int *cut = kt_calloc(((size_t)S + 1) * row, sizeof *cut);
+  if (!L || !F || !A || !best || !cut) {
+    free(L), free(F), free(A), free(best), free(cut);
+    return kt_fail(err, KT_ENOMEM, "partition: out of memory for %d layers x %d stages", n, S);
+  }
+  for (int i = 0; i < n; i++) {
+    L[i + 1] = L[i] + pb->load[i];
+    F[i + 1] = F[i] + (pb->fixed ? pb->fixed[i] : 0);
+    A[i + 1] = A[i] + (pb->act ? pb->act[i] : 0);
+  }
+  for (size_t i = 0; i < ((size_t)S + 1) * row; i++) best[i] = INFINITY;
+  best[0] = 0;
+  for (int j = 1; j <= S; j++)
+    for (int e = j; e <= n - (S - j); e++)
+      for (int a = j - 1; a < e; a++) {
+        double mem = (F[e] - F[a]) + (pb->mult ? pb->mult[j - 1] : 1.0) * (A[e] - A[a]);
+        if (pb->mem_cap > 0 && mem > pb->mem_cap) continue;
+        double x = fmax(best[(size_t)(j - 1) * row + (size_t)a], pb->scale[j - 1] * (L[e] - L[a]));
+        if (x <= best[(size_t)j * row + (size_t)e])
+          best[(size_t)j * row + (size_t)e] = x, cut[(size_t)j * row + (size_t)e] = a;
+      }
+  double b = best[(size_t)S * row + (size_t)n];
+  kt_status st = isfinite(b) ? KT_OK
+                 : kt_fail(err, KT_EINVAL, "partition: no cut of %d layers into %d stages keeps "
+                           "every stage within the memory cap %.4g", n, S, pb->mem_cap);
+  for (int j = S, e = n; !st && j > 0; j--) {
+    int a = cut[(size_t)j * row + (size_t)e];
+    counts[j - 1] = e - a, e = a;
+  }
+  if (!st && bottleneck) *bottleneck = b;
+  free(L), free(F), free(A), free(best), free(cut);
+  return st;
+}
+
 kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *counts,
                               double *bottleneck, kt_error *err) {
   kt_status st = check_problem(pb, stages, err);
+  if (!st) st = check_array(pb->scale, stages, "scale", err);
   if (st) return st;
+  if (pb->scale) return scaled(pb, stages, counts, bottleneck, err);
   int n = pb->n;
   workspace w = {.n = n, .S = stages, .mult = pb->mult, .cap = pb->mem_cap};
   w.L = kt_calloc((size_t)n + 1, sizeof(double));

@@ -84,7 +84,6 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
     kt__opt_problem_free(pb);
     return st;
   }
-  double comm = kt_cost_comm(c);
   for (int i = 0; i < pb->p * pb->v; i++) pb->rstage[i] = -1;
   for (int r = 0; r < pb->p; r++) pb->first[r] = -1;
   for (int x = 0; x < pb->S; x++) {
@@ -98,8 +97,9 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
   for (int x = 0; x < pb->S; x++) {
     int fwd = x + 1 < pb->S && pb->srank[x + 1] != pb->srank[x];
     int bwd = x > 0 && pb->srank[x - 1] != pb->srank[x];
-    pb->hop_f[x] = fwd ? comm : 0, pb->so_f[x] = fwd ? c->send_overhead : 0;
-    pb->hop_i[x] = bwd ? comm : 0, pb->so_i[x] = bwd ? c->send_overhead : 0;
+    pb->hop_f[x] = fwd ? kt_cost_link(c, pb->srank[x], pb->srank[x + 1]) : 0;
+    pb->hop_i[x] = bwd ? kt_cost_link(c, pb->srank[x], pb->srank[x - 1]) : 0;
+    pb->so_f[x] = fwd ? c->send_overhead : 0, pb->so_i[x] = bwd ? c->send_overhead : 0;
   }
   for (int x = 0; x < pb->S; x++)
     for (int t = 0; t < KT__OPT_TYPES; t++)

@@ -55,6 +55,14 @@ void kt_render_costs_json(const kt_costs *c, kt_buf *b) {
   cost_value_mb(b, "tw", c->tw, c->stage_tw, ns, c->mb_tw, nm);
   kt_buf_puts(b, ",\"comm\":");
   kt_buf_json_number(b, kt_cost_comm(c));
+  if (c->n_links > 0) { /* each link's hop, its delay included (kt_cost_link) */
+    kt_buf_puts(b, ",\"links\":[");
+    for (int l = 0; l < c->n_links; l++) {
+      if (l) kt_buf_puts(b, ",");
+      kt_buf_json_number(b, kt_cost_link_at(c, l));
+    }
+    kt_buf_puts(b, "]");
+  }
   kt_buf_puts(b, ",\"send_overhead\":");
   kt_buf_json_number(b, c->send_overhead);
   if (c->op_overhead > 0) {

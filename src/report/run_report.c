@@ -500,6 +500,7 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title) {
   segments_table(b, r);
   kt_html_section_end(b);
   kt__run_training_section(b, r, have ? 100 * pm.bubble_ratio : NAN);
+  kt__run_autopilot_section(b, r);
   kt_html_section_begin(b, "step", "Traced step",
                         have ? "One training step as measured (one row per rank, hover a bar for "
                                "details) with the simulator's prediction as a thin strip under "

@@ -50,5 +50,9 @@ void kt__run_memory_section(kt_buf *b, const kt_run *r);
 /* A card: why each rank idled on the run's last step (its ranks[].idle_causes),
  * a stacked bar per rank; nothing when the step has none. */
 void kt__run_idle_card(kt_buf *b, const kt_run *r);
+/* The autopilot's section (run_report_autopilot.c): the pipeline with the
+ * rank or link named slow, each switch's step before and after; nothing
+ * when the run named no fault and made no switch. */
+void kt__run_autopilot_section(kt_buf *b, const kt_run *r);
 
 #endif

@@ -122,6 +122,9 @@
     st.limit = seed.mem_limit === null || seed.mem_limit === undefined ? '' : String(seed.mem_limit);
     st.slowRank = -1;
     st.slowF = 1;
+    st.slowLink = -1; /* link i: ranks i and i + 1 */
+    st.linkD = 0;
+    st.onset = 10;
     st.order = null;
     return st;
   }
@@ -157,6 +160,8 @@
     var keeps = st.order || /^(zb-auto|zbv-auto|optimal)$/.test(st.schedule);
     if (st.limit !== '' && keeps) a.push('mem-limit=' + st.limit);
     if (st.slowRank >= 0) a.push('slow-rank=' + st.slowRank + ':' + st.slowF);
+    if (st.slowLink >= 0) a.push('slow-link=' + st.slowLink + '-' + (st.slowLink + 1) + ':+' + st.linkD);
+    if (st.slowRank >= 0 || st.slowLink >= 0) a.push('replan=1'); /* the fault's replay */
     return a.concat(extra || []).join(' ');
   };
 

@@ -55,7 +55,12 @@
       '<label>straggler <select data-k="slow"><option value="-1">none</option></select> \u00d7 ' +
       range('slowF', 0.25, 4, 0.05, 1, 'the straggler\'s compute factor') + '</label>' +
       '<label>per-op overhead ' + range('opOv', 0, tmax, tmax / 400, st.opOv, 'added to every F, B, I, W') + '</label>' +
-      '</div><p class="kt-wi-facts" data-k="facts"></p><p class="kt-wi-error" data-k="error" hidden="hidden"></p>' +
+      '</div><div class="kt-wi-controls">' +
+      '<label>slow link <select data-k="slowLink"><option value="-1">none</option></select> + ' +
+      range('linkD', 0, extent(tmax * 4), extent(tmax * 4) / 400, st.linkD, 'latency the fault adds to every message on the link') + '</label>' +
+      '<label>from step <input type="number" data-k="onset" min="1" step="1" value="' + st.onset +
+      '" title="the fault\'s onset: the autopilot names it a step later and its plan runs three steps after that (steps overlap)"/></label>' +
+      '</div><p class="kt-wi-facts" data-k="replay" hidden="hidden"></p><p class="kt-wi-facts" data-k="facts"></p><p class="kt-wi-error" data-k="error" hidden="hidden"></p>' +
       '<div class="kt-wi-tools"><label><input type="checkbox" data-k="crit" checked="checked"/> critical path</label> ' +
       '<span class="kt-wi-hint">click a bar for its start, end and slack; drag it to another place in its rank\'s order</span> ' +
       '<button type="button" data-k="pin">pin as baseline</button> <label>diff against <select data-k="diff">' +
@@ -93,11 +98,14 @@
       for (s = 0; s < S; s++) sel.add(new Option('stage ' + s + ' (rank ' + panel.res.stage_rank[s] + ')', String(s)));
       sel.value = +keep < S ? keep : '-1';
     }
-    var P = panel.res ? panel.res.sim.p : 0, slow = q(panel, 'slow');
+    var P = panel.res ? panel.res.sim.p : 0, slow = q(panel, 'slow'), link = q(panel, 'slowLink');
     if (slow.options.length - 1 !== P) {
       slow.innerHTML = '<option value="-1">none</option>';
       for (s = 0; s < P; s++) slow.add(new Option('rank ' + s, String(s)));
       slow.value = String(panel.st.slowRank < P ? panel.st.slowRank : -1);
+      link.innerHTML = '<option value="-1">none</option>';
+      for (s = 0; s + 1 < P; s++) link.add(new Option(s + '-' + (s + 1), String(s)));
+      link.value = String(panel.st.slowLink + 1 < P ? panel.st.slowLink : -1);
     }
   }
 
@@ -153,6 +161,7 @@
       else st[k] = Math.round(x);
       if (k === 'm') q(panel, el.type === 'range' ? 'm-n' : 'm').value = String(st.m);
       if (k === 'p' && st.slowRank >= st.p) st.slowRank = -1;
+      if (k === 'p' && st.slowLink + 1 >= st.p) st.slowLink = -1;
       st.order = null; /* a new schedule: any edited order is dropped */
     } else if (base === 'tf' || base === 'tb' || base === 'tw') {
       if (!(x >= 0)) return;
@@ -161,7 +170,7 @@
     } else if (k === 'stage') {
       showCost(panel);
       return;
-    } else if (base === 'lat' || base === 'opOv' || base === 'slowF' || base === 'm') {
+    } else if (base === 'lat' || base === 'opOv' || base === 'slowF' || base === 'm' || base === 'linkD') {
       if (!(x >= 0) || (base === 'slowF' && !(x > 0))) return;
       st[base] = x;
       q(panel, k === base ? base + '-n' : base).value = v;
@@ -173,6 +182,13 @@
       st.bytes = x;
     } else if (k === 'slow') {
       st.slowRank = +v;
+    } else if (k === 'slowLink') {
+      st.slowLink = +v;
+    } else if (k === 'onset') {
+      if (!(x >= 1)) return;
+      st.onset = Math.round(x);
+      replay(panel);
+      return;
     } else if (k === 'limit') {
       st.limit = v.trim();
     } else {
@@ -234,6 +250,23 @@
 
   /* ---- views ------------------------------------------------------------- */
 
+  /* A fault replayed (a straggler or a slow link set): the steps before its
+   * onset at the order's clean period, then the static order under the
+   * fault, then from four steps later (the autopilot names it a step
+   * after its onset, and two steps are in flight then) the order zb-auto
+   * makes for it. */
+  function replay(panel) {
+    var f = panel.res && panel.res.fault, el = q(panel, 'replay');
+    el.hidden = !f;
+    if (!f) return;
+    var S = panel.st.onset, rec = f.static > f.clean ? (f.static - f.replanned) / (f.static - f.clean) : NaN;
+    el.innerHTML = 'fault replayed: steps 1\u2013' + (S - 1) + ' <b data-k="clean">' + num(f.clean) +
+      '</b> a step; from step ' + S + ' the static plan <b data-k="static">' + num(f.static) +
+      '</b>; from step ' + (S + 4) + ' re-planned (' + esc(f.schedule) + ' for these costs) <b data-k="replanned">' +
+      num(f.replanned) + '</b>' + (isFinite(f.lower_bound) ? ' (lower bound ' + num(f.lower_bound) + ')' : '') +
+      (isFinite(rec) ? ': ' + (100 * rec).toFixed(0) + '% of the slowdown recovered' : '');
+  }
+
   function facts(panel) {
     var res = panel.res, s = res.sim, f = panel.first ? panel.first.sim : null, peak = s.peak_memory;
     var t = 'makespan <b data-k="makespan">' + num(s.makespan) + '</b>';
@@ -249,6 +282,7 @@
     t += ' \u00b7 ' + esc(s.schedule || 'edited') + ', P=' + s.p + ' V=' + s.v + ' M=' + s.m;
     if (panel.st.order) t += ' \u00b7 <i>an edited or imported order</i>';
     q(panel, 'facts').innerHTML = t;
+    replay(panel);
   }
 
   function bars(panel) {

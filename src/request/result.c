@@ -1,6 +1,7 @@
 /* A request's answer (kaiten/request.h): the order built (a generator's,
  * the exact search's, or one the caller holds), its stage costs and the
  * memory limit it keeps, its simulation, and what is stated about it. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,37 +35,20 @@ kt_status kt__request_size_check(int p, int v, int m, double bytes_per_action, k
 }
 
 /* The stage costs of a schedule shaped like shape (its P, V, placement)
- * from the costs as given: divided by V on the rank basis; with slow-rank
- * R:F, every stage of rank R's compute F times as long. */
+ * from the costs as given: divided by V on the rank basis; with the faults
+ * (slow-rank, slow-link) as they are once begun: a slow rank's stages'
+ * compute F times as long, a slow link's hops D longer. */
 static kt_status stage_costs(const kt_request *rq, const kt_schedule *shape, kt_costs *out,
                              kt_error *err) {
   kt_status st = kt_costs_for_chunks(&rq->costs, rq->per_stage ? 1 : shape->v, out, err);
-  if (st || rq->slow_rank < 0) return st;
-  if (rq->slow_rank >= shape->p)
-    return kt_fail(err, KT_EINVAL, "slow-rank %d: the schedule has ranks 0..%d", rq->slow_rank,
-                   shape->p - 1);
+  if (st || !kt_faults_any(&rq->faults)) return st;
   int S = kt_schedule_stages(shape);
-  if (out->n_stages > 0 && out->n_stages != S)
-    return kt_fail(err, KT_EINVAL, "per-stage costs list %d stages but the schedule has S=%d "
-                                   "stages", out->n_stages, S);
-  double **arrays[] = {&out->stage_tf, &out->stage_tb, &out->stage_tw};
-  double uniform[] = {out->tf, out->tb, out->tw};
-  for (int i = 0; i < 3; i++) {
-    if (*arrays[i]) continue;
-    if (!(*arrays[i] = kt_calloc((size_t)S, sizeof(double))))
-      return kt_fail(err, KT_ENOMEM, "out of memory");
-    for (int s = 0; s < S; s++) (*arrays[i])[s] = uniform[i];
-  }
-  out->n_stages = S;
-  double *per_mb[] = {out->mb_tf, out->mb_tb, out->mb_tw};
-  for (int s = 0; s < S; s++)
-    if (kt_stage_rank(shape, s) == rq->slow_rank)
-      for (int i = 0; i < 3; i++) {
-        (*arrays[i])[s] *= rq->slow_factor;
-        for (int j = 0; per_mb[i] && j < out->n_mb; j++)
-          per_mb[i][(size_t)s * (size_t)out->n_mb + (size_t)j] *= rq->slow_factor;
-      }
-  return KT_OK;
+  int *stage_rank = kt_calloc((size_t)S, sizeof *stage_rank);
+  if (!stage_rank) return kt_fail(err, KT_ENOMEM, "out of memory");
+  for (int s = 0; s < S; s++) stage_rank[s] = kt_stage_rank(shape, s);
+  st = kt_faults_apply(&rq->faults, INT_MAX, 0, shape->p, stage_rank, S, out, err);
+  free(stage_rank);
+  return st;
 }
 
 /* The stage costs of a layout not built yet. */

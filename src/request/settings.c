@@ -26,13 +26,14 @@ void kt_request_init(kt_request *rq) {
   rq->p = 4, rq->m = 8, rq->placement = -1;
   kt_costs_default(&rq->costs);
   rq->time_limit = 10;
-  rq->slow_rank = -1, rq->slow_factor = 1;
+  kt_faults_init(&rq->faults);
   rq->notation = KT_NOTATION_AUTO, rq->ir = KT_TORCH_IR_2_15;
   kt__request_packing_init(rq);
 }
 
 void kt_request_free(kt_request *rq) {
   kt_costs_free(&rq->costs);
+  kt_faults_free(&rq->faults);
   free(rq->schedules);
   free(rq->order);
   free(rq->order_origin);
@@ -52,7 +53,10 @@ kt_status kt_request_copy(kt_request *dst, const kt_request *src) {
   dst->schedules = dup_or_null(src->schedules, &fail);
   dst->order = dup_or_null(src->order, &fail);
   dst->order_origin = dup_or_null(src->order_origin, &fail);
+  kt_faults_init(&dst->faults);
   if (kt_costs_copy(&dst->costs, &src->costs)) fail = 1;
+  kt_error e;
+  if (kt_faults_copy(&dst->faults, &src->faults, &e)) fail = 1;
   if (!fail) return KT_OK;
   kt_request_free(dst);
   return KT_ENOMEM;
@@ -274,24 +278,36 @@ static kt_status set_time_limit(kt_request *rq, int field, const char *key, cons
   return KT_OK;
 }
 
-/* "R:F": rank R's compute F times as long */
-static kt_status set_slow_rank(kt_request *rq, int field, const char *key, const char *val,
-                               kt_error *err) {
-  (void)field;
-  const char *colon = strchr(val, ':');
-  char num[32];
-  long r;
-  double f;
-  if (!colon || (size_t)(colon - val) >= sizeof num) goto fail;
-  memcpy(num, val, (size_t)(colon - val));
-  num[colon - val] = 0;
-  if (kt_parse_int(num, 0, KT_MAX_RANKS - 1, &r) || kt_parse_double(colon + 1, &f) ||
-      !isfinite(f) || f <= 0 || f > 1e6)
-    goto fail;
-  rq->slow_rank = (int)r, rq->slow_factor = f;
+/* A fault's reader's message (it names the setting first) with the key as
+ * the caller wrote it. */
+static kt_status fault_error(kt_error *err, const char *name, const char *key, const kt_error *e) {
+  size_t n = strlen(name);
+  return kt_fail(err, KT_EINVAL, "%s%s", key, !strncmp(e->msg, name, n) ? e->msg + n : e->msg);
+}
+
+enum { F_SLOW_RANK, F_SLOW_LINK };
+/* "R:F[@S]": rank R's compute F times as long; "A-B:+D[@S]": the link
+ * between ranks A and B D longer (kt_faults reads both); each replaces the
+ * one before it. */
+static kt_status set_fault(kt_request *rq, int field, const char *key, const char *val,
+                           kt_error *err) {
+  kt_faults one;
+  kt_faults_init(&one);
+  kt_error e = {{0}};
+  if (field == F_SLOW_RANK) {
+    if (kt_faults_add_rank(&one, val, &e)) return fault_error(err, "slow-rank", key, &e);
+    rq->faults.rank[0] = one.rank[0], rq->faults.n_rank = 1;
+  } else {
+    if (kt_faults_add_link(&one, val, 1, 0, &e)) return fault_error(err, "slow-link", key, &e);
+    rq->faults.link[0] = one.link[0], rq->faults.n_link = 1;
+  }
   return KT_OK;
-fail:
-  return bad(err, key, val, "RANK:FACTOR with FACTOR in (0, 1e6] (2:1.5)");
+}
+
+static kt_status set_link_delay(kt_request *rq, int field, const char *key, const char *val,
+                                kt_error *err) {
+  (void)field;
+  return set_cost(rq, "link-delay", key, val, err);
 }
 
 static kt_status set_notation(kt_request *rq, int field, const char *key, const char *val,
@@ -350,7 +366,9 @@ static const setting settings[] = {
     {"thorough", NULL, set_flag, F_THOROUGH},
     {"quick", NULL, set_flag, F_QUICK},
     {"time-limit", NULL, set_time_limit, 0},
-    {"slow-rank", NULL, set_slow_rank, 0},
+    {"link-delay", NULL, set_link_delay, 0},
+    {"slow-rank", NULL, set_fault, F_SLOW_RANK},
+    {"slow-link", NULL, set_fault, F_SLOW_LINK},
     {"torch-notation", "notation", set_notation, 0},
     {"torch-version", NULL, set_torch_version, 0},
     {"doc-lengths", NULL, kt__request_set_packing, KT__REQ_DOC_LENGTHS},
@@ -460,6 +478,20 @@ static void print_cost_list(kt_buf *b, const char *name, double uniform, const d
   }
 }
 
+/* slow-rank=R:F[@S], slow-link=A-B:+D[@S] */
+static void print_faults(kt_buf *b, const kt_faults *f) {
+  for (int i = 0; i < f->n_rank; i++) {
+    kt_buf_printf(b, " slow-rank=%d:", f->rank[i].rank);
+    print_number(b, f->rank[i].factor);
+    if (f->rank[i].onset > 0) kt_buf_printf(b, "@%d", f->rank[i].onset + 1);
+  }
+  for (int i = 0; i < f->n_link; i++) {
+    kt_buf_printf(b, " slow-link=%d-%d:+", f->link[i].a, f->link[i].b);
+    print_number(b, f->link[i].delay);
+    if (f->link[i].onset > 0) kt_buf_printf(b, "@%d", f->link[i].onset + 1);
+  }
+}
+
 void kt_request_print(const kt_request *rq, kt_buf *out) {
   kt_request d;
   kt_request_init(&d);
@@ -488,6 +520,12 @@ void kt_request_print(const kt_request *rq, kt_buf *out) {
     if (settings[i].set != set_scalar) continue;
     int f = settings[i].field;
     double x = *scalar_of((kt_costs *)c, f);
+    const double *links = f == F_COMM ? c->link_comm : f == F_COMM_LATENCY ? c->link_latency
+                          : f == F_COMM_BANDWIDTH ? c->link_bandwidth : NULL;
+    if (links && c->n_links > 0) {
+      print_cost_list(&b, settings[i].name, x, links, c->n_links, x);
+      continue;
+    }
     if (f == F_TIE ? !c->tied : x == *scalar_of(&d.costs, f)) continue;
     kt_buf_printf(&b, " %s=", settings[i].name);
     print_number(&b, x);
@@ -505,10 +543,8 @@ void kt_request_print(const kt_request *rq, kt_buf *out) {
     kt_buf_puts(&b, " time-limit=");
     print_number(&b, rq->time_limit);
   }
-  if (rq->slow_rank >= 0) {
-    kt_buf_printf(&b, " slow-rank=%d:", rq->slow_rank);
-    print_number(&b, rq->slow_factor);
-  }
+  if (c->link_delay && c->n_links > 0) print_cost_list(&b, "link-delay", 0, c->link_delay, c->n_links, 0);
+  print_faults(&b, &rq->faults);
   if (rq->notation != d.notation)
     kt_buf_printf(&b, " torch-notation=%s", kt_notation_name(rq->notation));
   if (rq->ir != d.ir) kt_buf_puts(&b, " torch-version=2.14"); /* any release before 2.15 */

@@ -153,6 +153,13 @@ void kt__rd_config_json(const kt_run_config *c, kt_buf *b) {
                 c->val_every, (unsigned long long)c->data_seed);
   if (c->data[0]) kt_buf_json_string(b, c->data);
   else kt_buf_puts(b, "null");
+  if (c->doc_lengths[0]) {
+    kt_buf_puts(b, ", \"doc_lengths\": ");
+    kt_buf_json_string(b, c->doc_lengths);
+    kt_buf_puts(b, ", \"packing\": ");
+    kt_buf_json_string(b, c->packing[0] ? c->packing : "fifo");
+    kt_buf_printf(b, ", \"seq_chunks\": %d", c->seq_chunks > 1 ? c->seq_chunks : 1);
+  }
   kt_buf_puts(b, ",\n  \"segments\": [");
   for (int i = 0; i < c->n_segments; i++) {
     kt_buf_puts(b, i ? ",\n    " : "\n    ");
@@ -314,6 +321,9 @@ kt_status kt__rd_config_parse(const cJSON *root, const char *path, kt_run_config
   c->val_every = opt_int(root, "val_every", 0);
   c->data_seed = opt_u64(root, "data_seed");
   copy_str(c->data, sizeof c->data, kt__rd_str(root, "data"));
+  copy_str(c->doc_lengths, sizeof c->doc_lengths, kt__rd_str(root, "doc_lengths"));
+  copy_str(c->packing, sizeof c->packing, kt__rd_str(root, "packing"));
+  c->seq_chunks = opt_int(root, "seq_chunks", 1);
   kt_status st = parse_segments(root, path, c, err);
   if (st) kt_run_config_free(c);
   return st;

@@ -45,6 +45,12 @@ typedef int (*kt__rd_line_fn)(void *ctx, char *line, size_t len, int lineno, int
 kt_status kt__rd_lines(const char *path, long long from, long long max_total, int *lineno,
                        kt__rd_line_fn fn, void *ctx, long long *end, kt_error *err);
 
+/* ---- autopilot.c: a step's "fault" and "switch" ---- */
+
+/* Reads them from a step's object (kind NONE / made 0 when absent or bad). */
+void kt__rd_fault_parse(const cJSON *o, kt_run_fault *f);
+void kt__rd_switch_parse(const cJSON *o, kt_run_switch *w);
+
 /* ---- metrics.c ---- */
 
 /* Reads DIR/metrics.jsonl into r (sorted by step), setting r->follow. */

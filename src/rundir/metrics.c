@@ -65,6 +65,8 @@ static int parse_step(const cJSON *o, parsed_line *pl, const char **why) {
                         .tokens_per_s = kt__rd_num(o, "tokens_per_s"),
                         .samples_per_s = kt__rd_num(o, "samples_per_s"),
                         .bubble = kt__rd_num(o, "bubble")};
+  kt__rd_fault_parse(o, &pl->s.fault);
+  kt__rd_switch_parse(o, &pl->s.sw);
   const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(o, "ranks");
   int n = cJSON_IsArray(ranks) ? cJSON_GetArraySize(ranks) : 0;
   if (n > MAX_RANKS) return *why = "more than 4096 ranks", 1;

@@ -335,6 +335,14 @@ static void step_json(kt_buf *b, const kt_run_step *s, const kt_run_rank_step *r
     kt_buf_printf(b, ",\"%s\":", nums[i].k);
     kt_buf_json_number(b, nums[i].v);
   }
+  if (s->fault.kind != KT_FAULT_NONE) {
+    kt_buf_puts(b, ",\"fault\":");
+    kt_run_fault_json(&s->fault, b);
+  }
+  if (s->sw.made) {
+    kt_buf_puts(b, ",\"switch\":");
+    kt_run_switch_json(&s->sw, b);
+  }
   if (n > 0) {
     kt_buf_puts(b, ",\"ranks\":[");
     for (int r = 0; r < n; r++) {

@@ -222,6 +222,9 @@ static int chained(const kt_runtime *rt) {
 }
 
 static kt_status post(kt_runtime *rt, const kt__order *o, kt_error *err) {
+  /* a flush whose step was taken has no result to take: its slot counts
+   * no more (a worker that has yet to read it holds it: see below) */
+  while (rt->completed < rt->submitted && rt->orders[rt->completed % KT__RING].flush) rt->completed++;
   int steps = 0;
   for (int i = rt->completed; i < rt->submitted; i++) steps += !rt->orders[i % KT__RING].flush;
   if (rt->submitted - rt->completed >= KT__RING - 1 || (!o->flush && steps >= KT__STEPS_IN_FLIGHT))
@@ -258,6 +261,9 @@ kt_status kt_runtime_submit(kt_runtime *rt, int step, const kt_microbatch *data,
   if (step < 0) return kt_fail(err, KT_EINVAL, "step %d: expected >= 0", step);
   kt__order o = {.step = step, .update = update, .speculate = speculate && update,
                  .stop_on_nonfinite = stop_on_nonfinite, .vote = vote, .data = data};
+  const kt_faults *f = rt->cfg.faults;
+  if (f && f->n_points > 0 && step >= f->trace_onset && rt->fault_origin == 0)
+    rt->fault_origin = kt_now(); /* a trace's clock starts (read once the order is posted) */
   return post(rt, &o, err);
 }
 
@@ -375,7 +381,7 @@ static kt_status wait_valid(kt_runtime *rt, const kt__order *o, kt_error *err) {
  * busy loop, P=2 ran at about half the speed of unpinned MPI ranks. The
  * threads read their core when they start: only before they run. */
 static void unpin_when_crowded(kt_runtime *rt, int slot, double step_seconds) {
-  for (int i = 0; i < rt->n_local; i++) {
+  for (int i = 0; i < rt->n_local && !rt->cfg.keep_pinned; i++) {
     double waited = 0;
     const kt_timeline *ev = &rt->workers[i].ev[slot];
     for (size_t e = 0; e < ev->n_events; e++) waited += ev->events[e].ready_wait;

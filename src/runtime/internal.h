@@ -51,6 +51,13 @@ struct kt_runtime {
   kt_schedule program;     /* what the workers run: its lowered form */
   int P, V, M, S, D, K;
   int *unit_offset;        /* S + 1 */
+  int n_parts;             /* what the global norm is summed over: model units, else stages */
+  int posts;               /* the transport posts receives: the program's receives come first */
+  /* faults (kt_runtime_config.faults): messages between pipeline ranks
+   * carry when they are due (stamped), and a trace's clock starts when its
+   * step is submitted (fault_origin, kt_now(); 0: not yet) */
+  int stamped;
+  double fault_origin;
   kt__worker *workers;     /* n_local */
   int n_local;
   kt_transport *handles;   /* n_local, owned when owns_transport */
@@ -108,6 +115,7 @@ struct kt__worker {
   unsigned char **decay;   /* [V] 1 where weight decay applies (matrices), per parameter */
   size_t *opt_n;           /* [V] */
   float *in_buf, *out_buf, *dout_buf, *din_buf; /* boundary scratch */
+  unsigned char *stamp_buf; /* a stamped message: the tensor, then when it is due (a double) */
   size_t boundary_elems;
   float **act_handoff, **grad_handoff; /* [S * M] tensors handed over inside the rank */
   float **outbox;          /* [V * M * 2] results waiting for their SEND (F, BI) */
@@ -164,14 +172,18 @@ kt_status kt__worker_rounds(kt__worker *w, kt_error *err);
 /* Tied-embedding gradients summed, the data-parallel all-reduce, one
  * scaling by 1/(K*M*D); *sync += seconds in collectives. */
 kt_status kt__step_reduce(kt__worker *w, double *sync, kt_error *err);
-/* This rank's share of the squared global norm (the tied head copy left out). */
-double kt__step_norm_share(kt__worker *w);
+/* This rank's share of the squared global norm (the tied head copy left
+ * out) by part (rt->n_parts: each model unit, or each stage of a model
+ * without units; 0 where the rank holds none), and its total. */
+double kt__step_norm_parts(kt__worker *w, double *parts);
 /* 1 where a stage's gradients on this rank are not finite (flags[S]). */
 void kt__step_grad_flags(kt__worker *w, unsigned char *flags);
 /* The optimizer update of every chunk with the gradients scaled by clip:
  * the chunks' own, or grads[V] (a copy kept from the step they belong to). */
 void kt__step_update(kt__worker *w, int step, float clip, float *const *grads);
 kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err);
+/* The weight-decay masks of the worker's chunks (w->decay, allocated). */
+kt_status kt__optim_decay_masks(kt__worker *w, kt_error *err);
 
 /* ---- post-validation (validate.c) ---- */
 /* The step's end after its actions: the step pending before it validated
@@ -196,9 +208,12 @@ void kt__worker_validated(kt__worker *w, kt__step_out *out);
 /* Stops and joins the worker threads. */
 void kt__driver_stop(kt_runtime *rt);
 
-/* Synthetic chunk (synthetic.c): F/I/W sleep their cost, tensors of act_bytes. */
+/* Synthetic chunk (synthetic.c): F/I/W sleep their cost, tensors of
+ * act_bytes; units [first, first + n) of a model of syn_units (else one
+ * unit, the stage). */
 kt_status kt__synthetic_chunk_create(const kt_runtime_config *cfg, int stage, int n_stages,
-                                     int n_microbatches, kt_chunk **out, kt_error *err);
+                                     int first, int n_units, int n_microbatches, kt_chunk **out,
+                                     kt_error *err);
 
 /* Owner world rank of a stage for a replica. */
 static inline int kt__stage_world_rank(const kt_runtime *rt, int stage, int replica) {
@@ -206,6 +221,24 @@ static inline int kt__stage_world_rank(const kt_runtime *rt, int stage, int repl
 }
 
 
+
+/* The program the workers run for s (runtime.c): a lowered schedule as
+ * given, or the lowering of a compute-only one (receives first when the
+ * transport posts them); sched receives its compute actions. */
+kt_status kt__build_program(const kt_schedule *s, int posts, kt_schedule *sched,
+                            kt_schedule *program, kt_error *err);
+/* A worker's chunk for stage (runtime.c): the model's units [first, first
+ * + n), a synthetic one, one of the caller's own or an empty slot (stage
+ * < 0). */
+kt_status kt__chunk_for(kt_runtime *rt, int stage, int first, int n, kt_chunk **out,
+                        kt_error *err);
+/* The worker's boundary buffers for its chunks' largest tensor (runtime.c). */
+kt_status kt__worker_buffers(kt__worker *w, kt_error *err);
+/* Sleeps until kt_now() reaches t (worker.c). */
+void kt__sleep_until(double t);
+
+/* What an op of a synthetic chunk sleeps for micro-batch mb (seconds). */
+double kt__synthetic_cost(const kt_chunk *c, kt_op op, int mb);
 
 /* Per worker thread in synthetic mode: 1 ns timer slack for precise sleeps. */
 void kt__synthetic_thread_setup(void);

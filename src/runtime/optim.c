@@ -66,13 +66,21 @@ static kt_status build_decay_mask(kt__worker *w, int c, kt_error *err) {
   return KT_OK;
 }
 
-kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err) {
-  const kt_optim_config *o = &w->rt->cfg.optim;
+kt_status kt__optim_decay_masks(kt__worker *w, kt_error *err) {
   w->decay = kt_calloc((size_t)w->rt->V, sizeof *w->decay);
   if (!w->decay) return kt_fail(err, KT_ENOMEM, "out of memory");
   for (int c = 0; c < w->rt->V; c++) {
     kt_status st = build_decay_mask(w, c, err);
     if (st) return st;
+  }
+  return KT_OK;
+}
+
+kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err) {
+  const kt_optim_config *o = &w->rt->cfg.optim;
+  kt_status st = kt__optim_decay_masks(w, err);
+  if (st) return st;
+  for (int c = 0; c < w->rt->V; c++) {
     size_t n;
     kt_chunk_params(w->chunk[c], &n);
     size_t per = o->kind == KT_OPTIM_ADAMW ? 2 : (o->momentum != 0 ? 1 : 0);
@@ -223,13 +231,29 @@ kt_status kt__step_reduce(kt__worker *w, double *sync, kt_error *err) {
   return st;
 }
 
-/* Every parameter once: the last stage's tied copy is left out. */
-double kt__step_norm_share(kt__worker *w) {
+/* Every parameter once: the last stage's tied copy is left out. A chunk
+ * of model units adds each unit's sum to its part (the same whatever
+ * chunk holds the unit); one without units (synthetic, the caller's own)
+ * its whole sum to its stage's. */
+double kt__step_norm_parts(kt__worker *w, double *parts) {
+  kt_runtime *rt = w->rt;
   double local = 0;
-  for (int c = 0; c < w->rt->V; c++) {
+  memset(parts, 0, sizeof *parts * (size_t)rt->n_parts);
+  for (int c = 0; c < rt->V; c++) {
+    int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
+    if (stage < 0) continue; /* an empty slot */
+    kt_chunk *ch = w->chunk[c];
     size_t n;
-    const float *grads = kt_chunk_grads(w->chunk[c], &n);
-    local += sum_squares(grads, n) - tied_head_copy_sq(w->chunk[c]);
+    const float *grads = kt_chunk_grads(ch, &n);
+    int first = 0, units = 0;
+    const size_t *off = kt_chunk_unit_offsets(ch, &first, &units);
+    if (rt->cfg.synthetic || rt->cfg.make_chunk || units < 1) {
+      local += parts[stage] = sum_squares(grads, n);
+      continue;
+    }
+    for (int u = 0; u < units; u++) parts[first + u] = sum_squares(grads + off[u], off[u + 1] - off[u]);
+    parts[first + units - 1] -= tied_head_copy_sq(ch); /* the head is the last unit */
+    for (int u = 0; u < units; u++) local += parts[first + u];
   }
   return local;
 }

@@ -115,10 +115,41 @@ static void worker_free(kt__worker *w, int V, int SM) {
   free(w->out_buf);
   free(w->dout_buf);
   free(w->din_buf);
+  free(w->stamp_buf);
   free(w->act_handoff);
   free(w->grad_handoff);
   for (int k = 0; k < KT__RING; k++) kt_timeline_free(&w->ev[k]);
   kt__step_free(w);
+}
+
+kt_status kt__chunk_for(kt_runtime *rt, int stage, int first, int n, kt_chunk **out,
+                        kt_error *err) {
+  if (stage < 0) return empty_chunk_create(&rt->cfg, out, err);
+  if (rt->cfg.synthetic)
+    return kt__synthetic_chunk_create(&rt->cfg, stage, rt->S, first, n, rt->M, out, err);
+  if (rt->cfg.make_chunk) return make_own_chunk(rt, stage, out, err);
+  return kt_chunk_create(&rt->cfg.model, first, n, rt->cfg.micro_batch, rt->M, out, err);
+}
+
+kt_status kt__worker_buffers(kt__worker *w, kt_error *err) {
+  size_t most = 0;
+  for (int c = 0; c < w->rt->V; c++) {
+    const kt_chunk *ch = w->chunk[c];
+    size_t e = ch->in_elems > ch->out_elems ? ch->in_elems : ch->out_elems;
+    if (e > most) most = e;
+  }
+  if (most <= w->boundary_elems && w->in_buf) return KT_OK;
+  w->boundary_elems = most;
+  size_t bytes = (most + 16) * sizeof(float);
+  float **bufs[] = {&w->in_buf, &w->out_buf, &w->dout_buf, &w->din_buf};
+  int fail = 0;
+  for (int i = 0; i < 4; i++) {
+    free(*bufs[i]);
+    fail |= !(*bufs[i] = malloc(bytes));
+  }
+  free(w->stamp_buf); /* a stamped message: the tensor and when it is due */
+  fail |= !(w->stamp_buf = malloc(bytes + sizeof(double)));
+  return fail ? kt_fail(err, KT_ENOMEM, "out of memory for boundary buffers") : KT_OK;
 }
 
 static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int world_rank,
@@ -146,30 +177,13 @@ static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int
     return kt_fail(err, KT_ENOMEM, "out of memory");
   for (int c = 0; c < rt->V; c++) {
     int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
-    kt_status st;
-    if (stage < 0)
-      st = empty_chunk_create(&rt->cfg, &w->chunk[c], err);
-    else if (rt->cfg.synthetic)
-      st = kt__synthetic_chunk_create(&rt->cfg, stage, rt->S, rt->M, &w->chunk[c], err);
-    else if (rt->cfg.make_chunk)
-      st = make_own_chunk(rt, stage, &w->chunk[c], err);
-    else
-      st = kt_chunk_create(&rt->cfg.model, rt->unit_offset[stage],
-                           rt->unit_offset[stage + 1] - rt->unit_offset[stage],
-                           rt->cfg.micro_batch, rt->M, &w->chunk[c], err);
+    int first = stage >= 0 ? rt->unit_offset[stage] : 0;
+    int n = stage >= 0 ? rt->unit_offset[stage + 1] - first : 0;
+    kt_status st = kt__chunk_for(rt, stage, first, n, &w->chunk[c], err);
     if (st) return st;
-    size_t e = w->chunk[c]->in_elems > w->chunk[c]->out_elems ? w->chunk[c]->in_elems
-                                                              : w->chunk[c]->out_elems;
-    if (e > w->boundary_elems) w->boundary_elems = e;
   }
-  size_t bytes = (w->boundary_elems + 16) * sizeof(float);
-  w->in_buf = malloc(bytes);
-  w->out_buf = malloc(bytes);
-  w->dout_buf = malloc(bytes);
-  w->din_buf = malloc(bytes);
-  if (!w->in_buf || !w->out_buf || !w->dout_buf || !w->din_buf)
-    return kt_fail(err, KT_ENOMEM, "out of memory for boundary buffers");
-  kt_status st = kt__optim_alloc_state(w, err);
+  kt_status st = kt__worker_buffers(w, err);
+  if (!st) st = kt__optim_alloc_state(w, err);
   if (!st) st = kt__step_alloc(w, err);
   return st ? st : kt__worker_resolve(w, err);
 }
@@ -189,6 +203,12 @@ static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {
   if (cfg->synthetic) {
     if (cfg->syn_tf_ms < 0 || cfg->syn_tb_ms < 0 || cfg->syn_tw_ms < 0)
       return kt_fail(err, KT_EINVAL, "synthetic costs must be >= 0 ms");
+    for (int i = 0; cfg->syn_stage_ms && i < 3 * kt_schedule_stages(cfg->schedule); i++)
+      if (!(cfg->syn_stage_ms[i] >= 0 && cfg->syn_stage_ms[i] <= 1e6))
+        return kt_fail(err, KT_EINVAL, "synthetic stage cost %g ms: expected 0..1e6", cfg->syn_stage_ms[i]);
+    if (cfg->syn_units < 0 || cfg->syn_units > 65536 || (cfg->syn_units && cfg->syn_stage_ms))
+      return kt_fail(err, KT_EINVAL, "synthetic units %d: expected 0..65536, without per-stage costs",
+                     cfg->syn_units);
     for (int k = 0; cfg->syn_mb_scale && k < cfg->schedule->m; k++)
       if (!(cfg->syn_mb_scale[k] >= 0 && cfg->syn_mb_scale[k] <= 1e6))
         return kt_fail(err, KT_EINVAL, "synthetic micro-batch %d: scale %g must be in 0..1e6", k,
@@ -239,21 +259,20 @@ static void receives_first(kt_schedule *program) {
   }
 }
 
-/* The program the workers run: a lowered schedule as given, or the
- * lowering of a compute-only one. sched_copy holds its compute actions. */
-static kt_status build_program(kt_runtime *rt, const kt_schedule *s, int posts, kt_error *err) {
+kt_status kt__build_program(const kt_schedule *s, int posts, kt_schedule *sched,
+                            kt_schedule *program, kt_error *err) {
   kt_error sub;
   kt_status st;
   if (has_p2p(s)) {
     if ((st = kt_lowered_validate(s, &sub))) return kt_fail(err, st, "schedule: %s", sub.msg);
-    if ((st = kt_schedule_copy(&rt->program, s, err))) return st;
-    return compute_of(s, &rt->sched_copy, err);
+    if ((st = kt_schedule_copy(program, s, err))) return st;
+    return compute_of(s, sched, err);
   }
   if ((st = kt_schedule_validate(s, &sub)))
     return kt_fail(err, st, "schedule %s: %s", s->name, sub.msg);
-  if ((st = kt_schedule_copy(&rt->sched_copy, s, err))) return st;
-  if ((st = kt_schedule_lower(&rt->sched_copy, &rt->program, err))) return st;
-  if (posts) receives_first(&rt->program);
+  if ((st = kt_schedule_copy(sched, s, err))) return st;
+  if ((st = kt_schedule_lower(sched, program, err))) return st;
+  if (posts) receives_first(program);
   return KT_OK;
 }
 
@@ -277,6 +296,40 @@ static void assign_cores(kt_runtime *rt) {
   }
 }
 
+/* Where each stage's units lie (rt->unit_offset): the model's (its
+ * partition, or balanced by cost), a synthetic model's of syn_units
+ * (balanced: as even as they go), or one per stage. */
+static kt_status set_units(kt_runtime *rt, const kt_runtime_config *cfg, kt_error *err) {
+  int has_units = !cfg->make_chunk && (!cfg->synthetic || cfg->syn_units > 0);
+  int units = !has_units ? rt->S : cfg->synthetic ? cfg->syn_units : kt_model_units(&cfg->model);
+  rt->n_parts = units;
+  if (!has_units) {
+    for (int s = 0; s <= rt->S; s++) rt->unit_offset[s] = s;
+    return KT_OK;
+  }
+  int *counts = kt_calloc((size_t)rt->S, sizeof *counts);
+  if (!counts) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = KT_OK;
+  if (rt->S > units)
+    st = kt_fail(err, KT_EINVAL, "%d stages (P=%d, V=%d) but the model has only %d layers to split",
+                 rt->S, rt->P, rt->V, units);
+  else if (cfg->partition)
+    memcpy(counts, cfg->partition, sizeof(int) * (size_t)rt->S);
+  else if (cfg->synthetic)
+    for (int s = 0; s < rt->S; s++) counts[s] = units / rt->S + (s < units % rt->S);
+  else
+    st = kt_partition_balanced(&cfg->model, rt->S, counts, err);
+  for (int s = 0; !st && s < rt->S; s++) {
+    if (counts[s] < 1) st = kt_fail(err, KT_EINVAL, "stage %d of the partition is empty", s);
+    rt->unit_offset[s + 1] = rt->unit_offset[s] + counts[s];
+  }
+  if (!st && rt->unit_offset[rt->S] != units)
+    st = kt_fail(err, KT_EINVAL, "the partition covers %d layers, the model has %d",
+                 rt->unit_offset[rt->S], units);
+  free(counts);
+  return st;
+}
+
 kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles, const int *local,
                             int n_local, kt_runtime **out, kt_error *err) {
   *out = NULL;
@@ -285,7 +338,8 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
   kt_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return kt_fail(err, KT_ENOMEM, "out of memory");
   rt->cfg = *cfg;
-  if ((st = build_program(rt, cfg->schedule, n_local > 0 && kt_transport_has_post(handles), err))) {
+  rt->posts = n_local > 0 && kt_transport_has_post(handles);
+  if ((st = kt__build_program(cfg->schedule, rt->posts, &rt->sched_copy, &rt->program, err))) {
     kt_schedule_free(&rt->program);
     kt_schedule_free(&rt->sched_copy);
     free(rt);
@@ -309,31 +363,9 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
     st = kt_fail(err, KT_ENOMEM, "out of memory");
     goto fail;
   }
-  if (!cfg->synthetic && !cfg->make_chunk) {
-    int units = kt_model_units(&cfg->model);
-    int *counts = kt_calloc((size_t)rt->S, sizeof *counts);
-    if (!counts) {
-      st = kt_fail(err, KT_ENOMEM, "out of memory");
-      goto fail;
-    }
-    if (rt->S > units)
-      st = kt_fail(err, KT_EINVAL,
-                   "%d stages (P=%d, V=%d) but the model has only %d layers to split",
-                   rt->S, rt->P, rt->V, units);
-    else if (cfg->partition)
-      memcpy(counts, cfg->partition, sizeof(int) * (size_t)rt->S);
-    else
-      st = kt_partition_balanced(&cfg->model, rt->S, counts, err);
-    for (int s = 0; !st && s < rt->S; s++) {
-      if (counts[s] < 1) st = kt_fail(err, KT_EINVAL, "stage %d of the partition is empty", s);
-      rt->unit_offset[s + 1] = rt->unit_offset[s] + counts[s];
-    }
-    if (!st && rt->unit_offset[rt->S] != units)
-      st = kt_fail(err, KT_EINVAL, "the partition covers %d layers, the model has %d",
-                   rt->unit_offset[rt->S], units);
-    free(counts);
-    if (st) goto fail;
-  }
+  if ((st = set_units(rt, cfg, err))) goto fail;
+  rt->stamped = kt_faults_on_links(cfg->faults);
+  if (cfg->faults && (st = kt_faults_check(cfg->faults, rt->P, err))) goto fail;
   for (int i = 0; i < n_local; i++) {
     rt->n_local = i + 1;
     if ((st = worker_init(rt, &rt->workers[i], kt_transport_at(handles, i), local[i], err))) goto fail;

@@ -90,14 +90,30 @@ static void syn_destroy(kt_chunk *c) {
 static const kt_chunk_ops synth_ops = {syn_forward, syn_backward_input, syn_backward_weight,
                                        syn_destroy};
 
+/* A synthetic stage's costs (seconds) and gradient floats per unit: its
+ * own (syn_stage_ms), its units' share of the model's (syn_units), or the
+ * uniform ones. */
+static size_t synthetic_costs(const kt_runtime_config *cfg, int stage, int n_stages, int n_units,
+                              synth_impl *s) {
+  double scale = cfg->syn_units > 0 ? (double)n_units * n_stages / cfg->syn_units : 1;
+  const double *own = cfg->syn_stage_ms ? cfg->syn_stage_ms + 3 * stage : NULL;
+  s->tf = (own ? own[0] : cfg->syn_tf_ms * scale) * 1e-3;
+  s->tb = (own ? own[1] : cfg->syn_tb_ms * scale) * 1e-3;
+  s->tw = (own ? own[2] : cfg->syn_tw_ms * scale) * 1e-3;
+  size_t np = cfg->syn_grad_bytes / sizeof(float);
+  return cfg->syn_units > 0 ? np * (size_t)n_stages / (size_t)cfg->syn_units : np;
+}
+
 kt_status kt__synthetic_chunk_create(const kt_runtime_config *cfg, int stage, int n_stages,
-                                     int n_microbatches, kt_chunk **out, kt_error *err) {
+                                     int first, int n_units, int n_microbatches, kt_chunk **out,
+                                     kt_error *err) {
+  if (cfg->syn_units <= 0) first = stage, n_units = 1; /* one unit per stage */
   kt_chunk *c = calloc(1, sizeof *c);
   synth_impl *s = calloc(1, sizeof *s);
+  size_t per = s ? synthetic_costs(cfg, stage, n_stages, n_units, s) : 0, np = per * (size_t)n_units;
   if (c) {
-    c->unit_offset = calloc(2, sizeof *c->unit_offset);
+    c->unit_offset = calloc((size_t)n_units + 1, sizeof *c->unit_offset);
     /* gradients to all-reduce when asked for (zeros: the sums stay finite) */
-    size_t np = cfg->syn_grad_bytes / sizeof(float);
     c->params = calloc(np ? np : 1, sizeof(float));
     c->grads = calloc(np ? np : 1, sizeof(float));
   }
@@ -106,25 +122,29 @@ kt_status kt__synthetic_chunk_create(const kt_runtime_config *cfg, int stage, in
     else free(s);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
-  s->tf = cfg->syn_tf_ms * 1e-3;
-  s->tb = cfg->syn_tb_ms * 1e-3;
-  s->tw = cfg->syn_tw_ms * 1e-3;
+  for (int u = 0; u <= n_units; u++) c->unit_offset[u] = (size_t)u * per;
   s->mb_scale = cfg->syn_mb_scale;
   size_t elems = (cfg->syn_act_bytes + sizeof(float) - 1) / sizeof(float);
   if (elems == 0) elems = 1;
   c->ops = &synth_ops;
   c->impl = s;
-  c->first_unit = stage;
-  c->n_units = 1;
+  c->first_unit = first;
+  c->n_units = n_units;
   c->is_first = stage == 0;
   c->is_last = stage == n_stages - 1;
   c->micro_batch = 1;
   c->n_microbatches = n_microbatches;
   c->in_elems = c->is_first ? 0 : elems;
   c->out_elems = c->is_last ? 0 : elems;
-  c->n_params = cfg->syn_grad_bytes / sizeof(float);
+  c->n_params = np;
   *out = c;
   return KT_OK;
+}
+
+double kt__synthetic_cost(const kt_chunk *c, kt_op op, int mb) {
+  const synth_impl *s = c->impl;
+  double t = op == KT_OP_F ? s->tf : op == KT_OP_I ? s->tb : op == KT_OP_W ? s->tw : s->tb + s->tw;
+  return t * (s->mb_scale ? s->mb_scale[mb] : 1);
 }
 
 /* Called by each worker thread in synthetic mode: sleeps end within ~1 us. */

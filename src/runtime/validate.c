@@ -32,7 +32,16 @@ typedef struct {
   int32_t vote, speculated; /* the rank's update of the step ran before the check */
 } record_head;
 
-static size_t record_bytes(const kt_runtime *rt) { return sizeof(record_head) + 2 * (size_t)rt->S; }
+/* A record: its head, the rank's share of the squared norm by part
+ * (kt__step_norm_parts), then per stage whether its forward output and
+ * its gradients were finite. */
+static size_t record_bytes(const kt_runtime *rt) {
+  return sizeof(record_head) + sizeof(double) * (size_t)rt->n_parts + 2 * (size_t)rt->S;
+}
+
+static unsigned char *record_flags(const kt_runtime *rt, unsigned char *rec) {
+  return rec + sizeof(record_head) + sizeof(double) * (size_t)rt->n_parts;
+}
 
 /* The records' tag, by the order's seq: 16 bits reach an MPI tag
  * (mpi_transport.c), and a few orders are in flight at most. */
@@ -93,7 +102,7 @@ static void make_record(kt__worker *w, const kt__order *o, double sq, int specul
   unsigned char *rec = w->records + (size_t)w->world_rank * record_bytes(rt);
   record_head h = {.sq = sq, .loss = w->loss_sum, .vote = o->vote, .speculated = speculated};
   memcpy(rec, &h, sizeof h);
-  unsigned char *fwd = rec + sizeof h, *grad = fwd + rt->S;
+  unsigned char *fwd = record_flags(rt, rec), *grad = fwd + rt->S;
   memset(fwd, 0, (size_t)rt->S);
   for (int c = 0; c < rt->V; c++) {
     int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
@@ -163,15 +172,22 @@ static kt_status figures(kt__worker *w, int step, kt__step_out *out, int *specul
   double sq = 0, loss = 0;
   *speculated = 0;
   for (int r = 0; r < world; r++) {
-    const unsigned char *rec = w->records + (size_t)r * bytes;
+    unsigned char *rec = w->records + (size_t)r * bytes;
     record_head h;
     memcpy(&h, rec, sizeof h);
     *speculated |= h.speculated;
-    if (r % rt->D == w->replica) sq += h.sq; /* the norm over this replica's pipeline */
     loss += h.loss;
     votes[r] = h.vote;
-    for (int s = 0; s < 2 * S; s++) fwd[s] |= rec[sizeof h + (size_t)s];
+    for (int s = 0; s < 2 * S; s++) fwd[s] |= record_flags(rt, rec)[s];
   }
+  /* the norm over this replica's pipeline, part by part in order: each
+   * part is on one rank, so the sum has the same bits for any partition */
+  for (int u = 0; u < rt->n_parts; u++)
+    for (int r = w->replica; r < world; r += rt->D) {
+      double x;
+      memcpy(&x, w->records + (size_t)r * bytes + sizeof(record_head) + sizeof x * (size_t)u, sizeof x);
+      if (x != 0) sq += x;
+    }
   out->loss = loss / ((double)rt->K * rt->M * rt->D);
   out->grad_norm = sqrt(sq);
   out->lr = kt_optim_lr(&rt->cfg.optim, step);
@@ -265,6 +281,16 @@ static int surely_wrong(const kt__worker *w, double sq) {
   return 0;
 }
 
+/* This rank's norm parts into its record (rec), and their total. */
+static double norm_parts(kt__worker *w, unsigned char *rec) {
+  double *parts = kt_calloc((size_t)w->rt->n_parts + 1, sizeof *parts);
+  if (!parts) return NAN; /* the step is then not applied: a failure would be no better */
+  double sq = kt__step_norm_parts(w, parts);
+  memcpy(rec + sizeof(record_head), parts, sizeof *parts * (size_t)w->rt->n_parts);
+  free(parts);
+  return sq;
+}
+
 kt_status kt__step_end(kt__worker *w, const kt__order *o, kt_error *err) {
   if (o->flush) {
     int redo;
@@ -273,7 +299,8 @@ kt_status kt__step_end(kt__worker *w, const kt__order *o, kt_error *err) {
   kt__step_out *out = &w->out[o->seq % KT__RING];
   double t0 = kt_now(), sync = 0;
   kt_status st = kt__step_reduce(w, &sync, err);
-  double sq = st ? 0 : kt__step_norm_share(w);
+  unsigned char *mine = w->records + (size_t)w->world_rank * record_bytes(w->rt);
+  double sq = st ? 0 : norm_parts(w, mine);
   /* ahead unless the step before needed its check (clipped, not finite:
    * the next one likely does too, and every rank knows it alike) or this
    * rank's own share says this one does */

@@ -56,6 +56,21 @@ static kt_status add_comm(kt__worker *w, const kt_action *a, int k, double start
   return KT_OK;
 }
 
+/* A stamped message (a fault on a link, kt_runtime_config.faults): the
+ * tensor into buf, then the wait until it is due. */
+static kt_status recv_stamped(kt__worker *w, int peer, uint64_t tag, float *buf, size_t elems,
+                              void **loan, kt_error *err) {
+  size_t bytes = elems * sizeof(float);
+  double due;
+  *loan = NULL;
+  kt_status st = kt_transport_recv(w->t, peer, tag, w->stamp_buf, bytes + sizeof due, err);
+  if (st) return st;
+  memcpy(buf, w->stamp_buf, bytes);
+  memcpy(&due, w->stamp_buf + bytes, sizeof due);
+  kt__sleep_until(due);
+  return KT_OK;
+}
+
 /* Waits for a peer's tensor; turns a timeout into the watchdog's message
  * and closes the RECV's event when the data is in. The tensor lands in buf
  * or stays where the transport holds it (*data, lent until *loan is given
@@ -68,7 +83,9 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int k, float *bu
   double runs0, runs1, t0 = kt_now(), cpu0 = kt_thread_cpu_now(), ready0 = ready_count(w, &runs0);
   kt_error sub;
   const void *got = buf;
-  kt_status st = kt_transport_recv_lend(w->t, peer, tag, buf, elems * sizeof(float), &got, loan, &sub);
+  kt_status st = w->rt->stamped ? recv_stamped(w, peer, tag, buf, elems, loan, &sub)
+                                : kt_transport_recv_lend(w->t, peer, tag, buf, elems * sizeof(float),
+                                                         &got, loan, &sub);
   *data = got;
   w->input_at = kt_now();
   *wait += w->input_at - t0;
@@ -158,7 +175,7 @@ static int send_comes_next(const kt__worker *w, const kt_action *a, int send) {
  * (w->lent_out); the scratch buffer otherwise. */
 static float *result_buffer(kt__worker *w, const kt_action *a, float *scratch, size_t elems) {
   const kt__resolved *x = w->at;
-  if (x->output == KT_OUT_NONE || x->out_local ||
+  if (x->output == KT_OUT_NONE || x->out_local || w->rt->stamped ||
       !send_comes_next(w, a, x->output == KT_OUT_F ? KT_OP_SEND_F : KT_OP_SEND_B))
     return scratch;
   w->lent_out = kt_transport_buffer(w->t, x->out_peer, elems * sizeof(float));
@@ -247,35 +264,32 @@ static size_t rank_stash_bytes(const kt__worker *w) {
   return n;
 }
 
-/* What a synthetic action sleeps for (seconds). */
-static double synthetic_cost(const kt_runtime_config *cfg, kt_op op, int mb) {
-  double ms = op == KT_OP_F   ? cfg->syn_tf_ms
-              : op == KT_OP_I ? cfg->syn_tb_ms
-              : op == KT_OP_W ? cfg->syn_tw_ms
-                              : cfg->syn_tb_ms + cfg->syn_tw_ms;
-  return ms * 1e-3 * (cfg->syn_mb_scale ? cfg->syn_mb_scale[mb] : 1);
+void kt__sleep_until(double until) {
+  for (double left; (left = until - kt_now()) > 0;) {
+    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
 }
 
 /* The straggler of --slow-rank: an action that took `own` seconds of its
- * device takes slow_factor times that. A real model's rank burns the
- * extra CPU time (as a slower core would keep it busy); a synthetic one
- * sleeps it. Returns the action's device time. */
+ * device takes the rank's factor times that (the static slow_factor, or
+ * a fault begun by this step). A real model's rank burns the extra CPU
+ * time (as a slower core would keep it busy); a synthetic one sleeps it.
+ * Returns the action's device time. */
 static double stretch(const kt__worker *w, double own) {
   const kt_runtime_config *cfg = &w->rt->cfg;
-  if (w->stage_rank != cfg->slow_rank || !(cfg->slow_factor > 1)) return own;
-  double extra = own * (cfg->slow_factor - 1);
+  double factor = kt_faults_rank_factor(cfg->faults, w->stage_rank, w->step);
+  if (w->stage_rank == cfg->slow_rank && cfg->slow_factor > factor) factor = cfg->slow_factor;
+  if (!(factor > 1)) return own;
+  double extra = own * (factor - 1);
   if (cfg->synthetic) {
-    double until = kt_now() + extra;
-    for (double left; (left = until - kt_now()) > 0;) {
-      struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-      nanosleep(&ts, NULL);
-    }
+    kt__sleep_until(kt_now() + extra);
   } else {
     double until = kt_thread_cpu_now() + extra;
     while (kt_thread_cpu_now() < until) {
     }
   }
-  return own * cfg->slow_factor;
+  return own * factor;
 }
 
 /* Runs one compute action and records it with the most activation memory
@@ -298,7 +312,7 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
     default: st = kt_chunk_backward_weight(c, a->mb, err); break; /* W */
   }
   if (st) return st;
-  double own = rt->cfg.synthetic ? synthetic_cost(&rt->cfg, (kt_op)a->op, a->mb)
+  double own = rt->cfg.synthetic ? kt__synthetic_cost(c, (kt_op)a->op, a->mb)
                                  : kt_thread_cpu_now() - cpu_begin - w->wait_cpu;
   own = stretch(w, own);
   double t_end = kt_now(), cpu_end = kt_thread_cpu_now(), ready_end = ready_now(w);
@@ -325,6 +339,18 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
   return KT_OK;
 }
 
+/* A message with when it is due: now, plus the delay the faults give its
+ * link at this step (and, for a trace, at this time). */
+static kt_status send_stamped(kt__worker *w, int dst, uint64_t tag, const float *data,
+                              size_t bytes, kt_error *err) {
+  const kt_runtime *rt = w->rt;
+  double now = kt_now(), t = rt->fault_origin > 0 ? now - rt->fault_origin : -1;
+  double due = now + kt_faults_link_delay(rt->cfg.faults, w->stage_rank, dst / rt->D, w->step, t);
+  memcpy(w->stamp_buf, data, bytes);
+  memcpy(w->stamp_buf + bytes, &due, sizeof due);
+  return kt_transport_send(w->t, dst, tag, w->stamp_buf, bytes + sizeof due, err);
+}
+
 /* SEND: posts the outbox tensor of (stage, mb) to the rank of its consumer. */
 static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *err) {
   const kt__resolved *x = w->at;
@@ -345,7 +371,9 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
   double t0 = since_step(w);
   uint64_t tag = kt_tag_round(x->out_tag, k);
   kt_status st;
-  if (w->lent_out && data == w->lent_out) { /* computed into the message itself */
+  if (w->rt->stamped) {
+    st = send_stamped(w, dst, tag, data, bytes, err);
+  } else if (w->lent_out && data == w->lent_out) { /* computed into the message itself */
     w->lent_out = NULL;
     st = kt_transport_send_buffer(w->t, dst, tag, (void *)data, bytes, err);
   } else {
@@ -364,8 +392,9 @@ static kt_status run_recv(kt__worker *w, const kt_action *a, int k, kt_error *er
   double t0 = since_step(w);
   if (kt_transport_has_post(w->t)) {
     size_t elems = x->input == KT_OUT_F ? kt_chunk_in_elems(c) : kt_chunk_out_elems(c);
+    size_t stamp = w->rt->stamped ? sizeof(double) : 0;
     kt_status st = kt_transport_post(w->t, x->in_peer, kt_tag_round(x->in_tag, k),
-                                     elems * sizeof(float), err);
+                                     elems * sizeof(float) + stamp, err);
     if (st) return st;
   }
   return add_comm(w, a, k, t0, t0, 0, &w->recv_event[x->in_slot], err);

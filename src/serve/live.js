@@ -81,7 +81,9 @@
   }
 
   /* A line chart: series [{name, color, dashed, markers, pts: [[x, y]...]}],
-   * thinned to the first, lowest, highest and last point of each pixel column. */
+   * thinned to the first, lowest, highest and last point of each pixel column;
+   * o.events [{x, label, color}]: a dashed vertical line at each (the
+   * autopilot's faults and switches), labelled at its top. */
   function lineChart(host, o, series) {
     var W = o.width, H = o.height, L = 64, R = 16, B = 40, i, j, s;
     /* legend entries left to right, wrapping: the plot starts below them */
@@ -143,6 +145,15 @@
     svgEl('line', { x1: L, x2: W - R, y1: H - B, y2: H - B, stroke: '#888888' }, g);
     svgEl('line', { x1: L, x2: L, y1: T, y2: H - B, stroke: '#888888' }, g);
     text(g, (L + W - R) / 2, H - 6, o.xLabel, { 'text-anchor': 'middle' });
+    for (k = 0; o.events && k < o.events.length; k++) {
+      var ev = o.events[k], ex = fx(ev.x);
+      if (ev.x < x0 || ev.x > x1) continue;
+      var m = svgEl('g', { 'class': 'event' }, svg);
+      svgEl('line', { x1: ex, x2: ex, y1: T, y2: H - B, stroke: ev.color, 'stroke-width': '1.5',
+                      'stroke-dasharray': '4 3' }, m);
+      text(m, ex + 3, T + 10 + 11 * (k % 3), ev.label, { fill: ev.color, 'font-size': '10' });
+      svgEl('title', {}, m).textContent = ev.tip || ev.label;
+    }
     text(g, 0, 0, o.yLabel, { 'text-anchor': 'middle',
                               transform: 'translate(14 ' + (T + H - B) / 2 + ') rotate(-90)' });
     for (i = 0; i < series.length; i++) {
@@ -441,8 +452,31 @@
                        note: 'thin grey bar: 1F1B\u2019s predicted peak on the same model' }, rows);
   }
 
+  /* The autopilot's marks: where a fault was first named (red) and where
+   * the plan switched (green), for every run on the page. */
+  function autopilotEvents() {
+    var out = [];
+    for (var i = 0; i < runs.length; i++)
+      for (var k = 0; k < runs[i].steps.length; k++) {
+        var s = runs[i].steps[k], f = s.fault, w = s['switch'];
+        var pf = k > 0 ? runs[i].steps[k - 1].fault : null; /* named a step after its onset */
+        if (f && !(pf && pf.since === f.since && pf.rank === f.rank && pf.link === f.link))
+          out.push({ x: f.since, color: '#D55E00', label: f.rank !== undefined ? 'slow rank ' + f.rank :
+                     'slow link ' + f.link, tip: 'from step ' + f.since + ': ' + (f.rank !== undefined ?
+                     'rank ' + f.rank + "'s ops x" + fmt(f.factor, 3) : 'link ' + f.link + ' +' +
+                     fmt(1e3 * f.delay, 3) + ' ms a message') });
+        if (w)
+          out.push({ x: s.step - 0.5, color: '#009E73', label: w.kind,
+                     tip: 'before step ' + s.step + ': ' + w.kind + ' ' + w.from + ' \u2192 ' + w.to +
+                     (w.partition ? ' (layers ' + w.partition + ')' : '') + ', predicted ' +
+                     fmt(1e3 * w.predicted_before, 4) + ' \u2192 ' + fmt(1e3 * w.predicted_after, 4) +
+                     ' ms a step' });
+      }
+    return out;
+  }
+
   function curves() {
-    var loss = [], tok = [], sec = [], bub = [];
+    var loss = [], tok = [], sec = [], bub = [], events = autopilotEvents();
     for (var i = 0; i < runs.length; i++) {
       var r = runs[i], many = runs.length > 1, lp = [], vp = [], tp = [], sp = [], bp = [];
       for (var k = 0; k < r.steps.length; k++) {
@@ -466,13 +500,14 @@
     var wide = Math.max(600, Math.min(1300, document.documentElement.clientWidth - 80));
     var third = Math.floor((wide - 3 * 18 - 2 * 14) / 3);
     lineChart($('chart-loss'), { id: 'live-loss', title: 'Loss', xLabel: 'step', yLabel: 'loss',
-                                 width: wide, height: 260, fitY: true, integerX: true }, loss);
+                                 width: wide, height: 260, fitY: true, integerX: true,
+                                 events: events }, loss);
     lineChart($('chart-throughput'), { id: 'live-throughput', title: 'Throughput',
                                        xLabel: 'step', yLabel: 'tokens/s', width: third,
-                                       height: 220, integerX: true }, tok);
+                                       height: 220, integerX: true, events: events }, tok);
     lineChart($('chart-step-time'), { id: 'live-step-time', title: 'Step time',
                                       xLabel: 'step', yLabel: 'ms', width: third, height: 220,
-                                      integerX: true }, sec);
+                                      integerX: true, events: events }, sec);
     lineChart($('chart-bubble'), { id: 'live-bubble', title: 'Bubble: measured and predicted',
                                    xLabel: 'step', yLabel: '% of P \u00d7 step', width: third,
                                    height: 220, integerX: true }, bub);

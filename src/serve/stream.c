@@ -149,6 +149,14 @@ void kt__serve_step_msg(kt_buf *out, int run, const kt_run_step *st, int skipped
   num_field(&j, "tokens_per_s", st->tokens_per_s);
   num_field(&j, "samples_per_s", st->samples_per_s);
   num_field(&j, "bubble", st->bubble);
+  if (st->fault.kind != KT_FAULT_NONE) { /* the autopilot's: what was slow, a switch before it */
+    kt_buf_puts(&j, ",\"fault\":");
+    kt_run_fault_json(&st->fault, &j);
+  }
+  if (st->sw.made) {
+    kt_buf_puts(&j, ",\"switch\":");
+    kt_run_switch_json(&st->sw, &j);
+  }
   kt_buf_puts(&j, ",\"ranks\":[");
   for (int r = 0; r < n_ranks; r++) {
     kt_buf_puts(&j, r ? ",{\"busy\":" : "{\"busy\":");

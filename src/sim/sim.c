@@ -72,7 +72,7 @@ typedef struct {
  * or as the links say when the costs have a topology. */
 static double arrive_at(const sim_state *st, int from, int to, double t) {
   if (st->links) return kt_links_transfer(st->links, from, to, st->c->comm_bytes, t);
-  return t + st->comm;
+  return t + (st->c->n_links ? kt_cost_link(st->c, from, to) : st->comm);
 }
 
 static double *result_slot(sim_state *st, kt_output r, int stage, int mb) {
@@ -483,6 +483,9 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links 
   sim_state st = {.s = s, .c = c, .links = links, .S = S, .row = s->m + ROW_PAD,
                   .comm = kt_cost_comm(c), .met = met, .sink = sink};
   if (!rc) rc = check_actions(s, S, &st.lowered, err);
+  if (!rc && c->n_links && c->n_links != s->p && c->n_links != s->p - 1)
+    rc = kt_fail(err, KT_EINVAL, "the costs list %d links; %d ranks have %d (or %d with the wrap "
+                 "from the last rank to the first)", c->n_links, s->p, s->p - 1, s->p);
   if (rc) return rc;
   if (links && reset_links) kt_links_reset(links);
   if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */

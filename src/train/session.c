@@ -103,6 +103,20 @@ static void announce_search(const char *schedule, size_t actions, void *ctx) {
                    schedule, actions);
 }
 
+/* A synthetic run's orders are made for its own costs (one rank's share:
+ * V chunks run cost/V each; per-stage lists as they are). */
+static void synthetic_costs(const kt_session_params *p, int v, kt_costs *gen) {
+  if (!p->synthetic) return;
+  gen->tf = p->syn_tf_ms / v, gen->tb = p->syn_tb_ms / v, gen->tw = p->syn_tw_ms / v;
+  if (!p->syn_stage_ms || p->syn_stages != p->p * v) return;
+  double *a = kt_calloc(3 * (size_t)p->syn_stages, sizeof *a); /* three lists, one allocation */
+  if (!a) return;
+  for (int st = 0; st < p->syn_stages; st++)
+    for (int k = 0; k < 3; k++) a[k * p->syn_stages + st] = p->syn_stage_ms[3 * st + k];
+  gen->n_stages = p->syn_stages;
+  gen->stage_tf = a, gen->stage_tb = a + p->syn_stages, gen->stage_tw = a + 2 * p->syn_stages;
+}
+
 /* The compute schedule: the caller's (and its program), or kind generated
  * on the built-in model's own memory (each stage's measured M_B and M_W:
  * what zb-auto, zbv-auto, v-half, v-min and interleaved-zb keep within)
@@ -117,6 +131,14 @@ static kt_status build_schedule(kt_session *s, kt_error *err) {
       st = kt__session_memory(s, kt_schedule_stages(&s->sched), s->sched.p, s->sched.m, err);
     return st;
   }
+  int K = p->model.seq_chunks;
+  if (K > 1) { /* micro-batches in chunks along the sequence: Seq1F1B */
+    if (p->kind != KT_SCHED_1F1B || p->v > 1)
+      return kt_fail(err, KT_EINVAL, "--seq-chunks %d runs 1f1b's order over the chunks (Seq1F1B), "
+                     "not %s", K, kt_gen_kind_name(p->kind));
+    if (has_units(p) && (st = kt__session_memory(s, p->p, p->p, p->m * K, err))) return st;
+    return kt__seq1f1b(&s->sched, p->p, p->m, K, err);
+  }
   int v = p->v > 0 ? p->v : kt_gen_default_chunks(p->kind);
   if (has_units(p) && (st = kt__session_memory(s, p->p * v, p->p, p->m, err))) return st;
   kt_costs gen; /* unit times, the model's bytes (borrowed: never freed here) */
@@ -127,9 +149,13 @@ static kt_status build_schedule(kt_session *s, kt_error *err) {
   }
   double limit;
   if ((st = kt__session_mem_limit(s, v, &gen, &limit, err))) return st;
+  s->gen_limit = limit;
+  synthetic_costs(p, v, &gen);
   kt_gen_params gp = {.p = p->p, .m = p->m, .v = p->v, .costs = &gen, .mem_limit = limit,
                            .on_long_search = announce_search, .ctx = s};
-  return kt_generate(p->kind, &gp, &s->sched, err);
+  st = kt_generate(p->kind, &gp, &s->sched, err);
+  if (p->synthetic) free(gen.stage_tf); /* synthetic_costs' (the model's bytes stay borrowed) */
+  return st;
 }
 
 static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
@@ -149,6 +175,9 @@ static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
   rc->syn_act_bytes = p->syn_act_bytes;
   rc->syn_mb_scale = p->syn_mb_scale;
   rc->syn_grad_bytes = p->syn_grad_bytes;
+  rc->syn_stage_ms = p->syn_stage_ms, rc->syn_units = p->syn_units;
+  rc->faults = p->faults;
+  rc->keep_pinned = p->autopilot; /* it moves work away from a crowded core itself */
   rc->timeout = p->timeout;
   rc->pin_threads = p->pin_threads;
   rc->slow_rank = p->slow_rank, rc->slow_factor = p->slow_factor;
@@ -260,6 +289,12 @@ static kt_status build_runtime(kt_session *s, kt_error *err) {
     return st;
   if (p->data || !has_units(p)) return KT_OK;
   if (p->model.kind == KT_MODEL_MLP) return kt_data_mlp_create(p->model.hidden, p->data_seed, &s->data, err);
+  if (p->doc_lengths) { /* attention's share of a full micro-batch's FLOPs: 2 L C of 24 C^2 + 2 L C */
+    double budget = (double)p->micro_batch * p->model.seq_len;
+    return kt_data_docs_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
+                                      p->doc_lengths, p->packing, budget / (12.0 * p->model.hidden + budget),
+                                      p->model.seq_chunks, &s->data, err);
+  }
   return kt_data_text_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
                                     &s->data, err);
 }
@@ -321,6 +356,7 @@ void kt_session_close(kt_session *s) {
   free(s->idle);
   kt_schedule_free(&s->rounds);
   kt_costs_free(&s->mem);
+  kt__session_autopilot_free(s);
   free(s);
 }
 

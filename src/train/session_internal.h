@@ -4,6 +4,7 @@
 #define KAITEN_TRAIN_SESSION_INTERNAL_H
 
 #include "kaiten/train.h"
+#include "train/autopilot.h"
 
 /* An agreed stop that is a failure somewhere, not a request. */
 #define KT__STOP_FAILED (-1)
@@ -36,7 +37,27 @@ struct kt_session {
   kt_schedule rounds;       /* a step: K rounds of the compute schedule (the idle split's) */
   kt_idle_split *idle;      /* the last step's idle split per rank (P entries) */
   kt_session_result result;
+  double gen_limit;         /* the memory limit the schedule was generated under (its units) */
+  /* the straggler autopilot (session_autopilot.c) */
+  kt__detector det;         /* p = 0: not measuring */
+  kt__planner pl;
+  kt__plan plan;            /* adopted, switched to at the next barrier (kind NONE: none) */
+  kt_run_switch switched;   /* the last switch, for the next step's record */
+  unsigned long long planned_for; /* what was named when the last plan was made */
+  double last_step_seconds;
+  int remote_plan;          /* MPI: world rank 0 has a plan to switch to (every rank knows) */
 };
+
+/* The autopilot (session_autopilot.c): set up once the runtime runs
+ * (the detector always, the planner with autopilot); each step measured
+ * into its record (and a plan made when what is named changed); whether a
+ * switch waits for the next barrier; the switch itself (kt_train_config's
+ * between_steps, ctx the session). */
+kt_status kt__session_autopilot_init(kt_session *s, kt_error *err);
+void kt__session_autopilot_free(kt_session *s);
+void kt__session_autopilot_step(kt_session *s, const kt_train_progress *p, kt_run_step *rec);
+int kt__session_autopilot_due(const kt_session *s);
+kt_status kt__session_autopilot_switch(void *ctx, kt_runtime *rt, int next, kt_error *err);
 
 /* Every rank's stop request (0, 1..KT_STOP_MAX or KT__STOP_FAILED) agreed
  * on: MPI, a collective; threads, the request itself (session_run.c). */
@@ -73,5 +94,20 @@ kt_status kt__session_price(kt_session *s, kt_error *err);
 /* Emits a note through the caller's callback. */
 void kt__session_note(const kt_session *s, kt_note_kind kind, const char *name, long long count,
                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* A step taken (mb_costs.c): its real tokens (what packed micro-batches
+ * hold; fixed without data or for fixed windows) into out->tokens and
+ * p->tokens_per_s, and its micro-batches (mbs: the step's D K M, NULL
+ * without data; replica 0's K M recorded, in run order) with each stage's
+ * measured costs from the step's timeline tl into out->mb_costs. ENOMEM. */
+kt_status kt__step_record(kt_train_result *out, const kt_train_config *cfg,
+                          const kt_microbatch *mbs, double fixed, const kt_timeline *tl,
+                          kt_train_progress *p, kt_error *err);
+void kt__free_mb_costs(kt_train_result *out);
+
+/* Seq1F1B (seq_chunks.c): 1F1B over M micro-batches of K chunks each (mb
+ * j K + k), every micro-batch's chunks backward in reverse; validated.
+ * ENOMEM. */
+kt_status kt__seq1f1b(kt_schedule *s, int P, int M, int K, kt_error *err);
 
 #endif

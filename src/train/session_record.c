@@ -29,6 +29,9 @@ void kt__session_run_config(const kt_session *s, kt_run_config *c) {
   c->steps = p->steps, c->val_every = p->val_every, c->data_seed = p->data_seed;
   const char *data = p->data_path ? p->data_path : p->synthetic || p->data ? "" : "built-in";
   snprintf(c->data, sizeof c->data, "%s", data);
+  snprintf(c->doc_lengths, sizeof c->doc_lengths, "%s", p->doc_lengths ? p->doc_lengths : "");
+  snprintf(c->packing, sizeof c->packing, "%s", p->packing ? p->packing : "");
+  c->seq_chunks = m->seq_chunks > 1 ? m->seq_chunks : 1;
 }
 
 /* The model's memory under the layout (borrowed from s: the segment is

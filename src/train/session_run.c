@@ -62,6 +62,12 @@ static int checkpoint_at(void *ctx, int step) {
          done < s->p.steps;
 }
 
+/* Where the next step waits for this one everywhere: a checkpoint after
+ * it, or the autopilot's switch. */
+static int barrier_at(void *ctx, int step) {
+  return checkpoint_at(ctx, step) || kt__session_autopilot_due(ctx);
+}
+
 /* The checkpoint due after this step, unless some rank failed. */
 static void checkpoint_due(kt_session *s, const kt_train_progress *p) {
   int done = p->step + 1;
@@ -123,6 +129,7 @@ static int on_step(void *ctx, const kt_train_progress *tp) {
   int n = kt__session_step_ranks(p.timeline, s->ranks, s->sched.p);
   p.record = &rec, p.ranks = s->ranks, p.n_ranks = n > 0 ? n : 0;
   idle_causes(s, &p, s->ranks, p.n_ranks);
+  kt__session_autopilot_step(s, &p, &rec);
   kt_status st = KT_OK;
   if (s->rd)
     st = n < 0 ? kt_fail(&err, KT_ENOMEM, "out of memory")
@@ -200,12 +207,13 @@ kt_status kt_session_run(kt_session *s, kt_error *err) {
                                     &s->rounds, err);
   if (st) return st;
   if ((st = save_init(s, err))) return st;
+  if ((st = kt__session_autopilot_init(s, err))) return st;
   kt_train_config tc = {.runtime = *kt_runtime_config_of(s->rt), .first_step = s->first_step,
                         .steps = s->p.steps, .val_every = s->p.val_every,
                         .val_batches = s->p.val_batches, .data = s->data ? s->data : s->p.data,
                         .on_step = on_step, .ctx = s, .skip_nonfinite = s->p.skip_nonfinite,
-                        .links = s->links, .barrier_at = checkpoint_at,
-                        .should_stop = poll_stop};
+                        .links = s->links, .barrier_at = barrier_at,
+                        .should_stop = poll_stop, .between_steps = kt__session_autopilot_switch};
   kt_train_result *res = &s->result.train;
   st = kt_train_run(s->rt, &tc, res, err);
   if (!st && s->fail_status) st = s->fail_status, *err = s->fail_err;

@@ -5,78 +5,34 @@
 #include <string.h>
 
 #include "kaiten/train.h"
-
-
-/* One event seen as a producer or consumer of a boundary tensor: the F of a
- * (stage, mb) or its B/I (class 1), in start order within its group. */
-typedef struct {
-  int stage, mb, cls;
-  double start, end;
-  size_t idx;
-} hop_ref;
-
-static int cmp_hop(const void *a, const void *b) {
-  const hop_ref *x = a, *y = b;
-  if (x->stage != y->stage) return x->stage < y->stage ? -1 : 1;
-  if (x->mb != y->mb) return x->mb < y->mb ? -1 : 1;
-  if (x->cls != y->cls) return x->cls < y->cls ? -1 : 1;
-  return x->start < y->start ? -1 : x->start > y->start;
-}
-
-static size_t find_group(const hop_ref *refs, size_t n, int stage, int mb, int cls) {
-  size_t lo = 0, hi = n;
-  hop_ref key = {stage, mb, cls, -INFINITY, 0, 0};
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (cmp_hop(&refs[mid], &key) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
+#include "train/autopilot.h"
+#include "train/session_internal.h"
 
 /* The time a hand-over between ranks took: for every action that sat waiting
  * for a remote input (its rank was idle when the producer finished), the gap
- * between the producer's end and its own start; the median of those. */
-static double calibrate_hop(const kt_timeline *t, const kt_schedule *s) {
-  size_t n = t->n_events;
-  hop_ref *refs = kt_calloc(n + 1, sizeof *refs);
-  size_t *occ = kt_calloc(n + 1, sizeof *occ);
-  double *gaps = kt_calloc(n + 1, sizeof *gaps), *prev_end = kt_calloc(n + 1, sizeof *prev_end);
-  double hop = 0;
-  if (!refs || !occ || !gaps || !prev_end) goto done;
-  size_t m = 0;
-  for (size_t i = 0; i < n; i++) {
-    const kt_event *e = &t->events[i];
-    prev_end[i] = i > 0 && t->events[i - 1].rank == e->rank ? t->events[i - 1].end : -INFINITY;
-    if (e->op == KT_OP_W) continue;
-    refs[m++] = (hop_ref){e->stage, e->mb, e->op == KT_OP_F ? 0 : 1, e->start, e->end, i};
+ * between the producer's end and its own start; the median of those, and
+ * each link's own (link_comm) where one differs from it by more than a
+ * tenth of the step's mean op (a slow link). */
+static double calibrate_hop(const kt_timeline *t, const kt_schedule *s, double op_mean,
+                            kt_costs *out) {
+  size_t n = t->n_events + 1;
+  double *gaps = kt_calloc(n, sizeof *gaps), *mine = kt_calloc(n, sizeof *mine), hop = 0;
+  int *from = kt_calloc(n, sizeof *from), *to = kt_calloc(n, sizeof *to);
+  size_t ng = gaps && mine && from && to ? kt__hop_gaps(t, s, gaps, from, to) : 0;
+  for (size_t i = 0; i < ng; i++) mine[i] = gaps[i];
+  hop = kt_median(mine, ng);
+  out->comm = hop;
+  kt_error err;
+  for (int l = 0; l < (s->p == 2 ? 1 : s->p) && s->p > 1 && ng; l++) {
+    size_t k = 0;
+    for (size_t i = 0; i < ng; i++)
+      if (kt_link_index(from[i], to[i], s->p) == l) mine[k++] = gaps[i];
+    double own = k ? kt_median(mine, k) : hop;
+    if (fabs(own - hop) <= 0.1 * op_mean) continue;
+    if (!out->link_comm && kt_costs_links_for(out, s->p, &err)) break;
+    out->link_comm[l] = own;
   }
-  qsort(refs, m, sizeof *refs, cmp_hop);
-  /* occurrence (accumulation round) of each event within its group */
-  for (size_t i = 0, k = 0; i < m; i++) {
-    k = i > 0 && refs[i].stage == refs[i - 1].stage && refs[i].mb == refs[i - 1].mb &&
-                refs[i].cls == refs[i - 1].cls ? k + 1 : 0;
-    occ[refs[i].idx] = k;
-  }
-  int S = kt_schedule_stages(s);
-  size_t ng = 0;
-  for (size_t i = 0; i < n; i++) {
-    const kt_event *e = &t->events[i];
-    int from;
-    kt_output need = kt_action_needs(e->op, e->stage, S, &from);
-    if ((need != KT_OUT_F && need != KT_OUT_BI) || from == e->stage) continue;
-    if (kt_stage_rank(s, from) == kt_stage_rank(s, e->stage)) continue; /* in memory */
-    size_t g = find_group(refs, m, from, e->mb, e->op == KT_OP_F ? 0 : 1) + occ[i];
-    if (g >= m || refs[g].stage != from || refs[g].mb != e->mb) continue;
-    double produced = refs[g].end;
-    if (prev_end[i] < produced && e->start >= produced) gaps[ng++] = e->start - produced;
-  }
-  hop = kt_median(gaps, ng);
-done:
-  free(refs);
-  free(occ);
-  free(gaps);
-  free(prev_end);
+  free(gaps), free(mine), free(from), free(to);
   return hop;
 }
 
@@ -179,7 +135,10 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
   out->tf = out->stage_tf[0];
   out->tb = out->stage_tb[0];
   out->tw = out->stage_tw[0];
-  out->comm = calibrate_hop(measured, s);
+  double ops = 0;
+  int n_ops = 0;
+  for (int st = 0; st < S; st++) ops += out->stage_tf[st] + out->stage_tb[st], n_ops += 2;
+  calibrate_hop(measured, s, n_ops ? ops / n_ops : 0, out);
   out->send_overhead = calibrate_send(measured);
   kt_status st = calibrate_mb(measured, s, out, err);
   if (st) kt_costs_free(out);
@@ -193,6 +152,7 @@ void kt_train_result_free(kt_train_result *r) {
   kt_costs_free(&r->calibrated);
   kt_timeline_free(&r->predicted_timeline);
   kt_timeline_free(&r->measured_timeline);
+  kt__free_mb_costs(r);
   memset(r, 0, sizeof *r);
 }
 
@@ -377,9 +337,10 @@ static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeli
   out->mean_step_seconds = mean;
   out->median_step_seconds = out->n_losses > 1 ? kt_median(step_s + 1, (size_t)out->n_losses - 1)
                                                : step_s[0];
+  (void)tps; /* out->tokens: what the steps held */
   out->samples_per_s = samples / out->mean_step_seconds;
-  out->tokens_per_s = out->samples_per_s * (double)tps;
-  out->steady_tokens_per_s = samples * (double)tps / out->median_step_seconds;
+  out->tokens_per_s = out->tokens / out->n_losses / out->mean_step_seconds;
+  out->steady_tokens_per_s = out->tokens / out->n_losses / out->median_step_seconds;
   kt_status st = kt_timeline_metrics(last, &out->measured, err);
   /* the last step as it ran: its period, from the end of the one before */
   if (!st) kt_metrics_set_period(&out->measured, last_s, (int)rc->step_sync);
@@ -525,6 +486,9 @@ static kt_status take(run_loop *L, const kt_step_result *res, kt_error *err) {
   kt_train_progress p;
   kt_status st = step_progress(L->rt, cfg, step, res, L->samples, L->tps, &L->last, out, &p, err);
   if (st) return st;
+  if ((st = kt__step_record(L->out, cfg, L->cfg->data ? L->mbs[step % KT_STEPS_AHEAD] : NULL,
+                            L->samples * (double)L->tps, &L->last, &p, err)))
+    return st;
   p.barrier = L->taken == L->next - cfg->first_step; /* nothing in flight */
   p.agreed = res->vote;
   if (validates(cfg, step)) { /* a barrier: nothing in flight */
@@ -569,8 +533,10 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     if (st || L.taken == L.next - cfg->first_step) break;
     L.taken++;
     if (!res.cancelled) st = take(&L, &res, err);
-    if (!st && !L.ahead && !L.stopping && L.next < cfg->steps && L.taken == L.next - cfg->first_step)
-      st = submit_next(&L, err);
+    if (!st && !L.ahead && !L.stopping && L.next < cfg->steps && L.taken == L.next - cfg->first_step) {
+      if (cfg->between_steps) st = cfg->between_steps(cfg->ctx, rt, L.next, err);
+      if (!st) st = submit_next(&L, err);
+    }
   }
   if (!st && out->n_losses > 0)
     st = summarise(rt, cfg, &L.last, L.step_s, L.total_seconds / out->n_losses, L.samples, L.tps,

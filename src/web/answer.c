@@ -146,6 +146,19 @@ kt_status kt__web_answer(const kt__web_run *w, kt_buf *out, kt_error *err) {
     quick |= w->rq.effort == KT_EFFORT_QUICK && res->kind == searches[i];
   kt_buf_printf(&b, ",\"quick\":%s,\"command\":", quick ? "true" : "false");
   command(&b, w);
+  if (isfinite(w->replanned)) { /* replan=1: the fault's plans */
+    kt_buf_puts(&b, ",\"fault\":{\"clean\":");
+    kt_buf_json_number(&b, w->clean);
+    kt_buf_puts(&b, ",\"static\":");
+    kt_buf_json_number(&b, w->res.met.period);
+    kt_buf_puts(&b, ",\"replanned\":");
+    kt_buf_json_number(&b, w->replanned);
+    kt_buf_puts(&b, ",\"lower_bound\":");
+    kt_buf_json_number(&b, w->bound);
+    kt_buf_puts(&b, ",\"schedule\":");
+    kt_buf_json_string(&b, w->replanned_name);
+    kt_buf_puts(&b, "}");
+  }
   kt_status st = w->exports ? exports(&b, s, err) : KT_OK;
   kt_buf_puts(&b, "}\n");
   if (!st && b.failed) st = kt_fail(err, KT_ENOMEM, "out of memory writing the answer");

@@ -10,9 +10,15 @@
 typedef struct {
   kt_request rq;
   int exports; /* exports=1: the schedule as text and CSV too */
+  int replan;  /* replan=1: also the order zb-auto makes for the faulted costs, and the
+                  order's period without the faults */
   kt_result res;
   int have_res;
   kt_critical cr;
+  /* replan=1: the order's period without the faults, and zb-auto's (zbv-auto's)
+   * order for the faulted costs: its name, period and the lower bound */
+  double clean, replanned, bound;
+  char replanned_name[32];
 } kt__web_run;
 
 /* Appends the answer of a run that simulated. ENOMEM, or the lowering's

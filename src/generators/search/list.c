@@ -119,7 +119,7 @@ static double maxd(double a, double b) { return a > b ? a : b; }
 #define BOUND_DEPTH 16
 
 static double hop(const kt__search_problem *pb, int from, int to) {
-  return pb->srank[from] != pb->srank[to] ? pb->comm : 0;
+  return from == to ? 0 : pb->hop[from < to ? from : to]; /* stages next to each other */
 }
 
 static double f_end_bound(const kt__search_list *ls, int st, int j) {

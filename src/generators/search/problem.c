@@ -45,10 +45,11 @@ kt_status kt__search_problem_init(kt__search_problem *pb, const kt_schedule *s, 
   double **per_stage[] = {&pb->tf, &pb->tb, &pb->tw, &pb->act, &pb->wg, &pb->res};
   for (size_t k = 0; k < sizeof per_stage / sizeof *per_stage; k++)
     *per_stage[k] = kt_calloc((size_t)S, sizeof(double));
+  pb->hop = kt_calloc((size_t)S, sizeof *pb->hop);
   pb->head = kt_calloc((size_t)p, sizeof *pb->head);
   pb->limit = kt_calloc((size_t)p, sizeof *pb->limit);
   if (!pb->srank || !pb->schunk || !pb->rstage || !pb->tf || !pb->tb || !pb->tw || !pb->act ||
-      !pb->wg || !pb->res || !pb->head || !pb->limit) {
+      !pb->wg || !pb->res || !pb->head || !pb->limit || !pb->hop) {
     kt__search_problem_free(pb);
     return kt_fail(err, KT_ENOMEM, "out of memory for a cost table of %d stages", S);
   }
@@ -67,6 +68,8 @@ kt_status kt__search_problem_init(kt__search_problem *pb, const kt_schedule *s, 
     pb->res[st] = fmax(pb->act[st], pb->wg[st]);
     most = fmax(most, pb->res[st]);
   }
+  for (int st = 0; st + 1 < S; st++)
+    pb->hop[st] = kt_cost_link(c, pb->srank[st], pb->srank[st + 1]);
   for (int r = 0; r < p; r++) {
     for (int ch = 1; ch < s->v; ch++) /* V = 2: room for one; V >= 3: the whole rest */
       pb->head[r] = s->v == 2 ? fmax(pb->head[r], pb->res[pb->rstage[r * s->v + ch]])
@@ -92,6 +95,7 @@ void kt__search_problem_free(kt__search_problem *pb) {
   free(pb->mtf), free(pb->mtb), free(pb->mtw), free(pb->mact), free(pb->mwg);
   free(pb->head);
   free(pb->limit);
+  free(pb->hop);
   kt_step_model_free(&pb->step);
   memset(pb, 0, sizeof *pb);
 }

@@ -113,7 +113,7 @@ static int warm_up(rounds *rd, const int *delta, int *req) {
       last = rd->end[KT__PAIR(pb, j, 0)].f + pb->tb[j];
       continue;
     }
-    double mem = rd->mem[j], t = rd->e[j], arrive = last + pb->comm;
+    double mem = rd->mem[j], t = rd->e[j], arrive = last + pb->hop[j];
     while (rd->f[j] + req[j] < m && mem + pb->res[j] <= pb->limit[j] + EPS * (1 + pb->limit[j])) {
       if ((rd->flags & KT__ROUND_FILL_PAST) ? t + pb->tf[j] > arrive + EPS : t >= arrive - EPS)
         break;
@@ -144,7 +144,7 @@ static int warm_up(rounds *rd, const int *delta, int *req) {
  * round's forward out. */
 static int skips(const rounds *rd, int j) {
   const kt__search_problem *pb = rd->pb;
-  double next = rd->e[j + 1] + pb->tf[j + 1] + pb->tb[j + 1] + pb->comm;
+  double next = rd->e[j + 1] + pb->tf[j + 1] + pb->tb[j + 1] + pb->hop[j];
   if (rd->e[j] >= next) return 1;
   double mem = rd->mem[j] + pb->res[j], extra = 0;
   for (int k = rd->w[j]; mem > pb->limit[j] + EPS * (1 + pb->limit[j]) && k < rd->b[j]; k++)

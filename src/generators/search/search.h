@@ -24,7 +24,8 @@ typedef struct {
   /* per (stage, mb) (KT__PAIR) when micro-batches have their own costs, else NULL */
   double *mtf, *mtb, *mtw, *mact, *mwg;
   double *head, *limit;                  /* per rank */
-  double comm;
+  double comm;  /* the uniform hop (kt_cost_comm) */
+  double *hop;  /* per stage x: the hop between stages x and x + 1 (0 on one rank; per link) */
   /* the objective: the period the ranks' starts and ends imply under the
    * costs' step sync and step-end costs (kt_step_model_period) */
   kt_step_model step;
@@ -57,7 +58,7 @@ static inline double kt__search_input_ready(const kt__search_problem *pb, const 
   if (need == KT_OUT_NONE) return 0;
   const kt__search_pair_end *pe = &end[KT__PAIR(pb, from, mb)];
   double t = need == KT_OUT_F ? pe->f : pe->i;
-  return pb->srank[from] != pb->srank[stage] ? t + pb->comm : t;
+  return from == stage ? t : t + pb->hop[from < stage ? from : stage]; /* W: its own I */
 }
 
 /* What op on (stage, mb) takes. */

@@ -50,7 +50,7 @@ static void swap_lists(kt_schedule *a, kt_schedule *b) {
  * 1-2% there at small sizes (v-half, v-min) and nothing at P >= 16, for
  * seconds at P=64, M=1024: the construction stays. */
 static int balanced(const kt_costs *c, int S) {
-  if (kt_cost_comm(c) > 0 || c->links || c->send_overhead > 0) return 0;
+  if (kt_cost_comm(c) > 0 || c->n_links || c->links || c->send_overhead > 0) return 0;
   double t = kt_cost_tf(c, 0);
   for (int st = 0; st < S; st++)
     if (kt_cost_tf(c, st) != t || kt_cost_tb(c, st) != t || kt_cost_tw(c, st) != t) return 0;

@@ -134,7 +134,7 @@ static int warm_up(vrounds *v) {
   for (int r = p - 1; r >= 0; r--) {
     int up = 2 * p - 1 - r;
     if (r < p - 1) {
-      double arrive = v->end[KT__PAIR(pb, up - 1, 0)].f + pb->comm;
+      double arrive = v->end[KT__PAIR(pb, up - 1, 0)].f + pb->hop[up - 1];
       while (v->mem[r] + pb->res[r] * (2 + 2 * r) <= pb->limit[r] + EPS * (1 + pb->limit[r]) &&
              v->e[r] + pb->tf[r] <= arrive + EPS && v->nf[r] < v->m)
         for (int q = 0; q <= r; q++)
