@@ -102,7 +102,7 @@ static void cost_json_mb(kt_buf *b, const char *key, double u, const double *per
 }
 
 void kt__whatif_costs_json(kt_buf *b, const kt_costs *c) {
-  int n = c->n_stages, nm = c->n_mb;
+  int n = c->n_stages, nm = kt_costs_mb_differ(c) ? c->n_mb : 0; /* equal lists: per stage */
   kt_buf_puts(b, "{\"overlap\":");
   kt_buf_json_number(b, c->overlap);
   cost_json_mb(b, "tf", c->tf, c->stage_tf, n, c->mb_tf, nm);
