@@ -33,6 +33,35 @@ static int step_of(int p, int m, kt_schedule *s, kt_timeline *t) {
   return 0;
 }
 
+/* The server thread's work for one step message, nr times: the
+ * prediction and the rendered message (seconds each into render). */
+static void time_renders(const kt_schedule *s, const kt_timeline *t, int p, int m, double *render,
+                         int nr) {
+  kt_error err;
+  for (int i = 0; i < nr; i++) {
+    kt_timeline shifted, pred;
+    kt_timeline_init(&shifted, t->p, "s", "B");
+    for (size_t k = 0; k < t->n_events; k++) {
+      kt_event e = t->events[k];
+      e.start -= 100, e.end -= 100;
+      kt_timeline_add_event(&shifted, &e);
+    }
+    double t0 = kt_now();
+    kt_costs costs;
+    kt_buf msg;
+    kt_buf_init(&msg);
+    if (kt_train_predict(s, 1, &shifted, &costs, &pred, &err) == KT_OK) {
+      kt__serve_timeline_msg(&msg, 0, i, &shifted, &pred, &costs, NULL, 1);
+      kt_costs_free(&costs);
+      kt_timeline_free(&pred);
+    }
+    render[i] = kt_now() - t0;
+    if (i == 0) printf("P=%d M=%d: %zu events, rendered step message %zu bytes\n", p, m, t->n_events, msg.len);
+    kt_buf_free(&msg);
+    kt_timeline_free(&shifted);
+  }
+}
+
 static void one_layout(const bench_opts *o, int p, int m, int reps) {
   kt_schedule s;
   kt_timeline t;
@@ -69,29 +98,7 @@ static void one_layout(const bench_opts *o, int p, int m, int reps) {
     push[i] = kt_now() - t0;
   }
   int nr = o->quick ? 3 : 9;
-  for (int i = 0; i < nr; i++) {
-    kt_timeline shifted, pred;
-    kt_timeline_init(&shifted, t.p, "s", "B");
-    for (size_t k = 0; k < t.n_events; k++) {
-      kt_event e = t.events[k];
-      e.start -= 100, e.end -= 100;
-      kt_timeline_add_event(&shifted, &e);
-    }
-    double t0 = kt_now();
-    kt_costs costs;
-    kt_buf msg;
-    kt_buf_init(&msg);
-    if (kt_train_predict(&s, 1, &shifted, &costs, &pred, &err) == KT_OK) {
-      double cc[4] = {costs.tf, costs.tb, costs.tw, kt_cost_comm(&costs)};
-      kt__serve_timeline_msg(&msg, 0, i, &shifted, &pred, cc, NULL, 1);
-      kt_costs_free(&costs);
-      kt_timeline_free(&pred);
-    }
-    render[i] = kt_now() - t0;
-    if (i == 0) printf("P=%d M=%d: %zu events, rendered step message %zu bytes\n", p, m, t.n_events, msg.len);
-    kt_buf_free(&msg);
-    kt_timeline_free(&shifted);
-  }
+  time_renders(&s, &t, p, m, render, nr);
   kt_server_destroy(srv, "finished", 0);
   bench_stat ps = bench_stats(push, (size_t)reps, 1e6), rs = bench_stats(render, (size_t)nr, 1e3);
   printf("P=%d M=%d: trainer's side of a step %.2f us (%.2f-%.2f), rendering %.3f ms (%.3f-%.3f)\n",

@@ -1,9 +1,9 @@
 """Reads kaiten train --format json outputs for the idle-cause tests
 (test_idle_*.sh): usage  idle_check.py CHECK FILE [FILE ...]
 
-  sums FILE             every rank's busy and five causes sum to the step
+  sums FILE             every rank's compute (the ops' own time) and five causes sum to the step
                         (idle_causes.seconds, idle_step_seconds) within 1%
-  shares FILE           the step's shares of P x step: busy, schedule,
+  shares FILE           the step's shares of P x step: compute, schedule,
                         core_wait, comm, overhead, optimizer (one line)
   core_wait REAL SYN    REAL's idle beyond SYN's is at least 80% core_wait
   straggler BASE SLOW R P  ranks but R: SLOW's extra idle over BASE is at least
@@ -26,7 +26,7 @@ def load(path):
 
 def shares(d):
     P, S = len(d["ranks"]), d["idle_step_seconds"]
-    tot = {k: sum(r["idle_causes"][k] for r in d["ranks"]) / (P * S) for k in ["busy"] + CAUSES}
+    tot = {k: sum(r["idle_causes"][k] for r in d["ranks"]) / (P * S) for k in ["compute"] + CAUSES}
     return tot
 
 
@@ -37,17 +37,17 @@ def main(argv):
         S = d["idle_step_seconds"]
         for i, r in enumerate(d["ranks"]):
             c = r["idle_causes"]
-            total = c["busy"] + sum(c[k] for k in CAUSES)
-            assert all(c[k] >= 0 for k in CAUSES + ["busy"]), (i, c)
+            total = c["compute"] + sum(c[k] for k in CAUSES)
+            assert all(c[k] >= 0 for k in CAUSES + ["compute"]), (i, c)
             assert abs(total - S) <= 0.01 * S and abs(c["seconds"] - S) <= 0.01 * S, (i, c, S)
-        print("sums: %d ranks, busy and causes sum to the %.2f ms step" % (len(d["ranks"]), 1e3 * S))
+        print("sums: %d ranks, compute and causes sum to the %.2f ms step" % (len(d["ranks"]), 1e3 * S))
     elif what == "shares":
         print(" ".join("%s %.3f" % kv for kv in shares(load(files[0])).items()))
     elif what == "core_wait":
         real, syn = shares(load(files[0])), shares(load(files[1]))
-        beyond = (1 - real["busy"]) - (1 - syn["busy"])
+        beyond = (1 - real["compute"]) - (1 - syn["compute"])
         print("idle %.3f, synthetic %.3f: %.3f beyond, core_wait %.3f" %
-              (1 - real["busy"], 1 - syn["busy"], beyond, real["core_wait"]))
+              (1 - real["compute"], 1 - syn["compute"], beyond, real["core_wait"]))
         assert beyond > 0 and real["core_wait"] >= 0.8 * beyond, (real, syn)
     elif what == "straggler":
         base, slow, r_slow, pred = load(files[0]), load(files[1]), int(files[2]), json.loads(files[3])
@@ -55,7 +55,7 @@ def main(argv):
             if r == r_slow:
                 continue
             b, s = base["ranks"][r]["idle_causes"], slow["ranks"][r]["idle_causes"]
-            extra = (s["seconds"] - s["busy"]) - (b["seconds"] - b["busy"])
+            extra = (s["seconds"] - s["compute"]) - (b["seconds"] - b["compute"])
             sched = s["schedule"] - b["schedule"]
             want = 1e-3 * (pred[1][r] - pred[0][r])
             print("rank %d: %.2f ms more idle, %.2f ms of it schedule; the simulator: %.2f ms" %

@@ -48,7 +48,7 @@ static inline int plan_recheck_memory(const kt_plan_model *m, const kt_plan_clus
     for (int k = 0; k < g->p; k++) state = state > r->mem_state[k] ? state : r->mem_state[k];
     sc.stage_tf = r->stage_f, sc.stage_tb = r->stage_i, sc.stage_tw = r->stage_w;
     sc.comm = r->p2p_time;
-    sp.costs = &sc, sp.quick = 1, sp.mem_limit = c->mem_bytes - c->mem_reserved - state;
+    sp.costs = &sc, sp.quick = 1, sp.mem_limit = kt_plan_cluster_budget(c) - state;
   }
   if (kt_generate(g->schedule, &sp, &s, &err)) goto done;
   kt_metrics met;

@@ -67,5 +67,25 @@ printf 'hello kaiten, the conveyor belt turns. %.0s' $(seq 1 200) >"$tmp/text.tx
 : >"$tmp/empty.txt"
 "$K" train $G --stages 2 --steps 2 --data "$tmp/empty.txt" >/dev/null 2>"$tmp/e" && bad "empty data accepted" || { [ "$(wc -l <"$tmp/e")" -le 1 ] && ok || bad "empty data message: $(cat "$tmp/e")"; }
 
+# 5. documents of varying length: a resumed run keeps its documents, packing
+#    and chunks (bitwise continuation); bad flags are exit 2 naming the value
+for extra in "--packing balanced" "--seq-chunks 2"; do
+  D="$G --doc-lengths lognormal:1:4:40 $extra"
+  "$K" train $D --stages 2 --steps 4 >"$tmp/dfull.json" 2>/dev/null || bad "docs $extra: full run"
+  rm -rf "$tmp/drun"
+  "$K" train $D --stages 2 --steps 2 --decay-steps 4 --run-dir "$tmp/drun" >/dev/null 2>&1 || bad "docs $extra: first half"
+  "$K" train --resume "$tmp/drun" --stages 2 -b 2 --val-every 0 --format json --steps 4 >"$tmp/dres.json" 2>"$tmp/dres.err" || bad "docs $extra resume: $(tail -1 "$tmp/dres.err")"
+  py "import json
+a=json.loads(open('$tmp/dfull.json').read().splitlines()[-1])['losses'][2:]
+b=json.loads(open('$tmp/dres.json').read().splitlines()[-1])['losses']
+assert a==b and len(a)==2, (a, b)" && ok || bad "docs $extra: resumed losses differ"
+done
+for args in "--doc-lengths lognormal:1:9:3" "--doc-lengths normal:1:2:9" "--doc-lengths lognormal:1:2:9 --packing lpt" \
+            "--packing balanced" "--seq-chunks 2" "--doc-lengths lognormal:1:2:9 --seq-chunks 99" \
+            "--doc-lengths lognormal:1:2:9 --seq-chunks 2 --recompute" "--doc-lengths lognormal:1:2:9 --seq-chunks 2 --schedule zb-h1"; do
+  "$K" train $G --stages 2 --steps 1 $args >/dev/null 2>"$tmp/e"; rc=$?
+  [ $rc = 2 ] && [ "$(wc -l <"$tmp/e")" = 1 ] && ok || bad "$args: exit $rc: $(cat "$tmp/e")"
+done
+
 echo "test_gpt_cli.sh: $checks checks, $fails failed: $([ $fails = 0 ] && echo OK || echo FAIL)"
 [ $fails = 0 ]

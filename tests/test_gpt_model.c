@@ -326,7 +326,9 @@ static void test_chunked_equivalence(void) {
 /* Floats of one micro-batch's segment over units [first, first + n). */
 static size_t seg_floats(const kt_model_config *cfg, int seg, int first, int n, int Bm) {
   size_t s = 0;
-  for (int u = first; u < first + n; u++) s += kt__gpt_acts_point(NULL, NULL, seg, cfg, u, Bm);
+  kt__gpt_rows r = {.N = Bm * cfg->seq_len, .B = Bm, .T = cfg->seq_len};
+  r.att = kt__gpt_att_floats(&r, cfg->heads);
+  for (int u = first; u < first + n; u++) s += kt__gpt_acts_point(NULL, NULL, seg, cfg, u, &r);
   return s;
 }
 

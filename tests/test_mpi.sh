@@ -62,6 +62,23 @@ for layout in "2 2 1f1b" "4 1 zb-h1" "2 1 interleaved"; do
   else bad "gpt $layout: mpirun failed: $(why "$tmp/gm.err")"; fi
 done
 
+# documents of varying length packed into micro-batches (block-diagonal
+# attention; with --seq-chunks each in chunks along the sequence): MPI
+# equals threads bit for bit, and the unpipelined model on the same packed
+# micro-batches
+for case in "fifo 2 1 1f1b" "fifo 2 2 zb-h1" "balanced 2 1 1f1b" "balanced 2 2 zb-h1" \
+            "balanced 2 2 1f1b --seq-chunks 2"; do
+  set -- $case; packing=$1; P=$2; D=$3; s=$4; shift 4
+  DOCS="$GPT --doc-lengths lognormal:1:4:40 --packing $packing $*"
+  if mpi_run $((P * D)) "$tmp/dm.json" "$tmp/dm.err" train $DOCS --transport mpi --stages $P --data-parallel $D --schedule $s; then
+    losses "$tmp/dm.json" >"$tmp/dm"
+    "$K" train $DOCS --stages $P --data-parallel $D --schedule $s >"$tmp/dt.json" 2>/dev/null && losses "$tmp/dt.json" >"$tmp/dt"
+    "$K" train $DOCS --stages 1 --data-parallel $D >"$tmp/d1.json" 2>/dev/null && losses "$tmp/d1.json" >"$tmp/d1"
+    cmp -s "$tmp/dm" "$tmp/dt" && [ -s "$tmp/dm" ] && ok || bad "docs $case: mpi vs threads: $(cat "$tmp/dm") / $(cat "$tmp/dt")"
+    same "$tmp/dm" "$tmp/d1" "docs $case" && ok || bad "docs $case: mpi vs unpipelined"
+  else bad "docs $case: mpirun failed: $(why "$tmp/dm.err")"; fi
+done
+
 # the gradients' ring all-reduce over 3 and 4 replicas (chunks of unequal
 # length, several steps around the ring) equals the unpipelined model
 for D in 3 4; do

@@ -175,7 +175,9 @@ static void run_reports(void) {
     timeline_with(&r.predicted, 0, v);
     r.has_timeline = isfinite(v) && v >= 0;
     r.has_memory = 1;
-    for (int i = 0; i < 4; i++) r.calibrated[i] = v;
+    kt_costs_default(&r.calibrated);
+    r.calibrated.tf = r.calibrated.tb = r.calibrated.tw = r.calibrated.comm = v;
+    r.has_calibrated = 1;
     kt_buf b;
     kt_buf_init(&b);
     double t0 = kt_now();

@@ -122,7 +122,8 @@ static void full_run(void) {
   for (size_t i = 0; i < r.measured.n_events; i++)
     if (r.measured.events[i].start < first) first = r.measured.events[i].start;
   CHECK_NEAR(first, 0, 1e-12);
-  CHECK_NEAR(r.calibrated[1], 0.002, 1e-12);
+  CHECK(r.has_calibrated);
+  CHECK_NEAR(r.calibrated.tb, 0.002, 1e-12);
   CHECK(r.has_memory);
   CHECK_EQ_INT(r.measured.n_mem, 2);
   CHECK_NEAR(r.measured.mem[0].t, 0.001, 1e-9); /* 5.001 s, counted from the step's start */
@@ -308,6 +309,117 @@ static void markers(void) {
   kt_buf_free(&b);
 }
 
+/* A run as train writes it now: costs calibrated per stage (per_stage
+ * true, the step's end), each rank's bytes sent, and config.json's segment
+ * with the model's memory per stage, 1F1B's peak and the limit. */
+static const char config_mem[] =
+    "{\"model\": {\"kind\": \"gpt\", \"layers\": 4},\n"
+    " \"layout\": {\"schedule\": \"1f1b\", \"p\": 2, \"v\": 1, \"m\": 2, \"partition\": [2, 2]},\n"
+    " \"steps\": 1,\n"
+    " \"segments\": [{\"first_step\": 0, \"last_step\": 1, \"schedule\": \"1f1b\", \"p\": 2, "
+    "\"v\": 1, \"m\": 2, \"partition\": [2, 2], \"mem_act_bytes\": [4096, 2048], "
+    "\"mem_wgrad_bytes\": [1024, 512], \"mem_transient_bytes\": [256, 128], "
+    "\"peak_1f1b_bytes\": 8192, \"mem_limit\": \"0.5x\", \"mem_limit_bytes\": 4096}]}\n";
+
+static const char timeline_costs[] =
+    "{\"measured\":{\"p\":2,\"time_unit\":\"s\",\"ranks\":[{\"rank\":0,\"bytes_sent\":4096},"
+    "{\"rank\":1,\"bytes_sent\":2048}],\"events\":["
+    "{\"rank\":0,\"stage\":0,\"mb\":0,\"op\":\"F\",\"start\":1.0,\"end\":1.001}]},"
+    "\"predicted\":{\"p\":2,\"time_unit\":\"s\",\"costs\":{\"tf\":[0.001,0.003],"
+    "\"tb\":[0.002,0.004],\"tw\":[0.0005,0.0006],\"comm\":0.0001,\"send_overhead\":1e-6,"
+    "\"mem_act\":0,\"mem_wgrad\":0,\"tu\":0.0002,\"t_norm\":0,\"t_dp\":0,"
+    "\"step_sync\":\"barrier\",\"per_stage\":true},\"events\":["
+    "{\"rank\":0,\"stage\":0,\"mb\":0,\"op\":\"F\",\"start\":0,\"end\":0.001}]}}\n";
+
+static void check_costs(const kt_costs *c) {
+  CHECK_EQ_INT(c->n_stages, 2);
+  CHECK(c->stage_tf && c->stage_tb && c->stage_tw);
+  if (!c->stage_tf || !c->stage_tb || !c->stage_tw) return;
+  CHECK_NEAR(c->stage_tf[1], 0.003, 0);
+  CHECK_NEAR(c->stage_tb[0], 0.002, 0);
+  CHECK_NEAR(c->stage_tw[1], 0.0006, 0);
+  CHECK_NEAR(c->comm, 0.0001, 0);
+  CHECK_NEAR(c->send_overhead, 1e-6, 0);
+  CHECK_NEAR(c->tu, 0.0002, 0);
+  CHECK_EQ_INT(c->step_sync, KT_STEP_BARRIER);
+  /* the segment's bytes per stage */
+  CHECK(c->stage_mem_act && c->stage_mem_wgrad && c->stage_mem_transient);
+  if (c->stage_mem_act) CHECK_NEAR(c->stage_mem_act[0], 4096, 0);
+  if (c->stage_mem_wgrad) CHECK_NEAR(c->stage_mem_wgrad[1], 512, 0);
+  if (c->stage_mem_transient) CHECK_NEAR(c->stage_mem_transient[0], 256, 0);
+}
+
+static void calibrated_run(void) {
+  char d[400];
+  snprintf(d, sizeof d, "%s", run_dir("calibrated"));
+  put(d, "config.json", "%s", config_mem);
+  put(d, "metrics.jsonl", "{\"step\":1,\"loss\":1,\"bubble\":0.5," RANKS2 "}\n");
+  put(d, "timeline.json", "%s", timeline_costs);
+  kt_run r;
+  kt_error err = {{0}};
+  kt_status st = kt_run_load(d, &r, &err);
+  CHECK_MSG(st == KT_OK, "%s", err.msg);
+  if (st) return;
+  CHECK(r.has_calibrated);
+  check_costs(&r.calibrated);
+  const kt_run_segment *seg = &r.cfg.segments[0];
+  CHECK_EQ_INT(seg->n_mem, 2);
+  CHECK_NEAR(seg->peak_1f1b_bytes, 8192, 0);
+  CHECK_NEAR(seg->mem_limit_bytes, 4096, 0);
+  CHECK(!strcmp(seg->mem_limit, "0.5x"));
+  CHECK(r.sent_bytes != NULL);
+  if (r.sent_bytes) CHECK_NEAR(r.sent_bytes[0], 4096, 0);
+  /* the per-rank table says what each rank sent (its events carry no bytes) */
+  kt_buf b;
+  kt_buf_init(&b);
+  kt_render_run_report(&b, &r, NULL);
+  CHECK(!b.failed);
+  const char *table = b.data ? strstr(b.data, "per rank, traced step") : NULL;
+  CHECK(table != NULL);
+  HAS(table ? table : "", "<td class=\"num\">4096</td>");
+  HAS(table ? table : "", "<td class=\"num\">2048</td>");
+  HAS(b.data ? b.data : "", "costs calibrated on this step (per stage): T_F 1000, 3000 \xc2\xb5s");
+  kt_buf_free(&b);
+  /* config.json written back keeps the memory */
+  kt_rundir *rd;
+  const char *d2 = run_dir("calibrated-copy");
+  st = kt_rundir_create(d2, KT_RUNDIR_NEW, NULL, &rd, &err);
+  CHECK_MSG(st == KT_OK, "%s", err.msg);
+  if (!st) {
+    st = kt_rundir_write_config(rd, &r.cfg, &err);
+    CHECK_MSG(st == KT_OK, "%s", err.msg);
+    kt_rundir_destroy(rd);
+    kt_run_config back;
+    st = kt_rundir_read_config(d2, &back, &err);
+    CHECK_MSG(st == KT_OK, "%s", err.msg);
+    if (!st) {
+      CHECK_EQ_INT(back.segments[0].n_mem, 2);
+      CHECK_NEAR(back.segments[0].mem_transient_bytes[1], 128, 0);
+      CHECK_NEAR(back.segments[0].peak_1f1b_bytes, 8192, 0);
+      CHECK(!strcmp(back.segments[0].mem_limit, "0.5x"));
+      kt_run_config_free(&back);
+    }
+  }
+  kt_run_free(&r);
+  /* compare --costs runs/NAME reads the same */
+  kt_costs c;
+  kt_run_segment lay;
+  st = kt_rundir_read_costs(d, &c, &lay, &err);
+  CHECK_MSG(st == KT_OK, "%s", err.msg);
+  if (!st) {
+    check_costs(&c);
+    CHECK(lay.p == 2 && lay.m == 2 && lay.v == 1 && !strcmp(lay.schedule, "1f1b"));
+    kt_costs_free(&c);
+  }
+  /* a run without timeline.json: said */
+  const char *d3 = run_dir("no-timeline");
+  put(d3, "config.json", "%s", config_mem);
+  st = kt_rundir_read_costs(d3, &c, NULL, &err);
+  CHECK_EQ_INT(st, KT_EINVAL);
+  HAS(err.msg, "has no timeline.json");
+  kt_costs_free(&c);
+}
+
 int main(void) {
   snprintf(root, sizeof root, "/tmp/kt_run_report_XXXXXX");
   if (!mkdtemp(root)) {
@@ -315,6 +427,7 @@ int main(void) {
     return 1;
   }
   full_run();
+  calibrated_run();
   bare_run();
   errors();
   bad_lines();

@@ -382,7 +382,7 @@ static void live_run(void) {
   HAS(early.data ? early.data : "", "\"live\":true");
   HAS(early.data ? early.data : "", "\"reason\":\"finished\"");
   /* the prediction ran: costs calibrated on the pushed step */
-  HAS(early.data ? early.data : "", "\"costs\":{\"tf\":");
+  HAS(early.data ? early.data : "", "\"costs\":{\"overlap\":0,\"tf\":[");
   kt_buf_free(&early);
   kt_buf_free(&late);
 }

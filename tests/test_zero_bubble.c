@@ -145,6 +145,14 @@ static void test_dualpipev(void) {
     CHECK_MSG(0, "%s", err.msg);
   }
   kt_schedule_free(&s);
+}
+
+/* DualPipeV's overlapped pairs as the cost model runs them, its sizes and
+ * its idle at every M >= 2P. */
+static void test_dualpipev_pairs(void) {
+  kt_schedule s;
+  kt_error err;
+  kt_metrics m;
   /* the overlap cost model: a pair starts when both inputs are ready and
    * publishes both results when it ends (F&B = T_F + T_B + T_W) */
   kt_costs c;
@@ -224,6 +232,11 @@ static void test_closed_forms(void) {
     }
   }
   CHECK(tried == 1200);
+}
+
+/* The per-rank and classic peak memory forms, and the paper's forms as a
+ * special case. */
+static void test_closed_forms_memory(void) {
   /* the per-rank forms of zb-h1 and zb-h2: (P-r)M_B + r M_W and (2P-1-2r)M_B + 2r M_W */
   kt_costs c;
   kt_costs_default(&c);
@@ -537,7 +550,9 @@ int main(void) {
   test_paper_numbers();
   test_zbv();
   test_dualpipev();
+  test_dualpipev_pairs();
   test_closed_forms();
+  test_closed_forms_memory();
   test_interleaved_zb();
   test_interleaved_zb_torch_order();
   test_random_costs_never_deadlock();

@@ -541,7 +541,7 @@ def part_idle(b):
     got = {(r, part): v for r, part, v in bars}
     n = page.eval("%s.seed.measured.ranks.length" % (PANEL % k))
     check(n >= 2 and all(close(got.get((r, c)), v) for r in range(n) for c, v in causes.items())
-          and all(close(got.get((r, "busy")), 0.01 * (r + 1)) for r in range(n)),
+          and all(close(got.get((r, "compute")), 0.01 * (r + 1)) for r in range(n)),
           "measured causes drawn: %s" % bars)
     clean(page, "run report's why idle")
 

@@ -55,6 +55,13 @@ typedef struct {
   int recompute;      /* keep only each chunk's input; recompute forward in backward */
   uint64_t seed;      /* parameter initialisation (per unit, so any partition agrees) */
   kt_gemm_kind gemm;  /* the matmuls' library (default KT_GEMM_AUTO) */
+  /* GPT: each micro-batch of packed documents runs as this many chunks
+   * along the sequence (0 or 1: whole). Micro-batch index mb is chunk
+   * mb % seq_chunks of micro-batch mb / seq_chunks; chunks run their F in
+   * order and their backward in reverse, each attending to the keys and
+   * values of its documents' earlier chunks (kept by the chunk). Not with
+   * recompute. */
+  int seq_chunks;
 } kt_model_config;
 
 /* Sensible defaults for the kind (MLP: L=8, H=64; GPT: L=4, C=64, H=4, T=64, V=256). */
@@ -78,6 +85,22 @@ typedef struct {
   const float *x, *y;        /* MLP: inputs (b, H), targets (b, H) */
   const int *tokens;         /* GPT: (b, T) */
   const int *targets;        /* GPT: (b, T) */
+  /* GPT packed documents (pos non-NULL): the first n_tokens (1 .. b T) of
+   * tokens and targets hold whole documents back to back, and pos
+   * (n_tokens) is each token's position in its document (0 starts one, each
+   * next one adds 1, below T). Attention stays inside a document
+   * (block-diagonal causal) and positions restart with each; the rows
+   * after n_tokens are neither computed nor read. */
+  int n_tokens;
+  const int *pos;
+  /* GPT with seq_chunks: each token's row in its whole micro-batch (before
+   * the split into chunks; n_tokens may then be 0). Positions continue a
+   * document across chunks. */
+  const int *row;
+  /* GPT: weight of each token's loss and gradient; 0: 1 / the micro-batch's
+   * tokens (its mean). A step's mean over its real tokens gives every
+   * micro-batch (micro-batches of the step) / (tokens of the step). */
+  double loss_scale;
 } kt_microbatch;
 
 /* A chunk: the units [first_unit, first_unit + n_units) of one model on

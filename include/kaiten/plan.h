@@ -98,7 +98,8 @@ typedef struct {
   int devices;          /* N */
   int devices_per_node; /* tensor-parallel groups stay inside a node */
   double mem_bytes;     /* memory per device */
-  double mem_reserved;  /* bytes per device kept back (runtime, buffers) */
+  double mem_reserved;  /* bytes per device kept back (runtime, buffers); < 0: the default,
+                         * kt_plan_cluster_reserved */
   double peak_flops;    /* FLOP/s per device (dense, training precision) */
   double efficiency;    /* achieved fraction of peak_flops for matmuls */
   double achieved_flops; /* > 0: measured FLOP/s, overrides peak * efficiency */
@@ -115,6 +116,16 @@ kt_status kt_plan_cluster_parse(const char *json, kt_plan_cluster *c, kt_error *
 kt_status kt_plan_cluster_load(const char *path, kt_plan_cluster *c, kt_error *err);
 kt_status kt_plan_cluster_check(const kt_plan_cluster *c, kt_error *err);
 double kt_plan_cluster_flops(const kt_plan_cluster *c); /* achieved FLOP/s */
+/* What a real device loses before the model gets any: the runtime's
+ * context and the communication buffers (2 GB, at most a tenth of the
+ * memory) and fragmentation (5% of it), bytes: KT_PLAN_RESERVE_* below.
+ * mem_reserved when it is given (>= 0), else this default. */
+#define KT_PLAN_RESERVE_FIXED 2e9
+#define KT_PLAN_RESERVE_SHARE 0.05
+double kt_plan_cluster_reserved(const kt_plan_cluster *c);
+/* The bytes a device's model state and activations may take: memory less
+ * what is reserved. */
+double kt_plan_cluster_budget(const kt_plan_cluster *c);
 
 /* Training options that are not searched. */
 typedef struct {

@@ -296,6 +296,12 @@ void kt_render_plan_partition(const kt_plan_model *m, const kt_plan_cluster *c,
                               const kt_plan_partition_view *pv, int json, kt_buf *out);
 /* The model presets with their shapes. */
 void kt_render_plan_presets(kt_buf *out);
+/* How to run configuration r with the frameworks users run: Megatron-LM's
+ * flags, torchtitan's [parallelism] settings (transformer models) and
+ * kaiten.torch's call, each with r's partition; json: a "launch" member
+ * {"megatron","torchtitan","kaiten_torch"} appended to an open object. */
+void kt_render_plan_launch(const kt_plan_model *m, const kt_plan_options *o,
+                           const kt_plan_result *r, long B, int json, kt_buf *out);
 
 #ifdef __cplusplus
 }

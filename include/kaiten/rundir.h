@@ -93,10 +93,25 @@ typedef struct {
   int n_partition;
   double predicted_bubble; /* the simulator, costs calibrated on the segment's last step; NAN */
   double measured_bubble;  /* measured on that step; NAN */
+  /* that step's predicted period, and 1F1B's on the same costs and model
+   * (kt_session_result.period_1f1b): what the schedule costs in time (s; NAN) */
+  double predicted_period, period_1f1b;
   /* the cores the run's (first) process could use and its compute threads
    * (ranks x OpenBLAS threads): more threads than cores and ops waited for
    * a core; 0 when unknown */
   int cores, compute_threads;
+  /* The model's memory under this layout (bytes per micro-batch, measured
+   * by train; kt_session_info): per stage (n_mem = P*V entries; NULL and 0
+   * for a synthetic model or one of the caller's own) what an F keeps,
+   * what an I keeps for its W, and what an op holds above that while it
+   * runs; 1F1B's predicted peak on the same model (the largest rank's;
+   * 0 or NAN: unknown); the memory limit the schedule was built under, on
+   * the whole peak (0 or NAN: none, or none in bytes) and as written ("":
+   * none). */
+  double *mem_act_bytes, *mem_wgrad_bytes, *mem_transient_bytes;
+  int n_mem;
+  double peak_1f1b_bytes, mem_limit_bytes;
+  char mem_limit[32];
 } kt_run_segment;
 
 /* config.json as data. model is "gpt", "mlp" or "synthetic". */
@@ -110,12 +125,17 @@ typedef struct {
   int steps, val_every; /* the steps the run aims for; validation every N */
   uint64_t data_seed;
   char data[512];       /* a data file, "built-in", or "" (synthetic) */
+  /* GPT documents of varying length: the spec ("" for fixed windows), the
+   * packing, and the chunks along the sequence (1: none; a segment's m
+   * counts the chunks) */
+  char doc_lengths[64], packing[16];
+  int seq_chunks;
   kt_run_segment *segments; /* n_segments >= 1; the last is the current layout */
   int n_segments;
 } kt_run_config;
 
 void kt_run_config_free(kt_run_config *c);
-/* Appends a segment (deep copy of seg, partition included). ENOMEM. */
+/* Appends a segment (deep copy of seg, partition and memory included). ENOMEM. */
 kt_status kt_run_config_add_segment(kt_run_config *c, const kt_run_segment *seg, kt_error *err);
 
 /* ---- writing (one writer per directory) ------------------------------------------ */
@@ -210,7 +230,15 @@ typedef struct {
   /* timeline.json: the traced (last) step, both shifted to start at 0 (s) */
   int has_timeline;
   kt_timeline measured, predicted;
-  double calibrated[4];   /* predicted costs: T_F, T_B, T_W, T_comm (s); NAN when absent */
+  /* the costs the prediction ran on (timeline.json's predicted.costs, s:
+   * per stage where calibrated per stage), with the current segment's
+   * memory per stage (bytes) where config.json has it; has_calibrated 0
+   * when the file has none (calibrated is then kt_costs_default's) */
+  kt_costs calibrated;
+  int has_calibrated;
+  /* each rank's bytes sent in the traced step (timeline.json's
+   * measured.ranks[].bytes_sent; measured.p entries, NULL when absent) */
+  double *sent_bytes;
   /* the traced step's period, measured and predicted (s), and its step
    * sync (kt_step_sync; -1: unknown, a run before periods were written: NAN) */
   double measured_period, predicted_period;
@@ -244,6 +272,16 @@ typedef struct {
  * it changed. Bad lines are skipped and counted as in kt_run_load; errors
  * as kt_run_load's, r stays as it was (new steps already added stay). */
 kt_status kt_run_follow(kt_run *r, kt_run_news *news, kt_error *err);
+
+/* The costs a run's traced step was predicted with, and its memory, as
+ * kt_run_load reads them (kt_run.calibrated), without reading its
+ * metrics: what `compare --costs runs/NAME` takes. *layout (may be NULL)
+ * receives the current segment (its schedule, P, V, M; its arrays are
+ * not set: partition and memory NULL). EINVAL naming the directory when
+ * it is not a run or has no timeline.json yet (written when training
+ * ends), EPARSE, ENOMEM. Free out with kt_costs_free. */
+kt_status kt_rundir_read_costs(const char *dir, kt_costs *out, kt_run_segment *layout,
+                               kt_error *err);
 
 /* Whether a process holds dir's lock (writes it now): 1 with its PID in
  * *pid (0 when unknown), else 0. Takes no lock while a writer holds it

@@ -58,6 +58,9 @@ typedef struct {
   int layers, hidden, steps;   /* steps: planned in total */
   const char *transport;       /* "threads" | "mpi" */
   const kt_run *done;          /* a resumed run's earlier steps, shown first (may be NULL) */
+  /* its layout as config.json has it: the model's memory, 1F1B's peak and
+   * the memory limit, drawn beside each step's (may be NULL) */
+  const kt_run_segment *layout;
 } kt_serve_live;
 
 /* Receives a warning (a line of metrics.jsonl skipped); may be called from

@@ -191,7 +191,8 @@ extern const char *const kt_idle_cause_names[KT_IDLE_CAUSES];
 /* Cause i of s (kt_idle_cause_names' order). */
 double kt_idle_cause(const kt_idle_split *s, int i);
 /* {"schedule":..,"core_wait":..,"comm":..,"overhead":..,"optimizer":..,
- * "busy":..,"seconds":..} (seconds: what the six sum to, the step) */
+ * "compute":..,"seconds":..} (compute: the actions' own time, .busy;
+ * seconds: what the six sum to, the step) */
 void kt_idle_split_json(const kt_idle_split *s, kt_buf *b);
 
 #ifdef __cplusplus

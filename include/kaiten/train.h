@@ -45,6 +45,28 @@ kt_status kt_data_mlp_create(int hidden, uint64_t seed, kt_data_source **out, kt
 kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_batch,
                                      uint64_t seed, kt_data_source **out, kt_error *err);
 
+/* Documents of varying length for the GPT (kaiten/model.h's packed
+ * micro-batches): each step draws document lengths from doc_lengths
+ * ("lognormal:SIGMA:MIN:MAX", kaiten/packing.h; a document longer than
+ * seq_len is cut into pieces of seq_len, the model's context), takes each
+ * document's bytes (and next bytes as targets) from a place of the
+ * training text, and packs them (kt_pack_documents) into micro-batches of
+ * micro_batch * seq_len tokens: packing "fifo" (NULL) fills them in data
+ * order, "balanced" assigns the same documents longest first to the
+ * micro-batch with the least load (kt_token_model with attention share
+ * attn_share) that has room, run in the packing's order. Loss and
+ * gradients are the mean over the step's real tokens. A
+ * pure function of (seed, step, replica). With seq_chunks K > 1 each
+ * micro-batch is given as K chunks along the sequence (piece k of every
+ * document, rows [k L / K, (k + 1) L / K), in chunk k; kaiten/model.h's
+ * row): fill's M counts chunks (M / K micro-batches), the documents and
+ * packing those of the unchunked fill. Validation: the held-out windows.
+ * EINVAL naming a bad spec or packing, EIO, ENOMEM. */
+kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_batch,
+                                     uint64_t seed, const char *doc_lengths, const char *packing,
+                                     double attn_share, int seq_chunks, kt_data_source **out,
+                                     kt_error *err);
+
 typedef struct {
   int step;              /* optimizer step just finished (0-based) */
   int steps;             /* total */
@@ -107,6 +129,17 @@ typedef struct {
   kt_status (*between_steps)(void *ctx, kt_runtime *rt, int next, kt_error *err);
 } kt_train_config;
 
+/* One micro-batch of a step as it ran (replica 0): what it held and what
+ * each stage measured for it (the action's own time: its CPU time, or for a
+ * synthetic run the cost it slept). */
+typedef struct {
+  int round, mb;       /* round k of K, micro-batch j of M */
+  int tokens;          /* real tokens (packed documents), else b T */
+  int documents;       /* packed documents (fixed windows: b) */
+  double attn_tokens2; /* sum over its documents of L^2 (fixed windows: b T^2) */
+  double *tf, *tb, *tw; /* [S] seconds per stage: F, the input gradient (I or a full B), W */
+} kt_mb_cost;
+
 typedef struct {
   double *losses;        /* steps run by this call, in order (caller frees) */
   int n_losses;
@@ -140,6 +173,13 @@ typedef struct {
    * non-finite value in the step before, or in this rank's own share); with
    * more than half of them the prediction is a barrier's */
   int waited_steps;
+  /* the last training step's micro-batches, K rounds of M in run order, and
+   * the stages S each has costs for (0 with no data source) */
+  kt_mb_cost *mb_costs;
+  int n_mb_costs, mb_cost_stages;
+  /* real tokens over the steps run (packed documents count what they hold;
+   * tokens_per_s and steady_tokens_per_s are these over the time) */
+  double tokens;
 } kt_train_result;
 
 /* Trains with an already-created runtime (threads or MPI). */
@@ -258,6 +298,10 @@ typedef struct {
   kt_data_source *data;         /* the caller's (never destroyed here); NULL: the built-in model's */
   const char *data_path;        /* GPT's built-in data: a text file (NULL: the built-in corpus) */
   uint64_t data_seed;
+  /* GPT: documents of varying length packed into micro-batches
+   * (kt_data_docs_source_create: "lognormal:SIGMA:MIN:MAX"; NULL: fixed
+   * windows of seq_len) and their packing ("fifo" (NULL) | "balanced") */
+  const char *doc_lengths, *packing;
   /* ---- the schedule and the layout ---- */
   const kt_schedule *schedule;  /* the caller's (copied); NULL: generate `kind` */
   const kt_schedule *program;   /* with schedule: its lowered form, run as written (may be NULL) */
@@ -387,6 +431,10 @@ struct kt_session_info {
    * V = 1, else balanced): what a memory limit's fraction is of; 0 when
    * there is none */
   double peak_1f1b;
+  /* the memory limit (kt_session_params.mem_limit) on the whole peak in
+   * bytes: as given, or its fraction of peak_1f1b; 0 when none is given or
+   * it is in activation units */
+  double mem_limit_bytes;
   /* the cores this process may use, and its compute threads (its ranks x
    * OpenBLAS threads each): more threads than cores and ops wait for a core */
   int cores, compute_threads;
@@ -406,6 +454,11 @@ typedef struct {
   /* the largest rank's measured peak activation bytes on the last step over
    * 1F1B's predicted peak (kt_session_info.peak_1f1b); NAN when unknown */
   double peak_vs_1f1b;
+  /* what the schedule's memory costs in time: 1F1B's predicted period on
+   * the same model and the costs calibrated on the last step (a rank's
+   * stages summed into its one stage), to set beside the prediction's
+   * (train.predicted.period); NAN when unknown */
+  double period_1f1b;
   /* Why the last step idled, per pipeline rank (p entries;
    * kt_idle_split_step), and the step's wall time they sum to; idle NULL
    * where the step's every event is not at hand (MPI ranks but world rank 0). */

@@ -80,7 +80,7 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   {"mem-wgrad", 0, "X", "memory M_W an I keeps until its W, rank basis as --tf (default 0)"}, \
   {"overlap", 0, "X", "overlapped F&B cells: 0 = one after the other (default), 1 = fully hidden"}, \
   CLI_STEP_OPTS, \
-  {"costs", 0, "FILE", "JSON cost file: {\"tf\": 1 or [..], \"tb\", \"tw\", \"comm\", \"mem_act\", \"mem_wgrad\", \"tu\", \"step_sync\", ...}"}
+  {"costs", 0, "FILE", "JSON cost file: {\"tf\": 1 or [..], \"tb\", \"tw\", \"comm\", \"mem_act\", \"mem_wgrad\", \"tu\", \"step_sync\", ...}; or a run directory (runs/NAME): the costs its traced step was predicted with and its memory per stage (bytes), per stage, at its P and M (sim: its schedule and V) unless given"}
 
 /* What a step is (docs/schedules.md): how ranks go from one step to the
  * next, and what the step's end costs. */
@@ -161,6 +161,13 @@ typedef struct {
   int n;
 } cli_hosts;
 int cli_parse_hosts(const char *flag, const char *list, cli_hosts *out);
+/* Where a dashboard listens (train and serve take the same flags): one of
+ * --serve [HOST:]PORT and --addr [HOST:]PORT, or --port PORT, or --addr
+ * HOST with --port PORT. Into buf ("" when none is given); two addresses,
+ * or --port beside an address with a port, are a usage error (returns 2).
+ * The address itself is checked by kt_serve_parse_addr; *flag names the
+ * flag it came from ("--serve", "--addr" or "--port"), for its errors. */
+int cli_serve_addr(const cli_args *a, char *buf, size_t n, const char **flag);
 /* Warns on stderr when host:port is reachable from the network. */
 void cli_serve_exposed(const char *host, int port);
 

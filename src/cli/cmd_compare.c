@@ -14,6 +14,7 @@ static const cli_opt compare_opts[] = {
     CLI_SCHEDULE_FILE_OPTS,
     CLI_COST_OPTS,
     CLI_SEARCH_OPTS,
+    CLI_PACKING_OPTS,
     {"format", 'f', "FMT", "table (default) | json"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
     {"report", 0, "FILE", "also write a self-contained HTML report (Gantts side by side) to FILE"},

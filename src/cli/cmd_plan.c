@@ -11,6 +11,9 @@ static const cli_opt plan_opts[] = {
     {"model", 0, "PRESET|FILE", "model: a preset (see --list-presets) or a JSON model spec"},
     {"devices", 'n', "N", "devices in all (default: the cluster's, 8)"},
     {"mem-gb", 0, "G", "memory per device in GB = 1e9 bytes (default: the cluster's, 80)"},
+    {"mem-reserved-gb", 0, "G", "GB of each device's memory the model never gets (default: the "
+                                "cluster's, else 2 GB (at most a tenth) + 5%: runtime, buffers, "
+                                "fragmentation)"},
     {"global-batch", 'B', "B", "samples per optimizer step (required unless --partition-only)"},
     {"seq-len", 's', "S", "sequence length (default: the model's)"},
     {"cluster", 0, "FILE", "JSON cluster spec (devices, memory, FLOP/s, bandwidths; see docs)"},
@@ -95,13 +98,15 @@ static int read_cluster(const cli_args *a, kt_plan_cluster *c) {
   const char *file = cli_get(a, "cluster");
   if (file && kt_plan_cluster_load(file, c, &err)) return cli_fail(KT_EINVAL, &err);
   long n, dpn;
-  double gb, tflops, eff;
+  double gb, tflops, eff, reserved;
   if (cli_int(a, "devices", 1, (long)KT_MAX_RANKS * 64, c->devices, &n) ||
       cli_int(a, "devices-per-node", 1, 1 << 20, c->devices_per_node, &dpn) ||
       cli_double(a, "mem-gb", 1e-6, 1e9, c->mem_bytes / 1e9, &gb) ||
       cli_double(a, "tflops", 1e-9, 1e9, c->peak_flops / 1e12, &tflops) ||
-      cli_double(a, "efficiency", 1e-6, 1, c->efficiency, &eff))
+      cli_double(a, "efficiency", 1e-6, 1, c->efficiency, &eff) ||
+      cli_double(a, "mem-reserved-gb", 0, 1e9, c->mem_reserved / 1e9, &reserved))
     return 2;
+  if (cli_has(a, "mem-reserved-gb")) c->mem_reserved = reserved * 1e9;
   c->devices = (int)n, c->devices_per_node = (int)dpn, c->mem_bytes = gb * 1e9;
   c->peak_flops = tflops * 1e12, c->efficiency = eff;
   if (cli_has(a, "tflops") || cli_has(a, "efficiency")) c->achieved_flops = 0;
@@ -193,7 +198,7 @@ static int run_partition_only(const cli_args *a, const kt_plan_model *m, const k
 /* One line: why nothing fits (the smallest memory seen against the budget). */
 static void nothing_fits(const kt_plan_cluster *c, const kt_plan_search_params *sp,
                            const kt_plan_report *rep, kt_error *err) {
-  double budget = c->mem_bytes - c->mem_reserved;
+  double budget = kt_plan_cluster_budget(c);
   if (rep->evaluated == 0 && rep->pruned_memory == 0 && rep->not_applicable > 0)
     kt_fail(err, KT_EINVAL, "no configuration applies: %s", rep->not_applicable_reason);
   else if (rep->over_bubble > 0 && rep->over_bubble + rep->no_fit >= rep->evaluated)
@@ -267,7 +272,8 @@ const cli_command cli_cmd_plan = {
         "Every configuration uses all N devices (P*D*t = N) and the whole batch\n"
         "(B = K*M*b*D). Step time = K rounds of the simulated schedule (each round pays\n"
         "its own fill and drain) + the data-parallel gradient sync. Configurations over\n"
-        "the memory budget are dropped; the rest are ranked by step time. Exit 0 with\n"
+        "the memory budget (memory less --mem-reserved-gb) are dropped; the rest are\n"
+        "ranked by step time, equal times by peak memory. Exit 0 with\n"
         "the ranking, 1 when nothing fits (reason on stderr), 2 on bad input.\n"
         "--partition-only prints the min-max cut of the layers into S stages and the\n"
         "argument for kaiten train --partition (with --mem-gb: under a per-stage memory\n"

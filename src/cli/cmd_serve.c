@@ -13,6 +13,8 @@
 
 static const cli_opt serve_opts[] = {
     {"addr", 0, "[HOST:]PORT", "where to listen (default 127.0.0.1:8080; PORT 0 = any free port)"},
+    {"serve", 0, "[HOST:]PORT", "the same as --addr (train's spelling)"},
+    {"port", 0, "PORT", "the port, on 127.0.0.1 or the HOST of --addr HOST"},
     {"max-clients", 0, "N", "browser tabs served at once (default 8)"},
     {"allow-host", 0, "NAME[,NAME]", "Host names a request may give besides this machine's (a name "
                                      "it is reached by through a proxy or DNS)"},
@@ -36,6 +38,24 @@ int cli_parse_hosts(const char *flag, const char *list, cli_hosts *out) {
       return cli_usage_error("--%s: at most %d names", flag, CLI_MAX_HOSTS);
     out->names[out->n++] = p;
   }
+  return 0;
+}
+
+int cli_serve_addr(const cli_args *a, char *buf, size_t n, const char **flag) {
+  const char *serve = cli_get(a, "serve"), *addr = cli_get(a, "addr"), *port = cli_get(a, "port");
+  buf[0] = 0;
+  if (serve && addr)
+    return cli_usage_error("give either --serve %s or --addr %s, not both (they are the same)",
+                           serve, addr);
+  const char *at = serve ? serve : addr;
+  *flag = serve ? "--serve" : addr ? "--addr" : "--port";
+  if (at && port && strchr(at, ':'))
+    return cli_usage_error("--port %s beside %s %s, which has a port: give one of them", port,
+                           *flag, at);
+  if (port && (!*port || strchr(port, ':')))
+    return cli_usage_error("--port '%s': expected a port number (0 = any free port)", port);
+  int len = at && port ? snprintf(buf, n, "%s:%s", at, port) : snprintf(buf, n, "%s", at ? at : port ? port : "");
+  if (len < 0 || (size_t)len >= n) return cli_usage_error("%s: the address is too long", *flag);
   return 0;
 }
 
@@ -106,9 +126,11 @@ static int run_serve(cli_args *a) {
   int port = KT_SERVE_DEFAULT_PORT;
   long clients;
   kt_error err = {{0}};
-  const char *addr = cli_get(a, "addr");
-  if (addr && kt_serve_parse_addr(addr, host, sizeof host, &port, &err))
-    return cli_usage_error("--addr %s", err.msg);
+  char addr[320];
+  const char *flag;
+  if (cli_serve_addr(a, addr, sizeof addr, &flag)) return 2;
+  if (addr[0] && kt_serve_parse_addr(addr, host, sizeof host, &port, &err))
+    return cli_usage_error("%s %s", flag, err.msg);
   if (cli_int(a, "max-clients", 1, 1024, cfg.max_clients, &clients)) return 2;
   cli_hosts allow;
   if (cli_parse_hosts("allow-host", cli_get(a, "allow-host"), &allow)) return 2;

@@ -15,6 +15,7 @@ static const cli_opt train_opts_table[] = {
     {"recompute", 0, NULL, "keep only each stage's input; recompute the forward in backward"},
     {"gemm", 0, "NAME", "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn"},
     {"data", 0, "FILE", "GPT: train on this text file (default: the built-in corpus)"},
+    {"seq-chunks", 0, "K", "with --doc-lengths: each micro-batch runs as K chunks along the sequence (Seq1F1B: 1f1b over the chunks, keys and values of earlier chunks kept), lowering peak activation memory"},
     {"stages", 'p', "P", "pipeline ranks (default 4)"},
     {"chunks", 'v', "V", "chunks per rank (interleaved, looped-bfs; zbv/dualpipev use 2)"},
     {"schedule", 's', "NAME", "pipeline schedule (default 1f1b)"},
@@ -65,6 +66,8 @@ static const cli_opt train_opts_table[] = {
     {"live", 0, NULL, "the live view even under mpirun (default: on terminals, not under mpirun)"},
     {"force", 0, NULL, "train into a --run-dir that holds an old run: kaiten's files there are removed"},
     {"serve", 0, "[HOST:]PORT", "live dashboard in the browser at http://HOST:PORT/ (HOST 127.0.0.1; PORT 0 = any free)"},
+    {"addr", 0, "[HOST:]PORT", "the same as --serve (serve's spelling)"},
+    {"port", 0, "PORT", "--serve PORT (on 127.0.0.1, or the HOST of --addr HOST)"},
     {"allow-host", 0, "NAME[,NAME]", "with --serve: Host names a request may give besides this machine's"},
 };
 
@@ -139,13 +142,15 @@ static int parse_choices(const cli_args *a, train_opts *o) {
   if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
     return cli_usage_error("--transport '%s': expected threads or mpi", o->transport);
   o->sp.use_mpi = !strcmp(o->transport, "mpi");
-  o->serve = cli_get(a, "serve");
+  const char *flag;
+  if (cli_serve_addr(a, o->serve_addr, sizeof o->serve_addr, &flag)) return 2;
+  o->serve = o->serve_addr[0] ? o->serve_addr : NULL;
   if (o->serve) { /* a bad address is a usage error before anything runs */
     char host[64] = "127.0.0.1";
     int port;
     kt_error aerr = {{0}};
     if (kt_serve_parse_addr(o->serve, host, sizeof host, &port, &aerr))
-      return cli_usage_error("--serve %s", aerr.msg);
+      return cli_usage_error("%s %s", flag, aerr.msg);
     cli_serve_exposed(host, port);
   }
   cli_hosts hosts;
@@ -181,6 +186,8 @@ static void take_flags(const cli_args *a, train_opts *o, const train_numbers *n)
   sp->resume = cli_get(a, "resume");
   sp->save_init = cli_get(a, "save-init");
   sp->data_path = cli_get(a, "data");
+  sp->doc_lengths = cli_get(a, "doc-lengths");
+  sp->packing = cli_get(a, "packing");
   sp->cluster = cli_get(a, "cluster");
   sp->force = cli_has(a, "force");
   o->output = cli_get(a, "output");
@@ -205,9 +212,23 @@ static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, i
     m->seq_len = (int)n->seq;
     m->tie_embeddings = cli_has(a, "tie-embeddings");
   } else if (cli_has(a, "heads") || cli_has(a, "seq-len") || cli_has(a, "tie-embeddings") ||
-             cli_has(a, "data")) {
-    return cli_usage_error("--heads, --seq-len, --tie-embeddings and --data are GPT options (--model gpt)");
+             cli_has(a, "data") || (cli_has(a, "doc-lengths") && !cli_has(a, "synthetic"))) {
+    return cli_usage_error("--heads, --seq-len, --tie-embeddings, --data and --doc-lengths are GPT options (--model gpt)");
   }
+  if (cli_has(a, "seq-chunks") && !cli_has(a, "doc-lengths"))
+    return cli_usage_error("--seq-chunks splits documents: it needs --doc-lengths");
+  if (cli_has(a, "seq-chunks") && cli_has(a, "synthetic"))
+    return cli_usage_error("--seq-chunks splits the GPT's documents: not with --synthetic");
+  if (cli_has(a, "seq-chunks") && cli_has(a, "recompute"))
+    return cli_usage_error("--seq-chunks and --recompute do not go together");
+  if (cli_has(a, "seq-chunks")) {
+    long k;
+    if (cli_int(a, "seq-chunks", 1, m->seq_len, 1, &k)) return 2;
+    m->seq_chunks = (int)k;
+  }
+  const char *packing = cli_get(a, "packing");
+  if (packing && strcmp(packing, "fifo") && strcmp(packing, "balanced"))
+    return cli_usage_error("--packing '%s': expected fifo or balanced", packing);
   m->recompute = cli_has(a, "recompute");
   const char *gemm = cli_get(a, "gemm");
   if (gemm && kt_gemm_from_name(gemm) < 0)

@@ -2,6 +2,7 @@
  * that names a setting goes to kt_request_set as the user wrote it. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 
@@ -44,14 +45,53 @@ static int read_order(const char *path, kt_request *rq) {
   return st ? cli_fail(st == KT_EIO ? KT_EINVAL : st, &err) : 0;
 }
 
+static int command_takes(const cli_args *a, const char *name) {
+  for (int i = 0; i < a->n_opts; i++)
+    if (!strcmp(a->opts[i].name, name)) return 1;
+  return 0;
+}
+
+/* --costs runs/NAME: the costs the run's traced step was predicted with
+ * and its memory per stage (the rundir module reads them), per stage; the
+ * run's P and M, and for sim its schedule, V and memory limit, unless given. */
+static int read_run_costs(const cli_args *a, const char *dir, kt_request *rq) {
+  kt_run_segment lay;
+  kt_error err = {{0}};
+  kt_costs c;
+  kt_status st = kt_rundir_read_costs(dir, &c, &lay, &err);
+  if (st) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
+  kt_costs_free(&rq->costs);
+  rq->costs = c;
+  char p[16], m[16], v[16];
+  snprintf(p, sizeof p, "%d", lay.p), snprintf(m, sizeof m, "%d", lay.m), snprintf(v, sizeof v, "%d", lay.v);
+  int sim = command_takes(a, "schedule") && !cli_has(a, "schedule") && !cli_has(a, "from") &&
+            !cli_has(a, "schedule-file") && kt_gen_kind_from_name(lay.schedule) >= 0;
+  st = kt_request_set(rq, "per-stage", "1", &err);
+  if (!st && lay.p > 0) st = kt_request_set(rq, "p", p, &err);
+  if (!st && lay.m > 0) st = kt_request_set(rq, "m", m, &err);
+  if (!st && sim) st = kt_request_set(rq, "schedule", lay.schedule, &err);
+  if (!st && sim && lay.v > 0) st = kt_request_set(rq, "v", v, &err);
+  if (!st && sim && lay.mem_limit[0] && !cli_has(a, "mem-limit"))
+    st = kt_request_set(rq, "mem-limit", lay.mem_limit, &err);
+  return st ? cli_fail(st, &err) : 0;
+}
+
 int cli_request_read(const cli_args *a, kt_request *rq) {
   kt_request_init(rq);
   const char *file = cli_get(a, "costs");
   kt_error err = {{0}};
   kt_status st;
-  if (file && (st = kt_costs_load_json(&rq->costs, file, &err)))
+  struct stat sb = {0};
+  int rc = 0;
+  if (file && stat(file, &sb) == 0 && S_ISDIR(sb.st_mode))
+    rc = read_run_costs(a, file, rq);
+  else if (file && (st = kt_costs_load_json(&rq->costs, file, &err)))
     return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
-  int rc = apply(a, rq, NULL);
+  if (!rc) rc = apply(a, rq, NULL);
+  /* a run's costs per micro-batch (its micro-batches differed) hold for its
+   * own M; at another M (or its K rounds) each stage's mean */
+  if (!rc && file && S_ISDIR(sb.st_mode) && rq->costs.n_mb > 0 && rq->costs.n_mb != rq->m)
+    kt_costs_clear_mb(&rq->costs);
   const char *order = cli_get(a, "schedule-file") ? cli_get(a, "schedule-file") : cli_get(a, "from");
   if (!rc && order && cli_has(a, "schedule"))
     rc = cli_usage_error("give either --schedule or --schedule-file, not both");

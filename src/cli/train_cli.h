@@ -27,6 +27,7 @@ typedef struct {
   int live_forced; /* --live: even under mpirun */
   unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
   const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
+  char serve_addr[320]; /* what serve points to (cli_serve_addr) */
   const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
   kt_faults faults;        /* --slow-rank, --slow-link, --fault-trace (sp.faults points here) */
   double *syn_stage_ms;    /* --synthetic with --tf/--tb/--tw lists (sp.syn_stage_ms) */
@@ -45,18 +46,21 @@ enum {
 int train_parse(const cli_args *a, train_opts *o);
 /* --synthetic with --doc-lengths: the documents packed into the
  * micro-batches as `kaiten sim` packs them (same flags, --seed), each
- * micro-batch's synthetic costs scaled by its load (o->syn_mb_scale). */
+ * micro-batch's synthetic costs scaled by its load (o->syn_mb_scale). The
+ * GPT's own documents are its data source's (kt_data_docs_source_create):
+ * --mb-tokens and --attn-share are refused there. */
 int train_synthetic_packing(const cli_args *a, train_opts *o);
 #define CLI_TRAIN_PACKING_OPTS                                                               \
-  {"doc-lengths", 0, "SPEC", "lognormal:SIGMA:MIN:MAX documents packed into the micro-batches (--synthetic: each micro-batch sleeps its load's share of --tf/--tb/--tw)"}, \
+  {"doc-lengths", 0, "SPEC", "lognormal:SIGMA:MIN:MAX documents (seeded by --seed) packed into the micro-batches: the GPT's micro-batches of b x T tokens with block-diagonal attention, or with --synthetic each micro-batch sleeps its load's share of --tf/--tb/--tw"}, \
   {"packing", 0, "fifo|balanced", "how documents fill micro-batches and their order (default fifo; see kaiten sim --help)"}, \
-  {"mb-tokens", 0, "N", "a micro-batch's token budget (default 1024)"},                     \
-  {"attn-share", 0, "X", "the share of a full micro-batch's time quadratic in document length (default 0.25)"}
+  {"mb-tokens", 0, "N", "--synthetic: a micro-batch's token budget (default 1024; the GPT's is b x T)"}, \
+  {"attn-share", 0, "X", "--synthetic: the share of a full micro-batch's time quadratic in document length (default 0.25)"}
 int train_session(train_opts *o);
 
 /* The peak activation memory the schedule predicts per rank beside the
- * measured one (train_report.c). */
-void train_memory_report(kt_session *s, const kt_session_result *r, kt_buf *out);
+ * measured one, against 1F1B's, and what it costs in time (train_report.c). */
+void train_memory_report(const train_opts *o, kt_session *s, const kt_session_result *r,
+                         kt_buf *out);
 
 /* The live dashboard of train --serve (train_serve.c): started by world
  * rank 0 from the session's on_ready, before the run directory is

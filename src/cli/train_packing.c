@@ -51,9 +51,12 @@ int train_synthetic_packing(const cli_args *a, train_opts *o) {
   if (!any) return 0;
   if (!cli_has(a, "doc-lengths"))
     return cli_usage_error("--packing, --mb-tokens and --attn-share need --doc-lengths");
-  if (!o->sp.synthetic)
-    return cli_usage_error("--doc-lengths: documents of varying length are packed for --synthetic "
-                           "runs here");
+  if (!o->sp.synthetic) { /* the GPT's data source packs its own documents */
+    if (cli_has(a, "mb-tokens") || cli_has(a, "attn-share"))
+      return cli_usage_error("--mb-tokens and --attn-share are for --synthetic runs: the GPT's "
+                             "micro-batches hold --micro-batch-size x --seq-len tokens");
+    return 0;
+  }
   if (o->schedule_file)
     return cli_usage_error("--doc-lengths: documents are packed for a generated schedule, not --schedule-file");
   kt_request rq;

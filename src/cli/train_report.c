@@ -32,6 +32,10 @@ static void json_run_facts(kt_buf *b, const train_opts *o, const kt_session_info
   kt_buf_json_number(b, in->peak_1f1b > 0 ? in->peak_1f1b : NAN);
   kt_buf_puts(b, ",\"peak_vs_1f1b\":");
   kt_buf_json_number(b, res->peak_vs_1f1b);
+  kt_buf_puts(b, ",\"period_1f1b\":");
+  kt_buf_json_number(b, res->period_1f1b);
+  kt_buf_puts(b, ",\"period_vs_1f1b\":");
+  kt_buf_json_number(b, res->period_1f1b > 0 ? res->train.predicted.period / res->period_1f1b : NAN);
   kt_buf_printf(b, ",\"cores\":%d,\"compute_threads\":%d,\"oversubscribed\":%s", in->cores,
                 in->compute_threads, in->compute_threads > in->cores ? "true" : "false");
   if (!o->sp.synthetic) {
@@ -55,6 +59,17 @@ static void json_run_facts(kt_buf *b, const train_opts *o, const kt_session_info
   kt_buf_puts(b, "}");
 }
 
+/* The time rank r's own ops waited for a core in the last step (their
+ * ready_wait, measured per thread), seconds; NAN when not measured. */
+static double own_core_wait(const kt_timeline *t, int r) {
+  double sum = 0;
+  int any = 0;
+  for (size_t i = 0; i < t->n_events; i++)
+    if (t->events[i].rank == r) /* measured: its own time is (sim/idle.c) */
+      sum += t->events[i].ready_wait, any |= t->events[i].cpu_time > 0;
+  return any ? sum : NAN;
+}
+
 static void json_ranks(kt_buf *b, const kt_train_result *r, const kt_session_result *res) {
   kt_buf_puts(b, ",\"ranks\":[");
   for (int i = 0; i < r->measured.p; i++) {
@@ -74,7 +89,35 @@ static void json_ranks(kt_buf *b, const kt_train_result *r, const kt_session_res
     if (res->idle) {
       kt_buf_puts(b, ",\"idle_causes\":");
       kt_idle_split_json(&res->idle[i], b);
+      kt_buf_puts(b, ",\"core_wait_own\":");
+      kt_buf_json_number(b, own_core_wait(&r->measured_timeline, i));
     }
+    kt_buf_puts(b, "}");
+  }
+  kt_buf_puts(b, "]");
+}
+
+static void json_seconds(kt_buf *b, const char *key, const double *x, int n) {
+  kt_buf_printf(b, ",\"%s\":[", key);
+  for (int i = 0; i < n; i++) {
+    if (i) kt_buf_puts(b, ",");
+    kt_buf_json_number(b, x[i]);
+  }
+  kt_buf_puts(b, "]");
+}
+
+/* The last step's micro-batches: what each held and each stage's measured
+ * costs (seconds), for predicted versus measured per micro-batch. */
+static void json_microbatches(kt_buf *b, const kt_train_result *r) {
+  kt_buf_puts(b, ",\"microbatches\":[");
+  for (int i = 0; i < r->n_mb_costs; i++) {
+    const kt_mb_cost *c = &r->mb_costs[i];
+    kt_buf_printf(b, "%s{\"round\":%d,\"mb\":%d,\"tokens\":%d,\"documents\":%d,"
+                     "\"attn_tokens2\":%.0f",
+                  i ? "," : "", c->round, c->mb, c->tokens, c->documents, c->attn_tokens2);
+    json_seconds(b, "tf", c->tf, r->mb_cost_stages);
+    json_seconds(b, "tb", c->tb, r->mb_cost_stages);
+    json_seconds(b, "tw", c->tw, r->mb_cost_stages);
     kt_buf_puts(b, "}");
   }
   kt_buf_puts(b, "]");
@@ -128,6 +171,7 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_session_info *i
   }
   json_run_facts(b, o, in, res);
   json_ranks(b, r, res);
+  json_microbatches(b, r);
   kt_buf_puts(b, "}\n");
 }
 
@@ -146,14 +190,32 @@ static void idle_bar(kt_buf *b, const kt_idle_split *x, double step, int width) 
   }
 }
 
-/* Why each rank idled on the last step, ms, with a bar per rank. */
+/* Each rank's own waits for a core, ms, in lines of at most 100 columns;
+ * nothing when they were not measured. */
+static void own_waits(kt_buf *b, const kt_timeline *t, int p) {
+  if (isnan(own_core_wait(t, 0))) return;
+  kt_buf_puts(b, "core_wait is the pipeline's: a wait for a core delays the step's end wherever\n"
+                 "it happens, and every rank idles until that end (docs/runtime.md); each rank's "
+                 "own\nops waited for a core, ms:");
+  int col = 31;
+  for (int i = 0; i < p; i++) {
+    char cell[48];
+    int n = snprintf(cell, sizeof cell, " %d: %.2f%s", i, 1e3 * own_core_wait(t, i), i + 1 < p ? "," : "");
+    if (col + n > 100) kt_buf_puts(b, "\n"), col = 0;
+    kt_buf_puts(b, cell), col += n;
+  }
+  kt_buf_puts(b, "\n");
+}
+
+/* Why each rank idled on the last step, ms, with a bar per rank; then
+ * why core_wait is one figure, and each rank's own waits for a core. */
 static void idle_table(kt_buf *b, const kt_session_result *res) {
   if (!res->idle) return;
   double step = res->idle_seconds;
-  kt_buf_printf(b, "why idle, last step: %.2f ms, ms each (busy: the ops' own time; docs/runtime.md)\n",
-                1e3 * step);
-  kt_buf_printf(b, "%-5s %9s %9s %9s %9s %9s %9s  %s\n", "rank", "busy", "schedule", "core_wait",
-                "comm", "overhead", "optimizer", "# busy, then s c m o u");
+  kt_buf_printf(b, "why idle, last step: %.2f ms, ms each (compute: the ops' CPU time; busy: "
+                   "their wall time)\n", 1e3 * step);
+  kt_buf_printf(b, "%-5s %9s %9s %9s %9s %9s %9s  %s\n", "rank", "compute", "schedule", "core_wait",
+                "comm", "overhead", "optimizer", "# compute, then s c m o u");
   for (int i = 0; i < res->train.measured.p; i++) {
     const kt_idle_split *x = &res->idle[i];
     kt_buf_printf(b, "%-5d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f  ", i, 1e3 * x->busy,
@@ -162,6 +224,7 @@ static void idle_table(kt_buf *b, const kt_session_result *res) {
     if (step > 0) idle_bar(b, x, step, 30);
     kt_buf_puts(b, "\n");
   }
+  own_waits(b, &res->train.measured_timeline, res->train.measured.p);
 }
 
 static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *in,
@@ -232,7 +295,26 @@ void train_final_report(const train_opts *o, const kt_session_info *in,
   }
 }
 
-void train_memory_report(kt_session *s, const kt_session_result *r, kt_buf *out) {
+/* What the schedule's memory costs in time: its predicted period against
+ * 1F1B's on the same costs (a memory limit: what it saves and what it costs). */
+static void price_line(const train_opts *o, const kt_session_result *r, kt_buf *out) {
+  double mine = r->train.predicted.period, one = r->period_1f1b;
+  if (!(mine > 0) || !(one > 0)) return;
+  if (kt_mem_limit_given(&o->sp.mem_limit) && r->peak_vs_1f1b > 0) {
+    char lim[32];
+    kt_mem_limit_format(&o->sp.mem_limit, lim, sizeof lim);
+    kt_buf_printf(out, "the price of --mem-limit %s: %.3fx 1F1B's memory, %.3fx its step "
+                       "(predicted %.2f vs %.2f ms)\n",
+                  lim, r->peak_vs_1f1b, mine / one, 1e3 * mine, 1e3 * one);
+  } else {
+    kt_buf_printf(out, "step against 1F1B: predicted period %.2f ms = %.3fx 1F1B's %.2f ms "
+                       "(calibrated costs)\n",
+                  1e3 * mine, mine / one, 1e3 * one);
+  }
+}
+
+void train_memory_report(const train_opts *o, kt_session *s, const kt_session_result *r,
+                         kt_buf *out) {
   kt_session_info in;
   kt_session_get_info(s, &in);
   double *pred = kt_calloc((size_t)in.schedule->p, sizeof *pred);
@@ -258,4 +340,5 @@ void train_memory_report(kt_session *s, const kt_session_result *r, kt_buf *out)
                   most / 1048576.0, r->peak_vs_1f1b, in.peak_1f1b / 1048576.0, in.schedule->p,
                   in.schedule->m);
   free(pred);
+  price_line(o, r, out);
 }

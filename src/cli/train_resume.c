@@ -84,7 +84,7 @@ static int check_run(const train_opts *o, const kt_session_resume *r) {
   int rc = check_model(o, &r->meta);
   const kt_run_segment *last = &r->run.segments[r->run.n_segments - 1];
   if (!rc && !(o->layout_given & (TRAIN_GIVEN_SCHEDULE | TRAIN_GIVEN_SCHEDULE_FILE)) &&
-      kt_gen_kind_from_name(last->schedule) < 0)
+      kt_gen_kind_from_name(last->schedule) < 0 && strcmp(last->schedule, "seq1f1b"))
     return cli_usage_error("--resume %s: the run trained on a schedule file; give it again "
                            "with --schedule-file, or choose --schedule",
                            dir);

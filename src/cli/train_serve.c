@@ -37,13 +37,20 @@ kt_status train_serve_start(const train_opts *o, const kt_session_info *info, kt
                         .model = sp->synthetic ? "synthetic" : kt_model_kind_name(sp->model.kind),
                         .layers = sp->model.layers, .hidden = sp->model.hidden,
                         .steps = sp->steps, .transport = o->transport};
-  kt_run done; /* resuming: the steps already run come first */
+  /* 1F1B's peak and the limit, drawn beside each step's memory */
+  kt_run_segment mine = {.peak_1f1b_bytes = info->peak_1f1b, .mem_limit_bytes = info->mem_limit_bytes};
+  if (kt_mem_limit_given(&sp->mem_limit))
+    kt_mem_limit_format(&sp->mem_limit, mine.mem_limit, sizeof mine.mem_limit);
+  live.layout = &mine;
   kt_error ignored;
+  kt_run done; /* resuming: the steps already run come first */
   int have_done = sp->resume && kt_run_load(dir, &done, &ignored) == KT_OK;
   if (have_done) keep_done_steps(&done, info->first_step), live.done = &done;
   cli_hosts allow; /* checked when the options were read */
-  if (cli_parse_hosts("allow-host", o->allow_host, &allow))
+  if (cli_parse_hosts("allow-host", o->allow_host, &allow)) {
+    if (have_done) kt_run_free(&done);
     return kt_fail(err, KT_EINVAL, "--allow-host %s: bad host list", o->allow_host);
+  }
   kt_serve_config cfg;
   kt_serve_default_config(&cfg);
   cfg.host = host;

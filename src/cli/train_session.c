@@ -298,7 +298,7 @@ static int report(train_run *r, const kt_session_result *res) {
   kt_buf_init(&out);
   train_final_report(o, &r->info, res, &out);
   if (strcmp(o->format, "json") && strcmp(o->format, "chrome") && !o->sp.synthetic)
-    train_memory_report(r->ss, res, &out);
+    train_memory_report(o, r->ss, res, &out);
   int rc = cli_emit(o->output, &out, 1);
   kt_buf_free(&out);
   if (o->sp.run_dir && r->talk)

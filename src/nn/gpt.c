@@ -17,9 +17,9 @@
 
 typedef struct {
   kt__stash inp, act, keep;   /* keyed by micro-batch */
-  size_t *act_off, *keep_off; /* per unit: offsets into act / keep buffers */
-  size_t *wgrad_off;          /* per unit: offsets into the keep buffer, after all keep */
-  size_t act_floats, keep_floats, wgrad_floats, inp_floats;
+  kt__stash group;            /* seq-chunks: per whole micro-batch, each block's q | k | v and
+                                 their gradients (2 x (B*T,3C)) */
+  size_t act_floats, keep_floats, wgrad_floats, inp_floats; /* B x T rows */
   size_t stream_act;  /* floats of the largest unit act segment */
   kt__gpt_acts *acts; /* per unit views (reused) */
   kt__gpt_scratch s;
@@ -27,6 +27,10 @@ typedef struct {
   float *ping, *pong;   /* (N,C) unit outputs for a stash-free forward */
   float *din_tmp;       /* (N,C) when the caller passes no din */
   unsigned char *phase; /* per micro-batch: 0 idle, 1 after F, 2 after I */
+  kt__gpt_rows *rows;   /* per micro-batch: its rows, set by F */
+  int *pos, *row;       /* per micro-batch: (B*T) positions (and whole rows) of packed rows */
+  int *chunks_fwd, *chunks_bwd; /* seq-chunks, per whole micro-batch: chunks past F, past I */
+  int blocks;           /* transformer blocks in the chunk */
   int tied_local;       /* tied head and embedding in this one chunk */
 } gpt_impl;
 
@@ -38,39 +42,95 @@ static size_t tokens_floats(const kt_chunk *c) {
   return (size_t)c->micro_batch * c->cfg.seq_len; /* ints stored in float slots */
 }
 
-/* Points the per-unit views into a micro-batch's act and keep buffers
- * (either may be NULL; wgrad only when with_wgrad). */
-static void point_views(kt_chunk *c, float *act, float *keep, int with_wgrad) {
+static kt__gpt_rows fixed_rows(const kt_chunk *c) {
+  kt__gpt_rows r = {.N = c->micro_batch * c->cfg.seq_len, .B = c->micro_batch,
+                    .T = c->cfg.seq_len};
+  r.att = kt__gpt_att_floats(&r, c->cfg.heads);
+  return r;
+}
+
+static int seq_chunks(const kt_chunk *c) { return c->cfg.seq_chunks > 1 ? c->cfg.seq_chunks : 1; }
+
+/* Micro-batch mb's rows from its data (packed documents or B x T); the
+ * positions are copied, as I and W run after the data may be gone. */
+static const kt__gpt_rows *set_rows(kt_chunk *c, int mb, const kt_microbatch *data) {
   gpt_impl *g = IMPL(c);
+  kt__gpt_rows *r = &g->rows[mb];
+  *r = fixed_rows(c);
+  if (data && data->pos) {
+    int *pos = g->pos + (size_t)mb * tokens_floats(c);
+    memcpy(pos, data->pos, (size_t)data->n_tokens * sizeof(int));
+    r->N = data->n_tokens, r->pos = pos;
+    if (data->row) {
+      int *row = g->row + (size_t)mb * tokens_floats(c);
+      memcpy(row, data->row, (size_t)data->n_tokens * sizeof(int));
+      r->row = row;
+    }
+    r->att = kt__gpt_att_floats(r, c->cfg.heads);
+  }
+  r->dscale = data ? data->loss_scale : 0;
+  return r;
+}
+
+/* Floats of mb's act, keep and wgrad segments (all units) for rows r. */
+static void stash_floats(const kt_chunk *c, const kt__gpt_rows *r, size_t *act, size_t *keep,
+                         size_t *wgrad) {
+  *act = *keep = *wgrad = 0;
   for (int u = 0; u < c->n_units; u++) {
+    int unit = c->first_unit + u;
+    *act += kt__gpt_acts_point(NULL, NULL, KT__GPT_ACT, &c->cfg, unit, r);
+    *keep += kt__gpt_acts_point(NULL, NULL, KT__GPT_KEEP, &c->cfg, unit, r);
+    *wgrad += kt__gpt_acts_point(NULL, NULL, KT__GPT_WGRAD, &c->cfg, unit, r);
+  }
+}
+
+/* Points the per-unit views of micro-batch mb (rows r) into its act and
+ * keep buffers (either may be NULL; wgrad, after all keep, only when
+ * with_wgrad) and, with seq-chunks, each block into its whole micro-batch's
+ * q | k | v and gradients. */
+static void point_views(kt_chunk *c, int mb, const kt__gpt_rows *r, float *act, float *keep,
+                        int with_wgrad) {
+  gpt_impl *g = IMPL(c);
+  size_t ka, kk, kw, ao = 0, ko = 0, wo;
+  stash_floats(c, r, &ka, &kk, &kw);
+  wo = kk;
+  float *grp = r->row ? g->group.slot[mb / seq_chunks(c)] : NULL;
+  size_t whole = tokens_floats(c) * 3 * (size_t)c->cfg.hidden;
+  for (int u = 0, block = 0; u < c->n_units; u++) {
     int unit = c->first_unit + u;
     kt__gpt_acts *a = &g->acts[u];
     memset(a, 0, sizeof *a);
-    if (act) kt__gpt_acts_point(a, act + g->act_off[u], KT__GPT_ACT, &c->cfg, unit, c->micro_batch);
-    if (keep) {
-      kt__gpt_acts_point(a, keep + g->keep_off[u], KT__GPT_KEEP, &c->cfg, unit, c->micro_batch);
-      if (with_wgrad)
-        kt__gpt_acts_point(a, keep + g->wgrad_off[u], KT__GPT_WGRAD, &c->cfg, unit, c->micro_batch);
+    size_t na = kt__gpt_acts_point(a, act ? act + ao : NULL, KT__GPT_ACT, &c->cfg, unit, r);
+    size_t nk = kt__gpt_acts_point(a, keep ? keep + ko : NULL, KT__GPT_KEEP, &c->cfg, unit, r);
+    size_t nw = kt__gpt_acts_point(a, keep && with_wgrad ? keep + wo : NULL, KT__GPT_WGRAD,
+                                   &c->cfg, unit, r);
+    ao += na, ko += nk, wo += nw;
+    if (grp && kt__gpt_unit_kind(&c->cfg, unit) == KT__GPT_BLOCK) {
+      a->gqkv = grp + (size_t)block * 2 * whole;
+      a->gdkv = a->gqkv + whole;
+      block++;
     }
   }
 }
 
-/* Where the chunk input goes: the embed's tokens or the first unit's x. */
-static void put_input(kt_chunk *c, kt__gpt_acts *a0, const float *in, const int *tokens) {
+/* Where the chunk input goes: the embed's tokens or the first unit's x
+ * (N rows). */
+static void put_input(kt_chunk *c, const kt__gpt_rows *r, kt__gpt_acts *a0, const float *in,
+                      const int *tokens) {
   if (c->is_first)
-    memcpy(a0->tokens, tokens, tokens_floats(c) * sizeof(int));
+    memcpy(a0->tokens, tokens, (size_t)r->N * sizeof(int));
   else
-    memcpy(a0->x, in, c->in_elems * sizeof(float));
+    memcpy(a0->x, in, (size_t)r->N * c->cfg.hidden * sizeof(float));
 }
 
 /* Forward of all units into the views (act + keep already pointed). */
-static kt_status forward_views(kt_chunk *c, float *out, const int *targets, double *loss,
-                               kt_error *err) {
+static kt_status forward_views(kt_chunk *c, const kt__gpt_rows *r, float *out, const int *targets,
+                               double *loss, kt_error *err) {
   gpt_impl *g = IMPL(c);
   for (int u = 0; u < c->n_units; u++) {
     float *next = u + 1 < c->n_units ? g->acts[u + 1].x : c->is_last ? NULL : out;
-    kt_status st =
-        kt__gpt_unit_forward(c, c->first_unit + u, &g->acts[u], &g->s, next, targets, loss, err);
+    kt_status st = kt__gpt_unit_forward(c, c->first_unit + u, r, &g->acts[u], &g->s, next, targets,
+                                        loss, err);
     if (st) return st;
   }
   return KT_OK;
@@ -78,25 +138,26 @@ static kt_status forward_views(kt_chunk *c, float *out, const int *targets, doub
 
 /* Forward without a stash: one unit at a time through g->stream. The last
  * chunk writes the loss (targets given) and/or the logits (N,V). */
-static kt_status forward_streaming(kt_chunk *c, const float *in, const int *tokens, float *out,
-                                   const int *targets, double *loss, float *logits, kt_error *err) {
+static kt_status forward_streaming(kt_chunk *c, const kt__gpt_rows *r, const float *in,
+                                   const int *tokens, float *out, const int *targets, double *loss,
+                                   float *logits, kt_error *err) {
   gpt_impl *g = IMPL(c);
   const float *x = in;
   for (int u = 0; u < c->n_units; u++) {
     int unit = c->first_unit + u;
     kt__gpt_acts a;
     memset(&a, 0, sizeof a);
-    kt__gpt_acts_point(&a, g->stream, KT__GPT_ACT, &c->cfg, unit, c->micro_batch);
-    kt__gpt_acts_point(&a, g->stream + g->stream_act, KT__GPT_KEEP, &c->cfg, unit, c->micro_batch);
+    kt__gpt_acts_point(&a, g->stream, KT__GPT_ACT, &c->cfg, unit, r);
+    kt__gpt_acts_point(&a, g->stream + g->stream_act, KT__GPT_KEEP, &c->cfg, unit, r);
     if (kt__gpt_unit_kind(&c->cfg, unit) == KT__GPT_EMBED)
-      memcpy(a.tokens, tokens, tokens_floats(c) * sizeof(int));
+      memcpy(a.tokens, tokens, (size_t)r->N * sizeof(int));
     else
       a.x = (float *)x; /* read only */
     int last = u + 1 == c->n_units;
     float *dst = kt__gpt_unit_kind(&c->cfg, unit) == KT__GPT_HEAD ? logits
                  : last                                           ? out
                                                                   : (u % 2 ? g->pong : g->ping);
-    kt_status st = kt__gpt_unit_forward(c, unit, &a, &g->s, dst, targets, loss, err);
+    kt_status st = kt__gpt_unit_forward(c, unit, r, &a, &g->s, dst, targets, loss, err);
     if (st) return st;
     x = dst;
   }
@@ -119,7 +180,67 @@ static kt_status check_data(const kt_chunk *c, const kt_microbatch *data, const 
   if (data && data->b && data->b != c->micro_batch)
     return kt_fail(err, KT_EINVAL, "gpt: micro-batch of %d samples, the chunk was built for %d",
                    data->b, c->micro_batch);
+  if (!data || !data->pos) return KT_OK;
+  int n = data->n_tokens, budget = (int)tokens_floats(c), T = c->cfg.seq_len;
+  const int *pos = data->pos, *row = data->row;
+  if (row && seq_chunks(c) < 2)
+    return kt_fail(err, KT_EINVAL, "gpt: a chunk of a micro-batch, the model has no seq_chunks");
+  if (n < (row ? 0 : 1) || n > budget)
+    return kt_fail(err, KT_EINVAL, "gpt: %d packed tokens, the micro-batch holds %d..%d", n,
+                   row ? 0 : 1, budget);
+  for (int i = 0; i < n; i++) {
+    int p = pos[i], next = i > 0 && p == pos[i - 1] + 1 && (!row || row[i] == row[i - 1] + 1);
+    if (!row && p != 0 && !next)
+      return kt_fail(err, KT_EINVAL, "gpt: packed position %d at token %d neither starts nor continues a document", p, i);
+    if (p < 0 || p >= T)
+      return kt_fail(err, KT_EINVAL, "gpt: packed position %d at token %d is past the sequence length %d", p, i, T);
+    if (row && (row[i] < p || row[i] >= budget || (i > 0 && row[i] <= row[i - 1])))
+      return kt_fail(err, KT_EINVAL, "gpt: row %d of token %d (position %d) is not its place in the micro-batch", row[i], i, p);
+  }
   return KT_OK;
+}
+
+/* seq-chunks: chunk k of whole micro-batch j runs its F after chunk k - 1's
+ * and its I after chunk k + 1's; chunk 0's F sets up the whole micro-batch's
+ * q | k | v and gradient buffers, its I frees them. */
+static kt_status group_forward(kt_chunk *c, int mb, kt_error *err) {
+  gpt_impl *g = IMPL(c);
+  int K = seq_chunks(c), j = mb / K, k = mb % K;
+  if (c->n_microbatches % K)
+    return kt_fail(err, KT_EINVAL, "gpt: %d micro-batches are not whole micro-batches of %d chunks",
+                   c->n_microbatches, K);
+  if (g->chunks_fwd[j] != k)
+    return kt_fail(err, KT_ERUNTIME, "gpt: chunk %d of micro-batch %d runs its forward before chunk %d's",
+                   k, j, g->chunks_fwd[j]);
+  if (k > 0) return KT_OK;
+  size_t n = (size_t)g->blocks * 2 * tokens_floats(c) * 3 * c->cfg.hidden;
+  float *b = kt__stash_acquire(&g->group, c, j, n);
+  if (!b) return kt_fail(err, KT_ENOMEM, "gpt: out of memory for micro-batch %d's keys", j);
+  memset(b, 0, n * sizeof(float));
+  return KT_OK;
+}
+
+static kt_status group_backward(kt_chunk *c, int mb, kt_error *err) {
+  gpt_impl *g = IMPL(c);
+  int K = seq_chunks(c), j = mb / K, k = mb % K, want = K - 1 - g->chunks_bwd[j];
+  if (g->chunks_fwd[j] != K || k != want)
+    return kt_fail(err, KT_ERUNTIME, "gpt: chunk %d of micro-batch %d runs its input gradient "
+                   "before chunk %d's (after every forward, in reverse)", k, j, want);
+  return KT_OK;
+}
+
+static void group_done(kt_chunk *c, int mb) {
+  gpt_impl *g = IMPL(c);
+  int K = seq_chunks(c), j = mb / K;
+  if (++g->chunks_bwd[j] < K) return;
+  kt__stash_release(&g->group, c, j);
+  g->chunks_fwd[j] = g->chunks_bwd[j] = 0;
+}
+
+/* Rows past a packed micro-batch's tokens in a boundary buffer: zeros. */
+static void zero_tail(const kt_chunk *c, const kt__gpt_rows *r, float *x, size_t elems) {
+  size_t used = (size_t)r->N * c->cfg.hidden;
+  if (x && used < elems) memset(x + used, 0, (elems - used) * sizeof(float));
 }
 
 static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
@@ -131,25 +252,32 @@ static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, con
   if (!c->is_last && !out) return kt_fail(err, KT_EINVAL, "gpt: forward needs an output buffer");
   const int *tokens = c->is_first ? data->tokens : NULL;
   const int *targets = c->is_last ? data->targets : NULL;
+  const kt__gpt_rows *r = set_rows(c, mb, data);
+  if (r->row && (st = group_forward(c, mb, err))) return st;
   if (c->cfg.recompute) {
     /* keep the input (and targets) only; run through the streaming buffers */
     float *keep = kt__stash_acquire(&g->inp, c, mb, g->inp_floats);
     if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d", mb);
     if (c->is_first)
-      memcpy(keep, tokens, tokens_floats(c) * sizeof(int));
+      memcpy(keep, tokens, (size_t)r->N * sizeof(int));
     else
-      memcpy(keep, in, c->in_elems * sizeof(float));
+      memcpy(keep, in, (size_t)r->N * c->cfg.hidden * sizeof(float));
     if (targets)
-      memcpy(keep + g->inp_floats - tokens_floats(c), targets, tokens_floats(c) * sizeof(int));
-    st = forward_streaming(c, in, tokens, out, targets, loss, NULL, err);
+      memcpy(keep + g->inp_floats - tokens_floats(c), targets, (size_t)r->N * sizeof(int));
+    st = forward_streaming(c, r, in, tokens, out, targets, loss, NULL, err);
   } else {
-    float *act = kt__stash_acquire(&g->act, c, mb, g->act_floats);
-    float *keep = act ? kt__stash_acquire(&g->keep, c, mb, g->keep_floats) : NULL;
+    size_t na, nk, nw;
+    stash_floats(c, r, &na, &nk, &nw);
+    float *act = kt__stash_acquire(&g->act, c, mb, na);
+    float *keep = act ? kt__stash_acquire(&g->keep, c, mb, nk) : NULL;
     if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d", mb);
-    point_views(c, act, keep, 0);
-    put_input(c, &g->acts[0], in, tokens);
-    st = forward_views(c, out, targets, loss, err);
+    point_views(c, mb, r, act, keep, 0);
+    put_input(c, r, &g->acts[0], in, tokens);
+    if (r->N) st = forward_views(c, r, out, targets, loss, err);
+    else if (loss) *loss = 0; /* an empty chunk */
   }
+  if (!st) zero_tail(c, r, out, c->out_elems);
+  if (!st && r->row) g->chunks_fwd[mb / seq_chunks(c)]++;
   g->phase[mb] = st ? IDLE : FORWARD_DONE;
   return st;
 }
@@ -165,27 +293,32 @@ static kt_status gpt_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
                    mb);
   if (!c->is_last && !dout)
     return kt_fail(err, KT_EINVAL, "gpt: backward needs the output gradient");
-  size_t kw = g->keep_floats + g->wgrad_floats;
-  float *act = kt__stash_acquire(&g->act, c, mb, g->act_floats);
-  float *keep = act ? kt__stash_acquire(&g->keep, c, mb, kw) : NULL;
+  const kt__gpt_rows *r = &g->rows[mb];
+  if (r->row && (st = group_backward(c, mb, err))) return st;
+  size_t na, nk, nw;
+  stash_floats(c, r, &na, &nk, &nw);
+  float *act = kt__stash_acquire(&g->act, c, mb, na);
+  float *keep = act ? kt__stash_acquire(&g->keep, c, mb, nk + nw) : NULL;
   if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory for micro-batch %d", mb);
-  point_views(c, act, keep, 1);
+  point_views(c, mb, r, act, keep, 1);
   if (c->cfg.recompute) {
     const float *saved = g->inp.slot[mb];
     const int *targets = NULL;
     if (c->is_last) targets = (const int *)(saved + g->inp_floats - tokens_floats(c));
-    put_input(c, &g->acts[0], saved, (const int *)saved);
-    st = forward_views(c, g->din_tmp, targets, NULL, err);
+    put_input(c, r, &g->acts[0], saved, (const int *)saved);
+    st = forward_views(c, r, g->din_tmp, targets, NULL, err);
     kt__stash_release(&g->inp, c, mb);
     if (st) return st;
   }
   kt__gpt_acts *last = &g->acts[c->n_units - 1];
-  if (!c->is_last) memcpy(last->dout, dout, c->out_elems * sizeof(float));
-  for (int u = c->n_units - 1; u >= 0; u--) {
+  if (!c->is_last) memcpy(last->dout, dout, (size_t)r->N * c->cfg.hidden * sizeof(float));
+  for (int u = c->n_units - 1; u >= 0 && r->N; u--) {
     float *d = u > 0 ? g->acts[u - 1].dout : din ? din : g->din_tmp;
-    kt__gpt_unit_backward_input(c, c->first_unit + u, &g->acts[u], &g->s, d);
+    kt__gpt_unit_backward_input(c, c->first_unit + u, r, &g->acts[u], &g->s, d);
   }
+  zero_tail(c, r, din, c->in_elems);
   kt__stash_release(&g->act, c, mb);
+  if (r->row) group_done(c, mb);
   g->phase[mb] = INPUT_GRAD_DONE;
   return KT_OK;
 }
@@ -197,12 +330,13 @@ static kt_status gpt_backward_weight(kt_chunk *c, int mb, kt_error *err) {
   if (g->phase[mb] != INPUT_GRAD_DONE)
     return kt_fail(err, KT_ERUNTIME,
                    "gpt: weight gradient of micro-batch %d without its input gradient", mb);
-  point_views(c, NULL, g->keep.slot[mb], 1);
+  point_views(c, mb, &g->rows[mb], NULL, g->keep.slot[mb], 1);
   /* tied in one chunk: both gradients land in dwte, then the head's copy
    * mirrors it, so the two stored copies get identical updates */
   float *dwte = c->grads; /* unit 0 starts with wte */
-  for (int u = 0; u < c->n_units; u++)
-    kt__gpt_unit_backward_weight(c, c->first_unit + u, &g->acts[u], g->tied_local ? dwte : NULL);
+  for (int u = 0; u < c->n_units && g->rows[mb].N; u++)
+    kt__gpt_unit_backward_weight(c, c->first_unit + u, &g->rows[mb], &g->acts[u],
+                                 g->tied_local ? dwte : NULL);
   if (g->tied_local) {
     kt__gpt_params p;
     kt__gpt_params_point(&p, c->grads + c->unit_offset[c->n_units - 1], &c->cfg,
@@ -220,9 +354,10 @@ static void gpt_destroy(kt_chunk *c) {
     kt__stash_free(&g->inp);
     kt__stash_free(&g->act);
     kt__stash_free(&g->keep);
-    free(g->act_off);
-    free(g->keep_off);
-    free(g->wgrad_off);
+    kt__stash_free(&g->group);
+    free(g->row);
+    free(g->chunks_fwd);
+    free(g->chunks_bwd);
     free(g->acts);
     free(g->s.fc);
     free(g->s.dsmall);
@@ -233,6 +368,8 @@ static void gpt_destroy(kt_chunk *c) {
     free(g->pong);
     free(g->din_tmp);
     free(g->phase);
+    free(g->rows);
+    free(g->pos);
     free(g);
   }
   kt__chunk_free_common(c);
@@ -247,29 +384,26 @@ static kt_status gpt_impl_alloc(kt_chunk *c, kt_error *err) {
   c->impl = g;
   if (!g) return kt_fail(err, KT_ENOMEM, "out of memory creating the GPT chunk");
   int n = c->n_units, B = c->micro_batch, T = c->cfg.seq_len, C = c->cfg.hidden;
-  size_t N = (size_t)B * T;
-  g->act_off = calloc((size_t)n, sizeof(size_t));
-  g->keep_off = calloc((size_t)n, sizeof(size_t));
-  g->wgrad_off = calloc((size_t)n, sizeof(size_t));
+  size_t N = (size_t)B * T, n_mb = (size_t)c->n_microbatches, groups = n_mb / seq_chunks(c) + 1;
   g->acts = calloc((size_t)n, sizeof *g->acts);
-  g->phase = calloc((size_t)c->n_microbatches, 1);
-  if (!g->act_off || !g->keep_off || !g->wgrad_off || !g->acts || !g->phase)
+  g->phase = calloc(n_mb, 1);
+  g->rows = calloc(n_mb, sizeof *g->rows);
+  g->pos = malloc(n_mb * N * sizeof(int));
+  g->row = malloc(n_mb * N * sizeof(int));
+  g->chunks_fwd = calloc(groups, sizeof(int));
+  g->chunks_bwd = calloc(groups, sizeof(int));
+  if (!g->acts || !g->phase || !g->rows || !g->pos || !g->row || !g->chunks_fwd || !g->chunks_bwd)
     return kt_fail(err, KT_ENOMEM, "out of memory creating the GPT chunk");
+  kt__gpt_rows whole = fixed_rows(c);
   size_t stream_keep = 0;
   for (int u = 0; u < n; u++) {
-    size_t a = kt__gpt_acts_point(NULL, NULL, KT__GPT_ACT, &c->cfg, c->first_unit + u, B);
-    size_t k = kt__gpt_acts_point(NULL, NULL, KT__GPT_KEEP, &c->cfg, c->first_unit + u, B);
-    g->act_off[u] = g->act_floats;
-    g->keep_off[u] = g->keep_floats;
-    g->act_floats += a;
-    g->keep_floats += k;
+    size_t a = kt__gpt_acts_point(NULL, NULL, KT__GPT_ACT, &c->cfg, c->first_unit + u, &whole);
+    size_t k = kt__gpt_acts_point(NULL, NULL, KT__GPT_KEEP, &c->cfg, c->first_unit + u, &whole);
     if (a > g->stream_act) g->stream_act = a;
     if (k > stream_keep) stream_keep = k;
+    g->blocks += kt__gpt_unit_kind(&c->cfg, c->first_unit + u) == KT__GPT_BLOCK;
   }
-  for (int u = 0; u < n; u++) {
-    g->wgrad_off[u] = g->keep_floats + g->wgrad_floats;
-    g->wgrad_floats += kt__gpt_acts_point(NULL, NULL, KT__GPT_WGRAD, &c->cfg, c->first_unit + u, B);
-  }
+  stash_floats(c, &whole, &g->act_floats, &g->keep_floats, &g->wgrad_floats);
   g->inp_floats = (c->is_first ? N : N * C) + (c->is_last ? N : 0);
   g->s.fc = malloc(4 * N * C * sizeof(float));
   g->s.dsmall = malloc(N * C * sizeof(float));
@@ -286,6 +420,7 @@ static kt_status gpt_impl_alloc(kt_chunk *c, kt_error *err) {
   kt_status st = kt__stash_init(&g->inp, c->n_microbatches, err);
   if (!st) st = kt__stash_init(&g->act, c->n_microbatches, err);
   if (!st) st = kt__stash_init(&g->keep, c->n_microbatches, err);
+  if (!st) st = kt__stash_init(&g->group, (int)groups, err);
   return st;
 }
 
@@ -329,8 +464,9 @@ kt_status kt_gpt_chunk_eval(kt_chunk *c, const kt_microbatch *data, const float 
   if (c->is_last && !targets && !logits)
     return kt_fail(err, KT_EINVAL, "gpt: the last stage evaluates a loss (targets) or logits");
   kt__exec saved = kt__chunk_enter(c);
-  kt_status st = forward_streaming(c, in, c->is_first ? data->tokens : NULL, out, targets, loss,
-                                   logits, err);
+  kt__gpt_rows r = fixed_rows(c);
+  kt_status st = forward_streaming(c, &r, in, c->is_first ? data->tokens : NULL, out, targets,
+                                   loss, logits, err);
   kt__exec_leave(saved);
   return st;
 }

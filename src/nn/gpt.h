@@ -17,6 +17,23 @@
 #include "kaiten/model.h"
 #include "nn/nn.h"
 
+/* The rows of one micro-batch: B sequences of T (pos NULL, N = B T), or N
+ * tokens of packed documents with pos[i] the position of row i in its
+ * document (0 starts one; attention is block-diagonal by document). dscale
+ * weighs each token's loss (0: 1 / N). */
+typedef struct {
+  int N, B, T;
+  const int *pos;
+  double dscale;
+  /* seq-chunks: each row's place in the whole micro-batch (NULL: none) */
+  const int *row;
+  size_t att; /* floats of the attention probabilities */
+} kt__gpt_rows;
+
+/* Floats of the attention probabilities of rows r for NH heads: each
+ * document piece's rows times the keys up to its last one. */
+size_t kt__gpt_att_floats(const kt__gpt_rows *r, int NH);
+
 /* ---- kernels (gpt_kernels.c) ----------------------------------------------- */
 
 /* out (B,T,C) = wte[tokens] + wpe[t] */
@@ -25,6 +42,13 @@ void kt__encoder_forward(float *out, const int *tokens, const float *wte, const 
 /* dwte (V,C) and dwpe (T,C) += scatter of dout (B,T,C) */
 void kt__encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
                           int T, int C);
+
+/* Packed rows: out (N,C) = wte[tokens] + wpe[pos]; the backward scatters
+ * dout (N,C) into dwte (V,C) and dwpe (T,C) */
+void kt__encoder_forward_pos(float *out, const int *tokens, const int *pos, const float *wte,
+                             const float *wpe, int N, int C);
+void kt__encoder_backward_pos(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                              const int *pos, int N, int C);
 
 /* out (N,C) = (inp - mean) * rstd * weight + bias; saves mean, rstd (N) */
 void kt__layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
@@ -100,6 +124,34 @@ void kt__attention_backward_blocked(float *dinp, float *scratch, const float *do
                                     const float *inp, const float *att, int B, int T, int C, int NH,
                                     int qb);
 
+/* Block-diagonal attention over packed documents (pos as in kt__gpt_rows):
+ * each document runs the kernels above as one sequence of its length L, its
+ * (NH,L,L) probabilities after the previous documents' in att (at most
+ * NH N T floats). reference: the serial kernels, else the blocked ones. */
+void kt__attention_forward_packed(float *out, float *att, float *scratch, const float *inp,
+                                  const int *pos, int N, int C, int NH, int reference);
+void kt__attention_backward_packed(float *dinp, float *scratch, const float *dout,
+                                   const float *inp, const float *att, const int *pos, int N,
+                                   int C, int NH, int reference);
+/* Length of the document (piece) starting at row i of pos (N rows): up to
+ * the first position (or, with row non-NULL, whole row) that does not
+ * continue it. */
+int kt__doc_length(const int *pos, const int *row, int i, int N);
+/* A chunk of a micro-batch split along the sequence: its rows' q | k | v
+ * (N,3C) are first written into gqkv (the whole micro-batch's, at row[i]);
+ * each document piece's queries attend to its document's keys up to
+ * themselves there. att: as kt__gpt_rows.att. The backward writes dinp's q
+ * part and adds the key and value gradients of all those keys into gdkv
+ * (the whole micro-batch's (rows,3C)), then copies this chunk's rows of them
+ * into dinp's k | v part (complete once later chunks ran theirs). Heads
+ * run on the current pool, each thread in its T x T of scratch. */
+void kt__attention_forward_chunked(float *out, float *att, float *scratch, float *gqkv,
+                                   const float *inp, const int *pos, const int *row, int N, int T,
+                                   int C, int NH);
+void kt__attention_backward_chunked(float *dinp, float *gdkv, float *scratch, const float *dout,
+                                    const float *gqkv, const float *att, const int *pos,
+                                    const int *row, int N, int T, int C, int NH);
+
 /* exp(x) with relative error < 3e-7 that GCC vectorises at -O2 (no libm
  * call, no float branches): saturates to exp(-87) below and exp(88) above,
  * and keeps a NaN a NaN (so a diverging run is caught as non-finite instead
@@ -139,6 +191,9 @@ static inline float kt__fast_expf(float x) {
 size_t kt__partials_floats(int N, int OC);
 void kt__encoder_forward_par(float *out, const int *tokens, const float *wte, const float *wpe,
                              int B, int T, int C);
+/* The same over packed rows (pos, N rows) */
+void kt__encoder_forward_pos_par(float *out, const int *tokens, const int *pos, const float *wte,
+                                 const float *wpe, int N, int C);
 void kt__layernorm_forward_par(float *out, float *mean, float *rstd, const float *inp,
                                const float *weight, const float *bias, int N, int C);
 void kt__layernorm_backward_par(float *dinp, float *dweight, float *dbias, float *partials,
@@ -219,6 +274,9 @@ typedef struct {
   float *dqkv;  /* (B,T,3C) */
   /* wgrad: bias and LayerNorm gradients of this micro-batch, reduced in I */
   float *dln1w, *dln1b, *dqkvb, *dattprojb, *dln2w, *dln2b, *dfcb, *dfcprojb, *dlnfw, *dlnfb;
+  /* seq-chunks (block): the whole micro-batch's q | k | v and their
+   * gradients (rows,3C), shared by its chunks; NULL otherwise */
+  float *gqkv, *gdkv;
 } kt__gpt_acts;
 
 /* Scratch shared by the units of a chunk (preallocated for micro_batch). */
@@ -232,10 +290,10 @@ typedef struct {
 kt__gpt_kind kt__gpt_unit_kind(const kt_model_config *cfg, int unit);
 /* Points p into base (a unit's slice of params or grads). */
 void kt__gpt_params_point(kt__gpt_params *p, float *base, const kt_model_config *cfg, int unit);
-/* Floats of segment seg of a unit for B samples; with base non-NULL also
+/* Floats of segment seg of a unit for rows r; with base non-NULL also
  * points a's fields of that segment into base. */
 size_t kt__gpt_acts_point(kt__gpt_acts *a, float *base, int seg, const kt_model_config *cfg,
-                          int unit, int B);
+                          int unit, const kt__gpt_rows *r);
 /* Deterministic initialisation of a unit's parameters from its seed. */
 void kt__gpt_params_init(float *base, const kt_model_config *cfg, int unit);
 
@@ -244,15 +302,16 @@ void kt__gpt_params_init(float *base, const kt_model_config *cfg, int unit);
  * The head instead copies its logits (B,T,V) to out when out is non-NULL and,
  * with targets, leaves dlogits = (softmax - onehot) / (B*T) in a->dlogits and
  * the mean loss in *loss. EINVAL for a token or target outside the vocabulary. */
-kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt__gpt_scratch *s,
-                               float *out, const int *targets, double *loss, kt_error *err);
+kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, const kt__gpt_rows *r,
+                               kt__gpt_acts *a, kt__gpt_scratch *s, float *out,
+                               const int *targets, double *loss, kt_error *err);
 /* Input gradient of one unit: reads a->dout (unused by the head), writes
  * din (B,T,C) (may be NULL for the embed), fills the wgrad fields. */
-void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, kt__gpt_scratch *s,
-                                 float *din);
+void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, const kt__gpt_rows *r,
+                                 kt__gpt_acts *a, kt__gpt_scratch *s, float *din);
 /* Weight gradient of one unit: accumulates into c->grads; for the head,
  * dheadw (when non-NULL) receives the LM head's gradient instead. */
-void kt__gpt_unit_backward_weight(const kt_chunk *c, int unit, const kt__gpt_acts *a,
-                                  float *dheadw);
+void kt__gpt_unit_backward_weight(const kt_chunk *c, int unit, const kt__gpt_rows *r,
+                                  const kt__gpt_acts *a, float *dheadw);
 
 #endif

@@ -207,3 +207,121 @@ void kt__attention_backward_blocked(float *dinp, float *scratch, const float *do
   const kt__exec *e = kt__exec_current();
   kt__pool_run(e->in_task ? NULL : e->pool, B * NH, head_backward, &j);
 }
+
+/* ---- packed documents: one sequence per document ---------------------------- */
+
+int kt__doc_length(const int *pos, const int *row, int i, int N) {
+  int L = 1;
+  while (i + L < N && pos[i + L] == pos[i + L - 1] + 1 && (!row || row[i + L] == row[i + L - 1] + 1))
+    L++;
+  return L;
+}
+
+void kt__attention_forward_packed(float *out, float *att, float *scratch, const float *inp,
+                                  const int *pos, int N, int C, int NH, int reference) {
+  size_t a = 0;
+  for (int i = 0; i < N;) {
+    int L = kt__doc_length(pos, NULL, i, N);
+    float *o = out + (size_t)i * C, *p = att + a;
+    const float *x = inp + (size_t)i * 3 * C;
+    if (reference) kt__attention_forward(o, p, scratch, x, 1, L, C, NH);
+    else kt__attention_forward_blocked(o, p, scratch, x, 1, L, C, NH, KT__ATT_QB);
+    a += (size_t)NH * L * L;
+    i += L;
+  }
+}
+
+void kt__attention_backward_packed(float *dinp, float *scratch, const float *dout,
+                                   const float *inp, const float *att, const int *pos, int N,
+                                   int C, int NH, int reference) {
+  size_t a = 0;
+  for (int i = 0; i < N;) {
+    int L = kt__doc_length(pos, NULL, i, N);
+    float *d = dinp + (size_t)i * 3 * C;
+    const float *x = inp + (size_t)i * 3 * C, *dy = dout + (size_t)i * C, *p = att + a;
+    if (reference) kt__attention_backward(d, scratch, dy, x, p, 1, L, C, NH);
+    else kt__attention_backward_blocked(d, scratch, dy, x, p, 1, L, C, NH, KT__ATT_QB);
+    a += (size_t)NH * L * L;
+    i += L;
+  }
+}
+
+/* ---- a micro-batch in chunks along the sequence ------------------------------ *
+ * A piece: rows [i, i + l) of the chunk, a document's rows from its key n0 =
+ * pos[i] on; its queries see the document's keys [s, s + n) of the whole
+ * micro-batch, n = n0 + l, query t the first n0 + t + 1. */
+typedef struct {
+  float *out, *att, *scratch, *dinp, *gd;
+  const float *inp, *g, *dout;
+  int C, NH, T, i, l, n0, s;
+} piece_job;
+
+SIMD_CLONES static void piece_forward(void *arg, int h, int thread) {
+  const piece_job *j = arg;
+  int C = j->C, hs = C / j->NH, l = j->l, n = j->n0 + l;
+  float scale = 1.0f / sqrtf((float)hs);
+  float *sc = j->scratch + (size_t)thread * kt__attention_scratch_floats(j->T); /* (l,n) */
+  const float *q = j->inp + (size_t)j->i * 3 * C + (size_t)h * hs;      /* (l,hs), stride 3C */
+  const float *k = j->g + (size_t)j->s * 3 * C + C + (size_t)h * hs, *v = k + C; /* (n,hs) */
+  float *a = j->att + (size_t)h * l * n;                              /* (l,n) */
+  float *y = j->out + (size_t)j->i * C + (size_t)h * hs;              /* (l,hs), stride C */
+  kt__matmul_ld(sc, n, q, 3 * C, k, 3 * C, l, n, hs, 0, 1, 0.0f); /* q k^T */
+  for (int t = 0; t < l; t++)
+    softmax_causal_row(a + (size_t)t * n, sc + (size_t)t * n, j->n0 + t + 1, n, scale);
+  kt__matmul_ld(y, C, a, n, v, 3 * C, l, hs, n, 0, 0, 0.0f); /* att v */
+}
+
+SIMD_CLONES static void piece_backward(void *arg, int h, int thread) {
+  const piece_job *j = arg;
+  int C = j->C, hs = C / j->NH, l = j->l, n = j->n0 + l;
+  float scale = 1.0f / sqrtf((float)hs);
+  float *ds = j->scratch + (size_t)thread * kt__attention_scratch_floats(j->T); /* (l,n) */
+  const float *q = j->g + (size_t)(j->s + j->n0) * 3 * C + (size_t)h * hs; /* (l,hs) */
+  size_t key = (size_t)j->s * 3 * C + C + (size_t)h * hs;
+  const float *k = j->g + key, *v = k + C;
+  float *dk = j->gd + key, *dv = dk + C; /* (n,hs), stride 3C: accumulated */
+  const float *a = j->att + (size_t)h * l * n;
+  const float *dy = j->dout + (size_t)j->i * C + (size_t)h * hs;
+  float *dq = j->dinp + (size_t)j->i * 3 * C + (size_t)h * hs;
+  kt__matmul_ld(ds, n, dy, C, v, 3 * C, l, n, hs, 0, 1, 0.0f); /* dy v^T */
+  for (int t = 0; t < l; t++)
+    softmax_causal_row_backward(ds + (size_t)t * n, a + (size_t)t * n, j->n0 + t + 1, n, scale);
+  kt__matmul_ld(dq, 3 * C, ds, n, k, 3 * C, l, hs, n, 0, 0, 0.0f); /* dS k */
+  kt__matmul_ld(dk, 3 * C, ds, n, q, 3 * C, n, hs, l, 1, 0, 1.0f); /* += dS^T q */
+  kt__matmul_ld(dv, 3 * C, a, n, dy, C, n, hs, l, 1, 0, 1.0f);     /* += att^T dy */
+}
+
+/* Runs fn for every piece of the chunk, heads on the current pool. */
+static void for_pieces(piece_job *j, const int *pos, const int *row, int N, kt__task_fn fn) {
+  const kt__exec *e = kt__exec_current();
+  float *att = j->att;
+  for (int i = 0; i < N;) {
+    int l = kt__doc_length(pos, row, i, N);
+    j->i = i, j->l = l, j->n0 = pos[i], j->s = row[i] - pos[i];
+    kt__pool_run(e->in_task ? NULL : e->pool, j->NH, fn, j);
+    j->att += (size_t)j->NH * l * (j->n0 + l);
+    i += l;
+  }
+  j->att = att;
+}
+
+void kt__attention_forward_chunked(float *out, float *att, float *scratch, float *gqkv,
+                                   const float *inp, const int *pos, const int *row, int N, int T,
+                                   int C, int NH) {
+  for (int i = 0; i < N; i++) /* this chunk's q | k | v join the micro-batch's */
+    memcpy(gqkv + (size_t)row[i] * 3 * C, inp + (size_t)i * 3 * C, 3 * (size_t)C * sizeof(float));
+  piece_job j = {.out = out, .att = att, .scratch = scratch, .inp = inp, .g = gqkv, .C = C,
+                 .NH = NH, .T = T};
+  for_pieces(&j, pos, row, N, piece_forward);
+}
+
+void kt__attention_backward_chunked(float *dinp, float *gdkv, float *scratch, const float *dout,
+                                    const float *gqkv, const float *att, const int *pos,
+                                    const int *row, int N, int T, int C, int NH) {
+  piece_job j = {.att = (float *)att, .scratch = scratch, .dinp = dinp, .gd = gdkv, .g = gqkv,
+                 .dout = dout, .C = C, .NH = NH, .T = T};
+  for_pieces(&j, pos, row, N, piece_backward);
+  for (int i = 0; i < N; i++) /* this chunk's key and value gradients, complete now */
+    memcpy(dinp + (size_t)i * 3 * C + C, gdkv + (size_t)row[i] * 3 * C + C,
+           2 * (size_t)C * sizeof(float));
+}

@@ -154,7 +154,7 @@ void kt__gelu_backward_saved_par(float *d, float *dbias, float *partials, const 
 typedef struct {
   float *out, *dlogits;
   const float *wte, *wpe, *logits;
-  const int *tokens;
+  const int *tokens, *pos;
   double *loss;
   int T, C, V;
   float dscale;
@@ -165,7 +165,13 @@ static void encoder_rows(void *arg, int lo, int hi, int block, int thread) {
   const seq_job *j = arg;
   for (int n = lo; n < hi; n++) /* one row: B = 1, T = 1, at its position */
     kt__encoder_forward(j->out + (size_t)n * j->C, j->tokens + n, j->wte,
-                        j->wpe + (size_t)(n % j->T) * j->C, 1, 1, j->C);
+                        j->wpe + (size_t)(j->pos ? j->pos[n] : n % j->T) * j->C, 1, 1, j->C);
+}
+
+void kt__encoder_forward_pos_par(float *out, const int *tokens, const int *pos, const float *wte,
+                                 const float *wpe, int N, int C) {
+  seq_job j = {.out = out, .wte = wte, .wpe = wpe, .tokens = tokens, .pos = pos, .T = 1, .C = C};
+  kt__parallel_range(N, KT__ROWS, encoder_rows, &j);
 }
 
 void kt__encoder_forward_par(float *out, const int *tokens, const float *wte, const float *wpe,

@@ -42,6 +42,21 @@ SIMD_CLONES void kt__encoder_backward(float *dwte, float *dwpe, const float *dou
     }
 }
 
+SIMD_CLONES void kt__encoder_forward_pos(float *out, const int *tokens, const int *pos,
+                                         const float *wte, const float *wpe, int N, int C) {
+  for (int i = 0; i < N; i++)
+    row_sum2(out + (size_t)i * C, wte + (size_t)tokens[i] * C, wpe + (size_t)pos[i] * C, C);
+}
+
+SIMD_CLONES void kt__encoder_backward_pos(float *dwte, float *dwpe, const float *dout,
+                                          const int *tokens, const int *pos, int N, int C) {
+  for (int i = 0; i < N; i++) {
+    const float *d = dout + (size_t)i * C; /* (C) */
+    row_add(dwte + (size_t)tokens[i] * C, d, C);
+    row_add(dwpe + (size_t)pos[i] * C, d, C);
+  }
+}
+
 /* ---- LayerNorm ---------------------------------------------------------- */
 
 ROW void ln_row_forward(float *restrict o, const float *restrict x, const float *restrict w,

@@ -90,10 +90,9 @@ int kt_gpt_unit_tensors(const kt_model_config *cfg, int unit, kt_param_tensor *o
 static field act(float **ptr, size_t n) { return (field){ptr, n, NULL}; }
 
 /* The activation table of one segment. */
-static int acts_fields(kt__gpt_acts *a, int seg, const kt_model_config *cfg, int unit, int B,
-                       field *f) {
-  size_t C = (size_t)cfg->hidden, V = (size_t)cfg->vocab, T = (size_t)cfg->seq_len;
-  size_t N = (size_t)B * T, NH = (size_t)cfg->heads;
+static int acts_fields(kt__gpt_acts *a, int seg, const kt_model_config *cfg, int unit,
+                       const kt__gpt_rows *r, field *f) {
+  size_t C = (size_t)cfg->hidden, V = (size_t)cfg->vocab, N = (size_t)r->N;
   int n = 0;
   switch (kt__gpt_unit_kind(cfg, unit)) {
     case KT__GPT_EMBED:
@@ -106,7 +105,7 @@ static int acts_fields(kt__gpt_acts *a, int seg, const kt_model_config *cfg, int
         f[n++] = act(&a->ln1_mean, N);
         f[n++] = act(&a->ln1_rstd, N);
         f[n++] = act(&a->qkv, 3 * N * C);
-        f[n++] = act(&a->att, N * NH * T);
+        f[n++] = act(&a->att, r->att);
         f[n++] = act(&a->res2, N * C);
         f[n++] = act(&a->ln2_mean, N);
         f[n++] = act(&a->ln2_rstd, N);
@@ -149,10 +148,21 @@ static int acts_fields(kt__gpt_acts *a, int seg, const kt_model_config *cfg, int
 }
 
 size_t kt__gpt_acts_point(kt__gpt_acts *a, float *base, int seg, const kt_model_config *cfg,
-                          int unit, int B) {
+                          int unit, const kt__gpt_rows *r) {
   field f[MAX_FIELDS];
   kt__gpt_acts unused;
-  return layout(f, acts_fields(a ? a : &unused, seg, cfg, unit, B, f), base, 1);
+  return layout(f, acts_fields(a ? a : &unused, seg, cfg, unit, r, f), base, 1);
+}
+
+size_t kt__gpt_att_floats(const kt__gpt_rows *r, int NH) {
+  if (!r->pos) return (size_t)r->N * NH * r->T;
+  size_t n = 0;
+  for (int i = 0; i < r->N;) {
+    int L = kt__doc_length(r->pos, r->row, i, r->N);
+    n += (size_t)L * (size_t)(r->pos[i + L - 1] + 1); /* rows x keys up to the last */
+    i += L;
+  }
+  return n * NH;
 }
 
 static void fill_normal(float *w, size_t n, float std, kt__rng *r) {
@@ -214,11 +224,13 @@ int kt__gpt_reference(void) { return reference_kernels; }
 /* A block's forward on the serial kernels as first written: the bias laid
  * down before each matmul, GELU apart, attention over all T x T. */
 static void block_forward_reference(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scratch *s,
-                                    float *out, int B, int T, int C, int NH) {
-  int N = B * T;
+                                    float *out, const kt__gpt_rows *r, int C, int NH) {
+  int N = r->N;
   kt__layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, p->ln1w, p->ln1b, N, C);
   kt__matmul_forward(a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C);
-  kt__attention_forward(a->atty, a->att, s->attn, a->qkv, B, T, C, NH);
+  if (r->row) kt__attention_forward_chunked(a->atty, a->att, s->attn, a->gqkv, a->qkv, r->pos, r->row, N, r->T, C, NH);
+  else if (r->pos) kt__attention_forward_packed(a->atty, a->att, s->attn, a->qkv, r->pos, N, C, NH, 1);
+  else kt__attention_forward(a->atty, a->att, s->attn, a->qkv, r->B, r->T, C, NH);
   kt__matmul_residual_forward(a->res2, a->atty, p->attprojw, p->attprojb, a->x, N, C, C);
   kt__layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C);
   kt__matmul_forward(s->fc, a->ln2, p->fcw, p->fcb, N, C, 4 * C);
@@ -229,11 +241,13 @@ static void block_forward_reference(const kt__gpt_params *p, kt__gpt_acts *a, kt
 /* The same on the chunk's threads: the fc bias rides in the GELU pass
  * (the fc matmul overwrites), attention blocked by query rows. */
 static void block_forward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scratch *s, float *out,
-                          int B, int T, int C, int NH) {
-  int N = B * T;
+                          const kt__gpt_rows *r, int C, int NH) {
+  int N = r->N;
   kt__layernorm_forward_par(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, p->ln1w, p->ln1b, N, C);
   kt__matmul_forward_par(a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C);
-  kt__attention_forward_blocked(a->atty, a->att, s->attn, a->qkv, B, T, C, NH, KT__ATT_QB);
+  if (r->row) kt__attention_forward_chunked(a->atty, a->att, s->attn, a->gqkv, a->qkv, r->pos, r->row, N, r->T, C, NH);
+  else if (r->pos) kt__attention_forward_packed(a->atty, a->att, s->attn, a->qkv, r->pos, N, C, NH, 0);
+  else kt__attention_forward_blocked(a->atty, a->att, s->attn, a->qkv, r->B, r->T, C, NH, KT__ATT_QB);
   kt__matmul_residual_forward_par(a->res2, a->atty, p->attprojw, p->attprojb, a->x, N, C, C);
   kt__layernorm_forward_par(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C);
   kt__matmul_forward_par(s->fc, a->ln2, p->fcw, NULL, N, C, 4 * C);
@@ -241,10 +255,35 @@ static void block_forward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scra
   kt__matmul_residual_forward_par(out, a->fch_gelu, p->fcprojw, p->fcprojb, a->res2, N, 4 * C, C);
 }
 
-kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt__gpt_scratch *s,
-                               float *out, const int *targets, double *loss, kt_error *err) {
-  int B = c->micro_batch, T = c->cfg.seq_len, C = c->cfg.hidden, V = c->cfg.vocab;
-  int NH = c->cfg.heads, N = B * T, reference = reference_kernels;
+static void embed_forward(float *out, const kt__gpt_params *p, const int *tokens,
+                          const kt__gpt_rows *r, int C, int reference) {
+  if (r->pos && reference) kt__encoder_forward_pos(out, tokens, r->pos, p->wte, p->wpe, r->N, C);
+  else if (r->pos) kt__encoder_forward_pos_par(out, tokens, r->pos, p->wte, p->wpe, r->N, C);
+  else if (reference) kt__encoder_forward(out, tokens, p->wte, p->wpe, r->B, r->T, C);
+  else kt__encoder_forward_par(out, tokens, p->wte, p->wpe, r->B, r->T, C);
+}
+
+/* The head's loss: summed over the rows, each weighed by r->dscale (1 / N
+ * when 0). */
+static kt_status head_loss(float *dlogits, const int *targets, const kt__gpt_rows *r, int V,
+                           int reference, double *loss, kt_error *err) {
+  int N = r->N;
+  for (int i = 0; i < N; i++)
+    if (targets[i] < 0 || targets[i] >= V)
+      return kt_fail(err, KT_EINVAL, "gpt: target %d at position %d is outside 0..%d", targets[i],
+                     i, V - 1);
+  float ds = r->dscale > 0 ? (float)r->dscale : 1.0f / N;
+  double sum = reference ? kt__crossentropy_forward(dlogits, dlogits, targets, N, V, ds)
+                         : kt__crossentropy_forward_par(dlogits, dlogits, targets, N, V, ds);
+  if (loss) *loss = r->dscale > 0 ? sum * r->dscale : sum / N;
+  return KT_OK;
+}
+
+kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, const kt__gpt_rows *r,
+                               kt__gpt_acts *a, kt__gpt_scratch *s, float *out,
+                               const int *targets, double *loss, kt_error *err) {
+  int C = c->cfg.hidden, V = c->cfg.vocab;
+  int NH = c->cfg.heads, N = r->N, reference = reference_kernels;
   kt__gpt_params p;
   params_of(c, unit, &p, c->params);
   switch (kt__gpt_unit_kind(&c->cfg, unit)) {
@@ -254,30 +293,19 @@ kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, kt__gpt_acts *a, kt_
         if (tokens[i] < 0 || tokens[i] >= V)
           return kt_fail(err, KT_EINVAL, "gpt: token %d at position %d is outside 0..%d", tokens[i],
                          i, V - 1);
-      if (reference) kt__encoder_forward(out, tokens, p.wte, p.wpe, B, T, C);
-      else kt__encoder_forward_par(out, tokens, p.wte, p.wpe, B, T, C);
+      embed_forward(out, &p, tokens, r, C, reference);
       break;
     }
     case KT__GPT_BLOCK:
-      if (reference) block_forward_reference(&p, a, s, out, B, T, C, NH);
-      else block_forward(&p, a, s, out, B, T, C, NH);
+      if (reference) block_forward_reference(&p, a, s, out, r, C, NH);
+      else block_forward(&p, a, s, out, r, C, NH);
       break;
     case KT__GPT_HEAD:
       if (reference) kt__layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->x, p.lnfw, p.lnfb, N, C);
       else kt__layernorm_forward_par(a->lnf, a->lnf_mean, a->lnf_rstd, a->x, p.lnfw, p.lnfb, N, C);
       kt__matmul_forward(a->dlogits, a->lnf, p.headw, NULL, N, C, V);
       if (out) memcpy(out, a->dlogits, sizeof(float) * (size_t)N * V);
-      if (targets) {
-        for (int i = 0; i < N; i++)
-          if (targets[i] < 0 || targets[i] >= V)
-            return kt_fail(err, KT_EINVAL, "gpt: target %d at position %d is outside 0..%d",
-                           targets[i], i, V - 1);
-        double sum = reference
-                         ? kt__crossentropy_forward(a->dlogits, a->dlogits, targets, N, V, 1.0f / N)
-                         : kt__crossentropy_forward_par(a->dlogits, a->dlogits, targets, N, V,
-                                                        1.0f / N);
-        if (loss) *loss = sum / N;
-      }
+      if (targets) return head_loss(a->dlogits, targets, r, V, reference, loss, err);
       break;
   }
   return KT_OK;
@@ -287,8 +315,8 @@ static void zero(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
 
 /* A block's input gradient on the serial kernels as first written. */
 static void block_backward_reference(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scratch *s,
-                                     float *din, int B, int T, int C, int NH) {
-  int N = B * T;
+                                     float *din, const kt__gpt_rows *r, int C, int NH) {
+  int N = r->N;
   float *dln = s->dsmall; /* (N,C) gradient of a LayerNorm output, then of atty */
   /* MLP: out = res2 + fcproj(gelu(fc(ln2(res2)))) */
   kt__matmul_backward_input(a->dfch, a->dout, p->fcprojw, N, 4 * C, C, 0);
@@ -300,7 +328,9 @@ static void block_backward_reference(const kt__gpt_params *p, kt__gpt_acts *a, k
   /* attention: res2 = x + attproj(attention(qkv(ln1(x)))) */
   kt__bias_backward(a->dattprojb, a->dres2, N, C);
   kt__matmul_backward_input(dln, a->dres2, p->attprojw, N, C, C, 0);
-  kt__attention_backward(a->dqkv, s->attn, dln, a->qkv, a->att, B, T, C, NH);
+  if (r->row) kt__attention_backward_chunked(a->dqkv, a->gdkv, s->attn, dln, a->gqkv, a->att, r->pos, r->row, N, r->T, C, NH);
+  else if (r->pos) kt__attention_backward_packed(a->dqkv, s->attn, dln, a->qkv, a->att, r->pos, N, C, NH, 1);
+  else kt__attention_backward(a->dqkv, s->attn, dln, a->qkv, a->att, r->B, r->T, C, NH);
   kt__bias_backward(a->dqkvb, a->dqkv, N, 3 * C);
   kt__matmul_backward_input(dln, a->dqkv, p->qkvw, N, C, 3 * C, 0);
   kt__layernorm_backward(din, a->dln1w, a->dln1b, a->dres2, dln, a->x, p->ln1w, a->ln1_mean,
@@ -309,8 +339,8 @@ static void block_backward_reference(const kt__gpt_params *p, kt__gpt_acts *a, k
 
 /* The same on the chunk's threads, attention blocked. */
 static void block_backward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scratch *s,
-                           float *din, int B, int T, int C, int NH) {
-  int N = B * T;
+                           float *din, const kt__gpt_rows *r, int C, int NH) {
+  int N = r->N;
   float *dln = s->dsmall, *part = s->partials;
   kt__matmul_backward_input(a->dfch, a->dout, p->fcprojw, N, 4 * C, C, 0);
   kt__bias_backward_par(a->dfcprojb, part, a->dout, N, C);
@@ -320,17 +350,20 @@ static void block_backward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scr
                              a->ln2_mean, a->ln2_rstd, N, C);
   kt__bias_backward_par(a->dattprojb, part, a->dres2, N, C);
   kt__matmul_backward_input(dln, a->dres2, p->attprojw, N, C, C, 0);
-  kt__attention_backward_blocked(a->dqkv, s->attn, dln, a->qkv, a->att, B, T, C, NH, KT__ATT_QB);
+  if (r->row) kt__attention_backward_chunked(a->dqkv, a->gdkv, s->attn, dln, a->gqkv, a->att, r->pos, r->row, N, r->T, C, NH);
+  else if (r->pos) kt__attention_backward_packed(a->dqkv, s->attn, dln, a->qkv, a->att, r->pos, N, C, NH, 0);
+  else kt__attention_backward_blocked(a->dqkv, s->attn, dln, a->qkv, a->att, r->B, r->T, C, NH,
+                                      KT__ATT_QB);
   kt__bias_backward_par(a->dqkvb, part, a->dqkv, N, 3 * C);
   kt__matmul_backward_input(dln, a->dqkv, p->qkvw, N, C, 3 * C, 0);
   kt__layernorm_backward_par(din, a->dln1w, a->dln1b, part, a->dres2, dln, a->x, p->ln1w,
                              a->ln1_mean, a->ln1_rstd, N, C);
 }
 
-void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, kt__gpt_scratch *s,
-                                 float *din) {
-  int B = c->micro_batch, T = c->cfg.seq_len, C = c->cfg.hidden, V = c->cfg.vocab;
-  int NH = c->cfg.heads, N = B * T;
+void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, const kt__gpt_rows *r,
+                                 kt__gpt_acts *a, kt__gpt_scratch *s, float *din) {
+  int C = c->cfg.hidden, V = c->cfg.vocab;
+  int NH = c->cfg.heads, N = r->N;
   kt__gpt_params p;
   params_of(c, unit, &p, c->params);
   switch (kt__gpt_unit_kind(&c->cfg, unit)) {
@@ -341,8 +374,8 @@ void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, kt__gpt_acts *a, k
       for (int i = 0; i < 6; i++) zero(partials[i], C);
       zero(a->dqkvb, 3 * (size_t)C);
       zero(a->dfcb, 4 * (size_t)C);
-      if (reference_kernels) block_backward_reference(&p, a, s, din, B, T, C, NH);
-      else block_backward(&p, a, s, din, B, T, C, NH);
+      if (reference_kernels) block_backward_reference(&p, a, s, din, r, C, NH);
+      else block_backward(&p, a, s, din, r, C, NH);
       break;
     }
     case KT__GPT_HEAD:
@@ -363,14 +396,15 @@ static void add(float *dst, const float *src, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
-void kt__gpt_unit_backward_weight(const kt_chunk *c, int unit, const kt__gpt_acts *a,
-                                  float *dheadw) {
-  int B = c->micro_batch, T = c->cfg.seq_len, C = c->cfg.hidden, V = c->cfg.vocab, N = B * T;
+void kt__gpt_unit_backward_weight(const kt_chunk *c, int unit, const kt__gpt_rows *r,
+                                  const kt__gpt_acts *a, float *dheadw) {
+  int C = c->cfg.hidden, V = c->cfg.vocab, N = r->N;
   kt__gpt_params g;
   params_of(c, unit, &g, c->grads);
   switch (kt__gpt_unit_kind(&c->cfg, unit)) {
     case KT__GPT_EMBED:
-      kt__encoder_backward(g.wte, g.wpe, a->dout, (const int *)a->tokens, B, T, C);
+      if (r->pos) kt__encoder_backward_pos(g.wte, g.wpe, a->dout, (const int *)a->tokens, r->pos, N, C);
+      else kt__encoder_backward(g.wte, g.wpe, a->dout, (const int *)a->tokens, r->B, r->T, C);
       break;
     case KT__GPT_BLOCK:
       kt__matmul_backward_weight(g.fcprojw, a->dout, a->fch_gelu, N, 4 * C, C);

@@ -46,6 +46,11 @@ kt_status kt_model_config_check(const kt_model_config *cfg, kt_error *err) {
       return kt_fail(err, KT_EINVAL, "sequence length %d: expected 1..65536", cfg->seq_len);
     if (cfg->vocab < 2 || cfg->vocab > 1 << 20)
       return kt_fail(err, KT_EINVAL, "vocabulary %d: expected 2..1048576", cfg->vocab);
+    if (cfg->seq_chunks < 0 || cfg->seq_chunks > cfg->seq_len)
+      return kt_fail(err, KT_EINVAL, "sequence chunks %d: expected 1..%d (the sequence length)",
+                     cfg->seq_chunks, cfg->seq_len);
+    if (cfg->seq_chunks > 1 && cfg->recompute)
+      return kt_fail(err, KT_EINVAL, "sequence chunks %d: not with recompute", cfg->seq_chunks);
   }
   return KT_OK;
 }

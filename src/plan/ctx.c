@@ -71,7 +71,7 @@ kt_status kt__plan_ctx_create(const kt_plan_model *m, const kt_plan_cluster *c,
   kt__plan_ctx *x = kt_calloc(1, sizeof *x);
   if (!x) return kt_fail(err, KT_ENOMEM, "out of memory");
   x->m = m, x->c = c, x->o = o;
-  x->budget = c->mem_bytes - c->mem_reserved;
+  x->budget = kt_plan_cluster_budget(c);
   *out = x;
   return KT_OK;
 }

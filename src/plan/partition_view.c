@@ -41,7 +41,7 @@ kt_status kt_plan_partition_only(const kt_plan_model *m, const kt_plan_cluster *
   for (int j = 0; j < S; j++) mult[j] = S - j < pv->m ? S - j : pv->m; /* 1F1B in-flight */
   kt_partition_problem pb = {.n = n, .load = load};
   if (pv->capped)
-    pb.fixed = fixed, pb.act = act, pb.mult = mult, pb.mem_cap = c->mem_bytes - c->mem_reserved;
+    pb.fixed = fixed, pb.act = act, pb.mult = mult, pb.mem_cap = kt_plan_cluster_budget(c);
   if ((st = kt_partition_minmax(&pb, S, pv->counts, &pv->bottleneck, err))) goto done;
   double total = 0;
   for (int j = 0, i = 0; j < S; j++) {

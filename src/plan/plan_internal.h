@@ -70,7 +70,7 @@ typedef struct kt__plan_ctx {
   const kt_plan_model *m;
   const kt_plan_cluster *c;
   const kt_plan_options *o;
-  double budget; /* mem_bytes - mem_reserved */
+  double budget; /* kt_plan_cluster_budget */
   kt__map costs, scheds, parts, capped, sims;
   size_t n_simulations;
 } kt__plan_ctx;

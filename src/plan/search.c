@@ -56,10 +56,13 @@ static int cmp_lb(const void *a, const void *b) {
  * reached through a cached simulation differs in the last bits. */
 #define TIE 1e-9
 
-/* Order on results: step time, then the simpler layout. */
+/* Order on results: step time, then the smaller peak memory (headroom for
+ * the same speed), then the simpler layout. */
 static int cmp_result(const kt_plan_result *x, const kt_plan_result *y) {
   if (fabs(x->step_time - y->step_time) > TIE * fmax(x->step_time, y->step_time))
     return x->step_time < y->step_time ? -1 : 1;
+  if (fabs(x->mem_peak - y->mem_peak) > TIE * fmax(x->mem_peak, y->mem_peak))
+    return x->mem_peak < y->mem_peak ? -1 : 1;
   const int a[] = {x->cfg.p, x->cfg.t, x->cfg.v, x->cfg.schedule, x->cfg.recompute, x->cfg.k,
                    -x->cfg.m, x->cfg.b};
   const int b[] = {y->cfg.p, y->cfg.t, y->cfg.v, y->cfg.schedule, y->cfg.recompute, y->cfg.k,

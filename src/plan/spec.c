@@ -128,12 +128,22 @@ void kt_plan_cluster_default(kt_plan_cluster *c) {
   c->devices = 8;
   c->devices_per_node = 8;
   c->mem_bytes = 80e9;
+  c->mem_reserved = -1; /* the default: kt_plan_cluster_reserved */
   c->peak_flops = 312e12;
   c->efficiency = 0.5;
   c->intra_bw = 300e9;
   c->intra_latency = 5e-6;
   c->inter_bw = 25e9;
   c->inter_latency = 10e-6;
+}
+
+double kt_plan_cluster_reserved(const kt_plan_cluster *c) {
+  if (c->mem_reserved >= 0) return c->mem_reserved;
+  return fmin(KT_PLAN_RESERVE_FIXED, 0.1 * c->mem_bytes) + KT_PLAN_RESERVE_SHARE * c->mem_bytes;
+}
+
+double kt_plan_cluster_budget(const kt_plan_cluster *c) {
+  return c->mem_bytes - kt_plan_cluster_reserved(c);
 }
 
 double kt_plan_cluster_flops(const kt_plan_cluster *c) {
@@ -147,9 +157,9 @@ kt_status kt_plan_cluster_check(const kt_plan_cluster *c, kt_error *err) {
                    c->devices_per_node);
   if (!(c->mem_bytes > 0))
     return kt_fail(err, KT_EINVAL, "cluster: memory per device %g bytes: must be > 0", c->mem_bytes);
-  if (!(c->mem_reserved >= 0) || c->mem_reserved >= c->mem_bytes)
+  if (isnan(c->mem_reserved) || kt_plan_cluster_reserved(c) >= c->mem_bytes)
     return kt_fail(err, KT_EINVAL, "cluster: reserved memory %g bytes leaves nothing of %g",
-                   c->mem_reserved, c->mem_bytes);
+                   kt_plan_cluster_reserved(c), c->mem_bytes);
   if (!(kt_plan_cluster_flops(c) > 0) || !isfinite(kt_plan_cluster_flops(c)))
     return kt_fail(err, KT_EINVAL, "cluster: achieved FLOP/s %g: must be > 0",
                    kt_plan_cluster_flops(c));

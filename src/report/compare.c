@@ -122,8 +122,17 @@ static void compare_table(const kt_compare_info *info, const kt_compare_row *row
                           kt_buf *b) {
   char costs[400];
   kt_costs_describe(info->costs, costs, sizeof costs);
-  kt_buf_printf(b, "P=%d M=%d  %s  mem-act=%g mem-wgrad=%g\n", info->p, info->m, costs,
-                info->costs->mem_act, info->costs->mem_wgrad);
+  kt_buf_printf(b, "P=%d M=%d  %s ", info->p, info->m, costs);
+  const kt_costs *c = info->costs;
+  const struct { const char *name; double u; const double *per; } mem[] = {
+      {"mem-act", c->mem_act, c->stage_mem_act}, {"mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad}};
+  for (int k = 0; k < 2; k++) { /* the memory as given: one value, or per stage */
+    kt_buf_printf(b, " %s=", mem[k].name);
+    if (!mem[k].per || c->n_stages <= 0) kt_buf_printf(b, "%g", mem[k].u);
+    for (int st = 0; mem[k].per && st < c->n_stages; st++)
+      kt_buf_printf(b, "%s%g", st ? "," : "", mem[k].per[st]);
+  }
+  kt_buf_puts(b, "\n");
   kt_render_step_line(info->costs->step_sync, b);
   if (info->cost_basis && !strcmp(info->cost_basis, "rank"))
     kt_buf_puts(b, "cost basis: rank (costs and memory are one rank's share of the model: every "

@@ -8,6 +8,28 @@
 #include "kaiten/generators.h"
 #include "kaiten/report.h"
 
+static void cost_value(kt_buf *b, const char *key, double uniform, const double *per, int ns);
+
+/* A cost field: a number, the per-stage list, or with per-micro-batch
+ * values (mb: n_stages lists of n_mb, stage-major) a list per stage. */
+static void cost_value_mb(kt_buf *b, const char *key, double uniform, const double *per, int ns,
+                          const double *mb, int n_mb) {
+  if (mb && ns > 0 && n_mb > 0) {
+    kt_buf_printf(b, "\"%s\":[", key);
+    for (int s = 0; s < ns; s++) {
+      kt_buf_puts(b, s ? ",[" : "[");
+      for (int j = 0; j < n_mb; j++) {
+        if (j) kt_buf_puts(b, ",");
+        kt_buf_json_number(b, mb[(size_t)s * (size_t)n_mb + (size_t)j]);
+      }
+      kt_buf_puts(b, "]");
+    }
+    kt_buf_puts(b, "]");
+    return;
+  }
+  cost_value(b, key, uniform, per, ns);
+}
+
 /* A cost field: a number, or the per-stage list. */
 static void cost_value(kt_buf *b, const char *key, double uniform, const double *per, int ns) {
   kt_buf_printf(b, "\"%s\":", key);
@@ -26,11 +48,11 @@ static void cost_value(kt_buf *b, const char *key, double uniform, const double 
 void kt_render_costs_json(const kt_costs *c, kt_buf *b) {
   int ns = c->n_stages;
   kt_buf_puts(b, "{");
-  cost_value(b, "tf", c->tf, c->stage_tf, ns);
+  cost_value_mb(b, "tf", c->tf, c->stage_tf, ns, c->mb_tf, c->n_mb);
   kt_buf_puts(b, ",");
-  cost_value(b, "tb", c->tb, c->stage_tb, ns);
+  cost_value_mb(b, "tb", c->tb, c->stage_tb, ns, c->mb_tb, c->n_mb);
   kt_buf_puts(b, ",");
-  cost_value(b, "tw", c->tw, c->stage_tw, ns);
+  cost_value_mb(b, "tw", c->tw, c->stage_tw, ns, c->mb_tw, c->n_mb);
   kt_buf_puts(b, ",\"comm\":");
   kt_buf_json_number(b, kt_cost_comm(c));
   if (c->n_links > 0) { /* each link's hop, its delay included (kt_cost_link) */
@@ -48,9 +70,9 @@ void kt_render_costs_json(const kt_costs *c, kt_buf *b) {
     kt_buf_json_number(b, c->op_overhead);
   }
   kt_buf_puts(b, ",");
-  cost_value(b, "mem_act", c->mem_act, c->stage_mem_act, ns);
+  cost_value_mb(b, "mem_act", c->mem_act, c->stage_mem_act, ns, c->mb_mem_act, c->n_mb);
   kt_buf_puts(b, ",");
-  cost_value(b, "mem_wgrad", c->mem_wgrad, c->stage_mem_wgrad, ns);
+  cost_value_mb(b, "mem_wgrad", c->mem_wgrad, c->stage_mem_wgrad, ns, c->mb_mem_wgrad, c->n_mb);
   /* the step's end (kaiten/costs.h) */
   kt_buf_puts(b, ",");
   cost_value(b, "tu", c->tu, c->stage_tu, ns);

@@ -33,6 +33,23 @@ static void partition_arg(const int *counts, int S, kt_buf *b) {
   for (int j = 0; j < S; j++) kt_buf_printf(b, "%s%d", j ? "," : "", counts[j]);
 }
 
+/* A row's partition (layers per stage) and memory per rank (GB), whole
+ * up to KT_PLAN_CELL characters (the stages of a model of about 2,000
+ * layers, 1,000 ranks), longer ones ending in "...". */
+#define KT_PLAN_CELL 8192
+static void row_cells(const kt_plan_result *r, char *part, char *mem) {
+  const kt_plan_config *g = &r->cfg;
+  kt_buf b;
+  kt_buf_init(&b);
+  partition_arg(r->partition, g->p * g->v, &b);
+  clip(b.data, part, KT_PLAN_CELL);
+  kt_buf_free(&b);
+  kt_buf_init(&b);
+  for (int k = 0; k < g->p; k++) kt_buf_printf(&b, "%s%.1f", k ? "," : "", r->mem_rank[k] / 1e9);
+  clip(b.data, mem, KT_PLAN_CELL);
+  kt_buf_free(&b);
+}
+
 static void json_array(kt_buf *b, const double *x, int n) {
   kt_buf_puts(b, "[");
   for (int i = 0; i < n; i++) {
@@ -73,7 +90,7 @@ void kt_render_plan_partition(const kt_plan_model *m, const kt_plan_cluster *c,
     if (pv->capped) {
       kt_buf_puts(out, ",\"memory_per_stage\":");
       json_array(out, pv->mem, S);
-      json_field(out, "memory_cap", c->mem_bytes - c->mem_reserved);
+      json_field(out, "memory_cap", kt_plan_cluster_budget(c));
     }
     json_field(out, "bottleneck", pv->bottleneck);
     json_field(out, "mean", pv->mean);
@@ -128,8 +145,8 @@ void kt_render_plan_presets(kt_buf *out) {
 
 /* ---- the ranking ------------------------------------------------------------------- */
 
-static void render_config_json(const kt_plan_model *m, const kt_plan_result *r, long B,
-                               kt_buf *out) {
+static void render_config_json(const kt_plan_model *m, const kt_plan_options *o,
+                               const kt_plan_result *r, long B, kt_buf *out) {
   const kt_plan_config *g = &r->cfg;
   int S = g->p * g->v;
   kt_buf_printf(out, "{\"p\":%d,\"d\":%d,\"t\":%d,\"v\":%d,\"m\":%d,\"b\":%d,\"k\":%d,"
@@ -170,6 +187,7 @@ static void render_config_json(const kt_plan_model *m, const kt_plan_result *r, 
   }
   kt_buf_puts(out, "],\"reason\":");
   kt_buf_json_string(out, r->reason);
+  kt_render_plan_launch(m, o, r, B, 1, out);
   kt_buf_puts(out, "}");
 }
 
@@ -182,7 +200,7 @@ static void render_json(const kt_plan_model *m, const kt_plan_cluster *c, const 
   kt_buf_printf(out, ",\"cluster\":{\"devices\":%d,\"devices_per_node\":%d", c->devices,
                 c->devices_per_node);
   json_field(out, "mem_bytes", c->mem_bytes);
-  json_field(out, "mem_reserved", c->mem_reserved);
+  json_field(out, "mem_reserved", kt_plan_cluster_reserved(c));
   json_field(out, "flops", kt_plan_cluster_flops(c));
   json_field(out, "intra_bw", c->intra_bw);
   json_field(out, "inter_bw", c->inter_bw);
@@ -198,7 +216,7 @@ static void render_json(const kt_plan_model *m, const kt_plan_cluster *c, const 
   kt_buf_puts(out, "},\"configs\":[");
   for (int i = 0; i < rep->n; i++) {
     if (i) kt_buf_puts(out, ",");
-    render_config_json(m, &rep->configs[i], sp->global_batch, out);
+    render_config_json(m, o, &rep->configs[i], sp->global_batch, out);
   }
   kt_buf_puts(out, "]}\n");
 }
@@ -240,7 +258,7 @@ static void render_explain(const kt_plan_model *m, const kt_plan_cluster *c, con
                   fmt_time(r->stage_w[j], w, sizeof w));
   }
   kt_buf_printf(out, "\n  %4s %12s %16s %12s   budget %.2f GB\n", "rank", "state (GB)",
-                "activations (GB)", "total (GB)", (c->mem_bytes - c->mem_reserved) / 1e9);
+                "activations (GB)", "total (GB)", kt_plan_cluster_budget(c) / 1e9);
   for (int k = 0; k < g->p; k++)
     kt_buf_printf(out, "  %4d %12.2f %16.2f %12.2f\n", k, r->mem_state[k] / 1e9,
                   (r->mem_rank[k] - r->mem_state[k]) / 1e9, r->mem_rank[k] / 1e9);
@@ -263,6 +281,9 @@ void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_p
                 "global batch %ld\n",
                 m->name, kt_plan_model_params(m) / 1e9, m->n_layers, seq, c->devices,
                 c->mem_bytes / 1e9, sp->global_batch);
+  kt_buf_printf(out, "memory per device: %.3g GB for the model, %.3g GB reserved (runtime, "
+                "buffers, fragmentation: --mem-reserved-gb)\n",
+                kt_plan_cluster_budget(c) / 1e9, kt_plan_cluster_reserved(c) / 1e9);
   kt_buf_printf(out, "%zu candidates in %.3f s: %zu over memory by bound, %zu cut by the time "
                 "bound, %zu evaluated (%zu over memory, %zu not applicable, %zu over bubble), "
                 "%zu simulations\n\n",
@@ -272,37 +293,38 @@ void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_p
   kt_buf_printf(out, "step = the simulated period, a step in steady state under step sync %s "
                     "(--step-sync)\n\n", kt_step_sync_name(o->step_sync));
   if (rep->n == 0) return;
-  kt_buf_printf(out, "%3s %3s %3s %2s %2s %9s %4s %5s  %-14s %-9s %-9s %10s %7s  %-19s  %-14s %s\n",
+  /* the partition and the memory per stage in full: columns as wide as the longest */
+  int wp = 14, wm = 19;
+  for (int i = 0; i < rep->n; i++) {
+    char part[KT_PLAN_CELL], mem[KT_PLAN_CELL];
+    row_cells(&rep->configs[i], part, mem);
+    wp = (int)fmax(wp, strlen(part)), wm = (int)fmax(wm, strlen(mem));
+  }
+  kt_buf_printf(out, "%3s %3s %3s %2s %2s %9s %4s %5s  %-14s %-9s %-9s %10s %7s  %-*s  %-*s %s\n",
                 "#", "P", "D", "t", "V", "M", "b", "K", "schedule", "recompute", "nodes", "step",
-                "bubble", "memory/stage (GB)", "partition", "why");
+                "bubble", wm, "memory/stage (GB)", wp, "partition", "why");
   int collapsed = 0;
   for (int i = 0; i < rep->n; i++) {
     const kt_plan_result *r = &rep->configs[i];
     const kt_plan_config *g = &r->cfg;
-    char t[32], part[15], mem[20];
-    kt_buf b;
-    kt_buf_init(&b);
-    partition_arg(r->partition, g->p * g->v, &b);
-    clip(b.data, part, sizeof part);
-    kt_buf_free(&b);
-    kt_buf_init(&b);
-    for (int k = 0; k < g->p; k++) kt_buf_printf(&b, "%s%.1f", k ? "," : "", r->mem_rank[k] / 1e9);
-    clip(b.data, mem, sizeof mem);
-    kt_buf_free(&b);
+    char t[32], part[KT_PLAN_CELL], mem[KT_PLAN_CELL];
+    row_cells(r, part, mem);
     char mcol[24];
-    if (r->equivalent) snprintf(mcol, sizeof mcol, "%d-%d", r->m_min, r->m_max);
+    if (r->equivalent && r->m_min != r->m_max) snprintf(mcol, sizeof mcol, "%d-%d", r->m_min, r->m_max);
     else snprintf(mcol, sizeof mcol, "%d", g->m);
-    collapsed += r->equivalent > 0;
-    kt_buf_printf(out, "%3d %3d %3d %2d %2d %9s %4d %5d  %-14s %-9s %-9s %10s %6.2f%%  %-19s  %-14s %s\n",
+    collapsed += r->equivalent > 0 && r->m_min != r->m_max;
+    kt_buf_printf(out, "%3d %3d %3d %2d %2d %9s %4d %5d  %-14s %-9s %-9s %10s %6.2f%%  %-*s  %-*s %s\n",
                   i + 1, g->p, g->d, g->t, g->v, mcol, g->b, g->k,
                   kt_gen_kind_name(g->schedule), kt_recompute_name(g->recompute),
                   kt_node_layout_name(g->nodes),
-                  fmt_time(r->step_time, t, sizeof t), 100 * r->bubble_ratio, mem, part, r->reason);
+                  fmt_time(r->step_time, t, sizeof t), 100 * r->bubble_ratio, wm, mem, wp, part,
+                  r->reason);
   }
   if (collapsed)
     kt_buf_puts(out, "M a-b: one row for the layouts that differ only in how the step is cut "
                      "into rounds (M and K, same M*K; with P=1 also the schedule) and have the "
                      "same step time and memory; K is the shown row's\n");
+  kt_render_plan_launch(m, o, &rep->configs[0], sp->global_batch, 0, out);
   if (explain) render_explain(m, c, &rep->configs[0], sp->global_batch, out);
 }
 

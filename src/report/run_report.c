@@ -143,18 +143,16 @@ static void traced_step_head(kt_buf *b, const kt_run *r, const kt_metrics *mm,
                 tu, pm->makespan * ts, 100 * pm->bubble_ratio);
   if (mm->step_sync >= 0)
     kt_buf_printf(b, " &#183; step sync %s", kt_step_sync_name((kt_step_sync)mm->step_sync));
-  if (isfinite(r->calibrated[0]))
-    kt_buf_printf(b, " (simulator, costs calibrated on this step: T_F %.3g, T_B %.3g, T_W %.3g, "
-                     "T_comm %.3g %s)", r->calibrated[0] * ts, r->calibrated[1] * ts,
-                  r->calibrated[2] * ts, r->calibrated[3] * ts, tu);
+  if (r->has_calibrated) kt__run_calibrated_costs(b, &r->calibrated, ts, tu);
   kt_buf_puts(b, "</span></div>\n");
 }
 
 /* Activation memory over the traced step, under its Gantt and as wide, on
  * the same time axis (span seconds, shown in tu at scale ts). */
-static void traced_step_memory(kt_buf *b, const kt_timeline *t, double span, double ts,
+static void traced_step_memory(kt_buf *b, const kt_run *r, double span, double ts,
                                const char *tu, int width) {
-  double peak = 0;
+  const kt_timeline *t = &r->measured;
+  double peak = kt__run_mem_ref_peak(r);
   for (size_t i = 0; i < t->n_mem; i++)
     if (t->mem[i].value > peak) peak = t->mem[i].value;
   const char *mu;
@@ -169,8 +167,11 @@ static void traced_step_memory(kt_buf *b, const kt_timeline *t, double span, dou
   if (!b->failed && kt_timeline_mem_series(&mt, 0, span * ts, &s, &n)) b->failed = 1;
   if (!b->failed) {
     int show[MAX_CURVES], ns = kt__run_pick_ranks((int)n, show);
-    kt_series shown[MAX_CURVES];
+    kt_series shown[MAX_CURVES + KT__MEM_REFS];
     for (int k = 0; k < ns; k++) shown[k] = s[show[k]];
+    double ref_xy[4 * KT__MEM_REFS];
+    char ref_names[KT__MEM_REFS][64];
+    int refs = kt__run_mem_refs(r, msc, 0, span * ts, shown + ns, ref_xy, ref_names);
     char xl[32], yl[48], title[96];
     snprintf(xl, sizeof xl, "time (%s)", tu);
     snprintf(yl, sizeof yl, "activations (%s)", mu);
@@ -181,7 +182,7 @@ static void traced_step_memory(kt_buf *b, const kt_timeline *t, double span, dou
     co.x_min = 0;
     co.x_max = span * ts;
     co.y_min = 0;
-    kt_svg_line_chart(b, &co, shown, (size_t)ns);
+    kt_svg_line_chart(b, &co, shown, (size_t)(ns + refs));
   }
   kt_series_free(s, n);
   kt_timeline_free(&mt);
@@ -217,7 +218,7 @@ static void traced_step(kt_buf *b, const kt_run *r, const kt_metrics *mm, const 
   go.embed_memory = r->has_memory;
   kt_buf_puts(b, "<div class=\"scroll\">\n");
   kt_svg_gantt(b, t, &go);
-  if (r->has_memory) traced_step_memory(b, t, span, ts, tu, width);
+  if (r->has_memory) traced_step_memory(b, r, span, ts, tu, width);
   kt_buf_puts(b, "</div>\n");
 }
 
@@ -247,7 +248,8 @@ static void step_table(kt_buf *b, const kt_run *r, const kt_metrics *mm, const k
     cellf(&c, "%.1f%%", mm->period > 0 ? 100 * m->busy / mm->period : 0);
     cellf(&c, "%.3g", k < pm->p ? pm->ranks[k].busy * ts : NAN);
     cellf(&c, "%zu", m->actions);
-    cellf(&c, "%lld", (long long)m->bytes_sent);
+    /* the timeline's events carry no bytes: the rank's figure from timeline.json */
+    cellf(&c, "%.0f", r->sent_bytes ? r->sent_bytes[k] : (double)m->bytes_sent);
     if (r->has_memory) cellf(&c, "%.4g", m->peak_memory / msc);
     else cellf(&c, "%d", m->peak_inflight);
   }
@@ -494,6 +496,7 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title) {
   kt_html_begin(b, title ? title : head, sub);
   kt_html_section_begin(b, "summary", "Summary", NULL);
   summary(b, r, have ? &mm : NULL, have ? &pm : NULL);
+  kt__run_memory_note(b, r);
   segments_table(b, r);
   kt_html_section_end(b);
   kt__run_training_section(b, r, have ? 100 * pm.bubble_ratio : NAN);

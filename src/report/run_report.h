@@ -25,6 +25,25 @@ void kt__run_chart_opts(kt_chart_opts *co, const char *id, const char *title, co
 void kt__run_card_begin(kt_buf *b);
 void kt__run_card_end(kt_buf *b);
 
+/* The lines a memory chart draws beside the ranks' (bytes / scale, from
+ * x0 to x1): 1F1B's predicted peak on the same model and the memory limit,
+ * where the run's current segment has them. Fills out (at most
+ * KT__MEM_REFS series, their points in xy[4 * KT__MEM_REFS], names in
+ * names); returns how many. */
+#define KT__MEM_REFS 2
+int kt__run_mem_refs(const kt_run *r, double scale, double x0, double x1, kt_series *out,
+                     double *xy, char (*names)[64]);
+/* The largest of those references, bytes (0: none). */
+double kt__run_mem_ref_peak(const kt_run *r);
+
+/* The summary's memory note: the last step's peak against 1F1B's, the
+ * limit, the price in time (nothing when 1F1B's peak is unknown). */
+void kt__run_memory_note(kt_buf *b, const kt_run *r);
+/* The model's memory per stage (config.json's segment g), a note. */
+void kt__run_stage_memory(kt_buf *b, const kt_run_segment *g);
+/* The costs the prediction ran on (per stage where so), in tu at scale ts. */
+void kt__run_calibrated_costs(kt_buf *b, const kt_costs *c, double ts, const char *tu);
+
 /* Sections (run_report_curves.c). predicted_bubble in %, NAN when unknown. */
 void kt__run_training_section(kt_buf *b, const kt_run *r, double predicted_bubble);
 void kt__run_memory_section(kt_buf *b, const kt_run *r);

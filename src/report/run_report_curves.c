@@ -164,7 +164,7 @@ done:
  * kt_run_rank_step); smooth: past SMOOTH_FROM steps, each rank's moving
  * average instead of its raw values (eight noisy lines are a smear). */
 static void rank_lines(kt_buf *b, const kt_run *r, size_t field, double scale, const char *id,
-                       const char *title, const char *yl, int w, int smooth) {
+                       const char *title, const char *yl, int w, int smooth, int refs) {
   if (r->ranks == 0 || r->n_steps == 0) return;
   int show[MAX_CURVES], ns = kt__run_pick_ranks(r->ranks, show);
   size_t n = r->n_steps;
@@ -172,7 +172,7 @@ static void rank_lines(kt_buf *b, const kt_run *r, size_t field, double scale, c
   double *xy = kt_calloc(2 * n * (size_t)ns, sizeof *xy); /* x then y of each series */
   double *raw = kt_calloc(2 * n, sizeof *raw), *avg = raw + n;
   char (*names)[24] = kt_calloc((size_t)ns, sizeof *names);
-  kt_series s[MAX_CURVES];
+  kt_series s[MAX_CURVES + KT__MEM_REFS];
   if (!xy || !raw || !names) {
     b->failed = 1;
     free(xy);
@@ -205,11 +205,16 @@ static void rank_lines(kt_buf *b, const kt_run *r, size_t field, double scale, c
   size_t len = (size_t)snprintf(full, sizeof full, "%s", title);
   if (win) len += (size_t)snprintf(full + len, sizeof full - len, ", mean of %zu steps", win);
   if (ns < r->ranks) snprintf(full + len, sizeof full - len, " (%d of %d ranks)", ns, r->ranks);
+  double ref_xy[4 * KT__MEM_REFS];
+  char ref_names[KT__MEM_REFS][64];
+  int nr = refs ? kt__run_mem_refs(r, scale, r->steps[0].step, r->steps[n - 1].step, s + ns, ref_xy,
+                                   ref_names) : 0;
   if (finite) {
     kt_chart_opts co;
     kt__run_chart_opts(&co, id, full, "step", yl, w, 220);
+    co.y_min = 0;
     kt__run_card_begin(b);
-    kt_svg_line_chart(b, &co, s, (size_t)ns);
+    kt_svg_line_chart(b, &co, s, (size_t)(ns + nr));
     kt__run_card_end(b);
   }
   free(xy);
@@ -222,7 +227,7 @@ void kt__run_memory_section(kt_buf *b, const kt_run *r) {
   kt_html_section_begin(b, "memory", "Memory and communication",
                         "Per step and per rank: the activation memory a rank's stage held at "
                         "its peak, the time it spent waiting for or moving data, and what it sent.");
-  double peak = 0, sent = 0;
+  double peak = kt__run_mem_ref_peak(r), sent = 0;
   for (size_t i = 0; i < r->n_steps * (size_t)r->ranks; i++) {
     if (r->rank_steps[i].peak_act_bytes > peak) peak = r->rank_steps[i].peak_act_bytes;
     if (r->rank_steps[i].bytes_sent > sent) sent = r->rank_steps[i].bytes_sent;
@@ -233,9 +238,9 @@ void kt__run_memory_section(kt_buf *b, const kt_run *r) {
   snprintf(yl, sizeof yl, "peak activations (%s)", mu);
   kt_buf_puts(b, "<div class=\"row\">\n");
   rank_lines(b, r, RFIELD(peak_act_bytes), ms, "chart-memory", "Peak activation memory per step",
-             yl, CARD_W2, 0);
+             yl, CARD_W2, 0, 1);
   rank_lines(b, r, RFIELD(comm_time), 1e-3, "chart-comm", "Communication time per step",
-             "wait + transfer (ms)", CARD_W2, 1);
+             "wait + transfer (ms)", CARD_W2, 1, 0);
   /* bytes sent: one bar per rank, the mean over the steps */
   size_t p = (size_t)r->ranks;
   char (*names)[32] = kt_calloc(p, sizeof *names);
@@ -286,7 +291,7 @@ void kt__run_idle_card(kt_buf *b, const kt_run *r) {
       vals[q * k] = last[q].idle.busy * ts;
       for (int c = 0; c < KT_IDLE_CAUSES; c++) vals[q * k + 1 + (size_t)c] = kt_idle_cause(&last[q].idle, c) * ts;
     }
-    static const char *const series[] = {"busy (own time)", "schedule", "core_wait", "comm",
+    static const char *const series[] = {"compute (own time)", "schedule", "core_wait", "comm",
                                          "overhead", "optimizer"};
     static const char *const colors[] = {"#0072B2", "#BBBBBB", "#CC79A7", "#56B4E9", "#E69F00",
                                          "#000000"};

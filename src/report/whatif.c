@@ -81,15 +81,37 @@ static void cost_json(kt_buf *b, const char *key, double u, const double *per, i
   kt_buf_puts(b, "]");
 }
 
-static void costs_json(kt_buf *b, const kt_costs *c) {
-  int n = c->n_stages;
+/* With per-micro-batch values (a run calibrated on micro-batches that
+ * differ): a list per stage of its micro-batches' values; else cost_json. */
+static void cost_json_mb(kt_buf *b, const char *key, double u, const double *per, int n,
+                         const double *mb, int n_mb) {
+  if (!mb || n <= 0 || n_mb <= 0) {
+    cost_json(b, key, u, per, n);
+    return;
+  }
+  kt_buf_printf(b, ",\"%s\":[", key);
+  for (int s = 0; s < n; s++) {
+    kt_buf_puts(b, s ? ",[" : "[");
+    for (int j = 0; j < n_mb; j++) {
+      if (j) kt_buf_puts(b, ",");
+      kt_buf_json_number(b, mb[(size_t)s * (size_t)n_mb + (size_t)j]);
+    }
+    kt_buf_puts(b, "]");
+  }
+  kt_buf_puts(b, "]");
+}
+
+void kt__whatif_costs_json(kt_buf *b, const kt_costs *c) {
+  int n = c->n_stages, nm = c->n_mb;
   kt_buf_puts(b, "{\"overlap\":");
   kt_buf_json_number(b, c->overlap);
-  cost_json(b, "tf", c->tf, c->stage_tf, n);
-  cost_json(b, "tb", c->tb, c->stage_tb, n);
-  cost_json(b, "tw", c->tw, c->stage_tw, n);
-  cost_json(b, "mem-act", c->mem_act, c->stage_mem_act, n);
-  cost_json(b, "mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad, n);
+  cost_json_mb(b, "tf", c->tf, c->stage_tf, n, c->mb_tf, nm);
+  cost_json_mb(b, "tb", c->tb, c->stage_tb, n, c->mb_tb, nm);
+  cost_json_mb(b, "tw", c->tw, c->stage_tw, n, c->mb_tw, nm);
+  cost_json_mb(b, "mem-act", c->mem_act, c->stage_mem_act, n, c->mb_mem_act, nm);
+  cost_json_mb(b, "mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad, n, c->mb_mem_wgrad, nm);
+  if (c->mem_transient > 0 || c->stage_mem_transient)
+    cost_json(b, "mem-transient", c->mem_transient, c->stage_mem_transient, n);
   if (c->comm_bandwidth > 0) {
     cost_json(b, "comm-latency", c->comm_latency, NULL, 0);
     cost_json(b, "comm-bytes", c->comm_bytes, NULL, 0);
@@ -99,6 +121,15 @@ static void costs_json(kt_buf *b, const kt_costs *c) {
   }
   cost_json(b, "send-overhead", c->send_overhead, NULL, 0);
   cost_json(b, "op-overhead", c->op_overhead, NULL, 0);
+  /* the step's end, as the costs say it (the panel passes it on unchanged) */
+  if (c->tu > 0 || c->stage_tu) cost_json(b, "tu", c->tu, c->stage_tu, n);
+  if (c->t_norm > 0) cost_json(b, "t-norm", c->t_norm, NULL, 0);
+  if (c->t_dp > 0) cost_json(b, "t-dp", c->t_dp, NULL, 0);
+  if (c->tied) cost_json(b, "tie", c->t_tie, NULL, 0);
+  if (c->step_sync != KT_STEP_OVERLAP) {
+    kt_buf_puts(b, ",\"step-sync\":");
+    kt_buf_json_string(b, kt_step_sync_name(c->step_sync));
+  }
   kt_buf_puts(b, "}");
 }
 
@@ -195,7 +226,7 @@ void kt__whatif_panel(kt_buf *b, const kt__whatif_seed *w) {
   }
   kt_buf_printf(&j, ",\"p\":%d,\"m\":%d,\"v\":%d,\"basis\":\"%s\",\"costs\":", w->p, w->m, w->v,
                 w->basis && !strcmp(w->basis, "stage") ? "stage" : "rank");
-  costs_json(&j, w->costs);
+  kt__whatif_costs_json(&j, w->costs);
   kt_buf_puts(&j, ",\"mem_limit\":");
   if (w->mem_limit > 0) kt_buf_json_number(&j, w->mem_limit);
   else kt_buf_puts(&j, "null");
@@ -212,11 +243,6 @@ void kt__whatif_panel(kt_buf *b, const kt__whatif_seed *w) {
 }
 
 void kt__whatif_run(kt_buf *b, const kt_run *r) {
-  kt_costs c;
-  kt_costs_default(&c);
-  if (isfinite(r->calibrated[0]))
-    c.tf = r->calibrated[0], c.tb = r->calibrated[1], c.tw = r->calibrated[2];
-  if (isfinite(r->calibrated[3])) c.comm = r->calibrated[3];
   /* the last step's busy time and idle causes per rank, as metrics.jsonl
    * has them */
   const double *busy = NULL;
@@ -228,8 +254,10 @@ void kt__whatif_run(kt_buf *b, const kt_run *r) {
     idle[k] = r->rank_steps[(r->n_steps - 1) * (size_t)r->ranks + k].idle;
   }
   if (n) busy = per;
+  /* the prediction as it ran: its costs (per stage) and its order, so the
+   * panel's first simulation is the run's own prediction */
   kt__whatif_seed w = {.name = r->schedule, .p = r->p, .m = r->m, .v = r->v, .basis = "stage",
-                       .costs = &c, .order = &r->measured, .measured = &r->measured,
+                       .costs = &r->calibrated, .order = &r->predicted, .measured = &r->measured,
                        .measured_svg = "gantt-step", .busy = busy, .idle = n ? idle : NULL,
                        .n_busy = n};
   kt__whatif_panel(b, &w);

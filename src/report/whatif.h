@@ -28,6 +28,9 @@ void kt__whatif_assets(kt_buf *b);
 void kt__whatif_scripts(kt_buf *b);
 /* One panel, closed until opened. */
 void kt__whatif_panel(kt_buf *b, const kt__whatif_seed *w);
+/* Costs as a panel's seed holds them: the request's keys ("tf", "mem-act",
+ * "comm", "tu", "step-sync", ...), numbers or per-stage lists. */
+void kt__whatif_costs_json(kt_buf *b, const kt_costs *c);
 /* The panel of a run report's traced step. */
 void kt__whatif_run(kt_buf *b, const kt_run *r);
 

@@ -92,14 +92,24 @@
   /* ---- settings ----------------------------------------------------------- */
 
   var LISTS = ['tf', 'tb', 'tw', 'mem-act', 'mem-wgrad'];
+  /* settings the panel has no control for, passed on as the seed gives
+   * them (a run's step end, its ops' scratch): lists, then values */
+  var KEPT_LISTS = ['mem-transient', 'tu'], KEPT = ['t-norm', 't-dp', 'tie', 'step-sync'];
 
   function stateOf(seed) {
-    var c = seed.costs || {}, st = { cost: {} };
-    for (var i = 0; i < LISTS.length; i++) {
-      var x = c[LISTS[i]];
-      st.cost[LISTS[i]] = Array.isArray(x) ? { u: x[0], list: x.slice() }
-        : { u: x === undefined ? (LISTS[i] === 'mem-wgrad' ? 0 : 1) : x, list: null };
+    var c = seed.costs || {}, st = { cost: {}, kept: {} }, all = LISTS.concat(KEPT_LISTS);
+    for (var i = 0; i < all.length; i++) {
+      var x = c[all[i]], dflt = all[i] === 'tf' || all[i] === 'tb' || all[i] === 'tw' ||
+                                all[i] === 'mem-act' ? 1 : 0;
+      if (Array.isArray(x) && Array.isArray(x[0])) { /* per micro-batch: each stage's mean shown */
+        var means = x.map(function (l) { return l.reduce(function (a, y) { return a + y; }, 0) / (l.length || 1); });
+        st.cost[all[i]] = { u: means[0], list: means, mb: x.map(function (l) { return l.slice(); }) };
+      } else {
+        st.cost[all[i]] = Array.isArray(x) ? { u: x[0], list: x.slice() }
+          : { u: x === undefined ? dflt : x, list: null };
+      }
     }
+    for (i = 0; i < KEPT.length; i++) if (c[KEPT[i]] !== undefined) st.kept[KEPT[i]] = c[KEPT[i]];
     st.schedule = seed.schedule || '1f1b';
     st.p = seed.p; st.m = seed.m; st.v = seed.v || 0;
     st.basis = seed.basis === 'stage' ? 'stage' : 'rank';
@@ -121,6 +131,13 @@
 
   K.stateOf = stateOf;
 
+  /* a cost as kt_web_run reads it: per micro-batch "a,b;c,d", per stage
+   * "a,b", or one value */
+  function costArg(c) {
+    if (c.mb) return c.mb.map(function (l) { return l.join(','); }).join(';');
+    return c.list ? c.list.join(',') : c.u;
+  }
+
   /* the settings as kt_web_run reads them (kaiten sim's flags) */
   K.args = function (st, extra) {
     var a = [];
@@ -128,8 +145,13 @@
     if (st.basis === 'stage') a.push('per-stage=1');
     for (var i = 0; i < LISTS.length; i++) {
       var c = st.cost[LISTS[i]];
-      a.push(LISTS[i] + '=' + (c.list ? c.list.join(',') : c.u));
+      a.push(LISTS[i] + '=' + costArg(c));
     }
+    for (i = 0; i < KEPT_LISTS.length; i++) {
+      c = st.cost[KEPT_LISTS[i]];
+      if (c && (c.list || c.u)) a.push(KEPT_LISTS[i] + '=' + costArg(c));
+    }
+    for (var k in st.kept) a.push(k + '=' + st.kept[k]);
     if (isFinite(st.bw)) a.push('comm-latency=' + st.lat, 'comm-bytes=' + st.bytes, 'comm-bandwidth=' + st.bw);
     else a.push('comm=' + st.lat);
     a.push('send-overhead=' + st.sendOv, 'op-overhead=' + st.opOv, 'overlap=' + st.overlap);
@@ -236,7 +258,7 @@
     if (candidate && this.res && this.res.mem_limit !== null && st.limit === '')
       extra.push('mem-limit=' + this.res.mem_limit); /* the limit the order was built under */
     var res = K.call(K.args(st, extra), candidate || st.order), t1 = performance.now();
-    if (!res.ok && /per-stage costs list/.test(res.error) && K.dropLists(this)) {
+    if (!res.ok && /per-(stage|micro-batch) costs list/.test(res.error) && K.dropLists(this)) {
       /* the new schedule has another number of stages: every stage as given */
       res = K.call(K.args(st, extra), candidate || st.order);
       t1 = performance.now();
@@ -346,7 +368,7 @@
     if (!at) {
       at = document.createElement('p');
       at.className = 'kt-wi-measured-at';
-      at.textContent = 'critical path of the measurement outlined; click a bar for its start, end and slack';
+      at.textContent = 'critical path of the measurement: a line above its bars, an arrow where it changes rank; click a bar for its start, end and slack';
       host.parentNode.insertBefore(at, host.nextSibling);
     }
     svg.onclick = function (e) {
@@ -379,20 +401,24 @@
 
   /* The dashboard, at each rendered step of run i: the measured step's
    * critical path, and a panel under the prediction seeded with the run's
-   * schedule, its calibrated costs and the order it ran. */
+   * schedule, the costs the prediction ran on and its order, so that the
+   * panel starts from the prediction itself. */
   K.dashboard = function (run, i, tl, step) {
     var ev = tl.measured.events, slack = tl.measured_slack || [];
     var seed = { name: run.info.schedule, schedule: run.info.schedule, p: run.info.p, m: run.info.m,
-                 v: run.info.v, basis: 'stage', unit: 's',
-                 costs: tl.costs ? { tf: tl.costs.tf, tb: tl.costs.tb, tw: tl.costs.tw, comm: tl.costs.comm } : {},
+                 v: run.info.v, basis: 'stage', unit: 's', costs: tl.costs || {},
                  measured: { svg: 'gantt-measured-' + tl.run, path: tl.measured_path || [],
                              ranks: step ? step.ranks : [],
                              events: ev.map(function (e, k) {
                                return [e.rank, e.stage, e.mb, e.op, e.start, e.end, slack[k] || 0];
                              }) } };
-    var fake = { sim: { events: ev.slice().sort(function (a, b) { return a.rank - b.rank || a.start - b.start; }),
+    var ran = tl.predicted.events.length ? tl.predicted.events : ev;
+    var fake = { sim: { events: ran.slice().sort(function (a, b) { return a.rank - b.rank || a.start - b.start; }),
                         p: run.info.p, v: run.info.v, m: run.info.m, placement: 'explicit' }, stage_rank: [] };
-    fake.sim.events.forEach(function (e) { fake.stage_rank[e.stage] = e.rank; });
+    fake.sim.events.forEach(function (e) {
+      fake.stage_rank[e.stage] = e.rank;
+      fake.sim.m = Math.max(fake.sim.m, e.mb + 1);
+    });
     seed.order = K.orderText(fake, -1, 0);
     K.markMeasured(seed);
     var holder = document.getElementById('gantt-p-' + i);

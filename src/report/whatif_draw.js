@@ -145,22 +145,26 @@
     };
   }
 
-  /* Arrows along a path of event indices: a bar's end to the next bar's
-   * start; the bars on it outlined. Returns the marks' SVG. */
+  /* A path of event indices: each bar on it marked by a line in the gap
+   * above it (never over a bar or its label, so a long path on one rank
+   * leaves its bars readable), and an arrow where the path goes from one
+   * rank to another (a bar's end to the next bar's start). Returns the
+   * marks' SVG. */
   K.pathMarks = function (ch, path) {
     var ev = ch.tl.events, out = [];
     for (var k = 0; k < path.length; k++) {
       var e = ev[path[k]], b = ch.box(path[k]);
-      out.push('<rect class="kt-wi-crit" x="' + b.x.toFixed(2) + '" y="' + (b.y - 1) + '" width="' +
-               b.w.toFixed(2) + '" height="' + (b.h + 2) + '" fill="none" stroke="#D55E00" stroke-width="2"/>');
+      out.push('<rect class="kt-wi-crit" x="' + b.x.toFixed(2) + '" y="' + (b.y - 2.5).toFixed(2) +
+               '" width="' + Math.max(b.w, 1).toFixed(2) + '" height="2" fill="#D55E00" pointer-events="none"/>');
       if (!k) continue;
       var a = ev[path[k - 1]], pa = ch.box(path[k - 1]);
       var ax = pa.x + pa.w, ay = pa.y + pa.h / 2, bx = b.x, by = b.y + b.h / 2;
-      if (a.rank === e.rank && Math.abs(bx - ax) < 1) continue;
+      if (a.rank === e.rank) continue; /* along a rank: the line above says it */
       var dx = bx - ax, dy = by - ay, len = Math.sqrt(dx * dx + dy * dy) || 1;
       var ux = dx / len, uy = dy / len, hx = bx - 7 * ux, hy = by - 7 * uy;
       out.push('<line class="kt-wi-arrow" x1="' + ax.toFixed(1) + '" y1="' + ay.toFixed(1) + '" x2="' +
-               hx.toFixed(1) + '" y2="' + hy.toFixed(1) + '" stroke="#D55E00" stroke-width="1.6"/>' +
+               hx.toFixed(1) + '" y2="' + hy.toFixed(1) + '" stroke="#D55E00" stroke-width="1.2" ' +
+               'stroke-opacity="0.8" pointer-events="none"/>' +
                '<polygon class="kt-wi-head" points="' + bx.toFixed(1) + ',' + by.toFixed(1) + ' ' +
                (hx - 3.5 * uy).toFixed(1) + ',' + (hy + 3.5 * ux).toFixed(1) + ' ' + (hx + 3.5 * uy).toFixed(1) +
                ',' + (hy - 3.5 * ux).toFixed(1) + '" fill="#D55E00"/>');

@@ -128,6 +128,7 @@
    * one stage (a per-stage list of stage values). */
   function setCost(panel, key, value) {
     var st = panel.st, s = +q(panel, 'stage').value, c = st.cost[key];
+    c.mb = null; /* an edited cost: its stage values (each micro-batch's were measured) */
     if (s < 0) {
       c.u = value;
       c.list = null;
@@ -145,7 +146,7 @@
   K.dropLists = function (panel) {
     var st = panel.st, dropped = false;
     for (var k in st.cost)
-      if (st.cost[k].list) { st.cost[k].list = null; dropped = true; }
+      if (st.cost[k].list || st.cost[k].mb) { st.cost[k].list = st.cost[k].mb = null; dropped = true; }
     return dropped;
   };
 
@@ -310,14 +311,15 @@
       var c = ranks[r].idle_causes;
       if (!c) continue;
       any = true;
-      var parts = [c.busy !== undefined ? c.busy : ranks[r].busy]; /* the causes' own busy */
+      /* the ops' own time ("busy" in runs before it was named apart) */
+      var parts = [c.compute !== undefined ? c.compute : c.busy !== undefined ? c.busy : ranks[r].busy];
       for (var j = 0; j < K.CAUSES.length; j++) parts.push(c[K.CAUSES[j]] || 0);
       rows.push({ label: 'rank ' + r, parts: parts });
     }
     box.hidden = !any;
     if (!any) { box.innerHTML = ''; return; }
     box.innerHTML = '<h4>Why idle (the measured step)</h4>' + K.stacked({ width: 520, id: 'wi-measured-idle' },
-      rows, ['busy'].concat(K.CAUSES), ['#0072B2', '#BBBBBB', '#CC79A7', '#56B4E9', '#E69F00', '#000000']);
+      rows, ['compute'].concat(K.CAUSES), ['#0072B2', '#BBBBBB', '#CC79A7', '#56B4E9', '#E69F00', '#000000']);
   }
   K.measuredIdle = measuredIdle;
 

@@ -42,7 +42,9 @@ static kt_run_rank_step no_rank(void) {
 /* A rank's idle_causes (all NAN when absent or not numbers). */
 static kt_idle_split idle_causes(const cJSON *rank) {
   const cJSON *c = cJSON_GetObjectItemCaseSensitive(rank, "idle_causes");
-  kt_idle_split o = {.busy = kt__rd_num(c, "busy"), .schedule = kt__rd_num(c, "schedule"),
+  /* "compute" (the ops' own time); runs before it was named apart wrote "busy" */
+  double own = kt__rd_num(c, "compute");
+  kt_idle_split o = {.busy = isnan(own) ? kt__rd_num(c, "busy") : own, .schedule = kt__rd_num(c, "schedule"),
                      .core_wait = kt__rd_num(c, "core_wait"), .comm = kt__rd_num(c, "comm"),
                      .overhead = kt__rd_num(c, "overhead"), .optimizer = kt__rd_num(c, "optimizer")};
   double all = o.busy + o.schedule + o.core_wait + o.comm + o.overhead + o.optimizer;

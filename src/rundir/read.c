@@ -220,6 +220,43 @@ static kt_status load_events(kt_timeline *t, const cJSON *o, const char *path, c
   return KT_OK;
 }
 
+/* timeline.json's predicted.costs (kt_render_costs_json's form: its
+ * "per_stage" says what the lists say) into c; an absent object leaves c
+ * as it is (*found 0). EPARSE naming the file, ENOMEM. */
+static kt_status parse_costs(const cJSON *pred, const char *path, kt_costs *c, int *found,
+                             kt_error *err) {
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(pred, "costs");
+  *found = 0;
+  if (!cJSON_IsObject(o)) return KT_OK;
+  cJSON *copy = cJSON_Duplicate(o, 1);
+  if (copy) cJSON_DeleteItemFromObjectCaseSensitive(copy, "per_stage");
+  char *text = copy ? cJSON_PrintUnformatted(copy) : NULL;
+  cJSON_Delete(copy);
+  if (!text) return kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
+  char origin[600];
+  snprintf(origin, sizeof origin, "%s: predicted.costs", path);
+  kt_error e = {{0}};
+  kt_status st = kt_costs_parse_json(c, text, origin, &e);
+  free(text);
+  if (st == KT_ENOMEM) return kt_fail(err, st, "%s", e.msg);
+  if (st) return kt_fail(err, KT_EPARSE, "%s", e.msg);
+  *found = 1;
+  return KT_OK;
+}
+
+/* Each rank's bytes sent (measured.ranks[].bytes_sent), or NULL. */
+static double *sent_of(const cJSON *m, int p) {
+  const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(m, "ranks");
+  if (!cJSON_IsArray(ranks) || cJSON_GetArraySize(ranks) != p) return NULL;
+  double *v = kt_calloc((size_t)p, sizeof *v);
+  int i = 0;
+  for (const cJSON *e = ranks->child; v && e; e = e->next, i++) {
+    double b = kt__rd_num(e, "bytes_sent");
+    v[i] = isfinite(b) && b >= 0 ? b : 0;
+  }
+  return v;
+}
+
 static kt_status load_timeline(kt_run *r, const char *path, double *t0, kt_error *err) {
   cJSON *root;
   kt_status st = read_json_max(path, MAX_TIMELINE, &root, err);
@@ -230,9 +267,16 @@ static kt_status load_timeline(kt_run *r, const char *path, double *t0, kt_error
   st = load_events(&r->measured, m, path, "measured", t0, err);
   if (!st) st = load_events(&r->predicted, p, path, "predicted", &pt0, err);
   if (!st) {
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "costs");
-    static const char *const keys[4] = {"tf", "tb", "tw", "comm"};
-    for (int i = 0; i < 4; i++) r->calibrated[i] = kt__rd_num(c, keys[i]);
+    /* costs the reader does not know are said, not fatal: the timelines stand */
+    kt_error e = {{0}};
+    kt_status cs = parse_costs(p, path, &r->calibrated, &r->has_calibrated, &e);
+    if (cs == KT_ENOMEM) st = kt_fail(err, cs, "%s", e.msg);
+    else if (cs && kt__rd_warn(r, "%s (the what-if starts from the default costs)", e.msg))
+      st = kt_fail(err, KT_ENOMEM, "out of memory");
+    if (cs) kt_costs_free(&r->calibrated), kt_costs_default(&r->calibrated);
+  }
+  if (!st) {
+    r->sent_bytes = sent_of(m, r->measured.p);
     r->measured_period = kt__rd_num(m, "period");
     r->predicted_period = kt__rd_num(p, "period");
     const cJSON *sync = cJSON_GetObjectItemCaseSensitive(m, "step_sync");
@@ -241,6 +285,24 @@ static kt_status load_timeline(kt_run *r, const char *path, double *t0, kt_error
   }
   cJSON_Delete(root);
   return st;
+}
+
+/* The segment's memory per stage (bytes) into costs of as many stages. */
+static kt_status add_memory(kt_costs *c, const kt_run_segment *seg, kt_error *err) {
+  int n = seg->n_mem;
+  if (n <= 0 || !seg->mem_act_bytes || (c->n_stages > 0 && c->n_stages != n)) return KT_OK;
+  const double *from[3] = {seg->mem_act_bytes, seg->mem_wgrad_bytes, seg->mem_transient_bytes};
+  double **to[3] = {&c->stage_mem_act, &c->stage_mem_wgrad, &c->stage_mem_transient};
+  c->n_stages = n;
+  for (int k = 0; k < 3; k++) {
+    if (!from[k]) continue;
+    double *v = kt_calloc((size_t)n, sizeof *v);
+    if (!v) return kt_fail(err, KT_ENOMEM, "out of memory");
+    memcpy(v, from[k], sizeof *v * (size_t)n);
+    free(*to[k]);
+    *to[k] = v;
+  }
+  return KT_OK;
 }
 
 /* The memory counters of the Chrome trace ("memory rank N", ts in µs). */
@@ -284,6 +346,8 @@ void kt_run_free(kt_run *r) {
   for (size_t i = 0; i < r->n_warnings; i++) free(r->warnings[i]);
   kt_timeline_free(&r->measured);
   kt_timeline_free(&r->predicted);
+  kt_costs_free(&r->calibrated);
+  free(r->sent_bytes);
   memset(r, 0, sizeof *r);
 }
 
@@ -320,6 +384,8 @@ static kt_status load_traced(kt_run *r, kt_error *err) {
   if (!st && r->has_timeline && is_file(tr) && !strcmp(r->measured.time_unit, "s"))
     st = load_trace_memory(r, tr, t0, err);
   if (!st && r->has_timeline) kt_timeline_sort(&r->measured), kt_timeline_sort(&r->predicted);
+  if (!st && r->has_calibrated && r->cfg.n_segments > 0)
+    st = add_memory(&r->calibrated, &r->cfg.segments[r->cfg.n_segments - 1], err);
   free(tl);
   free(tr);
   return st;
@@ -327,7 +393,7 @@ static kt_status load_traced(kt_run *r, kt_error *err) {
 
 kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err) {
   memset(out, 0, sizeof *out);
-  for (int i = 0; i < 4; i++) out->calibrated[i] = NAN;
+  kt_costs_default(&out->calibrated);
   out->measured_period = out->predicted_period = NAN, out->step_sync = -1;
   struct stat sb;
   if (!dir || !*dir) return kt_fail(err, KT_EINVAL, "no run directory given");
@@ -363,13 +429,23 @@ kt_status kt_run_follow(kt_run *r, kt_run_news *news, kt_error *err) {
   if (!st && memcmp(id, r->follow.timeline_id, sizeof id)) {
     /* read into a copy: on failure (a file half replaced) r keeps what it had */
     kt_run t = {.dir = r->dir};
-    for (int i = 0; i < 4; i++) t.calibrated[i] = NAN;
+    kt_costs_default(&t.calibrated);
+    /* config.json too: the trainer writes its segment's end with timeline.json */
+    kt_error ignored;
+    if (kt_rundir_read_config(r->dir, &t.cfg, &ignored) || t.cfg.n_segments < 1) {
+      kt_run_config_free(&t.cfg);
+      t.cfg = r->cfg;
+      memset(&r->cfg, 0, sizeof r->cfg);
+    }
     st = load_traced(&t, err);
     if (!st) {
       kt_timeline_free(&r->measured);
       kt_timeline_free(&r->predicted);
+      kt_costs_free(&r->calibrated);
+      free(r->sent_bytes);
       r->measured = t.measured, r->predicted = t.predicted;
-      memcpy(r->calibrated, t.calibrated, sizeof r->calibrated);
+      r->calibrated = t.calibrated, r->has_calibrated = t.has_calibrated;
+      r->sent_bytes = t.sent_bytes;
       r->measured_period = t.measured_period, r->predicted_period = t.predicted_period;
       r->step_sync = t.step_sync;
       r->has_timeline = t.has_timeline, r->has_memory = t.has_memory;
@@ -377,6 +453,14 @@ kt_status kt_run_follow(kt_run *r, kt_run_news *news, kt_error *err) {
       news->timeline = 1;
       memset(&t.measured, 0, sizeof t.measured);
       memset(&t.predicted, 0, sizeof t.predicted);
+      kt_costs_default(&t.calibrated);
+      t.sent_bytes = NULL;
+    }
+    /* the newer config.json when it was read, else r's back */
+    if (r->cfg.n_segments == 0 || (!st && t.cfg.n_segments > 0)) {
+      kt_run_config tmp = r->cfg;
+      r->cfg = t.cfg;
+      t.cfg = tmp;
     }
     for (size_t i = 0; i < t.n_warnings; i++)
       if (kt__rd_warn(r, "%s", t.warnings[i])) st = kt_fail(err, KT_ENOMEM, "out of memory");
@@ -385,5 +469,39 @@ kt_status kt_run_follow(kt_run *r, kt_run_news *news, kt_error *err) {
   }
   free(met);
   free(tl);
+  return st;
+}
+
+kt_status kt_rundir_read_costs(const char *dir, kt_costs *out, kt_run_segment *layout,
+                               kt_error *err) {
+  kt_costs_default(out);
+  kt_run r = {0};
+  kt_costs_default(&r.calibrated);
+  kt_status st = kt_rundir_read_config(dir, &r.cfg, err);
+  char *tl = st ? NULL : kt__rd_join(dir, "timeline.json");
+  cJSON *root = NULL;
+  if (!st && !tl) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!st && !is_file(tl))
+    st = kt_fail(err, KT_EINVAL, "'%s' has no timeline.json: a run's costs are written when "
+                 "its training ends", dir);
+  if (!st) st = read_json_max(tl, MAX_TIMELINE, &root, err);
+  if (!st) st = parse_costs(cJSON_GetObjectItemCaseSensitive(root, "predicted"), tl,
+                            &r.calibrated, &r.has_calibrated, err);
+  if (!st && !r.has_calibrated)
+    st = kt_fail(err, KT_EINVAL, "%s: no predicted.costs (a run's costs are calibrated on its "
+                 "traced step)", tl);
+  const kt_run_segment *seg = r.cfg.n_segments > 0 ? &r.cfg.segments[r.cfg.n_segments - 1] : NULL;
+  if (!st && seg) st = add_memory(&r.calibrated, seg, err);
+  if (!st && layout) {
+    *layout = seg ? *seg : (kt_run_segment){.last_step = -1};
+    layout->partition = NULL, layout->n_partition = 0;
+    layout->mem_act_bytes = layout->mem_wgrad_bytes = layout->mem_transient_bytes = NULL;
+    layout->n_mem = 0;
+  }
+  if (!st) *out = r.calibrated, kt_costs_default(&r.calibrated);
+  cJSON_Delete(root);
+  free(tl);
+  kt_costs_free(&r.calibrated);
+  kt_run_config_free(&r.cfg);
   return st;
 }

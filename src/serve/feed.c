@@ -93,17 +93,18 @@ static void render(kt_server *s, serve_record *r) {
   kt_costs costs;
   kt_timeline pred;
   kt_error err;
-  double c[4] = {NAN, NAN, NAN, NAN};
+  int have = 0;
   if (s->predict && s->predict(&s->sched, s->grad_accum, m, &costs, &pred, &err) == KT_OK) {
-    c[0] = costs.tf, c[1] = costs.tb, c[2] = costs.tw, c[3] = kt_cost_comm(&costs);
-    kt_costs_free(&costs);
+    have = 1;
   } else if (kt_timeline_init(&pred, m->p, "s", "B")) {
     return; /* out of memory: no rendering this time */
   }
   kt_buf msg;
   kt_buf_init(&msg);
   double periods[2] = {r->step.seconds, NAN}; /* the step as it ran */
-  kt__serve_timeline_msg(&msg, s->live, r->step.step, m, &pred, c, periods, s->sched.v);
+  kt__serve_timeline_msg(&msg, s->live, r->step.step, m, &pred, have ? &costs : NULL, periods,
+                         s->sched.v);
+  if (have) kt_costs_free(&costs);
   kt__serve_publish_timeline(s, s->live, &msg);
   kt_buf_free(&msg);
   kt_timeline_free(&pred);

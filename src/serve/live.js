@@ -6,7 +6,8 @@
  *
  * <body data-live> says where the page is: connecting, live, finished
  * (every run ended; the stream is closed) or lost; data-steps counts the
- * step records received and data-draws the redraws (test hooks).
+ * step records received and data-draws the redraws, window.ktDashboard.run(i)
+ * gives a run as the page holds it (test hooks).
  */
 (function () {
   var COLORS = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000',
@@ -182,7 +183,8 @@
       if (d.length) svgEl('path', { d: d.join(''), fill: 'none', stroke: s.color,
                                     'stroke-width': '1.8', 'stroke-linejoin': 'round',
                                     'stroke-dasharray': s.dashed ? '5 3' : 'none',
-                                    'data-series': String(i) }, svg);
+                                    'data-series': String(i), 'data-name': s.name || '',
+                                    'data-n': String(s.pts.length) }, svg);
       if (s.markers && s.pts.length <= 60)
         for (j = 0; j < s.pts.length; j++)
           if (isFinite(s.pts[j][1]))
@@ -190,6 +192,20 @@
                               stroke: '#FFFFFF' }, svg);
     }
     host.replaceChildren(svg);
+  }
+
+  /* The predicted bubble at every step, in %: the latest rendered step's at
+   * or before it (its costs hold until the next is calibrated), the first
+   * one's before it; the rendered steps alone when no step is held. */
+  function predictedAt(r) {
+    if (!r.predicted.length || !r.steps.length) return r.predicted;
+    var out = [], k = 0;
+    for (var j = 0; j < r.steps.length; j++) {
+      var at = r.steps[j].step;
+      while (k + 1 < r.predicted.length && r.predicted[k + 1][0] <= at) k++;
+      out.push([at, r.predicted[k][1]]);
+    }
+    return out;
   }
 
   /* A bar chart's longest value, bounded, never 0. */
@@ -208,9 +224,10 @@
 
   /* Horizontal bars: rows [{label, value, sub}] (sub: a thin grey bar under it). */
   function barChart(host, o, rows) {
-    var W = o.width, L = 150, R = 90, rowH = 26, T = 24;
-    var H = T + rows.length * rowH + 28, max = o.max || 0, i;
+    var W = o.width, L = 150, R = 90, rowH = 26, T = 24, nm = o.marks ? o.marks.length : 0;
+    var H = T + rows.length * rowH + 28 + 12 * nm, max = o.max || 0, i;
     for (i = 0; i < rows.length && !o.max; i++) max = Math.max(max, rows[i].value || 0, rows[i].sub || 0);
+    for (i = 0; i < nm && !o.max; i++) max = Math.max(max, o.marks[i].value);
     var svg = barFrame(o, W, H, 'bar');
     var px = (W - L - R) / barScale(max);
     for (i = 0; i < rows.length; i++) {
@@ -223,6 +240,13 @@
         svgEl('rect', { x: L, y: y + 16, width: Math.max(0.5, r.sub * px), height: 4,
                         fill: '#777777', 'data-pred': '1' }, svg);
       text(svg, L + v * px + 5, y + 11, r.text, { fill: '#222222' });
+    }
+    for (i = 0; o.marks && i < o.marks.length; i++) { /* vertical lines: 1F1B's peak, the limit */
+      var mk = o.marks[i], mx = L + mk.value * px;
+      svgEl('line', { x1: mx, x2: mx, y1: T, y2: T + rows.length * rowH + 4, stroke: mk.color,
+                      'stroke-width': '1.5', 'stroke-dasharray': mk.dashed ? '5 3' : 'none',
+                      'data-mark': mk.name, 'data-value': String(mk.value) }, svg);
+      text(svg, mx + 3, T + rows.length * rowH + 16 + 12 * i, mk.label, { fill: mk.color });
     }
     if (o.note) text(svg, L, H - 8, o.note, { fill: '#666666' });
     host.replaceChildren(svg);
@@ -271,7 +295,7 @@
       var c = s.ranks[k].idle_causes;
       if (!c) continue;
       any = true;
-      var parts = [c.busy];
+      var parts = [c.compute !== undefined ? c.compute : c.busy]; /* runs before "compute" wrote "busy" */
       for (var j = 0; j < IDLE_CAUSES.length; j++) parts.push(c[IDLE_CAUSES[j]]);
       rows.push({ label: 'rank ' + k, parts: parts, text: fmt(1e3 * c.seconds, 3) + ' ms',
                   tip: function (v) { return fmt(1e3 * v, 3) + ' ms'; } });
@@ -279,7 +303,7 @@
     host.hidden = !any;
     if (any) stackedChart(host, { id: 'live-idle-' + i, width: 620,
                                   title: 'Why idle, step ' + s.step + ' (ms of the step)' },
-                          rows, ['busy'].concat(IDLE_CAUSES), IDLE_COLORS);
+                          rows, ['compute'].concat(IDLE_CAUSES), IDLE_COLORS);
   }
 
   function stagesOf(run, rank) {
@@ -310,10 +334,76 @@
     return v.length % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
   }
 
+  /* the largest rank's peak activation bytes of step s */
+  function peakOf(s) {
+    var most = NaN;
+    for (var k = 0; s && k < s.ranks.length; k++)
+      if (isFinite(s.ranks[k].peak_act_bytes)) most = isFinite(most) ? Math.max(most, s.ranks[k].peak_act_bytes) : s.ranks[k].peak_act_bytes;
+    return most;
+  }
+  /* 1F1B's predicted peak and the memory limit (hello's "memory") as marks
+   * on a chart of bytes */
+  function memMarks(r) {
+    var m = r.info.memory || {}, out = [];
+    if (m.peak_1f1b_bytes > 0)
+      out.push({ name: 'peak-1f1b', value: m.peak_1f1b_bytes, color: '#D55E00', dashed: true,
+                 label: '1F1B\u2019s predicted peak ' + bytes(m.peak_1f1b_bytes) });
+    if (m.mem_limit_bytes > 0)
+      out.push({ name: 'mem-limit', value: m.mem_limit_bytes, color: '#B00020',
+                 label: '--mem-limit ' + m.mem_limit + ' (' + bytes(m.mem_limit_bytes) + ')' });
+    return out;
+  }
+  /* "2.01 MiB (0.358x 1F1B)": a run's last peak against 1F1B's */
+  function peakText(r, peak) {
+    var m = r.info.memory || {};
+    if (!isFinite(peak)) return '\u2013';
+    return bytes(peak) + (m.peak_1f1b_bytes > 0 ? ' (' + fmt(peak / m.peak_1f1b_bytes, 3) + 'x 1F1B)' : '');
+  }
+  /* what the schedule costs in time: its predicted period over 1F1B's */
+  function priceText(r) {
+    var m = r.info.memory || {};
+    return m.period_1f1b > 0 && m.predicted_period > 0 ? fmt(m.predicted_period / m.period_1f1b, 3) +
+      'x (' + fmt(1e3 * m.predicted_period, 3) + ' / ' + fmt(1e3 * m.period_1f1b, 3) + ' ms)' : '\u2013';
+  }
+
+  /* A list of per-stage values, the first 16: "1.25, 1.25, 1.63 MiB". */
+  function perStage(v, f) {
+    var out = [];
+    for (var s = 0; s < v.length && s < 16; s++) out.push(f(v[s]));
+    return out.join(', ') + (v.length > 16 ? ', \u2026 (' + v.length + ' stages)' : '');
+  }
+  /* The run's model memory per stage (config.json) and the costs its latest
+   * prediction was calibrated with, per stage: the row under a run in the
+   * Now table (data-* hold the numbers). */
+  function stageFacts(r) {
+    var m = r.info.memory || {}, c = r.tl && r.tl.costs, parts = [], data = '';
+    var names = [['stage_act_bytes', 'M_B'], ['stage_wgrad_bytes', 'M_W'], ['stage_transient_bytes', 'transient']];
+    for (var k = 0; k < names.length; k++) {
+      var v = m[names[k][0]];
+      if (!v || !v.length) continue;
+      data += ' data-' + names[k][0].replace(/_/g, '-') + '="' + v.join(',') + '"';
+      parts.push(names[k][1] + ' ' + perStage(v, bytes));
+    }
+    var mem = parts.length ? '<span class="stage-memory"' + data + '>model memory per stage: ' +
+      parts.join(' \u00b7 ') + '</span>' : '';
+    parts = [];
+    var ops = [['tf', 'T_F'], ['tb', 'T_B'], ['tw', 'T_W']];
+    for (k = 0; c && k < ops.length; k++) {
+      var x = c[ops[k][0]];
+      if (x === undefined || x === null) continue;
+      parts.push(ops[k][1] + ' ' + (x.length !== undefined ? perStage(x, function (t) { return fmt(1e3 * t, 3); })
+                                                           : fmt(1e3 * x, 3)) + ' ms');
+    }
+    var costs = parts.length ? '<span class="stage-costs" data-step="' + r.tl.step + '">costs calibrated on step ' +
+      r.tl.step + ': ' + parts.join(' \u00b7 ') + '</span>' : '';
+    return mem && costs ? mem + '<br/>' + costs : mem + costs;
+  }
+
   function nowTable() {
     var rows = ['<tr><th>run</th><th>schedule</th><th>step</th><th>loss</th><th>val loss</th>' +
                 '<th>tokens/s (steady)</th><th>step time</th><th>bubble measured</th>' +
-                '<th>bubble predicted</th><th>state</th></tr>'];
+                '<th>bubble predicted</th><th>peak activations</th><th>step vs 1F1B (predicted)</th>' +
+                '<th>state</th></tr>'];
     for (var i = 0; i < runs.length; i++) {
       var r = runs[i], s = last(r), val = null;
       for (var k = r.steps.length - 1; k >= 0 && val === null; k--)
@@ -322,21 +412,44 @@
       /* the prediction is of the rendered step: named when the row shows a later one */
       var pbText = isFinite(pb) ? fmt(pb, 3) + '%' + (s && r.tl.step !== s.step ? ' (step ' +
                    r.tl.step + ')' : '') : '\u2013';
-      var cells = [r.info.name, r.info.schedule + ' P=' + r.info.p + ' V=' + r.info.v + ' M=' + r.info.m,
+      var lim = r.info.memory && r.info.memory.mem_limit ? ', --mem-limit ' + r.info.memory.mem_limit : '';
+      var cells = [r.info.name, r.info.schedule + ' P=' + r.info.p + ' V=' + r.info.v + ' M=' + r.info.m + lim,
                    s ? s.step + (r.info.steps ? ' / ' + r.info.steps : '') : '\u2013',
                    s ? fmt(s.loss) : '\u2013', fmt(val), s ? fmt(steady(r), 3) : '\u2013',
                    s ? fmt(1e3 * s.seconds, 3) + ' ms' : '\u2013',
-                   s ? fmt(100 * s.bubble, 3) + '%' : '\u2013', pbText,
+                   s ? fmt(100 * s.bubble, 3) + '%' : '\u2013', pbText, peakText(r, peakOf(s)),
+                   priceText(r),
                    r.ended ? r.ended : r.info.state ? r.info.state : r.info.live ? 'training' : '\u2013'];
       var tr = '<tr><td><span class="swatch" style="background:' + r.color + '"></span>';
       for (var c = 0; c < cells.length; c++)
-        tr += (c ? '<td class="' + (c >= 2 && c <= 8 ? 'num' : '') + '">' : '') +
+        tr += (c ? '<td class="' + (c >= 2 && c <= 10 ? 'num' : '') + '">' : '') +
               String(cells[c]).replace(/[&<>]/g, function (ch) {
                 return { '&': '&amp;', '<': '&lt;', '>': '&gt;' }[ch];
               }) + '</td>';
       rows.push(tr + '</tr>');
+      var more = stageFacts(r);
+      if (more) rows.push('<tr class="stage-facts" data-run="' + i + '"><td></td><td colspan="' +
+                          (cells.length - 1) + '">' + more + '</td></tr>');
     }
     $('now').innerHTML = '<table>' + rows.join('') + '</table>';
+    peaksChart();
+  }
+
+  /* Every run's peak activations side by side, 1F1B's on the same model as
+   * a thin bar under each */
+  function peaksChart() {
+    var rows = [], host = $('chart-peaks');
+    for (var i = 0; i < runs.length; i++) {
+      var r = runs[i], peak = peakOf(last(r)), m = r.info.memory || {};
+      if (!isFinite(peak)) continue;
+      rows.push({ label: r.info.name, value: peak, text: peakText(r, peak),
+                  sub: m.peak_1f1b_bytes > 0 ? m.peak_1f1b_bytes : undefined });
+    }
+    host.hidden = !rows.length;
+    if (rows.length)
+      barChart(host, { id: 'live-peaks', width: 720, color: '#009E73',
+                       title: 'Peak activation memory of each run (the largest rank, latest step)',
+                       note: 'thin grey bar: 1F1B\u2019s predicted peak on the same model' }, rows);
   }
 
   /* The autopilot's marks: where a fault was first named (red) and where
@@ -381,8 +494,8 @@
       tok.push({ name: many ? r.info.name : null, color: r.color, pts: tp });
       sec.push({ name: many ? r.info.name : null, color: r.color, pts: sp });
       bub.push({ name: name + 'measured', color: r.color, pts: bp });
-      if (r.predicted.length) bub.push({ name: name + 'predicted', color: r.color, dashed: true,
-                                         pts: r.predicted });
+      var pa = predictedAt(r);
+      if (pa.length) bub.push({ name: name + 'predicted', color: r.color, dashed: true, pts: pa });
     }
     var wide = Math.max(600, Math.min(1300, document.documentElement.clientWidth - 80));
     var third = Math.floor((wide - 3 * 18 - 2 * 14) / 3);
@@ -422,7 +535,8 @@
                                title: 'Utilisation, step ' + s.step + ' (busy share of the step)',
                                note: pred ? 'thin grey bar: predicted' : null }, util);
     barChart($('mem-' + i), { id: 'live-mem-' + i, width: 560, color: '#009E73',
-                              title: 'Peak activation memory, step ' + s.step }, mem);
+                              title: 'Peak activation memory, step ' + s.step, marks: memMarks(r) },
+             mem);
     idleCauses(s, i);
   }
 
@@ -442,10 +556,18 @@
     };
     $('facts-m-' + i).textContent = 'step ' + tl.step + ': ' + per(tl.measured) +
       ' \u00b7 bubble ' + fmt(100 * tl.measured.bubble_ratio, 3) + '%';
+    /* a cost: one value, or the list per stage (as the run report prints it) */
+    var cost = function (name, x) {
+      if (x === undefined || x === null) return null;
+      return name + ' ' + (Array.isArray(x) ? x.map(function (v) { return ms(v); }).join(', ') : ms(x));
+    };
+    var c = tl.costs, said = c ? [cost('T_F', c.tf), cost('T_B', c.tb), cost('T_W', c.tw),
+      cost('T_comm', c.comm), c['send-overhead'] ? cost('send overhead', c['send-overhead']) : null,
+      c.tu ? cost('update', c.tu) : null].filter(function (x) { return x; }) : [];
     $('facts-p-' + i).textContent = per(tl.predicted) + ' \u00b7 bubble ' +
-      fmt(100 * tl.predicted.bubble_ratio, 3) + '%' + (tl.costs ? ' (costs calibrated on that ' +
-      'step: T_F ' + ms(tl.costs.tf) + ', T_B ' + ms(tl.costs.tb) + ', T_W ' + ms(tl.costs.tw) +
-      ', T_comm ' + ms(tl.costs.comm) + ')' : '');
+      fmt(100 * tl.predicted.bubble_ratio, 3) + '%' + (said.length ? ' (simulator, costs ' +
+      'calibrated on that step' + (Array.isArray(c.tf) ? ', per stage' : '') + ': ' +
+      said.join(' \u00b7 ') + ')' : '');
     $('gantt-m-' + i).innerHTML = tl.svg_measured;
     $('gantt-p-' + i).innerHTML = tl.svg_predicted;
     var svg = $('gantt-m-' + i).querySelector('svg.gantt');
@@ -500,6 +622,10 @@
       lost: 'the server went away; showing the last state received'
     }[s];
   }
+
+  /* a test hook: run i as the page holds it (info, steps, tl: the rendered step) */
+  window.ktDashboard = { run: function (i) { return runs[i]; },
+                         predictedAt: function (i) { return predictedAt(runs[i]); } };
 
   state('connecting');
   var es = new EventSource('events');

@@ -30,7 +30,8 @@ void kt__serve_page(kt_buf *b, const kt_server *s) {
   kt_buf_puts(b, live_css);
   kt_buf_puts(b, "/*]]>*/</style>\n");
   kt_html_section_begin(b, "summary", "Now", NULL);
-  kt_buf_puts(b, "<p id=\"status\">connecting&#8230;</p>\n<div id=\"now\"></div>\n");
+  kt_buf_puts(b, "<p id=\"status\">connecting&#8230;</p>\n<div id=\"now\"></div>\n"
+                 "<div class=\"card\" id=\"chart-peaks\" hidden=\"hidden\"></div>\n");
   kt_buf_puts(b, "<noscript><p class=\"na\">This page draws with script. The runs' files are "
                  "served under /runs/N/ (config.json, metrics.jsonl, timeline.json, "
                  "trace.json).</p></noscript>\n");

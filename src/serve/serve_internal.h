@@ -133,11 +133,12 @@ void kt__serve_hello(kt_buf *out, const kt_server *s, const kt_run *const *runs,
 void kt__serve_step_msg(kt_buf *out, int run, const kt_run_step *st, int skipped,
                         const kt_run_rank_step *ranks, int n_ranks);
 /* The rendered step: both timelines (events, per-rank busy, idle and peak
- * memory), the calibrated costs (NULL: unknown), their periods (measured
+ * memory), the calibrated costs as the what-if panel's seed holds them
+ * (NULL: unknown), their periods (measured
  * and predicted; NULL or NAN: each timeline's makespan) and both Gantt
  * charts on one time scale. measured and predicted start at 0. */
 void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *measured,
-                            const kt_timeline *predicted, const double costs[4],
+                            const kt_timeline *predicted, const kt_costs *costs,
                             const double periods[2], int chunks);
 void kt__serve_end_msg(kt_buf *out, int run, long long steps, const char *reason);
 /* Appends a message to the history, replaces run's rendered step, or sets

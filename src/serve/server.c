@@ -118,7 +118,8 @@ void kt__serve_add_timeline(kt_server *s, int i, const kt_run *r) {
   kt_buf_init(&msg);
   int step = r->n_steps ? r->steps[r->n_steps - 1].step : 0;
   double periods[2] = {r->measured_period, r->predicted_period};
-  kt__serve_timeline_msg(&msg, i, step, &r->measured, &r->predicted, r->calibrated, periods,
+  kt__serve_timeline_msg(&msg, i, step, &r->measured, &r->predicted,
+                         r->has_calibrated ? &r->calibrated : NULL, periods,
                          r->v > 0 ? r->v : 1);
   kt__serve_publish_timeline(s, i, &msg);
   kt_buf_free(&msg);

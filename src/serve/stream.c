@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/whatif.h"
 #include "serve/serve_internal.h"
 
 #define GANTT_W 1300 /* the page lays charts out for a 1400 px window */
@@ -33,25 +34,68 @@ static void num_field(kt_buf *b, const char *key, double v) {
   kt_buf_json_number(b, v); /* null when not finite */
 }
 
-static void run_json(kt_buf *b, const char *name, const char *schedule, const char *model, int p,
-                     int v, int m, int layers, int hidden, int steps, const char *transport,
-                     int live, int files, const char *state) {
+/* A run as hello describes it. */
+typedef struct {
+  const char *name, *schedule, *model, *transport, *state;
+  int p, v, m, layers, hidden, steps, live, files;
+  const kt_run_segment *seg; /* its layout's memory, price and bubble (NULL: unknown) */
+  const kt_run_config *cfg;  /* its segments, for the predicted bubble of every step (or NULL) */
+} run_desc;
+
+/* "memory": 1F1B's peak, the limit, what the schedule costs in time; and
+ * each segment's steps with its predicted bubble. */
+static void memory_json(kt_buf *b, const run_desc *d) {
+  const kt_run_segment *g = d->seg;
+  kt_buf_puts(b, ",\"memory\":{\"peak_1f1b_bytes\":");
+  kt_buf_json_number(b, g && g->peak_1f1b_bytes > 0 ? g->peak_1f1b_bytes : NAN);
+  kt_buf_puts(b, ",\"mem_limit\":");
+  if (g && g->mem_limit[0]) kt_buf_json_string(b, g->mem_limit);
+  else kt_buf_puts(b, "null");
+  num_field(b, "mem_limit_bytes", g && g->mem_limit_bytes > 0 ? g->mem_limit_bytes : NAN);
+  num_field(b, "predicted_period", g && g->predicted_period > 0 ? g->predicted_period : NAN);
+  num_field(b, "period_1f1b", g && g->period_1f1b > 0 ? g->period_1f1b : NAN);
+  /* the model's memory per stage as train measured it (null: not measured) */
+  const char *names[3] = {"act_bytes", "wgrad_bytes", "transient_bytes"};
+  const double *per[3] = {g ? g->mem_act_bytes : NULL, g ? g->mem_wgrad_bytes : NULL,
+                          g ? g->mem_transient_bytes : NULL};
+  for (int k = 0; k < 3; k++) {
+    kt_buf_printf(b, ",\"stage_%s\":", names[k]);
+    if (!per[k] || g->n_mem <= 0) kt_buf_puts(b, "null");
+    for (int s = 0; per[k] && s < g->n_mem; s++) {
+      kt_buf_puts(b, s ? "," : "[");
+      kt_buf_json_number(b, per[k][s]);
+    }
+    if (per[k] && g->n_mem > 0) kt_buf_puts(b, "]");
+  }
+  kt_buf_puts(b, "},\"segments\":[");
+  for (int i = 0; d->cfg && i < d->cfg->n_segments; i++) {
+    const kt_run_segment *s = &d->cfg->segments[i];
+    kt_buf_printf(b, "%s{\"first_step\":%d,\"last_step\":%d", i ? "," : "", s->first_step,
+                  s->last_step);
+    num_field(b, "predicted_bubble", s->predicted_bubble);
+    kt_buf_puts(b, "}");
+  }
+  kt_buf_puts(b, "]");
+}
+
+static void run_json(kt_buf *b, const run_desc *d) {
   kt_buf_puts(b, "{\"name\":");
-  kt_buf_json_string(b, name);
+  kt_buf_json_string(b, d->name);
   kt_buf_puts(b, ",\"schedule\":");
-  kt_buf_json_string(b, schedule ? schedule : "");
+  kt_buf_json_string(b, d->schedule ? d->schedule : "");
   kt_buf_puts(b, ",\"model\":");
-  kt_buf_json_string(b, model ? model : "");
+  kt_buf_json_string(b, d->model ? d->model : "");
   kt_buf_puts(b, ",\"transport\":");
-  kt_buf_json_string(b, transport ? transport : "");
+  kt_buf_json_string(b, d->transport ? d->transport : "");
   kt_buf_printf(b, ",\"p\":%d,\"v\":%d,\"m\":%d,\"layers\":%d,\"hidden\":%d,\"steps\":%d,"
                    "\"live\":%s,\"files\":%s",
-                p, v, m, layers, hidden, steps, live ? "true" : "false",
-                files ? "true" : "false");
-  if (state) {
+                d->p, d->v, d->m, d->layers, d->hidden, d->steps, d->live ? "true" : "false",
+                d->files ? "true" : "false");
+  if (d->state) {
     kt_buf_puts(b, ",\"state\":");
-    kt_buf_json_string(b, state);
+    kt_buf_json_string(b, d->state);
   }
+  memory_json(b, d);
   kt_buf_puts(b, "}");
 }
 
@@ -65,16 +109,24 @@ void kt__serve_hello(kt_buf *out, const kt_server *s, const kt_run *const *runs,
     const serve_run *sr = &s->runs[i];
     if (i == s->live) {
       const kt_schedule *sc = &s->sched;
-      run_json(&j, sr->name, sc->name, live->model, sc->p, sc->v, sc->m, live->layers,
-               live->hidden, live->steps, live->transport, 1, sr->dir != NULL, NULL);
+      run_desc d = {.name = sr->name, .schedule = sc->name, .model = live->model,
+                    .transport = live->transport, .p = sc->p, .v = sc->v, .m = sc->m,
+                    .layers = live->layers, .hidden = live->hidden, .steps = live->steps,
+                    .live = 1, .files = sr->dir != NULL, .seg = live->layout};
+      run_json(&j, &d);
     } else {
       /* a run whose trainer still writes it (its lock held) is followed */
       const kt_run *r = runs[i];
       char state[48];
       if (sr->pid > 0) snprintf(state, sizeof state, "training (pid %ld)", sr->pid);
       else snprintf(state, sizeof state, "training");
-      run_json(&j, sr->name, r->schedule, r->model, r->p, r->v, r->m, r->layers, r->hidden,
-               r->steps_planned, r->transport, sr->pid != 0, 1, sr->pid ? state : NULL);
+      run_desc d = {.name = sr->name, .schedule = r->schedule, .model = r->model,
+                    .transport = r->transport, .state = sr->pid ? state : NULL, .p = r->p,
+                    .v = r->v, .m = r->m, .layers = r->layers, .hidden = r->hidden,
+                    .steps = r->steps_planned, .live = sr->pid != 0, .files = 1,
+                    .seg = r->cfg.n_segments ? &r->cfg.segments[r->cfg.n_segments - 1] : NULL,
+                    .cfg = &r->cfg};
+      run_json(&j, &d);
     }
   }
   kt_buf_puts(&j, "]}");
@@ -147,6 +199,7 @@ static void timeline_json(kt_buf *b, const kt_timeline *t, const kt_metrics *m) 
                   e->stage, e->mb, kt_op_letter((kt_op)e->op));
     num_field(b, "start", e->start);
     num_field(b, "end", e->end);
+    if (e->flags & KT_ACTION_OVERLAP_NEXT) kt_buf_puts(b, ",\"overlap_next\":true");
     kt_buf_puts(b, "}");
   }
   kt_buf_puts(b, "]}");
@@ -184,7 +237,7 @@ static void gantt_svg(kt_buf *b, const kt_timeline *t, const char *id, const cha
 }
 
 void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *measured,
-                            const kt_timeline *predicted, const double costs[4],
+                            const kt_timeline *predicted, const kt_costs *costs,
                             const double periods[2], int chunks) {
   kt_metrics mm = {0}, pm = {0};
   kt_error err;
@@ -207,13 +260,8 @@ void kt__serve_timeline_msg(kt_buf *out, int run, int step, const kt_timeline *m
   timeline_json(&j, predicted, &pm);
   critical_json(&j, measured);
   kt_buf_puts(&j, ",\"costs\":");
-  if (costs && isfinite(costs[0])) {
-    kt_buf_puts(&j, "{\"tf\":");
-    kt_buf_json_number(&j, costs[0]);
-    num_field(&j, "tb", costs[1]);
-    num_field(&j, "tw", costs[2]);
-    num_field(&j, "comm", costs[3]);
-    kt_buf_puts(&j, "}");
+  if (costs) {
+    kt__whatif_costs_json(&j, costs);
   } else {
     kt_buf_puts(&j, "null");
   }

@@ -176,7 +176,9 @@ void kt_idle_split_json(const kt_idle_split *s, kt_buf *b) {
     kt_buf_json_number(b, ns(kt_idle_cause(s, i)));
     sum += ns(kt_idle_cause(s, i));
   }
-  kt_buf_puts(b, ",\"busy\":");
+  /* "compute": the ops' own time, apart from the wall time a rank's "busy"
+   * (the bubble ratio's) counts */
+  kt_buf_puts(b, ",\"compute\":");
   kt_buf_json_number(b, ns(s->busy));
   kt_buf_puts(b, ",\"seconds\":");
   kt_buf_json_number(b, ns(sum));

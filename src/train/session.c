@@ -131,6 +131,14 @@ static kt_status build_schedule(kt_session *s, kt_error *err) {
       st = kt__session_memory(s, kt_schedule_stages(&s->sched), s->sched.p, s->sched.m, err);
     return st;
   }
+  int K = p->model.seq_chunks;
+  if (K > 1) { /* micro-batches in chunks along the sequence: Seq1F1B */
+    if (p->kind != KT_SCHED_1F1B || p->v > 1)
+      return kt_fail(err, KT_EINVAL, "--seq-chunks %d runs 1f1b's order over the chunks (Seq1F1B), "
+                     "not %s", K, kt_gen_kind_name(p->kind));
+    if (has_units(p) && (st = kt__session_memory(s, p->p, p->p, p->m * K, err))) return st;
+    return kt__seq1f1b(&s->sched, p->p, p->m, K, err);
+  }
   int v = p->v > 0 ? p->v : kt_gen_default_chunks(p->kind);
   if (has_units(p) && (st = kt__session_memory(s, p->p * v, p->p, p->m, err))) return st;
   kt_costs gen; /* unit times, the model's bytes (borrowed: never freed here) */
@@ -281,6 +289,12 @@ static kt_status build_runtime(kt_session *s, kt_error *err) {
     return st;
   if (p->data || !has_units(p)) return KT_OK;
   if (p->model.kind == KT_MODEL_MLP) return kt_data_mlp_create(p->model.hidden, p->data_seed, &s->data, err);
+  if (p->doc_lengths) { /* attention's share of a full micro-batch's FLOPs: 2 L C of 24 C^2 + 2 L C */
+    double budget = (double)p->micro_batch * p->model.seq_len;
+    return kt_data_docs_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
+                                      p->doc_lengths, p->packing, budget / (12.0 * p->model.hidden + budget),
+                                      p->model.seq_chunks, &s->data, err);
+  }
   return kt_data_text_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
                                     &s->data, err);
 }
@@ -360,6 +374,7 @@ void kt_session_get_info(const kt_session *s, kt_session_info *out) {
   out->mem_act_bytes = s->mem.stage_mem_act, out->mem_wgrad_bytes = s->mem.stage_mem_wgrad;
   out->mem_transient_bytes = s->mem.stage_mem_transient;
   out->peak_1f1b = s->peak_1f1b;
+  out->mem_limit_bytes = kt__session_limit_bytes(s);
   out->cores = s->cores, out->compute_threads = s->compute_threads;
 }
 

@@ -71,6 +71,8 @@ void kt__session_run_config(const kt_session *s, kt_run_config *c);
 kt_run_segment kt__session_segment(const kt_session *s, int first_step, int *partition_buf);
 int kt__session_step_ranks(const kt_timeline *t, kt_run_rank_step *out, int cap);
 kt_status kt__session_write_timelines(kt_session *s, kt_error *err);
+/* The memory limit on the whole peak in bytes (kt_session_info.mem_limit_bytes). */
+double kt__session_limit_bytes(const kt_session *s);
 /* Rank 0 opens (and locks) the run directory and writes config.json with
  * the run's segments: the earlier ones, then this session's. */
 kt_status kt__session_open_run_dir(kt_session *s, kt_error *err);
@@ -85,8 +87,27 @@ kt_status kt__session_memory(kt_session *s, int S, int P, int M, kt_error *err);
 kt_status kt__session_mem_limit(const kt_session *s, int v, const kt_costs *gen, double *out,
                                 kt_error *err);
 
+/* 1F1B's predicted period on the last step's calibrated costs into
+ * s->result.period_1f1b (session_price.c). ENOMEM, the simulator's. */
+kt_status kt__session_price(kt_session *s, kt_error *err);
+
 /* Emits a note through the caller's callback. */
 void kt__session_note(const kt_session *s, kt_note_kind kind, const char *name, long long count,
                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* A step taken (mb_costs.c): its real tokens (what packed micro-batches
+ * hold; fixed without data or for fixed windows) into out->tokens and
+ * p->tokens_per_s, and its micro-batches (mbs: the step's D K M, NULL
+ * without data; replica 0's K M recorded, in run order) with each stage's
+ * measured costs from the step's timeline tl into out->mb_costs. ENOMEM. */
+kt_status kt__step_record(kt_train_result *out, const kt_train_config *cfg,
+                          const kt_microbatch *mbs, double fixed, const kt_timeline *tl,
+                          kt_train_progress *p, kt_error *err);
+void kt__free_mb_costs(kt_train_result *out);
+
+/* Seq1F1B (seq_chunks.c): 1F1B over M micro-batches of K chunks each (mb
+ * j K + k), every micro-batch's chunks backward in reverse; validated.
+ * ENOMEM. */
+kt_status kt__seq1f1b(kt_schedule *s, int P, int M, int K, kt_error *err);
 
 #endif

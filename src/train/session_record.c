@@ -29,6 +29,33 @@ void kt__session_run_config(const kt_session *s, kt_run_config *c) {
   c->steps = p->steps, c->val_every = p->val_every, c->data_seed = p->data_seed;
   const char *data = p->data_path ? p->data_path : p->synthetic || p->data ? "" : "built-in";
   snprintf(c->data, sizeof c->data, "%s", data);
+  snprintf(c->doc_lengths, sizeof c->doc_lengths, "%s", p->doc_lengths ? p->doc_lengths : "");
+  snprintf(c->packing, sizeof c->packing, "%s", p->packing ? p->packing : "");
+  c->seq_chunks = m->seq_chunks > 1 ? m->seq_chunks : 1;
+}
+
+/* The model's memory under the layout (borrowed from s: the segment is
+ * copied where it is kept), 1F1B's peak and the limit on the whole peak. */
+static void segment_memory(const kt_session *s, kt_run_segment *seg) {
+  const kt_costs *m = &s->mem;
+  if (m->n_stages == kt_schedule_stages(&s->sched) && m->stage_mem_act) {
+    seg->n_mem = m->n_stages;
+    seg->mem_act_bytes = m->stage_mem_act, seg->mem_wgrad_bytes = m->stage_mem_wgrad;
+    seg->mem_transient_bytes = m->stage_mem_transient;
+  }
+  seg->peak_1f1b_bytes = s->peak_1f1b > 0 ? s->peak_1f1b : NAN;
+  double lim = kt__session_limit_bytes(s);
+  seg->mem_limit_bytes = lim > 0 ? lim : NAN;
+  if (kt_mem_limit_given(&s->p.mem_limit))
+    kt_mem_limit_format(&s->p.mem_limit, seg->mem_limit, sizeof seg->mem_limit);
+}
+
+double kt__session_limit_bytes(const kt_session *s) {
+  const kt_mem_limit *ml = &s->p.mem_limit;
+  if (!kt_mem_limit_given(ml)) return 0;
+  if (ml->kind == KT_MEM_BYTES) return ml->value;
+  if (ml->kind == KT_MEM_FRACTION && s->peak_1f1b > 0) return ml->value * s->peak_1f1b;
+  return 0;
 }
 
 kt_run_segment kt__session_segment(const kt_session *s, int first_step, int *partition_buf) {
@@ -37,6 +64,7 @@ kt_run_segment kt__session_segment(const kt_session *s, int first_step, int *par
   kt_run_segment seg = {.first_step = first_step, .last_step = -1, .p = sc->p, .v = sc->v,
                         .m = sc->m, .b = p->micro_batch, .k = p->grad_accum,
                         .d = p->data_parallel, .predicted_bubble = NAN, .measured_bubble = NAN,
+                        .predicted_period = NAN, .period_1f1b = NAN,
                         .cores = s->cores, .compute_threads = s->compute_threads};
   snprintf(seg.schedule, sizeof seg.schedule, "%s", sc->name[0] ? sc->name : "file");
   snprintf(seg.transport, sizeof seg.transport, "%s", p->use_mpi ? "mpi" : "threads");
@@ -46,6 +74,7 @@ kt_run_segment kt__session_segment(const kt_session *s, int first_step, int *par
     seg.partition = partition_buf;
     seg.n_partition = kt_schedule_stages(sc);
   }
+  segment_memory(s, &seg);
   return seg;
 }
 

@@ -86,7 +86,8 @@ static kt_status adopt_layout(kt_session_params *p, kt_session_resume *r, const 
                               unsigned keep, kt_error *err) {
   const kt_run_segment *seg = &r->run.segments[r->run.n_segments - 1];
   if (!(keep & KT_KEEP_SCHEDULE)) {
-    int kind = kt_gen_kind_from_name(seg->schedule);
+    /* Seq1F1B is 1f1b over a micro-batch's chunks (kaiten train --seq-chunks) */
+    int kind = !strcmp(seg->schedule, "seq1f1b") ? KT_SCHED_1F1B : kt_gen_kind_from_name(seg->schedule);
     if (kind < 0)
       return kt_fail(err, KT_EINVAL, "the run in '%s' trained on a schedule of its own ('%s'): "
                                      "give that schedule again", dir, seg->schedule);
@@ -96,7 +97,7 @@ static kt_status adopt_layout(kt_session_params *p, kt_session_resume *r, const 
   int v_same = (keep & KT_KEEP_V) == 0 || p->v == seg->v;
   if (!(keep & KT_KEEP_P)) p->p = seg->p;
   if (!(keep & KT_KEEP_V) && !(keep & KT_KEEP_SCHEDULE)) p->v = seg->v;
-  if (!(keep & KT_KEEP_M)) p->m = seg->m;
+  if (!(keep & KT_KEEP_M)) p->m = seg->m / (p->model.seq_chunks > 1 ? p->model.seq_chunks : 1);
   if (!(keep & KT_KEEP_B) && seg->b > 0) p->micro_batch = seg->b;
   if (!(keep & KT_KEEP_K) && seg->k > 0) p->grad_accum = seg->k;
   if (!(keep & KT_KEEP_D) && seg->d > 0) p->data_parallel = seg->d;
@@ -117,6 +118,10 @@ kt_status kt_session_params_from_run(kt_session_params *p, kt_session_resume *r,
   p->model = r->meta.model;
   p->model.recompute = recompute, p->model.gemm = gemm;
   p->data_seed = r->meta.data_seed;
+  /* the run's documents, packing and chunks (its m counts the chunks) */
+  p->doc_lengths = r->run.doc_lengths[0] ? r->run.doc_lengths : NULL;
+  p->packing = r->run.packing[0] ? r->run.packing : NULL;
+  p->model.seq_chunks = r->run.seq_chunks > 1 ? r->run.seq_chunks : 0;
   if (!(keep & KT_KEEP_DECAY)) p->optim.decay_steps = r->meta.decay_steps; /* the run's schedule */
   p->optim.warmup_steps = r->meta.warmup_steps;
   p->resume = p->run_dir = dir;

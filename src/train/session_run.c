@@ -178,6 +178,8 @@ static kt_status finish_run(kt_session *s, kt_error *err) {
   seg->last_step = s->first_step + res->n_losses;
   seg->predicted_bubble = res->predicted.bubble_ratio;
   seg->measured_bubble = res->measured.bubble_ratio;
+  seg->predicted_period = res->predicted.period;
+  seg->period_1f1b = s->result.period_1f1b;
   if (!st) st = kt_rundir_write_config(s->rd, &s->cfg, err);
   return st;
 }
@@ -219,6 +221,7 @@ kt_status kt_session_run(kt_session *s, kt_error *err) {
     s->failed = KT_SESSION_FAILED_ELSEWHERE;
     st = kt_fail(err, KT_EPEER, "another rank failed");
   }
+  if (!st) st = kt__session_price(s, err);
   if (!st) st = finish_run(s, err);
   s->result.stop = s->stop > 0 ? s->stop : 0;
   s->result.steps_done = s->first_step + res->n_losses;

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kaiten/train.h"
 #include "train/autopilot.h"
+#include "train/session_internal.h"
 
 /* The time a hand-over between ranks took: for every action that sat waiting
  * for a remote input (its rank was idle when the producer finished), the gap
@@ -150,6 +152,7 @@ void kt_train_result_free(kt_train_result *r) {
   kt_costs_free(&r->calibrated);
   kt_timeline_free(&r->predicted_timeline);
   kt_timeline_free(&r->measured_timeline);
+  kt__free_mb_costs(r);
   memset(r, 0, sizeof *r);
 }
 
@@ -334,9 +337,10 @@ static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeli
   out->mean_step_seconds = mean;
   out->median_step_seconds = out->n_losses > 1 ? kt_median(step_s + 1, (size_t)out->n_losses - 1)
                                                : step_s[0];
+  (void)tps; /* out->tokens: what the steps held */
   out->samples_per_s = samples / out->mean_step_seconds;
-  out->tokens_per_s = out->samples_per_s * (double)tps;
-  out->steady_tokens_per_s = samples * (double)tps / out->median_step_seconds;
+  out->tokens_per_s = out->tokens / out->n_losses / out->mean_step_seconds;
+  out->steady_tokens_per_s = out->tokens / out->n_losses / out->median_step_seconds;
   kt_status st = kt_timeline_metrics(last, &out->measured, err);
   /* the last step as it ran: its period, from the end of the one before */
   if (!st) kt_metrics_set_period(&out->measured, last_s, (int)rc->step_sync);
@@ -482,6 +486,9 @@ static kt_status take(run_loop *L, const kt_step_result *res, kt_error *err) {
   kt_train_progress p;
   kt_status st = step_progress(L->rt, cfg, step, res, L->samples, L->tps, &L->last, out, &p, err);
   if (st) return st;
+  if ((st = kt__step_record(L->out, cfg, L->cfg->data ? L->mbs[step % KT_STEPS_AHEAD] : NULL,
+                            L->samples * (double)L->tps, &L->last, &p, err)))
+    return st;
   p.barrier = L->taken == L->next - cfg->first_step; /* nothing in flight */
   p.agreed = res->vote;
   if (validates(cfg, step)) { /* a barrier: nothing in flight */

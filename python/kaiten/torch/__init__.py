@@ -4,6 +4,10 @@
     partition(blocks, n_stages, example_input)   where to cut a sequential model
     build_schedule(stages, n_microbatches, loss_fn, kind="zb-auto")
                                                  a _PipelineScheduleRuntime with kaiten's order
+    presplit(documents, n_microbatches, budget, packing="balanced")
+                                                 documents of varying length packed and
+                                                 ordered (kaiten.pack) as torch's pre-split
+                                                 micro-batches (step(arg_mbs=, target_mbs=))
 
 Times are measured with torch itself, through the functions its pipeline
 runtime calls (forward, then stage_backward_input and stage_backward_weight
@@ -24,7 +28,7 @@ import kaiten
 from kaiten._ffi import KaitenError, error
 
 __all__ = ["Profile", "Partition", "profile", "partition", "build_schedule", "choose", "even_counts",
-           "stage_costs"]
+           "stage_costs", "presplit", "document_mask", "supports_presplit"]
 
 
 def _tuple(x):
@@ -193,12 +197,50 @@ def _measure(stage_modules, example_microbatch, loss_fn, target, repeats, warmup
 
 def _from_rank0(value_fn, group):
     """value_fn() on rank 0 of group, its result on every rank (or locally
-    without torch.distributed)."""
+    without torch.distributed). When it fails on rank 0, every rank raises
+    the same KaitenError (its status and message; another exception is
+    EINVAL naming its type) instead of the others waiting on a peer that
+    left ("Connection closed by peer")."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
         return value_fn()
-    box = [value_fn() if dist.get_rank(group) == 0 else None]
+    box, failure = [None], None
+    if dist.get_rank(group) == 0:
+        try:
+            box = [("value", value_fn())]
+        except KaitenError as e:
+            box, failure = [("error", e.status, str(e))], e
+        except Exception as e:  # noqa: BLE001 -- told to every rank, raised here as it was
+            box, failure = [("error", "EINVAL", f"rank 0: {type(e).__name__}: {e}")], e
     dist.broadcast_object_list(box, group_src=0, group=group)
-    return box[0]
+    if failure is not None:
+        raise failure
+    if box[0][0] == "error":
+        raise error(box[0][1], box[0][2])
+    return box[0][1]
+
+
+def _agreed(fn, group):
+    """fn() on every rank of group; when it fails on any, every rank raises
+    the first failing rank's KaitenError (named by its rank on the others),
+    so no rank goes on to wait for one that gave up."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
+        return fn()
+    value, mine = None, None
+    try:
+        value = fn()
+    except KaitenError as e:
+        mine = (e.status, str(e), e)
+    except Exception as e:  # noqa: BLE001 -- raised on every rank as a KaitenError
+        mine = ("EINVAL", f"{type(e).__name__}: {e}", e)
+    seen = [None] * dist.get_world_size(group)
+    dist.all_gather_object(seen, mine[:2] if mine else None, group=group)
+    for r, failed in enumerate(seen):
+        if failed is None:
+            continue
+        if mine is not None and failed == mine[:2]:
+            raise mine[2]
+        raise error(failed[0], f"rank {r}: {failed[1]}")
+    return value
 
 
 def profile(stage_modules, example_microbatch, loss_fn=None, target=None, repeats=5, warmup=1,
@@ -482,9 +524,13 @@ def build_schedule(stages, n_microbatches, loss_fn, kind="zb-auto", mem_limit=No
         raise error("EINVAL", "build_schedule: no stages")
     if format not in ("compute_comms", "compute_only"):
         raise error("EINVAL", f"format '{format}': expected compute_comms or compute_only")
-    p, v, placement = _layout(stages)
-    table = stage_costs(costs, p * v)
     group = stages[0].group
+
+    def local():
+        p, v, placement = _layout(stages)
+        return p, v, placement, stage_costs(costs, p * v)
+
+    p, v, placement, table = _agreed(local, group)
 
     def make():
         if kind == "auto":
@@ -504,3 +550,67 @@ def build_schedule(stages, n_microbatches, loss_fn, kind="zb-auto", mem_limit=No
         os.unlink(path)
     runtime.kaiten_schedule = kaiten.load(text, costs=table, per_stage=True, name=name)
     return runtime
+
+
+# ---- documents of varying length ---------------------------------------------
+
+
+def supports_presplit():
+    """Whether the installed torch's pipeline schedules take pre-split
+    micro-batches (step(arg_mbs=..., target_mbs=...), torch 2.15 and later)."""
+    import inspect
+    from torch.distributed.pipelining.schedules import _PipelineSchedule
+    return "arg_mbs" in inspect.signature(_PipelineSchedule.step).parameters
+
+
+def document_mask(positions):
+    """The block-diagonal causal mask of packed documents: positions (T,)
+    restart at 0 with each document; True where row i may attend column j
+    (j <= i in the same document). Returns a (T, T) bool tensor."""
+    pos = torch.as_tensor(positions).reshape(-1)
+    i = torch.arange(pos.numel(), device=pos.device)
+    start = i - pos  # where each row's document starts
+    return (i[None, :] <= i[:, None]) & (i[None, :] >= start[:, None])
+
+
+def presplit(documents, n_microbatches, budget, packing="balanced", schedule="1f1b", stages=2,
+             attn_share=0.25, pad_id=0, ignore_index=-100):
+    """Packs documents (1-D integer tensors; each trains on its own next
+    tokens: inputs doc[:-1], targets doc[1:]) into n_microbatches
+    micro-batches of budget tokens with kaiten.pack (balanced: in the order
+    with the shortest simulated step of `schedule` on `stages` ranks), in
+    run order, for torch's pre-split step:
+
+        arg_mbs, target_mbs, p = kaiten.torch.presplit(docs, 4, 1024)
+        schedule.step(arg_mbs=arg_mbs)                 # first stage
+        schedule.step(target_mbs=target_mbs, losses=l) # last stage
+
+    arg_mbs[j] is (tokens (1, budget), positions (1, budget)): positions
+    restart with every document (document_mask gives the block-diagonal
+    attention mask), padding is pad_id with target ignore_index. p is the
+    kaiten.Packing (p.tokens: real tokens per micro-batch; the step's mean
+    loss divides by their sum). ValueError for a document shorter than 2
+    tokens or longer than budget + 1."""
+    docs = [torch.as_tensor(d).reshape(-1) for d in documents]
+    if any(d.numel() < 2 or d.numel() > budget + 1 for d in docs):
+        raise ValueError("presplit: every document needs 2..%d tokens (inputs and next tokens)"
+                         % (budget + 1))
+    p = kaiten.pack(schedule, stages, documents=[d.numel() - 1 for d in docs],
+                    microbatches=n_microbatches, packing=packing, mb_tokens=budget,
+                    attn_share=attn_share)
+    arg_mbs, target_mbs = [], []
+    for mb in p.micro_batches:
+        tok = torch.full((1, budget), pad_id, dtype=torch.long)
+        pos = torch.zeros((1, budget), dtype=torch.long)
+        tgt = torch.full((1, budget), ignore_index, dtype=torch.long)
+        at = 0
+        for i in mb:
+            n = docs[i].numel() - 1
+            tok[0, at:at + n] = docs[i][:-1]
+            tgt[0, at:at + n] = docs[i][1:]
+            pos[0, at:at + n] = torch.arange(n)
+            at += n
+        pos[0, at:] = torch.arange(budget - at)  # padding: a document of its own
+        arg_mbs.append((tok, pos))
+        target_mbs.append(tgt)
+    return arg_mbs, target_mbs, p

@@ -1,0 +1,104 @@
+/* Each micro-batch's costs as the last step ran them: its tokens and
+ * attention work from the data, each stage's F, I/B and W from the
+ * measured timeline (the k-th run of (stage, mb, op) is round k). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/session_internal.h"
+
+/* Tokens, documents and the sum of L^2 of one micro-batch of b rows of T. */
+static void held(const kt_microbatch *mb, int T, kt_mb_cost *c) {
+  if (!mb->pos) {
+    c->tokens = mb->b * T, c->documents = mb->b, c->attn_tokens2 = (double)mb->b * T * T;
+    return;
+  }
+  c->tokens = mb->n_tokens, c->documents = 0, c->attn_tokens2 = 0; /* pieces, with chunks */
+  for (int i = 0; i < mb->n_tokens;) {
+    int L = 1;
+    while (i + L < mb->n_tokens && mb->pos[i + L] == mb->pos[i + L - 1] + 1 &&
+           (!mb->row || mb->row[i + L] == mb->row[i + L - 1] + 1))
+      L++;
+    c->documents++, c->attn_tokens2 += (double)L * L;
+    i += L;
+  }
+}
+
+static double own_time(const kt_event *e) {
+  double t = e->cpu_time > 0 ? e->cpu_time : e->end - e->start - e->comm_time;
+  return t > 0 ? t : 0;
+}
+
+/* Adds the timeline's compute events to the costs (n = K M of them). */
+static kt_status times(kt_mb_cost *c, int K, int M, int S, const kt_timeline *tl, kt_error *err) {
+  int *seen = calloc((size_t)S * M * KT_OP_COUNT, sizeof *seen);
+  if (!seen) return kt_fail(err, KT_ENOMEM, "out of memory");
+  for (size_t i = 0; i < tl->n_events; i++) {
+    const kt_event *e = &tl->events[i];
+    if (e->stage < 0 || e->stage >= S || e->mb < 0 || e->mb >= M || e->op >= KT_OP_COUNT) continue;
+    int k = seen[((size_t)e->stage * M + e->mb) * KT_OP_COUNT + e->op]++;
+    if (k >= K) continue;
+    kt_mb_cost *m = &c[k * M + e->mb];
+    double *to = e->op == KT_OP_F ? m->tf : e->op == KT_OP_W ? m->tw : m->tb;
+    to[e->stage] += own_time(e);
+  }
+  free(seen);
+  return KT_OK;
+}
+
+static kt_status record(kt_train_result *out, const kt_microbatch *mbs, int K, int M, int S, int T,
+                        const kt_timeline *tl, kt_error *err) {
+  int n = K * M;
+  if (out->n_mb_costs != n || out->mb_cost_stages != S) {
+    kt__free_mb_costs(out);
+    out->mb_costs = calloc((size_t)n, sizeof *out->mb_costs);
+    double *d = out->mb_costs ? calloc((size_t)n * 3 * S, sizeof *d) : NULL;
+    if (!d) {
+      free(out->mb_costs), out->mb_costs = NULL;
+      return kt_fail(err, KT_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+      kt_mb_cost *c = &out->mb_costs[i];
+      c->tf = d + (size_t)i * 3 * S, c->tb = c->tf + S, c->tw = c->tb + S;
+    }
+    out->n_mb_costs = n, out->mb_cost_stages = S;
+  }
+  memset(out->mb_costs[0].tf, 0, (size_t)n * 3 * S * sizeof(double));
+  for (int i = 0; i < n; i++) {
+    out->mb_costs[i].round = i / M, out->mb_costs[i].mb = i % M;
+    held(&mbs[i], T, &out->mb_costs[i]);
+  }
+  return times(out->mb_costs, K, M, S, tl, err);
+}
+
+void kt__free_mb_costs(kt_train_result *out) {
+  if (out->mb_costs) free(out->mb_costs[0].tf);
+  free(out->mb_costs);
+  out->mb_costs = NULL, out->n_mb_costs = out->mb_cost_stages = 0;
+}
+
+/* Real tokens of a step's n micro-batches: what packed ones hold, else fixed. */
+static double step_tokens(const kt_microbatch *mbs, int n, double fixed) {
+  double t = 0;
+  for (int i = 0; i < n; i++) {
+    if (!mbs[i].pos) return fixed;
+    t += mbs[i].n_tokens;
+  }
+  return t;
+}
+
+kt_status kt__step_record(kt_train_result *out, const kt_train_config *cfg,
+                          const kt_microbatch *mbs, double fixed, const kt_timeline *tl,
+                          kt_train_progress *p, kt_error *err) {
+  const kt_runtime_config *rc = &cfg->runtime;
+  double tokens = fixed;
+  if (mbs) {
+    int K = rc->grad_accum, M = rc->schedule->m, S = kt_schedule_stages(rc->schedule);
+    size_t T = cfg->data->tokens_per_sample ? cfg->data->tokens_per_sample : 1;
+    tokens = step_tokens(mbs, rc->data_parallel * K * M, fixed);
+    kt_status st = record(out, mbs, K, M, S, (int)T, tl, err);
+    if (st) return st;
+  }
+  out->tokens += tokens;
+  p->tokens_per_s = tokens / p->seconds;
+  return KT_OK;
+}
