@@ -116,6 +116,13 @@ void kt__whatif_costs_json(kt_buf *b, const kt_costs *c) {
     cost_json(b, "comm-latency", c->comm_latency, NULL, 0);
     cost_json(b, "comm-bytes", c->comm_bytes, NULL, 0);
     cost_json(b, "comm-bandwidth", c->comm_bandwidth, NULL, 0);
+  } else if (c->n_links > 0) { /* each link's hop, its delay included */
+    kt_buf_puts(b, ",\"comm\":[");
+    for (int l = 0; l < c->n_links; l++) {
+      if (l) kt_buf_puts(b, ",");
+      kt_buf_json_number(b, kt_cost_link_at(c, l));
+    }
+    kt_buf_puts(b, "]");
   } else {
     cost_json(b, "comm", c->comm, NULL, 0);
   }
