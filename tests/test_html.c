@@ -38,7 +38,8 @@ static char *without_scripts(const char *page) {
 }
 
 /* The what-if panel's share of every page: the simulator (wasm, base64url)
- * and the panel's styles and scripts, at most 400 KB; the bytes are a wasm
+ * and the panel's styles and scripts, at most 450 KB (400 KB before
+ * per-micro-batch costs, packing and faults joined the page's request); the bytes are a wasm
  * module whenever the build had the toolchain. */
 static void whatif_budget(void) {
   kt_buf b;
@@ -47,7 +48,7 @@ static void whatif_budget(void) {
   kt__whatif_scripts(&b);
   printf("what-if panel: %zu bytes in every page (a %zu-byte wasm module)\n", b.len, kt__wasm_len);
   CHECK(!b.failed);
-  CHECK_MSG(b.len <= 400 * 1024, "the what-if panel adds %zu bytes", b.len);
+  CHECK_MSG(b.len <= 450 * 1024, "the what-if panel adds %zu bytes", b.len);
   CHECK(kt__wasm_len == 0 || !memcmp(kt__wasm, "\0asm", 4));
   CHECK(!strstr(b.data, "//") && !strstr(b.data, "http"));
   kt_buf_free(&b);

@@ -73,6 +73,7 @@ static void same(const char *kind, int p, int m, int fa, int fb, int varied) {
   int S = kt_schedule_stages(&probe.order);
   kt_result_free(&probe);
   int ra = run(kind, p, m, fa, S, varied, NULL, &a, &ja);
+  /* the costs as written differ (scalars, per stage, per micro-batch): all else alike */
   int rb = ra ? -1 : run(kind, p, m, fb, S, varied, &a, &b, &jb);
   CHECK_MSG(!ra && !rb, "%s P=%d M=%d forms %d/%d ran", kind, p, m, fa, fb);
   if (!ra && !rb) {

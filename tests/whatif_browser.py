@@ -22,6 +22,7 @@ it requested nothing but itself:
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def same_as_cli(page, k, cli_args, what, closed=False):
         check(want["closed_form_bubble"] is not None and close(a["closed"], want["closed_form_bubble"]),
               "%s: closed form %r vs %r" % (what, a["closed"], want["closed_form_bubble"]))
     # the flags the page shows reproduce it too
-    again = sim(*a["command"].split())
+    again = sim(*shlex.split(a["command"]))
     check(close(again["makespan"], a["makespan"]), "%s: the page's command gives %r" % (what, again["makespan"]))
     return a, want
 
@@ -216,7 +217,7 @@ def dashboard(b):
         page.wait("!!document.querySelector('details.kt-whatif')", timeout=30, what="the dashboard's panel")
         k = open_panel(page, 0)
         a = answer(page, k)
-        again = sim(*a["command"].split())
+        again = sim(*shlex.split(a["command"]))
         check(close(again["makespan"], a["makespan"]), "dashboard: %r in the page, %r from kaiten sim %s"
               % (a["makespan"], again["makespan"], a["command"]))
         check(page.eval("!!document.querySelector('#gantt-m-0 g.kt-wi-measured rect')"),

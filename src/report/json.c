@@ -46,13 +46,13 @@ static void cost_value(kt_buf *b, const char *key, double uniform, const double 
 }
 
 void kt_render_costs_json(const kt_costs *c, kt_buf *b) {
-  int ns = c->n_stages;
+  int ns = c->n_stages, nm = kt_costs_mb_differ(c) ? c->n_mb : 0; /* equal lists: per stage */
   kt_buf_puts(b, "{");
-  cost_value_mb(b, "tf", c->tf, c->stage_tf, ns, c->mb_tf, c->n_mb);
+  cost_value_mb(b, "tf", c->tf, c->stage_tf, ns, c->mb_tf, nm);
   kt_buf_puts(b, ",");
-  cost_value_mb(b, "tb", c->tb, c->stage_tb, ns, c->mb_tb, c->n_mb);
+  cost_value_mb(b, "tb", c->tb, c->stage_tb, ns, c->mb_tb, nm);
   kt_buf_puts(b, ",");
-  cost_value_mb(b, "tw", c->tw, c->stage_tw, ns, c->mb_tw, c->n_mb);
+  cost_value_mb(b, "tw", c->tw, c->stage_tw, ns, c->mb_tw, nm);
   kt_buf_puts(b, ",\"comm\":");
   kt_buf_json_number(b, kt_cost_comm(c));
   if (c->n_links > 0) { /* each link's hop, its delay included (kt_cost_link) */
@@ -70,9 +70,9 @@ void kt_render_costs_json(const kt_costs *c, kt_buf *b) {
     kt_buf_json_number(b, c->op_overhead);
   }
   kt_buf_puts(b, ",");
-  cost_value_mb(b, "mem_act", c->mem_act, c->stage_mem_act, ns, c->mb_mem_act, c->n_mb);
+  cost_value_mb(b, "mem_act", c->mem_act, c->stage_mem_act, ns, c->mb_mem_act, nm);
   kt_buf_puts(b, ",");
-  cost_value_mb(b, "mem_wgrad", c->mem_wgrad, c->stage_mem_wgrad, ns, c->mb_mem_wgrad, c->n_mb);
+  cost_value_mb(b, "mem_wgrad", c->mem_wgrad, c->stage_mem_wgrad, ns, c->mb_mem_wgrad, nm);
   /* the step's end (kaiten/costs.h) */
   kt_buf_puts(b, ",");
   cost_value(b, "tu", c->tu, c->stage_tu, ns);

@@ -102,7 +102,7 @@ static void cost_json_mb(kt_buf *b, const char *key, double u, const double *per
 }
 
 void kt__whatif_costs_json(kt_buf *b, const kt_costs *c) {
-  int n = c->n_stages, nm = c->n_mb;
+  int n = c->n_stages, nm = kt_costs_mb_differ(c) ? c->n_mb : 0; /* equal lists: per stage */
   kt_buf_puts(b, "{\"overlap\":");
   kt_buf_json_number(b, c->overlap);
   cost_json_mb(b, "tf", c->tf, c->stage_tf, n, c->mb_tf, nm);
@@ -116,6 +116,13 @@ void kt__whatif_costs_json(kt_buf *b, const kt_costs *c) {
     cost_json(b, "comm-latency", c->comm_latency, NULL, 0);
     cost_json(b, "comm-bytes", c->comm_bytes, NULL, 0);
     cost_json(b, "comm-bandwidth", c->comm_bandwidth, NULL, 0);
+  } else if (c->n_links > 0) { /* each link's hop, its delay included */
+    kt_buf_puts(b, ",\"comm\":[");
+    for (int l = 0; l < c->n_links; l++) {
+      if (l) kt_buf_puts(b, ",");
+      kt_buf_json_number(b, kt_cost_link_at(c, l));
+    }
+    kt_buf_puts(b, "]");
   } else {
     cost_json(b, "comm", c->comm, NULL, 0);
   }

@@ -114,7 +114,12 @@
     st.p = seed.p; st.m = seed.m; st.v = seed.v || 0;
     st.basis = seed.basis === 'stage' ? 'stage' : 'rank';
     st.bw = c['comm-bandwidth'] > 0 ? c['comm-bandwidth'] : Infinity;
-    st.lat = isFinite(st.bw) ? c['comm-latency'] || 0 : c.comm || 0;
+    /* per-link hops (a list: link i joins ranks i and i + 1) stay as given
+     * until the latency slider moves; the slider shows the slowest */
+    st.links = Array.isArray(c.comm) ? c.comm.slice() : null;
+    st.lat = isFinite(st.bw) ? c['comm-latency'] || 0
+      : st.links ? Math.max.apply(null, st.links) : c.comm || 0;
+    st.linksLat = st.lat;
     st.bytes = c['comm-bytes'] > 0 ? c['comm-bytes'] : 1;
     st.sendOv = c['send-overhead'] || 0;
     st.opOv = c['op-overhead'] || 0;
@@ -153,7 +158,7 @@
     }
     for (var k in st.kept) a.push(k + '=' + st.kept[k]);
     if (isFinite(st.bw)) a.push('comm-latency=' + st.lat, 'comm-bytes=' + st.bytes, 'comm-bandwidth=' + st.bw);
-    else a.push('comm=' + st.lat);
+    else a.push('comm=' + (st.links && st.lat === st.linksLat ? st.links.join(',') : st.lat));
     a.push('send-overhead=' + st.sendOv, 'op-overhead=' + st.opOv, 'overlap=' + st.overlap);
     /* a limit is for the orders that keep to one, and a held order is checked
      * against it; a generator that keeps to none refuses one (kt_request) */

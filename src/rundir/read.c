@@ -230,6 +230,15 @@ static kt_status parse_costs(const cJSON *pred, const char *path, kt_costs *c, i
   if (!cJSON_IsObject(o)) return KT_OK;
   cJSON *copy = cJSON_Duplicate(o, 1);
   if (copy) cJSON_DeleteItemFromObjectCaseSensitive(copy, "per_stage");
+  /* "links": each link's hop as the prediction charged it (its delay
+   * included): read as the per-link comm (kaiten/costs.h), the same hops */
+  cJSON *links = copy ? cJSON_DetachItemFromObjectCaseSensitive(copy, "links") : NULL;
+  if (cJSON_IsArray(links) && cJSON_GetArraySize(links) > 0) {
+    cJSON_DeleteItemFromObjectCaseSensitive(copy, "comm");
+    cJSON_AddItemToObject(copy, "comm", links);
+    links = NULL;
+  }
+  cJSON_Delete(links);
   char *text = copy ? cJSON_PrintUnformatted(copy) : NULL;
   cJSON_Delete(copy);
   if (!text) return kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
