@@ -460,7 +460,9 @@ kt_status kt__worker_order(kt__worker *w, const kt__order *o, kt_error *err) {
     redo = 0;
     st = kt__worker_rounds(w, err);
     if (!st) st = kt__step_validate_pending(w, o, &redo, err);
-    out->rollbacks += redo;
+    /* only a step that runs again counts: a step this rank validated
+     * already is the driver's to read (a write of 0 races its read) */
+    if (redo) out->rollbacks++;
   }
   if (w->ready_fd >= 0) close(w->ready_fd);
   w->ready_fd = -1;
