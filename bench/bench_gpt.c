@@ -64,7 +64,8 @@ static replay_buf replay_alloc(const kt__matmul_shape *sh, size_t n) {
   size_t big = 1;
   for (size_t i = 0; i < n; i++) {
     const kt__matmul_shape *s = &sh[i];
-    size_t a = extent(s->trans_a ? s->k : s->m, s->lda), b = extent(s->trans_b ? s->n : s->k, s->ldb);
+    size_t a = extent(s->trans_a ? s->k : s->m, s->lda),
+           b = extent(s->trans_b ? s->n : s->k, s->ldb);
     size_t c = extent(s->m, s->ldo);
     big = a > big ? a : big, big = b > big ? b : big, big = c > big ? c : big;
   }
@@ -344,8 +345,7 @@ typedef struct {
 
 /* The printed line of one model: P=1 step, GFLOP/s, replays, sgemm share,
  * ratios, tokens/s at P=1 and P=2, speed-ups (1f1b, zb-h1) over the ideal. */
-static void summary_line(const gpt_size *g, double flops, rounds_of *x, int rounds,
-                         double ideal) {
+static void summary_line(const gpt_size *g, double flops, rounds_of *x, int rounds, double ideal) {
   int tokens = M_MB * B_MB * g->seq_len;
   size_t n = (size_t)rounds;
   double *t1 = x->t1; /* the series are sorted in place by their statistics */
@@ -431,8 +431,8 @@ int main(int argc, char **argv) {
          "OpenBLAS sgemm replays in and out of cache, P=1 step, P=2 step)\n",
          M_MB, B_MB, core, chosen ? ", chosen by kaiten" : "", kt_kernel_isa(), o.reps);
   printf("%-8s %9s %9s %9s %9s %9s %8s %8s %9s %9s %8s %8s %8s\n", "model", "P1 ms", "P1 GF/s",
-         "bare GF/s", "cold GF/s", "sgemm", "P1/bare", "P1/cold", "P1 tok/s", "P2 tok/s",
-         "/ideal", "zb/ideal", "speedup");
+         "bare GF/s", "cold GF/s", "sgemm", "P1/bare", "P1/cold", "P1 tok/s", "P2 tok/s", "/ideal",
+         "zb/ideal", "speedup");
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) bench_size(&o, &sizes[i], o.reps);
   bench_close(&o);
   return 0;

@@ -25,8 +25,8 @@ static int row_setup(const oracle_table *t, int i, kt_gen_kind *kind, kt_gen_par
   kt_costs_default(c);
   c->tf = oracle_num(t, i, "F"), c->tb = oracle_num(t, i, "B"), c->tw = oracle_num(t, i, "W");
   c->comm = oracle_num(t, i, "comm");
-  *pp = (kt_gen_params){.p = (int)oracle_num(t, i, "P"), .m = (int)oracle_num(t, i, "M"),
-                             .costs = c};
+  *pp =
+      (kt_gen_params){.p = (int)oracle_num(t, i, "P"), .m = (int)oracle_num(t, i, "M"), .costs = c};
   const char *setup = has_col(t, "setup") ? oracle_cell(t, i, "setup") : NULL;
   if (!setup) { /* the heuristic table: M_B = 2, M_W = 1, its limit */
     c->mem_act = 2, c->mem_wgrad = 1;
@@ -35,8 +35,9 @@ static int row_setup(const oracle_table *t, int i, kt_gen_kind *kind, kt_gen_par
     return 0;
   }
   c->mem_act = 1, c->mem_wgrad = strcmp(setup, "zb") ? 1 : 0.5;
-  *kind = !strcmp(setup, "min") ? KT_SCHED_V_MIN : !strcmp(setup, "half") ? KT_SCHED_V_HALF
-                                                                           : KT_SCHED_ZBV_AUTO;
+  *kind = !strcmp(setup, "min")    ? KT_SCHED_V_MIN
+          : !strcmp(setup, "half") ? KT_SCHED_V_HALF
+                                   : KT_SCHED_ZBV_AUTO;
   if (*kind == KT_SCHED_ZBV_AUTO) pp->mem_limit = oracle_num(t, i, "mem_limit_chunks");
   return 0;
 }

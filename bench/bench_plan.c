@@ -45,9 +45,9 @@ static bench_stat run_search(const scenario *sc, int reps, char *what, size_t wh
   }
   bench_stat st = bench_stats(t, (size_t)reps, 1e3);
   double s = st.med / 1e3;
-  printf("%-10s %4d %6ld %4d %8zu %7zu %7zu %6zu %5d %9.1f %12.3g %10.3g\n", sc->model,
-         sc->devices, sc->batch, sc->top, rep.enumerated, rep.evaluated, rep.no_fit,
-         rep.simulations, rep.n, st.med, rep.enumerated / s, rep.evaluated / s);
+  printf("%-10s %4d %6ld %4d %8zu %7zu %7zu %6zu %5d %9.1f %12.3g %10.3g\n", sc->model, sc->devices,
+         sc->batch, sc->top, rep.enumerated, rep.evaluated, rep.no_fit, rep.simulations, rep.n,
+         st.med, rep.enumerated / s, rep.evaluated / s);
   snprintf(what, what_len, "plan search %s, N=%d B=%ld, %s (%zu candidates, %zu simulations)",
            sc->model, sc->devices, sc->batch, sc->top ? "top 10" : "exhaustive", rep.enumerated,
            rep.simulations);
@@ -70,11 +70,20 @@ static void run_evaluate(const bench_opts *bo) {
   struct {
     kt_gen_kind k;
     int v, m;
-  } cases[] = {{KT_SCHED_1F1B, 1, 64}, {KT_SCHED_ZB_H1, 1, 256}, {KT_SCHED_INTERLEAVED, 2, 64},
+  } cases[] = {{KT_SCHED_1F1B, 1, 64},
+               {KT_SCHED_ZB_H1, 1, 256},
+               {KT_SCHED_INTERLEAVED, 2, 64},
                {KT_SCHED_ZBV, 2, 256}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    kt_plan_config cfg = {.p = 8, .d = 2, .t = 4, .v = cases[i].v, .m = cases[i].m, .b = 1,
-                          .k = 1, .schedule = cases[i].k, .recompute = KT_RECOMPUTE_SELECTIVE};
+    kt_plan_config cfg = {.p = 8,
+                          .d = 2,
+                          .t = 4,
+                          .v = cases[i].v,
+                          .m = cases[i].m,
+                          .b = 1,
+                          .k = 1,
+                          .schedule = cases[i].k,
+                          .recompute = KT_RECOMPUTE_SELECTIVE};
     double t[64];
     for (int r = 0; r < bo->reps; r++) {
       kt_plan_result res;
@@ -103,7 +112,8 @@ static void run_partition(const bench_opts *bo) {
   unsigned long long rng = 12345;
   for (size_t k = 0; k < cases; k++) {
     int n = sizes[k][0], S = sizes[k][1];
-    double *load = malloc(sizeof(double) * (size_t)n * 3), *mult = malloc(sizeof(double) * (size_t)S);
+    double *load = malloc(sizeof(double) * (size_t)n * 3),
+           *mult = malloc(sizeof(double) * (size_t)S);
     int *counts = malloc(sizeof(int) * (size_t)S);
     if (!load || !mult || !counts) exit(1);
     double *fixed = load + n, *act = load + 2 * n, total = 0;
@@ -137,16 +147,23 @@ static void run_partition(const bench_opts *bo) {
 
 int main(int argc, char **argv) {
   bench_opts bo = bench_args(argc, argv, 7, 3, 1, 64);
-  printf("# kaiten plan search, CPU time, median of %d runs (default cluster: 8/node, 80 GB, 156 TFLOP/s)\n",
-         bo.reps);
-  printf("%-10s %4s %6s %4s %8s %7s %7s %6s %5s %9s %12s %10s\n", "model", "N", "B", "top",
-         "cands", "evals", "no-fit", "sims", "kept", "ms", "cands/s", "evals/s");
+  printf(
+      "# kaiten plan search, CPU time, median of %d runs (default cluster: 8/node, 80 GB, 156 TFLOP/s)\n",
+      bo.reps);
+  printf("%-10s %4s %6s %4s %8s %7s %7s %6s %5s %9s %12s %10s\n", "model", "N", "B", "top", "cands",
+         "evals", "no-fit", "sims", "kept", "ms", "cands/s", "evals/s");
   static const scenario sc[] = {
-      {"gpt2-1.5b", 16, 512, 10}, {"llama-7b", 8, 1024, 10},  {"llama-7b", 64, 2048, 10},
-      {"zb-28.3b", 32, 768, 10},  {"llama-70b", 64, 512, 10}, {"llama-7b", 8, 1024, 0},
+      {"gpt2-1.5b", 16, 512, 10},
+      {"llama-7b", 8, 1024, 10},
+      {"llama-7b", 64, 2048, 10},
+      {"zb-28.3b", 32, 768, 10},
+      {"llama-70b", 64, 512, 10},
+      {"llama-7b", 8, 1024, 0},
       {"gpt2-1.5b", 16, 512, 0},
       /* awkward sizes: a prime device count, a batch with few power-of-two factors */
-      {"llama-7b", 7, 1024, 10},  {"llama-7b", 8, 1000, 10},  {"llama-70b", 61, 4096, 10},
+      {"llama-7b", 7, 1024, 10},
+      {"llama-7b", 8, 1000, 10},
+      {"llama-70b", 61, 4096, 10},
       {"llama-7b", 60, 4095, 10},
   };
   enum { NSC = sizeof sc / sizeof *sc };
@@ -165,7 +182,9 @@ int main(int argc, char **argv) {
     if (j < NSC) snprintf(ref, sizeof ref, "exhaustive ranking (%.1f ms)", st[j].med);
     else if (sc[i].top) snprintf(ref, sizeof ref, "target 500 ms");
     bench_row(&bo, id, what[i], "ms CPU", st[i], j < NSC || sc[i].top ? ref : NULL,
-              j < NSC ? st[j].med : sc[i].top ? 500 : 0);
+              j < NSC     ? st[j].med
+              : sc[i].top ? 500
+                          : 0);
   }
   run_evaluate(&bo);
   run_partition(&bo);

@@ -84,8 +84,7 @@ static inline void bench_row(const bench_opts *o, const char *id, const char *me
           reference ? reference : "-");
   if (reference && ref_value > 0 && isfinite(s.med / ref_value))
     fprintf(o->tsv, "%.6g\n", s.med / ref_value);
-  else
-    fprintf(o->tsv, "-\n");
+  else fprintf(o->tsv, "-\n");
   fflush(o->tsv);
 }
 

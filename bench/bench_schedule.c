@@ -73,10 +73,15 @@ static void run_auto(int p, int m, double limit, int reps, double *t, double *bu
  * (tests/data/oracles: 0.726 s at 2P*M_B and 0.744 s at 4P*M_B, best of 3,
  * CPython on this kind of machine; bubbles 0.001563 and 0). */
 static void auto_rows(const bench_opts *o, int reps, double *t) {
-  struct { int p, m, mult; double target, authors_s, authors_bubble; } cases[] = {
+  struct {
+    int p, m, mult;
+    double target, authors_s, authors_bubble;
+  } cases[] = {
       {32, 256, 2, 8, 0.726, 0.001563}, {32, 256, 4, 8, 0.744, 0}, {64, 1024, 2, 100, 0, -1}};
   /* mult: the limit in units of P*M_B (M_B = 2) */
-  printf("\n# zb-auto search, process CPU ms, median of %d (authors' heuristic: CPython, best of 3)\n", reps);
+  printf(
+      "\n# zb-auto search, process CPU ms, median of %d (authors' heuristic: CPython, best of 3)\n",
+      reps);
   printf("%4s %6s %7s %10s %10s %12s %12s\n", "P", "M", "limit", "ms CPU", "bubble", "authors ms",
          "authors bub");
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -84,7 +89,8 @@ static void auto_rows(const bench_opts *o, int reps, double *t) {
     run_auto(cases[i].p, cases[i].m, limit, reps, t, &bubble);
     bench_stat st = bench_stats(t, (size_t)reps, 1e3);
     printf("%4d %6d %4dPMB %10.2f %10.6f", cases[i].p, cases[i].m, cases[i].mult, st.med, bubble);
-    if (cases[i].authors_s > 0) printf(" %12.0f %12.6f\n", 1e3 * cases[i].authors_s, cases[i].authors_bubble);
+    if (cases[i].authors_s > 0)
+      printf(" %12.0f %12.6f\n", 1e3 * cases[i].authors_s, cases[i].authors_bubble);
     else printf(" %12s %12s\n", "-", "-");
     char id[64], what[200], ref[96];
     snprintf(id, sizeof id, "schedule.zb_auto.p%dm%d.%dpmb", cases[i].p, cases[i].m, cases[i].mult);
@@ -113,13 +119,20 @@ int main(int argc, char **argv) {
   printf("%-12s %4s %2s %6s %10s %10s %14s\n", "schedule", "P", "V", "M", "actions", "ms",
          "actions/s");
   /* every built-in schedule but the searches (zb-auto, zbv-auto: below) */
-  struct { kt_gen_kind k; int p, v, m; } cases[] = {
-      {KT_SCHED_GPIPE, 64, 1, 1024},       {KT_SCHED_1F1B, 64, 1, 1024},
-      {KT_SCHED_INTERLEAVED, 64, 4, 1024}, {KT_SCHED_LOOPED_BFS, 64, 4, 1024},
-      {KT_SCHED_ZB_H1, 64, 1, 1024},       {KT_SCHED_ZB_H2, 64, 1, 1024},
-      {KT_SCHED_ZBV, 64, 2, 1024},         {KT_SCHED_DUALPIPEV, 64, 2, 1024},
-      {KT_SCHED_INTERLEAVED_ZB, 64, 2, 1024}, {KT_SCHED_V_HALF, 64, 2, 1024},
-      {KT_SCHED_V_MIN, 64, 2, 1024}};
+  struct {
+    kt_gen_kind k;
+    int p, v, m;
+  } cases[] = {{KT_SCHED_GPIPE, 64, 1, 1024},
+               {KT_SCHED_1F1B, 64, 1, 1024},
+               {KT_SCHED_INTERLEAVED, 64, 4, 1024},
+               {KT_SCHED_LOOPED_BFS, 64, 4, 1024},
+               {KT_SCHED_ZB_H1, 64, 1, 1024},
+               {KT_SCHED_ZB_H2, 64, 1, 1024},
+               {KT_SCHED_ZBV, 64, 2, 1024},
+               {KT_SCHED_DUALPIPEV, 64, 2, 1024},
+               {KT_SCHED_INTERLEAVED_ZB, 64, 2, 1024},
+               {KT_SCHED_V_HALF, 64, 2, 1024},
+               {KT_SCHED_V_MIN, 64, 2, 1024}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     const char *name = kt_gen_kind_name(cases[i].k);
     run(cases[i].k, cases[i].p, cases[i].v, cases[i].m, reps, t, &n);
@@ -127,8 +140,9 @@ int main(int argc, char **argv) {
     printf("%-12s %4d %2d %6d %10zu %10.2f %14.3g\n", name, cases[i].p, cases[i].v, cases[i].m, n,
            st.med, n / (st.med / 1e3));
     snprintf(id, sizeof id, "schedule.%s", name);
-    snprintf(what, sizeof what, "build + validate + simulate %s, P=%d V=%d M=%d (%zu actions, %.3g/s)",
-             name, cases[i].p, cases[i].v, cases[i].m, n, n / (st.med / 1e3));
+    snprintf(what, sizeof what,
+             "build + validate + simulate %s, P=%d V=%d M=%d (%zu actions, %.3g/s)", name,
+             cases[i].p, cases[i].v, cases[i].m, n, n / (st.med / 1e3));
     /* the target: 10 M actions per second */
     double target_ms = (double)n / TARGET_ACTIONS_PER_S * 1e3;
     char ref[64];
@@ -140,7 +154,8 @@ int main(int argc, char **argv) {
    * one of M=4096), so a minute of load on the shared machine hits every M
    * alike; the ratio is the median of the per-repetition ratios. */
   printf("\n# scaling over M (1f1b P=64, interleaved P=64 V=4), median of %d; each M repeated to "
-         "the actions of M=%d\n", reps, max_m);
+         "the actions of M=%d\n",
+         reps, max_m);
   printf("%6s %12s %12s %12s %12s\n", "M", "1f1b ms", "ns/action", "interl. ms", "ns/action");
   enum { MAX_MS = 8 };
   static double ns[2][MAX_MS][32];
@@ -183,8 +198,8 @@ int main(int argc, char **argv) {
     char ref[96];
     snprintf(id, sizeof id, "schedule.scaling.%s", names[k]);
     snprintf(what, sizeof what,
-             "time per action, %s P=64%s, M=%d (ratio: median of per-repetition ratios)",
-             names[k], k ? " V=4" : "", max_m);
+             "time per action, %s P=64%s, M=%d (ratio: median of per-repetition ratios)", names[k],
+             k ? " V=4" : "", max_m);
     snprintf(ref, sizeof ref, "M=128 (%.1f ns; target 1.3x)", first[k].med);
     bench_row(&o, id, what, "ns", last[k], ref, last[k].med / ratio[k].med);
   }

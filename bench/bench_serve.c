@@ -56,7 +56,9 @@ static void time_renders(const kt_schedule *s, const kt_timeline *t, int p, int 
       kt_timeline_free(&pred);
     }
     render[i] = kt_now() - t0;
-    if (i == 0) printf("P=%d M=%d: %zu events, rendered step message %zu bytes\n", p, m, t->n_events, msg.len);
+    if (i == 0)
+      printf("P=%d M=%d: %zu events, rendered step message %zu bytes\n", p, m, t->n_events,
+             msg.len);
     kt_buf_free(&msg);
     kt_timeline_free(&shifted);
   }
@@ -66,8 +68,8 @@ static void one_layout(const bench_opts *o, int p, int m, int reps) {
   kt_schedule s;
   kt_timeline t;
   if (step_of(p, m, &s, &t)) exit(1);
-  kt_serve_live live = {.name = "bench", .schedule = &s, .grad_accum = 1,
-                        .predict = kt_train_predict, .steps = reps};
+  kt_serve_live live = {
+      .name = "bench", .schedule = &s, .grad_accum = 1, .predict = kt_train_predict, .steps = reps};
   kt_serve_config c;
   kt_serve_default_config(&c);
   c.port = 0;
@@ -88,11 +90,14 @@ static void one_layout(const bench_opts *o, int p, int m, int reps) {
     kt_metrics met;
     kt_timeline_metrics(&t, &met, &err);
     for (int r = 0; r < met.p && r < 64; r++)
-      ranks[r] = (kt_run_rank_step){.busy = met.ranks[r].busy, .comm_time = met.ranks[r].comm_time,
+      ranks[r] = (kt_run_rank_step){.busy = met.ranks[r].busy,
+                                    .comm_time = met.ranks[r].comm_time,
                                     .bytes_sent = (double)met.ranks[r].bytes_sent,
                                     .peak_act_bytes = met.ranks[r].peak_memory};
-    kt_serve_step rec = {.step = {.step = i + 1, .loss = 1, .seconds = 0.05}, .ranks = ranks,
-                         .n_ranks = met.p < 64 ? met.p : 64, .timeline = &t};
+    kt_serve_step rec = {.step = {.step = i + 1, .loss = 1, .seconds = 0.05},
+                         .ranks = ranks,
+                         .n_ranks = met.p < 64 ? met.p : 64,
+                         .timeline = &t};
     kt_metrics_free(&met);
     if (kt_server_push(srv, &rec)) fprintf(stderr, "bench_serve: a push was dropped\n");
     push[i] = kt_now() - t0;
@@ -105,11 +110,18 @@ static void one_layout(const bench_opts *o, int p, int m, int reps) {
          p, m, ps.med, ps.min, ps.max, rs.med, rs.min, rs.max);
   char id[64], what[160];
   snprintf(id, sizeof id, "serve.push.P%dM%d", p, m);
-  snprintf(what, sizeof what, "train --serve, trainer's side of one step (metrics + push), 1f1b P=%d M=%d (%zu events)", p, m, t.n_events);
+  snprintf(
+      what, sizeof what,
+      "train --serve, trainer's side of one step (metrics + push), 1f1b P=%d M=%d (%zu events)", p,
+      m, t.n_events);
   ps = bench_stats(push, (size_t)reps, 1e3); /* in ms, against the training step */
-  bench_row_vs(o, id, what, "ms", ps, "kaiten train step, default GPT P=2 M=8 (train.plain)", "train.plain");
+  bench_row_vs(o, id, what, "ms", ps, "kaiten train step, default GPT P=2 M=8 (train.plain)",
+               "train.plain");
   snprintf(id, sizeof id, "serve.render.P%dM%d", p, m);
-  snprintf(what, sizeof what, "train --serve, server thread rendering one step (prediction + 2 Gantts, once a second), 1f1b P=%d M=%d", p, m);
+  snprintf(
+      what, sizeof what,
+      "train --serve, server thread rendering one step (prediction + 2 Gantts, once a second), 1f1b P=%d M=%d",
+      p, m);
   /* the ratio: the share of one core it takes at one rendering a second */
   bench_row(o, id, what, "ms", rs, "one second (1000 ms)", 1000);
   free(push);

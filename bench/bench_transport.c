@@ -25,10 +25,8 @@ static void report(const bench_opts *o, const char *name, size_t bytes, double *
              bytes >> 10, gbs);
   char ref_id[64];
   snprintf(ref_id, sizeof ref_id, "transport.threads.%zu", bytes);
-  if (name[0] == 'm')
-    bench_row_vs(o, id, what, "µs", s, "threads transport", ref_id);
-  else
-    bench_row(o, id, what, "µs", s, NULL, 0);
+  if (name[0] == 'm') bench_row_vs(o, id, what, "µs", s, "threads transport", ref_id);
+  else bench_row(o, id, what, "µs", s, NULL, 0);
 }
 
 int main(int argc, char **argv) {
@@ -44,7 +42,8 @@ int main(int argc, char **argv) {
       fprintf(stderr, "%s\n", err.msg);
       return 1;
     }
-    if (kt_transport_rank(tr) == 0) printf("%-8s %10s %12s %12s\n", "transport", "bytes", "one-way us", "GB/s");
+    if (kt_transport_rank(tr) == 0)
+      printf("%-8s %10s %12s %12s\n", "transport", "bytes", "one-way us", "GB/s");
     else bench_close(&o); /* rank 0 writes the rows */
     for (int i = 0; i < n; i++) {
       for (int r = 0; r < o.reps; r++) t[r] = kt_transport_pingpong(tr, sizes[i], REPS);

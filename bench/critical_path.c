@@ -67,7 +67,8 @@ int kt_critical_path_walk(const kt_timeline *t, double tf, double tb, double tw,
     }
     if (f < 0) continue;
     double span = t->events[l].end - t->events[f].start;
-    if (best_rank < 0 || span > out->makespan) best_rank = r, first = f, last = l, out->makespan = span;
+    if (best_rank < 0 || span > out->makespan)
+      best_rank = r, first = f, last = l, out->makespan = span;
   }
   if (best_rank < 0) return -1;
   long cur = last;
@@ -80,7 +81,8 @@ int kt_critical_path_walk(const kt_timeline *t, double tf, double tb, double tw,
     long same = -1; /* the rank's previous action */
     for (size_t i = 0; i < t->n_events; i++) {
       const kt_event *c = &t->events[i];
-      if (c->rank == e->rank && c->start < e->start && (same < 0 || c->start > t->events[same].start))
+      if (c->rank == e->rank && c->start < e->start &&
+          (same < 0 || c->start > t->events[same].start))
         same = (long)i;
     }
     long other = producer(t, e, last_stage);
@@ -109,8 +111,11 @@ int main(int argc, char **argv) {
   const char *dir = NULL;
   double tf = 2, tb = 2, tw = 2, sim = -1;
   for (int i = 1; i < argc; i++) {
-    double *v = !strcmp(argv[i], "--tf") ? &tf : !strcmp(argv[i], "--tb") ? &tb
-              : !strcmp(argv[i], "--tw") ? &tw : !strcmp(argv[i], "--sim") ? &sim : NULL;
+    double *v = !strcmp(argv[i], "--tf")    ? &tf
+                : !strcmp(argv[i], "--tb")  ? &tb
+                : !strcmp(argv[i], "--tw")  ? &tw
+                : !strcmp(argv[i], "--sim") ? &sim
+                                            : NULL;
     if (v && i + 1 < argc) {
       char *end;
       *v = strtod(argv[++i], &end);

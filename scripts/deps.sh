@@ -10,7 +10,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev
       openmpi-bin libopenmpi-dev libmicrohttpd-dev iproute2
       clang lld wasi-libc libclang-rt-dev-wasm32
-      python3 python3-venv) # the Python package's tests and `pip install ./python` in a venv
+      python3 python3-venv # the Python package's tests and `pip install ./python` in a venv
+      clang-format)        # scripts/check-format.sh: the tree as .clang-format writes it
 # Optional, for tests that skip without them: headless Chromium renders the
 # HTML reports and the live page, tmux gives the live view a terminal.
 # BLIS and oneDNN: GEMM libraries `kaiten train --gemm auto` times beside

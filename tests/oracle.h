@@ -94,14 +94,26 @@ static inline int oracle_order(const char *order, int p, int m, int v2, kt_sched
     return -1;
   int r = 0;
   for (const char *c = order; *c && r < p;) {
-    if (*c == '|') { r++, c++; continue; }
-    if (*c == ' ') { c++; continue; }
+    if (*c == '|') {
+      r++, c++;
+      continue;
+    }
+    if (*c == ' ') {
+      c++;
+      continue;
+    }
     kt_op op = *c == 'F' ? KT_OP_F : *c == 'B' ? KT_OP_I : *c == 'W' ? KT_OP_W : KT_OP_COUNT;
-    if (op == KT_OP_COUNT) { kt_schedule_free(s); return -1; }
+    if (op == KT_OP_COUNT) {
+      kt_schedule_free(s);
+      return -1;
+    }
     char *end;
     long mb = strtol(c + 1, &end, 10), stage = r;
     if (*end == '@') stage = strtol(end + 1, &end, 10);
-    if (kt_schedule_push(s, r, (int)stage, op, (int)mb)) { kt_schedule_free(s); return -1; }
+    if (kt_schedule_push(s, r, (int)stage, op, (int)mb)) {
+      kt_schedule_free(s);
+      return -1;
+    }
     c = end;
   }
   return 0;

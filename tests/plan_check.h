@@ -8,14 +8,14 @@
 #include "kaiten/sim.h"
 
 /* Like REQUIRE, for void helpers: counts a failure and returns; evaluates once. */
-#define NEED(cond)                                                               \
-  do {                                                                           \
-    kt_test_checks++;                                                            \
-    if (!(cond)) {                                                               \
-      kt_test_failures++;                                                        \
-      fprintf(stderr, "%s:%d: NEED failed: %s\n", __FILE__, __LINE__, #cond);    \
-      return;                                                                    \
-    }                                                                            \
+#define NEED(cond) \
+  do { \
+    kt_test_checks++; \
+    if (!(cond)) { \
+      kt_test_failures++; \
+      fprintf(stderr, "%s:%d: NEED failed: %s\n", __FILE__, __LINE__, #cond); \
+      return; \
+    } \
   } while (0)
 
 /* Recomputes a result's per-rank memory independently of the planner: layer

@@ -42,8 +42,12 @@ static int train(const kt_schedule *s, int first, int last, const char *load, co
   kt_runtime_config rc = config(s);
   kt_runtime *rt;
   if (kt_runtime_create_threads(&rc, &rt, err)) return -1;
-  kt_checkpoint_meta meta = {.step = last, .decay_steps = 6, .lr = rc.optim.lr, .data_seed = 9,
-                             .model = rc.model, .optim = rc.optim.kind};
+  kt_checkpoint_meta meta = {.step = last,
+                             .decay_steps = 6,
+                             .lr = rc.optim.lr,
+                             .data_seed = 9,
+                             .model = rc.model,
+                             .optim = rc.optim.kind};
   int rcode = 0;
   if (load) {
     kt_checkpoint_meta got;
@@ -117,7 +121,8 @@ static void run_dir_checkpoints(const kt_schedule *s, const char *root) {
   }
   for (size_t at = 3; at < len; at += len / 97) {
     rewrite(dir, "step_00000006.ckpt", data, len, at);
-    CHECK_MSG(kt_checkpoint_verify(path, &meta, &err) == KT_EPARSE, "flip at %zu of %zu passed", at, len);
+    CHECK_MSG(kt_checkpoint_verify(path, &meta, &err) == KT_EPARSE, "flip at %zu of %zu passed", at,
+              len);
   }
   /* the newest damaged: the next one, and why */
   REQUIRE_VOID(kt_checkpoint_find(dir, &f, &err) == KT_OK);
@@ -204,7 +209,10 @@ int main(void) {
   REQUIRE(kt_write_file_atomic(bad, "KAITENCK", 8, &err) == KT_OK);
   CHECK(train(&s2, 3, 6, bad, NULL, tail, &err) == -1);
   CHECK_STR_CONTAINS(err.msg, "truncated");
-  REQUIRE(kt_write_file_atomic(bad, "hello, this is not a checkpoint at all, but it is long enough to hold a header...", 80, &err) == KT_OK);
+  REQUIRE(kt_write_file_atomic(
+              bad,
+              "hello, this is not a checkpoint at all, but it is long enough to hold a header...",
+              80, &err) == KT_OK);
   CHECK(train(&s2, 3, 6, bad, NULL, tail, &err) == -1);
   CHECK_STR_CONTAINS(err.msg, "not a kaiten checkpoint");
   free(data);

@@ -18,7 +18,7 @@ typedef struct {
   double tf, tb, tw, act, wgrad;
 } cost_set;
 
-static const cost_set sets[] = {{1, 1, 1, 1, 0},   {2, 1, 1, 1, 0.5}, {1, 2, 0.5, 2, 1},
+static const cost_set sets[] = {{1, 1, 1, 1, 0},     {2, 1, 1, 1, 0.5},      {1, 2, 0.5, 2, 1},
                                 {1, 1.2, 0.7, 1, 0}, {2, 1.5, 1.2, 1, 0.25}, {1, 1, 0, 1, 0},
                                 {0.5, 1, 2, 1, 1}};
 
@@ -37,12 +37,12 @@ static void check_one(kt_gen_kind k, int p, int v, int m, const cost_set *cs, in
   double peak = kt_gen_closed_form_peak_memory(k, p, V, m, c.mem_act, c.mem_wgrad, &mexpr);
   CHECK((bubble >= 0) == (bexpr != NULL));
   if (bubble < 0 && peak < 0) return; /* nothing printed, nothing to check */
-  kt_gen_params params = {.p = p, .v = v, .m = m, .costs = k == KT_SCHED_ZBV ? NULL : &c,
-                               .quick = quick};
+  kt_gen_params params = {
+      .p = p, .v = v, .m = m, .costs = k == KT_SCHED_ZBV ? NULL : &c, .quick = quick};
   kt_schedule s;
   kt_error err;
   if (kt_generate(k, &params, &s, &err) != KT_OK) return; /* not a size it takes */
-  if (k == KT_SCHED_ZBV) { /* tuned: within both forms */
+  if (k == KT_SCHED_ZBV) {                                /* tuned: within both forms */
     kt_schedule tuned;
     kt_metrics met;
     params.costs = &c;
@@ -51,8 +51,8 @@ static void check_one(kt_gen_kind k, int p, int v, int m, const cost_set *cs, in
       double top = 0;
       for (int r = 0; r < met.p; r++) top = fmax(top, met.ranks[r].peak_memory);
       CHECK_MSG(met.bubble_ratio <= bubble + 1e-9 && top <= peak + 1e-9,
-                "tuned zbv P=%d M=%d costs %g/%g/%g: bubble %.6f (form %.6f), peak %g (form %g)",
-                p, m, c.tf, c.tb, c.tw, met.bubble_ratio, bubble, top, peak);
+                "tuned zbv P=%d M=%d costs %g/%g/%g: bubble %.6f (form %.6f), peak %g (form %g)", p,
+                m, c.tf, c.tb, c.tw, met.bubble_ratio, bubble, top, peak);
       kt_metrics_free(&met);
     } else CHECK_MSG(0, "tuned zbv P=%d M=%d: %s", p, m, err.msg);
     kt_schedule_free(&tuned);
@@ -75,8 +75,8 @@ static void check_one(kt_gen_kind k, int p, int v, int m, const cost_set *cs, in
         checked_memory++;
         CHECK_MSG(fabs(top - peak) < 1e-9,
                   "%s P=%d V=%d M=%d M_B=%g M_W=%g: simulated peak %.6f, closed form %s = %.6f",
-                  kt_gen_kind_name(k), p, s.v, m, c.mem_act, c.mem_wgrad, top,
-                  mexpr ? mexpr : "?", peak);
+                  kt_gen_kind_name(k), p, s.v, m, c.mem_act, c.mem_wgrad, top, mexpr ? mexpr : "?",
+                  peak);
       }
       kt_metrics_free(&met);
     }

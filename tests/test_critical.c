@@ -141,8 +141,8 @@ static void check_case(kt_gen_kind k, const kt_costs *given, const char *what) {
   CHECK_NEAR(e0, end, 1e-9);
   int off = 0;
   for (size_t i = 0; i < n; i++) off += fabs(st[i] - t.events[i].start) > 1e-9;
-  CHECK_MSG(off == 0, "%s %s: the replay moves %d of %zu starts", kt_gen_kind_name(k), what,
-                                                                                   off, n);
+  CHECK_MSG(off == 0, "%s %s: the replay moves %d of %zu starts", kt_gen_kind_name(k), what, off,
+            n);
   /* slack: held back that long the end stays, a little longer it moves */
   int bad = 0;
   for (size_t i = 0; i < n; i++) {
@@ -169,8 +169,8 @@ static void check_case(kt_gen_kind k, const kt_costs *given, const char *what) {
     loose += fabs(e - (end + 0.0625)) > 1e-9;
     CHECK(t.events[cr.path[j]].start >= t.events[cr.path[j - 1]].end - 1e-12);
   }
-  CHECK_MSG(loose == 0, "%s %s: %d loose steps on the critical path", kt_gen_kind_name(k),
-                                                                                       what, loose);
+  CHECK_MSG(loose == 0, "%s %s: %d loose steps on the critical path", kt_gen_kind_name(k), what,
+            loose);
   free(st);
   kt_critical_free(&cr);
   kt_timeline_free(&t);

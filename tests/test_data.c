@@ -7,11 +7,11 @@
 #include "kaiten/data.h"
 
 /* CHECK that stops the test function (cond evaluated once) */
-#define REQUIRE_V(cond)          \
-  do {                           \
-    int _ok = (cond);            \
+#define REQUIRE_V(cond) \
+  do { \
+    int _ok = (cond); \
     CHECK_MSG(_ok, "%s", #cond); \
-    if (!_ok) return;            \
+    if (!_ok) return; \
   } while (0)
 
 static size_t count(const char *hay, const char *needle) {

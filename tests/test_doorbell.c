@@ -36,8 +36,8 @@ typedef struct {
   kt_doorbell bell[2];
   _Atomic int turn; /* whose move it is: round * 2 + side */
   _Atomic int stalls;
-  int data[2];     /* written by the side whose move it is, read by the other */
-  int bad[2];      /* per side */
+  int data[2]; /* written by the side whose move it is, read by the other */
+  int bad[2];  /* per side */
 } pingpong;
 
 static void *side(void *arg, int me) {

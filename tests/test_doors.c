@@ -101,13 +101,14 @@ static int same_request(const char *settings) {
   int same = 0;
   if (status == 0) {
     same = page_ok && ffi_ok && a && b && c && !strcmp(a, b) && !strcmp(a, c);
-    CHECK_MSG(same, "%s: the doors differ:\ncli  %.300s\npage %.300s\nffi  %.300s", settings, a,
-              b, c);
+    CHECK_MSG(same, "%s: the doors differ:\ncli  %.300s\npage %.300s\nffi  %.300s", settings, a, b,
+              c);
   } else {
     /* refused: the same reason through every door */
     char *why = cli(settings, 1, &status);
     /* the CLI names its flags with their dashes ("--tf"): the rest is the same */
-    for (char *d = why ? strstr(why, "--") : NULL; d; d = strstr(d, "--")) memmove(d, d + 2, strlen(d + 2) + 1);
+    for (char *d = why ? strstr(why, "--") : NULL; d; d = strstr(d, "--"))
+      memmove(d, d + 2, strlen(d + 2) + 1);
     same = !page_ok && !ffi_ok && b && c && why && !strcmp(b, c) && strstr(why, c);
     CHECK_MSG(same, "%s: refused differently:\ncli  %s\npage %s\nffi  %s", settings, why, b, c);
     free(why);
@@ -121,12 +122,12 @@ int main(void) {
     fprintf(stderr, "test_doors: SKIP: KT_CLI not set\n");
     return 77;
   }
-  static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zbv",
-                                          "zb-auto", "zbv-auto", "v-half", "optimal"};
-  static const char *const costs[] = {
-      "", "tf=1 tb=1.2 tw=0.7 mem-wgrad=0.5", "tf=2 tb=2 tw=1 comm=0.25 step-sync=barrier",
-      "tf=1,2,1,2,1,2,1,2 tw=0.5 tu=0.5 t-norm=0.2",
-      "comm=0.5,1,0.5 slow-rank=2:1.5 slow-link=0-1:+2@3"};
+  static const char *const schedules[] = {"gpipe", "1f1b",    "interleaved", "zb-h1",  "zb-h2",
+                                          "zbv",   "zb-auto", "zbv-auto",    "v-half", "optimal"};
+  static const char *const costs[] = {"", "tf=1 tb=1.2 tw=0.7 mem-wgrad=0.5",
+                                      "tf=2 tb=2 tw=1 comm=0.25 step-sync=barrier",
+                                      "tf=1,2,1,2,1,2,1,2 tw=0.5 tu=0.5 t-norm=0.2",
+                                      "comm=0.5,1,0.5 slow-rank=2:1.5 slow-link=0-1:+2@3"};
   static const char *const limits[] = {"", "mem-limit=0.75x", "mem-limit=3", "mem-limit=0.1x"};
   int ran = 0;
   for (size_t s = 0; s < sizeof schedules / sizeof *schedules; s++)

@@ -311,7 +311,8 @@ static void test_partition_bounds(void) {
   double big[4] = {1e308, 1e308, 1e308, 1e308};
   int counts[2];
   double bottleneck = 0;
-  CHECK_EQ_INT(kt_ffi_partition(4, big, NULL, NULL, NULL, 0, 2, counts, &bottleneck, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_partition(4, big, NULL, NULL, NULL, 0, 2, counts, &bottleneck, &err),
+               KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "overflows");
   int n = 2000000;
   double *ones = malloc(sizeof *ones * (size_t)n);
@@ -319,7 +320,8 @@ static void test_partition_bounds(void) {
   REQUIRE_VOID(ones && many);
   for (int i = 0; i < n; i++) ones[i] = 1;
   double t0 = kt_now();
-  CHECK_EQ_INT(kt_ffi_partition(n, ones, NULL, NULL, NULL, 0, 1000, many, &bottleneck, &err), KT_EINVAL);
+  CHECK_EQ_INT(kt_ffi_partition(n, ones, NULL, NULL, NULL, 0, 1000, many, &bottleneck, &err),
+               KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "cells of work");
   CHECK(kt_now() - t0 < 1);
   CHECK_EQ_INT(kt_ffi_partition(n, ones, NULL, NULL, NULL, 0, 4, many, &bottleneck, &err), KT_OK);

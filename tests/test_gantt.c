@@ -7,9 +7,15 @@ static void golden(kt_gen_kind kind, const char *file) {
   kt_schedule s;
   kt_error err;
   kt_gen_params params = {.p = 4, .m = 4};
-  if (kt_generate(kind, &params, &s, &err)) { CHECK(0); return; }
+  if (kt_generate(kind, &params, &s, &err)) {
+    CHECK(0);
+    return;
+  }
   kt_timeline t;
-  if (kt_simulate(&s, NULL, &t, &err)) { CHECK(0); return; }
+  if (kt_simulate(&s, NULL, &t, &err)) {
+    CHECK(0);
+    return;
+  }
   kt_gantt_opts o;
   kt_gantt_default_opts(&o);
   kt_buf b;
@@ -39,7 +45,11 @@ static void round_ticks(void) {
   kt_timeline_init(&t, 2, "s", "B");
   double at = 0.0039854;
   for (int k = 0; k < 12; k++) {
-    kt_event e = {.rank = k % 2, .stage = k % 2, .mb = k / 2, .op = KT_OP_F, .start = at,
+    kt_event e = {.rank = k % 2,
+                  .stage = k % 2,
+                  .mb = k / 2,
+                  .op = KT_OP_F,
+                  .start = at,
                   .end = at + 0.0071 + 0.0003 * k};
     kt_timeline_add_event(&t, &e);
     at = e.end;

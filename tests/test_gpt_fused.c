@@ -42,7 +42,8 @@ static void naive_gemm(int ta, int tb, int m, int n, int k, const float *a, int 
     for (int j = 0; j < n; j++) {
       double s = 0;
       for (int p = 0; p < k; p++)
-        s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+        s +=
+            (double)(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
       c[i * ldc + j] = (float)(beta * c[i * ldc + j] + s);
     }
 }
@@ -74,7 +75,8 @@ static void test_libraries(void) {
         double e = kt_test_rel_err(got, want, (size_t)m * ldc);
         double es = kt_test_rel_err(split, want, (size_t)m * ldc);
         worst = e > worst ? e : worst, worst = es > worst ? es : worst;
-        CHECK_MSG(e < 1e-6 && es < 1e-6, "%s m=%d n=%d k=%d ta=%d tb=%d beta=%g: rel err %.3g, split %.3g",
+        CHECK_MSG(e < 1e-6 && es < 1e-6,
+                  "%s m=%d n=%d k=%d ta=%d tb=%d beta=%g: rel err %.3g, split %.3g",
                   kt_gemm_name((kt_gemm_kind)kind), m, n, k, ta, tb, beta, e, es);
         free(a), free(b), free(want), free(got), free(split);
       }
@@ -133,7 +135,9 @@ static void same_bits(const char *name, kernel_fn fn, float *out, size_t n) {
     kt__exec_leave(saved);
     kt__pool_destroy(p);
     if (!first) first = copy_vec(out, n);
-    else CHECK_MSG(!memcmp(first, out, n * sizeof(float)), "%s: %d threads changed bits", name, threads);
+    else
+      CHECK_MSG(!memcmp(first, out, n * sizeof(float)), "%s: %d threads changed bits", name,
+                threads);
   }
   free(first);
 }
@@ -285,7 +289,8 @@ static int train(int reference, int threads, kt_gemm_kind gemm, double *losses, 
     }
     kt_microbatch mbs[M];
     for (int j = 0; j < M; j++)
-      mbs[j] = (kt_microbatch){.b = BMB, .tokens = tok + j * BMB * 80, .targets = tgt + j * BMB * 80};
+      mbs[j] =
+          (kt_microbatch){.b = BMB, .tokens = tok + j * BMB * 80, .targets = tgt + j * BMB * 80};
     kt_step_result res;
     if (kt_runtime_step(rt, step, mbs, 1, &res, err)) rcode = 1;
     losses[step] = res.loss;

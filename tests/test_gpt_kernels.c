@@ -56,10 +56,10 @@ static double fd_error(forward_fn f, float *out, const float *R, size_t n_out, f
   return sqrt(num) / (sqrt(den) + 1e-12);
 }
 
-#define CHECK_GRAD(name, err)                                          \
-  do {                                                                 \
-    double _e = (err);                                                 \
-    printf("  %-28s rel err %.2e\n", name, _e);                        \
+#define CHECK_GRAD(name, err) \
+  do { \
+    double _e = (err); \
+    printf("  %-28s rel err %.2e\n", name, _e); \
     CHECK_MSG(_e < TOL, "%s gradient: relative error %.3g", name, _e); \
   } while (0)
 
@@ -228,8 +228,8 @@ static void test_gelu(void) {
   for (size_t i = 0; i < n; i++) {
     double x = g_inp[i], u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = tanh(u);
     double ref = 0.5 * x * (1 + th);
-    double dref = 0.5 * (1 + th) +
-                  0.5 * x * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+    double dref =
+        0.5 * (1 + th) + 0.5 * x * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
     fwderr = fmax(fwderr, fabs(ref - out2[i]));
     graderr = fmax(graderr, fabs(dref - grad[i]));
     derr = fmax(derr, fabs(dref * R[i] - d[i]));
@@ -302,8 +302,8 @@ static void attention_reference(double *y, double *dinp, const float *inp, const
   int hs = Cn / NHn;
   double scale = 1 / sqrt(hs), *p = malloc(sizeof(double) * Tn), *dp = malloc(sizeof(double) * Tn);
   for (size_t i = 0; i < (size_t)Bn * Tn * 3 * Cn; i++) dinp[i] = 0;
-#define Q(b, t) (inp + ((size_t)(b) * Tn + (t)) * 3 * Cn + h * hs)
-#define DQ(b, t) (dinp + ((size_t)(b) * Tn + (t)) * 3 * Cn + h * hs)
+#define Q(b, t) (inp + ((size_t)(b)*Tn + (t)) * 3 * Cn + h * hs)
+#define DQ(b, t) (dinp + ((size_t)(b)*Tn + (t)) * 3 * Cn + h * hs)
   for (int b = 0; b < Bn; b++)
     for (int h = 0; h < NHn; h++)
       for (int t = 0; t < Tn; t++) {
@@ -367,8 +367,8 @@ static void attention_vs_reference(int Bn, int Tn, int Cn, int NHn) {
   for (int r = 0; r < Bn * NHn; r++)
     for (int t = 0; t < Tn; t++)
       for (int u = t + 1; u < Tn; u++) above += att[((size_t)r * Tn + t) * Tn + u] != 0.0f;
-  printf("  B=%d T=%d C=%d NH=%d: rel err vs double %.2e (out), %.2e (dqkv)\n", Bn, Tn, Cn, NHn,
-         ey, ed);
+  printf("  B=%d T=%d C=%d NH=%d: rel err vs double %.2e (out), %.2e (dqkv)\n", Bn, Tn, Cn, NHn, ey,
+         ed);
   CHECK_MSG(ey < 1e-5, "attention forward T=%d: relative error %.3g", Tn, ey);
   CHECK_MSG(ed < 1e-5, "attention backward T=%d: relative error %.3g", Tn, ed);
   CHECK_EQ_INT(above, 0);
@@ -454,7 +454,8 @@ static void test_fast_expf(void) {
  * replacement is what runs (the matmul checks above ran on it). */
 static void test_blas_core(void) {
   const char *chosen, *core = kt_blas_core(&chosen);
-  printf("OpenBLAS core: %s%s\n", core, chosen ? " (chosen by kaiten over a pre-AVX2 fallback)" : "");
+  printf("OpenBLAS core: %s%s\n", core,
+         chosen ? " (chosen by kaiten over a pre-AVX2 fallback)" : "");
   if (chosen) CHECK(!strcmp(core, chosen));
 }
 

@@ -23,11 +23,11 @@ static uint32_t urand32(void) {
 static float urand(void) { return (float)(urand32() * (2.0 / 2147483648.0)) - 1.0f; }
 
 /* Runs expr (a kt_status); on failure records it with err's reason and returns. */
-#define TRY(expr)                              \
-  do {                                         \
-    kt_status _st = (expr);                    \
+#define TRY(expr) \
+  do { \
+    kt_status _st = (expr); \
     CHECK_MSG(!_st, "%s: %s", #expr, err.msg); \
-    if (_st) return;                           \
+    if (_st) return; \
   } while (0)
 
 static kt_model_config small_config(int tie, int recompute) {
@@ -168,7 +168,8 @@ static int next_action(int state[MAXP][MAXM], int P, int M, int order, uint64_t 
     for (int k = 1; k < nc; k++)
       if (cand_j[k] < cand_j[pick] ||
           (cand_j[k] == cand_j[pick] &&
-           (state[cand_p[k]][cand_j[k]] == 0 ? cand_p[k] < cand_p[pick] : cand_p[k] > cand_p[pick])))
+           (state[cand_p[k]][cand_j[k]] == 0 ? cand_p[k] < cand_p[pick]
+                                             : cand_p[k] > cand_p[pick])))
         pick = k;
   } else {
     *rs = *rs * 6364136223846793005ull + 1442695040888963407ull;
@@ -316,10 +317,9 @@ static void test_chunked_equivalence(void) {
     }
     free_result(&ref);
   }
-  printf(
-      "chunked equivalence (P in 1,2,3,4,6; gpipe / all-I-then-W / random orders; recompute "
-      "and tied on/off): max relative error loss %.2e, gradients %.2e\n",
-      worst_loss, worst_grad);
+  printf("chunked equivalence (P in 1,2,3,4,6; gpipe / all-I-then-W / random orders; recompute "
+         "and tied on/off): max relative error loss %.2e, gradients %.2e\n",
+         worst_loss, worst_grad);
   for (int j = 0; j < M; j++) free(tok[j]), free(tgt[j]);
 }
 

@@ -57,8 +57,8 @@ static size_t gather(kt_runtime *rt, float *out) {
   return n;
 }
 
-static int step_grads(const kt_schedule *s, kt_model_config m, const kt_microbatch *mbs,
-                      float *out, size_t *n, double *loss) {
+static int step_grads(const kt_schedule *s, kt_model_config m, const kt_microbatch *mbs, float *out,
+                      size_t *n, double *loss) {
   kt_runtime_config rc;
   kt_runtime_config_default(&rc);
   rc.schedule = s;
@@ -113,8 +113,8 @@ static void equivalence(const char *packing) {
                                          : !memcmp(got, ref, n * sizeof(float)));
             CHECK_MSG(same, "%s %s P=%d tie=%d recompute=%d: gradients differ (rel err %.3g)",
                       packing, s.name, p, tie, rec, kt_test_rel_err(got, ref, n));
-            CHECK_MSG(loss == ref_loss, "%s %s P=%d loss %.17g vs %.17g", packing, s.name, p,
-                      loss, ref_loss);
+            CHECK_MSG(loss == ref_loss, "%s %s P=%d loss %.17g vs %.17g", packing, s.name, p, loss,
+                      ref_loss);
           }
           kt_schedule_free(&s);
         }
@@ -169,15 +169,21 @@ static void block_diagonal(void) {
     for (int i = 0; i < mb.n_tokens; docs++) {
       int L = 1;
       while (i + L < mb.n_tokens && mb.pos[i + L]) L++;
-      kt_microbatch one = {.b = B, .tokens = mb.tokens + i, .targets = mb.targets + i,
-                           .n_tokens = L, .pos = mb.pos + i, .loss_scale = 1};
+      kt_microbatch one = {.b = B,
+                           .tokens = mb.tokens + i,
+                           .targets = mb.targets + i,
+                           .n_tokens = L,
+                           .pos = mb.pos + i,
+                           .loss_scale = 1};
       sum += forward_backward(c, &one);
       i += L;
     }
     memcpy(parts, c->grads, np * sizeof(float));
     docs_seen += docs;
-    CHECK_MSG(fabs(sum - loss) <= 1e-4 * fabs(loss), "mb %d (%d documents): packed loss %.9g, "
-              "documents alone %.9g", j, docs, loss, sum);
+    CHECK_MSG(fabs(sum - loss) <= 1e-4 * fabs(loss),
+              "mb %d (%d documents): packed loss %.9g, "
+              "documents alone %.9g",
+              j, docs, loss, sum);
     double e = kt_test_rel_err(whole, parts, np);
     CHECK_MSG(e < 1e-5, "mb %d: packed gradient vs documents alone rel err %.3g", j, e);
   }
@@ -262,10 +268,13 @@ static void bad_layouts(void) {
   CHECK_STR_CONTAINS(err.msg, "sequence length");
   kt_chunk_destroy(c);
   kt_data_source *src;
-  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "lognormal:1:9:3", NULL, ATTN, 1, &src, &err) == KT_EINVAL);
+  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "lognormal:1:9:3", NULL, ATTN, 1, &src, &err) ==
+        KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "lognormal:1:9:3");
-  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "uniform:1:9", NULL, ATTN, 1, &src, &err) == KT_EINVAL);
-  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "lognormal:1:2:9", "lpt", ATTN, 1, &src, &err) == KT_EINVAL);
+  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "uniform:1:9", NULL, ATTN, 1, &src, &err) ==
+        KT_EINVAL);
+  CHECK(kt_data_docs_source_create(NULL, T, B, 1, "lognormal:1:2:9", "lpt", ATTN, 1, &src, &err) ==
+        KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "lpt");
 }
 

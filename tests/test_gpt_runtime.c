@@ -79,7 +79,10 @@ static void equivalence(void) {
     for (int rec = 0; rec < 2; rec++) {
       kt_schedule one;
       kt_gen_params op = {.p = 1, .m = 1};
-      if (kt_generate(KT_SCHED_GPIPE, &op, &one, &err)) { CHECK(0); return; }
+      if (kt_generate(KT_SCHED_GPIPE, &op, &one, &err)) {
+        CHECK(0);
+        return;
+      }
       double ref_loss, loss;
       size_t nref, n;
       int rc = grads_of(&one, gpt(tie, 0), ref, &ref_loss, &nref, &err);
@@ -102,11 +105,11 @@ static void equivalence(void) {
             double e = kt_test_rel_err(got, ref, n < nref ? n : nref);
             CHECK_MSG(e < 1e-5, "%s P=%d V=%d tie=%d recompute=%d gradient rel err %.3g", s.name,
                       s.p, s.v, tie, rec, e);
-            CHECK_MSG(fabs(loss - ref_loss) < 1e-5 * ref_loss, "%s loss %.9g vs %.9g", s.name,
-                      loss, ref_loss);
+            CHECK_MSG(fabs(loss - ref_loss) < 1e-5 * ref_loss, "%s loss %.9g vs %.9g", s.name, loss,
+                      ref_loss);
             /* the global norm counts a tied embedding once, whatever the layout */
-            CHECK_MSG(fabs(last_norm - ref_norm) < 1e-5 * ref_norm, "%s P=%d tie=%d norm %.9g vs %.9g",
-                      s.name, s.p, tie, last_norm, ref_norm);
+            CHECK_MSG(fabs(last_norm - ref_norm) < 1e-5 * ref_norm,
+                      "%s P=%d tie=%d norm %.9g vs %.9g", s.name, s.p, tie, last_norm, ref_norm);
           }
           kt_schedule_free(&s);
         }
@@ -168,8 +171,8 @@ static void recompute_memory(void) {
   CHECK(A > 0 && I > 0 && I * 20 < A);
   /* the micro-batch under backward also keeps its input beside the recomputed
    * activations: at most one I above the estimate */
-  CHECK_MSG((double)peak[1] <= expected_peak + I, "recompute peak %zu, expected %.0f",
-            peak[1], expected_peak);
+  CHECK_MSG((double)peak[1] <= expected_peak + I, "recompute peak %zu, expected %.0f", peak[1],
+            expected_peak);
   CHECK((double)peak[0] / (double)peak[1] > 2.5);
 }
 

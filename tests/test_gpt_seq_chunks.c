@@ -29,7 +29,8 @@ static kt_model_config gpt(int K) {
 static kt_data_source *source(int K, kt_microbatch *mbs) {
   kt_data_source *src;
   kt_error err;
-  if (kt_data_docs_source_create(NULL, T, B, 4, "lognormal:1:4:16", "balanced", 0.25, K, &src, &err)) {
+  if (kt_data_docs_source_create(NULL, T, B, 4, "lognormal:1:4:16", "balanced", 0.25, K, &src,
+                                 &err)) {
     CHECK_MSG(0, "%s", err.msg);
     return NULL;
   }
@@ -50,7 +51,8 @@ static void data_pieces(void) {
       int tok[B * T], tgt[B * T], seen = 0, ok = 1;
       for (int k = 0; k < MAXK; k++) {
         const kt_microbatch *p = &parts[j * MAXK + k];
-        for (int i = 0; i < p->n_tokens; i++, seen++) tok[p->row[i]] = p->tokens[i], tgt[p->row[i]] = p->targets[i];
+        for (int i = 0; i < p->n_tokens; i++, seen++)
+          tok[p->row[i]] = p->tokens[i], tgt[p->row[i]] = p->targets[i];
       }
       CHECK_EQ_INT(seen, whole[j].n_tokens);
       for (int i = 0; i < whole[j].n_tokens && seen == whole[j].n_tokens; i++)
@@ -105,7 +107,8 @@ static void equivalence(void) {
   kt_gen_params gp = {.p = 1, .m = M};
   size_t nref = 0, n = 0, nfirst = 0, peak = 0, peak_1f1b = 0;
   double ref_loss = 0, loss = 0;
-  if (kt_generate(KT_SCHED_GPIPE, &gp, &one, &err) || run(&one, 1, whole, ref, &nref, &ref_loss, &peak)) {
+  if (kt_generate(KT_SCHED_GPIPE, &gp, &one, &err) ||
+      run(&one, 1, whole, ref, &nref, &ref_loss, &peak)) {
     CHECK(0);
     a->destroy(a);
     return;
@@ -133,12 +136,15 @@ static void equivalence(void) {
         CHECK_MSG(fabs(loss - ref_loss) < 1e-6 * ref_loss, "K=%d P=%d loss %.9g vs %.9g", K, P,
                   loss, ref_loss);
         if (P == 1) memcpy(first, got, n * sizeof(float)), nfirst = n;
-        else CHECK_MSG(n == nfirst && !memcmp(got, first, n * sizeof(float)),
-                       "K=%d: P=%d differs from P=1 (rel err %.3g)", K, P, kt_test_rel_err(got, first, n));
+        else
+          CHECK_MSG(n == nfirst && !memcmp(got, first, n * sizeof(float)),
+                    "K=%d: P=%d differs from P=1 (rel err %.3g)", K, P,
+                    kt_test_rel_err(got, first, n));
         if (P == 4) {
-          printf("K=%d P=4: stage 0 peak activation memory %zu, 1f1b unchunked %zu (%.2fx)\n", K, peak_k,
-                 peak_1f1b, (double)peak_k / (double)peak_1f1b);
-          CHECK_MSG(peak_k < peak_1f1b, "K=%d: peak %zu not below 1f1b's %zu", K, peak_k, peak_1f1b);
+          printf("K=%d P=4: stage 0 peak activation memory %zu, 1f1b unchunked %zu (%.2fx)\n", K,
+                 peak_k, peak_1f1b, (double)peak_k / (double)peak_1f1b);
+          CHECK_MSG(peak_k < peak_1f1b, "K=%d: peak %zu not below 1f1b's %zu", K, peak_k,
+                    peak_1f1b);
         }
       }
       kt_schedule_free(&s);

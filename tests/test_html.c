@@ -88,8 +88,8 @@ static void golden_svg(void) {
   if (getenv("KT_UPDATE_GOLDEN")) {
     CHECK(kt_write_file_atomic(path, b.data, b.len, &err) == KT_OK);
   } else if (kt_read_file(path, &want, NULL, &err) == KT_OK) {
-    CHECK_MSG(!strcmp(want, b.data), "%s differs (KT_UPDATE_GOLDEN=1 rewrites it); got:\n%s",
-              path, b.data);
+    CHECK_MSG(!strcmp(want, b.data), "%s differs (KT_UPDATE_GOLDEN=1 rewrites it); got:\n%s", path,
+              b.data);
   } else {
     CHECK_MSG(0, "%s", err.msg);
   }
@@ -171,8 +171,8 @@ static void bar_chart(void) {
   const char *labels[] = {"a<b", "c&d", "e"};
   const char *series[] = {"busy", "idle"};
   double v[] = {1, 2, 3, 0, 0.5, NAN};
-  kt_bar_data d = {.labels = labels, .n = 3, .series_names = series, .k = 2, .values = v,
-                   .stacked = 1};
+  kt_bar_data d = {
+      .labels = labels, .n = 3, .series_names = series, .k = 2, .values = v, .stacked = 1};
   kt_buf b;
   kt_buf_init(&b);
   kt_svg_bar_chart(&b, NULL, &d);
@@ -280,8 +280,8 @@ static void degenerate(void) {
 
 /* The comparison report at P=32, M=256: size and render time. */
 static void big_report(void) {
-  static const kt_gen_kind kinds[] = {KT_SCHED_GPIPE, KT_SCHED_1F1B, KT_SCHED_INTERLEAVED,
-                                           KT_SCHED_ZB_H1, KT_SCHED_ZB_H2, KT_SCHED_ZBV};
+  static const kt_gen_kind kinds[] = {KT_SCHED_GPIPE, KT_SCHED_1F1B,  KT_SCHED_INTERLEAVED,
+                                      KT_SCHED_ZB_H1, KT_SCHED_ZB_H2, KT_SCHED_ZBV};
   enum { NK = sizeof kinds / sizeof *kinds };
   kt_schedule s[NK];
   kt_timeline t[NK];
@@ -293,9 +293,14 @@ static void big_report(void) {
   for (int i = 0; i < NK; i++) {
     REQUIRE_VOID(sim(kinds[i], 32, 256, &s[i], &t[i]) == 0);
     REQUIRE_VOID(kt_timeline_metrics(&t[i], &m[i], &err) == KT_OK);
-    e[i] = (kt_report_entry){.info = {.schedule = kt_gen_kind_name(kinds[i]), .p = 32,
-                                      .v = s[i].v, .m = 256, .costs = &c, .closed_form = -1},
-                             .timeline = &t[i], .metrics = &m[i]};
+    e[i] = (kt_report_entry){.info = {.schedule = kt_gen_kind_name(kinds[i]),
+                                      .p = 32,
+                                      .v = s[i].v,
+                                      .m = 256,
+                                      .costs = &c,
+                                      .closed_form = -1},
+                             .timeline = &t[i],
+                             .metrics = &m[i]};
   }
   kt_buf b;
   kt_buf_init(&b);

@@ -41,7 +41,8 @@ static void only_the_schedule(void) {
   kt_timeline tl;
   fake_step(&s, &c, &c, &tl);
   kt_idle_split o[4];
-  REQUIRE_VOID(kt_idle_split_step(&s, &tl, 33 + 2, KT_STEP_BARRIER, o, &err) == KT_OK); /* 2 of optimizer */
+  REQUIRE_VOID(kt_idle_split_step(&s, &tl, 33 + 2, KT_STEP_BARRIER, o, &err) ==
+               KT_OK); /* 2 of optimizer */
   for (int r = 0; r < 4; r++) {
     CHECK_NEAR(o[r].busy, 24, 1e-9);
     CHECK_NEAR(sum(&o[r]), 35, 1e-9);
@@ -161,7 +162,8 @@ static void straggler_on_threads(void) {
     for (int step = 0; step < 2; step++)
       REQUIRE_VOID(kt_runtime_step(rt, step, NULL, 1, &res, &err) == KT_OK);
     kt_idle_split o[4];
-    REQUIRE_VOID(kt_idle_split_step(&s, kt_runtime_timeline(rt), res.seconds, KT_STEP_BARRIER, o, &err) == KT_OK);
+    REQUIRE_VOID(kt_idle_split_step(&s, kt_runtime_timeline(rt), res.seconds, KT_STEP_BARRIER, o,
+                                    &err) == KT_OK);
     for (int r = 0; r < 4; r++) {
       CHECK_MSG(fabs(sum(&o[r]) - res.seconds) <= 0.01 * res.seconds, "rank %d: %g of %g s", r,
                 sum(&o[r]), res.seconds);
@@ -201,7 +203,8 @@ static void accumulation_rounds(void) {
   kt_step_result res;
   REQUIRE_VOID(kt_runtime_step(rt, 0, NULL, 1, &res, &err) == KT_OK);
   kt_idle_split o[2];
-  CHECK_MSG(kt_idle_split_step(&rounds, kt_runtime_timeline(rt), res.seconds, KT_STEP_BARRIER, o, &err) == KT_OK,
+  CHECK_MSG(kt_idle_split_step(&rounds, kt_runtime_timeline(rt), res.seconds, KT_STEP_BARRIER, o,
+                               &err) == KT_OK,
             "%s", err.msg);
   /* 8 F of 1 ms, 8 B of 2 ms: a sleep that ends early (its wake-up
    * latency estimate high after a stall) counts what it took, one that

@@ -28,7 +28,8 @@ static void test_single(void *box) {
   CHECK(len == 8 && out[1] == 2);
   CHECK_EQ_INT(kt_inbox_take(box, 1, 7, out, sizeof out, &len), 0);
   /* full, then a slot frees */
-  for (int i = 0; i < KT_INBOX_SLOTS; i++) CHECK_EQ_INT(kt_inbox_put(box, 3, (uint64_t)i, (uint64_t)i, a, 4), 1);
+  for (int i = 0; i < KT_INBOX_SLOTS; i++)
+    CHECK_EQ_INT(kt_inbox_put(box, 3, (uint64_t)i, (uint64_t)i, a, 4), 1);
   CHECK_EQ_INT(kt_inbox_put(box, 3, 99, 99, a, 4), 0);
   CHECK_EQ_INT(kt_inbox_take(box, 3, 5, out, sizeof out, &len), 1);
   CHECK_EQ_INT(kt_inbox_put(box, 3, 99, 99, a, 4), 1);
@@ -59,9 +60,10 @@ static void test_lend(void *box) {
   CHECK(len == sizeof a && ((const int *)data)[0] == 1 && ((const int *)data)[3] == 4);
   CHECK(kt_inbox_holds(box, slot) && !kt_inbox_holds(box, a) && !kt_inbox_holds(NULL, slot));
   CHECK_EQ_INT((int)((uintptr_t)data % 16), 0); /* read as floats, maybe vectors */
-  for (int i = 0; i < KT_INBOX_SLOTS - 2; i++) CHECK_EQ_INT(kt_inbox_put(box, 3, 1, (uint64_t)i, a, 4), 1);
+  for (int i = 0; i < KT_INBOX_SLOTS - 2; i++)
+    CHECK_EQ_INT(kt_inbox_put(box, 3, 1, (uint64_t)i, a, 4), 1);
   CHECK_EQ_INT(kt_inbox_put(box, 3, 1, 99, a, 4), 0); /* the lent slot is not free */
-  CHECK(((const int *)data)[0] == 1);                  /* nor overwritten */
+  CHECK(((const int *)data)[0] == 1);                 /* nor overwritten */
   const void *data2 = NULL;
   void *slot2 = NULL;
   CHECK_EQ_INT(kt_inbox_lend(box, 1, 7, &data2, &len, &slot2), 1); /* the next one, not the lent */

@@ -7,8 +7,8 @@
 #include "kaiten/generators.h"
 #include "kaiten/sim.h"
 
-static const kt_link_classes LC = {.intra_latency = 1e-6, .intra_bw = 1e9,
-                                   .inter_latency = 1e-4, .inter_bw = 1e6};
+static const kt_link_classes LC = {
+    .intra_latency = 1e-6, .intra_bw = 1e9, .inter_latency = 1e-4, .inter_bw = 1e6};
 
 static kt_links *make(int p, int d, const int *node_of, int per_node) {
   kt_links *l = NULL;
@@ -139,7 +139,7 @@ static void simulator_on_links(void) {
   kt_metrics_free(&m);
   double sync_end = 0;
   CHECK(kt_simulate_step(&s, &c, NULL, &sync_end, &err) == KT_OK);
-  CHECK_NEAR(sync_end, 16, 1e-9); /* D = 1: the step ends with the pipeline */
+  CHECK_NEAR(sync_end, 16, 1e-9);       /* D = 1: the step ends with the pipeline */
   CHECK_NEAR(kt_links_synced(l), 0, 0); /* the caller's links are only read */
   kt_links_destroy(l);
   kt_schedule_free(&s);
@@ -273,7 +273,8 @@ static double saturated_step(double bw) {
   kt_error err;
   kt_gen_params sp = {.p = 2, .m = 8};
   CHECK(kt_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
-  kt_link_classes lc = {.intra_latency = 1e-6, .intra_bw = 5e9, .inter_latency = 8e-6, .inter_bw = bw};
+  kt_link_classes lc = {
+      .intra_latency = 1e-6, .intra_bw = 5e9, .inter_latency = 8e-6, .inter_bw = bw};
   int node_of[4] = {0, 0, 1, 1};
   kt_links *l = NULL;
   CHECK(kt_links_create(&lc, 2, 2, node_of, 0, &l, &err) == KT_OK);

@@ -20,7 +20,10 @@ static void cost_text(char *buf, size_t n, double base, int S, int m, int form, 
   for (int s = 0; s < S; s++)
     for (int j = 0; j < (form == 2 ? m : 1); j++)
       len += (size_t)snprintf(buf + len, n - len, "%s%.17g",
-                              !s && !j ? "" : j ? "," : form == 2 ? ";" : ",",
+                              !s && !j    ? ""
+                              : j         ? ","
+                              : form == 2 ? ";"
+                                          : ",",
                               base * (varied ? 1 + (s % 3) / 4.0 : 1));
 }
 
@@ -54,7 +57,8 @@ static int run(const char *kind, int p, int m, int form, int S, int varied, cons
   kt_sim_info info = res->info;
   if (like) {
     info.costs = like->info.costs, info.closed_form = like->info.closed_form;
-    info.closed_form_expr = like->info.closed_form_expr, info.closed_form_why = like->info.closed_form_why;
+    info.closed_form_expr = like->info.closed_form_expr,
+    info.closed_form_why = like->info.closed_form_why;
     info.closed_form_peak_memory = like->info.closed_form_peak_memory;
     info.closed_form_peak_memory_expr = like->info.closed_form_peak_memory_expr;
   }
@@ -107,8 +111,11 @@ static void test_own_costs(void) {
   kt_result res;
   kt_error err = {{0}};
   kt_request_init(&rq);
-  CHECK_EQ_INT(kt_request_parse(&rq, "schedule=1f1b p=2 m=2 per-stage=1 tf=1,3;1,3 tb=1,3;1,3 "
-                                     "tw=0 mem-act=1,4;1,4", &err), KT_OK);
+  CHECK_EQ_INT(kt_request_parse(&rq,
+                                "schedule=1f1b p=2 m=2 per-stage=1 tf=1,3;1,3 tb=1,3;1,3 "
+                                "tw=0 mem-act=1,4;1,4",
+                                &err),
+               KT_OK);
   CHECK_EQ_INT(kt_request_run(&rq, &res, KT_RESULT_TIMELINE, &err), KT_OK);
   /* rank0: F0 0-1, F1 1-4; rank1: F0 1-2, B0 2-3, F1 4-7, B1 7-10;
    * rank0: B0 3-4 (waits for F1), B1 10-13 */
@@ -185,14 +192,16 @@ static void test_json(void) {
   kt_costs c;
   kt_error err = {{0}};
   kt_costs_default(&c);
-  CHECK_EQ_INT(kt_costs_parse_json(&c, "{\"tf\": [[1, 2, 3], [4, 5, 6]], \"mem_act\": [[1, 1, 2], [2, 2, 2]]}",
-                                   "t", &err), KT_OK);
+  CHECK_EQ_INT(
+      kt_costs_parse_json(
+          &c, "{\"tf\": [[1, 2, 3], [4, 5, 6]], \"mem_act\": [[1, 1, 2], [2, 2, 2]]}", "t", &err),
+      KT_OK);
   CHECK(c.n_stages == 2 && c.n_mb == 3);
   CHECK_NEAR(kt_cost_tf_mb(&c, 1, 2), 6, 0);
-  CHECK_NEAR(kt_cost_tf(&c, 0), 2, 0);        /* the stage's mean */
-  CHECK_NEAR(kt_cost_mem_act(&c, 0), 2, 0);   /* the stage's largest */
+  CHECK_NEAR(kt_cost_tf(&c, 0), 2, 0);      /* the stage's mean */
+  CHECK_NEAR(kt_cost_mem_act(&c, 0), 2, 0); /* the stage's largest */
   CHECK_NEAR(kt_cost_mem_act(&c, 1), 2, 0);
-  CHECK_NEAR(kt_cost_tb_mb(&c, 1, 2), 1, 0);  /* none per mb: the uniform value */
+  CHECK_NEAR(kt_cost_tb_mb(&c, 1, 2), 1, 0); /* none per mb: the uniform value */
   CHECK(kt_costs_mb_differ(&c));
   kt_costs copy;
   CHECK_EQ_INT(kt_costs_copy(&copy, &c), KT_OK);
@@ -203,9 +212,13 @@ static void test_json(void) {
   CHECK(least.n_mb == 0 && kt_cost_tf(&least, 1) == 4 && kt_cost_mem_act(&least, 0) == 1);
   kt_costs_free(&least);
   kt_costs_free(&c);
-  const char *bad[] = {"{\"tf\": [[1, 2], [3]]}", "{\"tf\": [[1, -2]]}", "{\"tf\": [[1], 2]}",
-                       "{\"tu\": [[1, 2]]}", "{\"tf\": [[1, 2]], \"tb\": [[1, 2, 3]]}",
-                       "{\"tf\": [[1, 2]], \"tb\": [1, 2]}", "{\"tf\": [[1, \"x\"]]}"};
+  const char *bad[] = {"{\"tf\": [[1, 2], [3]]}",
+                       "{\"tf\": [[1, -2]]}",
+                       "{\"tf\": [[1], 2]}",
+                       "{\"tu\": [[1, 2]]}",
+                       "{\"tf\": [[1, 2]], \"tb\": [[1, 2, 3]]}",
+                       "{\"tf\": [[1, 2]], \"tb\": [1, 2]}",
+                       "{\"tf\": [[1, \"x\"]]}"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     kt_costs_default(&c);
     CHECK_MSG(kt_costs_parse_json(&c, bad[i], "t", &err) == KT_EINVAL, "%s accepted", bad[i]);

@@ -55,15 +55,20 @@ static void test_forms(void) {
     for (int p = 1; p <= 12; p++)
       for (int m = 1; m <= 3 * p; m++) {
         kt_metrics met;
-        if (run(kind, p, 0, m, NULL, &c, 0, &met)) { CHECK(0); continue; }
+        if (run(kind, p, 0, m, NULL, &c, 0, &met)) {
+          CHECK(0);
+          continue;
+        }
         CHECK_MSG(max_peak(&met) == form(kind, p, m), "%s P=%d M=%d: peak %g, form %g",
                   kt_gen_kind_name(kind), p, m, max_peak(&met), form(kind, p, m));
         /* per rank (M >= P): the form on every rank, but one less on rank 0 for
          * v-min when P mod 3 = 2 and for v-half with an even P and M = P */
         for (int r = 0; r < p && m >= p; r++) {
           int less = r == 0 && (kind == KT_SCHED_V_MIN ? p % 3 == 2 : p % 2 == 0 && m == p);
-          CHECK_MSG(met.ranks[r].peak_memory == form(kind, p, m) - less, "%s P=%d M=%d rank %d: "
-                    "peak %g", kt_gen_kind_name(kind), p, m, r, met.ranks[r].peak_memory);
+          CHECK_MSG(met.ranks[r].peak_memory == form(kind, p, m) - less,
+                    "%s P=%d M=%d rank %d: "
+                    "peak %g",
+                    kt_gen_kind_name(kind), p, m, r, met.ranks[r].peak_memory);
         }
         kt_metrics_free(&met);
         tried++;
@@ -163,9 +168,14 @@ static void test_auto_placements(void) {
     kt_costs c;
     random_costs(&c, p * v, urand(0, 1) < 0.3 ? urand(1, 1.5) : urand(0, 1));
     double need = fmax(1, c.mem_wgrad) * (v == 2 ? 2 : v); /* one micro-batch (and its room) */
-    double factors[] = {0, 1, 1.5, fmax(1, 0.3 * p), fmax(1, 0.7 * p)}, limit = factors[trial % 5] * need;
+    double factors[] = {0, 1, 1.5, fmax(1, 0.3 * p), fmax(1, 0.7 * p)},
+           limit = factors[trial % 5] * need;
     kt_metrics met;
-    if (run(kind, p, v, m, &c, NULL, limit, &met)) { CHECK(0); kt_costs_free(&c); continue; }
+    if (run(kind, p, v, m, &c, NULL, limit, &met)) {
+      CHECK(0);
+      kt_costs_free(&c);
+      continue;
+    }
     kt_gen_params lp = {.p = p, .v = v, .m = m, .costs = &c, .mem_limit = limit};
     double budget = kt_gen_mem_limit(&lp);
     CHECK_MSG(max_peak(&met) <= budget * (1 + 1e-12), "%s P=%d V=%d M=%d: peak %g over %g",
@@ -180,8 +190,8 @@ static void test_auto_placements(void) {
         if (!kt_simulate_metrics(&s, &c, &f, &err)) {
           if (max_peak(&f) <= budget * (1 + 1e-12)) {
             CHECK_MSG(met.period <= f.period * (1 + 1e-12), "%s P=%d V=%d M=%d: %g, %s %g",
-                      kt_gen_kind_name(kind), p, v, m, met.period,
-                      kt_gen_kind_name(fixed), f.period);
+                      kt_gen_kind_name(kind), p, v, m, met.period, kt_gen_kind_name(fixed),
+                      f.period);
             checked_vs_fixed++;
           }
           kt_metrics_free(&f);

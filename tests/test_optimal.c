@@ -32,7 +32,8 @@ static double uniform(double lo, double hi) { return lo + (hi - lo) * next_rand(
 static void random_costs(kt_costs *c, int S) {
   kt_costs_default(c);
   c->n_stages = S;
-  double **lists[] = {&c->stage_tf, &c->stage_tb, &c->stage_tw, &c->stage_mem_act, &c->stage_mem_wgrad};
+  double **lists[] = {&c->stage_tf, &c->stage_tb, &c->stage_tw, &c->stage_mem_act,
+                      &c->stage_mem_wgrad};
   for (size_t k = 0; k < 5; k++) *lists[k] = calloc((size_t)S, sizeof(double));
   for (int s = 0; s < S; s++) {
     c->stage_tf[s] = uniform(0.3, 2.5), c->stage_tb[s] = uniform(0.3, 2.5);
@@ -82,7 +83,7 @@ static double tiny_makespan(const tiny *t, const int *idx) {
     for (int r = 0; r < t->p; r++)
       for (; pos[r] < n; pos[r]++, moved = 1) {
         int a = t->orders[r][idx[r]][pos[r]], op = a / TM, j = a % TM;
-        double ready = op == 0 ? (r ? ef[r - 1][j] + t->comm : 0)
+        double ready = op == 0   ? (r ? ef[r - 1][j] + t->comm : 0)
                        : op == 1 ? (r == t->p - 1 ? ef[r][j] : ei[r + 1][j] + t->comm)
                                  : ei[r][j];
         if (isnan(ready)) break;
@@ -182,7 +183,7 @@ static int random_order(const kt__opt_problem *pb, kt_schedule *s) {
         for (int t = 0; t < 3; t++) {
           int *d = &done[st * m + j], r = pb->srank[st];
           if (*d & (1 << t)) continue;
-          int ready = t == 0 ? (st == 0 || (done[(st - 1) * m + j] & 1))
+          int ready = t == 0   ? (st == 0 || (done[(st - 1) * m + j] & 1))
                       : t == 1 ? (st == S - 1 ? (*d & 1) : (done[(st + 1) * m + j] & 2))
                                : (*d & 2);
           /* a first chunk's forward leaves room for the second's (else
@@ -194,12 +195,17 @@ static int random_order(const kt__opt_problem *pb, kt_schedule *s) {
           /* backward ops weigh more: fewer dead ends under tight limits */
           int w = t == 0 ? 1 : 4;
           seen += w;
-          if ((int)(next_rand() % (unsigned)seen) < w) pick_r = r, pick_s = st, pick_t = t, pick_j = j;
+          if ((int)(next_rand() % (unsigned)seen) < w)
+            pick_r = r, pick_s = st, pick_t = t, pick_j = j;
         }
     if (pick_r < 0) break;
     done[pick_s * m + pick_j] |= 1 << pick_t;
     mem[pick_r] += kt__opt_mem(pb, pick_t, pick_s);
-    kt_schedule_push(s, pick_r, pick_s, pick_t == 0 ? KT_OP_F : pick_t == 1 ? KT_OP_I : KT_OP_W, pick_j);
+    kt_schedule_push(s, pick_r, pick_s,
+                     pick_t == 0   ? KT_OP_F
+                     : pick_t == 1 ? KT_OP_I
+                                   : KT_OP_W,
+                     pick_j);
     left--;
   }
   free(done), free(mem);
@@ -255,10 +261,12 @@ static void check_random_orders(int p, int v, int m, int problems, int orders) {
       kt_metrics met;
       if (kt_simulate_metrics(&s, &c, &met, &err)) continue;
       valid++;
-      CHECK_MSG(lb <= met.period + 1e-9 * (1 + lb), "P=%d V=%d M=%d: bound %.9g above an order's %.9g",
-                p, v, m, lb, met.period);
-      CHECK_MSG(needs_hold(&pb, &s), "P=%d V=%d M=%d: an order runs an op before a slot the table "
-                "says precedes it", p, v, m);
+      CHECK_MSG(lb <= met.period + 1e-9 * (1 + lb),
+                "P=%d V=%d M=%d: bound %.9g above an order's %.9g", p, v, m, lb, met.period);
+      CHECK_MSG(needs_hold(&pb, &s),
+                "P=%d V=%d M=%d: an order runs an op before a slot the table "
+                "says precedes it",
+                p, v, m);
       if (have && res.proven)
         CHECK_MSG(res.period <= met.period + 1e-9 * (1 + met.period),
                   "P=%d V=%d M=%d: proven optimum %.9g, an order's %.9g", p, v, m, res.period,
@@ -283,7 +291,8 @@ typedef struct {
 static int read_list(char *text, double **out) {
   int n = 0;
   double *x = calloc(64, sizeof *x);
-  for (char *save = NULL, *t = strtok_r(text, ",", &save); t && n < 64; t = strtok_r(NULL, ",", &save))
+  for (char *save = NULL, *t = strtok_r(text, ",", &save); t && n < 64;
+       t = strtok_r(NULL, ",", &save))
     x[n++] = atof(t);
   *out = x;
   return n;
@@ -294,7 +303,8 @@ static int parse_row(char *line, corpus_row *r) {
   char *col[13];
   int n = 0;
   if (line[0] == '#' || !strncmp(line, "id\t", 3)) return 0;
-  for (char *save = NULL, *t = strtok_r(line, "\t\n", &save); t && n < 13; t = strtok_r(NULL, "\t\n", &save))
+  for (char *save = NULL, *t = strtok_r(line, "\t\n", &save); t && n < 13;
+       t = strtok_r(NULL, "\t\n", &save))
     col[n++] = t;
   if (n < 12) return 0;
   memset(r, 0, sizeof *r);
@@ -338,19 +348,24 @@ static void check_searched_bound(const corpus_row *r, const kt_schedule *s, doub
   CHECK(b.has);
   double searched = b.value;
   CHECK_MSG(searched >= analytic - 1e-12 && searched <= r->optimum + 1e-9 * (1 + r->optimum),
-            "corpus row %d: searched bound %.12g (analytic %.12g, optimum %.12g)", r->id,
-            searched, analytic, r->optimum);
+            "corpus row %d: searched bound %.12g (analytic %.12g, optimum %.12g)", r->id, searched,
+            analytic, r->optimum);
   if (b.exact)
     CHECK_MSG(fabs(period - r->optimum) <= 1e-9 * (1 + r->optimum),
-              "corpus row %d: the step proved %.12g optimal, the optimum is %.12g", r->id,
-              period, r->optimum);
+              "corpus row %d: the step proved %.12g optimal, the optimum is %.12g", r->id, period,
+              r->optimum);
   raised_bounds += searched > analytic * (1 + 1e-12);
 }
 
 static double auto_gap(corpus_row *r, int thorough) {
   kt_gen_outcome outcome;
-  kt_gen_params params = {.p = r->p, .m = r->m, .v = r->v, .costs = &r->c, .mem_limit = r->limit,
-                          .thorough = thorough, .outcome = &outcome};
+  kt_gen_params params = {.p = r->p,
+                          .m = r->m,
+                          .v = r->v,
+                          .costs = &r->c,
+                          .mem_limit = r->limit,
+                          .thorough = thorough,
+                          .outcome = &outcome};
   kt_schedule s;
   kt_error err;
   kt_metrics m;
@@ -389,18 +404,23 @@ static void check_corpus_row(corpus_row *r) {
   kt_schedule_init(&layout, r->p, r->v, r->m, pl, &err);
   kt__opt_problem pb; /* the optimum runs tight against the limit: the table still holds */
   CHECK(kt__opt_problem_init(&pb, &layout, &r->c, r->limit, 1, &err) == KT_OK);
-  CHECK_MSG(needs_hold(&pb, &s), "corpus row %d: the optimal order runs an op before a slot the "
-            "table says precedes it", r->id);
+  CHECK_MSG(needs_hold(&pb, &s),
+            "corpus row %d: the optimal order runs an op before a slot the "
+            "table says precedes it",
+            r->id);
   kt__opt_problem_free(&pb);
   double analytic, printed;
   int exact = 0;
   CHECK(kt_gen_lower_bound(&layout, &r->c, r->limit, 0, &analytic, NULL, &err) == KT_OK);
-  CHECK_MSG(analytic <= r->optimum + 1e-9 * (1 + r->optimum), "corpus row %d: bound %.12g above "
-            "the optimum %.12g", r->id, analytic, r->optimum);
+  CHECK_MSG(analytic <= r->optimum + 1e-9 * (1 + r->optimum),
+            "corpus row %d: bound %.12g above "
+            "the optimum %.12g",
+            r->id, analytic, r->optimum);
   if (r->uniform) { /* the bound sim prints (its search on small problems) */
     CHECK(kt_gen_lower_bound(&layout, &r->c, r->limit, 20000, &printed, &exact, &err) == KT_OK);
     CHECK_MSG(fabs(printed - r->optimum) <= 1e-9 * (1 + r->optimum) && exact,
-              "corpus row %d (uniform costs): bound %.12g, optimum %.12g", r->id, printed, r->optimum);
+              "corpus row %d (uniform costs): bound %.12g, optimum %.12g", r->id, printed,
+              r->optimum);
   }
   kt_schedule_free(&layout);
   kt_schedule_free(&s);
@@ -432,7 +452,8 @@ static void check_corpus(int sanitized) {
   }
   fclose(f);
   CHECK_MSG(rows >= 200, "the corpus has %d problems", rows);
-  CHECK_MSG(checked >= (sanitized ? 20 : 60), "only %d corpus rows have a recorded optimum", checked);
+  CHECK_MSG(checked >= (sanitized ? 20 : 60), "only %d corpus rows have a recorded optimum",
+            checked);
   /* zb-auto ends with a bounded exact search on these sizes, and annealing
    * where that leaves it more than 3% above the bound (row 213, zbv-auto at
    * P=4, M=6 under tight memory: 7.6% above the optimum without it) */
@@ -441,15 +462,20 @@ static void check_corpus(int sanitized) {
             near[0], compared);
   if (!sanitized) {
     CHECK_MSG(far[1] == 0, "zb-auto --thorough beyond 3%% of the optimum on %d rows", far[1]);
-    CHECK_MSG(near[1] >= 0.95 * compared, "zb-auto --thorough within 1%% of the optimum on %d of "
-              "%d rows", near[1], compared);
+    CHECK_MSG(near[1] >= 0.95 * compared,
+              "zb-auto --thorough within 1%% of the optimum on %d of "
+              "%d rows",
+              near[1], compared);
   }
   /* the step's bound is read back (sim's printed bound would search again) */
-  CHECK_MSG(raised_bounds >= (sanitized ? 1 : 10), "the exact step's bound was read back above "
-            "the analytic one on %d rows only", raised_bounds);
-  fprintf(stderr, "corpus: %d of %d rows checked (%d uniform); zb-auto within 1%% of the optimum "
-          "on %d of %d (--thorough: %d); the step's bound read back on %d\n", checked, rows,
-          uniform, near[0], compared, near[1], raised_bounds);
+  CHECK_MSG(raised_bounds >= (sanitized ? 1 : 10),
+            "the exact step's bound was read back above "
+            "the analytic one on %d rows only",
+            raised_bounds);
+  fprintf(stderr,
+          "corpus: %d of %d rows checked (%d uniform); zb-auto within 1%% of the optimum "
+          "on %d of %d (--thorough: %d); the step's bound read back on %d\n",
+          checked, rows, uniform, near[0], compared, near[1], raised_bounds);
 }
 
 /* Past its time: the best order found, valid, no slower than zbv-auto's,

@@ -70,15 +70,18 @@ static void test_zb_heuristic(void) {
     kt_metrics mt, mo;
     REQUIRE_VOID(oracle_order(oracle_cell(&t, i, "order"), p, m, 0, &theirs) == 0);
     if (!simulate(&theirs, &c, &mt)) {
-      CHECK_MSG(fabs(mt.period - their_makespan) < 1e-6, "row %d: their order simulates to %g, "
-                "table says %g", i, mt.period, their_makespan);
+      CHECK_MSG(fabs(mt.period - their_makespan) < 1e-6,
+                "row %d: their order simulates to %g, "
+                "table says %g",
+                i, mt.period, their_makespan);
       CHECK_NEAR(max_peak(&mt), oracle_num(&t, i, "peak_mem_max"), 1e-9);
       kt_metrics_free(&mt);
     } else CHECK(0);
     kt_schedule_free(&theirs);
     for (int thorough = 0; thorough < 2; thorough++) {
       kt_error err;
-      kt_gen_params params = {.p = p, .m = m, .costs = &c, .mem_limit = limit, .thorough = thorough};
+      kt_gen_params params = {
+          .p = p, .m = m, .costs = &c, .mem_limit = limit, .thorough = thorough};
       if (kt_generate(KT_SCHED_ZB_AUTO, &params, &ours, &err)) {
         CHECK_MSG(0, "zb-auto P=%d M=%d: %s", p, m, err.msg);
         continue;
@@ -92,7 +95,8 @@ static void test_zb_heuristic(void) {
         count(&tl[thorough], mo.bubble_ratio, their_bubble);
         if (verbose)
           printf("P=%2d M=%3d %s limit %3g: zb-auto%s %.6f (makespan %g, peak %g)  authors %.6f "
-                 "(%g)\n", p, m, oracle_cell(&t, i, "cost_set"), limit, thorough ? " --thorough" : "",
+                 "(%g)\n",
+                 p, m, oracle_cell(&t, i, "cost_set"), limit, thorough ? " --thorough" : "",
                  mo.bubble_ratio, mo.period, peak, their_bubble, their_makespan);
         kt_metrics_free(&mo);
       } else CHECK(0);
@@ -168,7 +172,8 @@ static void zb_row(const oracle_table *t, int i, tally *zbv_auto, tally *zbv, in
                    double *bubble, double peak[2]) {
   int p = (int)oracle_num(t, i, "P"), m = (int)oracle_num(t, i, "M");
   const char *cs = oracle_cell(t, i, "cost_set");
-  double their_bubble = oracle_num(t, i, "bubble_ratio"), their_peak = oracle_num(t, i, "peak_act_max");
+  double their_bubble = oracle_num(t, i, "bubble_ratio"),
+         their_peak = oracle_num(t, i, "peak_act_max");
   double limit = oracle_num(t, i, "mem_limit_chunks");
   if (!v_run(KT_SCHED_ZBV_AUTO, t, i, 0.5, limit, bubble, peak)) {
     CHECK_MSG(*bubble <= their_bubble + 1e-4 && peak[0] <= their_peak + 1e-9,
@@ -180,8 +185,8 @@ static void zb_row(const oracle_table *t, int i, tally *zbv_auto, tally *zbv, in
   double fixed, fixed_peak[2];
   if (!v_run(KT_SCHED_ZBV, t, i, 0.5, 0, &fixed, fixed_peak)) {
     CHECK_MSG(fixed <= their_bubble + 1e-4 && fixed_peak[0] <= their_peak + 1e-9,
-              "zbv P=%d M=%d %s: bubble %.6f (authors %.6f), peak %g (authors %g)", p, m, cs,
-              fixed, their_bubble, fixed_peak[0], their_peak);
+              "zbv P=%d M=%d %s: bubble %.6f (authors %.6f), peak %g (authors %g)", p, m, cs, fixed,
+              their_bubble, fixed_peak[0], their_peak);
     count(zbv, fixed, their_bubble);
     if (verbose) printf("zb P=%2d M=%3d %s: zbv %.6f peak %g\n", p, m, cs, fixed, fixed_peak[0]);
   } else CHECK(0);
@@ -199,7 +204,8 @@ static void test_v_schedules(void) {
     int p = (int)oracle_num(&t, i, "P"), m = (int)oracle_num(&t, i, "M");
     const char *setup = oracle_cell(&t, i, "setup"), *cs = oracle_cell(&t, i, "cost_set");
     double their_bubble = oracle_num(&t, i, "bubble_ratio");
-    double their_peak[2] = {oracle_num(&t, i, "peak_act_max"), oracle_num(&t, i, "peak_pending_w_max")};
+    double their_peak[2] = {oracle_num(&t, i, "peak_act_max"),
+                            oracle_num(&t, i, "peak_pending_w_max")};
     kt_schedule theirs;
     kt_costs c;
     kt_metrics mt;
@@ -225,8 +231,9 @@ static void test_v_schedules(void) {
         CHECK_MSG(ok, "%s P=%d M=%d %s: bubble %.6f (authors %.6f), peaks %g/%g (authors %g/%g)",
                   kt_gen_kind_name(kind), p, m, cs, bubble, their_bubble, peak[0], peak[1],
                   their_peak[0], their_peak[1]);
-        count(kind == KT_SCHED_V_MIN ? (balanced ? &vmin : &vmin_u) : (balanced ? &vhalf : &vhalf_u),
-              bubble, their_bubble);
+        count(
+            kind == KT_SCHED_V_MIN ? (balanced ? &vmin : &vmin_u) : (balanced ? &vhalf : &vhalf_u),
+            bubble, their_bubble);
       } else CHECK(0);
     }
     if (verbose && !zb)

@@ -12,9 +12,10 @@ static void test_spec(void) {
   kt_error err = {{0}};
   CHECK_EQ_INT(kt_doc_lengths_parse("lognormal:1:16:1024", &d, &err), KT_OK);
   CHECK(d.sigma == 1 && d.min == 16 && d.max == 1024);
-  const char *bad[] = {"lognormal:1:16", "normal:1:16:1024", "lognormal:x:16:1024",
-                       "lognormal:1:0:1024", "lognormal:1:64:16", "lognormal:-1:16:32",
-                       "lognormal:1:16:1024:5", "", "lognormal:1:16:99999999"};
+  const char *bad[] = {
+      "lognormal:1:16",         "normal:1:16:1024",   "lognormal:x:16:1024",   "lognormal:1:0:1024",
+      "lognormal:1:64:16",      "lognormal:-1:16:32", "lognormal:1:16:1024:5", "",
+      "lognormal:1:16:99999999"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     CHECK_MSG(kt_doc_lengths_parse(bad[i], &d, &err) == KT_EINVAL, "'%s' accepted", bad[i]);
   kt_doc_lengths_parse("lognormal:1:16:1024", &d, &err);
@@ -111,7 +112,8 @@ static void test_pack(void) {
   CHECK_EQ_INT(kt_pack_costs(&plain, &tm, &base, 4, &c, &err), KT_OK);
   CHECK_EQ_INT(kt_generate(KT_SCHED_1F1B, &gp, &s, &err), KT_OK);
   CHECK_EQ_INT(kt_simulate_metrics(&s, &c, &met, &err), KT_OK);
-  CHECK_MSG(b.period <= met.period * (1 + 1e-12), "searched %g, own order %g", b.period, met.period);
+  CHECK_MSG(b.period <= met.period * (1 + 1e-12), "searched %g, own order %g", b.period,
+            met.period);
   kt_metrics_free(&met), kt_schedule_free(&s), kt_costs_free(&c);
   /* a document longer than the budget */
   len[3] = 2000;
@@ -147,11 +149,15 @@ static void test_balanced_faster(void) {
   for (int seed = 1; seed <= 10; seed++) {
     char text[256];
     double pf, pb;
-    snprintf(text, sizeof text, "schedule=1f1b p=4 m=8 per-stage=1 doc-lengths=lognormal:1:16:1024 "
-             "seed=%d packing=fifo", seed);
+    snprintf(text, sizeof text,
+             "schedule=1f1b p=4 m=8 per-stage=1 doc-lengths=lognormal:1:16:1024 "
+             "seed=%d packing=fifo",
+             seed);
     double f = throughput(text, &pf);
-    snprintf(text, sizeof text, "schedule=1f1b p=4 m=8 per-stage=1 doc-lengths=lognormal:1:16:1024 "
-             "seed=%d packing=balanced", seed);
+    snprintf(text, sizeof text,
+             "schedule=1f1b p=4 m=8 per-stage=1 doc-lengths=lognormal:1:16:1024 "
+             "seed=%d packing=balanced",
+             seed);
     double b = throughput(text, &pb);
     CHECK(f > 0 && b > 0);
     CHECK_MSG(b >= f * (1 - 1e-9), "seed %d: balanced %g tokens/unit, fifo %g", seed, b, f);
@@ -165,12 +171,17 @@ static void test_request(void) {
   kt_request rq, back;
   kt_error err = {{0}};
   kt_request_init(&rq);
-  CHECK_EQ_INT(kt_request_parse(&rq, "doc-lengths=lognormal:0.5:8:512 seed=7 packing=balanced "
-                                     "mb-tokens=512 attn-share=0.5", &err), KT_OK);
+  CHECK_EQ_INT(kt_request_parse(&rq,
+                                "doc-lengths=lognormal:0.5:8:512 seed=7 packing=balanced "
+                                "mb-tokens=512 attn-share=0.5",
+                                &err),
+               KT_OK);
   kt_buf b;
   kt_buf_init(&b);
   kt_request_print(&rq, &b);
-  CHECK_STR_CONTAINS(b.data, "doc-lengths=lognormal:0.5:8:512 seed=7 packing=balanced mb-tokens=512 attn-share=0.5");
+  CHECK_STR_CONTAINS(
+      b.data,
+      "doc-lengths=lognormal:0.5:8:512 seed=7 packing=balanced mb-tokens=512 attn-share=0.5");
   kt_request_init(&back);
   CHECK_EQ_INT(kt_request_parse(&back, b.data, &err), KT_OK);
   CHECK(back.seed == 7 && back.packing == KT_PACK_BALANCED && back.tokens.budget == 512);

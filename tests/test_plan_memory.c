@@ -47,7 +47,8 @@ static void test_layer_costs(void) {
   kt_plan_model m;
   kt_error err;
   NEED(kt_plan_model_parse("{\"blocks\": 4, \"hidden\": 4096, \"heads\": 32, "
-                                   "\"vocab\": 50000, \"seq_len\": 2048}", &m, &err) == KT_OK);
+                           "\"vocab\": 50000, \"seq_len\": 2048}",
+                           &m, &err) == KT_OK);
   kt_plan_cluster c;
   kt_plan_cluster_default(&c);
   kt_plan_options o;
@@ -71,8 +72,9 @@ static void test_layer_costs(void) {
                core = 2 * 4 * s * s * h / t;
         double tp = lc[1].tp / (r == KT_RECOMPUTE_FULL ? 3 : 2);
         CHECK_NEAR(lc[1].w, lin / rate, 1e-12);
-        double extra = r == KT_RECOMPUTE_FULL ? (lin + core) / rate + tp
-                       : r == KT_RECOMPUTE_SELECTIVE ? core / rate : 0;
+        double extra = r == KT_RECOMPUTE_FULL        ? (lin + core) / rate + tp
+                       : r == KT_RECOMPUTE_SELECTIVE ? core / rate
+                                                     : 0;
         CHECK_NEAR(lc[1].i, (lin + 2 * core) / rate + tp + extra, 1e-12);
         CHECK_NEAR(lc[1].f, (lin + core) / rate + tp, 1e-12);
         CHECK(t == 1 ? lc[1].tp == 0 : lc[1].tp > 0);
@@ -87,15 +89,13 @@ static void test_preset_params(void) {
     const char *name;
     double params, tol;
   } known[] = {
-      {"gpt2-124m", 124439808, 0},     /* HF GPT-2 small, tied head */
-      {"llama-7b", 6738415616, 0},     /* LLaMA 7B */
-      {"llama-70b", 68976648192, 0},   /* Llama 2 70B (grouped-query attention) */
-      {"gpt2-350m", 354823168, 0},     /* GPT-2 medium */
-      {"gpt2-1.5b", 1557611200, 0},    /* GPT-2 XL */
-      {"zb-1.5b", 1.5e9, 0.03e9},      /* the paper's names, within 2% */
-      {"zb-6.2b", 6.2e9, 0.124e9},
-      {"zb-14.6b", 14.6e9, 0.292e9},
-      {"zb-28.3b", 28.3e9, 0.566e9},
+      {"gpt2-124m", 124439808, 0},   /* HF GPT-2 small, tied head */
+      {"llama-7b", 6738415616, 0},   /* LLaMA 7B */
+      {"llama-70b", 68976648192, 0}, /* Llama 2 70B (grouped-query attention) */
+      {"gpt2-350m", 354823168, 0},   /* GPT-2 medium */
+      {"gpt2-1.5b", 1557611200, 0},  /* GPT-2 XL */
+      {"zb-1.5b", 1.5e9, 0.03e9},    /* the paper's names, within 2% */
+      {"zb-6.2b", 6.2e9, 0.124e9},   {"zb-14.6b", 14.6e9, 0.292e9}, {"zb-28.3b", 28.3e9, 0.566e9},
   };
   for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
     kt_plan_model m;
@@ -122,13 +122,21 @@ static void test_rank_peaks_match_simulator(void) {
   static const struct {
     kt_gen_kind kind;
     int v, m;
-  } cases[] = {{KT_SCHED_GPIPE, 1, 6},       {KT_SCHED_1F1B, 1, 8},   {KT_SCHED_INTERLEAVED, 2, 8},
-               {KT_SCHED_INTERLEAVED, 3, 4}, {KT_SCHED_LOOPED_BFS, 2, 5}, {KT_SCHED_ZB_H1, 1, 8},
+  } cases[] = {{KT_SCHED_GPIPE, 1, 6},       {KT_SCHED_1F1B, 1, 8},
+               {KT_SCHED_INTERLEAVED, 2, 8}, {KT_SCHED_INTERLEAVED, 3, 4},
+               {KT_SCHED_LOOPED_BFS, 2, 5},  {KT_SCHED_ZB_H1, 1, 8},
                {KT_SCHED_ZB_H2, 1, 9},       {KT_SCHED_ZBV, 2, 8}};
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     for (int rc = 0; rc < KT_RECOMPUTE_COUNT; rc++) {
-      kt_plan_config cfg = {.p = 4, .d = 2, .t = 1, .v = cases[k].v, .m = cases[k].m, .b = 2,
-                            .k = 1, .schedule = cases[k].kind, .recompute = (kt_recompute)rc};
+      kt_plan_config cfg = {.p = 4,
+                            .d = 2,
+                            .t = 1,
+                            .v = cases[k].v,
+                            .m = cases[k].m,
+                            .b = 2,
+                            .k = 1,
+                            .schedule = cases[k].kind,
+                            .recompute = (kt_recompute)rc};
       c.devices = 8;
       kt_plan_result r;
       NEED(kt_plan_evaluate(&m, &c, &o, &cfg, &r, &err) == KT_OK);
@@ -151,8 +159,8 @@ static void test_rank_peaks_match_simulator(void) {
     }
   }
   /* 1F1B keeps P - r micro-batches on rank r; GPipe keeps all M */
-  kt_plan_config cfg = {.p = 4, .d = 2, .t = 1, .v = 1, .m = 8, .b = 1, .k = 1,
-                        .schedule = KT_SCHED_1F1B};
+  kt_plan_config cfg = {
+      .p = 4, .d = 2, .t = 1, .v = 1, .m = 8, .b = 1, .k = 1, .schedule = KT_SCHED_1F1B};
   kt_plan_result r1, rg;
   NEED(kt_plan_evaluate(&m, &c, &o, &cfg, &r1, &err) == KT_OK);
   cfg.schedule = KT_SCHED_GPIPE;
@@ -175,21 +183,21 @@ static void test_tied_head(void) {
   kt_plan_cluster_default(&c);
   kt_plan_options o;
   kt_plan_options_default(&o);
-  kt_plan_config cfg = {.p = 1, .d = 8, .t = 1, .v = 1, .m = 4, .b = 1, .k = 1,
-                        .schedule = KT_SCHED_1F1B};
+  kt_plan_config cfg = {
+      .p = 1, .d = 8, .t = 1, .v = 1, .m = 4, .b = 1, .k = 1, .schedule = KT_SCHED_1F1B};
   kt_plan_result r;
   NEED(kt_plan_evaluate(&m, &c, &o, &cfg, &r, &err) == KT_OK);
   CHECK_NEAR(r.mem_state[0], 124439808.0 * 16, 1);
   kt_plan_result_free(&r);
   /* zbv puts stage 0 and the last stage on rank 0: one table there; 1f1b keeps two copies */
-  cfg = (kt_plan_config){.p = 2, .d = 4, .t = 1, .v = 2, .m = 8, .b = 1, .k = 1,
-                         .schedule = KT_SCHED_ZBV};
+  cfg = (kt_plan_config){
+      .p = 2, .d = 4, .t = 1, .v = 2, .m = 8, .b = 1, .k = 1, .schedule = KT_SCHED_ZBV};
   NEED(kt_plan_evaluate(&m, &c, &o, &cfg, &r, &err) == KT_OK);
   double table = 50257.0 * 768;
   CHECK_NEAR(r.mem_state[0] + r.mem_state[1], (124439808.0) * 16, 1);
   kt_plan_result_free(&r);
-  cfg = (kt_plan_config){.p = 2, .d = 4, .t = 1, .v = 1, .m = 8, .b = 1, .k = 1,
-                         .schedule = KT_SCHED_1F1B};
+  cfg = (kt_plan_config){
+      .p = 2, .d = 4, .t = 1, .v = 1, .m = 8, .b = 1, .k = 1, .schedule = KT_SCHED_1F1B};
   NEED(kt_plan_evaluate(&m, &c, &o, &cfg, &r, &err) == KT_OK);
   CHECK_NEAR(r.mem_state[0] + r.mem_state[1], (124439808.0 + table) * 16, 1);
   kt_plan_result_free(&r);

@@ -145,8 +145,8 @@ static void test_heavy_ends(void) {
   kt_partition_problem pb = {.n = 10, .load = load};
   CHECK(kt_partition_minmax(&pb, 4, counts, &bott, &err) == KT_OK);
   CHECK_NEAR(bott, 4, 0);
-  CHECK(counts[0] <= 2 && counts[3] <= 2);     /* at most one block beside embed / head */
-  CHECK(counts[1] >= 3 && counts[2] >= 3);     /* the middle stages take the rest */
+  CHECK(counts[0] <= 2 && counts[3] <= 2); /* at most one block beside embed / head */
+  CHECK(counts[1] >= 3 && counts[2] >= 3); /* the middle stages take the rest */
 
   /* gpt2-124m: the LM head (2shV FLOPs, ~4.5 blocks) gets a stage to itself */
   kt_plan_model m;
@@ -163,9 +163,9 @@ static void test_heavy_ends(void) {
   CHECK(w[13] > 4 * w[1]);
   kt_partition_problem pg = {.n = 14, .load = w};
   NEED(kt_partition_minmax(&pg, 4, counts, &bott, &err) == KT_OK);
-  CHECK_EQ_INT(counts[3], 1);          /* the head alone */
-  CHECK_NEAR(bott, w[13], 1e-15);      /* and it is the bottleneck */
-  CHECK_EQ_INT(counts[0], 5);          /* embedding (no FLOPs) + 4 blocks */
+  CHECK_EQ_INT(counts[3], 1);     /* the head alone */
+  CHECK_NEAR(bott, w[13], 1e-15); /* and it is the bottleneck */
+  CHECK_EQ_INT(counts[0], 5);     /* embedding (no FLOPs) + 4 blocks */
   /* with 3 stages the head shares a stage: fewer blocks than the others */
   NEED(kt_partition_minmax(&pg, 3, counts, &bott, &err) == KT_OK);
   CHECK(counts[2] - 1 < counts[1]);
@@ -180,8 +180,8 @@ static void test_cap_shifts_layers(void) {
   int counts[4];
   double bott;
   kt_error err;
-  kt_partition_problem pb = {.n = 8, .load = load, .fixed = fixed, .act = act, .mult = mult,
-                             .mem_cap = 8};
+  kt_partition_problem pb = {
+      .n = 8, .load = load, .fixed = fixed, .act = act, .mult = mult, .mem_cap = 8};
   /* stage j with c layers needs c * (1 + mult[j]) <= 8: at most 1, 2, 2, 4 layers;
    * the min-max cut of 8 unit layers is then 1, 2, 2, 3 (bottleneck 3, not 2) */
   CHECK(kt_partition_minmax(&pb, 4, counts, &bott, &err) == KT_OK);

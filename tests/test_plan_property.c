@@ -61,8 +61,8 @@ static void check_memory(const kt_plan_model *m, const kt_plan_cluster *c, const
   int inflight[64];
   NEED(r->cfg.p <= 64 && plan_recheck_memory(m, c, o, r, mem, inflight) == 0);
   for (int k = 0; k < r->cfg.p; k++) {
-    CHECK_MSG(fabs(mem[k] - r->mem_rank[k]) <= 1e-9 * mem[k], "rank %d: %.9g vs recomputed %.9g",
-              k, r->mem_rank[k], mem[k]);
+    CHECK_MSG(fabs(mem[k] - r->mem_rank[k]) <= 1e-9 * mem[k], "rank %d: %.9g vs recomputed %.9g", k,
+              r->mem_rank[k], mem[k]);
     peak = fmax(peak, mem[k]);
   }
   CHECK_NEAR(r->mem_peak, peak, 1e-9 * peak);
@@ -107,7 +107,8 @@ static int random_config(const kt_plan_cluster *c, const kt_plan_search_params *
   g->p = 1 << irand(0, 4);
   g->schedule = (kt_gen_kind)irand(0, KT_SCHED_ZBV);
   g->recompute = (kt_recompute)irand(0, 2);
-  if (kt_gen_default_chunks(g->schedule) > 1) g->v = 2 + (g->schedule != KT_SCHED_ZBV) * irand(0, 1);
+  if (kt_gen_default_chunks(g->schedule) > 1)
+    g->v = 2 + (g->schedule != KT_SCHED_ZBV) * irand(0, 1);
   if (c->devices % (g->t * g->p)) return 0;
   g->d = c->devices / (g->t * g->p);
   long per = sp->global_batch / g->d;
@@ -180,8 +181,7 @@ static void one_case(int idx) {
   for (int i = 0; i < top.n && i < all.n; i++) {
     CHECK_MSG(same_config(&top.configs[i].cfg, &all.configs[i].cfg), "case %d: top[%d] differs",
               idx, i);
-    CHECK_NEAR(top.configs[i].step_time, all.configs[i].step_time,
-               1e-9 * all.configs[i].step_time);
+    CHECK_NEAR(top.configs[i].step_time, all.configs[i].step_time, 1e-9 * all.configs[i].step_time);
   }
   checked_lists++;
   kt_plan_report_free(&top);

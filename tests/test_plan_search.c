@@ -147,8 +147,8 @@ static void test_example_llama(void) {
   sp.top = 3;
   NEED(kt_plan_search(&m, &c, &o, &sp, &rep, &err) == KT_OK);
   NEED(rep.n == 3);
-  kt_plan_config pinned = {.p = 4, .d = 2, .t = 1, .v = 1, .m = 16, .b = 2, .k = 16,
-                           .schedule = KT_SCHED_1F1B};
+  kt_plan_config pinned = {
+      .p = 4, .d = 2, .t = 1, .v = 1, .m = 16, .b = 2, .k = 16, .schedule = KT_SCHED_1F1B};
   kt_plan_result docr;
   NEED(kt_plan_evaluate(&m, &c, &o, &pinned, &docr, &err) == KT_OK);
   CHECK(docr.fits);
@@ -159,8 +159,8 @@ static void test_example_llama(void) {
     CHECK_EQ_INT((long)g->k * g->m * g->b * g->d, 1024);
     CHECK(rep.configs[i].mem_peak <= 80e9);
     if (i) /* ties within 1e-9 rank by layout */
-      CHECK_MSG(rep.configs[i - 1].step_time <= rep.configs[i].step_time * (1 + 1e-9), "%.17g %.17g",
-                rep.configs[i - 1].step_time, rep.configs[i].step_time);
+      CHECK_MSG(rep.configs[i - 1].step_time <= rep.configs[i].step_time * (1 + 1e-9),
+                "%.17g %.17g", rep.configs[i - 1].step_time, rep.configs[i].step_time);
   }
   kt_plan_result_free(&docr);
   kt_plan_report_free(&rep);
@@ -197,8 +197,8 @@ static void test_bad_pins(void) {
   kt_plan_result r;
   CHECK(kt_plan_evaluate(&m, &c, &o, &bad, &r, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "8 devices");
-  bad = (kt_plan_config){.p = 8, .d = 1, .t = 1, .v = 1, .m = 4, .b = 1, .k = 1,
-                         .schedule = KT_SCHED_INTERLEAVED};
+  bad = (kt_plan_config){
+      .p = 8, .d = 1, .t = 1, .v = 1, .m = 4, .b = 1, .k = 1, .schedule = KT_SCHED_INTERLEAVED};
   CHECK(kt_plan_evaluate(&m, &c, &o, &bad, &r, &err) == KT_EINVAL);
   CHECK_STR_CONTAINS(err.msg, "V >= 2");
   bad.v = 2;

@@ -7,7 +7,8 @@ static void test_model_json(void) {
   kt_error err;
   /* shapes: kv_heads defaults to heads, ffn to 4h */
   NEED(kt_plan_model_parse("{\"name\": \"t\", \"blocks\": 3, \"hidden\": 64, \"heads\": 4, "
-                           "\"vocab\": 100, \"seq_len\": 16}", &m, &err) == KT_OK);
+                           "\"vocab\": 100, \"seq_len\": 16}",
+                           &m, &err) == KT_OK);
   CHECK(m.transformer);
   CHECK_EQ_INT(m.n_layers, 5);
   CHECK_EQ_INT(m.kv_heads, 4);
@@ -47,7 +48,8 @@ static void test_model_errors(void) {
   } bad[] = {
       {"{\"blocks\": 2, \"hidden\": 60, \"heads\": 7, \"vocab\": 10, \"seq_len\": 8}", "heads=7"},
       {"{\"blocks\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 3, \"vocab\": 10, "
-       "\"seq_len\": 8}", "kv_heads=3"},
+       "\"seq_len\": 8}",
+       "kv_heads=3"},
       {"{\"blocks\": 2, \"hidden\": 64, \"heads\": 4, \"seq_len\": 8}", "vocab"},
       {"{\"blocks\": -2, \"hidden\": 64}", "\"blocks\""},
       {"{\"blocks\": 2.5, \"hidden\": 64}", "2.5"},
@@ -86,8 +88,8 @@ static void test_cluster_json(void) {
   CHECK_NEAR(kt_plan_cluster_flops(&c), 156e12, 1);
   NEED(kt_plan_cluster_parse("{\"devices\": 16, \"devices_per_node\": 4, \"mem_gb\": 40, "
                              "\"peak_tflops\": 100, \"efficiency\": 0.4, \"inter_bw_gbs\": 12.5, "
-                             "\"inter_latency_us\": 20, \"inter_burst_kib\": 64}", &c,
-                             &err) == KT_OK);
+                             "\"inter_latency_us\": 20, \"inter_burst_kib\": 64}",
+                             &c, &err) == KT_OK);
   CHECK_EQ_INT(c.devices, 16);
   CHECK_EQ_INT(c.devices_per_node, 4);
   CHECK_NEAR(c.mem_bytes, 40e9, 0);

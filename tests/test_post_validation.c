@@ -42,8 +42,8 @@ static void step_data(kt_microbatch *mbs, int D, int M, int step) {
   int b = BATCH / M;
   for (int d = 0; d < D; d++)
     for (int j = 0; j < M; j++)
-      mbs[d * M + j] = (kt_microbatch){.b = b, .tokens = tokens[d][step] + j * b * T,
-                                       .targets = targets[d][step] + j * b * T};
+      mbs[d * M + j] = (kt_microbatch){
+          .b = b, .tokens = tokens[d][step] + j * b * T, .targets = targets[d][step] + j * b * T};
 }
 
 static void keep_params(kt_runtime *rt, int S, run_out *o) {
@@ -64,8 +64,8 @@ static void keep_params(kt_runtime *rt, int S, run_out *o) {
 }
 
 /* STEPS steps of kind on P ranks, D replicas: ahead = run ahead of the check. */
-static int run(kt_gen_kind kind, int P, int D, int ahead, double clip, int nan_step, int stop_nonfinite,
-               run_out *o) {
+static int run(kt_gen_kind kind, int P, int D, int ahead, double clip, int nan_step,
+               int stop_nonfinite, run_out *o) {
   memset(o, 0, sizeof *o);
   kt_gen_params gp = {.p = P, .m = 4};
   kt_schedule s;
@@ -96,7 +96,8 @@ static int run(kt_gen_kind kind, int P, int D, int ahead, double clip, int nan_s
      * a barrier: one at a time */
     while (!st && next < STEPS && next - taken < (ahead ? 2 : 1)) {
       step_data(mbs[next], D, s.m, next);
-      st = kt_runtime_submit(rt, next, mbs[next], 1, ahead && next + 1 < STEPS, stop_nonfinite, 0, &err);
+      st = kt_runtime_submit(rt, next, mbs[next], 1, ahead && next + 1 < STEPS, stop_nonfinite, 0,
+                             &err);
       next++;
     }
     kt_step_result res;
@@ -144,22 +145,25 @@ static void same(const run_out *a, const run_out *b, const char *what) {
 
 static void free_out(run_out *o) { free(o->params); }
 
-static void pair(kt_gen_kind kind, int P, int D, double clip, int nan_step, int stop, int want_rollbacks,
-                 const char *what) {
+static void pair(kt_gen_kind kind, int P, int D, double clip, int nan_step, int stop,
+                 int want_rollbacks, const char *what) {
   run_out a, b;
-  if (run(kind, P, D, 1, clip, nan_step, stop, &a) || run(kind, P, D, 0, clip, nan_step, stop, &b)) {
+  if (run(kind, P, D, 1, clip, nan_step, stop, &a) ||
+      run(kind, P, D, 0, clip, nan_step, stop, &b)) {
     CHECK_MSG(0, "%s: a run failed", what);
     return;
   }
   same(&a, &b, what);
   CHECK_MSG(b.rollbacks == 0, "%s: a barrier rolled back %d times", what, b.rollbacks);
   if (want_rollbacks) CHECK_MSG(a.rollbacks >= 1, "%s: no rollback", what);
-  printf("%-40s %d steps, %d rollbacks, %d cancelled; norms", what, a.done, a.rollbacks, a.cancelled);
+  printf("%-40s %d steps, %d rollbacks, %d cancelled; norms", what, a.done, a.rollbacks,
+         a.cancelled);
   for (int k = 0; k < a.done; k++) printf(" %.3g", a.norm[k]);
   printf("\n");
   if (stop)
     CHECK_MSG(a.done == nan_step + 1 && a.cancelled == 1 && b.cancelled == 0,
-              "%s: %d steps done, %d cancelled (barrier %d)", what, a.done, a.cancelled, b.cancelled);
+              "%s: %d steps done, %d cancelled (barrier %d)", what, a.done, a.cancelled,
+              b.cancelled);
   free_out(&a), free_out(&b);
 }
 

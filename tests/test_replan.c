@@ -45,7 +45,8 @@ static void batch(const kt_model_config *m, int D, int M, int b, int k, kt_micro
       mbs[i] = (kt_microbatch){.b = b, .tokens = tokens + at, .targets = targets + at};
     } else {
       float *x = xy + (size_t)i * 2 * b * m->hidden;
-      for (int j = 0; j < 2 * b * m->hidden; j++) x[j] = (float)(((j + 7 * i) % 17) - 8) / 8.0f; /* the same every step */
+      for (int j = 0; j < 2 * b * m->hidden; j++)
+        x[j] = (float)(((j + 7 * i) % 17) - 8) / 8.0f; /* the same every step */
       mbs[i] = (kt_microbatch){.b = b, .x = x, .y = x + b * m->hidden};
     }
   }
@@ -116,12 +117,14 @@ static void bitwise(plan_run pr, const char *what) {
   REQUIRE_VOID(run(&keep_new, loss[2], w[2], &nw[2]) == 0);
   for (int r = 1; r < 3; r++) {
     for (int k = 0; k < STEPS; k++)
-      CHECK_MSG(memcmp(&loss[0][k], &loss[r][k], sizeof(double)) == 0, "%s: step %d loss %.17g vs %.17g",
-                what, k, loss[0][k], loss[r][k]);
+      CHECK_MSG(memcmp(&loss[0][k], &loss[r][k], sizeof(double)) == 0,
+                "%s: step %d loss %.17g vs %.17g", what, k, loss[0][k], loss[r][k]);
     CHECK_EQ_INT(nw[0], nw[r]);
-    CHECK_MSG(nw[0] == nw[r] && memcmp(w[0], w[r], nw[0] * sizeof(float)) == 0, "%s: weights differ", what);
+    CHECK_MSG(nw[0] == nw[r] && memcmp(w[0], w[r], nw[0] * sizeof(float)) == 0,
+              "%s: weights differ", what);
   }
-  CHECK_MSG(loss[0][STEPS - 1] < loss[0][0], "%s: loss %g then %g", what, loss[0][0], loss[0][STEPS - 1]);
+  CHECK_MSG(loss[0][STEPS - 1] < loss[0][0], "%s: loss %g then %g", what, loss[0][0],
+            loss[0][STEPS - 1]);
 }
 
 static void refusals(void) {
@@ -134,7 +137,8 @@ static void refusals(void) {
   kt_runtime_config rc;
   kt_runtime_config_default(&rc);
   rc.schedule = &s, rc.synthetic = 1, rc.syn_tf_ms = rc.syn_tb_ms = rc.syn_tw_ms = 0.1;
-  rc.syn_act_bytes = 64, rc.syn_units = 6, rc.syn_grad_bytes = 4 * 9; /* 9 floats a stage: 3 a unit */
+  rc.syn_act_bytes = 64, rc.syn_units = 6,
+  rc.syn_grad_bytes = 4 * 9; /* 9 floats a stage: 3 a unit */
   kt_runtime *rt;
   REQUIRE_VOID(kt_runtime_create_threads(&rc, &rt, &err) == KT_OK);
   const int *off = kt_runtime_unit_offsets(rt);
@@ -175,8 +179,13 @@ int main(void) {
   kt_optim_config adam;
   kt_optim_config_default(&adam);
   adam.lr = 3e-3, adam.grad_clip = 0.5, adam.weight_decay = 0.1;
-  plan_run g = {.model = gpt(), .optim = adam, .p = 2, .m = 4, .d = 1,
-                .kind = {KT_SCHED_1F1B, KT_SCHED_ZB_H1}, .part = {p2a, p2b}};
+  plan_run g = {.model = gpt(),
+                .optim = adam,
+                .p = 2,
+                .m = 4,
+                .d = 1,
+                .kind = {KT_SCHED_1F1B, KT_SCHED_ZB_H1},
+                .part = {p2a, p2b}};
   bitwise(g, "gpt P=2");
   g.p = 4, g.part[0] = p4a, g.part[1] = p4b, g.kind[1] = KT_SCHED_GPIPE;
   bitwise(g, "gpt P=4");
@@ -185,8 +194,13 @@ int main(void) {
   kt_optim_config sgd;
   kt_optim_config_default(&sgd);
   sgd.kind = KT_OPTIM_SGD, sgd.lr = 0.05, sgd.momentum = 0.9;
-  plan_run m = {.model = mlp(), .optim = sgd, .p = 4, .m = 4, .d = 1,
-                .kind = {KT_SCHED_ZB_H1, KT_SCHED_1F1B}, .part = {p4b, p4a}};
+  plan_run m = {.model = mlp(),
+                .optim = sgd,
+                .p = 4,
+                .m = 4,
+                .d = 1,
+                .kind = {KT_SCHED_ZB_H1, KT_SCHED_1F1B},
+                .part = {p4b, p4a}};
   bitwise(m, "mlp P=4");
   refusals();
   return kt_test_done(__FILE__);

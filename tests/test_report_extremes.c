@@ -19,10 +19,10 @@
 #define N 40
 #define MAX_OUT (4u << 20)
 
-static const double specials[] = {0,        1,        -1e20,   1e20,    9007199254740992.0,
-                                  -1e308,   1e308,    DBL_MAX, -DBL_MAX, 1e-308,
-                                  5e-324,   -5e-324,  INFINITY, -INFINITY, NAN,
-                                  9.3e18,   -9.3e18,  1e300,   -1e300};
+static const double specials[] = {0,      1,       -1e20,    1e20,      9007199254740992.0,
+                                  -1e308, 1e308,   DBL_MAX,  -DBL_MAX,  1e-308,
+                                  5e-324, -5e-324, INFINITY, -INFINITY, NAN,
+                                  9.3e18, -9.3e18, 1e300,    -1e300};
 #define N_SPECIAL (sizeof specials / sizeof *specials)
 
 /* No "nan" or "inf" in the output (as a number: "nan" inside a word is
@@ -59,10 +59,10 @@ static void line_charts(void) {
       for (int i = 0; i < N; i++) {
         x[i] = i + 1;
         switch (pattern) {
-          case 0: y[i] = v; break;                           /* constant */
-          case 1: y[i] = i % 2 ? v : -v; break;              /* alternating */
+          case 0: y[i] = v; break;                               /* constant */
+          case 1: y[i] = i % 2 ? v : -v; break;                  /* alternating */
           case 2: y[i] = i == N / 2 ? v : 0.5 + 0.01 * i; break; /* one outlier */
-          default: x[i] = v * (i + 1), y[i] = i; break;      /* huge or odd x */
+          default: x[i] = v * (i + 1), y[i] = i; break;          /* huge or odd x */
         }
       }
       for (int log_y = 0; log_y < 2; log_y++) {
@@ -107,8 +107,8 @@ static void bar_charts(void) {
 static void timeline_with(kt_timeline *t, double a, double b) {
   kt_timeline_init(t, 2, "s", "B");
   for (int i = 0; i < 6; i++) {
-    kt_event e = {.rank = i % 2, .stage = i % 2, .mb = i / 2, .op = KT_OP_F,
-                  .start = i, .end = i + 0.5};
+    kt_event e = {
+        .rank = i % 2, .stage = i % 2, .mb = i / 2, .op = KT_OP_F, .start = i, .end = i + 0.5};
     kt_timeline_add_event(t, &e);
   }
   kt_event e = {.rank = 1, .stage = 1, .mb = 3, .op = KT_OP_B, .start = a, .end = b};
@@ -162,9 +162,15 @@ static void run_reports(void) {
     r.rank_steps = kt_calloc(r.n_steps * 2, sizeof *r.rank_steps);
     REQUIRE_VOID(r.steps && r.rank_steps);
     for (size_t i = 0; i < r.n_steps; i++) {
-      r.steps[i] = (kt_run_step){.step = (int)i + 1, .loss = i % 3 ? v : -v, .val_loss = v,
-                                 .lr = v, .grad_norm = v, .seconds = v, .tokens_per_s = v,
-                                 .samples_per_s = v, .bubble = v};
+      r.steps[i] = (kt_run_step){.step = (int)i + 1,
+                                 .loss = i % 3 ? v : -v,
+                                 .val_loss = v,
+                                 .lr = v,
+                                 .grad_norm = v,
+                                 .seconds = v,
+                                 .tokens_per_s = v,
+                                 .samples_per_s = v,
+                                 .bubble = v};
       for (int q = 0; q < 2; q++)
         r.rank_steps[i * 2 + q] = (kt_run_rank_step){v, v, v, v, {v, v, v, v, v, v}};
     }
@@ -201,8 +207,9 @@ static void numbers(void) {
     CHECK_MSG(isfinite(s) && s > 0, "nice_step(%g) = %g", specials[k], s);
     double lo = specials[k], hi = specials[k];
     kt__axis_range(&lo, &hi);
-    CHECK_MSG(isfinite(lo) && isfinite(hi) && hi > lo && (hi - lo) > 1e-10 * fmax(fabs(lo), fabs(hi)),
-              "axis_range(%g) = [%g, %g]", specials[k], lo, hi);
+    CHECK_MSG(
+        isfinite(lo) && isfinite(hi) && hi > lo && (hi - lo) > 1e-10 * fmax(fabs(lo), fabs(hi)),
+        "axis_range(%g) = [%g, %g]", specials[k], lo, hi);
     kt__ticks t = kt__axis_ticks(lo, hi, 0);
     CHECK_MSG(t.n >= 1 && t.n <= KT_MAX_TICKS && t.first + (t.n - 1) * t.step > t.first - t.step,
               "axis_ticks(%g..%g): %d ticks of %g", lo, hi, t.n, t.step);

@@ -83,7 +83,9 @@ static void test_errors(void) {
   kt_request rq;
   kt_error err = {{0}};
   kt_request_init(&rq);
-  struct { const char *key, *value, *says; } bad[] = {
+  struct {
+    const char *key, *value, *says;
+  } bad[] = {
       {"stages", "0", "stages '0': expected an integer in 1..4096"},
       {"-p", "4.5", "-p '4.5': expected an integer in 1..4096"},
       {"schedule", "nope", "schedule: unknown schedule 'nope' (known: gpipe"},
@@ -206,8 +208,9 @@ static void test_results(void) {
   kt_request_free(&rq);
   /* a held order: sizes agree or are refused, named by the key given */
   kt_request_init(&rq);
-  CHECK_EQ_INT(kt_request_set_order(&rq, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n", "two", "two.csv",
-                                    &err), KT_OK);
+  CHECK_EQ_INT(
+      kt_request_set_order(&rq, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n", "two", "two.csv", &err),
+      KT_OK);
   CHECK_EQ_INT(kt_request_run(&rq, &res, KT_RESULT_TIMELINE, &err), KT_OK);
   CHECK_STR_EQ(res.order.name, "two");
   CHECK_STR_CONTAINS(res.read_info, "two.csv: 2 ranks, 2 stages (V=1), 2 micro-batches");

@@ -45,9 +45,10 @@ static const char config[] =
     " \"optimizer\": {\"kind\": \"adamw\", \"lr\": 0.001},\n"
     " \"steps\": 3, \"data\": null}\n";
 
-#define RANKS2 "\"ranks\":[{\"busy\":0.001,\"bytes_sent\":1024,\"comm_time\":0.0005," \
-               "\"peak_act_bytes\":2048},{\"busy\":0.002,\"bytes_sent\":512,"       \
-               "\"comm_time\":0.0001,\"peak_act_bytes\":1024}]"
+#define RANKS2 \
+  "\"ranks\":[{\"busy\":0.001,\"bytes_sent\":1024,\"comm_time\":0.0005," \
+  "\"peak_act_bytes\":2048},{\"busy\":0.002,\"bytes_sent\":512," \
+  "\"comm_time\":0.0001,\"peak_act_bytes\":1024}]"
 
 /* A measured step starting at t = 5 s, and its prediction from 0. */
 static const char timeline[] =
@@ -103,9 +104,9 @@ static void full_run(void) {
   CHECK_EQ_INT(r.steps_planned, 3);
   CHECK(!strcmp(r.schedule, "1f1b") && !strcmp(r.model, "mlp"));
   static const char *const want[][2] = {{"layout.partition", "2, 2"},
-                                         {"model.tie_embeddings", "false"},
-                                         {"data", "null"},
-                                         {"optimizer.lr", "0.001"}};
+                                        {"model.tie_embeddings", "false"},
+                                        {"data", "null"},
+                                        {"optimizer.lr", "0.001"}};
   int seen = 0;
   for (size_t i = 0; i < r.n_config; i++)
     for (int k = 0; k < 4; k++)
@@ -267,9 +268,10 @@ static void long_run(void) {
   if (!f) return;
   enum { N = 20000 };
   for (int s = 1; s <= N; s++)
-    fprintf(f, "{\"step\":%d,\"loss\":%.6f,\"val_loss\":%s,\"lr\":0.001,\"tokens_per_s\":%d,"
-               "\"bubble\":0.25," RANKS2 "}\n", s, 2.0 / (1 + s * 0.01) + 0.05 * (s % 7),
-            s % 1000 ? "null" : "1.5", 1000 + s % 13);
+    fprintf(f,
+            "{\"step\":%d,\"loss\":%.6f,\"val_loss\":%s,\"lr\":0.001,\"tokens_per_s\":%d,"
+            "\"bubble\":0.25," RANKS2 "}\n",
+            s, 2.0 / (1 + s * 0.01) + 0.05 * (s % 7), s % 1000 ? "null" : "1.5", 1000 + s % 13);
   fclose(f);
   put(d, "timeline.json", "%s", timeline);
   kt_run r;

@@ -27,8 +27,8 @@ static void split(kt_microbatch *mbs, int D, int M) {
   int b = BATCH / M;
   for (int d = 0; d < D; d++)
     for (int j = 0; j < M; j++)
-      mbs[d * M + j] = (kt_microbatch){.b = b, .x = X[d] + (size_t)j * b * H,
-                                       .y = Y[d] + (size_t)j * b * H};
+      mbs[d * M + j] =
+          (kt_microbatch){.b = b, .x = X[d] + (size_t)j * b * H, .y = Y[d] + (size_t)j * b * H};
 }
 
 typedef struct {
@@ -107,7 +107,10 @@ int main(void) {
         kt_schedule s;
         kt_gen_params params = {.p = ps[pi], .m = ms[mi]};
         if (kt_generate((kt_gen_kind)k, &params, &s, &err)) continue;
-        if (s.p * s.v > UNITS) { kt_schedule_free(&s); continue; }
+        if (s.p * s.v > UNITS) {
+          kt_schedule_free(&s);
+          continue;
+        }
         int rc = run(&s, 1, 5, &got, &err);
         CHECK_MSG(rc == 0, "%s P=%d M=%d: %s", s.name, s.p, s.m, err.msg);
         if (rc == 0) {
@@ -134,7 +137,8 @@ int main(void) {
         REQUIRE(kt_schedule_parse_file(kt_test_data_path(files[f]), &s, &err) == KT_OK);
       } else {
         REQUIRE(kt_schedule_parse("0F0,1F0,0F1,1F1,1B0,0B0,1B1,0B1\n"
-                                  "2F0,3F0,3B0,2B0,2F1,3F1,3B1,2B1\n", &s, &err) == KT_OK);
+                                  "2F0,3F0,3B0,2B0,2F1,3F1,3B1,2B1\n",
+                                  &s, &err) == KT_OK);
         CHECK_EQ_INT(s.placement, KT_PLACEMENT_EXPLICIT);
       }
       int rc = run(&s, 1, 5, &got, &err);
@@ -166,7 +170,10 @@ int main(void) {
     kt_schedule s;
     kt_gen_params params = {.p = 4, .m = 8};
     if (kt_generate((kt_gen_kind)k, &params, &s, &err)) continue;
-    if (s.p * s.v > UNITS) { kt_schedule_free(&s); continue; }
+    if (s.p * s.v > UNITS) {
+      kt_schedule_free(&s);
+      continue;
+    }
     kt_runtime_config cfg;
     kt_runtime_config_default(&cfg);
     cfg.schedule = &s;

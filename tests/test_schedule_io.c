@@ -35,12 +35,24 @@ static void check_json_numbers(void) {
   static const struct {
     double x;
     const char *text;
-  } cases[] = {{0, "0"}, {3, "3"}, {-2, "-2"}, {1000000, "1000000"},
-               {123456789012345.0, "123456789012345"}, {1e15, "1e+15"}, {1e300, "1e+300"},
-               {0.1, "0.1"}, {-0.5, "-0.5"}, {1.0 / 3, "0.3333333333333333"}, {NAN, "null"},
-               {INFINITY, "null"}, {9.2233720368547758e18, "9.223372036854776e+18"},
-               {0.0625, "0.0625"}, {-1234567.5, "-1234567.5"}, {2147483647.9375, "2147483647.9375"},
-               {2147483648.5, "2147483648.5"}, {-0.25, "-0.25"}};
+  } cases[] = {{0, "0"},
+               {3, "3"},
+               {-2, "-2"},
+               {1000000, "1000000"},
+               {123456789012345.0, "123456789012345"},
+               {1e15, "1e+15"},
+               {1e300, "1e+300"},
+               {0.1, "0.1"},
+               {-0.5, "-0.5"},
+               {1.0 / 3, "0.3333333333333333"},
+               {NAN, "null"},
+               {INFINITY, "null"},
+               {9.2233720368547758e18, "9.223372036854776e+18"},
+               {0.0625, "0.0625"},
+               {-1234567.5, "-1234567.5"},
+               {2147483647.9375, "2147483647.9375"},
+               {2147483648.5, "2147483648.5"},
+               {-0.25, "-0.25"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     kt_buf b;
     kt_buf_init(&b);
@@ -128,7 +140,10 @@ int main(void) {
     kt_parse_opts po = {.notation = KT_NOTATION_AUTO};
     kt_status st = kt_schedule_parse_opts(text, &po, &s, &err);
     CHECK_MSG(st == KT_OK, "%s: %s", files[f], err.msg);
-    if (st) { free(text); continue; }
+    if (st) {
+      free(text);
+      continue;
+    }
     CHECK_EQ_INT(po.detected, f == 2 ? KT_NOTATION_LEGACY : KT_NOTATION_CURRENT);
     kt_buf b;
     kt_buf_init(&b);
@@ -226,7 +241,8 @@ int main(void) {
   {
     kt_schedule s;
     REQUIRE(kt_schedule_parse("# kaiten p=2 v=2 m=1 placement=v name=x\n0F0 3F0 3B0 0B0\n"
-                              "1F0 2F0 2B0 1B0\n", &s, &err) == KT_OK);
+                              "1F0 2F0 2B0 1B0\n",
+                              &s, &err) == KT_OK);
     CHECK_EQ_INT(s.placement, KT_PLACEMENT_V);
     CHECK(!strcmp(s.name, "x"));
     CHECK(kt_schedule_validate(&s, &err) == KT_OK);

@@ -58,12 +58,12 @@ static void agree(const kt_schedule *s, const kt_costs *c, const char *what) {
   kt_status a = kt_gen_period(s, c, &span, &busy, &e1);
   kt_status b = simulated(s, c, &sspan, &sbusy, &e2);
   compared++;
-  CHECK_MSG(a == b, "%s: period status %d (%s), simulator %d (%s)", what, a, a ? e1.msg : "",
-            b, b ? e2.msg : "");
+  CHECK_MSG(a == b, "%s: period status %d (%s), simulator %d (%s)", what, a, a ? e1.msg : "", b,
+            b ? e2.msg : "");
   if (a == KT_EDEADLOCK && b == KT_EDEADLOCK) {
     deadlocks++;
-    CHECK_MSG(!strcmp(e1.msg, e2.msg), "%s: deadlock reports differ: '%s' vs '%s'", what,
-              e1.msg, e2.msg);
+    CHECK_MSG(!strcmp(e1.msg, e2.msg), "%s: deadlock reports differ: '%s' vs '%s'", what, e1.msg,
+              e2.msg);
   }
   if (a || b) return;
   CHECK_MSG(fabs(span - sspan) <= 1e-9 * fmax(1, sspan), "%s: period %.12g, simulator %.12g", what,
@@ -84,9 +84,9 @@ static void shuffle_one_rank(kt_schedule *s) {
 }
 
 static void random_orders(void) {
-  const kt_gen_kind kinds[] = {KT_SCHED_GPIPE, KT_SCHED_1F1B, KT_SCHED_INTERLEAVED,
-                                    KT_SCHED_ZB_H1, KT_SCHED_ZB_H2, KT_SCHED_ZBV,
-                                    KT_SCHED_DUALPIPEV, KT_SCHED_ZB_AUTO, KT_SCHED_V_HALF};
+  const kt_gen_kind kinds[] = {KT_SCHED_GPIPE,     KT_SCHED_1F1B,    KT_SCHED_INTERLEAVED,
+                               KT_SCHED_ZB_H1,     KT_SCHED_ZB_H2,   KT_SCHED_ZBV,
+                               KT_SCHED_DUALPIPEV, KT_SCHED_ZB_AUTO, KT_SCHED_V_HALF};
   double buf[3 * 64];
   for (int trial = 0; trial < 60; trial++) {
     kt_gen_kind kind = kinds[trial % (int)(sizeof kinds / sizeof *kinds)];

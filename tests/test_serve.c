@@ -221,13 +221,26 @@ static void routes(const char *dir) {
   CHECK_EQ_INT(get(port, "/runs/0/metrics.jsonl"), 200);
   CHECK_EQ_INT(get(port, "/runs/0/timeline.json"), 200);
   CHECK_EQ_INT(get(port, "/runs/0/trace.json"), 404); /* a FIFO: not a regular file */
-  static const char *const outside[] = {
-      "/runs/0/../outside.txt", "/runs/0/..%2foutside.txt", "/runs/0/%2e%2e/outside.txt",
-      "/runs/0/checkpoints/step-3.ckpt", "/runs/0/checkpoints", "/runs/0/", "/runs/0",
-      "/runs//config.json", "/runs/00/config.json", "/runs/1/config.json",
-      "/runs/-1/config.json", "/runs/0/config.json/", "/runs/0/CONFIG.JSON",
-      "/runs/0/config.json%00.txt", "/../outside.txt", "//etc/passwd", "/etc/passwd",
-      "/runs/0/./config.json", "/runs/9999999999/config.json", "/index.html"};
+  static const char *const outside[] = {"/runs/0/../outside.txt",
+                                        "/runs/0/..%2foutside.txt",
+                                        "/runs/0/%2e%2e/outside.txt",
+                                        "/runs/0/checkpoints/step-3.ckpt",
+                                        "/runs/0/checkpoints",
+                                        "/runs/0/",
+                                        "/runs/0",
+                                        "/runs//config.json",
+                                        "/runs/00/config.json",
+                                        "/runs/1/config.json",
+                                        "/runs/-1/config.json",
+                                        "/runs/0/config.json/",
+                                        "/runs/0/CONFIG.JSON",
+                                        "/runs/0/config.json%00.txt",
+                                        "/../outside.txt",
+                                        "//etc/passwd",
+                                        "/etc/passwd",
+                                        "/runs/0/./config.json",
+                                        "/runs/9999999999/config.json",
+                                        "/index.html"};
   for (size_t i = 0; i < sizeof outside / sizeof *outside; i++) {
     int code = get(port, outside[i]);
     CHECK_MSG(code == 404, "%s: %d, want 404", outside[i], code);
@@ -258,8 +271,9 @@ static void routes(const char *dir) {
                405);
   CHECK_EQ_INT(request(port, "GET / HTTP/1.0\r\nHost: attacker.example\r\n\r\n"), 403);
   CHECK_EQ_INT(request(port, "GET / HTTP/1.0\r\nHost: localhost:%d\r\n\r\n", port), 200);
-  CHECK_EQ_INT(request(port, "GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n",
-                       port), 200);
+  CHECK_EQ_INT(
+      request(port, "GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n", port),
+      200);
   CHECK_EQ_INT(request(port, "HEAD / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"), 200);
   double t0 = kt_now();
   kt_server_destroy(s, "stopped", 1);
@@ -277,8 +291,8 @@ static void history(const char *dir) {
   CHECK_STR_CONTAINS(b.data, "Content-Type: text/event-stream");
   summary sm = summarise(b.data ? b.data : "");
   CHECK_EQ_INT(sm.hello, 1);
-  CHECK_EQ_INT(sm.steps, 6);      /* both runs' three steps */
-  CHECK_EQ_INT(sm.timelines, 2);  /* each run's traced step */
+  CHECK_EQ_INT(sm.steps, 6);     /* both runs' three steps */
+  CHECK_EQ_INT(sm.timelines, 2); /* each run's traced step */
   CHECK_EQ_INT(sm.ends, 2);
   CHECK_EQ_INT(sm.bad_json, 0);
   CHECK(sm.end_last && sm.timeline_before_end);
@@ -303,9 +317,15 @@ static kt_schedule sched;
 static kt_timeline step_tl; /* a simulated step in seconds, as a measured one would be */
 
 static kt_server *serve_live(int queue) {
-  kt_serve_live live = {.name = "live", .schedule = &sched, .grad_accum = 1,
-                        .predict = kt_train_predict, .model = "mlp", .layers = 4, .hidden = 16,
-                        .steps = 100, .transport = "threads"};
+  kt_serve_live live = {.name = "live",
+                        .schedule = &sched,
+                        .grad_accum = 1,
+                        .predict = kt_train_predict,
+                        .model = "mlp",
+                        .layers = 4,
+                        .hidden = 16,
+                        .steps = 100,
+                        .transport = "threads"};
   kt_serve_config c;
   kt_serve_default_config(&c);
   c.port = 0;
@@ -321,10 +341,18 @@ static kt_server *serve_live(int queue) {
 static int push(kt_server *s, int step) {
   kt_run_rank_step ranks[2] = {{.busy = 0.002, .peak_act_bytes = 4096},
                                {.busy = 0.003, .peak_act_bytes = 2048}};
-  kt_serve_step rec = {.step = {.step = step, .loss = 1.0 / step, .val_loss = NAN, .lr = 1e-3,
-                                .grad_norm = 1, .seconds = 0.01, .tokens_per_s = 1000,
-                                .samples_per_s = 10, .bubble = 0.3},
-                       .ranks = ranks, .n_ranks = 2, .timeline = &step_tl};
+  kt_serve_step rec = {.step = {.step = step,
+                                .loss = 1.0 / step,
+                                .val_loss = NAN,
+                                .lr = 1e-3,
+                                .grad_norm = 1,
+                                .seconds = 0.01,
+                                .tokens_per_s = 1000,
+                                .samples_per_s = 10,
+                                .bubble = 0.3},
+                       .ranks = ranks,
+                       .n_ranks = 2,
+                       .timeline = &step_tl};
   return kt_server_push(s, &rec);
 }
 
@@ -496,8 +524,9 @@ static void addresses(void) {
   CHECK(kt_serve_parse_addr("0.0.0.0:9000", host, sizeof host, &port, &err) == KT_OK &&
         port == 9000 && !strcmp(host, "0.0.0.0"));
   CHECK(kt_serve_parse_addr("localhost:0", host, sizeof host, &port, &err) == KT_OK && port == 0);
-  static const char *const bad[] = {"", "x", "65536", "-1", ":80", "host.example:80",
-                                    "1.2.3:80", "127.0.0.1:", "127.0.0.1:80x", "[::1]:80"};
+  static const char *const bad[] = {
+      "",         "x",          "65536",         "-1",      ":80", "host.example:80",
+      "1.2.3:80", "127.0.0.1:", "127.0.0.1:80x", "[::1]:80"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     CHECK_MSG(kt_serve_parse_addr(bad[i], host, sizeof host, &port, &err) == KT_EINVAL,
               "'%s' accepted", bad[i]);

@@ -73,7 +73,7 @@ int main(void) {
       kt_error err = {{0}};
       if (kt_generate((kt_gen_kind)k, &params, &s, &err)) {
         fprintf(stderr, "skipped %s P=%d M=%d: %s\n", kt_gen_kind_name((kt_gen_kind)k), p, m,
-                                                                       err.msg);
+                err.msg);
         continue;
       }
       char what[96];
@@ -85,7 +85,8 @@ int main(void) {
       compare(&lowered, &c, what);
       /* the same messages whether sent by compute actions or by SENDs */
       kt_metrics plain, low;
-      if (!kt_simulate_metrics(&s, &c, &plain, &err) && !kt_simulate_metrics(&lowered, &c, &low, &err)) {
+      if (!kt_simulate_metrics(&s, &c, &plain, &err) &&
+          !kt_simulate_metrics(&lowered, &c, &low, &err)) {
         CHECK_MSG(total_sent(&plain) == total_sent(&low) && total_sent(&plain) > 0,
                   "%s: %lld bytes sent, lowered %lld", what, (long long)total_sent(&plain),
                   (long long)total_sent(&low));

@@ -43,8 +43,11 @@ static void two_threads_one_table(void) {
   kt_schedule s;
   kt_gen_params sp = {.p = 2, .m = 8};
   REQUIRE_VOID(kt_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
-  kt_link_classes lc = {.intra_latency = 1e-6, .intra_bw = 5e9, .inter_latency = 8e-6,
-                        .inter_bw = 12.5e6, .inter_burst = 16384};
+  kt_link_classes lc = {.intra_latency = 1e-6,
+                        .intra_bw = 5e9,
+                        .inter_latency = 8e-6,
+                        .inter_bw = 12.5e6,
+                        .inter_burst = 16384};
   int node_of[4] = {0, 0, 1, 1};
   kt_links *l = NULL;
   REQUIRE_VOID(kt_links_create(&lc, 2, 2, node_of, 0, &l, &err) == KT_OK);
@@ -59,7 +62,7 @@ static void two_threads_one_table(void) {
   job alone = {.s = &s, .c = &c};
   simulate_many(&alone);
   CHECK(!alone.failed);
-  CHECK(alone.makespan[0] > 16 * 5e-3);     /* the links cost something */
+  CHECK(alone.makespan[0] > 16 * 5e-3);         /* the links cost something */
   CHECK(alone.sync_end[0] > alone.makespan[0]); /* and the all-reduce after the pipeline */
   for (int i = 1; i < RUNS; i++) {
     CHECK_MSG(alone.makespan[i] == alone.makespan[0], "run %d: %.17g vs %.17g", i,
@@ -68,13 +71,14 @@ static void two_threads_one_table(void) {
   }
   job both[2] = {{.s = &s, .c = &c}, {.s = &s, .c = &c}};
   pthread_t th[2];
-  for (int t = 0; t < 2; t++) REQUIRE_VOID(pthread_create(&th[t], NULL, simulate_many, &both[t]) == 0);
+  for (int t = 0; t < 2; t++)
+    REQUIRE_VOID(pthread_create(&th[t], NULL, simulate_many, &both[t]) == 0);
   for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
   for (int t = 0; t < 2; t++) {
     CHECK(!both[t].failed);
     for (int i = 0; i < RUNS; i++) {
-      CHECK_MSG(both[t].makespan[i] == alone.makespan[0], "thread %d run %d: %.17g vs %.17g", t,
-                i, both[t].makespan[i], alone.makespan[0]);
+      CHECK_MSG(both[t].makespan[i] == alone.makespan[0], "thread %d run %d: %.17g vs %.17g", t, i,
+                both[t].makespan[i], alone.makespan[0]);
       CHECK_MSG(both[t].sync_end[i] == alone.sync_end[0], "thread %d run %d: sync %.17g vs %.17g",
                 t, i, both[t].sync_end[i], alone.sync_end[0]);
     }

@@ -43,9 +43,11 @@ static kt_runtime *make(const kt_schedule *s, int synthetic, int slow_rank, doub
 /* Steps twice (the first warms up) and returns rank r's means. */
 static int measure(kt_runtime *rt, int r, int m, double *cpu, double *wall, kt_error *err) {
   static float x[64 * 512 * 8], y[64 * 512 * 8];
-  for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = (float)((i * 7919) % 13) / 13.0f, y[i] = 0.5f;
+  for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+    x[i] = (float)((i * 7919) % 13) / 13.0f, y[i] = 0.5f;
   kt_microbatch mbs[8];
-  for (int j = 0; j < m; j++) mbs[j] = (kt_microbatch){.b = 64, .x = x + (size_t)j * 64 * 512, .y = y + (size_t)j * 64 * 512};
+  for (int j = 0; j < m; j++)
+    mbs[j] = (kt_microbatch){.b = 64, .x = x + (size_t)j * 64 * 512, .y = y + (size_t)j * 64 * 512};
   kt_step_result res;
   for (int step = 0; step < 2; step++)
     if (kt_runtime_step(rt, step, mbs, 1, &res, err)) return -1;
@@ -72,7 +74,8 @@ int main(void) {
   REQUIRE(measure(rt, 1, 4, &cpu1, &wall1, &err) == 0);
   CHECK_NEAR(cpu0, 3e-3, 1e-9); /* F 2 ms, B 4 ms: a mean of 3 ms */
   CHECK_NEAR(cpu1, 2.5 * 3e-3, 1e-9);
-  CHECK_MSG(wall1 >= 0.98 * cpu1 && wall1 < cpu1 + 5e-3, "rank 1 takes %.4g s for %.4g", wall1, cpu1);
+  CHECK_MSG(wall1 >= 0.98 * cpu1 && wall1 < cpu1 + 5e-3, "rank 1 takes %.4g s for %.4g", wall1,
+            cpu1);
   kt_runtime_destroy(rt);
 
   /* a real model: cpu_time is the thread's CPU time, within the wall time;
@@ -83,7 +86,8 @@ int main(void) {
   REQUIRE(measure(rt, 1, 4, &base_cpu, &base_wall, &err) == 0);
   kt_runtime_destroy(rt);
   CHECK(base_cpu > 0);
-  CHECK_MSG(base_cpu <= base_wall * 1.02 + 1e-4, "cpu %.4g s over wall %.4g s", base_cpu, base_wall);
+  CHECK_MSG(base_cpu <= base_wall * 1.02 + 1e-4, "cpu %.4g s over wall %.4g s", base_cpu,
+            base_wall);
   rt = make(&s, 0, 1, 3, &err);
   REQUIRE(rt != NULL);
   REQUIRE(measure(rt, 1, 4, &slow_cpu, &slow_wall, &err) == 0);

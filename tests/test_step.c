@@ -61,15 +61,15 @@ static void grid(void) {
         CHECK_MSG(!kt_simulate_both(&s, &c, &tl, &met, &err), "%s: %s", name, err.msg);
         double lo, hi, span;
         events_span(&tl, &lo, &hi, &span);
-        CHECK_MSG(fabs(met.makespan - (hi - lo)) <= 1e-9 * (1 + hi), "%s P=%d M=%d: makespan %g, events %g..%g",
-                  name, p, m, met.makespan, lo, hi);
+        CHECK_MSG(fabs(met.makespan - (hi - lo)) <= 1e-9 * (1 + hi),
+                  "%s P=%d M=%d: makespan %g, events %g..%g", name, p, m, met.makespan, lo, hi);
         CHECK_MSG(fabs(met.period - span) <= 1e-9 * (1 + span) && met.step_sync == KT_STEP_OVERLAP,
                   "%s P=%d M=%d: period %g, largest rank span %g", name, p, m, met.period, span);
         CHECK_NEAR(met.span, span, 1e-9 * (1 + span));
         c.step_sync = KT_STEP_BARRIER;
         CHECK(!kt_simulate_metrics(&s, &c, &bar, &err));
-        CHECK_MSG(fabs(bar.period - (hi - lo)) <= 1e-9 * (1 + hi), "%s P=%d M=%d: barrier period %g",
-                  name, p, m, bar.period);
+        CHECK_MSG(fabs(bar.period - (hi - lo)) <= 1e-9 * (1 + hi),
+                  "%s P=%d M=%d: barrier period %g", name, p, m, bar.period);
         CHECK_NEAR(bar.bubble_ratio, 1 - bar.total_busy / (p * bar.period), 1e-12);
         kt_metrics_free(&bar);
         kt_metrics_free(&met);
@@ -127,9 +127,9 @@ static double slope(const kt_schedule *s, const kt_costs *c, int steps) {
 }
 
 static void random_steps(void) {
-  static const kt_gen_kind kinds[] = {KT_SCHED_1F1B, KT_SCHED_ZB_H1, KT_SCHED_ZB_H2, KT_SCHED_ZBV,
-                                      KT_SCHED_ZB_AUTO, KT_SCHED_V_HALF, KT_SCHED_INTERLEAVED,
-                                      KT_SCHED_DUALPIPEV, KT_SCHED_GPIPE};
+  static const kt_gen_kind kinds[] = {KT_SCHED_1F1B,        KT_SCHED_ZB_H1,     KT_SCHED_ZB_H2,
+                                      KT_SCHED_ZBV,         KT_SCHED_ZB_AUTO,   KT_SCHED_V_HALF,
+                                      KT_SCHED_INTERLEAVED, KT_SCHED_DUALPIPEV, KT_SCHED_GPIPE};
   int n = 0, iterated = 0;
   for (int trial = 0; trial < 240; trial++) {
     int k = kinds[trial % (sizeof kinds / sizeof *kinds)];
@@ -163,8 +163,8 @@ static void random_steps(void) {
     kt_metrics bar;
     CHECK(!kt_simulate_metrics(&s, &c, &bar, &err));
     double by_hand = barrier_period(&s, &c, &bar);
-    CHECK_MSG(fabs(bar.period - by_hand) <= 1e-9 * (1 + by_hand), "%s: barrier period %g, by hand %g",
-              kt_gen_kind_name(k), bar.period, by_hand);
+    CHECK_MSG(fabs(bar.period - by_hand) <= 1e-9 * (1 + by_hand),
+              "%s: barrier period %g, by hand %g", kt_gen_kind_name(k), bar.period, by_hand);
     CHECK(bar.period >= met.period - 1e-9 * (1 + bar.period)); /* a barrier never helps */
     kt_metrics_free(&bar);
     kt_metrics_free(&met);

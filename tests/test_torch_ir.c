@@ -36,9 +36,10 @@ static void actions_read_and_print(void) {
   kt_schedule s, low;
   kt_parse_opts po;
   kt_error err = {{0}};
-  const char *text = "1UNSHARD,0F0,0SEND_F0,0RECV_B0,0B0,0WAIT_SEND_F0,0REDUCE_GRAD,0WAIT_REDUCE_GRAD\n"
-                     "1RECV_F0,1UNSHARD,1F0,1B0,1SEND_B0,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,1RESHARD,"
-                     "1WAIT_SEND_B0\n";
+  const char *text =
+      "1UNSHARD,0F0,0SEND_F0,0RECV_B0,0B0,0WAIT_SEND_F0,0REDUCE_GRAD,0WAIT_REDUCE_GRAD\n"
+      "1RECV_F0,1UNSHARD,1F0,1B0,1SEND_B0,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,1RESHARD,"
+      "1WAIT_SEND_B0\n";
   /* stage 1's UNSHARD on rank 0 is on the wrong rank: parsed, then refused */
   REQUIRE_VOID(parse(text, &s, &low, &po, &err) == KT_OK);
   CHECK(po.comm_actions == 13 && po.p2p_actions == 6);
@@ -62,7 +63,8 @@ static void actions_read_and_print(void) {
   kt_action_format(&a, buf, sizeof buf);
   CHECK(!strcmp(buf, "2WAIT_REDUCE_GRAD"));
   CHECK(kt_op_has_mb(KT_OP_WAIT_SEND_F) && !kt_op_has_mb(KT_OP_RESHARD));
-  CHECK(kt_op_is_p2p(KT_OP_WAIT_SEND_B) && !kt_op_is_p2p(KT_OP_REDUCE_GRAD) && !kt_op_is_p2p(KT_OP_W));
+  CHECK(kt_op_is_p2p(KT_OP_WAIT_SEND_B) && !kt_op_is_p2p(KT_OP_REDUCE_GRAD) &&
+        !kt_op_is_p2p(KT_OP_W));
 }
 
 /* torch 2.15's ScheduleGPipe order (P=2, M=2, as _dump_csv writes it): a
@@ -100,12 +102,13 @@ static void reduce_rules(void) {
                v, KT_EINVALID_SCHEDULE, "runs 0REDUCE_GRAD twice");
 #undef WITH_RANK0
   /* two stages on one rank: one reduction pending at a time, waits in order */
-  const char *two = "0F0,1F0,1B0,0B0,1REDUCE_GRAD,0REDUCE_GRAD,0WAIT_REDUCE_GRAD,1WAIT_REDUCE_GRAD\n";
+  const char *two =
+      "0F0,1F0,1B0,0B0,1REDUCE_GRAD,0REDUCE_GRAD,0WAIT_REDUCE_GRAD,1WAIT_REDUCE_GRAD\n";
   expect_check(two, v, KT_EINVALID_SCHEDULE, "while stage 1's reduction is pending");
   expect_check("0F0,1F0,1B0,0B0,1REDUCE_GRAD,0WAIT_REDUCE_GRAD\n", v, KT_EINVALID_SCHEDULE,
                "runs 0WAIT_REDUCE_GRAD, but stage 1 has the pending reduction");
-  expect_check("0F0,1F0,1B0,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,0B0,0REDUCE_GRAD,0WAIT_REDUCE_GRAD\n",
-               v, KT_OK, NULL);
+  expect_check("0F0,1F0,1B0,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,0B0,0REDUCE_GRAD,0WAIT_REDUCE_GRAD\n", v,
+               KT_OK, NULL);
   /* split backwards: the reduction follows the last W, not the last I */
   expect_check("0F0,0I0,0REDUCE_GRAD,0WAIT_REDUCE_GRAD,0W0\n", v, KT_EINVALID_SCHEDULE,
                "after 0 of stage 0's 1 backwards");
@@ -145,23 +148,27 @@ static void wait_rules(void) {
                "send never retired: rank 1 runs 1SEND_B1 but no 1WAIT_SEND_B1 after it");
   expect_check(ROWS(good_r0, r1_open), old, KT_OK, NULL);
   /* a wait with no pending send: before its send, twice, or for no hand-over */
-  expect_check(ROWS("0F0,0WAIT_SEND_F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0WAIT_SEND_F1",
-                    good_r1),
-               v, KT_EINVALID_SCHEDULE, "rank 0 runs 0WAIT_SEND_F0 with no pending send (0SEND_F0 has not run");
-  expect_check(ROWS("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1,0WAIT_SEND_F1,"
-                    "0WAIT_SEND_F0",
-                    good_r1),
-               v, KT_EINVALID_SCHEDULE, "0SEND_F0 was retired already");
+  expect_check(
+      ROWS("0F0,0WAIT_SEND_F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0WAIT_SEND_F1",
+           good_r1),
+      v, KT_EINVALID_SCHEDULE,
+      "rank 0 runs 0WAIT_SEND_F0 with no pending send (0SEND_F0 has not run");
+  expect_check(
+      ROWS("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1,0WAIT_SEND_F1,"
+           "0WAIT_SEND_F0",
+           good_r1),
+      v, KT_EINVALID_SCHEDULE, "0SEND_F0 was retired already");
   expect_check(ROWS(good_r0, "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1WAIT_SEND_B0,"
                              "1WAIT_SEND_B1,1WAIT_SEND_F0"),
                v, KT_EINVALID_SCHEDULE, "rank 1 runs 1WAIT_SEND_F0, but no hand-over");
   /* retiring a send before the peer can post its receive: each rank waits on
    * the other (torch's own per-rank check passes this file; it hangs) */
-  expect_check(ROWS("0F0,0SEND_F0,0F1,0SEND_F1,0WAIT_SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1",
-                    "1RECV_F0,1F0,1B0,1SEND_B0,1WAIT_SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1WAIT_SEND_B1"),
-               v, KT_EDEADLOCK,
-               "rank 0 waits at 0WAIT_SEND_F1 for 1RECV_F1 (rank 1); rank 1 waits at 1WAIT_SEND_B0 "
-               "for 0RECV_B0 (rank 0)");
+  expect_check(
+      ROWS("0F0,0SEND_F0,0F1,0SEND_F1,0WAIT_SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1",
+           "1RECV_F0,1F0,1B0,1SEND_B0,1WAIT_SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1WAIT_SEND_B1"),
+      v, KT_EDEADLOCK,
+      "rank 0 waits at 0WAIT_SEND_F1 for 1RECV_F1 (rank 1); rank 1 waits at 1WAIT_SEND_B0 "
+      "for 0RECV_B0 (rank 0)");
 #undef ROWS
 }
 
@@ -190,7 +197,8 @@ static int check_placement(const kt_schedule *s, const kt_schedule *low) {
         for (size_t k = j; k-- > 0;) { /* the group that ends at j-1 */
           const kt_action *x = &ra->actions[k];
           if (x->op >= KT_OP_COUNT || (k != j - 1 && !(x->flags & KT_ACTION_OVERLAP_NEXT))) break;
-          after_b |= (x->op == KT_OP_B || x->op == KT_OP_I) && x->stage == a->stage && x->mb == a->mb;
+          after_b |=
+              (x->op == KT_OP_B || x->op == KT_OP_I) && x->stage == a->stage && x->mb == a->mb;
         }
         ok &= after_b;
       } else if (a->op == KT_OP_WAIT_SEND_B) {
@@ -224,7 +232,8 @@ static void lowering_grid(void) {
             extra += old.ranks[r].actions[i].op >= KT_OP_WAIT_SEND_F;
         CHECK_MSG(extra == 0, "%s P=%d M=%d: the pre-2.15 form has 2.15 actions", s.name, p, m);
         CHECK(kt_lowered_validate_ir(&old, KT_TORCH_IR_PRE_2_15, &err) == KT_OK);
-        if (kt_schedule_messages(&s) > 0) CHECK(kt_lowered_validate(&old, &err) == KT_EINVALID_SCHEDULE);
+        if (kt_schedule_messages(&s) > 0)
+          CHECK(kt_lowered_validate(&old, &err) == KT_EINVALID_SCHEDULE);
         tested++;
         kt_schedule_free(&old);
         kt_schedule_free(&low);
@@ -280,18 +289,22 @@ static void uneven_stages(void) {
   CHECK_STR_CONTAINS(err.msg, "rank 1 holds no stage");
   kt_schedule_free(&t);
   /* a header placement that cannot say it */
-  CHECK(kt_schedule_parse("# kaiten p=2 v=2 m=1 placement=loop stages=3\n0F0 1F0 1B0 0B0\n2F0 2B0\n",
-                          &t, &err) == KT_EPARSE);
+  CHECK(kt_schedule_parse(
+            "# kaiten p=2 v=2 m=1 placement=loop stages=3\n0F0 1F0 1B0 0B0\n2F0 2B0\n", &t, &err) ==
+        KT_EPARSE);
   CHECK_STR_CONTAINS(err.msg, "only placement=explicit can say");
 }
 
 static void torch_versions(void) {
   kt_torch_ir ir;
   kt_error err;
-  const struct { const char *text; kt_torch_ir want; } ok[] = {
-      {"2.15", KT_TORCH_IR_2_15},  {"2.15.0", KT_TORCH_IR_2_15}, {"2.16", KT_TORCH_IR_2_15},
-      {"3.0", KT_TORCH_IR_2_15},   {"latest", KT_TORCH_IR_2_15}, {"2.9", KT_TORCH_IR_PRE_2_15},
-      {"2.14.1", KT_TORCH_IR_PRE_2_15}, {"1.13", KT_TORCH_IR_PRE_2_15}};
+  const struct {
+    const char *text;
+    kt_torch_ir want;
+  } ok[] = {{"2.15", KT_TORCH_IR_2_15},       {"2.15.0", KT_TORCH_IR_2_15},
+            {"2.16", KT_TORCH_IR_2_15},       {"3.0", KT_TORCH_IR_2_15},
+            {"latest", KT_TORCH_IR_2_15},     {"2.9", KT_TORCH_IR_PRE_2_15},
+            {"2.14.1", KT_TORCH_IR_PRE_2_15}, {"1.13", KT_TORCH_IR_PRE_2_15}};
   for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
     CHECK_MSG(kt_torch_ir_from_version(ok[i].text, &ir, &err) == KT_OK, "%s", ok[i].text);
     CHECK_MSG(ir == ok[i].want, "%s", ok[i].text);

@@ -159,7 +159,8 @@ if [ -n "$MPIEXEC" ]; then
   has "stopped by SIGUSR1 after step" musr.err
   [ -s musr/checkpoints/latest ] && ok || bad "no checkpoint after SIGUSR1 to mpirun"
   # SIGTERM to mpirun: the ranks get SIGTERM before mpirun's kill timeout and save
-  timeout 120 "$MPIEXEC" --mca odls_base_sigkill_timeout 10 -np 2 --oversubscribe "$K" train \
+  # (30 s: under a parallel test run a step and the save can take seconds)
+  timeout 120 "$MPIEXEC" --mca odls_base_sigkill_timeout 30 -np 2 --oversubscribe "$K" train \
     "${small[@]}" --stages 2 --transport mpi --steps 100000 --run-dir mterm >mterm.out 2>&1 &
   job=$!
   wait_steps mterm 3 || bad "mterm: no steps"

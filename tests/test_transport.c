@@ -32,7 +32,8 @@ typedef struct {
 static void *recv_many(void *arg) {
   receiver *r = arg;
   kt_error err;
-  for (int i = 0; i < r->n; i++) r->st[i] = r->t->ops->recv(r->t, r->src, r->tag, r->got[i], r->bytes, &err);
+  for (int i = 0; i < r->n; i++)
+    r->st[i] = r->t->ops->recv(r->t, r->src, r->tag, r->got[i], r->bytes, &err);
   r->done_at = kt_now();
   return NULL;
 }
@@ -189,7 +190,8 @@ static void test_ring(void) {
   kt_error err;
   REQUIRE_VOID(kt_transport_threads_create(RING, 1, 30, 16, &ring, &err) == KT_OK);
   pthread_t th[RING];
-  for (int r = 0; r < RING; r++) CHECK(!pthread_create(&th[r], NULL, ring_rank, (void *)(intptr_t)r));
+  for (int r = 0; r < RING; r++)
+    CHECK(!pthread_create(&th[r], NULL, ring_rank, (void *)(intptr_t)r));
   int bad = 0;
   for (int r = 0; r < RING; r++) {
     pthread_join(th[r], NULL);
@@ -241,7 +243,8 @@ static void test_lend(void) {
   /* a size mismatch lends nothing */
   CHECK_EQ_INT(kt_transport_send(&h[0], 1, 23, msg, BYTES, &err), KT_OK);
   loan = &err;
-  CHECK_EQ_INT(kt_transport_recv_lend(&h[1], 0, 23, got, BYTES / 2, &data, &loan, &err), KT_ERUNTIME);
+  CHECK_EQ_INT(kt_transport_recv_lend(&h[1], 0, 23, got, BYTES / 2, &data, &loan, &err),
+               KT_ERUNTIME);
   CHECK(loan == NULL);
   /* waiting: handed straight into got */
   pthread_t th;

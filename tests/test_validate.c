@@ -23,8 +23,7 @@ static void expect_invalid(const char *text, kt_status want, const char *needle)
 static void deadlock_verdicts_match_the_simulator(void) {
   unsigned seed = 1;
   int deadlocks = 0, fine = 0;
-  kt_gen_kind kinds[] = {KT_SCHED_1F1B, KT_SCHED_INTERLEAVED, KT_SCHED_ZB_H2,
-                              KT_SCHED_DUALPIPEV};
+  kt_gen_kind kinds[] = {KT_SCHED_1F1B, KT_SCHED_INTERLEAVED, KT_SCHED_ZB_H2, KT_SCHED_DUALPIPEV};
   for (int trial = 0; trial < 400; trial++) {
     kt_error err;
     kt_schedule s;
@@ -80,8 +79,7 @@ int main(void) {
                  "missing backward: 1B1 never runs");
   expect_invalid("0F0 0B0 0B1\n1F0 1B0 1F1 1B1\n", KT_EINVALID_SCHEDULE,
                  "missing forward: 0F1 never runs");
-  expect_invalid("0F0 0B0 0F1 0B1\n1F0 1F1 1B0 1B1\n", KT_EDEADLOCK,
-                 "rank 0 waits at 0B0 for 1B0");
+  expect_invalid("0F0 0B0 0F1 0B1\n1F0 1F1 1B0 1B1\n", KT_EDEADLOCK, "rank 0 waits at 0B0 for 1B0");
   expect_invalid("# kaiten p=2 v=1 m=1000000\n0F0 0B0\n1F0 1B0\n", KT_EINVALID_SCHEDULE,
                  "4 actions cannot cover 2 stages x 1000000 micro-batches");
   expect_invalid("0F0 0F1 0B0 0B1 1F1\n1F0 1B0 1B1\n", KT_EINVALID_SCHEDULE,

@@ -48,7 +48,8 @@ static double library_makespan(kt_gen_kind k, int p, int m, const kt_costs *c, d
 
 static void generated(void) {
   kt_status st;
-  cJSON *j = ask("schedule=zb-h1 p=4 m=8 tf=1 tb=1.5 tw=0.5 comm=0.25 op-overhead=0.125", NULL, &st);
+  cJSON *j =
+      ask("schedule=zb-h1 p=4 m=8 tf=1 tb=1.5 tw=0.5 comm=0.25 op-overhead=0.125", NULL, &st);
   REQUIRE_VOID(j && st == KT_OK);
   CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "ok")));
   kt_costs c;
@@ -60,7 +61,8 @@ static void generated(void) {
   CHECK_EQ_INT(events, 3 * 4 * 8);
   CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "slack")), events);
   CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "path")) > 0);
-  CHECK_STR_CONTAINS(str(j, "command"), "--schedule zb-h1 -p 4 -m 8 -v 1 --per-stage --tf 1 --tb 1.5");
+  CHECK_STR_CONTAINS(str(j, "command"),
+                     "--schedule zb-h1 -p 4 -m 8 -v 1 --per-stage --tf 1 --tb 1.5");
   CHECK_STR_CONTAINS(str(j, "command"), "--comm 0.25 --op-overhead 0.125");
   /* the closed form needs T_comm = 0 and no overhead */
   CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(sim, "closed_form_bubble")));
@@ -136,7 +138,9 @@ static void invalid(void) {
   j = ask("", "# kaiten p=2 v=1 m=2\n0F0 0B0 0F1 0B1\n1F1 1B1 1F0 1B0\n", &st);
   REQUIRE_VOID(j);
   CHECK_EQ_INT(st, KT_EDEADLOCK);
-  CHECK_STR_CONTAINS(str(j, "error"), "deadlock: rank 0 waits at 0B0 for 1B0/1I0 (rank 1); rank 1 waits at 1F1 for 0F1 (rank 0)");
+  CHECK_STR_CONTAINS(
+      str(j, "error"),
+      "deadlock: rank 0 waits at 0B0 for 1B0/1I0 (rank 1); rank 1 waits at 1F1 for 0F1 (rank 0)");
   cJSON_Delete(j);
   static const char *const bad[][2] = {
       {"tf=abc", "tf: 'abc' is not a number"},

@@ -34,7 +34,7 @@ int main(void) {
   kt_buf_init(&out);
   CHECK(kt_web_run(COSTS "slow-link=0-1:+120 replan=1", order.data, &out) == KT_OK);
   CHECK_NEAR(field(out.data, "clean"), 1260, 1e-6);
-  CHECK_NEAR(field(out.data, "static"), 2065, 1e-6);     /* kaiten sim of the same order */
+  CHECK_NEAR(field(out.data, "static"), 2065, 1e-6); /* kaiten sim of the same order */
   CHECK_MSG(field(out.data, "replanned") <= 1500 + 1e-6, "%.400s", strstr(out.data, "\"fault\""));
   CHECK(field(out.data, "lower_bound") <= field(out.data, "replanned"));
   CHECK_STR_CONTAINS(out.data, "\"schedule\":\"zb-auto\"");

@@ -14,8 +14,7 @@ static double urand(double lo, double hi) { /* xorshift64*, deterministic */
   return lo + (hi - lo) * (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
 }
 
-static int gen(kt_gen_kind kind, int p, int m, const kt_costs *c, double limit,
-               kt_schedule *s) {
+static int gen(kt_gen_kind kind, int p, int m, const kt_costs *c, double limit, kt_schedule *s) {
   kt_error err;
   kt_gen_params params = {.p = p, .m = m, .costs = c, .mem_limit = limit};
   kt_status st = kt_generate(kind, &params, s, &err);
@@ -24,8 +23,7 @@ static int gen(kt_gen_kind kind, int p, int m, const kt_costs *c, double limit,
 }
 
 /* Generates and simulates; -1 (and a message) on any failure. */
-static int run(kt_gen_kind kind, int p, int m, const kt_costs *c, double limit,
-               kt_metrics *out) {
+static int run(kt_gen_kind kind, int p, int m, const kt_costs *c, double limit, kt_metrics *out) {
   kt_schedule s;
   if (gen(kind, p, m, c, limit, &s)) return -1;
   kt_error err;
@@ -54,24 +52,33 @@ static void random_costs(kt_costs *c, int stages, int per_stage, double comm) {
 }
 
 static void test_paper_numbers(void) {
-  struct { int p, m; double ms[3]; } cases[] = {{4, 8, {33, 27, 24}}, {8, 24, {93, 79, 72}}};
+  struct {
+    int p, m;
+    double ms[3];
+  } cases[] = {{4, 8, {33, 27, 24}}, {8, 24, {93, 79, 72}}};
   kt_gen_kind kinds[3] = {KT_SCHED_1F1B, KT_SCHED_ZB_H1, KT_SCHED_ZB_H2};
   kt_metrics m;
   for (int i = 0; i < 2; i++)
     for (int k = 0; k < 3; k++) {
-      if (run(kinds[k], cases[i].p, cases[i].m, NULL, 0, &m)) { CHECK(0); continue; }
+      if (run(kinds[k], cases[i].p, cases[i].m, NULL, 0, &m)) {
+        CHECK(0);
+        continue;
+      }
       CHECK_MSG(m.period == cases[i].ms[k], "%s P=%d M=%d makespan %g want %g",
-                kt_gen_kind_name(kinds[k]), cases[i].p, cases[i].m, m.period,
-                cases[i].ms[k]);
+                kt_gen_kind_name(kinds[k]), cases[i].p, cases[i].m, m.period, cases[i].ms[k]);
       kt_metrics_free(&m);
     }
   /* per-rank peak memory, M_B = 1000 and M_W = 1: both counts in one number */
-  double want[3][4] = {{4000, 3000, 2000, 1000}, {4000, 3001, 2002, 1003}, {7000, 5002, 3004, 1006}};
+  double want[3][4] = {
+      {4000, 3000, 2000, 1000}, {4000, 3001, 2002, 1003}, {7000, 5002, 3004, 1006}};
   kt_costs c;
   kt_costs_default(&c);
   c.mem_act = 1000, c.mem_wgrad = 1;
   for (int k = 0; k < 3; k++) {
-    if (run(kinds[k], 4, 8, &c, 0, &m)) { CHECK(0); continue; }
+    if (run(kinds[k], 4, 8, &c, 0, &m)) {
+      CHECK(0);
+      continue;
+    }
     for (int r = 0; r < 4; r++)
       CHECK_MSG(m.ranks[r].peak_memory == want[k][r], "%s rank %d peak %g want %g",
                 kt_gen_kind_name(kinds[k]), r, m.ranks[r].peak_memory, want[k][r]);
@@ -88,7 +95,10 @@ static void test_zbv(void) {
     for (int f = 2; f <= 4; f += 2) {
       int p = ps[i], mb = f * p;
       kt_metrics m;
-      if (run(KT_SCHED_ZBV, p, mb, &c, 0, &m)) { CHECK(0); continue; }
+      if (run(KT_SCHED_ZBV, p, mb, &c, 0, &m)) {
+        CHECK(0);
+        continue;
+      }
       CHECK_MSG(m.bubble_ratio == 0 && m.period == 6.0 * mb, "zbv P=%d M=%d bubble %g makespan %g",
                 p, mb, m.bubble_ratio, m.period);
       for (int r = 0; r < p; r++)
@@ -117,7 +127,11 @@ static void test_dualpipev(void) {
     return;
   }
   free(text);
-  if (gen(KT_SCHED_DUALPIPEV, 4, 10, NULL, 0, &s)) { CHECK(0); kt_schedule_free(&ref); return; }
+  if (gen(KT_SCHED_DUALPIPEV, 4, 10, NULL, 0, &s)) {
+    CHECK(0);
+    kt_schedule_free(&ref);
+    return;
+  }
   /* PyTorch's order, action by action (idle slots ignored), overlap flags included */
   for (int r = 0; r < 4; r++) {
     CHECK_EQ_INT(s.ranks[r].n, ref.ranks[r].n);
@@ -185,9 +199,12 @@ static void test_dualpipev_pairs(void) {
   /* every M >= 2P gives the same idle per rank (the warm-up and drain do not grow) */
   for (int p = 1; p <= 6; p++)
     for (int mb = 2 * p; mb <= 4 * p + 1; mb++) {
-      if (run(KT_SCHED_DUALPIPEV, p, mb, NULL, 0, &m)) { CHECK(0); continue; }
-      CHECK_MSG(fabs(m.period - (6.0 * mb + 2 * (p - 1))) < 1e-9, "dualpipev P=%d M=%d: %g", p,
-                mb, m.period);
+      if (run(KT_SCHED_DUALPIPEV, p, mb, NULL, 0, &m)) {
+        CHECK(0);
+        continue;
+      }
+      CHECK_MSG(fabs(m.period - (6.0 * mb + 2 * (p - 1))) < 1e-9, "dualpipev P=%d M=%d: %g", p, mb,
+                m.period);
       kt_metrics_free(&m);
     }
 }
@@ -209,24 +226,32 @@ static void test_closed_forms(void) {
       kt_schedule s;
       /* zbv's forms are its fixed order's: generated without costs (tuned to
        * them it may be faster, test_closed_forms.c) */
-      if (gen(kinds[k], p, mb, kinds[k] == KT_SCHED_ZBV ? NULL : &c, 0, &s)) { CHECK(0); continue; }
+      if (gen(kinds[k], p, mb, kinds[k] == KT_SCHED_ZBV ? NULL : &c, 0, &s)) {
+        CHECK(0);
+        continue;
+      }
       kt_error err;
       kt_status st = kt_simulate_metrics(&s, &c, &m, &err);
       kt_schedule_free(&s);
-      if (st) { CHECK_MSG(0, "%s: %s", kt_gen_kind_name(kinds[k]), err.msg); continue; }
+      if (st) {
+        CHECK_MSG(0, "%s: %s", kt_gen_kind_name(kinds[k]), err.msg);
+        continue;
+      }
       int v = kinds[k] == KT_SCHED_ZBV || kinds[k] == KT_SCHED_DUALPIPEV ? 2 : 1;
       const char *expr, *mexpr;
       double want = kt_gen_closed_form_bubble(kinds[k], p, v, mb, c.tf, c.tb, c.tw, &expr);
-      double peak = kt_gen_closed_form_peak_memory(kinds[k], p, v, mb, c.mem_act,
-                                                   c.mem_wgrad, &mexpr);
+      double peak =
+          kt_gen_closed_form_peak_memory(kinds[k], p, v, mb, c.mem_act, c.mem_wgrad, &mexpr);
       CHECK_MSG(expr && mexpr && want >= 0 && peak >= 0, "%s P=%d M=%d: no closed form",
                 kt_gen_kind_name(kinds[k]), p, mb);
-      CHECK_MSG(fabs(m.bubble_ratio - want) <= 1e-9, "%s P=%d M=%d tf=%g tb=%g tw=%g: bubble %.12g, "
-                "closed form %.12g", kt_gen_kind_name(kinds[k]), p, mb, c.tf, c.tb, c.tw,
-                m.bubble_ratio, want);
-      CHECK_MSG(fabs(max_peak(&m) - peak) <= 1e-9 * peak, "%s P=%d M=%d M_B=%g M_W=%g: peak %.12g, "
-                "closed form %.12g", kt_gen_kind_name(kinds[k]), p, mb, c.mem_act,
-                c.mem_wgrad, max_peak(&m), peak);
+      CHECK_MSG(fabs(m.bubble_ratio - want) <= 1e-9,
+                "%s P=%d M=%d tf=%g tb=%g tw=%g: bubble %.12g, "
+                "closed form %.12g",
+                kt_gen_kind_name(kinds[k]), p, mb, c.tf, c.tb, c.tw, m.bubble_ratio, want);
+      CHECK_MSG(fabs(max_peak(&m) - peak) <= 1e-9 * peak,
+                "%s P=%d M=%d M_B=%g M_W=%g: peak %.12g, "
+                "closed form %.12g",
+                kt_gen_kind_name(kinds[k]), p, mb, c.mem_act, c.mem_wgrad, max_peak(&m), peak);
       kt_metrics_free(&m);
       tried++;
     }
@@ -243,8 +268,15 @@ static void test_closed_forms_memory(void) {
   c.mem_act = 7, c.mem_wgrad = 3;
   for (int p = 1; p <= 8; p++) {
     kt_metrics h1, h2;
-    if (run(KT_SCHED_ZB_H1, p, 2 * p, &c, 0, &h1)) { CHECK(0); continue; }
-    if (run(KT_SCHED_ZB_H2, p, 2 * p, &c, 0, &h2)) { CHECK(0); kt_metrics_free(&h1); continue; }
+    if (run(KT_SCHED_ZB_H1, p, 2 * p, &c, 0, &h1)) {
+      CHECK(0);
+      continue;
+    }
+    if (run(KT_SCHED_ZB_H2, p, 2 * p, &c, 0, &h2)) {
+      CHECK(0);
+      kt_metrics_free(&h1);
+      continue;
+    }
     for (int r = 0; r < p; r++) {
       CHECK_NEAR(h1.ranks[r].peak_memory, (p - r) * 7.0 + r * 3.0, 1e-12);
       CHECK_NEAR(h2.ranks[r].peak_memory, (2 * p - 1 - 2 * r) * 7.0 + 2 * r * 3.0, 1e-12);
@@ -254,7 +286,7 @@ static void test_closed_forms_memory(void) {
   }
   /* the classic schedules' peak memory forms (interleaved: M a multiple of P) */
   kt_gen_kind classic[] = {KT_SCHED_GPIPE, KT_SCHED_1F1B, KT_SCHED_INTERLEAVED,
-                                KT_SCHED_LOOPED_BFS};
+                           KT_SCHED_LOOPED_BFS};
   for (int k = 0; k < 4; k++)
     for (int p = 1; p <= 8; p++)
       for (int mb = 1; mb <= 3 * p; mb++) {
@@ -308,27 +340,33 @@ static void test_interleaved_zb(void) {
           continue;
         }
         const char *e;
-        double want = kt_gen_closed_form_bubble(KT_SCHED_INTERLEAVED_ZB, p, v, mb, c.tf, c.tb,
-                                                c.tw, &e);
+        double want =
+            kt_gen_closed_form_bubble(KT_SCHED_INTERLEAVED_ZB, p, v, mb, c.tf, c.tb, c.tw, &e);
         if (mb >= p) {
-          CHECK_MSG(e && fabs(m.bubble_ratio - want) <= 1e-9, "interleaved-zb P=%d V=%d M=%d "
-                    "tf=%g tb=%g tw=%g: bubble %.12g, closed form %.12g", p, v, mb, c.tf, c.tb,
-                    c.tw, m.bubble_ratio, want);
+          CHECK_MSG(e && fabs(m.bubble_ratio - want) <= 1e-9,
+                    "interleaved-zb P=%d V=%d M=%d "
+                    "tf=%g tb=%g tw=%g: bubble %.12g, closed form %.12g",
+                    p, v, mb, c.tf, c.tb, c.tw, m.bubble_ratio, want);
           tried++;
         } else {
           CHECK(want < 0 && !e);
         }
         int rounds = mb / p > 1 ? mb / p : 1, g = mb / rounds + (mb % rounds > 0);
-        double peak = kt_gen_closed_form_peak_memory(KT_SCHED_INTERLEAVED_ZB, p, v, mb,
-                                                     c.mem_act, c.mem_wgrad, &e);
-        CHECK_MSG(e && fabs(max_peak(&m) - peak) <= 1e-9 * peak, "interleaved-zb P=%d V=%d M=%d: "
-                  "peak %g, closed form %g", p, v, mb, max_peak(&m), peak);
+        double peak = kt_gen_closed_form_peak_memory(KT_SCHED_INTERLEAVED_ZB, p, v, mb, c.mem_act,
+                                                     c.mem_wgrad, &e);
+        CHECK_MSG(e && fabs(max_peak(&m) - peak) <= 1e-9 * peak,
+                  "interleaved-zb P=%d V=%d M=%d: "
+                  "peak %g, closed form %g",
+                  p, v, mb, max_peak(&m), peak);
         for (int r = 0; r < p && mb >= p; r++) { /* the per-rank form: M >= P */
           int warm = (v - 1) * g + p - 1 - r;
-          double rank = warm >= v * mb ? v * mb * c.mem_act
-                                       : (warm + 1) * c.mem_act + (r < v * mb - warm ? r : 0) * c.mem_wgrad;
-          CHECK_MSG(fabs(m.ranks[r].peak_memory - rank) <= 1e-9 * rank, "interleaved-zb P=%d V=%d "
-                    "M=%d rank %d: peak %g, form %g", p, v, mb, r, m.ranks[r].peak_memory, rank);
+          double rank = warm >= v * mb
+                            ? v * mb * c.mem_act
+                            : (warm + 1) * c.mem_act + (r < v * mb - warm ? r : 0) * c.mem_wgrad;
+          CHECK_MSG(fabs(m.ranks[r].peak_memory - rank) <= 1e-9 * rank,
+                    "interleaved-zb P=%d V=%d "
+                    "M=%d rank %d: peak %g, form %g",
+                    p, v, mb, r, m.ranks[r].peak_memory, rank);
         }
         CHECK(kt_schedule_validate(&s, &err) == KT_OK);
         kt_metrics_free(&m);
@@ -357,9 +395,12 @@ static void test_interleaved_zb_torch_order(void) {
     kt_costs c;
     random_costs(&c, 4, trial % 2, trial % 3 ? urand(0, 1) : 0);
     kt_metrics ours, theirs;
-    if (!kt_simulate_metrics(&s, &c, &ours, &err) && !kt_simulate_metrics(&ref, &c, &theirs, &err)) {
-      CHECK_MSG(ours.makespan <= theirs.makespan * (1 + 1e-12), "PyTorch's ZB1P order %g beats "
-                "interleaved-zb %g", theirs.makespan, ours.makespan);
+    if (!kt_simulate_metrics(&s, &c, &ours, &err) &&
+        !kt_simulate_metrics(&ref, &c, &theirs, &err)) {
+      CHECK_MSG(ours.makespan <= theirs.makespan * (1 + 1e-12),
+                "PyTorch's ZB1P order %g beats "
+                "interleaved-zb %g",
+                theirs.makespan, ours.makespan);
       kt_metrics_free(&ours);
       kt_metrics_free(&theirs);
     } else CHECK(0);
@@ -424,7 +465,10 @@ static double heuristic_makespan(int p, int m, const kt_costs *c, double limit) 
 
 static void test_zb_auto(void) {
   /* the paper's numbers at P*M_B (zb-h1's memory) and 2P*M_B (zb-h2's) */
-  struct { int p, m; double h1, h2; } cases[] = {{4, 8, 27, 24}, {8, 24, 79, 72}};
+  struct {
+    int p, m;
+    double h1, h2;
+  } cases[] = {{4, 8, 27, 24}, {8, 24, 79, 72}};
   for (int i = 0; i < 2; i++) {
     int p = cases[i].p, mb = cases[i].m;
     kt_metrics m;
@@ -456,17 +500,21 @@ static void test_zb_auto(void) {
         double need = fmax(c.mem_act, c.mem_wgrad);
         double factors[] = {1, 1.5, 2.5, p, 2.0 * p, 3.0 * p}, limit = factors[li] * need;
         kt_metrics m;
-        if (run(KT_SCHED_ZB_AUTO, p, mb, &c, limit, &m)) { CHECK(0); kt_costs_free(&c); continue; }
-        CHECK_MSG(max_peak(&m) <= limit * (1 + 1e-12), "zb-auto P=%d M=%d limit %g: peak %g", p,
-                  mb, limit, max_peak(&m));
+        if (run(KT_SCHED_ZB_AUTO, p, mb, &c, limit, &m)) {
+          CHECK(0);
+          kt_costs_free(&c);
+          continue;
+        }
+        CHECK_MSG(max_peak(&m) <= limit * (1 + 1e-12), "zb-auto P=%d M=%d limit %g: peak %g", p, mb,
+                  limit, max_peak(&m));
         runs++;
         if (c.mem_wgrad <= c.mem_act && (li == 3 || li == 4)) {
           kt_metrics h;
           kt_gen_kind hk = li == 3 ? KT_SCHED_ZB_H1 : KT_SCHED_ZB_H2;
           if (!run(hk, p, mb, &c, 0, &h)) {
             if (max_peak(&h) <= limit * (1 + 1e-12)) {
-              CHECK_MSG(m.period <= h.makespan * (1 + 1e-12), "zb-auto P=%d M=%d: %g, %s %g", p,
-                        mb, m.period, kt_gen_kind_name(hk), h.makespan);
+              CHECK_MSG(m.period <= h.makespan * (1 + 1e-12), "zb-auto P=%d M=%d: %g, %s %g", p, mb,
+                        m.period, kt_gen_kind_name(hk), h.makespan);
               better += m.period < h.makespan * (1 - 1e-9);
             }
             kt_metrics_free(&h);
@@ -520,7 +568,8 @@ static void test_cli(void) {
     return;
   }
   char cmd[2048], out[16384];
-  const char *bad[] = {"sim --schedule zbv -p 4 -m 8 -v 3", "sim --schedule dualpipev -p 4 -m 8 -v 1",
+  const char *bad[] = {"sim --schedule zbv -p 4 -m 8 -v 3",
+                       "sim --schedule dualpipev -p 4 -m 8 -v 1",
                        "sim --schedule dualpipev -p 4 -m 6"};
   for (int i = 0; i < 3; i++) {
     snprintf(cmd, sizeof cmd, "'%s' %s 2>&1 >/dev/null; echo \"rc=$?\"", cli, bad[i]);
@@ -539,8 +588,8 @@ static void test_cli(void) {
   out[n] = 0;
   if (f) pclose(f);
   CHECK_STR_CONTAINS(out, "rc=0");
-  const char *rows[] = {"\n1f1b ", "\ninterleaved ", "\nzb-h1 ", "\nzb-h2 ", "\nzbv ",
-                        "\ndualpipev ", "\nzb-auto "};
+  const char *rows[] = {"\n1f1b ", "\ninterleaved ", "\nzb-h1 ",  "\nzb-h2 ",
+                        "\nzbv ",  "\ndualpipev ",   "\nzb-auto "};
   for (int i = 0; i < 7; i++) CHECK_STR_CONTAINS(out, rows[i]);
   CHECK_STR_CONTAINS(out, "messages");
   CHECK(!strstr(out, "not applicable"));

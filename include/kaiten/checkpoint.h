@@ -17,8 +17,8 @@ extern "C" {
 #endif
 
 typedef struct {
-  int step;             /* optimizer steps completed */
-  int decay_steps;      /* the learning-rate schedule of the run (kept on resume) */
+  int step;        /* optimizer steps completed */
+  int decay_steps; /* the learning-rate schedule of the run (kept on resume) */
   int warmup_steps;
   double lr, min_lr_ratio;
   uint64_t data_seed;

@@ -15,28 +15,28 @@ extern "C" {
 #endif
 
 /* X(name, exit_code, message) */
-#define KT_STATUS_MAP(X)                                              \
-  X(OK, 0, "ok")                                                      \
-  X(EINVAL, 2, "invalid argument or input")                           \
-  X(EPARSE, 2, "malformed input")                                     \
-  X(EINVALID_SCHEDULE, 2, "invalid schedule")                         \
-  X(EDEADLOCK, 2, "schedule deadlocks")                               \
-  X(ENOMEM, 1, "out of memory")                                       \
-  X(EIO, 1, "input/output error")                                     \
-  X(ETIMEOUT, 1, "timed out")                                         \
-  X(ERUNTIME, 1, "runtime failure")                                   \
-  X(EPEER, 1, "a peer rank failed")                                  \
-  X(EBUSY, 2, "in use by another process")                            \
+#define KT_STATUS_MAP(X) \
+  X(OK, 0, "ok") \
+  X(EINVAL, 2, "invalid argument or input") \
+  X(EPARSE, 2, "malformed input") \
+  X(EINVALID_SCHEDULE, 2, "invalid schedule") \
+  X(EDEADLOCK, 2, "schedule deadlocks") \
+  X(ENOMEM, 1, "out of memory") \
+  X(EIO, 1, "input/output error") \
+  X(ETIMEOUT, 1, "timed out") \
+  X(ERUNTIME, 1, "runtime failure") \
+  X(EPEER, 1, "a peer rank failed") \
+  X(EBUSY, 2, "in use by another process") \
   X(EMEMLIMIT, 2, "no order fits the memory limit")
 
 typedef enum {
 #define KT__STATUS_ENUM(name, code, msg) KT_##name,
   KT_STATUS_MAP(KT__STATUS_ENUM)
 #undef KT__STATUS_ENUM
-  KT_STATUS_COUNT
+      KT_STATUS_COUNT
 } kt_status;
 
-const char *kt_status_name(kt_status s);    /* "EINVAL" */
+const char *kt_status_name(kt_status s); /* "EINVAL" */
 /* The index of name in a table of n names (an enum's name table), or -1
  * when name is NULL or not in it. */
 int kt_name_index(const char *name, const char *const *names, int n);
@@ -137,8 +137,8 @@ kt_status kt_read_file(const char *path, char **out, size_t *len, kt_error *err)
  * before reading, and anything else stops the read at once where it is
  * found (a NUL byte, a line or a file past its limit), with EINVAL naming
  * the path and the limit. A directory is EINVAL; EIO, ENOMEM. */
-kt_status kt_read_text(const char *path, long long max, long long max_line, char **out,
-                       size_t *len, kt_error *err);
+kt_status kt_read_text(const char *path, long long max, long long max_line, char **out, size_t *len,
+                       kt_error *err);
 /* "1.5 MiB": bytes in the largest binary unit below them. */
 void kt_format_size(char *buf, size_t n, double bytes);
 /* Writes a file without ever destroying what the path names: a regular file

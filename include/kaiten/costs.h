@@ -30,9 +30,9 @@ const char *kt_step_sync_name(kt_step_sync s);
 int kt_step_sync_from_name(const char *name);
 
 typedef struct kt_costs {
-  double tf, tb, tw;         /* uniform per-stage costs of F, I (B = I + W) and W */
-  double comm;               /* per hop between ranks (used when comm_bandwidth == 0) */
-  double comm_latency;       /* with comm_bandwidth > 0: hop = latency + bytes / bandwidth */
+  double tf, tb, tw;   /* uniform per-stage costs of F, I (B = I + W) and W */
+  double comm;         /* per hop between ranks (used when comm_bandwidth == 0) */
+  double comm_latency; /* with comm_bandwidth > 0: hop = latency + bytes / bandwidth */
   double comm_bytes;
   double comm_bandwidth;
   /* Seconds a rank is held by each message it sends to another rank (what
@@ -44,9 +44,9 @@ typedef struct kt_costs {
    * so splitting a B into I and W pays it twice. Not divided by V under the
    * rank cost basis (it is per action, not per share). Default 0. */
   double op_overhead;
-  double mem_act;            /* M_B: activation memory one F adds */
-  double mem_wgrad;          /* M_W: memory an I keeps for its W */
-  double mem_transient;      /* what an action of the stage holds while it runs beyond the
+  double mem_act;       /* M_B: activation memory one F adds */
+  double mem_wgrad;     /* M_W: memory an I keeps for its W */
+  double mem_transient; /* what an action of the stage holds while it runs beyond the
                                 larger of the levels before and after it (scratch) */
   /* Overlapped groups (OVERLAP_F_B cells): 0 = run one after the other, as
    * PyTorch's default runtime does (default); 1 = the shorter ops are fully

@@ -46,8 +46,8 @@ kt_placement kt_gen_kind_placement(kt_gen_kind k);
  * negative value when the schedule has none for these sizes (zb-h1 needs
  * M >= P; zb-h2, zbv, dualpipev M >= 2P); expr (if non-NULL) receives the
  * formula as text, NULL when there is none. docs/schedules.md derives them. */
-double kt_gen_closed_form_bubble(kt_gen_kind k, int p, int v, int m, double tf,
-                                 double tb, double tw, const char **expr);
+double kt_gen_closed_form_bubble(kt_gen_kind k, int p, int v, int m, double tf, double tb,
+                                 double tw, const char **expr);
 /* Why a schedule has no closed-form bubble at these sizes (one phrase, for
  * "closed form -: ..."), or NULL when it has one. Every form also needs
  * uniform costs and T_comm = 0. */
@@ -56,8 +56,8 @@ const char *kt_gen_closed_form_why_not(kt_gen_kind k, int p, int v, int m);
  * under uniform per-stage M_B = mem_act and M_W = mem_wgrad, or a negative
  * value when there is none (interleaved with M not a multiple of P, the
  * zero-bubble schedules below their M bound or with M_W > M_B, zb-auto). */
-double kt_gen_closed_form_peak_memory(kt_gen_kind k, int p, int v, int m,
-                                      double mem_act, double mem_wgrad, const char **expr);
+double kt_gen_closed_form_peak_memory(kt_gen_kind k, int p, int v, int m, double mem_act,
+                                      double mem_wgrad, const char **expr);
 
 /* A schedule's closed forms as they apply to one simulation of it: the
  * bubble ratio and the peak memory (in mem_act units) where the forms are
@@ -75,8 +75,8 @@ typedef struct {
  * M_W. simulated_bubble (< 0: unknown) is the simulation's: a zbv order the
  * generator tuned to unequal costs beats its fixed order's form, and then
  * neither form is the schedule's. kind < 0 (a schedule file): none. */
-void kt_gen_closed_forms(int kind, const kt_schedule *s, const kt_costs *c,
-                         double simulated_bubble, kt_closed_forms *out);
+void kt_gen_closed_forms(int kind, const kt_schedule *s, const kt_costs *c, double simulated_bubble,
+                         kt_closed_forms *out);
 
 /* What generating a schedule found out beyond its order
  * (kt_gen_params.outcome): zb-auto's and zbv-auto's stages, and the lower
@@ -160,8 +160,8 @@ kt_status kt_gen_period(const kt_schedule *s, const kt_costs *c, double *period,
  * cost-oblivious constructions; with costs, the fastest order found within
  * the construction's memory. EINVAL with a one-line reason when the
  * parameters are impossible for it (e.g. interleaved with M < P). */
-kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params,
-                      kt_schedule *out, kt_error *err);
+kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params, kt_schedule *out,
+                      kt_error *err);
 
 /* The lower bound an order is stated with (every sim, compare and page):
  * the analytic bound on the period of every order of s's layout within
@@ -170,10 +170,10 @@ kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params,
  * (outcome, may be NULL: zb-auto's exact step); exact: the proven optimum
  * (the generation proved it, or s's period meets it). No search runs here. */
 typedef struct {
-  int has;               /* 0: none, why says why */
-  double value, memory;  /* the bound, and the memory per rank it holds within */
+  int has;              /* 0: none, why says why */
+  double value, memory; /* the bound, and the memory per rank it holds within */
   int exact;
-  const char *from;      /* "analytic", or "search" (raised by a search's proof) */
+  const char *from; /* "analytic", or "search" (raised by a search's proof) */
   const char *why;
 } kt_gen_bound;
 void kt_gen_bound_of(const kt_schedule *s, const kt_costs *c, double limit, double period,
@@ -192,19 +192,20 @@ void kt_gen_bound_of(const kt_schedule *s, const kt_costs *c, double limit, doub
 #define KT_NEAR_OPTIMAL 0.01
 
 typedef struct {
-  double time_limit;  /* seconds (<= 0: 10) */
-  size_t memo_bytes;  /* the table of visited states (0: 256 MiB) */
-  int no_delays;      /* 1: every rank starts as soon as its input arrives (a smaller search) */
-  long max_nodes;     /* > 0: the search also stops after this many nodes (deterministic) */
-  int quick_start;    /* 1: set out from zb-auto's default order, not its thorough search's */
+  double time_limit; /* seconds (<= 0: 10) */
+  size_t memo_bytes; /* the table of visited states (0: 256 MiB) */
+  int no_delays;     /* 1: every rank starts as soon as its input arrives (a smaller search) */
+  long max_nodes;    /* > 0: the search also stops after this many nodes (deterministic) */
+  int quick_start;   /* 1: set out from zb-auto's default order, not its thorough search's */
 } kt_optimal_opts;
 
 typedef struct {
-  double period;         /* of the order returned (what the search minimises: kt_step_model_period of its simulation) */
-  double lower_bound;    /* no order is faster (= period when proven) */
-  int proven;            /* 1: the search finished: the order is optimal */
-  double gap;            /* period / lower_bound - 1 (0 when proven) */
-  double start_period;   /* zb-auto's (zbv-auto's), the order the search set out to beat */
+  double
+      period; /* of the order returned (what the search minimises: kt_step_model_period of its simulation) */
+  double lower_bound;  /* no order is faster (= period when proven) */
+  int proven;          /* 1: the search finished: the order is optimal */
+  double gap;          /* period / lower_bound - 1 (0 when proven) */
+  double start_period; /* zb-auto's (zbv-auto's), the order the search set out to beat */
   long nodes;
   double seconds;
 } kt_optimal_result;
@@ -220,8 +221,8 @@ typedef struct {
  * costs have links, or a stage's M_W exceeds its M_B (a full B could then
  * beat I then W), ENOMEM. */
 kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
-                         const kt_optimal_opts *opts, kt_schedule *out,
-                         kt_optimal_result *res, kt_error *err);
+                         const kt_optimal_opts *opts, kt_schedule *out, kt_optimal_result *res,
+                         kt_error *err);
 
 /* A lower bound on the period (kaiten/sim.h, under c's step sync and step-end
  * costs) of every order of layout's ranks, stages
@@ -238,7 +239,7 @@ kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
  * 10^5 a second); *exact (may be NULL) is then 1 when the bound is the
  * proven optimum. EINVAL when no order fits the limit, ENOMEM. */
 kt_status kt_gen_lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
-                                  long search_nodes, double *lb, int *exact, kt_error *err);
+                             long search_nodes, double *lb, int *exact, kt_error *err);
 
 #ifdef __cplusplus
 }

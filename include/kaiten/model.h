@@ -81,10 +81,10 @@ size_t kt_model_boundary_elems(const kt_model_config *cfg);
 
 /* One micro-batch of data. Unused fields are NULL. */
 typedef struct {
-  int b;                     /* samples */
-  const float *x, *y;        /* MLP: inputs (b, H), targets (b, H) */
-  const int *tokens;         /* GPT: (b, T) */
-  const int *targets;        /* GPT: (b, T) */
+  int b;              /* samples */
+  const float *x, *y; /* MLP: inputs (b, H), targets (b, H) */
+  const int *tokens;  /* GPT: (b, T) */
+  const int *targets; /* GPT: (b, T) */
   /* GPT packed documents (pos non-NULL): the first n_tokens (1 .. b T) of
    * tokens and targets hold whole documents back to back, and pos
    * (n_tokens) is each token's position in its document (0 starts one, each
@@ -121,8 +121,8 @@ kt_status kt_chunk_forward(kt_chunk *c, int mb, const kt_microbatch *data, const
 /* Input gradient of micro-batch mb: dout is the gradient of the output
  * (NULL on the last stage: the loss's), din receives the gradient of the
  * input (NULL on the first stage). */
-kt_status kt_chunk_backward_input(kt_chunk *c, int mb, const kt_microbatch *data,
-                                  const float *dout, float *din, kt_error *err);
+kt_status kt_chunk_backward_input(kt_chunk *c, int mb, const kt_microbatch *data, const float *dout,
+                                  float *din, kt_error *err);
 /* Weight gradient of micro-batch mb, accumulated into the gradients; frees
  * the micro-batch's stash. */
 kt_status kt_chunk_backward_weight(kt_chunk *c, int mb, kt_error *err);
@@ -169,10 +169,10 @@ int kt_gemm_available(kt_gemm_kind k, const char **version);
 
 /* How a chunk's library was chosen. */
 typedef struct {
-  kt_gemm_kind kind;              /* the library used (never AUTO) */
-  const char *how;                /* "given", "measured", "cached" (measured before on this
+  kt_gemm_kind kind;             /* the library used (never AUTO) */
+  const char *how;               /* "given", "measured", "cached" (measured before on this
                                    * machine) or "small" (too little work to tell: OpenBLAS) */
-  double seconds[KT_GEMM_COUNT];  /* measured or cached: each library's time on the
+  double seconds[KT_GEMM_COUNT]; /* measured or cached: each library's time on the
                                    * model's matmuls (0: not available) */
 } kt_gemm_choice;
 
@@ -236,8 +236,7 @@ kt_status kt_matmul_measure(kt_status (*work)(void *ctx, kt_error *err), void *c
 
 /* Parses "2,3,3" into counts[n]; they must be >= 1 and sum to units.
  * EINVAL naming the problem. */
-kt_status kt_partition_parse(const char *text, int n_stages, int units, int *counts,
-                             kt_error *err);
+kt_status kt_partition_parse(const char *text, int n_stages, int units, int *counts, kt_error *err);
 /* Balanced contiguous partition of the units into n_stages by unit FLOPs:
  * minimises the largest stage (exact), never an empty stage. */
 kt_status kt_partition_balanced(const kt_model_config *cfg, int n_stages, int *counts,

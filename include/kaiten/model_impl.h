@@ -15,8 +15,8 @@ typedef struct {
   /* in: the previous stage's output (NULL on the first stage, which reads
    * data); out: this chunk's output (NULL on the last stage, which writes the
    * micro-batch's mean loss to *loss). */
-  kt_status (*forward)(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
-                       float *out, double *loss, kt_error *err);
+  kt_status (*forward)(kt_chunk *c, int mb, const kt_microbatch *data, const float *in, float *out,
+                       double *loss, kt_error *err);
   /* dout: gradient of the output (NULL on the last stage: the loss gradient is
    * computed from the stash); din: gradient of the input, written (NULL on
    * the first stage: nothing upstream). */
@@ -36,7 +36,7 @@ struct kt_chunk {
   size_t in_elems, out_elems; /* boundary activation floats per micro-batch */
   float *params, *grads;      /* flat, n_params each */
   size_t n_params;
-  size_t *unit_offset;        /* n_units + 1 offsets into params */
+  size_t *unit_offset; /* n_units + 1 offsets into params */
   /* Tied LM head (GPT with tie_embeddings): the chunk's copy of the token
    * embedding, and its gradient; NULL when this chunk holds none. When the
    * first and last unit are in different chunks the runtime sums the two
@@ -47,8 +47,8 @@ struct kt_chunk {
    * runtime must not add it twice). */
   float *tied, *tied_grad;
   size_t tied_elems;
-  size_t stash_bytes;         /* activation memory held now */
-  size_t peak_stash_bytes;    /* max since creation or the last reset */
+  size_t stash_bytes;      /* activation memory held now */
+  size_t peak_stash_bytes; /* max since creation or the last reset */
   /* src/nn's chunks only (kt_chunk_create sets them; other implementations
    * leave them zero): the matmuls' library and the rank's compute threads */
   kt_gemm_choice gemm;

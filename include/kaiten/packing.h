@@ -99,8 +99,8 @@ double kt_pack_load(const kt_pack *pk, const kt_token_model *model, int k);
 /* The per-(stage, micro-batch) costs of pk in its run order: base's stage
  * values scaled per micro-batch (kt_token_model) for S stages; out is a
  * deep copy of base with per-micro-batch lists (free it). EINVAL, ENOMEM. */
-kt_status kt_pack_costs(const kt_pack *pk, const kt_token_model *model, const kt_costs *base,
-                        int S, kt_costs *out, kt_error *err);
+kt_status kt_pack_costs(const kt_pack *pk, const kt_token_model *model, const kt_costs *base, int S,
+                        kt_costs *out, kt_error *err);
 
 /* Balanced's order: searches the run order of pk's micro-batches (the
  * heaviest first, last, in the middle, alternating, then swaps of pairs)

@@ -95,17 +95,17 @@ double kt_plan_model_params(const kt_plan_model *m);
 /* Cluster: measured numbers (a future `kaiten calibrate`) plug in as
  * achieved_flops and the bandwidth / latency fields. */
 typedef struct {
-  int devices;          /* N */
-  int devices_per_node; /* tensor-parallel groups stay inside a node */
-  double mem_bytes;     /* memory per device */
-  double mem_reserved;  /* bytes per device kept back (runtime, buffers); < 0: the default,
+  int devices;           /* N */
+  int devices_per_node;  /* tensor-parallel groups stay inside a node */
+  double mem_bytes;      /* memory per device */
+  double mem_reserved;   /* bytes per device kept back (runtime, buffers); < 0: the default,
                          * kt_plan_cluster_reserved */
-  double peak_flops;    /* FLOP/s per device (dense, training precision) */
-  double efficiency;    /* achieved fraction of peak_flops for matmuls */
+  double peak_flops;     /* FLOP/s per device (dense, training precision) */
+  double efficiency;     /* achieved fraction of peak_flops for matmuls */
   double achieved_flops; /* > 0: measured FLOP/s, overrides peak * efficiency */
   double intra_bw, intra_latency; /* inside a node: bytes/s, s */
   double inter_bw, inter_latency; /* between nodes */
-  double inter_burst;   /* bytes a link between nodes passes at once after idling (0: none) */
+  double inter_burst; /* bytes a link between nodes passes at once after idling (0: none) */
 } kt_plan_cluster;
 
 /* 8 devices per node, 80 GB, 312 TFLOP/s at 0.5, NVLink 300 GB/s 5 us,
@@ -185,7 +185,7 @@ kt_status kt_plan_layer_costs(const kt_plan_model *m, const kt_plan_cluster *c,
  * together (its hops stay inside, the all-reduce crosses). */
 typedef enum { KT_NODES_DP_INSIDE, KT_NODES_PP_INSIDE, KT_NODES_COUNT } kt_node_layout;
 const char *kt_node_layout_name(kt_node_layout p); /* "dp-inside" | "pp-inside" */
-int kt_node_layout_from_name(const char *name);  /* -1 when unknown */
+int kt_node_layout_from_name(const char *name);    /* -1 when unknown */
 
 typedef struct {
   int p, d, t, v, m, b, k;
@@ -196,7 +196,7 @@ typedef struct {
 
 typedef struct {
   kt_plan_config cfg;
-  int fits;            /* every device within mem_bytes - mem_reserved */
+  int fits; /* every device within mem_bytes - mem_reserved */
   /* The simulated period of a step (kaiten/sim.h, under the options'
    * step sync): K rounds of M micro-batches back to back on each rank,
    * then the step's end (dp_time, and a barrier's wait) */
@@ -213,11 +213,11 @@ typedef struct {
   double *mem_state;   /* p: model-state bytes per rank */
   int *partition;      /* p*v: layers per stage */
   double *stage_f, *stage_i, *stage_w; /* p*v: seconds per micro-batch */
-  int peak_inflight;   /* max over ranks */
-  char reason[128];    /* one line: what limits it */
-  int m_min, m_max;    /* collapsed search: the M range of the equivalent
+  int peak_inflight;                   /* max over ranks */
+  char reason[128];                    /* one line: what limits it */
+  int m_min, m_max;                    /* collapsed search: the M range of the equivalent
                           configurations it stands for (else both cfg.m) */
-  int equivalent;      /* collapsed search: how many others it stands for */
+  int equivalent;                      /* collapsed search: how many others it stands for */
 } kt_plan_result;
 
 void kt_plan_result_free(kt_plan_result *r);
@@ -227,21 +227,21 @@ void kt_plan_result_free(kt_plan_result *r);
  * figures (fits = 0, step_time = 0). EINVAL when the configuration is
  * impossible (sizes, batch, schedule constraints) with the reason. */
 kt_status kt_plan_evaluate(const kt_plan_model *m, const kt_plan_cluster *c,
-                           const kt_plan_options *o, const kt_plan_config *cfg,
-                           kt_plan_result *out, kt_error *err);
+                           const kt_plan_options *o, const kt_plan_config *cfg, kt_plan_result *out,
+                           kt_error *err);
 
 /* ---- search ------------------------------------------------------------------ */
 
 typedef struct {
-  long global_batch;   /* B */
-  kt_plan_config pin;  /* a field > 0 (or >= 0 for enums, see below) is pinned */
-  unsigned schedules;  /* bit mask of kt_gen_kind; 0 = the default set */
-  unsigned recomputes; /* bit mask of kt_recompute; 0 = all */
+  long global_batch;     /* B */
+  kt_plan_config pin;    /* a field > 0 (or >= 0 for enums, see below) is pinned */
+  unsigned schedules;    /* bit mask of kt_gen_kind; 0 = the default set */
+  unsigned recomputes;   /* bit mask of kt_recompute; 0 = all */
   unsigned node_layouts; /* bit mask of kt_node_layout; 0 = both where the job spans nodes */
-  double max_bubble;   /* <= 0: no limit */
-  int max_microbatches; /* default 1024 */
-  int max_chunks;       /* interleaved / looped-bfs V up to this (default 4) */
-  int top;              /* configurations kept (0 = every one that fits) */
+  double max_bubble;     /* <= 0: no limit */
+  int max_microbatches;  /* default 1024 */
+  int max_chunks;        /* interleaved / looped-bfs V up to this (default 4) */
+  int top;               /* configurations kept (0 = every one that fits) */
   /* 1: configurations that differ only in how the step is cut into rounds
    * (M and K with the same M*K) or, with one rank, in schedule, and that
    * have the same step time and memory, count as one result (the
@@ -273,9 +273,8 @@ void kt_plan_report_free(kt_plan_report *r);
 
 /* Searches the space; r->n may be 0 when nothing fits. EINVAL when the pins
  * contradict each other or the batch (named in the reason). */
-kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
-                         const kt_plan_options *o, const kt_plan_search_params *sp,
-                         kt_plan_report *r, kt_error *err);
+kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c, const kt_plan_options *o,
+                         const kt_plan_search_params *sp, kt_plan_report *r, kt_error *err);
 
 /* ---- partition only ---------------------------------------------------------------
  * The exact min-max cut of the layers into `stages` by time per micro-batch
@@ -284,11 +283,11 @@ kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
 typedef struct {
   int stages, t, b, m, d;
   kt_recompute recompute;
-  int capped;       /* cut under the device memory with 1F1B in-flight counts */
-  int *counts;      /* stages */
-  double *load;     /* stages: seconds per micro-batch (F + I + W) */
-  double *params;   /* stages */
-  double *mem;      /* stages: model state + in-flight activations (capped mode) */
+  int capped;     /* cut under the device memory with 1F1B in-flight counts */
+  int *counts;    /* stages */
+  double *load;   /* stages: seconds per micro-batch (F + I + W) */
+  double *params; /* stages */
+  double *mem;    /* stages: model state + in-flight activations (capped mode) */
   double bottleneck, mean;
 } kt_plan_partition_view;
 

@@ -17,11 +17,11 @@ extern "C" {
 #endif
 
 typedef struct {
-  int width;       /* total columns available (default 120) */
-  int color;       /* ANSI colours (only for terminals) */
-  int chunks;      /* V of the schedule: labels carry the stage when V > 1 */
-  int max_ranks;   /* rows drawn before eliding (default 16) */
-  int coarse;      /* the timeline is a coarse one (kt_coarse_*, dominant) with one
+  int width;     /* total columns available (default 120) */
+  int color;     /* ANSI colours (only for terminals) */
+  int chunks;    /* V of the schedule: labels carry the stage when V > 1 */
+  int max_ranks; /* rows drawn before eliding (default 16) */
+  int coarse;    /* the timeline is a coarse one (kt_coarse_*, dominant) with one
                       bin per column: op letters only, and the legend says so */
 } kt_gantt_opts;
 
@@ -79,8 +79,7 @@ void kt_render_comparison(const kt_comparison *cmp, int json, kt_buf *b);
 /* Chrome trace JSON (opens in Perfetto / chrome://tracing): one track per
  * rank, one slice per action with stage, micro-batch and op in args, memory
  * as counter tracks. us_per_unit converts timeline time to microseconds. */
-void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_per_unit,
-                            kt_buf *b);
+void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_per_unit, kt_buf *b);
 
 /* A training run's traced step (times in seconds). */
 typedef struct {
@@ -165,14 +164,14 @@ typedef struct {
   const char *name;    /* legend text */
   const double *x, *y; /* n points, x non-decreasing */
   size_t n;
-  int step;            /* value holds until the next x (memory levels) */
-  const char *color;   /* NULL = kt_svg_series_color */
-  int dashed;          /* drawn dashed (e.g. validation loss, predictions) */
-  int markers;         /* a dot (with a tooltip) at every point: sparse series only */
+  int step;          /* value holds until the next x (memory levels) */
+  const char *color; /* NULL = kt_svg_series_color */
+  int dashed;        /* drawn dashed (e.g. validation loss, predictions) */
+  int markers;       /* a dot (with a tooltip) at every point: sparse series only */
 } kt_series;
 
 typedef struct {
-  const char *title;   /* heading drawn in the chart, NULL = none */
+  const char *title; /* heading drawn in the chart, NULL = none */
   const char *id;
   const char *x_label; /* axis titles: say the unit, e.g. "time (s)" */
   const char *y_label;
@@ -181,7 +180,7 @@ typedef struct {
   double y_min, y_max; /* y_max <= y_min: from the data (y_min 0 when data >= 0) */
   int log_y;           /* logarithmic y axis (positive values only) */
   int standalone;
-  int max_legend;      /* legend entries before eliding the middle (default 8) */
+  int max_legend; /* legend entries before eliding the middle (default 8) */
 } kt_chart_opts;
 
 void kt_chart_default_opts(kt_chart_opts *o);
@@ -194,15 +193,15 @@ void kt_svg_line_chart(kt_buf *b, const kt_chart_opts *o, const kt_series *s, si
 /* Horizontal bar chart: one row per category, k values per row, grouped
  * side by side or stacked (e.g. per-stage busy and idle). */
 typedef struct {
-  const char *const *labels;       /* n category names */
+  const char *const *labels; /* n category names */
   size_t n;
   const char *const *series_names; /* k legend names (NULL when k == 1) */
   size_t k;
-  const double *values;            /* n * k, values[i * k + j] */
+  const double *values; /* n * k, values[i * k + j] */
   int stacked;
-  const char *const *colors;       /* k colours, NULL = kt_svg_series_color */
-  const char *value_fmt;           /* printf format of the value labels ("%.1f%%"); NULL = "%g" */
-  double value_scale;              /* labels show value * scale (0 = 1) */
+  const char *const *colors; /* k colours, NULL = kt_svg_series_color */
+  const char *value_fmt;     /* printf format of the value labels ("%.1f%%"); NULL = "%g" */
+  double value_scale;        /* labels show value * scale (0 = 1) */
 } kt_bar_data;
 
 /* x_label names the value axis; x_max (when > x_min) fixes its extent. */
@@ -232,8 +231,8 @@ void kt_html_text(kt_buf *b, const char *s);
 /* Memory-over-time of a timeline as one step series per rank ("rank 3"),
  * starting at 0 at t_from and held until t_to. Free with kt_series_free.
  * ENOMEM. */
-kt_status kt_timeline_mem_series(const kt_timeline *t, double t_from, double t_to,
-                                 kt_series **out, size_t *n);
+kt_status kt_timeline_mem_series(const kt_timeline *t, double t_from, double t_to, kt_series **out,
+                                 size_t *n);
 void kt_series_free(kt_series *s, size_t n);
 
 /* Per-rank busy and idle time as stacked horizontal bars (utilisation in
@@ -257,18 +256,16 @@ typedef struct {
 void kt_render_html_report(kt_buf *b, const char *title, const kt_report_entry *entries, size_t n,
                            const kt_costs *costs);
 /* Renders that report and writes it to path atomically. ENOMEM, EIO. */
-kt_status kt_write_html_report(const char *path, const char *title,
-                               const kt_report_entry *entries, size_t n, const kt_costs *costs,
-                               kt_error *err);
+kt_status kt_write_html_report(const char *path, const char *title, const kt_report_entry *entries,
+                               size_t n, const kt_costs *costs, kt_error *err);
 /* The report of one result (its timeline, or timeline when not NULL: a
  * coarse one) or of a comparison whose rows kept their timelines
  * (KT_RESULT_TIMELINE), written to path atomically; title NULL: the one
  * kaiten sim or compare gives. ENOMEM, EIO. */
 kt_status kt_write_result_report(const char *path, const char *title, const kt_result *res,
-                                 const kt_timeline *timeline, const kt_costs *given,
-                                 kt_error *err);
-kt_status kt_write_comparison_report(const char *path, const char *title,
-                                     const kt_comparison *cmp, kt_error *err);
+                                 const kt_timeline *timeline, const kt_costs *given, kt_error *err);
+kt_status kt_write_comparison_report(const char *path, const char *title, const kt_comparison *cmp,
+                                     kt_error *err);
 
 /* ---- run reports (run_report.c): a run directory (kaiten/rundir.h) drawn ---- */
 
@@ -281,8 +278,7 @@ kt_status kt_write_comparison_report(const char *path, const char *title,
  * the raw curve. */
 void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title);
 /* Renders it and writes it to path atomically. ENOMEM, EIO. */
-kt_status kt_write_run_report(const char *path, const kt_run *r, const char *title,
-                              kt_error *err);
+kt_status kt_write_run_report(const char *path, const kt_run *r, const char *title, kt_error *err);
 
 /* ---- kaiten plan (report/plan.c) ---------------------------------------------- */
 

@@ -76,8 +76,8 @@ void kt_mem_limit_format(const kt_mem_limit *ml, char *buf, size_t n);
 /* Parses text (name: how the caller's key is written, for the message).
  * allow_bytes 0 refuses bytes (a schedule's memory is in mem-act units).
  * EINVAL naming the value. The only reader of "0.5x" in kaiten. */
-kt_status kt_mem_limit_parse(const char *name, const char *text, int allow_bytes,
-                             kt_mem_limit *out, kt_error *err);
+kt_status kt_mem_limit_parse(const char *name, const char *text, int allow_bytes, kt_mem_limit *out,
+                             kt_error *err);
 /* The limit in the schedule's memory units for kind at P, M, V under the
  * stage costs c: as given, or the fraction of 1F1B's peak for the layout,
  * the largest op scratch (mem-transient) included, less that scratch (what
@@ -111,8 +111,8 @@ typedef struct {
   kt_costs costs;                     /* as given (kt_costs_default first) */
   kt_mem_limit mem_limit;
   kt_effort effort;
-  double time_limit;                  /* optimal: seconds */
-  kt_faults faults;                   /* slow-rank, slow-link: at most one of each */
+  double time_limit; /* optimal: seconds */
+  kt_faults faults;  /* slow-rank, slow-link: at most one of each */
   /* An order to run instead of generating one (kt_request_set_order). */
   char *order;
   char order_name[KT_REQUEST_NAME_LEN]; /* its name when it has none ("" = "schedule") */
@@ -160,8 +160,7 @@ kt_status kt_request_set_order(kt_request *rq, const char *text, const char *nam
  * no NUL byte; a device or FIFO within the same limits), named name or,
  * when NULL, after the file (its name up to the first '.'). EINVAL (empty,
  * too large, a NUL byte), EIO, ENOMEM. */
-kt_status kt_request_read_order(kt_request *rq, const char *path, const char *name,
-                                kt_error *err);
+kt_status kt_request_read_order(kt_request *rq, const char *path, const char *name, kt_error *err);
 
 /* Checks the settings that depend on each other (comm and comm-bandwidth
  * both set, comm-bytes or comm-latency alone, all compute costs 0). */
@@ -174,11 +173,11 @@ kt_status kt_request_check(const kt_request *rq, kt_error *err);
 typedef struct {
   const char *schedule; /* name */
   int p, v, m;
-  const char *placement; /* may carry the table: "explicit (stage:rank 0:0 ...)" */
+  const char *placement;      /* may carry the table: "explicit (stage:rank 0:0 ...)" */
   const int32_t *stage_ranks; /* explicit placement: rank of each of the p*v stages, else NULL */
-  const kt_costs *costs; /* the stage costs the schedule ran with */
-  const char *cost_basis; /* "rank" (costs given for one rank's share) | "stage" | NULL */
-  double closed_form; /* < 0: none */
+  const kt_costs *costs;      /* the stage costs the schedule ran with */
+  const char *cost_basis;     /* "rank" (costs given for one rank's share) | "stage" | NULL */
+  double closed_form;         /* < 0: none */
   const char *closed_form_expr;
   const char *closed_form_why; /* when there is none: why (one phrase), or NULL */
   size_t messages;
@@ -212,9 +211,9 @@ typedef struct {
 
 /* How much of a simulation to keep. */
 typedef enum {
-  KT_RESULT_ORDER,    /* build the order only */
-  KT_RESULT_METRICS,  /* and simulate: metrics and period (nothing per action) */
-  KT_RESULT_TIMELINE  /* and keep every event */
+  KT_RESULT_ORDER,   /* build the order only */
+  KT_RESULT_METRICS, /* and simulate: metrics and period (nothing per action) */
+  KT_RESULT_TIMELINE /* and keep every event */
 } kt_result_detail;
 
 typedef struct {
@@ -279,14 +278,14 @@ typedef struct {
   char name[KT_REQUEST_NAME_LEN]; /* the row's schedule */
   int applies;                    /* 0: reason says why */
   char reason[KT_ERROR_LEN];
-  kt_result result;               /* when it applies */
+  kt_result result; /* when it applies */
 } kt_compare_entry;
 
 typedef struct {
-  int p, m, v;        /* the layout compared (v: the chunked loop kinds') */
+  int p, m, v; /* the layout compared (v: the chunked loop kinds') */
   const char *cost_basis;
   const kt_costs *given; /* the request's costs as given */
-  double peak_1f1b;   /* 1F1B's peak on the same model (<= 0: unknown) */
+  double peak_1f1b;      /* 1F1B's peak on the same model (<= 0: unknown) */
   kt_compare_entry *rows;
   int n;
 } kt_comparison;

@@ -45,16 +45,16 @@ typedef struct {
  * it and the step before (the autopilot's switch), with what the
  * simulator predicted for the plan before and after on the costs measured. */
 typedef struct {
-  int made;                /* 0: no switch before this step */
-  char kind[16];           /* "reorder" | "repartition" */
-  char from[32], to[32];   /* the orders' names */
-  char partition[128];     /* repartition: the new layers per stage, "2,3,3" */
+  int made;                                 /* 0: no switch before this step */
+  char kind[16];                            /* "reorder" | "repartition" */
+  char from[32], to[32];                    /* the orders' names */
+  char partition[128];                      /* repartition: the new layers per stage, "2,3,3" */
   double predicted_before, predicted_after; /* seconds a step */
-  double lower_bound;      /* of any order at the run's memory limit on those costs (s) */
-  double cost;             /* the switch's predicted cost (s) */
-  double replan_seconds;   /* the search, measured */
-  double replan_fraction;  /* ... over the step it was made after */
-  double switch_seconds;   /* the switch itself (new chunks, units moved), measured */
+  double lower_bound;     /* of any order at the run's memory limit on those costs (s) */
+  double cost;            /* the switch's predicted cost (s) */
+  double replan_seconds;  /* the search, measured */
+  double replan_fraction; /* ... over the step it was made after */
+  double switch_seconds;  /* the switch itself (new chunks, units moved), measured */
 } kt_run_switch;
 
 /* Their JSON objects as metrics.jsonl holds them ("null" for none). */
@@ -67,8 +67,8 @@ typedef struct {
   int skipped;           /* not applied: its loss or gradients were not finite */
   double loss, val_loss; /* val_loss: NAN when not evaluated at this step */
   double lr, grad_norm, seconds, tokens_per_s, samples_per_s, bubble;
-  kt_run_fault fault;    /* the autopilot's detector: what this step found slow */
-  kt_run_switch sw;      /* the autopilot's switch before this step */
+  kt_run_fault fault; /* the autopilot's detector: what this step found slow */
+  kt_run_switch sw;   /* the autopilot's switch before this step */
 } kt_run_step;
 
 /* One rank in one step (metrics.jsonl ranks[]); NAN where absent.
@@ -84,12 +84,12 @@ typedef struct {
 
 /* One layout the run trained under, from first_step to last_step. */
 typedef struct {
-  int first_step;          /* steps completed when the segment began */
-  int last_step;           /* steps completed when it ended; -1 while running or unknown */
+  int first_step; /* steps completed when the segment began */
+  int last_step;  /* steps completed when it ended; -1 while running or unknown */
   char schedule[32];
-  char transport[16];      /* "threads" | "mpi" */
+  char transport[16]; /* "threads" | "mpi" */
   int p, v, m, b, k, d;
-  int *partition;          /* n_partition = P*V units per stage; NULL for synthetic runs */
+  int *partition; /* n_partition = P*V units per stage; NULL for synthetic runs */
   int n_partition;
   double predicted_bubble; /* the simulator, costs calibrated on the segment's last step; NAN */
   double measured_bubble;  /* measured on that step; NAN */
@@ -124,7 +124,7 @@ typedef struct {
   int warmup_steps, decay_steps;
   int steps, val_every; /* the steps the run aims for; validation every N */
   uint64_t data_seed;
-  char data[512];       /* a data file, "built-in", or "" (synthetic) */
+  char data[512]; /* a data file, "built-in", or "" (synthetic) */
   /* GPT documents of varying length: the spec ("" for fixed windows), the
    * packing, and the chunks along the sequence (1: none; a segment's m
    * counts the chunks) */
@@ -143,9 +143,9 @@ kt_status kt_run_config_add_segment(kt_run_config *c, const kt_run_segment *seg,
 typedef struct kt_rundir kt_rundir; /* an open, locked run directory */
 
 typedef enum {
-  KT_RUNDIR_NEW,    /* created when missing; refused (EINVAL) when it holds anything */
-  KT_RUNDIR_FORCE,  /* created when missing; kaiten's files in it are removed first */
-  KT_RUNDIR_RESUME  /* must exist and hold config.json */
+  KT_RUNDIR_NEW,   /* created when missing; refused (EINVAL) when it holds anything */
+  KT_RUNDIR_FORCE, /* created when missing; kaiten's files in it are removed first */
+  KT_RUNDIR_RESUME /* must exist and hold config.json */
 } kt_rundir_mode;
 
 /* Opens dir for writing and takes its lock for as long as it stays open.
@@ -155,7 +155,7 @@ typedef enum {
  * receives how many entries that are not kaiten's were left in place; a
  * NEW directory refused for what it holds leaves that count there (> 0). */
 kt_status kt_rundir_create(const char *dir, kt_rundir_mode mode, int *kept, kt_rundir **out,
-                         kt_error *err);
+                           kt_error *err);
 void kt_rundir_destroy(kt_rundir *rd);
 /* EBUSY (naming the PID) when a process writes dir now; KT_OK otherwise,
  * also when dir has no lock file. Takes no lock that outlives the call. */
@@ -197,10 +197,10 @@ typedef struct {
 
 /* Where kt_run_follow goes on reading (set by kt_run_load; not for callers). */
 typedef struct {
-  long long metrics_end;              /* bytes of metrics.jsonl read */
-  int metrics_lines;                  /* its lines read */
-  unsigned long long metrics_id[2];   /* its device and inode */
-  unsigned long long timeline_id[4];  /* timeline.json's device, inode, size, mtime (ns) */
+  long long metrics_end;             /* bytes of metrics.jsonl read */
+  int metrics_lines;                 /* its lines read */
+  unsigned long long metrics_id[2];  /* its device and inode */
+  unsigned long long timeline_id[4]; /* timeline.json's device, inode, size, mtime (ns) */
 } kt_run_follow_state;
 
 /* A whole run directory read back: DIR/config.json and DIR/metrics.jsonl
@@ -243,7 +243,7 @@ typedef struct {
    * sync (kt_step_sync; -1: unknown, a run before periods were written: NAN) */
   double measured_period, predicted_period;
   int step_sync;
-  int has_memory;         /* measured.mem holds trace.json's memory counters (bytes) */
+  int has_memory; /* measured.mem holds trace.json's memory counters (bytes) */
   kt_run_follow_state follow;
 } kt_run;
 
@@ -261,8 +261,8 @@ void kt_run_free(kt_run *r);
 
 /* What kt_run_follow found. */
 typedef struct {
-  size_t steps;  /* steps appended to r->steps, in file order */
-  int timeline;  /* timeline.json changed: measured, predicted, calibrated and
+  size_t steps; /* steps appended to r->steps, in file order */
+  int timeline; /* timeline.json changed: measured, predicted, calibrated and
                     the memory counters were read again */
 } kt_run_news;
 

@@ -38,12 +38,12 @@ int kt_optim_from_name(const char *name);
 
 typedef struct {
   kt_optim_kind kind;
-  double lr;           /* peak learning rate */
-  double momentum;     /* SGD */
+  double lr;                              /* peak learning rate */
+  double momentum;                        /* SGD */
   double beta1, beta2, eps, weight_decay; /* AdamW (decoupled decay) */
-  double grad_clip;    /* max global gradient norm; 0 = off */
-  int warmup_steps;    /* linear warm-up from 0 */
-  int decay_steps;     /* cosine decay to min_lr_ratio * lr at this step; 0 = constant */
+  double grad_clip;                       /* max global gradient norm; 0 = off */
+  int warmup_steps;                       /* linear warm-up from 0 */
+  int decay_steps; /* cosine decay to min_lr_ratio * lr at this step; 0 = constant */
   double min_lr_ratio;
 } kt_optim_config;
 
@@ -65,7 +65,7 @@ typedef struct {
   int grad_accum;              /* K rounds of M micro-batches per optimizer step */
   int micro_batch;             /* b samples per micro-batch */
   kt_model_config model;
-  const int *partition;        /* S unit counts (stage order), NULL = balanced */
+  const int *partition; /* S unit counts (stage order), NULL = balanced */
   /* A model of the caller's own instead of `model` (NULL: the built-in
    * model): every stage's chunk comes from make_chunk(chunk_ctx, ...). It
    * has no units, so no partition and no checkpoints; weight decay applies
@@ -150,14 +150,14 @@ typedef struct {
    * ("forward output", "loss" or "gradients"). */
   int nonfinite, nonfinite_stage;
   const char *nonfinite_what;
-  int step;        /* the optimizer step these figures are for */
-  int rollbacks;   /* times this step ran again because the one before it was rolled back */
-  int cancelled;   /* a non-finite step before it stopped it before its update (not applied) */
+  int step;      /* the optimizer step these figures are for */
+  int rollbacks; /* times this step ran again because the one before it was rolled back */
+  int cancelled; /* a non-finite step before it stopped it before its update (not applied) */
   /* its update waited for the step's check on a local rank: a barrier, a
    * step after one that was clipped or not finite, or one the rank's own
    * share showed would be */
   int waited;
-  int vote;        /* the winner of the stop requests carried with it, on every rank alike */
+  int vote; /* the winner of the stop requests carried with it, on every rank alike */
 } kt_step_result;
 
 /* Runs one optimizer step with a barrier after it. data holds D*K*M micro-batches, index

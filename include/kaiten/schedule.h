@@ -95,7 +95,7 @@ typedef struct {
    * otherwise; then n_stages is S (0 means P*V). */
   int p, v, m;
   kt_placement placement;
-  char name[32]; /* generator name, or "" for imported schedules */
+  char name[32];          /* generator name, or "" for imported schedules */
   kt_rank_actions *ranks; /* p entries */
   /* Explicit placement only (NULL otherwise): stage -> rank and stage ->
    * chunk (its index among its rank's stages, in stage order), S entries
@@ -176,12 +176,12 @@ int kt_notation_from_name(const char *name); /* the notation named, or -1 */
 typedef struct {
   kt_notation notation; /* in: how to read B and BW (AUTO: detect) */
   /* out */
-  kt_notation detected;      /* CURRENT or LEGACY: how the file was read */
-  const char *detected_why;  /* one phrase: what decided it */
-  size_t comm_actions;       /* non-compute actions in the file (all kinds) */
-  size_t p2p_actions;        /* of those: SEND/RECV/WAIT_SEND (the file is lowered) */
-  int placement_inferred;    /* 1 when no header pinned the placement */
-  kt_schedule *lowered;      /* in, optional: receives the whole file, comms included,
+  kt_notation detected;     /* CURRENT or LEGACY: how the file was read */
+  const char *detected_why; /* one phrase: what decided it */
+  size_t comm_actions;      /* non-compute actions in the file (all kinds) */
+  size_t p2p_actions;       /* of those: SEND/RECV/WAIT_SEND (the file is lowered) */
+  int placement_inferred;   /* 1 when no header pinned the placement */
+  kt_schedule *lowered;     /* in, optional: receives the whole file, comms included,
                                 when it has communication actions (else left empty) */
 } kt_parse_opts;
 
@@ -286,9 +286,7 @@ typedef enum { KT_OUT_NONE = -1, KT_OUT_F, KT_OUT_BI, KT_OUT_I, KT_OUT_COUNT } k
  * F of stage 0, which needs nothing. */
 static inline kt_output kt_action_needs(int op, int stage, int n_stages, int *from_stage) {
   switch (op) {
-    case KT_OP_F:
-      *from_stage = stage - 1;
-      return stage > 0 ? KT_OUT_F : KT_OUT_NONE;
+    case KT_OP_F: *from_stage = stage - 1; return stage > 0 ? KT_OUT_F : KT_OUT_NONE;
     case KT_OP_B:
     case KT_OP_I:
       if (stage == n_stages - 1) return *from_stage = stage, KT_OUT_F;
@@ -301,7 +299,7 @@ static inline kt_output kt_action_needs(int op, int stage, int n_stages, int *fr
 /* The results a finished compute action publishes, as bits 1 << kt_output:
  * F publishes F, B publishes BI, I publishes BI and I, W nothing. */
 static inline unsigned kt_action_publishes(int op) {
-  return op == KT_OP_F ? 1u << KT_OUT_F
+  return op == KT_OP_F   ? 1u << KT_OUT_F
          : op == KT_OP_B ? 1u << KT_OUT_BI
          : op == KT_OP_I ? (1u << KT_OUT_BI) | (1u << KT_OUT_I)
                          : 0u;

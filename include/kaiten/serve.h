@@ -68,11 +68,11 @@ typedef struct {
 typedef void (*kt_serve_warning_fn)(void *ctx, const char *msg);
 
 typedef struct {
-  const char *host;      /* IPv4 address or "localhost" (default "127.0.0.1") */
-  int port;              /* 0 = any free port (see kt_server_port) */
-  int max_clients;       /* event streams at once (default 8); more get 503 */
-  int queue;             /* step records the trainer may have in flight (default 256) */
-  double render_every;   /* seconds between rendered steps of a live run (default 0.5) */
+  const char *host;            /* IPv4 address or "localhost" (default "127.0.0.1") */
+  int port;                    /* 0 = any free port (see kt_server_port) */
+  int max_clients;             /* event streams at once (default 8); more get 503 */
+  int queue;                   /* step records the trainer may have in flight (default 256) */
+  double render_every;         /* seconds between rendered steps of a live run (default 0.5) */
   const char *const *run_dirs; /* finished runs to show (their curves overlay) */
   int n_run_dirs;
   const kt_serve_live *live; /* NULL: only run_dirs */
@@ -99,21 +99,21 @@ kt_status kt_serve_parse_addr(const char *text, char *host, size_t n, int *port,
  * step's measured timeline (copied by kt_server_push). */
 typedef struct {
   kt_run_step step;
-  int skipped;                  /* the step was not applied (non-finite values) */
+  int skipped;                   /* the step was not applied (non-finite values) */
   const kt_run_rank_step *ranks; /* n_ranks entries (busy, comm, bytes, peak activations) */
   int n_ranks;
-  const kt_timeline *timeline;  /* measured, may be NULL */
+  const kt_timeline *timeline; /* measured, may be NULL */
 } kt_serve_step;
 
 typedef struct kt_server kt_server;
 
 typedef struct {
-  int clients;          /* event streams open now */
-  long long steps;      /* step records the stream holds (all runs) */
-  long long dropped;    /* records the queue had no room for */
-  long long rendered;   /* steps rendered for the page */
-  long long refused;    /* streams refused for the client limit */
-  long long evicted;    /* idle connections closed to make room, or past their time */
+  int clients;           /* event streams open now */
+  long long steps;       /* step records the stream holds (all runs) */
+  long long dropped;     /* records the queue had no room for */
+  long long rendered;    /* steps rendered for the page */
+  long long refused;     /* streams refused for the client limit */
+  long long evicted;     /* idle connections closed to make room, or past their time */
   long long turned_away; /* connections closed at once: all in their way were busy */
 } kt_serve_stats;
 

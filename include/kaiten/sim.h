@@ -180,9 +180,8 @@ typedef struct {
  * period, each rank's step from its first action to its next step's); out
  * receives s->p entries. EINVAL when
  * the timeline is not a run of s, ENOMEM. */
-kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured,
-                             double step_seconds, kt_step_sync sync, kt_idle_split *out,
-                             kt_error *err);
+kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured, double step_seconds,
+                             kt_step_sync sync, kt_idle_split *out, kt_error *err);
 
 /* The causes' names in JSON and reports, in this order: schedule,
  * core_wait, comm, overhead, optimizer (KT_IDLE_CAUSES of them). */

@@ -18,7 +18,7 @@ typedef struct {
   uint8_t op;    /* kt_op */
   uint8_t flags; /* KT_ACTION_* of the action that ran */
   double start, end;
-  int64_t bytes; /* bytes this action sent to other ranks */
+  int64_t bytes;    /* bytes this action sent to other ranks */
   double comm_time; /* time spent waiting on / moving data for it (measured runs; not the
                        * time its thread then waited for a core: ready_wait) */
   /* Measured runs: the time the action itself took its device: the thread's
@@ -43,7 +43,8 @@ typedef struct {
 
 typedef struct {
   int p;
-  kt_event *events; /* compute actions, in per-rank execution order, ranks interleaved arbitrarily */
+  kt_event
+      *events; /* compute actions, in per-rank execution order, ranks interleaved arbitrarily */
   size_t n_events, cap_events;
   /* Communication actions of a lowered program (SEND, RECV, WAIT_SEND, ...):
    * start = when the rank posted it, end = when it completed (a RECV: when
@@ -96,8 +97,8 @@ typedef struct {
    * costs; a timeline alone (kt_timeline_metrics, kt_metrics_finish): the
    * makespan, until kt_metrics_set_period says otherwise. */
   double period;
-  int step_sync;          /* the kt_step_sync the period is for; -1: a timeline alone */
-  double bubble_ratio;    /* 1 - sum(busy) / (P * period) */
+  int step_sync;       /* the kt_step_sync the period is for; -1: a timeline alone */
+  double bubble_ratio; /* 1 - sum(busy) / (P * period) */
   double total_busy;
   kt_rank_metrics *ranks; /* p entries, owned */
 } kt_metrics;

@@ -42,8 +42,8 @@ kt_status kt_data_mlp_create(int hidden, uint64_t seed, kt_data_source **out, kt
 
 /* Byte-level text for the GPT (kaiten data: a file, or NULL for the built-in
  * corpus); validation from the held-out tail. EIO, EINVAL, ENOMEM. */
-kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_batch,
-                                     uint64_t seed, kt_data_source **out, kt_error *err);
+kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_batch, uint64_t seed,
+                                     kt_data_source **out, kt_error *err);
 
 /* Documents of varying length for the GPT (kaiten/model.h's packed
  * micro-batches): each step draws document lengths from doc_lengths
@@ -62,8 +62,8 @@ kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_ba
  * row): fill's M counts chunks (M / K micro-batches), the documents and
  * packing those of the unchunked fill. Validation: the held-out windows.
  * EINVAL naming a bad spec or packing, EIO, ENOMEM. */
-kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_batch,
-                                     uint64_t seed, const char *doc_lengths, const char *packing,
+kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_batch, uint64_t seed,
+                                     const char *doc_lengths, const char *packing,
                                      double attn_share, int seq_chunks, kt_data_source **out,
                                      kt_error *err);
 
@@ -72,10 +72,10 @@ typedef struct {
   int steps;             /* total */
   double loss, val_loss; /* val_loss NAN when not evaluated this step */
   double lr, grad_norm;
-  double seconds;        /* wall time of the step */
+  double seconds; /* wall time of the step */
   double samples_per_s, tokens_per_s;
-  double bubble;         /* measured bubble ratio of the step */
-  const kt_timeline *timeline;     /* measured, replica 0 */
+  double bubble;               /* measured bubble ratio of the step */
+  const kt_timeline *timeline; /* measured, replica 0 */
   const kt_runtime *runtime;
   /* the step was skipped (skip_nonfinite): its loss or gradients were not
    * finite, first in nonfinite_what of nonfinite_stage */
@@ -99,10 +99,10 @@ typedef struct {
 
 typedef struct {
   kt_runtime_config runtime;
-  int first_step;        /* resume point (0 for a fresh run) */
-  int steps;             /* run until this many optimizer steps in total */
-  int val_every;         /* validation loss every N steps (0 = never) */
-  int val_batches;       /* optimizer-step-sized batches per validation */
+  int first_step;  /* resume point (0 for a fresh run) */
+  int steps;       /* run until this many optimizer steps in total */
+  int val_every;   /* validation loss every N steps (0 = never) */
+  int val_batches; /* optimizer-step-sized batches per validation */
   kt_data_source *data;
   /* Called after every step (may be NULL). Return non-zero to stop early. */
   int (*on_step)(void *ctx, const kt_train_progress *p);
@@ -133,21 +133,21 @@ typedef struct {
  * each stage measured for it (the action's own time: its CPU time, or for a
  * synthetic run the cost it slept). */
 typedef struct {
-  int round, mb;       /* round k of K, micro-batch j of M */
-  int tokens;          /* real tokens (packed documents), else b T */
-  int documents;       /* packed documents (fixed windows: b) */
-  double attn_tokens2; /* sum over its documents of L^2 (fixed windows: b T^2) */
+  int round, mb;        /* round k of K, micro-batch j of M */
+  int tokens;           /* real tokens (packed documents), else b T */
+  int documents;        /* packed documents (fixed windows: b) */
+  double attn_tokens2;  /* sum over its documents of L^2 (fixed windows: b T^2) */
   double *tf, *tb, *tw; /* [S] seconds per stage: F, the input gradient (I or a full B), W */
 } kt_mb_cost;
 
 typedef struct {
-  double *losses;        /* steps run by this call, in order (caller frees) */
+  double *losses; /* steps run by this call, in order (caller frees) */
   int n_losses;
-  double last_val_loss;  /* NAN when never evaluated */
-  kt_metrics measured;   /* last step (seconds) */
-  kt_metrics predicted;  /* the same schedule simulated with costs calibrated from it */
-  kt_costs calibrated;   /* per-stage costs (seconds) measured on the last step */
-  kt_timeline measured_timeline;  /* the last training step (validation steps excluded) */
+  double last_val_loss;          /* NAN when never evaluated */
+  kt_metrics measured;           /* last step (seconds) */
+  kt_metrics predicted;          /* the same schedule simulated with costs calibrated from it */
+  kt_costs calibrated;           /* per-stage costs (seconds) measured on the last step */
+  kt_timeline measured_timeline; /* the last training step (validation steps excluded) */
   kt_timeline predicted_timeline;
   double mean_step_seconds;
   double samples_per_s, tokens_per_s; /* over every step run, the first included */
@@ -155,7 +155,7 @@ typedef struct {
    * ran): what the pipeline sustains once warm */
   double steady_tokens_per_s;
   size_t peak_stash_bytes_stage0;
-  int skipped_steps;     /* steps not applied because of non-finite values */
+  int skipped_steps; /* steps not applied because of non-finite values */
   /* the run failed (ERUNTIME) on a step whose loss or gradients were not
    * finite, with skip_nonfinite off */
   int stopped_nonfinite;
@@ -238,12 +238,11 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
 typedef struct kt_session kt_session;
 typedef struct kt_session_info kt_session_info; /* below */
 
-
 typedef enum {
-  KT_NOTE_LONG_SEARCH,     /* a generator tunes its order at length: name the schedule, count its actions */
+  KT_NOTE_LONG_SEARCH, /* a generator tunes its order at length: name the schedule, count its actions */
   KT_NOTE_RUN_DIR_CLEARED, /* force cleared kaiten's files from run directory `name`; count entries kept */
   KT_NOTE_STOPPING,        /* every rank agreed to stop after this step: count = the reason */
-  KT_NOTE_OVERSUBSCRIBED,  /* count = compute threads of this process (ranks x BLAS threads) above the cores */
+  KT_NOTE_OVERSUBSCRIBED, /* count = compute threads of this process (ranks x BLAS threads) above the cores */
   /* resuming, newer checkpoints were passed over (kt_session_resume's
    * skipped): `name` the checkpoint resumed from, count its step; the steps
    * after it run again (their metrics lines are replaced) */
@@ -266,13 +265,13 @@ typedef enum {
   KT_SESSION_OK,
   KT_SESSION_FAILED,           /* this rank failed: the message says why */
   KT_SESSION_FAILED_ELSEWHERE, /* another MPI rank failed and says why; this one has nothing to add */
-  KT_SESSION_RUN_DIR_TAKEN,    /* the run directory holds another run (neither resumed nor forced) */
-  KT_SESSION_RUN_DIR_BUSY,     /* another process writes the run directory (EBUSY) */
-  KT_SESSION_TOO_FEW_LAYERS,   /* more pipeline stages than the model has layers to split */
-  KT_SESSION_WORLD_SIZE,       /* the MPI world is not P * D processes */
-  KT_SESSION_CLUSTER,          /* the cluster spec (the message: "FILE: reason") */
-  KT_SESSION_SAVE_INIT,        /* writing save_init (rank 0 says why) */
-  KT_SESSION_NONFINITE,        /* a step's loss or gradients were not finite, skip_nonfinite off */
+  KT_SESSION_RUN_DIR_TAKEN,  /* the run directory holds another run (neither resumed nor forced) */
+  KT_SESSION_RUN_DIR_BUSY,   /* another process writes the run directory (EBUSY) */
+  KT_SESSION_TOO_FEW_LAYERS, /* more pipeline stages than the model has layers to split */
+  KT_SESSION_WORLD_SIZE,     /* the MPI world is not P * D processes */
+  KT_SESSION_CLUSTER,        /* the cluster spec (the message: "FILE: reason") */
+  KT_SESSION_SAVE_INIT,      /* writing save_init (rank 0 says why) */
+  KT_SESSION_NONFINITE,      /* a step's loss or gradients were not finite, skip_nonfinite off */
   KT_SESSION_FAILURE_COUNT
 } kt_session_failure;
 
@@ -286,47 +285,47 @@ typedef enum {
 
 typedef struct {
   /* ---- the model and its data ---- */
-  kt_model_config model;        /* a built-in model (default: the default GPT) */
-  kt_chunk_factory make_chunk;  /* or a model of the caller's own (kt_runtime_config) */
+  kt_model_config model;       /* a built-in model (default: the default GPT) */
+  kt_chunk_factory make_chunk; /* or a model of the caller's own (kt_runtime_config) */
   void *chunk_ctx;
-  const char *model_name;       /* its name in config.json (default "own"; up to 15 bytes) */
-  int synthetic;                /* or sleeps of the costs below with real tensors */
+  const char *model_name; /* its name in config.json (default "own"; up to 15 bytes) */
+  int synthetic;          /* or sleeps of the costs below with real tensors */
   double syn_tf_ms, syn_tb_ms, syn_tw_ms; /* one rank's share: V chunks run ms/V each */
   size_t syn_act_bytes, syn_grad_bytes;
-  const double *syn_mb_scale;   /* [m]: micro-batch k's costs are these times syn_mb_scale[k]
+  const double *syn_mb_scale; /* [m]: micro-batch k's costs are these times syn_mb_scale[k]
                                    (kt_runtime_config); NULL: all alike. Not owned. */
-  kt_data_source *data;         /* the caller's (never destroyed here); NULL: the built-in model's */
-  const char *data_path;        /* GPT's built-in data: a text file (NULL: the built-in corpus) */
+  kt_data_source *data;       /* the caller's (never destroyed here); NULL: the built-in model's */
+  const char *data_path;      /* GPT's built-in data: a text file (NULL: the built-in corpus) */
   uint64_t data_seed;
   /* GPT: documents of varying length packed into micro-batches
    * (kt_data_docs_source_create: "lognormal:SIGMA:MIN:MAX"; NULL: fixed
    * windows of seq_len) and their packing ("fifo" (NULL) | "balanced") */
   const char *doc_lengths, *packing;
   /* ---- the schedule and the layout ---- */
-  const kt_schedule *schedule;  /* the caller's (copied); NULL: generate `kind` */
-  const kt_schedule *program;   /* with schedule: its lowered form, run as written (may be NULL) */
+  const kt_schedule *schedule; /* the caller's (copied); NULL: generate `kind` */
+  const kt_schedule *program;  /* with schedule: its lowered form, run as written (may be NULL) */
   kt_gen_kind kind;
-  int p, v, m;                  /* v 0: the kind's default chunk count */
+  int p, v, m; /* v 0: the kind's default chunk count */
   /* zb-auto, zbv-auto: the limit as stated (kaiten/request.h): the
    * generator's activation units per rank (value 0: its default), a
    * fraction of 1F1B's peak on the same layout, or bytes of the model's
    * activations, measured per stage */
   kt_mem_limit mem_limit;
-  const char *partition;        /* model units per stage, "2,3,3" (NULL: balanced by cost) */
+  const char *partition; /* model units per stage, "2,3,3" (NULL: balanced by cost) */
   int micro_batch, grad_accum, data_parallel;
   /* ---- training ---- */
   kt_optim_config optim;
-  int steps;                    /* optimizer steps in total (resuming: run until this many) */
-  int val_every, val_batches;   /* validation loss every N steps (0: never) on val_batches batches */
-  int skip_nonfinite;           /* a non-finite step is skipped (1) or ends the run (0) */
+  int steps;                  /* optimizer steps in total (resuming: run until this many) */
+  int val_every, val_batches; /* validation loss every N steps (0: never) on val_batches batches */
+  int skip_nonfinite;         /* a non-finite step is skipped (1) or ends the run (0) */
   /* ---- where it runs ---- */
-  int use_mpi;                  /* one process per rank under mpirun; 0: threads of this process */
-  double timeout;               /* watchdog: seconds a rank waits for a peer */
+  int use_mpi;    /* one process per rank under mpirun; 0: threads of this process */
+  double timeout; /* watchdog: seconds a rank waits for a peer */
   int pin_threads;
   /* OpenBLAS threads per rank, process-wide: > 0 that many; 0 the cores
    * over the ranks in this process; < 0 as the program set them */
   int blas_threads;
-  const char *cluster;          /* a cluster spec (kaiten calibrate): predict on its links */
+  const char *cluster; /* a cluster spec (kaiten calibrate): predict on its links */
   /* Fault injection (a straggler): pipeline rank slow_rank's compute takes
    * slow_factor (>= 1) times as long (kt_runtime_config); -1: none. */
   int slow_rank;
@@ -353,15 +352,15 @@ typedef struct {
    * post-validated) or barrier. */
   kt_step_sync step_sync;
   /* ---- files ---- */
-  const char *run_dir;          /* config.json, metrics.jsonl, timelines, checkpoints (NULL: none) */
-  int force;                    /* run_dir may hold an old run: kaiten's files there are removed */
-  const char *resume;           /* continue the run in this directory (its run_dir): see below */
-  int checkpoint_every;         /* also checkpoint every N steps (0: at the end only) */
+  const char *run_dir;  /* config.json, metrics.jsonl, timelines, checkpoints (NULL: none) */
+  int force;            /* run_dir may hold an old run: kaiten's files there are removed */
+  const char *resume;   /* continue the run in this directory (its run_dir): see below */
+  int checkpoint_every; /* also checkpoint every N steps (0: at the end only) */
   /* after each checkpoint, older ones beyond the newest N are removed (0:
    * none is; default 3, so a damaged newest one still has two to fall
    * back on) */
   int keep_checkpoints;
-  const char *save_init;        /* a checkpoint of the starting weights, written first (NULL: none) */
+  const char *save_init; /* a checkpoint of the starting weights, written first (NULL: none) */
   /* Renders the run directory's timeline.json and trace.json:
    * kt_render_run_timelines (kaiten/report.h), handed in so that the
    * training runtime links no renderer. NULL: neither file is written. */
@@ -413,12 +412,12 @@ void kt_session_close(kt_session *s);
 kt_session_failure kt_session_failed(const kt_session *s);
 
 struct kt_session_info {
-  const kt_schedule *schedule; /* the compute schedule the ranks run */
+  const kt_schedule *schedule;         /* the compute schedule the ranks run */
   int use_mpi, world_rank, world_size; /* threads: rank 0 of P*D, all in this process */
-  int first_step;             /* 0, or the step the resumed checkpoint ends */
-  const int *unit_offsets;    /* model units per stage (S + 1 offsets); NULL: synthetic, own model */
-  const char *checkpoint;     /* resuming: the checkpoint loaded; else NULL */
-  const char *run_dir;        /* NULL: none */
+  int first_step;                      /* 0, or the step the resumed checkpoint ends */
+  const int *unit_offsets; /* model units per stage (S + 1 offsets); NULL: synthetic, own model */
+  const char *checkpoint;  /* resuming: the checkpoint loaded; else NULL */
+  const char *run_dir;     /* NULL: none */
   /* The built-in model's bytes per micro-batch on each of mem_stages stages
    * of the schedule (kt_session_activation_bytes): what an F keeps until
    * its B or I, what an I keeps until its W, and the most an op holds
@@ -493,8 +492,8 @@ kt_status kt_session_activation_bytes(const kt_session_params *params, int n_sta
 
 /* What a run directory holds to resume from. */
 typedef struct {
-  kt_run_config run;       /* config.json: the model and its layout segments (the last is current) */
-  char *checkpoint;        /* the newest intact checkpoint (kt_checkpoint_find); NULL when the
+  kt_run_config run; /* config.json: the model and its layout segments (the last is current) */
+  char *checkpoint;  /* the newest intact checkpoint (kt_checkpoint_find); NULL when the
                             * directory has none at all, or when the run names no layout or
                             * is synthetic (nothing is looked for) */
   kt_checkpoint_meta meta; /* its header (with checkpoint) */
@@ -502,7 +501,7 @@ typedef struct {
    * naming something else): how many, and one line saying what and why */
   int n_skipped;
   char skipped[1024];
-  char partition[4096];    /* the last layout's partition, for kt_session_params_from_run */
+  char partition[4096]; /* the last layout's partition, for kt_session_params_from_run */
 } kt_session_resume;
 
 /* Reads dir's config.json and finds its newest intact checkpoint
@@ -519,10 +518,14 @@ void kt_session_resume_free(kt_session_resume *r);
 /* What the caller of kt_session_params_from_run chose itself and keeps. */
 enum {
   KT_KEEP_SCHEDULE = 1 << 0, /* kind (or a schedule of its own) */
-  KT_KEEP_P = 1 << 1, KT_KEEP_V = 1 << 2, KT_KEEP_M = 1 << 3, KT_KEEP_B = 1 << 4,
-  KT_KEEP_K = 1 << 5, KT_KEEP_D = 1 << 6,
+  KT_KEEP_P = 1 << 1,
+  KT_KEEP_V = 1 << 2,
+  KT_KEEP_M = 1 << 3,
+  KT_KEEP_B = 1 << 4,
+  KT_KEEP_K = 1 << 5,
+  KT_KEEP_D = 1 << 6,
   KT_KEEP_PARTITION = 1 << 7,
-  KT_KEEP_DECAY = 1 << 8     /* optim.decay_steps */
+  KT_KEEP_DECAY = 1 << 8 /* optim.decay_steps */
 };
 
 /* Sets params to continue the run r describes: resume and run_dir to dir;
@@ -555,11 +558,11 @@ kt_status kt_calibrate_compute(const kt_model_config *m, int micro_batch, kt_cal
 
 typedef struct {
   int rank, devices, devices_per_node, nodes;
-  double intra_latency, intra_bw; /* latency < 0: no two ranks share a machine */
-  double inter_latency, inter_bw; /* latency < 0: one machine */
-  double inter_burst;             /* bytes passed at once after the link idled */
+  double intra_latency, intra_bw;            /* latency < 0: no two ranks share a machine */
+  double inter_latency, inter_bw;            /* latency < 0: one machine */
+  double inter_burst;                        /* bytes passed at once after the link idled */
   double allreduce_bytes, allreduce_seconds; /* over every rank, median of 5 */
-  int *node_of;                   /* devices entries (kt_link_calibration_free) */
+  int *node_of;                              /* devices entries (kt_link_calibration_free) */
 } kt_link_calibration;
 
 /* Under mpirun, every rank (collective): the machines told apart by name,

@@ -79,7 +79,9 @@ void kt_transport_stats(const kt_transport *t, int64_t *bytes_sent, double *send
 /* Handle i of an array that kt_transport_threads_create made. */
 kt_transport *kt_transport_at(kt_transport *handles, int i);
 
-static inline int kt_world_rank(int stage_rank, int replica, int d) { return stage_rank * d + replica; }
+static inline int kt_world_rank(int stage_rank, int replica, int d) {
+  return stage_rank * d + replica;
+}
 
 /* Sum over a group with point-to-point messages: members send to the group's
  * first rank, which adds in member order and sends the result back. */

@@ -138,7 +138,8 @@ int cli_double(const cli_args *a, const char *name, double lo, double hi, double
     return 0;
   }
   if (kt_parse_double(v, out) != 0 || *out < lo || *out > hi) {
-    cli_usage_error("%s%s '%s': expected a number in %g..%g", name[1] ? "--" : "-", name, v, lo, hi);
+    cli_usage_error("%s%s '%s': expected a number in %g..%g", name[1] ? "--" : "-", name, v, lo,
+                    hi);
     return -1;
   }
   return 0;

@@ -14,9 +14,9 @@
 #include "kaiten/sim.h"
 
 typedef struct {
-  const char *name;  /* long name without dashes */
-  char short_name;   /* 0 if none */
-  const char *arg;   /* value placeholder ("N"), NULL for a flag */
+  const char *name; /* long name without dashes */
+  char short_name;  /* 0 if none */
+  const char *arg;  /* value placeholder ("N"), NULL for a flag */
   const char *help;
 } cli_opt;
 
@@ -27,7 +27,7 @@ typedef struct {
   const cli_opt *opts;
   int n_opts;
   const char *value[CLI_MAX_OPTS]; /* last value given, or "1" for flags */
-  int given[CLI_MAX_OPTS]; /* how many times */
+  int given[CLI_MAX_OPTS];         /* how many times */
   const char *pos[CLI_MAX_POS];
   int n_pos;
 } cli_args;
@@ -35,7 +35,7 @@ typedef struct {
 typedef struct {
   const char *name;
   const char *summary;
-  const char *usage;  /* after "kaiten NAME " */
+  const char *usage;   /* after "kaiten NAME " */
   const char *details; /* printed after the options, may be NULL */
   const cli_opt *opts;
   int n_opts;
@@ -65,38 +65,52 @@ int cli_fail(kt_status st, const kt_error *err);
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Shared option groups (costs and layout), and their readers. */
-#define CLI_COST_OPTS                                                                         \
-  {"tf", 0, "X", "forward cost of one rank's share of the model (a schedule with V chunks per rank runs X/V per stage); a list x0,x1,... is per stage"}, \
-  {"tb", 0, "X", "input-gradient (I) cost, on the same basis; a full backward B costs tb+tw"}, \
-  {"tw", 0, "X", "weight-gradient (W) cost, on the same basis"},                             \
-  {"per-stage", 0, NULL, "scalar costs and memory are per stage, not per rank's share"},     \
-  {"comm", 0, "X", "communication time per hop between ranks (default 0); a list x0,x1,... is per link (i: ranks i, i+1)"}, \
-  {"comm-latency", 0, "X", "per-message latency (with --comm-bandwidth)"},                   \
-  {"comm-bytes", 0, "N", "bytes per message (with --comm-bandwidth)"},                       \
-  {"comm-bandwidth", 0, "X", "bytes per time unit; hop = latency + bytes/bandwidth"},        \
-  {"send-overhead", 0, "X", "time a rank spends posting each message it sends (default 0)"}, \
-  {"op-overhead", 0, "X", "time every compute action (F, B, I, W) adds beyond its cost (default 0)"}, \
-  {"mem-act", 0, "X", "activation memory M_B of one micro-batch, rank basis as --tf (default 1)"}, \
-  {"mem-wgrad", 0, "X", "memory M_W an I keeps until its W, rank basis as --tf (default 0)"}, \
-  {"overlap", 0, "X", "overlapped F&B cells: 0 = one after the other (default), 1 = fully hidden"}, \
-  CLI_STEP_OPTS, \
-  {"costs", 0, "FILE", "JSON cost file: {\"tf\": 1 or [..], \"tb\", \"tw\", \"comm\", \"mem_act\", \"mem_wgrad\", \"tu\", \"step_sync\", ...}; or a run directory (runs/NAME): the costs its traced step was predicted with and its memory per stage (bytes), per stage, at its P and M (sim: its schedule and V) unless given"}
+#define CLI_COST_OPTS \
+  {"tf", 0, "X", \
+   "forward cost of one rank's share of the model (a schedule with V chunks per rank runs X/V per stage); a list x0,x1,... is per stage"}, \
+      {"tb", 0, "X", "input-gradient (I) cost, on the same basis; a full backward B costs tb+tw"}, \
+      {"tw", 0, "X", "weight-gradient (W) cost, on the same basis"}, \
+      {"per-stage", 0, NULL, "scalar costs and memory are per stage, not per rank's share"}, \
+      {"comm", 0, "X", \
+       "communication time per hop between ranks (default 0); a list x0,x1,... is per link (i: ranks i, i+1)"}, \
+      {"comm-latency", 0, "X", "per-message latency (with --comm-bandwidth)"}, \
+      {"comm-bytes", 0, "N", "bytes per message (with --comm-bandwidth)"}, \
+      {"comm-bandwidth", 0, "X", "bytes per time unit; hop = latency + bytes/bandwidth"}, \
+      {"send-overhead", 0, "X", "time a rank spends posting each message it sends (default 0)"}, \
+      {"op-overhead", 0, "X", \
+       "time every compute action (F, B, I, W) adds beyond its cost (default 0)"}, \
+      {"mem-act", 0, "X", \
+       "activation memory M_B of one micro-batch, rank basis as --tf (default 1)"}, \
+      {"mem-wgrad", 0, "X", "memory M_W an I keeps until its W, rank basis as --tf (default 0)"}, \
+      {"overlap", 0, "X", \
+       "overlapped F&B cells: 0 = one after the other (default), 1 = fully hidden"}, \
+      CLI_STEP_OPTS, { \
+    "costs", 0, "FILE", \
+        "JSON cost file: {\"tf\": 1 or [..], \"tb\", \"tw\", \"comm\", \"mem_act\", \"mem_wgrad\", \"tu\", \"step_sync\", ...}; or a run directory (runs/NAME): the costs its traced step was predicted with and its memory per stage (bytes), per stage, at its P and M (sim: its schedule and V) unless given" \
+  }
 
 /* What a step is (docs/schedules.md): how ranks go from one step to the
  * next, and what the step's end costs. */
 #define CLI_STEP_SYNC_OPT \
-  {"step-sync", 0, "MODE", "overlap (default): a rank starts its next step once its own update is done (the norm is checked behind it); barrier: every rank waits for all"}
-#define CLI_STEP_OPTS                                                                           \
-  CLI_STEP_SYNC_OPT,                                                                            \
-  {"tu", 0, "X", "optimizer update of one rank's share of the parameters, basis as --tf (default 0)"}, \
-  {"t-norm", 0, "X", "global gradient-norm all-reduce at the step's end (default 0)"},         \
-  {"t-dp", 0, "X", "a rank's data-parallel gradient all-reduce at the step's end (default 0)"}, \
-  {"tie", 0, "X", "tied embeddings: the first and last stage exchange a gradient, taking X"}
+  { \
+    "step-sync", 0, "MODE", \
+        "overlap (default): a rank starts its next step once its own update is done (the norm is checked behind it); barrier: every rank waits for all" \
+  }
+#define CLI_STEP_OPTS \
+  CLI_STEP_SYNC_OPT, \
+      {"tu", 0, "X", \
+       "optimizer update of one rank's share of the parameters, basis as --tf (default 0)"}, \
+      {"t-norm", 0, "X", "global gradient-norm all-reduce at the step's end (default 0)"}, \
+      {"t-dp", 0, "X", \
+       "a rank's data-parallel gradient all-reduce at the step's end (default 0)"}, \
+  { \
+    "tie", 0, "X", "tied embeddings: the first and last stage exchange a gradient, taking X" \
+  }
 
 /* The cost basis, said once on every table, JSON and report: scalar costs
  * describe one rank's share of the model unless --per-stage. */
-#define CLI_COST_BASIS_HELP                                                                     \
-  "Cost basis: --tf/--tb/--tw and --mem-act/--mem-wgrad describe one rank's share of\n"        \
+#define CLI_COST_BASIS_HELP \
+  "Cost basis: --tf/--tb/--tw and --mem-act/--mem-wgrad describe one rank's share of\n" \
   "the model (the source documents' T_f, T_b), so every schedule in a comparison runs the\n" \
   "same model: a schedule with V chunks per rank runs T/V and M_B/V per stage. --per-stage\n" \
   "makes them stage costs; per-stage lists (--tf 2,1,1,3, --costs FILE) are always per stage.\n"
@@ -116,35 +130,53 @@ int cli_request_read(const cli_args *a, kt_request *rq);
 int cli_order_read(const cli_args *a, const char *path, kt_result *res);
 
 /* The options of a search: the memory limit, effort, time, a slow rank or link. */
-#define CLI_SEARCH_OPTS                                                                       \
-  {"mem-limit", 0, "X", "zb-auto, zbv-auto, optimal: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x); default 1F1B's"}, \
-  CLI_THOROUGH_OPT,                                                                           \
-  {"effort", 0, "E", "zb-auto, zbv-auto: quick | default | thorough (the same as --thorough)"}, \
-  CLI_TIME_LIMIT_OPT,                                                                         \
-  {"slow-rank", 0, "R:F[@S]", "rank R's compute takes F times as long (a straggler; F in 1..1000)"}, \
-  {"slow-link", 0, "A-B:+D[@S]", "messages between ranks A and B take D (the costs' unit) longer"}
+#define CLI_SEARCH_OPTS \
+  {"mem-limit", 0, "X", \
+   "zb-auto, zbv-auto, optimal: memory per rank, in --mem-act units or as a fraction of 1F1B's (0.5x); default 1F1B's"}, \
+      CLI_THOROUGH_OPT, \
+      {"effort", 0, "E", \
+       "zb-auto, zbv-auto: quick | default | thorough (the same as --thorough)"}, \
+      CLI_TIME_LIMIT_OPT, \
+      {"slow-rank", 0, "R:F[@S]", \
+       "rank R's compute takes F times as long (a straggler; F in 1..1000)"}, \
+  { \
+    "slow-link", 0, "A-B:+D[@S]", "messages between ranks A and B take D (the costs' unit) longer" \
+  }
 
 /* Documents of varying length packed into the micro-batches (kaiten/packing.h). */
-#define CLI_PACKING_OPTS                                                                      \
-  {"doc-lengths", 0, "SPEC", "lognormal:SIGMA:MIN:MAX: pack synthetic documents into the micro-batches; each micro-batch costs what its tokens do"}, \
-  {"seed", 0, "N", "the documents' seed (default 1)"},                                       \
-  {"packing", 0, "fifo|balanced", "fifo: fill micro-batches in data order; balanced: longest first onto the cheapest, then the order with the shortest simulated step (default fifo)"}, \
-  {"mb-tokens", 0, "N", "a micro-batch's token budget (default 1024); --tf/--tb/--tw/--mem-act are a micro-batch of one N-token document"}, \
-  {"attn-share", 0, "X", "the share of that time that grows with the square of a document's length (default 0.25)"}
+#define CLI_PACKING_OPTS \
+  {"doc-lengths", 0, "SPEC", \
+   "lognormal:SIGMA:MIN:MAX: pack synthetic documents into the micro-batches; each micro-batch costs what its tokens do"}, \
+      {"seed", 0, "N", "the documents' seed (default 1)"}, \
+      {"packing", 0, "fifo|balanced", \
+       "fifo: fill micro-batches in data order; balanced: longest first onto the cheapest, then the order with the shortest simulated step (default fifo)"}, \
+      {"mb-tokens", 0, "N", \
+       "a micro-batch's token budget (default 1024); --tf/--tb/--tw/--mem-act are a micro-batch of one N-token document"}, \
+  { \
+    "attn-share", 0, "X", \
+        "the share of that time that grows with the square of a document's length (default 0.25)" \
+  }
 
 /* Schedule files (PyTorch CSV or kaiten text form). */
-#define CLI_SCHEDULE_FILE_OPTS                                                                \
-  {"schedule-file", 0, "FILE", "a schedule file: PyTorch CSV (compute-only or with comms) or text form"}, \
-  {"torch-notation", 0, "N", "how B/BW read: auto (default) | current (B full, I input) | legacy (B input, BW full)"}, \
-  {"torch-version", 0, "V", "the PyTorch release a lowered file is for: 2.15 (default; WAIT_SEND, REDUCE_GRAD) or older, e.g. 2.9"}
+#define CLI_SCHEDULE_FILE_OPTS \
+  {"schedule-file", 0, "FILE", \
+   "a schedule file: PyTorch CSV (compute-only or with comms) or text form"}, \
+      {"torch-notation", 0, "N", \
+       "how B/BW read: auto (default) | current (B full, I input) | legacy (B input, BW full)"}, \
+  { \
+    "torch-version", 0, "V", \
+        "the PyTorch release a lowered file is for: 2.15 (default; WAIT_SEND, REDUCE_GRAD) or older, e.g. 2.9" \
+  }
 
-
-#define CLI_THOROUGH_OPT                                                                      \
-  {"thorough", 0, NULL, "zb-auto, zbv-auto: the thorough search (every rule, a longer "       \
-                        "refinement, a random walk): sometimes a faster order, at 10-1000x the time"}
+#define CLI_THOROUGH_OPT \
+  { \
+    "thorough", 0, NULL, \
+        "zb-auto, zbv-auto: the thorough search (every rule, a longer " \
+        "refinement, a random walk): sometimes a faster order, at 10-1000x the time" \
+  }
 
 #define CLI_TIME_LIMIT_OPT \
-  {"time-limit", 0, "SECONDS", "optimal: the exact search's time limit (default 10)"}
+  { "time-limit", 0, "SECONDS", "optimal: the exact search's time limit (default 10)" }
 
 /* Writes text to path atomically, or to stdout when path is NULL or "-".
  * durable: waits for the disk (fsync; kt_write_file_atomic), for what a

@@ -17,14 +17,18 @@ static const cli_opt calibrate_opts[] = {
     {"hidden", 0, "C", "its width (default: kaiten train's)"},
     {"micro-batch-size", 'b', "b", "samples per micro-batch timed (default 4)"},
     {"output", 'o', "FILE", "write the cluster spec JSON to FILE (default: stdout)"},
-    {"transport", 0, "NAME", "threads (default) | mpi: under mpirun, measure the links inside and between machines"},
+    {"transport", 0, "NAME",
+     "threads (default) | mpi: under mpirun, measure the links inside and between machines"},
 };
 
 /* The links measured under mpirun, and the all-reduce against the model. */
 static void report_links(const kt_link_calibration *l, double lat, double bw, double inter_lat,
                          double inter_bw, double inter_burst) {
-  kt_link_classes lc = {.intra_latency = lat, .intra_bw = bw, .inter_latency = inter_lat,
-                        .inter_bw = inter_bw, .inter_burst = inter_burst};
+  kt_link_classes lc = {.intra_latency = lat,
+                        .intra_bw = bw,
+                        .inter_latency = inter_lat,
+                        .inter_bw = inter_bw,
+                        .inter_burst = inter_burst};
   kt_links *model = NULL;
   kt_error err;
   double predicted = 0;
@@ -38,8 +42,8 @@ static void report_links(const kt_link_calibration *l, double lat, double bw, do
           l->devices, l->nodes, l->devices_per_node, 1e6 * lat, bw / 1e9,
           l->intra_latency < 0 ? " (threads: one rank per machine)" : "", 1e6 * inter_lat,
           inter_bw / 1e9, l->inter_latency < 0 ? " (one machine: as inside)" : "",
-          inter_burst / 1024,
-          l->allreduce_bytes / 1024, 1e3 * l->allreduce_seconds, 1e3 * predicted);
+          inter_burst / 1024, l->allreduce_bytes / 1024, 1e3 * l->allreduce_seconds,
+          1e3 * predicted);
 }
 
 /* The cluster spec: this machine (threads) or the job's machines (mpi). */
@@ -68,8 +72,8 @@ static int emit_spec(const cli_args *a, const kt_link_calibration *links, int mp
                 "\"achieved_tflops\": %.6g, \"intra_bw_gbs\": %.6g, \"intra_latency_us\": %.6g, "
                 "\"inter_bw_gbs\": %.6g, \"inter_latency_us\": %.6g, "
                 "\"inter_burst_kib\": %.6g}\n",
-                devices, per_node, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9,
-                1e6 * lat, inter_bw / 1e9, 1e6 * inter_lat, inter_burst / 1024);
+                devices, per_node, mem / 1e9 / (double)cores, effective / 1e12, bw / 1e9, 1e6 * lat,
+                inter_bw / 1e9, 1e6 * inter_lat, inter_burst / 1024);
   int rcode = cli_emit(cli_get(a, "output"), &out, 1);
   kt_buf_free(&out);
   return rcode;
@@ -81,7 +85,8 @@ static int measure_links(size_t boundary, kt_link_calibration *links) {
   int rank, world;
   kt_status st = kt_transport_mpi_init(&rank, &world, &err);
   if (!st && world < 2)
-    st = kt_fail(&err, KT_EINVAL, "--transport mpi: run under mpirun with at least 2 processes (got %d)", world);
+    st = kt_fail(&err, KT_EINVAL,
+                 "--transport mpi: run under mpirun with at least 2 processes (got %d)", world);
   if (!st) st = kt_calibrate_links_mpi(boundary, links, &err);
   if (!st) return 0;
   kt_transport_mpi_finalize();
@@ -132,8 +137,9 @@ static int run_calibrate(cli_args *a) {
   kt_status st = kt_calibrate_compute(&mc, (int)b, &c, &err);
   if (!st && links.rank == 0) report_compute(&mc, b, &c);
   int rcode = st ? cli_fail(st, &err)
-              : links.rank == 0 ? emit_spec(a, &links, mpi, c.latency, c.bandwidth, c.flops / c.step_seconds)
-              : 0;
+              : links.rank == 0
+                  ? emit_spec(a, &links, mpi, c.latency, c.bandwidth, c.flops / c.step_seconds)
+                  : 0;
   kt_link_calibration_free(&links);
   if (mpi) kt_transport_mpi_finalize();
   return rcode;
@@ -142,15 +148,15 @@ static int run_calibrate(cli_args *a) {
 const cli_command cli_cmd_calibrate = {
     .name = "calibrate",
     .summary = "measure this machine (FLOP/s, transport) as a cluster spec for kaiten plan",
-    .usage = "[--model gpt|mlp] [--layers L --hidden C] [-b b] [--transport threads|mpi] [-o cluster.json]",
-    .details =
-        "achieved_tflops is the model's whole training step on one core (matmul FLOPs over\n"
-        "step time, so non-matmul work is priced in); bandwidth and latency come from a\n"
-        "ping-pong of the threads transport. With --transport mpi under mpirun (ranks on\n"
-        "several machines) ping-pongs inside a machine and between two measure both link\n"
-        "classes and devices_per_node, and one message after a quiet spell measures what\n"
-        "a rate limiter between machines passes at once (inter_burst_kib). Then: kaiten\n"
-        "plan --cluster cluster.json ... or kaiten train --cluster cluster.json ...\n",
+    .usage =
+        "[--model gpt|mlp] [--layers L --hidden C] [-b b] [--transport threads|mpi] [-o cluster.json]",
+    .details = "achieved_tflops is the model's whole training step on one core (matmul FLOPs over\n"
+               "step time, so non-matmul work is priced in); bandwidth and latency come from a\n"
+               "ping-pong of the threads transport. With --transport mpi under mpirun (ranks on\n"
+               "several machines) ping-pongs inside a machine and between two measure both link\n"
+               "classes and devices_per_node, and one message after a quiet spell measures what\n"
+               "a rate limiter between machines passes at once (inter_burst_kib). Then: kaiten\n"
+               "plan --cluster cluster.json ... or kaiten train --cluster cluster.json ...\n",
     .opts = calibrate_opts,
     .n_opts = sizeof calibrate_opts / sizeof *calibrate_opts,
     .run = run_calibrate,

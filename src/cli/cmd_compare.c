@@ -21,7 +21,8 @@ static const cli_opt compare_opts[] = {
 };
 
 static int run_compare(cli_args *a) {
-  if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten compare --help)", a->pos[0]);
+  if (a->n_pos)
+    return cli_usage_error("unexpected argument '%s' (see kaiten compare --help)", a->pos[0]);
   const char *format = cli_get(a, "format") ? cli_get(a, "format") : "table";
   if (strcmp(format, "table") && strcmp(format, "json"))
     return cli_usage_error("--format '%s': expected table or json", format);
@@ -30,8 +31,8 @@ static int run_compare(cli_args *a) {
   kt_comparison cmp = {0};
   if (!rc) {
     kt_error err = {{0}};
-    kt_status st = kt_request_compare(&rq, cli_has(a, "report") ? KT_RESULT_TIMELINE
-                                                                : KT_RESULT_METRICS, &cmp, &err);
+    kt_status st = kt_request_compare(
+        &rq, cli_has(a, "report") ? KT_RESULT_TIMELINE : KT_RESULT_METRICS, &cmp, &err);
     if (st) rc = cli_fail(st, &err);
   }
   for (int i = 0; !rc && i < cmp.n; i++)
@@ -59,15 +60,16 @@ static int run_compare(cli_args *a) {
 const cli_command cli_cmd_compare = {
     .name = "compare",
     .summary = "compare pipeline schedules side by side (bubble, makespan, memory, messages)",
-    .usage = "-p P -m M [-v V] [--schedules a,b,c] [--schedule-file FILE] [costs] [--format table|json]",
+    .usage =
+        "-p P -m M [-v V] [--schedules a,b,c] [--schedule-file FILE] [costs] [--format table|json]",
     .details = CLI_COST_BASIS_HELP
-               "--schedule-file adds the file's schedule as one more row (named after the file);\n"
-               "P and M then come from the file.\n"
-               "--schedules optimal adds the exact search's order (V = 1, within --time-limit).\n"
-               "vs bound: each makespan over the lower bound on its layout within its memory.\n"
-               "examples:\n  kaiten compare -p 8 -m 24 --tf 18.5 --tb 18.1 --tw 9.3 --comm 0.6\n"
-               "  kaiten compare -p 4 -m 8 --report cmp.html\n"
-               "  kaiten compare --schedule-file dualpipev_4rank_10mb.csv --schedules 1f1b,zbv\n",
+    "--schedule-file adds the file's schedule as one more row (named after the file);\n"
+    "P and M then come from the file.\n"
+    "--schedules optimal adds the exact search's order (V = 1, within --time-limit).\n"
+    "vs bound: each makespan over the lower bound on its layout within its memory.\n"
+    "examples:\n  kaiten compare -p 8 -m 24 --tf 18.5 --tb 18.1 --tw 9.3 --comm 0.6\n"
+    "  kaiten compare -p 4 -m 8 --report cmp.html\n"
+    "  kaiten compare --schedule-file dualpipev_4rank_10mb.csv --schedules 1f1b,zbv\n",
     .opts = compare_opts,
     .n_opts = sizeof compare_opts / sizeof *compare_opts,
     .run = run_compare,

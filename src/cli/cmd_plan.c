@@ -11,9 +11,10 @@ static const cli_opt plan_opts[] = {
     {"model", 0, "PRESET|FILE", "model: a preset (see --list-presets) or a JSON model spec"},
     {"devices", 'n', "N", "devices in all (default: the cluster's, 8)"},
     {"mem-gb", 0, "G", "memory per device in GB = 1e9 bytes (default: the cluster's, 80)"},
-    {"mem-reserved-gb", 0, "G", "GB of each device's memory the model never gets (default: the "
-                                "cluster's, else 2 GB (at most a tenth) + 5%: runtime, buffers, "
-                                "fragmentation)"},
+    {"mem-reserved-gb", 0, "G",
+     "GB of each device's memory the model never gets (default: the "
+     "cluster's, else 2 GB (at most a tenth) + 5%: runtime, buffers, "
+     "fragmentation)"},
     {"global-batch", 'B', "B", "samples per optimizer step (required unless --partition-only)"},
     {"seq-len", 's', "S", "sequence length (default: the model's)"},
     {"cluster", 0, "FILE", "JSON cluster spec (devices, memory, FLOP/s, bandwidths; see docs)"},
@@ -26,7 +27,8 @@ static const cli_opt plan_opts[] = {
     {"grad-accum", 'k', "K", "pin the accumulation rounds K (B = K*M*b*D)"},
     {"schedule", 0, "LIST", "schedules to consider, comma-separated (default: all)"},
     {"recompute", 0, "LIST", "none | selective | full, comma-separated (default: all three)"},
-    {"nodes", 0, "LIST", "dp-inside (replicas share a node, the pipeline crosses) | pp-inside (a pipeline shares a node, the all-reduce crosses), comma-separated (default: both where the job spans nodes)"},
+    {"nodes", 0, "LIST",
+     "dp-inside (replicas share a node, the pipeline crosses) | pp-inside (a pipeline shares a node, the all-reduce crosses), comma-separated (default: both where the job spans nodes)"},
     {"zero", 0, "Z", "0 (default) | 1 shard optimizer state over D | 2 + gradients | 3 + weights"},
     {"bytes-per-param", 0, "W,G,O", "bytes per parameter: weights, gradients, optimizer (2,2,12)"},
     {"sequence-parallel", 0, "on|off", "sequence parallelism with t > 1 (default on)"},
@@ -81,7 +83,8 @@ static int read_options(const cli_args *a, kt_plan_options *o) {
     if (sscanf(bpp, "%lf,%lf,%lf%c", &v[0], &v[1], &v[2], &extra) != 3 || v[0] < 0 || v[1] < 0 ||
         v[2] < 0 || v[0] > 64 || v[1] > 64 || v[2] > 64)
       return cli_usage_error("--bytes-per-param '%s': expected three numbers W,G,O in 0..64 "
-                             "(e.g. 2,2,12)", bpp);
+                             "(e.g. 2,2,12)",
+                             bpp);
     o->weight_bytes = v[0], o->grad_bytes = v[1], o->optimizer_bytes = v[2];
   }
   const char *sp = cli_get(a, "sequence-parallel");
@@ -117,8 +120,9 @@ static int read_cluster(const cli_args *a, kt_plan_cluster *c) {
 static int read_model(const cli_args *a, kt_plan_model *m) {
   kt_error err = {{0}};
   const char *name = cli_get(a, "model");
-  if (!name) return cli_usage_error("--model is required (a preset: %s; or a JSON file)",
-                                    kt_plan_preset_list());
+  if (!name)
+    return cli_usage_error("--model is required (a preset: %s; or a JSON file)",
+                           kt_plan_preset_list());
   if (kt_plan_model_load(name, m, &err)) return cli_fail(KT_EINVAL, &err);
   long s;
   if (cli_int(a, "seq-len", 1, 1 << 24, 0, &s)) {
@@ -135,31 +139,38 @@ static int read_model(const cli_args *a, kt_plan_model *m) {
 static int read_search(const cli_args *a, kt_plan_search_params *sp) {
   kt_plan_search_params_default(sp);
   long B, v[7], top, maxm, maxv;
-  static const char *const pins[] = {"pipeline", "data-parallel", "tensor-parallel", "chunks",
-                                     "microbatches", "micro-batch-size", "grad-accum"};
+  static const char *const pins[] = {"pipeline",  "data-parallel", "tensor-parallel",
+                                     "chunks",    "microbatches",  "micro-batch-size",
+                                     "grad-accum"};
   for (int i = 0; i < 7; i++)
     if (cli_int(a, pins[i], 1, i == 4 ? KT_MAX_MICROBATCHES : 1L << 30, 0, &v[i])) return 2;
   if (!cli_has(a, "global-batch"))
     return cli_usage_error("--global-batch B is required (samples per optimizer step)");
-  if (cli_int(a, "global-batch", 1, 1000000000000L, 0, &B) || cli_int(a, "top", 0, 1000000, 10, &top) ||
+  if (cli_int(a, "global-batch", 1, 1000000000000L, 0, &B) ||
+      cli_int(a, "top", 0, 1000000, 10, &top) ||
       cli_int(a, "max-microbatches", 1, KT_MAX_MICROBATCHES, 1024, &maxm) ||
       cli_int(a, "max-chunks", 2, KT_MAX_CHUNKS, 4, &maxv) ||
       cli_double(a, "max-bubble", 0, 1, 0, &sp->max_bubble))
     return 2;
   sp->global_batch = B;
-  sp->pin = (kt_plan_config){.p = (int)v[0], .d = (int)v[1], .t = (int)v[2], .v = (int)v[3],
-                             .m = (int)v[4], .b = (int)v[5], .k = (int)v[6]};
+  sp->pin = (kt_plan_config){.p = (int)v[0],
+                             .d = (int)v[1],
+                             .t = (int)v[2],
+                             .v = (int)v[3],
+                             .m = (int)v[4],
+                             .b = (int)v[5],
+                             .k = (int)v[6]};
   if (v[3] > maxv) maxv = v[3];
   sp->top = (int)top, sp->max_microbatches = (int)maxm, sp->max_chunks = (int)maxv;
   sp->collapse = 1; /* one row per distinct layout */
   if (v[4] > maxm) sp->max_microbatches = (int)v[4];
   const char *list = cli_get(a, "schedule");
-  if (list && parse_mask("schedule", list, kt_gen_kind_from_name, kt_gen_kind_list(),
-                         &sp->schedules))
+  if (list &&
+      parse_mask("schedule", list, kt_gen_kind_from_name, kt_gen_kind_list(), &sp->schedules))
     return 2;
   list = cli_get(a, "recompute");
-  if (list && parse_mask("recompute", list, lookup_recompute, "none, selective, full",
-                         &sp->recomputes))
+  if (list &&
+      parse_mask("recompute", list, lookup_recompute, "none, selective, full", &sp->recomputes))
     return 2;
   list = cli_get(a, "nodes");
   if (list && parse_mask("nodes", list, lookup_nodes, "dp-inside, pp-inside", &sp->node_layouts))
@@ -178,15 +189,20 @@ static int run_partition_only(const cli_args *a, const kt_plan_model *m, const k
       cli_int(a, "data-parallel", 1, 1 << 30, 1, &d))
     return 2;
   if (S > m->n_layers)
-    return cli_usage_error("--stages %ld: the model has only %d layers (no stage may be empty)",
-                           S, m->n_layers);
+    return cli_usage_error("--stages %ld: the model has only %d layers (no stage may be empty)", S,
+                           m->n_layers);
   kt_recompute r = KT_RECOMPUTE_NONE;
   const char *rname = cli_get(a, "recompute");
   if (rname && kt_recompute_from_name(rname) < 0)
     return cli_usage_error("--recompute '%s': expected none, selective or full", rname);
   if (rname) r = (kt_recompute)kt_recompute_from_name(rname);
-  kt_plan_partition_view pv = {.stages = (int)S, .t = (int)t, .b = (int)b, .m = (int)mb,
-                               .d = (int)d, .recompute = r, .capped = cli_has(a, "mem-gb")};
+  kt_plan_partition_view pv = {.stages = (int)S,
+                               .t = (int)t,
+                               .b = (int)b,
+                               .m = (int)mb,
+                               .d = (int)d,
+                               .recompute = r,
+                               .capped = cli_has(a, "mem-gb")};
   kt_error err = {{0}};
   kt_status st = kt_plan_partition_only(m, c, o, &pv, &err);
   if (st) return cli_fail(st == KT_ENOMEM ? st : KT_EINVAL, &err);
@@ -197,7 +213,7 @@ static int run_partition_only(const cli_args *a, const kt_plan_model *m, const k
 
 /* One line: why nothing fits (the smallest memory seen against the budget). */
 static void nothing_fits(const kt_plan_cluster *c, const kt_plan_search_params *sp,
-                           const kt_plan_report *rep, kt_error *err) {
+                         const kt_plan_report *rep, kt_error *err) {
   double budget = kt_plan_cluster_budget(c);
   if (rep->evaluated == 0 && rep->pruned_memory == 0 && rep->not_applicable > 0)
     kt_fail(err, KT_EINVAL, "no configuration applies: %s", rep->not_applicable_reason);
@@ -212,7 +228,8 @@ static void nothing_fits(const kt_plan_cluster *c, const kt_plan_search_params *
 }
 
 static int run_plan(cli_args *a) {
-  if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten plan --help)", a->pos[0]);
+  if (a->n_pos)
+    return cli_usage_error("unexpected argument '%s' (see kaiten plan --help)", a->pos[0]);
   kt_buf out;
   kt_buf_init(&out);
   if (cli_has(a, "list-presets")) {
@@ -268,21 +285,20 @@ const cli_command cli_cmd_plan = {
              "                   [--cluster FILE] [pins: --pipeline P --data-parallel D ...]\n"
              "                   [--explain] [--format text|json]\n"
              "       kaiten plan --partition-only --model PRESET|FILE --stages S [-t T -b B]",
-    .details =
-        "Every configuration uses all N devices (P*D*t = N) and the whole batch\n"
-        "(B = K*M*b*D). Step time = K rounds of the simulated schedule (each round pays\n"
-        "its own fill and drain) + the data-parallel gradient sync. Configurations over\n"
-        "the memory budget (memory less --mem-reserved-gb) are dropped; the rest are\n"
-        "ranked by step time, equal times by peak memory. Exit 0 with\n"
-        "the ranking, 1 when nothing fits (reason on stderr), 2 on bad input.\n"
-        "--partition-only prints the min-max cut of the layers into S stages and the\n"
-        "argument for kaiten train --partition (with --mem-gb: under a per-stage memory\n"
-        "cap assuming 1F1B in-flight counts). See docs/planner.md.\n\n"
-        "examples:\n"
-        "  kaiten plan --model llama-7b --devices 8 --mem-gb 80 --global-batch 1024\n"
-        "  kaiten plan --model llama-7b --devices 8 --mem-gb 80 --global-batch 1024 \\\n"
-        "      --seq-len 1024 -p 4 -d 2 -b 2 --schedule 1f1b --microbatches 16 --explain\n"
-        "  kaiten plan --partition-only --model gpt2-124m --stages 4\n",
+    .details = "Every configuration uses all N devices (P*D*t = N) and the whole batch\n"
+               "(B = K*M*b*D). Step time = K rounds of the simulated schedule (each round pays\n"
+               "its own fill and drain) + the data-parallel gradient sync. Configurations over\n"
+               "the memory budget (memory less --mem-reserved-gb) are dropped; the rest are\n"
+               "ranked by step time, equal times by peak memory. Exit 0 with\n"
+               "the ranking, 1 when nothing fits (reason on stderr), 2 on bad input.\n"
+               "--partition-only prints the min-max cut of the layers into S stages and the\n"
+               "argument for kaiten train --partition (with --mem-gb: under a per-stage memory\n"
+               "cap assuming 1F1B in-flight counts). See docs/planner.md.\n\n"
+               "examples:\n"
+               "  kaiten plan --model llama-7b --devices 8 --mem-gb 80 --global-batch 1024\n"
+               "  kaiten plan --model llama-7b --devices 8 --mem-gb 80 --global-batch 1024 \\\n"
+               "      --seq-len 1024 -p 4 -d 2 -b 2 --schedule 1f1b --microbatches 16 --explain\n"
+               "  kaiten plan --partition-only --model gpt2-124m --stages 4\n",
     .opts = plan_opts,
     .n_opts = sizeof plan_opts / sizeof *plan_opts,
     .run = run_plan,

@@ -12,7 +12,8 @@ static const cli_opt report_opts[] = {
 };
 
 void cli_run_warnings(const kt_run *r) {
-  for (size_t i = 0; i < r->n_warnings; i++) fprintf(stderr, "kaiten: warning: %s\n", r->warnings[i]);
+  for (size_t i = 0; i < r->n_warnings; i++)
+    fprintf(stderr, "kaiten: warning: %s\n", r->warnings[i]);
   if (r->bad_lines > KT_RUN_LINES_DESCRIBED)
     fprintf(stderr, "kaiten: warning: %s/metrics.jsonl: %zu more bad lines skipped\n", r->dir,
             r->bad_lines - KT_RUN_LINES_DESCRIBED);

@@ -60,7 +60,8 @@ static int run_sample(cli_args *a) {
   if (!st) {
     kt_data_encode(prompt, plen, ptok);
     kt_chunk *c = kt_runtime_chunk(rt, 0, 0);
-    kt_sample_params params = {.temperature = (float)temp, .top_k = (int)top_k, .seed = (uint64_t)seed};
+    kt_sample_params params = {
+        .temperature = (float)temp, .top_k = (int)top_k, .seed = (uint64_t)seed};
     st = kt_gpt_sample(&c, 1, ptok, (int)plen, (int)n, &params, out, &err);
   }
   int rcode = 0;
@@ -83,7 +84,8 @@ const cli_command cli_cmd_sample = {
     .name = "sample",
     .summary = "generate text from a trained GPT run directory",
     .usage = "--run-dir DIR [--prompt TEXT] [--tokens N] [--temperature X] [--top-k K] [--seed S]",
-    .details = "example:\n  kaiten sample --run-dir runs/demo --prompt \"The chef \" --tokens 300\n",
+    .details =
+        "example:\n  kaiten sample --run-dir runs/demo --prompt \"The chef \" --tokens 300\n",
     .opts = sample_opts,
     .n_opts = sizeof sample_opts / sizeof *sample_opts,
     .run = run_sample,

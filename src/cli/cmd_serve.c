@@ -16,8 +16,9 @@ static const cli_opt serve_opts[] = {
     {"serve", 0, "[HOST:]PORT", "the same as --addr (train's spelling)"},
     {"port", 0, "PORT", "the port, on 127.0.0.1 or the HOST of --addr HOST"},
     {"max-clients", 0, "N", "browser tabs served at once (default 8)"},
-    {"allow-host", 0, "NAME[,NAME]", "Host names a request may give besides this machine's (a name "
-                                     "it is reached by through a proxy or DNS)"},
+    {"allow-host", 0, "NAME[,NAME]",
+     "Host names a request may give besides this machine's (a name "
+     "it is reached by through a proxy or DNS)"},
 };
 
 int cli_parse_hosts(const char *flag, const char *list, cli_hosts *out) {
@@ -54,17 +55,23 @@ int cli_serve_addr(const cli_args *a, char *buf, size_t n, const char **flag) {
                            *flag, at);
   if (port && (!*port || strchr(port, ':')))
     return cli_usage_error("--port '%s': expected a port number (0 = any free port)", port);
-  int len = at && port ? snprintf(buf, n, "%s:%s", at, port) : snprintf(buf, n, "%s", at ? at : port ? port : "");
+  int len = at && port ? snprintf(buf, n, "%s:%s", at, port)
+                       : snprintf(buf, n, "%s",
+                                  at     ? at
+                                  : port ? port
+                                         : "");
   if (len < 0 || (size_t)len >= n) return cli_usage_error("%s: the address is too long", *flag);
   return 0;
 }
 
 void cli_serve_exposed(const char *host, int port) {
   if (!kt_serve_host_exposed(host)) return;
-  fprintf(stderr, "kaiten: warning: listening on %s:%d: the runs' files (config.json, "
-                  "metrics.jsonl, timeline.json, trace.json) and curves are readable from the "
-                  "network by anyone who reaches this machine; requests must name it (its "
-                  "addresses, its name, or --allow-host NAME)\n", host, port);
+  fprintf(stderr,
+          "kaiten: warning: listening on %s:%d: the runs' files (config.json, "
+          "metrics.jsonl, timeline.json, trace.json) and curves are readable from the "
+          "network by anyone who reaches this machine; requests must name it (its "
+          "addresses, its name, or --allow-host NAME)\n",
+          host, port);
 }
 
 static void print_warning(void *ctx, const char *msg) {
@@ -119,7 +126,8 @@ static int run_serve(cli_args *a) {
   sigset_t stop;
   catch_stop(&stop);
   if (a->n_pos == 0)
-    return cli_usage_error("serve needs a run directory: kaiten serve RUN_DIR... [--addr HOST:PORT]");
+    return cli_usage_error(
+        "serve needs a run directory: kaiten serve RUN_DIR... [--addr HOST:PORT]");
   kt_serve_config cfg;
   kt_serve_default_config(&cfg);
   char host[64] = "127.0.0.1";
@@ -146,8 +154,8 @@ static int run_serve(cli_args *a) {
   kt_status st = kt_server_create(&cfg, &srv, &err);
   if (st) return cli_fail(st, &err);
   cli_serve_exposed(host, kt_server_port(srv));
-  printf("kaiten serve: http://%s:%d/ shows %d run%s (Ctrl-C stops)\n", host,
-         kt_server_port(srv), a->n_pos, a->n_pos > 1 ? "s" : "");
+  printf("kaiten serve: http://%s:%d/ shows %d run%s (Ctrl-C stops)\n", host, kt_server_port(srv),
+         a->n_pos, a->n_pos > 1 ? "s" : "");
   fflush(stdout);
   wait_for_stop(&stop);
   kt_server_destroy(srv, "stopped", 1.0);

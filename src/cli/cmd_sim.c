@@ -22,13 +22,17 @@ static const cli_opt sim_opts[] = {
     {"from", 0, "FILE", "the same as --schedule-file"},
     {"p", 'p', "P", "pipeline ranks (default 4)"},
     {"m", 'm', "M", "micro-batches per step (default 8)"},
-    {"v", 'v', "V", "chunks per rank (0: the schedule's own: interleaved/looped-bfs 2, zbv/dualpipev 2)"},
+    {"v", 'v', "V",
+     "chunks per rank (0: the schedule's own: interleaved/looped-bfs 2, zbv/dualpipev 2)"},
     CLI_COST_OPTS,
     CLI_SEARCH_OPTS,
     CLI_PACKING_OPTS,
-    {"placement", 0, "loop|v", "zb-auto in v placement is zbv-auto; optimal: v places 2 chunks per rank"},
-    {"format", 'f', "FMT", "ascii (default) | json | csv | text | chrome | torch-csv | torch-csv-comms"},
-    {"events", 0, NULL, "json: list every action's event even above " SIM_EVENTS_MAX_TEXT " actions"},
+    {"placement", 0, "loop|v",
+     "zb-auto in v placement is zbv-auto; optimal: v places 2 chunks per rank"},
+    {"format", 'f', "FMT",
+     "ascii (default) | json | csv | text | chrome | torch-csv | torch-csv-comms"},
+    {"events", 0, NULL,
+     "json: list every action's event even above " SIM_EVENTS_MAX_TEXT " actions"},
     {"output", 'o', "FILE", "write to FILE (atomically) instead of stdout"},
     {"report", 0, "FILE", "also write a self-contained HTML report (Gantt, memory) to FILE"},
     {"width", 0, "N", "chart width in columns (default: terminal width or 120)"},
@@ -56,24 +60,30 @@ static void sim_free(sim_run *r) {
 
 static void announce_search(const char *schedule, size_t actions, void *ctx) {
   (void)ctx;
-  fprintf(stderr, "kaiten: %s: tuning its order to the costs over %zu actions (seconds per "
-                  "million)\n", schedule, actions);
+  fprintf(stderr,
+          "kaiten: %s: tuning its order to the costs over %zu actions (seconds per "
+          "million)\n",
+          schedule, actions);
 }
 
 static int parse_options(sim_run *r) {
   cli_args *a = r->a;
   if (cli_int(a, "width", 40, 100000, 0, &r->width)) return 2;
-  if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten sim --help)", a->pos[0]);
+  if (a->n_pos)
+    return cli_usage_error("unexpected argument '%s' (see kaiten sim --help)", a->pos[0]);
   r->format = cli_get(a, "format") ? cli_get(a, "format") : "ascii";
-  static const char *const formats[] = {"ascii", "json", "csv", "text", "chrome", "torch-csv",
-                                        "torch-csv-comms"};
+  static const char *const formats[] = {"ascii",     "json",           "csv", "text", "chrome",
+                                        "torch-csv", "torch-csv-comms"};
   int fmt_ok = 0;
-  for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) fmt_ok |= !strcmp(r->format, formats[i]);
+  for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+    fmt_ok |= !strcmp(r->format, formats[i]);
   if (!fmt_ok)
     return cli_usage_error(
-        "--format '%s': expected ascii, json, csv, text, chrome, torch-csv or torch-csv-comms", r->format);
+        "--format '%s': expected ascii, json, csv, text, chrome, torch-csv or torch-csv-comms",
+        r->format);
   r->color = cli_get(a, "color");
-  if (r->color && strcmp(r->color, "auto") && strcmp(r->color, "always") && strcmp(r->color, "never"))
+  if (r->color && strcmp(r->color, "auto") && strcmp(r->color, "always") &&
+      strcmp(r->color, "never"))
     return cli_usage_error("--color '%s': expected auto, always or never", r->color);
   int rc = cli_request_read(a, &r->rq);
   r->rq.on_long_search = announce_search;
@@ -241,8 +251,7 @@ const cli_command cli_cmd_sim = {
         "zb-auto searches under --mem-limit with -v V chunks per rank in loop placement\n"
         "(default 1); zbv-auto does the same with 2 chunks in v placement.\n"
         "Costs are in any time unit; defaults T_F = T_B = T_W = 1,\n"
-        "T_comm = 0, M_B = 1, M_W = 0. A full backward B costs tb + tw.\n"
-        CLI_COST_BASIS_HELP
+        "T_comm = 0, M_B = 1, M_W = 0. A full backward B costs tb + tw.\n" CLI_COST_BASIS_HELP
         "Per-stage costs: --tf 2,1,1,1.5 (one value per stage) or --costs FILE.json.\n"
         "Overlapped F&B cells (DualPipeV) run one after the other by default, as PyTorch's\n"
         "runtime does; --overlap X credits X of the shorter op as hidden (1 = fully).\n"

@@ -7,15 +7,18 @@
 
 static const cli_opt train_opts_table[] = {
     {"model", 0, "NAME", "gpt (default) | mlp"},
-    {"layers", 0, "L", "transformer blocks (GPT, default 4), layers (MLP, default 8) or --synthetic units a partition moves"},
+    {"layers", 0, "L",
+     "transformer blocks (GPT, default 4), layers (MLP, default 8) or --synthetic units a partition moves"},
     {"hidden", 0, "C", "channels (GPT, default 64) or width (MLP, default 64)"},
     {"heads", 0, "H", "GPT attention heads (default 4)"},
     {"seq-len", 0, "T", "GPT sequence length (default 64)"},
     {"tie-embeddings", 0, NULL, "GPT: the LM head shares the token embedding"},
     {"recompute", 0, NULL, "keep only each stage's input; recompute the forward in backward"},
-    {"gemm", 0, "NAME", "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn"},
+    {"gemm", 0, "NAME",
+     "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn"},
     {"data", 0, "FILE", "GPT: train on this text file (default: the built-in corpus)"},
-    {"seq-chunks", 0, "K", "with --doc-lengths: each micro-batch runs as K chunks along the sequence (Seq1F1B: 1f1b over the chunks, keys and values of earlier chunks kept), lowering peak activation memory"},
+    {"seq-chunks", 0, "K",
+     "with --doc-lengths: each micro-batch runs as K chunks along the sequence (Seq1F1B: 1f1b over the chunks, keys and values of earlier chunks kept), lowering peak activation memory"},
     {"stages", 'p', "P", "pipeline ranks (default 4)"},
     {"chunks", 'v', "V", "chunks per rank (interleaved, looped-bfs; zbv/dualpipev use 2)"},
     {"schedule", 's', "NAME", "pipeline schedule (default 1f1b)"},
@@ -32,43 +35,60 @@ static const cli_opt train_opts_table[] = {
     {"momentum", 0, "X", "SGD momentum (default 0)"},
     {"weight-decay", 0, "X", "AdamW decoupled weight decay (default 0)"},
     {"grad-clip", 0, "X", "clip the global gradient norm to X (default 1 for GPT, off for MLP)"},
-    {"warmup", 0, "N", "linear learning-rate warm-up steps (default: 5% of --steps for GPT, 0 MLP)"},
-    {"decay-steps", 0, "N", "cosine decay to 0.1 lr over N steps (default --steps; kept on resume)"},
+    {"warmup", 0, "N",
+     "linear learning-rate warm-up steps (default: 5% of --steps for GPT, 0 MLP)"},
+    {"decay-steps", 0, "N",
+     "cosine decay to 0.1 lr over N steps (default --steps; kept on resume)"},
     {"val-every", 0, "N", "validation loss every N steps (default 10; 0 = never)"},
     {"run-dir", 0, "DIR", "write config.json, metrics.jsonl, timelines and checkpoints to DIR"},
     {"checkpoint-every", 0, "K", "checkpoint every K steps (default: at the end only)"},
-    {"keep-checkpoints", 0, "N", "keep the newest N checkpoints, remove older ones (default 3; 0 = all)"},
+    {"keep-checkpoints", 0, "N",
+     "keep the newest N checkpoints, remove older ones (default 3; 0 = all)"},
     {"resume", 0, "DIR", "continue the run in DIR from its latest complete checkpoint"},
     {"save-init", 0, "FILE", "write the weights training starts from to FILE (a checkpoint) first"},
-    {"mem-limit", 0, "X", "zb-auto, zbv-auto: peak memory per rank: activations (12), a fraction of 1F1B's peak on this model (0.5x) or bytes (2GiB)"},
+    {"mem-limit", 0, "X",
+     "zb-auto, zbv-auto: peak memory per rank: activations (12), a fraction of 1F1B's peak on this model (0.5x) or bytes (2GiB)"},
     {"synthetic", 0, NULL, "synthetic workload: F/I/W sleep their cost, tensors still travel"},
-    {"tf", 0, "MS", "synthetic forward cost of one rank's share in ms (V chunks: MS/V each; default 2), or one per stage"},
+    {"tf", 0, "MS",
+     "synthetic forward cost of one rank's share in ms (V chunks: MS/V each; default 2), or one per stage"},
     {"tb", 0, "MS", "synthetic input-gradient cost, on the same basis (default 2)"},
     {"tw", 0, "MS", "synthetic weight-gradient cost, on the same basis (default 2)"},
     {"act-bytes", 0, "N", "synthetic boundary tensor bytes (default 65536)"},
     {"grad-bytes", 0, "N", "synthetic gradient bytes per stage, all-reduced over D (default 0)"},
     CLI_TRAIN_PACKING_OPTS,
-    {"slow-rank", 0, "R:F[@S]", "fault injection: pipeline rank R's compute takes F times as long (F >= 1), from step S"},
-    {"slow-link", 0, "A-B:+D[@S]", "fault injection: messages between ranks A and B arrive D ms later (or 0.1s, 500us), from step S"},
-    {"fault-trace", 0, "FILE[@S]", "fault injection: link delays over time, lines time_s;links;delays (PipeMorph's traces), from step S"},
-    {"autopilot", 0, NULL, "re-plan between steps when a rank or link slows down: a new order or partition, when worth its switch"},
-    {"inject-nan", 0, "S[:R]", "fault injection: a NaN in pipeline rank R's gradients (default 0) at step S (1-based)"},
-    {"skip-nonfinite", 0, NULL, "skip a step whose loss or gradients are not finite (default: stop)"},
+    {"slow-rank", 0, "R:F[@S]",
+     "fault injection: pipeline rank R's compute takes F times as long (F >= 1), from step S"},
+    {"slow-link", 0, "A-B:+D[@S]",
+     "fault injection: messages between ranks A and B arrive D ms later (or 0.1s, 500us), from step S"},
+    {"fault-trace", 0, "FILE[@S]",
+     "fault injection: link delays over time, lines time_s;links;delays (PipeMorph's traces), from step S"},
+    {"autopilot", 0, NULL,
+     "re-plan between steps when a rank or link slows down: a new order or partition, when worth its switch"},
+    {"inject-nan", 0, "S[:R]",
+     "fault injection: a NaN in pipeline rank R's gradients (default 0) at step S (1-based)"},
+    {"skip-nonfinite", 0, NULL,
+     "skip a step whose loss or gradients are not finite (default: stop)"},
     CLI_STEP_SYNC_OPT,
     {"timeout", 0, "SEC", "watchdog: max seconds a rank waits for a peer (default 60)"},
-    {"cluster", 0, "FILE", "cluster spec (kaiten calibrate): predict hops and the all-reduce on its links"},
+    {"cluster", 0, "FILE",
+     "cluster spec (kaiten calibrate): predict hops and the all-reduce on its links"},
     {"transport", 0, "NAME", "threads (default: one process) | mpi (one process per rank, mpirun)"},
-    {"threads-per-rank", 0, "N", "compute threads per rank (default: cores / ranks in this process)"},
-    {"no-pin", 0, NULL, "leave rank threads to the kernel (default: each on its own core when there are enough)"},
+    {"threads-per-rank", 0, "N",
+     "compute threads per rank (default: cores / ranks in this process)"},
+    {"no-pin", 0, NULL,
+     "leave rank threads to the kernel (default: each on its own core when there are enough)"},
     {"format", 'f', "FMT", "text (default) | ascii | json | chrome"},
     {"output", 'o', "FILE", "write the final report (json/chrome/ascii) to FILE"},
     {"no-live", 0, NULL, "plain progress lines even on a terminal"},
     {"live", 0, NULL, "the live view even under mpirun (default: on terminals, not under mpirun)"},
-    {"force", 0, NULL, "train into a --run-dir that holds an old run: kaiten's files there are removed"},
-    {"serve", 0, "[HOST:]PORT", "live dashboard in the browser at http://HOST:PORT/ (HOST 127.0.0.1; PORT 0 = any free)"},
+    {"force", 0, NULL,
+     "train into a --run-dir that holds an old run: kaiten's files there are removed"},
+    {"serve", 0, "[HOST:]PORT",
+     "live dashboard in the browser at http://HOST:PORT/ (HOST 127.0.0.1; PORT 0 = any free)"},
     {"addr", 0, "[HOST:]PORT", "the same as --serve (serve's spelling)"},
     {"port", 0, "PORT", "--serve PORT (on 127.0.0.1, or the HOST of --addr HOST)"},
-    {"allow-host", 0, "NAME[,NAME]", "with --serve: Host names a request may give besides this machine's"},
+    {"allow-host", 0, "NAME[,NAME]",
+     "with --serve: Host names a request may give besides this machine's"},
 };
 
 /* The model a bare `kaiten train` builds. */
@@ -92,10 +112,12 @@ static int syn_cost(const cli_args *a, const char *name, double *out) {
 }
 
 static int parse_numbers(const cli_args *a, train_opts *o, int sgd, int gpt, train_numbers *n) {
-  if (cli_int(a, "stages", 1, KT_MAX_RANKS, 4, &n->p) || cli_int(a, "chunks", 1, KT_MAX_CHUNKS, 0, &n->v) ||
+  if (cli_int(a, "stages", 1, KT_MAX_RANKS, 4, &n->p) ||
+      cli_int(a, "chunks", 1, KT_MAX_CHUNKS, 0, &n->v) ||
       cli_int(a, "microbatches", 1, 65536, 8, &n->m) ||
       cli_int(a, "micro-batch-size", 1, 65536, 4, &n->b) ||
-      cli_int(a, "grad-accum", 1, 65535, 1, &n->k) || cli_int(a, "data-parallel", 1, 4096, 1, &n->d) ||
+      cli_int(a, "grad-accum", 1, 65535, 1, &n->k) ||
+      cli_int(a, "data-parallel", 1, 4096, 1, &n->d) ||
       cli_int(a, "steps", 1, 100000000, 20, &n->steps) ||
       cli_int(a, "seed", 0, 2147483647L, 1, &n->seed) ||
       cli_int(a, "layers", 1, 4096, o->sp.model.layers, &n->layers) ||
@@ -110,8 +132,13 @@ static int parse_numbers(const cli_args *a, train_opts *o, int sgd, int gpt, tra
       cli_int(a, "checkpoint-every", 1, 100000000, 1, &n->ckpt) ||
       cli_int(a, "keep-checkpoints", 0, 100000000, KT_SESSION_KEEP_CHECKPOINTS, &n->keep) ||
       cli_int(a, "threads-per-rank", 0, 1024, 0, &n->blas) ||
-      cli_double(a, "lr", 0, 10, sgd ? 0.05 : gpt ? 3e-3 : 1e-3, &n->lr) ||
-      cli_double(a, "momentum", 0, 1, 0, &n->mom) || cli_double(a, "weight-decay", 0, 10, 0, &n->wd) ||
+      cli_double(a, "lr", 0, 10,
+                 sgd   ? 0.05
+                 : gpt ? 3e-3
+                       : 1e-3,
+                 &n->lr) ||
+      cli_double(a, "momentum", 0, 1, 0, &n->mom) ||
+      cli_double(a, "weight-decay", 0, 10, 0, &n->wd) ||
       cli_double(a, "grad-clip", 0, 1e30, gpt ? 1.0 : 0.0, &n->clip) ||
       syn_cost(a, "tf", &o->sp.syn_tf_ms) || syn_cost(a, "tb", &o->sp.syn_tb_ms) ||
       syn_cost(a, "tw", &o->sp.syn_tw_ms) ||
@@ -136,7 +163,8 @@ static int parse_choices(const cli_args *a, train_opts *o) {
     return cli_usage_error("give either --schedule or --schedule-file, not both");
   const char *sname = cli_get(a, "schedule") ? cli_get(a, "schedule") : "1f1b";
   int skind = kt_gen_kind_from_name(sname);
-  if (skind < 0) return cli_usage_error("unknown schedule '%s' (known: %s)", sname, kt_gen_kind_list());
+  if (skind < 0)
+    return cli_usage_error("unknown schedule '%s' (known: %s)", sname, kt_gen_kind_list());
   o->sp.kind = (kt_gen_kind)skind;
   o->transport = cli_get(a, "transport") ? cli_get(a, "transport") : "threads";
   if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
@@ -193,9 +221,9 @@ static void take_flags(const cli_args *a, train_opts *o, const train_numbers *n)
   o->output = cli_get(a, "output");
   o->live = !cli_has(a, "no-live");
   o->live_forced = cli_has(a, "live");
-  static const char *const layout_flags[] = {"schedule", "schedule-file", "stages", "chunks",
-                                             "microbatches", "micro-batch-size", "grad-accum",
-                                             "data-parallel", "partition"};
+  static const char *const layout_flags[] = {"schedule",   "schedule-file", "stages",
+                                             "chunks",     "microbatches",  "micro-batch-size",
+                                             "grad-accum", "data-parallel", "partition"};
   for (size_t i = 0; i < sizeof layout_flags / sizeof *layout_flags; i++)
     if (cli_has(a, layout_flags[i])) o->layout_given |= 1u << i;
 }
@@ -213,7 +241,8 @@ static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, i
     m->tie_embeddings = cli_has(a, "tie-embeddings");
   } else if (cli_has(a, "heads") || cli_has(a, "seq-len") || cli_has(a, "tie-embeddings") ||
              cli_has(a, "data") || (cli_has(a, "doc-lengths") && !cli_has(a, "synthetic"))) {
-    return cli_usage_error("--heads, --seq-len, --tie-embeddings, --data and --doc-lengths are GPT options (--model gpt)");
+    return cli_usage_error(
+        "--heads, --seq-len, --tie-embeddings, --data and --doc-lengths are GPT options (--model gpt)");
   }
   if (cli_has(a, "seq-chunks") && !cli_has(a, "doc-lengths"))
     return cli_usage_error("--seq-chunks splits documents: it needs --doc-lengths");
@@ -251,15 +280,18 @@ static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, i
 /* Flags that contradict each other. */
 static int check_conflicts(const cli_args *a, const train_opts *o) {
   const kt_session_params *sp = &o->sp;
-  if (sp->synthetic && sp->partition) return cli_usage_error("--partition has no meaning with --synthetic");
+  if (sp->synthetic && sp->partition)
+    return cli_usage_error("--partition has no meaning with --synthetic");
   if (sp->synthetic && o->sp.mem_limit.kind == KT_MEM_BYTES)
     return cli_usage_error("--mem-limit in bytes needs a model's activation sizes; --synthetic has "
                            "none (give activations per rank or a fraction such as 0.5x)");
   if (sp->resume && sp->run_dir && strcmp(sp->resume, sp->run_dir))
     return cli_usage_error("--resume continues in its own run directory; drop --run-dir");
   if (sp->force && !sp->run_dir) return cli_usage_error("--force clears a --run-dir; give one");
-  if (sp->force && sp->resume) return cli_usage_error("--force starts over; --resume continues: give one");
-  if (cli_has(a, "live") && cli_has(a, "no-live")) return cli_usage_error("give --live or --no-live, not both");
+  if (sp->force && sp->resume)
+    return cli_usage_error("--force starts over; --resume continues: give one");
+  if (cli_has(a, "live") && cli_has(a, "no-live"))
+    return cli_usage_error("give --live or --no-live, not both");
   return 0;
 }
 
@@ -272,14 +304,16 @@ static int parse_faults(const cli_args *a, train_opts *o) {
   const char *trace = cli_get(a, "fault-trace");
   kt_error err = {{0}};
   if (rank && kt_faults_add_rank(&o->faults, rank, &err)) return cli_usage_error("--%s", err.msg);
-  if (link && kt_faults_add_link(&o->faults, link, 1e-3, 1, &err)) return cli_usage_error("--%s", err.msg);
+  if (link && kt_faults_add_link(&o->faults, link, 1e-3, 1, &err))
+    return cli_usage_error("--%s", err.msg);
   if (trace) {
     char path[4096];
     const char *at = strrchr(trace, '@');
     long s = 1;
     size_t n = at ? (size_t)(at - trace) : strlen(trace);
     if (n == 0 || n >= sizeof path || (at && kt_parse_int(at + 1, 1, 100000000, &s)))
-      return cli_usage_error("--fault-trace '%s': expected FILE or FILE@S (a step, 1-based)", trace);
+      return cli_usage_error("--fault-trace '%s': expected FILE or FILE@S (a step, 1-based)",
+                             trace);
     memcpy(path, trace, n);
     path[n] = 0;
     kt_status st = kt_faults_load_trace(&o->faults, path, (int)s - 1, &err);
@@ -302,7 +336,8 @@ static int parse_stage_costs(const cli_args *a, train_opts *o) {
     const char *v = cli_get(a, names[k]);
     if (!v || !strchr(v, ',')) continue;
     lists = 1;
-    if (!o->sp.synthetic) rc = cli_usage_error("--%s %s: a list of stage costs is for --synthetic", names[k], v);
+    if (!o->sp.synthetic)
+      rc = cli_usage_error("--%s %s: a list of stage costs is for --synthetic", names[k], v);
     else if (kt_costs_set(&c, names[k], v, &err)) rc = cli_usage_error("--%s", err.msg);
   }
   int S = c.n_stages;
@@ -325,13 +360,16 @@ static int parse_inject_nan(const cli_args *a, train_opts *o) {
   const char *colon = strchr(v, ':');
   size_t n = colon ? (size_t)(colon - v) : strlen(v);
   long st, r = 0;
-  if (n == 0 || n >= sizeof step) return cli_usage_error("--inject-nan '%s': expected S or S:R, e.g. 5:1", v);
+  if (n == 0 || n >= sizeof step)
+    return cli_usage_error("--inject-nan '%s': expected S or S:R, e.g. 5:1", v);
   memcpy(step, v, n);
   step[n] = 0;
   if (kt_parse_int(step, 1, 100000000, &st))
-    return cli_usage_error("--inject-nan '%s': step '%s' is not a step number (1, 2, ...)", v, step);
+    return cli_usage_error("--inject-nan '%s': step '%s' is not a step number (1, 2, ...)", v,
+                           step);
   if (colon && kt_parse_int(colon + 1, 0, KT_MAX_RANKS - 1, &r))
-    return cli_usage_error("--inject-nan '%s': rank '%s' is not a pipeline rank (0, 1, ...)", v, colon + 1);
+    return cli_usage_error("--inject-nan '%s': rank '%s' is not a pipeline rank (0, 1, ...)", v,
+                           colon + 1);
   o->sp.nan_step = (int)st - 1, o->sp.nan_rank = (int)r;
   return 0;
 }
@@ -364,15 +402,17 @@ int train_parse(const cli_args *a, train_opts *o) {
   int gpt = kind == KT_MODEL_GPT, rc;
   train_numbers n;
   if ((rc = parse_numbers(a, o, okind == KT_OPTIM_SGD, gpt, &n))) return rc;
-  if (a->n_pos) return cli_usage_error("unexpected argument '%s' (see kaiten train --help)", a->pos[0]);
+  if (a->n_pos)
+    return cli_usage_error("unexpected argument '%s' (see kaiten train --help)", a->pos[0]);
   if ((rc = parse_choices(a, o))) return rc;
   take_flags(a, o, &n);
-  if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o)) || (rc = parse_faults(a, o)) ||
-      (rc = parse_stage_costs(a, o)) ||
+  if ((rc = set_model(a, o, &n, gpt)) || (rc = check_conflicts(a, o)) ||
+      (rc = parse_faults(a, o)) || (rc = parse_stage_costs(a, o)) ||
       (rc = parse_inject_nan(a, o)) || (rc = cli_step_sync(a, &o->sp.step_sync)))
     return rc;
   kt_error err = {{0}};
-  if (!o->sp.synthetic && kt_model_config_check(&o->sp.model, &err)) return cli_fail(KT_EINVAL, &err);
+  if (!o->sp.synthetic && kt_model_config_check(&o->sp.model, &err))
+    return cli_fail(KT_EINVAL, &err);
   if ((rc = train_synthetic_packing(a, o))) return rc;
   return o->schedule_file ? read_schedule_file(a, o) : 0;
 }

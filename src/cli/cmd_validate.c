@@ -5,8 +5,10 @@
 static const cli_opt validate_opts[] = {
     {"quiet", 'q', NULL, "print nothing on success"},
     {"schedule-file", 0, "FILE", "the schedule file (the same as giving FILE)"},
-    {"torch-notation", 0, "N", "how B/BW read: auto (default) | current (B full, I input) | legacy (B input, BW full)"},
-    {"torch-version", 0, "V", "check a lowered file for this PyTorch release: 2.15 (default) or older, e.g. 2.9"},
+    {"torch-notation", 0, "N",
+     "how B/BW read: auto (default) | current (B full, I input) | legacy (B input, BW full)"},
+    {"torch-version", 0, "V",
+     "check a lowered file for this PyTorch release: 2.15 (default) or older, e.g. 2.9"},
 };
 
 static int run_validate(cli_args *a) {
@@ -39,7 +41,8 @@ static int run_validate(cli_args *a) {
 const cli_command cli_cmd_validate = {
     .name = "validate",
     .summary = "check a schedule file: every pair computed once, right ranks, no deadlock",
-    .usage = "FILE | --schedule-file FILE [--torch-notation auto|current|legacy] [--torch-version V]",
+    .usage =
+        "FILE | --schedule-file FILE [--torch-notation auto|current|legacy] [--torch-version V]",
     .details =
         "FILE is a schedule in CSV form (PyTorch-compatible: one row per rank, one cell per\n"
         "slot, empty cell = idle, actions like 0F0 1I3 2W3 0B1, overlapped cells\n"

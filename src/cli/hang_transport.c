@@ -71,9 +71,13 @@ static int hang_aborted(kt_transport *t) {
   return h->inner.ops->aborted(&h->inner);
 }
 
-static const kt_transport_ops hang_ops = {.send = hang_send, .recv = hang_recv, .post = hang_post,
-                                          .allreduce = hang_allreduce, .barrier = hang_barrier,
-                                          .abort = hang_abort, .aborted = hang_aborted};
+static const kt_transport_ops hang_ops = {.send = hang_send,
+                                          .recv = hang_recv,
+                                          .post = hang_post,
+                                          .allreduce = hang_allreduce,
+                                          .barrier = hang_barrier,
+                                          .abort = hang_abort,
+                                          .aborted = hang_aborted};
 
 void *cli_hang_install(kt_runtime *rt) {
   const char *spec = getenv("KAITEN_TEST_HANG");

@@ -11,10 +11,9 @@
 #include "kaiten/transport.h"
 #include "kaiten/version.h"
 
-static const cli_command *const commands[] = {&cli_cmd_sim, &cli_cmd_compare, &cli_cmd_validate,
-                                              &cli_cmd_train, &cli_cmd_sample, &cli_cmd_plan,
-                                              &cli_cmd_report, &cli_cmd_serve,
-                                              &cli_cmd_calibrate};
+static const cli_command *const commands[] = {
+    &cli_cmd_sim,  &cli_cmd_compare, &cli_cmd_validate, &cli_cmd_train,    &cli_cmd_sample,
+    &cli_cmd_plan, &cli_cmd_report,  &cli_cmd_serve,    &cli_cmd_calibrate};
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
 static void usage(FILE *f) {
@@ -77,7 +76,8 @@ int main(int argc, char **argv) {
     fputs("GEMM libraries (--gemm): openblas", stdout);
     for (int k = KT_GEMM_BLIS; k < KT_GEMM_COUNT; k++) {
       const char *v;
-      if (kt_gemm_available((kt_gemm_kind)k, &v)) printf(", %s %s", kt_gemm_name((kt_gemm_kind)k), v);
+      if (kt_gemm_available((kt_gemm_kind)k, &v))
+        printf(", %s %s", kt_gemm_name((kt_gemm_kind)k), v);
       else printf(", %s not installed", kt_gemm_name((kt_gemm_kind)k));
     }
     putchar('\n');

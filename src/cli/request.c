@@ -25,7 +25,8 @@ static int apply(const cli_args *a, kt_request *rq, const char *const *keys) {
     char key[64];
     typed(o, key, sizeof key);
     /* a value stated twice is ambiguous, as a key twice in a cost file */
-    if (a->given[i] > 1) return cli_usage_error("%s is given %d times: give it once", key, a->given[i]);
+    if (a->given[i] > 1)
+      return cli_usage_error("%s is given %d times: give it once", key, a->given[i]);
     kt_error err = {{0}};
     kt_status st = kt_request_set(rq, key, a->value[i], &err);
     if (st) return cli_fail(st, &err);
@@ -33,7 +34,8 @@ static int apply(const cli_args *a, kt_request *rq, const char *const *keys) {
      * is leaving -v out, and -v 0 a mistake */
     if ((!strcmp(o->name, "v") || !strcmp(o->name, "chunks")) && rq->v == 0)
       return cli_usage_error("%s '%s': expected an integer in 1..%d (leave it out for the "
-                             "schedule's own)", key, a->value[i], KT_MAX_CHUNKS);
+                             "schedule's own)",
+                             key, a->value[i], KT_MAX_CHUNKS);
   }
   return 0;
 }
@@ -63,7 +65,8 @@ static int read_run_costs(const cli_args *a, const char *dir, kt_request *rq) {
   kt_costs_free(&rq->costs);
   rq->costs = c;
   char p[16], m[16], v[16];
-  snprintf(p, sizeof p, "%d", lay.p), snprintf(m, sizeof m, "%d", lay.m), snprintf(v, sizeof v, "%d", lay.v);
+  snprintf(p, sizeof p, "%d", lay.p), snprintf(m, sizeof m, "%d", lay.m),
+      snprintf(v, sizeof v, "%d", lay.v);
   int sim = command_takes(a, "schedule") && !cli_has(a, "schedule") && !cli_has(a, "from") &&
             !cli_has(a, "schedule-file") && kt_gen_kind_from_name(lay.schedule) >= 0;
   st = kt_request_set(rq, "per-stage", "1", &err);
@@ -83,8 +86,7 @@ int cli_request_read(const cli_args *a, kt_request *rq) {
   kt_status st;
   struct stat sb = {0};
   int rc = 0;
-  if (file && stat(file, &sb) == 0 && S_ISDIR(sb.st_mode))
-    rc = read_run_costs(a, file, rq);
+  if (file && stat(file, &sb) == 0 && S_ISDIR(sb.st_mode)) rc = read_run_costs(a, file, rq);
   else if (file && (st = kt_costs_load_json(&rq->costs, file, &err)))
     return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
   if (!rc) rc = apply(a, rq, NULL);
@@ -92,7 +94,8 @@ int cli_request_read(const cli_args *a, kt_request *rq) {
    * own M; at another M (or its K rounds) each stage's mean */
   if (!rc && file && S_ISDIR(sb.st_mode) && rq->costs.n_mb > 0 && rq->costs.n_mb != rq->m)
     kt_costs_clear_mb(&rq->costs);
-  const char *order = cli_get(a, "schedule-file") ? cli_get(a, "schedule-file") : cli_get(a, "from");
+  const char *order =
+      cli_get(a, "schedule-file") ? cli_get(a, "schedule-file") : cli_get(a, "from");
   if (!rc && order && cli_has(a, "schedule"))
     rc = cli_usage_error("give either --schedule or --schedule-file, not both");
   if (!rc && order) rc = read_order(order, rq);
@@ -101,8 +104,8 @@ int cli_request_read(const cli_args *a, kt_request *rq) {
 }
 
 int cli_order_read(const cli_args *a, const char *path, kt_result *res) {
-  static const char *const keys[] = {"p",      "m",      "v",      "stages", "microbatches",
-                                     "chunks", "torch-notation", "torch-version", NULL};
+  static const char *const keys[] = {
+      "p", "m", "v", "stages", "microbatches", "chunks", "torch-notation", "torch-version", NULL};
   kt_request rq;
   kt_request_init(&rq);
   int rc = apply(a, &rq, keys);

@@ -24,9 +24,9 @@
 #define REPEAT_WINDOW_NS 2000000000LL
 
 static volatile sig_atomic_t resized;
-static atomic_int stop_signal;        /* the first stop signal, 0 before */
-static atomic_llong stop_first_ns;    /* when it came (CLOCK_MONOTONIC) */
-static atomic_int stopping;           /* the agreed stop is under way: the checkpoint is next */
+static atomic_int stop_signal;     /* the first stop signal, 0 before */
+static atomic_llong stop_first_ns; /* when it came (CLOCK_MONOTONIC) */
+static atomic_int stopping;        /* the agreed stop is under way: the checkpoint is next */
 static atomic_flag repeat_said = ATOMIC_FLAG_INIT;
 static int my_rank = -1, replicas = 1; /* MPI: this process's world rank, D */
 
@@ -157,7 +157,8 @@ int cli_stop_requested(void) { return atomic_load(&stop_signal); }
 
 void cli_note_stop(int sig) {
   int none = 0;
-  if (atomic_compare_exchange_strong(&stop_signal, &none, sig)) atomic_store(&stop_first_ns, now_ns());
+  if (atomic_compare_exchange_strong(&stop_signal, &none, sig))
+    atomic_store(&stop_first_ns, now_ns());
   cli_signals_stopping();
 }
 

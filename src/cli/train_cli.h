@@ -23,14 +23,14 @@ typedef struct {
   int p_given, v_given, m_given;
   int decay_given;
   const char *format, *output, *transport;
-  int live;        /* redraw a live view on terminals */
-  int live_forced; /* --live: even under mpirun */
-  unsigned layout_given; /* TRAIN_GIVEN_* layout flags the user set */
-  const char *serve; /* live dashboard address ([HOST:]PORT), NULL: none */
-  char serve_addr[320]; /* what serve points to (cli_serve_addr) */
+  int live;               /* redraw a live view on terminals */
+  int live_forced;        /* --live: even under mpirun */
+  unsigned layout_given;  /* TRAIN_GIVEN_* layout flags the user set */
+  const char *serve;      /* live dashboard address ([HOST:]PORT), NULL: none */
+  char serve_addr[320];   /* what serve points to (cli_serve_addr) */
   const char *allow_host; /* --allow-host NAME[,NAME] (checked; cli_parse_hosts), NULL: none */
-  kt_faults faults;        /* --slow-rank, --slow-link, --fault-trace (sp.faults points here) */
-  double *syn_stage_ms;    /* --synthetic with --tf/--tb/--tw lists (sp.syn_stage_ms) */
+  kt_faults faults;       /* --slow-rank, --slow-link, --fault-trace (sp.faults points here) */
+  double *syn_stage_ms;   /* --synthetic with --tf/--tb/--tw lists (sp.syn_stage_ms) */
   kt_gemm_choice gemm;    /* the library the model's matmuls run on (after the session opens) */
   double *syn_mb_scale;   /* --synthetic --doc-lengths: each micro-batch's cost multiple (owned) */
   long step_tokens;       /* ... and the tokens of a step */
@@ -38,9 +38,15 @@ typedef struct {
 
 #define TRAIN_MODEL_GIVEN (1 << 5)
 enum {
-  TRAIN_GIVEN_SCHEDULE = 1 << 0, TRAIN_GIVEN_SCHEDULE_FILE = 1 << 1, TRAIN_GIVEN_P = 1 << 2,
-  TRAIN_GIVEN_V = 1 << 3, TRAIN_GIVEN_M = 1 << 4, TRAIN_GIVEN_B = 1 << 5, TRAIN_GIVEN_K = 1 << 6,
-  TRAIN_GIVEN_D = 1 << 7, TRAIN_GIVEN_PARTITION = 1 << 8
+  TRAIN_GIVEN_SCHEDULE = 1 << 0,
+  TRAIN_GIVEN_SCHEDULE_FILE = 1 << 1,
+  TRAIN_GIVEN_P = 1 << 2,
+  TRAIN_GIVEN_V = 1 << 3,
+  TRAIN_GIVEN_M = 1 << 4,
+  TRAIN_GIVEN_B = 1 << 5,
+  TRAIN_GIVEN_K = 1 << 6,
+  TRAIN_GIVEN_D = 1 << 7,
+  TRAIN_GIVEN_PARTITION = 1 << 8
 };
 
 int train_parse(const cli_args *a, train_opts *o);
@@ -50,11 +56,17 @@ int train_parse(const cli_args *a, train_opts *o);
  * GPT's own documents are its data source's (kt_data_docs_source_create):
  * --mb-tokens and --attn-share are refused there. */
 int train_synthetic_packing(const cli_args *a, train_opts *o);
-#define CLI_TRAIN_PACKING_OPTS                                                               \
-  {"doc-lengths", 0, "SPEC", "lognormal:SIGMA:MIN:MAX documents (seeded by --seed) packed into the micro-batches: the GPT's micro-batches of b x T tokens with block-diagonal attention, or with --synthetic each micro-batch sleeps its load's share of --tf/--tb/--tw"}, \
-  {"packing", 0, "fifo|balanced", "how documents fill micro-batches and their order (default fifo; see kaiten sim --help)"}, \
-  {"mb-tokens", 0, "N", "--synthetic: a micro-batch's token budget (default 1024; the GPT's is b x T)"}, \
-  {"attn-share", 0, "X", "--synthetic: the share of a full micro-batch's time quadratic in document length (default 0.25)"}
+#define CLI_TRAIN_PACKING_OPTS \
+  {"doc-lengths", 0, "SPEC", \
+   "lognormal:SIGMA:MIN:MAX documents (seeded by --seed) packed into the micro-batches: the GPT's micro-batches of b x T tokens with block-diagonal attention, or with --synthetic each micro-batch sleeps its load's share of --tf/--tb/--tw"}, \
+      {"packing", 0, "fifo|balanced", \
+       "how documents fill micro-batches and their order (default fifo; see kaiten sim --help)"}, \
+      {"mb-tokens", 0, "N", \
+       "--synthetic: a micro-batch's token budget (default 1024; the GPT's is b x T)"}, \
+  { \
+    "attn-share", 0, "X", \
+        "--synthetic: the share of a full micro-batch's time quadratic in document length (default 0.25)" \
+  }
 int train_session(train_opts *o);
 
 /* The peak activation memory the schedule predicts per rank beside the
@@ -76,7 +88,7 @@ void train_serve_stop(kt_server *srv, int ok, const char *run_dir);
 /* --resume (train_resume.c): the run read back, what changed. */
 typedef struct {
   kt_session_resume run;
-  kt_buf changes;      /* "schedule 1f1b -> zb-h1, P 4 -> 2" or empty */
+  kt_buf changes; /* "schedule 1f1b -> zb-h1, P 4 -> 2" or empty */
 } train_resume;
 /* Fills r and adapts o; 0, or the exit code after printing why. */
 int train_resume_setup(train_opts *o, train_resume *r);
@@ -109,8 +121,8 @@ void cli_signals_stopping(void);
 /* MPI: this process's world rank and D, so a SIGTERM that ends the job while
  * a receive waits names the rank it waited for (a lost machine). */
 void cli_signals_set_rank(int world_rank, int d);
-void cli_note_stop(int sig);  /* another rank asked (MPI) */
-int cli_take_resize(void);    /* 1 once after each resize */
+void cli_note_stop(int sig); /* another rank asked (MPI) */
+int cli_take_resize(void);   /* 1 once after each resize */
 const char *cli_signal_name(int sig);
 
 /* The live terminal view (live_view.c). */

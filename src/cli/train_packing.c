@@ -47,7 +47,8 @@ static int fill(const cli_args *a, const train_opts *o, kt_request *rq) {
 
 int train_synthetic_packing(const cli_args *a, train_opts *o) {
   int any = 0;
-  for (size_t i = 0; i < sizeof packing_keys / sizeof *packing_keys; i++) any |= cli_has(a, packing_keys[i]);
+  for (size_t i = 0; i < sizeof packing_keys / sizeof *packing_keys; i++)
+    any |= cli_has(a, packing_keys[i]);
   if (!any) return 0;
   if (!cli_has(a, "doc-lengths"))
     return cli_usage_error("--packing, --mb-tokens and --attn-share need --doc-lengths");
@@ -58,7 +59,8 @@ int train_synthetic_packing(const cli_args *a, train_opts *o) {
     return 0;
   }
   if (o->schedule_file)
-    return cli_usage_error("--doc-lengths: documents are packed for a generated schedule, not --schedule-file");
+    return cli_usage_error(
+        "--doc-lengths: documents are packed for a generated schedule, not --schedule-file");
   kt_request rq;
   kt_result res;
   kt_error err = {{0}};

@@ -35,12 +35,15 @@ static void json_run_facts(kt_buf *b, const train_opts *o, const kt_session_info
   kt_buf_puts(b, ",\"period_1f1b\":");
   kt_buf_json_number(b, res->period_1f1b);
   kt_buf_puts(b, ",\"period_vs_1f1b\":");
-  kt_buf_json_number(b, res->period_1f1b > 0 ? res->train.predicted.period / res->period_1f1b : NAN);
+  kt_buf_json_number(b,
+                     res->period_1f1b > 0 ? res->train.predicted.period / res->period_1f1b : NAN);
   kt_buf_printf(b, ",\"cores\":%d,\"compute_threads\":%d,\"oversubscribed\":%s", in->cores,
                 in->compute_threads, in->compute_threads > in->cores ? "true" : "false");
   if (!o->sp.synthetic) {
-    kt_buf_printf(b, ",\"threads_per_rank\":%d,\"gemm\":\"%s\",\"gemm_chosen\":\"%s\","
-                     "\"gemm_seconds\":{", kt_blas_threads(), kt_gemm_name(o->gemm.kind),
+    kt_buf_printf(b,
+                  ",\"threads_per_rank\":%d,\"gemm\":\"%s\",\"gemm_chosen\":\"%s\","
+                  "\"gemm_seconds\":{",
+                  kt_blas_threads(), kt_gemm_name(o->gemm.kind),
                   o->gemm.how ? o->gemm.how : "given");
     for (int k = 1; k < KT_GEMM_COUNT; k++) {
       kt_buf_printf(b, "%s\"%s\":", k > 1 ? "," : "", kt_gemm_name((kt_gemm_kind)k));
@@ -112,8 +115,9 @@ static void json_microbatches(kt_buf *b, const kt_train_result *r) {
   kt_buf_puts(b, ",\"microbatches\":[");
   for (int i = 0; i < r->n_mb_costs; i++) {
     const kt_mb_cost *c = &r->mb_costs[i];
-    kt_buf_printf(b, "%s{\"round\":%d,\"mb\":%d,\"tokens\":%d,\"documents\":%d,"
-                     "\"attn_tokens2\":%.0f",
+    kt_buf_printf(b,
+                  "%s{\"round\":%d,\"mb\":%d,\"tokens\":%d,\"documents\":%d,"
+                  "\"attn_tokens2\":%.0f",
                   i ? "," : "", c->round, c->mb, c->tokens, c->documents, c->attn_tokens2);
     json_seconds(b, "tf", c->tf, r->mb_cost_stages);
     json_seconds(b, "tb", c->tb, r->mb_cost_stages);
@@ -129,8 +133,9 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_session_info *i
   const kt_train_result *r = &res->train;
   kt_buf_puts(b, "{\"schedule\":");
   kt_buf_json_string(b, s->name);
-  kt_buf_printf(b, ",\"model\":\"%s\",\"transport\":\"%s\",\"p\":%d,\"v\":%d,\"m\":%d,\"d\":%d,"
-                   "\"k\":%d,\"b\":%d,\"losses\":[",
+  kt_buf_printf(b,
+                ",\"model\":\"%s\",\"transport\":\"%s\",\"p\":%d,\"v\":%d,\"m\":%d,\"d\":%d,"
+                "\"k\":%d,\"b\":%d,\"losses\":[",
                 o->sp.synthetic ? "synthetic" : kt_model_kind_name(o->sp.model.kind), o->transport,
                 s->p, s->v, s->m, o->sp.data_parallel, o->sp.grad_accum, o->sp.micro_batch);
   for (int i = 0; i < r->n_losses; i++) {
@@ -139,24 +144,26 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_session_info *i
   }
   kt_buf_puts(b, "],\"val_loss\":");
   kt_buf_json_number(b, r->last_val_loss);
-  const struct { const char *k; double v; } nums[] = {
-      {"bubble_ratio", r->measured.bubble_ratio},
-      {"predicted_bubble_ratio", r->predicted.bubble_ratio},
-      {"makespan", r->measured.makespan},
-      {"predicted_makespan", r->predicted.makespan},
-      {"period", r->measured.period},
-      {"predicted_period", r->predicted.period},
-      {"step_seconds", r->mean_step_seconds},
-      {"median_step_seconds", r->median_step_seconds},
-      {"sync_seconds", r->measured_sync_seconds},
-      {"update_seconds", r->tail_seconds},
-      {"samples_per_s", r->samples_per_s},
-      {"tokens_per_s", r->tokens_per_s},
-      {"steady_tokens_per_s", r->steady_tokens_per_s},
-      {"peak_activation_bytes_stage0", (double)r->peak_stash_bytes_stage0},
-      {"hop_seconds", r->calibrated.comm},
-      {"send_overhead_seconds", r->calibrated.send_overhead},
-      {"idle_step_seconds", res->idle ? res->idle_seconds : NAN}};
+  const struct {
+    const char *k;
+    double v;
+  } nums[] = {{"bubble_ratio", r->measured.bubble_ratio},
+              {"predicted_bubble_ratio", r->predicted.bubble_ratio},
+              {"makespan", r->measured.makespan},
+              {"predicted_makespan", r->predicted.makespan},
+              {"period", r->measured.period},
+              {"predicted_period", r->predicted.period},
+              {"step_seconds", r->mean_step_seconds},
+              {"median_step_seconds", r->median_step_seconds},
+              {"sync_seconds", r->measured_sync_seconds},
+              {"update_seconds", r->tail_seconds},
+              {"samples_per_s", r->samples_per_s},
+              {"tokens_per_s", r->tokens_per_s},
+              {"steady_tokens_per_s", r->steady_tokens_per_s},
+              {"peak_activation_bytes_stage0", (double)r->peak_stash_bytes_stage0},
+              {"hop_seconds", r->calibrated.comm},
+              {"send_overhead_seconds", r->calibrated.send_overhead},
+              {"idle_step_seconds", res->idle ? res->idle_seconds : NAN}};
   for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
     kt_buf_printf(b, ",\"%s\":", nums[i].k);
     kt_buf_json_number(b, nums[i].v);
@@ -200,7 +207,8 @@ static void own_waits(kt_buf *b, const kt_timeline *t, int p) {
   int col = 31;
   for (int i = 0; i < p; i++) {
     char cell[48];
-    int n = snprintf(cell, sizeof cell, " %d: %.2f%s", i, 1e3 * own_core_wait(t, i), i + 1 < p ? "," : "");
+    int n = snprintf(cell, sizeof cell, " %d: %.2f%s", i, 1e3 * own_core_wait(t, i),
+                     i + 1 < p ? "," : "");
     if (col + n > 100) kt_buf_puts(b, "\n"), col = 0;
     kt_buf_puts(b, cell), col += n;
   }
@@ -212,8 +220,10 @@ static void own_waits(kt_buf *b, const kt_timeline *t, int p) {
 static void idle_table(kt_buf *b, const kt_session_result *res) {
   if (!res->idle) return;
   double step = res->idle_seconds;
-  kt_buf_printf(b, "why idle, last step: %.2f ms, ms each (compute: the ops' CPU time; busy: "
-                   "their wall time)\n", 1e3 * step);
+  kt_buf_printf(b,
+                "why idle, last step: %.2f ms, ms each (compute: the ops' CPU time; busy: "
+                "their wall time)\n",
+                1e3 * step);
   kt_buf_printf(b, "%-5s %9s %9s %9s %9s %9s %9s  %s\n", "rank", "compute", "schedule", "core_wait",
                 "comm", "overhead", "optimizer", "# compute, then s c m o u");
   for (int i = 0; i < res->train.measured.p; i++) {
@@ -233,12 +243,15 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *
   kt_buf_printf(b, "\nlast step, measured:  period %8.2f ms  makespan %8.2f ms  bubble %5.1f%%\n",
                 1e3 * r->measured.period, 1e3 * r->measured.makespan,
                 100 * r->measured.bubble_ratio);
-  kt_buf_printf(b, "predicted (costs calibrated on it):  period %8.2f ms  makespan %8.2f ms  "
-                   "bubble %5.1f%%\n",
+  kt_buf_printf(b,
+                "predicted (costs calibrated on it):  period %8.2f ms  makespan %8.2f ms  "
+                "bubble %5.1f%%\n",
                 1e3 * r->predicted.period, 1e3 * r->predicted.makespan,
                 100 * r->predicted.bubble_ratio);
-  kt_buf_printf(b, "period = a step under step sync %s (docs/runtime.md); makespan = one step "
-                   "alone\n", kt_step_sync_name(o->sp.step_sync));
+  kt_buf_printf(b,
+                "period = a step under step sync %s (docs/runtime.md); makespan = one step "
+                "alone\n",
+                kt_step_sync_name(o->sp.step_sync));
   if (o->sp.step_sync == KT_STEP_OVERLAP)
     kt_buf_printf(b, "post-validation: %d rollbacks, %d of %d steps waited for their check%s\n",
                   r->rollbacks, r->waited_steps, r->n_losses,
@@ -253,18 +266,21 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *
   }
   idle_table(b, res);
   if (in->compute_threads > in->cores)
-    kt_buf_printf(b, "oversubscribed: %d compute threads (ranks x BLAS threads) on %d cores: "
-                     "core_wait\n",
+    kt_buf_printf(b,
+                  "oversubscribed: %d compute threads (ranks x BLAS threads) on %d cores: "
+                  "core_wait\n",
                   in->compute_threads, in->cores);
   if (o->sp.cluster)
-    kt_buf_printf(b, "step on the links of %s: predicted %.2f ms (all-reduce and sums %.2f ms), "
-                     "measured %.2f ms (median; all-reduce and sums %.2f ms, update %.2f ms), "
-                     "measured/predicted %.3f\n",
+    kt_buf_printf(b,
+                  "step on the links of %s: predicted %.2f ms (all-reduce and sums %.2f ms), "
+                  "measured %.2f ms (median; all-reduce and sums %.2f ms, update %.2f ms), "
+                  "measured/predicted %.3f\n",
                   o->sp.cluster, 1e3 * r->predicted_step_seconds, 1e3 * r->predicted_sync_seconds,
                   1e3 * r->median_step_seconds, 1e3 * r->measured_sync_seconds,
                   1e3 * r->tail_seconds, r->median_step_seconds / r->predicted_step_seconds);
-  kt_buf_printf(b, "throughput: %.0f tokens/s steady (median step %.1f ms, predicted %.1f), %.0f "
-                   "over all\n",
+  kt_buf_printf(b,
+                "throughput: %.0f tokens/s steady (median step %.1f ms, predicted %.1f), %.0f "
+                "over all\n",
                 r->steady_tokens_per_s, 1e3 * r->median_step_seconds,
                 1e3 * r->predicted_step_seconds, r->tokens_per_s);
 }
@@ -303,12 +319,14 @@ static void price_line(const train_opts *o, const kt_session_result *r, kt_buf *
   if (kt_mem_limit_given(&o->sp.mem_limit) && r->peak_vs_1f1b > 0) {
     char lim[32];
     kt_mem_limit_format(&o->sp.mem_limit, lim, sizeof lim);
-    kt_buf_printf(out, "the price of --mem-limit %s: %.3fx 1F1B's memory, %.3fx its step "
-                       "(predicted %.2f vs %.2f ms)\n",
+    kt_buf_printf(out,
+                  "the price of --mem-limit %s: %.3fx 1F1B's memory, %.3fx its step "
+                  "(predicted %.2f vs %.2f ms)\n",
                   lim, r->peak_vs_1f1b, mine / one, 1e3 * mine, 1e3 * one);
   } else {
-    kt_buf_printf(out, "step against 1F1B: predicted period %.2f ms = %.3fx 1F1B's %.2f ms "
-                       "(calibrated costs)\n",
+    kt_buf_printf(out,
+                  "step against 1F1B: predicted period %.2f ms = %.3fx 1F1B's %.2f ms "
+                  "(calibrated costs)\n",
                   1e3 * mine, mine / one, 1e3 * one);
   }
 }
@@ -319,14 +337,16 @@ void train_memory_report(const train_opts *o, kt_session *s, const kt_session_re
   kt_session_get_info(s, &in);
   double *pred = kt_calloc((size_t)in.schedule->p, sizeof *pred);
   kt_error err = {{0}};
-  kt_status st = pred ? kt_session_predict_memory(s, pred, &err) : kt_fail(&err, KT_ENOMEM, "out of memory");
+  kt_status st =
+      pred ? kt_session_predict_memory(s, pred, &err) : kt_fail(&err, KT_ENOMEM, "out of memory");
   if (st) {
     kt_buf_printf(out, "peak activation memory: no prediction (%s)\n", err.msg);
     free(pred);
     return;
   }
-  kt_buf_printf(out, "peak activation memory per rank, MiB (%s; predicted from each stage's "
-                     "bytes):\n%-5s %10s %10s\n",
+  kt_buf_printf(out,
+                "peak activation memory per rank, MiB (%s; predicted from each stage's "
+                "bytes):\n%-5s %10s %10s\n",
                 in.schedule->name, "rank", "predicted", "measured");
   double most = 0;
   for (int i = 0; i < r->train.measured.p && i < in.schedule->p; i++) {
@@ -335,8 +355,9 @@ void train_memory_report(const train_opts *o, kt_session *s, const kt_session_re
     most = fmax(most, r->train.measured.ranks[i].peak_memory);
   }
   if (in.peak_1f1b > 0)
-    kt_buf_printf(out, "largest rank's peak %.3f MiB = %.3fx 1F1B's predicted peak on this model "
-                       "(%.3f MiB at P=%d, M=%d)\n",
+    kt_buf_printf(out,
+                  "largest rank's peak %.3f MiB = %.3fx 1F1B's predicted peak on this model "
+                  "(%.3f MiB at P=%d, M=%d)\n",
                   most / 1048576.0, r->peak_vs_1f1b, in.peak_1f1b / 1048576.0, in.schedule->p,
                   in.schedule->m);
   free(pred);

@@ -21,12 +21,14 @@ static int check_model(const train_opts *o, const kt_checkpoint_meta *meta) {
     return cli_usage_error("--model %s: the run in '%s' trains a %s model; leave --model out to "
                            "resume it",
                            kt_model_kind_name(want->kind), dir, kt_model_kind_name(run->kind));
-  const struct { const char *flag; int want, run; } shape[] = {
-      {"layers", want->layers, run->layers},
-      {"hidden", want->hidden, run->hidden},
-      {"heads", want->heads, run->heads},
-      {"seq-len", want->seq_len, run->seq_len},
-      {"tie-embeddings", want->tie_embeddings, run->tie_embeddings}};
+  const struct {
+    const char *flag;
+    int want, run;
+  } shape[] = {{"layers", want->layers, run->layers},
+               {"hidden", want->hidden, run->hidden},
+               {"heads", want->heads, run->heads},
+               {"seq-len", want->seq_len, run->seq_len},
+               {"tie-embeddings", want->tie_embeddings, run->tie_embeddings}};
   for (int i = 0; i < 5; i++)
     if ((given & (1 << i)) && shape[i].want != shape[i].run)
       return cli_usage_error("--%s %d: the run in '%s' has %d; drop the shape flags to resume it",
@@ -36,11 +38,16 @@ static int check_model(const train_opts *o, const kt_checkpoint_meta *meta) {
 
 /* The layout flags the user gave, as what the session keeps of its own. */
 static unsigned kept_flags(const train_opts *o) {
-  static const struct { unsigned given, keep; } map[] = {
-      {TRAIN_GIVEN_SCHEDULE | TRAIN_GIVEN_SCHEDULE_FILE, KT_KEEP_SCHEDULE}, {TRAIN_GIVEN_P, KT_KEEP_P},
-      {TRAIN_GIVEN_V, KT_KEEP_V}, {TRAIN_GIVEN_M, KT_KEEP_M}, {TRAIN_GIVEN_B, KT_KEEP_B},
-      {TRAIN_GIVEN_K, KT_KEEP_K}, {TRAIN_GIVEN_D, KT_KEEP_D},
-      {TRAIN_GIVEN_PARTITION, KT_KEEP_PARTITION}};
+  static const struct {
+    unsigned given, keep;
+  } map[] = {{TRAIN_GIVEN_SCHEDULE | TRAIN_GIVEN_SCHEDULE_FILE, KT_KEEP_SCHEDULE},
+             {TRAIN_GIVEN_P, KT_KEEP_P},
+             {TRAIN_GIVEN_V, KT_KEEP_V},
+             {TRAIN_GIVEN_M, KT_KEEP_M},
+             {TRAIN_GIVEN_B, KT_KEEP_B},
+             {TRAIN_GIVEN_K, KT_KEEP_K},
+             {TRAIN_GIVEN_D, KT_KEEP_D},
+             {TRAIN_GIVEN_PARTITION, KT_KEEP_PARTITION}};
   unsigned keep = o->decay_given ? KT_KEEP_DECAY : 0;
   for (size_t i = 0; i < sizeof map / sizeof *map; i++)
     if (o->layout_given & map[i].given) keep |= map[i].keep;
@@ -53,9 +60,14 @@ static void describe_changes(const train_opts *o, const kt_run_segment *seg, kt_
   const char *sched = o->schedule_file ? o->schedule_file : kt_gen_kind_name(sp->kind);
   if (strcmp(sched, seg->schedule))
     kt_buf_printf(out, "%sschedule %s -> %s", out->len ? ", " : "", seg->schedule, sched);
-  const struct { const char *name; int was, now; } n[] = {
-      {"P", seg->p, sp->p}, {"M", seg->m, sp->m}, {"b", seg->b, sp->micro_batch},
-      {"K", seg->k, sp->grad_accum}, {"D", seg->d, sp->data_parallel}};
+  const struct {
+    const char *name;
+    int was, now;
+  } n[] = {{"P", seg->p, sp->p},
+           {"M", seg->m, sp->m},
+           {"b", seg->b, sp->micro_batch},
+           {"K", seg->k, sp->grad_accum},
+           {"D", seg->d, sp->data_parallel}};
   for (size_t i = 0; i < sizeof n / sizeof *n; i++)
     if (n[i].was != n[i].now)
       kt_buf_printf(out, "%s%s %d -> %d", out->len ? ", " : "", n[i].name, n[i].was, n[i].now);
@@ -68,7 +80,8 @@ static void describe_changes(const train_opts *o, const kt_run_segment *seg, kt_
 /* What the run holds, as kaiten train's flags see it; 0 or the exit code. */
 static int check_run(const train_opts *o, const kt_session_resume *r) {
   const char *dir = o->sp.resume;
-  if (r->run.n_segments < 1) return cli_usage_error("--resume %s: config.json names no layout", dir);
+  if (r->run.n_segments < 1)
+    return cli_usage_error("--resume %s: config.json names no layout", dir);
   if (!strcmp(r->run.model, "synthetic"))
     return cli_usage_error("--resume %s: a synthetic run has no parameters, so no checkpoint to "
                            "resume; start a new run",
@@ -119,8 +132,8 @@ int train_resume_setup(train_opts *o, train_resume *r) {
     rc = cli_fail(st, &err);
   if (rc) return rc;
   if (r->run.meta.step >= o->sp.steps)
-    return cli_usage_error("--resume %s: the run is already at step %d; give --steps above it",
-                           dir, r->run.meta.step);
+    return cli_usage_error("--resume %s: the run is already at step %d; give --steps above it", dir,
+                           r->run.meta.step);
   describe_changes(o, &r->run.run.segments[r->run.run.n_segments - 1], &r->changes);
   return 0;
 }

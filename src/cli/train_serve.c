@@ -32,13 +32,19 @@ kt_status train_serve_start(const train_opts *o, const kt_session_info *info, kt
     snprintf(name, sizeof name, "%s", sched->name[0] ? sched->name : "live run");
   }
   const kt_session_params *sp = &o->sp;
-  kt_serve_live live = {.name = name, .run_dir = dir, .schedule = sched,
-                        .grad_accum = sp->grad_accum, .predict = kt_train_predict,
+  kt_serve_live live = {.name = name,
+                        .run_dir = dir,
+                        .schedule = sched,
+                        .grad_accum = sp->grad_accum,
+                        .predict = kt_train_predict,
                         .model = sp->synthetic ? "synthetic" : kt_model_kind_name(sp->model.kind),
-                        .layers = sp->model.layers, .hidden = sp->model.hidden,
-                        .steps = sp->steps, .transport = o->transport};
+                        .layers = sp->model.layers,
+                        .hidden = sp->model.hidden,
+                        .steps = sp->steps,
+                        .transport = o->transport};
   /* 1F1B's peak and the limit, drawn beside each step's memory */
-  kt_run_segment mine = {.peak_1f1b_bytes = info->peak_1f1b, .mem_limit_bytes = info->mem_limit_bytes};
+  kt_run_segment mine = {.peak_1f1b_bytes = info->peak_1f1b,
+                         .mem_limit_bytes = info->mem_limit_bytes};
   if (kt_mem_limit_given(&sp->mem_limit))
     kt_mem_limit_format(&sp->mem_limit, mine.mem_limit, sizeof mine.mem_limit);
   live.layout = &mine;
@@ -77,8 +83,11 @@ void train_serve_announce(kt_server *srv, const train_opts *o) {
 }
 
 void train_serve_step(kt_server *srv, const kt_train_progress *p) {
-  kt_serve_step rec = {.step = *p->record, .skipped = p->skipped, .ranks = p->ranks,
-                       .n_ranks = p->n_ranks, .timeline = p->timeline};
+  kt_serve_step rec = {.step = *p->record,
+                       .skipped = p->skipped,
+                       .ranks = p->ranks,
+                       .n_ranks = p->n_ranks,
+                       .timeline = p->timeline};
   kt_server_push(srv, &rec);
 }
 
@@ -88,7 +97,10 @@ void train_serve_stop(kt_server *srv, int ok, const char *run_dir) {
   kt_server_stats(srv, &stats);
   kt_server_destroy(srv, ok ? "finished" : "stopped", 2.0);
   if (stats.dropped)
-    fprintf(stderr, "kaiten: the dashboard dropped %lld steps it had no room for (the run "
-                    "itself has them all)\n", stats.dropped);
-  if (run_dir) fprintf(stderr, "kaiten: dashboard closed; kaiten serve %s shows the run again\n", run_dir);
+    fprintf(stderr,
+            "kaiten: the dashboard dropped %lld steps it had no room for (the run "
+            "itself has them all)\n",
+            stats.dropped);
+  if (run_dir)
+    fprintf(stderr, "kaiten: dashboard closed; kaiten serve %s shows the run again\n", run_dir);
 }

@@ -17,10 +17,10 @@ typedef struct {
   kt_session *ss;
   kt_session_info info;
   train_resume resume;
-  FILE *talk;         /* progress stream (NULL on MPI ranks other than 0) */
+  FILE *talk; /* progress stream (NULL on MPI ranks other than 0) */
   int live;
   cli_live lv;
-  double *losses;     /* for the live view's sparkline */
+  double *losses; /* for the live view's sparkline */
   int n_losses, cap_losses;
   kt_server *srv;     /* --serve: the live dashboard, fed after every step */
   void *hang;         /* KAITEN_TEST_HANG's wrapper, or NULL */
@@ -30,9 +30,9 @@ typedef struct {
 /* Whether the fault of a step is one the step before did not name (the
  * detector names a fault one step after its onset, since). */
 static int new_fault(const kt_run_fault *x, const kt_run_fault *before) {
-  return x->kind != KT_FAULT_NONE && (x->kind != before->kind || x->rank != before->rank ||
-                                      x->a != before->a || x->b != before->b ||
-                                      x->since != before->since);
+  return x->kind != KT_FAULT_NONE &&
+         (x->kind != before->kind || x->rank != before->rank || x->a != before->a ||
+          x->b != before->b || x->since != before->since);
 }
 
 /* The autopilot's lines under a step's: the plan switched to before it,
@@ -41,8 +41,9 @@ static void print_autopilot(FILE *f, const kt_run_step *rec, int named) {
   if (!rec) return;
   const kt_run_switch *w = &rec->sw;
   if (w->made)
-    fprintf(f, "  switched before it: %s %s -> %s%s%s, predicted %.1f -> %.1f ms/step "
-               "(re-planned in %.2g ms)\n",
+    fprintf(f,
+            "  switched before it: %s %s -> %s%s%s, predicted %.1f -> %.1f ms/step "
+            "(re-planned in %.2g ms)\n",
             w->kind, w->from, w->to, w->partition[0] ? ", layers " : "", w->partition,
             1e3 * w->predicted_before, 1e3 * w->predicted_after, 1e3 * w->replan_seconds);
   const kt_run_fault *x = &rec->fault;
@@ -94,7 +95,8 @@ static int on_step(void *ctx, const kt_train_progress *p) {
   record_loss(r, p->loss);
   if (r->srv) train_serve_step(r->srv, p); /* never waits */
   if (r->talk && p->skipped)
-    fprintf(stderr, "kaiten: step %d skipped: loss %g, non-finite values first in the %s of stage %d\n",
+    fprintf(stderr,
+            "kaiten: step %d skipped: loss %g, non-finite values first in the %s of stage %d\n",
             p->step + 1, p->loss, p->nonfinite_what, p->nonfinite_stage);
   /* once a stop is asked for, the steps it takes every rank to agree are
    * not printed: mpirun stops reading a rank's output when it is sent
@@ -165,14 +167,15 @@ static int open_failed(train_run *r, kt_status st, kt_error *err) {
   switch (kt_session_failed(r->ss)) {
     case KT_SESSION_FAILED_ELSEWHERE: return 2; /* rank 0 says why */
     case KT_SESSION_RUN_DIR_TAKEN:
-      add_hint(err, ": --resume %s continues that run, --force clears it, or choose another --run-dir",
+      add_hint(err,
+               ": --resume %s continues that run, --force clears it, or choose another --run-dir",
                sp->run_dir);
       break;
     case KT_SESSION_RUN_DIR_BUSY: return train_busy_hint(st, err);
     case KT_SESSION_TOO_FEW_LAYERS:
       kt_session_get_info(r->ss, &info);
-      add_hint(err, " (--layers %d or more)", sp->model.layers + kt_schedule_stages(info.schedule) -
-                                                  kt_model_units(&sp->model));
+      add_hint(err, " (--layers %d or more)",
+               sp->model.layers + kt_schedule_stages(info.schedule) - kt_model_units(&sp->model));
       break;
     case KT_SESSION_WORLD_SIZE:
       add_hint(err, " (--stages %d x --data-parallel %d)", sp->p, sp->data_parallel);
@@ -248,8 +251,10 @@ static void print_start(train_run *r) {
   if (!sp->synthetic) print_gemm(t, &o->gemm);
   if (sp->resume) train_resume_notes(o, &r->resume, t);
   if (r->info.compute_threads > r->info.cores)
-    fprintf(t, "oversubscribed: %d compute threads (ranks x threads per rank) on %d cores: ops "
-               "wait for one\n", r->info.compute_threads, r->info.cores);
+    fprintf(t,
+            "oversubscribed: %d compute threads (ranks x threads per rank) on %d cores: ops "
+            "wait for one\n",
+            r->info.compute_threads, r->info.cores);
   fclose(t);
   int width = r->live ? r->lv.width - 1 : 0;
   for (char *line = text; line && *line;) {
@@ -264,13 +269,18 @@ static void print_start(train_run *r) {
 static int say_stopped(train_run *r, int sig, int done) {
   const kt_session_params *sp = &r->o->sp;
   if (!r->talk) return 128 + sig;
-  fprintf(stderr, "kaiten: stopped by %s after step %d of %d; ", cli_signal_name(sig), done, sp->steps);
+  fprintf(stderr, "kaiten: stopped by %s after step %d of %d; ", cli_signal_name(sig), done,
+          sp->steps);
   if (!sp->run_dir) fprintf(stderr, "no --run-dir, so nothing was saved\n");
-  else if (sp->synthetic) fprintf(stderr, "a synthetic run has no parameters to checkpoint; its metrics are in %s\n", sp->run_dir);
+  else if (sp->synthetic)
+    fprintf(stderr, "a synthetic run has no parameters to checkpoint; its metrics are in %s\n",
+            sp->run_dir);
   else if (sp->use_mpi)
     fprintf(stderr, "resume with: mpirun -np %d %s train --transport mpi --resume %s --steps %d\n",
             r->info.world_size, cli_program, sp->run_dir, sp->steps);
-  else fprintf(stderr, "resume with: %s train --resume %s --steps %d\n", cli_program, sp->run_dir, sp->steps);
+  else
+    fprintf(stderr, "resume with: %s train --resume %s --steps %d\n", cli_program, sp->run_dir,
+            sp->steps);
   return 128 + sig;
 }
 
@@ -281,10 +291,11 @@ static int report_failure(train_run *r, kt_status st, kt_error *err) {
     return in->world_rank == 0 ? cli_fail(st, err) : kt_status_exit_code(st);
   if (why == KT_SESSION_NONFINITE) add_hint(err, "; --skip-nonfinite skips such steps instead");
   if (in->use_mpi && why == KT_SESSION_FAILED_ELSEWHERE && in->world_rank != 0)
-    return 1; /* another rank failed and says why */
+    return 1;        /* another rank failed and says why */
   if (in->use_mpi) { /* name this rank and its stage, then take the whole job down */
     fprintf(stderr, "kaiten: rank %d (stage %d): %s\n", in->world_rank,
-            kt_rank_chunk_stage(in->schedule, in->world_rank / r->o->sp.data_parallel, 0), err->msg);
+            kt_rank_chunk_stage(in->schedule, in->world_rank / r->o->sp.data_parallel, 0),
+            err->msg);
     fflush(stderr);
     kt_transport_mpi_abort_job(1);
   }
@@ -328,7 +339,8 @@ static int train_opened(train_run *r) {
   kt_session_get_info(r->ss, &r->info);
   r->talk = r->info.world_rank == 0 ? (!strcmp(o->format, "text") ? stdout : stderr) : NULL;
   int under_mpirun = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
-  r->live = r->talk == stdout && o->live && cli_use_color(NULL) && (!under_mpirun || o->live_forced);
+  r->live =
+      r->talk == stdout && o->live && cli_use_color(NULL) && (!under_mpirun || o->live_forced);
   if (r->live) cli_live_init(&r->lv, r->talk);
   if (!o->sp.synthetic) find_gemm(r);
   if (r->talk) print_start(r);

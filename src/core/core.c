@@ -44,9 +44,7 @@ int kt_name_index(const char *name, const char *const *names, int n) {
 const char *kt_status_message(kt_status s) {
   return (unsigned)s < KT_STATUS_COUNT ? status_messages[s] : "unknown status";
 }
-int kt_status_exit_code(kt_status s) {
-  return (unsigned)s < KT_STATUS_COUNT ? status_codes[s] : 1;
-}
+int kt_status_exit_code(kt_status s) { return (unsigned)s < KT_STATUS_COUNT ? status_codes[s] : 1; }
 
 kt_status kt_fail(kt_error *err, kt_status s, const char *fmt, ...) {
   if (err) {
@@ -69,7 +67,7 @@ void *kt_calloc(size_t n, size_t size) {
 
 int kt_rank_queue_init(kt_rank_queue *q, int n) {
   *q = (kt_rank_queue){kt_calloc((size_t)n, sizeof *q->ring),
-                        kt_calloc((size_t)n, sizeof *q->queued), n, 0, 0};
+                       kt_calloc((size_t)n, sizeof *q->queued), n, 0, 0};
   if (q->ring && q->queued) return 0;
   kt_rank_queue_free(q);
   return -1;

@@ -61,8 +61,10 @@ kt_status kt_file_size_check(const char *path, double end, kt_error *err) {
   char has[32], most[32];
   kt_format_size(has, sizeof has, end);
   kt_format_size(most, sizeof most, (double)rl.rlim_cur);
-  return kt_fail(err, KT_EIO, "cannot write '%s': %s: it would hold %s, more than the file-size "
-                 "limit (ulimit -f) of %s", path, strerror(EFBIG), has, most);
+  return kt_fail(err, KT_EIO,
+                 "cannot write '%s': %s: it would hold %s, more than the file-size "
+                 "limit (ulimit -f) of %s",
+                 path, strerror(EFBIG), has, most);
 }
 
 /* The path a symlink chain ends at (which may not exist yet), in out. */
@@ -183,7 +185,8 @@ static kt_status write_file(const char *path, const void *data, size_t len, int 
     return kt_fail(err, KT_EIO, "cannot write '%s': %s", path, strerror(errno));
   struct stat st;
   if (stat(target, &st) != 0) {
-    if (errno != ENOENT) return kt_fail(err, KT_EIO, "cannot write '%s': %s", path, strerror(errno));
+    if (errno != ENOENT)
+      return kt_fail(err, KT_EIO, "cannot write '%s': %s", path, strerror(errno));
     return replace_atomically(path, target, NULL, data, len, durable, err);
   }
   if (S_ISDIR(st.st_mode))

@@ -35,8 +35,10 @@ static kt_status too_much(const text_read *t, int line_limit, kt_error *err) {
   kt_format_size(most, sizeof most, (double)t->max);
   kt_format_size(line_most, sizeof line_most, (double)t->max_line);
   if (line_limit)
-    return kt_fail(err, KT_EINVAL, "'%s' line %lld is longer than %s (at most %s a line and %s "
-                   "in all are read as text): refused", t->path, t->line, line_most, line_most, most);
+    return kt_fail(err, KT_EINVAL,
+                   "'%s' line %lld is longer than %s (at most %s a line and %s "
+                   "in all are read as text): refused",
+                   t->path, t->line, line_most, line_most, most);
   return kt_fail(err, KT_EINVAL, "'%s' holds more than %s (at most %s is read as text): refused",
                  t->path, most, most);
 }
@@ -49,8 +51,10 @@ static kt_status scan(text_read *t, size_t r, kt_error *err) {
   if (nul) {
     char most[32];
     kt_format_size(most, sizeof most, (double)t->max);
-    return kt_fail(err, KT_EINVAL, "'%s' is not a text file: a NUL byte at offset %zu (at most %s "
-                   "of text is read): refused", t->path, (size_t)(nul - t->buf), most);
+    return kt_fail(err, KT_EINVAL,
+                   "'%s' is not a text file: a NUL byte at offset %zu (at most %s "
+                   "of text is read): refused",
+                   t->path, (size_t)(nul - t->buf), most);
   }
   for (const char *nl; (nl = memchr(p, '\n', (size_t)(end - p))); p = nl + 1) {
     if ((long long)(nl - t->buf - (ptrdiff_t)t->line_start) > t->max_line)
@@ -58,7 +62,8 @@ static kt_status scan(text_read *t, size_t r, kt_error *err) {
     t->line++;
     t->line_start = (size_t)(nl + 1 - t->buf);
   }
-  if ((long long)(end - t->buf - (ptrdiff_t)t->line_start) > t->max_line) return too_much(t, 1, err);
+  if ((long long)(end - t->buf - (ptrdiff_t)t->line_start) > t->max_line)
+    return too_much(t, 1, err);
   return KT_OK;
 }
 
@@ -83,8 +88,8 @@ static kt_status read_all(text_read *t, int fd, kt_error *err) {
   }
 }
 
-kt_status kt_read_text(const char *path, long long max, long long max_line, char **out,
-                       size_t *len, kt_error *err) {
+kt_status kt_read_text(const char *path, long long max, long long max_line, char **out, size_t *len,
+                       kt_error *err) {
   *out = NULL;
   if (max <= 0) max = 1;
   text_read t = {.path = path, .max = max, .max_line = max_line > 0 ? max_line : max, .line = 1};
@@ -94,7 +99,8 @@ kt_status kt_read_text(const char *path, long long max, long long max_line, char
   struct stat sb;
   kt_status st = KT_OK;
   if (fstat(fd, &sb)) st = kt_fail(err, KT_EIO, "cannot read '%s': %s", path, strerror(errno));
-  else if (S_ISDIR(sb.st_mode)) st = kt_fail(err, KT_EINVAL, "'%s' is a directory, not a file", path);
+  else if (S_ISDIR(sb.st_mode))
+    st = kt_fail(err, KT_EINVAL, "'%s' is a directory, not a file", path);
   else if (S_ISREG(sb.st_mode) && sb.st_size > max) st = too_much(&t, 0, err); /* before reading */
   if (!st) st = read_all(&t, fd, err);
   close(fd);

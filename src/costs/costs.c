@@ -120,18 +120,28 @@ int kt_costs_compute_free(const kt_costs *c) {
 int kt_cost_in_range(double x) { return kt__costs_value_ok(x, KT_COST_STAGE_MIN); }
 
 kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
-  const struct { const char *name; double v; } scalars[] = {
-      {"tf", c->tf}, {"tb", c->tb}, {"tw", c->tw}, {"comm", c->comm},
-      {"comm-latency", c->comm_latency}, {"comm-bytes", c->comm_bytes},
-      {"comm-bandwidth", c->comm_bandwidth}, {"send-overhead", c->send_overhead},
-      {"op-overhead", c->op_overhead},
-      {"mem-act", c->mem_act},
-      {"mem-wgrad", c->mem_wgrad}, {"mem-transient", c->mem_transient},
-      {"tu", c->tu}, {"t-norm", c->t_norm}, {"t-dp", c->t_dp}, {"tie", c->t_tie}};
+  const struct {
+    const char *name;
+    double v;
+  } scalars[] = {{"tf", c->tf},
+                 {"tb", c->tb},
+                 {"tw", c->tw},
+                 {"comm", c->comm},
+                 {"comm-latency", c->comm_latency},
+                 {"comm-bytes", c->comm_bytes},
+                 {"comm-bandwidth", c->comm_bandwidth},
+                 {"send-overhead", c->send_overhead},
+                 {"op-overhead", c->op_overhead},
+                 {"mem-act", c->mem_act},
+                 {"mem-wgrad", c->mem_wgrad},
+                 {"mem-transient", c->mem_transient},
+                 {"tu", c->tu},
+                 {"t-norm", c->t_norm},
+                 {"t-dp", c->t_dp},
+                 {"tie", c->t_tie}};
   for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
     if (!kt__costs_value_ok(scalars[i].v, KT_COST_STAGE_MIN))
-      return kt_fail(err, KT_EINVAL, "%s %g: " KT__COST_RANGE_TEXT, scalars[i].name,
-                     scalars[i].v);
+      return kt_fail(err, KT_EINVAL, "%s %g: " KT__COST_RANGE_TEXT, scalars[i].name, scalars[i].v);
   if ((unsigned)c->step_sync >= KT_STEP_SYNC_COUNT)
     return kt_fail(err, KT_EINVAL, "step sync %d: expected overlap or barrier", (int)c->step_sync);
   if (!(c->overlap >= 0 && c->overlap <= 1))
@@ -140,10 +150,16 @@ kt_status kt_costs_check(const kt_costs *c, int n_stages, kt_error *err) {
     return kt_fail(err, KT_EINVAL,
                    "per-stage costs list %d stages but the schedule has S=%d stages", c->n_stages,
                    n_stages);
-  const struct { const char *name; const double *a; } arrays[] = {
-      {"tf", c->stage_tf}, {"tb", c->stage_tb}, {"tw", c->stage_tw},
-      {"mem-act", c->stage_mem_act}, {"mem-wgrad", c->stage_mem_wgrad},
-      {"mem-transient", c->stage_mem_transient}, {"tu", c->stage_tu}};
+  const struct {
+    const char *name;
+    const double *a;
+  } arrays[] = {{"tf", c->stage_tf},
+                {"tb", c->stage_tb},
+                {"tw", c->stage_tw},
+                {"mem-act", c->stage_mem_act},
+                {"mem-wgrad", c->stage_mem_wgrad},
+                {"mem-transient", c->stage_mem_transient},
+                {"tu", c->stage_tu}};
   for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
     if (arrays[i].a)
       for (int s = 0; s < c->n_stages; s++)
@@ -161,8 +177,10 @@ typedef struct {
   size_t uniform;
   ptrdiff_t per_stage; /* -1: a scalar */
 } field_def;
-#define LIST(n, a, u, ps) {n, a, offsetof(kt_costs, u), offsetof(kt_costs, ps)}
-#define SCALAR(n, a, u) {n, a, offsetof(kt_costs, u), -1}
+#define LIST(n, a, u, ps) \
+  { n, a, offsetof(kt_costs, u), offsetof(kt_costs, ps) }
+#define SCALAR(n, a, u) \
+  { n, a, offsetof(kt_costs, u), -1 }
 static const field_def field_defs[] = {
     LIST("tf", "tf", tf, stage_tf),
     LIST("tb", "tb", tb, stage_tb),
@@ -207,7 +225,8 @@ kt_status kt__costs_set_values(kt_costs *c, const char *field, const double *val
   const field_def *f = field_of(field);
   /* comm, comm-latency, comm-bandwidth: a list is one value per link;
    * link-delay is only that */
-  if (kt__costs_is_link_field(field) && (n > 1 || !f)) return kt__costs_set_links(c, field, vals, n, err);
+  if (kt__costs_is_link_field(field) && (n > 1 || !f))
+    return kt__costs_set_links(c, field, vals, n, err);
   if (!f) return kt_fail(err, KT_EINVAL, "unknown cost field '%.40s'", field);
   if (n < 1 || n > KT_MAX_RANKS * KT_MAX_CHUNKS || (n > 1 && f->per_stage < 0))
     return kt_fail(err, KT_EINVAL, "%s: %d values (expected %s)", field, n,
@@ -218,7 +237,8 @@ kt_status kt__costs_set_values(kt_costs *c, const char *field, const double *val
   }
   double *uniform = (double *)((char *)c + f->uniform);
   double **arr = f->per_stage < 0 ? NULL : (double **)((char *)c + f->per_stage);
-  kt__costs_drop_mb(c, field); /* a value per stage or one for all replaces a list per micro-batch */
+  kt__costs_drop_mb(c,
+                    field); /* a value per stage or one for all replaces a list per micro-batch */
   if (n == 1) {
     *uniform = vals[0];
     if (arr) free(*arr), *arr = NULL;
@@ -247,8 +267,9 @@ static kt_status parse_value(const field_def *f, const char *name, const char *t
   errno = 0;
   double x = strtod(tok, &end);
   if (*tok && !*end && errno == ERANGE && fabs(x) < 1)
-    return kt_fail(err, KT_EINVAL, "%s '%.40s': %s", name, tok,
-                   strcmp(f->name, "overlap") ? KT__COST_RANGE_TEXT : "expected a fraction in 0..1");
+    return kt_fail(
+        err, KT_EINVAL, "%s '%.40s': %s", name, tok,
+        strcmp(f->name, "overlap") ? KT__COST_RANGE_TEXT : "expected a fraction in 0..1");
   return kt_fail(err, KT_EINVAL, "%s: '%.40s' is not a number", name, tok);
 }
 
@@ -263,7 +284,9 @@ kt_status kt_costs_set(kt_costs *c, const char *field, const char *text, kt_erro
 kt_status kt__costs_parse_list(const char *field, const char *text, double **out, int *count,
                                kt_error *err) {
   /* link-delay's values: a hop's rules */
-  const field_def *f = field_of(field) ? field_of(field) : kt__costs_is_link_field(field) ? field_of("comm") : NULL;
+  const field_def *f = field_of(field)                  ? field_of(field)
+                       : kt__costs_is_link_field(field) ? field_of("comm")
+                                                        : NULL;
   if (!f) return kt_fail(err, KT_EINVAL, "unknown cost field '%.40s'", field);
   size_t len = strlen(text);
   if (len > (size_t)KT_MAX_RANKS * KT_MAX_CHUNKS * 32)
@@ -279,7 +302,7 @@ kt_status kt__costs_parse_list(const char *field, const char *text, double **out
   int n = 0;
   kt_status st = KT_OK;
   /* split by hand: strtok would silently merge "1,,2" into two values */
-  for (char *tok = copy; tok; ) {
+  for (char *tok = copy; tok;) {
     char *comma = strchr(tok, ',');
     if (comma) *comma = 0;
     if (!*tok) {
@@ -321,8 +344,8 @@ kt_status kt__costs_set_list(kt_costs *c, const char *field, const char *text, k
 kt_status kt_costs_for_chunks(const kt_costs *c, int v, kt_costs *dst, kt_error *err) {
   if (kt_costs_copy(dst, c)) return kt_fail(err, KT_ENOMEM, "out of memory");
   if (v <= 1) return KT_OK;
-  double *uniform[] = {&dst->tf, &dst->tb, &dst->tw, &dst->mem_act, &dst->mem_wgrad,
-                       &dst->mem_transient, &dst->tu};
+  double *uniform[] = {
+      &dst->tf, &dst->tb, &dst->tw, &dst->mem_act, &dst->mem_wgrad, &dst->mem_transient, &dst->tu};
   for (size_t i = 0; i < sizeof uniform / sizeof *uniform; i++) *uniform[i] /= v;
   return KT_OK;
 }
@@ -331,7 +354,8 @@ kt_status kt_costs_for_chunks(const kt_costs *c, int v, kt_costs *dst, kt_error 
 static size_t describe_field(char *buf, size_t n, const char *name, double uniform,
                              const double *per, int ns) {
   size_t len = (size_t)snprintf(buf, n, "%s=", name);
-  if (!per || ns <= 0) return len + (size_t)snprintf(buf + len, n > len ? n - len : 0, "%g", uniform);
+  if (!per || ns <= 0)
+    return len + (size_t)snprintf(buf + len, n > len ? n - len : 0, "%g", uniform);
   for (int s = 0; s < ns && len + 24 < n; s++) {
     if (s == 8 && ns > 10) { /* the first eight, then the last */
       len += (size_t)snprintf(buf + len, n - len, ",...");
@@ -345,8 +369,11 @@ static size_t describe_field(char *buf, size_t n, const char *name, double unifo
 
 void kt_costs_describe(const kt_costs *c, char *buf, size_t n) {
   size_t len = 0;
-  const struct { const char *name; double u; const double *per; } f[] = {
-      {"tf", c->tf, c->stage_tf}, {"tb", c->tb, c->stage_tb}, {"tw", c->tw, c->stage_tw}};
+  const struct {
+    const char *name;
+    double u;
+    const double *per;
+  } f[] = {{"tf", c->tf, c->stage_tf}, {"tb", c->tb, c->stage_tb}, {"tw", c->tw, c->stage_tw}};
   for (size_t i = 0; i < 3 && len + 32 < n; i++) {
     if (i) buf[len++] = ' ';
     len += describe_field(buf + len, n - len, f[i].name, f[i].u, f[i].per, c->n_stages);
@@ -366,7 +393,10 @@ void kt_costs_describe(const kt_costs *c, char *buf, size_t n) {
     buf[len++] = ' ';
     len += describe_field(buf + len, n - len, "tu", c->tu, c->stage_tu, c->n_stages);
   }
-  const struct { const char *name; double v; } step[] = {{"t-norm", c->t_norm}, {"t-dp", c->t_dp}};
+  const struct {
+    const char *name;
+    double v;
+  } step[] = {{"t-norm", c->t_norm}, {"t-dp", c->t_dp}};
   for (size_t i = 0; i < 2; i++)
     if (step[i].v > 0 && len + 32 < n)
       len += (size_t)snprintf(buf + len, n - len, " %s=%g", step[i].name, step[i].v);

@@ -15,12 +15,24 @@ kt_status kt_costs_load_json(kt_costs *c, const char *path, kt_error *err) {
   return st;
 }
 
-static const char *const keys[] = {"tf",           "tb",           "tw",
-                                   "tu",           "mem_act",      "mem_wgrad",
-                                   "mem_transient", "comm",        "comm_latency",
-                                   "comm_bytes",   "comm_bandwidth", "send_overhead",
-                                   "op_overhead",  "overlap",      "t_norm",
-                                   "t_dp",         "tie",          "step_sync",
+static const char *const keys[] = {"tf",
+                                   "tb",
+                                   "tw",
+                                   "tu",
+                                   "mem_act",
+                                   "mem_wgrad",
+                                   "mem_transient",
+                                   "comm",
+                                   "comm_latency",
+                                   "comm_bytes",
+                                   "comm_bandwidth",
+                                   "send_overhead",
+                                   "op_overhead",
+                                   "overlap",
+                                   "t_norm",
+                                   "t_dp",
+                                   "tie",
+                                   "step_sync",
                                    "link_delay"};
 #define N_KEYS (sizeof keys / sizeof *keys)
 
@@ -82,7 +94,8 @@ static kt_status read_key(kt_costs *c, const cJSON *it, const char *origin, kt_e
   const char *key = it->string;
   int links = kt__costs_is_link_field(key); /* a list is one value per link */
   if (!strcmp(key, "link_delay") && !cJSON_IsArray(it))
-    return kt_fail(err, KT_EINVAL, "%s: \"link_delay\" must be an array (one value per link)", origin);
+    return kt_fail(err, KT_EINVAL, "%s: \"link_delay\" must be an array (one value per link)",
+                   origin);
   int list = kt__costs_is_list(key) || links;
   if (!links && list && cJSON_IsArray(it) && cJSON_IsArray(it->child))
     return read_lists(c, it, key, origin, err);
@@ -100,12 +113,12 @@ static kt_status read_key(kt_costs *c, const cJSON *it, const char *origin, kt_e
   const cJSON *x;
   if (cJSON_IsNumber(it)) vals[i++] = it->valuedouble;
   else cJSON_ArrayForEach(x, it) {
-    if (!cJSON_IsNumber(x)) {
-      st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] is not a number", origin, key, i);
-      break;
+      if (!cJSON_IsNumber(x)) {
+        st = kt_fail(err, KT_EINVAL, "%s: \"%s\"[%d] is not a number", origin, key, i);
+        break;
+      }
+      vals[i++] = x->valuedouble;
     }
-    vals[i++] = x->valuedouble;
-  }
   kt_error sub;
   if (!st && (st = kt__costs_set_values(c, key, vals, n, &sub)))
     kt_fail(err, st, "%s: %s", origin, sub.msg);

@@ -45,9 +45,9 @@ void kt__costs_drop_mb(kt_costs *c, const char *field) {
   if (!any_mb(c)) c->n_mb = 0;
 }
 
-#define MB_VALUE(arr, stage_fn)                                                                  \
-  ((c->n_mb > 0 && c->arr && stage >= 0 && stage < c->n_stages && mb >= 0 && mb < c->n_mb)     \
-       ? c->arr[(size_t)stage * (size_t)c->n_mb + (size_t)mb]                                  \
+#define MB_VALUE(arr, stage_fn) \
+  ((c->n_mb > 0 && c->arr && stage >= 0 && stage < c->n_stages && mb >= 0 && mb < c->n_mb) \
+       ? c->arr[(size_t)stage * (size_t)c->n_mb + (size_t)mb] \
        : stage_fn(c, stage))
 
 double kt_cost_tf_mb(const kt_costs *c, int stage, int mb) { return MB_VALUE(mb_tf, kt_cost_tf); }
@@ -81,8 +81,10 @@ kt_status kt_costs_set_mb(kt_costs *c, const char *field, const double *vals, in
   double **arr = mb_field(c, field, &stage, &memory);
   if (!arr)
     return kt_fail(err, KT_EINVAL,
-                   "%s: no per-micro-batch form (tf, tb, tw, mem-act and mem-wgrad have one)", field);
-  if (n_stages < 1 || n_stages > KT_MAX_RANKS * KT_MAX_CHUNKS || n_mb < 1 || n_mb > KT_MAX_MICROBATCHES)
+                   "%s: no per-micro-batch form (tf, tb, tw, mem-act and mem-wgrad have one)",
+                   field);
+  if (n_stages < 1 || n_stages > KT_MAX_RANKS * KT_MAX_CHUNKS || n_mb < 1 ||
+      n_mb > KT_MAX_MICROBATCHES)
     return kt_fail(err, KT_EINVAL, "%s: %d stages of %d micro-batches", field, n_stages, n_mb);
   if (c->n_stages > 0 && c->n_stages != n_stages)
     return kt_fail(err, KT_EINVAL, "%s lists %d stages but another cost lists %d", field, n_stages,
@@ -114,9 +116,14 @@ kt_status kt__costs_check_mb(const kt_costs *c, kt_error *err) {
   if (c->n_mb < 1 || c->n_stages < 1)
     return kt_fail(err, KT_EINVAL, "per-micro-batch costs with %d stages of %d micro-batches",
                    c->n_stages, c->n_mb);
-  const struct { const char *name; const double *a; } arrays[] = {
-      {"tf", c->mb_tf}, {"tb", c->mb_tb}, {"tw", c->mb_tw}, {"mem-act", c->mb_mem_act},
-      {"mem-wgrad", c->mb_mem_wgrad}};
+  const struct {
+    const char *name;
+    const double *a;
+  } arrays[] = {{"tf", c->mb_tf},
+                {"tb", c->mb_tb},
+                {"tw", c->mb_tw},
+                {"mem-act", c->mb_mem_act},
+                {"mem-wgrad", c->mb_mem_wgrad}};
   size_t cells = (size_t)c->n_stages * (size_t)c->n_mb;
   for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++)
     for (size_t i = 0; arrays[k].a && i < cells; i++)
@@ -183,7 +190,8 @@ int kt_costs_mb_differ(const kt_costs *c) {
   for (int k = 0; k < N_MB_FIELDS; k++)
     for (int s = 0; *mb[k] && s < c->n_stages; s++)
       for (int j = 1; j < c->n_mb; j++)
-        if ((*mb[k])[(size_t)s * (size_t)c->n_mb + (size_t)j] != (*mb[k])[(size_t)s * (size_t)c->n_mb])
+        if ((*mb[k])[(size_t)s * (size_t)c->n_mb + (size_t)j] !=
+            (*mb[k])[(size_t)s * (size_t)c->n_mb])
           return 1;
   return 0;
 }

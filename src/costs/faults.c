@@ -73,8 +73,10 @@ kt_status kt_faults_add_rank(kt_faults *f, const char *spec, kt_error *err) {
 /* A delay "D" in unit, or with its own suffix (seconds > 0: what a second
  * is in the result). -1 when it is not one. */
 static int parse_delay(const char *text, double unit, double seconds, double *out) {
-  static const struct { const char *suffix; double scale; } units[] = {
-      {"us", 1e-6}, {"ms", 1e-3}, {"s", 1}};
+  static const struct {
+    const char *suffix;
+    double scale;
+  } units[] = {{"us", 1e-6}, {"ms", 1e-3}, {"s", 1}};
   char num[48];
   size_t n = strlen(text);
   double scale = unit;
@@ -121,11 +123,13 @@ kt_status kt_faults_add_link(kt_faults *f, const char *spec, double unit, double
                    spec);
   *colon = 0;
   if (parse_pair(head, '-', &a, &b))
-    return kt_fail(err, KT_EINVAL, "slow-link '%s': '%s' is not two pipeline ranks A-B", spec, head);
+    return kt_fail(err, KT_EINVAL, "slow-link '%s': '%s' is not two pipeline ranks A-B", spec,
+                   head);
   const char *dtext = colon[1] == '+' ? colon + 2 : colon + 1;
   if (parse_delay(dtext, unit, seconds, &d))
-    return kt_fail(err, KT_EINVAL, "slow-link '%s': delay '%s' is not a time >= 0%s", spec, dtext,
-                   seconds > 0 ? " (a number of ms, or with us, ms or s)" : " (in the costs' unit)");
+    return kt_fail(
+        err, KT_EINVAL, "slow-link '%s': delay '%s' is not a time >= 0%s", spec, dtext,
+        seconds > 0 ? " (a number of ms, or with us, ms or s)" : " (in the costs' unit)");
   f->link[f->n_link++] = (kt_link_fault){a, b, d, onset};
   return KT_OK;
 }
@@ -216,10 +220,12 @@ kt_status kt_faults_apply(const kt_faults *f, int step, double t, int p, const i
     double x = kt_faults_rank_factor(f, stage_rank[s], step);
     c->stage_tf[s] *= x, c->stage_tb[s] *= x, c->stage_tw[s] *= x;
     for (int i = 0; i < 3; i++)
-      for (int j = 0; per_mb[i] && j < c->n_mb; j++) per_mb[i][(size_t)s * (size_t)c->n_mb + (size_t)j] *= x;
+      for (int j = 0; per_mb[i] && j < c->n_mb; j++)
+        per_mb[i][(size_t)s * (size_t)c->n_mb + (size_t)j] *= x;
   }
   if (!kt_faults_on_links(f) || p < 2) return KT_OK;
   if ((st = kt_costs_links_for(c, p, err))) return st;
-  for (int l = 0; l < c->n_links; l++) c->link_delay[l] += kt_faults_link_delay(f, l, l + 1 < p ? l + 1 : 0, step, t);
+  for (int l = 0; l < c->n_links; l++)
+    c->link_delay[l] += kt_faults_link_delay(f, l, l + 1 < p ? l + 1 : 0, step, t);
   return KT_OK;
 }

@@ -50,8 +50,8 @@ static kt_status first_links(kt_faults *f, char **links, int n, const char *orig
            !kt_parse_int(u + 1, 0, KT_MAX_RANKS - 1, &b) && a != b;
     }
     if (!ok)
-      return kt_fail(err, KT_EINVAL, "%s:%d: link '%s' is not two pipeline ranks A_B", origin,
-                     line, t);
+      return kt_fail(err, KT_EINVAL, "%s:%d: link '%s' is not two pipeline ranks A_B", origin, line,
+                     t);
     f->trace_a[k] = (int)(a < b ? a : b), f->trace_b[k] = (int)(a < b ? b : a);
   }
   return KT_OK;
@@ -71,8 +71,10 @@ static kt_status trace_line(kt_faults *f, char *text, const char *origin, int li
   double t;
   if (kt_parse_double(parts[0], &t) || !(t >= 0) || t > 1e9 ||
       (f->n_points > 0 && t < f->trace_t[f->n_points - 1]))
-    return kt_fail(err, KT_EINVAL, "%s:%d: time '%s' is not a number of seconds at or after the "
-                   "line before's", origin, line, parts[0]);
+    return kt_fail(err, KT_EINVAL,
+                   "%s:%d: time '%s' is not a number of seconds at or after the "
+                   "line before's",
+                   origin, line, parts[0]);
   int nl = split(parts[1], links, TRACE_LINKS), nd = split(parts[2], delays, TRACE_LINKS);
   if (nl < 1 || nl != nd)
     return kt_fail(err, KT_EINVAL, "%s:%d: %d links but %d delays", origin, line, nl, nd);
@@ -105,7 +107,8 @@ kt_status kt_faults_parse_trace(kt_faults *f, const char *text, const char *orig
   f->trace_t = malloc(sizeof(double) * (size_t)cap);
   /* each line holds at most one delay per two bytes */
   f->trace_delay = malloc(sizeof(double) * (len / 2 + 1));
-  kt_status st = copy && f->trace_t && f->trace_delay ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st =
+      copy && f->trace_t && f->trace_delay ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory");
   if (!st) memcpy(copy, text, len + 1);
   int line = 0;
   for (char *ln = copy; !st && ln && *ln;) {

@@ -24,8 +24,7 @@ double kt_cost_link_at(const kt_costs *c, int l) {
   double bw = has(c, c->link_bandwidth, l) ? c->link_bandwidth[l] : c->comm_bandwidth;
   if (bw > 0)
     hop = (has(c, c->link_latency, l) ? c->link_latency[l] : c->comm_latency) + c->comm_bytes / bw;
-  else
-    hop = has(c, c->link_comm, l) ? c->link_comm[l] : c->comm;
+  else hop = has(c, c->link_comm, l) ? c->link_comm[l] : c->comm;
   return hop + delay;
 }
 
@@ -41,15 +40,18 @@ double kt_cost_link(const kt_costs *c, int from, int to) {
 static double **link_list(kt_costs *c, const char *field) {
   if (!strcmp(field, "comm")) return &c->link_comm;
   if (!strcmp(field, "comm-latency") || !strcmp(field, "comm_latency")) return &c->link_latency;
-  if (!strcmp(field, "comm-bandwidth") || !strcmp(field, "comm_bandwidth")) return &c->link_bandwidth;
+  if (!strcmp(field, "comm-bandwidth") || !strcmp(field, "comm_bandwidth"))
+    return &c->link_bandwidth;
   if (!strcmp(field, "link-delay") || !strcmp(field, "link_delay")) return &c->link_delay;
   return NULL;
 }
 
 /* The uniform value a link list stands in for. */
 static double *link_uniform(kt_costs *c, double **list) {
-  return list == &c->link_comm ? &c->comm : list == &c->link_latency ? &c->comm_latency
-         : list == &c->link_bandwidth ? &c->comm_bandwidth : NULL;
+  return list == &c->link_comm        ? &c->comm
+         : list == &c->link_latency   ? &c->comm_latency
+         : list == &c->link_bandwidth ? &c->comm_bandwidth
+                                      : NULL;
 }
 
 int kt__costs_is_link_field(const char *field) {
@@ -63,8 +65,7 @@ kt_status kt__costs_set_links(kt_costs *c, const char *field, const double *vals
   if (!list) return kt_fail(err, KT_EINVAL, "unknown cost field '%s'", field);
   for (int i = 0; i < n; i++)
     if (!kt__costs_value_ok(vals[i], KT_COST_STAGE_MIN))
-      return kt_fail(err, KT_EINVAL, "%s: link %d has %g; " KT__COST_RANGE_TEXT, field, i,
-                     vals[i]);
+      return kt_fail(err, KT_EINVAL, "%s: link %d has %g; " KT__COST_RANGE_TEXT, field, i, vals[i]);
   double *uniform = link_uniform(c, list);
   if (n == 1 && uniform) {
     *uniform = vals[0];
@@ -107,16 +108,20 @@ int kt__costs_links_copy(kt_costs *dst, const kt_costs *src) {
 }
 
 kt_status kt__costs_links_check(const kt_costs *c, kt_error *err) {
-  const struct { const char *name; const double *a; } lists[] = {
-      {"comm", c->link_comm}, {"comm-latency", c->link_latency},
-      {"comm-bandwidth", c->link_bandwidth}, {"link-delay", c->link_delay}};
+  const struct {
+    const char *name;
+    const double *a;
+  } lists[] = {{"comm", c->link_comm},
+               {"comm-latency", c->link_latency},
+               {"comm-bandwidth", c->link_bandwidth},
+               {"link-delay", c->link_delay}};
   if (c->n_links < 0 || c->n_links > KT_MAX_RANKS)
     return kt_fail(err, KT_EINVAL, "%d links: expected 0..%d", c->n_links, KT_MAX_RANKS);
   for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
     for (int l = 0; lists[i].a && l < c->n_links; l++)
       if (!kt__costs_value_ok(lists[i].a[l], KT_COST_STAGE_MIN))
-        return kt_fail(err, KT_EINVAL, "%s: link %d has %g; " KT__COST_RANGE_TEXT,
-                       lists[i].name, l, lists[i].a[l]);
+        return kt_fail(err, KT_EINVAL, "%s: link %d has %g; " KT__COST_RANGE_TEXT, lists[i].name, l,
+                       lists[i].a[l]);
   return KT_OK;
 }
 
@@ -142,7 +147,8 @@ kt_status kt_costs_links_for(kt_costs *c, int p, kt_error *err) {
   double *made[4] = {NULL, NULL, NULL, NULL};
   int fail = 0;
   for (int i = 0; i < 4; i++)
-    if (!*lists[i] || c->n_links != n) fail |= !(made[i] = resized(*lists[i], c->n_links, n, uniform[i]));
+    if (!*lists[i] || c->n_links != n)
+      fail |= !(made[i] = resized(*lists[i], c->n_links, n, uniform[i]));
   for (int i = 0; i < 4; i++) {
     if (fail || !made[i]) {
       free(made[i]);

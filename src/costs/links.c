@@ -29,15 +29,18 @@ static kt_status bad(kt_error *err, const char *what, double v) {
 kt_status kt_links_create(const kt_link_classes *lc, int p, int d, const int *node_of,
                           int devices_per_node, kt_links **out, kt_error *err) {
   *out = NULL;
-  if (!(lc->intra_bw > 0) || !isfinite(lc->intra_bw)) return bad(err, "intra-node bandwidth", lc->intra_bw);
-  if (!(lc->inter_bw > 0) || !isfinite(lc->inter_bw)) return bad(err, "inter-node bandwidth", lc->inter_bw);
+  if (!(lc->intra_bw > 0) || !isfinite(lc->intra_bw))
+    return bad(err, "intra-node bandwidth", lc->intra_bw);
+  if (!(lc->inter_bw > 0) || !isfinite(lc->inter_bw))
+    return bad(err, "inter-node bandwidth", lc->inter_bw);
   if (!(lc->intra_latency >= 0) || !isfinite(lc->intra_latency))
     return bad(err, "intra-node latency", lc->intra_latency);
   if (!(lc->inter_latency >= 0) || !isfinite(lc->inter_latency))
     return bad(err, "inter-node latency", lc->inter_latency);
   if (!(lc->inter_burst >= 0) || !isfinite(lc->inter_burst))
     return bad(err, "inter-node burst", lc->inter_burst);
-  if (p < 1 || d < 1) return kt_fail(err, KT_EINVAL, "links for %d x %d ranks: expected >= 1 each", p, d);
+  if (p < 1 || d < 1)
+    return kt_fail(err, KT_EINVAL, "links for %d x %d ranks: expected >= 1 each", p, d);
   if (!node_of && devices_per_node < 1)
     return kt_fail(err, KT_EINVAL, "devices per node %d: expected >= 1", devices_per_node);
   int world = p * d;
@@ -144,7 +147,7 @@ static kt__flow *log_flow(kt_links *l, size_t i, double t, double own, double co
     l->flows = n, l->cap_flows = cap;
   }
   for (size_t g = l->n_flows; g < i; g++) { /* skipped places are filled later in the same call; */
-    kt__flow *e = &l->flows[g];            /* until then empty, keeping a replayed duration */
+    kt__flow *e = &l->flows[g];             /* until then empty, keeping a replayed duration */
     double dur = g < l->replayed ? e->dur : 0, all = g < l->replayed ? e->dur_all : 0;
     *e = (kt__flow){.dur = dur, .dur_all = all};
   }
@@ -201,7 +204,9 @@ double kt_links_transfer(kt_links *l, int from_rank, int to_rank, double bytes, 
    * across and D inside: both replicas' first activations arrive after two
    * transfers' time, the backward link starting 38-48 ms into the step
    * where turns had 27. */
-  unsigned char hop = to_rank == from_rank + 1 ? 1 : to_rank == from_rank - 1 ? 2 : 4; /* 4: a wrap */
+  unsigned char hop = to_rank == from_rank + 1   ? 1
+                      : to_rank == from_rank - 1 ? 2
+                                                 : 4; /* 4: a wrap */
   int first = !(l->sent[from_rank] & hop);
   l->sent[from_rank] |= hop;
   int share = 1, j = 0;
@@ -248,8 +253,8 @@ double kt_links_last_end(const kt_links *l, int rank) {
 /* A ring over the given leaders (world ranks, one per node) moving chunk
  * bytes per step for steps steps from t, its transfers logged from place
  * slot on (k per step): the end. A step starts when the last one ends. */
-static double ring_between(kt_links *l, const int *leaders, int k, double chunk, int steps, double t,
-                           size_t slot) {
+static double ring_between(kt_links *l, const int *leaders, int k, double chunk, int steps,
+                           double t, size_t slot) {
   double len = chunk / l->lc.inter_bw, all;
   for (int s = 0; s < steps; s++) {
     double end = t;

@@ -33,8 +33,8 @@
 #include "costs/links_internal.h"
 
 typedef struct {
-  double left;     /* seconds of work at the link's full rate */
-  int flow, copy;  /* which flow; 1: its replicas' copies */
+  double left;    /* seconds of work at the link's full rate */
+  int flow, copy; /* which flow; 1: its replicas' copies */
 } active_flow;
 
 /* A link's burst bucket, in seconds of work at its rate: what it holds,
@@ -88,8 +88,8 @@ static void replay_free(replay *rp) {
 
 static int replay_init(replay *rp, kt_links *l) {
   int n = (int)l->n_flows, nodes = l->p * l->d;
-  *rp = (replay){.l = l, .f = l->flows, .n = n, .world = nodes,
-                 .cap = l->lc.inter_burst / l->lc.inter_bw};
+  *rp = (replay){
+      .l = l, .f = l->flows, .n = n, .world = nodes, .cap = l->lc.inter_burst / l->lc.inter_bw};
   rp->idx = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
   rp->wait = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
   rp->act = malloc(sizeof(active_flow) * (size_t)(n + 1));
@@ -100,7 +100,8 @@ static int replay_init(replay *rp, kt_links *l) {
   if (!rp->idx || !rp->wait || !rp->act || !rp->nup || !rp->ndown || !rp->busy || !rp->bup ||
       !rp->bdown)
     return -1;
-  for (int k = 0; k < nodes; k++) rp->bup[k] = rp->bdown[k] = (bucket){rp->cap, -INFINITY}; /* idle: full */
+  for (int k = 0; k < nodes; k++)
+    rp->bup[k] = rp->bdown[k] = (bucket){rp->cap, -INFINITY}; /* idle: full */
   for (int i = 0; i < n; i++) rp->idx[i] = i;
   sort_by_start(rp->idx, n, rp->f);
   rp->t = n ? rp->f[rp->idx[0]].start : 0;

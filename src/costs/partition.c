@@ -137,13 +137,14 @@ static kt_status check_problem(const kt_partition_problem *pb, int stages, kt_er
     return kt_fail(err, KT_EINVAL, "partition: %d layers into %d stages: both must be >= 1", n,
                    stages);
   if (stages > n)
-    return kt_fail(err, KT_EINVAL,
-                   "partition: %d stages for %d layers: a stage would be empty", stages, n);
+    return kt_fail(err, KT_EINVAL, "partition: %d stages for %d layers: a stage would be empty",
+                   stages, n);
   /* its tables and each probe are stages x layers: bounded, so that it ends in seconds */
   if ((double)stages * ((double)n + 1) > KT_PARTITION_MAX_CELLS)
-    return kt_fail(err, KT_EINVAL, "partition: %d layers into %d stages: %.3g cells of work, more "
-                   "than %d: fewer layers or stages", n, stages, (double)stages * ((double)n + 1),
-                   KT_PARTITION_MAX_CELLS);
+    return kt_fail(err, KT_EINVAL,
+                   "partition: %d layers into %d stages: %.3g cells of work, more "
+                   "than %d: fewer layers or stages",
+                   n, stages, (double)stages * ((double)n + 1), KT_PARTITION_MAX_CELLS);
   if (!(pb->mem_cap >= 0 && isfinite(pb->mem_cap)))
     return kt_fail(err, KT_EINVAL, "partition: memory cap %g: expected a finite number >= 0",
                    pb->mem_cap);
@@ -198,7 +199,8 @@ static kt_status scaled(const kt_partition_problem *pb, int S, int *counts, doub
                         kt_error *err) {
   int n = pb->n;
   size_t row = (size_t)n + 1;
-  double *L = kt_calloc(row, sizeof *L), *F = kt_calloc(row, sizeof *F), *A = kt_calloc(row, sizeof *A);
+  double *L = kt_calloc(row, sizeof *L), *F = kt_calloc(row, sizeof *F),
+         *A = kt_calloc(row, sizeof *A);
   double *best = kt_calloc(((size_t)S + 1) * row, sizeof *best);
   int *cut = kt_calloc(((size_t)S + 1) * row, sizeof *cut);
   if (!L || !F || !A || !best || !cut) {
@@ -223,8 +225,10 @@ static kt_status scaled(const kt_partition_problem *pb, int S, int *counts, doub
       }
   double b = best[(size_t)S * row + (size_t)n];
   kt_status st = isfinite(b) ? KT_OK
-                 : kt_fail(err, KT_EINVAL, "partition: no cut of %d layers into %d stages keeps "
-                           "every stage within the memory cap %.4g", n, S, pb->mem_cap);
+                             : kt_fail(err, KT_EINVAL,
+                                       "partition: no cut of %d layers into %d stages keeps "
+                                       "every stage within the memory cap %.4g",
+                                       n, S, pb->mem_cap);
   for (int j = S, e = n; !st && j > 0; j--) {
     int a = cut[(size_t)j * row + (size_t)e];
     counts[j - 1] = e - a, e = a;
@@ -253,9 +257,11 @@ kt_status kt_partition_minmax(const kt_partition_problem *pb, int stages, int *c
     double maxload = prefix_sums(&w, pb), most = 1;
     for (int j = 0; w.mult && j < stages; j++) most = fmax(most, w.mult[j]);
     if (!isfinite(w.L[n]) || !isfinite(w.F[n] + most * w.A[n]))
-      st = kt_fail(err, KT_EINVAL, "partition: the %s of %d layers overflows (%g): values that "
-                   "large cannot be compared; scale them down", isfinite(w.L[n]) ? "memory" : "load",
-                   n, isfinite(w.L[n]) ? w.F[n] + most * w.A[n] : w.L[n]);
+      st = kt_fail(err, KT_EINVAL,
+                   "partition: the %s of %d layers overflows (%g): values that "
+                   "large cannot be compared; scale them down",
+                   isfinite(w.L[n]) ? "memory" : "load", n,
+                   isfinite(w.L[n]) ? w.F[n] + most * w.A[n] : w.L[n]);
     else if (!feasible(&w, INFINITY))
       st = kt_fail(err, KT_EINVAL,
                    "partition: no cut of %d layers into %d stages keeps every stage within the "

@@ -221,8 +221,8 @@ kt_status kt_ffi_compare(const kt_request *rq, int detail, kt_comparison **out, 
   if (!rq) return no_handle(err, "request");
   kt_comparison *cmp = kt_calloc(1, sizeof *cmp);
   if (!cmp) return kt_fail(err, KT_ENOMEM, "out of memory");
-  kt_status st = kt_request_compare(rq, detail == KT_RESULT_TIMELINE ? KT_RESULT_TIMELINE
-                                                                     : KT_RESULT_METRICS, cmp, err);
+  kt_status st = kt_request_compare(
+      rq, detail == KT_RESULT_TIMELINE ? KT_RESULT_TIMELINE : KT_RESULT_METRICS, cmp, err);
   if (st) free(cmp);
   else *out = cmp;
   return st;
@@ -299,11 +299,13 @@ kt_status kt_ffi_schedule_write(const kt_schedule *s, int notation, int lowered_
   *out = NULL;
   if (!s) return no_handle(err, "schedule");
   if (notation < -1 || notation > KT_NOTATION_LEGACY)
-    return kt_fail(err, KT_EINVAL, "notation %d: expected -1 (text), 0 or 1 (current) or 2 (legacy)",
-                   notation);
+    return kt_fail(err, KT_EINVAL,
+                   "notation %d: expected -1 (text), 0 or 1 (current) or 2 (legacy)", notation);
   if (lowered_ir < -1 || lowered_ir > KT_TORCH_IR_PRE_2_15)
-    return kt_fail(err, KT_EINVAL, "lowered_ir %d: expected -1 (compute only), 0 (torch 2.15) or 1 "
-                                   "(older)", lowered_ir);
+    return kt_fail(err, KT_EINVAL,
+                   "lowered_ir %d: expected -1 (compute only), 0 (torch 2.15) or 1 "
+                   "(older)",
+                   lowered_ir);
   kt_schedule low = {0};
   if (lowered_ir >= 0) {
     kt_status st = kt_schedule_lower_ir(s, (kt_torch_ir)lowered_ir, &low, err);
@@ -313,7 +315,9 @@ kt_status kt_ffi_schedule_write(const kt_schedule *s, int notation, int lowered_
   kt_buf b;
   kt_buf_init(&b);
   if (notation < 0) kt_schedule_write_text(s, &b);
-  else kt_schedule_write_csv_notation(s, notation == KT_NOTATION_LEGACY ? KT_NOTATION_LEGACY : KT_NOTATION_CURRENT, &b);
+  else
+    kt_schedule_write_csv_notation(
+        s, notation == KT_NOTATION_LEGACY ? KT_NOTATION_LEGACY : KT_NOTATION_CURRENT, &b);
   if (lowered_ir >= 0) kt_schedule_free(&low);
   return take_text(&b, out, err);
 }

@@ -37,7 +37,9 @@ void kt_ffi_plan_free(kt_ffi_plan *pl) {
 }
 
 #define NEED(x, what) \
-  do { if (!(x)) return kt_fail(err, KT_EINVAL, "%s: NULL", what); } while (0)
+  do { \
+    if (!(x)) return kt_fail(err, KT_EINVAL, "%s: NULL", what); \
+  } while (0)
 
 static kt_status set_model(kt_ffi_plan *pl, const char *text, int is_json, kt_error *err) {
   NEED(pl, "plan");
@@ -83,31 +85,55 @@ typedef struct {
   field_type type;
 } field;
 
-#define CLUSTER(f, t) {#f, offsetof(kt_ffi_plan, cluster.f), t}
-#define OPTION(f, t) {#f, offsetof(kt_ffi_plan, options.f), t}
-#define SEARCH(f, t) {#f, offsetof(kt_ffi_plan, search.f), t}
-#define PIN(f) {#f, offsetof(kt_ffi_plan, search.pin.f), F_INT}
+#define CLUSTER(f, t) \
+  { #f, offsetof(kt_ffi_plan, cluster.f), t }
+#define OPTION(f, t) \
+  { #f, offsetof(kt_ffi_plan, options.f), t }
+#define SEARCH(f, t) \
+  { #f, offsetof(kt_ffi_plan, search.f), t }
+#define PIN(f) \
+  { #f, offsetof(kt_ffi_plan, search.pin.f), F_INT }
 static const field fields[] = {
-    CLUSTER(devices, F_INT),          CLUSTER(devices_per_node, F_INT),
-    CLUSTER(mem_bytes, F_DOUBLE),     CLUSTER(mem_reserved, F_DOUBLE),
-    CLUSTER(peak_flops, F_DOUBLE),    CLUSTER(efficiency, F_DOUBLE),
-    CLUSTER(achieved_flops, F_DOUBLE), CLUSTER(intra_bw, F_DOUBLE),
-    CLUSTER(intra_latency, F_DOUBLE), CLUSTER(inter_bw, F_DOUBLE),
-    CLUSTER(inter_latency, F_DOUBLE), CLUSTER(inter_burst, F_DOUBLE),
-    OPTION(weight_bytes, F_DOUBLE),   OPTION(grad_bytes, F_DOUBLE),
-    OPTION(optimizer_bytes, F_DOUBLE), OPTION(zero, F_INT),
-    OPTION(sequence_parallel, F_INT), SEARCH(global_batch, F_LONG),
-    SEARCH(max_bubble, F_DOUBLE),     SEARCH(max_microbatches, F_INT),
-    SEARCH(max_chunks, F_INT),        SEARCH(top, F_INT),
-    SEARCH(collapse, F_INT),          SEARCH(schedules, F_UNSIGNED),
-    SEARCH(recomputes, F_UNSIGNED),   SEARCH(node_layouts, F_UNSIGNED),
-    PIN(p), PIN(d), PIN(t), PIN(v), PIN(m), PIN(b), PIN(k),
+    CLUSTER(devices, F_INT),
+    CLUSTER(devices_per_node, F_INT),
+    CLUSTER(mem_bytes, F_DOUBLE),
+    CLUSTER(mem_reserved, F_DOUBLE),
+    CLUSTER(peak_flops, F_DOUBLE),
+    CLUSTER(efficiency, F_DOUBLE),
+    CLUSTER(achieved_flops, F_DOUBLE),
+    CLUSTER(intra_bw, F_DOUBLE),
+    CLUSTER(intra_latency, F_DOUBLE),
+    CLUSTER(inter_bw, F_DOUBLE),
+    CLUSTER(inter_latency, F_DOUBLE),
+    CLUSTER(inter_burst, F_DOUBLE),
+    OPTION(weight_bytes, F_DOUBLE),
+    OPTION(grad_bytes, F_DOUBLE),
+    OPTION(optimizer_bytes, F_DOUBLE),
+    OPTION(zero, F_INT),
+    OPTION(sequence_parallel, F_INT),
+    SEARCH(global_batch, F_LONG),
+    SEARCH(max_bubble, F_DOUBLE),
+    SEARCH(max_microbatches, F_INT),
+    SEARCH(max_chunks, F_INT),
+    SEARCH(top, F_INT),
+    SEARCH(collapse, F_INT),
+    SEARCH(schedules, F_UNSIGNED),
+    SEARCH(recomputes, F_UNSIGNED),
+    SEARCH(node_layouts, F_UNSIGNED),
+    PIN(p),
+    PIN(d),
+    PIN(t),
+    PIN(v),
+    PIN(m),
+    PIN(b),
+    PIN(k),
 };
 
 static kt_status set_field(kt_ffi_plan *pl, const field *f, double value, kt_error *err) {
   char *at = (char *)pl + f->offset;
   if (f->type == F_DOUBLE) {
-    if (!isfinite(value)) return kt_fail(err, KT_EINVAL, "%s: %g is not a finite number", f->name, value);
+    if (!isfinite(value))
+      return kt_fail(err, KT_EINVAL, "%s: %g is not a finite number", f->name, value);
     *(double *)at = value;
     return KT_OK;
   }
@@ -158,7 +184,9 @@ kt_status kt_ffi_plan_search(kt_ffi_plan *pl, char **json, kt_error *err) {
 
 double kt_ffi_plan_min_memory(const kt_ffi_plan *pl) { return pl ? pl->min_memory : 0; }
 
-const char *kt_ffi_plan_not_applicable(const kt_ffi_plan *pl) { return pl ? pl->not_applicable : ""; }
+const char *kt_ffi_plan_not_applicable(const kt_ffi_plan *pl) {
+  return pl ? pl->not_applicable : "";
+}
 
 kt_status kt_ffi_plan_partition(const kt_ffi_plan *pl, int stages, int t, int b, int m, int d,
                                 int recompute, int capped, char **json, kt_error *err) {
@@ -167,7 +195,10 @@ kt_status kt_ffi_plan_partition(const kt_ffi_plan *pl, int stages, int t, int b,
   if (!pl->have_model) return kt_fail(err, KT_EINVAL, "the partitioner needs a model");
   if (stages < 1 || stages > KT_PLAN_MAX_LAYERS)
     return kt_fail(err, KT_EINVAL, "stages %d: expected 1..%d", stages, KT_PLAN_MAX_LAYERS);
-  const struct { const char *name; int v, hi; } sizes[] = {
+  const struct {
+    const char *name;
+    int v, hi;
+  } sizes[] = {
       {"t", t, 1 << 30}, {"b", b, 1 << 30}, {"m", m, KT_MAX_MICROBATCHES}, {"d", d, 1 << 30}};
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
     if (sizes[i].v < 1 || sizes[i].v > sizes[i].hi)
@@ -176,8 +207,13 @@ kt_status kt_ffi_plan_partition(const kt_ffi_plan *pl, int stages, int t, int b,
   if (recompute < 0 || recompute >= KT_RECOMPUTE_COUNT)
     return kt_fail(err, KT_EINVAL, "recompute %d: expected 0 (none), 1 (selective) or 2 (full)",
                    recompute);
-  kt_plan_partition_view pv = {.stages = stages, .t = t, .b = b, .m = m, .d = d,
-                               .recompute = (kt_recompute)recompute, .capped = capped};
+  kt_plan_partition_view pv = {.stages = stages,
+                               .t = t,
+                               .b = b,
+                               .m = m,
+                               .d = d,
+                               .recompute = (kt_recompute)recompute,
+                               .capped = capped};
   kt_status st = kt_plan_partition_only(&pl->model, &pl->cluster, &pl->options, &pv, err);
   if (st) return st;
   kt_buf out;
@@ -196,7 +232,7 @@ kt_status kt_ffi_partition(int n, const double *load, const double *fixed, const
                            const double *mult, double mem_cap, int stages, int *counts,
                            double *bottleneck, kt_error *err) {
   NEED(counts, "counts");
-  kt_partition_problem pb = {.n = n, .load = load, .fixed = fixed, .act = act, .mult = mult,
-                             .mem_cap = mem_cap};
+  kt_partition_problem pb = {
+      .n = n, .load = load, .fixed = fixed, .act = act, .mult = mult, .mem_cap = mem_cap};
   return kt_partition_minmax(&pb, stages, counts, bottleneck, err);
 }

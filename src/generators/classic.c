@@ -135,7 +135,8 @@ kt_status kt__gen_interleaved(kt_schedule *s, const kt_gen_params *params, kt_er
       kt_error ignored;
       if (st || kt_simulate_metrics(s, NULL, &met, &ignored) != KT_OK) continue; /* a deadlock */
       since_better++;
-      if (met.makespan < best - 1e-9) best = met.makespan, best_order = order, best_extra = extra, since_better = 0;
+      if (met.makespan < best - 1e-9)
+        best = met.makespan, best_order = order, best_extra = extra, since_better = 0;
       kt_metrics_free(&met);
     }
   }

@@ -27,8 +27,8 @@
 typedef struct {
   kt_schedule *s;
   int rank;
-  int stage[2];       /* chunk -> stage */
-  int f[2], bwd[2];   /* next forward / backward micro-batch per chunk */
+  int stage[2];             /* chunk -> stage */
+  int f[2], bwd[2];         /* next forward / backward micro-batch per chunk */
   int *wq, wq_head, wq_len; /* FIFO of pending W: stage * M + mb */
   kt_error *err;
 } dpv_rank;
@@ -73,19 +73,35 @@ static kt_status dpv_pair(dpv_rank *d, int fc, int bc) {
   return KT_OK;
 }
 
-#define TRY(x) do { kt_status st_ = (x); if (st_) return st_; } while (0)
+#define TRY(x) \
+  do { \
+    kt_status st_ = (x); \
+    if (st_) return st_; \
+  } while (0)
 
 static kt_status dpv_build_rank(dpv_rank *d) {
   int p = d->s->p, r = d->rank, m = d->s->m;
   for (int k = 0; k < 2 * (p - 1 - r); k++) TRY(dpv_f(d, 0));
-  for (int k = 0; k < r + 1; k++) { TRY(dpv_f(d, 0)); TRY(dpv_f(d, 1)); }
-  for (int k = 0; k < p - 1 - r; k++) { TRY(dpv_b(d, 1, 1)); TRY(dpv_w(d)); TRY(dpv_f(d, 1)); }
+  for (int k = 0; k < r + 1; k++) {
+    TRY(dpv_f(d, 0));
+    TRY(dpv_f(d, 1));
+  }
+  for (int k = 0; k < p - 1 - r; k++) {
+    TRY(dpv_b(d, 1, 1));
+    TRY(dpv_w(d));
+    TRY(dpv_f(d, 1));
+  }
   for (int k = 0; k < m - 2 * p + 1 + r; k++) {
-    if (k == 0 && r == p - 1) { TRY(dpv_f(d, 0)); TRY(dpv_b(d, 1, 0)); }
-    else TRY(dpv_pair(d, 0, 1));
+    if (k == 0 && r == p - 1) {
+      TRY(dpv_f(d, 0));
+      TRY(dpv_b(d, 1, 0));
+    } else TRY(dpv_pair(d, 0, 1));
     TRY(dpv_pair(d, 1, 0));
   }
-  for (int k = 0; k < p - 1 - r; k++) { TRY(dpv_b(d, 1, 0)); TRY(dpv_pair(d, 1, 0)); }
+  for (int k = 0; k < p - 1 - r; k++) {
+    TRY(dpv_b(d, 1, 0));
+    TRY(dpv_pair(d, 1, 0));
+  }
   int split = 0;
   for (int k = 0; k < r + 1; k++) {
     if (k == (r + 1) / 2 && r % 2 == 1) split = 1;
@@ -93,7 +109,10 @@ static kt_status dpv_build_rank(dpv_rank *d) {
     if (k == (r + 1) / 2 && r % 2 == 0) split = 1;
     TRY(dpv_b(d, 0, split));
   }
-  for (int k = 0; k < p - 1 - r; k++) { TRY(dpv_w(d)); TRY(dpv_b(d, 0, 1)); }
+  for (int k = 0; k < p - 1 - r; k++) {
+    TRY(dpv_w(d));
+    TRY(dpv_b(d, 0, 1));
+  }
   for (int k = 0; k < r + 1; k++) TRY(dpv_w(d));
   return KT_OK;
 }

@@ -17,16 +17,20 @@ kt_status kt__exact_verify(const kt__opt_problem *pb, const kt_schedule *s, cons
   *period = kt_step_model_bound(&pb->step, &m, NULL); /* the search's objective */
   kt_metrics_free(&m);
   if (!isinf(expect) && fabs(*period - expect) > 1e-9 * (1 + expect))
-    return kt_fail(err, KT_ERUNTIME, "optimal: internal check failed: the search timed its order "
-                   "at %.12g, the simulator at %.12g", expect, *period);
+    return kt_fail(err, KT_ERUNTIME,
+                   "optimal: internal check failed: the search timed its order "
+                   "at %.12g, the simulator at %.12g",
+                   expect, *period);
   for (int r = 0; r < s->p; r++) {
     double mem = 0;
     for (size_t i = 0; i < s->ranks[r].n; i++) {
       const kt_action *a = &s->ranks[r].actions[i];
       mem += kt_action_memory(a->op, pb->act[a->stage], pb->wg[a->stage]);
       if (mem > kt_tolerance(pb->limit))
-        return kt_fail(err, KT_ERUNTIME, "optimal: internal check failed: rank %d holds %g, "
-                       "over the limit %g", r, mem, pb->limit);
+        return kt_fail(err, KT_ERUNTIME,
+                       "optimal: internal check failed: rank %d holds %g, "
+                       "over the limit %g",
+                       r, mem, pb->limit);
     }
   }
   return KT_OK;
@@ -45,8 +49,10 @@ kt_status kt__exact_step(kt_schedule *s, const kt_costs *c, double mem_limit, lo
   kt_schedule found;
   kt_status st = exact ? kt_schedule_init_like(&found, s, s->m, err) : KT_OK;
   if (exact && !st) {
-    kt__opt_search_opts so = {.time_limit = 10, .upper = io->period,
-                              .memo_bytes = KT__EXACT_MEMO_BYTES, .max_nodes = nodes};
+    kt__opt_search_opts so = {.time_limit = 10,
+                              .upper = io->period,
+                              .memo_bytes = KT__EXACT_MEMO_BYTES,
+                              .max_nodes = nodes};
     kt__opt_search_result sr;
     double period;
     st = kt__opt_search(&pb, &so, &found, &sr, err);

@@ -83,8 +83,10 @@ static kt_status build(kt_schedule *s, const rounding *rd, int extra, kt_error *
 kt_status kt__gen_interleaved_zb(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   (void)params;
   if (s->v < 2)
-    return kt_fail(err, KT_EINVAL, "interleaved-zb needs V >= 2 chunks per rank (got V=%d); "
-                   "with one chunk use zb-h1", s->v);
+    return kt_fail(err, KT_EINVAL,
+                   "interleaved-zb needs V >= 2 chunks per rank (got V=%d); "
+                   "with one chunk use zb-h1",
+                   s->v);
   rounding rd = {s->m / s->p > 1 ? s->m / s->p : 1, s->m};
   for (int extra = 0; extra <= s->v * s->m; extra++) {
     kt_status st = build(s, &rd, extra, err);

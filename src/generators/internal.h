@@ -7,8 +7,7 @@
 /* Each generator receives a schedule already initialised with the right
  * p, v, m and placement and fills the per-rank lists. EINVAL with a reason
  * when the parameters are impossible, ENOMEM on allocation failure. */
-typedef kt_status (*kt__generator_fn)(kt_schedule *s, const kt_gen_params *params,
-                                      kt_error *err);
+typedef kt_status (*kt__generator_fn)(kt_schedule *s, const kt_gen_params *params, kt_error *err);
 
 kt_status kt__gen_gpipe(kt_schedule *s, const kt_gen_params *params, kt_error *err);
 kt_status kt__gen_1f1b(kt_schedule *s, const kt_gen_params *params, kt_error *err);
@@ -40,12 +39,12 @@ static inline void kt__append(kt_schedule *s, int r, int stage, kt_op op, int mb
 /* Push helper that turns ENOMEM into a message. Appends in place while the
  * rank's list has room (kt_generate reserves 2*V*M actions a
  * rank); kt_schedule_push grows it otherwise. */
-#define KT__PUSH(sched, rank, stage_, op_, mb_)                                  \
-  do {                                                                           \
-    if ((sched)->ranks[rank].n < (sched)->ranks[rank].cap)                       \
-      kt__append((sched), (rank), (stage_), (op_), (mb_));                       \
+#define KT__PUSH(sched, rank, stage_, op_, mb_) \
+  do { \
+    if ((sched)->ranks[rank].n < (sched)->ranks[rank].cap) \
+      kt__append((sched), (rank), (stage_), (op_), (mb_)); \
     else if (kt_schedule_push((sched), (rank), (stage_), (op_), (mb_)) != KT_OK) \
-      return kt_fail(err, KT_ENOMEM, "out of memory building schedule");         \
+      return kt_fail(err, KT_ENOMEM, "out of memory building schedule"); \
   } while (0)
 
 #endif

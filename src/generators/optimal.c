@@ -27,32 +27,36 @@
 #define MAX_P 8
 #define MAX_M 64
 
-static kt_status check_layout(const kt_gen_params *params, kt_placement placement,
-                              kt_error *err) {
+static kt_status check_layout(const kt_gen_params *params, kt_placement placement, kt_error *err) {
   int p = params->p, v = params->v ? params->v : 1, m = params->m;
   if (v != 1 && v != 2)
-    return kt_fail(err, KT_EINVAL, "optimal: V=%d; the exact search takes V = 1 (loop placement) "
-                   "or V = 2 (v placement)", v);
+    return kt_fail(err, KT_EINVAL,
+                   "optimal: V=%d; the exact search takes V = 1 (loop placement) "
+                   "or V = 2 (v placement)",
+                   v);
   if (v == 1 && placement != KT_PLACEMENT_LOOP)
     return kt_fail(err, KT_EINVAL, "optimal: V=1 runs in loop placement");
   if (placement != KT_PLACEMENT_LOOP && placement != KT_PLACEMENT_V)
-    return kt_fail(err, KT_EINVAL, "optimal: placement %s; loop or v", kt_placement_name(placement));
+    return kt_fail(err, KT_EINVAL, "optimal: placement %s; loop or v",
+                   kt_placement_name(placement));
   if (p < 1 || p > MAX_P || m < 1 || m > MAX_M)
     return kt_fail(err, KT_EINVAL,
                    "optimal: P=%d, M=%d is beyond the exact search (at most P=%d, M=%d; it proves "
-                   "%s within a minute)", p, m, MAX_P, MAX_M, KT_OPTIMAL_PROVES);
+                   "%s within a minute)",
+                   p, m, MAX_P, MAX_M, KT_OPTIMAL_PROVES);
   return KT_OK;
 }
 
 static kt_status layout(const kt_gen_params *params, kt_placement placement, kt_schedule *s,
                         kt_error *err) {
-  kt_status st = kt_schedule_init(s, params->p, params->v ? params->v : 1, params->m, placement, err);
+  kt_status st =
+      kt_schedule_init(s, params->p, params->v ? params->v : 1, params->m, placement, err);
   if (!st) snprintf(s->name, sizeof s->name, "optimal");
   return st;
 }
 
 kt_status kt_gen_lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
-                                  long search_nodes, double *lb, int *exact, kt_error *err) {
+                             long search_nodes, double *lb, int *exact, kt_error *err) {
   kt_costs unit;
   if (!c) kt_costs_default(&unit), c = &unit;
   if (exact) *exact = 0;
@@ -61,12 +65,14 @@ kt_status kt_gen_lower_bound(const kt_schedule *layout, const kt_costs *c, doubl
   if (st || search_nodes <= 0 || !kt__optimal_reach(layout) || c->links || c->send_overhead > 0 ||
       kt_costs_mb_differ(c))
     return st;
-  kt_gen_params params = {.p = layout->p, .v = layout->v, .m = layout->m, .costs = c,
-                               .mem_limit = mem_limit};
+  kt_gen_params params = {
+      .p = layout->p, .v = layout->v, .m = layout->m, .costs = c, .mem_limit = mem_limit};
   /* a bound, not an order, is wanted: the default search's order to beat
    * and a small table (the thorough start and 256 MiB took 35 ms of a
    * 40 ms `sim` at P=4, M=4) */
-  kt_optimal_opts o = {.time_limit = 60, .max_nodes = search_nodes, .quick_start = 1,
+  kt_optimal_opts o = {.time_limit = 60,
+                       .max_nodes = search_nodes,
+                       .quick_start = 1,
                        .memo_bytes = KT__EXACT_MEMO_BYTES};
   kt_optimal_result res;
   kt_schedule found;
@@ -115,9 +121,11 @@ static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *
   }
   kt_schedule_free(&found);
   if (!st && !better && isinf(upper))
-    st = kt_fail(err, KT_EMEMLIMIT, "optimal: no order of P=%d, V=%d, M=%d fits the memory limit %g",
-                 pb->p, pb->v, pb->m, pb->limit);
-  if (!st) st = kt__exact_verify(pb, out, params->costs, better ? sr.makespan : upper, &res->period, err);
+    st =
+        kt_fail(err, KT_EMEMLIMIT, "optimal: no order of P=%d, V=%d, M=%d fits the memory limit %g",
+                pb->p, pb->v, pb->m, pb->limit);
+  if (!st)
+    st = kt__exact_verify(pb, out, params->costs, better ? sr.makespan : upper, &res->period, err);
   if (st) return st;
   res->lower_bound = fmin(sr.lower, res->period);
   res->proven = sr.complete;
@@ -130,8 +138,8 @@ static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *
 }
 
 kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
-                         const kt_optimal_opts *opts, kt_schedule *out,
-                         kt_optimal_result *res, kt_error *err) {
+                         const kt_optimal_opts *opts, kt_schedule *out, kt_optimal_result *res,
+                         kt_error *err) {
   memset(res, 0, sizeof *res);
   memset(out, 0, sizeof *out);
   kt_status st = check_layout(params, placement, err);
@@ -142,18 +150,22 @@ kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
   if (!c) kt_costs_default(&unit), c = &unit;
   kt__opt_problem pb;
   if (isnan(params->mem_limit) || isinf(params->mem_limit))
-    st = kt_fail(err, KT_EINVAL, "optimal: memory limit %g is not a finite number", params->mem_limit);
+    st = kt_fail(err, KT_EINVAL, "optimal: memory limit %g is not a finite number",
+                 params->mem_limit);
   if (!st) st = kt_costs_check(c, kt_schedule_stages(out), err);
   if (!st && kt_costs_mb_differ(c))
-    st = kt_fail(err, KT_EINVAL, "optimal: the micro-batches have costs of their own; the exact "
-                                 "search proves orders of micro-batches alike (zb-auto searches "
-                                 "with each one's cost)");
+    st = kt_fail(err, KT_EINVAL,
+                 "optimal: the micro-batches have costs of their own; the exact "
+                 "search proves orders of micro-batches alike (zb-auto searches "
+                 "with each one's cost)");
   if (!st) st = kt__opt_problem_init(&pb, out, c, params->mem_limit, 1, err);
   for (int x = 0; !st && x < pb.S; x++)
     if (pb.wg[x] > pb.act[x]) { /* then a full B, which frees all at once, may win */
-      st = kt_fail(err, KT_EINVAL, "optimal: stage %d keeps more for its W (mem-wgrad %g) than "
+      st = kt_fail(err, KT_EINVAL,
+                   "optimal: stage %d keeps more for its W (mem-wgrad %g) than "
                    "its activation (mem-act %g); the exact search places I then W, never a full "
-                   "B, and is exact only while mem-wgrad <= mem-act", x, pb.wg[x], pb.act[x]);
+                   "B, and is exact only while mem-wgrad <= mem-act",
+                   x, pb.wg[x], pb.act[x]);
       kt__opt_problem_free(&pb);
     }
   if (!st) {

@@ -58,9 +58,9 @@ static kt_status problem_alloc(kt__opt_problem *pb, kt_error *err) {
   pb->schunk = kt_calloc(S, sizeof *pb->schunk);
   pb->rstage = kt_calloc(p * (size_t)pb->v, sizeof *pb->rstage);
   pb->first = kt_calloc(p, sizeof *pb->first);
-  double **per_stage[] = {&pb->tf, &pb->tb, &pb->tw, &pb->act, &pb->wg, &pb->hop_f,
-                          &pb->hop_i, &pb->so_f, &pb->so_i, &pb->tail[0], &pb->tail[1],
-                          &pb->tail[2]};
+  double **per_stage[] = {&pb->tf,   &pb->tb,      &pb->tw,      &pb->act,
+                          &pb->wg,   &pb->hop_f,   &pb->hop_i,   &pb->so_f,
+                          &pb->so_i, &pb->tail[0], &pb->tail[1], &pb->tail[2]};
   int ok = pb->srank && pb->schunk && pb->rstage && pb->first;
   for (size_t k = 0; k < sizeof per_stage / sizeof *per_stage; k++)
     ok &= (*per_stage[k] = kt_calloc(S, sizeof(double))) != NULL;
@@ -73,11 +73,13 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
   if (!c) kt_costs_default(&unit), c = &unit;
   memset(pb, 0, sizeof *pb);
   if (c->links)
-    return kt_fail(err, KT_EINVAL, "optimal: the exact search has no model of shared links "
-                                   "(a cluster topology); a per-hop communication time it has");
+    return kt_fail(err, KT_EINVAL,
+                   "optimal: the exact search has no model of shared links "
+                   "(a cluster topology); a per-hop communication time it has");
   if (c->action_time) /* one schedule's measured durations: no model of other orders */
-    return kt_fail(err, KT_EINVAL, "optimal: per-action times (a measured step) describe one "
-                                   "order only; give per-stage costs");
+    return kt_fail(err, KT_EINVAL,
+                   "optimal: per-action times (a measured step) describe one "
+                   "order only; give per-stage costs");
   pb->p = s->p, pb->v = s->v, pb->m = s->m, pb->S = kt_schedule_stages(s);
   kt_status st = problem_alloc(pb, err);
   if (st) {
@@ -113,9 +115,9 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
 }
 
 void kt__opt_problem_free(kt__opt_problem *pb) {
-  void *arrays[] = {pb->srank, pb->schunk, pb->need, pb->rstage, pb->first, pb->tf, pb->tb, pb->tw, pb->act,
-                    pb->wg, pb->hop_f, pb->hop_i, pb->so_f, pb->so_i, pb->tail[0],
-                    pb->tail[1], pb->tail[2]};
+  void *arrays[] = {pb->srank, pb->schunk, pb->need,    pb->rstage,  pb->first,  pb->tf,
+                    pb->tb,    pb->tw,     pb->act,     pb->wg,      pb->hop_f,  pb->hop_i,
+                    pb->so_f,  pb->so_i,   pb->tail[0], pb->tail[1], pb->tail[2]};
   for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
   kt_step_model_free(&pb->step);
   memset(pb, 0, sizeof *pb);
@@ -142,8 +144,8 @@ kt_status kt__opt_state_init(kt__opt_state *st, const kt__opt_problem *pb, kt_er
 
 void kt__opt_state_free(kt__opt_state *st) {
   for (int t = 0; t < KT__OPT_TYPES; t++) free(st->n[t]);
-  void *arrays[] = {st->end_f, st->end_i, st->free_at, st->start, st->last_end, st->mem,
-                    st->started};
+  void *arrays[] = {st->end_f,    st->end_i, st->free_at, st->start,
+                    st->last_end, st->mem,   st->started};
   for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
   memset(st, 0, sizeof *st);
 }
@@ -158,9 +160,11 @@ void kt__opt_state_reset(kt__opt_state *st, const kt__opt_problem *pb) {
 
 kt_status kt__opt_bound_ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb, kt_error *err) {
   memset(ws, 0, sizeof *ws);
-  size_t cells = (size_t)pb->S * (size_t)pb->m, jobs = KT__OPT_TYPES * (size_t)pb->v * (size_t)pb->m;
+  size_t cells = (size_t)pb->S * (size_t)pb->m,
+         jobs = KT__OPT_TYPES * (size_t)pb->v * (size_t)pb->m;
   int ok = 1;
-  for (int t = 0; t < KT__OPT_TYPES; t++) ok &= (ws->head[t] = kt_calloc(cells, sizeof(double))) != NULL;
+  for (int t = 0; t < KT__OPT_TYPES; t++)
+    ok &= (ws->head[t] = kt_calloc(cells, sizeof(double))) != NULL;
   ws->eff_free = kt_calloc((size_t)pb->p, sizeof(double));
   ws->jobs = kt_calloc(jobs, sizeof *ws->jobs);
   ws->heap_key = kt_calloc(jobs, sizeof(double));
@@ -211,12 +215,14 @@ static double op_head(const kt__opt_problem *pb, const kt__opt_state *st, kt__op
   if (j > st->n[type][s]) h = maxd(h, hd[h_at - (size_t)pb->S] + kt__opt_dur(pb, type, s));
   double in = NONE;
   if (type == KT__OPT_F && s > 0 && s != cut) {
-    in = (j < st->n[KT__OPT_F][s - 1] ? st->end_f[at - m] : ws->head[KT__OPT_F][h_at - 1] + pb->tf[s - 1]) +
+    in = (j < st->n[KT__OPT_F][s - 1] ? st->end_f[at - m]
+                                      : ws->head[KT__OPT_F][h_at - 1] + pb->tf[s - 1]) +
          pb->hop_f[s - 1];
   } else if (type == KT__OPT_I && s == pb->S - 1) {
     in = j < st->n[KT__OPT_F][s] ? st->end_f[at] : ws->head[KT__OPT_F][h_at] + pb->tf[s];
   } else if (type == KT__OPT_I) {
-    in = (j < st->n[KT__OPT_I][s + 1] ? st->end_i[at + m] : ws->head[KT__OPT_I][h_at + 1] + pb->tb[s + 1]) +
+    in = (j < st->n[KT__OPT_I][s + 1] ? st->end_i[at + m]
+                                      : ws->head[KT__OPT_I][h_at + 1] + pb->tb[s + 1]) +
          pb->hop_i[s + 1];
   } else if (type == KT__OPT_W) {
     in = j < st->n[KT__OPT_I][s] ? st->end_i[at] : ws->head[KT__OPT_I][h_at] + pb->tb[s];
@@ -413,8 +419,8 @@ static double jackson_unsorted(const kt__opt_problem *pb, const kt__opt_state *s
     int s = pb->rstage[r * pb->v + c];
     for (int t = 0; s >= 0 && t < KT__OPT_TYPES; t++)
       for (int j = st->n[t][s]; j < pb->m; j++)
-        ws->jobs[n++] = (struct kt__opt_job){ws->head[t][HX(pb, s, j)],
-                                             kt__opt_dur(pb, t, s), pb->tail[t][s]};
+        ws->jobs[n++] =
+            (struct kt__opt_job){ws->head[t][HX(pb, s, j)], kt__opt_dur(pb, t, s), pb->tail[t][s]};
   }
   return n ? maxd(jackson(ws, n, 0), st->last_end[r]) : st->last_end[r];
 }
@@ -503,8 +509,7 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
   if (!st->started[0] && pb->first[0] == 0) ws->eff_free[0] = 0;
   if (pb->infeasible || sweep(pb, st, ws, -1, pb->need != NULL) < 0) return INFINITY;
   for (int r = 0; r < pb->p; r++)
-    if (barrier)
-      lb = maxd(lb, rank_end_bound(pb, st, ws, r) + step_end(pb, r));
+    if (barrier) lb = maxd(lb, rank_end_bound(pb, st, ws, r) + step_end(pb, r));
     else if (st->started[r] || pb->first[r] == 0)
       lb = maxd(lb, rank_end_bound(pb, st, ws, r) - st->start[r] + step_end(pb, r));
   return lb;
@@ -552,8 +557,9 @@ kt_status kt__lower_bound(const kt_schedule *layout, const kt_costs *c, double m
     if (!(st = kt__opt_bound_ws_init(&ws, &pb, err))) {
       *lb = kt__opt_bound(&pb, &state, NULL, &ws); /* nothing run yet */
       if (isinf(*lb))
-        st = kt_fail(err, KT_EMEMLIMIT, "memory limit %g: no order of P=%d, V=%d, M=%d fits under it",
-                     pb.limit, pb.p, pb.v, pb.m);
+        st = kt_fail(err, KT_EMEMLIMIT,
+                     "memory limit %g: no order of P=%d, V=%d, M=%d fits under it", pb.limit, pb.p,
+                     pb.v, pb.m);
       kt__opt_bound_ws_free(&ws);
     }
     kt__opt_state_free(&state);

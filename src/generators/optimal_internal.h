@@ -29,10 +29,10 @@ enum { KT__OPT_F, KT__OPT_I, KT__OPT_W, KT__OPT_TYPES };
 /* The problem: a layout with its stage costs, flattened. */
 typedef struct {
   int p, v, m, S;
-  int *srank;  /* stage -> rank */
-  int *schunk; /* stage -> its chunk on its rank */
-  int *rstage; /* rank * v + chunk -> stage (-1: none) */
-  int *first;  /* rank -> its chunk-0 stage, where its first action runs */
+  int *srank;                      /* stage -> rank */
+  int *schunk;                     /* stage -> its chunk on its rank */
+  int *rstage;                     /* rank * v + chunk -> stage (-1: none) */
+  int *first;                      /* rank -> its chunk-0 stage, where its first action runs */
   double *tf, *tb, *tw, *act, *wg; /* per stage */
   /* per stage: the hop its F result takes to stage s+1 (comm when that is
    * on another rank, else 0) and its I result to stage s-1 */
@@ -57,8 +57,10 @@ typedef struct {
 /* Fills pb->need (sizes permitting; else leaves it NULL). ENOMEM. */
 kt_status kt__opt_needs_init(kt__opt_problem *pb, kt_error *err);
 static inline const int *kt__opt_need(const kt__opt_problem *pb, int r, int c, int t, int j) {
-  return pb->need + ((((size_t)r * (size_t)pb->v + (size_t)c) * KT__OPT_TYPES + (size_t)t) *
-                         (size_t)pb->m + (size_t)j) * (size_t)pb->nk;
+  return pb->need +
+         ((((size_t)r * (size_t)pb->v + (size_t)c) * KT__OPT_TYPES + (size_t)t) * (size_t)pb->m +
+          (size_t)j) *
+             (size_t)pb->nk;
 }
 
 /* layout of s (p, v, m, placement), stage costs c (NULL: unit), limit <= 0:
@@ -78,10 +80,10 @@ static inline double kt__opt_mem(const kt__opt_problem *pb, int type, int s) {
 /* A partial order in slot form: how many of each op each stage has run,
  * when they ended, and each rank's clock. */
 typedef struct {
-  int *n[KT__OPT_TYPES];      /* per stage */
-  double *end_f, *end_i;      /* per stage * m + slot */
+  int *n[KT__OPT_TYPES];                    /* per stage */
+  double *end_f, *end_i;                    /* per stage * m + slot */
   double *free_at, *start, *last_end, *mem; /* per rank */
-  uint8_t *started;           /* per rank */
+  uint8_t *started;                         /* per rank */
 } kt__opt_state;
 
 kt_status kt__opt_state_init(kt__opt_state *st, const kt__opt_problem *pb, kt_error *err);
@@ -98,7 +100,7 @@ typedef struct {
   /* one rank's ops for the single-machine bound, and its heap */
   struct kt__opt_job {
     double head, dur, tail;
-  } *jobs;
+  } * jobs;
   double *heap_key;
   int *heap_job;
 } kt__opt_bound_ws;
@@ -136,17 +138,17 @@ int kt__opt_memo_seen(kt__opt_memo *mm, const uint8_t *key, size_t key_len, cons
 size_t kt__opt_memo_states(const kt__opt_memo *mm);
 
 typedef struct {
-  double time_limit;  /* seconds */
-  double upper;       /* makespan of a known order (INFINITY: none) */
+  double time_limit; /* seconds */
+  double upper;      /* makespan of a known order (INFINITY: none) */
   size_t memo_bytes;
-  int no_delays;      /* 1: every rank starts as soon as it can (plain slot order) */
-  long max_nodes;     /* > 0: stop after this many nodes too */
+  int no_delays;  /* 1: every rank starts as soon as it can (plain slot order) */
+  long max_nodes; /* > 0: stop after this many nodes too */
 } kt__opt_search_opts;
 
 typedef struct {
-  double makespan;    /* of the best order found (INFINITY: none better than upper) */
-  double lower;       /* proven: no order of the model is faster */
-  int complete;       /* 1: the search ran to the end (lower = the optimum) */
+  double makespan; /* of the best order found (INFINITY: none better than upper) */
+  double lower;    /* proven: no order of the model is faster */
+  int complete;    /* 1: the search ran to the end (lower = the optimum) */
   long nodes;
   double seconds;
   size_t memo_states;
@@ -176,8 +178,8 @@ int kt__optimal_reach(const kt_schedule *s);
 #define KT__EXACT_MEMO_BYTES ((size_t)16 << 20)
 
 typedef struct {
-  double period; /* in: the incumbent's; out: the order left in s */
-  double lower;  /* in: a bound known; out: raised to what the search proved */
+  double period;   /* in: the incumbent's; out: the order left in s */
+  double lower;    /* in: a bound known; out: raised to what the search proved */
   int ran, proven; /* out: the search ran; it finished (lower is the optimum) */
   long nodes;
 } kt__exact_outcome;

@@ -13,7 +13,7 @@
 struct kt__opt_memo {
   uint32_t *bucket; /* entry offset / 8 + 1, 0 = empty */
   size_t mask;
-  double *arena; /* entries, in 8-byte words (headers and keys copied in) */
+  double *arena;    /* entries, in 8-byte words (headers and keys copied in) */
   size_t used, cap; /* words */
   size_t states;
 };

@@ -21,7 +21,9 @@
 /* the table's entry for op (c, t, slot j) of rank r */
 #define NEED(pb, r, c, t, j) \
   ((pb)->need + ((((size_t)(r) * (size_t)(pb)->v + (size_t)(c)) * KT__OPT_TYPES + (size_t)(t)) * \
-                     (size_t)(pb)->m + (size_t)(j)) * (size_t)(pb)->nk)
+                     (size_t)(pb)->m + \
+                 (size_t)(j)) * \
+                    (size_t)(pb)->nk)
 
 /* same[k]: 1 when slot x of (c, t) needs slot x of kind k = c' * 3 + t' of
  * the same rank through its chain (itself excluded). */

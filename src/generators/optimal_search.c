@@ -38,10 +38,10 @@ typedef struct {
   kt__opt_state st;
   kt__opt_bound_ws ws;
   kt__opt_memo *memo;
-  uint16_t *excl;   /* per rank: bits chunk * 3 + type that may not run next */
-  int *wait_k;      /* per rank not started: its first forward waits for slot >= this */
-  int *delay;       /* per rank: the slot of the stage before it its first forward waited for */
-  int16_t *seq;     /* per rank (stride cap): its ops so far, stage * 3 + type */
+  uint16_t *excl; /* per rank: bits chunk * 3 + type that may not run next */
+  int *wait_k;    /* per rank not started: its first forward waits for slot >= this */
+  int *delay;     /* per rank: the slot of the stage before it its first forward waited for */
+  int16_t *seq;   /* per rank (stride cap): its ops so far, stage * 3 + type */
   int *nseq, cap;
   int16_t *best_seq;
   int *best_n, *best_delay, have_best;
@@ -163,7 +163,9 @@ static int rank_options(search *sc, int r, option *o, double *wait_head) {
  * overhead of the message it posts. */
 static double busy_until(const search *sc, const option *o) {
   const kt__opt_problem *pb = sc->pb;
-  return o->ect + (o->type == KT__OPT_F ? pb->so_f[o->stage] : o->type == KT__OPT_I ? pb->so_i[o->stage] : 0);
+  return o->ect + (o->type == KT__OPT_F   ? pb->so_f[o->stage]
+                   : o->type == KT__OPT_I ? pb->so_i[o->stage]
+                                          : 0);
 }
 
 /* Drops the options a movable op of the same rank dominates (module
@@ -183,7 +185,8 @@ static int prune_dominated(const search *sc, int r, option *o, int n, double wai
     if (!dominated) o[keep++] = o[x];
   }
   for (int y = 0; y < keep && *wait_ok; y++)
-    if (busy_until(sc, &o[y]) <= wait_head + tol(wait_head) && movable(sc, r, o[y].type, o[y].stage))
+    if (busy_until(sc, &o[y]) <= wait_head + tol(wait_head) &&
+        movable(sc, r, o[y].type, o[y].stage))
       *wait_ok = 0;
   return keep;
 }
@@ -232,8 +235,8 @@ typedef struct {
 static undo apply(search *sc, int r, const option *x) {
   const kt__opt_problem *pb = sc->pb;
   kt__opt_state *st = &sc->st;
-  undo u = {st->free_at[r], st->last_end[r], st->start[r], st->mem[r], sc->excl[r],
-            st->started[r], sc->delay[r], sc->wait_k[r]};
+  undo u = {st->free_at[r], st->last_end[r], st->start[r], st->mem[r],
+            sc->excl[r],    st->started[r],  sc->delay[r], sc->wait_k[r]};
   if (x->wait) {
     if (!st->started[r]) {
       sc->wait_k[r] = st->n[KT__OPT_F][pb->first[r] - 1];
@@ -253,7 +256,9 @@ static undo apply(search *sc, int r, const option *x) {
   st->n[x->type][x->stage]++;
   if (x->type == KT__OPT_F) st->end_f[at] = x->ect;
   if (x->type == KT__OPT_I) st->end_i[at] = x->ect;
-  double so = x->type == KT__OPT_F ? pb->so_f[x->stage] : x->type == KT__OPT_I ? pb->so_i[x->stage] : 0;
+  double so = x->type == KT__OPT_F   ? pb->so_f[x->stage]
+              : x->type == KT__OPT_I ? pb->so_i[x->stage]
+                                     : 0;
   st->free_at[r] = x->ect + so;
   st->last_end[r] = x->ect;
   st->mem[r] += kt__opt_mem(pb, x->type, x->stage);
@@ -394,7 +399,8 @@ static kt_status write_order(const search *sc, kt_schedule *out, kt_error *err) 
       int s = code / KT__OPT_TYPES, t = type_of(code), j = slot[s * KT__OPT_TYPES + t]++;
       int mb = t == KT__OPT_F ? perm[(size_t)s * (size_t)m + (size_t)j] : back[j];
       kt_op op = t == KT__OPT_F ? KT_OP_F : t == KT__OPT_I ? KT_OP_I : KT_OP_W;
-      if (kt_schedule_push(out, r, s, op, mb)) st = kt_fail(err, KT_ENOMEM, "optimal: out of memory");
+      if (kt_schedule_push(out, r, s, op, mb))
+        st = kt_fail(err, KT_ENOMEM, "optimal: out of memory");
     }
   free(perm), free(slot);
   return st;
@@ -404,8 +410,8 @@ static void search_free(search *sc) {
   kt__opt_state_free(&sc->st);
   kt__opt_bound_ws_free(&sc->ws);
   kt__opt_memo_free(sc->memo);
-  void *arrays[] = {sc->excl, sc->wait_k, sc->delay, sc->seq, sc->nseq, sc->best_seq,
-                    sc->best_n, sc->best_delay, sc->key, sc->vals};
+  void *arrays[] = {sc->excl,     sc->wait_k, sc->delay,      sc->seq, sc->nseq,
+                    sc->best_seq, sc->best_n, sc->best_delay, sc->key, sc->vals};
   for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
 }
 

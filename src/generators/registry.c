@@ -41,8 +41,7 @@ const char *kt_gen_kind_name(kt_gen_kind k) {
 int kt_gen_kind_from_name(const char *name) {
   if (!name) return -1;
   for (int k = 0; k < KT_SCHED_COUNT; k++)
-    if (!strcmp(name, kinds[k].name) || (kinds[k].alias && !strcmp(name, kinds[k].alias)))
-      return k;
+    if (!strcmp(name, kinds[k].name) || (kinds[k].alias && !strcmp(name, kinds[k].alias))) return k;
   return -1;
 }
 
@@ -73,7 +72,7 @@ static double zb_idle(kt_gen_kind k, int p, double f, double b, double w) {
   double n = p - 1;
   if (p == 1) return 0;
   switch (k) {
-    case KT_SCHED_ZB_H1: /* the paper's (P-1)(TF+TB-TW) when TW <= TF */
+    case KT_SCHED_ZB_H1:          /* the paper's (P-1)(TF+TB-TW) when TW <= TF */
     case KT_SCHED_INTERLEAVED_ZB: /* the same per stage, for any V (M >= P) */
       return n * (b + fmax(0, f - w));
     case KT_SCHED_ZB_H2: /* the paper's (P-1)(TF+TB-2TW) when TB-TF <= max(0, TF+TB-2TW) */
@@ -92,14 +91,13 @@ static double zb_idle(kt_gen_kind k, int p, double f, double b, double w) {
       for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) idle = fmax(idle, forms[i]);
       return idle;
     }
-    case KT_SCHED_DUALPIPEV:
-      return n * fmax(0, b - w) + fmax(2 * n * f, (n - 1) * f + n * b);
+    case KT_SCHED_DUALPIPEV: return n * fmax(0, b - w) + fmax(2 * n * f, (n - 1) * f + n * b);
     default: return -1;
   }
 }
 
-double kt_gen_closed_form_bubble(kt_gen_kind k, int p, int v, int m, double tf,
-                                 double tb, double tw, const char **expr) {
+double kt_gen_closed_form_bubble(kt_gen_kind k, int p, int v, int m, double tf, double tb,
+                                 double tw, const char **expr) {
   const char *e = NULL;
   double r = -1, P = p, M = m, V = v;
   switch (k) {
@@ -164,8 +162,8 @@ const char *kt_gen_closed_form_why_not(kt_gen_kind k, int p, int v, int m) {
   }
 }
 
-double kt_gen_closed_form_peak_memory(kt_gen_kind k, int p, int v, int m,
-                                      double mem_act, double mem_wgrad, const char **expr) {
+double kt_gen_closed_form_peak_memory(kt_gen_kind k, int p, int v, int m, double mem_act,
+                                      double mem_wgrad, const char **expr) {
   const char *e = NULL;
   double r = -1, P = p, M = m, V = v, a = mem_act;
   int zb_ok = mem_wgrad <= mem_act; /* W keeps part of what F stored */
@@ -267,25 +265,26 @@ kt_status kt_gen_check_mem_limit(kt_gen_kind kind, double mem_limit, kt_error *e
   if (!isfinite(mem_limit))
     return kt_fail(err, KT_EINVAL, "memory limit %g: expected a finite number", mem_limit);
   if (mem_limit <= 0 || kind == KT_SCHED_ZB_AUTO || kind == KT_SCHED_ZBV_AUTO) return KT_OK;
-  return kt_fail(err, KT_EINVAL, "%s cannot keep to a memory limit: its order sets its memory "
+  return kt_fail(err, KT_EINVAL,
+                 "%s cannot keep to a memory limit: its order sets its memory "
                  "(zb-auto and zbv-auto search for an order within one)",
                  (unsigned)kind < KT_SCHED_COUNT ? kinds[kind].name : "this schedule");
 }
 
-kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params,
-                      kt_schedule *out, kt_error *err) {
+kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params, kt_schedule *out,
+                      kt_error *err) {
   memset(out, 0, sizeof *out);
   if ((unsigned)kind >= KT_SCHED_COUNT)
     return kt_fail(err, KT_EINVAL, "unknown schedule kind %d", (int)kind);
   const kind_info *ki = &kinds[kind];
   int v = params->v > 0 ? params->v : ki->default_v;
   if (params->p < 1) return kt_fail(err, KT_EINVAL, "P=%d: need at least 1 rank", params->p);
-  if (params->m < 1)
-    return kt_fail(err, KT_EINVAL, "M=%d: need at least 1 micro-batch", params->m);
+  if (params->m < 1) return kt_fail(err, KT_EINVAL, "M=%d: need at least 1 micro-batch", params->m);
   if (!isfinite(params->mem_limit))
     return kt_fail(err, KT_EINVAL, "memory limit %g: expected a finite number", params->mem_limit);
   /* every value in range, so that no sum of the search or the bound overflows */
-  kt_status st = params->costs ? kt_costs_check(params->costs, params->costs->n_stages, err) : KT_OK;
+  kt_status st =
+      params->costs ? kt_costs_check(params->costs, params->costs->n_stages, err) : KT_OK;
   if (st) return st;
   if (ki->placement == KT_PLACEMENT_V && v != 2)
     return kt_fail(err, KT_EINVAL, "%s needs exactly 2 chunks per rank in v placement (got V=%d)",

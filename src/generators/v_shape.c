@@ -42,8 +42,8 @@ typedef struct {
   int types;       /* 4, 5 (one W list) or 6 (a W list per chunk) */
 } pattern;
 
-#define LIST(pt, k, r) ((pt)->t[k] + (size_t)(r) * 2 * (size_t)(pt)->m)
-#define LEN(pt, k, r) ((pt)->n[(size_t)(r) * N_TYPES + (size_t)(k)])
+#define LIST(pt, k, r) ((pt)->t[k] + (size_t)(r)*2 * (size_t)(pt)->m)
+#define LEN(pt, k, r) ((pt)->n[(size_t)(r)*N_TYPES + (size_t)(k)])
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
@@ -51,7 +51,9 @@ static void init_offsets(pattern *pt, int half) {
   int n = pt->p, g = half ? (n % 2 == 0 ? 3 : 0) : (n % 3 == 0 ? 2 : 0);
   for (int r = 0; r < n; r++) {
     int off[4];
-    if (half) off[0] = 2 * r, off[1] = 3 * n - r - 2, off[2] = 3 * n + g + 2 * r - 1, off[3] = 6 * n + g - r - 2;
+    if (half)
+      off[0] = 2 * r, off[1] = 3 * n - r - 2, off[2] = 3 * n + g + 2 * r - 1,
+      off[3] = 6 * n + g - r - 2;
     else off[0] = r, off[1] = 2 * n - 1 - r, off[2] = 2 * n + g + r, off[3] = 4 * n + g - 1 - r;
     for (int k = 0; k < 4; k++) {
       for (int j = 0; j < pt->m; j++) LIST(pt, k, r)[j] = off[k] + 6 * j;
@@ -202,7 +204,8 @@ typedef struct {
  * old ones again after slot `past`. Returns the highest level it saw. */
 static int relevel(levels *L, int r, int from, int past) {
   size_t base = (size_t)r * (size_t)L->slots;
-  int level = from > 0 ? L->lvl[base + from - 1] : 0, pending = from > 0 ? L->pend[base + from - 1] : 0;
+  int level = from > 0 ? L->lvl[base + from - 1] : 0,
+      pending = from > 0 ? L->pend[base + from - 1] : 0;
   int high = 0;
   for (int i = from; i < L->slots; i++) {
     step(L->occ[base + i], L->has_w, &level, &pending);
@@ -335,8 +338,8 @@ static int deps_slot(const pattern *pt, const event *e) {
   if ((k == T_F1 || k == T_I0) && r < pt->p - 1) d = imax(d, LIST(pt, k, r + 1)[j]);
   if (k > T_F0 && k < T_W) d = imax(d, LIST(pt, k - 1, r)[j]);
   if (k == T_W) /* the j-th backward of the rank, either chunk */
-    d = imax(d, kth_of_two(LIST(pt, T_I1, r), LEN(pt, T_I1, r), LIST(pt, T_I0, r),
-                           LEN(pt, T_I0, r), j + 1));
+    d = imax(d, kth_of_two(LIST(pt, T_I1, r), LEN(pt, T_I1, r), LIST(pt, T_I0, r), LEN(pt, T_I0, r),
+                           j + 1));
   if (j > 0) d = imax(d, LIST(pt, k, r)[j - 1]);
   return d;
 }
@@ -414,7 +417,8 @@ static int squeeze(pattern *pt, int with_w) {
     const event *e = &ev[i];
     if (e->k == T_I0 && e->r == 0 && phase == 0) phase = 1; /* rank 0's first I of stage 0 */
     int keep = phase == 1 || (phase == 0 && !with_w);
-    if (phase == 1 && e->k == T_F0 && e->j == pt->m - 1) phase = 2; /* the last forward starts the cool-down */
+    if (phase == 1 && e->k == T_F0 && e->j == pt->m - 1)
+      phase = 2; /* the last forward starts the cool-down */
     if (keep) continue;
     unsigned char *occ = busy + (size_t)e->r * (size_t)slots;
     for (int t = deps_slot(pt, e) + 1; t < e->time; t++) {
@@ -547,8 +551,7 @@ static kt_status construct(kt_schedule *s, int half, kt_error *err) {
 }
 
 /* The construction, then the cost-aware search under its memory. */
-static kt_status generate(kt_schedule *s, const kt_gen_params *params, int half,
-                          kt_error *err) {
+static kt_status generate(kt_schedule *s, const kt_gen_params *params, int half, kt_error *err) {
   kt_status st = construct(s, half, err);
   if (st || !params->costs) return st; /* no costs: the construction itself */
   return kt__search_tune(s, params, 0, err);

@@ -133,8 +133,10 @@ static kt_status check_limit(const kt_schedule *s, const kt__search_problem *pb,
                  "%s: memory limit %g is below what one micro-batch needs on rank %d (%g = "
                  "max(mem-act, mem-wgrad)%s): the limit must be at least %g",
                  s->name, pb->limit[0], at, need,
-                 s->v == 2 ? " of its first chunk plus room for a later one"
-                 : s->v > 2 ? " of all its chunks" : "", need);
+                 s->v == 2  ? " of its first chunk plus room for a later one"
+                 : s->v > 2 ? " of all its chunks"
+                            : "",
+                 need);
 }
 
 static void note_stage(kt_gen_outcome *out, const char *name) {
@@ -157,8 +159,13 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
   if (out) memset(out, 0, sizeof *out);
   kt_status st = kt_costs_check(costs, kt_schedule_stages(s), err);
   if (st) return st;
-  zb_run z = {.s = s, .costs = costs, .mem_limit = mem_limit, .so = *o, .improve = improve,
-              .period = -1, .out = out};
+  zb_run z = {.s = s,
+              .costs = costs,
+              .mem_limit = mem_limit,
+              .so = *o,
+              .improve = improve,
+              .period = -1,
+              .out = out};
   if ((st = kt__search_problem_init(&z.pb, s, costs, mem_limit, err))) return st;
   st = check_limit(s, &z.pb, err);
   for (size_t i = 0; !st && i < sizeof stages / sizeof *stages; i++) {
@@ -184,10 +191,10 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
  * past their plateaus: better than the authors on 19 of the 111 rows
  * instead of 9, at 10-1000x the time (docs/schedules.md). */
 const kt__search_opts kt__search_quick = {.lists = 1, .rounds = 1, .handcrafted = 1, .quick = 1};
-const kt__search_opts kt__search_default = {.lists = 1, .rounds = 1, .handcrafted = 1,
-                                            .refine_evals = 100, .quick = 1, .refine_one = 1};
-const kt__search_opts kt__search_thorough = {.lists = 1, .rounds = 1, .handcrafted = 1,
-                                             .refine_evals = -1, .walk = 1};
+const kt__search_opts kt__search_default = {
+    .lists = 1, .rounds = 1, .handcrafted = 1, .refine_evals = 100, .quick = 1, .refine_one = 1};
+const kt__search_opts kt__search_thorough = {
+    .lists = 1, .rounds = 1, .handcrafted = 1, .refine_evals = -1, .walk = 1};
 
 /* The options the caller's effort comes to on the layout of s. */
 static kt__search_opts effort(const kt_schedule *s, const kt_gen_params *params) {
@@ -211,8 +218,8 @@ static kt__search_opts effort(const kt_schedule *s, const kt_gen_params *params)
 
 static kt_status build(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   kt__search_opts o = effort(s, params);
-  return kt__zb_auto_build(s, params->costs, params->mem_limit, &o, !params->quick,
-                           params->outcome, err);
+  return kt__zb_auto_build(s, params->costs, params->mem_limit, &o, !params->quick, params->outcome,
+                           err);
 }
 
 kt_status kt__gen_zb_auto(kt_schedule *s, const kt_gen_params *params, kt_error *err) {

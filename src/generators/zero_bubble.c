@@ -8,9 +8,27 @@ typedef struct {
   int stage, f, i, w;
 } chunk_progress;
 
-#define EMIT_F(c) do { if ((c)->f < s->m) { KT__PUSH(s, r, (c)->stage, KT_OP_F, (c)->f); (c)->f++; } } while (0)
-#define EMIT_I(c) do { if ((c)->i < (c)->f) { KT__PUSH(s, r, (c)->stage, KT_OP_I, (c)->i); (c)->i++; } } while (0)
-#define EMIT_W(c) do { if ((c)->w < (c)->i) { KT__PUSH(s, r, (c)->stage, KT_OP_W, (c)->w); (c)->w++; } } while (0)
+#define EMIT_F(c) \
+  do { \
+    if ((c)->f < s->m) { \
+      KT__PUSH(s, r, (c)->stage, KT_OP_F, (c)->f); \
+      (c)->f++; \
+    } \
+  } while (0)
+#define EMIT_I(c) \
+  do { \
+    if ((c)->i < (c)->f) { \
+      KT__PUSH(s, r, (c)->stage, KT_OP_I, (c)->i); \
+      (c)->i++; \
+    } \
+  } while (0)
+#define EMIT_W(c) \
+  do { \
+    if ((c)->w < (c)->i) { \
+      KT__PUSH(s, r, (c)->stage, KT_OP_W, (c)->w); \
+      (c)->w++; \
+    } \
+  } while (0)
 
 /* ZB-H1: F x (P-1-s); (F, I) x s; (F, I, W) while forwards remain; (I, W)
  * for the remaining backwards; then the remaining W. 1F1B's peak memory. */
@@ -19,9 +37,19 @@ kt_status kt__gen_zb_h1(kt_schedule *s, const kt_gen_params *params, kt_error *e
   for (int r = 0; r < s->p; r++) {
     chunk_progress c = {r, 0, 0, 0}, *cp = &c;
     for (int k = 0; k < s->p - 1 - r; k++) EMIT_F(cp);
-    for (int k = 0; k < r; k++) { EMIT_F(cp); EMIT_I(cp); }
-    while (c.f < s->m) { EMIT_F(cp); EMIT_I(cp); EMIT_W(cp); }
-    while (c.i < s->m) { EMIT_I(cp); EMIT_W(cp); }
+    for (int k = 0; k < r; k++) {
+      EMIT_F(cp);
+      EMIT_I(cp);
+    }
+    while (c.f < s->m) {
+      EMIT_F(cp);
+      EMIT_I(cp);
+      EMIT_W(cp);
+    }
+    while (c.i < s->m) {
+      EMIT_I(cp);
+      EMIT_W(cp);
+    }
     while (c.w < s->m) EMIT_W(cp);
   }
   return KT_OK;
@@ -34,9 +62,19 @@ kt_status kt__gen_zb_h2(kt_schedule *s, const kt_gen_params *params, kt_error *e
   for (int r = 0; r < s->p; r++) {
     chunk_progress c = {r, 0, 0, 0}, *cp = &c;
     for (int k = 0; k < 2 * s->p - 1 - 2 * r; k++) EMIT_F(cp);
-    for (int k = 0; k < 2 * r; k++) { EMIT_I(cp); EMIT_F(cp); }
-    while (c.f < s->m) { EMIT_I(cp); EMIT_W(cp); EMIT_F(cp); }
-    while (c.i < s->m) { EMIT_I(cp); EMIT_W(cp); }
+    for (int k = 0; k < 2 * r; k++) {
+      EMIT_I(cp);
+      EMIT_F(cp);
+    }
+    while (c.f < s->m) {
+      EMIT_I(cp);
+      EMIT_W(cp);
+      EMIT_F(cp);
+    }
+    while (c.i < s->m) {
+      EMIT_I(cp);
+      EMIT_W(cp);
+    }
     while (c.w < s->m) EMIT_W(cp);
   }
   return KT_OK;
@@ -59,14 +97,31 @@ kt_status kt__gen_zbv(kt_schedule *s, const kt_gen_params *params, kt_error *err
     chunk_progress c1 = {kt_rank_chunk_stage(s, r, 1), 0, 0, 0};
     chunk_progress *a = &c0, *b = &c1;
     for (int k = 0; k < 2 * (p - r) - 1; k++) EMIT_F(a);
-    for (int k = 0; k < r; k++) { EMIT_F(b); EMIT_F(a); }
-    for (int k = 0; k < p - r; k++) { EMIT_F(b); EMIT_I(b); EMIT_W(b); }
-    for (int k = 0; k < s->m - p; k++) {
-      EMIT_F(a); EMIT_I(a); EMIT_W(a);
-      EMIT_F(b); EMIT_I(b); EMIT_W(b);
+    for (int k = 0; k < r; k++) {
+      EMIT_F(b);
+      EMIT_F(a);
     }
-    for (int k = 0; k < r; k++) { EMIT_I(a); EMIT_I(b); }
-    for (int k = 0; k < p - r; k++) { EMIT_I(a); EMIT_W(a); }
+    for (int k = 0; k < p - r; k++) {
+      EMIT_F(b);
+      EMIT_I(b);
+      EMIT_W(b);
+    }
+    for (int k = 0; k < s->m - p; k++) {
+      EMIT_F(a);
+      EMIT_I(a);
+      EMIT_W(a);
+      EMIT_F(b);
+      EMIT_I(b);
+      EMIT_W(b);
+    }
+    for (int k = 0; k < r; k++) {
+      EMIT_I(a);
+      EMIT_I(b);
+    }
+    for (int k = 0; k < p - r; k++) {
+      EMIT_I(a);
+      EMIT_W(a);
+    }
     while (c1.w < s->m) EMIT_W(b);
     while (c0.w < s->m) EMIT_W(a);
   }

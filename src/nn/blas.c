@@ -72,21 +72,23 @@ static double address_space_left(void) {
 static kt_status room_for(int threads, double base, kt_error *err) {
   double left = address_space_left(), need = base + threads * THREAD_BYTES;
   if (left < 0 || left >= need) return KT_OK;
-  return kt_fail(err, KT_ENOMEM, "OpenBLAS on %d thread%s needs about %.0f MiB of address space "
+  return kt_fail(err, KT_ENOMEM,
+                 "OpenBLAS on %d thread%s needs about %.0f MiB of address space "
                  "for its buffers; the address-space limit (ulimit -v) leaves %.0f MiB: raise it, "
-                 "or run fewer ranks or threads (--threads-per-rank 1)", threads,
-                 threads == 1 ? "" : "s", need / 1048576, left > 0 ? left / 1048576 : 0);
+                 "or run fewer ranks or threads (--threads-per-rank 1)",
+                 threads, threads == 1 ? "" : "s", need / 1048576, left > 0 ? left / 1048576 : 0);
 }
 
 static void load(void) {
   static const char *const names[] = {"cblas_sgemm",           "openblas_set_num_threads",
-                                      "openblas_get_corename",  "gotoblas_dynamic_init",
-                                      "gotoblas_dynamic_quit",  "openblas_get_config"};
+                                      "openblas_get_corename", "gotoblas_dynamic_init",
+                                      "gotoblas_dynamic_quit", "openblas_get_config"};
   void *fn[sizeof names / sizeof *names];
   if (room_for(0, LOAD_BYTES, &blas_failure)) return;
   const char *user = getenv("OPENBLAS_NUM_THREADS");
   if (!user) setenv("OPENBLAS_NUM_THREADS", "1", 1); /* no pool thread */
-  kt_status st = kt__dl_open(KT_BLAS_SONAME, names, sizeof names / sizeof *names, 3, fn, &blas_failure);
+  kt_status st =
+      kt__dl_open(KT_BLAS_SONAME, names, sizeof names / sizeof *names, 3, fn, &blas_failure);
   if (!user) unsetenv("OPENBLAS_NUM_THREADS");
   if (st) return;
   blas.set_num_threads = (void (*)(int))fn[1];
@@ -94,7 +96,7 @@ static void load(void) {
   blas.dynamic_init = (void (*)(void))fn[3];
   blas.dynamic_quit = (void (*)(void))fn[4];
   blas.get_config = (char *(*)(void))fn[5];
-  blas.set_num_threads(1); /* its own threads: never (see above) */
+  blas.set_num_threads(1);                      /* its own threads: never (see above) */
   blas.sgemm = (__typeof__(&cblas_sgemm))fn[0]; /* the sign that it loaded */
 }
 
@@ -158,10 +160,10 @@ static const char *chosen; /* the core kaiten asked for, or NULL */
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 /* Cores with neither AVX2 nor AVX-512 kernels: what an unknown CPU gets. */
 static int is_pre_avx2(const char *core) {
-  static const char *const old[] = {"Unknown", "Katmai",  "Coppermine", "Northwood", "Prescott",
-                                    "Banias",  "Atom",    "Core2",      "Penryn",    "Dunnington",
-                                    "Nehalem", "Athlon",  "Opteron",    "Opteron_SSE3",
-                                    "Barcelona", "Nano", "Sandybridge", "Bobcat"};
+  static const char *const old[] = {
+      "Unknown", "Katmai",       "Coppermine", "Northwood",  "Prescott",    "Banias",
+      "Atom",    "Core2",        "Penryn",     "Dunnington", "Nehalem",     "Athlon",
+      "Opteron", "Opteron_SSE3", "Barcelona",  "Nano",       "Sandybridge", "Bobcat"};
   for (size_t i = 0; i < sizeof old / sizeof old[0]; i++)
     if (!strcmp(core, old[i])) return 1;
   return 0;
@@ -176,8 +178,7 @@ static void choose_blas_core(void) {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
     want = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    want = "Haswell";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) want = "Haswell";
   if (!want || setenv("OPENBLAS_CORETYPE", want, 1)) return;
   blas.dynamic_quit();
   blas.dynamic_init();

@@ -42,7 +42,8 @@ kt_status kt_dataset_from_bytes(const void *bytes, size_t len, const char *name,
   return KT_OK;
 }
 
-kt_status kt_dataset_create(const char *path, double val_fraction, kt_dataset **out, kt_error *err) {
+kt_status kt_dataset_create(const char *path, double val_fraction, kt_dataset **out,
+                            kt_error *err) {
   char *text;
   size_t len;
   int builtin = !path || !strcmp(path, "builtin");

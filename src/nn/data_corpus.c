@@ -85,15 +85,9 @@ static void scene(writer *w) {
         put(w, " The chef %s %s %s for %s.", chef_verbs[pick(w, COUNT(chef_verbs))],
             looks[pick(w, COUNT(looks))], dish, name);
         break;
-      case 4:
-        put(w, " \"One more %s, please,\" says %s.", dish, name);
-        break;
-      case 5:
-        put(w, " %s drinks %s.", name, drinks[pick(w, COUNT(drinks))]);
-        break;
-      default:
-        put(w, " The %s is %s.", dish, tastes[pick(w, COUNT(tastes))]);
-        break;
+      case 4: put(w, " \"One more %s, please,\" says %s.", dish, name); break;
+      case 5: put(w, " %s drinks %s.", name, drinks[pick(w, COUNT(drinks))]); break;
+      default: put(w, " The %s is %s.", dish, tastes[pick(w, COUNT(tastes))]); break;
     }
   }
   int total = 0;

@@ -26,15 +26,15 @@ int kt_gemm_from_name(const char *name) { return kt_name_index(name, gemm_names,
 
 /* ---- the libraries' entry points (their ABIs, declared here) ----------------- */
 
-typedef int64_t blis_dim; /* BLIS's dim_t and inc_t: 64-bit in Debian's build */
+typedef int64_t blis_dim;                   /* BLIS's dim_t and inc_t: 64-bit in Debian's build */
 enum { BLIS_NO_TRANS = 0, BLIS_TRANS = 8 }; /* trans_t: BLIS_TRANS_BIT = 1 << 3 */
 typedef void (*blis_sgemm_fn)(int transa, int transb, blis_dim m, blis_dim n, blis_dim k,
                               const float *alpha, const float *a, blis_dim rsa, blis_dim csa,
                               const float *b, blis_dim rsb, blis_dim csb, const float *beta,
                               float *c, blis_dim rsc, blis_dim csc);
-typedef int (*dnnl_sgemm_fn)(char transa, char transb, int64_t m, int64_t n, int64_t k,
-                             float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-                             float beta, float *c, int64_t ldc);
+typedef int (*dnnl_sgemm_fn)(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha,
+                             const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                             float *c, int64_t ldc);
 typedef struct {
   int major, minor, patch;
   const char *hash;
@@ -121,8 +121,8 @@ void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int k
   if (k == KT_GEMM_ONEDNN && dnnl.sgemm) {
     if (!dnnl_threads_set && dnnl.set_threads) dnnl.set_threads(1);
     dnnl_threads_set = 1;
-    ((dnnl_sgemm_fn)dnnl.sgemm)(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, kk, 1.0f, a, lda,
-                                b, ldb, beta, c, ldc);
+    ((dnnl_sgemm_fn)dnnl.sgemm)(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, kk, 1.0f, a, lda, b,
+                                ldb, beta, c, ldc);
     return;
   }
   kt__sgemm(trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc);

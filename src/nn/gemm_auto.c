@@ -16,9 +16,9 @@
 
 #include "nn/nn.h"
 
-#define PROBE_ROWS 2048        /* rows (b * T) of the probe micro-batch, at most */
-#define SMALL_FLOPS 20e6       /* less work than this: OpenBLAS, unmeasured */
-#define ROUNDS 3               /* timed rounds per library */
+#define PROBE_ROWS 2048  /* rows (b * T) of the probe micro-batch, at most */
+#define SMALL_FLOPS 20e6 /* less work than this: OpenBLAS, unmeasured */
+#define ROUNDS 3         /* timed rounds per library */
 #define KEY_LEN 400
 
 /* ---- the probe: record the matmuls of the model's last units --------------- */
@@ -80,8 +80,8 @@ static size_t operand_floats(const kt__matmul_shape *s, int which) {
   return (size_t)s->m * (size_t)s->ldo;
 }
 
-static double replay_once(kt_gemm_kind k, const kt__matmul_shape *log, size_t n, float *a,
-                          float *b, float *c) {
+static double replay_once(kt_gemm_kind k, const kt__matmul_shape *log, size_t n, float *a, float *b,
+                          float *c) {
   double t0 = kt_now();
   for (size_t i = 0; i < n; i++) {
     const kt__matmul_shape *s = &log[i];

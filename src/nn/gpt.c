@@ -16,8 +16,8 @@
 #include <string.h>
 
 typedef struct {
-  kt__stash inp, act, keep;   /* keyed by micro-batch */
-  kt__stash group;            /* seq-chunks: per whole micro-batch, each block's q | k | v and
+  kt__stash inp, act, keep; /* keyed by micro-batch */
+  kt__stash group;          /* seq-chunks: per whole micro-batch, each block's q | k | v and
                                  their gradients (2 x (B*T,3C)) */
   size_t act_floats, keep_floats, wgrad_floats, inp_floats; /* B x T rows */
   size_t stream_act;  /* floats of the largest unit act segment */
@@ -30,8 +30,8 @@ typedef struct {
   kt__gpt_rows *rows;   /* per micro-batch: its rows, set by F */
   int *pos, *row;       /* per micro-batch: (B*T) positions (and whole rows) of packed rows */
   int *chunks_fwd, *chunks_bwd; /* seq-chunks, per whole micro-batch: chunks past F, past I */
-  int blocks;           /* transformer blocks in the chunk */
-  int tied_local;       /* tied head and embedding in this one chunk */
+  int blocks;                   /* transformer blocks in the chunk */
+  int tied_local;               /* tied head and embedding in this one chunk */
 } gpt_impl;
 
 enum { IDLE, FORWARD_DONE, INPUT_GRAD_DONE };
@@ -43,8 +43,7 @@ static size_t tokens_floats(const kt_chunk *c) {
 }
 
 static kt__gpt_rows fixed_rows(const kt_chunk *c) {
-  kt__gpt_rows r = {.N = c->micro_batch * c->cfg.seq_len, .B = c->micro_batch,
-                    .T = c->cfg.seq_len};
+  kt__gpt_rows r = {.N = c->micro_batch * c->cfg.seq_len, .B = c->micro_batch, .T = c->cfg.seq_len};
   r.att = kt__gpt_att_floats(&r, c->cfg.heads);
   return r;
 }
@@ -102,8 +101,8 @@ static void point_views(kt_chunk *c, int mb, const kt__gpt_rows *r, float *act, 
     memset(a, 0, sizeof *a);
     size_t na = kt__gpt_acts_point(a, act ? act + ao : NULL, KT__GPT_ACT, &c->cfg, unit, r);
     size_t nk = kt__gpt_acts_point(a, keep ? keep + ko : NULL, KT__GPT_KEEP, &c->cfg, unit, r);
-    size_t nw = kt__gpt_acts_point(a, keep && with_wgrad ? keep + wo : NULL, KT__GPT_WGRAD,
-                                   &c->cfg, unit, r);
+    size_t nw = kt__gpt_acts_point(a, keep && with_wgrad ? keep + wo : NULL, KT__GPT_WGRAD, &c->cfg,
+                                   unit, r);
     ao += na, ko += nk, wo += nw;
     if (grp && kt__gpt_unit_kind(&c->cfg, unit) == KT__GPT_BLOCK) {
       a->gqkv = grp + (size_t)block * 2 * whole;
@@ -117,10 +116,8 @@ static void point_views(kt_chunk *c, int mb, const kt__gpt_rows *r, float *act, 
  * (N rows). */
 static void put_input(kt_chunk *c, const kt__gpt_rows *r, kt__gpt_acts *a0, const float *in,
                       const int *tokens) {
-  if (c->is_first)
-    memcpy(a0->tokens, tokens, (size_t)r->N * sizeof(int));
-  else
-    memcpy(a0->x, in, (size_t)r->N * c->cfg.hidden * sizeof(float));
+  if (c->is_first) memcpy(a0->tokens, tokens, (size_t)r->N * sizeof(int));
+  else memcpy(a0->x, in, (size_t)r->N * c->cfg.hidden * sizeof(float));
 }
 
 /* Forward of all units into the views (act + keep already pointed). */
@@ -129,8 +126,8 @@ static kt_status forward_views(kt_chunk *c, const kt__gpt_rows *r, float *out, c
   gpt_impl *g = IMPL(c);
   for (int u = 0; u < c->n_units; u++) {
     float *next = u + 1 < c->n_units ? g->acts[u + 1].x : c->is_last ? NULL : out;
-    kt_status st = kt__gpt_unit_forward(c, c->first_unit + u, r, &g->acts[u], &g->s, next, targets,
-                                        loss, err);
+    kt_status st =
+        kt__gpt_unit_forward(c, c->first_unit + u, r, &g->acts[u], &g->s, next, targets, loss, err);
     if (st) return st;
   }
   return KT_OK;
@@ -151,8 +148,7 @@ static kt_status forward_streaming(kt_chunk *c, const kt__gpt_rows *r, const flo
     kt__gpt_acts_point(&a, g->stream + g->stream_act, KT__GPT_KEEP, &c->cfg, unit, r);
     if (kt__gpt_unit_kind(&c->cfg, unit) == KT__GPT_EMBED)
       memcpy(a.tokens, tokens, (size_t)r->N * sizeof(int));
-    else
-      a.x = (float *)x; /* read only */
+    else a.x = (float *)x; /* read only */
     int last = u + 1 == c->n_units;
     float *dst = kt__gpt_unit_kind(&c->cfg, unit) == KT__GPT_HEAD ? logits
                  : last                                           ? out
@@ -191,11 +187,16 @@ static kt_status check_data(const kt_chunk *c, const kt_microbatch *data, const 
   for (int i = 0; i < n; i++) {
     int p = pos[i], next = i > 0 && p == pos[i - 1] + 1 && (!row || row[i] == row[i - 1] + 1);
     if (!row && p != 0 && !next)
-      return kt_fail(err, KT_EINVAL, "gpt: packed position %d at token %d neither starts nor continues a document", p, i);
+      return kt_fail(err, KT_EINVAL,
+                     "gpt: packed position %d at token %d neither starts nor continues a document",
+                     p, i);
     if (p < 0 || p >= T)
-      return kt_fail(err, KT_EINVAL, "gpt: packed position %d at token %d is past the sequence length %d", p, i, T);
+      return kt_fail(err, KT_EINVAL,
+                     "gpt: packed position %d at token %d is past the sequence length %d", p, i, T);
     if (row && (row[i] < p || row[i] >= budget || (i > 0 && row[i] <= row[i - 1])))
-      return kt_fail(err, KT_EINVAL, "gpt: row %d of token %d (position %d) is not its place in the micro-batch", row[i], i, p);
+      return kt_fail(err, KT_EINVAL,
+                     "gpt: row %d of token %d (position %d) is not its place in the micro-batch",
+                     row[i], i, p);
   }
   return KT_OK;
 }
@@ -210,8 +211,9 @@ static kt_status group_forward(kt_chunk *c, int mb, kt_error *err) {
     return kt_fail(err, KT_EINVAL, "gpt: %d micro-batches are not whole micro-batches of %d chunks",
                    c->n_microbatches, K);
   if (g->chunks_fwd[j] != k)
-    return kt_fail(err, KT_ERUNTIME, "gpt: chunk %d of micro-batch %d runs its forward before chunk %d's",
-                   k, j, g->chunks_fwd[j]);
+    return kt_fail(err, KT_ERUNTIME,
+                   "gpt: chunk %d of micro-batch %d runs its forward before chunk %d's", k, j,
+                   g->chunks_fwd[j]);
   if (k > 0) return KT_OK;
   size_t n = (size_t)g->blocks * 2 * tokens_floats(c) * 3 * c->cfg.hidden;
   float *b = kt__stash_acquire(&g->group, c, j, n);
@@ -224,8 +226,10 @@ static kt_status group_backward(kt_chunk *c, int mb, kt_error *err) {
   gpt_impl *g = IMPL(c);
   int K = seq_chunks(c), j = mb / K, k = mb % K, want = K - 1 - g->chunks_bwd[j];
   if (g->chunks_fwd[j] != K || k != want)
-    return kt_fail(err, KT_ERUNTIME, "gpt: chunk %d of micro-batch %d runs its input gradient "
-                   "before chunk %d's (after every forward, in reverse)", k, j, want);
+    return kt_fail(err, KT_ERUNTIME,
+                   "gpt: chunk %d of micro-batch %d runs its input gradient "
+                   "before chunk %d's (after every forward, in reverse)",
+                   k, j, want);
   return KT_OK;
 }
 
@@ -258,10 +262,8 @@ static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, con
     /* keep the input (and targets) only; run through the streaming buffers */
     float *keep = kt__stash_acquire(&g->inp, c, mb, g->inp_floats);
     if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d", mb);
-    if (c->is_first)
-      memcpy(keep, tokens, (size_t)r->N * sizeof(int));
-    else
-      memcpy(keep, in, (size_t)r->N * c->cfg.hidden * sizeof(float));
+    if (c->is_first) memcpy(keep, tokens, (size_t)r->N * sizeof(int));
+    else memcpy(keep, in, (size_t)r->N * c->cfg.hidden * sizeof(float));
     if (targets)
       memcpy(keep + g->inp_floats - tokens_floats(c), targets, (size_t)r->N * sizeof(int));
     st = forward_streaming(c, r, in, tokens, out, targets, loss, NULL, err);
@@ -414,8 +416,8 @@ static kt_status gpt_impl_alloc(kt_chunk *c, kt_error *err) {
   g->ping = malloc(N * C * sizeof(float));
   g->pong = malloc(N * C * sizeof(float));
   g->din_tmp = malloc(N * C * sizeof(float));
-  if (!g->s.fc || !g->s.dsmall || !g->s.attn || !g->s.partials || !g->stream || !g->ping || !g->pong ||
-      !g->din_tmp)
+  if (!g->s.fc || !g->s.dsmall || !g->s.attn || !g->s.partials || !g->stream || !g->ping ||
+      !g->pong || !g->din_tmp)
     return kt_fail(err, KT_ENOMEM, "out of memory for the GPT chunk's scratch (micro-batch %d)", B);
   kt_status st = kt__stash_init(&g->inp, c->n_microbatches, err);
   if (!st) st = kt__stash_init(&g->act, c->n_microbatches, err);
@@ -465,8 +467,8 @@ kt_status kt_gpt_chunk_eval(kt_chunk *c, const kt_microbatch *data, const float 
     return kt_fail(err, KT_EINVAL, "gpt: the last stage evaluates a loss (targets) or logits");
   kt__exec saved = kt__chunk_enter(c);
   kt__gpt_rows r = fixed_rows(c);
-  kt_status st = forward_streaming(c, &r, in, c->is_first ? data->tokens : NULL, out, targets,
-                                   loss, logits, err);
+  kt_status st = forward_streaming(c, &r, in, c->is_first ? data->tokens : NULL, out, targets, loss,
+                                   logits, err);
   kt__exec_leave(saved);
   return st;
 }

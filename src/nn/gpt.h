@@ -130,9 +130,9 @@ void kt__attention_backward_blocked(float *dinp, float *scratch, const float *do
  * NH N T floats). reference: the serial kernels, else the blocked ones. */
 void kt__attention_forward_packed(float *out, float *att, float *scratch, const float *inp,
                                   const int *pos, int N, int C, int NH, int reference);
-void kt__attention_backward_packed(float *dinp, float *scratch, const float *dout,
-                                   const float *inp, const float *att, const int *pos, int N,
-                                   int C, int NH, int reference);
+void kt__attention_backward_packed(float *dinp, float *scratch, const float *dout, const float *inp,
+                                   const float *att, const int *pos, int N, int C, int NH,
+                                   int reference);
 /* Length of the document (piece) starting at row i of pos (N rows): up to
  * the first position (or, with row non-NULL, whole row) that does not
  * continue it. */
@@ -164,7 +164,7 @@ static inline float kt__fast_expf(float x) {
   int32_t xi;
   memcpy(&xi, &x, sizeof xi);
   int32_t nan = (xi & 0x7FFFFFFF) > 0x7F800000 ? -1 : 0; /* NaN in, NaN out */
-  xi = xi > 0x42B00000 ? 0x42B00000 : xi; /* x > 88 (positive) -> 88 */
+  xi = xi > 0x42B00000 ? 0x42B00000 : xi;                /* x > 88 (positive) -> 88 */
   uint32_t ux = (uint32_t)xi;
   ux = ux > 0xC2AE0000u ? 0xC2AE0000u : ux; /* x < -87 (negative) -> -87 */
   memcpy(&x, &ux, sizeof x);
@@ -175,7 +175,7 @@ static inline float kt__fast_expf(float x) {
       r * (1.0f + r * (0.5f + r * (0.16666667f +
                                    r * (0.041666668f + r * (0.008333334f + r * 0.0013888889f)))));
   int32_t e = ((int32_t)n + 127) << 23; /* 2^n */
-  e |= nan & 0x7FC00000;                  /* a NaN scale makes the result NaN */
+  e |= nan & 0x7FC00000;                /* a NaN scale makes the result NaN */
   float s;
   memcpy(&s, &e, sizeof s);
   return p * s;
@@ -302,9 +302,9 @@ void kt__gpt_params_init(float *base, const kt_model_config *cfg, int unit);
  * The head instead copies its logits (B,T,V) to out when out is non-NULL and,
  * with targets, leaves dlogits = (softmax - onehot) / (B*T) in a->dlogits and
  * the mean loss in *loss. EINVAL for a token or target outside the vocabulary. */
-kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, const kt__gpt_rows *r,
-                               kt__gpt_acts *a, kt__gpt_scratch *s, float *out,
-                               const int *targets, double *loss, kt_error *err);
+kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, const kt__gpt_rows *r, kt__gpt_acts *a,
+                               kt__gpt_scratch *s, float *out, const int *targets, double *loss,
+                               kt_error *err);
 /* Input gradient of one unit: reads a->dout (unused by the head), writes
  * din (B,T,C) (may be NULL for the embed), fills the wgrad fields. */
 void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, const kt__gpt_rows *r,

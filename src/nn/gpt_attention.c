@@ -87,10 +87,10 @@ SIMD_CLONES void kt__attention_forward(float *out, float *att, float *scratch, c
   float *sc = scratch; /* (T,T) */
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
-      const float *q = inp + (size_t)b * T * 3 * C + (size_t)h * hs; /* (T,hs), stride 3C */
-      const float *k = q + C, *v = q + 2 * (size_t)C;                /* (T,hs), stride 3C */
-      float *a = att + ((size_t)b * NH + h) * (size_t)T * T;         /* (T,T) */
-      float *y = out + (size_t)b * T * C + (size_t)h * hs;           /* (T,hs), stride C */
+      const float *q = inp + (size_t)b * T * 3 * C + (size_t)h * hs;  /* (T,hs), stride 3C */
+      const float *k = q + C, *v = q + 2 * (size_t)C;                 /* (T,hs), stride 3C */
+      float *a = att + ((size_t)b * NH + h) * (size_t)T * T;          /* (T,T) */
+      float *y = out + (size_t)b * T * C + (size_t)h * hs;            /* (T,hs), stride C */
       kt__matmul_ld(sc, T, q, 3 * C, k, 3 * C, T, T, hs, 0, 1, 0.0f); /* q k^T */
       for (int t = 0; t < T; t++)
         softmax_causal_row(a + (size_t)t * T, sc + (size_t)t * T, t + 1, T, scale);
@@ -108,13 +108,13 @@ SIMD_CLONES void kt__attention_backward(float *dinp, float *scratch, const float
     for (int h = 0; h < NH; h++) {
       size_t off = (size_t)b * T * 3 * C + (size_t)h * hs;
       const float *q = inp + off, *k = q + C, *v = q + 2 * (size_t)C; /* stride 3C */
-      float *dq = dinp + off, *dk = dq + C, *dv = dq + 2 * (size_t)C;  /* stride 3C */
-      const float *a = att + ((size_t)b * NH + h) * (size_t)T * T;     /* (T,T) */
-      const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;     /* (T,hs), stride C */
-      kt__matmul_ld(datt, T, dy, C, v, 3 * C, T, T, hs, 0, 1, 0.0f); /* dy v^T */
+      float *dq = dinp + off, *dk = dq + C, *dv = dq + 2 * (size_t)C; /* stride 3C */
+      const float *a = att + ((size_t)b * NH + h) * (size_t)T * T;    /* (T,T) */
+      const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;    /* (T,hs), stride C */
+      kt__matmul_ld(datt, T, dy, C, v, 3 * C, T, T, hs, 0, 1, 0.0f);  /* dy v^T */
       for (int t = 0; t < T; t++)
         softmax_causal_row_backward(datt + (size_t)t * T, a + (size_t)t * T, t + 1, T, scale);
-      kt__matmul_ld(dv, 3 * C, a, T, dy, C, T, hs, T, 1, 0, 0.0f); /* att^T dy */
+      kt__matmul_ld(dv, 3 * C, a, T, dy, C, T, hs, T, 1, 0, 0.0f);       /* att^T dy */
       kt__matmul_ld(dq, 3 * C, datt, T, k, 3 * C, T, hs, T, 0, 0, 0.0f); /* dS k */
       kt__matmul_ld(dk, 3 * C, datt, T, q, 3 * C, T, hs, T, 1, 0, 0.0f); /* dS^T q */
     }
@@ -146,7 +146,7 @@ SIMD_CLONES static void head_forward(void *arg, int task, int thread) {
   int T = j->T, C = j->C, hs = C / j->NH, b = task / j->NH, h = task % j->NH;
   float scale = 1.0f / sqrtf((float)hs);
   float *sc = j->scratch + (size_t)thread * kt__attention_scratch_floats(T); /* (qb,T) used */
-  const float *q = j->inp + (size_t)b * T * 3 * C + (size_t)h * hs; /* (T,hs), stride 3C */
+  const float *q = j->inp + (size_t)b * T * 3 * C + (size_t)h * hs;          /* (T,hs), stride 3C */
   const float *k = q + C, *v = q + 2 * (size_t)C;
   float *a = j->att + ((size_t)b * j->NH + h) * (size_t)T * T; /* (T,T) */
   float *y = j->out + (size_t)b * T * C + (size_t)h * hs;      /* (T,hs), stride C */
@@ -168,10 +168,10 @@ SIMD_CLONES static void head_backward(void *arg, int task, int thread) {
   float *ds = j->scratch + (size_t)thread * kt__attention_scratch_floats(T); /* (T,T) */
   size_t off = (size_t)b * T * 3 * C + (size_t)h * hs;
   const float *q = j->inp + off, *k = q + C, *v = q + 2 * (size_t)C; /* stride 3C */
-  float *dq = j->dinp + off, *dk = dq + C, *dv = dq + 2 * (size_t)C;  /* stride 3C */
+  float *dq = j->dinp + off, *dk = dq + C, *dv = dq + 2 * (size_t)C; /* stride 3C */
   const float *a = j->att + ((size_t)b * j->NH + h) * (size_t)T * T;
   const float *dy = j->dout + (size_t)b * T * C + (size_t)h * hs; /* stride C */
-  for (int i0 = 0; i0 < T; i0 += j->qb) { /* by query block: dS, then dq */
+  for (int i0 = 0; i0 < T; i0 += j->qb) {                         /* by query block: dS, then dq */
     int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
     float *d = ds + (size_t)i0 * T;
     kt__matmul_ld(d, T, dy + (size_t)i0 * C, C, v, 3 * C, r, block_cols(n, T), hs, 0, 1,
@@ -186,15 +186,22 @@ SIMD_CLONES static void head_backward(void *arg, int task, int thread) {
     size_t at = (size_t)j0 * T + (size_t)j0;
     kt__matmul_ld(dk + (size_t)j0 * 3 * C, 3 * C, ds + at, T, q + (size_t)j0 * 3 * C, 3 * C, r, hs,
                   rows, 1, 0, 0.0f); /* dS^T q */
-    kt__matmul_ld(dv + (size_t)j0 * 3 * C, 3 * C, a + at, T, dy + (size_t)j0 * C, C, r, hs, rows,
-                  1, 0, 0.0f); /* att^T dy */
+    kt__matmul_ld(dv + (size_t)j0 * 3 * C, 3 * C, a + at, T, dy + (size_t)j0 * C, C, r, hs, rows, 1,
+                  0, 0.0f); /* att^T dy */
   }
 }
 
 void kt__attention_forward_blocked(float *out, float *att, float *scratch, const float *inp, int B,
                                    int T, int C, int NH, int qb) {
-  attention_job j = {.out = out, .att = att, .scratch = scratch, .inp = inp, .B = B, .T = T,
-                     .C = C, .NH = NH, .qb = qb > 0 ? qb : T};
+  attention_job j = {.out = out,
+                     .att = att,
+                     .scratch = scratch,
+                     .inp = inp,
+                     .B = B,
+                     .T = T,
+                     .C = C,
+                     .NH = NH,
+                     .qb = qb > 0 ? qb : T};
   const kt__exec *e = kt__exec_current();
   kt__pool_run(e->in_task ? NULL : e->pool, B * NH, head_forward, &j);
 }
@@ -202,8 +209,16 @@ void kt__attention_forward_blocked(float *out, float *att, float *scratch, const
 void kt__attention_backward_blocked(float *dinp, float *scratch, const float *dout,
                                     const float *inp, const float *att, int B, int T, int C, int NH,
                                     int qb) {
-  attention_job j = {.att = (float *)att, .scratch = scratch, .dinp = dinp, .inp = inp,
-                     .dout = dout, .B = B, .T = T, .C = C, .NH = NH, .qb = qb > 0 ? qb : T};
+  attention_job j = {.att = (float *)att,
+                     .scratch = scratch,
+                     .dinp = dinp,
+                     .inp = inp,
+                     .dout = dout,
+                     .B = B,
+                     .T = T,
+                     .C = C,
+                     .NH = NH,
+                     .qb = qb > 0 ? qb : T};
   const kt__exec *e = kt__exec_current();
   kt__pool_run(e->in_task ? NULL : e->pool, B * NH, head_backward, &j);
 }
@@ -212,7 +227,8 @@ void kt__attention_backward_blocked(float *dinp, float *scratch, const float *do
 
 int kt__doc_length(const int *pos, const int *row, int i, int N) {
   int L = 1;
-  while (i + L < N && pos[i + L] == pos[i + L - 1] + 1 && (!row || row[i + L] == row[i + L - 1] + 1))
+  while (i + L < N && pos[i + L] == pos[i + L - 1] + 1 &&
+         (!row || row[i + L] == row[i + L - 1] + 1))
     L++;
   return L;
 }
@@ -231,9 +247,9 @@ void kt__attention_forward_packed(float *out, float *att, float *scratch, const 
   }
 }
 
-void kt__attention_backward_packed(float *dinp, float *scratch, const float *dout,
-                                   const float *inp, const float *att, const int *pos, int N,
-                                   int C, int NH, int reference) {
+void kt__attention_backward_packed(float *dinp, float *scratch, const float *dout, const float *inp,
+                                   const float *att, const int *pos, int N, int C, int NH,
+                                   int reference) {
   size_t a = 0;
   for (int i = 0; i < N;) {
     int L = kt__doc_length(pos, NULL, i, N);
@@ -261,10 +277,10 @@ SIMD_CLONES static void piece_forward(void *arg, int h, int thread) {
   int C = j->C, hs = C / j->NH, l = j->l, n = j->n0 + l;
   float scale = 1.0f / sqrtf((float)hs);
   float *sc = j->scratch + (size_t)thread * kt__attention_scratch_floats(j->T); /* (l,n) */
-  const float *q = j->inp + (size_t)j->i * 3 * C + (size_t)h * hs;      /* (l,hs), stride 3C */
+  const float *q = j->inp + (size_t)j->i * 3 * C + (size_t)h * hs; /* (l,hs), stride 3C */
   const float *k = j->g + (size_t)j->s * 3 * C + C + (size_t)h * hs, *v = k + C; /* (n,hs) */
-  float *a = j->att + (size_t)h * l * n;                              /* (l,n) */
-  float *y = j->out + (size_t)j->i * C + (size_t)h * hs;              /* (l,hs), stride C */
+  float *a = j->att + (size_t)h * l * n;                                         /* (l,n) */
+  float *y = j->out + (size_t)j->i * C + (size_t)h * hs;          /* (l,hs), stride C */
   kt__matmul_ld(sc, n, q, 3 * C, k, 3 * C, l, n, hs, 0, 1, 0.0f); /* q k^T */
   for (int t = 0; t < l; t++)
     softmax_causal_row(a + (size_t)t * n, sc + (size_t)t * n, j->n0 + t + 1, n, scale);
@@ -276,7 +292,7 @@ SIMD_CLONES static void piece_backward(void *arg, int h, int thread) {
   int C = j->C, hs = C / j->NH, l = j->l, n = j->n0 + l;
   float scale = 1.0f / sqrtf((float)hs);
   float *ds = j->scratch + (size_t)thread * kt__attention_scratch_floats(j->T); /* (l,n) */
-  const float *q = j->g + (size_t)(j->s + j->n0) * 3 * C + (size_t)h * hs; /* (l,hs) */
+  const float *q = j->g + (size_t)(j->s + j->n0) * 3 * C + (size_t)h * hs;      /* (l,hs) */
   size_t key = (size_t)j->s * 3 * C + C + (size_t)h * hs;
   const float *k = j->g + key, *v = k + C;
   float *dk = j->gd + key, *dv = dk + C; /* (n,hs), stride 3C: accumulated */
@@ -310,16 +326,23 @@ void kt__attention_forward_chunked(float *out, float *att, float *scratch, float
                                    int C, int NH) {
   for (int i = 0; i < N; i++) /* this chunk's q | k | v join the micro-batch's */
     memcpy(gqkv + (size_t)row[i] * 3 * C, inp + (size_t)i * 3 * C, 3 * (size_t)C * sizeof(float));
-  piece_job j = {.out = out, .att = att, .scratch = scratch, .inp = inp, .g = gqkv, .C = C,
-                 .NH = NH, .T = T};
+  piece_job j = {
+      .out = out, .att = att, .scratch = scratch, .inp = inp, .g = gqkv, .C = C, .NH = NH, .T = T};
   for_pieces(&j, pos, row, N, piece_forward);
 }
 
 void kt__attention_backward_chunked(float *dinp, float *gdkv, float *scratch, const float *dout,
                                     const float *gqkv, const float *att, const int *pos,
                                     const int *row, int N, int T, int C, int NH) {
-  piece_job j = {.att = (float *)att, .scratch = scratch, .dinp = dinp, .gd = gdkv, .g = gqkv,
-                 .dout = dout, .C = C, .NH = NH, .T = T};
+  piece_job j = {.att = (float *)att,
+                 .scratch = scratch,
+                 .dinp = dinp,
+                 .gd = gdkv,
+                 .g = gqkv,
+                 .dout = dout,
+                 .C = C,
+                 .NH = NH,
+                 .T = T};
   for_pieces(&j, pos, row, N, piece_backward);
   for (int i = 0; i < N; i++) /* this chunk's key and value gradients, complete now */
     memcpy(dinp + (size_t)i * 3 * C + C, gdkv + (size_t)row[i] * 3 * C + C,

@@ -35,8 +35,8 @@ static void ln_forward_rows(void *arg, int lo, int hi, int block, int thread) {
 
 void kt__layernorm_forward_par(float *out, float *mean, float *rstd, const float *inp,
                                const float *weight, const float *bias, int N, int C) {
-  ln_job j = {.out = out, .mean = mean, .rstd = rstd, .inp = inp, .weight = weight, .bias = bias,
-              .C = C};
+  ln_job j = {
+      .out = out, .mean = mean, .rstd = rstd, .inp = inp, .weight = weight, .bias = bias, .C = C};
   kt__parallel_range(N, KT__ROWS, ln_forward_rows, &j);
 }
 
@@ -46,16 +46,23 @@ static void ln_backward_rows(void *arg, int lo, int hi, int block, int thread) {
   size_t r = (size_t)lo * j->C;
   float *pw = j->partials + (size_t)block * 2 * j->C, *pb = pw + j->C; /* (C), (C) */
   row_zero(pw, 2 * j->C);
-  kt__layernorm_backward(j->dinp + r, pw, pb, j->dres ? j->dres + r : NULL, j->dout + r,
-                         j->inp + r, j->weight, j->cmean + lo, j->crstd + lo, hi - lo, j->C);
+  kt__layernorm_backward(j->dinp + r, pw, pb, j->dres ? j->dres + r : NULL, j->dout + r, j->inp + r,
+                         j->weight, j->cmean + lo, j->crstd + lo, hi - lo, j->C);
 }
 
 void kt__layernorm_backward_par(float *dinp, float *dweight, float *dbias, float *partials,
                                 const float *dres, const float *dout, const float *inp,
                                 const float *weight, const float *mean, const float *rstd, int N,
                                 int C) {
-  ln_job j = {.dinp = dinp, .partials = partials, .dres = dres, .dout = dout, .inp = inp,
-              .weight = weight, .cmean = mean, .crstd = rstd, .C = C};
+  ln_job j = {.dinp = dinp,
+              .partials = partials,
+              .dres = dres,
+              .dout = dout,
+              .inp = inp,
+              .weight = weight,
+              .cmean = mean,
+              .crstd = rstd,
+              .C = C};
   kt__parallel_range(N, KT__ROWS, ln_backward_rows, &j);
   int blocks = kt__blocks(N, KT__ROWS);
   for (int k = 1; k < blocks; k++) row_add(partials, partials + (size_t)k * 2 * C, 2 * C);
@@ -193,7 +200,11 @@ double kt__crossentropy_forward_par(float *dlogits, const float *logits, const i
   int blocks = kt__blocks(N, KT__ROWS);
   double *loss = calloc((size_t)(blocks > 0 ? blocks : 1), sizeof *loss);
   if (!loss) return kt__crossentropy_forward(dlogits, logits, targets, N, V, dscale);
-  seq_job j = {.dlogits = dlogits, .logits = logits, .tokens = targets, .loss = loss, .V = V,
+  seq_job j = {.dlogits = dlogits,
+               .logits = logits,
+               .tokens = targets,
+               .loss = loss,
+               .V = V,
                .dscale = dscale};
   kt__parallel_range(N, KT__ROWS, crossentropy_rows, &j);
   double sum = 0;

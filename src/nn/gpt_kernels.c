@@ -90,7 +90,8 @@ SIMD_CLONES void kt__layernorm_forward(float *out, float *mean, float *rstd, con
  * dw += norm * dout, db += dout: one pass for the two means, one for the rest */
 ROW void ln_row_backward(float *restrict dx, float *restrict dw, float *restrict db,
                          const float *restrict dres, const float *restrict d,
-                         const float *restrict x, const float *restrict w, float m, float s, int C) {
+                         const float *restrict x, const float *restrict w, float m, float s,
+                         int C) {
   vf pa = {0}, pb = {0};
   float a = 0.0f, b = 0.0f;
   int i = 0;
@@ -204,7 +205,7 @@ SIMD_CLONES void kt__gelu_forward(float *restrict out, const float *restrict inp
 }
 
 SIMD_CLONES void kt__gelu_backward(float *restrict dinp, const float *restrict inp,
-                                       const float *restrict dout, size_t N) {
+                                   const float *restrict dout, size_t N) {
   size_t i = 0;
   for (; i + GELU_BLOCK <= N; i += GELU_BLOCK)
     for (size_t j = 0; j < GELU_BLOCK; j++) dinp[i + j] += gelu_grad(inp[i + j]) * dout[i + j];
@@ -234,8 +235,7 @@ ROW void gelu_row_backward(float *restrict d, float *restrict db, const float *r
   }
 }
 
-SIMD_CLONES void kt__gelu_backward_saved(float *d, float *dbias, const float *grad, int N,
-                                         int OC) {
+SIMD_CLONES void kt__gelu_backward_saved(float *d, float *dbias, const float *grad, int N, int OC) {
   for (int n = 0; n < N; n++)
     gelu_row_backward(d + (size_t)n * OC, dbias, grad + (size_t)n * OC, OC);
 }

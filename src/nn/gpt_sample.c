@@ -83,10 +83,8 @@ kt_status kt_gpt_sample(kt_chunk *const *chunks, int n_chunks, const int *prompt
     goto done;
   }
   int len = n_prompt;
-  if (n_prompt > 0)
-    memcpy(ctx, prompt, (size_t)n_prompt * sizeof(int));
-  else
-    ctx[len++] = V > 10 ? 10 : 0;
+  if (n_prompt > 0) memcpy(ctx, prompt, (size_t)n_prompt * sizeof(int));
+  else ctx[len++] = V > 10 ? 10 : 0;
   kt__rng rng;
   kt__rng_seed(&rng, p->seed);
   for (int step = 0; step < n_new; step++) {

@@ -228,8 +228,11 @@ static void block_forward_reference(const kt__gpt_params *p, kt__gpt_acts *a, kt
   int N = r->N;
   kt__layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, p->ln1w, p->ln1b, N, C);
   kt__matmul_forward(a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C);
-  if (r->row) kt__attention_forward_chunked(a->atty, a->att, s->attn, a->gqkv, a->qkv, r->pos, r->row, N, r->T, C, NH);
-  else if (r->pos) kt__attention_forward_packed(a->atty, a->att, s->attn, a->qkv, r->pos, N, C, NH, 1);
+  if (r->row)
+    kt__attention_forward_chunked(a->atty, a->att, s->attn, a->gqkv, a->qkv, r->pos, r->row, N,
+                                  r->T, C, NH);
+  else if (r->pos)
+    kt__attention_forward_packed(a->atty, a->att, s->attn, a->qkv, r->pos, N, C, NH, 1);
   else kt__attention_forward(a->atty, a->att, s->attn, a->qkv, r->B, r->T, C, NH);
   kt__matmul_residual_forward(a->res2, a->atty, p->attprojw, p->attprojb, a->x, N, C, C);
   kt__layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C);
@@ -245,9 +248,13 @@ static void block_forward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scra
   int N = r->N;
   kt__layernorm_forward_par(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, p->ln1w, p->ln1b, N, C);
   kt__matmul_forward_par(a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C);
-  if (r->row) kt__attention_forward_chunked(a->atty, a->att, s->attn, a->gqkv, a->qkv, r->pos, r->row, N, r->T, C, NH);
-  else if (r->pos) kt__attention_forward_packed(a->atty, a->att, s->attn, a->qkv, r->pos, N, C, NH, 0);
-  else kt__attention_forward_blocked(a->atty, a->att, s->attn, a->qkv, r->B, r->T, C, NH, KT__ATT_QB);
+  if (r->row)
+    kt__attention_forward_chunked(a->atty, a->att, s->attn, a->gqkv, a->qkv, r->pos, r->row, N,
+                                  r->T, C, NH);
+  else if (r->pos)
+    kt__attention_forward_packed(a->atty, a->att, s->attn, a->qkv, r->pos, N, C, NH, 0);
+  else
+    kt__attention_forward_blocked(a->atty, a->att, s->attn, a->qkv, r->B, r->T, C, NH, KT__ATT_QB);
   kt__matmul_residual_forward_par(a->res2, a->atty, p->attprojw, p->attprojb, a->x, N, C, C);
   kt__layernorm_forward_par(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C);
   kt__matmul_forward_par(s->fc, a->ln2, p->fcw, NULL, N, C, 4 * C);
@@ -279,9 +286,9 @@ static kt_status head_loss(float *dlogits, const int *targets, const kt__gpt_row
   return KT_OK;
 }
 
-kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, const kt__gpt_rows *r,
-                               kt__gpt_acts *a, kt__gpt_scratch *s, float *out,
-                               const int *targets, double *loss, kt_error *err) {
+kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, const kt__gpt_rows *r, kt__gpt_acts *a,
+                               kt__gpt_scratch *s, float *out, const int *targets, double *loss,
+                               kt_error *err) {
   int C = c->cfg.hidden, V = c->cfg.vocab;
   int NH = c->cfg.heads, N = r->N, reference = reference_kernels;
   kt__gpt_params p;
@@ -301,7 +308,8 @@ kt_status kt__gpt_unit_forward(const kt_chunk *c, int unit, const kt__gpt_rows *
       else block_forward(&p, a, s, out, r, C, NH);
       break;
     case KT__GPT_HEAD:
-      if (reference) kt__layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->x, p.lnfw, p.lnfb, N, C);
+      if (reference)
+        kt__layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->x, p.lnfw, p.lnfb, N, C);
       else kt__layernorm_forward_par(a->lnf, a->lnf_mean, a->lnf_rstd, a->x, p.lnfw, p.lnfb, N, C);
       kt__matmul_forward(a->dlogits, a->lnf, p.headw, NULL, N, C, V);
       if (out) memcpy(out, a->dlogits, sizeof(float) * (size_t)N * V);
@@ -323,13 +331,16 @@ static void block_backward_reference(const kt__gpt_params *p, kt__gpt_acts *a, k
   kt__bias_backward(a->dfcprojb, a->dout, N, C);
   kt__gelu_backward_saved(a->dfch, a->dfcb, a->gelu_grad, N, 4 * C);
   kt__matmul_backward_input(dln, a->dfch, p->fcw, N, C, 4 * C, 0);
-  kt__layernorm_backward(a->dres2, a->dln2w, a->dln2b, a->dout, dln, a->res2, p->ln2w,
-                         a->ln2_mean, a->ln2_rstd, N, C);
+  kt__layernorm_backward(a->dres2, a->dln2w, a->dln2b, a->dout, dln, a->res2, p->ln2w, a->ln2_mean,
+                         a->ln2_rstd, N, C);
   /* attention: res2 = x + attproj(attention(qkv(ln1(x)))) */
   kt__bias_backward(a->dattprojb, a->dres2, N, C);
   kt__matmul_backward_input(dln, a->dres2, p->attprojw, N, C, C, 0);
-  if (r->row) kt__attention_backward_chunked(a->dqkv, a->gdkv, s->attn, dln, a->gqkv, a->att, r->pos, r->row, N, r->T, C, NH);
-  else if (r->pos) kt__attention_backward_packed(a->dqkv, s->attn, dln, a->qkv, a->att, r->pos, N, C, NH, 1);
+  if (r->row)
+    kt__attention_backward_chunked(a->dqkv, a->gdkv, s->attn, dln, a->gqkv, a->att, r->pos, r->row,
+                                   N, r->T, C, NH);
+  else if (r->pos)
+    kt__attention_backward_packed(a->dqkv, s->attn, dln, a->qkv, a->att, r->pos, N, C, NH, 1);
   else kt__attention_backward(a->dqkv, s->attn, dln, a->qkv, a->att, r->B, r->T, C, NH);
   kt__bias_backward(a->dqkvb, a->dqkv, N, 3 * C);
   kt__matmul_backward_input(dln, a->dqkv, p->qkvw, N, C, 3 * C, 0);
@@ -338,8 +349,8 @@ static void block_backward_reference(const kt__gpt_params *p, kt__gpt_acts *a, k
 }
 
 /* The same on the chunk's threads, attention blocked. */
-static void block_backward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scratch *s,
-                           float *din, const kt__gpt_rows *r, int C, int NH) {
+static void block_backward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scratch *s, float *din,
+                           const kt__gpt_rows *r, int C, int NH) {
   int N = r->N;
   float *dln = s->dsmall, *part = s->partials;
   kt__matmul_backward_input(a->dfch, a->dout, p->fcprojw, N, 4 * C, C, 0);
@@ -350,10 +361,14 @@ static void block_backward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scr
                              a->ln2_mean, a->ln2_rstd, N, C);
   kt__bias_backward_par(a->dattprojb, part, a->dres2, N, C);
   kt__matmul_backward_input(dln, a->dres2, p->attprojw, N, C, C, 0);
-  if (r->row) kt__attention_backward_chunked(a->dqkv, a->gdkv, s->attn, dln, a->gqkv, a->att, r->pos, r->row, N, r->T, C, NH);
-  else if (r->pos) kt__attention_backward_packed(a->dqkv, s->attn, dln, a->qkv, a->att, r->pos, N, C, NH, 0);
-  else kt__attention_backward_blocked(a->dqkv, s->attn, dln, a->qkv, a->att, r->B, r->T, C, NH,
-                                      KT__ATT_QB);
+  if (r->row)
+    kt__attention_backward_chunked(a->dqkv, a->gdkv, s->attn, dln, a->gqkv, a->att, r->pos, r->row,
+                                   N, r->T, C, NH);
+  else if (r->pos)
+    kt__attention_backward_packed(a->dqkv, s->attn, dln, a->qkv, a->att, r->pos, N, C, NH, 0);
+  else
+    kt__attention_backward_blocked(a->dqkv, s->attn, dln, a->qkv, a->att, r->B, r->T, C, NH,
+                                   KT__ATT_QB);
   kt__bias_backward_par(a->dqkvb, part, a->dqkv, N, 3 * C);
   kt__matmul_backward_input(dln, a->dqkv, p->qkvw, N, C, 3 * C, 0);
   kt__layernorm_backward_par(din, a->dln1w, a->dln1b, part, a->dres2, dln, a->x, p->ln1w,
@@ -367,8 +382,7 @@ void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, const kt__gpt_rows
   kt__gpt_params p;
   params_of(c, unit, &p, c->params);
   switch (kt__gpt_unit_kind(&c->cfg, unit)) {
-    case KT__GPT_EMBED: /* nothing upstream; dout is kept for the weight gradient */
-      break;
+    case KT__GPT_EMBED: /* nothing upstream; dout is kept for the weight gradient */ break;
     case KT__GPT_BLOCK: {
       float *partials[] = {a->dln1w, a->dln1b, a->dattprojb, a->dln2w, a->dln2b, a->dfcprojb};
       for (int i = 0; i < 6; i++) zero(partials[i], C);
@@ -383,8 +397,8 @@ void kt__gpt_unit_backward_input(const kt_chunk *c, int unit, const kt__gpt_rows
       zero(a->dlnfb, C);
       kt__matmul_backward_input(s->dsmall, a->dlogits, p.headw, N, C, V, 0);
       if (reference_kernels)
-        kt__layernorm_backward(din, a->dlnfw, a->dlnfb, NULL, s->dsmall, a->x, p.lnfw,
-                               a->lnf_mean, a->lnf_rstd, N, C);
+        kt__layernorm_backward(din, a->dlnfw, a->dlnfb, NULL, s->dsmall, a->x, p.lnfw, a->lnf_mean,
+                               a->lnf_rstd, N, C);
       else
         kt__layernorm_backward_par(din, a->dlnfw, a->dlnfb, s->partials, NULL, s->dsmall, a->x,
                                    p.lnfw, a->lnf_mean, a->lnf_rstd, N, C);
@@ -403,7 +417,8 @@ void kt__gpt_unit_backward_weight(const kt_chunk *c, int unit, const kt__gpt_row
   params_of(c, unit, &g, c->grads);
   switch (kt__gpt_unit_kind(&c->cfg, unit)) {
     case KT__GPT_EMBED:
-      if (r->pos) kt__encoder_backward_pos(g.wte, g.wpe, a->dout, (const int *)a->tokens, r->pos, N, C);
+      if (r->pos)
+        kt__encoder_backward_pos(g.wte, g.wpe, a->dout, (const int *)a->tokens, r->pos, N, C);
       else kt__encoder_backward(g.wte, g.wpe, a->dout, (const int *)a->tokens, r->B, r->T, C);
       break;
     case KT__GPT_BLOCK:

@@ -39,7 +39,8 @@ static void split_piece(void *arg, int task, int thread) {
   (void)thread;
   const split_job *j = arg;
   int len = j->by_rows ? j->m : j->n;
-  int lo = (int)((long long)len * task / j->pieces), hi = (int)((long long)len * (task + 1) / j->pieces);
+  int lo = (int)((long long)len * task / j->pieces),
+      hi = (int)((long long)len * (task + 1) / j->pieces);
   if (j->by_rows) {
     const float *a = j->trans_a ? j->a + lo : j->a + (size_t)lo * j->lda;
     kt__gemm_call(j->gemm, j->trans_a, j->trans_b, hi - lo, j->n, j->k, a, j->lda, j->b, j->ldb,
@@ -58,7 +59,8 @@ void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
   int threads = e->in_task ? 1 : kt__pool_threads(e->pool), by_rows = m >= n;
   int len = by_rows ? m : n, pieces = len / MIN_SPLIT < threads ? len / MIN_SPLIT : threads;
   if (pieces > 1 && 2.0 * m * n * k >= MIN_SPLIT_FLOPS) {
-    split_job j = {a, b, out, m, n, k, lda, ldb, ldo, trans_a, trans_b, pieces, by_rows, beta, e->gemm};
+    split_job j = {a,   b,       out,     m,      n,       k,    lda,    ldb,
+                   ldo, trans_a, trans_b, pieces, by_rows, beta, e->gemm};
     kt__pool_run(e->pool, pieces, split_piece, &j);
   } else {
     kt__gemm_call(e->gemm, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, out, ldo);
@@ -161,4 +163,3 @@ uint64_t kt__unit_seed(uint64_t model_seed, int unit) {
   kt__rng_seed(&r, model_seed * 0x100000001B3ull + (uint64_t)unit * 0x5851F42D4C957F2Dull + 1);
   return kt__rng_next(&r);
 }
-

@@ -143,7 +143,8 @@ static kt_status mlp_backward_weight(kt_chunk *c, int mb, kt_error *err) {
   int B = c->micro_batch, H = c->cfg.hidden;
   size_t BH = (size_t)B * H;
   if (mb < 0 || mb >= c->n_microbatches || !m->stash.slot[mb])
-    return kt_fail(err, KT_ERUNTIME, "mlp: weight gradient for micro-batch %d without its input gradient", mb);
+    return kt_fail(err, KT_ERUNTIME,
+                   "mlp: weight gradient for micro-batch %d without its input gradient", mb);
   const float *stash = m->stash.slot[mb];
   for (int u = 0; u < c->n_units; u++) {
     const float *x = stash + 2 * (size_t)u * BH, *dz = x + BH;
@@ -185,7 +186,8 @@ kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n
     if (cfg->recompute) m->scratch = malloc(2 * (size_t)n_units * BH * sizeof(float));
   }
   c->impl = m;
-  if (!m || !m->tmp_a || !m->tmp_b || (cfg->recompute && !m->scratch) || kt__stash_init(&m->stash, n_microbatches, err)) {
+  if (!m || !m->tmp_a || !m->tmp_b || (cfg->recompute && !m->scratch) ||
+      kt__stash_init(&m->stash, n_microbatches, err)) {
     mlp_destroy(c);
     return kt_fail(err, KT_ENOMEM, "out of memory creating the MLP chunk");
   }

@@ -41,7 +41,8 @@ kt_status kt_model_config_check(const kt_model_config *cfg, kt_error *err) {
     return kt_fail(err, KT_EINVAL, "hidden width %d: expected 1..65536", cfg->hidden);
   if (cfg->kind == KT_MODEL_GPT) {
     if (cfg->heads < 1 || cfg->hidden % cfg->heads)
-      return kt_fail(err, KT_EINVAL, "heads %d must divide the hidden width %d", cfg->heads, cfg->hidden);
+      return kt_fail(err, KT_EINVAL, "heads %d must divide the hidden width %d", cfg->heads,
+                     cfg->hidden);
     if (cfg->seq_len < 1 || cfg->seq_len > 65536)
       return kt_fail(err, KT_EINVAL, "sequence length %d: expected 1..65536", cfg->seq_len);
     if (cfg->vocab < 2 || cfg->vocab > 1 << 20)
@@ -67,7 +68,7 @@ size_t kt_model_unit_params(const kt_model_config *cfg, int unit) {
   size_t C = (size_t)cfg->hidden;
   if (cfg->kind == KT_MODEL_MLP) return C * C + C;
   size_t V = (size_t)cfg->vocab, T = (size_t)cfg->seq_len;
-  if (unit == 0) return V * C + T * C;                          /* wte, wpe */
+  if (unit == 0) return V * C + T * C;               /* wte, wpe */
   if (unit == cfg->layers + 1) return 2 * C + V * C; /* lnf, head (a copy of wte when tied) */
   /* ln1 (2C), qkv (3C*C + 3C), proj (C*C + C), ln2 (2C), fc (4C*C + 4C), fcproj (4C*C + C) */
   return 12 * C * C + 13 * C;
@@ -77,9 +78,9 @@ double kt_model_unit_flops(const kt_model_config *cfg, int unit) {
   double C = cfg->hidden;
   if (cfg->kind == KT_MODEL_MLP) return 2 * C * C;
   double T = cfg->seq_len, V = cfg->vocab;
-  if (unit == 0) return T * C;                          /* a gather and an add */
+  if (unit == 0) return T * C;                                    /* a gather and an add */
   if (unit == cfg->layers + 1) return 2 * T * C * V + 10 * T * V; /* head + softmax */
-  return T * (24 * C * C + 4 * T * C);                 /* matmuls + attention */
+  return T * (24 * C * C + 4 * T * C);                            /* matmuls + attention */
 }
 
 kt_status kt__chunk_alloc(const kt_model_config *cfg, int first_unit, int n_units, int micro_batch,
@@ -184,8 +185,8 @@ kt_status kt_chunk_forward(kt_chunk *c, int mb, const kt_microbatch *data, const
   kt__exec_leave(saved);
   return st;
 }
-kt_status kt_chunk_backward_input(kt_chunk *c, int mb, const kt_microbatch *data,
-                                  const float *dout, float *din, kt_error *err) {
+kt_status kt_chunk_backward_input(kt_chunk *c, int mb, const kt_microbatch *data, const float *dout,
+                                  float *din, kt_error *err) {
   kt__exec saved = kt__chunk_enter(c);
   kt_status st = c->ops->backward_input(c, mb, data, dout, din, err);
   kt__exec_leave(saved);

@@ -15,7 +15,6 @@ kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n
 kt_status kt__gpt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
                                int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
 
-
 /* ---- compute threads and the GEMM library (pool.c, gemm.c) ------------------
  * A chunk runs on its rank's thread plus the workers of its pool; its ops
  * set the calling thread's execution context (which pool, which GEMM
@@ -115,10 +114,10 @@ uint64_t kt__unit_seed(uint64_t model_seed, int unit);
  * pool so the steady state allocates nothing. Sizes are tracked in the
  * chunk's stash_bytes / peak_stash_bytes. */
 typedef struct {
-  float **slot;   /* [n_microbatches] buffer held by each micro-batch, or NULL */
-  size_t *size;   /* [n_microbatches] floats in use by each slot */
-  size_t *cap;    /* [n_microbatches] capacity of each slot's buffer */
-  float **pool;   /* released buffers */
+  float **slot; /* [n_microbatches] buffer held by each micro-batch, or NULL */
+  size_t *size; /* [n_microbatches] floats in use by each slot */
+  size_t *cap;  /* [n_microbatches] capacity of each slot's buffer */
+  float **pool; /* released buffers */
   size_t *pool_cap;
   int n_pool, n_slots;
 } kt__stash;

@@ -24,10 +24,10 @@ struct kt__pool {
   pthread_cond_t wake;
   int sleepers; /* under mu */
   atomic_int stop;
-  atomic_uint gen;      /* one more per job */
-  atomic_int next;      /* the next task index */
-  atomic_int busy;      /* workers not yet done with the current job */
-  int n_tasks;          /* the current job (written before gen moves) */
+  atomic_uint gen; /* one more per job */
+  atomic_int next; /* the next task index */
+  atomic_int busy; /* workers not yet done with the current job */
+  int n_tasks;     /* the current job (written before gen moves) */
   kt__task_fn fn;
   void *ctx;
   kt_gemm_kind gemm;
@@ -69,7 +69,8 @@ static unsigned await_job(kt__pool *p, unsigned seen) {
   pthread_mutex_lock(&p->mu);
   p->sleepers++;
   unsigned g;
-  while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && !atomic_load(&p->stop))
+  while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+         !atomic_load(&p->stop))
     pthread_cond_wait(&p->wake, &p->mu);
   p->sleepers--;
   pthread_mutex_unlock(&p->mu);

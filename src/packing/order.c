@@ -71,10 +71,10 @@ static void starts(order_search *os, const heavy *h, kt_error *err, kt_status *s
   for (int form = 0; form < 4 && !*st; form++) {
     for (int k = 0; k < m; k++) {
       int at;
-      if (form == 0) at = k;                                        /* heaviest first */
-      else if (form == 1) at = m - 1 - k;                           /* heaviest last */
-      else if (form == 2) at = k % 2 ? k / 2 : m - 1 - k / 2;       /* heavy and light alternate */
-      else at = (m / 2 + (k % 2 ? -(k + 1) / 2 : k / 2) + m) % m;  /* heaviest in the middle */
+      if (form == 0) at = k;                                      /* heaviest first */
+      else if (form == 1) at = m - 1 - k;                         /* heaviest last */
+      else if (form == 2) at = k % 2 ? k / 2 : m - 1 - k / 2;     /* heavy and light alternate */
+      else at = (m / 2 + (k % 2 ? -(k + 1) / 2 : k / 2) + m) % m; /* heaviest in the middle */
       pk->order[at] = h[k].k;
     }
     judge(os, err, st);
@@ -98,9 +98,16 @@ static void swaps(order_search *os, kt_error *err, kt_status *st) {
 
 kt_status kt_pack_order(kt_pack *pk, const kt_token_model *model, const kt_costs *base,
                         kt_gen_kind kind, const kt_gen_params *params, int evals, kt_error *err) {
-  if ((unsigned)kind >= KT_SCHED_COUNT) return kt_fail(err, KT_EINVAL, "schedule %d: unknown", (int)kind);
-  order_search os = {.pk = pk, .model = model, .base = base, .kind = kind, .params = *params,
-                     .evals = evals, .left = evals > 0 ? evals : 1, .best_period = -1};
+  if ((unsigned)kind >= KT_SCHED_COUNT)
+    return kt_fail(err, KT_EINVAL, "schedule %d: unknown", (int)kind);
+  order_search os = {.pk = pk,
+                     .model = model,
+                     .base = base,
+                     .kind = kind,
+                     .params = *params,
+                     .evals = evals,
+                     .left = evals > 0 ? evals : 1,
+                     .best_period = -1};
   os.params.m = pk->m;
   int v = params->v > 0 ? params->v : kt_gen_default_chunks(kind);
   os.S = params->p * (v > 0 ? v : 1);

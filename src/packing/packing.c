@@ -8,13 +8,16 @@
 #include "packing/internal.h"
 
 static const char *const packing_names[] = {"fifo", "balanced"};
-_Static_assert(sizeof packing_names / sizeof *packing_names == KT_PACK_COUNT, "one name per packing");
+_Static_assert(sizeof packing_names / sizeof *packing_names == KT_PACK_COUNT,
+               "one name per packing");
 
 const char *kt_packing_name(kt_packing p) {
   return (unsigned)p < KT_PACK_COUNT ? packing_names[p] : "?";
 }
 
-int kt_packing_from_name(const char *name) { return kt_name_index(name, packing_names, KT_PACK_COUNT); }
+int kt_packing_from_name(const char *name) {
+  return kt_name_index(name, packing_names, KT_PACK_COUNT);
+}
 
 /* ---- synthetic documents ------------------------------------------------------ */
 
@@ -38,12 +41,14 @@ kt_status kt_doc_lengths_parse(const char *text, kt_doc_lengths *out, kt_error *
   if (!parts[2] || strchr(parts[2], ':'))
     return kt_fail(err, KT_EINVAL, "doc-lengths '%.40s': expected lognormal:SIGMA:MIN:MAX", text);
   if (kt_parse_double(parts[0], &out->sigma) || !(out->sigma >= 0 && out->sigma <= 16))
-    return kt_fail(err, KT_EINVAL, "doc-lengths '%.40s': SIGMA '%s' must be a number in 0..16", text,
-                   parts[0]);
-  if (kt_parse_int(parts[1], 1, MAX_DOC_TOKENS, &lo) || kt_parse_int(parts[2], 1, MAX_DOC_TOKENS, &hi) ||
-      lo > hi)
-    return kt_fail(err, KT_EINVAL, "doc-lengths '%.40s': MIN '%s' and MAX '%s' must be token counts "
-                   "with 1 <= MIN <= MAX <= %d", text, parts[1], parts[2], MAX_DOC_TOKENS);
+    return kt_fail(err, KT_EINVAL, "doc-lengths '%.40s': SIGMA '%s' must be a number in 0..16",
+                   text, parts[0]);
+  if (kt_parse_int(parts[1], 1, MAX_DOC_TOKENS, &lo) ||
+      kt_parse_int(parts[2], 1, MAX_DOC_TOKENS, &hi) || lo > hi)
+    return kt_fail(err, KT_EINVAL,
+                   "doc-lengths '%.40s': MIN '%s' and MAX '%s' must be token counts "
+                   "with 1 <= MIN <= MAX <= %d",
+                   text, parts[1], parts[2], MAX_DOC_TOKENS);
   out->min = (int)lo, out->max = (int)hi;
   return KT_OK;
 }
@@ -56,7 +61,9 @@ static uint64_t splitmix64(uint64_t *x) {
 }
 
 /* A uniform number in (0, 1). */
-static double uniform01(uint64_t *x) { return ((double)(splitmix64(x) >> 11) + 0.5) / 9007199254740992.0; }
+static double uniform01(uint64_t *x) {
+  return ((double)(splitmix64(x) >> 11) + 0.5) / 9007199254740992.0;
+}
 
 void kt_doc_lengths_sample(const kt_doc_lengths *spec, uint64_t seed, int n, int *len) {
   uint64_t x = seed;
@@ -138,7 +145,8 @@ static int longer_first(const void *a, const void *b) {
 }
 
 /* LPT: documents longest first, each onto the cheapest micro-batch with room. */
-static kt_status balanced_pack(const int *len, kt_pack *pk, const kt_token_model *tm, kt_error *err) {
+static kt_status balanced_pack(const int *len, kt_pack *pk, const kt_token_model *tm,
+                               kt_error *err) {
   int n = pk->n_docs, m = pk->m;
   doc *idx = malloc(sizeof(doc) * (size_t)(n + 1));
   int *bin = malloc(sizeof(int) * (size_t)(n + 1));
@@ -152,7 +160,8 @@ static kt_status balanced_pack(const int *len, kt_pack *pk, const kt_token_model
     int i = idx[r].i, best = -1;
     for (int k = 0; k < m; k++)
       if (pk->tokens[k] + len[i] <= tm->budget &&
-          (best < 0 || load(tm, pk->tokens[k], pk->sq[k]) < load(tm, pk->tokens[best], pk->sq[best])))
+          (best < 0 ||
+           load(tm, pk->tokens[k], pk->sq[k]) < load(tm, pk->tokens[best], pk->sq[best])))
         best = k;
     bin[i] = best;
     if (best < 0) {
@@ -189,11 +198,13 @@ kt_status kt_pack_documents(const int *len, int n, int m, const kt_token_model *
   if (st) return st;
   if (m < 1 || m > KT_MAX_MICROBATCHES || n < 0)
     return kt_fail(err, KT_EINVAL, "packing %d documents into %d micro-batches", n, m);
-  if ((unsigned)how >= KT_PACK_COUNT) return kt_fail(err, KT_EINVAL, "packing %d: unknown", (int)how);
+  if ((unsigned)how >= KT_PACK_COUNT)
+    return kt_fail(err, KT_EINVAL, "packing %d: unknown", (int)how);
   for (int i = 0; i < n; i++)
     if (len[i] < 1 || len[i] > model->budget)
-      return kt_fail(err, KT_EINVAL, "document %d has %d tokens: a micro-batch holds 1..%d (tokens)",
-                     i, len[i], model->budget);
+      return kt_fail(err, KT_EINVAL,
+                     "document %d has %d tokens: a micro-batch holds 1..%d (tokens)", i, len[i],
+                     model->budget);
   int n_docs, used;
   fifo_extent(len, n, m, model->budget, &n_docs, &used);
   if ((st = pack_alloc(out, m, n_docs, err))) return st;
@@ -220,12 +231,11 @@ kt_status kt_pack_given(const int *len, const double *sq, int m, kt_pack *out, k
   return KT_OK;
 }
 
-kt_status kt_pack_costs(const kt_pack *pk, const kt_token_model *model, const kt_costs *base,
-                        int S, kt_costs *out, kt_error *err) {
+kt_status kt_pack_costs(const kt_pack *pk, const kt_token_model *model, const kt_costs *base, int S,
+                        kt_costs *out, kt_error *err) {
   kt_status st = check_model(model, err);
   if (st) return st;
-  if (S < 1 || S > KT_MAX_RANKS * KT_MAX_CHUNKS)
-    return kt_fail(err, KT_EINVAL, "%d stages", S);
+  if (S < 1 || S > KT_MAX_RANKS * KT_MAX_CHUNKS) return kt_fail(err, KT_EINVAL, "%d stages", S);
   if (kt_costs_copy(out, base)) return kt_fail(err, KT_ENOMEM, "out of memory");
   double *vals = malloc(sizeof(double) * (size_t)S * (size_t)pk->m);
   if (!vals) {
@@ -239,8 +249,8 @@ kt_status kt_pack_costs(const kt_pack *pk, const kt_token_model *model, const kt
     for (int s = 0; s < S; s++)
       for (int k = 0; k < pk->m; k++) {
         int b = pk->order[k];
-        double scale = f < 3 ? load(model, pk->tokens[b], pk->sq[b])
-                             : (double)pk->tokens[b] / model->budget;
+        double scale =
+            f < 3 ? load(model, pk->tokens[b], pk->sq[b]) : (double)pk->tokens[b] / model->budget;
         vals[(size_t)s * (size_t)pk->m + (size_t)k] = stage_value[f](base, s) * scale;
       }
     st = kt_costs_set_mb(out, fields[f], vals, S, pk->m, err);

@@ -77,9 +77,10 @@ kt_status kt__plan_check_shape(const kt_plan_model *m, kt_error *err) {
                    KT_PLAN_MAX_LAYERS - 2);
   if (m->hidden < 1 || m->heads < 1 || m->kv_heads < 1 || m->ffn < 1 || m->vocab < 1 ||
       m->seq_len < 1)
-    return kt_fail(err, KT_EINVAL, "model: sizes must be >= 1 (hidden %d, heads %d, kv_heads %d, "
-                   "ffn %d, vocab %d, seq_len %d)", m->hidden, m->heads, m->kv_heads, m->ffn,
-                   m->vocab, m->seq_len);
+    return kt_fail(err, KT_EINVAL,
+                   "model: sizes must be >= 1 (hidden %d, heads %d, kv_heads %d, "
+                   "ffn %d, vocab %d, seq_len %d)",
+                   m->hidden, m->heads, m->kv_heads, m->ffn, m->vocab, m->seq_len);
   if (m->hidden % m->heads)
     return kt_fail(err, KT_EINVAL, "model: hidden=%d is not a multiple of heads=%d", m->hidden,
                    m->heads);
@@ -221,11 +222,18 @@ kt_status kt_plan_layer_costs(const kt_plan_model *m, const kt_plan_cluster *c,
   double rate = kt_plan_cluster_flops(c);
   if (t < 1 || sh->b < 1) return kt_fail(err, KT_EINVAL, "t=%d, b=%d: must be >= 1", t, sh->b);
   if (m->transformer && (m->heads % t || m->kv_heads % t))
-    return kt_fail(err, KT_EINVAL, "tensor parallel t=%d does not divide heads=%d / kv_heads=%d",
-                   t, m->heads, m->kv_heads);
+    return kt_fail(err, KT_EINVAL, "tensor parallel t=%d does not divide heads=%d / kv_heads=%d", t,
+                   m->heads, m->kv_heads);
   if (!(rate > 0)) return kt_fail(err, KT_EINVAL, "achieved FLOP/s %g: must be > 0", rate);
-  layer_ctx x = {.m = m, .sh = sh, .s = m->seq_len, .h = m->hidden, .v = m->vocab, .b = sh->b,
-                 .rate = rate, .t = t, .sp = sp};
+  layer_ctx x = {.m = m,
+                 .sh = sh,
+                 .s = m->seq_len,
+                 .h = m->hidden,
+                 .v = m->vocab,
+                 .b = sh->b,
+                 .rate = rate,
+                 .t = t,
+                 .sp = sp};
   /* Under sequence parallelism each block runs four collectives per pass
    * (gather before and scatter after attention and MLP), else two all-reduces. */
   double coll_bytes = 2 * x.s * x.h * x.b;

@@ -238,8 +238,8 @@ oom:
   return kt_fail(err, KT_ENOMEM, "out of memory profiling a schedule");
 }
 
-kt__sched_entry *kt__plan_sched_for(kt_gen_kind kind, int p, int v, int m,
-                                    const kt_costs *c, double mem_limit, kt_error *err) {
+kt__sched_entry *kt__plan_sched_for(kt_gen_kind kind, int p, int v, int m, const kt_costs *c,
+                                    double mem_limit, kt_error *err) {
   kt__sched_entry *e = kt_calloc(1, sizeof *e);
   if (!e) {
     kt_fail(err, KT_ENOMEM, "out of memory");
@@ -260,8 +260,8 @@ void kt__plan_sched_free(kt__sched_entry *e) {
   if (e) free_sched(e);
 }
 
-const kt__sched_entry *kt__plan_ctx_schedule(kt__plan_ctx *x, kt_gen_kind kind, int p,
-                                             int v, int m, kt_error *err) {
+const kt__sched_entry *kt__plan_ctx_schedule(kt__plan_ctx *x, kt_gen_kind kind, int p, int v, int m,
+                                             kt_error *err) {
   kt__sched_entry key = {.kind = kind, .p = p, .v = v, .m = m};
   uint64_t h = kt__plan_hash(kt__plan_hash(kt__plan_hash(kt__plan_hash(2, kind), p), v), m);
   kt__sched_entry *e = map_get(&x->scheds, h, sched_eq, &key);
@@ -353,9 +353,10 @@ static kt_status cut(const kt__plan_ctx *x, const kt__cost_entry *ce, kt__part_e
 
 const kt__part_entry *kt__plan_ctx_partition(kt__plan_ctx *x, int S, const kt__cost_entry *ce,
                                              int d, const int *mult, kt_error *err) {
-  kt__part_entry key = {.S = S, .t = ce->t, .b = ce->b, .r = ce->r, .d = mult ? d : 0,
-                        .mult = mult};
-  uint64_t h = kt__plan_hash(kt__plan_hash(kt__plan_hash(kt__plan_hash(3, S), ce->t), ce->b), ce->r);
+  kt__part_entry key = {
+      .S = S, .t = ce->t, .b = ce->b, .r = ce->r, .d = mult ? d : 0, .mult = mult};
+  uint64_t h =
+      kt__plan_hash(kt__plan_hash(kt__plan_hash(kt__plan_hash(3, S), ce->t), ce->b), ce->r);
   h = kt__plan_hash(h, (uint64_t)key.d);
   for (int j = 0; mult && j < S; j++) h = kt__plan_hash(h, (uint64_t)mult[j]);
   kt__map *map = mult ? &x->capped : &x->parts;
@@ -372,7 +373,8 @@ const kt__part_entry *kt__plan_ctx_partition(kt__plan_ctx *x, int S, const kt__c
   }
   if (mult) memcpy(copy, mult, sizeof(int) * (size_t)S);
   kt_status st = cut(x, ce, e, err);
-  if (!st && map_put(map, h, e)) st = kt_fail(err, KT_ENOMEM, "out of memory for the partition cache");
+  if (!st && map_put(map, h, e))
+    st = kt_fail(err, KT_ENOMEM, "out of memory for the partition cache");
   if (st) {
     free_part(e);
     return NULL;
@@ -398,11 +400,13 @@ static double *sim_key(const kt_schedule *s, kt_gen_kind kind, const kt_costs *c
   int S = s->p * s->v;
   *len = 3 * S + 3;
   *scale = 0;
-  for (int i = 0; i < S; i++) *scale = fmax(*scale, c->stage_tf[i] + c->stage_tb[i] + c->stage_tw[i]);
+  for (int i = 0; i < S; i++)
+    *scale = fmax(*scale, c->stage_tf[i] + c->stage_tb[i] + c->stage_tw[i]);
   if (!(*scale > 0)) *scale = 1;
   double *vec = kt_calloc((size_t)*len, sizeof *vec);
   if (!vec) return NULL;
-  uint64_t h = kt__plan_hash(kt__plan_hash(kt__plan_hash(kt__plan_hash(4, kind), s->p), s->v), s->m);
+  uint64_t h =
+      kt__plan_hash(kt__plan_hash(kt__plan_hash(kt__plan_hash(4, kind), s->p), s->v), s->m);
   for (int i = 0; i < S; i++) {
     vec[3 * i] = c->stage_tf[i] / *scale;
     vec[3 * i + 1] = c->stage_tb[i] / *scale;
@@ -417,8 +421,8 @@ static double *sim_key(const kt_schedule *s, kt_gen_kind kind, const kt_costs *c
 }
 
 kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_gen_kind kind,
-                                const kt_costs *c, int cacheable, double *makespan,
-                                double *busy, kt_error *err) {
+                                const kt_costs *c, int cacheable, double *makespan, double *busy,
+                                kt_error *err) {
   int len;
   double scale;
   uint64_t h;

@@ -39,8 +39,8 @@ int kt_node_layout_from_name(const char *name) {
 /* The link a group of `span` consecutive devices uses, and how many such
  * groups on one node cross it at once (`per_node` of them fit a node, at
  * most `groups`): the bandwidth each gets is the link's over that count. */
-static void shared_link(const kt_plan_cluster *c, long span, long per_node, long groups,
-                        double *bw, double *lat) {
+static void shared_link(const kt_plan_cluster *c, long span, long per_node, long groups, double *bw,
+                        double *lat) {
   kt__plan_link(c, span, bw, lat);
   if (span <= c->devices_per_node) return;
   long share = per_node < groups ? per_node : groups;
@@ -67,8 +67,7 @@ double kt__plan_dp_time(const kt__plan_ctx *x, const kt_plan_config *cfg, double
    * node all-reduces over the same link at once */
   if (cfg->nodes == KT_NODES_PP_INSIDE)
     shared_link(x->c, tp * cfg->p * cfg->d, per_node, cfg->p, &bw, &lat);
-  else
-    kt__plan_link(x->c, tp * cfg->d, &bw, &lat);
+  else kt__plan_link(x->c, tp * cfg->d, &bw, &lat);
   /* ring all-reduce (or reduce-scatter + all-gather under zero): 2(D-1)/D of the bytes */
   double t = 2 * lat + 2 * (d - 1) / d * rank_params * x->o->grad_bytes / bw;
   if (x->o->zero >= 3) /* weights gathered for forward and backward in every round */
@@ -108,8 +107,8 @@ static kt_status check_config(const kt__plan_ctx *x, const kt_plan_config *cfg, 
     return kt_fail(err, KT_EINVAL, "t=%d: tensor parallelism must stay inside a node of %d devices",
                    cfg->t, c->devices_per_node);
   if (m->transformer && (m->heads % cfg->t || m->kv_heads % cfg->t))
-    return kt_fail(err, KT_EINVAL, "t=%d does not divide heads=%d / kv_heads=%d", cfg->t,
-                   m->heads, m->kv_heads);
+    return kt_fail(err, KT_EINVAL, "t=%d does not divide heads=%d / kv_heads=%d", cfg->t, m->heads,
+                   m->kv_heads);
   if (cfg->p > KT_MAX_RANKS || cfg->v > KT_MAX_CHUNKS || cfg->m > KT_MAX_MICROBATCHES)
     return kt_fail(err, KT_EINVAL, "P=%d V=%d M=%d: over the limits %d/%d/%d", cfg->p, cfg->v,
                    cfg->m, KT_MAX_RANKS, KT_MAX_CHUNKS, KT_MAX_MICROBATCHES);
@@ -119,14 +118,13 @@ static kt_status check_config(const kt__plan_ctx *x, const kt_plan_config *cfg, 
   if (!chunks_ok(cfg->schedule, cfg->v))
     return kt_fail(err, KT_EINVAL, "%s with V=%d chunks per rank: %s",
                    kt_gen_kind_name(cfg->schedule), cfg->v,
-                   kt_gen_kind_placement(cfg->schedule) == KT_PLACEMENT_V
-                       ? "it needs V=2"
-                       : kt_gen_default_chunks(cfg->schedule) > 1 ? "it needs V >= 2"
-                                                                       : "it needs V=1");
+                   kt_gen_kind_placement(cfg->schedule) == KT_PLACEMENT_V ? "it needs V=2"
+                   : kt_gen_default_chunks(cfg->schedule) > 1             ? "it needs V >= 2"
+                                                                          : "it needs V=1");
   double batch = (double)cfg->k * cfg->m * cfg->b * cfg->d;
   if (global_batch > 0 && batch != (double)global_batch)
-    return kt_fail(err, KT_EINVAL, "K*M*b*D = %d*%d*%d*%d = %.0f, not the global batch %ld",
-                   cfg->k, cfg->m, cfg->b, cfg->d, batch, global_batch);
+    return kt_fail(err, KT_EINVAL, "K*M*b*D = %d*%d*%d*%d = %.0f, not the global batch %ld", cfg->k,
+                   cfg->m, cfg->b, cfg->d, batch, global_batch);
   return KT_OK;
 }
 
@@ -167,8 +165,8 @@ static double stage_sums(const kt_layer_cost *lc, int S, kt_plan_result *r, cons
 
 /* Parameters held by rank k (all its chunks). A tied head shares the
  * embedding's table when both sit on the same rank (P = 1, or zbv's rank 0). */
-static double rank_params(const kt__plan_ctx *x, const kt_schedule *shape, const kt_plan_config *cfg,
-                          const stage_bufs *sb, int k) {
+static double rank_params(const kt__plan_ctx *x, const kt_schedule *shape,
+                          const kt_plan_config *cfg, const stage_bufs *sb, int k) {
   double params = 0;
   int first = 0, last = 0, S = cfg->p * cfg->v;
   for (int c = 0; c < cfg->v; c++) {
@@ -205,8 +203,7 @@ static void rank_memory(const kt__plan_ctx *x, const kt__sched_entry *se, const 
  * mem_rank then holds this lower bound. */
 static int surely_over(const kt__plan_ctx *x, const kt_plan_config *cfg, const stage_bufs *sb,
                        kt_plan_result *r) {
-  kt_schedule shape = {.p = cfg->p, .v = cfg->v,
-                       .placement = kt_gen_kind_placement(cfg->schedule)};
+  kt_schedule shape = {.p = cfg->p, .v = cfg->v, .placement = kt_gen_kind_placement(cfg->schedule)};
   r->mem_peak = 0;
   for (int k = 0; k < cfg->p; k++) {
     double params = rank_params(x, &shape, cfg, sb, k), act = 0;
@@ -240,8 +237,7 @@ static double round_bound(const kt_schedule *shape, const kt_plan_result *r,
       work += r->stage_f[j] + r->stage_i[j] + r->stage_w[j];
     }
     best = fmax(best, (wall ? fill : 0) + M * work);
-    if (cfg->v == 1)
-      best = fmax(best, fill + M * (r->stage_f[k] + r->stage_i[k]) + back);
+    if (cfg->v == 1) best = fmax(best, fill + M * (r->stage_f[k] + r->stage_i[k]) + back);
     fill += r->stage_f[k] + c;
     back += r->stage_i[k] + c;
   }
@@ -293,8 +289,8 @@ static kt_status alloc_result(kt_plan_result *r, int P, int S, double **bufs) {
 /* zb-auto / zbv-auto for this configuration: its stage times and the
  * activation bytes each rank may hold beside its model states. */
 static kt__sched_entry *own_schedule(const kt__plan_ctx *x, const kt_plan_config *cfg,
-                                     const kt_plan_result *r, const stage_bufs *sb,
-                                     double boundary, kt_error *err) {
+                                     const kt_plan_result *r, const stage_bufs *sb, double boundary,
+                                     kt_error *err) {
   int S = cfg->p * cfg->v;
   double state = 0;
   kt_costs c;
@@ -358,7 +354,8 @@ static void rank_times(kt__plan_ctx *x, const kt_plan_config *cfg, const kt__sch
   r->imbalance = total > 0 ? r->bottleneck / (total / P) - 1 : 0;
   double largest = 0;
   r->p2p_time = kt__plan_hop(x->c, cfg, boundary);
-  for (int rank = 0; rank < P; rank++) largest = fmax(largest, rank_params(x, &se->s, cfg, sb, rank));
+  for (int rank = 0; rank < P; rank++)
+    largest = fmax(largest, rank_params(x, &se->s, cfg, sb, rank));
   r->dp_time = kt__plan_dp_time(x, cfg, largest);
 }
 
@@ -414,7 +411,8 @@ kt_status kt__plan_ctx_evaluate(kt__plan_ctx *x, const kt_plan_config *cfg, doub
     set_reason(x, r); /* the partition is final with V > 1: no need for the schedule */
     goto done;
   }
-  if (cut && cutoff < INFINITY && (*cut = cut_by_bound(x, cfg, cutoff, &sb, boundary, r))) goto done;
+  if (cut && cutoff < INFINITY && (*cut = cut_by_bound(x, cfg, cutoff, &sb, boundary, r)))
+    goto done;
   const kt__sched_entry *se = own ? (sched = own_schedule(x, cfg, r, &sb, boundary, err))
                                   : kt__plan_ctx_schedule(x, cfg->schedule, P, cfg->v, cfg->m, err);
   if (!se && own && !strstr(err->msg, "out of memory")) {
@@ -445,8 +443,8 @@ done:
 }
 
 kt_status kt_plan_evaluate(const kt_plan_model *m, const kt_plan_cluster *c,
-                           const kt_plan_options *o, const kt_plan_config *cfg,
-                           kt_plan_result *out, kt_error *err) {
+                           const kt_plan_options *o, const kt_plan_config *cfg, kt_plan_result *out,
+                           kt_error *err) {
   memset(out, 0, sizeof *out);
   kt__plan_ctx *x;
   kt_status st = kt__plan_ctx_create(m, c, o, &x, err);

@@ -62,4 +62,3 @@ done:
   if (st) kt_plan_partition_view_free(pv);
   return st;
 }
-

@@ -88,13 +88,13 @@ const kt_layer_cost *kt__plan_ctx_costs(kt__plan_ctx *x, int t, int b, kt_recomp
                                         kt_error *err);
 /* The schedule (kind, P, V, M) with its memory profile, cached; NULL with the
  * generator's reason. */
-const kt__sched_entry *kt__plan_ctx_schedule(kt__plan_ctx *x, kt_gen_kind kind, int p,
-                                             int v, int m, kt_error *err);
+const kt__sched_entry *kt__plan_ctx_schedule(kt__plan_ctx *x, kt_gen_kind kind, int p, int v, int m,
+                                             kt_error *err);
 /* A schedule that depends on the configuration's costs and memory (zb-auto,
  * zbv-auto: the quick search under mem_limit bytes of activations per rank),
  * with its memory profile; not cached. NULL with the reason in err. */
-kt__sched_entry *kt__plan_sched_for(kt_gen_kind kind, int p, int v, int m,
-                                    const kt_costs *c, double mem_limit, kt_error *err);
+kt__sched_entry *kt__plan_sched_for(kt_gen_kind kind, int p, int v, int m, const kt_costs *c,
+                                    double mem_limit, kt_error *err);
 void kt__plan_sched_free(kt__sched_entry *e);
 /* Peak activation bytes on rank for per-stage sizes; *inflight = peak count. */
 double kt__plan_rank_activation(const kt__sched_entry *e, int rank, const double *stage_act,
@@ -107,8 +107,8 @@ const kt__part_entry *kt__plan_ctx_partition(kt__plan_ctx *x, int S, const kt__c
                                              int d, const int *mult, kt_error *err);
 /* Simulates s under c (per-stage arrays set); results cached up to scale. */
 kt_status kt__plan_ctx_simulate(kt__plan_ctx *x, const kt_schedule *s, kt_gen_kind kind,
-                                const kt_costs *c, int cacheable, double *makespan,
-                                double *busy, kt_error *err);
+                                const kt_costs *c, int cacheable, double *makespan, double *busy,
+                                kt_error *err);
 
 /* Evaluates cfg with the context's caches (see kt_plan_evaluate). With cut
  * non-NULL, a fitting configuration whose step time provably exceeds cutoff

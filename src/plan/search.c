@@ -63,10 +63,10 @@ static int cmp_result(const kt_plan_result *x, const kt_plan_result *y) {
     return x->step_time < y->step_time ? -1 : 1;
   if (fabs(x->mem_peak - y->mem_peak) > TIE * fmax(x->mem_peak, y->mem_peak))
     return x->mem_peak < y->mem_peak ? -1 : 1;
-  const int a[] = {x->cfg.p, x->cfg.t, x->cfg.v, x->cfg.schedule, x->cfg.recompute, x->cfg.k,
-                   -x->cfg.m, x->cfg.b};
-  const int b[] = {y->cfg.p, y->cfg.t, y->cfg.v, y->cfg.schedule, y->cfg.recompute, y->cfg.k,
-                   -y->cfg.m, y->cfg.b};
+  const int a[] = {x->cfg.p,         x->cfg.t, x->cfg.v,  x->cfg.schedule,
+                   x->cfg.recompute, x->cfg.k, -x->cfg.m, x->cfg.b};
+  const int b[] = {y->cfg.p,         y->cfg.t, y->cfg.v,  y->cfg.schedule,
+                   y->cfg.recompute, y->cfg.k, -y->cfg.m, y->cfg.b};
   for (size_t i = 0; i < sizeof a / sizeof *a; i++)
     if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
   return 0;
@@ -74,9 +74,7 @@ static int cmp_result(const kt_plan_result *x, const kt_plan_result *y) {
 
 static int cmp_result_q(const void *a, const void *b) { return cmp_result(a, b); }
 
-static unsigned default_schedules(void) {
-  return (1u << KT_SCHED_COUNT) - 1;
-}
+static unsigned default_schedules(void) { return (1u << KT_SCHED_COUNT) - 1; }
 
 /* zb-auto and zbv-auto are generated for each configuration's costs and
  * memory, which makes them far dearer to evaluate than a cached schedule
@@ -107,7 +105,8 @@ static kt_status add_layouts(search *s, kt_plan_config base, kt_error *err) {
     if (base.p == 1 && kind != KT_SCHED_1F1B && s->schedules != 1u << kind) continue;
     int defv = kt_gen_default_chunks((kt_gen_kind)kind);
     int vlo = defv, vhi = defv;
-    if (kind == KT_SCHED_INTERLEAVED || kind == KT_SCHED_LOOPED_BFS || kind == KT_SCHED_INTERLEAVED_ZB)
+    if (kind == KT_SCHED_INTERLEAVED || kind == KT_SCHED_LOOPED_BFS ||
+        kind == KT_SCHED_INTERLEAVED_ZB)
       vlo = 2, vhi = s->sp->max_chunks;
     if (kind == KT_SCHED_ZB_AUTO) vlo = 1, vhi = s->sp->max_chunks; /* loop placement, any V */
     if (pin->v > 0) {
@@ -127,7 +126,8 @@ static kt_status add_layouts(search *s, kt_plan_config base, kt_error *err) {
         c.cfg.schedule = (kt_gen_kind)kind;
         c.cfg.v = v;
         c.cfg.recompute = (kt_recompute)r;
-        const kt__cost_entry *ce = kt__plan_ctx_cost_entry(s->x, base.t, base.b, c.cfg.recompute, err);
+        const kt__cost_entry *ce =
+            kt__plan_ctx_cost_entry(s->x, base.t, base.b, c.cfg.recompute, err);
         if (!ce) return KT_EINVAL;
         /* any cut has a stage at least as loaded as the min-max cut */
         const kt__part_entry *pe = kt__plan_ctx_partition(s->x, base.p * v, ce, 0, NULL, err);
@@ -138,7 +138,8 @@ static kt_status add_layouts(search *s, kt_plan_config base, kt_error *err) {
         s->rep->enumerated++;
         if (c.mem_lb > s->x->budget) {
           s->rep->pruned_memory++;
-          if (!(s->rep->min_memory > 0) || c.mem_lb < s->rep->min_memory) s->rep->min_memory = c.mem_lb;
+          if (!(s->rep->min_memory > 0) || c.mem_lb < s->rep->min_memory)
+            s->rep->min_memory = c.mem_lb;
           continue;
         }
         if (push_cand(&s->cands, &c)) return kt_fail(err, KT_ENOMEM, "out of memory");
@@ -198,8 +199,8 @@ static kt_status enumerate(search *s, kt_error *err) {
           if (rounds % mb || mb > s->sp->max_microbatches || !pinned_ok(pin->m, mb) ||
               !pinned_ok(pin->k, k) || k > INT32_MAX)
             continue;
-          kt_plan_config base = {.p = p, .d = d, .t = t, .v = 1, .m = (int)mb, .b = (int)b,
-                                 .k = (int)k};
+          kt_plan_config base = {
+              .p = p, .d = d, .t = t, .v = 1, .m = (int)mb, .b = (int)b, .k = (int)k};
           /* the node layout matters only when both axes exist and the job spans nodes */
           unsigned want = s->sp->node_layouts ? s->sp->node_layouts : (1u << KT_NODES_COUNT) - 1;
           int both = p > 1 && d > 1 && (long)t * p * d > s->x->c->devices_per_node;
@@ -223,20 +224,21 @@ static kt_status explain_empty(const search *s, kt_error *err) {
   const kt_plan_config *pin = &s->sp->pin;
   long N = s->x->c->devices, B = s->sp->global_batch;
   /* products in double: pins can be as large as the CLI allows */
-  double fixed = (double)(pin->p > 0 ? pin->p : 1) * (pin->d > 0 ? pin->d : 1) *
-                 (pin->t > 0 ? pin->t : 1);
+  double fixed =
+      (double)(pin->p > 0 ? pin->p : 1) * (pin->d > 0 ? pin->d : 1) * (pin->t > 0 ? pin->t : 1);
   if (fixed > N || fmod((double)N, fixed) != 0)
-    return kt_fail(err, KT_EINVAL, "the pinned P*D*t = %.0f does not divide the %ld devices",
-                   fixed, N);
+    return kt_fail(err, KT_EINVAL, "the pinned P*D*t = %.0f does not divide the %ld devices", fixed,
+                   N);
   if (pin->p > 0 && pin->d > 0 && pin->t > 0 && fixed != N)
     return kt_fail(err, KT_EINVAL, "P*D*t = %d*%d*%d = %.0f, but there are %ld devices", pin->p,
                    pin->d, pin->t, fixed, N);
   if (pin->t > s->x->c->devices_per_node)
-    return kt_fail(err, KT_EINVAL, "tensor-parallel degree t=%d: larger than a node (%d devices)", pin->t,
-                   s->x->c->devices_per_node);
+    return kt_fail(err, KT_EINVAL, "tensor-parallel degree t=%d: larger than a node (%d devices)",
+                   pin->t, s->x->c->devices_per_node);
   if (pin->t > 0 && s->x->m->transformer && (s->x->m->heads % pin->t || s->x->m->kv_heads % pin->t))
-    return kt_fail(err, KT_EINVAL, "tensor-parallel degree t=%d does not divide the model's %d heads",
-                   pin->t, s->x->m->heads);
+    return kt_fail(err, KT_EINVAL,
+                   "tensor-parallel degree t=%d does not divide the model's %d heads", pin->t,
+                   s->x->m->heads);
   if (pin->p > s->x->m->n_layers)
     return kt_fail(err, KT_EINVAL, "pipeline P=%d: more stages than the model's %d layers", pin->p,
                    s->x->m->n_layers);
@@ -247,7 +249,8 @@ static kt_status explain_empty(const search *s, kt_error *err) {
                    "global batch %ld is not a multiple of the pinned K*M*b*D = %.0f", B, per);
   return kt_fail(err, KT_EINVAL,
                  "no layout satisfies B = K*M*b*D = %ld on %ld devices with the given pins and "
-                 "schedules (M <= %d)", B, N, s->sp->max_microbatches);
+                 "schedules (M <= %d)",
+                 B, N, s->sp->max_microbatches);
 }
 
 /* Step times and memories this close make no difference to a user (the
@@ -272,7 +275,8 @@ static int fold(kt_plan_report *rep, kt_plan_result *r) {
   for (int i = 0; i < rep->n; i++) {
     kt_plan_result *e = &rep->configs[i];
     if (!equivalent(e, r)) continue;
-    int lo = e->m_min < r->cfg.m ? e->m_min : r->cfg.m, hi = e->m_max > r->cfg.m ? e->m_max : r->cfg.m;
+    int lo = e->m_min < r->cfg.m ? e->m_min : r->cfg.m,
+        hi = e->m_max > r->cfg.m ? e->m_max : r->cfg.m;
     int n = e->equivalent + 1;
     if (cmp_result(r, e) < 0) { /* r ranks first: it stands for both */
       kt_plan_result_free(e);
@@ -325,9 +329,8 @@ static kt_status evaluate_one(search *s, const kt_plan_config *cfg, size_t *cap,
   kt_plan_result r;
   kt_error why;
   int cut = 0;
-  double cutoff = s->top > 0 && rep->n == s->top
-                      ? rep->configs[s->top - 1].step_time * (1 + TIE)
-                      : INFINITY;
+  double cutoff =
+      s->top > 0 && rep->n == s->top ? rep->configs[s->top - 1].step_time * (1 + TIE) : INFINITY;
   kt_status st = kt__plan_ctx_evaluate(s->x, cfg, cutoff, &r, &cut, &why);
   if (st == KT_ENOMEM) return kt_fail(err, st, "%s", why.msg);
   if (st) { /* the schedule generator rejects this layout */
@@ -384,9 +387,8 @@ static kt_status try_auto(search *s, size_t *cap, kt_error *err) {
   return st;
 }
 
-kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
-                         const kt_plan_options *o, const kt_plan_search_params *sp,
-                         kt_plan_report *rep, kt_error *err) {
+kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c, const kt_plan_options *o,
+                         const kt_plan_search_params *sp, kt_plan_report *rep, kt_error *err) {
   memset(rep, 0, sizeof *rep);
   double t0 = kt_now();
   if (sp->global_batch < 1 || sp->global_batch > 1000000000000L)
@@ -396,7 +398,8 @@ kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
                    sp->max_microbatches, sp->max_chunks, sp->top);
   search s = {.sp = sp, .rep = rep, .top = sp->top};
   s.schedules = sp->schedules ? sp->schedules : default_schedules();
-  if (s.top > 0 && s.top < AUTO_LAYOUTS && (s.schedules & auto_kinds) && (s.schedules & ~auto_kinds))
+  if (s.top > 0 && s.top < AUTO_LAYOUTS && (s.schedules & auto_kinds) &&
+      (s.schedules & ~auto_kinds))
     s.top = AUTO_LAYOUTS;
   s.recomputes = sp->recomputes ? sp->recomputes : (1u << KT_RECOMPUTE_COUNT) - 1;
   kt_status st = kt__plan_ctx_create(m, c, o, &s.x, err);
@@ -408,16 +411,17 @@ kt_status kt_plan_search(const kt_plan_model *m, const kt_plan_cluster *c,
   size_t cap = 0;
   for (size_t i = 0; i < s.cands.n; i++) {
     const candidate *cd = &s.cands.items[i];
-    if (s.top > 0 && rep->n == s.top &&
-        cd->lb > rep->configs[s.top - 1].step_time * (1 + TIE)) {
+    if (s.top > 0 && rep->n == s.top && cd->lb > rep->configs[s.top - 1].step_time * (1 + TIE)) {
       rep->pruned_time += s.cands.n - i;
       break;
     }
     if ((st = evaluate_one(&s, &cd->cfg, &cap, err))) goto done;
   }
-  if (sp->top == 0 && rep->n > 1) qsort(rep->configs, (size_t)rep->n, sizeof *rep->configs, cmp_result_q);
+  if (sp->top == 0 && rep->n > 1)
+    qsort(rep->configs, (size_t)rep->n, sizeof *rep->configs, cmp_result_q);
   if ((st = try_auto(&s, &cap, err))) goto done;
-  if (sp->top == 0 && rep->n > 1) qsort(rep->configs, (size_t)rep->n, sizeof *rep->configs, cmp_result_q);
+  if (sp->top == 0 && rep->n > 1)
+    qsort(rep->configs, (size_t)rep->n, sizeof *rep->configs, cmp_result_q);
   while (sp->top > 0 && rep->n > sp->top) kt_plan_result_free(&rep->configs[--rep->n]);
   rep->simulations = kt__plan_ctx_simulations(s.x);
 done:

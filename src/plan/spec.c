@@ -110,9 +110,10 @@ double kt_plan_model_params(const kt_plan_model *m) {
 
 kt_status kt_plan_model_set_seq_len(kt_plan_model *m, int seq_len, kt_error *err) {
   if (!m->transformer)
-    return kt_fail(err, KT_EINVAL,
-                   "sequence length %d: model '%s' is an explicit layer list; its costs are per sample",
-                   seq_len, m->name);
+    return kt_fail(
+        err, KT_EINVAL,
+        "sequence length %d: model '%s' is an explicit layer list; its costs are per sample",
+        seq_len, m->name);
   if (seq_len < 1 || seq_len > 1 << 24)
     return kt_fail(err, KT_EINVAL, "sequence length %d out of range 1..%d", seq_len, 1 << 24);
   m->seq_len = seq_len;
@@ -151,12 +152,14 @@ double kt_plan_cluster_flops(const kt_plan_cluster *c) {
 }
 
 kt_status kt_plan_cluster_check(const kt_plan_cluster *c, kt_error *err) {
-  if (c->devices < 1) return kt_fail(err, KT_EINVAL, "cluster: devices=%d: need at least 1", c->devices);
+  if (c->devices < 1)
+    return kt_fail(err, KT_EINVAL, "cluster: devices=%d: need at least 1", c->devices);
   if (c->devices_per_node < 1)
     return kt_fail(err, KT_EINVAL, "cluster: devices_per_node=%d: need at least 1",
                    c->devices_per_node);
   if (!(c->mem_bytes > 0))
-    return kt_fail(err, KT_EINVAL, "cluster: memory per device %g bytes: must be > 0", c->mem_bytes);
+    return kt_fail(err, KT_EINVAL, "cluster: memory per device %g bytes: must be > 0",
+                   c->mem_bytes);
   if (isnan(c->mem_reserved) || kt_plan_cluster_reserved(c) >= c->mem_bytes)
     return kt_fail(err, KT_EINVAL, "cluster: reserved memory %g bytes leaves nothing of %g",
                    kt_plan_cluster_reserved(c), c->mem_bytes);

@@ -90,8 +90,8 @@ static kt_status parse_custom_layers(const cJSON *arr, kt_plan_model *m, kt_erro
   const cJSON *it;
   cJSON_ArrayForEach(it, arr) {
     if (!cJSON_IsObject(it)) return kt_fail(err, KT_EINVAL, "\"layers\": entries must be objects");
-    static const char *const keys[] = {"name",      "comment",     "repeat",   "params",
-                                       "flops",     "act_bytes",   "wgrad_bytes", "out_bytes"};
+    static const char *const keys[] = {"name",  "comment",   "repeat",      "params",
+                                       "flops", "act_bytes", "wgrad_bytes", "out_bytes"};
     int rep = 1;
     kt_status st = check_keys(it, keys, sizeof keys / sizeof *keys, "layer", err);
     if (!st) st = json_int(it, "repeat", 1, KT_PLAN_MAX_LAYERS, &rep, err);
@@ -143,7 +143,8 @@ static kt_status parse_shape(const cJSON *root, kt_plan_model *m, kt_error *err)
   const int big = 1 << 24;
   const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
   kt_status st = KT_OK;
-  if (cJSON_IsNumber(layers)) st = json_int(root, "layers", 1, KT_PLAN_MAX_LAYERS - 2, &m->blocks, err);
+  if (cJSON_IsNumber(layers))
+    st = json_int(root, "layers", 1, KT_PLAN_MAX_LAYERS - 2, &m->blocks, err);
   if (!st) st = json_int(root, "blocks", 1, KT_PLAN_MAX_LAYERS - 2, &m->blocks, err);
   int had_kv = cJSON_GetObjectItemCaseSensitive(root, "kv_heads") != NULL;
   int had_ffn = cJSON_GetObjectItemCaseSensitive(root, "ffn") != NULL;
@@ -173,9 +174,20 @@ kt_status kt_plan_model_parse(const char *json, kt_plan_model *out, kt_error *er
   cJSON *root;
   kt_status st = parse_root(json, &root, "model spec", err);
   if (st) return st;
-  static const char *const keys[] = {"name", "comment", "preset", "layers", "blocks", "hidden",
-                                     "heads", "kv_heads", "ffn", "ffn_type", "vocab", "seq_len",
-                                     "learned_positions", "tie_embeddings"};
+  static const char *const keys[] = {"name",
+                                     "comment",
+                                     "preset",
+                                     "layers",
+                                     "blocks",
+                                     "hidden",
+                                     "heads",
+                                     "kv_heads",
+                                     "ffn",
+                                     "ffn_type",
+                                     "vocab",
+                                     "seq_len",
+                                     "learned_positions",
+                                     "tie_embeddings"};
   st = check_keys(root, keys, sizeof keys / sizeof *keys, "model spec", err);
   if (st) {
     cJSON_Delete(root);
@@ -195,7 +207,8 @@ kt_status kt_plan_model_parse(const char *json, kt_plan_model *out, kt_error *er
   else if (!out->name[0]) snprintf(out->name, sizeof out->name, "custom");
   if (cJSON_IsArray(layers)) {
     if (base) {
-      st = kt_fail(err, KT_EINVAL, "model spec: \"preset\" and a \"layers\" list exclude each other");
+      st = kt_fail(err, KT_EINVAL,
+                   "model spec: \"preset\" and a \"layers\" list exclude each other");
       goto done;
     }
     st = parse_custom_layers(layers, out, err);
@@ -230,7 +243,6 @@ kt_status kt_plan_model_load(const char *preset_or_path, kt_plan_model *out, kt_
   return st ? with_path(err, st, preset_or_path) : st;
 }
 
-
 kt_status kt_plan_cluster_parse(const char *json, kt_plan_cluster *c, kt_error *err) {
   cJSON *root;
   kt_status st = parse_root(json, &root, "cluster spec", err);
@@ -259,10 +271,10 @@ kt_status kt_plan_cluster_parse(const char *json, kt_plan_cluster *c, kt_error *
     st = json_num(root, fields[i].key, 0, fields[i].hi, &v, &present, err);
     if (!st && present) *fields[i].dst = v * fields[i].scale;
   }
-  static const char *const keys[] = {"devices", "devices_per_node", "mem_gb", "mem_reserved_gb",
-                                     "peak_tflops", "efficiency", "achieved_tflops",
-                                     "intra_bw_gbs", "intra_latency_us", "inter_bw_gbs",
-                                     "inter_latency_us", "inter_burst_kib", "name", "comment"};
+  static const char *const keys[] = {
+      "devices",          "devices_per_node", "mem_gb",       "mem_reserved_gb",  "peak_tflops",
+      "efficiency",       "achieved_tflops",  "intra_bw_gbs", "intra_latency_us", "inter_bw_gbs",
+      "inter_latency_us", "inter_burst_kib",  "name",         "comment"};
   if (!st) st = check_keys(root, keys, sizeof keys / sizeof *keys, "cluster spec", err);
   cJSON_Delete(root);
   if (!st) st = kt_plan_cluster_check(c, err);

@@ -91,9 +91,8 @@ static void table_rows(const kt_compare_row *rows, size_t n, int w, kt_buf *b) {
     if (rw->mem_vs_1f1b >= 0) snprintf(frac, sizeof frac, "%.3g", rw->mem_vs_1f1b);
     kt_buf_printf(b, "%-*s %2d %10g %10g %7.2f%% %9s %8s %9g %8s %9s %9g %9g %6d %6d %8zu\n", w,
                   rw->schedule, rw->v, rw->period, rw->makespan, 100 * rw->bubble, formula, gap,
-                  rw->peak_mem,
-                  frac, mem_formula, rw->peak_mem_first, rw->peak_mem_last, rw->inflight_first,
-                  rw->inflight_last, rw->messages);
+                  rw->peak_mem, frac, mem_formula, rw->peak_mem_first, rw->peak_mem_last,
+                  rw->inflight_first, rw->inflight_last, rw->messages);
   }
 }
 
@@ -106,7 +105,9 @@ static void table_notes(const kt_compare_row *rows, size_t n, kt_buf *b) {
       kt_buf_puts(b, "\nclosed forms (uniform per-stage costs; bubble also T_comm = 0; "
                      "I = idle per rank, n = P-1):\n");
     if (rw->closed_expr) kt_buf_printf(b, "  %-14s bubble %s\n", rw->schedule, rw->closed_expr);
-    else kt_buf_printf(b, "  %-14s bubble - (%s)\n", rw->schedule, rw->closed_why ? rw->closed_why : "none");
+    else
+      kt_buf_printf(b, "  %-14s bubble - (%s)\n", rw->schedule,
+                    rw->closed_why ? rw->closed_why : "none");
     if (rw->closed_mem_expr) kt_buf_printf(b, "  %-14s memory %s\n", "", rw->closed_mem_expr);
     else if (rw->mem_limit >= 0)
       kt_buf_printf(b, "  %-14s memory <= --mem-limit (%g)\n", "", rw->mem_limit);
@@ -124,8 +125,12 @@ static void compare_table(const kt_compare_info *info, const kt_compare_row *row
   kt_costs_describe(info->costs, costs, sizeof costs);
   kt_buf_printf(b, "P=%d M=%d  %s ", info->p, info->m, costs);
   const kt_costs *c = info->costs;
-  const struct { const char *name; double u; const double *per; } mem[] = {
-      {"mem-act", c->mem_act, c->stage_mem_act}, {"mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad}};
+  const struct {
+    const char *name;
+    double u;
+    const double *per;
+  } mem[] = {{"mem-act", c->mem_act, c->stage_mem_act},
+             {"mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad}};
   for (int k = 0; k < 2; k++) { /* the memory as given: one value, or per stage */
     kt_buf_printf(b, " %s=", mem[k].name);
     if (!mem[k].per || c->n_stages <= 0) kt_buf_printf(b, "%g", mem[k].u);
@@ -135,8 +140,9 @@ static void compare_table(const kt_compare_info *info, const kt_compare_row *row
   kt_buf_puts(b, "\n");
   kt_render_step_line(info->costs->step_sync, b);
   if (info->cost_basis && !strcmp(info->cost_basis, "rank"))
-    kt_buf_puts(b, "cost basis: rank (costs and memory are one rank's share of the model: every "
-                   "schedule runs the same model; V chunks per rank run 1/V of them per stage)\n\n");
+    kt_buf_puts(b,
+                "cost basis: rank (costs and memory are one rank's share of the model: every "
+                "schedule runs the same model; V chunks per rank run 1/V of them per stage)\n\n");
   else
     kt_buf_puts(b, "cost basis: stage (--per-stage: costs and memory are per stage; a schedule "
                    "with V chunks per rank runs a model V times deeper)\n\n");
@@ -157,8 +163,8 @@ void kt_render_comparison(const kt_comparison *cmp, int json, kt_buf *b) {
   kt_compare_row rows[KT_SCHED_COUNT + 2];
   size_t n = cmp->n < KT_SCHED_COUNT + 2 ? (size_t)cmp->n : KT_SCHED_COUNT + 2;
   for (size_t i = 0; i < n; i++) kt__compare_row_fill(&rows[i], &cmp->rows[i], cmp->peak_1f1b);
-  kt_compare_info info = {.p = cmp->p, .m = cmp->m, .v = cmp->v, .costs = cmp->given,
-                          .cost_basis = cmp->cost_basis};
+  kt_compare_info info = {
+      .p = cmp->p, .m = cmp->m, .v = cmp->v, .costs = cmp->given, .cost_basis = cmp->cost_basis};
   if (json) compare_json(&info, rows, n, b);
   else compare_table(&info, rows, n, b);
 }

@@ -203,7 +203,7 @@ static void paint_events(const kt_timeline *t, const kt_gantt_opts *o, const gan
     if (c1 > cols) c1 = cols;
     if (c1 <= c0) c1 = c0 + 1;
     char lab[32];
-    int n = o->coarse ? snprintf(lab, sizeof lab, "%c", kt_op_letter((kt_op)e->op))
+    int n = o->coarse      ? snprintf(lab, sizeof lab, "%c", kt_op_letter((kt_op)e->op))
             : L->use_short ? short_label(e, t->p, lab)
                            : kt_event_label(e, o->chunks, lab, sizeof lab);
     for (int c = c0; c < c1; c++) {
@@ -306,12 +306,12 @@ void kt_render_gantt_ascii(const kt_timeline *t, const kt_gantt_opts *o, kt_buf 
   kt_buf_puts(b, "F forward  B backward  I input-grad  W weight-grad  . idle   ");
   if (L.use_short) kt_buf_puts(b, "lower case = later chunk   ");
   if (o->coarse)
-    kt_buf_printf(b, "\naggregated: a cell shows the op that used most of its time, '.' a rank idle "
-                     "over half of it; one column = %.3g %s\n", 1.0 / L.scale, t->time_unit);
-  else if (L.quantized)
-    kt_buf_printf(b, "time in %s, one cell = %g\n", t->time_unit, L.q);
-  else
-    kt_buf_printf(b, "time in %s, one column = %.3g\n", t->time_unit, 1.0 / L.scale);
+    kt_buf_printf(b,
+                  "\naggregated: a cell shows the op that used most of its time, '.' a rank idle "
+                  "over half of it; one column = %.3g %s\n",
+                  1.0 / L.scale, t->time_unit);
+  else if (L.quantized) kt_buf_printf(b, "time in %s, one cell = %g\n", t->time_unit, L.q);
+  else kt_buf_printf(b, "time in %s, one column = %.3g\n", t->time_unit, 1.0 / L.scale);
   free(grid);
   free(opmap);
 }

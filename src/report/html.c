@@ -201,8 +201,8 @@ void kt_series_free(kt_series *s, size_t n) {
   free(s);
 }
 
-kt_status kt_timeline_mem_series(const kt_timeline *t, double t_from, double t_to,
-                                 kt_series **out, size_t *n) {
+kt_status kt_timeline_mem_series(const kt_timeline *t, double t_from, double t_to, kt_series **out,
+                                 size_t *n) {
   *out = NULL;
   *n = 0;
   int p = t->p > 0 ? t->p : 0;
@@ -252,7 +252,7 @@ oom:
 void kt_svg_rank_utilisation(kt_buf *b, const kt_metrics *m, const char *time_label,
                              const kt_chart_opts *o) {
   size_t p = m->p > 0 ? (size_t)m->p : 0;
-  char (*names)[48] = kt_calloc(p ? p : 1, sizeof *names);
+  char(*names)[48] = kt_calloc(p ? p : 1, sizeof *names);
   const char **labels = kt_calloc(p ? p : 1, sizeof *labels);
   double *vals = kt_calloc(p ? 2 * p : 1, sizeof *vals);
   if (!names || !labels || !vals) {
@@ -268,8 +268,14 @@ void kt_svg_rank_utilisation(kt_buf *b, const kt_metrics *m, const char *time_la
     }
     static const char *const series[] = {"busy", "idle"};
     static const char *const colors[] = {"#0072B2", "#D9D9D9"};
-    kt_bar_data d = {.labels = labels, .n = p, .series_names = series, .k = 2, .values = vals,
-                     .stacked = 1, .colors = colors, .value_fmt = "%g"};
+    kt_bar_data d = {.labels = labels,
+                     .n = p,
+                     .series_names = series,
+                     .k = 2,
+                     .values = vals,
+                     .stacked = 1,
+                     .colors = colors,
+                     .value_fmt = "%g"};
     kt_chart_opts def;
     if (o) def = *o;
     else kt_chart_default_opts(&def);

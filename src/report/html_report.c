@@ -18,9 +18,9 @@
 #include "report/svg_util.h"
 #include "report/whatif.h"
 
-#define PAGE_W 1320       /* content width charts are laid out for (a 1400 px window) */
-#define MAX_DETAIL_W 4000 /* a single schedule's chart may scroll up to this width */
-#define MAX_DETAIL_RECTS 4000 /* the Gantt's default: more actions are drawn aggregated */
+#define PAGE_W 1320             /* content width charts are laid out for (a 1400 px window) */
+#define MAX_DETAIL_W 4000       /* a single schedule's chart may scroll up to this width */
+#define MAX_DETAIL_RECTS 4000   /* the Gantt's default: more actions are drawn aggregated */
 #define PAGE_DETAIL_RECTS 16000 /* a comparison shares this among its Gantts (~1.7 MB) */
 
 static double peak_memory(const kt_metrics *m) {
@@ -65,7 +65,8 @@ static void facts(kt_buf *b, const kt_report_entry *e) {
   const kt_metrics *m = e->metrics;
   kt_buf_printf(b, "<span class=\"facts\">period <b>%g</b> %s", m->period,
                 unit_name(e->timeline->time_unit));
-  if (m->step_sync >= 0) kt_buf_printf(b, " (a step, %s)", kt_step_sync_name((kt_step_sync)m->step_sync));
+  if (m->step_sync >= 0)
+    kt_buf_printf(b, " (a step, %s)", kt_step_sync_name((kt_step_sync)m->step_sync));
   kt_buf_printf(b, " &#183; makespan %g &#183; bubble <b>%.1f%%</b>", m->makespan,
                 100 * m->bubble_ratio);
   if (e->info.closed_form >= 0 && e->info.closed_form_expr) {
@@ -73,9 +74,10 @@ static void facts(kt_buf *b, const kt_report_entry *e) {
     kt_html_text(b, e->info.closed_form_expr);
     kt_buf_printf(b, " = %.1f%%)", 100 * e->info.closed_form);
   }
-  kt_buf_printf(b, " &#183; peak memory <b>%g</b> &#183; P=%d V=%d M=%d &#183; %zu messages"
-                   "</span>\n", peak_memory(m), e->info.p, e->info.v, e->info.m,
-                e->info.messages);
+  kt_buf_printf(b,
+                " &#183; peak memory <b>%g</b> &#183; P=%d V=%d M=%d &#183; %zu messages"
+                "</span>\n",
+                peak_memory(m), e->info.p, e->info.v, e->info.m, e->info.messages);
 }
 
 /* The what-if panel under an entry's Gantt: costs as the user gave them
@@ -83,9 +85,13 @@ static void facts(kt_buf *b, const kt_report_entry *e) {
  * generator makes it again (a schedule file's, say). */
 static void whatif(kt_buf *b, const kt_report_entry *e, const kt_costs *given) {
   int generated = e->info.schedule && kt_gen_kind_from_name(e->info.schedule) >= 0;
-  kt__whatif_seed w = {.name = e->info.schedule, .p = e->info.p, .m = e->info.m, .v = e->info.v,
+  kt__whatif_seed w = {.name = e->info.schedule,
+                       .p = e->info.p,
+                       .m = e->info.m,
+                       .v = e->info.v,
                        .basis = given ? e->info.cost_basis : "stage",
-                       .costs = given ? given : e->info.costs, .mem_limit = e->info.mem_limit,
+                       .costs = given ? given : e->info.costs,
+                       .mem_limit = e->info.mem_limit,
                        .order = generated ? NULL : e->timeline};
   if (w.costs) kt__whatif_panel(b, &w);
 }
@@ -123,8 +129,8 @@ static void memory_chart(kt_buf *b, const kt_report_entry *e, double t0, double 
   }
   size_t n_shown = n < MAX_CURVES ? n : MAX_CURVES;
   for (size_t i = 0; i < n_shown; i++)
-    shown[i] = s[n_shown > 1 ? (size_t)llround((double)i * (double)(n - 1) / (double)(n_shown - 1))
-                             : 0];
+    shown[i] =
+        s[n_shown > 1 ? (size_t)llround((double)i * (double)(n - 1) / (double)(n_shown - 1)) : 0];
   char full_title[128];
   if (n > n_shown) {
     snprintf(full_title, sizeof full_title, "%s (%zu of %zu ranks)", title ? title : "Memory",
@@ -183,8 +189,8 @@ static void summary_bars(kt_buf *b, const kt_report_entry *e, size_t n) {
   char xl[3][64];
   snprintf(xl[0], sizeof xl[0], "bubble ratio (%% of P \xc3\x97 period)");
   snprintf(xl[1], sizeof xl[1], "period, a step (%s)", tunit);
-  snprintf(xl[2], sizeof xl[2], !strcmp(munit, "unit") ? "peak memory (units of M_B)"
-                                                         : "peak memory (%s)", munit);
+  snprintf(xl[2], sizeof xl[2],
+           !strcmp(munit, "unit") ? "peak memory (units of M_B)" : "peak memory (%s)", munit);
   static const char *const titles[3] = {"Bubble ratio", "Period", "Peak memory (max over ranks)"};
   static const char *const ids[3] = {"bars-bubble", "bars-period", "bars-memory"};
   static const char *const colors[3][1] = {{"#D55E00"}, {"#56B4E9"}, {"#009E73"}};
@@ -197,8 +203,12 @@ static void summary_bars(kt_buf *b, const kt_report_entry *e, size_t n) {
     co.title = titles[c];
     co.id = ids[c];
     co.x_label = xl[c];
-    kt_bar_data d = {.labels = labels, .n = k, .k = 1, .values = vals + (size_t)c * n,
-                     .colors = colors[c], .value_fmt = fmts[c]};
+    kt_bar_data d = {.labels = labels,
+                     .n = k,
+                     .k = 1,
+                     .values = vals + (size_t)c * n,
+                     .colors = colors[c],
+                     .value_fmt = fmts[c]};
     kt_buf_puts(b, "<div class=\"card\">\n");
     kt_svg_bar_chart(b, &co, &d);
     kt_buf_puts(b, "</div>\n");
@@ -239,9 +249,9 @@ __attribute__((format(printf, 2, 3))) static void cell(cell_arena *a, const char
 }
 
 static void metrics_table(kt_buf *b, const kt_report_entry *e, size_t n) {
-  static const char *const head[] = {"schedule", "V", "period", "makespan", "bubble", "closed form",
-                                     "formula", "peak mem", "mem rank 0", "mem last rank",
-                                     "in-flight rank 0", "messages"};
+  static const char *const head[] = {
+      "schedule", "V",        "period",     "makespan",      "bubble",           "closed form",
+      "formula",  "peak mem", "mem rank 0", "mem last rank", "in-flight rank 0", "messages"};
   enum { NC = sizeof head / sizeof *head };
   cell_arena a;
   if (arena_init(&a, n * NC)) {
@@ -260,8 +270,9 @@ static void metrics_table(kt_buf *b, const kt_report_entry *e, size_t n) {
     cell(&a, "%.2f%%", 100 * m->bubble_ratio);
     if (e[i].info.closed_form >= 0) cell(&a, "%.2f%%", 100 * e[i].info.closed_form);
     else cell(&a, "-");
-    cell(&a, "%s", e[i].info.closed_form_expr && e[i].info.closed_form >= 0
-                       ? e[i].info.closed_form_expr : "-");
+    cell(&a, "%s",
+         e[i].info.closed_form_expr && e[i].info.closed_form >= 0 ? e[i].info.closed_form_expr
+                                                                  : "-");
     cell(&a, "%g", peak_memory(m));
     cell(&a, "%g", m->ranks[0].peak_memory);
     cell(&a, "%g", m->ranks[m->p - 1].peak_memory);
@@ -274,8 +285,8 @@ static void metrics_table(kt_buf *b, const kt_report_entry *e, size_t n) {
 }
 
 static void rank_table(kt_buf *b, const kt_metrics *m) {
-  static const char *const head[] = {"rank", "busy", "idle", "utilisation", "peak memory",
-                                     "peak in-flight", "actions"};
+  static const char *const head[] = {"rank",        "busy",           "idle",   "utilisation",
+                                     "peak memory", "peak in-flight", "actions"};
   enum { NC = sizeof head / sizeof *head };
   cell_arena a;
   if (arena_init(&a, (size_t)m->p * NC)) {
@@ -370,9 +381,10 @@ static void compare_body(kt_buf *b, const kt_report_entry *e, size_t n, double t
   double ymax = 0;
   for (size_t i = 0; i < n; i++)
     if (e[i].timeline && peak_memory(e[i].metrics) > ymax) ymax = peak_memory(e[i].metrics);
-  kt_html_section_begin(b, "summary", "Comparison",
-                        "Period: a step in steady state (its step sync); makespan: one step alone. Bubble ratio: idle share of P \xc3\x97 period. Peak memory: the "
-                        "highest rank's activation memory. Shorter bars are better.");
+  kt_html_section_begin(
+      b, "summary", "Comparison",
+      "Period: a step in steady state (its step sync); makespan: one step alone. Bubble ratio: idle share of P \xc3\x97 period. Peak memory: the "
+      "highest rank's activation memory. Shorter bars are better.");
   summary_bars(b, e, n);
   kt_html_section_end(b);
   kt_html_section_begin(b, "pipelines", "Pipelines",
@@ -443,8 +455,7 @@ static void sim_body(kt_buf *b, const kt_report_entry *e, double t0, double t1,
   kt_buf_puts(b, "</div>\n");
   whatif(b, e, costs);
   kt_html_section_end(b);
-  kt_html_section_begin(b, "ranks", "Ranks",
-                        "Busy and idle time of each rank within the period.");
+  kt_html_section_begin(b, "ranks", "Ranks", "Busy and idle time of each rank within the period.");
   char xl[64];
   snprintf(xl, sizeof xl, "time (%s)", unit_name(t->time_unit));
   kt_chart_opts co;
@@ -478,18 +489,16 @@ void kt_render_html_report(kt_buf *b, const char *title, const kt_report_entry *
   if (c) kt_costs_describe(c, ctext, sizeof ctext);
   const char *b_name = f ? f->info.cost_basis : NULL;
   if (b_name && !strcmp(b_name, "rank"))
-    snprintf(basis, sizeof basis, " Costs are one rank's share of the model: a schedule with V "
-                                  "chunks per rank runs 1/V of them per stage.");
-  else if (b_name)
-    snprintf(basis, sizeof basis, " Costs are per stage.");
+    snprintf(basis, sizeof basis,
+             " Costs are one rank's share of the model: a schedule with V "
+             "chunks per rank runs 1/V of them per stage.");
+  else if (b_name) snprintf(basis, sizeof basis, " Costs are per stage.");
   if (c && f)
     snprintf(sub, sizeof sub, "P=%d, M=%d%s. Simulated with %s; memory M_B=%g, M_W=%g.%s",
              f->info.p, f->info.m, n == 1 ? "" : ", every applicable schedule", ctext, c->mem_act,
              c->mem_wgrad, basis);
-  else if (f)
-    snprintf(sub, sizeof sub, "P=%d, M=%d", f->info.p, f->info.m);
-  else
-    snprintf(sub, sizeof sub, "Nothing was simulated.");
+  else if (f) snprintf(sub, sizeof sub, "P=%d, M=%d", f->info.p, f->info.m);
+  else snprintf(sub, sizeof sub, "Nothing was simulated.");
   kt_html_begin(b, title, sub);
   if (ok == 0) {
     kt_html_section_begin(b, "pipelines", "Pipelines", "Nothing to draw.");
@@ -506,9 +515,8 @@ void kt_render_html_report(kt_buf *b, const char *title, const kt_report_entry *
   kt_html_end(b);
 }
 
-kt_status kt_write_html_report(const char *path, const char *title,
-                               const kt_report_entry *entries, size_t n, const kt_costs *costs,
-                               kt_error *err) {
+kt_status kt_write_html_report(const char *path, const char *title, const kt_report_entry *entries,
+                               size_t n, const kt_costs *costs, kt_error *err) {
   kt_buf b;
   kt_buf_init(&b);
   kt_render_html_report(&b, title, entries, n, costs);

@@ -107,7 +107,8 @@ static void bound_json(const kt_sim_info *info, double makespan, kt_buf *b) {
       kt_buf_puts(b, ",\"lower_bound_from\":");
       kt_buf_json_string(b, info->lower_bound_from);
     }
-    kt_buf_printf(b, ",\"lower_bound_exact\":%s,\"gap\":", info->lower_bound_exact ? "true" : "false");
+    kt_buf_printf(b,
+                  ",\"lower_bound_exact\":%s,\"gap\":", info->lower_bound_exact ? "true" : "false");
     kt_buf_json_number(b, info->lower_bound > 0 ? makespan / info->lower_bound - 1 : 0);
   }
   if (info->stages) {
@@ -128,9 +129,10 @@ static void bound_json(const kt_sim_info *info, double makespan, kt_buf *b) {
 static void bound_text(const kt_sim_info *info, double makespan, kt_buf *b) {
   if (info->has_lower_bound) {
     double gap = info->lower_bound > 0 ? makespan / info->lower_bound - 1 : 0;
-    kt_buf_printf(b, "lower bound %g (%s, memory <= %g per rank): gap %.2f%%\n", info->lower_bound,
-                  info->lower_bound_exact ? "the proven optimum" : "no order of this layout is faster",
-                  info->lower_bound_memory, 100 * gap);
+    kt_buf_printf(
+        b, "lower bound %g (%s, memory <= %g per rank): gap %.2f%%\n", info->lower_bound,
+        info->lower_bound_exact ? "the proven optimum" : "no order of this layout is faster",
+        info->lower_bound_memory, 100 * gap);
   } else if (info->lower_bound_why) {
     kt_buf_printf(b, "lower bound - (%s)\n", info->lower_bound_why);
   }
@@ -139,10 +141,11 @@ static void bound_text(const kt_sim_info *info, double makespan, kt_buf *b) {
     kt_buf_printf(b, "optimal: proven in %.3g s (%ld nodes; zb-auto's order: %g)\n",
                   info->search_seconds, info->search_nodes, info->search_start_period);
   else
-    kt_buf_printf(b, "optimal: not proven within %g s (%ld nodes): the best order found, within "
-                     "%.2f%% of the bound; zb-auto's order: %g\n", info->search_time_limit,
-                  info->search_nodes, 100 * (makespan / info->lower_bound - 1),
-                  info->search_start_period);
+    kt_buf_printf(b,
+                  "optimal: not proven within %g s (%ld nodes): the best order found, within "
+                  "%.2f%% of the bound; zb-auto's order: %g\n",
+                  info->search_time_limit, info->search_nodes,
+                  100 * (makespan / info->lower_bound - 1), info->search_start_period);
 }
 
 /* The timeline's events, a JSON object per event: appended piece by
@@ -214,7 +217,8 @@ void kt_render_sim_json(const kt_sim_info *info, const kt_metrics *m, const kt_t
   kt_buf_json_string(b, m->step_sync >= 0 ? kt_step_sync_name((kt_step_sync)m->step_sync) : "none");
   kt_buf_puts(b, ",\"span\":");
   kt_buf_json_number(b, m->span);
-  if (m->step_sync == KT_STEP_OVERLAP) { /* post-validation: a wrong update runs the next step again */
+  if (m->step_sync ==
+      KT_STEP_OVERLAP) { /* post-validation: a wrong update runs the next step again */
     kt_buf_puts(b, ",\"rollback_cost\":");
     kt_buf_json_number(b, m->period);
   }
@@ -273,13 +277,15 @@ void kt_render_step_line(kt_step_sync sync, kt_buf *b) {
     kt_buf_puts(b, "period = a step in steady state, step sync barrier: every rank waits for all "
                    "after the global-norm all-reduce; makespan = one step alone\n");
   else
-    kt_buf_puts(b, "period = a step in steady state, step sync overlap: a rank starts its next step "
-                   "once its own update is done; makespan = one step alone\n");
+    kt_buf_puts(b,
+                "period = a step in steady state, step sync overlap: a rank starts its next step "
+                "once its own update is done; makespan = one step alone\n");
 }
 
 void kt_render_period_text(const kt_metrics *m, const char *time_unit, kt_buf *b) {
   kt_buf_printf(b, "period %g %s", m->period, time_unit);
-  if (m->step_sync >= 0) kt_buf_printf(b, " (a step, %s)", kt_step_sync_name((kt_step_sync)m->step_sync));
+  if (m->step_sync >= 0)
+    kt_buf_printf(b, " (a step, %s)", kt_step_sync_name((kt_step_sync)m->step_sync));
   if (fabs(m->makespan - m->period) > 1e-12 * (1 + m->period))
     kt_buf_printf(b, "   makespan %g (one step alone)", m->makespan);
 }
@@ -287,8 +293,8 @@ void kt_render_period_text(const kt_metrics *m, const char *time_unit, kt_buf *b
 void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const char *time_unit,
                             kt_buf *b) {
   if (info) {
-    kt_buf_printf(b, "schedule %s  P=%d V=%d M=%d  placement=%s", info->schedule, info->p,
-                  info->v, info->m, info->placement);
+    kt_buf_printf(b, "schedule %s  P=%d V=%d M=%d  placement=%s", info->schedule, info->p, info->v,
+                  info->m, info->placement);
     if (info->costs) {
       char text[400];
       kt_costs_describe(info->costs, text, sizeof text);
@@ -306,13 +312,14 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
   kt_buf_puts(b, "\n");
   if (info) bound_text(info, m->period, b);
   if (info && info->pack)
-    kt_buf_printf(b, "packing %s: %d documents in %d micro-batches (%d left for the next step), "
-                     "%ld tokens per step, %.6g tokens per %s\n",
+    kt_buf_printf(b,
+                  "packing %s: %d documents in %d micro-batches (%d left for the next step), "
+                  "%ld tokens per step, %.6g tokens per %s\n",
                   info->packing, info->pack->n_docs - info->pack->left_out, info->pack->m,
                   info->pack->left_out, info->step_tokens,
                   m->period > 0 ? (double)info->step_tokens / m->period : 0, time_unit);
-  kt_buf_printf(b, "%-6s %10s %10s %8s %12s %14s\n", "rank", "busy", "idle", "util",
-                "peak_memory", "peak_inflight");
+  kt_buf_printf(b, "%-6s %10s %10s %8s %12s %14s\n", "rank", "busy", "idle", "util", "peak_memory",
+                "peak_inflight");
   /* many ranks: the first ones, the last, and the extremes of the rest
    * (the JSON lists them all) */
   enum { SHOWN = 16, ALL_UP_TO = 40 };
@@ -324,9 +331,10 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
   for (int r = 0; r < m->p; r++) {
     int show = m->p <= ALL_UP_TO || r < SHOWN || r == m->p - 1 || r == lo_busy || r == hi_mem;
     if (!show) {
-      if (r == SHOWN) kt_buf_printf(b, "  ... %d ranks not shown: all of them are in --format json\n",
-                                    m->p - SHOWN - 1 - (lo_busy > SHOWN && lo_busy < m->p - 1) -
-                                        (hi_mem > SHOWN && hi_mem < m->p - 1 && hi_mem != lo_busy));
+      if (r == SHOWN)
+        kt_buf_printf(b, "  ... %d ranks not shown: all of them are in --format json\n",
+                      m->p - SHOWN - 1 - (lo_busy > SHOWN && lo_busy < m->p - 1) -
+                          (hi_mem > SHOWN && hi_mem < m->p - 1 && hi_mem != lo_busy));
       continue;
     }
     const kt_rank_metrics *rm = &m->ranks[r];
@@ -335,7 +343,8 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
                   rm->peak_memory, rm->peak_inflight);
     if (m->p > ALL_UP_TO && r == lo_busy && rm->busy < m->ranks[m->p - 1 - lo_busy].busy)
       kt_buf_puts(b, "   (least busy)");
-    if (m->p > ALL_UP_TO && r == hi_mem && rm->peak_memory > m->ranks[m->p - 1 - hi_mem].peak_memory)
+    if (m->p > ALL_UP_TO && r == hi_mem &&
+        rm->peak_memory > m->ranks[m->p - 1 - hi_mem].peak_memory)
       kt_buf_puts(b, "   (highest peak memory)");
     kt_buf_puts(b, "\n");
   }
@@ -347,10 +356,14 @@ void kt_render_metrics_text(const kt_sim_info *info, const kt_metrics *m, const 
 static void comm_tracks(const kt_timeline *t, double us_per_unit, kt_buf *b) {
   if (!t->n_comm) return;
   for (int r = 0; r < t->p; r++) {
-    kt_buf_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                     "\"args\":{\"name\":\"rank %d comm\"}}", t->p + r, r);
-    kt_buf_printf(b, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                     "\"args\":{\"sort_index\":%d}}", t->p + r, 2 * r + 1);
+    kt_buf_printf(b,
+                  ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                  "\"args\":{\"name\":\"rank %d comm\"}}",
+                  t->p + r, r);
+    kt_buf_printf(b,
+                  ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                  "\"args\":{\"sort_index\":%d}}",
+                  t->p + r, 2 * r + 1);
   }
   int *next = kt_calloc((size_t)t->p, sizeof *next); /* each rank's next seq */
   if (!next) {
@@ -364,13 +377,15 @@ static void comm_tracks(const kt_timeline *t, double us_per_unit, kt_buf *b) {
     kt_action a = {.stage = e->stage, .mb = e->mb, .op = e->op};
     char lab[40];
     kt_action_format(&a, lab, sizeof lab);
-    kt_buf_printf(b, ",\n{\"name\":\"%s\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,"
-                     "\"ts\":", lab, t->p + e->rank);
+    kt_buf_printf(b,
+                  ",\n{\"name\":\"%s\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,"
+                  "\"ts\":",
+                  lab, t->p + e->rank);
     kt_buf_json_number(b, e->start * us_per_unit);
     kt_buf_puts(b, ",\"dur\":");
     kt_buf_json_number(b, (e->end - e->start) * us_per_unit);
-    kt_buf_printf(b, ",\"cname\":\"grey\",\"args\":{\"rank\":%d,\"seq\":%d,\"op\":\"%s\"",
-                  e->rank, seq, kt_op_name(e->op));
+    kt_buf_printf(b, ",\"cname\":\"grey\",\"args\":{\"rank\":%d,\"seq\":%d,\"op\":\"%s\"", e->rank,
+                  seq, kt_op_name(e->op));
     if (e->bytes) kt_buf_printf(b, ",\"bytes\":%lld", (long long)e->bytes);
     kt_buf_puts(b, "}}");
   }
@@ -384,10 +399,14 @@ void kt_render_chrome_trace(const kt_timeline *t, const char *title, double us_p
   kt_buf_json_string(b, title ? title : "kaiten");
   kt_buf_puts(b, "}}");
   for (int r = 0; r < t->p; r++) {
-    kt_buf_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                     "\"args\":{\"name\":\"rank %d\"}}", r, r);
-    kt_buf_printf(b, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                     "\"args\":{\"sort_index\":%d}}", r, 2 * r);
+    kt_buf_printf(b,
+                  ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                  "\"args\":{\"name\":\"rank %d\"}}",
+                  r, r);
+    kt_buf_printf(b,
+                  ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                  "\"args\":{\"sort_index\":%d}}",
+                  r, 2 * r);
   }
   comm_tracks(t, us_per_unit, b);
   static const char *const cname[] = {"thread_state_running", "good", "rail_animation",
@@ -429,11 +448,16 @@ void kt_render_run_timelines(const kt_run_timelines *t, kt_buf *timeline, kt_buf
     return;
   }
   /* measured and predicted in the sim JSON format, side by side */
-  kt_sim_info info = {.schedule = sc->name, .p = sc->p, .v = sc->v, .m = sc->m,
-                      .placement = kt_placement_name(sc->placement), .closed_form = -1,
+  kt_sim_info info = {.schedule = sc->name,
+                      .p = sc->p,
+                      .v = sc->v,
+                      .m = sc->m,
+                      .placement = kt_placement_name(sc->placement),
+                      .closed_form = -1,
                       .messages = kt_schedule_messages(sc)};
   kt_buf_puts(timeline, "{\"measured\":");
-  if (t->measured_metrics) kt_metrics_set_period(&mm, t->measured_metrics->period, t->measured_metrics->step_sync);
+  if (t->measured_metrics)
+    kt_metrics_set_period(&mm, t->measured_metrics->period, t->measured_metrics->step_sync);
   kt_render_sim_json(&info, &mm, t->measured, timeline);
   kt_buf_puts(timeline, ",\"predicted\":");
   info.costs = t->calibrated;

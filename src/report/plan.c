@@ -71,7 +71,7 @@ static void json_field(kt_buf *b, const char *key, double v) {
 }
 
 void kt_render_plan_partition(const kt_plan_model *m, const kt_plan_cluster *c,
-                               const kt_plan_partition_view *pv, int json, kt_buf *out) {
+                              const kt_plan_partition_view *pv, int json, kt_buf *out) {
   int S = pv->stages;
   double imbalance = pv->mean > 0 ? pv->bottleneck / pv->mean - 1 : 0;
   if (json) {
@@ -98,7 +98,8 @@ void kt_render_plan_partition(const kt_plan_model *m, const kt_plan_cluster *c,
     kt_buf_puts(out, "}\n");
     return;
   }
-  kt_buf_printf(out, "partition of %s (%d layers) into %d stages by time per micro-batch "
+  kt_buf_printf(out,
+                "partition of %s (%d layers) into %d stages by time per micro-batch "
                 "(t=%d, b=%d, recompute %s%s)\n\n",
                 m->name, m->n_layers, S, pv->t, pv->b, kt_recompute_name(pv->recompute),
                 pv->capped ? ", memory-capped" : "");
@@ -149,13 +150,13 @@ static void render_config_json(const kt_plan_model *m, const kt_plan_options *o,
                                const kt_plan_result *r, long B, kt_buf *out) {
   const kt_plan_config *g = &r->cfg;
   int S = g->p * g->v;
-  kt_buf_printf(out, "{\"p\":%d,\"d\":%d,\"t\":%d,\"v\":%d,\"m\":%d,\"b\":%d,\"k\":%d,"
+  kt_buf_printf(out,
+                "{\"p\":%d,\"d\":%d,\"t\":%d,\"v\":%d,\"m\":%d,\"b\":%d,\"k\":%d,"
                 "\"schedule\":\"%s\",\"recompute\":\"%s\",\"nodes\":\"%s\"",
                 g->p, g->d, g->t, g->v, g->m, g->b, g->k, kt_gen_kind_name(g->schedule),
                 kt_recompute_name(g->recompute), kt_node_layout_name(g->nodes));
   if (r->equivalent)
-    kt_buf_printf(out, ",\"m_range\":[%d,%d],\"equivalent\":%d", r->m_min, r->m_max,
-                  r->equivalent);
+    kt_buf_printf(out, ",\"m_range\":[%d,%d],\"equivalent\":%d", r->m_min, r->m_max, r->equivalent);
   json_field(out, "bubble_ratio", r->bubble_ratio);
   json_field(out, "step_time", r->step_time);
   json_field(out, "round_time", r->round_time);
@@ -204,14 +205,16 @@ static void render_json(const kt_plan_model *m, const kt_plan_cluster *c, const 
   json_field(out, "flops", kt_plan_cluster_flops(c));
   json_field(out, "intra_bw", c->intra_bw);
   json_field(out, "inter_bw", c->inter_bw);
-  kt_buf_printf(out, "},\"global_batch\":%ld,\"zero\":%d,\"sequence_parallel\":%s,\"step_sync\":\"%s\"",
+  kt_buf_printf(out,
+                "},\"global_batch\":%ld,\"zero\":%d,\"sequence_parallel\":%s,\"step_sync\":\"%s\"",
                 sp->global_batch, o->zero, o->sequence_parallel ? "true" : "false",
                 kt_step_sync_name(o->step_sync));
-  kt_buf_printf(out, ",\"search\":{\"enumerated\":%zu,\"pruned_memory\":%zu,\"pruned_time\":%zu,"
+  kt_buf_printf(out,
+                ",\"search\":{\"enumerated\":%zu,\"pruned_memory\":%zu,\"pruned_time\":%zu,"
                 "\"evaluated\":%zu,\"no_fit\":%zu,\"not_applicable\":%zu,\"over_bubble\":%zu,"
                 "\"simulations\":%zu",
-                rep->enumerated, rep->pruned_memory, rep->pruned_time, rep->evaluated,
-                rep->no_fit, rep->not_applicable, rep->over_bubble, rep->simulations);
+                rep->enumerated, rep->pruned_memory, rep->pruned_time, rep->evaluated, rep->no_fit,
+                rep->not_applicable, rep->over_bubble, rep->simulations);
   json_field(out, "seconds", rep->seconds);
   kt_buf_puts(out, "},\"configs\":[");
   for (int i = 0; i < rep->n; i++) {
@@ -221,27 +224,31 @@ static void render_json(const kt_plan_model *m, const kt_plan_cluster *c, const 
   kt_buf_puts(out, "]}\n");
 }
 
-static void render_explain(const kt_plan_model *m, const kt_plan_cluster *c, const kt_plan_result *r,
-                           long B, kt_buf *out) {
+static void render_explain(const kt_plan_model *m, const kt_plan_cluster *c,
+                           const kt_plan_result *r, long B, kt_buf *out) {
   const kt_plan_config *g = &r->cfg;
   int S = g->p * g->v;
   char t1[32], t2[32], t3[32];
-  kt_buf_printf(out, "\nbest configuration, explained\n"
+  kt_buf_printf(out,
+                "\nbest configuration, explained\n"
                 "  P=%d D=%d t=%d V=%d M=%d b=%d K=%d schedule=%s recompute=%s\n"
                 "  global batch %ld = K %d x M %d x b %d x D %d; devices %d = P %d x D %d x t %d\n",
                 g->p, g->d, g->t, g->v, g->m, g->b, g->k, kt_gen_kind_name(g->schedule),
                 kt_recompute_name(g->recompute), B, g->k, g->m, g->b, g->d, c->devices, g->p, g->d,
                 g->t);
-  kt_buf_printf(out, "  step %s = K %d x round %s + gradient sync %s  (%.1f samples/s; the period, "
-                    "rounds back to back)\n",
+  kt_buf_printf(out,
+                "  step %s = K %d x round %s + gradient sync %s  (%.1f samples/s; the period, "
+                "rounds back to back)\n",
                 fmt_time(r->step_time, t1, sizeof t1), g->k, fmt_time(r->round_time, t2, sizeof t2),
                 fmt_time(r->dp_time, t3, sizeof t3), B / r->step_time);
   const char *expr = NULL;
   double closed = kt_gen_closed_form_bubble(g->schedule, g->p, g->v, g->m, 1, 1, 1, &expr);
   kt_buf_printf(out, "  round: simulated period of %d micro-batches; bubble %.2f%%", g->m,
                 100 * r->bubble_ratio);
-  if (closed >= 0 && expr) kt_buf_printf(out, " (uniform closed form %s = %.2f%%)", expr, 100 * closed);
-  kt_buf_printf(out, "\n  p2p hop %s; tensor-parallel collectives %s per micro-batch on the "
+  if (closed >= 0 && expr)
+    kt_buf_printf(out, " (uniform closed form %s = %.2f%%)", expr, 100 * closed);
+  kt_buf_printf(out,
+                "\n  p2p hop %s; tensor-parallel collectives %s per micro-batch on the "
                 "slowest stage; imbalance %.1f%%\n",
                 fmt_time(r->p2p_time, t1, sizeof t1), fmt_time(r->tp_time, t2, sizeof t2),
                 100 * r->imbalance);
@@ -269,29 +276,33 @@ static void render_explain(const kt_plan_model *m, const kt_plan_cluster *c, con
 }
 
 void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_plan_options *o,
-                     const kt_plan_search_params *sp, const kt_plan_report *rep, int json,
-                     int explain, kt_buf *out) {
+                    const kt_plan_search_params *sp, const kt_plan_report *rep, int json,
+                    int explain, kt_buf *out) {
   if (json) {
     render_json(m, c, o, sp, rep, out);
     return;
   }
   char seq[32] = "costs per sample";
   if (m->transformer) snprintf(seq, sizeof seq, "sequence %d", m->seq_len);
-  kt_buf_printf(out, "%s: %.3gB parameters, %d layers, %s; %d devices x %.0f GB, "
+  kt_buf_printf(out,
+                "%s: %.3gB parameters, %d layers, %s; %d devices x %.0f GB, "
                 "global batch %ld\n",
                 m->name, kt_plan_model_params(m) / 1e9, m->n_layers, seq, c->devices,
                 c->mem_bytes / 1e9, sp->global_batch);
-  kt_buf_printf(out, "memory per device: %.3g GB for the model, %.3g GB reserved (runtime, "
+  kt_buf_printf(out,
+                "memory per device: %.3g GB for the model, %.3g GB reserved (runtime, "
                 "buffers, fragmentation: --mem-reserved-gb)\n",
                 kt_plan_cluster_budget(c) / 1e9, kt_plan_cluster_reserved(c) / 1e9);
-  kt_buf_printf(out, "%zu candidates in %.3f s: %zu over memory by bound, %zu cut by the time "
+  kt_buf_printf(out,
+                "%zu candidates in %.3f s: %zu over memory by bound, %zu cut by the time "
                 "bound, %zu evaluated (%zu over memory, %zu not applicable, %zu over bubble), "
                 "%zu simulations\n\n",
-                rep->enumerated, rep->seconds, rep->pruned_memory, rep->pruned_time,
-                rep->evaluated, rep->no_fit, rep->not_applicable, rep->over_bubble,
-                rep->simulations);
-  kt_buf_printf(out, "step = the simulated period, a step in steady state under step sync %s "
-                    "(--step-sync)\n\n", kt_step_sync_name(o->step_sync));
+                rep->enumerated, rep->seconds, rep->pruned_memory, rep->pruned_time, rep->evaluated,
+                rep->no_fit, rep->not_applicable, rep->over_bubble, rep->simulations);
+  kt_buf_printf(out,
+                "step = the simulated period, a step in steady state under step sync %s "
+                "(--step-sync)\n\n",
+                kt_step_sync_name(o->step_sync));
   if (rep->n == 0) return;
   /* the partition and the memory per stage in full: columns as wide as the longest */
   int wp = 14, wm = 19;
@@ -310,15 +321,15 @@ void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_p
     char t[32], part[KT_PLAN_CELL], mem[KT_PLAN_CELL];
     row_cells(r, part, mem);
     char mcol[24];
-    if (r->equivalent && r->m_min != r->m_max) snprintf(mcol, sizeof mcol, "%d-%d", r->m_min, r->m_max);
+    if (r->equivalent && r->m_min != r->m_max)
+      snprintf(mcol, sizeof mcol, "%d-%d", r->m_min, r->m_max);
     else snprintf(mcol, sizeof mcol, "%d", g->m);
     collapsed += r->equivalent > 0 && r->m_min != r->m_max;
-    kt_buf_printf(out, "%3d %3d %3d %2d %2d %9s %4d %5d  %-14s %-9s %-9s %10s %6.2f%%  %-*s  %-*s %s\n",
-                  i + 1, g->p, g->d, g->t, g->v, mcol, g->b, g->k,
-                  kt_gen_kind_name(g->schedule), kt_recompute_name(g->recompute),
-                  kt_node_layout_name(g->nodes),
-                  fmt_time(r->step_time, t, sizeof t), 100 * r->bubble_ratio, wm, mem, wp, part,
-                  r->reason);
+    kt_buf_printf(
+        out, "%3d %3d %3d %2d %2d %9s %4d %5d  %-14s %-9s %-9s %10s %6.2f%%  %-*s  %-*s %s\n",
+        i + 1, g->p, g->d, g->t, g->v, mcol, g->b, g->k, kt_gen_kind_name(g->schedule),
+        kt_recompute_name(g->recompute), kt_node_layout_name(g->nodes),
+        fmt_time(r->step_time, t, sizeof t), 100 * r->bubble_ratio, wm, mem, wp, part, r->reason);
   }
   if (collapsed)
     kt_buf_puts(out, "M a-b: one row for the layouts that differ only in how the step is cut "
@@ -327,4 +338,3 @@ void kt_render_plan(const kt_plan_model *m, const kt_plan_cluster *c, const kt_p
   kt_render_plan_launch(m, o, &rep->configs[0], sp->global_batch, 0, out);
   if (explain) render_explain(m, c, &rep->configs[0], sp->global_batch, out);
 }
-

@@ -11,14 +11,14 @@
  * (torchtitan then reads kaiten's order from a CSV). */
 static const char *torch_schedule(kt_gen_kind k) {
   switch (k) {
-  case KT_SCHED_GPIPE: return "GPipe";
-  case KT_SCHED_1F1B: return "1F1B";
-  case KT_SCHED_INTERLEAVED: return "Interleaved1F1B";
-  case KT_SCHED_LOOPED_BFS: return "LoopedBFS";
-  case KT_SCHED_ZBV: return "ZBVZeroBubble";
-  case KT_SCHED_DUALPIPEV: return "DualPipeV";
-  case KT_SCHED_INTERLEAVED_ZB: return "InterleavedZeroBubble";
-  default: return NULL;
+    case KT_SCHED_GPIPE: return "GPipe";
+    case KT_SCHED_1F1B: return "1F1B";
+    case KT_SCHED_INTERLEAVED: return "Interleaved1F1B";
+    case KT_SCHED_LOOPED_BFS: return "LoopedBFS";
+    case KT_SCHED_ZBV: return "ZBVZeroBubble";
+    case KT_SCHED_DUALPIPEV: return "DualPipeV";
+    case KT_SCHED_INTERLEAVED_ZB: return "InterleavedZeroBubble";
+    default: return NULL;
   }
 }
 
@@ -41,8 +41,9 @@ static void megatron_stage(const kt_plan_model *m, int first, int count, kt_buf 
 static void megatron(const kt_plan_model *m, const kt_plan_options *o, const kt_plan_result *r,
                      long B, kt_buf *b) {
   const kt_plan_config *g = &r->cfg;
-  kt_buf_printf(b, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d "
-                   "--micro-batch-size %d --global-batch-size %ld --pipeline-model-parallel-layout \"",
+  kt_buf_printf(b,
+                "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d "
+                "--micro-batch-size %d --global-batch-size %ld --pipeline-model-parallel-layout \"",
                 g->t, g->p, g->b, B);
   for (int j = 0, i = 0; j < g->p * g->v; i += r->partition[j], j++) {
     if (j) kt_buf_puts(b, "|");
@@ -52,7 +53,8 @@ static void megatron(const kt_plan_model *m, const kt_plan_options *o, const kt_
   if (g->t > 1 && o->sequence_parallel) kt_buf_puts(b, " --sequence-parallel");
   if (g->recompute == KT_RECOMPUTE_SELECTIVE) kt_buf_puts(b, " --recompute-granularity selective");
   if (g->recompute == KT_RECOMPUTE_FULL)
-    kt_buf_puts(b, " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+    kt_buf_puts(
+        b, " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
   if (o->zero >= 1) kt_buf_puts(b, " --use-distributed-optimizer");
 }
 
@@ -93,8 +95,9 @@ static void torchtitan(const kt_plan_model *m, const kt_plan_options *o, const k
   const char *cls = torch_schedule(g->schedule);
   kt_buf_printf(b, "[parallelism]\n%spipeline_parallel_degree = %d\n", indent, g->p);
   if (cls) kt_buf_printf(b, "%spipeline_parallel_schedule = \"%s\"\n", indent, cls);
-  else kt_buf_printf(b, "%spipeline_parallel_schedule_csv = \"%s.csv\"\n", indent,
-                     kt_gen_kind_name(g->schedule));
+  else
+    kt_buf_printf(b, "%spipeline_parallel_schedule_csv = \"%s.csv\"\n", indent,
+                  kt_gen_kind_name(g->schedule));
   kt_buf_printf(b, "%spipeline_parallel_microbatch_size = %d\n%smodule_fqns_per_model_part = [",
                 indent, g->b, indent);
   for (int j = 0, i = 0; j < g->p * g->v; i += r->partition[j], j++) {
@@ -116,8 +119,10 @@ static void torchtitan(const kt_plan_model *m, const kt_plan_options *o, const k
 
 static void kaiten_torch(const kt_plan_result *r, kt_buf *b) {
   const kt_plan_config *g = &r->cfg;
-  kt_buf_printf(b, "kaiten.torch.build_schedule(stages, n_microbatches=%d, loss_fn=loss_fn, "
-                   "kind=\"%s\")  # stages cut ", g->m, kt_gen_kind_name(g->schedule));
+  kt_buf_printf(b,
+                "kaiten.torch.build_schedule(stages, n_microbatches=%d, loss_fn=loss_fn, "
+                "kind=\"%s\")  # stages cut ",
+                g->m, kt_gen_kind_name(g->schedule));
   for (int j = 0; j < g->p * g->v; j++) kt_buf_printf(b, "%s%d", j ? "," : "", r->partition[j]);
   kt_buf_printf(b, " (kaiten.torch.partition), %d micro-batch%s of %d, %d round%s a step", g->m,
                 g->m == 1 ? "" : "es", g->b, g->k, g->k == 1 ? "" : "s");
@@ -145,11 +150,14 @@ void kt_render_plan_launch(const kt_plan_model *m, const kt_plan_options *o,
     if (m->transformer) {
       kt_buf_printf(out, "  Megatron-LM: %s\n", mg.data);
       if (g->k > 1)
-        kt_buf_printf(out, "    (Megatron-LM runs a step's %ld micro-batches as one round; "
-                           "kaiten's plan is %d rounds of %d)\n", (long)g->k * g->m, g->k, g->m);
+        kt_buf_printf(out,
+                      "    (Megatron-LM runs a step's %ld micro-batches as one round; "
+                      "kaiten's plan is %d rounds of %d)\n",
+                      (long)g->k * g->m, g->k, g->m);
       if (g->schedule != KT_SCHED_1F1B && g->schedule != KT_SCHED_INTERLEAVED)
-        kt_buf_printf(out, "    (Megatron-LM runs 1F1B, interleaved with V > 1: %s's order is "
-                           "kaiten's, run it with torchtitan or kaiten.torch)\n",
+        kt_buf_printf(out,
+                      "    (Megatron-LM runs 1F1B, interleaved with V > 1: %s's order is "
+                      "kaiten's, run it with torchtitan or kaiten.torch)\n",
                       kt_gen_kind_name(g->schedule));
       kt_buf_printf(out, "  torchtitan (Llama module names):\n    %s", tt.data);
     }

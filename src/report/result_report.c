@@ -39,17 +39,22 @@ void kt__compare_row_fill(kt_compare_row *r, const kt_compare_entry *e, double p
 
 void kt_render_memory_model_line(const kt_costs *c, kt_buf *b) {
   if (!c || c->mem_wgrad != 0 || c->stage_mem_wgrad) return;
-  kt_buf_printf(b, "memory: mem-wgrad 0 assumes an I frees its activation before W; the default "
-                   "GPT's I keeps %.2f of it (measured; docs/schedules.md): mem-wgrad %.2f plans "
-                   "with that\n", KT_GPT_WGRAD_KEEPS, KT_GPT_WGRAD_KEEPS);
+  kt_buf_printf(b,
+                "memory: mem-wgrad 0 assumes an I frees its activation before W; the default "
+                "GPT's I keeps %.2f of it (measured; docs/schedules.md): mem-wgrad %.2f plans "
+                "with that\n",
+                KT_GPT_WGRAD_KEEPS, KT_GPT_WGRAD_KEEPS);
 }
 
 void kt_render_cost_basis_line(const char *basis, int v, kt_buf *b) {
   if (basis && !strcmp(basis, "stage"))
-    kt_buf_puts(b, "cost basis: stage (--per-stage: tf, tb, tw, mem-act, mem-wgrad are per stage)\n");
+    kt_buf_puts(b,
+                "cost basis: stage (--per-stage: tf, tb, tw, mem-act, mem-wgrad are per stage)\n");
   else if (v > 1)
-    kt_buf_printf(b, "cost basis: rank (tf, tb, tw, mem-act, mem-wgrad are one rank's share of the "
-                     "model; with V=%d each stage runs 1/%d of them)\n", v, v);
+    kt_buf_printf(b,
+                  "cost basis: rank (tf, tb, tw, mem-act, mem-wgrad are one rank's share of the "
+                  "model; with V=%d each stage runs 1/%d of them)\n",
+                  v, v);
   else
     kt_buf_puts(b, "cost basis: rank (tf, tb, tw, mem-act, mem-wgrad are one rank's share of the "
                    "model; at V=1 that is one stage)\n");
@@ -64,14 +69,13 @@ kt_status kt_write_result_report(const char *path, const char *title, const kt_r
              res->order.v, res->order.m);
     title = own;
   }
-  kt_report_entry entry = {.info = res->info,
-                           .timeline = timeline ? timeline : &res->tl,
-                           .metrics = &res->met};
+  kt_report_entry entry = {
+      .info = res->info, .timeline = timeline ? timeline : &res->tl, .metrics = &res->met};
   return kt_write_html_report(path, title, &entry, 1, given, err);
 }
 
-kt_status kt_write_comparison_report(const char *path, const char *title,
-                                     const kt_comparison *cmp, kt_error *err) {
+kt_status kt_write_comparison_report(const char *path, const char *title, const kt_comparison *cmp,
+                                     kt_error *err) {
   kt_report_entry entries[KT_SCHED_COUNT + 2];
   size_t n = cmp->n < KT_SCHED_COUNT + 2 ? (size_t)cmp->n : KT_SCHED_COUNT + 2;
   for (size_t i = 0; i < n; i++) {

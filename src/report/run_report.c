@@ -18,7 +18,6 @@
 #include "report/run_report.h"
 #include "report/whatif.h"
 
-
 /* ---- small helpers ------------------------------------------------------------ */
 
 /* Table cells collected in one buffer, NUL-separated; pointers made at the end. */
@@ -86,7 +85,7 @@ int kt__run_pick_ranks(int p, int *show) {
 }
 
 void kt__run_chart_opts(kt_chart_opts *co, const char *id, const char *title, const char *xl,
-                       const char *yl, int w, int h) {
+                        const char *yl, int w, int h) {
   kt_chart_default_opts(co);
   co->id = id, co->title = title, co->x_label = xl, co->y_label = yl;
   co->width = w, co->height = h;
@@ -132,15 +131,16 @@ static int stage_text(const kt_run *r, int rank, char *buf, size_t n) {
 /* The traced step's heading: schedule, measured and predicted period (the
  * step as it runs; the makespan, one step alone, where it differs) and
  * bubble, and the costs the prediction was calibrated with. */
-static void traced_step_head(kt_buf *b, const kt_run *r, const kt_metrics *mm,
-                             const kt_metrics *pm, double ts, const char *tu) {
+static void traced_step_head(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_metrics *pm,
+                             double ts, const char *tu) {
   kt_buf_printf(b, "<div class=\"head\"><h3>");
   kt_html_text(b, r->schedule[0] ? r->schedule : "schedule");
-  kt_buf_printf(b, "</h3><span class=\"facts\">measured: period <b>%.4g</b> %s (makespan %.4g) "
-                   "&#183; bubble <b>%.1f%%</b> &#8195; predicted: period <b>%.4g</b> %s (makespan "
-                   "%.4g) &#183; bubble <b>%.1f%%</b>",
-                mm->period * ts, tu, mm->makespan * ts, 100 * mm->bubble_ratio, pm->period * ts,
-                tu, pm->makespan * ts, 100 * pm->bubble_ratio);
+  kt_buf_printf(b,
+                "</h3><span class=\"facts\">measured: period <b>%.4g</b> %s (makespan %.4g) "
+                "&#183; bubble <b>%.1f%%</b> &#8195; predicted: period <b>%.4g</b> %s (makespan "
+                "%.4g) &#183; bubble <b>%.1f%%</b>",
+                mm->period * ts, tu, mm->makespan * ts, 100 * mm->bubble_ratio, pm->period * ts, tu,
+                pm->makespan * ts, 100 * pm->bubble_ratio);
   if (mm->step_sync >= 0)
     kt_buf_printf(b, " &#183; step sync %s", kt_step_sync_name((kt_step_sync)mm->step_sync));
   if (r->has_calibrated) kt__run_calibrated_costs(b, &r->calibrated, ts, tu);
@@ -149,8 +149,8 @@ static void traced_step_head(kt_buf *b, const kt_run *r, const kt_metrics *mm,
 
 /* Activation memory over the traced step, under its Gantt and as wide, on
  * the same time axis (span seconds, shown in tu at scale ts). */
-static void traced_step_memory(kt_buf *b, const kt_run *r, double span, double ts,
-                               const char *tu, int width) {
+static void traced_step_memory(kt_buf *b, const kt_run *r, double span, double ts, const char *tu,
+                               int width) {
   const kt_timeline *t = &r->measured;
   double peak = kt__run_mem_ref_peak(r);
   for (size_t i = 0; i < t->n_mem; i++)
@@ -175,7 +175,8 @@ static void traced_step_memory(kt_buf *b, const kt_run *r, double span, double t
     char xl[32], yl[48], title[96];
     snprintf(xl, sizeof xl, "time (%s)", tu);
     snprintf(yl, sizeof yl, "activations (%s)", mu);
-    if (ns < (int)n) snprintf(title, sizeof title, "Memory in the traced step (%d of %zu ranks)", ns, n);
+    if (ns < (int)n)
+      snprintf(title, sizeof title, "Memory in the traced step (%d of %zu ranks)", ns, n);
     else snprintf(title, sizeof title, "Memory in the traced step");
     kt_chart_opts co;
     kt__run_chart_opts(&co, "memory-step", title, xl, yl, width, 200);
@@ -233,8 +234,9 @@ static void step_table(kt_buf *b, const kt_run *r, const kt_metrics *mm, const k
   snprintf(h[1], sizeof h[1], "idle (%s)", tu);
   snprintf(h[2], sizeof h[2], "predicted busy (%s)", tu);
   snprintf(h[4], sizeof h[4], "peak activations (%s)", mu);
-  const char *head[] = {"rank", "stages", h[0], h[1], "utilisation", h[2], "actions",
-                        "sent (bytes)", r->has_memory ? h[4] : "peak in-flight"};
+  const char *head[] = {"rank",    "stages",       h[0],
+                        h[1],      "utilisation",  h[2],
+                        "actions", "sent (bytes)", r->has_memory ? h[4] : "peak in-flight"};
   cells c;
   cells_init(&c);
   for (int k = 0; k < mm->p; k++) {
@@ -291,8 +293,14 @@ static void run_bars_card(kt_buf *b, const kt_run *r, rank_bars *rb) {
   }
   static const char *const series[] = {"busy", "idle"};
   static const char *const colors[] = {"#0072B2", "#D9D9D9"};
-  kt_bar_data d = {.labels = rb->labels, .n = rb->p, .series_names = series, .k = 2,
-                   .values = rb->vals, .stacked = 1, .colors = colors, .value_fmt = "%.3g"};
+  kt_bar_data d = {.labels = rb->labels,
+                   .n = rb->p,
+                   .series_names = series,
+                   .k = 2,
+                   .values = rb->vals,
+                   .stacked = 1,
+                   .colors = colors,
+                   .value_fmt = "%.3g"};
   char xl[48];
   snprintf(xl, sizeof xl, "time per step (%s, mean over %zu steps)", tu, r->n_steps);
   kt_chart_opts co;
@@ -315,8 +323,13 @@ static void traced_bars_card(kt_buf *b, const kt_metrics *mm, const kt_metrics *
   }
   static const char *const series[] = {"measured", "predicted"};
   static const char *const colors[] = {"#0072B2", "#999999"};
-  kt_bar_data d = {.labels = rb->labels, .n = q < p ? q : p, .series_names = series, .k = 2,
-                   .values = rb->vals, .colors = colors, .value_fmt = "%.3g"};
+  kt_bar_data d = {.labels = rb->labels,
+                   .n = q < p ? q : p,
+                   .series_names = series,
+                   .k = 2,
+                   .values = rb->vals,
+                   .colors = colors,
+                   .value_fmt = "%.3g"};
   char xl[48];
   snprintf(xl, sizeof xl, "busy time (%s)", tu);
   kt_chart_opts co;
@@ -368,9 +381,14 @@ static void summary(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_m
     if (isfinite(s->bubble)) bub += s->bubble, nb++;
     if (isfinite(s->loss)) last_loss = s->loss;
   }
-  static const char *const head[] = {"steps", "last loss", "best validation loss",
-                                     "tokens/s (steady)", "step time (mean)", "bubble (mean)",
-                                     "predicted bubble", "time in steps"};
+  static const char *const head[] = {"steps",
+                                     "last loss",
+                                     "best validation loss",
+                                     "tokens/s (steady)",
+                                     "step time (mean)",
+                                     "bubble (mean)",
+                                     "predicted bubble",
+                                     "time in steps"};
   cells c;
   cells_init(&c);
   if (r->steps_planned > 0) cellf(&c, "%zu of %d", r->n_steps, r->steps_planned);
@@ -390,8 +408,10 @@ static void summary(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_m
   cells_table(b, &c, NULL, head, 8);
   (void)mm;
   if (r->skipped_lines)
-    kt_buf_printf(b, "<p class=\"note\">%zu torn line at the end of metrics.jsonl skipped (the "
-                     "run was interrupted while writing it).</p>\n", r->skipped_lines);
+    kt_buf_printf(b,
+                  "<p class=\"note\">%zu torn line at the end of metrics.jsonl skipped (the "
+                  "run was interrupted while writing it).</p>\n",
+                  r->skipped_lines);
 }
 
 /* The layouts the run trained under: one row per segment (a run resumed
@@ -399,13 +419,23 @@ static void summary(kt_buf *b, const kt_run *r, const kt_metrics *mm, const kt_m
 static void segments_table(kt_buf *b, const kt_run *r) {
   const kt_run_config *c = &r->cfg;
   if (c->n_segments < 1) return;
-  static const char *const head[] = {"steps", "schedule", "P", "V", "M", "b", "K", "D",
-                                     "transport", "bubble (measured)", "bubble (predicted)"};
+  static const char *const head[] = {"steps",
+                                     "schedule",
+                                     "P",
+                                     "V",
+                                     "M",
+                                     "b",
+                                     "K",
+                                     "D",
+                                     "transport",
+                                     "bubble (measured)",
+                                     "bubble (predicted)"};
   cells t;
   cells_init(&t);
   for (int i = 0; i < c->n_segments; i++) {
     const kt_run_segment *s = &c->segments[i];
-    int last = s->last_step >= 0 ? s->last_step : (int)(r->n_steps ? r->steps[r->n_steps - 1].step : 0);
+    int last =
+        s->last_step >= 0 ? s->last_step : (int)(r->n_steps ? r->steps[r->n_steps - 1].step : 0);
     cellf(&t, "steps %d\xe2\x80\x93%d", s->first_step + 1, last);
     cellf(&t, "%s", s->schedule);
     int nums[] = {s->p, s->v, s->m, s->b, s->k, s->d};
@@ -416,15 +446,16 @@ static void segments_table(kt_buf *b, const kt_run *r) {
     if (isfinite(s->predicted_bubble)) cellf(&t, "%.1f%%", 100 * s->predicted_bubble);
     else cellf(&t, "-");
   }
-  cells_table(b, &t, c->n_segments > 1 ? "Layouts (the run was resumed under another layout)"
-                                       : "Layout",
+  cells_table(b, &t,
+              c->n_segments > 1 ? "Layouts (the run was resumed under another layout)" : "Layout",
               head, 11);
   for (int i = 0; i < c->n_segments; i++) {
     const kt_run_segment *s = &c->segments[i];
     if (s->cores > 0 && s->compute_threads > s->cores)
-      kt_buf_printf(b, "<p class=\"note\">Oversubscribed (steps from %d): %d compute threads "
-                       "(ranks \xc3\x97 BLAS threads) on %d cores; ops waited for a core "
-                       "(core_wait in <i>Why idle</i>).</p>\n",
+      kt_buf_printf(b,
+                    "<p class=\"note\">Oversubscribed (steps from %d): %d compute threads "
+                    "(ranks \xc3\x97 BLAS threads) on %d cores; ops waited for a core "
+                    "(core_wait in <i>Why idle</i>).</p>\n",
                     s->first_step + 1, s->compute_threads, s->cores);
   }
 }
@@ -476,8 +507,10 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title) {
     else if (kt_timeline_metrics(&r->predicted, &pm, &err)) b->failed = 1, kt_metrics_free(&mm);
     else have = 1;
     /* the traced step's periods, where the run directory has them */
-    if (have && isfinite(r->measured_period)) kt_metrics_set_period(&mm, r->measured_period, r->step_sync);
-    if (have && isfinite(r->predicted_period)) kt_metrics_set_period(&pm, r->predicted_period, r->step_sync);
+    if (have && isfinite(r->measured_period))
+      kt_metrics_set_period(&mm, r->measured_period, r->step_sync);
+    if (have && isfinite(r->predicted_period))
+      kt_metrics_set_period(&pm, r->predicted_period, r->step_sync);
   }
   char head[160], sub[320];
   /* the directory's last component ("runs/demo/" -> "demo") */
@@ -519,8 +552,7 @@ void kt_render_run_report(kt_buf *b, const kt_run *r, const char *title) {
   if (have) kt_metrics_free(&mm), kt_metrics_free(&pm);
 }
 
-kt_status kt_write_run_report(const char *path, const kt_run *r, const char *title,
-                              kt_error *err) {
+kt_status kt_write_run_report(const char *path, const kt_run *r, const char *title, kt_error *err) {
   kt_buf b;
   kt_buf_init(&b);
   kt_render_run_report(&b, r, title);

@@ -68,13 +68,18 @@ typedef struct {
 static void metric_chart(kt_buf *b, curves *c, size_t field, const char *id, const char *title,
                          const char *name, const char *yl, int w, int h, const char *color,
                          const char *light, const kt_series *extra, size_t n_extra) {
-  for (size_t i = 0; i < c->n; i++) c->col[i] = *(const double *)((const char *)&c->r->steps[i] + field);
+  for (size_t i = 0; i < c->n; i++)
+    c->col[i] = *(const double *)((const char *)&c->r->steps[i] + field);
   if (!any_finite(c->col, c->n) && !n_extra) return;
   kt_series s[4];
   size_t k = 0;
   char mean_name[64];
-  s[k++] = (kt_series){.name = name, .x = c->x, .y = c->col, .n = c->n,
-                       .color = c->win ? light : color, .markers = c->n <= MARKERS_UP_TO};
+  s[k++] = (kt_series){.name = name,
+                       .x = c->x,
+                       .y = c->col,
+                       .n = c->n,
+                       .color = c->win ? light : color,
+                       .markers = c->n <= MARKERS_UP_TO};
   if (c->win) {
     moving_average(c->col, c->n, c->win, c->mean);
     snprintf(mean_name, sizeof mean_name, "mean of %zu steps", c->win);
@@ -116,17 +121,25 @@ void kt__run_training_section(kt_buf *b, const kt_run *r, double predicted_bubbl
     c.x[i] = r->steps[i].step;
     if (isfinite(r->steps[i].val_loss)) val_x[nv] = c.x[i], val_y[nv++] = r->steps[i].val_loss;
   }
-  kt_series val = {.name = "validation loss", .x = val_x, .y = val_y, .n = nv,
-                   .color = "#D55E00", .dashed = 1, .markers = nv <= 400};
+  kt_series val = {.name = "validation loss",
+                   .x = val_x,
+                   .y = val_y,
+                   .n = nv,
+                   .color = "#D55E00",
+                   .dashed = 1,
+                   .markers = nv <= 400};
   kt_buf_puts(b, "<div class=\"row\">\n"); /* one row that wraps: gaps between all cards */
   metric_chart(b, &c, FIELD(loss), "chart-loss", "Loss", "train loss", "loss", CARD_W1, 280,
                "#0072B2", "#56B4E9", &val, nv ? 1 : 0);
-  metric_chart(b, &c, FIELD(tokens_per_s), "chart-throughput", "Throughput", "tokens/s",
-               "tokens/s", CARD_W2, 220, "#0072B2", "#56B4E9", NULL, 0);
+  metric_chart(b, &c, FIELD(tokens_per_s), "chart-throughput", "Throughput", "tokens/s", "tokens/s",
+               CARD_W2, 220, "#0072B2", "#56B4E9", NULL, 0);
   for (size_t i = 0; i < n; i++) val_x[i] = c.x[i], val_y[i] = 100 * r->steps[i].bubble;
-  kt_series bub[3] = {
-      {.name = "measured bubble", .x = val_x, .y = val_y, .n = n,
-       .color = c.win ? "#E69F00" : "#D55E00", .markers = n <= MARKERS_UP_TO}};
+  kt_series bub[3] = {{.name = "measured bubble",
+                       .x = val_x,
+                       .y = val_y,
+                       .n = n,
+                       .color = c.win ? "#E69F00" : "#D55E00",
+                       .markers = n <= MARKERS_UP_TO}};
   size_t nb = 1;
   double px[2] = {c.x[0], c.x[n - 1]}, py[2] = {predicted_bubble, predicted_bubble};
   if (c.win) {
@@ -134,11 +147,15 @@ void kt__run_training_section(kt_buf *b, const kt_run *r, double predicted_bubbl
     bub[nb++] = (kt_series){.name = "mean", .x = c.x, .y = c.mean, .n = n, .color = "#D55E00"};
   }
   if (isfinite(predicted_bubble))
-    bub[nb++] = (kt_series){.name = "predicted (traced step)", .x = px, .y = py, .n = 2,
-                            .color = "#000000", .dashed = 1};
+    bub[nb++] = (kt_series){.name = "predicted (traced step)",
+                            .x = px,
+                            .y = py,
+                            .n = 2,
+                            .color = "#000000",
+                            .dashed = 1};
   kt_chart_opts co;
-  kt__run_chart_opts(&co, "chart-bubble", "Bubble per step", "step", "bubble (% of P \xc3\x97 step)",
-             CARD_W2, 220);
+  kt__run_chart_opts(&co, "chart-bubble", "Bubble per step", "step",
+                     "bubble (% of P \xc3\x97 step)", CARD_W2, 220);
   kt__run_card_begin(b);
   kt_svg_line_chart(b, &co, bub, nb);
   kt__run_card_end(b);
@@ -146,8 +163,8 @@ void kt__run_training_section(kt_buf *b, const kt_run *r, double predicted_bubbl
   metric_chart(b, &c, FIELD(lr), "chart-lr", "Learning rate", "learning rate", "learning rate",
                CARD_W2, 200, "#009E73", NULL, NULL, 0);
   metric_chart(b, &c, FIELD(grad_norm), "chart-grad-norm", "Gradient norm", "gradient norm",
-               "\xe2\x80\x96g\xe2\x80\x96 (before clipping)", CARD_W2, 200, "#CC79A7", NULL,
-               NULL, 0);
+               "\xe2\x80\x96g\xe2\x80\x96 (before clipping)", CARD_W2, 200, "#CC79A7", NULL, NULL,
+               0);
   kt_buf_puts(b, "</div>\n");
 done:
   free(c.x);
@@ -171,7 +188,7 @@ static void rank_lines(kt_buf *b, const kt_run *r, size_t field, double scale, c
   size_t win = smooth && n > SMOOTH_FROM ? smooth_window(n) : 0;
   double *xy = kt_calloc(2 * n * (size_t)ns, sizeof *xy); /* x then y of each series */
   double *raw = kt_calloc(2 * n, sizeof *raw), *avg = raw + n;
-  char (*names)[24] = kt_calloc((size_t)ns, sizeof *names);
+  char(*names)[24] = kt_calloc((size_t)ns, sizeof *names);
   kt_series s[MAX_CURVES + KT__MEM_REFS];
   if (!xy || !raw || !names) {
     b->failed = 1;
@@ -208,7 +225,8 @@ static void rank_lines(kt_buf *b, const kt_run *r, size_t field, double scale, c
   double ref_xy[4 * KT__MEM_REFS];
   char ref_names[KT__MEM_REFS][64];
   int nr = refs ? kt__run_mem_refs(r, scale, r->steps[0].step, r->steps[n - 1].step, s + ns, ref_xy,
-                                   ref_names) : 0;
+                                   ref_names)
+                : 0;
   if (finite) {
     kt_chart_opts co;
     kt__run_chart_opts(&co, id, full, "step", yl, w, 220);
@@ -224,9 +242,10 @@ static void rank_lines(kt_buf *b, const kt_run *r, size_t field, double scale, c
 
 void kt__run_memory_section(kt_buf *b, const kt_run *r) {
   if (r->ranks == 0 || r->n_steps == 0) return;
-  kt_html_section_begin(b, "memory", "Memory and communication",
-                        "Per step and per rank: the activation memory a rank's stage held at "
-                        "its peak, the time it spent waiting for or moving data, and what it sent.");
+  kt_html_section_begin(
+      b, "memory", "Memory and communication",
+      "Per step and per rank: the activation memory a rank's stage held at "
+      "its peak, the time it spent waiting for or moving data, and what it sent.");
   double peak = kt__run_mem_ref_peak(r), sent = 0;
   for (size_t i = 0; i < r->n_steps * (size_t)r->ranks; i++) {
     if (r->rank_steps[i].peak_act_bytes > peak) peak = r->rank_steps[i].peak_act_bytes;
@@ -243,7 +262,7 @@ void kt__run_memory_section(kt_buf *b, const kt_run *r) {
              "wait + transfer (ms)", CARD_W2, 1, 0);
   /* bytes sent: one bar per rank, the mean over the steps */
   size_t p = (size_t)r->ranks;
-  char (*names)[32] = kt_calloc(p, sizeof *names);
+  char(*names)[32] = kt_calloc(p, sizeof *names);
   const char **labels = kt_calloc(p, sizeof *labels);
   double *vals = kt_calloc(p, sizeof *vals);
   if (!names || !labels || !vals) {
@@ -255,8 +274,8 @@ void kt__run_memory_section(kt_buf *b, const kt_run *r) {
       vals[k] = kt__run_rank_mean(r, (int)k, RFIELD(bytes_sent)) / ss;
     }
     static const char *const color[1] = {"#56B4E9"};
-    kt_bar_data d = {.labels = labels, .n = p, .k = 1, .values = vals, .colors = color,
-                     .value_fmt = "%.4g"};
+    kt_bar_data d = {
+        .labels = labels, .n = p, .k = 1, .values = vals, .colors = color, .value_fmt = "%.4g"};
     kt_chart_opts co;
     snprintf(xl, sizeof xl, "sent per step (%s)", su);
     kt__run_chart_opts(&co, "bars-bytes", "Point-to-point bytes sent per step (mean)", xl, NULL,
@@ -272,14 +291,14 @@ void kt__run_memory_section(kt_buf *b, const kt_run *r) {
   kt_html_section_end(b);
 }
 
-
 void kt__run_idle_card(kt_buf *b, const kt_run *r) {
   if (!r->n_steps || r->ranks < 1) return;
   const kt_run_rank_step *last = &r->rank_steps[(r->n_steps - 1) * (size_t)r->ranks];
   size_t p = (size_t)r->ranks, k = 1 + KT_IDLE_CAUSES;
   for (size_t q = 0; q < p; q++)
-    if (isnan(last[q].idle.busy)) return; /* an older run, or MPI ranks without the others' events */
-  char (*names)[32] = kt_calloc(p, sizeof *names);
+    if (isnan(last[q].idle.busy))
+      return; /* an older run, or MPI ranks without the others' events */
+  char(*names)[32] = kt_calloc(p, sizeof *names);
   const char **labels = kt_calloc(p, sizeof *labels);
   double *vals = kt_calloc(p * k, sizeof *vals);
   if (names && labels && vals) {
@@ -289,17 +308,25 @@ void kt__run_idle_card(kt_buf *b, const kt_run *r) {
       snprintf(names[q], sizeof names[q], "rank %zu", q);
       labels[q] = names[q];
       vals[q * k] = last[q].idle.busy * ts;
-      for (int c = 0; c < KT_IDLE_CAUSES; c++) vals[q * k + 1 + (size_t)c] = kt_idle_cause(&last[q].idle, c) * ts;
+      for (int c = 0; c < KT_IDLE_CAUSES; c++)
+        vals[q * k + 1 + (size_t)c] = kt_idle_cause(&last[q].idle, c) * ts;
     }
     static const char *const series[] = {"compute (own time)", "schedule", "core_wait", "comm",
-                                         "overhead", "optimizer"};
-    static const char *const colors[] = {"#0072B2", "#BBBBBB", "#CC79A7", "#56B4E9", "#E69F00",
-                                         "#000000"};
-    kt_bar_data d = {.labels = labels, .n = p, .series_names = series, .k = k, .values = vals,
-                     .stacked = 1, .colors = colors, .value_fmt = "%.3g"};
+                                         "overhead",           "optimizer"};
+    static const char *const colors[] = {"#0072B2", "#BBBBBB", "#CC79A7",
+                                         "#56B4E9", "#E69F00", "#000000"};
+    kt_bar_data d = {.labels = labels,
+                     .n = p,
+                     .series_names = series,
+                     .k = k,
+                     .values = vals,
+                     .stacked = 1,
+                     .colors = colors,
+                     .value_fmt = "%.3g"};
     char xl[64], title[96];
     snprintf(xl, sizeof xl, "time in the step (%s)", tu);
-    snprintf(title, sizeof title, "Why idle, step %d (docs/runtime.md)", r->steps[r->n_steps - 1].step);
+    snprintf(title, sizeof title, "Why idle, step %d (docs/runtime.md)",
+             r->steps[r->n_steps - 1].step);
     kt_chart_opts co;
     kt__run_chart_opts(&co, "bars-idle", title, xl, NULL, CARD_W2, 0);
     kt__run_card_begin(b);

@@ -32,8 +32,8 @@ int kt__run_mem_refs(const kt_run *r, double scale, double x0, double x1, kt_ser
     else snprintf(names[n], 64, "--mem-limit %s", g->mem_limit);
     double *p = xy + 4 * n;
     p[0] = x0, p[1] = x1, p[2] = p[3] = v[k] / scale;
-    out[n] = (kt_series){.name = names[n], .x = p, .y = p + 2, .n = 2, .color = colors[k],
-                         .dashed = 1};
+    out[n] =
+        (kt_series){.name = names[n], .x = p, .y = p + 2, .n = 2, .color = colors[k], .dashed = 1};
     n++;
   }
   return n;
@@ -88,17 +88,18 @@ void kt__run_memory_note(kt_buf *b, const kt_run *r) {
   if (!g || !isfinite(most) || !(g->peak_1f1b_bytes > 0)) return;
   const char *mu;
   double sc = kt__run_bytes_unit(fmax(most, g->peak_1f1b_bytes), &mu);
-  kt_buf_printf(b, "<p class=\"note\" id=\"memory-summary\">Memory: the largest rank's peak "
-                   "activations in the last step, <b>%.4g %s</b>, are <b>%.3fx</b> 1F1B's "
-                   "predicted peak on this model (%.4g %s at P=%d, M=%d)",
+  kt_buf_printf(b,
+                "<p class=\"note\" id=\"memory-summary\">Memory: the largest rank's peak "
+                "activations in the last step, <b>%.4g %s</b>, are <b>%.3fx</b> 1F1B's "
+                "predicted peak on this model (%.4g %s at P=%d, M=%d)",
                 most / sc, mu, most / g->peak_1f1b_bytes, g->peak_1f1b_bytes / sc, mu, g->p, g->m);
   if (g->mem_limit[0] && g->mem_limit_bytes > 0)
     kt_buf_printf(b, " under --mem-limit %s (%.4g %s)", g->mem_limit, g->mem_limit_bytes / sc, mu);
-  else if (g->mem_limit[0])
-    kt_buf_printf(b, " under --mem-limit %s", g->mem_limit);
+  else if (g->mem_limit[0]) kt_buf_printf(b, " under --mem-limit %s", g->mem_limit);
   if (g->period_1f1b > 0 && g->predicted_period > 0)
-    kt_buf_printf(b, "; in time, its predicted period is <b>%.3fx</b> 1F1B's (%.4g ms against "
-                     "%.4g ms, on the costs calibrated on the traced step)",
+    kt_buf_printf(b,
+                  "; in time, its predicted period is <b>%.3fx</b> 1F1B's (%.4g ms against "
+                  "%.4g ms, on the costs calibrated on the traced step)",
                   g->predicted_period / g->period_1f1b, 1e3 * g->predicted_period,
                   1e3 * g->period_1f1b);
   kt_buf_puts(b, ".</p>\n");

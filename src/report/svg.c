@@ -81,11 +81,12 @@ double kt__text_width(const char *s, double px) {
   return w * px;
 }
 
-void kt__svg_open(kt_buf *b, double w, double h, const char *id, const char *title,
-                  int standalone, const char *extra_attrs) {
+void kt__svg_open(kt_buf *b, double w, double h, const char *id, const char *title, int standalone,
+                  const char *extra_attrs) {
   kt_buf_puts(b, "<svg");
   if (standalone)
-    kt_buf_puts(b, " xmlns=\"http:/" "/www.w3.org/2000/svg\" font-family=\"sans-serif\"");
+    kt_buf_puts(b, " xmlns=\"http:/"
+                   "/www.w3.org/2000/svg\" font-family=\"sans-serif\"");
   if (id) {
     kt_buf_puts(b, " id=\"");
     kt_buf_xml_escape(b, id);
@@ -135,8 +136,8 @@ static void line(kt_buf *b, double x1, double y1, double x2, double y2, const ch
   kt_buf_printf(b, "\" stroke=\"%s\"/>\n", stroke);
 }
 
-void kt__svg_x_axis(kt_buf *b, double x0, double x1, double y, double y_top, double v0,
-                    double v1, double scale, const char *label) {
+void kt__svg_x_axis(kt_buf *b, double x0, double x1, double y, double y_top, double v0, double v1,
+                    double scale, const char *label) {
   if (!(scale > 0) || !isfinite(scale)) scale = 1;
   kt__axis_range(&v0, &v1);
   double px = (x1 - x0) / (v1 - v0);
@@ -330,8 +331,10 @@ static void markers(kt_buf *b, const frame *f, const kt_series *s, size_t i, siz
     kt__svg_num(b, fx(f, s->x[j]));
     kt_buf_puts(b, "\" cy=\"");
     kt__svg_num(b, fy(f, s->y[j]));
-    kt_buf_printf(b, "\" r=\"3.5\" fill=\"%s\" stroke=\"#FFFFFF\" data-series=\"%zu\" "
-                     "data-x=\"%.6g\" data-y=\"%.6g\"><title>", col, i, s->x[j], s->y[j]);
+    kt_buf_printf(b,
+                  "\" r=\"3.5\" fill=\"%s\" stroke=\"#FFFFFF\" data-series=\"%zu\" "
+                  "data-x=\"%.6g\" data-y=\"%.6g\"><title>",
+                  col, i, s->x[j], s->y[j]);
     kt_buf_xml_escape(b, s->name ? s->name : "");
     kt_buf_puts(b, s->name ? ": " : "");
     char v[80];
@@ -407,8 +410,9 @@ void kt_svg_line_chart(kt_buf *b, const kt_chart_opts *o, const kt_series *s, si
   kt__svg_x_axis(b, f.px0, f.px1, f.py0, f.py1, f.x0, f.x1, 1, o->x_label);
   for (size_t i = 0; i < n; i++) {
     if (s[i].n == 0) continue;
-    kt_buf_printf(b, "<path data-series=\"%zu\" fill=\"none\" stroke=\"%s\" stroke-width=\"%s\""
-                     " stroke-linejoin=\"round\"%s d=\"",
+    kt_buf_printf(b,
+                  "<path data-series=\"%zu\" fill=\"none\" stroke=\"%s\" stroke-width=\"%s\""
+                  " stroke-linejoin=\"round\"%s d=\"",
                   i, s[i].color ? s[i].color : kt_svg_series_color(i, n), n > 8 ? "1.2" : "1.8",
                   s[i].dashed ? " stroke-dasharray=\"5 3\"" : "");
     series_path(b, &f, &s[i]);
@@ -448,8 +452,7 @@ static void bar_rect(kt_buf *b, const kt_bar_data *d, size_t i, size_t j, double
   kt_buf_puts(b, "\" height=\"");
   kt__svg_num(b, h);
   kt_buf_printf(b, "\" fill=\"%s\" data-bar=\"%zu\" data-series=\"%zu\" data-value=\"%.6g\"",
-                d->colors ? d->colors[j] : kt_svg_series_color(j, k), i, j,
-                isfinite(v) ? v : 0);
+                d->colors ? d->colors[j] : kt_svg_series_color(j, k), i, j, isfinite(v) ? v : 0);
   /* tooltip text: "label (series): value" */
   kt_bar_data one = *d;
   one.stacked = 0;

@@ -111,8 +111,7 @@ static void draw_detail(kt_buf *b, const layout *L, const kt_timeline *t, const 
     double x = L->x0 + (e->start - L->t0) * L->ppu, w = (e->end - e->start) * L->ppu;
     double y = L->top + e->rank * L->row_h + y_off;
     rect(b, x, y, w, bar_h, kt_svg_op_color((kt_op)e->op, chunk_of(L, e)));
-    if (pred)
-      kt_buf_printf(b, " data-pred=\"1\" data-op=\"%c\"/>\n", kt_op_letter((kt_op)e->op));
+    if (pred) kt_buf_printf(b, " data-pred=\"1\" data-op=\"%c\"/>\n", kt_op_letter((kt_op)e->op));
     else
       kt_buf_printf(b, " data-rank=\"%d\" data-stage=\"%d\" data-mb=\"%d\" data-op=\"%c\"/>\n",
                     e->rank, e->stage, e->mb, kt_op_letter((kt_op)e->op));
@@ -120,8 +119,10 @@ static void draw_detail(kt_buf *b, const layout *L, const kt_timeline *t, const 
   kt_buf_puts(b, "</g>\n");
   if (pred || font < 8) return;
   /* labels, in their own group so the bars' stroke does not touch them */
-  kt_buf_printf(b, "<g class=\"labels\" font-size=\"%g\" text-anchor=\"middle\" "
-                   "pointer-events=\"none\">\n", font);
+  kt_buf_printf(b,
+                "<g class=\"labels\" font-size=\"%g\" text-anchor=\"middle\" "
+                "pointer-events=\"none\">\n",
+                font);
   for (size_t k = 0; k < t->n_events; k++) {
     const kt_event *e = &t->events[idx[k]];
     if (e->rank < 0 || e->rank >= L->p) continue;
@@ -143,8 +144,7 @@ static void draw_detail(kt_buf *b, const layout *L, const kt_timeline *t, const 
 }
 
 /* Busy share of each op in bins k0..k1 of one rank (row = its first cell). */
-static void bin_share(const double *row, size_t k0, size_t k1, double bin, double span,
-                      double *f) {
+static void bin_share(const double *row, size_t k0, size_t k1, double bin, double span, double *f) {
   double w = 0;
   for (int op = 0; op < KT_OP_COUNT; op++) f[op] = 0;
   for (size_t k = k0; k <= k1; k++) {
@@ -254,8 +254,7 @@ static int draw_aggregate(kt_buf *b, const layout *L, const kt_timeline *t, doub
         if (h > bar_h) h = bar_h;
         y -= h;
         rect(b, x, y, w, h, kt_svg_op_color((kt_op)op, 0));
-        if (pred)
-          kt_buf_printf(b, " data-pred=\"1\" data-op=\"%c\"/>\n", kt_op_letter((kt_op)op));
+        if (pred) kt_buf_printf(b, " data-pred=\"1\" data-op=\"%c\"/>\n", kt_op_letter((kt_op)op));
         else
           kt_buf_printf(b, " data-rank=\"%d\" data-op=\"%c\" data-n=\"%d\" data-util=\"%.2f\"/>\n",
                         r, kt_op_letter((kt_op)op), n[op], avg[op]);
@@ -341,8 +340,8 @@ static void memory_metadata(kt_buf *b, const kt_timeline *t, double t0) {
 
 /* The time range, shortest action and ops present in t and the predicted
  * timeline; a requested range overrides the first two. */
-static void scan_events(const kt_timeline *t, const kt_svg_gantt_opts *opts, double *t0,
-                        double *t1, double *dmin, unsigned *ops) {
+static void scan_events(const kt_timeline *t, const kt_svg_gantt_opts *opts, double *t0, double *t1,
+                        double *dmin, unsigned *ops) {
   *t0 = INFINITY, *t1 = -INFINITY, *dmin = INFINITY, *ops = 0;
   const kt_timeline *tls[2] = {t, opts->predicted};
   for (int k = 0; k < 2; k++)

@@ -44,12 +44,12 @@ void kt__tick_label(char *buf, size_t n, double v, double step);
 double kt__text_width(const char *s, double px);
 /* Opens <svg width height viewBox [id] [standalone xmlns + font]> and an
  * optional <title>. */
-void kt__svg_open(kt_buf *b, double w, double h, const char *id, const char *title,
-                  int standalone, const char *extra_attrs);
+void kt__svg_open(kt_buf *b, double w, double h, const char *id, const char *title, int standalone,
+                  const char *extra_attrs);
 /* Horizontal time-or-value axis under a plot: baseline, ticks, labels, and
  * a title centred below. x0, x1 in px map v0, v1. Grid lines up to y_top. */
-void kt__svg_x_axis(kt_buf *b, double x0, double x1, double y, double y_top, double v0,
-                    double v1, double scale, const char *label);
+void kt__svg_x_axis(kt_buf *b, double x0, double x1, double y, double y_top, double v0, double v1,
+                    double scale, const char *label);
 /* The conveyor-belt replay script (belt.js, compiled in); every page ends with it. */
 extern const char kt__belt_js[];
 /* Text colour readable on an op's fill. */

@@ -41,7 +41,8 @@ void kt__whatif_assets(kt_buf *b) {
   static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   kt_buf_puts(b, "<style>/*<![CDATA[*/\n");
   kt_buf_puts(b, whatif_css);
-  kt_buf_puts(b, "/*]]>*/</style>\n<script type=\"application/x-kt-wasm\" id=\"kt-wasm\" data-kinds=\"");
+  kt_buf_puts(
+      b, "/*]]>*/</style>\n<script type=\"application/x-kt-wasm\" id=\"kt-wasm\" data-kinds=\"");
   kt_html_text(b, kt_gen_kind_list());
   kt_buf_puts(b, "\">");
   /* base64url: no '/' or '+', so nothing in it reads as a path or a link */
@@ -263,9 +264,17 @@ void kt__whatif_run(kt_buf *b, const kt_run *r) {
   if (n) busy = per;
   /* the prediction as it ran: its costs (per stage) and its order, so the
    * panel's first simulation is the run's own prediction */
-  kt__whatif_seed w = {.name = r->schedule, .p = r->p, .m = r->m, .v = r->v, .basis = "stage",
-                       .costs = &r->calibrated, .order = &r->predicted, .measured = &r->measured,
-                       .measured_svg = "gantt-step", .busy = busy, .idle = n ? idle : NULL,
+  kt__whatif_seed w = {.name = r->schedule,
+                       .p = r->p,
+                       .m = r->m,
+                       .v = r->v,
+                       .basis = "stage",
+                       .costs = &r->calibrated,
+                       .order = &r->predicted,
+                       .measured = &r->measured,
+                       .measured_svg = "gantt-step",
+                       .busy = busy,
+                       .idle = n ? idle : NULL,
                        .n_busy = n};
   kt__whatif_panel(b, &w);
 }

@@ -9,12 +9,12 @@
 
 /* What a panel starts from. */
 typedef struct {
-  const char *name;         /* the schedule's name (a generator's: the panel can regenerate it) */
+  const char *name; /* the schedule's name (a generator's: the panel can regenerate it) */
   int p, m, v;
-  const char *basis;        /* "rank" | "stage": how costs read (kaiten sim's cost basis) */
-  const kt_costs *costs;    /* as given */
-  double mem_limit;         /* zb-auto's limit (mem-act units); 0: none */
-  const kt_timeline *order; /* the timeline whose order the panel starts from; NULL: none */
+  const char *basis;           /* "rank" | "stage": how costs read (kaiten sim's cost basis) */
+  const kt_costs *costs;       /* as given */
+  double mem_limit;            /* zb-auto's limit (mem-act units); 0: none */
+  const kt_timeline *order;    /* the timeline whose order the panel starts from; NULL: none */
   const kt_timeline *measured; /* a measured step (its critical path, slack, diff) or NULL */
   const char *measured_svg;    /* the id of that step's Gantt in the page */
   const double *busy;          /* the measured step's busy time per rank (n_busy) */

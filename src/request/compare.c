@@ -81,8 +81,9 @@ static kt_status check_limit(const kt_request *rq, char names[][KT_REQUEST_NAME_
       return KT_OK;
   char text[40];
   kt_mem_limit_format(&rq->mem_limit, text, sizeof text);
-  return kt_fail(err, KT_EINVAL, "%smem-limit %s: none of the schedules compared keeps to a "
-                                 "memory limit (zb-auto, zbv-auto and optimal do)",
+  return kt_fail(err, KT_EINVAL,
+                 "%smem-limit %s: none of the schedules compared keeps to a "
+                 "memory limit (zb-auto, zbv-auto and optimal do)",
                  rq->key_prefix, text);
 }
 
@@ -90,9 +91,10 @@ kt_status kt_request_compare(const kt_request *rq, kt_result_detail detail, kt_c
                              kt_error *err) {
   memset(cmp, 0, sizeof *cmp);
   if ((rq->given & KT_REQ_GIVEN_V) && rq->v < 2)
-    return kt_fail(err, KT_EINVAL, "%s %d: a comparison's V is the chunks of interleaved and "
-                                   "looped-bfs: expected 2..%d", rq->size_key[2], rq->v,
-                   KT_MAX_CHUNKS);
+    return kt_fail(err, KT_EINVAL,
+                   "%s %d: a comparison's V is the chunks of interleaved and "
+                   "looped-bfs: expected 2..%d",
+                   rq->size_key[2], rq->v, KT_MAX_CHUNKS);
   if (detail == KT_RESULT_ORDER) detail = KT_RESULT_METRICS;
   kt_status st = kt_request_check(rq, err);
   if (st) return st;

@@ -29,11 +29,14 @@ void kt__result_describe(kt_result *res) {
   kt_sim_info *info = &res->info;
   *info = (kt_sim_info){
       .schedule = s->name,
-      .p = s->p, .v = s->v, .m = s->m,
+      .p = s->p,
+      .v = s->v,
+      .m = s->m,
       .placement = kt_schedule_placement_text(s, res->placement_text, sizeof res->placement_text),
       /* the renderer reads P*V entries: an uneven table has fewer */
       .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
-      .costs = &res->costs, .cost_basis = res->cost_basis,
+      .costs = &res->costs,
+      .cost_basis = res->cost_basis,
       .messages = kt_schedule_messages(s),
       .mem_limit = res->mem_limit > 0 ? res->mem_limit : 0,
       .stages = res->outcome.stages[0] ? res->outcome.stages : NULL,
@@ -46,7 +49,8 @@ void kt__result_describe(kt_result *res) {
   }
   kt_closed_forms f;
   kt_gen_closed_forms(res->kind, s, &res->costs, res->simulated ? res->met.bubble_ratio : -1, &f);
-  info->closed_form = f.bubble, info->closed_form_expr = f.bubble_expr, info->closed_form_why = f.why;
+  info->closed_form = f.bubble, info->closed_form_expr = f.bubble_expr,
+  info->closed_form_why = f.why;
   info->closed_form_peak_memory = f.peak_memory;
   info->closed_form_peak_memory_expr = f.peak_memory_expr;
   if (!res->simulated) return;

@@ -7,11 +7,16 @@
 
 #include "kaiten/request.h"
 
-kt_status kt_mem_limit_parse(const char *name, const char *text, int allow_bytes,
-                             kt_mem_limit *out, kt_error *err) {
-  static const struct { const char *suffix; double scale; } bytes[] = {
-      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
-      {"B", 1.0}};
+kt_status kt_mem_limit_parse(const char *name, const char *text, int allow_bytes, kt_mem_limit *out,
+                             kt_error *err) {
+  static const struct {
+    const char *suffix;
+    double scale;
+  } bytes[] = {{"TiB", 1099511627776.0},
+               {"GiB", 1073741824.0},
+               {"MiB", 1048576.0},
+               {"KiB", 1024.0},
+               {"B", 1.0}};
   size_t n = strlen(text);
   char num[64];
   double x, scale = 1;
@@ -41,16 +46,18 @@ kt_status kt_mem_limit_parse(const char *name, const char *text, int allow_bytes
       (kind != KT_MEM_BYTES && x < KT_COST_MIN))
     goto bad;
   if (kind == KT_MEM_BYTES && !allow_bytes)
-    return kt_fail(err, KT_EINVAL, "%s '%.*s%s': bytes need a model (kaiten train); give mem-act "
-                                   "units (12) or a fraction of 1F1B's peak (0.5x)",
+    return kt_fail(err, KT_EINVAL,
+                   "%s '%.*s%s': bytes need a model (kaiten train); give mem-act "
+                   "units (12) or a fraction of 1F1B's peak (0.5x)",
                    name, shown, text, more);
   *out = (kt_mem_limit){kind, x * scale, ""};
   /* as written when it fits, else "" (printed back from the value) */
   if (strlen(text) < sizeof out->text) snprintf(out->text, sizeof out->text, "%s", text);
   return KT_OK;
 bad:
-  return kt_fail(err, KT_EINVAL, "%s '%.*s%s': expected a number above 0 (in %g..%g): mem-act "
-                                 "units per rank (12), a fraction of 1F1B's peak (0.5x)%s",
+  return kt_fail(err, KT_EINVAL,
+                 "%s '%.*s%s': expected a number above 0 (in %g..%g): mem-act "
+                 "units per rank (12), a fraction of 1F1B's peak (0.5x)%s",
                  name, shown, text, more, KT_COST_MIN, KT_COST_MAX,
                  allow_bytes ? " or bytes (2GiB, 512MiB)" : "");
 }
@@ -83,6 +90,9 @@ double kt_mem_limit_fraction(double units, kt_gen_kind kind, int p, int m, int v
 
 void kt_mem_limit_format(const kt_mem_limit *ml, char *buf, size_t n) {
   if (ml->text[0]) snprintf(buf, n, "%s", ml->text);
-  else snprintf(buf, n, "%.17g%s", ml->value,
-                ml->kind == KT_MEM_FRACTION ? "x" : ml->kind == KT_MEM_BYTES ? "B" : "");
+  else
+    snprintf(buf, n, "%.17g%s", ml->value,
+             ml->kind == KT_MEM_FRACTION ? "x"
+             : ml->kind == KT_MEM_BYTES  ? "B"
+                                         : "");
 }

@@ -42,13 +42,14 @@ kt_status kt__request_set_packing(kt_request *rq, int field, const char *key, co
       return KT_OK;
     case KT__REQ_MB_TOKENS:
       if (kt_parse_int(val, 1, 1L << 26, &x))
-        return kt_fail(err, KT_EINVAL, "%s '%.*s': expected a token count in 1..%ld", key,
-                       ECHO_LEN, val, 1L << 26);
+        return kt_fail(err, KT_EINVAL, "%s '%.*s': expected a token count in 1..%ld", key, ECHO_LEN,
+                       val, 1L << 26);
       rq->tokens.budget = (int)x;
       return KT_OK;
     default:
       if (kt_parse_double(val, &d) || !(d >= 0 && d <= 1))
-        return kt_fail(err, KT_EINVAL, "%s '%.*s': expected a fraction in 0..1", key, ECHO_LEN, val);
+        return kt_fail(err, KT_EINVAL, "%s '%.*s': expected a fraction in 0..1", key, ECHO_LEN,
+                       val);
       rq->tokens.attn = d;
       return KT_OK;
   }
@@ -96,8 +97,10 @@ kt_status kt__request_pack(const kt_request *rq, kt_gen_kind kind, int S, const 
                            kt_result *res, kt_error *err) {
   if (rq->doc_lengths.max <= 0) return KT_OK;
   if (rq->doc_lengths.max > rq->tokens.budget)
-    return kt_fail(err, KT_EINVAL, "doc-lengths: documents of up to %d tokens do not fit a "
-                   "micro-batch of mb-tokens=%d", rq->doc_lengths.max, rq->tokens.budget);
+    return kt_fail(err, KT_EINVAL,
+                   "doc-lengths: documents of up to %d tokens do not fit a "
+                   "micro-batch of mb-tokens=%d",
+                   rq->doc_lengths.max, rq->tokens.budget);
   int n = documents_needed(rq);
   int *len = malloc(sizeof(int) * (size_t)n);
   if (!len) return kt_fail(err, KT_ENOMEM, "out of memory for %d documents", n);
@@ -117,8 +120,10 @@ kt_status kt_request_pack(const kt_request *rq, const int *len, const double *sq
   memset(out, 0, sizeof *out);
   int k = kt_gen_kind_from_name(rq->schedule);
   if (k < 0)
-    return kt_fail(err, KT_EINVAL, "schedule '%s': packing orders micro-batches for a generator "
-                   "(%s)", rq->schedule, kt_gen_kind_list());
+    return kt_fail(err, KT_EINVAL,
+                   "schedule '%s': packing orders micro-batches for a generator "
+                   "(%s)",
+                   rq->schedule, kt_gen_kind_list());
   int v = rq->v > 0 ? rq->v : kt_gen_default_chunks((kt_gen_kind)k);
   kt_status st = given ? kt_pack_given(len, sq, n, out, err)
                        : kt_pack_documents(len, n, rq->m, &rq->tokens, rq->packing, out, err);
@@ -131,7 +136,10 @@ kt_status kt_request_pack(const kt_request *rq, const int *len, const double *sq
     return st;
   }
   double limit = kt_mem_limit_units(&rq->mem_limit, (kt_gen_kind)k, rq->p, out->m, rq->v, &base);
-  kt_gen_params pp = {.p = rq->p, .m = out->m, .v = rq->v, .mem_limit = limit > 0 ? limit : 0,
+  kt_gen_params pp = {.p = rq->p,
+                      .m = out->m,
+                      .v = rq->v,
+                      .mem_limit = limit > 0 ? limit : 0,
                       .quick = rq->effort == KT_EFFORT_QUICK,
                       .thorough = rq->effort == KT_EFFORT_THOROUGH};
   st = order_and_cost(rq, (kt_gen_kind)k, rq->p * v, &pp, out, &base, err);

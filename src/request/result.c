@@ -17,8 +17,10 @@ static kt_status size_guard(double actions, double bytes_per_action, kt_error *e
 #ifdef __wasi__
   (void)bytes_per_action;
   if (actions > 4e6)
-    return kt_fail(err, KT_EINVAL, "up to %.3g actions: too many to simulate in the page (use "
-                                   "kaiten sim)", actions);
+    return kt_fail(err, KT_EINVAL,
+                   "up to %.3g actions: too many to simulate in the page (use "
+                   "kaiten sim)",
+                   actions);
   return KT_OK;
 #else
   return kt_sim_memory_check(actions, bytes_per_action, err);
@@ -52,8 +54,8 @@ static kt_status stage_costs(const kt_request *rq, const kt_schedule *shape, kt_
 }
 
 /* The stage costs of a layout not built yet. */
-kt_status kt__request_layout_costs(const kt_request *rq, int p, int v, kt_placement pl, kt_costs *out,
-                              kt_error *err) {
+kt_status kt__request_layout_costs(const kt_request *rq, int p, int v, kt_placement pl,
+                                   kt_costs *out, kt_error *err) {
   kt_schedule shape;
   kt_status st = kt_schedule_init(&shape, p, v, 1, pl, err);
   if (st) return st;
@@ -91,16 +93,18 @@ static kt_status resolve_kind(const kt_request *rq, kt_gen_kind *out, kt_error *
                    kt_gen_kind_list(), KT_OPTIMAL_NAME);
   if (rq->placement >= 0 && (k == KT_SCHED_ZB_AUTO || k == KT_SCHED_ZBV_AUTO))
     k = rq->placement == KT_PLACEMENT_V ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
-  else if (rq->placement >= 0 && kt_gen_kind_placement((kt_gen_kind)k) != (kt_placement)rq->placement) {
+  else if (rq->placement >= 0 &&
+           kt_gen_kind_placement((kt_gen_kind)k) != (kt_placement)rq->placement) {
     char same[256] = "";
     size_t at = 0;
     for (int o = 0; o < KT_SCHED_COUNT && at < sizeof same; o++)
       if (kt_gen_kind_placement((kt_gen_kind)o) == (kt_placement)rq->placement)
         at += (size_t)snprintf(same + at, sizeof same - at, "%s%s", at ? ", " : "",
                                kt_gen_kind_name((kt_gen_kind)o));
-    return kt_fail(err, KT_EINVAL, "%s places its stages in %s placement, not %s (schedules in %s "
-                                   "placement: %s)", rq->schedule,
-                   kt_placement_name(kt_gen_kind_placement((kt_gen_kind)k)),
+    return kt_fail(err, KT_EINVAL,
+                   "%s places its stages in %s placement, not %s (schedules in %s "
+                   "placement: %s)",
+                   rq->schedule, kt_placement_name(kt_gen_kind_placement((kt_gen_kind)k)),
                    kt_placement_name(rq->placement), kt_placement_name(rq->placement), same);
   }
   *out = (kt_gen_kind)k;
@@ -124,14 +128,20 @@ static kt_status build_generated(const kt_request *rq, kt_result *res, kt_error 
   if ((st = kt__request_layout_costs(rq, rq->p, v, kt_gen_kind_placement(k), &res->costs, err)))
     return st;
   double limit = kt_mem_limit_units(&rq->mem_limit, k, rq->p, rq->m, rq->v, &res->costs);
-  kt_gen_params pp = {.p = rq->p, .m = rq->m, .v = rq->v, .costs = &res->costs,
-                      .mem_limit = limit > 0 ? limit : 0, .quick = rq->effort == KT_EFFORT_QUICK,
+  kt_gen_params pp = {.p = rq->p,
+                      .m = rq->m,
+                      .v = rq->v,
+                      .costs = &res->costs,
+                      .mem_limit = limit > 0 ? limit : 0,
+                      .quick = rq->effort == KT_EFFORT_QUICK,
                       .thorough = rq->effort == KT_EFFORT_THOROUGH,
-                      .on_long_search = rq->on_long_search, .ctx = rq->ctx,
+                      .on_long_search = rq->on_long_search,
+                      .ctx = rq->ctx,
                       .outcome = &res->outcome};
   /* quick: zbv, v-half and v-min as constructed, not tuned to the costs
    * (their tuning takes a second at P=8, M=64 even when quick) */
-  if (rq->effort == KT_EFFORT_QUICK && (k == KT_SCHED_ZBV || k == KT_SCHED_V_HALF || k == KT_SCHED_V_MIN))
+  if (rq->effort == KT_EFFORT_QUICK &&
+      (k == KT_SCHED_ZBV || k == KT_SCHED_V_HALF || k == KT_SCHED_V_MIN))
     pp.costs = NULL;
   res->kind = (int)k;
   if ((st = kt__request_pack(rq, k, rq->p * v, &pp, res, err))) return st;
@@ -148,16 +158,17 @@ static kt_status build_generated(const kt_request *rq, kt_result *res, kt_error 
 static kt_status build_optimal(const kt_request *rq, kt_result *res, kt_error *err) {
   int v = rq->v > 0 ? rq->v : rq->placement == KT_PLACEMENT_V ? 2 : 1;
   if (rq->placement >= 0 && (v == 2) != (rq->placement == KT_PLACEMENT_V))
-    return kt_fail(err, KT_EINVAL, "optimal with %d chunks per rank places its stages in %s "
-                                   "placement, not %s", v, v == 2 ? "v" : "loop",
-                   kt_placement_name(rq->placement));
+    return kt_fail(err, KT_EINVAL,
+                   "optimal with %d chunks per rank places its stages in %s "
+                   "placement, not %s",
+                   v, v == 2 ? "v" : "loop", kt_placement_name(rq->placement));
   kt_placement pl = v == 2 ? KT_PLACEMENT_V : KT_PLACEMENT_LOOP;
   kt_gen_kind like = v == 2 ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
   kt_status st = kt__request_layout_costs(rq, rq->p, v, pl, &res->costs, err);
   if (st) return st;
   double limit = kt_mem_limit_units(&rq->mem_limit, like, rq->p, rq->m, v, &res->costs);
-  kt_gen_params pp = {.p = rq->p, .m = rq->m, .v = v, .costs = &res->costs,
-                      .mem_limit = limit > 0 ? limit : 0};
+  kt_gen_params pp = {
+      .p = rq->p, .m = rq->m, .v = v, .costs = &res->costs, .mem_limit = limit > 0 ? limit : 0};
   kt_optimal_opts o = {.time_limit = rq->time_limit};
   res->kind = KT_SIM_OPTIMAL;
   if ((st = kt_gen_optimal(&pp, pl, &o, &res->order, &res->search, err)))
@@ -174,8 +185,10 @@ static void describe_comms(const kt_parse_opts *po, kt_torch_ir ir, char *buf, s
     snprintf(buf, n, "; lowered (torch %s IR): %zu communication actions, run in the file's order",
              kt_torch_ir_name(ir), po->comm_actions);
   else
-    snprintf(buf, n, "; %zu REDUCE_GRAD/UNSHARD-style actions checked and set aside (kaiten "
-                     "reduces gradients itself and does not shard)", po->comm_actions);
+    snprintf(buf, n,
+             "; %zu REDUCE_GRAD/UNSHARD-style actions checked and set aside (kaiten "
+             "reduces gradients itself and does not shard)",
+             po->comm_actions);
 }
 
 static void read_info(const kt_request *rq, const kt_parse_opts *po, kt_result *res) {
@@ -187,8 +200,9 @@ static void read_info(const kt_request *rq, const kt_parse_opts *po, kt_result *
   snprintf(res->read_info, sizeof res->read_info,
            "%s: %d ranks, %d stages (%s), %d micro-batches; placement %s%s; notation %s (%s)%s",
            rq->order_origin ? rq->order_origin : s->name, s->p, kt_schedule_stages(s), vtext, s->m,
-           kt_schedule_placement_text(s, pl, sizeof pl), po->placement_inferred ? " (inferred)" : "",
-           kt_notation_name(po->detected), po->detected_why, comms);
+           kt_schedule_placement_text(s, pl, sizeof pl),
+           po->placement_inferred ? " (inferred)" : "", kt_notation_name(po->detected),
+           po->detected_why, comms);
 }
 
 /* The order the caller holds: parsed, validated with its lowered form (run
@@ -215,9 +229,10 @@ static kt_status build_held(const kt_request *rq, kt_result *res, kt_error *err)
   const int have[3] = {s->p, s->m, s->v}, want[3] = {rq->p, rq->m, rq->v};
   for (int i = 0; i < 3; i++)
     if ((rq->given & (1u << i)) && want[i] != have[i])
-      return kt_fail(err, KT_EINVAL, "%s disagrees with %s: it has P=%d M=%d V=%d (you gave %d); "
-                                     "leave it out", rq->size_key[i], origin ? origin : "the order",
-                     s->p, s->m, s->v, want[i]);
+      return kt_fail(err, KT_EINVAL,
+                     "%s disagrees with %s: it has P=%d M=%d V=%d (you gave %d); "
+                     "leave it out",
+                     rq->size_key[i], origin ? origin : "the order", s->p, s->m, s->v, want[i]);
   if (!s->name[0])
     snprintf(s->name, sizeof s->name, "%.*s", (int)sizeof s->name - 1,
              rq->order_name[0] ? rq->order_name : "schedule");
@@ -244,10 +259,12 @@ kt_status kt_request_build(const kt_request *rq, kt_result *res, kt_error *err) 
   res->cost_basis = rq->per_stage ? "stage" : "rank";
   kt_status st = kt_request_check(rq, err);
   if (!st && rq->doc_lengths.max > 0 && (rq->order || !strcmp(rq->schedule, KT_OPTIMAL_NAME)))
-    st = kt_fail(err, KT_EINVAL, "doc-lengths: documents are packed for a generated schedule "
-                                 "(not %s)", rq->order ? "a schedule file" : KT_OPTIMAL_NAME);
+    st = kt_fail(err, KT_EINVAL,
+                 "doc-lengths: documents are packed for a generated schedule "
+                 "(not %s)",
+                 rq->order ? "a schedule file" : KT_OPTIMAL_NAME);
   if (!st)
-    st = rq->order ? build_held(rq, res, err)
+    st = rq->order                                ? build_held(rq, res, err)
          : !strcmp(rq->schedule, KT_OPTIMAL_NAME) ? build_optimal(rq, res, err)
                                                   : build_generated(rq, res, err);
   if (st) kt_result_free(res);

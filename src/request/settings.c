@@ -11,14 +11,13 @@
 
 /* A value is echoed in a message up to this many characters. */
 #define ECHO_MAX 60
-#define ECHO(v) (int)(strlen(v) > ECHO_MAX ? ECHO_MAX : strlen(v)), (v), strlen(v) > ECHO_MAX ? "..." : ""
+#define ECHO(v) \
+  (int)(strlen(v) > ECHO_MAX ? ECHO_MAX : strlen(v)), (v), strlen(v) > ECHO_MAX ? "..." : ""
 
 static const char *const effort_names[] = {"default", "quick", "thorough"};
 #define N_EFFORTS (int)(sizeof effort_names / sizeof *effort_names)
 
-const char *kt_effort_name(kt_effort e) {
-  return (unsigned)e < N_EFFORTS ? effort_names[e] : "?";
-}
+const char *kt_effort_name(kt_effort e) { return (unsigned)e < N_EFFORTS ? effort_names[e] : "?"; }
 
 void kt_request_init(kt_request *rq) {
   memset(rq, 0, sizeof *rq);
@@ -75,8 +74,7 @@ kt_status kt_request_set_order(kt_request *rq, const char *text, const char *nam
   return KT_OK;
 }
 
-kt_status kt_request_read_order(kt_request *rq, const char *path, const char *name,
-                                kt_error *err) {
+kt_status kt_request_read_order(kt_request *rq, const char *path, const char *name, kt_error *err) {
   char *text = NULL;
   size_t len = 0;
   kt_status st = kt_read_text(path, KT_SCHEDULE_FILE_MAX, KT_SCHEDULE_LINE_MAX, &text, &len, err);
@@ -213,8 +211,8 @@ static kt_status set_placement(kt_request *rq, int field, const char *key, const
 
 /* The cost table's fields, by the names kt_costs_set reads. */
 enum { F_TF, F_TB, F_TW, F_TU, F_MEM_ACT, F_MEM_WGRAD, F_MEM_TRANSIENT, F_COST_LISTS };
-static const char *const list_fields[] = {"tf", "tb", "tw", "tu", "mem-act", "mem-wgrad",
-                                          "mem-transient"};
+static const char *const list_fields[] = {"tf",      "tb",        "tw",           "tu",
+                                          "mem-act", "mem-wgrad", "mem-transient"};
 
 /* One cost field as kt_costs_set reads it (its range: kt_cost_value_check),
  * its error naming the key as the caller wrote it. */
@@ -234,12 +232,21 @@ static kt_status set_cost_list(kt_request *rq, int field, const char *key, const
   return set_cost(rq, list_fields[field], key, val, err);
 }
 
-enum { F_COMM, F_COMM_LATENCY, F_COMM_BYTES, F_COMM_BANDWIDTH, F_SEND_OVERHEAD, F_OP_OVERHEAD,
-       F_T_NORM, F_T_DP, F_OVERLAP, F_TIE };
-static const char *const scalar_fields[] = {"comm",          "comm-latency", "comm-bytes",
-                                            "comm-bandwidth", "send-overhead", "op-overhead",
-                                            "t-norm",        "t-dp",         "overlap",
-                                            "tie"};
+enum {
+  F_COMM,
+  F_COMM_LATENCY,
+  F_COMM_BYTES,
+  F_COMM_BANDWIDTH,
+  F_SEND_OVERHEAD,
+  F_OP_OVERHEAD,
+  F_T_NORM,
+  F_T_DP,
+  F_OVERLAP,
+  F_TIE
+};
+static const char *const scalar_fields[] = {
+    "comm",        "comm-latency", "comm-bytes", "comm-bandwidth", "send-overhead",
+    "op-overhead", "t-norm",       "t-dp",       "overlap",        "tie"};
 static double *scalar_of(kt_costs *c, int field) {
   double *at[] = {&c->comm,          &c->comm_latency, &c->comm_bytes, &c->comm_bandwidth,
                   &c->send_overhead, &c->op_overhead,  &c->t_norm,     &c->t_dp,
@@ -405,7 +412,8 @@ kt_status kt_request_set(kt_request *rq, const char *key, const char *value, kt_
     char known[512] = "";
     size_t at = 0;
     for (int i = 0; i < N_SETTINGS && at < sizeof known; i++)
-      at += (size_t)snprintf(known + at, sizeof known - at, "%s%s", i ? ", " : "", settings[i].name);
+      at +=
+          (size_t)snprintf(known + at, sizeof known - at, "%s%s", i ? ", " : "", settings[i].name);
     return kt_fail(err, KT_EINVAL, "unknown setting '%.*s%s' (known: %s)", ECHO(key), known);
   }
   return s->set(rq, s->field, key, value, err);
@@ -435,18 +443,24 @@ kt_status kt_request_check(const kt_request *rq, kt_error *err) {
   const kt_costs *c = &rq->costs;
   const char *k = rq->key_prefix; /* the settings named as the caller names them */
   if (c->comm > 0 && c->comm_bandwidth > 0)
-    return kt_fail(err, KT_EINVAL, "%scomm %g and %scomm-bandwidth %g both set the time of a hop; "
-                                   "give %scomm, or %scomm-latency/%scomm-bytes/%scomm-bandwidth",
+    return kt_fail(err, KT_EINVAL,
+                   "%scomm %g and %scomm-bandwidth %g both set the time of a hop; "
+                   "give %scomm, or %scomm-latency/%scomm-bytes/%scomm-bandwidth",
                    k, c->comm, k, c->comm_bandwidth, k, k, k, k);
   if (c->comm_bandwidth == 0 && c->comm_bytes > 0)
-    return kt_fail(err, KT_EINVAL, "%scomm-bytes %g needs %scomm-bandwidth (hop = latency + "
-                                   "bytes/bandwidth)", k, c->comm_bytes, k);
+    return kt_fail(err, KT_EINVAL,
+                   "%scomm-bytes %g needs %scomm-bandwidth (hop = latency + "
+                   "bytes/bandwidth)",
+                   k, c->comm_bytes, k);
   if (c->comm_bandwidth == 0 && c->comm_latency > 0)
-    return kt_fail(err, KT_EINVAL, "%scomm-latency %g needs %scomm-bandwidth; for a fixed hop time "
-                                   "give %scomm", k, c->comm_latency, k, k);
+    return kt_fail(err, KT_EINVAL,
+                   "%scomm-latency %g needs %scomm-bandwidth; for a fixed hop time "
+                   "give %scomm",
+                   k, c->comm_latency, k, k);
   if (kt_costs_compute_free(c))
-    return kt_fail(err, KT_EINVAL, "%stf, %stb and %stw are all 0: every action takes no time, so "
-                                   "there is no period or bubble to compute; give a cost above 0",
+    return kt_fail(err, KT_EINVAL,
+                   "%stf, %stb and %stw are all 0: every action takes no time, so "
+                   "there is no period or bubble to compute; give a cost above 0",
                    k, k, k);
   return KT_OK;
 }
@@ -464,8 +478,8 @@ static void print_mb_lists(kt_buf *b, const char *name, const double *mb, int n,
   }
 }
 
-static void print_cost_list(kt_buf *b, const char *name, double uniform, const double *per,
-                            int n, double dflt) {
+static void print_cost_list(kt_buf *b, const char *name, double uniform, const double *per, int n,
+                            double dflt) {
   if (!per && uniform == dflt) return;
   kt_buf_printf(b, " %s=", name);
   if (!per) {
@@ -504,13 +518,16 @@ void kt_request_print(const kt_request *rq, kt_buf *out) {
   if (rq->placement >= 0) kt_buf_printf(&b, " placement=%s", kt_placement_name(rq->placement));
   const kt_costs *c = &rq->costs, *dc = &d.costs;
   int n = c->n_stages;
-  const struct { const char *name; double u, d; const double *per, *mb; } lists[] = {
-      {"tf", c->tf, dc->tf, c->stage_tf, c->mb_tf},
-      {"tb", c->tb, dc->tb, c->stage_tb, c->mb_tb},
-      {"tw", c->tw, dc->tw, c->stage_tw, c->mb_tw},
-      {"tu", c->tu, dc->tu, c->stage_tu, NULL},
-      {"mem-act", c->mem_act, dc->mem_act, c->stage_mem_act, c->mb_mem_act},
-      {"mem-wgrad", c->mem_wgrad, dc->mem_wgrad, c->stage_mem_wgrad, c->mb_mem_wgrad}};
+  const struct {
+    const char *name;
+    double u, d;
+    const double *per, *mb;
+  } lists[] = {{"tf", c->tf, dc->tf, c->stage_tf, c->mb_tf},
+               {"tb", c->tb, dc->tb, c->stage_tb, c->mb_tb},
+               {"tw", c->tw, dc->tw, c->stage_tw, c->mb_tw},
+               {"tu", c->tu, dc->tu, c->stage_tu, NULL},
+               {"mem-act", c->mem_act, dc->mem_act, c->stage_mem_act, c->mb_mem_act},
+               {"mem-wgrad", c->mem_wgrad, dc->mem_wgrad, c->stage_mem_wgrad, c->mb_mem_wgrad}};
   for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
     if (lists[i].mb) print_mb_lists(&b, lists[i].name, lists[i].mb, n, c->n_mb);
     else print_cost_list(&b, lists[i].name, lists[i].u, lists[i].per, n, lists[i].d);
@@ -520,8 +537,10 @@ void kt_request_print(const kt_request *rq, kt_buf *out) {
     if (settings[i].set != set_scalar) continue;
     int f = settings[i].field;
     double x = *scalar_of((kt_costs *)c, f);
-    const double *links = f == F_COMM ? c->link_comm : f == F_COMM_LATENCY ? c->link_latency
-                          : f == F_COMM_BANDWIDTH ? c->link_bandwidth : NULL;
+    const double *links = f == F_COMM             ? c->link_comm
+                          : f == F_COMM_LATENCY   ? c->link_latency
+                          : f == F_COMM_BANDWIDTH ? c->link_bandwidth
+                                                  : NULL;
     if (links && c->n_links > 0) {
       print_cost_list(&b, settings[i].name, x, links, c->n_links, x);
       continue;
@@ -543,7 +562,8 @@ void kt_request_print(const kt_request *rq, kt_buf *out) {
     kt_buf_puts(&b, " time-limit=");
     print_number(&b, rq->time_limit);
   }
-  if (c->link_delay && c->n_links > 0) print_cost_list(&b, "link-delay", 0, c->link_delay, c->n_links, 0);
+  if (c->link_delay && c->n_links > 0)
+    print_cost_list(&b, "link-delay", 0, c->link_delay, c->n_links, 0);
   print_faults(&b, &rq->faults);
   if (rq->notation != d.notation)
     kt_buf_printf(&b, " torch-notation=%s", kt_notation_name(rq->notation));

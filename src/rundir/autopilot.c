@@ -64,7 +64,9 @@ void kt__rd_fault_parse(const cJSON *o, kt_run_fault *f) {
   if (!kt__rd_int(x, "since", 0, 2000000000, &since)) f->since = since;
 }
 
-static void copy_str(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src ? src : ""); }
+static void copy_str(char *dst, size_t n, const char *src) {
+  snprintf(dst, n, "%s", src ? src : "");
+}
 
 void kt__rd_switch_parse(const cJSON *o, kt_run_switch *w) {
   memset(w, 0, sizeof *w);

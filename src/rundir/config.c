@@ -13,7 +13,7 @@
 /* A segment's three per-stage memory lists, in file order. */
 #define MEM_LISTS 3
 static const char *const mem_keys[MEM_LISTS] = {"mem_act_bytes", "mem_wgrad_bytes",
-                                                 "mem_transient_bytes"};
+                                                "mem_transient_bytes"};
 static double **mem_list(kt_run_segment *s, int k) {
   return k == 0 ? &s->mem_act_bytes : k == 1 ? &s->mem_wgrad_bytes : &s->mem_transient_bytes;
 }
@@ -71,8 +71,9 @@ kt_status kt_run_config_add_segment(kt_run_config *c, const kt_run_segment *seg,
 static void layout_json(kt_buf *b, const kt_run_segment *s) {
   kt_buf_puts(b, "\"schedule\": ");
   kt_buf_json_string(b, s->schedule);
-  kt_buf_printf(b, ", \"p\": %d, \"v\": %d, \"m\": %d, \"b\": %d, \"k\": %d, \"d\": %d, "
-                   "\"transport\": ",
+  kt_buf_printf(b,
+                ", \"p\": %d, \"v\": %d, \"m\": %d, \"b\": %d, \"k\": %d, \"d\": %d, "
+                "\"transport\": ",
                 s->p, s->v, s->m, s->b, s->k, s->d);
   kt_buf_json_string(b, s->transport);
   kt_buf_puts(b, ", \"partition\": [");
@@ -132,8 +133,9 @@ static void segment_json(kt_buf *b, const kt_run_segment *s) {
 void kt__rd_config_json(const kt_run_config *c, kt_buf *b) {
   kt_buf_puts(b, "{\n  \"model\": {\"kind\": ");
   kt_buf_json_string(b, c->model);
-  kt_buf_printf(b, ", \"layers\": %d, \"hidden\": %d, \"heads\": %d, \"seq_len\": %d, "
-                   "\"vocab\": %d, \"tie_embeddings\": %s, \"recompute\": %s, \"seed\": %llu},\n",
+  kt_buf_printf(b,
+                ", \"layers\": %d, \"hidden\": %d, \"heads\": %d, \"seq_len\": %d, "
+                "\"vocab\": %d, \"tie_embeddings\": %s, \"recompute\": %s, \"seed\": %llu},\n",
                 c->layers, c->hidden, c->heads, c->seq_len, c->vocab,
                 c->tie_embeddings ? "true" : "false", c->recompute ? "true" : "false",
                 (unsigned long long)c->model_seed);
@@ -141,8 +143,10 @@ void kt__rd_config_json(const kt_run_config *c, kt_buf *b) {
   if (c->n_segments > 0) layout_json(b, &c->segments[c->n_segments - 1]);
   kt_buf_puts(b, "},\n  \"optimizer\": {\"kind\": ");
   kt_buf_json_string(b, c->optimizer);
-  const struct { const char *k; double v; } nums[] = {
-      {"lr", c->lr}, {"weight_decay", c->weight_decay}, {"grad_clip", c->grad_clip}};
+  const struct {
+    const char *k;
+    double v;
+  } nums[] = {{"lr", c->lr}, {"weight_decay", c->weight_decay}, {"grad_clip", c->grad_clip}};
   for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
     kt_buf_printf(b, ", \"%s\": ", nums[i].k);
     kt_buf_json_number(b, nums[i].v);
@@ -187,14 +191,14 @@ static int is_true(const cJSON *o, const char *key) {
 }
 
 /* A list of n byte counts (each finite and >= 0) into *out; absent: NULL. */
-static kt_status parse_bytes(const cJSON *o, const char *key, int n, const char *path,
-                             double **out, kt_error *err) {
+static kt_status parse_bytes(const cJSON *o, const char *key, int n, const char *path, double **out,
+                             kt_error *err) {
   const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
   *out = NULL;
   if (!a) return KT_OK;
   if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
-    return kt_fail(err, KT_EPARSE, "%s: %s is not a list of %d byte counts (one per stage)",
-                   path, key, n);
+    return kt_fail(err, KT_EPARSE, "%s: %s is not a list of %d byte counts (one per stage)", path,
+                   key, n);
   if (!(*out = malloc(sizeof **out * (size_t)n)))
     return kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
   int i = 0;
@@ -210,8 +214,7 @@ static kt_status parse_bytes(const cJSON *o, const char *key, int n, const char 
 }
 
 /* A segment's memory (memory_json's form) into s. */
-static kt_status parse_memory(const cJSON *o, const char *path, kt_run_segment *s,
-                              kt_error *err) {
+static kt_status parse_memory(const cJSON *o, const char *path, kt_run_segment *s, kt_error *err) {
   const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, mem_keys[0]);
   int n = cJSON_IsArray(act) ? cJSON_GetArraySize(act) : 0;
   if (n > KT_MAX_RANKS * KT_MAX_CHUNKS)
@@ -229,8 +232,12 @@ static kt_status parse_memory(const cJSON *o, const char *path, kt_run_segment *
 
 /* One layout object (a segment or the top-level "layout") into s. */
 static kt_status parse_layout(const cJSON *o, const char *path, kt_run_segment *s, kt_error *err) {
-  *s = (kt_run_segment){.last_step = -1, .predicted_bubble = NAN, .measured_bubble = NAN,
-                        .peak_1f1b_bytes = NAN, .mem_limit_bytes = NAN, .predicted_period = NAN,
+  *s = (kt_run_segment){.last_step = -1,
+                        .predicted_bubble = NAN,
+                        .measured_bubble = NAN,
+                        .peak_1f1b_bytes = NAN,
+                        .mem_limit_bytes = NAN,
+                        .predicted_period = NAN,
                         .period_1f1b = NAN};
   copy_str(s->schedule, sizeof s->schedule, kt__rd_str(o, "schedule"));
   copy_str(s->transport, sizeof s->transport, kt__rd_str(o, "transport"));

@@ -61,7 +61,6 @@ kt_status kt__rd_follow_metrics(kt_run *r, const char *path, size_t *added, kt_e
 /* config.json's text of c. */
 void kt__rd_config_json(const kt_run_config *c, kt_buf *b);
 /* config.json's object into c (path names it in errors). EPARSE, ENOMEM. */
-kt_status kt__rd_config_parse(const cJSON *root, const char *path, kt_run_config *c,
-                              kt_error *err);
+kt_status kt__rd_config_parse(const cJSON *root, const char *path, kt_run_config *c, kt_error *err);
 
 #endif

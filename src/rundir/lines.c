@@ -31,8 +31,10 @@ kt_status kt__rd_open(const char *path, long long max, int *fd_out, struct stat 
     kt_format_size(has, sizeof has, (double)sb->st_size);
     kt_format_size(most, sizeof most, (double)max);
     close(fd);
-    return kt_fail(err, KT_EINVAL, "%s holds %s, far more than kaiten writes there (at most %s "
-                   "is read): refused", path, has, most);
+    return kt_fail(err, KT_EINVAL,
+                   "%s holds %s, far more than kaiten writes there (at most %s "
+                   "is read): refused",
+                   path, has, most);
   }
   int flags = fcntl(fd, F_GETFL);
   if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
@@ -140,11 +142,15 @@ kt_status kt__rd_lines(const char *path, long long from, long long max_total, in
     memmove(buf, buf + start, len - start);
     len -= start;
     if (len > KT__RD_MAX_LINE) {
-      st = kt_fail(err, KT_EINVAL, "%s line %d is longer than %d MiB, far longer than any kaiten "
-                   "writes: refused", path, line + 1, KT__RD_MAX_LINE >> 20);
+      st = kt_fail(err, KT_EINVAL,
+                   "%s line %d is longer than %d MiB, far longer than any kaiten "
+                   "writes: refused",
+                   path, line + 1, KT__RD_MAX_LINE >> 20);
     } else if (max_total > 0 && at > max_total) {
-      st = kt_fail(err, KT_EINVAL, "%s holds more than %lld MiB, far more than kaiten writes "
-                   "there: refused", path, max_total >> 20);
+      st = kt_fail(err, KT_EINVAL,
+                   "%s holds more than %lld MiB, far more than kaiten writes "
+                   "there: refused",
+                   path, max_total >> 20);
     }
     if (eof) break;
   }

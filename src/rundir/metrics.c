@@ -29,14 +29,14 @@ typedef struct {
   const char *path;
   parsed_line *lines;
   size_t n, cap;
-  int after;        /* following a rewritten file: only steps above this one */
-  int torn;         /* an unterminated last line was left */
+  int after; /* following a rewritten file: only steps above this one */
+  int torn;  /* an unterminated last line was left */
 } reader;
 
 static kt_idle_split no_idle(void) { return (kt_idle_split){NAN, NAN, NAN, NAN, NAN, NAN}; }
 static kt_run_rank_step no_rank(void) {
-  return (kt_run_rank_step){.busy = NAN, .comm_time = NAN, .bytes_sent = NAN,
-                            .peak_act_bytes = NAN, .idle = no_idle()};
+  return (kt_run_rank_step){
+      .busy = NAN, .comm_time = NAN, .bytes_sent = NAN, .peak_act_bytes = NAN, .idle = no_idle()};
 }
 
 /* A rank's idle_causes (all NAN when absent or not numbers). */
@@ -44,9 +44,12 @@ static kt_idle_split idle_causes(const cJSON *rank) {
   const cJSON *c = cJSON_GetObjectItemCaseSensitive(rank, "idle_causes");
   /* "compute" (the ops' own time); runs before it was named apart wrote "busy" */
   double own = kt__rd_num(c, "compute");
-  kt_idle_split o = {.busy = isnan(own) ? kt__rd_num(c, "busy") : own, .schedule = kt__rd_num(c, "schedule"),
-                     .core_wait = kt__rd_num(c, "core_wait"), .comm = kt__rd_num(c, "comm"),
-                     .overhead = kt__rd_num(c, "overhead"), .optimizer = kt__rd_num(c, "optimizer")};
+  kt_idle_split o = {.busy = isnan(own) ? kt__rd_num(c, "busy") : own,
+                     .schedule = kt__rd_num(c, "schedule"),
+                     .core_wait = kt__rd_num(c, "core_wait"),
+                     .comm = kt__rd_num(c, "comm"),
+                     .overhead = kt__rd_num(c, "overhead"),
+                     .optimizer = kt__rd_num(c, "optimizer")};
   double all = o.busy + o.schedule + o.core_wait + o.comm + o.overhead + o.optimizer;
   if (!cJSON_IsObject(c) || !isfinite(all)) o = no_idle();
   return o;
@@ -59,8 +62,10 @@ static int parse_step(const cJSON *o, parsed_line *pl, const char **why) {
   if (!(step >= 0 && step <= 2e9) || step != floor(step)) return *why = "no integer \"step\"", 1;
   pl->s = (kt_run_step){.step = (int)step,
                         .skipped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "skipped")),
-                        .loss = kt__rd_num(o, "loss"), .val_loss = kt__rd_num(o, "val_loss"),
-                        .lr = kt__rd_num(o, "lr"), .grad_norm = kt__rd_num(o, "grad_norm"),
+                        .loss = kt__rd_num(o, "loss"),
+                        .val_loss = kt__rd_num(o, "val_loss"),
+                        .lr = kt__rd_num(o, "lr"),
+                        .grad_norm = kt__rd_num(o, "grad_norm"),
                         .seconds = kt__rd_num(o, "seconds"),
                         .tokens_per_s = kt__rd_num(o, "tokens_per_s"),
                         .samples_per_s = kt__rd_num(o, "samples_per_s"),
@@ -135,14 +140,13 @@ static kt_status append_lines(kt_run *r, reader *rd, kt_error *err) {
   }
   for (size_t i = 0; ranks && i < r->n_steps; i++)
     for (int k = 0; k < ranks; k++)
-      rs[i * (size_t)ranks + (size_t)k] = k < r->ranks ? r->rank_steps[i * (size_t)r->ranks + (size_t)k]
-                                                       : no_rank();
+      rs[i * (size_t)ranks + (size_t)k] =
+          k < r->ranks ? r->rank_steps[i * (size_t)r->ranks + (size_t)k] : no_rank();
   for (size_t j = 0; j < rd->n; j++) {
     size_t i = r->n_steps + j;
     steps[i] = rd->lines[j].s;
     for (int k = 0; k < ranks; k++)
-      rs[i * (size_t)ranks + (size_t)k] = k < rd->lines[j].n ? rd->lines[j].r[k]
-                                                             : no_rank();
+      rs[i * (size_t)ranks + (size_t)k] = k < rd->lines[j].n ? rd->lines[j].r[k] : no_rank();
   }
   free(r->rank_steps);
   r->rank_steps = rs;
@@ -162,8 +166,8 @@ static kt_status read_from(kt_run *r, const char *path, int after, int sort, siz
   reader rd = {.run = r, .path = path, .after = after};
   long long end = 0;
   int lineno = r->follow.metrics_lines;
-  kt_status st = kt__rd_lines(path, r->follow.metrics_end, MAX_METRICS_BYTES, &lineno, on_line,
-                              &rd, &end, err);
+  kt_status st = kt__rd_lines(path, r->follow.metrics_end, MAX_METRICS_BYTES, &lineno, on_line, &rd,
+                              &end, err);
   if (!st && sort && rd.n > 1) qsort(rd.lines, rd.n, sizeof *rd.lines, cmp_line);
   if (!st) st = append_lines(r, &rd, err);
   if (!st) {

@@ -144,7 +144,8 @@ static kt_status load_config(kt_run *r, const char *path, kt_error *err) {
   if (st) return st;
   size_t cap = 0;
   st = kt__rd_config_parse(root, path, &r->cfg, err);
-  if (!st && flatten(r, &cap, "", root, 0)) st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
+  if (!st && flatten(r, &cap, "", root, 0))
+    st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
   cJSON_Delete(root);
   if (st) return st;
   const kt_run_config *c = &r->cfg;
@@ -166,11 +167,9 @@ static kt_status load_config(kt_run *r, const char *path, kt_error *err) {
 static kt_status load_events(kt_timeline *t, const cJSON *o, const char *path, const char *which,
                              double *t0, kt_error *err) {
   int p;
-  if (!cJSON_IsObject(o))
-    return kt_fail(err, KT_EPARSE, "%s: no \"%s\" object", path, which);
+  if (!cJSON_IsObject(o)) return kt_fail(err, KT_EPARSE, "%s: no \"%s\" object", path, which);
   if (kt__rd_int(o, "p", 1, MAX_RANKS, &p))
-    return kt_fail(err, KT_EPARSE, "%s: %s.p is not a rank count in 1..%d", path, which,
-                   MAX_RANKS);
+    return kt_fail(err, KT_EPARSE, "%s: %s.p is not a rank count in 1..%d", path, which, MAX_RANKS);
   const char *unit = kt__rd_str(o, "time_unit");
   if (kt_timeline_init(t, p, unit && strlen(unit) < sizeof t->time_unit ? unit : "s", "B"))
     return kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
@@ -186,16 +185,16 @@ static kt_status load_events(kt_timeline *t, const cJSON *o, const char *path, c
     const char *bad = kt__rd_int(e, "rank", 0, p - 1, &ev.rank)       ? "rank"
                       : kt__rd_int(e, "stage", 0, 1 << 20, &ev.stage) ? "stage"
                       : kt__rd_int(e, "mb", 0, 1 << 24, &ev.mb)       ? "mb"
-                      : !at                                       ? "op"
-                      : !isfinite(ev.start)                       ? "start"
-                      : !(ev.end >= ev.start && isfinite(ev.end)) ? "end"
-                                                                  : NULL;
+                      : !at                                           ? "op"
+                      : !isfinite(ev.start)                           ? "start"
+                      : !(ev.end >= ev.start && isfinite(ev.end))     ? "end"
+                                                                      : NULL;
     if (bad) {
       char *v = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(e, bad));
       kt_fail(err, KT_EPARSE, "%s: %s event %d: %s %s is not %s", path, which, i, bad,
               v ? v : "(missing)",
-              !strcmp(bad, "rank") ? "a rank of the timeline's p"
-              : !strcmp(bad, "op") ? "\"F\", \"B\", \"I\" or \"W\""
+              !strcmp(bad, "rank")  ? "a rank of the timeline's p"
+              : !strcmp(bad, "op")  ? "\"F\", \"B\", \"I\" or \"W\""
               : !strcmp(bad, "end") ? "a time at or after start"
                                     : "a valid number");
       free(v);
@@ -213,8 +212,10 @@ static kt_status load_events(kt_timeline *t, const cJSON *o, const char *path, c
     kt_event *e = &t->events[k];
     /* counted from the first start, a time may overflow (1e308 - -1e308) */
     if (!isfinite(e->end - *t0))
-      return kt_fail(err, KT_EPARSE, "%s: %s event %zu: end %g is too far from the first "
-                     "start %g (the step would last forever)", path, which, k, e->end, *t0);
+      return kt_fail(err, KT_EPARSE,
+                     "%s: %s event %zu: end %g is too far from the first "
+                     "start %g (the step would last forever)",
+                     path, which, k, e->end, *t0);
     e->start -= *t0, e->end -= *t0;
   }
   return KT_OK;
@@ -319,8 +320,12 @@ static kt_status load_trace_memory(kt_run *r, const char *path, double t0, kt_er
   cJSON *root;
   struct stat sb;
   if (stat(path, &sb) == 0 && sb.st_size > MAX_TIMELINE) /* optional: skipped, said */
-    return kt__rd_warn(r, "%s holds %lld MiB, more than kaiten writes: its memory counters "
-                       "are not read", path, (long long)(sb.st_size >> 20)) ? KT_ENOMEM : KT_OK;
+    return kt__rd_warn(r,
+                       "%s holds %lld MiB, more than kaiten writes: its memory counters "
+                       "are not read",
+                       path, (long long)(sb.st_size >> 20))
+               ? KT_ENOMEM
+               : KT_OK;
   kt_status st = read_json_max(path, MAX_TIMELINE, &root, err);
   if (st) return st;
   const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
@@ -330,13 +335,13 @@ static kt_status load_trace_memory(kt_run *r, const char *path, double t0, kt_er
     int rank;
     if (!ph || strcmp(ph, "C") || !name || strncmp(name, "memory rank", 11)) continue;
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
-    double ts = kt__rd_num(e, "ts"), v = args && args->child && cJSON_IsNumber(args->child)
-                                      ? args->child->valuedouble : NAN;
-    if (kt__rd_int(e, "tid", 0, r->measured.p - 1, &rank) || !isfinite(ts) || !isfinite(v)) continue;
+    double ts = kt__rd_num(e, "ts"),
+           v = args && args->child && cJSON_IsNumber(args->child) ? args->child->valuedouble : NAN;
+    if (kt__rd_int(e, "tid", 0, r->measured.p - 1, &rank) || !isfinite(ts) || !isfinite(v))
+      continue;
     if (kt_timeline_add_mem(&r->measured, rank, ts * 1e-6 - t0, v))
       st = kt_fail(err, KT_ENOMEM, "out of memory reading %s", path);
-    else
-      r->has_memory = 1;
+    else r->has_memory = 1;
   }
   cJSON_Delete(root);
   return st;
@@ -379,7 +384,8 @@ static void timeline_id(const char *path, unsigned long long id[4]) {
   if (stat(path, &sb) || !S_ISREG(sb.st_mode)) return;
   id[0] = (unsigned long long)sb.st_dev, id[1] = (unsigned long long)sb.st_ino;
   id[2] = (unsigned long long)sb.st_size;
-  id[3] = (unsigned long long)sb.st_mtim.tv_sec * 1000000000ull + (unsigned long long)sb.st_mtim.tv_nsec;
+  id[3] = (unsigned long long)sb.st_mtim.tv_sec * 1000000000ull +
+          (unsigned long long)sb.st_mtim.tv_nsec;
 }
 
 /* The traced step: timeline.json and trace.json's memory counters, into r
@@ -406,11 +412,12 @@ kt_status kt_run_load(const char *dir, kt_run *out, kt_error *err) {
   out->measured_period = out->predicted_period = NAN, out->step_sync = -1;
   struct stat sb;
   if (!dir || !*dir) return kt_fail(err, KT_EINVAL, "no run directory given");
-  if (stat(dir, &sb) != 0)
-    return kt_fail(err, KT_EINVAL, "run directory '%s' does not exist", dir);
+  if (stat(dir, &sb) != 0) return kt_fail(err, KT_EINVAL, "run directory '%s' does not exist", dir);
   if (!S_ISDIR(sb.st_mode))
-    return kt_fail(err, KT_EINVAL, "'%s' is not a directory (a run directory holds config.json "
-                   "and metrics.jsonl)", dir);
+    return kt_fail(err, KT_EINVAL,
+                   "'%s' is not a directory (a run directory holds config.json "
+                   "and metrics.jsonl)",
+                   dir);
   out->dir = strdup(dir);
   char *cfg = kt__rd_join(dir, "config.json"), *met = kt__rd_join(dir, "metrics.jsonl");
   kt_status st = KT_OK;
@@ -491,14 +498,19 @@ kt_status kt_rundir_read_costs(const char *dir, kt_costs *out, kt_run_segment *l
   cJSON *root = NULL;
   if (!st && !tl) st = kt_fail(err, KT_ENOMEM, "out of memory");
   if (!st && !is_file(tl))
-    st = kt_fail(err, KT_EINVAL, "'%s' has no timeline.json: a run's costs are written when "
-                 "its training ends", dir);
+    st = kt_fail(err, KT_EINVAL,
+                 "'%s' has no timeline.json: a run's costs are written when "
+                 "its training ends",
+                 dir);
   if (!st) st = read_json_max(tl, MAX_TIMELINE, &root, err);
-  if (!st) st = parse_costs(cJSON_GetObjectItemCaseSensitive(root, "predicted"), tl,
-                            &r.calibrated, &r.has_calibrated, err);
+  if (!st)
+    st = parse_costs(cJSON_GetObjectItemCaseSensitive(root, "predicted"), tl, &r.calibrated,
+                     &r.has_calibrated, err);
   if (!st && !r.has_calibrated)
-    st = kt_fail(err, KT_EINVAL, "%s: no predicted.costs (a run's costs are calibrated on its "
-                 "traced step)", tl);
+    st = kt_fail(err, KT_EINVAL,
+                 "%s: no predicted.costs (a run's costs are calibrated on its "
+                 "traced step)",
+                 tl);
   const kt_run_segment *seg = r.cfg.n_segments > 0 ? &r.cfg.segments[r.cfg.n_segments - 1] : NULL;
   if (!st && seg) st = add_memory(&r.calibrated, seg, err);
   if (!st && layout) {

@@ -104,9 +104,8 @@ static kt_status busy(int fd, const char *dir, kt_error *err) {
   pid[n > 0 ? n : 0] = 0;
   pid[strcspn(pid, "\n")] = 0;
   close(fd);
-  return kt_fail(err, KT_EBUSY,
-                 "run directory '%s' is in use by another kaiten train (PID %s)", dir,
-                 pid[0] ? pid : "unknown");
+  return kt_fail(err, KT_EBUSY, "run directory '%s' is in use by another kaiten train (PID %s)",
+                 dir, pid[0] ? pid : "unknown");
 }
 
 /* Opens DIR/.lock (flags: O_RDONLY, or O_RDWR | O_CREAT) into *fd as a
@@ -125,7 +124,8 @@ static kt_status open_lock(const char *dir, int flags, int *fd, kt_error *err) {
   }
   kt_status st = KT_OK;
   if (*fd < 0 && saved == ELOOP)
-    st = kt_fail(err, KT_EINVAL, "%s is not a regular file (a link, FIFO or device?): remove it", path);
+    st = kt_fail(err, KT_EINVAL, "%s is not a regular file (a link, FIFO or device?): remove it",
+                 path);
   else if (*fd < 0 && saved != ENOENT)
     st = kt_fail(err, KT_EIO, "cannot lock run directory '%s': %s", dir, strerror(saved));
   free(path);
@@ -156,8 +156,9 @@ static int lock_table_holder(const struct stat *sb, long *pid) {
     unsigned long long ino;
     /* "1: FLOCK  ADVISORY  WRITE 1810 fe:00:10969149 0 EOF" */
     const char *p = strchr(line, ':');
-    if (p && sscanf(p + 1, "%15s %15s %15s %ld %x:%x:%llu", kind, mode, type, &holder, &maj, &min,
-                    &ino) == 7 &&
+    if (p &&
+        sscanf(p + 1, "%15s %15s %15s %ld %x:%x:%llu", kind, mode, type, &holder, &maj, &min,
+               &ino) == 7 &&
         !strcmp(kind, "FLOCK") && !strcmp(type, "WRITE") && ino == (unsigned long long)sb->st_ino &&
         maj == major(sb->st_dev) && min == minor(sb->st_dev))
       found = 1, *pid = holder;
@@ -227,7 +228,7 @@ static kt_status check_contents(kt_rundir *rd, kt_rundir_mode mode, int *kept, k
 }
 
 kt_status kt_rundir_create(const char *dir, kt_rundir_mode mode, int *kept, kt_rundir **out,
-                         kt_error *err) {
+                           kt_error *err) {
   *out = NULL;
   if (kept) *kept = 0;
   if (!dir || !*dir) return kt_fail(err, KT_EINVAL, "empty run directory name");
@@ -315,8 +316,9 @@ kt_status kt_rundir_keep_steps(kt_rundir *rd, int steps, kt_error *err) {
     int lineno = 0;
     st = kt__rd_lines(path, 0, 0, &lineno, keep_line, &k, &end, err);
   }
-  if (!st) st = k.out.failed ? kt_fail(err, KT_ENOMEM, "out of memory")
-                             : kt_write_file_atomic(path, k.out.data ? k.out.data : "", k.out.len, err);
+  if (!st)
+    st = k.out.failed ? kt_fail(err, KT_ENOMEM, "out of memory")
+                      : kt_write_file_atomic(path, k.out.data ? k.out.data : "", k.out.len, err);
   kt_buf_free(&k.out);
   free(path);
   return st;
@@ -327,10 +329,15 @@ static void step_json(kt_buf *b, const kt_run_step *s, const kt_run_rank_step *r
   kt_buf_json_number(b, s->loss);
   kt_buf_puts(b, ",\"val_loss\":");
   kt_buf_json_number(b, s->val_loss); /* null when not evaluated */
-  const struct { const char *k; double v; } nums[] = {
-      {"lr", s->lr}, {"grad_norm", s->grad_norm}, {"seconds", s->seconds},
-      {"tokens_per_s", s->tokens_per_s}, {"samples_per_s", s->samples_per_s},
-      {"bubble", s->bubble}};
+  const struct {
+    const char *k;
+    double v;
+  } nums[] = {{"lr", s->lr},
+              {"grad_norm", s->grad_norm},
+              {"seconds", s->seconds},
+              {"tokens_per_s", s->tokens_per_s},
+              {"samples_per_s", s->samples_per_s},
+              {"bubble", s->bubble}};
   for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
     kt_buf_printf(b, ",\"%s\":", nums[i].k);
     kt_buf_json_number(b, nums[i].v);
@@ -379,7 +386,8 @@ kt_status kt_rundir_append_step(kt_rundir *rd, const kt_run_step *s, const kt_ru
     /* one write() of the whole line: a crash or a full disk tears at most the last line */
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     struct stat at;
-    if (fd >= 0 && !fstat(fd, &at) && (st = kt_file_size_check(path, (double)at.st_size + (double)b.len, err))) {
+    if (fd >= 0 && !fstat(fd, &at) &&
+        (st = kt_file_size_check(path, (double)at.st_size + (double)b.len, err))) {
       close(fd);
       free(path);
       kt_buf_free(&b);
@@ -387,7 +395,9 @@ kt_status kt_rundir_append_step(kt_rundir *rd, const kt_run_step *s, const kt_ru
     }
     ssize_t w = fd >= 0 ? write(fd, b.data, b.len) : -1;
     /* a short write: the disk is full, or the file reached a limit (the next write says which) */
-    int saved = w < 0 ? errno : w < (ssize_t)b.len && write(fd, b.data + w, b.len - (size_t)w) < 0 ? errno : ENOSPC;
+    int saved = w < 0                                                                ? errno
+                : w < (ssize_t)b.len && write(fd, b.data + w, b.len - (size_t)w) < 0 ? errno
+                                                                                     : ENOSPC;
     if (fd >= 0 && close(fd) != 0 && w == (ssize_t)b.len) w = -1, saved = errno;
     if (w != (ssize_t)b.len) {
       struct stat sb; /* take a torn line back so the file stays whole */

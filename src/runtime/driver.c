@@ -31,9 +31,15 @@ static kt_status send_timeline(kt__worker *w, int step, kt_error *err) {
   const kt_timeline *ev = &w->ev[step % KT__RING]; /* step: the order's seq */
   int64_t counts[3] = {(int64_t)ev->n_events, (int64_t)ev->n_mem, (int64_t)ev->n_comm};
   kt_status st = kt_transport_send(w->t, 0, gather_tag(step, 0), counts, sizeof counts, err);
-  if (!st) st = kt_transport_send(w->t, 0, gather_tag(step, 1), ev->events, ev->n_events * sizeof(kt_event), err);
-  if (!st) st = kt_transport_send(w->t, 0, gather_tag(step, 2), ev->mem, ev->n_mem * sizeof(kt_mem_sample), err);
-  if (!st) st = kt_transport_send(w->t, 0, gather_tag(step, 3), ev->comm, ev->n_comm * sizeof(kt_event), err);
+  if (!st)
+    st = kt_transport_send(w->t, 0, gather_tag(step, 1), ev->events,
+                           ev->n_events * sizeof(kt_event), err);
+  if (!st)
+    st = kt_transport_send(w->t, 0, gather_tag(step, 2), ev->mem, ev->n_mem * sizeof(kt_mem_sample),
+                           err);
+  if (!st)
+    st = kt_transport_send(w->t, 0, gather_tag(step, 3), ev->comm, ev->n_comm * sizeof(kt_event),
+                           err);
   return st;
 }
 
@@ -42,7 +48,8 @@ static kt_status append(kt_timeline *t, const kt_event *ev, size_t n_ev, const k
   for (size_t i = 0; i < n_ev; i++)
     if (kt_timeline_add_event(t, &ev[i])) return kt_fail(err, KT_ENOMEM, "out of memory");
   for (size_t i = 0; i < n_mem; i++)
-    if (kt_timeline_add_mem(t, mem[i].rank, mem[i].t, mem[i].value)) return kt_fail(err, KT_ENOMEM, "out of memory");
+    if (kt_timeline_add_mem(t, mem[i].rank, mem[i].t, mem[i].value))
+      return kt_fail(err, KT_ENOMEM, "out of memory");
   for (size_t i = 0; i < n_comm; i++)
     if (kt_timeline_add_comm(t, &comm[i])) return kt_fail(err, KT_ENOMEM, "out of memory");
   return KT_OK;
@@ -64,11 +71,17 @@ static kt_status receive_timelines(kt_runtime *rt, int step, kt_error *err) {
     kt_mem_sample *mem = kt_calloc((size_t)counts[1] + 1, sizeof *mem);
     kt_event *comm = kt_calloc((size_t)counts[2] + 1, sizeof *comm);
     if (!ev || !mem || !comm) st = kt_fail(err, KT_ENOMEM, "out of memory");
-    if (!st) st = kt_transport_recv(t, src, gather_tag(step, 1), ev, (size_t)counts[0] * sizeof *ev, err);
-    if (!st) st = kt_transport_recv(t, src, gather_tag(step, 2), mem, (size_t)counts[1] * sizeof *mem, err);
-    if (!st) st = kt_transport_recv(t, src, gather_tag(step, 3), comm, (size_t)counts[2] * sizeof *comm, err);
-    if (!st) st = append(&rt->timeline, ev, (size_t)counts[0], mem, (size_t)counts[1], comm,
-                         (size_t)counts[2], err);
+    if (!st)
+      st = kt_transport_recv(t, src, gather_tag(step, 1), ev, (size_t)counts[0] * sizeof *ev, err);
+    if (!st)
+      st =
+          kt_transport_recv(t, src, gather_tag(step, 2), mem, (size_t)counts[1] * sizeof *mem, err);
+    if (!st)
+      st = kt_transport_recv(t, src, gather_tag(step, 3), comm, (size_t)counts[2] * sizeof *comm,
+                             err);
+    if (!st)
+      st = append(&rt->timeline, ev, (size_t)counts[0], mem, (size_t)counts[1], comm,
+                  (size_t)counts[2], err);
     free(ev);
     free(mem);
     free(comm);
@@ -92,7 +105,8 @@ static kt_status step_timeline(kt_runtime *rt, int seq, kt_error *err) {
     const kt_timeline *ev = &w->ev[slot];
     st = append(t, ev->events, ev->n_events, ev->mem, ev->n_mem, ev->comm, ev->n_comm, err);
   }
-  if (!st && multi_process(rt) && rt->workers[0].world_rank == 0) st = receive_timelines(rt, seq, err);
+  if (!st && multi_process(rt) && rt->workers[0].world_rank == 0)
+    st = receive_timelines(rt, seq, err);
   if (st) return st;
   for (size_t i = 0; i < t->n_events; i++) origin = fmin(origin, t->events[i].start);
   if (!isfinite(origin)) origin = 0;
@@ -111,7 +125,8 @@ static void order_done(kt__worker *w, const kt__order *o, kt_status st) {
     st = send_timeline(w, o->seq, &w->err);
   if (st && st != KT_EPEER) {
     char reason[KT_ERROR_LEN + 64];
-    snprintf(reason, sizeof reason, "stopped because rank %d failed: %s", w->world_rank, w->err.msg);
+    snprintf(reason, sizeof reason, "stopped because rank %d failed: %s", w->world_rank,
+             w->err.msg);
     kt_transport_abort(w->t, reason);
   }
   pthread_mutex_lock(&rt->lock);
@@ -224,7 +239,8 @@ static int chained(const kt_runtime *rt) {
 static kt_status post(kt_runtime *rt, const kt__order *o, kt_error *err) {
   /* a flush whose step was taken has no result to take: its slot counts
    * no more (a worker that has yet to read it holds it: see below) */
-  while (rt->completed < rt->submitted && rt->orders[rt->completed % KT__RING].flush) rt->completed++;
+  while (rt->completed < rt->submitted && rt->orders[rt->completed % KT__RING].flush)
+    rt->completed++;
   int steps = 0;
   for (int i = rt->completed; i < rt->submitted; i++) steps += !rt->orders[i % KT__RING].flush;
   if (rt->submitted - rt->completed >= KT__RING - 1 || (!o->flush && steps >= KT__STEPS_IN_FLIGHT))
@@ -259,8 +275,12 @@ static kt_status post(kt_runtime *rt, const kt__order *o, kt_error *err) {
 kt_status kt_runtime_submit(kt_runtime *rt, int step, const kt_microbatch *data, int update,
                             int speculate, int stop_on_nonfinite, int vote, kt_error *err) {
   if (step < 0) return kt_fail(err, KT_EINVAL, "step %d: expected >= 0", step);
-  kt__order o = {.step = step, .update = update, .speculate = speculate && update,
-                 .stop_on_nonfinite = stop_on_nonfinite, .vote = vote, .data = data};
+  kt__order o = {.step = step,
+                 .update = update,
+                 .speculate = speculate && update,
+                 .stop_on_nonfinite = stop_on_nonfinite,
+                 .vote = vote,
+                 .data = data};
   const kt_faults *f = rt->cfg.faults;
   if (f && f->n_points > 0 && step >= f->trace_onset && rt->fault_origin == 0)
     rt->fault_origin = kt_now(); /* a trace's clock starts (read once the order is posted) */
@@ -366,8 +386,10 @@ static kt_status wait_valid(kt_runtime *rt, const kt__order *o, kt_error *err) {
     }
     if (stuck) {
       pthread_mutex_unlock(&rt->lock);
-      return kt_fail(err, KT_EINVAL, "step %d ran ahead of its check and nothing followed it: "
-                                     "submit the next step or flush first", step + 1);
+      return kt_fail(err, KT_EINVAL,
+                     "step %d ran ahead of its check and nothing followed it: "
+                     "submit the next step or flush first",
+                     step + 1);
     }
     wait_or_poll(rt);
   }
@@ -405,14 +427,22 @@ static void fill_result(kt_runtime *rt, const kt__order *o, kt_step_result *res)
   int rollbacks = 0, waited = 0;
   for (int i = 0; i < rt->n_local; i++) {
     done = fmax(done, rt->workers[i].out[slot].done);
-    if (rt->workers[i].out[slot].rollbacks > rollbacks) rollbacks = rt->workers[i].out[slot].rollbacks;
+    if (rt->workers[i].out[slot].rollbacks > rollbacks)
+      rollbacks = rt->workers[i].out[slot].rollbacks;
     waited |= rt->workers[i].out[slot].waited;
   }
-  *res = (kt_step_result){.loss = out->loss, .grad_norm = out->grad_norm, .lr = out->lr,
-                          .sync_seconds = out->sync_seconds, .tail_seconds = out->tail_seconds,
-                          .nonfinite = out->nonfinite, .nonfinite_stage = out->nonfinite_stage,
-                          .nonfinite_what = out->nonfinite_what, .step = o->step,
-                          .rollbacks = rollbacks, .cancelled = out->cancelled, .vote = out->vote,
+  *res = (kt_step_result){.loss = out->loss,
+                          .grad_norm = out->grad_norm,
+                          .lr = out->lr,
+                          .sync_seconds = out->sync_seconds,
+                          .tail_seconds = out->tail_seconds,
+                          .nonfinite = out->nonfinite,
+                          .nonfinite_stage = out->nonfinite_stage,
+                          .nonfinite_what = out->nonfinite_what,
+                          .step = o->step,
+                          .rollbacks = rollbacks,
+                          .cancelled = out->cancelled,
+                          .vote = out->vote,
                           .waited = waited};
   /* from the end of the step before when they overlapped, else from this
    * one's submission: a run's period in steady state */
@@ -431,7 +461,8 @@ static void fill_result(kt_runtime *rt, const kt__order *o, kt_step_result *res)
 
 kt_status kt_runtime_complete(kt_runtime *rt, kt_step_result *res, kt_error *err) {
   memset(res, 0, sizeof *res);
-  while (rt->completed < rt->submitted && rt->orders[rt->completed % KT__RING].flush) rt->completed++;
+  while (rt->completed < rt->submitted && rt->orders[rt->completed % KT__RING].flush)
+    rt->completed++;
   if (rt->completed == rt->submitted) return kt_fail(err, KT_EINVAL, "no step is running");
   const kt__order *o = &rt->orders[rt->completed % KT__RING];
   kt_status st = wait_valid(rt, o, err);

@@ -36,33 +36,33 @@ typedef struct {
   double loss, grad_norm, lr;
   int nonfinite, nonfinite_stage;
   const char *nonfinite_what;
-  int rollbacks; /* times it was run again after the step before it was rolled back */
-  int waited;    /* its update waited for its check (under a barrier, or clipped before) */
-  int vote;      /* the winner of the stop requests it carried (kt__stop_winner) */
+  int rollbacks;      /* times it was run again after the step before it was rolled back */
+  int waited;         /* its update waited for its check (under a barrier, or clipped before) */
+  int vote;           /* the winner of the stop requests it carried (kt__stop_winner) */
   double begin, done; /* kt_now(): the order's start, its update's end */
-  int64_t bytes_sent;  /* the worker's transport since its start, at the step's end */
+  int64_t bytes_sent; /* the worker's transport since its start, at the step's end */
   double comm_seconds;
   double sync_seconds, tail_seconds;
 } kt__step_out;
 
 struct kt_runtime {
   kt_runtime_config cfg;
-  kt_schedule sched_copy;  /* the compute schedule (placement, stages, sizes) */
-  kt_schedule program;     /* what the workers run: its lowered form */
+  kt_schedule sched_copy; /* the compute schedule (placement, stages, sizes) */
+  kt_schedule program;    /* what the workers run: its lowered form */
   int P, V, M, S, D, K;
-  int *unit_offset;        /* S + 1 */
-  int n_parts;             /* what the global norm is summed over: model units, else stages */
-  int posts;               /* the transport posts receives: the program's receives come first */
+  int *unit_offset; /* S + 1 */
+  int n_parts;      /* what the global norm is summed over: model units, else stages */
+  int posts;        /* the transport posts receives: the program's receives come first */
   /* faults (kt_runtime_config.faults): messages between pipeline ranks
    * carry when they are due (stamped), and a trace's clock starts when its
    * step is submitted (fault_origin, kt_now(); 0: not yet) */
   int stamped;
   double fault_origin;
-  kt__worker *workers;     /* n_local */
+  kt__worker *workers; /* n_local */
   int n_local;
-  kt_transport *handles;   /* n_local, owned when owns_transport */
+  kt_transport *handles; /* n_local, owned when owns_transport */
   int owns_transport;
-  kt_timeline timeline;    /* replica 0, merged after each step */
+  kt_timeline timeline; /* replica 0, merged after each step */
   /* Event times count from here (kt_now()): set when a step starts after a
    * barrier (with other processes: right after the transport's barrier,
    * so every process counts from the same moment) and kept while steps
@@ -72,9 +72,9 @@ struct kt_runtime {
    * results were taken */
   kt__order orders[KT__RING];
   int submitted, completed;
-  double last_done; /* when the last completed step's last update ended */
+  double last_done;    /* when the last completed step's last update ended */
   int last_speculated; /* it was followed without a barrier */
-  int64_t bytes_mark;   /* local traffic when the last step completed */
+  int64_t bytes_mark;  /* local traffic when the last step completed */
   double comm_mark;
   /* a stop asked for while the caller waits (kt_runtime_set_poll): the
    * steps no worker began were taken back (retracted, from retract_step) */
@@ -97,29 +97,29 @@ struct kt_runtime {
 typedef struct {
   int chunk;
   kt_output input, output;
-  int in_peer, out_peer;     /* world ranks, -1: none */
-  int in_local, out_local;   /* the peer is this rank: a hand-over */
+  int in_peer, out_peer;   /* world ranks, -1: none */
+  int in_local, out_local; /* the peer is this rank: a hand-over */
   uint64_t in_tag, out_tag;
   size_t in_slot, out_slot, in_pair, out_pair;
 } kt__resolved;
 
 struct kt__worker {
   kt_runtime *rt;
-  kt__resolved *plan;      /* one per action of its program (kt__worker_resolve) */
-  const kt__resolved *at;  /* the running action's */
+  kt__resolved *plan;     /* one per action of its program (kt__worker_resolve) */
+  const kt__resolved *at; /* the running action's */
   kt_transport *t;
   int world_rank, stage_rank, replica;
-  int cpu;                 /* the core its thread runs on, or -1: not pinned */
-  kt_chunk **chunk;        /* [V], chunk c holds stage kt_rank_chunk_stage(stage_rank, c) */
-  float **opt_state;       /* [V] optimizer state per chunk, or NULL */
-  unsigned char **decay;   /* [V] 1 where weight decay applies (matrices), per parameter */
-  size_t *opt_n;           /* [V] */
+  int cpu;               /* the core its thread runs on, or -1: not pinned */
+  kt_chunk **chunk;      /* [V], chunk c holds stage kt_rank_chunk_stage(stage_rank, c) */
+  float **opt_state;     /* [V] optimizer state per chunk, or NULL */
+  unsigned char **decay; /* [V] 1 where weight decay applies (matrices), per parameter */
+  size_t *opt_n;         /* [V] */
   float *in_buf, *out_buf, *dout_buf, *din_buf; /* boundary scratch */
   unsigned char *stamp_buf; /* a stamped message: the tensor, then when it is due (a double) */
   size_t boundary_elems;
   float **act_handoff, **grad_handoff; /* [S * M] tensors handed over inside the rank */
-  float **outbox;          /* [V * M * 2] results waiting for their SEND (F, BI) */
-  size_t *recv_event;      /* [V * M * 2] the comm event of the last RECV posted there */
+  float **outbox;                      /* [V * M * 2] results waiting for their SEND (F, BI) */
+  size_t *recv_event;          /* [V * M * 2] the comm event of the last RECV posted there */
   const kt_action *next, *end; /* the actions after the running one: [next, end) */
   /* A result whose SEND comes before any action that could touch the
    * compute buffer: sent from that buffer itself (no copy into the outbox);
@@ -130,21 +130,21 @@ struct kt__worker {
    * (result_buffer), until its SEND hands it over; NULL: none. */
   float *lent_out;
   double loss_sum;
-  double wait_cpu;         /* CPU time the running action spent receiving its input */
-  double input_at;         /* when the running action's input arrived (0: none received) */
-  double wait_ready;       /* time it then waited for a core (its run delay in the wait) */
+  double wait_cpu;   /* CPU time the running action spent receiving its input */
+  double input_at;   /* when the running action's input arrived (0: none received) */
+  double wait_ready; /* time it then waited for a core (its run delay in the wait) */
   /* when the thread's last compute action ended: the clock, its CPU time
    * and its run delay (the time it was ready without a core) */
   double t_mark, cpu_mark, ready_mark;
-  int ready_fd;            /* the thread's /proc schedstat (-1: its run delay is unknown) */
+  int ready_fd;             /* the thread's /proc schedstat (-1: its run delay is unknown) */
   kt_timeline ev[KT__RING]; /* events and memory samples, per order slot */
-  kt_timeline *events;     /* the running order's (ev[seq % KT__RING]) */
+  kt_timeline *events;      /* the running order's (ev[seq % KT__RING]) */
   kt__step_out out[KT__RING];
   /* the running order */
   int step, update;
   const kt_microbatch *data;
-  int next_order;          /* the next order this worker runs (driver.c) */
-  int began;               /* it began order next_order (driver.c, lock held) */
+  int next_order; /* the next order this worker runs (driver.c) */
+  int began;      /* it began order next_order (driver.c, lock held) */
   kt_status status;
   kt_error err;
   /* non-finite values this step: per chunk, its forward output (or loss) */
@@ -154,10 +154,10 @@ struct kt__worker {
    * optimizer state and gradients from before it, and the step's records
    * (one per world rank) */
   int pending;
-  int pending_own;         /* this rank's own update of it ran before the check */
-  int last_wrong;          /* the last step checked needed it: clipped, or not finite */
+  int pending_own; /* this rank's own update of it ran before the check */
+  int last_wrong;  /* the last step checked needed it: clipped, or not finite */
   float **keep_params, **keep_opt, **keep_grads; /* [V] */
-  unsigned char *records;  /* world * kt__record_bytes(rt) */
+  unsigned char *records;                        /* world * kt__record_bytes(rt) */
 };
 
 /* Runs an order on this worker (worker.c): K rounds of its action list,
@@ -220,8 +220,6 @@ static inline int kt__stage_world_rank(const kt_runtime *rt, int stage, int repl
   return kt_world_rank(kt_stage_rank(&rt->sched_copy, stage), replica, rt->D);
 }
 
-
-
 /* The program the workers run for s (runtime.c): a lowered schedule as
  * given, or the lowering of a compute-only one (receives first when the
  * transport posts them); sched receives its compute actions. */
@@ -230,8 +228,7 @@ kt_status kt__build_program(const kt_schedule *s, int posts, kt_schedule *sched,
 /* A worker's chunk for stage (runtime.c): the model's units [first, first
  * + n), a synthetic one, one of the caller's own or an empty slot (stage
  * < 0). */
-kt_status kt__chunk_for(kt_runtime *rt, int stage, int first, int n, kt_chunk **out,
-                        kt_error *err);
+kt_status kt__chunk_for(kt_runtime *rt, int stage, int first, int n, kt_chunk **out, kt_error *err);
 /* The worker's boundary buffers for its chunks' largest tensor (runtime.c). */
 kt_status kt__worker_buffers(kt__worker *w, kt_error *err);
 /* Sleeps until kt_now() reaches t (worker.c). */

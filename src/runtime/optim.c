@@ -145,9 +145,9 @@ static void sgd_update(float *restrict p, const float *restrict g, float *restri
 /* AdamW with decoupled weight decay; bias corrections folded into two
  * multipliers so the loop has one square root and one division. */
 static void adamw_update(float *restrict p, const float *restrict g, float *restrict m,
-                         float *restrict v, const unsigned char *restrict decay, size_t n,
-                         float lr, float b1, float b2, float eps, float wd, float clip,
-                         float inv_c1, float inv_c2) {
+                         float *restrict v, const unsigned char *restrict decay, size_t n, float lr,
+                         float b1, float b2, float eps, float wd, float clip, float inv_c1,
+                         float inv_c2) {
   for (size_t i = 0; i < n; i++) {
     float gi = g[i] * clip;
     float mi = b1 * m[i] + (1 - b1) * gi;
@@ -251,7 +251,8 @@ double kt__step_norm_parts(kt__worker *w, double *parts) {
       local += parts[stage] = sum_squares(grads, n);
       continue;
     }
-    for (int u = 0; u < units; u++) parts[first + u] = sum_squares(grads + off[u], off[u + 1] - off[u]);
+    for (int u = 0; u < units; u++)
+      parts[first + u] = sum_squares(grads + off[u], off[u + 1] - off[u]);
     parts[first + units - 1] -= tied_head_copy_sq(ch); /* the head is the last unit */
     for (int u = 0; u < units; u++) local += parts[first + u];
   }
@@ -260,5 +261,6 @@ double kt__step_norm_parts(kt__worker *w, double *parts) {
 
 void kt__step_update(kt__worker *w, int step, float clip, float *const *grads) {
   double lr = kt_optim_lr(&w->rt->cfg.optim, step);
-  for (int c = 0; c < w->rt->V; c++) update_chunk(w, c, grads ? grads[c] : NULL, lr, clip, step + 1);
+  for (int c = 0; c < w->rt->V; c++)
+    update_chunk(w, c, grads ? grads[c] : NULL, lr, clip, step + 1);
 }

@@ -11,7 +11,7 @@
 
 #include "runtime/internal.h"
 
-#define MOVE_TAG(u) (KT_TAG_COLLECTIVE | 0x2000u | ((unsigned)(u) & 0x1FFFu))
+#define MOVE_TAG(u) (KT_TAG_COLLECTIVE | 0x2000u | ((unsigned)(u)&0x1FFFu))
 
 /* Whether nothing is in flight: every step's result taken (only flushes
  * after it), so every worker is done with its orders or about to be (it
@@ -37,9 +37,10 @@ static kt_status same_layout(const kt_runtime *rt, const kt_schedule *s, kt_erro
                    rt->P, rt->V, rt->M, s->name, s->p, s->v, s->m);
   for (int st = 0; st < rt->S; st++)
     if (kt_stage_rank(s, st) != kt_stage_rank(&rt->sched_copy, st))
-      return kt_fail(err, KT_EINVAL, "a new plan keeps each stage on its rank; %s puts stage %d on "
-                     "rank %d, not %d", s->name, st, kt_stage_rank(s, st),
-                     kt_stage_rank(&rt->sched_copy, st));
+      return kt_fail(err, KT_EINVAL,
+                     "a new plan keeps each stage on its rank; %s puts stage %d on "
+                     "rank %d, not %d",
+                     s->name, st, kt_stage_rank(s, st), kt_stage_rank(&rt->sched_copy, st));
   return KT_OK;
 }
 
@@ -71,7 +72,8 @@ static void unit_record(kt_chunk *c, const float *state, int per, int u, float *
   float *p = unit_slice(c, u, &off, &n, &np);
   if (to_record) {
     memcpy(rec, p + off, n * sizeof *rec);
-    for (int k = 0; k < per; k++) memcpy(rec + (size_t)(k + 1) * n, state + k * np + off, n * sizeof *rec);
+    for (int k = 0; k < per; k++)
+      memcpy(rec + (size_t)(k + 1) * n, state + k * np + off, n * sizeof *rec);
     return;
   }
   memcpy(p + off, rec, n * sizeof *rec);
@@ -95,12 +97,14 @@ static kt_status send_moving(kt_runtime *rt, const int *to, float *rec, kt_error
     for (int c = 0; c < rt->V; c++) {
       int st = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
       for (int u = st < 0 ? 0 : rt->unit_offset[st]; st >= 0 && u < rt->unit_offset[st + 1]; u++) {
-        int dst = kt_world_rank(kt_stage_rank(&rt->sched_copy, stage_of(to, rt->S, u)), w->replica, rt->D);
+        int dst = kt_world_rank(kt_stage_rank(&rt->sched_copy, stage_of(to, rt->S, u)), w->replica,
+                                rt->D);
         if (dst == w->world_rank || local_worker(rt, dst)) continue;
         size_t off, n, np;
         unit_slice(w->chunk[c], u, &off, &n, &np);
         unit_record(w->chunk[c], w->opt_state[c], per, u, rec, 1, NULL);
-        kt_status s = kt_transport_send(w->t, dst, MOVE_TAG(u), rec, (size_t)(1 + per) * n * sizeof *rec, err);
+        kt_status s = kt_transport_send(w->t, dst, MOVE_TAG(u), rec,
+                                        (size_t)(1 + per) * n * sizeof *rec, err);
         if (s) return s;
       }
     }
@@ -121,7 +125,8 @@ static kt_status fill_unit(kt_runtime *rt, kt__worker *w, kt_chunk *c, float *st
     int oc = kt_stage_chunk(&rt->sched_copy, old);
     unit_record(from->chunk[oc], from->opt_state[oc], per, u, rec, 1, NULL);
   } else {
-    kt_status s = kt_transport_recv(w->t, src, MOVE_TAG(u), rec, (size_t)(1 + per) * n * sizeof *rec, err);
+    kt_status s =
+        kt_transport_recv(w->t, src, MOVE_TAG(u), rec, (size_t)(1 + per) * n * sizeof *rec, err);
     if (s) return s;
   }
   unit_record(c, NULL, per, u, rec, 0, state);
@@ -138,14 +143,16 @@ static kt_status build_new(kt_runtime *rt, const int *to, kt_chunk **fresh, floa
     kt__worker *w = &rt->workers[i];
     for (int c = 0; c < rt->V && !s; c++) {
       int st = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
-      if (st < 0 || (to[st] == rt->unit_offset[st] && to[st + 1] == rt->unit_offset[st + 1])) continue;
+      if (st < 0 || (to[st] == rt->unit_offset[st] && to[st + 1] == rt->unit_offset[st + 1]))
+        continue;
       kt_chunk **ch = &fresh[i * rt->V + c];
       if ((s = kt__chunk_for(rt, st, to[st], to[st + 1] - to[st], ch, err))) break;
       size_t np;
       kt_chunk_params(*ch, &np);
       if (per && !(state[i * rt->V + c] = kt_calloc((size_t)per * np, sizeof(float))))
         s = kt_fail(err, KT_ENOMEM, "out of memory for optimizer state");
-      for (int u = to[st]; !s && u < to[st + 1]; u++) s = fill_unit(rt, w, *ch, state[i * rt->V + c], u, rec, err);
+      for (int u = to[st]; !s && u < to[st + 1]; u++)
+        s = fill_unit(rt, w, *ch, state[i * rt->V + c], u, rec, err);
     }
   }
   return s;
@@ -237,8 +244,9 @@ static kt_status offsets_of(const kt_runtime *rt, const int *partition, int *to,
 kt_status kt_runtime_replan(kt_runtime *rt, const kt_schedule *s, const int *partition,
                             kt_error *err) {
   if (!between_steps(rt))
-    return kt_fail(err, KT_EINVAL, "a new plan only between steps: take every step's result and "
-                                   "flush the last one first");
+    return kt_fail(err, KT_EINVAL,
+                   "a new plan only between steps: take every step's result and "
+                   "flush the last one first");
   kt_status st = same_layout(rt, s, err);
   int *to = kt_calloc((size_t)rt->S + 1, sizeof *to);
   if (!st && !to) st = kt_fail(err, KT_ENOMEM, "out of memory");

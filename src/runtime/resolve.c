@@ -24,8 +24,11 @@ static uint64_t tag_of(kt_output r, int stage, int mb) {
 static void resolve(const kt__worker *w, const kt_action *a, kt__resolved *x) {
   const kt_runtime *rt = w->rt;
   int S = rt->S, mb = a->mb;
-  *x = (kt__resolved){.chunk = kt_stage_chunk(&rt->sched_copy, a->stage), .input = KT_OUT_NONE,
-                      .output = KT_OUT_NONE, .in_peer = -1, .out_peer = -1};
+  *x = (kt__resolved){.chunk = kt_stage_chunk(&rt->sched_copy, a->stage),
+                      .input = KT_OUT_NONE,
+                      .output = KT_OUT_NONE,
+                      .in_peer = -1,
+                      .out_peer = -1};
   if (x->chunk < 0) x->chunk = 0; /* a per-stage action of a stage elsewhere: no tensor */
   int from = -1;
   if (a->op < KT_OP_COUNT) {

@@ -79,10 +79,12 @@ static kt_status empty_chunk_create(const kt_runtime_config *cfg, kt_chunk **out
 static kt_status make_own_chunk(kt_runtime *rt, int stage, kt_chunk **out, kt_error *err) {
   *out = NULL;
   kt_chunk *c = NULL;
-  kt_status st = rt->cfg.make_chunk(rt->cfg.chunk_ctx, stage, rt->S, rt->cfg.micro_batch, rt->M,
-                                    &c, err);
+  kt_status st =
+      rt->cfg.make_chunk(rt->cfg.chunk_ctx, stage, rt->S, rt->cfg.micro_batch, rt->M, &c, err);
   if (st) return st;
-  const char *bad = !c ? "no chunk" : !c->ops ? "no operations" : !c->ops->destroy ? "no destroy"
+  const char *bad = !c                        ? "no chunk"
+                    : !c->ops                 ? "no operations"
+                    : !c->ops->destroy        ? "no destroy"
                     : !c->params || !c->grads ? "no parameter or gradient buffer"
                     : c->is_first != (stage == 0) || c->is_last != (stage == rt->S - 1)
                         ? "is_first or is_last does not match its place in the pipeline"
@@ -191,10 +193,13 @@ static kt_status worker_init(kt_runtime *rt, kt__worker *w, kt_transport *t, int
 static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {
   if (!cfg->schedule) return kt_fail(err, KT_EINVAL, "no schedule");
   if (cfg->data_parallel < 1 || cfg->data_parallel > 4096)
-    return kt_fail(err, KT_EINVAL, "data-parallel degree D=%d: expected 1..4096", cfg->data_parallel);
+    return kt_fail(err, KT_EINVAL, "data-parallel degree D=%d: expected 1..4096",
+                   cfg->data_parallel);
   if (cfg->grad_accum < 1 || cfg->grad_accum > 65535)
-    return kt_fail(err, KT_EINVAL, "gradient accumulation K=%d: expected 1..65535", cfg->grad_accum);
-  if (cfg->micro_batch < 1) return kt_fail(err, KT_EINVAL, "micro-batch size b=%d: expected at least 1", cfg->micro_batch);
+    return kt_fail(err, KT_EINVAL, "gradient accumulation K=%d: expected 1..65535",
+                   cfg->grad_accum);
+  if (cfg->micro_batch < 1)
+    return kt_fail(err, KT_EINVAL, "micro-batch size b=%d: expected at least 1", cfg->micro_batch);
   if (cfg->slow_rank >= cfg->schedule->p)
     return kt_fail(err, KT_EINVAL, "slow rank %d: the pipeline has ranks 0..%d", cfg->slow_rank,
                    cfg->schedule->p - 1);
@@ -205,9 +210,11 @@ static kt_status check_config(const kt_runtime_config *cfg, kt_error *err) {
       return kt_fail(err, KT_EINVAL, "synthetic costs must be >= 0 ms");
     for (int i = 0; cfg->syn_stage_ms && i < 3 * kt_schedule_stages(cfg->schedule); i++)
       if (!(cfg->syn_stage_ms[i] >= 0 && cfg->syn_stage_ms[i] <= 1e6))
-        return kt_fail(err, KT_EINVAL, "synthetic stage cost %g ms: expected 0..1e6", cfg->syn_stage_ms[i]);
+        return kt_fail(err, KT_EINVAL, "synthetic stage cost %g ms: expected 0..1e6",
+                       cfg->syn_stage_ms[i]);
     if (cfg->syn_units < 0 || cfg->syn_units > 65536 || (cfg->syn_units && cfg->syn_stage_ms))
-      return kt_fail(err, KT_EINVAL, "synthetic units %d: expected 0..65536, without per-stage costs",
+      return kt_fail(err, KT_EINVAL,
+                     "synthetic units %d: expected 0..65536, without per-stage costs",
                      cfg->syn_units);
     for (int k = 0; cfg->syn_mb_scale && k < cfg->schedule->m; k++)
       if (!(cfg->syn_mb_scale[k] >= 0 && cfg->syn_mb_scale[k] <= 1e6))
@@ -284,8 +291,7 @@ kt_status kt__build_program(const kt_schedule *s, int posts, kt_schedule *sched,
 static void assign_cores(kt_runtime *rt) {
   for (int i = 0; i < rt->n_local; i++) rt->workers[i].cpu = -1;
   cpu_set_t allowed;
-  if (!rt->cfg.pin_threads || rt->n_local < 2 ||
-      sched_getaffinity(0, sizeof allowed, &allowed))
+  if (!rt->cfg.pin_threads || rt->n_local < 2 || sched_getaffinity(0, sizeof allowed, &allowed))
     return;
   int n = CPU_COUNT(&allowed);
   if (rt->n_local > n) return; /* oversubscribed: the kernel balances better */
@@ -313,12 +319,10 @@ static kt_status set_units(kt_runtime *rt, const kt_runtime_config *cfg, kt_erro
   if (rt->S > units)
     st = kt_fail(err, KT_EINVAL, "%d stages (P=%d, V=%d) but the model has only %d layers to split",
                  rt->S, rt->P, rt->V, units);
-  else if (cfg->partition)
-    memcpy(counts, cfg->partition, sizeof(int) * (size_t)rt->S);
+  else if (cfg->partition) memcpy(counts, cfg->partition, sizeof(int) * (size_t)rt->S);
   else if (cfg->synthetic)
     for (int s = 0; s < rt->S; s++) counts[s] = units / rt->S + (s < units % rt->S);
-  else
-    st = kt_partition_balanced(&cfg->model, rt->S, counts, err);
+  else st = kt_partition_balanced(&cfg->model, rt->S, counts, err);
   for (int s = 0; !st && s < rt->S; s++) {
     if (counts[s] < 1) st = kt_fail(err, KT_EINVAL, "stage %d of the partition is empty", s);
     rt->unit_offset[s + 1] = rt->unit_offset[s] + counts[s];
@@ -368,7 +372,8 @@ kt_status kt_runtime_create(const kt_runtime_config *cfg, kt_transport *handles,
   if (cfg->faults && (st = kt_faults_check(cfg->faults, rt->P, err))) goto fail;
   for (int i = 0; i < n_local; i++) {
     rt->n_local = i + 1;
-    if ((st = worker_init(rt, &rt->workers[i], kt_transport_at(handles, i), local[i], err))) goto fail;
+    if ((st = worker_init(rt, &rt->workers[i], kt_transport_at(handles, i), local[i], err)))
+      goto fail;
   }
   assign_cores(rt);
   *out = rt;
@@ -378,8 +383,7 @@ fail:
   return st;
 }
 
-kt_status kt_runtime_create_threads(const kt_runtime_config *cfg, kt_runtime **out,
-                                    kt_error *err) {
+kt_status kt_runtime_create_threads(const kt_runtime_config *cfg, kt_runtime **out, kt_error *err) {
   *out = NULL;
   if (!cfg->schedule) return kt_fail(err, KT_EINVAL, "no schedule");
   int P = cfg->schedule->p, D = cfg->data_parallel > 0 ? cfg->data_parallel : 1;

@@ -10,7 +10,7 @@
 #include "runtime/internal.h"
 
 typedef struct {
-  double tf, tb, tw; /* seconds */
+  double tf, tb, tw;      /* seconds */
   const double *mb_scale; /* [M]: each micro-batch's multiple of them (NULL: 1) */
   /* The wake-up latency this chunk's sleeps have been seeing (seconds,
    * smoothed): a sleep aims that much early so operations last their cost
@@ -110,7 +110,8 @@ kt_status kt__synthetic_chunk_create(const kt_runtime_config *cfg, int stage, in
   if (cfg->syn_units <= 0) first = stage, n_units = 1; /* one unit per stage */
   kt_chunk *c = calloc(1, sizeof *c);
   synth_impl *s = calloc(1, sizeof *s);
-  size_t per = s ? synthetic_costs(cfg, stage, n_stages, n_units, s) : 0, np = per * (size_t)n_units;
+  size_t per = s ? synthetic_costs(cfg, stage, n_stages, n_units, s) : 0,
+         np = per * (size_t)n_units;
   if (c) {
     c->unit_offset = calloc((size_t)n_units + 1, sizeof *c->unit_offset);
     /* gradients to all-reduce when asked for (zeros: the sums stay finite) */

@@ -45,7 +45,9 @@ static unsigned char *record_flags(const kt_runtime *rt, unsigned char *rec) {
 
 /* The records' tag, by the order's seq: 16 bits reach an MPI tag
  * (mpi_transport.c), and a few orders are in flight at most. */
-static uint64_t record_tag(int seq) { return KT_TAG_COLLECTIVE | 0x4000u | ((unsigned)seq & 0x3FFu); }
+static uint64_t record_tag(int seq) {
+  return KT_TAG_COLLECTIVE | 0x4000u | ((unsigned)seq & 0x3FFu);
+}
 
 kt_status kt__step_alloc(kt__worker *w, kt_error *err) {
   kt_runtime *rt = w->rt;
@@ -57,7 +59,8 @@ kt_status kt__step_alloc(kt__worker *w, kt_error *err) {
   w->keep_params = kt_calloc((size_t)rt->V, sizeof *w->keep_params);
   w->keep_opt = kt_calloc((size_t)rt->V, sizeof *w->keep_opt);
   w->keep_grads = kt_calloc((size_t)rt->V, sizeof *w->keep_grads);
-  if (!w->keep_params || !w->keep_opt || !w->keep_grads) return kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!w->keep_params || !w->keep_opt || !w->keep_grads)
+    return kt_fail(err, KT_ENOMEM, "out of memory");
   for (int c = 0; c < rt->V; c++) {
     size_t n;
     kt_chunk_params(w->chunk[c], &n);
@@ -65,8 +68,9 @@ kt_status kt__step_alloc(kt__worker *w, kt_error *err) {
     w->keep_grads[c] = malloc((n ? n : 1) * sizeof(float));
     w->keep_opt[c] = malloc((w->opt_n[c] ? w->opt_n[c] : 1) * sizeof(float));
     if (!w->keep_params[c] || !w->keep_opt[c] || !w->keep_grads[c])
-      return kt_fail(err, KT_ENOMEM, "out of memory for the copy of the weights a step may roll "
-                                     "back to (--step-sync barrier needs none)");
+      return kt_fail(err, KT_ENOMEM,
+                     "out of memory for the copy of the weights a step may roll "
+                     "back to (--step-sync barrier needs none)");
   }
   return KT_OK;
 }
@@ -129,8 +133,8 @@ static kt_status collect_records(kt__worker *w, int seq, double *sync, kt_error 
   double t0 = kt_now();
   for (int r = 0; r < rt->P * rt->D; r++) {
     if (r == w->world_rank) continue;
-    kt_status st = kt_transport_recv(w->t, r, record_tag(seq), w->records + (size_t)r * bytes,
-                                     bytes, err);
+    kt_status st =
+        kt_transport_recv(w->t, r, record_tag(seq), w->records + (size_t)r * bytes, bytes, err);
     if (st) return st;
   }
   if (sync) *sync += kt_now() - t0;
@@ -152,7 +156,8 @@ static void locate(const kt_runtime *rt, const unsigned char *fwd, const unsigne
       break;
     }
   for (int s = S - 1; s >= 0; s--)
-    if (fwd[s]) out->nonfinite_stage = s, out->nonfinite_what = s == S - 1 ? "loss" : "forward output";
+    if (fwd[s])
+      out->nonfinite_stage = s, out->nonfinite_what = s == S - 1 ? "loss" : "forward output";
 }
 
 static float clip_of(const kt_runtime *rt, double norm);
@@ -185,7 +190,8 @@ static kt_status figures(kt__worker *w, int step, kt__step_out *out, int *specul
   for (int u = 0; u < rt->n_parts; u++)
     for (int r = w->replica; r < world; r += rt->D) {
       double x;
-      memcpy(&x, w->records + (size_t)r * bytes + sizeof(record_head) + sizeof x * (size_t)u, sizeof x);
+      memcpy(&x, w->records + (size_t)r * bytes + sizeof(record_head) + sizeof x * (size_t)u,
+             sizeof x);
       if (x != 0) sq += x;
     }
   out->loss = loss / ((double)rt->K * rt->M * rt->D);

@@ -47,9 +47,13 @@ static double ready_now(const kt__worker *w) { return ready_count(w, NULL); }
 
 static kt_status add_comm(kt__worker *w, const kt_action *a, int k, double start, double end,
                           int64_t bytes, size_t *index, kt_error *err) {
-  kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = step_mb(w, a, k), .op = a->op,
+  kt_event e = {.rank = w->stage_rank,
+                .stage = a->stage,
+                .mb = step_mb(w, a, k),
+                .op = a->op,
                 .start = start,
-                .end = end, .bytes = bytes};
+                .end = end,
+                .bytes = bytes};
   if (index) *index = w->events->n_comm;
   if (kt_timeline_add_comm(w->events, &e))
     return kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
@@ -84,8 +88,8 @@ static kt_status recv_tensor(kt__worker *w, const kt_action *a, int k, float *bu
   kt_error sub;
   const void *got = buf;
   kt_status st = w->rt->stamped ? recv_stamped(w, peer, tag, buf, elems, loan, &sub)
-                                : kt_transport_recv_lend(w->t, peer, tag, buf, elems * sizeof(float),
-                                                         &got, loan, &sub);
+                                : kt_transport_recv_lend(w->t, peer, tag, buf,
+                                                         elems * sizeof(float), &got, loan, &sub);
   *data = got;
   w->input_at = kt_now();
   *wait += w->input_at - t0;
@@ -140,8 +144,8 @@ static kt_status take_input(kt__worker *w, const kt_action *a, int k, const floa
     *in = *taken;
     *slot = NULL;
     if (!*taken)
-      return kt_fail(err, KT_ERUNTIME, "rank %d: %s%d of stage %d before its input",
-                     w->world_rank, fwd ? "F" : "backward ", a->mb, a->stage);
+      return kt_fail(err, KT_ERUNTIME, "rank %d: %s%d of stage %d before its input", w->world_rank,
+                     fwd ? "F" : "backward ", a->mb, a->stage);
     return KT_OK;
   }
   float *buf = fwd ? w->in_buf : w->dout_buf;
@@ -196,8 +200,8 @@ static kt_status give_output(kt__worker *w, const kt_action *a, const float *dat
   const kt__resolved *x = w->at;
   if (x->output == KT_OUT_NONE) return KT_OK;
   if (x->out_local) {
-    float **slot = x->output == KT_OUT_F ? &w->act_handoff[x->out_pair]
-                                         : &w->grad_handoff[x->out_pair];
+    float **slot =
+        x->output == KT_OUT_F ? &w->act_handoff[x->out_pair] : &w->grad_handoff[x->out_pair];
     return keep(slot, data, elems, err);
   }
   if (send_comes_next(w, a, x->output == KT_OUT_F ? KT_OP_SEND_F : KT_OP_SEND_B)) {
@@ -218,8 +222,8 @@ static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microba
   kt_status st = take_input(w, a, k, &in, &taken, &loan, wait, err);
   if (st) return st;
   double loss = 0;
-  float *out = w->at->output == KT_OUT_F ? result_buffer(w, a, w->out_buf, kt_chunk_out_elems(c))
-                                         : NULL;
+  float *out =
+      w->at->output == KT_OUT_F ? result_buffer(w, a, w->out_buf, kt_chunk_out_elems(c)) : NULL;
   st = kt_chunk_forward(c, a->mb, mbd, in, out, &loss, err);
   drop_input(w, taken, loan);
   if (st) {
@@ -248,8 +252,8 @@ static kt_status run_backward(kt__worker *w, const kt_action *a, const kt_microb
   void *loan;
   kt_status st = take_input(w, a, k, &dout, &taken, &loan, wait, err);
   if (st) return st;
-  float *din = w->at->output == KT_OUT_BI ? result_buffer(w, a, w->din_buf, kt_chunk_in_elems(c))
-                                          : NULL;
+  float *din =
+      w->at->output == KT_OUT_BI ? result_buffer(w, a, w->din_buf, kt_chunk_in_elems(c)) : NULL;
   st = kt_chunk_backward_input(c, a->mb, mbd, dout, din, err);
   drop_input(w, taken, loan);
   if (!st && a->op == KT_OP_B) st = kt_chunk_backward_weight(c, a->mb, err);
@@ -327,10 +331,16 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
    * input arrived that the thread waited for a core is ready_wait's, not
    * a transfer's) */
   double start = w->input_at > 0 ? w->input_at : t_begin;
-  kt_event e = {.rank = w->stage_rank, .stage = a->stage, .mb = step_mb(w, a, k), .op = a->op,
-                .flags = a->flags, .start = start - rt->t_origin,
-                .end = t_end - rt->t_origin, .comm_time = fmax(0, wait - w->wait_ready),
-                .cpu_time = own, .ready_wait = ready};
+  kt_event e = {.rank = w->stage_rank,
+                .stage = a->stage,
+                .mb = step_mb(w, a, k),
+                .op = a->op,
+                .flags = a->flags,
+                .start = start - rt->t_origin,
+                .end = t_end - rt->t_origin,
+                .comm_time = fmax(0, wait - w->wait_ready),
+                .cpu_time = own,
+                .ready_wait = ready};
   double peak = (double)(before - chunk_before + kt_chunk_peak_stash_bytes(c));
   if (kt_timeline_add_event(w->events, &e) ||
       kt_timeline_add_mem(w->events, w->stage_rank, e.start, peak) ||
@@ -341,8 +351,8 @@ static kt_status run_compute(kt__worker *w, const kt_action *a, int k, kt_error 
 
 /* A message with when it is due: now, plus the delay the faults give its
  * link at this step (and, for a trace, at this time). */
-static kt_status send_stamped(kt__worker *w, int dst, uint64_t tag, const float *data,
-                              size_t bytes, kt_error *err) {
+static kt_status send_stamped(kt__worker *w, int dst, uint64_t tag, const float *data, size_t bytes,
+                              kt_error *err) {
   const kt_runtime *rt = w->rt;
   double now = kt_now(), t = rt->fault_origin > 0 ? now - rt->fault_origin : -1;
   double due = now + kt_faults_link_delay(rt->cfg.faults, w->stage_rank, dst / rt->D, w->step, t);
@@ -366,7 +376,8 @@ static kt_status run_send(kt__worker *w, const kt_action *a, int k, kt_error *er
                    w->world_rank, at);
   }
   kt_chunk *c = chunk_of(w);
-  size_t bytes = (x->output == KT_OUT_F ? kt_chunk_out_elems(c) : kt_chunk_in_elems(c)) * sizeof(float);
+  size_t bytes =
+      (x->output == KT_OUT_F ? kt_chunk_out_elems(c) : kt_chunk_in_elems(c)) * sizeof(float);
   int dst = x->out_peer;
   double t0 = since_step(w);
   uint64_t tag = kt_tag_round(x->out_tag, k);

@@ -208,8 +208,7 @@ static kt_status infer_placement(const kt__row_list *rl, kt_schedule *out, kt_er
 
 /* Moves the rows into out (compute actions) and, when wanted, a copy of
  * everything into lowered. */
-static kt_status split_comms(kt__row_list *rl, kt_parse_opts *o, kt_schedule *out,
-                             kt_error *err) {
+static kt_status split_comms(kt__row_list *rl, kt_parse_opts *o, kt_schedule *out, kt_error *err) {
   o->comm_actions = o->p2p_actions = 0;
   for (size_t r = 0; r < rl->n; r++)
     for (size_t i = 0; i < rl->rows[r].n; i++) {
@@ -289,8 +288,10 @@ kt_status kt_schedule_parse_opts(const char *text, kt_parse_opts *opts, kt_sched
     goto fail;
   }
   if (uneven && h.placement >= 0) {
-    st = kt_fail(err, KT_EPARSE, "%ld stages on %d ranks: some rank holds more stages than another, "
-                 "which only placement=explicit can say", S, p);
+    st = kt_fail(err, KT_EPARSE,
+                 "%ld stages on %d ranks: some rank holds more stages than another, "
+                 "which only placement=explicit can say",
+                 S, p);
     goto fail;
   }
   if (max_mb >= m) {

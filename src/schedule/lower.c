@@ -20,8 +20,7 @@ long kt__msg_produced(const kt_schedule *s, const kt__dims *d, int rank, const k
 long kt__msg_consumed(const kt_schedule *s, const kt__dims *d, int rank, const kt_action *a) {
   int from;
   kt_output need = kt_action_needs(a->op, a->stage, d->S, &from);
-  if (need == KT_OUT_NONE || need == KT_OUT_I || from == a->stage ||
-      kt_stage_rank(s, from) == rank)
+  if (need == KT_OUT_NONE || need == KT_OUT_I || from == a->stage || kt_stage_rank(s, from) == rank)
     return -1;
   return (long)kt__msg_id(d, need, from, a->mb);
 }
@@ -41,7 +40,8 @@ long kt__msg_of_p2p(const kt_schedule *s, const kt__dims *d, int rank, const kt_
 kt_action kt__msg_send(const kt__dims *d, size_t id) {
   size_t per_kind = (size_t)d->S * (size_t)d->M;
   int kind = (int)(id / per_kind), stage = (int)(id / (size_t)d->M % (size_t)d->S);
-  return (kt_action){.stage = stage, .mb = (int)(id % (size_t)d->M),
+  return (kt_action){.stage = stage,
+                     .mb = (int)(id % (size_t)d->M),
                      .op = kind == KT__MSG_F ? KT_OP_SEND_F : KT_OP_SEND_B};
 }
 
@@ -95,10 +95,10 @@ typedef struct {
   kt__dims d;
   kt_torch_ir ir;
   kt__message *msgs;
-  long *index;          /* message id -> position in msgs */
-  size_t *next_recv;    /* per stream head: the next message to receive */
-  uint8_t *send_open;   /* per message id: sent and not yet retired (2.15) */
-  int *backwards;       /* per stage: B and W run so far (its rank's) */
+  long *index;        /* message id -> position in msgs */
+  size_t *next_recv;  /* per stream head: the next message to receive */
+  uint8_t *send_open; /* per message id: sent and not yet retired (2.15) */
+  int *backwards;     /* per stage: B and W run so far (its rank's) */
   kt_schedule *out;
 } lowering;
 
@@ -178,17 +178,17 @@ static size_t collect_messages(lowering *L) {
     for (size_t i = 0; i < s->ranks[r].n; i++) {
       long id = kt__msg_produced(s, &L->d, r, &s->ranks[r].actions[i]);
       if (id >= 0)
-        L->msgs[k++] = (kt__message){.id = (size_t)id, .from = r,
-                                     .to = kt__msg_to(s, &L->d, (size_t)id), .from_pos = i};
+        L->msgs[k++] = (kt__message){
+            .id = (size_t)id, .from = r, .to = kt__msg_to(s, &L->d, (size_t)id), .from_pos = i};
     }
   qsort(L->msgs, k, sizeof *L->msgs, kt__message_cmp);
   for (size_t i = 0; i < kt__msg_count(&L->d); i++) L->index[i] = -1;
   for (size_t i = 0; i < k; i++) {
     L->index[L->msgs[i].id] = (long)i;
-    L->msgs[i].stream = i > 0 && L->msgs[i - 1].from == L->msgs[i].from &&
-                                L->msgs[i - 1].to == L->msgs[i].to
-                            ? L->msgs[i - 1].stream
-                            : i;
+    L->msgs[i].stream =
+        i > 0 && L->msgs[i - 1].from == L->msgs[i].from && L->msgs[i - 1].to == L->msgs[i].to
+            ? L->msgs[i - 1].stream
+            : i;
     L->next_recv[L->msgs[i].stream] = L->msgs[i].stream;
   }
   return k;

@@ -53,9 +53,10 @@ static kt_status index_p2p(checker *c, kt_error *err) {
       long id = kt__msg_of_p2p(s, &c->d, r, a);
       if (id < 0)
         return kt_fail(err, KT_EINVALID_SCHEDULE,
-                       "rank %d runs %s, but no hand-over between ranks goes with it", r, kt_action_text(a, b1));
+                       "rank %d runs %s, but no hand-over between ranks goes with it", r,
+                       kt_action_text(a, b1));
       int is_wait = a->op == KT_OP_WAIT_SEND_F || a->op == KT_OP_WAIT_SEND_B;
-      long *pos = is_wait ? c->wait_pos
+      long *pos = is_wait                                          ? c->wait_pos
                   : a->op == KT_OP_SEND_F || a->op == KT_OP_SEND_B ? c->send_pos
                                                                    : c->recv_pos;
       if (is_wait && (c->send_pos[id] < 0 || pos[id] >= 0)) { /* as torch: no pending send */
@@ -88,12 +89,14 @@ static kt_status check_pairs(checker *c, kt_error *err) {
       if (out >= 0) {
         kt_action snd = kt__msg_send(&c->d, (size_t)out);
         if (c->send_pos[out] < 0)
-          return kt_fail(err, KT_EINVALID_SCHEDULE, "missing %s: rank %d runs %s but never sends it",
-                         kt_action_text(&snd, b1), r, kt_action_text(a, b2));
+          return kt_fail(err, KT_EINVALID_SCHEDULE,
+                         "missing %s: rank %d runs %s but never sends it", kt_action_text(&snd, b1),
+                         r, kt_action_text(a, b2));
         if (c->send_pos[out] < (long)i)
           return kt_fail(err, KT_EINVALID_SCHEDULE, "bad order: rank %d runs %s before %s", r,
                          kt_action_text(&snd, b1), kt_action_text(a, b2));
-        c->msgs[c->n_msg++] = (kt__message){.id = (size_t)out, .from = r,
+        c->msgs[c->n_msg++] = (kt__message){.id = (size_t)out,
+                                            .from = r,
                                             .to = kt__msg_to(s, &c->d, (size_t)out),
                                             .from_pos = (size_t)c->send_pos[out]};
       }
@@ -101,8 +104,8 @@ static kt_status check_pairs(checker *c, kt_error *err) {
         kt_action rcv = kt__msg_recv(&c->d, (size_t)in);
         if (c->recv_pos[in] < 0)
           return kt_fail(err, KT_EINVALID_SCHEDULE,
-                         "missing %s: rank %d runs %s without receiving its input", kt_action_text(&rcv, b1),
-                         r, kt_action_text(a, b2));
+                         "missing %s: rank %d runs %s without receiving its input",
+                         kt_action_text(&rcv, b1), r, kt_action_text(a, b2));
         if (c->recv_pos[in] > (long)i)
           return kt_fail(err, KT_EINVALID_SCHEDULE, "bad order: rank %d runs %s before %s", r,
                          kt_action_text(a, b2), kt_action_text(&rcv, b1));
@@ -115,7 +118,8 @@ static kt_status check_pairs(checker *c, kt_error *err) {
     if ((c->send_pos[id] < 0) != (c->recv_pos[id] < 0)) {
       kt_action x = c->send_pos[id] < 0 ? kt__msg_recv(&c->d, id) : kt__msg_send(&c->d, id);
       kt_action y = c->send_pos[id] < 0 ? kt__msg_send(&c->d, id) : kt__msg_recv(&c->d, id);
-      return kt_fail(err, KT_EINVALID_SCHEDULE, "%s has no matching %s", kt_action_text(&x, b1), kt_action_text(&y, b2));
+      return kt_fail(err, KT_EINVALID_SCHEDULE, "%s has no matching %s", kt_action_text(&x, b1),
+                     kt_action_text(&y, b2));
     }
     if (c->ir == KT_TORCH_IR_2_15 && c->send_pos[id] >= 0 && c->wait_pos[id] < 0) {
       kt_action x = kt__msg_send(&c->d, id), w = kt__msg_wait(&c->d, id);

@@ -37,12 +37,12 @@ static kt_status check_reduce_rank(const kt_schedule *s, int r, int *backwards, 
       reduced[a->stage] = 1;
     } else if (a->op == KT_OP_WAIT_REDUCE_GRAD) {
       if (pending < 0)
-        return kt_fail(err, KT_EINVALID_SCHEDULE, "rank %d runs %s without a pending reduction",
-                       r, kt_action_text(a, b1));
+        return kt_fail(err, KT_EINVALID_SCHEDULE, "rank %d runs %s without a pending reduction", r,
+                       kt_action_text(a, b1));
       if (pending != a->stage)
         return kt_fail(err, KT_EINVALID_SCHEDULE,
-                       "rank %d runs %s, but stage %d has the pending reduction", r, kt_action_text(a, b1),
-                       pending);
+                       "rank %d runs %s, but stage %d has the pending reduction", r,
+                       kt_action_text(a, b1), pending);
       pending = -1;
     }
   }
@@ -68,8 +68,8 @@ static kt_status check_shard_rank(const kt_schedule *s, int r, uint8_t *state, k
     if (a->op == KT_OP_UNSHARD) {
       if (*x & 2)
         return kt_fail(err, KT_EINVALID_SCHEDULE,
-                       "rank %d runs %s while stage %d is unsharded already", r, kt_action_text(a, b1),
-                       a->stage);
+                       "rank %d runs %s while stage %d is unsharded already", r,
+                       kt_action_text(a, b1), a->stage);
       *x |= 2;
     } else if (a->op == KT_OP_RESHARD) {
       if (!(*x & 2))

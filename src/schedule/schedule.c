@@ -11,9 +11,9 @@ _Static_assert(sizeof op_letters == KT_OP_COUNT, "op letter table out of sync");
 char kt_op_letter(kt_op op) { return (unsigned)op < KT_OP_COUNT ? op_letters[op] : '?'; }
 
 static const char *const op_names[] = {
-    "F",           "B",           "I",           "W",           "SEND_F",
-    "RECV_F",      "SEND_B",      "RECV_B",      "WAIT_SEND_F", "WAIT_SEND_B",
-    "REDUCE_GRAD", "WAIT_REDUCE_GRAD", "UNSHARD", "RESHARD"};
+    "F",       "B",      "I",           "W",           "SEND_F",      "RECV_F",
+    "SEND_B",  "RECV_B", "WAIT_SEND_F", "WAIT_SEND_B", "REDUCE_GRAD", "WAIT_REDUCE_GRAD",
+    "UNSHARD", "RESHARD"};
 _Static_assert(sizeof op_names / sizeof *op_names == KT_OP_ANY_COUNT, "op name table out of sync");
 
 const char *kt_op_name(int op) { return (unsigned)op < KT_OP_ANY_COUNT ? op_names[op] : "?"; }
@@ -55,8 +55,7 @@ kt_status kt_schedule_init(kt_schedule *s, int p, int v, int m, kt_placement pla
   if (v < 1 || v > KT_MAX_CHUNKS)
     return kt_fail(err, KT_EINVAL, "chunks V=%d out of range 1..%d", v, KT_MAX_CHUNKS);
   if (m < 1 || m > KT_MAX_MICROBATCHES)
-    return kt_fail(err, KT_EINVAL, "micro-batches M=%d out of range 1..%d", m,
-                   KT_MAX_MICROBATCHES);
+    return kt_fail(err, KT_EINVAL, "micro-batches M=%d out of range 1..%d", m, KT_MAX_MICROBATCHES);
   if ((unsigned)placement >= KT_PLACEMENT_COUNT)
     return kt_fail(err, KT_EINVAL, "unknown placement %d", (int)placement);
   if (placement == KT_PLACEMENT_V && v != 2)
@@ -89,8 +88,7 @@ static kt_status build_tables(kt_schedule *s, int S, const int *stage_rank, int 
                    "rank %d holds more than %d stages (stage %d is its %d-th); every rank must "
                    "hold the same number of stages",
                    r, s->v, stage, s->v + 1);
-    else if (++held[r] > v)
-      v = held[r];
+    else if (++held[r] > v) v = held[r];
   }
   for (int r = 0; r < s->p && !st; r++)
     if (held[r] == 0)
@@ -205,8 +203,7 @@ void kt_schedule_free(kt_schedule *s) {
 
 kt_status kt_schedule_push(kt_schedule *s, int rank, int stage, kt_op op, int mb) {
   kt_rank_actions *ra = &s->ranks[rank];
-  if (kt_grow((void **)&ra->actions, &ra->cap, ra->n + 1, sizeof(kt_action)) != 0)
-    return KT_ENOMEM;
+  if (kt_grow((void **)&ra->actions, &ra->cap, ra->n + 1, sizeof(kt_action)) != 0) return KT_ENOMEM;
   kt_action a = {.stage = stage, .mb = mb, .op = (uint8_t)op, .flags = 0, .idle_before = 0};
   ra->actions[ra->n++] = a;
   return KT_OK;

@@ -48,15 +48,15 @@ static kt_status parse_token(const char *s, size_t len, kt_action *out, kt_error
   tok[len] = 0;
   size_t i = 0;
   while (i < len && isdigit((unsigned char)tok[i])) i++;
-  if (i == 0)
-    return kt_fail(err, KT_EPARSE, "action '%s' does not start with a stage number", tok);
+  if (i == 0) return kt_fail(err, KT_EPARSE, "action '%s' does not start with a stage number", tok);
   size_t op_at = i;
   while (i < len && (isalpha((unsigned char)tok[i]) || tok[i] == '_')) i++;
   size_t op_len = i - op_at;
   size_t mb_at = i;
   while (i < len && isdigit((unsigned char)tok[i])) i++;
   if (op_len == 0 || i != len)
-    return kt_fail(err, KT_EPARSE, "action '%s' is not of the form <stage><op><mb> (e.g. 0F0)", tok);
+    return kt_fail(err, KT_EPARSE, "action '%s' is not of the form <stage><op><mb> (e.g. 0F0)",
+                   tok);
   int op = op_from_name(tok + op_at, op_len);
   if (op < 0)
     return kt_fail(err, KT_EPARSE,
@@ -69,8 +69,9 @@ static kt_status parse_token(const char *s, size_t len, kt_action *out, kt_error
     return kt_fail(err, KT_EPARSE, "action '%s' has no micro-batch number (e.g. 0%s0)", tok,
                    op == KT__RAW_BW ? "BW" : kt_op_name(op));
   if (!has_mb && mb_at != len)
-    return kt_fail(err, KT_EPARSE, "action '%s': %s is per stage and takes no micro-batch (e.g. 0%s)",
-                   tok, kt_op_name(op), kt_op_name(op));
+    return kt_fail(err, KT_EPARSE,
+                   "action '%s': %s is per stage and takes no micro-batch (e.g. 0%s)", tok,
+                   kt_op_name(op), kt_op_name(op));
   char num[64];
   long stage, mb = -1;
   snprintf(num, sizeof num, "%.*s", (int)op_at, tok);
@@ -167,13 +168,14 @@ static kt_status parse_cell(const char *c, size_t len, kt_rank_actions *row, uin
  * holds one ("\r" in a name would be lost at the end of a written line). */
 #define HEADER_BLANKS " \t\r\v\f"
 
-static kt_status parse_header(const char *line, size_t len, kt__header *h, int lineno, kt_error *err) {
+static kt_status parse_header(const char *line, size_t len, kt__header *h, int lineno,
+                              kt_error *err) {
   char buf[256];
   if (len >= sizeof buf) len = sizeof buf - 1;
   memcpy(buf, line, len);
   buf[len] = 0;
   char *save = NULL;
-  strtok_r(buf, HEADER_BLANKS, &save); /* "#" */
+  strtok_r(buf, HEADER_BLANKS, &save);              /* "#" */
   char *tok = strtok_r(NULL, HEADER_BLANKS, &save); /* "kaiten" */
   (void)tok;
   while ((tok = strtok_r(NULL, HEADER_BLANKS, &save))) {
@@ -232,7 +234,10 @@ kt_status kt__read_rows(const char *text, kt__row_list *rl, kt__header *h, kt_er
     if (len && line[len - 1] == '\r') len--;
     size_t lead = 0;
     while (lead < len && isspace((unsigned char)line[lead])) lead++;
-    if (lead == len) { line = next; continue; } /* blank line */
+    if (lead == len) {
+      line = next;
+      continue;
+    } /* blank line */
     if (line[lead] == '#') {
       if (len - lead >= 8 && !strncmp(line + lead, "# kaiten", 8)) {
         h->seen = 1;
@@ -321,10 +326,17 @@ static void write_rank(const kt_rank_actions *ra, kt_notation n, kt_buf *b, cons
    * writes its idle slots as "-", and at least one */
   if (ra->n == 0) idle = "-";
   int first = 1;
-#define SEP() do { if (!first) kt_buf_puts(b, sep); first = 0; } while (0)
+#define SEP() \
+  do { \
+    if (!first) kt_buf_puts(b, sep); \
+    first = 0; \
+  } while (0)
   for (size_t i = 0; i < ra->n; i++) {
     const kt_action *a = &ra->actions[i];
-    for (unsigned k = 0; k < a->idle_before; k++) { SEP(); kt_buf_puts(b, idle); }
+    for (unsigned k = 0; k < a->idle_before; k++) {
+      SEP();
+      kt_buf_puts(b, idle);
+    }
     SEP();
     if (a->flags & KT_ACTION_OVERLAP_NEXT) {
       kt_buf_puts(b, "(");
@@ -339,7 +351,10 @@ static void write_rank(const kt_rank_actions *ra, kt_notation n, kt_buf *b, cons
       put_action(a, n, b);
     }
   }
-  for (unsigned k = 0; k < ra->idle_after; k++) { SEP(); kt_buf_puts(b, idle); }
+  for (unsigned k = 0; k < ra->idle_after; k++) {
+    SEP();
+    kt_buf_puts(b, idle);
+  }
   if (first) kt_buf_puts(b, idle);
 #undef SEP
   kt_buf_puts(b, "\n");

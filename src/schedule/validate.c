@@ -155,12 +155,14 @@ static kt_status count_actions(const kt_schedule *s, int S, const int *owner_of,
         return kt_fail(err, KT_EINVALID_SCHEDULE,
                        "action on the wrong rank: rank %d runs %s but stage %d belongs to rank %d "
                        "(%s placement, P=%d, V=%d)",
-                       r, kt_action_text(a, b1), a->stage, owner, kt_placement_name(s->placement), s->p, s->v);
+                       r, kt_action_text(a, b1), a->stage, owner, kt_placement_name(s->placement),
+                       s->p, s->v);
       pair_info *pi = &info[(size_t)a->stage * s->m + a->mb];
       if (pi->count[a->op]++)
         return kt_fail(err, KT_EINVALID_SCHEDULE, "duplicate action: rank %d runs %s twice", r,
                        kt_action_text(a, b1));
-      if ((a->op == KT_OP_B || a->op == KT_OP_I) && !pi->count[KT_OP_F]) pi->early |= EARLY_BACKWARD;
+      if ((a->op == KT_OP_B || a->op == KT_OP_I) && !pi->count[KT_OP_F])
+        pi->early |= EARLY_BACKWARD;
       if (a->op == KT_OP_W && !pi->count[KT_OP_I]) pi->early |= EARLY_W;
     }
   }
@@ -169,8 +171,8 @@ static kt_status count_actions(const kt_schedule *s, int S, const int *owner_of,
 
 /* One pair's actions: an F, one complete backward (B, or I then W), the
  * backward after the forward. */
-static kt_status check_pair(const kt_schedule *s, size_t k, const int *owner_of, const pair_info *pi,
-                            kt_error *err) {
+static kt_status check_pair(const kt_schedule *s, size_t k, const int *owner_of,
+                            const pair_info *pi, kt_error *err) {
   char b1[KT_ACTION_TEXT], b2[KT_ACTION_TEXT];
   kt_action a = {.stage = (int32_t)(k / s->m), .mb = (int32_t)(k % s->m)};
   int owner = owner_of[a.stage];
@@ -184,7 +186,8 @@ static kt_status check_pair(const kt_schedule *s, size_t k, const int *owner_of,
                    AS(KT_OP_B), owner);
   if (pi->count[KT_OP_B] && (pi->count[KT_OP_I] || pi->count[KT_OP_W]))
     return kt_fail(err, KT_EINVALID_SCHEDULE,
-                   "two backwards: %s and its split form I/W both run (rank %d)", AS(KT_OP_B), owner);
+                   "two backwards: %s and its split form I/W both run (rank %d)", AS(KT_OP_B),
+                   owner);
   if (pi->count[KT_OP_I] && !pi->count[KT_OP_W])
     return kt_fail(err, KT_EINVALID_SCHEDULE,
                    "incomplete backward: %s runs but its weight gradient W never does (rank %d)",

@@ -39,9 +39,12 @@ static void follow_run(kt_server *s, int i) {
     kt__serve_warn(s, msg);
   }
   if (!gone && !st) return;
-  kt__serve_add_end(s, i, r, st ? "unreadable" : r->steps_planned > 0 && r->n_steps > 0 &&
-                                 r->steps[r->n_steps - 1].step >= r->steps_planned
-                                 ? "finished" : "ended");
+  kt__serve_add_end(
+      s, i, r,
+      st ? "unreadable"
+      : r->steps_planned > 0 && r->n_steps > 0 && r->steps[r->n_steps - 1].step >= r->steps_planned
+          ? "finished"
+          : "ended");
   pthread_mutex_lock(&s->lock);
   sr->follow = NULL; /* the streams never read it: only this thread does */
   pthread_mutex_unlock(&s->lock);

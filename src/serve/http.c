@@ -41,12 +41,12 @@ static const char page_policy[] =
 
 typedef struct {
   kt_server *s;
-  size_t off;                             /* bytes of the history sent */
+  size_t off;                            /* bytes of the history sent */
   unsigned long seen[KT_SERVE_MAX_RUNS]; /* rendered step versions sent */
-  char ended[KT_SERVE_MAX_RUNS];          /* end markers sent */
-  char *pend;                             /* a message being sent, and how far */
+  char ended[KT_SERVE_MAX_RUNS];         /* end markers sent */
+  char *pend;                            /* a message being sent, and how far */
   size_t pend_len, pend_off;
-  int idle;                               /* the thread runs at idle priority */
+  int idle; /* the thread runs at idle priority */
 } stream;
 
 static void common_headers(struct MHD_Response *r, const char *type) {
@@ -163,10 +163,9 @@ static enum MHD_Result open_stream(kt_server *s, struct MHD_Connection *c) {
   if (closed) return respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is stopping\n");
   if (full) return respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "too many open dashboards\n");
   stream *st = kt_calloc(1, sizeof *st);
-  struct MHD_Response *r =
-      st ? kt__mhd.create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, st,
-                                                 stream_free)
-         : NULL;
+  struct MHD_Response *r = st ? kt__mhd.create_response_from_callback(
+                                    MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, st, stream_free)
+                              : NULL;
   if (!r) {
     if (st) {
       st->s = s;
@@ -233,15 +232,15 @@ static enum MHD_Result serve_file(kt_server *s, struct MHD_Connection *c, int ru
   }
   size_t len = strlen(file);
   common_headers(r, len > 6 && !strcmp(file + len - 6, ".jsonl") ? "application/x-ndjson"
-                                                                  : "application/json");
+                                                                 : "application/json");
   enum MHD_Result ret = kt__mhd.queue_response(c, MHD_HTTP_OK, r);
   kt__mhd.destroy_response(r);
   return ret;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **req) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **req) {
   (void)version, (void)upload_data;
   kt_server *s = cls;
   if (!*req) { /* the headers are complete: the connection is busy until its response ends */
@@ -257,8 +256,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   const char *host = kt__mhd.lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
   if (!kt__host_ok(s, host)) return respond(c, MHD_HTTP_FORBIDDEN, "unexpected Host header\n");
   if (!strcmp(url, "/")) {
-    struct MHD_Response *r = kt__mhd.create_response_from_buffer(s->page.len, s->page.data,
-                                                                 MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r =
+        kt__mhd.create_response_from_buffer(s->page.len, s->page.data, MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     common_headers(r, "text/html; charset=utf-8");
     kt__mhd.add_response_header(r, "Content-Security-Policy", page_policy);
@@ -297,10 +296,9 @@ kt_status kt__http_start(kt_server *s, kt_error *err) {
    * sends a comment every KEEPALIVE_S, so a reader never idles that long) */
   s->daemon = kt__mhd.start_daemon(
       flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)KT__GUARD_SLOTS,
-      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)15, MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes,
-      NULL, MHD_OPTION_NOTIFY_CONNECTION, kt__guard_notify, s, MHD_OPTION_NOTIFY_COMPLETED,
-      request_done, s, MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)KT__GUARD_SLOTS, MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned)15, MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_NOTIFY_CONNECTION,
+      kt__guard_notify, s, MHD_OPTION_NOTIFY_COMPLETED, request_done, s, MHD_OPTION_END);
   if (!s->daemon) return kt_fail(err, KT_ERUNTIME, "cannot start the HTTP server");
   s->listen_fd = -1; /* the daemon closes it */
   return KT_OK;

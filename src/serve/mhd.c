@@ -15,11 +15,16 @@ static pthread_once_t mhd_once = PTHREAD_ONCE_INIT;
 static kt_error mhd_failure; /* why it could not be loaded */
 
 static void load(void) {
-  static const char *const names[] = {
-      "MHD_start_daemon", "MHD_stop_daemon", "MHD_create_response_from_buffer",
-      "MHD_create_response_from_callback", "MHD_destroy_response", "MHD_add_response_header",
-      "MHD_queue_response", "MHD_get_connection_info", "MHD_lookup_connection_value",
-      "MHD_create_response_from_fd64"};
+  static const char *const names[] = {"MHD_start_daemon",
+                                      "MHD_stop_daemon",
+                                      "MHD_create_response_from_buffer",
+                                      "MHD_create_response_from_callback",
+                                      "MHD_destroy_response",
+                                      "MHD_add_response_header",
+                                      "MHD_queue_response",
+                                      "MHD_get_connection_info",
+                                      "MHD_lookup_connection_value",
+                                      "MHD_create_response_from_fd64"};
   void *fn[sizeof names / sizeof *names];
   size_t n = sizeof names / sizeof *names;
   if (kt__dl_open(KT_MHD_SONAME, names, n, n, fn, &mhd_failure)) return;

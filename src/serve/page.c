@@ -22,7 +22,8 @@ void kt__serve_page(kt_buf *b, const kt_server *s) {
   char title[160], sub[200];
   size_t len = (size_t)snprintf(title, sizeof title, "kaiten %s: ", s->live >= 0 ? "live" : "runs");
   for (int i = 0; i < s->n_runs && len < sizeof title; i++)
-    len += (size_t)snprintf(title + len, sizeof title - len, "%s%s", i ? ", " : "", s->runs[i].name);
+    len +=
+        (size_t)snprintf(title + len, sizeof title - len, "%s%s", i ? ", " : "", s->runs[i].name);
   snprintf(sub, sizeof sub, "%s: curves, stages and the latest step, as they arrive",
            s->live >= 0 ? "Live training dashboard" : "Training runs");
   kt_html_begin(b, title, sub);

@@ -22,14 +22,14 @@
 
 typedef struct {
   char name[96];
-  char *dir;            /* its files are served; NULL: none */
-  int dirfd;            /* dir, opened at start: files are opened under it, never by path */
-  kt_run *follow;       /* a run a trainer still writes (its lock held), read as it grows */
-  long pid;             /* that trainer */
-  char *tl_msg;         /* shared: the latest rendered step as an SSE message, or NULL */
+  char *dir;      /* its files are served; NULL: none */
+  int dirfd;      /* dir, opened at start: files are opened under it, never by path */
+  kt_run *follow; /* a run a trainer still writes (its lock held), read as it grows */
+  long pid;       /* that trainer */
+  char *tl_msg;   /* shared: the latest rendered step as an SSE message, or NULL */
   size_t tl_len;
   unsigned long tl_version; /* shared: bumped with every new tl_msg */
-  char *end_msg;        /* shared: the end marker once the run is over, else NULL */
+  char *end_msg;            /* shared: the end marker once the run is over, else NULL */
   size_t end_len;
 } serve_run;
 
@@ -74,15 +74,15 @@ struct kt_server {
   int port, max_clients;
   int n_runs, live; /* live: index of the live run, -1 when none */
   serve_run runs[KT_SERVE_MAX_RUNS];
-  kt_buf page;      /* the page, the same for every client */
+  kt_buf page; /* the page, the same for every client */
   struct MHD_Daemon *daemon;
   int listen_fd;
   /* shared */
   pthread_mutex_t lock;
   pthread_cond_t changed;
-  kt_buf history;   /* SSE messages every stream starts with: hello, then steps */
-  int closing;      /* no more records: streams end once they have everything */
-  int stopped;      /* streams end now */
+  kt_buf history; /* SSE messages every stream starts with: hello, then steps */
+  int closing;    /* no more records: streams end once they have everything */
+  int stopped;    /* streams end now */
   int clients;
   long long steps, rendered, refused;
   /* the live feed: a single-producer, single-consumer ring */
@@ -97,7 +97,7 @@ struct kt_server {
   kt_schedule sched; /* the live run's, for the prediction */
   int grad_accum;
   kt_serve_predict_fn predict; /* or NULL */
-  long long steps_before; /* a resumed live run's earlier steps (in the history) */
+  long long steps_before;      /* a resumed live run's earlier steps (in the history) */
   double render_every;
   char end_reason[32];
   serve_guard guard;
@@ -110,7 +110,7 @@ struct kt_server {
   /* the watch thread: the guard's timeouts, runs that still train */
   pthread_t watch;
   int watch_started;
-  int watch_stop;       /* under lock */
+  int watch_stop; /* under lock */
   pthread_cond_t watch_wake;
 };
 

@@ -61,11 +61,15 @@ static kt_status listen_on(kt_server *s, const char *host, int port, kt_error *e
     int e = errno;
     close(fd);
     if (e == EADDRINUSE)
-      return kt_fail(err, KT_EIO, "%s:%d is already in use (another server?); choose another "
-                     "port", host, port);
+      return kt_fail(err, KT_EIO,
+                     "%s:%d is already in use (another server?); choose another "
+                     "port",
+                     host, port);
     if (e == EACCES)
-      return kt_fail(err, KT_EIO, "no permission to listen on %s:%d (ports below 1024 need "
-                     "privileges)", host, port);
+      return kt_fail(err, KT_EIO,
+                     "no permission to listen on %s:%d (ports below 1024 need "
+                     "privileges)",
+                     host, port);
     if (e == EADDRNOTAVAIL)
       return kt_fail(err, KT_EIO, "%s is not an address of this machine", host);
     return kt_fail(err, KT_EIO, "cannot listen on %s:%d: %s", host, port, strerror(e));
@@ -119,8 +123,7 @@ void kt__serve_add_timeline(kt_server *s, int i, const kt_run *r) {
   int step = r->n_steps ? r->steps[r->n_steps - 1].step : 0;
   double periods[2] = {r->measured_period, r->predicted_period};
   kt__serve_timeline_msg(&msg, i, step, &r->measured, &r->predicted,
-                         r->has_calibrated ? &r->calibrated : NULL, periods,
-                         r->v > 0 ? r->v : 1);
+                         r->has_calibrated ? &r->calibrated : NULL, periods, r->v > 0 ? r->v : 1);
   kt__serve_publish_timeline(s, i, &msg);
   kt_buf_free(&msg);
 }

@@ -87,8 +87,9 @@ static void run_json(kt_buf *b, const run_desc *d) {
   kt_buf_json_string(b, d->model ? d->model : "");
   kt_buf_puts(b, ",\"transport\":");
   kt_buf_json_string(b, d->transport ? d->transport : "");
-  kt_buf_printf(b, ",\"p\":%d,\"v\":%d,\"m\":%d,\"layers\":%d,\"hidden\":%d,\"steps\":%d,"
-                   "\"live\":%s,\"files\":%s",
+  kt_buf_printf(b,
+                ",\"p\":%d,\"v\":%d,\"m\":%d,\"layers\":%d,\"hidden\":%d,\"steps\":%d,"
+                "\"live\":%s,\"files\":%s",
                 d->p, d->v, d->m, d->layers, d->hidden, d->steps, d->live ? "true" : "false",
                 d->files ? "true" : "false");
   if (d->state) {
@@ -109,10 +110,19 @@ void kt__serve_hello(kt_buf *out, const kt_server *s, const kt_run *const *runs,
     const serve_run *sr = &s->runs[i];
     if (i == s->live) {
       const kt_schedule *sc = &s->sched;
-      run_desc d = {.name = sr->name, .schedule = sc->name, .model = live->model,
-                    .transport = live->transport, .p = sc->p, .v = sc->v, .m = sc->m,
-                    .layers = live->layers, .hidden = live->hidden, .steps = live->steps,
-                    .live = 1, .files = sr->dir != NULL, .seg = live->layout};
+      run_desc d = {.name = sr->name,
+                    .schedule = sc->name,
+                    .model = live->model,
+                    .transport = live->transport,
+                    .p = sc->p,
+                    .v = sc->v,
+                    .m = sc->m,
+                    .layers = live->layers,
+                    .hidden = live->hidden,
+                    .steps = live->steps,
+                    .live = 1,
+                    .files = sr->dir != NULL,
+                    .seg = live->layout};
       run_json(&j, &d);
     } else {
       /* a run whose trainer still writes it (its lock held) is followed */
@@ -120,10 +130,19 @@ void kt__serve_hello(kt_buf *out, const kt_server *s, const kt_run *const *runs,
       char state[48];
       if (sr->pid > 0) snprintf(state, sizeof state, "training (pid %ld)", sr->pid);
       else snprintf(state, sizeof state, "training");
-      run_desc d = {.name = sr->name, .schedule = r->schedule, .model = r->model,
-                    .transport = r->transport, .state = sr->pid ? state : NULL, .p = r->p,
-                    .v = r->v, .m = r->m, .layers = r->layers, .hidden = r->hidden,
-                    .steps = r->steps_planned, .live = sr->pid != 0, .files = 1,
+      run_desc d = {.name = sr->name,
+                    .schedule = r->schedule,
+                    .model = r->model,
+                    .transport = r->transport,
+                    .state = sr->pid ? state : NULL,
+                    .p = r->p,
+                    .v = r->v,
+                    .m = r->m,
+                    .layers = r->layers,
+                    .hidden = r->hidden,
+                    .steps = r->steps_planned,
+                    .live = sr->pid != 0,
+                    .files = 1,
                     .seg = r->cfg.n_segments ? &r->cfg.segments[r->cfg.n_segments - 1] : NULL,
                     .cfg = &r->cfg};
       run_json(&j, &d);

@@ -87,8 +87,7 @@ static int graph_shape(graph *g, const kt_timeline *t) {
   return 0;
 }
 
-static kt_status graph_build(graph *g, const kt_timeline *t, double send_overhead,
-                             kt_error *err) {
+static kt_status graph_build(graph *g, const kt_timeline *t, double send_overhead, kt_error *err) {
   memset(g, 0, sizeof *g);
   if (graph_shape(g, t))
     return kt_fail(err, KT_EINVAL, "critical path: an event outside the timeline's ranks");
@@ -102,8 +101,8 @@ static kt_status graph_build(graph *g, const kt_timeline *t, double send_overhea
   g->made = kt_calloc(cells, sizeof *g->made);
   g->needs = kt_calloc(cells, sizeof *g->needs);
   g->srank = kt_calloc((size_t)g->S, sizeof *g->srank);
-  if (!g->order || !g->prev || !g->next || !g->pub || !g->held || !g->gate || !g->made || !g->needs ||
-      !g->srank) {
+  if (!g->order || !g->prev || !g->next || !g->pub || !g->held || !g->gate || !g->made ||
+      !g->needs || !g->srank) {
     graph_free(g);
     return kt_fail(err, KT_ENOMEM, "out of memory for the critical path of %zu actions", g->n);
   }
@@ -193,8 +192,7 @@ static void edge(long from, int add, int *out, size_t *queue, size_t *tail) {
   if (add < 0 && !out[from]) queue[(*tail)++] = (size_t)from;
 }
 
-static void edges_into(const graph *g, size_t x, int add, int *out, size_t *queue,
-                       size_t *tail) {
+static void edges_into(const graph *g, size_t x, int add, int *out, size_t *queue, size_t *tail) {
   edge(g->prev[x], add, out, queue, tail);
   if (g->gate[x] != x) return;
   for (long m = (long)x; m >= 0; m = next_member(g, (size_t)m)) {
@@ -220,8 +218,7 @@ static double latest_end(const graph *g, size_t a, double hop, double end, const
 }
 
 /* Latest starts, successors first (a topological order of the reversed graph). */
-static kt_status latest_starts(const graph *g, double hop, double end, double *ls,
-                               kt_error *err) {
+static kt_status latest_starts(const graph *g, double hop, double end, double *ls, kt_error *err) {
   int *out = kt_calloc(g->n ? g->n : 1, sizeof *out);
   size_t *queue = kt_calloc(g->n ? g->n : 1, sizeof *queue);
   if (!out || !queue) {
@@ -241,8 +238,9 @@ static kt_status latest_starts(const graph *g, double hop, double end, double *l
   free(out);
   free(queue);
   if (head != g->n)
-    return kt_fail(err, KT_EINVAL, "critical path: the timeline's actions wait for each other "
-                                   "in a cycle");
+    return kt_fail(err, KT_EINVAL,
+                   "critical path: the timeline's actions wait for each other "
+                   "in a cycle");
   return KT_OK;
 }
 
@@ -276,8 +274,10 @@ kt_status kt_timeline_critical(const kt_timeline *t, double hop, double send_ove
                                kt_critical *out, kt_error *err) {
   memset(out, 0, sizeof *out);
   if (!(hop >= 0) || !isfinite(hop) || !(send_overhead >= 0) || !isfinite(send_overhead))
-    return kt_fail(err, KT_EINVAL, "critical path: hop %g and send overhead %g must be finite "
-                                   "and >= 0", hop, send_overhead);
+    return kt_fail(err, KT_EINVAL,
+                   "critical path: hop %g and send overhead %g must be finite "
+                   "and >= 0",
+                   hop, send_overhead);
   graph g;
   kt_status st = graph_build(&g, t, send_overhead, err);
   if (st) return st;

@@ -135,9 +135,8 @@ static void split_rank(double left, const double *replayed, kt_idle_split *o) {
   o->comm = left - given;
 }
 
-kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured,
-                             double step_seconds, kt_step_sync sync, kt_idle_split *out,
-                             kt_error *err) {
+kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured, double step_seconds,
+                             kt_step_sync sync, kt_idle_split *out, kt_error *err) {
   step_actions sa = {0};
   double ends[N_DUR], pipeline_end = 0;
   kt_status st = match(s, measured, &sa, err);
@@ -157,8 +156,8 @@ kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured,
   return st;
 }
 
-const char *const kt_idle_cause_names[KT_IDLE_CAUSES] = {"schedule", "core_wait", "comm", "overhead",
-                                                         "optimizer"};
+const char *const kt_idle_cause_names[KT_IDLE_CAUSES] = {"schedule", "core_wait", "comm",
+                                                         "overhead", "optimizer"};
 
 double kt_idle_cause(const kt_idle_split *s, int i) {
   const double v[KT_IDLE_CAUSES] = {s->schedule, s->core_wait, s->comm, s->overhead, s->optimizer};

@@ -38,22 +38,22 @@ typedef struct {
 typedef struct {
   const kt_schedule *s;
   const kt_costs *c;
-  kt_links *links;    /* the simulation's own copy of c->links (NULL: none) */
+  kt_links *links;      /* the simulation's own copy of c->links (NULL: none) */
   size_t *first_action; /* with c->action_time: rank -> its first entry */
-  int S, row, lowered; /* row: the per-(stage, mb) tables' stride, M + ROW_PAD */
+  int S, row, lowered;  /* row: the per-(stage, mb) tables' stride, M + ROW_PAD */
   double comm;
-  stage_costs *cost;  /* per stage, or per (stage, mb) with per-micro-batch costs */
-  int cost_mbs;       /* micro-batches per stage in cost: M, or 1 (a stage's mbs alike) */
-  kt_metrics *met;    /* metrics accumulated as actions run (NULL: not asked) */
+  stage_costs *cost;       /* per stage, or per (stage, mb) with per-micro-batch costs */
+  int cost_mbs;            /* micro-batches per stage in cost: M, or 1 (a stage's mbs alike) */
+  kt_metrics *met;         /* metrics accumulated as actions run (NULL: not asked) */
   const kt_sim_sink *sink; /* receives events and memory samples (NULL: none) */
-  int *inflight;      /* per rank, with met */
-  pair_times *done;   /* per (stage, mb) */
-  int *owner;         /* stage -> rank (no division in the hot loop) */
-  size_t *pos;        /* next action per rank */
-  double *free_at;    /* end of the previous action per rank */
-  int sent;           /* messages the running compute action sent to other ranks */
-  double *mem;        /* running memory per rank */
-  kt_rank_queue work;  /* ranks whose next action may have become ready */
+  int *inflight;           /* per rank, with met */
+  pair_times *done;        /* per (stage, mb) */
+  int *owner;              /* stage -> rank (no division in the hot loop) */
+  size_t *pos;             /* next action per rank */
+  double *free_at;         /* end of the previous action per rank */
+  int sent;                /* messages the running compute action sent to other ranks */
+  double *mem;             /* running memory per rank */
+  kt_rank_queue work;      /* ranks whose next action may have become ready */
   /* lowered programs only, per message (result F or BI of a pair): when its
    * SEND ran, when its RECV was posted, and the RECV's comm event */
   double *sent_at, *posted_at;
@@ -66,7 +66,8 @@ typedef struct {
 #define PREFETCH_AHEAD 16 /* actions: a little over two cache lines */
 #define PREFETCH_PAIRS 2  /* actions: a visit runs about two */
 #define IDX(st, stage, mb) ((size_t)(stage) * (size_t)(st)->row + (size_t)(mb))
-#define MSG(st, result, stage, mb) ((size_t)(result) * (size_t)(st)->S * (size_t)(st)->row + IDX(st, stage, mb))
+#define MSG(st, result, stage, mb) \
+  ((size_t)(result) * (size_t)(st)->S * (size_t)(st)->row + IDX(st, stage, mb))
 
 /* When a message sent at t from one rank arrives at another: one hop later,
  * or as the links say when the costs have a topology. */
@@ -159,8 +160,14 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
       if (ms[i].value > rm->peak_memory) rm->peak_memory = ms[i].value;
   }
   if (!tl && !st->sink) return KT_OK;
-  kt_event e = {.rank = rank, .stage = a->stage, .mb = a->mb, .op = a->op, .flags = a->flags,
-                .start = start, .end = end, .bytes = bytes};
+  kt_event e = {.rank = rank,
+                .stage = a->stage,
+                .mb = a->mb,
+                .op = a->op,
+                .flags = a->flags,
+                .start = start,
+                .end = end,
+                .bytes = bytes};
   if (st->sink) {
     st->sink->event(st->sink->ctx, &e);
     for (int i = 0; i < n_ms; i++) st->sink->mem(st->sink->ctx, rank, ms[i].t, ms[i].value);
@@ -235,8 +242,13 @@ static int add_comm(kt_timeline *tl, int rank, const kt_action *a, double start,
                     size_t *index, int64_t bytes) {
   if (!tl) return 1;
   if (index) *index = tl->n_comm;
-  kt_event e = {.rank = rank, .stage = a->stage, .mb = a->mb, .op = a->op, .start = start,
-                .end = end, .bytes = bytes};
+  kt_event e = {.rank = rank,
+                .stage = a->stage,
+                .mb = a->mb,
+                .op = a->op,
+                .start = start,
+                .end = end,
+                .bytes = bytes};
   return kt_timeline_add_comm(tl, &e) ? -1 : 1;
 }
 
@@ -266,8 +278,8 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
   } else if (a->op == KT_OP_WAIT_SEND_F || a->op == KT_OP_WAIT_SEND_B) {
     size_t m = comm_msg(st, a);
     if (isnan(st->posted_at[m]) || isnan(st->sent_at[m])) return 0;
-    double arrived = *result_slot(st, a->op == KT_OP_WAIT_SEND_F ? KT_OUT_F : KT_OUT_BI,
-                                  a->stage, a->mb);
+    double arrived =
+        *result_slot(st, a->op == KT_OP_WAIT_SEND_F ? KT_OUT_F : KT_OUT_BI, a->stage, a->mb);
     double done = fmax(now, fmax(st->posted_at[m], arrived));
     st->free_at[rank] = done;
     rc = add_comm(tl, rank, a, now, done, NULL, 0);
@@ -329,7 +341,8 @@ static kt_blocked blocked_on(sim_state *st, int r) {
   if (a->op >= KT_OP_COUNT) { /* a WAIT_SEND waits for the peer's RECV */
     int from;
     int peer_stage = kt_output_consumer(kt_comm_message(a->op, a->stage, &from), a->stage, st->S);
-    b.on = (kt_action){.stage = peer_stage, .mb = a->mb,
+    b.on = (kt_action){.stage = peer_stage,
+                       .mb = a->mb,
                        .op = a->op == KT_OP_WAIT_SEND_F ? KT_OP_RECV_F : KT_OP_RECV_B};
     b.on_rank = st->owner[peer_stage];
     return b;
@@ -372,8 +385,8 @@ static kt_status check_actions(const kt_schedule *s, int S, int *lowered, kt_err
         char at[32];
         kt_action_format(a, at, sizeof at);
         return kt_fail(err, KT_EINVALID_SCHEDULE,
-                       "rank %d runs %s, outside the schedule's %d stages and %d micro-batches",
-                       r, at, S, s->m);
+                       "rank %d runs %s, outside the schedule's %d stages and %d micro-batches", r,
+                       at, S, s->m);
       }
       *lowered |= kt_op_is_p2p(a->op);
     }
@@ -442,7 +455,8 @@ static kt_status state_init(sim_state *st, kt_error *err) {
     st->owner[stage] = kt_stage_rank(s, stage);
     for (int j = 0; j < st->cost_mbs; j++) {
       stage_costs *sc = &st->cost[(size_t)stage * (size_t)st->cost_mbs + (size_t)j];
-      double act = kt_cost_mem_act_mb(st->c, stage, j), wgrad = kt_cost_mem_wgrad_mb(st->c, stage, j);
+      double act = kt_cost_mem_act_mb(st->c, stage, j),
+             wgrad = kt_cost_mem_wgrad_mb(st->c, stage, j);
       for (int op = 0; op < KT_OP_COUNT; op++) {
         sc->dur[op] = kt_cost_op_mb(st->c, stage, j, (kt_op)op);
         sc->mem[op] = kt_action_memory(op, act, wgrad);
@@ -480,12 +494,20 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links 
   int S = kt_schedule_stages(s);
   kt_status rc = kt_costs_check(c, S, err);
   if (!rc) rc = kt_costs_check_m(c, s->m, err);
-  sim_state st = {.s = s, .c = c, .links = links, .S = S, .row = s->m + ROW_PAD,
-                  .comm = kt_cost_comm(c), .met = met, .sink = sink};
+  sim_state st = {.s = s,
+                  .c = c,
+                  .links = links,
+                  .S = S,
+                  .row = s->m + ROW_PAD,
+                  .comm = kt_cost_comm(c),
+                  .met = met,
+                  .sink = sink};
   if (!rc) rc = check_actions(s, S, &st.lowered, err);
   if (!rc && c->n_links && c->n_links != s->p && c->n_links != s->p - 1)
-    rc = kt_fail(err, KT_EINVAL, "the costs list %d links; %d ranks have %d (or %d with the wrap "
-                 "from the last rank to the first)", c->n_links, s->p, s->p - 1, s->p);
+    rc = kt_fail(err, KT_EINVAL,
+                 "the costs list %d links; %d ranks have %d (or %d with the wrap "
+                 "from the last rank to the first)",
+                 c->n_links, s->p, s->p - 1, s->p);
   if (rc) return rc;
   if (links && reset_links) kt_links_reset(links);
   if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */
@@ -505,7 +527,8 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links 
   for (int r = 0; !status && c->rank_release && r < s->p; r++) st.free_at[r] = c->rank_release[r];
   if (!status) kt_rank_queue_fill(&st.work);
   for (int r; !status && (r = links ? kt_rank_queue_next(&st.work) : latest(&st.work)) >= 0;)
-    if (advance(&st, out, r)) status = kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
+    if (advance(&st, out, r))
+      status = kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
   for (int r = 0; !status && r < s->p; r++)
     if (st.pos[r] < s->ranks[r].n) status = report_deadlock(&st, err);
   if (!status) close_recv_events(&st, out);

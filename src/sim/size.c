@@ -18,6 +18,8 @@ kt_status kt_sim_memory_check(double actions, double bytes_per_action, kt_error 
              have / 1073741824.0);
   }
   if (!(have > 0) || need <= 0.75 * have) return KT_OK;
-  return kt_fail(err, KT_EINVAL, "up to %.3g actions would need about %.1f GiB of memory (%s); "
-                 "simulate fewer ranks or micro-batches", actions, need / 1073741824.0, where);
+  return kt_fail(err, KT_EINVAL,
+                 "up to %.3g actions would need about %.1f GiB of memory (%s); "
+                 "simulate fewer ranks or micro-batches",
+                 actions, need / 1073741824.0, where);
 }

@@ -60,8 +60,7 @@ void kt_step_model_free(kt_step_model *m) {
 /* When rank r's gradients are final: its end, the tie, its all-reduce. */
 static double reduced(const kt_step_model *m, const double *end, int r) {
   double x = end[r];
-  if (m->tied && (r == m->first || r == m->last))
-    x = fmax(end[m->first], end[m->last]) + m->t_tie;
+  if (m->tied && (r == m->first || r == m->last)) x = fmax(end[m->first], end[m->last]) + m->t_tie;
   return x + m->t_dp;
 }
 
@@ -232,7 +231,9 @@ kt_status kt_simulate_both(const kt_schedule *s, const kt_costs *c, kt_timeline 
   return with_period(s, c, out, met, kt__simulate(s, c, out, met, NULL, NULL, err), err);
 }
 
-double kt_cost_op(const kt_costs *c, int stage, kt_op op) { return kt_cost_op_mb(c, stage, -1, op); }
+double kt_cost_op(const kt_costs *c, int stage, kt_op op) {
+  return kt_cost_op_mb(c, stage, -1, op);
+}
 
 double kt_cost_op_mb(const kt_costs *c, int stage, int mb, kt_op op) {
   switch (op) {
@@ -248,4 +249,3 @@ kt_status kt_simulate_metrics(const kt_schedule *s, const kt_costs *c, kt_metric
                               kt_error *err) {
   return with_period(s, c, NULL, out, kt__simulate(s, c, NULL, out, NULL, NULL, err), err);
 }
-

@@ -81,7 +81,8 @@ static kt_status measured_costs(const kt__planner *pl, const kt__detector *d, co
 
 /* The stage costs (S x 3) of the detector's calibration. */
 static void calibrated_ops(const kt__planner *pl, const double *expected, double *ops) {
-  for (int s = 0; s < pl->p * pl->v; s++) stage_ops(pl, expected, s, &ops[3 * s], &ops[3 * s + 1], &ops[3 * s + 2]);
+  for (int s = 0; s < pl->p * pl->v; s++)
+    stage_ops(pl, expected, s, &ops[3 * s], &ops[3 * s + 1], &ops[3 * s + 2]);
 }
 
 /* A step of s (K rounds) under c: its period and makespan. */
@@ -103,7 +104,8 @@ static kt_status predict(const kt__planner *pl, const kt_schedule *s, const kt_c
  * than KT_NEAR_OPTIMAL above the lower bound and 200 times the default's
  * time fits the planner's budget (the thorough search takes 10-1000 times
  * as long); the faster of the two. */
-static kt_status reorder(const kt__planner *pl, const kt_costs *c, kt_schedule *out, kt_error *err) {
+static kt_status reorder(const kt__planner *pl, const kt_costs *c, kt_schedule *out,
+                         kt_error *err) {
   kt_gen_kind kind = pl->placement == KT_PLACEMENT_V ? KT_SCHED_ZBV_AUTO : KT_SCHED_ZB_AUTO;
   kt_gen_params gp = {.p = pl->p, .v = pl->v, .m = pl->m, .costs = c, .mem_limit = pl->mem_limit};
   double t0 = kt_now(), period, lb, busy;
@@ -140,7 +142,8 @@ static kt_status repartition(const kt__planner *pl, const kt__detector *d, const
     double w = 0;
     for (int u = pl->offset[s]; u < pl->offset[s + 1]; u++) w += pl->unit_w[u];
     for (int u = pl->offset[s]; u < pl->offset[s + 1]; u++)
-      for (int k = 0; k < 3; k++) unit[3 * u + k] = w > 0 ? clean[3 * s + k] * pl->unit_w[u] / w : 0;
+      for (int k = 0; k < 3; k++)
+        unit[3 * u + k] = w > 0 ? clean[3 * s + k] * pl->unit_w[u] / w : 0;
     scale[s] = rank_factor(d, srank[s]);
   }
   for (int u = 0; !st && u < U; u++) load[u] = unit[3 * u] + unit[3 * u + 1] + unit[3 * u + 2];
@@ -190,9 +193,9 @@ static kt_status candidate(const kt__planner *pl, const kt_costs *c, kt__switch_
 }
 
 /* The new partition's candidate, when the units can move and it moves some. */
-static kt_status partition_candidate(const kt__planner *pl, const kt__detector *d,
-                                     const int *srank, const double *clean, kt__plan *out,
-                                     kt_costs *best, kt_error *err) {
+static kt_status partition_candidate(const kt__planner *pl, const kt__detector *d, const int *srank,
+                                     const double *clean, kt__plan *out, kt_costs *best,
+                                     kt_error *err) {
   int S = pl->p * pl->v, moves = 0;
   if (pl->units <= S) return KT_OK;
   int *counts = kt_calloc((size_t)S, sizeof *counts);

@@ -15,16 +15,15 @@
  * into gaps (n_events + 1 entries), and the ranks it went between
  * (from[i], to[i]; both NULL: not asked). Returns the count; 0 on ENOMEM
  * (trainer.c). */
-size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, int *from,
-                    int *to);
+size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, int *from, int *to);
 
 /* ---- detection (detect.c) ---------------------------------------------------- */
 
 #define KT__WARM_STEPS 1  /* steps left out first (caches, allocators, threads warming) */
 #define KT__CALIB_STEPS 6 /* then the steps the costs are calibrated on */
 #define KT__OVER 0.10     /* named: a rank's ops or a link's hand-overs this much over */
-#define KT__NOISE 5.0     /* ... and this many median absolute deviations of the calibration's steps */
-#define KT__CONFIRM 2     /* ... for this many steps in a row */
+#define KT__NOISE 5.0 /* ... and this many median absolute deviations of the calibration's steps */
+#define KT__CONFIRM 2 /* ... for this many steps in a row */
 
 typedef struct {
   int p, S;
@@ -39,7 +38,7 @@ typedef struct {
    * of each rank's ratio (relative to the others') and of each link's
    * hand-over (s) */
   double *rank_spread, *link_spread;
-  int clean;            /* steps calibrated on (the last KT__CALIB_STEPS of them count) */
+  int clean; /* steps calibrated on (the last KT__CALIB_STEPS of them count) */
   int calibrated;
   /* the last step measured: each rank's ops over the calibrated (the
    * median op's ratio, over the other ranks' median: the step's pace; NAN
@@ -77,30 +76,30 @@ typedef enum { KT__SWITCH_NONE, KT__SWITCH_REORDER, KT__SWITCH_REPARTITION } kt_
 
 /* What the planner knows of the run. */
 typedef struct {
-  int p, v, m, k;          /* layout, K rounds a step */
+  int p, v, m, k; /* layout, K rounds a step */
   kt_placement placement;
-  kt_costs mem;            /* per-stage memory the run's orders are made with */
-  double mem_limit;        /* in mem's units (<= 0: zb-auto's default) */
+  kt_costs mem;     /* per-stage memory the run's orders are made with */
+  double mem_limit; /* in mem's units (<= 0: zb-auto's default) */
   kt_step_sync sync;
-  double tu;               /* the update per stage, measured (s) */
-  int units;               /* model units a partition moves (0: none) */
-  double *unit_w;          /* units: each unit's share of its stage's cost (relative) */
-  double *unit_bytes;      /* units: the bytes a unit moves with (weights, optimizer state) */
-  int *offset;             /* S + 1: the units of each stage now */
-  int original;            /* the plan switched to last was not the run's first */
-  double tb_share;         /* of a full backward, the input gradient's part (0.5 when unknown) */
-  double budget;           /* seconds a plan may take (0: the default search only) */
+  double tu;          /* the update per stage, measured (s) */
+  int units;          /* model units a partition moves (0: none) */
+  double *unit_w;     /* units: each unit's share of its stage's cost (relative) */
+  double *unit_bytes; /* units: the bytes a unit moves with (weights, optimizer state) */
+  int *offset;        /* S + 1: the units of each stage now */
+  int original;       /* the plan switched to last was not the run's first */
+  double tb_share;    /* of a full backward, the input gradient's part (0.5 when unknown) */
+  double budget;      /* seconds a plan may take (0: the default search only) */
 } kt__planner;
 
 typedef struct {
   kt__switch_kind kind;
-  kt_schedule sched;       /* the new compute order (kind != NONE) */
-  int *partition;          /* S counts (REPARTITION), else NULL */
-  double before, after;    /* predicted period of the plan now and the new one (s), as measured */
-  double lower_bound;      /* of any order at the run's memory limit on those costs (s) */
-  double cost;             /* predicted cost of the switch (s) */
-  double replan_seconds;   /* the search's time */
-  int adopted;             /* faster by more than the switch costs over the steps left */
+  kt_schedule sched;     /* the new compute order (kind != NONE) */
+  int *partition;        /* S counts (REPARTITION), else NULL */
+  double before, after;  /* predicted period of the plan now and the new one (s), as measured */
+  double lower_bound;    /* of any order at the run's memory limit on those costs (s) */
+  double cost;           /* predicted cost of the switch (s) */
+  double replan_seconds; /* the search's time */
+  int adopted;           /* faster by more than the switch costs over the steps left */
 } kt__plan;
 
 void kt__plan_free(kt__plan *p);

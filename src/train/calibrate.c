@@ -20,7 +20,8 @@ typedef struct {
 static kt_status one_step(void *ctx, kt_error *err) {
   step_ctx *c = ctx;
   const kt_runtime_config *rc = kt_runtime_config_of(c->rt);
-  kt_status st = c->data->fill(c->data, 0, c->step, 1, 1, MICROBATCHES, rc->micro_batch, c->mbs, err);
+  kt_status st =
+      c->data->fill(c->data, 0, c->step, 1, 1, MICROBATCHES, rc->micro_batch, c->mbs, err);
   kt_step_result res;
   if (!st) st = kt_runtime_step(c->rt, c->step, c->mbs, 1, &res, err);
   if (!st) c->seconds = res.seconds;
@@ -60,8 +61,7 @@ kt_status kt_calibrate_compute(const kt_model_config *m, int micro_batch, kt_cal
   if (!st) st = kt_blas_check_room(rc.schedule->p, err);
   if (!st && m->kind == KT_MODEL_GPT)
     st = kt_data_text_source_create(NULL, m->seq_len, micro_batch, 1, &c.data, err);
-  else if (!st)
-    st = kt_data_mlp_create(m->hidden, 1, &c.data, err);
+  else if (!st) st = kt_data_mlp_create(m->hidden, 1, &c.data, err);
   if (!st) st = time_steps(&c, out, err);
   if (c.data) c.data->destroy(c.data);
   kt_runtime_destroy(c.rt);

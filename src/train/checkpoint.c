@@ -139,7 +139,8 @@ static kt_status send_units(kt_runtime *rt, int units, int per, kt_error *err) {
     st = local_record(rt, u, per, &rec, &count, err);
     if (!st) st = kt_transport_send(t, 0, SAVE_TAG, &count, sizeof count, err);
     if (!st)
-      st = kt_transport_send(t, 0, SAVE_TAG + 1, rec, (size_t)(1 + per) * count * sizeof(float), err);
+      st = kt_transport_send(t, 0, SAVE_TAG + 1, rec, (size_t)(1 + per) * count * sizeof(float),
+                             err);
     free(rec);
   }
   return st;
@@ -157,11 +158,13 @@ static kt_status gather_record(kt_runtime *rt, int u, int per, int distributed, 
   kt_transport *t = kt_runtime_transport(rt);
   int owner = kt_world_rank(kt_stage_rank(rc->schedule, stage), 0, rc->data_parallel);
   kt_status st = kt_transport_recv(t, owner, SAVE_TAG, count, sizeof *count, err);
-  if (!st && *count > (1ull << 34)) st = kt_fail(err, KT_ERUNTIME, "bad checkpoint unit from rank %d", owner);
+  if (!st && *count > (1ull << 34))
+    st = kt_fail(err, KT_ERUNTIME, "bad checkpoint unit from rank %d", owner);
   if (!st && !(*rec = malloc((size_t)(1 + per) * *count * sizeof(float) + 1)))
     st = kt_fail(err, KT_ENOMEM, "out of memory");
   if (!st)
-    st = kt_transport_recv(t, owner, SAVE_TAG + 1, *rec, (size_t)(1 + per) * *count * sizeof(float), err);
+    st = kt_transport_recv(t, owner, SAVE_TAG + 1, *rec, (size_t)(1 + per) * *count * sizeof(float),
+                           err);
   return st;
 }
 
@@ -256,10 +259,12 @@ static kt_status parse_header(const char *data, size_t len, const char *path, fi
                               kt_error *err) {
   if (len < 8 || memcmp(data, MAGIC, 8))
     return kt_fail(err, KT_EPARSE, "%s: not a kaiten checkpoint", path);
-  if (len < sizeof *h) return kt_fail(err, KT_EPARSE, "%s: truncated checkpoint (%zu bytes)", path, len);
+  if (len < sizeof *h)
+    return kt_fail(err, KT_EPARSE, "%s: truncated checkpoint (%zu bytes)", path, len);
   memcpy(h, data, sizeof *h);
   if (h->version != VERSION)
-    return kt_fail(err, KT_EPARSE, "%s: checkpoint version %u, this build reads %d", path, h->version, VERSION);
+    return kt_fail(err, KT_EPARSE, "%s: checkpoint version %u, this build reads %d", path,
+                   h->version, VERSION);
   if (h->header_crc != kt_crc32(0, h, offsetof(file_header, header_crc)))
     return kt_fail(err, KT_EPARSE, "%s: corrupt checkpoint header", path);
   return check_header(h, path, err);
@@ -267,8 +272,12 @@ static kt_status parse_header(const char *data, size_t len, const char *path, fi
 
 /* What a path names when it is not a regular file. */
 static const char *file_kind(mode_t m) {
-  return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device"
-       : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+  return S_ISFIFO(m)   ? "a FIFO"
+         : S_ISDIR(m)  ? "a directory"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
 }
 
 /* Opens a checkpoint for reading: a regular file only (a FIFO would block
@@ -375,7 +384,8 @@ static kt_status verify_unit(int fd, int u, int per, uint64_t *pos, uint64_t end
     *total = kt_crc32(*total, buf, n);
     *pos += n, left -= n;
   }
-  if (got != crc) return kt_fail(err, KT_EPARSE, "%s: unit %d is corrupt (checksum mismatch)", path, u);
+  if (got != crc)
+    return kt_fail(err, KT_EPARSE, "%s: unit %d is corrupt (checksum mismatch)", path, u);
   return KT_OK;
 }
 
@@ -391,8 +401,10 @@ static kt_status verify_fd(int fd, uint64_t size, const char *path, kt_checkpoin
   header_meta(&h, meta);
   int units = kt_model_units(&meta->model);
   if (h.units != (uint32_t)units || h.state_per_param > 2)
-    return kt_fail(err, KT_EPARSE, "%s: header names %u units and %u optimizer states; its model "
-                   "has %d units", path, h.units, h.state_per_param, units);
+    return kt_fail(err, KT_EPARSE,
+                   "%s: header names %u units and %u optimizer states; its model "
+                   "has %d units",
+                   path, h.units, h.state_per_param, units);
   char end[TRAILER];
   if (size < sizeof h + TRAILER) return kt_fail(err, KT_EPARSE, "%s: truncated checkpoint", path);
   if (read_at(fd, end, TRAILER, size - TRAILER) != (ssize_t)TRAILER) return read_error(path, err);
@@ -404,14 +416,16 @@ static kt_status verify_fd(int fd, uint64_t size, const char *path, kt_checkpoin
   uint32_t total = kt_crc32(0, raw, sizeof raw), want;
   uint64_t pos = sizeof h;
   for (int u = 0; u < units && !st; u++)
-    st = verify_unit(fd, u, (int)h.state_per_param, &pos, size - TRAILER, buf, cap, &total, path, err);
+    st = verify_unit(fd, u, (int)h.state_per_param, &pos, size - TRAILER, buf, cap, &total, path,
+                     err);
   free(buf);
   if (st) return st;
   if (pos != size - TRAILER)
     return kt_fail(err, KT_EPARSE, "%s: %llu bytes after its last unit", path,
                    (unsigned long long)(size - TRAILER - pos));
   memcpy(&want, end, sizeof want);
-  if (want != total) return kt_fail(err, KT_EPARSE, "%s: corrupt checkpoint (checksum mismatch)", path);
+  if (want != total)
+    return kt_fail(err, KT_EPARSE, "%s: corrupt checkpoint (checksum mismatch)", path);
   return KT_OK;
 }
 
@@ -427,8 +441,9 @@ kt_status kt_checkpoint_verify(const char *path, kt_checkpoint_meta *meta, kt_er
 
 static int same_model(const kt_model_config *a, const kt_model_config *b) {
   return a->kind == b->kind && a->layers == b->layers && a->hidden == b->hidden &&
-         (a->kind != KT_MODEL_GPT || (a->heads == b->heads && a->seq_len == b->seq_len &&
-                                      a->vocab == b->vocab && a->tie_embeddings == b->tie_embeddings));
+         (a->kind != KT_MODEL_GPT ||
+          (a->heads == b->heads && a->seq_len == b->seq_len && a->vocab == b->vocab &&
+           a->tie_embeddings == b->tie_embeddings));
 }
 
 /* Unit u's record (count parameters, then per optimizer state slices of
@@ -447,7 +462,8 @@ static kt_status restore_unit(kt_runtime *rt, int u, int d, int per, const char 
   memcpy(params + off, rec, n * sizeof(float));
   float *state = kt_runtime_optim_state(rt, stage, d, NULL);
   for (int s = 0; s < per; s++)
-    memcpy(state + s * n_params + off, rec + (size_t)(s + 1) * n * sizeof(float), n * sizeof(float));
+    memcpy(state + s * n_params + off, rec + (size_t)(s + 1) * n * sizeof(float),
+           n * sizeof(float));
   return KT_OK;
 }
 

@@ -29,7 +29,8 @@ static kt_status clear_entry(const char *path, kt_error *err) {
   struct stat sb;
   if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return KT_OK;
   if (S_ISDIR(sb.st_mode) ? rmdir(path) == 0 : unlink(path) == 0) return KT_OK;
-  return kt_fail(err, KT_EIO, "cannot replace '%s' (not a regular file): %s", path, strerror(errno));
+  return kt_fail(err, KT_EIO, "cannot replace '%s' (not a regular file): %s", path,
+                 strerror(errno));
 }
 
 kt_status kt_checkpoint_save_in_run(kt_runtime *rt, const char *run_dir,
@@ -98,7 +99,8 @@ static kt_status list_steps(const char *dir, const char *run_dir, int **steps, i
 }
 
 /* What was passed over, as one line: the first reason in full, then a count. */
-static void note_skip(kt_checkpoint_found *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note_skip(kt_checkpoint_found *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void note_skip(kt_checkpoint_found *f, const char *fmt, ...) {
   f->n_skipped++;
   if (f->n_skipped > 1) return;
@@ -109,8 +111,12 @@ static void note_skip(kt_checkpoint_found *f, const char *fmt, ...) {
 }
 
 static const char *entry_kind(mode_t m) {
-  return S_ISLNK(m) ? "a symbolic link" : S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory"
-       : S_ISCHR(m) || S_ISBLK(m) ? "a device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+  return S_ISLNK(m)                 ? "a symbolic link"
+         : S_ISFIFO(m)              ? "a FIFO"
+         : S_ISDIR(m)               ? "a directory"
+         : S_ISCHR(m) || S_ISBLK(m) ? "a device"
+         : S_ISSOCK(m)              ? "a socket"
+                                    : "not a regular file";
 }
 
 /* "latest" must name a checkpoint of this directory that exists; what is
@@ -135,8 +141,10 @@ static void check_latest(const char *dir, kt_checkpoint_found *f) {
   if (step_of_name(text) < 0) {
     for (char *c = text; *c; c++)
       if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-    note_skip(f, "checkpoints/latest names '%.200s', not a checkpoint of this run directory: not "
-              "followed", text);
+    note_skip(f,
+              "checkpoints/latest names '%.200s', not a checkpoint of this run directory: not "
+              "followed",
+              text);
     return;
   }
   snprintf(path, sizeof path, "%s/%s", dir, text);
@@ -171,7 +179,8 @@ static int intact(const char *dir, int step, kt_checkpoint_found *f, char *path,
 static void finish_note(kt_checkpoint_found *f) {
   size_t len = strlen(f->skipped);
   if (f->n_skipped > 1)
-    snprintf(f->skipped + len, sizeof f->skipped - len, " (and %d more passed over)", f->n_skipped - 1);
+    snprintf(f->skipped + len, sizeof f->skipped - len, " (and %d more passed over)",
+             f->n_skipped - 1);
 }
 
 kt_status kt_checkpoint_find(const char *run_dir, kt_checkpoint_found *out, kt_error *err) {

@@ -22,8 +22,8 @@ typedef struct {
   uint64_t seed;
   kt_doc_lengths spec;
   kt_packing packing;
-  double attn;  /* the token model's attention share (kt_token_model) */
-  int chunks;   /* each micro-batch runs as this many chunks along the sequence */
+  double attn; /* the token model's attention share (kt_token_model) */
+  int chunks;  /* each micro-batch runs as this many chunks along the sequence */
   docs_turn turn[KT_DATA_KEEPS];
   int next, n_val;
   int *drawn, *len; /* one replica's document lengths, and their pieces of at most T */
@@ -53,8 +53,9 @@ static int grow_ints(int **a, int *cap, int n) {
 static int draw(docs_src *t, int64_t step, int d, int n) {
   int T = t->seq_len, pieces = 0, cap = t->cap_len;
   if (grow_ints(&t->drawn, &t->cap_drawn, n)) return -1;
-  kt_doc_lengths_sample(&t->spec, t->seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)step << 20) ^ (uint64_t)d,
-                        n, t->drawn);
+  kt_doc_lengths_sample(&t->spec,
+                        t->seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)step << 20) ^ (uint64_t)d, n,
+                        t->drawn);
   for (int i = 0; i < n; i++) pieces += (t->drawn[i] + T - 1) / T;
   if (grow_ints(&t->len, &t->cap_len, pieces)) return -1;
   if (t->cap_len != cap || !t->off) {
@@ -114,7 +115,11 @@ static size_t lay_out(docs_src *t, docs_turn *u, int d, const kt_pack *pk, int b
         }
         whole += t->len[i];
       }
-      out[idx] = (kt_microbatch){.b = b, .tokens = tok, .targets = tgt, .n_tokens = n, .pos = pos,
+      out[idx] = (kt_microbatch){.b = b,
+                                 .tokens = tok,
+                                 .targets = tgt,
+                                 .n_tokens = n,
+                                 .pos = pos,
                                  .row = K > 1 ? row : NULL};
       total += (size_t)n;
     }
@@ -175,8 +180,8 @@ static void docs_destroy(kt_data_source *src) {
   free(src);
 }
 
-kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_batch,
-                                     uint64_t seed, const char *doc_lengths, const char *packing,
+kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_batch, uint64_t seed,
+                                     const char *doc_lengths, const char *packing,
                                      double attn_share, int seq_chunks, kt_data_source **out,
                                      kt_error *err) {
   *out = NULL;
@@ -184,12 +189,12 @@ kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_ba
   kt_status st = kt_doc_lengths_parse(doc_lengths, &spec, err);
   if (st) return st;
   int how = kt_packing_from_name(packing ? packing : "fifo");
-  if (how < 0)
-    return kt_fail(err, KT_EINVAL, "--packing %s: expected fifo or balanced", packing);
+  if (how < 0) return kt_fail(err, KT_EINVAL, "--packing %s: expected fifo or balanced", packing);
   kt_dataset *ds;
   if ((st = kt_dataset_create(path, KT_DATA_VAL_FRACTION, &ds, err))) return st;
   if (kt_dataset_bytes(ds, KT_SPLIT_TRAIN) < 2 * (size_t)seq_len + 2) {
-    st = kt_fail(err, KT_EINVAL, "%s: %zu training bytes are too few for documents of up to %d tokens",
+    st = kt_fail(err, KT_EINVAL,
+                 "%s: %zu training bytes are too few for documents of up to %d tokens",
                  kt_dataset_name(ds), kt_dataset_bytes(ds, KT_SPLIT_TRAIN), seq_len);
     kt_dataset_destroy(ds);
     return st;
@@ -201,8 +206,14 @@ kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_ba
     kt_dataset_destroy(ds);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
-  *t = (docs_src){.ds = ds, .seq_len = seq_len, .seed = seed, .spec = spec,
-                  .packing = (kt_packing)how, .attn = attn_share, .chunks = seq_chunks > 1 ? seq_chunks : 1, .n_val = kt_data_val_batches(ds, seq_len, micro_batch)};
+  *t = (docs_src){.ds = ds,
+                  .seq_len = seq_len,
+                  .seed = seed,
+                  .spec = spec,
+                  .packing = (kt_packing)how,
+                  .attn = attn_share,
+                  .chunks = seq_chunks > 1 ? seq_chunks : 1,
+                  .n_val = kt_data_val_batches(ds, seq_len, micro_batch)};
   src->has_validation = t->n_val > 0;
   src->tokens_per_sample = (size_t)seq_len;
   src->impl = t;

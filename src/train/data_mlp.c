@@ -37,7 +37,8 @@ static kt_status mlp_fill(kt_data_source *src, int split, int step, int D, int K
   size_t n = (size_t)D * K * M * b, H = (size_t)d->hidden;
   int u = d->turn;
   if (n > d->cap[u]) {
-    float *x = realloc(d->x[u], n * H * sizeof(float)), *y = x ? realloc(d->y[u], n * H * sizeof(float)) : NULL;
+    float *x = realloc(d->x[u], n * H * sizeof(float)),
+          *y = x ? realloc(d->y[u], n * H * sizeof(float)) : NULL;
     if (x) d->x[u] = x;
     if (y) d->y[u] = y;
     if (!x || !y) return kt_fail(err, KT_ENOMEM, "out of memory for %zu samples", n);

@@ -23,15 +23,19 @@ static kt_status text_fill(kt_data_source *src, int split, int step, int D, int 
   size_t per = (size_t)b * t->seq_len, n = (size_t)D * K * M * per;
   int u = t->turn;
   if (n > t->cap[u]) {
-    int *tok = realloc(t->tokens[u], n * sizeof(int)), *tgt = tok ? realloc(t->targets[u], n * sizeof(int)) : NULL;
+    int *tok = realloc(t->tokens[u], n * sizeof(int)),
+        *tgt = tok ? realloc(t->targets[u], n * sizeof(int)) : NULL;
     if (tok) t->tokens[u] = tok;
     if (tgt) t->targets[u] = tgt;
     if (!tok || !tgt) return kt_fail(err, KT_ENOMEM, "out of memory for a batch of %zu tokens", n);
     t->cap[u] = n;
   }
   t->turn = (u + 1) % KT_DATA_KEEPS;
-  kt_batch_spec spec = {.seq_len = t->seq_len, .micro_batch = b, .micro_batches = K * M,
-                        .replicas = D, .seed = t->seed};
+  kt_batch_spec spec = {.seq_len = t->seq_len,
+                        .micro_batch = b,
+                        .micro_batches = K * M,
+                        .replicas = D,
+                        .seed = t->seed};
   for (int d = 0; d < D; d++)
     for (int k = 0; k < K; k++)
       for (int j = 0; j < M; j++) {
@@ -59,14 +63,15 @@ static void text_destroy(kt_data_source *src) {
   free(src);
 }
 
-kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_batch,
-                                     uint64_t seed, kt_data_source **out, kt_error *err) {
+kt_status kt_data_text_source_create(const char *path, int seq_len, int micro_batch, uint64_t seed,
+                                     kt_data_source **out, kt_error *err) {
   *out = NULL;
   kt_dataset *ds;
   kt_status st = kt_dataset_create(path, KT_DATA_VAL_FRACTION, &ds, err);
   if (st) return st;
   if (kt_data_train_windows(ds, seq_len) == 0) {
-    st = kt_fail(err, KT_EINVAL, "%s: %zu training bytes are too few for a sequence length of %d (need %d)",
+    st = kt_fail(err, KT_EINVAL,
+                 "%s: %zu training bytes are too few for a sequence length of %d (need %d)",
                  kt_dataset_name(ds), kt_dataset_bytes(ds, KT_SPLIT_TRAIN), seq_len, 2 * seq_len);
     kt_dataset_destroy(ds);
     return st;

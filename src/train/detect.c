@@ -44,9 +44,9 @@ kt_status kt__detector_init(kt__detector *d, const kt_schedule *s, kt_error *err
   d->link_spread = kt_calloc((size_t)d->p, sizeof *d->link_spread);
   d->hold = kt_calloc((size_t)d->p, sizeof *d->hold);
   d->link_since = kt_calloc((size_t)d->p, sizeof *d->link_since);
-  if (!d->stage_rank || !d->samples || !d->link_samples || !d->expected || !d->base ||
-      !d->factor || !d->excess || !d->rank_since || !d->link_since || !d->rank_spread ||
-      !d->link_spread || !d->hold) {
+  if (!d->stage_rank || !d->samples || !d->link_samples || !d->expected || !d->base || !d->factor ||
+      !d->excess || !d->rank_since || !d->link_since || !d->rank_spread || !d->link_spread ||
+      !d->hold) {
     kt__detector_free(d);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
@@ -244,7 +244,8 @@ static int track(kt__detector *d, int step) {
  * hand-overs (2 per micro-batch and round). */
 static double weight_rank(const kt__detector *d, const kt_timeline *t, int r) {
   double busy = 0;
-  for (size_t i = 0; i < t->n_events; i++) busy += t->events[i].rank == r ? t->events[i].end - t->events[i].start : 0;
+  for (size_t i = 0; i < t->n_events; i++)
+    busy += t->events[i].rank == r ? t->events[i].end - t->events[i].start : 0;
   return busy * (1 - 1 / d->factor[r]);
 }
 
@@ -253,12 +254,14 @@ static void name_worst(kt__detector *d, const kt_timeline *t) {
   double worst = 0;
   memset(&d->fault, 0, sizeof d->fault);
   int rounds_mb = 0; /* hand-overs a link carries each way: the step's micro-batches */
-  for (size_t i = 0; i < t->n_events; i++) rounds_mb = t->events[i].mb + 1 > rounds_mb ? t->events[i].mb + 1 : rounds_mb;
+  for (size_t i = 0; i < t->n_events; i++)
+    rounds_mb = t->events[i].mb + 1 > rounds_mb ? t->events[i].mb + 1 : rounds_mb;
   for (int r = 0; r < d->p; r++) {
     int named = kt__detector_rank_named(d, r);
     double w = named ? weight_rank(d, t, r) : 0;
     if (named && w > worst)
-      worst = w, d->fault = (kt_run_fault){KT_FAULT_RANK, r, 0, 0, d->factor[r], NAN, d->rank_since[r]};
+      worst = w,
+      d->fault = (kt_run_fault){KT_FAULT_RANK, r, 0, 0, d->factor[r], NAN, d->rank_since[r]};
   }
   for (int l = 0; l < d->p; l++) {
     int named = kt__detector_link_named(d, l);
@@ -266,9 +269,13 @@ static void name_worst(kt__detector *d, const kt_timeline *t) {
     int a = l, b = l + 1 < d->p ? l + 1 : 0;
     double base = d->base[l] > 0 ? d->base[l] : 0;
     if (named && w > worst)
-      worst = w, d->fault = (kt_run_fault){KT_FAULT_LINK, 0, a < b ? a : b, a < b ? b : a,
+      worst = w, d->fault = (kt_run_fault){KT_FAULT_LINK,
+                                           0,
+                                           a < b ? a : b,
+                                           a < b ? b : a,
                                            base > 0 ? (base + d->excess[l]) / base : INFINITY,
-                                           d->excess[l], d->link_since[l]};
+                                           d->excess[l],
+                                           d->link_since[l]};
   }
 }
 

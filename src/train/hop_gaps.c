@@ -52,7 +52,9 @@ size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, in
   /* occurrence (accumulation round) of each event within its group */
   for (size_t i = 0, k = 0; i < m; i++) {
     k = i > 0 && refs[i].stage == refs[i - 1].stage && refs[i].mb == refs[i - 1].mb &&
-                refs[i].cls == refs[i - 1].cls ? k + 1 : 0;
+                refs[i].cls == refs[i - 1].cls
+            ? k + 1
+            : 0;
     occ[refs[i].idx] = k;
   }
   int S = kt_schedule_stages(s);

@@ -62,13 +62,16 @@ static kt_status check_params(const kt_session_params *p, kt_error *err) {
     return kt_fail(err, KT_EINVAL, "a %s model has no parameters to %s",
                    p->synthetic ? "synthetic" : "caller's own", p->resume ? "resume" : "save");
   if (!has_units(p) && p->partition)
-    return kt_fail(err, KT_EINVAL, "a partition splits the built-in model's layers; this run has none");
+    return kt_fail(err, KT_EINVAL,
+                   "a partition splits the built-in model's layers; this run has none");
   if (!has_units(p) && p->mem_limit.kind == KT_MEM_BYTES)
-    return kt_fail(err, KT_EINVAL, "a memory limit in bytes needs the built-in model's activation "
-                                   "sizes; give it in activation units or as a fraction");
+    return kt_fail(err, KT_EINVAL,
+                   "a memory limit in bytes needs the built-in model's activation "
+                   "sizes; give it in activation units or as a fraction");
   int limited = p->mem_limit.kind != KT_MEM_UNITS || p->mem_limit.value > 0;
   if (limited && p->schedule)
-    return kt_fail(err, KT_EINVAL, "a schedule of the caller's cannot keep to a memory limit: its "
+    return kt_fail(err, KT_EINVAL,
+                   "a schedule of the caller's cannot keep to a memory limit: its "
                    "order sets its memory (zb-auto and zbv-auto search for an order within one)");
   return kt_gen_check_mem_limit(p->kind, limited ? 1.0 : 0.0, err);
 }
@@ -86,7 +89,8 @@ static kt_status read_resume(kt_session *s, kt_error *err) {
   if (r->run.n_segments < 1)
     return kt_fail(err, KT_EINVAL, "the run in '%s': its config.json names no layout", dir);
   if (!strcmp(r->run.model, "synthetic"))
-    return kt_fail(err, KT_EINVAL, "the run in '%s' is synthetic: it has no parameters to resume", dir);
+    return kt_fail(err, KT_EINVAL, "the run in '%s' is synthetic: it has no parameters to resume",
+                   dir);
   if (!r->checkpoint)
     return kt_fail(err, KT_EINVAL, "the run in '%s' has a config.json but no checkpoint", dir);
   if (r->meta.step >= s->p.steps)
@@ -134,8 +138,10 @@ static kt_status build_schedule(kt_session *s, kt_error *err) {
   int K = p->model.seq_chunks;
   if (K > 1) { /* micro-batches in chunks along the sequence: Seq1F1B */
     if (p->kind != KT_SCHED_1F1B || p->v > 1)
-      return kt_fail(err, KT_EINVAL, "--seq-chunks %d runs 1f1b's order over the chunks (Seq1F1B), "
-                     "not %s", K, kt_gen_kind_name(p->kind));
+      return kt_fail(err, KT_EINVAL,
+                     "--seq-chunks %d runs 1f1b's order over the chunks (Seq1F1B), "
+                     "not %s",
+                     K, kt_gen_kind_name(p->kind));
     if (has_units(p) && (st = kt__session_memory(s, p->p, p->p, p->m * K, err))) return st;
     return kt__seq1f1b(&s->sched, p->p, p->m, K, err);
   }
@@ -151,8 +157,13 @@ static kt_status build_schedule(kt_session *s, kt_error *err) {
   if ((st = kt__session_mem_limit(s, v, &gen, &limit, err))) return st;
   s->gen_limit = limit;
   synthetic_costs(p, v, &gen);
-  kt_gen_params gp = {.p = p->p, .m = p->m, .v = p->v, .costs = &gen, .mem_limit = limit,
-                           .on_long_search = announce_search, .ctx = s};
+  kt_gen_params gp = {.p = p->p,
+                      .m = p->m,
+                      .v = p->v,
+                      .costs = &gen,
+                      .mem_limit = limit,
+                      .on_long_search = announce_search,
+                      .ctx = s};
   st = kt_generate(p->kind, &gp, &s->sched, err);
   if (p->synthetic) free(gen.stage_tf); /* synthetic_costs' (the model's bytes stay borrowed) */
   return st;
@@ -171,7 +182,8 @@ static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
   rc->synthetic = p->synthetic;
   /* synthetic costs are one rank's share, as in sim and compare */
   int v = s->sched.v > 0 ? s->sched.v : 1;
-  rc->syn_tf_ms = p->syn_tf_ms / v, rc->syn_tb_ms = p->syn_tb_ms / v, rc->syn_tw_ms = p->syn_tw_ms / v;
+  rc->syn_tf_ms = p->syn_tf_ms / v, rc->syn_tb_ms = p->syn_tb_ms / v,
+  rc->syn_tw_ms = p->syn_tw_ms / v;
   rc->syn_act_bytes = p->syn_act_bytes;
   rc->syn_mb_scale = p->syn_mb_scale;
   rc->syn_grad_bytes = p->syn_grad_bytes;
@@ -189,7 +201,8 @@ static void runtime_config(const kt_session *s, kt_runtime_config *rc) {
  * mpirun may bind each process to one while its neighbours share them). */
 static long cores_available(int use_mpi) {
   cpu_set_t set;
-  if (!use_mpi && !sched_getaffinity(0, sizeof set, &set) && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  if (!use_mpi && !sched_getaffinity(0, sizeof set, &set) && CPU_COUNT(&set) > 0)
+    return CPU_COUNT(&set);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? n : 1;
 }
@@ -199,17 +212,21 @@ static long cores_available(int use_mpi) {
 static void set_blas_threads(kt_session *s, long ranks_here) {
   const kt_session_params *p = &s->p;
   long cores = cores_available(p->use_mpi);
-  int blas = p->blas_threads > 0 ? p->blas_threads : cores > ranks_here ? (int)(cores / ranks_here) : 1;
+  int blas = p->blas_threads > 0  ? p->blas_threads
+             : cores > ranks_here ? (int)(cores / ranks_here)
+                                  : 1;
   if (p->blas_threads >= 0) kt_blas_set_threads(blas);
   else blas = kt_blas_threads();
   if (p->synthetic) blas = 0; /* sleeps: no compute threads */
   s->cores = (int)cores, s->compute_threads = (int)(ranks_here * blas);
   if (s->compute_threads > cores && s->world_rank == 0) /* one note per job */
-    kt__session_note(s, KT_NOTE_OVERSUBSCRIBED, NULL, s->compute_threads,
-                     "%ld rank%s x %d BLAS thread%s = %d compute threads on %ld cores: ops wait for "
-                     "a core (core_wait), so steps are slower and the bubble larger than the "
-                     "schedule's", ranks_here, ranks_here == 1 ? "" : "s", blas, blas == 1 ? "" : "s",
-                     s->compute_threads, cores);
+    kt__session_note(
+        s, KT_NOTE_OVERSUBSCRIBED, NULL, s->compute_threads,
+        "%ld rank%s x %d BLAS thread%s = %d compute threads on %ld cores: ops wait for "
+        "a core (core_wait), so steps are slower and the bubble larger than the "
+        "schedule's",
+        ranks_here, ranks_here == 1 ? "" : "s", blas, blas == 1 ? "" : "s", s->compute_threads,
+        cores);
 }
 
 /* Once the model is in memory (the room left is known): the address space
@@ -250,15 +267,20 @@ static kt_status cluster_links(kt_session *s, kt_error *err) {
   kt_plan_cluster_default(&c);
   kt_status st = kt_plan_cluster_load(p->cluster, &c, err);
   if (!st) st = kt_plan_cluster_check(&c, err);
-  kt_link_classes lc = {.intra_latency = c.intra_latency, .intra_bw = c.intra_bw,
-                        .inter_latency = c.inter_latency, .inter_bw = c.inter_bw,
+  kt_link_classes lc = {.intra_latency = c.intra_latency,
+                        .intra_bw = c.intra_bw,
+                        .inter_latency = c.inter_latency,
+                        .inter_bw = c.inter_bw,
                         .inter_burst = c.inter_burst};
   int world = s->sched.p * p->data_parallel, *nodes = NULL;
   if (!st && s->mpi_t) {
     nodes = kt_calloc((size_t)world, sizeof *nodes);
-    st = nodes ? kt_transport_mpi_nodes(s->mpi_t, nodes, err) : kt_fail(err, KT_ENOMEM, "out of memory");
+    st = nodes ? kt_transport_mpi_nodes(s->mpi_t, nodes, err)
+               : kt_fail(err, KT_ENOMEM, "out of memory");
   }
-  if (!st) st = kt_links_create(&lc, s->sched.p, p->data_parallel, nodes, c.devices_per_node, &s->links, err);
+  if (!st)
+    st = kt_links_create(&lc, s->sched.p, p->data_parallel, nodes, c.devices_per_node, &s->links,
+                         err);
   free(nodes);
   if (!st) return KT_OK;
   s->failed = KT_SESSION_CLUSTER;
@@ -285,15 +307,17 @@ static kt_status build_runtime(kt_session *s, kt_error *err) {
     return st;
   }
   if ((st = cluster_links(s, err))) return st;
-  if (s->have_resume && (st = kt_checkpoint_load(s->rt, s->resume.checkpoint, &s->resume.meta, err)))
+  if (s->have_resume &&
+      (st = kt_checkpoint_load(s->rt, s->resume.checkpoint, &s->resume.meta, err)))
     return st;
   if (p->data || !has_units(p)) return KT_OK;
-  if (p->model.kind == KT_MODEL_MLP) return kt_data_mlp_create(p->model.hidden, p->data_seed, &s->data, err);
+  if (p->model.kind == KT_MODEL_MLP)
+    return kt_data_mlp_create(p->model.hidden, p->data_seed, &s->data, err);
   if (p->doc_lengths) { /* attention's share of a full micro-batch's FLOPs: 2 L C of 24 C^2 + 2 L C */
     double budget = (double)p->micro_batch * p->model.seq_len;
-    return kt_data_docs_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
-                                      p->doc_lengths, p->packing, budget / (12.0 * p->model.hidden + budget),
-                                      p->model.seq_chunks, &s->data, err);
+    return kt_data_docs_source_create(
+        p->data_path, p->model.seq_len, p->micro_batch, p->data_seed, p->doc_lengths, p->packing,
+        budget / (12.0 * p->model.hidden + budget), p->model.seq_chunks, &s->data, err);
   }
   return kt_data_text_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
                                     &s->data, err);
@@ -328,9 +352,11 @@ kt_status kt_session_open(const kt_session_params *params, kt_session **out, kt_
   }
   if (st) return st;
   s->meta = (kt_checkpoint_meta){.decay_steps = s->p.optim.decay_steps,
-                                 .warmup_steps = s->p.optim.warmup_steps, .lr = s->p.optim.lr,
+                                 .warmup_steps = s->p.optim.warmup_steps,
+                                 .lr = s->p.optim.lr,
                                  .min_lr_ratio = s->p.optim.min_lr_ratio,
-                                 .data_seed = s->p.data_seed, .model = s->p.model,
+                                 .data_seed = s->p.data_seed,
+                                 .model = s->p.model,
                                  .optim = s->p.optim.kind};
   s->failed = KT_SESSION_OK;
   s->opened = 1;
@@ -365,9 +391,12 @@ kt_session_failure kt_session_failed(const kt_session *s) {
 }
 
 void kt_session_get_info(const kt_session *s, kt_session_info *out) {
-  *out = (kt_session_info){.schedule = &s->sched, .use_mpi = s->p.use_mpi,
-                           .world_rank = s->world_rank, .world_size = s->world_size,
-                           .first_step = s->first_step, .run_dir = s->p.run_dir,
+  *out = (kt_session_info){.schedule = &s->sched,
+                           .use_mpi = s->p.use_mpi,
+                           .world_rank = s->world_rank,
+                           .world_size = s->world_size,
+                           .first_step = s->first_step,
+                           .run_dir = s->p.run_dir,
                            .checkpoint = s->have_resume ? s->resume.checkpoint : NULL};
   if (s->rt && has_units(&s->p)) out->unit_offsets = kt_runtime_unit_offsets(s->rt);
   out->mem_stages = s->mem.n_stages;

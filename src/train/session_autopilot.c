@@ -190,7 +190,8 @@ static kt_status share_plan(kt_session *s, kt_error *err) {
   if (root && !v) return kt_fail(err, KT_ENOMEM, "out of memory");
   kt_status st = kt_allreduce(s->mpi_t, KT_GROUP_WORLD, &len, 1, err);
   n = (size_t)len;
-  if (!st && !root && !(v = kt_calloc(n + 1, sizeof *v))) st = kt_fail(err, KT_ENOMEM, "out of memory");
+  if (!st && !root && !(v = kt_calloc(n + 1, sizeof *v)))
+    st = kt_fail(err, KT_ENOMEM, "out of memory");
   if (!st) st = kt_allreduce(s->mpi_t, KT_GROUP_WORLD, v, n, err); /* the others add zeros */
   if (!st && !root) st = decode_plan(v, n, &s->sched, &s->plan, err);
   free(v);
@@ -202,11 +203,16 @@ static kt_status share_plan(kt_session *s, kt_error *err) {
 static void record_switch(kt_session *s, const char *from, double seconds) {
   kt_run_switch *w = &s->switched;
   const kt__plan *pl = &s->plan;
-  *w = (kt_run_switch){.made = 1, .predicted_before = pl->before, .predicted_after = pl->after,
-                       .lower_bound = pl->lower_bound, .cost = pl->cost,
-                       .replan_seconds = pl->replan_seconds, .switch_seconds = seconds};
+  *w = (kt_run_switch){.made = 1,
+                       .predicted_before = pl->before,
+                       .predicted_after = pl->after,
+                       .lower_bound = pl->lower_bound,
+                       .cost = pl->cost,
+                       .replan_seconds = pl->replan_seconds,
+                       .switch_seconds = seconds};
   w->replan_fraction = s->last_step_seconds > 0 ? pl->replan_seconds / s->last_step_seconds : NAN;
-  snprintf(w->kind, sizeof w->kind, "%s", pl->kind == KT__SWITCH_REPARTITION ? "repartition" : "reorder");
+  snprintf(w->kind, sizeof w->kind, "%s",
+           pl->kind == KT__SWITCH_REPARTITION ? "repartition" : "reorder");
   snprintf(w->from, sizeof w->from, "%s", from);
   snprintf(w->to, sizeof w->to, "%s", pl->sched.name);
   partition_text(pl->partition, kt_schedule_stages(&s->sched), w->partition, sizeof w->partition);

@@ -10,42 +10,42 @@
 #define KT__STOP_FAILED (-1)
 
 struct kt_session {
-  kt_session_params p;      /* the caller's, resolved (defaults, resume) */
+  kt_session_params p; /* the caller's, resolved (defaults, resume) */
   kt_session_failure failed;
   int opened, ran;
   int world_rank, world_size, first_step;
-  kt_schedule sched;        /* the compute schedule */
-  kt_schedule program;      /* the caller's lowered program, run as written (else empty) */
-  int *partition;           /* S unit counts, or NULL: balanced */
+  kt_schedule sched;   /* the compute schedule */
+  kt_schedule program; /* the caller's lowered program, run as written (else empty) */
+  int *partition;      /* S unit counts, or NULL: balanced */
   kt_runtime *rt;
   kt_transport *mpi_t;
   kt_data_source *data;     /* the session's own source (NULL: none, or the caller's) */
   kt_links *links;          /* the cluster's (NULL: none) */
   kt_session_resume resume; /* resuming: the run read back */
   int have_resume;
-  kt_rundir *rd;            /* rank 0 with a run directory */
-  kt_run_config cfg;        /* config.json with its segments */
+  kt_rundir *rd;     /* rank 0 with a run directory */
+  kt_run_config cfg; /* config.json with its segments */
   int *seg_partition;
-  kt_checkpoint_meta meta;  /* what every checkpoint of the run carries */
-  kt_status fail_status;    /* a failure inside the step callback */
+  kt_checkpoint_meta meta; /* what every checkpoint of the run carries */
+  kt_status fail_status;   /* a failure inside the step callback */
   kt_error fail_err;
-  int stop;                 /* agreed: 0, a reason, or KT__STOP_FAILED */
-  kt_run_rank_step *ranks;  /* the step's per-rank record (P entries) */
-  kt_costs mem;             /* the model's bytes per stage of sched (n_stages 0: none) */
-  double peak_1f1b;         /* 1F1B's predicted peak on the model (bytes; 0: none) */
+  int stop;                   /* agreed: 0, a reason, or KT__STOP_FAILED */
+  kt_run_rank_step *ranks;    /* the step's per-rank record (P entries) */
+  kt_costs mem;               /* the model's bytes per stage of sched (n_stages 0: none) */
+  double peak_1f1b;           /* 1F1B's predicted peak on the model (bytes; 0: none) */
   int cores, compute_threads; /* this process's cores and ranks x BLAS threads */
-  kt_schedule rounds;       /* a step: K rounds of the compute schedule (the idle split's) */
-  kt_idle_split *idle;      /* the last step's idle split per rank (P entries) */
+  kt_schedule rounds;         /* a step: K rounds of the compute schedule (the idle split's) */
+  kt_idle_split *idle;        /* the last step's idle split per rank (P entries) */
   kt_session_result result;
-  double gen_limit;         /* the memory limit the schedule was generated under (its units) */
+  double gen_limit; /* the memory limit the schedule was generated under (its units) */
   /* the straggler autopilot (session_autopilot.c) */
-  kt__detector det;         /* p = 0: not measuring */
+  kt__detector det; /* p = 0: not measuring */
   kt__planner pl;
-  kt__plan plan;            /* adopted, switched to at the next barrier (kind NONE: none) */
-  kt_run_switch switched;   /* the last switch, for the next step's record */
+  kt__plan plan;                  /* adopted, switched to at the next barrier (kind NONE: none) */
+  kt_run_switch switched;         /* the last switch, for the next step's record */
   unsigned long long planned_for; /* what was named when the last plan was made */
   double last_step_seconds;
-  int remote_plan;          /* MPI: world rank 0 has a plan to switch to (every rank knows) */
+  int remote_plan; /* MPI: world rank 0 has a plan to switch to (every rank knows) */
 };
 
 /* The autopilot (session_autopilot.c): set up once the runtime runs

@@ -19,8 +19,10 @@ static kt_status measure_stage(const kt_model_config *m, int b, int first_unit, 
   float *x = kt_calloc((size_t)b * per_sample, sizeof *x);
   float *y = kt_calloc((size_t)b * per_sample, sizeof *y);
   int *tokens = kt_calloc((size_t)b * per_sample, sizeof *tokens);
-  float *in = kt_calloc(kt_chunk_in_elems(c) + 1, sizeof *in), *din = kt_calloc(kt_chunk_in_elems(c) + 1, sizeof *din);
-  float *out = kt_calloc(kt_chunk_out_elems(c) + 1, sizeof *out), *dout = kt_calloc(kt_chunk_out_elems(c) + 1, sizeof *dout);
+  float *in = kt_calloc(kt_chunk_in_elems(c) + 1, sizeof *in),
+        *din = kt_calloc(kt_chunk_in_elems(c) + 1, sizeof *din);
+  float *out = kt_calloc(kt_chunk_out_elems(c) + 1, sizeof *out),
+        *dout = kt_calloc(kt_chunk_out_elems(c) + 1, sizeof *dout);
   if (!x || !y || !tokens || !in || !din || !out || !dout) {
     st = kt_fail(err, KT_ENOMEM, "out of memory measuring activation sizes");
   } else {
@@ -60,8 +62,7 @@ kt_status kt_session_activation_bytes(const kt_session_params *p, int S, kt_cost
     st = kt_fail(err, KT_ENOMEM, "out of memory");
   else if (p->partition)
     st = kt_partition_parse(p->partition, S, kt_model_units(&p->model), counts, err);
-  else
-    st = kt_partition_balanced(&p->model, S, counts, err);
+  else st = kt_partition_balanced(&p->model, S, counts, err);
   for (int s = 0, unit = 0; s < S && !st; unit += counts[s], s++)
     st = measure_stage(&p->model, p->micro_batch, unit, counts[s], &c->stage_mem_act[s],
                        &c->stage_mem_wgrad[s], &c->stage_mem_transient[s], err);
@@ -147,8 +148,9 @@ kt_status kt_session_predict_memory(kt_session *s, double *peak, kt_error *err) 
   kt_costs c;
   kt_costs_default(&c);
   kt_metrics pred;
-  kt_status st = s->mem.n_stages ? kt_costs_copy(&c, &s->mem) ? kt_fail(err, KT_ENOMEM, "out of memory") : KT_OK
-                                 : kt_session_activation_bytes(&s->p, kt_schedule_stages(&s->sched), &c, err);
+  kt_status st = s->mem.n_stages
+                     ? kt_costs_copy(&c, &s->mem) ? kt_fail(err, KT_ENOMEM, "out of memory") : KT_OK
+                     : kt_session_activation_bytes(&s->p, kt_schedule_stages(&s->sched), &c, err);
   if (!st) st = kt_simulate_metrics(&s->sched, &c, &pred, err);
   kt_costs_free(&c);
   if (st) return st;

@@ -10,20 +10,21 @@
 
 /* The calibrated stage costs as P stages, one per rank: a rank's stages
  * (its V chunks) summed; the step's end and the links as they are. */
-static kt_status rank_costs(const kt_schedule *s, const kt_costs *c, kt_costs *out,
-                            kt_error *err) {
+static kt_status rank_costs(const kt_schedule *s, const kt_costs *c, kt_costs *out, kt_error *err) {
   if (kt_costs_copy(out, c)) return kt_fail(err, KT_ENOMEM, "out of memory");
   int S = kt_schedule_stages(s), P = s->p;
   if (S == P || c->n_stages != S) return KT_OK; /* one stage a rank already, or uniform */
-  double *const from[] = {c->stage_tf, c->stage_tb, c->stage_tw, c->stage_tu,
+  double *const from[] = {c->stage_tf,      c->stage_tb,        c->stage_tw,           c->stage_tu,
                           c->stage_mem_act, c->stage_mem_wgrad, c->stage_mem_transient};
-  double **to[] = {&out->stage_tf, &out->stage_tb, &out->stage_tw, &out->stage_tu,
-                   &out->stage_mem_act, &out->stage_mem_wgrad, &out->stage_mem_transient};
+  double **to[] = {&out->stage_tf,           &out->stage_tb,      &out->stage_tw,
+                   &out->stage_tu,           &out->stage_mem_act, &out->stage_mem_wgrad,
+                   &out->stage_mem_transient};
   for (size_t k = 0; k < sizeof to / sizeof *to; k++) {
     free(*to[k]);
     *to[k] = NULL;
     if (!from[k]) continue;
-    if (!(*to[k] = kt_calloc((size_t)P, sizeof(double)))) return kt_fail(err, KT_ENOMEM, "out of memory");
+    if (!(*to[k] = kt_calloc((size_t)P, sizeof(double))))
+      return kt_fail(err, KT_ENOMEM, "out of memory");
     for (int st = 0; st < S; st++) (*to[k])[kt_stage_rank(s, st)] += from[k][st];
   }
   out->n_stages = P;

@@ -61,11 +61,20 @@ double kt__session_limit_bytes(const kt_session *s) {
 kt_run_segment kt__session_segment(const kt_session *s, int first_step, int *partition_buf) {
   const kt_session_params *p = &s->p;
   const kt_schedule *sc = &s->sched;
-  kt_run_segment seg = {.first_step = first_step, .last_step = -1, .p = sc->p, .v = sc->v,
-                        .m = sc->m, .b = p->micro_batch, .k = p->grad_accum,
-                        .d = p->data_parallel, .predicted_bubble = NAN, .measured_bubble = NAN,
-                        .predicted_period = NAN, .period_1f1b = NAN,
-                        .cores = s->cores, .compute_threads = s->compute_threads};
+  kt_run_segment seg = {.first_step = first_step,
+                        .last_step = -1,
+                        .p = sc->p,
+                        .v = sc->v,
+                        .m = sc->m,
+                        .b = p->micro_batch,
+                        .k = p->grad_accum,
+                        .d = p->data_parallel,
+                        .predicted_bubble = NAN,
+                        .measured_bubble = NAN,
+                        .predicted_period = NAN,
+                        .period_1f1b = NAN,
+                        .cores = s->cores,
+                        .compute_threads = s->compute_threads};
   snprintf(seg.schedule, sizeof seg.schedule, "%s", sc->name[0] ? sc->name : "file");
   snprintf(seg.transport, sizeof seg.transport, "%s", p->use_mpi ? "mpi" : "threads");
   const int *off = s->rt ? kt_runtime_unit_offsets(s->rt) : NULL;
@@ -84,7 +93,8 @@ int kt__session_step_ranks(const kt_timeline *t, kt_run_rank_step *out, int cap)
   if (!t || kt_timeline_metrics(t, &m, &err) != KT_OK) return -1;
   int n = m.p < cap ? m.p : cap;
   for (int r = 0; r < n; r++)
-    out[r] = (kt_run_rank_step){.busy = m.ranks[r].busy, .comm_time = m.ranks[r].comm_time,
+    out[r] = (kt_run_rank_step){.busy = m.ranks[r].busy,
+                                .comm_time = m.ranks[r].comm_time,
                                 .bytes_sent = (double)m.ranks[r].bytes_sent,
                                 .peak_act_bytes = m.ranks[r].peak_memory};
   kt_metrics_free(&m);
@@ -97,12 +107,15 @@ kt_status kt__session_write_timelines(kt_session *s, kt_error *err) {
   kt_buf_init(&tl);
   kt_buf_init(&trace);
   const kt_train_result *r = &s->result.train;
-  kt_run_timelines t = {.schedule = &s->sched, .measured = &r->measured_timeline,
-                        .predicted = &r->predicted_timeline, .measured_metrics = &r->measured,
+  kt_run_timelines t = {.schedule = &s->sched,
+                        .measured = &r->measured_timeline,
+                        .predicted = &r->predicted_timeline,
+                        .measured_metrics = &r->measured,
                         .predicted_metrics = &r->predicted,
                         .calibrated = &r->calibrated};
   s->p.render_timelines(&t, &tl, &trace);
-  kt_status st = kt_rundir_write_file(s->rd, KT_RUNDIR_TIMELINE, &tl, err); /* ENOMEM if it failed */
+  kt_status st =
+      kt_rundir_write_file(s->rd, KT_RUNDIR_TIMELINE, &tl, err); /* ENOMEM if it failed */
   if (!st) st = kt_rundir_write_file(s->rd, KT_RUNDIR_TRACE, &trace, err);
   kt_buf_free(&tl);
   kt_buf_free(&trace);
@@ -127,7 +140,8 @@ static kt_status take_run_dir(kt_session *s, kt_error *err) {
   int kept = 0;
   kt_status st = kt_rundir_create(p->run_dir, mode, &kept, &s->rd, err);
   if (st == KT_EBUSY) s->failed = KT_SESSION_RUN_DIR_BUSY;
-  else if (st == KT_EINVAL && mode == KT_RUNDIR_NEW && kept > 0) s->failed = KT_SESSION_RUN_DIR_TAKEN;
+  else if (st == KT_EINVAL && mode == KT_RUNDIR_NEW && kept > 0)
+    s->failed = KT_SESSION_RUN_DIR_TAKEN;
   if (!st && kept)
     kt__session_note(s, KT_NOTE_RUN_DIR_CLEARED, p->run_dir, kept,
                      "cleared kaiten's files in '%s' and kept %d other entr%s", p->run_dir, kept,
@@ -144,7 +158,8 @@ static void note_skipped(const kt_session *s) {
   for (int i = 0; i < r->run.n_segments; i++)
     if (r->run.segments[i].last_step > last) last = r->run.segments[i].last_step;
   char again[64] = "";
-  if (last > s->first_step + 1) snprintf(again, sizeof again, "; steps %d-%d run again", s->first_step + 1, last);
+  if (last > s->first_step + 1)
+    snprintf(again, sizeof again, "; steps %d-%d run again", s->first_step + 1, last);
   else if (last == s->first_step + 1) snprintf(again, sizeof again, "; step %d runs again", last);
   kt__session_note(s, KT_NOTE_CHECKPOINT_SKIPPED, r->checkpoint, s->first_step,
                    "%s; resuming from %s at step %d%s", r->skipped, r->checkpoint, s->first_step,

@@ -14,7 +14,8 @@ static void shape_text(const char *kind, int layers, int hidden, int heads, int 
                        int tie, char *buf, size_t n) {
   int len = snprintf(buf, n, "%s L=%d C=%d", kind, layers, hidden);
   if (!strcmp(kind, "gpt") && len > 0 && (size_t)len < n)
-    snprintf(buf + len, n - (size_t)len, " H=%d T=%d V=%d%s", heads, seq, vocab, tie ? " tied" : "");
+    snprintf(buf + len, n - (size_t)len, " H=%d T=%d V=%d%s", heads, seq, vocab,
+             tie ? " tied" : "");
 }
 
 /* The checkpoint holds the model config.json describes (fields an older
@@ -31,14 +32,15 @@ static kt_status check_shape(const char *dir, const kt_session_resume *r, kt_err
            (!c->vocab || c->vocab == m->vocab) && c->tie_embeddings == m->tie_embeddings;
   if (same) return KT_OK;
   char run[160], ckpt[160];
-  shape_text(c->model, c->layers, c->hidden, c->heads, c->seq_len, c->vocab, c->tie_embeddings,
-             run, sizeof run);
+  shape_text(c->model, c->layers, c->hidden, c->heads, c->seq_len, c->vocab, c->tie_embeddings, run,
+             sizeof run);
   shape_text(kind, m->layers, m->hidden, m->heads, m->seq_len, m->vocab, m->tie_embeddings, ckpt,
              sizeof ckpt);
   const char *base = strrchr(r->checkpoint, '/');
-  return kt_fail(err, KT_EINVAL, "the run in '%s' trains %s (config.json), but its checkpoint "
-                 "%s holds %s: not this run's model", dir, run, base ? base + 1 : r->checkpoint,
-                 ckpt);
+  return kt_fail(err, KT_EINVAL,
+                 "the run in '%s' trains %s (config.json), but its checkpoint "
+                 "%s holds %s: not this run's model",
+                 dir, run, base ? base + 1 : r->checkpoint, ckpt);
 }
 
 /* The checkpoint to resume from: none at all leaves checkpoint NULL; only
@@ -87,10 +89,13 @@ static kt_status adopt_layout(kt_session_params *p, kt_session_resume *r, const 
   const kt_run_segment *seg = &r->run.segments[r->run.n_segments - 1];
   if (!(keep & KT_KEEP_SCHEDULE)) {
     /* Seq1F1B is 1f1b over a micro-batch's chunks (kaiten train --seq-chunks) */
-    int kind = !strcmp(seg->schedule, "seq1f1b") ? KT_SCHED_1F1B : kt_gen_kind_from_name(seg->schedule);
+    int kind =
+        !strcmp(seg->schedule, "seq1f1b") ? KT_SCHED_1F1B : kt_gen_kind_from_name(seg->schedule);
     if (kind < 0)
-      return kt_fail(err, KT_EINVAL, "the run in '%s' trained on a schedule of its own ('%s'): "
-                                     "give that schedule again", dir, seg->schedule);
+      return kt_fail(err, KT_EINVAL,
+                     "the run in '%s' trained on a schedule of its own ('%s'): "
+                     "give that schedule again",
+                     dir, seg->schedule);
     p->kind = (kt_gen_kind)kind;
   }
   int p_same = (keep & KT_KEEP_P) == 0 || p->p == seg->p;
@@ -107,8 +112,8 @@ static kt_status adopt_layout(kt_session_params *p, kt_session_resume *r, const 
   return KT_OK;
 }
 
-kt_status kt_session_params_from_run(kt_session_params *p, kt_session_resume *r,
-                                     const char *dir, unsigned keep, kt_error *err) {
+kt_status kt_session_params_from_run(kt_session_params *p, kt_session_resume *r, const char *dir,
+                                     unsigned keep, kt_error *err) {
   if (r->run.n_segments < 1)
     return kt_fail(err, KT_EINVAL, "the run in '%s': its config.json names no layout", dir);
   if (!r->checkpoint)

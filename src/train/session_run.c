@@ -14,7 +14,9 @@
 /* Vote slots: a failure, then reasons 1..KT_STOP_MAX. */
 #define SLOTS (KT_STOP_MAX + 1)
 
-static int clamp_reason(int r) { return r < 0 ? KT__STOP_FAILED : r > KT_STOP_MAX ? KT_STOP_MAX : r; }
+static int clamp_reason(int r) {
+  return r < 0 ? KT__STOP_FAILED : r > KT_STOP_MAX ? KT_STOP_MAX : r;
+}
 
 /* The winner among the requests voted: a failure, then SIGTERM, SIGINT,
  * SIGUSR1, then the smallest reason. */
@@ -49,7 +51,8 @@ static void fail_in_step(kt_session *s, kt_status st, const kt_error *err) {
  * removed costs disk space, not the run: the run goes on. */
 static void prune_checkpoints(const kt_session *s, int step) {
   kt_error err;
-  if (s->world_rank == 0) (void)kt_checkpoint_prune(s->p.run_dir, s->p.keep_checkpoints, step, NULL, &err);
+  if (s->world_rank == 0)
+    (void)kt_checkpoint_prune(s->p.run_dir, s->p.keep_checkpoints, step, NULL, &err);
 }
 
 /* Whether a checkpoint is due after step (0-based): every checkpoint_every
@@ -91,8 +94,7 @@ static int by_rank_start(const void *a, const void *b) {
  * micro-batches numbered on as kt_schedule_repeat numbers them. Where the
  * step's events are not all here (MPI ranks but world rank 0) nothing. */
 static void idle_causes(kt_session *s, const kt_train_progress *p, kt_run_rank_step *ranks, int n) {
-  for (int r = 0; r < n; r++)
-    ranks[r].idle = (kt_idle_split){NAN, NAN, NAN, NAN, NAN, NAN};
+  for (int r = 0; r < n; r++) ranks[r].idle = (kt_idle_split){NAN, NAN, NAN, NAN, NAN, NAN};
   s->result.idle = NULL;
   const kt_timeline *t = p->timeline;
   const kt_schedule *rs = &s->rounds;
@@ -122,10 +124,16 @@ static int on_step(void *ctx, const kt_train_progress *tp) {
   kt_session *s = ctx;
   kt_error err = {{0}};
   kt_train_progress p = *tp;
-  kt_run_step rec = {.step = p.step + 1, .skipped = p.skipped, .loss = p.loss,
-                     .val_loss = p.val_loss, .lr = p.lr, .grad_norm = p.grad_norm,
-                     .seconds = p.seconds, .tokens_per_s = p.tokens_per_s,
-                     .samples_per_s = p.samples_per_s, .bubble = p.bubble};
+  kt_run_step rec = {.step = p.step + 1,
+                     .skipped = p.skipped,
+                     .loss = p.loss,
+                     .val_loss = p.val_loss,
+                     .lr = p.lr,
+                     .grad_norm = p.grad_norm,
+                     .seconds = p.seconds,
+                     .tokens_per_s = p.tokens_per_s,
+                     .samples_per_s = p.samples_per_s,
+                     .bubble = p.bubble};
   int n = kt__session_step_ranks(p.timeline, s->ranks, s->sched.p);
   p.record = &rec, p.ranks = s->ranks, p.n_ranks = n > 0 ? n : 0;
   idle_causes(s, &p, s->ranks, p.n_ranks);
@@ -145,8 +153,8 @@ static int on_step(void *ctx, const kt_train_progress *tp) {
   int was = s->stop;
   if (!was) s->stop = p.barrier || !s->p.use_mpi ? kt__session_agree(s, request) : p.agreed;
   if (s->stop > 0 && !was && p.barrier)
-    kt__session_note(s, KT_NOTE_STOPPING, NULL, s->stop, "every rank stops after step %d (reason %d)",
-                     p.step + 1, s->stop);
+    kt__session_note(s, KT_NOTE_STOPPING, NULL, s->stop,
+                     "every rank stops after step %d (reason %d)", p.step + 1, s->stop);
   else if (s->stop > 0 && !was)
     kt__session_note(s, KT_NOTE_STOPPING, NULL, s->stop,
                      "every rank stops after the steps under way, from step %d (reason %d)",
@@ -203,17 +211,24 @@ kt_status kt_session_run(kt_session *s, kt_error *err) {
       !(s->idle = kt_calloc((size_t)s->sched.p, sizeof *s->idle)))
     return kt_fail(err, KT_ENOMEM, "out of memory");
   /* a step runs K rounds of the compute schedule the runtime runs */
-  kt_status st = kt_schedule_repeat(rc->schedule, rc->grad_accum > 0 ? rc->grad_accum : 1,
-                                    &s->rounds, err);
+  kt_status st =
+      kt_schedule_repeat(rc->schedule, rc->grad_accum > 0 ? rc->grad_accum : 1, &s->rounds, err);
   if (st) return st;
   if ((st = save_init(s, err))) return st;
   if ((st = kt__session_autopilot_init(s, err))) return st;
-  kt_train_config tc = {.runtime = *kt_runtime_config_of(s->rt), .first_step = s->first_step,
-                        .steps = s->p.steps, .val_every = s->p.val_every,
-                        .val_batches = s->p.val_batches, .data = s->data ? s->data : s->p.data,
-                        .on_step = on_step, .ctx = s, .skip_nonfinite = s->p.skip_nonfinite,
-                        .links = s->links, .barrier_at = barrier_at,
-                        .should_stop = poll_stop, .between_steps = kt__session_autopilot_switch};
+  kt_train_config tc = {.runtime = *kt_runtime_config_of(s->rt),
+                        .first_step = s->first_step,
+                        .steps = s->p.steps,
+                        .val_every = s->p.val_every,
+                        .val_batches = s->p.val_batches,
+                        .data = s->data ? s->data : s->p.data,
+                        .on_step = on_step,
+                        .ctx = s,
+                        .skip_nonfinite = s->p.skip_nonfinite,
+                        .links = s->links,
+                        .barrier_at = barrier_at,
+                        .should_stop = poll_stop,
+                        .between_steps = kt__session_autopilot_switch};
   kt_train_result *res = &s->result.train;
   st = kt_train_run(s->rt, &tc, res, err);
   if (!st && s->fail_status) st = s->fail_status, *err = s->fail_err;
@@ -228,7 +243,8 @@ kt_status kt_session_run(kt_session *s, kt_error *err) {
   s->result.peak_vs_1f1b = NAN;
   for (int r = 0; res->n_losses > 0 && s->peak_1f1b > 0 && r < res->measured.p; r++) {
     double ratio = res->measured.ranks[r].peak_memory / s->peak_1f1b;
-    if (isnan(s->result.peak_vs_1f1b) || ratio > s->result.peak_vs_1f1b) s->result.peak_vs_1f1b = ratio;
+    if (isnan(s->result.peak_vs_1f1b) || ratio > s->result.peak_vs_1f1b)
+      s->result.peak_vs_1f1b = ratio;
   }
   if (st && res->stopped_nonfinite) s->failed = KT_SESSION_NONFINITE;
   if (!st) s->failed = KT_SESSION_OK;

@@ -60,16 +60,21 @@ static kt_status calibrate_mb(const kt_timeline *t, const kt_schedule *s, kt_cos
                               kt_error *err) {
   int S = kt_schedule_stages(s), M = s->m;
   size_t cells = (size_t)S * (size_t)M;
-  double *sum = kt_calloc(cells * KT_OP_COUNT, sizeof(double)), *vals = kt_calloc(cells, sizeof(double));
+  double *sum = kt_calloc(cells * KT_OP_COUNT, sizeof(double)),
+         *vals = kt_calloc(cells, sizeof(double));
   size_t *count = kt_calloc(cells * KT_OP_COUNT, sizeof(size_t));
-  kt_status st = sum && vals && count ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory calibrating costs");
+  kt_status st =
+      sum && vals && count ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory calibrating costs");
   for (size_t i = 0; !st && i < t->n_events; i++) {
     const kt_event *e = &t->events[i];
     if (e->stage < 0 || e->stage >= S || e->op >= KT_OP_COUNT || e->mb < 0) continue;
     size_t k = ((size_t)e->stage * (size_t)M + (size_t)(e->mb % M)) * KT_OP_COUNT + e->op;
     sum[k] += e->end - e->start, count[k]++;
   }
-#define MEAN(x, op) (count[(x) * KT_OP_COUNT + (op)] ? sum[(x) * KT_OP_COUNT + (op)] / (double)count[(x) * KT_OP_COUNT + (op)] : 0)
+#define MEAN(x, op) \
+  (count[(x)*KT_OP_COUNT + (op)] \
+       ? sum[(x)*KT_OP_COUNT + (op)] / (double)count[(x)*KT_OP_COUNT + (op)] \
+       : 0)
   int differ = 0;
   for (int st_ = 0; !st && st_ < S; st_++) {
     double lo = INFINITY, hi = 0;
@@ -84,7 +89,9 @@ static kt_status calibrate_mb(const kt_timeline *t, const kt_schedule *s, kt_cos
   for (int f = 0; !st && differ && f < 3; f++) {
     for (size_t x = 0; x < cells; x++) {
       int split = count[x * KT_OP_COUNT + KT_OP_I] || count[x * KT_OP_COUNT + KT_OP_W];
-      vals[x] = split || ops[f] == KT_OP_F ? MEAN(x, ops[f]) : ops[f] == KT_OP_I ? MEAN(x, KT_OP_B) : 0;
+      vals[x] = split || ops[f] == KT_OP_F ? MEAN(x, ops[f])
+                : ops[f] == KT_OP_I        ? MEAN(x, KT_OP_B)
+                                           : 0;
     }
     st = kt_costs_set_mb(out, fields[f], vals, S, M, err);
   }
@@ -176,7 +183,8 @@ static kt_status repeat_mb(kt_costs *c, int rounds, kt_error *err) {
     if (!per[f]) continue;
     for (int s = 0; s < S; s++)
       for (int j = 0; j < M * rounds; j++)
-        vals[(size_t)s * (size_t)(M * rounds) + (size_t)j] = per[f][(size_t)s * (size_t)M + (size_t)(j % M)];
+        vals[(size_t)s * (size_t)(M * rounds) + (size_t)j] =
+            per[f][(size_t)s * (size_t)M + (size_t)(j % M)];
     st = kt_costs_set_mb(c, fields[f], vals, S, M * rounds, err);
   }
   free(vals), free(per[0]), free(per[1]), free(per[2]);
@@ -306,7 +314,8 @@ static kt_status predicted_period(const kt_train_config *cfg, double tail, doubl
   c->tied = !rc->synthetic && !rc->make_chunk && rc->model.kind == KT_MODEL_GPT &&
             rc->model.tie_embeddings;
   kt_schedule rounds;
-  kt_status st = kt_schedule_repeat(rc->schedule, rc->grad_accum > 0 ? rc->grad_accum : 1, &rounds, err);
+  kt_status st =
+      kt_schedule_repeat(rc->schedule, rc->grad_accum > 0 ? rc->grad_accum : 1, &rounds, err);
   if (st) return st;
   st = kt_sim_period(&rounds, c, &out->predicted, err);
   kt_schedule_free(&rounds);
@@ -346,8 +355,8 @@ static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeli
   const kt_runtime_config *rc = &cfg->runtime;
   double last_s = step_s[out->n_losses - 1]; /* the median below sorts step_s */
   out->mean_step_seconds = mean;
-  out->median_step_seconds = out->n_losses > 1 ? kt_median(step_s + 1, (size_t)out->n_losses - 1)
-                                               : step_s[0];
+  out->median_step_seconds =
+      out->n_losses > 1 ? kt_median(step_s + 1, (size_t)out->n_losses - 1) : step_s[0];
   (void)tps; /* out->tokens: what the steps held */
   out->samples_per_s = samples / out->mean_step_seconds;
   out->tokens_per_s = out->tokens / out->n_losses / out->mean_step_seconds;
@@ -394,19 +403,27 @@ static kt_status validation_loss(kt_runtime *rt, const kt_train_config *cfg, int
  * timeline (copied into last, which the record points to). */
 static kt_status step_progress(kt_runtime *rt, const kt_train_config *cfg, int step,
                                const kt_step_result *res, double samples, size_t tps,
-                               kt_timeline *last, const kt_train_result *out,
-                               kt_train_progress *p, kt_error *err) {
+                               kt_timeline *last, const kt_train_result *out, kt_train_progress *p,
+                               kt_error *err) {
   kt_status st = kt_timeline_copy(last, kt_runtime_timeline(rt));
   if (st) return kt_fail(err, st, "out of memory");
   kt_metrics met;
   if ((st = kt_timeline_metrics(last, &met, err))) return st;
   kt_metrics_set_period(&met, res->seconds, (int)cfg->runtime.step_sync); /* the step as it ran */
-  *p = (kt_train_progress){.step = step, .steps = cfg->steps, .loss = res->loss, .val_loss = NAN,
-                           .lr = res->lr, .grad_norm = res->grad_norm, .seconds = res->seconds,
+  *p = (kt_train_progress){.step = step,
+                           .steps = cfg->steps,
+                           .loss = res->loss,
+                           .val_loss = NAN,
+                           .lr = res->lr,
+                           .grad_norm = res->grad_norm,
+                           .seconds = res->seconds,
                            .samples_per_s = samples / res->seconds,
                            .tokens_per_s = samples * (double)tps / res->seconds,
-                           .bubble = met.bubble_ratio, .timeline = last, .runtime = rt,
-                           .skipped = res->nonfinite, .nonfinite_stage = res->nonfinite_stage,
+                           .bubble = met.bubble_ratio,
+                           .timeline = last,
+                           .runtime = rt,
+                           .skipped = res->nonfinite,
+                           .nonfinite_stage = res->nonfinite_stage,
                            .nonfinite_what = res->nonfinite_what,
                            .skipped_total = out->skipped_steps};
   kt_metrics_free(&met);
@@ -428,7 +445,7 @@ typedef struct {
   int next, taken; /* the next step to submit; results taken */
   int ahead;       /* the last step submitted runs ahead: a step or a flush must follow */
   int stopping;
-  int vote;        /* this process's stop request, carried to every rank with the next step */
+  int vote; /* this process's stop request, carried to every rank with the next step */
   double *step_s, total_seconds, samples;
   size_t tps;
   kt_timeline last;
@@ -446,14 +463,16 @@ static kt_status submit_next(run_loop *L, kt_error *err) {
   const kt_runtime_config *rc = &L->cfg->runtime;
   int step = L->next++;
   kt_microbatch *buf = L->mbs[step % KT_STEPS_AHEAD];
-  kt_status st = L->cfg->data ? L->cfg->data->fill(L->cfg->data, 0, step, rc->data_parallel,
-                                                   rc->grad_accum, rc->schedule->m,
-                                                   rc->micro_batch, buf, err)
-                              : KT_OK;
+  kt_status st = L->cfg->data
+                     ? L->cfg->data->fill(L->cfg->data, 0, step, rc->data_parallel, rc->grad_accum,
+                                          rc->schedule->m, rc->micro_batch, buf, err)
+                     : KT_OK;
   /* ahead only when the data source keeps every batch in flight */
-  L->ahead = rc->step_sync == KT_STEP_OVERLAP && (!L->cfg->data || L->cfg->data->keeps >= KT_STEPS_AHEAD);
-  if (!st) st = kt_runtime_submit(L->rt, step, L->cfg->data ? buf : NULL, 1, L->ahead,
-                                  !L->cfg->skip_nonfinite, L->vote, err);
+  L->ahead =
+      rc->step_sync == KT_STEP_OVERLAP && (!L->cfg->data || L->cfg->data->keeps >= KT_STEPS_AHEAD);
+  if (!st)
+    st = kt_runtime_submit(L->rt, step, L->cfg->data ? buf : NULL, 1, L->ahead,
+                           !L->cfg->skip_nonfinite, L->vote, err);
   return st;
 }
 
@@ -522,9 +541,13 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
   int D = rc->data_parallel, K = rc->grad_accum, M = rc->schedule->m, b = rc->micro_batch;
   int n = cfg->steps - cfg->first_step;
   if (n < 0) n = 0;
-  run_loop L = {.rt = rt, .cfg = cfg, .out = out, .next = cfg->first_step,
-                .samples = (double)D * K * M * b,
-                .tps = cfg->data && cfg->data->tokens_per_sample ? cfg->data->tokens_per_sample : 1};
+  run_loop L = {
+      .rt = rt,
+      .cfg = cfg,
+      .out = out,
+      .next = cfg->first_step,
+      .samples = (double)D * K * M * b,
+      .tps = cfg->data && cfg->data->tokens_per_sample ? cfg->data->tokens_per_sample : 1};
   out->losses = kt_calloc((size_t)n + 1, sizeof *out->losses);
   int fed = 1;
   for (int i = 0; i < KT_STEPS_AHEAD; i++)
@@ -533,7 +556,8 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
   kt_timeline_init(&L.last, rc->schedule->p, "s", "B");
   kt_status st = KT_OK;
   if (!out->losses || !fed || !L.step_s) st = kt_fail(err, KT_ENOMEM, "out of memory");
-  if (cfg->should_stop && kt_runtime_all_local(rt)) kt_runtime_set_poll(rt, cfg->should_stop, cfg->ctx);
+  if (cfg->should_stop && kt_runtime_all_local(rt))
+    kt_runtime_set_poll(rt, cfg->should_stop, cfg->ctx);
   if (!st && L.next < cfg->steps) st = submit_next(&L, err);
   while (!st && L.taken < L.next - cfg->first_step) {
     kt_step_result res;
@@ -544,7 +568,8 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     if (st || L.taken == L.next - cfg->first_step) break;
     L.taken++;
     if (!res.cancelled) st = take(&L, &res, err);
-    if (!st && !L.ahead && !L.stopping && L.next < cfg->steps && L.taken == L.next - cfg->first_step) {
+    if (!st && !L.ahead && !L.stopping && L.next < cfg->steps &&
+        L.taken == L.next - cfg->first_step) {
       if (cfg->between_steps) st = cfg->between_steps(cfg->ctx, rt, L.next, err);
       if (!st) st = submit_next(&L, err);
     }

@@ -21,8 +21,7 @@ double kt_transport_pingpong(kt_transport *t, size_t bytes, int reps) {
     double t0 = kt_now();
     if (t->rank == 0)
       ok = !t->ops->send(t, 1, 7, buf, bytes, &err) && !t->ops->recv(t, 1, 8, buf, bytes, &err);
-    else
-      ok = !t->ops->recv(t, 0, 7, buf, bytes, &err) && !t->ops->send(t, 0, 8, buf, bytes, &err);
+    else ok = !t->ops->recv(t, 0, 7, buf, bytes, &err) && !t->ops->send(t, 0, 8, buf, bytes, &err);
     if (i >= 3) rtt[i - 3] = kt_now() - t0;
   }
   free(buf);

@@ -32,7 +32,8 @@ typedef struct msg {
   int src;
   uint64_t tag;
   size_t bytes, cap;
-  _Alignas(16) unsigned char data[]; /* as aligned as malloc's buffers (a lent message is read as floats) */
+  _Alignas(16) unsigned char data
+      []; /* as aligned as malloc's buffers (a lent message is read as floats) */
 } msg;
 
 /* The state of a mailbox's receiver: who waits and how the hand-off went. */
@@ -51,9 +52,9 @@ typedef struct {
   uint64_t want_tag;
   void *want_buf;
   size_t want_bytes, got_bytes;
-  int want_lend; /* the receiver takes a message itself (recv_lend) ... */
+  int want_lend;       /* the receiver takes a message itself (recv_lend) ... */
   struct msg *got_msg; /* ... and this one was handed over, or NULL: copied into want_buf */
-  kt_doorbell bell; /* rung when state leaves W_WAITING / W_CLAIMED */
+  kt_doorbell bell;    /* rung when state leaves W_WAITING / W_CLAIMED */
 } mailbox;
 
 typedef struct msg_pool {
@@ -173,7 +174,8 @@ static kt_status th_send(kt_transport *t, int dst, uint64_t tag, const void *buf
     return KT_OK;
   }
   msg *m = msg_get(f, bytes);
-  if (!m) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory sending %zu bytes", t->rank, bytes);
+  if (!m)
+    return kt_fail(err, KT_ENOMEM, "rank %d: out of memory sending %zu bytes", t->rank, bytes);
   if (bytes) memcpy(m->data, buf, bytes);
   return queue_msg(t, dst, tag, m, bytes, t0, err);
 }
@@ -384,11 +386,16 @@ static int th_aborted(kt_transport *t) { return atomic_load(&((fabric *)t->ctx)-
 
 static void th_destroy(kt_transport *t) { (void)t; }
 
-static const kt_transport_ops threads_ops = {.send = th_send,       .recv = th_recv,
-                                             .barrier = th_barrier, .abort = th_abort,
-                                             .aborted = th_aborted, .destroy = th_destroy,
-                                             .recv_lend = th_recv_lend, .release = th_release,
-                                             .buffer = th_buffer,   .send_buffer = th_send_buffer,
+static const kt_transport_ops threads_ops = {.send = th_send,
+                                             .recv = th_recv,
+                                             .barrier = th_barrier,
+                                             .abort = th_abort,
+                                             .aborted = th_aborted,
+                                             .destroy = th_destroy,
+                                             .recv_lend = th_recv_lend,
+                                             .release = th_release,
+                                             .buffer = th_buffer,
+                                             .send_buffer = th_send_buffer,
                                              .drop_buffer = th_drop_buffer};
 
 kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailbox_cap,
@@ -419,8 +426,13 @@ kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailb
     atomic_init(&f->boxes[r].state, W_IDLE);
     kt_doorbell_init(&f->boxes[r].bell, 0);
     pthread_cond_init(&f->boxes[r].drained, &ca);
-    h[r] = (kt_transport){.ops = &threads_ops, .ctx = f, .rank = r, .world = world, .p = p,
-                          .d = d, .timeout = timeout > 0 ? timeout : 60};
+    h[r] = (kt_transport){.ops = &threads_ops,
+                          .ctx = f,
+                          .rank = r,
+                          .world = world,
+                          .p = p,
+                          .d = d,
+                          .timeout = timeout > 0 ? timeout : 60};
   }
   pthread_condattr_destroy(&ca);
   *handles = h;

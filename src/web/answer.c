@@ -45,19 +45,23 @@ static void command(kt_buf *b, const kt__web_run *w) {
   const kt_schedule *s = &res->order;
   const kt_costs *c = &res->costs;
   if (res->kind >= 0)
-    kt_buf_printf(&cmd, "--schedule %s -p %d -m %d -v %d",
-                  res->kind == KT_SIM_OPTIMAL ? KT_OPTIMAL_NAME
-                                              : kt_gen_kind_name((kt_gen_kind)res->kind),
-                  s->p, s->m, s->v);
+    kt_buf_printf(
+        &cmd, "--schedule %s -p %d -m %d -v %d",
+        res->kind == KT_SIM_OPTIMAL ? KT_OPTIMAL_NAME : kt_gen_kind_name((kt_gen_kind)res->kind),
+        s->p, s->m, s->v);
   kt_buf_puts(&cmd, res->kind >= 0 ? " --per-stage" : "--per-stage");
   cost_flag_mb(&cmd, "tf", c->tf, c->stage_tf, c->mb_tf, c);
   cost_flag_mb(&cmd, "tb", c->tb, c->stage_tb, c->mb_tb, c);
   cost_flag_mb(&cmd, "tw", c->tw, c->stage_tw, c->mb_tw, c);
   cost_flag_mb(&cmd, "mem-act", c->mem_act, c->stage_mem_act, c->mb_mem_act, c);
   cost_flag_mb(&cmd, "mem-wgrad", c->mem_wgrad, c->stage_mem_wgrad, c->mb_mem_wgrad, c);
-  const struct { const char *flag; double v; } scal[] = {
-      {"comm", kt_cost_comm(c)}, {"send-overhead", c->send_overhead},
-      {"op-overhead", c->op_overhead}, {"overlap", c->overlap}};
+  const struct {
+    const char *flag;
+    double v;
+  } scal[] = {{"comm", kt_cost_comm(c)},
+              {"send-overhead", c->send_overhead},
+              {"op-overhead", c->op_overhead},
+              {"overlap", c->overlap}};
   for (size_t i = 0; i < sizeof scal / sizeof *scal; i++)
     if (scal[i].v > 0) cost_flag(&cmd, scal[i].flag, scal[i].v, NULL, 0);
   if (res->mem_limit > 0) cost_flag(&cmd, "mem-limit", res->mem_limit, NULL, 0);

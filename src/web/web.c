@@ -91,8 +91,8 @@ kt_status kt_web_run(const char *args, const char *order, kt_buf *out) {
   if (!st) st = kt_request_run(&w.rq, &w.res, KT_RESULT_TIMELINE, &err);
   w.have_res = !st;
   if (!st) {
-    st = kt_timeline_critical(&w.res.tl, kt_cost_comm(&w.res.costs), w.res.costs.send_overhead, &w.cr,
-                              &err);
+    st = kt_timeline_critical(&w.res.tl, kt_cost_comm(&w.res.costs), w.res.costs.send_overhead,
+                              &w.cr, &err);
   }
   if (!st) st = replan(&w, &err);
   if (!st) st = kt__web_answer(&w, out, &err);

@@ -22,8 +22,8 @@
 #define MAX_P 32L
 #define MAX_WIDTH 1000L
 
-static const cli_command *const commands[] = {&cli_cmd_sim,    &cli_cmd_compare, &cli_cmd_validate,
-                                              &cli_cmd_train,  &cli_cmd_sample,  &cli_cmd_plan,
+static const cli_command *const commands[] = {&cli_cmd_sim,    &cli_cmd_compare,  &cli_cmd_validate,
+                                              &cli_cmd_train,  &cli_cmd_sample,   &cli_cmd_plan,
                                               &cli_cmd_report, &cli_cmd_calibrate};
 
 static long int_or(const cli_args *a, const char *name, long dflt) {
@@ -45,7 +45,10 @@ static int reads_only(const cli_args *a, const char *name, const char *file) {
  * (test_zero_bubble, test_memory_schedules) cover them. */
 static int is_search(const char *name) {
   switch (kt_gen_kind_from_name(name)) {
-    case KT_SCHED_ZBV: case KT_SCHED_ZB_AUTO: case KT_SCHED_ZBV_AUTO: case KT_SCHED_V_HALF:
+    case KT_SCHED_ZBV:
+    case KT_SCHED_ZB_AUTO:
+    case KT_SCHED_ZBV_AUTO:
+    case KT_SCHED_V_HALF:
     case KT_SCHED_V_MIN: return 1;
     default: return 0;
   }

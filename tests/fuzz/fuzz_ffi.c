@@ -31,8 +31,9 @@ static unsigned byte(input *in) {
 }
 
 static int edge_int(input *in) {
-  static const int edges[] = {0, 1, 2, 3, 4, -1, -2, 40, 63, 64, 65, 4096, 4097, 100000, 100001,
-                              1000000, 1000001, INT_MAX, INT_MIN, 1 << 30, 39, 256, 257};
+  static const int edges[] = {0,       1,       2,       3,       4,    -1,     -2,     40,
+                              63,      64,      65,      4096,    4097, 100000, 100001, 1000000,
+                              1000001, INT_MAX, INT_MIN, 1 << 30, 39,   256,    257};
   unsigned b = byte(in);
   if (b < 128) return (int)(b % 9) - 1; /* small: -1..7 */
   if (b < 224) return edges[b % (sizeof edges / sizeof *edges)];
@@ -42,9 +43,11 @@ static int edge_int(input *in) {
 }
 
 static double edge_double(input *in) {
-  static const double edges[] = {0, -0.0, 1, 0.5, 2, -1, 1e308, 9e307, -1e308, 5e-324, 1e-300,
-                                 1e15, 1e-15, 1.0000000001e15, 9.9e-16, 2147483648.0, 1e16, 1e6,
-                                 1e-3, 9.9e-4, 1000001, DBL_MAX, DBL_MIN, 4096};
+  static const double edges[] = {
+      0,       -0.0,         1,      0.5,    2,    -1,     1e308,
+      9e307,   -1e308,       5e-324, 1e-300, 1e15, 1e-15,  1.0000000001e15,
+      9.9e-16, 2147483648.0, 1e16,   1e6,    1e-3, 9.9e-4, 1000001,
+      DBL_MAX, DBL_MIN,      4096};
   unsigned b = byte(in);
   if (b < 96) return (double)(b % 12) / 2;
   if (b < 224) {
@@ -94,28 +97,48 @@ typedef struct {
 /* ---- settings ---------------------------------------------------------------- */
 
 enum { K_SIZE, K_COST, K_LIMIT, K_OTHER };
-static const struct { const char *key; int kind; long lo, hi; } keys[] = {
-    {"p", K_SIZE, 1, KT_MAX_RANKS},         {"m", K_SIZE, 1, KT_MAX_MICROBATCHES},
-    {"v", K_SIZE, 0, KT_MAX_CHUNKS},        {"stages", K_SIZE, 1, KT_MAX_RANKS},
-    {"tf", K_COST, 0, 0},                   {"tb", K_COST, 0, 0},
-    {"tw", K_COST, 0, 0},                   {"tu", K_COST, 0, 0},
-    {"mem-act", K_COST, 0, 0},              {"mem_wgrad", K_COST, 0, 0},
-    {"mem-transient", K_COST, 0, 0},        {"comm", K_COST, 0, 0},
-    {"comm-latency", K_COST, 0, 0},         {"comm_bytes", K_COST, 0, 0},
-    {"comm-bandwidth", K_COST, 0, 0},       {"send-overhead", K_COST, 0, 0},
-    {"op-overhead", K_COST, 0, 0},          {"t-norm", K_COST, 0, 0},
-    {"t-dp", K_COST, 0, 0},                 {"tie", K_COST, 0, 0},
-    {"mem-limit", K_LIMIT, 0, 0},           {"overlap", K_OTHER, 0, 0},
-    {"schedule", K_OTHER, 0, 0},            {"schedules", K_OTHER, 0, 0},
-    {"placement", K_OTHER, 0, 0},           {"step-sync", K_OTHER, 0, 0},
-    {"per-stage", K_OTHER, 0, 0},           {"effort", K_OTHER, 0, 0},
-    {"time-limit", K_OTHER, 0, 0},          {"slow-rank", K_OTHER, 0, 0},
-    {"torch-notation", K_OTHER, 0, 0},      {"no-such-key", K_OTHER, 0, 0}};
+static const struct {
+  const char *key;
+  int kind;
+  long lo, hi;
+} keys[] = {{"p", K_SIZE, 1, KT_MAX_RANKS},
+            {"m", K_SIZE, 1, KT_MAX_MICROBATCHES},
+            {"v", K_SIZE, 0, KT_MAX_CHUNKS},
+            {"stages", K_SIZE, 1, KT_MAX_RANKS},
+            {"tf", K_COST, 0, 0},
+            {"tb", K_COST, 0, 0},
+            {"tw", K_COST, 0, 0},
+            {"tu", K_COST, 0, 0},
+            {"mem-act", K_COST, 0, 0},
+            {"mem_wgrad", K_COST, 0, 0},
+            {"mem-transient", K_COST, 0, 0},
+            {"comm", K_COST, 0, 0},
+            {"comm-latency", K_COST, 0, 0},
+            {"comm_bytes", K_COST, 0, 0},
+            {"comm-bandwidth", K_COST, 0, 0},
+            {"send-overhead", K_COST, 0, 0},
+            {"op-overhead", K_COST, 0, 0},
+            {"t-norm", K_COST, 0, 0},
+            {"t-dp", K_COST, 0, 0},
+            {"tie", K_COST, 0, 0},
+            {"mem-limit", K_LIMIT, 0, 0},
+            {"overlap", K_OTHER, 0, 0},
+            {"schedule", K_OTHER, 0, 0},
+            {"schedules", K_OTHER, 0, 0},
+            {"placement", K_OTHER, 0, 0},
+            {"step-sync", K_OTHER, 0, 0},
+            {"per-stage", K_OTHER, 0, 0},
+            {"effort", K_OTHER, 0, 0},
+            {"time-limit", K_OTHER, 0, 0},
+            {"slow-rank", K_OTHER, 0, 0},
+            {"torch-notation", K_OTHER, 0, 0},
+            {"no-such-key", K_OTHER, 0, 0}};
 #define N_KEYS (sizeof keys / sizeof *keys)
 
-static const char *const names[] = {"1f1b", "gpipe", "interleaved", "zb-h1", "zb-h2",
-                                    "zbv", "zb-auto", "optimal", "dualpipev", "1f1b,zb-h1",
-                                    "v", "loop", "barrier", "quick", "1:2", "gpipe,gpipe"};
+static const char *const names[] = {"1f1b",      "gpipe",      "interleaved", "zb-h1",
+                                    "zb-h2",     "zbv",        "zb-auto",     "optimal",
+                                    "dualpipev", "1f1b,zb-h1", "v",           "loop",
+                                    "barrier",   "quick",      "1:2",         "gpipe,gpipe"};
 
 /* The range of a cost as given: 0, or 1e-15..1e15. */
 static int cost_ok(double x) { return x == 0 || (x >= KT_COST_MIN && x <= KT_COST_MAX); }
@@ -150,7 +173,9 @@ static void op_text(state *s, input *in) {
   switch (byte(in) % 4) {
     case 0: st = kt_ffi_request_parse(s->rq, t, &err); break;
     case 1: st = kt_ffi_request_costs(s->rq, t, &err); break;
-    case 2: st = kt_ffi_request_order(s->rq, t, strlen(t), byte(in) & 1 ? "fuzz" : NULL, &err); break;
+    case 2:
+      st = kt_ffi_request_order(s->rq, t, strlen(t), byte(in) & 1 ? "fuzz" : NULL, &err);
+      break;
     default: {
       const char *path = fuzz_temp_file(t, strlen(t));
       st = kt_ffi_request_order_file(s->rq, path, NULL, &err);
@@ -193,7 +218,8 @@ static int searches(const char *name) {
 static int small(const kt_request *rq, const char *name) {
   if (rq->order) return 1;
   int v = rq->v > 2 ? rq->v : 2;
-  if (searches(name)) return rq->p <= 2 && rq->m <= 2 && rq->v <= 2 && rq->effort != KT_EFFORT_THOROUGH;
+  if (searches(name))
+    return rq->p <= 2 && rq->m <= 2 && rq->v <= 2 && rq->effort != KT_EFFORT_THOROUGH;
   return rq->p <= 32 && (long)rq->p * v * rq->m <= 4096;
 }
 
@@ -228,7 +254,8 @@ static void op_render(state *s, input *in) {
       break;
     case 2: st = kt_ffi_result_costs_json(s->res, &out, &err); break;
     default:
-      st = kt_ffi_schedule_write(kt_ffi_result_order(s->res), edge_int(in), edge_int(in), &out, &err);
+      st = kt_ffi_schedule_write(kt_ffi_result_order(s->res), edge_int(in), edge_int(in), &out,
+                                 &err);
   }
   check_status(st, &err);
   if ((st != 0) != (out == NULL)) abort();
@@ -265,15 +292,16 @@ static void op_partition(input *in) {
   kt_error err = {{0}};
   int n = byte(in) % 65, stages = edge_int(in);
   double load[64], fixed[64], act[64], mult[64];
-  for (int i = 0; i < n; i++) load[i] = edge_double(in), fixed[i] = edge_double(in),
-                              act[i] = edge_double(in), mult[i] = edge_double(in);
+  for (int i = 0; i < n; i++)
+    load[i] = edge_double(in), fixed[i] = edge_double(in), act[i] = edge_double(in),
+    mult[i] = edge_double(in);
   int counts[64];
   double bottleneck = 0;
   int with_mem = byte(in) & 1;
   if (stages > 64) stages = 64 + (stages & 1); /* counts[] holds 64: 65 must be refused (> n) */
-  kt_status st = kt_ffi_partition(n, n ? load : NULL, with_mem ? fixed : NULL,
-                                  with_mem ? act : NULL, with_mem ? mult : NULL,
-                                  with_mem ? edge_double(in) : 0, stages, counts, &bottleneck, &err);
+  kt_status st = kt_ffi_partition(
+      n, n ? load : NULL, with_mem ? fixed : NULL, with_mem ? act : NULL, with_mem ? mult : NULL,
+      with_mem ? edge_double(in) : 0, stages, counts, &bottleneck, &err);
   check_status(st, &err);
   if (!st && !isfinite(bottleneck)) abort();
 }

@@ -49,10 +49,12 @@ static void start_server(void) {
   char run[192], sub[224], path[256];
   snprintf(run, sizeof run, "%s/run", root);
   if ((mkdir(root, 0700) && errno != EEXIST) || (mkdir(run, 0700) && errno != EEXIST)) abort();
-  put(run, "config.json", "{\"model\": {\"kind\": \"mlp\", \"layers\": 2, \"hidden\": 8},"
-                          " \"layout\": {\"schedule\": \"1f1b\", \"p\": 2, \"v\": 1, \"m\": 2}}\n");
-  put(run, "metrics.jsonl", "{\"step\":1,\"loss\":0.5,\"ranks\":[{\"busy\":1},{\"busy\":2}]}\n"
-                            "{\"step\":2,\"loss\":0.4}\n");
+  put(run, "config.json",
+      "{\"model\": {\"kind\": \"mlp\", \"layers\": 2, \"hidden\": 8},"
+      " \"layout\": {\"schedule\": \"1f1b\", \"p\": 2, \"v\": 1, \"m\": 2}}\n");
+  put(run, "metrics.jsonl",
+      "{\"step\":1,\"loss\":0.5,\"ranks\":[{\"busy\":1},{\"busy\":2}]}\n"
+      "{\"step\":2,\"loss\":0.4}\n");
   put(run, "timeline.json",
       "{\"measured\":{\"p\":2,\"events\":[{\"rank\":0,\"stage\":0,\"mb\":0,\"op\":\"F\",\"start\":0,"
       "\"end\":1},{\"rank\":1,\"stage\":1,\"mb\":0,\"op\":\"F\",\"start\":1,\"end\":2}]},"

@@ -34,7 +34,7 @@
 #include "generators/search/search.h"
 
 typedef struct {
-  int op;       /* kt_op, or -1 when undecided (waits on an unknown input) */
+  int op; /* kt_op, or -1 when undecided (waits on an unknown input) */
   int stage;
   double start; /* INFINITY when undecided */
 } decision;
@@ -43,16 +43,17 @@ struct kt__search_list {
   const kt__search_problem *pb;
   kt__search_rules ru;
   kt_schedule *s;
-  kt__search_pair_end *end;       /* per (stage, mb) */
-  int *nf, *ni, *nw;       /* per stage: ops committed */
-  double *e, *mem, *first; /* per rank: free time, memory (activations at max(M_B, M_W)), first start */
-  double *idle, worst_idle; /* per rank: idle since its first action; the largest */
-  double *held;            /* per rank, V >= 3: activations reserved for later chunks */
-  int *cap;                /* per rank: forwards in flight allowed (one chunk per rank) */
-  size_t *cursor;          /* per rank, F then I: next action of rules.follow (when given) */
+  kt__search_pair_end *end; /* per (stage, mb) */
+  int *nf, *ni, *nw;        /* per stage: ops committed */
+  double *e, *mem,
+      *first; /* per rank: free time, memory (activations at max(M_B, M_W)), first start */
+  double *idle, worst_idle;   /* per rank: idle since its first action; the largest */
+  double *held;               /* per rank, V >= 3: activations reserved for later chunks */
+  int *cap;                   /* per rank: forwards in flight allowed (one chunk per rank) */
+  size_t *cursor;             /* per rank, F then I: next action of rules.follow (when given) */
   int *wq, *wq_head, *wq_len; /* per rank: FIFO of stages with a pending W (V*M slots each) */
   decision *dec;
-  int *tree, leaves;       /* tournament tree over ranks: the earliest decision */
+  int *tree, leaves; /* tournament tree over ranks: the earliest decision */
 };
 
 #define EPS 1e-9
@@ -77,11 +78,13 @@ kt_status kt__search_list_new(const kt__search_problem *pb, kt__search_list **ou
     ls->wq_head = kt_calloc(p, sizeof *ls->wq_head);
     ls->wq_len = kt_calloc(p, sizeof *ls->wq_len);
     ls->dec = kt_calloc(p, sizeof *ls->dec);
-    for (ls->leaves = 1; ls->leaves < pb->p; ls->leaves *= 2) {}
+    for (ls->leaves = 1; ls->leaves < pb->p; ls->leaves *= 2) {
+    }
     ls->tree = kt_calloc(2 * (size_t)ls->leaves, sizeof *ls->tree);
   }
-  if (!ls || !ls->end || !ls->nf || !ls->ni || !ls->nw || !ls->e || !ls->mem || !ls->first || !ls->idle || !ls->held ||
-      !ls->cap || !ls->cursor || !ls->wq || !ls->wq_head || !ls->wq_len || !ls->dec || !ls->tree) {
+  if (!ls || !ls->end || !ls->nf || !ls->ni || !ls->nw || !ls->e || !ls->mem || !ls->first ||
+      !ls->idle || !ls->held || !ls->cap || !ls->cursor || !ls->wq || !ls->wq_head || !ls->wq_len ||
+      !ls->dec || !ls->tree) {
     kt__search_list_free(ls);
     return kt_fail(err, KT_ENOMEM, "out of memory for the list scheduler (P=%d, M=%d)", pb->p,
                    pb->m);
@@ -129,7 +132,8 @@ static double f_end_bound(const kt__search_list *ls, int st, int j) {
   double t;
   if (k >= 0 && !isnan(ls->end[KT__PAIR(pb, k, j)].f)) t = ls->end[KT__PAIR(pb, k, j)].f;
   else k = k < 0 ? 0 : k, t = ls->e[pb->srank[k]] + pb->tf[k];
-  for (int q = k + 1; q <= st; q++) t = maxd(ls->e[pb->srank[q]], t + hop(pb, q - 1, q)) + pb->tf[q];
+  for (int q = k + 1; q <= st; q++)
+    t = maxd(ls->e[pb->srank[q]], t + hop(pb, q - 1, q)) + pb->tf[q];
   return t;
 }
 
@@ -142,15 +146,15 @@ static double i_end_bound(const kt__search_list *ls, int st, int j) {
   else if (k > last)
     k = last, t = maxd(ls->e[pb->srank[last]], f_end_bound(ls, last, j)) + pb->tb[last];
   else t = ls->e[pb->srank[k]] + pb->tb[k];
-  for (int q = k - 1; q >= st; q--) t = maxd(ls->e[pb->srank[q]], t + hop(pb, q + 1, q)) + pb->tb[q];
+  for (int q = k - 1; q >= st; q--)
+    t = maxd(ls->e[pb->srank[q]], t + hop(pb, q + 1, q)) + pb->tb[q];
   return t;
 }
 
 /* Earliest time the input of the next F / I of stage st can arrive. */
 static double input_bound(const kt__search_list *ls, int st, kt_op op) {
   const kt__search_problem *pb = ls->pb;
-  if (op == KT_OP_F)
-    return st == 0 ? 0 : f_end_bound(ls, st - 1, ls->nf[st]) + hop(pb, st - 1, st);
+  if (op == KT_OP_F) return st == 0 ? 0 : f_end_bound(ls, st - 1, ls->nf[st]) + hop(pb, st - 1, st);
   if (st == pb->S - 1) return f_end_bound(ls, st, ls->ni[st]);
   return i_end_bound(ls, st + 1, ls->ni[st]) + hop(pb, st + 1, st);
 }
@@ -220,7 +224,10 @@ static void gather(const kt__search_list *ls, int r, double now, candidates *cd)
       if (w == 0) {
         if (ls->nf[st] >= pb->m) continue;
         cd->f_left = 1;
-        if (!f_admissible(ls, r, st)) { cd->f_blocked = 1; continue; }
+        if (!f_admissible(ls, r, st)) {
+          cd->f_blocked = 1;
+          continue;
+        }
       } else if (ls->ni[st] >= ls->nf[st]) {
         continue;
       } else {
@@ -240,7 +247,7 @@ static int use_w(const kt__search_list *ls, int r, double now, const candidates 
   const kt__search_problem *pb = ls->pb;
   int wst = ls->wq[(size_t)r * pb->v * pb->m + ls->wq_head[r]];
   if (!cd->i_left && (!cd->f_left || cd->f_blocked)) return 1; /* nothing else can run first */
-  if (cd->f_blocked && pb->wg[wst] > 0) return 1;               /* it frees memory */
+  if (cd->f_blocked && pb->wg[wst] > 0) return 1;              /* it frees memory */
   if (ls->ru.wfill == KT__WFILL_EAGER) return 1;
   if (ls->ru.wfill == KT__WFILL_LAZY) return 0;
   double lb = INFINITY;
@@ -284,8 +291,8 @@ static decision decide(const kt__search_list *ls, int r) {
   }
   /* wait for the earliest known input */
   if (cd.next_st[0] >= 0) d.op = KT_OP_F, d.stage = cd.next_st[0], d.start = cd.next_t[0];
-  if (cd.next_st[1] >= 0 && (cd.next_t[1] < d.start ||
-                             (cd.next_t[1] == d.start && ls->ru.prio != KT__PRIO_F_FIRST)))
+  if (cd.next_st[1] >= 0 &&
+      (cd.next_t[1] < d.start || (cd.next_t[1] == d.start && ls->ru.prio != KT__PRIO_F_FIRST)))
     d.op = KT_OP_I, d.stage = cd.next_st[1], d.start = cd.next_t[1];
   if (d.start < now) d.start = now;
   return d;
@@ -350,7 +357,7 @@ static void refresh(kt__search_list *ls, int r) {
 }
 
 double kt__search_list_build(kt__search_list *ls, const kt__search_rules *rules, kt_schedule *s,
-                         kt_error *err) {
+                             kt_error *err) {
   const kt__search_problem *pb = ls->pb;
   int p = pb->p;
   ls->ru = *rules;
@@ -362,8 +369,9 @@ double kt__search_list_build(kt__search_list *ls, const kt__search_rules *rules,
     ls->first[r] = NAN;
     ls->cursor[2 * r] = ls->cursor[2 * r + 1] = 0;
     ls->wq_head[r] = ls->wq_len[r] = 0;
-    ls->cap[r] = rules->cap == KT__CAP_1F1B ? p - r
-                 : rules->cap == KT__CAP_ZBH2 ? 2 * (p - r) - 1 : pb->m;
+    ls->cap[r] = rules->cap == KT__CAP_1F1B   ? p - r
+                 : rules->cap == KT__CAP_ZBH2 ? 2 * (p - r) - 1
+                                              : pb->m;
     s->ranks[r].n = 0;
   }
   for (int st = 0; st < pb->S; st++) ls->nf[st] = ls->ni[st] = ls->nw[st] = 0;

@@ -29,7 +29,7 @@ static kt_status per_mb_init(kt__search_problem *pb, const kt_costs *c, kt_error
 }
 
 kt_status kt__search_problem_init(kt__search_problem *pb, const kt_schedule *s, const kt_costs *c,
-                              double limit, kt_error *err) {
+                                  double limit, kt_error *err) {
   kt_costs unit;
   if (!c) {
     kt_costs_default(&unit);
@@ -127,8 +127,7 @@ kt_status kt__search_eval_init(kt__search_eval *ev, const kt__search_problem *pb
   ev->cutoff = INFINITY;
   if (!ev->end || !ev->start || !ev->stop || !ev->free_at || !ev->pos || queue_failed) {
     kt__search_eval_free(ev);
-    return kt_fail(err, KT_ENOMEM, "out of memory evaluating schedules (P=%d, M=%d)", pb->p,
-                   pb->m);
+    return kt_fail(err, KT_ENOMEM, "out of memory evaluating schedules (P=%d, M=%d)", pb->p, pb->m);
   }
   return KT_OK;
 }
@@ -145,7 +144,8 @@ void kt__search_eval_free(kt__search_eval *ev) {
 
 /* Runs rank r's actions while their inputs are known, waking each rank a
  * result is for (its next action may have become ready). */
-static void advance(const kt__search_problem *pb, kt__search_eval *ev, const kt_schedule *s, int r) {
+static void advance(const kt__search_problem *pb, kt__search_eval *ev, const kt_schedule *s,
+                    int r) {
   const kt_rank_actions *ra = &s->ranks[r];
   while (ev->pos[r] < ra->n) {
     const kt_action *a = &ra->actions[ev->pos[r]];
@@ -157,8 +157,9 @@ static void advance(const kt__search_problem *pb, kt__search_eval *ev, const kt_
     kt__search_pair_end *pe = &ev->end[KT__PAIR(pb, a->stage, a->mb)];
     if (op == KT_OP_F) pe->f = end;
     else if (op == KT_OP_I) pe->i = end;
-    int to = op == KT_OP_W ? -1 : kt_output_consumer(op == KT_OP_F ? KT_OUT_F : KT_OUT_BI,
-                                                      a->stage, pb->S);
+    int to = op == KT_OP_W
+                 ? -1
+                 : kt_output_consumer(op == KT_OP_F ? KT_OUT_F : KT_OUT_BI, a->stage, pb->S);
     int consumer = to >= 0 ? pb->srank[to] : -1;
     if (ev->pos[r] == 0) ev->start[r] = start;
     if (ev->at) ev->at[r][ev->pos[r]] = start;
@@ -169,7 +170,8 @@ static void advance(const kt__search_problem *pb, kt__search_eval *ev, const kt_
   }
 }
 
-double kt__search_evaluate(const kt__search_problem *pb, kt__search_eval *ev, const kt_schedule *s) {
+double kt__search_evaluate(const kt__search_problem *pb, kt__search_eval *ev,
+                           const kt_schedule *s) {
   size_t cells = (size_t)pb->S * (size_t)pb->m;
   for (size_t k = 0; k < cells; k++) ev->end[k] = (kt__search_pair_end){NAN, NAN};
   int p = pb->p;
@@ -274,8 +276,8 @@ kt_status kt_gen_period(const kt_schedule *s, const kt_costs *c, double *period,
     double total = 0;
     for (int r = 0; r < s->p; r++)
       for (size_t i = 0; i < s->ranks[r].n; i++)
-        total += kt__search_cost(&pb, s->ranks[r].actions[i].stage, (kt_op)s->ranks[r].actions[i].op,
-                                 s->ranks[r].actions[i].mb);
+        total += kt__search_cost(&pb, s->ranks[r].actions[i].stage,
+                                 (kt_op)s->ranks[r].actions[i].op, s->ranks[r].actions[i].mb);
     *busy = total;
   }
   kt__search_eval_free(&ev);

@@ -155,7 +155,9 @@ static int gather_moves(refiner *rf, move_t *mv) {
   for (long steps = 0; n < MAX_MOVES && steps < 4L * (long)pb->S * pb->m; steps++) {
     const kt_action *a = s->ranks[r].actions, *x = &a[i];
     double start = ev->at[r][i];
-    if (i > 0 && start <= ev->at[r][i - 1] + kt__search_cost(pb, a[i - 1].stage, (kt_op)a[i - 1].op, a[i - 1].mb) + EPS) {
+    if (i > 0 && start <= ev->at[r][i - 1] +
+                              kt__search_cost(pb, a[i - 1].stage, (kt_op)a[i - 1].op, a[i - 1].mb) +
+                              EPS) {
       if (may_swap(&a[i - 1], x) && n < MAX_MOVES) mv[n++] = (move_t){r, i, i - 1};
       i--;
       continue;
@@ -179,12 +181,13 @@ static int improve_once(refiner *rf) {
   return 0;
 }
 
-double kt__search_refine(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s, double makespan,
-                     long max_evals) {
+double kt__search_refine(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s,
+                         double makespan, long max_evals) {
   if (max_evals <= 0) return makespan;
   double **at = kt_calloc((size_t)pb->p, sizeof *at);
   int ok = at != NULL;
-  for (int r = 0; ok && r < pb->p; r++) ok = (at[r] = malloc((s->ranks[r].n + 1) * sizeof **at)) != NULL;
+  for (int r = 0; ok && r < pb->p; r++)
+    ok = (at[r] = malloc((s->ranks[r].n + 1) * sizeof **at)) != NULL;
   refiner rf = {pb, ev, s, makespan, 0, 0, max_evals, NULL};
   if (ok) ok = (rf.idx = malloc(2 * (size_t)pb->S * (size_t)pb->m * sizeof *rf.idx)) != NULL;
   if (ok) {
@@ -193,7 +196,8 @@ double kt__search_refine(const kt__search_problem *pb, kt__search_eval *ev, kt_s
     if (ms >= 0) {
       rf.makespan = ms, rf.spans = span_sum(&rf);
       /* a kept move was the last one evaluated: ev holds the times of the order */
-      while (rf.evals < rf.max_evals && improve_once(&rf)) {}
+      while (rf.evals < rf.max_evals && improve_once(&rf)) {
+      }
       makespan = rf.makespan;
     }
     ev->at = NULL;

@@ -31,8 +31,8 @@ typedef struct {
   const kt__search_problem *pb;
   kt_schedule *s;
   int flags;
-  int *f, *b, *w;          /* per stage: forwards, I's, W's placed */
-  double *e, *mem, *idle;  /* per stage: free time, memory, idle after its first op */
+  int *f, *b, *w;         /* per stage: forwards, I's, W's placed */
+  double *e, *mem, *idle; /* per stage: free time, memory, idle after its first op */
   double worst_idle;
   kt__search_pair_end *end;
   kt_error *err;
@@ -128,7 +128,8 @@ static int warm_up(rounds *rd, const int *delta, int *req) {
     }
     last = (t > arrive ? t : arrive) + pb->tb[j];
   }
-  for (int j = 1; j < S; j++) { /* fewer than the stage above (unless both finish), so every input exists */
+  for (int j = 1; j < S;
+       j++) { /* fewer than the stage above (unless both finish), so every input exists */
     int above = rd->f[j - 1] + req[j - 1], cap = above - rd->f[j] - (above < m);
     if (req[j] > cap) req[j] = cap > 0 ? cap : 0;
   }
@@ -176,7 +177,7 @@ static int run_rounds(rounds *rd, int *want) {
 }
 
 double kt__search_rounds_build(const kt__search_problem *pb, int flags, const int *depth_delta,
-                           kt_schedule *s, kt_error *err) {
+                               kt_schedule *s, kt_error *err) {
   int S = pb->S;
   rounds rd = {.pb = pb, .s = s, .flags = flags, .err = err};
   size_t cells = (size_t)S * (size_t)pb->m;

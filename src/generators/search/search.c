@@ -100,9 +100,11 @@ static kt_status try_lists(const kt__search_problem *pb, kt__search_eval *ev, be
     for (int wf = 0; wf < KT__WFILL_COUNT; wf++)
       for (int cp = 0; cp < caps; cp++)
         for (int dp = 0; dp < depths; dp++)
-          if (!(cp == KT__CAP_ZBH2 && pb->p == 1)) all[n++] = (kt__search_rules){pr, wf, cp, dp, NULL, 0};
+          if (!(cp == KT__CAP_ZBH2 && pb->p == 1))
+            all[n++] = (kt__search_rules){pr, wf, cp, dp, NULL, 0};
   const kt__search_rules *rules = all;
-  if (actions(pb) > SMALL_ACTIONS || quick) { /* the second only below 1F1B's memory, where it helps */
+  if (actions(pb) > SMALL_ACTIONS ||
+      quick) { /* the second only below 1F1B's memory, where it helps */
     double most = 0;
     for (int st = 0; st < pb->S; st++) most = fmax(most, pb->res[st]);
     rules = core, n = pb->limit[0] < pb->S * most * (1 - 1e-9) ? 2 : 1;
@@ -175,7 +177,8 @@ static kt_status try_follow(const kt__search_problem *pb, kt__search_eval *ev, b
   for (int k = 0; k < KT__WFILL_COUNT * (1 + KT__PRIO_COUNT) && !st && !optimal(bs); k++) {
     int wf = k % KT__WFILL_COUNT, loose = k / KT__WFILL_COUNT; /* loose: 1 + the priority */
     if (!small && (loose == 0 || loose - 1 == KT__PRIO_I_GUARD || wf == KT__WFILL_LAZY)) continue;
-    kt__search_rules ru = {loose ? loose - 1 : KT__PRIO_I_FIRST, wf, KT__CAP_NONE, 0, order, loose > 0};
+    kt__search_rules ru = {
+        loose ? loose - 1 : KT__PRIO_I_FIRST, wf, KT__CAP_NONE, 0, order, loose > 0};
     kt_error e2;
     double ms = kt__search_list_build(ls, &ru, cand, &e2);
     if (ms >= 0) consider(pb, ev, bs, cand, ms);
@@ -207,9 +210,10 @@ static kt_status copy_actions(kt_schedule *dst, const kt_schedule *src, kt_error
 }
 
 /* Every candidate the options ask for, into bs (cand is scratch). */
-static kt_status collect(const kt__search_problem *pb, const kt__search_opts *o, kt__search_eval *ev,
-                         best_so_far *bs, kt_schedule *cand, const kt_schedule *const *extra,
-                         int n_extra, const kt_schedule *s, kt_error *err) {
+static kt_status collect(const kt__search_problem *pb, const kt__search_opts *o,
+                         kt__search_eval *ev, best_so_far *bs, kt_schedule *cand,
+                         const kt_schedule *const *extra, int n_extra, const kt_schedule *s,
+                         kt_error *err) {
   kt_status st = KT_OK;
   /* the handcrafted orders first: at balanced costs they meet the bound
    * (then nothing else runs); the order only decides exact ties */
@@ -264,8 +268,8 @@ kt_status kt__search_run(const kt__search_problem *pb, const kt__search_opts *o,
     st = collect(pb, o, &ev, &bs, &cand, extra, n_extra, s, err);
   /* bs.best holds no candidate until one was kept */
   if (!st && !bs.have)
-    st = kt_fail(err, KT_EINVAL, "no order fits the memory budget (P=%d, V=%d, M=%d)", pb->p,
-                 pb->v, pb->m);
+    st = kt_fail(err, KT_EINVAL, "no order fits the memory budget (P=%d, V=%d, M=%d)", pb->p, pb->v,
+                 pb->m);
   if (!st) {
     int win = polish(pb, o, &ev, &bs);
     for (int r = 0; r < s->p; r++) { /* hand the winner's lists to s */

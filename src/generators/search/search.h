@@ -23,9 +23,9 @@ typedef struct {
                                             stage's mean time and largest memory) */
   /* per (stage, mb) (KT__PAIR) when micro-batches have their own costs, else NULL */
   double *mtf, *mtb, *mtw, *mact, *mwg;
-  double *head, *limit;                  /* per rank */
-  double comm;  /* the uniform hop (kt_cost_comm) */
-  double *hop;  /* per stage x: the hop between stages x and x + 1 (0 on one rank; per link) */
+  double *head, *limit; /* per rank */
+  double comm;          /* the uniform hop (kt_cost_comm) */
+  double *hop; /* per stage x: the hop between stages x and x + 1 (0 on one rank; per link) */
   /* the objective: the period the ranks' starts and ends imply under the
    * costs' step sync and step-end costs (kt_step_model_period) */
   kt_step_model step;
@@ -34,7 +34,7 @@ typedef struct {
 /* Reads the layout of s (p, v, m, placement) and the costs (NULL = unit).
  * limit <= 0: P * max(res) on every rank. ENOMEM. */
 kt_status kt__search_problem_init(kt__search_problem *pb, const kt_schedule *s, const kt_costs *c,
-                              double limit, kt_error *err);
+                                  double limit, kt_error *err);
 void kt__search_problem_free(kt__search_problem *pb);
 /* The smallest budget with which every rank can hold one micro-batch (and,
  * with V >= 2, the room for a later chunk): the admission rule needs it. */
@@ -51,8 +51,9 @@ typedef struct {
  * available under the executors' rule (kt_action_needs), or NAN while its
  * producer has not run; a hand-over between ranks adds T_comm. The search
  * never places a full B, so I's end stands for the BI result too. */
-static inline double kt__search_input_ready(const kt__search_problem *pb, const kt__search_pair_end *end,
-                                        int stage, kt_op op, int mb) {
+static inline double kt__search_input_ready(const kt__search_problem *pb,
+                                            const kt__search_pair_end *end, int stage, kt_op op,
+                                            int mb) {
   int from;
   kt_output need = kt_action_needs(op, stage, pb->S, &from);
   if (need == KT_OUT_NONE) return 0;
@@ -65,11 +66,15 @@ static inline double kt__search_input_ready(const kt__search_problem *pb, const 
 static inline double kt__search_cost(const kt__search_problem *pb, int stage, kt_op op, int mb) {
   if (pb->mtf) {
     size_t x = KT__PAIR(pb, stage, mb);
-    return op == KT_OP_F ? pb->mtf[x] : op == KT_OP_I ? pb->mtb[x]
-           : op == KT_OP_W ? pb->mtw[x] : pb->mtb[x] + pb->mtw[x];
+    return op == KT_OP_F   ? pb->mtf[x]
+           : op == KT_OP_I ? pb->mtb[x]
+           : op == KT_OP_W ? pb->mtw[x]
+                           : pb->mtb[x] + pb->mtw[x];
   }
-  return op == KT_OP_F ? pb->tf[stage] : op == KT_OP_I ? pb->tb[stage]
-         : op == KT_OP_W ? pb->tw[stage] : pb->tb[stage] + pb->tw[stage];
+  return op == KT_OP_F   ? pb->tf[stage]
+         : op == KT_OP_I ? pb->tb[stage]
+         : op == KT_OP_W ? pb->tw[stage]
+                         : pb->tb[stage] + pb->tw[stage];
 }
 
 /* Makes room for 3*V*M actions on every rank (an F, an I and a W per pair),
@@ -84,8 +89,8 @@ typedef struct {
   double *start, *stop, *free_at; /* per rank: first start, last end, free time */
   size_t *pos;
   kt_rank_queue work; /* ranks whose next action may have become ready */
-  double **at; /* optional: per rank, the start time of each action (caller-sized) */
-  double cutoff; /* an evaluation stops once a rank's span exceeds it (INFINITY: never) */
+  double **at;        /* optional: per rank, the start time of each action (caller-sized) */
+  double cutoff;      /* an evaluation stops once a rank's span exceeds it (INFINITY: never) */
 } kt__search_eval;
 
 kt_status kt__search_eval_init(kt__search_eval *ev, const kt__search_problem *pb, kt_error *err);
@@ -117,10 +122,10 @@ int kt__search_fits(const kt__search_problem *pb, const kt_schedule *s, double *
 
 /* Decision rules of the list scheduler (see search/list.c). */
 typedef struct {
-  int prio;   /* KT__PRIO_*: F or I first when both are ready */
-  int wfill;  /* KT__WFILL_*: when a W fills a gap */
-  int cap;    /* KT__CAP_*: in-flight cap per rank */
-  int depth;  /* 1: among chunks, the later stage first (depth first); 0: the earlier */
+  int prio;  /* KT__PRIO_*: F or I first when both are ready */
+  int wfill; /* KT__WFILL_*: when a W fills a gap */
+  int cap;   /* KT__CAP_*: in-flight cap per rank */
+  int depth; /* 1: among chunks, the later stage first (depth first); 0: the earlier */
   /* optional: every rank runs its F's and I's in this order (its W's are
    * ignored) and only the W's are placed by the rules above; loose: the
    * F's in their order and the I's in theirs, interleaved by the rules */
@@ -140,33 +145,34 @@ void kt__search_list_free(kt__search_list *ls);
  * order (from the builder's clock, which follows the simulator), or -1 with
  * err set when no rank can proceed (cannot happen above kt__search_min_limit). */
 double kt__search_list_build(kt__search_list *ls, const kt__search_rules *rules, kt_schedule *s,
-                         kt_error *err);
+                             kt_error *err);
 
 /* The round-based builder for one chunk per rank (search/rounds.c): warm-up
  * forwards from timing, then one forward and one backward per round with
  * W filling gaps. flags: KT__ROUND_*. Returns the makespan, or -1 when the
  * budget cannot hold the order (err set). */
 enum {
-  KT__ROUND_FILL_PAST = 1,    /* warm-up: a forward may end after the first I could start */
-  KT__ROUND_SKIP_F = 2,       /* a stage far ahead of the next one may skip its forward */
-  KT__ROUND_GREEDY_W = 4,     /* fill a gap shorter than a W when the stage can afford it */
+  KT__ROUND_FILL_PAST = 1, /* warm-up: a forward may end after the first I could start */
+  KT__ROUND_SKIP_F = 2,    /* a stage far ahead of the next one may skip its forward */
+  KT__ROUND_GREEDY_W = 4,  /* fill a gap shorter than a W when the stage can afford it */
   KT__ROUND_FLAGS = 8
 };
 double kt__search_rounds_build(const kt__search_problem *pb, int flags, const int *depth_delta,
-                           kt_schedule *s, kt_error *err);
+                               kt_schedule *s, kt_error *err);
 
 /* The round-based builder for v placement, two chunks per rank
  * (search/v_rounds.c). flags: KT__VROUND_*. 0 with the order in s (to be
  * evaluated), -1 when the budget cannot hold it (err set). */
 enum { KT__VROUND_FILL_I = 1, KT__VROUND_FILL_F = 2, KT__VROUND_FLAGS = 4 };
-int kt__search_v_rounds_build(const kt__search_problem *pb, int flags, kt_schedule *s, kt_error *err);
+int kt__search_v_rounds_build(const kt__search_problem *pb, int flags, kt_schedule *s,
+                              kt_error *err);
 
 /* Critical-path refinement (search/refine.c): moves that let the rank with the
  * longest span start its critical actions earlier, each kept when the
  * evaluated makespan drops (ties: the sum of spans drops) and every budget
  * still holds. At most max_evals evaluations. Returns the new makespan. */
-double kt__search_refine(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s, double makespan,
-                     long max_evals);
+double kt__search_refine(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s,
+                         double makespan, long max_evals);
 
 /* A random walk over orders that are no slower (search/walk.c): an action of
  * the critical rank or a neighbour moves a few slots, kept when every
@@ -174,8 +180,8 @@ double kt__search_refine(const kt__search_problem *pb, kt__search_eval *ev, kt_s
  * plateaus where the refinement's moves all tie. Deterministic (the seed
  * is a function of round); at most max_evals evaluations. Returns the new
  * makespan. */
-double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s, double makespan,
-                   long max_evals, unsigned round);
+double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s,
+                       double makespan, long max_evals, unsigned round);
 /* Simulated annealing from the order of s (search/walk.c): `restarts` runs
  * of `evals` evaluations each, deterministic; the fastest order seen, when
  * faster, replaces s's lists. Returns the new makespan. */
@@ -198,7 +204,7 @@ typedef struct {
    * 0: none): once a candidate meets it no order is faster, and the search
    * stops there. */
   double lower;
-  int refine_one; /* refine only the fastest candidate, not the KEEP fastest */
+  int refine_one;   /* refine only the fastest candidate, not the KEEP fastest */
   double walk_work; /* the walk's budget in simulated actions (0: 2e6) */
   /* zb-auto: the quick search first, and its order kept, with no further
    * search and no exact step, when the bound proves it near-optimal (within
@@ -217,8 +223,8 @@ typedef struct {
  * every rank's budget, refined; its lists replace s's (s has pb's layout).
  * EINVAL when nothing fits, ENOMEM. */
 kt_status kt__search_run(const kt__search_problem *pb, const kt__search_opts *o,
-                        const kt_schedule *const *extra, int n_extra, kt_schedule *s,
-                        kt_error *err);
+                         const kt_schedule *const *extra, int n_extra, kt_schedule *s,
+                         kt_error *err);
 
 /* zb-auto's quick, default and thorough efforts (zb_auto.c: what each runs). */
 extern const kt__search_opts kt__search_quick, kt__search_default, kt__search_thorough;
@@ -238,7 +244,6 @@ kt_status kt__zb_auto_build(kt_schedule *s, const struct kt_costs *costs, double
  * then the random walk (kt__search_walk) and the refinement once more, on
  * problems of up to 30,000 actions. strict: the construction is kept
  * unless the result is strictly faster (ties in makespan keep it). */
-kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int strict,
-                      kt_error *err);
+kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int strict, kt_error *err);
 
 #endif

@@ -59,7 +59,8 @@ static int balanced(const kt_costs *c, int S) {
 
 /* Whether the construction already meets the lower bound (the costs are
  * uniform, say): no order within its memory is faster. */
-static int construction_optimal(const kt__search_problem *pb, const kt_schedule *base, double lower) {
+static int construction_optimal(const kt__search_problem *pb, const kt_schedule *base,
+                                double lower) {
   if (!(lower > 0)) return 0;
   kt__search_eval ev;
   kt_error err;
@@ -72,8 +73,7 @@ static int construction_optimal(const kt__search_problem *pb, const kt_schedule 
 /* Above this many actions the caller hears of the search before it starts. */
 #define LONG_SEARCH_ACTIONS 1000000
 
-kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int strict,
-                      kt_error *err) {
+kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int strict, kt_error *err) {
   const kt_costs *c = params->costs;
   kt_status st = kt_costs_check(c, kt_schedule_stages(s), err);
   if (st || balanced(c, kt_schedule_stages(s))) return st;
@@ -89,7 +89,10 @@ kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int stric
   for (int r = 0; r < s->p; r++) top = fmax(top, rank_peak(&pb, &base.ranks[r]));
   for (int r = 0; r < s->p; r++) pb.limit[r] = top;
   size_t actions = 3 * (size_t)pb.S * (size_t)pb.m;
-  kt__search_opts opts = {.lists = 1, .rounds = 1, .quick = 1, .refine_one = 1,
+  kt__search_opts opts = {.lists = 1,
+                          .rounds = 1,
+                          .quick = 1,
+                          .refine_one = 1,
                           .refine_evals = actions <= TUNE_REFINE_ACTIONS ? TUNE_REFINE_EVALS : 0};
   kt_error e2; /* no bound: tuned in full */
   if (kt__lower_bound(s, c, top, 1, &opts.lower, &e2)) opts.lower = 0;

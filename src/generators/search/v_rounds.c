@@ -36,7 +36,7 @@ typedef struct {
   double *e, *mem, *idle;     /* per rank */
   double worst_idle;          /* the largest of idle[] (idle only grows within a run) */
   int *started;
-  const double *approved;     /* NULL on the first run */
+  const double *approved; /* NULL on the first run */
   double max_approved;
   kt__search_pair_end *end;
   kt_error *err;
@@ -105,12 +105,13 @@ static int put_filled(vrounds *v, int r, int st, kt_op op, int always) {
   if (room(v, r, op == KT_OP_F ? pb->res[st] : 0)) return -1;
   int mb = op == KT_OP_F ? v->nf[st] : v->ni[st];
   int from = op == KT_OP_F ? st - 1 : st + 1; /* the producer's stage */
-  int cross = from >= 0 && from < pb->S && pb->srank[from] != r &&
-              !(op == KT_OP_I && st == pb->S - 1);
+  int cross =
+      from >= 0 && from < pb->S && pb->srank[from] != r && !(op == KT_OP_I && st == pb->S - 1);
   if (cross) {
     double ready = kt__search_input_ready(pb, v->end, st, op, mb);
     if (isnan(ready)) return put(v, r, st, op); /* reports it */
-    while (v->wq_len[r] && v->e[r] + pb->tw[v->wq[(size_t)r * 2 * v->m + v->wq_head[r]]] <= ready + EPS)
+    while (v->wq_len[r] &&
+           v->e[r] + pb->tw[v->wq[(size_t)r * 2 * v->m + v->wq_head[r]]] <= ready + EPS)
       if (put(v, r, -1, KT_OP_W)) return -1;
     if (v->wq_len[r] && ready - v->e[r] > idle_allowed(v, r) + EPS && always)
       if (put(v, r, -1, KT_OP_W)) return -1;
@@ -145,8 +146,10 @@ static int warm_up(vrounds *v) {
   int lane = 0;
   for (int r = 1; r < p; r++) {
     int up = 2 * p - 1 - r, up_above = up + 1;
-    for (int guard = 0; guard < 4 * v->m && (v->nf[r] + v->nf[up] < v->nf[r - 1] + v->nf[up_above] ||
-           (v->nf[up] <= v->nf[up_above] && v->nf[up_above] < v->m)); guard++) {
+    for (int guard = 0;
+         guard < 4 * v->m && (v->nf[r] + v->nf[up] < v->nf[r - 1] + v->nf[up_above] ||
+                              (v->nf[up] <= v->nf[up_above] && v->nf[up_above] < v->m));
+         guard++) {
       for (int q = p - 1; q >= r; q--) {
         int st = lane_stage(v, q, KT_OP_F, lane);
         if (v->nf[st] < v->m && room(v, q, pb->res[st])) return -1;
@@ -271,7 +274,8 @@ static void swap_ranks(kt_schedule *a, kt_schedule *b, int p) {
   }
 }
 
-int kt__search_v_rounds_build(const kt__search_problem *pb, int flags, kt_schedule *s, kt_error *err) {
+int kt__search_v_rounds_build(const kt__search_problem *pb, int flags, kt_schedule *s,
+                              kt_error *err) {
   int p = pb->p, m = pb->m;
   vrounds v = {.pb = pb, .s = s, .flags = flags, .p = p, .m = m, .err = err};
   int alloc_failed = vrounds_alloc(&v);

@@ -63,8 +63,8 @@ static int critical(const kt__search_problem *pb, const kt__search_eval *ev) {
   return crit;
 }
 
-double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s, double makespan,
-                   long max_evals, unsigned round) {
+double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_schedule *s,
+                       double makespan, long max_evals, unsigned round) {
   if (max_evals <= 0 || pb->p < 1) return makespan;
   double cur = kt__search_evaluate(pb, ev, s), start = cur;
   if (cur < 0) return makespan;
@@ -86,8 +86,9 @@ double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_sch
     /* three times in four an action within ENDS*P of either end of the list */
     uint64_t x = next(&seed);
     size_t k = ENDS * (size_t)pb->p < ra->n ? ENDS * (size_t)pb->p : ra->n;
-    size_t i = x % 4 == 0 ? (size_t)((x >> 3) % ra->n)
-               : (x >> 2) & 1 ? (size_t)((x >> 3) % k) : ra->n - 1 - (size_t)((x >> 3) % k);
+    size_t i = x % 4 == 0     ? (size_t)((x >> 3) % ra->n)
+               : (x >> 2) & 1 ? (size_t)((x >> 3) % k)
+                              : ra->n - 1 - (size_t)((x >> 3) % k);
     long j = (long)i + (long)(next(&seed) % (2 * WINDOW + 1)) - WINDOW;
     if (!movable(ra, i, j)) continue;
     kt__search_move(ra->actions, i, (size_t)j);

@@ -28,9 +28,9 @@ typedef struct pending {
 
 typedef struct {
   MPI_Comm world, data, pipeline, everyone; /* everyone: collectives over the world */
-  pending *sends;  /* Isend copies, reclaimed when complete */
-  pending *posted; /* Irecvs announced by post(), oldest first */
-  pending *pool;   /* completed pendings, their buffers reused */
+  pending *sends;                           /* Isend copies, reclaimed when complete */
+  pending *posted;                          /* Irecvs announced by post(), oldest first */
+  pending *pool;                            /* completed pendings, their buffers reused */
   int pooled;
   /* Doorbells of the ranks on this host (NULL elsewhere, or for all when
    * the shared window is not available: receives then poll). */
@@ -48,9 +48,9 @@ typedef struct {
    * core, and a message that is about to come is taken at once), none when
    * ranks share cores (a spin would hold the core the sender needs). */
   double spin, spin_default;
-  int all_local; /* every rank of the job is on this host */
+  int all_local;   /* every rank of the job is on this host */
   int *members[3]; /* the data, pipeline and world groups' world ranks (kt__mpi_members) */
-  int *node_of;     /* world rank -> machine (NULL: unknown, each its own) */
+  int *node_of;    /* world rank -> machine (NULL: unknown, each its own) */
   float *scratch;  /* the ring's incoming chunk */
   size_t scratch_floats;
   int aborted;

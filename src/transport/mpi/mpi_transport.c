@@ -21,7 +21,6 @@
 
 #include "transport/mpi/mpi_internal.h"
 
-
 /* A pending with room for bytes: the smallest pooled one that fits. */
 static pending *pend_get(mpi_ctx *c, size_t bytes) {
   pending **best = NULL;
@@ -85,12 +84,14 @@ static kt_status mpi_send(kt_transport *t, int dst, uint64_t tag, const void *bu
     return KT_OK;
   }
   reclaim_sends(c);
-  if (bytes > (size_t)INT32_MAX) return kt_fail(err, KT_EINVAL, "message of %zu bytes too large for MPI", bytes);
+  if (bytes > (size_t)INT32_MAX)
+    return kt_fail(err, KT_EINVAL, "message of %zu bytes too large for MPI", bytes);
   pending *p = pend_get(c, bytes);
   if (!p) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory sending", t->rank);
   if (bytes) memcpy(p->data, buf, bytes);
   p->len = bytes;
-  if (MPI_Isend(p->data, (int)bytes, MPI_BYTE, dst, mpi_tag(tag), c->world, &p->req) != MPI_SUCCESS) {
+  if (MPI_Isend(p->data, (int)bytes, MPI_BYTE, dst, mpi_tag(tag), c->world, &p->req) !=
+      MPI_SUCCESS) {
     pend_put(c, p);
     return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Isend to rank %d failed", t->rank, dst);
   }
@@ -131,14 +132,16 @@ static void mpi_drop_buffer(kt_transport *t, void *buf) {
  * (src on this host, the message fits a slot); both sides decide alike. A
  * larger one keeps MPI's path: a receive posted early, MPI_Test. */
 static int local_sized(const mpi_ctx *c, const kt_transport *t, int src, size_t bytes) {
-  return c->inboxes && src >= 0 && src < t->world && c->inboxes[src] && bytes <= KT_INBOX_SLOT_BYTES;
+  return c->inboxes && src >= 0 && src < t->world && c->inboxes[src] &&
+         bytes <= KT_INBOX_SLOT_BYTES;
 }
 
 static kt_status mpi_post(kt_transport *t, int src, uint64_t tag, size_t bytes, kt_error *err) {
   mpi_ctx *c = t->ctx;
   if (local_sized(c, t, src, bytes))
     return KT_OK; /* recv_local looks in the inbox and probes MPI: nothing to post */
-  if (bytes > (size_t)INT32_MAX) return kt_fail(err, KT_EINVAL, "message of %zu bytes too large for MPI", bytes);
+  if (bytes > (size_t)INT32_MAX)
+    return kt_fail(err, KT_EINVAL, "message of %zu bytes too large for MPI", bytes);
   pending *p = pend_get(c, bytes);
   if (!p) return kt_fail(err, KT_ENOMEM, "rank %d: out of memory posting a receive", t->rank);
   p->src = src;
@@ -146,7 +149,8 @@ static kt_status mpi_post(kt_transport *t, int src, uint64_t tag, size_t bytes, 
   p->len = bytes;
   p->done = 0;
   p->next = NULL;
-  if (MPI_Irecv(p->data, (int)bytes, MPI_BYTE, src, mpi_tag(tag), c->world, &p->req) != MPI_SUCCESS) {
+  if (MPI_Irecv(p->data, (int)bytes, MPI_BYTE, src, mpi_tag(tag), c->world, &p->req) !=
+      MPI_SUCCESS) {
     pend_put(c, p);
     return kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Irecv from rank %d failed", t->rank, src);
   }
@@ -230,7 +234,8 @@ kt_status kt__mpi_wait_named(kt_transport *t, kt__mpi_wait_ready ready, void *ar
 static kt_status wait_request_polled(kt_transport *t, MPI_Request *req, int src, int p2p,
                                      kt_error *err) {
   kt_status st = kt__mpi_wait_named(t, request_done, req, src, p2p, err);
-  if (st == KT_ETIMEOUT && p2p) { /* a collective's request cannot be cancelled; the job ends anyway */
+  if (st == KT_ETIMEOUT &&
+      p2p) { /* a collective's request cannot be cancelled; the job ends anyway */
     MPI_Cancel(req);
     MPI_Request_free(req);
   }
@@ -269,8 +274,9 @@ static int local_arrived(kt_transport *t, void *arg, kt_status *st, kt_error *er
   mpi_ctx *c = t->ctx;
   local_recv *r = arg;
   size_t len = 0;
-  int in_inbox = r->loan ? kt_inbox_lend(c->inboxes[t->rank], r->src, r->tag, r->data, &len, r->loan)
-                         : kt_inbox_take(c->inboxes[t->rank], r->src, r->tag, r->buf, r->bytes, &len);
+  int in_inbox = r->loan
+                     ? kt_inbox_lend(c->inboxes[t->rank], r->src, r->tag, r->data, &len, r->loan)
+                     : kt_inbox_take(c->inboxes[t->rank], r->src, r->tag, r->buf, r->bytes, &len);
   if (in_inbox) {
     if (len != r->bytes) {
       *st = kt_fail(err, KT_ERUNTIME, "rank %d expected %zu bytes from rank %d, got %zu", t->rank,
@@ -411,7 +417,8 @@ static kt_status mpi_allreduce(kt_transport *t, kt_group g, float *buf, size_t n
         st = kt_fail(err, KT_ERUNTIME, "rank %d: MPI_Allreduce failed", t->rank);
     }
   }
-  if (!st && !ring) /* MPI's own algorithm: count what a ring would send (the ring counts its own) */
+  if (!st &&
+      !ring) /* MPI's own algorithm: count what a ring would send (the ring counts its own) */
     t->bytes_sent += (int64_t)(2.0 * (size - 1) / size * (double)n * sizeof(float));
   t->send_seconds += kt_now() - t0;
   return st;
@@ -439,12 +446,19 @@ static int mpi_aborted(kt_transport *t) { return ((mpi_ctx *)t->ctx)->aborted; }
 
 static void mpi_destroy(kt_transport *t) { (void)t; }
 
-static const kt_transport_ops mpi_ops = {
-    .send = mpi_send,         .recv = mpi_recv,         .post = mpi_post,
-    .allreduce = mpi_allreduce, .barrier = mpi_barrier, .abort = mpi_abort_op,
-    .aborted = mpi_aborted,   .destroy = mpi_destroy,   .recv_lend = mpi_recv_lend,
-    .release = mpi_release,   .buffer = mpi_buffer,     .send_buffer = mpi_send_buffer,
-    .drop_buffer = mpi_drop_buffer};
+static const kt_transport_ops mpi_ops = {.send = mpi_send,
+                                         .recv = mpi_recv,
+                                         .post = mpi_post,
+                                         .allreduce = mpi_allreduce,
+                                         .barrier = mpi_barrier,
+                                         .abort = mpi_abort_op,
+                                         .aborted = mpi_aborted,
+                                         .destroy = mpi_destroy,
+                                         .recv_lend = mpi_recv_lend,
+                                         .release = mpi_release,
+                                         .buffer = mpi_buffer,
+                                         .send_buffer = mpi_send_buffer,
+                                         .drop_buffer = mpi_drop_buffer};
 
 int kt_transport_mpi_available(void) { return 1; }
 
@@ -477,7 +491,12 @@ kt_status kt_transport_mpi_create(int p, int d, double timeout, kt_transport **o
   MPI_Comm_dup(c->world, &c->everyone);
   c->bell_win = c->inbox_win = MPI_WIN_NULL;
   kt__mpi_windows_create(c, size);
-  *t = (kt_transport){.ops = &mpi_ops, .ctx = c, .rank = rank, .world = size, .p = p, .d = d,
+  *t = (kt_transport){.ops = &mpi_ops,
+                      .ctx = c,
+                      .rank = rank,
+                      .world = size,
+                      .p = p,
+                      .d = d,
                       .timeout = timeout > 0 ? timeout : 60};
   kt_error ignored; /* the machines, for the all-reduce (collective: every rank takes part) */
   if (kt_transport_mpi_nodes(t, c->node_of, &ignored)) {
@@ -506,7 +525,8 @@ void kt_transport_mpi_destroy(kt_transport *t) {
     n = p->next;
     free(p);
   }
-  if (c->inbox_win != MPI_WIN_NULL) MPI_Win_free(&c->inbox_win); /* collective, like the frees below */
+  if (c->inbox_win != MPI_WIN_NULL)
+    MPI_Win_free(&c->inbox_win); /* collective, like the frees below */
   free(c->inboxes);
   if (c->bell_win != MPI_WIN_NULL) MPI_Win_free(&c->bell_win);
   free(c->bells);

@@ -22,7 +22,9 @@
 #include "transport/mpi/mpi_internal.h"
 
 /* Chunk k of a buffer of n floats split in d: [n k / d, n (k + 1) / d). */
-static size_t chunk_lo(size_t n, int d, int k) { return n / (size_t)d * (size_t)k + (n % (size_t)d) * (size_t)k / (size_t)d; }
+static size_t chunk_lo(size_t n, int d, int k) {
+  return n / (size_t)d * (size_t)k + (n % (size_t)d) * (size_t)k / (size_t)d;
+}
 
 typedef struct {
   MPI_Request req[2]; /* the send to the right, the receive from the left */
@@ -148,7 +150,8 @@ kt_status kt__mpi_ring_allreduce(kt_transport *t, MPI_Comm comm, float *buf, siz
     st = ring(t, comm, order, d, me, buf, n, world_of, err);
   } else if (me != lead) { /* hierarchical: the leader sums this node's buffers */
     st = exchange(t, comm, lead, MPI_PROC_NULL, TAG_GATHER, buf, n, NULL, 0, world_of, err);
-    if (!st) st = exchange(t, comm, MPI_PROC_NULL, lead, TAG_SCATTER, NULL, 0, buf, n, world_of, err);
+    if (!st)
+      st = exchange(t, comm, MPI_PROC_NULL, lead, TAG_SCATTER, NULL, 0, buf, n, world_of, err);
   } else {
     int mine = machine(c, world_of, me);
     st = scratch_for(t, n, err);

@@ -91,4 +91,3 @@ void kt__mpi_windows_create(mpi_ctx *c, int size) {
   c->spin = c->spin_default = cores > 0 && local <= cores ? SPIN_SECONDS : 0;
   MPI_Comm_free(&node);
 }
-

@@ -59,8 +59,8 @@ kt_status kt_transport_mpi_nodes(kt_transport *t, int *out, kt_error *err) {
   for (int r = 0; r < t->world; r++) {
     out[r] = r;
     for (int q = 0; q < r; q++)
-      if (!strncmp(all + (size_t)q * MPI_MAX_PROCESSOR_NAME, all + (size_t)r * MPI_MAX_PROCESSOR_NAME,
-                   MPI_MAX_PROCESSOR_NAME)) {
+      if (!strncmp(all + (size_t)q * MPI_MAX_PROCESSOR_NAME,
+                   all + (size_t)r * MPI_MAX_PROCESSOR_NAME, MPI_MAX_PROCESSOR_NAME)) {
         out[r] = out[q];
         break;
       }
