@@ -141,9 +141,9 @@ read -r -a csv_cmd <"$tmp/csv.sh"
   || bad "the launch settings' CSV command: ${csv_cmd[*]}"
 
 # train and serve take the same address flags: --serve, --addr, --port
-timeout 3 "$K" serve "$run" --addr 127.0.0.1 --port 0 >"$tmp/out" 2>"$tmp/err"
+timeout -k 5 3 "$K" serve "$run" --addr 127.0.0.1 --port 0 >"$tmp/out" 2>"$tmp/err"
 has "kaiten serve: http://127.0.0.1:[0-9]*/" "$tmp/out"
-timeout 3 "$K" serve "$run" --serve 0 >"$tmp/out" 2>"$tmp/err"
+timeout -k 5 3 "$K" serve "$run" --serve 0 >"$tmp/out" 2>"$tmp/err"
 has "kaiten serve: http://127.0.0.1:[0-9]*/" "$tmp/out"
 expect 0 "$K" train --synthetic --stages 2 --steps 1 --no-live --port 0
 has "live dashboard at http://127.0.0.1:[0-9]*/" "$tmp/err"
