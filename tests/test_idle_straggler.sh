@@ -31,9 +31,17 @@ else
   echo "test_idle_straggler: the MPI part skipped (built without MPI)"
 fi
 # a real model's straggler burns CPU: rank 1 at 2x is busy about twice as long
-expect 0 "$K" train --stages 2 -m 4 --steps 3 --val-every 0 --format json --slow-rank 1:2
-python3 -c "import json; d=json.load(open('$tmp/out')); b=[r['idle_causes']['compute'] for r in d['ranks']]; assert 1.5 < b[1]/b[0] < 3, b" \
-  && ok || bad "a real model's slow rank: busy $(head -c 300 "$tmp/out")"
+# (three tries: on a loaded machine one try's ranks share cores unevenly;
+# a timing comparison, so not under sanitizers, which slow code unevenly)
+for try in 1 2 3; do
+  [ -n "${KT_SANITIZED:-}" ] && break
+  "$K" train --stages 2 -m 4 --steps 3 --val-every 0 --format json --slow-rank 1:2 >"$tmp/out" 2>"$tmp/err" ||
+    { bad "a real model's slow rank: $(tail -2 "$tmp/err")"; break; }
+  if python3 -c "import json; d=json.load(open('$tmp/out')); b=[r['idle_causes']['compute'] for r in d['ranks']]; assert 1.5 < b[1]/b[0] < 3, b" 2>"$tmp/why"; then
+    ok; break
+  fi
+  [ $try = 3 ] && bad "a real model's slow rank: busy $(tail -1 "$tmp/why") $(head -c 300 "$tmp/out")"
+done
 for v in 2 x:2 2:0.5 2:x 9:2 -1:2; do
   expect 2 "$K" train --synthetic --stages 4 --steps 1 --slow-rank "$v"; oneline
 done

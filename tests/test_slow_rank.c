@@ -67,39 +67,52 @@ int main(void) {
   REQUIRE(kt_generate(KT_SCHED_1F1B, &params, &s, &err) == KT_OK);
   double cpu0, wall0, cpu1, wall1;
 
-  /* synthetic: 2 ms per action (a B is 4 ms) on rank 0; 2.5x on rank 1 */
-  kt_runtime *rt = make(&s, 1, 1, 2.5, &err);
-  REQUIRE(rt != NULL);
-  REQUIRE(measure(rt, 0, 4, &cpu0, &wall0, &err) == 0);
-  REQUIRE(measure(rt, 1, 4, &cpu1, &wall1, &err) == 0);
-  CHECK_NEAR(cpu0, 3e-3, 1e-9); /* F 2 ms, B 4 ms: a mean of 3 ms */
-  CHECK_NEAR(cpu1, 2.5 * 3e-3, 1e-9);
-  CHECK_MSG(wall1 >= 0.98 * cpu1 && wall1 < cpu1 + 5e-3, "rank 1 takes %.4g s for %.4g", wall1,
-            cpu1);
-  kt_runtime_destroy(rt);
+  /* synthetic: 2 ms per action (a B is 4 ms) on rank 0; 2.5x on rank 1.
+   * CPU times are exact; the wall time can only grow on a loaded machine,
+   * so its upper bound gets three tries */
+  for (int try = 1; try <= 3; try++) {
+    kt_runtime *rt = make(&s, 1, 1, 2.5, &err);
+    REQUIRE(rt != NULL);
+    REQUIRE(measure(rt, 0, 4, &cpu0, &wall0, &err) == 0);
+    REQUIRE(measure(rt, 1, 4, &cpu1, &wall1, &err) == 0);
+    kt_runtime_destroy(rt);
+    CHECK_NEAR(cpu0, 3e-3, 1e-9); /* F 2 ms, B 4 ms: a mean of 3 ms */
+    CHECK_NEAR(cpu1, 2.5 * 3e-3, 1e-9);
+    CHECK_MSG(wall1 >= 0.98 * cpu1, "rank 1 takes %.4g s for %.4g", wall1, cpu1);
+    if (wall1 < cpu1 + 5e-3 || try == 3) {
+      CHECK_MSG(wall1 < cpu1 + 5e-3, "rank 1 takes %.4g s for %.4g", wall1, cpu1);
+      break;
+    }
+  }
 
   /* a real model: cpu_time is the thread's CPU time, within the wall time;
-   * the straggler burns 3x its own */
-  double base_cpu, base_wall, slow_cpu, slow_wall;
-  rt = make(&s, 0, -1, 1, &err);
-  REQUIRE(rt != NULL);
-  REQUIRE(measure(rt, 1, 4, &base_cpu, &base_wall, &err) == 0);
-  kt_runtime_destroy(rt);
-  CHECK(base_cpu > 0);
-  CHECK_MSG(base_cpu <= base_wall * 1.02 + 1e-4, "cpu %.4g s over wall %.4g s", base_cpu,
-            base_wall);
-  rt = make(&s, 0, 1, 3, &err);
-  REQUIRE(rt != NULL);
-  REQUIRE(measure(rt, 1, 4, &slow_cpu, &slow_wall, &err) == 0);
-  REQUIRE(measure(rt, 0, 4, &cpu0, &wall0, &err) == 0);
-  kt_runtime_destroy(rt);
-  /* two runs on a shared machine: the same work's CPU time varies (caches,
-   * clock), so the bounds are loose; the synthetic case above is exact */
-  CHECK_MSG(slow_cpu > 2 * base_cpu && slow_cpu < 4.5 * base_cpu,
-            "slow rank's cpu %.4g s vs %.4g s unslowed: expected 3x", slow_cpu, base_cpu);
-  CHECK_MSG(slow_wall >= 0.98 * slow_cpu, "slow rank's wall %.4g s under its cpu %.4g s", slow_wall,
-            slow_cpu);
-  CHECK_MSG(cpu0 < 1.6 * base_cpu, "rank 0 slowed too: %.4g s", cpu0);
+   * the straggler burns 3x its own. Two runs on a shared machine: the same
+   * work's CPU time varies (caches, clock), so the bounds are loose and the
+   * ratios get three tries; the synthetic case above is exact */
+  for (int try = 1; try <= 3; try++) {
+    double base_cpu, base_wall, slow_cpu, slow_wall;
+    kt_runtime *rt = make(&s, 0, -1, 1, &err);
+    REQUIRE(rt != NULL);
+    REQUIRE(measure(rt, 1, 4, &base_cpu, &base_wall, &err) == 0);
+    kt_runtime_destroy(rt);
+    CHECK(base_cpu > 0);
+    CHECK_MSG(base_cpu <= base_wall * 1.02 + 1e-4, "cpu %.4g s over wall %.4g s", base_cpu,
+              base_wall);
+    rt = make(&s, 0, 1, 3, &err);
+    REQUIRE(rt != NULL);
+    REQUIRE(measure(rt, 1, 4, &slow_cpu, &slow_wall, &err) == 0);
+    REQUIRE(measure(rt, 0, 4, &cpu0, &wall0, &err) == 0);
+    kt_runtime_destroy(rt);
+    CHECK_MSG(slow_wall >= 0.98 * slow_cpu, "slow rank's wall %.4g s under its cpu %.4g s",
+              slow_wall, slow_cpu);
+    int ratios = slow_cpu > 2 * base_cpu && slow_cpu < 4.5 * base_cpu && cpu0 < 1.6 * base_cpu;
+    if (ratios || try == 3) {
+      CHECK_MSG(slow_cpu > 2 * base_cpu && slow_cpu < 4.5 * base_cpu,
+                "slow rank's cpu %.4g s vs %.4g s unslowed: expected 3x", slow_cpu, base_cpu);
+      CHECK_MSG(cpu0 < 1.6 * base_cpu, "rank 0 slowed too: %.4g s", cpu0);
+      break;
+    }
+  }
 
   /* bad values name themselves */
   CHECK(make(&s, 1, 2, 2, &err) == NULL);
