@@ -40,7 +40,7 @@ typedef struct {
   const kt_costs *c;
   kt_links *links;      /* the simulation's own copy of c->links (NULL: none) */
   size_t *first_action; /* with c->action_time: rank -> its first entry */
-  int S, row, lowered;  /* row: the per-(stage, mb) tables' stride, M + ROW_PAD */
+  int S, row, lowered;  /* row: the per-(mb, stage) tables' stride, S + ROW_PAD */
   double comm;
   stage_costs *cost;       /* per stage, or per (stage, mb) with per-micro-batch costs */
   int cost_mbs;            /* micro-batches per stage in cost: M, or 1 (a stage's mbs alike) */
@@ -60,14 +60,18 @@ typedef struct {
   size_t *recv_event;
 } sim_state;
 
-/* The tables' rows are padded past M: with M a power of two every stage's
- * current column would otherwise fall in the same cache sets. */
+/* The per-pair tables are laid out micro-batch by micro-batch: a result
+ * travels from stage to stage (F down, B up), and the simulation follows it
+ * (latest()), so consecutive visits read and write neighbouring cells (1F1B
+ * at P=1024, M=16384: stage-major rows made every visit a cache and TLB
+ * miss). Rows are padded past S: with S a power of two every micro-batch's
+ * first stage would otherwise fall in the same cache sets. */
 #define ROW_PAD 8
 #define PREFETCH_AHEAD 16 /* actions: a little over two cache lines */
 #define PREFETCH_PAIRS 2  /* actions: a visit runs about two */
-#define IDX(st, stage, mb) ((size_t)(stage) * (size_t)(st)->row + (size_t)(mb))
+#define IDX(st, stage, mb) ((size_t)(mb) * (size_t)(st)->row + (size_t)(stage))
 #define MSG(st, result, stage, mb) \
-  ((size_t)(result) * (size_t)(st)->S * (size_t)(st)->row + IDX(st, stage, mb))
+  ((size_t)(result) * (size_t)(st)->s->m * (size_t)(st)->row + IDX(st, stage, mb))
 
 /* When a message sent at t from one rank arrives at another: one hop later,
  * or as the links say when the costs have a topology. */
@@ -429,7 +433,7 @@ static kt_status action_times_init(sim_state *st, kt_error *err) {
 
 static kt_status state_init(sim_state *st, kt_error *err) {
   const kt_schedule *s = st->s;
-  size_t cells = (size_t)st->S * (size_t)st->row, msgs = 2 * cells;
+  size_t cells = (size_t)s->m * (size_t)st->row, msgs = 2 * cells;
   st->done = malloc(cells * sizeof *st->done);
   st->owner = kt_calloc((size_t)st->S, sizeof *st->owner);
   st->pos = kt_calloc((size_t)s->p, sizeof *st->pos);
@@ -498,7 +502,7 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links 
                   .c = c,
                   .links = links,
                   .S = S,
-                  .row = s->m + ROW_PAD,
+                  .row = S + ROW_PAD,
                   .comm = kt_cost_comm(c),
                   .met = met,
                   .sink = sink};
