@@ -49,6 +49,7 @@ typedef struct {
   int *inflight;           /* per rank, with met */
   pair_times *done;        /* per (stage, mb) */
   int *owner;              /* stage -> rank (no division in the hot loop) */
+  const double **waits;    /* per rank: the result its next compute action waits for */
   size_t *pos;             /* next action per rank */
   double *free_at;         /* end of the previous action per rank */
   int sent;                /* messages the running compute action sent to other ranks */
@@ -86,14 +87,25 @@ static double *result_slot(sim_state *st, kt_output r, int stage, int mb) {
 }
 
 /* Time a compute action's input is ready, or NAN while it is not; *dep
- * receives what it waits for (for deadlock reports). */
-static double ready_time(sim_state *st, const kt_action *a, kt_action *dep) {
+ * receives what it waits for (for deadlock reports), *slot where its
+ * time will be written. */
+static double ready_time(sim_state *st, const kt_action *a, kt_action *dep, const double **slot) {
   int from;
   kt_output need = kt_action_needs(a->op, a->stage, st->S, &from);
   if (need == KT_OUT_NONE) return 0.0;
   static const uint8_t producer_op[KT_OUT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
   *dep = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
-  return *result_slot(st, need, from, a->mb);
+  *slot = result_slot(st, need, from, a->mb);
+  return **slot;
+}
+
+/* Wakes rank r for the result just written to slot. Without links only
+ * when r waits for that very result: a rank woken for another one would
+ * be visited only to find its action still waiting (1F1B: every second
+ * visit; a visit misses the cache for the rank's actions). With links the
+ * ranks go first-woken-first, as the link model was measured. */
+static void wake_for(sim_state *st, int r, const double *slot) {
+  if (st->links || st->waits[r] == slot) kt_rank_queue_wake(&st->work, r);
 }
 
 /* Publishes a finished compute action's results: to a consumer on the same
@@ -109,10 +121,12 @@ static int publish(sim_state *st, int rank, const kt_action *a, double end) {
     if (to < 0 || st->owner[to] == rank) {
       *slot = end;
     } else if (!st->lowered) {
-      *slot = arrive_at(st, rank, st->owner[to], end), kt_rank_queue_wake(&st->work, st->owner[to]);
+      *slot = arrive_at(st, rank, st->owner[to], end);
+      wake_for(st, st->owner[to], slot);
       sent++;
     }
-    if (to >= 0 && st->owner[to] == rank) kt_rank_queue_wake(&st->work, rank);
+    /* the rank itself runs on while its actions are ready */
+    if (st->links && to >= 0 && st->owner[to] == rank) kt_rank_queue_wake(&st->work, rank);
   }
   return sent;
 }
@@ -198,11 +212,12 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   const kt_rank_actions *ra = &st->s->ranks[rank];
   const kt_action *a = &ra->actions[st->pos[rank]];
   kt_action dep;
-  double ready = ready_time(st, a, &dep);
+  const double **wait = &st->waits[rank];
+  double ready = ready_time(st, a, &dep, wait);
   if (isnan(ready)) return 0;
   size_t group = 1;
   while ((a[group - 1].flags & KT_ACTION_OVERLAP_NEXT) && st->pos[rank] + group < ra->n) {
-    double r2 = ready_time(st, &a[group], &dep);
+    double r2 = ready_time(st, &a[group], &dep, wait);
     if (isnan(r2)) return 0;
     if (r2 > ready) ready = r2;
     group++;
@@ -351,12 +366,13 @@ static kt_blocked blocked_on(sim_state *st, int r) {
     b.on_rank = st->owner[peer_stage];
     return b;
   }
-  ready_time(st, a, &b.on);
+  const double *slot;
+  ready_time(st, a, &b.on, &slot);
   /* a blocked group may wait on its second member */
   while ((ra->actions[g].flags & KT_ACTION_OVERLAP_NEXT) && g + 1 < ra->n) {
     kt_action d2;
-    if (!isnan(ready_time(st, &ra->actions[g], &d2))) {
-      ready_time(st, &ra->actions[g + 1], &b.on);
+    if (!isnan(ready_time(st, &ra->actions[g], &d2, &slot))) {
+      ready_time(st, &ra->actions[g + 1], &b.on, &slot);
       b.at = ra->actions[g + 1];
     }
     g++;
@@ -403,6 +419,7 @@ static void state_free(sim_state *st) {
   free(st->inflight);
   free(st->done);
   free(st->owner);
+  free(st->waits);
   free(st->pos);
   free(st->free_at);
   free(st->mem);
@@ -436,6 +453,7 @@ static kt_status state_init(sim_state *st, kt_error *err) {
   size_t cells = (size_t)s->m * (size_t)st->row, msgs = 2 * cells;
   st->done = malloc(cells * sizeof *st->done);
   st->owner = kt_calloc((size_t)st->S, sizeof *st->owner);
+  st->waits = kt_calloc((size_t)s->p, sizeof *st->waits);
   st->pos = kt_calloc((size_t)s->p, sizeof *st->pos);
   st->free_at = kt_calloc((size_t)s->p, sizeof *st->free_at);
   st->mem = kt_calloc((size_t)s->p, sizeof *st->mem);
@@ -448,8 +466,8 @@ static kt_status state_init(sim_state *st, kt_error *err) {
     st->posted_at = malloc(msgs * sizeof *st->posted_at);
     st->recv_event = kt_calloc(msgs, sizeof *st->recv_event);
   }
-  if (!st->done || !st->owner || !st->pos || !st->free_at || !st->mem || queue_failed ||
-      !st->cost || (st->met && !st->inflight) ||
+  if (!st->done || !st->owner || !st->waits || !st->pos || !st->free_at || !st->mem ||
+      queue_failed || !st->cost || (st->met && !st->inflight) ||
       (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
     return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs",
                    (size_t)st->S * (size_t)s->m);
