@@ -12,4 +12,11 @@
 kt_status kt__simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_metrics *met,
                        const kt_sim_sink *sink, double *sync_end, kt_error *err);
 
+/* One run of the schedule, filling out, met and/or sink (each may be
+ * NULL); with links, booking its transfers on them (reset first when
+ * reset_links). */
+kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *links,
+                           kt_timeline *out, kt_metrics *met, const kt_sim_sink *sink,
+                           int reset_links, kt_error *err);
+
 #endif

@@ -20,14 +20,7 @@
 #include <string.h>
 
 #include "sim/internal.h"
-
-/* When the results of one (stage, micro-batch) pair are available to their
- * consumer; NAN = not yet. f and bi are as their consumer sees them (after
- * the hop when it is on another rank); i is the end of I (W on the same rank
- * needs it). Kept together so a dependency check touches one cache line. */
-typedef struct {
-  double f, bi, i;
-} pair_times;
+#include "sim/pairs.h"
 
 /* One stage's costs, looked up once: duration and memory change per op
  * (indexed by kt_op), and the scratch an op holds while it runs. */
@@ -40,16 +33,16 @@ typedef struct {
   const kt_costs *c;
   kt_links *links;      /* the simulation's own copy of c->links (NULL: none) */
   size_t *first_action; /* with c->action_time: rank -> its first entry */
-  int S, row, lowered;  /* row: the per-(mb, stage) tables' stride, S + ROW_PAD */
+  int S, lowered;
   double comm;
   stage_costs *cost;       /* per stage, or per (stage, mb) with per-micro-batch costs */
   int cost_mbs;            /* micro-batches per stage in cost: M, or 1 (a stage's mbs alike) */
   kt_metrics *met;         /* metrics accumulated as actions run (NULL: not asked) */
   const kt_sim_sink *sink; /* receives events and memory samples (NULL: none) */
   int *inflight;           /* per rank, with met */
-  pair_times *done;        /* per (stage, mb) */
+  kt__pairs done;          /* when each (stage, mb) pair's results are available */
   int *owner;              /* stage -> rank (no division in the hot loop) */
-  const double **waits;    /* per rank: the result its next compute action waits for */
+  size_t *waits;           /* per rank: the result its next compute action waits for (RESULT_KEY) */
   size_t *pos;             /* next action per rank */
   double *free_at;         /* end of the previous action per rank */
   int sent;                /* messages the running compute action sent to other ranks */
@@ -65,14 +58,16 @@ typedef struct {
  * travels from stage to stage (F down, B up), and the simulation follows it
  * (latest()), so consecutive visits read and write neighbouring cells (1F1B
  * at P=1024, M=16384: stage-major rows made every visit a cache and TLB
- * miss). Rows are padded past S: with S a power of two every micro-batch's
- * first stage would otherwise fall in the same cache sets. */
-#define ROW_PAD 8
+ * miss). */
 #define PREFETCH_AHEAD 16 /* actions: a little over two cache lines */
 #define PREFETCH_PAIRS 2  /* actions: a visit runs about two */
-#define IDX(st, stage, mb) ((size_t)(mb) * (size_t)(st)->row + (size_t)(stage))
+#define IDX(st, stage, mb) ((size_t)(mb) * (size_t)(st)->done.row + (size_t)(stage))
 #define MSG(st, result, stage, mb) \
-  ((size_t)(result) * (size_t)(st)->s->m * (size_t)(st)->row + IDX(st, stage, mb))
+  ((size_t)(result) * (size_t)(st)->s->m * (size_t)(st)->done.row + IDX(st, stage, mb))
+/* A result named by one number (0: none), for comparing what a rank waits
+ * for with what was made. */
+#define RESULT_KEY(st, result, stage, mb) \
+  (((size_t)(mb) * (size_t)(st)->S + (size_t)(stage)) * KT_OUT_COUNT + (size_t)(result) + 1)
 
 /* When a message sent at t from one rank arrives at another: one hop later,
  * or as the links say when the costs have a topology. */
@@ -81,48 +76,47 @@ static double arrive_at(const sim_state *st, int from, int to, double t) {
   return t + (st->c->n_links ? kt_cost_link(st->c, from, to) : st->comm);
 }
 
-static double *result_slot(sim_state *st, kt_output r, int stage, int mb) {
-  pair_times *pt = &st->done[IDX(st, stage, mb)];
-  return r == KT_OUT_F ? &pt->f : r == KT_OUT_BI ? &pt->bi : &pt->i;
-}
-
-/* Time a compute action's input is ready, or NAN while it is not; *dep
- * receives what it waits for (for deadlock reports), *slot where its
- * time will be written. */
-static double ready_time(sim_state *st, const kt_action *a, kt_action *dep, const double **slot) {
+/* Time a compute action's input is ready (0 when it needs none), or NAN
+ * while it is not; *dep receives what it waits for (for deadlock reports),
+ * *key that result (RESULT_KEY; left alone when it needs none). */
+static double ready_time(sim_state *st, const kt_action *a, kt_action *dep, size_t *key) {
   int from;
   kt_output need = kt_action_needs(a->op, a->stage, st->S, &from);
   if (need == KT_OUT_NONE) return 0.0;
   static const uint8_t producer_op[KT_OUT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
   *dep = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
-  *slot = result_slot(st, need, from, a->mb);
-  return **slot;
+  *key = RESULT_KEY(st, need, from, a->mb);
+  return kt__pairs_get(&st->done, need, from, a->mb);
 }
 
-/* Wakes rank r for the result just written to slot. Without links only
- * when r waits for that very result: a rank woken for another one would
- * be visited only to find its action still waiting (1F1B: every second
+/* Wakes rank r for the result key just made. Without links only when r
+ * waits for that very result: a rank woken for another one would be
+ * visited only to find its action still waiting (1F1B: every second
  * visit; a visit misses the cache for the rank's actions). With links the
  * ranks go first-woken-first, as the link model was measured. */
-static void wake_for(sim_state *st, int r, const double *slot) {
-  if (st->links || st->waits[r] == slot) kt_rank_queue_wake(&st->work, r);
+static void wake_for(sim_state *st, int r, size_t key) {
+  if (st->links || st->waits[r] == key) kt_rank_queue_wake(&st->work, r);
 }
 
 /* Publishes a finished compute action's results: to a consumer on the same
  * rank at once, to another rank one hop later (compute-only) or when its
- * SEND runs (lowered). */
+ * SEND runs (lowered). Returns the messages sent to other ranks
+ * (compute-only), -1 out of memory. */
 static int publish(sim_state *st, int rank, const kt_action *a, double end) {
   unsigned made = kt_action_publishes(a->op);
-  int sent = 0; /* messages to other ranks (compute-only) */
+  int sent = 0;
   for (int r = 0; r < KT_OUT_COUNT; r++) {
     if (!(made & (1u << r))) continue;
     int to = kt_output_consumer((kt_output)r, a->stage, st->S);
-    double *slot = result_slot(st, (kt_output)r, a->stage, a->mb);
     if (to < 0 || st->owner[to] == rank) {
+      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage, a->mb);
+      if (!slot) return -1;
       *slot = end;
     } else if (!st->lowered) {
+      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage, a->mb);
+      if (!slot) return -1;
       *slot = arrive_at(st, rank, st->owner[to], end);
-      wake_for(st, st->owner[to], slot);
+      wake_for(st, st->owner[to], RESULT_KEY(st, r, a->stage, a->mb));
       sent++;
     }
     /* the rank itself runs on while its actions are ready */
@@ -143,6 +137,7 @@ static inline const stage_costs *cost_of(const sim_state *st, int stage, int mb)
 static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_action *a, double start,
                         double end, double publish_at) {
   int sent = publish(st, rank, a, publish_at);
+  if (sent < 0) return KT_ENOMEM;
   st->sent += sent;
   /* compute-only: the messages it sends leave with it (lowered: on SENDs) */
   int64_t bytes = sent * message_bytes(st);
@@ -212,7 +207,7 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   const kt_rank_actions *ra = &st->s->ranks[rank];
   const kt_action *a = &ra->actions[st->pos[rank]];
   kt_action dep;
-  const double **wait = &st->waits[rank];
+  size_t *wait = &st->waits[rank];
   double ready = ready_time(st, a, &dep, wait);
   if (isnan(ready)) return 0;
   size_t group = 1;
@@ -244,6 +239,12 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
     /* a lone action publishes at its end; an overlapped group when it all ends */
     if (record(st, tl, rank, &a[g], t, t + d, start + total)) return -1;
     t += d;
+  }
+  /* its inputs read (after its own results went into their rows) */
+  for (size_t g = 0; g < group; g++) {
+    int from;
+    if (kt_action_needs(a[g].op, a[g].stage, st->S, &from) != KT_OUT_NONE)
+      kt__pairs_read(&st->done, a[g].mb);
   }
   st->free_at[rank] = start + total + st->sent * st->c->send_overhead; /* posting the sends */
   st->pos[rank] += group;
@@ -280,9 +281,11 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
     size_t m = comm_msg(st, a);
     kt_output r = a->op == KT_OP_SEND_F ? KT_OUT_F : KT_OUT_BI;
     double arrive = arrive_at(st, rank, st->owner[kt_output_consumer(r, a->stage, st->S)], now);
+    double *slot = kt__pairs_put(&st->done, r, a->stage, a->mb);
+    if (!slot) return -1;
     st->sent_at[m] = now;
     st->free_at[rank] = now + st->c->send_overhead;
-    *result_slot(st, r, a->stage, a->mb) = arrive;
+    *slot = arrive;
     kt_rank_queue_wake(&st->work, st->owner[kt_output_consumer(r, a->stage, st->S)]);
     int64_t bytes = message_bytes(st);
     if (st->met) st->met->ranks[rank].bytes_sent += bytes;
@@ -297,8 +300,8 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
   } else if (a->op == KT_OP_WAIT_SEND_F || a->op == KT_OP_WAIT_SEND_B) {
     size_t m = comm_msg(st, a);
     if (isnan(st->posted_at[m]) || isnan(st->sent_at[m])) return 0;
-    double arrived =
-        *result_slot(st, a->op == KT_OP_WAIT_SEND_F ? KT_OUT_F : KT_OUT_BI, a->stage, a->mb);
+    double arrived = kt__pairs_get(&st->done, a->op == KT_OP_WAIT_SEND_F ? KT_OUT_F : KT_OUT_BI,
+                                   a->stage, a->mb);
     double done = fmax(now, fmax(st->posted_at[m], arrived));
     st->free_at[rank] = done;
     rc = add_comm(tl, rank, a, now, done, NULL, 0);
@@ -324,9 +327,9 @@ static kt_status advance(sim_state *st, kt_timeline *tl, int rank) {
     const kt_action *x = &ra->actions[st->pos[rank] + PREFETCH_PAIRS];
     int from;
     if (x->op < KT_OP_COUNT) {
-      __builtin_prefetch(&st->done[IDX(st, x->stage, x->mb)], 1);
+      __builtin_prefetch(kt__pairs_cell(&st->done, x->stage, x->mb), 1);
       if (kt_action_needs(x->op, x->stage, st->S, &from) != KT_OUT_NONE)
-        __builtin_prefetch(&st->done[IDX(st, from, x->mb)]);
+        __builtin_prefetch(kt__pairs_cell(&st->done, from, x->mb));
     }
   }
   while (st->pos[rank] < ra->n) {
@@ -346,7 +349,7 @@ static void close_recv_events(sim_state *st, kt_timeline *tl) {
     if (e->op != KT_OP_RECV_F && e->op != KT_OP_RECV_B) continue;
     int from;
     kt_output r = kt_comm_message(e->op, e->stage, &from);
-    double arrive = *result_slot(st, r, from, e->mb);
+    double arrive = kt__pairs_get(&st->done, r, from, e->mb);
     if (arrive > e->end) e->end = arrive;
   }
 }
@@ -366,13 +369,13 @@ static kt_blocked blocked_on(sim_state *st, int r) {
     b.on_rank = st->owner[peer_stage];
     return b;
   }
-  const double *slot;
-  ready_time(st, a, &b.on, &slot);
+  size_t key;
+  ready_time(st, a, &b.on, &key);
   /* a blocked group may wait on its second member */
   while ((ra->actions[g].flags & KT_ACTION_OVERLAP_NEXT) && g + 1 < ra->n) {
     kt_action d2;
-    if (!isnan(ready_time(st, &ra->actions[g], &d2, &slot))) {
-      ready_time(st, &ra->actions[g + 1], &b.on, &slot);
+    if (!isnan(ready_time(st, &ra->actions[g], &d2, &key))) {
+      ready_time(st, &ra->actions[g + 1], &b.on, &key);
       b.at = ra->actions[g + 1];
     }
     g++;
@@ -394,11 +397,15 @@ static kt_status report_deadlock(sim_state *st, kt_error *err) {
   return kt_deadlock_fail(b, n, err);
 }
 
-static kt_status check_actions(const kt_schedule *s, int S, int *lowered, kt_error *err) {
+/* Every action within the schedule's stages and micro-batches; *lowered:
+ * it sends and receives; reads[mb]: the inputs mb's actions read. */
+static kt_status check_actions(const kt_schedule *s, int S, int *lowered, int *reads,
+                               kt_error *err) {
   *lowered = 0;
   for (int r = 0; r < s->p; r++)
     for (size_t i = 0; i < s->ranks[r].n; i++) {
       const kt_action *a = &s->ranks[r].actions[i];
+      int from;
       int per_stage = a->op >= KT_OP_COUNT && !kt_op_has_mb(a->op);
       if (a->op >= KT_OP_ANY_COUNT || a->stage < 0 || a->stage >= S ||
           (!per_stage && (a->mb < 0 || a->mb >= s->m))) {
@@ -409,6 +416,7 @@ static kt_status check_actions(const kt_schedule *s, int S, int *lowered, kt_err
                        at, S, s->m);
       }
       *lowered |= kt_op_is_p2p(a->op);
+      if (kt_action_needs(a->op, a->stage, S, &from) != KT_OUT_NONE) reads[a->mb]++;
     }
   return KT_OK;
 }
@@ -417,7 +425,7 @@ static void state_free(sim_state *st) {
   free(st->cost);
   free(st->first_action);
   free(st->inflight);
-  free(st->done);
+  kt__pairs_free(&st->done);
   free(st->owner);
   free(st->waits);
   free(st->pos);
@@ -448,10 +456,20 @@ static kt_status action_times_init(sim_state *st, kt_error *err) {
   return KT_OK;
 }
 
-static kt_status state_init(sim_state *st, kt_error *err) {
+/* The rows of micro-batches a compute-only run keeps (sim/pairs.h): twice
+ * the stages, a power of two (1F1B holds up to P micro-batches). */
+static int window_rows(int S) {
+  int rows = 8;
+  while (rows < 2 * S && rows < KT_MAX_MICROBATCHES) rows *= 2;
+  return rows;
+}
+
+/* reads: check_actions's count, taken over. */
+static kt_status state_init(sim_state *st, int *reads, kt_error *err) {
   const kt_schedule *s = st->s;
-  size_t cells = (size_t)s->m * (size_t)st->row, msgs = 2 * cells;
-  st->done = malloc(cells * sizeof *st->done);
+  int pairs_failed =
+      kt__pairs_init(&st->done, st->S, s->m, st->lowered ? 0 : window_rows(st->S), reads);
+  size_t msgs = 2 * (size_t)s->m * (size_t)st->done.row;
   st->owner = kt_calloc((size_t)st->S, sizeof *st->owner);
   st->waits = kt_calloc((size_t)s->p, sizeof *st->waits);
   st->pos = kt_calloc((size_t)s->p, sizeof *st->pos);
@@ -466,12 +484,11 @@ static kt_status state_init(sim_state *st, kt_error *err) {
     st->posted_at = malloc(msgs * sizeof *st->posted_at);
     st->recv_event = kt_calloc(msgs, sizeof *st->recv_event);
   }
-  if (!st->done || !st->owner || !st->waits || !st->pos || !st->free_at || !st->mem ||
+  if (pairs_failed || !st->owner || !st->waits || !st->pos || !st->free_at || !st->mem ||
       queue_failed || !st->cost || (st->met && !st->inflight) ||
       (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
     return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs",
                    (size_t)st->S * (size_t)s->m);
-  for (size_t i = 0; i < cells; i++) st->done[i] = (pair_times){NAN, NAN, NAN};
   for (size_t i = 0; st->lowered && i < msgs; i++) st->sent_at[i] = st->posted_at[i] = NAN;
   for (int stage = 0; stage < st->S; stage++) {
     st->owner[stage] = kt_stage_rank(s, stage);
@@ -503,11 +520,10 @@ static int latest(kt_rank_queue *q) {
   return r;
 }
 
-/* Runs the schedule, filling the timeline out and/or the metrics met (each
- * may be NULL). */
-static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *links,
-                              kt_timeline *out, kt_metrics *met, const kt_sim_sink *sink,
-                              int reset_links, kt_error *err) {
+/* One run (sim/internal.h). */
+kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *links,
+                           kt_timeline *out, kt_metrics *met, const kt_sim_sink *sink,
+                           int reset_links, kt_error *err) {
   kt_costs unit;
   if (!c) {
     kt_costs_default(&unit);
@@ -516,31 +532,32 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links 
   int S = kt_schedule_stages(s);
   kt_status rc = kt_costs_check(c, S, err);
   if (!rc) rc = kt_costs_check_m(c, s->m, err);
-  sim_state st = {.s = s,
-                  .c = c,
-                  .links = links,
-                  .S = S,
-                  .row = S + ROW_PAD,
-                  .comm = kt_cost_comm(c),
-                  .met = met,
-                  .sink = sink};
-  if (!rc) rc = check_actions(s, S, &st.lowered, err);
+  sim_state st = {
+      .s = s, .c = c, .links = links, .S = S, .comm = kt_cost_comm(c), .met = met, .sink = sink};
+  int *reads = kt_calloc((size_t)s->m + 1, sizeof *reads);
+  if (!rc && !reads) rc = kt_fail(err, KT_ENOMEM, "out of memory for %d micro-batches", s->m);
+  if (!rc) rc = check_actions(s, S, &st.lowered, reads, err);
   if (!rc && c->n_links && c->n_links != s->p && c->n_links != s->p - 1)
     rc = kt_fail(err, KT_EINVAL,
                  "the costs list %d links; %d ranks have %d (or %d with the wrap "
                  "from the last rank to the first)",
                  c->n_links, s->p, s->p - 1, s->p);
-  if (rc) return rc;
+  if (rc) {
+    free(reads);
+    return rc;
+  }
   if (links && reset_links) kt_links_reset(links);
   if (out) kt_timeline_init(out, s->p, "unit", "unit"); /* freed on every failure below */
   if (met) {
     memset(met, 0, sizeof *met);
     met->p = s->p;
-    if (!(met->ranks = kt_calloc((size_t)s->p, sizeof *met->ranks)))
+    if (!(met->ranks = kt_calloc((size_t)s->p, sizeof *met->ranks))) {
+      free(reads);
       return kt_fail(err, KT_ENOMEM, "out of memory for the metrics of %d ranks", s->p);
+    }
     for (int r = 0; r < s->p; r++) met->ranks[r].rank = r;
   }
-  kt_status status = state_init(&st, err);
+  kt_status status = state_init(&st, reads, err);
   if (!status && out) { /* every compute action is one event and one or two memory samples */
     size_t n = kt_schedule_total_actions(s);
     if (kt_timeline_reserve(out, n, n + (size_t)s->p))
@@ -560,63 +577,4 @@ static kt_status simulate_run(const kt_schedule *s, const kt_costs *c, kt_links 
   if (status && met) kt_metrics_free(met);
   state_free(&st);
   return status;
-}
-
-/* Runs beyond the first that share the links between overlapping
- * transfers (kt_links_share; each replay moves the durations halfway, so
- * the runs settle where a saturated link made them swing between two
- * answers: 7e-5 s of change left after 20 runs on test_links's saturated
- * link), and the flows above which they are skipped (a replay is
- * quadratic in the transfers in flight at once). */
-#define SHARE_RUNS 20
-#define SHARE_MAX_FLOWS 20000
-
-/* The transfers a run of every replica makes at most (each pair's F and
- * B results crossing once, each rank's all-reduce as a ring over D). */
-static size_t replay_flows(const kt_schedule *s, int replicas) {
-  size_t ring = 2 * (size_t)replicas * (size_t)(replicas - 1); /* a rank's all-reduce at most */
-  return 2 * (size_t)s->m * (size_t)kt_schedule_stages(s) * (size_t)replicas + (size_t)s->p * ring;
-}
-
-/* One run for each of the D replicas in turn, side by side on the links
- * (outputs from replica 0's); one run following replica 0 with the others'
- * copies when they would exceed the flows a replay takes. */
-static kt_status simulate_replicas(const kt_schedule *s, const kt_costs *c, kt_links *l,
-                                   kt_timeline *out, kt_metrics *met, const kt_sim_sink *sink,
-                                   kt_error *err) {
-  int D = kt_links_replicas(l);
-  kt_status st = KT_OK;
-  if (D == 1 || replay_flows(s, D) > SHARE_MAX_FLOWS) {
-    st = simulate_run(s, c, l, out, met, sink, 1, err);
-  } else {
-    kt_links_reset(l);
-    for (int k = 0; k < D && !st; k++) {
-      kt_links_follow_replica(l, k);
-      st = simulate_run(s, c, l, k ? NULL : out, k ? NULL : met, k ? NULL : sink, 0, err);
-    }
-    kt_links_follow_replica(l, -1);
-  }
-  if (!st) kt_links_sync(l); /* the step's all-reduce, when one is set */
-  return st;
-}
-
-/* With links: on a copy of them (the caller's are only read), a first run
- * books transfers in turns, then runs that take their durations from a
- * replay of the last one in time order (links shared), until the
- * durations settle; the last run fills the outputs. *sync_end (may be
- * NULL): when the step's all-reduce ends, NAN without links. */
-kt_status kt__simulate(const kt_schedule *s, const kt_costs *c, kt_timeline *out, kt_metrics *met,
-                       const kt_sim_sink *sink, double *sync_end, kt_error *err) {
-  if (sync_end) *sync_end = NAN;
-  if (!c || !c->links) return simulate_run(s, c, NULL, out, met, sink, 1, err);
-  kt_links *l;
-  kt_status st = kt_links_clone(c->links, &l, err);
-  for (int run = 0; !st && run < SHARE_RUNS && replay_flows(s, 1) <= SHARE_MAX_FLOWS; run++) {
-    st = simulate_replicas(s, c, l, NULL, NULL, NULL, err);
-    if (!st && !(kt_links_share(l) > 1e-7)) break; /* settled */
-  }
-  if (!st) st = simulate_replicas(s, c, l, out, met, sink, err);
-  if (!st && sync_end) *sync_end = kt_links_synced(l);
-  kt_links_destroy(l);
-  return st;
 }
