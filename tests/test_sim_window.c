@@ -74,7 +74,8 @@ static void ring_then_table(const kt_costs *c) {
   kt_gen_params p = {.p = 4, .m = 64, .v = 1, .costs = c};
   CHECK(!kt_generate(KT_SCHED_1F1B, &p, &a, &err));
   CHECK(!kt_generate(KT_SCHED_GPIPE, &p, &g, &err));
-  for (int r = 0; r < a.p; r++) { /* a's rank r: its 1F1B order up to micro-batch 32, then GPipe's */
+  /* a's rank r: its 1F1B order up to micro-batch 32, then GPipe's */
+  for (int r = 0; r < a.p; r++) {
     size_t k = 0;
     for (size_t i = 0; i < a.ranks[r].n; i++)
       if (a.ranks[r].actions[i].mb < 32) a.ranks[r].actions[k++] = a.ranks[r].actions[i];

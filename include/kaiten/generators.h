@@ -168,7 +168,8 @@ kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params, kt_schedule
  * limit per rank (the memory its order was searched under; <= 0: s's own
  * peak), under the stage costs c, raised to what s's generation proved
  * (outcome, may be NULL: zb-auto's exact step); exact: the proven optimum
- * (the generation proved it, or s's period meets it). No search runs here. */
+ * (the generation proved it, or s's period meets it; period NAN: not known
+ * yet, kt_gen_bound_meets adds it). No search runs here. */
 typedef struct {
   int has;              /* 0: none, why says why */
   double value, memory; /* the bound, and the memory per rank it holds within */
@@ -178,6 +179,9 @@ typedef struct {
 } kt_gen_bound;
 void kt_gen_bound_of(const kt_schedule *s, const kt_costs *c, double limit, double period,
                      const kt_gen_outcome *outcome, kt_gen_bound *out);
+/* A bound the order's period meets is its optimum: b made exact when
+ * period is within 1e-9 of it (relative). */
+void kt_gen_bound_meets(kt_gen_bound *b, double period);
 
 /* ---- optimal: the fastest order of a small problem, proven -------------- */
 

@@ -59,6 +59,10 @@ void kt_gen_bound_of(const kt_schedule *s, const kt_costs *c, double limit, doub
   out->has = 1, out->value = lb, out->memory = limit, out->from = "analytic";
   if (outcome && outcome->lower_bound > lb * (1 + 1e-12))
     out->value = outcome->lower_bound, out->from = "search";
-  /* a bound the order meets is its optimum */
-  out->exact = (outcome && outcome->proven) || fabs(out->value - period) <= 1e-9 * (1 + period);
+  out->exact = outcome && outcome->proven;
+  kt_gen_bound_meets(out, period);
+}
+
+void kt_gen_bound_meets(kt_gen_bound *b, double period) {
+  if (b->has && fabs(b->value - period) <= 1e-9 * (1 + period)) b->exact = 1;
 }
