@@ -235,13 +235,19 @@ int kt_rank_chunk_stage(const kt_schedule *s, int rank, int chunk) {
 size_t kt_schedule_messages(const kt_schedule *s) {
   int S = kt_schedule_stages(s);
   size_t n = 0;
-  for (int r = 0; r < s->p; r++)
+  for (int r = 0; r < s->p; r++) {
+    /* whether the stage's F and backward send: looked up when the stage
+     * changes (a rank's actions stay on one of its few stages for a while) */
+    int stage = -1, f_sends = 0, b_sends = 0;
     for (size_t i = 0; i < s->ranks[r].n; i++) {
       const kt_action *a = &s->ranks[r].actions[i];
-      if (a->op == KT_OP_F && a->stage + 1 < S && kt_stage_rank(s, a->stage + 1) != r) n++;
-      if ((a->op == KT_OP_B || a->op == KT_OP_I) && a->stage > 0 &&
-          kt_stage_rank(s, a->stage - 1) != r)
-        n++;
+      if (a->stage != stage) {
+        stage = a->stage;
+        f_sends = stage + 1 < S && kt_stage_rank(s, stage + 1) != r;
+        b_sends = stage > 0 && kt_stage_rank(s, stage - 1) != r;
+      }
+      n += (a->op == KT_OP_F && f_sends) + ((a->op == KT_OP_B || a->op == KT_OP_I) && b_sends);
     }
+  }
   return n;
 }
