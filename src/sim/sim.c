@@ -28,6 +28,17 @@ typedef struct {
   double dur[KT_OP_COUNT], mem[KT_OP_COUNT], transient;
 } stage_costs;
 
+/* One rank's running state, kept together: a visit touches one cache line
+ * for it (1F1B at P=1024: seven arrays indexed by rank were seven lines). */
+typedef struct {
+  _Alignas(64) const kt_action *actions; /* the schedule's, and how many */
+  size_t n, pos;                         /* pos: the next one */
+  double free_at;                        /* end of the previous action */
+  double mem;                            /* running memory */
+  size_t waits; /* the result its next compute action waits for (RESULT_KEY) */
+  int inflight; /* pairs between F and their last backward op (with metrics) */
+} rank_run;
+
 typedef struct {
   const kt_schedule *s;
   const kt_costs *c;
@@ -39,14 +50,10 @@ typedef struct {
   int cost_mbs;            /* micro-batches per stage in cost: M, or 1 (a stage's mbs alike) */
   kt_metrics *met;         /* metrics accumulated as actions run (NULL: not asked) */
   const kt_sim_sink *sink; /* receives events and memory samples (NULL: none) */
-  int *inflight;           /* per rank, with met */
   kt__pairs done;          /* when each (stage, mb) pair's results are available */
   int *owner;              /* stage -> rank (no division in the hot loop) */
-  size_t *waits;           /* per rank: the result its next compute action waits for (RESULT_KEY) */
-  size_t *pos;             /* next action per rank */
-  double *free_at;         /* end of the previous action per rank */
+  rank_run *rk;            /* per rank */
   int sent;                /* messages the running compute action sent to other ranks */
-  double *mem;             /* running memory per rank */
   kt_rank_queue work;      /* ranks whose next action may have become ready */
   /* lowered programs only, per message (result F or BI of a pair): when its
    * SEND ran, when its RECV was posted, and the RECV's comm event */
@@ -78,11 +85,13 @@ static double arrive_at(const sim_state *st, int from, int to, double t) {
 
 /* Time a compute action's input is ready (0 when it needs none), or NAN
  * while it is not; *dep receives what it waits for (for deadlock reports),
- * *key that result (RESULT_KEY; left alone when it needs none). */
-static double ready_time(sim_state *st, const kt_action *a, kt_action *dep, size_t *key) {
+ * *key that result (RESULT_KEY; 0 when it needs none). Inlined: two calls
+ * a visit, in the loop every action goes through. */
+static inline __attribute__((always_inline)) double ready_time(sim_state *st, const kt_action *a,
+                                                               kt_action *dep, size_t *key) {
   int from;
   kt_output need = kt_action_needs(a->op, a->stage, st->S, &from);
-  if (need == KT_OUT_NONE) return 0.0;
+  if (need == KT_OUT_NONE) return *key = 0, 0.0;
   static const uint8_t producer_op[KT_OUT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
   *dep = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
   *key = RESULT_KEY(st, need, from, a->mb);
@@ -95,7 +104,7 @@ static double ready_time(sim_state *st, const kt_action *a, kt_action *dep, size
  * visit; a visit misses the cache for the rank's actions). With links the
  * ranks go first-woken-first, as the link model was measured. */
 static void wake_for(sim_state *st, int r, size_t key) {
-  if (st->links || st->waits[r] == key) kt_rank_queue_wake(&st->work, r);
+  if (st->links || st->rk[r].waits == key) kt_rank_queue_wake(&st->work, r);
 }
 
 /* Publishes a finished compute action's results: to a consumer on the same
@@ -142,9 +151,9 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
   /* compute-only: the messages it sends leave with it (lowered: on SENDs) */
   int64_t bytes = sent * message_bytes(st);
   const stage_costs *sc = cost_of(st, a->stage, a->mb);
-  double delta = sc->mem[a->op], extra = sc->transient, before = st->mem[rank];
+  double delta = sc->mem[a->op], extra = sc->transient, before = st->rk[rank].mem;
   double after = before + delta;
-  st->mem[rank] = after;
+  st->rk[rank].mem = after;
   /* the memory levels it leaves: the scratch an op holds while it runs,
    * then what stays; else an F holds its activation from its start and a
    * backward frees at its end. The timeline samples them, and the metrics
@@ -165,10 +174,11 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
     rm->busy += end - start;
     rm->actions++;
     rm->bytes_sent += bytes;
-    int *in = &st->inflight[rank];
-    if (a->op == KT_OP_F) ++*in;
-    if (*in > rm->peak_inflight) rm->peak_inflight = *in;
-    if (a->op == KT_OP_B || a->op == KT_OP_W) --*in;
+    /* without branches: the ops alternate, which no predictor follows */
+    int *in = &st->rk[rank].inflight;
+    *in += a->op == KT_OP_F;
+    rm->peak_inflight = *in > rm->peak_inflight ? *in : rm->peak_inflight;
+    *in -= a->op == KT_OP_B || a->op == KT_OP_W;
     for (int i = 0; i < n_ms; i++)
       if (ms[i].value > rm->peak_memory) rm->peak_memory = ms[i].value;
   }
@@ -195,29 +205,29 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
 /* The duration of rank's action g places after its next one: its stage's
  * cost, or its own (kt_costs.action_time). */
 static double action_cost(const sim_state *st, int rank, size_t g) {
-  size_t at = st->pos[rank] + g;
+  size_t at = st->rk[rank].pos + g;
   if (st->first_action) return st->c->action_time[st->first_action[rank] + at];
-  const kt_action *a = &st->s->ranks[rank].actions[at];
+  const kt_action *a = &st->rk[rank].actions[at];
   return cost_of(st, a->stage, a->mb)->dur[a->op];
 }
 
 /* Runs one compute action, or an overlapped group as a whole, when ready:
  * 1 when it ran, 0 when it waits, -1 when out of memory. */
 static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
-  const kt_rank_actions *ra = &st->s->ranks[rank];
-  const kt_action *a = &ra->actions[st->pos[rank]];
+  rank_run *rr = &st->rk[rank];
+  const kt_action *a = &rr->actions[rr->pos];
   kt_action dep;
-  size_t *wait = &st->waits[rank];
-  double ready = ready_time(st, a, &dep, wait);
+  double ready = ready_time(st, a, &dep, &rr->waits);
   if (isnan(ready)) return 0;
+  int reads_first = rr->waits != 0;
   size_t group = 1;
-  while ((a[group - 1].flags & KT_ACTION_OVERLAP_NEXT) && st->pos[rank] + group < ra->n) {
-    double r2 = ready_time(st, &a[group], &dep, wait);
+  while ((a[group - 1].flags & KT_ACTION_OVERLAP_NEXT) && rr->pos + group < rr->n) {
+    double r2 = ready_time(st, &a[group], &dep, &rr->waits);
     if (isnan(r2)) return 0;
     if (r2 > ready) ready = r2;
     group++;
   }
-  double start = ready > st->free_at[rank] ? ready : st->free_at[rank];
+  double start = ready > rr->free_at ? ready : rr->free_at;
   /* the first op's cost is looked up once: a lone action (the common case) needs no more */
   double first = action_cost(st, rank, 0), total = first, longest = first;
   for (size_t g = 1; g < group; g++) {
@@ -241,13 +251,14 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
     t += d;
   }
   /* its inputs read (after its own results went into their rows) */
-  for (size_t g = 0; g < group; g++) {
+  if (reads_first) kt__pairs_read(&st->done, a->mb);
+  for (size_t g = 1; g < group; g++) {
     int from;
     if (kt_action_needs(a[g].op, a[g].stage, st->S, &from) != KT_OUT_NONE)
       kt__pairs_read(&st->done, a[g].mb);
   }
-  st->free_at[rank] = start + total + st->sent * st->c->send_overhead; /* posting the sends */
-  st->pos[rank] += group;
+  rr->free_at = start + total + st->sent * st->c->send_overhead; /* posting the sends */
+  rr->pos += group;
   return 1;
 }
 
@@ -274,8 +285,8 @@ static int add_comm(kt_timeline *tl, int rank, const kt_action *a, double start,
 
 /* Runs one communication action of a lowered program: 1 ran, 0 waits, -1 ENOMEM. */
 static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
-  const kt_action *a = &st->s->ranks[rank].actions[st->pos[rank]];
-  double now = st->free_at[rank];
+  const kt_action *a = &st->rk[rank].actions[st->rk[rank].pos];
+  double now = st->rk[rank].free_at;
   int rc = 1;
   if (a->op == KT_OP_SEND_F || a->op == KT_OP_SEND_B) {
     size_t m = comm_msg(st, a);
@@ -284,7 +295,7 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
     double *slot = kt__pairs_put(&st->done, r, a->stage, a->mb);
     if (!slot) return -1;
     st->sent_at[m] = now;
-    st->free_at[rank] = now + st->c->send_overhead;
+    st->rk[rank].free_at = now + st->c->send_overhead;
     *slot = arrive;
     kt_rank_queue_wake(&st->work, st->owner[kt_output_consumer(r, a->stage, st->S)]);
     int64_t bytes = message_bytes(st);
@@ -303,28 +314,28 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
     double arrived = kt__pairs_get(&st->done, a->op == KT_OP_WAIT_SEND_F ? KT_OUT_F : KT_OUT_BI,
                                    a->stage, a->mb);
     double done = fmax(now, fmax(st->posted_at[m], arrived));
-    st->free_at[rank] = done;
+    st->rk[rank].free_at = done;
     rc = add_comm(tl, rank, a, now, done, NULL, 0);
   } else { /* REDUCE_GRAD, UNSHARD, ...: no cost in the simulation */
     rc = add_comm(tl, rank, a, now, now, NULL, 0);
   }
-  if (rc >= 0) st->pos[rank]++;
+  if (rc >= 0) st->rk[rank].pos++;
   return rc;
 }
 
 /* Runs rank's actions until one is not ready. */
 static kt_status advance(sim_state *st, kt_timeline *tl, int rank) {
-  const kt_rank_actions *ra = &st->s->ranks[rank];
+  const rank_run *ra = &st->rk[rank];
   /* Ranks take turns, a few actions a visit: fetch this rank's next actions
    * now, for its next visit (many ranks' lists are more streams than the
    * hardware prefetcher follows). */
-  if (st->pos[rank] + PREFETCH_AHEAD < ra->n)
-    __builtin_prefetch(&ra->actions[st->pos[rank] + PREFETCH_AHEAD]);
+  if (st->rk[rank].pos + PREFETCH_AHEAD < ra->n)
+    __builtin_prefetch(&ra->actions[st->rk[rank].pos + PREFETCH_AHEAD]);
   /* and the completion times the action after this visit reads and writes
    * (its line came with the prefetch above on an earlier visit): with
    * S*M pairs past the cache these are the visit's misses */
-  if (st->pos[rank] + PREFETCH_PAIRS < ra->n) {
-    const kt_action *x = &ra->actions[st->pos[rank] + PREFETCH_PAIRS];
+  if (st->rk[rank].pos + PREFETCH_PAIRS < ra->n) {
+    const kt_action *x = &ra->actions[st->rk[rank].pos + PREFETCH_PAIRS];
     int from;
     if (x->op < KT_OP_COUNT) {
       __builtin_prefetch(kt__pairs_cell(&st->done, x->stage, x->mb), 1);
@@ -332,8 +343,8 @@ static kt_status advance(sim_state *st, kt_timeline *tl, int rank) {
         __builtin_prefetch(kt__pairs_cell(&st->done, from, x->mb));
     }
   }
-  while (st->pos[rank] < ra->n) {
-    int op = ra->actions[st->pos[rank]].op;
+  while (st->rk[rank].pos < ra->n) {
+    int op = ra->actions[st->rk[rank].pos].op;
     int ran = op < KT_OP_COUNT ? run_compute(st, tl, rank) : run_comm(st, tl, rank);
     if (ran < 0) return KT_ENOMEM;
     if (!ran) return KT_OK;
@@ -356,8 +367,8 @@ static void close_recv_events(sim_state *st, kt_timeline *tl) {
 
 /* What the next action of a blocked rank waits for. */
 static kt_blocked blocked_on(sim_state *st, int r) {
-  const kt_rank_actions *ra = &st->s->ranks[r];
-  size_t g = st->pos[r];
+  const rank_run *ra = &st->rk[r];
+  size_t g = st->rk[r].pos;
   const kt_action *a = &ra->actions[g];
   kt_blocked b = {.rank = r, .at = *a, .on = *a};
   if (a->op >= KT_OP_COUNT) { /* a WAIT_SEND waits for the peer's RECV */
@@ -390,7 +401,7 @@ static kt_status report_deadlock(sim_state *st, kt_error *err) {
   kt_blocked b[8];
   int n = 0;
   for (int r = 0; r < st->s->p; r++) {
-    if (st->pos[r] >= st->s->ranks[r].n) continue;
+    if (st->rk[r].pos >= st->s->ranks[r].n) continue;
     if (n < 8) b[n] = blocked_on(st, r);
     n++;
   }
@@ -424,13 +435,9 @@ static kt_status check_actions(const kt_schedule *s, int S, int *lowered, int *r
 static void state_free(sim_state *st) {
   free(st->cost);
   free(st->first_action);
-  free(st->inflight);
   kt__pairs_free(&st->done);
   free(st->owner);
-  free(st->waits);
-  free(st->pos);
-  free(st->free_at);
-  free(st->mem);
+  free(st->rk);
   kt_rank_queue_free(&st->work);
   free(st->sent_at);
   free(st->posted_at);
@@ -471,25 +478,22 @@ static kt_status state_init(sim_state *st, int *reads, kt_error *err) {
       kt__pairs_init(&st->done, st->S, s->m, st->lowered ? 0 : window_rows(st->S), reads);
   size_t msgs = 2 * (size_t)s->m * (size_t)st->done.row;
   st->owner = kt_calloc((size_t)st->S, sizeof *st->owner);
-  st->waits = kt_calloc((size_t)s->p, sizeof *st->waits);
-  st->pos = kt_calloc((size_t)s->p, sizeof *st->pos);
-  st->free_at = kt_calloc((size_t)s->p, sizeof *st->free_at);
-  st->mem = kt_calloc((size_t)s->p, sizeof *st->mem);
+  st->rk = aligned_alloc(_Alignof(rank_run), (size_t)s->p * sizeof *st->rk);
   int queue_failed = kt_rank_queue_init(&st->work, s->p);
   st->cost_mbs = kt_costs_per_mb(st->c) ? s->m : 1;
   st->cost = malloc((size_t)st->S * (size_t)st->cost_mbs * sizeof *st->cost);
-  if (st->met) st->inflight = kt_calloc((size_t)s->p, sizeof *st->inflight);
   if (st->lowered) {
     st->sent_at = malloc(msgs * sizeof *st->sent_at);
     st->posted_at = malloc(msgs * sizeof *st->posted_at);
     st->recv_event = kt_calloc(msgs, sizeof *st->recv_event);
   }
-  if (pairs_failed || !st->owner || !st->waits || !st->pos || !st->free_at || !st->mem ||
-      queue_failed || !st->cost || (st->met && !st->inflight) ||
+  if (pairs_failed || !st->owner || !st->rk || queue_failed || !st->cost ||
       (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
     return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs",
                    (size_t)st->S * (size_t)s->m);
   for (size_t i = 0; st->lowered && i < msgs; i++) st->sent_at[i] = st->posted_at[i] = NAN;
+  for (int r = 0; r < s->p; r++)
+    st->rk[r] = (rank_run){.actions = s->ranks[r].actions, .n = s->ranks[r].n};
   for (int stage = 0; stage < st->S; stage++) {
     st->owner[stage] = kt_stage_rank(s, stage);
     for (int j = 0; j < st->cost_mbs; j++) {
@@ -563,15 +567,16 @@ kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *li
     if (kt_timeline_reserve(out, n, n + (size_t)s->p))
       status = kt_fail(err, KT_ENOMEM, "out of memory for a timeline of %zu actions", n);
   }
-  for (int r = 0; !status && c->rank_release && r < s->p; r++) st.free_at[r] = c->rank_release[r];
+  for (int r = 0; !status && c->rank_release && r < s->p; r++)
+    st.rk[r].free_at = c->rank_release[r];
   if (!status) kt_rank_queue_fill(&st.work);
   for (int r; !status && (r = links ? kt_rank_queue_next(&st.work) : latest(&st.work)) >= 0;)
     if (advance(&st, out, r))
       status = kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
   for (int r = 0; !status && r < s->p; r++)
-    if (st.pos[r] < s->ranks[r].n) status = report_deadlock(&st, err);
+    if (st.rk[r].pos < s->ranks[r].n) status = report_deadlock(&st, err);
   if (!status) close_recv_events(&st, out);
-  for (int r = 0; !status && links && r < s->p; r++) kt_links_note_end(links, r, st.free_at[r]);
+  for (int r = 0; !status && links && r < s->p; r++) kt_links_note_end(links, r, st.rk[r].free_at);
   if (!status && met) kt_metrics_finish(met);
   if (status && out) kt_timeline_free(out);
   if (status && met) kt_metrics_free(met);
