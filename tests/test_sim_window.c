@@ -14,7 +14,7 @@ static void ring_rows(void) {
   int m = 16, *reads = calloc((size_t)m, sizeof *reads);
   CHECK(reads != NULL);
   for (int mb = 0; mb < m; mb++) reads[mb] = 2;
-  CHECK_EQ_INT(kt__pairs_init(&t, 3, m, 4, reads), 0);
+  CHECK_EQ_INT(kt__pairs_init(&t, 3, m, 3, 4, reads), 0);
   CHECK_EQ_INT(t.mask, 3);
   CHECK(isnan(kt__pairs_get(&t, KT_OUT_F, 0, 1))); /* nothing written yet */
   *kt__pairs_put(&t, KT_OUT_F, 0, 1) = 2.5;

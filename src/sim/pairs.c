@@ -11,13 +11,13 @@
  * micro-batch's first stage would otherwise fall in the same cache sets. */
 #define ROW_PAD 8
 
-static void fill_nan(kt__pair_times *cells, size_t n) {
-  for (size_t i = 0; i < n; i++) cells[i] = (kt__pair_times){NAN, NAN, NAN};
+static void fill_nan(double *times, size_t n) {
+  for (size_t i = 0; i < n; i++) times[i] = NAN;
 }
 
-int kt__pairs_init(kt__pairs *t, int stages, int m, int window_rows, int *reads) {
+int kt__pairs_init(kt__pairs *t, int stages, int m, int width, int window_rows, int *reads) {
   memset(t, 0, sizeof *t);
-  t->row = stages + ROW_PAD, t->m = m, t->mask = -1;
+  t->row = stages + ROW_PAD, t->width = width, t->m = m, t->mask = -1;
   int ring = window_rows > 0 && window_rows < m && reads;
   size_t rows = ring ? (size_t)window_rows : (size_t)m;
   if (ring) {
@@ -28,13 +28,14 @@ int kt__pairs_init(kt__pairs *t, int stages, int m, int window_rows, int *reads)
   } else {
     free(reads);
   }
-  t->rows = malloc(rows * (size_t)t->row * sizeof *t->rows);
+  size_t row = (size_t)t->row * (size_t)width; /* times */
+  t->rows = malloc(rows * row * sizeof *t->rows);
   if (!t->rows || (ring && (!t->held || !t->left))) {
     kt__pairs_free(t);
     return -1;
   }
   if (ring) memset(t->held, 0xff, rows * sizeof *t->held); /* -1: free */
-  else fill_nan(t->rows, rows * (size_t)t->row);
+  else fill_nan(t->rows, rows * row);
   return 0;
 }
 
@@ -50,14 +51,15 @@ void kt__pairs_free(kt__pairs *t) {
 void kt__pairs_take(kt__pairs *t, int slot, int mb) {
   t->held[slot] = mb;
   t->left[slot] = t->reads[mb];
-  fill_nan(&t->rows[(size_t)slot * (size_t)t->row], (size_t)t->row);
+  size_t row = (size_t)t->row * (size_t)t->width;
+  fill_nan(&t->rows[(size_t)slot * row], row);
 }
 
 int kt__pairs_grow(kt__pairs *t) {
-  size_t row = (size_t)t->row, cells = (size_t)t->m * row;
-  kt__pair_times *all = malloc(cells * sizeof *all);
+  size_t row = (size_t)t->row * (size_t)t->width, times = (size_t)t->m * row;
+  double *all = malloc(times * sizeof *all);
   if (!all) return -1;
-  fill_nan(all, cells);
+  fill_nan(all, times);
   for (int slot = 0; slot <= t->mask; slot++)
     if (t->held[slot] >= 0)
       memcpy(&all[(size_t)t->held[slot] * row], &t->rows[(size_t)slot * row], row * sizeof *all);

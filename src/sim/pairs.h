@@ -17,46 +17,41 @@
 
 #include "kaiten/schedule.h"
 
-/* When a pair's results reach their consumer; NAN = not yet. f and bi as
- * their consumer sees them (after the hop when it is on another rank); i
- * is the end of I (W on the same rank needs it). Kept together so a
- * dependency check touches one cache line. */
+/* A pair's cell: when its results reach their consumer, indexed by
+ * kt_output (F, BI, I); NAN = not yet. F and BI as their consumer sees
+ * them (after the hop when it is on another rank); I is the end of I (W on
+ * the same rank needs it). Kept together so a dependency check touches one
+ * cache line; a schedule without I and W keeps F and BI only (16 bytes a
+ * pair, where 24 held an I never made). */
 typedef struct {
-  double f, bi, i;
-} kt__pair_times;
-
-typedef struct {
-  kt__pair_times *rows; /* rows of `row` cells: the ring, or one per micro-batch */
-  int row, m;           /* cells per row (stages + padding), micro-batches */
-  int mask;             /* ring rows - 1; -1: the whole table (row mb is mb's) */
-  int *held;            /* ring: the micro-batch a row holds, -1 free */
-  int *left;            /* ring: reads the row's results still have coming */
-  int *reads;           /* ring: per micro-batch, the reads of its results */
+  double *rows;   /* rows of `row` cells of `width` times: the ring, or one per micro-batch */
+  int row, width; /* cells per row (stages + padding), times per cell (2 or 3) */
+  int m;          /* micro-batches */
+  int mask;       /* ring rows - 1; -1: the whole table (row mb is mb's) */
+  int *held;      /* ring: the micro-batch a row holds, -1 free */
+  int *left;      /* ring: reads the row's results still have coming */
+  int *reads;     /* ring: per micro-batch, the reads of its results */
 } kt__pairs;
 
 /* The whole table when window_rows <= 0 or it would hold m anyway, else a
- * ring of window_rows (a power of two) rows; reads (m counts, may be NULL
- * for the whole table) is taken over. 0 ok, -1 out of memory (t then holds
- * nothing to free). */
-int kt__pairs_init(kt__pairs *t, int stages, int m, int window_rows, int *reads);
+ * ring of window_rows (a power of two) rows; width: 3, or 2 when no action
+ * makes or reads an I; reads (m counts, may be NULL for the whole table)
+ * is taken over. 0 ok, -1 out of memory (t then holds nothing to free). */
+int kt__pairs_init(kt__pairs *t, int stages, int m, int width, int window_rows, int *reads);
 void kt__pairs_free(kt__pairs *t);
 /* The ring turned into the whole table (rows held copied). 0 ok, -1 out of memory. */
 int kt__pairs_grow(kt__pairs *t);
 
 /* Where mb's results are or will be: its row's cell for stage. */
-static inline kt__pair_times *kt__pairs_cell(const kt__pairs *t, int stage, int mb) {
+static inline double *kt__pairs_cell(const kt__pairs *t, int stage, int mb) {
   size_t r = t->mask < 0 ? (size_t)mb : (size_t)(mb & t->mask);
-  return &t->rows[r * (size_t)t->row + (size_t)stage];
-}
-
-static inline double *kt__pair_slot(kt__pair_times *pt, kt_output r) {
-  return r == KT_OUT_F ? &pt->f : r == KT_OUT_BI ? &pt->bi : &pt->i;
+  return &t->rows[(r * (size_t)t->row + (size_t)stage) * (size_t)t->width];
 }
 
 /* The time result r of (stage, mb) is available, NAN while it is not. */
 static inline double kt__pairs_get(const kt__pairs *t, kt_output r, int stage, int mb) {
   if (t->mask >= 0 && t->held[mb & t->mask] != mb) return NAN;
-  return *kt__pair_slot(kt__pairs_cell(t, stage, mb), r);
+  return kt__pairs_cell(t, stage, mb)[r];
 }
 
 void kt__pairs_take(kt__pairs *t, int slot, int mb);
@@ -71,7 +66,7 @@ static inline double *kt__pairs_put(kt__pairs *t, kt_output r, int stage, int mb
       if (t->mask >= 0) kt__pairs_take(t, slot, mb);
     }
   }
-  return kt__pair_slot(kt__pairs_cell(t, stage, mb), r);
+  return &kt__pairs_cell(t, stage, mb)[r];
 }
 
 /* One of mb's results has been read by its consumer: the row is free once

@@ -45,6 +45,7 @@ typedef struct {
   kt_links *links;      /* the simulation's own copy of c->links (NULL: none) */
   size_t *first_action; /* with c->action_time: rank -> its first entry */
   int S, lowered;
+  int i_ops; /* some action makes or reads an I (else pairs keep F and BI only) */
   double comm;
   stage_costs *cost;       /* per stage, or per (stage, mb) with per-micro-batch costs */
   int cost_mbs;            /* micro-batches per stage in cost: M, or 1 (a stage's mbs alike) */
@@ -408,11 +409,12 @@ static kt_status report_deadlock(sim_state *st, kt_error *err) {
   return kt_deadlock_fail(b, n, err);
 }
 
-/* Every action within the schedule's stages and micro-batches; *lowered:
- * it sends and receives; reads[mb]: the inputs mb's actions read. */
-static kt_status check_actions(const kt_schedule *s, int S, int *lowered, int *reads,
-                               kt_error *err) {
-  *lowered = 0;
+/* Every action within the schedule's stages and micro-batches; st->lowered:
+ * it sends and receives; st->i_ops: it runs I or W; reads[mb]: the inputs
+ * mb's actions read. */
+static kt_status check_actions(const kt_schedule *s, sim_state *st, int *reads, kt_error *err) {
+  int S = st->S;
+  st->lowered = st->i_ops = 0;
   for (int r = 0; r < s->p; r++)
     for (size_t i = 0; i < s->ranks[r].n; i++) {
       const kt_action *a = &s->ranks[r].actions[i];
@@ -426,7 +428,8 @@ static kt_status check_actions(const kt_schedule *s, int S, int *lowered, int *r
                        "rank %d runs %s, outside the schedule's %d stages and %d micro-batches", r,
                        at, S, s->m);
       }
-      *lowered |= kt_op_is_p2p(a->op);
+      st->lowered |= kt_op_is_p2p(a->op);
+      st->i_ops |= a->op == KT_OP_I || a->op == KT_OP_W;
       if (kt_action_needs(a->op, a->stage, S, &from) != KT_OUT_NONE) reads[a->mb]++;
     }
   return KT_OK;
@@ -474,8 +477,8 @@ static int window_rows(int S) {
 /* reads: check_actions's count, taken over. */
 static kt_status state_init(sim_state *st, int *reads, kt_error *err) {
   const kt_schedule *s = st->s;
-  int pairs_failed =
-      kt__pairs_init(&st->done, st->S, s->m, st->lowered ? 0 : window_rows(st->S), reads);
+  int pairs_failed = kt__pairs_init(&st->done, st->S, s->m, st->i_ops ? 3 : 2,
+                                    st->lowered ? 0 : window_rows(st->S), reads);
   size_t msgs = 2 * (size_t)s->m * (size_t)st->done.row;
   st->owner = kt_calloc((size_t)st->S, sizeof *st->owner);
   st->rk = aligned_alloc(_Alignof(rank_run), (size_t)s->p * sizeof *st->rk);
@@ -540,7 +543,7 @@ kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *li
       .s = s, .c = c, .links = links, .S = S, .comm = kt_cost_comm(c), .met = met, .sink = sink};
   int *reads = kt_calloc((size_t)s->m + 1, sizeof *reads);
   if (!rc && !reads) rc = kt_fail(err, KT_ENOMEM, "out of memory for %d micro-batches", s->m);
-  if (!rc) rc = check_actions(s, S, &st.lowered, reads, err);
+  if (!rc) rc = check_actions(s, &st, reads, err);
   if (!rc && c->n_links && c->n_links != s->p && c->n_links != s->p - 1)
     rc = kt_fail(err, KT_EINVAL,
                  "the costs list %d links; %d ranks have %d (or %d with the wrap "
