@@ -3,6 +3,6 @@
 # in-page simulator.
 foreach(part panel critical drag diff idle)
   add_test(NAME test_whatif_${part}
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/whatif_browser.sh $<TARGET_FILE:kaiten_cli> ${part})
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/browser_part.sh whatif $<TARGET_FILE:kaiten_cli> ${part})
   set_tests_properties(test_whatif_${part} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endforeach()

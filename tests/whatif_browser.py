@@ -1,4 +1,4 @@
-"""The what-if panel in headless Chromium (run by whatif_browser.sh, one
+"""The what-if panel in headless Chromium (run by browser_part.sh, one
 CTest entry per part):  whatif_browser.py PART KAITEN CHROMIUM TMPDIR
 
 Each part drives a report the CLI wrote (or the dashboard) as a user
@@ -26,10 +26,9 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cdp import Browser, Tally  # noqa: E402
+from cdp import Browser, Tally, open_whatif  # noqa: E402
 
 PART, K, CHROMIUM, TMP = sys.argv[1:5]
 check = Tally()
@@ -68,21 +67,7 @@ def open_panel(page, index=0, url=None):
     if url:
         page.goto(url)
         page.wait("document.body.dataset.kt === 'ready'", what="the page")
-    page.eval("(function(){var d=document.querySelectorAll('details.kt-whatif')[%d];"
-              "d.open=true;d.scrollIntoView();})()" % index)
-    page.wait("(function(){var d=document.querySelectorAll('details.kt-whatif')[%d];"
-              "return d.dataset.state==='ready'||d.dataset.state==='error';})()" % index,
-              what="the what-if panel")
-    state = page.eval("document.querySelectorAll('details.kt-whatif')[%d].dataset.state" % index)
-    if state != "ready":
-        text = page.eval("document.querySelectorAll('details.kt-whatif')[%d].textContent" % index)
-        if "without the in-page simulator" in (text or ""):
-            print("whatif_browser: SKIP: kaiten was built without the in-page simulator")
-            sys.exit(77)
-        check(False, "the panel did not start: %s" % text)
-        sys.exit(1)
-    return page.eval("window.ktWhatIf.panels.indexOf(document.querySelectorAll("
-                     "'details.kt-whatif')[%d].ktPanel)" % index)
+    return open_whatif(page, index, check, "whatif_browser")
 
 
 def answer(page, k=0):
