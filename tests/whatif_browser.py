@@ -532,7 +532,41 @@ def part_idle(b):
     clean(page, "run report's why idle")
 
 
+# ---- 7. documents of varying length -----------------------------------------
+
+def part_packing(b):
+    """The packing row: documents, fifo or balanced, tokens per micro-batch and
+    the seed give what kaiten sim gives, and the facts line says the tokens."""
+    url = "file://" + report(TMP + "/pack.html", "--schedule", "1f1b", "-p", "4", "-m", "8")
+    page = b.page(1400, 1400)
+    k = open_panel(page, 0, url)
+    base = ["--schedule", "1f1b", "-p", "4", "-m", "8", "--doc-lengths", "lognormal:1:16:1024"]
+    setting(page, k, "docs", "lognormal:1:16:1024")
+    _, fifo = same_as_cli(page, k, base + ["--packing", "fifo"], "fifo packing")
+    shown = page.eval("+%s.box.querySelector('[data-k=\"tokens-per-time\"]').textContent" % (PANEL % k))
+    check(close(shown, fifo["packing"]["tokens_per_time"], 1e-3),
+          "fifo: %r tokens per time unit shown, kaiten sim %r" % (shown, fifo["packing"]["tokens_per_time"]))
+    setting(page, k, "packing", "balanced")
+    _, bal = same_as_cli(page, k, base + ["--packing", "balanced"], "balanced packing")
+    check(bal["packing"]["tokens_per_time"] >= fifo["packing"]["tokens_per_time"],
+          "balanced %r tokens per time under fifo's %r" % (bal["packing"]["tokens_per_time"],
+                                                           fifo["packing"]["tokens_per_time"]))
+    setting(page, k, "mbTokens", 2048)
+    setting(page, k, "seed", 7)
+    same_as_cli(page, k, base + ["--packing", "balanced", "--mb-tokens", "2048", "--seed", "7"],
+                "2048 tokens, seed 7")
+    docs = page.eval("+%s.box.querySelector('[data-k=\"documents\"]').textContent" % (PANEL % k))
+    want = sim(*(base + ["--packing", "balanced", "--mb-tokens", "2048", "--seed", "7"]))["packing"]
+    check(docs == want["documents"], "documents shown %r, kaiten sim %r" % (docs, want["documents"]))
+    # off again: the plain schedule, no packing line
+    setting(page, k, "docs", "")
+    same_as_cli(page, k, ["--schedule", "1f1b", "-p", "4", "-m", "8"], "documents off")
+    check(not page.eval("!!%s.box.querySelector('[data-k=\"documents\"]')" % (PANEL % k)),
+          "the packing line stays without documents")
+    clean(page, "packing")
+
+
 with Browser(CHROMIUM) as browser:
     {"panel": part_panel, "critical": part_critical, "drag": part_drag, "diff": part_diff,
-     "idle": part_idle}[PART](browser)
+     "idle": part_idle, "packing": part_packing}[PART](browser)
 sys.exit(check.summary("test_whatif_" + PART))
