@@ -547,7 +547,9 @@ def part_packing(b):
     check(close(shown, fifo["packing"]["tokens_per_time"], 1e-3),
           "fifo: %r tokens per time unit shown, kaiten sim %r" % (shown, fifo["packing"]["tokens_per_time"]))
     setting(page, k, "packing", "balanced")
-    _, bal = same_as_cli(page, k, base + ["--packing", "balanced"], "balanced packing")
+    a, bal = same_as_cli(page, k, base + ["--packing", "balanced"], "balanced packing")
+    check("--doc-lengths lognormal:1:16:1024 --packing balanced" in a["command"] and "'" not in a["command"],
+          "the command says the packing, not each micro-batch's costs: %s" % a["command"][:300])
     check(bal["packing"]["tokens_per_time"] >= fifo["packing"]["tokens_per_time"],
           "balanced %r tokens per time under fifo's %r" % (bal["packing"]["tokens_per_time"],
                                                            fifo["packing"]["tokens_per_time"]))
