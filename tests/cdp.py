@@ -230,3 +230,40 @@ class Page:
         """Every URL the page asked for."""
         return [e["params"]["request"]["url"] for e in self._mine()
                 if e["method"] == "Network.requestWillBeSent"]
+
+
+def start_dashboard(kaiten, args, stream="stdout", timeout=60):
+    """Starts `kaiten ARGS...`, a command that prints its dashboard's address
+    on STREAM (serve: stdout; train --serve: stderr); returns (proc, url)."""
+    import re
+    proc = subprocess.Popen([kaiten] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    out = proc.stdout if stream == "stdout" else proc.stderr
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = out.readline()
+        m = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        if m:
+            return proc, m.group(0)
+        if not line and proc.poll() is not None:
+            break
+    raise RuntimeError("%s printed no address: %s" % (args[0], proc.stderr.read()))
+
+
+def open_whatif(page, index, check, who):
+    """Opens the page's what-if panel number INDEX and waits for its first
+    answer; returns the panel's index in window.ktWhatIf.panels. Exits 77
+    (skip) when kaiten was built without the in-page simulator, 1 (after
+    CHECK records why) when the panel did not start."""
+    sel = "document.querySelectorAll('details.kt-whatif')[%d]" % index
+    page.eval("(function(){var d=%s;d.open=true;d.scrollIntoView();})()" % sel)
+    page.wait("(function(){var d=%s;return d.dataset.state==='ready'||d.dataset.state==='error';})()"
+              % sel, what="the what-if panel")
+    if page.eval(sel + ".dataset.state") != "ready":
+        text = page.eval(sel + ".textContent") or ""
+        if "without the in-page simulator" in text:
+            print("%s: SKIP: kaiten was built without the in-page simulator" % who)
+            sys.exit(77)
+        check(False, "the panel did not start: %s" % text)
+        sys.exit(1)
+    return page.eval("window.ktWhatIf.panels.indexOf(%s.ktPanel)" % sel)

@@ -15,7 +15,7 @@ set(KT_TEST_MODULES
   "train:test_autopilot test_gpt_train test_step_sync test_checkpoint test_train_cli test_gpt_cli test_train_safety test_faults test_calibrate test_resume_safety test_stop_signals"
   "report:test_gantt test_html test_run_report test_report_html test_report_run test_report_screenshot test_report_extremes test_readers test_users_report"
   "serve:test_serve test_serve_cli test_serve_browser test_live_view test_serve_attacks test_serve_latest test_users_serve test_users_live test_users_memory test_users_gantt"
-  "web:test_whatif_fault test_web test_whatif_panel test_whatif_critical test_whatif_drag test_whatif_diff test_whatif_idle"
+  "web:test_whatif_fault test_web test_whatif_panel test_whatif_critical test_whatif_drag test_whatif_diff test_whatif_idle test_whatif_packing"
   "cli:test_cli test_bad_input test_edges test_output_paths test_install test_users_cli test_readme"
   "ffi:test_ffi test_python_api test_python_edges test_python_install test_torch_varlen test_torch_errors"
   "fuzz:fuzz_replay_schedule fuzz_replay_config_json fuzz_replay_checkpoint fuzz_replay_cli fuzz_replay_rundir fuzz_replay_http fuzz_replay_ffi")

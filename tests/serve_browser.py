@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from cdp import Browser  # noqa: E402
+from cdp import Browser, start_dashboard  # noqa: E402
 import ktserve  # noqa: E402
 from ktserve import check  # noqa: E402
 
@@ -31,18 +31,7 @@ STEPS = 60 if __import__("os").environ.get("KT_SANITIZED") == "1" else 150
 
 def start(args):
     """Starts a kaiten command that prints its dashboard address; returns (proc, url)."""
-    proc = subprocess.Popen([K] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    stream = proc.stdout if args[0] == "serve" else proc.stderr
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = stream.readline()
-        m = re.search(r"http://127\.0\.0\.1:\d+/", line)
-        if m:
-            return proc, m.group(0)
-        if not line and proc.poll() is not None:
-            break
-    raise RuntimeError("%s printed no address: %s" % (args[0], proc.stderr.read()))
+    return start_dashboard(K, args, "stdout" if args[0] == "serve" else "stderr", 30)
 
 
 def steps(page):

@@ -3,6 +3,6 @@
 # in-page simulator.
 foreach(part report serve live memory gantt)
   add_test(NAME test_users_${part}
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/users_browser.sh $<TARGET_FILE:kaiten_cli> ${part})
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/browser_part.sh users $<TARGET_FILE:kaiten_cli> ${part})
   set_tests_properties(test_users_${part} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endforeach()

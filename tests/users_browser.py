@@ -1,5 +1,5 @@
 """What a user sees of a training run, in headless Chromium (run by
-users_browser.sh, one CTest entry per part):
+browser_part.sh, one CTest entry per part):
   users_browser.py PART KAITEN CHROMIUM TMPDIR
 
   report    kaiten report of a v-half run (P=4, V=2, M=16): the what-if
@@ -29,15 +29,13 @@ users_browser.sh, one CTest entry per part):
 """
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cdp import Browser, Tally  # noqa: E402
+from cdp import Browser, Tally, open_whatif, start_dashboard  # noqa: E402
 
 PART, K, CHROMIUM, TMP = sys.argv[1:5]
 check = Tally()
@@ -82,21 +80,7 @@ PANEL = "window.ktWhatIf.panels[%d]"
 
 
 def open_panel(page, index):
-    page.eval("(function(){var d=document.querySelectorAll('details.kt-whatif')[%d];"
-              "d.open=true;d.scrollIntoView();})()" % index)
-    page.wait("(function(){var d=document.querySelectorAll('details.kt-whatif')[%d];"
-              "return d.dataset.state==='ready'||d.dataset.state==='error';})()" % index,
-              what="the what-if panel")
-    state = page.eval("document.querySelectorAll('details.kt-whatif')[%d].dataset.state" % index)
-    if state != "ready":
-        text = page.eval("document.querySelectorAll('details.kt-whatif')[%d].textContent" % index) or ""
-        if "without the in-page simulator" in text:
-            print("users_browser: SKIP: kaiten was built without the in-page simulator")
-            sys.exit(77)
-        check(False, "the panel did not start: %s" % text)
-        sys.exit(1)
-    return page.eval("window.ktWhatIf.panels.indexOf(document.querySelectorAll("
-                     "'details.kt-whatif')[%d].ktPanel)" % index)
+    return open_whatif(page, index, check, "users_browser")
 
 
 def first_is_prediction(page, k, pred, what):
@@ -173,17 +157,7 @@ def part_report(b):
 
 
 def start(args, stream="stdout"):
-    proc = subprocess.Popen([K] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out = proc.stdout if stream == "stdout" else proc.stderr
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = out.readline()
-        m = re.search(r"http://127\.0\.0\.1:\d+/", line)
-        if m:
-            return proc, m.group(0)
-        if not line and proc.poll() is not None:
-            break
-    raise RuntimeError("%s printed no address: %s" % (args[0], proc.stderr.read()))
+    return start_dashboard(K, args, stream)
 
 
 def predicted_every_step(page, run, known, what):

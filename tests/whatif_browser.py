@@ -1,4 +1,4 @@
-"""The what-if panel in headless Chromium (run by whatif_browser.sh, one
+"""The what-if panel in headless Chromium (run by browser_part.sh, one
 CTest entry per part):  whatif_browser.py PART KAITEN CHROMIUM TMPDIR
 
 Each part drives a report the CLI wrote (or the dashboard) as a user
@@ -26,10 +26,9 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cdp import Browser, Tally  # noqa: E402
+from cdp import Browser, Tally, open_whatif  # noqa: E402
 
 PART, K, CHROMIUM, TMP = sys.argv[1:5]
 check = Tally()
@@ -68,21 +67,7 @@ def open_panel(page, index=0, url=None):
     if url:
         page.goto(url)
         page.wait("document.body.dataset.kt === 'ready'", what="the page")
-    page.eval("(function(){var d=document.querySelectorAll('details.kt-whatif')[%d];"
-              "d.open=true;d.scrollIntoView();})()" % index)
-    page.wait("(function(){var d=document.querySelectorAll('details.kt-whatif')[%d];"
-              "return d.dataset.state==='ready'||d.dataset.state==='error';})()" % index,
-              what="the what-if panel")
-    state = page.eval("document.querySelectorAll('details.kt-whatif')[%d].dataset.state" % index)
-    if state != "ready":
-        text = page.eval("document.querySelectorAll('details.kt-whatif')[%d].textContent" % index)
-        if "without the in-page simulator" in (text or ""):
-            print("whatif_browser: SKIP: kaiten was built without the in-page simulator")
-            sys.exit(77)
-        check(False, "the panel did not start: %s" % text)
-        sys.exit(1)
-    return page.eval("window.ktWhatIf.panels.indexOf(document.querySelectorAll("
-                     "'details.kt-whatif')[%d].ktPanel)" % index)
+    return open_whatif(page, index, check, "whatif_browser")
 
 
 def answer(page, k=0):
@@ -547,7 +532,43 @@ def part_idle(b):
     clean(page, "run report's why idle")
 
 
+# ---- 7. documents of varying length -----------------------------------------
+
+def part_packing(b):
+    """The packing row: documents, fifo or balanced, tokens per micro-batch and
+    the seed give what kaiten sim gives, and the facts line says the tokens."""
+    url = "file://" + report(TMP + "/pack.html", "--schedule", "1f1b", "-p", "4", "-m", "8")
+    page = b.page(1400, 1400)
+    k = open_panel(page, 0, url)
+    base = ["--schedule", "1f1b", "-p", "4", "-m", "8", "--doc-lengths", "lognormal:1:16:1024"]
+    setting(page, k, "docs", "lognormal:1:16:1024")
+    _, fifo = same_as_cli(page, k, base + ["--packing", "fifo"], "fifo packing")
+    shown = page.eval("+%s.box.querySelector('[data-k=\"tokens-per-time\"]').textContent" % (PANEL % k))
+    check(close(shown, fifo["packing"]["tokens_per_time"], 1e-3),
+          "fifo: %r tokens per time unit shown, kaiten sim %r" % (shown, fifo["packing"]["tokens_per_time"]))
+    setting(page, k, "packing", "balanced")
+    a, bal = same_as_cli(page, k, base + ["--packing", "balanced"], "balanced packing")
+    check("--doc-lengths lognormal:1:16:1024 --packing balanced" in a["command"] and "'" not in a["command"],
+          "the command says the packing, not each micro-batch's costs: %s" % a["command"][:300])
+    check(bal["packing"]["tokens_per_time"] >= fifo["packing"]["tokens_per_time"],
+          "balanced %r tokens per time under fifo's %r" % (bal["packing"]["tokens_per_time"],
+                                                           fifo["packing"]["tokens_per_time"]))
+    setting(page, k, "mbTokens", 2048)
+    setting(page, k, "seed", 7)
+    same_as_cli(page, k, base + ["--packing", "balanced", "--mb-tokens", "2048", "--seed", "7"],
+                "2048 tokens, seed 7")
+    docs = page.eval("+%s.box.querySelector('[data-k=\"documents\"]').textContent" % (PANEL % k))
+    want = sim(*(base + ["--packing", "balanced", "--mb-tokens", "2048", "--seed", "7"]))["packing"]
+    check(docs == want["documents"], "documents shown %r, kaiten sim %r" % (docs, want["documents"]))
+    # off again: the plain schedule, no packing line
+    setting(page, k, "docs", "")
+    same_as_cli(page, k, ["--schedule", "1f1b", "-p", "4", "-m", "8"], "documents off")
+    check(not page.eval("!!%s.box.querySelector('[data-k=\"documents\"]')" % (PANEL % k)),
+          "the packing line stays without documents")
+    clean(page, "packing")
+
+
 with Browser(CHROMIUM) as browser:
     {"panel": part_panel, "critical": part_critical, "drag": part_drag, "diff": part_diff,
-     "idle": part_idle}[PART](browser)
+     "idle": part_idle, "packing": part_packing}[PART](browser)
 sys.exit(check.summary("test_whatif_" + PART))

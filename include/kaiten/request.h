@@ -237,9 +237,11 @@ typedef struct {
   kt_gen_bound bound;
   kt_sim_info info; /* points into this result */
   /* with doc-lengths: the step's packing (costs holds its per-micro-batch
-   * costs in its run order); packed 0: none */
+   * costs in its run order, stage_costs the stage costs they were made
+   * from: a full micro-batch's); packed 0: none */
   int packed;
   kt_pack pack;
+  kt_costs stage_costs;
   long step_tokens; /* the tokens the step's micro-batches hold */
   char placement_text[512];
 } kt_result;

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -122,6 +123,23 @@ static void wait_for_stop(const sigset_t *stop) {
   signal(SIGTERM, SIG_IGN);
 }
 
+/* Closing waits up to a second for the dashboards to take the last of the
+ * stream, then stops the HTTP threads. Should a connection's thread never
+ * end, a stop must still stop: after CLOSE_LIMIT_S the process leaves. */
+#define CLOSE_LIMIT_S 15
+
+static void *close_watchdog(void *arg) {
+  (void)arg;
+  struct timespec t = {CLOSE_LIMIT_S, 0};
+  while (nanosleep(&t, &t)) {
+  }
+  static const char msg[] = "kaiten serve: the server did not close in 15 s; leaving anyway\n";
+  ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)w;
+  _exit(0);
+  return NULL;
+}
+
 static int run_serve(cli_args *a) {
   sigset_t stop;
   catch_stop(&stop);
@@ -158,6 +176,8 @@ static int run_serve(cli_args *a) {
          a->n_pos, a->n_pos > 1 ? "s" : "");
   fflush(stdout);
   wait_for_stop(&stop);
+  pthread_t watchdog;
+  if (!pthread_create(&watchdog, NULL, close_watchdog, NULL)) pthread_detach(watchdog);
   kt_server_destroy(srv, "stopped", 1.0);
   return 0;
 }

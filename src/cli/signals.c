@@ -11,7 +11,8 @@
  * half-written; the previous checkpoint stays). SIGUSR1 is the one mpirun
  * forwards to every rank at once. SIGWINCH marks the terminal resized for
  * the live view. Everything here is async-signal-safe: atomics, write(2),
- * clock_gettime(2). */
+ * fcntl(2), clock_gettime(2). */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -95,10 +96,27 @@ static int same_request(int sig, int first) {
   return t0 == 0 || now_ns() - t0 < REPEAT_WINDOW_NS;
 }
 
+/* mpirun ends a job (its own SIGTERM or SIGINT, a machine lost) by sending
+ * the ranks SIGTERM and then sleeping until it kills them, and while it
+ * sleeps it reads none of their output: a rank whose next step line finds
+ * the pipe full would block there, never reaching the checkpoint, and the
+ * ranks waiting for it with it (seen under load: no checkpoint in 1 of 3
+ * runs). So once an MPI rank is told to end, its output stops blocking;
+ * what does not fit is dropped (nobody reads it). Only MPI ranks: their
+ * stdout and stderr are pipes of their own, never a descriptor shared
+ * with a shell. */
+static void unblock_output(void) {
+  for (int fd = STDOUT_FILENO; fd <= STDERR_FILENO; fd++) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  }
+}
+
 static void on_stop(int sig) {
   /* only a first SIGTERM can be the job ending for a lost machine: later
    * ones find this rank waiting while rank 0 writes the checkpoint */
   if (sig == SIGTERM && !atomic_load(&stop_signal)) name_lost_peer();
+  if (sig == SIGTERM && my_rank >= 0) unblock_output();
   int first = 0;
   if (atomic_compare_exchange_strong(&stop_signal, &first, sig)) {
     atomic_store(&stop_first_ns, now_ns());

@@ -4,6 +4,7 @@
  * view, the dashboard's feed, notes, signals as stop requests), and what
  * is printed at the start, on failure and at the end. */
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -66,6 +67,17 @@ static int worth_a_line(const kt_train_progress *p) {
          p->skipped;
 }
 
+/* Whether a line written to F now would not block. An MPI rank's output is
+ * a pipe that mpirun reads; when mpirun ends the job it stops reading and
+ * only then signals the ranks, not all at once: a rank blocked on a full
+ * pipe before its own signal came would never see the stop the others
+ * voted for, nor write its checkpoint. Its step lines are skipped instead
+ * (metrics.jsonl has every step). A file or terminal always has room. */
+static int room_for_a_line(FILE *f) {
+  struct pollfd pf = {.fd = fileno(f), .events = POLLOUT};
+  return poll(&pf, 1, 0) == 1 && (pf.revents & POLLOUT);
+}
+
 static void print_step_line(train_run *r, const kt_train_progress *p, int named) {
   double act = 0;
   for (int i = 0; i < p->n_ranks; i++) act = fmax(act, p->ranks[i].peak_act_bytes);
@@ -103,6 +115,7 @@ static int on_step(void *ctx, const kt_train_progress *p) {
    * SIGTERM, and a rank blocked on a full pipe would never reach its
    * checkpoint (metrics.jsonl still has them) */
   if (cli_stop_requested()) return 0;
+  if (r->info.use_mpi && r->talk && !room_for_a_line(r->talk)) return 0;
   int named = p->record && new_fault(&p->record->fault, &r->named);
   if (p->record) r->named = p->record->fault;
   if (r->talk && r->live) cli_live_draw(&r->lv, p, r->losses, r->n_losses);

@@ -191,19 +191,19 @@ SIMD_CLONES static void head_backward(void *arg, int task, int thread) {
   }
 }
 
+/* Runs FN on every (sequence, head) of J, on the chunk's threads unless
+ * this already is one of its tasks. */
+static void run_heads(attention_job *j, int qb, kt__task_fn fn) {
+  j->qb = qb > 0 ? qb : j->T;
+  const kt__exec *e = kt__exec_current();
+  kt__pool_run(e->in_task ? NULL : e->pool, j->B * j->NH, fn, j);
+}
+
 void kt__attention_forward_blocked(float *out, float *att, float *scratch, const float *inp, int B,
                                    int T, int C, int NH, int qb) {
-  attention_job j = {.out = out,
-                     .att = att,
-                     .scratch = scratch,
-                     .inp = inp,
-                     .B = B,
-                     .T = T,
-                     .C = C,
-                     .NH = NH,
-                     .qb = qb > 0 ? qb : T};
-  const kt__exec *e = kt__exec_current();
-  kt__pool_run(e->in_task ? NULL : e->pool, B * NH, head_forward, &j);
+  attention_job j = {
+      .out = out, .att = att, .scratch = scratch, .inp = inp, .B = B, .T = T, .C = C, .NH = NH};
+  run_heads(&j, qb, head_forward);
 }
 
 void kt__attention_backward_blocked(float *dinp, float *scratch, const float *dout,
@@ -217,10 +217,8 @@ void kt__attention_backward_blocked(float *dinp, float *scratch, const float *do
                      .B = B,
                      .T = T,
                      .C = C,
-                     .NH = NH,
-                     .qb = qb > 0 ? qb : T};
-  const kt__exec *e = kt__exec_current();
-  kt__pool_run(e->in_task ? NULL : e->pool, B * NH, head_backward, &j);
+                     .NH = NH};
+  run_heads(&j, qb, head_backward);
 }
 
 /* ---- packed documents: one sequence per document ---------------------------- */

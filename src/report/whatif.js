@@ -130,6 +130,11 @@
     st.slowLink = -1; /* link i: ranks i and i + 1 */
     st.linkD = 0;
     st.onset = 10;
+    /* documents of varying length packed into the micro-batches (off: '') */
+    st.docs = '';
+    st.packing = 'fifo';
+    st.mbTokens = 1024;
+    st.seed = 1;
     st.order = null;
     return st;
   }
@@ -167,6 +172,7 @@
     if (st.slowRank >= 0) a.push('slow-rank=' + st.slowRank + ':' + st.slowF);
     if (st.slowLink >= 0) a.push('slow-link=' + st.slowLink + '-' + (st.slowLink + 1) + ':+' + st.linkD);
     if (st.slowRank >= 0 || st.slowLink >= 0) a.push('replan=1'); /* the fault's replay */
+    if (st.docs) a.push('doc-lengths=' + st.docs, 'packing=' + st.packing, 'mb-tokens=' + st.mbTokens, 'seed=' + st.seed);
     return a.concat(extra || []).join(' ');
   };
 

@@ -60,6 +60,13 @@
       range('linkD', 0, extent(tmax * 4), extent(tmax * 4) / 400, st.linkD, 'latency the fault adds to every message on the link') + '</label>' +
       '<label>from step <input type="number" data-k="onset" min="1" step="1" value="' + st.onset +
       '" title="the fault\'s onset: the autopilot names it a step later and its plan runs three steps after that (steps overlap)"/></label>' +
+      '</div><div class="kt-wi-controls">' +
+      '<label>documents <input type="text" data-k="docs" size="20" value="' + esc(st.docs) +
+      '" placeholder="off: lognormal:1:16:1024" title="lognormal:SIGMA:MIN:MAX tokens: documents packed into the micro-batches, each micro-batch costing what its tokens cost (T_F etc. are a full micro-batch\'s)"/></label>' +
+      '<label>packing <select data-k="packing"><option' + (st.packing === 'fifo' ? ' selected="selected"' : '') +
+      '>fifo</option><option' + (st.packing === 'balanced' ? ' selected="selected"' : '') + '>balanced</option></select></label>' +
+      '<label>tokens per micro-batch <input type="number" data-k="mbTokens" min="1" step="1" value="' + st.mbTokens + '"/></label>' +
+      '<label>seed <input type="number" data-k="seed" min="0" step="1" value="' + st.seed + '"/></label>' +
       '</div><p class="kt-wi-facts" data-k="replay" hidden="hidden"></p><p class="kt-wi-facts" data-k="facts"></p><p class="kt-wi-error" data-k="error" hidden="hidden"></p>' +
       '<div class="kt-wi-tools"><label><input type="checkbox" data-k="crit" checked="checked"/> critical path</label> ' +
       '<span class="kt-wi-hint">click a bar for its start, end and slack; drag it to another place in its rank\'s order</span> ' +
@@ -191,6 +198,14 @@
       return;
     } else if (k === 'limit') {
       st.limit = v.trim();
+    } else if (k === 'docs') {
+      st.docs = v.trim();
+      if (st.docs) for (var c in st.cost) st.cost[c].mb = null; /* the packing makes each micro-batch's */
+    } else if (k === 'packing') {
+      st.packing = v;
+    } else if (k === 'mbTokens' || k === 'seed') {
+      if (!(x >= (k === 'seed' ? 0 : 1))) return;
+      st[k] = Math.round(x);
     } else {
       return;
     }
@@ -221,7 +236,7 @@
     for (var i = 0; i < inputs.length; i++)
       (function (el) {
         var k = el.getAttribute('data-k');
-        if (el.tagName === 'SELECT' || k === 'limit') {
+        if (el.tagName === 'SELECT' || el.type === 'text') {
           el.addEventListener('change', function () { onChange(panel, k, el, false); });
           return;
         }
@@ -281,6 +296,10 @@
     if (res.mem_limit !== null) t += ' \u00b7 limit ' + num(res.mem_limit);
     t += ' \u00b7 ' + esc(s.schedule || 'edited') + ', P=' + s.p + ' V=' + s.v + ' M=' + s.m;
     if (panel.st.order) t += ' \u00b7 <i>an edited or imported order</i>';
+    var pk = s.packing;
+    if (pk) t += '<br/>' + esc(pk.packing) + ' packing: <b data-k="documents">' + pk.documents + '</b> documents, <b data-k="step-tokens">' +
+      pk.step_tokens + '</b> tokens a step' + (pk.left_out ? ' (' + pk.left_out + ' left out)' : '') +
+      ', <b data-k="tokens-per-time">' + num(pk.tokens_per_time, 4) + '</b> tokens per time unit';
     q(panel, 'facts').innerHTML = t;
     replay(panel);
   }

@@ -107,6 +107,10 @@ kt_status kt__request_pack(const kt_request *rq, kt_gen_kind kind, int S, const 
   kt_doc_lengths_sample(&rq->doc_lengths, rq->seed, n, len);
   kt_status st = kt_pack_documents(len, n, rq->m, &rq->tokens, rq->packing, &res->pack, err);
   free(len);
+  if (!st && kt_costs_copy(&res->stage_costs, &res->costs)) {
+    kt_pack_free(&res->pack);
+    st = kt_fail(err, KT_ENOMEM, "out of memory");
+  }
   if (st) return st;
   res->packed = 1;
   if ((st = order_and_cost(rq, kind, S, pp, &res->pack, &res->costs, err))) return st;

@@ -359,7 +359,7 @@ void kt_result_free(kt_result *res) {
   kt_schedule_free(&res->order);
   kt_schedule_free(&res->program);
   kt_costs_free(&res->costs);
-  if (res->packed) kt_pack_free(&res->pack);
+  if (res->packed) kt_pack_free(&res->pack), kt_costs_free(&res->stage_costs);
   res->packed = 0;
   if (res->has_timeline) kt_timeline_free(&res->tl);
   if (res->simulated) kt_metrics_free(&res->met);

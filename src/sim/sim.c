@@ -62,11 +62,8 @@ typedef struct {
   size_t *recv_event;
 } sim_state;
 
-/* The per-pair tables are laid out micro-batch by micro-batch: a result
- * travels from stage to stage (F down, B up), and the simulation follows it
- * (latest()), so consecutive visits read and write neighbouring cells (1F1B
- * at P=1024, M=16384: stage-major rows made every visit a cache and TLB
- * miss). */
+/* Per-pair tables micro-batch-major: a result travels stage to stage and
+ * the simulation follows it (latest()), so visits touch neighbouring cells. */
 #define PREFETCH_AHEAD 16 /* actions: a little over two cache lines */
 #define PREFETCH_PAIRS 2  /* actions: a visit runs about two */
 #define IDX(st, stage, mb) ((size_t)(mb) * (size_t)(st)->done.row + (size_t)(stage))
@@ -514,11 +511,10 @@ static kt_status state_init(sim_state *st, int *reads, kt_error *err) {
 }
 
 /* The rank woken last, taken off the queue: the simulation follows each
- * result to the rank that consumes it while the lines it wrote are in
- * the cache (1F1B at P=1024, M=16384: 2.3 s of work against 3.0 taken
- * first-woken-first). The order never changes a time; links book their
- * transfers in the order runs reach them, so with links the ranks go
- * first-woken-first as the link model was measured. */
+ * result to its consumer while the lines it wrote are in the cache (1F1B
+ * P=1024 M=16384: 2.3 s against 3.0 first-woken-first). The order changes
+ * no time; with links (transfers booked in the order runs reach them) the
+ * ranks go first-woken-first, as the link model was measured. */
 static int latest(kt_rank_queue *q) {
   if (q->len == 0) return -1;
   int at = q->head + --q->len;

@@ -36,14 +36,25 @@ static void cost_flag_mb(kt_buf *b, const char *flag, double uniform, const doub
   kt_buf_puts(b, "'");
 }
 
+/* The packing's flags: it makes each micro-batch's costs from the stage
+ * costs printed before them. */
+static void packing_flags(kt_buf *b, const kt_request *rq) {
+  kt_buf_printf(b, " --doc-lengths lognormal:%.17g:%d:%d --packing %s --mb-tokens %d --seed %llu",
+                rq->doc_lengths.sigma, rq->doc_lengths.min, rq->doc_lengths.max,
+                kt_packing_name(rq->packing), rq->tokens.budget, (unsigned long long)rq->seed);
+  kt_buf_puts(b, " --attn-share ");
+  kt_buf_json_number(b, rq->tokens.attn);
+}
+
 /* The kaiten sim flags that reproduce the run: sizes (a generated
- * schedule), then every stage's costs as they ran (--per-stage). */
+ * schedule), then every stage's costs as they ran (--per-stage), or as
+ * the packing made each micro-batch's from. */
 static void command(kt_buf *b, const kt__web_run *w) {
   kt_buf cmd;
   kt_buf_init(&cmd);
   const kt_result *res = &w->res;
   const kt_schedule *s = &res->order;
-  const kt_costs *c = &res->costs;
+  const kt_costs *c = res->packed ? &res->stage_costs : &res->costs;
   if (res->kind >= 0)
     kt_buf_printf(
         &cmd, "--schedule %s -p %d -m %d -v %d",
@@ -67,6 +78,7 @@ static void command(kt_buf *b, const kt__web_run *w) {
   if (res->mem_limit > 0) cost_flag(&cmd, "mem-limit", res->mem_limit, NULL, 0);
   if (c->step_sync != KT_STEP_OVERLAP)
     kt_buf_printf(&cmd, " --step-sync %s", kt_step_sync_name(c->step_sync));
+  if (res->packed) packing_flags(&cmd, &w->rq);
   if (cmd.failed) b->failed = 1;
   kt_buf_json_string(b, cmd.data ? cmd.data : "");
   kt_buf_free(&cmd);
