@@ -287,24 +287,32 @@ const kt_schedule *kt_result_runs(const kt_result *res) {
 
 typedef struct {
   kt_result *res;
-  int beside; /* a thread computes it */
+  int beside;      /* a thread computes it, */
+  size_t messages; /* and the order's messages (a walk over every action too) */
 #ifndef __wasi__
   pthread_t thread;
 #endif
 } bound_job;
 
 /* The bound without the order's period (not known yet: kt_gen_bound_meets). */
-static void *bound_run(void *arg) {
-  kt_result *res = arg;
+static void bound_run(kt_result *res) {
   kt_gen_bound_of(&res->order, &res->costs, res->mem_limit, NAN, &res->outcome, &res->bound);
+}
+
+#ifndef __wasi__
+static void *bound_beside(void *arg) {
+  bound_job *j = arg;
+  bound_run(j->res);
+  j->messages = kt_schedule_messages(&j->res->order);
   return NULL;
 }
+#endif
 
 static void bound_start(bound_job *j, kt_result *res) {
   j->res = res, j->beside = 0;
 #ifndef __wasi__
   if (kt_schedule_total_actions(&res->order) >= BOUND_BESIDE_ACTIONS)
-    j->beside = !pthread_create(&j->thread, NULL, bound_run, res);
+    j->beside = !pthread_create(&j->thread, NULL, bound_beside, j);
 #endif
 }
 
@@ -340,7 +348,7 @@ kt_status kt_result_simulate(kt_result *res, kt_result_detail detail, kt_error *
   bound_finish(&bound, !st);
   if (st) return st;
   res->simulated = 1;
-  kt__result_describe(res);
+  kt__result_describe(res, bound.beside ? &bound.messages : NULL);
   return KT_OK;
 }
 
@@ -348,7 +356,7 @@ kt_status kt_request_run(const kt_request *rq, kt_result *res, kt_result_detail 
                          kt_error *err) {
   kt_status st = kt_request_build(rq, res, err);
   if (st || detail == KT_RESULT_ORDER) {
-    if (!st) kt__result_describe(res);
+    if (!st) kt__result_describe(res, NULL);
     return st;
   }
   if ((st = kt_result_simulate(res, detail, err))) kt_result_free(res);
