@@ -65,7 +65,7 @@ typedef struct {
 /* Per-pair tables micro-batch-major: a result travels stage to stage and
  * the simulation follows it (latest()), so visits touch neighbouring cells. */
 #define PREFETCH_AHEAD 16 /* actions: a little over two cache lines */
-#define PREFETCH_PAIRS 2  /* actions: a visit runs about two */
+#define PREFETCH_PAIRS 2  /* actions: a visit runs one and finds the next waiting */
 #define IDX(st, stage, mb) ((size_t)(mb) * (size_t)(st)->done.row + (size_t)(stage))
 #define MSG(st, result, stage, mb) \
   ((size_t)(result) * (size_t)(st)->s->m * (size_t)(st)->done.row + IDX(st, stage, mb))
@@ -571,7 +571,9 @@ kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *li
   if (!status) kt_rank_queue_fill(&st.work);
   for (int r; !status && (r = links ? kt_rank_queue_next(&st.work) : latest(&st.work)) >= 0;)
     if (advance(&st, out, r))
-      status = kt_fail(err, KT_ENOMEM, "out of memory recording the timeline");
+      status = kt_fail(err, KT_ENOMEM, "out of memory %s",
+                       out ? "recording the timeline or growing the per-pair table"
+                           : "growing the per-pair table");
   for (int r = 0; !status && r < s->p; r++)
     if (st.rk[r].pos < s->ranks[r].n) status = report_deadlock(&st, err);
   if (!status) close_recv_events(&st, out);
