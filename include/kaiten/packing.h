@@ -102,6 +102,9 @@ double kt_pack_load(const kt_pack *pk, const kt_token_model *model, int k);
 kt_status kt_pack_costs(const kt_pack *pk, const kt_token_model *model, const kt_costs *base, int S,
                         kt_costs *out, kt_error *err);
 
+/* Simulations an order search gets: enough for a few rounds of swaps. */
+#define KT_PACK_ORDER_EVALS 400
+
 /* Balanced's order: searches the run order of pk's micro-batches (the
  * heaviest first, last, in the middle, alternating, then swaps of pairs)
  * for the shortest period of kind's schedule under params (p, v, m from

@@ -1,0 +1,69 @@
+/* The GPT's documents on the session's side: their source, packed with the
+ * token model (kaiten/packing.h), balanced's order searched for the run's
+ * own generated schedule, and the attention share calibrated on the run's
+ * second step and recorded in config.json (a resumed run keeps it). */
+#include <string.h>
+
+#include "train/session_internal.h"
+
+static int balanced(const kt_session_params *p) {
+  return p->packing && !strcmp(p->packing, "balanced");
+}
+
+/* Balanced's micro-batches run in the order the simulator finds shortest
+ * for this run's generated schedule: its memory limit, the model's bytes
+ * per stage and unit times, what build_schedule generated it with. An
+ * order of the caller's, or Seq1F1B's chunks, keep the packing's order. */
+static kt_status docs_order(kt_session *s, kt_error *err) {
+  const kt_session_params *p = &s->p;
+  if (!balanced(p) || p->schedule || p->model.seq_chunks > 1) return KT_OK;
+  kt_costs base; /* the model's bytes borrowed: never freed here */
+  kt_costs_default(&base);
+  if (s->mem.n_stages) {
+    base.n_stages = s->mem.n_stages;
+    base.stage_mem_act = s->mem.stage_mem_act, base.stage_mem_wgrad = s->mem.stage_mem_wgrad;
+  }
+  kt_gen_params gp = {.p = p->p, .m = p->m, .v = p->v, .mem_limit = s->gen_limit};
+  return kt_data_docs_order(s->data, p->kind, &gp, &base, err);
+}
+
+static double budget(const kt_session_params *p) {
+  return (double)p->micro_batch * p->model.seq_len;
+}
+
+/* The token model's attention share starts at the model's FLOPs for a
+ * micro-batch of one document of b T tokens: 4 L C of 24 C^2 + 4 L C per
+ * token (kt_model_unit_flops). */
+kt_status kt__session_docs_open(kt_session *s, kt_error *err) {
+  const kt_session_params *p = &s->p;
+  double L = budget(p), flops = L / (6.0 * p->model.hidden + L);
+  double first = p->attn_share >= 0 && p->attn_from <= 0 ? p->attn_share : flops;
+  kt_status st = kt_data_docs_source_create(p->data_path, p->model.seq_len, p->micro_batch,
+                                            p->data_seed, p->doc_lengths, p->packing, first,
+                                            p->model.seq_chunks, &s->data, err);
+  if (!st && p->attn_share >= 0 && p->attn_from > 0)
+    st = kt_data_docs_calibrate(s->data, p->attn_from, p->attn_share, err);
+  int later = p->attn_share >= 0 && p->attn_from > 0;
+  s->result.attn_share = later ? p->attn_share : first, s->result.attn_from = later ? p->attn_from : 0;
+  return st ? st : docs_order(s, err);
+}
+
+kt_status kt__session_docs_step(kt_session *s, const kt_train_progress *tp, kt_error *err) {
+  kt_session_params *p = &s->p;
+  const kt_train_result *r = &s->result.train;
+  /* under MPI each rank would fit its own measurements: the FLOPs' share stays */
+  if (!s->data || !p->doc_lengths || !balanced(p) || p->attn_share >= 0 || p->use_mpi ||
+      p->model.seq_chunks > 1 || tp->step != s->first_step + 1 || tp->skipped)
+    return KT_OK;
+  double a = kt_mb_cost_attn_fit(r->mb_costs, r->n_mb_costs, r->mb_cost_stages, (int)budget(p));
+  int from = tp->step + KT_DATA_KEEPS; /* filled after this step was taken */
+  if (a < 0 || kt_data_docs_calibrate(s->data, from, a, err)) return KT_OK;
+  p->attn_share = a, p->attn_from = from;
+  s->result.attn_share = a, s->result.attn_from = from;
+  s->cfg.attn_share = a, s->cfg.attn_from = from, s->cfg.has_attn = 1;
+  kt__session_note(s, KT_NOTE_CALIBRATED, "attn_share", from,
+                   "documents: attention is %.2f of a full micro-batch's time as measured "
+                   "(the model's FLOPs say %.2f); balanced packs and orders with it from step %d",
+                   a, budget(p) / (6.0 * p->model.hidden + budget(p)), from + 1);
+  return s->rd ? kt_rundir_write_config(s->rd, &s->cfg, err) : KT_OK;
+}
