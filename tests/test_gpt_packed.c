@@ -401,8 +401,8 @@ static void session_order(void) {
  * that cannot tell the two parts apart: none (-1). */
 static void attn_fit(void) {
   enum { N = 8, BUDGET = 1024 };
-  static const int docs[N][3] = {{1024, 0, 0}, {512, 512, 0}, {700, 200, 100}, {300, 300, 300},
-                                 {900, 0, 0},  {100, 100, 50}, {600, 400, 0},  {1000, 20, 0}};
+  static const int docs[N][3] = {{1024, 0, 0}, {512, 512, 0},  {700, 200, 100}, {300, 300, 300},
+                                 {900, 0, 0},  {100, 100, 50}, {600, 400, 0},   {1000, 20, 0}};
   double tf[N][2], tb[N][2], tw[N][2] = {{0}};
   kt_mb_cost c[N];
   double x = 0.4 / BUDGET, y = 0.6 / ((double)BUDGET * BUDGET); /* per token, per token^2 */

@@ -320,7 +320,8 @@ SIMD_CLONES static void piece_backward(void *arg, int h, int thread) {
     kt__matmul_ld(dk, 3 * C, ds, n, q, 3 * C, n0, hs, l, 1, 0, 1.0f); /* += dS^T q */
     kt__matmul_ld(dv, 3 * C, a, n, dy, C, n0, hs, l, 1, 0, 1.0f);     /* += att^T dy */
   }
-  for (int j0 = 0; j0 < l; j0 += KT__ATT_QB) { /* this chunk's keys by block: the rows at and below */
+  /* this chunk's keys by block: the rows at and below */
+  for (int j0 = 0; j0 < l; j0 += KT__ATT_QB) {
     int r = l - j0 < KT__ATT_QB ? l - j0 : KT__ATT_QB, rows = l - j0;
     size_t at = (size_t)j0 * n + (size_t)(n0 + j0), kr = (size_t)(n0 + j0) * 3 * C;
     kt__matmul_ld(dk + kr, 3 * C, ds + at, n, q + (size_t)j0 * 3 * C, 3 * C, r, hs, rows, 1, 0,

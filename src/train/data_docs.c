@@ -32,7 +32,7 @@ typedef struct {
   kt_costs base;    /* a micro-batch of one document of b T tokens, every stage */
   int cal_from;     /* from this step on the calibrated share (-1: never) */
   double cal_attn;
-  int chunks;  /* each micro-batch runs as this many chunks along the sequence */
+  int chunks; /* each micro-batch runs as this many chunks along the sequence */
   docs_turn turn[KT_DATA_KEEPS];
   int next, n_val;
   int *drawn, *len; /* one replica's document lengths, and their pieces of at most T */
@@ -265,8 +265,8 @@ kt_status kt_data_docs_order(kt_data_source *src, kt_gen_kind kind, const kt_gen
   kt_costs_free(&t->base);
   t->base = copy;
   t->kind = kind;
-  t->gp = (kt_gen_params){.p = params->p, .m = params->m, .v = params->v,
-                          .mem_limit = params->mem_limit};
+  t->gp = (kt_gen_params){
+      .p = params->p, .m = params->m, .v = params->v, .mem_limit = params->mem_limit};
   t->ordered = 1;
   return KT_OK;
 }

@@ -122,8 +122,7 @@ double kt_mb_cost_attn_fit(const kt_mb_cost *c, int n, int S, int budget) {
   for (int i = 0; i < n; i++) {
     double t = 0;
     for (int s = 0; s < S; s++) t += c[i].tf[s] + c[i].tb[s] + c[i].tw[s];
-    if (c[i].tokens > 0 && t > 0)
-      r[k] = c[i].attn_tokens2 / c[i].tokens, y[k++] = t / c[i].tokens;
+    if (c[i].tokens > 0 && t > 0) r[k] = c[i].attn_tokens2 / c[i].tokens, y[k++] = t / c[i].tokens;
   }
   if (k < FIT_LEAST) return -1;
   double *slope = malloc(sizeof(double) * (size_t)(k * (k - 1) / 2 + 1));
@@ -131,7 +130,8 @@ double kt_mb_cost_attn_fit(const kt_mb_cost *c, int n, int S, int budget) {
   int n_slopes = 0;
   for (int i = 0; i < k; i++)
     for (int j = i + 1; j < k; j++)
-      if (fabs(r[i] - r[j]) > 1e-9 * (r[i] + r[j])) slope[n_slopes++] = (y[i] - y[j]) / (r[i] - r[j]);
+      if (fabs(r[i] - r[j]) > 1e-9 * (r[i] + r[j]))
+        slope[n_slopes++] = (y[i] - y[j]) / (r[i] - r[j]);
   if (n_slopes == 0) {
     free(slope);
     return -1;

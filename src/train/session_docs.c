@@ -31,20 +31,26 @@ static double budget(const kt_session_params *p) {
   return (double)p->micro_batch * p->model.seq_len;
 }
 
-/* The token model's attention share starts at the model's FLOPs for a
- * micro-batch of one document of b T tokens: 4 L C of 24 C^2 + 4 L C per
- * token (kt_model_unit_flops). */
+/* The attention share of the model's FLOPs for a micro-batch of one
+ * document of b T tokens: 4 L C of 24 C^2 + 4 L C per token
+ * (kt_model_unit_flops). */
+static double flops(const kt_session_params *p) {
+  return budget(p) / (6.0 * p->model.hidden + budget(p));
+}
+
+/* The token model's attention share starts at the model's FLOPs' (or the
+ * one given for the whole run). */
 kt_status kt__session_docs_open(kt_session *s, kt_error *err) {
   const kt_session_params *p = &s->p;
-  double L = budget(p), flops = L / (6.0 * p->model.hidden + L);
-  double first = p->attn_share >= 0 && p->attn_from <= 0 ? p->attn_share : flops;
+  double first = p->attn_share >= 0 && p->attn_from <= 0 ? p->attn_share : flops(p);
   kt_status st = kt_data_docs_source_create(p->data_path, p->model.seq_len, p->micro_batch,
                                             p->data_seed, p->doc_lengths, p->packing, first,
                                             p->model.seq_chunks, &s->data, err);
   if (!st && p->attn_share >= 0 && p->attn_from > 0)
     st = kt_data_docs_calibrate(s->data, p->attn_from, p->attn_share, err);
   int later = p->attn_share >= 0 && p->attn_from > 0;
-  s->result.attn_share = later ? p->attn_share : first, s->result.attn_from = later ? p->attn_from : 0;
+  s->result.attn_share = later ? p->attn_share : first,
+  s->result.attn_from = later ? p->attn_from : 0;
   return st ? st : docs_order(s, err);
 }
 
@@ -57,13 +63,17 @@ kt_status kt__session_docs_step(kt_session *s, const kt_train_progress *tp, kt_e
     return KT_OK;
   double a = kt_mb_cost_attn_fit(r->mb_costs, r->n_mb_costs, r->mb_cost_stages, (int)budget(p));
   int from = tp->step + KT_DATA_KEEPS; /* filled after this step was taken */
-  if (a < 0 || kt_data_docs_calibrate(s->data, from, a, err)) return KT_OK;
+  kt_status st = a < 0 ? KT_OK : kt_data_docs_calibrate(s->data, from, a, err);
+  if (st) return st;
+  if (a < 0) /* the times do not fit: the FLOPs' share stays, recorded so a resumed run keeps it */
+    a = flops(p), from = 0;
+  else
+    kt__session_note(s, KT_NOTE_CALIBRATED, "attn_share", from,
+                     "documents: attention is %.2f of a full micro-batch's time as measured (the "
+                     "model's FLOPs say %.2f); balanced packs and orders with it from step %d",
+                     a, flops(p), from + 1);
   p->attn_share = a, p->attn_from = from;
   s->result.attn_share = a, s->result.attn_from = from;
   s->cfg.attn_share = a, s->cfg.attn_from = from, s->cfg.has_attn = 1;
-  kt__session_note(s, KT_NOTE_CALIBRATED, "attn_share", from,
-                   "documents: attention is %.2f of a full micro-batch's time as measured "
-                   "(the model's FLOPs say %.2f); balanced packs and orders with it from step %d",
-                   a, budget(p) / (6.0 * p->model.hidden + budget(p)), from + 1);
   return s->rd ? kt_rundir_write_config(s->rd, &s->cfg, err) : KT_OK;
 }
