@@ -46,7 +46,12 @@ static kt_data_source *packed_for(const char *packing, int step, int order_p, kt
   kt_costs base;
   kt_costs_default(&base);
   kt_gen_params gp = {.p = order_p, .m = M};
-  kt_status st = order_p > 0 ? kt_data_docs_order(src, KT_SCHED_1F1B, &gp, &base, &err) : KT_OK;
+  kt_schedule s;
+  kt_status st = KT_OK;
+  if (order_p > 0 && !(st = kt_generate(KT_SCHED_1F1B, &gp, &s, &err))) {
+    st = kt_data_docs_order(src, &s, 0, &base, &err);
+    kt_schedule_free(&s);
+  }
   if (!st) st = src->fill(src, 0, step, 1, 1, M, B, mbs, &err);
   if (st) {
     CHECK_MSG(0, "fill: %s", err.msg);
@@ -346,17 +351,29 @@ static void ordered(void) {
   kt_error err;
   kt_costs base;
   kt_costs_default(&base);
-  kt_gen_params gp = {.p = 2, .m = M};
+  kt_gen_params gp = {.p = 2, .m = M + 1};
+  kt_schedule s;
+  kt_microbatch mbs[M];
+  if (kt_generate(KT_SCHED_1F1B, &gp, &s, &err)) return;
   if (!kt_data_mlp_create(8, 1, &src, &err)) {
-    CHECK(kt_data_docs_order(src, KT_SCHED_1F1B, &gp, &base, &err) == KT_EINVAL);
+    CHECK(kt_data_docs_order(src, &s, 0, &base, &err) == KT_EINVAL);
     src->destroy(src);
   }
   if (!kt_data_docs_source_create(NULL, T, B, 7, "lognormal:1:2:40", "balanced", ATTN, 2, &src,
                                   &err)) {
-    CHECK(kt_data_docs_order(src, KT_SCHED_1F1B, &gp, &base, &err) == KT_EINVAL);
+    CHECK(kt_data_docs_order(src, &s, 0, &base, &err) == KT_EINVAL);
     CHECK_STR_CONTAINS(err.msg, "Seq1F1B");
     src->destroy(src);
   }
+  /* a schedule of another number of micro-batches than the step's */
+  if (!kt_data_docs_source_create(NULL, T, B, 7, "lognormal:1:2:40", "balanced", ATTN, 1, &src,
+                                  &err)) {
+    CHECK(kt_data_docs_order(src, &s, 0, &base, &err) == KT_OK);
+    CHECK(src->fill(src, 0, 0, 1, 1, M, B, mbs, &err) == KT_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "micro-batches");
+    src->destroy(src);
+  }
+  kt_schedule_free(&s);
 }
 
 /* A session with balanced packing runs its micro-batches in the order

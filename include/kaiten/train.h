@@ -67,16 +67,17 @@ kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_ba
                                      double attn_share, int seq_chunks, kt_data_source **out,
                                      kt_error *err);
 /* Balanced's micro-batches of a documents source run in the order that
- * makes the run's own pipeline's step shortest (kt_pack_order): kind
- * generated with params' p, v and mem_limit (in base's memory units; an
- * order over the limit only when none fits) for each step's micro-batches
- * (K M of them with grad_accum K: the rounds searched as one), base the
- * stage costs of a micro-batch of one document of micro_batch * seq_len
- * tokens (copied; the micro-batches' own from the token model). The order
- * is a pure function of (seed, step, the token model). EINVAL (not a
- * documents source, or one in chunks along the sequence: Seq1F1B's order),
- * ENOMEM. */
-kt_status kt_data_docs_order(kt_data_source *src, kt_gen_kind kind, const kt_gen_params *params,
+ * makes the run's own step shortest (kt_pack_order_for): every order
+ * simulated on s (copied; the schedule the run runs, each step's K M
+ * micro-batches: with grad_accum K, its K rounds) under mem_limit (in
+ * base's memory units; an order over it only when none fits; 0: none),
+ * base the stage costs of a micro-batch of one document of
+ * micro_batch * seq_len tokens (copied; each micro-batch's own from the
+ * token model). The order is a pure function of (seed, step, the token
+ * model). EINVAL (not a documents source, or one in chunks along the
+ * sequence: Seq1F1B's order), ENOMEM; a fill whose step has not s's
+ * micro-batches fails with EINVAL. */
+kt_status kt_data_docs_order(kt_data_source *src, const kt_schedule *s, double mem_limit,
                              const kt_costs *base, kt_error *err);
 /* From step from_step on, the token model's attention share is attn_share
  * (a calibration: kt_mb_cost_attn_fit) for balanced's packing and order. EINVAL. */

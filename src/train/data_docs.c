@@ -27,10 +27,10 @@ typedef struct {
   double attn; /* the token model's attention share (kt_token_model) */
   /* balanced's order (kt_data_docs_order): searched for this pipeline */
   int ordered;
-  kt_gen_kind kind;
-  kt_gen_params gp; /* p, v, mem_limit (costs: none) */
-  kt_costs base;    /* a micro-batch of one document of b T tokens, every stage */
-  int cal_from;     /* from this step on the calibrated share (-1: never) */
+  kt_schedule sched; /* what the run runs (its micro-batches: a step's) */
+  double mem_limit;  /* in base's memory units; 0: none */
+  kt_costs base;     /* a micro-batch of one document of b T tokens, every stage */
+  int cal_from;      /* from this step on the calibrated share (-1: never) */
   double cal_attn;
   int chunks; /* each micro-batch runs as this many chunks along the sequence */
   docs_turn turn[KT_DATA_KEEPS];
@@ -103,7 +103,8 @@ static kt_status packing_of(docs_src *t, int step, int d, int n_pack, int b, kt_
   kt_token_model tm = {.budget = b * t->seq_len, .attn = cal ? t->cal_attn : t->attn};
   kt_status st = pack_step(t, step, d, n_pack, &tm, pk, err);
   if (st || !t->ordered || t->packing != KT_PACK_BALANCED) return st;
-  if ((st = kt_pack_order(pk, &tm, &t->base, t->kind, &t->gp, KT_PACK_ORDER_EVALS, err)))
+  if ((st =
+           kt_pack_order_for(pk, &tm, &t->base, &t->sched, t->mem_limit, KT_PACK_ORDER_EVALS, err)))
     kt_pack_free(pk);
   return st;
 }
@@ -198,6 +199,7 @@ static void docs_destroy(kt_data_source *src) {
     free(t->turn[u].tokens), free(t->turn[u].targets), free(t->turn[u].pos), free(t->turn[u].row);
   free(t->drawn), free(t->len), free(t->off);
   kt_costs_free(&t->base);
+  if (t->ordered) kt_schedule_free(&t->sched);
   free(t);
   free(src);
 }
@@ -251,22 +253,24 @@ static docs_src *docs_of(kt_data_source *src) {
   return src && src->fill == docs_fill ? src->impl : NULL;
 }
 
-kt_status kt_data_docs_order(kt_data_source *src, kt_gen_kind kind, const kt_gen_params *params,
+kt_status kt_data_docs_order(kt_data_source *src, const kt_schedule *s, double mem_limit,
                              const kt_costs *base, kt_error *err) {
   docs_src *t = docs_of(src);
   if (!t) return kt_fail(err, KT_EINVAL, "an order for packed documents needs a documents source");
-  if ((unsigned)kind >= KT_SCHED_COUNT)
-    return kt_fail(err, KT_EINVAL, "schedule %d: unknown", (int)kind);
   if (t->chunks > 1)
     return kt_fail(err, KT_EINVAL,
                    "micro-batches in %d chunks run Seq1F1B's order, not a generator's", t->chunks);
   kt_costs copy;
+  kt_schedule sched;
   if (kt_costs_copy(&copy, base)) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = kt_schedule_copy(&sched, s, err);
+  if (st) {
+    kt_costs_free(&copy);
+    return st;
+  }
   kt_costs_free(&t->base);
-  t->base = copy;
-  t->kind = kind;
-  t->gp = (kt_gen_params){
-      .p = params->p, .m = params->m, .v = params->v, .mem_limit = params->mem_limit};
+  if (t->ordered) kt_schedule_free(&t->sched);
+  t->base = copy, t->sched = sched, t->mem_limit = mem_limit > 0 ? mem_limit : 0;
   t->ordered = 1;
   return KT_OK;
 }

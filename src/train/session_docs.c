@@ -11,20 +11,26 @@ static int balanced(const kt_session_params *p) {
 }
 
 /* Balanced's micro-batches run in the order the simulator finds shortest
- * for this run's generated schedule: its memory limit, the model's bytes
- * per stage and unit times, what build_schedule generated it with. An
- * order of the caller's, or Seq1F1B's chunks, keep the packing's order. */
+ * on the run's own compute schedule (its K rounds with grad_accum K) and
+ * memory limit, each micro-batch costing its load on the model's bytes per
+ * stage and unit times (what build_schedule generates with). Seq1F1B's
+ * chunks keep the packing's order. */
 static kt_status docs_order(kt_session *s, kt_error *err) {
   const kt_session_params *p = &s->p;
-  if (!balanced(p) || p->schedule || p->model.seq_chunks > 1) return KT_OK;
+  if (!balanced(p) || p->model.seq_chunks > 1) return KT_OK;
   kt_costs base; /* the model's bytes borrowed: never freed here */
   kt_costs_default(&base);
   if (s->mem.n_stages) {
     base.n_stages = s->mem.n_stages;
     base.stage_mem_act = s->mem.stage_mem_act, base.stage_mem_wgrad = s->mem.stage_mem_wgrad;
   }
-  kt_gen_params gp = {.p = p->p, .m = p->m, .v = p->v, .mem_limit = s->gen_limit};
-  return kt_data_docs_order(s->data, p->kind, &gp, &base, err);
+  int K = p->grad_accum > 1 ? p->grad_accum : 1;
+  kt_schedule rounds;
+  kt_status st = kt_schedule_repeat(&s->sched, K, &rounds, err);
+  if (st) return st;
+  st = kt_data_docs_order(s->data, &rounds, s->gen_limit, &base, err);
+  kt_schedule_free(&rounds);
+  return st;
 }
 
 static double budget(const kt_session_params *p) {
