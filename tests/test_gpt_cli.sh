@@ -80,9 +80,35 @@ a=json.loads(open('$tmp/dfull.json').read().splitlines()[-1])['losses'][2:]
 b=json.loads(open('$tmp/dres.json').read().splitlines()[-1])['losses']
 assert a==b and len(a)==2, (a, b)" && ok || bad "docs $extra: resumed losses differ"
 done
+# 6. balanced's token model: a share given (--attn-share) is the whole run's
+#    (deterministic: two runs equal bit for bit); one calibrated on the
+#    second step (config.json attn_share from attn_share_from) is kept by a
+#    resumed run, whose steps equal the uninterrupted run's bit for bit
+D="$G --doc-lengths lognormal:1:4:40 --packing balanced"
+for i in 1 2; do "$K" train $D --stages 2 --steps 6 --attn-share 0.4 >"$tmp/pin$i.json" 2>/dev/null || bad "--attn-share run $i"; done
+py "import json
+a, b = (json.loads(open('$tmp/pin%d.json' % i).read().splitlines()[-1]) for i in (1, 2))
+assert a['losses'] == b['losses'] and len(a['losses']) == 6, (a['losses'], b['losses'])
+assert a['attn_share'] == 0.4 and a['attn_share_from'] == 0, (a['attn_share'], a['attn_share_from'])" && ok || bad "--attn-share: runs differ or the share is not the one given"
+C="--layers 2 --hidden 32 --heads 2 --seq-len 256 -b 1 -m 8 --val-every 0 --format json --doc-lengths lognormal:1:16:256 --packing balanced"
+rm -rf "$tmp/crun"
+"$K" train $C --stages 2 --steps 8 --checkpoint-every 5 --run-dir "$tmp/crun" >"$tmp/cfull.json" 2>/dev/null || bad "calibrated run"
+rm -f "$tmp/crun/checkpoints/step_00000008.ckpt"
+echo step_00000005.ckpt >"$tmp/crun/checkpoints/latest"
+"$K" train --resume "$tmp/crun" --stages 2 --format json --val-every 0 --steps 8 >"$tmp/cres.json" 2>"$tmp/cres.err" || bad "calibrated resume: $(tail -1 "$tmp/cres.err")"
+py "import json
+a = json.loads(open('$tmp/cfull.json').read().splitlines()[-1])
+b = json.loads(open('$tmp/cres.json').read().splitlines()[-1])
+c = json.load(open('$tmp/crun/config.json'))
+assert a['losses'][5:] == b['losses'] and len(b['losses']) == 3, (a['losses'], b['losses'])
+assert (b['attn_share'], b['attn_share_from']) == (a['attn_share'], a['attn_share_from']), (a['attn_share'], b['attn_share'])
+if a['attn_share_from']:  # calibrated (the fit refuses noisy times)
+    assert a['attn_share_from'] == 4 and (c['attn_share'], c['attn_share_from']) == (a['attn_share'], 4), c
+else: print('test_gpt_cli: the times of the calibrated run did not fit the token model')" && ok || bad "calibrated share: the resumed run differs"
 for args in "--doc-lengths lognormal:1:9:3" "--doc-lengths normal:1:2:9" "--doc-lengths lognormal:1:2:9 --packing lpt" \
             "--packing balanced" "--seq-chunks 2" "--doc-lengths lognormal:1:2:9 --seq-chunks 99" \
-            "--doc-lengths lognormal:1:2:9 --seq-chunks 2 --recompute" "--doc-lengths lognormal:1:2:9 --seq-chunks 2 --schedule zb-h1"; do
+            "--doc-lengths lognormal:1:2:9 --seq-chunks 2 --recompute" "--doc-lengths lognormal:1:2:9 --seq-chunks 2 --schedule zb-h1" \
+            "--doc-lengths lognormal:1:2:9 --attn-share 1.5" "--doc-lengths lognormal:1:2:9 --mb-tokens 64"; do
   "$K" train $G --stages 2 --steps 1 $args >/dev/null 2>"$tmp/e"; rc=$?
   [ $rc = 2 ] && [ "$(wc -l <"$tmp/e")" = 1 ] && ok || bad "$args: exit $rc: $(cat "$tmp/e")"
 done

@@ -6,10 +6,13 @@
  * embedding's to float rounding: its two gradients meet in another order;
  * fifo and
  * balanced packing, with and without recompute), balanced packing keeps the
- * documents and evens the micro-batches' load, and bad layouts are refused. */
+ * documents and evens the micro-batches' load, balanced's order searched
+ * for the run's pipeline runs the same micro-batches in a shorter simulated
+ * step, and bad layouts are refused. */
 #include "check.h"
 #include "kaiten/generators.h"
 #include "kaiten/model_impl.h"
+#include "kaiten/packing.h"
 #include "kaiten/train.h"
 
 #define M 4
@@ -30,20 +33,36 @@ static kt_model_config gpt(int tie, int recompute) {
   return m;
 }
 
-/* One step's packed micro-batches from the documents source. */
-static kt_data_source *packed(const char *packing, int step, kt_microbatch *mbs) {
+/* One step's packed micro-batches from the documents source; with order_p
+ * > 0 balanced's order is searched for 1F1B at that P (kt_data_docs_order:
+ * unit stage costs). */
+static kt_data_source *packed_for(const char *packing, int step, int order_p, kt_microbatch *mbs) {
   kt_data_source *src;
   kt_error err;
   if (kt_data_docs_source_create(NULL, T, B, 7, "lognormal:1:2:40", packing, ATTN, 1, &src, &err)) {
     CHECK_MSG(0, "docs source: %s", err.msg);
     return NULL;
   }
-  if (src->fill(src, 0, step, 1, 1, M, B, mbs, &err)) {
+  kt_costs base;
+  kt_costs_default(&base);
+  kt_gen_params gp = {.p = order_p, .m = M};
+  kt_schedule s;
+  kt_status st = KT_OK;
+  if (order_p > 0 && !(st = kt_generate(KT_SCHED_1F1B, &gp, &s, &err))) {
+    st = kt_data_docs_order(src, &s, 0, &base, &err);
+    kt_schedule_free(&s);
+  }
+  if (!st) st = src->fill(src, 0, step, 1, 1, M, B, mbs, &err);
+  if (st) {
     CHECK_MSG(0, "fill: %s", err.msg);
     src->destroy(src);
     return NULL;
   }
   return src;
+}
+
+static kt_data_source *packed(const char *packing, int step, kt_microbatch *mbs) {
+  return packed_for(packing, step, 0, mbs);
 }
 
 static size_t gather(kt_runtime *rt, float *out) {
@@ -80,9 +99,9 @@ static int step_grads(const kt_schedule *s, kt_model_config m, const kt_microbat
 
 /* Every schedule at P = 2 and 4 equals P = 1 on the same packed batch:
  * the same micro-batches accumulate in the same order, so bit for bit. */
-static void equivalence(const char *packing) {
+static void equivalence(const char *packing, int order_p) {
   kt_microbatch mbs[M];
-  kt_data_source *src = packed(packing, 0, mbs);
+  kt_data_source *src = packed_for(packing, 0, order_p, mbs);
   if (!src) return;
   static float ref[100000], got[100000];
   int tested = 0;
@@ -246,6 +265,183 @@ static void packing(void) {
   CHECK_MSG(better >= 4, "balanced lightened the heaviest micro-batch on %d of 8 steps", better);
 }
 
+/* Tokens and the sum of squared document lengths a micro-batch holds. */
+static void held(const kt_microbatch *mb, int *tokens, double *sq) {
+  *tokens = mb->n_tokens, *sq = 0;
+  for (int i = 0; i < mb->n_tokens;) {
+    int L = 1;
+    while (i + L < mb->n_tokens && mb->pos[i + L]) L++;
+    *sq += (double)L * L;
+    i += L;
+  }
+}
+
+/* The simulated 1F1B period at P of the micro-batches in their run order
+ * (unit stage costs scaled by each one's load, kaiten/packing.h). */
+static double period_of(const kt_microbatch *mbs, int P) {
+  int len[M];
+  double sq[M];
+  for (int j = 0; j < M; j++) held(&mbs[j], &len[j], &sq[j]);
+  kt_token_model tm = {.budget = B * T, .attn = ATTN};
+  kt_pack pk;
+  kt_costs base, c;
+  kt_schedule s;
+  kt_metrics met;
+  kt_error err;
+  double period = -1;
+  kt_costs_default(&base);
+  if (kt_pack_given(len, sq, M, &pk, &err)) return -1;
+  if (!kt_pack_costs(&pk, &tm, &base, P, &c, &err)) {
+    kt_gen_params gp = {.p = P, .m = M, .costs = &c};
+    if (!kt_generate(KT_SCHED_1F1B, &gp, &s, &err)) {
+      if (!kt_simulate_metrics(&s, &c, &met, &err)) period = met.period, kt_metrics_free(&met);
+      kt_schedule_free(&s);
+    }
+    kt_costs_free(&c);
+  }
+  kt_pack_free(&pk);
+  CHECK_MSG(period > 0, "simulating the order: %s", err.msg);
+  return period;
+}
+
+/* Whether two micro-batches hold the same tokens at the same positions. */
+static int same_mb(const kt_microbatch *a, const kt_microbatch *b) {
+  return a->n_tokens == b->n_tokens &&
+         !memcmp(a->tokens, b->tokens, (size_t)a->n_tokens * sizeof(int)) &&
+         !memcmp(a->pos, b->pos, (size_t)a->n_tokens * sizeof(int));
+}
+
+/* Balanced's order for the run's pipeline (1F1B at P = 2 and 4): the same
+ * micro-batches as the packing's own order, never a longer simulated step,
+ * on most steps another order and a shorter step; the order is the same
+ * on every fill of the step (a pure function of seed and step). */
+static void ordered(void) {
+  for (int P = 2; P <= 4; P += 2) {
+    int moved = 0, shorter = 0, steps = 12;
+    for (int step = 0; step < steps; step++) {
+      kt_microbatch own[M], got[M], again[M];
+      kt_data_source *a = packed("balanced", step, own), *b = packed_for("balanced", step, P, got);
+      kt_data_source *c = packed_for("balanced", step, P, again);
+      if (a && b && c) {
+        int used[M] = {0}, differs = 0;
+        for (int j = 0; j < M; j++) {
+          int k = 0;
+          while (k < M && (used[k] || !same_mb(&got[j], &own[k]))) k++;
+          CHECK_MSG(k < M, "P=%d step %d: micro-batch %d of the order is not one of the packing's",
+                    P, step, j);
+          if (k < M) used[k] = 1, differs |= k != j;
+          CHECK_MSG(same_mb(&got[j], &again[j]), "P=%d step %d: mb %d differs between fills", P,
+                    step, j);
+        }
+        double po = period_of(own, P), pg = period_of(got, P);
+        CHECK_MSG(pg <= po * (1 + 1e-12), "P=%d step %d: ordered step %.4f > the packing's %.4f", P,
+                  step, pg, po);
+        moved += differs, shorter += pg < po * (1 - 1e-3);
+      }
+      if (a) a->destroy(a);
+      if (b) b->destroy(b);
+      if (c) c->destroy(c);
+    }
+    CHECK_MSG(moved >= steps / 2 && shorter >= steps / 2,
+              "P=%d: the order moved micro-batches on %d and shortened the step on %d of %d steps",
+              P, moved, shorter, steps);
+  }
+  /* not a documents source, or one in chunks along the sequence: refused */
+  kt_data_source *src;
+  kt_error err;
+  kt_costs base;
+  kt_costs_default(&base);
+  kt_gen_params gp = {.p = 2, .m = M + 1};
+  kt_schedule s;
+  kt_microbatch mbs[M];
+  if (kt_generate(KT_SCHED_1F1B, &gp, &s, &err)) return;
+  if (!kt_data_mlp_create(8, 1, &src, &err)) {
+    CHECK(kt_data_docs_order(src, &s, 0, &base, &err) == KT_EINVAL);
+    src->destroy(src);
+  }
+  if (!kt_data_docs_source_create(NULL, T, B, 7, "lognormal:1:2:40", "balanced", ATTN, 2, &src,
+                                  &err)) {
+    CHECK(kt_data_docs_order(src, &s, 0, &base, &err) == KT_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "Seq1F1B");
+    src->destroy(src);
+  }
+  /* a schedule of another number of micro-batches than the step's */
+  if (!kt_data_docs_source_create(NULL, T, B, 7, "lognormal:1:2:40", "balanced", ATTN, 1, &src,
+                                  &err)) {
+    CHECK(kt_data_docs_order(src, &s, 0, &base, &err) == KT_OK);
+    CHECK(src->fill(src, 0, 0, 1, 1, M, B, mbs, &err) == KT_EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "micro-batches");
+    src->destroy(src);
+  }
+  kt_schedule_free(&s);
+}
+
+/* A session with balanced packing runs its micro-batches in the order
+ * searched for its own pipeline (1F1B, P = 2): the order of a documents
+ * source given that pipeline, not the packing's own. */
+static void session_order(void) {
+  kt_session_params p = kt_session_default_params();
+  p.model = gpt(0, 0);
+  p.p = 2, p.m = M, p.micro_batch = B, p.steps = 1, p.val_every = 0;
+  p.doc_lengths = "lognormal:1:2:40", p.packing = "balanced", p.data_seed = 7;
+  p.attn_share = ATTN;
+  kt_session *ses;
+  kt_error err;
+  kt_status st = kt_session_open(&p, &ses, &err);
+  if (!st) st = kt_session_run(ses, &err);
+  CHECK_MSG(st == KT_OK, "session: %s", err.msg);
+  const kt_session_result *res = kt_session_get_result(ses);
+  kt_microbatch own[M], got[M];
+  kt_data_source *a = packed("balanced", 0, own), *b = packed_for("balanced", 0, 2, got);
+  if (!st && a && b && res->train.n_mb_costs == M) {
+    int as_ordered = 1, as_own = 1;
+    for (int j = 0; j < M; j++) {
+      const kt_mb_cost *c = &res->train.mb_costs[j];
+      int to, tg;
+      double so, sg;
+      held(&own[j], &to, &so), held(&got[j], &tg, &sg);
+      as_ordered &= c->tokens == tg && c->attn_tokens2 == sg;
+      as_own &= c->tokens == to && c->attn_tokens2 == so;
+    }
+    CHECK_MSG(as_ordered && !as_own, "the session ran the %s order",
+              as_own ? "packing's own" : "another");
+    CHECK_NEAR(res->attn_share, ATTN, 0);
+  } else CHECK_MSG(0, "%d micro-batches recorded", res->train.n_mb_costs);
+  if (a) a->destroy(a);
+  if (b) b->destroy(b);
+  kt_session_close(ses);
+}
+
+/* The attention share fitted on micro-batches whose times follow the token
+ * model (share 0.6 at 1,024 tokens; two of eight 5x slow, the rest within
+ * 2%): 0.6; times of a fixed overhead per micro-batch, or micro-batches
+ * that cannot tell the two parts apart: none (-1). */
+static void attn_fit(void) {
+  enum { N = 8, BUDGET = 1024 };
+  static const int docs[N][3] = {{1024, 0, 0}, {512, 512, 0},  {700, 200, 100}, {300, 300, 300},
+                                 {900, 0, 0},  {100, 100, 50}, {600, 400, 0},   {1000, 20, 0}};
+  double tf[N][2], tb[N][2], tw[N][2] = {{0}};
+  kt_mb_cost c[N];
+  double x = 0.4 / BUDGET, y = 0.6 / ((double)BUDGET * BUDGET); /* per token, per token^2 */
+  for (int form = 0; form < 3; form++) {
+    for (int i = 0; i < N; i++) {
+      double L1 = 0, L2 = 0;
+      for (int d = 0; d < 3; d++) L1 += docs[i][d], L2 += (double)docs[i][d] * docs[i][d];
+      double t = form == 1 ? 0.01 : (x * L1 + y * L2) * (1 + 0.02 * ((i % 3) - 1));
+      if (form == 0 && (i == 2 || i == 5)) t *= 5;
+      tf[i][0] = tf[i][1] = t / 6, tb[i][0] = tb[i][1] = t / 3;
+      c[i] = (kt_mb_cost){.tokens = (int)L1,
+                          .attn_tokens2 = form == 2 ? 512 * L1 : L2, /* one L2 / L1 */
+                          .tf = tf[i],
+                          .tb = tb[i],
+                          .tw = tw[i]};
+    }
+    double a = kt_mb_cost_attn_fit(c, N, 2, BUDGET);
+    if (form == 0) CHECK_NEAR(a, 0.6, 0.02);
+    else CHECK_MSG(a == -1, "form %d: fitted %g", form, a);
+  }
+}
+
 /* Positions that neither start nor continue a document, past T, or more
  * tokens than the micro-batch holds: EINVAL naming the value. */
 static void bad_layouts(void) {
@@ -280,8 +476,12 @@ static void bad_layouts(void) {
 
 int main(void) {
   kt_blas_choose_core();
-  equivalence("fifo");
-  equivalence("balanced");
+  equivalence("fifo", 0);
+  equivalence("balanced", 0);
+  equivalence("balanced", 2);
+  ordered();
+  session_order();
+  attn_fit();
   block_diagonal();
   packing();
   bad_layouts();

@@ -11,7 +11,7 @@
 
 #define M 4
 #define B 2
-#define T 16
+#define T 320 /* pieces of up to 160 rows: several query blocks (KT__ATT_QB) */
 #define MAXK 4
 
 static kt_model_config gpt(int K) {
@@ -29,7 +29,7 @@ static kt_model_config gpt(int K) {
 static kt_data_source *source(int K, kt_microbatch *mbs) {
   kt_data_source *src;
   kt_error err;
-  if (kt_data_docs_source_create(NULL, T, B, 4, "lognormal:1:4:16", "balanced", 0.25, K, &src,
+  if (kt_data_docs_source_create(NULL, T, B, 4, "lognormal:1:16:320", "balanced", 0.25, K, &src,
                                  &err)) {
     CHECK_MSG(0, "%s", err.msg);
     return NULL;

@@ -102,6 +102,9 @@ double kt_pack_load(const kt_pack *pk, const kt_token_model *model, int k);
 kt_status kt_pack_costs(const kt_pack *pk, const kt_token_model *model, const kt_costs *base, int S,
                         kt_costs *out, kt_error *err);
 
+/* Simulations an order search gets: enough for a few rounds of swaps. */
+#define KT_PACK_ORDER_EVALS 400
+
 /* Balanced's order: searches the run order of pk's micro-batches (the
  * heaviest first, last, in the middle, alternating, then swaps of pairs)
  * for the shortest period of kind's schedule under params (p, v, m from
@@ -110,6 +113,11 @@ kt_status kt_pack_costs(const kt_pack *pk, const kt_token_model *model, const kt
  * and pk->period. EINVAL, ENOMEM, or the generator's error. */
 kt_status kt_pack_order(kt_pack *pk, const kt_token_model *model, const kt_costs *base,
                         kt_gen_kind kind, const kt_gen_params *params, int evals, kt_error *err);
+/* The same search for a schedule already made (a run's: its micro-batches
+ * pk->m, else EINVAL): every order simulated on s itself, orders whose
+ * peak passes mem_limit (base's memory units; 0: none) refused. */
+kt_status kt_pack_order_for(kt_pack *pk, const kt_token_model *model, const kt_costs *base,
+                            const kt_schedule *s, double mem_limit, int evals, kt_error *err);
 
 #ifdef __cplusplus
 }

@@ -130,6 +130,11 @@ typedef struct {
    * counts the chunks) */
   char doc_lengths[64], packing[16];
   int seq_chunks;
+  /* their token model's attention share (kaiten/packing.h) where it is not
+   * the model's FLOPs': given for the whole run (attn_from 0), or
+   * calibrated and used from step attn_from on; has_attn 0: none */
+  double attn_share;
+  int attn_from, has_attn;
   kt_run_segment *segments; /* n_segments >= 1; the last is the current layout */
   int n_segments;
 } kt_run_config;

@@ -66,6 +66,23 @@ kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_ba
                                      const char *doc_lengths, const char *packing,
                                      double attn_share, int seq_chunks, kt_data_source **out,
                                      kt_error *err);
+/* Balanced's micro-batches of a documents source run in the order that
+ * makes the run's own step shortest (kt_pack_order_for): every order
+ * simulated on s (copied; the schedule the run runs, each step's K M
+ * micro-batches: with grad_accum K, its K rounds) under mem_limit (in
+ * base's memory units; an order over it only when none fits; 0: none),
+ * base the stage costs of a micro-batch of one document of
+ * micro_batch * seq_len tokens (copied; each micro-batch's own from the
+ * token model). The order is a pure function of (seed, step, the token
+ * model). EINVAL (not a documents source, or one in chunks along the
+ * sequence: Seq1F1B's order), ENOMEM; a fill whose step has not s's
+ * micro-batches fails with EINVAL. */
+kt_status kt_data_docs_order(kt_data_source *src, const kt_schedule *s, double mem_limit,
+                             const kt_costs *base, kt_error *err);
+/* From step from_step on, the token model's attention share is attn_share
+ * (a calibration: kt_mb_cost_attn_fit) for balanced's packing and order. EINVAL. */
+kt_status kt_data_docs_calibrate(kt_data_source *src, int from_step, double attn_share,
+                                 kt_error *err);
 
 typedef struct {
   int step;              /* optimizer step just finished (0-based) */
@@ -139,6 +156,16 @@ typedef struct {
   double attn_tokens2;  /* sum over its documents of L^2 (fixed windows: b T^2) */
   double *tf, *tb, *tw; /* [S] seconds per stage: F, the input gradient (I or a full B), W */
 } kt_mb_cost;
+
+/* The attention share of the token model (kaiten/packing.h) fitted on a
+ * step's n micro-batches (S stages each): each one's time (every stage's
+ * F, I/B and W) is x L1 + y L2 (L1 its tokens, L2 its documents' squared
+ * lengths summed), a line through t / L1 against L2 / L1 robust to a few
+ * slow ops (Theil-Sen: the median of the slopes between pairs), and the
+ * share y B / (x + y B) at a budget of B tokens, to two decimals; -1 where
+ * the micro-batches cannot tell (fewer than two distinct L2 / L1, no time,
+ * x or y not positive: not the token model's times). ENOMEM is -1 too. */
+double kt_mb_cost_attn_fit(const kt_mb_cost *c, int n, int S, int budget);
 
 typedef struct {
   double *losses; /* steps run by this call, in order (caller frees) */
@@ -247,6 +274,9 @@ typedef enum {
    * skipped): `name` the checkpoint resumed from, count its step; the steps
    * after it run again (their metrics lines are replaced) */
   KT_NOTE_CHECKPOINT_SKIPPED,
+  /* documents: the token model's attention share calibrated on the run
+   * (kt_session_params.attn_share): count the step it is used from */
+  KT_NOTE_CALIBRATED,
   KT_NOTE_COUNT
 } kt_note_kind;
 
@@ -301,6 +331,13 @@ typedef struct {
    * (kt_data_docs_source_create: "lognormal:SIGMA:MIN:MAX"; NULL: fixed
    * windows of seq_len) and their packing ("fifo" (NULL) | "balanced") */
   const char *doc_lengths, *packing;
+  /* their token model's attention share (kaiten/packing.h: how balanced
+   * packs and orders them): < 0 (the default) the model's FLOPs', then the
+   * share calibrated on the run's second step (threads; kt_mb_cost_attn_fit)
+   * from KT_DATA_KEEPS steps after it; else this one, from step attn_from
+   * on (0: the whole run; a resumed run's calibration) */
+  double attn_share;
+  int attn_from;
   /* ---- the schedule and the layout ---- */
   const kt_schedule *schedule; /* the caller's (copied); NULL: generate `kind` */
   const kt_schedule *program;  /* with schedule: its lowered form, run as written (may be NULL) */
@@ -467,6 +504,11 @@ typedef struct {
    * (made 0: none). */
   int switches;
   kt_run_switch last_switch;
+  /* GPT documents: the attention share of the token model balanced packs
+   * and orders with at the end (kt_session_params.attn_share), used from
+   * step attn_from on (0: every step) */
+  double attn_share;
+  int attn_from;
 } kt_session_result;
 /* After kt_session_run (also a failed one: the steps it ran). */
 const kt_session_result *kt_session_get_result(const kt_session *s);

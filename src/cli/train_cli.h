@@ -54,7 +54,8 @@ int train_parse(const cli_args *a, train_opts *o);
  * micro-batches as `kaiten sim` packs them (same flags, --seed), each
  * micro-batch's synthetic costs scaled by its load (o->syn_mb_scale). The
  * GPT's own documents are its data source's (kt_data_docs_source_create):
- * --mb-tokens and --attn-share are refused there. */
+ * --mb-tokens is refused there, --attn-share fixes its token model's
+ * share (kt_session_params.attn_share). */
 int train_synthetic_packing(const cli_args *a, train_opts *o);
 #define CLI_TRAIN_PACKING_OPTS \
   {"doc-lengths", 0, "SPEC", \
@@ -65,7 +66,7 @@ int train_synthetic_packing(const cli_args *a, train_opts *o);
        "--synthetic: a micro-batch's token budget (default 1024; the GPT's is b x T)"}, \
   { \
     "attn-share", 0, "X", \
-        "--synthetic: the share of a full micro-batch's time quadratic in document length (default 0.25)" \
+        "the share of a full micro-batch's time quadratic in document length (--synthetic: default 0.25; the GPT: default its FLOPs' share, then calibrated on the run's second step)" \
   }
 int train_session(train_opts *o);
 

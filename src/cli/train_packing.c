@@ -45,6 +45,16 @@ static int fill(const cli_args *a, const train_opts *o, kt_request *rq) {
   return rc;
 }
 
+/* --attn-share for the GPT: its token model's share for the whole run (no
+ * calibration). */
+static int gpt_attn_share(const char *text, train_opts *o) {
+  double x;
+  if (kt_parse_double(text, &x) || !(x >= 0 && x <= 1))
+    return cli_usage_error("--attn-share '%s': expected a fraction in 0..1", text);
+  o->sp.attn_share = x, o->sp.attn_from = 0;
+  return 0;
+}
+
 int train_synthetic_packing(const cli_args *a, train_opts *o) {
   int any = 0;
   for (size_t i = 0; i < sizeof packing_keys / sizeof *packing_keys; i++)
@@ -53,10 +63,10 @@ int train_synthetic_packing(const cli_args *a, train_opts *o) {
   if (!cli_has(a, "doc-lengths"))
     return cli_usage_error("--packing, --mb-tokens and --attn-share need --doc-lengths");
   if (!o->sp.synthetic) { /* the GPT's data source packs its own documents */
-    if (cli_has(a, "mb-tokens") || cli_has(a, "attn-share"))
-      return cli_usage_error("--mb-tokens and --attn-share are for --synthetic runs: the GPT's "
+    if (cli_has(a, "mb-tokens"))
+      return cli_usage_error("--mb-tokens is for --synthetic runs: the GPT's "
                              "micro-batches hold --micro-batch-size x --seq-len tokens");
-    return 0;
+    return cli_has(a, "attn-share") ? gpt_attn_share(cli_get(a, "attn-share"), o) : 0;
   }
   if (o->schedule_file)
     return cli_usage_error(

@@ -51,6 +51,11 @@ static void json_run_facts(kt_buf *b, const train_opts *o, const kt_session_info
     }
     kt_buf_puts(b, "}");
   }
+  if (!o->sp.synthetic && o->sp.doc_lengths) {
+    kt_buf_puts(b, ",\"attn_share\":");
+    kt_buf_json_number(b, res->attn_share);
+    kt_buf_printf(b, ",\"attn_share_from\":%d", res->attn_from);
+  }
   const kt_faults *f = o->sp.faults;
   if (f && f->n_rank > 0) { /* the first --slow-rank */
     kt_buf_printf(b, ",\"slow_rank\":%d,\"slow_factor\":", f->rank[0].rank);

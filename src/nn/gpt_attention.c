@@ -274,35 +274,59 @@ SIMD_CLONES static void piece_forward(void *arg, int h, int thread) {
   const piece_job *j = arg;
   int C = j->C, hs = C / j->NH, l = j->l, n = j->n0 + l;
   float scale = 1.0f / sqrtf((float)hs);
-  float *sc = j->scratch + (size_t)thread * kt__attention_scratch_floats(j->T); /* (l,n) */
+  float *sc = j->scratch + (size_t)thread * kt__attention_scratch_floats(j->T); /* (qb,n) used */
   const float *q = j->inp + (size_t)j->i * 3 * C + (size_t)h * hs; /* (l,hs), stride 3C */
   const float *k = j->g + (size_t)j->s * 3 * C + C + (size_t)h * hs, *v = k + C; /* (n,hs) */
   float *a = j->att + (size_t)h * l * n;                                         /* (l,n) */
-  float *y = j->out + (size_t)j->i * C + (size_t)h * hs;          /* (l,hs), stride C */
-  kt__matmul_ld(sc, n, q, 3 * C, k, 3 * C, l, n, hs, 0, 1, 0.0f); /* q k^T */
-  for (int t = 0; t < l; t++)
-    softmax_causal_row(a + (size_t)t * n, sc + (size_t)t * n, j->n0 + t + 1, n, scale);
-  kt__matmul_ld(y, C, a, n, v, 3 * C, l, hs, n, 0, 0, 0.0f); /* att v */
+  float *y = j->out + (size_t)j->i * C + (size_t)h * hs; /* (l,hs), stride C */
+  for (int t0 = 0; t0 < l; t0 += KT__ATT_QB) { /* query blocks: keys up to their last row */
+    int r = l - t0 < KT__ATT_QB ? l - t0 : KT__ATT_QB, last = j->n0 + t0 + r;
+    kt__matmul_ld(sc, n, q + (size_t)t0 * 3 * C, 3 * C, k, 3 * C, r, block_cols(last, n), hs, 0, 1,
+                  0.0f); /* q k^T */
+    for (int t = 0; t < r; t++)
+      softmax_causal_row(a + (size_t)(t0 + t) * n, sc + (size_t)t * n, j->n0 + t0 + t + 1, n,
+                         scale);
+    kt__matmul_ld(y + (size_t)t0 * C, C, a + (size_t)t0 * n, n, v, 3 * C, r, hs, last, 0, 0,
+                  0.0f); /* att v */
+  }
 }
 
 SIMD_CLONES static void piece_backward(void *arg, int h, int thread) {
   const piece_job *j = arg;
-  int C = j->C, hs = C / j->NH, l = j->l, n = j->n0 + l;
+  int C = j->C, hs = C / j->NH, l = j->l, n0 = j->n0, n = n0 + l;
   float scale = 1.0f / sqrtf((float)hs);
   float *ds = j->scratch + (size_t)thread * kt__attention_scratch_floats(j->T); /* (l,n) */
-  const float *q = j->g + (size_t)(j->s + j->n0) * 3 * C + (size_t)h * hs;      /* (l,hs) */
+  const float *q = j->g + (size_t)(j->s + n0) * 3 * C + (size_t)h * hs;         /* (l,hs) */
   size_t key = (size_t)j->s * 3 * C + C + (size_t)h * hs;
   const float *k = j->g + key, *v = k + C;
   float *dk = j->gd + key, *dv = dk + C; /* (n,hs), stride 3C: accumulated */
   const float *a = j->att + (size_t)h * l * n;
   const float *dy = j->dout + (size_t)j->i * C + (size_t)h * hs;
   float *dq = j->dinp + (size_t)j->i * 3 * C + (size_t)h * hs;
-  kt__matmul_ld(ds, n, dy, C, v, 3 * C, l, n, hs, 0, 1, 0.0f); /* dy v^T */
-  for (int t = 0; t < l; t++)
-    softmax_causal_row_backward(ds + (size_t)t * n, a + (size_t)t * n, j->n0 + t + 1, n, scale);
-  kt__matmul_ld(dq, 3 * C, ds, n, k, 3 * C, l, hs, n, 0, 0, 0.0f); /* dS k */
-  kt__matmul_ld(dk, 3 * C, ds, n, q, 3 * C, n, hs, l, 1, 0, 1.0f); /* += dS^T q */
-  kt__matmul_ld(dv, 3 * C, a, n, dy, C, n, hs, l, 1, 0, 1.0f);     /* += att^T dy */
+  for (int t0 = 0; t0 < l; t0 += KT__ATT_QB) { /* by query block: dS, then dq */
+    int r = l - t0 < KT__ATT_QB ? l - t0 : KT__ATT_QB, last = n0 + t0 + r;
+    float *d = ds + (size_t)t0 * n;
+    kt__matmul_ld(d, n, dy + (size_t)t0 * C, C, v, 3 * C, r, block_cols(last, n), hs, 0, 1,
+                  0.0f); /* dy v^T */
+    for (int t = 0; t < r; t++)
+      softmax_causal_row_backward(d + (size_t)t * n, a + (size_t)(t0 + t) * n, n0 + t0 + t + 1, n,
+                                  scale);
+    kt__matmul_ld(dq + (size_t)t0 * 3 * C, 3 * C, d, n, k, 3 * C, r, hs, last, 0, 0,
+                  0.0f); /* dS k */
+  }
+  if (n0 > 0) { /* the earlier chunks' keys: every row saw them */
+    kt__matmul_ld(dk, 3 * C, ds, n, q, 3 * C, n0, hs, l, 1, 0, 1.0f); /* += dS^T q */
+    kt__matmul_ld(dv, 3 * C, a, n, dy, C, n0, hs, l, 1, 0, 1.0f);     /* += att^T dy */
+  }
+  /* this chunk's keys by block: the rows at and below */
+  for (int j0 = 0; j0 < l; j0 += KT__ATT_QB) {
+    int r = l - j0 < KT__ATT_QB ? l - j0 : KT__ATT_QB, rows = l - j0;
+    size_t at = (size_t)j0 * n + (size_t)(n0 + j0), kr = (size_t)(n0 + j0) * 3 * C;
+    kt__matmul_ld(dk + kr, 3 * C, ds + at, n, q + (size_t)j0 * 3 * C, 3 * C, r, hs, rows, 1, 0,
+                  1.0f); /* += dS^T q */
+    kt__matmul_ld(dv + kr, 3 * C, a + at, n, dy + (size_t)j0 * C, C, r, hs, rows, 1, 0,
+                  1.0f); /* += att^T dy */
+  }
 }
 
 /* Runs fn for every piece of the chunk, heads on the current pool. */

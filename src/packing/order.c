@@ -16,6 +16,7 @@ typedef struct {
   const kt_costs *base;
   kt_gen_kind kind;
   kt_gen_params params;
+  const kt_schedule *fixed; /* the schedule every order runs (NULL: kind generated for it) */
   int S, evals, left;
   double best_period;
   int best_over; /* the best order passes the memory limit */
@@ -32,8 +33,8 @@ static int judge(order_search *os, kt_error *err, kt_status *st) {
   if ((*st = kt_pack_costs(os->pk, os->model, os->base, os->S, &c, err))) return 0;
   kt_gen_params gp = os->params;
   gp.costs = &c, gp.outcome = NULL;
-  *st = kt_generate(os->kind, &gp, &s, err);
-  if (!*st) {
+  if (os->fixed) *st = kt_simulate_metrics(os->fixed, &c, &met, err);
+  else if (!(*st = kt_generate(os->kind, &gp, &s, err))) {
     *st = kt_simulate_metrics(&s, &c, &met, err);
     kt_schedule_free(&s);
   }
@@ -96,6 +97,30 @@ static void swaps(order_search *os, kt_error *err, kt_status *st) {
   }
 }
 
+/* The search: the packing's own order, the starting orders, then swaps. */
+static kt_status search(order_search *os, kt_error *err) {
+  kt_pack *pk = os->pk;
+  os->best = malloc(sizeof(int) * (size_t)pk->m);
+  heavy *h = malloc(sizeof(heavy) * (size_t)pk->m);
+  if (!os->best || !h) {
+    free(os->best), free(h);
+    return kt_fail(err, KT_ENOMEM, "out of memory ordering %d micro-batches", pk->m);
+  }
+  kt_status st = KT_OK;
+  judge(os, err, &st); /* the packing's own order */
+  for (int k = 0; k < pk->m; k++)
+    h[k] = (heavy){kt__pack_load(os->model, pk->tokens[k], pk->sq[k]), k};
+  qsort(h, (size_t)pk->m, sizeof *h, heavier_first);
+  starts(os, h, err, &st);
+  swaps(os, err, &st);
+  if (!st) {
+    memcpy(pk->order, os->best, sizeof(int) * (size_t)pk->m);
+    pk->period = os->best_period;
+  }
+  free(os->best), free(h);
+  return st;
+}
+
 kt_status kt_pack_order(kt_pack *pk, const kt_token_model *model, const kt_costs *base,
                         kt_gen_kind kind, const kt_gen_params *params, int evals, kt_error *err) {
   if ((unsigned)kind >= KT_SCHED_COUNT)
@@ -111,22 +136,22 @@ kt_status kt_pack_order(kt_pack *pk, const kt_token_model *model, const kt_costs
   os.params.m = pk->m;
   int v = params->v > 0 ? params->v : kt_gen_default_chunks(kind);
   os.S = params->p * (v > 0 ? v : 1);
-  os.best = malloc(sizeof(int) * (size_t)pk->m);
-  heavy *h = malloc(sizeof(heavy) * (size_t)pk->m);
-  if (!os.best || !h) {
-    free(os.best), free(h);
-    return kt_fail(err, KT_ENOMEM, "out of memory ordering %d micro-batches", pk->m);
-  }
-  kt_status st = KT_OK;
-  judge(&os, err, &st); /* the packing's own order */
-  for (int k = 0; k < pk->m; k++) h[k] = (heavy){kt__pack_load(model, pk->tokens[k], pk->sq[k]), k};
-  qsort(h, (size_t)pk->m, sizeof *h, heavier_first);
-  starts(&os, h, err, &st);
-  swaps(&os, err, &st);
-  if (!st) {
-    memcpy(pk->order, os.best, sizeof(int) * (size_t)pk->m);
-    pk->period = os.best_period;
-  }
-  free(os.best), free(h);
-  return st;
+  return search(&os, err);
+}
+
+kt_status kt_pack_order_for(kt_pack *pk, const kt_token_model *model, const kt_costs *base,
+                            const kt_schedule *s, double mem_limit, int evals, kt_error *err) {
+  if (s->m != pk->m)
+    return kt_fail(err, KT_EINVAL, "the schedule runs %d micro-batches, the packing has %d", s->m,
+                   pk->m);
+  order_search os = {.pk = pk,
+                     .model = model,
+                     .base = base,
+                     .params = {.mem_limit = mem_limit},
+                     .fixed = s,
+                     .S = kt_schedule_stages(s),
+                     .evals = evals,
+                     .left = evals > 0 ? evals : 1,
+                     .best_period = -1};
+  return search(&os, err);
 }

@@ -74,9 +74,6 @@ static int documents_needed(const kt_request *rq) {
   return n > 1e7 ? 10000000 : (int)n;
 }
 
-/* Orders balanced's packing tries: enough for a few rounds of swaps. */
-#define ORDER_EVALS 400
-
 /* Balanced's order of pk for kind (stage costs base, generation pp), then
  * base turned into pk's per-micro-batch costs (S stages). */
 static kt_status order_and_cost(const kt_request *rq, kt_gen_kind kind, int S,
@@ -84,7 +81,7 @@ static kt_status order_and_cost(const kt_request *rq, kt_gen_kind kind, int S,
                                 kt_error *err) {
   kt_status st = KT_OK;
   if (rq->packing == KT_PACK_BALANCED)
-    st = kt_pack_order(pk, &rq->tokens, base, kind, pp, ORDER_EVALS, err);
+    st = kt_pack_order(pk, &rq->tokens, base, kind, pp, KT_PACK_ORDER_EVALS, err);
   kt_costs packed;
   if (!st) st = kt_pack_costs(pk, &rq->tokens, base, S, &packed, err);
   if (st) return st;

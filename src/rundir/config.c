@@ -163,6 +163,11 @@ void kt__rd_config_json(const kt_run_config *c, kt_buf *b) {
     kt_buf_puts(b, ", \"packing\": ");
     kt_buf_json_string(b, c->packing[0] ? c->packing : "fifo");
     kt_buf_printf(b, ", \"seq_chunks\": %d", c->seq_chunks > 1 ? c->seq_chunks : 1);
+    if (c->has_attn) {
+      kt_buf_puts(b, ", \"attn_share\": ");
+      kt_buf_json_number(b, c->attn_share);
+      kt_buf_printf(b, ", \"attn_share_from\": %d", c->attn_from);
+    }
   }
   kt_buf_puts(b, ",\n  \"segments\": [");
   for (int i = 0; i < c->n_segments; i++) {
@@ -331,6 +336,9 @@ kt_status kt__rd_config_parse(const cJSON *root, const char *path, kt_run_config
   copy_str(c->doc_lengths, sizeof c->doc_lengths, kt__rd_str(root, "doc_lengths"));
   copy_str(c->packing, sizeof c->packing, kt__rd_str(root, "packing"));
   c->seq_chunks = opt_int(root, "seq_chunks", 1);
+  c->attn_share = kt__rd_num(root, "attn_share");
+  c->has_attn = c->attn_share >= 0 && c->attn_share <= 1;
+  c->attn_from = opt_int(root, "attn_share_from", 0);
   kt_status st = parse_segments(root, path, c, err);
   if (st) kt_run_config_free(c);
   return st;

@@ -3,7 +3,9 @@
  * into pieces of T, takes their bytes from places of the training text,
  * and packs them (kaiten/packing.h: fifo or balanced) into micro-batches
  * of b T tokens with per-token positions (block-diagonal attention,
- * kaiten/model.h), each as `chunks` chunks along the sequence. */
+ * kaiten/model.h), each as `chunks` chunks along the sequence; balanced's
+ * micro-batches run in the order the simulator finds shortest for the
+ * run's own pipeline (kt_data_docs_order). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +25,14 @@ typedef struct {
   kt_doc_lengths spec;
   kt_packing packing;
   double attn; /* the token model's attention share (kt_token_model) */
-  int chunks;  /* each micro-batch runs as this many chunks along the sequence */
+  /* balanced's order (kt_data_docs_order): searched for this pipeline */
+  int ordered;
+  kt_schedule sched; /* what the run runs (its micro-batches: a step's) */
+  double mem_limit;  /* in base's memory units; 0: none */
+  kt_costs base;     /* a micro-batch of one document of b T tokens, every stage */
+  int cal_from;      /* from this step on the calibrated share (-1: never) */
+  double cal_attn;
+  int chunks; /* each micro-batch runs as this many chunks along the sequence */
   docs_turn turn[KT_DATA_KEEPS];
   int next, n_val;
   int *drawn, *len; /* one replica's document lengths, and their pieces of at most T */
@@ -75,16 +84,29 @@ static int draw(docs_src *t, int64_t step, int d, int n) {
 
 /* Replica d's documents of a step packed into n_pack micro-batches: enough
  * drawn that fifo fills them all (or the packing ends on a full step). */
-static kt_status pack_step(docs_src *t, int64_t step, int d, int n_pack, int b, kt_pack *pk,
-                           kt_error *err) {
-  kt_token_model tm = {.budget = b * t->seq_len, .attn = t->attn};
+static kt_status pack_step(docs_src *t, int64_t step, int d, int n_pack, const kt_token_model *tm,
+                           kt_pack *pk, kt_error *err) {
   for (int n = 4 * n_pack;; n *= 2) {
     int pieces = draw(t, step, d, n);
     if (pieces < 0) return kt_fail(err, KT_ENOMEM, "out of memory drawing documents");
-    kt_status st = kt_pack_documents(t->len, pieces, n_pack, &tm, t->packing, pk, err);
+    kt_status st = kt_pack_documents(t->len, pieces, n_pack, tm, t->packing, pk, err);
     if (st || pk->n_docs < pieces || n > 1 << 24) return st; /* fifo stopped before the end */
     kt_pack_free(pk);
   }
+}
+
+/* Replica d's packing of a step, balanced's in the order searched for the
+ * run's pipeline (when it was given); the token model of the step. */
+static kt_status packing_of(docs_src *t, int step, int d, int n_pack, int b, kt_pack *pk,
+                            kt_error *err) {
+  int cal = t->cal_from >= 0 && step >= t->cal_from;
+  kt_token_model tm = {.budget = b * t->seq_len, .attn = cal ? t->cal_attn : t->attn};
+  kt_status st = pack_step(t, step, d, n_pack, &tm, pk, err);
+  if (st || !t->ordered || t->packing != KT_PACK_BALANCED) return st;
+  if ((st =
+           kt_pack_order_for(pk, &tm, &t->base, &t->sched, t->mem_limit, KT_PACK_ORDER_EVALS, err)))
+    kt_pack_free(pk);
+  return st;
 }
 
 /* Rows [lo, hi) of a document of L tokens in chunk k of `chunks`. */
@@ -134,7 +156,7 @@ static kt_status docs_train(docs_src *t, docs_turn *u, int step, int D, int n_mb
   size_t total = 0;
   for (int d = 0; d < D; d++) {
     kt_pack pk;
-    kt_status st = pack_step(t, step, d, n_mb / t->chunks, b, &pk, err);
+    kt_status st = packing_of(t, step, d, n_mb / t->chunks, b, &pk, err);
     if (st) return st;
     total += lay_out(t, u, d, &pk, b, out);
     kt_pack_free(&pk);
@@ -176,6 +198,8 @@ static void docs_destroy(kt_data_source *src) {
   for (int u = 0; u < KT_DATA_KEEPS; u++)
     free(t->turn[u].tokens), free(t->turn[u].targets), free(t->turn[u].pos), free(t->turn[u].row);
   free(t->drawn), free(t->len), free(t->off);
+  kt_costs_free(&t->base);
+  if (t->ordered) kt_schedule_free(&t->sched);
   free(t);
   free(src);
 }
@@ -213,6 +237,7 @@ kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_ba
                   .packing = (kt_packing)how,
                   .attn = attn_share,
                   .chunks = seq_chunks > 1 ? seq_chunks : 1,
+                  .cal_from = -1,
                   .n_val = kt_data_val_batches(ds, seq_len, micro_batch)};
   src->has_validation = t->n_val > 0;
   src->tokens_per_sample = (size_t)seq_len;
@@ -221,5 +246,42 @@ kt_status kt_data_docs_source_create(const char *path, int seq_len, int micro_ba
   src->destroy = docs_destroy;
   src->keeps = KT_DATA_KEEPS;
   *out = src;
+  return KT_OK;
+}
+
+static docs_src *docs_of(kt_data_source *src) {
+  return src && src->fill == docs_fill ? src->impl : NULL;
+}
+
+kt_status kt_data_docs_order(kt_data_source *src, const kt_schedule *s, double mem_limit,
+                             const kt_costs *base, kt_error *err) {
+  docs_src *t = docs_of(src);
+  if (!t) return kt_fail(err, KT_EINVAL, "an order for packed documents needs a documents source");
+  if (t->chunks > 1)
+    return kt_fail(err, KT_EINVAL,
+                   "micro-batches in %d chunks run Seq1F1B's order, not a generator's", t->chunks);
+  kt_costs copy;
+  kt_schedule sched;
+  if (kt_costs_copy(&copy, base)) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = kt_schedule_copy(&sched, s, err);
+  if (st) {
+    kt_costs_free(&copy);
+    return st;
+  }
+  kt_costs_free(&t->base);
+  if (t->ordered) kt_schedule_free(&t->sched);
+  t->base = copy, t->sched = sched, t->mem_limit = mem_limit > 0 ? mem_limit : 0;
+  t->ordered = 1;
+  return KT_OK;
+}
+
+kt_status kt_data_docs_calibrate(kt_data_source *src, int from_step, double attn_share,
+                                 kt_error *err) {
+  docs_src *t = docs_of(src);
+  if (!t) return kt_fail(err, KT_EINVAL, "a calibration for packed documents needs their source");
+  if (!(attn_share >= 0 && attn_share <= 1) || from_step < 0)
+    return kt_fail(err, KT_EINVAL, "attention share %g from step %d: expected 0..1 from step >= 0",
+                   attn_share, from_step);
+  t->cal_from = from_step, t->cal_attn = attn_share;
   return KT_OK;
 }

@@ -1,6 +1,7 @@
 /* Each micro-batch's costs as the last step ran them: its tokens and
  * attention work from the data, each stage's F, I/B and W from the
  * measured timeline (the k-th run of (stage, mb, op) is round k). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,4 +102,52 @@ kt_status kt__step_record(kt_train_result *out, const kt_train_config *cfg,
   out->tokens += tokens;
   p->tokens_per_s = tokens / p->seconds;
   return KT_OK;
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The micro-batches a fit reads at most (their pairs' slopes are kept),
+ * at least, and the relative miss it allows the median micro-batch. */
+#define FIT_MAX 256
+#define FIT_LEAST 4
+#define FIT_MISS 0.1
+
+double kt_mb_cost_attn_fit(const kt_mb_cost *c, int n, int S, int budget) {
+  if (n > FIT_MAX) n = FIT_MAX;
+  double r[FIT_MAX], y[FIT_MAX], w[FIT_MAX]; /* L2 / L1 and time / L1 of each; scratch */
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    double t = 0;
+    for (int s = 0; s < S; s++) t += c[i].tf[s] + c[i].tb[s] + c[i].tw[s];
+    if (c[i].tokens > 0 && t > 0) r[k] = c[i].attn_tokens2 / c[i].tokens, y[k++] = t / c[i].tokens;
+  }
+  if (k < FIT_LEAST) return -1;
+  double *slope = malloc(sizeof(double) * (size_t)(k * (k - 1) / 2 + 1));
+  if (!slope) return -1;
+  int n_slopes = 0;
+  for (int i = 0; i < k; i++)
+    for (int j = i + 1; j < k; j++)
+      if (fabs(r[i] - r[j]) > 1e-9 * (r[i] + r[j]))
+        slope[n_slopes++] = (y[i] - y[j]) / (r[i] - r[j]);
+  if (n_slopes == 0) {
+    free(slope);
+    return -1;
+  }
+  qsort(slope, (size_t)n_slopes, sizeof *slope, by_value);
+  double b = slope[n_slopes / 2];
+  free(slope);
+  for (int i = 0; i < k; i++) w[i] = y[i] - b * r[i]; /* the per-token part of each */
+  qsort(w, (size_t)k, sizeof *w, by_value);
+  double a = w[k / 2];
+  /* a part that is not positive, or times the line misses by more than
+   * FIT_MISS for half the micro-batches: not the token model's times (an
+   * overhead per op, say, on a small model; noise) */
+  if (!(a > 0 && b > 0)) return -1;
+  for (int i = 0; i < k; i++) w[i] = fabs(y[i] - a - b * r[i]) / (a + b * r[i]);
+  qsort(w, (size_t)k, sizeof *w, by_value);
+  if (w[k / 2] > FIT_MISS) return -1;
+  return round(100 * b * budget / (a + b * budget)) / 100;
 }

@@ -33,6 +33,7 @@ kt_session_params kt_session_default_params(void) {
   p.slow_rank = -1, p.slow_factor = 1;
   p.nan_step = p.nan_rank = -1;
   p.keep_checkpoints = KT_SESSION_KEEP_CHECKPOINTS;
+  p.attn_share = -1; /* the model's FLOPs, then calibrated */
   return p;
 }
 
@@ -313,12 +314,7 @@ static kt_status build_runtime(kt_session *s, kt_error *err) {
   if (p->data || !has_units(p)) return KT_OK;
   if (p->model.kind == KT_MODEL_MLP)
     return kt_data_mlp_create(p->model.hidden, p->data_seed, &s->data, err);
-  if (p->doc_lengths) { /* attention's share of a full micro-batch's FLOPs: 2 L C of 24 C^2 + 2 L C */
-    double budget = (double)p->micro_batch * p->model.seq_len;
-    return kt_data_docs_source_create(
-        p->data_path, p->model.seq_len, p->micro_batch, p->data_seed, p->doc_lengths, p->packing,
-        budget / (12.0 * p->model.hidden + budget), p->model.seq_chunks, &s->data, err);
-  }
+  if (p->doc_lengths) return kt__session_docs_open(s, err);
   return kt_data_text_source_create(p->data_path, p->model.seq_len, p->micro_batch, p->data_seed,
                                     &s->data, err);
 }

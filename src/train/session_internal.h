@@ -105,6 +105,14 @@ kt_status kt__step_record(kt_train_result *out, const kt_train_config *cfg,
                           kt_train_progress *p, kt_error *err);
 void kt__free_mb_costs(kt_train_result *out);
 
+/* The GPT's documents (session_docs.c): their source with its token model
+ * and balanced's order for the run's schedule; after each step, on this
+ * session's second, the attention share calibrated on it (balanced on
+ * threads, none given or recorded) from KT_DATA_KEEPS steps on, recorded
+ * in config.json. EINVAL, ENOMEM, EIO. */
+kt_status kt__session_docs_open(kt_session *s, kt_error *err);
+kt_status kt__session_docs_step(kt_session *s, const kt_train_progress *tp, kt_error *err);
+
 /* Seq1F1B (seq_chunks.c): 1F1B over M micro-batches of K chunks each (mb
  * j K + k), every micro-batch's chunks backward in reverse; validated.
  * ENOMEM. */

@@ -32,6 +32,8 @@ void kt__session_run_config(const kt_session *s, kt_run_config *c) {
   snprintf(c->doc_lengths, sizeof c->doc_lengths, "%s", p->doc_lengths ? p->doc_lengths : "");
   snprintf(c->packing, sizeof c->packing, "%s", p->packing ? p->packing : "");
   c->seq_chunks = m->seq_chunks > 1 ? m->seq_chunks : 1;
+  if (p->doc_lengths && p->attn_share >= 0)
+    c->attn_share = p->attn_share, c->attn_from = p->attn_from, c->has_attn = 1;
 }
 
 /* The model's memory under the layout (borrowed from s: the segment is

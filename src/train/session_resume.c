@@ -127,6 +127,8 @@ kt_status kt_session_params_from_run(kt_session_params *p, kt_session_resume *r,
   p->doc_lengths = r->run.doc_lengths[0] ? r->run.doc_lengths : NULL;
   p->packing = r->run.packing[0] ? r->run.packing : NULL;
   p->model.seq_chunks = r->run.seq_chunks > 1 ? r->run.seq_chunks : 0;
+  if (r->run.has_attn && p->attn_share < 0) /* the run's calibration, unless one is given */
+    p->attn_share = r->run.attn_share, p->attn_from = r->run.attn_from;
   if (!(keep & KT_KEEP_DECAY)) p->optim.decay_steps = r->meta.decay_steps; /* the run's schedule */
   p->optim.warmup_steps = r->meta.warmup_steps;
   p->resume = p->run_dir = dir;

@@ -138,8 +138,8 @@ static int on_step(void *ctx, const kt_train_progress *tp) {
   p.record = &rec, p.ranks = s->ranks, p.n_ranks = n > 0 ? n : 0;
   idle_causes(s, &p, s->ranks, p.n_ranks);
   kt__session_autopilot_step(s, &p, &rec);
-  kt_status st = KT_OK;
-  if (s->rd)
+  kt_status st = kt__session_docs_step(s, &p, &err);
+  if (!st && s->rd)
     st = n < 0 ? kt_fail(&err, KT_ENOMEM, "out of memory")
                : kt_rundir_append_step(s->rd, &rec, s->ranks, n, &err);
   if (st) fail_in_step(s, st, &err);
