@@ -104,6 +104,10 @@ kt_status kt__step_record(kt_train_result *out, const kt_train_config *cfg,
                           const kt_microbatch *mbs, double fixed, const kt_timeline *tl,
                           kt_train_progress *p, kt_error *err);
 void kt__free_mb_costs(kt_train_result *out);
+/* Each (stage, micro-batch)'s own costs from measured step t into out,
+ * where its micro-batches differ by design (calibrate_costs.c). */
+kt_status kt__calibrate_mb(const kt_timeline *t, const kt_schedule *s, kt_costs *out,
+                           kt_error *err);
 
 /* The GPT's documents (session_docs.c): their source with its token model
  * and balanced's order for the run's schedule; after each step, on this

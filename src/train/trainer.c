@@ -8,150 +8,6 @@
 #include "train/autopilot.h"
 #include "train/session_internal.h"
 
-/* The time a hand-over between ranks took: for every action that sat waiting
- * for a remote input (its rank was idle when the producer finished), the gap
- * between the producer's end and its own start; the median of those, and
- * each link's own (link_comm) where one differs from it by more than a
- * tenth of the step's mean op (a slow link). */
-static double calibrate_hop(const kt_timeline *t, const kt_schedule *s, double op_mean,
-                            kt_costs *out) {
-  size_t n = t->n_events + 1;
-  double *gaps = kt_calloc(n, sizeof *gaps), *mine = kt_calloc(n, sizeof *mine), hop = 0;
-  int *from = kt_calloc(n, sizeof *from), *to = kt_calloc(n, sizeof *to);
-  size_t ng = gaps && mine && from && to ? kt__hop_gaps(t, s, gaps, from, to) : 0;
-  for (size_t i = 0; i < ng; i++) mine[i] = gaps[i];
-  hop = kt_median(mine, ng);
-  out->comm = hop;
-  kt_error err;
-  for (int l = 0; l < (s->p == 2 ? 1 : s->p) && s->p > 1 && ng; l++) {
-    size_t k = 0;
-    for (size_t i = 0; i < ng; i++)
-      if (kt_link_index(from[i], to[i], s->p) == l) mine[k++] = gaps[i];
-    double own = k ? kt_median(mine, k) : hop;
-    if (fabs(own - hop) <= 0.1 * op_mean) continue;
-    if (!out->link_comm && kt_costs_links_for(out, s->p, &err)) break;
-    out->link_comm[l] = own;
-  }
-  free(gaps), free(mine), free(from), free(to);
-  return hop;
-}
-
-/* What posting a send holds its rank: the median of the step's sends (0
- * when it recorded none, e.g. one rank). */
-static double calibrate_send(const kt_timeline *t) {
-  double *d = kt_calloc(t->n_comm + 1, sizeof *d), o = 0;
-  size_t n = 0;
-  if (!d) return 0;
-  for (size_t i = 0; i < t->n_comm; i++)
-    if (t->comm[i].op == KT_OP_SEND_F || t->comm[i].op == KT_OP_SEND_B)
-      d[n++] = t->comm[i].end - t->comm[i].start;
-  if (n) o = kt_median(d, n);
-  free(d);
-  return o > 0 ? o : 0;
-}
-
-/* Micro-batches of their own costs (variable-length data): each (stage,
- * micro-batch)'s mean F, I (or B) and W where some stage's micro-batches'
- * forwards differ by more than a quarter; nothing where they are alike.
- * Only for a run whose micro-batches differ by design (a measured step's
- * noise alone must not give the prediction one list per micro-batch). */
-#define MB_SPREAD 1.25
-static kt_status calibrate_mb(const kt_timeline *t, const kt_schedule *s, kt_costs *out,
-                              kt_error *err) {
-  int S = kt_schedule_stages(s), M = s->m;
-  size_t cells = (size_t)S * (size_t)M;
-  double *sum = kt_calloc(cells * KT_OP_COUNT, sizeof(double)),
-         *vals = kt_calloc(cells, sizeof(double));
-  size_t *count = kt_calloc(cells * KT_OP_COUNT, sizeof(size_t));
-  kt_status st =
-      sum && vals && count ? KT_OK : kt_fail(err, KT_ENOMEM, "out of memory calibrating costs");
-  for (size_t i = 0; !st && i < t->n_events; i++) {
-    const kt_event *e = &t->events[i];
-    if (e->stage < 0 || e->stage >= S || e->op >= KT_OP_COUNT || e->mb < 0) continue;
-    size_t k = ((size_t)e->stage * (size_t)M + (size_t)(e->mb % M)) * KT_OP_COUNT + e->op;
-    sum[k] += e->end - e->start, count[k]++;
-  }
-#define MEAN(x, op) \
-  (count[(x)*KT_OP_COUNT + (op)] \
-       ? sum[(x)*KT_OP_COUNT + (op)] / (double)count[(x)*KT_OP_COUNT + (op)] \
-       : 0)
-  int differ = 0;
-  for (int st_ = 0; !st && st_ < S; st_++) {
-    double lo = INFINITY, hi = 0;
-    for (int j = 0; j < M; j++) {
-      double f = MEAN((size_t)st_ * (size_t)M + (size_t)j, KT_OP_F);
-      lo = fmin(lo, f), hi = fmax(hi, f);
-    }
-    differ |= hi > MB_SPREAD * lo;
-  }
-  const kt_op ops[] = {KT_OP_F, KT_OP_I, KT_OP_W};
-  const char *const fields[] = {"tf", "tb", "tw"};
-  for (int f = 0; !st && differ && f < 3; f++) {
-    for (size_t x = 0; x < cells; x++) {
-      int split = count[x * KT_OP_COUNT + KT_OP_I] || count[x * KT_OP_COUNT + KT_OP_W];
-      vals[x] = split || ops[f] == KT_OP_F ? MEAN(x, ops[f])
-                : ops[f] == KT_OP_I        ? MEAN(x, KT_OP_B)
-                                           : 0;
-    }
-    st = kt_costs_set_mb(out, fields[f], vals, S, M, err);
-  }
-#undef MEAN
-  free(sum), free(vals), free(count);
-  return st;
-}
-
-kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, kt_costs *out,
-                             kt_error *err) {
-  int S = kt_schedule_stages(s);
-  kt_costs_default(out);
-  out->mem_act = 0;
-  out->n_stages = S;
-  out->stage_tf = kt_calloc((size_t)S, sizeof(double));
-  out->stage_tb = kt_calloc((size_t)S, sizeof(double));
-  out->stage_tw = kt_calloc((size_t)S, sizeof(double));
-  /* the mean of each (stage, op), so the prediction does the step's total work */
-  double *sum = kt_calloc((size_t)S * KT_OP_COUNT, sizeof(double));
-  size_t *count = kt_calloc((size_t)S * KT_OP_COUNT, sizeof(size_t));
-  if (!out->stage_tf || !out->stage_tb || !out->stage_tw || !sum || !count) {
-    free(sum);
-    free(count);
-    kt_costs_free(out);
-    return kt_fail(err, KT_ENOMEM, "out of memory calibrating costs");
-  }
-  for (size_t i = 0; i < measured->n_events; i++) {
-    const kt_event *e = &measured->events[i];
-    if (e->stage < 0 || e->stage >= S || e->op >= KT_OP_COUNT) continue;
-    sum[(size_t)e->stage * KT_OP_COUNT + e->op] += e->end - e->start;
-    count[(size_t)e->stage * KT_OP_COUNT + e->op]++;
-  }
-  for (int st = 0; st < S; st++) {
-    double mean[KT_OP_COUNT];
-    for (int op = 0; op < KT_OP_COUNT; op++) {
-      size_t k = (size_t)st * KT_OP_COUNT + (size_t)op;
-      mean[op] = count[k] ? sum[k] / (double)count[k] : 0;
-    }
-    out->stage_tf[st] = mean[KT_OP_F];
-    if (count[(size_t)st * KT_OP_COUNT + KT_OP_I] || count[(size_t)st * KT_OP_COUNT + KT_OP_W]) {
-      out->stage_tb[st] = mean[KT_OP_I];
-      out->stage_tw[st] = mean[KT_OP_W];
-    } else {
-      out->stage_tb[st] = mean[KT_OP_B]; /* a full backward: its split is not observable */
-      out->stage_tw[st] = 0;
-    }
-  }
-  free(sum);
-  free(count);
-  out->tf = out->stage_tf[0];
-  out->tb = out->stage_tb[0];
-  out->tw = out->stage_tw[0];
-  double ops = 0;
-  int n_ops = 0;
-  for (int st = 0; st < S; st++) ops += out->stage_tf[st] + out->stage_tb[st], n_ops += 2;
-  calibrate_hop(measured, s, n_ops ? ops / n_ops : 0, out);
-  out->send_overhead = calibrate_send(measured);
-  return KT_OK;
-}
-
 void kt_train_result_free(kt_train_result *r) {
   free(r->losses);
   kt_metrics_free(&r->measured);
@@ -192,13 +48,14 @@ static kt_status repeat_mb(kt_costs *c, int rounds, kt_error *err) {
 }
 
 /* kt_train_predict_on; per_mb: the micro-batches differ by design (each
- * one's own costs calibrated where they differ: calibrate_mb). */
+ * one's own costs calibrated where they differ: kt__calibrate_mb). */
 static kt_status predict_on(const kt_schedule *s, int grad_accum, const kt_timeline *measured,
                             const kt_links *links, double comm_bytes, int per_mb,
                             kt_costs *calibrated, kt_timeline *predicted, double *sync_end,
                             kt_error *err) {
   kt_status st = kt_calibrate_costs(measured, s, calibrated, err);
-  if (!st && per_mb && (st = calibrate_mb(measured, s, calibrated, err))) kt_costs_free(calibrated);
+  if (!st && per_mb && (st = kt__calibrate_mb(measured, s, calibrated, err)))
+    kt_costs_free(calibrated);
   if (st) return st;
   calibrated->links = links;
   calibrated->comm_bytes = comm_bytes;
@@ -347,11 +204,14 @@ static kt_status predict(kt_runtime *rt, const kt_train_config *cfg, const kt_ti
   return st ? st : predicted_period(cfg, tail, t_dp, t_norm, out, err);
 }
 
-/* After the last step: throughput, the measured and predicted last step
- * (last is handed over to out). */
+/* After the last step: throughput, the measured last step (last is handed
+ * over to out) and the prediction calibrated on typical (a step of median
+ * length among the last few: one step's op times on a shared machine
+ * moved the prediction by a third from run to run, while the median step
+ * it is read against hardly moved). */
 static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeline *last,
-                           double *step_s, double mean, double samples, size_t tps,
-                           kt_train_result *out, kt_error *err) {
+                           const kt_timeline *typical, double *step_s, double mean, double samples,
+                           size_t tps, kt_train_result *out, kt_error *err) {
   const kt_runtime_config *rc = &cfg->runtime;
   double last_s = step_s[out->n_losses - 1]; /* the median below sorts step_s */
   out->mean_step_seconds = mean;
@@ -364,7 +224,7 @@ static kt_status summarise(kt_runtime *rt, const kt_train_config *cfg, kt_timeli
   kt_status st = kt_timeline_metrics(last, &out->measured, err);
   /* the last step as it ran: its period, from the end of the one before */
   if (!st) kt_metrics_set_period(&out->measured, last_s, (int)rc->step_sync);
-  if (!st) st = predict(rt, cfg, last, out->tail_seconds, out, err);
+  if (!st) st = predict(rt, cfg, typical ? typical : last, out->tail_seconds, out, err);
   int r0 = kt_stage_rank(rc->schedule, 0); /* the rank of stage 0: its peak activation memory */
   if (!st && r0 >= 0 && r0 < out->measured.p)
     out->peak_stash_bytes_stage0 = (size_t)out->measured.ranks[r0].peak_memory;
@@ -437,6 +297,7 @@ static kt_status step_progress(kt_runtime *rt, const kt_train_config *cfg, int s
  * KT_STEPS_AHEAD are in flight, each with a buffer of micro-batches of its
  * own (step % KT_STEPS_AHEAD). */
 #define KT_STEPS_AHEAD KT_DATA_KEEPS
+#define KT_CALIBRATION_STEPS 9
 typedef struct {
   kt_runtime *rt;
   const kt_train_config *cfg;
@@ -449,7 +310,36 @@ typedef struct {
   double *step_s, total_seconds, samples;
   size_t tps;
   kt_timeline last;
+  /* the last steps after the first (a ring), for the prediction's calibration */
+  kt_timeline recent[KT_CALIBRATION_STEPS];
+  double recent_s[KT_CALIBRATION_STEPS];
+  int n_recent;
 } run_loop;
+
+/* Keeps the step just taken (in L->last, res->seconds long) among the
+ * recent ones; not the first (it warms up), nor where each micro-batch has
+ * costs of its own (calibrated on the step they ran in). */
+static kt_status keep_recent(run_loop *L, double seconds, kt_error *err) {
+  if (L->out->n_losses < 2 || L->cfg->runtime.syn_mb_scale) return KT_OK;
+  int i = L->n_recent++ % KT_CALIBRATION_STEPS;
+  L->recent_s[i] = seconds;
+  if (kt_timeline_copy(&L->recent[i], &L->last)) return kt_fail(err, KT_ENOMEM, "out of memory");
+  return KT_OK;
+}
+
+/* The recent step of median length, or NULL when none was kept. */
+static const kt_timeline *typical_step(const run_loop *L) {
+  int n = L->n_recent < KT_CALIBRATION_STEPS ? L->n_recent : KT_CALIBRATION_STEPS;
+  for (int i = 0; i < n; i++) { /* the one with as many shorter as longer (ties by index) */
+    int below = 0, above = 0;
+    for (int j = 0; j < n; j++) {
+      double a = L->recent_s[j], b = L->recent_s[i];
+      below += a < b || (a == b && j < i), above += a > b || (a == b && j > i);
+    }
+    if (below == n / 2 || (below == (n - 1) / 2 && above == n / 2)) return &L->recent[i];
+  }
+  return NULL;
+}
 
 /* Where the next step must wait for this one to be checked everywhere: a
  * validation or a checkpoint (the caller's barrier_at) after it. */
@@ -515,6 +405,7 @@ static kt_status take(run_loop *L, const kt_step_result *res, kt_error *err) {
   if (res->vote) L->stopping = 1; /* every rank agreed to stop */
   kt_train_progress p;
   kt_status st = step_progress(L->rt, cfg, step, res, L->samples, L->tps, &L->last, out, &p, err);
+  if (!st) st = keep_recent(L, res->seconds, err);
   if (st) return st;
   if ((st = kt__step_record(L->out, cfg, L->cfg->data ? L->mbs[step % KT_STEPS_AHEAD] : NULL,
                             L->samples * (double)L->tps, &L->last, &p, err)))
@@ -554,6 +445,8 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     fed &= (L.mbs[i] = kt_calloc((size_t)D * K * M, sizeof *L.mbs[i])) != NULL;
   L.step_s = kt_calloc((size_t)n + 1, sizeof *L.step_s);
   kt_timeline_init(&L.last, rc->schedule->p, "s", "B");
+  for (int i = 0; i < KT_CALIBRATION_STEPS; i++)
+    kt_timeline_init(&L.recent[i], rc->schedule->p, "s", "B");
   kt_status st = KT_OK;
   if (!out->losses || !fed || !L.step_s) st = kt_fail(err, KT_ENOMEM, "out of memory");
   if (cfg->should_stop && kt_runtime_all_local(rt))
@@ -575,12 +468,13 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     }
   }
   if (!st && out->n_losses > 0)
-    st = summarise(rt, cfg, &L.last, L.step_s, L.total_seconds / out->n_losses, L.samples, L.tps,
-                   out, err);
+    st = summarise(rt, cfg, &L.last, typical_step(&L), L.step_s, L.total_seconds / out->n_losses,
+                   L.samples, L.tps, out, err);
   kt_runtime_set_poll(rt, NULL, NULL);
   kt_runtime_settle(rt); /* steps left in flight by an error still read L.mbs */
   for (int i = 0; i < KT_STEPS_AHEAD; i++) free(L.mbs[i]);
   free(L.step_s);
   kt_timeline_free(&L.last);
+  for (int i = 0; i < KT_CALIBRATION_STEPS; i++) kt_timeline_free(&L.recent[i]);
   return st;
 }
