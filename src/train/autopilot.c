@@ -3,14 +3,16 @@
  * more than the switch costs.
  *
  * The costs: each stage's calibrated (clean) ops times its rank's factor
- * where the rank is named, each hop the calibrated hand-over plus the
- * excess of a named link. In order of what a switch costs: (a) a new
- * order of the same stages (zb-auto, or zbv-auto for the v placement)
- * under the run's memory limit; (b) a new partition: the exact
- * partitioner on per-unit costs (each stage's calibrated cost shared over
- * its units by their weight) with every stage's load times its rank's
- * factor, then its order as in (a). The simulator predicts each; the
- * fastest is adopted when its gain over the steps left exceeds its cost:
+ * where the rank is named, each hop the calibrated hand-over plus a named
+ * link's mean excess over its last steps over (a delay that changes
+ * within steps is planned for at its expected value). In order of what a
+ * switch costs: (a) a new order of the same stages (zb-auto, or zbv-auto
+ * for the v placement) under the run's memory limit; (b) a new
+ * partition: the exact partitioner on per-unit costs (each stage's
+ * calibrated cost shared over its units by their weight) with every
+ * stage's load times its rank's factor, then its order as in (a). The
+ * simulator predicts each; the fastest is adopted when its gain over the
+ * steps left exceeds its cost:
  * the overlap lost at the switch's barrier (the plan now's makespan less
  * its period) and, for a partition, the units' weights and optimizer
  * state moved (at 1 GB/s). */
@@ -74,8 +76,7 @@ static kt_status measured_costs(const kt__planner *pl, const kt__detector *d, co
   c->comm = n ? kt_median(hops, (size_t)n) : 0;
   c->step_sync = pl->sync, c->tu = pl->tu / pl->v;
   kt_status st = pl->p > 1 ? kt_costs_links_for(c, pl->p, err) : KT_OK;
-  for (int l = 0; !st && l < c->n_links; l++)
-    c->link_delay[l] = kt__detector_link_named(d, l) ? d->excess[l] : 0;
+  for (int l = 0; !st && l < c->n_links; l++) c->link_delay[l] = kt__detector_link_delay(d, l);
   return st;
 }
 

@@ -44,9 +44,14 @@ kt_status kt__detector_init(kt__detector *d, const kt_schedule *s, kt_error *err
   d->link_spread = kt_calloc((size_t)d->p, sizeof *d->link_spread);
   d->hold = kt_calloc((size_t)d->p, sizeof *d->hold);
   d->link_since = kt_calloc((size_t)d->p, sizeof *d->link_since);
+  d->own_since = kt_calloc((size_t)d->p, sizeof *d->own_since);
+  d->grew = kt_calloc((size_t)d->p, sizeof *d->grew);
+  d->waited = kt_calloc((size_t)d->p, sizeof *d->waited);
+  d->recent = kt_calloc((size_t)d->p * KT__DELAY_STEPS, sizeof *d->recent);
+  d->n_recent = kt_calloc((size_t)d->p, sizeof *d->n_recent);
   if (!d->stage_rank || !d->samples || !d->link_samples || !d->expected || !d->base || !d->factor ||
       !d->excess || !d->rank_since || !d->link_since || !d->rank_spread || !d->link_spread ||
-      !d->hold) {
+      !d->hold || !d->own_since || !d->grew || !d->waited || !d->recent || !d->n_recent) {
     kt__detector_free(d);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
@@ -68,6 +73,11 @@ void kt__detector_free(kt__detector *d) {
   free(d->rank_spread);
   free(d->link_spread);
   free(d->hold);
+  free(d->own_since);
+  free(d->grew);
+  free(d->waited);
+  free(d->recent);
+  free(d->n_recent);
   memset(d, 0, sizeof *d);
 }
 
@@ -94,20 +104,35 @@ static void op_means(const kt__detector *d, const kt_timeline *t, double *row) {
   free(count);
 }
 
-/* The step's median hand-over per link into row (p entries; NAN: none). */
+/* The part of e's ready_wait (its thread ready, without a core) while e
+ * ran: its wall time beyond its device time (cpu_time), where measured. */
+static double waited_during(const kt_event *e) {
+  if (!(e->cpu_time > 0)) return 0;
+  return fmin(e->ready_wait, fmax(0, e->end - e->start - e->cpu_time));
+}
+
+/* The time e's thread waited for a core before e started (its input had
+ * arrived, the thread had no core). */
+static double waited_before(const kt_event *e) { return fmax(0, e->ready_wait - waited_during(e)); }
+
+/* The step's median hand-over per link into row (p entries; NAN: none):
+ * each gap less the time its consumer then waited for a core (on a loaded
+ * machine a thread woken by its input can wait for one: its rank's
+ * contention, not the link's), at least 0. */
 static void link_medians(const kt__detector *d, const kt_timeline *t, const kt_schedule *s,
                          double *row) {
-  size_t n = t->n_events + 1;
+  size_t n = t->n_events + 1, *at = kt_calloc(n, sizeof *at);
   double *gaps = kt_calloc(n, sizeof *gaps), *mine = kt_calloc(n, sizeof *mine);
   int *from = kt_calloc(n, sizeof *from), *to = kt_calloc(n, sizeof *to);
-  size_t ng = gaps && mine && from && to ? kt__hop_gaps(t, s, gaps, from, to) : 0;
+  size_t ng = gaps && mine && from && to && at ? kt__hop_gaps(t, s, gaps, from, to, at) : 0;
   for (int l = 0; l < d->p; l++) {
     size_t k = 0;
     for (size_t i = 0; i < ng; i++)
-      if (kt_link_index(from[i], to[i], d->p) == l) mine[k++] = gaps[i];
+      if (kt_link_index(from[i], to[i], d->p) == l)
+        mine[k++] = fmax(0, gaps[i] - waited_before(&t->events[at[i]]));
     row[l] = k ? kt_median(mine, k) : NAN;
   }
-  free(gaps), free(mine), free(from), free(to);
+  free(gaps), free(mine), free(from), free(to), free(at);
 }
 
 /* The median absolute deviation of x[0..n) (reordered). */
@@ -183,22 +208,45 @@ static void calibrate(kt__detector *d) {
   spreads(d);
 }
 
+/* Whether each rank waited for a core more than the others did (waits
+ * per second of its ops' time, share[p], over the other ranks' median by
+ * KT__OVER): d->waited. */
+static void uneven_waits(kt__detector *d, const double *share) {
+  double others[KT_MAX_RANKS];
+  for (int r = 0; r < d->p; r++) {
+    int n = 0;
+    for (int q = 0; q < d->p; q++)
+      if (q != r) others[n++] = share[q];
+    d->waited[r] = share[r] - (n ? kt_median(others, (size_t)n) : 0) > KT__OVER;
+  }
+}
+
 /* Each rank's median op ratio over the calibrated, relative to the other
- * ranks' (factor). */
+ * ranks' (factor); whether its ops' time grew beyond the time its thread
+ * waited for a core while they ran (grew: a loaded machine's scheduler
+ * holds threads of sleeping or computing ranks alike) and whether it
+ * waited for one, then or between its ops, more than the others (waited). */
 static void rank_factors(kt__detector *d, const kt_timeline *t) {
   size_t n = t->n_events + 1;
-  double *ratio = kt_calloc(n, sizeof *ratio), own[KT_MAX_RANKS];
+  double *ratio = kt_calloc(n, sizeof *ratio), own[KT_MAX_RANKS], share[KT_MAX_RANKS];
   for (int r = 0; ratio && r < d->p; r++) {
     size_t k = 0;
+    double expect = 0, took = 0, wait = 0, during = 0;
     for (size_t i = 0; i < t->n_events; i++) {
       const kt_event *e = &t->events[i];
-      if (e->rank != r || e->stage < 0 || e->stage >= d->S || e->op >= OPS) continue;
+      if (e->rank != r) continue;
+      wait += e->ready_wait;
+      if (e->stage < 0 || e->stage >= d->S || e->op >= OPS) continue;
       double x = d->expected[(size_t)e->stage * OPS + e->op];
-      if (x > 0) ratio[k++] = (e->end - e->start) / x;
+      if (!(x > 0)) continue;
+      ratio[k++] = (e->end - e->start) / x, expect += x, took += e->end - e->start;
+      during += waited_during(e);
     }
     own[r] = k ? kt_median(ratio, k) : NAN;
+    d->grew[r] = took - during - expect > KT__OVER * expect;
+    share[r] = took > 0 ? wait / took : 0;
   }
-  if (ratio) relative(d, own, d->factor);
+  if (ratio) relative(d, own, d->factor), uneven_waits(d, share);
   free(ratio);
 }
 
@@ -212,28 +260,48 @@ static int link_over(const kt__detector *d, int l) {
   return d->excess[l] > fmax(KT__OVER * fmax(base, d->op_mean), KT__NOISE * d->link_spread[l]);
 }
 
-/* Named: over for the last KT__CONFIRM steps in a row. */
+/* Named: over for the last KT__CONFIRM steps in a row by its own ops'
+ * time, or for KT__CONFIRM_WAIT by waits for a core. */
 int kt__detector_rank_named(const kt__detector *d, int r) {
-  return r < d->p && d->rank_since[r] > 0 && d->step - d->rank_since[r] + 1 >= KT__CONFIRM;
+  if (r >= d->p) return 0;
+  return (d->own_since[r] > 0 && d->step - d->own_since[r] + 1 >= KT__CONFIRM) ||
+         (d->rank_since[r] > 0 && d->step - d->rank_since[r] + 1 >= KT__CONFIRM_WAIT);
 }
 
 int kt__detector_link_named(const kt__detector *d, int l) {
   return l < d->p && d->link_since[l] > 0 && d->step - d->link_since[l] + 1 >= KT__CONFIRM;
 }
 
+double kt__detector_link_delay(const kt__detector *d, int l) {
+  if (!kt__detector_link_named(d, l)) return 0;
+  int n = d->n_recent[l] < KT__DELAY_STEPS ? d->n_recent[l] : KT__DELAY_STEPS;
+  double sum = 0;
+  for (int k = 0; k < n; k++) sum += d->recent[l * KT__DELAY_STEPS + k];
+  return n ? sum / n : d->excess[l];
+}
+
+/* A run of steps over: its first step (0: not over now). */
+static int run_since(int since, int over, int step) { return over ? (since ? since : step) : 0; }
+
 /* Each rank's and link's run of steps over (since: its first; 0: not
- * over now). 1 when any is over (not a step to calibrate on). */
+ * over now): a rank's by its own ops' time (own_since), or also by waits
+ * for a core longer than the other ranks' (rank_since); a rank over only
+ * as every rank waited is neither. 1 when any is over (not a step to
+ * calibrate on). */
 static int track(kt__detector *d, int step) {
   int any = 0;
   d->step = step;
   for (int r = 0; r < d->p; r++) {
     int over = rank_over(d, r);
-    d->rank_since[r] = over ? (d->rank_since[r] ? d->rank_since[r] : step) : 0;
+    d->own_since[r] = run_since(d->own_since[r], over && d->grew[r], step);
+    d->rank_since[r] = run_since(d->rank_since[r], over && (d->grew[r] || d->waited[r]), step);
     any |= over;
   }
   for (int l = 0; l < d->p; l++) {
     int over = link_over(d, l);
-    d->link_since[l] = over ? (d->link_since[l] ? d->link_since[l] : step) : 0;
+    d->link_since[l] = run_since(d->link_since[l], over, step);
+    if (over) d->recent[l * KT__DELAY_STEPS + d->n_recent[l]++ % KT__DELAY_STEPS] = d->excess[l];
+    else d->n_recent[l] = 0;
     any |= over;
   }
   return any;

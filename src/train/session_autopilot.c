@@ -79,7 +79,7 @@ static unsigned long long signature(const kt__detector *d) {
   }
   double unit = d->op_mean > 0 ? 0.1 * d->op_mean : 1;
   for (int l = 0; l < d->p; l++) {
-    long x = kt__detector_link_named(d, l) ? lround(d->excess[l] / unit) + 1 : 0;
+    long x = kt__detector_link_named(d, l) ? lround(kt__detector_link_delay(d, l) / unit) + 1 : 0;
     h = (h ^ (unsigned long long)(x + 1000 * (l + d->p))) * 1099511628211ull;
   }
   return h;
