@@ -220,7 +220,7 @@ kt_status kt__autopilot_plan(const kt__planner *pl, const kt__detector *d, const
                              int steps_left, kt__plan *out, kt_error *err) {
   memset(out, 0, sizeof *out);
   if (!d->calibrated) return KT_OK;
-  double t0 = kt_now(), makespan;
+  double t0 = kt_now(), cpu0 = kt_thread_cpu_now(), makespan;
   int S = pl->p * pl->v;
   int *srank = kt_calloc((size_t)S, sizeof *srank);
   double *clean = kt_calloc(3 * (size_t)S, sizeof *clean);
@@ -233,7 +233,7 @@ kt_status kt__autopilot_plan(const kt__planner *pl, const kt__detector *d, const
   out->after = out->before * (1 - MIN_GAIN); /* what a plan must beat */
   if (!st) st = candidate(pl, &now, KT__SWITCH_REORDER, NULL, out, &best, err);
   if (!st) st = partition_candidate(pl, d, srank, clean, out, &best, err);
-  out->replan_seconds = kt_now() - t0;
+  out->replan_seconds = kt_now() - t0, out->replan_cpu = kt_thread_cpu_now() - cpu0;
   if (!st && out->kind != KT__SWITCH_NONE) {
     out->cost = fmax(0, makespan - out->before) +
                 (out->partition ? moved_bytes(pl, out->partition) / MOVE_BYTES_PER_S : 0);

@@ -61,10 +61,14 @@ typedef struct {
    * rank_since's runs also counting steps over by those waits (named after
    * KT__CONFIRM_WAIT) */
   int *own_since;
-  /* the last step: whether each rank's ops grew by more than KT__OVER
-   * beyond the time its thread waited for a core (grew), and whether its
-   * thread waited for a core more than the other ranks' did (waited:
-   * KT__OVER more of its ops' time than their median) */
+  /* the same of each op's own time (its wall time less the part of it
+   * its thread waited for a core: kt_event.ready_wait while it ran): the
+   * samples, the calibrated, the spreads, and each rank's factor at the
+   * last step */
+  double *own_samples, *own_expected, *own_spread, *own_factor;
+  /* the last step: whether each rank's own op time was over (grew), and
+   * whether its thread waited for a core more than the other ranks' did
+   * (waited: KT__OVER more of its ops' time than their median) */
   int *grew, *waited;
   /* each link's excess over its last KT__DELAY_STEPS steps over (a ring,
    * p x KT__DELAY_STEPS; s) and how many steps over it has in a row */
@@ -126,6 +130,7 @@ typedef struct {
   double lower_bound;    /* of any order at the run's memory limit on those costs (s) */
   double cost;           /* predicted cost of the switch (s) */
   double replan_seconds; /* the search's time */
+  double replan_cpu;     /* ... its CPU time */
   int adopted;           /* faster by more than the switch costs over the steps left */
 } kt__plan;
 

@@ -2,24 +2,31 @@
  * ones calibrated on the last clean steps.
  *
  * After KT__WARM_STEPS, the last KT__CALIB_STEPS steps in which nothing
- * was over calibrate each stage's op durations (the median of the steps'
- * means) and each link's hand-over (the median of the steps' medians: the
- * producer's end to the start of a consumer that sat waiting for it): the
- * calibration follows a run's slow drift (a machine warming up), never a
- * fault once it is named. From the first full calibration each step gives every rank the
- * median over its ops of (duration / calibrated): its own ops' slowdown,
- * whatever it waited for, so a rank that waits on a slow one is not named,
- * over the other ranks' median (the step's pace: a machine that slows
- * every rank alike names none); and every link the median excess of its
- * hand-overs. A rank more than KT__OVER over is named; a link whose
- * hand-overs take more than KT__OVER over the calibrated, and by at least
- * KT__OVER of a mean op, is named (a hand-over's microseconds alone would
- * make noise a fault); either only when it stands out of the calibration's
- * own noise by KT__NOISE median absolute deviations, and only once it is
- * over for KT__CONFIRM steps in a row (its `since` the first of them): a
- * lasting fault is named one step after its onset, a step that a loaded
- * machine's scheduler slowed on one rank is not. Medians keep a stall of
- * one op from naming anything. */
+ * was over calibrate each stage's op durations and own times (the median
+ * of the steps' means; an op's own time is its duration less the part of
+ * it its thread waited for a core, kt_event.ready_wait while it ran) and
+ * each link's hand-over (the median of the steps' medians: the producer's
+ * end to the start of a consumer that sat waiting for it, less the time
+ * the consumer then waited for a core): the calibration follows a run's
+ * slow drift (a machine warming up), never a fault once it is named. From
+ * the first full calibration each step gives every rank the median over
+ * its ops of (duration / calibrated), and of (own time / calibrated): its
+ * own ops' slowdown, whatever it waited for, so a rank that waits on a
+ * slow one is not named, over the other ranks' median (the step's pace: a
+ * machine that slows every rank alike names none); and every link the
+ * median excess of its hand-overs. A rank whose own time is more than
+ * KT__OVER over is named once it is so for KT__CONFIRM steps in a row
+ * (its `since` the first of them): a lasting fault is named one step after
+ * its onset. A rank whose ops take more than KT__OVER longer only as its
+ * thread waited for a core (a core shared with other programs), and
+ * waited more than the other ranks did, is named once that lasts
+ * KT__CONFIRM_WAIT steps: a loaded machine's scheduler holds one rank's
+ * thread for a step or two, a program that took its core stays. A link
+ * whose hand-overs take more than KT__OVER over the calibrated, and by at
+ * least KT__OVER of a mean op (a hand-over's microseconds alone would make
+ * noise a fault), is named after KT__CONFIRM steps. Each only when it
+ * stands out of the calibration's own noise by KT__NOISE median absolute
+ * deviations. Medians keep a stall of one op from naming anything. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +41,10 @@ kt_status kt__detector_init(kt__detector *d, const kt_schedule *s, kt_error *err
   size_t cells = (size_t)d->S * OPS;
   d->stage_rank = kt_calloc((size_t)d->S, sizeof *d->stage_rank);
   d->samples = kt_calloc(KT__CALIB_STEPS * cells, sizeof *d->samples);
+  d->own_samples = kt_calloc(KT__CALIB_STEPS * cells, sizeof *d->own_samples);
+  d->own_expected = kt_calloc(cells, sizeof *d->own_expected);
+  d->own_spread = kt_calloc((size_t)d->p, sizeof *d->own_spread);
+  d->own_factor = kt_calloc((size_t)d->p, sizeof *d->own_factor);
   d->link_samples = kt_calloc(KT__CALIB_STEPS * (size_t)d->p, sizeof *d->link_samples);
   d->expected = kt_calloc(cells, sizeof *d->expected);
   d->base = kt_calloc((size_t)d->p, sizeof *d->base);
@@ -51,18 +62,24 @@ kt_status kt__detector_init(kt__detector *d, const kt_schedule *s, kt_error *err
   d->n_recent = kt_calloc((size_t)d->p, sizeof *d->n_recent);
   if (!d->stage_rank || !d->samples || !d->link_samples || !d->expected || !d->base || !d->factor ||
       !d->excess || !d->rank_since || !d->link_since || !d->rank_spread || !d->link_spread ||
-      !d->hold || !d->own_since || !d->grew || !d->waited || !d->recent || !d->n_recent) {
+      !d->hold || !d->own_since || !d->grew || !d->waited || !d->recent || !d->n_recent ||
+      !d->own_samples || !d->own_expected || !d->own_spread || !d->own_factor) {
     kt__detector_free(d);
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
   for (int st = 0; st < d->S; st++) d->stage_rank[st] = kt_stage_rank(s, st);
-  for (int r = 0; r < d->p; r++) d->factor[r] = d->excess[r] = NAN, d->hold[r] = 1;
+  for (int r = 0; r < d->p; r++)
+    d->factor[r] = d->own_factor[r] = d->excess[r] = NAN, d->hold[r] = 1;
   return KT_OK;
 }
 
 void kt__detector_free(kt__detector *d) {
   free(d->stage_rank);
   free(d->samples);
+  free(d->own_samples);
+  free(d->own_expected);
+  free(d->own_spread);
+  free(d->own_factor);
   free(d->link_samples);
   free(d->expected);
   free(d->base);
@@ -89,26 +106,30 @@ static double finite_median(double *v, size_t n) {
   return k ? kt_median(v, k) : NAN;
 }
 
-/* The step's mean op per (stage, op) into row (NAN where none ran). */
-static void op_means(const kt__detector *d, const kt_timeline *t, double *row) {
-  size_t cells = (size_t)d->S * OPS;
-  double *count = kt_calloc(cells, sizeof *count);
-  for (size_t i = 0; i < cells; i++) row[i] = 0;
-  for (size_t i = 0; count && i < t->n_events; i++) {
-    const kt_event *e = &t->events[i];
-    if (e->stage < 0 || e->stage >= d->S || e->op >= OPS) continue;
-    row[(size_t)e->stage * OPS + e->op] += e->end - e->start;
-    count[(size_t)e->stage * OPS + e->op]++;
-  }
-  for (size_t i = 0; i < cells; i++) row[i] = count && count[i] ? row[i] / count[i] : NAN;
-  free(count);
-}
-
 /* The part of e's ready_wait (its thread ready, without a core) while e
  * ran: its wall time beyond its device time (cpu_time), where measured. */
 static double waited_during(const kt_event *e) {
   if (!(e->cpu_time > 0)) return 0;
   return fmin(e->ready_wait, fmax(0, e->end - e->start - e->cpu_time));
+}
+
+/* The step's mean op per (stage, op) into row, and its mean own time (less
+ * its waits for a core while it ran) into own (NAN where none ran). */
+static void op_means(const kt__detector *d, const kt_timeline *t, double *row, double *own) {
+  size_t cells = (size_t)d->S * OPS;
+  double *count = kt_calloc(cells, sizeof *count);
+  for (size_t i = 0; i < cells; i++) row[i] = own[i] = 0;
+  for (size_t i = 0; count && i < t->n_events; i++) {
+    const kt_event *e = &t->events[i];
+    if (e->stage < 0 || e->stage >= d->S || e->op >= OPS) continue;
+    size_t c = (size_t)e->stage * OPS + e->op;
+    row[c] += e->end - e->start, own[c] += e->end - e->start - waited_during(e), count[c]++;
+  }
+  for (size_t i = 0; i < cells; i++) {
+    row[i] = count && count[i] ? row[i] / count[i] : NAN;
+    own[i] = count && count[i] ? own[i] / count[i] : NAN;
+  }
+  free(count);
 }
 
 /* The time e's thread waited for a core before e started (its input had
@@ -143,12 +164,13 @@ static double mad(double *x, int n) {
 }
 
 /* Rank r's ratio in one step: the median over its ops' (cells') means of
- * mean / calibrated (1 when it has none). */
-static double row_ratio(const kt__detector *d, const double *row, int r, double *scratch) {
+ * mean / calibrated (expected; 1 when it has none). */
+static double row_ratio(const kt__detector *d, const double *expected, const double *row, int r,
+                        double *scratch) {
   size_t n = 0, cells = (size_t)d->S * OPS;
   for (size_t c = 0; c < cells; c++)
-    if (d->stage_rank[c / OPS] == r && d->expected[c] > 0 && isfinite(row[c]))
-      scratch[n++] = row[c] / d->expected[c];
+    if (d->stage_rank[c / OPS] == r && expected[c] > 0 && isfinite(row[c]))
+      scratch[n++] = row[c] / expected[c];
   return n ? kt_median(scratch, n) : 1;
 }
 
@@ -166,22 +188,32 @@ static void relative(const kt__detector *d, double *ratio, double *out) {
   }
 }
 
-/* How much the calibration's own steps wander (the noise a fault must
- * stand out of): per rank, the median absolute deviation of its relative
- * ratio over the steps; per link, of its medians. */
-static void spreads(kt__detector *d) {
+/* Per rank, the median absolute deviation of its relative ratio over the
+ * calibration's steps (samples against expected) into spread. */
+static void rank_spreads(kt__detector *d, const double *samples, const double *expected,
+                         double *spread) {
   size_t cells = (size_t)d->S * OPS;
   double *cell = kt_calloc(cells + 1, sizeof *cell), rel[KT__CALIB_STEPS][KT_MAX_RANKS];
   double ratio[KT_MAX_RANKS], x[KT__CALIB_STEPS];
   for (int k = 0; cell && k < KT__CALIB_STEPS; k++) {
-    for (int r = 0; r < d->p; r++) ratio[r] = row_ratio(d, d->samples + (size_t)k * cells, r, cell);
+    for (int r = 0; r < d->p; r++)
+      ratio[r] = row_ratio(d, expected, samples + (size_t)k * cells, r, cell);
     relative(d, ratio, rel[k]);
   }
   for (int r = 0; cell && r < d->p; r++) {
     for (int k = 0; k < KT__CALIB_STEPS; k++) x[k] = rel[k][r];
-    d->rank_spread[r] = mad(x, KT__CALIB_STEPS);
+    spread[r] = mad(x, KT__CALIB_STEPS);
   }
   free(cell);
+}
+
+/* How much the calibration's own steps wander (the noise a fault must
+ * stand out of): per rank, of its ops' and own times' relative ratios;
+ * per link, the median absolute deviation of its medians. */
+static void spreads(kt__detector *d) {
+  double x[KT__CALIB_STEPS];
+  rank_spreads(d, d->samples, d->expected, d->rank_spread);
+  rank_spreads(d, d->own_samples, d->own_expected, d->own_spread);
   for (int l = 0; l < d->p; l++) {
     int n = 0;
     for (int k = 0; k < KT__CALIB_STEPS; k++)
@@ -199,6 +231,8 @@ static void calibrate(kt__detector *d) {
     for (int k = 0; k < KT__CALIB_STEPS; k++) v[k] = d->samples[k * cells + c];
     d->expected[c] = finite_median(v, KT__CALIB_STEPS);
     if (isfinite(d->expected[c])) sum += d->expected[c], n++;
+    for (int k = 0; k < KT__CALIB_STEPS; k++) v[k] = d->own_samples[k * cells + c];
+    d->own_expected[c] = finite_median(v, KT__CALIB_STEPS);
   }
   for (int l = 0; l < d->p; l++) {
     for (int k = 0; k < KT__CALIB_STEPS; k++) v[k] = d->link_samples[k * d->p + l];
@@ -221,38 +255,48 @@ static void uneven_waits(kt__detector *d, const double *share) {
   }
 }
 
+/* Rank r's median op ratio in t: its ops' wall times (own 0) or own
+ * times (own 1) over the calibrated; NAN when it ran none. */
+static double rank_ratio(const kt__detector *d, const kt_timeline *t, int r, int own,
+                         double *ratio) {
+  size_t k = 0;
+  const double *expected = own ? d->own_expected : d->expected;
+  for (size_t i = 0; i < t->n_events; i++) {
+    const kt_event *e = &t->events[i];
+    if (e->rank != r || e->stage < 0 || e->stage >= d->S || e->op >= OPS) continue;
+    double x = expected[(size_t)e->stage * OPS + e->op];
+    if (x > 0) ratio[k++] = (e->end - e->start - (own ? waited_during(e) : 0)) / x;
+  }
+  return k ? kt_median(ratio, k) : NAN;
+}
+
 /* Each rank's median op ratio over the calibrated, relative to the other
- * ranks' (factor); whether its ops' time grew beyond the time its thread
- * waited for a core while they ran (grew: a loaded machine's scheduler
- * holds threads of sleeping or computing ranks alike) and whether it
- * waited for one, then or between its ops, more than the others (waited). */
+ * ranks' (factor), the same of its ops' own times (own_factor: a loaded
+ * machine's scheduler holds threads of sleeping or computing ranks
+ * alike), and whether its thread waited for a core, while its ops ran or
+ * between them, more than the other ranks' did (waited). */
 static void rank_factors(kt__detector *d, const kt_timeline *t) {
-  size_t n = t->n_events + 1;
-  double *ratio = kt_calloc(n, sizeof *ratio), own[KT_MAX_RANKS], share[KT_MAX_RANKS];
+  double *ratio = kt_calloc(t->n_events + 1, sizeof *ratio), wall[KT_MAX_RANKS];
+  double own[KT_MAX_RANKS], share[KT_MAX_RANKS];
   for (int r = 0; ratio && r < d->p; r++) {
-    size_t k = 0;
-    double expect = 0, took = 0, wait = 0, during = 0;
-    for (size_t i = 0; i < t->n_events; i++) {
-      const kt_event *e = &t->events[i];
-      if (e->rank != r) continue;
-      wait += e->ready_wait;
-      if (e->stage < 0 || e->stage >= d->S || e->op >= OPS) continue;
-      double x = d->expected[(size_t)e->stage * OPS + e->op];
-      if (!(x > 0)) continue;
-      ratio[k++] = (e->end - e->start) / x, expect += x, took += e->end - e->start;
-      during += waited_during(e);
-    }
-    own[r] = k ? kt_median(ratio, k) : NAN;
-    d->grew[r] = took - during - expect > KT__OVER * expect;
+    double took = 0, wait = 0;
+    for (size_t i = 0; i < t->n_events; i++)
+      if (t->events[i].rank == r)
+        took += t->events[i].end - t->events[i].start, wait += t->events[i].ready_wait;
+    wall[r] = rank_ratio(d, t, r, 0, ratio), own[r] = rank_ratio(d, t, r, 1, ratio);
     share[r] = took > 0 ? wait / took : 0;
   }
-  if (ratio) relative(d, own, d->factor), uneven_waits(d, share);
+  if (ratio) relative(d, wall, d->factor), relative(d, own, d->own_factor), uneven_waits(d, share);
   free(ratio);
 }
 
 /* Whether rank r's ops / link l's hand-overs were over at the last step. */
 static int rank_over(const kt__detector *d, int r) {
   return d->factor[r] > 1 + fmax(KT__OVER, KT__NOISE * d->rank_spread[r]);
+}
+
+static int own_over(const kt__detector *d, int r) {
+  return d->own_factor[r] > 1 + fmax(KT__OVER, KT__NOISE * d->own_spread[r]);
 }
 
 static int link_over(const kt__detector *d, int l) {
@@ -284,7 +328,7 @@ double kt__detector_link_delay(const kt__detector *d, int l) {
 static int run_since(int since, int over, int step) { return over ? (since ? since : step) : 0; }
 
 /* Each rank's and link's run of steps over (since: its first; 0: not
- * over now): a rank's by its own ops' time (own_since), or also by waits
+ * over now): a rank's by its ops' own time (own_since), or also by waits
  * for a core longer than the other ranks' (rank_since); a rank over only
  * as every rank waited is neither. 1 when any is over (not a step to
  * calibrate on). */
@@ -293,9 +337,10 @@ static int track(kt__detector *d, int step) {
   d->step = step;
   for (int r = 0; r < d->p; r++) {
     int over = rank_over(d, r);
-    d->own_since[r] = run_since(d->own_since[r], over && d->grew[r], step);
-    d->rank_since[r] = run_since(d->rank_since[r], over && (d->grew[r] || d->waited[r]), step);
-    any |= over;
+    d->grew[r] = own_over(d, r);
+    d->own_since[r] = run_since(d->own_since[r], d->grew[r], step);
+    d->rank_since[r] = run_since(d->rank_since[r], d->grew[r] || (over && d->waited[r]), step);
+    any |= over || d->grew[r];
   }
   for (int l = 0; l < d->p; l++) {
     int over = link_over(d, l);
@@ -361,9 +406,12 @@ void kt__detector_step(kt__detector *d, const kt_timeline *t, const kt_schedule 
     if (over) return; /* not a step to calibrate on */
   }
   int slot = d->clean++ % KT__CALIB_STEPS;
-  double *row = d->samples + (size_t)slot * cells;
-  op_means(d, t, row);
-  for (size_t c = 0; c < cells; c++) row[c] /= d->hold[d->stage_rank[c / OPS]]; /* its clean cost */
+  double *row = d->samples + (size_t)slot * cells, *own = d->own_samples + (size_t)slot * cells;
+  op_means(d, t, row, own);
+  for (size_t c = 0; c < cells; c++) { /* its clean cost */
+    row[c] /= d->hold[d->stage_rank[c / OPS]];
+    own[c] /= d->hold[d->stage_rank[c / OPS]];
+  }
   link_medians(d, t, s, d->link_samples + (size_t)slot * d->p);
   if (d->clean >= KT__CALIB_STEPS) calibrate(d), d->calibrated = 1;
 }

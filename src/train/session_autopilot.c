@@ -209,6 +209,7 @@ static void record_switch(kt_session *s, const char *from, double seconds) {
                        .lower_bound = pl->lower_bound,
                        .cost = pl->cost,
                        .replan_seconds = pl->replan_seconds,
+                       .replan_cpu = pl->replan_cpu,
                        .switch_seconds = seconds};
   w->replan_fraction = s->last_step_seconds > 0 ? pl->replan_seconds / s->last_step_seconds : NAN;
   snprintf(w->kind, sizeof w->kind, "%s",
