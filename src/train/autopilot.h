@@ -29,6 +29,10 @@ size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, in
  * core shared with other programs) and that waited for one more than the
  * others did is named once that lasts this many steps */
 #define KT__CONFIRM_WAIT 3
+/* ... and a rank of a real model whose own (CPU) time is over: its ops'
+ * CPU time wanders with the caches and memory bandwidth other programs
+ * take (a synthetic op's own time is its timer's) */
+#define KT__CONFIRM_CPU 3
 /* A named link is planned for at the mean of its excess over its last
  * this many steps over (a delay that changes within steps: its expected
  * value, not the last step's draw) */
@@ -70,6 +74,12 @@ typedef struct {
    * whether its thread waited for a core more than the other ranks' did
    * (waited: KT__OVER more of its ops' time than their median) */
   int *grew, *waited;
+  /* 0: a rank slowed only by waits for a core is never named (a run with
+   * more compute threads than cores waits for them by design; set by the
+   * session) */
+  int name_waits;
+  int confirm_own; /* steps a rank's own time must be over (KT__CONFIRM; real models:
+                      KT__CONFIRM_CPU, set by the session) */
   /* each link's excess over its last KT__DELAY_STEPS steps over (a ring,
    * p x KT__DELAY_STEPS; s) and how many steps over it has in a row */
   double *recent;

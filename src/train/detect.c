@@ -17,7 +17,8 @@
  * median excess of its hand-overs. A rank whose own time is more than
  * KT__OVER over is named once it is so for KT__CONFIRM steps in a row
  * (its `since` the first of them): a lasting fault is named one step after
- * its onset. A rank whose ops take more than KT__OVER longer only as its
+ * its onset (a real model's, whose own time is CPU time that other
+ * programs' use of caches and memory makes wander: KT__CONFIRM_CPU). A rank whose ops take more than KT__OVER longer only as its
  * thread waited for a core (a core shared with other programs), and
  * waited more than the other ranks did, is named once that lasts
  * KT__CONFIRM_WAIT steps: a loaded machine's scheduler holds one rank's
@@ -68,6 +69,7 @@ kt_status kt__detector_init(kt__detector *d, const kt_schedule *s, kt_error *err
     return kt_fail(err, KT_ENOMEM, "out of memory");
   }
   for (int st = 0; st < d->S; st++) d->stage_rank[st] = kt_stage_rank(s, st);
+  d->confirm_own = KT__CONFIRM, d->name_waits = 1;
   for (int r = 0; r < d->p; r++)
     d->factor[r] = d->own_factor[r] = d->excess[r] = NAN, d->hold[r] = 1;
   return KT_OK;
@@ -304,11 +306,11 @@ static int link_over(const kt__detector *d, int l) {
   return d->excess[l] > fmax(KT__OVER * fmax(base, d->op_mean), KT__NOISE * d->link_spread[l]);
 }
 
-/* Named: over for the last KT__CONFIRM steps in a row by its own ops'
+/* Named: over for the last confirm_own steps in a row by its own ops'
  * time, or for KT__CONFIRM_WAIT by waits for a core. */
 int kt__detector_rank_named(const kt__detector *d, int r) {
   if (r >= d->p) return 0;
-  return (d->own_since[r] > 0 && d->step - d->own_since[r] + 1 >= KT__CONFIRM) ||
+  return (d->own_since[r] > 0 && d->step - d->own_since[r] + 1 >= d->confirm_own) ||
          (d->rank_since[r] > 0 && d->step - d->rank_since[r] + 1 >= KT__CONFIRM_WAIT);
 }
 
@@ -339,7 +341,8 @@ static int track(kt__detector *d, int step) {
     int over = rank_over(d, r);
     d->grew[r] = own_over(d, r);
     d->own_since[r] = run_since(d->own_since[r], d->grew[r], step);
-    d->rank_since[r] = run_since(d->rank_since[r], d->grew[r] || (over && d->waited[r]), step);
+    int waits = d->name_waits && over && d->waited[r];
+    d->rank_since[r] = run_since(d->rank_since[r], d->grew[r] || waits, step);
     any |= over || d->grew[r];
   }
   for (int l = 0; l < d->p; l++) {

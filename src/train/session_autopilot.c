@@ -51,6 +51,8 @@ static void planner_free(kt__planner *pl) {
 kt_status kt__session_autopilot_init(kt_session *s, kt_error *err) {
   const kt_session_params *p = &s->p;
   kt_status st = kt__detector_init(&s->det, &s->sched, err);
+  if (!st && !p->synthetic) s->det.confirm_own = KT__CONFIRM_CPU;
+  if (!st) s->det.name_waits = s->compute_threads <= s->cores; /* else its ops wait for cores */
   if (st || !p->autopilot) return st;
   kt__planner *pl = &s->pl;
   pl->p = s->sched.p, pl->v = s->sched.v, pl->m = s->sched.m;
