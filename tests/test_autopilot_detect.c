@@ -6,7 +6,9 @@
  * lasts KT__CONFIRM_WAIT steps; when every rank waits alike, or the rank
  * is over for a single step, nothing is named; a link 0.6 op slower is
  * named one step after its onset, while hand-overs as much slower made of
- * the consumer's wait for a core name nothing. */
+ * the consumer's wait for a core name nothing. A real model's rank (its own
+ * time is CPU time) is named after KT__CONFIRM_CPU steps, and a run with
+ * more compute threads than cores names no rank for its waits. */
 #include "check.h"
 #include "kaiten/generators.h"
 #include "kaiten/sim.h"
@@ -58,12 +60,15 @@ static int make_step(scenario sc, int step, unsigned *seed, kt_timeline *t) {
   return 0;
 }
 
-/* Runs the scenario; named[s] the fault named at step s (kind NONE: none). */
-static int run(scenario sc, kt_run_fault *named) {
+/* Runs the scenario; named[s] the fault named at step s (kind NONE: none).
+ * confirm_own, name_waits: the detector's (0: its defaults). */
+static int run_as(scenario sc, int confirm_own, int name_waits, kt_run_fault *named) {
   kt__detector d;
   kt_error err;
   unsigned seed = 7u + (unsigned)sc;
   if (kt__detector_init(&d, &sched, &err)) return -1;
+  if (confirm_own) d.confirm_own = confirm_own;
+  if (name_waits < 0) d.name_waits = 0;
   for (int step = 1; step <= STEPS; step++) {
     kt_timeline t;
     if (kt_timeline_init(&t, P, "s", "B") || make_step(sc, step, &seed, &t))
@@ -75,6 +80,8 @@ static int run(scenario sc, kt_run_fault *named) {
   kt__detector_free(&d);
   return 0;
 }
+
+static int run(scenario sc, kt_run_fault *named) { return run_as(sc, 0, 0, named); }
 
 static int count_named(const kt_run_fault *named) {
   int n = 0;
@@ -104,6 +111,15 @@ int main(void) {
   CHECK_EQ_INT(f[ONSET + KT__CONFIRM_WAIT - 1].kind, KT_FAULT_RANK);
   CHECK_EQ_INT(f[ONSET + KT__CONFIRM_WAIT - 1].rank, 2);
   CHECK_EQ_INT(f[ONSET + KT__CONFIRM_WAIT - 1].since, ONSET);
+
+  /* a real model's own (CPU) time: KT__CONFIRM_CPU steps; a run whose
+   * compute threads outnumber its cores: waits name nothing */
+  REQUIRE(run_as(OWN, KT__CONFIRM_CPU, 0, f) == 0);
+  CHECK_EQ_INT(f[ONSET + KT__CONFIRM_CPU - 2].kind, KT_FAULT_NONE);
+  CHECK_EQ_INT(f[ONSET + KT__CONFIRM_CPU - 1].kind, KT_FAULT_RANK);
+  CHECK_EQ_INT(f[ONSET + KT__CONFIRM_CPU - 1].since, ONSET);
+  REQUIRE(run_as(WAITED, 0, -1, f) == 0);
+  CHECK_EQ_INT(count_named(f), 0);
 
   REQUIRE(run(ALL_WAIT, f) == 0); /* every rank waited alike: the machine, not a rank */
   CHECK_EQ_INT(count_named(f), 0);
