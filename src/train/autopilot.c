@@ -12,7 +12,7 @@
  * calibrated cost shared over its units by their weight) with every
  * stage's load times its rank's factor, then its order as in (a). The
  * simulator predicts each; the fastest is adopted when its gain over the
- * steps left exceeds its cost:
+ * steps left, KT__PAYBACK_STEPS at most, exceeds its cost:
  * the overlap lost at the switch's barrier (the plan now's makespan less
  * its period) and, for a partition, the units' weights and optimizer
  * state moved (at 1 GB/s). */
@@ -237,7 +237,8 @@ kt_status kt__autopilot_plan(const kt__planner *pl, const kt__detector *d, const
   if (!st && out->kind != KT__SWITCH_NONE) {
     out->cost = fmax(0, makespan - out->before) +
                 (out->partition ? moved_bytes(pl, out->partition) / MOVE_BYTES_PER_S : 0);
-    out->adopted = (out->before - out->after) * steps_left > out->cost;
+    int horizon = steps_left < KT__PAYBACK_STEPS ? steps_left : KT__PAYBACK_STEPS;
+    out->adopted = (out->before - out->after) * horizon > out->cost;
     kt_schedule rounds;
     out->lower_bound = NAN;
     kt_error e2;

@@ -113,6 +113,11 @@ double kt__detector_link_delay(const kt__detector *d, int l);
 
 /* ---- planning (autopilot.c) -------------------------------------------------- */
 
+/* A plan must repay its switch within this many steps (or the steps left,
+ * when fewer): what is measured now says little of the steps after (a
+ * delay that changes every few hundred ms is another in a few steps) */
+#define KT__PAYBACK_STEPS 4
+
 typedef enum { KT__SWITCH_NONE, KT__SWITCH_REORDER, KT__SWITCH_REPARTITION } kt__switch_kind;
 
 /* What the planner knows of the run. */
@@ -141,7 +146,7 @@ typedef struct {
   double cost;           /* predicted cost of the switch (s) */
   double replan_seconds; /* the search's time */
   double replan_cpu;     /* ... its CPU time */
-  int adopted;           /* faster by more than the switch costs over the steps left */
+  int adopted; /* faster by more than the switch costs over the steps left (KT__PAYBACK_STEPS at most) */
 } kt__plan;
 
 void kt__plan_free(kt__plan *p);
