@@ -3,7 +3,7 @@
 
   python3 bench/autopilot.py KAITEN pipemorph   PipeMorph's published case, P=4, M=12
   python3 bench/autopilot.py KAITEN rank        --slow-rank 2:1.5@10 at P=4, M=8 (re-partition)
-  python3 bench/autopilot.py KAITEN trace       a dynamic trace from PipeMorph's generator
+  python3 bench/autopilot.py KAITEN trace       a dynamic trace from PipeMorph's generator, static and autopilot
   python3 bench/autopilot.py KAITEN gpt         the GPT at P=2 (threads), a busy loop on rank 1's core
   python3 bench/autopilot.py KAITEN detect      false alarms on clean runs, culprits on a fault set
 
@@ -125,16 +125,9 @@ def pipemorph_trace(seed, stages=4, lo=100, hi=300):
     return links, lines
 
 
-def trace(a, tmp):
-    links, lines = pipemorph_trace(a.seed)
-    path = os.path.join(tmp, "dynamic.trace")
-    with open(path, "w") as f:
-        for t, d in lines:
-            f.write(f"{t};{','.join(links)};{','.join(str(x) for x in d)}\n")
-    onset = 8
-    m = train(a.kaiten, [*PIPEMORPH, "--steps", str(a.steps), "--fault-trace", f"{path}@{onset}",
-                         "--autopilot"], tmp, "trace")
-    window = sum(seconds(m, onset))  # the trace runs from step onset on
+def trace_bounds(a, links, lines, window):
+    """Each interval's bound over the window (s) from the trace's start:
+    the time-weighted mean (ms) and the intervals' count."""
     bounds, weighted = [], 0.0
     points = [(0.0, [0.0] * len(links))] + lines
     for i, (t, d) in enumerate(points):
@@ -144,13 +137,39 @@ def trace(a, tmp):
         lb, _ = sim_bound(a.kaiten, ",".join(f"{1e3 * x:g}" for x in d), a.trace_bound == "optimal")
         bounds.append(lb)
         weighted += lb * (end - t)
-    mean_bound = weighted / window
-    mean_step = 1e3 * statistics.mean(seconds(m, onset))
-    print(f"trace (seed {a.seed}, {len(bounds)} intervals over {window:.1f} s from step {onset}; "
-          f"{a.trace_bound} bounds): "
-          f"mean step {mean_step:.1f} ms, mean of the intervals' lower bounds {mean_bound:.1f} ms "
-          f"(time-weighted; unweighted {statistics.mean(bounds):.1f}): {mean_step / mean_bound:.3f}x; "
-          f"{len(switches(m))} switches")
+    return weighted / window, len(bounds)
+
+
+def trace(a, tmp):
+    """The same trace without and with the autopilot (pairs run one after
+    the other); each against the time-weighted mean of its intervals'
+    bounds, and its clean steps against the clean bound (what the machine
+    adds to every step)."""
+    links, lines = pipemorph_trace(a.seed)
+    path = os.path.join(tmp, "dynamic.trace")
+    with open(path, "w") as f:
+        for t, d in lines:
+            f.write(f"{t};{','.join(links)};{','.join(str(x) for x in d)}\n")
+    onset = 8
+    clean_lb, _ = sim_bound(a.kaiten, "0,0,0", a.trace_bound == "optimal")
+    for i in range(a.pairs):
+        for auto in (False, True):
+            m = train(a.kaiten, [*PIPEMORPH, "--steps", str(a.steps), "--fault-trace",
+                                 f"{path}@{onset}", *(["--autopilot"] if auto else [])], tmp, "trace")
+            window = sum(seconds(m, onset))  # the trace runs from step onset on
+            mean_bound, n = trace_bounds(a, links, lines, window)
+            mean_step = 1e3 * statistics.mean(seconds(m, onset))
+            clean = 1e3 * statistics.median(seconds(m, 3, onset - 1))
+            print(f"trace (seed {a.seed}, pair {i}, {'autopilot' if auto else 'static'}; {n} "
+                  f"intervals over {window:.1f} s from step {onset}; {a.trace_bound} bounds): "
+                  f"mean step {mean_step:.1f} ms, time-weighted mean of the intervals' bounds "
+                  f"{mean_bound:.1f} ms: {mean_step / mean_bound:.3f}x; clean steps {clean:.1f} ms "
+                  f"against the clean bound {clean_lb:g} ms: {clean / clean_lb:.3f}x; "
+                  f"{len(switches(m))} switches")
+            for w in switches(m):
+                print(f"  switch before step {w['step']}: {w['kind']} {w['from']} -> {w['to']}, "
+                      f"predicted {1e3 * w['predicted_before']:.1f} -> {1e3 * w['predicted_after']:.1f} ms, "
+                      f"re-planned in {1e3 * w['replan_seconds']:.1f} ms")
 
 
 def gpt(a, tmp):

@@ -62,6 +62,7 @@ budget = 0.05 if os.environ.get('KT_SANITIZED') != '1' else 1  # instrumented pl
 i=sw[0]['step']; assert i <= 12, i  # over from 8, named at 9; in place three steps later (steps in flight)
 slow=sorted(x['seconds'] for x in m[7:i-1]); fast=sorted(x['seconds'] for x in m[i:])
 w=sw[0]['switch']; assert 0 <= w['replan_fraction'] < budget, w
+assert 0 < w['replan_cpu_seconds'] <= w['replan_seconds'] + 1e-3, w  # its thread's CPU time, within its wall time
 assert fast[0] < 0.85*slow[0], (slow, fast)  # each one's least disturbed step
 # a loaded machine only adds time: its least disturbed step meets the prediction
 assert abs(w['predicted_after'] - fast[0]) < 0.15*w['predicted_after'], (w, fast)" 2>"$tmp/why" && ok ||

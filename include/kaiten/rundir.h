@@ -52,7 +52,8 @@ typedef struct {
   double predicted_before, predicted_after; /* seconds a step */
   double lower_bound;     /* of any order at the run's memory limit on those costs (s) */
   double cost;            /* the switch's predicted cost (s) */
-  double replan_seconds;  /* the search, measured */
+  double replan_seconds;  /* the search, measured (wall time) */
+  double replan_cpu;      /* ... its thread's CPU time (the wall time less waits for a core) */
   double replan_fraction; /* ... over the step it was made after */
   double switch_seconds;  /* the switch itself (new chunks, units moved), measured */
 } kt_run_switch;

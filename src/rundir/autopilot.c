@@ -38,6 +38,7 @@ void kt_run_switch_json(const kt_run_switch *w, kt_buf *b) {
   number(b, "lower_bound", w->lower_bound);
   number(b, "cost", w->cost);
   number(b, "replan_seconds", w->replan_seconds);
+  number(b, "replan_cpu_seconds", w->replan_cpu);
   number(b, "replan_fraction", w->replan_fraction);
   number(b, "switch_seconds", w->switch_seconds);
   kt_buf_puts(b, "}");
@@ -83,6 +84,7 @@ void kt__rd_switch_parse(const cJSON *o, kt_run_switch *w) {
   w->lower_bound = kt__rd_num(x, "lower_bound");
   w->cost = kt__rd_num(x, "cost");
   w->replan_seconds = kt__rd_num(x, "replan_seconds");
+  w->replan_cpu = kt__rd_num(x, "replan_cpu_seconds");
   w->replan_fraction = kt__rd_num(x, "replan_fraction");
   w->switch_seconds = kt__rd_num(x, "switch_seconds");
 }

@@ -3,14 +3,16 @@
  * more than the switch costs.
  *
  * The costs: each stage's calibrated (clean) ops times its rank's factor
- * where the rank is named, each hop the calibrated hand-over plus the
- * excess of a named link. In order of what a switch costs: (a) a new
- * order of the same stages (zb-auto, or zbv-auto for the v placement)
- * under the run's memory limit; (b) a new partition: the exact
- * partitioner on per-unit costs (each stage's calibrated cost shared over
- * its units by their weight) with every stage's load times its rank's
- * factor, then its order as in (a). The simulator predicts each; the
- * fastest is adopted when its gain over the steps left exceeds its cost:
+ * where the rank is named, each hop the calibrated hand-over plus a named
+ * link's mean excess over its last steps over (a delay that changes
+ * within steps is planned for at its expected value). In order of what a
+ * switch costs: (a) a new order of the same stages (zb-auto, or zbv-auto
+ * for the v placement) under the run's memory limit; (b) a new
+ * partition: the exact partitioner on per-unit costs (each stage's
+ * calibrated cost shared over its units by their weight) with every
+ * stage's load times its rank's factor, then its order as in (a). The
+ * simulator predicts each; the fastest is adopted when its gain over the
+ * steps left, KT__PAYBACK_STEPS at most, exceeds its cost:
  * the overlap lost at the switch's barrier (the plan now's makespan less
  * its period) and, for a partition, the units' weights and optimizer
  * state moved (at 1 GB/s). */
@@ -74,8 +76,7 @@ static kt_status measured_costs(const kt__planner *pl, const kt__detector *d, co
   c->comm = n ? kt_median(hops, (size_t)n) : 0;
   c->step_sync = pl->sync, c->tu = pl->tu / pl->v;
   kt_status st = pl->p > 1 ? kt_costs_links_for(c, pl->p, err) : KT_OK;
-  for (int l = 0; !st && l < c->n_links; l++)
-    c->link_delay[l] = kt__detector_link_named(d, l) ? d->excess[l] : 0;
+  for (int l = 0; !st && l < c->n_links; l++) c->link_delay[l] = kt__detector_link_delay(d, l);
   return st;
 }
 
@@ -219,7 +220,7 @@ kt_status kt__autopilot_plan(const kt__planner *pl, const kt__detector *d, const
                              int steps_left, kt__plan *out, kt_error *err) {
   memset(out, 0, sizeof *out);
   if (!d->calibrated) return KT_OK;
-  double t0 = kt_now(), makespan;
+  double t0 = kt_now(), cpu0 = kt_thread_cpu_now(), makespan;
   int S = pl->p * pl->v;
   int *srank = kt_calloc((size_t)S, sizeof *srank);
   double *clean = kt_calloc(3 * (size_t)S, sizeof *clean);
@@ -232,11 +233,12 @@ kt_status kt__autopilot_plan(const kt__planner *pl, const kt__detector *d, const
   out->after = out->before * (1 - MIN_GAIN); /* what a plan must beat */
   if (!st) st = candidate(pl, &now, KT__SWITCH_REORDER, NULL, out, &best, err);
   if (!st) st = partition_candidate(pl, d, srank, clean, out, &best, err);
-  out->replan_seconds = kt_now() - t0;
+  out->replan_seconds = kt_now() - t0, out->replan_cpu = kt_thread_cpu_now() - cpu0;
   if (!st && out->kind != KT__SWITCH_NONE) {
     out->cost = fmax(0, makespan - out->before) +
                 (out->partition ? moved_bytes(pl, out->partition) / MOVE_BYTES_PER_S : 0);
-    out->adopted = (out->before - out->after) * steps_left > out->cost;
+    int horizon = steps_left < KT__PAYBACK_STEPS ? steps_left : KT__PAYBACK_STEPS;
+    out->adopted = (out->before - out->after) * horizon > out->cost;
     kt_schedule rounds;
     out->lower_bound = NAN;
     kt_error e2;

@@ -12,10 +12,11 @@
 
 /* Each hand-over between ranks in a measured step whose consumer sat
  * waiting for it: its gap (the producer's end to the consumer's start)
- * into gaps (n_events + 1 entries), and the ranks it went between
- * (from[i], to[i]; both NULL: not asked). Returns the count; 0 on ENOMEM
- * (trainer.c). */
-size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, int *from, int *to);
+ * into gaps (n_events + 1 entries), the ranks it went between (from[i],
+ * to[i]; both NULL: not asked) and the consumer's event (consumer[i]; NULL:
+ * not asked). Returns the count; 0 on ENOMEM (trainer.c). */
+size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, int *from, int *to,
+                    size_t *consumer);
 
 /* ---- detection (detect.c) ---------------------------------------------------- */
 
@@ -24,6 +25,18 @@ size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, in
 #define KT__OVER 0.10     /* named: a rank's ops or a link's hand-overs this much over */
 #define KT__NOISE 5.0 /* ... and this many median absolute deviations of the calibration's steps */
 #define KT__CONFIRM 2 /* ... for this many steps in a row */
+/* A rank whose ops grew only by the time its thread waited for a core (a
+ * core shared with other programs) and that waited for one more than the
+ * others did is named once that lasts this many steps */
+#define KT__CONFIRM_WAIT 3
+/* ... and a rank of a real model whose own (CPU) time is over: its ops'
+ * CPU time wanders with the caches and memory bandwidth other programs
+ * take (a synthetic op's own time is its timer's) */
+#define KT__CONFIRM_CPU 3
+/* A named link is planned for at the mean of its excess over its last
+ * this many steps over (a delay that changes within steps: its expected
+ * value, not the last step's draw) */
+#define KT__DELAY_STEPS 4
 
 typedef struct {
   int p, S;
@@ -47,8 +60,32 @@ typedef struct {
   double *factor, *excess;
   int *rank_since, *link_since; /* the first step (1-based) of each one's run of steps over;
                                    0: not over now (named: over KT__CONFIRM steps) */
-  int step;                     /* the last step measured (1-based) */
-  kt_run_fault fault;           /* the worst one named at the last step (kind NONE: none) */
+  /* the first step of each rank's run of steps over by its ops' own time
+   * (beyond its thread's waits for a core; named after KT__CONFIRM steps),
+   * rank_since's runs also counting steps over by those waits (named after
+   * KT__CONFIRM_WAIT) */
+  int *own_since;
+  /* the same of each op's own time (its wall time less the part of it
+   * its thread waited for a core: kt_event.ready_wait while it ran): the
+   * samples, the calibrated, the spreads, and each rank's factor at the
+   * last step */
+  double *own_samples, *own_expected, *own_spread, *own_factor;
+  /* the last step: whether each rank's own op time was over (grew), and
+   * whether its thread waited for a core more than the other ranks' did
+   * (waited: KT__OVER more of its ops' time than their median) */
+  int *grew, *waited;
+  /* 0: a rank slowed only by waits for a core is never named (a run with
+   * more compute threads than cores waits for them by design; set by the
+   * session) */
+  int name_waits;
+  int confirm_own; /* steps a rank's own time must be over (KT__CONFIRM; real models:
+                      KT__CONFIRM_CPU, set by the session) */
+  /* each link's excess over its last KT__DELAY_STEPS steps over (a ring,
+   * p x KT__DELAY_STEPS; s) and how many steps over it has in a row */
+  double *recent;
+  int *n_recent;
+  int step;           /* the last step measured (1-based) */
+  kt_run_fault fault; /* the worst one named at the last step (kind NONE: none) */
   /* after units moved, calibrating again: each rank's factor when they
    * moved (its steps' ops are divided by it: its clean cost), and the
    * fault named then, reported until the calibration is back */
@@ -66,11 +103,20 @@ void kt__detector_step(kt__detector *d, const kt_timeline *t, const kt_schedule 
  * named, with that factor, while it stays as slow). */
 void kt__detector_repartition(kt__detector *d);
 /* Whether rank r / link l (kt_link_index) is named now: over for the
- * last KT__CONFIRM steps. */
+ * last KT__CONFIRM steps (a rank slowed by waits for a core:
+ * KT__CONFIRM_WAIT). */
 int kt__detector_rank_named(const kt__detector *d, int r);
 int kt__detector_link_named(const kt__detector *d, int l);
+/* The delay a plan takes for link l: the mean of its excess over its last
+ * KT__DELAY_STEPS steps over where it is named (s), else 0. */
+double kt__detector_link_delay(const kt__detector *d, int l);
 
 /* ---- planning (autopilot.c) -------------------------------------------------- */
+
+/* A plan must repay its switch within this many steps (or the steps left,
+ * when fewer): what is measured now says little of the steps after (a
+ * delay that changes every few hundred ms is another in a few steps) */
+#define KT__PAYBACK_STEPS 4
 
 typedef enum { KT__SWITCH_NONE, KT__SWITCH_REORDER, KT__SWITCH_REPARTITION } kt__switch_kind;
 
@@ -99,7 +145,8 @@ typedef struct {
   double lower_bound;    /* of any order at the run's memory limit on those costs (s) */
   double cost;           /* predicted cost of the switch (s) */
   double replan_seconds; /* the search's time */
-  int adopted;           /* faster by more than the switch costs over the steps left */
+  double replan_cpu;     /* ... its CPU time */
+  int adopted; /* faster by more than the switch costs over the steps left (KT__PAYBACK_STEPS at most) */
 } kt__plan;
 
 void kt__plan_free(kt__plan *p);

@@ -18,7 +18,7 @@ static double calibrate_hop(const kt_timeline *t, const kt_schedule *s, double o
   size_t n = t->n_events + 1;
   double *gaps = kt_calloc(n, sizeof *gaps), *mine = kt_calloc(n, sizeof *mine), hop = 0;
   int *from = kt_calloc(n, sizeof *from), *to = kt_calloc(n, sizeof *to);
-  size_t ng = gaps && mine && from && to ? kt__hop_gaps(t, s, gaps, from, to) : 0;
+  size_t ng = gaps && mine && from && to ? kt__hop_gaps(t, s, gaps, from, to, NULL) : 0;
   for (size_t i = 0; i < ng; i++) mine[i] = gaps[i];
   hop = kt_median(mine, ng);
   out->comm = hop;

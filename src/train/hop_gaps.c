@@ -34,7 +34,7 @@ static size_t find_group(const hop_ref *refs, size_t n, int stage, int mb, int c
 }
 
 size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, int *from_rank,
-                    int *to_rank) {
+                    int *to_rank, size_t *consumer) {
   size_t n = t->n_events;
   hop_ref *refs = kt_calloc(n + 1, sizeof *refs);
   size_t *occ = kt_calloc(n + 1, sizeof *occ);
@@ -69,6 +69,7 @@ size_t kt__hop_gaps(const kt_timeline *t, const kt_schedule *s, double *gaps, in
     double produced = refs[g].end;
     if (!(prev_end[i] < produced && e->start >= produced)) continue;
     if (from_rank) from_rank[ng] = kt_stage_rank(s, from), to_rank[ng] = kt_stage_rank(s, e->stage);
+    if (consumer) consumer[ng] = i;
     gaps[ng++] = e->start - produced;
   }
 done:

@@ -51,6 +51,8 @@ static void planner_free(kt__planner *pl) {
 kt_status kt__session_autopilot_init(kt_session *s, kt_error *err) {
   const kt_session_params *p = &s->p;
   kt_status st = kt__detector_init(&s->det, &s->sched, err);
+  if (!st && !p->synthetic) s->det.confirm_own = KT__CONFIRM_CPU;
+  if (!st) s->det.name_waits = s->compute_threads <= s->cores; /* else its ops wait for cores */
   if (st || !p->autopilot) return st;
   kt__planner *pl = &s->pl;
   pl->p = s->sched.p, pl->v = s->sched.v, pl->m = s->sched.m;
@@ -79,7 +81,7 @@ static unsigned long long signature(const kt__detector *d) {
   }
   double unit = d->op_mean > 0 ? 0.1 * d->op_mean : 1;
   for (int l = 0; l < d->p; l++) {
-    long x = kt__detector_link_named(d, l) ? lround(d->excess[l] / unit) + 1 : 0;
+    long x = kt__detector_link_named(d, l) ? lround(kt__detector_link_delay(d, l) / unit) + 1 : 0;
     h = (h ^ (unsigned long long)(x + 1000 * (l + d->p))) * 1099511628211ull;
   }
   return h;
@@ -209,6 +211,7 @@ static void record_switch(kt_session *s, const char *from, double seconds) {
                        .lower_bound = pl->lower_bound,
                        .cost = pl->cost,
                        .replan_seconds = pl->replan_seconds,
+                       .replan_cpu = pl->replan_cpu,
                        .switch_seconds = seconds};
   w->replan_fraction = s->last_step_seconds > 0 ? pl->replan_seconds / s->last_step_seconds : NAN;
   snprintf(w->kind, sizeof w->kind, "%s",
