@@ -57,7 +57,7 @@ static double calibrate_send(const kt_timeline *t) {
  * noise alone must not give the prediction one list per micro-batch). */
 #define MB_SPREAD 1.25
 kt_status kt__calibrate_mb(const kt_timeline *t, const kt_schedule *s, kt_costs *out,
-                              kt_error *err) {
+                           kt_error *err) {
   int S = kt_schedule_stages(s), M = s->m;
   size_t cells = (size_t)S * (size_t)M;
   double *sum = kt_calloc(cells * KT_OP_COUNT, sizeof(double)),
@@ -151,4 +151,3 @@ kt_status kt_calibrate_costs(const kt_timeline *measured, const kt_schedule *s, 
   out->send_overhead = calibrate_send(measured);
   return KT_OK;
 }
-
