@@ -380,7 +380,8 @@ static void calibrated_run(void) {
   CHECK(table != NULL);
   HAS(table ? table : "", "<td class=\"num\">4096</td>");
   HAS(table ? table : "", "<td class=\"num\">2048</td>");
-  HAS(b.data ? b.data : "", "costs calibrated on this step (per stage): T_F 1000, 3000 \xc2\xb5s");
+  HAS(b.data ? b.data : "",
+      "costs calibrated on a median step (per stage): T_F 1000, 3000 \xc2\xb5s");
   kt_buf_free(&b);
   /* config.json written back keeps the memory */
   kt_rundir *rd;

@@ -146,7 +146,7 @@ def part_report(b):
         page.wait("document.body.dataset.kt === 'ready'", what="the run report")
         head = page.eval("(document.getElementById('calibrated')||{}).textContent") or ""
         tf = tl["predicted"]["costs"]["tf"]
-        check("costs calibrated on this step (per stage)" in head and
+        check("costs calibrated on a median step (per stage)" in head and
               head.count(",", head.index("T_F"), head.index("T_B")) == len(tf) - 1,
               "%s: the header says %r" % (what, head))
         k = open_panel(page, 0)
@@ -185,7 +185,7 @@ def part_serve(b):
                       "!!document.querySelector('details.kt-whatif')", timeout=30, what="the dashboard")
             facts = page.eval("document.getElementById('facts-p-0').textContent")
             tf = tl["predicted"]["costs"]["tf"]
-            check("costs calibrated on that step, per stage" in facts and
+            check("costs calibrated on a step, per stage" in facts and
                   facts.count(",", facts.index("T_F"), facts.index("T_B")) == len(tf) - 1,
                   "dashboard of %s: the prediction's header says %r" % (what, facts))
             predicted_every_step(page, run, [100 * tl["predicted"]["bubble_ratio"]], "dashboard of " + what)

@@ -249,7 +249,7 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *
                 1e3 * r->measured.period, 1e3 * r->measured.makespan,
                 100 * r->measured.bubble_ratio);
   kt_buf_printf(b,
-                "predicted (costs calibrated on it):  period %8.2f ms  makespan %8.2f ms  "
+                "predicted (costs of a median step):  period %8.2f ms  makespan %8.2f ms  "
                 "bubble %5.1f%%\n",
                 1e3 * r->predicted.period, 1e3 * r->predicted.makespan,
                 100 * r->predicted.bubble_ratio);

@@ -56,7 +56,7 @@ static void cost_text(kt_buf *b, const char *name, double u, const double *per, 
 void kt__run_calibrated_costs(kt_buf *b, const kt_costs *c, double ts, const char *tu) {
   int n = c->n_stages;
   kt_buf_puts(b, "<br/><span class=\"costs\" id=\"calibrated\">simulator, costs calibrated on "
-                 "this step");
+                 "a median step");
   kt_buf_puts(b, n > 0 ? " (per stage): " : ": ");
   cost_text(b, "T_F", c->tf, c->stage_tf, n, ts, tu);
   kt_buf_puts(b, " &#183; ");
@@ -99,7 +99,7 @@ void kt__run_memory_note(kt_buf *b, const kt_run *r) {
   if (g->period_1f1b > 0 && g->predicted_period > 0)
     kt_buf_printf(b,
                   "; in time, its predicted period is <b>%.3fx</b> 1F1B's (%.4g ms against "
-                  "%.4g ms, on the costs calibrated on the traced step)",
+                  "%.4g ms, on the costs calibrated on a median step)",
                   g->predicted_period / g->period_1f1b, 1e3 * g->predicted_period,
                   1e3 * g->period_1f1b);
   kt_buf_puts(b, ".</p>\n");

@@ -566,7 +566,7 @@
       c.tu ? cost('update', c.tu) : null].filter(function (x) { return x; }) : [];
     $('facts-p-' + i).textContent = per(tl.predicted) + ' \u00b7 bubble ' +
       fmt(100 * tl.predicted.bubble_ratio, 3) + '%' + (said.length ? ' (simulator, costs ' +
-      'calibrated on that step' + (Array.isArray(c.tf) ? ', per stage' : '') + ': ' +
+      'calibrated on a step' + (Array.isArray(c.tf) ? ', per stage' : '') + ': ' +
       said.join(' \u00b7 ') + ')' : '');
     $('gantt-m-' + i).innerHTML = tl.svg_measured;
     $('gantt-p-' + i).innerHTML = tl.svg_predicted;
