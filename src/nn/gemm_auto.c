@@ -110,7 +110,7 @@ static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *secon
   }
   for (int r = 0; r < ROUNDS; r++) /* interleaved: a slow second hits every library */
     for (int k = 1; k < KT_GEMM_COUNT; k++) {
-      if (!seconds[k]) continue;
+      if (seconds[k] == 0) continue;
       double t = replay_once(k, log, n, a, b, c);
       if (seconds[k] < 0 || t < seconds[k]) seconds[k] = t;
     }

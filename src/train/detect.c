@@ -128,8 +128,8 @@ static void op_means(const kt__detector *d, const kt_timeline *t, double *row, d
     row[c] += e->end - e->start, own[c] += e->end - e->start - waited_during(e), count[c]++;
   }
   for (size_t i = 0; i < cells; i++) {
-    row[i] = count && count[i] ? row[i] / count[i] : NAN;
-    own[i] = count && count[i] ? own[i] / count[i] : NAN;
+    row[i] = count && count[i] > 0 ? row[i] / count[i] : NAN;
+    own[i] = count && count[i] > 0 ? own[i] / count[i] : NAN;
   }
   free(count);
 }
