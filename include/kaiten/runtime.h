@@ -244,6 +244,8 @@ kt_transport *kt_runtime_transport(kt_runtime *rt);
 int kt_runtime_all_local(const kt_runtime *rt);
 /* Stage -> units mapping actually used (S + 1 offsets). */
 const int *kt_runtime_unit_offsets(const kt_runtime *rt);
+/* How many plans kt_runtime_replan has installed (0: the first still runs). */
+int kt_runtime_plans(const kt_runtime *rt);
 
 #ifdef __cplusplus
 }

@@ -53,6 +53,7 @@ struct kt_runtime {
   int *unit_offset; /* S + 1 */
   int n_parts;      /* what the global norm is summed over: model units, else stages */
   int posts;        /* the transport posts receives: the program's receives come first */
+  int plans;        /* plans kt_runtime_replan has installed */
   /* faults (kt_runtime_config.faults): messages between pipeline ranks
    * carry when they are due (stamped), and a trace's clock starts when its
    * step is submitted (fault_origin, kt_now(); 0: not yet) */

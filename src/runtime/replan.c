@@ -261,6 +261,7 @@ kt_status kt_runtime_replan(kt_runtime *rt, const kt_schedule *s, const int *par
     rt->sched_copy = sched, sched = tmp;
     tmp = rt->program, rt->program = program, program = tmp;
     for (int i = 0; !st && i < rt->n_local; i++) st = kt__worker_resolve(&rt->workers[i], err);
+    rt->plans++;
   }
   kt_schedule_free(&sched);
   kt_schedule_free(&program);

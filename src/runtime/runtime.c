@@ -454,6 +454,8 @@ float *kt_runtime_optim_state(kt_runtime *rt, int stage, int replica, size_t *n)
 
 const int *kt_runtime_unit_offsets(const kt_runtime *rt) { return rt->unit_offset; }
 
+int kt_runtime_plans(const kt_runtime *rt) { return rt->plans; }
+
 const kt_runtime_config *kt_runtime_config_of(const kt_runtime *rt) { return &rt->cfg; }
 
 kt_transport *kt_runtime_transport(kt_runtime *rt) { return rt->workers[0].t; }

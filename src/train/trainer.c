@@ -310,7 +310,8 @@ typedef struct {
   double *step_s, total_seconds, samples;
   size_t tps;
   kt_timeline last;
-  /* the last steps after the first (a ring), for the prediction's calibration */
+  /* the last steps after the first (a ring), for the prediction's calibration: only steps
+   * of the plan that runs now (kt_runtime_plans) */
   kt_timeline recent[KT_CALIBRATION_STEPS];
   double recent_s[KT_CALIBRATION_STEPS];
   int n_recent;
@@ -463,7 +464,9 @@ kt_status kt_train_run(kt_runtime *rt, const kt_train_config *cfg, kt_train_resu
     if (!res.cancelled) st = take(&L, &res, err);
     if (!st && !L.ahead && !L.stopping && L.next < cfg->steps &&
         L.taken == L.next - cfg->first_step) {
+      int plans = kt_runtime_plans(rt);
       if (cfg->between_steps) st = cfg->between_steps(cfg->ctx, rt, L.next, err);
+      if (kt_runtime_plans(rt) != plans) L.n_recent = 0; /* the steps before ran another plan */
       if (!st) st = submit_next(&L, err);
     }
   }
