@@ -124,6 +124,54 @@ static void test_pack(void) {
   kt_costs_free(&base);
 }
 
+/* balanced's first pass is LPT: each document, longest first (ties: data
+ * order), onto the micro-batch of least load with room (ties: the first).
+ * The packing's tree search must pick exactly what a scan of every
+ * micro-batch picks, full micro-batches and ties included. */
+static double lpt_load(const kt_token_model *tm, double tokens, double sq) {
+  double b = tm->budget; /* the packing's own expression (src/packing/packing.c) */
+  return (1 - tm->attn) * tokens / b + tm->attn * sq / (b * b);
+}
+
+static void test_balanced_is_lpt(void) {
+  static const int ms[] = {1, 3, 17, 300};
+  for (int t = 0; t < 8; t++) {
+    int m = ms[t % 4], n = 40 * m + 7, budget = t < 4 ? 1024 : 64;
+    kt_doc_lengths d = {t < 4 ? 1.0 : 0.2, 1, budget};
+    int *len = malloc(sizeof(int) * (size_t)n), *bin = malloc(sizeof(int) * (size_t)n);
+    kt_doc_lengths_sample(&d, (uint64_t)t + 11, n, len);
+    kt_token_model tm = {.budget = budget, .attn = t % 2 ? 0.73 : 0};
+    kt_pack pk;
+    kt_error err = {{0}};
+    CHECK_EQ_INT(kt_pack_documents(len, n, m, &tm, KT_PACK_BALANCED, &pk, &err), KT_OK);
+    check_pack(&pk, len, budget);
+    for (int i = 0; i < pk.n_docs; i++) bin[i] = -1;
+    for (int k = 0; k < m; k++)
+      for (int i = pk.first[k]; i < pk.first[k + 1]; i++) bin[pk.doc_of[i]] = k;
+    /* the reference: a scan, documents in LPT order */
+    size_t nm = (size_t)(m > 0 ? m : 1), nd = (size_t)(pk.n_docs > 0 ? pk.n_docs : 1);
+    int *tok = calloc(nm, sizeof(int)), *done = calloc(nd, sizeof(int));
+    double *sq = calloc(nm, sizeof(double));
+    int mismatches = 0;
+    for (int r = 0; r < pk.n_docs; r++) {
+      int i = -1;
+      for (int j = 0; j < pk.n_docs; j++)
+        if (!done[j] && (i < 0 || len[j] > len[i])) i = j;
+      done[i] = 1;
+      int best = -1;
+      for (int k = 0; k < m; k++)
+        if (tok[k] + len[i] <= budget &&
+            (best < 0 || lpt_load(&tm, tok[k], sq[k]) < lpt_load(&tm, tok[best], sq[best])))
+          best = k;
+      mismatches += best != bin[i];
+      if (best >= 0) tok[best] += len[i], sq[best] += (double)len[i] * len[i];
+    }
+    CHECK_MSG(mismatches == 0, "m=%d: %d documents placed unlike the scan", m, mismatches);
+    free(tok), free(done), free(sq), free(len), free(bin);
+    kt_pack_free(&pk);
+  }
+}
+
 /* tokens per unit of time of the request's step */
 static double throughput(const char *text, double *period) {
   kt_request rq;
@@ -206,6 +254,7 @@ static void test_request(void) {
 int main(void) {
   test_spec();
   test_pack();
+  test_balanced_is_lpt();
   test_request();
   test_balanced_faster();
   return kt_test_done(__FILE__);

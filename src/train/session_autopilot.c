@@ -188,10 +188,12 @@ static kt_status decode_plan(const float *v, size_t n, const kt_schedule *like, 
 static kt_status share_plan(kt_session *s, kt_error *err) {
   int S = kt_schedule_stages(&s->sched), root = s->world_rank == 0;
   size_t n = 0;
-  float *v = root ? encode_plan(&s->plan, S, &n) : NULL, len = (float)n;
+  float *v = root ? encode_plan(&s->plan, S, &n) : NULL;
   if (root && !v) return kt_fail(err, KT_ENOMEM, "out of memory");
-  kt_status st = kt_allreduce(s->mpi_t, KT_GROUP_WORLD, &len, 1, err);
-  n = (size_t)len;
+  /* the length in two floats, each exact (a float holds integers to 2^24) */
+  float len[2] = {(float)(n >> 20), (float)(n & 0xFFFFF)};
+  kt_status st = kt_allreduce(s->mpi_t, KT_GROUP_WORLD, len, 2, err);
+  n = ((size_t)len[0] << 20) + (size_t)len[1];
   if (!st && !root && !(v = kt_calloc(n + 1, sizeof *v)))
     st = kt_fail(err, KT_ENOMEM, "out of memory");
   if (!st) st = kt_allreduce(s->mpi_t, KT_GROUP_WORLD, v, n, err); /* the others add zeros */
@@ -223,7 +225,12 @@ static void record_switch(kt_session *s, const char *from, double seconds) {
   s->result.last_switch = *w;
 }
 
-/* The session's schedule, rounds and planner after the switch. */
+/* The session's schedule, rounds and planner after the switch. Balanced
+ * packing's order of micro-batches (session_docs.c) stays the one searched
+ * for the starting schedule: searched again, the documents would land in
+ * other micro-batches' slots and the gradients be summed in another order,
+ * and a switch is to change no arithmetic (losses bitwise those of the run
+ * without the fault). */
 static kt_status adopt(kt_session *s, kt_error *err) {
   kt__plan *pl = &s->plan;
   int S = kt_schedule_stages(&s->sched), K = s->p.grad_accum > 0 ? s->p.grad_accum : 1;
