@@ -121,8 +121,9 @@ static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *secon
 
 static kt_gemm_kind fastest(const double *seconds) {
   kt_gemm_kind best = KT_GEMM_OPENBLAS;
-  for (int k = 1; k < KT_GEMM_COUNT; k++)
-    if (seconds[k] > 0 && seconds[k] < seconds[best]) best = (kt_gemm_kind)k;
+  for (int k = 1; k < KT_GEMM_COUNT; k++) /* a cache line can name one gone since */
+    if (seconds[k] > 0 && seconds[k] < seconds[best] && kt_gemm_available((kt_gemm_kind)k, NULL))
+      best = (kt_gemm_kind)k;
   return best;
 }
 
