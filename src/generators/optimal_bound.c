@@ -117,7 +117,8 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
 void kt__opt_problem_free(kt__opt_problem *pb) {
   void *arrays[] = {pb->srank, pb->schunk, pb->need,    pb->rstage,  pb->first,  pb->tf,
                     pb->tb,    pb->tw,     pb->act,     pb->wg,      pb->hop_f,  pb->hop_i,
-                    pb->so_f,  pb->so_i,   pb->tail[0], pb->tail[1], pb->tail[2]};
+                    pb->so_f,  pb->so_i,   pb->tail[0], pb->tail[1], pb->tail[2],
+                    pb->seq,   pb->slot_t[0], pb->slot_t[1], pb->slot_t[2], pb->slot_act, pb->slot_wg};
   for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
   kt_step_model_free(&pb->step);
   memset(pb, 0, sizeof *pb);
@@ -524,7 +525,10 @@ static kt_status mb_lower_bound(const kt_schedule *layout, const kt_costs *c, do
   kt_costs least;
   kt_status st = kt_costs_least(c, &least, err);
   if (st) return st;
-  st = kt__lower_bound(layout, &least, mem_limit, 0, lb, err);
+  /* the default limit from the micro-batches' own memory, not the least */
+  kt_gen_params lp = {.p = layout->p, .v = layout->v, .m = layout->m, .costs = c,
+                      .mem_limit = mem_limit};
+  st = kt__lower_bound(layout, &least, kt_gen_mem_limit(&lp), 0, lb, err);
   kt_costs_free(&least);
   if (st) return st;
   int S = kt_schedule_stages(layout);
