@@ -136,7 +136,10 @@ static void list_text(char *buf, size_t n, const tiny *t, double (*v)[TM]) {
   size_t len = 0;
   for (int s = 0; s < t->p; s++)
     for (int j = 0; j < t->m; j++)
-      len += (size_t)snprintf(buf + len, n - len, "%s%.17g", !s && !j ? "" : j ? "," : ";",
+      len += (size_t)snprintf(buf + len, n - len, "%s%.17g",
+                              !s && !j ? ""
+                              : j      ? ","
+                                       : ";",
                               v[s][j]);
 }
 
@@ -145,8 +148,8 @@ static kt_status run(const tiny *t, const char *kind, kt_result *res, kt_error *
   kt_request_init(&rq);
   char text[512];
   snprintf(text, sizeof text,
-           "schedule=%s p=%d m=%d per-stage=1 comm=%.17g send-overhead=%.17g mem-limit=%.17g",
-           kind, t->p, t->m, t->comm, t->so, t->limit);
+           "schedule=%s p=%d m=%d per-stage=1 comm=%.17g send-overhead=%.17g mem-limit=%.17g", kind,
+           t->p, t->m, t->comm, t->so, t->limit);
   kt_status st = kt_request_parse(&rq, text, err);
   const char *fields[] = {"tf", "tb", "tw", "mem-act", "mem-wgrad"};
   double(*vals[])[TM] = {(double(*)[TM])t->tf, (double(*)[TM])t->tb, (double(*)[TM])t->tw,

@@ -118,10 +118,11 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
 }
 
 void kt__opt_problem_free(kt__opt_problem *pb) {
-  void *arrays[] = {pb->srank, pb->schunk, pb->need,    pb->rstage,  pb->first,  pb->tf,
-                    pb->tb,    pb->tw,     pb->act,     pb->wg,      pb->hop_f,  pb->hop_i,
-                    pb->so_f,  pb->so_i,   pb->tail[0], pb->tail[1], pb->tail[2],
-                    pb->seq,   pb->slot_t[0], pb->slot_t[1], pb->slot_t[2], pb->slot_act, pb->slot_wg};
+  void *arrays[] = {pb->srank,     pb->schunk,   pb->need,   pb->rstage,    pb->first,
+                    pb->tf,        pb->tb,       pb->tw,     pb->act,       pb->wg,
+                    pb->hop_f,     pb->hop_i,    pb->so_f,   pb->so_i,      pb->tail[0],
+                    pb->tail[1],   pb->tail[2],  pb->seq,    pb->slot_t[0], pb->slot_t[1],
+                    pb->slot_t[2], pb->slot_act, pb->slot_wg};
   for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
   kt_step_model_free(&pb->step);
   memset(pb, 0, sizeof *pb);
@@ -219,17 +220,17 @@ static double op_head(const kt__opt_problem *pb, const kt__opt_state *st, kt__op
   if (j > st->n[type][s]) h = maxd(h, hd[h_at - (size_t)pb->S] + kt__opt_sdur(pb, type, s, j - 1));
   double in = NONE;
   if (type == KT__OPT_F && s > 0 && s != cut) {
-    in = (j < st->n[KT__OPT_F][s - 1] ? st->end_f[at - m]
-                                      : ws->head[KT__OPT_F][h_at - 1] +
-                                            kt__opt_sdur(pb, KT__OPT_F, s - 1, j)) +
+    in = (j < st->n[KT__OPT_F][s - 1]
+              ? st->end_f[at - m]
+              : ws->head[KT__OPT_F][h_at - 1] + kt__opt_sdur(pb, KT__OPT_F, s - 1, j)) +
          pb->hop_f[s - 1];
   } else if (type == KT__OPT_I && s == pb->S - 1) {
     in = j < st->n[KT__OPT_F][s] ? st->end_f[at]
                                  : ws->head[KT__OPT_F][h_at] + kt__opt_sdur(pb, KT__OPT_F, s, j);
   } else if (type == KT__OPT_I) {
-    in = (j < st->n[KT__OPT_I][s + 1] ? st->end_i[at + m]
-                                      : ws->head[KT__OPT_I][h_at + 1] +
-                                            kt__opt_sdur(pb, KT__OPT_I, s + 1, j)) +
+    in = (j < st->n[KT__OPT_I][s + 1]
+              ? st->end_i[at + m]
+              : ws->head[KT__OPT_I][h_at + 1] + kt__opt_sdur(pb, KT__OPT_I, s + 1, j)) +
          pb->hop_i[s + 1];
   } else if (type == KT__OPT_W) {
     in = j < st->n[KT__OPT_I][s] ? st->end_i[at]
@@ -428,9 +429,8 @@ static double jackson_unsorted(const kt__opt_problem *pb, const kt__opt_state *s
     int s = pb->rstage[r * pb->v + c];
     for (int t = 0; s >= 0 && t < KT__OPT_TYPES; t++)
       for (int j = st->n[t][s]; j < pb->m; j++)
-        ws->jobs[n++] =
-            (struct kt__opt_job){ws->head[t][HX(pb, s, j)], kt__opt_sdur(pb, t, s, j),
-                                 pb->tail[t][s]};
+        ws->jobs[n++] = (struct kt__opt_job){ws->head[t][HX(pb, s, j)], kt__opt_sdur(pb, t, s, j),
+                                             pb->tail[t][s]};
   }
   return n ? maxd(jackson(ws, n, 0), st->last_end[r]) : st->last_end[r];
 }
@@ -538,8 +538,8 @@ static kt_status mb_lower_bound(const kt_schedule *layout, const kt_costs *c, do
   kt_status st = kt_costs_least(c, &least, err);
   if (st) return st;
   /* the default limit from the micro-batches' own memory, not the least */
-  kt_gen_params lp = {.p = layout->p, .v = layout->v, .m = layout->m, .costs = c,
-                      .mem_limit = mem_limit};
+  kt_gen_params lp = {
+      .p = layout->p, .v = layout->v, .m = layout->m, .costs = c, .mem_limit = mem_limit};
   st = kt__lower_bound(layout, &least, kt_gen_mem_limit(&lp), 0, lb, err);
   kt_costs_free(&least);
   if (st) return st;

@@ -88,7 +88,8 @@ static inline double kt__opt_mem(const kt__opt_problem *pb, int type, int s) {
 /* Slot j's duration and memory change on stage s: its micro-batch's own
  * under a sequence, else the stage's. */
 static inline double kt__opt_sdur(const kt__opt_problem *pb, int type, int s, int j) {
-  return pb->seq ? pb->slot_t[type][(size_t)s * (size_t)pb->m + (size_t)j] : kt__opt_dur(pb, type, s);
+  return pb->seq ? pb->slot_t[type][(size_t)s * (size_t)pb->m + (size_t)j]
+                 : kt__opt_dur(pb, type, s);
 }
 static inline double kt__opt_smem(const kt__opt_problem *pb, int type, int s, int j) {
   if (!pb->seq) return kt__opt_mem(pb, type, s);

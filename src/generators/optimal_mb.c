@@ -22,8 +22,7 @@ kt_status kt__opt_problem_sequence(kt__opt_problem *pb, const kt_costs *c, const
                                    kt_error *err) {
   size_t m = (size_t)pb->m, cells = (size_t)pb->S * m;
   if (!pb->seq) {
-    double **arr[] = {&pb->slot_t[0], &pb->slot_t[1], &pb->slot_t[2], &pb->slot_act,
-                      &pb->slot_wg};
+    double **arr[] = {&pb->slot_t[0], &pb->slot_t[1], &pb->slot_t[2], &pb->slot_act, &pb->slot_wg};
     int ok = (pb->seq = kt_calloc(m, sizeof *pb->seq)) != NULL;
     for (size_t k = 0; k < sizeof arr / sizeof *arr; k++)
       ok &= (*arr[k] = kt_calloc(cells, sizeof(double))) != NULL;

@@ -459,7 +459,8 @@ kt_status kt__opt_search(const kt__opt_problem *pb, const kt__opt_search_opts *o
   double t0 = kt_now();
   kt_status st = search_init(&sc, pb, o, err);
   if (!st) {
-    sc.no_delays = o->no_delays || pb->seq != NULL; /* one sequence: each rank starts with its first */
+    sc.no_delays =
+        o->no_delays || pb->seq != NULL; /* one sequence: each rank starts with its first */
     double open_lb = INFINITY, root = kt__opt_bound(pb, &sc.st, NULL, &sc.ws);
     dfs(&sc, &open_lb);
     res->makespan = sc.have_best ? sc.ub : INFINITY;
