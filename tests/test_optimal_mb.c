@@ -7,7 +7,9 @@
  *   less (the search sets out from it): never above zb-auto's;
  * - never below the least over every order at all (enumerated where that
  *   fits: M <= 3), and equal to it whenever the result says proven;
- * - the lower bound it reports is never above that least.
+ * - the lower bound it reports is never above that least;
+ * - at M = 7 (above the sequences it tries all of) the given sequence only,
+ *   said so, valid and no slower than zb-auto.
  * It fails if the search read any micro-batch's costs other than its own. */
 #include <math.h>
 #include <stdlib.h>
@@ -224,6 +226,38 @@ static void check_grid(int p, int m, int trials) {
   }
 }
 
+/* Above KT__OPT_SEQ_ALL_M micro-batches only the given sequence is searched,
+ * and the result says so: valid, no slower than zb-auto, never below the
+ * bound. (The arrays of tiny hold 4 micro-batches: the request is written
+ * here.) */
+static void check_given_only(void) {
+  const char *text = "p=2 m=7 per-stage=1 comm=0.25 tf=1,2.5,0.5,1,3,0.75,1.5;2,1,0.5,2,1,1,0.25 "
+                     "tb=2,1,1.5,0.5,2,2,1;1,3,1,1,0.5,2,1 tw=1 "
+                     "mem-act=1,2,0.5,1,1.5,1,0.75;1,1,1,2,0.5,1,1 mem-limit=4";
+  double period[2];
+  for (int k = 0; k < 2; k++) {
+    kt_request rq;
+    kt_result res;
+    kt_error err = {{0}};
+    kt_request_init(&rq);
+    kt_status st = kt_request_parse(&rq, text, &err);
+    if (!st) st = kt_request_set(&rq, "schedule", k ? "optimal" : "zb-auto", &err);
+    if (!st) st = kt_request_run(&rq, &res, KT_RESULT_METRICS, &err);
+    kt_request_free(&rq);
+    CHECK_MSG(st == KT_OK, "M=7: %s", err.msg);
+    if (st) return;
+    period[k] = res.met.period;
+    if (k) {
+      CHECK(kt_schedule_validate(&res.order, &err) == KT_OK);
+      CHECK(res.info.search_sequences == 1 && !res.info.search_sequences_all);
+      CHECK(res.info.lower_bound <= res.met.period * (1 + 1e-9));
+      for (int r = 0; r < 2; r++) CHECK(res.met.ranks[r].peak_memory <= 4 * (1 + 1e-9));
+    }
+    kt_result_free(&res);
+  }
+  CHECK(period[1] <= period[0] * (1 + 1e-9));
+}
+
 int main(void) {
   int sanitized = getenv("KT_SANITIZED") != NULL;
   check_grid(2, 2, sanitized ? 4 : 24);
@@ -231,6 +265,7 @@ int main(void) {
   check_grid(2, 3, sanitized ? 1 : 3);
   check_grid(3, 3, sanitized ? 1 : 5);
   check_grid(2, 4, sanitized ? 1 : 2);
+  check_given_only();
   printf("%d problems: optimal faster than zb-auto on %d; above every order's best (its "
          "sequences keep it from it) on %d\n",
          trials_run, wins, restricted);
