@@ -369,7 +369,7 @@ void train_memory_report(const train_opts *o, kt_session *s, const kt_session_re
                   "largest rank's peak %.3f MiB = %.3fx 1F1B's predicted peak on this model "
                   "(%.3f MiB at P=%d, M=%d)\n",
                   most / 1048576.0, r->peak_vs_1f1b, in.peak_1f1b / 1048576.0, in.schedule->p,
-                  in.schedule->m);
+                  in.schedule->m / (o->sp.model.seq_chunks > 1 ? o->sp.model.seq_chunks : 1));
   free(pred);
   price_line(o, r, out);
 }
