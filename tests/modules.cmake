@@ -6,7 +6,7 @@ set(KT_TEST_MODULES
   "schedule:test_schedule_io test_validate test_program_order test_torch_interop test_torch_ir test_torch_cli"
   "sim:test_sim test_sim_metrics test_sim_window test_step test_sim_scale test_sim_threads test_bubble test_closed_forms test_idle_split test_critical"
   "costs:test_links test_cost_basis"
-  "generators:test_zero_bubble test_memory_schedules test_memory_cli test_oracles test_schedule_span test_optimal"
+  "generators:test_zero_bubble test_memory_schedules test_memory_cli test_oracles test_schedule_span test_optimal test_optimal_mb"
   "request:test_request test_doors test_mb_costs test_packing"
   "plan:test_plan_cli test_plan_memory test_plan_partition test_plan_property test_plan_search test_plan_spec"
   "nn:test_gpt_kernels test_gpt_fused test_gemm_cli test_gpt_model test_mlp_grad test_data test_kernel_codegen"

@@ -132,7 +132,7 @@ case_ "'lognormal:1:16'"        sim --doc-lengths lognormal:1:16
 case_ "'lpt'"                   sim --doc-lengths lognormal:1:16:1024 --packing lpt
 case_ "mb-tokens=64"            sim --doc-lengths lognormal:1:16:1024 --mb-tokens 64
 case_ "'1.5'"                   sim --doc-lengths lognormal:1:16:1024 --attn-share 1.5
-case_ "costs of their own"      sim -s optimal -p 2 -m 2 --tf '1,2;1,2'
+case_ "micro-batch 1 keeps more for its W" sim -s optimal -p 2 -m 2 --tf '1,2;1,2' --mem-wgrad '0.5,2;0.5,2'
 case_ "need --doc-lengths"      train --synthetic --packing balanced --steps 1 --no-live
 case_ "'lognormal:9'"           train --synthetic --doc-lengths lognormal:9 --steps 1 --no-live
 

@@ -113,5 +113,21 @@ for args in "--doc-lengths lognormal:1:9:3" "--doc-lengths normal:1:2:9" "--doc-
   [ $rc = 2 ] && [ "$(wc -l <"$tmp/e")" = 1 ] && ok || bad "$args: exit $rc: $(cat "$tmp/e")"
 done
 
+# 7. the predicted peak activation memory of every rank within 10% of the
+#    measured, with packed documents, and in chunks along the sequence
+#    (each chunk's own bytes, its first keeping the keys and values of the
+#    whole micro-batch: not the full micro-batch the stages were measured on)
+for chunks in "" "--seq-chunks 4"; do
+  "$K" train --layers 2 --hidden 32 --heads 2 --seq-len 256 -b 1 -m 8 --stages 2 --steps 2 \
+    --val-every 0 --no-live --format json --doc-lengths lognormal:1:16:256 $chunks >"$tmp/mem.json" 2>/dev/null ||
+    bad "peak memory run $chunks"
+  py "import json
+d = json.loads(open('$tmp/mem.json').read().splitlines()[-1])
+for r in d['ranks']:
+    ratio = r['predicted_peak_memory'] / r['peak_memory']
+    assert abs(ratio - 1) <= 0.10, (r['rank'], r['predicted_peak_memory'], r['peak_memory'])" &&
+    ok || bad "predicted peak memory $chunks: $(head -c 300 "$tmp/mem.json")"
+done
+
 echo "test_gpt_cli.sh: $checks checks, $fails failed: $([ $fails = 0 ] && echo OK || echo FAIL)"
 [ $fails = 0 ]

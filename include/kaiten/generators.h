@@ -212,6 +212,14 @@ typedef struct {
   double start_period; /* zb-auto's (zbv-auto's), the order the search set out to beat */
   long nodes;
   double seconds;
+  /* Micro-batches of their own costs (all 0 when alike): the search keeps
+   * one micro-batch sequence on every stage (docs/schedules.md). sequences:
+   * how many it searched; sequences_all: 1 when those were every distinct
+   * sequence (M <= 6), 0 when only the given one; proven_in_sequences: 1
+   * when it finished each (no order that keeps one of them on every stage
+   * is faster). proven then means more: the order meets the lower bound on
+   * every order, lower_bound being that bound (kt_gen_lower_bound's). */
+  int sequences, sequences_all, proven_in_sequences;
 } kt_optimal_result;
 
 /* The fastest order of params->p ranks, params->m micro-batches and

@@ -147,6 +147,17 @@ size_t kt_chunk_stash_bytes(const kt_chunk *c);
 size_t kt_chunk_peak_stash_bytes(const kt_chunk *c);
 void kt_chunk_reset_peak(kt_chunk *c);
 
+/* What kt_chunk_stash_bytes counts for micro-batch data (NULL: a full one
+ * of micro_batch rows) on the GPT chunk of units [first_unit, first_unit +
+ * n_units), without running it: bytes[0] kept after its F, bytes[1] kept
+ * after its I until its W, bytes[2] the most an op holds above what it
+ * keeps (an I holds both), bytes[3] with seq_chunks the whole micro-batch's
+ * keys, values and their gradients, which its first chunk's F adds and its
+ * last chunk's I frees (else 0). EINVAL for other models and recompute. */
+kt_status kt_model_mb_stash_bytes(const kt_model_config *cfg, int first_unit, int n_units,
+                                  int micro_batch, const kt_microbatch *data, double bytes[4],
+                                  kt_error *err);
+
 /* Creates the chunk for units [first_unit, first_unit + n_units) with
  * parameters initialised from cfg->seed (identical for any partition).
  * EINVAL for bad ranges, ENOMEM. */

@@ -193,6 +193,9 @@ typedef struct {
   int searched, proven;
   double search_seconds, search_time_limit, search_start_period;
   long search_nodes;
+  /* micro-batches of their own costs (0 when alike): the sequences the
+   * search kept on every stage (kt_optimal_result) */
+  int search_sequences, search_sequences_all, search_proven_in_sequences;
   double mem_limit; /* zb-auto, zbv-auto, optimal: the memory limit the search kept (mem-act
                        units); 0: none */
   /* the closed-form peak memory (mem-act units) where exact, else < 0 */

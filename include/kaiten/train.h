@@ -155,6 +155,11 @@ typedef struct {
   int documents;        /* packed documents (fixed windows: b) */
   double attn_tokens2;  /* sum over its documents of L^2 (fixed windows: b T^2) */
   double *tf, *tb, *tw; /* [S] seconds per stage: F, the input gradient (I or a full B), W */
+  /* [S] bytes per stage (the built-in GPT without recompute, else NULL):
+   * kept after its F and after its I, and the most an op holds above that
+   * (kt_model_mb_stash_bytes; a seq-chunks micro-batch's first chunk also
+   * keeps the whole micro-batch's keys and values until its I) */
+  double *mem_act, *mem_wgrad, *mem_transient;
 } kt_mb_cost;
 
 /* The attention share of the token model (kaiten/packing.h) fitted on a

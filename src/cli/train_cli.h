@@ -102,7 +102,7 @@ void train_resume_notes(const train_opts *o, const train_resume *r, FILE *f);
 
 /* The final report: text summary, JSON, Chrome trace (train_report.c). */
 void train_final_report(const train_opts *o, const kt_session_info *in,
-                        const kt_session_result *res, kt_buf *out);
+                        const kt_session_result *res, const double *pred_peak, kt_buf *out);
 
 /* KAITEN_TEST_HANG (hang_transport.c): wraps that rank's transport handle
  * when it lives in this process (the session's runtime, after it opened);

@@ -78,7 +78,8 @@ static double own_core_wait(const kt_timeline *t, int r) {
   return any ? sum : NAN;
 }
 
-static void json_ranks(kt_buf *b, const kt_train_result *r, const kt_session_result *res) {
+static void json_ranks(kt_buf *b, const kt_train_result *r, const kt_session_result *res,
+                       const double *pred_peak) {
   kt_buf_puts(b, ",\"ranks\":[");
   for (int i = 0; i < r->measured.p; i++) {
     const kt_rank_metrics *m = &r->measured.ranks[i];
@@ -90,6 +91,10 @@ static void json_ranks(kt_buf *b, const kt_train_result *r, const kt_session_res
     kt_buf_printf(b, ",\"peak_inflight\":%d,\"predicted_peak_inflight\":%d,\"peak_memory\":",
                   m->peak_inflight, q->peak_inflight);
     kt_buf_json_number(b, m->peak_memory);
+    if (pred_peak) {
+      kt_buf_puts(b, ",\"predicted_peak_memory\":");
+      kt_buf_json_number(b, pred_peak[i]);
+    }
     kt_buf_printf(b, ",\"bytes_sent\":%lld,\"comm_time\":", (long long)m->bytes_sent);
     kt_buf_json_number(b, m->comm_time);
     kt_buf_puts(b, ",\"predicted_busy\":");
@@ -133,7 +138,7 @@ static void json_microbatches(kt_buf *b, const kt_train_result *r) {
 }
 
 static void json_result(kt_buf *b, const train_opts *o, const kt_session_info *in,
-                        const kt_session_result *res) {
+                        const kt_session_result *res, const double *pred_peak) {
   const kt_schedule *s = in->schedule;
   const kt_train_result *r = &res->train;
   kt_buf_puts(b, "{\"schedule\":");
@@ -182,7 +187,7 @@ static void json_result(kt_buf *b, const train_opts *o, const kt_session_info *i
     kt_buf_json_number(b, r->predicted_sync_seconds);
   }
   json_run_facts(b, o, in, res);
-  json_ranks(b, r, res);
+  json_ranks(b, r, res, pred_peak);
   json_microbatches(b, r);
   kt_buf_puts(b, "}\n");
 }
@@ -291,10 +296,10 @@ static void text_summary(kt_buf *b, const train_opts *o, const kt_session_info *
 }
 
 void train_final_report(const train_opts *o, const kt_session_info *in,
-                        const kt_session_result *res, kt_buf *out) {
+                        const kt_session_result *res, const double *pred_peak, kt_buf *out) {
   const kt_schedule *sched = in->schedule;
   if (!strcmp(o->format, "json")) {
-    json_result(out, o, in, res);
+    json_result(out, o, in, res, pred_peak);
   } else if (!strcmp(o->format, "chrome")) {
     char title[96];
     snprintf(title, sizeof title, "kaiten train %s P=%d M=%d (measured)", sched->name, sched->p,
@@ -364,7 +369,7 @@ void train_memory_report(const train_opts *o, kt_session *s, const kt_session_re
                   "largest rank's peak %.3f MiB = %.3fx 1F1B's predicted peak on this model "
                   "(%.3f MiB at P=%d, M=%d)\n",
                   most / 1048576.0, r->peak_vs_1f1b, in.peak_1f1b / 1048576.0, in.schedule->p,
-                  in.schedule->m);
+                  in.schedule->m / (o->sp.model.seq_chunks > 1 ? o->sp.model.seq_chunks : 1));
   free(pred);
   price_line(o, r, out);
 }

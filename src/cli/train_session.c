@@ -320,7 +320,15 @@ static int report(train_run *r, const kt_session_result *res) {
   const train_opts *o = r->o;
   kt_buf out;
   kt_buf_init(&out);
-  train_final_report(o, &r->info, res, &out);
+  /* JSON: each rank's predicted peak beside the measured (the text report's table) */
+  double *pred = NULL;
+  kt_error e2;
+  if (!strcmp(o->format, "json") && !o->sp.synthetic &&
+      (pred = kt_calloc((size_t)r->info.schedule->p, sizeof *pred)) &&
+      kt_session_predict_memory(r->ss, pred, &e2))
+    free(pred), pred = NULL;
+  train_final_report(o, &r->info, res, pred, &out);
+  free(pred);
   if (strcmp(o->format, "json") && strcmp(o->format, "chrome") && !o->sp.synthetic)
     train_memory_report(o, r->ss, res, &out);
   int rc = cli_emit(o->output, &out, 1);

@@ -8,7 +8,12 @@
  * once more (kt__exact_verify): the period reported is the simulator's, and
  * an order whose simulated period differs from the search's is an internal
  * error. zb-auto's own bounded exact step is exact_step.c's: this file
- * builds on zb-auto, never the other way. */
+ * builds on zb-auto, never the other way.
+ *
+ * Micro-batches of their own costs: the search over micro-batch sequences
+ * (optimal_mb.c) proves the optimum among orders that keep one sequence on
+ * every stage; the order is called proven only when it meets the lower
+ * bound on every order. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +102,51 @@ static double starting_order(const kt__opt_problem *pb, const kt_gen_params *par
   return kt__exact_verify(pb, s, params->costs, INFINITY, &period, &e2) ? INFINITY : period;
 }
 
+/* Micro-batches of their own costs: the bound and proof are those on every
+ * order (kt__lower_bound's), not the search's over its sequences. */
+static kt_status every_order_bound(const kt_gen_params *params, const kt_schedule *s,
+                                   kt_optimal_result *res, kt_error *err) {
+  double lb = 0;
+  kt_status st = kt__lower_bound(s, params->costs, params->mem_limit, 1, &lb, err);
+  if (st) return st;
+  res->lower_bound = fmin(lb, res->period);
+  res->proven = res->period <= lb * (1 + 1e-9);
+  res->gap = res->proven ? 0 : res->period / res->lower_bound - 1;
+  if (res->proven) res->lower_bound = res->period;
+  return KT_OK;
+}
+
+/* The problem of micro-batches of their own costs: the stages' least costs
+ * for the bound (the slots' own come with each sequence), under the limit
+ * their own memory sets. EINVAL when a micro-batch keeps more for its W
+ * than its activation. */
+static kt_status mb_problem(const kt_gen_params *params, const kt_costs *c, const kt_schedule *s,
+                            kt__opt_problem *pb, kt_error *err) {
+  int S = kt_schedule_stages(s);
+  memset(pb, 0, sizeof *pb);
+  kt_status st = kt_costs_check_m(c, s->m, err);
+  for (int x = 0; !st && x < S; x++)
+    for (int j = 0; !st && j < s->m; j++)
+      if (kt_cost_mem_wgrad_mb(c, x, j) > kt_cost_mem_act_mb(c, x, j))
+        st = kt_fail(err, KT_EINVAL,
+                     "optimal: stage %d, micro-batch %d keeps more for its W (mem-wgrad %g) than "
+                     "its activation (mem-act %g); the exact search places I then W, never a "
+                     "full B, and is exact only while mem-wgrad <= mem-act",
+                     x, j, kt_cost_mem_wgrad_mb(c, x, j), kt_cost_mem_act_mb(c, x, j));
+  kt_costs least;
+  if (!st) st = kt_costs_least(c, &least, err);
+  if (st) return st;
+  st = kt__opt_problem_init(pb, s, &least, kt_gen_mem_limit(params), 1, err);
+  kt_costs_free(&least);
+  int *seq = st ? NULL : kt_calloc((size_t)s->m, sizeof *seq);
+  if (!st && !seq) st = kt_fail(err, KT_ENOMEM, "optimal: out of memory (M=%d)", s->m);
+  for (int j = 0; !st && j < s->m; j++) seq[j] = j;
+  if (!st) st = kt__opt_problem_sequence(pb, c, seq, err); /* marks the problem as one of them */
+  free(seq);
+  if (st && pb->p) kt__opt_problem_free(pb);
+  return st;
+}
+
 static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *opts,
                             kt__opt_problem *pb, kt_schedule *out, kt_optimal_result *res,
                             kt_error *err) {
@@ -111,7 +161,9 @@ static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *
       .no_delays = opts ? opts->no_delays : 0,
       .max_nodes = opts ? opts->max_nodes : 0};
   kt__opt_search_result sr;
-  st = kt__opt_search(pb, &so, &found, &sr, err);
+  kt__opt_seq_info seqs = {0};
+  st = pb->seq ? kt__opt_search_sequences(pb, params->costs, &so, &found, &sr, &seqs, err)
+               : kt__opt_search(pb, &so, &found, &sr, err);
   int better = !st && sr.makespan < INFINITY;
   if (better) { /* the search's order replaces zb-auto's */
     for (int r = 0; r < out->p; r++) {
@@ -134,7 +186,12 @@ static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *
   res->start_period = upper;
   res->nodes = sr.nodes;
   res->seconds = sr.seconds;
-  return KT_OK;
+  if (pb->seq) {
+    res->sequences = seqs.searched, res->sequences_all = seqs.all;
+    res->proven_in_sequences = sr.complete;
+    st = every_order_bound(params, out, res, err);
+  }
+  return st;
 }
 
 kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
@@ -153,13 +210,14 @@ kt_status kt_gen_optimal(const kt_gen_params *params, kt_placement placement,
     st = kt_fail(err, KT_EINVAL, "optimal: memory limit %g is not a finite number",
                  params->mem_limit);
   if (!st) st = kt_costs_check(c, kt_schedule_stages(out), err);
-  if (!st && kt_costs_mb_differ(c))
-    st = kt_fail(err, KT_EINVAL,
-                 "optimal: the micro-batches have costs of their own; the exact "
-                 "search proves orders of micro-batches alike (zb-auto searches "
-                 "with each one's cost)");
-  if (!st) st = kt__opt_problem_init(&pb, out, c, params->mem_limit, 1, err);
-  for (int x = 0; !st && x < pb.S; x++)
+  int own = !st && kt_costs_mb_differ(c);
+  if (!st) {
+    kt_gen_params p2 = *params;
+    p2.costs = c;
+    st = own ? mb_problem(&p2, c, out, &pb, err)
+             : kt__opt_problem_init(&pb, out, c, params->mem_limit, 1, err);
+  }
+  for (int x = 0; !st && !own && x < pb.S; x++)
     if (pb.wg[x] > pb.act[x]) { /* then a full B, which frees all at once, may win */
       st = kt_fail(err, KT_EINVAL,
                    "optimal: stage %d keeps more for its W (mem-wgrad %g) than "

@@ -11,7 +11,10 @@
  * leads to on the same rank still take. Preemptive single-machine
  * scheduling with heads and tails (Jackson's rule: run the released op with
  * the longest tail) gives the least such end; every order's rank runs
- * its ops in one feasible single-machine schedule, so the bound holds. */
+ * its ops in one feasible single-machine schedule, so the bound holds.
+ * Under a micro-batch sequence (optimal_mb.c) each slot's op takes its
+ * micro-batch's own time; tails and the memory rules keep the stage's
+ * least (a relaxation). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,9 +118,11 @@ kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const 
 }
 
 void kt__opt_problem_free(kt__opt_problem *pb) {
-  void *arrays[] = {pb->srank, pb->schunk, pb->need,    pb->rstage,  pb->first,  pb->tf,
-                    pb->tb,    pb->tw,     pb->act,     pb->wg,      pb->hop_f,  pb->hop_i,
-                    pb->so_f,  pb->so_i,   pb->tail[0], pb->tail[1], pb->tail[2]};
+  void *arrays[] = {pb->srank,     pb->schunk,   pb->need,   pb->rstage,    pb->first,
+                    pb->tf,        pb->tb,       pb->tw,     pb->act,       pb->wg,
+                    pb->hop_f,     pb->hop_i,    pb->so_f,   pb->so_i,      pb->tail[0],
+                    pb->tail[1],   pb->tail[2],  pb->seq,    pb->slot_t[0], pb->slot_t[1],
+                    pb->slot_t[2], pb->slot_act, pb->slot_wg};
   for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
   kt_step_model_free(&pb->step);
   memset(pb, 0, sizeof *pb);
@@ -212,20 +217,24 @@ static double op_head(const kt__opt_problem *pb, const kt__opt_state *st, kt__op
   size_t m = (size_t)pb->m, at = (size_t)s * m + (size_t)j, h_at = HX(pb, s, j);
   double h = ws->eff_free[pb->srank[s]];
   double *hd = ws->head[type];
-  if (j > st->n[type][s]) h = maxd(h, hd[h_at - (size_t)pb->S] + kt__opt_dur(pb, type, s));
+  if (j > st->n[type][s]) h = maxd(h, hd[h_at - (size_t)pb->S] + kt__opt_sdur(pb, type, s, j - 1));
   double in = NONE;
   if (type == KT__OPT_F && s > 0 && s != cut) {
-    in = (j < st->n[KT__OPT_F][s - 1] ? st->end_f[at - m]
-                                      : ws->head[KT__OPT_F][h_at - 1] + pb->tf[s - 1]) +
+    in = (j < st->n[KT__OPT_F][s - 1]
+              ? st->end_f[at - m]
+              : ws->head[KT__OPT_F][h_at - 1] + kt__opt_sdur(pb, KT__OPT_F, s - 1, j)) +
          pb->hop_f[s - 1];
   } else if (type == KT__OPT_I && s == pb->S - 1) {
-    in = j < st->n[KT__OPT_F][s] ? st->end_f[at] : ws->head[KT__OPT_F][h_at] + pb->tf[s];
+    in = j < st->n[KT__OPT_F][s] ? st->end_f[at]
+                                 : ws->head[KT__OPT_F][h_at] + kt__opt_sdur(pb, KT__OPT_F, s, j);
   } else if (type == KT__OPT_I) {
-    in = (j < st->n[KT__OPT_I][s + 1] ? st->end_i[at + m]
-                                      : ws->head[KT__OPT_I][h_at + 1] + pb->tb[s + 1]) +
+    in = (j < st->n[KT__OPT_I][s + 1]
+              ? st->end_i[at + m]
+              : ws->head[KT__OPT_I][h_at + 1] + kt__opt_sdur(pb, KT__OPT_I, s + 1, j)) +
          pb->hop_i[s + 1];
   } else if (type == KT__OPT_W) {
-    in = j < st->n[KT__OPT_I][s] ? st->end_i[at] : ws->head[KT__OPT_I][h_at] + pb->tb[s];
+    in = j < st->n[KT__OPT_I][s] ? st->end_i[at]
+                                 : ws->head[KT__OPT_I][h_at] + kt__opt_sdur(pb, KT__OPT_I, s, j);
   }
   return maxd(h, in);
 }
@@ -235,7 +244,7 @@ static double slot_end(const kt__opt_problem *pb, const kt__opt_state *st,
                        const kt__opt_bound_ws *ws, int type, int s, int q) {
   if (q < st->n[type][s]) /* W ends: past */
     return type == KT__OPT_I ? st->end_i[(size_t)s * (size_t)pb->m + (size_t)q] : NONE;
-  return ws->head[type][HX(pb, s, q)] + kt__opt_dur(pb, type, s);
+  return ws->head[type][HX(pb, s, q)] + kt__opt_sdur(pb, type, s, q);
 }
 
 /* The earliest rank r can have run the ops counted in need (per kind of
@@ -259,7 +268,7 @@ static double run_counts(const kt__opt_problem *pb, const kt__opt_state *st,
         if (h < at) at = h, best = k;
       }
     if (best < 0) return done;
-    done = maxd(done, at) + kt__opt_dur(pb, best % KT__OPT_TYPES, stage[best]);
+    done = maxd(done, at) + kt__opt_sdur(pb, best % KT__OPT_TYPES, stage[best], pos[best]);
     if (done >= enough) return done;
     pos[best]++;
   }
@@ -272,7 +281,8 @@ static double last_end_of(const kt__opt_problem *pb, const kt__opt_state *st,
                           const kt__opt_bound_ws *ws, int s, const int *n) {
   double e = NONE;
   for (int t = 0; t < KT__OPT_TYPES; t++)
-    if (n[t] > st->n[t][s]) e = maxd(e, ws->head[t][HX(pb, s, n[t] - 1)] + kt__opt_dur(pb, t, s));
+    if (n[t] > st->n[t][s])
+      e = maxd(e, ws->head[t][HX(pb, s, n[t] - 1)] + kt__opt_sdur(pb, t, s, n[t] - 1));
   return e;
 }
 
@@ -419,8 +429,8 @@ static double jackson_unsorted(const kt__opt_problem *pb, const kt__opt_state *s
     int s = pb->rstage[r * pb->v + c];
     for (int t = 0; s >= 0 && t < KT__OPT_TYPES; t++)
       for (int j = st->n[t][s]; j < pb->m; j++)
-        ws->jobs[n++] =
-            (struct kt__opt_job){ws->head[t][HX(pb, s, j)], kt__opt_dur(pb, t, s), pb->tail[t][s]};
+        ws->jobs[n++] = (struct kt__opt_job){ws->head[t][HX(pb, s, j)], kt__opt_sdur(pb, t, s, j),
+                                             pb->tail[t][s]};
   }
   return n ? maxd(jackson(ws, n, 0), st->last_end[r]) : st->last_end[r];
 }
@@ -449,7 +459,7 @@ static double rank_end_bound(const kt__opt_problem *pb, const kt__opt_state *st,
       }
     if (best < 0) break;
     int s = run_s[best], t = run_t[best];
-    ws->jobs[n++] = (struct kt__opt_job){at, kt__opt_dur(pb, t, s), pb->tail[t][s]};
+    ws->jobs[n++] = (struct kt__opt_job){at, kt__opt_sdur(pb, t, s, pos[best]), pb->tail[t][s]};
     pos[best]++;
   }
   return n ? maxd(jackson(ws, n, 1), st->last_end[r]) : st->last_end[r];
@@ -464,7 +474,10 @@ static double rank_work(const kt__opt_problem *pb, const kt__opt_state *st, int 
   for (int c = 0; c < pb->v; c++) {
     int s = pb->rstage[r * pb->v + c];
     if (s >= 0)
-      for (int t = 0; t < KT__OPT_TYPES; t++) w += (pb->m - st->n[t][s]) * kt__opt_dur(pb, t, s);
+      for (int t = 0; t < KT__OPT_TYPES; t++) {
+        if (!pb->seq) w += (pb->m - st->n[t][s]) * kt__opt_dur(pb, t, s);
+        for (int j = st->n[t][s]; pb->seq && j < pb->m; j++) w += kt__opt_sdur(pb, t, s, j);
+      }
   }
   return w;
 }
@@ -524,7 +537,10 @@ static kt_status mb_lower_bound(const kt_schedule *layout, const kt_costs *c, do
   kt_costs least;
   kt_status st = kt_costs_least(c, &least, err);
   if (st) return st;
-  st = kt__lower_bound(layout, &least, mem_limit, 0, lb, err);
+  /* the default limit from the micro-batches' own memory, not the least */
+  kt_gen_params lp = {
+      .p = layout->p, .v = layout->v, .m = layout->m, .costs = c, .mem_limit = mem_limit};
+  st = kt__lower_bound(layout, &least, kt_gen_mem_limit(&lp), 0, lb, err);
   kt_costs_free(&least);
   if (st) return st;
   int S = kt_schedule_stages(layout);

@@ -49,6 +49,14 @@ typedef struct {
    * count of each kind c' * 3 + t' of the rank that precedes it. */
   int nk, *need;
   int infeasible; /* 1: some op can never fit under the limit */
+  /* Micro-batches of their own costs (kt__opt_problem_sequence): every
+   * stage runs its F's, I's and W's each in one sequence, slot j being
+   * micro-batch seq[j]; per stage * m + slot, each slot's durations and
+   * memory. The per-stage arrays then hold each stage's least (the bound's
+   * costs: shorter ops and smaller activations only let an order end
+   * sooner). NULL: micro-batches alike. */
+  int *seq;
+  double *slot_t[KT__OPT_TYPES], *slot_act, *slot_wg;
   /* The objective: the period under the costs' step sync and step-end
    * costs (kt_step_model_period of the ranks' starts and ends) */
   kt_step_model step;
@@ -76,6 +84,23 @@ static inline double kt__opt_dur(const kt__opt_problem *pb, int type, int s) {
 static inline double kt__opt_mem(const kt__opt_problem *pb, int type, int s) {
   return type == KT__OPT_F ? pb->act[s] : type == KT__OPT_I ? pb->wg[s] - pb->act[s] : -pb->wg[s];
 }
+
+/* Slot j's duration and memory change on stage s: its micro-batch's own
+ * under a sequence, else the stage's. */
+static inline double kt__opt_sdur(const kt__opt_problem *pb, int type, int s, int j) {
+  return pb->seq ? pb->slot_t[type][(size_t)s * (size_t)pb->m + (size_t)j]
+                 : kt__opt_dur(pb, type, s);
+}
+static inline double kt__opt_smem(const kt__opt_problem *pb, int type, int s, int j) {
+  if (!pb->seq) return kt__opt_mem(pb, type, s);
+  size_t at = (size_t)s * (size_t)pb->m + (size_t)j;
+  double a = pb->slot_act[at], w = pb->slot_wg[at];
+  return type == KT__OPT_F ? a : type == KT__OPT_I ? w - a : -w;
+}
+/* Sets the sequence (seq: m micro-batches) and fills the slot arrays from
+ * c's per-micro-batch costs (pb built on kt_costs_least of c). ENOMEM. */
+kt_status kt__opt_problem_sequence(kt__opt_problem *pb, const kt_costs *c, const int *seq,
+                                   kt_error *err);
 
 /* A partial order in slot form: how many of each op each stage has run,
  * when they ended, and each rank's clock. */
@@ -158,6 +183,26 @@ typedef struct {
  * is written into out (out has pb's layout; its lists are replaced). */
 kt_status kt__opt_search(const kt__opt_problem *pb, const kt__opt_search_opts *o, kt_schedule *out,
                          kt__opt_search_result *res, kt_error *err);
+
+/* Micro-batches of their own costs: what the search over sequences did. */
+typedef struct {
+  int searched; /* sequences searched to the end or until time ran out */
+  int distinct; /* distinct sequences there are (micro-batches of equal costs alike) */
+  int all;      /* 1: every distinct sequence was tried (else the given one only) */
+} kt__opt_seq_info;
+
+/* kt__opt_search over micro-batch sequences (pb from kt_costs_least of c,
+ * c's micro-batches differing; optimal_mb.c): the given one (0, 1, ...,
+ * m-1), then every other distinct one where m <= KT__OPT_SEQ_ALL_M;
+ * o->time_limit and o->max_nodes for all of them together.
+ * res->complete: each sequence was searched to its end (then no order that
+ * keeps one of them on every stage is faster than res->makespan, or
+ * o->upper when that is INFINITY). */
+#define KT__OPT_SEQ_ALL_M 6
+kt_status kt__opt_search_sequences(kt__opt_problem *pb, const kt_costs *c,
+                                   const kt__opt_search_opts *o, kt_schedule *out,
+                                   kt__opt_search_result *res, kt__opt_seq_info *info,
+                                   kt_error *err);
 
 /* The analytic lower bound on the period of every order of layout's ranks
  * (kt_gen_lower_bound without its search); needs: with the memory

@@ -92,18 +92,20 @@ static int can_arrive(const search *sc, int r, int type, int s, int j) {
   }
 }
 
-/* Whether op (type, s) of rank r can move before the rank's next op
- * without breaking the memory limit (module comment). */
-static int movable(const search *sc, int r, int type, int s) {
+/* Whether op (type, s, slot j) of rank r can move before the rank's next
+ * op without breaking the memory limit (module comment). */
+static int movable(const search *sc, int r, int type, int s, int j) {
   const kt__opt_problem *pb = sc->pb;
   if (type == KT__OPT_W) return 1;
-  if (type == KT__OPT_I) return pb->wg[s] <= pb->act[s];
-  double mem = sc->st.mem[r] + pb->act[s];
+  if (type == KT__OPT_I) return kt__opt_smem(pb, KT__OPT_I, s, j) <= 0;
+  double mem = sc->st.mem[r] + kt__opt_smem(pb, KT__OPT_F, s, j);
   for (int c = 0; c < pb->v; c++) {
     int x = pb->rstage[r * pb->v + c];
     if (x < 0) continue;
-    if (x != s) mem += (pb->m - sc->st.n[KT__OPT_F][x]) * pb->act[x];
-    mem += (pb->m - sc->st.n[KT__OPT_I][x]) * fmax(0, pb->wg[x] - pb->act[x]);
+    for (int q = sc->st.n[KT__OPT_F][x]; x != s && q < pb->m; q++)
+      mem += kt__opt_smem(pb, KT__OPT_F, x, q);
+    for (int q = sc->st.n[KT__OPT_I][x]; q < pb->m; q++)
+      mem += fmax(0, kt__opt_smem(pb, KT__OPT_I, x, q));
   }
   return mem <= sc->limit_tol;
 }
@@ -113,9 +115,11 @@ static int first_options(const search *sc, int r, option *o, int *can_wait) {
   const kt__opt_problem *pb = sc->pb;
   int f = pb->first[r], n = 0;
   *can_wait = 0;
-  if (pb->act[f] > sc->limit_tol || (sc->excl[r] & (1u << KT__OPT_F))) return 0;
+  double tf = kt__opt_sdur(pb, KT__OPT_F, f, 0);
+  if (kt__opt_smem(pb, KT__OPT_F, f, 0) > sc->limit_tol || (sc->excl[r] & (1u << KT__OPT_F)))
+    return 0;
   if (f == 0) {
-    o[n++] = (option){KT__OPT_F, f, 0, 0, 0, 0, pb->tf[f]};
+    o[n++] = (option){KT__OPT_F, f, 0, 0, 0, 0, tf};
     return n;
   }
   int up = f - 1, avail = sc->st.n[KT__OPT_F][up];
@@ -126,7 +130,7 @@ static int first_options(const search *sc, int r, option *o, int *can_wait) {
     double t = fmax(0, sc->st.end_f[(size_t)up * (size_t)pb->m + (size_t)k] + pb->hop_f[up]);
     if (t <= last + tol(t)) continue; /* the same start as an earlier slot */
     last = t;
-    o[n++] = (option){KT__OPT_F, f, 0, k, 0, t, t + pb->tf[f]};
+    o[n++] = (option){KT__OPT_F, f, 0, k, 0, t, t + tf};
   }
   return n;
 }
@@ -144,7 +148,7 @@ static int rank_options(search *sc, int r, option *o, double *wait_head) {
     for (int t = 0; t < KT__OPT_TYPES; t++) {
       int j = st->n[t][s];
       if (j >= pb->m || (t != KT__OPT_F && j >= st->n[t - 1][s])) continue;
-      if (st->mem[r] + kt__opt_mem(pb, t, s) > sc->limit_tol) continue;
+      if (st->mem[r] + kt__opt_smem(pb, t, s, j) > sc->limit_tol) continue;
       double ready = input_ready(sc, t, s, j);
       if (isnan(ready)) {
         if (can_arrive(sc, r, t, s, j))
@@ -153,7 +157,7 @@ static int rank_options(search *sc, int r, option *o, double *wait_head) {
       }
       if (sc->excl[r] & (1u << (c * KT__OPT_TYPES + t))) continue;
       double est = fmax(st->free_at[r], ready);
-      o[n++] = (option){t, s, j, 0, 0, est, est + kt__opt_dur(pb, t, s)};
+      o[n++] = (option){t, s, j, 0, 0, est, est + kt__opt_sdur(pb, t, s, j)};
     }
   }
   return n;
@@ -180,13 +184,13 @@ static int prune_dominated(const search *sc, int r, option *o, int n, double wai
       double ey = busy_until(sc, &o[y]);
       if (y == x || ey > o[x].est + tol(o[x].est)) continue;
       if (ey > ex - tol(ex) && !(ey <= ex + tol(ex) && y < x)) continue;
-      dominated = movable(sc, r, o[y].type, o[y].stage);
+      dominated = movable(sc, r, o[y].type, o[y].stage, o[y].slot);
     }
     if (!dominated) o[keep++] = o[x];
   }
   for (int y = 0; y < keep && *wait_ok; y++)
     if (busy_until(sc, &o[y]) <= wait_head + tol(wait_head) &&
-        movable(sc, r, o[y].type, o[y].stage))
+        movable(sc, r, o[y].type, o[y].stage, o[y].slot))
       *wait_ok = 0;
   return keep;
 }
@@ -261,7 +265,7 @@ static undo apply(search *sc, int r, const option *x) {
                                      : 0;
   st->free_at[r] = x->ect + so;
   st->last_end[r] = x->ect;
-  st->mem[r] += kt__opt_mem(pb, x->type, x->stage);
+  st->mem[r] += kt__opt_smem(pb, x->type, x->stage, x->slot);
   if (!st->started[r]) {
     st->started[r] = 1, st->start[r] = x->est, sc->delay[r] = x->delay;
     sc->nstarted++;
@@ -398,6 +402,7 @@ static kt_status write_order(const search *sc, kt_schedule *out, kt_error *err) 
       int code = sc->best_seq[(size_t)r * (size_t)sc->cap + (size_t)i];
       int s = code / KT__OPT_TYPES, t = type_of(code), j = slot[s * KT__OPT_TYPES + t]++;
       int mb = t == KT__OPT_F ? perm[(size_t)s * (size_t)m + (size_t)j] : back[j];
+      if (pb->seq) mb = pb->seq[mb]; /* no delays there: every perm is the identity */
       kt_op op = t == KT__OPT_F ? KT_OP_F : t == KT__OPT_I ? KT_OP_I : KT_OP_W;
       if (kt_schedule_push(out, r, s, op, mb))
         st = kt_fail(err, KT_ENOMEM, "optimal: out of memory");
@@ -454,7 +459,8 @@ kt_status kt__opt_search(const kt__opt_problem *pb, const kt__opt_search_opts *o
   double t0 = kt_now();
   kt_status st = search_init(&sc, pb, o, err);
   if (!st) {
-    sc.no_delays = o->no_delays;
+    sc.no_delays =
+        o->no_delays || pb->seq != NULL; /* one sequence: each rank starts with its first */
     double open_lb = INFINITY, root = kt__opt_bound(pb, &sc.st, NULL, &sc.ws);
     dfs(&sc, &open_lb);
     res->makespan = sc.have_best ? sc.ub : INFINITY;

@@ -12,6 +12,7 @@
  * stage) in `inp`; I recomputes the forward into act + keep first. */
 #include "nn/gpt.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,28 @@ static void stash_floats(const kt_chunk *c, const kt__gpt_rows *r, size_t *act, 
     *keep += kt__gpt_acts_point(NULL, NULL, KT__GPT_KEEP, &c->cfg, unit, r);
     *wgrad += kt__gpt_acts_point(NULL, NULL, KT__GPT_WGRAD, &c->cfg, unit, r);
   }
+}
+
+kt_status kt_model_mb_stash_bytes(const kt_model_config *cfg, int first_unit, int n_units,
+                                  int micro_batch, const kt_microbatch *data, double bytes[4],
+                                  kt_error *err) {
+  if (cfg->kind != KT_MODEL_GPT || cfg->recompute)
+    return kt_fail(err, KT_EINVAL, "stash bytes are computed for the GPT without recompute");
+  kt__gpt_rows r = {.N = micro_batch * cfg->seq_len, .B = micro_batch, .T = cfg->seq_len};
+  if (data && data->pos) r.N = data->n_tokens, r.pos = data->pos, r.row = data->row;
+  r.att = kt__gpt_att_floats(&r, cfg->heads);
+  double na = 0, nk = 0, nw = 0;
+  int blocks = 0;
+  for (int u = first_unit; u < first_unit + n_units; u++) {
+    na += (double)kt__gpt_acts_point(NULL, NULL, KT__GPT_ACT, cfg, u, &r);
+    nk += (double)kt__gpt_acts_point(NULL, NULL, KT__GPT_KEEP, cfg, u, &r);
+    nw += (double)kt__gpt_acts_point(NULL, NULL, KT__GPT_WGRAD, cfg, u, &r);
+    blocks += kt__gpt_unit_kind(cfg, u) == KT__GPT_BLOCK;
+  }
+  double f = sizeof(float), whole = (double)micro_batch * cfg->seq_len * 3 * cfg->hidden;
+  bytes[0] = (na + nk) * f, bytes[1] = (nk + nw) * f, bytes[2] = fmin(na, nw) * f;
+  bytes[3] = cfg->seq_chunks > 1 ? blocks * 2 * whole * f : 0; /* group_forward's */
+  return KT_OK;
 }
 
 /* Points the per-unit views of micro-batch mb (rows r) into its act and

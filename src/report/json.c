@@ -122,7 +122,26 @@ static void bound_json(const kt_sim_info *info, double makespan, kt_buf *b) {
   kt_buf_json_number(b, info->search_time_limit);
   kt_buf_printf(b, ",\"nodes\":%ld,\"start_period\":", info->search_nodes);
   kt_buf_json_number(b, info->search_start_period);
+  if (info->search_sequences)
+    kt_buf_printf(b, ",\"sequences\":%d,\"sequences_all\":%s,\"proven_in_sequences\":%s",
+                  info->search_sequences, info->search_sequences_all ? "true" : "false",
+                  info->search_proven_in_sequences ? "true" : "false");
   kt_buf_puts(b, "}");
+}
+
+/* Micro-batches of their own costs: what the search proved, in words. */
+static void sequences_text(const kt_sim_info *info, kt_buf *b) {
+  const char *which = info->search_sequences_all ? "every" : "the given";
+  if (info->search_proven_in_sequences)
+    kt_buf_printf(b,
+                  "optimal: no order that runs the micro-batches in one sequence on every stage "
+                  "(%s sequence: %d searched) is faster\n",
+                  which, info->search_sequences);
+  else
+    kt_buf_printf(b,
+                  "optimal: the search over micro-batch sequences (%s sequence) stopped at %g s "
+                  "after %d: the best order it found\n",
+                  which, info->search_time_limit, info->search_sequences);
 }
 
 /* The bound's line under the metrics, and the search's. */
@@ -137,6 +156,15 @@ static void bound_text(const kt_sim_info *info, double makespan, kt_buf *b) {
     kt_buf_printf(b, "lower bound - (%s)\n", info->lower_bound_why);
   }
   if (!info->searched) return;
+  if (info->search_sequences && !info->proven) {
+    sequences_text(info, b);
+    kt_buf_printf(b,
+                  "optimal: not proven over every order (%.3g s, %ld nodes): within %.2f%% of "
+                  "the bound; zb-auto's order: %g\n",
+                  info->search_seconds, info->search_nodes,
+                  100 * (makespan / info->lower_bound - 1), info->search_start_period);
+    return;
+  }
   if (info->proven)
     kt_buf_printf(b, "optimal: proven in %.3g s (%ld nodes; zb-auto's order: %g)\n",
                   info->search_seconds, info->search_nodes, info->search_start_period);

@@ -20,6 +20,9 @@ static void optimal_info(kt_sim_info *info, const kt_result *res) {
   info->lower_bound_memory = res->mem_limit;
   info->lower_bound_exact = sr->proven;
   info->lower_bound_from = "search";
+  info->search_sequences = sr->sequences, info->search_sequences_all = sr->sequences_all;
+  info->search_proven_in_sequences = sr->proven_in_sequences;
+  if (sr->sequences) info->lower_bound_from = "analytic"; /* the search proves its sequences only */
   info->closed_form = info->closed_form_peak_memory = -1;
   info->closed_form_why = "the exact search's order has no formula";
 }

@@ -174,6 +174,9 @@ static kt_status build_optimal(const kt_request *rq, kt_result *res, kt_error *e
       .p = rq->p, .m = rq->m, .v = v, .costs = &res->costs, .mem_limit = limit > 0 ? limit : 0};
   kt_optimal_opts o = {.time_limit = rq->time_limit};
   res->kind = KT_SIM_OPTIMAL;
+  /* documents packed (balanced: ordered for zb-auto), each micro-batch its
+   * own costs; the search then tries every sequence of them (M <= 6) */
+  if ((st = kt__request_pack(rq, like, rq->p * v, &pp, res, err))) return st;
   if ((st = kt_gen_optimal(&pp, pl, &o, &res->order, &res->search, err)))
     return infeasible(rq, like, rq->p, rq->m, v, &res->costs, st, err);
   res->mem_limit = kt_gen_mem_limit(&pp);
@@ -261,11 +264,10 @@ kt_status kt_request_build(const kt_request *rq, kt_result *res, kt_error *err) 
   res->time_limit = rq->time_limit;
   res->cost_basis = rq->per_stage ? "stage" : "rank";
   kt_status st = kt_request_check(rq, err);
-  if (!st && rq->doc_lengths.max > 0 && (rq->order || !strcmp(rq->schedule, KT_OPTIMAL_NAME)))
+  if (!st && rq->doc_lengths.max > 0 && rq->order)
     st = kt_fail(err, KT_EINVAL,
                  "doc-lengths: documents are packed for a generated schedule "
-                 "(not %s)",
-                 rq->order ? "a schedule file" : KT_OPTIMAL_NAME);
+                 "(not a schedule file)");
   if (!st)
     st = rq->order                                ? build_held(rq, res, err)
          : !strcmp(rq->schedule, KT_OPTIMAL_NAME) ? build_optimal(rq, res, err)

@@ -46,28 +46,54 @@ static kt_status times(kt_mb_cost *c, int K, int M, int S, const kt_timeline *tl
   return KT_OK;
 }
 
+/* Each micro-batch's bytes per stage (the built-in GPT only: else the
+ * lists are dropped): what its rows keep on the stage's units. */
+static void bytes_held(kt_mb_cost *c, int n, int M, int S, const kt_microbatch *mbs,
+                       const kt_runtime_config *rc) {
+  const kt_model_config *m = &rc->model;
+  int *counts = calloc((size_t)S, sizeof *counts), chunks = m->seq_chunks > 1 ? m->seq_chunks : 1;
+  kt_error e2;
+  int ok = counts && !rc->synthetic && !rc->make_chunk && m->kind == KT_MODEL_GPT && !m->recompute;
+  if (ok && rc->partition) memcpy(counts, rc->partition, (size_t)S * sizeof *counts);
+  else if (ok) ok = !kt_partition_balanced(m, S, counts, &e2);
+  for (int i = 0; i < n && ok; i++)
+    for (int s = 0, unit = 0; s < S && ok; unit += counts[s], s++) {
+      double b[4];
+      ok = !kt_model_mb_stash_bytes(m, unit, counts[s], rc->micro_batch, &mbs[i], b, &e2);
+      int first_chunk = (i % M) % chunks == 0; /* group_forward's keys and values */
+      c[i].mem_act[s] = b[0] + (first_chunk ? b[3] : 0);
+      c[i].mem_wgrad[s] = b[1], c[i].mem_transient[s] = b[2];
+    }
+  free(counts);
+  for (int i = 0; i < n && !ok; i++) c[i].mem_act = c[i].mem_wgrad = c[i].mem_transient = NULL;
+}
+
+#define MB_LISTS 6 /* tf, tb, tw, mem_act, mem_wgrad, mem_transient */
+
 static kt_status record(kt_train_result *out, const kt_microbatch *mbs, int K, int M, int S, int T,
-                        const kt_timeline *tl, kt_error *err) {
+                        const kt_runtime_config *rc, const kt_timeline *tl, kt_error *err) {
   int n = K * M;
   if (out->n_mb_costs != n || out->mb_cost_stages != S) {
     kt__free_mb_costs(out);
     out->mb_costs = calloc((size_t)n, sizeof *out->mb_costs);
-    double *d = out->mb_costs ? calloc((size_t)n * 3 * S, sizeof *d) : NULL;
+    double *d = out->mb_costs ? calloc((size_t)n * MB_LISTS * S, sizeof *d) : NULL;
     if (!d) {
       free(out->mb_costs), out->mb_costs = NULL;
       return kt_fail(err, KT_ENOMEM, "out of memory");
     }
-    for (int i = 0; i < n; i++) {
-      kt_mb_cost *c = &out->mb_costs[i];
-      c->tf = d + (size_t)i * 3 * S, c->tb = c->tf + S, c->tw = c->tb + S;
-    }
+    out->mb_costs[0].tf = d;
     out->n_mb_costs = n, out->mb_cost_stages = S;
   }
-  memset(out->mb_costs[0].tf, 0, (size_t)n * 3 * S * sizeof(double));
+  double *d = out->mb_costs[0].tf;
+  memset(d, 0, (size_t)n * MB_LISTS * S * sizeof(double));
   for (int i = 0; i < n; i++) {
-    out->mb_costs[i].round = i / M, out->mb_costs[i].mb = i % M;
-    held(&mbs[i], T, &out->mb_costs[i]);
+    kt_mb_cost *c = &out->mb_costs[i];
+    c->tf = d + (size_t)i * MB_LISTS * S, c->tb = c->tf + S, c->tw = c->tb + S;
+    c->mem_act = c->tw + S, c->mem_wgrad = c->mem_act + S, c->mem_transient = c->mem_wgrad + S;
+    c->round = i / M, c->mb = i % M;
+    held(&mbs[i], T, c);
   }
+  bytes_held(out->mb_costs, n, M, S, mbs, rc);
   return times(out->mb_costs, K, M, S, tl, err);
 }
 
@@ -96,7 +122,7 @@ kt_status kt__step_record(kt_train_result *out, const kt_train_config *cfg,
     int K = rc->grad_accum, M = rc->schedule->m, S = kt_schedule_stages(rc->schedule);
     size_t T = cfg->data->tokens_per_sample ? cfg->data->tokens_per_sample : 1;
     tokens = step_tokens(mbs, rc->data_parallel * K * M, fixed);
-    kt_status st = record(out, mbs, K, M, S, (int)T, tl, err);
+    kt_status st = record(out, mbs, K, M, S, (int)T, rc, tl, err);
     if (st) return st;
   }
   out->tokens += tokens;

@@ -143,7 +143,8 @@ static kt_status build_schedule(kt_session *s, kt_error *err) {
                      "--seq-chunks %d runs 1f1b's order over the chunks (Seq1F1B), "
                      "not %s",
                      K, kt_gen_kind_name(p->kind));
-    if (has_units(p) && (st = kt__session_memory(s, p->p, p->p, p->m * K, err))) return st;
+    /* 1F1B's peak: on the whole micro-batches, unchunked */
+    if (has_units(p) && (st = kt__session_memory(s, p->p, p->p, p->m, err))) return st;
     return kt__seq1f1b(&s->sched, p->p, p->m, K, err);
   }
   int v = p->v > 0 ? p->v : kt_gen_default_chunks(p->kind);

@@ -144,6 +144,33 @@ kt_status kt__session_mem_limit(const kt_session *s, int v, const kt_costs *gen,
   return KT_OK;
 }
 
+/* The last step's own bytes per (stage, micro-batch) in c, where the run
+ * recorded them (kt_mb_cost: packed documents and seq-chunks hold less
+ * than the full micro-batch the stage bytes were measured on): each
+ * micro-batch its largest over the step's rounds, each stage's scratch its
+ * micro-batches' largest. */
+static kt_status own_bytes(const kt_session *s, kt_costs *c, kt_error *err) {
+  const kt_train_result *r = &s->result.train;
+  int S = kt_schedule_stages(&s->sched), M = s->sched.m;
+  if (!r->mb_costs || !r->mb_costs[0].mem_act || r->mb_cost_stages != S || r->n_mb_costs < M ||
+      r->n_mb_costs % M || c->n_stages != S || !c->stage_mem_transient)
+    return KT_OK;
+  double *v = kt_calloc((size_t)2 * S * M, sizeof *v), *act = v, *wg = v ? v + S * M : NULL;
+  if (!v) return kt_fail(err, KT_ENOMEM, "out of memory");
+  for (int s0 = 0; s0 < S; s0++) c->stage_mem_transient[s0] = 0;
+  for (int i = 0; i < r->n_mb_costs; i++)
+    for (int s0 = 0; s0 < S; s0++) {
+      const kt_mb_cost *m = &r->mb_costs[i];
+      size_t at = (size_t)s0 * M + (size_t)(i % M);
+      act[at] = fmax(act[at], m->mem_act[s0]), wg[at] = fmax(wg[at], m->mem_wgrad[s0]);
+      c->stage_mem_transient[s0] = fmax(c->stage_mem_transient[s0], m->mem_transient[s0]);
+    }
+  kt_status st = kt_costs_set_mb(c, "mem-act", act, S, M, err);
+  if (!st) st = kt_costs_set_mb(c, "mem-wgrad", wg, S, M, err);
+  free(v);
+  return st;
+}
+
 kt_status kt_session_predict_memory(kt_session *s, double *peak, kt_error *err) {
   kt_costs c;
   kt_costs_default(&c);
@@ -151,6 +178,7 @@ kt_status kt_session_predict_memory(kt_session *s, double *peak, kt_error *err) 
   kt_status st = s->mem.n_stages
                      ? kt_costs_copy(&c, &s->mem) ? kt_fail(err, KT_ENOMEM, "out of memory") : KT_OK
                      : kt_session_activation_bytes(&s->p, kt_schedule_stages(&s->sched), &c, err);
+  if (!st) st = own_bytes(s, &c, err);
   if (!st) st = kt_simulate_metrics(&s->sched, &c, &pred, err);
   kt_costs_free(&c);
   if (st) return st;
