@@ -39,7 +39,36 @@ static inline __attribute__((always_inline)) double ready_time(sim_state *st, co
   static const uint8_t producer_op[KT_OUT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
   *dep = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
   *key = RESULT_KEY(st, need, from, a->mb);
-  return kt__pairs_get(&st->done, need, from, a->mb);
+  if (st->half) { /* two threads: made on the other half? */
+    int ch = st->half->chan_of[(size_t)need * (size_t)st->S + (size_t)from];
+    if (ch >= 0) {
+      const _Atomic uint64_t *slot = &st->half->chan[(size_t)ch * (size_t)st->half->m + a->mb];
+      double t = kt__sim_slot_time(slot);
+      if (isnan(t)) st->half->pending = slot;
+      return t;
+    }
+  }
+  return kt__pairs_get(&st->done, need, from - st->stage0, a->mb);
+}
+
+/* Whether action a reads its input from the pairs table (not a channel
+ * from the other half of a two-thread run). */
+static inline int reads_pairs(const sim_state *st, const kt_action *a) {
+  int from;
+  kt_output need = kt_action_needs(a->op, a->stage, st->S, &from);
+  if (need == KT_OUT_NONE) return 0;
+  return !st->half || st->half->chan_of[(size_t)need * (size_t)st->S + (size_t)from] < 0;
+}
+
+/* Two threads: publishes result r of a to the other half (release: its
+ * reader reads only the time). */
+static void half_put(sim_state *st, int r, const kt_action *a, double t) {
+  kt__sim_half *h = st->half;
+  uint64_t bits;
+  memcpy(&bits, &t, sizeof bits);
+  int ch = h->chan_of[(size_t)r * (size_t)st->S + (size_t)a->stage];
+  atomic_store_explicit(&h->chan[(size_t)ch * (size_t)h->m + a->mb], bits, memory_order_release);
+  atomic_fetch_add(&h->out, 1);
 }
 
 /* Wakes rank r for the result key just made. Without links only when r
@@ -61,12 +90,16 @@ static int publish(sim_state *st, int rank, const kt_action *a, double end) {
   for (int r = 0; r < KT_OUT_COUNT; r++) {
     if (!(made & (1u << r))) continue;
     int to = kt_output_consumer((kt_output)r, a->stage, st->S);
-    if (to < 0 || st->owner[to] == rank) {
-      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage, a->mb);
+    if (st->half && r == KT_OUT_BI && a->stage == 0) {
+      continue; /* two threads: nobody reads it (in a half that reads nothing its row would stay held) */
+    } else if (st->half && st->half->chan_of[(size_t)r * (size_t)st->S + (size_t)a->stage] >= 0) {
+      half_put(st, r, a, arrive_at(st, rank, st->owner[to], end)), sent++;
+    } else if (to < 0 || st->owner[to] == rank) {
+      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage - st->stage0, a->mb);
       if (!slot) return -1;
       *slot = end;
     } else if (!st->lowered) {
-      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage, a->mb);
+      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage - st->stage0, a->mb);
       if (!slot) return -1;
       *slot = arrive_at(st, rank, st->owner[to], end);
       wake_for(st, st->owner[to], RESULT_KEY(st, r, a->stage, a->mb));
@@ -163,7 +196,7 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   kt_action dep;
   double ready = ready_time(st, a, &dep, &rr->waits);
   if (isnan(ready)) return 0;
-  int reads_first = rr->waits != 0;
+  int reads_first = rr->waits != 0 && (!st->half || reads_pairs(st, a));
   size_t group = 1;
   while ((a[group - 1].flags & KT_ACTION_OVERLAP_NEXT) && rr->pos + group < rr->n) {
     double r2 = ready_time(st, &a[group], &dep, &rr->waits);
@@ -196,11 +229,8 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   }
   /* its inputs read (after its own results went into their rows) */
   if (reads_first) kt__pairs_read(&st->done, a->mb);
-  for (size_t g = 1; g < group; g++) {
-    int from;
-    if (kt_action_needs(a[g].op, a[g].stage, st->S, &from) != KT_OUT_NONE)
-      kt__pairs_read(&st->done, a[g].mb);
-  }
+  for (size_t g = 1; g < group; g++)
+    if (reads_pairs(st, &a[g])) kt__pairs_read(&st->done, a[g].mb);
   rr->free_at = start + total + st->sent * st->c->send_overhead; /* posting the sends */
   rr->pos += group;
   return 1;
@@ -281,16 +311,25 @@ kt_status kt__sim_advance(sim_state *st, kt_timeline *tl, int rank) {
   if (st->rk[rank].pos + PREFETCH_PAIRS < ra->n) {
     const kt_action *x = &ra->actions[st->rk[rank].pos + PREFETCH_PAIRS];
     int from;
-    if (x->op < KT_OP_COUNT) {
-      __builtin_prefetch(kt__pairs_cell(&st->done, x->stage, x->mb), 1);
-      if (kt_action_needs(x->op, x->stage, st->S, &from) != KT_OUT_NONE)
-        __builtin_prefetch(kt__pairs_cell(&st->done, from, x->mb));
+    /* (unsigned: a half's table holds its own stages only) */
+    unsigned cells = (unsigned)st->done.row;
+    if (x->op < KT_OP_COUNT && (unsigned)(x->stage - st->stage0) < cells) {
+      __builtin_prefetch(kt__pairs_cell(&st->done, x->stage - st->stage0, x->mb), 1);
+      if (kt_action_needs(x->op, x->stage, st->S, &from) != KT_OUT_NONE &&
+          (unsigned)(from - st->stage0) < cells)
+        __builtin_prefetch(kt__pairs_cell(&st->done, from - st->stage0, x->mb));
     }
   }
   while (st->rk[rank].pos < ra->n) {
     int op = ra->actions[st->rk[rank].pos].op;
     int ran = op < KT_OP_COUNT ? run_compute(st, tl, rank) : run_comm(st, tl, rank);
     if (ran < 0) return KT_ENOMEM;
+    if (!ran && st->half && st->half->pending) { /* parked on the other half */
+      kt__sim_half *h = st->half;
+      if (h->n_wait == h->cap_wait) return KT_ENOMEM; /* (one entry a rank) */
+      h->wait_rank[h->n_wait] = rank, h->wait_slot[h->n_wait++] = h->pending;
+      h->pending = NULL;
+    }
     if (!ran) return KT_OK;
   }
   return KT_OK;
@@ -351,6 +390,16 @@ static kt_status report_deadlock(sim_state *st, kt_error *err) {
   }
   return kt_deadlock_fail(b, n, err);
 }
+/* Every rank at its first action, released; the metrics zeroed. */
+static void ranks_start(sim_state *st) {
+  const kt_schedule *s = st->s;
+  for (int r = 0; r < s->p; r++) {
+    st->rk[r] = (rank_run){.actions = s->ranks[r].actions, .n = s->ranks[r].n};
+    if (st->c->rank_release) st->rk[r].free_at = st->c->rank_release[r];
+    if (st->met) st->met->ranks[r] = (kt_rank_metrics){.rank = r};
+  }
+}
+
 /* One run (sim/internal.h). */
 kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *links,
                            kt_timeline *out, kt_metrics *met, const kt_sim_sink *sink,
@@ -394,10 +443,12 @@ kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *li
     if (kt_timeline_reserve(out, n, n + (size_t)s->p))
       status = kt_fail(err, KT_ENOMEM, "out of memory for a timeline of %zu actions", n);
   }
-  for (int r = 0; !status && c->rank_release && r < s->p; r++)
-    st.rk[r].free_at = c->rank_release[r];
-  if (!status) kt_rank_queue_fill(&st.work);
-  for (int r; !status && (r = links ? kt_rank_queue_next(&st.work) : kt__sim_latest(&st.work)) >= 0;)
+  /* compute-only without links, a timeline or a sink: two threads when large */
+  if (!status) ranks_start(&st);
+  int both = !status && !links && !out && !sink && !st.lowered && kt__sim_par_run(&st);
+  if (!status && !both) ranks_start(&st), kt_rank_queue_fill(&st.work);
+  for (int r; !status && !both &&
+              (r = links ? kt_rank_queue_next(&st.work) : kt__sim_latest(&st.work)) >= 0;)
     if (kt__sim_advance(&st, out, r))
       status = kt_fail(err, KT_ENOMEM, "out of memory %s",
                        out ? "recording the timeline or growing the per-pair table"

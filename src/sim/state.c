@@ -86,8 +86,6 @@ kt_status kt__sim_state_init(sim_state *st, int *reads, kt_error *err) {
     return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs",
                    (size_t)st->S * (size_t)s->m);
   for (size_t i = 0; st->lowered && i < msgs; i++) st->sent_at[i] = st->posted_at[i] = NAN;
-  for (int r = 0; r < s->p; r++)
-    st->rk[r] = (rank_run){.actions = s->ranks[r].actions, .n = s->ranks[r].n};
   for (int stage = 0; stage < st->S; stage++) {
     st->owner[stage] = kt_stage_rank(s, stage);
     for (int j = 0; j < st->cost_mbs; j++) {

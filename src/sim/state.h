@@ -6,8 +6,38 @@
 #include "sim/internal.h"
 #include "sim/pairs.h"
 
-/* A two-thread run's half (sim/par.c). */
-typedef struct kt__sim_half kt__sim_half;
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A two-thread run's half (sim/par.c): the ranks one thread advances, its
+ * own table of the results made and read within it (stages counted from
+ * first_stage), and channels for the results that cross between the
+ * halves: one per (result, stage) made on one side and read on the other,
+ * m slots each holding the time's bits, NaN until it is published. */
+typedef struct {
+  int lo, hi;                      /* ranks [lo, hi) */
+  int first_stage;                 /* the table's stage 0 */
+  int m;                           /* slots per channel */
+  const int *chan_of;              /* result * S + stage -> channel, -1: none */
+  _Atomic uint64_t *chan;          /* channel * m + mb */
+  const _Atomic uint64_t *pending; /* the slot an action just found empty */
+  int n_wait, cap_wait;            /* ranks parked on an empty slot, */
+  int *wait_rank;                  /* each */
+  const _Atomic uint64_t **wait_slot; /* and the slot it waits for */
+  _Atomic uint64_t out;               /* results published to the other half */
+  _Atomic uint64_t seen; /* the other half's out when this one last had nothing to run */
+  _Atomic int finished;  /* it publishes no more */
+} kt__sim_half;
+
+/* A slot's time, NAN while it is not published (acquire: the time is all
+ * the reader needs). */
+static inline double kt__sim_slot_time(const _Atomic uint64_t *slot) {
+  uint64_t bits = atomic_load_explicit(slot, memory_order_acquire);
+  double t;
+  memcpy(&t, &bits, sizeof t);
+  return t;
+}
 
 /* One stage's costs, looked up once: duration and memory change per op
  * (indexed by kt_op), and the scratch an op holds while it runs. */
@@ -44,6 +74,7 @@ typedef struct {
   int sent;                /* messages the running compute action sent to other ranks */
   kt_rank_queue work;      /* ranks whose next action may have become ready */
   kt__sim_half *half;      /* a two-thread run's half this state advances (NULL: one thread) */
+  int stage0;              /* done's stage 0 (a half's first stage; 0: one thread) */
   /* lowered programs only, per message (result F or BI of a pair): when its
    * SEND ran, when its RECV was posted, and the RECV's comm event */
   double *sent_at, *posted_at;
@@ -96,5 +127,10 @@ kt_status kt__sim_advance(sim_state *st, kt_timeline *tl, int rank);
  * and run on one thread). The answer is the one-thread run's, bit for bit:
  * an action's start only depends on finished results. */
 int kt__sim_par_run(sim_state *st);
+/* The fewest actions a schedule has for kt__sim_par_run to use two
+ * threads (tests lower it to compare both runs on small schedules). */
+extern size_t kt__sim_par_min_actions;
+/* Two-thread runs that ran to the end (tests check their path was taken). */
+extern _Atomic size_t kt__sim_par_runs;
 
 #endif
