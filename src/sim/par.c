@@ -99,11 +99,17 @@ static int wait_other(half_run *hr) {
   }
 }
 
+static int half_tables(half_run *hr);
+
 static void *half_main(void *arg) {
   half_run *hr = arg;
   sim_state *st = &hr->st;
   unsigned visits = 0;
-  for (;;) {
+  if (half_tables(hr)) {
+    hr->failed = 1;
+    atomic_store(&hr->run->stop, 1);
+  }
+  while (!hr->failed) {
     int r = kt__sim_latest(&st->work);
     if (r < 0 && !wait_other(hr)) break;
     if (r < 0) continue;
@@ -155,35 +161,42 @@ static void half_stages(const sim_state *st, const kt__sim_half *h, int *first, 
   if (count > 0 && hi - lo + 1 == count) *first = lo, *n = count;
 }
 
-/* Half hr over ranks [lo, hi): its table counts the reads made within it. */
-static int half_init(half_run *hr, par_run *run, const sim_state *st, int id, int lo, int hi) {
-  const kt_schedule *s = st->s;
+/* Half hr over ranks [lo, hi), before its tables. */
+static void half_set(half_run *hr, par_run *run, const sim_state *st, int id, int lo, int hi) {
   hr->run = run, hr->id = id, hr->st = *st;
   kt__sim_half *h = &hr->h;
-  h->lo = lo, h->hi = hi, h->m = s->m, h->chan_of = run->chan_of, h->chan = run->chan;
+  h->lo = lo, h->hi = hi, h->m = st->s->m, h->chan_of = run->chan_of, h->chan = run->chan;
   h->cap_wait = hi - lo;
   atomic_init(&h->out, 0), atomic_init(&h->seen, UINT64_MAX), atomic_init(&h->finished, 0);
   hr->st.half = h;
   memset(&hr->st.done, 0, sizeof hr->st.done);
   memset(&hr->st.work, 0, sizeof hr->st.work);
+}
+
+/* Its tables, made by its own thread (a walk over its actions): its
+ * table counts the reads made within the half. 0 ok, -1 out of memory. */
+static int half_tables(half_run *hr) {
+  const sim_state *st = &hr->st;
+  const kt_schedule *s = st->s;
+  kt__sim_half *h = &hr->h;
   int n_stages, *reads = kt_calloc((size_t)s->m + 1, sizeof *reads);
   half_stages(st, h, &hr->st.stage0, &n_stages);
   h->wait_rank = malloc((size_t)h->cap_wait * sizeof *h->wait_rank);
   h->wait_slot = malloc((size_t)h->cap_wait * sizeof *h->wait_slot);
   if (!reads || !h->wait_rank || !h->wait_slot) return free(reads), -1;
-  for (int r = lo; r < hi; r++)
+  for (int r = h->lo; r < h->hi; r++)
     for (size_t i = 0; i < s->ranks[r].n; i++) {
       const kt_action *a = &s->ranks[r].actions[i];
       int from;
       kt_output need = kt_action_needs(a->op, a->stage, st->S, &from);
-      if (need != KT_OUT_NONE && run->chan_of[(size_t)need * (size_t)st->S + (size_t)from] < 0)
+      if (need != KT_OUT_NONE && h->chan_of[(size_t)need * (size_t)st->S + (size_t)from] < 0)
         reads[a->mb]++;
     }
   if (kt__pairs_init(&hr->st.done, n_stages, s->m, st->i_ops ? 3 : 2, kt__sim_window_rows(st->S),
                      reads) ||
       kt_rank_queue_init(&hr->st.work, s->p))
     return -1;
-  for (int r = lo; r < hi; r++) kt_rank_queue_wake(&hr->st.work, r);
+  for (int r = h->lo; r < h->hi; r++) kt_rank_queue_wake(&hr->st.work, r);
   return 0;
 }
 
@@ -218,11 +231,8 @@ static par_run *run_new(const sim_state *st) {
   memcpy(&bits, &not_yet, sizeof bits);
   for (size_t i = 0; i < slots; i++) atomic_init(&run->chan[i], bits);
   atomic_init(&run->stop, 0);
-  if (half_init(&run->half[0], run, st, 0, 0, mid) ||
-      half_init(&run->half[1], run, st, 1, mid, s->p)) {
-    run_free(run);
-    return NULL;
-  }
+  half_set(&run->half[0], run, st, 0, 0, mid);
+  half_set(&run->half[1], run, st, 1, mid, s->p);
   return run;
 }
 
