@@ -15,11 +15,11 @@
  * deadlock: the run stops and the one-thread run reports it, as it does
  * out of memory. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #ifndef __wasi__
 #include <pthread.h>
-#include <sched.h>
 #endif
 
 #include "sim/state.h"
@@ -32,12 +32,16 @@ int kt__sim_par_run(sim_state *st) { /* wasm32-wasi has no threads */
   (void)st;
   return 0;
 }
+
+void kt__sim_par_notify(kt__sim_half *h) { (void)h; }
 #else
 
 /* Slots in all channels at most (8 bytes each), and visits between looks
  * at the parked ranks' slots. */
 #define MAX_SLOTS ((size_t)1 << 22)
 #define POLL_EVERY 16
+/* Looks at the other half before sleeping until it notifies. */
+#define SPINS 64
 
 typedef struct par_run par_run;
 
@@ -53,7 +57,25 @@ struct par_run {
   int *chan_of;
   _Atomic uint64_t *chan;
   _Atomic int stop; /* a deadlock or out of memory: both threads end */
+  pthread_mutex_t mu; /* a sleeping half waits on cv under mu */
+  pthread_cond_t cv;
+  int synced; /* mu and cv made */
 };
+
+void kt__sim_par_notify(kt__sim_half *h) {
+  half_run *hr = (half_run *)(void *)((char *)h - offsetof(half_run, h));
+  par_run *run = hr->run;
+  if (!atomic_load(&run->half[1 - hr->id].h.sleeping)) return;
+  pthread_mutex_lock(&run->mu);
+  pthread_cond_broadcast(&run->cv);
+  pthread_mutex_unlock(&run->mu);
+}
+
+/* Stops the run (a deadlock, out of memory): both halves end. */
+static void stop_run(half_run *hr) {
+  atomic_store(&hr->run->stop, 1);
+  kt__sim_par_notify(&hr->h);
+}
 
 /* Wakes the parked ranks whose slots were published: 1 when one was. */
 static int poll_parked(half_run *hr) {
@@ -72,6 +94,21 @@ static int poll_parked(half_run *hr) {
   return woke;
 }
 
+/* Sleeps until the other half publishes past seen, stores another seen
+ * or finishes, or the run stops (flag set, then looked at: whichever of
+ * it and the notifier comes second sees the other). */
+static void sleep_on(half_run *hr, uint64_t seen, uint64_t o_seen) {
+  par_run *run = hr->run;
+  kt__sim_half *h = &hr->h, *o = &run->half[1 - hr->id].h;
+  pthread_mutex_lock(&run->mu);
+  atomic_store(&h->sleeping, 1);
+  if (!atomic_load(&run->stop) && atomic_load(&o->out) == seen && !atomic_load(&o->finished) &&
+      atomic_load(&o->seen) == o_seen)
+    pthread_cond_wait(&run->cv, &run->mu);
+  atomic_store(&h->sleeping, 0);
+  pthread_mutex_unlock(&run->mu);
+}
+
 /* Nothing to run: waits for the other half. 1 when ranks are to run
  * again, 0 when this half is done (every rank ended, or some wait for
  * what nobody will make, or the run stopped). A half that stored seen = S
@@ -84,17 +121,18 @@ static int wait_other(half_run *hr) {
     if (poll_parked(hr)) return 1;
     if (h->n_wait == 0) return 0; /* no rank waits for the other half */
     atomic_store(&h->seen, seen);
-    for (;;) {
+    kt__sim_par_notify(h);
+    for (int spin = 0;; spin++) {
       if (atomic_load(&hr->run->stop)) return 0;
       /* read before its out: what it published before either is counted */
       int finished = atomic_load(&o->finished);
       uint64_t o_seen = atomic_load(&o->seen);
       if (atomic_load(&o->out) != seen) break;
       if (finished || o_seen == atomic_load(&h->out)) { /* both wait: a deadlock */
-        atomic_store(&hr->run->stop, 1);
+        stop_run(hr);
         return 0;
       }
-      sched_yield();
+      if (spin >= SPINS) sleep_on(hr, seen, o_seen);
     }
   }
 }
@@ -107,7 +145,7 @@ static void *half_main(void *arg) {
   unsigned visits = 0;
   if (half_tables(hr)) {
     hr->failed = 1;
-    atomic_store(&hr->run->stop, 1);
+    stop_run(hr);
   }
   while (!hr->failed) {
     int r = kt__sim_latest(&st->work);
@@ -115,7 +153,7 @@ static void *half_main(void *arg) {
     if (r < 0) continue;
     if (kt__sim_advance(st, NULL, r)) {
       hr->failed = 1;
-      atomic_store(&hr->run->stop, 1);
+      stop_run(hr);
       break;
     }
     if (++visits % POLL_EVERY == 0) {
@@ -124,6 +162,7 @@ static void *half_main(void *arg) {
     }
   }
   atomic_store(&hr->h.finished, 1);
+  kt__sim_par_notify(&hr->h);
   return NULL;
 }
 
@@ -168,6 +207,7 @@ static void half_set(half_run *hr, par_run *run, const sim_state *st, int id, in
   h->lo = lo, h->hi = hi, h->m = st->s->m, h->chan_of = run->chan_of, h->chan = run->chan;
   h->cap_wait = hi - lo;
   atomic_init(&h->out, 0), atomic_init(&h->seen, UINT64_MAX), atomic_init(&h->finished, 0);
+  atomic_init(&h->sleeping, 0);
   hr->st.half = h;
   memset(&hr->st.done, 0, sizeof hr->st.done);
   memset(&hr->st.work, 0, sizeof hr->st.work);
@@ -207,6 +247,7 @@ static void run_free(par_run *run) {
     free(run->half[i].h.wait_rank);
     free(run->half[i].h.wait_slot);
   }
+  if (run->synced) pthread_mutex_destroy(&run->mu), pthread_cond_destroy(&run->cv);
   free(run->chan_of);
   free(run->chan);
   free(run);
@@ -231,6 +272,16 @@ static par_run *run_new(const sim_state *st) {
   memcpy(&bits, &not_yet, sizeof bits);
   for (size_t i = 0; i < slots; i++) atomic_init(&run->chan[i], bits);
   atomic_init(&run->stop, 0);
+  if (pthread_mutex_init(&run->mu, NULL)) {
+    run_free(run);
+    return NULL;
+  }
+  if (pthread_cond_init(&run->cv, NULL)) {
+    pthread_mutex_destroy(&run->mu);
+    run_free(run);
+    return NULL;
+  }
+  run->synced = 1;
   half_set(&run->half[0], run, st, 0, 0, mid);
   half_set(&run->half[1], run, st, 1, mid, s->p);
   return run;

@@ -69,6 +69,7 @@ static void half_put(sim_state *st, int r, const kt_action *a, double t) {
   int ch = h->chan_of[(size_t)r * (size_t)st->S + (size_t)a->stage];
   atomic_store_explicit(&h->chan[(size_t)ch * (size_t)h->m + a->mb], bits, memory_order_release);
   atomic_fetch_add(&h->out, 1);
+  kt__sim_par_notify(h);
 }
 
 /* Wakes rank r for the result key just made. Without links only when r

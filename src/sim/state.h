@@ -28,7 +28,12 @@ typedef struct {
   _Atomic uint64_t out;               /* results published to the other half */
   _Atomic uint64_t seen; /* the other half's out when this one last had nothing to run */
   _Atomic int finished;  /* it publishes no more */
+  _Atomic int sleeping;  /* it sleeps until the other half notifies it */
 } kt__sim_half;
+
+/* After h published, went idle or finished: wakes the other half if it
+ * sleeps (sim/par.c). */
+void kt__sim_par_notify(kt__sim_half *h);
 
 /* A slot's time, NAN while it is not published (acquire: the time is all
  * the reader needs). */
