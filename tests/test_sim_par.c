@@ -16,7 +16,12 @@ static kt_status metrics(const kt_schedule *s, const kt_costs *c, int two, kt_me
   kt__sim_par_min_actions = two ? 0 : SIZE_MAX;
   size_t before = atomic_load(&kt__sim_par_runs);
   kt_status st = kt_simulate_metrics(s, c, m, err);
-  if (two && !st) CHECK_MSG(atomic_load(&kt__sim_par_runs) > before, "two threads not used");
+  int lowered = 0;
+  for (int r = 0; r < s->p; r++)
+    for (size_t i = 0; i < s->ranks[r].n; i++) lowered |= kt_op_is_p2p(s->ranks[r].actions[i].op);
+  if (two && !st) /* a lowered program runs on one thread */
+    CHECK_MSG((atomic_load(&kt__sim_par_runs) > before) == !lowered, "two threads %s",
+              lowered ? "used on a lowered program" : "not used");
   return st;
 }
 
@@ -131,6 +136,28 @@ static void deadlock(int at) {
   kt_schedule_free(&s);
 }
 
+/* What the two-thread attempt hands to the one-thread run: an action
+ * outside the schedule (the same error) and a lowered program (its
+ * answer, which two threads do not run). */
+static void handed_over(void) {
+  kt_gen_params gp = {.p = 4, .m = 32, .v = 1};
+  kt_schedule s, low;
+  kt_error err = {{0}}, err2 = {{0}};
+  CHECK(!kt_generate(KT_SCHED_1F1B, &gp, &s, &err));
+  CHECK(!kt_schedule_lower(&s, &low, &err));
+  compare(&low, NULL, "1F1B lowered");
+  kt_schedule_free(&low);
+  s.ranks[3].actions[40].mb = 99; /* in the second half */
+  kt_metrics m;
+  kt__sim_par_min_actions = SIZE_MAX;
+  CHECK(kt_simulate_metrics(&s, NULL, &m, &err) == KT_EINVALID_SCHEDULE);
+  kt__sim_par_min_actions = 0;
+  CHECK(kt_simulate_metrics(&s, NULL, &m, &err2) == KT_EINVALID_SCHEDULE);
+  CHECK_STR_EQ(err2.msg, err.msg);
+  CHECK_STR_CONTAINS(err.msg, "rank 3 runs");
+  kt_schedule_free(&s);
+}
+
 int main(void) {
   kt_costs c;
   kt_costs_default(&c);
@@ -143,5 +170,6 @@ int main(void) {
   varied(&c);
   deadlock(1);
   deadlock(2);
+  handed_over();
   return kt_test_done(__FILE__);
 }

@@ -33,6 +33,11 @@ int kt__sim_par_run(sim_state *st) { /* wasm32-wasi has no threads */
   return 0;
 }
 
+int kt__sim_par_wanted(const kt_schedule *s) {
+  (void)s;
+  return 0;
+}
+
 void kt__sim_par_notify(kt__sim_half *h) { (void)h; }
 #else
 
@@ -224,15 +229,19 @@ static int half_tables(half_run *hr) {
   h->wait_rank = malloc((size_t)h->cap_wait * sizeof *h->wait_rank);
   h->wait_slot = malloc((size_t)h->cap_wait * sizeof *h->wait_slot);
   if (!reads || !h->wait_rank || !h->wait_slot) return free(reads), -1;
+  int i_ops = 0;
   for (int r = h->lo; r < h->hi; r++)
     for (size_t i = 0; i < s->ranks[r].n; i++) {
       const kt_action *a = &s->ranks[r].actions[i];
       int from;
+      /* (a one-thread run reports an action outside the schedule, and runs a lowered program) */
+      if (!kt__sim_action_ok(a, st->S, s->m) || kt_op_is_p2p(a->op)) return free(reads), -1;
+      i_ops |= a->op == KT_OP_I || a->op == KT_OP_W;
       kt_output need = kt_action_needs(a->op, a->stage, st->S, &from);
       if (need != KT_OUT_NONE && h->chan_of[(size_t)need * (size_t)st->S + (size_t)from] < 0)
         reads[a->mb]++;
     }
-  if (kt__pairs_init(&hr->st.done, n_stages, s->m, st->i_ops ? 3 : 2, kt__sim_window_rows(st->S),
+  if (kt__pairs_init(&hr->st.done, n_stages, s->m, i_ops ? 3 : 2, kt__sim_window_rows(st->S),
                      reads) ||
       kt_rank_queue_init(&hr->st.work, s->p))
     return -1;
@@ -253,12 +262,16 @@ static void run_free(par_run *run) {
   free(run);
 }
 
+int kt__sim_par_wanted(const kt_schedule *s) {
+  return s->p >= 2 && kt_schedule_total_actions(s) >= kt__sim_par_min_actions;
+}
+
 /* The run's channels and halves; NULL when two threads are not worth it
  * or out of memory. */
 static par_run *run_new(const sim_state *st) {
   const kt_schedule *s = st->s;
   size_t total = kt_schedule_total_actions(s);
-  if (s->p < 2 || total < kt__sim_par_min_actions) return NULL;
+  if (!kt__sim_par_wanted(s)) return NULL;
   par_run *run = kt_calloc(1, sizeof *run);
   if (!run) return NULL;
   int mid = split_rank(s, total), n = channels(run, st, mid);

@@ -401,6 +401,27 @@ static void ranks_start(sim_state *st) {
   }
 }
 
+/* Runs st: on two threads when it may (two), else (or when they did not
+ * end) on one, the actions checked and its tables made first (reads taken
+ * over). */
+static kt_status run(sim_state *st, kt_timeline *out, int two, int *reads, kt_error *err) {
+  ranks_start(st);
+  if (two && kt__sim_par_run(st)) return free(reads), KT_OK;
+  kt_status status = two ? kt__sim_check_actions(st->s, st, reads, err) : KT_OK;
+  if (status) return free(reads), status;
+  if ((status = kt__sim_tables_init(st, reads, err))) return status;
+  ranks_start(st);
+  kt_rank_queue_fill(&st->work);
+  for (int r; (r = st->links ? kt_rank_queue_next(&st->work) : kt__sim_latest(&st->work)) >= 0;)
+    if (kt__sim_advance(st, out, r))
+      return kt_fail(err, KT_ENOMEM, "out of memory %s",
+                     out ? "recording the timeline or growing the per-pair table"
+                         : "growing the per-pair table");
+  for (int r = 0; r < st->s->p; r++)
+    if (st->rk[r].pos < st->s->ranks[r].n) return report_deadlock(st, err);
+  return KT_OK;
+}
+
 /* One run (sim/internal.h). */
 kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *links,
                            kt_timeline *out, kt_metrics *met, const kt_sim_sink *sink,
@@ -415,9 +436,11 @@ kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *li
   if (!rc) rc = kt_costs_check_m(c, s->m, err);
   sim_state st = {
       .s = s, .c = c, .links = links, .S = S, .comm = kt_cost_comm(c), .met = met, .sink = sink};
+  /* compute-only without links, a timeline or a sink: two threads when large */
+  int two = !links && !out && !sink && kt__sim_par_wanted(s);
   int *reads = kt_calloc((size_t)s->m + 1, sizeof *reads);
   if (!rc && !reads) rc = kt_fail(err, KT_ENOMEM, "out of memory for %d micro-batches", s->m);
-  if (!rc) rc = kt__sim_check_actions(s, &st, reads, err);
+  if (!rc && !two) rc = kt__sim_check_actions(s, &st, reads, err);
   if (!rc && c->n_links && c->n_links != s->p && c->n_links != s->p - 1)
     rc = kt_fail(err, KT_EINVAL,
                  "the costs list %d links; %d ranks have %d (or %d with the wrap "
@@ -438,24 +461,14 @@ kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *li
     }
     for (int r = 0; r < s->p; r++) met->ranks[r].rank = r;
   }
-  kt_status status = kt__sim_state_init(&st, reads, err);
+  kt_status status = kt__sim_state_init(&st, err);
   if (!status && out) { /* every compute action is one event and one or two memory samples */
     size_t n = kt_schedule_total_actions(s);
     if (kt_timeline_reserve(out, n, n + (size_t)s->p))
       status = kt_fail(err, KT_ENOMEM, "out of memory for a timeline of %zu actions", n);
   }
-  /* compute-only without links, a timeline or a sink: two threads when large */
-  if (!status) ranks_start(&st);
-  int both = !status && !links && !out && !sink && !st.lowered && kt__sim_par_run(&st);
-  if (!status && !both) ranks_start(&st), kt_rank_queue_fill(&st.work);
-  for (int r; !status && !both &&
-              (r = links ? kt_rank_queue_next(&st.work) : kt__sim_latest(&st.work)) >= 0;)
-    if (kt__sim_advance(&st, out, r))
-      status = kt_fail(err, KT_ENOMEM, "out of memory %s",
-                       out ? "recording the timeline or growing the per-pair table"
-                           : "growing the per-pair table");
-  for (int r = 0; !status && r < s->p; r++)
-    if (st.rk[r].pos < s->ranks[r].n) status = report_deadlock(&st, err);
+  if (status) free(reads);
+  else status = run(&st, out, two, reads, err);
   if (!status) close_recv_events(&st, out);
   for (int r = 0; !status && links && r < s->p; r++) kt_links_note_end(links, r, st.rk[r].free_at);
   if (!status && met) kt_metrics_finish(met);

@@ -66,26 +66,15 @@ int kt__sim_window_rows(int S) {
   return rows;
 }
 
-kt_status kt__sim_state_init(sim_state *st, int *reads, kt_error *err) {
+kt_status kt__sim_state_init(sim_state *st, kt_error *err) {
   const kt_schedule *s = st->s;
-  int pairs_failed = kt__pairs_init(&st->done, st->S, s->m, st->i_ops ? 3 : 2,
-                                    st->lowered ? 0 : kt__sim_window_rows(st->S), reads);
-  size_t msgs = 2 * (size_t)s->m * (size_t)st->done.row;
   st->owner = kt_calloc((size_t)st->S, sizeof *st->owner);
   st->rk = aligned_alloc(_Alignof(rank_run), (size_t)s->p * sizeof *st->rk);
   int queue_failed = kt_rank_queue_init(&st->work, s->p);
   st->cost_mbs = kt_costs_per_mb(st->c) ? s->m : 1;
   st->cost = malloc((size_t)st->S * (size_t)st->cost_mbs * sizeof *st->cost);
-  if (st->lowered) {
-    st->sent_at = malloc(msgs * sizeof *st->sent_at);
-    st->posted_at = malloc(msgs * sizeof *st->posted_at);
-    st->recv_event = kt_calloc(msgs, sizeof *st->recv_event);
-  }
-  if (pairs_failed || !st->owner || !st->rk || queue_failed || !st->cost ||
-      (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
-    return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs",
-                   (size_t)st->S * (size_t)s->m);
-  for (size_t i = 0; st->lowered && i < msgs; i++) st->sent_at[i] = st->posted_at[i] = NAN;
+  if (!st->owner || !st->rk || queue_failed || !st->cost)
+    return kt_fail(err, KT_ENOMEM, "out of memory simulating %d ranks", s->p);
   for (int stage = 0; stage < st->S; stage++) {
     st->owner[stage] = kt_stage_rank(s, stage);
     for (int j = 0; j < st->cost_mbs; j++) {
@@ -100,4 +89,21 @@ kt_status kt__sim_state_init(sim_state *st, int *reads, kt_error *err) {
     }
   }
   return st->c->action_time ? action_times_init(st, err) : KT_OK;
+}
+
+kt_status kt__sim_tables_init(sim_state *st, int *reads, kt_error *err) {
+  const kt_schedule *s = st->s;
+  int pairs_failed = kt__pairs_init(&st->done, st->S, s->m, st->i_ops ? 3 : 2,
+                                    st->lowered ? 0 : kt__sim_window_rows(st->S), reads);
+  size_t msgs = 2 * (size_t)s->m * (size_t)st->done.row;
+  if (st->lowered && !pairs_failed) {
+    st->sent_at = malloc(msgs * sizeof *st->sent_at);
+    st->posted_at = malloc(msgs * sizeof *st->posted_at);
+    st->recv_event = kt_calloc(msgs, sizeof *st->recv_event);
+  }
+  if (pairs_failed || (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
+    return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs",
+                   (size_t)st->S * (size_t)s->m);
+  for (size_t i = 0; st->lowered && i < msgs; i++) st->sent_at[i] = st->posted_at[i] = NAN;
+  return KT_OK;
 }

@@ -111,13 +111,25 @@ static inline int kt__sim_latest(kt_rank_queue *q) {
   return r;
 }
 
+/* Whether action a is within S stages and m micro-batches (a
+ * communication action of a whole stage names no micro-batch). */
+static inline int kt__sim_action_ok(const kt_action *a, int S, int m) {
+  int per_stage = a->op >= KT_OP_COUNT && !kt_op_has_mb(a->op);
+  return a->op < KT_OP_ANY_COUNT && a->stage >= 0 && a->stage < S &&
+         (per_stage || (a->mb >= 0 && a->mb < m));
+}
+
 /* Every action within the schedule's stages and micro-batches; st->lowered:
  * it sends and receives; st->i_ops: it runs I or W; reads[mb]: the inputs
  * mb's actions read. */
 kt_status kt__sim_check_actions(const kt_schedule *s, sim_state *st, int *reads, kt_error *err);
-/* The tables of st (s, c, S, lowered, i_ops set); reads: check_actions's
- * count, taken over. ENOMEM (st then holds what kt__sim_state_free frees). */
-kt_status kt__sim_state_init(sim_state *st, int *reads, kt_error *err);
+/* The tables of st every run reads (s, c and S set): ranks, owners, costs.
+ * ENOMEM, EINVAL (st then holds what kt__sim_state_free frees). */
+kt_status kt__sim_state_init(sim_state *st, kt_error *err);
+/* The one-thread run's tables (check_actions done): the pairs, and a
+ * lowered program's messages; reads: check_actions's count, taken over.
+ * ENOMEM. */
+kt_status kt__sim_tables_init(sim_state *st, int *reads, kt_error *err);
 void kt__sim_state_free(sim_state *st);
 /* The rows of micro-batches a compute-only run keeps (sim/pairs.h). */
 int kt__sim_window_rows(int S);
@@ -132,6 +144,9 @@ kt_status kt__sim_advance(sim_state *st, kt_timeline *tl, int rank);
  * and run on one thread). The answer is the one-thread run's, bit for bit:
  * an action's start only depends on finished results. */
 int kt__sim_par_run(sim_state *st);
+/* Whether kt__sim_par_run would try s (large enough, threads at hand);
+ * it then checks the actions itself, the one-thread run after it. */
+int kt__sim_par_wanted(const kt_schedule *s);
 /* The fewest actions a schedule has for kt__sim_par_run to use two
  * threads (tests lower it to compare both runs on small schedules). */
 extern size_t kt__sim_par_min_actions;
