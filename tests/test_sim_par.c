@@ -38,7 +38,8 @@ static void compare(const kt_schedule *s, const kt_costs *c, const char *what) {
   CHECK_MSG(!metrics(s, c, 0, &one, &err), "%s: %s", what, err.msg);
   CHECK_MSG(!metrics(s, c, 1, &two, &err), "%s (two threads): %s", what, err.msg);
   CHECK_MSG(one.makespan == two.makespan && one.period == two.period &&
-                one.bubble_ratio == two.bubble_ratio && one.span == two.span && one.total_busy == two.total_busy && one.p == two.p,
+                one.bubble_ratio == two.bubble_ratio && one.span == two.span &&
+                one.total_busy == two.total_busy && one.p == two.p,
             "%s: makespan %.17g/%.17g period %.17g/%.17g bubble %.17g/%.17g", what, one.makespan,
             two.makespan, one.period, two.period, one.bubble_ratio, two.bubble_ratio);
   int differ = 0;
@@ -63,9 +64,8 @@ static void generated(kt_gen_kind kind, int p, int m, const kt_costs *c, const c
 
 /* Every generator under costs c, at sizes that split unevenly too. */
 static void every_kind(const kt_costs *c, const char *costs) {
-  const kt_gen_kind kinds[] = {KT_SCHED_1F1B,  KT_SCHED_GPIPE, KT_SCHED_INTERLEAVED,
-                               KT_SCHED_ZB_H1, KT_SCHED_ZB_H2, KT_SCHED_ZBV,
-                               KT_SCHED_DUALPIPEV};
+  const kt_gen_kind kinds[] = {KT_SCHED_1F1B,  KT_SCHED_GPIPE, KT_SCHED_INTERLEAVED, KT_SCHED_ZB_H1,
+                               KT_SCHED_ZB_H2, KT_SCHED_ZBV,   KT_SCHED_DUALPIPEV};
   for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) generated(kinds[k], 8, 48, c, costs);
   generated(KT_SCHED_1F1B, 2, 64, c, costs);
   generated(KT_SCHED_1F1B, 5, 40, c, costs);
@@ -78,7 +78,8 @@ static void varied(const kt_costs *base) {
   kt_error err = {{0}};
   CHECK(!kt_costs_copy(&c, base));
   double tf[P * M], tb[P * M];
-  for (int i = 0; i < P * M; i++) tf[i] = 0.5 + (i * 7 % 11) * 0.13, tb[i] = 1 + (i * 5 % 13) * 0.11;
+  for (int i = 0; i < P * M; i++)
+    tf[i] = 0.5 + (i * 7 % 11) * 0.13, tb[i] = 1 + (i * 5 % 13) * 0.11;
   CHECK_MSG(!kt_costs_set_mb(&c, "tf", tf, P, M, &err), "%s", err.msg);
   CHECK_MSG(!kt_costs_set_mb(&c, "tb", tb, P, M, &err), "%s", err.msg);
   generated(KT_SCHED_1F1B, P, M, &c, "per micro-batch");
@@ -158,6 +159,33 @@ static void handed_over(void) {
   kt_schedule_free(&s);
 }
 
+/* 1F1B's order at a size its second thread writes half of (2^20
+ * actions): every rank's list as the rule says. */
+static void order_two_threads(void) {
+  kt_gen_params gp = {.p = 64, .m = 8192, .v = 1};
+  kt_schedule s;
+  kt_error err = {{0}};
+  CHECK(!kt_generate(KT_SCHED_1F1B, &gp, &s, &err));
+  size_t wrong = 0;
+  for (int r = 0; r < s.p; r++) {
+    int warm = s.p - 1 - r;
+    size_t k = 0;
+    const kt_action *a = s.ranks[r].actions;
+    wrong += s.ranks[r].n != 2 * (size_t)s.m;
+    for (int i = 0; i < 2 * s.m && k < s.ranks[r].n; i++, k++) {
+      /* warm-up forwards, then forward and backward in turn, then the last backwards */
+      int f = i < warm ? 1 : i >= 2 * s.m - warm ? 0 : (i - warm) % 2 == 0;
+      int mb = i < warm              ? i
+               : i >= 2 * s.m - warm ? s.m - (2 * s.m - i)
+               : f                   ? warm + (i - warm) / 2
+                                     : (i - warm) / 2;
+      wrong += a[k].stage != r || a[k].op != (f ? KT_OP_F : KT_OP_B) || a[k].mb != mb;
+    }
+  }
+  CHECK_MSG(wrong == 0, "%zu actions of 1F1B P=64 M=8192 out of place", wrong);
+  kt_schedule_free(&s);
+}
+
 int main(void) {
   kt_costs c;
   kt_costs_default(&c);
@@ -171,5 +199,6 @@ int main(void) {
   deadlock(1);
   deadlock(2);
   handed_over();
+  order_two_threads();
   return kt_test_done(__FILE__);
 }

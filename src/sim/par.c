@@ -61,7 +61,7 @@ struct par_run {
   half_run half[2];
   int *chan_of;
   _Atomic uint64_t *chan;
-  _Atomic int stop; /* a deadlock or out of memory: both threads end */
+  _Atomic int stop;   /* a deadlock or out of memory: both threads end */
   pthread_mutex_t mu; /* a sleeping half waits on cv under mu */
   pthread_cond_t cv;
   int synced; /* mu and cv made */

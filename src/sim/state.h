@@ -16,14 +16,14 @@
  * halves: one per (result, stage) made on one side and read on the other,
  * m slots each holding the time's bits, NaN until it is published. */
 typedef struct {
-  int lo, hi;                      /* ranks [lo, hi) */
-  int first_stage;                 /* the table's stage 0 */
-  int m;                           /* slots per channel */
-  const int *chan_of;              /* result * S + stage -> channel, -1: none */
-  _Atomic uint64_t *chan;          /* channel * m + mb */
-  const _Atomic uint64_t *pending; /* the slot an action just found empty */
-  int n_wait, cap_wait;            /* ranks parked on an empty slot, */
-  int *wait_rank;                  /* each */
+  int lo, hi;                         /* ranks [lo, hi) */
+  int first_stage;                    /* the table's stage 0 */
+  int m;                              /* slots per channel */
+  const int *chan_of;                 /* result * S + stage -> channel, -1: none */
+  _Atomic uint64_t *chan;             /* channel * m + mb */
+  const _Atomic uint64_t *pending;    /* the slot an action just found empty */
+  int n_wait, cap_wait;               /* ranks parked on an empty slot, */
+  int *wait_rank;                     /* each */
   const _Atomic uint64_t **wait_slot; /* and the slot it waits for */
   _Atomic uint64_t out;               /* results published to the other half */
   _Atomic uint64_t seen; /* the other half's out when this one last had nothing to run */
