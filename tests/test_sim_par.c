@@ -14,6 +14,7 @@
 static kt_status metrics(const kt_schedule *s, const kt_costs *c, int two, kt_metrics *m,
                          kt_error *err) {
   kt__sim_par_min_actions = two ? 0 : SIZE_MAX;
+  kt__sim_par_min_ranks = 2;
   size_t before = atomic_load(&kt__sim_par_runs);
   kt_status st = kt_simulate_metrics(s, c, m, err);
   int lowered = 0;
@@ -128,7 +129,7 @@ static void deadlock(int at) {
   kt_metrics m;
   kt__sim_par_min_actions = SIZE_MAX;
   CHECK(kt_simulate_metrics(&s, NULL, &m, &err) == KT_EDEADLOCK);
-  kt__sim_par_min_actions = 0;
+  kt__sim_par_min_actions = 0, kt__sim_par_min_ranks = 2;
   size_t before = atomic_load(&kt__sim_par_runs);
   CHECK(kt_simulate_metrics(&s, NULL, &m, &err2) == KT_EDEADLOCK);
   CHECK(atomic_load(&kt__sim_par_runs) == before); /* none ran to the end */
@@ -152,7 +153,7 @@ static void handed_over(void) {
   kt_metrics m;
   kt__sim_par_min_actions = SIZE_MAX;
   CHECK(kt_simulate_metrics(&s, NULL, &m, &err) == KT_EINVALID_SCHEDULE);
-  kt__sim_par_min_actions = 0;
+  kt__sim_par_min_actions = 0, kt__sim_par_min_ranks = 2;
   CHECK(kt_simulate_metrics(&s, NULL, &m, &err2) == KT_EINVALID_SCHEDULE);
   CHECK_STR_EQ(err2.msg, err.msg);
   CHECK_STR_CONTAINS(err.msg, "rank 3 runs");
@@ -186,7 +187,22 @@ static void order_two_threads(void) {
   kt_schedule_free(&s);
 }
 
+/* Two threads by default only where each half has enough ranks to run
+ * between exchanges. */
+static void by_default(void) {
+  const struct { int p, m, two; } cases[] = {{8, 16384, 0}, {512, 4096, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    kt_gen_params gp = {.p = cases[i].p, .m = cases[i].m, .v = 1};
+    kt_schedule s;
+    kt_error err = {{0}};
+    CHECK(!kt_generate(KT_SCHED_1F1B, &gp, &s, &err));
+    CHECK_MSG(kt__sim_par_wanted(&s) == cases[i].two, "P=%d M=%d", cases[i].p, cases[i].m);
+    kt_schedule_free(&s);
+  }
+}
+
 int main(void) {
+  by_default(); /* (before the tests below lower the thresholds) */
   kt_costs c;
   kt_costs_default(&c);
   every_kind(&c, "unit costs");

@@ -24,7 +24,8 @@
 
 #include "sim/state.h"
 
-size_t kt__sim_par_min_actions = (size_t)1 << 18;
+size_t kt__sim_par_min_actions = (size_t)1 << 22;
+int kt__sim_par_min_ranks = 512;
 _Atomic size_t kt__sim_par_runs;
 
 #ifdef __wasi__
@@ -271,7 +272,8 @@ static void run_free(par_run *run) {
 }
 
 int kt__sim_par_wanted(const kt_schedule *s) {
-  return s->p >= 2 && kt_schedule_total_actions(s) >= kt__sim_par_min_actions;
+  return s->p >= 2 && s->p >= kt__sim_par_min_ranks &&
+         kt_schedule_total_actions(s) >= kt__sim_par_min_actions;
 }
 
 /* The run's channels and halves; NULL when two threads are not worth it

@@ -147,9 +147,13 @@ int kt__sim_par_run(sim_state *st);
 /* Whether kt__sim_par_run would try s (large enough, threads at hand);
  * it then checks the actions itself, the one-thread run after it. */
 int kt__sim_par_wanted(const kt_schedule *s);
-/* The fewest actions a schedule has for kt__sim_par_run to use two
- * threads (tests lower it to compare both runs on small schedules). */
+/* The fewest actions and ranks a schedule has for kt__sim_par_run to use
+ * two threads (tests lower them to compare both runs on small schedules).
+ * The halves exchange results about once per micro-batch step: with few
+ * ranks a half has too little to run between exchanges (1F1B P=8,
+ * M=16384 took 9x longer on two threads). */
 extern size_t kt__sim_par_min_actions;
+extern int kt__sim_par_min_ranks;
 /* Two-thread runs that ran to the end (tests check their path was taken). */
 extern _Atomic size_t kt__sim_par_runs;
 
