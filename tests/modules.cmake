@@ -4,7 +4,7 @@
 # labels are appended, never replacing `threads`, `fuzz` or `multihost`.
 set(KT_TEST_MODULES
   "schedule:test_schedule_io test_validate test_program_order test_torch_interop test_torch_ir test_torch_cli"
-  "sim:test_sim test_sim_metrics test_sim_window test_step test_sim_scale test_sim_threads test_bubble test_closed_forms test_idle_split test_critical"
+  "sim:test_sim test_sim_metrics test_sim_window test_sim_par test_step test_sim_scale test_sim_threads test_bubble test_closed_forms test_idle_split test_critical"
   "costs:test_links test_cost_basis"
   "generators:test_zero_bubble test_memory_schedules test_memory_cli test_oracles test_schedule_span test_optimal test_optimal_mb"
   "request:test_request test_doors test_mb_costs test_packing"

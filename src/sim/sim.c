@@ -19,61 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/internal.h"
-#include "sim/pairs.h"
-
-/* One stage's costs, looked up once: duration and memory change per op
- * (indexed by kt_op), and the scratch an op holds while it runs. */
-typedef struct {
-  double dur[KT_OP_COUNT], mem[KT_OP_COUNT], transient;
-} stage_costs;
-
-/* One rank's running state, kept together: a visit touches one cache line
- * for it (1F1B at P=1024: seven arrays indexed by rank were seven lines). */
-typedef struct {
-  _Alignas(64) const kt_action *actions; /* the schedule's, and how many */
-  size_t n, pos;                         /* pos: the next one */
-  double free_at;                        /* end of the previous action */
-  double mem;                            /* running memory */
-  size_t waits; /* the result its next compute action waits for (RESULT_KEY) */
-  int inflight; /* pairs between F and their last backward op (with metrics) */
-} rank_run;
-
-typedef struct {
-  const kt_schedule *s;
-  const kt_costs *c;
-  kt_links *links;      /* the simulation's own copy of c->links (NULL: none) */
-  size_t *first_action; /* with c->action_time: rank -> its first entry */
-  int S, lowered;
-  int i_ops; /* some action makes or reads an I (else pairs keep F and BI only) */
-  double comm;
-  stage_costs *cost;       /* per stage, or per (stage, mb) with per-micro-batch costs */
-  int cost_mbs;            /* micro-batches per stage in cost: M, or 1 (a stage's mbs alike) */
-  kt_metrics *met;         /* metrics accumulated as actions run (NULL: not asked) */
-  const kt_sim_sink *sink; /* receives events and memory samples (NULL: none) */
-  kt__pairs done;          /* when each (stage, mb) pair's results are available */
-  int *owner;              /* stage -> rank (no division in the hot loop) */
-  rank_run *rk;            /* per rank */
-  int sent;                /* messages the running compute action sent to other ranks */
-  kt_rank_queue work;      /* ranks whose next action may have become ready */
-  /* lowered programs only, per message (result F or BI of a pair): when its
-   * SEND ran, when its RECV was posted, and the RECV's comm event */
-  double *sent_at, *posted_at;
-  size_t *recv_event;
-} sim_state;
-
-/* Per-pair tables micro-batch-major: a result travels stage to stage and
- * the simulation follows it (latest()), so visits touch neighbouring cells. */
-#define PREFETCH_AHEAD 16 /* actions: a little over two cache lines */
-#define PREFETCH_PAIRS 2  /* actions: a visit runs one and finds the next waiting */
-#define IDX(st, stage, mb) ((size_t)(mb) * (size_t)(st)->done.row + (size_t)(stage))
-#define MSG(st, result, stage, mb) \
-  ((size_t)(result) * (size_t)(st)->s->m * (size_t)(st)->done.row + IDX(st, stage, mb))
-/* A result named by one number (0: none), for comparing what a rank waits
- * for with what was made. */
-#define RESULT_KEY(st, result, stage, mb) \
-  (((size_t)(mb) * (size_t)(st)->S + (size_t)(stage)) * KT_OUT_COUNT + (size_t)(result) + 1)
-
+#include "sim/state.h"
 /* When a message sent at t from one rank arrives at another: one hop later,
  * or as the links say when the costs have a topology. */
 static double arrive_at(const sim_state *st, int from, int to, double t) {
@@ -93,7 +39,37 @@ static inline __attribute__((always_inline)) double ready_time(sim_state *st, co
   static const uint8_t producer_op[KT_OUT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
   *dep = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
   *key = RESULT_KEY(st, need, from, a->mb);
-  return kt__pairs_get(&st->done, need, from, a->mb);
+  if (st->half) { /* two threads: made on the other half? */
+    int ch = st->half->chan_of[(size_t)need * (size_t)st->S + (size_t)from];
+    if (ch >= 0) {
+      const _Atomic uint64_t *slot = &st->half->chan[(size_t)ch * (size_t)st->half->m + a->mb];
+      double t = kt__sim_slot_time(slot);
+      if (isnan(t)) st->half->pending = slot;
+      return t;
+    }
+  }
+  return kt__pairs_get(&st->done, need, from - st->stage0, a->mb);
+}
+
+/* Whether action a reads its input from the pairs table (not a channel
+ * from the other half of a two-thread run). */
+static inline int reads_pairs(const sim_state *st, const kt_action *a) {
+  int from;
+  kt_output need = kt_action_needs(a->op, a->stage, st->S, &from);
+  if (need == KT_OUT_NONE) return 0;
+  return !st->half || st->half->chan_of[(size_t)need * (size_t)st->S + (size_t)from] < 0;
+}
+
+/* Two threads: publishes result r of a to the other half (release: its
+ * reader reads only the time). */
+static void half_put(sim_state *st, int r, const kt_action *a, double t) {
+  kt__sim_half *h = st->half;
+  uint64_t bits;
+  memcpy(&bits, &t, sizeof bits);
+  int ch = h->chan_of[(size_t)r * (size_t)st->S + (size_t)a->stage];
+  atomic_store_explicit(&h->chan[(size_t)ch * (size_t)h->m + a->mb], bits, memory_order_release);
+  atomic_fetch_add(&h->out, 1);
+  kt__sim_par_notify(h);
 }
 
 /* Wakes rank r for the result key just made. Without links only when r
@@ -115,12 +91,16 @@ static int publish(sim_state *st, int rank, const kt_action *a, double end) {
   for (int r = 0; r < KT_OUT_COUNT; r++) {
     if (!(made & (1u << r))) continue;
     int to = kt_output_consumer((kt_output)r, a->stage, st->S);
-    if (to < 0 || st->owner[to] == rank) {
-      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage, a->mb);
+    if (st->half && r == KT_OUT_BI && a->stage == 0) {
+      continue; /* two threads: nobody reads it (in a half that reads nothing its row would stay held) */
+    } else if (st->half && st->half->chan_of[(size_t)r * (size_t)st->S + (size_t)a->stage] >= 0) {
+      half_put(st, r, a, arrive_at(st, rank, st->owner[to], end)), sent++;
+    } else if (to < 0 || st->owner[to] == rank) {
+      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage - st->stage0, a->mb);
       if (!slot) return -1;
       *slot = end;
     } else if (!st->lowered) {
-      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage, a->mb);
+      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage - st->stage0, a->mb);
       if (!slot) return -1;
       *slot = arrive_at(st, rank, st->owner[to], end);
       wake_for(st, st->owner[to], RESULT_KEY(st, r, a->stage, a->mb));
@@ -217,7 +197,7 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   kt_action dep;
   double ready = ready_time(st, a, &dep, &rr->waits);
   if (isnan(ready)) return 0;
-  int reads_first = rr->waits != 0;
+  int reads_first = rr->waits != 0 && (!st->half || reads_pairs(st, a));
   size_t group = 1;
   while ((a[group - 1].flags & KT_ACTION_OVERLAP_NEXT) && rr->pos + group < rr->n) {
     double r2 = ready_time(st, &a[group], &dep, &rr->waits);
@@ -250,11 +230,8 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   }
   /* its inputs read (after its own results went into their rows) */
   if (reads_first) kt__pairs_read(&st->done, a->mb);
-  for (size_t g = 1; g < group; g++) {
-    int from;
-    if (kt_action_needs(a[g].op, a[g].stage, st->S, &from) != KT_OUT_NONE)
-      kt__pairs_read(&st->done, a[g].mb);
-  }
+  for (size_t g = 1; g < group; g++)
+    if (reads_pairs(st, &a[g])) kt__pairs_read(&st->done, a[g].mb);
   rr->free_at = start + total + st->sent * st->c->send_overhead; /* posting the sends */
   rr->pos += group;
   return 1;
@@ -321,8 +298,8 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
   return rc;
 }
 
-/* Runs rank's actions until one is not ready. */
-static kt_status advance(sim_state *st, kt_timeline *tl, int rank) {
+/* (sim/state.h) */
+kt_status kt__sim_advance(sim_state *st, kt_timeline *tl, int rank) {
   const rank_run *ra = &st->rk[rank];
   /* Ranks take turns, a few actions a visit: fetch this rank's next actions
    * now, for its next visit (many ranks' lists are more streams than the
@@ -335,16 +312,25 @@ static kt_status advance(sim_state *st, kt_timeline *tl, int rank) {
   if (st->rk[rank].pos + PREFETCH_PAIRS < ra->n) {
     const kt_action *x = &ra->actions[st->rk[rank].pos + PREFETCH_PAIRS];
     int from;
-    if (x->op < KT_OP_COUNT) {
-      __builtin_prefetch(kt__pairs_cell(&st->done, x->stage, x->mb), 1);
-      if (kt_action_needs(x->op, x->stage, st->S, &from) != KT_OUT_NONE)
-        __builtin_prefetch(kt__pairs_cell(&st->done, from, x->mb));
+    /* (unsigned: a half's table holds its own stages only) */
+    unsigned cells = (unsigned)st->done.row;
+    if (x->op < KT_OP_COUNT && (unsigned)(x->stage - st->stage0) < cells) {
+      __builtin_prefetch(kt__pairs_cell(&st->done, x->stage - st->stage0, x->mb), 1);
+      if (kt_action_needs(x->op, x->stage, st->S, &from) != KT_OUT_NONE &&
+          (unsigned)(from - st->stage0) < cells)
+        __builtin_prefetch(kt__pairs_cell(&st->done, from - st->stage0, x->mb));
     }
   }
   while (st->rk[rank].pos < ra->n) {
     int op = ra->actions[st->rk[rank].pos].op;
     int ran = op < KT_OP_COUNT ? run_compute(st, tl, rank) : run_comm(st, tl, rank);
     if (ran < 0) return KT_ENOMEM;
+    if (!ran && st->half && st->half->pending) { /* parked on the other half */
+      kt__sim_half *h = st->half;
+      if (h->n_wait == h->cap_wait) return KT_ENOMEM; /* (one entry a rank) */
+      h->wait_rank[h->n_wait] = rank, h->wait_slot[h->n_wait++] = h->pending;
+      h->pending = NULL;
+    }
     if (!ran) return KT_OK;
   }
   return KT_OK;
@@ -405,122 +391,35 @@ static kt_status report_deadlock(sim_state *st, kt_error *err) {
   }
   return kt_deadlock_fail(b, n, err);
 }
-
-/* Every action within the schedule's stages and micro-batches; st->lowered:
- * it sends and receives; st->i_ops: it runs I or W; reads[mb]: the inputs
- * mb's actions read. */
-static kt_status check_actions(const kt_schedule *s, sim_state *st, int *reads, kt_error *err) {
-  int S = st->S;
-  st->lowered = st->i_ops = 0;
-  for (int r = 0; r < s->p; r++)
-    for (size_t i = 0; i < s->ranks[r].n; i++) {
-      const kt_action *a = &s->ranks[r].actions[i];
-      int from;
-      int per_stage = a->op >= KT_OP_COUNT && !kt_op_has_mb(a->op);
-      if (a->op >= KT_OP_ANY_COUNT || a->stage < 0 || a->stage >= S ||
-          (!per_stage && (a->mb < 0 || a->mb >= s->m))) {
-        char at[32];
-        kt_action_format(a, at, sizeof at);
-        return kt_fail(err, KT_EINVALID_SCHEDULE,
-                       "rank %d runs %s, outside the schedule's %d stages and %d micro-batches", r,
-                       at, S, s->m);
-      }
-      st->lowered |= kt_op_is_p2p(a->op);
-      st->i_ops |= a->op == KT_OP_I || a->op == KT_OP_W;
-      if (kt_action_needs(a->op, a->stage, S, &from) != KT_OUT_NONE) reads[a->mb]++;
-    }
-  return KT_OK;
-}
-
-static void state_free(sim_state *st) {
-  free(st->cost);
-  free(st->first_action);
-  kt__pairs_free(&st->done);
-  free(st->owner);
-  free(st->rk);
-  kt_rank_queue_free(&st->work);
-  free(st->sent_at);
-  free(st->posted_at);
-  free(st->recv_event);
-}
-
-/* kt_costs.action_time: where each rank's entries start, every duration
- * checked. */
-static kt_status action_times_init(sim_state *st, kt_error *err) {
+/* Every rank at its first action, released; the metrics zeroed. */
+static void ranks_start(sim_state *st) {
   const kt_schedule *s = st->s;
-  if (!(st->first_action = kt_calloc((size_t)s->p, sizeof *st->first_action)))
-    return kt_fail(err, KT_ENOMEM, "out of memory");
-  size_t n = 0;
   for (int r = 0; r < s->p; r++) {
-    st->first_action[r] = n;
-    for (size_t i = 0; i < s->ranks[r].n; i++, n++) {
-      double d = st->c->action_time[n];
-      if (s->ranks[r].actions[i].op < KT_OP_COUNT && !(d >= 0 && isfinite(d)))
-        return kt_fail(err, KT_EINVAL, "rank %d's action %zu: duration %g must be finite and >= 0",
-                       r, i, d);
-    }
-  }
-  return KT_OK;
-}
-
-/* The rows of micro-batches a compute-only run keeps (sim/pairs.h): twice
- * the stages, a power of two (1F1B holds up to P micro-batches). */
-static int window_rows(int S) {
-  int rows = 8;
-  while (rows < 2 * S && rows < KT_MAX_MICROBATCHES) rows *= 2;
-  return rows;
-}
-
-/* reads: check_actions's count, taken over. */
-static kt_status state_init(sim_state *st, int *reads, kt_error *err) {
-  const kt_schedule *s = st->s;
-  int pairs_failed = kt__pairs_init(&st->done, st->S, s->m, st->i_ops ? 3 : 2,
-                                    st->lowered ? 0 : window_rows(st->S), reads);
-  size_t msgs = 2 * (size_t)s->m * (size_t)st->done.row;
-  st->owner = kt_calloc((size_t)st->S, sizeof *st->owner);
-  st->rk = aligned_alloc(_Alignof(rank_run), (size_t)s->p * sizeof *st->rk);
-  int queue_failed = kt_rank_queue_init(&st->work, s->p);
-  st->cost_mbs = kt_costs_per_mb(st->c) ? s->m : 1;
-  st->cost = malloc((size_t)st->S * (size_t)st->cost_mbs * sizeof *st->cost);
-  if (st->lowered) {
-    st->sent_at = malloc(msgs * sizeof *st->sent_at);
-    st->posted_at = malloc(msgs * sizeof *st->posted_at);
-    st->recv_event = kt_calloc(msgs, sizeof *st->recv_event);
-  }
-  if (pairs_failed || !st->owner || !st->rk || queue_failed || !st->cost ||
-      (st->lowered && (!st->sent_at || !st->posted_at || !st->recv_event)))
-    return kt_fail(err, KT_ENOMEM, "out of memory simulating %zu stage-micro-batch pairs",
-                   (size_t)st->S * (size_t)s->m);
-  for (size_t i = 0; st->lowered && i < msgs; i++) st->sent_at[i] = st->posted_at[i] = NAN;
-  for (int r = 0; r < s->p; r++)
     st->rk[r] = (rank_run){.actions = s->ranks[r].actions, .n = s->ranks[r].n};
-  for (int stage = 0; stage < st->S; stage++) {
-    st->owner[stage] = kt_stage_rank(s, stage);
-    for (int j = 0; j < st->cost_mbs; j++) {
-      stage_costs *sc = &st->cost[(size_t)stage * (size_t)st->cost_mbs + (size_t)j];
-      double act = kt_cost_mem_act_mb(st->c, stage, j),
-             wgrad = kt_cost_mem_wgrad_mb(st->c, stage, j);
-      for (int op = 0; op < KT_OP_COUNT; op++) {
-        sc->dur[op] = kt_cost_op_mb(st->c, stage, j, (kt_op)op);
-        sc->mem[op] = kt_action_memory(op, act, wgrad);
-      }
-      sc->transient = kt_cost_mem_transient(st->c, stage);
-    }
+    if (st->c->rank_release) st->rk[r].free_at = st->c->rank_release[r];
+    if (st->met) st->met->ranks[r] = (kt_rank_metrics){.rank = r};
   }
-  return st->c->action_time ? action_times_init(st, err) : KT_OK;
 }
 
-/* The rank woken last, taken off the queue: the simulation follows each
- * result to its consumer while the lines it wrote are in the cache (1F1B
- * P=1024 M=16384: 2.3 s against 3.0 first-woken-first). The order changes
- * no time; with links (transfers booked in the order runs reach them) the
- * ranks go first-woken-first, as the link model was measured. */
-static int latest(kt_rank_queue *q) {
-  if (q->len == 0) return -1;
-  int at = q->head + --q->len;
-  int r = q->ring[at >= q->n ? at - q->n : at];
-  q->queued[r] = 0;
-  return r;
+/* Runs st: on two threads when it may (two), else (or when they did not
+ * end) on one, the actions checked and its tables made first (reads taken
+ * over). */
+static kt_status run(sim_state *st, kt_timeline *out, int two, int *reads, kt_error *err) {
+  ranks_start(st);
+  if (two && kt__sim_par_run(st)) return free(reads), KT_OK;
+  kt_status status = two ? kt__sim_check_actions(st->s, st, reads, err) : KT_OK;
+  if (status) return free(reads), status;
+  if ((status = kt__sim_tables_init(st, reads, err))) return status;
+  ranks_start(st);
+  kt_rank_queue_fill(&st->work);
+  for (int r; (r = st->links ? kt_rank_queue_next(&st->work) : kt__sim_latest(&st->work)) >= 0;)
+    if (kt__sim_advance(st, out, r))
+      return kt_fail(err, KT_ENOMEM, "out of memory %s",
+                     out ? "recording the timeline or growing the per-pair table"
+                         : "growing the per-pair table");
+  for (int r = 0; r < st->s->p; r++)
+    if (st->rk[r].pos < st->s->ranks[r].n) return report_deadlock(st, err);
+  return KT_OK;
 }
 
 /* One run (sim/internal.h). */
@@ -537,9 +436,11 @@ kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *li
   if (!rc) rc = kt_costs_check_m(c, s->m, err);
   sim_state st = {
       .s = s, .c = c, .links = links, .S = S, .comm = kt_cost_comm(c), .met = met, .sink = sink};
+  /* compute-only without links, a timeline or a sink: two threads when large */
+  int two = !links && !out && !sink && kt__sim_par_wanted(s);
   int *reads = kt_calloc((size_t)s->m + 1, sizeof *reads);
   if (!rc && !reads) rc = kt_fail(err, KT_ENOMEM, "out of memory for %d micro-batches", s->m);
-  if (!rc) rc = check_actions(s, &st, reads, err);
+  if (!rc && !two) rc = kt__sim_check_actions(s, &st, reads, err);
   if (!rc && c->n_links && c->n_links != s->p && c->n_links != s->p - 1)
     rc = kt_fail(err, KT_EINVAL,
                  "the costs list %d links; %d ranks have %d (or %d with the wrap "
@@ -560,27 +461,19 @@ kt_status kt__simulate_run(const kt_schedule *s, const kt_costs *c, kt_links *li
     }
     for (int r = 0; r < s->p; r++) met->ranks[r].rank = r;
   }
-  kt_status status = state_init(&st, reads, err);
+  kt_status status = kt__sim_state_init(&st, err);
   if (!status && out) { /* every compute action is one event and one or two memory samples */
     size_t n = kt_schedule_total_actions(s);
     if (kt_timeline_reserve(out, n, n + (size_t)s->p))
       status = kt_fail(err, KT_ENOMEM, "out of memory for a timeline of %zu actions", n);
   }
-  for (int r = 0; !status && c->rank_release && r < s->p; r++)
-    st.rk[r].free_at = c->rank_release[r];
-  if (!status) kt_rank_queue_fill(&st.work);
-  for (int r; !status && (r = links ? kt_rank_queue_next(&st.work) : latest(&st.work)) >= 0;)
-    if (advance(&st, out, r))
-      status = kt_fail(err, KT_ENOMEM, "out of memory %s",
-                       out ? "recording the timeline or growing the per-pair table"
-                           : "growing the per-pair table");
-  for (int r = 0; !status && r < s->p; r++)
-    if (st.rk[r].pos < s->ranks[r].n) status = report_deadlock(&st, err);
+  if (status) free(reads);
+  else status = run(&st, out, two, reads, err);
   if (!status) close_recv_events(&st, out);
   for (int r = 0; !status && links && r < s->p; r++) kt_links_note_end(links, r, st.rk[r].free_at);
   if (!status && met) kt_metrics_finish(met);
   if (status && out) kt_timeline_free(out);
   if (status && met) kt_metrics_free(met);
-  state_free(&st);
+  kt__sim_state_free(&st);
   return status;
 }
