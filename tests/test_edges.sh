@@ -85,7 +85,8 @@ refused "unknown command" "$long"
 
 # --- 2. schedule and cost files without end: stopped at once, the cap named --
 for args in "sim --schedule-file /dev/zero" "compare --schedule-file /dev/zero" \
-            "validate /dev/zero" "sim --costs /dev/zero" "compare --costs /dev/zero"; do
+            "validate /dev/zero" "sim --costs /dev/zero" "compare --costs /dev/zero" \
+            "train --synthetic --steps 1 --no-live --fault-trace /dev/zero"; do
   # shellcheck disable=SC2086
   refused "NUL byte" $args
   grep -q "MiB" err.txt && ok || bad "$args: the cap is not named: $(cat err.txt)"

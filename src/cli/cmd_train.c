@@ -295,6 +295,32 @@ static int check_conflicts(const cli_args *a, const train_opts *o) {
   return 0;
 }
 
+/* The faults' onsets within the run's steps, and each link delay below the
+ * watchdog's --timeout (a message that late is a lost peer's, and a run
+ * sleeping it could not be stopped). */
+static int check_fault_reach(const cli_args *a, const train_opts *o) {
+  const kt_faults *f = &o->faults;
+  const char *rank = cli_get(a, "slow-rank"), *link = cli_get(a, "slow-link");
+  const char *trace = cli_get(a, "fault-trace");
+  int steps = o->sp.steps, check_steps = !o->sp.resume || cli_has(a, "steps");
+  const char *past = "%s '%s': step %d is past the run's last step (--steps %d)";
+  if (check_steps && f->n_rank && f->rank[0].onset >= steps)
+    return cli_usage_error(past, "--slow-rank", rank, f->rank[0].onset + 1, steps);
+  if (check_steps && f->n_link && f->link[0].onset >= steps)
+    return cli_usage_error(past, "--slow-link", link, f->link[0].onset + 1, steps);
+  if (check_steps && f->n_points && f->trace_onset >= steps)
+    return cli_usage_error(past, "--fault-trace", trace, f->trace_onset + 1, steps);
+  const char *late =
+      "%s '%s': a delay of %g s is not below the watchdog's --timeout %g s (a peer that "
+      "late is taken for lost)";
+  if (f->n_link && f->link[0].delay >= o->sp.timeout)
+    return cli_usage_error(late, "--slow-link", link, f->link[0].delay, o->sp.timeout);
+  for (size_t i = 0; i < (size_t)f->n_points * (size_t)f->n_trace_links; i++)
+    if (f->trace_delay[i] >= o->sp.timeout)
+      return cli_usage_error(late, "--fault-trace", trace, f->trace_delay[i], o->sp.timeout);
+  return 0;
+}
+
 /* --slow-rank R:F[@S], --slow-link A-B:+D[@S] (D in ms unless it says),
  * --fault-trace FILE[@S]. The ranks are checked against the pipeline once
  * it is known (a schedule file or a resumed run sets P): the runtime names
@@ -319,6 +345,8 @@ static int parse_faults(const cli_args *a, train_opts *o) {
     kt_status st = kt_faults_load_trace(&o->faults, path, (int)s - 1, &err);
     if (st) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
   }
+  int rc = check_fault_reach(a, o);
+  if (rc) return rc;
   if (kt_faults_any(&o->faults)) o->sp.faults = &o->faults;
   o->sp.autopilot = cli_has(a, "autopilot");
   return 0;
