@@ -163,6 +163,11 @@ case_ "2 links"             compare -p 4 -m 8 --comm 1,2
 case_ "M=8"                 compare -p 4 -m 8 --tf '1,2;3,4;5,6;7,8'
 case_ "mb-tokens=15"        compare --doc-lengths lognormal:1:16:1024 --mb-tokens 15
 case_ "M >= P"              compare -p 4 -m 2 --schedules interleaved
+# per-link latency and bandwidth: a list counts as given (a latency list
+# alone was ignored, a bandwidth list with --comm-bytes refused)
+case_ "--comm-latency 3 needs --comm-bandwidth" sim -p 4 --comm-latency 1,2,3
+case_ "both set the time of a hop" sim -p 4 --comm 1 --comm-bandwidth 1,2,3
+case_ "link 1 has 0"        sim -p 4 --comm-bandwidth 1,0,3 --comm-bytes 1
 # packing flags without documents to pack were ignored by sim and compare
 case_ "--packing balanced"  sim --packing balanced
 case_ "--mb-tokens 64"      sim --mb-tokens 64

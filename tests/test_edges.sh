@@ -50,6 +50,18 @@ for s in 1f1b zb-h1 zb-auto zbv interleaved dualpipev v-half optimal; do
   finite sim -s "$s" -p 4 -m 8 --comm-bytes 1e15 --comm-bandwidth 1e-15 --comm-latency 1e15 -f json
 done
 finite compare -p 3 -m 6 --tf 1e15 --tb 1e-15 --mem-act 1e15 --mem-wgrad 1e-15 -f json
+# per-link bandwidth (and latency) lists: each link's hop is latency + bytes/bandwidth
+for args in "--comm-bandwidth 1,2,4 --comm-bytes 2:2,1,0.5" \
+            "--comm-latency 0.5,1,0 --comm-bandwidth 1,2,4 --comm-bytes 2:2.5,2,0.5" \
+            "--comm-latency 1 --comm-bandwidth 1,2,4 --comm-bytes 2:3,2,1.5"; do
+  # shellcheck disable=SC2086
+  finite sim -p 4 -m 8 ${args%%:*} -f json
+  python3 -c '
+import json, sys
+links = json.load(open("out.json"))["costs"]["links"]
+assert links == [float(x) for x in sys.argv[1].split(",")], links' "${args##*:}" &&
+    ok || bad "sim ${args%%:*}: the links' hops are not ${args##*:}"
+done
 # optimal and zb-auto under their default limit (none given) at the top of the range
 timeout 60 "$K" sim -s optimal -p 2 -m 2 --tf 1e15 --tb 1e15 --tw 1e15 >out.txt 2>err.txt &&
   ok || bad "optimal at 1e15: $(cat err.txt)"
