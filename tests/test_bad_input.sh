@@ -153,6 +153,11 @@ case_ "'ok.trace@3'"        "${syn[@]}" --fault-trace ok.trace@3
 case_ "'0_1' is named twice" "${syn[@]}" --fault-trace dup.trace
 case_ "relinked.trace:2"    "${syn[@]}" --fault-trace relinked.trace
 case_ "NUL byte"            "${syn[@]}" --fault-trace nul.trace
+# synthetic cost lists: one entry per stage that runs (a shorter list was read
+# past its end, a longer one cut), no per-micro-batch form (it was averaged)
+case_ "list 2 stages; the pipeline has 4" "${syn[@]}" --tf 1,2
+case_ "list 3 stages; the pipeline has 2" train --synthetic -p 2 -m 2 --steps 1 --no-live --tf 1,2,3
+case_ "'1,2;3,4'"           train --synthetic -p 2 -m 2 --steps 1 --no-live --tf '1,2;3,4'
 # compare: a fault off the pipeline, or input no row can take, is the
 # input's error (it once printed an empty table and exit 0)
 case_ "slow-rank 4"         compare -p 4 -m 8 --slow-rank 4:2

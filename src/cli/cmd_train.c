@@ -367,6 +367,10 @@ static int parse_stage_costs(const cli_args *a, train_opts *o) {
     if (!o->sp.synthetic)
       rc = cli_usage_error("--%s %s: a list of stage costs is for --synthetic", names[k], v);
     else if (kt_costs_set(&c, names[k], v, &err)) rc = cli_usage_error("--%s", err.msg);
+    else if (c.n_mb > 0) /* the stage summary would stand in for them unsaid */
+      rc = cli_usage_error("--%s '%.40s': a cost per micro-batch is for sim and compare; a "
+                           "synthetic run takes one per stage (or --doc-lengths)",
+                           names[k], v);
   }
   int S = c.n_stages;
   if (!rc && lists && !(o->syn_stage_ms = kt_calloc(3 * (size_t)S, sizeof(double))))
