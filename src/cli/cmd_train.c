@@ -329,6 +329,12 @@ static int parse_faults(const cli_args *a, train_opts *o) {
   const char *rank = cli_get(a, "slow-rank"), *link = cli_get(a, "slow-link");
   const char *trace = cli_get(a, "fault-trace");
   kt_error err = {{0}};
+  /* the command line keeps one value of a flag: a second fault would drop the first */
+  static const char *const once[] = {"slow-rank", "slow-link", "fault-trace", "inject-nan"};
+  for (int i = 0; i < a->n_opts; i++)
+    for (size_t k = 0; k < sizeof once / sizeof *once; k++)
+      if (a->given[i] > 1 && !strcmp(a->opts[i].name, once[k]))
+        return cli_usage_error("--%s is given %d times: give it once", once[k], a->given[i]);
   if (rank && kt_faults_add_rank(&o->faults, rank, &err)) return cli_usage_error("--%s", err.msg);
   if (link && kt_faults_add_link(&o->faults, link, 1e-3, 1, &err))
     return cli_usage_error("--%s", err.msg);
@@ -402,6 +408,9 @@ static int parse_inject_nan(const cli_args *a, train_opts *o) {
   if (colon && kt_parse_int(colon + 1, 0, KT_MAX_RANKS - 1, &r))
     return cli_usage_error("--inject-nan '%s': rank '%s' is not a pipeline rank (0, 1, ...)", v,
                            colon + 1);
+  if (st > o->sp.steps && (!o->sp.resume || cli_has(a, "steps")))
+    return cli_usage_error("--inject-nan '%s': step %ld is past the run's last step (--steps %d)",
+                           v, st, o->sp.steps);
   o->sp.nan_step = (int)st - 1, o->sp.nan_rank = (int)r;
   return 0;
 }
