@@ -66,6 +66,16 @@ done
 timeout 60 "$K" sim -s optimal -p 2 -m 2 --tf 1e15 --tb 1e15 --tw 1e15 >out.txt 2>err.txt &&
   ok || bad "optimal at 1e15: $(cat err.txt)"
 
+# balanced packing of the most documents a step can draw (10 million, one
+# token and up) into 2048 micro-batches: it scanned every micro-batch for
+# every document (over 3 minutes); now well within a minute
+plimit=60
+[ "${KT_SANITIZED:-0}" = 1 ] && plimit=300
+timeout -k 5 "$plimit" "$K" sim -s 1f1b -p 4 -m 2048 --doc-lengths lognormal:1:1:1048576 \
+  --mb-tokens 67108864 --packing balanced -f json >out.json 2>err.txt &&
+  python3 -c 'import json; assert json.load(open("out.json"))["packing"]["documents"] > 1000000' &&
+  ok || bad "balanced packing of 10 million documents did not end within $plimit s: $(cat err.txt)"
+
 # --- 6. one rule: a value too small for a double, a key or flag twice --------
 printf '{"tf": 5e-324}' >tiny.json
 refused "5e-324"   sim --tf 5e-324

@@ -144,41 +144,86 @@ static int longer_first(const void *a, const void *b) {
   return x->i - y->i;
 }
 
+/* The micro-batches as a binary min-heap on (load, index): the order the
+ * first-cheapest scan picks them in. */
+typedef struct {
+  int *at, n;
+  const kt_pack *pk;
+  const kt_token_model *tm;
+} bin_heap;
+
+static int cheaper(const bin_heap *h, int a, int b) {
+  double la = load(h->tm, h->pk->tokens[a], h->pk->sq[a]);
+  double lb = load(h->tm, h->pk->tokens[b], h->pk->sq[b]);
+  return la < lb || (la == lb && a < b);
+}
+
+static void heap_push(bin_heap *h, int k) {
+  int i = h->n++;
+  for (; i > 0 && cheaper(h, k, h->at[(i - 1) / 2]); i = (i - 1) / 2) h->at[i] = h->at[(i - 1) / 2];
+  h->at[i] = k;
+}
+
+static int heap_pop(bin_heap *h) {
+  int top = h->at[0], last = h->at[--h->n], i = 0;
+  for (int c; (c = 2 * i + 1) < h->n; i = c) {
+    if (c + 1 < h->n && cheaper(h, h->at[c + 1], h->at[c])) c++;
+    if (!cheaper(h, h->at[c], last)) break;
+    h->at[i] = h->at[c];
+  }
+  if (h->n) h->at[i] = last;
+  return top;
+}
+
+/* The cheapest micro-batch with room for a document of len tokens (-1:
+ * none), taken off the heap; those passed over go back, except any too
+ * full for the shortest document still to come (shortest). */
+static int cheapest_with_room(bin_heap *h, int len, int shortest, int *skipped) {
+  int n_skip = 0, best = -1;
+  while (h->n && best < 0) {
+    int k = heap_pop(h);
+    if (h->pk->tokens[k] + len <= h->tm->budget) best = k;
+    else if (h->pk->tokens[k] + shortest <= h->tm->budget) skipped[n_skip++] = k;
+  }
+  for (int j = 0; j < n_skip; j++) heap_push(h, skipped[j]);
+  return best;
+}
+
 /* LPT: documents longest first, each onto the cheapest micro-batch with room. */
 static kt_status balanced_pack(const int *len, kt_pack *pk, const kt_token_model *tm,
                                kt_error *err) {
   int n = pk->n_docs, m = pk->m;
   doc *idx = malloc(sizeof(doc) * (size_t)(n + 1));
   int *bin = malloc(sizeof(int) * (size_t)(n + 1));
-  if (!idx || !bin) {
-    free(idx), free(bin);
+  int *heap = malloc(sizeof(int) * 2 * (size_t)m);
+  if (!idx || !bin || !heap) {
+    free(idx), free(bin), free(heap);
     return kt_fail(err, KT_ENOMEM, "out of memory packing %d documents", n);
   }
   for (int i = 0; i < n; i++) idx[i] = (doc){len[i], i};
   qsort(idx, (size_t)n, sizeof *idx, longer_first);
+  bin_heap h = {heap, 0, pk, tm};
+  for (int k = 0; k < m; k++) heap_push(&h, k);
   for (int r = 0; r < n; r++) {
-    int i = idx[r].i, best = -1;
-    for (int k = 0; k < m; k++)
-      if (pk->tokens[k] + len[i] <= tm->budget &&
-          (best < 0 ||
-           load(tm, pk->tokens[k], pk->sq[k]) < load(tm, pk->tokens[best], pk->sq[best])))
-        best = k;
+    int i = idx[r].i, best = cheapest_with_room(&h, len[i], idx[n - 1].len, heap + m);
     bin[i] = best;
     if (best < 0) {
       pk->left_out++;
       continue;
     }
     pk->tokens[best] += len[i], pk->sq[best] += (double)len[i] * len[i];
+    heap_push(&h, best);
   }
   /* documents grouped by micro-batch, in data order inside each */
-  int at = 0;
-  for (int k = 0; k < m; k++) {
-    pk->first[k] = at;
-    for (int i = 0; i < n; i++)
-      if (bin[i] == k) pk->doc_of[at++] = i;
-  }
-  pk->first[m] = at;
-  free(idx), free(bin);
+  for (int k = 0; k <= m; k++) pk->first[k] = 0;
+  for (int i = 0; i < n; i++)
+    if (bin[i] >= 0) pk->first[bin[i] + 1]++;
+  for (int k = 0; k < m; k++) pk->first[k + 1] += pk->first[k];
+  for (int i = 0; i < n; i++) /* first[k] walks micro-batch k's slots, then is set back */
+    if (bin[i] >= 0) pk->doc_of[pk->first[bin[i]]++] = i;
+  for (int k = m; k > 0; k--) pk->first[k] = pk->first[k - 1];
+  pk->first[0] = 0;
+  free(idx), free(bin), free(heap);
   return KT_OK;
 }
 
