@@ -155,6 +155,8 @@ case_ "relinked.trace:2"    "${syn[@]}" --fault-trace relinked.trace
 case_ "NUL byte"            "${syn[@]}" --fault-trace nul.trace
 case_ "--slow-rank is given 2 times" "${syn[@]}" --slow-rank 1:2 --slow-rank 0:2
 case_ "'3': step 3 is past" "${syn[@]}" --inject-nan 3
+case_ "--gemm has no meaning with --synthetic" "${syn[@]}" --gemm blis
+case_ "--threads-per-rank has no meaning"      "${syn[@]}" --threads-per-rank 4
 # synthetic cost lists: one entry per stage that runs (a shorter list was read
 # past its end, a longer one cut), no per-micro-batch form (it was averaged)
 case_ "list 2 stages; the pipeline has 4" "${syn[@]}" --tf 1,2

@@ -282,6 +282,10 @@ static int check_conflicts(const cli_args *a, const train_opts *o) {
   const kt_session_params *sp = &o->sp;
   if (sp->synthetic && sp->partition)
     return cli_usage_error("--partition has no meaning with --synthetic");
+  /* synthetic ops sleep: no matmuls, no compute threads */
+  if (sp->synthetic && (cli_has(a, "gemm") || cli_has(a, "threads-per-rank")))
+    return cli_usage_error("--%s has no meaning with --synthetic (its ops sleep: no matmuls)",
+                           cli_has(a, "gemm") ? "gemm" : "threads-per-rank");
   if (sp->synthetic && o->sp.mem_limit.kind == KT_MEM_BYTES)
     return cli_usage_error("--mem-limit in bytes needs a model's activation sizes; --synthetic has "
                            "none (give activations per rank or a fraction such as 0.5x)");
