@@ -162,6 +162,12 @@ case_ "--threads-per-rank has no meaning"      "${syn[@]}" --threads-per-rank 4
 case_ "list 2 stages; the pipeline has 4" "${syn[@]}" --tf 1,2
 case_ "list 3 stages; the pipeline has 2" train --synthetic -p 2 -m 2 --steps 1 --no-live --tf 1,2,3
 case_ "'1,2;3,4'"           train --synthetic -p 2 -m 2 --steps 1 --no-live --tf '1,2;3,4'
+# a slow link no message crosses (1f1b's ranks 3 and 0) changed nothing, silently
+printf '0.1;0_1,3_0;0.01,0.01\n' >wrap.trace
+case_ "slow link 0-3: no message of 1f1b" sim -p 4 -m 8 --slow-link 3-0:+5
+case_ "slow link 0-3: no message of zbv"  sim -s zbv -p 4 -m 8 --slow-link 0-3:+5
+case_ "slow link 0-3"       "${syn[@]}" --slow-link 3-0:+1
+case_ "slow link 0-3"       "${syn[@]}" --fault-trace wrap.trace
 # compare: a fault off the pipeline, or input no row can take, is the
 # input's error (it once printed an empty table and exit 0)
 case_ "slow-rank 4"         compare -p 4 -m 8 --slow-rank 4:2
