@@ -25,7 +25,7 @@ n=0
 case_() {
   local needle=$1; shift
   n=$((n + 1))
-  timeout 60 "$K" "$@" >out.txt 2>err.txt; local rc=$?
+  timeout -k 10 60 "$K" "$@" >out.txt 2>err.txt; local rc=$?
   if [ $rc != 2 ]; then bad "#$n exit $rc (want 2): kaiten $* :: $(head -c 300 err.txt)"; return; fi
   ok
   if [ "$(wc -l <err.txt)" = 1 ]; then ok; else bad "#$n stderr not one line: kaiten $* :: $(cat err.txt)"; fi
@@ -135,6 +135,59 @@ case_ "'1.5'"                   sim --doc-lengths lognormal:1:16:1024 --attn-sha
 case_ "micro-batch 1 keeps more for its W" sim -s optimal -p 2 -m 2 --tf '1,2;1,2' --mem-wgrad '0.5,2;0.5,2'
 case_ "need --doc-lengths"      train --synthetic --packing balanced --steps 1 --no-live
 case_ "'lognormal:9'"           train --synthetic --doc-lengths lognormal:9 --steps 1 --no-live
+# faults: a delay the watchdog would take for a lost peer (a run once slept
+# it for ever), an onset past the run, a trace read without bound or whose
+# lines name other links than its first (their delays were misattributed)
+printf '0.1;0_1,0_1;0.01,0.02\n' >dup.trace
+printf '0.1;0_1;0.01\n0.2;1_2;0.02\n' >relinked.trace
+printf '0.1;0_1;0.01\0\n' >nul.trace
+printf '0.1;0_1;100\n' >late.trace
+printf '0.1;0_1;0.01\n' >ok.trace
+syn=(train --synthetic -p 4 -m 4 --steps 2 --no-live --tf 0.1 --tb 0.1 --tw 0.1)
+case_ "'0-1:+1e308'"        "${syn[@]}" --slow-link 0-1:+1e308
+case_ "--timeout 60"        "${syn[@]}" --slow-link 0-1:+60s
+case_ "'late.trace'"        "${syn[@]}" --fault-trace late.trace
+case_ "'1:2@3'"             "${syn[@]}" --slow-rank 1:2@3
+case_ "'0-1:+1@3'"          "${syn[@]}" --slow-link 0-1:+1@3
+case_ "'ok.trace@3'"        "${syn[@]}" --fault-trace ok.trace@3
+case_ "'0_1' is named twice" "${syn[@]}" --fault-trace dup.trace
+case_ "relinked.trace:2"    "${syn[@]}" --fault-trace relinked.trace
+case_ "NUL byte"            "${syn[@]}" --fault-trace nul.trace
+case_ "--slow-rank is given 2 times" "${syn[@]}" --slow-rank 1:2 --slow-rank 0:2
+case_ "'3': step 3 is past" "${syn[@]}" --inject-nan 3
+case_ "--gemm has no meaning with --synthetic" "${syn[@]}" --gemm blis
+case_ "--threads-per-rank has no meaning"      "${syn[@]}" --threads-per-rank 4
+# synthetic cost lists: one entry per stage that runs (a shorter list was read
+# past its end, a longer one cut), no per-micro-batch form (it was averaged)
+case_ "list 2 stages; the pipeline has 4" "${syn[@]}" --tf 1,2
+case_ "list 3 stages; the pipeline has 2" train --synthetic -p 2 -m 2 --steps 1 --no-live --tf 1,2,3
+case_ "'1,2;3,4'"           train --synthetic -p 2 -m 2 --steps 1 --no-live --tf '1,2;3,4'
+# a slow link no message crosses (1f1b's ranks 3 and 0) changed nothing, silently
+printf '0.1;0_1,3_0;0.01,0.01\n' >wrap.trace
+case_ "slow link 0-3: no message of 1f1b" sim -p 4 -m 8 --slow-link 3-0:+5
+case_ "slow link 0-3: no message of zbv"  sim -s zbv -p 4 -m 8 --slow-link 0-3:+5
+case_ "slow link 0-3"       "${syn[@]}" --slow-link 3-0:+1
+case_ "slow link 0-3"       "${syn[@]}" --fault-trace wrap.trace
+# compare: a fault off the pipeline, or input no row can take, is the
+# input's error (it once printed an empty table and exit 0)
+case_ "slow-rank 4"         compare -p 4 -m 8 --slow-rank 4:2
+case_ "slow-link 1-3"       compare -p 4 -m 8 --slow-link 1-3:+1
+case_ "1e+308"              compare -p 4 -m 8 --slow-link 0-1:+1e308
+case_ "3 stages"            compare -p 4 -m 8 --tf 1,2,3
+case_ "2 links"             compare -p 4 -m 8 --comm 1,2
+case_ "M=8"                 compare -p 4 -m 8 --tf '1,2;3,4;5,6;7,8'
+case_ "mb-tokens=15"        compare --doc-lengths lognormal:1:16:1024 --mb-tokens 15
+case_ "M >= P"              compare -p 4 -m 2 --schedules interleaved
+# per-link latency and bandwidth: a list counts as given (a latency list
+# alone was ignored, a bandwidth list with --comm-bytes refused)
+case_ "--comm-latency 3 needs --comm-bandwidth" sim -p 4 --comm-latency 1,2,3
+case_ "both set the time of a hop" sim -p 4 --comm 1 --comm-bandwidth 1,2,3
+case_ "link 1 has 0"        sim -p 4 --comm-bandwidth 1,0,3 --comm-bytes 1
+# packing flags without documents to pack were ignored by sim and compare
+case_ "--packing balanced"  sim --packing balanced
+case_ "--mb-tokens 64"      sim --mb-tokens 64
+case_ "--attn-share 0.5"    compare --attn-share 0.5
+case_ "--seed 3"            compare --seed 3
 
 # nothing partial is written when the input is bad
 timeout 60 "$K" sim -p 0 -o never.txt >/dev/null 2>&1

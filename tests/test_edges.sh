@@ -50,9 +50,31 @@ for s in 1f1b zb-h1 zb-auto zbv interleaved dualpipev v-half optimal; do
   finite sim -s "$s" -p 4 -m 8 --comm-bytes 1e15 --comm-bandwidth 1e-15 --comm-latency 1e15 -f json
 done
 finite compare -p 3 -m 6 --tf 1e15 --tb 1e-15 --mem-act 1e15 --mem-wgrad 1e-15 -f json
+# per-link bandwidth (and latency) lists: each link's hop is latency + bytes/bandwidth
+for args in "--comm-bandwidth 1,2,4 --comm-bytes 2:2,1,0.5" \
+            "--comm-latency 0.5,1,0 --comm-bandwidth 1,2,4 --comm-bytes 2:2.5,2,0.5" \
+            "--comm-latency 1 --comm-bandwidth 1,2,4 --comm-bytes 2:3,2,1.5"; do
+  # shellcheck disable=SC2086
+  finite sim -p 4 -m 8 ${args%%:*} -f json
+  python3 -c '
+import json, sys
+links = json.load(open("out.json"))["costs"]["links"]
+assert links == [float(x) for x in sys.argv[1].split(",")], links' "${args##*:}" &&
+    ok || bad "sim ${args%%:*}: the links' hops are not ${args##*:}"
+done
 # optimal and zb-auto under their default limit (none given) at the top of the range
 timeout 60 "$K" sim -s optimal -p 2 -m 2 --tf 1e15 --tb 1e15 --tw 1e15 >out.txt 2>err.txt &&
   ok || bad "optimal at 1e15: $(cat err.txt)"
+
+# balanced packing of the most documents a step can draw (10 million, one
+# token and up) into 2048 micro-batches: it scanned every micro-batch for
+# every document (over 3 minutes); now well within a minute
+plimit=60
+[ "${KT_SANITIZED:-0}" = 1 ] && plimit=300
+timeout -k 5 "$plimit" "$K" sim -s 1f1b -p 4 -m 2048 --doc-lengths lognormal:1:1:1048576 \
+  --mb-tokens 67108864 --packing balanced -f json >out.json 2>err.txt &&
+  python3 -c 'import json; assert json.load(open("out.json"))["packing"]["documents"] > 1000000' &&
+  ok || bad "balanced packing of 10 million documents did not end within $plimit s: $(cat err.txt)"
 
 # --- 6. one rule: a value too small for a double, a key or flag twice --------
 printf '{"tf": 5e-324}' >tiny.json
@@ -85,7 +107,8 @@ refused "unknown command" "$long"
 
 # --- 2. schedule and cost files without end: stopped at once, the cap named --
 for args in "sim --schedule-file /dev/zero" "compare --schedule-file /dev/zero" \
-            "validate /dev/zero" "sim --costs /dev/zero" "compare --costs /dev/zero"; do
+            "validate /dev/zero" "sim --costs /dev/zero" "compare --costs /dev/zero" \
+            "train --synthetic --steps 1 --no-live --fault-trace /dev/zero"; do
   # shellcheck disable=SC2086
   refused "NUL byte" $args
   grep -q "MiB" err.txt && ok || bad "$args: the cap is not named: $(cat err.txt)"

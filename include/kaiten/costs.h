@@ -393,6 +393,11 @@ kt_status kt_faults_load_trace(kt_faults *f, const char *path, int onset, kt_err
 /* The ranks within 0..p-1 and each link between ranks next to each other
  * (or rank 0 and p - 1). EINVAL naming the fault. */
 kt_status kt_faults_check(const kt_faults *f, int p, kt_error *err);
+/* 1 with *a < *b the first link fault (a slow link or a trace's link)
+ * that no message of a schedule crosses: no two consecutive stages of
+ * stage_rank[n_stages] run on its ranks (the wrap P-1 to 0 in 1F1B), so
+ * the fault would change nothing. 0 when every one is crossed. */
+int kt_faults_unused_link(const kt_faults *f, const int *stage_rank, int n_stages, int *a, int *b);
 /* Whether any fault is set; whether any is on a link (a run then stamps
  * its messages with when they are due). */
 int kt_faults_any(const kt_faults *f);

@@ -163,7 +163,8 @@ kt_status kt_request_set_order(kt_request *rq, const char *text, const char *nam
 kt_status kt_request_read_order(kt_request *rq, const char *path, const char *name, kt_error *err);
 
 /* Checks the settings that depend on each other (comm and comm-bandwidth
- * both set, comm-bytes or comm-latency alone, all compute costs 0). */
+ * both set, comm-bytes or comm-latency alone, a per-link list counting as
+ * set; a link's bandwidth 0 in a list; all compute costs 0). */
 kt_status kt_request_check(const kt_request *rq, kt_error *err);
 
 /* ---- the result ------------------------------------------------------------------ */

@@ -194,6 +194,12 @@ double kt_idle_cause(const kt_idle_split *s, int i);
  * seconds: what the six sum to, the step) */
 void kt_idle_split_json(const kt_idle_split *s, kt_buf *b);
 
+/* EINVAL when a link fault of f (a slow link, a trace's link) joins ranks
+ * no message of sc crosses (no two consecutive stages run on them: the
+ * wrap from the last rank to rank 0 in 1F1B), naming it: the fault would
+ * change nothing. */
+kt_status kt_sim_check_fault_links(const kt_faults *f, const kt_schedule *sc, kt_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -67,15 +67,16 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Shared option groups (costs and layout), and their readers. */
 #define CLI_COST_OPTS \
   {"tf", 0, "X", \
-   "forward cost of one rank's share of the model (a schedule with V chunks per rank runs X/V per stage); a list x0,x1,... is per stage"}, \
+   "forward cost of one rank's share of the model (a schedule with V chunks per rank runs X/V per stage); a list x0,x1,... is per stage; 'a,b;c,d' is per stage (;) and micro-batch (,)"}, \
       {"tb", 0, "X", "input-gradient (I) cost, on the same basis; a full backward B costs tb+tw"}, \
       {"tw", 0, "X", "weight-gradient (W) cost, on the same basis"}, \
       {"per-stage", 0, NULL, "scalar costs and memory are per stage, not per rank's share"}, \
       {"comm", 0, "X", \
        "communication time per hop between ranks (default 0); a list x0,x1,... is per link (i: ranks i, i+1)"}, \
-      {"comm-latency", 0, "X", "per-message latency (with --comm-bandwidth)"}, \
+      {"comm-latency", 0, "X", "per-message latency (with --comm-bandwidth); a list is per link"}, \
       {"comm-bytes", 0, "N", "bytes per message (with --comm-bandwidth)"}, \
-      {"comm-bandwidth", 0, "X", "bytes per time unit; hop = latency + bytes/bandwidth"}, \
+      {"comm-bandwidth", 0, "X", \
+       "bytes per time unit; hop = latency + bytes/bandwidth; a list is per link"}, \
       {"send-overhead", 0, "X", "time a rank spends posting each message it sends (default 0)"}, \
       {"op-overhead", 0, "X", \
        "time every compute action (F, B, I, W) adds beyond its cost (default 0)"}, \
@@ -138,9 +139,10 @@ int cli_order_read(const cli_args *a, const char *path, kt_result *res);
        "zb-auto, zbv-auto: quick | default | thorough (the same as --thorough)"}, \
       CLI_TIME_LIMIT_OPT, \
       {"slow-rank", 0, "R:F[@S]", \
-       "rank R's compute takes F times as long (a straggler; F in 1..1000)"}, \
+       "rank R's compute takes F times as long (a straggler; F in 1..1000; the fault as it is once begun: @S is train's)"}, \
   { \
-    "slow-link", 0, "A-B:+D[@S]", "messages between ranks A and B take D (the costs' unit) longer" \
+    "slow-link", 0, "A-B:+D[@S]", \
+        "messages between ranks A and B (next to each other) take D (the costs' unit) longer" \
   }
 
 /* Documents of varying length packed into the micro-batches (kaiten/packing.h). */

@@ -98,6 +98,8 @@ static int build(sim_run *r) {
   kt_status st = kt_request_build(&r->rq, &r->res, &err);
   if (st) return cli_fail(st, &err);
   r->built = 1;
+  if ((st = kt_sim_check_fault_links(&r->rq.faults, &r->res.order, &err)))
+    return cli_fail(st, &err);
   if (r->res.read_info[0]) fprintf(stderr, "kaiten: %s\n", r->res.read_info);
   return 0;
 }

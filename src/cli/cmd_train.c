@@ -57,11 +57,11 @@ static const cli_opt train_opts_table[] = {
     {"grad-bytes", 0, "N", "synthetic gradient bytes per stage, all-reduced over D (default 0)"},
     CLI_TRAIN_PACKING_OPTS,
     {"slow-rank", 0, "R:F[@S]",
-     "fault injection: pipeline rank R's compute takes F times as long (F >= 1), from step S"},
+     "fault injection: pipeline rank R's compute takes F times as long (F in 1..1000), from step S"},
     {"slow-link", 0, "A-B:+D[@S]",
-     "fault injection: messages between ranks A and B arrive D ms later (or 0.1s, 500us), from step S"},
+     "fault injection: messages between ranks A and B arrive D ms later (or 0.1s, 500us; below --timeout), from step S"},
     {"fault-trace", 0, "FILE[@S]",
-     "fault injection: link delays over time, lines time_s;links;delays (PipeMorph's traces), from step S"},
+     "fault injection: link delays over time, lines time_s;links;delays (PipeMorph's traces, seconds), from step S"},
     {"autopilot", 0, NULL,
      "re-plan between steps when a rank or link slows down: a new order or partition, when worth its switch"},
     {"inject-nan", 0, "S[:R]",
@@ -282,6 +282,10 @@ static int check_conflicts(const cli_args *a, const train_opts *o) {
   const kt_session_params *sp = &o->sp;
   if (sp->synthetic && sp->partition)
     return cli_usage_error("--partition has no meaning with --synthetic");
+  /* synthetic ops sleep: no matmuls, no compute threads */
+  if (sp->synthetic && (cli_has(a, "gemm") || cli_has(a, "threads-per-rank")))
+    return cli_usage_error("--%s has no meaning with --synthetic (its ops sleep: no matmuls)",
+                           cli_has(a, "gemm") ? "gemm" : "threads-per-rank");
   if (sp->synthetic && o->sp.mem_limit.kind == KT_MEM_BYTES)
     return cli_usage_error("--mem-limit in bytes needs a model's activation sizes; --synthetic has "
                            "none (give activations per rank or a fraction such as 0.5x)");
@@ -295,6 +299,32 @@ static int check_conflicts(const cli_args *a, const train_opts *o) {
   return 0;
 }
 
+/* The faults' onsets within the run's steps, and each link delay below the
+ * watchdog's --timeout (a message that late is a lost peer's, and a run
+ * sleeping it could not be stopped). */
+static int check_fault_reach(const cli_args *a, const train_opts *o) {
+  const kt_faults *f = &o->faults;
+  const char *rank = cli_get(a, "slow-rank"), *link = cli_get(a, "slow-link");
+  const char *trace = cli_get(a, "fault-trace");
+  int steps = o->sp.steps, check_steps = !o->sp.resume || cli_has(a, "steps");
+  const char *past = "%s '%s': step %d is past the run's last step (--steps %d)";
+  if (check_steps && f->n_rank && f->rank[0].onset >= steps)
+    return cli_usage_error(past, "--slow-rank", rank, f->rank[0].onset + 1, steps);
+  if (check_steps && f->n_link && f->link[0].onset >= steps)
+    return cli_usage_error(past, "--slow-link", link, f->link[0].onset + 1, steps);
+  if (check_steps && f->n_points && f->trace_onset >= steps)
+    return cli_usage_error(past, "--fault-trace", trace, f->trace_onset + 1, steps);
+  const char *late =
+      "%s '%s': a delay of %g s is not below the watchdog's --timeout %g s (a peer that "
+      "late is taken for lost)";
+  if (f->n_link && f->link[0].delay >= o->sp.timeout)
+    return cli_usage_error(late, "--slow-link", link, f->link[0].delay, o->sp.timeout);
+  for (size_t i = 0; i < (size_t)f->n_points * (size_t)f->n_trace_links; i++)
+    if (f->trace_delay[i] >= o->sp.timeout)
+      return cli_usage_error(late, "--fault-trace", trace, f->trace_delay[i], o->sp.timeout);
+  return 0;
+}
+
 /* --slow-rank R:F[@S], --slow-link A-B:+D[@S] (D in ms unless it says),
  * --fault-trace FILE[@S]. The ranks are checked against the pipeline once
  * it is known (a schedule file or a resumed run sets P): the runtime names
@@ -303,6 +333,12 @@ static int parse_faults(const cli_args *a, train_opts *o) {
   const char *rank = cli_get(a, "slow-rank"), *link = cli_get(a, "slow-link");
   const char *trace = cli_get(a, "fault-trace");
   kt_error err = {{0}};
+  /* the command line keeps one value of a flag: a second fault would drop the first */
+  static const char *const once[] = {"slow-rank", "slow-link", "fault-trace", "inject-nan"};
+  for (int i = 0; i < a->n_opts; i++)
+    for (size_t k = 0; k < sizeof once / sizeof *once; k++)
+      if (a->given[i] > 1 && !strcmp(a->opts[i].name, once[k]))
+        return cli_usage_error("--%s is given %d times: give it once", once[k], a->given[i]);
   if (rank && kt_faults_add_rank(&o->faults, rank, &err)) return cli_usage_error("--%s", err.msg);
   if (link && kt_faults_add_link(&o->faults, link, 1e-3, 1, &err))
     return cli_usage_error("--%s", err.msg);
@@ -319,6 +355,8 @@ static int parse_faults(const cli_args *a, train_opts *o) {
     kt_status st = kt_faults_load_trace(&o->faults, path, (int)s - 1, &err);
     if (st) return cli_fail(st == KT_EIO ? KT_EINVAL : st, &err);
   }
+  int rc = check_fault_reach(a, o);
+  if (rc) return rc;
   if (kt_faults_any(&o->faults)) o->sp.faults = &o->faults;
   o->sp.autopilot = cli_has(a, "autopilot");
   return 0;
@@ -339,6 +377,10 @@ static int parse_stage_costs(const cli_args *a, train_opts *o) {
     if (!o->sp.synthetic)
       rc = cli_usage_error("--%s %s: a list of stage costs is for --synthetic", names[k], v);
     else if (kt_costs_set(&c, names[k], v, &err)) rc = cli_usage_error("--%s", err.msg);
+    else if (c.n_mb > 0) /* the stage summary would stand in for them unsaid */
+      rc = cli_usage_error("--%s '%.40s': a cost per micro-batch is for sim and compare; a "
+                           "synthetic run takes one per stage (or --doc-lengths)",
+                           names[k], v);
   }
   int S = c.n_stages;
   if (!rc && lists && !(o->syn_stage_ms = kt_calloc(3 * (size_t)S, sizeof(double))))
@@ -370,6 +412,9 @@ static int parse_inject_nan(const cli_args *a, train_opts *o) {
   if (colon && kt_parse_int(colon + 1, 0, KT_MAX_RANKS - 1, &r))
     return cli_usage_error("--inject-nan '%s': rank '%s' is not a pipeline rank (0, 1, ...)", v,
                            colon + 1);
+  if (st > o->sp.steps && (!o->sp.resume || cli_has(a, "steps")))
+    return cli_usage_error("--inject-nan '%s': step %ld is past the run's last step (--steps %d)",
+                           v, st, o->sp.steps);
   o->sp.nan_step = (int)st - 1, o->sp.nan_rank = (int)r;
   return 0;
 }

@@ -79,8 +79,22 @@ static int read_run_costs(const cli_args *a, const char *dir, kt_request *rq) {
   return st ? cli_fail(st, &err) : 0;
 }
 
+/* --packing, --mb-tokens, --attn-share and --seed say how documents are
+ * packed: without --doc-lengths there are none, and they would be ignored. */
+static int packing_without_docs(const cli_args *a) {
+  static const char *const keys[] = {"packing", "mb-tokens", "attn-share", "seed"};
+  if (cli_has(a, "doc-lengths")) return 0;
+  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+    if (command_takes(a, "doc-lengths") && cli_has(a, keys[i]))
+      return cli_usage_error("--%s %.40s: --packing, --mb-tokens, --attn-share and --seed need "
+                             "--doc-lengths (the documents they pack)",
+                             keys[i], cli_get(a, keys[i]));
+  return 0;
+}
+
 int cli_request_read(const cli_args *a, kt_request *rq) {
   kt_request_init(rq);
+  if (packing_without_docs(a)) return 2;
   const char *file = cli_get(a, "costs");
   kt_error err = {{0}};
   kt_status st;

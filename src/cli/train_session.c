@@ -250,7 +250,15 @@ static void print_start(train_run *r) {
           sc->name[0] ? sc->name : "file", sc->p, sc->v, sc->m, sp->micro_batch, sp->grad_accum,
           sp->data_parallel, sp->use_mpi ? "MPI" : "threads",
           (long)sp->grad_accum * sp->m * sp->micro_batch * sp->data_parallel);
-  if (sp->synthetic) {
+  if (sp->synthetic && sp->syn_stage_ms) { /* the lists as they run, not a uniform value */
+    fputs("synthetic workload:", t);
+    for (int k = 0; k < 3; k++) {
+      fprintf(t, " %s=", (const char *[]){"tf", "tb", "tw"}[k]);
+      for (int st = 0; st < sp->syn_stages; st++)
+        fprintf(t, "%s%g", st ? "," : "", sp->syn_stage_ms[3 * st + k]);
+    }
+    fprintf(t, " ms per stage, %zu-byte tensors\n", sp->syn_act_bytes);
+  } else if (sp->synthetic) {
     fprintf(t, "synthetic workload: tf=%g tb=%g tw=%g ms per rank's share, %zu-byte tensors\n",
             sp->syn_tf_ms, sp->syn_tb_ms, sp->syn_tw_ms, sp->syn_act_bytes);
   } else {

@@ -151,6 +151,24 @@ kt_status kt_faults_check(const kt_faults *f, int p, kt_error *err) {
   return KT_OK;
 }
 
+/* Whether two consecutive stages run on ranks a and b (a message crosses it). */
+static int link_carries(const int *stage_rank, int n_stages, int a, int b) {
+  for (int s = 0; s + 1 < n_stages; s++) {
+    int x = stage_rank[s], y = stage_rank[s + 1];
+    if ((x == a && y == b) || (x == b && y == a)) return 1;
+  }
+  return 0;
+}
+
+int kt_faults_unused_link(const kt_faults *f, const int *stage_rank, int n_stages, int *a, int *b) {
+  for (int i = 0; f && i < f->n_link + f->n_trace_links; i++) {
+    *a = i < f->n_link ? f->link[i].a : f->trace_a[i - f->n_link];
+    *b = i < f->n_link ? f->link[i].b : f->trace_b[i - f->n_link];
+    if (!link_carries(stage_rank, n_stages, *a, *b)) return 1;
+  }
+  return 0;
+}
+
 int kt_faults_any(const kt_faults *f) {
   return f && (f->n_rank > 0 || f->n_link > 0 || f->n_points > 0);
 }

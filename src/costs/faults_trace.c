@@ -29,30 +29,52 @@ static void trim(char **s) {
   while (n && ((*s)[n - 1] == ' ' || (*s)[n - 1] == '\t' || (*s)[n - 1] == '\r')) (*s)[--n] = 0;
 }
 
-/* The links of the first line, into f (n_trace_links set). */
-static kt_status first_links(kt_faults *f, char **links, int n, const char *origin, int line,
-                             kt_error *err) {
-  f->trace_a = malloc(sizeof(int) * (size_t)n);
-  f->trace_b = malloc(sizeof(int) * (size_t)n);
-  if (!f->trace_a || !f->trace_b) return kt_fail(err, KT_ENOMEM, "out of memory");
-  f->n_trace_links = n;
+/* "A_B" into *a < *b. -1 when not two pipeline ranks. */
+static int link_of(const char *t, int *a, int *b) {
+  const char *u = strchr(t, '_');
+  char left[24];
+  long x, y;
+  if (!u || (size_t)(u - t) >= sizeof left) return -1;
+  memcpy(left, t, (size_t)(u - t));
+  left[u - t] = 0;
+  if (kt_parse_int(left, 0, KT_MAX_RANKS - 1, &x) || kt_parse_int(u + 1, 0, KT_MAX_RANKS - 1, &y) ||
+      x == y)
+    return -1;
+  *a = (int)(x < y ? x : y), *b = (int)(x < y ? y : x);
+  return 0;
+}
+
+/* The links of the first line, into f (n_trace_links set), each once; a
+ * later line's, checked to be the first's in the same order (its delays
+ * are read by position). */
+static kt_status line_links(kt_faults *f, char **links, int n, const char *origin, int line,
+                            kt_error *err) {
+  int first = f->n_points == 0;
+  if (first) {
+    f->trace_a = malloc(sizeof(int) * (size_t)n);
+    f->trace_b = malloc(sizeof(int) * (size_t)n);
+    if (!f->trace_a || !f->trace_b) return kt_fail(err, KT_ENOMEM, "out of memory");
+    f->n_trace_links = n;
+  } else if (n != f->n_trace_links) {
+    return kt_fail(err, KT_EINVAL, "%s:%d: %d links; the first line names %d", origin, line, n,
+                   f->n_trace_links);
+  }
   for (int k = 0; k < n; k++) {
     char *t = links[k];
+    int a, b;
     trim(&t);
-    const char *u = strchr(t, '_');
-    char left[24];
-    long a, b;
-    int ok = u && (size_t)(u - t) < sizeof left;
-    if (ok) {
-      memcpy(left, t, (size_t)(u - t));
-      left[u - t] = 0;
-      ok = !kt_parse_int(left, 0, KT_MAX_RANKS - 1, &a) &&
-           !kt_parse_int(u + 1, 0, KT_MAX_RANKS - 1, &b) && a != b;
-    }
-    if (!ok)
-      return kt_fail(err, KT_EINVAL, "%s:%d: link '%s' is not two pipeline ranks A_B", origin, line,
-                     t);
-    f->trace_a[k] = (int)(a < b ? a : b), f->trace_b[k] = (int)(a < b ? b : a);
+    if (link_of(t, &a, &b))
+      return kt_fail(err, KT_EINVAL, "%s:%d: link '%.40s' is not two pipeline ranks A_B", origin,
+                     line, t);
+    if (!first && (a != f->trace_a[k] || b != f->trace_b[k]))
+      return kt_fail(err, KT_EINVAL,
+                     "%s:%d: link '%.40s' where the first line names %d_%d (every line lists "
+                     "the same links in the same order)",
+                     origin, line, t, f->trace_a[k], f->trace_b[k]);
+    for (int j = 0; first && j < k; j++)
+      if (f->trace_a[j] == a && f->trace_b[j] == b)
+        return kt_fail(err, KT_EINVAL, "%s:%d: link '%.40s' is named twice", origin, line, t);
+    if (first) f->trace_a[k] = a, f->trace_b[k] = b;
   }
   return KT_OK;
 }
@@ -78,11 +100,8 @@ static kt_status trace_line(kt_faults *f, char *text, const char *origin, int li
   int nl = split(parts[1], links, TRACE_LINKS), nd = split(parts[2], delays, TRACE_LINKS);
   if (nl < 1 || nl != nd)
     return kt_fail(err, KT_EINVAL, "%s:%d: %d links but %d delays", origin, line, nl, nd);
-  kt_status st = f->n_points == 0 ? first_links(f, links, nl, origin, line, err) : KT_OK;
+  kt_status st = line_links(f, links, nl, origin, line, err);
   if (st) return st;
-  if (nl != f->n_trace_links)
-    return kt_fail(err, KT_EINVAL, "%s:%d: %d links; the first line names %d", origin, line, nl,
-                   f->n_trace_links);
   if (f->n_points >= cap) return kt_fail(err, KT_EINVAL, "%s:%d: too many lines", origin, line);
   f->trace_t[f->n_points] = t;
   for (int k = 0; k < nl; k++) {
@@ -133,7 +152,7 @@ kt_status kt_faults_parse_trace(kt_faults *f, const char *text, const char *orig
 
 kt_status kt_faults_load_trace(kt_faults *f, const char *path, int onset, kt_error *err) {
   char *text;
-  kt_status st = kt_read_file(path, &text, NULL, err);
+  kt_status st = kt_read_text(path, KT_COSTS_FILE_MAX, 0, &text, NULL, err);
   if (st) return st;
   st = kt_faults_parse_trace(f, text, path, onset, err);
   free(text);

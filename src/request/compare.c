@@ -87,6 +87,18 @@ static kt_status check_limit(const kt_request *rq, char names[][KT_REQUEST_NAME_
                  rq->key_prefix, text);
 }
 
+/* A comparison where no row applies has nothing to show: the first row's
+ * reason (the same for every row when the input is at fault). */
+static kt_status none_applies(kt_comparison *cmp, kt_error *err) {
+  for (int i = 0; i < cmp->n; i++)
+    if (cmp->rows[i].applies) return KT_OK;
+  if (cmp->n == 0) return KT_OK;
+  kt_status st = kt_fail(err, KT_EINVAL, "none of the schedules compared applies: %s: %s",
+                         cmp->rows[0].name, cmp->rows[0].reason);
+  kt_comparison_free(cmp);
+  return st;
+}
+
 kt_status kt_request_compare(const kt_request *rq, kt_result_detail detail, kt_comparison *cmp,
                              kt_error *err) {
   memset(cmp, 0, sizeof *cmp);
@@ -122,6 +134,12 @@ kt_status kt_request_compare(const kt_request *rq, kt_result_detail detail, kt_c
     }
     cmp->p = held.order.p, cmp->m = held.order.m;
   }
+  /* a fault off the pipeline is the request's error, not a row's */
+  if ((st = kt_faults_check(&rq->faults, cmp->p, err))) {
+    if (has_held) kt_result_free(&held);
+    kt_comparison_free(cmp);
+    return st;
+  }
   kt_request sized = *rq;
   sized.p = cmp->p, sized.m = cmp->m;
   cmp->peak_1f1b = peak_of_1f1b(&sized, cmp->p, cmp->m);
@@ -144,7 +162,7 @@ kt_status kt_request_compare(const kt_request *rq, kt_result_detail detail, kt_c
     kt_comparison_free(cmp);
     return kt_fail(err, st, "out of memory");
   }
-  return KT_OK;
+  return none_applies(cmp, err);
 }
 
 void kt_comparison_free(kt_comparison *cmp) {

@@ -407,7 +407,9 @@ kt_status kt_request_set(kt_request *rq, const char *key, const char *value, kt_
   if (!key || !value) return kt_fail(err, KT_EINVAL, "a setting needs a key and a value");
   const setting *s = find(key);
   size_t dashes = strspn(key, "-");
-  snprintf(rq->key_prefix, sizeof rq->key_prefix, "%.*s", (int)(dashes > 2 ? 2 : dashes), key);
+  /* a short option (-p, -m) says nothing of how the long ones are written */
+  if (dashes != 1)
+    snprintf(rq->key_prefix, sizeof rq->key_prefix, "%.*s", (int)(dashes > 2 ? 2 : dashes), key);
   if (!s) {
     char known[512] = "";
     size_t at = 0;
@@ -439,24 +441,41 @@ kt_status kt_request_parse(kt_request *rq, const char *text, kt_error *err) {
   return st;
 }
 
+/* The largest entry of a per-link list (0: none). */
+static double list_max(const double *a, int n) {
+  double x = 0;
+  for (int i = 0; a && i < n; i++) x = a[i] > x ? a[i] : x;
+  return x;
+}
+
 kt_status kt_request_check(const kt_request *rq, kt_error *err) {
   const kt_costs *c = &rq->costs;
   const char *k = rq->key_prefix; /* the settings named as the caller names them */
-  if (c->comm > 0 && c->comm_bandwidth > 0)
+  /* a setting per link counts as given as its uniform value does */
+  double comm = fmax(c->comm, list_max(c->link_comm, c->n_links));
+  double bw = fmax(c->comm_bandwidth, list_max(c->link_bandwidth, c->n_links));
+  double lat = fmax(c->comm_latency, list_max(c->link_latency, c->n_links));
+  if (comm > 0 && bw > 0)
     return kt_fail(err, KT_EINVAL,
                    "%scomm %g and %scomm-bandwidth %g both set the time of a hop; "
                    "give %scomm, or %scomm-latency/%scomm-bytes/%scomm-bandwidth",
-                   k, c->comm, k, c->comm_bandwidth, k, k, k, k);
-  if (c->comm_bandwidth == 0 && c->comm_bytes > 0)
+                   k, comm, k, bw, k, k, k, k);
+  if (bw == 0 && c->comm_bytes > 0)
     return kt_fail(err, KT_EINVAL,
                    "%scomm-bytes %g needs %scomm-bandwidth (hop = latency + "
                    "bytes/bandwidth)",
                    k, c->comm_bytes, k);
-  if (c->comm_bandwidth == 0 && c->comm_latency > 0)
+  if (bw == 0 && lat > 0)
     return kt_fail(err, KT_EINVAL,
                    "%scomm-latency %g needs %scomm-bandwidth; for a fixed hop time "
                    "give %scomm",
-                   k, c->comm_latency, k, k);
+                   k, lat, k, k);
+  for (int l = 0; c->link_bandwidth && l < c->n_links; l++)
+    if (c->link_bandwidth[l] == 0)
+      return kt_fail(err, KT_EINVAL,
+                     "%scomm-bandwidth: link %d has 0; a link's bandwidth is above 0 (hop = "
+                     "latency + bytes/bandwidth)",
+                     k, l);
   if (kt_costs_compute_free(c))
     return kt_fail(err, KT_EINVAL,
                    "%stf, %stb and %stw are all 0: every action takes no time, so "

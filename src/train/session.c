@@ -339,6 +339,12 @@ kt_status kt_session_open(const kt_session_params *params, kt_session **out, kt_
   kt_status st = check_params(&s->p, err);
   if (!st && s->p.resume) st = read_resume(s, err);
   if (!st) st = build_schedule(s, err);
+  if (!st) st = kt_sim_check_fault_links(s->p.faults, &s->sched, err);
+  /* a synthetic cost list is one entry per stage of the schedule that runs */
+  if (!st && s->p.syn_stage_ms && s->p.syn_stages != kt_schedule_stages(&s->sched))
+    st = kt_fail(err, KT_EINVAL, "--tf/--tb/--tw list %d stages; the pipeline has %d (P=%d x V=%d)",
+                 s->p.syn_stages, kt_schedule_stages(&s->sched), s->sched.p,
+                 s->sched.v > 0 ? s->sched.v : 1);
   if (!st) st = build_runtime(s, err);
   if (!st) st = ready(s, err);
   if (!st) st = kt__session_open_run_dir(s, err);
