@@ -95,6 +95,10 @@ printf '0F0,0B0\n1F0,1B0\n' >good.csv
 # a file's order is not searched: the limit is what its bound is stated within
 expect 0 "$K" sim --schedule-file good.csv --mem-limit 3
 grep -q "memory <= 3 per rank" "$tmp/out" && ok || bad "a file's bound not within --mem-limit 3: $(cat "$tmp/out")"
+# activations that take no memory: the bound holds with any memory, said in words, not "inf"
+expect 0 "$K" sim -s 1f1b -p 3 -m 8 --mem-act 0
+grep -q "lower bound 24 (no order of this layout is faster, any memory)" "$tmp/out" &&
+  ! grep -qw "inf" "$tmp/out" && ok || bad "a bound without memory: $(grep 'lower bound' "$tmp/out")"
 expect 0 "$K" sim -s zb-auto -p 2 -m 4 --mem-limit 2
 expect 0 "$K" compare -p 2 -m 4 --schedules 1f1b,zb-auto --mem-limit 2
 

@@ -148,10 +148,13 @@ static void sequences_text(const kt_sim_info *info, kt_buf *b) {
 static void bound_text(const kt_sim_info *info, double makespan, kt_buf *b) {
   if (info->has_lower_bound) {
     double gap = info->lower_bound > 0 ? makespan / info->lower_bound - 1 : 0;
+    char mem[48] = "any memory"; /* no limit binds: activations that take none */
+    if (isfinite(info->lower_bound_memory))
+      snprintf(mem, sizeof mem, "memory <= %g per rank", info->lower_bound_memory);
     kt_buf_printf(
-        b, "lower bound %g (%s, memory <= %g per rank): gap %.2f%%\n", info->lower_bound,
-        info->lower_bound_exact ? "the proven optimum" : "no order of this layout is faster",
-        info->lower_bound_memory, 100 * gap);
+        b, "lower bound %g (%s, %s): gap %.2f%%\n", info->lower_bound,
+        info->lower_bound_exact ? "the proven optimum" : "no order of this layout is faster", mem,
+        100 * gap);
   } else if (info->lower_bound_why) {
     kt_buf_printf(b, "lower bound - (%s)\n", info->lower_bound_why);
   }
