@@ -49,6 +49,16 @@ done
 expect 0 "$K" train $J -p 1 -m 1 --threads-per-rank 3 --gemm openblas
 [ "$(field "$tmp/out" "['threads_per_rank']")" = 3 ] && ok || bad "--threads-per-rank 3"
 
+# a step's arithmetic does not depend on the threads per rank: the
+# optimizer's passes split the parameters into blocks, each element's
+# update its own, so 1 and 2 threads give the same losses to the last bit
+# (4 steps: the updates of 3 feed the later losses)
+expect 0 "$K" train --steps 4 --val-every 0 --format json -p 1 -m 2 --threads-per-rank 1 --gemm openblas
+cp "$tmp/out" "$tmp/t1.json"
+expect 0 "$K" train --steps 4 --val-every 0 --format json -p 1 -m 2 --threads-per-rank 2 --gemm openblas
+[ "$(field "$tmp/t1.json" "['losses']")" = "$(field "$tmp/out" "['losses']")" ] && ok ||
+  bad "losses on 1 and 2 threads: $(field "$tmp/t1.json" "['losses']") against $(field "$tmp/out" "['losses']")"
+
 # no cache directory to be had: still measured, nothing written
 expect 0 env -u XDG_CACHE_HOME HOME=relative "$K" train $J -p 2 -m 2
 [ "$(field "$tmp/out" "['gemm_chosen']")" = measured ] && ok || bad "without a cache: $(tail -2 "$tmp/err")"

@@ -7,7 +7,9 @@
  *  - the stash: exact byte accounting, and recompute lowering the first
  *    chunk's peak by the expected factor,
  *  - identical initialisation for any partition, error reporting,
- *  - sampling and evaluation through any partition. */
+ *  - sampling and evaluation through any partition,
+ *  - kt_chunk_parallel: every index once, in whole aligned blocks, on a
+ *    chunk with two compute threads and on one with one. */
 #include <stdint.h>
 
 #include "check.h"
@@ -436,8 +438,53 @@ static void test_sample_partitions(void) {
   for (int p = 0; p < 3; p++) kt_chunk_destroy(three[p]);
 }
 
+typedef struct {
+  int *count;
+  size_t n, block;
+  int misaligned;
+} cover_job;
+
+static void cover_range(void *ctx, size_t lo, size_t hi) {
+  cover_job *j = ctx;
+  if (lo % j->block || hi <= lo || hi - lo > j->block || (hi - lo < j->block && hi != j->n))
+    j->misaligned = 1; /* a block is [k * block, min((k + 1) * block, n)) */
+  for (size_t i = lo; i < hi; i++) j->count[i]++; /* one writer per index */
+}
+
+static void test_chunk_parallel(int threads) {
+  kt_error err;
+  kt_blas_set_threads(threads);
+  kt_model_config cfg = small_config(0, 0);
+  kt_chunk *c = NULL;
+  TRY(kt_chunk_create(&cfg, 0, kt_model_units(&cfg), 2, 2, &c, &err));
+  kt_blas_set_threads(1);
+  const size_t sizes[] = {1, 7, 1000, 65536, 65537, 200003};
+  const size_t blocks[] = {1, 3, 1000, 65536};
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+    for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+      cover_job j = {calloc(sizes[s], sizeof(int)), sizes[s], blocks[b], 0};
+      if (!j.count) break;
+      kt_chunk_parallel(c, j.n, j.block, cover_range, &j);
+      size_t wrong = 0;
+      for (size_t i = 0; i < j.n; i++) wrong += j.count[i] != 1;
+      CHECK_MSG(!wrong && !j.misaligned, "threads %d n %zu block %zu: %zu indices not run once%s",
+                threads, j.n, j.block, wrong, j.misaligned ? ", a block misaligned" : "");
+      free(j.count);
+    }
+  size_t n;
+  float *g = kt_chunk_grads(c, &n);
+  for (size_t i = 0; i < n; i++) g[i] = 1.0f;
+  kt_chunk_zero_grad(c);
+  size_t left = 0;
+  for (size_t i = 0; i < n; i++) left += g[i] != 0.0f;
+  CHECK_MSG(!left, "threads %d: zero_grad left %zu of %zu gradients", threads, left, n);
+  kt_chunk_destroy(c);
+}
+
 int main(void) {
   kt_blas_choose_core(); /* as kaiten's main does */
+  test_chunk_parallel(2);
+  test_chunk_parallel(1);
   test_model_fd(0);
   test_model_fd(1);
   test_chunked_equivalence();

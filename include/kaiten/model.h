@@ -146,6 +146,14 @@ size_t kt_chunk_tied(kt_chunk *c, float **copy, float **grad);
 size_t kt_chunk_stash_bytes(const kt_chunk *c);
 size_t kt_chunk_peak_stash_bytes(const kt_chunk *c);
 void kt_chunk_reset_peak(kt_chunk *c);
+/* fn(ctx, lo, hi) for every block [lo, hi) of `block` indices covering
+ * [0, n), on the chunk's compute threads (the caller's among them; the
+ * caller's alone when the chunk has one); returns when all have run. Each
+ * block runs whole on one thread, so work that splits by block gives the
+ * same bits on any number of threads. For the optimizer's passes over a
+ * chunk's parameters. */
+typedef void (*kt_chunk_range_fn)(void *ctx, size_t lo, size_t hi);
+void kt_chunk_parallel(kt_chunk *c, size_t n, size_t block, kt_chunk_range_fn fn, void *ctx);
 
 /* What kt_chunk_stash_bytes counts for micro-batch data (NULL: a full one
  * of micro_batch rows) on the GPT chunk of units [first_unit, first_unit +

@@ -1,4 +1,5 @@
 /* Model registry, configuration checks, chunk allocation and partitions. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,7 +172,34 @@ void kt_chunk_destroy(kt_chunk *c) {
   if (c) c->ops->destroy(c);
 }
 
-void kt_chunk_zero_grad(kt_chunk *c) { memset(c->grads, 0, c->n_params * sizeof(float)); }
+typedef struct {
+  kt_chunk_range_fn fn;
+  void *ctx;
+  size_t n, block;
+} chunk_range_job;
+
+static void chunk_range_task(void *arg, int task, int thread) {
+  (void)thread;
+  const chunk_range_job *j = arg;
+  size_t lo = (size_t)task * j->block, hi = j->n - lo < j->block ? j->n : lo + j->block;
+  j->fn(j->ctx, lo, hi);
+}
+
+void kt_chunk_parallel(kt_chunk *c, size_t n, size_t block, kt_chunk_range_fn fn, void *ctx) {
+  if (n == 0) return;
+  if (block < 1) block = 1;
+  if ((n - 1) / block >= INT_MAX) block = n / INT_MAX + 1; /* task indices are ints */
+  chunk_range_job j = {fn, ctx, n, block};
+  kt__pool_run((kt__pool *)c->pool, (int)((n - 1) / block + 1), chunk_range_task, &j);
+}
+
+static void zero_range(void *ctx, size_t lo, size_t hi) {
+  memset((float *)ctx + lo, 0, (hi - lo) * sizeof(float));
+}
+
+void kt_chunk_zero_grad(kt_chunk *c) {
+  kt_chunk_parallel(c, c->n_params, 1 << 16, zero_range, c->grads);
+}
 
 /* The chunk's ops run on its threads and GEMM library. */
 kt__exec kt__chunk_enter(const kt_chunk *c) {

@@ -2,6 +2,7 @@
  * data-parallel all-reduce, one scaling by 1/(K*M*D), global-norm clipping,
  * then SGD or AdamW. Also the learning-rate schedule. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,30 @@ static void adamw_update(float *restrict p, const float *restrict g, float *rest
   }
 }
 
+/* The passes over a chunk's parameters run on its compute threads in
+ * blocks of PASS_BLOCK floats: every element's arithmetic is its own, so
+ * the bits do not depend on the threads. */
+#define PASS_BLOCK ((size_t)1 << 16)
+
+typedef struct {
+  float *p, *m, *v;
+  const float *g;
+  const unsigned char *decay;
+  float lr, b1, b2, eps, wd, clip, inv_c1, inv_c2, momentum;
+  int adamw;
+} update_job;
+
+static void update_range(void *ctx, size_t lo, size_t hi) {
+  const update_job *j = ctx;
+  size_t n = hi - lo;
+  if (!j->adamw) {
+    sgd_update(j->p + lo, j->g + lo, j->m ? j->m + lo : NULL, n, j->lr, j->momentum, j->clip);
+    return;
+  }
+  adamw_update(j->p + lo, j->g + lo, j->m + lo, j->v + lo, j->decay + lo, n, j->lr, j->b1, j->b2,
+               j->eps, j->wd, j->clip, j->inv_c1, j->inv_c2);
+}
+
 static void update_chunk(kt__worker *w, int c, const float *grads, double lr, float clip_scale,
                          int t) {
   const kt_optim_config *o = &w->rt->cfg.optim;
@@ -165,14 +190,21 @@ static void update_chunk(kt__worker *w, int c, const float *grads, double lr, fl
   size_t n;
   float *params = kt_chunk_params(ch, &n);
   if (!grads) grads = kt_chunk_grads(ch, NULL);
-  if (o->kind == KT_OPTIM_SGD) {
-    sgd_update(params, grads, w->opt_state[c], n, (float)lr, (float)o->momentum, clip_scale);
-    return;
+  update_job j = {.p = params,
+                  .g = grads,
+                  .m = w->opt_state[c],
+                  .lr = (float)lr,
+                  .clip = clip_scale,
+                  .momentum = (float)o->momentum,
+                  .adamw = o->kind == KT_OPTIM_ADAMW};
+  if (j.adamw) {
+    j.v = j.m + n, j.decay = w->decay[c];
+    j.b1 = (float)o->beta1, j.b2 = (float)o->beta2, j.eps = (float)o->eps;
+    j.wd = (float)o->weight_decay;
+    j.inv_c1 = (float)(1.0 / (1.0 - pow(o->beta1, t)));
+    j.inv_c2 = (float)(1.0 / (1.0 - pow(o->beta2, t)));
   }
-  float *m = w->opt_state[c];
-  adamw_update(params, grads, m, m + n, w->decay[c], n, (float)lr, (float)o->beta1, (float)o->beta2,
-               (float)o->eps, (float)o->weight_decay, clip_scale,
-               (float)(1.0 / (1.0 - pow(o->beta1, t))), (float)(1.0 / (1.0 - pow(o->beta2, t))));
+  kt_chunk_parallel(ch, n, PASS_BLOCK, update_range, &j);
 }
 
 static double sum_squares(const float *restrict g, size_t n) {
@@ -196,6 +228,20 @@ static double tied_head_copy_sq(kt_chunk *ch) {
   return 0;
 }
 
+typedef struct {
+  const float *g;
+  atomic_int bad;
+} flag_job;
+
+static void flag_range(void *ctx, size_t lo, size_t hi) {
+  flag_job *j = ctx;
+  for (size_t i = lo; i < hi; i++)
+    if (!isfinite(j->g[i])) {
+      atomic_store_explicit(&j->bad, 1, memory_order_relaxed);
+      return;
+    }
+}
+
 void kt__step_grad_flags(kt__worker *w, unsigned char *flags) {
   kt_runtime *rt = w->rt;
   memset(flags, 0, (size_t)rt->S);
@@ -203,13 +249,20 @@ void kt__step_grad_flags(kt__worker *w, unsigned char *flags) {
     int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
     if (stage < 0) continue; /* an empty slot (uneven placement) */
     size_t n;
-    const float *grads = kt_chunk_grads(w->chunk[c], &n);
-    for (size_t i = 0; i < n; i++)
-      if (!isfinite(grads[i])) {
-        flags[stage] = 1;
-        break;
-      }
+    flag_job j = {.g = kt_chunk_grads(w->chunk[c], &n)};
+    kt_chunk_parallel(w->chunk[c], n, PASS_BLOCK, flag_range, &j);
+    flags[stage] |= (unsigned char)atomic_load(&j.bad);
   }
+}
+
+typedef struct {
+  float *g;
+  float scale;
+} scale_job;
+
+static void scale_range(void *ctx, size_t lo, size_t hi) {
+  const scale_job *j = ctx;
+  for (size_t i = lo; i < hi; i++) j->g[i] *= j->scale;
 }
 
 /* Collectives are timed apart (*sync): they wait for the other ranks. */
@@ -222,13 +275,26 @@ kt_status kt__step_reduce(kt__worker *w, double *sync, kt_error *err) {
   float scale = 1.0f / (float)((double)rt->K * rt->M * rt->D);
   for (int c = 0; c < rt->V && !st; c++) {
     size_t n;
-    float *restrict g = kt_chunk_grads(w->chunk[c], &n);
+    float *g = kt_chunk_grads(w->chunk[c], &n);
     t0 = kt_now();
     if (rt->D > 1) st = kt_allreduce(w->t, KT_GROUP_DATA, g, n, err);
     *sync += kt_now() - t0;
-    for (size_t i = 0; i < n; i++) g[i] *= scale;
+    scale_job j = {g, scale};
+    kt_chunk_parallel(w->chunk[c], n, PASS_BLOCK, scale_range, &j);
   }
   return st;
+}
+
+typedef struct {
+  const float *grads;
+  const size_t *off;
+  double *parts;
+} unit_sq_job;
+
+static void unit_sq_range(void *ctx, size_t lo, size_t hi) {
+  const unit_sq_job *j = ctx;
+  for (size_t u = lo; u < hi; u++)
+    j->parts[u] = sum_squares(j->grads + j->off[u], j->off[u + 1] - j->off[u]);
 }
 
 /* Every parameter once: the last stage's tied copy is left out. A chunk
@@ -251,8 +317,8 @@ double kt__step_norm_parts(kt__worker *w, double *parts) {
       local += parts[stage] = sum_squares(grads, n);
       continue;
     }
-    for (int u = 0; u < units; u++)
-      parts[first + u] = sum_squares(grads + off[u], off[u + 1] - off[u]);
+    unit_sq_job j = {grads, off, parts + first}; /* a unit's sum on one thread, in order */
+    kt_chunk_parallel(ch, (size_t)units, 1, unit_sq_range, &j);
     parts[first + units - 1] -= tied_head_copy_sq(ch); /* the head is the last unit */
     for (int u = 0; u < units; u++) local += parts[first + u];
   }

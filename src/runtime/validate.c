@@ -215,17 +215,33 @@ static float clip_of(const kt_runtime *rt, double norm) {
 /* Before an update checked behind it: the weights, the optimizer state
  * and the gradients (the next step's actions overwrite them); restore:
  * back to the weights and state from before it. */
+typedef struct {
+  float *to;
+  const float *from;
+} copy_job;
+
+static void copy_range(void *ctx, size_t lo, size_t hi) {
+  const copy_job *j = ctx;
+  memcpy(j->to + lo, j->from + lo, (hi - lo) * sizeof(float));
+}
+
+/* to = from, n floats, on chunk c's compute threads. */
+static void copy_floats(kt__worker *w, int c, float *to, const float *from, size_t n) {
+  copy_job j = {to, from};
+  kt_chunk_parallel(w->chunk[c], n, (size_t)1 << 16, copy_range, &j);
+}
+
 static void keep_copy(kt__worker *w, int restore) {
   for (int c = 0; c < w->rt->V; c++) {
     size_t n;
     float *p = kt_chunk_params(w->chunk[c], &n);
     if (restore) {
-      memcpy(p, w->keep_params[c], n * sizeof(float));
-      if (w->opt_n[c]) memcpy(w->opt_state[c], w->keep_opt[c], w->opt_n[c] * sizeof(float));
+      copy_floats(w, c, p, w->keep_params[c], n);
+      copy_floats(w, c, w->opt_state[c], w->keep_opt[c], w->opt_n[c]);
     } else {
-      memcpy(w->keep_params[c], p, n * sizeof(float));
-      memcpy(w->keep_grads[c], kt_chunk_grads(w->chunk[c], NULL), n * sizeof(float));
-      if (w->opt_n[c]) memcpy(w->keep_opt[c], w->opt_state[c], w->opt_n[c] * sizeof(float));
+      copy_floats(w, c, w->keep_params[c], p, n);
+      copy_floats(w, c, w->keep_grads[c], kt_chunk_grads(w->chunk[c], NULL), n);
+      copy_floats(w, c, w->keep_opt[c], w->opt_state[c], w->opt_n[c]);
     }
   }
 }
@@ -310,7 +326,9 @@ kt_status kt__step_end(kt__worker *w, const kt__order *o, kt_error *err) {
   /* ahead unless the step before needed its check (clipped, not finite:
    * the next one likely does too, and every rank knows it alike) or this
    * rank's own share says this one does */
-  int ahead = o->update && o->speculate && w->keep_params && !w->last_wrong && !surely_wrong(w, sq);
+  int alone = w->rt->P * w->rt->D == 1; /* no record to wait for: nothing to run ahead of */
+  int ahead = !alone && o->update && o->speculate && w->keep_params && !w->last_wrong &&
+              !surely_wrong(w, sq);
   if (!st) make_record(w, o, sq, ahead);
   if (!st) st = post_record(w, o->seq, err);
   if (st) return st;
@@ -330,7 +348,7 @@ kt_status kt__step_end(kt__worker *w, const kt__order *o, kt_error *err) {
   out->done = kt_now();
   out->sync_seconds += sync;
   out->tail_seconds = out->done - t0 - sync;
-  out->waited = !ahead;
+  out->waited = !ahead && !alone;
   double send_s, wait_s;
   kt_transport_stats(w->t, &out->bytes_sent, &send_s, &wait_s);
   out->comm_seconds = send_s + wait_s;
