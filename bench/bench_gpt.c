@@ -24,12 +24,19 @@
  * element-wise kernels included (the bound that binds on a machine whose
  * two cores share a cache or memory bandwidth with each other or another
  * tenant).
+ * Also one core's FMA peak (independent chains in the widest vectors the
+ * CPU has): how far from the machine's own ceiling the step and the
+ * libraries' replays run.
  * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE]. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "bench_rows.h"
 
@@ -101,6 +108,54 @@ static double replay_lib(kt_gemm_kind lib, const kt__matmul_shape *sh, size_t n,
                   s->accumulate ? 1.0f : 0.0f, r->c, s->ldo);
   }
   return kt_now() - t0;
+}
+
+/* ---- one core's FMA peak ---------------------------------------------------- *
+ * CHAINS independent multiply-adds in flight, more than the FMA units'
+ * latency times their count, so the loop runs at the units' throughput. */
+#define CHAINS 12
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static double fma_run_512(long iters, float *sink) {
+  __m512 acc[CHAINS], mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
+  for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_set1_ps((float)c);
+  double t0 = kt_now();
+  for (long i = 0; i < iters; i++)
+    for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_fmadd_ps(acc[c], mul, add);
+  double t = kt_now() - t0;
+  for (int c = 0; c < CHAINS; c++) *sink += _mm512_reduce_add_ps(acc[c]);
+  return 2.0 * 16 * CHAINS * (double)iters / t / 1e9;
+}
+
+__attribute__((target("avx2,fma"))) static double fma_run_256(long iters, float *sink) {
+  __m256 acc[CHAINS], mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
+  for (int c = 0; c < CHAINS; c++) acc[c] = _mm256_set1_ps((float)c);
+  double t0 = kt_now();
+  for (long i = 0; i < iters; i++)
+    for (int c = 0; c < CHAINS; c++) acc[c] = _mm256_fmadd_ps(acc[c], mul, add);
+  double t = kt_now() - t0;
+  float lanes[8];
+  for (int c = 0; c < CHAINS; c++) {
+    _mm256_storeu_ps(lanes, acc[c]);
+    for (int l = 0; l < 8; l++) *sink += lanes[l];
+  }
+  return 2.0 * 8 * CHAINS * (double)iters / t / 1e9;
+}
+#endif
+
+/* GFLOP/s of one core at its widest FMA, best of 5 runs of ~0.1 s (0: no
+ * AVX2/AVX-512 FMA, or not x86-64). */
+static double fma_peak(void) {
+  double best = 0;
+  float sink = 0;
+#if defined(__x86_64__)
+  int wide = __builtin_cpu_supports("avx512f"), fma = __builtin_cpu_supports("fma");
+  for (int r = 0; r < 5 && (wide || fma); r++) {
+    double g = wide ? fma_run_512(20000000, &sink) : fma_run_256(20000000, &sink);
+    best = g > best ? g : best;
+  }
+#endif
+  return sink == sink ? best : 0; /* sink read: the chains are not optimised away */
 }
 
 /* fn(arg) on one of the first two cores, for on_two_cores. */
@@ -367,7 +422,19 @@ static double warm_step(pipeline *p, int round, double *share, double *balance) 
   return pipeline_step(p, 3 + 2 * round, share, balance);
 }
 
-static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
+/* The P=1 step's, the bare OpenBLAS replay's and the step's own library's
+ * GFLOP/s as shares of one core's FMA peak. */
+static void peak_line(const gpt_size *g, double flops, rounds_of *x, int rounds, double peak) {
+  if (!(peak > 0)) return;
+  size_t n = (size_t)rounds;
+  printf("%-8s of one core's FMA peak (%.1f GF/s): P=1 step %.0f%%, bare OpenBLAS %.0f%%, its own "
+         "library %.0f%% (in cache)\n",
+         g->name, peak, 100 * bench_rate(x->t1, n, flops / 1e9).med / peak,
+         100 * bench_rate(x->bare, n, flops / 1e9).med / peak,
+         100 * bench_rate(x->lib, n, flops / 1e9).med / peak);
+}
+
+static void bench_size(const bench_opts *o, const gpt_size *g, int rounds, double peak) {
   pipeline p1, p1b, p2, p2z;
   pipeline_create(&p1, g, 1, KT_SCHED_1F1B);
   pipeline_create(&p1b, g, 1, KT_SCHED_1F1B);
@@ -405,6 +472,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds) {
   }
   double ideal = 2.0 * M_MB / (M_MB + 1);
   summary_line(g, flops, &x, rounds, ideal);
+  peak_line(g, flops, &x, rounds, peak);
   step_rows(o, g, flops, x.bare, x.cold, x.t1, x.frac, x.frac_cold, x.share, rounds);
   lib_row(o, g, lib, flops, x.lib, x.t1, x.frac_lib, rounds);
   speedup_row(o, g, "1f1b", "speedup.P2", x.speedup, x.t2, rounds, ideal);
@@ -433,7 +501,14 @@ int main(int argc, char **argv) {
   printf("%-8s %9s %9s %9s %9s %9s %8s %8s %9s %9s %8s %8s %8s\n", "model", "P1 ms", "P1 GF/s",
          "bare GF/s", "cold GF/s", "sgemm", "P1/bare", "P1/cold", "P1 tok/s", "P2 tok/s", "/ideal",
          "zb/ideal", "speedup");
-  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) bench_size(&o, &sizes[i], o.reps);
+  double peak = fma_peak();
+  if (peak > 0) {
+    double runs[1] = {peak};
+    bench_row(&o, "gpt.fma_peak", "one core's FMA peak (widest vectors, independent chains)",
+              "GFLOP/s", bench_stats(runs, 1, 1), NULL, 0);
+  }
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+    bench_size(&o, &sizes[i], o.reps, peak);
   bench_close(&o);
   return 0;
 }

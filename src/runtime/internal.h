@@ -182,6 +182,10 @@ void kt__step_grad_flags(kt__worker *w, unsigned char *flags);
 /* The optimizer update of every chunk with the gradients scaled by clip:
  * the chunks' own, or grads[V] (a copy kept from the step they belong to). */
 void kt__step_update(kt__worker *w, int step, float clip, float *const *grads);
+/* The update of a step run ahead of its check (clip 1), keeping its
+ * weights, gradients and optimizer state first (keep_params, keep_grads,
+ * keep_opt: what a rollback restores), block by block in the same pass. */
+void kt__step_update_keeping(kt__worker *w, int step);
 kt_status kt__optim_alloc_state(kt__worker *w, kt_error *err);
 /* The weight-decay masks of the worker's chunks (w->decay, allocated). */
 kt_status kt__optim_decay_masks(kt__worker *w, kt_error *err);

@@ -170,11 +170,22 @@ typedef struct {
   const unsigned char *decay;
   float lr, b1, b2, eps, wd, clip, inv_c1, inv_c2, momentum;
   int adamw;
+  /* run ahead: the copy for a rollback (the worker's keep_*), taken block
+   * by block just before the block's update reads the same lines */
+  float *keep_p, *keep_g, *keep_m, *keep_v;
 } update_job;
+
+static void keep_range(const update_job *j, size_t lo, size_t n) {
+  memcpy(j->keep_p + lo, j->p + lo, n * sizeof(float));
+  memcpy(j->keep_g + lo, j->g + lo, n * sizeof(float));
+  if (j->m) memcpy(j->keep_m + lo, j->m + lo, n * sizeof(float));
+  if (j->v) memcpy(j->keep_v + lo, j->v + lo, n * sizeof(float));
+}
 
 static void update_range(void *ctx, size_t lo, size_t hi) {
   const update_job *j = ctx;
   size_t n = hi - lo;
+  if (j->keep_p) keep_range(j, lo, n);
   if (!j->adamw) {
     sgd_update(j->p + lo, j->g + lo, j->m ? j->m + lo : NULL, n, j->lr, j->momentum, j->clip);
     return;
@@ -184,7 +195,7 @@ static void update_range(void *ctx, size_t lo, size_t hi) {
 }
 
 static void update_chunk(kt__worker *w, int c, const float *grads, double lr, float clip_scale,
-                         int t) {
+                         int t, int keep) {
   const kt_optim_config *o = &w->rt->cfg.optim;
   kt_chunk *ch = w->chunk[c];
   size_t n;
@@ -203,6 +214,10 @@ static void update_chunk(kt__worker *w, int c, const float *grads, double lr, fl
     j.wd = (float)o->weight_decay;
     j.inv_c1 = (float)(1.0 / (1.0 - pow(o->beta1, t)));
     j.inv_c2 = (float)(1.0 / (1.0 - pow(o->beta2, t)));
+  }
+  if (keep) { /* keep_opt is laid out as opt_state: m, then v */
+    j.keep_p = w->keep_params[c], j.keep_g = w->keep_grads[c];
+    j.keep_m = w->keep_opt[c], j.keep_v = j.v ? w->keep_opt[c] + n : NULL;
   }
   kt_chunk_parallel(ch, n, PASS_BLOCK, update_range, &j);
 }
@@ -328,5 +343,10 @@ double kt__step_norm_parts(kt__worker *w, double *parts) {
 void kt__step_update(kt__worker *w, int step, float clip, float *const *grads) {
   double lr = kt_optim_lr(&w->rt->cfg.optim, step);
   for (int c = 0; c < w->rt->V; c++)
-    update_chunk(w, c, grads ? grads[c] : NULL, lr, clip, step + 1);
+    update_chunk(w, c, grads ? grads[c] : NULL, lr, clip, step + 1, 0);
+}
+
+void kt__step_update_keeping(kt__worker *w, int step) {
+  double lr = kt_optim_lr(&w->rt->cfg.optim, step);
+  for (int c = 0; c < w->rt->V; c++) update_chunk(w, c, NULL, lr, 1.0f, step + 1, 1);
 }

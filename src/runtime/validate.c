@@ -231,18 +231,13 @@ static void copy_floats(kt__worker *w, int c, float *to, const float *from, size
   kt_chunk_parallel(w->chunk[c], n, (size_t)1 << 16, copy_range, &j);
 }
 
-static void keep_copy(kt__worker *w, int restore) {
+/* Back to the copy a step run ahead kept (kt__step_update_keeping). */
+static void restore_kept(kt__worker *w) {
   for (int c = 0; c < w->rt->V; c++) {
     size_t n;
     float *p = kt_chunk_params(w->chunk[c], &n);
-    if (restore) {
-      copy_floats(w, c, p, w->keep_params[c], n);
-      copy_floats(w, c, w->opt_state[c], w->keep_opt[c], w->opt_n[c]);
-    } else {
-      copy_floats(w, c, w->keep_params[c], p, n);
-      copy_floats(w, c, w->keep_grads[c], kt_chunk_grads(w->chunk[c], NULL), n);
-      copy_floats(w, c, w->keep_opt[c], w->opt_state[c], w->opt_n[c]);
-    }
+    copy_floats(w, c, p, w->keep_params[c], n);
+    copy_floats(w, c, w->opt_state[c], w->keep_opt[c], w->opt_n[c]);
   }
 }
 
@@ -266,7 +261,7 @@ static kt_status check_pending(kt__worker *w, int *redo, kt_error *err) {
   float clip = clip_of(w->rt, fig->grad_norm);
   int wrong = fig->nonfinite || clip != 1.0f;
   if (wrong && w->pending_own) { /* its gradients: the copy (the chunks hold the next step's) */
-    keep_copy(w, 1);
+    restore_kept(w);
     if (!fig->nonfinite) kt__step_update(w, step, clip, w->keep_grads);
   }
   *redo = wrong && speculated;
@@ -339,8 +334,7 @@ kt_status kt__step_end(kt__worker *w, const kt__order *o, kt_error *err) {
     if (o->update && !out->nonfinite)
       kt__step_update(w, o->step, clip_of(w->rt, out->grad_norm), NULL);
   } else { /* on what this rank has: checked after the next step's actions */
-    keep_copy(w, 0);
-    kt__step_update(w, o->step, 1.0f, NULL);
+    kt__step_update_keeping(w, o->step);
   }
   /* every rank checks a step that may have run ahead at the same point,
    * its own update right or not */
