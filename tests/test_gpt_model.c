@@ -9,13 +9,16 @@
  *  - identical initialisation for any partition, error reporting,
  *  - sampling and evaluation through any partition,
  *  - kt_chunk_parallel: every index once, in whole aligned blocks, on a
- *    chunk with two compute threads and on one with one. */
+ *    chunk with two compute threads and on one with one,
+ *  - a GEMM plan's classes of products: a product runs on its class's
+ *    library whatever its rows, any other on the chosen one. */
 #include <stdint.h>
 
 #include "check.h"
 #include "kaiten/model_impl.h"
 #include "kaiten/model.h"
 #include "nn/gpt.h"
+#include "nn/nn.h"
 
 static uint64_t rng_state = 7;
 static uint32_t urand32(void) {
@@ -481,8 +484,26 @@ static void test_chunk_parallel(int threads) {
   kt_chunk_destroy(c);
 }
 
+static void test_gemm_plan(void) {
+  kt_gemm_choice plan = {.kind = KT_GEMM_ONEDNN, .n_shapes = 2};
+  plan.shapes[0] = (kt_gemm_shape){1, 0, {1536, 384}, KT_GEMM_OPENBLAS, 1.2}; /* a^T b: m, n */
+  plan.shapes[1] = (kt_gemm_shape){0, 1, {1152, 384}, KT_GEMM_BLIS, 1.1};     /* a b^T: n, k */
+  kt__exec e = {.gemm = KT_GEMM_ONEDNN, .plan = &plan};
+  /* kt__gemm_for(e, m, n, k, trans_a, trans_b) */
+  CHECK(kt__gemm_for(&e, 1536, 384, 4096, 1, 0) == KT_GEMM_OPENBLAS);
+  CHECK(kt__gemm_for(&e, 1536, 384, 512, 1, 0) == KT_GEMM_OPENBLAS); /* other rows (k) */
+  CHECK(kt__gemm_for(&e, 384, 1536, 4096, 1, 0) == KT_GEMM_ONEDNN);  /* dims swapped */
+  CHECK(kt__gemm_for(&e, 1536, 384, 4096, 1, 1) == KT_GEMM_ONEDNN);  /* other transposition */
+  CHECK(kt__gemm_for(&e, 4096, 1152, 384, 0, 1) == KT_GEMM_BLIS);
+  CHECK(kt__gemm_for(&e, 64, 1152, 384, 0, 1) == KT_GEMM_BLIS);     /* other rows (m) */
+  CHECK(kt__gemm_for(&e, 4096, 1152, 384, 0, 0) == KT_GEMM_ONEDNN); /* b not transposed */
+  e.plan = NULL;
+  CHECK(kt__gemm_for(&e, 1536, 384, 4096, 1, 0) == KT_GEMM_ONEDNN);
+}
+
 int main(void) {
   kt_blas_choose_core(); /* as kaiten's main does */
+  test_gemm_plan();
   test_chunk_parallel(2);
   test_chunk_parallel(1);
   test_model_fd(0);

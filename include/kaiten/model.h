@@ -186,6 +186,17 @@ void kt_chunk_zero_grad(kt_chunk *c);
  * version. */
 int kt_gemm_available(kt_gemm_kind k, const char **version);
 
+/* A class of products another library ran clearly faster than the chosen
+ * one: those with these transpositions and these two dimensions, the two
+ * that do not grow with the micro-batch's rows (n and k of op(a) @ op(b)
+ * when a is not transposed, m and n when it is: the rows are then k). */
+typedef struct {
+  int trans_a, trans_b, dims[2];
+  kt_gemm_kind kind; /* the library these products run on */
+  double speedup;    /* its time on them over the chosen library's */
+} kt_gemm_shape;
+#define KT_GEMM_MAX_SHAPES 8
+
 /* How a chunk's library was chosen. */
 typedef struct {
   kt_gemm_kind kind;             /* the library used (never AUTO) */
@@ -193,6 +204,11 @@ typedef struct {
                                    * machine) or "small" (too little work to tell: OpenBLAS) */
   double seconds[KT_GEMM_COUNT]; /* measured or cached: each library's time on the
                                    * model's matmuls (0: not available) */
+  /* AUTO, measured or cached: the classes of products (at most
+   * KT_GEMM_MAX_SHAPES, each 1% or more of the chosen library's time) that
+   * run on another library, 5% or more faster on them */
+  int n_shapes;
+  kt_gemm_shape shapes[KT_GEMM_MAX_SHAPES];
 } kt_gemm_choice;
 
 /* The library for chunks of cfg's model run on micro-batches of b
@@ -200,7 +216,9 @@ typedef struct {
  * otherwise). AUTO times every available library, one thread each, on
  * the matmuls of the model's last block and head for one micro-batch
  * (recorded from a run of those units) and takes the fastest (OpenBLAS,
- * unmeasured, when they come to under 20 MFLOP); the result is kept per
+ * unmeasured, when they come to under 20 MFLOP), then from the same
+ * replays the classes of products another library runs clearly faster
+ * (shapes); the result is kept per
  * model shape in this process and, with a cache file set, in that file
  * (written under a lock, so concurrent runs on one machine agree): a
  * machine then measures a shape once and every later run chooses alike.

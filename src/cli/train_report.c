@@ -49,7 +49,18 @@ static void json_run_facts(kt_buf *b, const train_opts *o, const kt_session_info
       kt_buf_printf(b, "%s\"%s\":", k > 1 ? "," : "", kt_gemm_name((kt_gemm_kind)k));
       kt_buf_json_number(b, o->gemm.seconds[k] > 0 ? o->gemm.seconds[k] : NAN);
     }
-    kt_buf_puts(b, "}");
+    kt_buf_puts(b, "},\"gemm_shapes\":[");
+    for (int i = 0; i < o->gemm.n_shapes; i++) {
+      const kt_gemm_shape *s = &o->gemm.shapes[i];
+      kt_buf_printf(b,
+                    "%s{\"trans_a\":%d,\"trans_b\":%d,\"dims\":[%d,%d],\"gemm\":\"%s\","
+                    "\"speedup\":",
+                    i ? "," : "", s->trans_a, s->trans_b, s->dims[0], s->dims[1],
+                    kt_gemm_name(s->kind));
+      kt_buf_json_number(b, s->speedup);
+      kt_buf_puts(b, "}");
+    }
+    kt_buf_puts(b, "]");
   }
   if (!o->sp.synthetic && o->sp.doc_lengths) {
     kt_buf_puts(b, ",\"attn_share\":");

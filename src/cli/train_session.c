@@ -217,6 +217,15 @@ static void print_gemm(FILE *t, const kt_gemm_choice *g) {
                 g->seconds[k] / g->seconds[g->kind]);
         sep = ", ";
       }
+    if (g->n_shapes) { /* the classes that moved: "openblas on 2 shapes (1.18x, 1.06x)" */
+      fprintf(t, "; %s on %d shape%s (", kt_gemm_name(g->shapes[0].kind), g->n_shapes,
+              g->n_shapes == 1 ? "" : "s");
+      for (int i = 0; i < g->n_shapes; i++)
+        fprintf(t, "%s%s%.2fx", i ? ", " : "",
+                g->shapes[i].kind != g->shapes[0].kind ? kt_gemm_name(g->shapes[i].kind) : "",
+                g->shapes[i].speedup);
+      fputs(")", t);
+    }
   }
   int n = kt_blas_threads();
   fprintf(t, "); %d thread%s per rank\n", n, n == 1 ? "" : "s");

@@ -80,19 +80,108 @@ static size_t operand_floats(const kt__matmul_shape *s, int which) {
   return (size_t)s->m * (size_t)s->ldo;
 }
 
+/* ---- classes of products: the dimensions that do not grow with the rows ---- */
+
+static void shape_dims(int m, int n, int k, int trans_a, int dims[2]) {
+  dims[0] = trans_a ? m : n, dims[1] = trans_a ? n : k;
+}
+
+typedef struct {
+  int trans_a, trans_b, dims[2];
+  double round[KT_GEMM_COUNT]; /* this round's seconds on each library */
+  double best[KT_GEMM_COUNT];  /* the best round's (0: not timed) */
+} shape_class;
+
+/* The class of each product of the log (cls_of[i]); the classes in *cls. */
+static kt_status classify(const kt__matmul_shape *log, size_t n, shape_class **cls, size_t *n_cls,
+                          size_t *cls_of, kt_error *err) {
+  size_t cap = 0;
+  *cls = NULL, *n_cls = 0;
+  for (size_t i = 0; i < n; i++) {
+    int d[2];
+    shape_dims(log[i].m, log[i].n, log[i].k, log[i].trans_a, d);
+    size_t c = 0;
+    while (c < *n_cls &&
+           ((*cls)[c].trans_a != log[i].trans_a || (*cls)[c].trans_b != log[i].trans_b ||
+            (*cls)[c].dims[0] != d[0] || (*cls)[c].dims[1] != d[1]))
+      c++;
+    if (c == *n_cls) {
+      if (kt_grow((void **)cls, &cap, *n_cls + 1, sizeof **cls))
+        return kt_fail(err, KT_ENOMEM, "out of memory timing the GEMM libraries");
+      (*cls)[(*n_cls)++] = (shape_class){log[i].trans_a, log[i].trans_b, {d[0], d[1]}, {0}, {0}};
+    }
+    cls_of[i] = c;
+  }
+  return KT_OK;
+}
+
+kt_gemm_kind kt__gemm_for(const kt__exec *e, int m, int n, int k, int trans_a, int trans_b) {
+  if (!e->plan) return e->gemm;
+  int d[2];
+  shape_dims(m, n, k, trans_a, d);
+  for (int i = 0; i < e->plan->n_shapes; i++) {
+    const kt_gemm_shape *s = &e->plan->shapes[i];
+    if (s->trans_a == trans_a && s->trans_b == trans_b && s->dims[0] == d[0] && s->dims[1] == d[1])
+      return s->kind;
+  }
+  return e->gemm;
+}
+
+/* The log on library k, once; each product's seconds added to its class's
+ * round. */
 static double replay_once(kt_gemm_kind k, const kt__matmul_shape *log, size_t n, float *a, float *b,
-                          float *c) {
-  double t0 = kt_now();
+                          float *c, shape_class *cls, const size_t *cls_of) {
+  double t0 = kt_now(), t = t0;
   for (size_t i = 0; i < n; i++) {
     const kt__matmul_shape *s = &log[i];
     kt__gemm_call(k, s->trans_a, s->trans_b, s->m, s->n, s->k, a, s->lda, b, s->ldb,
                   s->accumulate ? 1.0f : 0.0f, c, s->ldo);
+    double now = kt_now();
+    cls[cls_of[i]].round[k] += now - t;
+    t = now;
   }
-  return kt_now() - t0;
+  return t - t0;
 }
 
-/* Each available library's best time on the log (0: not available). */
-static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *seconds, kt_error *err) {
+/* A class that moves to another library, and the seconds that saves. */
+typedef struct {
+  kt_gemm_shape shape;
+  double saves;
+} shape_move;
+
+static int by_saving(const void *x, const void *y) {
+  double a = ((const shape_move *)x)->saves, b = ((const shape_move *)y)->saves;
+  return a > b ? -1 : a < b;
+}
+
+/* out->shapes: the classes another library runs 5% or more faster than
+ * out->kind, each 1% or more of its time, the largest savings first. */
+static void choose_shapes(kt_gemm_choice *out, const shape_class *cls, size_t n_cls) {
+  shape_move *moves = calloc(n_cls ? n_cls : 1, sizeof *moves);
+  size_t n_moves = 0;
+  double total = out->seconds[out->kind];
+  for (size_t c = 0; moves && c < n_cls; c++) {
+    double mine = cls[c].best[out->kind], best = mine;
+    kt_gemm_kind lib = out->kind;
+    for (int k = 1; k < KT_GEMM_COUNT; k++)
+      if (cls[c].best[k] > 0 && cls[c].best[k] * 1.05 <= best)
+        best = cls[c].best[k], lib = (kt_gemm_kind)k;
+    if (lib == out->kind || !(mine >= 0.01 * total)) continue;
+    moves[n_moves++] = (shape_move){
+        {cls[c].trans_a, cls[c].trans_b, {cls[c].dims[0], cls[c].dims[1]}, lib, mine / best},
+        mine - best};
+  }
+  if (n_moves) qsort(moves, n_moves, sizeof *moves, by_saving);
+  out->n_shapes = 0;
+  for (size_t i = 0; i < n_moves && out->n_shapes < KT_GEMM_MAX_SHAPES; i++)
+    out->shapes[out->n_shapes++] = moves[i].shape;
+  free(moves);
+}
+
+/* Each available library's best time on the log (0: not available) and
+ * each class's best round (cls, cls_of: classify). */
+static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *seconds,
+                            shape_class *cls, size_t n_cls, const size_t *cls_of, kt_error *err) {
   size_t big = 1;
   for (size_t i = 0; i < n; i++)
     for (int w = 0; w < 3; w++)
@@ -106,13 +195,17 @@ static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *secon
   kt__exec saved = kt__exec_enter(NULL, KT_GEMM_OPENBLAS); /* one thread per library */
   for (int k = 1; k < KT_GEMM_COUNT; k++) {
     seconds[k] = 0;
-    if (kt_gemm_available((kt_gemm_kind)k, NULL)) seconds[k] = -1, replay_once(k, log, n, a, b, c);
+    if (kt_gemm_available((kt_gemm_kind)k, NULL))
+      seconds[k] = -1, replay_once(k, log, n, a, b, c, cls, cls_of);
   }
   for (int r = 0; r < ROUNDS; r++) /* interleaved: a slow second hits every library */
     for (int k = 1; k < KT_GEMM_COUNT; k++) {
       if (seconds[k] == 0) continue;
-      double t = replay_once(k, log, n, a, b, c);
+      for (size_t j = 0; j < n_cls; j++) cls[j].round[k] = 0;
+      double t = replay_once(k, log, n, a, b, c, cls, cls_of);
       if (seconds[k] < 0 || t < seconds[k]) seconds[k] = t;
+      for (size_t j = 0; j < n_cls; j++) /* each class's best round, apart */
+        if (r == 0 || cls[j].round[k] < cls[j].best[k]) cls[j].best[k] = cls[j].round[k];
     }
   kt__exec_leave(saved);
   free(a), free(b), free(c);
@@ -165,31 +258,82 @@ void kt_gemm_set_cache(const char *path) {
 }
 
 /* The cached line for key: its library and times; 0 when absent. */
-static int cache_find(const char *text, const char *key, double *seconds) {
+/* The classes of a cached line: " shapes=N" then N of
+ * " trans_a,trans_b,dim,dim,library,speedup"; 0 when malformed. */
+static int parse_shapes(const char *p, kt_gemm_choice *out) {
+  int n, used;
+  if (sscanf(p, " shapes=%d%n", &n, &used) != 1 || n < 0 || n > KT_GEMM_MAX_SHAPES) return 0;
+  p += used;
+  for (int i = 0; i < n; i++) {
+    kt_gemm_shape *s = &out->shapes[i];
+    char name[16];
+    if (sscanf(p, " %d,%d,%d,%d,%15[a-z],%lf%n", &s->trans_a, &s->trans_b, &s->dims[0], &s->dims[1],
+               name, &s->speedup, &used) != 6 ||
+        kt_gemm_from_name(name) <= 0)
+      return 0;
+    s->kind = (kt_gemm_kind)kt_gemm_from_name(name);
+    p += used;
+  }
+  out->n_shapes = n;
+  return 1;
+}
+
+/* The cached line for key (its times and classes) into out; 0 when
+ * absent (lines from before classes were kept do not count). */
+static int cache_find(const char *text, const char *key, kt_gemm_choice *out) {
   int found = 0;
   size_t kl = strlen(key);
   for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
     if (strncmp(p, key, kl) || p[kl] != '\t') continue;
-    double s[KT_GEMM_COUNT] = {0};
+    kt_gemm_choice c = {0};
     char name[16];
-    if (sscanf(p + kl + 1, "%15s %lf %lf %lf", name, &s[1], &s[2], &s[3]) == 4 &&
-        kt_gemm_from_name(name) > 0) {
-      memcpy(seconds, s, sizeof s);
+    int used;
+    if (sscanf(p + kl + 1, "%15s %lf %lf %lf%n", name, &c.seconds[1], &c.seconds[2], &c.seconds[3],
+               &used) == 4 &&
+        kt_gemm_from_name(name) > 0 && parse_shapes(p + kl + 1 + used, &c)) {
+      memcpy(out->seconds, c.seconds, sizeof c.seconds);
+      memcpy(out->shapes, c.shapes, sizeof c.shapes);
+      out->n_shapes = c.n_shapes;
       found = 1; /* the last line for a key wins */
     }
   }
   return found;
 }
 
-static void cache_add(const char *path, const char *old, const char *key, const double *s) {
-  size_t len = (old ? strlen(old) : 0) + strlen(key) + 128;
+static void cache_add(const char *path, const char *old, const char *key, const kt_gemm_choice *c) {
+  size_t len = (old ? strlen(old) : 0) + strlen(key) + 128 + 64 * KT_GEMM_MAX_SHAPES;
   char *text = malloc(len);
   if (!text) return;
-  int n = snprintf(text, len, "%s%s\t%s %.6g %.6g %.6g\n", old ? old : "", key,
-                   kt_gemm_name(fastest(s)), s[1], s[2], s[3]);
+  const double *s = c->seconds;
+  int n = snprintf(text, len, "%s%s\t%s %.6g %.6g %.6g shapes=%d", old ? old : "", key,
+                   kt_gemm_name(fastest(s)), s[1], s[2], s[3], c->n_shapes);
+  for (int i = 0; i < c->n_shapes && n > 0 && (size_t)n < len; i++) {
+    const kt_gemm_shape *h = &c->shapes[i];
+    n += snprintf(text + n, len - (size_t)n, " %d,%d,%d,%d,%s,%.4g", h->trans_a, h->trans_b,
+                  h->dims[0], h->dims[1], kt_gemm_name(h->kind), h->speedup);
+  }
+  if (n > 0 && (size_t)n + 1 < len) n += snprintf(text + n, len - (size_t)n, "\n");
   kt_error err;
-  if (n > 0) (void)kt_write_file_atomic(path, text, (size_t)n, &err); /* a cache: best effort */
+  if (n > 0 && (size_t)n < len) /* a cache: best effort */
+    (void)kt_write_file_atomic(path, text, (size_t)n, &err);
   free(text);
+}
+
+/* Records the probe's matmuls and times them on every library: out's
+ * seconds, kind and classes. */
+static kt_status measure(const kt_model_config *cfg, int b, kt_gemm_choice *out, kt_error *err) {
+  kt__matmul_shape *log = NULL;
+  size_t n = 0, n_cls = 0, *cls_of = NULL;
+  shape_class *cls = NULL;
+  kt_status st = probe_record(cfg, b, &log, &n, err);
+  if (!st && !(cls_of = malloc((n ? n : 1) * sizeof *cls_of)))
+    st = kt_fail(err, KT_ENOMEM, "out of memory timing the GEMM libraries");
+  if (!st) st = classify(log, n, &cls, &n_cls, cls_of, err);
+  if (!st) st = replay_all(log, n, out->seconds, cls, n_cls, cls_of, err);
+  out->kind = fastest(out->seconds);
+  if (!st) choose_shapes(out, cls, n_cls);
+  free(log), free(cls), free(cls_of);
+  return st;
 }
 
 /* Measures, or takes the machine's earlier measurement of the same key
@@ -210,18 +354,17 @@ static kt_status measure_cached(const kt_model_config *cfg, int b, const char *k
     if (fd >= 0 && kt_read_file(path, &text, &tl, NULL)) text = NULL;
   }
   kt_status st = KT_OK;
-  if (text && cache_find(text, key, out->seconds)) {
+  if (text && cache_find(text, key, out)) {
     out->how = "cached";
+    out->kind = fastest(out->seconds);
+    /* a class cached for a library gone since runs on the chosen one */
+    for (int i = 0; i < out->n_shapes; i++)
+      if (!kt_gemm_available(out->shapes[i].kind, NULL)) out->shapes[i].kind = out->kind;
   } else {
-    kt__matmul_shape *log = NULL;
-    size_t n = 0;
-    st = probe_record(cfg, b, &log, &n, err);
-    if (!st) st = replay_all(log, n, out->seconds, err);
-    free(log);
+    st = measure(cfg, b, out, err);
     out->how = "measured";
-    if (!st && fd >= 0) cache_add(path, text, key, out->seconds);
+    if (!st && fd >= 0) cache_add(path, text, key, out);
   }
-  out->kind = fastest(out->seconds);
   free(text);
   if (fd >= 0) close(fd); /* releases the lock */
   return st;

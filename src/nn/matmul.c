@@ -58,12 +58,12 @@ void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
   const kt__exec *e = kt__exec_current();
   int threads = e->in_task ? 1 : kt__pool_threads(e->pool), by_rows = m >= n;
   int len = by_rows ? m : n, pieces = len / MIN_SPLIT < threads ? len / MIN_SPLIT : threads;
+  kt_gemm_kind lib = kt__gemm_for(e, m, n, k, trans_a, trans_b); /* of the whole, not a piece */
   if (pieces > 1 && 2.0 * m * n * k >= MIN_SPLIT_FLOPS) {
-    split_job j = {a,   b,       out,     m,      n,       k,    lda,    ldb,
-                   ldo, trans_a, trans_b, pieces, by_rows, beta, e->gemm};
+    split_job j = {a, b, out, m, n, k, lda, ldb, ldo, trans_a, trans_b, pieces, by_rows, beta, lib};
     kt__pool_run(e->pool, pieces, split_piece, &j);
   } else {
-    kt__gemm_call(e->gemm, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, out, ldo);
+    kt__gemm_call(lib, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, out, ldo);
   }
   atomic_fetch_add_explicit(&nanos_in, (long long)((kt_now() - t0) * 1e9), memory_order_relaxed);
   atomic_fetch_add_explicit(&flops_issued, 2LL * m * n * k, memory_order_relaxed);

@@ -21,15 +21,17 @@ kt_status kt__gpt_chunk_create(const kt_model_config *cfg, int first_unit, int n
  * library) for their duration, and every kernel and matmul reads it. */
 typedef struct kt__pool kt__pool;
 typedef struct {
-  kt__pool *pool;    /* NULL: this thread alone */
-  kt_gemm_kind gemm; /* never KT_GEMM_AUTO */
-  int in_task;       /* inside a pool task: everything runs serially */
+  kt__pool *pool;             /* NULL: this thread alone */
+  kt_gemm_kind gemm;          /* never KT_GEMM_AUTO */
+  int in_task;                /* inside a pool task: everything runs serially */
+  const kt_gemm_choice *plan; /* products of its shapes run on their own library (NULL: none) */
 } kt__exec;
 
 const kt__exec *kt__exec_current(void);
 /* Sets the calling thread's context; returns the one to restore. */
 kt__exec kt__exec_enter(kt__pool *pool, kt_gemm_kind gemm);
 void kt__exec_leave(kt__exec saved);
+void kt__exec_plan(const kt_gemm_choice *plan); /* sets the current context's plan */
 
 /* NULL (run serially) for threads < 2 or when no worker starts. */
 kt__pool *kt__pool_create(int threads);
@@ -53,6 +55,9 @@ int kt__blocks(int n, int block); /* blocks of `block` covering n rows */
  * c (m,n) = beta c + op(a) (m,kk) op(b) (kk,n). */
 void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* The library a product runs on in context e: its class's in e->plan, else
+ * e->gemm. */
+kt_gemm_kind kt__gemm_for(const kt__exec *e, int m, int n, int k, int trans_a, int trans_b);
 /* Resolves cfg->gemm for a chunk (kt_gemm_choose) and starts its pool of
  * kt_blas_threads() threads; called by kt_chunk_create. */
 kt_status kt__chunk_exec_init(kt_chunk *c, kt_error *err);

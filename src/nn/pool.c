@@ -31,19 +31,22 @@ struct kt__pool {
   kt__task_fn fn;
   void *ctx;
   kt_gemm_kind gemm;
+  const kt_gemm_choice *plan;
 };
 
-static _Thread_local kt__exec tls_exec = {NULL, KT_GEMM_OPENBLAS, 0};
+static _Thread_local kt__exec tls_exec = {NULL, KT_GEMM_OPENBLAS, 0, NULL};
 
 const kt__exec *kt__exec_current(void) { return &tls_exec; }
 
 kt__exec kt__exec_enter(kt__pool *pool, kt_gemm_kind gemm) {
   kt__exec old = tls_exec;
-  tls_exec = (kt__exec){pool, gemm, 0};
+  tls_exec = (kt__exec){pool, gemm, 0, NULL};
   return old;
 }
 
 void kt__exec_leave(kt__exec saved) { tls_exec = saved; }
+
+void kt__exec_plan(const kt_gemm_choice *plan) { tls_exec.plan = plan; }
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -92,6 +95,7 @@ static void *worker_main(void *arg) {
     if (atomic_load(&p->stop)) return NULL;
     /* inside a task matmuls run whole, on the job's library */
     kt__exec saved = kt__exec_enter(NULL, p->gemm);
+    tls_exec.plan = p->plan;
     tls_exec.in_task = 1;
     run_tasks(p, w.index);
     kt__exec_leave(saved);
@@ -152,6 +156,7 @@ void kt__pool_run(kt__pool *p, int n_tasks, kt__task_fn fn, void *ctx) {
     return;
   }
   p->n_tasks = n_tasks, p->fn = fn, p->ctx = ctx, p->gemm = tls_exec.gemm;
+  p->plan = tls_exec.plan;
   atomic_store_explicit(&p->next, 0, memory_order_relaxed);
   atomic_store_explicit(&p->busy, p->n - 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
