@@ -203,32 +203,34 @@ static int open_failed(train_run *r, kt_status st, kt_error *err) {
   return cli_fail(st, err);
 }
 
-/* The matmuls' library, how it was chosen, and the threads of a rank. */
+/* The matmuls' library, how it was chosen, and the threads of a rank, in
+ * 100 columns: the classes of products on another library are named only
+ * where they fit (the JSON lists them all). */
 static void print_gemm(FILE *t, const kt_gemm_choice *g) {
-  fprintf(t, "gemm: %s (", kt_gemm_name(g->kind));
-  if (!strcmp(g->how, "given")) fputs("--gemm", t);
-  else if (!strcmp(g->how, "small")) fputs("auto: too little work to measure", t);
+  char how[160] = "", shapes[64] = "", tail[32];
+  size_t n = 0;
+  if (!strcmp(g->how, "given")) n += (size_t)snprintf(how, sizeof how, "--gemm");
+  else if (!strcmp(g->how, "small"))
+    n += (size_t)snprintf(how, sizeof how, "auto: too little work to measure");
   else {
-    fprintf(t, "auto, %s", !strcmp(g->how, "cached") ? "measured before here" : "measured");
+    n += (size_t)snprintf(how, sizeof how, "auto, %s",
+                          !strcmp(g->how, "cached") ? "measured before here" : "measured");
     const char *sep = "; time of ";
-    for (int k = 1; k < KT_GEMM_COUNT; k++)
+    for (int k = 1; k < KT_GEMM_COUNT && n < sizeof how; k++)
       if (k != (int)g->kind && g->seconds[k] > 0 && g->seconds[g->kind] > 0) {
-        fprintf(t, "%s%s %.2fx", sep, kt_gemm_name((kt_gemm_kind)k),
-                g->seconds[k] / g->seconds[g->kind]);
+        n += (size_t)snprintf(how + n, sizeof how - n, "%s%s %.2fx", sep,
+                              kt_gemm_name((kt_gemm_kind)k), g->seconds[k] / g->seconds[g->kind]);
         sep = ", ";
       }
-    if (g->n_shapes) { /* the classes that moved: "openblas on 2 shapes (1.18x, 1.06x)" */
-      fprintf(t, "; %s on %d shape%s (", kt_gemm_name(g->shapes[0].kind), g->n_shapes,
-              g->n_shapes == 1 ? "" : "s");
-      for (int i = 0; i < g->n_shapes; i++)
-        fprintf(t, "%s%s%.2fx", i ? ", " : "",
-                g->shapes[i].kind != g->shapes[0].kind ? kt_gemm_name(g->shapes[i].kind) : "",
-                g->shapes[i].speedup);
-      fputs(")", t);
-    }
+    if (g->n_shapes) /* "; 2 shapes on openblas" (the first class's library) */
+      snprintf(shapes, sizeof shapes, "; %d shape%s on %s", g->n_shapes,
+               g->n_shapes == 1 ? "" : "s", kt_gemm_name(g->shapes[0].kind));
   }
-  int n = kt_blas_threads();
-  fprintf(t, "); %d thread%s per rank\n", n, n == 1 ? "" : "s");
+  int threads = kt_blas_threads();
+  snprintf(tail, sizeof tail, "); %d thread%s per rank", threads, threads == 1 ? "" : "s");
+  size_t head = strlen("gemm: ") + strlen(kt_gemm_name(g->kind)) + strlen(" (");
+  if (head + strlen(how) + strlen(shapes) + strlen(tail) > 100) shapes[0] = 0;
+  fprintf(t, "gemm: %s (%s%s%s\n", kt_gemm_name(g->kind), how, shapes, tail);
 }
 
 /* The library the model's chunks run on (the first this process holds). */
