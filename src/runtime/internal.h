@@ -150,6 +150,8 @@ struct kt__worker {
   kt_error err;
   /* non-finite values this step: per chunk, its forward output (or loss) */
   unsigned char fwd_bad[KT_MAX_CHUNKS];
+  /* ... and its gradients, found by kt__step_norm_parts */
+  unsigned char grad_bad[KT_MAX_CHUNKS];
   /* post-validation (validate.c): the order (seq) whose update may have
    * run on what a rank had and is not checked yet (-1: none), the weights,
    * optimizer state and gradients from before it, and the step's records
@@ -170,14 +172,17 @@ kt_status kt__worker_order(kt__worker *w, const kt__order *o, kt_error *err);
 kt_status kt__worker_rounds(kt__worker *w, kt_error *err);
 
 /* ---- the step's end (optim.c) ---- */
-/* Tied-embedding gradients summed, the data-parallel all-reduce, one
- * scaling by 1/(K*M*D); *sync += seconds in collectives. */
+/* Tied-embedding gradients summed and the data-parallel all-reduce;
+ * *sync += seconds in collectives. */
 kt_status kt__step_reduce(kt__worker *w, double *sync, kt_error *err);
-/* This rank's share of the squared global norm (the tied head copy left
- * out) by part (rt->n_parts: each model unit, or each stage of a model
- * without units; 0 where the rank holds none), and its total. */
+/* In one pass over the gradients: their scaling by 1/(K*M*D), this rank's
+ * share of the squared global norm (the tied head copy left out) by part
+ * (rt->n_parts: each model unit, or each stage of a model without units;
+ * 0 where the rank holds none), returned in total, and which chunks'
+ * gradients are not finite (w->grad_bad). */
 double kt__step_norm_parts(kt__worker *w, double *parts);
-/* 1 where a stage's gradients on this rank are not finite (flags[S]). */
+/* 1 where a stage's gradients on this rank are not finite (flags[S]), as
+ * kt__step_norm_parts found them. */
 void kt__step_grad_flags(kt__worker *w, unsigned char *flags);
 /* The optimizer update of every chunk with the gradients scaled by clip:
  * the chunks' own, or grads[V] (a copy kept from the step they belong to). */

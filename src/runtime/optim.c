@@ -222,10 +222,40 @@ static void update_chunk(kt__worker *w, int c, const float *grads, double lr, fl
   kt_chunk_parallel(ch, n, PASS_BLOCK, update_range, &j);
 }
 
-static double sum_squares(const float *restrict g, size_t n) {
-  double s = 0;
-  for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
-  return s;
+/* Squares are summed in eight lanes, each over every eighth element of a
+ * run, the lanes added in a fixed order at the end: the loop vectorises,
+ * and a unit's sum has the same bits whatever thread runs it. */
+#define LANES 8
+#define SCALE_RUN 1024 /* floats scaled before their squares are read, in L1 */
+
+static void add_squares(double *restrict lane, const float *restrict g, size_t n) {
+  size_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int k = 0; k < LANES; k++) lane[k] += (double)g[i + k] * g[i + k];
+  for (; i < n; i++) lane[0] += (double)g[i] * g[i];
+}
+
+static double fold_lanes(const double *lane) {
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+static double sum_squares(const float *g, size_t n) {
+  double lane[LANES] = {0};
+  add_squares(lane, g, n);
+  return fold_lanes(lane);
+}
+
+/* g *= s, and the sum of the scaled squares; runs of SCALE_RUN (a multiple
+ * of LANES) keep the lanes as sum_squares's. A square of a finite float
+ * does not overflow a double, so the sum is finite iff every g is. */
+static double scale_sum_squares(float *restrict g, size_t n, float s) {
+  double lane[LANES] = {0};
+  for (size_t i = 0; i < n; i += SCALE_RUN) {
+    size_t m = n - i < SCALE_RUN ? n - i : SCALE_RUN;
+    for (size_t k = 0; k < m; k++) g[i + k] *= s;
+    add_squares(lane, g + i, m);
+  }
+  return fold_lanes(lane);
 }
 
 /* The LM head's copy of a tied embedding is the same parameter as wte: its
@@ -243,41 +273,13 @@ static double tied_head_copy_sq(kt_chunk *ch) {
   return 0;
 }
 
-typedef struct {
-  const float *g;
-  atomic_int bad;
-} flag_job;
-
-static void flag_range(void *ctx, size_t lo, size_t hi) {
-  flag_job *j = ctx;
-  for (size_t i = lo; i < hi; i++)
-    if (!isfinite(j->g[i])) {
-      atomic_store_explicit(&j->bad, 1, memory_order_relaxed);
-      return;
-    }
-}
-
 void kt__step_grad_flags(kt__worker *w, unsigned char *flags) {
   kt_runtime *rt = w->rt;
   memset(flags, 0, (size_t)rt->S);
   for (int c = 0; c < rt->V; c++) {
     int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
-    if (stage < 0) continue; /* an empty slot (uneven placement) */
-    size_t n;
-    flag_job j = {.g = kt_chunk_grads(w->chunk[c], &n)};
-    kt_chunk_parallel(w->chunk[c], n, PASS_BLOCK, flag_range, &j);
-    flags[stage] |= (unsigned char)atomic_load(&j.bad);
+    if (stage >= 0) flags[stage] |= w->grad_bad[c];
   }
-}
-
-typedef struct {
-  float *g;
-  float scale;
-} scale_job;
-
-static void scale_range(void *ctx, size_t lo, size_t hi) {
-  const scale_job *j = ctx;
-  for (size_t i = lo; i < hi; i++) j->g[i] *= j->scale;
 }
 
 /* Collectives are timed apart (*sync): they wait for the other ranks. */
@@ -286,30 +288,27 @@ kt_status kt__step_reduce(kt__worker *w, double *sync, kt_error *err) {
   double t0 = kt_now();
   kt_status st = sum_tied(w, err);
   *sync += kt_now() - t0;
-  if (st) return st;
-  float scale = 1.0f / (float)((double)rt->K * rt->M * rt->D);
-  for (int c = 0; c < rt->V && !st; c++) {
+  for (int c = 0; c < rt->V && !st && rt->D > 1; c++) {
     size_t n;
     float *g = kt_chunk_grads(w->chunk[c], &n);
     t0 = kt_now();
-    if (rt->D > 1) st = kt_allreduce(w->t, KT_GROUP_DATA, g, n, err);
+    st = kt_allreduce(w->t, KT_GROUP_DATA, g, n, err);
     *sync += kt_now() - t0;
-    scale_job j = {g, scale};
-    kt_chunk_parallel(w->chunk[c], n, PASS_BLOCK, scale_range, &j);
   }
   return st;
 }
 
 typedef struct {
-  const float *grads;
+  float *grads;
   const size_t *off;
   double *parts;
+  float scale;
 } unit_sq_job;
 
 static void unit_sq_range(void *ctx, size_t lo, size_t hi) {
   const unit_sq_job *j = ctx;
   for (size_t u = lo; u < hi; u++)
-    j->parts[u] = sum_squares(j->grads + j->off[u], j->off[u + 1] - j->off[u]);
+    j->parts[u] = scale_sum_squares(j->grads + j->off[u], j->off[u + 1] - j->off[u], j->scale);
 }
 
 /* Every parameter once: the last stage's tied copy is left out. A chunk
@@ -318,24 +317,28 @@ static void unit_sq_range(void *ctx, size_t lo, size_t hi) {
  * its whole sum to its stage's. */
 double kt__step_norm_parts(kt__worker *w, double *parts) {
   kt_runtime *rt = w->rt;
+  float scale = 1.0f / (float)((double)rt->K * rt->M * rt->D);
   double local = 0;
   memset(parts, 0, sizeof *parts * (size_t)rt->n_parts);
   for (int c = 0; c < rt->V; c++) {
-    int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c);
-    if (stage < 0) continue; /* an empty slot */
     kt_chunk *ch = w->chunk[c];
     size_t n;
-    const float *grads = kt_chunk_grads(ch, &n);
-    int first = 0, units = 0;
+    float *grads = kt_chunk_grads(ch, &n);
+    int stage = kt_rank_chunk_stage(&rt->sched_copy, w->stage_rank, c), first = 0, units = 0;
     const size_t *off = kt_chunk_unit_offsets(ch, &first, &units);
-    if (rt->cfg.synthetic || rt->cfg.make_chunk || units < 1) {
-      local += parts[stage] = sum_squares(grads, n);
-      continue;
+    double sum;
+    if (stage < 0 || rt->cfg.synthetic || rt->cfg.make_chunk || units < 1) {
+      sum = scale_sum_squares(grads, n, scale);
+      if (stage >= 0) local += parts[stage] = sum;
+    } else {
+      unit_sq_job j = {grads, off, parts + first, scale}; /* a unit's sum on one thread, in order */
+      kt_chunk_parallel(ch, (size_t)units, 1, unit_sq_range, &j);
+      sum = 0;
+      for (int u = 0; u < units; u++) sum += parts[first + u];
+      parts[first + units - 1] -= tied_head_copy_sq(ch); /* the head is the last unit */
+      for (int u = 0; u < units; u++) local += parts[first + u];
     }
-    unit_sq_job j = {grads, off, parts + first}; /* a unit's sum on one thread, in order */
-    kt_chunk_parallel(ch, (size_t)units, 1, unit_sq_range, &j);
-    parts[first + units - 1] -= tied_head_copy_sq(ch); /* the head is the last unit */
-    for (int u = 0; u < units; u++) local += parts[first + u];
+    w->grad_bad[c] = !isfinite(sum);
   }
   return local;
 }
