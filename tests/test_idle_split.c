@@ -55,6 +55,30 @@ static void only_the_schedule(void) {
   kt_schedule_free(&s);
 }
 
+/* Without a barrier a rank's span can outlast the step's period (the
+ * step's first actions ran beside the last of the step before): the
+ * split still sums to the step, with nothing left for the optimizer. */
+static void period_shorter_than_a_span(void) {
+  kt_error err;
+  kt_schedule s;
+  kt_gen_params sp = {.p = 4, .m = 8};
+  REQUIRE_VOID(kt_generate(KT_SCHED_1F1B, &sp, &s, &err) == KT_OK);
+  kt_costs c;
+  kt_costs_default(&c);
+  kt_timeline tl;
+  fake_step(&s, &c, &c, &tl);
+  kt_idle_split o[4];
+  REQUIRE_VOID(kt_idle_split_step(&s, &tl, 30, KT_STEP_OVERLAP, o, &err) == KT_OK);
+  for (int r = 0; r < 4; r++) {
+    CHECK_NEAR(o[r].busy, 24, 1e-9);
+    CHECK_NEAR(sum(&o[r]), 30, 1e-9);
+    CHECK_NEAR(o[r].optimizer, 0, 1e-9);
+    CHECK(o[r].schedule >= 0 && o[r].core_wait >= 0 && o[r].comm >= 0 && o[r].overhead >= 0);
+  }
+  kt_timeline_free(&tl);
+  kt_schedule_free(&s);
+}
+
 /* Rank 1 waits for a core half of every action: its own waits and what
  * they cost the others are core_wait; the schedule's share is unchanged. */
 static void waiting_for_a_core(void) {
@@ -218,6 +242,7 @@ static void accumulation_rounds(void) {
 int main(void) {
   accumulation_rounds();
   only_the_schedule();
+  period_shorter_than_a_span();
   waiting_for_a_core();
   transfers();
   straggler_on_threads();

@@ -177,7 +177,8 @@ typedef struct {
  * ran (all its rounds: kt_schedule_repeat), measured its timeline (events
  * of every rank, from the step's start, with cpu_time and comm_time),
  * step_seconds the step's wall time (without a barrier, sync overlap: its
- * period, each rank's step from its first action to its next step's); out
+ * period, each rank's step from its first action to its next step's; a
+ * span longer than the period is split up to the period only); out
  * receives s->p entries. EINVAL when
  * the timeline is not a run of s, ENOMEM. */
 kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured, double step_seconds,

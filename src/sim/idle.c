@@ -142,6 +142,10 @@ kt_status kt_idle_split_step(const kt_schedule *s, const kt_timeline *measured, 
   kt_status st = match(s, measured, &sa, err);
   for (int k = 0; k < N_DUR && !st; k++) st = replay(s, sa.dur[k], sync, &ends[k], err);
   if (!st) pipeline_end = measured_part(&sa, sync);
+  /* Without a barrier a rank's span can outlast the step's period (its
+   * first actions ran beside the step before's last): what is split is
+   * the step, so the split stops at its end. */
+  if (sync == KT_STEP_OVERLAP && step_seconds > 0) pipeline_end = fmin(pipeline_end, step_seconds);
   size_t k = 0;
   for (int r = 0; !st && r < s->p; r++) {
     kt_idle_split *o = &out[r];
