@@ -69,7 +69,8 @@ static void test_libraries(void) {
         float *split = copy_vec(want, (size_t)m * ldc);
         naive_gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, want, ldc);
         kt__gemm_call((kt_gemm_kind)kind, ta, tb, m, n, k, a, lda, b, ldb, beta, got, ldc);
-        kt__exec saved = kt__exec_enter(pool, (kt_gemm_kind)kind); /* split between 3 threads */
+        kt__exec saved =
+            kt__exec_enter(pool, (kt_gemm_kind)kind, NULL); /* split between 3 threads */
         kt__matmul_ld(split, ldc, a, lda, b, ldb, m, n, k, ta, tb, beta);
         kt__exec_leave(saved);
         double e = kt_test_rel_err(got, want, (size_t)m * ldc);
@@ -130,7 +131,7 @@ static void same_bits(const char *name, kernel_fn fn, float *out, size_t n) {
   float *first = NULL;
   for (int threads = 1; threads <= 3; threads++) {
     kt__pool *p = kt__pool_create(threads);
-    kt__exec saved = kt__exec_enter(p, KT_GEMM_OPENBLAS);
+    kt__exec saved = kt__exec_enter(p, KT_GEMM_OPENBLAS, NULL);
     fn(out);
     kt__exec_leave(saved);
     kt__pool_destroy(p);
@@ -155,7 +156,7 @@ static void test_layernorm(void) {
   float *mean = rand_vec(N), *rstd = rand_vec(N), *rm = rand_vec(N), *rr = rand_vec(N);
   kt__layernorm_forward(ref, rm, rr, g_x, g_w, g_b, N, C);
   kt__pool *p = kt__pool_create(3);
-  kt__exec saved = kt__exec_enter(p, KT_GEMM_OPENBLAS);
+  kt__exec saved = kt__exec_enter(p, KT_GEMM_OPENBLAS, NULL);
   kt__layernorm_forward_par(out, mean, rstd, g_x, g_w, g_b, N, C);
   kt__exec_leave(saved);
   kt__pool_destroy(p);
@@ -236,7 +237,7 @@ static void attention_case(int B, int T, int Ch, int NH, int qb, int threads) {
   kt__attention_forward(y0, a0, sc, inp, B, T, Ch, NH);
   kt__attention_backward(d0, sc, dout, inp, a0, B, T, Ch, NH);
   kt__pool *p = kt__pool_create(threads);
-  kt__exec saved = kt__exec_enter(p, KT_GEMM_OPENBLAS);
+  kt__exec saved = kt__exec_enter(p, KT_GEMM_OPENBLAS, NULL);
   kt__attention_forward_blocked(y1, a1, sc, inp, B, T, Ch, NH, qb);
   kt__attention_backward_blocked(d1, sc, dout, inp, a1, B, T, Ch, NH, qb);
   kt__exec_leave(saved);

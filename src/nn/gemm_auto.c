@@ -59,7 +59,7 @@ static kt_status probe_record(const kt_model_config *cfg, int b, kt__matmul_shap
                      ? kt__gpt_chunk_create(&pc, first, units - first, b, 1, &c, err)
                      : kt__mlp_chunk_create(&pc, first, units - first, b, 1, &c, err);
   if (st) return st;
-  kt__exec saved = kt__exec_enter(NULL, KT_GEMM_OPENBLAS);
+  kt__exec saved = kt__exec_enter(NULL, KT_GEMM_OPENBLAS, NULL);
   kt__matmul_record(1);
   st = probe_run(c, err);
   kt__matmul_record(0);
@@ -192,7 +192,7 @@ static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *secon
     return kt_fail(err, KT_ENOMEM, "out of memory timing the GEMM libraries");
   }
   for (size_t i = 0; i < big; i++) a[i] = b[i] = c[i] = 0.01f * (float)(i % 97);
-  kt__exec saved = kt__exec_enter(NULL, KT_GEMM_OPENBLAS); /* one thread per library */
+  kt__exec saved = kt__exec_enter(NULL, KT_GEMM_OPENBLAS, NULL); /* one thread per library */
   for (int k = 1; k < KT_GEMM_COUNT; k++) {
     seconds[k] = 0;
     if (kt_gemm_available((kt_gemm_kind)k, NULL))

@@ -203,9 +203,8 @@ void kt_chunk_zero_grad(kt_chunk *c) {
 
 /* The chunk's ops run on its threads and GEMM library. */
 kt__exec kt__chunk_enter(const kt_chunk *c) {
-  kt__exec saved = kt__exec_enter((kt__pool *)c->pool, kt_chunk_gemm(c, NULL));
-  kt__exec_plan(c->gemm.n_shapes ? &c->gemm : NULL);
-  return saved;
+  return kt__exec_enter((kt__pool *)c->pool, kt_chunk_gemm(c, NULL),
+                        c->gemm.n_shapes ? &c->gemm : NULL);
 }
 
 kt_status kt_chunk_forward(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,

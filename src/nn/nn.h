@@ -28,10 +28,10 @@ typedef struct {
 } kt__exec;
 
 const kt__exec *kt__exec_current(void);
-/* Sets the calling thread's context; returns the one to restore. */
-kt__exec kt__exec_enter(kt__pool *pool, kt_gemm_kind gemm);
+/* Sets the calling thread's context (plan: NULL for none); returns the
+ * one to restore. */
+kt__exec kt__exec_enter(kt__pool *pool, kt_gemm_kind gemm, const kt_gemm_choice *plan);
 void kt__exec_leave(kt__exec saved);
-void kt__exec_plan(const kt_gemm_choice *plan); /* sets the current context's plan */
 
 /* NULL (run serially) for threads < 2 or when no worker starts. */
 kt__pool *kt__pool_create(int threads);

@@ -38,15 +38,13 @@ static _Thread_local kt__exec tls_exec = {NULL, KT_GEMM_OPENBLAS, 0, NULL};
 
 const kt__exec *kt__exec_current(void) { return &tls_exec; }
 
-kt__exec kt__exec_enter(kt__pool *pool, kt_gemm_kind gemm) {
+kt__exec kt__exec_enter(kt__pool *pool, kt_gemm_kind gemm, const kt_gemm_choice *plan) {
   kt__exec old = tls_exec;
-  tls_exec = (kt__exec){pool, gemm, 0, NULL};
+  tls_exec = (kt__exec){pool, gemm, 0, plan};
   return old;
 }
 
 void kt__exec_leave(kt__exec saved) { tls_exec = saved; }
-
-void kt__exec_plan(const kt_gemm_choice *plan) { tls_exec.plan = plan; }
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -94,8 +92,7 @@ static void *worker_main(void *arg) {
     seen = await_job(p, seen);
     if (atomic_load(&p->stop)) return NULL;
     /* inside a task matmuls run whole, on the job's library */
-    kt__exec saved = kt__exec_enter(NULL, p->gemm);
-    tls_exec.plan = p->plan;
+    kt__exec saved = kt__exec_enter(NULL, p->gemm, p->plan);
     tls_exec.in_task = 1;
     run_tasks(p, w.index);
     kt__exec_leave(saved);

@@ -2,7 +2,6 @@
  * data-parallel all-reduce, one scaling by 1/(K*M*D), global-norm clipping,
  * then SGD or AdamW. Also the learning-rate schedule. */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
