@@ -233,7 +233,7 @@ static void attention_case(int B, int T, int Ch, int NH, int qb, int threads) {
   float *inp = rand_vec(ni), *dout = rand_vec(no);
   float *y0 = rand_vec(no), *y1 = rand_vec(no), *a0 = rand_vec(na), *a1 = rand_vec(na);
   float *d0 = rand_vec(ni), *d1 = rand_vec(ni);
-  float *sc = rand_vec(kt__attention_scratch_floats(T) * (size_t)threads);
+  float *sc = rand_vec(kt__attention_scratch_floats(T, Ch / NH) * (size_t)threads);
   kt__attention_forward(y0, a0, sc, inp, B, T, Ch, NH);
   kt__attention_backward(d0, sc, dout, inp, a0, B, T, Ch, NH);
   kt__pool *p = kt__pool_create(threads);
@@ -256,6 +256,17 @@ static void test_attention(void) {
     for (size_t q = 0; q < sizeof qbs / sizeof *qbs; q++)
       attention_case(2, Ts[t], 24, 3, qbs[q], 1 + (int)(q % 3));
   printf("  blocked attention: %zu cases\n", sizeof Ts / sizeof *Ts * (sizeof qbs / sizeof *qbs));
+  /* heads of 16, 32, 64 and 80 floats: the register tiles where the CPU has
+   * AVX-512 (every tile height and width, whole and partial 16s of keys) */
+  int hts[] = {1, 6, 16, 33, 64, 70, 130}, chs[][2] = {{48, 3}, {64, 2}, {128, 2}, {160, 2}};
+  int cases = 0;
+  for (size_t c = 0; c < sizeof chs / sizeof *chs; c++)
+    for (size_t t = 0; t < sizeof hts / sizeof *hts; t++, cases++)
+      attention_case(2, hts[t], chs[c][0], chs[c][1], t % 2 ? 64 : 0, 1 + (int)(t % 2));
+#ifdef KT__HEAD_TILES
+  printf("  register tiles: %s\n", kt__head_tiles_ok(16) ? "on" : "off (no AVX-512)");
+#endif
+  printf("  heads of 16..80 floats: %d cases\n", cases);
 }
 
 /* ---- 50 training steps, fast against reference ---------------------------------- */
@@ -264,10 +275,11 @@ static void test_attention(void) {
 #define M 2
 #define BMB 2
 
-static int train(int reference, int threads, kt_gemm_kind gemm, double *losses, kt_error *err) {
+static int train(int reference, int threads, kt_gemm_kind gemm, int heads, double *losses,
+                 kt_error *err) {
   kt_model_config m;
   kt_model_config_default(&m, KT_MODEL_GPT);
-  m.layers = 2, m.hidden = 48, m.heads = 4, m.seq_len = 80, m.seed = 5, m.gemm = gemm;
+  m.layers = 2, m.hidden = 48, m.heads = heads, m.seq_len = 80, m.seed = 5, m.gemm = gemm;
   kt_schedule s;
   kt_gen_params gp = {.p = 1, .m = M};
   if (kt_generate(KT_SCHED_1F1B, &gp, &s, err)) return 1;
@@ -303,11 +315,14 @@ static int train(int reference, int threads, kt_gemm_kind gemm, double *losses, 
   return rcode;
 }
 
-static void test_training(void) {
+/* Heads of 12 floats (the GEMM library) and of 16 (the register tiles,
+ * where the CPU has AVX-512) against the reference kernels. */
+static void test_training(int heads) {
   double ref[STEPS], fast[STEPS];
   kt_error err;
-  REQUIRE_VOID(train(1, 1, KT_GEMM_OPENBLAS, ref, &err) == 0);
-  REQUIRE_VOID(train(0, 2, KT_GEMM_AUTO, fast, &err) == 0);
+  printf("  heads of %d floats\n", 48 / heads);
+  REQUIRE_VOID(train(1, 1, KT_GEMM_OPENBLAS, heads, ref, &err) == 0);
+  REQUIRE_VOID(train(0, 2, KT_GEMM_AUTO, heads, fast, &err) == 0);
   double worst = 0;
   for (int i = 0; i < STEPS; i++) {
     double e = fabs(fast[i] - ref[i]) / fabs(ref[i]);
@@ -335,7 +350,8 @@ int main(void) {
   printf("attention\n");
   test_attention();
   printf("training\n");
-  test_training();
+  test_training(4);
+  test_training(3);
   free(g_x), free(g_w), free(g_b), free(g_d), free(g_res), free(g_part);
   return kt_test_done(__FILE__);
 }

@@ -355,9 +355,9 @@ static void attention_vs_reference(int Bn, int Tn, int Cn, int NHn) {
   size_t n_in = (size_t)Bn * Tn * 3 * Cn, n_out = (size_t)Bn * Tn * Cn;
   float *inp = rand_vec(n_in, 2), *dy = rand_vec(n_out, 1), *out = zeros(n_out);
   float *att = malloc(sizeof(float) * Bn * NHn * Tn * Tn), *din = zeros(n_in);
-  float *scratch = malloc(kt__attention_scratch_floats(Tn) * sizeof(float));
+  float *scratch = malloc(kt__attention_scratch_floats(Tn, Cn / NHn) * sizeof(float));
   for (size_t i = 0; i < (size_t)Bn * NHn * Tn * Tn; i++) att[i] = NAN; /* all written */
-  for (size_t i = 0; i < kt__attention_scratch_floats(Tn); i++) scratch[i] = NAN;
+  for (size_t i = 0; i < kt__attention_scratch_floats(Tn, Cn / NHn); i++) scratch[i] = NAN;
   double *y = malloc(n_out * sizeof(double)), *dref = malloc(n_in * sizeof(double));
   attention_reference(y, dref, inp, dy, Bn, Tn, Cn, NHn);
   kt__attention_forward(out, att, scratch, inp, Bn, Tn, Cn, NHn);
@@ -385,7 +385,7 @@ static void test_attention(void) {
   size_t n_in = (size_t)N * 3 * C, n_out = (size_t)N * C;
   g_inp = rand_vec(n_in, 2);
   g_att = zeros((size_t)B * NH * T * T);
-  g_scratch = zeros(kt__attention_scratch_floats(T));
+  g_scratch = zeros(kt__attention_scratch_floats(T, C / NH));
   float *out = zeros(n_out), *R = rand_vec(n_out, 1), *din = zeros(n_in);
   att_fwd(out);
   kt__attention_backward(din, g_scratch, R, g_inp, g_att, B, T, C, NH);
@@ -407,7 +407,7 @@ static void test_attention(void) {
   n_in = (size_t)g_T * 3 * g_C, n_out = (size_t)g_T * g_C;
   g_inp = rand_vec(n_in, 2);
   g_att = zeros((size_t)g_NH * g_T * g_T);
-  g_scratch = zeros(kt__attention_scratch_floats(g_T));
+  g_scratch = zeros(kt__attention_scratch_floats(g_T, g_C / g_NH));
   out = zeros(n_out), R = rand_vec(n_out, 1), din = zeros(n_in);
   att_fwd(out);
   kt__attention_backward(din, g_scratch, R, g_inp, g_att, g_B, g_T, g_C, g_NH);
@@ -418,7 +418,7 @@ static void test_attention(void) {
    * turns it into numbers); the other rows stay finite */
   g_inp = rand_vec(n_in = (size_t)N * 3 * C, 2);
   g_att = zeros((size_t)B * NH * T * T);
-  g_scratch = zeros(kt__attention_scratch_floats(T));
+  g_scratch = zeros(kt__attention_scratch_floats(T, C / NH));
   out = zeros(n_out = (size_t)N * C);
   g_inp[3 * 3 * C] = NAN; /* b = 0, t = 3, head 0, q[0] */
   att_fwd(out);

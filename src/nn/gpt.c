@@ -432,8 +432,9 @@ static kt_status gpt_impl_alloc(kt_chunk *c, kt_error *err) {
   g->inp_floats = (c->is_first ? N : N * C) + (c->is_last ? N : 0);
   g->s.fc = malloc(4 * N * C * sizeof(float));
   g->s.dsmall = malloc(N * C * sizeof(float));
-  /* one T x T of attention scratch for each thread the chunk will have */
-  g->s.attn = malloc(kt__attention_scratch_floats(T) * (size_t)kt_blas_threads() * sizeof(float));
+  /* one T x T of attention scratch (and more) for each thread the chunk will have */
+  size_t attn = kt__attention_scratch_floats(T, C / c->cfg.heads);
+  g->s.attn = malloc(attn * (size_t)kt_blas_threads() * sizeof(float));
   g->s.partials = malloc(2 * kt__partials_floats((int)N, 4 * C) * sizeof(float));
   g->stream = malloc((g->stream_act + stream_keep) * sizeof(float));
   g->ping = malloc(N * C * sizeof(float));

@@ -102,8 +102,9 @@ double kt__crossentropy_forward(float *dlogits, const float *logits, const int *
  *        reads it again: keep it)
  *   att  (B,NH,T,T) saved: softmax probabilities (zero above the diagonal)
  *   out  (B,T,C) heads concatenated
- *   scratch: kt__attention_scratch_floats(T) floats (forward and backward) */
-size_t kt__attention_scratch_floats(int T);
+ *   scratch: kt__attention_scratch_floats(T, C / NH) floats (forward and
+ *            backward) */
+size_t kt__attention_scratch_floats(int T, int hs);
 void kt__attention_forward(float *out, float *att, float *scratch, const float *inp, int B, int T,
                            int C, int NH);
 /* dinp (B,T,3C) = gradient through attention, from dout (B,T,C): written,
@@ -114,15 +115,40 @@ void kt__attention_backward(float *dinp, float *scratch, const float *dout, cons
 /* The same, blocked and threaded: query rows in blocks of qb (<= 0: T;
  * KT__ATT_QB in training), whose scores and products skip the keys after
  * the block's last row; heads run in parallel on the current pool, thread
- * i in scratch + i * kt__attention_scratch_floats(T) (so scratch holds
- * that many floats per thread of the pool). Results equal the kernels
- * above to float rounding. */
+ * i in scratch + i * kt__attention_scratch_floats(T, hs) (so scratch holds
+ * that many floats per thread of the pool). Heads whose size is a multiple
+ * of 16 run on the register tiles below where the CPU has AVX-512, others
+ * on the GEMM library. Results equal the kernels above to float rounding. */
 #define KT__ATT_QB 64
 void kt__attention_forward_blocked(float *out, float *att, float *scratch, const float *inp, int B,
                                    int T, int C, int NH, int qb);
 void kt__attention_backward_blocked(float *dinp, float *scratch, const float *dout,
                                     const float *inp, const float *att, int B, int T, int C, int NH,
                                     int qb);
+
+/* The register tiles of a head's products (head_tiles.c; x86-64 with GCC
+ * or Clang, used where kt__head_tiles_ok). Rows are the head's strided
+ * slices (ld* floats apart); Tp = kt__head_tiles_width(T) >= T.
+ *   transpose: xt (hs, Tp) = x (T, hs) transposed, zero in columns [T, Tp)
+ *   scores:    s (m, Tp) row i = a row i . xt, for the columns a causal row
+ *              r0 + i needs (its tile's last row + 1, up to whole 16s); the
+ *              columns after that are not written
+ *   rows:      out (m, hs) row i = sum over j < min(r0 + i + 1.., n) of
+ *              p[i][j] b row j (p zero above the diagonal; the tile's bound)
+ *   keys:      out (T, hs) row j = sum over t >= j of p[t][j] b row t
+ * Every output element is written (overwritten), never accumulated. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KT__HEAD_TILES 1
+int kt__head_tiles_ok(int hs);
+void kt__head_transpose(float *xt, int Tp, const float *x, int ld, int T, int hs);
+void kt__head_scores(float *s, int lds, const float *a, int lda, const float *xt, int Tp, int m,
+                     int r0, int hs);
+void kt__head_rows(float *out, int ldo, const float *p, int ldp, const float *b, int ldb, int m,
+                   int r0, int n, int hs);
+void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b, int ldb, int T,
+                   int hs);
+#endif
+static inline int kt__head_tiles_width(int T) { return (T + 15) / 16 * 16; }
 
 /* Block-diagonal attention over packed documents (pos as in kt__gpt_rows):
  * each document runs the kernels above as one sequence of its length L, its

@@ -1,5 +1,6 @@
 /* GPT causal self-attention: the per-head kernels (every matmul through
- * kt__matmul_ld) and their blocked, threaded forms.
+ * kt__matmul_ld) and their blocked, threaded forms (on AVX-512, heads of
+ * whole 16s multiply on the register tiles of head_tiles.c instead).
  * Legend: B = batch, T = time, C = channels, NH = heads, hs = C / NH head
  * size. */
 #include "nn/gpt_simd.h"
@@ -74,7 +75,12 @@ ROW void softmax_causal_row_backward(float *restrict d, const float *restrict a,
   row_zero(d + end, T - end);
 }
 
-size_t kt__attention_scratch_floats(int T) { return (size_t)T * T; }
+/* T x T scores (Tp x Tp on the register tiles, whose rows are whole 16s),
+ * then the transposed keys or values the tiles multiply by (hs x Tp). */
+size_t kt__attention_scratch_floats(int T, int hs) {
+  size_t Tp = (size_t)kt__head_tiles_width(T);
+  return Tp * Tp + (size_t)hs * Tp;
+}
 
 /* The scores of a head go to scratch, which stays in cache, and only the
  * probabilities to att, row by row (sgemm writing att's cold lines itself
@@ -138,18 +144,78 @@ static inline int block_cols(int n, int T) {
 typedef struct {
   float *out, *att, *scratch, *dinp;
   const float *inp, *dout;
-  int B, T, C, NH, qb;
+  int B, T, C, NH, qb, tiles; /* tiles: kt__head_tiles_ok */
 } attention_job;
+
+#ifdef KT__HEAD_TILES
+/* A head on the register tiles (kt__head_tiles_ok): scores at row stride
+ * Tp in scratch, the keys transposed after them; each product accounted
+ * as the kt__matmul_ld call of the path below that it replaces. */
+SIMD_CLONES static void head_forward_tiles(const attention_job *j, float *sc, const float *q,
+                                           float *a, float *y) {
+  int T = j->T, C = j->C, hs = C / j->NH, Tp = kt__head_tiles_width(T);
+  const float *k = q + C, *v = q + 2 * (size_t)C;
+  float scale = 1.0f / sqrtf((float)hs), *kt = sc + (size_t)Tp * Tp;
+  double t0 = kt_now(), flops = 0;
+  kt__head_transpose(kt, Tp, k, 3 * C, T, hs);
+  for (int i0 = 0; i0 < T; i0 += j->qb) {
+    int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
+    kt__head_scores(sc, Tp, q + (size_t)i0 * 3 * C, 3 * C, kt, Tp, r, i0, hs);
+    for (int t = 0; t < r; t++)
+      softmax_causal_row(a + (size_t)(i0 + t) * T, sc + (size_t)t * Tp, i0 + t + 1, T, scale);
+    kt__head_rows(y + (size_t)i0 * C, C, a + (size_t)i0 * T, T, v, 3 * C, r, i0, T, hs);
+    flops += kt__matmul_shape_of(r, block_cols(n, T), hs, 0, 1, 0.0f, 3 * C, 3 * C, T); /* q k^T */
+    flops += kt__matmul_shape_of(r, hs, n, 0, 0, 0.0f, T, 3 * C, C);                    /* att v */
+  }
+  kt__matmul_add(flops, kt_now() - t0); /* the softmax's time included: it is fused in */
+}
+
+/* dS at row stride Tp in scratch, the values transposed after it */
+SIMD_CLONES static void head_backward_tiles(const attention_job *j, float *ds, const float *q,
+                                            float *dq, const float *a, const float *dy) {
+  int T = j->T, C = j->C, hs = C / j->NH, Tp = kt__head_tiles_width(T);
+  const float *k = q + C, *v = q + 2 * (size_t)C;
+  float *dk = dq + C, *dv = dq + 2 * (size_t)C;
+  float scale = 1.0f / sqrtf((float)hs), *vt = ds + (size_t)Tp * Tp;
+  double t0 = kt_now(), flops = 0;
+  kt__head_transpose(vt, Tp, v, 3 * C, T, hs);
+  for (int i0 = 0; i0 < T; i0 += j->qb) {
+    int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
+    float *d = ds + (size_t)i0 * Tp;
+    kt__head_scores(d, Tp, dy + (size_t)i0 * C, C, vt, Tp, r, i0, hs); /* dy v^T */
+    for (int t = 0; t < r; t++)
+      softmax_causal_row_backward(d + (size_t)t * Tp, a + (size_t)(i0 + t) * T, i0 + t + 1, T,
+                                  scale);
+    kt__head_rows(dq + (size_t)i0 * 3 * C, 3 * C, d, Tp, k, 3 * C, r, i0, T, hs); /* dS k */
+    flops += kt__matmul_shape_of(r, block_cols(n, T), hs, 0, 1, 0.0f, C, 3 * C, T);
+    flops += kt__matmul_shape_of(r, hs, n, 0, 0, 0.0f, T, 3 * C, 3 * C);
+  }
+  kt__head_keys(dk, 3 * C, ds, Tp, q, 3 * C, T, hs); /* dS^T q */
+  kt__head_keys(dv, 3 * C, a, T, dy, C, T, hs);      /* att^T dy */
+  for (int j0 = 0; j0 < T; j0 += j->qb) {
+    int r = T - j0 < j->qb ? T - j0 : j->qb, rows = T - j0;
+    flops += kt__matmul_shape_of(r, hs, rows, 1, 0, 0.0f, T, 3 * C, 3 * C);
+    flops += kt__matmul_shape_of(r, hs, rows, 1, 0, 0.0f, T, C, 3 * C);
+  }
+  kt__matmul_add(flops, kt_now() - t0);
+}
+#endif
 
 SIMD_CLONES static void head_forward(void *arg, int task, int thread) {
   const attention_job *j = arg;
   int T = j->T, C = j->C, hs = C / j->NH, b = task / j->NH, h = task % j->NH;
   float scale = 1.0f / sqrtf((float)hs);
-  float *sc = j->scratch + (size_t)thread * kt__attention_scratch_floats(T); /* (qb,T) used */
-  const float *q = j->inp + (size_t)b * T * 3 * C + (size_t)h * hs;          /* (T,hs), stride 3C */
+  float *sc = j->scratch + (size_t)thread * kt__attention_scratch_floats(T, hs); /* (qb,T) */
+  const float *q = j->inp + (size_t)b * T * 3 * C + (size_t)h * hs; /* (T,hs), stride 3C */
   const float *k = q + C, *v = q + 2 * (size_t)C;
   float *a = j->att + ((size_t)b * j->NH + h) * (size_t)T * T; /* (T,T) */
   float *y = j->out + (size_t)b * T * C + (size_t)h * hs;      /* (T,hs), stride C */
+#ifdef KT__HEAD_TILES
+  if (j->tiles) {
+    head_forward_tiles(j, sc, q, a, y);
+    return;
+  }
+#endif
   for (int i0 = 0; i0 < T; i0 += j->qb) {
     int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
     kt__matmul_ld(sc, T, q + (size_t)i0 * 3 * C, 3 * C, k, 3 * C, r, block_cols(n, T), hs, 0, 1,
@@ -165,13 +231,19 @@ SIMD_CLONES static void head_backward(void *arg, int task, int thread) {
   const attention_job *j = arg;
   int T = j->T, C = j->C, hs = C / j->NH, b = task / j->NH, h = task % j->NH;
   float scale = 1.0f / sqrtf((float)hs);
-  float *ds = j->scratch + (size_t)thread * kt__attention_scratch_floats(T); /* (T,T) */
+  float *ds = j->scratch + (size_t)thread * kt__attention_scratch_floats(T, hs); /* (T,T) */
   size_t off = (size_t)b * T * 3 * C + (size_t)h * hs;
   const float *q = j->inp + off, *k = q + C, *v = q + 2 * (size_t)C; /* stride 3C */
   float *dq = j->dinp + off, *dk = dq + C, *dv = dq + 2 * (size_t)C; /* stride 3C */
   const float *a = j->att + ((size_t)b * j->NH + h) * (size_t)T * T;
   const float *dy = j->dout + (size_t)b * T * C + (size_t)h * hs; /* stride C */
-  for (int i0 = 0; i0 < T; i0 += j->qb) {                         /* by query block: dS, then dq */
+#ifdef KT__HEAD_TILES
+  if (j->tiles) {
+    head_backward_tiles(j, ds, q, dq, a, dy);
+    return;
+  }
+#endif
+  for (int i0 = 0; i0 < T; i0 += j->qb) { /* by query block: dS, then dq */
     int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
     float *d = ds + (size_t)i0 * T;
     kt__matmul_ld(d, T, dy + (size_t)i0 * C, C, v, 3 * C, r, block_cols(n, T), hs, 0, 1,
@@ -195,6 +267,9 @@ SIMD_CLONES static void head_backward(void *arg, int task, int thread) {
  * this already is one of its tasks. */
 static void run_heads(attention_job *j, int qb, kt__task_fn fn) {
   j->qb = qb > 0 ? qb : j->T;
+#ifdef KT__HEAD_TILES
+  j->tiles = kt__head_tiles_ok(j->C / j->NH);
+#endif
   const kt__exec *e = kt__exec_current();
   kt__pool_run(e->in_task ? NULL : e->pool, j->B * j->NH, fn, j);
 }
@@ -274,7 +349,8 @@ SIMD_CLONES static void piece_forward(void *arg, int h, int thread) {
   const piece_job *j = arg;
   int C = j->C, hs = C / j->NH, l = j->l, n = j->n0 + l;
   float scale = 1.0f / sqrtf((float)hs);
-  float *sc = j->scratch + (size_t)thread * kt__attention_scratch_floats(j->T); /* (qb,n) used */
+  float *sc =
+      j->scratch + (size_t)thread * kt__attention_scratch_floats(j->T, C / j->NH); /* (qb,n) used */
   const float *q = j->inp + (size_t)j->i * 3 * C + (size_t)h * hs; /* (l,hs), stride 3C */
   const float *k = j->g + (size_t)j->s * 3 * C + C + (size_t)h * hs, *v = k + C; /* (n,hs) */
   float *a = j->att + (size_t)h * l * n;                                         /* (l,n) */
@@ -295,8 +371,9 @@ SIMD_CLONES static void piece_backward(void *arg, int h, int thread) {
   const piece_job *j = arg;
   int C = j->C, hs = C / j->NH, l = j->l, n0 = j->n0, n = n0 + l;
   float scale = 1.0f / sqrtf((float)hs);
-  float *ds = j->scratch + (size_t)thread * kt__attention_scratch_floats(j->T); /* (l,n) */
-  const float *q = j->g + (size_t)(j->s + n0) * 3 * C + (size_t)h * hs;         /* (l,hs) */
+  float *ds =
+      j->scratch + (size_t)thread * kt__attention_scratch_floats(j->T, C / j->NH); /* (l,n) */
+  const float *q = j->g + (size_t)(j->s + n0) * 3 * C + (size_t)h * hs;            /* (l,hs) */
   size_t key = (size_t)j->s * 3 * C + C + (size_t)h * hs;
   const float *k = j->g + key, *v = k + C;
   float *dk = j->gd + key, *dv = dk + C; /* (n,hs), stride 3C: accumulated */

@@ -65,8 +65,17 @@ void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
   } else {
     kt__gemm_call(lib, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, out, ldo);
   }
-  atomic_fetch_add_explicit(&nanos_in, (long long)((kt_now() - t0) * 1e9), memory_order_relaxed);
-  atomic_fetch_add_explicit(&flops_issued, 2LL * m * n * k, memory_order_relaxed);
+  kt__matmul_add(kt__matmul_shape_of(m, n, k, trans_a, trans_b, beta, lda, ldb, ldo),
+                 kt_now() - t0);
+}
+
+void kt__matmul_add(double flops, double seconds) {
+  atomic_fetch_add_explicit(&nanos_in, (long long)(seconds * 1e9), memory_order_relaxed);
+  atomic_fetch_add_explicit(&flops_issued, (long long)flops, memory_order_relaxed);
+}
+
+double kt__matmul_shape_of(int m, int n, int k, int trans_a, int trans_b, float beta, int lda,
+                           int ldb, int ldo) {
   if (atomic_load_explicit(&recording, memory_order_relaxed)) {
     pthread_mutex_lock(&shapes_mu);
     if (!kt_grow((void **)&shapes, &cap_shapes, n_shapes + 1, sizeof *shapes))
@@ -74,6 +83,7 @@ void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
           (kt__matmul_shape){m, n, k, trans_a, trans_b, beta != 0.0f, lda, ldb, ldo};
     pthread_mutex_unlock(&shapes_mu);
   }
+  return 2.0 * m * n * k;
 }
 
 void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,

@@ -75,7 +75,9 @@ const char *kt__blas_config(void);
 
 /* Every matrix multiply in kaiten goes through this wrapper (row-major):
  *   out (m, n) = beta * out + op(a) (m, k) @ op(b) (k, n)
- * with op(x) = x or its transpose. Counts FLOPs for the benchmarks. */
+ * with op(x) = x or its transpose. Counts FLOPs for the benchmarks. The
+ * one exception, attention's register tiles, accounts its products
+ * through kt__matmul_shape_of and kt__matmul_add. */
 void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,
                 int trans_b, float beta);
 /* The same with explicit row strides (leading dimensions) of out, a and b,
@@ -83,6 +85,12 @@ void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k,
  * attention head inside (B,T,3C) q | k | v rows). */
 void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
                    int n, int k, int trans_a, int trans_b, float beta);
+/* A product computed outside kt__matmul_ld: its FLOPs, and its shape
+ * recorded (while recording) as the kt__matmul_ld call it replaces; then
+ * kt__matmul_add counts such products' FLOPs and seconds. */
+double kt__matmul_shape_of(int m, int n, int k, int trans_a, int trans_b, float beta, int lda,
+                           int ldb, int ldo);
+void kt__matmul_add(double flops, double seconds);
 /* FLOPs issued through kt__matmul by every thread of the process, and the
  * seconds spent in it (summed over threads). */
 double kt__matmul_flops(void);
