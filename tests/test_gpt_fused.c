@@ -250,7 +250,33 @@ static void attention_case(int B, int T, int Ch, int NH, int qb, int threads) {
   free(inp), free(dout), free(y0), free(y1), free(a0), free(a1), free(d0), free(d1), free(sc);
 }
 
+/* A NaN query makes its own output row NaN and no other (a softmax that
+ * turned it into numbers would hide a diverging run): heads of 16 floats,
+ * the register tiles where the CPU has AVX-512. */
+static void attention_nan_row(void) {
+  int T = 40, Ch = 32, NH = 2;
+  float *inp = rand_vec((size_t)T * 3 * Ch), *y = rand_vec((size_t)T * Ch);
+  float *att = rand_vec((size_t)NH * T * T), *sc = rand_vec(kt__attention_scratch_floats(T, 16));
+  inp[(size_t)20 * 3 * Ch] = NAN; /* t = 20, head 0, q[0] */
+  kt__pool *p = kt__pool_create(1);
+  kt__exec saved = kt__exec_enter(p, KT_GEMM_OPENBLAS, NULL);
+  kt__attention_forward_blocked(y, att, sc, inp, 1, T, Ch, NH, 16);
+  kt__exec_leave(saved);
+  kt__pool_destroy(p);
+  int nan_rows = 0, finite_rest = 1;
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < Ch; i++) {
+      int bad = !isfinite(y[(size_t)t * Ch + i]);
+      if (t == 20 && i < 16) nan_rows += bad;
+      else finite_rest &= !bad;
+    }
+  CHECK_EQ_INT(nan_rows, 16);
+  CHECK(finite_rest);
+  free(inp), free(y), free(att), free(sc);
+}
+
 static void test_attention(void) {
+  attention_nan_row();
   int Ts[] = {1, 5, 8, 17, 64, 70, 130}, qbs[] = {1, 8, 16, 64, 0};
   for (size_t t = 0; t < sizeof Ts / sizeof *Ts; t++)
     for (size_t q = 0; q < sizeof qbs / sizeof *qbs; q++)

@@ -147,6 +147,14 @@ void kt__head_rows(float *out, int ldo, const float *p, int ldp, const float *b,
                    int r0, int n, int hs);
 void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b, int ldb, int T,
                    int hs);
+/* The causal softmax of rows r0 .. r0 + m - 1 on 16-float vectors: row t
+ * of p (T floats) = softmax(scale * s row t) over keys [0, r0 + t], 0
+ * after; the backward turns d's rows (the probabilities' gradient) into
+ * the scores' gradient in place, 0 after the diagonal up to T. */
+void kt__head_softmax(float *p, int ldp, const float *s, int lds, int m, int r0, int T,
+                      float scale);
+void kt__head_softmax_backward(float *d, int ldd, const float *a, int lda, int m, int r0, int T,
+                               float scale);
 #endif
 static inline int kt__head_tiles_width(int T) { return (T + 15) / 16 * 16; }
 

@@ -151,8 +151,8 @@ typedef struct {
 /* A head on the register tiles (kt__head_tiles_ok): scores at row stride
  * Tp in scratch, the keys transposed after them; each product accounted
  * as the kt__matmul_ld call of the path below that it replaces. */
-SIMD_CLONES static void head_forward_tiles(const attention_job *j, float *sc, const float *q,
-                                           float *a, float *y) {
+static void head_forward_tiles(const attention_job *j, float *sc, const float *q, float *a,
+                               float *y) {
   int T = j->T, C = j->C, hs = C / j->NH, Tp = kt__head_tiles_width(T);
   const float *k = q + C, *v = q + 2 * (size_t)C;
   float scale = 1.0f / sqrtf((float)hs), *kt = sc + (size_t)Tp * Tp;
@@ -161,8 +161,7 @@ SIMD_CLONES static void head_forward_tiles(const attention_job *j, float *sc, co
   for (int i0 = 0; i0 < T; i0 += j->qb) {
     int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
     kt__head_scores(sc, Tp, q + (size_t)i0 * 3 * C, 3 * C, kt, Tp, r, i0, hs);
-    for (int t = 0; t < r; t++)
-      softmax_causal_row(a + (size_t)(i0 + t) * T, sc + (size_t)t * Tp, i0 + t + 1, T, scale);
+    kt__head_softmax(a + (size_t)i0 * T, T, sc, Tp, r, i0, T, scale);
     kt__head_rows(y + (size_t)i0 * C, C, a + (size_t)i0 * T, T, v, 3 * C, r, i0, T, hs);
     flops += kt__matmul_shape_of(r, block_cols(n, T), hs, 0, 1, 0.0f, 3 * C, 3 * C, T); /* q k^T */
     flops += kt__matmul_shape_of(r, hs, n, 0, 0, 0.0f, T, 3 * C, C);                    /* att v */
@@ -171,8 +170,8 @@ SIMD_CLONES static void head_forward_tiles(const attention_job *j, float *sc, co
 }
 
 /* dS at row stride Tp in scratch, the values transposed after it */
-SIMD_CLONES static void head_backward_tiles(const attention_job *j, float *ds, const float *q,
-                                            float *dq, const float *a, const float *dy) {
+static void head_backward_tiles(const attention_job *j, float *ds, const float *q, float *dq,
+                                const float *a, const float *dy) {
   int T = j->T, C = j->C, hs = C / j->NH, Tp = kt__head_tiles_width(T);
   const float *k = q + C, *v = q + 2 * (size_t)C;
   float *dk = dq + C, *dv = dq + 2 * (size_t)C;
@@ -183,9 +182,7 @@ SIMD_CLONES static void head_backward_tiles(const attention_job *j, float *ds, c
     int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
     float *d = ds + (size_t)i0 * Tp;
     kt__head_scores(d, Tp, dy + (size_t)i0 * C, C, vt, Tp, r, i0, hs); /* dy v^T */
-    for (int t = 0; t < r; t++)
-      softmax_causal_row_backward(d + (size_t)t * Tp, a + (size_t)(i0 + t) * T, i0 + t + 1, T,
-                                  scale);
+    kt__head_softmax_backward(d, Tp, a + (size_t)i0 * T, T, r, i0, T, scale);
     kt__head_rows(dq + (size_t)i0 * 3 * C, 3 * C, d, Tp, k, 3 * C, r, i0, T, hs); /* dS k */
     flops += kt__matmul_shape_of(r, block_cols(n, T), hs, 0, 1, 0.0f, C, 3 * C, T);
     flops += kt__matmul_shape_of(r, hs, n, 0, 0, 0.0f, T, 3 * C, 3 * C);

@@ -9,10 +9,11 @@
 
 #ifdef KT__HEAD_TILES
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #define TILE_TARGET __attribute__((target("avx512f")))
 
-#define MR 6 /* rows of a tile of 3 or 4 16-float columns (at most 24 accumulators) */
+#define MR 6         /* rows of a tile of 3 or 4 16-float columns (at most 24 accumulators) */
 #define MR_NARROW 12 /* rows of a tile of 1 or 2 columns: fewer broadcasts a product */
 #define NV 4         /* columns of a tile at most */
 #define VW 16
@@ -26,9 +27,11 @@ int kt__head_tiles_ok(int hs) {
 
 /* c (mr, 16 nv) = sum over kk in [k0, k1) of A(i, kk) * b row kk, where
  * A(i, kk) = a[i * ars + kk * aks]; overwritten. */
-TILE_TARGET static inline __attribute__((always_inline)) void tile(
-    float *c, size_t ldc, const float *a, size_t ars, size_t aks, const float *b, size_t ldb,
-    int k0, int k1, const int mr, const int nv) {
+TILE_TARGET static inline __attribute__((always_inline)) void tile(float *c, size_t ldc,
+                                                                   const float *a, size_t ars,
+                                                                   size_t aks, const float *b,
+                                                                   size_t ldb, int k0, int k1,
+                                                                   const int mr, const int nv) {
   __m512 acc[MR_NARROW][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < mr; i++)
@@ -59,22 +62,34 @@ TILE_TARGET static inline __attribute__((always_inline)) void tile(
 typedef void (*tile_fn)(float *c, size_t ldc, const float *a, size_t ars, size_t aks,
                         const float *b, size_t ldb, int k0, int k1);
 
-#define TILE(R, V)                                                                              \
-  TILE_TARGET static void tile_##R##_##V(float *c, size_t ldc, const float *a, size_t ars,      \
+#define TILE(R, V) \
+  TILE_TARGET static void tile_##R##_##V(float *c, size_t ldc, const float *a, size_t ars, \
                                          size_t aks, const float *b, size_t ldb, int k0, int k1) { \
-    tile(c, ldc, a, ars, aks, b, ldb, k0, k1, R, V);                                            \
+    tile(c, ldc, a, ars, aks, b, ldb, k0, k1, R, V); \
   }
+// clang-format off
+/* one instantiation a line */
 #define TILE_ROW(R) TILE(R, 1) TILE(R, 2) TILE(R, 3) TILE(R, 4)
 #define TILE_ROW_NARROW(R) TILE(R, 1) TILE(R, 2)
-TILE_ROW(1) TILE_ROW(2) TILE_ROW(3) TILE_ROW(4) TILE_ROW(5) TILE_ROW(6)
-TILE_ROW_NARROW(7) TILE_ROW_NARROW(8) TILE_ROW_NARROW(9) TILE_ROW_NARROW(10)
-TILE_ROW_NARROW(11) TILE_ROW_NARROW(12)
+TILE_ROW(1)
+TILE_ROW(2)
+TILE_ROW(3)
+TILE_ROW(4)
+TILE_ROW(5)
+TILE_ROW(6)
+TILE_ROW_NARROW(7)
+TILE_ROW_NARROW(8)
+TILE_ROW_NARROW(9)
+TILE_ROW_NARROW(10)
+TILE_ROW_NARROW(11)
+TILE_ROW_NARROW(12)
 #define TILE_PTRS(R) {tile_##R##_1, tile_##R##_2, tile_##R##_3, tile_##R##_4}
 #define TILE_PTRS_NARROW(R) {tile_##R##_1, tile_##R##_2, NULL, NULL}
 static const tile_fn tiles[MR_NARROW][NV] = {
-    TILE_PTRS(1),         TILE_PTRS(2),         TILE_PTRS(3),          TILE_PTRS(4),
-    TILE_PTRS(5),         TILE_PTRS(6),         TILE_PTRS_NARROW(7),   TILE_PTRS_NARROW(8),
-    TILE_PTRS_NARROW(9),  TILE_PTRS_NARROW(10), TILE_PTRS_NARROW(11),  TILE_PTRS_NARROW(12)};
+    TILE_PTRS(1), TILE_PTRS(2), TILE_PTRS(3), TILE_PTRS(4), TILE_PTRS(5), TILE_PTRS(6),
+    TILE_PTRS_NARROW(7), TILE_PTRS_NARROW(8), TILE_PTRS_NARROW(9), TILE_PTRS_NARROW(10),
+    TILE_PTRS_NARROW(11), TILE_PTRS_NARROW(12)};
+// clang-format on
 
 /* Rows of a tile nv columns wide. */
 static inline int tile_rows(int nv) { return nv <= 2 ? MR_NARROW : MR; }
@@ -143,6 +158,83 @@ void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b,
       int mr = T - j < rows ? T - j : rows;
       run_tile(&o, j, mr, col, nv, j, T);
     }
+  }
+}
+
+/* exp(x), lane by lane, as kt__fast_expf computes it (a NaN stays NaN). */
+TILE_TARGET static inline __attribute__((always_inline)) __m512 exp16(__m512 x) {
+  __m512i xi = _mm512_castps_si512(x);
+  __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(xi, _mm512_set1_epi32(0x7FFFFFFF)),
+                                          _mm512_set1_epi32(0x7F800000));
+  xi = _mm512_min_epi32(xi, _mm512_set1_epi32(0x42B00000));       /* x > 88 (positive) -> 88 */
+  xi = _mm512_min_epu32(xi, _mm512_set1_epi32((int)0xC2AE0000u)); /* x < -87 -> -87 */
+  x = _mm512_castsi512_ps(xi);
+  __m512 big = _mm512_set1_ps(12582912.0f);
+  __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504f), big), big);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-6f), r);
+  __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(0.0013888889f), _mm512_set1_ps(0.008333334f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.041666668f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.16666667f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(1.0f));
+  __m512i e =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+  e = _mm512_mask_or_epi32(e, nan, e, _mm512_set1_epi32(0x7FC00000));
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* Lanes [i, n) of a 16-lane chunk starting at i. */
+static inline __mmask16 lanes_to(int i, int n) {
+  return n - i >= VW ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+}
+
+TILE_TARGET void kt__head_softmax(float *p, int ldp, const float *s, int lds, int m, int r0, int T,
+                                  float scale) {
+  for (int t = 0; t < m; t++) {
+    float *row = p + (size_t)t * ldp;
+    const float *x = s + (size_t)t * lds;
+    int n = r0 + t + 1, i;
+    __m512 vm = _mm512_set1_ps(-INFINITY), vs = _mm512_setzero_ps();
+    for (i = 0; i < n; i += VW)
+      vm = _mm512_max_ps(vm, _mm512_mask_loadu_ps(vm, lanes_to(i, n), x + i));
+    __m512 shift = _mm512_set1_ps(_mm512_reduce_max_ps(vm) * scale), vscale = _mm512_set1_ps(scale);
+    for (i = 0; i < n; i += VW) {
+      __mmask16 k = lanes_to(i, n);
+      __m512 e = exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, x + i), vscale, shift));
+      vs = _mm512_add_ps(vs, _mm512_maskz_mov_ps(k, e));
+      _mm512_mask_storeu_ps(row + i, k, e);
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
+    for (i = 0; i < n; i += VW) {
+      __mmask16 k = lanes_to(i, n);
+      _mm512_mask_storeu_ps(row + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, row + i), inv));
+    }
+    for (i = n; i < T; i++) row[i] = 0.0f;
+  }
+}
+
+TILE_TARGET void kt__head_softmax_backward(float *d, int ldd, const float *a, int lda, int m,
+                                           int r0, int T, float scale) {
+  for (int t = 0; t < m; t++) {
+    float *g = d + (size_t)t * ldd;
+    const float *p = a + (size_t)t * lda;
+    int n = r0 + t + 1, i;
+    __m512 vd = _mm512_setzero_ps();
+    for (i = 0; i < n; i += VW) {
+      __mmask16 k = lanes_to(i, n);
+      vd = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + i), _mm512_maskz_loadu_ps(k, g + i), vd);
+    }
+    __m512 dot = _mm512_set1_ps(_mm512_reduce_add_ps(vd)), vscale = _mm512_set1_ps(scale);
+    for (i = 0; i < n; i += VW) {
+      __mmask16 k = lanes_to(i, n);
+      __m512 pa = _mm512_maskz_loadu_ps(k, p + i);
+      __m512 x = _mm512_mul_ps(_mm512_mul_ps(vscale, pa),
+                               _mm512_sub_ps(_mm512_maskz_loadu_ps(k, g + i), dot));
+      _mm512_mask_storeu_ps(g + i, k, x);
+    }
+    for (i = n; i < T; i++) g[i] = 0.0f;
   }
 }
 
