@@ -103,11 +103,6 @@ typedef struct {
 } tile_op;
 
 static void run_tile(const tile_op *o, int i, int mr, int col, int nv, int k0, int k1) {
-  if (k1 <= k0) { /* nothing to sum: zeros */
-    for (int r = 0; r < mr; r++)
-      for (int x = 0; x < VW * nv; x++) o->c[(size_t)(i + r) * o->ldc + col + x] = 0.0f;
-    return;
-  }
   tiles[mr - 1][nv - 1](o->c + (size_t)i * o->ldc + col, o->ldc, o->a + (size_t)i * o->ars, o->ars,
                         o->aks, o->b + col, o->ldb, k0, k1);
 }
