@@ -5,7 +5,8 @@
  *    loss and gradients of one chunk holding every unit, with and without
  *    recompute and tied embeddings,
  *  - the stash: exact byte accounting, and recompute lowering the first
- *    chunk's peak by the expected factor,
+ *    chunk's peak by the expected factor; sizes-only chunks count the same
+ *    bytes after every action and compute nothing,
  *  - identical initialisation for any partition, error reporting,
  *  - sampling and evaluation through any partition,
  *  - kt_chunk_parallel: every index once, in whole aligned blocks, on a
@@ -375,6 +376,80 @@ static void test_recompute_memory(kt_model_config cfg, int Bm, int M) {
   for (int j = 0; j < M; j++) free(tok[j]), free(tgt[j]);
 }
 
+/* Sizes only: the same order of F, I and W on chunks that compute and on
+ * sizes-only chunks holds the same stash bytes (now and peak) after every
+ * action, and the sizes-only chunks leave their outputs and gradients
+ * untouched. */
+static size_t sizes_trace(const kt_model_config *cfg, const int *counts, int P, int M, int Bm,
+                          uint64_t seed, int sizes_only, int *const *tok, int *const *tgt,
+                          size_t *trace, int *untouched) {
+  kt_error err;
+  kt_chunk *ch[MAXP];
+  float *act[MAXP + 1][MAXM] = {{0}}, *dact[MAXP + 1][MAXM] = {{0}};
+  size_t BE = kt_model_boundary_elems(cfg) * (size_t)Bm, n = 0;
+  *untouched = 0;
+  for (int p = 0, first = 0; p < P; first += counts[p], p++) {
+    kt_status st = kt_chunk_create(cfg, first, counts[p], Bm, M, &ch[p], &err);
+    CHECK_MSG(!st, "%s", err.msg);
+    if (st) return 0;
+    kt_chunk_zero_grad(ch[p]);
+    kt_chunk_set_sizes_only(ch[p], sizes_only);
+    for (int j = 0; j < M && p > 0; j++)
+      act[p][j] = calloc(BE, sizeof(float)), dact[p][j] = calloc(BE, sizeof(float));
+  }
+  int state[MAXP][MAXM] = {{0}}, p, j;
+  uint64_t rs = seed;
+  while (next_action(state, P, M, ORDER_RANDOM, &rs, &p, &j)) {
+    kt_chunk *c = ch[p];
+    kt_microbatch mb = {.b = Bm, .tokens = tok[j], .targets = tgt[j]};
+    double loss = 0;
+    kt_status st =
+        state[p][j] == 0   ? kt_chunk_forward(c, j, &mb, act[p][j], act[p + 1][j], &loss, &err)
+        : state[p][j] == 1 ? kt_chunk_backward_input(c, j, &mb, dact[p + 1][j], dact[p][j], &err)
+                           : kt_chunk_backward_weight(c, j, &err);
+    CHECK_MSG(!st, "%s", err.msg);
+    if (st) break;
+    state[p][j]++;
+    trace[n++] = kt_chunk_stash_bytes(c), trace[n++] = kt_chunk_peak_stash_bytes(c);
+  }
+  *untouched = 1;
+  for (p = 0; p < P; p++) {
+    for (size_t i = 0; i < ch[p]->n_params; i++) *untouched &= ch[p]->grads[i] == 0.0f;
+    for (j = 0; j < M; j++)
+      for (size_t i = 0; p > 0 && i < BE; i++)
+        *untouched &= act[p][j][i] == 0 && dact[p][j][i] == 0;
+    kt_chunk_destroy(ch[p]);
+    for (j = 0; j < M; j++) free(act[p][j]), free(dact[p][j]);
+  }
+  return n;
+}
+
+static void test_sizes_only(kt_model_config cfg, int Bm, int M) {
+  int U = kt_model_units(&cfg), counts[3] = {1, U - 2, 1}, P = 3;
+  int n = Bm * cfg.seq_len, *tok[MAXM], *tgt[MAXM];
+  for (int j = 0; j < M; j++) {
+    tok[j] = malloc(n * sizeof(int)), tgt[j] = malloc(n * sizeof(int));
+    fill_batch(tok[j], tgt[j], n, cfg.vocab);
+  }
+  size_t real[6 * MAXP * MAXM], dry[6 * MAXP * MAXM];
+  int real_untouched = 0, dry_untouched = 0;
+  for (uint64_t seed = 1; seed <= 3; seed++) {
+    size_t nr = sizes_trace(&cfg, counts, P, M, Bm, seed, 0, tok, tgt, real, &real_untouched);
+    size_t nd = sizes_trace(&cfg, counts, P, M, Bm, seed, 1, tok, tgt, dry, &dry_untouched);
+    CHECK_EQ_INT(nr, (size_t)6 * P * M);
+    CHECK_EQ_INT(nd, nr);
+    size_t differ = 0, peak = 0;
+    for (size_t i = 0; i < nr && i < nd; i++)
+      differ += real[i] != dry[i], peak = real[i] > peak ? real[i] : peak;
+    CHECK_MSG(!differ, "recompute %d tie %d seed %d: %zu of %zu byte counts differ", cfg.recompute,
+              cfg.tie_embeddings, (int)seed, differ, nr);
+    CHECK(peak > 0);
+    CHECK(!real_untouched); /* the computing run wrote gradients */
+    CHECK(dry_untouched);
+  }
+  for (int j = 0; j < M; j++) free(tok[j]), free(tgt[j]);
+}
+
 static void test_errors(void) {
   kt_model_config cfg = small_config(0, 0);
   kt_chunk *c;
@@ -513,6 +588,9 @@ int main(void) {
   kt_model_config def;
   kt_model_config_default(&def, KT_MODEL_GPT);
   test_recompute_memory(def, 4, 4);
+  test_sizes_only(small_config(0, 0), 2, 3);
+  test_sizes_only(small_config(1, 0), 2, 3);
+  test_sizes_only(small_config(0, 1), 2, 3);
   test_errors();
   test_sample_partitions();
   return kt_test_done(__FILE__);

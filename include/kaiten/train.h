@@ -527,7 +527,7 @@ kt_status kt_session_predict_memory(kt_session *s, double *peak, kt_error *err);
 
 /* Activation bytes per micro-batch of each of n_stages stages of the
  * built-in model of params (its partition, micro_batch), measured by
- * running each stage's chunk once on a zero micro-batch: what an F keeps
+ * running each stage's chunk once, sizes only, on a zero micro-batch: what an F keeps
  * until its B or I (stage_mem_act), what an I keeps until its W
  * (stage_mem_wgrad) and the most an op holds above that while it runs
  * (stage_mem_transient), into c's per-stage arrays (c->n_stages set; free

@@ -241,7 +241,7 @@ static kt_status group_forward(kt_chunk *c, int mb, kt_error *err) {
   size_t n = (size_t)g->blocks * 2 * tokens_floats(c) * 3 * c->cfg.hidden;
   float *b = kt__stash_acquire(&g->group, c, j, n);
   if (!b) return kt_fail(err, KT_ENOMEM, "gpt: out of memory for micro-batch %d's keys", j);
-  memset(b, 0, n * sizeof(float));
+  if (!c->sizes_only) memset(b, 0, n * sizeof(float));
   return KT_OK;
 }
 
@@ -285,11 +285,13 @@ static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, con
     /* keep the input (and targets) only; run through the streaming buffers */
     float *keep = kt__stash_acquire(&g->inp, c, mb, g->inp_floats);
     if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d", mb);
-    if (c->is_first) memcpy(keep, tokens, (size_t)r->N * sizeof(int));
+    if (c->sizes_only) {
+      if (loss) *loss = 0;
+    } else if (c->is_first) memcpy(keep, tokens, (size_t)r->N * sizeof(int));
     else memcpy(keep, in, (size_t)r->N * c->cfg.hidden * sizeof(float));
-    if (targets)
+    if (targets && !c->sizes_only)
       memcpy(keep + g->inp_floats - tokens_floats(c), targets, (size_t)r->N * sizeof(int));
-    st = forward_streaming(c, r, in, tokens, out, targets, loss, NULL, err);
+    if (!c->sizes_only) st = forward_streaming(c, r, in, tokens, out, targets, loss, NULL, err);
   } else {
     size_t na, nk, nw;
     stash_floats(c, r, &na, &nk, &nw);
@@ -297,14 +299,23 @@ static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, con
     float *keep = act ? kt__stash_acquire(&g->keep, c, mb, nk) : NULL;
     if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d", mb);
     point_views(c, mb, r, act, keep, 0);
-    put_input(c, r, &g->acts[0], in, tokens);
-    if (r->N) st = forward_views(c, r, out, targets, loss, err);
-    else if (loss) *loss = 0; /* an empty chunk */
+    if (!c->sizes_only) put_input(c, r, &g->acts[0], in, tokens);
+    if (r->N && !c->sizes_only) st = forward_views(c, r, out, targets, loss, err);
+    else if (loss) *loss = 0; /* an empty chunk, or sizes only */
   }
-  if (!st) zero_tail(c, r, out, c->out_elems);
+  if (!st && !c->sizes_only) zero_tail(c, r, out, c->out_elems);
   if (!st && r->row) g->chunks_fwd[mb / seq_chunks(c)]++;
   g->phase[mb] = st ? IDLE : FORWARD_DONE;
   return st;
+}
+
+/* The end of micro-batch mb's I: what only W needs stays stashed. */
+static kt_status input_grad_done(kt_chunk *c, int mb, const kt__gpt_rows *r) {
+  gpt_impl *g = IMPL(c);
+  kt__stash_release(&g->act, c, mb);
+  if (r->row) group_done(c, mb);
+  g->phase[mb] = INPUT_GRAD_DONE;
+  return KT_OK;
 }
 
 static kt_status gpt_backward_input(kt_chunk *c, int mb, const kt_microbatch *data,
@@ -326,6 +337,10 @@ static kt_status gpt_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
   float *keep = act ? kt__stash_acquire(&g->keep, c, mb, nk + nw) : NULL;
   if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory for micro-batch %d", mb);
   point_views(c, mb, r, act, keep, 1);
+  if (c->sizes_only) {
+    if (c->cfg.recompute) kt__stash_release(&g->inp, c, mb);
+    return input_grad_done(c, mb, r);
+  }
   if (c->cfg.recompute) {
     const float *saved = g->inp.slot[mb];
     const int *targets = NULL;
@@ -342,10 +357,7 @@ static kt_status gpt_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
     kt__gpt_unit_backward_input(c, c->first_unit + u, r, &g->acts[u], &g->s, d);
   }
   zero_tail(c, r, din, c->in_elems);
-  kt__stash_release(&g->act, c, mb);
-  if (r->row) group_done(c, mb);
-  g->phase[mb] = INPUT_GRAD_DONE;
-  return KT_OK;
+  return input_grad_done(c, mb, r);
 }
 
 static kt_status gpt_backward_weight(kt_chunk *c, int mb, kt_error *err) {
@@ -359,10 +371,10 @@ static kt_status gpt_backward_weight(kt_chunk *c, int mb, kt_error *err) {
   /* tied in one chunk: both gradients land in dwte, then the head's copy
    * mirrors it, so the two stored copies get identical updates */
   float *dwte = c->grads; /* unit 0 starts with wte */
-  for (int u = 0; u < c->n_units && g->rows[mb].N; u++)
+  for (int u = 0; u < c->n_units && g->rows[mb].N && !c->sizes_only; u++)
     kt__gpt_unit_backward_weight(c, c->first_unit + u, &g->rows[mb], &g->acts[u],
                                  g->tied_local ? dwte : NULL);
-  if (g->tied_local) {
+  if (g->tied_local && !c->sizes_only) {
     kt__gpt_params p;
     kt__gpt_params_point(&p, c->grads + c->unit_offset[c->n_units - 1], &c->cfg,
                          c->first_unit + c->n_units - 1);

@@ -69,6 +69,10 @@ static kt_status mlp_forward(kt_chunk *c, int mb, const kt_microbatch *data, con
   float *stash = kt__stash_acquire(&m->stash, c, mb, floats);
   if (!stash) return kt_fail(err, KT_ENOMEM, "mlp: out of memory stashing micro-batch %d", mb);
   float *dst = c->is_last ? m->tmp_a : out;
+  if (c->sizes_only) {
+    if (loss) *loss = 0;
+    return KT_OK;
+  }
   if (c->cfg.recompute) {
     /* run through transient scratch, keep only the input */
     forward_all(c, in, m->scratch, dst);
@@ -104,9 +108,11 @@ static kt_status mlp_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
   if (mb < 0 || mb >= c->n_microbatches || !m->stash.slot[mb])
     return kt_fail(err, KT_ERUNTIME, "mlp: backward for micro-batch %d without its forward", mb);
   float *stash = m->stash.slot[mb];
+  if (c->sizes_only && !c->cfg.recompute) return KT_OK;
   if (c->cfg.recompute) {
     stash = kt__stash_acquire(&m->stash, c, mb, 2 * (size_t)c->n_units * BH);
     if (!stash) return kt_fail(err, KT_ENOMEM, "mlp: out of memory recomputing micro-batch %d", mb);
+    if (c->sizes_only) return KT_OK;
     forward_all(c, stash, stash, m->tmp_a); /* the input is already in place */
   }
   /* gradient flowing into the last unit's output */
@@ -146,7 +152,7 @@ static kt_status mlp_backward_weight(kt_chunk *c, int mb, kt_error *err) {
     return kt_fail(err, KT_ERUNTIME,
                    "mlp: weight gradient for micro-batch %d without its input gradient", mb);
   const float *stash = m->stash.slot[mb];
-  for (int u = 0; u < c->n_units; u++) {
+  for (int u = 0; u < c->n_units && !c->sizes_only; u++) {
     const float *x = stash + 2 * (size_t)u * BH, *dz = x + BH;
     kt__matmul(UNIT_DW(c, u), dz, x, H, H, B, 1, 0, 1.0f); /* dW += dz^T x */
     float *db = UNIT_DB(c, u);

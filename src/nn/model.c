@@ -253,6 +253,7 @@ size_t kt_chunk_tied(kt_chunk *c, float **copy, float **grad) {
 size_t kt_chunk_stash_bytes(const kt_chunk *c) { return c->stash_bytes; }
 size_t kt_chunk_peak_stash_bytes(const kt_chunk *c) { return c->peak_stash_bytes; }
 void kt_chunk_reset_peak(kt_chunk *c) { c->peak_stash_bytes = c->stash_bytes; }
+void kt_chunk_set_sizes_only(kt_chunk *c, int on) { c->sizes_only = on != 0; }
 
 kt_status kt_partition_parse(const char *text, int n_stages, int units, int *counts,
                              kt_error *err) {

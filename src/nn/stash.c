@@ -76,8 +76,8 @@ float *kt__stash_acquire(kt__stash *s, kt_chunk *c, int mb, size_t floats) {
       cap = floats;
       if (!buf) return NULL;
     }
-    if (s->slot[mb]) { /* growing: keep the contents */
-      memcpy(buf, s->slot[mb], s->size[mb] * sizeof(float));
+    if (s->slot[mb]) { /* growing: keep the contents (none with sizes only) */
+      if (!c->sizes_only) memcpy(buf, s->slot[mb], s->size[mb] * sizeof(float));
       c->stash_bytes -= s->size[mb] * sizeof(float);
       free(s->slot[mb]);
     }
