@@ -6,7 +6,8 @@
  * lasts KT__CONFIRM_WAIT steps; when every rank waits alike, or the rank
  * is over for a single step, nothing is named; a link 0.6 op slower is
  * named one step after its onset, while hand-overs as much slower made of
- * the consumer's wait for a core name nothing. A real model's rank (its own
+ * the consumer's wait for a core name nothing; own time that grows only as
+ * the rank's waits shrink (its ops' wall time the same) names nothing. A real model's rank (its own
  * time is CPU time) is named after KT__CONFIRM_CPU steps, and a run with
  * more compute threads than cores names no rank for its waits. */
 #include "check.h"
@@ -19,7 +20,7 @@
 #define ONSET 8
 #define OP 1.0
 
-typedef enum { CLEAN, OWN, WAITED, ALL_WAIT, ONE_STEP, LINK, LINK_WAIT } scenario;
+typedef enum { CLEAN, OWN, WAITED, ALL_WAIT, ONE_STEP, LINK, LINK_WAIT, SHIFT } scenario;
 
 static kt_schedule sched;
 
@@ -49,6 +50,11 @@ static int make_step(scenario sc, int step, unsigned *seed, kt_timeline *t) {
     if (sc == OWN || sc == ONE_STEP) e->cpu_time += extra; /* its own time grew */
     else e->ready_wait = extra;                            /* it waited for a core while it ran */
     if (on && sc == ALL_WAIT && e->rank != 2) e->ready_wait = 0.3 * d;
+    if (sc == SHIFT) { /* every op waits 0.4 d; rank 2's own time takes 0.3 d of it */
+      int moved = on && e->rank == 2;
+      e->cpu_time = d + (moved ? 0.3 * d : 0), e->ready_wait = moved ? 0.1 * d : 0.4 * d;
+      extra = 0.4 * d;
+    }
     e->end = e->start + d + extra;
   }
   /* the hand-overs across link 1-2 made of the consumer's wait for a core:
@@ -125,6 +131,13 @@ int main(void) {
   CHECK_EQ_INT(count_named(f), 0);
 
   REQUIRE(run(ONE_STEP, f) == 0); /* a rank's ops over for one step only */
+  CHECK_EQ_INT(count_named(f), 0);
+
+  /* own time up 1.3x as its waits shrink, its ops' wall time the same
+   * (the scheduler's split of an oversubscribed rank's time): not slow */
+  REQUIRE(run(SHIFT, f) == 0);
+  CHECK_EQ_INT(count_named(f), 0);
+  REQUIRE(run_as(SHIFT, KT__CONFIRM_CPU, 0, f) == 0);
   CHECK_EQ_INT(count_named(f), 0);
 
   REQUIRE(run(LINK, f) == 0);
