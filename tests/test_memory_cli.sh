@@ -4,7 +4,7 @@
 # model's measured activations (with the predicted peak beside the measured
 # one); bad values are one-line usage errors; compare lists the schedules
 # that trade memory for bubble; v-half and zb-auto -v 2 train like the
-# unpipelined model.
+# unpipelined model; a run that cannot fit the machine's memory is refused.
 set -u
 K="$1"
 . "$(dirname "$0")/lib.sh"
@@ -107,4 +107,9 @@ py "import json
 d = json.load(open('$tmp/d.json'))
 kept = d['mem_wgrad_bytes'][0] / d['mem_act_bytes'][0]
 assert abs(kept - float('$said')) < 0.01, (kept, '$said')" && ok || bad "the default GPT keeps $(cat "$tmp/d.json" | head -c 200), compare says $said"
+# a run whose predicted activations exceed the machine's available memory
+# (5.4 TiB: GPipe keeps all 65536 micro-batches) is refused before it
+# allocates, in one line, instead of being killed mid-step
+expect 1 "$K" train --model gpt --schedule gpipe -p 1 -m 65536 -b 64 --steps 1 --no-live; oneline
+has "needs at least 5523.0 GiB .* GiB available" "$tmp/err"
 finish test_memory_cli

@@ -345,6 +345,7 @@ kt_status kt_session_open(const kt_session_params *params, kt_session **out, kt_
     st = kt_fail(err, KT_EINVAL, "--tf/--tb/--tw list %d stages; the pipeline has %d (P=%d x V=%d)",
                  s->p.syn_stages, kt_schedule_stages(&s->sched), s->sched.p,
                  s->sched.v > 0 ? s->sched.v : 1);
+  if (!st && has_units(&s->p)) st = kt__session_memory_fits(s, err);
   if (!st) st = build_runtime(s, err);
   if (!st) st = ready(s, err);
   if (!st) st = kt__session_open_run_dir(s, err);

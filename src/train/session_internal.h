@@ -80,6 +80,12 @@ kt_status kt__session_open_run_dir(kt_session *s, kt_error *err);
 /* The model's memory (session_memory.c): each of the S stages' bytes into
  * mem, and 1F1B's predicted peak at P, M on the same model into peak_1f1b. */
 kt_status kt__session_memory(kt_session *s, int S, int P, int M, kt_error *err);
+/* ENOMEM with a one-line reason when a run of threads in this process
+ * needs more memory than the machine has available (Linux's MemAvailable):
+ * the activations at the schedule's predicted peak on every rank and
+ * replica, and the parameters and gradients, a lower bound on what it
+ * allocates. Past it a run would be killed mid-step. */
+kt_status kt__session_memory_fits(kt_session *s, kt_error *err);
 /* The memory limit the generator of s->p.kind keeps to with costs gen (V
  * chunks), on what actions keep: a limit in bytes or as a fraction is on
  * the peak, so less the largest op's scratch; 0 for none. EINVAL naming

@@ -3,6 +3,7 @@
  * in bytes is a budget on), and the schedule's predicted peak per rank from
  * them, to set beside the measured one. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,4 +187,40 @@ kt_status kt_session_predict_memory(kt_session *s, double *peak, kt_error *err) 
   for (int r = 0; r < s->sched.p; r++) peak[r] = r < pred.p ? pred.ranks[r].peak_memory : 0;
   kt_metrics_free(&pred);
   return KT_OK;
+}
+
+/* Linux's MemAvailable in bytes; 0 where it cannot be read. */
+static double mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[160];
+  double kib = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+  fclose(f);
+  return kib * 1024;
+}
+
+kt_status kt__session_memory_fits(kt_session *s, kt_error *err) {
+  const kt_session_params *p = &s->p;
+  double avail = mem_available();
+  if (p->use_mpi || !s->mem.n_stages || !(avail > 0)) return KT_OK;
+  int P = s->sched.p, D = p->data_parallel > 1 ? p->data_parallel : 1;
+  double *peak = kt_calloc((size_t)P, sizeof *peak), act = 0, weights = 0;
+  if (!peak) return kt_fail(err, KT_ENOMEM, "out of memory");
+  kt_status st = kt_session_predict_memory(s, peak, err);
+  for (int r = 0; r < P && !st; r++) act += D * peak[r];
+  free(peak);
+  if (st) return st;
+  for (int u = 0; u < kt_model_units(&p->model); u++)
+    weights += 2.0 * D * sizeof(float) * (double)kt_model_unit_params(&p->model, u);
+  if (act + weights <= avail) return KT_OK;
+  double gib = 1024.0 * 1024 * 1024;
+  return kt_fail(
+      err, KT_ENOMEM,
+      "the run needs at least %.1f GiB (activations at the schedule's predicted peak, "
+      "%.1f GiB over %d rank%s; parameters and gradients, %.1f GiB) and this machine has "
+      "%.1f GiB available: lower --micro-batch-size, keep fewer micro-batches in flight "
+      "(1f1b, --mem-limit) or add --recompute",
+      (act + weights) / gib, act / gib, P * D, P * D > 1 ? "s" : "", weights / gib, avail / gib);
 }
