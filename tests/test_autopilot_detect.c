@@ -6,8 +6,9 @@
  * lasts KT__CONFIRM_WAIT steps; when every rank waits alike, or the rank
  * is over for a single step, nothing is named; a link 0.6 op slower is
  * named one step after its onset, while hand-overs as much slower made of
- * the consumer's wait for a core name nothing; own time that grows only as
- * the rank's waits shrink (its ops' wall time the same) names nothing. A real model's rank (its own
+ * the consumer's wait for a core name nothing; with more compute threads
+ * than cores, own time that grows only as the rank's waits shrink (its
+ * ops' wall time the same) names nothing. A real model's rank (its own
  * time is CPU time) is named after KT__CONFIRM_CPU steps, and a run with
  * more compute threads than cores names no rank for its waits. */
 #include "check.h"
@@ -133,12 +134,15 @@ int main(void) {
   REQUIRE(run(ONE_STEP, f) == 0); /* a rank's ops over for one step only */
   CHECK_EQ_INT(count_named(f), 0);
 
-  /* own time up 1.3x as its waits shrink, its ops' wall time the same
-   * (the scheduler's split of an oversubscribed rank's time): not slow */
-  REQUIRE(run(SHIFT, f) == 0);
+  /* more compute threads than cores: own time up 1.3x as its waits
+   * shrink, its ops' wall time the same (the scheduler's split of the
+   * rank's time) is not slow; own time up with the wall time is */
+  REQUIRE(run_as(SHIFT, KT__CONFIRM_CPU, -1, f) == 0);
   CHECK_EQ_INT(count_named(f), 0);
-  REQUIRE(run_as(SHIFT, KT__CONFIRM_CPU, 0, f) == 0);
-  CHECK_EQ_INT(count_named(f), 0);
+  REQUIRE(run_as(OWN, KT__CONFIRM_CPU, -1, f) == 0);
+  CHECK_EQ_INT(f[ONSET + KT__CONFIRM_CPU - 2].kind, KT_FAULT_NONE);
+  CHECK_EQ_INT(f[ONSET + KT__CONFIRM_CPU - 1].kind, KT_FAULT_RANK);
+  CHECK_EQ_INT(f[ONSET + KT__CONFIRM_CPU - 1].rank, 2);
 
   REQUIRE(run(LINK, f) == 0);
   CHECK_EQ_INT(f[ONSET].kind, KT_FAULT_NONE);

@@ -15,9 +15,9 @@
  * slow one is not named, over the other ranks' median (the step's pace: a
  * machine that slows every rank alike names none); and every link the
  * median excess of its hand-overs. A rank whose own time is more than
- * KT__OVER over (and its ops' wall time over too: own time up while the
- * wall time is not is the scheduler moving an oversubscribed rank's time
- * out of its waits, not a slower rank) is named once it is so for KT__CONFIRM steps in a row
+ * KT__OVER over (with more compute threads than cores, and its ops' wall
+ * time over too: own time up while the wall time is not is the scheduler
+ * moving an oversubscribed rank's time out of its waits) is named once it is so for KT__CONFIRM steps in a row
  * (its `since` the first of them): a lasting fault is named one step after
  * its onset (a real model's, whose own time is CPU time that other
  * programs' use of caches and memory makes wander: KT__CONFIRM_CPU). A rank whose ops take more than KT__OVER longer only as its
@@ -341,10 +341,11 @@ static int track(kt__detector *d, int step) {
   d->step = step;
   for (int r = 0; r < d->p; r++) {
     int over = rank_over(d, r);
-    /* own time over while the ops' wall time is not: time the scheduler
-     * moved between a rank's run and its waits (oversubscribed ranks);
-     * its ops did not take longer, the step did not slow */
-    d->grew[r] = own_over(d, r) && over;
+    /* with more compute threads than cores (name_waits 0), own time over
+     * while the ops' wall time is not is time the scheduler moved between
+     * a rank's run and its waits: its ops took no longer, the step did
+     * not slow */
+    d->grew[r] = own_over(d, r) && (d->name_waits || over);
     d->own_since[r] = run_since(d->own_since[r], d->grew[r], step);
     int waits = d->name_waits && over && d->waited[r];
     d->rank_since[r] = run_since(d->rank_since[r], d->grew[r] || waits, step);

@@ -84,7 +84,8 @@ kt_status kt__session_memory(kt_session *s, int S, int P, int M, kt_error *err);
  * needs more memory than the machine has available (Linux's MemAvailable):
  * the activations at the schedule's predicted peak on every rank and
  * replica, and the parameters and gradients, a lower bound on what it
- * allocates. Past it a run would be killed mid-step. */
+ * allocates (full micro-batches only: not with packed documents). Past it
+ * a run would be killed mid-step. */
 kt_status kt__session_memory_fits(kt_session *s, kt_error *err);
 /* The memory limit the generator of s->p.kind keeps to with costs gen (V
  * chunks), on what actions keep: a limit in bytes or as a fraction is on
