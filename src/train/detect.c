@@ -17,14 +17,16 @@
  * median excess of its hand-overs. A rank whose own time is more than
  * KT__OVER over (with more compute threads than cores, and its ops' wall
  * time over too: own time up while the wall time is not is the scheduler
- * moving an oversubscribed rank's time out of its waits) is named once it is so for KT__CONFIRM steps in a row
- * (its `since` the first of them): a lasting fault is named one step after
- * its onset (a real model's, whose own time is CPU time that other
- * programs' use of caches and memory makes wander: KT__CONFIRM_CPU). A rank whose ops take more than KT__OVER longer only as its
- * thread waited for a core (a core shared with other programs), and
- * waited more than the other ranks did, is named once that lasts
- * KT__CONFIRM_WAIT steps: a loaded machine's scheduler holds one rank's
- * thread for a step or two, a program that took its core stays. A link
+ * moving an oversubscribed rank's time out of its waits) is named once it
+ * is so for KT__CONFIRM steps in a row (its `since` the first of them):
+ * a lasting fault is named one step after its onset (a real model's,
+ * whose own time is CPU time that other programs' use of caches and
+ * memory makes wander: KT__CONFIRM_CPU). A rank whose ops take more than
+ * KT__OVER longer only as its thread waited for a core (a core shared
+ * with other programs), and waited more than the other ranks did, is
+ * named once that lasts KT__CONFIRM_WAIT steps: a loaded machine's
+ * scheduler holds one rank's thread for a step or two, a program that
+ * took its core stays. A link
  * whose hand-overs take more than KT__OVER over the calibrated, and by at
  * least KT__OVER of a mean op (a hand-over's microseconds alone would make
  * noise a fault), is named after KT__CONFIRM steps. Each only when it
