@@ -26,9 +26,9 @@ static int stash_after_ops(const kt_model_config *cfg, int sizes_only, kt_microb
                            size_t bytes[6], int *touched) {
   kt_chunk *c;
   kt_error err;
-  REQUIRE(kt_chunk_create(cfg, 0, L, B, 1, &c, &err) == KT_OK);
-  kt_chunk_zero_grad(c);
-  kt_chunk_set_sizes_only(c, sizes_only);
+  REQUIRE((sizes_only ? kt_chunk_create_sizes_only(cfg, 0, L, B, 1, &c, &err)
+                      : kt_chunk_create(cfg, 0, L, B, 1, &c, &err)) == KT_OK);
+  for (size_t i = 0; i < c->n_params; i++) c->grads[i] = 0.0f;
   double loss = 0;
   REQUIRE(kt_chunk_forward(c, 0, mb, NULL, NULL, &loss, &err) == KT_OK);
   bytes[0] = kt_chunk_stash_bytes(c), bytes[1] = kt_chunk_peak_stash_bytes(c);

@@ -146,12 +146,6 @@ size_t kt_chunk_tied(kt_chunk *c, float **copy, float **grad);
 size_t kt_chunk_stash_bytes(const kt_chunk *c);
 size_t kt_chunk_peak_stash_bytes(const kt_chunk *c);
 void kt_chunk_reset_peak(kt_chunk *c);
-/* Sizes only (on != 0): the chunk's F, I and W take and free their stash
- * exactly as they would and check their order, but compute nothing and
- * touch no page of the stash, outputs or gradients: what
- * kt_chunk_stash_bytes and kt_chunk_peak_stash_bytes count, in a fraction of
- * a step's time (src/nn's MLP and GPT chunks; others compute as usual). */
-void kt_chunk_set_sizes_only(kt_chunk *c, int on);
 /* fn(ctx, lo, hi) for every block [lo, hi) of `block` indices covering
  * [0, n), on the chunk's compute threads (the caller's among them; the
  * caller's alone when the chunk has one); returns when all have run. Each
@@ -177,6 +171,15 @@ kt_status kt_model_mb_stash_bytes(const kt_model_config *cfg, int first_unit, in
  * EINVAL for bad ranges, ENOMEM. */
 kt_status kt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units, int micro_batch,
                           int n_microbatches, kt_chunk **out, kt_error *err);
+/* The same chunk, sizes only: its F, I and W take and free their stash
+ * exactly as a created chunk's would and check their order, but compute
+ * nothing and touch no page of the stash, outputs, parameters or
+ * gradients (its parameters are neither zeroed nor drawn; it has no
+ * threads and loads no GEMM library): what kt_chunk_stash_bytes and
+ * kt_chunk_peak_stash_bytes count, in a fraction of a step's time. */
+kt_status kt_chunk_create_sizes_only(const kt_model_config *cfg, int first_unit, int n_units,
+                                     int micro_batch, int n_microbatches, kt_chunk **out,
+                                     kt_error *err);
 void kt_chunk_destroy(kt_chunk *c);
 void kt_chunk_zero_grad(kt_chunk *c);
 

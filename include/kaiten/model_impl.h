@@ -49,8 +49,8 @@ struct kt_chunk {
   size_t tied_elems;
   size_t stash_bytes;      /* activation memory held now */
   size_t peak_stash_bytes; /* max since creation or the last reset */
-  /* kt_chunk_set_sizes_only: F, I and W take and free their stash as they
-   * would, and compute nothing */
+  /* kt_chunk_create_sizes_only: F, I and W take and free their stash as
+   * they would, and compute nothing */
   int sizes_only;
   /* src/nn's chunks only (kt_chunk_create sets them; other implementations
    * leave them zero): the matmuls' library and the rank's compute threads */

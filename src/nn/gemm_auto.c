@@ -56,8 +56,8 @@ static kt_status probe_record(const kt_model_config *cfg, int b, kt__matmul_shap
   int units = kt_model_units(cfg), first = units > 2 ? units - 2 : 0;
   kt_chunk *c = NULL;
   kt_status st = cfg->kind == KT_MODEL_GPT
-                     ? kt__gpt_chunk_create(&pc, first, units - first, b, 1, &c, err)
-                     : kt__mlp_chunk_create(&pc, first, units - first, b, 1, &c, err);
+                     ? kt__gpt_chunk_create(&pc, first, units - first, b, 1, 0, &c, err)
+                     : kt__mlp_chunk_create(&pc, first, units - first, b, 1, 0, &c, err);
   if (st) return st;
   kt__exec saved = kt__exec_enter(NULL, KT_GEMM_OPENBLAS, NULL);
   kt__matmul_record(1);

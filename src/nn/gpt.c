@@ -463,11 +463,13 @@ static kt_status gpt_impl_alloc(kt_chunk *c, kt_error *err) {
 }
 
 kt_status kt__gpt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
-                               int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err) {
+                               int micro_batch, int n_microbatches, int sizes_only, kt_chunk **out,
+                               kt_error *err) {
   *out = NULL;
   if (cfg->kind != KT_MODEL_GPT) return kt_fail(err, KT_EINVAL, "gpt: model kind is not gpt");
   kt_chunk *c;
-  kt_status st = kt__chunk_alloc(cfg, first_unit, n_units, micro_batch, n_microbatches, &c, err);
+  kt_status st =
+      kt__chunk_alloc(cfg, first_unit, n_units, micro_batch, n_microbatches, sizes_only, &c, err);
   if (st) return st;
   c->ops = &gpt_ops;
   st = gpt_impl_alloc(c, err);
@@ -475,7 +477,7 @@ kt_status kt__gpt_chunk_create(const kt_model_config *cfg, int first_unit, int n
     gpt_destroy(c);
     return st;
   }
-  for (int u = 0; u < n_units; u++)
+  for (int u = 0; u < n_units && !sizes_only; u++)
     kt__gpt_params_init(c->params + c->unit_offset[u], cfg, first_unit + u);
   if (cfg->tie_embeddings && (c->is_first || c->is_last)) {
     kt__gpt_params p;

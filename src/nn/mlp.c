@@ -179,9 +179,11 @@ static const kt_chunk_ops mlp_ops = {mlp_forward, mlp_backward_input, mlp_backwa
                                      mlp_destroy};
 
 kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
-                               int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err) {
+                               int micro_batch, int n_microbatches, int sizes_only, kt_chunk **out,
+                               kt_error *err) {
   kt_chunk *c;
-  kt_status st = kt__chunk_alloc(cfg, first_unit, n_units, micro_batch, n_microbatches, &c, err);
+  kt_status st =
+      kt__chunk_alloc(cfg, first_unit, n_units, micro_batch, n_microbatches, sizes_only, &c, err);
   if (st) return st;
   c->ops = &mlp_ops;
   mlp_impl *m = calloc(1, sizeof *m);
@@ -200,7 +202,7 @@ kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n
   /* per-unit deterministic init (He): W ~ U(-sqrt(6/H), sqrt(6/H)), b = 0 */
   int H = cfg->hidden;
   float bound = sqrtf(6.0f / (float)H);
-  for (int u = 0; u < n_units; u++) {
+  for (int u = 0; u < n_units && !sizes_only; u++) {
     kt__rng r;
     kt__rng_seed(&r, kt__unit_seed(cfg->seed, first_unit + u));
     float *w = UNIT_W(c, u);

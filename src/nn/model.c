@@ -85,7 +85,7 @@ double kt_model_unit_flops(const kt_model_config *cfg, int unit) {
 }
 
 kt_status kt__chunk_alloc(const kt_model_config *cfg, int first_unit, int n_units, int micro_batch,
-                          int n_microbatches, kt_chunk **out, kt_error *err) {
+                          int n_microbatches, int sizes_only, kt_chunk **out, kt_error *err) {
   *out = NULL;
   kt_status st = kt_model_config_check(cfg, err);
   if (st) return st;
@@ -104,6 +104,7 @@ kt_status kt__chunk_alloc(const kt_model_config *cfg, int first_unit, int n_unit
   c->is_last = first_unit + n_units == units;
   c->micro_batch = micro_batch;
   c->n_microbatches = n_microbatches;
+  c->sizes_only = sizes_only != 0;
   size_t be = kt_model_boundary_elems(cfg) * (size_t)micro_batch;
   c->in_elems = c->is_first ? 0 : be;
   c->out_elems = c->is_last ? 0 : be;
@@ -117,8 +118,8 @@ kt_status kt__chunk_alloc(const kt_model_config *cfg, int first_unit, int n_unit
   c->n_params = c->unit_offset[n_units];
   c->params = kt__alloc_floats(c->n_params + 16);
   c->grads = kt__alloc_floats(c->n_params + 16);
-  if (c->params) memset(c->params, 0, (c->n_params + 16) * sizeof(float));
-  if (c->grads) memset(c->grads, 0, (c->n_params + 16) * sizeof(float));
+  if (c->params && !sizes_only) memset(c->params, 0, (c->n_params + 16) * sizeof(float));
+  if (c->grads && !sizes_only) memset(c->grads, 0, (c->n_params + 16) * sizeof(float));
   if (!c->params || !c->grads) {
     size_t n = c->n_params;
     kt__chunk_free_common(c);
@@ -137,20 +138,34 @@ void kt__chunk_free_common(kt_chunk *c) {
   free(c);
 }
 
+static kt_status create_kind(const kt_model_config *cfg, int first_unit, int n_units,
+                             int micro_batch, int n_microbatches, int sizes_only, kt_chunk **out,
+                             kt_error *err) {
+  switch (cfg->kind) {
+    case KT_MODEL_MLP:
+      return kt__mlp_chunk_create(cfg, first_unit, n_units, micro_batch, n_microbatches, sizes_only,
+                                  out, err);
+    case KT_MODEL_GPT:
+      return kt__gpt_chunk_create(cfg, first_unit, n_units, micro_batch, n_microbatches, sizes_only,
+                                  out, err);
+    default: return kt_fail(err, KT_EINVAL, "unknown model kind %d", (int)cfg->kind);
+  }
+}
+
+/* No GEMM library, threads or parameters: it computes nothing. */
+kt_status kt_chunk_create_sizes_only(const kt_model_config *cfg, int first_unit, int n_units,
+                                     int micro_batch, int n_microbatches, kt_chunk **out,
+                                     kt_error *err) {
+  *out = NULL;
+  return create_kind(cfg, first_unit, n_units, micro_batch, n_microbatches, 1, out, err);
+}
+
 kt_status kt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units, int micro_batch,
                           int n_microbatches, kt_chunk **out, kt_error *err) {
   *out = NULL;
   kt_status st = kt__blas_load(err); /* every product runs on a chunk */
   if (st) return st;
-  switch (cfg->kind) {
-    case KT_MODEL_MLP:
-      st = kt__mlp_chunk_create(cfg, first_unit, n_units, micro_batch, n_microbatches, out, err);
-      break;
-    case KT_MODEL_GPT:
-      st = kt__gpt_chunk_create(cfg, first_unit, n_units, micro_batch, n_microbatches, out, err);
-      break;
-    default: return kt_fail(err, KT_EINVAL, "unknown model kind %d", (int)cfg->kind);
-  }
+  st = create_kind(cfg, first_unit, n_units, micro_batch, n_microbatches, 0, out, err);
   if (!st) st = kt__chunk_exec_init(*out, err);
   if (st && *out) {
     kt_chunk_destroy(*out);
@@ -253,7 +268,6 @@ size_t kt_chunk_tied(kt_chunk *c, float **copy, float **grad) {
 size_t kt_chunk_stash_bytes(const kt_chunk *c) { return c->stash_bytes; }
 size_t kt_chunk_peak_stash_bytes(const kt_chunk *c) { return c->peak_stash_bytes; }
 void kt_chunk_reset_peak(kt_chunk *c) { c->peak_stash_bytes = c->stash_bytes; }
-void kt_chunk_set_sizes_only(kt_chunk *c, int on) { c->sizes_only = on != 0; }
 
 kt_status kt_partition_parse(const char *text, int n_stages, int units, int *counts,
                              kt_error *err) {

@@ -9,11 +9,14 @@
 
 #include "kaiten/model_impl.h"
 
-/* Implementations (src/nn/): each kind's create function. */
+/* Implementations (src/nn/): each kind's create function (sizes_only:
+ * kt_chunk_create_sizes_only's, parameters neither zeroed nor drawn). */
 kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
-                               int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
+                               int micro_batch, int n_microbatches, int sizes_only, kt_chunk **out,
+                               kt_error *err);
 kt_status kt__gpt_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
-                               int micro_batch, int n_microbatches, kt_chunk **out, kt_error *err);
+                               int micro_batch, int n_microbatches, int sizes_only, kt_chunk **out,
+                               kt_error *err);
 
 /* ---- compute threads and the GEMM library (pool.c, gemm.c) ------------------
  * A chunk runs on its rank's thread plus the workers of its pool; its ops
@@ -148,9 +151,10 @@ float *kt__stash_acquire(kt__stash *s, kt_chunk *c, int mb, size_t floats);
 void kt__stash_release(kt__stash *s, kt_chunk *c, int mb);
 
 /* Allocates the chunk struct plus params/grads/unit_offset for the given
- * per-unit parameter counts. */
+ * per-unit parameter counts, zeroed (sizes_only: left untouched, and the
+ * chunk marked sizes-only). */
 kt_status kt__chunk_alloc(const kt_model_config *cfg, int first_unit, int n_units, int micro_batch,
-                          int n_microbatches, kt_chunk **out, kt_error *err);
+                          int n_microbatches, int sizes_only, kt_chunk **out, kt_error *err);
 void kt__chunk_free_common(kt_chunk *c);
 
 #endif

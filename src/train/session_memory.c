@@ -14,9 +14,9 @@
 static kt_status measure_stage(const kt_model_config *m, int b, int first_unit, int n_units,
                                double *act, double *wg, double *transient, kt_error *err) {
   kt_chunk *c;
-  kt_status st = kt_chunk_create(m, first_unit, n_units, b, 1, &c, err);
+  /* the bytes depend on the shapes alone */
+  kt_status st = kt_chunk_create_sizes_only(m, first_unit, n_units, b, 1, &c, err);
   if (st) return st;
-  kt_chunk_set_sizes_only(c, 1); /* the bytes depend on the shapes alone */
   size_t per_sample = m->kind == KT_MODEL_GPT ? (size_t)m->seq_len : (size_t)m->hidden;
   float *x = kt_calloc((size_t)b * per_sample, sizeof *x);
   float *y = kt_calloc((size_t)b * per_sample, sizeof *y);
