@@ -270,6 +270,27 @@ static void zero_tail(const kt_chunk *c, const kt__gpt_rows *r, float *x, size_t
   if (x && used < elems) memset(x + used, 0, (elems - used) * sizeof(float));
 }
 
+/* F's work once its stash is taken: with recompute, keep the input (and
+ * targets) and run through the streaming buffers; else fill the views. */
+static kt_status forward_compute(kt_chunk *c, const kt__gpt_rows *r, float *keep, const float *in,
+                                 const int *tokens, const int *targets, float *out, double *loss,
+                                 kt_error *err) {
+  gpt_impl *g = IMPL(c);
+  kt_status st = KT_OK;
+  if (c->cfg.recompute) {
+    if (c->is_first) memcpy(keep, tokens, (size_t)r->N * sizeof(int));
+    else memcpy(keep, in, (size_t)r->N * c->cfg.hidden * sizeof(float));
+    if (targets)
+      memcpy(keep + g->inp_floats - tokens_floats(c), targets, (size_t)r->N * sizeof(int));
+    st = forward_streaming(c, r, in, tokens, out, targets, loss, NULL, err);
+  } else {
+    put_input(c, r, &g->acts[0], in, tokens);
+    if (r->N) st = forward_views(c, r, out, targets, loss, err);
+  }
+  if (!st) zero_tail(c, r, out, c->out_elems);
+  return st;
+}
+
 static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, const float *in,
                              float *out, double *loss, kt_error *err) {
   gpt_impl *g = IMPL(c);
@@ -281,29 +302,19 @@ static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, con
   const int *targets = c->is_last ? data->targets : NULL;
   const kt__gpt_rows *r = set_rows(c, mb, data);
   if (r->row && (st = group_forward(c, mb, err))) return st;
-  if (c->cfg.recompute) {
-    /* keep the input (and targets) only; run through the streaming buffers */
-    float *keep = kt__stash_acquire(&g->inp, c, mb, g->inp_floats);
-    if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d", mb);
-    if (c->sizes_only) {
-      if (loss) *loss = 0;
-    } else if (c->is_first) memcpy(keep, tokens, (size_t)r->N * sizeof(int));
-    else memcpy(keep, in, (size_t)r->N * c->cfg.hidden * sizeof(float));
-    if (targets && !c->sizes_only)
-      memcpy(keep + g->inp_floats - tokens_floats(c), targets, (size_t)r->N * sizeof(int));
-    if (!c->sizes_only) st = forward_streaming(c, r, in, tokens, out, targets, loss, NULL, err);
+  float *keep;
+  if (c->cfg.recompute) { /* the input (and targets) only */
+    keep = kt__stash_acquire(&g->inp, c, mb, g->inp_floats);
   } else {
     size_t na, nk, nw;
     stash_floats(c, r, &na, &nk, &nw);
     float *act = kt__stash_acquire(&g->act, c, mb, na);
-    float *keep = act ? kt__stash_acquire(&g->keep, c, mb, nk) : NULL;
-    if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d", mb);
-    point_views(c, mb, r, act, keep, 0);
-    if (!c->sizes_only) put_input(c, r, &g->acts[0], in, tokens);
-    if (r->N && !c->sizes_only) st = forward_views(c, r, out, targets, loss, err);
-    else if (loss) *loss = 0; /* an empty chunk, or sizes only */
+    keep = act ? kt__stash_acquire(&g->keep, c, mb, nk) : NULL;
+    if (keep) point_views(c, mb, r, act, keep, 0);
   }
-  if (!st && !c->sizes_only) zero_tail(c, r, out, c->out_elems);
+  if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d", mb);
+  if (loss) *loss = 0; /* an empty chunk, or sizes only */
+  if (!c->sizes_only) st = forward_compute(c, r, keep, in, tokens, targets, out, loss, err);
   if (!st && r->row) g->chunks_fwd[mb / seq_chunks(c)]++;
   g->phase[mb] = st ? IDLE : FORWARD_DONE;
   return st;
