@@ -10,7 +10,7 @@ set(KT_TEST_MODULES
   "request:test_request test_doors test_mb_costs test_packing"
   "plan:test_plan_cli test_plan_memory test_plan_partition test_plan_property test_plan_search test_plan_spec"
   "nn:test_gpt_kernels test_gpt_fused test_gemm_cli test_gpt_model test_mlp_grad test_data test_kernel_codegen"
-  "transport:test_transport test_doorbell test_inbox test_mpi test_multihost"
+  "transport:test_transport test_threads_allreduce test_doorbell test_inbox test_mpi test_multihost"
   "runtime:test_replan test_runtime test_gpt_runtime test_gpt_packed test_gpt_seq_chunks test_post_validation test_slow_rank test_idle_core_wait test_idle_straggler test_idle_comm"
   "train:test_train_replan test_autopilot test_autopilot_detect test_gpt_train test_step_sync test_checkpoint test_train_cli test_gpt_cli test_train_safety test_faults test_calibrate test_resume_safety test_stop_signals"
   "report:test_gantt test_html test_run_report test_report_html test_report_run test_report_screenshot test_report_extremes test_readers test_users_report"

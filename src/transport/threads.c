@@ -14,7 +14,12 @@
  * Without copies: a sender may fill a pooled message itself (buffer, then
  * send_buffer), and a receiver may take a message as it is (recv_lend,
  * release), so a tensor computed into a message reaches a receiver that
- * lends without being copied at all. */
+ * lends without being copied at all.
+ *
+ * Collectives meet in shared memory: an allreduce publishes each member's
+ * buffer, and every member sums its own slice of all of them and writes the
+ * sum back into each, so the work is split between the members and nothing
+ * is copied through a message. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -65,11 +70,22 @@ typedef struct msg_pool {
 
 #define POOL_MAX 256
 
+/* Where the members of one group meet for a collective: one per group kind
+ * and leader (groups of a kind are disjoint). The last to arrive resets the
+ * count and bumps the generation; the others wait for the bump. */
+typedef struct {
+  _Atomic uint32_t arrived, gen;
+  kt_doorbell bell;
+} meeting;
+
 typedef struct {
   int world;
   size_t cap;
   mailbox *boxes;
   msg_pool pool;
+  meeting *meet;  /* KT_GROUP_COUNT x world, by group kind and leader */
+  float **shared; /* each rank's buffer in the allreduce it is in */
+  size_t *shared_n;
   atomic_int aborted;
   pthread_mutex_t abort_mu;
   char abort_reason[KT_ERROR_LEN];
@@ -358,9 +374,82 @@ static kt_status th_recv_lend(kt_transport *t, int src, uint64_t tag, void *buf,
 
 static void th_release(kt_transport *t, void *loan) { msg_put(t->ctx, loan); }
 
+/* Waits until all `count` members arrived at m (or the run aborted, or the
+ * transport's timeout passed). */
+static kt_status meet(kt_transport *t, meeting *m, int count, kt_error *err) {
+  fabric *f = t->ctx;
+  uint32_t gen = atomic_load_explicit(&m->gen, memory_order_acquire);
+  if (atomic_fetch_add_explicit(&m->arrived, 1, memory_order_acq_rel) + 1 == (uint32_t)count) {
+    atomic_store_explicit(&m->arrived, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->gen, gen + 1, memory_order_release);
+    kt_doorbell_ring(&m->bell);
+    return KT_OK;
+  }
+  double deadline = kt_now() + t->timeout;
+  for (;;) {
+    uint32_t seen = kt_doorbell_read(&m->bell);
+    if (atomic_load_explicit(&m->gen, memory_order_acquire) != gen) return KT_OK;
+    if (atomic_load(&f->aborted)) return aborted_status(f, err);
+    double left = deadline - kt_now();
+    if (left <= 0)
+      return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for its group's collective", t->rank,
+                     t->timeout);
+    kt_doorbell_wait(&m->bell, seen, left);
+  }
+}
+
 static kt_status th_barrier(kt_transport *t, kt_error *err) {
-  float zero = 0;
-  return kt_allreduce_generic(t, KT_GROUP_WORLD, &zero, 1, err);
+  fabric *f = t->ctx;
+  return meet(t, &f->meet[KT_GROUP_WORLD * f->world], f->world, err);
+}
+
+/* This member's slice [lo, hi) of every member's buffer: the sum in member
+ * order (the generic allreduce's order, so the same bits), written back
+ * into each buffer. In blocks, so that the copies read the sum from cache. */
+static void sum_slice(float *const *bufs, int count, size_t lo, size_t hi) {
+  enum { BLOCK = 4096 };
+  for (size_t b = lo; b < hi; b += BLOCK) {
+    size_t e = hi - b < BLOCK ? hi : b + BLOCK;
+    float *acc = bufs[0];
+    for (int j = 1; j < count; j++)
+      for (size_t k = b; k < e; k++) acc[k] += bufs[j][k];
+    for (int j = 1; j < count; j++) memcpy(bufs[j] + b, acc + b, (e - b) * sizeof(float));
+  }
+}
+
+static kt_status th_allreduce(kt_transport *t, kt_group g, float *buf, size_t n, kt_error *err) {
+  fabric *f = t->ctx;
+  int *members = malloc(sizeof(int) * (size_t)f->world);
+  float **bufs = malloc(sizeof(float *) * (size_t)f->world);
+  if (!members || !bufs) {
+    free(members);
+    free(bufs);
+    return kt_fail(err, KT_ENOMEM, "out of memory in allreduce");
+  }
+  int count = kt_group_members(t, g, members), me = 0;
+  kt_status st = KT_OK;
+  if (count > 1) {
+    meeting *m = &f->meet[(int)g * f->world + members[0]];
+    f->shared[t->rank] = buf;
+    f->shared_n[t->rank] = n;
+    st = meet(t, m, count, err); /* every buffer published */
+    for (int j = 0; j < count && !st; j++) {
+      if (members[j] == t->rank) me = j;
+      bufs[j] = f->shared[members[j]];
+      if (f->shared_n[members[j]] != n)
+        st = kt_fail(err, KT_ERUNTIME, "rank %d allreduces %zu floats, rank %d %zu", t->rank, n,
+                     members[j], f->shared_n[members[j]]);
+    }
+    if (!st) {
+      size_t per = ((n + (size_t)count - 1) / (size_t)count + 15) & ~(size_t)15;
+      size_t lo = per * (size_t)me < n ? per * (size_t)me : n;
+      sum_slice(bufs, count, lo, n - lo < per ? n : lo + per);
+      st = meet(t, m, count, err); /* every slice summed: the buffers are the callers' again */
+    }
+  }
+  free(members);
+  free(bufs);
+  return st;
 }
 
 static void th_abort(kt_transport *t, const char *reason) {
@@ -380,6 +469,7 @@ static void th_abort(kt_transport *t, const char *reason) {
     pthread_mutex_unlock(&b->mu);
     if (waiting) kt_doorbell_ring(&b->bell);
   }
+  for (int i = 0; i < KT_GROUP_COUNT * f->world; i++) kt_doorbell_ring(&f->meet[i].bell);
 }
 
 static int th_aborted(kt_transport *t) { return atomic_load(&((fabric *)t->ctx)->aborted); }
@@ -388,6 +478,7 @@ static void th_destroy(kt_transport *t) { (void)t; }
 
 static const kt_transport_ops threads_ops = {.send = th_send,
                                              .recv = th_recv,
+                                             .allreduce = th_allreduce,
                                              .barrier = th_barrier,
                                              .abort = th_abort,
                                              .aborted = th_aborted,
@@ -398,6 +489,13 @@ static const kt_transport_ops threads_ops = {.send = th_send,
                                              .send_buffer = th_send_buffer,
                                              .drop_buffer = th_drop_buffer};
 
+static void free_fabric_arrays(fabric *f) {
+  free(f->boxes);
+  free(f->meet);
+  free(f->shared);
+  free(f->shared_n);
+}
+
 kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailbox_cap,
                                       kt_transport **handles, kt_error *err) {
   *handles = NULL;
@@ -406,9 +504,14 @@ kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailb
   int world = p * d;
   fabric *f = calloc(1, sizeof *f);
   kt_transport *h = kt_calloc((size_t)world, sizeof *h);
-  if (f) f->boxes = kt_calloc((size_t)world, sizeof *f->boxes);
-  if (!f || !h || !f->boxes) {
-    if (f) free(f->boxes);
+  if (f) {
+    f->boxes = kt_calloc((size_t)world, sizeof *f->boxes);
+    f->meet = kt_calloc((size_t)world * KT_GROUP_COUNT, sizeof *f->meet);
+    f->shared = kt_calloc((size_t)world, sizeof *f->shared);
+    f->shared_n = kt_calloc((size_t)world, sizeof *f->shared_n);
+  }
+  if (!f || !h || !f->boxes || !f->meet || !f->shared || !f->shared_n) {
+    if (f) free_fabric_arrays(f);
     free(f);
     free(h);
     return kt_fail(err, KT_ENOMEM, "out of memory creating the threads transport");
@@ -434,6 +537,7 @@ kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailb
                           .d = d,
                           .timeout = timeout > 0 ? timeout : 60};
   }
+  for (int i = 0; i < world * KT_GROUP_COUNT; i++) kt_doorbell_init(&f->meet[i].bell, 0);
   pthread_condattr_destroy(&ca);
   *handles = h;
   return KT_OK;
@@ -457,7 +561,7 @@ void kt_transport_threads_destroy(kt_transport *handles, int world) {
     free(m);
   }
   pthread_mutex_destroy(&f->pool.mu);
-  free(f->boxes);
+  free_fabric_arrays(f);
   free(f);
   free(handles);
 }
