@@ -4,11 +4,13 @@
  * allreducing at once on several pipeline ranks, then the world group, over
  * sizes that leave slices empty or uneven; the barrier holds every rank
  * back until the last arrives; a size mismatch fails on every member; an
- * abort wakes members waiting for a missing one (run under TSan with `make
- * tsan`, label threads). */
+ * abort wakes members waiting for a missing one, and a timeout names it
+ * (run under TSan with `make tsan`, label threads). */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -130,6 +132,7 @@ typedef struct {
   size_t n;
   kt_status st;
   double done_at;
+  char msg[KT_ERROR_LEN];
 } lone;
 
 static void *lone_allreduce(void *arg) {
@@ -138,6 +141,7 @@ static void *lone_allreduce(void *arg) {
   kt_error err;
   l->st = kt_allreduce(l->t, KT_GROUP_DATA, buf, l->n, &err);
   l->done_at = kt_now();
+  if (l->st) snprintf(l->msg, sizeof l->msg, "%s", err.msg);
   return NULL;
 }
 
@@ -168,6 +172,24 @@ static void test_mismatch_and_abort(void) {
   kt_transport_threads_destroy(h, 2);
 }
 
+/* Two of three replicas come, the third never does: both time out and
+ * name it. */
+static void test_timeout_names_missing(void) {
+  kt_transport *h;
+  kt_error err;
+  REQUIRE_VOID(kt_transport_threads_create(1, 3, 0.3, 16, &h, &err) == KT_OK);
+  lone a = {.t = &h[0], .n = 8}, b = {.t = &h[1], .n = 8};
+  pthread_t ta, tb;
+  REQUIRE_VOID(!pthread_create(&ta, NULL, lone_allreduce, &a));
+  REQUIRE_VOID(!pthread_create(&tb, NULL, lone_allreduce, &b));
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  CHECK_EQ_INT(a.st, KT_ETIMEOUT);
+  CHECK_EQ_INT(b.st, KT_ETIMEOUT);
+  CHECK_MSG(strstr(a.msg, "for rank 2") && strstr(b.msg, "for rank 2"), "%s / %s", a.msg, b.msg);
+  kt_transport_threads_destroy(h, 3);
+}
+
 int main(void) {
   test_sums(1, 2);
   test_sums(3, 2);
@@ -175,5 +197,6 @@ int main(void) {
   test_sums(4, 3);
   test_barrier();
   test_mismatch_and_abort();
+  test_timeout_names_missing();
   return kt_test_done(__FILE__);
 }

@@ -83,7 +83,8 @@ typedef struct {
   size_t cap;
   mailbox *boxes;
   msg_pool pool;
-  meeting *meet;  /* KT_GROUP_COUNT x world, by group kind and leader */
+  meeting *meet;        /* KT_GROUP_COUNT x world, by group kind and leader */
+  _Atomic uint32_t *met; /* KT_GROUP_COUNT x world: meetings of a kind each rank came to */
   float **shared; /* each rank's buffer in the allreduce it is in */
   size_t *shared_n;
   atomic_int aborted;
@@ -374,10 +375,26 @@ static kt_status th_recv_lend(kt_transport *t, int src, uint64_t tag, void *buf,
 
 static void th_release(kt_transport *t, void *loan) { msg_put(t->ctx, loan); }
 
-/* Waits until all `count` members arrived at m (or the run aborted, or the
- * transport's timeout passed). */
-static kt_status meet(kt_transport *t, meeting *m, int count, kt_error *err) {
+/* The first member of the group that has not come to as many meetings of
+ * its kind as this rank (the one a timed-out rank waits for), or -1. */
+static int missing_member(kt_transport *t, kt_group g) {
   fabric *f = t->ctx;
+  int *members = malloc(sizeof(int) * (size_t)f->world), late = -1;
+  int count = members ? kt_group_members(t, g, members) : 0;
+  _Atomic uint32_t *met = f->met + (size_t)g * (size_t)f->world;
+  uint32_t mine = atomic_load(&met[t->rank]);
+  for (int j = 0; j < count && late < 0; j++)
+    if (atomic_load(&met[members[j]]) < mine) late = members[j];
+  free(members);
+  return late;
+}
+
+/* Waits until all `count` members of group g arrived at m (or the run
+ * aborted, or the transport's timeout passed: the error names a member
+ * that did not come). */
+static kt_status meet(kt_transport *t, kt_group g, meeting *m, int count, kt_error *err) {
+  fabric *f = t->ctx;
+  atomic_fetch_add(&f->met[(size_t)g * (size_t)f->world + (size_t)t->rank], 1);
   uint32_t gen = atomic_load_explicit(&m->gen, memory_order_acquire);
   if (atomic_fetch_add_explicit(&m->arrived, 1, memory_order_acq_rel) + 1 == (uint32_t)count) {
     atomic_store_explicit(&m->arrived, 0, memory_order_relaxed);
@@ -391,16 +408,21 @@ static kt_status meet(kt_transport *t, meeting *m, int count, kt_error *err) {
     if (atomic_load_explicit(&m->gen, memory_order_acquire) != gen) return KT_OK;
     if (atomic_load(&f->aborted)) return aborted_status(f, err);
     double left = deadline - kt_now();
-    if (left <= 0)
-      return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s for its group's collective", t->rank,
-                     t->timeout);
+    if (left <= 0) {
+      int late = missing_member(t, g);
+      if (late < 0)
+        return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s in a collective", t->rank,
+                       t->timeout);
+      return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s in a collective for rank %d",
+                     t->rank, t->timeout, late);
+    }
     kt_doorbell_wait(&m->bell, seen, left);
   }
 }
 
 static kt_status th_barrier(kt_transport *t, kt_error *err) {
   fabric *f = t->ctx;
-  return meet(t, &f->meet[KT_GROUP_WORLD * f->world], f->world, err);
+  return meet(t, KT_GROUP_WORLD, &f->meet[KT_GROUP_WORLD * f->world], f->world, err);
 }
 
 /* This member's slice [lo, hi) of every member's buffer: the sum in member
@@ -432,7 +454,7 @@ static kt_status th_allreduce(kt_transport *t, kt_group g, float *buf, size_t n,
     meeting *m = &f->meet[(int)g * f->world + members[0]];
     f->shared[t->rank] = buf;
     f->shared_n[t->rank] = n;
-    st = meet(t, m, count, err); /* every buffer published */
+    st = meet(t, g, m, count, err); /* every buffer published */
     for (int j = 0; j < count && !st; j++) {
       if (members[j] == t->rank) me = j;
       bufs[j] = f->shared[members[j]];
@@ -444,7 +466,7 @@ static kt_status th_allreduce(kt_transport *t, kt_group g, float *buf, size_t n,
       size_t per = ((n + (size_t)count - 1) / (size_t)count + 15) & ~(size_t)15;
       size_t lo = per * (size_t)me < n ? per * (size_t)me : n;
       sum_slice(bufs, count, lo, n - lo < per ? n : lo + per);
-      st = meet(t, m, count, err); /* every slice summed: the buffers are the callers' again */
+      st = meet(t, g, m, count, err); /* every slice summed: the buffers are the callers' again */
     }
   }
   free(members);
@@ -492,6 +514,7 @@ static const kt_transport_ops threads_ops = {.send = th_send,
 static void free_fabric_arrays(fabric *f) {
   free(f->boxes);
   free(f->meet);
+  free((void *)f->met);
   free(f->shared);
   free(f->shared_n);
 }
@@ -507,10 +530,11 @@ kt_status kt_transport_threads_create(int p, int d, double timeout, size_t mailb
   if (f) {
     f->boxes = kt_calloc((size_t)world, sizeof *f->boxes);
     f->meet = kt_calloc((size_t)world * KT_GROUP_COUNT, sizeof *f->meet);
+    f->met = kt_calloc((size_t)world * KT_GROUP_COUNT, sizeof *f->met);
     f->shared = kt_calloc((size_t)world, sizeof *f->shared);
     f->shared_n = kt_calloc((size_t)world, sizeof *f->shared_n);
   }
-  if (!f || !h || !f->boxes || !f->meet || !f->shared || !f->shared_n) {
+  if (!f || !h || !f->boxes || !f->meet || !f->met || !f->shared || !f->shared_n) {
     if (f) free_fabric_arrays(f);
     free(f);
     free(h);
