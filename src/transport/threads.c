@@ -83,9 +83,9 @@ typedef struct {
   size_t cap;
   mailbox *boxes;
   msg_pool pool;
-  meeting *meet;        /* KT_GROUP_COUNT x world, by group kind and leader */
+  meeting *meet;         /* KT_GROUP_COUNT x world, by group kind and leader */
   _Atomic uint32_t *met; /* KT_GROUP_COUNT x world: meetings of a kind each rank came to */
-  float **shared; /* each rank's buffer in the allreduce it is in */
+  float **shared;        /* each rank's buffer in the allreduce it is in */
   size_t *shared_n;
   atomic_int aborted;
   pthread_mutex_t abort_mu;
@@ -413,8 +413,8 @@ static kt_status meet(kt_transport *t, kt_group g, meeting *m, int count, kt_err
       if (late < 0)
         return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s in a collective", t->rank,
                        t->timeout);
-      return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s in a collective for rank %d",
-                     t->rank, t->timeout, late);
+      return kt_fail(err, KT_ETIMEOUT, "rank %d waited %g s in a collective for rank %d", t->rank,
+                     t->timeout, late);
     }
     kt_doorbell_wait(&m->bell, seen, left);
   }
