@@ -29,6 +29,7 @@
  * libraries' replays run.
  * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE]. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -396,6 +397,9 @@ typedef struct {
   double bare[MAX_ROUNDS], cold[MAX_ROUNDS], t1[MAX_ROUNDS], t2[MAX_ROUNDS], share[MAX_ROUNDS];
   double frac[MAX_ROUNDS], frac_cold[MAX_ROUNDS], speedup[MAX_ROUNDS], speedup_zb[MAX_ROUNDS];
   double lib[MAX_ROUNDS], frac_lib[MAX_ROUNDS]; /* the replay on the step's own library */
+  /* the step's matmuls' GFLOP/s inside it, and what they would need for the
+   * step to take the bare OpenBLAS replay's time with the rest unchanged */
+  double inside[MAX_ROUNDS], need[MAX_ROUNDS];
 } rounds_of;
 
 /* The printed line of one model: P=1 step, GFLOP/s, replays, sgemm share,
@@ -427,11 +431,16 @@ static double warm_step(pipeline *p, int round, double *share, double *balance) 
 static void peak_line(const gpt_size *g, double flops, rounds_of *x, int rounds, double peak) {
   if (!(peak > 0)) return;
   size_t n = (size_t)rounds;
+  double lib = bench_rate(x->lib, n, flops / 1e9).med;
   printf("%-8s of one core's FMA peak (%.1f GF/s): P=1 step %.0f%%, bare OpenBLAS %.0f%%, its own "
          "library %.0f%% (in cache)\n",
          g->name, peak, 100 * bench_rate(x->t1, n, flops / 1e9).med / peak,
-         100 * bench_rate(x->bare, n, flops / 1e9).med / peak,
-         100 * bench_rate(x->lib, n, flops / 1e9).med / peak);
+         100 * bench_rate(x->bare, n, flops / 1e9).med / peak, 100 * lib / peak);
+  double inside = bench_stats(x->inside, n, 1).med, need = bench_stats(x->need, n, 1).med;
+  printf("%-8s the step's matmuls run at %.1f GF/s (%.0f%% of peak); for the step to take bare "
+         "OpenBLAS's time with the rest as it is they would need %.1f GF/s (%.0f%% of peak; its "
+         "own library in cache: %.1f)\n",
+         g->name, inside, 100 * inside / peak, need, 100 * need / peak, lib);
 }
 
 static void bench_size(const bench_opts *o, const gpt_size *g, int rounds, double peak) {
@@ -462,6 +471,9 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds, doubl
     x.cold[r] = replay(sh, n, bufs, COLD_SETS);
     x.lib[r] = replay_lib(lib, sh, n, bufs);
     x.t1[r] = warm_step(&p1, r, &x.share[r], NULL);
+    double rest = (1 - x.share[r]) * x.t1[r]; /* the step's time outside its matmuls */
+    x.inside[r] = flops / 1e9 / (x.share[r] * x.t1[r]);
+    x.need[r] = x.bare[r] > rest ? flops / 1e9 / (x.bare[r] - rest) : INFINITY;
     x.frac_lib[r] = x.lib[r] / x.t1[r];
     x.t2[r] = warm_step(&p2, r, NULL, &balance[r]);
     t2z[r] = warm_step(&p2z, r, NULL, NULL);
