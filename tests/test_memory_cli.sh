@@ -112,4 +112,12 @@ assert abs(kept - float('$said')) < 0.01, (kept, '$said')" && ok || bad "the def
 # allocates, in one line, instead of being killed mid-step
 expect 1 "$K" train --model gpt --schedule gpipe -p 1 -m 65536 -b 64 --steps 1 --no-live; oneline
 has "needs at least 5523.0 GiB .* GiB available" "$tmp/err"
+# a model whose single micro-batch is more than the machine can allocate
+# (b=64 of a 24-block C=1024 GPT at T=1024: its stash alone is larger than
+# this machine's memory) says so and what to lower, in one line; where
+# the allocation would pass, the memory check refuses it in its own words
+expect 1 "$K" train --model gpt --layers 24 --hidden 1024 --heads 16 --seq-len 1024 -b 64 \
+  --stages 1 --steps 1 --no-live; oneline
+has "lower --micro-batch-size" "$tmp/err"
+if grep -q "cannot hold" "$tmp/err"; then has "stage 0 cannot hold one micro-batch of 64 samples .*GiB" "$tmp/err"; fi
 finish test_memory_cli

@@ -303,16 +303,21 @@ static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, con
   const kt__gpt_rows *r = set_rows(c, mb, data);
   if (r->row && (st = group_forward(c, mb, err))) return st;
   float *keep;
+  size_t want; /* floats */
   if (c->cfg.recompute) { /* the input (and targets) only */
-    keep = kt__stash_acquire(&g->inp, c, mb, g->inp_floats);
+    want = g->inp_floats;
+    keep = kt__stash_acquire(&g->inp, c, mb, want);
   } else {
     size_t na, nk, nw;
     stash_floats(c, r, &na, &nk, &nw);
+    want = na + nk;
     float *act = kt__stash_acquire(&g->act, c, mb, na);
     keep = act ? kt__stash_acquire(&g->keep, c, mb, nk) : NULL;
     if (keep) point_views(c, mb, r, act, keep, 0);
   }
-  if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d", mb);
+  if (!keep)
+    return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d (%.2f GiB)", mb,
+                   (double)want * sizeof(float) / (1 << 30));
   if (loss) *loss = 0; /* an empty chunk, or sizes only */
   if (!c->sizes_only) st = forward_compute(c, r, keep, in, tokens, targets, out, loss, err);
   if (!st && r->row) g->chunks_fwd[mb / seq_chunks(c)]++;
@@ -465,7 +470,8 @@ static kt_status gpt_impl_alloc(kt_chunk *c, kt_error *err) {
   g->din_tmp = malloc(N * C * sizeof(float));
   if (!g->s.fc || !g->s.dsmall || !g->s.attn || !g->s.partials || !g->stream || !g->ping ||
       !g->pong || !g->din_tmp)
-    return kt_fail(err, KT_ENOMEM, "out of memory for the GPT chunk's scratch (micro-batch %d)", B);
+    return kt_fail(err, KT_ENOMEM,
+                   "out of memory for the GPT chunk's scratch (a micro-batch of %d samples)", B);
   kt_status st = kt__stash_init(&g->inp, c->n_microbatches, err);
   if (!st) st = kt__stash_init(&g->act, c->n_microbatches, err);
   if (!st) st = kt__stash_init(&g->keep, c->n_microbatches, err);

@@ -65,9 +65,18 @@ kt_status kt_session_activation_bytes(const kt_session_params *p, int S, kt_cost
   else if (p->partition)
     st = kt_partition_parse(p->partition, S, kt_model_units(&p->model), counts, err);
   else st = kt_partition_balanced(&p->model, S, counts, err);
-  for (int s = 0, unit = 0; s < S && !st; unit += counts[s], s++)
+  for (int s = 0, unit = 0; s < S && !st; unit += counts[s], s++) {
     st = measure_stage(&p->model, p->micro_batch, unit, counts[s], &c->stage_mem_act[s],
                        &c->stage_mem_wgrad[s], &c->stage_mem_transient[s], err);
+    if (st == KT_ENOMEM) { /* say which run cannot fit, and what to lower */
+      char why[KT_ERROR_LEN];
+      snprintf(why, sizeof why, "%s", err->msg);
+      st = kt_fail(err, KT_ENOMEM,
+                   "stage %d cannot hold one micro-batch of %d samples in this machine's memory "
+                   "(%s): lower --micro-batch-size or add --recompute",
+                   s, p->micro_batch, why);
+    }
+  }
   free(counts);
   return st;
 }
