@@ -303,7 +303,7 @@ static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, con
   const kt__gpt_rows *r = set_rows(c, mb, data);
   if (r->row && (st = group_forward(c, mb, err))) return st;
   float *keep;
-  size_t want; /* floats */
+  size_t want;            /* floats */
   if (c->cfg.recompute) { /* the input (and targets) only */
     want = g->inp_floats;
     keep = kt__stash_acquire(&g->inp, c, mb, want);
