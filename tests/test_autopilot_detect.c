@@ -8,7 +8,9 @@
  * named one step after its onset, while hand-overs as much slower made of
  * the consumer's wait for a core name nothing; with more compute threads
  * than cores, own time that grows only as the rank's waits shrink (its
- * ops' wall time the same) names nothing. A real model's rank (its own
+ * ops' wall time the same) names nothing, nor do two ranks slower at
+ * once (threads placed anew on the cores), while a rank's own fault after
+ * that is named. A real model's rank (its own
  * time is CPU time) is named after KT__CONFIRM_CPU steps, and a run with
  * more compute threads than cores names no rank for its waits. */
 #include "check.h"
@@ -17,11 +19,12 @@
 #include "train/autopilot.h"
 
 #define P 4
-#define STEPS 14
+#define STEPS 20
 #define ONSET 8
+#define LATER 14 /* PAIRED's second onset: rank 2's own fault */
 #define OP 1.0
 
-typedef enum { CLEAN, OWN, WAITED, ALL_WAIT, ONE_STEP, LINK, LINK_WAIT, SHIFT } scenario;
+typedef enum { CLEAN, OWN, WAITED, ALL_WAIT, ONE_STEP, LINK, LINK_WAIT, SHIFT, PAIRED } scenario;
 
 static kt_schedule sched;
 
@@ -55,6 +58,11 @@ static int make_step(scenario sc, int step, unsigned *seed, kt_timeline *t) {
       int moved = on && e->rank == 2;
       e->cpu_time = d + (moved ? 0.3 * d : 0), e->ready_wait = moved ? 0.1 * d : 0.4 * d;
       extra = 0.4 * d;
+    }
+    if (sc == PAIRED) { /* ranks 0 and 1 share a core from ONSET: own and wall time 1.4x;
+                         * rank 2's own fault (1.3x) from LATER */
+      extra = (on && e->rank < 2 ? 0.4 * d : 0) + (step >= LATER && e->rank == 2 ? 0.3 * d : 0);
+      e->cpu_time = d + extra, e->ready_wait = 0;
     }
     e->end = e->start + d + extra;
   }
@@ -143,6 +151,19 @@ int main(void) {
   CHECK_EQ_INT(f[ONSET + KT__CONFIRM_CPU - 2].kind, KT_FAULT_NONE);
   CHECK_EQ_INT(f[ONSET + KT__CONFIRM_CPU - 1].kind, KT_FAULT_RANK);
   CHECK_EQ_INT(f[ONSET + KT__CONFIRM_CPU - 1].rank, 2);
+
+  /* more compute threads than cores: two ranks slower at once, own and
+   * wall time, are threads the scheduler placed anew (nothing named, and
+   * the new placement calibrated in), a rank's own fault after it is
+   * named; with a core a rank, both ranks are named */
+  REQUIRE(run_as(PAIRED, KT__CONFIRM_CPU, -1, f) == 0);
+  for (int s = 1; s < LATER + KT__CONFIRM_CPU - 1; s++) CHECK_EQ_INT(f[s].kind, KT_FAULT_NONE);
+  CHECK_EQ_INT(f[LATER + KT__CONFIRM_CPU - 1].kind, KT_FAULT_RANK);
+  CHECK_EQ_INT(f[LATER + KT__CONFIRM_CPU - 1].rank, 2);
+  CHECK_EQ_INT(f[LATER + KT__CONFIRM_CPU - 1].since, LATER);
+  REQUIRE(run_as(PAIRED, KT__CONFIRM_CPU, 0, f) == 0);
+  CHECK(f[ONSET + KT__CONFIRM_CPU - 1].kind == KT_FAULT_RANK &&
+        f[ONSET + KT__CONFIRM_CPU - 1].rank < 2);
 
   REQUIRE(run(LINK, f) == 0);
   CHECK_EQ_INT(f[ONSET].kind, KT_FAULT_NONE);

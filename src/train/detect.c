@@ -17,7 +17,8 @@
  * median excess of its hand-overs. A rank whose own time is more than
  * KT__OVER over (with more compute threads than cores, and its ops' wall
  * time over too: own time up while the wall time is not is the scheduler
- * moving an oversubscribed rank's time out of its waits) is named once it
+ * moving an oversubscribed rank's time out of its waits; and on that rank
+ * alone: two ranks up at once there are threads placed anew) is named once it
  * is so for KT__CONFIRM steps in a row (its `since` the first of them):
  * a lasting fault is named one step after its onset (a real model's,
  * whose own time is CPU time that other programs' use of caches and
@@ -339,19 +340,26 @@ static int run_since(int since, int over, int step) { return over ? (since ? sin
  * as every rank waited is neither. 1 when any is over (not a step to
  * calibrate on). */
 static int track(kt__detector *d, int step) {
-  int any = 0;
+  int any = 0, grown = 0;
   d->step = step;
+  /* with more compute threads than cores (name_waits 0), own time over
+   * while the ops' wall time is not is time the scheduler moved between
+   * a rank's run and its waits: its ops took no longer, the step did not
+   * slow */
+  for (int r = 0; r < d->p; r++)
+    grown += d->grew[r] = own_over(d, r) && (d->name_waits || rank_over(d, r));
+  /* and own and wall time up on several ranks at once is the scheduler
+   * placing the threads anew: ranks that now share a core thrash each
+   * other's caches for as long as it keeps them there (a slow rank is
+   * one); the steps then calibrate the new placement */
+  int placed = !d->name_waits && grown > 1;
   for (int r = 0; r < d->p; r++) {
     int over = rank_over(d, r);
-    /* with more compute threads than cores (name_waits 0), own time over
-     * while the ops' wall time is not is time the scheduler moved between
-     * a rank's run and its waits: its ops took no longer, the step did
-     * not slow */
-    d->grew[r] = own_over(d, r) && (d->name_waits || over);
+    if (placed) d->grew[r] = 0;
     d->own_since[r] = run_since(d->own_since[r], d->grew[r], step);
     int waits = d->name_waits && over && d->waited[r];
     d->rank_since[r] = run_since(d->rank_since[r], d->grew[r] || waits, step);
-    any |= over || d->grew[r];
+    any |= (over && !placed) || d->grew[r];
   }
   for (int l = 0; l < d->p; l++) {
     int over = link_over(d, l);
