@@ -145,6 +145,15 @@ static void *lone_allreduce(void *arg) {
   return NULL;
 }
 
+/* a and b allreduce at once, each on its thread. */
+static void two_at_once(lone *a, lone *b) {
+  pthread_t ta, tb;
+  REQUIRE_VOID(!pthread_create(&ta, NULL, lone_allreduce, a));
+  REQUIRE_VOID(!pthread_create(&tb, NULL, lone_allreduce, b));
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+}
+
 /* Members that disagree on the size fail, both of them; a member waiting
  * for one that never comes is woken by abort with EPEER. */
 static void test_mismatch_and_abort(void) {
@@ -152,11 +161,7 @@ static void test_mismatch_and_abort(void) {
   kt_error err;
   REQUIRE_VOID(kt_transport_threads_create(1, 2, 30, 16, &h, &err) == KT_OK);
   lone a = {.t = &h[0], .n = 8}, b = {.t = &h[1], .n = 4};
-  pthread_t ta, tb;
-  REQUIRE_VOID(!pthread_create(&ta, NULL, lone_allreduce, &a));
-  REQUIRE_VOID(!pthread_create(&tb, NULL, lone_allreduce, &b));
-  pthread_join(ta, NULL);
-  pthread_join(tb, NULL);
+  two_at_once(&a, &b);
   CHECK_EQ_INT(a.st, KT_ERUNTIME);
   CHECK_EQ_INT(b.st, KT_ERUNTIME);
 
@@ -179,11 +184,7 @@ static void test_timeout_names_missing(void) {
   kt_error err;
   REQUIRE_VOID(kt_transport_threads_create(1, 3, 0.3, 16, &h, &err) == KT_OK);
   lone a = {.t = &h[0], .n = 8}, b = {.t = &h[1], .n = 8};
-  pthread_t ta, tb;
-  REQUIRE_VOID(!pthread_create(&ta, NULL, lone_allreduce, &a));
-  REQUIRE_VOID(!pthread_create(&tb, NULL, lone_allreduce, &b));
-  pthread_join(ta, NULL);
-  pthread_join(tb, NULL);
+  two_at_once(&a, &b);
   CHECK_EQ_INT(a.st, KT_ETIMEOUT);
   CHECK_EQ_INT(b.st, KT_ETIMEOUT);
   CHECK_MSG(strstr(a.msg, "for rank 2") && strstr(b.msg, "for rank 2"), "%s / %s", a.msg, b.msg);

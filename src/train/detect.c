@@ -340,26 +340,27 @@ static int run_since(int since, int over, int step) { return over ? (since ? sin
  * as every rank waited is neither. 1 when any is over (not a step to
  * calibrate on). */
 static int track(kt__detector *d, int step) {
-  int any = 0, grown = 0;
+  int any = 0, grown = 0, slow[KT_MAX_RANKS]; /* slow: its ops' wall time over */
   d->step = step;
   /* with more compute threads than cores (name_waits 0), own time over
    * while the ops' wall time is not is time the scheduler moved between
    * a rank's run and its waits: its ops took no longer, the step did not
    * slow */
-  for (int r = 0; r < d->p; r++)
-    grown += d->grew[r] = own_over(d, r) && (d->name_waits || rank_over(d, r));
+  for (int r = 0; r < d->p; r++) {
+    slow[r] = rank_over(d, r);
+    grown += d->grew[r] = own_over(d, r) && (d->name_waits || slow[r]);
+  }
   /* and own and wall time up on several ranks at once is the scheduler
    * placing the threads anew: ranks that now share a core thrash each
    * other's caches for as long as it keeps them there (a slow rank is
    * one); the steps then calibrate the new placement */
   int placed = !d->name_waits && grown > 1;
   for (int r = 0; r < d->p; r++) {
-    int over = rank_over(d, r);
     if (placed) d->grew[r] = 0;
     d->own_since[r] = run_since(d->own_since[r], d->grew[r], step);
-    int waits = d->name_waits && over && d->waited[r];
+    int waits = d->name_waits && slow[r] && d->waited[r];
     d->rank_since[r] = run_since(d->rank_since[r], d->grew[r] || waits, step);
-    any |= (over && !placed) || d->grew[r];
+    any |= (slow[r] && !placed) || d->grew[r];
   }
   for (int l = 0; l < d->p; l++) {
     int over = link_over(d, l);
