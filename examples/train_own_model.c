@@ -128,7 +128,7 @@ static void layer_destroy(kt_chunk *c) {
 }
 
 static const kt_chunk_ops layer_ops = {layer_forward, layer_backward_input,
-                                       layer_backward_weight, layer_destroy};
+                                       layer_backward_weight, layer_destroy, NULL};
 
 /* A small deterministic generator (the same weights on every run). */
 static float uniform(unsigned long long *s) {

@@ -211,6 +211,10 @@ static void gather_result(const kt_model_config *cfg, kt_chunk **ch, int P, run_
   r->peak0 = ch[0]->peak_stash_bytes;
 }
 
+/* Whether run_pipeline runs each I with its W as one full B
+ * (kt_chunk_backward), in the I's place. */
+static int full_b;
+
 /* Runs M micro-batches through chunks of counts[0..P) in the given order. */
 static run_result run_pipeline(const kt_model_config *cfg, const int *counts, int P, int M, int Bm,
                                int order, uint64_t order_seed, int *const *tok, int *const *tgt) {
@@ -244,6 +248,9 @@ static run_result run_pipeline(const kt_model_config *cfg, const int *counts, in
       double loss = 0;
       st = c->ops->forward(c, j, &mb, act[p][j], act[p + 1][j], &loss, &err);
       if (p == P - 1) r.loss += loss;
+    } else if (state[p][j] == 1 && full_b) { /* I and W as one full B */
+      st = kt_chunk_backward(c, j, &mb, dact[p + 1][j], dact[p][j], &err);
+      state[p][j]++, remaining--;
     } else if (state[p][j] == 1) {
       st = c->ops->backward_input(c, j, &mb, dact[p + 1][j], dact[p][j], &err);
     } else {
@@ -326,6 +333,45 @@ static void test_chunked_equivalence(void) {
   printf("chunked equivalence (P in 1,2,3,4,6; gpipe / all-I-then-W / random orders; recompute "
          "and tied on/off): max relative error loss %.2e, gradients %.2e\n",
          worst_loss, worst_grad);
+  for (int j = 0; j < M; j++) free(tok[j]), free(tgt[j]);
+}
+
+/* A full B (kt_chunk_backward, which runs each block's W right after its
+ * I) gives the gradients, loss and peak stash of an I then a W, bit for
+ * bit: in GPipe order each chunk's W directly follows its I. */
+static void test_full_backward(void) {
+  const int M = 3, Bm = 2;
+  static const int parts[][MAXP + 1] = {{1, 6}, {2, 3, 3}, {3, 1, 3, 2}};
+  int *tok[MAXM], *tgt[MAXM];
+  kt_model_config base = small_config(0, 0);
+  int n = Bm * base.seq_len, cases = 0;
+  for (int j = 0; j < M; j++) {
+    tok[j] = malloc(n * sizeof(int)), tgt[j] = malloc(n * sizeof(int));
+    fill_batch(tok[j], tgt[j], n, base.vocab);
+  }
+  for (int tie = 0; tie <= 1; tie++)
+    for (int rc = 0; rc <= 1; rc++)
+      for (size_t k = 0; k < sizeof parts / sizeof *parts; k++) {
+        kt_model_config cfg = small_config(tie, rc);
+        full_b = 0;
+        run_result apart =
+            run_pipeline(&cfg, parts[k] + 1, parts[k][0], M, Bm, ORDER_GPIPE, 0, tok, tgt);
+        full_b = 1;
+        run_result full =
+            run_pipeline(&cfg, parts[k] + 1, parts[k][0], M, Bm, ORDER_GPIPE, 0, tok, tgt);
+        full_b = 0;
+        CHECK(apart.ok && full.ok && apart.n == full.n);
+        CHECK_MSG(apart.ok && full.ok && !memcmp(apart.grads, full.grads, apart.n * sizeof(float)),
+                  "tie %d recompute %d partition %zu: a full B's gradients differ from I then W",
+                  tie, rc, k);
+        CHECK(apart.loss == full.loss);
+        CHECK_EQ_INT(apart.peak0, full.peak0);
+        cases++;
+        free_result(&apart);
+        free_result(&full);
+      }
+  printf("full B vs I then W: %d cases (P 1, 2, 3; tied and recompute on/off), bit for bit\n",
+         cases);
   for (int j = 0; j < M; j++) free(tok[j]), free(tgt[j]);
 }
 
@@ -587,6 +633,7 @@ int main(void) {
   test_model_fd(0);
   test_model_fd(1);
   test_chunked_equivalence();
+  test_full_backward();
   test_recompute_memory(small_config(0, 0), 2, 4);
   kt_model_config def;
   kt_model_config_default(&def, KT_MODEL_GPT);

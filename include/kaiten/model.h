@@ -126,6 +126,11 @@ kt_status kt_chunk_backward_input(kt_chunk *c, int mb, const kt_microbatch *data
 /* Weight gradient of micro-batch mb, accumulated into the gradients; frees
  * the micro-batch's stash. */
 kt_status kt_chunk_backward_weight(kt_chunk *c, int mb, kt_error *err);
+/* Both at once (a full B): the same gradients, bit for bit, as the input
+ * gradient then the weight gradient; the chunk may interleave them (GPT:
+ * each block's weight gradient right after its input gradient). */
+kt_status kt_chunk_backward(kt_chunk *c, int mb, const kt_microbatch *data, const float *dout,
+                            float *din, kt_error *err);
 
 /* Floats of the boundary activation per micro-batch: input, output. */
 size_t kt_chunk_in_elems(const kt_chunk *c);

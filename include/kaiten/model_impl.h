@@ -24,6 +24,10 @@ typedef struct {
                               float *din, kt_error *err);
   kt_status (*backward_weight)(kt_chunk *c, int mb, kt_error *err);
   void (*destroy)(kt_chunk *c);
+  /* A full B, the same results as backward_input then backward_weight bit
+   * for bit, in whatever order runs fastest; NULL: those two in turn. */
+  kt_status (*backward)(kt_chunk *c, int mb, const kt_microbatch *data, const float *dout,
+                        float *din, kt_error *err);
 } kt_chunk_ops;
 
 struct kt_chunk {

@@ -334,10 +334,12 @@ static kt_status input_grad_done(kt_chunk *c, int mb, const kt__gpt_rows *r) {
   return KT_OK;
 }
 
-static kt_status gpt_backward_input(kt_chunk *c, int mb, const kt_microbatch *data,
-                                    const float *dout, float *din, kt_error *err) {
+/* Micro-batch mb's I, unit by unit from the last; with weights_too each
+ * unit's W right after its I, while the unit's output gradients are still
+ * in cache (a full B). */
+static kt_status input_grad(kt_chunk *c, int mb, const float *dout, float *din, int weights_too,
+                            kt_error *err) {
   gpt_impl *g = IMPL(c);
-  (void)data; /* everything needed was stashed by F */
   kt_status st = check_mb(c, mb, err);
   if (st) return st;
   if (g->phase[mb] != FORWARD_DONE)
@@ -371,9 +373,16 @@ static kt_status gpt_backward_input(kt_chunk *c, int mb, const kt_microbatch *da
   for (int u = c->n_units - 1; u >= 0 && r->N; u--) {
     float *d = u > 0 ? g->acts[u - 1].dout : din ? din : g->din_tmp;
     kt__gpt_unit_backward_input(c, c->first_unit + u, r, &g->acts[u], &g->s, d);
+    if (weights_too) kt__gpt_unit_backward_weight(c, c->first_unit + u, r, &g->acts[u], NULL);
   }
   zero_tail(c, r, din, c->in_elems);
   return input_grad_done(c, mb, r);
+}
+
+static kt_status gpt_backward_input(kt_chunk *c, int mb, const kt_microbatch *data,
+                                    const float *dout, float *din, kt_error *err) {
+  (void)data; /* everything needed was stashed by F */
+  return input_grad(c, mb, dout, din, 0, err);
 }
 
 static kt_status gpt_backward_weight(kt_chunk *c, int mb, kt_error *err) {
@@ -396,6 +405,23 @@ static kt_status gpt_backward_weight(kt_chunk *c, int mb, kt_error *err) {
                          c->first_unit + c->n_units - 1);
     memcpy(p.headw, dwte, c->tied_elems * sizeof(float));
   }
+  kt__stash_release(&g->keep, c, mb);
+  g->phase[mb] = IDLE;
+  return KT_OK;
+}
+
+/* A full B. Each unit's W follows its I, except with the tied head in this
+ * chunk, whose two gradients must land in dwte in W's own order (the
+ * embedding's, then the head's) to match an I then W bit for bit. */
+static kt_status gpt_backward(kt_chunk *c, int mb, const kt_microbatch *data, const float *dout,
+                              float *din, kt_error *err) {
+  gpt_impl *g = IMPL(c);
+  if (g->tied_local || c->sizes_only) {
+    kt_status st = gpt_backward_input(c, mb, data, dout, din, err);
+    return st ? st : gpt_backward_weight(c, mb, err);
+  }
+  kt_status st = input_grad(c, mb, dout, din, 1, err);
+  if (st) return st;
   kt__stash_release(&g->keep, c, mb);
   g->phase[mb] = IDLE;
   return KT_OK;
@@ -429,7 +455,7 @@ static void gpt_destroy(kt_chunk *c) {
 }
 
 static const kt_chunk_ops gpt_ops = {gpt_forward, gpt_backward_input, gpt_backward_weight,
-                                     gpt_destroy};
+                                     gpt_destroy, gpt_backward};
 
 /* Stash offsets per unit and the scratch sizes; allocates everything. */
 static kt_status gpt_impl_alloc(kt_chunk *c, kt_error *err) {

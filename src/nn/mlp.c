@@ -176,7 +176,7 @@ static void mlp_destroy(kt_chunk *c) {
 }
 
 static const kt_chunk_ops mlp_ops = {mlp_forward, mlp_backward_input, mlp_backward_weight,
-                                     mlp_destroy};
+                                     mlp_destroy, NULL};
 
 kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n_units,
                                int micro_batch, int n_microbatches, int sizes_only, kt_chunk **out,

@@ -53,7 +53,7 @@ static void empty_destroy(kt_chunk *c) {
   free(c);
 }
 static const kt_chunk_ops empty_ops = {empty_forward, empty_backward_input, empty_backward_weight,
-                                       empty_destroy};
+                                       empty_destroy, NULL};
 
 static kt_status empty_chunk_create(const kt_runtime_config *cfg, kt_chunk **out, kt_error *err) {
   kt_chunk *c = calloc(1, sizeof *c);

@@ -88,7 +88,7 @@ static void syn_destroy(kt_chunk *c) {
 }
 
 static const kt_chunk_ops synth_ops = {syn_forward, syn_backward_input, syn_backward_weight,
-                                       syn_destroy};
+                                       syn_destroy, NULL};
 
 /* A synthetic stage's costs (seconds) and gradient floats per unit: its
  * own (syn_stage_ms), its units' share of the model's (syn_units), or the

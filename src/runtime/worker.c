@@ -242,8 +242,8 @@ static kt_status run_forward(kt__worker *w, const kt_action *a, const kt_microba
   return give_output(w, a, out, kt_chunk_out_elems(c), err);
 }
 
-/* I, or a full B (I then W: its gradient leaves when the whole B is done,
- * by its SEND_B after it). */
+/* I, or a full B (I and W together: its gradient leaves when the whole B
+ * is done, by its SEND_B after it). */
 static kt_status run_backward(kt__worker *w, const kt_action *a, const kt_microbatch *mbd, int k,
                               double *wait, kt_error *err) {
   kt_chunk *c = chunk_of(w);
@@ -254,9 +254,9 @@ static kt_status run_backward(kt__worker *w, const kt_action *a, const kt_microb
   if (st) return st;
   float *din =
       w->at->output == KT_OUT_BI ? result_buffer(w, a, w->din_buf, kt_chunk_in_elems(c)) : NULL;
-  st = kt_chunk_backward_input(c, a->mb, mbd, dout, din, err);
+  st = a->op == KT_OP_B ? kt_chunk_backward(c, a->mb, mbd, dout, din, err)
+                        : kt_chunk_backward_input(c, a->mb, mbd, dout, din, err);
   drop_input(w, taken, loan);
-  if (!st && a->op == KT_OP_B) st = kt_chunk_backward_weight(c, a->mb, err);
   if (st) drop_result_buffer(w);
   if (st || !din) return st;
   return give_output(w, a, din, kt_chunk_in_elems(c), err);
