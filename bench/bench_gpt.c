@@ -27,6 +27,9 @@
  * Also one core's FMA peak (independent chains in the widest vectors the
  * CPU has): how far from the machine's own ceiling the step and the
  * libraries' replays run.
+ * Before the rounds, each model's products by class: their time in a step
+ * against the same calls in cache (where the step loses to its operands
+ * coming from memory).
  * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE]. */
 #define _GNU_SOURCE
 #include <math.h>
@@ -109,6 +112,78 @@ static double replay_lib(kt_gemm_kind lib, const kt__matmul_shape *sh, size_t n,
                   s->accumulate ? 1.0f : 0.0f, r->c, s->ldo);
   }
   return kt_now() - t0;
+}
+
+/* ---- where the step's matmuls lose time: each class of products -------------- */
+
+#define MAX_CLASSES 64
+
+typedef struct {
+  kt__matmul_shape s; /* one call's (seconds: the class's in the step) */
+  int calls;
+} shape_class;
+
+static int same_shape(const kt__matmul_shape *a, const kt__matmul_shape *b) {
+  return a->m == b->m && a->n == b->n && a->k == b->k && a->trans_a == b->trans_a &&
+         a->trans_b == b->trans_b && a->accumulate == b->accumulate && a->lda == b->lda &&
+         a->ldb == b->ldb && a->ldo == b->ldo;
+}
+
+/* Seconds of calls calls of s on library lib, operands in cache (best of 5). */
+static double class_in_cache(kt_gemm_kind lib, const kt__matmul_shape *s, int calls,
+                             replay_buf *r) {
+  double best = INFINITY;
+  for (int t = 0; t < 5; t++) {
+    double t0 = kt_now();
+    for (int i = 0; i < calls; i++)
+      kt__gemm_call(lib, s->trans_a, s->trans_b, s->m, s->n, s->k, r->a, s->lda, r->b, s->ldb,
+                    s->accumulate ? 1.0f : 0.0f, r->c, s->ldo);
+    best = fmin(best, kt_now() - t0);
+  }
+  return best;
+}
+
+/* One step's products through the GEMM library, by class (shape, strides,
+ * accumulate), largest first: their time inside the step against the same
+ * calls on the step's library and on bare OpenBLAS with one operand set in
+ * cache; what the step loses to operands that come from memory. */
+static void class_table(const gpt_size *g, const kt__matmul_shape *sh, size_t n, kt_gemm_kind lib,
+                        replay_buf *r) {
+  static shape_class cls[MAX_CLASSES];
+  int nc = 0, elsewhere = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!(sh[i].seconds > 0)) {
+      elsewhere++;
+      continue;
+    }
+    int c = 0;
+    while (c < nc && !same_shape(&cls[c].s, &sh[i])) c++;
+    if (c == MAX_CLASSES) continue;
+    if (c == nc) cls[nc++] = (shape_class){sh[i], 0}, cls[c].s.seconds = 0;
+    cls[c].s.seconds += sh[i].seconds, cls[c].calls++;
+  }
+  for (int i = 1; i < nc; i++) /* largest time in the step first */
+    for (int j = i; j > 0 && cls[j].s.seconds > cls[j - 1].s.seconds; j--) {
+      shape_class t = cls[j];
+      cls[j] = cls[j - 1], cls[j - 1] = t;
+    }
+  printf("%-8s the step's products by class (%d more computed by kaiten's own kernels): GF/s in "
+         "the step, on %s and bare OpenBLAS in cache, and the ms the step loses\n",
+         g->name, elsewhere, kt_gemm_name(lib));
+  double in_step = 0, in_cache = 0;
+  for (int c = 0; c < nc; c++) {
+    const kt__matmul_shape *s = &cls[c].s;
+    double f = 2.0 * s->m * s->n * s->k * cls[c].calls;
+    double tl = class_in_cache(lib, s, cls[c].calls, r);
+    double to = class_in_cache(KT_GEMM_OPENBLAS, s, cls[c].calls, r);
+    in_step += s->seconds, in_cache += tl;
+    printf("%-8s   %4d x %4d x %4d %s%s%s %4d calls %8.2f ms  %6.1f | %6.1f %6.1f | %+7.2f\n",
+           g->name, s->m, s->n, s->k, s->trans_a ? "T" : "N", s->trans_b ? "T" : "N",
+           s->accumulate ? "+" : " ", cls[c].calls, 1e3 * s->seconds, f / s->seconds / 1e9,
+           f / tl / 1e9, f / to / 1e9, 1e3 * (s->seconds - tl));
+  }
+  printf("%-8s   all: %.1f ms in the step, %.1f ms in cache on %s (%.3f)\n", g->name, 1e3 * in_step,
+         1e3 * in_cache, kt_gemm_name(lib), in_cache > 0 ? in_step / in_cache : 0);
 }
 
 /* ---- one core's FMA peak ---------------------------------------------------- *
@@ -462,6 +537,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds, doubl
   replay(sh, n, bufs, COLD_SETS);
   kt_gemm_kind lib = kt_chunk_gemm(kt_runtime_chunk(p1.rt, 0, 0), NULL);
   replay_lib(lib, sh, n, bufs);
+  class_table(g, sh, n, lib, &bufs[0]);
   static rounds_of x; /* 9 series of MAX_ROUNDS: off the stack */
   double t2z[MAX_ROUNDS], pair[MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {

@@ -52,6 +52,19 @@ static void split_piece(void *arg, int task, int thread) {
   }
 }
 
+/* Logs a product while recording; its FLOPs. */
+static double record(int m, int n, int k, int trans_a, int trans_b, float beta, int lda, int ldb,
+                     int ldo, double seconds) {
+  if (atomic_load_explicit(&recording, memory_order_relaxed)) {
+    pthread_mutex_lock(&shapes_mu);
+    if (!kt_grow((void **)&shapes, &cap_shapes, n_shapes + 1, sizeof *shapes))
+      shapes[n_shapes++] =
+          (kt__matmul_shape){m, n, k, trans_a, trans_b, beta != 0.0f, lda, ldb, ldo, seconds};
+    pthread_mutex_unlock(&shapes_mu);
+  }
+  return 2.0 * m * n * k;
+}
+
 void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
                    int n, int k, int trans_a, int trans_b, float beta) {
   double t0 = kt_now();
@@ -65,8 +78,8 @@ void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
   } else {
     kt__gemm_call(lib, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, out, ldo);
   }
-  kt__matmul_add(kt__matmul_shape_of(m, n, k, trans_a, trans_b, beta, lda, ldb, ldo),
-                 kt_now() - t0);
+  double seconds = kt_now() - t0;
+  kt__matmul_add(record(m, n, k, trans_a, trans_b, beta, lda, ldb, ldo, seconds), seconds);
 }
 
 void kt__matmul_add(double flops, double seconds) {
@@ -76,14 +89,7 @@ void kt__matmul_add(double flops, double seconds) {
 
 double kt__matmul_shape_of(int m, int n, int k, int trans_a, int trans_b, float beta, int lda,
                            int ldb, int ldo) {
-  if (atomic_load_explicit(&recording, memory_order_relaxed)) {
-    pthread_mutex_lock(&shapes_mu);
-    if (!kt_grow((void **)&shapes, &cap_shapes, n_shapes + 1, sizeof *shapes))
-      shapes[n_shapes++] =
-          (kt__matmul_shape){m, n, k, trans_a, trans_b, beta != 0.0f, lda, ldb, ldo};
-    pthread_mutex_unlock(&shapes_mu);
-  }
-  return 2.0 * m * n * k;
+  return record(m, n, k, trans_a, trans_b, beta, lda, ldb, ldo, 0);
 }
 
 void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,

@@ -105,6 +105,8 @@ void kt__matmul_reset_counters(void);
 typedef struct {
   int m, n, k, trans_a, trans_b, accumulate;
   int lda, ldb, ldo;
+  double seconds; /* the call's own, through kt__matmul_ld; 0: a product
+                   * computed elsewhere (kt__matmul_shape_of) */
 } kt__matmul_shape;
 void kt__matmul_record(int on);
 const kt__matmul_shape *kt__matmul_recorded(size_t *n);
