@@ -334,6 +334,14 @@ static kt_status input_grad_done(kt_chunk *c, int mb, const kt__gpt_rows *r) {
   return KT_OK;
 }
 
+/* The end of micro-batch mb's W: nothing of it stays stashed. */
+static kt_status weight_grad_done(kt_chunk *c, int mb) {
+  gpt_impl *g = IMPL(c);
+  kt__stash_release(&g->keep, c, mb);
+  g->phase[mb] = IDLE;
+  return KT_OK;
+}
+
 /* Micro-batch mb's I, unit by unit from the last; with weights_too each
  * unit's W right after its I, while the unit's output gradients are still
  * in cache (a full B). */
@@ -405,9 +413,7 @@ static kt_status gpt_backward_weight(kt_chunk *c, int mb, kt_error *err) {
                          c->first_unit + c->n_units - 1);
     memcpy(p.headw, dwte, c->tied_elems * sizeof(float));
   }
-  kt__stash_release(&g->keep, c, mb);
-  g->phase[mb] = IDLE;
-  return KT_OK;
+  return weight_grad_done(c, mb);
 }
 
 /* A full B. Each unit's W follows its I, except with the tied head in this
@@ -421,10 +427,7 @@ static kt_status gpt_backward(kt_chunk *c, int mb, const kt_microbatch *data, co
     return st ? st : gpt_backward_weight(c, mb, err);
   }
   kt_status st = input_grad(c, mb, dout, din, 1, err);
-  if (st) return st;
-  kt__stash_release(&g->keep, c, mb);
-  g->phase[mb] = IDLE;
-  return KT_OK;
+  return st ? st : weight_grad_done(c, mb);
 }
 
 static void gpt_destroy(kt_chunk *c) {

@@ -245,9 +245,13 @@ kt_status kt_chunk_backward_weight(kt_chunk *c, int mb, kt_error *err) {
 kt_status kt_chunk_backward(kt_chunk *c, int mb, const kt_microbatch *data, const float *dout,
                             float *din, kt_error *err) {
   kt__exec saved = kt__chunk_enter(c);
-  kt_status st = c->ops->backward ? c->ops->backward(c, mb, data, dout, din, err)
-                                  : c->ops->backward_input(c, mb, data, dout, din, err);
-  if (!st && !c->ops->backward) st = c->ops->backward_weight(c, mb, err);
+  kt_status st;
+  if (c->ops->backward) {
+    st = c->ops->backward(c, mb, data, dout, din, err);
+  } else {
+    st = c->ops->backward_input(c, mb, data, dout, din, err);
+    if (!st) st = c->ops->backward_weight(c, mb, err);
+  }
   kt__exec_leave(saved);
   return st;
 }
