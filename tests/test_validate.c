@@ -64,6 +64,10 @@ int main(void) {
           generated++;
           kt_status st = kt_schedule_validate(&s, &err);
           CHECK_MSG(st == KT_OK, "%s P=%d M=%d V=%d invalid: %s", s.name, p, m, s.v, err.msg);
+          /* a valid order's messages follow from its placement alone */
+          CHECK_MSG(kt_schedule_messages_valid(&s) == kt_schedule_messages(&s),
+                    "%s P=%d M=%d V=%d: %zu messages by placement, %zu by a walk", s.name, p, m,
+                    s.v, kt_schedule_messages_valid(&s), kt_schedule_messages(&s));
           kt_schedule_free(&s);
         }
   CHECK(generated > 1000);

@@ -151,6 +151,10 @@ int kt_stage_chunk(const kt_schedule *s, int stage);
 int kt_rank_chunk_stage(const kt_schedule *s, int rank, int chunk);
 /* Point-to-point messages one step sends (activations + gradients across ranks). */
 size_t kt_schedule_messages(const kt_schedule *s);
+/* The same for a valid s (kt_schedule_validate: every stage runs one F and
+ * one B or I per micro-batch on its own rank): M each way across every
+ * stage boundary between two ranks, without a walk over its actions. */
+size_t kt_schedule_messages_valid(const kt_schedule *s);
 /* The placement as reports state it, into buf (n >= 32): "loop", "v", or
  * "explicit (stage:rank 0:0 1:1 ...)" with as many pairs as fit. Returns buf. */
 const char *kt_schedule_placement_text(const kt_schedule *s, char *buf, size_t n);

@@ -212,8 +212,10 @@ static void memory_needs(const kt__opt_problem *pb, int s, int j, int *need_i, i
 /* When (type, s, slot j) can start at the earliest, given the heads of the
  * ops before it in the sweep and what already ran. cut: a stage whose
  * forward input counts as ready at once (-1: none). */
-static double op_head(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws,
-                      int type, int s, int j, int cut) {
+static inline __attribute__((always_inline)) double op_head(const kt__opt_problem *pb,
+                                                            const kt__opt_state *st,
+                                                            kt__opt_bound_ws *ws, int type, int s,
+                                                            int j, int cut) {
   size_t m = (size_t)pb->m, at = (size_t)s * m + (size_t)j, h_at = HX(pb, s, j);
   double h = ws->eff_free[pb->srank[s]];
   double *hd = ws->head[type];
@@ -321,31 +323,42 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
    * the cut's rank waits for: they are left out */
   int S = pb->S, impossible = 0, from = cut >= 0 && pb->v == 1 ? cut : 0;
   for (int j = 0; j < pb->m; j++) {
+    /* a slot's memory rules depend on the stage through its M_B and M_W
+     * only: worked out again only when they change from the stage before
+     * (alike stages: once a slot; NaN: nothing worked out yet) */
+    double rule_a = NAN, rule_w = NAN;
+    int qi = -1, qw = -1;
     for (int s = from; s < S; s++) {
       if (j < st->n[KT__OPT_F][s]) continue;
       double h = op_head(pb, st, ws, KT__OPT_F, s, j, cut);
       if (needs) {
         h = maxd(h, after_needs(pb, st, ws, KT__OPT_F, s, j));
       } else {
-        int qi, qw;
-        memory_needs(pb, s, j, &qi, &qw, &impossible);
+        if (pb->act[s] != rule_a || pb->wg[s] != rule_w) {
+          rule_a = pb->act[s], rule_w = pb->wg[s];
+          memory_needs(pb, s, j, &qi, &qw, &impossible);
+        }
         if (impossible) return -1; /* its slots lie past this one: not filled in yet */
         if (qi >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_I, s, qi));
         if (qw >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
       }
       ws->head[KT__OPT_F][HX(pb, s, j)] = h;
     }
+    rule_w = NAN;
+    int qw_i = -1; /* the W an I waits for, -1 none, -2 none can free enough */
     for (int s = S - 1; s >= from; s--) {
       if (j < st->n[KT__OPT_I][s]) continue;
       double h = op_head(pb, st, ws, KT__OPT_I, s, j, cut);
-      /* after I(s, j) the stage holds (j+1-W's run) M_W at least */
-      double w = pb->wg[s], over = (j + 1) * w - limit_tol(pb);
       if (needs) h = maxd(h, after_needs(pb, st, ws, KT__OPT_I, s, j));
-      if (w > 0 && over > 0) {
-        int qw = kt_to_int(ceil(over / w - 1e-9), 0, j + 1) - 1;
-        if (qw >= j) impossible = 1;
-        else h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
+      /* after I(s, j) the stage holds (j+1-W's run) M_W at least */
+      if (pb->wg[s] != rule_w) {
+        double w = rule_w = pb->wg[s], over = (j + 1) * w - limit_tol(pb);
+        qw_i = -1;
+        if (w > 0 && over > 0) qw_i = kt_to_int(ceil(over / w - 1e-9), 0, j + 1) - 1;
+        if (qw_i >= j) qw_i = -2;
       }
+      if (qw_i == -2) impossible = 1;
+      else if (qw_i >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw_i));
       ws->head[KT__OPT_I][HX(pb, s, j)] = h;
     }
     for (int s = from; s < S; s++) {

@@ -27,7 +27,7 @@ static void optimal_info(kt_sim_info *info, const kt_result *res) {
   info->closed_form_why = "the exact search's order has no formula";
 }
 
-void kt__result_describe(kt_result *res, const size_t *messages) {
+void kt__result_describe(kt_result *res) {
   const kt_schedule *s = &res->order;
   kt_sim_info *info = &res->info;
   *info = (kt_sim_info){
@@ -40,7 +40,7 @@ void kt__result_describe(kt_result *res, const size_t *messages) {
       .stage_ranks = kt_schedule_even(s) ? s->stage_rank : NULL,
       .costs = &res->costs,
       .cost_basis = res->cost_basis,
-      .messages = messages ? *messages : kt_schedule_messages(s),
+      .messages = kt_schedule_messages_valid(s), /* built orders are valid */
       .mem_limit = res->mem_limit > 0 ? res->mem_limit : 0,
       .stages = res->outcome.stages[0] ? res->outcome.stages : NULL,
       .pack = res->packed ? &res->pack : NULL,

@@ -8,9 +8,9 @@
  * bytes_per_action on the path that will run (KT_SIM_BYTES_*): EINVAL with
  * the memory it would need. */
 kt_status kt__request_size_check(int p, int v, int m, double bytes_per_action, kt_error *err);
-/* Fills res->info from what res holds (nothing here simulates or searches);
- * messages: the order's count when already known (NULL: counted here). */
-void kt__result_describe(kt_result *res, const size_t *messages);
+/* Fills res->info from what res holds (nothing here simulates or searches,
+ * nor walks the order's actions). */
+void kt__result_describe(kt_result *res);
 
 /* The stage costs (cost basis, slow rank) of a P, V layout in placement pl. */
 kt_status kt__request_layout_costs(const kt_request *rq, int p, int v, kt_placement pl,

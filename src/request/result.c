@@ -281,16 +281,15 @@ const kt_schedule *kt_result_runs(const kt_result *res) {
 }
 
 /* The lower bound (kt_gen_bound_of) is computed beside the simulation on
- * a large order: both only read the order and its costs, and each takes
- * about a second there (1F1B P=1024, M=16384: 0.6 s of the bound's sweep
- * beside 1.5 s of simulation, on 2 cores). Small orders, and the page
- * (wasm32-wasi has no threads), compute it after. */
+ * a large order: both only read the order and its costs (1F1B P=1024,
+ * M=16384: 0.55 s of the bound on one core beside 0.75 s of simulation on
+ * two, which slows the simulation by about its share of the cores). Small
+ * orders, and the page (wasm32-wasi has no threads), compute it after. */
 #define BOUND_BESIDE_ACTIONS 65536
 
 typedef struct {
   kt_result *res;
-  int beside;      /* a thread computes it, */
-  size_t messages; /* and the order's messages (a walk over every action too) */
+  int beside; /* a thread computes it */
 #ifndef __wasi__
   pthread_t thread;
 #endif
@@ -305,7 +304,6 @@ static void bound_run(kt_result *res) {
 static void *bound_beside(void *arg) {
   bound_job *j = arg;
   bound_run(j->res);
-  j->messages = kt_schedule_messages(&j->res->order);
   return NULL;
 }
 #endif
@@ -350,7 +348,7 @@ kt_status kt_result_simulate(kt_result *res, kt_result_detail detail, kt_error *
   bound_finish(&bound, !st);
   if (st) return st;
   res->simulated = 1;
-  kt__result_describe(res, bound.beside ? &bound.messages : NULL);
+  kt__result_describe(res);
   return KT_OK;
 }
 
@@ -358,7 +356,7 @@ kt_status kt_request_run(const kt_request *rq, kt_result *res, kt_result_detail 
                          kt_error *err) {
   kt_status st = kt_request_build(rq, res, err);
   if (st || detail == KT_RESULT_ORDER) {
-    if (!st) kt__result_describe(res, NULL);
+    if (!st) kt__result_describe(res);
     return st;
   }
   if ((st = kt_result_simulate(res, detail, err))) kt_result_free(res);

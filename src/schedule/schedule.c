@@ -251,3 +251,11 @@ size_t kt_schedule_messages(const kt_schedule *s) {
   }
   return n;
 }
+
+size_t kt_schedule_messages_valid(const kt_schedule *s) {
+  int S = kt_schedule_stages(s);
+  size_t crossings = 0; /* stage boundaries between two ranks */
+  for (int stage = 0; stage + 1 < S; stage++)
+    crossings += kt_stage_rank(s, stage) != kt_stage_rank(s, stage + 1);
+  return 2 * crossings * (size_t)s->m;
+}
