@@ -1,15 +1,73 @@
 /* The lower bound every sim, compare and page states for an order: the
  * analytic bound on its layout within the memory its order was searched
  * under (or its own peak), raised to what its generation proved (zb-auto's
- * exact step). Nothing here searches: a search's bound comes with the
- * generation that ran it (kt_gen_outcome), or from kt_gen_lower_bound
- * for a caller that asks for one. */
+ * exact step), and the analytic bound itself (kt__lower_bound: one sweep
+ * of the exact search's bound from the empty state). Nothing here
+ * searches: a search's bound comes with the generation that ran it
+ * (kt_gen_outcome), or from kt_gen_lower_bound for a caller that asks for
+ * one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "generators/optimal_internal.h"
 #include "kaiten/generators.h"
+
+/* Micro-batches of their own costs: the bound of the costs every
+ * micro-batch at least has (kt_costs_least: shorter ops and smaller
+ * activations only let an order end sooner), raised to the busiest rank's
+ * own work (its F and backward of every micro-batch, as given). */
+static kt_status mb_lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit,
+                                double *lb, kt_error *err) {
+  kt_costs least;
+  kt_status st = kt_costs_least(c, &least, err);
+  if (st) return st;
+  /* the default limit from the micro-batches' own memory, not the least */
+  kt_gen_params lp = {
+      .p = layout->p, .v = layout->v, .m = layout->m, .costs = c, .mem_limit = mem_limit};
+  st = kt__lower_bound(layout, &least, kt_gen_mem_limit(&lp), 0, lb, err);
+  kt_costs_free(&least);
+  if (st) return st;
+  int S = kt_schedule_stages(layout);
+  for (int r = 0; r < layout->p; r++) {
+    double work = 0;
+    for (int s = 0; s < S; s++)
+      for (int j = 0; kt_stage_rank(layout, s) == r && j < layout->m; j++)
+        work += kt_cost_tf_mb(c, s, j) + kt_cost_tb_mb(c, s, j) + kt_cost_tw_mb(c, s, j) +
+                2 * c->op_overhead;
+    *lb = fmax(*lb, work);
+  }
+  return KT_OK;
+}
+
+kt_status kt__lower_bound(const kt_schedule *layout, const kt_costs *c, double mem_limit, int needs,
+                          double *lb, kt_error *err) {
+  kt_costs unit;
+  if (!c) kt_costs_default(&unit), c = &unit;
+  kt_status st = kt_costs_check(c, kt_schedule_stages(layout), err);
+  if (st) return st;
+  if (kt_costs_mb_differ(c)) return mb_lower_bound(layout, c, mem_limit, lb, err);
+  kt__opt_problem pb;
+  kt__opt_state state;
+  kt__opt_bound_ws ws;
+  kt_costs plain = *c;
+  plain.links = NULL; /* shared links only lengthen a hop: 0 is a hop's least */
+  if (c->links) plain.comm = 0, plain.comm_bandwidth = 0;
+  if ((st = kt__opt_problem_init(&pb, layout, &plain, mem_limit, needs, err))) return st;
+  if (!(st = kt__opt_state_init(&state, &pb, err))) {
+    if (!(st = kt__opt_bound_ws_init(&ws, &pb, err))) {
+      *lb = kt__opt_bound(&pb, &state, NULL, &ws); /* nothing run yet */
+      if (isinf(*lb))
+        st = kt_fail(err, KT_EMEMLIMIT,
+                     "memory limit %g: no order of P=%d, V=%d, M=%d fits under it", pb.limit, pb.p,
+                     pb.v, pb.m);
+      kt__opt_bound_ws_free(&ws);
+    }
+    kt__opt_state_free(&state);
+  }
+  kt__opt_problem_free(&pb);
+  return st;
+}
 
 /* What an action of s adds to its rank's memory under the stage costs c:
  * looked up per stage once when no micro-batch has its own memory (the
