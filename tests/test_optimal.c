@@ -508,8 +508,69 @@ static void check_limits(void) {
   CHECK(kt_gen_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err) == KT_EMEMLIMIT);
 }
 
+/* One layout's analytic bound with every slot kept, with the window a
+ * large layout's sweep keeps, and with a window of 4 slots forced (its
+ * rules reach past it and the bound is computed again): the same value,
+ * bit for bit. Returns 1 when the window was taken. */
+static int window_case(const kt_schedule *s, const kt_costs *c, double limit, int needs) {
+  double lb[3] = {0, 0, 0};
+  kt_status st[3];
+  const int modes[3] = {-1, 0, 4};
+  kt_error err;
+  for (int k = 0; k < 3; k++) {
+    kt__opt_window_test = modes[k];
+    st[k] = kt__lower_bound(s, c, limit, needs, &lb[k], &err);
+  }
+  kt__opt_window_test = 0;
+  for (int k = 1; k < 3; k++)
+    CHECK_MSG(st[k] == st[0] && (st[0] || lb[k] == lb[0]),
+              "%s P=%d M=%d V=%d limit %g: bound %.17g (status %d) with every slot, %.17g "
+              "(status %d) with window mode %d",
+              s->name, s->p, s->m, s->v, limit, lb[0], st[0], lb[k], st[k], modes[k]);
+  kt__opt_problem pb;
+  int windowed = 0;
+  if (kt__opt_problem_init(&pb, s, c, limit, needs, &err) == KT_OK) {
+    windowed = kt__opt_root_window(&pb) > 0;
+    kt__opt_problem_free(&pb);
+  }
+  return windowed;
+}
+
+static void check_window(void) {
+  const struct {
+    kt_gen_kind kind;
+    int p, m, v;
+  } layouts[] = {{KT_SCHED_1F1B, 64, 128, 1},
+                 {KT_SCHED_ZB_H1, 32, 256, 1},
+                 {KT_SCHED_ZBV, 16, 512, 2},
+                 {KT_SCHED_INTERLEAVED, 16, 512, 2}};
+  const double act[] = {1, 1, 1, 2}, wgrad[] = {0, 0.25, 1.5, 0.1};
+  int windowed = 0, cases = 0;
+  for (size_t l = 0; l < sizeof layouts / sizeof *layouts; l++) {
+    kt_gen_params params = {.p = layouts[l].p, .m = layouts[l].m, .v = layouts[l].v};
+    kt_schedule s;
+    kt_error err;
+    kt_status made = kt_generate(layouts[l].kind, &params, &s, &err);
+    CHECK_MSG(made == KT_OK, "layout %zu: %s", l, err.msg);
+    if (made) continue;
+    for (size_t k = 0; k < sizeof act / sizeof *act; k++) {
+      kt_costs c;
+      kt_costs_default(&c);
+      c.tf = 0.54, c.tb = 0.99, c.tw = 0.72, c.comm = k == 1 ? 0.44 : 0;
+      c.mem_act = act[k], c.mem_wgrad = wgrad[k];
+      const double limits[] = {0, 3 * act[k], 0.5 * s.p * act[k], 1.5 * s.p * act[k]};
+      for (size_t q = 0; q < sizeof limits / sizeof *limits; q++)
+        for (int needs = 0; needs <= 1; needs++, cases++)
+          windowed += window_case(&s, &c, limits[q], needs);
+    }
+    kt_schedule_free(&s);
+  }
+  CHECK_MSG(windowed > cases / 4, "the window was taken in %d of %d cases", windowed, cases);
+}
+
 int main(void) {
   int sanitized = getenv("KT_SANITIZED") != NULL;
+  check_window();
   check_tiny(2, 2, sanitized ? 5 : 40);
   check_tiny(3, 2, sanitized ? 3 : 20);
   check_tiny(2, 3, sanitized ? 1 : 6);

@@ -54,9 +54,19 @@ kt_status kt__lower_bound(const kt_schedule *layout, const kt_costs *c, double m
   plain.links = NULL; /* shared links only lengthen a hop: 0 is a hop's least */
   if (c->links) plain.comm = 0, plain.comm_bandwidth = 0;
   if ((st = kt__opt_problem_init(&pb, layout, &plain, mem_limit, needs, err))) return st;
+  /* a large layout's sweep keeps the slots its memory rules reach back
+   * (1F1B P=1024 M=16384: 2048 of 16384), and every slot again in the rare
+   * case a rule reached further */
+  size_t window = kt__opt_root_window(&pb);
   if (!(st = kt__opt_state_init(&state, &pb, err))) {
-    if (!(st = kt__opt_bound_ws_init(&ws, &pb, err))) {
-      *lb = kt__opt_bound(&pb, &state, NULL, &ws); /* nothing run yet */
+    st = window ? kt__opt_bound_ws_window(&ws, &pb, window, pb.srank[0], err)
+                : kt__opt_bound_ws_init(&ws, &pb, err);
+    if (!st) *lb = kt__opt_bound(&pb, &state, NULL, &ws); /* nothing run yet */
+    if (!st && ws.window_short) {
+      kt__opt_bound_ws_free(&ws);
+      if (!(st = kt__opt_bound_ws_init(&ws, &pb, err))) *lb = kt__opt_bound(&pb, &state, NULL, &ws);
+    }
+    if (!st) {
       if (isinf(*lb))
         st = kt_fail(err, KT_EMEMLIMIT,
                      "memory limit %g: no order of P=%d, V=%d, M=%d fits under it", pb.limit, pb.p,

@@ -1,6 +1,5 @@
-/* The exact search's ground: its problem (a layout and stage costs,
- * flattened), the slot-form state, and the lower bound on the makespan of
- * every completion of a state.
+/* The exact search's lower bound on the makespan of every completion of
+ * a state (its problem and state: optimal_problem.c).
  *
  * The bound relaxes each rank to one machine on its own. An op cannot start
  * before its head: the end of the op it waits for (plus the hop), the end
@@ -20,7 +19,6 @@
 #include <string.h>
 
 #include "generators/optimal_internal.h"
-#include "generators/search/search.h"
 #include "kaiten/sim.h"
 
 #define NONE (-INFINITY)
@@ -34,142 +32,22 @@ static kt_status alloc_fail(kt_error *err, const kt__opt_problem *pb) {
   return kt_fail(err, KT_ENOMEM, "optimal: out of memory (P=%d, V=%d, M=%d)", pb->p, pb->v, pb->m);
 }
 
-/* Longest time from the end of (type, s) until an op it leads to on rank r
- * ends; NONE when it leads to none there. Micro-batches are alike, so one
- * chain: F(0) .. F(S-1), I(S-1) .. I(0), and W(s) after I(s). */
-static double lead_to(const kt__opt_problem *pb, int r, int type, int s) {
-  double best = NONE;
-  if (type == KT__OPT_W) return NONE;
-  if (type == KT__OPT_I) {
-    if (pb->srank[s] == r) best = pb->tw[s];
-    if (s > 0) {
-      double down = maxd(pb->srank[s - 1] == r ? 0 : NONE, lead_to(pb, r, KT__OPT_I, s - 1));
-      best = maxd(best, pb->hop_i[s] + pb->tb[s - 1] + down);
-    }
-    return best;
-  }
-  if (s < pb->S - 1) {
-    double up = maxd(pb->srank[s + 1] == r ? 0 : NONE, lead_to(pb, r, KT__OPT_F, s + 1));
-    return pb->hop_f[s] + pb->tf[s + 1] + up;
-  }
-  return pb->tb[s] + maxd(0, lead_to(pb, r, KT__OPT_I, s)); /* I(S-1) runs on this rank */
-}
+int kt__opt_window_test;
 
-static kt_status problem_alloc(kt__opt_problem *pb, kt_error *err) {
-  size_t S = (size_t)pb->S, p = (size_t)pb->p;
-  pb->srank = kt_calloc(S, sizeof *pb->srank);
-  pb->schunk = kt_calloc(S, sizeof *pb->schunk);
-  pb->rstage = kt_calloc(p * (size_t)pb->v, sizeof *pb->rstage);
-  pb->first = kt_calloc(p, sizeof *pb->first);
-  double **per_stage[] = {&pb->tf,   &pb->tb,      &pb->tw,      &pb->act,
-                          &pb->wg,   &pb->hop_f,   &pb->hop_i,   &pb->so_f,
-                          &pb->so_i, &pb->tail[0], &pb->tail[1], &pb->tail[2]};
-  int ok = pb->srank && pb->schunk && pb->rstage && pb->first;
-  for (size_t k = 0; k < sizeof per_stage / sizeof *per_stage; k++)
-    ok &= (*per_stage[k] = kt_calloc(S, sizeof(double))) != NULL;
-  return ok ? KT_OK : alloc_fail(err, pb);
-}
-
-kt_status kt__opt_problem_init(kt__opt_problem *pb, const kt_schedule *s, const kt_costs *c,
-                               double limit, int needs, kt_error *err) {
-  kt_costs unit;
-  if (!c) kt_costs_default(&unit), c = &unit;
-  memset(pb, 0, sizeof *pb);
-  if (c->links)
-    return kt_fail(err, KT_EINVAL,
-                   "optimal: the exact search has no model of shared links "
-                   "(a cluster topology); a per-hop communication time it has");
-  if (c->action_time) /* one schedule's measured durations: no model of other orders */
-    return kt_fail(err, KT_EINVAL,
-                   "optimal: per-action times (a measured step) describe one "
-                   "order only; give per-stage costs");
-  pb->p = s->p, pb->v = s->v, pb->m = s->m, pb->S = kt_schedule_stages(s);
-  kt_status st = problem_alloc(pb, err);
-  if (st) {
-    kt__opt_problem_free(pb);
-    return st;
-  }
-  for (int i = 0; i < pb->p * pb->v; i++) pb->rstage[i] = -1;
-  for (int r = 0; r < pb->p; r++) pb->first[r] = -1;
-  for (int x = 0; x < pb->S; x++) {
-    int r = pb->srank[x] = kt_stage_rank(s, x);
-    pb->schunk[x] = kt_stage_chunk(s, x);
-    pb->rstage[r * pb->v + pb->schunk[x]] = x;
-    if (pb->first[r] < 0) pb->first[r] = x;
-    pb->tf[x] = kt_cost_tf(c, x), pb->tb[x] = kt_cost_tb(c, x), pb->tw[x] = kt_cost_tw(c, x);
-    pb->act[x] = kt_cost_mem_act(c, x), pb->wg[x] = kt_cost_mem_wgrad(c, x);
-  }
-  for (int x = 0; x < pb->S; x++) {
-    int fwd = x + 1 < pb->S && pb->srank[x + 1] != pb->srank[x];
-    int bwd = x > 0 && pb->srank[x - 1] != pb->srank[x];
-    pb->hop_f[x] = fwd ? kt_cost_link(c, pb->srank[x], pb->srank[x + 1]) : 0;
-    pb->hop_i[x] = bwd ? kt_cost_link(c, pb->srank[x], pb->srank[x - 1]) : 0;
-    pb->so_f[x] = fwd ? c->send_overhead : 0, pb->so_i[x] = bwd ? c->send_overhead : 0;
-  }
-  for (int x = 0; x < pb->S; x++)
-    for (int t = 0; t < KT__OPT_TYPES; t++)
-      pb->tail[t][x] = maxd(0, lead_to(pb, pb->srank[x], t, x));
-  kt_gen_params lp = {.p = s->p, .v = s->v, .m = s->m, .costs = c, .mem_limit = limit};
-  pb->limit = kt_gen_mem_limit(&lp);
-  pb->nk = KT__OPT_TYPES * pb->v;
-  if (!(st = kt_step_model_init(&pb->step, s, c, err)) && needs) st = kt__opt_needs_init(pb, err);
-  if (st) kt__opt_problem_free(pb);
-  return st;
-}
-
-void kt__opt_problem_free(kt__opt_problem *pb) {
-  void *arrays[] = {pb->srank,     pb->schunk,   pb->need,   pb->rstage,    pb->first,
-                    pb->tf,        pb->tb,       pb->tw,     pb->act,       pb->wg,
-                    pb->hop_f,     pb->hop_i,    pb->so_f,   pb->so_i,      pb->tail[0],
-                    pb->tail[1],   pb->tail[2],  pb->seq,    pb->slot_t[0], pb->slot_t[1],
-                    pb->slot_t[2], pb->slot_act, pb->slot_wg};
-  for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
-  kt_step_model_free(&pb->step);
-  memset(pb, 0, sizeof *pb);
-}
-
-kt_status kt__opt_state_init(kt__opt_state *st, const kt__opt_problem *pb, kt_error *err) {
-  memset(st, 0, sizeof *st);
-  size_t S = (size_t)pb->S, cells = S * (size_t)pb->m, p = (size_t)pb->p;
-  int ok = 1;
-  for (int t = 0; t < KT__OPT_TYPES; t++) ok &= (st->n[t] = kt_calloc(S, sizeof(int))) != NULL;
-  st->end_f = kt_calloc(cells, sizeof(double));
-  st->end_i = kt_calloc(cells, sizeof(double));
-  double **per_rank[] = {&st->free_at, &st->start, &st->last_end, &st->mem};
-  for (size_t k = 0; k < sizeof per_rank / sizeof *per_rank; k++)
-    ok &= (*per_rank[k] = kt_calloc(p, sizeof(double))) != NULL;
-  st->started = kt_calloc(p, 1);
-  if (!ok || !st->end_f || !st->end_i || !st->started) {
-    kt__opt_state_free(st);
-    return alloc_fail(err, pb);
-  }
-  kt__opt_state_reset(st, pb);
-  return KT_OK;
-}
-
-void kt__opt_state_free(kt__opt_state *st) {
-  for (int t = 0; t < KT__OPT_TYPES; t++) free(st->n[t]);
-  void *arrays[] = {st->end_f,    st->end_i, st->free_at, st->start,
-                    st->last_end, st->mem,   st->started};
-  for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
-  memset(st, 0, sizeof *st);
-}
-
-void kt__opt_state_reset(kt__opt_state *st, const kt__opt_problem *pb) {
-  for (int t = 0; t < KT__OPT_TYPES; t++) memset(st->n[t], 0, (size_t)pb->S * sizeof(int));
-  for (int r = 0; r < pb->p; r++) {
-    st->free_at[r] = st->start[r] = st->last_end[r] = st->mem[r] = 0;
-    st->started[r] = 0;
-  }
-}
-
-kt_status kt__opt_bound_ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb, kt_error *err) {
+/* slots: every slot (m, slot_mask SIZE_MAX), or a window's power of two. */
+static kt_status ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb, size_t slots,
+                         int keep_rank, kt_error *err) {
   memset(ws, 0, sizeof *ws);
-  size_t cells = (size_t)pb->S * (size_t)pb->m,
-         jobs = KT__OPT_TYPES * (size_t)pb->v * (size_t)pb->m;
+  int window = slots < (size_t)pb->m;
+  ws->slot_mask = window ? slots - 1 : SIZE_MAX;
+  ws->keep_rank = window ? keep_rank : -1;
+  size_t cells = (size_t)pb->S * slots, jobs = KT__OPT_TYPES * (size_t)pb->v * (size_t)pb->m;
   int ok = 1;
-  for (int t = 0; t < KT__OPT_TYPES; t++)
+  for (int t = 0; t < KT__OPT_TYPES; t++) {
     ok &= (ws->head[t] = kt_calloc(cells, sizeof(double))) != NULL;
+    if (window)
+      ok &= (ws->keep[t] = kt_calloc((size_t)pb->v * (size_t)pb->m, sizeof(double))) != NULL;
+  }
   ws->eff_free = kt_calloc((size_t)pb->p, sizeof(double));
   ws->jobs = kt_calloc(jobs, sizeof *ws->jobs);
   ws->heap_key = kt_calloc(jobs, sizeof(double));
@@ -181,8 +59,17 @@ kt_status kt__opt_bound_ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb,
   return KT_OK;
 }
 
+kt_status kt__opt_bound_ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb, kt_error *err) {
+  return ws_init(ws, pb, (size_t)pb->m, -1, err);
+}
+
+kt_status kt__opt_bound_ws_window(kt__opt_bound_ws *ws, const kt__opt_problem *pb, size_t slots,
+                                  int keep_rank, kt_error *err) {
+  return ws_init(ws, pb, slots, keep_rank, err);
+}
+
 void kt__opt_bound_ws_free(kt__opt_bound_ws *ws) {
-  for (int t = 0; t < KT__OPT_TYPES; t++) free(ws->head[t]);
+  for (int t = 0; t < KT__OPT_TYPES; t++) free(ws->head[t]), free(ws->keep[t]);
   void *arrays[] = {ws->eff_free, ws->jobs, ws->heap_key, ws->heap_job};
   for (size_t k = 0; k < sizeof arrays / sizeof *arrays; k++) free(arrays[k]);
   memset(ws, 0, sizeof *ws);
@@ -216,10 +103,10 @@ static inline __attribute__((always_inline)) double op_head(const kt__opt_proble
                                                             const kt__opt_state *st,
                                                             kt__opt_bound_ws *ws, int type, int s,
                                                             int j, int cut) {
-  size_t m = (size_t)pb->m, at = (size_t)s * m + (size_t)j, h_at = HX(pb, s, j);
+  size_t m = (size_t)pb->m, at = (size_t)s * m + (size_t)j, h_at = HX(ws, pb, s, j);
   double h = ws->eff_free[pb->srank[s]];
   double *hd = ws->head[type];
-  if (j > st->n[type][s]) h = maxd(h, hd[h_at - (size_t)pb->S] + kt__opt_sdur(pb, type, s, j - 1));
+  if (j > st->n[type][s]) h = maxd(h, hd[HX(ws, pb, s, j - 1)] + kt__opt_sdur(pb, type, s, j - 1));
   double in = NONE;
   if (type == KT__OPT_F && s > 0 && s != cut) {
     in = (j < st->n[KT__OPT_F][s - 1]
@@ -246,7 +133,7 @@ static double slot_end(const kt__opt_problem *pb, const kt__opt_state *st,
                        const kt__opt_bound_ws *ws, int type, int s, int q) {
   if (q < st->n[type][s]) /* W ends: past */
     return type == KT__OPT_I ? st->end_i[(size_t)s * (size_t)pb->m + (size_t)q] : NONE;
-  return ws->head[type][HX(pb, s, q)] + kt__opt_sdur(pb, type, s, q);
+  return ws->head[type][HX(ws, pb, s, q)] + kt__opt_sdur(pb, type, s, q);
 }
 
 /* The earliest rank r can have run the ops counted in need (per kind of
@@ -266,7 +153,7 @@ static double run_counts(const kt__opt_problem *pb, const kt__opt_state *st,
     double at = INFINITY;
     for (int k = 0; k < nk; k++)
       if (pos[k] < need[k]) {
-        double h = ws->head[k % KT__OPT_TYPES][HX(pb, stage[k], pos[k])];
+        double h = ws->head[k % KT__OPT_TYPES][HX(ws, pb, stage[k], pos[k])];
         if (h < at) at = h, best = k;
       }
     if (best < 0) return done;
@@ -284,7 +171,7 @@ static double last_end_of(const kt__opt_problem *pb, const kt__opt_state *st,
   double e = NONE;
   for (int t = 0; t < KT__OPT_TYPES; t++)
     if (n[t] > st->n[t][s])
-      e = maxd(e, ws->head[t][HX(pb, s, n[t] - 1)] + kt__opt_sdur(pb, t, s, n[t] - 1));
+      e = maxd(e, ws->head[t][HX(ws, pb, s, n[t] - 1)] + kt__opt_sdur(pb, t, s, n[t] - 1));
   return e;
 }
 
@@ -315,6 +202,21 @@ static double after_needs(const kt__opt_problem *pb, const kt__opt_state *st,
   return maxd(h, cheapest);
 }
 
+/* Stores the head of (t, s, slot j), and keeps it aside for keep_rank's
+ * bound when only a window of slots stays. */
+static inline void keep_head(const kt__opt_problem *pb, kt__opt_bound_ws *ws, int t, int s, int j,
+                             double h) {
+  ws->head[t][HX(ws, pb, s, j)] = h;
+  if (ws->keep_rank >= 0 && pb->srank[s] == ws->keep_rank)
+    ws->keep[t][(size_t)pb->schunk[s] * (size_t)pb->m + (size_t)j] = h;
+}
+
+/* A memory rule of slot j reads slot q: past a window's reach, the sweep
+ * is marked short (its bound is computed again on every slot). */
+static inline void window_reach(kt__opt_bound_ws *ws, int j, int q) {
+  if (q >= 0 && (size_t)(j - q) > ws->slot_mask) ws->window_short = 1;
+}
+
 /* Heads of every op not yet run, slot by slot (a memory edge reaches back
  * to an earlier slot only). 0, or -1 when the memory limit can never be met. */
 static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws, int cut,
@@ -337,12 +239,13 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
         if (pb->act[s] != rule_a || pb->wg[s] != rule_w) {
           rule_a = pb->act[s], rule_w = pb->wg[s];
           memory_needs(pb, s, j, &qi, &qw, &impossible);
+          window_reach(ws, j, qi), window_reach(ws, j, qw);
         }
         if (impossible) return -1; /* its slots lie past this one: not filled in yet */
         if (qi >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_I, s, qi));
         if (qw >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
       }
-      ws->head[KT__OPT_F][HX(pb, s, j)] = h;
+      keep_head(pb, ws, KT__OPT_F, s, j, h);
     }
     rule_w = NAN;
     int qw_i = -1; /* the W an I waits for, -1 none, -2 none can free enough */
@@ -355,17 +258,18 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
         double w = rule_w = pb->wg[s], over = (j + 1) * w - limit_tol(pb);
         qw_i = -1;
         if (w > 0 && over > 0) qw_i = kt_to_int(ceil(over / w - 1e-9), 0, j + 1) - 1;
+        window_reach(ws, j, qw_i);
         if (qw_i >= j) qw_i = -2;
       }
       if (qw_i == -2) impossible = 1;
       else if (qw_i >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw_i));
-      ws->head[KT__OPT_I][HX(pb, s, j)] = h;
+      keep_head(pb, ws, KT__OPT_I, s, j, h);
     }
     for (int s = from; s < S; s++) {
       if (j < st->n[KT__OPT_W][s]) continue;
       double h = op_head(pb, st, ws, KT__OPT_W, s, j, cut);
       if (needs) h = maxd(h, after_needs(pb, st, ws, KT__OPT_W, s, j));
-      ws->head[KT__OPT_W][HX(pb, s, j)] = h;
+      keep_head(pb, ws, KT__OPT_W, s, j, h);
     }
   }
   return impossible ? -1 : 0;
@@ -434,6 +338,14 @@ static double jackson(kt__opt_bound_ws *ws, int n, int sorted) {
   return best;
 }
 
+/* The head of (t, s, slot j) on the rank a single-machine bound is for:
+ * kept aside when only a window of slots stays (keep_rank's). */
+static inline double job_head(const kt__opt_problem *pb, const kt__opt_bound_ws *ws, int t, int s,
+                              int j) {
+  if (ws->keep_rank >= 0) return ws->keep[t][(size_t)pb->schunk[s] * (size_t)pb->m + (size_t)j];
+  return ws->head[t][HX(ws, pb, s, j)];
+}
+
 /* The bound below, its jobs sorted by qsort (ranks of many chunks). */
 static double jackson_unsorted(const kt__opt_problem *pb, const kt__opt_state *st,
                                kt__opt_bound_ws *ws, int r) {
@@ -442,7 +354,7 @@ static double jackson_unsorted(const kt__opt_problem *pb, const kt__opt_state *s
     int s = pb->rstage[r * pb->v + c];
     for (int t = 0; s >= 0 && t < KT__OPT_TYPES; t++)
       for (int j = st->n[t][s]; j < pb->m; j++)
-        ws->jobs[n++] = (struct kt__opt_job){ws->head[t][HX(pb, s, j)], kt__opt_sdur(pb, t, s, j),
+        ws->jobs[n++] = (struct kt__opt_job){job_head(pb, ws, t, s, j), kt__opt_sdur(pb, t, s, j),
                                              pb->tail[t][s]};
   }
   return n ? maxd(jackson(ws, n, 0), st->last_end[r]) : st->last_end[r];
@@ -451,6 +363,10 @@ static double jackson_unsorted(const kt__opt_problem *pb, const kt__opt_state *s
 /* The single-machine bound on the end of rank r's last action. */
 static double rank_end_bound(const kt__opt_problem *pb, const kt__opt_state *st,
                              kt__opt_bound_ws *ws, int r) {
+  if (ws->keep_rank >= 0 && r != ws->keep_rank) { /* its heads were not kept */
+    ws->window_short = 1;
+    return st->last_end[r];
+  }
   /* each (stage, op) run's heads grow slot by slot: merged, the jobs come
    * out in order of head without a sort */
   enum { MAX_RUNS = KT__OPT_TYPES * 8 };
@@ -467,7 +383,7 @@ static double rank_end_bound(const kt__opt_problem *pb, const kt__opt_state *st,
     double at = INFINITY;
     for (int k = 0; k < runs; k++)
       if (pos[k] < pb->m) {
-        double h = ws->head[run_t[k]][HX(pb, run_s[k], pos[k])];
+        double h = job_head(pb, ws, run_t[k], run_s[k], pos[k]);
         if (best < 0 || h < at) at = h, best = k;
       }
     if (best < 0) break;
@@ -480,6 +396,24 @@ static double rank_end_bound(const kt__opt_problem *pb, const kt__opt_state *st,
 
 /* Sizes up to which a rank not started gets a sweep of its own. */
 #define RELATIVE_CELLS 4096
+
+size_t kt__opt_root_window(const kt__opt_problem *pb) {
+  if (kt__opt_window_test < 0 || pb->need || pb->seq || pb->step.sync == KT_STEP_BARRIER ||
+      (size_t)pb->S * (size_t)pb->m <= RELATIVE_CELLS)
+    return 0;
+  if (kt__opt_window_test > 0) return (size_t)kt__opt_window_test;
+  /* a forward's rule reaches back about limit/M_B slots, a W's about
+   * limit/M_W (memory_needs; the sweep's I rule): a few more for rounding,
+   * and the slot before */
+  double reach = 0, limit = limit_tol(pb);
+  for (int s = 0; isfinite(limit) && s < pb->S; s++) {
+    if (pb->act[s] > 0) reach = maxd(reach, limit / pb->act[s]);
+    if (pb->wg[s] > 0) reach = maxd(reach, limit / pb->wg[s]);
+  }
+  size_t slots = 2;
+  while (slots < (size_t)pb->m && (double)slots < reach + 4) slots *= 2;
+  return slots < (size_t)pb->m ? slots : 0;
+}
 
 /* What rank r still has to run. */
 static double rank_work(const kt__opt_problem *pb, const kt__opt_state *st, int r) {

@@ -118,10 +118,19 @@ void kt__opt_state_reset(kt__opt_state *st, const kt__opt_problem *pb);
 
 /* ---- the bound (optimal_bound.c) ------------------------------------------- */
 
-#define KT__OPT_HX(pb, s, j) ((size_t)(j) * (size_t)(pb)->S + (size_t)(s))
+#define KT__OPT_HX(ws, pb, s, j) (((size_t)(j) & (ws)->slot_mask) * (size_t)(pb)->S + (size_t)(s))
 typedef struct {
   double *head[KT__OPT_TYPES]; /* per slot * S + stage (KT__OPT_HX): a sweep's slot at once */
-  double *eff_free;            /* per rank */
+  /* SIZE_MAX: every slot's heads are kept. Else a window: the last
+   * slot_mask + 1 slots (a power of two), enough for the memory rules of
+   * a sweep from the empty state (kt__opt_root_window); the heads of rank
+   * keep_rank's stages, which its single-machine bound reads, kept aside
+   * (per chunk * m + slot); window_short: a rule reached past the window
+   * (the bound is to be computed again on every slot). */
+  size_t slot_mask;
+  int keep_rank, window_short;
+  double *keep[KT__OPT_TYPES];
+  double *eff_free; /* per rank */
   /* one rank's ops for the single-machine bound, and its heap */
   struct kt__opt_job {
     double head, dur, tail;
@@ -131,7 +140,23 @@ typedef struct {
 } kt__opt_bound_ws;
 
 kt_status kt__opt_bound_ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb, kt_error *err);
+/* The least max(end + tail) of ws's first n jobs on one machine,
+ * preemption allowed (jackson.c); sorted: they are in order of head. Sorts
+ * ws->jobs and consumes their durations. */
+double kt__opt_jackson(kt__opt_bound_ws *ws, int n, int sorted);
+/* A workspace for one kt__opt_bound from the empty state that keeps slots
+ * (kt__opt_root_window) slots of heads and rank keep_rank's every head. */
+kt_status kt__opt_bound_ws_window(kt__opt_bound_ws *ws, const kt__opt_problem *pb, size_t slots,
+                                  int keep_rank, kt_error *err);
 void kt__opt_bound_ws_free(kt__opt_bound_ws *ws);
+/* Slots a window needs for kt__opt_bound from the empty state of pb (a
+ * power of two below M: the farthest a memory rule reaches back, and the
+ * slot before), or 0 when it must keep every slot (small problems, a
+ * barrier, the predecessor table, micro-batch sequences). */
+size_t kt__opt_root_window(const kt__opt_problem *pb);
+/* Tests: 0 as above; -1 every slot; k > 0 (a power of two) a window of k
+ * slots wherever one may be used, however far the rules reach. */
+extern int kt__opt_window_test;
 
 /* A lower bound on the makespan of every completion of st: for each rank
  * the single-machine bound (preemptive, releases from the dependency
@@ -147,7 +172,7 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
  * lower bounds on when each op can start. */
 static inline double kt__opt_head(const kt__opt_bound_ws *ws, const kt__opt_problem *pb, int type,
                                   int s, int slot) {
-  return ws->head[type][KT__OPT_HX(pb, s, slot)];
+  return ws->head[type][KT__OPT_HX(ws, pb, s, slot)];
 }
 
 /* ---- the search (optimal_search.c, optimal_memo.c) --------------------------- */
