@@ -140,12 +140,9 @@ typedef struct {
 } kt__opt_bound_ws;
 
 kt_status kt__opt_bound_ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb, kt_error *err);
-/* The least max(end + tail) of ws's first n jobs on one machine,
- * preemption allowed (jackson.c); sorted: they are in order of head. Sorts
- * ws->jobs and consumes their durations. */
-double kt__opt_jackson(kt__opt_bound_ws *ws, int n, int sorted);
-/* A workspace for one kt__opt_bound from the empty state that keeps slots
- * (kt__opt_root_window) slots of heads and rank keep_rank's every head. */
+/* A workspace for one kt__opt_bound from the empty state that keeps the
+ * heads of the last `slots` slots (kt__opt_root_window) and every head of
+ * rank keep_rank's stages. */
 kt_status kt__opt_bound_ws_window(kt__opt_bound_ws *ws, const kt__opt_problem *pb, size_t slots,
                                   int keep_rank, kt_error *err);
 void kt__opt_bound_ws_free(kt__opt_bound_ws *ws);
@@ -169,7 +166,7 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
                      kt__opt_bound_ws *ws);
 
 /* The heads the last kt__opt_bound computed for the started ranks' ops:
- * lower bounds on when each op can start. */
+ * lower bounds on when each op can start (a workspace of every slot). */
 static inline double kt__opt_head(const kt__opt_bound_ws *ws, const kt__opt_problem *pb, int type,
                                   int s, int slot) {
   return ws->head[type][KT__OPT_HX(ws, pb, s, slot)];
