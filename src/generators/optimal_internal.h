@@ -26,7 +26,7 @@
 
 enum { KT__OPT_F, KT__OPT_I, KT__OPT_W, KT__OPT_TYPES };
 
-/* The problem: a layout with its stage costs, flattened. */
+/* The problem: a layout with its stage costs, flattened (optimal_problem.c). */
 typedef struct {
   int p, v, m, S;
   int *srank;                      /* stage -> rank */
