@@ -112,28 +112,17 @@ static double order_peak(const kt_schedule *s, const kt_costs *c, int *has_b, in
   *has_b = *overlapped = 0;
   memory_of mo;
   memory_of_init(&mo, s, c);
-  unsigned ops = 0, flags = 0;
   for (int r = 0; r < s->p; r++) {
-    /* each op's change on the rank's current stage, looked up when the
-     * stage changes (a rank stays on one of its few stages for a while) */
-    double mem = 0, delta[KT_OP_COUNT] = {0};
-    int stage = -1, looked_up = 0;
+    double mem = 0;
     for (size_t i = 0; i < s->ranks[r].n; i++) {
       const kt_action *a = &s->ranks[r].actions[i];
       if (a->op >= KT_OP_COUNT) continue;
-      ops |= 1u << a->op, flags |= a->flags;
-      if (a->stage != stage || !looked_up) {
-        stage = a->stage;
-        looked_up = mo.act && stage >= 0 && stage < mo.S;
-        for (int op = 0; looked_up && op < KT_OP_COUNT; op++)
-          delta[op] = kt_action_memory(op, mo.act[stage], mo.wgrad[stage]);
-      }
-      mem += looked_up ? delta[a->op] : memory_delta(&mo, a);
+      *has_b |= a->op == KT_OP_B;
+      *overlapped |= (a->flags & KT_ACTION_OVERLAP_NEXT) != 0;
+      mem += memory_delta(&mo, a);
       if (mem > top) top = mem;
     }
   }
-  *has_b = (ops >> KT_OP_B) & 1;
-  *overlapped = (flags & KT_ACTION_OVERLAP_NEXT) != 0;
   free(mo.act);
   return top;
 }
