@@ -106,16 +106,32 @@ kt_status kt_model_mb_stash_bytes(const kt_model_config *cfg, int first_unit, in
   return KT_OK;
 }
 
+/* Where each unit's weight-gradient segment goes (after all keep):
+ * WGRAD_NONE not pointed; WGRAD_EACH a segment a unit, held from I to W;
+ * WGRAD_ALTERNATE for a full B, whose W follows each unit's I: two
+ * segments, by unit parity, reused down the chunk, so a unit's gradients
+ * are written where the unit two later left them, still in cache, rather
+ * than into cold stash (unit u's I writes unit u - 1's dout, the other
+ * segment; unit u + 1 is done by then). */
+enum { WGRAD_NONE, WGRAD_EACH, WGRAD_ALTERNATE };
+
 /* Points the per-unit views of micro-batch mb (rows r) into its act and
- * keep buffers (either may be NULL; wgrad, after all keep, only when
- * with_wgrad) and, with seq-chunks, each block into its whole micro-batch's
- * q | k | v and gradients. */
+ * keep buffers (either may be NULL; wgrad as with_wgrad says) and, with
+ * seq-chunks, each block into its whole micro-batch's q | k | v and
+ * gradients. */
 static void point_views(kt_chunk *c, int mb, const kt__gpt_rows *r, float *act, float *keep,
                         int with_wgrad) {
   gpt_impl *g = IMPL(c);
-  size_t ka, kk, kw, ao = 0, ko = 0, wo;
+  size_t ka, kk, kw, ao = 0, ko = 0, wo, seg = 0;
   stash_floats(c, r, &ka, &kk, &kw);
   wo = kk;
+  if (with_wgrad == WGRAD_ALTERNATE) {
+    for (int u = 0; u < c->n_units; u++) {
+      size_t n = kt__gpt_acts_point(NULL, NULL, KT__GPT_WGRAD, &c->cfg, c->first_unit + u, r);
+      seg = n > seg ? n : seg;
+    }
+    if (2 * seg > kw) with_wgrad = WGRAD_EACH; /* too few units to alternate */
+  }
   float *grp = r->row ? g->group.slot[mb / seq_chunks(c)] : NULL;
   size_t whole = tokens_floats(c) * 3 * (size_t)c->cfg.hidden;
   for (int u = 0, block = 0; u < c->n_units; u++) {
@@ -124,7 +140,8 @@ static void point_views(kt_chunk *c, int mb, const kt__gpt_rows *r, float *act, 
     memset(a, 0, sizeof *a);
     size_t na = kt__gpt_acts_point(a, act ? act + ao : NULL, KT__GPT_ACT, &c->cfg, unit, r);
     size_t nk = kt__gpt_acts_point(a, keep ? keep + ko : NULL, KT__GPT_KEEP, &c->cfg, unit, r);
-    size_t nw = kt__gpt_acts_point(a, keep && with_wgrad ? keep + wo : NULL, KT__GPT_WGRAD, &c->cfg,
+    size_t at = with_wgrad == WGRAD_ALTERNATE ? kk + (size_t)(u & 1) * seg : wo;
+    size_t nw = kt__gpt_acts_point(a, keep && with_wgrad ? keep + at : NULL, KT__GPT_WGRAD, &c->cfg,
                                    unit, r);
     ao += na, ko += nk, wo += nw;
     if (grp && kt__gpt_unit_kind(&c->cfg, unit) == KT__GPT_BLOCK) {
@@ -313,7 +330,7 @@ static kt_status gpt_forward(kt_chunk *c, int mb, const kt_microbatch *data, con
     want = na + nk;
     float *act = kt__stash_acquire(&g->act, c, mb, na);
     keep = act ? kt__stash_acquire(&g->keep, c, mb, nk) : NULL;
-    if (keep) point_views(c, mb, r, act, keep, 0);
+    if (keep) point_views(c, mb, r, act, keep, WGRAD_NONE);
   }
   if (!keep)
     return kt_fail(err, KT_ENOMEM, "gpt: out of memory stashing micro-batch %d (%.2f GiB)", mb,
@@ -362,7 +379,7 @@ static kt_status input_grad(kt_chunk *c, int mb, const float *dout, float *din, 
   float *act = kt__stash_acquire(&g->act, c, mb, na);
   float *keep = act ? kt__stash_acquire(&g->keep, c, mb, nk + nw) : NULL;
   if (!keep) return kt_fail(err, KT_ENOMEM, "gpt: out of memory for micro-batch %d", mb);
-  point_views(c, mb, r, act, keep, 1);
+  point_views(c, mb, r, act, keep, weights_too ? WGRAD_ALTERNATE : WGRAD_EACH);
   if (c->sizes_only) {
     if (c->cfg.recompute) kt__stash_release(&g->inp, c, mb);
     return input_grad_done(c, mb, r);
@@ -400,7 +417,7 @@ static kt_status gpt_backward_weight(kt_chunk *c, int mb, kt_error *err) {
   if (g->phase[mb] != INPUT_GRAD_DONE)
     return kt_fail(err, KT_ERUNTIME,
                    "gpt: weight gradient of micro-batch %d without its input gradient", mb);
-  point_views(c, mb, &g->rows[mb], NULL, g->keep.slot[mb], 1);
+  point_views(c, mb, &g->rows[mb], NULL, g->keep.slot[mb], WGRAD_EACH);
   /* tied in one chunk: both gradients land in dwte, then the head's copy
    * mirrors it, so the two stored copies get identical updates */
   float *dwte = c->grads; /* unit 0 starts with wte */
