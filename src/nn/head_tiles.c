@@ -107,16 +107,45 @@ static void run_tile(const tile_op *o, int i, int mr, int col, int nv, int k0, i
                         o->aks, o->b + col, o->ldb, k0, k1);
 }
 
-void kt__head_transpose(float *xt, int Tp, const float *x, int ld, int T, int hs) {
-  for (int j0 = 0; j0 < T; j0 += VW) { /* 16 rows of x at a time: each row of xt a stream */
-    int n = T - j0 < VW ? T - j0 : VW;
-    for (int d = 0; d < hs; d++) {
-      float *o = xt + (size_t)d * Tp + j0;
-      for (int j = 0; j < n; j++) o[j] = x[(size_t)(j0 + j) * ld + d];
-    }
+/* The 16 x 16 block of x at rows [0, n) (the rest taken as zeros) into
+ * xt's 16 rows: unpack pairs of rows, then 4-float shuffles, then two
+ * rounds of 128-bit lane shuffles. */
+TILE_TARGET static void transpose_block(float *xt, size_t ldt, const float *x, size_t ld, int n) {
+  __m512 r[VW], t[VW], u[VW], w[VW];
+  for (int i = 0; i < VW; i++)
+    r[i] = i < n ? _mm512_loadu_ps(x + (size_t)i * ld) : _mm512_setzero_ps();
+  for (int k = 0; k < VW; k += 2) {
+    t[k] = _mm512_unpacklo_ps(r[k], r[k + 1]);
+    t[k + 1] = _mm512_unpackhi_ps(r[k], r[k + 1]);
   }
-  for (int d = 0; d < hs; d++)
-    for (int j = T; j < Tp; j++) xt[(size_t)d * Tp + j] = 0.0f;
+  /* u[4g + m], 128-bit lane L: column 4L + m of rows [4g, 4g + 4) */
+  for (int g = 0; g < 4; g++) {
+    const __m512 *tg = t + 4 * g;
+    u[4 * g] = _mm512_shuffle_ps(tg[0], tg[2], 0x44);
+    u[4 * g + 1] = _mm512_shuffle_ps(tg[0], tg[2], 0xEE);
+    u[4 * g + 2] = _mm512_shuffle_ps(tg[1], tg[3], 0x44);
+    u[4 * g + 3] = _mm512_shuffle_ps(tg[1], tg[3], 0xEE);
+  }
+  /* w[8h + m] (even lanes) and w[8h + 4 + m] (odd lanes) of rows [8h, 8h + 8) */
+  for (int h = 0; h < 2; h++)
+    for (int m = 0; m < 4; m++) {
+      w[8 * h + m] = _mm512_shuffle_f32x4(u[8 * h + m], u[8 * h + 4 + m], 0x88);
+      w[8 * h + 4 + m] = _mm512_shuffle_f32x4(u[8 * h + m], u[8 * h + 4 + m], 0xDD);
+    }
+  for (int m = 0; m < 4; m++) {
+    _mm512_storeu_ps(xt + (size_t)m * ldt, _mm512_shuffle_f32x4(w[m], w[8 + m], 0x88));
+    _mm512_storeu_ps(xt + (size_t)(8 + m) * ldt, _mm512_shuffle_f32x4(w[m], w[8 + m], 0xDD));
+    _mm512_storeu_ps(xt + (size_t)(4 + m) * ldt, _mm512_shuffle_f32x4(w[4 + m], w[12 + m], 0x88));
+    _mm512_storeu_ps(xt + (size_t)(12 + m) * ldt, _mm512_shuffle_f32x4(w[4 + m], w[12 + m], 0xDD));
+  }
+}
+
+void kt__head_transpose(float *xt, int Tp, const float *x, int ld, int T, int hs) {
+  for (int j0 = 0; j0 < T; j0 += VW) { /* rows of x past T give xt's zero columns */
+    int n = T - j0 < VW ? T - j0 : VW;
+    for (int d = 0; d < hs; d += VW)
+      transpose_block(xt + (size_t)d * Tp + j0, (size_t)Tp, x + (size_t)j0 * ld + d, (size_t)ld, n);
+  }
 }
 
 void kt__head_scores(float *s, int lds, const float *a, int lda, const float *kt, int Tp, int m,
