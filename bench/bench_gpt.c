@@ -186,6 +186,38 @@ static void class_table(const gpt_size *g, const kt__matmul_shape *sh, size_t n,
          1e3 * in_cache, kt_gemm_name(lib), in_cache > 0 ? in_step / in_cache : 0);
 }
 
+/* The step's library products again, in the step's order on the step's own
+ * operands (stash, weights, gradients), nothing between them: as they come,
+ * and each run twice with the second timed (its operands then in cache);
+ * best of 3. Against their time in the step, the first is what the work
+ * between the products costs them, the second what their operands coming
+ * from memory costs. Accumulating products add into the gradients again
+ * (the next step zeroes them) and the others rewrite what they wrote. */
+static void in_order_row(const gpt_size *g, const kt__matmul_shape *sh, size_t n,
+                         kt_gemm_kind lib) {
+  double in_step = 0, first = INFINITY, warm = INFINITY;
+  for (size_t i = 0; i < n; i++) in_step += sh[i].out ? sh[i].seconds : 0;
+  for (int t = 0; t < 3; t++) {
+    double once = 0, second = 0;
+    for (int pass = 0; pass < 2; pass++)
+      for (size_t i = 0; i < n; i++) {
+        const kt__matmul_shape *s = &sh[i];
+        if (!s->out) continue;
+        for (int rep = 0; rep <= pass; rep++) {
+          double t0 = kt_now();
+          kt__gemm_call(lib, s->trans_a, s->trans_b, s->m, s->n, s->k, s->a, s->lda, s->b, s->ldb,
+                        s->accumulate ? 1.0f : 0.0f, s->out, s->ldo);
+          if (rep == pass) *(pass ? &second : &once) += kt_now() - t0;
+        }
+      }
+    first = fmin(first, once), warm = fmin(warm, second);
+  }
+  printf("%-8s the same products in the step's order on the step's own operands, nothing between "
+         "them: %.1f ms as they come, %.1f ms each run twice (the second timed); %.1f ms in the "
+         "step\n",
+         g->name, 1e3 * first, 1e3 * warm, 1e3 * in_step);
+}
+
 /* ---- one core's FMA peak ---------------------------------------------------- *
  * CHAINS independent multiply-adds in flight, more than the FMA units'
  * latency times their count, so the loop runs at the units' throughput. */
@@ -538,6 +570,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds, doubl
   kt_gemm_kind lib = kt_chunk_gemm(kt_runtime_chunk(p1.rt, 0, 0), NULL);
   replay_lib(lib, sh, n, bufs);
   class_table(g, sh, n, lib, &bufs[0]);
+  in_order_row(g, sh, n, lib);
   static rounds_of x; /* 9 series of MAX_ROUNDS: off the stack */
   double t2z[MAX_ROUNDS], pair[MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {

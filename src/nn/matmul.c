@@ -52,17 +52,16 @@ static void split_piece(void *arg, int task, int thread) {
   }
 }
 
-/* Logs a product while recording; its FLOPs. */
-static double record(int m, int n, int k, int trans_a, int trans_b, float beta, int lda, int ldb,
-                     int ldo, double seconds) {
+/* Logs a product while recording (with its operands where given); its
+ * FLOPs. */
+static double record(const kt__matmul_shape *s) {
   if (atomic_load_explicit(&recording, memory_order_relaxed)) {
     pthread_mutex_lock(&shapes_mu);
     if (!kt_grow((void **)&shapes, &cap_shapes, n_shapes + 1, sizeof *shapes))
-      shapes[n_shapes++] =
-          (kt__matmul_shape){m, n, k, trans_a, trans_b, beta != 0.0f, lda, ldb, ldo, seconds};
+      shapes[n_shapes++] = *s;
     pthread_mutex_unlock(&shapes_mu);
   }
-  return 2.0 * m * n * k;
+  return 2.0 * s->m * s->n * s->k;
 }
 
 void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
@@ -79,7 +78,8 @@ void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
     kt__gemm_call(lib, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, out, ldo);
   }
   double seconds = kt_now() - t0;
-  kt__matmul_add(record(m, n, k, trans_a, trans_b, beta, lda, ldb, ldo, seconds), seconds);
+  kt__matmul_shape s = {m, n, k, trans_a, trans_b, beta != 0.0f, lda, ldb, ldo, seconds, a, b, out};
+  kt__matmul_add(record(&s), seconds);
 }
 
 void kt__matmul_add(double flops, double seconds) {
@@ -89,7 +89,9 @@ void kt__matmul_add(double flops, double seconds) {
 
 double kt__matmul_shape_of(int m, int n, int k, int trans_a, int trans_b, float beta, int lda,
                            int ldb, int ldo) {
-  return record(m, n, k, trans_a, trans_b, beta, lda, ldb, ldo, 0);
+  kt__matmul_shape s = {m,   n,   k, trans_a, trans_b, beta != 0.0f, lda,
+                        ldb, ldo, 0, NULL,    NULL,    NULL};
+  return record(&s);
 }
 
 void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,

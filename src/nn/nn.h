@@ -105,8 +105,10 @@ void kt__matmul_reset_counters(void);
 typedef struct {
   int m, n, k, trans_a, trans_b, accumulate;
   int lda, ldb, ldo;
-  double seconds; /* the call's own, through kt__matmul_ld; 0: a product
+  double seconds;     /* the call's own, through kt__matmul_ld; 0: a product
                    * computed elsewhere (kt__matmul_shape_of) */
+  const float *a, *b; /* the call's own operands (NULL: computed elsewhere), */
+  float *out;         /* valid while the model that made the call lives */
 } kt__matmul_shape;
 void kt__matmul_record(int on);
 const kt__matmul_shape *kt__matmul_recorded(size_t *n);
