@@ -191,8 +191,10 @@ static void class_table(const gpt_size *g, const kt__matmul_shape *sh, size_t n,
  * and each run twice with the second timed (its operands then in cache);
  * best of 3. Against their time in the step, the first is what the work
  * between the products costs them, the second what their operands coming
- * from memory costs. Accumulating products add into the gradients again
- * (the next step zeroes them) and the others rewrite what they wrote. */
+ * from memory costs. Accumulating products add into their outputs again
+ * (gradients, and activations laid down with a bias or residual), the
+ * others rewrite theirs: the next step zeroes the gradients and computes
+ * every activation afresh. */
 static void in_order_row(const gpt_size *g, const kt__matmul_shape *sh, size_t n,
                          kt_gemm_kind lib) {
   double in_step = 0, first = INFINITY, warm = INFINITY;
