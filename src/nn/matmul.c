@@ -89,8 +89,7 @@ void kt__matmul_add(double flops, double seconds) {
 
 double kt__matmul_shape_of(int m, int n, int k, int trans_a, int trans_b, float beta, int lda,
                            int ldb, int ldo) {
-  kt__matmul_shape s = {m,   n,   k, trans_a, trans_b, beta != 0.0f, lda,
-                        ldb, ldo, 0, NULL,    NULL,    NULL};
+  kt__matmul_shape s = {m, n, k, trans_a, trans_b, beta != 0.0f, lda, ldb, ldo, .seconds = 0};
   return record(&s);
 }
 

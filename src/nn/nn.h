@@ -105,10 +105,12 @@ void kt__matmul_reset_counters(void);
 typedef struct {
   int m, n, k, trans_a, trans_b, accumulate;
   int lda, ldb, ldo;
-  double seconds;     /* the call's own, through kt__matmul_ld; 0: a product
-                   * computed elsewhere (kt__matmul_shape_of) */
-  const float *a, *b; /* the call's own operands (NULL: computed elsewhere), */
-  float *out;         /* valid while the model that made the call lives */
+  /* the call's own time through kt__matmul_ld, and its operands (valid
+   * while the model that made the call lives); 0 and NULL for a product
+   * computed elsewhere (kt__matmul_shape_of) */
+  double seconds;
+  const float *a, *b;
+  float *out;
 } kt__matmul_shape;
 void kt__matmul_record(int on);
 const kt__matmul_shape *kt__matmul_recorded(size_t *n);
