@@ -149,10 +149,10 @@ void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b,
                    int hs);
 /* The causal softmax of rows r0 .. r0 + m - 1 on 16-float vectors: row t
  * of p (T floats) = softmax(scale * s row t) over keys [0, r0 + t], 0
- * after; the backward turns d's rows (the probabilities' gradient) into
+ * after (s's rows, lds a multiple of 16, are left holding the unnormalised
+ * exponentials, up to the 16-float vector past the diagonal); the backward turns d's rows (the probabilities' gradient) into
  * the scores' gradient in place, 0 after the diagonal up to T. */
-void kt__head_softmax(float *p, int ldp, const float *s, int lds, int m, int r0, int T,
-                      float scale);
+void kt__head_softmax(float *p, int ldp, float *s, int lds, int m, int r0, int T, float scale);
 void kt__head_softmax_backward(float *d, int ldd, const float *a, int lda, int m, int r0, int T,
                                float scale);
 #endif
