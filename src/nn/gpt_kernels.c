@@ -62,15 +62,21 @@ SIMD_CLONES void kt__encoder_backward_pos(float *dwte, float *dwpe, const float 
 ROW void ln_row_forward(float *restrict o, const float *restrict x, const float *restrict w,
                         const float *restrict b, float *m_out, float *s_out, int C) {
   float m = row_sum(x, C) / (float)C;
-  vf dev = {0};
+  vf dev[CHAINS] = {{0}};
   float v = 0.0f;
   int i = 0;
+  for (; i + CHAINS * VL <= C; i += CHAINS * VL)
+#pragma GCC unroll 4
+    for (int u = 0; u < CHAINS; u++) {
+      vf c = vload(x + i + u * VL) - m;
+      dev[u] += c * c;
+    }
   for (; i + VL <= C; i += VL) {
     vf c = vload(x + i) - m;
-    dev += c * c;
+    dev[0] += c * c;
   }
   for (; i < C; i++) v += (x[i] - m) * (x[i] - m);
-  v += fold_sum(&dev);
+  v += fold_chains(dev);
   float s = 1.0f / sqrtf(v / (float)C + LN_EPS);
   for (i = 0; i + KT__VB <= C; i += KT__VB)
     for (int j = 0; j < KT__VB; j++) o[i + j] = (x[i + j] - m) * s * w[i + j] + b[i + j];
@@ -92,20 +98,27 @@ ROW void ln_row_backward(float *restrict dx, float *restrict dw, float *restrict
                          const float *restrict dres, const float *restrict d,
                          const float *restrict x, const float *restrict w, float m, float s,
                          int C) {
-  vf pa = {0}, pb = {0};
+  vf pa[CHAINS] = {{0}}, pb[CHAINS] = {{0}}; /* each a chain of its own: see CHAINS */
   float a = 0.0f, b = 0.0f;
   int i = 0;
+  for (; i + CHAINS * VL <= C; i += CHAINS * VL)
+#pragma GCC unroll 4
+    for (int u = 0; u < CHAINS; u++) {
+      vf dnorm = vload(w + i + u * VL) * vload(d + i + u * VL);
+      pa[u] += dnorm;
+      pb[u] += dnorm * (vload(x + i + u * VL) - m);
+    }
   for (; i + VL <= C; i += VL) {
     vf dnorm = vload(w + i) * vload(d + i);
-    pa += dnorm;
-    pb += dnorm * (vload(x + i) - m);
+    pa[0] += dnorm;
+    pb[0] += dnorm * (vload(x + i) - m);
   }
   for (; i < C; i++) {
     a += w[i] * d[i];
     b += w[i] * d[i] * (x[i] - m);
   }
-  a += fold_sum(&pa);
-  b += fold_sum(&pb);
+  a += fold_chains(pa);
+  b += fold_chains(pb);
   float ca = a / (float)C, cb = b * s / (float)C; /* mean(dnorm), mean(dnorm * norm) */
   for (i = 0; i + KT__VB <= C; i += KT__VB)
     for (int j = 0; j < KT__VB; j++) {

@@ -105,6 +105,16 @@ ROW float fold_sum(const vf *v) {
   return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 
+/* Sums over a row kept in CHAINS partial vectors: one vector's chain of
+ * adds waits an add's latency each step, so a 256-float row's single chain
+ * made the LayerNorm backward's first pass wait on it (half its time). */
+#define CHAINS 4
+
+ROW float fold_chains(vf *v) {
+  vf s = (v[0] + v[1]) + (v[2] + v[3]);
+  return fold_sum(&s);
+}
+
 ROW float fold_max(const vf *v) {
   vf4 a, b;
   memcpy(&a, v, sizeof a);

@@ -17,7 +17,8 @@
 #define MR_NARROW 12 /* rows of a tile of 1 or 2 columns: fewer broadcasts a product */
 #define NV 4         /* columns of a tile at most */
 #define VW 16
-#define PF 8 /* rows of b ahead to prefetch: its rows are head slices, kilobytes apart */
+#define PF 8      /* rows of b ahead to prefetch: its rows are head slices, kilobytes apart */
+#define PF_ROWS 4 /* rows of probabilities ahead to prefetch in the softmax backward */
 
 static inline int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
@@ -45,6 +46,10 @@ TILE_TARGET static inline __attribute__((always_inline)) void tile(float *c, siz
     for (int v = 0; v < nv; v++) {
       bv[v] = _mm512_loadu_ps(bk + VW * v);
       _mm_prefetch((const char *)(ahead + VW * v * sizeof(float)), _MM_HINT_T0);
+    }
+    if (aks > 1) { /* a's column kk is a row of its own too */
+      _mm_prefetch((const char *)(ak + PF * aks), _MM_HINT_T0);
+      _mm_prefetch((const char *)(ak + PF * aks + (size_t)(mr - 1) * ars), _MM_HINT_T0);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < mr; i++) {
@@ -247,6 +252,9 @@ TILE_TARGET void kt__head_softmax_backward(float *d, int ldd, const float *a, in
     float *g = d + (size_t)t * ldd;
     const float *p = a + (size_t)t * lda;
     int n = r0 + t + 1, i;
+    if (t + PF_ROWS < m) /* the probabilities come from memory, a row at a time */
+      for (i = 0; i < n + PF_ROWS; i += VW)
+        _mm_prefetch((const char *)(p + PF_ROWS * (size_t)lda + i), _MM_HINT_T0);
     __m512 vd = _mm512_setzero_ps();
     for (i = 0; i < n; i += VW) {
       __mmask16 k = lanes_to(i, n);
