@@ -155,6 +155,11 @@ void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b,
 void kt__head_softmax(float *p, int ldp, float *s, int lds, int m, int r0, int T, float scale);
 void kt__head_softmax_backward(float *d, int ldd, const float *a, int lda, int m, int r0, int T,
                                float scale);
+/* Row kernels on AVX-512 intrinsics (rows_avx512.c), where
+ * kt__avx512_rows_ok: o, g (n) = gelu(x + b) and its derivative, as
+ * kt__bias_gelu_forward's rows to float rounding. */
+int kt__avx512_rows_ok(void);
+void kt__bias_gelu_row_avx512(float *o, float *g, const float *x, const float *b, int n);
 #endif
 static inline int kt__head_tiles_width(int T) { return (T + 15) / 16 * 16; }
 

@@ -8,10 +8,11 @@
 #include "nn/gpt.h"
 
 #ifdef KT__HEAD_TILES
-#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
-#define TILE_TARGET __attribute__((target("avx512f")))
+
+#include "nn/avx512.h"
+#define TILE_TARGET KT__AVX512
 
 #define MR 6         /* rows of a tile of 3 or 4 16-float columns (at most 24 accumulators) */
 #define MR_NARROW 12 /* rows of a tile of 1 or 2 columns: fewer broadcasts a product */
@@ -188,35 +189,6 @@ void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b,
       run_tile(&o, j, mr, col, nv, j, T);
     }
   }
-}
-
-/* exp(x), lane by lane, as kt__fast_expf computes it (a NaN stays NaN). */
-TILE_TARGET static inline __attribute__((always_inline)) __m512 exp16(__m512 x) {
-  __m512i xi = _mm512_castps_si512(x);
-  __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(xi, _mm512_set1_epi32(0x7FFFFFFF)),
-                                          _mm512_set1_epi32(0x7F800000));
-  xi = _mm512_min_epi32(xi, _mm512_set1_epi32(0x42B00000));       /* x > 88 (positive) -> 88 */
-  xi = _mm512_min_epu32(xi, _mm512_set1_epi32((int)0xC2AE0000u)); /* x < -87 -> -87 */
-  x = _mm512_castsi512_ps(xi);
-  __m512 big = _mm512_set1_ps(12582912.0f);
-  __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504f), big), big);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-6f), r);
-  __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(0.0013888889f), _mm512_set1_ps(0.008333334f));
-  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.041666668f));
-  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.16666667f));
-  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(1.0f));
-  __m512i e =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
-  e = _mm512_mask_or_epi32(e, nan, e, _mm512_set1_epi32(0x7FC00000));
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
-
-/* Lanes [i, n) of a 16-lane chunk starting at i. */
-static inline __mmask16 lanes_to(int i, int n) {
-  return n - i >= VW ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
 }
 
 /* The exponentials go back into s's row, which is in L1, and are read
