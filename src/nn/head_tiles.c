@@ -192,9 +192,10 @@ void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b,
 }
 
 /* The exponentials go back into s's row, which is in L1, and are read
- * from there: read back from p's row instead, the masked loads waited on
- * the masked stores just before them (which do not forward to a load) and
- * so on p's lines coming from memory, nearly half the softmax's time. */
+ * from there. Read back from p's row, the masked loads waited on the
+ * masked stores just before them (a masked store does not forward to a
+ * load), and so on p's lines coming from memory: nearly half the
+ * softmax's samples sat on that load. */
 TILE_TARGET void kt__head_softmax(float *p, int ldp, float *s, int lds, int m, int r0, int T,
                                   float scale) {
   for (int t = 0; t < m; t++) {
