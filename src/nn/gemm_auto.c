@@ -2,9 +2,10 @@
  * fastest here on the model's own matmuls. The matmuls are recorded from
  * one forward and backward of a probe chunk of the model's last units
  * (its last block and head), then replayed on each library, one thread
- * each, interleaved, best of a few rounds. The choice is kept per model
- * shape in this process and in a cache file shared by the machine's runs.
- * Also each chunk's threads (kt__chunk_exec_init). */
+ * each, in interleaved rounds, each class of products timed at its best
+ * round. The choice is kept per model shape in this process and in a
+ * cache file shared by the machine's runs. Also each chunk's threads
+ * (kt__chunk_exec_init). */
 #define _GNU_SOURCE /* flock */
 #include <fcntl.h>
 #include <pthread.h>

@@ -16,9 +16,9 @@ int kt__avx512_rows_ok(void) { return __builtin_cpu_supports("avx512f"); }
  * sig = sigmoid(2u) from e = exp(-|2u|), 1 / (1 + e) and its complement
  * e / (1 + e) taken by the sign of 2u. */
 KT__AVX512 static inline __attribute__((always_inline)) void bias_gelu16(float *o, float *g,
-                                                                        const float *x,
-                                                                        const float *b,
-                                                                        __mmask16 k) {
+                                                                         const float *x,
+                                                                         const float *b,
+                                                                         __mmask16 k) {
   const __m512 k2 = _mm512_set1_ps(2.0f * GELU_K), one = _mm512_set1_ps(1.0f);
   __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, x), _mm512_maskz_loadu_ps(k, b));
   __m512 v2 = _mm512_mul_ps(v, v);
