@@ -55,6 +55,7 @@ bench "OPENBLAS_NUM_THREADS=1 $B/bench/bench_plan" env OPENBLAS_NUM_THREADS=1 "$
 bench "$B/bench/bench_runtime" "$B/bench/bench_runtime"
 bench "bash bench/synthetic_overhead.sh $B" bash "$here/synthetic_overhead.sh" "$B"
 bench "$B/bench/bench_gpt" "$B/bench/bench_gpt"
+bench "$B/bench/bench_kernels" "$B/bench/bench_kernels"
 bench "$B/bench/bench_transport" "$B/bench/bench_transport"
 if command -v mpirun >/dev/null; then
   bench "mpirun -np 2 --oversubscribe $B/bench/bench_transport" \
