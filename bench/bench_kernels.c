@@ -46,35 +46,31 @@ static float *floats(size_t n, unsigned seed) {
 
 static operands operands_alloc(unsigned seed) {
   size_t qkv = (size_t)N * 3 * C, att = (size_t)B * NH * T * T;
-  return (operands){floats((size_t)N * OC, seed), floats((size_t)N * OC, seed + 1),
-                    floats((size_t)N * OC, seed + 2), floats((size_t)N * OC, seed + 3),
-                    floats(qkv, seed + 4), floats(att, seed + 5), floats((size_t)N * C, seed + 6),
-                    floats(qkv, seed + 7), floats((size_t)N * C, seed + 8)};
+  return (operands){floats((size_t)N * OC, seed),
+                    floats((size_t)N * OC, seed + 1),
+                    floats((size_t)N * OC, seed + 2),
+                    floats((size_t)N * OC, seed + 3),
+                    floats(qkv, seed + 4),
+                    floats(att, seed + 5),
+                    floats((size_t)N * C, seed + 6),
+                    floats(qkv, seed + 7),
+                    floats((size_t)N * C, seed + 8)};
 }
 
 /* shared, small: parameters, partial sums, scratch, LayerNorm statistics */
 static float *bias, *weight, *partials, *scratch, *mean, *rstd, *dw, *db;
 
-typedef enum {
-  K_GELU,
-  K_GELU_C,
-  K_GELU_BWD,
-  K_LN,
-  K_LN_BWD,
-  K_ATT,
-  K_ATT_BWD,
-  K_COUNT
-} kernel;
+typedef enum { K_GELU, K_GELU_C, K_GELU_BWD, K_LN, K_LN_BWD, K_ATT, K_ATT_BWD, K_COUNT } kernel;
 
 static const struct {
   const char *id, *what;
   double floats; /* per call, for ns a float; 0: ms a call */
 } kernels[K_COUNT] = {
-    {"gelu", "bias + GELU forward and derivative, 512 x 1024", (double)N * OC},
-    {"gelu_c", "GELU forward and derivative, portable C (no bias)", (double)N * OC},
-    {"gelu_bwd", "GELU backward (saved derivative) + bias gradient", (double)N * OC},
-    {"ln", "LayerNorm forward, 512 x 256", (double)N * C},
-    {"ln_bwd", "LayerNorm backward, 512 x 256", (double)N * C},
+    {"gelu", "bias + GELU forward and derivative, 512 x 1024", (double)N *OC},
+    {"gelu_c", "GELU forward and derivative, portable C (no bias)", (double)N *OC},
+    {"gelu_bwd", "GELU backward (saved derivative) + bias gradient", (double)N *OC},
+    {"ln", "LayerNorm forward, 512 x 256", (double)N *C},
+    {"ln_bwd", "LayerNorm backward, 512 x 256", (double)N *C},
     {"att", "attention forward, B=4 T=128 C=256 NH=8", 0},
     {"att_bwd", "attention backward, B=4 T=128 C=256 NH=8", 0},
 };
