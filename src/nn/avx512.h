@@ -1,7 +1,6 @@
 /* AVX-512 helpers shared by the kernels written with its intrinsics
  * (head_tiles.c, rows_avx512.c): built for AVX-512F whatever the build's
- * target, called only where the CPU has it (kt__head_tiles_ok,
- * kt__avx512_rows_ok). Only with KT__HEAD_TILES (x86-64, GCC or Clang). */
+ * target, called only where the CPU has it (kt__avx512_ok). Only with KT__HEAD_TILES (x86-64, GCC or Clang). */
 #ifndef KT_NN_AVX512_H
 #define KT_NN_AVX512_H
 

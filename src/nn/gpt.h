@@ -150,15 +150,17 @@ void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b,
 /* The causal softmax of rows r0 .. r0 + m - 1 on 16-float vectors: row t
  * of p (T floats) = softmax(scale * s row t) over keys [0, r0 + t], 0
  * after (s's rows, lds a multiple of 16, are left holding the unnormalised
- * exponentials, up to the 16-float vector past the diagonal); the backward turns d's rows (the probabilities' gradient) into
+ * exponentials, up to the 16-float vector past the diagonal); the
+ * backward turns d's rows (the probabilities' gradient) into
  * the scores' gradient in place, 0 after the diagonal up to T. */
 void kt__head_softmax(float *p, int ldp, float *s, int lds, int m, int r0, int T, float scale);
 void kt__head_softmax_backward(float *d, int ldd, const float *a, int lda, int m, int r0, int T,
                                float scale);
-/* Row kernels on AVX-512 intrinsics (rows_avx512.c), where
- * kt__avx512_rows_ok: o, g (n) = gelu(x + b) and its derivative, as
+/* Whether this CPU runs AVX-512F: the register tiles above and the row
+ * kernels below (rows_avx512.c) are used only where it does. The row
+ * kernel: o, g (n) = gelu(x + b) and its derivative, as
  * kt__bias_gelu_forward's rows to float rounding. */
-int kt__avx512_rows_ok(void);
+int kt__avx512_ok(void);
 void kt__bias_gelu_row_avx512(float *o, float *g, const float *x, const float *b, int n);
 #endif
 static inline int kt__head_tiles_width(int T) { return (T + 15) / 16 * 16; }

@@ -130,7 +130,7 @@ SIMD_CLONES static void bias_gelu_rows(void *arg, int lo, int hi, int block, int
   (void)block, (void)thread;
   const rows_job *j = arg;
 #ifdef KT__HEAD_TILES
-  if (kt__avx512_rows_ok()) {
+  if (kt__avx512_ok()) {
     for (int n = lo; n < hi; n++) {
       size_t r = (size_t)n * j->OC;
       kt__bias_gelu_row_avx512(j->out + r, j->grad + r, j->a + r, j->bias, j->OC);

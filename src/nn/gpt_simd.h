@@ -111,6 +111,7 @@ ROW float fold_sum(const vf *v) {
 #define CHAINS 4
 
 ROW float fold_chains(vf *v) {
+  _Static_assert(CHAINS == 4, "fold_chains adds four chains");
   vf s = (v[0] + v[1]) + (v[2] + v[3]);
   return fold_sum(&s);
 }

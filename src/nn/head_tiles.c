@@ -23,9 +23,7 @@
 
 static inline int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
-int kt__head_tiles_ok(int hs) {
-  return hs > 0 && hs % VW == 0 && __builtin_cpu_supports("avx512f");
-}
+int kt__head_tiles_ok(int hs) { return hs > 0 && hs % VW == 0 && kt__avx512_ok(); }
 
 /* c (mr, 16 nv) = sum over kk in [k0, k1) of A(i, kk) * b row kk, where
  * A(i, kk) = a[i * ars + kk * aks]; overwritten. */

@@ -12,7 +12,7 @@
 
 #ifdef KT__HEAD_TILES
 
-int kt__avx512_rows_ok(void) { return __builtin_cpu_supports("avx512f"); }
+int kt__avx512_ok(void) { return __builtin_cpu_supports("avx512f"); }
 
 /* o = gelu(x + b), g = gelu'(x + b), as gelu_with_grad (gpt_simd.h):
  * sig = sigmoid(2u) from e = exp(-|2u|), 1 / (1 + e) and its complement
