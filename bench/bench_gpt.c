@@ -30,7 +30,8 @@
  * Before the rounds, each model's products by class: their time in a step
  * against the same calls in cache (where the step loses to its operands
  * coming from memory).
- * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE]. */
+ * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE] [--gemm NAME] (NAME as
+ * train's --gemm; default auto). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -364,6 +365,8 @@ static double pipeline_step(pipeline *p, int step, double *share, double *balanc
   return res.seconds;
 }
 
+static kt_gemm_kind gemm_asked = KT_GEMM_AUTO; /* --gemm */
+
 static void pipeline_create(pipeline *p, const gpt_size *g, int P, kt_gen_kind kind) {
   kt_error err;
   kt_gen_params sp = {.p = P, .m = M_MB};
@@ -378,6 +381,7 @@ static void pipeline_create(pipeline *p, const gpt_size *g, int P, kt_gen_kind k
   rc.model.hidden = g->hidden;
   rc.model.heads = g->heads;
   rc.model.seq_len = g->seq_len;
+  rc.model.gemm = gemm_asked;
   if (kt_runtime_create_threads(&rc, &p->rt, &err)) die(&err);
   if (kt_data_text_source_create(NULL, g->seq_len, B_MB, 1, &p->data, &err)) die(&err);
   pipeline_step(p, 0, NULL, NULL); /* warm-up: stash buffers, OpenBLAS buffers */
@@ -611,7 +615,20 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds, doubl
 int main(int argc, char **argv) {
   kt_blas_choose_core();
   kt_blas_set_threads(1);
-  bench_opts o = bench_args(argc, argv, 9, 3, 3, MAX_ROUNDS);
+  int kept = 1; /* --gemm NAME, taken out before bench_args */
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--gemm") && i + 1 < argc) {
+      int k = kt_gemm_from_name(argv[++i]);
+      if (k < 0) {
+        fprintf(stderr, "bench_gpt: --gemm '%s': unknown library\n", argv[i]);
+        return 2;
+      }
+      gemm_asked = (kt_gemm_kind)k;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  bench_opts o = bench_args(kept, argv, 9, 3, 3, MAX_ROUNDS);
   const gpt_size sizes[] = {
       {"default", "kaiten train defaults: L=4 C=64 NH=4 T=64", 4, 64, 4, 64, 0.70},
       {"larger", "--layers 8 --hidden 256 --heads 8 --seq-len 128", 8, 256, 8, 128, 1.00},

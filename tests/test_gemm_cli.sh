@@ -16,7 +16,7 @@ expect 0 "$K" train $J -p 2 -m 2
 cp "$tmp/out" "$tmp/first.json"
 [ "$(field "$tmp/first.json" "['gemm_chosen']")" = measured ] && ok || bad "first run: $(head -c 300 "$tmp/first.json")"
 lib=$(field "$tmp/first.json" "['gemm']")
-case "$lib" in openblas | blis | onednn) ok ;; *) bad "gemm '$lib'" ;; esac
+case "$lib" in openblas | blis | onednn | kaiten) ok ;; *) bad "gemm '$lib'" ;; esac
 python3 -c "import json; d=json.loads(open('$tmp/first.json').read().splitlines()[-1]); s=d['gemm_seconds']
 assert s['openblas'] > 0 and s[d['gemm']] == min(v for v in s.values() if v), s" && ok || bad "gemm_seconds"
 [ "$(wc -l <"$tmp/cache/kaiten/gemm.tsv")" = 1 ] && ok || bad "cache: $(cat "$tmp/cache/kaiten/gemm.tsv")"

@@ -1,21 +1,25 @@
 /* The fast GPT path against its reference:
- *  - every GEMM library (OpenBLAS, and BLIS and oneDNN where installed)
- *    against a double-precision product, all transposes, strides and beta,
- *    whole and split between a pool's threads;
+ *  - every GEMM library (OpenBLAS, and BLIS, oneDNN and kaiten's own where
+ *    installed or the CPU runs it) against a double-precision product, all
+ *    transposes, strides and beta, whole and split between a pool's
+ *    threads; and with each epilogue (bias, residual, bias + GELU);
  *  - the pool: every task once, whatever the threads;
  *  - the threaded and fused kernels against the serial ones, and the same
  *    bits for 1, 2 and 3 threads;
  *  - blocked attention against the full T x T kernels, for T and block
  *    sizes that do and do not divide;
  *  - 50 training steps of a GPT (AdamW, clipping) on the fast path with 2
- *    threads per rank and the GEMM library auto chooses, against the
- *    reference kernels on one thread and OpenBLAS: every loss equal to 1e-5. */
+ *    threads per rank and the GEMM library auto chooses (and kaiten's own),
+ *    against the reference kernels on one thread and OpenBLAS: every loss
+ *    equal to 1e-5. */
 #include <stdint.h>
 
 #include "check.h"
 #include "kaiten/generators.h"
 #include "kaiten/runtime.h"
 #include "nn/gpt.h"
+#include "nn/gpt_simd.h" /* gelu_with_grad */
+#include "nn/nn.h"
 
 static uint64_t rng_state = 7;
 static float urand(void) { /* [-1, 1) */
@@ -49,7 +53,8 @@ static void naive_gemm(int ta, int tb, int m, int n, int k, const float *a, int 
 }
 
 static void test_libraries(void) {
-  int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {64, 48, 33}, {130, 70, 96}, {300, 257, 64}};
+  int shapes[][3] = {{1, 1, 1},     {7, 5, 3},      {64, 48, 33},
+                     {130, 70, 96}, {300, 257, 64}, {50, 70, 530}};
   kt__pool *pool = kt__pool_create(3);
   CHECK(kt__pool_threads(pool) == 3);
   for (int kind = KT_GEMM_OPENBLAS; kind < KT_GEMM_COUNT; kind++) {
@@ -95,6 +100,52 @@ static void test_libraries(void) {
   cfg.gemm = KT_GEMM_OPENBLAS;
   CHECK(kt_gemm_choose(&cfg, 4, &ch, &err) == KT_OK && ch.kind == KT_GEMM_OPENBLAS &&
         !strcmp(ch.how, "given"));
+}
+
+/* Each library's products with every epilogue (bias, residual, bias +
+ * GELU and its derivative), whole and split between 3 threads by rows and
+ * by columns, against the double product and the reference GELU. */
+static void test_epilogues(void) {
+  int shapes[][3] = {{13, 40, 24}, {100, 7, 300}, {25, 150, 300}};
+  kt__pool *pool = kt__pool_create(3);
+  for (int kind = KT_GEMM_OPENBLAS; kind < KT_GEMM_COUNT; kind++) {
+    if (!kt_gemm_available((kt_gemm_kind)kind, NULL)) continue;
+    double worst = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int what = 1; what < 8; what++) {                         /* bias, res, gelu as bits */
+        if ((what & KT__EPI_GELU) && (what & KT__EPI_RES)) continue; /* not a product of ours */
+        int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        float *a = rand_vec((size_t)m * k), *b = rand_vec((size_t)n * k), *bias = rand_vec(n);
+        float *res = rand_vec((size_t)m * n), *want = rand_vec((size_t)m * n);
+        float *wgrad = rand_vec((size_t)m * n), *got = rand_vec((size_t)m * n);
+        float *grad = rand_vec((size_t)m * n);
+        naive_gemm(0, 1, m, n, k, a, k, b, k, 0.0f, want, n);
+        for (size_t i = 0; i < (size_t)m * n; i++) {
+          float v = want[i] + (what & KT__EPI_BIAS ? bias[i % (size_t)n] : 0.0f);
+          v += what & KT__EPI_RES ? res[i] : 0.0f;
+          want[i] = what & KT__EPI_GELU ? gelu_with_grad(v, &wgrad[i]) : v;
+        }
+        kt__epilogue ep = {.bias = what & KT__EPI_BIAS ? bias : NULL,
+                           .res = what & KT__EPI_RES ? res : NULL,
+                           .ldr = n,
+                           .grad = grad,
+                           .gelu = !!(what & KT__EPI_GELU)};
+        CHECK(kt__epilogue_kind(&ep) == what);
+        for (int threads = 1; threads <= 3; threads += 2) {
+          kt__exec saved = kt__exec_enter(threads > 1 ? pool : NULL, (kt_gemm_kind)kind, NULL);
+          kt__matmul_ep(got, a, b, m, n, k, 0, 1, 0.0f, &ep);
+          kt__exec_leave(saved);
+          double e = kt_test_rel_err(got, want, (size_t)m * n);
+          double eg = what & KT__EPI_GELU ? kt_test_rel_err(grad, wgrad, (size_t)m * n) : 0;
+          worst = e > worst ? e : worst, worst = eg > worst ? eg : worst;
+          CHECK_MSG(e < 1e-5 && eg < 1e-5, "%s m=%d n=%d k=%d epilogue %d, %d threads: %.3g %.3g",
+                    kt_gemm_name((kt_gemm_kind)kind), m, n, k, what, threads, e, eg);
+        }
+        free(a), free(b), free(bias), free(res), free(want), free(wgrad), free(got), free(grad);
+      }
+    printf("  %s with epilogues: worst rel err %.2e\n", kt_gemm_name((kt_gemm_kind)kind), worst);
+  }
+  kt__pool_destroy(pool);
 }
 
 /* ---- the pool ---------------------------------------------------------------- */
@@ -348,15 +399,21 @@ static void test_training(int heads) {
   kt_error err;
   printf("  heads of %d floats\n", 48 / heads);
   REQUIRE_VOID(train(1, 1, KT_GEMM_OPENBLAS, heads, ref, &err) == 0);
-  REQUIRE_VOID(train(0, 2, KT_GEMM_AUTO, heads, fast, &err) == 0);
-  double worst = 0;
-  for (int i = 0; i < STEPS; i++) {
-    double e = fabs(fast[i] - ref[i]) / fabs(ref[i]);
-    worst = e > worst ? e : worst;
+  /* auto, and kaiten's own GEMM with every epilogue fused where the CPU has it */
+  kt_gemm_kind libs[2] = {KT_GEMM_AUTO, KT_GEMM_KAITEN};
+  for (int l = 0; l < 2; l++) {
+    if (libs[l] != KT_GEMM_AUTO && !kt_gemm_available(libs[l], NULL)) continue;
+    REQUIRE_VOID(train(0, 2, libs[l], heads, fast, &err) == 0);
+    double worst = 0;
+    for (int i = 0; i < STEPS; i++) {
+      double e = fabs(fast[i] - ref[i]) / fabs(ref[i]);
+      worst = e > worst ? e : worst;
+    }
+    printf("  50 steps: loss %.6f -> %.6f (reference %.6f -> %.6f), worst rel diff %.2e\n", fast[0],
+           fast[STEPS - 1], ref[0], ref[STEPS - 1], worst);
+    CHECK_MSG(worst <= 1e-5, "fast path's losses (%s) differ from the reference by %.3g",
+              kt_gemm_name(libs[l]), worst);
   }
-  printf("  50 steps: loss %.6f -> %.6f (reference %.6f -> %.6f), worst rel diff %.2e\n", fast[0],
-         fast[STEPS - 1], ref[0], ref[STEPS - 1], worst);
-  CHECK_MSG(worst <= 1e-5, "fast path's losses differ from the reference by %.3g", worst);
   CHECK(ref[STEPS - 1] < ref[0] - 0.5); /* it trained */
 }
 
@@ -364,6 +421,7 @@ int main(void) {
   kt_blas_choose_core();
   printf("GEMM libraries\n");
   test_libraries();
+  test_epilogues();
   printf("pool\n");
   test_pool();
   g_x = rand_vec((size_t)N * OC), /* (N,C), (N,V) */ g_w = rand_vec(OC), g_b = rand_vec(OC);

@@ -32,17 +32,20 @@ int kt_model_kind_from_name(const char *name);   /* -1 when unknown */
 /* The library every matrix product of a model runs on. AUTO (the
  * default) takes the fastest available here on the model's own matmuls
  * (kt_gemm_choose). BLIS and oneDNN are used when their shared libraries
- * are installed (Debian: libblis4, libdnnl2). */
+ * are installed (Debian: libblis4, libdnnl2); KAITEN where the CPU has
+ * AVX-512F. */
 typedef enum {
   KT_GEMM_AUTO,
   KT_GEMM_OPENBLAS,
   KT_GEMM_BLIS,
   KT_GEMM_ONEDNN,
+  KT_GEMM_KAITEN, /* kaiten's own AVX-512 kernel, epilogues fused (x86-64 with AVX-512F) */
   KT_GEMM_COUNT
 } kt_gemm_kind;
 
-const char *kt_gemm_name(kt_gemm_kind k); /* "auto" | "openblas" | "blis" | "onednn" */
-int kt_gemm_from_name(const char *name);  /* -1 when unknown */
+/* "auto" | "openblas" | "blis" | "onednn" | "kaiten" */
+const char *kt_gemm_name(kt_gemm_kind k);
+int kt_gemm_from_name(const char *name); /* -1 when unknown */
 
 typedef struct {
   kt_model_kind kind;

@@ -15,7 +15,7 @@ static const cli_opt train_opts_table[] = {
     {"tie-embeddings", 0, NULL, "GPT: the LM head shares the token embedding"},
     {"recompute", 0, NULL, "keep only each stage's input; recompute the forward in backward"},
     {"gemm", 0, "NAME",
-     "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn"},
+     "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn | kaiten (its own AVX-512 kernel)"},
     {"data", 0, "FILE", "GPT: train on this text file (default: the built-in corpus)"},
     {"seq-chunks", 0, "K",
      "with --doc-lengths: each micro-batch runs as K chunks along the sequence (Seq1F1B: 1f1b over the chunks, keys and values of earlier chunks kept), lowering peak activation memory"},
@@ -261,7 +261,7 @@ static int set_model(const cli_args *a, train_opts *o, const train_numbers *n, i
   m->recompute = cli_has(a, "recompute");
   const char *gemm = cli_get(a, "gemm");
   if (gemm && kt_gemm_from_name(gemm) < 0)
-    return cli_usage_error("--gemm '%s': expected auto, openblas, blis or onednn", gemm);
+    return cli_usage_error("--gemm '%s': expected auto, openblas, blis, onednn or kaiten", gemm);
   m->gemm = gemm ? (kt_gemm_kind)kt_gemm_from_name(gemm) : KT_GEMM_AUTO;
   for (size_t i = 0; i < sizeof shape_flags / sizeof *shape_flags; i++)
     if (cli_has(a, shape_flags[i])) o->model_flags_given |= 1 << i;

@@ -208,7 +208,9 @@ static int open_failed(train_run *r, kt_status st, kt_error *err) {
  * where they fit (the JSON lists them all). */
 static void print_gemm(FILE *t, const kt_gemm_choice *g) {
   char how[160] = "", shapes[64] = "", tail[32];
-  size_t n = 0;
+  int threads = kt_blas_threads();
+  snprintf(tail, sizeof tail, "); %d thread%s per rank", threads, threads == 1 ? "" : "s");
+  size_t head = strlen("gemm: ") + strlen(kt_gemm_name(g->kind)) + strlen(" ("), n = 0;
   if (!strcmp(g->how, "given")) n += (size_t)snprintf(how, sizeof how, "--gemm");
   else if (!strcmp(g->how, "small"))
     n += (size_t)snprintf(how, sizeof how, "auto: too little work to measure");
@@ -218,17 +220,16 @@ static void print_gemm(FILE *t, const kt_gemm_choice *g) {
     const char *sep = "; time of ";
     for (int k = 1; k < KT_GEMM_COUNT && n < sizeof how; k++)
       if (k != (int)g->kind && g->seconds[k] > 0 && g->seconds[g->kind] > 0) {
+        size_t was = n; /* a library whose time does not fit is left out */
         n += (size_t)snprintf(how + n, sizeof how - n, "%s%s %.2fx", sep,
                               kt_gemm_name((kt_gemm_kind)k), g->seconds[k] / g->seconds[g->kind]);
-        sep = ", ";
+        if (n >= sizeof how || head + n + strlen(tail) > 100) how[n = was] = 0;
+        else sep = ", ";
       }
     if (g->n_shapes) /* "; 2 shapes on openblas" (the first class's library) */
       snprintf(shapes, sizeof shapes, "; %d shape%s on %s", g->n_shapes,
                g->n_shapes == 1 ? "" : "s", kt_gemm_name(g->shapes[0].kind));
   }
-  int threads = kt_blas_threads();
-  snprintf(tail, sizeof tail, "); %d thread%s per rank", threads, threads == 1 ? "" : "s");
-  size_t head = strlen("gemm: ") + strlen(kt_gemm_name(g->kind)) + strlen(" (");
   if (head + strlen(how) + strlen(shapes) + strlen(tail) > 100) shapes[0] = 0;
   fprintf(t, "gemm: %s (%s%s%s\n", kt_gemm_name(g->kind), how, shapes, tail);
 }

@@ -5,6 +5,7 @@
 #define KT_NN_AVX512_H
 
 #include "nn/gpt.h"
+#include "nn/gpt_simd.h" /* GELU_K, GELU_A */
 
 #ifdef KT__HEAD_TILES
 #include <immintrin.h>
@@ -27,6 +28,26 @@ KT__AVX512 static inline __attribute__((always_inline)) __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(1.0f));
   p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(p, n);
+}
+
+/* gelu(v) lane by lane, and gelu'(v) in *grad, as gelu_with_grad
+ * (gpt_simd.h): sig = sigmoid(2u) from e = exp(-|2u|), 1 / (1 + e) and its
+ * complement e / (1 + e) taken by the sign of 2u; the reciprocal is the
+ * 14-bit estimate and one Newton step (a vdivps stalls the vector ports). */
+KT__AVX512 static inline __attribute__((always_inline)) __m512 gelu16(__m512 v, __m512 *grad) {
+  const __m512 k2 = _mm512_set1_ps(2.0f * GELU_K), one = _mm512_set1_ps(1.0f);
+  __m512 v2 = _mm512_mul_ps(v, v);
+  __m512 z = _mm512_mul_ps(_mm512_mul_ps(k2, v), _mm512_fmadd_ps(_mm512_set1_ps(GELU_A), v2, one));
+  __m512i zi = _mm512_castps_si512(z); /* z = 2u; e = exp(-|z|) */
+  __m512 e = exp16(_mm512_castsi512_ps(_mm512_or_si512(zi, _mm512_set1_epi32((int)0x80000000u))));
+  __m512 d = _mm512_add_ps(one, e), r = _mm512_rcp14_ps(d);
+  r = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, one), r); /* 1 / (1 + e) */
+  __m512 er = _mm512_mul_ps(e, r);
+  __mmask16 neg = _mm512_cmplt_epi32_mask(zi, _mm512_setzero_si512());
+  __m512 sig = _mm512_mask_blend_ps(neg, r, er), comp = _mm512_mask_blend_ps(neg, er, r);
+  __m512 dz = _mm512_mul_ps(k2, _mm512_fmadd_ps(_mm512_set1_ps(3.0f * GELU_A), v2, one));
+  *grad = _mm512_fmadd_ps(_mm512_mul_ps(v, _mm512_mul_ps(sig, comp)), dz, sig);
+  return _mm512_mul_ps(v, sig);
 }
 
 /* Lanes [i, n) of a 16-lane chunk starting at i. */

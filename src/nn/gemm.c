@@ -1,6 +1,7 @@
 /* The GEMM libraries a matmul may run on: OpenBLAS (blas.c), BLIS and
  * oneDNN, each opened when first asked for (core/dl.c), from their Debian
- * shared libraries (libblis4, libdnnl2); nothing links them. Each is called
+ * shared libraries (libblis4, libdnnl2); nothing links them; and kaiten's
+ * own kernel (gemm_tiles.c), on CPUs with AVX-512. Each is called
  * single-threaded: a rank's threads are kaiten's own (pool.c), which split
  * a large product between them, so two libraries' thread pools never
  * compete for the same cores.
@@ -15,7 +16,7 @@
 #include "core/internal.h"
 #include "nn/nn.h"
 
-static const char *const gemm_names[] = {"auto", "openblas", "blis", "onednn"};
+static const char *const gemm_names[] = {"auto", "openblas", "blis", "onednn", "kaiten"};
 _Static_assert(sizeof gemm_names / sizeof *gemm_names == KT_GEMM_COUNT, "gemm names out of sync");
 
 const char *kt_gemm_name(kt_gemm_kind k) {
@@ -99,6 +100,7 @@ int kt_gemm_available(kt_gemm_kind k, const char **version) {
       pthread_once(&dnnl.once, load_dnnl);
       ok = dnnl.sgemm != NULL, v = ok ? dnnl.version : NULL;
       break;
+    case KT_GEMM_KAITEN: ok = kt__tiles_ok(), v = ok ? "avx512" : NULL; break;
     default: break;
   }
   if (version) *version = v;
@@ -125,5 +127,20 @@ void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int k
                                 ldb, beta, c, ldc);
     return;
   }
+  if (k == KT_GEMM_KAITEN && kt__tiles_ok()) {
+    kt__tiles_sgemm(trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc, NULL);
+    return;
+  }
   kt__sgemm(trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc);
+}
+
+void kt__gemm_call_ep(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc, const kt__epilogue *ep) {
+  if (k == KT_GEMM_KAITEN && kt__tiles_ok()) {
+    kt__tiles_sgemm(trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc, ep);
+    return;
+  }
+  kt__gemm_call(k, trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc);
+  kt__epilogue_apply(c, ldc, m, n, ep);
 }

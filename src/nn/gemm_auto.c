@@ -128,15 +128,26 @@ kt_gemm_kind kt__gemm_for(const kt__exec *e, int m, int n, int k, int trans_a, i
   return e->gemm;
 }
 
-/* The log on library k, once; each product's seconds added to its class's
- * round. */
-static double replay_once(kt_gemm_kind k, const kt__matmul_shape *log, size_t n, float *a, float *b,
-                          float *c, shape_class *cls, const size_t *cls_of) {
+/* The replay's operands: a, b, c, and d for a GELU's derivative. */
+typedef struct {
+  float *a, *b, *c, *d;
+} replay_buffers;
+
+/* The log on library k, once, each product with its epilogue (fused on
+ * kaiten's kernel, a pass on a library: its cost counts); each product's
+ * seconds added to its class's round. */
+static double replay_once(kt_gemm_kind k, const kt__matmul_shape *log, size_t n,
+                          const replay_buffers *r, shape_class *cls, const size_t *cls_of) {
   double t0 = kt_now(), t = t0;
   for (size_t i = 0; i < n; i++) {
     const kt__matmul_shape *s = &log[i];
-    kt__gemm_call(k, s->trans_a, s->trans_b, s->m, s->n, s->k, a, s->lda, b, s->ldb,
-                  s->accumulate ? 1.0f : 0.0f, c, s->ldo);
+    kt__epilogue ep = {.bias = s->epi & KT__EPI_BIAS ? r->a : NULL,
+                       .res = s->epi & KT__EPI_RES ? r->b : NULL,
+                       .ldr = s->ldo,
+                       .grad = r->d,
+                       .gelu = !!(s->epi & KT__EPI_GELU)};
+    kt__gemm_call_ep(k, s->trans_a, s->trans_b, s->m, s->n, s->k, r->a, s->lda, r->b, s->ldb,
+                     s->accumulate ? 1.0f : 0.0f, r->c, s->ldo, s->epi ? &ep : NULL);
     double now = kt_now();
     cls[cls_of[i]].round[k] += now - t;
     t = now;
@@ -187,23 +198,25 @@ static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *secon
   for (size_t i = 0; i < n; i++)
     for (int w = 0; w < 3; w++)
       if (operand_floats(&log[i], w) > big) big = operand_floats(&log[i], w);
-  float *a = kt__alloc_floats(big), *b = kt__alloc_floats(big), *c = kt__alloc_floats(big);
-  if (!a || !b || !c) {
-    free(a), free(b), free(c);
+  replay_buffers buf = {kt__alloc_floats(big), kt__alloc_floats(big), kt__alloc_floats(big),
+                        kt__alloc_floats(big)};
+  if (!buf.a || !buf.b || !buf.c || !buf.d) {
+    free(buf.a), free(buf.b), free(buf.c), free(buf.d);
     return kt_fail(err, KT_ENOMEM, "out of memory timing the GEMM libraries");
   }
-  for (size_t i = 0; i < big; i++) a[i] = b[i] = c[i] = 0.01f * (float)(i % 97);
+  for (size_t i = 0; i < big; i++)
+    buf.a[i] = buf.b[i] = buf.c[i] = buf.d[i] = 0.01f * (float)(i % 97);
   kt__exec saved = kt__exec_enter(NULL, KT_GEMM_OPENBLAS, NULL); /* one thread per library */
   for (int k = 1; k < KT_GEMM_COUNT; k++) {
     seconds[k] = 0;
     if (kt_gemm_available((kt_gemm_kind)k, NULL))
-      seconds[k] = -1, replay_once(k, log, n, a, b, c, cls, cls_of);
+      seconds[k] = -1, replay_once(k, log, n, &buf, cls, cls_of);
   }
   for (int r = 0; r < ROUNDS; r++) /* interleaved: a slow second hits every library */
     for (int k = 1; k < KT_GEMM_COUNT; k++) {
       if (seconds[k] == 0) continue;
       for (size_t j = 0; j < n_cls; j++) cls[j].round[k] = 0;
-      replay_once(k, log, n, a, b, c, cls, cls_of);
+      replay_once(k, log, n, &buf, cls, cls_of);
       for (size_t j = 0; j < n_cls; j++) /* each class's best round, apart */
         if (r == 0 || cls[j].round[k] < cls[j].best[k]) cls[j].best[k] = cls[j].round[k];
     }
@@ -216,7 +229,7 @@ static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *secon
       for (size_t j = 0; j < n_cls; j++) seconds[k] += cls[j].best[k];
     }
   kt__exec_leave(saved);
-  free(a), free(b), free(c);
+  free(buf.a), free(buf.b), free(buf.c), free(buf.d);
   return KT_OK;
 }
 
@@ -295,10 +308,11 @@ static int cache_find(const char *text, const char *key, kt_gemm_choice *out) {
     if (strncmp(p, key, kl) || p[kl] != '\t') continue;
     kt_gemm_choice c = {0};
     char name[16];
-    int used;
-    if (sscanf(p + kl + 1, "%15s %lf %lf %lf%n", name, &c.seconds[1], &c.seconds[2], &c.seconds[3],
-               &used) == 4 &&
-        kt_gemm_from_name(name) > 0 && parse_shapes(p + kl + 1 + used, &c)) {
+    int used, ok = sscanf(p + kl + 1, "%15s%n", name, &used) == 1;
+    const char *q = p + kl + 1 + (ok ? used : 0);
+    for (int k = 1; ok && k < KT_GEMM_COUNT; k++, q += used) /* each library's seconds */
+      ok = sscanf(q, " %lf%n", &c.seconds[k], &used) == 1;
+    if (ok && kt_gemm_from_name(name) > 0 && parse_shapes(q, &c)) {
       memcpy(out->seconds, c.seconds, sizeof c.seconds);
       memcpy(out->shapes, c.shapes, sizeof c.shapes);
       out->n_shapes = c.n_shapes;
@@ -312,9 +326,10 @@ static void cache_add(const char *path, const char *old, const char *key, const 
   size_t len = (old ? strlen(old) : 0) + strlen(key) + 128 + 64 * KT_GEMM_MAX_SHAPES;
   char *text = malloc(len);
   if (!text) return;
-  const double *s = c->seconds;
-  int n = snprintf(text, len, "%s%s\t%s %.6g %.6g %.6g shapes=%d", old ? old : "", key,
-                   kt_gemm_name(fastest(s)), s[1], s[2], s[3], c->n_shapes);
+  int n = snprintf(text, len, "%s%s\t%s", old ? old : "", key, kt_gemm_name(fastest(c->seconds)));
+  for (int k = 1; k < KT_GEMM_COUNT && n > 0 && (size_t)n < len; k++)
+    n += snprintf(text + n, len - (size_t)n, " %.6g", c->seconds[k]);
+  if (n > 0 && (size_t)n < len) n += snprintf(text + n, len - (size_t)n, " shapes=%d", c->n_shapes);
   for (int i = 0; i < c->n_shapes && n > 0 && (size_t)n < len; i++) {
     const kt_gemm_shape *h = &c->shapes[i];
     n += snprintf(text + n, len - (size_t)n, " %d,%d,%d,%d,%s,%.4g", h->trans_a, h->trans_b,
@@ -406,8 +421,9 @@ kt_status kt_gemm_choose(const kt_model_config *cfg, int micro_batch, kt_gemm_ch
     if (!kt_gemm_available(cfg->gemm, NULL))
       return kt_fail(err, KT_EINVAL, "GEMM library '%s' is not installed here (%s)",
                      kt_gemm_name(cfg->gemm),
-                     cfg->gemm == KT_GEMM_BLIS ? "no libblis.so.4; Debian: libblis4"
-                                               : "no libdnnl.so.2 or .3; Debian: libdnnl2");
+                     cfg->gemm == KT_GEMM_BLIS     ? "no libblis.so.4; Debian: libblis4"
+                     : cfg->gemm == KT_GEMM_ONEDNN ? "no libdnnl.so.2 or .3; Debian: libdnnl2"
+                                                   : "it needs a CPU with AVX-512F");
     out->kind = cfg->gemm, out->how = "given";
     return KT_OK;
   }

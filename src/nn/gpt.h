@@ -246,10 +246,13 @@ void kt__matmul_forward_par(float *out, const float *inp, const float *weight, c
 void kt__matmul_residual_forward_par(float *out, const float *inp, const float *weight,
                                      const float *bias, const float *residual, int N, int C,
                                      int OC);
+/* out (N,OC) = GELU(inp @ weight^T + bias), grad (N,OC) = GELU' there: the
+ * fc product with its bias and GELU as its epilogue (kt__matmul_ep) */
+void kt__matmul_bias_gelu_forward_par(float *out, float *grad, const float *inp,
+                                      const float *weight, const float *bias, int N, int C, int OC);
 void kt__bias_backward_par(float *dbias, float *partials, const float *dout, int N, int OC);
 /* Fused bias and GELU: out (N,OC) = GELU(inp + bias), grad (N,OC) = GELU'
- * there (inp: the fc matmul's output without its bias, so that matmul
- * needs no pass to lay the bias down first) */
+ * there (inp: a product's output without its bias) */
 void kt__bias_gelu_forward(float *out, float *grad, const float *inp, const float *bias, int N,
                            int OC);
 void kt__gelu_backward_saved_par(float *d, float *dbias, float *partials, const float *grad, int N,

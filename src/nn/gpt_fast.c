@@ -80,27 +80,27 @@ typedef struct {
   int OC;
 } rows_job;
 
-SIMD_CLONES static void bias_rows(void *arg, int lo, int hi, int block, int thread) {
-  (void)block, (void)thread;
-  const rows_job *j = arg;
-  for (int n = lo; n < hi; n++)
-    if (j->a) row_sum2(j->out + (size_t)n * j->OC, j->a + (size_t)n * j->OC, j->bias, j->OC);
-    else row_copy(j->out + (size_t)n * j->OC, j->bias, j->OC);
-}
-
+/* The bias (and residual) ride in the product's epilogue: fused into the
+ * tiles' stores on kaiten's own kernel, a pass over each thread's rows
+ * right after the product on a library. */
 void kt__matmul_forward_par(float *out, const float *inp, const float *weight, const float *bias,
                             int N, int C, int OC) {
-  rows_job j = {.out = out, .bias = bias, .OC = OC};
-  if (bias) kt__parallel_range(N, KT__ROWS, bias_rows, &j);
-  kt__matmul(out, inp, weight, N, OC, C, 0, 1, bias ? 1.0f : 0.0f);
+  kt__epilogue ep = {.bias = bias};
+  kt__matmul_ep(out, inp, weight, N, OC, C, 0, 1, 0.0f, bias ? &ep : NULL);
 }
 
 void kt__matmul_residual_forward_par(float *out, const float *inp, const float *weight,
                                      const float *bias, const float *residual, int N, int C,
                                      int OC) {
-  rows_job j = {.out = out, .a = residual, .bias = bias, .OC = OC};
-  kt__parallel_range(N, KT__ROWS, bias_rows, &j);
-  kt__matmul(out, inp, weight, N, OC, C, 0, 1, 1.0f);
+  kt__epilogue ep = {.bias = bias, .res = residual, .ldr = OC};
+  kt__matmul_ep(out, inp, weight, N, OC, C, 0, 1, 0.0f, &ep);
+}
+
+void kt__matmul_bias_gelu_forward_par(float *out, float *grad, const float *inp,
+                                      const float *weight, const float *bias, int N, int C,
+                                      int OC) {
+  kt__epilogue ep = {.bias = bias, .grad = grad, .gelu = 1};
+  kt__matmul_ep(out, inp, weight, N, OC, C, 0, 1, 0.0f, &ep);
 }
 
 static void bias_backward_rows(void *arg, int lo, int hi, int block, int thread) {

@@ -241,8 +241,8 @@ static void block_forward_reference(const kt__gpt_params *p, kt__gpt_acts *a, kt
   kt__matmul_residual_forward(out, a->fch_gelu, p->fcprojw, p->fcprojb, a->res2, N, 4 * C, C);
 }
 
-/* The same on the chunk's threads: the fc bias rides in the GELU pass
- * (the fc matmul overwrites), attention blocked by query rows. */
+/* The same on the chunk's threads: each product's bias, residual and
+ * GELU in its epilogue, attention blocked by query rows. */
 static void block_forward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scratch *s, float *out,
                           const kt__gpt_rows *r, int C, int NH) {
   int N = r->N;
@@ -257,8 +257,7 @@ static void block_forward(const kt__gpt_params *p, kt__gpt_acts *a, kt__gpt_scra
     kt__attention_forward_blocked(a->atty, a->att, s->attn, a->qkv, r->B, r->T, C, NH, KT__ATT_QB);
   kt__matmul_residual_forward_par(a->res2, a->atty, p->attprojw, p->attprojb, a->x, N, C, C);
   kt__layernorm_forward_par(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N, C);
-  kt__matmul_forward_par(s->fc, a->ln2, p->fcw, NULL, N, C, 4 * C);
-  kt__bias_gelu_forward(a->fch_gelu, a->gelu_grad, s->fc, p->fcb, N, 4 * C);
+  kt__matmul_bias_gelu_forward_par(a->fch_gelu, a->gelu_grad, a->ln2, p->fcw, p->fcb, N, C, 4 * C);
   kt__matmul_residual_forward_par(out, a->fch_gelu, p->fcprojw, p->fcprojb, a->res2, N, 4 * C, C);
 }
 

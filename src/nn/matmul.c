@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kaiten/core.h"
+#include "nn/gpt_simd.h" /* gelu_with_grad */
 #include "nn/nn.h"
 
 /* Process-wide counters (every rank thread adds to them): FLOPs issued and
@@ -31,7 +32,18 @@ typedef struct {
   int m, n, k, lda, ldb, ldo, trans_a, trans_b, pieces, by_rows;
   float beta;
   kt_gemm_kind gemm;
+  const kt__epilogue *ep;
 } split_job;
+
+/* ep for the band of rows (by_rows) or columns [lo, ...) of the result. */
+static kt__epilogue epilogue_band(const kt__epilogue *ep, int by_rows, int lo, int ldo) {
+  kt__epilogue e = *ep;
+  size_t row = by_rows ? (size_t)lo : 0, col = by_rows ? 0 : (size_t)lo;
+  if (e.bias) e.bias += col;
+  if (e.res) e.res += row * (size_t)e.ldr + col;
+  if (e.grad) e.grad += row * (size_t)ldo + col;
+  return e;
+}
 
 /* Piece `task` of the product: a band of output rows (a's rows) or
  * columns (b's columns), each computed whole by the library. */
@@ -41,14 +53,17 @@ static void split_piece(void *arg, int task, int thread) {
   int len = j->by_rows ? j->m : j->n;
   int lo = (int)((long long)len * task / j->pieces),
       hi = (int)((long long)len * (task + 1) / j->pieces);
+  kt__epilogue band;
+  const kt__epilogue *ep = NULL;
+  if (j->ep) band = epilogue_band(j->ep, j->by_rows, lo, j->ldo), ep = &band;
   if (j->by_rows) {
     const float *a = j->trans_a ? j->a + lo : j->a + (size_t)lo * j->lda;
-    kt__gemm_call(j->gemm, j->trans_a, j->trans_b, hi - lo, j->n, j->k, a, j->lda, j->b, j->ldb,
-                  j->beta, j->out + (size_t)lo * j->ldo, j->ldo);
+    kt__gemm_call_ep(j->gemm, j->trans_a, j->trans_b, hi - lo, j->n, j->k, a, j->lda, j->b, j->ldb,
+                     j->beta, j->out + (size_t)lo * j->ldo, j->ldo, ep);
   } else {
     const float *b = j->trans_b ? j->b + (size_t)lo * j->ldb : j->b + lo;
-    kt__gemm_call(j->gemm, j->trans_a, j->trans_b, j->m, hi - lo, j->k, j->a, j->lda, b, j->ldb,
-                  j->beta, j->out + lo, j->ldo);
+    kt__gemm_call_ep(j->gemm, j->trans_a, j->trans_b, j->m, hi - lo, j->k, j->a, j->lda, b, j->ldb,
+                     j->beta, j->out + lo, j->ldo, ep);
   }
 }
 
@@ -64,22 +79,86 @@ static double record(const kt__matmul_shape *s) {
   return 2.0 * s->m * s->n * s->k;
 }
 
-void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
-                   int n, int k, int trans_a, int trans_b, float beta) {
+int kt__epilogue_kind(const kt__epilogue *ep) {
+  if (!ep) return 0;
+  return (ep->bias ? KT__EPI_BIAS : 0) | (ep->res ? KT__EPI_RES : 0) |
+         (ep->gelu ? KT__EPI_GELU : 0);
+}
+
+void kt__epilogue_apply(float *c, int ldc, int m, int n, const kt__epilogue *ep) {
+  if (!ep) return;
+  for (int i = 0; i < m; i++) {
+    float *row = c + (size_t)i * ldc, *grad = ep->gelu ? ep->grad + (size_t)i * ldc : NULL;
+    const float *res = ep->res ? ep->res + (size_t)i * ep->ldr : NULL;
+#ifdef KT__HEAD_TILES
+    if (grad && ep->bias && !res && kt__avx512_ok()) { /* the fc's bias + GELU: in place */
+      kt__bias_gelu_row_avx512(row, grad, row, ep->bias, n);
+      continue;
+    }
+#endif
+    for (int j = 0; j < n; j++) {
+      float v = row[j];
+      if (ep->bias) v += ep->bias[j];
+      if (res) v += res[j];
+      row[j] = grad ? gelu_with_grad(v, &grad[j]) : v;
+    }
+  }
+}
+
+static void matmul_ep(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
+                      int n, int k, int trans_a, int trans_b, float beta, const kt__epilogue *ep) {
   double t0 = kt_now();
   const kt__exec *e = kt__exec_current();
   int threads = e->in_task ? 1 : kt__pool_threads(e->pool), by_rows = m >= n;
   int len = by_rows ? m : n, pieces = len / MIN_SPLIT < threads ? len / MIN_SPLIT : threads;
   kt_gemm_kind lib = kt__gemm_for(e, m, n, k, trans_a, trans_b); /* of the whole, not a piece */
   if (pieces > 1 && 2.0 * m * n * k >= MIN_SPLIT_FLOPS) {
-    split_job j = {a, b, out, m, n, k, lda, ldb, ldo, trans_a, trans_b, pieces, by_rows, beta, lib};
+    split_job j = {.a = a,
+                   .b = b,
+                   .out = out,
+                   .m = m,
+                   .n = n,
+                   .k = k,
+                   .lda = lda,
+                   .ldb = ldb,
+                   .ldo = ldo,
+                   .trans_a = trans_a,
+                   .trans_b = trans_b,
+                   .pieces = pieces,
+                   .by_rows = by_rows,
+                   .beta = beta,
+                   .gemm = lib,
+                   .ep = ep};
     kt__pool_run(e->pool, pieces, split_piece, &j);
   } else {
-    kt__gemm_call(lib, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, out, ldo);
+    kt__gemm_call_ep(lib, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, out, ldo, ep);
   }
   double seconds = kt_now() - t0;
-  kt__matmul_shape s = {m, n, k, trans_a, trans_b, beta != 0.0f, lda, ldb, ldo, seconds, a, b, out};
+  kt__matmul_shape s = {.m = m,
+                        .n = n,
+                        .k = k,
+                        .trans_a = trans_a,
+                        .trans_b = trans_b,
+                        .accumulate = beta != 0.0f,
+                        .lda = lda,
+                        .ldb = ldb,
+                        .ldo = ldo,
+                        .epi = kt__epilogue_kind(ep),
+                        .seconds = seconds,
+                        .a = a,
+                        .b = b,
+                        .out = out};
   kt__matmul_add(record(&s), seconds);
+}
+
+void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
+                   int n, int k, int trans_a, int trans_b, float beta) {
+  matmul_ep(out, ldo, a, lda, b, ldb, m, n, k, trans_a, trans_b, beta, NULL);
+}
+
+void kt__matmul_ep(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,
+                   int trans_b, float beta, const kt__epilogue *ep) {
+  matmul_ep(out, n, a, trans_a ? m : k, b, trans_b ? k : n, m, n, k, trans_a, trans_b, beta, ep);
 }
 
 void kt__matmul_add(double flops, double seconds) {

@@ -58,6 +58,36 @@ int kt__blocks(int n, int block); /* blocks of `block` covering n rows */
  * c (m,n) = beta c + op(a) (m,kk) op(b) (kk,n). */
 void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+/* What a product does to its result before it is stored, in this order:
+ *   v = beta c + op(a) op(b) (+ bias[j]) (+ res[i * ldr + j]);
+ *   c = v, or with gelu: c = gelu(v) and grad[i * ldc + j] = gelu'(v).
+ * kaiten's own kernel applies it to each register tile as it stores it;
+ * on a library it is a pass over the product's rows right after it. */
+typedef struct {
+  const float *bias; /* (n) or NULL */
+  const float *res;  /* (m, ldr) or NULL */
+  int ldr;
+  float *grad; /* (m, ldc) with gelu */
+  int gelu;
+} kt__epilogue;
+enum { KT__EPI_BIAS = 1, KT__EPI_RES = 2, KT__EPI_GELU = 4 }; /* kt__epilogue_kind */
+int kt__epilogue_kind(const kt__epilogue *ep);                /* 0 for NULL */
+/* kt__gemm_call, then ep (NULL: none). */
+void kt__gemm_call_ep(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc, const kt__epilogue *ep);
+/* ep on c (m, n) as a pass (the libraries' side of kt__gemm_call_ep). */
+void kt__epilogue_apply(float *c, int ldc, int m, int n, const kt__epilogue *ep);
+
+/* kaiten's own GEMM (gemm_tiles.c): AVX-512 register tiles of 12 rows by
+ * 32 columns over packed 256-deep slices of op(b), with ep fused into the
+ * tiles' stores. kt__tiles_ok: the CPU runs it (else kt__tiles_sgemm is
+ * OpenBLAS and a pass). */
+int kt__tiles_ok(void);
+void kt__tiles_sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc,
+                     const kt__epilogue *ep);
 /* The library a product runs on in context e: its class's in e->plan, else
  * e->gemm. */
 kt_gemm_kind kt__gemm_for(const kt__exec *e, int m, int n, int k, int trans_a, int trans_b);
@@ -88,6 +118,10 @@ void kt__matmul(float *out, const float *a, const float *b, int m, int n, int k,
  * attention head inside (B,T,3C) q | k | v rows). */
 void kt__matmul_ld(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
                    int n, int k, int trans_a, int trans_b, float beta);
+/* kt__matmul with an epilogue (NULL: none), fused where the product runs
+ * on kaiten's own kernel. */
+void kt__matmul_ep(float *out, const float *a, const float *b, int m, int n, int k, int trans_a,
+                   int trans_b, float beta, const kt__epilogue *ep);
 /* A product computed outside kt__matmul_ld: its FLOPs, and its shape
  * recorded (while recording) as the kt__matmul_ld call it replaces; then
  * kt__matmul_add counts such products' FLOPs and seconds. */
@@ -105,6 +139,7 @@ void kt__matmul_reset_counters(void);
 typedef struct {
   int m, n, k, trans_a, trans_b, accumulate;
   int lda, ldb, ldo;
+  int epi; /* kt__epilogue_kind of the call's epilogue */
   /* the call's own time through kt__matmul_ld, and its operands (valid
    * while the model that made the call lives); 0 and NULL for a product
    * computed elsewhere (kt__matmul_shape_of) */
