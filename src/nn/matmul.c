@@ -85,7 +85,25 @@ int kt__epilogue_kind(const kt__epilogue *ep) {
          (ep->gelu ? KT__EPI_GELU : 0);
 }
 
-void kt__epilogue_apply(float *c, int ldc, int m, int n, const kt__epilogue *ep) {
+/* One row of an epilogue as a pass: row = row + bias + res, in that order
+ * (as the tiles add them), or with grad its GELU and GELU'. */
+ROW void epilogue_row(float *restrict row, float *restrict grad, const float *restrict bias,
+                      const float *restrict res, int n) {
+  if (grad) {
+    for (int j = 0; j < n; j++) {
+      float v = row[j] + (bias ? bias[j] : 0.0f) + (res ? res[j] : 0.0f);
+      row[j] = gelu_with_grad(v, &grad[j]);
+    }
+  } else if (bias && res) {
+    for (int j = 0; j < n; j++) row[j] = row[j] + bias[j] + res[j];
+  } else if (bias) {
+    for (int j = 0; j < n; j++) row[j] += bias[j];
+  } else if (res) {
+    for (int j = 0; j < n; j++) row[j] += res[j];
+  }
+}
+
+SIMD_CLONES void kt__epilogue_apply(float *c, int ldc, int m, int n, const kt__epilogue *ep) {
   if (!ep) return;
   for (int i = 0; i < m; i++) {
     float *row = c + (size_t)i * ldc, *grad = ep->gelu ? ep->grad + (size_t)i * ldc : NULL;
@@ -96,12 +114,7 @@ void kt__epilogue_apply(float *c, int ldc, int m, int n, const kt__epilogue *ep)
       continue;
     }
 #endif
-    for (int j = 0; j < n; j++) {
-      float v = row[j];
-      if (ep->bias) v += ep->bias[j];
-      if (res) v += res[j];
-      row[j] = grad ? gelu_with_grad(v, &grad[j]) : v;
-    }
+    epilogue_row(row, grad, ep->bias, res, n);
   }
 }
 
