@@ -100,7 +100,7 @@ int kt_gemm_available(kt_gemm_kind k, const char **version) {
       pthread_once(&dnnl.once, load_dnnl);
       ok = dnnl.sgemm != NULL, v = ok ? dnnl.version : NULL;
       break;
-    case KT_GEMM_KAITEN: ok = kt__tiles_ok(), v = ok ? "avx512" : NULL; break;
+    case KT_GEMM_KAITEN: ok = kt__tiles_ok(), v = ok ? kt__tiles_version() : NULL; break;
     default: break;
   }
   if (version) *version = v;

@@ -34,6 +34,9 @@
 #define VW 16
 
 int kt__tiles_ok(void) { return kt__avx512_ok(); }
+/* r: bumped by a change to the kernel that moves its speed (auto's cached
+ * choices name it) */
+const char *kt__tiles_version(void) { return "avx512 12x32 r1"; }
 
 /* Each thread's packed panels, kept from call to call (a product's are up
  * to a few MiB: malloc maps such blocks afresh, and zeroing the new pages
@@ -279,6 +282,7 @@ KT__AVX512 void kt__tiles_sgemm(int trans_a, int trans_b, int m, int n, int k, c
 #else
 
 int kt__tiles_ok(void) { return 0; }
+const char *kt__tiles_version(void) { return "-"; }
 
 void kt__tiles_sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc,

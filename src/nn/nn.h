@@ -85,6 +85,10 @@ void kt__epilogue_apply(float *c, int ldc, int m, int n, const kt__epilogue *ep)
  * tiles' stores. kt__tiles_ok: the CPU runs it (else kt__tiles_sgemm is
  * OpenBLAS and a pass). */
 int kt__tiles_ok(void);
+/* Its version as kaiten --version and auto's cache key name it: the ISA,
+ * the tile and a revision that a change to the kernel bumps, so a cached
+ * choice measured on an older kernel is measured again. */
+const char *kt__tiles_version(void);
 void kt__tiles_sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc,
                      const kt__epilogue *ep);
