@@ -159,7 +159,7 @@ void kt__head_softmax_backward(float *d, int ldd, const float *a, int lda, int m
 /* Whether this CPU runs AVX-512F: the register tiles above and the row
  * kernels below (rows_avx512.c) are used only where it does. The row
  * kernel: o, g (n) = gelu(x + b) and its derivative, as
- * kt__bias_gelu_forward's rows to float rounding. */
+ * kt__gelu_forward_grad of x + b to float rounding. */
 int kt__avx512_ok(void);
 void kt__bias_gelu_row_avx512(float *o, float *g, const float *x, const float *b, int n);
 #endif
@@ -251,10 +251,6 @@ void kt__matmul_residual_forward_par(float *out, const float *inp, const float *
 void kt__matmul_bias_gelu_forward_par(float *out, float *grad, const float *inp,
                                       const float *weight, const float *bias, int N, int C, int OC);
 void kt__bias_backward_par(float *dbias, float *partials, const float *dout, int N, int OC);
-/* Fused bias and GELU: out (N,OC) = GELU(inp + bias), grad (N,OC) = GELU'
- * there (inp: a product's output without its bias) */
-void kt__bias_gelu_forward(float *out, float *grad, const float *inp, const float *bias, int N,
-                           int OC);
 void kt__gelu_backward_saved_par(float *d, float *dbias, float *partials, const float *grad, int N,
                                  int OC);
 double kt__crossentropy_forward_par(float *dlogits, const float *logits, const int *targets, int N,

@@ -75,8 +75,8 @@ void kt__layernorm_backward_par(float *dinp, float *dweight, float *dbias, float
 /* ---- linear layers, bias, GELU ------------------------------------------------ */
 
 typedef struct {
-  float *out, *grad, *d, *dbias, *partials;
-  const float *a, *bias;
+  float *d, *partials;
+  const float *a;
   int OC;
 } rows_job;
 
@@ -115,39 +115,6 @@ void kt__bias_backward_par(float *dbias, float *partials, const float *dout, int
   rows_job j = {.d = (float *)dout, .partials = partials, .OC = OC};
   kt__parallel_range(N, KT__ROWS, bias_backward_rows, &j);
   add_partials(dbias, partials, kt__blocks(N, KT__ROWS), OC);
-}
-
-/* o = gelu(x + b), g = gelu'(x + b) over one row */
-ROW void bias_gelu_row(float *restrict o, float *restrict g, const float *restrict x,
-                       const float *restrict b, int n) {
-  int i = 0;
-  for (; i + 2 * KT__VB <= n; i += 2 * KT__VB)
-    for (int k = 0; k < 2 * KT__VB; k++) o[i + k] = gelu_with_grad(x[i + k] + b[i + k], &g[i + k]);
-  for (; i < n; i++) o[i] = gelu_with_grad(x[i] + b[i], &g[i]);
-}
-
-SIMD_CLONES static void bias_gelu_rows(void *arg, int lo, int hi, int block, int thread) {
-  (void)block, (void)thread;
-  const rows_job *j = arg;
-#ifdef KT__HEAD_TILES
-  if (kt__avx512_ok()) {
-    for (int n = lo; n < hi; n++) {
-      size_t r = (size_t)n * j->OC;
-      kt__bias_gelu_row_avx512(j->out + r, j->grad + r, j->a + r, j->bias, j->OC);
-    }
-    return;
-  }
-#endif
-  for (int n = lo; n < hi; n++) {
-    size_t r = (size_t)n * j->OC;
-    bias_gelu_row(j->out + r, j->grad + r, j->a + r, j->bias, j->OC);
-  }
-}
-
-void kt__bias_gelu_forward(float *out, float *grad, const float *inp, const float *bias, int N,
-                           int OC) {
-  rows_job j = {.out = out, .grad = grad, .a = inp, .bias = bias, .OC = OC};
-  kt__parallel_range(N, KT__ROWS, bias_gelu_rows, &j);
 }
 
 static void gelu_backward_rows(void *arg, int lo, int hi, int block, int thread) {
