@@ -8,16 +8,18 @@
  *   op(b)'s slice is packed once, in panels of 32 columns, each panel's rows
  *   contiguous (128 bytes a row), so a tile reads it as a stream from L2;
  *   a tile of 12 rows of the result walks every panel left to right, its
- *   12 rows of op(a) staying in L1 (packed 12 floats a row of the slice
- *   when a is transposed: its columns are then rows kilobytes apart, which
- *   all fall in one L1 set);
+ *   12 rows of op(a) staying in L1 (when a is transposed, its 12 columns
+ *   are first transposed 16 x 16 into 12 rows of the slice: in place they
+ *   are rows kilobytes apart, which all fall in one L1 set; packed as 12
+ *   floats a step of the inner dimension, the tiles ran about 5% slower
+ *   than on rows);
  *   a tile keeps 24 accumulators (12 rows by 2 vectors of 16) and per step
  *   of the inner dimension loads 2 vectors of the panel and broadcasts 12
  *   floats of op(a): 14 loads for 24 FMAs.
  * On the larger GPT's shapes in cache (one core, bench/README.md) it runs
  * level with oneDNN's sgemm on the forward's products (b transposed), about
- * 5% behind on the input gradients' (neither transposed) and about 10%
- * behind on the weight gradients' (a transposed and packed tile by tile);
+ * 5% behind on the input gradients' (neither transposed) and on the weight
+ * gradients' (a transposed);
  * auto takes it per class of products where it measures faster, epilogue
  * included. */
 #include <pthread.h>
@@ -36,7 +38,7 @@
 int kt__tiles_ok(void) { return kt__avx512_ok(); }
 /* r: bumped by a change to the kernel that moves its speed (auto's cached
  * choices name it) */
-const char *kt__tiles_version(void) { return "avx512 12x32 r1"; }
+const char *kt__tiles_version(void) { return "avx512 12x32 r2"; }
 
 /* Each thread's packed panels, kept from call to call (a product's are up
  * to a few MiB: malloc maps such blocks afresh, and zeroing the new pages
@@ -46,16 +48,18 @@ typedef struct {
   size_t cap; /* floats */
 } panel_buffer;
 static pthread_key_t panel_key;
+static int panel_key_ok; /* 0: no key to be had (every one taken): no buffer, the library runs */
 static pthread_once_t panel_once = PTHREAD_ONCE_INIT;
 
 static void panel_free(void *v) {
   panel_buffer *b = v;
   free(b->p), free(b);
 }
-static void panel_key_init(void) { (void)pthread_key_create(&panel_key, panel_free); }
+static void panel_key_init(void) { panel_key_ok = !pthread_key_create(&panel_key, panel_free); }
 
 static float *panels_for(size_t floats) {
   pthread_once(&panel_once, panel_key_init);
+  if (!panel_key_ok) return NULL;
   panel_buffer *b = pthread_getspecific(panel_key);
   if (!b && (b = calloc(1, sizeof *b)) && pthread_setspecific(panel_key, b)) free(b), b = NULL;
   if (!b) return NULL;
@@ -146,11 +150,14 @@ static inline __mmask16 first_lanes(int w) {
   return w >= VW ? (__mmask16)0xFFFF : w <= 0 ? (__mmask16)0 : (__mmask16)((1u << w) - 1u);
 }
 
-/* d row i (16 floats, i < 16) = column i of the 16 x 16 block at s (rows
- * lds apart; rows from `rows` on read as zero). */
-KT__AVX512 static void transpose16(float *d, size_t ldd, const float *s, size_t lds, int rows) {
+/* d row i (16 floats, i < out_rows) = column i of the 16 x 16 block at s
+ * (rows lds apart; rows from `rows` on and the columns outside `cols` read
+ * as zero, and never touched). */
+KT__AVX512 static void transpose16(float *d, size_t ldd, const float *s, size_t lds, int rows,
+                                   __mmask16 cols, int out_rows) {
   __m512 r[VW], t[VW];
-  for (int i = 0; i < VW; i++) r[i] = i < rows ? _mm512_loadu_ps(s + i * lds) : _mm512_setzero_ps();
+  for (int i = 0; i < VW; i++)
+    r[i] = i < rows ? _mm512_maskz_loadu_ps(cols, s + i * lds) : _mm512_setzero_ps();
   for (int i = 0; i < 8; i++) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -170,7 +177,7 @@ KT__AVX512 static void transpose16(float *d, size_t ldd, const float *s, size_t 
     r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
     r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
   }
-  for (int i = 0; i < VW; i++) _mm512_storeu_ps(d + i * ldd, r[i]);
+  for (int i = 0; i < out_rows; i++) _mm512_storeu_ps(d + i * ldd, r[i]);
 }
 
 /* The slice of op(b) at rows [k0, k0 + kc) as panels of 32 columns (the
@@ -197,7 +204,7 @@ KT__AVX512 static void pack_slice(float *p, const float *b, size_t ldb, int tran
     for (; kk + VW <= kc; kk += VW)
       for (int h = 0; h < 2; h++)
         transpose16(panel + kk * NR + VW * h, NR, b + (size_t)(j0 + VW * h) * ldb + k0 + kk, ldb,
-                    w - VW * h);
+                    w - VW * h, 0xFFFF, VW);
     for (; kk < kc; kk++)
       for (int j = 0; j < NR; j++)
         panel[kk * NR + j] = j < w ? b[(size_t)(j0 + j) * ldb + k0 + kk] : 0;
@@ -225,13 +232,15 @@ KT__AVX512 static void row_of_tiles(float *c, int ldc, const float *a, int lda, 
                                     int kc, int i0, int load_c, const kt__epilogue *ep) {
   int mr = m - i0 < MR ? m - i0 : MR, next = m - i0 - mr < MR ? m - i0 - mr : MR;
   const float *at = a_tile;
-  size_t ars = 1, aks = MR;
-  if (trans_a) { /* op(a) (i, kk) = a[kk * lda + i]: 12 floats a row of a */
-    __mmask16 k = first_lanes(mr);
-    for (int kk = 0; kk < kc; kk++) {
-      const float *row = a + (size_t)(k0 + kk) * lda + i0;
-      _mm512_mask_storeu_ps(a_tile + kk * MR, k, _mm512_maskz_loadu_ps(k, row));
-      if (next > 0) _mm_prefetch((const char *)(row + 2 * MR), _MM_HINT_T0); /* a hint */
+  size_t ars = KC, aks = 1;
+  if (trans_a) { /* op(a) (i, kk) = a[kk * lda + i]: 16 x 16 transposes into mr rows */
+    for (int kk = 0; kk < kc; kk += VW) { /* a row of a_tile is KC long: room for the last 16 */
+      const float *rows = a + (size_t)(k0 + kk) * lda + i0;
+      int depth = kc - kk < VW ? kc - kk : VW;
+      if (next > 0) /* a hint: the lines ahead in these rows */
+        for (int r = 0; r < depth; r++)
+          _mm_prefetch((const char *)(rows + (size_t)r * lda + 2 * MR), _MM_HINT_T0);
+      transpose16(a_tile + kk, KC, rows, (size_t)lda, depth, first_lanes(mr), mr);
     }
   } else {
     at = a + (size_t)i0 * lda + k0, ars = (size_t)lda, aks = 1;
