@@ -84,4 +84,18 @@ sed -i 's/ shapes=.*//' "$tmp/cache/kaiten/gemm.tsv"
 expect 0 "$K" train $J -p 2 -m 2
 [ "$(field "$tmp/out" "['gemm_chosen']")" = measured ] && [ "$(wc -l <"$tmp/cache/kaiten/gemm.tsv")" = 2 ] &&
   ok || bad "an old cache line: $(field "$tmp/out" "['gemm_chosen']"), $(cat "$tmp/cache/kaiten/gemm.tsv")"
+# a file whose last line has no newline: the new line starts a line of its own (a key starts a
+# line), so the next run finds it
+printf 'a line of another tool, no newline' >"$tmp/cache/kaiten/gemm.tsv"
+expect 0 "$K" train $J -p 2 -m 2
+[ "$(wc -l <"$tmp/cache/kaiten/gemm.tsv")" = 2 ] && head -1 "$tmp/cache/kaiten/gemm.tsv" | grep -qx 'a line of another tool, no newline' &&
+  ok || bad "no final newline: $(head -c 300 "$tmp/cache/kaiten/gemm.tsv")"
+expect 0 "$K" train $J -p 2 -m 2
+[ "$(field "$tmp/out" "['gemm_chosen']")" = cached ] && ok || bad "after a line with no newline: $(field "$tmp/out" "['gemm_chosen']")"
+# a file with a NUL byte in it is never rewritten (its text would end at the NUL)
+printf 'x\0y\n' >"$tmp/cache/kaiten/gemm.tsv"
+cp "$tmp/cache/kaiten/gemm.tsv" "$tmp/nul.tsv"
+expect 0 "$K" train $J -p 2 -m 2
+[ "$(field "$tmp/out" "['gemm_chosen']")" = measured ] && cmp -s "$tmp/nul.tsv" "$tmp/cache/kaiten/gemm.tsv" && ok ||
+  bad "a cache with a NUL: $(od -c "$tmp/cache/kaiten/gemm.tsv" | head -3)"
 finish test_gemm_cli

@@ -86,6 +86,15 @@ static void test_libraries(void) {
                   kt_gemm_name((kt_gemm_kind)kind), m, n, k, ta, tb, beta, e, es);
         free(a), free(b), free(want), free(got), free(split);
       }
+    /* nothing to sum (k = 0, so a leading dimension of 0, as kt__matmul_ep passes): c = beta c
+     * plus the epilogue, not c as it was */
+    float dummy = 1.0f, c0[6] = {1, 2, 3, 4, 5, 6}, bias0[3] = {7, 8, 9};
+    kt__epilogue ep0 = {.bias = bias0};
+    kt__gemm_call_ep((kt_gemm_kind)kind, 0, 0, 2, 3, 0, &dummy, 0, &dummy, 3, 0.0f, c0, 3, &ep0);
+    CHECK_MSG(c0[0] == 7 && c0[4] == 8 && c0[5] == 9, "%s, k = 0, beta 0: c[0] %g",
+              kt_gemm_name((kt_gemm_kind)kind), c0[0]);
+    kt__gemm_call((kt_gemm_kind)kind, 1, 1, 2, 3, 0, &dummy, 2, &dummy, 0, 1.0f, c0, 3);
+    CHECK(c0[0] == 7 && c0[5] == 9);
     printf("  %s %s: worst rel err %.2e against double\n", kt_gemm_name((kt_gemm_kind)kind),
            ver ? ver : "", worst);
   }

@@ -111,8 +111,20 @@ int kt_gemm_available(kt_gemm_kind k, const char **version) {
  * oneDNN sets its own to 1 the first time. */
 static _Thread_local int dnnl_threads_set;
 
+/* A product with nothing to sum (kk = 0): c = beta c, which the libraries
+ * may refuse (a leading dimension of 0 is an illegal argument to them,
+ * which leaves c as it was). 1 where the product was empty. */
+static int empty_product(int m, int n, int kk, float beta, float *c, int ldc) {
+  if (m > 0 && n > 0 && kk > 0) return 0;
+  for (int i = 0; kk <= 0 && i < m; i++)
+    for (int j = 0; j < n; j++)
+      c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
+  return 1;
+}
+
 void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  if (empty_product(m, n, kk, beta, c, ldc)) return;
   if (k == KT_GEMM_BLIS && blis.sgemm) {
     float one = 1.0f;
     ((blis_sgemm_fn)blis.sgemm)(trans_a ? BLIS_TRANS : BLIS_NO_TRANS,
@@ -137,7 +149,7 @@ void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int k
 void kt__gemm_call_ep(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
                       int ldc, const kt__epilogue *ep) {
-  if (k == KT_GEMM_KAITEN && kt__tiles_ok()) {
+  if (k == KT_GEMM_KAITEN && kt__tiles_ok() && m > 0 && n > 0 && kk > 0) {
     kt__tiles_sgemm(trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc, ep);
     return;
   }

@@ -7,12 +7,14 @@
  * cache file shared by the machine's runs. Also each chunk's threads
  * (kt__chunk_exec_init). */
 #define _GNU_SOURCE /* flock */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nn/nn.h"
@@ -323,10 +325,13 @@ static int cache_find(const char *text, const char *key, kt_gemm_choice *out) {
 }
 
 static void cache_add(const char *path, const char *old, const char *key, const kt_gemm_choice *c) {
-  size_t len = (old ? strlen(old) : 0) + strlen(key) + 128 + 64 * KT_GEMM_MAX_SHAPES;
+  size_t old_len = old ? strlen(old) : 0,
+         len = old_len + strlen(key) + 128 + 64 * KT_GEMM_MAX_SHAPES;
   char *text = malloc(len);
   if (!text) return;
-  int n = snprintf(text, len, "%s%s\t%s", old ? old : "", key, kt_gemm_name(fastest(c->seconds)));
+  const char *sep = old_len && old[old_len - 1] != '\n' ? "\n" : ""; /* keys start lines */
+  int n = snprintf(text, len, "%s%s%s\t%s", old ? old : "", sep, key,
+                   kt_gemm_name(fastest(c->seconds)));
   for (int k = 1; k < KT_GEMM_COUNT && n > 0 && (size_t)n < len; k++)
     n += snprintf(text + n, len - (size_t)n, " %.6g", c->seconds[k]);
   if (n > 0 && (size_t)n < len) n += snprintf(text + n, len - (size_t)n, " shapes=%d", c->n_shapes);
@@ -365,16 +370,21 @@ static kt_status measure_cached(const kt_model_config *cfg, int b, const char *k
                                 kt_gemm_choice *out, kt_error *err) {
   char path[1024] = "", lock[1040];
   pthread_mutex_lock(&cache_mu);
-  if (cache_path) snprintf(path, sizeof path, "%s", cache_path);
+  if (cache_path && snprintf(path, sizeof path, "%s", cache_path) >= (int)sizeof path)
+    *path = 0; /* a path this long: no cache rather than another, shorter one */
   pthread_mutex_unlock(&cache_mu);
-  int fd = -1;
+  int fd = -1, writable = 0;
   char *text = NULL;
   if (*path) {
     snprintf(lock, sizeof lock, "%s.lock", path);
     fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd >= 0 && flock(fd, LOCK_EX)) close(fd), fd = -1;
-    size_t tl;
-    if (fd >= 0 && kt_read_file(path, &text, &tl, NULL)) text = NULL;
+    size_t tl = 0;
+    struct stat sb;
+    if (fd >= 0 && kt_read_file(path, &text, &tl, NULL))
+      text = NULL, writable = stat(path, &sb) && errno == ENOENT; /* unreadable: left alone */
+    else if (fd >= 0)
+      writable = !memchr(text, 0, tl); /* rewritten from its text: a NUL would cut it */
   }
   kt_status st = KT_OK;
   if (text && cache_find(text, key, out)) {
@@ -386,7 +396,7 @@ static kt_status measure_cached(const kt_model_config *cfg, int b, const char *k
   } else {
     st = measure(cfg, b, out, err);
     out->how = "measured";
-    if (!st && fd >= 0) cache_add(path, text, key, out);
+    if (!st && fd >= 0 && writable) cache_add(path, text, key, out);
   }
   free(text);
   if (fd >= 0) close(fd); /* releases the lock */

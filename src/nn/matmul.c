@@ -71,8 +71,10 @@ static void split_piece(void *arg, int task, int thread) {
  * FLOPs. */
 static double record(const kt__matmul_shape *s) {
   if (atomic_load_explicit(&recording, memory_order_relaxed)) {
-    pthread_mutex_lock(&shapes_mu);
-    if (!kt_grow((void **)&shapes, &cap_shapes, n_shapes + 1, sizeof *shapes))
+    pthread_mutex_lock(&shapes_mu); /* recording again under the lock: none is added (nor the log
+                                       moved) once kt__matmul_record(0) has returned */
+    if (atomic_load(&recording) &&
+        !kt_grow((void **)&shapes, &cap_shapes, n_shapes + 1, sizeof *shapes))
       shapes[n_shapes++] = *s;
     pthread_mutex_unlock(&shapes_mu);
   }
