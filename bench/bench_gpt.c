@@ -27,9 +27,10 @@
  * Also one core's FMA peak (independent chains in the widest vectors the
  * CPU has): how far from the machine's own ceiling the step and the
  * libraries' replays run.
- * Before the rounds, each model's products by class: their time in a step
- * against the same calls in cache (where the step loses to its operands
- * coming from memory).
+ * Before the rounds, each model's products by class: the library the step
+ * ran the class on (auto may take another than its main one per class),
+ * their time in a step against the same calls on that library in cache
+ * (where the step loses to its operands coming from memory).
  * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE] [--gemm NAME] (NAME as
  * train's --gemm; default auto). */
 #define _GNU_SOURCE
@@ -146,10 +147,11 @@ static double class_in_cache(kt_gemm_kind lib, const kt__matmul_shape *s, int ca
 
 /* One step's products through the GEMM library, by class (shape, strides,
  * accumulate), largest first: their time inside the step against the same
- * calls on the step's library and on bare OpenBLAS with one operand set in
- * cache; what the step loses to operands that come from memory. */
+ * calls on the library the step ran the class on (auto's choice for it,
+ * plan) and on bare OpenBLAS with one operand set in cache; what the step
+ * loses to operands that come from memory. */
 static void class_table(const gpt_size *g, const kt__matmul_shape *sh, size_t n, kt_gemm_kind lib,
-                        replay_buf *r) {
+                        const kt_gemm_choice *plan, replay_buf *r) {
   static shape_class cls[MAX_CLASSES];
   int nc = 0, elsewhere = 0;
   for (size_t i = 0; i < n; i++) {
@@ -168,23 +170,26 @@ static void class_table(const gpt_size *g, const kt__matmul_shape *sh, size_t n,
       shape_class t = cls[j];
       cls[j] = cls[j - 1], cls[j - 1] = t;
     }
-  printf("%-8s the step's products by class (%d more computed by kaiten's own kernels): GF/s in "
-         "the step, on %s and bare OpenBLAS in cache, and the ms the step loses\n",
+  printf("%-8s the step's products by class (%d more computed by kaiten's own kernels): the "
+         "library the step ran it on (its main one: %s), GF/s in the step, on that library and "
+         "bare OpenBLAS in cache, and the ms the step loses\n",
          g->name, elsewhere, kt_gemm_name(lib));
+  kt__exec e = {.gemm = lib, .plan = plan};
   double in_step = 0, in_cache = 0;
   for (int c = 0; c < nc; c++) {
     const kt__matmul_shape *s = &cls[c].s;
+    kt_gemm_kind on = kt__gemm_for(&e, s->m, s->n, s->k, s->trans_a, s->trans_b);
     double f = 2.0 * s->m * s->n * s->k * cls[c].calls;
-    double tl = class_in_cache(lib, s, cls[c].calls, r);
+    double tl = class_in_cache(on, s, cls[c].calls, r);
     double to = class_in_cache(KT_GEMM_OPENBLAS, s, cls[c].calls, r);
     in_step += s->seconds, in_cache += tl;
-    printf("%-8s   %4d x %4d x %4d %s%s%s %4d calls %8.2f ms  %6.1f | %6.1f %6.1f | %+7.2f\n",
+    printf("%-8s   %4d x %4d x %4d %s%s%s %4d calls %-8s %8.2f ms  %6.1f | %6.1f %6.1f | %+7.2f\n",
            g->name, s->m, s->n, s->k, s->trans_a ? "T" : "N", s->trans_b ? "T" : "N",
-           s->accumulate ? "+" : " ", cls[c].calls, 1e3 * s->seconds, f / s->seconds / 1e9,
-           f / tl / 1e9, f / to / 1e9, 1e3 * (s->seconds - tl));
+           s->accumulate ? "+" : " ", cls[c].calls, kt_gemm_name(on), 1e3 * s->seconds,
+           f / s->seconds / 1e9, f / tl / 1e9, f / to / 1e9, 1e3 * (s->seconds - tl));
   }
-  printf("%-8s   all: %.1f ms in the step, %.1f ms in cache on %s (%.3f)\n", g->name, 1e3 * in_step,
-         1e3 * in_cache, kt_gemm_name(lib), in_cache > 0 ? in_step / in_cache : 0);
+  printf("%-8s   all: %.1f ms in the step, %.1f ms in cache on their libraries (%.3f)\n", g->name,
+         1e3 * in_step, 1e3 * in_cache, in_cache > 0 ? in_step / in_cache : 0);
 }
 
 /* The step's library products again, in the step's order on the step's own
@@ -573,9 +578,10 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds, doubl
   for (int i = 0; i < COLD_SETS; i++) bufs[i] = replay_alloc(sh, n);
   replay(sh, n, bufs, 1);
   replay(sh, n, bufs, COLD_SETS);
-  kt_gemm_kind lib = kt_chunk_gemm(kt_runtime_chunk(p1.rt, 0, 0), NULL);
+  kt_gemm_choice plan;
+  kt_gemm_kind lib = kt_chunk_gemm(kt_runtime_chunk(p1.rt, 0, 0), &plan);
   replay_lib(lib, sh, n, bufs);
-  class_table(g, sh, n, lib, &bufs[0]);
+  class_table(g, sh, n, lib, &plan, &bufs[0]);
   in_order_row(g, sh, n, lib);
   static rounds_of x; /* 9 series of MAX_ROUNDS: off the stack */
   double t2z[MAX_ROUNDS], pair[MAX_ROUNDS];
