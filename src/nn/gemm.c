@@ -149,7 +149,11 @@ void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int k
 void kt__gemm_call_ep(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
                       int ldc, const kt__epilogue *ep) {
-  if (k == KT_GEMM_KAITEN && kt__tiles_ok() && m > 0 && n > 0 && kk > 0) {
+  if (empty_product(m, n, kk, beta, c, ldc)) {
+    kt__epilogue_apply(c, ldc, m, n, ep);
+    return;
+  }
+  if (k == KT_GEMM_KAITEN && kt__tiles_ok()) {
     kt__tiles_sgemm(trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc, ep);
     return;
   }

@@ -101,11 +101,11 @@ KT__AVX512 static inline __attribute__((always_inline)) void store_row(float *c,
 }
 
 /* c (mr, 32) = (load_c ? c : 0) + A (mr, kc) b (kc, 32), A(i, kk) =
- * a[i * ars + kk * aks], b a packed panel; the lanes of m0 and m1 of each
+ * a[i * ars + kk] (rows ars apart), b a packed panel; the lanes of m0 and m1 of each
  * row's two vectors are stored, with ep where given. */
 KT__AVX512 static inline __attribute__((always_inline)) void tile(
-    float *c, size_t ldc, const float *a, size_t ars, size_t aks, const float *b, int kc,
-    const int mr, int load_c, __mmask16 m0, __mmask16 m1, const tile_epi *ep) {
+    float *c, size_t ldc, const float *a, size_t ars, const float *b, int kc, const int mr,
+    int load_c, __mmask16 m0, __mmask16 m1, const tile_epi *ep) {
   __m512 acc[MR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < mr; i++) {
@@ -117,7 +117,7 @@ KT__AVX512 static inline __attribute__((always_inline)) void tile(
     _mm_prefetch(ahead, _MM_HINT_T0);
     _mm_prefetch(ahead + 64, _MM_HINT_T0);
     __m512 b0 = _mm512_load_ps(b + kk * NR), b1 = _mm512_load_ps(b + kk * NR + VW);
-    const float *ak = a + kk * aks;
+    const float *ak = a + kk;
 #pragma GCC unroll 12
     for (int i = 0; i < mr; i++) {
       __m512 x = _mm512_set1_ps(ak[i * ars]);
@@ -137,14 +137,13 @@ KT__AVX512 static inline __attribute__((always_inline)) void tile(
   }
 }
 
-typedef void (*tile_fn)(float *c, size_t ldc, const float *a, size_t ars, size_t aks,
-                        const float *b, int kc, int load_c, __mmask16 m0, __mmask16 m1,
-                        const tile_epi *ep);
+typedef void (*tile_fn)(float *c, size_t ldc, const float *a, size_t ars, const float *b, int kc,
+                        int load_c, __mmask16 m0, __mmask16 m1, const tile_epi *ep);
 #define TILE(R) \
-  KT__AVX512 static void tile_##R(float *c, size_t ldc, const float *a, size_t ars, size_t aks, \
+  KT__AVX512 static void tile_##R(float *c, size_t ldc, const float *a, size_t ars, \
                                   const float *b, int kc, int load_c, __mmask16 m0, __mmask16 m1, \
                                   const tile_epi *ep) { \
-    tile(c, ldc, a, ars, aks, b, kc, R, load_c, m0, m1, ep); \
+    tile(c, ldc, a, ars, b, kc, R, load_c, m0, m1, ep); \
   }
 // clang-format off
 TILE(1) TILE(2) TILE(3) TILE(4) TILE(5) TILE(6) TILE(7) TILE(8) TILE(9) TILE(10) TILE(11) TILE(12)
@@ -239,7 +238,7 @@ KT__AVX512 static void row_of_tiles(float *c, int ldc, const float *a, int lda, 
                                     int kc, int i0, int load_c, const kt__epilogue *ep) {
   int mr = m - i0 < MR ? m - i0 : MR, next = m - i0 - mr < MR ? m - i0 - mr : MR;
   const float *at = a_tile;
-  size_t ars = KC, aks = 1;
+  size_t ars = KC;
   if (trans_a) { /* op(a) (i, kk) = a[kk * lda + i]: 16 x 16 transposes into mr rows */
     for (int kk = 0; kk < kc; kk += VW) { /* a row of a_tile is KC long: room for the last 16 */
       const float *rows = a + (size_t)(k0 + kk) * lda + i0;
@@ -250,7 +249,7 @@ KT__AVX512 static void row_of_tiles(float *c, int ldc, const float *a, int lda, 
       transpose16(a_tile + kk, KC, rows, (size_t)lda, depth, first_lanes(mr), mr);
     }
   } else {
-    at = a + (size_t)i0 * lda + k0, ars = (size_t)lda, aks = 1;
+    at = a + (size_t)i0 * lda + k0, ars = (size_t)lda;
   }
   int parts = (n + NR - 1) / NR;
   for (int j0 = 0, part = 0; j0 < n; j0 += NR, part++) {
@@ -270,8 +269,8 @@ KT__AVX512 static void row_of_tiles(float *c, int ldc, const float *a, int lda, 
                       .gelu = ep->gelu};
       tep = &te;
     }
-    tiles[mr](c + (size_t)i0 * ldc + j0, (size_t)ldc, at, ars, aks, panels + (size_t)j0 * kc, kc,
-              load_c, first_lanes(w), first_lanes(w - VW), tep);
+    tiles[mr](c + (size_t)i0 * ldc + j0, (size_t)ldc, at, ars, panels + (size_t)j0 * kc, kc, load_c,
+              first_lanes(w), first_lanes(w - VW), tep);
   }
 }
 
