@@ -122,9 +122,11 @@ static int empty_product(int m, int n, int kk, float beta, float *c, int ldc) {
   return 1;
 }
 
-void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk, const float *a,
-                   int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-  if (empty_product(m, n, kk, beta, c, ldc)) return;
+/* c = beta c + op(a) op(b) on library k, a product with something to sum
+ * (kaiten's kernel is taken by the caller, with its epilogue fused). */
+static void library_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk,
+                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc) {
   if (k == KT_GEMM_BLIS && blis.sgemm) {
     float one = 1.0f;
     ((blis_sgemm_fn)blis.sgemm)(trans_a ? BLIS_TRANS : BLIS_NO_TRANS,
@@ -139,11 +141,12 @@ void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int k
                                 ldb, beta, c, ldc);
     return;
   }
-  if (k == KT_GEMM_KAITEN && kt__tiles_ok()) {
-    kt__tiles_sgemm(trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc, NULL);
-    return;
-  }
   kt__sgemm(trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc);
+}
+
+void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  kt__gemm_call_ep(k, trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc, NULL);
 }
 
 void kt__gemm_call_ep(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk,
@@ -157,6 +160,6 @@ void kt__gemm_call_ep(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, in
     kt__tiles_sgemm(trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc, ep);
     return;
   }
-  kt__gemm_call(k, trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc);
+  library_call(k, trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc);
   kt__epilogue_apply(c, ldc, m, n, ep);
 }

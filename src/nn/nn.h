@@ -73,7 +73,8 @@ typedef struct {
 } kt__epilogue;
 enum { KT__EPI_BIAS = 1, KT__EPI_RES = 2, KT__EPI_GELU = 4 }; /* kt__epilogue_kind */
 int kt__epilogue_kind(const kt__epilogue *ep);                /* 0 for NULL */
-/* kt__gemm_call, then ep (NULL: none). */
+/* kt__gemm_call with ep (NULL: none): fused into kaiten's tiles, a pass after
+ * a library's product, applied to beta c where there is nothing to sum. */
 void kt__gemm_call_ep(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
                       int ldc, const kt__epilogue *ep);
