@@ -1,9 +1,10 @@
-/* The simulator's window of micro-batches (src/sim/pairs.h): a ring row
- * holds one micro-batch's results until their last read, a micro-batch
- * whose row is still held turns the ring into the whole table with every
- * held result kept; and simulations that recycle the ring many times (and
- * one that outgrows it halfway) give every event the time the lowered
- * program, which keeps the whole table, gives it. */
+/* The simulator's window of micro-batches (src/sim/pairs.h): a row holds
+ * one micro-batch's results until their last read, the next micro-batch
+ * takes the row freed last, one that finds no row free turns the window
+ * into the whole table with every held result kept; and simulations that
+ * recycle the rows many times (and one that outgrows them halfway) give
+ * every event the time the lowered program, which keeps the whole table,
+ * gives it. */
 #include "check.h"
 #include "kaiten/generators.h"
 #include "kaiten/sim.h"
@@ -15,28 +16,34 @@ static void ring_rows(void) {
   CHECK(reads != NULL);
   for (int mb = 0; mb < m; mb++) reads[mb] = 2;
   CHECK_EQ_INT(kt__pairs_init(&t, 3, m, 3, 4, reads), 0);
-  CHECK_EQ_INT(t.mask, 3);
+  CHECK_EQ_INT(t.window, 4);
   CHECK(isnan(kt__pairs_get(&t, KT_OUT_F, 0, 1))); /* nothing written yet */
   *kt__pairs_put(&t, KT_OUT_F, 0, 1) = 2.5;
+  CHECK_EQ_INT(t.row_of[1], 0); /* the first free row */
   CHECK(kt__pairs_get(&t, KT_OUT_F, 0, 1) == 2.5);
   CHECK(isnan(kt__pairs_get(&t, KT_OUT_BI, 0, 1)));
-  CHECK(isnan(kt__pairs_get(&t, KT_OUT_F, 0, 5))); /* the same ring row, another micro-batch */
+  CHECK(isnan(kt__pairs_get(&t, KT_OUT_F, 0, 5))); /* 5 holds no row */
   kt__pairs_read(&t, 1);
-  CHECK_EQ_INT(t.held[1], 1); /* one read still to come */
+  CHECK_EQ_INT(t.row_of[1], 0); /* one read still to come */
   kt__pairs_read(&t, 1);
-  CHECK_EQ_INT(t.held[1], -1);
-  *kt__pairs_put(&t, KT_OUT_BI, 2, 5) = 7; /* the free row, taken by 5 */
-  CHECK_EQ_INT(t.held[1], 5);
+  CHECK_EQ_INT(t.row_of[1], -1);
+  *kt__pairs_put(&t, KT_OUT_BI, 2, 5) = 7; /* 5 takes the row freed last */
+  CHECK_EQ_INT(t.row_of[5], 0);
   CHECK(isnan(kt__pairs_get(&t, KT_OUT_F, 0, 5))); /* 1's results are not 5's */
   CHECK(isnan(kt__pairs_get(&t, KT_OUT_F, 0, 1)));
   *kt__pairs_put(&t, KT_OUT_I, 1, 2) = 3;
-  /* 9 finds its row held by 5: the whole table, 5's and 2's results kept */
+  *kt__pairs_put(&t, KT_OUT_F, 0, 3) = 1;
+  *kt__pairs_put(&t, KT_OUT_F, 2, 4) = 6;
+  CHECK_EQ_INT(t.n_free, 0);
+  /* 9 finds no row free: the whole table, every held result kept */
   double *slot = kt__pairs_put(&t, KT_OUT_F, 1, 9);
   CHECK(slot != NULL);
   if (slot) *slot = 4;
-  CHECK_EQ_INT(t.mask, -1);
+  CHECK_EQ_INT(t.window, 0);
   CHECK(kt__pairs_get(&t, KT_OUT_BI, 2, 5) == 7);
   CHECK(kt__pairs_get(&t, KT_OUT_I, 1, 2) == 3);
+  CHECK(kt__pairs_get(&t, KT_OUT_F, 0, 3) == 1);
+  CHECK(kt__pairs_get(&t, KT_OUT_F, 2, 4) == 6);
   CHECK(kt__pairs_get(&t, KT_OUT_F, 1, 9) == 4);
   CHECK(isnan(kt__pairs_get(&t, KT_OUT_F, 0, 1)));
   kt__pairs_read(&t, 9); /* the whole table frees nothing */

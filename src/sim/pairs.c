@@ -17,42 +17,52 @@ static void fill_nan(double *times, size_t n) {
 
 int kt__pairs_init(kt__pairs *t, int stages, int m, int width, int window_rows, int *reads) {
   memset(t, 0, sizeof *t);
-  t->row = stages + ROW_PAD, t->width = width, t->m = m, t->mask = -1;
-  int ring = window_rows > 0 && window_rows < m && reads;
-  size_t rows = ring ? (size_t)window_rows : (size_t)m;
-  if (ring) {
-    t->mask = window_rows - 1;
+  t->row = stages + ROW_PAD, t->width = width, t->m = m;
+  int window = window_rows > 0 && window_rows < m && reads;
+  size_t rows = window ? (size_t)window_rows : (size_t)m;
+  if (window) {
+    t->window = window_rows;
     t->reads = reads;
-    t->held = malloc(rows * sizeof *t->held);
+    t->row_of = malloc((size_t)m * sizeof *t->row_of);
+    t->free_rows = malloc(rows * sizeof *t->free_rows);
     t->left = kt_calloc(rows, sizeof *t->left);
   } else {
     free(reads);
   }
   size_t row = (size_t)t->row * (size_t)width; /* times */
   t->rows = malloc(rows * row * sizeof *t->rows);
-  if (!t->rows || (ring && (!t->held || !t->left))) {
+  if (!t->rows || (window && (!t->row_of || !t->free_rows || !t->left))) {
     kt__pairs_free(t);
     return -1;
   }
-  if (ring) memset(t->held, 0xff, rows * sizeof *t->held); /* -1: free */
-  else fill_nan(t->rows, rows * row);
+  if (window) {
+    memset(t->row_of, 0xff, (size_t)m * sizeof *t->row_of); /* -1: none */
+    /* row 0 on top: the first micro-batches take the rows in order */
+    for (int k = 0; k < window_rows; k++) t->free_rows[k] = window_rows - 1 - k;
+    t->n_free = window_rows;
+  } else {
+    fill_nan(t->rows, rows * row);
+  }
   return 0;
 }
 
 void kt__pairs_free(kt__pairs *t) {
   free(t->rows);
-  free(t->held);
+  free(t->row_of);
+  free(t->free_rows);
   free(t->left);
   free(t->reads);
   memset(t, 0, sizeof *t);
-  t->mask = -1;
 }
 
-void kt__pairs_take(kt__pairs *t, int slot, int mb) {
-  t->held[slot] = mb;
-  t->left[slot] = t->reads[mb];
+int kt__pairs_take(kt__pairs *t, int mb) {
+  if (t->n_free == 0) return -1;
+  int r = t->free_rows[--t->n_free];
+  t->row_of[mb] = r;
+  t->left[r] = t->reads[mb];
   size_t row = (size_t)t->row * (size_t)t->width;
-  fill_nan(&t->rows[(size_t)slot * row], row);
+  fill_nan(&t->rows[(size_t)r * row], row);
+  return 0;
 }
 
 int kt__pairs_grow(kt__pairs *t) {
@@ -60,12 +70,13 @@ int kt__pairs_grow(kt__pairs *t) {
   double *all = malloc(times * sizeof *all);
   if (!all) return -1;
   fill_nan(all, times);
-  for (int slot = 0; slot <= t->mask; slot++)
-    if (t->held[slot] >= 0)
-      memcpy(&all[(size_t)t->held[slot] * row], &t->rows[(size_t)slot * row], row * sizeof *all);
+  for (int mb = 0; mb < t->m; mb++)
+    if (t->row_of[mb] >= 0)
+      memcpy(&all[(size_t)mb * row], &t->rows[(size_t)t->row_of[mb] * row], row * sizeof *all);
   kt__pairs t2 = *t;
   kt__pairs_free(&t2);
-  t->rows = all, t->mask = -1;
-  t->held = t->left = t->reads = NULL;
+  t->rows = all, t->window = 0;
+  t->row_of = t->free_rows = t->left = t->reads = NULL;
+  t->n_free = 0;
   return 0;
 }

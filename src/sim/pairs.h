@@ -3,12 +3,16 @@
  *
  * A result is read once, by the one action that consumes it, and most
  * schedules keep few micro-batches in flight (1F1B: at most P), so a
- * compute-only run keeps a window of micro-batches: a ring of rows, each
- * held by one micro-batch from its first result to its last read. At 1F1B
- * P=1024, M=16384 that is 2048 rows where the whole table was 16384 (0.4
- * GB written once: page faults and the NaN fill were a third of the run).
- * A micro-batch that finds its ring row still held (GPipe runs every
- * forward first) turns the window into the whole table, rows copied. */
+ * compute-only run keeps a window of micro-batches: rows, each held by one
+ * micro-batch from its first result to its last read. At 1F1B P=1024,
+ * M=16384 that is 2048 rows where the whole table was 16384 (0.4 GB
+ * written once: page faults and the NaN fill were a third of the run). A
+ * micro-batch takes the row freed last: the rows in use are as many as
+ * the micro-batches in flight, and the one it takes is still in the cache
+ * (1F1B P=1024: 1024 rows of 2048, where a row per micro-batch number
+ * modulo 2048 went through them all). A micro-batch that finds no row
+ * free (GPipe runs every forward first) turns the window into the whole
+ * table, rows copied. */
 #ifndef KAITEN_SIM_PAIRS_H
 #define KAITEN_SIM_PAIRS_H
 
@@ -24,57 +28,61 @@
  * cache line; a schedule without I and W keeps F and BI only (16 bytes a
  * pair, where 24 held an I never made). */
 typedef struct {
-  double *rows;   /* rows of `row` cells of `width` times: the ring, or one per micro-batch */
+  double *rows;   /* rows of `row` cells of `width` times: the window, or one per micro-batch */
   int row, width; /* cells per row (stages + padding), times per cell (2 or 3) */
   int m;          /* micro-batches */
-  int mask;       /* ring rows - 1; -1: the whole table (row mb is mb's) */
-  int *held;      /* ring: the micro-batch a row holds, -1 free */
-  int *left;      /* ring: reads the row's results still have coming */
-  int *reads;     /* ring: per micro-batch, the reads of its results */
+  int window;     /* rows in the window; 0: the whole table (row mb is mb's) */
+  int *row_of;    /* window: per micro-batch, the row it holds, -1 none */
+  int *free_rows; /* window: the rows no micro-batch holds, the last freed on top */
+  int n_free;
+  int *left;  /* window: per row, reads its results still have coming */
+  int *reads; /* window: per micro-batch, the reads of its results */
 } kt__pairs;
 
 /* The whole table when window_rows <= 0 or it would hold m anyway, else a
- * ring of window_rows (a power of two) rows; width: 3, or 2 when no action
- * makes or reads an I; reads (m counts, may be NULL for the whole table)
- * is taken over. 0 ok, -1 out of memory (t then holds nothing to free). */
+ * window of window_rows rows; width: 3, or 2 when no action makes or reads
+ * an I; reads (m counts, may be NULL for the whole table) is taken over.
+ * 0 ok, -1 out of memory (t then holds nothing to free). */
 int kt__pairs_init(kt__pairs *t, int stages, int m, int width, int window_rows, int *reads);
 void kt__pairs_free(kt__pairs *t);
-/* The ring turned into the whole table (rows held copied). 0 ok, -1 out of memory. */
+/* The window turned into the whole table (rows held copied). 0 ok, -1 out of memory. */
 int kt__pairs_grow(kt__pairs *t);
 
-/* Where mb's results are or will be: its row's cell for stage. */
-static inline double *kt__pairs_cell(const kt__pairs *t, int stage, int mb) {
-  size_t r = t->mask < 0 ? (size_t)mb : (size_t)(mb & t->mask);
-  return &t->rows[(r * (size_t)t->row + (size_t)stage) * (size_t)t->width];
+/* The row mb's results are in: its own, or the window's row it holds
+ * (-1: none yet). */
+static inline int kt__pairs_row(const kt__pairs *t, int mb) {
+  return t->window ? t->row_of[mb] : mb;
+}
+
+/* Where mb's results are (mb holds row r: kt__pairs_row). */
+static inline double *kt__pairs_cell_in(const kt__pairs *t, int r, int stage) {
+  return &t->rows[((size_t)r * (size_t)t->row + (size_t)stage) * (size_t)t->width];
 }
 
 /* The time result r of (stage, mb) is available, NAN while it is not. */
 static inline double kt__pairs_get(const kt__pairs *t, kt_output r, int stage, int mb) {
-  if (t->mask >= 0 && t->held[mb & t->mask] != mb) return NAN;
-  return kt__pairs_cell(t, stage, mb)[r];
+  int row = kt__pairs_row(t, mb);
+  if (row < 0) return NAN;
+  return kt__pairs_cell_in(t, row, stage)[r];
 }
 
-void kt__pairs_take(kt__pairs *t, int slot, int mb);
+/* A free row of the window taken for mb, NaN filled: 0, or -1 when none
+ * is free (the caller grows the table). */
+int kt__pairs_take(kt__pairs *t, int mb);
 
-/* The slot result r of (stage, mb) is written to, its row taken for mb
- * when free; NULL out of memory (growing the ring). */
+/* The slot result r of (stage, mb) is written to, a row taken for mb
+ * when it holds none; NULL out of memory (growing the window). */
 static inline double *kt__pairs_put(kt__pairs *t, kt_output r, int stage, int mb) {
-  if (t->mask >= 0) {
-    int slot = mb & t->mask;
-    if (t->held[slot] != mb) {
-      if (t->held[slot] >= 0 && kt__pairs_grow(t)) return NULL;
-      if (t->mask >= 0) kt__pairs_take(t, slot, mb);
-    }
-  }
-  return &kt__pairs_cell(t, stage, mb)[r];
+  if (t->window && t->row_of[mb] < 0 && kt__pairs_take(t, mb) && kt__pairs_grow(t)) return NULL;
+  return &kt__pairs_cell_in(t, kt__pairs_row(t, mb), stage)[r];
 }
 
 /* One of mb's results has been read by its consumer: the row is free once
  * the last is. */
 static inline void kt__pairs_read(kt__pairs *t, int mb) {
-  if (t->mask < 0) return;
-  int slot = mb & t->mask;
-  if (t->held[slot] == mb && --t->left[slot] <= 0) t->held[slot] = -1;
+  if (!t->window) return;
+  int row = t->row_of[mb];
+  if (row >= 0 && --t->left[row] <= 0) t->row_of[mb] = -1, t->free_rows[t->n_free++] = row;
 }
 
 #endif

@@ -238,18 +238,23 @@ static int half_tables(half_run *hr) {
   h->wait_rank = malloc((size_t)h->cap_wait * sizeof *h->wait_rank);
   h->wait_slot = malloc((size_t)h->cap_wait * sizeof *h->wait_slot);
   if (!reads || !h->wait_rank || !h->wait_slot) return free(reads), -1;
-  int i_ops = 0;
-  for (int r = h->lo; r < h->hi; r++)
-    for (size_t i = 0; i < s->ranks[r].n; i++) {
-      const kt_action *a = &s->ranks[r].actions[i];
+  int i_ops = 0, S = st->S, m = s->m;
+  for (int r = h->lo; r < h->hi; r++) {
+    const kt_action *a = s->ranks[r].actions, *end = a + s->ranks[r].n;
+    for (; a < end; a++) {
       int from;
-      /* (a one-thread run reports an action outside the schedule, and runs a lowered program) */
-      if (!kt__sim_action_ok(a, st->S, s->m) || kt_op_is_p2p(a->op)) return free(reads), -1;
-      i_ops |= a->op == KT_OP_I || a->op == KT_OP_W;
-      kt_output need = kt_action_needs(a->op, a->stage, st->S, &from);
-      if (need != KT_OUT_NONE && h->chan_of[(size_t)need * (size_t)st->S + (size_t)from] < 0)
+      if (a->op >= KT_OP_COUNT || (unsigned)a->stage >= (unsigned)S ||
+          (unsigned)a->mb >= (unsigned)m) {
+        /* (a one-thread run reports an action outside the schedule, and runs a lowered program) */
+        if (!kt__sim_action_ok(a, S, m) || kt_op_is_p2p(a->op)) return free(reads), -1;
+        continue; /* a stage's own communication: it reads no result */
+      }
+      i_ops |= a->op >= KT_OP_I;
+      kt_output need = kt_action_needs(a->op, a->stage, S, &from);
+      if (need != KT_OUT_NONE && h->chan_of[(size_t)need * (size_t)S + (size_t)from] < 0)
         reads[a->mb]++;
     }
+  }
   if (kt__pairs_init(&hr->st.done, n_stages, s->m, i_ops ? 3 : 2, kt__sim_window_rows(st->S),
                      reads) ||
       kt_rank_queue_init(&hr->st.work, s->p))

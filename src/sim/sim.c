@@ -20,11 +20,16 @@
 #include <string.h>
 
 #include "sim/state.h"
-/* When a message sent at t from one rank arrives at another: one hop later,
- * or as the links say when the costs have a topology. */
+/* When a message sent at t from one rank arrives at another without links:
+ * one hop later (the costs' hop, or their link's). */
+static inline double hop_arrival(const sim_state *st, int from, int to, double t) {
+  return t + (st->c->n_links ? kt_cost_link(st->c, from, to) : st->comm);
+}
+
+/* The same with the links of a topology, when the costs have one. */
 static double arrive_at(const sim_state *st, int from, int to, double t) {
   if (st->links) return kt_links_transfer(st->links, from, to, st->c->comm_bytes, t);
-  return t + (st->c->n_links ? kt_cost_link(st->c, from, to) : st->comm);
+  return hop_arrival(st, from, to, t);
 }
 
 /* Time a compute action's input is ready (0 when it needs none), or NAN
@@ -60,14 +65,14 @@ static inline int reads_pairs(const sim_state *st, const kt_action *a) {
   return !st->half || st->half->chan_of[(size_t)need * (size_t)st->S + (size_t)from] < 0;
 }
 
-/* Two threads: publishes result r of a to the other half (release: its
+/* Two threads: publishes result r of (stage, mb) to the other half (release: its
  * reader reads only the time). */
-static void half_put(sim_state *st, int r, const kt_action *a, double t) {
+static void half_put(sim_state *st, int r, int stage, int mb, double t) {
   kt__sim_half *h = st->half;
   uint64_t bits;
   memcpy(&bits, &t, sizeof bits);
-  int ch = h->chan_of[(size_t)r * (size_t)st->S + (size_t)a->stage];
-  atomic_store_explicit(&h->chan[(size_t)ch * (size_t)h->m + a->mb], bits, memory_order_release);
+  int ch = h->chan_of[(size_t)r * (size_t)st->S + (size_t)stage];
+  atomic_store_explicit(&h->chan[(size_t)ch * (size_t)h->m + mb], bits, memory_order_release);
   atomic_fetch_add(&h->out, 1);
   kt__sim_par_notify(h);
 }
@@ -81,33 +86,49 @@ static void wake_for(sim_state *st, int r, size_t key) {
   if (st->links || st->rk[r].waits == key) kt_rank_queue_wake(&st->work, r);
 }
 
-/* Publishes a finished compute action's results: to a consumer on the same
- * rank at once, to another rank one hop later (compute-only) or when its
- * SEND runs (lowered). Returns the messages sent to other ranks
- * (compute-only), -1 out of memory. */
+/* Publishes result r of a finished compute action (stage, mb): to a
+ * consumer on the same rank at once, to another rank one hop later
+ * (compute-only) or when its SEND runs (lowered). Returns the messages
+ * sent to other ranks (compute-only: 0 or 1), -1 out of memory. */
+static inline __attribute__((always_inline)) int publish_result(sim_state *st, int rank, int r,
+                                                                int stage, int mb, double end,
+                                                                int plain) {
+  /* plain (a constant where inlined): st->plain holds, no links, not lowered */
+  int to = kt_output_consumer((kt_output)r, stage, st->S), sent = 0;
+  if (st->half && r == KT_OUT_BI && stage == 0) {
+    return 0; /* two threads: nobody reads it (in a half that reads nothing its row would stay held) */
+  } else if (st->half && st->half->chan_of[(size_t)r * (size_t)st->S + (size_t)stage] >= 0) {
+    int dest = st->owner[to];
+    half_put(st, r, stage, mb,
+             plain ? hop_arrival(st, rank, dest, end) : arrive_at(st, rank, dest, end)),
+        sent++;
+  } else if (to < 0 || st->owner[to] == rank) {
+    double *slot = kt__pairs_put(&st->done, (kt_output)r, stage - st->stage0, mb);
+    if (!slot) return -1;
+    *slot = end;
+  } else if (plain || !st->lowered) {
+    double *slot = kt__pairs_put(&st->done, (kt_output)r, stage - st->stage0, mb);
+    if (!slot) return -1;
+    int dest = st->owner[to];
+    *slot = plain ? hop_arrival(st, rank, dest, end) : arrive_at(st, rank, dest, end);
+    wake_for(st, dest, RESULT_KEY(st, r, stage, mb));
+    sent++;
+  }
+  /* the rank itself runs on while its actions are ready */
+  if (!plain && st->links && to >= 0 && st->owner[to] == rank) kt_rank_queue_wake(&st->work, rank);
+  return sent;
+}
+
+/* Publishes every result of a finished compute action: the messages sent
+ * to other ranks, -1 out of memory. */
 static int publish(sim_state *st, int rank, const kt_action *a, double end) {
   unsigned made = kt_action_publishes(a->op);
   int sent = 0;
   for (int r = 0; r < KT_OUT_COUNT; r++) {
     if (!(made & (1u << r))) continue;
-    int to = kt_output_consumer((kt_output)r, a->stage, st->S);
-    if (st->half && r == KT_OUT_BI && a->stage == 0) {
-      continue; /* two threads: nobody reads it (in a half that reads nothing its row would stay held) */
-    } else if (st->half && st->half->chan_of[(size_t)r * (size_t)st->S + (size_t)a->stage] >= 0) {
-      half_put(st, r, a, arrive_at(st, rank, st->owner[to], end)), sent++;
-    } else if (to < 0 || st->owner[to] == rank) {
-      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage - st->stage0, a->mb);
-      if (!slot) return -1;
-      *slot = end;
-    } else if (!st->lowered) {
-      double *slot = kt__pairs_put(&st->done, (kt_output)r, a->stage - st->stage0, a->mb);
-      if (!slot) return -1;
-      *slot = arrive_at(st, rank, st->owner[to], end);
-      wake_for(st, st->owner[to], RESULT_KEY(st, r, a->stage, a->mb));
-      sent++;
-    }
-    /* the rank itself runs on while its actions are ready */
-    if (st->links && to >= 0 && st->owner[to] == rank) kt_rank_queue_wake(&st->work, rank);
+    int n = publish_result(st, rank, r, a->stage, a->mb, end, 0);
+    if (n < 0) return -1;
+    sent += n;
   }
   return sent;
 }
@@ -118,7 +139,26 @@ static int64_t message_bytes(const sim_state *st) {
 }
 
 static inline const stage_costs *cost_of(const sim_state *st, int stage, int mb) {
-  return &st->cost[(size_t)stage * (size_t)st->cost_mbs + (size_t)(st->cost_mbs > 1 ? mb : 0)];
+  size_t at = (size_t)st->cost_ix[stage] * (size_t)st->cost_mbs;
+  return &st->cost[at + (size_t)(st->cost_mbs > 1 ? mb : 0)];
+}
+
+/* A finished compute action into its rank's metrics: its span, the bytes
+ * it sent, the pairs in flight, and high, the highest memory level it
+ * leaves (-INFINITY: none). */
+static inline void account(rank_run *rm, int op, double start, double end, double high,
+                           int64_t bytes) {
+  if (rm->actions_run == 0) rm->start = start, rm->end = end;
+  if (start < rm->start) rm->start = start;
+  if (end > rm->end) rm->end = end;
+  rm->busy += end - start;
+  rm->actions_run++;
+  rm->bytes_sent += bytes;
+  /* without branches: the ops alternate, which no predictor follows */
+  rm->inflight += op == KT_OP_F;
+  rm->peak_inflight = rm->inflight > rm->peak_inflight ? rm->inflight : rm->peak_inflight;
+  rm->inflight -= op == KT_OP_B || op == KT_OP_W;
+  if (high > rm->peak_memory) rm->peak_memory = high;
 }
 
 static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_action *a, double start,
@@ -145,20 +185,9 @@ static kt_status record(sim_state *st, kt_timeline *tl, int rank, const kt_actio
     ms[n_ms++] = (kt_mem_sample){rank, a->op == KT_OP_F ? start : end, after};
   }
   if (st->met) {
-    kt_rank_metrics *rm = &st->met->ranks[rank];
-    if (rm->actions == 0) rm->start = start, rm->end = end;
-    if (start < rm->start) rm->start = start;
-    if (end > rm->end) rm->end = end;
-    rm->busy += end - start;
-    rm->actions++;
-    rm->bytes_sent += bytes;
-    /* without branches: the ops alternate, which no predictor follows */
-    int *in = &st->rk[rank].inflight;
-    *in += a->op == KT_OP_F;
-    rm->peak_inflight = *in > rm->peak_inflight ? *in : rm->peak_inflight;
-    *in -= a->op == KT_OP_B || a->op == KT_OP_W;
-    for (int i = 0; i < n_ms; i++)
-      if (ms[i].value > rm->peak_memory) rm->peak_memory = ms[i].value;
+    double high = -INFINITY;
+    for (int i = 0; i < n_ms; i++) high = ms[i].value > high ? ms[i].value : high;
+    account(&st->rk[rank], a->op, start, end, high, bytes);
   }
   if (!tl && !st->sink) return KT_OK;
   kt_event e = {.rank = rank,
@@ -237,6 +266,53 @@ static int run_compute(sim_state *st, kt_timeline *tl, int rank) {
   return 1;
 }
 
+/* run_compute for a lone action of a plain run (st->plain): the same
+ * times, memory and metrics without the general path's lookups and loops
+ * (1F1B P=1024: 415 instructions an action on that path). 1 ran, 0 waits,
+ * -1 out of memory. */
+static inline int run_plain(sim_state *st, int rank, const kt_action *a) {
+  rank_run *rr = &st->rk[rank];
+  int op = a->op, stage = a->stage, mb = a->mb, from, reads = 0;
+  kt_output need = kt_action_needs(op, stage, st->S, &from);
+  double ready = 0;
+  if (need != KT_OUT_NONE) { /* (what it waits for: set when it must wait) */
+    int ch = st->half ? st->half->chan_of[(size_t)need * (size_t)st->S + (size_t)from] : -1;
+    if (ch >= 0) { /* made on the other half */
+      const _Atomic uint64_t *slot = &st->half->chan[(size_t)ch * (size_t)st->half->m + mb];
+      ready = kt__sim_slot_time(slot);
+      if (isnan(ready))
+        return rr->waits = RESULT_KEY(st, need, from, mb), st->half->pending = slot, 0;
+    } else {
+      ready = kt__pairs_get(&st->done, need, from - st->stage0, mb);
+      if (isnan(ready)) return rr->waits = RESULT_KEY(st, need, from, mb), 0;
+      reads = 1;
+    }
+  }
+  double start = ready > rr->free_at ? ready : rr->free_at;
+  const stage_costs *sc = &st->cost[st->cost_ix[stage]];
+  double end = start + sc->dur[op];
+  int sent = 0; /* F publishes F, B BI, I BI then I (kt_action_publishes) */
+  if (op == KT_OP_F) sent = publish_result(st, rank, KT_OUT_F, stage, mb, end, 1);
+  else if (op != KT_OP_W) sent = publish_result(st, rank, KT_OUT_BI, stage, mb, end, 1);
+  if (op == KT_OP_I && sent >= 0) {
+    int n = publish_result(st, rank, KT_OUT_I, stage, mb, end, 1);
+    sent = n < 0 ? -1 : sent + n;
+  }
+  if (sent < 0) return -1;
+  double delta = sc->mem[op], extra = sc->transient, before = rr->mem, after = before + delta;
+  rr->mem = after;
+  if (st->met) /* the highest of the levels record() samples */
+    account(rr, op, start, end,
+            extra > 0    ? fmax(before, after) + extra
+            : delta != 0 ? after
+                         : -INFINITY,
+            sent * message_bytes(st));
+  if (reads) kt__pairs_read(&st->done, mb);
+  rr->free_at = end + sent * st->c->send_overhead;
+  rr->pos++;
+  return 1;
+}
+
 /* The message a SEND/RECV/WAIT_SEND names (kaiten/schedule.h). */
 static size_t comm_msg(const sim_state *st, const kt_action *a) {
   int from;
@@ -274,7 +350,7 @@ static int run_comm(sim_state *st, kt_timeline *tl, int rank) {
     *slot = arrive;
     kt_rank_queue_wake(&st->work, st->owner[kt_output_consumer(r, a->stage, st->S)]);
     int64_t bytes = message_bytes(st);
-    if (st->met) st->met->ranks[rank].bytes_sent += bytes;
+    if (st->met) st->rk[rank].bytes_sent += bytes;
     rc = add_comm(tl, rank, a, now, arrive, NULL, bytes);
   } else if (a->op == KT_OP_RECV_F || a->op == KT_OP_RECV_B) {
     int from;
@@ -314,16 +390,20 @@ kt_status kt__sim_advance(sim_state *st, kt_timeline *tl, int rank) {
     int from;
     /* (unsigned: a half's table holds its own stages only) */
     unsigned cells = (unsigned)st->done.row;
-    if (x->op < KT_OP_COUNT && (unsigned)(x->stage - st->stage0) < cells) {
-      __builtin_prefetch(kt__pairs_cell(&st->done, x->stage - st->stage0, x->mb), 1);
+    int row = x->op < KT_OP_COUNT ? kt__pairs_row(&st->done, x->mb) : -1;
+    if (row >= 0 && (unsigned)(x->stage - st->stage0) < cells) {
+      __builtin_prefetch(kt__pairs_cell_in(&st->done, row, x->stage - st->stage0), 1);
       if (kt_action_needs(x->op, x->stage, st->S, &from) != KT_OUT_NONE &&
           (unsigned)(from - st->stage0) < cells)
-        __builtin_prefetch(kt__pairs_cell(&st->done, from - st->stage0, x->mb));
+        __builtin_prefetch(kt__pairs_cell_in(&st->done, row, from - st->stage0));
     }
   }
   while (st->rk[rank].pos < ra->n) {
-    int op = ra->actions[st->rk[rank].pos].op;
-    int ran = op < KT_OP_COUNT ? run_compute(st, tl, rank) : run_comm(st, tl, rank);
+    const kt_action *a = &ra->actions[st->rk[rank].pos];
+    int ran = st->plain && a->op < KT_OP_COUNT && !(a->flags & KT_ACTION_OVERLAP_NEXT)
+                  ? run_plain(st, rank, a)
+              : a->op < KT_OP_COUNT ? run_compute(st, tl, rank)
+                                    : run_comm(st, tl, rank);
     if (ran < 0) return KT_ENOMEM;
     if (!ran && st->half && st->half->pending) { /* parked on the other half */
       kt__sim_half *h = st->half;
@@ -401,14 +481,28 @@ static void ranks_start(sim_state *st) {
   }
 }
 
+/* The metrics the ranks accumulated, into st->met. */
+static void ranks_finish(sim_state *st) {
+  for (int r = 0; st->met && r < st->s->p; r++) {
+    const rank_run *rr = &st->rk[r];
+    kt_rank_metrics *rm = &st->met->ranks[r];
+    rm->start = rr->start, rm->end = rr->end, rm->busy = rr->busy;
+    rm->peak_memory = rr->peak_memory, rm->peak_inflight = rr->peak_inflight;
+    rm->actions = rr->actions_run, rm->bytes_sent = rr->bytes_sent;
+  }
+}
+
 /* Runs st: on two threads when it may (two), else (or when they did not
  * end) on one, the actions checked and its tables made first (reads taken
  * over). */
 static kt_status run(sim_state *st, kt_timeline *out, int two, int *reads, kt_error *err) {
   ranks_start(st);
-  if (two && kt__sim_par_run(st)) return free(reads), KT_OK;
+  /* (two threads: compute-only, or the halves give up at a SEND) */
+  st->plain = !st->links && !out && !st->sink && !st->first_action && st->cost_mbs == 1;
+  if (two && kt__sim_par_run(st)) return free(reads), ranks_finish(st), KT_OK;
   kt_status status = two ? kt__sim_check_actions(st->s, st, reads, err) : KT_OK;
   if (status) return free(reads), status;
+  st->plain &= !st->lowered;
   if ((status = kt__sim_tables_init(st, reads, err))) return status;
   ranks_start(st);
   kt_rank_queue_fill(&st->work);
@@ -419,6 +513,7 @@ static kt_status run(sim_state *st, kt_timeline *out, int two, int *reads, kt_er
                          : "growing the per-pair table");
   for (int r = 0; r < st->s->p; r++)
     if (st->rk[r].pos < st->s->ranks[r].n) return report_deadlock(st, err);
+  ranks_finish(st);
   return KT_OK;
 }
 

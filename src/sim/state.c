@@ -30,6 +30,7 @@ kt_status kt__sim_check_actions(const kt_schedule *s, sim_state *st, int *reads,
 
 void kt__sim_state_free(sim_state *st) {
   free(st->cost);
+  free(st->cost_ix);
   free(st->first_action);
   kt__pairs_free(&st->done);
   free(st->owner);
@@ -66,6 +67,25 @@ int kt__sim_window_rows(int S) {
   return rows;
 }
 
+/* Stages with the same costs read one stage's entries (bit for bit the
+ * same numbers): with 1024 stages alike, a visit found its stage's own
+ * line out of the cache. Each stage is compared with the last few
+ * distinct entries only (S can be 262144). */
+static void share_costs(sim_state *st) {
+  enum { KEEP = 8 };
+  int seen[KEEP], n_seen = 0;
+  for (int stage = 0; stage < st->S; stage++) {
+    st->cost_ix[stage] = stage;
+    if (st->cost_mbs > 1) continue;
+    for (int k = 0; k < n_seen; k++)
+      if (!memcmp(&st->cost[seen[k]], &st->cost[stage], sizeof *st->cost)) {
+        st->cost_ix[stage] = seen[k];
+        break;
+      }
+    if (st->cost_ix[stage] == stage) seen[n_seen < KEEP ? n_seen++ : stage % KEEP] = stage;
+  }
+}
+
 kt_status kt__sim_state_init(sim_state *st, kt_error *err) {
   const kt_schedule *s = st->s;
   st->owner = kt_calloc((size_t)st->S, sizeof *st->owner);
@@ -73,7 +93,8 @@ kt_status kt__sim_state_init(sim_state *st, kt_error *err) {
   int queue_failed = kt_rank_queue_init(&st->work, s->p);
   st->cost_mbs = kt_costs_per_mb(st->c) ? s->m : 1;
   st->cost = malloc((size_t)st->S * (size_t)st->cost_mbs * sizeof *st->cost);
-  if (!st->owner || !st->rk || queue_failed || !st->cost)
+  st->cost_ix = malloc((size_t)st->S * sizeof *st->cost_ix);
+  if (!st->owner || !st->rk || queue_failed || !st->cost || !st->cost_ix)
     return kt_fail(err, KT_ENOMEM, "out of memory simulating %d ranks", s->p);
   for (int stage = 0; stage < st->S; stage++) {
     st->owner[stage] = kt_stage_rank(s, stage);
@@ -88,6 +109,7 @@ kt_status kt__sim_state_init(sim_state *st, kt_error *err) {
       sc->transient = kt_cost_mem_transient(st->c, stage);
     }
   }
+  share_costs(st);
   return st->c->action_time ? action_times_init(st, err) : KT_OK;
 }
 

@@ -50,15 +50,22 @@ typedef struct {
   double dur[KT_OP_COUNT], mem[KT_OP_COUNT], transient;
 } stage_costs;
 
-/* One rank's running state, kept together: a visit touches one cache line
- * for it (1F1B at P=1024: seven arrays indexed by rank were seven lines). */
+/* One rank's running state, kept together: a visit touches one aligned
+ * pair of cache lines for it, which the hardware fetches as one (1F1B at
+ * P=1024: seven arrays indexed by rank were seven lines; the metrics
+ * apart, 80 bytes a rank, were two more). */
 typedef struct {
-  _Alignas(64) const kt_action *actions; /* the schedule's, and how many */
-  size_t n, pos;                         /* pos: the next one */
-  double free_at;                        /* end of the previous action */
-  double mem;                            /* running memory */
+  _Alignas(128) const kt_action *actions; /* the schedule's, and how many */
+  size_t n, pos;                          /* pos: the next one */
+  double free_at;                         /* end of the previous action */
+  double mem;                             /* running memory */
   size_t waits; /* the result its next compute action waits for (RESULT_KEY) */
   int inflight; /* pairs between F and their last backward op (with metrics) */
+  /* its metrics as they accumulate (kt_rank_metrics; copied out at the end) */
+  _Alignas(64) double start, end, busy, peak_memory;
+  size_t actions_run;
+  int64_t bytes_sent;
+  int peak_inflight;
 } rank_run;
 
 typedef struct {
@@ -67,9 +74,14 @@ typedef struct {
   kt_links *links;      /* the simulation's own copy of c->links (NULL: none) */
   size_t *first_action; /* with c->action_time: rank -> its first entry */
   int S, lowered;
+  /* compute-only without links, a timeline, a sink, per-action or
+   * per-micro-batch costs: lone actions take run_plain (sim.c) */
+  int plain;
   int i_ops; /* some action makes or reads an I (else pairs keep F and BI only) */
   double comm;
   stage_costs *cost;       /* per stage, or per (stage, mb) with per-micro-batch costs */
+  int *cost_ix;            /* stage -> the stage whose entries it reads: the first of a
+                            * few alike (a visit then finds its costs in cache) */
   int cost_mbs;            /* micro-batches per stage in cost: M, or 1 (a stage's mbs alike) */
   kt_metrics *met;         /* metrics accumulated as actions run (NULL: not asked) */
   const kt_sim_sink *sink; /* receives events and memory samples (NULL: none) */
