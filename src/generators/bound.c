@@ -80,27 +80,28 @@ kt_status kt__lower_bound(const kt_schedule *layout, const kt_costs *c, double m
 }
 
 /* What an action of s adds to its rank's memory under the stage costs c:
- * looked up per stage once when no micro-batch has its own memory (the
- * walk below goes through every action: 33.5 M at 1F1B P=1024 M=16384). */
+ * looked up per stage and op once when no micro-batch has its own memory
+ * (the walk below goes through every action: 33.5 M at 1F1B P=1024
+ * M=16384). */
 typedef struct {
   const kt_costs *c;
   int S;
-  double *act, *wgrad; /* per stage, or NULL */
+  double *delta; /* stage * KT_OP_COUNT + op -> kt_action_memory, or NULL */
 } memory_of;
 
 static void memory_of_init(memory_of *mo, const kt_schedule *s, const kt_costs *c) {
-  mo->c = c, mo->S = kt_schedule_stages(s), mo->act = mo->wgrad = NULL;
+  mo->c = c, mo->S = kt_schedule_stages(s), mo->delta = NULL;
   if (kt_costs_per_mb(c) || mo->S < 1) return;
-  mo->act = malloc(2 * (size_t)mo->S * sizeof *mo->act);
-  if (!mo->act) return; /* (each action looks its stage up) */
-  mo->wgrad = mo->act + mo->S;
+  mo->delta = malloc((size_t)mo->S * KT_OP_COUNT * sizeof *mo->delta);
+  if (!mo->delta) return; /* (each action looks its stage up) */
   for (int st = 0; st < mo->S; st++)
-    mo->act[st] = kt_cost_mem_act(c, st), mo->wgrad[st] = kt_cost_mem_wgrad(c, st);
+    for (int op = 0; op < KT_OP_COUNT; op++)
+      mo->delta[st * KT_OP_COUNT + op] =
+          kt_action_memory(op, kt_cost_mem_act(c, st), kt_cost_mem_wgrad(c, st));
 }
 
-static inline double memory_delta(const memory_of *mo, const kt_action *a) {
-  if (mo->act && a->stage >= 0 && a->stage < mo->S)
-    return kt_action_memory(a->op, mo->act[a->stage], mo->wgrad[a->stage]);
+/* (a compute action's, where the table has no entry for it) */
+static double memory_delta_mb(const memory_of *mo, const kt_action *a) {
   return kt_action_memory(a->op, kt_cost_mem_act_mb(mo->c, a->stage, a->mb),
                           kt_cost_mem_wgrad_mb(mo->c, a->stage, a->mb));
 }
@@ -109,21 +110,25 @@ static inline double memory_delta(const memory_of *mo, const kt_action *a) {
  * costs c (what zb-auto's limit counts); *has_b: s runs a full backward. */
 static double order_peak(const kt_schedule *s, const kt_costs *c, int *has_b, int *overlapped) {
   double top = 0;
-  *has_b = *overlapped = 0;
+  int b = 0, over = 0;
   memory_of mo;
   memory_of_init(&mo, s, c);
+  const double *delta = mo.delta;
+  unsigned S = delta ? (unsigned)mo.S : 0; /* no table: every action its own lookup */
   for (int r = 0; r < s->p; r++) {
     double mem = 0;
-    for (size_t i = 0; i < s->ranks[r].n; i++) {
-      const kt_action *a = &s->ranks[r].actions[i];
+    const kt_action *a = s->ranks[r].actions, *end = a + s->ranks[r].n;
+    for (; a < end; a++) {
       if (a->op >= KT_OP_COUNT) continue;
-      *has_b |= a->op == KT_OP_B;
-      *overlapped |= (a->flags & KT_ACTION_OVERLAP_NEXT) != 0;
-      mem += memory_delta(&mo, a);
-      if (mem > top) top = mem;
+      b |= a->op == KT_OP_B;
+      over |= a->flags & KT_ACTION_OVERLAP_NEXT;
+      mem +=
+          (unsigned)a->stage < S ? delta[a->stage * KT_OP_COUNT + a->op] : memory_delta_mb(&mo, a);
+      top = mem > top ? mem : top;
     }
   }
-  free(mo.act);
+  free(mo.delta);
+  *has_b = b, *overlapped = over != 0;
   return top;
 }
 
