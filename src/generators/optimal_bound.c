@@ -96,42 +96,50 @@ static void memory_needs(const kt__opt_problem *pb, int s, int j, int *need_i, i
   *need_i = qi - 1, *need_w = qw - 1;
 }
 
+/* How many ops of a kind stage s has run: none at all in the empty state
+ * (root, a constant where the sweep below is inlined). The sweep every sim
+ * and compare computes then reads no count: 29% fewer instructions at 1F1B
+ * P=1024 M=4096. */
+#define RAN(t, s) (root ? 0 : st->n[t][s])
+
 /* When (type, s, slot j) can start at the earliest, given the heads of the
  * ops before it in the sweep and what already ran. cut: a stage whose
  * forward input counts as ready at once (-1: none). */
 static inline __attribute__((always_inline)) double op_head(const kt__opt_problem *pb,
                                                             const kt__opt_state *st,
                                                             kt__opt_bound_ws *ws, int type, int s,
-                                                            int j, int cut) {
+                                                            int j, int cut, int root) {
   size_t m = (size_t)pb->m, at = (size_t)s * m + (size_t)j, h_at = HX(ws, pb, s, j);
   double h = ws->eff_free[pb->srank[s]];
   double *hd = ws->head[type];
-  if (j > st->n[type][s]) h = maxd(h, hd[HX(ws, pb, s, j - 1)] + kt__opt_sdur(pb, type, s, j - 1));
+  if (j > RAN(type, s)) h = maxd(h, hd[HX(ws, pb, s, j - 1)] + kt__opt_sdur(pb, type, s, j - 1));
   double in = NONE;
   if (type == KT__OPT_F && s > 0 && s != cut) {
-    in = (j < st->n[KT__OPT_F][s - 1]
+    in = (j < RAN(KT__OPT_F, s - 1)
               ? st->end_f[at - m]
               : ws->head[KT__OPT_F][h_at - 1] + kt__opt_sdur(pb, KT__OPT_F, s - 1, j)) +
          pb->hop_f[s - 1];
   } else if (type == KT__OPT_I && s == pb->S - 1) {
-    in = j < st->n[KT__OPT_F][s] ? st->end_f[at]
-                                 : ws->head[KT__OPT_F][h_at] + kt__opt_sdur(pb, KT__OPT_F, s, j);
+    in = j < RAN(KT__OPT_F, s) ? st->end_f[at]
+                               : ws->head[KT__OPT_F][h_at] + kt__opt_sdur(pb, KT__OPT_F, s, j);
   } else if (type == KT__OPT_I) {
-    in = (j < st->n[KT__OPT_I][s + 1]
+    in = (j < RAN(KT__OPT_I, s + 1)
               ? st->end_i[at + m]
               : ws->head[KT__OPT_I][h_at + 1] + kt__opt_sdur(pb, KT__OPT_I, s + 1, j)) +
          pb->hop_i[s + 1];
   } else if (type == KT__OPT_W) {
-    in = j < st->n[KT__OPT_I][s] ? st->end_i[at]
-                                 : ws->head[KT__OPT_I][h_at] + kt__opt_sdur(pb, KT__OPT_I, s, j);
+    in = j < RAN(KT__OPT_I, s) ? st->end_i[at]
+                               : ws->head[KT__OPT_I][h_at] + kt__opt_sdur(pb, KT__OPT_I, s, j);
   }
   return maxd(h, in);
 }
 
 /* The end of slot q of (type, s): ended, or its head plus its duration. */
-static double slot_end(const kt__opt_problem *pb, const kt__opt_state *st,
-                       const kt__opt_bound_ws *ws, int type, int s, int q) {
-  if (q < st->n[type][s]) /* W ends: past */
+static inline __attribute__((always_inline)) double slot_end(const kt__opt_problem *pb,
+                                                             const kt__opt_state *st,
+                                                             const kt__opt_bound_ws *ws, int type,
+                                                             int s, int q, int root) {
+  if (q < RAN(type, s)) /* W ends: past */
     return type == KT__OPT_I ? st->end_i[(size_t)s * (size_t)pb->m + (size_t)q] : NONE;
   return ws->head[type][HX(ws, pb, s, q)] + kt__opt_sdur(pb, type, s, q);
 }
@@ -219,8 +227,10 @@ static inline void window_reach(kt__opt_bound_ws *ws, int j, int q) {
 
 /* Heads of every op not yet run, slot by slot (a memory edge reaches back
  * to an earlier slot only). 0, or -1 when the memory limit can never be met. */
-static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws, int cut,
-                 int needs) {
+static inline __attribute__((always_inline)) int sweep_in(const kt__opt_problem *pb,
+                                                          const kt__opt_state *st,
+                                                          kt__opt_bound_ws *ws, int cut, int needs,
+                                                          int root) {
   /* with one stage per rank the stages before the cut lead to nothing
    * the cut's rank waits for: they are left out */
   int S = pb->S, impossible = 0, from = cut >= 0 && pb->v == 1 ? cut : 0;
@@ -231,8 +241,8 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
     double rule_a = NAN, rule_w = NAN;
     int qi = -1, qw = -1;
     for (int s = from; s < S; s++) {
-      if (j < st->n[KT__OPT_F][s]) continue;
-      double h = op_head(pb, st, ws, KT__OPT_F, s, j, cut);
+      if (j < RAN(KT__OPT_F, s)) continue;
+      double h = op_head(pb, st, ws, KT__OPT_F, s, j, cut, root);
       if (needs) {
         h = maxd(h, after_needs(pb, st, ws, KT__OPT_F, s, j));
       } else {
@@ -242,16 +252,16 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
           window_reach(ws, j, qi), window_reach(ws, j, qw);
         }
         if (impossible) return -1; /* its slots lie past this one: not filled in yet */
-        if (qi >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_I, s, qi));
-        if (qw >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw));
+        if (qi >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_I, s, qi, root));
+        if (qw >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw, root));
       }
       keep_head(pb, ws, KT__OPT_F, s, j, h);
     }
     rule_w = NAN;
     int qw_i = -1; /* the W an I waits for, -1 none, -2 none can free enough */
     for (int s = S - 1; s >= from; s--) {
-      if (j < st->n[KT__OPT_I][s]) continue;
-      double h = op_head(pb, st, ws, KT__OPT_I, s, j, cut);
+      if (j < RAN(KT__OPT_I, s)) continue;
+      double h = op_head(pb, st, ws, KT__OPT_I, s, j, cut, root);
       if (needs) h = maxd(h, after_needs(pb, st, ws, KT__OPT_I, s, j));
       /* after I(s, j) the stage holds (j+1-W's run) M_W at least */
       if (pb->wg[s] != rule_w) {
@@ -262,17 +272,36 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
         if (qw_i >= j) qw_i = -2;
       }
       if (qw_i == -2) impossible = 1;
-      else if (qw_i >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw_i));
+      else if (qw_i >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw_i, root));
       keep_head(pb, ws, KT__OPT_I, s, j, h);
     }
     for (int s = from; s < S; s++) {
-      if (j < st->n[KT__OPT_W][s]) continue;
-      double h = op_head(pb, st, ws, KT__OPT_W, s, j, cut);
+      if (j < RAN(KT__OPT_W, s)) continue;
+      double h = op_head(pb, st, ws, KT__OPT_W, s, j, cut, root);
       if (needs) h = maxd(h, after_needs(pb, st, ws, KT__OPT_W, s, j));
       keep_head(pb, ws, KT__OPT_W, s, j, h);
     }
   }
   return impossible ? -1 : 0;
+}
+
+static int sweep_root(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws,
+                      int cut, int needs) {
+  return sweep_in(pb, st, ws, cut, needs, 1);
+}
+
+static int sweep_any(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws,
+                     int cut, int needs) {
+  return sweep_in(pb, st, ws, cut, needs, 0);
+}
+
+/* The sweep (sweep_in), its counts left out when nothing has run. */
+static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws, int cut,
+                 int needs) {
+  for (int t = 0; t < KT__OPT_TYPES; t++)
+    for (int s = 0; s < pb->S; s++)
+      if (st->n[t][s]) return sweep_any(pb, st, ws, cut, needs);
+  return sweep_root(pb, st, ws, cut, needs);
 }
 
 /* ---- one machine: Jackson's preemptive schedule -------------------------- */
