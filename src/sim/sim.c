@@ -32,28 +32,38 @@ static double arrive_at(const sim_state *st, int from, int to, double t) {
   return hop_arrival(st, from, to, t);
 }
 
+/* When result need of (from, mb) is available to its consumer, NAN while it
+ * is not: from the other half's channel in a two-thread run when made
+ * there (an empty slot is left in pending, for the rank to park on), else
+ * from the pairs table (*table set). */
+static inline __attribute__((always_inline)) double input_time(sim_state *st, kt_output need,
+                                                               int from, int mb, int *table) {
+  if (st->half) { /* two threads: made on the other half? */
+    int ch = st->half->chan_of[(size_t)need * (size_t)st->S + (size_t)from];
+    if (ch >= 0) {
+      const _Atomic uint64_t *slot = &st->half->chan[(size_t)ch * (size_t)st->half->m + mb];
+      double t = kt__sim_slot_time(slot);
+      if (isnan(t)) st->half->pending = slot;
+      return t;
+    }
+  }
+  *table = 1;
+  return kt__pairs_get(&st->done, need, from - st->stage0, mb);
+}
+
 /* Time a compute action's input is ready (0 when it needs none), or NAN
  * while it is not; *dep receives what it waits for (for deadlock reports),
  * *key that result (RESULT_KEY; 0 when it needs none). Inlined: two calls
  * a visit, in the loop every action goes through. */
 static inline __attribute__((always_inline)) double ready_time(sim_state *st, const kt_action *a,
                                                                kt_action *dep, size_t *key) {
-  int from;
+  int from, table = 0;
   kt_output need = kt_action_needs(a->op, a->stage, st->S, &from);
   if (need == KT_OUT_NONE) return *key = 0, 0.0;
   static const uint8_t producer_op[KT_OUT_COUNT] = {KT_OP_F, KT_OP_B, KT_OP_I};
   *dep = (kt_action){.stage = from, .mb = a->mb, .op = producer_op[need]};
   *key = RESULT_KEY(st, need, from, a->mb);
-  if (st->half) { /* two threads: made on the other half? */
-    int ch = st->half->chan_of[(size_t)need * (size_t)st->S + (size_t)from];
-    if (ch >= 0) {
-      const _Atomic uint64_t *slot = &st->half->chan[(size_t)ch * (size_t)st->half->m + a->mb];
-      double t = kt__sim_slot_time(slot);
-      if (isnan(t)) st->half->pending = slot;
-      return t;
-    }
-  }
-  return kt__pairs_get(&st->done, need, from - st->stage0, a->mb);
+  return input_time(st, need, from, a->mb, &table);
 }
 
 /* Whether action a reads its input from the pairs table (not a channel
@@ -276,17 +286,8 @@ static inline int run_plain(sim_state *st, int rank, const kt_action *a) {
   kt_output need = kt_action_needs(op, stage, st->S, &from);
   double ready = 0;
   if (need != KT_OUT_NONE) { /* (what it waits for: set when it must wait) */
-    int ch = st->half ? st->half->chan_of[(size_t)need * (size_t)st->S + (size_t)from] : -1;
-    if (ch >= 0) { /* made on the other half */
-      const _Atomic uint64_t *slot = &st->half->chan[(size_t)ch * (size_t)st->half->m + mb];
-      ready = kt__sim_slot_time(slot);
-      if (isnan(ready))
-        return rr->waits = RESULT_KEY(st, need, from, mb), st->half->pending = slot, 0;
-    } else {
-      ready = kt__pairs_get(&st->done, need, from - st->stage0, mb);
-      if (isnan(ready)) return rr->waits = RESULT_KEY(st, need, from, mb), 0;
-      reads = 1;
-    }
+    ready = input_time(st, need, from, mb, &reads);
+    if (isnan(ready)) return rr->waits = RESULT_KEY(st, need, from, mb), 0;
   }
   double start = ready > rr->free_at ? ready : rr->free_at;
   const stage_costs *sc = &st->cost[st->cost_ix[stage]];
