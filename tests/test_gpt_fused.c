@@ -318,7 +318,7 @@ static void attention_case(int B, int T, int Ch, int NH, int qb, int threads) {
 
 /* A NaN query makes its own output row NaN and no other (a softmax that
  * turned it into numbers would hide a diverging run): heads of 16 floats,
- * the register tiles where the CPU has AVX-512. */
+ * the register tiles where the CPU has AVX-512 or AVX2. */
 static void attention_nan_row(void) {
   int T = 40, Ch = 32, NH = 2;
   float *inp = rand_vec((size_t)T * 3 * Ch), *y = rand_vec((size_t)T * Ch);
@@ -356,7 +356,7 @@ static void test_attention(void) {
     for (size_t t = 0; t < sizeof hts / sizeof *hts; t++, cases++)
       attention_case(2, hts[t], chs[c][0], chs[c][1], t % 2 ? 64 : 0, 1 + (int)(t % 2));
 #ifdef KT__HEAD_TILES
-  printf("  register tiles: %s\n", kt__head_tiles_ok(16) ? "on" : "off (no AVX-512)");
+  printf("  register tiles: %s\n", kt__head_tiles_ok(16) ? "on" : "off (no AVX-512 or AVX2)");
 #endif
   printf("  heads of 16..80 floats: %d cases\n", cases);
 }
@@ -448,6 +448,16 @@ int main(void) {
   test_crossentropy();
   printf("attention\n");
   test_attention();
+#ifdef KT__HEAD_TILES
+  if (kt__avx512_ok() && kt__tiles_avx2_ok()) { /* the AVX2 kernels too, where AVX-512 hides them */
+    printf("AVX2 kernels on this AVX-512 CPU\n");
+    kt__avx512_mask(1);
+    test_libraries();
+    test_epilogues();
+    test_attention();
+    kt__avx512_mask(0);
+  }
+#endif
   printf("training\n");
   test_training(4);
   test_training(3);

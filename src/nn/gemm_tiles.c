@@ -39,10 +39,13 @@
  * memory, than on the hardware's prefetch alone) */
 #define PF_B 16
 
-int kt__tiles_ok(void) { return kt__avx512_ok(); }
-/* r: bumped by a change to the kernel that moves its speed (auto's cached
+/* AVX-512 where the CPU has it, else AVX2 + FMA (gemm_tiles_avx2.c). */
+int kt__tiles_ok(void) { return kt__avx512_ok() || kt__tiles_avx2_ok(); }
+/* r: bumped by a change to a kernel that moves its speed (auto's cached
  * choices name it) */
-const char *kt__tiles_version(void) { return "avx512 12x32 r3"; }
+const char *kt__tiles_version(void) {
+  return kt__avx512_ok() ? "avx512 12x32 r3" : kt__tiles_avx2_ok() ? "avx2 6x16 r1" : NULL;
+}
 
 /* Each thread's packed panels, kept from call to call (a product's are up
  * to a few MiB: malloc maps such blocks afresh, and zeroing the new pages
@@ -61,7 +64,7 @@ static void panel_free(void *v) {
 }
 static void panel_key_init(void) { panel_key_ok = !pthread_key_create(&panel_key, panel_free); }
 
-static float *panels_for(size_t floats) {
+float *kt__tiles_panels(size_t floats) {
   pthread_once(&panel_once, panel_key_init);
   if (!panel_key_ok) return NULL;
   panel_buffer *b = pthread_getspecific(panel_key);
@@ -76,19 +79,11 @@ static float *panels_for(size_t floats) {
   return b->p;
 }
 
-/* The epilogue of one tile: its pointers moved to the tile's corner. */
-typedef struct {
-  const float *bias, *res;
-  float *grad;
-  size_t ldr;
-  int gelu;
-} tile_epi;
-
 /* One row's vector `half` of a tile, v, stored at c with its epilogue
  * (ep's pointers at the row's start; NULL: none) on the lanes k. */
 KT__AVX512 static inline __attribute__((always_inline)) void store_row(float *c, __m512 v,
-                                                                       const tile_epi *ep, int half,
-                                                                       __mmask16 k) {
+                                                                       const kt__tile_epi *ep,
+                                                                       int half, __mmask16 k) {
   int col = VW * half;
   if (ep && ep->bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, ep->bias + col));
   if (ep && ep->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, ep->res + col));
@@ -105,7 +100,7 @@ KT__AVX512 static inline __attribute__((always_inline)) void store_row(float *c,
  * row's two vectors are stored, with ep where given. */
 KT__AVX512 static inline __attribute__((always_inline)) void tile(
     float *c, size_t ldc, const float *a, size_t ars, const float *b, int kc, const int mr,
-    int load_c, __mmask16 m0, __mmask16 m1, const tile_epi *ep) {
+    int load_c, __mmask16 m0, __mmask16 m1, const kt__tile_epi *ep) {
   __m512 acc[MR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < mr; i++) {
@@ -126,23 +121,18 @@ KT__AVX512 static inline __attribute__((always_inline)) void tile(
     }
   }
   for (int i = 0; i < mr; i++) {
-    tile_epi row = {0};
-    if (ep)
-      row = (tile_epi){.bias = ep->bias,
-                       .res = ep->res ? ep->res + i * ep->ldr : NULL,
-                       .grad = ep->gelu ? ep->grad + i * ldc : NULL,
-                       .gelu = ep->gelu};
+    kt__tile_epi row = kt__tile_epi_row(ep, i, ldc);
     store_row(c + i * ldc, acc[i][0], ep ? &row : NULL, 0, m0);
     store_row(c + i * ldc, acc[i][1], ep ? &row : NULL, 1, m1);
   }
 }
 
 typedef void (*tile_fn)(float *c, size_t ldc, const float *a, size_t ars, const float *b, int kc,
-                        int load_c, __mmask16 m0, __mmask16 m1, const tile_epi *ep);
+                        int load_c, __mmask16 m0, __mmask16 m1, const kt__tile_epi *ep);
 #define TILE(R) \
   KT__AVX512 static void tile_##R(float *c, size_t ldc, const float *a, size_t ars, \
                                   const float *b, int kc, int load_c, __mmask16 m0, __mmask16 m1, \
-                                  const tile_epi *ep) { \
+                                  const kt__tile_epi *ep) { \
     tile(c, ldc, a, ars, b, kc, R, load_c, m0, m1, ep); \
   }
 // clang-format off
@@ -219,8 +209,8 @@ KT__AVX512 static void pack_slice(float *p, const float *b, size_t ldb, int tran
 
 /* Part `part` of `parts` of the lines of rows x bytes at p (rows ld bytes
  * apart) into L1: the next row of tiles' operands, a part per panel. */
-static inline void prefetch_part(const char *p, size_t ld, int rows, size_t bytes, int part,
-                                 int parts) {
+void kt__tiles_prefetch_part(const char *p, size_t ld, int rows, size_t bytes, int part,
+                             int parts) {
   size_t per_row = (bytes + 63) / 64, total = per_row * (size_t)rows;
   size_t lo = total * part / parts, hi = total * (part + 1) / parts;
   size_t row = lo / per_row, line = lo % per_row;
@@ -255,30 +245,23 @@ KT__AVX512 static void row_of_tiles(float *c, int ldc, const float *a, int lda, 
   for (int j0 = 0, part = 0; j0 < n; j0 += NR, part++) {
     int w = n - j0 < NR ? n - j0 : NR;
     if (next > 0 && !trans_a)
-      prefetch_part((const char *)(at + (size_t)mr * lda), (size_t)lda * sizeof(float), next,
-                    (size_t)kc * sizeof(float), part, parts);
+      kt__tiles_prefetch_part((const char *)(at + (size_t)mr * lda), (size_t)lda * sizeof(float),
+                              next, (size_t)kc * sizeof(float), part, parts);
     if (next > 0 && load_c)
-      prefetch_part((const char *)(c + (size_t)(i0 + mr) * ldc), (size_t)ldc * sizeof(float), next,
-                    (size_t)n * sizeof(float), part, parts);
-    tile_epi te, *tep = NULL;
-    if (ep) {
-      te = (tile_epi){.bias = ep->bias ? ep->bias + j0 : NULL,
-                      .res = ep->res ? ep->res + (size_t)i0 * ep->ldr + j0 : NULL,
-                      .grad = ep->gelu ? ep->grad + (size_t)i0 * ldc + j0 : NULL,
-                      .ldr = (size_t)ep->ldr,
-                      .gelu = ep->gelu};
-      tep = &te;
-    }
+      kt__tiles_prefetch_part((const char *)(c + (size_t)(i0 + mr) * ldc),
+                              (size_t)ldc * sizeof(float), next, (size_t)n * sizeof(float), part,
+                              parts);
+    kt__tile_epi te = kt__tile_epi_at(ep, i0, ldc, j0);
     tiles[mr](c + (size_t)i0 * ldc + j0, (size_t)ldc, at, ars, panels + (size_t)j0 * kc, kc, load_c,
-              first_lanes(w), first_lanes(w - VW), tep);
+              first_lanes(w), first_lanes(w - VW), ep ? &te : NULL);
   }
 }
 
-KT__AVX512 void kt__tiles_sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a,
-                                int lda, const float *b, int ldb, float beta, float *c, int ldc,
-                                const kt__epilogue *ep) {
+KT__AVX512 static void tiles512_sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a,
+                                      int lda, const float *b, int ldb, float beta, float *c,
+                                      int ldc, const kt__epilogue *ep) {
   int depth = k < KC ? k : KC, padded = (n + NR - 1) / NR * NR;
-  float *panels = k > 0 && m > 0 ? panels_for((size_t)padded * depth) : NULL;
+  float *panels = k > 0 && m > 0 ? kt__tiles_panels((size_t)padded * depth) : NULL;
   if (!panels || (beta != 0.0f && beta != 1.0f)) { /* nothing to multiply, or a rare beta */
     kt__sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
     kt__epilogue_apply(c, ldc, m, n, ep);
@@ -292,6 +275,13 @@ KT__AVX512 void kt__tiles_sgemm(int trans_a, int trans_b, int m, int n, int k, c
     for (int i0 = 0; i0 < m; i0 += MR)
       row_of_tiles(c, ldc, a, lda, trans_a, a_tile, panels, m, n, k0, kc, i0, load_c, last);
   }
+}
+
+void kt__tiles_sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc,
+                     const kt__epilogue *ep) {
+  if (kt__avx512_ok()) tiles512_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, ep);
+  else kt__tiles_avx2_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, ep);
 }
 
 #else

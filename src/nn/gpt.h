@@ -117,7 +117,7 @@ void kt__attention_backward(float *dinp, float *scratch, const float *dout, cons
  * the block's last row; heads run in parallel on the current pool, thread
  * i in scratch + i * kt__attention_scratch_floats(T, hs) (so scratch holds
  * that many floats per thread of the pool). Heads whose size is a multiple
- * of 16 run on the register tiles below where the CPU has AVX-512, others
+ * of 16 run on the register tiles below where the CPU has AVX-512 or AVX2, others
  * on the GEMM library. Results equal the kernels above to float rounding. */
 #define KT__ATT_QB 64
 void kt__attention_forward_blocked(float *out, float *att, float *scratch, const float *inp, int B,
@@ -156,11 +156,26 @@ void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b,
 void kt__head_softmax(float *p, int ldp, float *s, int lds, int m, int r0, int T, float scale);
 void kt__head_softmax_backward(float *d, int ldd, const float *a, int lda, int m, int r0, int T,
                                float scale);
+/* The same on AVX2 + FMA (head_tiles_avx2.c), which the functions above
+ * run where the CPU has no AVX-512. */
+void kt__head_transpose_avx2(float *xt, int Tp, const float *x, int ld, int T, int hs);
+void kt__head_scores_avx2(float *s, int lds, const float *a, int lda, const float *xt, int Tp,
+                          int m, int r0, int hs);
+void kt__head_rows_avx2(float *out, int ldo, const float *p, int ldp, const float *b, int ldb,
+                        int m, int r0, int n, int hs);
+void kt__head_keys_avx2(float *out, int ldo, const float *p, int ldp, const float *b, int ldb,
+                        int T, int hs);
+void kt__head_softmax_avx2(float *p, int ldp, float *s, int lds, int m, int r0, int T, float scale);
+void kt__head_softmax_backward_avx2(float *d, int ldd, const float *a, int lda, int m, int r0,
+                                    int T, float scale);
 /* Whether this CPU runs AVX-512F: the register tiles above and the row
  * kernels below (rows_avx512.c) are used only where it does. The row
  * kernel: o, g (n) = gelu(x + b) and its derivative, as
  * kt__gelu_forward_grad of x + b to float rounding. */
 int kt__avx512_ok(void);
+/* Tests: 1 makes kt__avx512_ok false, so that a CPU with AVX-512 runs (and
+ * tests) the AVX2 kernels; 0 undoes it. Set while no kernel runs. */
+void kt__avx512_mask(int masked);
 void kt__bias_gelu_row_avx512(float *o, float *g, const float *x, const float *b, int n);
 #endif
 static inline int kt__head_tiles_width(int T) { return (T + 15) / 16 * 16; }

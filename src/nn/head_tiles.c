@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "nn/avx512.h"
+#include "nn/nn.h" /* kt__tiles_avx2_ok */
 #define TILE_TARGET KT__AVX512
 
 #define MR 6         /* rows of a tile of 3 or 4 16-float columns (at most 24 accumulators) */
@@ -23,7 +24,11 @@
 
 static inline int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
-int kt__head_tiles_ok(int hs) { return hs > 0 && hs % VW == 0 && kt__avx512_ok(); }
+/* AVX-512 where the CPU has it, else AVX2 + FMA (head_tiles_avx2.c); the
+ * same 16-float multiples on both. */
+int kt__head_tiles_ok(int hs) {
+  return hs > 0 && hs % VW == 0 && (kt__avx512_ok() || kt__tiles_avx2_ok());
+}
 
 /* c (mr, 16 nv) = sum over kk in [k0, k1) of A(i, kk) * b row kk, where
  * A(i, kk) = a[i * ars + kk * aks]; overwritten. */
@@ -144,7 +149,7 @@ TILE_TARGET static void transpose_block(float *xt, size_t ldt, const float *x, s
   }
 }
 
-void kt__head_transpose(float *xt, int Tp, const float *x, int ld, int T, int hs) {
+static void head_transpose_512(float *xt, int Tp, const float *x, int ld, int T, int hs) {
   for (int j0 = 0; j0 < T; j0 += VW) { /* rows of x past T give xt's zero columns */
     int n = T - j0 < VW ? T - j0 : VW;
     for (int d = 0; d < hs; d += VW)
@@ -152,8 +157,8 @@ void kt__head_transpose(float *xt, int Tp, const float *x, int ld, int T, int hs
   }
 }
 
-void kt__head_scores(float *s, int lds, const float *a, int lda, const float *kt, int Tp, int m,
-                     int r0, int hs) {
+static void head_scores_512(float *s, int lds, const float *a, int lda, const float *kt, int Tp,
+                            int m, int r0, int hs) {
   tile_op o = {s, (size_t)lds, (size_t)lda, 1, (size_t)Tp, a, kt};
   for (int col = 0; col < Tp; col += VW * NV) /* a chunk of kt's columns stays in L1 */
     for (int i = 0; i < m; i += MR) {
@@ -165,8 +170,8 @@ void kt__head_scores(float *s, int lds, const float *a, int lda, const float *kt
     }
 }
 
-void kt__head_rows(float *out, int ldo, const float *p, int ldp, const float *b, int ldb, int m,
-                   int r0, int n, int hs) {
+static void head_rows_512(float *out, int ldo, const float *p, int ldp, const float *b, int ldb,
+                          int m, int r0, int n, int hs) {
   tile_op o = {out, (size_t)ldo, (size_t)ldp, 1, (size_t)ldb, p, b};
   for (int col = 0; col < hs; col += VW * NV) {
     int nv = (hs - col) / VW < NV ? (hs - col) / VW : NV, rows = tile_rows(nv);
@@ -177,8 +182,8 @@ void kt__head_rows(float *out, int ldo, const float *p, int ldp, const float *b,
   }
 }
 
-void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b, int ldb, int T,
-                   int hs) {
+static void head_keys_512(float *out, int ldo, const float *p, int ldp, const float *b, int ldb,
+                          int T, int hs) {
   tile_op o = {out, (size_t)ldo, 1, (size_t)ldp, (size_t)ldb, p, b};
   for (int col = 0; col < hs; col += VW * NV) {
     int nv = (hs - col) / VW < NV ? (hs - col) / VW : NV, rows = tile_rows(nv);
@@ -194,8 +199,8 @@ void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b,
  * masked stores just before them (a masked store does not forward to a
  * load), and so on p's lines coming from memory: nearly half the
  * softmax's samples sat on that load. */
-TILE_TARGET void kt__head_softmax(float *p, int ldp, float *s, int lds, int m, int r0, int T,
-                                  float scale) {
+TILE_TARGET static void head_softmax_512(float *p, int ldp, float *s, int lds, int m, int r0, int T,
+                                         float scale) {
   for (int t = 0; t < m; t++) {
     float *row = p + (size_t)t * ldp, *x = s + (size_t)t * lds;
     int n = r0 + t + 1, i;
@@ -217,8 +222,8 @@ TILE_TARGET void kt__head_softmax(float *p, int ldp, float *s, int lds, int m, i
   }
 }
 
-TILE_TARGET void kt__head_softmax_backward(float *d, int ldd, const float *a, int lda, int m,
-                                           int r0, int T, float scale) {
+TILE_TARGET static void head_softmax_backward_512(float *d, int ldd, const float *a, int lda, int m,
+                                                  int r0, int T, float scale) {
   for (int t = 0; t < m; t++) {
     float *g = d + (size_t)t * ldd;
     const float *p = a + (size_t)t * lda;
@@ -241,6 +246,36 @@ TILE_TARGET void kt__head_softmax_backward(float *d, int ldd, const float *a, in
     }
     for (i = n; i < T; i++) g[i] = 0.0f;
   }
+}
+
+/* The public functions: the AVX-512 kernels above, else the AVX2 ones. */
+void kt__head_transpose(float *xt, int Tp, const float *x, int ld, int T, int hs) {
+  if (kt__avx512_ok()) head_transpose_512(xt, Tp, x, ld, T, hs);
+  else kt__head_transpose_avx2(xt, Tp, x, ld, T, hs);
+}
+void kt__head_scores(float *s, int lds, const float *a, int lda, const float *kt, int Tp, int m,
+                     int r0, int hs) {
+  if (kt__avx512_ok()) head_scores_512(s, lds, a, lda, kt, Tp, m, r0, hs);
+  else kt__head_scores_avx2(s, lds, a, lda, kt, Tp, m, r0, hs);
+}
+void kt__head_rows(float *out, int ldo, const float *p, int ldp, const float *b, int ldb, int m,
+                   int r0, int n, int hs) {
+  if (kt__avx512_ok()) head_rows_512(out, ldo, p, ldp, b, ldb, m, r0, n, hs);
+  else kt__head_rows_avx2(out, ldo, p, ldp, b, ldb, m, r0, n, hs);
+}
+void kt__head_keys(float *out, int ldo, const float *p, int ldp, const float *b, int ldb, int T,
+                   int hs) {
+  if (kt__avx512_ok()) head_keys_512(out, ldo, p, ldp, b, ldb, T, hs);
+  else kt__head_keys_avx2(out, ldo, p, ldp, b, ldb, T, hs);
+}
+void kt__head_softmax(float *p, int ldp, float *s, int lds, int m, int r0, int T, float scale) {
+  if (kt__avx512_ok()) head_softmax_512(p, ldp, s, lds, m, r0, T, scale);
+  else kt__head_softmax_avx2(p, ldp, s, lds, m, r0, T, scale);
+}
+void kt__head_softmax_backward(float *d, int ldd, const float *a, int lda, int m, int r0, int T,
+                               float scale) {
+  if (kt__avx512_ok()) head_softmax_backward_512(d, ldd, a, lda, m, r0, T, scale);
+  else kt__head_softmax_backward_avx2(d, ldd, a, lda, m, r0, T, scale);
 }
 
 #else

@@ -83,8 +83,9 @@ void kt__epilogue_apply(float *c, int ldc, int m, int n, const kt__epilogue *ep)
 
 /* kaiten's own GEMM (gemm_tiles.c): AVX-512 register tiles of 12 rows by
  * 32 columns over packed 256-deep slices of op(b), with ep fused into the
- * tiles' stores. kt__tiles_ok: the CPU runs it (else kt__tiles_sgemm is
- * OpenBLAS and a pass). */
+ * tiles' stores (AVX2 + FMA where the CPU has no AVX-512: 6 x 16 tiles).
+ * kt__tiles_ok: the CPU runs one of them (else kt__tiles_sgemm is OpenBLAS
+ * and a pass). */
 int kt__tiles_ok(void);
 /* Its version as kaiten --version and auto's cache key name it: the ISA,
  * the tile and a revision that a change to the kernel bumps, so a cached
@@ -93,6 +94,45 @@ const char *kt__tiles_version(void);
 void kt__tiles_sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc,
                      const kt__epilogue *ep);
+/* The epilogue of one register tile: ep's pointers moved to the tile's
+ * corner (row i0, column j of c), and to row i of the tile (NULL ep: none). */
+typedef struct {
+  const float *bias, *res;
+  float *grad;
+  size_t ldr;
+  int gelu;
+} kt__tile_epi;
+static inline kt__tile_epi kt__tile_epi_at(const kt__epilogue *ep, int i0, int ldc, int j) {
+  kt__tile_epi t = {0};
+  if (ep)
+    t = (kt__tile_epi){.bias = ep->bias ? ep->bias + j : NULL,
+                       .res = ep->res ? ep->res + (size_t)i0 * ep->ldr + j : NULL,
+                       .grad = ep->gelu ? ep->grad + (size_t)i0 * ldc + j : NULL,
+                       .ldr = (size_t)ep->ldr,
+                       .gelu = ep->gelu};
+  return t;
+}
+static inline kt__tile_epi kt__tile_epi_row(const kt__tile_epi *ep, int i, size_t ldc) {
+  kt__tile_epi t = {0};
+  if (ep)
+    t = (kt__tile_epi){.bias = ep->bias,
+                       .res = ep->res ? ep->res + i * ep->ldr : NULL,
+                       .grad = ep->gelu ? ep->grad + i * ldc : NULL,
+                       .gelu = ep->gelu};
+  return t;
+}
+/* The kernel on AVX2 + FMA, 6 x 16 tiles (gemm_tiles_avx2.c): what
+ * kt__tiles_sgemm runs where the CPU has no AVX-512. */
+int kt__tiles_avx2_ok(void);
+void kt__tiles_avx2_sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
+                          const float *b, int ldb, float beta, float *c, int ldc,
+                          const kt__epilogue *ep);
+/* What the two kernels share: the calling thread's buffer of packed panels
+ * (at least `floats`, kept from call to call; NULL when none is to be had)
+ * and prefetches of part `part` of `parts` of the lines of rows x bytes at p
+ * (rows ld bytes apart): the next row of tiles' operands, a part per panel. */
+float *kt__tiles_panels(size_t floats);
+void kt__tiles_prefetch_part(const char *p, size_t ld, int rows, size_t bytes, int part, int parts);
 /* The library a product runs on in context e: its class's in e->plan, else
  * e->gemm. */
 kt_gemm_kind kt__gemm_for(const kt__exec *e, int m, int n, int k, int trans_a, int trans_b);

@@ -11,7 +11,9 @@
 
 #ifdef KT__HEAD_TILES
 
-int kt__avx512_ok(void) { return __builtin_cpu_supports("avx512f"); }
+static int avx512_masked; /* kt__avx512_mask */
+void kt__avx512_mask(int masked) { avx512_masked = masked; }
+int kt__avx512_ok(void) { return !avx512_masked && __builtin_cpu_supports("avx512f"); }
 
 /* o = gelu(x + b), g = gelu'(x + b) on the lanes k */
 KT__AVX512 static inline __attribute__((always_inline)) void bias_gelu16(float *o, float *g,
