@@ -44,8 +44,8 @@ AVX2 static inline __attribute__((always_inline)) __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(r, p, _mm256_set1_ps(1.0f));
   p = _mm256_fmadd_ps(r, p, _mm256_set1_ps(1.0f));
   /* nb's low mantissa bits hold n + 2^22 (two's complement): n << 23 */
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(nb), _mm256_set1_epi32(127)),
-                                23);
+  __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(nb), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
@@ -71,7 +71,7 @@ AVX2 static inline __attribute__((always_inline)) __m256 gelu8(__m256 v, __m256 
  * lds apart; rows from `rows` on and the lanes outside `cols` read as zero,
  * and never touched). */
 AVX2 static inline void transpose8(float *d, size_t ldd, const float *s, size_t lds, int rows,
-                            __m256i cols, int out_rows) {
+                                   __m256i cols, int out_rows) {
   __m256 r[VW], t[VW];
   for (int i = 0; i < VW; i++)
     r[i] = i < rows ? _mm256_maskload_ps(s + i * lds, cols) : _mm256_setzero_ps();

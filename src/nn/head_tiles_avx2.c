@@ -56,8 +56,9 @@ typedef void (*tile_fn)(float *c, size_t ldc, const float *a, size_t ars, size_t
                             const float *b, size_t ldb, int k0, int k1) { \
     tile(c, ldc, a, ars, aks, b, ldb, k0, k1, R); \
   }
-TILE(1) TILE(2) TILE(3) TILE(4) TILE(5) TILE(6)
-static const tile_fn tiles[MR] = {tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
+TILE(1)
+TILE(2) TILE(3) TILE(4) TILE(5)
+    TILE(6) static const tile_fn tiles[MR] = {tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
 
 /* c rows [i, i + mr) x columns [col, col + 16) of a product, summing kk
  * over [k0, k1) (each caller's causal bound for the tile). */
@@ -76,12 +77,12 @@ AVX2 void kt__head_transpose_avx2(float *xt, int Tp, const float *x, int ld, int
   __m256i all = first_lanes(VW);
   for (int j0 = 0; j0 < Tp; j0 += VW) /* rows of x past T give xt's zero columns */
     for (int d = 0; d < hs; d += VW)
-      transpose8(xt + (size_t)d * Tp + j0, (size_t)Tp, x + (size_t)j0 * ld + d, (size_t)ld,
-                 T - j0, all, VW);
+      transpose8(xt + (size_t)d * Tp + j0, (size_t)Tp, x + (size_t)j0 * ld + d, (size_t)ld, T - j0,
+                 all, VW);
 }
 
 AVX2 void kt__head_scores_avx2(float *s, int lds, const float *a, int lda, const float *kt, int Tp,
-                          int m, int r0, int hs) {
+                               int m, int r0, int hs) {
   tile_op o = {s, (size_t)lds, (size_t)lda, 1, (size_t)Tp, a, kt};
   for (int col = 0; col < Tp; col += NR) /* a 16-column slice of kt stays in L1 */
     for (int i = 0; i < m; i += MR) {
@@ -92,7 +93,7 @@ AVX2 void kt__head_scores_avx2(float *s, int lds, const float *a, int lda, const
 }
 
 AVX2 void kt__head_rows_avx2(float *out, int ldo, const float *p, int ldp, const float *b, int ldb,
-                        int m, int r0, int n, int hs) {
+                             int m, int r0, int n, int hs) {
   tile_op o = {out, (size_t)ldo, (size_t)ldp, 1, (size_t)ldb, p, b};
   for (int col = 0; col < hs; col += NR)
     for (int i = 0; i < m; i += MR) {
@@ -102,7 +103,7 @@ AVX2 void kt__head_rows_avx2(float *out, int ldo, const float *p, int ldp, const
 }
 
 AVX2 void kt__head_keys_avx2(float *out, int ldo, const float *p, int ldp, const float *b, int ldb,
-                        int T, int hs) {
+                             int T, int hs) {
   tile_op o = {out, (size_t)ldo, 1, (size_t)ldp, (size_t)ldb, p, b};
   for (int col = 0; col < hs; col += NR)
     for (int j = 0; j < T; j += MR) {
@@ -123,8 +124,8 @@ AVX2 void kt__head_softmax_avx2(float *p, int ldp, float *s, int lds, int m, int
     __m256 vm = ninf, vs = _mm256_setzero_ps();
     for (i = 0; i < n; i += VW) {
       __m256i k = first_lanes(n - i);
-      vm = _mm256_max_ps(vm, _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, k),
-                                              _mm256_castsi256_ps(k)));
+      vm = _mm256_max_ps(
+          vm, _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, k), _mm256_castsi256_ps(k)));
     }
     __m256 shift = _mm256_set1_ps(max8(vm) * scale);
     for (i = 0; i < n; i += VW) {
