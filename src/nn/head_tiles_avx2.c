@@ -56,9 +56,10 @@ typedef void (*tile_fn)(float *c, size_t ldc, const float *a, size_t ars, size_t
                             const float *b, size_t ldb, int k0, int k1) { \
     tile(c, ldc, a, ars, aks, b, ldb, k0, k1, R); \
   }
-TILE(1)
-TILE(2) TILE(3) TILE(4) TILE(5)
-    TILE(6) static const tile_fn tiles[MR] = {tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
+// clang-format off
+TILE(1) TILE(2) TILE(3) TILE(4) TILE(5) TILE(6)
+static const tile_fn tiles[MR] = {tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
+// clang-format on
 
 /* c rows [i, i + mr) x columns [col, col + 16) of a product, summing kk
  * over [k0, k1) (each caller's causal bound for the tile). */
