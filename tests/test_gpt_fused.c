@@ -449,7 +449,7 @@ int main(void) {
   printf("attention\n");
   test_attention();
 #ifdef KT__HEAD_TILES
-  if (kt__avx512_ok() && kt__tiles_avx2_ok()) { /* the AVX2 kernels too, where AVX-512 hides them */
+  if (kt__avx512_ok() && kt__avx2_ok()) { /* the AVX2 kernels too, where AVX-512 hides them */
     printf("AVX2 kernels on this AVX-512 CPU\n");
     kt__avx512_mask(1);
     test_libraries();

@@ -1,7 +1,7 @@
 /* AVX2 + FMA helpers shared by the kernels written with its intrinsics
  * (gemm_tiles_avx2.c, head_tiles_avx2.c): built for AVX2 + FMA whatever
  * the build's target, called only where the CPU has them
- * (kt__tiles_avx2_ok). Only with KT__HEAD_TILES (x86-64, GCC or Clang). */
+ * (kt__avx2_ok). Only with KT__HEAD_TILES (x86-64, GCC or Clang). */
 #ifndef KT_NN_AVX2_H
 #define KT_NN_AVX2_H
 
@@ -43,7 +43,8 @@ AVX2 static inline __attribute__((always_inline)) __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(r, p, _mm256_set1_ps(0.5f));
   p = _mm256_fmadd_ps(r, p, _mm256_set1_ps(1.0f));
   p = _mm256_fmadd_ps(r, p, _mm256_set1_ps(1.0f));
-  /* nb's low mantissa bits hold n + 2^22 (two's complement): n << 23 */
+  /* nb's bits are big's plus n; shifted left 23, all but n + 127 (in [1, 254])
+   * falls off: 2^n's bits */
   __m256i e =
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(nb), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));

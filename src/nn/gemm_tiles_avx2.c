@@ -23,10 +23,6 @@
 #define MR 6   /* rows of a tile */
 #define PF_B 8 /* steps of the inner dimension ahead that a tile prefetches its panel */
 
-int kt__tiles_avx2_ok(void) {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
 /* One row's vector `half` of a tile, v, stored at c with its epilogue
  * (ep's pointers at the row's start; NULL: none) on the lanes k. */
 AVX2 static inline __attribute__((always_inline)) void store_row(float *c, __m256 v,

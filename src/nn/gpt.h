@@ -177,7 +177,10 @@ int kt__avx512_ok(void);
  * tests) the AVX2 kernels; 0 undoes it. Set while no kernel runs. */
 void kt__avx512_mask(int masked);
 void kt__bias_gelu_row_avx512(float *o, float *g, const float *x, const float *b, int n);
-/* The same on AVX2 + FMA (rows_avx2.c), where the CPU has no AVX-512. */
+/* Whether this CPU runs AVX2 and FMA: the kernels on them (head_tiles_avx2.c,
+ * gemm_tiles_avx2.c, rows_avx2.c) run where it does and kt__avx512_ok does
+ * not. The row kernel above on them: */
+int kt__avx2_ok(void);
 void kt__bias_gelu_row_avx2(float *o, float *g, const float *x, const float *b, int n);
 #endif
 static inline int kt__head_tiles_width(int T) { return (T + 15) / 16 * 16; }

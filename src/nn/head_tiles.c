@@ -12,7 +12,6 @@
 #include <stdint.h>
 
 #include "nn/avx512.h"
-#include "nn/nn.h" /* kt__tiles_avx2_ok */
 #define TILE_TARGET KT__AVX512
 
 #define MR 6         /* rows of a tile of 3 or 4 16-float columns (at most 24 accumulators) */
@@ -27,7 +26,7 @@ static inline int round_up(int x, int to) { return (x + to - 1) / to * to; }
 /* AVX-512 where the CPU has it, else AVX2 + FMA (head_tiles_avx2.c); the
  * same 16-float multiples on both. */
 int kt__head_tiles_ok(int hs) {
-  return hs > 0 && hs % VW == 0 && (kt__avx512_ok() || kt__tiles_avx2_ok());
+  return hs > 0 && hs % VW == 0 && (kt__avx512_ok() || kt__avx2_ok());
 }
 
 /* c (mr, 16 nv) = sum over kk in [k0, k1) of A(i, kk) * b row kk, where

@@ -117,7 +117,7 @@ SIMD_CLONES void kt__epilogue_apply(float *c, int ldc, int m, int n, const kt__e
       kt__bias_gelu_row_avx512(row, grad, row, ep->bias, n);
       continue;
     }
-    if (grad && ep->bias && !res && kt__tiles_avx2_ok()) {
+    if (grad && ep->bias && !res && kt__avx2_ok()) {
       kt__bias_gelu_row_avx2(row, grad, row, ep->bias, n);
       continue;
     }

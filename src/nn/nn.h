@@ -122,8 +122,7 @@ static inline kt__tile_epi kt__tile_epi_row(const kt__tile_epi *ep, int i, size_
   return t;
 }
 /* The kernel on AVX2 + FMA, 6 x 16 tiles (gemm_tiles_avx2.c): what
- * kt__tiles_sgemm runs where the CPU has no AVX-512. */
-int kt__tiles_avx2_ok(void);
+ * kt__tiles_sgemm runs where the CPU has no AVX-512 (kt__avx2_ok). */
 void kt__tiles_avx2_sgemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
                           const float *b, int ldb, float beta, float *c, int ldc,
                           const kt__epilogue *ep);

@@ -6,6 +6,8 @@
 
 #ifdef KT__HEAD_TILES
 
+int kt__avx2_ok(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
 /* o = gelu(x + b), g = gelu'(x + b) on the lanes k (all where full) */
 AVX2 static inline __attribute__((always_inline)) void bias_gelu8(float *o, float *g,
                                                                   const float *x, const float *b,
