@@ -10,9 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 static const char *const status_names[] = {
 #define X(name, code, msg) #name,
@@ -63,6 +67,26 @@ void *kt_calloc(size_t n, size_t size) {
   if (n == 0 || size == 0) return calloc(1, 1);
   if (n > SIZE_MAX / size) return NULL;
   return calloc(n, size);
+}
+
+/* (Linux 6.1; older headers lack it, older kernels refuse it) */
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+void kt_advise_huge(void *p, size_t len, int touched) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  const uintptr_t huge = (uintptr_t)2 << 20;
+  uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + len) & ~(huge - 1);
+  if (hi <= lo) return;
+  /* hints: a refusal (no THP, an older kernel) leaves the small pages */
+  (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+  /* a 2 MiB range with a page in place is no longer given a huge page
+   * when touched: collapsed now instead */
+  if (touched) (void)madvise((void *)lo, hi - lo, MADV_COLLAPSE);
+#else
+  (void)p, (void)len, (void)touched;
+#endif
 }
 
 int kt_rank_queue_init(kt_rank_queue *q, int n) {

@@ -1,6 +1,7 @@
 /* Schedule registry: names, aliases, default chunk counts, closed forms, dispatch. */
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kaiten/sim.h"
@@ -254,10 +255,23 @@ double kt_gen_min_mem_limit(kt_gen_kind kind, const kt_gen_params *params) {
   return need;
 }
 
+/* Bytes of action lists from which they are backed by huge pages. */
+#define HUGE_LISTS ((size_t)16 << 20)
+
 kt_status kt__reserve_actions(kt_schedule *s, size_t per_rank, kt_error *err) {
-  for (int r = 0; r < s->p; r++)
-    if (kt_grow((void **)&s->ranks[r].actions, &s->ranks[r].cap, per_rank, sizeof(kt_action)))
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  size_t bytes = 0;
+  for (int r = 0; r < s->p; r++) {
+    kt_rank_actions *ra = &s->ranks[r];
+    if (kt_grow((void **)&ra->actions, &ra->cap, per_rank, sizeof(kt_action)))
       return kt_fail(err, KT_ENOMEM, "out of memory for %zu actions per rank", per_rank);
+    uintptr_t at = (uintptr_t)ra->actions, end = at + ra->cap * sizeof(kt_action);
+    lo = at < lo ? at : lo, hi = end > hi ? end : hi, bytes += end - at;
+  }
+  /* large lists lie side by side in the allocator's memory, each of its
+   * own mapping: huge pages over them all (a simulation visits every
+   * rank's list in turns) */
+  if (bytes >= HUGE_LISTS && hi - lo <= bytes + bytes / 16) kt_advise_huge((void *)lo, hi - lo, 1);
   return KT_OK;
 }
 
