@@ -95,21 +95,12 @@ static void ring_then_table(const kt_costs *c) {
   kt_schedule_free(&g);
 }
 
-/* Action lists large enough to be backed by huge pages (generated in
- * place over the allocator's lists, which kt_advise_huge collapses with
- * their headers in them): every action where 1F1B puts it, and the
- * simulation's closed forms. A buffer advised after being written keeps
- * what it held. */
+/* Action lists large enough to share one block on huge pages
+ * (kt_schedule_reserve): every action where 1F1B puts it, the
+ * simulation's closed forms, a list that outgrows its room moving out of
+ * the block with its actions, and the lists changing schedules with their
+ * block (ASan checks what is freed). */
 static void huge_lists(void) {
-  size_t n = (size_t)6 << 20;
-  unsigned *buf = malloc(n * sizeof *buf);
-  CHECK(buf != NULL);
-  for (size_t i = 0; i < n; i++) buf[i] = (unsigned)(i * 2654435761u);
-  kt_advise_huge(buf, n * sizeof *buf, 1);
-  size_t differ = 0;
-  for (size_t i = 0; i < n; i++) differ += buf[i] != (unsigned)(i * 2654435761u);
-  CHECK_EQ_INT((int)differ, 0);
-  free(buf);
   int P = 96, M = 8192; /* 18 MiB of lists */
   kt_gen_params p = {.p = P, .m = M, .v = 1};
   kt_schedule s;
@@ -133,7 +124,18 @@ static void huge_lists(void) {
   CHECK(met.makespan == 3.0 * (M + P - 1)); /* tf = 1, B = tb + tw = 2 */
   CHECK(met.ranks[0].peak_memory == P && met.ranks[P - 1].peak_memory == 1);
   kt_metrics_free(&met);
+  CHECK(s.block != NULL && s.ranks[1].actions == s.block + 2 * (size_t)M);
+  kt_schedule copy;
+  CHECK(!kt_schedule_copy(&copy, &s, &err));
+  CHECK(!kt_schedule_push(&s, 1, 1, KT_OP_F, M)); /* no room left in the block */
+  CHECK(s.ranks[1].actions < s.block || s.ranks[1].actions >= s.block + s.block_n);
+  CHECK(s.ranks[1].n == 2 * (size_t)M + 1 && s.ranks[1].actions[2 * M].mb == M);
+  CHECK(!memcmp(s.ranks[1].actions, copy.ranks[1].actions, 2 * (size_t)M * sizeof(kt_action)));
+  kt_action *block = s.block;
+  kt_schedule_swap_lists(&s, &copy);
+  CHECK(copy.block == block && s.block == NULL && copy.ranks[1].n == 2 * (size_t)M + 1);
   kt_schedule_free(&s);
+  kt_schedule_free(&copy);
 }
 
 int main(void) {

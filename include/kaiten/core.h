@@ -64,14 +64,11 @@ void *kt_calloc(size_t n, size_t size);
 int kt_grow(void **ptr, size_t *cap, size_t need, size_t elem);
 /* Asks the kernel to back the whole 2 MiB pages inside [p, p + len) with
  * huge pages when they are first touched (Linux transparent huge pages in
- * madvise mode; elsewhere nothing). For the large tables that one pass
- * walks in many places at once (a 1F1B simulation at P=1024 M=16384 reads
- * 1024 action lists, 0.4 GB, in turns): one TLB entry and one page fault
- * per 2 MiB instead of 512. touched: some of its pages were written
- * already (the allocator's headers of lists side by side): those 2 MiB
- * ranges are collapsed into huge pages at once (Linux 6.1 on). A hint
- * only; the memory stays p's allocator's. */
-void kt_advise_huge(void *p, size_t len, int touched);
+ * madvise mode; elsewhere nothing): one TLB entry and one page fault per
+ * 2 MiB instead of 512, for the large tables a pass walks in many places
+ * at once. A range with a page already touched keeps small pages there.
+ * A hint only; the memory stays p's allocator's. */
+void kt_advise_huge(void *p, size_t len);
 
 /* A first-in first-out queue of ranks 0..n-1 holding each at most once:
  * the work list of every walk that runs each rank's actions while their

@@ -103,6 +103,12 @@ typedef struct {
    * fewer than V stages leaves empty. One allocation. */
   int32_t *stage_rank, *stage_chunk, *chunk_stage;
   int n_stages;
+  /* A large schedule's lists side by side in one block on huge pages
+   * (kt_schedule_reserve; NULL: every list its own allocation). A list
+   * that outgrows its room there moves out (kt_schedule_room); whole sets
+   * of lists change schedules only with their block (kt_schedule_swap_lists). */
+  kt_action *block;
+  size_t block_n;
 } kt_schedule;
 
 /* Sets up an empty schedule. EINVAL on out-of-range sizes, ENOMEM. An
@@ -130,6 +136,17 @@ void kt_schedule_free(kt_schedule *s);
  * by k*M, flags kept): a step of gradient accumulation, each round with its
  * own fill and drain. ENOMEM. */
 kt_status kt_schedule_repeat(const kt_schedule *src, int rounds, kt_schedule *out, kt_error *err);
+/* Room for per_rank actions on every rank's list. Empty lists of at least
+ * 16 MiB in all are laid out in one block backed by huge pages (a large
+ * simulation visits every rank's list in turns: 1F1B at P=1024 M=16384
+ * has 0.4 GB of them). ENOMEM. */
+kt_status kt_schedule_reserve(kt_schedule *s, size_t per_rank);
+/* Room for need actions on rank's list (moved out of the block when it
+ * lies there). ENOMEM. */
+kt_status kt_schedule_room(kt_schedule *s, int rank, size_t need);
+/* Exchanges every rank's list, and the blocks they lie in, between two
+ * schedules of the same P. */
+void kt_schedule_swap_lists(kt_schedule *a, kt_schedule *b);
 /* Appends an action to rank's list. ENOMEM on allocation failure. */
 kt_status kt_schedule_push(kt_schedule *s, int rank, int stage, kt_op op, int mb);
 size_t kt_schedule_total_actions(const kt_schedule *s);

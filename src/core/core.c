@@ -69,23 +69,14 @@ void *kt_calloc(size_t n, size_t size) {
   return calloc(n, size);
 }
 
-/* (Linux 6.1; older headers lack it, older kernels refuse it) */
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
-
-void kt_advise_huge(void *p, size_t len, int touched) {
+void kt_advise_huge(void *p, size_t len) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   const uintptr_t huge = (uintptr_t)2 << 20;
   uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + len) & ~(huge - 1);
-  if (hi <= lo) return;
-  /* hints: a refusal (no THP, an older kernel) leaves the small pages */
-  (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-  /* a 2 MiB range with a page in place is no longer given a huge page
-   * when touched: collapsed now instead */
-  if (touched) (void)madvise((void *)lo, hi - lo, MADV_COLLAPSE);
+  /* a hint: a refusal (no THP) leaves the small pages */
+  if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
 #else
-  (void)p, (void)len, (void)touched;
+  (void)p, (void)len;
 #endif
 }
 

@@ -53,10 +53,8 @@ static void *one_f_one_b_main(void *arg) {
 kt_status kt__gen_1f1b(kt_schedule *s, const kt_gen_params *params, kt_error *err) {
   (void)params;
   for (int r = 0; r < s->p; r++)
-    if (s->ranks[r].cap - s->ranks[r].n < 2 * (size_t)s->m)
-      if (kt_grow((void **)&s->ranks[r].actions, &s->ranks[r].cap, s->ranks[r].n + 2 * (size_t)s->m,
-                  sizeof(kt_action)))
-        return kt_fail(err, KT_ENOMEM, "out of memory building schedule");
+    if (kt_schedule_room(s, r, s->ranks[r].n + 2 * (size_t)s->m))
+      return kt_fail(err, KT_ENOMEM, "out of memory building schedule");
   int mid = 0;
 #ifndef __wasi__
   pthread_t second;

@@ -63,10 +63,7 @@ kt_status kt__exact_step(kt_schedule *s, const kt_costs *c, double mem_limit, lo
     }
     if (!st && sr.makespan < io->period * (1 - 1e-9) &&
         !(st = kt__exact_verify(&pb, &found, c, sr.makespan, &period, err))) {
-      for (int r = 0; r < s->p; r++) { /* the search's order replaces the incumbent */
-        kt_rank_actions tmp = s->ranks[r];
-        s->ranks[r] = found.ranks[r], found.ranks[r] = tmp;
-      }
+      kt_schedule_swap_lists(s, &found); /* the search's order replaces the incumbent */
       io->period = period;
     }
     kt_schedule_free(&found);

@@ -166,10 +166,7 @@ static kt_status run_search(const kt_gen_params *params, const kt_optimal_opts *
                : kt__opt_search(pb, &so, &found, &sr, err);
   int better = !st && sr.makespan < INFINITY;
   if (better) { /* the search's order replaces zb-auto's */
-    for (int r = 0; r < out->p; r++) {
-      kt_rank_actions tmp = out->ranks[r];
-      out->ranks[r] = found.ranks[r], found.ranks[r] = tmp;
-    }
+    kt_schedule_swap_lists(out, &found);
   }
   kt_schedule_free(&found);
   if (!st && !better && isinf(upper))

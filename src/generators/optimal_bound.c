@@ -45,7 +45,7 @@ static kt_status ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb, size_t
   int ok = 1;
   for (int t = 0; t < KT__OPT_TYPES; t++) {
     ok &= (ws->head[t] = kt_calloc(cells, sizeof(double))) != NULL;
-    if (ws->head[t]) kt_advise_huge(ws->head[t], cells * sizeof(double), 0);
+    if (ws->head[t]) kt_advise_huge(ws->head[t], cells * sizeof(double));
     if (window)
       ok &= (ws->keep[t] = kt_calloc((size_t)pb->v * (size_t)pb->m, sizeof(double))) != NULL;
   }

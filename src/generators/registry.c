@@ -1,7 +1,6 @@
 /* Schedule registry: names, aliases, default chunk counts, closed forms, dispatch. */
 #include <math.h>
 #include <stdio.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "kaiten/sim.h"
@@ -14,24 +13,25 @@ typedef struct {
   int any_v; /* 1: any V >= 1 in its placement (else default_v only, or >= 2 for loop) */
   kt_placement placement;
   kt__generator_fn fn;
+  int split; /* its backward runs as I and W (3 actions a chunk and micro-batch, else 2) */
 } kind_info;
 
 static const kind_info kinds[] = {
-    [KT_SCHED_GPIPE] = {"gpipe", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_gpipe},
-    [KT_SCHED_1F1B] = {"1f1b", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_1f1b},
+    [KT_SCHED_GPIPE] = {"gpipe", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_gpipe, 0},
+    [KT_SCHED_1F1B] = {"1f1b", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_1f1b, 0},
     [KT_SCHED_INTERLEAVED] = {"interleaved", "interleaved-1f1b", 2, 0, KT_PLACEMENT_LOOP,
-                              kt__gen_interleaved},
-    [KT_SCHED_LOOPED_BFS] = {"looped-bfs", NULL, 2, 0, KT_PLACEMENT_LOOP, kt__gen_looped_bfs},
-    [KT_SCHED_ZB_H1] = {"zb-h1", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_zb_h1},
-    [KT_SCHED_ZB_H2] = {"zb-h2", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_zb_h2},
-    [KT_SCHED_ZBV] = {"zbv", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_zbv},
-    [KT_SCHED_DUALPIPEV] = {"dualpipev", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_dualpipev},
-    [KT_SCHED_ZB_AUTO] = {"zb-auto", NULL, 1, 1, KT_PLACEMENT_LOOP, kt__gen_zb_auto},
-    [KT_SCHED_ZBV_AUTO] = {"zbv-auto", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_zbv_auto},
+                              kt__gen_interleaved, 0},
+    [KT_SCHED_LOOPED_BFS] = {"looped-bfs", NULL, 2, 0, KT_PLACEMENT_LOOP, kt__gen_looped_bfs, 0},
+    [KT_SCHED_ZB_H1] = {"zb-h1", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_zb_h1, 1},
+    [KT_SCHED_ZB_H2] = {"zb-h2", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_zb_h2, 1},
+    [KT_SCHED_ZBV] = {"zbv", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_zbv, 1},
+    [KT_SCHED_DUALPIPEV] = {"dualpipev", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_dualpipev, 1},
+    [KT_SCHED_ZB_AUTO] = {"zb-auto", NULL, 1, 1, KT_PLACEMENT_LOOP, kt__gen_zb_auto, 1},
+    [KT_SCHED_ZBV_AUTO] = {"zbv-auto", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_zbv_auto, 1},
     [KT_SCHED_INTERLEAVED_ZB] = {"interleaved-zb", NULL, 2, 0, KT_PLACEMENT_LOOP,
-                                 kt__gen_interleaved_zb},
-    [KT_SCHED_V_HALF] = {"v-half", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_v_half},
-    [KT_SCHED_V_MIN] = {"v-min", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_v_min},
+                                 kt__gen_interleaved_zb, 1},
+    [KT_SCHED_V_HALF] = {"v-half", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_v_half, 1},
+    [KT_SCHED_V_MIN] = {"v-min", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_v_min, 1},
 };
 _Static_assert(sizeof kinds / sizeof *kinds == KT_SCHED_COUNT, "schedule table out of sync");
 
@@ -255,23 +255,9 @@ double kt_gen_min_mem_limit(kt_gen_kind kind, const kt_gen_params *params) {
   return need;
 }
 
-/* Bytes of action lists from which they are backed by huge pages. */
-#define HUGE_LISTS ((size_t)16 << 20)
-
 kt_status kt__reserve_actions(kt_schedule *s, size_t per_rank, kt_error *err) {
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  size_t bytes = 0;
-  for (int r = 0; r < s->p; r++) {
-    kt_rank_actions *ra = &s->ranks[r];
-    if (kt_grow((void **)&ra->actions, &ra->cap, per_rank, sizeof(kt_action)))
-      return kt_fail(err, KT_ENOMEM, "out of memory for %zu actions per rank", per_rank);
-    uintptr_t at = (uintptr_t)ra->actions, end = at + ra->cap * sizeof(kt_action);
-    lo = at < lo ? at : lo, hi = end > hi ? end : hi, bytes += end - at;
-  }
-  /* large lists lie side by side in the allocator's memory, each of its
-   * own mapping: huge pages over them all (a simulation visits every
-   * rank's list in turns) */
-  if (bytes >= HUGE_LISTS && hi - lo <= bytes + bytes / 16) kt_advise_huge((void *)lo, hi - lo, 1);
+  if (kt_schedule_reserve(s, per_rank))
+    return kt_fail(err, KT_ENOMEM, "out of memory for %zu actions per rank", per_rank);
   return KT_OK;
 }
 
@@ -311,9 +297,10 @@ kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params, kt_schedule
   st = kt_schedule_init(out, params->p, v, params->m, ki->placement, err);
   if (st) return st;
   snprintf(out->name, sizeof out->name, "%s", ki->name);
-  /* every schedule holds an F and a backward of each of its rank's chunks
-   * per micro-batch: room for them up front, so KT__PUSH stores in place */
-  st = kt__reserve_actions(out, 2 * (size_t)v * (size_t)params->m, err);
+  /* every schedule holds an F and a backward (I and W) of each of its
+   * rank's chunks per micro-batch: room for them up front, so KT__PUSH
+   * stores in place (DualPipeV splits some backwards only) */
+  st = kt__reserve_actions(out, (ki->split ? 3 : 2) * (size_t)v * (size_t)params->m, err);
   if (!st) st = ki->fn(out, params, err);
   if (st) kt_schedule_free(out);
   return st;

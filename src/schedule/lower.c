@@ -104,7 +104,7 @@ typedef struct {
 
 static kt_status push(kt_schedule *out, int rank, kt_action a, kt_error *err) {
   kt_rank_actions *ra = &out->ranks[rank];
-  if (kt_grow((void **)&ra->actions, &ra->cap, ra->n + 1, sizeof a) != 0)
+  if (ra->n == ra->cap && kt_schedule_room(out, rank, ra->n + 1))
     return kt_fail(err, KT_ENOMEM, "out of memory");
   a.idle_before = 0;
   a.flags &= KT_ACTION_OVERLAP_NEXT;

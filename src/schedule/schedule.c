@@ -1,6 +1,7 @@
 /* Schedule IR basics: construction, placement maps, message counts. */
 #include "kaiten/schedule.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,17 +194,73 @@ kt_status kt_schedule_copy(kt_schedule *dst, const kt_schedule *src, kt_error *e
   return KT_OK;
 }
 
+/* Whether a list lies in s's block (and is freed with it). */
+static int in_block(const kt_schedule *s, const kt_action *a) {
+  return s->block && a >= s->block && a < s->block + s->block_n;
+}
+
 void kt_schedule_free(kt_schedule *s) {
   if (s->ranks)
-    for (int r = 0; r < s->p; r++) free(s->ranks[r].actions);
+    for (int r = 0; r < s->p; r++)
+      if (!in_block(s, s->ranks[r].actions)) free(s->ranks[r].actions);
   free(s->ranks);
+  free(s->block);
   free(s->stage_rank); /* one allocation holds all three tables */
   memset(s, 0, sizeof *s);
 }
 
+/* Lists from which they share one block on huge pages, in bytes. */
+#define BLOCK_BYTES ((size_t)16 << 20)
+
+kt_status kt_schedule_reserve(kt_schedule *s, size_t per_rank) {
+  const size_t huge = (size_t)2 << 20;
+  int fresh = !s->block && per_rank <= SIZE_MAX / sizeof(kt_action) / (size_t)s->p;
+  for (int r = 0; fresh && r < s->p; r++) fresh = s->ranks[r].n == 0;
+  size_t bytes = fresh ? (size_t)s->p * per_rank * sizeof(kt_action) : 0;
+  kt_action *block =
+      bytes >= BLOCK_BYTES ? aligned_alloc(huge, (bytes + huge - 1) / huge * huge) : NULL;
+  if (block) { /* its pages are first touched where the lists are written */
+    kt_advise_huge(block, bytes);
+    for (int r = 0; r < s->p; r++) {
+      free(s->ranks[r].actions);
+      s->ranks[r].actions = block + (size_t)r * per_rank, s->ranks[r].cap = per_rank;
+    }
+    s->block = block, s->block_n = (size_t)s->p * per_rank;
+    return KT_OK;
+  }
+  for (int r = 0; r < s->p; r++)
+    if (kt_schedule_room(s, r, per_rank)) return KT_ENOMEM;
+  return KT_OK;
+}
+
+kt_status kt_schedule_room(kt_schedule *s, int rank, size_t need) {
+  kt_rank_actions *ra = &s->ranks[rank];
+  if (need <= ra->cap) return KT_OK;
+  if (!in_block(s, ra->actions))
+    return kt_grow((void **)&ra->actions, &ra->cap, need, sizeof(kt_action)) ? KT_ENOMEM : KT_OK;
+  size_t cap = ra->cap > need / 2 ? 2 * ra->cap : need;
+  kt_action *own = kt_calloc(cap, sizeof *own);
+  if (!own) return KT_ENOMEM;
+  memcpy(own, ra->actions, ra->n * sizeof *own);
+  ra->actions = own, ra->cap = cap;
+  return KT_OK;
+}
+
+void kt_schedule_swap_lists(kt_schedule *a, kt_schedule *b) {
+  for (int r = 0; r < a->p; r++) {
+    kt_rank_actions tmp = a->ranks[r];
+    a->ranks[r] = b->ranks[r];
+    b->ranks[r] = tmp;
+  }
+  kt_action *block = a->block;
+  size_t n = a->block_n;
+  a->block = b->block, a->block_n = b->block_n;
+  b->block = block, b->block_n = n;
+}
+
 kt_status kt_schedule_push(kt_schedule *s, int rank, int stage, kt_op op, int mb) {
   kt_rank_actions *ra = &s->ranks[rank];
-  if (kt_grow((void **)&ra->actions, &ra->cap, ra->n + 1, sizeof(kt_action)) != 0) return KT_ENOMEM;
+  if (ra->n == ra->cap && kt_schedule_room(s, rank, ra->n + 1)) return KT_ENOMEM;
   kt_action a = {.stage = stage, .mb = mb, .op = (uint8_t)op, .flags = 0, .idle_before = 0};
   ra->actions[ra->n++] = a;
   return KT_OK;

@@ -31,7 +31,7 @@ int kt__pairs_init(kt__pairs *t, int stages, int m, int width, int window_rows, 
   }
   size_t row = (size_t)t->row * (size_t)width; /* times */
   t->rows = malloc(rows * row * sizeof *t->rows);
-  if (t->rows) kt_advise_huge(t->rows, rows * row * sizeof *t->rows, 0);
+  if (t->rows) kt_advise_huge(t->rows, rows * row * sizeof *t->rows);
   if (!t->rows || (window && (!t->row_of || !t->free_rows || !t->left))) {
     kt__pairs_free(t);
     return -1;
@@ -70,7 +70,7 @@ int kt__pairs_grow(kt__pairs *t) {
   size_t row = (size_t)t->row * (size_t)t->width, times = (size_t)t->m * row;
   double *all = malloc(times * sizeof *all);
   if (!all) return -1;
-  kt_advise_huge(all, times * sizeof *all, 0);
+  kt_advise_huge(all, times * sizeof *all);
   fill_nan(all, times);
   for (int mb = 0; mb < t->m; mb++)
     if (t->row_of[mb] >= 0)

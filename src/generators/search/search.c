@@ -272,11 +272,7 @@ kt_status kt__search_run(const kt__search_problem *pb, const kt__search_opts *o,
                  pb->m);
   if (!st) {
     int win = polish(pb, o, &ev, &bs);
-    for (int r = 0; r < s->p; r++) { /* hand the winner's lists to s */
-      kt_rank_actions tmp = s->ranks[r];
-      s->ranks[r] = bs.best[win].ranks[r];
-      bs.best[win].ranks[r] = tmp;
-    }
+    kt_schedule_swap_lists(s, &bs.best[win]); /* hand the winner's lists to s */
   }
   if (cand.ranks) kt_schedule_free(&cand);
   for (int k = 0; k < KEEP; k++)

@@ -36,15 +36,6 @@ static double rank_peak(const kt__search_problem *pb, const kt_rank_actions *ra)
   return peak;
 }
 
-/* Swaps the per-rank lists of a and b (same layout). */
-static void swap_lists(kt_schedule *a, kt_schedule *b) {
-  for (int r = 0; r < a->p; r++) {
-    kt_rank_actions tmp = a->ranks[r];
-    a->ranks[r] = b->ranks[r];
-    b->ranks[r] = tmp;
-  }
-}
-
 /* The costs the constructions are built for: T_F = T_B = T_W, the same on
  * every stage, no hop time, no links or send overhead. The tuning found
  * 1-2% there at small sizes (v-half, v-min) and nothing at P >= 16, for
@@ -84,7 +75,7 @@ kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int stric
     kt__search_problem_free(&pb);
     return st;
   }
-  swap_lists(&base, s); /* base: the construction; s: empty, receives the winner */
+  kt_schedule_swap_lists(&base, s); /* base: the construction; s: empty, receives the winner */
   double top = 0;
   for (int r = 0; r < s->p; r++) top = fmax(top, rank_peak(&pb, &base.ranks[r]));
   for (int r = 0; r < s->p; r++) pb.limit[r] = top;
@@ -97,7 +88,7 @@ kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int stric
   kt_error e2; /* no bound: tuned in full */
   if (kt__lower_bound(s, c, top, 1, &opts.lower, &e2)) opts.lower = 0;
   if (construction_optimal(&pb, &base, opts.lower)) { /* nothing to tune */
-    swap_lists(&base, s);
+    kt_schedule_swap_lists(&base, s);
     kt_schedule_free(&base);
     kt__search_problem_free(&pb);
     return KT_OK;
@@ -110,7 +101,7 @@ kt_status kt__search_tune(kt_schedule *s, const kt_gen_params *params, int stric
     kt__search_eval ev;
     if (!(st = kt__search_eval_init(&ev, &pb, err))) {
       double tuned = kt__search_evaluate(&pb, &ev, s), own = kt__search_evaluate(&pb, &ev, &base);
-      if (!(tuned >= 0 && tuned < own - 1e-9 * (1 + own))) swap_lists(&base, s);
+      if (!(tuned >= 0 && tuned < own - 1e-9 * (1 + own))) kt_schedule_swap_lists(&base, s);
       kt__search_eval_free(&ev);
     }
   }

@@ -264,16 +264,6 @@ static void vrounds_free(vrounds *v) {
   free(v->end);
 }
 
-/* Exchanges the actions of every rank between two schedules (the run just
- * built and the best kept so far). */
-static void swap_ranks(kt_schedule *a, kt_schedule *b, int p) {
-  for (int r = 0; r < p; r++) {
-    kt_rank_actions tmp = a->ranks[r];
-    a->ranks[r] = b->ranks[r];
-    b->ranks[r] = tmp;
-  }
-}
-
 int kt__search_v_rounds_build(const kt__search_problem *pb, int flags, kt_schedule *s,
                               kt_error *err) {
   int p = pb->p, m = pb->m;
@@ -298,14 +288,14 @@ int kt__search_v_rounds_build(const kt__search_problem *pb, int flags, kt_schedu
     double worst = run(&v, lane);
     if (worst < 0 || (best >= 0 && worst >= best - EPS)) break;
     best = worst;
-    swap_ranks(&keep, s, p); /* keep this order and its idle */
+    kt_schedule_swap_lists(&keep, s); /* keep this order and its idle */
     for (int r = 0; r < p; r++) best_idle[r] = v.idle[r];
     v.approved = best_idle;
     v.max_approved = 0;
     for (int r = 0; r < p; r++) v.max_approved = fmax(v.max_approved, best_idle[r]);
   }
   if (best >= 0) {
-    swap_ranks(&keep, s, p); /* the best order back into s */
+    kt_schedule_swap_lists(&keep, s); /* the best order back into s */
     rc = 0;
   }
 done:

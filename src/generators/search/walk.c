@@ -107,11 +107,7 @@ double kt__search_walk(const kt__search_problem *pb, kt__search_eval *ev, kt_sch
     }
   }
   if (!(cur < start - 1e-9 * (1 + start))) { /* no gain: the tidier order as given */
-    for (int r = 0; r < s->p; r++) {
-      kt_rank_actions tmp = s->ranks[r];
-      s->ranks[r] = keep.ranks[r];
-      keep.ranks[r] = tmp;
-    }
+    kt_schedule_swap_lists(s, &keep);
     cur = start;
   }
   kt_schedule_free(&keep);
