@@ -38,12 +38,18 @@ int kt__opt_window_test;
 static kt_status ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb, size_t slots,
                          int keep_rank, kt_error *err) {
   memset(ws, 0, sizeof *ws);
-  int window = slots < (size_t)pb->m;
-  ws->slot_mask = window ? slots - 1 : SIZE_MAX;
+  int window = slots < (size_t)pb->m, w_frees = 0;
+  for (int s = 0; s < pb->S; s++) w_frees |= pb->wg[s] > 0;
   ws->keep_rank = window ? keep_rank : -1;
-  size_t cells = (size_t)pb->S * slots, jobs = KT__OPT_TYPES * (size_t)pb->v * (size_t)pb->m;
+  size_t jobs = KT__OPT_TYPES * (size_t)pb->v * (size_t)pb->m;
   int ok = 1;
   for (int t = 0; t < KT__OPT_TYPES; t++) {
+    /* a window's F rows (and W's when no W frees memory): this slot and
+     * the one before; in cache, where a window of every kind was 48 MB at
+     * 1F1B P=1024 M=16384 */
+    size_t rows = !window ? slots : t == KT__OPT_F || (t == KT__OPT_W && !w_frees) ? 2 : slots;
+    ws->slot_mask[t] = window ? rows - 1 : SIZE_MAX;
+    size_t cells = (size_t)pb->S * rows;
     ok &= (ws->head[t] = kt_calloc(cells, sizeof(double))) != NULL;
     if (ws->head[t]) kt_advise_huge(ws->head[t], cells * sizeof(double));
     if (window)
@@ -110,27 +116,30 @@ static inline __attribute__((always_inline)) double op_head(const kt__opt_proble
                                                             const kt__opt_state *st,
                                                             kt__opt_bound_ws *ws, int type, int s,
                                                             int j, int cut, int root) {
-  size_t m = (size_t)pb->m, at = (size_t)s * m + (size_t)j, h_at = HX(ws, pb, s, j);
+  size_t m = (size_t)pb->m, at = (size_t)s * m + (size_t)j;
   double h = ws->eff_free[pb->srank[s]];
   double *hd = ws->head[type];
-  if (j > RAN(type, s)) h = maxd(h, hd[HX(ws, pb, s, j - 1)] + kt__opt_sdur(pb, type, s, j - 1));
+  if (j > RAN(type, s))
+    h = maxd(h, hd[HX(ws, pb, type, s, j - 1)] + kt__opt_sdur(pb, type, s, j - 1));
   double in = NONE;
   if (type == KT__OPT_F && s > 0 && s != cut) {
-    in = (j < RAN(KT__OPT_F, s - 1)
-              ? st->end_f[at - m]
-              : ws->head[KT__OPT_F][h_at - 1] + kt__opt_sdur(pb, KT__OPT_F, s - 1, j)) +
+    in = (j < RAN(KT__OPT_F, s - 1) ? st->end_f[at - m]
+                                    : ws->head[KT__OPT_F][HX(ws, pb, KT__OPT_F, s - 1, j)] +
+                                          kt__opt_sdur(pb, KT__OPT_F, s - 1, j)) +
          pb->hop_f[s - 1];
   } else if (type == KT__OPT_I && s == pb->S - 1) {
-    in = j < RAN(KT__OPT_F, s) ? st->end_f[at]
-                               : ws->head[KT__OPT_F][h_at] + kt__opt_sdur(pb, KT__OPT_F, s, j);
+    in = j < RAN(KT__OPT_F, s)
+             ? st->end_f[at]
+             : ws->head[KT__OPT_F][HX(ws, pb, KT__OPT_F, s, j)] + kt__opt_sdur(pb, KT__OPT_F, s, j);
   } else if (type == KT__OPT_I) {
-    in = (j < RAN(KT__OPT_I, s + 1)
-              ? st->end_i[at + m]
-              : ws->head[KT__OPT_I][h_at + 1] + kt__opt_sdur(pb, KT__OPT_I, s + 1, j)) +
+    in = (j < RAN(KT__OPT_I, s + 1) ? st->end_i[at + m]
+                                    : ws->head[KT__OPT_I][HX(ws, pb, KT__OPT_I, s + 1, j)] +
+                                          kt__opt_sdur(pb, KT__OPT_I, s + 1, j)) +
          pb->hop_i[s + 1];
   } else if (type == KT__OPT_W) {
-    in = j < RAN(KT__OPT_I, s) ? st->end_i[at]
-                               : ws->head[KT__OPT_I][h_at] + kt__opt_sdur(pb, KT__OPT_I, s, j);
+    in = j < RAN(KT__OPT_I, s)
+             ? st->end_i[at]
+             : ws->head[KT__OPT_I][HX(ws, pb, KT__OPT_I, s, j)] + kt__opt_sdur(pb, KT__OPT_I, s, j);
   }
   return maxd(h, in);
 }
@@ -142,7 +151,7 @@ static inline __attribute__((always_inline)) double slot_end(const kt__opt_probl
                                                              int s, int q, int root) {
   if (q < RAN(type, s)) /* W ends: past */
     return type == KT__OPT_I ? st->end_i[(size_t)s * (size_t)pb->m + (size_t)q] : NONE;
-  return ws->head[type][HX(ws, pb, s, q)] + kt__opt_sdur(pb, type, s, q);
+  return ws->head[type][HX(ws, pb, type, s, q)] + kt__opt_sdur(pb, type, s, q);
 }
 
 /* The earliest rank r can have run the ops counted in need (per kind of
@@ -162,7 +171,7 @@ static double run_counts(const kt__opt_problem *pb, const kt__opt_state *st,
     double at = INFINITY;
     for (int k = 0; k < nk; k++)
       if (pos[k] < need[k]) {
-        double h = ws->head[k % KT__OPT_TYPES][HX(ws, pb, stage[k], pos[k])];
+        double h = ws->head[k % KT__OPT_TYPES][HX(ws, pb, k % KT__OPT_TYPES, stage[k], pos[k])];
         if (h < at) at = h, best = k;
       }
     if (best < 0) return done;
@@ -180,7 +189,7 @@ static double last_end_of(const kt__opt_problem *pb, const kt__opt_state *st,
   double e = NONE;
   for (int t = 0; t < KT__OPT_TYPES; t++)
     if (n[t] > st->n[t][s])
-      e = maxd(e, ws->head[t][HX(ws, pb, s, n[t] - 1)] + kt__opt_sdur(pb, t, s, n[t] - 1));
+      e = maxd(e, ws->head[t][HX(ws, pb, t, s, n[t] - 1)] + kt__opt_sdur(pb, t, s, n[t] - 1));
   return e;
 }
 
@@ -215,15 +224,15 @@ static double after_needs(const kt__opt_problem *pb, const kt__opt_state *st,
  * bound when only a window of slots stays. */
 static inline void keep_head(const kt__opt_problem *pb, kt__opt_bound_ws *ws, int t, int s, int j,
                              double h) {
-  ws->head[t][HX(ws, pb, s, j)] = h;
+  ws->head[t][HX(ws, pb, t, s, j)] = h;
   if (ws->keep_rank >= 0 && pb->srank[s] == ws->keep_rank)
     ws->keep[t][(size_t)pb->schunk[s] * (size_t)pb->m + (size_t)j] = h;
 }
 
 /* A memory rule of slot j reads slot q: past a window's reach, the sweep
  * is marked short (its bound is computed again on every slot). */
-static inline void window_reach(kt__opt_bound_ws *ws, int j, int q) {
-  if (q >= 0 && (size_t)(j - q) > ws->slot_mask) ws->window_short = 1;
+static inline void window_reach(kt__opt_bound_ws *ws, int t, int j, int q) {
+  if (q >= 0 && (size_t)(j - q) > ws->slot_mask[t]) ws->window_short = 1;
 }
 
 /* Heads of every op not yet run, slot by slot (a memory edge reaches back
@@ -250,7 +259,7 @@ static inline __attribute__((always_inline)) int sweep_in(const kt__opt_problem 
         if (pb->act[s] != rule_a || pb->wg[s] != rule_w) {
           rule_a = pb->act[s], rule_w = pb->wg[s];
           memory_needs(pb, s, j, &qi, &qw, &impossible);
-          window_reach(ws, j, qi), window_reach(ws, j, qw);
+          window_reach(ws, KT__OPT_I, j, qi), window_reach(ws, KT__OPT_W, j, qw);
         }
         if (impossible) return -1; /* its slots lie past this one: not filled in yet */
         if (qi >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_I, s, qi, root));
@@ -269,7 +278,7 @@ static inline __attribute__((always_inline)) int sweep_in(const kt__opt_problem 
         double w = rule_w = pb->wg[s], over = (j + 1) * w - limit_tol(pb);
         qw_i = -1;
         if (w > 0 && over > 0) qw_i = kt_to_int(ceil(over / w - 1e-9), 0, j + 1) - 1;
-        window_reach(ws, j, qw_i);
+        window_reach(ws, KT__OPT_W, j, qw_i);
         if (qw_i >= j) qw_i = -2;
       }
       if (qw_i == -2) impossible = 1;
@@ -373,7 +382,7 @@ static double jackson(kt__opt_bound_ws *ws, int n, int sorted) {
 static inline double job_head(const kt__opt_problem *pb, const kt__opt_bound_ws *ws, int t, int s,
                               int j) {
   if (ws->keep_rank >= 0) return ws->keep[t][(size_t)pb->schunk[s] * (size_t)pb->m + (size_t)j];
-  return ws->head[t][HX(ws, pb, s, j)];
+  return ws->head[t][HX(ws, pb, t, s, j)];
 }
 
 /* The bound below, its jobs sorted by qsort (ranks of many chunks). */

@@ -118,16 +118,19 @@ void kt__opt_state_reset(kt__opt_state *st, const kt__opt_problem *pb);
 
 /* ---- the bound (optimal_bound.c) ------------------------------------------- */
 
-#define KT__OPT_HX(ws, pb, s, j) (((size_t)(j) & (ws)->slot_mask) * (size_t)(pb)->S + (size_t)(s))
+#define KT__OPT_HX(ws, pb, t, s, j) \
+  (((size_t)(j) & (ws)->slot_mask[t]) * (size_t)(pb)->S + (size_t)(s))
 typedef struct {
   double *head[KT__OPT_TYPES]; /* per slot * S + stage (KT__OPT_HX): a sweep's slot at once */
-  /* SIZE_MAX: every slot's heads are kept. Else a window: the last
-   * slot_mask + 1 slots (a power of two), enough for the memory rules of
-   * a sweep from the empty state (kt__opt_root_window); the heads of rank
-   * keep_rank's stages, which its single-machine bound reads, kept aside
-   * (per chunk * m + slot); window_short: a rule reached past the window
-   * (the bound is to be computed again on every slot). */
-  size_t slot_mask;
+  /* Per kind of op, SIZE_MAX: every slot's heads are kept. Else a window:
+   * the last slot_mask + 1 slots (a power of two), enough for the memory
+   * rules of a sweep from the empty state (kt__opt_root_window) that read
+   * I's and W's heads; F's (and W's, when no W frees memory) only the slot
+   * before. The heads of rank keep_rank's stages, which its single-machine
+   * bound reads, kept aside (per chunk * m + slot); window_short: a rule
+   * reached past the window (the bound is to be computed again on every
+   * slot). */
+  size_t slot_mask[KT__OPT_TYPES];
   int keep_rank, window_short;
   double *keep[KT__OPT_TYPES];
   double *eff_free; /* per rank */
@@ -169,7 +172,7 @@ double kt__opt_bound(const kt__opt_problem *pb, const kt__opt_state *st, const d
  * lower bounds on when each op can start (a workspace of every slot). */
 static inline double kt__opt_head(const kt__opt_bound_ws *ws, const kt__opt_problem *pb, int type,
                                   int s, int slot) {
-  return ws->head[type][KT__OPT_HX(ws, pb, s, slot)];
+  return ws->head[type][KT__OPT_HX(ws, pb, type, s, slot)];
 }
 
 /* ---- the search (optimal_search.c, optimal_memo.c) --------------------------- */
