@@ -241,18 +241,28 @@ static int half_tables(half_run *hr) {
   int i_ops = 0, S = st->S, m = s->m;
   for (int r = h->lo; r < h->hi; r++) {
     const kt_action *a = s->ranks[r].actions, *end = a + s->ranks[r].n;
+    /* whether each op of one stage reads from this half's table, worked
+     * out again when the stage changes (a rank's actions mostly share
+     * one): the walk then reads the actions and nothing else */
+    int at_stage = -1, reads_of[KT_OP_COUNT];
     for (; a < end; a++) {
-      int from;
       if (a->op >= KT_OP_COUNT || (unsigned)a->stage >= (unsigned)S ||
           (unsigned)a->mb >= (unsigned)m) {
         /* (a one-thread run reports an action outside the schedule, and runs a lowered program) */
         if (!kt__sim_action_ok(a, S, m) || kt_op_is_p2p(a->op)) return free(reads), -1;
         continue; /* a stage's own communication: it reads no result */
       }
+      if (a->stage != at_stage) {
+        at_stage = a->stage;
+        for (int op = 0; op < KT_OP_COUNT; op++) {
+          int from;
+          kt_output need = kt_action_needs((kt_op)op, at_stage, S, &from);
+          reads_of[op] =
+              need != KT_OUT_NONE && h->chan_of[(size_t)need * (size_t)S + (size_t)from] < 0;
+        }
+      }
       i_ops |= a->op >= KT_OP_I;
-      kt_output need = kt_action_needs(a->op, a->stage, S, &from);
-      if (need != KT_OUT_NONE && h->chan_of[(size_t)need * (size_t)S + (size_t)from] < 0)
-        reads[a->mb]++;
+      reads[a->mb] += reads_of[a->op];
     }
   }
   if (kt__pairs_init(&hr->st.done, n_stages, s->m, i_ops ? 3 : 2, kt__sim_window_rows(st->S),
