@@ -508,21 +508,53 @@ static void check_limits(void) {
   CHECK(kt_gen_optimal(&params, KT_PLACEMENT_LOOP, &o, &s, &res, &err) == KT_EMEMLIMIT);
 }
 
-/* One layout's analytic bound with every slot kept, with the window a
- * large layout's sweep keeps, and with a window of 4 slots forced (its
- * rules reach past it and the bound is computed again): the same value,
- * bit for bit. Returns 1 when the window was taken. */
-static int window_case(const kt_schedule *s, const kt_costs *c, double limit, int needs) {
-  double lb[3] = {0, 0, 0};
-  kt_status st[3];
-  const int modes[3] = {-1, 0, 4};
+/* Every head of the sweep from the empty state, the general path's and
+ * its row-by-row copy's, bit for bit (the bound reads only some). */
+static void same_heads(const kt__opt_problem *pb) {
+  kt__opt_state state;
+  kt__opt_bound_ws ws;
   kt_error err;
-  for (int k = 0; k < 3; k++) {
+  if (kt__opt_state_init(&state, pb, &err)) return;
+  size_t n = (size_t)pb->S * (size_t)pb->m, differ = 0;
+  double *heads = malloc(KT__OPT_TYPES * n * sizeof *heads), lb[2];
+  if (heads && !kt__opt_bound_ws_init(&ws, pb, &err)) {
+    for (int general = 0; general <= 1; general++) {
+      kt__opt_sweep_general = general;
+      lb[general] = kt__opt_bound(pb, &state, NULL, &ws);
+      for (int t = 0; t < KT__OPT_TYPES; t++)
+        for (size_t i = 0; i < n; i++)
+          if (!general) heads[t * n + i] = ws.head[t][i];
+          else differ += memcmp(&heads[t * n + i], &ws.head[t][i], sizeof *heads) != 0;
+    }
+    kt__opt_sweep_general = 0;
+    CHECK_MSG(differ == 0 && (lb[0] == lb[1] || (isinf(lb[0]) && isinf(lb[1]))),
+              "P=%d M=%d limit %g: %zu heads differ between the sweeps", pb->p, pb->m, pb->limit,
+              differ);
+    kt__opt_bound_ws_free(&ws);
+  }
+  free(heads);
+  kt__opt_state_free(&state);
+}
+
+/* One layout's analytic bound with every slot kept, with the window a
+ * large layout's sweep keeps, with a window of 4 slots forced (its rules
+ * reach past it and the bound is computed again), and on the general
+ * sweep rather than its row-by-row copy, with every slot and with the
+ * window: the same value, bit for bit. Returns 1 when the window was
+ * taken. */
+static int window_case(const kt_schedule *s, const kt_costs *c, double limit, int needs) {
+  enum { MODES = 5 };
+  double lb[MODES] = {0};
+  kt_status st[MODES];
+  const int modes[MODES] = {-1, 0, 4, -1, 0};
+  kt_error err;
+  for (int k = 0; k < MODES; k++) {
     kt__opt_window_test = modes[k];
+    kt__opt_sweep_general = k >= 3;
     st[k] = kt__lower_bound(s, c, limit, needs, &lb[k], &err);
   }
-  kt__opt_window_test = 0;
-  for (int k = 1; k < 3; k++)
+  kt__opt_window_test = 0, kt__opt_sweep_general = 0;
+  for (int k = 1; k < MODES; k++)
     CHECK_MSG(st[k] == st[0] && (st[0] || lb[k] == lb[0]),
               "%s P=%d M=%d V=%d limit %g: bound %.17g (status %d) with every slot, %.17g "
               "(status %d) with window mode %d",
@@ -531,6 +563,7 @@ static int window_case(const kt_schedule *s, const kt_costs *c, double limit, in
   int windowed = 0;
   if (kt__opt_problem_init(&pb, s, c, limit, needs, &err) == KT_OK) {
     windowed = kt__opt_root_window(&pb) > 0;
+    same_heads(&pb);
     kt__opt_problem_free(&pb);
   }
   return windowed;
@@ -558,10 +591,24 @@ static void check_window(void) {
       kt_costs_default(&c);
       c.tf = 0.54, c.tb = 0.99, c.tw = 0.72, c.comm = k == 1 ? 0.44 : 0;
       c.mem_act = act[k], c.mem_wgrad = wgrad[k];
+      /* the last: stages of their own times and memory (the sweep works a
+       * slot's memory rules out again where a stage's differ) */
+      int S = kt_schedule_stages(&s);
+      double *per = k == 3 ? malloc(5 * (size_t)S * sizeof *per) : NULL;
+      for (int st = 0; per && st < S; st++) {
+        per[st] = 0.5 + 0.1 * (st % 3), per[S + st] = 0.9 + 0.2 * (st % 2);
+        per[2 * S + st] = 1.3 + 0.2 * (st % 2), per[3 * S + st] = act[k] * (1 + 0.5 * (st % 2));
+        per[4 * S + st] = wgrad[k] * (st % 3);
+      }
+      if (per) {
+        c.n_stages = S, c.stage_tf = per, c.stage_tb = per + S, c.stage_tw = per + 2 * S;
+        c.stage_mem_act = per + 3 * S, c.stage_mem_wgrad = per + 4 * S;
+      }
       const double limits[] = {0, 3 * act[k], 0.5 * s.p * act[k], 1.5 * s.p * act[k]};
       for (size_t q = 0; q < sizeof limits / sizeof *limits; q++)
         for (int needs = 0; needs <= 1; needs++, cases++)
           windowed += window_case(&s, &c, limits[q], needs);
+      free(per);
     }
     kt_schedule_free(&s);
   }

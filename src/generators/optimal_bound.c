@@ -300,6 +300,81 @@ static int sweep_root(const kt__opt_problem *pb, const kt__opt_state *st, kt__op
   return sweep_in(pb, st, ws, cut, needs, 1);
 }
 
+/* Slot j's row of kind t's heads. */
+static inline double *head_row(const kt__opt_problem *pb, kt__opt_bound_ws *ws, int t, int j) {
+  return ws->head[t] + HX(ws, pb, t, 0, j);
+}
+
+/* Stores a head the sweep below computed in its row (and keeps it aside
+ * as keep_head does). */
+static inline void put_head(const kt__opt_problem *pb, kt__opt_bound_ws *ws, double *row, int t,
+                            int s, int j, double h) {
+  row[s] = h;
+  if (ws->keep_rank >= 0 && pb->srank[s] == ws->keep_rank)
+    ws->keep[t][(size_t)pb->schunk[s] * (size_t)pb->m + (size_t)j] = h;
+}
+
+int kt__opt_sweep_general;
+
+/* sweep_in from the empty state without a cut, the predecessor table or
+ * per-slot durations (the bound every sim and compare states): the same
+ * heads from the same sums in the same order, bit for bit, each kind's
+ * rows of a slot looked up once rather than per op. */
+static int sweep_rows(const kt__opt_problem *pb, kt__opt_bound_ws *ws) {
+  int S = pb->S, impossible = 0;
+  const double *tf = pb->tf, *tb = pb->tb, *tw = pb->tw, *eff = ws->eff_free;
+  for (int j = 0; j < pb->m; j++) {
+    double *f = head_row(pb, ws, KT__OPT_F, j), *in = head_row(pb, ws, KT__OPT_I, j);
+    double *w = head_row(pb, ws, KT__OPT_W, j);
+    /* the slot before (read only when there is one) */
+    const double *fp = j ? head_row(pb, ws, KT__OPT_F, j - 1) : f;
+    const double *ip = j ? head_row(pb, ws, KT__OPT_I, j - 1) : in;
+    const double *wp = j ? head_row(pb, ws, KT__OPT_W, j - 1) : w, *ri = NULL, *rw = NULL;
+    double rule_a = NAN, rule_w = NAN;
+    int qi = -1, qw = -1;
+    for (int s = 0; s < S; s++) {
+      double h = eff[pb->srank[s]];
+      if (j > 0) h = maxd(h, fp[s] + tf[s]);
+      if (s > 0) h = maxd(h, f[s - 1] + tf[s - 1] + pb->hop_f[s - 1]);
+      if (pb->act[s] != rule_a || pb->wg[s] != rule_w) {
+        rule_a = pb->act[s], rule_w = pb->wg[s];
+        memory_needs(pb, s, j, &qi, &qw, &impossible);
+        window_reach(ws, KT__OPT_I, j, qi), window_reach(ws, KT__OPT_W, j, qw);
+        ri = qi >= 0 ? head_row(pb, ws, KT__OPT_I, qi) : NULL;
+        rw = qw >= 0 ? head_row(pb, ws, KT__OPT_W, qw) : NULL;
+      }
+      if (impossible) return -1;
+      if (ri) h = maxd(h, ri[s] + tb[s]);
+      if (rw) h = maxd(h, rw[s] + tw[s]);
+      put_head(pb, ws, f, KT__OPT_F, s, j, h);
+    }
+    rule_w = NAN;
+    int qw_i = -1;
+    for (int s = S - 1; s >= 0; s--) {
+      double h = eff[pb->srank[s]];
+      if (j > 0) h = maxd(h, ip[s] + tb[s]);
+      h = maxd(h, s == S - 1 ? f[s] + tf[s] : in[s + 1] + tb[s + 1] + pb->hop_i[s + 1]);
+      if (pb->wg[s] != rule_w) {
+        double over = (j + 1) * (rule_w = pb->wg[s]) - limit_tol(pb);
+        qw_i = -1;
+        if (rule_w > 0 && over > 0) qw_i = kt_to_int(ceil(over / rule_w - 1e-9), 0, j + 1) - 1;
+        window_reach(ws, KT__OPT_W, j, qw_i);
+        if (qw_i >= j) qw_i = -2;
+        rw = qw_i >= 0 ? head_row(pb, ws, KT__OPT_W, qw_i) : NULL;
+      }
+      if (qw_i == -2) impossible = 1;
+      else if (rw) h = maxd(h, rw[s] + tw[s]);
+      put_head(pb, ws, in, KT__OPT_I, s, j, h);
+    }
+    for (int s = 0; s < S; s++) {
+      double h = eff[pb->srank[s]];
+      if (j > 0) h = maxd(h, wp[s] + tw[s]);
+      put_head(pb, ws, w, KT__OPT_W, s, j, maxd(h, in[s] + tb[s]));
+    }
+  }
+  return impossible ? -1 : 0;
+}
+
 static int sweep_any(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bound_ws *ws,
                      int cut, int needs) {
   return sweep_in(pb, st, ws, cut, needs, 0);
@@ -311,70 +386,8 @@ static int sweep(const kt__opt_problem *pb, const kt__opt_state *st, kt__opt_bou
   for (int t = 0; t < KT__OPT_TYPES; t++)
     for (int s = 0; s < pb->S; s++)
       if (st->n[t][s]) return sweep_any(pb, st, ws, cut, needs);
+  if (cut < 0 && !needs && !pb->seq && !kt__opt_sweep_general) return sweep_rows(pb, ws);
   return sweep_root(pb, st, ws, cut, needs);
-}
-
-/* ---- one machine: Jackson's preemptive schedule -------------------------- */
-
-static void heap_push(double *key, int *idx, int *n, int job, double k) {
-  int i = (*n)++;
-  while (i > 0 && key[(i - 1) / 2] < k) {
-    key[i] = key[(i - 1) / 2], idx[i] = idx[(i - 1) / 2];
-    i = (i - 1) / 2;
-  }
-  key[i] = k, idx[i] = job;
-}
-
-static void heap_pop(double *key, int *idx, int *n) {
-  double k = key[--*n];
-  int job = idx[*n], i = 0;
-  for (;;) {
-    int c = 2 * i + 1;
-    if (c >= *n) break;
-    if (c + 1 < *n && key[c + 1] > key[c]) c++;
-    if (key[c] <= k) break;
-    key[i] = key[c], idx[i] = idx[c];
-    i = c;
-  }
-  key[i] = k, idx[i] = job;
-}
-
-static int by_head(const void *a, const void *b) {
-  double x = ((const struct kt__opt_job *)a)->head, y = ((const struct kt__opt_job *)b)->head;
-  return (x > y) - (x < y);
-}
-
-/* The least max(end + tail) of n jobs on one machine, preemption allowed.
- * Sorts ws->jobs and consumes their durations. */
-static double jackson(kt__opt_bound_ws *ws, int n, int sorted) {
-  struct kt__opt_job *jb = ws->jobs;
-  if (!sorted && n <= 48) { /* insertion sort */
-    for (int i = 1; i < n; i++) {
-      struct kt__opt_job x = jb[i];
-      int k = i;
-      for (; k > 0 && jb[k - 1].head > x.head; k--) jb[k] = jb[k - 1];
-      jb[k] = x;
-    }
-  } else if (!sorted) {
-    qsort(jb, (size_t)n, sizeof *jb, by_head);
-  }
-  double t = NONE, best = NONE;
-  int hn = 0;
-  for (int i = 0; i < n || hn;) {
-    if (!hn && jb[i].head > t) t = jb[i].head;
-    for (; i < n && jb[i].head <= t; i++) heap_push(ws->heap_key, ws->heap_job, &hn, i, jb[i].tail);
-    int j = ws->heap_job[0];
-    double next = i < n ? jb[i].head : INFINITY;
-    if (t + jb[j].dur <= next) {
-      t += jb[j].dur;
-      best = maxd(best, t + jb[j].tail);
-      heap_pop(ws->heap_key, ws->heap_job, &hn);
-    } else {
-      jb[j].dur -= next - t;
-      t = next;
-    }
-  }
-  return best;
 }
 
 /* The head of (t, s, slot j) on the rank a single-machine bound is for:
@@ -396,7 +409,7 @@ static double jackson_unsorted(const kt__opt_problem *pb, const kt__opt_state *s
         ws->jobs[n++] = (struct kt__opt_job){job_head(pb, ws, t, s, j), kt__opt_sdur(pb, t, s, j),
                                              pb->tail[t][s]};
   }
-  return n ? maxd(jackson(ws, n, 0), st->last_end[r]) : st->last_end[r];
+  return n ? maxd(kt__opt_jackson(ws, n, 0), st->last_end[r]) : st->last_end[r];
 }
 
 /* The single-machine bound on the end of rank r's last action. */
@@ -430,7 +443,7 @@ static double rank_end_bound(const kt__opt_problem *pb, const kt__opt_state *st,
     ws->jobs[n++] = (struct kt__opt_job){at, kt__opt_sdur(pb, t, s, pos[best]), pb->tail[t][s]};
     pos[best]++;
   }
-  return n ? maxd(jackson(ws, n, 1), st->last_end[r]) : st->last_end[r];
+  return n ? maxd(kt__opt_jackson(ws, n, 1), st->last_end[r]) : st->last_end[r];
 }
 
 /* Sizes up to which a rank not started gets a sweep of its own. */

@@ -143,6 +143,10 @@ typedef struct {
 } kt__opt_bound_ws;
 
 kt_status kt__opt_bound_ws_init(kt__opt_bound_ws *ws, const kt__opt_problem *pb, kt_error *err);
+/* The least max(end + tail) of ws's first n jobs on one machine,
+ * preemption allowed (optimal_jackson.c; sorted: by head already). Sorts
+ * ws->jobs and consumes their durations. */
+double kt__opt_jackson(kt__opt_bound_ws *ws, int n, int sorted);
 /* A workspace for one kt__opt_bound from the empty state that keeps the
  * heads of the last `slots` slots (kt__opt_root_window) and every head of
  * rank keep_rank's stages. */
@@ -157,6 +161,9 @@ size_t kt__opt_root_window(const kt__opt_problem *pb);
 /* Tests: 0 as above; -1 every slot; k > 0 (a power of two) a window of k
  * slots wherever one may be used, however far the rules reach. */
 extern int kt__opt_window_test;
+/* Tests: 1 makes every sweep from the empty state take the general path
+ * (the one a state with ops run takes), not its row-by-row copy. */
+extern int kt__opt_sweep_general;
 
 /* A lower bound on the makespan of every completion of st: for each rank
  * the single-machine bound (preemptive, releases from the dependency
