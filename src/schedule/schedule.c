@@ -196,7 +196,8 @@ kt_status kt_schedule_copy(kt_schedule *dst, const kt_schedule *src, kt_error *e
 
 /* Whether a list lies in s's block (and is freed with it). */
 static int in_block(const kt_schedule *s, const kt_action *a) {
-  return s->block && a >= s->block && a < s->block + s->block_n;
+  uintptr_t at = (uintptr_t)a, lo = (uintptr_t)s->block;
+  return s->block && at >= lo && at < lo + s->block_n * sizeof *a;
 }
 
 void kt_schedule_free(kt_schedule *s) {
@@ -214,7 +215,7 @@ void kt_schedule_free(kt_schedule *s) {
 
 kt_status kt_schedule_reserve(kt_schedule *s, size_t per_rank) {
   const size_t huge = (size_t)2 << 20;
-  int fresh = !s->block && per_rank <= SIZE_MAX / sizeof(kt_action) / (size_t)s->p;
+  int fresh = !s->block && s->p > 0 && per_rank <= SIZE_MAX / sizeof(kt_action) / (size_t)s->p;
   for (int r = 0; fresh && r < s->p; r++) fresh = s->ranks[r].n == 0;
   size_t bytes = fresh ? (size_t)s->p * per_rank * sizeof(kt_action) : 0;
   kt_action *block =
