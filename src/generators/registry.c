@@ -13,7 +13,9 @@ typedef struct {
   int any_v; /* 1: any V >= 1 in its placement (else default_v only, or >= 2 for loop) */
   kt_placement placement;
   kt__generator_fn fn;
-  int split; /* its backward runs as I and W (3 actions a chunk and micro-batch, else 2) */
+  /* 1: its backward runs as I and W (3 actions a chunk and micro-batch,
+   * else 2); 2: at most 2P - 1 of a rank's backwards split (DualPipeV) */
+  int split;
 } kind_info;
 
 static const kind_info kinds[] = {
@@ -25,7 +27,7 @@ static const kind_info kinds[] = {
     [KT_SCHED_ZB_H1] = {"zb-h1", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_zb_h1, 1},
     [KT_SCHED_ZB_H2] = {"zb-h2", NULL, 1, 0, KT_PLACEMENT_LOOP, kt__gen_zb_h2, 1},
     [KT_SCHED_ZBV] = {"zbv", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_zbv, 1},
-    [KT_SCHED_DUALPIPEV] = {"dualpipev", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_dualpipev, 1},
+    [KT_SCHED_DUALPIPEV] = {"dualpipev", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_dualpipev, 2},
     [KT_SCHED_ZB_AUTO] = {"zb-auto", NULL, 1, 1, KT_PLACEMENT_LOOP, kt__gen_zb_auto, 1},
     [KT_SCHED_ZBV_AUTO] = {"zbv-auto", NULL, 2, 0, KT_PLACEMENT_V, kt__gen_zbv_auto, 1},
     [KT_SCHED_INTERLEAVED_ZB] = {"interleaved-zb", NULL, 2, 0, KT_PLACEMENT_LOOP,
@@ -299,8 +301,9 @@ kt_status kt_generate(kt_gen_kind kind, const kt_gen_params *params, kt_schedule
   snprintf(out->name, sizeof out->name, "%s", ki->name);
   /* every schedule holds an F and a backward (I and W) of each of its
    * rank's chunks per micro-batch: room for them up front, so KT__PUSH
-   * stores in place (DualPipeV splits some backwards only) */
-  st = kt__reserve_actions(out, (ki->split ? 3 : 2) * (size_t)v * (size_t)params->m, err);
+   * stores in place */
+  size_t per_rank = (ki->split == 1 ? 3 : 2) * (size_t)v * (size_t)params->m;
+  st = kt__reserve_actions(out, per_rank + (ki->split == 2 ? 2 * (size_t)params->p : 0), err);
   if (!st) st = ki->fn(out, params, err);
   if (st) kt_schedule_free(out);
   return st;
