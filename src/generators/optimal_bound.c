@@ -235,6 +235,16 @@ static inline void window_reach(kt__opt_bound_ws *ws, int t, int j, int q) {
   if (q >= 0 && (size_t)(j - q) > ws->slot_mask[t]) ws->window_short = 1;
 }
 
+/* The W slot an I of slot j waits for on a stage of M_W w: after it the
+ * stage holds (j+1-W's run) M_W at least. -1 none, -2 none can free enough. */
+static int i_needs(const kt__opt_problem *pb, kt__opt_bound_ws *ws, double w, int j) {
+  double over = (j + 1) * w - limit_tol(pb);
+  int q = -1;
+  if (w > 0 && over > 0) q = kt_to_int(ceil(over / w - 1e-9), 0, j + 1) - 1;
+  window_reach(ws, KT__OPT_W, j, q);
+  return q >= j ? -2 : q;
+}
+
 /* Heads of every op not yet run, slot by slot (a memory edge reaches back
  * to an earlier slot only). 0, or -1 when the memory limit can never be met. */
 static inline __attribute__((always_inline)) int sweep_in(const kt__opt_problem *pb,
@@ -274,13 +284,7 @@ static inline __attribute__((always_inline)) int sweep_in(const kt__opt_problem 
       double h = op_head(pb, st, ws, KT__OPT_I, s, j, cut, root);
       if (needs) h = maxd(h, after_needs(pb, st, ws, KT__OPT_I, s, j));
       /* after I(s, j) the stage holds (j+1-W's run) M_W at least */
-      if (pb->wg[s] != rule_w) {
-        double w = rule_w = pb->wg[s], over = (j + 1) * w - limit_tol(pb);
-        qw_i = -1;
-        if (w > 0 && over > 0) qw_i = kt_to_int(ceil(over / w - 1e-9), 0, j + 1) - 1;
-        window_reach(ws, KT__OPT_W, j, qw_i);
-        if (qw_i >= j) qw_i = -2;
-      }
+      if (pb->wg[s] != rule_w) qw_i = i_needs(pb, ws, rule_w = pb->wg[s], j);
       if (qw_i == -2) impossible = 1;
       else if (qw_i >= 0) h = maxd(h, slot_end(pb, st, ws, KT__OPT_W, s, qw_i, root));
       keep_head(pb, ws, KT__OPT_I, s, j, h);
@@ -355,11 +359,7 @@ static int sweep_rows(const kt__opt_problem *pb, kt__opt_bound_ws *ws) {
       if (j > 0) h = maxd(h, ip[s] + tb[s]);
       h = maxd(h, s == S - 1 ? f[s] + tf[s] : in[s + 1] + tb[s + 1] + pb->hop_i[s + 1]);
       if (pb->wg[s] != rule_w) {
-        double over = (j + 1) * (rule_w = pb->wg[s]) - limit_tol(pb);
-        qw_i = -1;
-        if (rule_w > 0 && over > 0) qw_i = kt_to_int(ceil(over / rule_w - 1e-9), 0, j + 1) - 1;
-        window_reach(ws, KT__OPT_W, j, qw_i);
-        if (qw_i >= j) qw_i = -2;
+        qw_i = i_needs(pb, ws, rule_w = pb->wg[s], j);
         rw = qw_i >= 0 ? head_row(pb, ws, KT__OPT_W, qw_i) : NULL;
       }
       if (qw_i == -2) impossible = 1;
