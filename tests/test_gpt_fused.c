@@ -53,8 +53,8 @@ static void naive_gemm(int ta, int tb, int m, int n, int k, const float *a, int 
 }
 
 static void test_libraries(void) {
-  int shapes[][3] = {{1, 1, 1},     {7, 5, 3},      {64, 48, 33},
-                     {130, 70, 96}, {300, 257, 64}, {50, 70, 530}};
+  int shapes[][3] = {{1, 1, 1},      {7, 5, 3},     {64, 48, 33}, {130, 70, 96},
+                     {300, 257, 64}, {50, 70, 530}, {9, 1060, 40}}; /* n past a packed block */
   kt__pool *pool = kt__pool_create(3);
   CHECK(kt__pool_threads(pool) == 3);
   for (int kind = KT_GEMM_OPENBLAS; kind < KT_GEMM_COUNT; kind++) {

@@ -68,14 +68,8 @@ AVX2 static inline __attribute__((always_inline)) __m256 gelu8(__m256 v, __m256 
   return _mm256_mul_ps(v, sig);
 }
 
-/* d row i (8 floats, i < out_rows) = column i of the 8 x 8 block at s (rows
- * lds apart; rows from `rows` on and the lanes outside `cols` read as zero,
- * and never touched). */
-AVX2 static inline void transpose8(float *d, size_t ldd, const float *s, size_t lds, int rows,
-                                   __m256i cols, int out_rows) {
-  __m256 r[VW], t[VW];
-  for (int i = 0; i < VW; i++)
-    r[i] = i < rows ? _mm256_maskload_ps(s + i * lds, cols) : _mm256_setzero_ps();
+/* The 8 x 8 block in r transposed: t[i] = column i of r's rows. */
+AVX2 static inline __attribute__((always_inline)) void transpose8_regs(__m256 *r, __m256 *t) {
   for (int i = 0; i < 4; i++) {
     t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -90,7 +84,61 @@ AVX2 static inline void transpose8(float *d, size_t ldd, const float *s, size_t 
     t[j] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x20);
     t[j + 4] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x31);
   }
+}
+
+/* d row i (8 floats, i < out_rows) = column i of the 8 x 8 block at s (rows
+ * lds apart; rows from `rows` on and the lanes outside `cols` read as zero,
+ * and never touched). */
+AVX2 static inline void transpose8(float *d, size_t ldd, const float *s, size_t lds, int rows,
+                                   __m256i cols, int out_rows) {
+  __m256 r[VW], t[VW];
+  for (int i = 0; i < VW; i++)
+    r[i] = i < rows ? _mm256_maskload_ps(s + i * lds, cols) : _mm256_setzero_ps();
+  transpose8_regs(r, t);
   for (int i = 0; i < out_rows; i++) _mm256_storeu_ps(d + i * ldd, t[i]);
+}
+
+/* transpose8 on a whole 8 x 8 block: every row there (plain loads), every
+ * lane stored. */
+AVX2 static inline void transpose8_full(float *d, size_t ldd, const float *s, size_t lds) {
+  __m256 r[VW], t[VW];
+  for (int i = 0; i < VW; i++) r[i] = _mm256_loadu_ps(s + i * lds);
+  transpose8_regs(r, t);
+  for (int i = 0; i < VW; i++) _mm256_storeu_ps(d + i * ldd, t[i]);
+}
+
+/* The 6 floats at s to d (a 16-byte and an 8-byte move: nothing past either). */
+AVX2 static inline __attribute__((always_inline)) void copy6(float *d, const float *s) {
+  _mm_storeu_ps(d, _mm_loadu_ps(s));
+  _mm_storel_epi64((__m128i *)(d + 4), _mm_loadl_epi64((const __m128i *)(s + 4)));
+}
+
+/* 6 rows of 8 floats (lds apart) at s, transposed into d: d[kk * 6 + i] =
+ * s[i * lds + kk], 48 floats, nothing written past them. Rows 0-3 go as
+ * 4 x 4 transposes in each 128-bit half, rows 4-5 as pairs. */
+AVX2 static inline void transpose6x8(float *d, const float *s, size_t lds) {
+  __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds), r2 = _mm256_loadu_ps(s + 2 * lds);
+  __m256 r3 = _mm256_loadu_ps(s + 3 * lds), r4 = _mm256_loadu_ps(s + 4 * lds);
+  __m256 r5 = _mm256_loadu_ps(s + 5 * lds);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  __m256 q[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
+                 _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
+  __m256 u0 = _mm256_unpacklo_ps(r4, r5), u1 = _mm256_unpackhi_ps(r4, r5);
+  /* q[j]: rows 0-3 at depth j (low half) and j + 4 (high); u0: rows 4-5 at
+   * depths 0, 1 (low) and 4, 5 (high), u1 at 2, 3 and 6, 7 */
+  for (int h = 0; h < 2; h++) {
+    __m128 p0 = h ? _mm256_extractf128_ps(u0, 1) : _mm256_castps256_ps128(u0);
+    __m128 p1 = h ? _mm256_extractf128_ps(u1, 1) : _mm256_castps256_ps128(u1);
+    float *o = d + 24 * h;
+    for (int j = 0; j < 4; j++) {
+      __m128 rows = h ? _mm256_extractf128_ps(q[j], 1) : _mm256_castps256_ps128(q[j]);
+      __m128 pair = j < 2 ? p0 : p1;
+      _mm_storeu_ps(o + 6 * j, rows);
+      if (j % 2 == 0) _mm_storel_pi((__m64 *)(o + 6 * j + 4), pair);
+      else _mm_storeh_pi((__m64 *)(o + 6 * j + 4), pair);
+    }
+  }
 }
 
 /* The sum and the largest of v's lanes. */
