@@ -209,8 +209,8 @@ KT__AVX512 static void pack_slice(float *p, const float *b, size_t ldb, int tran
 
 /* Part `part` of `parts` of the lines of rows x bytes at p (rows ld bytes
  * apart) into L1: the next row of tiles' operands, a part per panel. */
-void kt__tiles_prefetch_part(const char *p, size_t ld, int rows, size_t bytes, int part,
-                             int parts) {
+static void tiles_prefetch_part(const char *p, size_t ld, int rows, size_t bytes, int part,
+                                int parts) {
   size_t per_row = (bytes + 63) / 64, total = per_row * (size_t)rows;
   size_t lo = total * part / parts, hi = total * (part + 1) / parts;
   size_t row = lo / per_row, line = lo % per_row;
@@ -245,12 +245,11 @@ KT__AVX512 static void row_of_tiles(float *c, int ldc, const float *a, int lda, 
   for (int j0 = 0, part = 0; j0 < n; j0 += NR, part++) {
     int w = n - j0 < NR ? n - j0 : NR;
     if (next > 0 && !trans_a)
-      kt__tiles_prefetch_part((const char *)(at + (size_t)mr * lda), (size_t)lda * sizeof(float),
-                              next, (size_t)kc * sizeof(float), part, parts);
+      tiles_prefetch_part((const char *)(at + (size_t)mr * lda), (size_t)lda * sizeof(float), next,
+                          (size_t)kc * sizeof(float), part, parts);
     if (next > 0 && load_c)
-      kt__tiles_prefetch_part((const char *)(c + (size_t)(i0 + mr) * ldc),
-                              (size_t)ldc * sizeof(float), next, (size_t)n * sizeof(float), part,
-                              parts);
+      tiles_prefetch_part((const char *)(c + (size_t)(i0 + mr) * ldc), (size_t)ldc * sizeof(float),
+                          next, (size_t)n * sizeof(float), part, parts);
     kt__tile_epi te = kt__tile_epi_at(ep, i0, ldc, j0);
     tiles[mr](c + (size_t)i0 * ldc + j0, (size_t)ldc, at, ars, panels + (size_t)j0 * kc, kc, load_c,
               first_lanes(w), first_lanes(w - VW), ep ? &te : NULL);

@@ -127,11 +127,8 @@ void kt__tiles_avx2_sgemm(int trans_a, int trans_b, int m, int n, int k, const f
                           const float *b, int ldb, float beta, float *c, int ldc,
                           const kt__epilogue *ep);
 /* What the two kernels share: the calling thread's buffer of packed panels
- * (at least `floats`, kept from call to call; NULL when none is to be had)
- * and prefetches of part `part` of `parts` of the lines of rows x bytes at p
- * (rows ld bytes apart): the next row of tiles' operands, a part per panel. */
+ * (at least `floats`, kept from call to call; NULL when none is to be had). */
 float *kt__tiles_panels(size_t floats);
-void kt__tiles_prefetch_part(const char *p, size_t ld, int rows, size_t bytes, int part, int parts);
 /* The library a product runs on in context e: its class's in e->plan, else
  * e->gemm. */
 kt_gemm_kind kt__gemm_for(const kt__exec *e, int m, int n, int k, int trans_a, int trans_b);
