@@ -130,6 +130,7 @@ void kt__attention_backward_blocked(float *dinp, float *scratch, const float *do
  * or Clang, used where kt__head_tiles_ok). Rows are the head's strided
  * slices (ld* floats apart); Tp = kt__head_tiles_width(T) >= T.
  *   transpose: xt (hs, Tp) = x (T, hs) transposed, zero in columns [T, Tp)
+ *   pack:      xp (T, hs) = x (T, hs), rows hs apart
  *   scores:    s (m, Tp) row i = a row i . xt, for the columns a causal row
  *              r0 + i needs (its tile's last row + 1, up to whole 16s); the
  *              columns after that are not written
@@ -141,6 +142,7 @@ void kt__attention_backward_blocked(float *dinp, float *scratch, const float *do
 #define KT__HEAD_TILES 1
 int kt__head_tiles_ok(int hs);
 void kt__head_transpose(float *xt, int Tp, const float *x, int ld, int T, int hs);
+void kt__head_pack(float *xp, const float *x, int ld, int T, int hs);
 void kt__head_scores(float *s, int lds, const float *a, int lda, const float *xt, int Tp, int m,
                      int r0, int hs);
 void kt__head_rows(float *out, int ldo, const float *p, int ldp, const float *b, int ldb, int m,
@@ -159,6 +161,7 @@ void kt__head_softmax_backward(float *d, int ldd, const float *a, int lda, int m
 /* The same on AVX2 + FMA (head_tiles_avx2.c), which the functions above
  * run where the CPU has no AVX-512. */
 void kt__head_transpose_avx2(float *xt, int Tp, const float *x, int ld, int T, int hs);
+void kt__head_pack_avx2(float *xp, const float *x, int ld, int T, int hs);
 void kt__head_scores_avx2(float *s, int lds, const float *a, int lda, const float *xt, int Tp,
                           int m, int r0, int hs);
 void kt__head_rows_avx2(float *out, int ldo, const float *p, int ldp, const float *b, int ldb,

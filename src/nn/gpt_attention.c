@@ -76,10 +76,11 @@ ROW void softmax_causal_row_backward(float *restrict d, const float *restrict a,
 }
 
 /* T x T scores (Tp x Tp on the register tiles, whose rows are whole 16s),
- * then the transposed keys or values the tiles multiply by (hs x Tp). */
+ * then the transposed keys or values the tiles multiply by (hs x Tp), then
+ * two of the head's slices packed (Tp x hs each). */
 size_t kt__attention_scratch_floats(int T, int hs) {
   size_t Tp = (size_t)kt__head_tiles_width(T);
-  return Tp * Tp + (size_t)hs * Tp;
+  return Tp * Tp + 3 * (size_t)hs * Tp;
 }
 
 /* The scores of a head go to scratch, which stays in cache, and only the
@@ -149,46 +150,60 @@ typedef struct {
 
 #ifdef KT__HEAD_TILES
 /* A head on the register tiles (kt__head_tiles_ok): scores at row stride
- * Tp in scratch, the keys transposed after them; each product accounted
- * as the kt__matmul_ld call of the path below that it replaces. */
+ * Tp in scratch, the keys transposed after them, then the queries and the
+ * values packed; each product accounted as the kt__matmul_ld call of the
+ * path below that it replaces. The tiles read their operands' rows from
+ * the packed copies: in place, a slice's rows are 3C floats apart (3 KiB
+ * at C = 256), so a head's rows fall into a few of L1's sets and evicted
+ * each other between the tiles that read them again. */
 static void head_forward_tiles(const attention_job *j, float *sc, const float *q, float *a,
                                float *y) {
   int T = j->T, C = j->C, hs = C / j->NH, Tp = kt__head_tiles_width(T);
   const float *k = q + C, *v = q + 2 * (size_t)C;
   float scale = 1.0f / sqrtf((float)hs), *kt = sc + (size_t)Tp * Tp;
+  float *pq = kt + (size_t)hs * Tp, *pv = pq + (size_t)hs * Tp;
   double t0 = kt_now(), flops = 0;
   kt__head_transpose(kt, Tp, k, 3 * C, T, hs);
+  kt__head_pack(pq, q, 3 * C, T, hs);
+  kt__head_pack(pv, v, 3 * C, T, hs);
   for (int i0 = 0; i0 < T; i0 += j->qb) {
     int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
-    kt__head_scores(sc, Tp, q + (size_t)i0 * 3 * C, 3 * C, kt, Tp, r, i0, hs);
+    kt__head_scores(sc, Tp, pq + (size_t)i0 * hs, hs, kt, Tp, r, i0, hs);
     kt__head_softmax(a + (size_t)i0 * T, T, sc, Tp, r, i0, T, scale);
-    kt__head_rows(y + (size_t)i0 * C, C, a + (size_t)i0 * T, T, v, 3 * C, r, i0, T, hs);
+    kt__head_rows(y + (size_t)i0 * C, C, a + (size_t)i0 * T, T, pv, hs, r, i0, T, hs);
     flops += kt__matmul_shape_of(r, block_cols(n, T), hs, 0, 1, 0.0f, 3 * C, 3 * C, T); /* q k^T */
     flops += kt__matmul_shape_of(r, hs, n, 0, 0, 0.0f, T, 3 * C, C);                    /* att v */
   }
   kt__matmul_add(flops, kt_now() - t0); /* the softmax's time included: it is fused in */
 }
 
-/* dS at row stride Tp in scratch, the values transposed after it */
+/* dS at row stride Tp in scratch, the values transposed after it, then
+ * the output's gradient and the keys packed (the queries, once the keys
+ * are done) */
 static void head_backward_tiles(const attention_job *j, float *ds, const float *q, float *dq,
                                 const float *a, const float *dy) {
   int T = j->T, C = j->C, hs = C / j->NH, Tp = kt__head_tiles_width(T);
   const float *k = q + C, *v = q + 2 * (size_t)C;
   float *dk = dq + C, *dv = dq + 2 * (size_t)C;
   float scale = 1.0f / sqrtf((float)hs), *vt = ds + (size_t)Tp * Tp;
+  float *pdy = vt + (size_t)hs * Tp, *pk = pdy + (size_t)hs * Tp;
   double t0 = kt_now(), flops = 0;
   kt__head_transpose(vt, Tp, v, 3 * C, T, hs);
+  kt__head_pack(pdy, dy, C, T, hs);
+  kt__head_pack(pk, k, 3 * C, T, hs);
   for (int i0 = 0; i0 < T; i0 += j->qb) {
     int r = T - i0 < j->qb ? T - i0 : j->qb, n = i0 + r;
     float *d = ds + (size_t)i0 * Tp;
-    kt__head_scores(d, Tp, dy + (size_t)i0 * C, C, vt, Tp, r, i0, hs); /* dy v^T */
+    kt__head_scores(d, Tp, pdy + (size_t)i0 * hs, hs, vt, Tp, r, i0, hs); /* dy v^T */
     kt__head_softmax_backward(d, Tp, a + (size_t)i0 * T, T, r, i0, T, scale);
-    kt__head_rows(dq + (size_t)i0 * 3 * C, 3 * C, d, Tp, k, 3 * C, r, i0, T, hs); /* dS k */
+    kt__head_rows(dq + (size_t)i0 * 3 * C, 3 * C, d, Tp, pk, hs, r, i0, T, hs); /* dS k */
     flops += kt__matmul_shape_of(r, block_cols(n, T), hs, 0, 1, 0.0f, C, 3 * C, T);
     flops += kt__matmul_shape_of(r, hs, n, 0, 0, 0.0f, T, 3 * C, 3 * C);
   }
-  kt__head_keys(dk, 3 * C, ds, Tp, q, 3 * C, T, hs); /* dS^T q */
-  kt__head_keys(dv, 3 * C, a, T, dy, C, T, hs);      /* att^T dy */
+  float *pq = pk; /* the keys are done with */
+  kt__head_pack(pq, q, 3 * C, T, hs);
+  kt__head_keys(dk, 3 * C, ds, Tp, pq, hs, T, hs); /* dS^T q */
+  kt__head_keys(dv, 3 * C, a, T, pdy, hs, T, hs);  /* att^T dy */
   for (int j0 = 0; j0 < T; j0 += j->qb) {
     int r = T - j0 < j->qb ? T - j0 : j->qb, rows = T - j0;
     flops += kt__matmul_shape_of(r, hs, rows, 1, 0, 0.0f, T, 3 * C, 3 * C);

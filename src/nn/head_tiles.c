@@ -252,6 +252,9 @@ void kt__head_transpose(float *xt, int Tp, const float *x, int ld, int T, int hs
   if (kt__avx512_ok()) head_transpose_512(xt, Tp, x, ld, T, hs);
   else kt__head_transpose_avx2(xt, Tp, x, ld, T, hs);
 }
+void kt__head_pack(float *xp, const float *x, int ld, int T, int hs) {
+  kt__head_pack_avx2(xp, x, ld, T, hs); /* a copy: AVX2's width is enough */
+}
 void kt__head_scores(float *s, int lds, const float *a, int lda, const float *kt, int Tp, int m,
                      int r0, int hs) {
   if (kt__avx512_ok()) head_scores_512(s, lds, a, lda, kt, Tp, m, r0, hs);

@@ -77,9 +77,22 @@ AVX2 static void run_tile(const tile_op *o, int i, int mr, int col, int k0, int 
 AVX2 void kt__head_transpose_avx2(float *xt, int Tp, const float *x, int ld, int T, int hs) {
   __m256i all = first_lanes(VW);
   for (int j0 = 0; j0 < Tp; j0 += VW) /* rows of x past T give xt's zero columns */
-    for (int d = 0; d < hs; d += VW)
-      transpose8(xt + (size_t)d * Tp + j0, (size_t)Tp, x + (size_t)j0 * ld + d, (size_t)ld, T - j0,
-                 all, VW);
+    for (int d = 0; d < hs; d += VW) {
+      float *to = xt + (size_t)d * Tp + j0;
+      const float *from = x + (size_t)j0 * ld + d;
+      if (T - j0 >= VW) transpose8_full(to, (size_t)Tp, from, (size_t)ld);
+      else transpose8(to, (size_t)Tp, from, (size_t)ld, T - j0, all, VW);
+    }
+}
+
+AVX2 void kt__head_pack_avx2(float *xp, const float *x, int ld, int T, int hs) {
+  for (int t = 0; t < T; t++)
+    for (int d = 0; d < hs; d += NR) {
+      const float *from = x + (size_t)t * ld + d;
+      float *to = xp + (size_t)t * hs + d;
+      _mm256_storeu_ps(to, _mm256_loadu_ps(from));
+      _mm256_storeu_ps(to + VW, _mm256_loadu_ps(from + VW));
+    }
 }
 
 AVX2 void kt__head_scores_avx2(float *s, int lds, const float *a, int lda, const float *kt, int Tp,
@@ -113,62 +126,106 @@ AVX2 void kt__head_keys_avx2(float *out, int ldo, const float *p, int ldp, const
     }
 }
 
+/* Each pass of a softmax runs over a group of rows before the next pass
+ * starts. A row's reduction (its maximum, its sum, its dot product) waits
+ * on its whole row, and the pass after it waits on the reduction: a row of
+ * a few vectors alone left the core idle through that chain, where the
+ * next rows' loads and exponentials now fill it. */
+#define SOFTMAX_ROWS 64
+
 /* Row t's vectors past the diagonal are written whole with zero lanes (s's
- * and d's rows are Tp long, whole 16s), and p's row from its exponentials
- * in s, which is in L1. */
+ * and d's rows are Tp long, whole 16s, written by the scores' tiles up to
+ * the 16s past the diagonal), and p's row from its exponentials in s,
+ * which is in cache. */
 AVX2 void kt__head_softmax_avx2(float *p, int ldp, float *s, int lds, int m, int r0, int T,
                                 float scale) {
   const __m256 ninf = _mm256_set1_ps(-INFINITY), vscale = _mm256_set1_ps(scale);
-  for (int t = 0; t < m; t++) {
-    float *row = p + (size_t)t * ldp, *x = s + (size_t)t * lds;
-    int n = r0 + t + 1, i;
-    __m256 vm = ninf, vs = _mm256_setzero_ps();
-    for (i = 0; i < n; i += VW) {
-      __m256i k = first_lanes(n - i);
-      vm = _mm256_max_ps(
-          vm, _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, k), _mm256_castsi256_ps(k)));
+  float shift[SOFTMAX_ROWS], inv[SOFTMAX_ROWS];
+  for (int g0 = 0; g0 < m; g0 += SOFTMAX_ROWS) {
+    int g1 = m - g0 < SOFTMAX_ROWS ? m : g0 + SOFTMAX_ROWS, t, i;
+    for (t = g0; t < g1; t++) { /* the row's maximum */
+      const float *x = s + (size_t)t * lds;
+      int n = r0 + t + 1;
+      __m256 vm = ninf;
+      for (i = 0; i + VW <= n; i += VW) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+      if (i < n)
+        vm = _mm256_max_ps(vm, _mm256_blendv_ps(ninf, _mm256_loadu_ps(x + i),
+                                                _mm256_castsi256_ps(first_lanes(n - i))));
+      shift[t - g0] = max8(vm) * scale;
     }
-    __m256 shift = _mm256_set1_ps(max8(vm) * scale);
-    for (i = 0; i < n; i += VW) {
-      __m256i k = first_lanes(n - i);
-      __m256 e = exp8(_mm256_fmsub_ps(_mm256_maskload_ps(x + i, k), vscale, shift));
-      e = _mm256_and_ps(e, _mm256_castsi256_ps(k));
-      vs = _mm256_add_ps(vs, e);
-      _mm256_storeu_ps(x + i, e);
+    for (t = g0; t < g1; t++) { /* the exponentials, back into s, and their sum */
+      float *x = s + (size_t)t * lds;
+      int n = r0 + t + 1;
+      __m256 sh = _mm256_set1_ps(shift[t - g0]), vs = _mm256_setzero_ps();
+      for (i = 0; i + VW <= n; i += VW) {
+        __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vscale, sh));
+        vs = _mm256_add_ps(vs, e);
+        _mm256_storeu_ps(x + i, e);
+      }
+      if (i < n) { /* the lanes past the diagonal: 0, whatever their score */
+        __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vscale, sh));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(first_lanes(n - i)));
+        vs = _mm256_add_ps(vs, e);
+        _mm256_storeu_ps(x + i, e);
+      }
+      inv[t - g0] = 1.0f / sum8(vs);
     }
-    __m256 inv = _mm256_set1_ps(1.0f / sum8(vs));
-    for (i = 0; i < n; i += VW) {
-      __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), inv); /* zero past the diagonal */
-      if (i + VW <= T) _mm256_storeu_ps(row + i, v);
-      else _mm256_maskstore_ps(row + i, first_lanes(T - i), v);
+    for (t = g0; t < g1; t++) { /* p's row: normalised, then zeros */
+      float *row = p + (size_t)t * ldp;
+      const float *x = s + (size_t)t * lds;
+      int n = r0 + t + 1;
+      __m256 norm = _mm256_set1_ps(inv[t - g0]);
+      for (i = 0; i < n; i += VW) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), norm);
+        if (i + VW <= T) _mm256_storeu_ps(row + i, v);
+        else _mm256_maskstore_ps(row + i, first_lanes(T - i), v);
+      }
+      for (; i + VW <= T; i += VW) _mm256_storeu_ps(row + i, _mm256_setzero_ps());
+      for (; i < T; i++) row[i] = 0.0f;
     }
-    for (; i < T; i++) row[i] = 0.0f;
   }
 }
 
 AVX2 void kt__head_softmax_backward_avx2(float *d, int ldd, const float *a, int lda, int m, int r0,
                                          int T, float scale) {
   const __m256 vscale = _mm256_set1_ps(scale);
-  for (int t = 0; t < m; t++) {
-    float *g = d + (size_t)t * ldd;
-    const float *p = a + (size_t)t * lda;
-    int n = r0 + t + 1, i;
-    if (t + PF_ROWS < m) /* the probabilities come from memory, a row at a time */
-      for (i = 0; i < n + PF_ROWS; i += 2 * VW)
-        _mm_prefetch((const char *)(p + PF_ROWS * (size_t)lda + i), _MM_HINT_T0);
-    __m256 vd = _mm256_setzero_ps();
-    for (i = 0; i < n; i += VW) {
-      __m256i k = first_lanes(n - i);
-      vd = _mm256_fmadd_ps(_mm256_maskload_ps(p + i, k), _mm256_maskload_ps(g + i, k), vd);
+  float dots[SOFTMAX_ROWS];
+  for (int g0 = 0; g0 < m; g0 += SOFTMAX_ROWS) {
+    int g1 = m - g0 < SOFTMAX_ROWS ? m : g0 + SOFTMAX_ROWS, t, i;
+    for (t = g0; t < g1; t++) { /* the row's sum of p * g */
+      const float *g = d + (size_t)t * ldd, *p = a + (size_t)t * lda;
+      int n = r0 + t + 1;
+      if (t + PF_ROWS < m) /* the probabilities come from memory, a row at a time */
+        for (i = 0; i < n + PF_ROWS; i += 2 * VW)
+          _mm_prefetch((const char *)(p + PF_ROWS * (size_t)lda + i), _MM_HINT_T0);
+      __m256 vd = _mm256_setzero_ps();
+      for (i = 0; i + VW <= n; i += VW)
+        vd = _mm256_fmadd_ps(_mm256_loadu_ps(p + i), _mm256_loadu_ps(g + i), vd);
+      if (i < n) { /* p's row may end here: masked loads */
+        __m256i k = first_lanes(n - i);
+        vd = _mm256_fmadd_ps(_mm256_maskload_ps(p + i, k), _mm256_maskload_ps(g + i, k), vd);
+      }
+      dots[t - g0] = sum8(vd);
     }
-    __m256 dot = _mm256_set1_ps(sum8(vd));
-    for (i = 0; i < n; i += VW) { /* lanes past the diagonal: 0, whatever g held there */
-      __m256i k = first_lanes(n - i);
-      __m256 x = _mm256_mul_ps(_mm256_mul_ps(vscale, _mm256_maskload_ps(p + i, k)),
-                               _mm256_sub_ps(_mm256_maskload_ps(g + i, k), dot));
-      _mm256_storeu_ps(g + i, _mm256_and_ps(x, _mm256_castsi256_ps(k)));
+    for (t = g0; t < g1; t++) { /* lanes past the diagonal: 0, whatever g held there */
+      float *g = d + (size_t)t * ldd;
+      const float *p = a + (size_t)t * lda;
+      int n = r0 + t + 1;
+      __m256 dot = _mm256_set1_ps(dots[t - g0]);
+      for (i = 0; i + VW <= n; i += VW) {
+        __m256 x = _mm256_mul_ps(_mm256_mul_ps(vscale, _mm256_loadu_ps(p + i)),
+                                 _mm256_sub_ps(_mm256_loadu_ps(g + i), dot));
+        _mm256_storeu_ps(g + i, x);
+      }
+      if (i < n) {
+        __m256i k = first_lanes(n - i);
+        __m256 x = _mm256_mul_ps(_mm256_mul_ps(vscale, _mm256_maskload_ps(p + i, k)),
+                                 _mm256_sub_ps(_mm256_maskload_ps(g + i, k), dot));
+        _mm256_storeu_ps(g + i, _mm256_and_ps(x, _mm256_castsi256_ps(k)));
+        i += VW;
+      }
+      for (; i < T; i++) g[i] = 0.0f;
     }
-    for (; i < T; i++) g[i] = 0.0f;
   }
 }
 
