@@ -160,6 +160,13 @@ void kt__gemm_call_ep(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, in
     kt__tiles_sgemm(trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc, ep);
     return;
   }
+  if (beta == 0.0f && ep && !ep->gelu && (ep->bias || ep->res)) {
+    /* a library zeroes c in a pass of its own before it sums into it, and
+     * the epilogue would be another pass: c starts as bias + res instead */
+    kt__epilogue_fill(c, ldc, m, n, ep);
+    library_call(k, trans_a, trans_b, m, n, kk, a, lda, b, ldb, 1.0f, c, ldc);
+    return;
+  }
   library_call(k, trans_a, trans_b, m, n, kk, a, lda, b, ldb, beta, c, ldc);
   kt__epilogue_apply(c, ldc, m, n, ep);
 }

@@ -126,6 +126,18 @@ SIMD_CLONES void kt__epilogue_apply(float *c, int ldc, int m, int n, const kt__e
   }
 }
 
+SIMD_CLONES void kt__epilogue_fill(float *c, int ldc, int m, int n, const kt__epilogue *ep) {
+  for (int i = 0; i < m; i++) {
+    float *row = c + (size_t)i * ldc;
+    const float *res = ep->res ? ep->res + (size_t)i * ep->ldr : NULL;
+    if (ep->bias && res)
+      for (int j = 0; j < n; j++) row[j] = ep->bias[j] + res[j];
+    else if (res && res != row) memcpy(row, res, (size_t)n * sizeof *row);
+    else if (res) continue; /* c is the residual already */
+    else memcpy(row, ep->bias, (size_t)n * sizeof *row);
+  }
+}
+
 static void matmul_ep(float *out, int ldo, const float *a, int lda, const float *b, int ldb, int m,
                       int n, int k, int trans_a, int trans_b, float beta, const kt__epilogue *ep) {
   double t0 = kt_now();

@@ -63,7 +63,9 @@ void kt__gemm_call(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int k
  *   v = beta c + op(a) op(b) (+ bias[j]) (+ res[i * ldr + j]);
  *   c = v, or with gelu: c = gelu(v) and grad[i * ldc + j] = gelu'(v).
  * kaiten's own kernel applies it to each register tile as it stores it;
- * on a library it is a pass over the product's rows right after it. */
+ * on a library it is a pass over the product's rows right after it, or,
+ * with beta 0 and no gelu, c filled with bias + res before the product,
+ * which the library then adds to (the sum's order differs: float rounding). */
 typedef struct {
   const float *bias; /* (n) or NULL */
   const float *res;  /* (m, ldr) or NULL */
@@ -80,6 +82,9 @@ void kt__gemm_call_ep(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, in
                       int ldc, const kt__epilogue *ep);
 /* ep on c (m, n) as a pass (the libraries' side of kt__gemm_call_ep). */
 void kt__epilogue_apply(float *c, int ldc, int m, int n, const kt__epilogue *ep);
+/* c (m, n) = ep's bias + res, the start of a product that adds to it (ep
+ * without gelu, with a bias or a residual). */
+void kt__epilogue_fill(float *c, int ldc, int m, int n, const kt__epilogue *ep);
 
 /* kaiten's own GEMM (gemm_tiles.c): AVX-512 register tiles of 12 rows by
  * 32 columns over packed 256-deep slices of op(b), with ep fused into the
