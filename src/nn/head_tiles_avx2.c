@@ -147,24 +147,21 @@ AVX2 void kt__head_softmax_avx2(float *p, int ldp, float *s, int lds, int m, int
       const float *x = s + (size_t)t * lds;
       int n = r0 + t + 1;
       __m256 vm = ninf;
-      for (i = 0; i + VW <= n; i += VW) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
-      if (i < n)
-        vm = _mm256_max_ps(vm, _mm256_blendv_ps(ninf, _mm256_loadu_ps(x + i),
-                                                _mm256_castsi256_ps(first_lanes(n - i))));
+      for (i = 0; i < n; i += VW) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        if (i + VW > n) v = _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(first_lanes(n - i)));
+        vm = _mm256_max_ps(vm, v);
+      }
       shift[t - g0] = max8(vm) * scale;
     }
     for (t = g0; t < g1; t++) { /* the exponentials, back into s, and their sum */
       float *x = s + (size_t)t * lds;
       int n = r0 + t + 1;
       __m256 sh = _mm256_set1_ps(shift[t - g0]), vs = _mm256_setzero_ps();
-      for (i = 0; i + VW <= n; i += VW) {
+      for (i = 0; i < n; i += VW) {
         __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vscale, sh));
-        vs = _mm256_add_ps(vs, e);
-        _mm256_storeu_ps(x + i, e);
-      }
-      if (i < n) { /* the lanes past the diagonal: 0, whatever their score */
-        __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vscale, sh));
-        e = _mm256_and_ps(e, _mm256_castsi256_ps(first_lanes(n - i)));
+        if (i + VW > n) /* the lanes past the diagonal: 0, whatever their score */
+          e = _mm256_and_ps(e, _mm256_castsi256_ps(first_lanes(n - i)));
         vs = _mm256_add_ps(vs, e);
         _mm256_storeu_ps(x + i, e);
       }
