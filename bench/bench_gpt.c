@@ -31,8 +31,10 @@
  * ran the class on (auto may take another than its main one per class),
  * their time in a step against the same calls on that library in cache
  * (where the step loses to its operands coming from memory).
- * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE] [--gemm NAME] (NAME as
- * train's --gemm; default auto). */
+ * With --libraries, only the larger model's P=1 step on auto's choices
+ * against the same step on each installed library alone, alternating.
+ * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE] [--gemm NAME] [--libraries]
+ * (NAME as train's --gemm; default auto). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -618,12 +620,60 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds, doubl
   pipeline_destroy(&p1);
 }
 
+/* The P=1 step on auto's choices against the same step on each installed
+ * library alone: a pipeline each, their steps alternating round by round
+ * (the second of two timed), the median of the per-round ratios. What
+ * auto's probe is for: the choice that runs the step fastest. */
+static void library_steps(const bench_opts *o, const gpt_size *g, int rounds) {
+  kt_gemm_kind kinds[KT_GEMM_COUNT] = {KT_GEMM_AUTO}, asked = gemm_asked;
+  int n = 1;
+  for (int k = 1; k < KT_GEMM_COUNT; k++)
+    if (kt_gemm_available((kt_gemm_kind)k, NULL)) kinds[n++] = (kt_gemm_kind)k;
+  static pipeline p[KT_GEMM_COUNT];
+  static double t[KT_GEMM_COUNT][MAX_ROUNDS];
+  for (int i = 0; i < n; i++) gemm_asked = kinds[i], pipeline_create(&p[i], g, 1, KT_SCHED_1F1B);
+  gemm_asked = asked;
+  kt_gemm_choice plan;
+  kt_gemm_kind main_lib = kt_chunk_gemm(kt_runtime_chunk(p[0].rt, 0, 0), &plan);
+  printf("%-8s auto's choice: %s", g->name, kt_gemm_name(main_lib));
+  for (int i = 0; i < plan.n_shapes; i++) /* the classes it moved, as train's JSON names them */
+    printf("%s %s%s [%d, %d] on %s (%.3fx)", i ? "," : ";", plan.shapes[i].trans_a ? "T" : "N",
+           plan.shapes[i].trans_b ? "T" : "N", plan.shapes[i].dims[0], plan.shapes[i].dims[1],
+           kt_gemm_name(plan.shapes[i].kind), plan.shapes[i].speedup);
+  printf("\n");
+  for (int r = 0; r < rounds; r++) {
+    printf("%-8s round %d, P=1 step ms:", g->name, r + 1);
+    for (int i = 0; i < n; i++) {
+      t[i][r] = warm_step(&p[i], r, NULL, NULL);
+      printf(" %s %.0f", kt_gemm_name(kinds[i]), 1e3 * t[i][r]);
+    }
+    printf("\n");
+    fflush(stdout);
+  }
+  for (int i = 1; i < n; i++) {
+    double q[MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) q[r] = t[i][r] / t[0][r];
+    bench_stat s = bench_stats(q, (size_t)rounds, 1);
+    printf("%-8s the step on %s alone over auto's: median %.3f (%.3f-%.3f)\n", g->name,
+           kt_gemm_name(kinds[i]), s.med, s.min, s.max);
+    char id[64], what[160];
+    snprintf(id, sizeof id, "gpt.%s.alone_over_auto.%s.P1", g->name, kt_gemm_name(kinds[i]));
+    snprintf(what, sizeof what,
+             "%s GPT, P=1 step on %s alone over auto's (median of per-round ratios)", g->name,
+             kt_gemm_name(kinds[i]));
+    bench_row(o, id, what, "ratio", s, "the step on auto's choices (1.0)", 1);
+  }
+  for (int i = 0; i < n; i++) pipeline_destroy(&p[i]);
+}
+
 int main(int argc, char **argv) {
   kt_blas_choose_core();
   kt_blas_set_threads(1);
-  int kept = 1; /* --gemm NAME, taken out before bench_args */
+  int kept = 1, libraries = 0; /* --gemm NAME and --libraries, taken out before bench_args */
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--gemm") && i + 1 < argc) {
+    if (!strcmp(argv[i], "--libraries")) {
+      libraries = 1;
+    } else if (!strcmp(argv[i], "--gemm") && i + 1 < argc) {
       int k = kt_gemm_from_name(argv[++i]);
       if (k < 0) {
         fprintf(stderr, "bench_gpt: --gemm '%s': unknown library\n", argv[i]);
@@ -639,6 +689,14 @@ int main(int argc, char **argv) {
       {"default", "kaiten train defaults: L=4 C=64 NH=4 T=64", 4, 64, 4, 64, 0.70},
       {"larger", "--layers 8 --hidden 256 --heads 8 --seq-len 128", 8, 256, 8, 128, 1.00},
   };
+  if (libraries) { /* the larger model only: the default's steps are too short to tell */
+    printf("# GPT, M=%d b=%d, 1f1b, P=1, one thread: auto's choices against each library alone, "
+           "%d rounds\n",
+           M_MB, B_MB, o.reps);
+    library_steps(&o, &sizes[1], o.reps);
+    bench_close(&o);
+    return 0;
+  }
   const char *chosen, *core = kt_blas_core(&chosen);
   printf("# GPT, M=%d b=%d, 1f1b, one thread per rank (GEMM library: train's --gemm auto; "
          "OpenBLAS core: %s%s; kaiten's element-wise kernels: %s); median of %d rounds (bare "

@@ -3,7 +3,9 @@
  * one forward and backward of a probe chunk of the model's last units
  * (its last block and head), then replayed on each library, one thread
  * each, in interleaved rounds, each class of products timed at its best
- * round. The choice is kept per model shape in this process and in a
+ * round, on operands from memory as in a step (timed in cache, oneDNN
+ * came out fastest for some models, and a step on it alone ran 1.25x
+ * auto's). The choice is kept per model shape in this process and in a
  * cache file shared by the machine's runs. Also each chunk's threads
  * (kt__chunk_exec_init). */
 #define _GNU_SOURCE /* flock */
@@ -23,6 +25,14 @@
 #define SMALL_FLOPS 20e6 /* less work than this: OpenBLAS, unmeasured */
 #define ROUNDS 5         /* timed rounds per library */
 #define KEY_LEN 400
+/* The replay's operand sets: each product takes the next set, so its
+ * operands come from memory as a step's do (a step's activations and
+ * weights are tens of MiB, read once a micro-batch); sets enough for
+ * COLD_BYTES (past the last-level cache), at most MAX_SETS. A small model's
+ * sets all stay in cache, as its step's operands do. */
+#define COLD_BYTES (64u << 20)
+#define MAX_SETS 64
+#define PROBE_KIND "probe=cold" /* in the cache key: choices timed in cache are not reused */
 
 /* ---- the probe: record the matmuls of the model's last units --------------- */
 
@@ -130,19 +140,33 @@ kt_gemm_kind kt__gemm_for(const kt__exec *e, int m, int n, int k, int trans_a, i
   return e->gemm;
 }
 
-/* The replay's operands: a, b, c, and d for a GELU's derivative. */
+/* The replay's operands: a, b, c, and d for a GELU's derivative, in each
+ * of n_sets sets of `floats` floats each, one block; next: the set the
+ * next product takes. */
+typedef struct {
+  float *block;
+  size_t floats, n_sets, next;
+} replay_sets;
+
 typedef struct {
   float *a, *b, *c, *d;
 } replay_buffers;
 
+static replay_buffers next_set(replay_sets *rs) {
+  float *s = rs->block + 4 * rs->floats * rs->next;
+  rs->next = (rs->next + 1) % rs->n_sets;
+  return (replay_buffers){s, s + rs->floats, s + 2 * rs->floats, s + 3 * rs->floats};
+}
+
 /* The log on library k, once, each product with its epilogue (fused on
- * kaiten's kernel, a pass on a library: its cost counts); each product's
- * seconds added to its class's round. */
-static double replay_once(kt_gemm_kind k, const kt__matmul_shape *log, size_t n,
-                          const replay_buffers *r, shape_class *cls, const size_t *cls_of) {
+ * kaiten's kernel, a pass on a library: its cost counts) on the next
+ * operand set; each product's seconds added to its class's round. */
+static double replay_once(kt_gemm_kind k, const kt__matmul_shape *log, size_t n, replay_sets *rs,
+                          shape_class *cls, const size_t *cls_of) {
   double t0 = kt_now(), t = t0;
   for (size_t i = 0; i < n; i++) {
     const kt__matmul_shape *s = &log[i];
+    replay_buffers set = next_set(rs), *r = &set;
     kt__epilogue ep = {.bias = s->epi & KT__EPI_BIAS ? r->a : NULL,
                        .res = s->epi & KT__EPI_RES ? r->b : NULL,
                        .ldr = s->ldo,
@@ -196,29 +220,27 @@ static void choose_shapes(kt_gemm_choice *out, const shape_class *cls, size_t n_
  * each class's best round (cls, cls_of: classify). */
 static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *seconds,
                             shape_class *cls, size_t n_cls, const size_t *cls_of, kt_error *err) {
-  size_t big = 1;
+  size_t big = 16; /* whole 64-byte lines: the sets stay aligned */
   for (size_t i = 0; i < n; i++)
     for (int w = 0; w < 3; w++)
       if (operand_floats(&log[i], w) > big) big = operand_floats(&log[i], w);
-  replay_buffers buf = {kt__alloc_floats(big), kt__alloc_floats(big), kt__alloc_floats(big),
-                        kt__alloc_floats(big)};
-  if (!buf.a || !buf.b || !buf.c || !buf.d) {
-    free(buf.a), free(buf.b), free(buf.c), free(buf.d);
+  big = (big + 15) / 16 * 16;
+  size_t set_bytes = 4 * big * sizeof(float), n_sets = (COLD_BYTES + set_bytes - 1) / set_bytes;
+  replay_sets rs = {NULL, big, n_sets < 1 ? 1 : n_sets > MAX_SETS ? MAX_SETS : n_sets, 0};
+  if (!(rs.block = kt__alloc_floats(4 * big * rs.n_sets)))
     return kt_fail(err, KT_ENOMEM, "out of memory timing the GEMM libraries");
-  }
-  for (size_t i = 0; i < big; i++)
-    buf.a[i] = buf.b[i] = buf.c[i] = buf.d[i] = 0.01f * (float)(i % 97);
+  for (size_t i = 0; i < 4 * big * rs.n_sets; i++) rs.block[i] = 0.01f * (float)(i % 97);
   kt__exec saved = kt__exec_enter(NULL, KT_GEMM_OPENBLAS, NULL); /* one thread per library */
   for (int k = 1; k < KT_GEMM_COUNT; k++) {
     seconds[k] = 0;
     if (kt_gemm_available((kt_gemm_kind)k, NULL))
-      seconds[k] = -1, replay_once(k, log, n, &buf, cls, cls_of);
+      seconds[k] = -1, replay_once(k, log, n, &rs, cls, cls_of);
   }
   for (int r = 0; r < ROUNDS; r++) /* interleaved: a slow second hits every library */
     for (int k = 1; k < KT_GEMM_COUNT; k++) {
       if (seconds[k] == 0) continue;
       for (size_t j = 0; j < n_cls; j++) cls[j].round[k] = 0;
-      replay_once(k, log, n, &buf, cls, cls_of);
+      replay_once(k, log, n, &rs, cls, cls_of);
       for (size_t j = 0; j < n_cls; j++) /* each class's best round, apart */
         if (r == 0 || cls[j].round[k] < cls[j].best[k]) cls[j].best[k] = cls[j].round[k];
     }
@@ -231,7 +253,7 @@ static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *secon
       for (size_t j = 0; j < n_cls; j++) seconds[k] += cls[j].best[k];
     }
   kt__exec_leave(saved);
-  free(buf.a), free(buf.b), free(buf.c), free(buf.d);
+  free(rs.block);
   return KT_OK;
 }
 
@@ -264,6 +286,7 @@ static void cache_key(const kt_model_config *cfg, int b, char *key, size_t len) 
     kt_gemm_available((kt_gemm_kind)k, &v);
     n += snprintf(key + n, len - (size_t)n, "|%s %s", kt_gemm_name((kt_gemm_kind)k), v ? v : "-");
   }
+  if (n > 0 && (size_t)n < len) snprintf(key + n, len - (size_t)n, "|%s", PROBE_KIND);
   for (char *p = key; *p; p++)
     if (*p == '\t' || *p == '\n') *p = ' ';
 }
