@@ -636,7 +636,7 @@ static void library_steps(const bench_opts *o, const gpt_size *g, int rounds) {
   kt_gemm_choice plan;
   kt_gemm_kind main_lib = kt_chunk_gemm(kt_runtime_chunk(p[0].rt, 0, 0), &plan);
   printf("%-8s auto's choice: %s", g->name, kt_gemm_name(main_lib));
-  for (int i = 0; i < plan.n_shapes; i++) /* the classes it moved, as train's JSON names them */
+  for (int i = 0; i < plan.n_shapes; i++) /* the classes it moved: transpositions, fixed dims */
     printf("%s %s%s [%d, %d] on %s (%.3fx)", i ? "," : ";", plan.shapes[i].trans_a ? "T" : "N",
            plan.shapes[i].trans_b ? "T" : "N", plan.shapes[i].dims[0], plan.shapes[i].dims[1],
            kt_gemm_name(plan.shapes[i].kind), plan.shapes[i].speedup);

@@ -226,7 +226,7 @@ static kt_status replay_all(const kt__matmul_shape *log, size_t n, double *secon
       if (operand_floats(&log[i], w) > big) big = operand_floats(&log[i], w);
   big = (big + 15) / 16 * 16;
   size_t set_bytes = 4 * big * sizeof(float), n_sets = (COLD_BYTES + set_bytes - 1) / set_bytes;
-  replay_sets rs = {NULL, big, n_sets < 1 ? 1 : n_sets > MAX_SETS ? MAX_SETS : n_sets, 0};
+  replay_sets rs = {NULL, big, n_sets > MAX_SETS ? MAX_SETS : n_sets, 0};
   if (!(rs.block = kt__alloc_floats(4 * big * rs.n_sets)))
     return kt_fail(err, KT_ENOMEM, "out of memory timing the GEMM libraries");
   for (size_t i = 0; i < 4 * big * rs.n_sets; i++) rs.block[i] = 0.01f * (float)(i % 97);
