@@ -44,7 +44,7 @@ int kt__tiles_ok(void) { return kt__avx512_ok() || kt__avx2_ok(); }
 /* r: bumped by a change to a kernel that moves its speed (auto's cached
  * choices name it) */
 const char *kt__tiles_version(void) {
-  return kt__avx512_ok() ? "avx512 12x32 r3" : kt__avx2_ok() ? "avx2 6x16 r2" : NULL;
+  return kt__avx512_ok() ? "avx512 12x32 r3" : kt__avx2_ok() ? "avx2 6x16 r3" : NULL;
 }
 
 /* Each thread's packed panels, kept from call to call (a product's are up

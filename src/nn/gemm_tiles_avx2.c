@@ -46,6 +46,22 @@ AVX2 static inline __attribute__((always_inline)) void store_row(float *c, __m25
   store_lanes(c + col, v, k, full);
 }
 
+/* acc += column kk of A (6 rows) times row kk of b (16 columns), A and b
+ * packed panels as tile's. */
+AVX2 static inline __attribute__((always_inline)) void step(__m256 acc[MR][2], const float *a,
+                                                            const float *b, int kk) {
+  _mm_prefetch((const char *)(b + (kk + PF_B) * NR), _MM_HINT_T0); /* may pass the panels' */
+  _mm_prefetch((const char *)(a + (kk + PF_A) * MR), _MM_HINT_T0); /* ends: hints */
+  __m256 b0 = _mm256_load_ps(b + kk * NR), b1 = _mm256_load_ps(b + kk * NR + VW);
+  const float *ak = a + kk * MR;
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; i++) {
+    __m256 x = _mm256_broadcast_ss(ak + i);
+    acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
+    acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
+  }
+}
+
 /* c (mr, 16) = (load_c ? c : 0) + A (6, kc) b (kc, 16), A and b packed
  * panels (A (i, kk) at a[kk * 6 + i]); the lanes of k0 and k1 of each of
  * the first mr rows' two vectors are stored (all of them where full), with
@@ -63,18 +79,17 @@ AVX2 static inline __attribute__((always_inline)) void tile(float *c, size_t ldc
     _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
     _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
   }
-  for (int kk = 0; kk < kc; kk++) { /* prefetches may pass the panels' ends: hints */
-    _mm_prefetch((const char *)(b + (kk + PF_B) * NR), _MM_HINT_T0);
-    _mm_prefetch((const char *)(a + (kk + PF_A) * MR), _MM_HINT_T0);
-    __m256 b0 = _mm256_load_ps(b + kk * NR), b1 = _mm256_load_ps(b + kk * NR + VW);
-    const float *ak = a + kk * MR;
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; i++) {
-      __m256 x = _mm256_broadcast_ss(ak + i);
-      acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
-    }
+  /* four steps a trip where four remain: the loop's own instructions (count,
+   * compare, branch, pointer steps) stop competing with the loads and FMAs;
+   * 4% faster on the larger GPT's products on a Zen 3 (bench/README.md) */
+  int kk = 0;
+  for (; kk + 4 <= kc; kk += 4) {
+    step(acc, a, b, kk);
+    step(acc, a, b, kk + 1);
+    step(acc, a, b, kk + 2);
+    step(acc, a, b, kk + 3);
   }
+  for (; kk < kc; kk++) step(acc, a, b, kk);
 #pragma GCC unroll 6 /* acc stays in registers only if every index is a constant */
   for (int i = 0; i < mr; i++) {
     if (load_c) {
