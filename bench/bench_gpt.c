@@ -29,8 +29,9 @@
  * libraries' replays run.
  * Before the rounds, each model's products by class: the library the step
  * ran the class on (auto may take another than its main one per class),
- * their time in a step against the same calls on that library in cache
- * (where the step loses to its operands coming from memory).
+ * their time in a step against the same calls, epilogues included, on that
+ * library in cache (where the step loses to its operands coming from
+ * memory), and the same products in the step's order with nothing between.
  * With --libraries, only the larger model's P=1 step on auto's choices
  * against the same step on each installed library alone, alternating.
  * Usage: bench_gpt [ROUNDS] [--quick] [--tsv FILE] [--gemm NAME] [--libraries]
@@ -68,9 +69,10 @@ typedef struct {
   double target; /* P=1 step over bare sgemm */
 } gpt_size;
 
-/* Operands big enough for every recorded shape and its row strides. */
+/* Operands big enough for every recorded shape and its row strides (d: the
+ * GELU' a product's epilogue writes). */
 typedef struct {
-  float *a, *b, *c;
+  float *a, *b, *c, *d;
 } replay_buf;
 
 static size_t extent(int rows, int ld) { return (size_t)rows * (size_t)ld; }
@@ -85,13 +87,26 @@ static replay_buf replay_alloc(const kt__matmul_shape *sh, size_t n) {
     big = a > big ? a : big, big = b > big ? b : big, big = c > big ? c : big;
   }
   /* allocated as the step's tensors are (huge-page aligned when large) */
-  replay_buf r = {kt__alloc_floats(big), kt__alloc_floats(big), kt__alloc_floats(big)};
-  if (!r.a || !r.b || !r.c) {
+  replay_buf r = {kt__alloc_floats(big), kt__alloc_floats(big), kt__alloc_floats(big),
+                  kt__alloc_floats(big)};
+  if (!r.a || !r.b || !r.c || !r.d) {
     fprintf(stderr, "bench_gpt: out of memory\n");
     exit(1);
   }
-  for (size_t i = 0; i < big; i++) r.a[i] = r.b[i] = r.c[i] = 0.01f * (float)(i % 97);
+  for (size_t i = 0; i < big; i++) r.a[i] = r.b[i] = r.c[i] = r.d[i] = 0.01f * (float)(i % 97);
   return r;
+}
+
+/* The epilogue a recorded product ran with (its bias, residual, GELU), on
+ * r's operands: the step times each product with its epilogue (fused on
+ * kaiten's kernel, a pass after a library's), so its replays on the step's
+ * library do too; the bare OpenBLAS reference runs none. */
+static kt__epilogue replay_epilogue(const kt__matmul_shape *s, const replay_buf *r) {
+  return (kt__epilogue){.bias = s->epi & KT__EPI_BIAS ? r->a : NULL,
+                        .res = s->epi & KT__EPI_RES ? r->b : NULL,
+                        .ldr = s->ldo,
+                        .grad = r->d,
+                        .gelu = !!(s->epi & KT__EPI_GELU)};
 }
 
 /* Seconds bare sgemm takes for the recorded shapes and strides, once; call
@@ -133,15 +148,17 @@ static int same_shape(const kt__matmul_shape *a, const kt__matmul_shape *b) {
          a->ldb == b->ldb && a->ldo == b->ldo;
 }
 
-/* Seconds of calls calls of s on library lib, operands in cache (best of 5). */
-static double class_in_cache(kt_gemm_kind lib, const kt__matmul_shape *s, int calls,
-                             replay_buf *r) {
+/* Seconds of calls calls of s on library lib, operands in cache (best of
+ * 5), with s's epilogue where epilogue is set. */
+static double class_in_cache(kt_gemm_kind lib, const kt__matmul_shape *s, int calls, replay_buf *r,
+                             int epilogue) {
   double best = INFINITY;
+  kt__epilogue ep = replay_epilogue(s, r);
   for (int t = 0; t < 5; t++) {
     double t0 = kt_now();
     for (int i = 0; i < calls; i++)
-      kt__gemm_call(lib, s->trans_a, s->trans_b, s->m, s->n, s->k, r->a, s->lda, r->b, s->ldb,
-                    s->accumulate ? 1.0f : 0.0f, r->c, s->ldo);
+      kt__gemm_call_ep(lib, s->trans_a, s->trans_b, s->m, s->n, s->k, r->a, s->lda, r->b, s->ldb,
+                       s->accumulate ? 1.0f : 0.0f, r->c, s->ldo, epilogue && s->epi ? &ep : NULL);
     best = fmin(best, kt_now() - t0);
   }
   return best;
@@ -173,8 +190,9 @@ static void class_table(const gpt_size *g, const kt__matmul_shape *sh, size_t n,
       cls[j] = cls[j - 1], cls[j - 1] = t;
     }
   printf("%-8s the step's products by class (%d more computed by kaiten's own kernels): the "
-         "library the step ran it on (its main one: %s), GF/s in the step, on that library and "
-         "bare OpenBLAS in cache, and the ms the step loses\n",
+         "library the step ran it on (its main one: %s), GF/s in the step, on that library "
+         "(with the class's epilogue, as in the step) and bare OpenBLAS (none) in cache, and the "
+         "ms the step loses\n",
          g->name, elsewhere, kt_gemm_name(lib));
   kt__exec e = {.gemm = lib, .plan = plan};
   double in_step = 0, in_cache = 0;
@@ -182,8 +200,8 @@ static void class_table(const gpt_size *g, const kt__matmul_shape *sh, size_t n,
     const kt__matmul_shape *s = &cls[c].s;
     kt_gemm_kind on = kt__gemm_for(&e, s->m, s->n, s->k, s->trans_a, s->trans_b);
     double f = 2.0 * s->m * s->n * s->k * cls[c].calls;
-    double tl = class_in_cache(on, s, cls[c].calls, r);
-    double to = class_in_cache(KT_GEMM_OPENBLAS, s, cls[c].calls, r);
+    double tl = class_in_cache(on, s, cls[c].calls, r, 1);
+    double to = class_in_cache(KT_GEMM_OPENBLAS, s, cls[c].calls, r, 0);
     in_step += s->seconds, in_cache += tl;
     printf("%-8s   %4d x %4d x %4d %s%s%s %4d calls %-8s %8.2f ms  %6.1f | %6.1f %6.1f | %+7.2f\n",
            g->name, s->m, s->n, s->k, s->trans_a ? "T" : "N", s->trans_b ? "T" : "N",
@@ -197,14 +215,15 @@ static void class_table(const gpt_size *g, const kt__matmul_shape *sh, size_t n,
 /* The step's library products again, in the step's order on the step's own
  * operands (stash, weights, gradients), nothing between them: as they come,
  * and each run twice with the second timed (its operands then in cache);
- * best of 3. Against their time in the step, the first is what the work
+ * best of 3. Each with its epilogue, as in the step (its bias, residual and
+ * GELU' on scratch operands from r). Against their time in the step, the first is what the work
  * between the products costs them, the second what their operands coming
  * from memory costs. Accumulating products add into their outputs again
  * (gradients, and activations laid down with a bias or residual), the
  * others rewrite theirs: the next step zeroes the gradients and computes
  * every activation afresh. */
-static void in_order_row(const gpt_size *g, const kt__matmul_shape *sh, size_t n,
-                         kt_gemm_kind lib) {
+static void in_order_row(const gpt_size *g, const kt__matmul_shape *sh, size_t n, kt_gemm_kind lib,
+                         const replay_buf *r) {
   double in_step = 0, first = INFINITY, warm = INFINITY;
   for (size_t i = 0; i < n; i++) in_step += sh[i].out ? sh[i].seconds : 0;
   for (int t = 0; t < 3; t++) {
@@ -213,10 +232,12 @@ static void in_order_row(const gpt_size *g, const kt__matmul_shape *sh, size_t n
       for (size_t i = 0; i < n; i++) {
         const kt__matmul_shape *s = &sh[i];
         if (!s->out) continue;
+        kt__epilogue ep = replay_epilogue(s, r);
         for (int rep = 0; rep <= pass; rep++) {
           double t0 = kt_now();
-          kt__gemm_call(lib, s->trans_a, s->trans_b, s->m, s->n, s->k, s->a, s->lda, s->b, s->ldb,
-                        s->accumulate ? 1.0f : 0.0f, s->out, s->ldo);
+          kt__gemm_call_ep(lib, s->trans_a, s->trans_b, s->m, s->n, s->k, s->a, s->lda, s->b,
+                           s->ldb, s->accumulate ? 1.0f : 0.0f, s->out, s->ldo,
+                           s->epi ? &ep : NULL);
           if (rep == pass) *(pass ? &second : &once) += kt_now() - t0;
         }
       }
@@ -584,7 +605,7 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds, doubl
   kt_gemm_kind lib = kt_chunk_gemm(kt_runtime_chunk(p1.rt, 0, 0), &plan);
   replay_lib(lib, sh, n, bufs);
   class_table(g, sh, n, lib, &plan, &bufs[0]);
-  in_order_row(g, sh, n, lib);
+  in_order_row(g, sh, n, lib, &bufs[0]);
   static rounds_of x; /* 9 series of MAX_ROUNDS: off the stack */
   double t2z[MAX_ROUNDS], pair[MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
@@ -613,7 +634,8 @@ static void bench_size(const bench_opts *o, const gpt_size *g, int rounds, doubl
   speedup_row(o, g, "1f1b", "speedup.P2", x.speedup, x.t2, rounds, ideal);
   speedup_row(o, g, "zb-h1", "speedup_zbh1.P2", x.speedup_zb, t2z, rounds, ideal);
   bound_rows(o, g, pair, steps_pair, balance, rounds, ideal);
-  for (int i = 0; i < COLD_SETS; i++) free(bufs[i].a), free(bufs[i].b), free(bufs[i].c);
+  for (int i = 0; i < COLD_SETS; i++)
+    free(bufs[i].a), free(bufs[i].b), free(bufs[i].c), free(bufs[i].d);
   pipeline_destroy(&p2z);
   pipeline_destroy(&p2);
   pipeline_destroy(&p1b);

@@ -39,7 +39,7 @@ typedef enum {
   KT_GEMM_OPENBLAS,
   KT_GEMM_BLIS,
   KT_GEMM_ONEDNN,
-  KT_GEMM_KAITEN, /* kaiten's own AVX-512 kernel, epilogues fused (x86-64 with AVX-512F) */
+  KT_GEMM_KAITEN, /* kaiten's own kernel, epilogues fused (x86-64 with AVX-512F or AVX2 + FMA) */
   KT_GEMM_COUNT
 } kt_gemm_kind;
 

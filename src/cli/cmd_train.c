@@ -15,7 +15,7 @@ static const cli_opt train_opts_table[] = {
     {"tie-embeddings", 0, NULL, "GPT: the LM head shares the token embedding"},
     {"recompute", 0, NULL, "keep only each stage's input; recompute the forward in backward"},
     {"gemm", 0, "NAME",
-     "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn | kaiten (its own AVX-512 kernel)"},
+     "matmul library: auto (default: the fastest here on this model) | openblas | blis | onednn | kaiten (its own: AVX-512, or AVX2 + FMA)"},
     {"data", 0, "FILE", "GPT: train on this text file (default: the built-in corpus)"},
     {"seq-chunks", 0, "K",
      "with --doc-lengths: each micro-batch runs as K chunks along the sequence (Seq1F1B: 1f1b over the chunks, keys and values of earlier chunks kept), lowering peak activation memory"},
