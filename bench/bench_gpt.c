@@ -102,11 +102,7 @@ static replay_buf replay_alloc(const kt__matmul_shape *sh, size_t n) {
  * kaiten's kernel, a pass after a library's), so its replays on the step's
  * library do too; the bare OpenBLAS reference runs none. */
 static kt__epilogue replay_epilogue(const kt__matmul_shape *s, const replay_buf *r) {
-  return (kt__epilogue){.bias = s->epi & KT__EPI_BIAS ? r->a : NULL,
-                        .res = s->epi & KT__EPI_RES ? r->b : NULL,
-                        .ldr = s->ldo,
-                        .grad = r->d,
-                        .gelu = !!(s->epi & KT__EPI_GELU)};
+  return kt__epilogue_of_kind(s->epi, r->a, r->b, s->ldo, r->d);
 }
 
 /* Seconds bare sgemm takes for the recorded shapes and strides, once; call

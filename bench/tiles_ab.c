@@ -33,16 +33,6 @@ static const int shapes[][5] = {/* m, n, k, a transposed, b transposed */
                                 {512, 1024, 256, 0, 0}, {512, 256, 1024, 0, 0},
                                 {256, 1024, 512, 1, 0}, {1024, 256, 512, 1, 0}};
 
-static int by_value(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return a < b ? -1 : a > b;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, by_value);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 typedef void (*sgemm_fn)(int, int, int, int, int, const float *, int, const float *, int, float,
                          float *, int, const kt__epilogue *);
 
@@ -103,11 +93,12 @@ int main(int argc, char **argv) {
       t_blas[r] = timed(openblas, s, a, b, c);
       vs_old[r] = t_old[r] / t_new[r], vs_blas[r] = t_blas[r] / t_new[r];
     }
-    double r_old = median(vs_old, rounds), r_blas = median(vs_blas, rounds);
+    double r_old = kt_median(vs_old, (size_t)rounds), r_blas = kt_median(vs_blas, (size_t)rounds);
     log_old += log(r_old), log_blas += log(r_blas);
     printf("%4d x %4d x %4d %c%c %8.1f %8.1f %9.1f %8.3f %9.3f\n", s[0], s[1], s[2],
-           s[3] ? 'T' : 'N', s[4] ? 'T' : 'N', gflop / median(t_new, rounds),
-           gflop / median(t_old, rounds), gflop / median(t_blas, rounds), r_old, r_blas);
+           s[3] ? 'T' : 'N', s[4] ? 'T' : 'N', gflop / kt_median(t_new, (size_t)rounds),
+           gflop / kt_median(t_old, (size_t)rounds), gflop / kt_median(t_blas, (size_t)rounds),
+           r_old, r_blas);
   }
   printf("geometric mean over the shapes: new/old %.3f, new/OpenBLAS %.3f\n",
          exp(log_old / (double)n_shapes), exp(log_blas / (double)n_shapes));

@@ -167,11 +167,7 @@ static double replay_once(kt_gemm_kind k, const kt__matmul_shape *log, size_t n,
   for (size_t i = 0; i < n; i++) {
     const kt__matmul_shape *s = &log[i];
     replay_buffers set = next_set(rs), *r = &set;
-    kt__epilogue ep = {.bias = s->epi & KT__EPI_BIAS ? r->a : NULL,
-                       .res = s->epi & KT__EPI_RES ? r->b : NULL,
-                       .ldr = s->ldo,
-                       .grad = r->d,
-                       .gelu = !!(s->epi & KT__EPI_GELU)};
+    kt__epilogue ep = kt__epilogue_of_kind(s->epi, r->a, r->b, s->ldo, r->d);
     kt__gemm_call_ep(k, s->trans_a, s->trans_b, s->m, s->n, s->k, r->a, s->lda, r->b, s->ldb,
                      s->accumulate ? 1.0f : 0.0f, r->c, s->ldo, s->epi ? &ep : NULL);
     double now = kt_now();

@@ -87,6 +87,15 @@ int kt__epilogue_kind(const kt__epilogue *ep) {
          (ep->gelu ? KT__EPI_GELU : 0);
 }
 
+kt__epilogue kt__epilogue_of_kind(int kind, const float *bias, const float *res, int ldr,
+                                  float *grad) {
+  return (kt__epilogue){.bias = kind & KT__EPI_BIAS ? bias : NULL,
+                        .res = kind & KT__EPI_RES ? res : NULL,
+                        .ldr = ldr,
+                        .grad = grad,
+                        .gelu = !!(kind & KT__EPI_GELU)};
+}
+
 /* One row of an epilogue as a pass: row = row + bias + res, in that order
  * (as the tiles add them), or with grad its GELU and GELU'. */
 ROW void epilogue_row(float *restrict row, float *restrict grad, const float *restrict bias,

@@ -75,6 +75,10 @@ typedef struct {
 } kt__epilogue;
 enum { KT__EPI_BIAS = 1, KT__EPI_RES = 2, KT__EPI_GELU = 4 }; /* kt__epilogue_kind */
 int kt__epilogue_kind(const kt__epilogue *ep);                /* 0 for NULL */
+/* Its inverse: an epilogue of that kind on the given operands (those the
+ * kind leaves out unused), as a replay of a recorded product runs it. */
+kt__epilogue kt__epilogue_of_kind(int kind, const float *bias, const float *res, int ldr,
+                                  float *grad);
 /* kt__gemm_call with ep (NULL: none): fused into kaiten's tiles, a pass after
  * a library's product, applied to beta c where there is nothing to sum. */
 void kt__gemm_call_ep(kt_gemm_kind k, int trans_a, int trans_b, int m, int n, int kk,
