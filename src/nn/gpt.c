@@ -504,16 +504,16 @@ static kt_status gpt_impl_alloc(kt_chunk *c, kt_error *err) {
   }
   stash_floats(c, &whole, &g->act_floats, &g->keep_floats, &g->wgrad_floats);
   g->inp_floats = (c->is_first ? N : N * C) + (c->is_last ? N : 0);
-  g->s.fc = malloc(4 * N * C * sizeof(float));
-  g->s.dsmall = malloc(N * C * sizeof(float));
+  g->s.fc = kt__alloc_floats(4 * N * C);
+  g->s.dsmall = kt__alloc_floats(N * C);
   /* one T x T of attention scratch (and more) for each thread the chunk will have */
   size_t attn = kt__attention_scratch_floats(T, C / c->cfg.heads);
-  g->s.attn = malloc(attn * (size_t)kt_blas_threads() * sizeof(float));
-  g->s.partials = malloc(2 * kt__partials_floats((int)N, 4 * C) * sizeof(float));
-  g->stream = malloc((g->stream_act + stream_keep) * sizeof(float));
-  g->ping = malloc(N * C * sizeof(float));
-  g->pong = malloc(N * C * sizeof(float));
-  g->din_tmp = malloc(N * C * sizeof(float));
+  g->s.attn = kt__alloc_floats(attn * (size_t)kt_blas_threads());
+  g->s.partials = kt__alloc_floats(2 * kt__partials_floats((int)N, 4 * C));
+  g->stream = kt__alloc_floats(g->stream_act + stream_keep);
+  g->ping = kt__alloc_floats(N * C);
+  g->pong = kt__alloc_floats(N * C);
+  g->din_tmp = kt__alloc_floats(N * C);
   if (!g->s.fc || !g->s.dsmall || !g->s.attn || !g->s.partials || !g->stream || !g->ping ||
       !g->pong || !g->din_tmp)
     return kt_fail(err, KT_ENOMEM,

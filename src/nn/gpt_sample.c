@@ -75,8 +75,8 @@ kt_status kt_gpt_sample(kt_chunk *const *chunks, int n_chunks, const int *prompt
   size_t N = (size_t)B * T, ctx_len = (size_t)n_prompt + (size_t)n_new + 1;
   int *ctx = malloc(ctx_len * sizeof(int));
   int *tokens = calloc(N, sizeof(int));
-  float *bufs[2] = {malloc(N * C * sizeof(float)), malloc(N * C * sizeof(float))};
-  float *logits = malloc(N * V * sizeof(float));
+  float *bufs[2] = {kt__alloc_floats(N * C), kt__alloc_floats(N * C)};
+  float *logits = kt__alloc_floats(N * V);
   candidate *cand = malloc((size_t)V * sizeof *cand);
   if (!ctx || !tokens || !bufs[0] || !bufs[1] || !logits || !cand) {
     st = kt_fail(err, KT_ENOMEM, "sample: out of memory");

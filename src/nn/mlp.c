@@ -189,9 +189,9 @@ kt_status kt__mlp_chunk_create(const kt_model_config *cfg, int first_unit, int n
   mlp_impl *m = calloc(1, sizeof *m);
   size_t BH = (size_t)micro_batch * cfg->hidden;
   if (m) {
-    m->tmp_a = malloc(BH * sizeof(float));
-    m->tmp_b = malloc(BH * sizeof(float));
-    if (cfg->recompute) m->scratch = malloc(2 * (size_t)n_units * BH * sizeof(float));
+    m->tmp_a = kt__alloc_floats(BH);
+    m->tmp_b = kt__alloc_floats(BH);
+    if (cfg->recompute) m->scratch = kt__alloc_floats(2 * (size_t)n_units * BH);
   }
   c->impl = m;
   if (!m || !m->tmp_a || !m->tmp_b || (cfg->recompute && !m->scratch) ||

@@ -13,11 +13,13 @@
 /* Tensors of a few MiB are read by sgemm in strided panels: on 4 KiB pages
  * every panel row is another TLB entry. Buffers of at least a huge page are
  * aligned to one and offered to transparent huge pages (where the kernel's
- * policy is "madvise", the default on Debian); smaller ones are plain. */
+ * policy is "madvise", the default on Debian); smaller ones start on a
+ * cache line. malloc's own blocks start 16 bytes into one (glibc), so every
+ * 64-byte vector a kernel loads or stores in them straddles two lines. */
 float *kt__alloc_floats(size_t n) {
   size_t bytes = n * sizeof(float) + 64;
-  if (bytes < HUGE_PAGE) return malloc(bytes);
   void *p = NULL;
+  if (bytes < HUGE_PAGE) return posix_memalign(&p, 64, bytes) ? NULL : p;
   bytes = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
   if (posix_memalign(&p, HUGE_PAGE, bytes)) return NULL;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
